@@ -1,0 +1,548 @@
+/*
+ * seqgate — the sidecar daemon: flags, signals and wiring only.
+ *
+ * config (config.h) → LMDB store (store.h) → engine (engine.h), or the
+ * pass-through benchmark baseline (passthrough.h) → Kafka loop (kafka.h).
+ * SIGTERM/SIGINT ask the loop to finish its batch, commit, leave the
+ * consumer group and return. Logs are JSON lines on stderr:
+ *   {"ts":"2026-11-30T08:00:00.123Z","level":"info","event":"...",...}
+ * The configuration's Kafka property values are never logged (they may hold
+ * secrets); the library's own log fields never carry one either.
+ */
+#include "config.h"
+#include "engine.h"
+#include "kafka.h"
+#include "metrics.h"
+#include "passthrough.h"
+#include "seqgate.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* logging                                                             */
+
+static sg_log_level_t g_log_level = SG_LOG_INFO;
+
+static const char *level_name(sg_log_level_t l) {
+        switch (l) {
+        case SG_LOG_ERR:
+                return "error";
+        case SG_LOG_WARNING:
+                return "warning";
+        case SG_LOG_NOTICE:
+                return "notice";
+        case SG_LOG_INFO:
+                return "info";
+        default:
+                return "debug";
+        }
+}
+
+static bool level_parse(const char *s, sg_log_level_t *out) {
+        static const struct {
+                const char *name;
+                sg_log_level_t level;
+        } names[] = {{"error", SG_LOG_ERR},     {"err", SG_LOG_ERR},
+                     {"warning", SG_LOG_WARNING}, {"warn", SG_LOG_WARNING},
+                     {"notice", SG_LOG_NOTICE}, {"info", SG_LOG_INFO},
+                     {"debug", SG_LOG_DEBUG}};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (!strcmp(s, names[i].name)) {
+                        *out = names[i].level;
+                        return true;
+                }
+        return false;
+}
+
+/**
+ * Writes one JSON log line. @p members: JSON object members without braces
+ * (a full "{...}" object is accepted too), or NULL.
+ */
+static void log_line(sg_log_level_t level, const char *event,
+                     const char *members) {
+        char ts[64], tbuf[32];
+        struct timespec now;
+        struct tm tm;
+
+        if (level > g_log_level)
+                return;
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(ts, sizeof(ts), "%s.%03dZ", tbuf,
+                 (int)(now.tv_nsec / 1000000) % 1000);
+
+        const char *m = members ? members : "";
+        size_t mlen = strlen(m);
+        if (mlen >= 2 && m[0] == '{' && m[mlen - 1] == '}') {
+                m++;
+                mlen -= 2;
+        }
+        /* One write per line, so lines do not interleave. */
+        char *line = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&line, &len);
+        if (!f)
+                return;
+        fprintf(f, "{\"ts\":\"%s\",\"level\":\"%s\",\"event\":\"%s\"", ts,
+                level_name(level), event);
+        if (mlen > 0) {
+                fputc(',', f);
+                fwrite(m, 1, mlen, f);
+        }
+        fputs("}\n", f);
+        fclose(f);
+        fwrite(line, 1, len, stderr);
+        free(line);
+}
+
+/** sg_log_cb for the library. */
+static void on_log(void *opaque, sg_log_level_t level, const char *event,
+                   const char *fields_json) {
+        (void)opaque;
+        log_line(level, event, fields_json);
+}
+
+/** Builds a log line from a cJSON object (consumed). */
+static void log_json(sg_log_level_t level, const char *event, cJSON *fields) {
+        char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
+        log_line(level, event, txt);
+        cJSON_free(txt);
+        cJSON_Delete(fields);
+}
+
+static void log_msg(sg_log_level_t level, const char *event, const char *key,
+                    const char *value) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, key, value);
+        log_json(level, event, f);
+}
+
+/* ------------------------------------------------------------------ */
+/* stats                                                               */
+
+typedef struct app {
+        sg_engine_t *engine; /**< NULL in pass-through mode */
+} app_t;
+
+/** Stats line: the loop's counters and gauges, then the engine's metrics. */
+static void on_stats(void *opaque, const sg_loop_stats_t *s) {
+        app_t *app = opaque;
+        char buf[4096];
+        int n = snprintf(
+                buf, sizeof(buf),
+                "\"batches_total\":%llu,\"batches_aborted_total\":%llu,"
+                "\"records_in_total\":%llu,\"records_out_total\":%llu,"
+                "\"delivery_failures_total\":%llu,\"map_grows_total\":%llu,"
+                "\"rebalances_total\":%llu,\"pauses_total\":%llu,"
+                "\"commit_latency_ms_last\":%lld,"
+                "\"commit_latency_ms_max\":%lld,"
+                "\"assigned_partitions\":%lld,\"paused_partitions\":%lld,"
+                "\"consumer_lag\":%lld",
+                (unsigned long long)s->batches_total,
+                (unsigned long long)s->batches_aborted_total,
+                (unsigned long long)s->records_in_total,
+                (unsigned long long)s->records_out_total,
+                (unsigned long long)s->delivery_failures_total,
+                (unsigned long long)s->map_grows_total,
+                (unsigned long long)s->rebalances_total,
+                (unsigned long long)s->pauses_total,
+                (long long)s->commit_latency_ms_last,
+                (long long)s->commit_latency_ms_max,
+                (long long)s->assigned_partitions,
+                (long long)s->paused_partitions, (long long)s->consumer_lag);
+        if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
+                char mbuf[3072];
+                int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,
+                                        sizeof(mbuf));
+                if (m > 0 && (size_t)m < sizeof(mbuf) &&
+                    (size_t)n + 1 + (size_t)m < sizeof(buf))
+                        snprintf(buf + n, sizeof(buf) - (size_t)n, ",%s",
+                                 mbuf);
+        }
+        log_line(SG_LOG_INFO, "stats", buf);
+}
+
+/* ------------------------------------------------------------------ */
+/* signals                                                             */
+
+static sg_loop_t *volatile g_loop;
+static volatile sig_atomic_t g_stop_early;
+
+static void on_signal(int sig) {
+        (void)sig;
+        g_stop_early = 1;
+        if (g_loop)
+                sg_loop_stop(g_loop);
+}
+
+static void install_signals(void) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* flags                                                               */
+
+static void usage(FILE *out) {
+        fputs("usage: seqgate --config FILE [options]\n"
+              "       seqgate --check-config FILE\n"
+              "       seqgate --version | --help\n"
+              "\n"
+              "Drops duplicate events, orders each aggregate's events by "
+              "version\nand dead-letters what it refuses, beside a Kafka "
+              "consumer group.\n"
+              "\n"
+              "  -c, --config FILE           run with the JSON configuration "
+              "FILE\n"
+              "      --check-config FILE     validate FILE, print \"config ok\" "
+              "and exit\n"
+              "                              (exit 2 on an invalid "
+              "configuration)\n"
+              "      --data-dir DIR          override the configuration's "
+              "data_dir\n"
+              "      --log-level LEVEL       error, warning, notice, info "
+              "(default), debug\n"
+              "      --embedded-kafka        start librdkafka's in-process "
+              "mock cluster and\n"
+              "                              use it as bootstrap.servers "
+              "(demo and tests only)\n"
+              "      --embedded-partitions N partitions per topic of the "
+              "mock cluster (default 1)\n"
+              "      --bootstrap-file PATH   write the mock cluster's "
+              "bootstrap address to PATH\n"
+              "      --passthrough           benchmark baseline: copy every "
+              "record to its output\n"
+              "                              topic unchanged (no state, no "
+              "decisions)\n"
+              "  -V, --version               print the version and exit\n"
+              "  -h, --help                  print this help and exit\n"
+              "\n"
+              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 runtime "
+              "error,\n2 usage or configuration error.\n",
+              out);
+}
+
+typedef struct opts {
+        const char *config;
+        const char *check_config;
+        const char *data_dir;
+        const char *bootstrap_file;
+        bool embedded;
+        int embedded_partitions;
+        bool passthrough;
+} opts_t;
+
+enum {
+        OPT_CHECK = 256,
+        OPT_DATA_DIR,
+        OPT_LOG_LEVEL,
+        OPT_EMBEDDED,
+        OPT_EMBEDDED_PARTS,
+        OPT_BOOTSTRAP_FILE,
+        OPT_PASSTHROUGH,
+};
+
+/** Parses argv; returns -1 to continue, else an exit status. */
+static int parse_args(int argc, char **argv, opts_t *o) {
+        static const struct option longopts[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"check-config", required_argument, NULL, OPT_CHECK},
+                {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+                {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+                {"embedded-kafka", no_argument, NULL, OPT_EMBEDDED},
+                {"embedded-partitions", required_argument, NULL,
+                 OPT_EMBEDDED_PARTS},
+                {"bootstrap-file", required_argument, NULL, OPT_BOOTSTRAP_FILE},
+                {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
+                {"version", no_argument, NULL, 'V'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        int c;
+        char *end;
+
+        memset(o, 0, sizeof(*o));
+        o->embedded_partitions = 1;
+        while ((c = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'c':
+                        o->config = optarg;
+                        break;
+                case OPT_CHECK:
+                        o->check_config = optarg;
+                        break;
+                case OPT_DATA_DIR:
+                        o->data_dir = optarg;
+                        break;
+                case OPT_LOG_LEVEL:
+                        if (!level_parse(optarg, &g_log_level)) {
+                                fprintf(stderr,
+                                        "seqgate: --log-level: unknown level "
+                                        "\"%s\"; allowed: error, warning, "
+                                        "notice, info, debug\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_EMBEDDED:
+                        o->embedded = true;
+                        break;
+                case OPT_EMBEDDED_PARTS:
+                        errno = 0;
+                        long v = strtol(optarg, &end, 10);
+                        if (errno || *end || end == optarg || v < 1 ||
+                            v > 1000) {
+                                fprintf(stderr,
+                                        "seqgate: --embedded-partitions: "
+                                        "expected 1..1000\n");
+                                return 2;
+                        }
+                        o->embedded_partitions = (int)v;
+                        break;
+                case OPT_BOOTSTRAP_FILE:
+                        o->bootstrap_file = optarg;
+                        break;
+                case OPT_PASSTHROUGH:
+                        o->passthrough = true;
+                        break;
+                case 'V':
+                        printf("seqgate %s\n", SG_VERSION_STR);
+                        return 0;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "seqgate: unexpected argument \"%s\"\n",
+                        argv[optind]);
+                return 2;
+        }
+        if (!o->config && !o->check_config) {
+                usage(stderr);
+                return 2;
+        }
+        if (o->bootstrap_file && !o->embedded) {
+                fprintf(stderr,
+                        "seqgate: --bootstrap-file needs --embedded-kafka\n");
+                return 2;
+        }
+        return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* wiring                                                              */
+
+/** Points every kafka "bootstrap.servers" entry at @p servers. */
+static bool set_bootstrap(sg_config_t *conf, const char *servers) {
+        bool found = false;
+        for (size_t i = 0; i < conf->kafka_cnt; i++) {
+                if (strcmp(conf->kafka[i].name, "bootstrap.servers"))
+                        continue;
+                char *v = strdup(servers);
+                if (!v)
+                        return false;
+                free(conf->kafka[i].value);
+                conf->kafka[i].value = v;
+                found = true;
+        }
+        if (found)
+                return true;
+        sg_kv_t *kv = realloc(conf->kafka, (conf->kafka_cnt + 1) * sizeof(*kv));
+        if (!kv)
+                return false;
+        conf->kafka = kv;
+        kv[conf->kafka_cnt].name = strdup("bootstrap.servers");
+        kv[conf->kafka_cnt].value = strdup(servers);
+        if (!kv[conf->kafka_cnt].name || !kv[conf->kafka_cnt].value) {
+                free(kv[conf->kafka_cnt].name);
+                free(kv[conf->kafka_cnt].value);
+                return false;
+        }
+        conf->kafka_cnt++;
+        return true;
+}
+
+/** Writes @p text to @p path atomically (temp file + rename). */
+static bool write_file(const char *path, const char *text) {
+        char tmp[4096];
+        if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
+            (int)sizeof(tmp))
+                return false;
+        FILE *f = fopen(tmp, "w");
+        if (!f)
+                return false;
+        bool ok = fprintf(f, "%s\n", text) > 0;
+        ok = (fclose(f) == 0) && ok;
+        if (ok && rename(tmp, path) != 0)
+                ok = false;
+        if (!ok)
+                unlink(tmp);
+        return ok;
+}
+
+static int run(const opts_t *o) {
+        char es[1024] = "";
+        sg_config_t *conf = NULL;
+        sg_store_t *store = NULL;
+        sg_engine_t *engine = NULL;
+        sg_passthrough_t *pt = NULL;
+        sg_processor_t proc;
+        sg_loop_t *loop = NULL;
+        void *mock = NULL;
+        app_t app = {0};
+        int status = 1;
+        sg_err_t err;
+
+        if ((err = sg_config_load(o->config, &conf, es, sizeof(es)))) {
+                fprintf(stderr, "seqgate: config error: %s\n", es);
+                return 2;
+        }
+        if (o->data_dir) {
+                char *d = strdup(o->data_dir);
+                if (!d)
+                        goto out;
+                free(conf->data_dir);
+                conf->data_dir = d;
+        }
+
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "version", SG_VERSION_STR);
+        cJSON_AddStringToObject(f, "instance", conf->instance_id);
+        cJSON_AddStringToObject(f, "group", conf->group_id);
+        cJSON_AddNumberToObject(f, "topics", (double)conf->topic_cnt);
+        cJSON_AddStringToObject(f, "processor",
+                                o->passthrough ? "passthrough" : "engine");
+        cJSON_AddStringToObject(f, "data_dir", conf->data_dir);
+        cJSON_AddBoolToObject(f, "embedded_kafka", o->embedded);
+        log_json(SG_LOG_INFO, "starting", f);
+
+        if (o->passthrough) {
+                if ((err = sg_passthrough_new(conf, &pt))) {
+                        snprintf(es, sizeof(es), "%s", sg_err2str(err));
+                        goto fail;
+                }
+                sg_passthrough_processor(pt, &proc);
+        } else {
+                if ((err = sg_store_open(conf->data_dir, conf->map_size_bytes,
+                                         conf->map_growth_bytes, &store, es,
+                                         sizeof(es))) ||
+                    (err = sg_engine_new(conf, store, &engine, es,
+                                         sizeof(es))))
+                        goto fail;
+                sg_engine_processor(engine, &proc);
+                app.engine = engine;
+        }
+
+        if (o->embedded) {
+                char *bs = NULL;
+                if ((err = sg_mock_start(conf, 1, o->embedded_partitions,
+                                         &mock, &bs, es, sizeof(es))))
+                        goto fail;
+                bool ok = set_bootstrap(conf, bs);
+                if (ok) {
+                        cJSON *mf = cJSON_CreateObject();
+                        cJSON_AddStringToObject(mf, "bootstrap_servers", bs);
+                        cJSON_AddNumberToObject(mf, "partitions",
+                                                o->embedded_partitions);
+                        log_json(SG_LOG_INFO, "embedded_kafka_started", mf);
+                }
+                free(bs);
+                if (!ok) {
+                        err = SG_ERR_NOMEM;
+                        snprintf(es, sizeof(es), "out of memory");
+                        goto fail;
+                }
+        }
+
+        if ((err = sg_loop_new(conf, &proc, on_log, NULL, on_stats, &app,
+                               &loop, es, sizeof(es))))
+                goto fail;
+
+        if (o->embedded && o->bootstrap_file) {
+                const char *bs = NULL;
+                for (size_t i = 0; i < conf->kafka_cnt; i++)
+                        if (!strcmp(conf->kafka[i].name, "bootstrap.servers"))
+                                bs = conf->kafka[i].value;
+                if (!bs || !write_file(o->bootstrap_file, bs)) {
+                        err = SG_ERR_IO;
+                        snprintf(es, sizeof(es), "writing %s: %s",
+                                 o->bootstrap_file, strerror(errno));
+                        goto fail;
+                }
+                log_msg(SG_LOG_INFO, "bootstrap_file_written", "path",
+                        o->bootstrap_file);
+        }
+
+        g_loop = loop;
+        if (g_stop_early)
+                sg_loop_stop(loop);
+        log_msg(SG_LOG_INFO, "running", "group", conf->group_id);
+        err = sg_loop_run(loop, es, sizeof(es));
+        g_loop = NULL;
+        if (err)
+                goto fail;
+        log_msg(SG_LOG_INFO, "stopped", "result", sg_err2str(SG_OK));
+        status = 0;
+        goto out;
+
+fail: {
+        cJSON *ff = cJSON_CreateObject();
+        cJSON_AddStringToObject(ff, "error", sg_err2str(err));
+        cJSON_AddStringToObject(ff, "detail", es);
+        log_json(SG_LOG_ERR, "exiting", ff);
+        status = 1;
+}
+out:
+        sg_loop_destroy(loop);
+        sg_engine_destroy(engine);
+        sg_store_close(store);
+        sg_passthrough_destroy(pt);
+        sg_mock_destroy(mock);
+        sg_config_destroy(conf);
+        return status;
+}
+
+static int check_config(const char *path) {
+        char es[1024] = "";
+        sg_config_t *conf = NULL;
+        if (sg_config_load(path, &conf, es, sizeof(es)) != SG_OK) {
+                fprintf(stderr, "seqgate: config error: %s\n", es);
+                return 2;
+        }
+        printf("config ok: %zu topic(s)\n", conf->topic_cnt);
+        sg_config_destroy(conf);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        opts_t o;
+        int status = parse_args(argc, argv, &o);
+        if (status >= 0)
+                return status;
+        if (o.check_config)
+                return check_config(o.check_config);
+        install_signals();
+        return run(&o);
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# deploy/demo.sh — the whole job in one command, on a fresh Debian/Ubuntu
+# machine: installs the build dependencies, builds seqgate, starts it beside
+# librdkafka's in-process mock Kafka cluster (--embedded-kafka), feeds a
+# CloudEvents order stream with every abnormal case the seed lists (retried
+# duplicates, same id with a different payload, v3 before v2, a gap filled
+# later, a gap that times out, COMPLETED -> CREATED), stops seqgate with
+# SIGTERM and prints what reached orders.clean and orders.dlq, and why.
+#
+# Usage: ./deploy/demo.sh [--passthrough] [--no-build]
+#   --passthrough  run the benchmark baseline instead of the engine (plumbing
+#                  check only: everything is copied, nothing decided)
+#   --no-build     use the existing build/seqgate (or $SEQGATE_BIN)
+# Exit status 0 when seqgate stopped cleanly and (engine mode) the output
+# matches deploy/demo/expected.txt.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+demo="$here/demo"
+mode=engine
+build=1
+for a in "$@"; do
+        case "$a" in
+        --passthrough) mode=passthrough ;;
+        --no-build) build=0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
+        esac
+done
+
+say() { printf '\n== %s\n' "$*"; }
+
+# 1. dependencies and build ------------------------------------------------
+if [ "$build" = 1 ]; then
+        if [ -x "$top/tests/install-deps.sh" ]; then
+                say "installing dependencies (tests/install-deps.sh)"
+                "$top/tests/install-deps.sh"
+        elif ! command -v meson >/dev/null || ! command -v kcat >/dev/null ||
+             ! pkg-config --exists rdkafka lmdb libcjson libcrypto; then
+                say "installing dependencies (apt-get)"
+                sudo=""
+                [ "$(id -u)" = 0 ] || sudo=sudo
+                $sudo apt-get update -qq
+                $sudo apt-get install -y -qq build-essential meson ninja-build \
+                        pkg-config librdkafka-dev liblmdb-dev libcjson-dev \
+                        libssl-dev check kcat
+        fi
+        say "building (meson, build/)"
+        cd "$top"
+        if [ ! -f build/build.ninja ]; then
+                meson setup build >/dev/null
+        fi
+        ninja -C build seqgate
+fi
+bin="${SEQGATE_BIN:-$top/build/seqgate}"
+[ -x "$bin" ] || { echo "demo.sh: $bin not found (build first)" >&2; exit 1; }
+command -v kcat >/dev/null || { echo "demo.sh: kcat not installed" >&2; exit 1; }
+
+# 2. start seqgate with an embedded Kafka ------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-demo.XXXXXX")
+pid=""
+cleanup() {
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+                kill -TERM "$pid" 2>/dev/null || true
+                wait "$pid" 2>/dev/null || true
+        fi
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+flags=()
+[ "$mode" = passthrough ] && flags+=(--passthrough)
+say "starting seqgate ($mode) with an embedded Kafka cluster"
+"$bin" --config "$demo/config.json" --data-dir "$tmp/data" \
+        --embedded-kafka --bootstrap-file "$tmp/bootstrap" \
+        "${flags[@]}" 2>"$tmp/seqgate.log" &
+pid=$!
+
+for _ in $(seq 100); do
+        [ -s "$tmp/bootstrap" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+done
+if [ ! -s "$tmp/bootstrap" ]; then
+        echo "demo.sh: seqgate did not start; its log:" >&2
+        cat "$tmp/seqgate.log" >&2
+        exit 1
+fi
+bs=$(cat "$tmp/bootstrap")
+echo "bootstrap.servers = $bs"
+
+# Last value of a counter in seqgate's stats log lines ("name":N).
+counter() {
+        grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1 |
+                grep -o "\"$1\":[0-9-]*" | cut -d: -f2 || true
+}
+# Number of records in a topic.
+count() {
+        kcat -C -b "$bs" -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null |
+                wc -l
+}
+# Waits (up to $2 tenths of a second) until "$1" (a shell test) holds.
+wait_for() {
+        for _ in $(seq "$2"); do
+                eval "$1" && return 0
+                kill -0 "$pid" 2>/dev/null || return 1
+                sleep 0.1
+        done
+        return 1
+}
+
+# 3. feed the order stream ----------------------------------------------------
+produce() {
+        kcat -P -b "$bs" -t orders -K '|' \
+                -H content-type=application/cloudevents+json <"$1"
+}
+n1=$(wc -l <"$demo/orders.txt")
+n2=$(wc -l <"$demo/orders-late.txt")
+say "producing $n1 CloudEvents (structured mode) to topic orders"
+produce "$demo/orders.txt"
+
+# seqgate joins its consumer group, reads everything and commits.
+wait_for '[ "$(counter records_in_total)" = "$n1" ]' 200 ||
+        echo "demo.sh: seqgate has not consumed all $n1 records (yet)" >&2
+
+if [ "$mode" = engine ]; then
+        # order-1005 waits for v2 with v3 parked; gap_timeout_ms is 3000.
+        say "waiting for order-1005's gap to time out (gap_timeout_ms 3000)"
+        wait_for '[ "$(counter gap_timeouts_total)" = 1 ]' 150 ||
+                echo "demo.sh: no gap timeout seen" >&2
+fi
+say "producing $n2 late event (order-1005 v2, after its gap timed out)"
+produce "$demo/orders-late.txt"
+wait_for '[ "$(counter records_in_total)" = "$((n1 + n2))" ]' 100 ||
+        echo "demo.sh: the late record was not consumed" >&2
+
+# 4. read the results (the embedded cluster lives inside seqgate) -----------
+# key<TAB>headers<TAB>value, one record a line.
+kcat -C -b "$bs" -t orders.clean -o beginning -e -q \
+        -f '%k\t%h\t%s\n' >"$tmp/clean.tsv"
+kcat -C -b "$bs" -t orders.dlq -o beginning -e -q \
+        -f '%k\t%h\t%s\n' >"$tmp/dlq.tsv"
+
+# 5. stop seqgate: it finishes its batch, commits, leaves the group ----------
+say "stopping seqgate (SIGTERM)"
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+echo "seqgate exited with status $status"
+
+# 6. print ---------------------------------------------------------------------
+# The value is a structured CloudEvent: pick sequence and type out of it.
+# A header value is the text after "NAME=" up to the next ",__seqgate." (kcat
+# joins headers with commas; a detail may contain one).
+fmt='
+function attr(v, name,   m) {
+        if (match(v, "\"" name "\":\"[^\"]*\"")) {
+                m = substr(v, RSTART, RLENGTH)
+                sub("^\"" name "\":\"", "", m); sub("\"$", "", m)
+                return m
+        }
+        return "?"
+}
+function hdr(h, name,   i, rest, j) {
+        i = index(h, name "=")
+        if (!i) return ""
+        rest = substr(h, i + length(name) + 1)
+        j = index(rest, ",__seqgate.")
+        return j ? substr(rest, 1, j - 1) : rest
+}
+BEGIN { FS = "\t" }
+{
+        line = sprintf("%s v%s %s", $1, attr($3, "sequence"), attr($3, "type"))
+        if (dlq) {
+                line = line " " hdr($2, "__seqgate.errors.reason")
+                detail = hdr($2, "__seqgate.errors.detail")
+        }
+        print line > out
+        if (dlq) printf "  %-44s %s\n", line, detail
+        else printf "  %s\n", line
+}'
+say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type)"
+awk -v dlq=0 -v out="$tmp/actual.clean" "$fmt" "$tmp/clean.tsv"
+: >>"$tmp/actual.clean"
+say "orders.dlq: $(wc -l <"$tmp/dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
+awk -v dlq=1 -v out="$tmp/actual.dlq" "$fmt" "$tmp/dlq.tsv"
+: >>"$tmp/actual.dlq"
+
+say "final counters (seqgate's last stats line)"
+grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1 |
+        sed -e 's/^.*"event":"stats",//' -e 's/}$//' -e 's/"dlq_by_reason":{\([^}]*\)}/"dlq_by_reason":\1/' |
+        tr ',' '\n' | sed -e 's/"//g' -e 's/:/ = /' -e 's/^/  /'
+
+if [ "$status" != 0 ]; then
+        echo "demo.sh: seqgate exited with status $status; its log:" >&2
+        grep -v '"event":"stats"' "$tmp/seqgate.log" | tail -n 20 >&2
+        exit 1
+fi
+if [ "$mode" = passthrough ]; then
+        echo
+        echo "passthrough mode: every input record was copied; nothing decided."
+        exit 0
+fi
+
+# 7. compare with deploy/demo/expected.txt -------------------------------------
+section() { # prints the non-comment lines of a "[name]" section
+        awk -v s="[$1]" '$0 == s { on = 1; next } /^\[/ { on = 0 }
+                on && $0 !~ /^#/ && NF' "$demo/expected.txt"
+}
+section clean >"$tmp/expected.clean"
+section dlq >"$tmp/expected.dlq"
+ok=1
+for t in clean dlq; do
+        if ! diff -u "$tmp/expected.$t" "$tmp/actual.$t" >"$tmp/diff.$t"; then
+                ok=0
+                echo
+                echo "orders.$t differs from deploy/demo/expected.txt:"
+                cat "$tmp/diff.$t"
+        fi
+done
+echo
+if [ "$ok" = 1 ]; then
+        echo "OK: orders.clean and orders.dlq match deploy/demo/expected.txt"
+        exit 0
+fi
+echo "MISMATCH: see the differences above" >&2
+exit 1

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# deploy/kafka/kafka.sh: a real, single-node Apache Kafka 4.x broker for
+# seqgate's integration tests and local runs.
+#
+# The broker is the genuine Apache Kafka server (KRaft mode, one process that
+# is both broker and controller) fetched from Maven Central with Maven, so the
+# tests talk to the same code a production cluster runs: consumer groups,
+# rebalances, transactions and compacted topics all behave for real.
+#
+# Usage:
+#   kafka.sh fetch                      download the jars into the cache
+#   kafka.sh start                      fetch, format and start a broker; prints
+#                                       its bootstrap address on stdout once the
+#                                       broker answers metadata requests
+#   kafka.sh stop                       SIGTERM, SIGKILL after a timeout, then
+#                                       remove the work dir
+#   kafka.sh status                     exit 0 and say so if it is running
+#   kafka.sh bootstrap                  print the bootstrap address
+#   kafka.sh logs [N]                   print the last N lines of the broker log
+#   kafka.sh create-topic NAME PARTITIONS [key=value ...]
+#                                       create a topic (replication factor 1)
+#                                       with topic-level configs, via Kafka's
+#                                       own TopicCommand
+#
+# Environment:
+#   SEQGATE_KAFKA_VERSION  Kafka version to fetch (default 4.1.1)
+#   SEQGATE_KAFKA_CACHE    cache root (default deploy/kafka/.cache); jars go
+#                          to <cache>/<version>/libs
+#   KAFKA_WORKDIR          work dir of this broker (config, data, logs, pid).
+#                          When unset, start makes a temp dir and records it in
+#                          <cache>/current.workdir so that a later stop from
+#                          another shell finds it. Set it to run several
+#                          brokers side by side.
+#   KAFKA_START_TIMEOUT    seconds to wait for readiness (default 120)
+#   KAFKA_STOP_TIMEOUT     seconds between SIGTERM and SIGKILL (default 30)
+#   KAFKA_HEAP_OPTS        JVM heap flags (default "-Xmx512m -Xms256m")
+#   KAFKA_EXTRA_PROPS      extra server.properties lines (key=value, one per
+#                          line), appended last so they override the defaults
+#   KAFKA_KEEP_WORKDIR     1: stop leaves the work dir (logs, data) in place
+#   KAFKA_BOOTSTRAP        used by create-topic when no broker of ours runs
+#
+# Needs: java (17+) and mvn; kcat is used for the readiness check when
+# present, Kafka's own TopicCommand otherwise. tests/install-deps.sh installs
+# all of them on Debian.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VERSION=${SEQGATE_KAFKA_VERSION:-4.1.1}
+CACHE_ROOT=${SEQGATE_KAFKA_CACHE:-$HERE/.cache}
+LIBS=$CACHE_ROOT/$VERSION/libs
+CURRENT=$CACHE_ROOT/current.workdir
+START_TIMEOUT=${KAFKA_START_TIMEOUT:-120}
+STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}
+# Short-lived tools (storage format, topic admin) start faster with C1 only.
+TOOL_OPTS="-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.awt.headless=true"
+
+log() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+need() {
+    command -v "$1" >/dev/null 2>&1 ||
+        die "'$1' not found; run tests/install-deps.sh (Debian: apt-get install $2)"
+}
+
+# --- fetch -----------------------------------------------------------------
+
+cmd_fetch() {
+    if [[ -f $LIBS/.complete ]]; then
+        return 0
+    fi
+    need java default-jdk-headless
+    need mvn maven
+    local tmp=$LIBS.partial.$$ out
+    rm -rf "$tmp"
+    mkdir -p "$(dirname "$LIBS")"
+    out=$(mktemp)
+    log "fetching Apache Kafka $VERSION (kafka_2.13, kafka-tools) from Maven Central"
+    if ! mvn -q -B -f "$HERE/pom.xml" -Dkafka.version="$VERSION" \
+            dependency:copy-dependencies -DincludeScope=runtime \
+            -DoutputDirectory="$tmp" >"$out" 2>&1; then
+        cat "$out" >&2
+        rm -rf "$tmp" "$out"
+        die "mvn dependency:copy-dependencies failed for Kafka $VERSION"
+    fi
+    rm -f "$out"
+    ls "$tmp"/kafka_2.13-"$VERSION".jar >/dev/null 2>&1 ||
+        die "Kafka jar missing after fetch (in $tmp)"
+    rm -rf "$LIBS"
+    mv "$tmp" "$LIBS"
+    date -u +%FT%TZ >"$LIBS/.complete"
+    log "cached $(ls "$LIBS"/*.jar | wc -l) jars in $LIBS"
+}
+
+# --- work dir / state ------------------------------------------------------
+
+# Prints the work dir of the broker this shell refers to, or nothing.
+workdir() {
+    if [[ -n ${KAFKA_WORKDIR:-} ]]; then
+        printf '%s\n' "$KAFKA_WORKDIR"
+    elif [[ -f $CURRENT ]]; then
+        cat "$CURRENT"
+    fi
+}
+
+# True when the pid recorded in work dir $1 is a live Kafka broker (checks the
+# command line too, so a recycled pid is never signalled).
+broker_alive() {
+    local wd=$1 pid
+    [[ -f $wd/pid ]] || return 1
+    pid=$(cat "$wd/pid")
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka'
+}
+
+# Prints two distinct free TCP ports on 127.0.0.1.
+free_ports() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - <<'PY'
+import socket
+socks = []
+for _ in range(2):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+        return
+    fi
+    # Fallback without python: probe random ports with bash's /dev/tcp (a
+    # refused connection means nobody listens there).
+    local ports=() p
+    while ((${#ports[@]} < 2)); do
+        p=$((20000 + RANDOM % 40000))
+        [[ " ${ports[*]} " == *" $p "* ]] && continue
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            ports+=("$p")
+        fi
+    done
+    echo "${ports[*]}"
+}
+
+# 16 random bytes, base64url without padding: the form of a Kafka cluster id
+# (org.apache.kafka.common.Uuid), as `kafka-storage random-uuid` prints it.
+random_cluster_id() {
+    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+}
+
+write_config() {
+    local wd=$1 bport=$2 cport=$3
+    cat >"$wd/server.properties" <<EOF
+# Generated by deploy/kafka/kafka.sh: single-node KRaft (broker+controller)
+# on loopback, for tests. Replication factors are 1 because there is one node.
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$wd/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+num.network.threads=2
+num.io.threads=4
+EOF
+    if [[ -n ${KAFKA_EXTRA_PROPS:-} ]]; then
+        printf '# KAFKA_EXTRA_PROPS\n%s\n' "$KAFKA_EXTRA_PROPS" >>"$wd/server.properties"
+    fi
+    cat >"$wd/log4j2.properties" <<EOF
+# Generated by deploy/kafka/kafka.sh: the broker logs to a file only.
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $wd/logs/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
+# True when the broker at $1 answers a metadata request listing one broker.
+broker_ready() {
+    local addr=$1 out
+    if command -v kcat >/dev/null 2>&1; then
+        out=$(kcat -L -b "$addr" -m 2 2>/dev/null) || return 1
+        grep -q ' 1 brokers:' <<<"$out"
+    else
+        # shellcheck disable=SC2086
+        timeout 30 java $TOOL_OPTS -cp "$LIBS/*" org.apache.kafka.tools.TopicCommand \
+            --bootstrap-server "$addr" --list >/dev/null 2>&1
+    fi
+}
+
+print_log_tail() {
+    local wd=$1 n=${2:-60} f
+    for f in "$wd/format.log" "$wd/logs/stdout.log" "$wd/logs/server.log"; do
+        [[ -s $f ]] || continue
+        echo "----- tail of $f -----" >&2
+        tail -n "$n" "$f" >&2
+    done
+}
+
+# --- start / stop ----------------------------------------------------------
+
+cmd_start() {
+    local wd owned=0
+    wd=$(workdir)
+    if [[ -n $wd ]] && broker_alive "$wd"; then
+        log "already running (work dir $wd)"
+        cat "$wd/bootstrap"
+        return 0
+    fi
+    cmd_fetch
+    need java default-jdk-headless
+
+    if [[ -n ${KAFKA_WORKDIR:-} ]]; then
+        wd=$KAFKA_WORKDIR
+        mkdir -p "$wd"
+    else
+        wd=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-kafka.XXXXXX")
+        owned=1
+    fi
+    wd=$(cd "$wd" && pwd)
+    rm -rf "$wd/data" "$wd/logs" "$wd/pid" "$wd/bootstrap"
+    mkdir -p "$wd/data" "$wd/logs"
+    if ((owned)); then
+        : >"$wd/.owned-by-kafka.sh"
+        mkdir -p "$CACHE_ROOT"
+        printf '%s\n' "$wd" >"$CURRENT"
+    fi
+
+    local ports bport cport addr
+    ports=$(free_ports)
+    read -r bport cport <<<"$ports"
+    addr=127.0.0.1:$bport
+    write_config "$wd" "$bport" "$cport"
+
+    # shellcheck disable=SC2086
+    if ! java $TOOL_OPTS -Dlog4j2.configurationFile="$wd/log4j2.properties" \
+            -cp "$LIBS/*" kafka.tools.StorageTool format \
+            --config "$wd/server.properties" --cluster-id "$(random_cluster_id)" \
+            --standalone >"$wd/format.log" 2>&1; then
+        print_log_tail "$wd"
+        die "formatting KRaft storage failed"
+    fi
+
+    # shellcheck disable=SC2086
+    nohup java $HEAP_OPTS -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$wd/log4j2.properties" \
+        -Dkafka.logs.dir="$wd/logs" \
+        -cp "$LIBS/*" kafka.Kafka "$wd/server.properties" \
+        >"$wd/logs/stdout.log" 2>&1 </dev/null &
+    local pid=$!
+    echo "$pid" >"$wd/pid"
+    echo "$addr" >"$wd/bootstrap"
+
+    local deadline=$((SECONDS + START_TIMEOUT))
+    while ! broker_ready "$addr"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            print_log_tail "$wd"
+            KAFKA_KEEP_WORKDIR=1 stop_workdir "$wd"
+            die "broker exited during startup (work dir kept: $wd)"
+        fi
+        if ((SECONDS >= deadline)); then
+            print_log_tail "$wd"
+            KAFKA_KEEP_WORKDIR=1 stop_workdir "$wd"
+            die "broker not ready after ${START_TIMEOUT}s (work dir kept: $wd)"
+        fi
+        sleep 0.5
+    done
+    log "broker $VERSION ready at $addr (pid $pid, work dir $wd)"
+    echo "$addr"
+}
+
+# Stops the broker of work dir $1 and removes what start made there.
+stop_workdir() {
+    local wd=$1 pid
+    if broker_alive "$wd"; then
+        pid=$(cat "$wd/pid")
+        kill -TERM "$pid" 2>/dev/null || true
+        local deadline=$((SECONDS + STOP_TIMEOUT))
+        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+            sleep 0.2
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "broker pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        fi
+        log "stopped broker pid $pid"
+    fi
+    rm -f "$wd/pid"
+    if [[ ${KAFKA_KEEP_WORKDIR:-0} == 1 ]]; then
+        return 0
+    fi
+    if [[ -f $wd/.owned-by-kafka.sh ]]; then
+        rm -rf "$wd"
+    else
+        rm -rf "$wd/data" "$wd/logs" "$wd/bootstrap" "$wd/server.properties" \
+            "$wd/log4j2.properties" "$wd/format.log"
+    fi
+    if [[ -f $CURRENT && $(cat "$CURRENT") == "$wd" ]]; then
+        rm -f "$CURRENT"
+    fi
+}
+
+cmd_stop() {
+    local wd
+    wd=$(workdir)
+    if [[ -z $wd || ! -d $wd ]]; then
+        log "no broker to stop"
+        rm -f "$CURRENT"
+        return 0
+    fi
+    stop_workdir "$wd"
+}
+
+cmd_status() {
+    local wd
+    wd=$(workdir)
+    if [[ -n $wd ]] && broker_alive "$wd"; then
+        echo "running: bootstrap $(cat "$wd/bootstrap") pid $(cat "$wd/pid") work dir $wd"
+        return 0
+    fi
+    echo "not running"
+    return 3
+}
+
+cmd_bootstrap() {
+    local wd
+    wd=$(workdir)
+    [[ -n $wd ]] && broker_alive "$wd" || die "no broker running (kafka.sh start)"
+    cat "$wd/bootstrap"
+}
+
+cmd_logs() {
+    local wd
+    wd=$(workdir)
+    [[ -n $wd && -d $wd ]] || die "no work dir"
+    print_log_tail "$wd" "${1:-100}" 2>&1
+}
+
+cmd_create_topic() {
+    (($# >= 2)) || die "usage: kafka.sh create-topic NAME PARTITIONS [key=value ...]"
+    local name=$1 partitions=$2 addr wd
+    shift 2
+    wd=$(workdir)
+    if [[ -n $wd ]] && broker_alive "$wd"; then
+        addr=$(cat "$wd/bootstrap")
+    elif [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
+        addr=$KAFKA_BOOTSTRAP
+    else
+        die "no broker: start one or set KAFKA_BOOTSTRAP"
+    fi
+    cmd_fetch
+    local args=(--bootstrap-server "$addr" --create --topic "$name"
+        --partitions "$partitions" --replication-factor 1)
+    local kv
+    for kv in "$@"; do
+        [[ $kv == *=* ]] || die "topic config '$kv' is not key=value"
+        args+=(--config "$kv")
+    done
+    # shellcheck disable=SC2086
+    java $TOOL_OPTS -Dlog4j2.level=WARN -cp "$LIBS/*" \
+        org.apache.kafka.tools.TopicCommand "${args[@]}"
+}
+
+case ${1:-} in
+fetch) cmd_fetch ;;
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+bootstrap) cmd_bootstrap ;;
+logs) shift; cmd_logs "$@" ;;
+create-topic) shift; cmd_create_topic "$@" ;;
+*)
+    sed -n '/^# Usage:/,/^# Needs:/p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac

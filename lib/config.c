@@ -1,0 +1,1585 @@
+/*
+ * config.c — load and validate seqgate's JSON configuration file.
+ *
+ * The whole file is checked at start-up, before any Kafka client or LMDB
+ * environment exists, so that a typo never surfaces hours later as a silent
+ * misbehaviour. The rules (and their defaults) are listed in config.h and in
+ * schemas/config.schema.json, which expresses the same rules as far as JSON
+ * Schema can; tests/schema/check_examples.py keeps the two in step.
+ *
+ * How it works: cJSON parses the text; each JSON object is first checked
+ * for unknown and duplicate keys (document order), then each known key is
+ * read with a typed getter that fills the sg_config_t field or reports an
+ * error naming the key as a dotted JSON path ("topics.orders.ordering.
+ * gap_policy") and what is allowed. Cross-field rules (a state machine needs
+ * an event type, ordering needs a version, ...) run after their section is
+ * read. The first error wins.
+ *
+ * Memory: the config is built in place; every array is allocated zeroed with
+ * its count set at once, so sg_config_destroy() can free a half-built config
+ * on any error path.
+ *
+ * Secrets: values of librdkafka properties that sg_config_is_secret() flags
+ * are never copied into an error text (nor are JSON syntax errors quoted, as
+ * the text near the error might be a password).
+ *
+ * librdkafka properties are passed through verbatim, but each one is also
+ * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
+ * malformed value is reported by --check-config rather than at start-up.
+ */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h> /* isfinite(): a macro, no libm needed */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/** Largest integer a JSON number (IEEE double) holds exactly: 2^53. */
+#define SG_JSON_INT_MAX INT64_C(9007199254740992)
+
+/** Longest dotted key path we build; longer paths are truncated. */
+#define SG_PATH_SIZE 1024
+
+/** Largest configuration file sg_config_load() reads. */
+#define SG_CONFIG_MAX_FILE (16 * 1024 * 1024)
+
+/** Longest value quoted back in an error text. */
+#define SG_QUOTE_MAX 80
+
+/* Error reporting context. */
+typedef struct cfg_ctx {
+        char *errstr;
+        size_t errstr_size;
+} cfg_ctx_t;
+
+static const char *const SRC_FORMS =
+        "\"key\", \"header:NAME\", \"/json/pointer\" (RFC 6901), "
+        "\"ce:ATTR\" (CloudEvents attribute)";
+
+/* ------------------------------------------------------------------------ */
+/* Errors and paths                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
+        va_list ap;
+
+        if (!errstr || errstr_size == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(errstr, errstr_size, fmt, ap);
+        va_end(ap);
+}
+
+static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/** Writes "PATH: message" and returns SG_ERR_CONFIG. */
+static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
+        va_list ap;
+        int n;
+
+        if (!c->errstr || c->errstr_size == 0)
+                return SG_ERR_CONFIG;
+        n = snprintf(c->errstr, c->errstr_size, "%s: ", path);
+        if (n >= 0 && (size_t)n < c->errstr_size) {
+                va_start(ap, fmt);
+                vsnprintf(c->errstr + n, c->errstr_size - (size_t)n, fmt, ap);
+                va_end(ap);
+        }
+        return SG_ERR_CONFIG;
+}
+
+static sg_err_t nomem(cfg_ctx_t *c) {
+        set_errstr(c->errstr, c->errstr_size, "out of memory");
+        return SG_ERR_NOMEM;
+}
+
+/** Appends @p s to the path in @p buf (SG_PATH_SIZE bytes), truncating. */
+static void path_append(char *buf, size_t *off, const char *s) {
+        size_t n = strlen(s);
+
+        if (*off + n >= SG_PATH_SIZE)
+                n = SG_PATH_SIZE - 1 - *off;
+        memcpy(buf + *off, s, n);
+        *off += n;
+        buf[*off] = '\0';
+}
+
+/** buf = parent "." key (or key alone at the root). buf may not alias
+ *  parent. */
+static void path_key(char *buf, const char *parent, const char *key) {
+        size_t off = 0;
+
+        buf[0] = '\0';
+        if (parent && *parent) {
+                path_append(buf, &off, parent);
+                path_append(buf, &off, ".");
+        }
+        path_append(buf, &off, key);
+}
+
+/** buf = parent "[" idx "]". */
+static void path_idx(char *buf, const char *parent, size_t idx) {
+        char num[32];
+        size_t off = 0;
+
+        buf[0] = '\0';
+        snprintf(num, sizeof(num), "[%zu]", idx);
+        path_append(buf, &off, parent);
+        path_append(buf, &off, num);
+}
+
+/** Joins a NULL-terminated list as "a, b, c" into buf. */
+static const char *join(char *buf, size_t size, const char *const *list) {
+        size_t off = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; list[i]; i++) {
+                int n = snprintf(buf + off, size - off, "%s%s",
+                                 i ? ", " : "", list[i]);
+                if (n < 0 || (size_t)n >= size - off)
+                        break;
+                off += (size_t)n;
+        }
+        return buf;
+}
+
+/** As join() for a counted array of strings. */
+static const char *join_n(char *buf, size_t size, char *const *list,
+                          size_t cnt) {
+        size_t off = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < cnt; i++) {
+                int n = snprintf(buf + off, size - off, "%s%s",
+                                 i ? ", " : "", list[i] ? list[i] : "");
+                if (n < 0 || (size_t)n >= size - off)
+                        break;
+                off += (size_t)n;
+        }
+        return buf;
+}
+
+static bool in_list(const char *s, const char *const *list) {
+        for (size_t i = 0; list[i]; i++)
+                if (!strcmp(s, list[i]))
+                        return true;
+        return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Typed getters                                                            */
+/* ------------------------------------------------------------------------ */
+
+static sg_err_t expect_object(cfg_ctx_t *c, const cJSON *item,
+                              const char *path) {
+        if (!cJSON_IsObject(item))
+                return fail(c, path, "must be a JSON object");
+        return SG_OK;
+}
+
+/**
+ * Rejects unknown keys (listing @p allowed) and duplicate keys of @p obj.
+ * cJSON keeps both members of a duplicate key; silently using one of them
+ * would hide a mistake.
+ */
+static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                           const char *const *allowed) {
+        char p[SG_PATH_SIZE];
+        char list[1024];
+
+        for (const cJSON *it = obj->child; it; it = it->next) {
+                path_key(p, path, it->string);
+                if (allowed && !in_list(it->string, allowed))
+                        return fail(c, p, "unknown key; allowed: %s",
+                                    join(list, sizeof(list), allowed));
+                for (const cJSON *prev = obj->child; prev != it;
+                     prev = prev->next)
+                        if (!strcmp(prev->string, it->string))
+                                return fail(c, p, "duplicate key");
+        }
+        return SG_OK;
+}
+
+/**
+ * Reads string member @p key of @p obj into *out (borrowed). Absent: *out is
+ * left as is, or an error when @p required.
+ */
+static sg_err_t get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, bool required, const char **out) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+        path_key(p, path, key);
+        if (!it) {
+                if (required)
+                        return fail(c, p, "required key is missing");
+                return SG_OK;
+        }
+        if (!cJSON_IsString(it))
+                return fail(c, p, "must be a string");
+        if (!*it->valuestring)
+                return fail(c, p, "must not be empty");
+        *out = it->valuestring;
+        return SG_OK;
+}
+
+/** As get_str(), stores a copy in *dst (replacing any default). */
+static sg_err_t get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                            const char *key, bool required, char **dst) {
+        const char *s = NULL;
+        sg_err_t err = get_str(c, obj, path, key, required, &s);
+
+        if (err || !s)
+                return err;
+        char *d = strdup(s);
+        if (!d)
+                return nomem(c);
+        free(*dst);
+        *dst = d;
+        return SG_OK;
+}
+
+/** Error text for an integer out of [min, max]. */
+static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
+                              int64_t max, bool too_big) {
+        if (max == SG_JSON_INT_MAX)
+                return fail(c, path, "must be an integer >= %" PRId64 "%s",
+                            min,
+                            too_big ? "; JSON numbers above 2^53 "
+                                      "(9007199254740992) are not exact"
+                                    : "");
+        return fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
+                    min, max);
+}
+
+/**
+ * Reads an integral JSON number in [min, max] (max <= 2^53: a double holds
+ * every integer up to 2^53 exactly, RFC 8259 §6). Absent: *out unchanged.
+ */
+static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, int64_t min, int64_t max,
+                        int64_t *out) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+        double d;
+
+        path_key(p, path, key);
+        if (!it)
+                return SG_OK;
+        if (!cJSON_IsNumber(it))
+                return int_range_err(c, p, min, max, false);
+        d = it->valuedouble;
+        if (!isfinite(d))
+                return int_range_err(c, p, min, max, false);
+        if (d > (double)SG_JSON_INT_MAX)
+                return int_range_err(c, p, min, max, true);
+        if (d < -(double)SG_JSON_INT_MAX)
+                return int_range_err(c, p, min, max, false);
+        /* In range for int64_t now; a fraction does not survive the cast. */
+        if ((double)(int64_t)d != d || (int64_t)d < min || (int64_t)d > max)
+                return int_range_err(c, p, min, max, false);
+        *out = (int64_t)d;
+        return SG_OK;
+}
+
+static sg_err_t get_u64(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, int64_t min, uint64_t *out) {
+        int64_t v = (int64_t)*out;
+        sg_err_t err = get_int(c, obj, path, key, min, SG_JSON_INT_MAX, &v);
+
+        if (!err)
+                *out = (uint64_t)v;
+        return err;
+}
+
+static sg_err_t get_i(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                      const char *key, int64_t min, int64_t max, int *out) {
+        int64_t v = *out;
+        sg_err_t err = get_int(c, obj, path, key, min, max, &v);
+
+        if (!err)
+                *out = (int)v;
+        return err;
+}
+
+/**
+ * Reads a string member that must be one of @p names; *out = its index.
+ * Absent: *out unchanged.
+ */
+static sg_err_t get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         const char *key, const char *const *names,
+                         const char *note, int *out) {
+        char p[SG_PATH_SIZE];
+        char list[256];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+        path_key(p, path, key);
+        if (!it)
+                return SG_OK;
+        if (!cJSON_IsString(it))
+                return fail(c, p, "must be a string; allowed: %s",
+                            join(list, sizeof(list), names));
+        for (int i = 0; names[i]; i++) {
+                if (!strcmp(it->valuestring, names[i])) {
+                        *out = i;
+                        return SG_OK;
+                }
+        }
+        return fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
+                    SG_QUOTE_MAX, it->valuestring,
+                    join(list, sizeof(list), names), note ? note : "");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Field sources, topic names, secrets                                      */
+/* ------------------------------------------------------------------------ */
+
+/** RFC 6901 §3: "/" then reference tokens where '~' is only "~0" or "~1". */
+static bool valid_pointer(const char *p) {
+        if (p[0] != '/')
+                return false;
+        for (; *p; p++)
+                if (*p == '~' && p[1] != '0' && p[1] != '1')
+                        return false;
+        return true;
+}
+
+/*
+ * Parses a field source. On success out->name is a malloc'd string (NULL for
+ * "key") that the caller frees with free(); on error *out is {NONE, NULL}
+ * and errstr says what is wrong, without a key path (the caller adds it).
+ *
+ * Forms (semantics §2): "key" (record key), "header:NAME" (NAME non-empty),
+ * "/json/pointer" (RFC 6901 §3 syntax), "ce:ATTR" (CloudEvents spec v1.0.2
+ * §3.1.1: attribute names are lower-case letters a-z and digits 0-9).
+ *
+ * Returns SG_OK, SG_ERR_INVALID (bad text) or SG_ERR_NOMEM.
+ * Thread-safety: reentrant.
+ */
+sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
+                            char *errstr, size_t errstr_size) {
+        sg_src_kind_t kind;
+        const char *name;
+
+        out->kind = SG_SRC_NONE;
+        out->name = NULL;
+        if (!text) {
+                set_errstr(errstr, errstr_size,
+                           "a field source is required; allowed: %s",
+                           SRC_FORMS);
+                return SG_ERR_INVALID;
+        }
+        if (!strcmp(text, "key")) {
+                out->kind = SG_SRC_KEY;
+                return SG_OK;
+        }
+        if (!strncmp(text, "header:", 7)) {
+                kind = SG_SRC_HEADER;
+                name = text + 7;
+                if (!*name) {
+                        set_errstr(errstr, errstr_size,
+                                   "\"header:\" needs a header name "
+                                   "(\"header:NAME\")");
+                        return SG_ERR_INVALID;
+                }
+        } else if (text[0] == '/') {
+                kind = SG_SRC_POINTER;
+                name = text;
+                if (!valid_pointer(text)) {
+                        set_errstr(errstr, errstr_size,
+                                   "\"%.*s\" is not a valid JSON Pointer: "
+                                   "'~' must be followed by '0' or '1' "
+                                   "(RFC 6901 §3)",
+                                   SG_QUOTE_MAX, text);
+                        return SG_ERR_INVALID;
+                }
+        } else if (!strncmp(text, "ce:", 3)) {
+                kind = SG_SRC_CE;
+                name = text + 3;
+                bool ok = *name != '\0';
+                for (const char *s = name; *s && ok; s++)
+                        ok = (*s >= 'a' && *s <= 'z') ||
+                             (*s >= '0' && *s <= '9');
+                if (!ok) {
+                        set_errstr(errstr, errstr_size,
+                                   "\"%.*s\" is not a CloudEvents attribute: "
+                                   "names are lower-case letters a-z and "
+                                   "digits 0-9 (CloudEvents spec §3.1.1)",
+                                   SG_QUOTE_MAX, text);
+                        return SG_ERR_INVALID;
+                }
+        } else {
+                set_errstr(errstr, errstr_size,
+                           "\"%.*s\" is not a field source; allowed: %s",
+                           SG_QUOTE_MAX, text, SRC_FORMS);
+                return SG_ERR_INVALID;
+        }
+        out->name = strdup(name);
+        if (!out->name) {
+                set_errstr(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        out->kind = kind;
+        return SG_OK;
+}
+
+static void src_clear(sg_field_src_t *src) {
+        free(src->name);
+        src->name = NULL;
+        src->kind = SG_SRC_NONE;
+}
+
+/** Sets @p src to a built-in default ("key" or "ce:ATTR"). */
+static sg_err_t src_default(cfg_ctx_t *c, sg_field_src_t *src,
+                            sg_src_kind_t kind, const char *name) {
+        src_clear(src);
+        if (name && !(src->name = strdup(name)))
+                return nomem(c);
+        src->kind = kind;
+        return SG_OK;
+}
+
+/** Parses a field source string at @p path into *src (replacing it). */
+static sg_err_t src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
+                              sg_field_src_t *src) {
+        char detail[512];
+        sg_field_src_t tmp;
+        sg_err_t err;
+
+        if (!cJSON_IsString(it))
+                return fail(c, path, "must be a string; allowed: %s",
+                            SRC_FORMS);
+        err = sg_field_src_parse(it->valuestring, &tmp, detail,
+                                 sizeof(detail));
+        if (err == SG_ERR_NOMEM)
+                return nomem(c);
+        if (err)
+                return fail(c, path, "%s", detail);
+        src_clear(src);
+        *src = tmp;
+        return SG_OK;
+}
+
+/** Kafka topic name rule (Kafka's Topic.validate): 1-249 chars of
+ *  [a-zA-Z0-9._-], not "." or "..". */
+static bool valid_topic_name(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 249 || !strcmp(s, ".") || !strcmp(s, ".."))
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' &&
+                    *s != '-')
+                        return false;
+        return true;
+}
+
+static sg_err_t check_topic_name(cfg_ctx_t *c, const char *path,
+                                 const char *name) {
+        if (!valid_topic_name(name))
+                return fail(c, path,
+                            "\"%.*s\" is not a valid Kafka topic name; "
+                            "allowed: 1 to 249 characters of a-z, A-Z, 0-9, "
+                            "'.', '_', '-', other than \".\" and \"..\"",
+                            SG_QUOTE_MAX, name);
+        return SG_OK;
+}
+
+/** Case-insensitive strstr() (ASCII). */
+static bool contains_ci(const char *hay, const char *needle) {
+        size_t n = strlen(needle);
+
+        for (; *hay; hay++) {
+                size_t i = 0;
+                while (i < n && hay[i] &&
+                       tolower((unsigned char)hay[i]) ==
+                               tolower((unsigned char)needle[i]))
+                        i++;
+                if (i == n)
+                        return true;
+        }
+        return false;
+}
+
+bool sg_config_is_secret(const char *name) {
+        if (!name)
+                return false;
+        return contains_ci(name, "password") || contains_ci(name, "secret") ||
+               contains_ci(name, ".pem") ||
+               contains_ci(name, "sasl.oauthbearer.config");
+}
+
+/* ------------------------------------------------------------------------ */
+/* librdkafka properties                                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Reads an object of librdkafka properties. Values are strings; numbers and
+ * booleans are converted to their JSON text ("linger.ms": 5 -> "5"). Secret
+ * properties must be strings and their values are never echoed.
+ */
+static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         sg_kv_t **arrp, size_t *cntp) {
+        char p[SG_PATH_SIZE];
+        size_t n = 0, i = 0;
+        sg_err_t err;
+
+        if ((err = expect_object(c, obj, path)) ||
+            (err = check_keys(c, obj, path, NULL)))
+                return err;
+        for (const cJSON *it = obj->child; it; it = it->next)
+                n++;
+        if (n == 0)
+                return SG_OK;
+        if (!(*arrp = calloc(n, sizeof(**arrp))))
+                return nomem(c);
+        *cntp = n;
+        for (const cJSON *it = obj->child; it; it = it->next, i++) {
+                sg_kv_t *kv = &(*arrp)[i];
+                bool secret = sg_config_is_secret(it->string);
+
+                path_key(p, path, it->string);
+                if (!*it->string)
+                        return fail(c, path,
+                                    "a property name must not be empty");
+                if (!(kv->name = strdup(it->string)))
+                        return nomem(c);
+                if (cJSON_IsString(it)) {
+                        kv->value = strdup(it->valuestring);
+                } else if (secret) {
+                        return fail(c, p, "must be a string");
+                } else if (cJSON_IsBool(it)) {
+                        kv->value = strdup(cJSON_IsTrue(it) ? "true" : "false");
+                } else if (cJSON_IsNumber(it)) {
+                        if (!isfinite(it->valuedouble))
+                                return fail(c, p, "must be a finite number");
+                        /* cJSON prints the shortest text that reads back
+                         * as the same double: 5 -> "5", 0.5 -> "0.5". */
+                        kv->value = cJSON_PrintUnformatted(it);
+                } else {
+                        return fail(c, p,
+                                    "must be a string, number or boolean "
+                                    "(librdkafka property value)");
+                }
+                if (!kv->value)
+                        return nomem(c);
+        }
+        return SG_OK;
+}
+
+static const char *kv_find(const sg_kv_t *kv, size_t cnt, const char *name) {
+        const char *v = NULL;
+
+        for (size_t i = 0; i < cnt; i++)
+                if (!strcmp(kv[i].name, name))
+                        v = kv[i].value; /* last one wins, as in librdkafka */
+        return v;
+}
+
+/** librdkafka's boolean syntax (rdkafka_conf.c): true/t/1, false/f/0. */
+static bool rk_true(const char *v) {
+        return !strcasecmp(v, "true") || !strcasecmp(v, "t") || !strcmp(v, "1");
+}
+
+static bool rk_false(const char *v) {
+        return !strcasecmp(v, "false") || !strcasecmp(v, "f") ||
+               !strcmp(v, "0");
+}
+
+/**
+ * Rejects properties that would break the guarantees of semantics §6: the
+ * loop commits input offsets itself (after output delivery and the LMDB
+ * commit) and produces with an idempotent producer and acks=all.
+ */
+static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
+                                 const char *section, bool consumer,
+                                 bool producer) {
+        char p[SG_PATH_SIZE];
+
+        for (size_t i = 0; i < cnt; i++) {
+                const char *n = kv[i].name, *v = kv[i].value;
+
+                path_key(p, section, n);
+                if (consumer && (!strcmp(n, "enable.auto.commit") ||
+                                 !strcmp(n, "auto.commit.enable")) &&
+                    rk_true(v))
+                        return fail(c, p,
+                                    "must not be true: seqgate commits input "
+                                    "offsets itself, only after the batch's "
+                                    "output is delivered and its state is "
+                                    "committed (semantics §6); allowed: "
+                                    "false or unset");
+                if (producer && !strcmp(n, "enable.idempotence") &&
+                    rk_false(v))
+                        return fail(c, p,
+                                    "must not be false: output is produced by "
+                                    "an idempotent producer so that retries "
+                                    "do not duplicate or reorder records "
+                                    "(semantics §6); allowed: true or unset");
+                if (producer && (!strcmp(n, "acks") ||
+                                 !strcmp(n, "request.required.acks")) &&
+                    strcasecmp(v, "all") && strcmp(v, "-1"))
+                        return fail(c, p,
+                                    "\"%.*s\" is not allowed: a batch's state "
+                                    "is committed only once every in-sync "
+                                    "replica has its output (semantics §6); "
+                                    "allowed: all, -1 or unset",
+                                    SG_QUOTE_MAX, v);
+                if (producer && !strcmp(n, "transactional.id"))
+                        return fail(c, p,
+                                    "not allowed with guarantee "
+                                    "at_least_once: the loop does not use "
+                                    "Kafka transactions (semantics §6)");
+                if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
+                        return fail(c, p,
+                                    "set the consumer group in kafka.group.id "
+                                    "only: the state store belongs to that "
+                                    "group");
+        }
+        return SG_OK;
+}
+
+/**
+ * Tries each property on a scratch rd_kafka_conf_t so that unknown names and
+ * malformed values are found at --check-config time. No client is created.
+ * plugin.library.paths is skipped: setting it loads shared libraries.
+ */
+static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
+                              const char *section) {
+        char p[SG_PATH_SIZE];
+        char rkerr[512];
+        rd_kafka_conf_t *rk = rd_kafka_conf_new();
+
+        if (!rk)
+                return nomem(c);
+        for (size_t i = 0; i < cnt; i++) {
+                if (!strcmp(kv[i].name, "plugin.library.paths"))
+                        continue;
+                rkerr[0] = '\0';
+                if (rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
+                                      sizeof(rkerr)) == RD_KAFKA_CONF_OK)
+                        continue;
+                rd_kafka_conf_destroy(rk);
+                path_key(p, section, kv[i].name);
+                if (sg_config_is_secret(kv[i].name))
+                        return fail(c, p,
+                                    "rejected by librdkafka (detail withheld: "
+                                    "the value is a secret)");
+                return fail(c, p, "rejected by librdkafka: %s", rkerr);
+        }
+        rd_kafka_conf_destroy(rk);
+        return SG_OK;
+}
+
+static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
+        const cJSON *it;
+        const char *v;
+        sg_err_t err;
+
+        it = cJSON_GetObjectItemCaseSensitive(root, "kafka");
+        if (!it)
+                return fail(c, "kafka", "required key is missing (librdkafka "
+                                        "properties; needs bootstrap.servers "
+                                        "and group.id)");
+        if ((err = parse_kv(c, it, "kafka", &conf->kafka, &conf->kafka_cnt)))
+                return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_consumer")) &&
+            (err = parse_kv(c, it, "kafka_consumer", &conf->kafka_consumer,
+                            &conf->kafka_consumer_cnt)))
+                return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_producer")) &&
+            (err = parse_kv(c, it, "kafka_producer", &conf->kafka_producer,
+                            &conf->kafka_producer_cnt)))
+                return err;
+
+        v = kv_find(conf->kafka, conf->kafka_cnt, "bootstrap.servers");
+        if (!v || !*v)
+                return fail(c, "kafka.bootstrap.servers",
+                            "required (a non-empty host:port list)");
+        v = kv_find(conf->kafka, conf->kafka_cnt, "group.id");
+        if (!v || !*v)
+                return fail(c, "kafka.group.id",
+                            "required (the consumer group seqgate joins and "
+                            "whose state it keeps)");
+        if (!(conf->group_id = strdup(v)))
+                return nomem(c);
+
+        if ((err = check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka",
+                                    true, true)) ||
+            (err = check_controlled(c, conf->kafka_consumer,
+                                    conf->kafka_consumer_cnt, "kafka_consumer",
+                                    true, false)) ||
+            (err = check_controlled(c, conf->kafka_producer,
+                                    conf->kafka_producer_cnt, "kafka_producer",
+                                    false, true)))
+                return err;
+
+        if ((err = check_rdkafka(c, conf->kafka, conf->kafka_cnt, "kafka")) ||
+            (err = check_rdkafka(c, conf->kafka_consumer,
+                                 conf->kafka_consumer_cnt, "kafka_consumer")) ||
+            (err = check_rdkafka(c, conf->kafka_producer,
+                                 conf->kafka_producer_cnt, "kafka_producer")))
+                return err;
+        return SG_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Topics                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const char *const TOPIC_KEYS[] = {
+        "output_topic", "dlq_topic", "output_partitioning", "envelope",
+        "dedup", "ordering", "state_machine", NULL};
+static const char *const ENVELOPE_KEYS[] = {
+        "format", "id", "scope", "aggregate", "version", "type", "digest",
+        "max_field_bytes", NULL};
+static const char *const DEDUP_KEYS[] = {"ttl_ms", NULL};
+static const char *const ORDERING_KEYS[] = {
+        "mode", "first_version", "max_version_jump", "new_aggregate", "stale",
+        "gap_timeout_ms", "gap_policy", "max_parked_per_aggregate",
+        "max_parked_total", "max_parked_bytes", "on_park_overflow", NULL};
+static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
+static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
+
+/* Enum spellings, in sg_*_t order. */
+static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
+static const char *const FORMAT_NAMES[] = {"cloudevents", "json", NULL};
+static const char *const MODE_NAMES[] = {"strict", "latest_wins", "none", NULL};
+static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
+static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
+static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
+static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
+
+/** Sets the defaults listed in config.h. */
+static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
+        sg_err_t err;
+
+        tc->output_partitioning = SG_PART_INPUT;
+        tc->format = SG_FORMAT_CLOUDEVENTS;
+        tc->max_field_bytes = 1024;
+        tc->dedup_ttl_ms = INT64_C(604800000);
+        tc->order_mode = SG_ORDER_STRICT;
+        tc->first_version = 1;
+        tc->max_version_jump = 100000;
+        tc->new_aggregate = SG_NEWAGG_STRICT;
+        tc->stale_drop = false;
+        tc->gap_timeout_ms = 30000;
+        tc->gap_policy = SG_GAP_DLQ;
+        tc->max_parked_per_aggregate = 1000;
+        tc->max_parked_total = 100000;
+        tc->max_parked_bytes = UINT64_C(268435456);
+        tc->on_park_overflow = SG_OVERFLOW_PAUSE;
+        if ((err = src_default(c, &tc->id, SG_SRC_CE, "id")) ||
+            (err = src_default(c, &tc->aggregate, SG_SRC_KEY, NULL)) ||
+            (err = src_default(c, &tc->version, SG_SRC_CE, "sequence")) ||
+            (err = src_default(c, &tc->type, SG_SRC_CE, "type")))
+                return err;
+        if (!(tc->scope = calloc(1, sizeof(*tc->scope))))
+                return nomem(c);
+        tc->scope_cnt = 1;
+        return src_default(c, &tc->scope[0], SG_SRC_CE, "source");
+}
+
+/**
+ * Reads a field source member that may be JSON null (= not configured) when
+ * @p nullable. Absent: *src keeps its default.
+ */
+static sg_err_t get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, bool nullable, sg_field_src_t *src) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+        path_key(p, path, key);
+        if (!it)
+                return SG_OK;
+        if (cJSON_IsNull(it)) {
+                if (!nullable)
+                        return fail(c, p, "must not be null; allowed: %s",
+                                    SRC_FORMS);
+                src_clear(src);
+                return SG_OK;
+        }
+        return src_from_json(c, it, p, src);
+}
+
+/** Format "json" has no CloudEvents attributes to read (semantics §2). */
+static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
+        if (s->kind == SG_SRC_CE)
+                return fail(c, path,
+                            "\"ce:%s\" needs format \"cloudevents\"; format "
+                            "\"json\" allows \"key\", \"header:NAME\", "
+                            "\"/json/pointer\"",
+                            s->name);
+        return SG_OK;
+}
+
+static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
+                               const char *path, sg_topic_config_t *tc) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it;
+        int ival;
+        int64_t max_field = (int64_t)tc->max_field_bytes;
+        sg_err_t err;
+
+        if ((err = expect_object(c, env, path)) ||
+            (err = check_keys(c, env, path, ENVELOPE_KEYS)))
+                return err;
+
+        ival = (int)tc->format;
+        if ((err = get_enum(c, env, path, "format", FORMAT_NAMES, NULL, &ival)))
+                return err;
+        tc->format = (sg_format_t)ival;
+
+        if (tc->format == SG_FORMAT_JSON) {
+                /* No CloudEvents defaults: id must be mapped, and version and
+                 * type are unset unless mapped (dedup-only topic). */
+                src_clear(&tc->version);
+                src_clear(&tc->type);
+                for (size_t i = 0; i < tc->scope_cnt; i++)
+                        src_clear(&tc->scope[i]);
+                tc->scope_cnt = 0;
+                if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
+                        path_key(p, path, "id");
+                        return fail(c, p,
+                                    "required with format \"json\"; allowed: "
+                                    "\"key\", \"header:NAME\", "
+                                    "\"/json/pointer\"");
+                }
+        }
+
+        if ((err = get_src(c, env, path, "id", false, &tc->id)) ||
+            (err = get_src(c, env, path, "aggregate", true, &tc->aggregate)) ||
+            (err = get_src(c, env, path, "version", true, &tc->version)) ||
+            (err = get_src(c, env, path, "type", true, &tc->type)))
+                return err;
+
+        path_key(p, path, "scope");
+        if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope"))) {
+                size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
+                char ip[SG_PATH_SIZE];
+                const cJSON *el;
+
+                if (!cJSON_IsArray(it))
+                        return fail(c, p,
+                                    "must be an array of field sources "
+                                    "(may be empty: scope = topic only)");
+                for (i = 0; i < tc->scope_cnt; i++)
+                        src_clear(&tc->scope[i]);
+                free(tc->scope);
+                tc->scope = NULL;
+                tc->scope_cnt = 0;
+                if (n > 0) {
+                        if (!(tc->scope = calloc(n, sizeof(*tc->scope))))
+                                return nomem(c);
+                        tc->scope_cnt = n;
+                }
+                i = 0;
+                cJSON_ArrayForEach(el, it) {
+                        path_idx(ip, p, i);
+                        if ((err = src_from_json(c, el, ip, &tc->scope[i])))
+                                return err;
+                        if (tc->format == SG_FORMAT_JSON &&
+                            (err = no_ce(c, ip, &tc->scope[i])))
+                                return err;
+                        i++;
+                }
+        }
+
+        if (tc->format == SG_FORMAT_JSON) {
+                static const char *const keys[] = {"id", "aggregate",
+                                                   "version", "type"};
+                const sg_field_src_t *srcs[] = {&tc->id, &tc->aggregate,
+                                                &tc->version, &tc->type};
+                for (size_t i = 0; i < 4; i++) {
+                        path_key(p, path, keys[i]);
+                        if ((err = no_ce(c, p, srcs[i])))
+                                return err;
+                }
+        }
+
+        path_key(p, path, "digest");
+        if ((it = cJSON_GetObjectItemCaseSensitive(env, "digest"))) {
+                if (!cJSON_IsString(it))
+                        return fail(c, p,
+                                    "must be a string; allowed: \"value\" "
+                                    "(SHA-256 of the record value) or a JSON "
+                                    "Pointer such as \"/data\"");
+                if (strcmp(it->valuestring, "value")) {
+                        if (!valid_pointer(it->valuestring))
+                                return fail(c, p,
+                                            "\"%.*s\" is not allowed; "
+                                            "allowed: \"value\" or a JSON "
+                                            "Pointer (RFC 6901) such as "
+                                            "\"/data\"",
+                                            SG_QUOTE_MAX, it->valuestring);
+                        if (!(tc->digest_pointer = strdup(it->valuestring)))
+                                return nomem(c);
+                }
+        }
+
+        if ((err = get_int(c, env, path, "max_field_bytes", 1, 1048576,
+                           &max_field)))
+                return err;
+        tc->max_field_bytes = (size_t)max_field;
+        return SG_OK;
+}
+
+static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
+                               const char *path, sg_topic_config_t *tc) {
+        int ival;
+        sg_err_t err;
+
+        if ((err = expect_object(c, ord, path)) ||
+            (err = check_keys(c, ord, path, ORDERING_KEYS)))
+                return err;
+
+        ival = (int)tc->order_mode;
+        if ((err = get_enum(c, ord, path, "mode", MODE_NAMES, NULL, &ival)))
+                return err;
+        tc->order_mode = (sg_order_mode_t)ival;
+        if ((err = get_u64(c, ord, path, "first_version", 0,
+                           &tc->first_version)) ||
+            (err = get_u64(c, ord, path, "max_version_jump", 1,
+                           &tc->max_version_jump)))
+                return err;
+        ival = (int)tc->new_aggregate;
+        if ((err = get_enum(c, ord, path, "new_aggregate", NEWAGG_NAMES, NULL,
+                            &ival)))
+                return err;
+        tc->new_aggregate = (sg_new_agg_t)ival;
+        ival = tc->stale_drop ? 1 : 0;
+        if ((err = get_enum(c, ord, path, "stale", STALE_NAMES, NULL, &ival)))
+                return err;
+        tc->stale_drop = ival == 1;
+        if ((err = get_int(c, ord, path, "gap_timeout_ms", 1, SG_JSON_INT_MAX,
+                           &tc->gap_timeout_ms)))
+                return err;
+        ival = (int)tc->gap_policy;
+        if ((err = get_enum(c, ord, path, "gap_policy", GAP_NAMES, NULL,
+                            &ival)))
+                return err;
+        tc->gap_policy = (sg_gap_policy_t)ival;
+        if ((err = get_u64(c, ord, path, "max_parked_per_aggregate", 1,
+                           &tc->max_parked_per_aggregate)) ||
+            (err = get_u64(c, ord, path, "max_parked_total", 1,
+                           &tc->max_parked_total)) ||
+            (err = get_u64(c, ord, path, "max_parked_bytes", 1,
+                           &tc->max_parked_bytes)))
+                return err;
+        ival = (int)tc->on_park_overflow;
+        if ((err = get_enum(c, ord, path, "on_park_overflow", OVERFLOW_NAMES,
+                            NULL, &ival)))
+                return err;
+        tc->on_park_overflow = (sg_overflow_t)ival;
+
+        if (tc->max_parked_per_aggregate > tc->max_parked_total) {
+                char p[SG_PATH_SIZE];
+                path_key(p, path, "max_parked_per_aggregate");
+                return fail(c, p,
+                            "must be <= max_parked_total (%" PRIu64 "): the "
+                            "per-aggregate cap is part of the per-partition "
+                            "total",
+                            tc->max_parked_total);
+        }
+        return SG_OK;
+}
+
+static bool sm_has_state(const sg_state_machine_t *sm, const char *s) {
+        for (size_t i = 0; i < sm->state_cnt; i++)
+                if (sm->states[i] && !strcmp(sm->states[i], s))
+                        return true;
+        return false;
+}
+
+/** Fails unless @p it is a state of @p sm. */
+static sg_err_t sm_state_ref(cfg_ctx_t *c, const sg_state_machine_t *sm,
+                             const cJSON *it, const char *path) {
+        char list[1024];
+
+        if (!cJSON_IsString(it) || !*it->valuestring)
+                return fail(c, path, "must be a state name; allowed: %s",
+                            join_n(list, sizeof(list), sm->states,
+                                   sm->state_cnt));
+        if (!sm_has_state(sm, it->valuestring))
+                return fail(c, path,
+                            "\"%.*s\" is not a declared state; allowed: %s",
+                            SG_QUOTE_MAX, it->valuestring,
+                            join_n(list, sizeof(list), sm->states,
+                                   sm->state_cnt));
+        return SG_OK;
+}
+
+/** Reads a non-empty JSON array member @p key (required). */
+static sg_err_t get_array(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                          const char *key, const char *what,
+                          const cJSON **out) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+        path_key(p, path, key);
+        if (!it)
+                return fail(c, p, "required key is missing (%s)", what);
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
+                return fail(c, p, "must be a non-empty array (%s)", what);
+        *out = it;
+        return SG_OK;
+}
+
+static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
+                                 const char *path, sg_state_machine_t *sm,
+                                 size_t idx) {
+        sg_transition_t *t = &sm->transitions[idx];
+        char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
+        const cJSON *from = NULL, *el;
+        const char *type = NULL;
+        size_t i = 0;
+        sg_err_t err;
+
+        if ((err = expect_object(c, obj, path)) ||
+            (err = check_keys(c, obj, path, TRANSITION_KEYS)) ||
+            (err = get_str(c, obj, path, "type", true, &type)))
+                return err;
+        for (size_t j = 0; j < idx; j++) {
+                if (!strcmp(sm->transitions[j].type, type)) {
+                        path_key(p, path, "type");
+                        return fail(c, p,
+                                    "\"%.*s\" already has a transition; an "
+                                    "event type moves to one state (list "
+                                    "every source state in \"from\")",
+                                    SG_QUOTE_MAX, type);
+                }
+        }
+        if (!(t->type = strdup(type)))
+                return nomem(c);
+
+        if ((err = get_array(c, obj, path, "from", "states the event may "
+                                                   "leave",
+                             &from)))
+                return err;
+        path_key(p, path, "from");
+        if (!(t->from = calloc((size_t)cJSON_GetArraySize(from),
+                               sizeof(*t->from))))
+                return nomem(c);
+        t->from_cnt = (size_t)cJSON_GetArraySize(from);
+        cJSON_ArrayForEach(el, from) {
+                path_idx(ip, p, i);
+                if ((err = sm_state_ref(c, sm, el, ip)))
+                        return err;
+                for (size_t j = 0; j < i; j++)
+                        if (!strcmp(t->from[j], el->valuestring))
+                                return fail(c, ip, "duplicate state \"%s\"",
+                                            el->valuestring);
+                if (!(t->from[i] = strdup(el->valuestring)))
+                        return nomem(c);
+                i++;
+        }
+
+        path_key(p, path, "to");
+        el = cJSON_GetObjectItemCaseSensitive(obj, "to");
+        if (!el)
+                return fail(c, p, "required key is missing");
+        if ((err = sm_state_ref(c, sm, el, p)))
+                return err;
+        if (!(t->to = strdup(el->valuestring)))
+                return nomem(c);
+        return SG_OK;
+}
+
+static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
+                                    const char *path, sg_state_machine_t *sm) {
+        char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
+        const cJSON *states = NULL, *trans = NULL, *el;
+        size_t i = 0;
+        sg_err_t err;
+
+        if ((err = expect_object(c, obj, path)) ||
+            (err = check_keys(c, obj, path, SM_KEYS)))
+                return err;
+        sm->enabled = true;
+
+        if ((err = get_array(c, obj, path, "states", "the state names",
+                             &states)))
+                return err;
+        path_key(p, path, "states");
+        if (!(sm->states = calloc((size_t)cJSON_GetArraySize(states),
+                                  sizeof(*sm->states))))
+                return nomem(c);
+        sm->state_cnt = (size_t)cJSON_GetArraySize(states);
+        cJSON_ArrayForEach(el, states) {
+                path_idx(ip, p, i);
+                if (!cJSON_IsString(el) || !*el->valuestring)
+                        return fail(c, ip, "must be a non-empty string");
+                if (sm_has_state(sm, el->valuestring))
+                        return fail(c, ip, "duplicate state \"%.*s\"",
+                                    SG_QUOTE_MAX, el->valuestring);
+                if (!(sm->states[i] = strdup(el->valuestring)))
+                        return nomem(c);
+                i++;
+        }
+
+        path_key(p, path, "initial");
+        el = cJSON_GetObjectItemCaseSensitive(obj, "initial");
+        if (!el)
+                return fail(c, p, "required key is missing (the state of a "
+                                  "new aggregate)");
+        if ((err = sm_state_ref(c, sm, el, p)))
+                return err;
+        if (!(sm->initial = strdup(el->valuestring)))
+                return nomem(c);
+
+        if ((err = get_array(c, obj, path, "transitions",
+                             "objects {type, from, to}", &trans)))
+                return err;
+        path_key(p, path, "transitions");
+        if (!(sm->transitions = calloc((size_t)cJSON_GetArraySize(trans),
+                                       sizeof(*sm->transitions))))
+                return nomem(c);
+        i = 0;
+        cJSON_ArrayForEach(el, trans) {
+                path_idx(ip, p, i);
+                /* Count only built entries, so that the duplicate-type scan
+                 * in parse_transition sees initialised types. */
+                sm->transition_cnt = i + 1;
+                if ((err = parse_transition(c, el, ip, sm, i)))
+                        return err;
+                i++;
+        }
+        return SG_OK;
+}
+
+static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                            sg_topic_config_t *tc) {
+        char p[SG_PATH_SIZE];
+        const cJSON *it;
+        int ival;
+        sg_err_t err;
+
+        if ((err = expect_object(c, obj, path)) ||
+            (err = check_keys(c, obj, path, TOPIC_KEYS)) ||
+            (err = topic_defaults(c, tc)))
+                return err;
+        if (!(tc->name = strdup(obj->string)))
+                return nomem(c);
+
+        if ((err = get_str_dup(c, obj, path, "output_topic", true,
+                               &tc->output_topic)))
+                return err;
+        path_key(p, path, "output_topic");
+        if ((err = check_topic_name(c, p, tc->output_topic)))
+                return err;
+        if (!strcmp(tc->output_topic, tc->name))
+                return fail(c, p, "must differ from the input topic \"%s\"",
+                            tc->name);
+
+        if ((err = get_str_dup(c, obj, path, "dlq_topic", true,
+                               &tc->dlq_topic)))
+                return err;
+        path_key(p, path, "dlq_topic");
+        if ((err = check_topic_name(c, p, tc->dlq_topic)))
+                return err;
+        if (!strcmp(tc->dlq_topic, tc->name))
+                return fail(c, p, "must differ from the input topic \"%s\"",
+                            tc->name);
+        if (!strcmp(tc->dlq_topic, tc->output_topic))
+                return fail(c, p,
+                            "must differ from output_topic \"%s\": refused "
+                            "records must not reach the output's consumers",
+                            tc->output_topic);
+
+        ival = (int)tc->output_partitioning;
+        if ((err = get_enum(c, obj, path, "output_partitioning",
+                            PARTITIONING_NAMES, NULL, &ival)))
+                return err;
+        tc->output_partitioning = (sg_partitioning_t)ival;
+
+        path_key(p, path, "envelope");
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")) &&
+            (err = parse_envelope(c, it, p, tc)))
+                return err;
+
+        path_key(p, path, "dedup");
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup"))) {
+                if ((err = expect_object(c, it, p)) ||
+                    (err = check_keys(c, it, p, DEDUP_KEYS)) ||
+                    (err = get_int(c, it, p, "ttl_ms", 1000, SG_JSON_INT_MAX,
+                                   &tc->dedup_ttl_ms)))
+                        return err;
+        }
+
+        path_key(p, path, "ordering");
+        const cJSON *ord = cJSON_GetObjectItemCaseSensitive(obj, "ordering");
+        if (ord && (err = parse_ordering(c, ord, p, tc)))
+                return err;
+
+        path_key(p, path, "state_machine");
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "state_machine")) &&
+            (err = parse_state_machine(c, it, p, &tc->sm)))
+                return err;
+
+        /* Cross-field rules (semantics §2, §3b). */
+        if (tc->order_mode != SG_ORDER_NONE) {
+                bool explicit_mode =
+                        ord && cJSON_GetObjectItemCaseSensitive(ord, "mode");
+                const char *need = tc->version.kind == SG_SRC_NONE ? "version"
+                                   : tc->aggregate.kind == SG_SRC_NONE
+                                           ? "aggregate"
+                                           : NULL;
+                if (need) {
+                        path_key(p, path, "ordering.mode");
+                        return fail(c, p,
+                                    "\"%s\"%s needs envelope.%s; a dedup-only "
+                                    "topic sets ordering.mode \"none\"",
+                                    MODE_NAMES[tc->order_mode],
+                                    explicit_mode ? "" : " (the default)",
+                                    need);
+                }
+        }
+        if (tc->sm.enabled) {
+                path_key(p, path, "state_machine");
+                if (tc->type.kind == SG_SRC_NONE)
+                        return fail(c, p,
+                                    "needs envelope.type (the event type "
+                                    "selects the transition)");
+                if (tc->order_mode == SG_ORDER_NONE)
+                        return fail(c, p,
+                                    "needs ordering.mode \"strict\" or "
+                                    "\"latest_wins\" (mode \"none\" applies "
+                                    "every record; semantics §3b)");
+        }
+        return SG_OK;
+}
+
+static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
+                             sg_config_t *conf) {
+        char p[SG_PATH_SIZE];
+        const cJSON *topics = cJSON_GetObjectItemCaseSensitive(root, "topics");
+        size_t n = 0, i = 0;
+        sg_err_t err;
+
+        if (!topics)
+                return fail(c, "topics", "required key is missing (an object "
+                                         "of input topic name -> settings)");
+        if ((err = expect_object(c, topics, "topics")) ||
+            (err = check_keys(c, topics, "topics", NULL)))
+                return err;
+        for (const cJSON *it = topics->child; it; it = it->next)
+                n++;
+        if (n == 0)
+                return fail(c, "topics", "must name at least one input topic");
+        if (!(conf->topics = calloc(n, sizeof(*conf->topics))))
+                return nomem(c);
+        conf->topic_cnt = n;
+        for (const cJSON *it = topics->child; it; it = it->next, i++) {
+                path_key(p, "topics", it->string);
+                if ((err = check_topic_name(c, p, it->string)) ||
+                    (err = parse_topic(c, it, p, &conf->topics[i])))
+                        return err;
+        }
+
+        /* An output or DLQ topic that is also an input topic would feed
+         * seqgate its own output. */
+        for (i = 0; i < n; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i];
+                for (size_t j = 0; j < n; j++) {
+                        const char *in = conf->topics[j].name;
+                        const char *which =
+                                !strcmp(tc->output_topic, in) ? "output_topic"
+                                : !strcmp(tc->dlq_topic, in)  ? "dlq_topic"
+                                                              : NULL;
+                        if (!which)
+                                continue;
+                        char tp[SG_PATH_SIZE];
+                        path_key(tp, "topics", tc->name);
+                        path_key(p, tp, which);
+                        return fail(c, p,
+                                    "\"%s\" is also an input topic; seqgate "
+                                    "would read its own output",
+                                    in);
+                }
+        }
+        return SG_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Root                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *const ROOT_KEYS[] = {
+        "$schema", "instance_id", "data_dir", "guarantee", "kafka",
+        "kafka_consumer", "kafka_producer", "store", "batch",
+        "stats_interval_ms", "delivery_timeout_ms", "sweep_max_per_batch",
+        "deadline_max_per_batch", "pause_retry_ms", "topics", NULL};
+static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
+                                         NULL};
+static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
+static const char *const GUARANTEE_NAMES[] = {"at_least_once", NULL};
+
+static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
+        const cJSON *it;
+        int ival = 0;
+        sg_err_t err;
+
+        if (!cJSON_IsObject(root))
+                return fail(c, "(root)", "must be a JSON object");
+        if ((err = check_keys(c, root, "", ROOT_KEYS)))
+                return err;
+
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
+            !cJSON_IsString(it))
+                return fail(c, "$schema", "must be a string");
+        if ((err = get_str_dup(c, root, "", "instance_id", false,
+                               &conf->instance_id)) ||
+            (err = get_str_dup(c, root, "", "data_dir", true,
+                               &conf->data_dir)))
+                return err;
+
+        it = cJSON_GetObjectItemCaseSensitive(root, "guarantee");
+        if (it && cJSON_IsString(it) &&
+            !strcmp(it->valuestring, "exactly_once"))
+                return fail(c, "guarantee",
+                            "\"exactly_once\" is not allowed; allowed: "
+                            "at_least_once (exactly_once, semantics §6, is "
+                            "not implemented yet)");
+        if ((err = get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL,
+                            &ival)))
+                return err;
+        conf->guarantee = (sg_guarantee_t)ival;
+
+        if ((err = parse_kafka(c, root, conf)))
+                return err;
+
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "store"))) {
+                if ((err = expect_object(c, it, "store")) ||
+                    (err = check_keys(c, it, "store", STORE_KEYS)) ||
+                    (err = get_u64(c, it, "store", "map_size_bytes", 1048576,
+                                   &conf->map_size_bytes)) ||
+                    (err = get_u64(c, it, "store", "map_growth_bytes", 1048576,
+                                   &conf->map_growth_bytes)))
+                        return err;
+        }
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch"))) {
+                if ((err = expect_object(c, it, "batch")) ||
+                    (err = check_keys(c, it, "batch", BATCH_KEYS)) ||
+                    (err = get_i(c, it, "batch", "max_records", 1, 100000,
+                                 &conf->batch_max_records)) ||
+                    (err = get_i(c, it, "batch", "max_ms", 1, 60000,
+                                 &conf->batch_max_ms)))
+                        return err;
+        }
+        if ((err = get_int(c, root, "", "stats_interval_ms", 0,
+                           SG_JSON_INT_MAX, &conf->stats_interval_ms)) ||
+            (err = get_int(c, root, "", "delivery_timeout_ms", 1,
+                           SG_JSON_INT_MAX, &conf->delivery_timeout_ms)) ||
+            (err = get_i(c, root, "", "sweep_max_per_batch", 1, 1000000,
+                         &conf->sweep_max_per_batch)) ||
+            (err = get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
+                         &conf->deadline_max_per_batch)) ||
+            (err = get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
+                           &conf->pause_retry_ms)))
+                return err;
+
+        return parse_topics(c, root, conf);
+}
+
+/** Converts the byte offset of a syntax error into "line L, column C". */
+static void offset_to_linecol(const char *text, size_t off, size_t len,
+                              size_t *line, size_t *col) {
+        *line = 1;
+        *col = 1;
+        for (size_t i = 0; i < off && i < len; i++) {
+                if (text[i] == '\n') {
+                        (*line)++;
+                        *col = 1;
+                } else {
+                        (*col)++;
+                }
+        }
+}
+
+sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
+                         size_t errstr_size) {
+        cfg_ctx_t c = {errstr, errstr_size};
+        const char *end = NULL;
+        sg_config_t *conf;
+        cJSON *root;
+        sg_err_t err;
+
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        if (!json || !confp) {
+                set_errstr(errstr, errstr_size, "invalid argument");
+                return SG_ERR_INVALID;
+        }
+        *confp = NULL;
+
+        root = cJSON_ParseWithOpts(json, &end, 1);
+        if (!root) {
+                size_t len = strlen(json), line, col;
+                size_t off = end && end >= json ? (size_t)(end - json) : 0;
+                /* The text near the error is not quoted: it might be a
+                 * secret. */
+                offset_to_linecol(json, off, len, &line, &col);
+                set_errstr(errstr, errstr_size,
+                           "(root): not valid JSON: syntax error at line %zu, "
+                           "column %zu",
+                           line, col);
+                return SG_ERR_CONFIG;
+        }
+
+        if (!(conf = calloc(1, sizeof(*conf)))) {
+                cJSON_Delete(root);
+                return nomem(&c);
+        }
+        conf->guarantee = SG_GUARANTEE_AT_LEAST_ONCE;
+        conf->map_size_bytes = UINT64_C(1073741824);
+        conf->map_growth_bytes = UINT64_C(1073741824);
+        conf->batch_max_records = 1000;
+        conf->batch_max_ms = 100;
+        conf->stats_interval_ms = 10000;
+        conf->delivery_timeout_ms = 60000;
+        conf->sweep_max_per_batch = 1000;
+        conf->deadline_max_per_batch = 1000;
+        conf->pause_retry_ms = 1000;
+        if (!(conf->instance_id = strdup("seqgate"))) {
+                err = nomem(&c);
+        } else {
+                err = parse_root(&c, root, conf);
+        }
+        cJSON_Delete(root);
+        if (err) {
+                sg_config_destroy(conf);
+                return err;
+        }
+        *confp = conf;
+        return SG_OK;
+}
+
+sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
+                        size_t errstr_size) {
+        FILE *fp;
+        char *buf;
+        size_t len = 0;
+        sg_err_t err;
+
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        if (!path || !confp) {
+                set_errstr(errstr, errstr_size, "invalid argument");
+                return SG_ERR_INVALID;
+        }
+        *confp = NULL;
+        if (!(fp = fopen(path, "rb"))) {
+                set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
+                           strerror(errno));
+                return SG_ERR_IO;
+        }
+        if (!(buf = malloc(SG_CONFIG_MAX_FILE + 1))) {
+                fclose(fp);
+                set_errstr(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        len = fread(buf, 1, SG_CONFIG_MAX_FILE + 1, fp);
+        if (ferror(fp)) {
+                set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
+                           strerror(errno));
+                fclose(fp);
+                free(buf);
+                return SG_ERR_IO;
+        }
+        fclose(fp);
+        if (len > SG_CONFIG_MAX_FILE) {
+                free(buf);
+                set_errstr(errstr, errstr_size,
+                           "%s: larger than %d bytes; not a configuration "
+                           "file?",
+                           path, SG_CONFIG_MAX_FILE);
+                return SG_ERR_CONFIG;
+        }
+        buf[len] = '\0';
+        if (strlen(buf) != len) {
+                free(buf);
+                set_errstr(errstr, errstr_size,
+                           "%s: contains a NUL byte; not a JSON text", path);
+                return SG_ERR_CONFIG;
+        }
+        err = sg_config_parse(buf, confp, errstr, errstr_size);
+        free(buf);
+        return err;
+}
+
+static void kv_free(sg_kv_t *kv, size_t cnt) {
+        for (size_t i = 0; kv && i < cnt; i++) {
+                free(kv[i].name);
+                free(kv[i].value);
+        }
+        free(kv);
+}
+
+static void topic_free(sg_topic_config_t *tc) {
+        sg_state_machine_t *sm = &tc->sm;
+
+        free(tc->name);
+        free(tc->output_topic);
+        free(tc->dlq_topic);
+        src_clear(&tc->id);
+        for (size_t i = 0; tc->scope && i < tc->scope_cnt; i++)
+                src_clear(&tc->scope[i]);
+        free(tc->scope);
+        src_clear(&tc->aggregate);
+        src_clear(&tc->version);
+        src_clear(&tc->type);
+        free(tc->digest_pointer);
+
+        free(sm->initial);
+        for (size_t i = 0; sm->states && i < sm->state_cnt; i++)
+                free(sm->states[i]);
+        free(sm->states);
+        for (size_t i = 0; sm->transitions && i < sm->transition_cnt; i++) {
+                sg_transition_t *t = &sm->transitions[i];
+                free(t->type);
+                for (size_t j = 0; t->from && j < t->from_cnt; j++)
+                        free(t->from[j]);
+                free(t->from);
+                free(t->to);
+        }
+        free(sm->transitions);
+}
+
+void sg_config_destroy(sg_config_t *conf) {
+        if (!conf)
+                return;
+        free(conf->instance_id);
+        free(conf->group_id);
+        free(conf->data_dir);
+        kv_free(conf->kafka, conf->kafka_cnt);
+        kv_free(conf->kafka_consumer, conf->kafka_consumer_cnt);
+        kv_free(conf->kafka_producer, conf->kafka_producer_cnt);
+        for (size_t i = 0; conf->topics && i < conf->topic_cnt; i++)
+                topic_free(&conf->topics[i]);
+        free(conf->topics);
+        free(conf);
+}
+
+const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
+                                         const char *topic) {
+        if (!conf || !topic)
+                return NULL;
+        for (size_t i = 0; i < conf->topic_cnt; i++)
+                if (conf->topics[i].name &&
+                    !strcmp(conf->topics[i].name, topic))
+                        return &conf->topics[i];
+        return NULL;
+}

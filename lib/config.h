@@ -1,0 +1,210 @@
+/*
+ * config.h — seqgate configuration: one JSON file, validated at start-up.
+ *
+ * The file (schema: schemas/config.schema.json, reference: README.md
+ * "Configuration") holds librdkafka properties, passed through verbatim, and
+ * per input topic: output topic, DLQ topic, envelope mapping, dedup scope and
+ * TTL, ordering settings and gap policies, and an optional state machine.
+ *
+ * Validation errors name the offending key as a JSON path ("topics.orders.
+ * ordering.gap_policy") and say what is allowed. Values of librdkafka
+ * properties whose name looks secret (see sg_config_is_secret()) never
+ * appear in an error or log text.
+ *
+ * Rules come from ../shared/design/semantics.md (§2 envelope, §3 decision
+ * table, §3b ordering modes, §4 gaps and caps, §5 output, §6 guarantees).
+ *
+ * Thread-safety: a loaded sg_config_t is immutable and may be read from any
+ * thread.
+ */
+#ifndef SEQGATE_CONFIG_H
+#define SEQGATE_CONFIG_H
+
+#include "seqgate.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Where an envelope field is read from (semantics §2). */
+typedef enum sg_src_kind {
+        SG_SRC_NONE = 0,  /**< not configured */
+        SG_SRC_KEY,       /**< "key": the Kafka record key */
+        SG_SRC_HEADER,    /**< "header:NAME": a record header's value */
+        SG_SRC_POINTER,   /**< "/a/b": RFC 6901 JSON Pointer into the value
+                               (structured CloudEvents: into the event) */
+        SG_SRC_CE,        /**< "ce:ATTR": a CloudEvents attribute (binary
+                               mode: header ce_ATTR; structured: member ATTR) */
+} sg_src_kind_t;
+
+typedef struct sg_field_src {
+        sg_src_kind_t kind;
+        char *name; /**< header name, pointer text or CE attribute; NULL for KEY */
+} sg_field_src_t;
+
+typedef enum sg_format {
+        SG_FORMAT_CLOUDEVENTS = 0, /**< binary or structured, per record (CE Kafka binding §3) */
+        SG_FORMAT_JSON,            /**< plain JSON value, fields mapped explicitly */
+} sg_format_t;
+
+typedef enum sg_order_mode {
+        SG_ORDER_STRICT = 0,
+        SG_ORDER_LATEST_WINS,
+        SG_ORDER_NONE,
+} sg_order_mode_t;
+
+typedef enum sg_gap_policy {
+        SG_GAP_DLQ = 0,
+        SG_GAP_SKIP,
+        SG_GAP_HOLD,
+} sg_gap_policy_t;
+
+typedef enum sg_new_agg {
+        SG_NEWAGG_STRICT = 0,
+        SG_NEWAGG_TRUST_FIRST_SEEN,
+} sg_new_agg_t;
+
+typedef enum sg_overflow {
+        SG_OVERFLOW_PAUSE = 0,
+        SG_OVERFLOW_DLQ,
+} sg_overflow_t;
+
+typedef enum sg_partitioning {
+        SG_PART_INPUT = 0, /**< output partition = input partition */
+        SG_PART_MURMUR2,   /**< Java client's murmur2 on the key */
+} sg_partitioning_t;
+
+/** One state-machine transition: event `type` moves any of `from` to `to`. */
+typedef struct sg_transition {
+        char *type;
+        char **from; /**< state names */
+        size_t from_cnt;
+        char *to;
+} sg_transition_t;
+
+typedef struct sg_state_machine {
+        bool enabled;
+        char *initial;           /**< state of a new aggregate */
+        char **states;
+        size_t state_cnt;
+        sg_transition_t *transitions;
+        size_t transition_cnt;
+} sg_state_machine_t;
+
+/** Per input topic settings. Defaults in brackets. */
+typedef struct sg_topic_config {
+        char *name;              /**< input topic */
+        char *output_topic;      /**< required */
+        char *dlq_topic;         /**< required */
+        sg_partitioning_t output_partitioning; /**< [input] */
+
+        /* envelope (§2) */
+        sg_format_t format;          /**< [cloudevents] */
+        sg_field_src_t id;           /**< [ce:id] */
+        sg_field_src_t *scope;       /**< [ce:source]; may be empty (scope = topic only) */
+        size_t scope_cnt;
+        sg_field_src_t aggregate;    /**< [key] */
+        sg_field_src_t version;      /**< [ce:sequence]; NONE = dedup-only topic */
+        sg_field_src_t type;         /**< [ce:type]; NONE allowed without state machine */
+        char *digest_pointer;        /**< NULL = SHA-256 of the whole value [NULL] */
+        size_t max_field_bytes;      /**< [1024] longest id/scope/aggregate/type */
+
+        /* dedup */
+        int64_t dedup_ttl_ms;        /**< [604800000] (7 days, seed §sizing) */
+
+        /* ordering (§3, §3b, §4) */
+        sg_order_mode_t order_mode;  /**< [strict] */
+        uint64_t first_version;      /**< F [1] */
+        uint64_t max_version_jump;   /**< [100000] */
+        sg_new_agg_t new_aggregate;  /**< [strict] */
+        bool stale_drop;             /**< stale: false = DLQ [false], true = drop */
+        int64_t gap_timeout_ms;      /**< [30000] */
+        sg_gap_policy_t gap_policy;  /**< [dlq] */
+        uint64_t max_parked_per_aggregate; /**< [1000] */
+        uint64_t max_parked_total;   /**< per input partition [100000] */
+        uint64_t max_parked_bytes;   /**< per input partition [268435456] */
+        sg_overflow_t on_park_overflow; /**< [pause] */
+
+        sg_state_machine_t sm;
+} sg_topic_config_t;
+
+typedef enum sg_guarantee {
+        SG_GUARANTEE_AT_LEAST_ONCE = 0,
+} sg_guarantee_t;
+
+/** A librdkafka property, name and value verbatim. */
+typedef struct sg_kv {
+        char *name;
+        char *value;
+} sg_kv_t;
+
+typedef struct sg_config {
+        char *instance_id;        /**< [hostname-less default "seqgate"] */
+        char *group_id;           /**< = kafka "group.id" (required) */
+        char *data_dir;           /**< required */
+        sg_guarantee_t guarantee; /**< [at_least_once] */
+
+        sg_kv_t *kafka;           /**< "kafka": both clients */
+        size_t kafka_cnt;
+        sg_kv_t *kafka_consumer;  /**< "kafka_consumer": consumer only */
+        size_t kafka_consumer_cnt;
+        sg_kv_t *kafka_producer;  /**< "kafka_producer": producer only */
+        size_t kafka_producer_cnt;
+
+        uint64_t map_size_bytes;   /**< store.map_size_bytes [1 GiB] */
+        uint64_t map_growth_bytes; /**< store.map_growth_bytes [1 GiB] */
+
+        int batch_max_records;     /**< batch.max_records [1000] */
+        int batch_max_ms;          /**< batch.max_ms [100] */
+        int64_t stats_interval_ms; /**< [10000]; 0 disables */
+        int64_t delivery_timeout_ms; /**< wait for output deliveries [60000] */
+        int sweep_max_per_batch;   /**< TTL sweep bound [1000] */
+        int deadline_max_per_batch;/**< gap deadlines fired per batch [1000] */
+        int64_t pause_retry_ms;    /**< re-check a paused partition [1000] */
+
+        sg_topic_config_t *topics;
+        size_t topic_cnt;
+} sg_config_t;
+
+/**
+ * Loads and validates the JSON configuration file at @p path.
+ *
+ * @param path         file path, NUL-terminated.
+ * @param confp        on success, *confp owns a new config; free it with
+ *                     sg_config_destroy().
+ * @param errstr       receives "KEY.PATH: what is wrong; allowed: ..." on error.
+ * @returns SG_OK, SG_ERR_IO (unreadable file), SG_ERR_CONFIG (invalid).
+ */
+sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
+                        size_t errstr_size);
+
+/** As sg_config_load(), from a NUL-terminated JSON text. */
+sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
+                         size_t errstr_size);
+
+/** Frees @p conf and everything it owns. NULL is a no-op. */
+void sg_config_destroy(sg_config_t *conf);
+
+/** Returns the topic config for input topic @p topic, or NULL. */
+const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
+                                         const char *topic);
+
+/**
+ * True if a librdkafka property named @p name holds a secret (sasl.password,
+ * ssl.key.password, ssl.keystore.password, sasl.oauthbearer.client.secret,
+ * ssl.key.pem, sasl.oauthbearer.config, ... : any name containing "password",
+ * "secret", ".pem" or "sasl.oauthbearer.config"). Its value must never be
+ * logged or echoed in an error.
+ */
+bool sg_config_is_secret(const char *name);
+
+/** Parses a field source text ("key", "header:X", "/ptr", "ce:attr"). */
+sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
+                            char *errstr, size_t errstr_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_CONFIG_H */

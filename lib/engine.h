@@ -1,0 +1,88 @@
+/*
+ * engine.h — the decision engine: every row of the decision table
+ * (semantics §3), the ordering modes (§3b), gap deadlines, gap policies and
+ * parking caps (§4), and the shape of output and DLQ records (§5).
+ *
+ * The engine is pure with respect to Kafka: it reads and writes the store
+ * (store.h) inside the batch's LMDB write transaction and returns effects
+ * (records to produce). It implements the processor interface
+ * (processor.h) that the Kafka loop drives.
+ *
+ * Processing time: the engine's clock is wall-clock at start-up, never
+ * earlier than the clock persisted in any assigned partition's store, and
+ * advanced by CLOCK_MONOTONIC afterwards, so a wall clock that jumps while
+ * seqgate runs neither fires every gap deadline at once nor none at all.
+ * Deadlines fired per batch are bounded (deadline_max_per_batch) as is TTL
+ * sweeping (sweep_max_per_batch): no stop-the-world scan.
+ *
+ * Headers added to output records (semantics §5):
+ *   __seqgate.source     "topic/partition/offset" of the input record
+ *   __seqgate.gap.skipped "A-B": versions given up (gap_policy skip)
+ *   __seqgate.gap.missing "A-B": versions never seen (latest_wins)
+ * Headers added to DLQ records: see SG_DLQ_H_* below and README "DLQ headers".
+ *
+ * Thread-safety: one engine per processing thread.
+ */
+#ifndef SEQGATE_ENGINE_H
+#define SEQGATE_ENGINE_H
+
+#include "config.h"
+#include "metrics.h"
+#include "processor.h"
+#include "seqgate.h"
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_H_SOURCE "__seqgate.source"
+#define SG_H_GAP_SKIPPED "__seqgate.gap.skipped"
+#define SG_H_GAP_MISSING "__seqgate.gap.missing"
+/** Set by the operator's DLQ replay tool: a key recorded with a DLQ verdict
+ *  is judged again from row 4 (semantics §3 "Replay"). */
+#define SG_H_REPLAY "__seqgate.replay"
+
+#define SG_DLQ_H_REASON "__seqgate.errors.reason"
+#define SG_DLQ_H_DETAIL "__seqgate.errors.detail"
+#define SG_DLQ_H_TOPIC "__seqgate.errors.topic"
+#define SG_DLQ_H_PARTITION "__seqgate.errors.partition"
+#define SG_DLQ_H_OFFSET "__seqgate.errors.offset"
+#define SG_DLQ_H_TIMESTAMP "__seqgate.errors.timestamp"
+#define SG_DLQ_H_GROUP "__seqgate.errors.group"
+#define SG_DLQ_H_AGGREGATE "__seqgate.errors.aggregate"
+#define SG_DLQ_H_EXPECTED "__seqgate.errors.expected_version"
+#define SG_DLQ_H_ACTUAL "__seqgate.errors.actual_version"
+#define SG_DLQ_H_STATE "__seqgate.errors.state"
+#define SG_DLQ_H_INSTANCE "__seqgate.errors.instance"
+
+typedef struct sg_engine sg_engine_t;
+
+/**
+ * Creates an engine over @p store with configuration @p conf (both borrowed;
+ * they must outlive the engine).
+ * @returns SG_OK, SG_ERR_NOMEM, SG_ERR_CONFIG (state machine inconsistent).
+ */
+sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
+                       sg_engine_t **enginep, char *errstr,
+                       size_t errstr_size);
+
+/** Destroys the engine (aborting an open batch). NULL is a no-op. */
+void sg_engine_destroy(sg_engine_t *engine);
+
+/** Fills @p proc with the engine's processor interface. */
+void sg_engine_processor(sg_engine_t *engine, sg_processor_t *proc);
+
+/** Committed counters (see metrics.h). Borrowed; valid while the engine lives. */
+const sg_metrics_t *sg_engine_metrics(const sg_engine_t *engine);
+
+/**
+ * Test hook: replaces the engine's clock. When set, @p now_ms is the
+ * processing time of every following batch. 0 restores the real clock.
+ */
+void sg_engine_set_clock(sg_engine_t *engine, int64_t now_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_ENGINE_H */

@@ -1,0 +1,125 @@
+/*
+ * kafka.h — the Kafka loop: a librdkafka high-level consumer in a consumer
+ * group and an idempotent producer, driving a processor (processor.h) batch
+ * by batch. The loop moves records; it never decides.
+ *
+ * Batch protocol, at_least_once (semantics §6):
+ *   1. poll up to batch.max_records records or batch.max_ms;
+ *   2. processor: batch_begin, process each record, tick;
+ *   3. produce every effect (enable.idempotence=true, acks=all) and wait
+ *      for every delivery report;
+ *   4. only if all were delivered: processor batch_commit (LMDB), then
+ *      commit the input offsets synchronously;
+ *   5. on any failure: batch_abort and seek every partition of the batch
+ *      back to its committed position; the records are read again. Never
+ *      skip a record to make progress.
+ * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
+ * grown (processor grow) and the same records re-run.
+ *
+ * Rebalance: before partitions are revoked, the records already polled are
+ * processed and committed (steps 2–4). On assignment the start offset of a
+ * partition is the later of the group's committed offset and the offset the
+ * store reflects; a store owned by another consumer group is refused
+ * (SG_ERR_FOREIGN, the loop stops with an error). Both eager and cooperative
+ * (KIP-429) assignment strategies are handled.
+ *
+ * Properties: the config's "kafka" properties go to both clients verbatim,
+ * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
+ * enable.auto.commit=false, enable.auto.offset.store=false,
+ * auto.offset.reset=earliest (consumer); enable.idempotence=true, acks=all
+ * (producer; a config that sets them otherwise is rejected).
+ *
+ * Record lifetime: the records the loop passes to process() (key, value,
+ * headers, topic) stay valid until that batch's batch_commit or batch_abort
+ * has returned, so a processor may point its effects into them without
+ * copying (the pass-through processor, passthrough.h, does).
+ *
+ * Thread-safety: one thread runs the loop; sg_loop_stop() may be called from
+ * any thread or a signal handler.
+ */
+#ifndef SEQGATE_KAFKA_H
+#define SEQGATE_KAFKA_H
+
+#include "config.h"
+#include "processor.h"
+#include "seqgate.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_loop sg_loop_t;
+
+/** Loop counters (committed batches) and gauges. */
+typedef struct sg_loop_stats {
+        uint64_t batches_total;            /**< committed batches */
+        uint64_t batches_aborted_total;    /**< aborted and re-read */
+        uint64_t records_in_total;         /**< input records in committed batches */
+        uint64_t records_out_total;        /**< output + DLQ records delivered */
+        uint64_t delivery_failures_total;
+        uint64_t map_grows_total;
+        uint64_t rebalances_total;
+        uint64_t pauses_total;             /**< partitions paused by back-pressure */
+        int64_t commit_latency_ms_last;    /**< produce→offsets committed, last batch */
+        int64_t commit_latency_ms_max;
+        int64_t assigned_partitions;
+        int64_t paused_partitions;
+        int64_t consumer_lag;              /**< sum over assigned partitions, -1 unknown */
+} sg_loop_stats_t;
+
+/** Called from the loop thread every stats_interval_ms, and once at exit. */
+typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
+
+/**
+ * Creates the consumer and producer, subscribes to the configured input
+ * topics and checks the topics: every input, output and DLQ topic must exist;
+ * with output_partitioning "input" the output topic must have at least as many
+ * partitions as its input topic (otherwise SG_ERR_CONFIG naming both).
+ *
+ * @param conf       configuration (borrowed, must outlive the loop).
+ * @param proc       processor (copied; its opaque must outlive the loop).
+ * @param log_cb     log callback (may be NULL), with @p log_opaque.
+ * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
+ * @returns SG_OK, SG_ERR_CONFIG (bad property: the error names the property
+ *          but never a secret's value), SG_ERR_KAFKA.
+ */
+sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
+                     sg_log_cb *log_cb, void *log_opaque,
+                     sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                     sg_loop_t **loopp, char *errstr, size_t errstr_size);
+
+/**
+ * Runs batches until sg_loop_stop() is called or a fatal error occurs. On
+ * stop: finishes and commits the batch in flight, leaves the group
+ * (rd_kafka_consumer_close) and returns SG_OK.
+ * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr).
+ */
+sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
+
+/** Asks sg_loop_run() to return after the current batch. Async-signal-safe. */
+void sg_loop_stop(sg_loop_t *loop);
+
+/** Current stats (loop thread, or after run returned). */
+const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop);
+
+/** Destroys the clients. NULL is a no-op. */
+void sg_loop_destroy(sg_loop_t *loop);
+
+/**
+ * Starts librdkafka's in-process mock cluster (for the demo and fast tests
+ * of Kafka-loop edge cases only) with @p broker_cnt brokers, and creates every
+ * topic the config names with @p partition_cnt partitions. The brokers listen
+ * on loopback. *bootstrapsp receives a malloc'd "host:port,..." the caller
+ * frees; *handlep the mock's owner, destroyed with sg_mock_destroy().
+ */
+sg_err_t sg_mock_start(const sg_config_t *conf, int broker_cnt,
+                       int partition_cnt, void **handlep, char **bootstrapsp,
+                       char *errstr, size_t errstr_size);
+void sg_mock_destroy(void *handle);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_KAFKA_H */

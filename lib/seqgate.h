@@ -1,0 +1,100 @@
+/*
+ * seqgate.h — common types of libseqgate.
+ *
+ * libseqgate is the library behind the seqgate sidecar: it parses event
+ * envelopes (envelope.h), decides what to do with each record (engine.h),
+ * keeps per-partition state in LMDB (store.h), validates the configuration
+ * (config.h) and drives a Kafka consumer group (kafka.h).
+ *
+ * Conventions, taken from librdkafka and libuv:
+ *  - functions are named sg_<noun>_<verb>;
+ *  - functions that can fail return an sg_err_t (SG_OK == 0) and, where a
+ *    human explanation helps, fill a caller-owned `errstr` buffer of
+ *    `errstr_size` bytes (always NUL-terminated when errstr_size > 0);
+ *  - the library never exits, never prints, never reads the environment
+ *    except where a function's docstring says so; logging goes through the
+ *    callback the caller installs (sg_log_cb).
+ *
+ * Thread-safety: unless a function says otherwise, an object may be used by
+ * one thread at a time. Distinct objects may be used from distinct threads.
+ */
+#ifndef SEQGATE_H
+#define SEQGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_VERSION_STR "0.1.0"
+
+/** Error codes. Negative values are errors; SG_OK is success. */
+typedef enum sg_err {
+        SG_OK = 0,
+        SG_ERR_INVALID = -1,    /**< invalid argument or input */
+        SG_ERR_NOMEM = -2,      /**< allocation failed */
+        SG_ERR_STORE = -3,      /**< LMDB error (detail in errstr) */
+        SG_ERR_MAP_FULL = -4,   /**< LMDB map full: grow and retry the batch */
+        SG_ERR_CONFIG = -5,     /**< configuration invalid (detail names the key) */
+        SG_ERR_KAFKA = -6,      /**< Kafka client error (detail in errstr) */
+        SG_ERR_NOT_FOUND = -7,  /**< key absent */
+        SG_ERR_FOREIGN = -8,    /**< partition store belongs to another consumer group */
+        SG_ERR_IO = -9,         /**< file system error */
+        SG_ERR_FATAL = -10,     /**< unrecoverable; the caller should stop */
+} sg_err_t;
+
+/** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
+const char *sg_err2str(sg_err_t err);
+
+/** One Kafka record header. Name is NUL-terminated; value may be NULL. */
+typedef struct sg_header {
+        const char *name;
+        const void *value;
+        size_t value_len;
+} sg_header_t;
+
+/**
+ * A Kafka record as seqgate sees it. All pointers are borrowed from the
+ * caller (usually an rd_kafka_message_t) and must stay valid for the duration
+ * of the call they are passed to. key/value may be NULL (null key/value).
+ */
+typedef struct sg_record {
+        const char *topic;       /**< input topic name, NUL-terminated */
+        int32_t partition;       /**< input partition */
+        int64_t offset;          /**< input offset */
+        int64_t timestamp_ms;    /**< record timestamp (ms since epoch), -1 if none */
+        const void *key;
+        size_t key_len;
+        const void *value;
+        size_t value_len;
+        const sg_header_t *headers;
+        size_t header_cnt;
+} sg_record_t;
+
+/**
+ * Log levels, numbered as syslog (and librdkafka's log_level) numbers them.
+ */
+typedef enum sg_log_level {
+        SG_LOG_ERR = 3,
+        SG_LOG_WARNING = 4,
+        SG_LOG_NOTICE = 5,
+        SG_LOG_INFO = 6,
+        SG_LOG_DEBUG = 7,
+} sg_log_level_t;
+
+/**
+ * Logging callback installed by the application. @p event is a short,
+ * stable event name ("batch_aborted"); @p fields_json is a JSON object text
+ * (without surrounding braces' guarantee of order) with the event's fields,
+ * or NULL. Never carries secrets. Called from the thread that called the
+ * library function.
+ */
+typedef void(sg_log_cb)(void *opaque, sg_log_level_t level, const char *event,
+                        const char *fields_json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_H */

@@ -1,0 +1,782 @@
+/*
+ * store.c — seqgate's state in LMDB: dedup records with a TTL index,
+ * aggregates, parked events with a gap-deadline index, and per-partition
+ * meta. See store.h for the key layout.
+ *
+ * Values are encoded field by field in big-endian order (not raw structs) so
+ * the on-disk format does not depend on the compiler's struct layout, and so
+ * the same bytes can later travel in a changelog record.
+ *
+ * Invariant relied on by the engine: every write of a batch goes through the
+ * one write transaction the engine holds; nothing here commits on its own.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { DB_DEDUP, DB_EXPIRY, DB_AGG, DB_PARKED, DB_SINCE, DB_META, DB__CNT };
+static const char *const db_names[DB__CNT] = {"dedup", "expiry", "agg",
+                                              "parked", "since", "meta"};
+
+struct sg_store {
+        MDB_env *env;
+        MDB_dbi dbi[DB__CNT];
+        uint64_t growth;
+};
+
+struct sg_txn {
+        sg_store_t *store;
+        MDB_txn *txn;
+};
+
+/* ---- encoding helpers ------------------------------------------------- */
+
+static void put_u64(unsigned char *p, uint64_t v) {
+        for (int i = 7; i >= 0; i--) {
+                p[i] = (unsigned char)(v & 0xff);
+                v >>= 8;
+        }
+}
+static uint64_t get_u64(const unsigned char *p) {
+        uint64_t v = 0;
+        for (int i = 0; i < 8; i++)
+                v = (v << 8) | p[i];
+        return v;
+}
+static void put_u32(unsigned char *p, uint32_t v) {
+        p[0] = (unsigned char)(v >> 24);
+        p[1] = (unsigned char)(v >> 16);
+        p[2] = (unsigned char)(v >> 8);
+        p[3] = (unsigned char)v;
+}
+static uint32_t get_u32(const unsigned char *p) {
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+               ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Processing times are non-negative ms since the epoch, so a plain
+ * big-endian u64 sorts them correctly. */
+static uint64_t ts_key(int64_t ms) { return ms < 0 ? 0 : (uint64_t)ms; }
+
+static sg_err_t lmdb_err(int rc, const char *what, char *errstr,
+                         size_t errstr_size) {
+        if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
+                if (errstr && errstr_size)
+                        snprintf(errstr, errstr_size, "%s: %s", what,
+                                 mdb_strerror(rc));
+                return SG_ERR_MAP_FULL;
+        }
+        if (rc == MDB_NOTFOUND)
+                return SG_ERR_NOT_FOUND;
+        if (errstr && errstr_size)
+                snprintf(errstr, errstr_size, "LMDB %s: %s", what,
+                         mdb_strerror(rc));
+        return SG_ERR_STORE;
+}
+
+void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
+        size_t n = strlen(topic);
+        if (n > 249)
+                n = 249;
+        tp->b[0] = (unsigned char)n;
+        memcpy(tp->b + 1, topic, n);
+        put_u32(tp->b + 1 + n, (uint32_t)partition);
+        tp->len = 1 + n + 4;
+}
+
+/* key = tp | parts... ; returns length. buf must hold SG_TP_MAX + 64. */
+static size_t key2(unsigned char *buf, const sg_tp_t *tp, const void *a,
+                   size_t alen, const void *b, size_t blen) {
+        memcpy(buf, tp->b, tp->len);
+        memcpy(buf + tp->len, a, alen);
+        if (blen)
+                memcpy(buf + tp->len + alen, b, blen);
+        return tp->len + alen + blen;
+}
+
+/* ---- environment ------------------------------------------------------ */
+
+sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
+                       sg_store_t **storep, char *errstr, size_t errstr_size) {
+        if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+                snprintf(errstr, errstr_size, "data_dir %s: %s", dir,
+                         strerror(errno));
+                return SG_ERR_IO;
+        }
+        sg_store_t *s = calloc(1, sizeof(*s));
+        if (!s)
+                return SG_ERR_NOMEM;
+        s->growth = growth ? growth : (1u << 30);
+        int rc = mdb_env_create(&s->env);
+        if (rc)
+                goto fail;
+        mdb_env_set_maxdbs(s->env, DB__CNT + 2);
+        if ((rc = mdb_env_set_mapsize(s->env, (size_t)map_size)))
+                goto fail;
+        /* MDB_NOTLS: transactions are tied to our objects, not to threads'
+         * TLS slots. Durability: a committed LMDB transaction is synced
+         * (no MDB_NOSYNC): the store must never claim more than Kafka has. */
+        if ((rc = mdb_env_open(s->env, dir, MDB_NOTLS, 0640)))
+                goto fail;
+        /* A file larger than map_size (grown earlier) keeps its size. */
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        MDB_txn *txn;
+        if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)))
+                goto fail;
+        for (int i = 0; i < DB__CNT; i++) {
+                if ((rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE,
+                                       &s->dbi[i]))) {
+                        mdb_txn_abort(txn);
+                        goto fail;
+                }
+        }
+        if ((rc = mdb_txn_commit(txn)))
+                goto fail;
+        *storep = s;
+        return SG_OK;
+fail:
+        snprintf(errstr, errstr_size, "LMDB open %s: %s", dir,
+                 mdb_strerror(rc));
+        if (s->env)
+                mdb_env_close(s->env);
+        free(s);
+        return rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
+}
+
+void sg_store_close(sg_store_t *s) {
+        if (!s)
+                return;
+        mdb_env_close(s->env);
+        free(s);
+}
+
+sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
+        MDB_envinfo info;
+        mdb_env_info(s->env, &info);
+        size_t nsize = info.me_mapsize + (size_t)s->growth;
+        int rc = mdb_env_set_mapsize(s->env, nsize);
+        if (rc)
+                return lmdb_err(rc, "grow map", errstr, errstr_size);
+        return SG_OK;
+}
+
+void sg_store_usage(sg_store_t *s, uint64_t *map_size, uint64_t *used) {
+        MDB_envinfo info;
+        MDB_stat st;
+        mdb_env_info(s->env, &info);
+        mdb_env_stat(s->env, &st);
+        if (map_size)
+                *map_size = info.me_mapsize;
+        if (used)
+                *used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
+}
+
+sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
+                      size_t errstr_size) {
+        sg_txn_t *t = calloc(1, sizeof(*t));
+        if (!t)
+                return SG_ERR_NOMEM;
+        t->store = s;
+        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+        if (rc) {
+                free(t);
+                return lmdb_err(rc, "begin", errstr, errstr_size);
+        }
+        *txnp = t;
+        return SG_OK;
+}
+
+sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
+        int rc = mdb_txn_commit(t->txn);
+        free(t);
+        return rc ? lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
+}
+
+void sg_txn_abort(sg_txn_t *t) {
+        if (!t)
+                return;
+        mdb_txn_abort(t->txn);
+        free(t);
+}
+
+static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
+                    const void *v, size_t vlen, char *errstr,
+                    size_t errstr_size) {
+        MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
+        int rc = mdb_put(t->txn, t->store->dbi[db], &key, &val, 0);
+        return rc ? lmdb_err(rc, db_names[db], errstr, errstr_size) : SG_OK;
+}
+
+static sg_err_t get(sg_txn_t *t, int db, const void *k, size_t klen,
+                    MDB_val *val) {
+        MDB_val key = {klen, (void *)k};
+        int rc = mdb_get(t->txn, t->store->dbi[db], &key, val);
+        return rc ? lmdb_err(rc, db_names[db], NULL, 0) : SG_OK;
+}
+
+static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
+                    char *errstr, size_t errstr_size) {
+        MDB_val key = {klen, (void *)k};
+        int rc = mdb_del(t->txn, t->store->dbi[db], &key, NULL);
+        if (rc == MDB_NOTFOUND)
+                return SG_OK;
+        return rc ? lmdb_err(rc, db_names[db], errstr, errstr_size) : SG_OK;
+}
+
+/* ---- dedup ------------------------------------------------------------ */
+
+#define DEDUP_VLEN (32 + 1 + 8 + 8)
+
+sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], sg_dedup_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, kh, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = get(t, DB_DEDUP, k, klen, &v);
+        if (err)
+                return err;
+        if (v.mv_size != DEDUP_VLEN)
+                return SG_ERR_STORE;
+        const unsigned char *p = v.mv_data;
+        memcpy(out->digest, p, 32);
+        out->verdict = p[32];
+        out->first_seen_ms = (int64_t)get_u64(p + 33);
+        out->expiry_ms = (int64_t)get_u64(p + 41);
+        return SG_OK;
+}
+
+sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
+                      char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, kh, 32, NULL, 0);
+        sg_dedup_rec_t old;
+        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
+        unsigned char ts[8];
+        if (err == SG_OK && old.expiry_ms != rec->expiry_ms) {
+                put_u64(ts, ts_key(old.expiry_ms));
+                size_t eklen = key2(ek, tp, ts, 8, kh, 32);
+                if ((err = del(t, DB_EXPIRY, ek, eklen, errstr, errstr_size)))
+                        return err;
+        }
+        if (err == SG_ERR_NOT_FOUND || err == SG_OK) {
+                bool index = err == SG_ERR_NOT_FOUND ||
+                             old.expiry_ms != rec->expiry_ms;
+                if (index) {
+                        put_u64(ts, ts_key(rec->expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, kh, 32);
+                        if ((err = put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                                       errstr_size)))
+                                return err;
+                }
+        } else {
+                return err;
+        }
+        unsigned char v[DEDUP_VLEN];
+        memcpy(v, rec->digest, 32);
+        v[32] = rec->verdict;
+        put_u64(v + 33, (uint64_t)rec->first_seen_ms);
+        put_u64(v + 41, (uint64_t)rec->expiry_ms);
+        return put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr, errstr_size);
+}
+
+sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
+                        int64_t ttl_ms, int max, int *removedp, char *errstr,
+                        size_t errstr_size) {
+        int removed = 0;
+        *removedp = 0;
+        for (int i = 0; i < max; i++) {
+                MDB_cursor *cur;
+                int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_EXPIRY], &cur);
+                if (rc)
+                        return lmdb_err(rc, "expiry cursor", errstr,
+                                        errstr_size);
+                MDB_val key = {tp->len, (void *)tp->b}, val;
+                rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+                if (rc == MDB_NOTFOUND || (rc == 0 && (key.mv_size != tp->len + 40 ||
+                                         memcmp(key.mv_data, tp->b, tp->len)))) {
+                        mdb_cursor_close(cur);
+                        break;
+                }
+                if (rc) {
+                        mdb_cursor_close(cur);
+                        return lmdb_err(rc, "expiry cursor", errstr,
+                                        errstr_size);
+                }
+                unsigned char ek[SG_TP_MAX + 64];
+                memcpy(ek, key.mv_data, key.mv_size);
+                size_t eklen = key.mv_size;
+                mdb_cursor_close(cur);
+                int64_t exp = (int64_t)get_u64(ek + tp->len);
+                if (exp > now_ms)
+                        break;
+                const unsigned char *kh = ek + tp->len + 8;
+                sg_err_t err = del(t, DB_EXPIRY, ek, eklen, errstr, errstr_size);
+                if (err)
+                        return err;
+                sg_dedup_rec_t rec;
+                err = sg_dedup_get(t, tp, kh, &rec);
+                if (err == SG_ERR_NOT_FOUND)
+                        continue;
+                if (err)
+                        return err;
+                if (rec.expiry_ms != exp)
+                        continue; /* stale index entry */
+                if (rec.verdict == SG_DV_PARKED) {
+                        rec.expiry_ms = now_ms + ttl_ms;
+                        /* the old index entry is gone: put re-indexes */
+                        unsigned char ts[8], nk[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(rec.expiry_ms));
+                        size_t nklen = key2(nk, tp, ts, 8, kh, 32);
+                        if ((err = put(t, DB_EXPIRY, nk, nklen, "", 0, errstr,
+                                       errstr_size)))
+                                return err;
+                        unsigned char k[SG_TP_MAX + 64], v[DEDUP_VLEN];
+                        size_t klen = key2(k, tp, kh, 32, NULL, 0);
+                        memcpy(v, rec.digest, 32);
+                        v[32] = rec.verdict;
+                        put_u64(v + 33, (uint64_t)rec.first_seen_ms);
+                        put_u64(v + 41, (uint64_t)rec.expiry_ms);
+                        if ((err = put(t, DB_DEDUP, k, klen, v, sizeof(v),
+                                       errstr, errstr_size)))
+                                return err;
+                        continue;
+                }
+                unsigned char k[SG_TP_MAX + 64];
+                size_t klen = key2(k, tp, kh, 32, NULL, 0);
+                if ((err = del(t, DB_DEDUP, k, klen, errstr, errstr_size)))
+                        return err;
+                removed++;
+        }
+        *removedp = removed;
+        return SG_OK;
+}
+
+/* ---- aggregates ------------------------------------------------------- */
+
+/* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
+ * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |
+ * state_len u8 | state | agg_len u8 | agg */
+#define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
+
+sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    sg_agg_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = get(t, DB_AGG, k, klen, &v);
+        if (err)
+                return err;
+        const unsigned char *p = v.mv_data;
+        if (v.mv_size < AGG_FIXED + 2)
+                return SG_ERR_STORE;
+        memset(out, 0, sizeof(*out));
+        out->has_last = p[0];
+        out->last_version = get_u64(p + 1);
+        out->flags = get_u32(p + 9);
+        out->parked_cnt = get_u32(p + 13);
+        out->parked_bytes = get_u64(p + 17);
+        out->parked_since_ms = (int64_t)get_u64(p + 25);
+        out->gap_reported_ms = (int64_t)get_u64(p + 33);
+        out->skip_from = get_u64(p + 41);
+        out->skip_to = get_u64(p + 49);
+        size_t off = AGG_FIXED;
+        size_t sl = p[off++];
+        if (off + sl + 1 > v.mv_size || sl >= SG_STATE_MAX)
+                return SG_ERR_STORE;
+        memcpy(out->state, p + off, sl);
+        out->state[sl] = '\0';
+        off += sl;
+        size_t al = p[off++];
+        if (off + al > v.mv_size || al >= sizeof(out->aggregate))
+                return SG_ERR_STORE;
+        memcpy(out->aggregate, p + off, al);
+        out->aggregate[al] = '\0';
+        return SG_OK;
+}
+
+static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
+                             const unsigned char ah[32], bool add,
+                             char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ts[8];
+        put_u64(ts, ts_key(since));
+        size_t klen = key2(k, tp, ts, 8, ah, 32);
+        return add ? put(t, DB_SINCE, k, klen, "", 0, errstr, errstr_size)
+                   : del(t, DB_SINCE, k, klen, errstr, errstr_size);
+}
+
+sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    const sg_agg_rec_t *r, int64_t old_since, char *errstr,
+                    size_t errstr_size) {
+        sg_err_t err;
+        if (old_since != r->parked_since_ms) {
+                if (old_since &&
+                    (err = since_key_op(t, tp, old_since, ah, false, errstr,
+                                        errstr_size)))
+                        return err;
+                if (r->parked_since_ms &&
+                    (err = since_key_op(t, tp, r->parked_since_ms, ah, true,
+                                        errstr, errstr_size)))
+                        return err;
+        }
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        unsigned char v[AGG_FIXED + 2 + SG_STATE_MAX + 256];
+        v[0] = r->has_last ? 1 : 0;
+        put_u64(v + 1, r->last_version);
+        put_u32(v + 9, r->flags);
+        put_u32(v + 13, r->parked_cnt);
+        put_u64(v + 17, r->parked_bytes);
+        put_u64(v + 25, (uint64_t)r->parked_since_ms);
+        put_u64(v + 33, (uint64_t)r->gap_reported_ms);
+        put_u64(v + 41, r->skip_from);
+        put_u64(v + 49, r->skip_to);
+        size_t off = AGG_FIXED;
+        size_t sl = strnlen(r->state, SG_STATE_MAX - 1);
+        v[off++] = (unsigned char)sl;
+        memcpy(v + off, r->state, sl);
+        off += sl;
+        size_t al = strnlen(r->aggregate, sizeof(r->aggregate) - 1);
+        v[off++] = (unsigned char)al;
+        memcpy(v + off, r->aggregate, al);
+        off += al;
+        return put(t, DB_AGG, k, klen, v, off, errstr, errstr_size);
+}
+
+/* ---- parked events ---------------------------------------------------- */
+
+/* parked_at u64 | offset u64 | timestamp u64 | key_hash 32 |
+ * type_len u32 | type | key_len u32 | key | value_len u32 | value |
+ * headers_len u32 | headers     (len UINT32_MAX = null: pointer NULL and
+ * length SIZE_MAX when read back) */
+
+sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       const sg_parked_rec_t *r, char *errstr,
+                       size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        const void *ptrs[4] = {r->type, r->key, r->value, r->headers};
+        size_t lens[4] = {r->type_len, r->key_len, r->value_len,
+                          r->headers_len};
+        size_t total = 24 + 32 + 16;
+        for (int i = 0; i < 4; i++) {
+                if (!ptrs[i] || lens[i] == SIZE_MAX)
+                        lens[i] = SIZE_MAX; /* null */
+                else
+                        total += lens[i];
+        }
+        MDB_val key = {klen, k}, val = {total, NULL};
+        int rc = mdb_put(t->txn, t->store->dbi[DB_PARKED], &key, &val,
+                         MDB_RESERVE);
+        if (rc)
+                return lmdb_err(rc, "parked", errstr, errstr_size);
+        unsigned char *p = val.mv_data;
+        put_u64(p, (uint64_t)r->parked_at_ms);
+        put_u64(p + 8, (uint64_t)r->offset);
+        put_u64(p + 16, (uint64_t)r->timestamp_ms);
+        memcpy(p + 24, r->key_hash, 32);
+        size_t off = 56;
+        for (int i = 0; i < 4; i++) {
+                put_u32(p + off, lens[i] == SIZE_MAX ? UINT32_MAX
+                                                     : (uint32_t)lens[i]);
+                off += 4;
+                if (lens[i] != SIZE_MAX && lens[i]) {
+                        memcpy(p + off, ptrs[i], lens[i]);
+                        off += lens[i];
+                }
+        }
+        return SG_OK;
+}
+
+static sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
+        const unsigned char *p = v->mv_data;
+        if (v->mv_size < 72)
+                return SG_ERR_STORE;
+        out->parked_at_ms = (int64_t)get_u64(p);
+        out->offset = (int64_t)get_u64(p + 8);
+        out->timestamp_ms = (int64_t)get_u64(p + 16);
+        memcpy(out->key_hash, p + 24, 32);
+        size_t off = 56;
+        const void **ptrs[4] = {(const void **)&out->type, &out->key,
+                                &out->value, &out->headers};
+        size_t *lens[4] = {&out->type_len, &out->key_len, &out->value_len,
+                           &out->headers_len};
+        for (int i = 0; i < 4; i++) {
+                if (off + 4 > v->mv_size)
+                        return SG_ERR_STORE;
+                uint32_t l = get_u32(p + off);
+                off += 4;
+                if (l == UINT32_MAX) {
+                        *ptrs[i] = NULL;
+                        *lens[i] = SIZE_MAX;
+                        continue;
+                }
+                if (off + l > v->mv_size)
+                        return SG_ERR_STORE;
+                *ptrs[i] = p + off;
+                *lens[i] = l;
+                off += l;
+        }
+        return SG_OK;
+}
+
+sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       sg_parked_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        MDB_val v;
+        sg_err_t err = get(t, DB_PARKED, k, klen, &v);
+        return err ? err : parked_decode(&v, out);
+}
+
+sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
+                         const unsigned char ah[32], uint64_t *versionp,
+                         sg_parked_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t plen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {plen, k}, val;
+        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+        sg_err_t err = SG_ERR_NOT_FOUND;
+        if (rc == 0 && key.mv_size == plen + 8 &&
+            memcmp(key.mv_data, k, plen) == 0) {
+                *versionp = get_u64((const unsigned char *)key.mv_data + plen);
+                err = out ? parked_decode(&val, out) : SG_OK;
+        } else if (rc && rc != MDB_NOTFOUND) {
+                err = SG_ERR_STORE;
+        }
+        mdb_cursor_close(cur);
+        return err;
+}
+
+sg_err_t sg_parked_oldest(sg_txn_t *t, const sg_tp_t *tp,
+                          const unsigned char ah[32], int64_t *oldestp) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t plen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_cursor *cur;
+        *oldestp = 0;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {plen, k}, val;
+        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+        while (rc == 0 && key.mv_size == plen + 8 &&
+               memcmp(key.mv_data, k, plen) == 0) {
+                if (val.mv_size >= 8) {
+                        int64_t at = (int64_t)get_u64(val.mv_data);
+                        if (*oldestp == 0 || at < *oldestp)
+                                *oldestp = at;
+                }
+                rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+        }
+        mdb_cursor_close(cur);
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
+sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        return del(t, DB_PARKED, k, klen, errstr, errstr_size);
+}
+
+/* ---- gap deadline index ----------------------------------------------- */
+
+sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
+                        unsigned char ah_out[32], int64_t *sincep) {
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SINCE], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+        sg_err_t err = SG_ERR_NOT_FOUND;
+        if (rc == 0 && key.mv_size == tp->len + 40 &&
+            memcmp(key.mv_data, tp->b, tp->len) == 0) {
+                const unsigned char *p = key.mv_data;
+                int64_t since = (int64_t)get_u64(p + tp->len);
+                if (since <= upto_ms) {
+                        memcpy(ah_out, p + tp->len + 8, 32);
+                        *sincep = since;
+                        err = SG_OK;
+                }
+        } else if (rc && rc != MDB_NOTFOUND) {
+                err = SG_ERR_STORE;
+        }
+        mdb_cursor_close(cur);
+        return err;
+}
+
+sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
+                        uint64_t max, uint64_t *countp) {
+        MDB_cursor *cur;
+        *countp = 0;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SINCE], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+        while (rc == 0 && *countp < max && key.mv_size == tp->len + 40 &&
+               memcmp(key.mv_data, tp->b, tp->len) == 0) {
+                int64_t since = (int64_t)get_u64(
+                    (const unsigned char *)key.mv_data + tp->len);
+                if (since >= before_ms)
+                        break;
+                (*countp)++;
+                rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+        }
+        mdb_cursor_close(cur);
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
+/* ---- meta --------------------------------------------------------------- */
+
+#define META_VLEN (1 + 255 + 8 * 6)
+
+sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
+        MDB_val v;
+        sg_err_t err = get(t, DB_META, tp->b, tp->len, &v);
+        if (err)
+                return err;
+        if (v.mv_size != META_VLEN)
+                return SG_ERR_STORE;
+        const unsigned char *p = v.mv_data;
+        memset(out, 0, sizeof(*out));
+        size_t gl = p[0];
+        memcpy(out->group, p + 1, gl);
+        out->group[gl] = '\0';
+        const unsigned char *q = p + 256;
+        out->input_offset = (int64_t)get_u64(q);
+        out->changelog_offset = (int64_t)get_u64(q + 8);
+        out->clock_ms = (int64_t)get_u64(q + 16);
+        out->parked_cnt = get_u64(q + 24);
+        out->parked_bytes = get_u64(q + 32);
+        out->quarantined = get_u64(q + 40);
+        return SG_OK;
+}
+
+sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
+                     char *errstr, size_t errstr_size) {
+        unsigned char v[META_VLEN];
+        memset(v, 0, sizeof(v));
+        size_t gl = strnlen(r->group, 255);
+        v[0] = (unsigned char)gl;
+        memcpy(v + 1, r->group, gl);
+        unsigned char *q = v + 256;
+        put_u64(q, (uint64_t)r->input_offset);
+        put_u64(q + 8, (uint64_t)r->changelog_offset);
+        put_u64(q + 16, (uint64_t)r->clock_ms);
+        put_u64(q + 24, r->parked_cnt);
+        put_u64(q + 32, r->parked_bytes);
+        put_u64(q + 40, r->quarantined);
+        return put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
+                   errstr_size);
+}
+
+sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
+                                 size_t errstr_size) {
+        for (int db = 0; db < DB__CNT; db++) {
+                MDB_cursor *cur;
+                int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+                if (rc)
+                        return lmdb_err(rc, "drop", errstr, errstr_size);
+                MDB_val key = {tp->len, (void *)tp->b}, val;
+                rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+                while (rc == 0 && key.mv_size >= tp->len &&
+                       memcmp(key.mv_data, tp->b, tp->len) == 0) {
+                        if ((rc = mdb_cursor_del(cur, 0)))
+                                break;
+                        rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
+                        if (rc == MDB_NOTFOUND || rc == EINVAL)
+                                rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+                }
+                mdb_cursor_close(cur);
+                if (rc && rc != MDB_NOTFOUND)
+                        return lmdb_err(rc, "drop", errstr, errstr_size);
+        }
+        return SG_OK;
+}
+
+/* ---- headers ---------------------------------------------------------- */
+
+sg_err_t sg_headers_serialize(const sg_header_t *h, size_t cnt, void **bufp,
+                              size_t *lenp) {
+        size_t total = 4;
+        for (size_t i = 0; i < cnt; i++)
+                total += 4 + strlen(h[i].name) + 1 + 4 +
+                         (h[i].value ? h[i].value_len : 0);
+        unsigned char *p = malloc(total), *q;
+        if (!p)
+                return SG_ERR_NOMEM;
+        q = p;
+        put_u32(q, (uint32_t)cnt);
+        q += 4;
+        for (size_t i = 0; i < cnt; i++) {
+                size_t nl = strlen(h[i].name);
+                put_u32(q, (uint32_t)nl);
+                q += 4;
+                memcpy(q, h[i].name, nl + 1);
+                q += nl + 1;
+                if (!h[i].value) {
+                        put_u32(q, UINT32_MAX);
+                        q += 4;
+                } else {
+                        put_u32(q, (uint32_t)h[i].value_len);
+                        q += 4;
+                        memcpy(q, h[i].value, h[i].value_len);
+                        q += h[i].value_len;
+                }
+        }
+        *bufp = p;
+        *lenp = total;
+        return SG_OK;
+}
+
+ssize_t sg_headers_parse(const void *buf, size_t len, sg_header_t *out,
+                         size_t max) {
+        const unsigned char *p = buf, *end = p + len;
+        if (len < 4)
+                return len == 0 ? 0 : -1;
+        uint32_t cnt = get_u32(p);
+        p += 4;
+        if (cnt > max)
+                return -1;
+        for (uint32_t i = 0; i < cnt; i++) {
+                if (end - p < 4)
+                        return -1;
+                uint32_t nl = get_u32(p);
+                p += 4;
+                if ((size_t)(end - p) < (size_t)nl + 1 + 4 || p[nl] != '\0')
+                        return -1;
+                out[i].name = (const char *)p;
+                p += nl + 1;
+                uint32_t vl = get_u32(p);
+                p += 4;
+                if (vl == UINT32_MAX) {
+                        out[i].value = NULL;
+                        out[i].value_len = 0;
+                        continue;
+                }
+                if ((size_t)(end - p) < vl)
+                        return -1;
+                out[i].value = p;
+                out[i].value_len = vl;
+                p += vl;
+        }
+        return (ssize_t)cnt;
+}

@@ -1,0 +1,219 @@
+/*
+ * store.h — seqgate's state in LMDB (semantics §1 table).
+ *
+ * One LMDB environment under the data directory, with named databases:
+ *   dedup    tp | SHA-256(idempotency key)        → digest, verdict, first seen, expiry
+ *   expiry   tp | expiry_ms (BE) | key hash       → (empty)   TTL sweep index
+ *   agg      tp | SHA-256(aggregate id)           → last version, state, flags, parked count/bytes, oldest parked_at, aggregate id
+ *   parked   tp | agg hash | version (BE)         → the whole record + parked_at
+ *   since    tp | parked_at_ms (BE) | agg hash    → (empty)   gap deadline index
+ *   meta     tp                                   → consumer group, input offset, counters, clock
+ * where tp = 1-byte topic length | topic | 4-byte BE partition, so every
+ * key of a partition shares a prefix and the partition's state can be
+ * dropped or rebuilt as a unit. Hashing ids keeps keys short and bounded
+ * (LMDB's key limit is 511 bytes) whatever the ids look like.
+ *
+ * Map size: when a write returns MDB_MAP_FULL the batch is aborted
+ * (SG_ERR_MAP_FULL), sg_store_grow() adds map_growth_bytes, and the batch is
+ * re-run; nothing is lost.
+ *
+ * Thread-safety: one write transaction at a time (LMDB rule); a transaction
+ * belongs to the thread that began it. The environment may be shared.
+ */
+#ifndef SEQGATE_STORE_H
+#define SEQGATE_STORE_H
+
+#include "seqgate.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_TP_MAX 260  /**< 1 + 249 (longest topic) + 4, rounded */
+#define SG_STATE_MAX 64 /**< longest state name, bytes, NUL included */
+
+typedef struct sg_store sg_store_t;
+typedef struct sg_txn sg_txn_t;
+
+/** A topic-partition key prefix. */
+typedef struct sg_tp {
+        unsigned char b[SG_TP_MAX];
+        size_t len;
+} sg_tp_t;
+
+/** Builds the prefix for (@p topic, @p partition). Topic is truncated to 249 bytes. */
+void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
+
+/** Dedup verdicts (what the key was recorded with). */
+typedef enum sg_dedup_verdict {
+        SG_DV_APPLIED = 1, /**< emitted (or superseded) — never applied again */
+        SG_DV_PARKED = 2,  /**< waiting in the parked database */
+        SG_DV_DLQ = 3,     /**< dead-lettered — a replay may judge it again */
+        SG_DV_DROPPED = 4, /**< stale and dropped by config */
+} sg_dedup_verdict_t;
+
+typedef struct sg_dedup_rec {
+        unsigned char digest[32];
+        uint8_t verdict;      /**< sg_dedup_verdict_t */
+        int64_t first_seen_ms;
+        int64_t expiry_ms;
+} sg_dedup_rec_t;
+
+/** Aggregate flags. */
+#define SG_AGG_QUARANTINED 0x1u
+#define SG_AGG_REFETCHING 0x2u
+
+typedef struct sg_agg_rec {
+        bool has_last;           /**< false: no version applied yet */
+        uint64_t last_version;   /**< L */
+        uint32_t flags;
+        char state[SG_STATE_MAX];/**< current state ("" when no state machine) */
+        uint32_t parked_cnt;
+        uint64_t parked_bytes;
+        int64_t parked_since_ms; /**< parked_at of the oldest parked event, 0 if none */
+        int64_t gap_reported_ms; /**< parked_since_ms the current gap was counted for */
+        uint64_t skip_from;      /**< gap_policy skip: first skipped version, 0 none */
+        uint64_t skip_to;
+        char aggregate[256];     /**< aggregate id (truncated) for DLQ headers and tools */
+} sg_agg_rec_t;
+
+/** A parked event. Pointers refer to LMDB memory (get) or caller memory (put). */
+typedef struct sg_parked_rec {
+        int64_t parked_at_ms;
+        int64_t offset;          /**< origin offset */
+        int64_t timestamp_ms;
+        unsigned char key_hash[32];
+        const char *type;        /**< may be NULL */
+        size_t type_len;
+        const void *key;
+        size_t key_len;          /**< key_len == SIZE_MAX: null key */
+        const void *value;
+        size_t value_len;        /**< SIZE_MAX: null value */
+        const void *headers;     /**< serialized headers (sg_headers_serialize) */
+        size_t headers_len;
+} sg_parked_rec_t;
+
+typedef struct sg_meta_rec {
+        char group[256];          /**< consumer group that owns the store */
+        int64_t input_offset;     /**< next input offset to read, -1 none */
+        int64_t changelog_offset; /**< reserved for the changelog, -1 none */
+        int64_t clock_ms;         /**< last processing time */
+        uint64_t parked_cnt;      /**< parked events in the partition */
+        uint64_t parked_bytes;
+        uint64_t quarantined;     /**< quarantined aggregates in the partition */
+} sg_meta_rec_t;
+
+/**
+ * Opens (creating if needed) the LMDB environment in directory @p dir.
+ * @param map_size_bytes   initial map size (grown to the file's size if larger).
+ * @param growth_bytes     step for sg_store_grow().
+ * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_STORE.
+ */
+sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
+                       uint64_t growth_bytes, sg_store_t **storep,
+                       char *errstr, size_t errstr_size);
+void sg_store_close(sg_store_t *store);
+
+/** Grows the map by the growth step. No transaction may be open. */
+sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
+
+/** Current map size and bytes in use (pages × page size). */
+void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
+
+/** Begins a transaction (read-only if !write). */
+sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,
+                      char *errstr, size_t errstr_size);
+/** Commits (SG_ERR_MAP_FULL possible) and frees the transaction. */
+sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
+/** Aborts and frees the transaction. NULL is a no-op. */
+void sg_txn_abort(sg_txn_t *txn);
+
+/* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
+ * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */
+
+sg_err_t sg_dedup_get(sg_txn_t *txn, const sg_tp_t *tp,
+                      const unsigned char key_hash[32], sg_dedup_rec_t *out);
+/** Writes the record and keeps the expiry index in step (old entry removed). */
+sg_err_t sg_dedup_put(sg_txn_t *txn, const sg_tp_t *tp,
+                      const unsigned char key_hash[32],
+                      const sg_dedup_rec_t *rec, char *errstr,
+                      size_t errstr_size);
+/**
+ * Removes at most @p max dedup records of @p tp whose expiry_ms <= @p now_ms,
+ * walking the expiry index (never a full scan). Records still PARKED get a new
+ * expiry now_ms + @p ttl_ms instead. *removedp receives the count removed.
+ */
+sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
+                        int64_t ttl_ms, int max, int *removedp, char *errstr,
+                        size_t errstr_size);
+
+sg_err_t sg_agg_get(sg_txn_t *txn, const sg_tp_t *tp,
+                    const unsigned char agg_hash[32], sg_agg_rec_t *out);
+/** Writes the aggregate and keeps the `since` index in step with
+ *  parked_since_ms (@p old_since: the value stored before, 0 none). */
+sg_err_t sg_agg_put(sg_txn_t *txn, const sg_tp_t *tp,
+                    const unsigned char agg_hash[32], const sg_agg_rec_t *rec,
+                    int64_t old_since, char *errstr, size_t errstr_size);
+
+sg_err_t sg_parked_put(sg_txn_t *txn, const sg_tp_t *tp,
+                       const unsigned char agg_hash[32], uint64_t version,
+                       const sg_parked_rec_t *rec, char *errstr,
+                       size_t errstr_size);
+/** Reads parked (agg, version). Pointers valid until the next write. */
+sg_err_t sg_parked_get(sg_txn_t *txn, const sg_tp_t *tp,
+                       const unsigned char agg_hash[32], uint64_t version,
+                       sg_parked_rec_t *out);
+/** Lowest parked version of the aggregate (SG_ERR_NOT_FOUND if none). */
+sg_err_t sg_parked_first(sg_txn_t *txn, const sg_tp_t *tp,
+                         const unsigned char agg_hash[32], uint64_t *versionp,
+                         sg_parked_rec_t *out);
+/** Smallest parked_at_ms among the aggregate's parked events (0 if none);
+ *  walks the aggregate's parked range, bounded by the per-aggregate cap. */
+sg_err_t sg_parked_oldest(sg_txn_t *txn, const sg_tp_t *tp,
+                          const unsigned char agg_hash[32], int64_t *oldestp);
+sg_err_t sg_parked_del(sg_txn_t *txn, const sg_tp_t *tp,
+                       const unsigned char agg_hash[32], uint64_t version,
+                       char *errstr, size_t errstr_size);
+
+/**
+ * Finds the aggregate of @p tp with the oldest parked event whose parked_at
+ * is <= @p upto_ms (the `since` index). SG_ERR_NOT_FOUND if none.
+ */
+sg_err_t sg_since_first(sg_txn_t *txn, const sg_tp_t *tp, int64_t upto_ms,
+                        unsigned char agg_hash_out[32], int64_t *sincep);
+/** Counts aggregates of @p tp whose oldest parked event is older than
+ *  @p before_ms, stopping at @p max. */
+sg_err_t sg_since_count(sg_txn_t *txn, const sg_tp_t *tp, int64_t before_ms,
+                        uint64_t max, uint64_t *countp);
+
+sg_err_t sg_meta_get(sg_txn_t *txn, const sg_tp_t *tp, sg_meta_rec_t *out);
+sg_err_t sg_meta_put(sg_txn_t *txn, const sg_tp_t *tp, const sg_meta_rec_t *rec,
+                     char *errstr, size_t errstr_size);
+
+/** Deletes every key of @p tp in every database. */
+sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp,
+                                 char *errstr, size_t errstr_size);
+
+/**
+ * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):
+ * u32 count, then per header u32 name length, the name and a NUL byte,
+ * u32 value length (UINT32_MAX for a NULL value), the value. Caller frees.
+ * Returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_headers_serialize(const sg_header_t *hdrs, size_t cnt,
+                              void **bufp, size_t *lenp);
+/**
+ * Parses a serialized header block into @p out (at most @p max entries);
+ * names and values point into @p buf. Returns the count, or -1 if the block
+ * is corrupt or has more than @p max headers.
+ */
+ssize_t sg_headers_parse(const void *buf, size_t len, sg_header_t *out,
+                         size_t max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_STORE_H */

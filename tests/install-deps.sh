@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tests/install-deps.sh: install everything seqgate's build and tests need,
+# on Debian (bookworm or later), idempotently.
+#
+#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, Check,
+#     OpenSSL, kcat, Maven + JDK for the real Kafka broker, Python). Only the
+#     missing ones are installed: `apt-get update` runs once, and only when
+#     something is missing. As root directly, otherwise through sudo.
+#  2. A Python venv (default build/venv, or $SG_VENV) with
+#     tests/integration/requirements.txt, installed only when the
+#     requirements file changed since the last install.
+#
+# Prints the venv's python path as its last line on stdout; everything else
+# goes to stderr.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${SG_VENV:-$ROOT/build/venv}
+REQS=$ROOT/tests/integration/requirements.txt
+
+PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
+    libcjson-dev check libsubunit-dev libssl-dev lmdb-utils kcat maven
+    default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- Debian packages -------------------------------------------------------
+missing=()
+if command -v dpkg >/dev/null 2>&1; then
+    for p in "${PKGS[@]}"; do
+        # dpkg -s exits 0 also for removed-but-configured packages; check the
+        # status line says "install ok installed".
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
+else
+    log "no dpkg: not a Debian system, skipping system packages (install the equivalents of: ${PKGS[*]})"
+fi
+
+if ((${#missing[@]})); then
+    log "missing Debian packages: ${missing[*]}"
+    if [[ $(id -u) == 0 ]]; then
+        SUDO=()
+    elif command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo)
+    else
+        die "not root and no sudo; install as root: apt-get install ${missing[*]}"
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -qq >&2
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# --- Python venv -----------------------------------------------------------
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found"
+if [[ ! -x $VENV/bin/python ]]; then
+    log "creating venv $VENV (with $($PY --version 2>&1))"
+    mkdir -p "$(dirname "$VENV")"
+    "$PY" -m venv "$VENV" >&2
+fi
+stamp=$VENV/.requirements.sha256
+want=$(sha256sum "$REQS" | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]] ||
+    ! "$VENV/bin/python" -c 'import confluent_kafka, pytest, jsonschema' 2>/dev/null; then
+    log "installing $REQS into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" >&2
+    echo "$want" >"$stamp"
+fi
+echo "$VENV/bin/python"

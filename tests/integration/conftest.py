@@ -1,0 +1,66 @@
+"""pytest fixtures for seqgate's integration tests (a real Kafka broker).
+
+`bootstrap` is the bootstrap address of a real Apache Kafka broker:
+$KAFKA_BOOTSTRAP when set (tests/run.sh starts one and exports it, or point it
+at any cluster), otherwise a broker this session starts with
+deploy/kafka/kafka.sh in its own work dir and stops at the end.
+`seqgate_bin` is the seqgate executable under test: $SEQGATE_BIN or
+build/seqgate.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KAFKA_SH = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
+
+# Let tests `import kafkautil` whatever the rootdir / import mode.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository's top directory."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def bootstrap():
+    """Bootstrap address ("host:port") of a running Kafka broker."""
+    addr = os.environ.get("KAFKA_BOOTSTRAP")
+    if addr:
+        yield addr
+        return
+    workdir = tempfile.mkdtemp(prefix="seqgate-pytest-kafka.")
+    env = dict(os.environ, KAFKA_WORKDIR=workdir)
+    proc = subprocess.run([str(KAFKA_SH), "start"], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.returncode != 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+        pytest.fail(f"kafka.sh start failed (exit {proc.returncode}):\n"
+                    f"{proc.stderr}", pytrace=False)
+    addr = proc.stdout.strip().splitlines()[-1]
+    try:
+        yield addr
+    finally:
+        subprocess.run([str(KAFKA_SH), "stop"], env=env, check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def seqgate_bin() -> str:
+    """Path of the seqgate executable ($SEQGATE_BIN or build/seqgate)."""
+    path = os.environ.get("SEQGATE_BIN") or str(REPO_ROOT / "build" / "seqgate")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.fail(f"seqgate executable not found at {path}: build it "
+                    f"(meson setup build && ninja -C build) or set SEQGATE_BIN",
+                    pytrace=False)
+    return path

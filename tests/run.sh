@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# tests/run.sh: seqgate's single test command (CI runs it through .ci/run).
+#
+# Phases, each with a banner, its time in seconds and PASS/FAIL:
+#   deps                    tests/install-deps.sh (Debian packages, Python venv)
+#   build (normal)          meson setup build + ninja
+#   unit tests (normal)     meson test -C build (the Check suites)
+#   build (sanitizers)      build-san with -Db_sanitize=address,undefined
+#   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
+#   schema examples         tests/schema/check_examples.py build/seqgate (if present)
+#   integration tests       pytest tests/integration against a real Kafka broker:
+#                           $KAFKA_BOOTSTRAP if set, otherwise one started with
+#                           deploy/kafka/kafka.sh and stopped on exit (also on
+#                           failure or ctrl-c)
+# A phase whose prerequisite failed is counted as failed without running.
+# The last line is "N passed, M failed" over the phases; the exit status is
+# non-zero if any phase failed.
+#
+# Flags:
+#   --unit         unit phases only (deps, builds, unit tests, schema examples)
+#   --no-san       skip the sanitizer build and its tests
+#   --integration  integration only (deps, normal build for build/seqgate,
+#                  integration tests; runs the tests even if the build failed)
+#   --no-build     with --integration: use build/seqgate as it is
+#
+# Environment: KAFKA_BOOTSTRAP (use this cluster), SG_VENV (venv dir),
+# SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
+# (extra pytest arguments, split on spaces).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+do_unit=1 do_san=1 do_integration=1 do_build=1
+for arg in "$@"; do
+    case $arg in
+    --unit) do_integration=0 ;;
+    --no-san) do_san=0 ;;
+    --integration) do_unit=0 do_san=0 ;;
+    --no-build) do_build=0 ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "run.sh: unknown argument '$arg' (try --help)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+passed=0 failed=0
+results=()
+declare -A status=()
+
+now() { date +%s.%N; }
+
+# run_phase KEY "TITLE" FUNCTION: runs FUNCTION in a subshell with errexit on,
+# prints the banner and the verdict with its duration, records the result.
+run_phase() {
+    local key=$1 title=$2 fn=$3 t0 t1 secs rc
+    echo
+    echo "== $title"
+    t0=$(now)
+    set +e
+    (
+        set -e
+        "$fn"
+    )
+    rc=$?
+    set -e
+    t1=$(now)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    if ((rc == 0)); then
+        status[$key]=pass
+        passed=$((passed + 1))
+        echo "-- $title: PASS (${secs}s)"
+        results+=("PASS  ${secs}s  $title")
+    else
+        status[$key]=fail
+        failed=$((failed + 1))
+        echo "-- $title: FAIL, exit $rc (${secs}s)"
+        results+=("FAIL  ${secs}s  $title")
+    fi
+}
+
+# not_run KEY "TITLE" REASON: counts a phase that could not run as failed.
+not_run() {
+    local key=$1 title=$2 reason=$3
+    echo
+    echo "== $title"
+    echo "-- $title: FAIL, not run: $reason"
+    status[$key]=fail
+    failed=$((failed + 1))
+    results+=("FAIL  -  $title (not run: $reason)")
+}
+
+# --- broker lifecycle (parent shell, so the trap can always stop it) --------
+KAFKA_SH=$ROOT/deploy/kafka/kafka.sh
+broker_workdir=""
+
+stop_broker() {
+    if [[ -n $broker_workdir ]]; then
+        KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" stop || true
+        rm -rf "$broker_workdir"
+        broker_workdir=""
+    fi
+}
+trap stop_broker EXIT
+trap 'echo "run.sh: interrupted" >&2; stop_broker; exit 130' INT TERM
+
+# --- phases ----------------------------------------------------------------
+VENV_PY=""
+
+DEPS_OUT=$(mktemp)
+phase_deps() {
+    "$ROOT/tests/install-deps.sh" >"$DEPS_OUT"
+}
+
+meson_setup() { # DIR [meson -D options...]
+    local dir=$1
+    shift
+    if [[ -f $dir/meson-private/coredata.dat ]]; then
+        meson setup --reconfigure "$dir" "$@"
+    else
+        meson setup "$dir" "$@"
+    fi
+}
+
+phase_build_normal() {
+    meson_setup build
+    ninja -C build
+}
+
+phase_unit_normal() {
+    meson test -C build --print-errorlogs
+}
+
+SAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
+
+phase_build_san() {
+    meson_setup build-san "${SAN_OPTS[@]}"
+    ninja -C build-san
+}
+
+phase_unit_san() {
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        meson test -C build-san --print-errorlogs
+}
+
+phase_schema() {
+    "$VENV_PY" tests/schema/check_examples.py build/seqgate
+}
+
+phase_integration() {
+    if [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
+        echo "using the Kafka cluster at KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP"
+    else
+        echo "starting a Kafka broker (deploy/kafka/kafka.sh)"
+        local t0
+        t0=$(now)
+        KAFKA_BOOTSTRAP=$(KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" start)
+        awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "broker ready in %.1fs\n", b - a }'
+    fi
+    export KAFKA_BOOTSTRAP
+    local rc=0
+    # shellcheck disable=SC2086
+    timeout --foreground --signal=INT --kill-after=60 "${SG_INTEGRATION_TIMEOUT:-2400}" \
+        "$VENV_PY" -m pytest -q tests/integration ${PYTEST_ARGS:-} || rc=$?
+    if ((rc != 0)) && [[ -n $broker_workdir ]]; then
+        echo "--- broker log tail (integration tests failed, exit $rc) ---"
+        KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" logs 40 || true
+    fi
+    return "$rc"
+}
+
+# --- main ------------------------------------------------------------------
+run_phase deps "deps (tests/install-deps.sh)" phase_deps
+if [[ ${status[deps]:-} == pass ]]; then
+    VENV_PY=$(tail -n 1 "$DEPS_OUT")
+fi
+rm -f "$DEPS_OUT"
+
+if [[ ${status[deps]:-} != pass ]]; then
+    # Nothing else can work without the toolchain.
+    ((do_unit)) && not_run build "build (normal)" "deps failed"
+    ((do_integration)) && not_run integration "integration tests" "deps failed"
+else
+    if ((do_unit)) || ((do_integration && do_build)); then
+        run_phase build "build (normal)" phase_build_normal
+    fi
+    if ((do_unit)); then
+        if [[ ${status[build]:-} == pass ]]; then
+            run_phase unit "unit tests (normal)" phase_unit_normal
+        else
+            not_run unit "unit tests (normal)" "build failed"
+        fi
+        if ((do_san)); then
+            run_phase build_san "build (sanitizers)" phase_build_san
+            if [[ ${status[build_san]:-} == pass ]]; then
+                run_phase unit_san "unit tests (sanitizers)" phase_unit_san
+            else
+                not_run unit_san "unit tests (sanitizers)" "sanitizer build failed"
+            fi
+        fi
+        if [[ -f tests/schema/check_examples.py ]]; then
+            if [[ ${status[build]:-} == pass ]]; then
+                run_phase schema "schema examples" phase_schema
+            else
+                not_run schema "schema examples" "build failed"
+            fi
+        fi
+    fi
+    if ((do_integration)); then
+        if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
+            broker_workdir=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-run-kafka.XXXXXX")
+        fi
+        run_phase integration "integration tests" phase_integration
+        stop_broker
+    fi
+fi
+
+echo
+echo "== summary"
+for r in "${results[@]}"; do
+    echo "  $r"
+done
+echo "$passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Checks that the JSON Schema and seqgate's own validator agree.
+
+Every examples/*.json must validate against schemas/config.schema.json AND
+pass `seqgate --check-config FILE` (exit 0). Every tests/schema/invalid/*.json
+must FAIL both: be invalid for the schema, and make `seqgate --check-config`
+exit non-zero with an error naming the key: each invalid file has a sibling
+NAME.expect holding the dotted key path, and stderr must contain "KEY: ".
+
+Usage: check_examples.py [PATH_TO_SEQGATE_BINARY]
+  (default: $SEQGATE_BIN, else BUILD/seqgate under the repository root)
+
+Prints one line per file and a last line "N passed, M failed"; exits 1 when
+any check failed, 2 on a usage or set-up error. Needs the `jsonschema`
+package (tests/run.sh installs it into a venv).
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import jsonschema
+except ImportError:
+    sys.stderr.write("check_examples.py: the jsonschema package is required\n")
+    sys.exit(2)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA = os.path.join(ROOT, "schemas", "config.schema.json")
+
+
+def schema_errors(validator, path):
+    """Returns a list of schema error texts ([] = valid); a file that is not
+    JSON counts as invalid."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        return ["not JSON: %s" % e]
+    return ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(root)",
+                        e.message)
+            for e in validator.iter_errors(doc)]
+
+
+def check_config(binary, path):
+    """Runs seqgate --check-config; returns (exit code, stderr text)."""
+    try:
+        proc = subprocess.run([binary, "--check-config", path],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    return proc.returncode, proc.stderr.decode("utf-8", "replace")
+
+
+def main(argv):
+    if len(argv) > 2:
+        sys.stderr.write("usage: %s [seqgate-binary]\n" % argv[0])
+        return 2
+    binary = (argv[1] if len(argv) == 2 else
+              os.environ.get("SEQGATE_BIN", os.path.join(ROOT, "build", "seqgate")))
+    if not os.access(binary, os.X_OK):
+        sys.stderr.write("check_examples.py: %s is not an executable seqgate "
+                         "binary (pass its path as the first argument)\n" % binary)
+        return 2
+
+    with open(SCHEMA, encoding="utf-8") as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    valid = sorted(glob.glob(os.path.join(ROOT, "examples", "*.json")))
+    invalid = sorted(glob.glob(os.path.join(ROOT, "tests", "schema", "invalid", "*.json")))
+    if not valid or not invalid:
+        sys.stderr.write("check_examples.py: no examples found under %s\n" % ROOT)
+        return 2
+
+    passed = failed = 0
+
+    for path in valid:
+        rel = os.path.relpath(path, ROOT)
+        problems = ["schema: " + e for e in schema_errors(validator, path)]
+        rc, err = check_config(binary, path)
+        if rc != 0:
+            problems.append("--check-config exit %s: %s" % (rc, err.strip()))
+        if problems:
+            failed += 1
+            print("FAIL %s (must be valid)" % rel)
+            for p in problems:
+                print("     " + p)
+        else:
+            passed += 1
+            print("ok   %s (valid)" % rel)
+
+    for path in invalid:
+        rel = os.path.relpath(path, ROOT)
+        problems = []
+        expect_path = path[:-len(".json")] + ".expect"
+        try:
+            with open(expect_path, encoding="utf-8") as f:
+                key = f.read().strip()
+        except OSError:
+            key = ""
+        if not key:
+            problems.append("missing or empty %s (the key the error must name)"
+                            % os.path.relpath(expect_path, ROOT))
+        if not schema_errors(validator, path):
+            problems.append("schema: accepted, but the file is invalid")
+        rc, err = check_config(binary, path)
+        if rc == 0:
+            problems.append("--check-config: exit 0, but the file is invalid")
+        elif rc is None:
+            problems.append("--check-config did not run: " + err)
+        elif key and (key + ": ") not in err:
+            problems.append("--check-config: stderr does not name %r: %s"
+                            % (key, err.strip()))
+        if problems:
+            failed += 1
+            print("FAIL %s (must be invalid)" % rel)
+            for p in problems:
+                print("     " + p)
+        else:
+            passed += 1
+            print("ok   %s (invalid: %s)" % (rel, key))
+
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1188 @@
+/*
+ * test_config.c — unit tests of lib/config.c (configuration loading and
+ * validation).
+ *
+ * Covers: defaults of a minimal config, every field of the example configs
+ * (read from $SG_SOURCE_ROOT/examples, set by meson), one test per
+ * validation rule (SG_ERR_CONFIG and an error text naming the exact dotted
+ * key path), secrets never echoed in errors, sg_field_src_parse() and
+ * sg_config_is_secret() tables, sg_config_topic() lookups and file errors.
+ * Run under ASan, the invalid-config table also checks that every error path
+ * frees the half-built config.
+ *
+ * JSON texts below use ' for " (converted by json()) to stay readable.
+ */
+#include "config.h"
+
+#include <check.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Returns a malloc'd copy of @p text with every ' replaced by ". */
+static char *json(const char *text) {
+        char *s = strdup(text);
+        ck_assert_ptr_nonnull(s);
+        for (char *p = s; *p; p++)
+                if (*p == '\'')
+                        *p = '"';
+        return s;
+}
+
+/** Parses @p text (' quotes); returns the error code, fills err. */
+static sg_err_t parse_q(const char *text, sg_config_t **confp, char *err,
+                        size_t err_size) {
+        char *s = json(text);
+        sg_err_t e = sg_config_parse(s, confp, err, err_size);
+        free(s);
+        return e;
+}
+
+static char *source_path(const char *rel) {
+        const char *root = getenv("SG_SOURCE_ROOT");
+        char *p;
+
+        ck_assert_msg(root != NULL,
+                      "SG_SOURCE_ROOT must name the repository (meson sets it)");
+        p = malloc(strlen(root) + strlen(rel) + 2);
+        ck_assert_ptr_nonnull(p);
+        sprintf(p, "%s/%s", root, rel);
+        return p;
+}
+
+static sg_config_t *load_example(const char *rel) {
+        char err[1024] = "";
+        sg_config_t *conf = NULL;
+        char *path = source_path(rel);
+        sg_err_t e = sg_config_load(path, &conf, err, sizeof(err));
+
+        ck_assert_msg(e == SG_OK, "%s: %d %s", path, e, err);
+        ck_assert_ptr_nonnull(conf);
+        free(path);
+        return conf;
+}
+
+static const char *kv_get(const sg_kv_t *kv, size_t cnt, const char *name) {
+        for (size_t i = 0; i < cnt; i++)
+                if (!strcmp(kv[i].name, name))
+                        return kv[i].value;
+        return NULL;
+}
+
+static void assert_src(const sg_field_src_t *s, sg_src_kind_t kind,
+                       const char *name) {
+        ck_assert_int_eq(s->kind, kind);
+        if (name)
+                ck_assert_str_eq(s->name, name);
+        else
+                ck_assert_ptr_null(s->name);
+}
+
+/* Base config pieces: CFG(",top-level members", ",members of topic orders"). */
+#define KAFKA_OK "'kafka':{'bootstrap.servers':'b:9092','group.id':'g'}"
+#define CFG(top, topic)                                                        \
+        "{'data_dir':'/d'," KAFKA_OK top ",'topics':{'orders':{"               \
+        "'output_topic':'orders.clean','dlq_topic':'orders.dlq'" topic "}}}"
+#define SM_OK                                                                  \
+        ",'state_machine':{'initial':'NEW','states':['NEW','CREATED','PAID'],"  \
+        "'transitions':[{'type':'order.created','from':['NEW'],'to':'CREATED'},"\
+        "{'type':'order.paid','from':['CREATED'],'to':'PAID'}]}"
+#define SM(body) ",'state_machine':{" body "}"
+
+/* ------------------------------------------------------------------------ */
+/* Valid configs                                                            */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_minimal_defaults) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *tc;
+
+        ck_assert_int_eq(parse_q(CFG("", ""), &conf, err, sizeof(err)), SG_OK);
+        ck_assert_str_eq(err, "");
+        ck_assert_str_eq(conf->instance_id, "seqgate");
+        ck_assert_str_eq(conf->group_id, "g");
+        ck_assert_str_eq(conf->data_dir, "/d");
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_AT_LEAST_ONCE);
+        ck_assert_uint_eq(conf->kafka_cnt, 2);
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
+                                "bootstrap.servers"),
+                         "b:9092");
+        ck_assert_uint_eq(conf->kafka_consumer_cnt, 0);
+        ck_assert_uint_eq(conf->kafka_producer_cnt, 0);
+        ck_assert_uint_eq(conf->map_size_bytes, 1073741824u);
+        ck_assert_uint_eq(conf->map_growth_bytes, 1073741824u);
+        ck_assert_int_eq(conf->batch_max_records, 1000);
+        ck_assert_int_eq(conf->batch_max_ms, 100);
+        ck_assert_int_eq(conf->stats_interval_ms, 10000);
+        ck_assert_int_eq(conf->delivery_timeout_ms, 60000);
+        ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
+        ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
+        ck_assert_int_eq(conf->pause_retry_ms, 1000);
+
+        ck_assert_uint_eq(conf->topic_cnt, 1);
+        tc = &conf->topics[0];
+        ck_assert_str_eq(tc->name, "orders");
+        ck_assert_str_eq(tc->output_topic, "orders.clean");
+        ck_assert_str_eq(tc->dlq_topic, "orders.dlq");
+        ck_assert_int_eq(tc->output_partitioning, SG_PART_INPUT);
+        ck_assert_int_eq(tc->format, SG_FORMAT_CLOUDEVENTS);
+        assert_src(&tc->id, SG_SRC_CE, "id");
+        ck_assert_uint_eq(tc->scope_cnt, 1);
+        assert_src(&tc->scope[0], SG_SRC_CE, "source");
+        assert_src(&tc->aggregate, SG_SRC_KEY, NULL);
+        assert_src(&tc->version, SG_SRC_CE, "sequence");
+        assert_src(&tc->type, SG_SRC_CE, "type");
+        ck_assert_ptr_null(tc->digest_pointer);
+        ck_assert_uint_eq(tc->max_field_bytes, 1024);
+        ck_assert_int_eq(tc->dedup_ttl_ms, 604800000);
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
+        ck_assert_uint_eq(tc->first_version, 1);
+        ck_assert_uint_eq(tc->max_version_jump, 100000);
+        ck_assert_int_eq(tc->new_aggregate, SG_NEWAGG_STRICT);
+        ck_assert(!tc->stale_drop);
+        ck_assert_int_eq(tc->gap_timeout_ms, 30000);
+        ck_assert_int_eq(tc->gap_policy, SG_GAP_DLQ);
+        ck_assert_uint_eq(tc->max_parked_per_aggregate, 1000);
+        ck_assert_uint_eq(tc->max_parked_total, 100000);
+        ck_assert_uint_eq(tc->max_parked_bytes, 268435456u);
+        ck_assert_int_eq(tc->on_park_overflow, SG_OVERFLOW_PAUSE);
+        ck_assert(!tc->sm.enabled);
+        ck_assert_uint_eq(tc->sm.state_cnt, 0);
+        ck_assert_uint_eq(tc->sm.transition_cnt, 0);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_minimal_example_file) {
+        sg_config_t *conf = load_example("examples/minimal.json");
+        const sg_topic_config_t *tc = sg_config_topic(conf, "orders");
+
+        ck_assert_ptr_nonnull(tc);
+        ck_assert_str_eq(conf->instance_id, "seqgate");
+        ck_assert_str_eq(conf->group_id, "seqgate");
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
+        assert_src(&tc->version, SG_SRC_CE, "sequence");
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_orders_example_every_field) {
+        sg_config_t *conf = load_example("examples/orders.json");
+        const sg_topic_config_t *tc;
+        const sg_state_machine_t *sm;
+
+        ck_assert_str_eq(conf->instance_id, "seqgate-1");
+        ck_assert_str_eq(conf->data_dir, "/var/lib/seqgate");
+        ck_assert_str_eq(conf->group_id, "orders-seqgate");
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_AT_LEAST_ONCE);
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
+                                "bootstrap.servers"),
+                         "localhost:9092");
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "group.id"),
+                         "orders-seqgate");
+        ck_assert_uint_eq(conf->kafka_consumer_cnt, 1);
+        ck_assert_str_eq(conf->kafka_consumer[0].name, "session.timeout.ms");
+        ck_assert_str_eq(conf->kafka_consumer[0].value, "45000");
+        ck_assert_uint_eq(conf->kafka_producer_cnt, 1);
+        /* written as the number 5 in the file */
+        ck_assert_str_eq(conf->kafka_producer[0].name, "linger.ms");
+        ck_assert_str_eq(conf->kafka_producer[0].value, "5");
+        ck_assert_uint_eq(conf->map_size_bytes, 1073741824u);
+        ck_assert_uint_eq(conf->map_growth_bytes, 1073741824u);
+        ck_assert_int_eq(conf->batch_max_records, 1000);
+        ck_assert_int_eq(conf->batch_max_ms, 100);
+        ck_assert_int_eq(conf->stats_interval_ms, 10000);
+        ck_assert_int_eq(conf->delivery_timeout_ms, 60000);
+        ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
+        ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
+        ck_assert_int_eq(conf->pause_retry_ms, 1000);
+
+        ck_assert_uint_eq(conf->topic_cnt, 1);
+        tc = sg_config_topic(conf, "orders");
+        ck_assert_ptr_eq(tc, &conf->topics[0]);
+        ck_assert_str_eq(tc->output_topic, "orders.clean");
+        ck_assert_str_eq(tc->dlq_topic, "orders.dlq");
+        ck_assert_int_eq(tc->output_partitioning, SG_PART_INPUT);
+        ck_assert_int_eq(tc->format, SG_FORMAT_CLOUDEVENTS);
+        assert_src(&tc->id, SG_SRC_CE, "id");
+        ck_assert_uint_eq(tc->scope_cnt, 1);
+        assert_src(&tc->scope[0], SG_SRC_CE, "source");
+        assert_src(&tc->aggregate, SG_SRC_KEY, NULL);
+        assert_src(&tc->version, SG_SRC_CE, "sequence");
+        assert_src(&tc->type, SG_SRC_CE, "type");
+        ck_assert_str_eq(tc->digest_pointer, "/data");
+        ck_assert_uint_eq(tc->max_field_bytes, 1024);
+        ck_assert_int_eq(tc->dedup_ttl_ms, 604800000);
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
+        ck_assert_uint_eq(tc->first_version, 1);
+        ck_assert_uint_eq(tc->max_version_jump, 100000);
+        ck_assert_int_eq(tc->new_aggregate, SG_NEWAGG_STRICT);
+        ck_assert(!tc->stale_drop);
+        ck_assert_int_eq(tc->gap_timeout_ms, 30000);
+        ck_assert_int_eq(tc->gap_policy, SG_GAP_DLQ);
+        ck_assert_uint_eq(tc->max_parked_per_aggregate, 1000);
+        ck_assert_uint_eq(tc->max_parked_total, 100000);
+        ck_assert_uint_eq(tc->max_parked_bytes, 268435456u);
+        ck_assert_int_eq(tc->on_park_overflow, SG_OVERFLOW_PAUSE);
+
+        sm = &tc->sm;
+        ck_assert(sm->enabled);
+        ck_assert_str_eq(sm->initial, "NEW");
+        ck_assert_uint_eq(sm->state_cnt, 7);
+        ck_assert_str_eq(sm->states[0], "NEW");
+        ck_assert_str_eq(sm->states[6], "RETURNING");
+        ck_assert_uint_eq(sm->transition_cnt, 6);
+        ck_assert_str_eq(sm->transitions[0].type, "order.created");
+        ck_assert_uint_eq(sm->transitions[0].from_cnt, 1);
+        ck_assert_str_eq(sm->transitions[0].from[0], "NEW");
+        ck_assert_str_eq(sm->transitions[0].to, "CREATED");
+        ck_assert_str_eq(sm->transitions[4].type, "order.cancelled");
+        ck_assert_uint_eq(sm->transitions[4].from_cnt, 2);
+        ck_assert_str_eq(sm->transitions[4].from[0], "CREATED");
+        ck_assert_str_eq(sm->transitions[4].from[1], "RETURNING");
+        ck_assert_str_eq(sm->transitions[4].to, "CANCELLED");
+        ck_assert_str_eq(sm->transitions[5].type, "order.returning");
+        ck_assert_str_eq(sm->transitions[5].to, "RETURNING");
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_plain_json_example) {
+        sg_config_t *conf = load_example("examples/plain-json.json");
+        const sg_topic_config_t *acc, *pay;
+
+        ck_assert_uint_eq(conf->topic_cnt, 2);
+        acc = sg_config_topic(conf, "accounts");
+        pay = sg_config_topic(conf, "payments");
+        ck_assert_ptr_nonnull(acc);
+        ck_assert_ptr_nonnull(pay);
+        ck_assert_ptr_ne(acc, pay);
+        ck_assert_str_eq(kv_get(conf->kafka_producer, conf->kafka_producer_cnt,
+                                "enable.idempotence"),
+                         "true");
+
+        ck_assert_int_eq(acc->format, SG_FORMAT_JSON);
+        ck_assert_int_eq(acc->output_partitioning, SG_PART_MURMUR2);
+        assert_src(&acc->id, SG_SRC_HEADER, "idempotency-key");
+        ck_assert_uint_eq(acc->scope_cnt, 2);
+        assert_src(&acc->scope[0], SG_SRC_HEADER, "tenant");
+        assert_src(&acc->scope[1], SG_SRC_POINTER, "/operation");
+        assert_src(&acc->aggregate, SG_SRC_POINTER, "/account_id");
+        assert_src(&acc->version, SG_SRC_POINTER, "/version");
+        assert_src(&acc->type, SG_SRC_POINTER, "/event_type");
+        ck_assert_str_eq(acc->digest_pointer, "/payload");
+        ck_assert_int_eq(acc->dedup_ttl_ms, 86400000);
+        ck_assert_int_eq(acc->order_mode, SG_ORDER_LATEST_WINS);
+        ck_assert(acc->stale_drop);
+        ck_assert(acc->sm.enabled);
+        ck_assert_str_eq(acc->sm.initial, "NONE");
+        ck_assert_uint_eq(acc->sm.transition_cnt, 4);
+
+        /* dedup-only: format json, no version, mode none */
+        ck_assert_int_eq(pay->format, SG_FORMAT_JSON);
+        assert_src(&pay->id, SG_SRC_POINTER, "/payment_id");
+        ck_assert_uint_eq(pay->scope_cnt, 0);
+        assert_src(&pay->aggregate, SG_SRC_KEY, NULL);
+        assert_src(&pay->version, SG_SRC_NONE, NULL);
+        assert_src(&pay->type, SG_SRC_NONE, NULL);
+        ck_assert_ptr_null(pay->digest_pointer);
+        ck_assert_int_eq(pay->order_mode, SG_ORDER_NONE);
+        ck_assert(!pay->sm.enabled);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_explicit_values) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *tc;
+
+        ck_assert_msg(
+                parse_q(CFG(",'instance_id':'i-7','guarantee':'at_least_once',"
+                            "'store':{'map_size_bytes':1048576,"
+                            "'map_growth_bytes':2097152},"
+                            "'batch':{'max_records':100000,'max_ms':1},"
+                            "'stats_interval_ms':0,'delivery_timeout_ms':5,"
+                            "'sweep_max_per_batch':7,'deadline_max_per_batch':8,"
+                            "'pause_retry_ms':9",
+                            ",'output_partitioning':'murmur2',"
+                            "'envelope':{'version':null,'scope':[],"
+                            "'aggregate':'ce:subject','type':null,"
+                            "'digest':'value','max_field_bytes':1},"
+                            "'dedup':{'ttl_ms':1000},"
+                            "'ordering':{'mode':'none','first_version':0,"
+                            "'max_version_jump':1,"
+                            "'new_aggregate':'trust_first_seen',"
+                            "'stale':'drop','gap_timeout_ms':1,"
+                            "'gap_policy':'hold','max_parked_per_aggregate':1,"
+                            "'max_parked_total':9007199254740992,"
+                            "'max_parked_bytes':1,'on_park_overflow':'dlq'}"),
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        ck_assert_str_eq(conf->instance_id, "i-7");
+        ck_assert_uint_eq(conf->map_size_bytes, 1048576);
+        ck_assert_uint_eq(conf->map_growth_bytes, 2097152);
+        ck_assert_int_eq(conf->batch_max_records, 100000);
+        ck_assert_int_eq(conf->batch_max_ms, 1);
+        ck_assert_int_eq(conf->stats_interval_ms, 0);
+        ck_assert_int_eq(conf->delivery_timeout_ms, 5);
+        ck_assert_int_eq(conf->sweep_max_per_batch, 7);
+        ck_assert_int_eq(conf->deadline_max_per_batch, 8);
+        ck_assert_int_eq(conf->pause_retry_ms, 9);
+        tc = &conf->topics[0];
+        ck_assert_int_eq(tc->output_partitioning, SG_PART_MURMUR2);
+        assert_src(&tc->version, SG_SRC_NONE, NULL);
+        assert_src(&tc->type, SG_SRC_NONE, NULL);
+        assert_src(&tc->aggregate, SG_SRC_CE, "subject");
+        assert_src(&tc->id, SG_SRC_CE, "id");
+        ck_assert_uint_eq(tc->scope_cnt, 0);
+        ck_assert_ptr_null(tc->digest_pointer);
+        ck_assert_uint_eq(tc->max_field_bytes, 1);
+        ck_assert_int_eq(tc->dedup_ttl_ms, 1000);
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_NONE);
+        ck_assert_uint_eq(tc->first_version, 0);
+        ck_assert_uint_eq(tc->max_version_jump, 1);
+        ck_assert_int_eq(tc->new_aggregate, SG_NEWAGG_TRUST_FIRST_SEEN);
+        ck_assert(tc->stale_drop);
+        ck_assert_int_eq(tc->gap_timeout_ms, 1);
+        ck_assert_int_eq(tc->gap_policy, SG_GAP_HOLD);
+        ck_assert_uint_eq(tc->max_parked_per_aggregate, 1);
+        ck_assert_uint_eq(tc->max_parked_total, UINT64_C(9007199254740992));
+        ck_assert_uint_eq(tc->max_parked_bytes, 1);
+        ck_assert_int_eq(tc->on_park_overflow, SG_OVERFLOW_DLQ);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_kafka_values_converted) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+
+        ck_assert_msg(
+                parse_q("{'data_dir':'/d','kafka':{'bootstrap.servers':'b:1',"
+                        "'group.id':'g','linger.ms':5,'socket.keepalive.enable':"
+                        "true,'enable.auto.commit':false,'acks':-1},"
+                        "'kafka_consumer':{'fetch.wait.max.ms':0.5e3,"
+                        "'sasl.password':'p'},"
+                        "'kafka_producer':{'acks':'all','batch.num.messages':"
+                        "10000,'enable.idempotence':'true'},"
+                        "'topics':{'t':{'output_topic':'o','dlq_topic':'d'}}}",
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "linger.ms"), "5");
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
+                                "socket.keepalive.enable"),
+                         "true");
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
+                                "enable.auto.commit"),
+                         "false");
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "acks"), "-1");
+        ck_assert_str_eq(kv_get(conf->kafka_consumer, conf->kafka_consumer_cnt,
+                                "fetch.wait.max.ms"),
+                         "500");
+        /* a secret is passed through verbatim */
+        ck_assert_str_eq(kv_get(conf->kafka_consumer, conf->kafka_consumer_cnt,
+                                "sasl.password"),
+                         "p");
+        ck_assert_str_eq(kv_get(conf->kafka_producer, conf->kafka_producer_cnt,
+                                "batch.num.messages"),
+                         "10000");
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Invalid configs: each names its key                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct bad_case {
+        const char *json;   /* ' for " */
+        const char *expect; /* must appear in errstr (key path first) */
+        const char *expect2; /* NULL or a second required substring */
+} bad_case_t;
+
+static const bad_case_t bad_cases[] = {
+        /* syntax and shape */
+        {"{'data_dir':'/d',\n  'kafka': ,\n}", "(root): ", "line 2, column 12"},
+        {"{'data_dir':'/d'} trailing", "(root): ", "line 1, column 19"},
+        {"", "(root): ", "line 1"},
+        {"[1,2]", "(root): must be a JSON object", NULL},
+        /* required keys */
+        {"{" KAFKA_OK ",'topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+         "data_dir: required", NULL},
+        {"{'data_dir':'','kafka':{},'topics':{}}", "data_dir: must not be empty",
+         NULL},
+        {"{'data_dir':'/d','topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka: required", NULL},
+        {"{'data_dir':'/d','kafka':'b:9092','topics':{}}",
+         "kafka: must be a JSON object", NULL},
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b'},'topics':{'o':"
+         "{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka.group.id: required", NULL},
+        {"{'data_dir':'/d','kafka':{'group.id':'g'},'topics':{'o':"
+         "{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka.bootstrap.servers: required", NULL},
+        {"{'data_dir':'/d','kafka':{'group.id':'','bootstrap.servers':'b'},"
+         "'topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka.group.id: required", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK "}", "topics: required", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{}}",
+         "topics: must name at least one input topic", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':['orders']}",
+         "topics: must be a JSON object", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'dlq_topic':'d'}}}",
+         "topics.orders.output_topic: required", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':'o'}}}",
+         "topics.orders.dlq_topic: required", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':'o'}}",
+         "topics.orders: must be a JSON object", NULL},
+        {CFG(",'instance_id':''", ""), "instance_id: must not be empty", NULL},
+        {CFG(",'instance_id':7", ""), "instance_id: must be a string", NULL},
+        /* topic names */
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'bad topic':{'output_topic':"
+         "'o','dlq_topic':'d'}}}",
+         "topics.bad topic: \"bad topic\" is not a valid Kafka topic name", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'..':{'output_topic':"
+         "'o','dlq_topic':'d'}}}",
+         "topics...: \"..\" is not a valid Kafka topic name", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'a/b','dlq_topic':'d'}}}",
+         "topics.orders.output_topic: \"a/b\" is not a valid Kafka topic name",
+         NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'.','dlq_topic':'d'}}}",
+         "topics.orders.output_topic: ", "valid Kafka topic name"},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'o','dlq_topic':'..'}}}",
+         "topics.orders.dlq_topic: ", "valid Kafka topic name"},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'o','dlq_topic':'d\u00e9'}}}",
+         "topics.orders.dlq_topic: ", "valid Kafka topic name"},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'orders','dlq_topic':'d'}}}",
+         "topics.orders.output_topic: must differ from the input topic", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'o','dlq_topic':'orders'}}}",
+         "topics.orders.dlq_topic: must differ from the input topic", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'o','dlq_topic':'o'}}}",
+         "topics.orders.dlq_topic: must differ from output_topic", NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'orders.clean','dlq_topic':'d'},'orders.clean':{'output_topic':"
+         "'x','dlq_topic':'d'}}}",
+         "topics.orders.output_topic: \"orders.clean\" is also an input topic",
+         NULL},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'a':{'output_topic':"
+         "'o','dlq_topic':'b'},'b':{'output_topic':'x','dlq_topic':'d'}}}",
+         "topics.a.dlq_topic: \"b\" is also an input topic", NULL},
+        /* unknown and duplicate keys */
+        {CFG(",'foo':1", ""), "foo: unknown key; allowed: $schema, instance_id",
+         NULL},
+        {CFG("", ",'outputs':'x'"),
+         "topics.orders.outputs: unknown key; allowed: output_topic", NULL},
+        {CFG("", ",'ordering':{'gap_polcy':'dlq'}"),
+         "topics.orders.ordering.gap_polcy: unknown key; allowed: mode, "
+         "first_version, max_version_jump, new_aggregate, stale, "
+         "gap_timeout_ms, gap_policy, max_parked_per_aggregate, "
+         "max_parked_total, max_parked_bytes, on_park_overflow",
+         NULL},
+        {CFG("", ",'envelope':{'ids':'key'}"),
+         "topics.orders.envelope.ids: unknown key; allowed: format, id", NULL},
+        {CFG("", ",'dedup':{'ttl':1000}"),
+         "topics.orders.dedup.ttl: unknown key; allowed: ttl_ms", NULL},
+        {CFG("", SM("'initial':'A','states':['A'],'transitions':[{'type':'t',"
+                    "'from':['A'],'to':'A'}],'final':'A'")),
+         "topics.orders.state_machine.final: unknown key", NULL},
+        {CFG("", SM("'initial':'A','states':['A'],'transitions':[{'type':'t',"
+                    "'from':['A'],'to':'A','guard':1}]")),
+         "topics.orders.state_machine.transitions[0].guard: unknown key; "
+         "allowed: type, from, to",
+         NULL},
+        {CFG(",'store':{'map_size':1048576}", ""),
+         "store.map_size: unknown key; allowed: map_size_bytes, map_growth_bytes",
+         NULL},
+        {CFG(",'batch':{'max_records':1,'max_bytes':1}", ""),
+         "batch.max_bytes: unknown key; allowed: max_records, max_ms", NULL},
+        {CFG(",'data_dir':'/e'", ""), "data_dir: duplicate key", NULL},
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b','group.id':'g',"
+         "'group.id':'h'},'topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka.group.id: duplicate key", NULL},
+        {CFG("", ",'ordering':{'mode':'strict','mode':'none'}"),
+         "topics.orders.ordering.mode: duplicate key", NULL},
+        /* enums */
+        {CFG("", ",'ordering':{'gap_policy':'wait'}"),
+         "topics.orders.ordering.gap_policy: \"wait\" is not allowed; allowed: "
+         "dlq, skip, hold",
+         NULL},
+        {CFG("", ",'ordering':{'gap_policy':1}"),
+         "topics.orders.ordering.gap_policy: must be a string; allowed: dlq, "
+         "skip, hold",
+         NULL},
+        {CFG("", ",'ordering':{'mode':'loose'}"),
+         "topics.orders.ordering.mode: \"loose\" is not allowed; allowed: "
+         "strict, latest_wins, none",
+         NULL},
+        {CFG("", ",'ordering':{'new_aggregate':'trust'}"),
+         "topics.orders.ordering.new_aggregate: \"trust\" is not allowed; "
+         "allowed: strict, trust_first_seen",
+         NULL},
+        {CFG("", ",'ordering':{'stale':'ignore'}"),
+         "topics.orders.ordering.stale: \"ignore\" is not allowed; allowed: "
+         "dlq, drop",
+         NULL},
+        {CFG("", ",'ordering':{'on_park_overflow':'block'}"),
+         "topics.orders.ordering.on_park_overflow: \"block\" is not allowed; "
+         "allowed: pause, dlq",
+         NULL},
+        {CFG("", ",'output_partitioning':'random'"),
+         "topics.orders.output_partitioning: \"random\" is not allowed; "
+         "allowed: input, murmur2",
+         NULL},
+        {CFG("", ",'envelope':{'format':'avro'}"),
+         "topics.orders.envelope.format: \"avro\" is not allowed; allowed: "
+         "cloudevents, json",
+         NULL},
+        {CFG(",'guarantee':'exactly_once'", ""),
+         "guarantee: \"exactly_once\" is not allowed; allowed: at_least_once",
+         NULL},
+        {CFG(",'guarantee':'at_most_once'", ""),
+         "guarantee: \"at_most_once\" is not allowed; allowed: at_least_once",
+         NULL},
+        /* integers */
+        {CFG(",'store':{'map_size_bytes':1000}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", NULL},
+        {CFG(",'store':{'map_size_bytes':1048576.5}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", NULL},
+        {CFG(",'store':{'map_size_bytes':'1073741824'}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", NULL},
+        {CFG(",'store':{'map_size_bytes':1e300}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", "2^53"},
+        {CFG(",'store':{'map_growth_bytes':1048575}", ""),
+         "store.map_growth_bytes: must be an integer >= 1048576", NULL},
+        {CFG(",'store':1", ""), "store: must be a JSON object", NULL},
+        {CFG(",'batch':{'max_records':0}", ""),
+         "batch.max_records: must be an integer from 1 to 100000", NULL},
+        {CFG(",'batch':{'max_records':100001}", ""),
+         "batch.max_records: must be an integer from 1 to 100000", NULL},
+        {CFG(",'batch':{'max_records':1.5}", ""),
+         "batch.max_records: must be an integer from 1 to 100000", NULL},
+        {CFG(",'batch':{'max_records':true}", ""),
+         "batch.max_records: must be an integer", NULL},
+        {CFG(",'batch':{'max_ms':0}", ""),
+         "batch.max_ms: must be an integer from 1 to 60000", NULL},
+        {CFG(",'batch':{'max_ms':60001}", ""),
+         "batch.max_ms: must be an integer from 1 to 60000", NULL},
+        {CFG(",'stats_interval_ms':-1", ""),
+         "stats_interval_ms: must be an integer >= 0", NULL},
+        {CFG(",'delivery_timeout_ms':0", ""),
+         "delivery_timeout_ms: must be an integer >= 1", NULL},
+        {CFG(",'sweep_max_per_batch':0", ""),
+         "sweep_max_per_batch: must be an integer from 1", NULL},
+        {CFG(",'deadline_max_per_batch':-5", ""),
+         "deadline_max_per_batch: must be an integer from 1", NULL},
+        {CFG(",'pause_retry_ms':0.25", ""),
+         "pause_retry_ms: must be an integer >= 1", NULL},
+        {CFG("", ",'ordering':{'gap_timeout_ms':0}"),
+         "topics.orders.ordering.gap_timeout_ms: must be an integer >= 1", NULL},
+        {CFG("", ",'dedup':{'ttl_ms':999}"),
+         "topics.orders.dedup.ttl_ms: must be an integer >= 1000", NULL},
+        {CFG("", ",'ordering':{'first_version':-1}"),
+         "topics.orders.ordering.first_version: must be an integer >= 0", NULL},
+        {CFG("", ",'ordering':{'first_version':9007199254740994}"),
+         "topics.orders.ordering.first_version: must be an integer >= 0",
+         "2^53"},
+        {CFG("", ",'ordering':{'max_version_jump':0}"),
+         "topics.orders.ordering.max_version_jump: must be an integer >= 1",
+         NULL},
+        {CFG("", ",'ordering':{'max_parked_per_aggregate':0}"),
+         "topics.orders.ordering.max_parked_per_aggregate: must be an integer "
+         ">= 1",
+         NULL},
+        {CFG("", ",'ordering':{'max_parked_total':0}"),
+         "topics.orders.ordering.max_parked_total: must be an integer >= 1",
+         NULL},
+        {CFG("", ",'ordering':{'max_parked_bytes':0}"),
+         "topics.orders.ordering.max_parked_bytes: must be an integer >= 1",
+         NULL},
+        {CFG("", ",'ordering':{'max_parked_per_aggregate':11,"
+                 "'max_parked_total':10}"),
+         "topics.orders.ordering.max_parked_per_aggregate: must be <= "
+         "max_parked_total (10)",
+         NULL},
+        {CFG("", ",'envelope':{'max_field_bytes':0}"),
+         "topics.orders.envelope.max_field_bytes: must be an integer from 1",
+         NULL},
+        /* field sources and envelope */
+        {CFG("", ",'envelope':{'id':'foo'}"),
+         "topics.orders.envelope.id: \"foo\" is not a field source; allowed: "
+         "\"key\", \"header:NAME\", \"/json/pointer\"",
+         NULL},
+        {CFG("", ",'envelope':{'id':null}"),
+         "topics.orders.envelope.id: must not be null", NULL},
+        {CFG("", ",'envelope':{'id':5}"),
+         "topics.orders.envelope.id: must be a string; allowed: ", NULL},
+        {CFG("", ",'envelope':{'aggregate':'header:'}"),
+         "topics.orders.envelope.aggregate: ", "header name"},
+        {CFG("", ",'envelope':{'version':'ce:'}"),
+         "topics.orders.envelope.version: ", "CloudEvents spec"},
+        {CFG("", ",'envelope':{'type':'ce:Type'}"),
+         "topics.orders.envelope.type: \"ce:Type\" is not a CloudEvents "
+         "attribute",
+         NULL},
+        {CFG("", ",'envelope':{'scope':'ce:source'}"),
+         "topics.orders.envelope.scope: must be an array", NULL},
+        {CFG("", ",'envelope':{'scope':['ce:source','/a~2']}"),
+         "topics.orders.envelope.scope[1]: \"/a~2\" is not a valid JSON "
+         "Pointer",
+         NULL},
+        {CFG("", ",'envelope':{'digest':'data'}"),
+         "topics.orders.envelope.digest: \"data\" is not allowed; allowed: "
+         "\"value\" or a JSON Pointer",
+         NULL},
+        {CFG("", ",'envelope':{'digest':'/a~'}"),
+         "topics.orders.envelope.digest: \"/a~\" is not allowed", NULL},
+        {CFG("", ",'envelope':{'digest':null}"),
+         "topics.orders.envelope.digest: must be a string", NULL},
+        {CFG("", ",'envelope':{'format':'json','version':'/v'}"),
+         "topics.orders.envelope.id: required with format \"json\"", NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'ce:id'}"),
+         "topics.orders.envelope.id: \"ce:id\" needs format \"cloudevents\"",
+         NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                 "'scope':['key','ce:source']}"),
+         "topics.orders.envelope.scope[1]: \"ce:source\" needs format "
+         "\"cloudevents\"",
+         NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                 "'aggregate':'ce:subject'}"),
+         "topics.orders.envelope.aggregate: \"ce:subject\" needs format", NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                 "'type':'ce:type'}"),
+         "topics.orders.envelope.type: \"ce:type\" needs format", NULL},
+        {CFG("", ",'envelope':{'version':null}"),
+         "topics.orders.ordering.mode: \"strict\" (the default) needs "
+         "envelope.version",
+         NULL},
+        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'latest_wins'}"),
+         "topics.orders.ordering.mode: \"latest_wins\" needs envelope.version",
+         NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id'}"),
+         "topics.orders.ordering.mode: \"strict\" (the default) needs "
+         "envelope.version",
+         NULL},
+        {CFG("", ",'envelope':{'aggregate':null}"),
+         "topics.orders.ordering.mode: \"strict\" (the default) needs "
+         "envelope.aggregate",
+         NULL},
+        {CFG("", ",'envelope':[]"), "topics.orders.envelope: must be a JSON "
+                                    "object",
+         NULL},
+        /* state machine */
+        {CFG("", SM("'initial':'X','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A'],'to':'B'}]")),
+         "topics.orders.state_machine.initial: \"X\" is not a declared state; "
+         "allowed: A, B",
+         NULL},
+        {CFG("", SM("'states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A'],'to':'B'}]")),
+         "topics.orders.state_machine.initial: required", NULL},
+        {CFG("", SM("'initial':'A','states':['A','B','A'],'transitions':[{"
+                    "'type':'t','from':['A'],'to':'B'}]")),
+         "topics.orders.state_machine.states[2]: duplicate state \"A\"", NULL},
+        {CFG("", SM("'initial':'A','states':[],'transitions':[]")),
+         "topics.orders.state_machine.states: must be a non-empty array", NULL},
+        {CFG("", SM("'initial':'A','states':['A',''],'transitions':[]")),
+         "topics.orders.state_machine.states[1]: must be a non-empty string",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A']")),
+         "topics.orders.state_machine.transitions: required", NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'','from':['A'],'to':'B'}]")),
+         "topics.orders.state_machine.transitions[0].type: must not be empty",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A'],'to':'B'},{'type':'t','from':['B'],"
+                    "'to':'A'}]")),
+         "topics.orders.state_machine.transitions[1].type: \"t\" already has "
+         "a transition",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A','C'],'to':'B'}]")),
+         "topics.orders.state_machine.transitions[0].from[1]: \"C\" is not a "
+         "declared state; allowed: A, B",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':[],'to':'B'}]")),
+         "topics.orders.state_machine.transitions[0].from: must be a non-empty "
+         "array",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A','A'],'to':'B'}]")),
+         "topics.orders.state_machine.transitions[0].from[1]: duplicate state",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A'],'to':'Z'}]")),
+         "topics.orders.state_machine.transitions[0].to: \"Z\" is not a "
+         "declared state",
+         NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':[{'type':"
+                    "'t','from':['A']}]")),
+         "topics.orders.state_machine.transitions[0].to: required", NULL},
+        {CFG("", SM("'initial':'A','states':['A','B'],'transitions':['t']")),
+         "topics.orders.state_machine.transitions[0]: must be a JSON object",
+         NULL},
+        {CFG("", ",'envelope':{'type':null}" SM_OK),
+         "topics.orders.state_machine: needs envelope.type", NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v'}"
+                 SM_OK),
+         "topics.orders.state_machine: needs envelope.type", NULL},
+        {CFG("", ",'ordering':{'mode':'none'}" SM_OK),
+         "topics.orders.state_machine: needs ordering.mode \"strict\" or "
+         "\"latest_wins\"",
+         NULL},
+        /* librdkafka properties seqgate controls (semantics §6) */
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b','group.id':'g',"
+         "'enable.auto.commit':'true'},'topics':{'o':{'output_topic':'x',"
+         "'dlq_topic':'y'}}}",
+         "kafka.enable.auto.commit: must not be true", "semantics §6"},
+        {CFG(",'kafka_consumer':{'enable.auto.commit':true}", ""),
+         "kafka_consumer.enable.auto.commit: must not be true", NULL},
+        {CFG(",'kafka_consumer':{'enable.auto.commit':'1'}", ""),
+         "kafka_consumer.enable.auto.commit: must not be true", NULL},
+        {CFG(",'kafka_producer':{'enable.idempotence':false}", ""),
+         "kafka_producer.enable.idempotence: must not be false", "idempotent"},
+        {CFG(",'kafka_producer':{'acks':'1'}", ""),
+         "kafka_producer.acks: \"1\" is not allowed", "allowed: all, -1"},
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b','group.id':'g',"
+         "'acks':0},'topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+         "kafka.acks: \"0\" is not allowed", NULL},
+        {CFG(",'kafka_producer':{'request.required.acks':'leader'}", ""),
+         "kafka_producer.request.required.acks: \"leader\" is not allowed",
+         NULL},
+        {CFG(",'kafka_producer':{'transactional.id':'tx'}", ""),
+         "kafka_producer.transactional.id: not allowed", NULL},
+        {CFG(",'kafka_consumer':{'group.id':'other'}", ""),
+         "kafka_consumer.group.id: set the consumer group in kafka.group.id",
+         NULL},
+        {CFG(",'kafka_consumer':{'fetch.min.bytes':null}", ""),
+         "kafka_consumer.fetch.min.bytes: must be a string, number or boolean",
+         NULL},
+        {CFG(",'kafka_producer':{'linger.ms':[5]}", ""),
+         "kafka_producer.linger.ms: must be a string, number or boolean", NULL},
+        {CFG(",'kafka_producer':[]", ""),
+         "kafka_producer: must be a JSON object", NULL},
+        {CFG(",'kafka_consumer':{'':'x'}", ""),
+         "kafka_consumer: a property name must not be empty", NULL},
+        {CFG(",'kafka_producer':{'lingr.ms':'5'}", ""),
+         "kafka_producer.lingr.ms: rejected by librdkafka", "lingr.ms"},
+        {CFG(",'kafka_producer':{'linger.ms':'soon'}", ""),
+         "kafka_producer.linger.ms: rejected by librdkafka", NULL},
+};
+
+START_TEST(test_invalid_config) {
+        const bad_case_t *bc = &bad_cases[_i];
+        char err[1024];
+        sg_config_t *conf = (sg_config_t *)0x1; /* must be reset to NULL */
+        sg_err_t e;
+
+        memset(err, 'x', sizeof(err));
+        e = parse_q(bc->json, &conf, err, sizeof(err));
+        ck_assert_msg(e == SG_ERR_CONFIG, "case %d: got %d, errstr %.200s", _i,
+                      e, e == SG_OK ? "" : err);
+        ck_assert_ptr_null(conf);
+        ck_assert_msg(memchr(err, '\0', sizeof(err)) != NULL,
+                      "case %d: errstr not terminated", _i);
+        ck_assert_msg(strstr(err, bc->expect) != NULL,
+                      "case %d: errstr \"%s\" lacks \"%s\"", _i, err,
+                      bc->expect);
+        /* the key path comes first */
+        ck_assert_msg(strncmp(err, bc->expect, strcspn(bc->expect, ":")) == 0,
+                      "case %d: errstr \"%s\" does not start with the key path",
+                      _i, err);
+        if (bc->expect2)
+                ck_assert_msg(strstr(err, bc->expect2) != NULL,
+                              "case %d: errstr \"%s\" lacks \"%s\"", _i, err,
+                              bc->expect2);
+}
+END_TEST
+
+START_TEST(test_topic_name_length) {
+        char name[251], text[1024], err[1024];
+        sg_config_t *conf = NULL;
+
+        /* 249 characters: the longest valid Kafka topic name */
+        memset(name, 'a', 249);
+        name[249] = '\0';
+        snprintf(text, sizeof(text),
+                 "{'data_dir':'/d'," KAFKA_OK ",'topics':{'in':{"
+                 "'output_topic':'%s','dlq_topic':'d'}}}",
+                 name);
+        ck_assert_msg(parse_q(text, &conf, err, sizeof(err)) == SG_OK, "%s",
+                      err);
+        ck_assert_uint_eq(strlen(conf->topics[0].output_topic), 249);
+        sg_config_destroy(conf);
+
+        memset(name, 'a', 250);
+        name[250] = '\0';
+        snprintf(text, sizeof(text),
+                 "{'data_dir':'/d'," KAFKA_OK ",'topics':{'in':{"
+                 "'output_topic':'%s','dlq_topic':'d'}}}",
+                 name);
+        ck_assert_int_eq(parse_q(text, &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(strstr(err, "topics.in.output_topic: "));
+}
+END_TEST
+
+START_TEST(test_small_errstr_buffers) {
+        char err[8];
+        sg_config_t *conf = NULL;
+
+        memset(err, 'x', sizeof(err));
+        ck_assert_int_eq(parse_q(CFG(",'foo':1", ""), &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_str_eq(err, "foo: un");
+        ck_assert_int_eq(parse_q(CFG(",'foo':1", ""), &conf, NULL, 0),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_int_eq(sg_config_parse(NULL, &conf, err, sizeof(err)),
+                         SG_ERR_INVALID);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Secrets                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define SECRET "Tr0ub4dor-XYZZY-hunter2"
+
+START_TEST(test_secret_not_in_errors) {
+        static const char *const texts[] = {
+                /* a number in a secret property */
+                "{'data_dir':'/d','kafka':{'bootstrap.servers':'b',"
+                "'group.id':'g','sasl.password':98765432123}}",
+                /* a boolean in a secret property */
+                "{'data_dir':'/d','kafka':{'bootstrap.servers':'b',"
+                "'group.id':'g'},'kafka_producer':{'ssl.key.password':true}}",
+                /* a syntax error right after the secret */
+                "{'data_dir':'/d','kafka':{'sasl.password':'" SECRET "' 'x'}}",
+                "{'data_dir':'/d','kafka':{'sasl.password':'" SECRET "",
+                /* librdkafka rejects a secret-looking unknown property */
+                CFG(",'kafka_consumer':{'my.client.secret':'" SECRET "'}", ""),
+                CFG(",'kafka_producer':{'ssl.key.pem':'" SECRET "',"
+                    "'sasl.oauthbearer.config':'" SECRET "','bogus.pem.x':'"
+                    SECRET "'}", ""),
+                /* a valid secret, then another error */
+                "{'data_dir':'/d','kafka':{'bootstrap.servers':'b',"
+                "'group.id':'g','sasl.password':'" SECRET "'},'topics':{}}",
+        };
+        static const char *const keys[] = {
+                "kafka.sasl.password: must be a string",
+                "kafka_producer.ssl.key.password: must be a string",
+                "(root): not valid JSON",
+                "(root): not valid JSON",
+                "kafka_consumer.my.client.secret: rejected by librdkafka",
+                "kafka_producer.bogus.pem.x: rejected by librdkafka",
+                "topics: must name",
+        };
+        char err[1024];
+        sg_config_t *conf = NULL;
+
+        for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+                ck_assert_int_eq(parse_q(texts[i], &conf, err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                ck_assert_msg(strstr(err, keys[i]) != NULL,
+                              "text %zu: \"%s\" lacks \"%s\"", i, err, keys[i]);
+                ck_assert_msg(strstr(err, SECRET) == NULL,
+                              "text %zu leaks the secret: %s", i, err);
+                ck_assert_msg(strstr(err, "98765432123") == NULL,
+                              "text %zu leaks the secret: %s", i, err);
+                ck_assert_msg(strstr(err, "Tr0ub4dor") == NULL,
+                              "text %zu leaks part of the secret: %s", i, err);
+                ck_assert_msg(strstr(err, "true") == NULL,
+                              "text %zu leaks the value: %s", i, err);
+        }
+}
+END_TEST
+
+START_TEST(test_is_secret) {
+        static const struct {
+                const char *name;
+                bool secret;
+        } t[] = {
+                {"sasl.password", true},
+                {"ssl.key.password", true},
+                {"ssl.keystore.password", true},
+                {"ssl.truststore.password", true},
+                {"sasl.oauthbearer.client.secret", true},
+                {"ssl.key.pem", true},
+                {"ssl.certificate.pem", true},
+                {"sasl.oauthbearer.config", true},
+                {"SASL.PASSWORD", true},
+                {"bootstrap.servers", false},
+                {"sasl.username", false},
+                {"sasl.mechanisms", false},
+                {"ssl.key.location", false},
+                {"group.id", false},
+                {"", false},
+        };
+
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+                ck_assert_msg(sg_config_is_secret(t[i].name) == t[i].secret,
+                              "%s: expected %d", t[i].name, t[i].secret);
+        ck_assert(!sg_config_is_secret(NULL));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* sg_field_src_parse                                                       */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_field_src_parse) {
+        static const struct {
+                const char *text;
+                sg_err_t err;
+                sg_src_kind_t kind;
+                const char *name;    /* expected name, or an errstr fragment */
+        } t[] = {
+                {"key", SG_OK, SG_SRC_KEY, NULL},
+                {"header:x", SG_OK, SG_SRC_HEADER, "x"},
+                {"header:ce_id", SG_OK, SG_SRC_HEADER, "ce_id"},
+                {"header:a:b c", SG_OK, SG_SRC_HEADER, "a:b c"},
+                {"/", SG_OK, SG_SRC_POINTER, "/"},
+                {"/a/b", SG_OK, SG_SRC_POINTER, "/a/b"},
+                {"/a~0b~1c/0", SG_OK, SG_SRC_POINTER, "/a~0b~1c/0"},
+                {"ce:id", SG_OK, SG_SRC_CE, "id"},
+                {"ce:partitionkey", SG_OK, SG_SRC_CE, "partitionkey"},
+                {"ce:x1", SG_OK, SG_SRC_CE, "x1"},
+                {"", SG_ERR_INVALID, SG_SRC_NONE, "allowed: \"key\""},
+                {"KEY", SG_ERR_INVALID, SG_SRC_NONE, "\"KEY\" is not a field"},
+                {"keys", SG_ERR_INVALID, SG_SRC_NONE, "is not a field source"},
+                {"subject", SG_ERR_INVALID, SG_SRC_NONE, "\"ce:ATTR\""},
+                {"a/b", SG_ERR_INVALID, SG_SRC_NONE, "\"/json/pointer\""},
+                {"header:", SG_ERR_INVALID, SG_SRC_NONE, "header name"},
+                {"Header:x", SG_ERR_INVALID, SG_SRC_NONE, "is not a field"},
+                {"ce:", SG_ERR_INVALID, SG_SRC_NONE, "§3.1.1"},
+                {"ce:Id", SG_ERR_INVALID, SG_SRC_NONE, "§3.1.1"},
+                {"ce:a-b", SG_ERR_INVALID, SG_SRC_NONE, "§3.1.1"},
+                {"ce:a_b", SG_ERR_INVALID, SG_SRC_NONE, "§3.1.1"},
+                {"/a~", SG_ERR_INVALID, SG_SRC_NONE, "RFC 6901"},
+                {"/a~2", SG_ERR_INVALID, SG_SRC_NONE, "RFC 6901"},
+                {"/~~0", SG_ERR_INVALID, SG_SRC_NONE, "RFC 6901"},
+        };
+        char err[512];
+
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+                sg_field_src_t src = {SG_SRC_KEY, (char *)"junk"};
+                sg_err_t e;
+
+                err[0] = '\0';
+                e = sg_field_src_parse(t[i].text, &src, err, sizeof(err));
+                ck_assert_msg(e == t[i].err, "\"%s\": got %d (%s)", t[i].text,
+                              e, err);
+                ck_assert_msg(src.kind == t[i].kind, "\"%s\": kind %d",
+                              t[i].text, src.kind);
+                if (e == SG_OK) {
+                        if (t[i].name)
+                                ck_assert_str_eq(src.name, t[i].name);
+                        else
+                                ck_assert_ptr_null(src.name);
+                        free(src.name);
+                } else {
+                        ck_assert_ptr_null(src.name);
+                        ck_assert_msg(strstr(err, t[i].name) != NULL,
+                                      "\"%s\": errstr \"%s\" lacks \"%s\"",
+                                      t[i].text, err, t[i].name);
+                }
+        }
+        {
+                sg_field_src_t src;
+                ck_assert_int_eq(sg_field_src_parse(NULL, &src, err,
+                                                    sizeof(err)),
+                                 SG_ERR_INVALID);
+                ck_assert_int_eq(src.kind, SG_SRC_NONE);
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Lookup, destroy, files                                                   */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_config_topic_lookup) {
+        char err[512];
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *a, *b;
+
+        ck_assert_msg(
+                parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
+                        "'a':{'output_topic':'a.out','dlq_topic':'dlq'},"
+                        "'b':{'output_topic':'b.out','dlq_topic':'dlq',"
+                        "'ordering':{'mode':'latest_wins'}}}}",
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        a = sg_config_topic(conf, "a");
+        b = sg_config_topic(conf, "b");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_str_eq(a->output_topic, "a.out");
+        ck_assert_str_eq(b->output_topic, "b.out");
+        ck_assert_int_eq(a->order_mode, SG_ORDER_STRICT);
+        ck_assert_int_eq(b->order_mode, SG_ORDER_LATEST_WINS);
+        ck_assert_ptr_null(sg_config_topic(conf, "c"));
+        ck_assert_ptr_null(sg_config_topic(conf, "a.out"));
+        ck_assert_ptr_null(sg_config_topic(conf, ""));
+        ck_assert_ptr_null(sg_config_topic(conf, NULL));
+        ck_assert_ptr_null(sg_config_topic(NULL, "a"));
+        sg_config_destroy(conf);
+        sg_config_destroy(NULL);
+}
+END_TEST
+
+/* Errors late in the file, after many allocations, must free everything
+ * (ASan's leak check fails the run otherwise). */
+START_TEST(test_partial_config_freed) {
+        char err[512];
+        sg_config_t *conf = NULL;
+
+        /* second topic fails after the first was fully built, inside a
+         * state machine whose transitions are half built */
+        ck_assert_int_eq(
+                parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
+                        ",'kafka_consumer':{'a.b':'1'},'topics':{"
+                        "'a':{'output_topic':'a.out','dlq_topic':'dlq',"
+                        "'envelope':{'scope':['ce:source','header:t']}" SM_OK
+                        "},'b':{'output_topic':'b.out','dlq_topic':'dlq'"
+                        SM("'initial':'A','states':['A','B'],'transitions':["
+                           "{'type':'t','from':['A'],'to':'B'},"
+                           "{'type':'u','from':['A','B','Q'],'to':'B'}]")
+                        "}}}",
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        /* the first error wins: kafka_consumer's a.b is unknown */
+        ck_assert_ptr_nonnull(strstr(err, "kafka_consumer.a.b: "));
+
+        ck_assert_int_eq(
+                parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
+                        ",'topics':{"
+                        "'a':{'output_topic':'a.out','dlq_topic':'dlq',"
+                        "'envelope':{'scope':['ce:source','header:t'],"
+                        "'digest':'/data'}" SM_OK
+                        "},'b':{'output_topic':'b.out','dlq_topic':'dlq'"
+                        SM("'initial':'A','states':['A','B'],'transitions':["
+                           "{'type':'t','from':['A'],'to':'B'},"
+                           "{'type':'u','from':['A','B','Q'],'to':'B'}]")
+                        "}}}",
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(strstr(
+                err, "topics.b.state_machine.transitions[1].from[2]: \"Q\""));
+}
+END_TEST
+
+static char *write_temp(const void *data, size_t len) {
+        char *path = strdup("/tmp/sg_test_config_XXXXXX");
+        int fd;
+
+        ck_assert_ptr_nonnull(path);
+        fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+        close(fd);
+        return path;
+}
+
+START_TEST(test_load_errors) {
+        char err[1024];
+        sg_config_t *conf = NULL;
+        char *path, *text;
+
+        ck_assert_int_eq(sg_config_load("/nonexistent/seqgate.json", &conf,
+                                        err, sizeof(err)),
+                         SG_ERR_IO);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(strstr(err, "/nonexistent/seqgate.json"));
+
+        ck_assert_int_eq(sg_config_load("/tmp", &conf, err, sizeof(err)),
+                         SG_ERR_IO);
+        ck_assert_ptr_null(conf);
+
+        path = write_temp("{\"data_dir\":\"/d\"\0}", 18);
+        ck_assert_int_eq(sg_config_load(path, &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "NUL"));
+        unlink(path);
+        free(path);
+
+        text = json(CFG("", ",'dedup':{'ttl_ms':5}"));
+        path = write_temp(text, strlen(text));
+        ck_assert_int_eq(sg_config_load(path, &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "topics.orders.dedup.ttl_ms: "));
+        unlink(path);
+        free(path);
+        free(text);
+
+        text = json(CFG("", ""));
+        path = write_temp(text, strlen(text));
+        ck_assert_int_eq(sg_config_load(path, &conf, err, sizeof(err)), SG_OK);
+        ck_assert_str_eq(conf->topics[0].name, "orders");
+        sg_config_destroy(conf);
+        unlink(path);
+        free(path);
+        free(text);
+}
+END_TEST
+
+static Suite *config_suite(void) {
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("valid");
+
+        tcase_add_test(tc, test_minimal_defaults);
+        tcase_add_test(tc, test_minimal_example_file);
+        tcase_add_test(tc, test_orders_example_every_field);
+        tcase_add_test(tc, test_plain_json_example);
+        tcase_add_test(tc, test_explicit_values);
+        tcase_add_test(tc, test_kafka_values_converted);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("invalid");
+        tcase_add_loop_test(tc, test_invalid_config, 0,
+                            (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+        tcase_add_test(tc, test_topic_name_length);
+        tcase_add_test(tc, test_small_errstr_buffers);
+        tcase_add_test(tc, test_partial_config_freed);
+        tcase_add_test(tc, test_load_errors);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("secrets");
+        tcase_add_test(tc, test_secret_not_in_errors);
+        tcase_add_test(tc, test_is_secret);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("api");
+        tcase_add_test(tc, test_field_src_parse);
+        tcase_add_test(tc, test_config_topic_lookup);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(config_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

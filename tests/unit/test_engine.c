@@ -1,0 +1,793 @@
+/*
+ * test_engine.c — every row of the decision table (semantics §3), the
+ * ordering modes (§3b), gap policies and caps (§4), TTL expiry, replay,
+ * batch abort and restart, driven through the processor interface exactly
+ * as the Kafka loop drives it, with no broker.
+ */
+#include "config.h"
+#include "engine.h"
+#include "store.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T0 1700000000000LL /* engine clock at the start of every test */
+
+typedef struct out {
+        sg_effect_kind_t kind;
+        char topic[64];
+        int32_t partition;
+        char key[64];
+        char value[256];
+        char reason[64];
+        char detail[256];
+        char extra_name[64];  /* first non-provenance extra header (output) */
+        char extra_val[64];
+        char version[32];     /* ce_sequence of the record */
+} out_t;
+
+typedef struct h {
+        char dir[64];
+        sg_config_t *conf;
+        sg_store_t *store;
+        sg_engine_t *eng;
+        sg_processor_t proc;
+        out_t out[256];
+        size_t out_cnt;
+        int64_t offset;
+        int64_t now;
+        sg_process_result_t last_result;
+} h_t;
+
+static const char *base_conf =
+    "{\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":\"x:1\","
+    "\"group.id\":\"g\"},\"topics\":{\"orders\":{\"output_topic\":\"out\","
+    "\"dlq_topic\":\"dlq\",%s}}}";
+
+static const char *sm_json =
+    "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\",\"CREATED\","
+    "\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\",\"RETURNING\"],"
+    "\"transitions\":["
+    "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"},"
+    "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"
+    "{\"type\":\"order.shipped\",\"from\":[\"PAID\"],\"to\":\"SHIPPED\"},"
+    "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],\"to\":\"COMPLETED\"},"
+    "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"],"
+    "\"to\":\"CANCELLED\"},"
+    "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],\"to\":\"RETURNING\"}]}";
+
+static void h_open(h_t *h, const char *topic_json) {
+        char json[4096], err[512];
+        snprintf(json, sizeof(json), base_conf, topic_json);
+        ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
+                      "config: %s", err);
+        if (!h->dir[0]) {
+                snprintf(h->dir, sizeof(h->dir), "/tmp/sg_test_engine_XXXXXX");
+                ck_assert_ptr_nonnull(mkdtemp(h->dir));
+        }
+        ck_assert_int_eq(sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_engine_new(h->conf, h->store, &h->eng, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_engine_processor(h->eng, &h->proc);
+        if (!h->now)
+                h->now = T0;
+        sg_engine_set_clock(h->eng, h->now);
+        int64_t off;
+        ck_assert_int_eq(h->proc.assign(h->proc.opaque, "orders", 0, "g", &off,
+                                        err, sizeof(err)),
+                         SG_OK);
+}
+
+static void h_close(h_t *h) {
+        sg_engine_destroy(h->eng);
+        sg_store_close(h->store);
+        sg_config_destroy(h->conf);
+        h->eng = NULL;
+        h->store = NULL;
+        h->conf = NULL;
+}
+
+static void h_free(h_t *h) {
+        h_close(h);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", h->dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+static void h_clock(h_t *h, int64_t now) {
+        h->now = now;
+        sg_engine_set_clock(h->eng, now);
+}
+
+/* A CloudEvents binary-mode record. */
+typedef struct ev {
+        const char *agg;
+        const char *id;
+        const char *type;
+        const char *seq;
+        const char *value;
+        bool replay;
+} ev_t;
+
+static void copy_hdr(const sg_header_t *hd, char *dst, size_t n) {
+        size_t l = hd->value_len < n - 1 ? hd->value_len : n - 1;
+        memcpy(dst, hd->value, l);
+        dst[l] = '\0';
+}
+
+static void collect(h_t *h) {
+        const sg_effect_t *ef;
+        size_t n = h->proc.effects(h->proc.opaque, &ef);
+        for (size_t i = 0; i < n; i++) {
+                out_t *o = &h->out[h->out_cnt++];
+                memset(o, 0, sizeof(*o));
+                o->kind = ef[i].kind;
+                snprintf(o->topic, sizeof(o->topic), "%s", ef[i].topic);
+                o->partition = ef[i].partition;
+                snprintf(o->key, sizeof(o->key), "%.*s", (int)ef[i].key_len,
+                         (const char *)ef[i].key);
+                snprintf(o->value, sizeof(o->value), "%.*s",
+                         (int)ef[i].value_len, (const char *)ef[i].value);
+                for (size_t j = 0; j < ef[i].header_cnt; j++)
+                        if (!strcmp(ef[i].headers[j].name, "ce_sequence"))
+                                copy_hdr(&ef[i].headers[j], o->version,
+                                         sizeof(o->version));
+                for (size_t j = 0; j < ef[i].extra_cnt; j++) {
+                        const sg_header_t *x = &ef[i].extra[j];
+                        if (!strcmp(x->name, SG_DLQ_H_REASON))
+                                copy_hdr(x, o->reason, sizeof(o->reason));
+                        else if (!strcmp(x->name, SG_DLQ_H_DETAIL))
+                                copy_hdr(x, o->detail, sizeof(o->detail));
+                        else if (ef[i].kind == SG_EFFECT_OUTPUT &&
+                                 strcmp(x->name, SG_H_SOURCE) != 0) {
+                                snprintf(o->extra_name, sizeof(o->extra_name),
+                                         "%s", x->name);
+                                copy_hdr(x, o->extra_val, sizeof(o->extra_val));
+                        }
+                }
+        }
+}
+
+/* Runs one batch with @p evs; returns the number of effects it produced. */
+static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
+        char err[512];
+        size_t before = h->out_cnt;
+        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        /* Input records (and their headers) stay alive for the whole batch,
+         * as the Kafka loop keeps its messages: effects borrow them. */
+        static sg_header_t hds[64][6];
+        ck_assert_uint_le(cnt, 64);
+        for (size_t i = 0; i < cnt; i++) {
+                sg_header_t *hd = hds[i];
+                size_t hc = 0;
+                hd[hc++] = (sg_header_t){"ce_specversion", "1.0", 3};
+                hd[hc++] = (sg_header_t){"ce_id", evs[i].id, strlen(evs[i].id)};
+                hd[hc++] = (sg_header_t){"ce_source", "/shop", 5};
+                hd[hc++] = (sg_header_t){"ce_type", evs[i].type,
+                                         strlen(evs[i].type)};
+                hd[hc++] = (sg_header_t){"ce_sequence", evs[i].seq,
+                                         strlen(evs[i].seq)};
+                if (evs[i].replay)
+                        hd[hc++] = (sg_header_t){SG_H_REPLAY, "1", 1};
+                const char *val = evs[i].value ? evs[i].value : evs[i].id;
+                sg_record_t rec = {
+                    .topic = "orders",
+                    .partition = 0,
+                    .offset = h->offset++,
+                    .timestamp_ms = 1000,
+                    .key = evs[i].agg,
+                    .key_len = strlen(evs[i].agg),
+                    .value = val,
+                    .value_len = strlen(val),
+                    .headers = hd,
+                    .header_cnt = hc,
+                };
+                ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
+                                                 &h->last_result, err,
+                                                 sizeof(err)),
+                                 SG_OK);
+        }
+        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        collect(h);
+        ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
+                          SG_OK,
+                      "commit: %s", err);
+        return h->out_cnt - before;
+}
+
+#define EV(a, i, t, q, ...)                                                    \
+        ((ev_t){.agg = (a), .id = (i), .type = (t), .seq = (q), __VA_ARGS__})
+#define ONE(h, ...)                                                            \
+        do {                                                                   \
+                ev_t e_[] = {__VA_ARGS__};                                     \
+                batch((h), e_, sizeof(e_) / sizeof(e_[0]));                    \
+        } while (0)
+
+static const sg_metrics_t *M(h_t *h) { return sg_engine_metrics(h->eng); }
+
+static void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
+                       const char *version, const char *reason) {
+        ck_assert_int_eq(o->kind, kind);
+        ck_assert_str_eq(o->key, key);
+        if (version)
+                ck_assert_str_eq(o->version, version);
+        if (reason)
+                ck_assert_str_eq(o->reason, reason);
+}
+
+/* ---- rows ------------------------------------------------------------- */
+
+START_TEST(row1_malformed) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "abc"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_DLQ, "A", "abc", "malformed");
+        ck_assert_str_eq(h.out[0].topic, "dlq");
+        ck_assert_ptr_nonnull(strstr(h.out[0].detail, "abc"));
+        ck_assert_uint_eq(M(&h)->malformed_total, 1);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_MALFORMED], 1);
+        /* nothing else changed: v1 still applies */
+        ONE(&h, EV("A", "e2", "t", "1"));
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row2_duplicate) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e1", "t", "1"));
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 2);
+        ck_assert_uint_eq(M(&h)->applied_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row3_conflict) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1", .value = "{\"amount\":1}"));
+        ONE(&h, EV("A", "e1", "t", "1", .value = "{\"amount\":2}"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "idempotency_conflict");
+        ck_assert_str_eq(h.out[1].value, "{\"amount\":2}");
+        ck_assert_uint_eq(M(&h)->idempotency_parameter_conflicts_total, 1);
+        /* the original record is untouched: its copy is still a duplicate */
+        ONE(&h, EV("A", "e1", "t", "1", .value = "{\"amount\":1}"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row5_stale) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
+            EV("A", "e3", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        ck_assert_uint_eq(M(&h)->stale_version_rejections_total, 1);
+        /* terminal verdicts record the key: a redelivery is a duplicate */
+        ONE(&h, EV("A", "e3", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* a new aggregate below first_version is stale too */
+        ONE(&h, EV("B", "e4", "t", "0"));
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "B", "0", "stale_version");
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row5_stale_drop) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"stale\":\"drop\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_uint_eq(M(&h)->stale_version_rejections_total, 1);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_STALE_VERSION], 0);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row6_apply_and_drain_in_one_batch) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        /* 3 parked, then 1 2 4 5 → 1 2 3 4 5 (semantics §3) */
+        ONE(&h, EV("A", "e3", "t", "3"), EV("A", "e1", "t", "1"),
+            EV("A", "e2", "t", "2"), EV("A", "e4", "t", "4"),
+            EV("A", "e5", "t", "5"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        for (int i = 0; i < 5; i++) {
+                char v[8];
+                snprintf(v, sizeof(v), "%d", i + 1);
+                assert_out(&h.out[i], SG_EFFECT_OUTPUT, "A", v, NULL);
+                ck_assert_str_eq(h.out[i].topic, "out");
+                ck_assert_int_eq(h.out[i].partition, 0);
+        }
+        ck_assert_uint_eq(M(&h)->parked_total, 1);
+        ck_assert_uint_eq(M(&h)->event_sequence_gaps_total, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        /* the drained event's key is recorded as applied */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row6_swap_across_batches) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        /* duplicate of a parked event is row 2 */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        ONE(&h, EV("A", "e2", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row7_illegal_transition_and_unknown_type) {
+        h_t h = {0};
+        h_open(&h, sm_json);
+        ONE(&h, EV("O", "c", "order.created", "1"), EV("O", "p", "order.paid", "2"),
+            EV("O", "s", "order.shipped", "3"),
+            EV("O", "d", "order.completed", "4"),
+            EV("O", "x", "order.created", "5"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(h.out[i].kind, SG_EFFECT_OUTPUT);
+        assert_out(&h.out[4], SG_EFFECT_DLQ, "O", "5", "illegal_transition");
+        ck_assert_ptr_nonnull(strstr(h.out[4].detail, "COMPLETED"));
+        ck_assert_uint_eq(M(&h)->illegal_transitions_total, 1);
+        /* L moved to 5: later versions are not blocked */
+        ONE(&h, EV("O", "u", "order.teleported", "6"));
+        assert_out(&h.out[5], SG_EFFECT_DLQ, "O", "6", "unknown_event_type");
+        ONE(&h, EV("O", "y", "order.created", "5"));
+        assert_out(&h.out[6], SG_EFFECT_DLQ, "O", "5", "stale_version");
+        /* SHIPPED → RETURNING → CANCELLED on another order */
+        ONE(&h, EV("P", "1", "order.created", "1"), EV("P", "2", "order.paid", "2"),
+            EV("P", "3", "order.shipped", "3"),
+            EV("P", "4", "order.cancelled", "4"),
+            EV("P", "5", "order.returning", "5"),
+            EV("P", "6", "order.cancelled", "6"));
+        ck_assert_uint_eq(h.out_cnt, 13);
+        assert_out(&h.out[10], SG_EFFECT_DLQ, "P", "4", "illegal_transition");
+        assert_out(&h.out[11], SG_EFFECT_OUTPUT, "P", "5", NULL);
+        assert_out(&h.out[12], SG_EFFECT_OUTPUT, "P", "6", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row7_state_machine_in_drain) {
+        h_t h = {0};
+        h_open(&h, sm_json);
+        /* v3 (illegal from PAID? no: shipped is legal from PAID) parked */
+        ONE(&h, EV("O", "s", "order.created", "3"), EV("O", "c", "order.created", "1"),
+            EV("O", "p", "order.paid", "2"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "O", "1", NULL);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "O", "2", NULL);
+        /* the drained v3 goes through the state machine: created from PAID */
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "O", "3", "illegal_transition");
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(row8_park_and_version_jump) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"max_version_jump\":10}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e5", "t", "5"),
+            EV("A", "e6", "t", "6"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_uint_eq(M(&h)->parked_total, 2);
+        ck_assert_uint_eq(M(&h)->event_sequence_gaps_total, 1); /* counted once */
+        ck_assert_int_eq(M(&h)->parked_events, 2);
+        ONE(&h, EV("A", "j", "t", "12"));
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "12", "version_jump");
+        ONE(&h, EV("A", "j2", "t", "11"));
+        ck_assert_uint_eq(h.out_cnt, 2); /* 11 = L + 10: parked */
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(new_aggregate_modes) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"new_aggregate\":\"trust_first_seen\","
+                   "\"first_version\":1}");
+        ONE(&h, EV("A", "e7", "t", "7"), EV("A", "e8", "t", "8"),
+            EV("A", "e6", "t", "6"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "7", NULL);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "8", NULL);
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "6", "stale_version");
+        h_free(&h);
+
+        h_t s = {0};
+        h_open(&s, "\"ordering\":{\"new_aggregate\":\"strict\"}");
+        ONE(&s, EV("A", "e7", "t", "7"));
+        ck_assert_uint_eq(s.out_cnt, 0);
+        ck_assert_int_eq(M(&s)->parked_events, 1);
+        h_free(&s);
+}
+END_TEST
+
+/* ---- gaps ------------------------------------------------------------- */
+
+START_TEST(gap_policy_dlq_quarantines) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":5000,\"gap_policy\":\"dlq\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
+            EV("A", "e4", "t", "4"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        h_clock(&h, T0 + 4999);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0); /* not yet */
+        h_clock(&h, T0 + 5000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "3", "gap_timeout");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "4", "gap_timeout");
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        /* row 4: quarantined — even the missing v2 */
+        ONE(&h, EV("A", "e2", "t", "2"));
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "2", "aggregate_quarantined");
+        /* a redelivered timed-out event is a duplicate, not a second DLQ */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        /* other aggregates keep flowing */
+        ONE(&h, EV("B", "b1", "t", "1"));
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "B", "1", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(gap_policy_skip) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e4", "t", "4"),
+            EV("A", "e5", "t", "5"));
+        h_clock(&h, T0 + 1000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 2);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "4", NULL);
+        ck_assert_str_eq(h.out[1].extra_name, SG_H_GAP_SKIPPED);
+        ck_assert_str_eq(h.out[1].extra_val, "2-3");
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        ck_assert_str_eq(h.out[2].extra_name, "");
+        ck_assert_uint_eq(M(&h)->skipped_versions_total, 2);
+        /* the skipped version arriving late is stale */
+        ONE(&h, EV("A", "e2", "t", "2"));
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "2", "stale_version");
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(gap_policy_hold) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"hold\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 400000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 1);
+        ck_assert_int_ge(M(&h)->oldest_parked_age_ms, 399000);
+        ONE(&h, EV("A", "e2", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(gap_deadline_from_oldest_parked) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 900);
+        ONE(&h, EV("A", "e5", "t", "5"));
+        h_clock(&h, T0 + 999);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        h_clock(&h, T0 + 1000); /* deadline of the oldest (v3), not of v5 */
+        ck_assert_uint_eq(batch(&h, NULL, 0), 2);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(caps_pause_and_dlq) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"max_parked_per_aggregate\":2,"
+                   "\"on_park_overflow\":\"pause\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
+            EV("A", "e4", "t", "4"));
+        ck_assert_int_eq(h.last_result, SG_PROCESSED);
+        ONE(&h, EV("A", "e5", "t", "5"));
+        ck_assert_int_eq(h.last_result, SG_PAUSE);
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 2);
+        /* not consumed: after the gap fills it is accepted */
+        ONE(&h, EV("A", "e2", "t", "2"), EV("A", "e5", "t", "5"));
+        ck_assert_int_eq(h.last_result, SG_PROCESSED);
+        ck_assert_uint_eq(h.out_cnt, 5);
+        h_free(&h);
+
+        h_t d = {0};
+        h_open(&d, "\"ordering\":{\"max_parked_total\":1,\"max_parked_per_aggregate\":1,"
+                   "\"on_park_overflow\":\"dlq\"}");
+        ONE(&d, EV("A", "e3", "t", "3"), EV("B", "b3", "t", "3"));
+        ck_assert_uint_eq(d.out_cnt, 1);
+        assert_out(&d.out[0], SG_EFFECT_DLQ, "B", "3", "park_overflow");
+        ck_assert_ptr_nonnull(strstr(d.out[0].detail, "max_parked_total"));
+        ck_assert_uint_eq(M(&d)->park_overflow_total, 1);
+        h_free(&d);
+}
+END_TEST
+
+/* ---- modes, TTL, replay -------------------------------------------------- */
+
+START_TEST(mode_latest_wins) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"mode\":\"latest_wins\"}");
+        ONE(&h, EV("D", "1", "t", "1"), EV("D", "5", "t", "5"),
+            EV("D", "3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "D", "5", NULL);
+        ck_assert_str_eq(h.out[1].extra_name, SG_H_GAP_MISSING);
+        ck_assert_str_eq(h.out[1].extra_val, "2-4");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "D", "3", "stale_version");
+        ck_assert_uint_eq(M(&h)->event_sequence_gaps_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(mode_none_dedup_only) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"mode\":\"none\"}");
+        ONE(&h, EV("D", "1", "t", "5"), EV("D", "2", "t", "1"),
+            EV("D", "2", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        ck_assert_int_eq(h.out[0].kind, SG_EFFECT_OUTPUT);
+        ck_assert_int_eq(h.out[1].kind, SG_EFFECT_OUTPUT);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(dedup_ttl_expiry) {
+        h_t h = {0};
+        h_open(&h, "\"dedup\":{\"ttl_ms\":10000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        h_clock(&h, T0 + 9999);
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_clock(&h, T0 + 10000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
+        /* past the TTL the key is forgotten: v1 is now judged stale */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(dedup_ttl_sweep_is_bounded) {
+        h_t h = {0};
+        h_open(&h, "\"dedup\":{\"ttl_ms\":1000},\"ordering\":{\"mode\":\"none\"}");
+        ev_t evs[50];
+        char ids[50][8];
+        for (int i = 0; i < 50; i++) {
+                snprintf(ids[i], sizeof(ids[i]), "i%d", i);
+                evs[i] = EV("A", ids[i], "t", "1");
+        }
+        batch(&h, evs, 50);
+        h.conf->sweep_max_per_batch = 20;
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 20);
+        batch(&h, NULL, 0);
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 50);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(replay_rejudges_dlq_verdicts_only) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
+            EV("A", "s", "t", "1"));
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        /* replayed DLQ record: judged again (still stale → DLQ again) */
+        ONE(&h, EV("A", "s", "t", "1", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        /* replayed applied record: never applied twice */
+        ONE(&h, EV("A", "e2", "t", "2", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* a DLQ'd-then-fixed case: v3 timed out, replay after quarantine is
+         * still quarantined (row 4) */
+        h_free(&h);
+}
+END_TEST
+
+/* ---- batches and restarts ------------------------------------------------ */
+
+START_TEST(abort_forgets_everything) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        char err[256];
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_id", "e1", 2},
+                            {"ce_source", "/s", 2},
+                            {"ce_type", "t", 1},
+                            {"ce_sequence", "1", 1}};
+        sg_record_t rec = {.topic = "orders", .key = "A", .key_len = 1,
+                           .value = "x", .value_len = 1, .headers = hd,
+                           .header_cnt = 5};
+        sg_process_result_t r;
+        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
+                                        sizeof(err)),
+                         SG_OK);
+        const sg_effect_t *ef;
+        ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 1);
+        h.proc.batch_abort(h.proc.opaque);
+        ck_assert_uint_eq(M(&h)->records_total, 0);
+        /* re-read: the same decision, not a duplicate */
+        ONE(&h, EV("A", "e1", "t", "1", .value = "x"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_int_eq(h.out[0].kind, SG_EFFECT_OUTPUT);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 0);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(restart_keeps_state) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_close(&h);
+        h.out_cnt = 0;
+        h_open(&h, "\"envelope\":{}");
+        int64_t off;
+        char err[128];
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(off, 2); /* the store reflects offsets 0..1 */
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 2); /* e1 duplicate; 2 and parked 3 */
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(foreign_group_refused) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        int64_t off;
+        char err[512];
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "other", &off,
+                                       err, sizeof(err)),
+                         SG_ERR_FOREIGN);
+        ck_assert_ptr_nonnull(strstr(err, "\"g\""));
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(dlq_headers_complete) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        char err[256];
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_id", "e1", 2},
+                            {"ce_source", "/s", 2},
+                            {"ce_type", "t", 1},
+                            {"ce_sequence", "0", 1}};
+        sg_record_t rec = {.topic = "orders", .partition = 0, .offset = 42,
+                           .timestamp_ms = 77, .key = "A", .key_len = 1,
+                           .value = "x", .value_len = 1, .headers = hd,
+                           .header_cnt = 5};
+        sg_process_result_t r;
+        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
+                                        sizeof(err)),
+                         SG_OK);
+        const sg_effect_t *ef;
+        ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 1);
+        const char *want[][2] = {
+            {SG_DLQ_H_REASON, "stale_version"}, {SG_DLQ_H_TOPIC, "orders"},
+            {SG_DLQ_H_PARTITION, "0"},          {SG_DLQ_H_OFFSET, "42"},
+            {SG_DLQ_H_TIMESTAMP, "77"},         {SG_DLQ_H_GROUP, "g"},
+            {SG_DLQ_H_AGGREGATE, "A"},          {SG_DLQ_H_EXPECTED, "1"},
+            {SG_DLQ_H_ACTUAL, "0"},             {SG_DLQ_H_INSTANCE, "seqgate"},
+        };
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                bool found = false;
+                for (size_t j = 0; j < ef[0].extra_cnt; j++) {
+                        if (strcmp(ef[0].extra[j].name, want[i][0]))
+                                continue;
+                        found = true;
+                        ck_assert_int_eq(ef[0].extra[j].value_len,
+                                         strlen(want[i][1]));
+                        ck_assert_msg(memcmp(ef[0].extra[j].value, want[i][1],
+                                             strlen(want[i][1])) == 0,
+                                      "header %s: got %.*s", want[i][0],
+                                      (int)ef[0].extra[j].value_len,
+                                      (const char *)ef[0].extra[j].value);
+                }
+                ck_assert_msg(found, "missing header %s", want[i][0]);
+        }
+        /* input headers are carried unchanged */
+        ck_assert_uint_eq(ef[0].header_cnt, 5);
+        h.proc.batch_abort(h.proc.opaque);
+        h_free(&h);
+}
+END_TEST
+
+Suite *engine_suite(void) {
+        Suite *s = suite_create("engine");
+        TCase *rows = tcase_create("decision_table");
+        tcase_add_test(rows, row1_malformed);
+        tcase_add_test(rows, row2_duplicate);
+        tcase_add_test(rows, row3_conflict);
+        tcase_add_test(rows, row5_stale);
+        tcase_add_test(rows, row5_stale_drop);
+        tcase_add_test(rows, row6_apply_and_drain_in_one_batch);
+        tcase_add_test(rows, row6_swap_across_batches);
+        tcase_add_test(rows, row7_illegal_transition_and_unknown_type);
+        tcase_add_test(rows, row7_state_machine_in_drain);
+        tcase_add_test(rows, row8_park_and_version_jump);
+        tcase_add_test(rows, new_aggregate_modes);
+        suite_add_tcase(s, rows);
+        TCase *gaps = tcase_create("gaps");
+        tcase_add_test(gaps, gap_policy_dlq_quarantines);
+        tcase_add_test(gaps, gap_policy_skip);
+        tcase_add_test(gaps, gap_policy_hold);
+        tcase_add_test(gaps, gap_deadline_from_oldest_parked);
+        tcase_add_test(gaps, caps_pause_and_dlq);
+        suite_add_tcase(s, gaps);
+        TCase *modes = tcase_create("modes_ttl_replay");
+        tcase_add_test(modes, mode_latest_wins);
+        tcase_add_test(modes, mode_none_dedup_only);
+        tcase_add_test(modes, dedup_ttl_expiry);
+        tcase_add_test(modes, dedup_ttl_sweep_is_bounded);
+        tcase_add_test(modes, replay_rejudges_dlq_verdicts_only);
+        suite_add_tcase(s, modes);
+        TCase *life = tcase_create("lifecycle");
+        tcase_add_test(life, abort_forgets_everything);
+        tcase_add_test(life, restart_keeps_state);
+        tcase_add_test(life, foreign_group_refused);
+        tcase_add_test(life, dlq_headers_complete);
+        suite_add_tcase(s, life);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(engine_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
