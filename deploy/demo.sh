@@ -110,6 +110,16 @@ wait_for() {
         return 1
 }
 
+# Stops the demo if seqgate is gone, showing why.
+alive() {
+        kill -0 "$pid" 2>/dev/null && return 0
+        wait "$pid" || echo "demo.sh: seqgate exited with status $?" >&2
+        pid=""
+        echo "demo.sh: seqgate stopped unexpectedly; its log (stats lines left out):" >&2
+        grep -v '"event":"stats"' "$tmp/seqgate.log" | tail -n 40 >&2
+        exit 1
+}
+
 # 3. feed the order stream ----------------------------------------------------
 produce() {
         kcat -P -b "$bs" -t orders -K '|' \
@@ -123,17 +133,20 @@ produce "$demo/orders.txt"
 # seqgate joins its consumer group, reads everything and commits.
 wait_for '[ "$(counter records_in_total)" = "$n1" ]' 200 ||
         echo "demo.sh: seqgate has not consumed all $n1 records (yet)" >&2
+alive
 
 if [ "$mode" = engine ]; then
         # order-1005 waits for v2 with v3 parked; gap_timeout_ms is 3000.
         say "waiting for order-1005's gap to time out (gap_timeout_ms 3000)"
         wait_for '[ "$(counter gap_timeouts_total)" = 1 ]' 150 ||
                 echo "demo.sh: no gap timeout seen" >&2
+        alive
 fi
 say "producing $n2 late event (order-1005 v2, after its gap timed out)"
 produce "$demo/orders-late.txt"
 wait_for '[ "$(counter records_in_total)" = "$((n1 + n2))" ]' 100 ||
         echo "demo.sh: the late record was not consumed" >&2
+alive
 
 # 4. read the results (the embedded cluster lives inside seqgate) -----------
 # key<TAB>headers<TAB>value, one record a line.

@@ -143,6 +143,11 @@ struct sg_engine {
         part_t *parts;
         size_t part_cnt;
         part_t *last_part;
+
+        /* the dedup record judge() read for the current record */
+        bool dk_valid, dk_found;
+        unsigned char dk_hash[32];
+        sg_dedup_rec_t dk_rec;
 };
 
 static int64_t mono_ms(void) {
@@ -462,16 +467,27 @@ static sg_err_t record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                            const unsigned char *digest, uint8_t verdict,
                            char *errstr, size_t errstr_size) {
         sg_dedup_rec_t r;
-        sg_err_t err = sg_dedup_get(e->txn, &p->tp, kh, &r);
-        if (err && err != SG_ERR_NOT_FOUND) {
-                snprintf(errstr, errstr_size, "dedup read failed");
-                return err;
+        sg_err_t err;
+        bool found;
+        if (e->dk_valid && memcmp(e->dk_hash, kh, 32) == 0) {
+                /* judge() just read this key: no second lookup */
+                found = e->dk_found;
+                r = e->dk_rec;
+        } else {
+                err = sg_dedup_get(e->txn, &p->tp, kh, &r);
+                if (err && err != SG_ERR_NOT_FOUND) {
+                        snprintf(errstr, errstr_size, "dedup read failed");
+                        return err;
+                }
+                found = err == SG_OK;
         }
+        e->dk_valid = false;
+        sg_dedup_rec_t old = r;
         if (!digest) {
-                if (err == SG_ERR_NOT_FOUND)
+                if (!found)
                         return SG_OK;
                 r.verdict = verdict;
-        } else if (err == SG_OK && r.expiry_ms > e->now) {
+        } else if (found && r.expiry_ms > e->now) {
                 r.verdict = verdict; /* a replay judged again */
         } else {
                 memcpy(r.digest, digest, 32);
@@ -479,7 +495,8 @@ static sg_err_t record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                 r.first_seen_ms = e->now;
                 r.expiry_ms = e->now + p->tc->dedup_ttl_ms;
         }
-        return sg_dedup_put(e->txn, &p->tp, kh, &r, errstr, errstr_size);
+        return sg_dedup_put_known(e->txn, &p->tp, kh, &r, found ? &old : NULL,
+                                  errstr, errstr_size);
 }
 
 /* ---- aggregates --------------------------------------------------------- */
@@ -772,6 +789,10 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         err = sg_dedup_get(e->txn, &p->tp, env->key_hash, &dr);
         if (err && err != SG_ERR_NOT_FOUND)
                 return err;
+        e->dk_valid = true;
+        e->dk_found = err == SG_OK;
+        memcpy(e->dk_hash, env->key_hash, 32);
+        e->dk_rec = dr;
         if (err == SG_OK && dr.expiry_ms > e->now) {
                 if (memcmp(dr.digest, env->digest, 32) != 0) {
                         dlq_info_t d = {
@@ -818,7 +839,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (a.rec.flags & SG_AGG_QUARANTINED) {
                 d.reason = SG_R_AGGREGATE_QUARANTINED;
                 d.detail = "aggregate is quarantined after a gap timeout; "
-                           "resolve it with a snapshot or seqgatectl release";
+                           "its events wait in the DLQ for an operator";
                 if ((err = emit_dlq(e, &s, &d)))
                         return err;
                 return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
@@ -977,6 +998,7 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                 p = part_find(e, rec->topic, rec->partition);
         }
         sg_err_t err = judge(e, p, rec, result, errstr, errstr_size);
+        e->dk_valid = false; /* the cache is only for this record */
         if (err)
                 return err;
         p->touched = true;
@@ -1148,6 +1170,7 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
 /* ---- batch --------------------------------------------------------------- */
 
 static void batch_reset(sg_engine_t *e) {
+        e->dk_valid = false;
         arena_reset(&e->arena);
         e->effect_cnt = 0;
         memset(&e->delta, 0, sizeof(e->delta));

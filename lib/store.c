@@ -251,39 +251,45 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
         return SG_OK;
 }
 
-sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
-                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
-                      char *errstr, size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        sg_dedup_rec_t old;
-        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
-        unsigned char ts[8];
-        if (err == SG_OK && old.expiry_ms != rec->expiry_ms) {
-                put_u64(ts, ts_key(old.expiry_ms));
-                size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                if ((err = del(t, DB_EXPIRY, ek, eklen, errstr, errstr_size)))
-                        return err;
-        }
-        if (err == SG_ERR_NOT_FOUND || err == SG_OK) {
-                bool index = err == SG_ERR_NOT_FOUND ||
-                             old.expiry_ms != rec->expiry_ms;
-                if (index) {
-                        put_u64(ts, ts_key(rec->expiry_ms));
+sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char kh[32],
+                            const sg_dedup_rec_t *rec,
+                            const sg_dedup_rec_t *old, char *errstr,
+                            size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64], ts[8];
+        sg_err_t err;
+        if (!old || old->expiry_ms != rec->expiry_ms) {
+                if (old) {
+                        put_u64(ts, ts_key(old->expiry_ms));
                         size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                        if ((err = put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                        if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
                                        errstr_size)))
                                 return err;
                 }
-        } else {
-                return err;
+                put_u64(ts, ts_key(rec->expiry_ms));
+                size_t eklen = key2(ek, tp, ts, 8, kh, 32);
+                if ((err = put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                               errstr_size)))
+                        return err;
         }
+        size_t klen = key2(k, tp, kh, 32, NULL, 0);
         unsigned char v[DEDUP_VLEN];
         memcpy(v, rec->digest, 32);
         v[32] = rec->verdict;
         put_u64(v + 33, (uint64_t)rec->first_seen_ms);
         put_u64(v + 41, (uint64_t)rec->expiry_ms);
         return put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr, errstr_size);
+}
+
+sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
+                      char *errstr, size_t errstr_size) {
+        sg_dedup_rec_t old;
+        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        return sg_dedup_put_known(t, tp, kh, rec, err ? NULL : &old, errstr,
+                                  errstr_size);
 }
 
 sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
@@ -329,22 +335,11 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                 if (rec.expiry_ms != exp)
                         continue; /* stale index entry */
                 if (rec.verdict == SG_DV_PARKED) {
+                        /* still parked: re-arm (the old index entry is
+                         * already gone, so index as new) */
                         rec.expiry_ms = now_ms + ttl_ms;
-                        /* the old index entry is gone: put re-indexes */
-                        unsigned char ts[8], nk[SG_TP_MAX + 64];
-                        put_u64(ts, ts_key(rec.expiry_ms));
-                        size_t nklen = key2(nk, tp, ts, 8, kh, 32);
-                        if ((err = put(t, DB_EXPIRY, nk, nklen, "", 0, errstr,
-                                       errstr_size)))
-                                return err;
-                        unsigned char k[SG_TP_MAX + 64], v[DEDUP_VLEN];
-                        size_t klen = key2(k, tp, kh, 32, NULL, 0);
-                        memcpy(v, rec.digest, 32);
-                        v[32] = rec.verdict;
-                        put_u64(v + 33, (uint64_t)rec.first_seen_ms);
-                        put_u64(v + 41, (uint64_t)rec.expiry_ms);
-                        if ((err = put(t, DB_DEDUP, k, klen, v, sizeof(v),
-                                       errstr, errstr_size)))
+                        if ((err = sg_dedup_put_known(t, tp, kh, &rec, NULL,
+                                                      errstr, errstr_size)))
                                 return err;
                         continue;
                 }

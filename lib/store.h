@@ -141,6 +141,14 @@ sg_err_t sg_dedup_put(sg_txn_t *txn, const sg_tp_t *tp,
                       const unsigned char key_hash[32],
                       const sg_dedup_rec_t *rec, char *errstr,
                       size_t errstr_size);
+/** As sg_dedup_put() when the caller has just read the stored record:
+ *  @p old is it, or NULL when there was none (saves a lookup on the
+ *  per-record path). */
+sg_err_t sg_dedup_put_known(sg_txn_t *txn, const sg_tp_t *tp,
+                            const unsigned char key_hash[32],
+                            const sg_dedup_rec_t *rec,
+                            const sg_dedup_rec_t *old, char *errstr,
+                            size_t errstr_size);
 /**
  * Removes at most @p max dedup records of @p tp whose expiry_ms <= @p now_ms,
  * walking the expiry index (never a full scan). Records still PARKED get a new
