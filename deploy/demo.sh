@@ -35,7 +35,7 @@ say() { printf '\n== %s\n' "$*"; }
 if [ "$build" = 1 ]; then
         if [ -x "$top/tests/install-deps.sh" ]; then
                 say "installing dependencies (tests/install-deps.sh)"
-                "$top/tests/install-deps.sh"
+                "$top/tests/install-deps.sh" >/dev/null
         elif ! command -v meson >/dev/null || ! command -v kcat >/dev/null ||
              ! pkg-config --exists rdkafka lmdb libcjson libcrypto; then
                 say "installing dependencies (apt-get)"
@@ -90,15 +90,12 @@ fi
 bs=$(cat "$tmp/bootstrap")
 echo "bootstrap.servers = $bs"
 
-# Last value of a counter in seqgate's stats log lines ("name":N).
+# Last value of a counter in seqgate's stats log lines ("name":N): the loop
+# counts records of committed batches, so when records_in_total reaches the
+# number produced, their output is in orders.clean / orders.dlq.
 counter() {
         grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1 |
                 grep -o "\"$1\":[0-9-]*" | cut -d: -f2 || true
-}
-# Number of records in a topic.
-count() {
-        kcat -C -b "$bs" -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null |
-                wc -l
 }
 # Waits (up to $2 tenths of a second) until "$1" (a shell test) holds.
 wait_for() {
@@ -191,7 +188,7 @@ BEGIN { FS = "\t" }
                 detail = hdr($2, "__seqgate.errors.detail")
         }
         print line > out
-        if (dlq) printf "  %-44s %s\n", line, detail
+        if (dlq) printf "  %s\n      detail: %s\n", line, detail
         else printf "  %s\n", line
 }'
 say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type)"
@@ -202,9 +199,14 @@ awk -v dlq=1 -v out="$tmp/actual.dlq" "$fmt" "$tmp/dlq.tsv"
 : >>"$tmp/actual.dlq"
 
 say "final counters (seqgate's last stats line)"
-grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1 |
-        sed -e 's/^.*"event":"stats",//' -e 's/}$//' -e 's/"dlq_by_reason":{\([^}]*\)}/"dlq_by_reason":\1/' |
+last=$(grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1)
+printf '%s\n' "$last" |
+        sed -e 's/^.*"event":"stats",//' -e 's/}$//' \
+            -e 's/"dlq_by_reason":{[^}]*},\{0,1\}//' |
         tr ',' '\n' | sed -e 's/"//g' -e 's/:/ = /' -e 's/^/  /'
+printf '%s\n' "$last" | grep -o '"dlq_by_reason":{[^}]*}' |
+        sed -e 's/^"dlq_by_reason":{//' -e 's/}$//' | tr ',' '\n' |
+        sed -e 's/"//g' | awk -F: '$2 != 0 { printf "  dlq_by_reason.%s = %s\n", $1, $2 }' || true
 
 if [ "$status" != 0 ]; then
         echo "demo.sh: seqgate exited with status $status; its log:" >&2

@@ -745,6 +745,16 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
 
 /* ---- process ------------------------------------------------------------ */
 
+/* Formats ms since the epoch as ISO 8601 UTC into @p buf (40 bytes). */
+static const char *iso_time(int64_t ms, char *buf) {
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        size_t n = strftime(buf, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(buf + n, 40 - n, ".%03dZ", (int)(ms % 1000));
+        return buf;
+}
+
 static bool header_has(const sg_record_t *rec, const char *name) {
         for (size_t i = 0; i < rec->header_cnt; i++)
                 if (strcmp(rec->headers[i].name, name) == 0)
@@ -769,7 +779,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
             .header_cnt = rec->header_cnt,
         };
         sg_err_t err;
-        char detail[512];
+        char detail[512], ts[40];
 
         *result = SG_PROCESSED;
         e->delta.records_total++;
@@ -800,9 +810,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                             .aggregate = env->aggregate,
                             .detail = arena_printf(
                                 &e->arena,
-                                "event id \"%.64s\" was first seen at %" PRId64
-                                " ms with a different payload digest",
-                                env->id, dr.first_seen_ms),
+                                "event id \"%.64s\" was first seen at %s "
+                                "with a different payload digest",
+                                env->id, iso_time(dr.first_seen_ms, ts)),
                         };
                         e->delta.idempotency_parameter_conflicts_total++;
                         return emit_dlq(e, &s, &d);

@@ -4,7 +4,7 @@
  * (processor.h) one batch at a time. The loop moves records; it never
  * decides.
  *
- * Invariant (semantics §6, at_least_once), relied on by sg_loop_batch():
+ * Invariant (semantics §6, at_least_once), relied on by loop_batch():
  *     produce every effect → every delivery report succeeded
  *     → processor batch_commit (LMDB) → commit the input offsets.
  * LMDB is never committed before Kafka accepted the batch's output, and an
@@ -91,6 +91,7 @@ struct sg_loop {
 
         sg_part_t *parts;
         size_t part_cnt, part_cap;
+        size_t last_part;        /**< last loop_part() hit: records come in runs */
 
         /* delivery reports of the current batch (generation-tagged) */
         uintptr_t batch_gen;
@@ -167,10 +168,14 @@ static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
 
 /** Finds (or adds) the partition table entry; returns its index. */
 static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
+        if (loop->last_part < loop->part_cnt &&
+            loop->parts[loop->last_part].partition == partition &&
+            !strcmp(loop->parts[loop->last_part].topic, topic))
+                return loop->last_part;
         for (size_t i = 0; i < loop->part_cnt; i++)
                 if (loop->parts[i].partition == partition &&
                     !strcmp(loop->parts[i].topic, topic))
-                        return i;
+                        return loop->last_part = i;
         if (loop->part_cnt == loop->part_cap) {
                 size_t cap = loop->part_cap ? loop->part_cap * 2 : 16;
                 sg_part_t *p = realloc(loop->parts, cap * sizeof(*p));
@@ -187,7 +192,7 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         p->partition = partition;
         p->committed = -1;
         p->pause_offset = -1;
-        return loop->part_cnt++;
+        return loop->last_part = loop->part_cnt++;
 }
 
 /* ------------------------------------------------------------------ */
@@ -709,8 +714,7 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
                                 r->header_cnt++;
                         }
                 }
-                size_t pi = loop_part(loop, r->topic, r->partition);
-                loop->rec_part[i] = pi;
+                size_t pi = loop->rec_part[i]; /* set by loop_collect() */
                 if (!loop->parts[pi].in_batch) {
                         loop->parts[pi].in_batch = true;
                         loop->parts[pi].first_offset = r->offset;
@@ -802,7 +806,9 @@ static void loop_commit_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_destroy(l);
 }
 
-/** Seeks each partition of @p which (first offsets or pause offsets). */
+/** Seeks the batch's partitions back to their first offset in the batch,
+ *  or (@p to_pause) pauses those the processor paused and seeks them to the
+ *  paused record. */
 static void loop_seek(sg_loop_t *loop, bool to_pause) {
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new((int)loop->batch_part_cnt);
@@ -1078,6 +1084,7 @@ static void loop_collect(sg_loop_t *loop) {
                         rd_kafka_message_destroy(m);
                         continue;
                 }
+                loop->rec_part[loop->msg_cnt] = pi;
                 loop->msgs[loop->msg_cnt++] = m;
         } while (!loop->stop && loop->fatal == SG_OK &&
                  loop->msg_cnt < loop->msg_cap &&

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# bench/run.sh — seqgate's throughput benchmark against a real Kafka broker.
+#
+# Compares two runs of the same Kafka loop (lib/kafka.c) over the same input:
+#   plain    `seqgate --passthrough`: every input record copied to the output
+#            topic, no state (the baseline: a librdkafka consume→produce loop)
+#   seqgate  `seqgate`: the engine (dedup, per-aggregate ordering, state
+#            machine, LMDB store with a synced commit per batch)
+# Both use the same librdkafka properties and batch settings, a fresh
+# consumer group, a fresh output topic (and, for seqgate, a fresh data_dir).
+# A run's time is measured from process start until the group's committed
+# offsets reach the input topic's end offsets (polled every 200 ms); then the
+# process gets SIGTERM. Runs alternate plain, seqgate, plain, seqgate, ... and
+# the report gives the median of each. See bench/README.md.
+#
+# Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
+#                     [--batch-records N] [--batch-ms N]
+#                     [--consumer-prop k=v]... [--producer-prop k=v]...
+#                     [--no-verify] [--keep]
+# Environment:
+#   KAFKA_BOOTSTRAP  use this broker instead of starting one
+#   SEQGATE          the binary (default build/seqgate)
+#   BENCH_DIR        work dir for configs, logs, stores, results
+#                    (default: a new temp dir, removed unless --keep)
+#   PYTHON           python with confluent-kafka (default build/venv/bin/python)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SEQGATE=${SEQGATE:-$ROOT/build/seqgate}
+PY=${PYTHON:-$ROOT/build/venv/bin/python}
+
+EVENTS=1000000
+AGGREGATES=100000
+ROUNDS=2
+BATCH_RECORDS=5000
+BATCH_MS=100
+VERIFY=1
+KEEP=0
+CONSUMER_PROPS=()
+PRODUCER_PROPS=()
+
+die() { printf 'bench/run.sh: error: %s\n' "$*" >&2; exit 1; }
+log() { printf 'bench/run.sh: %s\n' "$*" >&2; }
+
+while (($#)); do
+    case $1 in
+    --events) EVENTS=$2; shift 2 ;;
+    --aggregates) AGGREGATES=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --batch-records) BATCH_RECORDS=$2; shift 2 ;;
+    --batch-ms) BATCH_MS=$2; shift 2 ;;
+    --consumer-prop) CONSUMER_PROPS+=("$2"); shift 2 ;;
+    --producer-prop) PRODUCER_PROPS+=("$2"); shift 2 ;;
+    --no-verify) VERIFY=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+
+[[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
+[[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
+"$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time missing (Debian: apt-get install time)"
+
+if [[ -n ${BENCH_DIR:-} ]]; then
+    WORK=$BENCH_DIR
+    mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-bench.XXXXXX")
+fi
+RESULTS=$WORK/results.jsonl
+: >"$RESULTS"
+
+OWN_BROKER=0
+cleanup() {
+    if ((OWN_BROKER)); then
+        KAFKA_WORKDIR=$WORK/kafka "$ROOT/deploy/kafka/kafka.sh" stop >/dev/null 2>&1 || true
+    fi
+    if ((!KEEP)) && [[ -z ${BENCH_DIR:-} ]]; then
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+
+if [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
+    BS=$KAFKA_BOOTSTRAP
+else
+    OWN_BROKER=1
+    BS=$(KAFKA_WORKDIR=$WORK/kafka "$ROOT/deploy/kafka/kafka.sh" start | tail -n1)
+fi
+log "broker $BS; work dir $WORK"
+
+# JSON object members from k=v pairs (values as JSON strings).
+props_json() {
+    local first=1 kv
+    for kv in "$@"; do
+        ((first)) || printf ','
+        first=0
+        printf '"%s":"%s"' "${kv%%=*}" "${kv#*=}"
+    done
+}
+
+RUN_ID=$(date +%s)-$$
+IN=bench-in-$RUN_ID
+
+# --- input -----------------------------------------------------------------
+"$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$IN:3"
+log "generating $EVENTS events over $AGGREGATES aggregates into $IN (not timed)"
+"$PY" "$ROOT/bench/gen.py" --bootstrap "$BS" --topic "$IN" --events "$EVENTS" \
+    --aggregates "$AGGREGATES" 2> >(grep -v 'Coordinator load in progress' >&2) \
+    >"$WORK/manifest.json"
+log "manifest: $(cat "$WORK/manifest.json")"
+DUPS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["duplicates"])' "$WORK/manifest.json")
+DISTINCT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["distinct_events"])' "$WORK/manifest.json")
+
+# --- config ----------------------------------------------------------------
+write_config() { # label group data_dir out dlq file
+    cat >"$6" <<EOF
+{
+  "instance_id": "bench-$1",
+  "data_dir": "$3",
+  "guarantee": "at_least_once",
+  "kafka": { "bootstrap.servers": "$BS", "group.id": "$2" },
+  "kafka_consumer": { $(props_json "${CONSUMER_PROPS[@]}") },
+  "kafka_producer": { $(props_json "${PRODUCER_PROPS[@]}") },
+  "store": { "map_size_bytes": 4294967296, "map_growth_bytes": 1073741824 },
+  "batch": { "max_records": $BATCH_RECORDS, "max_ms": $BATCH_MS },
+  "stats_interval_ms": 10000,
+  "topics": {
+    "$IN": {
+      "output_topic": "$4",
+      "dlq_topic": "$5",
+      "output_partitioning": "input",
+      "envelope": {
+        "format": "cloudevents",
+        "id": "ce:id",
+        "scope": ["ce:source"],
+        "aggregate": "key",
+        "version": "ce:sequence",
+        "type": "ce:type"
+      },
+      "dedup": { "ttl_ms": 604800000 },
+      "ordering": {
+        "mode": "strict",
+        "first_version": 1,
+        "new_aggregate": "strict",
+        "stale": "dlq",
+        "gap_timeout_ms": 300000,
+        "gap_policy": "dlq"
+      },
+      "state_machine": {
+        "initial": "NEW",
+        "states": ["NEW", "OPEN", "CLOSED"],
+        "transitions": [
+          { "type": "order.created", "from": ["NEW"],  "to": "OPEN" },
+          { "type": "order.updated", "from": ["OPEN"], "to": "OPEN" },
+          { "type": "order.closed",  "from": ["OPEN"], "to": "CLOSED" }
+        ]
+      }
+    }
+  }
+}
+EOF
+}
+
+# --- runs ------------------------------------------------------------------
+one_run() { # label round
+    local label=$1 r=$2 tag=$1-$2
+    local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
+    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag cfg=$WORK/$tag.json
+    local args=()
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+    write_config "$tag" "$group" "$dd" "$out" "$dlq" "$cfg"
+    [[ $label == plain ]] && args=(--passthrough)
+    log "run $tag: ${args[*]:-engine}"
+    "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
+        --topic "$IN" --label "$label" --out "$RESULTS" --log "$WORK/$tag.log" \
+        --time-file "$WORK/$tag.time" --data-dir "$dd" -- \
+        "$SEQGATE" "${args[@]}" --config "$cfg" >&2
+    local counts
+    counts=$("$PY" "$ROOT/bench/measure.py" count --bootstrap "$BS" "$out" "$dlq")
+    log "run $tag: records in output/DLQ: $counts"
+    if [[ $label == seqgate ]]; then
+        "$PY" - "$counts" "$out" "$dlq" "$DISTINCT" "$DUPS" "$RESULTS" <<'PY' >&2
+import json, sys
+counts, out, dlq, distinct, dups, results = sys.argv[1:]
+c = json.loads(counts)
+last = [json.loads(l) for l in open(results) if l.strip()][-1]
+st = last.get("final_stats") or {}
+hits = st.get("dedup_hits_total", st.get("dedup_hits"))
+ok = c[out] == int(distinct) and c[dlq] == 0 and hits == int(dups)
+print(f"bench/run.sh: correctness: outputs {c[out]} (want {distinct}), "
+      f"DLQ {c[dlq]} (want 0), dedup_hits {hits} (want {dups}): "
+      f"{'OK' if ok else 'MISMATCH'}")
+with open(results + ".check", "a") as f:
+    f.write(json.dumps({"outputs": c[out], "dlq": c[dlq], "dedup_hits": hits,
+                        "ok": ok}) + "\n")
+PY
+        if ((VERIFY)) && [[ $r == 1 ]]; then
+            log "run $tag: verifying per-aggregate version order of $out"
+            "$PY" "$ROOT/bench/measure.py" verify --bootstrap "$BS" --topic "$out" \
+                --manifest "$WORK/manifest.json" >&2
+        fi
+    else
+        [[ $(
+            "$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' \
+                "$counts" "$out"
+        ) == "$EVENTS" ]] || log "run $tag: WARNING: plain output count is not $EVENTS"
+    fi
+    [[ $KEEP == 1 ]] || rm -rf "$dd"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+    one_run plain "$r"
+    one_run seqgate "$r"
+done
+
+echo
+echo "events: $EVENTS over $AGGREGATES aggregates; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
+echo "consumer props: ${CONSUMER_PROPS[*]:-(defaults)}; producer props: ${PRODUCER_PROPS[*]:-(defaults)}"
+"$PY" "$ROOT/bench/measure.py" report --results "$RESULTS"
+if grep -q '"ok": false' "$RESULTS.check" 2>/dev/null; then
+    echo "CORRECTNESS MISMATCH in a seqgate run (see above)"
+    exit 1
+fi
