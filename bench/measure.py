@@ -111,6 +111,21 @@ def _time_v(path):
     return res
 
 
+def _rss_split(pid):
+    """Resident memory of @pid by kind (KiB), read just before SIGTERM:
+    anonymous (heap, librdkafka queues) vs file-backed (LMDB's mmap)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "RssAnon", "RssFile"):
+                    out["end_" + k.lower() + "_kib"] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
 def _last_stats(log_path):
     last = None
     try:
@@ -169,6 +184,7 @@ def cmd_run(a):
     wall = (done_at - t0) if done_at else None
     # SIGTERM seqgate itself: GNU time would die of it without reporting.
     kids = _children(proc.pid)
+    rss_split = _rss_split(kids[0]) if kids else {}
     for k in kids:
         try:
             os.kill(k, signal.SIGTERM)
@@ -196,6 +212,7 @@ def cmd_run(a):
         "timed_out": wall is None,
     }
     res.update(_time_v(a.time_file))
+    res.update(rss_split)
     if a.data_dir:
         res["store_bytes"] = _du(a.data_dir)
     st = _last_stats(a.log)

@@ -14,9 +14,13 @@
 # the report gives the median of each. See bench/README.md.
 #
 # Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
-#                     [--batch-records N] [--batch-ms N]
+#                     [--warmup N] [--batch-records N] [--batch-ms N]
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
 #                     [--no-verify] [--keep]
+# Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
+# 10000, batch.max_ms 100, and the librdkafka properties listed below.
+# --warmup N (default 1): untimed pass-through runs first, so that neither
+# measured run meets a cold broker JVM.
 # Environment:
 #   KAFKA_BOOTSTRAP  use this broker instead of starting one
 #   SEQGATE          the binary (default build/seqgate)
@@ -32,12 +36,15 @@ PY=${PYTHON:-$ROOT/build/venv/bin/python}
 EVENTS=1000000
 AGGREGATES=100000
 ROUNDS=2
-BATCH_RECORDS=5000
+WARMUP=1
+BATCH_RECORDS=10000
 BATCH_MS=100
 VERIFY=1
 KEEP=0
-CONSUMER_PROPS=()
-PRODUCER_PROPS=()
+# librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
+# --consumer-prop / --producer-prop override or add, by name.
+CONSUMER_PROPS=(max.partition.fetch.bytes=8388608 queued.min.messages=500000)
+PRODUCER_PROPS=(linger.ms=5 batch.num.messages=10000 batch.size=4000000)
 
 die() { printf 'bench/run.sh: error: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench/run.sh: %s\n' "$*" >&2; }
@@ -47,6 +54,7 @@ while (($#)); do
     --events) EVENTS=$2; shift 2 ;;
     --aggregates) AGGREGATES=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
     --batch-records) BATCH_RECORDS=$2; shift 2 ;;
     --batch-ms) BATCH_MS=$2; shift 2 ;;
     --consumer-prop) CONSUMER_PROPS+=("$2"); shift 2 ;;
@@ -70,6 +78,10 @@ else
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-bench.XXXXXX")
 fi
 RESULTS=$WORK/results.jsonl
+# Every run uses this copy, so a rebuild during the benchmark cannot mix two
+# versions of the binary.
+cp "$SEQGATE" "$WORK/seqgate"
+SEQGATE=$WORK/seqgate
 : >"$RESULTS"
 
 OWN_BROKER=0
@@ -91,13 +103,22 @@ else
 fi
 log "broker $BS; work dir $WORK"
 
-# JSON object members from k=v pairs (values as JSON strings).
+# JSON object members from k=v pairs (values as JSON strings); a later pair
+# overrides an earlier one of the same name (the config refuses duplicates).
 props_json() {
-    local first=1 kv
+    local -A val=()
+    local -a names=()
+    local kv n first=1
     for kv in "$@"; do
+        [[ $kv == *=* ]] || die "property '$kv' is not name=value"
+        n=${kv%%=*}
+        [[ -v val[$n] ]] || names+=("$n")
+        val[$n]=${kv#*=}
+    done
+    for n in "${names[@]}"; do
         ((first)) || printf ','
         first=0
-        printf '"%s":"%s"' "${kv%%=*}" "${kv#*=}"
+        printf '"%s":"%s"' "$n" "${val[$n]}"
     done
 }
 
@@ -174,10 +195,12 @@ one_run() { # label round
     mkdir -p "$dd"
     "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
     write_config "$tag" "$group" "$dd" "$out" "$dlq" "$cfg"
-    [[ $label == plain ]] && args=(--passthrough)
+    local results=$RESULTS
+    [[ $label == seqgate ]] || args=(--passthrough)
+    [[ $label == warmup ]] && results=$WORK/warmup.jsonl
     log "run $tag: ${args[*]:-engine}"
     "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
-        --topic "$IN" --label "$label" --out "$RESULTS" --log "$WORK/$tag.log" \
+        --topic "$IN" --label "$label" --out "$results" --log "$WORK/$tag.log" \
         --time-file "$WORK/$tag.time" --data-dir "$dd" -- \
         "$SEQGATE" "${args[@]}" --config "$cfg" >&2
     local counts
@@ -213,13 +236,16 @@ PY
     [[ $KEEP == 1 ]] || rm -rf "$dd"
 }
 
+for ((r = 1; r <= WARMUP; r++)); do
+    one_run warmup "$r"
+done
 for ((r = 1; r <= ROUNDS; r++)); do
     one_run plain "$r"
     one_run seqgate "$r"
 done
 
 echo
-echo "events: $EVENTS over $AGGREGATES aggregates; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
+echo "events: $EVENTS over $AGGREGATES aggregates; $ROUNDS rounds after $WARMUP warm-up; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
 echo "consumer props: ${CONSUMER_PROPS[*]:-(defaults)}; producer props: ${PRODUCER_PROPS[*]:-(defaults)}"
 "$PY" "$ROOT/bench/measure.py" report --results "$RESULTS"
 if grep -q '"ok": false' "$RESULTS.check" 2>/dev/null; then

@@ -4,8 +4,14 @@
 # librdkafka's in-process mock Kafka cluster (--embedded-kafka), feeds a
 # CloudEvents order stream with every abnormal case the seed lists (retried
 # duplicates, same id with a different payload, v3 before v2, a gap filled
-# later, a gap that times out, COMPLETED -> CREATED), stops seqgate with
-# SIGTERM and prints what reached orders.clean and orders.dlq, and why.
+# later, a gap that times out, COMPLETED -> CREATED, a gap resolved by a
+# snapshot from the aggregate's authority), stops seqgate with SIGTERM and
+# prints what reached orders.clean and orders.dlq, and why.
+#
+# The authority is deploy/authority/authority.py (Python standard library
+# only), answering snapshot requests over HTTP on a free loopback port from
+# deploy/demo/authority-states.json: it knows order-1006 (version 3, SHIPPED)
+# and answers 404 for order-1005.
 #
 # Usage: ./deploy/demo.sh [--passthrough] [--no-build]
 #   --passthrough  run the benchmark baseline instead of the engine (plumbing
@@ -24,7 +30,7 @@ for a in "$@"; do
         case "$a" in
         --passthrough) mode=passthrough ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
         esac
 done
@@ -56,23 +62,51 @@ fi
 bin="${SEQGATE_BIN:-$top/build/seqgate}"
 [ -x "$bin" ] || { echo "demo.sh: $bin not found (build first)" >&2; exit 1; }
 command -v kcat >/dev/null || { echo "demo.sh: kcat not installed" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "demo.sh: python3 not installed" >&2; exit 1; }
 
 # 2. start seqgate with an embedded Kafka ------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-demo.XXXXXX")
 pid=""
+auth_pid=""
 cleanup() {
         if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
                 kill -TERM "$pid" 2>/dev/null || true
                 wait "$pid" 2>/dev/null || true
         fi
+        if [ -n "$auth_pid" ] && kill -0 "$auth_pid" 2>/dev/null; then
+                kill -TERM "$auth_pid" 2>/dev/null || true
+                wait "$auth_pid" 2>/dev/null || true
+        fi
         rm -rf "$tmp"
 }
 trap cleanup EXIT
 
+# The aggregates' authority, for snapshot refetch (HTTP, any free port); the
+# config's snapshot.url gets that port.
+say "starting the order authority (deploy/authority/authority.py, HTTP)"
+python3 "$top/deploy/authority/authority.py" \
+        --states "$demo/authority-states.json" --http 127.0.0.1:0 \
+        --prefix orders >"$tmp/authority.out" 2>"$tmp/authority.log" &
+auth_pid=$!
+for _ in $(seq 100); do
+        [ -s "$tmp/authority.out" ] && break
+        kill -0 "$auth_pid" 2>/dev/null || break
+        sleep 0.1
+done
+auth_addr=$(grep -o '"http": "[^"]*"' "$tmp/authority.out" | cut -d'"' -f4 || true)
+if [ -z "$auth_addr" ]; then
+        echo "demo.sh: the authority did not start; its log:" >&2
+        cat "$tmp/authority.log" >&2
+        exit 1
+fi
+echo "authority at http://$auth_addr/orders/{aggregate}"
+sed "s|http://127.0.0.1:8080/orders/|http://$auth_addr/orders/|" \
+        "$demo/config.json" >"$tmp/config.json"
+
 flags=()
 [ "$mode" = passthrough ] && flags+=(--passthrough)
 say "starting seqgate ($mode) with an embedded Kafka cluster"
-"$bin" --config "$demo/config.json" --data-dir "$tmp/data" \
+"$bin" --config "$tmp/config.json" --data-dir "$tmp/data" \
         --embedded-kafka --bootstrap-file "$tmp/bootstrap" \
         "${flags[@]}" 2>"$tmp/seqgate.log" &
 pid=$!
@@ -133,9 +167,14 @@ wait_for '[ "$(counter records_in_total)" = "$n1" ]' 200 ||
 alive
 
 if [ "$mode" = engine ]; then
-        # order-1005 waits for v2 with v3 parked; gap_timeout_ms is 3000.
-        say "waiting for order-1005's gap to time out (gap_timeout_ms 3000)"
-        wait_for '[ "$(counter gap_timeouts_total)" = 1 ]' 150 ||
+        # order-1005 waits for v2 with v3 parked, order-1006 for v2 with v3
+        # and v4 parked; gap_timeout_ms is 3000. Then seqgate asks the
+        # authority: order-1006 is resolved by a snapshot, order-1005 is
+        # unknown to it (404, twice: max_attempts 2) and goes to the gap policy.
+        say "waiting for the gaps of order-1005 and order-1006 (gap_timeout_ms 3000, then a snapshot request each)"
+        wait_for '[ "$(counter snapshot_applied_total)" = 1 ]' 150 ||
+                echo "demo.sh: no snapshot applied" >&2
+        wait_for '[ "$(counter gap_timeouts_total)" = 1 ]' 100 ||
                 echo "demo.sh: no gap timeout seen" >&2
         alive
 fi
@@ -181,6 +220,15 @@ function hdr(h, name,   i, rest, j) {
         return j ? substr(rest, 1, j - 1) : rest
 }
 BEGIN { FS = "\t" }
+!dlq && (snap = hdr($2, "__seqgate.snapshot")) != "" {
+        # a snapshot record: value = data from the authority; version and
+        # state in headers
+        line = sprintf("%s S%s snapshot %s", $1, snap,
+                       hdr($2, "__seqgate.snapshot.state"))
+        print line > out
+        printf "  %s   <- from the authority, data: %s\n", line, $3
+        next
+}
 {
         line = sprintf("%s v%s %s", $1, attr($3, "sequence"), attr($3, "type"))
         if (dlq) {
@@ -191,7 +239,7 @@ BEGIN { FS = "\t" }
         if (dlq) printf "  %s\n      detail: %s\n", line, detail
         else printf "  %s\n", line
 }'
-say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type)"
+say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type; S = snapshot version and state)"
 awk -v dlq=0 -v out="$tmp/actual.clean" "$fmt" "$tmp/clean.tsv"
 : >>"$tmp/actual.clean"
 say "orders.dlq: $(wc -l <"$tmp/dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"

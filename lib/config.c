@@ -21,7 +21,11 @@
  *
  * Secrets: values of librdkafka properties that sg_config_is_secret() flags
  * are never copied into an error text (nor are JSON syntax errors quoted, as
- * the text near the error might be a password).
+ * the text near the error might be a password). A topic's "snapshot" block
+ * (issue 3) may not hold the HTTP Authorization value at all: it names the
+ * environment variable that does (auth_header_env), keys such as
+ * "auth_header" are rejected, and neither the URL (its query may carry a
+ * key) nor a malformed variable name is quoted in an error.
  *
  * librdkafka properties are passed through verbatim, but each one is also
  * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
@@ -59,6 +63,7 @@
 typedef struct cfg_ctx {
         char *errstr;
         size_t errstr_size;
+        bool eos; /* guarantee exactly_once (parsed before the kafka block) */
 } cfg_ctx_t;
 
 static const char *const SRC_FORMS =
@@ -640,9 +645,24 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                     SG_QUOTE_MAX, v);
                 if (producer && !strcmp(n, "transactional.id"))
                         return fail(c, p,
-                                    "not allowed with guarantee "
-                                    "at_least_once: the loop does not use "
-                                    "Kafka transactions (semantics §6)");
+                                    c->eos ? "set by seqgate: with guarantee "
+                                             "exactly_once the transactional "
+                                             "id is <group.id>-<instance_id>, "
+                                             "stable so that a restarted "
+                                             "instance fences its zombie "
+                                             "(KIP-98, KIP-447); set "
+                                             "instance_id instead"
+                                           : "not allowed with guarantee "
+                                             "at_least_once: the loop does not "
+                                             "use Kafka transactions "
+                                             "(semantics §6)");
+                if (consumer && c->eos && !strcmp(n, "isolation.level") &&
+                    strcmp(v, "read_committed") != 0)
+                        return fail(c, p,
+                                    "must be read_committed with guarantee "
+                                    "exactly_once: aborted input must not be "
+                                    "judged (semantics §6); allowed: "
+                                    "read_committed or unset");
                 if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
                         return fail(c, p,
                                     "set the consumer group in kafka.group.id "
@@ -742,7 +762,8 @@ static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) 
 
 static const char *const TOPIC_KEYS[] = {
         "output_topic", "dlq_topic", "output_partitioning", "envelope",
-        "dedup", "ordering", "state_machine", NULL};
+        "dedup", "ordering", "state_machine", "snapshot", "changelog_topic",
+        NULL};
 static const char *const ENVELOPE_KEYS[] = {
         "format", "id", "scope", "aggregate", "version", "type", "digest",
         "max_field_bytes", NULL};
@@ -753,6 +774,10 @@ static const char *const ORDERING_KEYS[] = {
         "max_parked_total", "max_parked_bytes", "on_park_overflow", NULL};
 static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
 static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
+static const char *const SNAPSHOT_KEYS[] = {
+        "source", "request_topic", "reply_topic", "url", "auth_header_env",
+        "timeout_ms", "max_in_flight", "max_attempts", "backoff_ms",
+        "backoff_max_ms", "emit_record", NULL};
 
 /* Enum spellings, in sg_*_t order. */
 static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
@@ -762,6 +787,8 @@ static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
 static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
 static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
 static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
+/* SG_SNAP_NONE has no spelling (no "snapshot" block): source = index + 1. */
+static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
 
 /** Sets the defaults listed in config.h. */
 static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
@@ -782,6 +809,13 @@ static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
         tc->max_parked_total = 100000;
         tc->max_parked_bytes = UINT64_C(268435456);
         tc->on_park_overflow = SG_OVERFLOW_PAUSE;
+        tc->snapshot.source = SG_SNAP_NONE;
+        tc->snapshot.timeout_ms = 5000;
+        tc->snapshot.max_in_flight = 64;
+        tc->snapshot.max_attempts = 4;
+        tc->snapshot.backoff_ms = 500;
+        tc->snapshot.backoff_max_ms = 30000;
+        tc->snapshot.emit_record = true;
         if ((err = src_default(c, &tc->id, SG_SRC_CE, "id")) ||
             (err = src_default(c, &tc->aggregate, SG_SRC_KEY, NULL)) ||
             (err = src_default(c, &tc->version, SG_SRC_CE, "sequence")) ||
@@ -1160,6 +1194,205 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
         return SG_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Snapshot source (issue 3, semantics §4 step 1)                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Key names that would put the Authorization value itself into the config
+ * file. The value is taken from the environment variable named by
+ * auth_header_env only, so that the file can be shared and versioned.
+ */
+static bool snapshot_secret_key(const char *k) {
+        return !strcasecmp(k, "auth_header") ||
+               !strcasecmp(k, "authorization") || contains_ci(k, "token") ||
+               sg_config_is_secret(k);
+}
+
+/** POSIX-style environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+static bool valid_env_name(const char *s) {
+        for (size_t i = 0; s[i]; i++) {
+                char ch = s[i];
+                bool alpha = (ch >= 'A' && ch <= 'Z') ||
+                             (ch >= 'a' && ch <= 'z') || ch == '_';
+                if (!alpha && (i == 0 || ch < '0' || ch > '9'))
+                        return false;
+        }
+        return *s != '\0';
+}
+
+/**
+ * Checks the HTTP URL template. The URL is never quoted back: a query string
+ * may hold an API key. Rules: an absolute http or https URL (RFC 3986 §3;
+ * schemes are case-insensitive, §3.1) with a host, printable ASCII only
+ * (anything else must be percent-encoded, §2.1), no user:password@ (the
+ * config file must hold no secret), and the "{aggregate}" placeholder.
+ */
+static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
+                                   const char *url) {
+        size_t scheme;
+        const char *host, *end;
+
+        if (!strncasecmp(url, "http://", 7))
+                scheme = 7;
+        else if (!strncasecmp(url, "https://", 8))
+                scheme = 8;
+        else
+                return fail(c, path,
+                            "must start with \"http://\" or \"https://\"");
+        for (const char *s = url; *s; s++)
+                if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+                        return fail(c, path,
+                                    "must not contain spaces, control or "
+                                    "non-ASCII characters (percent-encode "
+                                    "them, RFC 3986 §2.1)");
+        host = url + scheme;
+        end = host + strcspn(host, "/?#");
+        if (end == host)
+                return fail(c, path, "needs a host after \"%.*s\"",
+                            (int)scheme, url);
+        if (memchr(host, '@', (size_t)(end - host)))
+                return fail(c, path,
+                            "must not hold credentials (user:password@host): "
+                            "the config file must contain no secret; put the "
+                            "Authorization header value in an environment "
+                            "variable and name it in auth_header_env");
+        if (!strstr(url, "{aggregate}"))
+                return fail(c, path,
+                            "must contain \"{aggregate}\" (replaced by the "
+                            "percent-encoded aggregate id)");
+        return SG_OK;
+}
+
+/**
+ * Reads a topic's "snapshot" block into tc->snapshot. Topic names are
+ * checked here for syntax and request != reply; that they differ from every
+ * input, output and DLQ topic is checked by parse_topics() once all topics
+ * are read.
+ */
+static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
+                               const char *path, sg_topic_config_t *tc) {
+        static const char *const kafka_only[] = {"request_topic",
+                                                 "reply_topic", NULL};
+        static const char *const http_only[] = {"url", "auth_header_env",
+                                                NULL};
+        sg_snapshot_config_t *sn = &tc->snapshot;
+        char p[SG_PATH_SIZE];
+        const char *const *forbidden;
+        const cJSON *it;
+        int ival = -1;
+        sg_err_t err;
+
+        if ((err = expect_object(c, obj, path)))
+                return err;
+        /* Before the unknown-key check, so that the error says why. */
+        for (it = obj->child; it; it = it->next) {
+                if (!snapshot_secret_key(it->string))
+                        continue;
+                path_key(p, path, it->string);
+                return fail(c, p,
+                            "not allowed: the config file must never hold "
+                            "the Authorization header value; put it in an "
+                            "environment variable and set auth_header_env to "
+                            "that variable's name (e.g. "
+                            "\"SEQGATE_SNAPSHOT_AUTH\")");
+        }
+        if ((err = check_keys(c, obj, path, SNAPSHOT_KEYS)))
+                return err;
+
+        if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {
+                path_key(p, path, "source");
+                return fail(c, p, "required key is missing; allowed: kafka "
+                                  "(request/reply topics), http (GET on a "
+                                  "URL template)");
+        }
+        if ((err = get_enum(c, obj, path, "source", SNAPSHOT_NAMES, NULL,
+                            &ival)))
+                return err;
+        sn->source = (sg_snapshot_source_t)(ival + 1);
+
+        forbidden = sn->source == SG_SNAP_KAFKA ? http_only : kafka_only;
+        for (size_t i = 0; forbidden[i]; i++) {
+                if (!cJSON_GetObjectItemCaseSensitive(obj, forbidden[i]))
+                        continue;
+                path_key(p, path, forbidden[i]);
+                return fail(c, p, "not allowed with source \"%s\" (%s)",
+                            SNAPSHOT_NAMES[ival],
+                            sn->source == SG_SNAP_KAFKA
+                                    ? "source kafka uses request_topic and "
+                                      "reply_topic"
+                                    : "source http uses url and "
+                                      "auth_header_env");
+        }
+
+        if (sn->source == SG_SNAP_KAFKA) {
+                if ((err = get_str_dup(c, obj, path, "request_topic", true,
+                                       &sn->request_topic)))
+                        return err;
+                path_key(p, path, "request_topic");
+                if ((err = check_topic_name(c, p, sn->request_topic)))
+                        return err;
+                if ((err = get_str_dup(c, obj, path, "reply_topic", true,
+                                       &sn->reply_topic)))
+                        return err;
+                path_key(p, path, "reply_topic");
+                if ((err = check_topic_name(c, p, sn->reply_topic)))
+                        return err;
+                if (!strcmp(sn->request_topic, sn->reply_topic))
+                        return fail(c, p,
+                                    "must differ from request_topic \"%s\": "
+                                    "seqgate consumes the reply topic and "
+                                    "would read its own requests",
+                                    sn->request_topic);
+        } else {
+                if ((err = get_str_dup(c, obj, path, "url", true, &sn->url)))
+                        return err;
+                path_key(p, path, "url");
+                if ((err = check_snapshot_url(c, p, sn->url)))
+                        return err;
+                if ((err = get_str_dup(c, obj, path, "auth_header_env", false,
+                                       &sn->auth_header_env)))
+                        return err;
+                path_key(p, path, "auth_header_env");
+                /* Not quoted: a mistaken value may be the secret itself. */
+                if (sn->auth_header_env &&
+                    !valid_env_name(sn->auth_header_env))
+                        return fail(c, p,
+                                    "must be the NAME of an environment "
+                                    "variable ([A-Za-z_][A-Za-z0-9_]*, e.g. "
+                                    "\"SEQGATE_SNAPSHOT_AUTH\") whose value "
+                                    "is the Authorization header; never the "
+                                    "header value itself");
+        }
+
+        if ((err = get_int(c, obj, path, "timeout_ms", 1, 600000,
+                           &sn->timeout_ms)) ||
+            (err = get_int(c, obj, path, "max_in_flight", 1, 100000,
+                           &sn->max_in_flight)) ||
+            (err = get_int(c, obj, path, "max_attempts", 1, 1000,
+                           &sn->max_attempts)) ||
+            (err = get_int(c, obj, path, "backoff_ms", 1, 3600000,
+                           &sn->backoff_ms)) ||
+            (err = get_int(c, obj, path, "backoff_max_ms", 1, 3600000,
+                           &sn->backoff_max_ms)))
+                return err;
+        if (sn->backoff_max_ms < sn->backoff_ms) {
+                path_key(p, path, "backoff_max_ms");
+                return fail(c, p,
+                            "must be >= backoff_ms (%" PRId64 "): it caps the "
+                            "doubling retry delay",
+                            sn->backoff_ms);
+        }
+
+        path_key(p, path, "emit_record");
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "emit_record"))) {
+                if (!cJSON_IsBool(it))
+                        return fail(c, p, "must be true or false");
+                sn->emit_record = cJSON_IsTrue(it);
+        }
+        return SG_OK;
+}
+
 static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                             sg_topic_config_t *tc) {
         char p[SG_PATH_SIZE];
@@ -1199,6 +1432,21 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                             "records must not reach the output's consumers",
                             tc->output_topic);
 
+        if ((err = get_str_dup(c, obj, path, "changelog_topic", false,
+                               &tc->changelog_topic)))
+                return err;
+        if (tc->changelog_topic) {
+                path_key(p, path, "changelog_topic");
+                if ((err = check_topic_name(c, p, tc->changelog_topic)))
+                        return err;
+                if (!strcmp(tc->changelog_topic, tc->name) ||
+                    !strcmp(tc->changelog_topic, tc->output_topic) ||
+                    !strcmp(tc->changelog_topic, tc->dlq_topic))
+                        return fail(c, p,
+                                    "must differ from the input, output and "
+                                    "DLQ topics: it holds seqgate's state");
+        }
+
         ival = (int)tc->output_partitioning;
         if ((err = get_enum(c, obj, path, "output_partitioning",
                             PARTITIONING_NAMES, NULL, &ival)))
@@ -1229,7 +1477,34 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
             (err = parse_state_machine(c, it, p, &tc->sm)))
                 return err;
 
-        /* Cross-field rules (semantics §2, §3b). */
+        path_key(p, path, "snapshot");
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")) &&
+            (err = parse_snapshot(c, it, p, tc)))
+                return err;
+
+        /* Cross-field rules (semantics §2, §3b, §4). The snapshot rules come
+         * first: their message names the snapshot, which is why the user
+         * asked for strict ordering. */
+        if (tc->snapshot.source != SG_SNAP_NONE) {
+                path_key(p, path, "snapshot");
+                if (tc->order_mode != SG_ORDER_STRICT)
+                        return fail(c, p,
+                                    "needs ordering.mode \"strict\" (now "
+                                    "\"%s\"): only strict ordering waits for "
+                                    "a missing version; latest_wins and none "
+                                    "never park, so no gap is left to resolve "
+                                    "(semantics §3b, §4)",
+                                    MODE_NAMES[tc->order_mode]);
+                if (tc->version.kind == SG_SRC_NONE ||
+                    tc->aggregate.kind == SG_SRC_NONE)
+                        return fail(c, p,
+                                    "needs envelope.%s: a snapshot is fetched "
+                                    "per aggregate and judged by its version "
+                                    "(semantics §4)",
+                                    tc->version.kind == SG_SRC_NONE
+                                            ? "version"
+                                            : "aggregate");
+        }
         if (tc->order_mode != SG_ORDER_NONE) {
                 bool explicit_mode =
                         ord && cJSON_GetObjectItemCaseSensitive(ord, "mode");
@@ -1258,6 +1533,79 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                     "needs ordering.mode \"strict\" or "
                                     "\"latest_wins\" (mode \"none\" applies "
                                     "every record; semantics §3b)");
+        }
+        return SG_OK;
+}
+
+/**
+ * Names what @p name already is among the topics of @p conf ("an input
+ * topic (topics.X)", "topics.X.output_topic", ...), written into @p buf;
+ * NULL when nothing. @p self is the index of the topic whose snapshot topic
+ * @p name is. A request topic may be shared by input topics (seqgate only
+ * produces to it); a reply topic is consumed by seqgate and routes a reply
+ * to its input topic, so it must not be another topic's request or reply
+ * topic.
+ */
+static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
+                                        bool is_reply, const char *name,
+                                        char *buf, size_t size) {
+        for (size_t j = 0; j < conf->topic_cnt; j++) {
+                const sg_topic_config_t *o = &conf->topics[j];
+                bool kafka = o->snapshot.source == SG_SNAP_KAFKA && j != self;
+                const char *what = NULL;
+
+                if (!strcmp(name, o->name)) {
+                        snprintf(buf, size, "an input topic (topics.%s)",
+                                 o->name);
+                        return buf;
+                }
+                if (!strcmp(name, o->output_topic))
+                        what = "output_topic";
+                else if (!strcmp(name, o->dlq_topic))
+                        what = "dlq_topic";
+                else if (kafka && !strcmp(name, o->snapshot.reply_topic))
+                        what = "snapshot.reply_topic";
+                else if (kafka && is_reply &&
+                         !strcmp(name, o->snapshot.request_topic))
+                        what = "snapshot.request_topic";
+                if (what) {
+                        snprintf(buf, size, "topics.%s.%s", o->name, what);
+                        return buf;
+                }
+        }
+        return NULL;
+}
+
+/**
+ * Snapshot request and reply topics are topics of their own (issue 3): a
+ * reply topic that is also an input, output or DLQ topic would mix replies
+ * with events, and a request topic that is one would hand requests to the
+ * consumers of events.
+ */
+static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
+        char p[SG_PATH_SIZE], tp[SG_PATH_SIZE], what[SG_PATH_SIZE + 32];
+
+        for (size_t i = 0; i < conf->topic_cnt; i++) {
+                const sg_snapshot_config_t *sn = &conf->topics[i].snapshot;
+
+                if (sn->source != SG_SNAP_KAFKA)
+                        continue;
+                path_key(tp, "topics", conf->topics[i].name);
+                for (int r = 0; r < 2; r++) {
+                        const char *name = r ? sn->reply_topic
+                                             : sn->request_topic;
+                        const char *clash = snapshot_topic_clash(
+                                conf, i, r == 1, name, what, sizeof(what));
+                        if (!clash)
+                                continue;
+                        path_key(p, tp, r ? "snapshot.reply_topic"
+                                          : "snapshot.request_topic");
+                        return fail(c, p,
+                                    "\"%s\" is also %s; snapshot request "
+                                    "and reply topics must be topics of their "
+                                    "own",
+                                    name, clash);
+                }
         }
         return SG_OK;
 }
@@ -1310,7 +1658,44 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                                     in);
                 }
         }
-        return SG_OK;
+        /* Default changelog names, as Kafka Streams names its changelogs:
+         * <application (group) id>-<store>-changelog. */
+        for (i = 0; i < n; i++) {
+                sg_topic_config_t *tc = &conf->topics[i];
+                if (tc->changelog_topic)
+                        continue;
+                size_t len = strlen(conf->group_id) + strlen(tc->name) + 12;
+                if (!(tc->changelog_topic = malloc(len)))
+                        return nomem(c);
+                snprintf(tc->changelog_topic, len, "%s-%s-changelog",
+                         conf->group_id, tc->name);
+                if (c->eos) {
+                        char tp[SG_PATH_SIZE];
+                        path_key(tp, "topics", tc->name);
+                        path_key(p, tp, "changelog_topic");
+                        if ((err = check_topic_name(c, p, tc->changelog_topic)))
+                                return fail(c, p,
+                                            "the default name \"%.60s...\" "
+                                            "is not a valid topic name; set "
+                                            "changelog_topic",
+                                            tc->changelog_topic);
+                }
+        }
+        for (i = 0; c->eos && i < n; i++)
+                for (size_t j = 0; j < n; j++) {
+                        if (i == j || strcmp(conf->topics[i].changelog_topic,
+                                             conf->topics[j].changelog_topic))
+                                continue;
+                        char tp[SG_PATH_SIZE];
+                        path_key(tp, "topics", conf->topics[i].name);
+                        path_key(p, tp, "changelog_topic");
+                        return fail(c, p,
+                                    "\"%s\" is also the changelog of topic "
+                                    "\"%s\"; each input topic needs its own",
+                                    conf->topics[i].changelog_topic,
+                                    conf->topics[j].name);
+                }
+        return check_snapshot_topics(c, conf);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1325,7 +1710,8 @@ static const char *const ROOT_KEYS[] = {
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
-static const char *const GUARANTEE_NAMES[] = {"at_least_once", NULL};
+static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
+                                              NULL};
 
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
@@ -1346,17 +1732,12 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
                                &conf->data_dir)))
                 return err;
 
-        it = cJSON_GetObjectItemCaseSensitive(root, "guarantee");
-        if (it && cJSON_IsString(it) &&
-            !strcmp(it->valuestring, "exactly_once"))
-                return fail(c, "guarantee",
-                            "\"exactly_once\" is not allowed; allowed: "
-                            "at_least_once (exactly_once, semantics §6, is "
-                            "not implemented yet)");
+        ival = (int)conf->guarantee;
         if ((err = get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL,
                             &ival)))
                 return err;
         conf->guarantee = (sg_guarantee_t)ival;
+        c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
         if ((err = parse_kafka(c, root, conf)))
                 return err;
@@ -1391,7 +1772,17 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
                            &conf->pause_retry_ms)))
                 return err;
 
-        return parse_topics(c, root, conf);
+        if ((err = parse_topics(c, root, conf)))
+                return err;
+        if (c->eos) {
+                size_t len = strlen(conf->group_id) +
+                             strlen(conf->instance_id) + 2;
+                if (!(conf->transactional_id = malloc(len)))
+                        return nomem(c);
+                snprintf(conf->transactional_id, len, "%s-%s", conf->group_id,
+                         conf->instance_id);
+        }
+        return SG_OK;
 }
 
 /** Converts the byte offset of a syntax error into "line L, column C". */
@@ -1411,7 +1802,7 @@ static void offset_to_linecol(const char *text, size_t off, size_t len,
 
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size) {
-        cfg_ctx_t c = {errstr, errstr_size};
+        cfg_ctx_t c = {.errstr = errstr, .errstr_size = errstr_size};
         const char *end = NULL;
         sg_config_t *conf;
         cJSON *root;
@@ -1534,6 +1925,7 @@ static void topic_free(sg_topic_config_t *tc) {
         free(tc->name);
         free(tc->output_topic);
         free(tc->dlq_topic);
+        free(tc->changelog_topic);
         src_clear(&tc->id);
         for (size_t i = 0; tc->scope && i < tc->scope_cnt; i++)
                 src_clear(&tc->scope[i]);
@@ -1556,12 +1948,18 @@ static void topic_free(sg_topic_config_t *tc) {
                 free(t->to);
         }
         free(sm->transitions);
+
+        free(tc->snapshot.request_topic);
+        free(tc->snapshot.reply_topic);
+        free(tc->snapshot.url);
+        free(tc->snapshot.auth_header_env);
 }
 
 void sg_config_destroy(sg_config_t *conf) {
         if (!conf)
                 return;
         free(conf->instance_id);
+        free(conf->transactional_id);
         free(conf->group_id);
         free(conf->data_dir);
         kv_free(conf->kafka, conf->kafka_cnt);

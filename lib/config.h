@@ -93,6 +93,37 @@ typedef struct sg_state_machine {
         size_t transition_cnt;
 } sg_state_machine_t;
 
+/** Where snapshots come from (semantics §4 step 1; issue 3). */
+typedef enum sg_snapshot_source {
+        SG_SNAP_NONE = 0,  /**< no snapshot source: gap policy at the deadline */
+        SG_SNAP_KAFKA,     /**< request/reply over Kafka topics */
+        SG_SNAP_HTTP,      /**< HTTP GET on a URL template (libcurl multi) */
+} sg_snapshot_source_t;
+
+/**
+ * "snapshot" block of a topic. A snapshot is requested when an aggregate's
+ * gap deadline passes, or at once when a new aggregate arrives above
+ * first_version under new_aggregate "strict".
+ */
+typedef struct sg_snapshot_config {
+        sg_snapshot_source_t source;  /**< [none] "kafka" | "http" */
+        char *request_topic;          /**< kafka: required */
+        char *reply_topic;            /**< kafka: required; consumed by seqgate */
+        char *url;                    /**< http: required, contains "{aggregate}"
+                                           (replaced by the percent-encoded id) */
+        char *auth_header_env;        /**< http: name of an environment variable
+                                           whose value is sent as the
+                                           Authorization header [NULL] */
+        int64_t timeout_ms;           /**< per request [5000] */
+        int64_t max_in_flight;        /**< per input partition [64] */
+        int64_t max_attempts;         /**< before the gap policy applies [4] */
+        int64_t backoff_ms;           /**< first retry delay [500]; doubles,
+                                           with ±50% jitter */
+        int64_t backoff_max_ms;       /**< [30000] */
+        bool emit_record;             /**< snapshot record on the output
+                                           topic [true] */
+} sg_snapshot_config_t;
+
 /** Per input topic settings. Defaults in brackets. */
 typedef struct sg_topic_config {
         char *name;              /**< input topic */
@@ -128,10 +159,17 @@ typedef struct sg_topic_config {
         sg_overflow_t on_park_overflow; /**< [pause] */
 
         sg_state_machine_t sm;
+        sg_snapshot_config_t snapshot;
+        /** exactly_once: the compacted changelog topic of this input topic,
+         *  one partition per input partition
+         *  [<group.id>-<topic>-changelog, as Kafka Streams names them] */
+        char *changelog_topic;
 } sg_topic_config_t;
 
 typedef enum sg_guarantee {
         SG_GUARANTEE_AT_LEAST_ONCE = 0,
+        SG_GUARANTEE_EXACTLY_ONCE = 1, /**< Kafka transactions + changelog
+                                            (semantics §6, issue 4) */
 } sg_guarantee_t;
 
 /** A librdkafka property, name and value verbatim. */
@@ -141,7 +179,11 @@ typedef struct sg_kv {
 } sg_kv_t;
 
 typedef struct sg_config {
-        char *instance_id;        /**< [hostname-less default "seqgate"] */
+        char *instance_id;        /**< [hostname-less default "seqgate"];
+                                       unique per instance in a group */
+        char *transactional_id;   /**< exactly_once: <group.id>-<instance_id>,
+                                       stable so a restarted instance fences
+                                       its zombie (KIP-98, KIP-447) */
         char *group_id;           /**< = kafka "group.id" (required) */
         char *data_dir;           /**< required */
         sg_guarantee_t guarantee; /**< [at_least_once] */

@@ -22,6 +22,9 @@
 #include "engine.h"
 
 #include "envelope.h"
+#include "snapshot_http.h"
+
+#include <cjson/cJSON.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -119,6 +122,7 @@ typedef struct part {
         sg_meta_rec_t meta;   /* committed */
         sg_meta_rec_t work;   /* this batch */
         bool touched;
+        int64_t cl_last;      /* last changelog offset delivered this batch */
 } part_t;
 
 struct sg_engine {
@@ -143,6 +147,13 @@ struct sg_engine {
         part_t *parts;
         size_t part_cnt;
         part_t *last_part;
+
+        uint64_t rng;            /* jitter for snapshot retries */
+        bool eos;                /* exactly_once: changelog + transactions */
+        part_t **effect_part;    /* changelog effect index → partition */
+        size_t effect_part_size;
+        sg_txn_t *rtxn;          /* restore transaction */
+        size_t restore_cnt;      /* records applied since rtxn began */
 
         /* the dedup record judge() read for the current record */
         bool dk_valid, dk_found;
@@ -195,11 +206,24 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                         }
                 }
         }
+        for (size_t i = 0; i < conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i];
+                if (tc->snapshot.source != SG_SNAP_NONE &&
+                    tc->max_field_bytes > 1024) {
+                        snprintf(errstr, errstr_size,
+                                 "topics.%s.envelope.max_field_bytes: at most "
+                                 "1024 with a snapshot source (the aggregate "
+                                 "id is kept in the snapshot request)",
+                                 tc->name);
+                        return SG_ERR_CONFIG;
+                }
+        }
         sg_engine_t *e = calloc(1, sizeof(*e));
         if (!e)
                 return SG_ERR_NOMEM;
         e->conf = conf;
         e->store = store;
+        e->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
         e->base_wall = wall_ms();
         e->base_mono = mono_ms();
         sg_envelope_init(&e->env);
@@ -211,8 +235,10 @@ void sg_engine_destroy(sg_engine_t *e) {
         if (!e)
                 return;
         sg_txn_abort(e->txn);
+        sg_txn_abort(e->rtxn);
         arena_free(&e->arena);
         free(e->effects);
+        free(e->effect_part);
         sg_envelope_clear(&e->env);
         for (size_t i = 0; i < e->part_cnt; i++)
                 free(e->parts[i].topic);
@@ -251,6 +277,7 @@ static part_t *part_add(sg_engine_t *e, const char *topic, int32_t partition,
         p->meta.input_offset = -1;
         p->meta.changelog_offset = -1;
         p->work = p->meta;
+        p->cl_last = -1;
         e->part_cnt++;
         e->last_part = NULL;
         return p;
@@ -263,10 +290,19 @@ static void clock_floor(sg_engine_t *e, int64_t persisted) {
                 e->clock_skew += persisted - now;
 }
 
+static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
+                                               const char *topic);
+
 static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                            const char *group, int64_t *offsetp, char *errstr,
                            size_t errstr_size) {
         sg_engine_t *e = opaque;
+        if (reply_topic_of(e, topic)) {
+                /* a snapshot reply topic: no store of its own; its offsets
+                 * are the group's */
+                *offsetp = -1;
+                return SG_OK;
+        }
         const sg_topic_config_t *tc = sg_config_topic(e->conf, topic);
         if (!tc) {
                 snprintf(errstr, errstr_size,
@@ -501,12 +537,13 @@ static sg_err_t record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
 
 /* ---- aggregates --------------------------------------------------------- */
 
-typedef struct agg_ctx {
+struct agg_ctx {
         unsigned char hash[32];
         sg_agg_rec_t rec;
         int64_t old_since;
         bool exists;
-} agg_ctx_t;
+};
+typedef struct agg_ctx agg_ctx_t;
 
 static sg_err_t agg_load(sg_engine_t *e, part_t *p, const char *id,
                          size_t id_len, agg_ctx_t *a) {
@@ -522,12 +559,13 @@ static sg_err_t agg_load(sg_engine_t *e, part_t *p, const char *id,
                                : sizeof(a->rec.aggregate) - 1;
                 memcpy(a->rec.aggregate, id, n);
                 a->rec.aggregate[n] = '\0';
+                a->rec.aggregate_len = n;
                 a->exists = false;
                 err = SG_OK;
         } else {
                 a->exists = true;
         }
-        a->old_since = a->rec.parked_since_ms;
+        a->old_since = sg_agg_indexed_since(&a->rec);
         return err;
 }
 
@@ -536,7 +574,7 @@ static sg_err_t agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         sg_err_t err = sg_agg_put(e->txn, &p->tp, a->hash, &a->rec,
                                   a->old_since, errstr, errstr_size);
         if (!err) {
-                a->old_since = a->rec.parked_since_ms;
+                a->old_since = sg_agg_indexed_since(&a->rec);
                 a->exists = true;
         }
         return err;
@@ -745,6 +783,15 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
 
 /* ---- process ------------------------------------------------------------ */
 
+static bool snap_enabled(const part_t *p);
+static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                           char *errstr, size_t errstr_size);
+static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            char *errstr, size_t errstr_size);
+static bool is_snapshot_reply(const sg_engine_t *e, const char *topic);
+static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
+                           char *errstr, size_t errstr_size);
+
 /* Formats ms since the epoch as ISO 8601 UTC into @p buf (40 bytes). */
 static const char *iso_time(int64_t ms, char *buf) {
         time_t sec = (time_t)(ms / 1000);
@@ -917,6 +964,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         return err;
                 if ((err = drain(e, p, &a, errstr, errstr_size)))
                         return err;
+                if (a.rec.parked_cnt == 0 && (a.rec.flags & SG_AGG_REFETCHING) &&
+                    (err = snap_cancel(e, p, &a, errstr, errstr_size)))
+                        return err; /* the gap closed by itself */
                 return agg_save(e, p, &a, errstr, errstr_size);
         }
 
@@ -990,6 +1040,12 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if ((err = record_key(e, p, env->key_hash, env->digest, SG_DV_PARKED,
                               errstr, errstr_size)))
                 return err;
+        /* A new aggregate above first_version under "strict": ask its
+         * authority at once instead of waiting for the deadline (§4). */
+        if (!a.rec.has_last && snap_enabled(p) &&
+            tc->new_aggregate == SG_NEWAGG_STRICT &&
+            (err = snap_start(e, p, &a, errstr, errstr_size)))
+                return err;
         return agg_save(e, p, &a, errstr, errstr_size);
 }
 
@@ -997,6 +1053,12 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                             sg_process_result_t *result, char *errstr,
                             size_t errstr_size) {
         sg_engine_t *e = opaque;
+        *result = SG_PROCESSED;
+        if (is_snapshot_reply(e, rec->topic)) {
+                sg_err_t err = snap_reply(e, rec, errstr, errstr_size);
+                e->dk_valid = false;
+                return err;
+        }
         part_t *p = part_find(e, rec->topic, rec->partition);
         if (!p) {
                 int64_t off;
@@ -1089,11 +1151,590 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         return agg_save(e, p, a, errstr, errstr_size);
 }
 
+/* ---- snapshot refetch (issue 3; semantics §4 step 1) --------------------
+ *
+ * A refetch starts when an aggregate's gap deadline passes, or at once when a
+ * new aggregate parks above first_version under new_aggregate "strict". The
+ * aggregate is flagged REFETCHING (which takes it out of the gap deadline
+ * index) and a request record is stored (snapreq, with a due-time index):
+ * requests are part of the store, so they survive a restart; a request whose
+ * reply never comes times out and is sent again (new sequence number) with
+ * exponential backoff and jitter, at most max_attempts times, after which the
+ * topic's gap policy applies. Replies come back as records (the reply topic,
+ * or the HTTP pseudo topic) and are judged by version: a timeout is
+ * *unknown*, not *failed*, so a late reply to an earlier attempt — even one
+ * sent by a previous incarnation — is still applied if S >= L. */
+
+static bool snap_enabled(const part_t *p) {
+        return p->tc->snapshot.source != SG_SNAP_NONE;
+}
+
+static void hex_encode(const unsigned char *b, size_t n, char *out) {
+        static const char digits[] = "0123456789abcdef";
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = digits[b[i] >> 4];
+                out[2 * i + 1] = digits[b[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+static bool hex_decode(const char *s, size_t len, unsigned char *out) {
+        if (len != 64)
+                return false;
+        for (size_t i = 0; i < 32; i++) {
+                int v = 0;
+                for (int j = 0; j < 2; j++) {
+                        char c = s[2 * i + j];
+                        int d = c >= '0' && c <= '9'   ? c - '0'
+                                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                       : -1;
+                        if (d < 0)
+                                return false;
+                        v = v * 16 + d;
+                }
+                out[i] = (unsigned char)v;
+        }
+        return true;
+}
+
+/* xorshift64*: jitter only, not security. */
+static uint64_t rng_next(sg_engine_t *e) {
+        if (!e->rng)
+                e->rng = (uint64_t)mono_ms() * 0x9E3779B97F4A7C15ull | 1;
+        e->rng ^= e->rng >> 12;
+        e->rng ^= e->rng << 25;
+        e->rng ^= e->rng >> 27;
+        return e->rng * 0x2545F4914F6CDD1Dull;
+}
+
+/* Delay before attempt @p failed + 1: backoff_ms × 2^(failed-1), capped at
+ * backoff_max_ms, ±50% jitter. */
+static int64_t snap_backoff(sg_engine_t *e, const sg_snapshot_config_t *sc,
+                            uint32_t failed) {
+        int64_t d = sc->backoff_ms > 0 ? sc->backoff_ms : 1;
+        for (uint32_t i = 1; i < failed && d < sc->backoff_max_ms; i++)
+                d *= 2;
+        if (sc->backoff_max_ms > 0 && d > sc->backoff_max_ms)
+                d = sc->backoff_max_ms;
+        int64_t half = d / 2;
+        if (half > 0)
+                d += (int64_t)(rng_next(e) % (uint64_t)(2 * half)) - half;
+        return d > 0 ? d : 1;
+}
+
+/* Sends attempt r->attempt of the request: a request record (Kafka) or an
+ * HTTP GET effect, and marks it in flight until its timeout. */
+static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
+                          sg_snapreq_rec_t *r) {
+        const sg_snapshot_config_t *sc = &p->tc->snapshot;
+        char hex[65];
+        hex_encode(ah, 32, hex);
+        r->seq = ++p->work.snap_seq;
+        char *rid = arena_printf(&e->arena, "%s/%" PRId32 "/%s/%" PRIu64,
+                                 p->topic, p->partition, hex, r->seq);
+        sg_effect_t *ef = effect_new(e);
+        if (!rid || !ef)
+                return SG_ERR_NOMEM;
+        if (sc->source == SG_SNAP_KAFKA) {
+                cJSON *j = cJSON_CreateObject();
+                if (!j)
+                        return SG_ERR_NOMEM;
+                cJSON_AddStringToObject(j, "request_id", rid);
+                cJSON_AddStringToObject(j, "aggregate", r->aggregate);
+                if (r->has_have)
+                        cJSON_AddNumberToObject(j, "have_version",
+                                                (double)r->have_version);
+                else
+                        cJSON_AddNullToObject(j, "have_version");
+                cJSON_AddNumberToObject(j, "want_version",
+                                        (double)r->want_version);
+                cJSON_AddStringToObject(j, "reply_to", sc->reply_topic);
+                cJSON_AddStringToObject(j, "topic", p->topic);
+                cJSON_AddNumberToObject(j, "partition", p->partition);
+                cJSON_AddStringToObject(j, "instance",
+                                        e->conf->instance_id
+                                            ? e->conf->instance_id
+                                            : "");
+                cJSON_AddNumberToObject(j, "attempt", r->attempt);
+                char *txt = cJSON_PrintUnformatted(j);
+                cJSON_Delete(j);
+                if (!txt)
+                        return SG_ERR_NOMEM;
+                size_t n = strlen(txt);
+                ef->value = arena_dup(&e->arena, txt, n);
+                ef->value_len = n;
+                free(txt);
+                sg_header_t *x = arena_alloc(&e->arena, sizeof(*x));
+                if (!ef->value || !x)
+                        return SG_ERR_NOMEM;
+                x[0] = (sg_header_t){"content-type", "application/json", 16};
+                ef->kind = SG_EFFECT_OUTPUT;
+                ef->topic = sc->request_topic;
+                ef->partition = -1;
+                ef->key = arena_dup(&e->arena, r->aggregate, r->aggregate_len);
+                ef->key_len = r->aggregate_len;
+                ef->extra = x;
+                ef->extra_cnt = 1;
+        } else {
+                char *url = sg_url_expand(sc->url, r->aggregate,
+                                          r->aggregate_len);
+                if (!url)
+                        return SG_ERR_NOMEM;
+                ef->kind = SG_EFFECT_HTTP_GET;
+                ef->url = arena_dup(&e->arena, url, strlen(url) + 1);
+                free(url);
+                if (!ef->url)
+                        return SG_ERR_NOMEM;
+                ef->partition = -1;
+                ef->request_id = rid;
+                ef->auth_env = sc->auth_header_env;
+                ef->timeout_ms = sc->timeout_ms;
+        }
+        r->state = SG_SNAP_INFLIGHT;
+        r->sent_at_ms = e->now;
+        r->due_ms = e->now + sc->timeout_ms;
+        p->work.snap_in_flight++;
+        p->touched = true;
+        e->delta.snapshot_requests_total++;
+        return SG_OK;
+}
+
+/* Starts a refetch for aggregate @p a (the caller saves @p a). */
+static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                           char *errstr, size_t errstr_size) {
+        if (a->rec.flags & SG_AGG_REFETCHING)
+                return SG_OK;
+        sg_snapreq_rec_t r;
+        sg_err_t err = sg_snapreq_get(e->txn, &p->tp, a->hash, &r);
+        int64_t old_due = 0;
+        if (err == SG_OK) {
+                /* a request survived (e.g. the flag was cleared by a
+                 * give-up): start over with a fresh attempt count */
+                old_due = r.due_ms;
+                if (r.state == SG_SNAP_INFLIGHT && p->work.snap_in_flight)
+                        p->work.snap_in_flight--;
+        } else if (err != SG_ERR_NOT_FOUND) {
+                return err;
+        }
+        memset(&r, 0, sizeof(r));
+        r.attempt = 1;
+        r.has_have = a->rec.has_last;
+        r.have_version = a->rec.last_version;
+        r.want_version = agg_next(p, a);
+        r.issued_at_ms = e->now;
+        r.aggregate_len = a->rec.aggregate_len;
+        memcpy(r.aggregate, a->rec.aggregate, a->rec.aggregate_len);
+        if (p->work.snap_in_flight < (uint64_t)p->tc->snapshot.max_in_flight) {
+                if ((err = snap_send(e, p, a->hash, &r)))
+                        return err;
+        } else {
+                r.state = SG_SNAP_WAITING; /* queued behind max_in_flight */
+                r.due_ms = e->now;
+        }
+        a->rec.flags |= SG_AGG_REFETCHING;
+        p->touched = true;
+        return sg_snapreq_put(e->txn, &p->tp, a->hash, &r, old_due, errstr,
+                              errstr_size);
+}
+
+/* Ends a refetch that is no longer needed (the gap closed by itself). */
+static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            char *errstr, size_t errstr_size) {
+        sg_snapreq_rec_t r;
+        sg_err_t err = sg_snapreq_get(e->txn, &p->tp, a->hash, &r);
+        a->rec.flags &= ~SG_AGG_REFETCHING;
+        if (err == SG_ERR_NOT_FOUND)
+                return SG_OK;
+        if (err)
+                return err;
+        if (r.state == SG_SNAP_INFLIGHT && p->work.snap_in_flight)
+                p->work.snap_in_flight--;
+        return sg_snapreq_del(e->txn, &p->tp, a->hash, r.due_ms, errstr,
+                              errstr_size);
+}
+
+/* An attempt failed or timed out (its in-flight count already released):
+ * back off and retry, or give up and apply the gap policy. */
+static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
+                                    const unsigned char ah[32],
+                                    sg_snapreq_rec_t *r, char *errstr,
+                                    size_t errstr_size) {
+        const sg_snapshot_config_t *sc = &p->tc->snapshot;
+        sg_err_t err;
+        p->touched = true;
+        if ((int64_t)r->attempt < sc->max_attempts) {
+                int64_t old_due = r->due_ms;
+                r->state = SG_SNAP_WAITING;
+                r->due_ms = e->now + snap_backoff(e, sc, r->attempt);
+                r->attempt++;
+                return sg_snapreq_put(e->txn, &p->tp, ah, r, old_due, errstr,
+                                      errstr_size);
+        }
+        e->delta.snapshot_gave_up_total++;
+        if ((err = sg_snapreq_del(e->txn, &p->tp, ah, r->due_ms, errstr,
+                                  errstr_size)))
+                return err;
+        agg_ctx_t a;
+        memcpy(a.hash, ah, 32);
+        if ((err = sg_agg_get(e->txn, &p->tp, ah, &a.rec)))
+                return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+        a.old_since = sg_agg_indexed_since(&a.rec);
+        a.exists = true;
+        a.rec.flags &= ~SG_AGG_REFETCHING;
+        if (a.rec.parked_cnt == 0)
+                return agg_save(e, p, &a, errstr, errstr_size);
+        if (p->tc->gap_policy == SG_GAP_HOLD) {
+                /* hold: keep waiting; ask again after another gap_timeout */
+                a.rec.parked_since_ms = e->now;
+                return agg_save(e, p, &a, errstr, errstr_size);
+        }
+        return gap_fire(e, p, &a, errstr, errstr_size);
+}
+
+/* Sends queued requests and times out unanswered ones (bounded). */
+static sg_err_t snap_tick(sg_engine_t *e, part_t *p, int *budget,
+                          char *errstr, size_t errstr_size) {
+        const sg_snapshot_config_t *sc = &p->tc->snapshot;
+        sg_err_t err;
+        while (*budget > 0) {
+                unsigned char ah[32];
+                int64_t due;
+                err = sg_snapdue_first(e->txn, &p->tp, e->now, ah, &due);
+                if (err == SG_ERR_NOT_FOUND)
+                        break;
+                if (err)
+                        return err;
+                (*budget)--;
+                sg_snapreq_rec_t r;
+                err = sg_snapreq_get(e->txn, &p->tp, ah, &r);
+                if (err == SG_ERR_NOT_FOUND) {
+                        /* dangling index entry */
+                        if ((err = sg_snapreq_del(e->txn, &p->tp, ah, due,
+                                                  errstr, errstr_size)))
+                                return err;
+                        continue;
+                }
+                if (err)
+                        return err;
+                if (r.due_ms != due) { /* index out of step: move it */
+                        if ((err = sg_snapreq_put(e->txn, &p->tp, ah, &r, due,
+                                                  errstr, errstr_size)))
+                                return err;
+                        continue;
+                }
+                if (r.state == SG_SNAP_INFLIGHT) {
+                        /* unknown, not failed: a late reply is still judged */
+                        e->delta.snapshot_timeouts_total++;
+                        if (p->work.snap_in_flight)
+                                p->work.snap_in_flight--;
+                        if ((err = snap_attempt_failed(e, p, ah, &r, errstr,
+                                                       errstr_size)))
+                                return err;
+                        continue;
+                }
+                int64_t old_due = r.due_ms;
+                if (p->work.snap_in_flight >= (uint64_t)sc->max_in_flight) {
+                        /* no capacity: look again a little later, and let
+                         * the in-flight timeouts behind it be seen */
+                        int64_t wait = sc->backoff_ms < sc->timeout_ms
+                                           ? sc->backoff_ms
+                                           : sc->timeout_ms;
+                        r.due_ms = e->now + (wait > 0 ? wait : 1);
+                } else if ((err = snap_send(e, p, ah, &r))) {
+                        return err;
+                }
+                if ((err = sg_snapreq_put(e->txn, &p->tp, ah, &r, old_due,
+                                          errstr, errstr_size)))
+                        return err;
+        }
+        return SG_OK;
+}
+
+/* Applies snapshot (S, state, data) to a waiting aggregate. */
+static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                           uint64_t S, const char *state, const cJSON *data,
+                           const char *provenance, char *errstr,
+                           size_t errstr_size) {
+        const sg_topic_config_t *tc = p->tc;
+        sg_err_t err;
+        if (tc->snapshot.emit_record) {
+                sg_effect_t *ef = effect_new(e);
+                sg_header_t *x = arena_alloc(&e->arena, 3 * sizeof(*x));
+                char *vs = arena_printf(&e->arena, "%" PRIu64, S);
+                char *prov = arena_printf(&e->arena, "%s", provenance);
+                if (!ef || !x || !vs || !prov)
+                        return SG_ERR_NOMEM;
+                size_t n = 0;
+                x[n++] = (sg_header_t){SG_H_SNAPSHOT, vs, strlen(vs)};
+                if (state) {
+                        char *st = arena_printf(&e->arena, "%s", state);
+                        if (!st)
+                                return SG_ERR_NOMEM;
+                        x[n++] = (sg_header_t){SG_H_SNAPSHOT_STATE, st,
+                                               strlen(st)};
+                }
+                x[n++] = (sg_header_t){SG_H_SOURCE, prov, strlen(prov)};
+                ef->kind = SG_EFFECT_OUTPUT;
+                ef->topic = tc->output_topic;
+                ef->partition = tc->output_partitioning == SG_PART_INPUT
+                                    ? p->partition
+                                    : -1;
+                ef->key = arena_dup(&e->arena, a->rec.aggregate,
+                                    a->rec.aggregate_len);
+                ef->key_len = a->rec.aggregate_len;
+                if (data) {
+                        char *txt = cJSON_PrintUnformatted(data);
+                        if (!txt)
+                                return SG_ERR_NOMEM;
+                        ef->value_len = strlen(txt);
+                        ef->value = arena_dup(&e->arena, txt, ef->value_len);
+                        free(txt);
+                        if (!ef->value)
+                                return SG_ERR_NOMEM;
+                }
+                ef->extra = x;
+                ef->extra_cnt = n;
+        }
+        if (a->rec.flags & SG_AGG_QUARANTINED) {
+                if (p->work.quarantined)
+                        p->work.quarantined--;
+        }
+        a->rec.flags &= ~(SG_AGG_QUARANTINED | SG_AGG_REFETCHING);
+        a->rec.last_version = S;
+        a->rec.has_last = true;
+        if (state)
+                snprintf(a->rec.state, sizeof(a->rec.state), "%s", state);
+        sg_snapreq_rec_t r;
+        err = sg_snapreq_get(e->txn, &p->tp, a->hash, &r);
+        if (err == SG_OK) {
+                if (r.state == SG_SNAP_INFLIGHT && p->work.snap_in_flight)
+                        p->work.snap_in_flight--;
+                int64_t took = e->now - r.issued_at_ms;
+                e->delta.snapshot_resolve_ms_last = took > 0 ? took : 1;
+                if (e->delta.snapshot_resolve_ms_last >
+                    e->delta.snapshot_resolve_ms_max)
+                        e->delta.snapshot_resolve_ms_max =
+                            e->delta.snapshot_resolve_ms_last;
+                if ((err = sg_snapreq_del(e->txn, &p->tp, a->hash, r.due_ms,
+                                          errstr, errstr_size)))
+                        return err;
+        } else if (err != SG_ERR_NOT_FOUND) {
+                return err;
+        }
+        /* parked events <= S are superseded: dropped, keys kept as seen */
+        while (a->rec.parked_cnt > 0) {
+                uint64_t v;
+                sg_parked_rec_t pr;
+                err = sg_parked_first(e->txn, &p->tp, a->hash, &v, &pr);
+                if (err == SG_ERR_NOT_FOUND || (err == SG_OK && v > S))
+                        break;
+                if (err)
+                        return err;
+                subject_t s;
+                char *type;
+                unsigned char kh[32];
+                if ((err = unpark(e, p, a, v, &pr, &s, &type, kh, errstr,
+                                  errstr_size)))
+                        return err;
+                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
+                                      errstr_size)))
+                        return err;
+                e->delta.snapshot_superseded_total++;
+        }
+        if ((err = drain(e, p, a, errstr, errstr_size)))
+                return err;
+        if (a->rec.parked_cnt > 0) {
+                /* what is left waits above a new gap: a new deadline */
+                a->rec.parked_since_ms = e->now;
+                e->delta.event_sequence_gaps_total++;
+        } else {
+                a->rec.parked_since_ms = 0;
+        }
+        e->delta.snapshot_applied_total++;
+        p->touched = true;
+        return agg_save(e, p, a, errstr, errstr_size);
+}
+
+static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
+                                               const char *topic) {
+        for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                const sg_snapshot_config_t *sc = &e->conf->topics[i].snapshot;
+                if (sc->source == SG_SNAP_KAFKA && sc->reply_topic &&
+                    strcmp(sc->reply_topic, topic) == 0)
+                        return &e->conf->topics[i];
+        }
+        return NULL;
+}
+
+static bool is_snapshot_reply(const sg_engine_t *e, const char *topic) {
+        return strcmp(topic, SG_SNAPSHOT_HTTP_TOPIC) == 0 ||
+               reply_topic_of(e, topic) != NULL;
+}
+
+static const sg_header_t *header_find(const sg_record_t *rec,
+                                      const char *name) {
+        for (size_t i = rec->header_cnt; i > 0; i--)
+                if (strcmp(rec->headers[i - 1].name, name) == 0)
+                        return &rec->headers[i - 1];
+        return NULL;
+}
+
+/* Parses "topic/partition/<64 hex>/seq". */
+static bool parse_request_id(const char *rid, size_t len, char *topic,
+                             size_t topic_size, int32_t *partition,
+                             unsigned char hash[32], uint64_t *seq) {
+        const char *end = rid + len, *s3 = NULL, *s2 = NULL, *s1 = NULL;
+        for (const char *c = end; c > rid; c--) {
+                if (c[-1] != '/')
+                        continue;
+                if (!s3)
+                        s3 = c - 1;
+                else if (!s2)
+                        s2 = c - 1;
+                else {
+                        s1 = c - 1;
+                        break;
+                }
+        }
+        if (!s1 || (size_t)(s1 - rid) >= topic_size || s1 == rid)
+                return false;
+        if (sg_version_parse(s3 + 1, (size_t)(end - s3 - 1), seq) != SG_OK)
+                return false;
+        uint64_t part;
+        if (sg_version_parse(s1 + 1, (size_t)(s2 - s1 - 1), &part) != SG_OK ||
+            part > INT32_MAX)
+                return false;
+        if (!hex_decode(s2 + 1, (size_t)(s3 - s2 - 1), hash))
+                return false;
+        memcpy(topic, rid, (size_t)(s1 - rid));
+        topic[s1 - rid] = '\0';
+        *partition = (int32_t)part;
+        return true;
+}
+
+/* Reads the version of a reply: an integer JSON number (<= 2^53) or a
+ * decimal string. */
+static bool reply_version(const cJSON *v, uint64_t *out) {
+        if (cJSON_IsString(v))
+                return sg_version_parse(v->valuestring,
+                                        strlen(v->valuestring),
+                                        out) == SG_OK;
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+            v->valuedouble <= 9007199254740992.0 &&
+            (double)(uint64_t)v->valuedouble == v->valuedouble) {
+                *out = (uint64_t)v->valuedouble;
+                return true;
+        }
+        return false;
+}
+
+/* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
+static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
+                           char *errstr, size_t errstr_size) {
+        bool http = strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC) == 0;
+        cJSON *body = NULL;
+        const char *rid = NULL;
+        size_t rid_len = 0;
+        sg_err_t err = SG_OK;
+        bool failed = false;
+
+        if (rec->value && rec->value_len)
+                body = cJSON_ParseWithLength(rec->value, rec->value_len);
+        if (http) {
+                rid = rec->key;
+                rid_len = rec->key ? rec->key_len : 0;
+                const sg_header_t *st = header_find(rec, SG_H_HTTP_STATUS);
+                if (!st || st->value_len != 3 ||
+                    memcmp(st->value, "200", 3) != 0)
+                        failed = true;
+        } else {
+                const cJSON *r = cJSON_GetObjectItemCaseSensitive(body,
+                                                                  "request_id");
+                if (cJSON_IsString(r)) {
+                        rid = r->valuestring;
+                        rid_len = strlen(rid);
+                }
+        }
+        char topic[256];
+        int32_t partition;
+        unsigned char ah[32];
+        uint64_t seq;
+        part_t *p = NULL;
+        if (!rid || !parse_request_id(rid, rid_len, topic, sizeof(topic),
+                                      &partition, ah, &seq) ||
+            !(p = part_find(e, topic, partition)) || !snap_enabled(p)) {
+                e->delta.snapshot_ignored_total++; /* unknown request id */
+                goto done;
+        }
+        agg_ctx_t a;
+        memcpy(a.hash, ah, 32);
+        err = sg_agg_get(e->txn, &p->tp, ah, &a.rec);
+        if (err == SG_ERR_NOT_FOUND) {
+                err = SG_OK;
+                e->delta.snapshot_ignored_total++;
+                goto done;
+        }
+        if (err)
+                goto done;
+        a.old_since = sg_agg_indexed_since(&a.rec);
+        a.exists = true;
+        if (!(a.rec.flags & (SG_AGG_REFETCHING | SG_AGG_QUARANTINED))) {
+                e->delta.snapshot_ignored_total++; /* no longer waits */
+                goto done;
+        }
+        uint64_t S = 0;
+        const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
+        const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
+        if (!cJSON_IsObject(body) || !reply_version(jv, &S) ||
+            (js && !cJSON_IsString(js)) ||
+            (p->tc->sm.enabled && !cJSON_IsString(js)) ||
+            (ja && (!cJSON_IsString(ja) ||
+                    strcmp(ja->valuestring, a.rec.aggregate) != 0)))
+                failed = true;
+        if (failed) {
+                e->delta.snapshot_failures_total++;
+                sg_snapreq_rec_t r;
+                err = sg_snapreq_get(e->txn, &p->tp, ah, &r);
+                if (err == SG_ERR_NOT_FOUND) {
+                        err = SG_OK;
+                } else if (err == SG_OK && r.seq == seq &&
+                           r.state == SG_SNAP_INFLIGHT) {
+                        if (p->work.snap_in_flight)
+                                p->work.snap_in_flight--;
+                        err = snap_attempt_failed(e, p, ah, &r, errstr,
+                                                  errstr_size);
+                }
+                goto done;
+        }
+        if (a.rec.has_last && S < a.rec.last_version) {
+                e->delta.snapshot_late_total++; /* judged by version */
+                goto done;
+        }
+        const char *prov = http ? rid : NULL;
+        char provbuf[300];
+        if (!http) {
+                snprintf(provbuf, sizeof(provbuf), "%s/%" PRId32 "/%" PRId64,
+                         rec->topic, rec->partition, rec->offset);
+                prov = provbuf;
+        }
+        err = snap_apply(e, p, &a, S, js ? js->valuestring : NULL,
+                         cJSON_GetObjectItemCaseSensitive(body, "data"), prov,
+                         errstr, errstr_size);
+done:
+        cJSON_Delete(body);
+        return err;
+}
+
 static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                           char *errstr, size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
-        if (tc->order_mode == SG_ORDER_STRICT && tc->gap_policy != SG_GAP_HOLD) {
+        if (snap_enabled(p) &&
+            (err = snap_tick(e, p, budget, errstr, errstr_size)))
+                return err;
+        if (tc->order_mode == SG_ORDER_STRICT &&
+            (tc->gap_policy != SG_GAP_HOLD || snap_enabled(p))) {
                 while (*budget > 0) {
                         agg_ctx_t a;
                         int64_t since;
@@ -1110,7 +1751,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                         else if (err)
                                 return err;
                         a.exists = true;
-                        if (a.rec.parked_since_ms != since ||
+                        if (sg_agg_indexed_since(&a.rec) != since ||
                             a.rec.parked_cnt == 0) {
                                 /* index entry out of step with the aggregate:
                                  * repair it (agg_save moves the entry) */
@@ -1124,8 +1765,18 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                                 continue;
                         }
                         a.old_since = since;
-                        if ((err = gap_fire(e, p, &a, errstr, errstr_size)))
+                        if (snap_enabled(p)) {
+                                /* refetch first; the policy applies when
+                                 * refetch gives up (§4) */
+                                if ((err = snap_start(e, p, &a, errstr,
+                                                      errstr_size)) ||
+                                    (err = agg_save(e, p, &a, errstr,
+                                                    errstr_size)))
+                                        return err;
+                        } else if ((err = gap_fire(e, p, &a, errstr,
+                                                   errstr_size))) {
                                 return err;
+                        }
                         (*budget)--;
                 }
         }
@@ -1139,6 +1790,85 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                 p->touched = true;
         }
         return SG_OK;
+}
+
+static part_t *part_of_key(sg_engine_t *e, const unsigned char *key,
+                           size_t key_len) {
+        for (size_t i = 0; i < e->part_cnt; i++) {
+                const sg_tp_t *tp = &e->parts[i].tp;
+                if (key_len >= tp->len && memcmp(key, tp->b, tp->len) == 0)
+                        return &e->parts[i];
+        }
+        return NULL;
+}
+
+/* The last step of a batch's decisions (end of tick): each touched
+ * partition's meta, and — exactly_once — one changelog effect per store key
+ * the batch changed (its last value, or a tombstone), so that the batch's
+ * output, DLQ and changelog records commit in one Kafka transaction. */
+static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
+                             size_t errstr_size) {
+        sg_err_t err;
+        for (size_t i = 0; i < e->part_cnt; i++) {
+                part_t *p = &e->parts[i];
+                if (!p->touched)
+                        continue;
+                p->work.clock_ms = e->now;
+                if ((err = sg_meta_put(e->txn, &p->tp, &p->work, errstr,
+                                       errstr_size)))
+                        return err;
+        }
+        if (!e->eos)
+                return SG_OK;
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(e->txn, &ch);
+        for (size_t i = 0; i < n; i++) {
+                part_t *p = part_of_key(e, ch[i].key, ch[i].key_len);
+                if (!p)
+                        continue;
+                size_t slen = ch[i].key_len - p->tp.len;
+                unsigned char *k = arena_alloc(&e->arena, 1 + slen);
+                sg_effect_t *ef = effect_new(e);
+                if (!k || !ef)
+                        return SG_ERR_NOMEM;
+                k[0] = ch[i].db;
+                memcpy(k + 1, (const unsigned char *)ch[i].key + p->tp.len,
+                       slen);
+                ef->kind = SG_EFFECT_CHANGELOG;
+                ef->topic = p->tc->changelog_topic;
+                ef->partition = p->partition;
+                ef->key = k;
+                ef->key_len = 1 + slen;
+                if (ch[i].value) {
+                        ef->value = arena_dup(&e->arena, ch[i].value,
+                                              ch[i].value_len);
+                        ef->value_len = ch[i].value_len;
+                        if (!ef->value)
+                                return SG_ERR_NOMEM;
+                }
+                size_t idx = (size_t)(ef - e->effects);
+                if (idx >= e->effect_part_size) {
+                        size_t sz = e->effect_size;
+                        part_t **np = realloc(e->effect_part, sz * sizeof(*np));
+                        if (!np)
+                                return SG_ERR_NOMEM;
+                        e->effect_part = np;
+                        e->effect_part_size = sz;
+                }
+                e->effect_part[idx] = p;
+        }
+        return SG_OK;
+}
+
+static void eng_delivered(void *opaque, size_t index, int64_t offset) {
+        sg_engine_t *e = opaque;
+        if (!e->eos || index >= e->effect_cnt ||
+            e->effects[index].kind != SG_EFFECT_CHANGELOG ||
+            index >= e->effect_part_size)
+                return;
+        part_t *p = e->effect_part[index];
+        if (offset > p->cl_last)
+                p->cl_last = offset;
 }
 
 static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
@@ -1174,7 +1904,130 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
                 e->delta.oldest_parked_age_ms = e->metrics.oldest_parked_age_ms;
                 e->delta.stuck_parked_over_5m = e->metrics.stuck_parked_over_5m;
         }
+        return batch_finish(e, errstr, errstr_size);
+}
+
+
+/* ---- restore from the changelog (exactly_once, issue 4) ------------------
+ *
+ * On every assignment, before the partition's input is processed, the loop
+ * reads the partition's changelog from the store's checkpoint (or from the
+ * start, when the checkpoint is missing or older than the log) to its
+ * read_committed end, and the engine applies each record to LMDB. The
+ * restore commits every SG_RESTORE_COMMIT_EVERY records with the checkpoint
+ * of what it has applied, so a crash mid-restore resumes where it stopped. */
+
+#define SG_RESTORE_COMMIT_EVERY 10000
+
+static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
+                                   char *errstr, size_t errstr_size) {
+        sg_meta_rec_t m;
+        sg_err_t err = sg_meta_get(e->rtxn, &p->tp, &m);
+        if (err == SG_ERR_NOT_FOUND) {
+                memset(&m, 0, sizeof(m));
+                snprintf(m.group, sizeof(m.group), "%s",
+                         e->conf->group_id ? e->conf->group_id : "");
+                m.input_offset = -1;
+                m.clock_ms = engine_clock(e);
+        } else if (err) {
+                return err;
+        }
+        m.changelog_offset = next;
+        if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
+                return err;
+        err = sg_txn_commit(e->rtxn, errstr, errstr_size);
+        e->rtxn = NULL;
+        if (err)
+                return err;
+        p->meta = m;
+        p->work = m;
+        clock_floor(e, m.clock_ms);
         return SG_OK;
+}
+
+static sg_err_t eng_restore_begin(void *opaque, const char *topic,
+                                  int32_t partition, int64_t log_start,
+                                  int64_t log_end, int64_t *offsetp,
+                                  char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (!p) {
+                snprintf(errstr, errstr_size,
+                         "restore of %s [%d] before its assignment", topic,
+                         partition);
+                return SG_ERR_INVALID;
+        }
+        sg_txn_abort(e->rtxn);
+        e->rtxn = NULL;
+        e->restore_cnt = 0;
+        sg_err_t err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                    errstr_size);
+        if (err)
+                return err;
+        sg_meta_rec_t m;
+        err = sg_meta_get(e->rtxn, &p->tp, &m);
+        int64_t cp = err == SG_OK ? m.changelog_offset : -1;
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        if (cp >= log_start && cp <= log_end) {
+                *offsetp = cp; /* the delta only */
+                return SG_OK;
+        }
+        /* no usable checkpoint (new here, or the log moved on): rebuild the
+         * partition's state from the whole changelog */
+        if ((err = sg_store_partition_drop(e->rtxn, &p->tp, errstr,
+                                           errstr_size)))
+                return err;
+        *offsetp = log_start;
+        return SG_OK;
+}
+
+static sg_err_t eng_restore_apply(void *opaque, const char *topic,
+                                  int32_t partition, int64_t offset,
+                                  const void *key, size_t key_len,
+                                  const void *value, size_t value_len,
+                                  char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (!p || !e->rtxn) {
+                snprintf(errstr, errstr_size, "no restore open for %s [%d]",
+                         topic, partition);
+                return SG_ERR_INVALID;
+        }
+        if (key_len < 1) {
+                snprintf(errstr, errstr_size,
+                         "changelog %s [%d] offset %" PRId64
+                         ": empty key",
+                         p->tc->changelog_topic, partition, offset);
+                return SG_ERR_INVALID;
+        }
+        const unsigned char *k = key;
+        sg_err_t err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
+                                             key_len - 1, value, value_len,
+                                             errstr, errstr_size);
+        if (err)
+                return err;
+        if (++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+                if ((err = restore_checkpoint(e, p, offset + 1, errstr,
+                                              errstr_size)))
+                        return err;
+                return sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                    errstr_size);
+        }
+        return SG_OK;
+}
+
+static sg_err_t eng_restore_end(void *opaque, const char *topic,
+                                int32_t partition, int64_t end_offset,
+                                char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (!p || !e->rtxn) {
+                snprintf(errstr, errstr_size, "no restore open for %s [%d]",
+                         topic, partition);
+                return SG_ERR_INVALID;
+        }
+        return restore_checkpoint(e, p, end_offset, errstr, errstr_size);
 }
 
 /* ---- batch --------------------------------------------------------------- */
@@ -1187,6 +2040,7 @@ static void batch_reset(sg_engine_t *e) {
         for (size_t i = 0; i < e->part_cnt; i++) {
                 e->parts[i].work = e->parts[i].meta;
                 e->parts[i].touched = false;
+                e->parts[i].cl_last = -1;
         }
 }
 
@@ -1200,7 +2054,11 @@ static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,
         }
         batch_reset(e);
         e->now = engine_clock(e);
-        return sg_txn_begin(e->store, true, &e->txn, errstr, errstr_size);
+        sg_err_t err = sg_txn_begin(e->store, true, &e->txn, errstr,
+                                    errstr_size);
+        if (!err)
+                sg_txn_capture(e->txn, e->eos);
+        return err;
 }
 
 static size_t eng_effects(void *opaque, const sg_effect_t **effectsp) {
@@ -1217,11 +2075,14 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 snprintf(errstr, errstr_size, "no batch open");
                 return SG_ERR_INVALID;
         }
+        /* exactly_once: the store now reflects the changelog up to the
+         * batch's last record (a local checkpoint, not itself logged) */
+        sg_txn_capture(e->txn, false);
         for (size_t i = 0; i < e->part_cnt; i++) {
                 part_t *p = &e->parts[i];
-                if (!p->touched)
+                if (p->cl_last < 0)
                         continue;
-                p->work.clock_ms = e->now;
+                p->work.changelog_offset = p->cl_last + 1;
                 if ((err = sg_meta_put(e->txn, &p->tp, &p->work, errstr,
                                        errstr_size))) {
                         sg_txn_abort(e->txn);
@@ -1236,13 +2097,15 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 batch_reset(e);
                 return err;
         }
-        int64_t parked = 0, bytes = 0, quarantined = 0;
+        int64_t parked = 0, bytes = 0, quarantined = 0, snap = 0;
         for (size_t i = 0; i < e->part_cnt; i++) {
                 e->parts[i].meta = e->parts[i].work;
                 parked += (int64_t)e->parts[i].meta.parked_cnt;
                 bytes += (int64_t)e->parts[i].meta.parked_bytes;
                 quarantined += (int64_t)e->parts[i].meta.quarantined;
+                snap += (int64_t)e->parts[i].meta.snap_in_flight;
         }
+        e->delta.snapshot_in_flight = snap;
         e->delta.parked_events = parked;
         e->delta.parked_bytes = bytes;
         e->delta.quarantined_aggregates = quarantined;
@@ -1275,4 +2138,10 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->grow = eng_grow;
         proc->assign = eng_assign;
         proc->revoke = eng_revoke;
+        proc->delivered = eng_delivered;
+        if (e->eos) {
+                proc->restore_begin = eng_restore_begin;
+                proc->restore_apply = eng_restore_apply;
+                proc->restore_end = eng_restore_end;
+        }
 }

@@ -39,6 +39,9 @@ extern "C" {
 #define SG_H_SOURCE "__seqgate.source"
 #define SG_H_GAP_SKIPPED "__seqgate.gap.skipped"
 #define SG_H_GAP_MISSING "__seqgate.gap.missing"
+/** On a snapshot record (issue 3): the snapshot's version S, and state. */
+#define SG_H_SNAPSHOT "__seqgate.snapshot"
+#define SG_H_SNAPSHOT_STATE "__seqgate.snapshot.state"
 /** Set by the operator's DLQ replay tool: a key recorded with a DLQ verdict
  *  is judged again from row 4 (semantics §3 "Replay"). */
 #define SG_H_REPLAY "__seqgate.replay"

@@ -22,8 +22,18 @@
  * Records handed to the processor point into the batch's
  * rd_kafka_message_t objects, which the loop keeps alive until the batch's
  * batch_commit or batch_abort returned (see kafka.h).
+ *
+ * Snapshot refetch over HTTP (issue 3): SG_EFFECT_HTTP_GET effects are
+ * copied out of the processor before batch_commit and started on the
+ * fetcher only after the batch committed (so the request is durable in the
+ * store before it is sent). Completed transfers are copied into
+ * loop->http_done by the fetcher callback, which only runs between batches
+ * (loop_collect, back-off), never while a batch points into that array; the
+ * next batch feeds them to the processor after its Kafka records as
+ * SG_SNAPSHOT_HTTP_TOPIC records and frees them only once it committed.
  */
 #include "kafka.h"
+#include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -44,6 +54,25 @@
 #define SG_IDLE_POLL_MS 100
 #define SG_BACKOFF_MIN_MS 100
 #define SG_BACKOFF_MAX_MS 5000
+#define SG_HTTP_SLICE_MS 5            /* consumer/fetcher turn while GETs run */
+#define SG_HTTP_MAX_BODY (1024 * 1024) /* snapshot response bound: 1 MiB */
+
+/** A completed HTTP snapshot transfer waiting for (or in) a batch. */
+typedef struct sg_http_done {
+        char *request_id;      /**< owned; the record's key */
+        char *body;            /**< owned; NULL when no response came */
+        size_t body_len;
+        char *error;           /**< owned; curl's message, or NULL */
+        char status[24];       /**< decimal HTTP status, "0": no response */
+        sg_header_t hdrs[2];   /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
+} sg_http_done_t;
+
+/** An SG_EFFECT_HTTP_GET copied out of the processor (its memory ends with
+ *  batch_commit; the GET starts after it). */
+typedef struct sg_http_req {
+        char *request_id, *url, *auth_env; /**< owned; auth_env may be NULL */
+        int64_t timeout_ms;
+} sg_http_req_t;
 
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
 typedef struct sg_part {
@@ -97,6 +126,17 @@ struct sg_loop {
         uintptr_t batch_gen;
         size_t dr_ok, dr_fail;
         rd_kafka_resp_err_t dr_err;
+
+        /* HTTP snapshot refetch (snapshot_http.h) */
+        sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
+        sg_http_done_t *http_done; /**< completed, not yet committed */
+        size_t http_done_cnt, http_done_cap;
+        size_t http_batch_cnt;   /**< http_done[0..n) are in the batch */
+        sg_record_t *http_recs;  /**< their records, built per batch */
+        size_t http_recs_cap;
+        sg_http_req_t *http_reqs; /**< GETs of the batch, started on commit */
+        size_t http_req_cnt, http_req_cap;
+        int64_t http_polled_ms;  /**< last fetcher drive (monotonic) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -193,6 +233,172 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         p->committed = -1;
         p->pause_offset = -1;
         return loop->last_part = loop->part_cnt++;
+}
+
+/* ------------------------------------------------------------------ */
+/* HTTP snapshot transfers                                             */
+
+static void http_done_free(sg_http_done_t *d) {
+        free(d->request_id);
+        free(d->body);
+        free(d->error);
+}
+
+/** sg_fetch_cb: keeps a completed transfer for the next batch. Runs only
+ *  between batches (see the file comment). */
+static void http_on_done(void *opaque, const sg_fetch_result_t *res) {
+        sg_loop_t *loop = opaque;
+        if (loop->http_done_cnt == loop->http_done_cap) {
+                size_t cap = loop->http_done_cap ? loop->http_done_cap * 2
+                                                 : 16;
+                sg_http_done_t *d =
+                        realloc(loop->http_done, cap * sizeof(*d));
+                if (!d)
+                        goto nomem;
+                loop->http_done = d;
+                loop->http_done_cap = cap;
+        }
+        sg_http_done_t *d = &loop->http_done[loop->http_done_cnt];
+        memset(d, 0, sizeof(*d));
+        d->request_id = strdup(res->request_id);
+        if (res->body) {
+                d->body = malloc(res->body_len ? res->body_len : 1);
+                if (d->body && res->body_len)
+                        memcpy(d->body, res->body, res->body_len);
+                d->body_len = res->body_len;
+        }
+        if (res->error)
+                d->error = strdup(res->error);
+        if (!d->request_id || (res->body && !d->body) ||
+            (res->error && !d->error)) {
+                http_done_free(d);
+                goto nomem;
+        }
+        snprintf(d->status, sizeof(d->status), "%ld", res->status);
+        loop->http_done_cnt++;
+        return;
+nomem:;
+        /* The processor's own request timeout re-issues the request. */
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "request_id", res->request_id);
+        cJSON_AddStringToObject(f, "error", "out of memory");
+        loop_log(loop, SG_LOG_WARNING, "snapshot_http_result_dropped", f);
+}
+
+/** Drives the fetcher, waiting at most @p wait_ms; completed transfers go
+ *  to loop->http_done. Never called while a batch runs. */
+static void http_drive(sg_loop_t *loop, int wait_ms) {
+        if (!loop->fetcher || sg_fetcher_in_flight(loop->fetcher) == 0 ||
+            loop->batch_running)
+                return;
+        loop->http_polled_ms = sg_mono_ms();
+        sg_fetcher_poll(loop->fetcher, wait_ms, http_on_done, loop);
+        loop->stats.snapshot_http_in_flight =
+                (int64_t)sg_fetcher_in_flight(loop->fetcher);
+}
+
+static bool http_busy(const sg_loop_t *loop) {
+        return loop->fetcher && sg_fetcher_in_flight(loop->fetcher) > 0;
+}
+
+/** Waits @p ms (back-off) while still driving the HTTP transfers. */
+static void loop_wait(sg_loop_t *loop, int64_t ms) {
+        int64_t end = sg_mono_ms() + ms, left;
+        while (http_busy(loop) && (left = end - sg_mono_ms()) > 0)
+                http_drive(loop, (int)left);
+        if ((left = end - sg_mono_ms()) > 0)
+                sg_sleep_ms(left);
+}
+
+static void http_reqs_clear(sg_loop_t *loop) {
+        for (size_t i = 0; i < loop->http_req_cnt; i++) {
+                free(loop->http_reqs[i].request_id);
+                free(loop->http_reqs[i].url);
+                free(loop->http_reqs[i].auth_env);
+        }
+        loop->http_req_cnt = 0;
+}
+
+/** Copies an SG_EFFECT_HTTP_GET effect (before batch_commit). */
+static sg_err_t http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
+                             char *errstr, size_t errstr_size) {
+        if (!ef->url || !ef->request_id) {
+                sg_errf(errstr, errstr_size,
+                        "HTTP_GET effect without url or request_id");
+                return SG_ERR_INVALID;
+        }
+        if (loop->http_req_cnt == loop->http_req_cap) {
+                size_t cap = loop->http_req_cap ? loop->http_req_cap * 2 : 16;
+                sg_http_req_t *r = realloc(loop->http_reqs, cap * sizeof(*r));
+                if (!r)
+                        goto nomem;
+                loop->http_reqs = r;
+                loop->http_req_cap = cap;
+        }
+        sg_http_req_t *r = &loop->http_reqs[loop->http_req_cnt];
+        r->request_id = strdup(ef->request_id);
+        r->url = strdup(ef->url);
+        r->auth_env = ef->auth_env ? strdup(ef->auth_env) : NULL;
+        r->timeout_ms = ef->timeout_ms;
+        if (!r->request_id || !r->url || (ef->auth_env && !r->auth_env)) {
+                free(r->request_id);
+                free(r->url);
+                free(r->auth_env);
+                goto nomem;
+        }
+        loop->http_req_cnt++;
+        return SG_OK;
+nomem:
+        sg_errf(errstr, errstr_size, "out of memory copying HTTP requests");
+        return SG_ERR_NOMEM;
+}
+
+/** Starts the committed batch's GETs. A GET that cannot start is logged:
+ *  the processor's request timeout re-issues it. */
+static void http_reqs_start(sg_loop_t *loop) {
+        char es[512];
+        if (loop->http_req_cnt > 0 && !loop->fetcher &&
+            sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher, es,
+                           sizeof(es)) != SG_OK) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "error", es);
+                cJSON_AddNumberToObject(f, "requests",
+                                        (double)loop->http_req_cnt);
+                loop_log(loop, SG_LOG_ERR, "snapshot_http_submit_failed", f);
+        }
+        for (size_t i = 0; loop->fetcher && i < loop->http_req_cnt; i++) {
+                const sg_http_req_t *r = &loop->http_reqs[i];
+                es[0] = '\0';
+                sg_err_t err = sg_fetcher_submit(loop->fetcher, r->request_id,
+                                                 r->url, r->auth_env,
+                                                 r->timeout_ms, es, sizeof(es));
+                if (err) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "request_id",
+                                                r->request_id);
+                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+                        cJSON_AddStringToObject(f, "reason", es);
+                        loop_log(loop, SG_LOG_WARNING,
+                                 "snapshot_http_submit_failed", f);
+                }
+        }
+        http_reqs_clear(loop);
+        if (loop->fetcher)
+                loop->stats.snapshot_http_in_flight =
+                        (int64_t)sg_fetcher_in_flight(loop->fetcher);
+}
+
+/** Frees the completed transfers a committed batch consumed. */
+static void http_done_consumed(sg_loop_t *loop) {
+        size_t n = loop->http_batch_cnt;
+        if (n == 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                http_done_free(&loop->http_done[i]);
+        memmove(loop->http_done, loop->http_done + n,
+                (loop->http_done_cnt - n) * sizeof(*loop->http_done));
+        loop->http_done_cnt -= n;
+        loop->http_batch_cnt = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -588,6 +794,21 @@ static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
                                 break;
                         }
                 }
+                if (!err && tc->snapshot.source == SG_SNAP_KAFKA) {
+                        const char *sn[2] = {tc->snapshot.request_topic,
+                                             tc->snapshot.reply_topic};
+                        for (int k = 0; !err && k < 2; k++) {
+                                if (sn[k] && md_topic(md, sn[k]))
+                                        continue;
+                                sg_errf(errstr, errstr_size,
+                                        "topic \"%s\" (snapshot %s topic of "
+                                        "input topic \"%s\") does not exist",
+                                        sn[k] ? sn[k] : "(none)",
+                                        k == 0 ? "request" : "reply",
+                                        tc->name);
+                                err = SG_ERR_CONFIG;
+                        }
+                }
                 if (!err && tc->output_partitioning == SG_PART_INPUT &&
                     mt[1]->partition_cnt < mt[0]->partition_cnt) {
                         sg_errf(errstr, errstr_size,
@@ -647,11 +868,30 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                 return err;
         }
 
-        rd_kafka_topic_partition_list_t *sub =
-                rd_kafka_topic_partition_list_new((int)conf->topic_cnt);
+        bool http = false;
         for (size_t i = 0; i < conf->topic_cnt; i++)
-                rd_kafka_topic_partition_list_add(sub, conf->topics[i].name,
-                                                  RD_KAFKA_PARTITION_UA);
+                http |= conf->topics[i].snapshot.source == SG_SNAP_HTTP;
+        if (http && (err = sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher,
+                                          errstr, errstr_size))) {
+                sg_loop_destroy(loop);
+                return err;
+        }
+
+        /* Input topics, then every snapshot reply topic (issue 3), each
+         * name once. */
+        rd_kafka_topic_partition_list_t *sub =
+                rd_kafka_topic_partition_list_new((int)conf->topic_cnt * 2);
+        for (size_t i = 0; i < 2 * conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i % conf->topic_cnt];
+                const char *name = i < conf->topic_cnt ? tc->name
+                                   : tc->snapshot.source == SG_SNAP_KAFKA
+                                           ? tc->snapshot.reply_topic
+                                           : NULL;
+                if (name && !rd_kafka_topic_partition_list_find(
+                                    sub, name, RD_KAFKA_PARTITION_UA))
+                        rd_kafka_topic_partition_list_add(
+                                sub, name, RD_KAFKA_PARTITION_UA);
+        }
         rd_kafka_resp_err_t e = rd_kafka_subscribe(loop->consumer, sub);
         rd_kafka_topic_partition_list_destroy(sub);
         if (e) {
@@ -720,6 +960,40 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
                         loop->parts[pi].first_offset = r->offset;
                         loop->batch_parts[loop->batch_part_cnt++] = pi;
                 }
+        }
+
+        /* Completed HTTP transfers: records of the pseudo topic, no offset
+         * (processor.h). They stay in http_done until a batch commits. */
+        if (loop->http_done_cnt > loop->http_recs_cap) {
+                sg_record_t *hr = realloc(loop->http_recs,
+                                          loop->http_done_cnt * sizeof(*hr));
+                if (!hr)
+                        return SG_ERR_NOMEM;
+                loop->http_recs = hr;
+                loop->http_recs_cap = loop->http_done_cnt;
+        }
+        loop->http_batch_cnt = loop->http_done_cnt;
+        for (size_t i = 0; i < loop->http_batch_cnt; i++) {
+                sg_http_done_t *d = &loop->http_done[i];
+                d->hdrs[0] = (sg_header_t){.name = SG_H_HTTP_STATUS,
+                                           .value = d->status,
+                                           .value_len = strlen(d->status)};
+                d->hdrs[1] = (sg_header_t){
+                        .name = SG_H_HTTP_ERROR,
+                        .value = d->error,
+                        .value_len = d->error ? strlen(d->error) : 0};
+                loop->http_recs[i] = (sg_record_t){
+                        .topic = SG_SNAPSHOT_HTTP_TOPIC,
+                        .partition = -1,
+                        .offset = -1,
+                        .timestamp_ms = -1,
+                        .key = d->request_id,
+                        .key_len = strlen(d->request_id),
+                        .value = d->body,
+                        .value_len = d->body ? d->body_len : 0,
+                        .headers = d->hdrs,
+                        .header_cnt = d->error ? 2 : 1,
+                };
         }
         return SG_OK;
 }
@@ -887,18 +1161,36 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                         consumed++;
                 }
         }
+        /* HTTP snapshot results after the Kafka records; no offset, so
+         * nothing to pause at: SG_PAUSE counts as processed. */
+        for (size_t i = 0; i < loop->http_batch_cnt; i++) {
+                sg_process_result_t res = SG_PROCESSED;
+                if ((err = pr->process(pr->opaque, &loop->http_recs[i], &res,
+                                       errstr, errstr_size)))
+                        return err;
+        }
         if ((err = pr->tick(pr->opaque, errstr, errstr_size)))
                 return err;
 
         const sg_effect_t *efs = NULL;
-        size_t n = pr->effects(pr->opaque, &efs);
+        size_t cnt = pr->effects(pr->opaque, &efs);
+        size_t n = 0; /* records produced */
         int64_t t0 = sg_mono_ms();
         loop->batch_gen++;
         loop->dr_ok = loop->dr_fail = 0;
         loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
-        for (size_t i = 0; i < n; i++)
-                if ((err = loop_produce(loop, &efs[i], errstr, errstr_size)))
+        http_reqs_clear(loop);
+        for (size_t i = 0; i < cnt; i++) {
+                /* An HTTP GET is not a record: copied now, started only
+                 * after batch_commit (processor.h). */
+                if (efs[i].kind == SG_EFFECT_HTTP_GET)
+                        err = http_req_add(loop, &efs[i], errstr, errstr_size);
+                else if (!(err = loop_produce(loop, &efs[i], errstr,
+                                              errstr_size)))
+                        n++;
+                if (err)
                         return err;
+        }
         if (n > 0) {
                 rd_kafka_resp_err_t e = rd_kafka_flush(
                         loop->producer, (int)loop->conf->delivery_timeout_ms);
@@ -978,7 +1270,15 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 loop->stats.records_in_total += consumed;
                 loop->backoff_ms = 0;
                 loop_seek(loop, true);
+                /* Committed: the HTTP results are judged and durable, the
+                 * batch's requests durable; now start those. */
+                http_done_consumed(loop);
+                http_reqs_start(loop);
         } else {
+                /* HTTP results stay for the next attempt; the requests are
+                 * forgotten with the batch (the re-run issues them again). */
+                loop->http_batch_cnt = 0;
+                http_reqs_clear(loop);
                 loop->stats.batches_aborted_total++;
                 loop_seek(loop, false);
                 cJSON *f = cJSON_CreateObject();
@@ -1049,11 +1349,20 @@ static void loop_collect(sg_loop_t *loop) {
         int64_t deadline = start + max_ms;
         int64_t idle_deadline =
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);
+        http_drive(loop, 0); /* transfers that completed during the batch */
         do {
                 int64_t now = sg_mono_ms();
                 int64_t left = (loop->msg_cnt ? deadline : idle_deadline) - now;
+                /* HTTP transfers in flight: take turns with the fetcher. */
+                bool busy = http_busy(loop);
+                if (busy && left > SG_HTTP_SLICE_MS)
+                        left = SG_HTTP_SLICE_MS;
+                if (loop->msg_cnt == 0 && loop->http_done_cnt > 0)
+                        left = 0; /* results to judge: do not idle */
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->consumer, left > 0 ? (int)left : 0);
+                if (busy && (!m || sg_mono_ms() != loop->http_polled_ms))
+                        http_drive(loop, m ? 0 : (int)(left > 0 ? left : 0));
                 if (!m)
                         continue;
                 if (m->err) {
@@ -1088,6 +1397,8 @@ static void loop_collect(sg_loop_t *loop) {
                 loop->msgs[loop->msg_cnt++] = m;
         } while (!loop->stop && loop->fatal == SG_OK &&
                  loop->msg_cnt < loop->msg_cap &&
+                 /* an idle loop judges HTTP results at once */
+                 (loop->msg_cnt > 0 || loop->http_done_cnt == 0) &&
                  sg_mono_ms() < (loop->msg_cnt ? deadline : idle_deadline));
 }
 
@@ -1129,6 +1440,9 @@ static void loop_stats_emit(sg_loop_t *loop) {
         s->assigned_partitions = assigned;
         s->paused_partitions = paused;
         s->consumer_lag = lag_known ? lag : -1;
+        s->snapshot_http_in_flight =
+                loop->fetcher ? (int64_t)sg_fetcher_in_flight(loop->fetcher)
+                              : 0;
         if (loop->stats_cb)
                 loop->stats_cb(loop->stats_opaque, s);
 }
@@ -1151,7 +1465,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 loop->backoff_ms = SG_BACKOFF_MAX_MS;
                         for (int64_t t = 0; t < loop->backoff_ms && !loop->stop;
                              t += 50)
-                                sg_sleep_ms(50);
+                                loop_wait(loop, 50);
                 }
                 if (loop->conf->stats_interval_ms > 0 &&
                     sg_mono_ms() >= loop->next_stats_ms) {
@@ -1207,6 +1521,13 @@ void sg_loop_destroy(sg_loop_t *loop) {
         free(loop->rec_part);
         free(loop->batch_parts);
         free(loop->hdrs);
+        sg_fetcher_destroy(loop->fetcher);
+        for (size_t i = 0; i < loop->http_done_cnt; i++)
+                http_done_free(&loop->http_done[i]);
+        free(loop->http_done);
+        free(loop->http_recs);
+        http_reqs_clear(loop);
+        free(loop->http_reqs);
         free(loop);
 }
 
@@ -1269,6 +1590,14 @@ sg_err_t sg_mock_start(const sg_config_t *conf, int broker_cnt,
                 if (!err)
                         err = mock_topic(mc, tc->dlq_topic, partition_cnt,
                                          errstr, errstr_size);
+                if (!err && tc->snapshot.source == SG_SNAP_KAFKA &&
+                    tc->snapshot.request_topic)
+                        err = mock_topic(mc, tc->snapshot.request_topic,
+                                         partition_cnt, errstr, errstr_size);
+                if (!err && tc->snapshot.source == SG_SNAP_KAFKA &&
+                    tc->snapshot.reply_topic)
+                        err = mock_topic(mc, tc->snapshot.reply_topic,
+                                         partition_cnt, errstr, errstr_size);
         }
         char *bs = err ? NULL : strdup(rd_kafka_mock_cluster_bootstraps(mc));
         if (!err && !bs)

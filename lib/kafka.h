@@ -16,6 +16,19 @@
  * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
  * grown (processor grow) and the same records re-run.
  *
+ * Snapshots (issue 3, semantics §4 step 1): the consumer also subscribes to
+ * every "kafka" snapshot source's reply_topic; its records go to process()
+ * like any other and their offsets are committed the same way. Effects of
+ * kind SG_EFFECT_HTTP_GET are not produced: once the batch committed (step
+ * 4) the loop starts them on its HTTP fetcher (snapshot_http.h, 1 MiB body
+ * bound). Completed transfers are kept by the loop and enter the next batch
+ * after its Kafka records, as records of SG_SNAPSHOT_HTTP_TOPIC (partition
+ * -1, offset -1; processor.h); they have no offset to commit, seek or pause,
+ * survive an aborted batch and are freed once a batch holding them
+ * committed. SG_PAUSE on such a record is taken as processed. While
+ * transfers are in flight the loop drives them between consumer polls, and
+ * an idle loop runs a batch as soon as one completes.
+ *
  * Rebalance: before partitions are revoked, the records already polled are
  * processed and committed (steps 2–4). On assignment the start offset of a
  * partition is the later of the group's committed offset and the offset the
@@ -67,6 +80,10 @@ typedef struct sg_loop_stats {
         int64_t assigned_partitions;
         int64_t paused_partitions;
         int64_t consumer_lag;              /**< sum over assigned partitions, -1 unknown */
+        int64_t snapshot_http_in_flight;   /**< HTTP snapshot GETs started and
+                                                not yet completed (issue 3;
+                                                snapshot_http.h), 0 without an
+                                                "http" snapshot source */
 } sg_loop_stats_t;
 
 /** Called from the loop thread every stats_interval_ms, and once at exit. */
@@ -74,7 +91,8 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
 
 /**
  * Creates the consumer and producer, subscribes to the configured input
- * topics and checks the topics: every input, output and DLQ topic must exist;
+ * topics (and snapshot reply topics) and checks the topics: every input,
+ * output, DLQ, snapshot request and snapshot reply topic must exist;
  * with output_partitioning "input" the output topic must have at least as many
  * partitions as its input topic (otherwise SG_ERR_CONFIG naming both).
  *
@@ -82,8 +100,11 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * @param proc       processor (copied; its opaque must outlive the loop).
  * @param log_cb     log callback (may be NULL), with @p log_opaque.
  * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
+ * An HTTP fetcher (snapshot_http.h) is created when a topic's snapshot
+ * source is "http".
  * @returns SG_OK, SG_ERR_CONFIG (bad property: the error names the property
- *          but never a secret's value), SG_ERR_KAFKA.
+ *          but never a secret's value), SG_ERR_KAFKA, SG_ERR_FATAL (libcurl
+ *          could not be initialised).
  */
 sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                      sg_log_cb *log_cb, void *log_opaque,
@@ -110,7 +131,8 @@ void sg_loop_destroy(sg_loop_t *loop);
 /**
  * Starts librdkafka's in-process mock cluster (for the demo and fast tests
  * of Kafka-loop edge cases only) with @p broker_cnt brokers, and creates every
- * topic the config names with @p partition_cnt partitions. The brokers listen
+ * topic the config names (snapshot request/reply topics included) with
+ * @p partition_cnt partitions. The brokers listen
  * on loopback. *bootstrapsp receives a malloc'd "host:port,..." the caller
  * frees; *handlep the mock's owner, destroyed with sg_mock_destroy().
  */

@@ -43,6 +43,20 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
         m->dedup_expired_total += d->dedup_expired_total;
         for (int i = 0; i < SG_R__CNT; i++)
                 m->dlq_total[i] += d->dlq_total[i];
+        m->snapshot_requests_total += d->snapshot_requests_total;
+        m->snapshot_applied_total += d->snapshot_applied_total;
+        m->snapshot_late_total += d->snapshot_late_total;
+        m->snapshot_ignored_total += d->snapshot_ignored_total;
+        m->snapshot_timeouts_total += d->snapshot_timeouts_total;
+        m->snapshot_failures_total += d->snapshot_failures_total;
+        m->snapshot_gave_up_total += d->snapshot_gave_up_total;
+        m->snapshot_superseded_total += d->snapshot_superseded_total;
+        if (d->snapshot_resolve_ms_last) {
+                m->snapshot_resolve_ms_last = d->snapshot_resolve_ms_last;
+                if (d->snapshot_resolve_ms_max > m->snapshot_resolve_ms_max)
+                        m->snapshot_resolve_ms_max = d->snapshot_resolve_ms_max;
+        }
+        m->snapshot_in_flight = d->snapshot_in_flight;
         m->parked_events = d->parked_events;
         m->parked_bytes = d->parked_bytes;
         m->quarantined_aggregates = d->quarantined_aggregates;
@@ -85,7 +99,24 @@ int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size) {
         for (int i = 1; i < SG_R__CNT; i++)
                 APPEND("%s\"%s\":%" PRIu64, i > 1 ? "," : "", reason_names[i],
                        m->dlq_total[i]);
-        APPEND("},\"parked_events\":%" PRId64 ",\"parked_bytes\":%" PRId64
+        APPEND("},\"snapshot_requests_total\":%" PRIu64
+               ",\"snapshot_applied_total\":%" PRIu64
+               ",\"snapshot_late_total\":%" PRIu64
+               ",\"snapshot_ignored_total\":%" PRIu64
+               ",\"snapshot_timeouts_total\":%" PRIu64
+               ",\"snapshot_failures_total\":%" PRIu64
+               ",\"snapshot_gave_up_total\":%" PRIu64
+               ",\"snapshot_superseded_total\":%" PRIu64
+               ",\"snapshot_resolve_ms_last\":%" PRId64
+               ",\"snapshot_resolve_ms_max\":%" PRId64
+               ",\"snapshot_in_flight\":%" PRId64,
+               m->snapshot_requests_total, m->snapshot_applied_total,
+               m->snapshot_late_total, m->snapshot_ignored_total,
+               m->snapshot_timeouts_total, m->snapshot_failures_total,
+               m->snapshot_gave_up_total, m->snapshot_superseded_total,
+               m->snapshot_resolve_ms_last, m->snapshot_resolve_ms_max,
+               m->snapshot_in_flight);
+        APPEND(",\"parked_events\":%" PRId64 ",\"parked_bytes\":%" PRId64
                ",\"quarantined_aggregates\":%" PRId64
                ",\"stuck_parked_over_5m\":%" PRId64
                ",\"oldest_parked_age_ms\":%" PRId64,

@@ -53,6 +53,21 @@ typedef struct sg_metrics {
         uint64_t park_overflow_total;    /**< cap reached (pause or DLQ) */
         uint64_t dedup_expired_total;    /**< dedup records removed by the TTL sweep */
         uint64_t dlq_total[SG_R__CNT];   /**< DLQ records by reason */
+        /* snapshot refetch (issue 3) */
+        uint64_t snapshot_requests_total;  /**< requests sent (retries included) */
+        uint64_t snapshot_applied_total;   /**< replies applied (S >= L) */
+        uint64_t snapshot_late_total;      /**< replies with S < L, ignored */
+        uint64_t snapshot_ignored_total;   /**< unknown request id, or the
+                                                aggregate no longer waits */
+        uint64_t snapshot_timeouts_total;  /**< attempts without a reply in time */
+        uint64_t snapshot_failures_total;  /**< failed attempts (HTTP error,
+                                                refused, bad body, no version) */
+        uint64_t snapshot_gave_up_total;   /**< aggregates handed to the gap
+                                                policy after max_attempts */
+        uint64_t snapshot_superseded_total;/**< parked events <= S dropped */
+        int64_t snapshot_resolve_ms_last;  /**< first request → applied */
+        int64_t snapshot_resolve_ms_max;
+        int64_t snapshot_in_flight;        /**< gauge: sent, unanswered */
         /* gauges, sampled at the end of each committed batch */
         int64_t parked_events;           /**< parked now (assigned partitions) */
         int64_t parked_bytes;

@@ -26,9 +26,32 @@ extern "C" {
 #endif
 
 typedef enum sg_effect_kind {
-        SG_EFFECT_OUTPUT = 1, /**< a record for the output topic */
+        SG_EFFECT_OUTPUT = 1, /**< a record for the output topic (also used for
+                                   snapshot request records to a request topic) */
         SG_EFFECT_DLQ = 2,    /**< a record for the DLQ topic */
+        SG_EFFECT_HTTP_GET = 3, /**< not a record: an HTTP GET the loop starts
+                                     only AFTER batch_commit succeeded (so the
+                                     request is durable before it is sent).
+                                     url, request_id, auth_env, timeout_ms set;
+                                     topic/key/value unused. */
+        SG_EFFECT_CHANGELOG = 4, /**< a changelog record (exactly_once,
+                                      issue 4): topic = the input topic's
+                                      changelog, partition = the input
+                                      partition; value NULL = tombstone */
 } sg_effect_kind_t;
+
+/**
+ * Snapshot replies fetched over HTTP re-enter the processor as records of
+ * this pseudo topic (partition -1, offset -1, no offset to commit):
+ *   key     = the request id
+ *   value   = the response body (NULL when the transfer failed)
+ *   headers = SG_H_HTTP_STATUS ("200", ...; "0" when no response) and, on a
+ *             transfer error, SG_H_HTTP_ERROR (curl's message)
+ * The loop feeds every completed transfer to process() in the next batch.
+ */
+#define SG_SNAPSHOT_HTTP_TOPIC "__seqgate.snapshot.http"
+#define SG_H_HTTP_STATUS "__seqgate.http.status"
+#define SG_H_HTTP_ERROR "__seqgate.http.error"
 
 /**
  * A record to produce. Memory (key, value, headers, extra) is owned by the
@@ -49,6 +72,12 @@ typedef struct sg_effect {
         size_t header_cnt;
         const sg_header_t *extra;
         size_t extra_cnt;
+        /* SG_EFFECT_HTTP_GET only: */
+        const char *url;           /**< absolute URL, already percent-encoded */
+        const char *request_id;    /**< echoed back as the reply record's key */
+        const char *auth_env;      /**< env variable holding the Authorization
+                                        header value, or NULL */
+        int64_t timeout_ms;        /**< whole-transfer timeout */
 } sg_effect_t;
 
 /** What process() did with a record. */
@@ -93,6 +122,37 @@ typedef struct sg_processor {
                            char *errstr, size_t errstr_size);
         /** A partition was revoked or lost (no batch open). May be NULL. */
         void (*revoke)(void *opaque, const char *topic, int32_t partition);
+
+        /* ---- exactly_once (issue 4); all may be NULL ---- */
+
+        /** Tells the offset effect @p index of the batch was written at.
+         *  Called for every delivered effect, before batch_commit. */
+        void (*delivered)(void *opaque, size_t index, int64_t offset);
+        /**
+         * Restore, step 1: where to start reading the partition's changelog.
+         * @p log_start / @p log_end: the changelog partition's first offset
+         * and its read_committed end. *offsetp receives the offset to read
+         * from: the store's checkpoint when it is there and not older than
+         * log_start, else log_start (a full restore: the partition's local
+         * state is dropped first). Called after assign, before any input
+         * record of the partition is processed; no batch open.
+         */
+        sg_err_t (*restore_begin)(void *opaque, const char *topic,
+                                  int32_t partition, int64_t log_start,
+                                  int64_t log_end, int64_t *offsetp,
+                                  char *errstr, size_t errstr_size);
+        /** Restore, step 2: one changelog record, in offset order (value
+         *  NULL: a tombstone). */
+        sg_err_t (*restore_apply)(void *opaque, const char *topic,
+                                  int32_t partition, int64_t offset,
+                                  const void *key, size_t key_len,
+                                  const void *value, size_t value_len,
+                                  char *errstr, size_t errstr_size);
+        /** Restore, step 3: the changelog was read up to @p end_offset
+         *  (exclusive); makes the restored state and checkpoint durable. */
+        sg_err_t (*restore_end)(void *opaque, const char *topic,
+                                int32_t partition, int64_t end_offset,
+                                char *errstr, size_t errstr_size);
 } sg_processor_t;
 
 #ifdef __cplusplus

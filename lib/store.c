@@ -19,9 +19,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { DB_DEDUP, DB_EXPIRY, DB_AGG, DB_PARKED, DB_SINCE, DB_META, DB__CNT };
+enum {
+        DB_DEDUP,
+        DB_EXPIRY,
+        DB_AGG,
+        DB_PARKED,
+        DB_SINCE,
+        DB_META,
+        DB_SNAPREQ,
+        DB_SNAPDUE,
+        DB__CNT
+};
 static const char *const db_names[DB__CNT] = {"dedup", "expiry", "agg",
-                                              "parked", "since", "meta"};
+                                              "parked", "since", "meta",
+                                              "snapreq", "snapdue"};
 
 struct sg_store {
         MDB_env *env;
@@ -29,10 +40,68 @@ struct sg_store {
         uint64_t growth;
 };
 
+/* A captured change (changelog, issue 4): full LMDB key, value or NULL. */
+typedef struct change {
+        uint8_t db;
+        unsigned char *key; /* malloc'd: key, then value */
+        size_t key_len;
+        unsigned char *value;
+        size_t value_len;
+        size_t seq;
+} change_t;
+
 struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
+        bool capture;
+        change_t *changes;
+        size_t change_cnt, change_size;
+        sg_change_t *view; /* sg_txn_changes() result */
+        size_t view_cnt;
 };
+
+/* The databases whose writes are state (the others are indexes derived from
+ * them, rebuilt on restore). */
+static bool db_logged(int db) {
+        return db == DB_DEDUP || db == DB_AGG || db == DB_PARKED ||
+               db == DB_SNAPREQ || db == DB_META;
+}
+
+static sg_err_t capture(sg_txn_t *t, int db, const void *k, size_t klen,
+                        const void *v, size_t vlen) {
+        if (!t->capture || !db_logged(db))
+                return SG_OK;
+        if (t->change_cnt == t->change_size) {
+                size_t n = t->change_size ? t->change_size * 2 : 64;
+                change_t *nc = realloc(t->changes, n * sizeof(*nc));
+                if (!nc)
+                        return SG_ERR_NOMEM;
+                t->changes = nc;
+                t->change_size = n;
+        }
+        unsigned char *buf = malloc(klen + (v ? vlen : 0) + 1);
+        if (!buf)
+                return SG_ERR_NOMEM;
+        memcpy(buf, k, klen);
+        if (v && vlen)
+                memcpy(buf + klen, v, vlen);
+        change_t *c = &t->changes[t->change_cnt];
+        c->db = (uint8_t)db;
+        c->key = buf;
+        c->key_len = klen;
+        c->value = v ? buf + klen : NULL;
+        c->value_len = v ? vlen : 0;
+        c->seq = t->change_cnt++;
+        return SG_OK;
+}
+
+static void txn_free(sg_txn_t *t) {
+        for (size_t i = 0; i < t->change_cnt; i++)
+                free(t->changes[i].key);
+        free(t->changes);
+        free(t->view);
+        free(t);
+}
 
 /* ---- encoding helpers ------------------------------------------------- */
 
@@ -194,7 +263,7 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
 
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
         int rc = mdb_txn_commit(t->txn);
-        free(t);
+        txn_free(t);
         return rc ? lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }
 
@@ -202,7 +271,56 @@ void sg_txn_abort(sg_txn_t *t) {
         if (!t)
                 return;
         mdb_txn_abort(t->txn);
-        free(t);
+        txn_free(t);
+}
+
+void sg_txn_capture(sg_txn_t *t, bool on) { t->capture = on; }
+
+static int change_cmp(const void *a, const void *b) {
+        const change_t *x = a, *y = b;
+        if (x->db != y->db)
+                return x->db < y->db ? -1 : 1;
+        size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+        int c = memcmp(x->key, y->key, n);
+        if (c)
+                return c;
+        if (x->key_len != y->key_len)
+                return x->key_len < y->key_len ? -1 : 1;
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int seq_cmp(const void *a, const void *b) {
+        const sg_change_t *x = a, *y = b;
+        return x->_seq < y->_seq ? -1 : x->_seq > y->_seq;
+}
+
+size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
+        /* keep only the last change of each key, in write order */
+        qsort(t->changes, t->change_cnt, sizeof(*t->changes), change_cmp);
+        free(t->view);
+        t->view = calloc(t->change_cnt ? t->change_cnt : 1, sizeof(*t->view));
+        t->view_cnt = 0;
+        if (!t->view) {
+                *changesp = NULL;
+                return 0;
+        }
+        for (size_t i = 0; i < t->change_cnt; i++) {
+                const change_t *c = &t->changes[i];
+                if (i + 1 < t->change_cnt && c->db == c[1].db &&
+                    c->key_len == c[1].key_len &&
+                    memcmp(c->key, c[1].key, c->key_len) == 0)
+                        continue; /* overwritten later in this txn */
+                sg_change_t *v = &t->view[t->view_cnt++];
+                v->db = c->db;
+                v->key = c->key;
+                v->key_len = c->key_len;
+                v->value = c->value;
+                v->value_len = c->value_len;
+                v->_seq = c->seq;
+        }
+        qsort(t->view, t->view_cnt, sizeof(*t->view), seq_cmp);
+        *changesp = t->view;
+        return t->view_cnt;
 }
 
 static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
@@ -210,7 +328,9 @@ static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
                     size_t errstr_size) {
         MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
         int rc = mdb_put(t->txn, t->store->dbi[db], &key, &val, 0);
-        return rc ? lmdb_err(rc, db_names[db], errstr, errstr_size) : SG_OK;
+        if (rc)
+                return lmdb_err(rc, db_names[db], errstr, errstr_size);
+        return capture(t, db, k, klen, v ? v : "", vlen);
 }
 
 static sg_err_t get(sg_txn_t *t, int db, const void *k, size_t klen,
@@ -226,7 +346,9 @@ static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
         int rc = mdb_del(t->txn, t->store->dbi[db], &key, NULL);
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
-        return rc ? lmdb_err(rc, db_names[db], errstr, errstr_size) : SG_OK;
+        if (rc)
+                return lmdb_err(rc, db_names[db], errstr, errstr_size);
+        return capture(t, db, k, klen, NULL, 0);
 }
 
 /* ---- dedup ------------------------------------------------------------ */
@@ -357,7 +479,7 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
 
 /* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
  * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |
- * state_len u8 | state | agg_len u8 | agg */
+ * state_len u8 | state | agg_len u16 | agg */
 #define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
 
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
@@ -369,7 +491,7 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         if (err)
                 return err;
         const unsigned char *p = v.mv_data;
-        if (v.mv_size < AGG_FIXED + 2)
+        if (v.mv_size < AGG_FIXED + 3)
                 return SG_ERR_STORE;
         memset(out, 0, sizeof(*out));
         out->has_last = p[0];
@@ -388,11 +510,15 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         memcpy(out->state, p + off, sl);
         out->state[sl] = '\0';
         off += sl;
-        size_t al = p[off++];
+        if (off + 2 > v.mv_size)
+                return SG_ERR_STORE;
+        size_t al = ((size_t)p[off] << 8) | p[off + 1];
+        off += 2;
         if (off + al > v.mv_size || al >= sizeof(out->aggregate))
                 return SG_ERR_STORE;
         memcpy(out->aggregate, p + off, al);
         out->aggregate[al] = '\0';
+        out->aggregate_len = al;
         return SG_OK;
 }
 
@@ -410,19 +536,20 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     const sg_agg_rec_t *r, int64_t old_since, char *errstr,
                     size_t errstr_size) {
         sg_err_t err;
-        if (old_since != r->parked_since_ms) {
+        int64_t new_since = sg_agg_indexed_since(r);
+        if (old_since != new_since) {
                 if (old_since &&
                     (err = since_key_op(t, tp, old_since, ah, false, errstr,
                                         errstr_size)))
                         return err;
-                if (r->parked_since_ms &&
-                    (err = since_key_op(t, tp, r->parked_since_ms, ah, true,
-                                        errstr, errstr_size)))
+                if (new_since &&
+                    (err = since_key_op(t, tp, new_since, ah, true, errstr,
+                                        errstr_size)))
                         return err;
         }
         unsigned char k[SG_TP_MAX + 64];
         size_t klen = key2(k, tp, ah, 32, NULL, 0);
-        unsigned char v[AGG_FIXED + 2 + SG_STATE_MAX + 256];
+        unsigned char v[AGG_FIXED + 3 + SG_STATE_MAX + sizeof(r->aggregate)];
         v[0] = r->has_last ? 1 : 0;
         put_u64(v + 1, r->last_version);
         put_u32(v + 9, r->flags);
@@ -437,7 +564,10 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         v[off++] = (unsigned char)sl;
         memcpy(v + off, r->state, sl);
         off += sl;
-        size_t al = strnlen(r->aggregate, sizeof(r->aggregate) - 1);
+        size_t al = r->aggregate_len < sizeof(r->aggregate)
+                        ? r->aggregate_len
+                        : sizeof(r->aggregate) - 1;
+        v[off++] = (unsigned char)(al >> 8);
         v[off++] = (unsigned char)al;
         memcpy(v + off, r->aggregate, al);
         off += al;
@@ -488,6 +618,8 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
                         off += lens[i];
                 }
         }
+        if (t->capture)
+                return capture(t, DB_PARKED, k, klen, p, total);
         return SG_OK;
 }
 
@@ -641,7 +773,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 /* ---- meta --------------------------------------------------------------- */
 
-#define META_VLEN (1 + 255 + 8 * 6)
+#define META_VLEN (1 + 255 + 8 * 8)
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
@@ -662,6 +794,8 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         out->parked_cnt = get_u64(q + 24);
         out->parked_bytes = get_u64(q + 32);
         out->quarantined = get_u64(q + 40);
+        out->snap_in_flight = get_u64(q + 48);
+        out->snap_seq = get_u64(q + 56);
         return SG_OK;
 }
 
@@ -679,6 +813,8 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
         put_u64(q + 24, r->parked_cnt);
         put_u64(q + 32, r->parked_bytes);
         put_u64(q + 40, r->quarantined);
+        put_u64(q + 48, r->snap_in_flight);
+        put_u64(q + 56, r->snap_seq);
         return put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
                    errstr_size);
 }
@@ -705,6 +841,257 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                         return lmdb_err(rc, "drop", errstr, errstr_size);
         }
         return SG_OK;
+}
+
+/* ---- snapshot requests ------------------------------------------------ */
+
+/* seq u64 | attempt u32 | state u8 | has_have u8 | have u64 | want u64 |
+ * issued_at u64 | sent_at u64 | due u64 | agg_len u32 | agg */
+#define SNAPREQ_FIXED (8 + 4 + 1 + 1 + 8 + 8 + 8 + 8 + 8 + 4)
+
+static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
+                           const unsigned char ah[32], bool add, char *errstr,
+                           size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ts[8];
+        put_u64(ts, ts_key(due));
+        size_t klen = key2(k, tp, ts, 8, ah, 32);
+        return add ? put(t, DB_SNAPDUE, k, klen, "", 0, errstr, errstr_size)
+                   : del(t, DB_SNAPDUE, k, klen, errstr, errstr_size);
+}
+
+sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], sg_snapreq_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = get(t, DB_SNAPREQ, k, klen, &v);
+        if (err)
+                return err;
+        const unsigned char *p = v.mv_data;
+        if (v.mv_size < SNAPREQ_FIXED)
+                return SG_ERR_STORE;
+        out->seq = get_u64(p);
+        out->attempt = get_u32(p + 8);
+        out->state = p[12];
+        out->has_have = p[13];
+        out->have_version = get_u64(p + 14);
+        out->want_version = get_u64(p + 22);
+        out->issued_at_ms = (int64_t)get_u64(p + 30);
+        out->sent_at_ms = (int64_t)get_u64(p + 38);
+        out->due_ms = (int64_t)get_u64(p + 46);
+        uint32_t al = get_u32(p + 54);
+        if (SNAPREQ_FIXED + (size_t)al > v.mv_size ||
+            al >= sizeof(out->aggregate))
+                return SG_ERR_STORE;
+        memcpy(out->aggregate, p + SNAPREQ_FIXED, al);
+        out->aggregate[al] = '\0';
+        out->aggregate_len = al;
+        return SG_OK;
+}
+
+sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], const sg_snapreq_rec_t *r,
+                        int64_t old_due, char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (old_due != r->due_ms) {
+                if (old_due && (err = snapdue_op(t, tp, old_due, ah, false,
+                                                 errstr, errstr_size)))
+                        return err;
+                if ((err = snapdue_op(t, tp, r->due_ms, ah, true, errstr,
+                                      errstr_size)))
+                        return err;
+        }
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        size_t al = r->aggregate_len < sizeof(r->aggregate)
+                        ? r->aggregate_len
+                        : sizeof(r->aggregate) - 1;
+        unsigned char v[SNAPREQ_FIXED + sizeof(r->aggregate)];
+        put_u64(v, r->seq);
+        put_u32(v + 8, r->attempt);
+        v[12] = r->state;
+        v[13] = r->has_have ? 1 : 0;
+        put_u64(v + 14, r->have_version);
+        put_u64(v + 22, r->want_version);
+        put_u64(v + 30, (uint64_t)r->issued_at_ms);
+        put_u64(v + 38, (uint64_t)r->sent_at_ms);
+        put_u64(v + 46, (uint64_t)r->due_ms);
+        put_u32(v + 54, (uint32_t)al);
+        memcpy(v + SNAPREQ_FIXED, r->aggregate, al);
+        return put(t, DB_SNAPREQ, k, klen, v, SNAPREQ_FIXED + al, errstr,
+                   errstr_size);
+}
+
+sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], int64_t due,
+                        char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (due && (err = snapdue_op(t, tp, due, ah, false, errstr,
+                                     errstr_size)))
+                return err;
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        return del(t, DB_SNAPREQ, k, klen, errstr, errstr_size);
+}
+
+sg_err_t sg_snapdue_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
+                          unsigned char ah_out[32], int64_t *duep) {
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SNAPDUE], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+        sg_err_t err = SG_ERR_NOT_FOUND;
+        if (rc == 0 && key.mv_size == tp->len + 40 &&
+            memcmp(key.mv_data, tp->b, tp->len) == 0) {
+                const unsigned char *p = key.mv_data;
+                int64_t due = (int64_t)get_u64(p + tp->len);
+                if (due <= upto_ms) {
+                        memcpy(ah_out, p + tp->len + 8, 32);
+                        *duep = due;
+                        err = SG_OK;
+                }
+        } else if (rc && rc != MDB_NOTFOUND) {
+                err = SG_ERR_STORE;
+        }
+        mdb_cursor_close(cur);
+        return err;
+}
+
+/* ---- restore from the changelog --------------------------------------- */
+
+_Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
+                   SG_DB_PARKED == DB_PARKED && SG_DB_META == DB_META &&
+                   SG_DB_SNAPREQ == DB_SNAPREQ,
+               "public database numbers");
+
+sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
+                               const void *suffix, size_t suffix_len,
+                               const void *value, size_t value_len,
+                               char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64];
+        sg_err_t err;
+        if (suffix_len > 48) {
+                snprintf(errstr, errstr_size,
+                         "changelog key of %zu bytes is too long", suffix_len);
+                return SG_ERR_INVALID;
+        }
+        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        switch (db) {
+        case DB_DEDUP: {
+                if (suffix_len != 32)
+                        break;
+                sg_dedup_rec_t old;
+                err = sg_dedup_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return err;
+                bool had = err == SG_OK;
+                if (!value) {
+                        if (had) {
+                                unsigned char ts[8], ek[SG_TP_MAX + 64];
+                                put_u64(ts, ts_key(old.expiry_ms));
+                                size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                                if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
+                                               errstr_size)))
+                                        return err;
+                        }
+                        return del(t, DB_DEDUP, k, klen, errstr, errstr_size);
+                }
+                if (value_len != DEDUP_VLEN)
+                        break;
+                const unsigned char *p = value;
+                sg_dedup_rec_t r;
+                memcpy(r.digest, p, 32);
+                r.verdict = p[32];
+                r.first_seen_ms = (int64_t)get_u64(p + 33);
+                r.expiry_ms = (int64_t)get_u64(p + 41);
+                return sg_dedup_put_known(t, tp, suffix, &r, had ? &old : NULL,
+                                          errstr, errstr_size);
+        }
+        case DB_AGG: {
+                if (suffix_len != 32)
+                        break;
+                sg_agg_rec_t old, nr;
+                err = sg_agg_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return err;
+                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old) : 0;
+                if (!value) {
+                        if (old_since &&
+                            (err = since_key_op(t, tp, old_since, suffix, false,
+                                                errstr, errstr_size)))
+                                return err;
+                        return del(t, DB_AGG, k, klen, errstr, errstr_size);
+                }
+                if ((err = put(t, DB_AGG, k, klen, value, value_len, errstr,
+                               errstr_size)))
+                        return err;
+                if ((err = sg_agg_get(t, tp, suffix, &nr)))
+                        break;
+                int64_t since = sg_agg_indexed_since(&nr);
+                if (since != old_since) {
+                        if (old_since &&
+                            (err = since_key_op(t, tp, old_since, suffix, false,
+                                                errstr, errstr_size)))
+                                return err;
+                        if (since &&
+                            (err = since_key_op(t, tp, since, suffix, true,
+                                                errstr, errstr_size)))
+                                return err;
+                }
+                return SG_OK;
+        }
+        case DB_PARKED:
+                if (suffix_len != 40)
+                        break;
+                return value ? put(t, DB_PARKED, k, klen, value, value_len,
+                                   errstr, errstr_size)
+                             : del(t, DB_PARKED, k, klen, errstr, errstr_size);
+        case DB_SNAPREQ: {
+                if (suffix_len != 32)
+                        break;
+                sg_snapreq_rec_t old, nr;
+                err = sg_snapreq_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return err;
+                int64_t old_due = err == SG_OK ? old.due_ms : 0;
+                if (!value)
+                        return err == SG_OK
+                                   ? sg_snapreq_del(t, tp, suffix, old_due,
+                                                    errstr, errstr_size)
+                                   : SG_OK;
+                if ((err = put(t, DB_SNAPREQ, k, klen, value, value_len,
+                               errstr, errstr_size)))
+                        return err;
+                if ((err = sg_snapreq_get(t, tp, suffix, &nr)))
+                        break;
+                if (nr.due_ms != old_due) {
+                        if (old_due && (err = snapdue_op(t, tp, old_due, suffix,
+                                                         false, errstr,
+                                                         errstr_size)))
+                                return err;
+                        if ((err = snapdue_op(t, tp, nr.due_ms, suffix, true,
+                                              errstr, errstr_size)))
+                                return err;
+                }
+                return SG_OK;
+        }
+        case DB_META:
+                if (suffix_len != 0)
+                        break;
+                if (!value)
+                        return del(t, DB_META, k, klen, errstr, errstr_size);
+                if (value_len != META_VLEN)
+                        break;
+                return put(t, DB_META, k, klen, value, value_len, errstr,
+                           errstr_size);
+        default:
+                break;
+        }
+        snprintf(errstr, errstr_size,
+                 "changelog record for database %d is malformed", db);
+        return SG_ERR_INVALID;
 }
 
 /* ---- headers ---------------------------------------------------------- */

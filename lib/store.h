@@ -8,6 +8,8 @@
  *   parked   tp | agg hash | version (BE)         → the whole record + parked_at
  *   since    tp | parked_at_ms (BE) | agg hash    → (empty)   gap deadline index
  *   meta     tp                                   → consumer group, input offset, counters, clock
+ *   snapreq  tp | agg hash                        → snapshot request (issue 3)
+ *   snapdue  tp | due_ms (BE) | agg hash          → (empty)   request timeout/retry index
  * where tp = 1-byte topic length | topic | 4-byte BE partition, so every
  * key of a partition shares a prefix and the partition's state can be
  * dropped or rebuilt as a unit. Hashing ids keeps keys short and bounded
@@ -77,7 +79,9 @@ typedef struct sg_agg_rec {
         int64_t gap_reported_ms; /**< parked_since_ms the current gap was counted for */
         uint64_t skip_from;      /**< gap_policy skip: first skipped version, 0 none */
         uint64_t skip_to;
-        char aggregate[256];     /**< aggregate id (truncated) for DLQ headers and tools */
+        char aggregate[1025];    /**< aggregate id (truncated past 1024 bytes)
+                                      for DLQ headers, snapshot requests, tools */
+        size_t aggregate_len;
 } sg_agg_rec_t;
 
 /** A parked event. Pointers refer to LMDB memory (get) or caller memory (put). */
@@ -104,7 +108,31 @@ typedef struct sg_meta_rec {
         uint64_t parked_cnt;      /**< parked events in the partition */
         uint64_t parked_bytes;
         uint64_t quarantined;     /**< quarantined aggregates in the partition */
+        uint64_t snap_in_flight;  /**< snapshot requests sent and unanswered */
+        uint64_t snap_seq;        /**< last snapshot request sequence number */
 } sg_meta_rec_t;
+
+/** Snapshot request states. */
+#define SG_SNAP_INFLIGHT 1 /**< sent; due = its timeout */
+#define SG_SNAP_WAITING 2  /**< not sent yet (queued behind max_in_flight, or
+                                backing off before a retry); due = send time */
+
+/** A snapshot request of one aggregate (issue 3; semantics §4 step 1).
+ *  Part of the store, so requests in flight survive a restart. */
+typedef struct sg_snapreq_rec {
+        uint64_t seq;            /**< sequence number of the latest attempt */
+        uint32_t attempt;        /**< 1-based */
+        uint8_t state;           /**< SG_SNAP_INFLIGHT / SG_SNAP_WAITING */
+        bool has_have;
+        uint64_t have_version;   /**< L when the request was made */
+        uint64_t want_version;   /**< the version the aggregate waits for */
+        int64_t issued_at_ms;    /**< first attempt (time to resolve) */
+        int64_t sent_at_ms;      /**< latest send */
+        int64_t due_ms;          /**< timeout or next send time (snapdue index) */
+        char aggregate[1025];    /**< the aggregate id (max_field_bytes <= 1024
+                                      for snapshot topics) */
+        size_t aggregate_len;
+} sg_snapreq_rec_t;
 
 /**
  * Opens (creating if needed) the LMDB environment in directory @p dir.
@@ -130,6 +158,47 @@ sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,
 sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
 /** Aborts and frees the transaction. NULL is a no-op. */
 void sg_txn_abort(sg_txn_t *txn);
+
+/**
+ * Change capture (changelog, issue 4). With capture on, every write of the
+ * transaction to a state database (dedup, agg, parked, snapreq, meta) is
+ * recorded; the index databases are derived and not recorded.
+ */
+typedef struct sg_change {
+        uint8_t db;            /**< SG_DB_* */
+        const void *key;       /**< full LMDB key (tp prefix included) */
+        size_t key_len;
+        const void *value;     /**< NULL: deleted (a changelog tombstone) */
+        size_t value_len;
+        size_t _seq;           /* private */
+} sg_change_t;
+
+#define SG_DB_DEDUP 0
+#define SG_DB_AGG 2
+#define SG_DB_PARKED 3
+#define SG_DB_META 5
+#define SG_DB_SNAPREQ 6
+
+/** Turns change capture on or off for the rest of the transaction. */
+void sg_txn_capture(sg_txn_t *txn, bool on);
+/**
+ * The transaction's captured changes: the last change of each key, in the
+ * order they were written. Valid until the next call or the end of the
+ * transaction.
+ */
+size_t sg_txn_changes(sg_txn_t *txn, const sg_change_t **changesp);
+
+/**
+ * Applies one changelog record to the store (restore, issue 4): @p db and the
+ * key @p suffix (the LMDB key without the tp prefix) come from the record's
+ * key, @p value is its value or NULL for a tombstone. Keeps the derived
+ * indexes in step. Capture must be off. Returns SG_OK, SG_ERR_INVALID (a
+ * record seqgate did not write), or a store error.
+ */
+sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
+                               const void *suffix, size_t suffix_len,
+                               const void *value, size_t value_len,
+                               char *errstr, size_t errstr_size);
 
 /* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
  * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */
@@ -160,8 +229,15 @@ sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
 
 sg_err_t sg_agg_get(sg_txn_t *txn, const sg_tp_t *tp,
                     const unsigned char agg_hash[32], sg_agg_rec_t *out);
+/** The `since` (gap deadline) index entry of an aggregate: parked_since_ms,
+ *  or 0 (no entry) when nothing is parked or a snapshot is being fetched. */
+static inline int64_t sg_agg_indexed_since(const sg_agg_rec_t *r) {
+        return (r->flags & SG_AGG_REFETCHING) ? 0 : r->parked_since_ms;
+}
+
 /** Writes the aggregate and keeps the `since` index in step with
- *  parked_since_ms (@p old_since: the value stored before, 0 none). */
+ *  sg_agg_indexed_since(@p rec) (@p old_since: the indexed value stored
+ *  before, 0 none). */
 sg_err_t sg_agg_put(sg_txn_t *txn, const sg_tp_t *tp,
                     const unsigned char agg_hash[32], const sg_agg_rec_t *rec,
                     int64_t old_since, char *errstr, size_t errstr_size);
@@ -196,6 +272,23 @@ sg_err_t sg_since_first(sg_txn_t *txn, const sg_tp_t *tp, int64_t upto_ms,
  *  @p before_ms, stopping at @p max. */
 sg_err_t sg_since_count(sg_txn_t *txn, const sg_tp_t *tp, int64_t before_ms,
                         uint64_t max, uint64_t *countp);
+
+sg_err_t sg_snapreq_get(sg_txn_t *txn, const sg_tp_t *tp,
+                        const unsigned char agg_hash[32],
+                        sg_snapreq_rec_t *out);
+/** Writes the request and keeps the `snapdue` index in step with due_ms
+ *  (@p old_due: the due stored before, 0 none). */
+sg_err_t sg_snapreq_put(sg_txn_t *txn, const sg_tp_t *tp,
+                        const unsigned char agg_hash[32],
+                        const sg_snapreq_rec_t *rec, int64_t old_due,
+                        char *errstr, size_t errstr_size);
+/** Deletes the request and its index entry (@p due: its due_ms). */
+sg_err_t sg_snapreq_del(sg_txn_t *txn, const sg_tp_t *tp,
+                        const unsigned char agg_hash[32], int64_t due,
+                        char *errstr, size_t errstr_size);
+/** The request of @p tp due first, if due at or before @p upto_ms. */
+sg_err_t sg_snapdue_first(sg_txn_t *txn, const sg_tp_t *tp, int64_t upto_ms,
+                          unsigned char agg_hash_out[32], int64_t *duep);
 
 sg_err_t sg_meta_get(sg_txn_t *txn, const sg_tp_t *tp, sg_meta_rec_t *out);
 sg_err_t sg_meta_put(sg_txn_t *txn, const sg_tp_t *tp, const sg_meta_rec_t *rec,

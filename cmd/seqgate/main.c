@@ -149,7 +149,7 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                 "\"commit_latency_ms_last\":%lld,"
                 "\"commit_latency_ms_max\":%lld,"
                 "\"assigned_partitions\":%lld,\"paused_partitions\":%lld,"
-                "\"consumer_lag\":%lld",
+                "\"consumer_lag\":%lld,\"snapshot_http_in_flight\":%lld",
                 (unsigned long long)s->batches_total,
                 (unsigned long long)s->batches_aborted_total,
                 (unsigned long long)s->records_in_total,
@@ -161,7 +161,8 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                 (long long)s->commit_latency_ms_last,
                 (long long)s->commit_latency_ms_max,
                 (long long)s->assigned_partitions,
-                (long long)s->paused_partitions, (long long)s->consumer_lag);
+                (long long)s->paused_partitions, (long long)s->consumer_lag,
+                (long long)s->snapshot_http_in_flight);
         if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
                 char mbuf[3072];
                 int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,

@@ -48,12 +48,15 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
                 input_topic: str, output_topic: str, dlq_topic: str,
                 gap_timeout_ms: int = 30000, gap_policy: str = "dlq",
                 state_machine: dict | None = None,
+                snapshot: dict | None = None,
                 batch_max_records: int = 1000, batch_max_ms: int = 100,
                 stats_interval_ms: int = 1000) -> dict:
     """A seqgate configuration for one CloudEvents (binary mode) input topic.
 
     Aggregate = record key, version = ce_sequence, idempotency key = ce_source
     + ce_id, digest = SHA-256 of the whole value (no digest pointer).
+    `snapshot`, when given, is the topic's "snapshot" block (snapshot refetch,
+    issue 3) verbatim.
     """
     topic = {
         "output_topic": output_topic,
@@ -78,6 +81,8 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
     }
     if state_machine is not None:
         topic["state_machine"] = state_machine
+    if snapshot is not None:
+        topic["snapshot"] = snapshot
     return {
         "instance_id": instance,
         "data_dir": data_dir,

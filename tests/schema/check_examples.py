@@ -10,6 +10,10 @@ NAME.expect holding the dotted key path, and stderr must contain "KEY: ".
 Usage: check_examples.py [PATH_TO_SEQGATE_BINARY]
   (default: $SEQGATE_BIN, else BUILD/seqgate under the repository root)
 
+It also runs check_snapshot.py's checks: every tests/schema/snapshot/
+KIND-VERDICT-NAME.json must be valid ("ok") or invalid ("bad") for
+schemas/snapshot-KIND.schema.json (KIND: request, reply).
+
 Prints one line per file and a last line "N passed, M failed"; exits 1 when
 any check failed, 2 on a usage or set-up error. Needs the `jsonschema`
 package (tests/run.sh installs it into a venv).
@@ -25,6 +29,8 @@ try:
 except ImportError:
     sys.stderr.write("check_examples.py: the jsonschema package is required\n")
     sys.exit(2)
+
+import check_snapshot  # noqa: E402 (same directory; needs jsonschema)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "schemas", "config.schema.json")
@@ -123,6 +129,15 @@ def main(argv):
         else:
             passed += 1
             print("ok   %s (invalid: %s)" % (rel, key))
+
+    try:
+        snap_passed, snap_failed = check_snapshot.check()
+    except (check_snapshot.SetupError, OSError, ValueError,
+            jsonschema.SchemaError) as e:
+        sys.stderr.write("check_examples.py: snapshot schemas: %s\n" % e)
+        return 2
+    passed += snap_passed
+    failed += snap_failed
 
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -6,7 +6,9 @@
  * (read from $SG_SOURCE_ROOT/examples, set by meson), one test per
  * validation rule (SG_ERR_CONFIG and an error text naming the exact dotted
  * key path), secrets never echoed in errors, sg_field_src_parse() and
- * sg_config_is_secret() tables, sg_config_topic() lookups and file errors.
+ * sg_config_is_secret() tables, sg_config_topic() lookups and file errors,
+ * and the per-topic "snapshot" block (issue 3): defaults, both sources, the
+ * example configs, every rule with its key path, no secret in an error.
  * Run under ASan, the invalid-config table also checks that every error path
  * frees the half-built config.
  *
@@ -94,6 +96,18 @@ static void assert_src(const sg_field_src_t *s, sg_src_kind_t kind,
         "'transitions':[{'type':'order.created','from':['NEW'],'to':'CREATED'},"\
         "{'type':'order.paid','from':['CREATED'],'to':'PAID'}]}"
 #define SM(body) ",'state_machine':{" body "}"
+#define SNAP(body) ",'snapshot':{" body "}"
+#define SNAP_K                                                                 \
+        "'source':'kafka','request_topic':'orders.snap.req',"                  \
+        "'reply_topic':'orders.snap.rep'"
+#define SNAP_H "'source':'http','url':'http://authority:8080/orders/{aggregate}'"
+/* Two input topics a and b, each with a kafka snapshot block. */
+#define TWO(snap_a, snap_b)                                                    \
+        "{'data_dir':'/d'," KAFKA_OK ",'topics':{"                             \
+        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq',"                     \
+        "'snapshot':{'source':'kafka'," snap_a "}},"                           \
+        "'b':{'output_topic':'b.out','dlq_topic':'b.dlq',"                     \
+        "'snapshot':{'source':'kafka'," snap_b "}}}}"
 
 /* ------------------------------------------------------------------------ */
 /* Valid configs                                                            */
@@ -549,12 +563,22 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.envelope.format: \"avro\" is not allowed; allowed: "
          "cloudevents, json",
          NULL},
-        {CFG(",'guarantee':'exactly_once'", ""),
-         "guarantee: \"exactly_once\" is not allowed; allowed: at_least_once",
-         NULL},
         {CFG(",'guarantee':'at_most_once'", ""),
-         "guarantee: \"at_most_once\" is not allowed; allowed: at_least_once",
+         "guarantee: \"at_most_once\" is not allowed; allowed: "
+         "at_least_once, exactly_once",
          NULL},
+        {CFG(",'guarantee':'exactly_once','kafka_consumer':{'isolation.level':"
+             "'read_uncommitted'}",
+             ""),
+         "kafka_consumer.isolation.level: must be read_committed", NULL},
+        {CFG(",'guarantee':'exactly_once','kafka_producer':{'transactional.id':"
+             "'x'}",
+             ""),
+         "kafka_producer.transactional.id: set by seqgate", NULL},
+        {CFG("", ",'changelog_topic':'orders'"),
+         "topics.orders.changelog_topic: must differ from the input", NULL},
+        {CFG("", ",'changelog_topic':'bad name'"),
+         "topics.orders.changelog_topic:", NULL},
         /* integers */
         {CFG(",'store':{'map_size_bytes':1000}", ""),
          "store.map_size_bytes: must be an integer >= 1048576", NULL},
@@ -784,7 +808,231 @@ static const bad_case_t bad_cases[] = {
          "kafka_producer.lingr.ms: rejected by librdkafka", "lingr.ms"},
         {CFG(",'kafka_producer':{'linger.ms':'soon'}", ""),
          "kafka_producer.linger.ms: rejected by librdkafka", NULL},
+        /* snapshot block (issue 3): shape and source */
+        {CFG("", ",'snapshot':'kafka'"),
+         "topics.orders.snapshot: must be a JSON object", NULL},
+        {CFG("", SNAP("")), "topics.orders.snapshot.source: required key is "
+                            "missing", "kafka"},
+        {CFG("", SNAP("'url':'http://h/{aggregate}'")),
+         "topics.orders.snapshot.source: required key is missing", NULL},
+        {CFG("", SNAP("'source':'grpc'")),
+         "topics.orders.snapshot.source: \"grpc\" is not allowed",
+         "allowed: kafka, http"},
+        {CFG("", SNAP("'source':null")),
+         "topics.orders.snapshot.source: must be a string", NULL},
+        {CFG("", SNAP(SNAP_K ",'sorce':'kafka'")),
+         "topics.orders.snapshot.sorce: unknown key", "request_topic"},
+        {CFG("", SNAP(SNAP_K ",'source':'http'")),
+         "topics.orders.snapshot.source: duplicate key", NULL},
+        /* kafka source */
+        {CFG("", SNAP("'source':'kafka','reply_topic':'s.rep'")),
+         "topics.orders.snapshot.request_topic: required key is missing", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.req'")),
+         "topics.orders.snapshot.reply_topic: required key is missing", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'',"
+                      "'reply_topic':'s.rep'")),
+         "topics.orders.snapshot.request_topic: must not be empty", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s req',"
+                      "'reply_topic':'s.rep'")),
+         "topics.orders.snapshot.request_topic: \"s req\" is not a valid "
+         "Kafka topic name", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
+                      "'reply_topic':'..'")),
+         "topics.orders.snapshot.reply_topic: \"..\" is not a valid Kafka "
+         "topic name", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
+                      "'reply_topic':7")),
+         "topics.orders.snapshot.reply_topic: must be a string", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.x',"
+                      "'reply_topic':'s.x'")),
+         "topics.orders.snapshot.reply_topic: must differ from request_topic",
+         NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'orders',"
+                      "'reply_topic':'s.rep'")),
+         "topics.orders.snapshot.request_topic: \"orders\" is also an input "
+         "topic (topics.orders)", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'orders.dlq',"
+                      "'reply_topic':'s.rep'")),
+         "topics.orders.snapshot.request_topic: \"orders.dlq\" is also "
+         "topics.orders.dlq_topic", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
+                      "'reply_topic':'orders.clean'")),
+         "topics.orders.snapshot.reply_topic: \"orders.clean\" is also "
+         "topics.orders.output_topic", NULL},
+        {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
+                      "'reply_topic':'orders'")),
+         "topics.orders.snapshot.reply_topic: \"orders\" is also an input "
+         "topic (topics.orders)", NULL},
+        /* ... of any topic of the file */
+        {TWO("'request_topic':'s.req','reply_topic':'b'",
+             "'request_topic':'s.req2','reply_topic':'s.rep2'"),
+         "topics.a.snapshot.reply_topic: \"b\" is also an input topic "
+         "(topics.b)", NULL},
+        {TWO("'request_topic':'s.req','reply_topic':'s.rep'",
+             "'request_topic':'a.dlq','reply_topic':'s.rep2'"),
+         "topics.b.snapshot.request_topic: \"a.dlq\" is also "
+         "topics.a.dlq_topic", NULL},
+        {TWO("'request_topic':'s.req','reply_topic':'s.rep'",
+             "'request_topic':'s.req2','reply_topic':'s.rep'"),
+         "topics.a.snapshot.reply_topic: \"s.rep\" is also "
+         "topics.b.snapshot.reply_topic", NULL},
+        {TWO("'request_topic':'s.req','reply_topic':'s.req2'",
+             "'request_topic':'s.req2','reply_topic':'s.rep2'"),
+         "topics.a.snapshot.reply_topic: \"s.req2\" is also "
+         "topics.b.snapshot.request_topic", NULL},
+        {TWO("'request_topic':'s.rep2','reply_topic':'s.rep'",
+             "'request_topic':'s.req2','reply_topic':'s.rep2'"),
+         "topics.a.snapshot.request_topic: \"s.rep2\" is also "
+         "topics.b.snapshot.reply_topic", NULL},
+        {CFG("", SNAP(SNAP_K ",'url':'http://h/{aggregate}'")),
+         "topics.orders.snapshot.url: not allowed with source \"kafka\"",
+         NULL},
+        {CFG("", SNAP(SNAP_K ",'auth_header_env':'X'")),
+         "topics.orders.snapshot.auth_header_env: not allowed with source "
+         "\"kafka\"", NULL},
+        /* http source */
+        {CFG("", SNAP("'source':'http'")),
+         "topics.orders.snapshot.url: required key is missing", NULL},
+        {CFG("", SNAP(SNAP_H ",'request_topic':'s.req'")),
+         "topics.orders.snapshot.request_topic: not allowed with source "
+         "\"http\"", NULL},
+        {CFG("", SNAP(SNAP_H ",'reply_topic':'s.rep'")),
+         "topics.orders.snapshot.reply_topic: not allowed with source "
+         "\"http\"", NULL},
+        {CFG("", SNAP("'source':'http','url':''")),
+         "topics.orders.snapshot.url: must not be empty", NULL},
+        {CFG("", SNAP("'source':'http','url':['http://h/{aggregate}']")),
+         "topics.orders.snapshot.url: must be a string", NULL},
+        {CFG("", SNAP("'source':'http','url':'ftp://h/{aggregate}'")),
+         "topics.orders.snapshot.url: must start with \"http://\" or "
+         "\"https://\"", NULL},
+        {CFG("", SNAP("'source':'http','url':'h:8080/{aggregate}'")),
+         "topics.orders.snapshot.url: must start with", NULL},
+        {CFG("", SNAP("'source':'http','url':'http://h/orders/{id}'")),
+         "topics.orders.snapshot.url: must contain \"{aggregate}\"", NULL},
+        {CFG("", SNAP("'source':'http','url':'http:///{aggregate}'")),
+         "topics.orders.snapshot.url: needs a host", NULL},
+        {CFG("", SNAP("'source':'http','url':'https://?q={aggregate}'")),
+         "topics.orders.snapshot.url: needs a host", NULL},
+        {CFG("", SNAP("'source':'http',"
+                      "'url':'http://u:pw@h/{aggregate}'")),
+         "topics.orders.snapshot.url: must not hold credentials",
+         "auth_header_env"},
+        {CFG("", SNAP("'source':'http','url':'http://h/a b/{aggregate}'")),
+         "topics.orders.snapshot.url: must not contain spaces", NULL},
+        {CFG("", SNAP("'source':'http','url':'http://h/\\t/{aggregate}'")),
+         "topics.orders.snapshot.url: must not contain spaces", NULL},
+        {CFG("", SNAP("'source':'http','url':'http://h/\xc3\xa9/{aggregate}'")),
+         "topics.orders.snapshot.url: must not contain spaces", "non-ASCII"},
+        {CFG("", SNAP(SNAP_H ",'auth_header_env':'1TOKEN'")),
+         "topics.orders.snapshot.auth_header_env: must be the NAME of an "
+         "environment variable", NULL},
+        {CFG("", SNAP(SNAP_H ",'auth_header_env':'SNAP-AUTH'")),
+         "topics.orders.snapshot.auth_header_env: must be the NAME", NULL},
+        {CFG("", SNAP(SNAP_H ",'auth_header_env':''")),
+         "topics.orders.snapshot.auth_header_env: must not be empty", NULL},
+        {CFG("", SNAP(SNAP_H ",'auth_header_env':true")),
+         "topics.orders.snapshot.auth_header_env: must be a string", NULL},
+        /* the secret itself never goes in the file */
+        {CFG("", SNAP(SNAP_H ",'auth_header':'Bearer x'")),
+         "topics.orders.snapshot.auth_header: not allowed: the config file "
+         "must never hold the Authorization header value", "auth_header_env"},
+        {CFG("", SNAP(SNAP_H ",'authorization':'Bearer x'")),
+         "topics.orders.snapshot.authorization: not allowed", "auth_header_env"},
+        {CFG("", SNAP(SNAP_H ",'Authorization':'Bearer x'")),
+         "topics.orders.snapshot.Authorization: not allowed", "auth_header_env"},
+        {CFG("", SNAP(SNAP_H ",'api_token':'x'")),
+         "topics.orders.snapshot.api_token: not allowed", "auth_header_env"},
+        {CFG("", SNAP(SNAP_H ",'client_secret':'x'")),
+         "topics.orders.snapshot.client_secret: not allowed", NULL},
+        /* even before the source is known, and with source kafka */
+        {CFG("", SNAP("'auth_header':'x'")),
+         "topics.orders.snapshot.auth_header: not allowed", NULL},
+        {CFG("", SNAP(SNAP_K ",'auth_header':'x'")),
+         "topics.orders.snapshot.auth_header: not allowed", NULL},
+        /* numbers */
+        {CFG("", SNAP(SNAP_K ",'timeout_ms':0")),
+         "topics.orders.snapshot.timeout_ms: must be an integer from 1 to "
+         "600000", NULL},
+        {CFG("", SNAP(SNAP_K ",'timeout_ms':600001")),
+         "topics.orders.snapshot.timeout_ms: must be an integer from 1 to "
+         "600000", NULL},
+        {CFG("", SNAP(SNAP_K ",'timeout_ms':2.5")),
+         "topics.orders.snapshot.timeout_ms: must be an integer", NULL},
+        {CFG("", SNAP(SNAP_K ",'timeout_ms':'5000'")),
+         "topics.orders.snapshot.timeout_ms: must be an integer", NULL},
+        {CFG("", SNAP(SNAP_K ",'max_in_flight':0")),
+         "topics.orders.snapshot.max_in_flight: must be an integer from 1 to "
+         "100000", NULL},
+        {CFG("", SNAP(SNAP_K ",'max_in_flight':100001")),
+         "topics.orders.snapshot.max_in_flight: must be an integer from 1 to "
+         "100000", NULL},
+        {CFG("", SNAP(SNAP_H ",'max_attempts':0")),
+         "topics.orders.snapshot.max_attempts: must be an integer from 1 to "
+         "1000", NULL},
+        {CFG("", SNAP(SNAP_H ",'max_attempts':1001")),
+         "topics.orders.snapshot.max_attempts: must be an integer from 1 to "
+         "1000", NULL},
+        {CFG("", SNAP(SNAP_H ",'backoff_ms':0")),
+         "topics.orders.snapshot.backoff_ms: must be an integer from 1 to "
+         "3600000", NULL},
+        {CFG("", SNAP(SNAP_H ",'backoff_ms':3600001")),
+         "topics.orders.snapshot.backoff_ms: must be an integer from 1 to "
+         "3600000", NULL},
+        {CFG("", SNAP(SNAP_H ",'backoff_max_ms':0")),
+         "topics.orders.snapshot.backoff_max_ms: must be an integer from 1 "
+         "to 3600000", NULL},
+        {CFG("", SNAP(SNAP_H ",'backoff_ms':1000,'backoff_max_ms':999")),
+         "topics.orders.snapshot.backoff_max_ms: must be >= backoff_ms (1000)",
+         NULL},
+        /* against the default backoff_ms (500) */
+        {CFG("", SNAP(SNAP_H ",'backoff_max_ms':499")),
+         "topics.orders.snapshot.backoff_max_ms: must be >= backoff_ms (500)",
+         NULL},
+        {CFG("", SNAP(SNAP_H ",'emit_record':'yes'")),
+         "topics.orders.snapshot.emit_record: must be true or false", NULL},
+        {CFG("", SNAP(SNAP_H ",'emit_record':1")),
+         "topics.orders.snapshot.emit_record: must be true or false", NULL},
+        /* cross-field rules (semantics §3b, §4) */
+        {CFG("", ",'ordering':{'mode':'latest_wins'}" SNAP(SNAP_K)),
+         "topics.orders.snapshot: needs ordering.mode \"strict\"",
+         "\"latest_wins\""},
+        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'none'}"
+                 SNAP(SNAP_H)),
+         "topics.orders.snapshot: needs ordering.mode \"strict\"", "\"none\""},
+        {CFG("", ",'envelope':{'version':null}" SNAP(SNAP_H)),
+         "topics.orders.snapshot: needs envelope.version", NULL},
+        {CFG("", ",'envelope':{'aggregate':null}" SNAP(SNAP_K)),
+         "topics.orders.snapshot: needs envelope.aggregate", NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id'}" SNAP(SNAP_H)),
+         "topics.orders.snapshot: needs envelope.version", NULL},
 };
+
+
+START_TEST(test_exactly_once_defaults) {
+        char err[512];
+        sg_config_t *conf = NULL;
+        ck_assert_int_eq(parse_q(CFG(",'instance_id':'i-7','guarantee':"
+                                     "'exactly_once'",
+                                     ""),
+                                 &conf, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
+        ck_assert_ptr_nonnull(conf->transactional_id);
+        char want[256];
+        snprintf(want, sizeof(want), "%s-i-7", conf->group_id);
+        ck_assert_str_eq(conf->transactional_id, want);
+        snprintf(want, sizeof(want), "%s-orders-changelog", conf->group_id);
+        ck_assert_str_eq(conf->topics[0].changelog_topic, want);
+        sg_config_destroy(conf);
+        ck_assert_int_eq(parse_q(CFG("", ",'changelog_topic':'my.changelog'"),
+                                 &conf, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_str_eq(conf->topics[0].changelog_topic, "my.changelog");
+        ck_assert_ptr_null(conf->transactional_id); /* at_least_once */
+        sg_config_destroy(conf);
+}
+END_TEST
 
 START_TEST(test_invalid_config) {
         const bad_case_t *bc = &bad_cases[_i];
@@ -1144,6 +1392,298 @@ START_TEST(test_load_errors) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Snapshot source (issue 3)                                                */
+/* ------------------------------------------------------------------------ */
+
+static void assert_snapshot_defaults(const sg_snapshot_config_t *sn) {
+        ck_assert_int_eq(sn->timeout_ms, 5000);
+        ck_assert_int_eq(sn->max_in_flight, 64);
+        ck_assert_int_eq(sn->max_attempts, 4);
+        ck_assert_int_eq(sn->backoff_ms, 500);
+        ck_assert_int_eq(sn->backoff_max_ms, 30000);
+        ck_assert(sn->emit_record);
+}
+
+START_TEST(test_snapshot_absent) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_snapshot_config_t *sn;
+
+        ck_assert_msg(parse_q(CFG("", ""), &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        sn = &conf->topics[0].snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_NONE);
+        ck_assert_ptr_null(sn->request_topic);
+        ck_assert_ptr_null(sn->reply_topic);
+        ck_assert_ptr_null(sn->url);
+        ck_assert_ptr_null(sn->auth_header_env);
+        assert_snapshot_defaults(sn);
+        sg_config_destroy(conf);
+
+        /* a dedup-only topic has no snapshot and needs none */
+        ck_assert_msg(parse_q(CFG("", ",'envelope':{'version':null},"
+                                      "'ordering':{'mode':'none'}"),
+                              &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        ck_assert_int_eq(conf->topics[0].snapshot.source, SG_SNAP_NONE);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_snapshot_kafka_defaults) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_snapshot_config_t *sn;
+
+        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_K)), &conf, err,
+                              sizeof(err)) == SG_OK,
+                      "%s", err);
+        sn = &conf->topics[0].snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_KAFKA);
+        ck_assert_str_eq(sn->request_topic, "orders.snap.req");
+        ck_assert_str_eq(sn->reply_topic, "orders.snap.rep");
+        ck_assert_ptr_null(sn->url);
+        ck_assert_ptr_null(sn->auth_header_env);
+        assert_snapshot_defaults(sn);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_snapshot_http_defaults) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_snapshot_config_t *sn;
+
+        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_H)), &conf, err,
+                              sizeof(err)) == SG_OK,
+                      "%s", err);
+        sn = &conf->topics[0].snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_HTTP);
+        ck_assert_str_eq(sn->url, "http://authority:8080/orders/{aggregate}");
+        ck_assert_ptr_null(sn->auth_header_env);
+        ck_assert_ptr_null(sn->request_topic);
+        ck_assert_ptr_null(sn->reply_topic);
+        assert_snapshot_defaults(sn);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_snapshot_kafka_example) {
+        sg_config_t *conf = load_example("examples/orders-snapshot-kafka.json");
+        const sg_topic_config_t *tc = sg_config_topic(conf, "orders");
+        const sg_snapshot_config_t *sn;
+
+        ck_assert_ptr_nonnull(tc);
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
+        ck_assert_int_eq(tc->new_aggregate, SG_NEWAGG_STRICT);
+        ck_assert(tc->sm.enabled);
+        sn = &tc->snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_KAFKA);
+        ck_assert_str_eq(sn->request_topic, "orders.snapshot.requests");
+        ck_assert_str_eq(sn->reply_topic, "orders.snapshot.replies");
+        ck_assert_ptr_null(sn->url);
+        ck_assert_ptr_null(sn->auth_header_env);
+        assert_snapshot_defaults(sn); /* the example spells out the defaults */
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_snapshot_http_example) {
+        sg_config_t *conf = load_example("examples/orders-snapshot-http.json");
+        const sg_topic_config_t *tc = sg_config_topic(conf, "orders");
+        const sg_snapshot_config_t *sn;
+
+        ck_assert_ptr_nonnull(tc);
+        ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
+        sn = &tc->snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_HTTP);
+        ck_assert_str_eq(sn->url, "http://127.0.0.1:8080/orders/{aggregate}");
+        ck_assert_str_eq(sn->auth_header_env, "SEQGATE_SNAPSHOT_AUTH");
+        ck_assert_ptr_null(sn->request_topic);
+        ck_assert_ptr_null(sn->reply_topic);
+        assert_snapshot_defaults(sn);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_snapshot_explicit_values) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_snapshot_config_t *sn;
+
+        /* upper bounds, an upper-case scheme (RFC 3986 §3.1), '@' after the
+         * host, two placeholders, backoff_max_ms == backoff_ms */
+        ck_assert_msg(
+                parse_q(CFG("", ",'ordering':{'mode':'strict'}" SNAP(
+                                        "'source':'http','url':'HTTPS://a.b:"
+                                        "8443/v1/{aggregate}?x=@&y={aggregate}"
+                                        "#f','auth_header_env':'_a1',"
+                                        "'timeout_ms':600000,"
+                                        "'max_in_flight':100000,"
+                                        "'max_attempts':1000,"
+                                        "'backoff_ms':3600000,"
+                                        "'backoff_max_ms':3600000,"
+                                        "'emit_record':false")),
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        sn = &conf->topics[0].snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_HTTP);
+        ck_assert_str_eq(sn->url, "HTTPS://a.b:8443/v1/{aggregate}?x=@&y="
+                                  "{aggregate}#f");
+        ck_assert_str_eq(sn->auth_header_env, "_a1");
+        ck_assert_int_eq(sn->timeout_ms, 600000);
+        ck_assert_int_eq(sn->max_in_flight, 100000);
+        ck_assert_int_eq(sn->max_attempts, 1000);
+        ck_assert_int_eq(sn->backoff_ms, 3600000);
+        ck_assert_int_eq(sn->backoff_max_ms, 3600000);
+        ck_assert(!sn->emit_record);
+        sg_config_destroy(conf);
+
+        /* lower bounds, format json with an explicit version */
+        ck_assert_msg(
+                parse_q(CFG("", ",'envelope':{'format':'json','id':'/id',"
+                                "'version':'/v'}" SNAP(
+                                        SNAP_K ",'timeout_ms':1,"
+                                        "'max_in_flight':1,'max_attempts':1,"
+                                        "'backoff_ms':1,'backoff_max_ms':1,"
+                                        "'emit_record':true")),
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        sn = &conf->topics[0].snapshot;
+        ck_assert_int_eq(sn->source, SG_SNAP_KAFKA);
+        ck_assert_int_eq(sn->timeout_ms, 1);
+        ck_assert_int_eq(sn->max_in_flight, 1);
+        ck_assert_int_eq(sn->max_attempts, 1);
+        ck_assert_int_eq(sn->backoff_ms, 1);
+        ck_assert_int_eq(sn->backoff_max_ms, 1);
+        ck_assert(sn->emit_record);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/* Two input topics may share a request topic (seqgate only produces to it;
+ * the request carries the input topic); each has its own reply topic. A
+ * topic without a snapshot block sits beside them. */
+START_TEST(test_snapshot_two_topics) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *a, *b;
+
+        ck_assert_msg(parse_q(TWO("'request_topic':'s.req','reply_topic':"
+                                  "'s.rep.a','max_attempts':2",
+                                  "'request_topic':'s.req','reply_topic':"
+                                  "'s.rep.b'"),
+                              &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        a = sg_config_topic(conf, "a");
+        b = sg_config_topic(conf, "b");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_str_eq(a->snapshot.request_topic, "s.req");
+        ck_assert_str_eq(b->snapshot.request_topic, "s.req");
+        ck_assert_str_eq(a->snapshot.reply_topic, "s.rep.a");
+        ck_assert_str_eq(b->snapshot.reply_topic, "s.rep.b");
+        ck_assert_int_eq(a->snapshot.max_attempts, 2);
+        ck_assert_int_eq(b->snapshot.max_attempts, 4);
+        sg_config_destroy(conf);
+
+        ck_assert_msg(
+                parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
+                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'"
+                        SNAP(SNAP_H) "},"
+                        "'b':{'output_topic':'b.out','dlq_topic':'b.dlq'}}}",
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        ck_assert_int_eq(sg_config_topic(conf, "a")->snapshot.source,
+                         SG_SNAP_HTTP);
+        ck_assert_int_eq(sg_config_topic(conf, "b")->snapshot.source,
+                         SG_SNAP_NONE);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+#define SNAP_SECRET "Bearer-Zq9-hunter2-XYZZY"
+
+/* Nothing that may be the Authorization value, or a credential in a URL,
+ * is echoed in an error. */
+START_TEST(test_snapshot_secret_not_in_errors) {
+        static const char *const texts[] = {
+                CFG("", SNAP(SNAP_H ",'auth_header':'" SNAP_SECRET "'")),
+                CFG("", SNAP(SNAP_H ",'Authorization':'" SNAP_SECRET "'")),
+                /* the value put where the variable's name belongs */
+                CFG("", SNAP(SNAP_H ",'auth_header_env':'" SNAP_SECRET "'")),
+                CFG("", SNAP("'source':'http','url':'http://u:" SNAP_SECRET
+                             "@h/{aggregate}'")),
+                /* a URL that may hold a key in its query is not quoted */
+                CFG("", SNAP("'source':'http','url':'http://h/x?key="
+                             SNAP_SECRET "'")),
+                CFG("", SNAP("'source':'http','url':'ftp://h/?key="
+                             SNAP_SECRET "{aggregate}'")),
+        };
+        static const char *const keys[] = {
+                "topics.orders.snapshot.auth_header: not allowed",
+                "topics.orders.snapshot.Authorization: not allowed",
+                "topics.orders.snapshot.auth_header_env: must be the NAME",
+                "topics.orders.snapshot.url: must not hold credentials",
+                "topics.orders.snapshot.url: must contain \"{aggregate}\"",
+                "topics.orders.snapshot.url: must start with",
+        };
+        char err[1024];
+        sg_config_t *conf = NULL;
+
+        for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+                ck_assert_int_eq(parse_q(texts[i], &conf, err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                ck_assert_ptr_null(conf);
+                ck_assert_msg(strstr(err, keys[i]) != NULL,
+                              "text %zu: \"%s\" lacks \"%s\"", i, err, keys[i]);
+                ck_assert_msg(strstr(err, "hunter2") == NULL,
+                              "text %zu leaks the secret: %s", i, err);
+        }
+}
+END_TEST
+
+/* Errors after snapshot blocks were built free them (ASan leak check). */
+START_TEST(test_snapshot_partial_freed) {
+        char err[512];
+        sg_config_t *conf = NULL;
+
+        /* a's kafka and b's http block are complete; the clash is found
+         * after every topic was read */
+        ck_assert_int_eq(
+                parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
+                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'"
+                        SNAP("'source':'kafka','request_topic':'s.req',"
+                             "'reply_topic':'b.out'") "},"
+                        "'b':{'output_topic':'b.out','dlq_topic':'b.dlq'"
+                        SNAP(SNAP_H ",'auth_header_env':'E'") "}}}",
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(strstr(
+                err, "topics.a.snapshot.reply_topic: \"b.out\" is also "
+                     "topics.b.output_topic"));
+
+        /* url and auth_header_env copied, then a range error */
+        ck_assert_int_eq(parse_q(CFG("", SNAP(SNAP_H ",'auth_header_env':'E',"
+                                                     "'max_attempts':0")),
+                                 &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(
+                strstr(err, "topics.orders.snapshot.max_attempts: "));
+
+        /* both topics copied, then the strict-ordering rule */
+        ck_assert_int_eq(parse_q(CFG("", ",'ordering':{'mode':'latest_wins'}"
+                                         SNAP(SNAP_K)),
+                                 &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_ptr_nonnull(strstr(err, "topics.orders.snapshot: needs"));
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("valid");
@@ -1157,6 +1697,7 @@ static Suite *config_suite(void) {
         suite_add_tcase(s, tc);
 
         tc = tcase_create("invalid");
+        tcase_add_test(tc, test_exactly_once_defaults);
         tcase_add_loop_test(tc, test_invalid_config, 0,
                             (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_topic_name_length);
@@ -1168,6 +1709,18 @@ static Suite *config_suite(void) {
         tc = tcase_create("secrets");
         tcase_add_test(tc, test_secret_not_in_errors);
         tcase_add_test(tc, test_is_secret);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("snapshot");
+        tcase_add_test(tc, test_snapshot_absent);
+        tcase_add_test(tc, test_snapshot_kafka_defaults);
+        tcase_add_test(tc, test_snapshot_http_defaults);
+        tcase_add_test(tc, test_snapshot_kafka_example);
+        tcase_add_test(tc, test_snapshot_http_example);
+        tcase_add_test(tc, test_snapshot_explicit_values);
+        tcase_add_test(tc, test_snapshot_two_topics);
+        tcase_add_test(tc, test_snapshot_secret_not_in_errors);
+        tcase_add_test(tc, test_snapshot_partial_freed);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("api");

@@ -22,7 +22,9 @@ typedef struct out {
         char topic[64];
         int32_t partition;
         char key[64];
-        char value[256];
+        char value[1024];
+        char request_id[256];   /* HTTP_GET effects */
+        char url[512];
         char reason[64];
         char detail[256];
         char extra_name[64];  /* first non-provenance extra header (output) */
@@ -129,6 +131,12 @@ static void collect(h_t *h) {
                 out_t *o = &h->out[h->out_cnt++];
                 memset(o, 0, sizeof(*o));
                 o->kind = ef[i].kind;
+                if (ef[i].kind == SG_EFFECT_HTTP_GET) {
+                        snprintf(o->request_id, sizeof(o->request_id), "%s",
+                                 ef[i].request_id);
+                        snprintf(o->url, sizeof(o->url), "%s", ef[i].url);
+                        continue;
+                }
                 snprintf(o->topic, sizeof(o->topic), "%s", ef[i].topic);
                 o->partition = ef[i].partition;
                 snprintf(o->key, sizeof(o->key), "%.*s", (int)ef[i].key_len,
@@ -746,6 +754,307 @@ START_TEST(dlq_headers_complete) {
 }
 END_TEST
 
+
+/* ---- snapshot refetch (issue 3) ------------------------------------------ */
+
+static const char *snap_kafka =
+    "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{\"source\":\"kafka\","
+    "\"request_topic\":\"snap.req\",\"reply_topic\":\"snap.rep\","
+    "\"timeout_ms\":2000,\"max_attempts\":2,\"backoff_ms\":100,"
+    "\"backoff_max_ms\":100}";
+
+/* Feeds one record on a non-input topic (reply topic / HTTP pseudo topic). */
+static void feed_raw(h_t *h, const char *topic, const char *key,
+                     const char *value, const sg_header_t *hd, size_t hc) {
+        char err[512];
+        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_record_t rec = {.topic = topic, .partition = 0, .offset = 7,
+                           .key = key, .key_len = key ? strlen(key) : 0,
+                           .value = value, .value_len = value ? strlen(value) : 0,
+                           .headers = hd, .header_cnt = hc};
+        sg_process_result_t r;
+        ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec, &r, err,
+                                         sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(r, SG_PROCESSED);
+        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        collect(h);
+        ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
+                         SG_OK);
+}
+
+/* The request id of the latest request record (Kafka source). */
+static void last_request(h_t *h, char *rid, size_t n, int *attempt) {
+        for (size_t i = h->out_cnt; i > 0; i--) {
+                const out_t *o = &h->out[i - 1];
+                if (strcmp(o->topic, "snap.req") != 0)
+                        continue;
+                const char *p = strstr(o->value, "\"request_id\":\"");
+                ck_assert_ptr_nonnull(p);
+                p += 14;
+                const char *q = strchr(p, '"');
+                snprintf(rid, n, "%.*s", (int)(q - p), p);
+                const char *a = strstr(o->value, "\"attempt\":");
+                *attempt = a ? atoi(a + 10) : -1;
+                return;
+        }
+        ck_abort_msg("no request record");
+}
+
+static size_t count_topic(const h_t *h, const char *topic) {
+        size_t n = 0;
+        for (size_t i = 0; i < h->out_cnt; i++)
+                n += strcmp(h->out[i].topic, topic) == 0;
+        return n;
+}
+
+static void reply(h_t *h, const char *rid, const char *agg, const char *ver,
+                  const char *state) {
+        char v[1024];
+        snprintf(v, sizeof(v),
+                 "{\"request_id\":\"%s\",\"aggregate\":\"%s\",\"version\":%s%s%s%s,"
+                 "\"data\":{\"snap\":true}}",
+                 rid, agg, ver, state ? ",\"state\":\"" : "", state ? state : "",
+                 state ? "\"" : "");
+        feed_raw(h, "snap.rep", agg, v, NULL, 0);
+}
+
+START_TEST(snapshot_kafka_resolves_gap) {
+        h_t h = {0};
+        h_open(&h, snap_kafka);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
+            EV("A", "e4", "t", "4"), EV("A", "e6", "t", "6"),
+            EV("B", "b1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        h_clock(&h, T0 + 1000); /* deadline: a request, not the policy */
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1);
+        ck_assert_str_eq(h.out[2].topic, "snap.req");
+        ck_assert_str_eq(h.out[2].key, "A");
+        ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"want_version\":2"));
+        ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"have_version\":1"));
+        ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"reply_to\":\"snap.rep\""));
+        ck_assert_uint_eq(M(&h)->snapshot_requests_total, 1);
+        ck_assert_int_eq(M(&h)->snapshot_in_flight, 1);
+        /* no second request while it waits, and no gap_timeout DLQ */
+        h_clock(&h, T0 + 1500);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        /* other aggregates keep flowing */
+        ONE(&h, EV("B", "b2", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        ck_assert_int_eq(attempt, 1);
+        reply(&h, rid, "A", "4", NULL);
+        /* snapshot record; v3, v4 superseded; v5 missing so v6 stays parked */
+        ck_assert_uint_eq(h.out_cnt, 5);
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", NULL, NULL);
+        ck_assert_str_eq(h.out[4].topic, "out");
+        ck_assert_str_eq(h.out[4].extra_name, SG_H_SNAPSHOT);
+        ck_assert_str_eq(h.out[4].extra_val, "4");
+        ck_assert_str_eq(h.out[4].value, "{\"snap\":true}");
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        ck_assert_uint_eq(M(&h)->snapshot_superseded_total, 2);
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        ck_assert_int_eq(M(&h)->snapshot_in_flight, 0);
+        ck_assert_int_eq(M(&h)->snapshot_resolve_ms_last, 500);
+        /* a superseded event's key is recorded as seen */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* v5 drains v6 */
+        ONE(&h, EV("A", "e5", "t", "5"));
+        ck_assert_uint_eq(h.out_cnt, 7);
+        assert_out(&h.out[5], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        assert_out(&h.out[6], SG_EFFECT_OUTPUT, "A", "6", NULL);
+        /* the same reply again: the aggregate no longer waits */
+        reply(&h, rid, "A", "4", NULL);
+        ck_assert_uint_eq(h.out_cnt, 7);
+        ck_assert_uint_eq(M(&h)->snapshot_ignored_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_late_and_unknown_replies) {
+        h_t h = {0};
+        h_open(&h, snap_kafka);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
+            EV("A", "e4", "t", "4"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        size_t before = h.out_cnt;
+        reply(&h, rid, "A", "1", NULL); /* S < L */
+        ck_assert_uint_eq(M(&h)->snapshot_late_total, 1);
+        feed_raw(&h, "snap.rep", "A", "{\"request_id\":\"nope\",\"version\":9}",
+                 NULL, 0);
+        feed_raw(&h, "snap.rep", "A", "not json", NULL, 0);
+        ck_assert_uint_eq(M(&h)->snapshot_ignored_total, 2);
+        ck_assert_uint_eq(h.out_cnt, before);
+        /* S == L is applied: the parked v4 stays, a new deadline starts */
+        reply(&h, rid, "A", "2", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_retries_then_policy_then_release) {
+        h_t h = {0};
+        h_open(&h, snap_kafka); /* max_attempts 2, timeout 2000, backoff 100 */
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        char rid1[256], rid2[256];
+        int attempt;
+        last_request(&h, rid1, sizeof(rid1), &attempt);
+        h_clock(&h, T0 + 3000); /* attempt 1 times out; backoff <= 150 ms */
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(M(&h)->snapshot_timeouts_total, 1);
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), 1);
+        h_clock(&h, T0 + 3200);
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), 2);
+        last_request(&h, rid2, sizeof(rid2), &attempt);
+        ck_assert_int_eq(attempt, 2);
+        ck_assert_str_ne(rid1, rid2);
+        h_clock(&h, T0 + 5200); /* attempt 2 times out: gave up → dlq policy */
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(M(&h)->snapshot_gave_up_total, 1);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "3", "gap_timeout");
+        ONE(&h, EV("A", "e4", "t", "4"));
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "4",
+                   "aggregate_quarantined");
+        /* a late reply to the FIRST attempt is still judged by version and
+         * releases the quarantine */
+        reply(&h, rid1, "A", "4", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 0);
+        ONE(&h, EV("A", "e5", "t", "5"));
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_new_aggregate_and_state) {
+        char conf[2048];
+        snprintf(conf, sizeof(conf), "%s,%s", snap_kafka, sm_json);
+        h_t h = {0};
+        h_open(&h, conf);
+        /* a new aggregate above first_version: request at once */
+        ONE(&h, EV("O", "s", "order.shipped", "3"));
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), 1);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        ck_assert_ptr_nonnull(strstr(h.out[0].value, "\"have_version\":null"));
+        /* with a state machine a reply without state is a failed attempt */
+        reply(&h, rid, "O", "2", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 1);
+        h_clock(&h, T0 + 200);
+        batch(&h, NULL, 0);
+        last_request(&h, rid, sizeof(rid), &attempt);
+        ck_assert_int_eq(attempt, 2);
+        reply(&h, rid, "O", "2", "PAID");
+        /* v3 shipped drains from state PAID: legal */
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "O", "3", NULL);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_max_in_flight_and_cancel) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{"
+                   "\"source\":\"kafka\",\"request_topic\":\"snap.req\","
+                   "\"reply_topic\":\"snap.rep\",\"max_in_flight\":1,"
+                   "\"timeout_ms\":60000,\"backoff_ms\":50}");
+        ONE(&h, EV("A", "a1", "t", "1"), EV("A", "a3", "t", "3"),
+            EV("B", "b1", "t", "1"), EV("B", "b3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), 1);
+        ck_assert_int_eq(M(&h)->snapshot_in_flight, 1);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        const char *first = h.out[h.out_cnt - 1].key[0] == 'A' ? "A" : "B";
+        const char *second = first[0] == 'A' ? "B" : "A";
+        /* the gap closes by itself: the request is cancelled, capacity freed */
+        ev_t fill = {.agg = first, .id = first[0] == 'A' ? "a2" : "b2",
+                     .type = "t", .seq = "2"};
+        batch(&h, &fill, 1);
+        /* ... and in the same batch the queued request goes out */
+        ck_assert_int_eq(M(&h)->snapshot_in_flight, 1);
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), 2);
+        ck_assert_str_eq(h.out[h.out_cnt - 1].key, second);
+        /* a reply to the cancelled request is ignored */
+        reply(&h, rid, first, "9", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_ignored_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_http_effects_and_failures) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{"
+                   "\"source\":\"http\",\"url\":\"http://127.0.0.1:1/o/{aggregate}\","
+                   "\"timeout_ms\":500,\"max_attempts\":3,\"backoff_ms\":10,"
+                   "\"backoff_max_ms\":10}");
+        ONE(&h, EV("A/1", "e1", "t", "1"), EV("A/1", "e3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1);
+        ck_assert_int_eq(h.out[1].kind, SG_EFFECT_HTTP_GET);
+        ck_assert_str_eq(h.out[1].url, "http://127.0.0.1:1/o/A%2F1");
+        char rid[256];
+        snprintf(rid, sizeof(rid), "%s", h.out[1].request_id);
+        sg_header_t st500[] = {{SG_H_HTTP_STATUS, "500", 3}};
+        feed_raw(&h, SG_SNAPSHOT_HTTP_TOPIC, rid, "oops", st500, 1);
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 1);
+        h_clock(&h, T0 + 1100);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1); /* retry */
+        snprintf(rid, sizeof(rid), "%s", h.out[2].request_id);
+        sg_header_t st200[] = {{SG_H_HTTP_STATUS, "200", 3}};
+        feed_raw(&h, SG_SNAPSHOT_HTTP_TOPIC, rid, "{\"version\":\"2\"}", st200, 1);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        /* snapshot record (no data: null value), then v3 drains */
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A/1", "3", NULL);
+        ck_assert_str_eq(h.out[h.out_cnt - 2].extra_name, SG_H_SNAPSHOT);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(snapshot_request_survives_restart) {
+        h_t h = {0};
+        h_open(&h, snap_kafka);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        char rid1[256];
+        int attempt;
+        last_request(&h, rid1, sizeof(rid1), &attempt);
+        h_close(&h);
+        h_open(&h, snap_kafka);
+        /* after the restart the request is re-issued when it times out */
+        h_clock(&h, T0 + 3000);
+        batch(&h, NULL, 0);
+        h_clock(&h, T0 + 3200);
+        batch(&h, NULL, 0);
+        char rid2[256];
+        last_request(&h, rid2, sizeof(rid2), &attempt);
+        ck_assert_int_eq(attempt, 2);
+        /* the previous incarnation's reply is still judged by version */
+        reply(&h, rid1, "A", "2", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -781,6 +1090,15 @@ Suite *engine_suite(void) {
         tcase_add_test(life, foreign_group_refused);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
+        TCase *snap = tcase_create("snapshot");
+        tcase_add_test(snap, snapshot_kafka_resolves_gap);
+        tcase_add_test(snap, snapshot_late_and_unknown_replies);
+        tcase_add_test(snap, snapshot_retries_then_policy_then_release);
+        tcase_add_test(snap, snapshot_new_aggregate_and_state);
+        tcase_add_test(snap, snapshot_max_in_flight_and_cancel);
+        tcase_add_test(snap, snapshot_http_effects_and_failures);
+        tcase_add_test(snap, snapshot_request_survives_restart);
+        suite_add_tcase(s, snap);
         return s;
 }
 

@@ -141,6 +141,7 @@ START_TEST(agg_and_since_index) {
                           .parked_bytes = 99, .parked_since_ms = 500};
         snprintf(r.state, sizeof(r.state), "PAID");
         snprintf(r.aggregate, sizeof(r.aggregate), "agg1");
+        r.aggregate_len = 4;
         ck_assert_int_eq(sg_agg_put(t, &tp, a1, &r, 0, err, sizeof(err)), SG_OK);
         r.parked_since_ms = 300;
         ck_assert_int_eq(sg_agg_put(t, &tp, a2, &r, 0, err, sizeof(err)), SG_OK);
@@ -333,6 +334,99 @@ START_TEST(open_bad_dir) {
 }
 END_TEST
 
+
+/* Changes captured in one store, applied to another (the changelog path),
+ * give the same state and the same derived indexes. */
+START_TEST(capture_and_apply_changes) {
+        sg_store_t *a = open_store(1 << 22, 1 << 22);
+        char dir2[128];
+        snprintf(dir2, sizeof(dir2), "%s/replica", dir);
+        sg_store_t *b;
+        ck_assert_int_eq(sg_store_open(dir2, 1 << 22, 1 << 22, &b, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 2);
+        unsigned char k1[32], k2[32], ag[32];
+        hash_of("k1", k1);
+        hash_of("k2", k2);
+        hash_of("agg", ag);
+        sg_txn_t *t = wtxn(a);
+        sg_txn_capture(t, true);
+        sg_dedup_rec_t d = {.verdict = SG_DV_PARKED, .expiry_ms = 500};
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &d, err, sizeof(err)), SG_OK);
+        d.verdict = SG_DV_APPLIED; /* overwritten in the same txn */
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &d, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k2, &d, err, sizeof(err)), SG_OK);
+        sg_agg_rec_t r = {.has_last = true, .last_version = 4, .parked_cnt = 1,
+                          .parked_since_ms = 77, .aggregate_len = 3};
+        memcpy(r.aggregate, "agg", 3);
+        ck_assert_int_eq(sg_agg_put(t, &tp, ag, &r, 0, err, sizeof(err)), SG_OK);
+        sg_parked_rec_t pr = {.parked_at_ms = 77, .key = "agg", .key_len = 3,
+                              .value = "v6", .value_len = 2};
+        ck_assert_int_eq(sg_parked_put(t, &tp, ag, 6, &pr, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_parked_put(t, &tp, ag, 7, &pr, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_parked_del(t, &tp, ag, 7, err, sizeof(err)), SG_OK);
+        sg_snapreq_rec_t sr = {.seq = 3, .attempt = 1,
+                               .state = SG_SNAP_INFLIGHT, .due_ms = 900,
+                               .aggregate_len = 3};
+        memcpy(sr.aggregate, "agg", 3);
+        ck_assert_int_eq(sg_snapreq_put(t, &tp, ag, &sr, 0, err, sizeof(err)),
+                         SG_OK);
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(t, &ch);
+        /* k1 once (last write), k2, agg, parked 6, parked 7 tombstone,
+         * snapreq: the expiry/since/snapdue indexes are not logged */
+        ck_assert_uint_eq(n, 6);
+        int tombstones = 0;
+        sg_txn_t *u = wtxn(b);
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_int_eq(memcmp(ch[i].key, tp.b, tp.len), 0);
+                tombstones += ch[i].value == NULL;
+                ck_assert_int_eq(
+                    sg_store_apply_change(u, &tp, ch[i].db,
+                                          (const char *)ch[i].key + tp.len,
+                                          ch[i].key_len - tp.len, ch[i].value,
+                                          ch[i].value_len, err, sizeof(err)),
+                    SG_OK);
+        }
+        ck_assert_int_eq(tombstones, 1);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        /* the replica has the state ... */
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k1, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_APPLIED);
+        sg_agg_rec_t ga;
+        ck_assert_int_eq(sg_agg_get(u, &tp, ag, &ga), SG_OK);
+        ck_assert_uint_eq(ga.last_version, 4);
+        ck_assert_str_eq(ga.aggregate, "agg");
+        sg_parked_rec_t gp;
+        ck_assert_int_eq(sg_parked_get(u, &tp, ag, 6, &gp), SG_OK);
+        ck_assert_int_eq(sg_parked_get(u, &tp, ag, 7, &gp), SG_ERR_NOT_FOUND);
+        /* ... and the derived indexes */
+        unsigned char h[32];
+        int64_t at;
+        ck_assert_int_eq(sg_since_first(u, &tp, 100, h, &at), SG_OK);
+        ck_assert_int_eq(at, 77);
+        ck_assert_int_eq(sg_snapdue_first(u, &tp, 1000, h, &at), SG_OK);
+        ck_assert_int_eq(at, 900);
+        int removed;
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 600, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 2);
+        /* a record seqgate did not write is refused */
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, "x", 1, "y",
+                                               1, err, sizeof(err)),
+                         SG_ERR_INVALID);
+        sg_txn_abort(u);
+        sg_store_close(a);
+        sg_store_close(b);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("store");
         TCase *tc = tcase_create("store");
@@ -344,6 +438,7 @@ int main(void) {
         tcase_add_test(tc, meta_and_partition_drop);
         tcase_add_test(tc, map_full_grow_and_retry);
         tcase_add_test(tc, open_bad_dir);
+        tcase_add_test(tc, capture_and_apply_changes);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
