@@ -30,7 +30,7 @@ for a in "$@"; do
         case "$a" in
         --passthrough) mode=passthrough ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
         esac
 done

@@ -1692,6 +1692,13 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
             (ja && (!cJSON_IsString(ja) ||
                     strcmp(ja->valuestring, a.rec.aggregate) != 0)))
                 failed = true;
+        if (!failed && p->tc->sm.enabled) {
+                /* the state must be one the machine declares */
+                bool known = false;
+                for (size_t i = 0; i < p->tc->sm.state_cnt && !known; i++)
+                        known = strcmp(p->tc->sm.states[i], js->valuestring) == 0;
+                failed = !known;
+        }
         if (failed) {
                 e->delta.snapshot_failures_total++;
                 sg_snapreq_rec_t r;

@@ -33,7 +33,8 @@ late), --garbage (a body that is not JSON), --omit FIELD (leave FIELD out of
 every reply, e.g. "version"), --require-auth VALUE (HTTP: 401 unless the
 Authorization header equals VALUE).
 
-Once listening it prints one JSON line on stdout, e.g.
+Once listening (HTTP bound; Kafka: partitions of the request topic assigned)
+it prints one JSON line on stdout, e.g.
     {"event": "listening", "http": "127.0.0.1:38211", "kafka": null}
 and JSON lines on stderr: per HTTP request "http_request" when it arrives
 and "http_response" with the status when answered; per Kafka request
@@ -230,8 +231,9 @@ def run_kafka(bootstrap: str, request_topic: str, group: str, states: States,
                          "enable.auto.commit": True})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "enable.idempotence": True})
-    consumer.subscribe([request_topic])
-    ready.set()
+    # ready (and "listening" printed) once the group assigned partitions
+    consumer.subscribe([request_topic],
+                       on_assign=lambda c, parts: ready.set())
     pending: list = []  # heap of (due, n, topic, key, value)
     n = 0
     try:
@@ -282,6 +284,7 @@ def run_kafka(bootstrap: str, request_topic: str, group: str, states: States,
     finally:
         consumer.close()
         stop.set()
+        ready.set()
 
 
 # --- main --------------------------------------------------------------------
@@ -344,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                                    states, faults, stop, ready, errors))
         t.start()
         threads.append(t)
-        ready.wait(30)
+        if not ready.wait(60) and not errors:
+            errors.append("--kafka: no partitions of the request topic "
+                          "assigned after 60 s")
     if errors:
         for e in errors:
             log("fatal", error=e)

@@ -14,6 +14,10 @@
 #                                       broker answers metadata requests
 #   kafka.sh stop                       SIGTERM, SIGKILL after a timeout, then
 #                                       remove the work dir
+#   kafka.sh restart                    stop the broker process and start it
+#                                       again on the same work dir (same
+#                                       ports, cluster id and data); prints
+#                                       the bootstrap address once ready
 #   kafka.sh status                     exit 0 and say so if it is running
 #   kafka.sh bootstrap                  print the bootstrap address
 #   kafka.sh logs [N]                   print the last N lines of the broker log
@@ -262,16 +266,27 @@ cmd_start() {
         die "formatting KRaft storage failed"
     fi
 
+    echo "$addr" >"$wd/bootstrap"
+    launch_broker "$wd" new
+}
+
+# Starts the broker process of the prepared work dir $1 (server.properties,
+# formatted data dir, $1/bootstrap) and waits until it answers metadata
+# requests; prints the bootstrap address. $2: "new" truncates
+# logs/stdout.log, "again" (restart) appends to it.
+launch_broker() {
+    local wd=$1 mode=$2 addr
+    addr=$(cat "$wd/bootstrap")
+    [[ $mode == again ]] || : >"$wd/logs/stdout.log"
     # shellcheck disable=SC2086
     nohup java $HEAP_OPTS -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
         -Djava.awt.headless=true \
         -Dlog4j2.configurationFile="$wd/log4j2.properties" \
         -Dkafka.logs.dir="$wd/logs" \
         -cp "$LIBS/*" kafka.Kafka "$wd/server.properties" \
-        >"$wd/logs/stdout.log" 2>&1 </dev/null &
+        >>"$wd/logs/stdout.log" 2>&1 </dev/null &
     local pid=$!
     echo "$pid" >"$wd/pid"
-    echo "$addr" >"$wd/bootstrap"
 
     local deadline=$((SECONDS + START_TIMEOUT))
     while ! broker_ready "$addr"; do
@@ -291,8 +306,9 @@ cmd_start() {
     echo "$addr"
 }
 
-# Stops the broker of work dir $1 and removes what start made there.
-stop_workdir() {
+# Stops the broker process of work dir $1 (SIGTERM, SIGKILL after
+# STOP_TIMEOUT) and forgets its pid; leaves config, data and logs alone.
+kill_broker() {
     local wd=$1 pid
     if broker_alive "$wd"; then
         pid=$(cat "$wd/pid")
@@ -309,6 +325,12 @@ stop_workdir() {
         log "stopped broker pid $pid"
     fi
     rm -f "$wd/pid"
+}
+
+# Stops the broker of work dir $1 and removes what start made there.
+stop_workdir() {
+    local wd=$1
+    kill_broker "$wd"
     if [[ ${KAFKA_KEEP_WORKDIR:-0} == 1 ]]; then
         return 0
     fi
@@ -332,6 +354,20 @@ cmd_stop() {
         return 0
     fi
     stop_workdir "$wd"
+}
+
+# Stops the broker (if it runs) and starts it again on the same work dir:
+# same config, ports, cluster id and data, so topics, committed offsets and
+# transactions survive and clients reconnect to the same bootstrap address.
+cmd_restart() {
+    local wd
+    wd=$(workdir)
+    [[ -n $wd && -f $wd/server.properties && -f $wd/bootstrap && -d $wd/data ]] ||
+        die "no broker work dir to restart (kafka.sh start first)"
+    need java default-jdk-headless
+    kill_broker "$wd"
+    log "restarting the broker on work dir $wd"
+    launch_broker "$wd" again
 }
 
 cmd_status() {
@@ -388,6 +424,7 @@ case ${1:-} in
 fetch) cmd_fetch ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+restart) cmd_restart ;;
 status) cmd_status ;;
 bootstrap) cmd_bootstrap ;;
 logs) shift; cmd_logs "$@" ;;

@@ -260,6 +260,7 @@ def check_snapshot_record(rec: dict, aggregate: str, S: int, state: str,
 # --- (a) and (b): a gap resolved by a snapshot -------------------------------
 
 SHIPPED_DATA = {"order": "o-1", "carrier": "dhl", "amount": 42}
+GAP_MS = 1500  # long enough for the test to send v4 before v5's new deadline
 
 
 def _gap_resolved(env: Env, agg: str, start_authority) -> tuple[list, Authority]:
@@ -272,7 +273,8 @@ def _gap_resolved(env: Env, agg: str, start_authority) -> tuple[list, Authority]
     env.produce([ev(agg, 1), ev(agg, 3), ev(agg, 5)])
     env.wait_out(2, what="v1 and the snapshot record")
     waited = time.monotonic() - t0
-    assert waited >= 1.0, f"snapshot after {waited:.2f}s, before gap_timeout_ms"
+    assert waited >= GAP_MS / 1000, \
+        f"snapshot after {waited:.2f}s, before gap_timeout_ms"
     env.produce([ev(agg, 4)])
     env.wait_out(4, what="v4 and v5 drained after the snapshot")
     time.sleep(0.5)  # anything extra would show up now
@@ -302,7 +304,7 @@ def _check_gap_resolved(env: Env, out: list[dict], agg: str,
 
 def test_kafka_source_gap_resolved_by_snapshot(bootstrap, seqgate_bin, tmp_path):
     env = Env(bootstrap, seqgate_bin, tmp_path, source="kafka",
-              snapshot={"timeout_ms": 10000})
+              snapshot={"timeout_ms": 10000}, gap_timeout_ms=GAP_MS)
     agg = "order-k1"
     states = {agg: {"version": 3, "state": "SHIPPED", "data": SHIPPED_DATA}}
     auth = None
@@ -355,7 +357,8 @@ def test_http_source_gap_resolved_by_snapshot(bootstrap, seqgate_bin, tmp_path,
                       "--require-auth", secret])
     env = Env(bootstrap, seqgate_bin, tmp_path, source="http",
               snapshot={"url": f"http://{auth.http}/orders/{{aggregate}}",
-                        "auth_header_env": AUTH_ENV, "timeout_ms": 5000})
+                        "auth_header_env": AUTH_ENV, "timeout_ms": 5000},
+              gap_timeout_ms=GAP_MS)
     try:
         out, _ = _gap_resolved(env, agg, lambda: auth)
         resp = auth.responses()
@@ -533,7 +536,7 @@ def test_restart_with_request_in_flight(bootstrap, seqgate_bin, tmp_path):
     - order-B: a reply to r1B - a request of the previous incarnation - is
       still judged by version: applied."""
     env = Env(bootstrap, seqgate_bin, tmp_path, source="kafka",
-              snapshot={"timeout_ms": 2000, "backoff_ms": 50,
+              snapshot={"timeout_ms": 3000, "backoff_ms": 50,
                         "backoff_max_ms": 100, "max_attempts": 5})
     A, B = "order-A", "order-B"
     auth = None

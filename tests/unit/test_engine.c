@@ -43,10 +43,11 @@ typedef struct h {
         int64_t offset;
         int64_t now;
         sg_process_result_t last_result;
+        const char *root; /* extra root keys, e.g. the guarantee */
 } h_t;
 
 static const char *base_conf =
-    "{\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":\"x:1\","
+    "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":\"x:1\","
     "\"group.id\":\"g\"},\"topics\":{\"orders\":{\"output_topic\":\"out\","
     "\"dlq_topic\":\"dlq\",%s}}}";
 
@@ -64,7 +65,8 @@ static const char *sm_json =
 
 static void h_open(h_t *h, const char *topic_json) {
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf, topic_json);
+        snprintf(json, sizeof(json), base_conf, h->root ? h->root : "",
+                 topic_json);
         ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
                       "config: %s", err);
         if (!h->dir[0]) {
@@ -942,7 +944,11 @@ END_TEST
 
 START_TEST(snapshot_new_aggregate_and_state) {
         char conf[2048];
-        snprintf(conf, sizeof(conf), "%s,%s", snap_kafka, sm_json);
+        snprintf(conf, sizeof(conf),
+                 "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":"
+                 "\"snap.req\",\"reply_topic\":\"snap.rep\",\"max_attempts\":3,"
+                 "\"backoff_ms\":100,\"backoff_max_ms\":100},%s",
+                 sm_json);
         h_t h = {0};
         h_open(&h, conf);
         /* a new aggregate above first_version: request at once */
@@ -959,6 +965,13 @@ START_TEST(snapshot_new_aggregate_and_state) {
         batch(&h, NULL, 0);
         last_request(&h, rid, sizeof(rid), &attempt);
         ck_assert_int_eq(attempt, 2);
+        ck_assert_int_eq(attempt, 2);
+        reply(&h, rid, "O", "2", "LOST"); /* not a declared state */
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 2);
+        h_clock(&h, T0 + 400);
+        batch(&h, NULL, 0);
+        last_request(&h, rid, sizeof(rid), &attempt);
+        ck_assert_int_eq(attempt, 3);
         reply(&h, rid, "O", "2", "PAID");
         /* v3 shipped drains from state PAID: legal */
         ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
@@ -1055,6 +1068,177 @@ START_TEST(snapshot_request_survives_restart) {
 }
 END_TEST
 
+
+/* ---- exactly_once: changelog and restore (issue 4) ----------------------- */
+
+typedef struct clrec {
+        unsigned char key[64];
+        size_t key_len;
+        unsigned char value[2048];
+        size_t value_len;
+        bool tombstone;
+        int32_t partition;
+} clrec_t;
+
+static clrec_t changelog[512];
+static size_t changelog_cnt;
+
+/* One batch as the exactly_once loop runs it: every effect "delivered" at
+ * the next offset of its topic, changelog records kept for a restore. */
+static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
+        char err[512];
+        static sg_header_t hds[64][6];
+        size_t outputs = 0;
+        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        for (size_t i = 0; i < cnt; i++) {
+                sg_header_t *hd = hds[i];
+                hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
+                hd[1] = (sg_header_t){"ce_id", evs[i].id, strlen(evs[i].id)};
+                hd[2] = (sg_header_t){"ce_source", "/shop", 5};
+                hd[3] = (sg_header_t){"ce_type", evs[i].type, strlen(evs[i].type)};
+                hd[4] = (sg_header_t){"ce_sequence", evs[i].seq,
+                                      strlen(evs[i].seq)};
+                sg_record_t rec = {.topic = "orders", .partition = 0,
+                                   .offset = h->offset++, .key = evs[i].agg,
+                                   .key_len = strlen(evs[i].agg),
+                                   .value = evs[i].id,
+                                   .value_len = strlen(evs[i].id),
+                                   .headers = hd, .header_cnt = 5};
+                ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
+                                                 &h->last_result, err,
+                                                 sizeof(err)),
+                                 SG_OK);
+        }
+        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        const sg_effect_t *ef;
+        size_t n = h->proc.effects(h->proc.opaque, &ef);
+        for (size_t i = 0; i < n; i++) {
+                if (ef[i].kind == SG_EFFECT_OUTPUT)
+                        outputs++;
+                if (ef[i].kind != SG_EFFECT_CHANGELOG) {
+                        h->proc.delivered(h->proc.opaque, i, 1000 + (int64_t)i);
+                        continue;
+                }
+                ck_assert_str_eq(ef[i].topic, "g-orders-changelog");
+                ck_assert_int_eq(ef[i].partition, 0);
+                clrec_t *c = &changelog[changelog_cnt];
+                ck_assert_uint_le(ef[i].key_len, sizeof(c->key));
+                ck_assert_uint_le(ef[i].value_len, sizeof(c->value));
+                memcpy(c->key, ef[i].key, ef[i].key_len);
+                c->key_len = ef[i].key_len;
+                c->tombstone = ef[i].value == NULL;
+                if (ef[i].value)
+                        memcpy(c->value, ef[i].value, ef[i].value_len);
+                c->value_len = ef[i].value_len;
+                h->proc.delivered(h->proc.opaque, i, (int64_t)changelog_cnt);
+                changelog_cnt++;
+        }
+        ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
+                         SG_OK);
+        return outputs;
+}
+
+static void restore_all(h_t *h, int64_t log_start, int64_t want_from) {
+        char err[512];
+        int64_t from = -1;
+        ck_assert_int_eq(h->proc.restore_begin(h->proc.opaque, "orders", 0,
+                                               log_start,
+                                               (int64_t)changelog_cnt, &from,
+                                               err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(from, want_from);
+        for (int64_t o = from; o < (int64_t)changelog_cnt; o++) {
+                const clrec_t *c = &changelog[o];
+                ck_assert_int_eq(
+                    h->proc.restore_apply(h->proc.opaque, "orders", 0, o, c->key,
+                                          c->key_len,
+                                          c->tombstone ? NULL : c->value,
+                                          c->value_len, err, sizeof(err)),
+                    SG_OK);
+        }
+        ck_assert_int_eq(h->proc.restore_end(h->proc.opaque, "orders", 0,
+                                             (int64_t)changelog_cnt, err,
+                                             sizeof(err)),
+                         SG_OK);
+}
+
+START_TEST(eos_store_follows_partition_through_changelog) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ck_assert_ptr_nonnull(a.proc.restore_begin);
+        restore_all(&a, 0, 0); /* empty changelog: nothing to restore */
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
+                     EV("B", "b1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 3), 2);
+        size_t first = changelog_cnt;
+        /* dedup ×3, agg ×2, parked ×1, meta ×1: one record per key */
+        ck_assert_uint_eq(first, 7);
+        ev_t b2[] = {EV("B", "b2", "t", "2")};
+        ck_assert_uint_eq(eos_batch(&a, b2, 1), 1);
+        ck_assert_uint_gt(changelog_cnt, first);
+        h_close(&a);
+
+        /* the partition moves to an instance with an empty store */
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        b.offset = a.offset;
+        restore_all(&b, 0, 0);
+        ck_assert_int_eq(M(&b)->parked_events, 0); /* gauges: next commit */
+        ev_t b3[] = {EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
+                     EV("B", "b2", "t", "2")};
+        /* e1, b2 are duplicates; e2 applies and the restored parked v3 drains */
+        ck_assert_uint_eq(eos_batch(&b, b3, 3), 2);
+        ck_assert_uint_eq(M(&b)->dedup_hits_total, 2);
+        ck_assert_uint_eq(M(&b)->applied_total, 2);
+        ck_assert_int_eq(M(&b)->parked_events, 0);
+        /* the parked event's tombstone is in the changelog */
+        bool tomb = false;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                tomb |= changelog[i].tombstone && changelog[i].key[0] == SG_DB_PARKED;
+        ck_assert(tomb);
+        h_free(&b);
+
+        /* the first instance comes back: only the delta is read */
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        int64_t cp = 0;
+        char err[256];
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &cp, err,
+                                              sizeof(err)),
+                         SG_OK);
+        ck_assert_int_gt(cp, 0);
+        ck_assert_int_lt(cp, (int64_t)changelog_cnt);
+        for (int64_t o = cp; o < (int64_t)changelog_cnt; o++)
+                ck_assert_int_eq(
+                    a.proc.restore_apply(a.proc.opaque, "orders", 0, o,
+                                         changelog[o].key, changelog[o].key_len,
+                                         changelog[o].tombstone ? NULL
+                                                                : changelog[o].value,
+                                         changelog[o].value_len, err,
+                                         sizeof(err)),
+                    SG_OK);
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
+                                            (int64_t)changelog_cnt, err,
+                                            sizeof(err)),
+                         SG_OK);
+        ev_t b4[] = {EV("A", "e3", "t", "3"), EV("A", "e4", "t", "4")};
+        ck_assert_uint_eq(eos_batch(&a, b4, 2), 1); /* e3 duplicate, v4 applies */
+        /* a changelog that no longer holds the checkpoint: full restore */
+        h_close(&a);
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        int64_t from;
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0,
+                                              (int64_t)changelog_cnt + 5,
+                                              (int64_t)changelog_cnt + 5, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(from, (int64_t)changelog_cnt + 5);
+        h_free(&a);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1099,6 +1283,9 @@ Suite *engine_suite(void) {
         tcase_add_test(snap, snapshot_http_effects_and_failures);
         tcase_add_test(snap, snapshot_request_survives_restart);
         suite_add_tcase(s, snap);
+        TCase *eos = tcase_create("exactly_once");
+        tcase_add_test(eos, eos_store_follows_partition_through_changelog);
+        suite_add_tcase(s, eos);
         return s;
 }
 
