@@ -139,7 +139,7 @@ typedef struct app {
 /** Stats line: the loop's counters and gauges, then the engine's metrics. */
 static void on_stats(void *opaque, const sg_loop_stats_t *s) {
         app_t *app = opaque;
-        char buf[4096];
+        char buf[16384];
         int n = snprintf(
                 buf, sizeof(buf),
                 "\"batches_total\":%llu,\"batches_aborted_total\":%llu,"
@@ -164,7 +164,7 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                 (long long)s->paused_partitions, (long long)s->consumer_lag,
                 (long long)s->snapshot_http_in_flight);
         if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
-                char mbuf[3072];
+                char mbuf[12288];
                 int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,
                                         sizeof(mbuf));
                 if (m > 0 && (size_t)m < sizeof(mbuf) &&

@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""seqgate's chaos suite (issue 4): crashes, rebalances and a broker restart
+against a known stream whose exact result is computed independently.
+
+1. Broker: its own private one (deploy/kafka/kafka.sh with a private
+   KAFKA_WORKDIR) unless KAFKA_BOOTSTRAP is set; the suite restarts it once
+   (`kafka.sh restart`: same work dir, ports and data). With KAFKA_BOOTSTRAP
+   the broker restart is skipped and the summary says broker_restarts=0.
+2. Topics: input and output with `--partitions` partitions, a DLQ with one.
+   The stream comes from tests/chaos/gen.py (seeded), which also gives the
+   expected result: applied events per aggregate in order, the DLQ multiset
+   of (tag, reason), the fate of every input record.
+3. Two seqgate instances (own data_dir, own instance_id) in one consumer
+   group, small batches (`batch.max_records` 200), session.timeout.ms 6000.
+   While the generator produces the stream in chunks, a seeded schedule:
+   kill -9 a random instance and restart it after a random pause (many
+   cycles), add a third instance and remove it again (SIGTERM) to force
+   rebalances, restart the broker once.
+4. Wait until the group's committed offsets reach the input's end offsets,
+   the expected gap_timeout DLQ records are there (or a deadline passes) and
+   output and DLQ stop growing; SIGTERM every instance.
+5. A read_committed reader checks output and DLQ against the expectation and
+   prints one summary line:
+     chaos: mode=M seed=N events=E kills=K rebalances=R broker_restarts=B
+            lost=0 duplicated=0 out_of_order=0 unexpected_dlq=0 missing_dlq=0
+            unexpected_output=0 unaccounted=0 (one line)
+   lost: expected applied events missing from the output. duplicated: extra
+   copies of an event in the output or of a record in the DLQ (a fault only
+   with exactly_once; at_least_once may redeliver the batch in flight).
+   out_of_order: per aggregate, output versions (first copies) not strictly
+   increasing, or applied in another order than the model's. unexpected_dlq /
+   missing_dlq: the DLQ against the expected (tag, reason) multiset.
+   unexpected_output: output records the model does not apply (e.g. a
+   conflicting copy, a record routed to the wrong partition). unaccounted:
+   input records found neither in the output nor in the DLQ (identical
+   redeliveries are accounted by their original).
+   Exit status 1 when any fault count is non-zero, 2 on a harness error.
+
+Logs of every seqgate run stay in the run's temp dir (printed); on failure
+the tails of the relevant ones are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+import gen  # noqa: E402
+from kafkautil import consume_all, create_topics, end_offsets, unique_name  # noqa: E402
+from seqgate_proc import Seqgate, make_config  # noqa: E402
+
+KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
+REASON_H = "__seqgate.errors.reason"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# broker
+
+class Broker:
+    """The suite's private broker (kafka.sh with its own work dir), or an
+    external cluster from KAFKA_BOOTSTRAP (then it cannot be restarted)."""
+
+    def __init__(self, tmp: Path):
+        self.external = os.environ.get("KAFKA_BOOTSTRAP")
+        self.workdir = None
+        self.bootstrap = self.external
+        self.env = dict(os.environ)
+        self.env.pop("KAFKA_BOOTSTRAP", None)
+        if not self.external:
+            self.workdir = tmp / "kafka"
+            self.workdir.mkdir()
+            self.env["KAFKA_WORKDIR"] = str(self.workdir)
+
+    def _sh(self, *args, timeout=180) -> str:
+        p = subprocess.run([str(KAFKA_SH), *args], env=self.env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"kafka.sh {' '.join(args)} failed "
+                               f"(exit {p.returncode}):\n{p.stderr}")
+        return p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+
+    def start(self) -> None:
+        if self.external:
+            log(f"using the cluster at KAFKA_BOOTSTRAP={self.external}")
+            return
+        t0 = time.monotonic()
+        self.bootstrap = self._sh("start")
+        log(f"private broker at {self.bootstrap} ({time.monotonic() - t0:.1f}s, "
+            f"work dir {self.workdir})")
+
+    def restart(self) -> float:
+        t0 = time.monotonic()
+        addr = self._sh("restart")
+        if addr != self.bootstrap:
+            raise RuntimeError(f"restarted broker at {addr}, was {self.bootstrap}")
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        if self.workdir is not None:
+            try:
+                self._sh("stop", timeout=120)
+            except Exception as e:  # noqa: BLE001
+                log(f"broker stop: {e}")
+
+    def log_tail(self, n=40) -> str:
+        if self.workdir is None:
+            return ""
+        p = subprocess.run([str(KAFKA_SH), "logs", str(n)], env=self.env,
+                           text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return p.stdout
+
+
+# ---------------------------------------------------------------------------
+# progress probes
+
+class Probe:
+    def __init__(self, bootstrap: str, group: str):
+        self.group = group
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.consumer = Consumer({"bootstrap.servers": bootstrap,
+                                  "group.id": unique_name("chaos-probe"),
+                                  "enable.auto.commit": False})
+
+    def committed(self, topic: str, parts: int) -> dict[int, int]:
+        req = ConsumerGroupTopicPartitions(
+            self.group, [TopicPartition(topic, p) for p in range(parts)])
+        res = self.admin.list_consumer_group_offsets(
+            [req], require_stable=True)[self.group].result(timeout=15)
+        return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+    def high(self, topic: str, parts: int) -> dict[int, int]:
+        return {p: self.consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(parts)}
+
+    def close(self):
+        self.consumer.close()
+
+
+# ---------------------------------------------------------------------------
+# verification
+
+def _tag(rec) -> str | None:
+    try:
+        return json.loads(rec["value"])["tag"]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def verify(g: dict, out: list[dict], dlq: list[dict], in_topic: str,
+           mode: str) -> tuple[dict, list[str]]:
+    """Counts of each fault kind and example lines."""
+    exp = g["expected"]
+    eos = mode == "exactly_once"
+    notes: list[str] = []
+    c = Counter()
+    # expected applied: tag -> (agg, index in the aggregate's applied list)
+    exp_applied = {}
+    for agg, lst in exp["applied"].items():
+        for i, (v, eid, tag) in enumerate(lst):
+            exp_applied[tag] = (agg, i, v)
+    part_of_agg = {r["agg"]: r["partition"] for r in g["records"]}
+
+    # --- output -----------------------------------------------------------
+    copies = Counter()
+    first_seq: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for rec in out:  # (partition, offset) order
+        tag = _tag(rec)
+        copies[tag] += 1
+        if tag not in exp_applied:
+            c["unexpected_output"] += 1
+            if c["unexpected_output"] <= 5:
+                notes.append(f"unexpected output record {tag!r} at "
+                             f"{rec['partition']}/{rec['offset']} (model: "
+                             f"{exp['fate'].get(tag, 'not an input record')})")
+            continue
+        agg, _i, v = exp_applied[tag]
+        if rec["partition"] != part_of_agg[agg]:
+            c["unexpected_output"] += 1
+            notes.append(f"{tag} in output partition {rec['partition']}, "
+                         f"input partition {part_of_agg[agg]}")
+        if copies[tag] > 1:
+            continue
+        first_seq[agg].append((v, tag))
+    for tag, n in copies.items():
+        if n > 1 and tag in exp_applied:
+            c["duplicated"] += n - 1
+            if eos and c["duplicated"] <= 5:
+                notes.append(f"output: {tag} appears {n} times")
+    for tag in exp_applied:
+        if copies[tag] == 0:
+            c["lost"] += 1
+            if c["lost"] <= 5:
+                notes.append(f"lost: {tag} (expected applied) not in the output; "
+                             f"in DLQ as {[_reason(d) for d in dlq if _tag(d) == tag]}")
+    for agg, lst in exp["applied"].items():
+        got = first_seq.get(agg, [])
+        vs = [v for v, _t in got]
+        bad = sum(1 for a, b in zip(vs, vs[1:]) if b <= a)
+        # same tags, other order than the model's (also no gap the policy
+        # did not allow: a missing version is counted as lost above)
+        want_tags = [t for _v, _e, t in lst if copies[t] > 0]
+        if bad == 0 and [t for _v, t in got] != want_tags:
+            bad = 1
+        if bad:
+            c["out_of_order"] += bad
+            if c["out_of_order"] <= 5:
+                notes.append(f"out of order: {agg} output versions {vs}, "
+                             f"expected {[v for v, _e, _t in lst]}")
+
+    # --- DLQ --------------------------------------------------------------
+    want = Counter((t, r) for t, r in exp["dlq"])
+    got = Counter((_tag(d), _reason(d)) for d in dlq)
+    for item, n in got.items():
+        if item in want:
+            extra = n - want[item]
+            if extra > 0:
+                c["duplicated"] += extra
+                if eos:
+                    notes.append(f"DLQ: {item} appears {n} times, expected {want[item]}")
+        else:
+            c["unexpected_dlq"] += n
+            if c["unexpected_dlq"] <= 8:
+                notes.append(f"unexpected DLQ record {item} x{n} (model: "
+                             f"{exp['fate'].get(item[0], 'not an input record')})")
+    for item, n in want.items():
+        if got[item] < n:
+            c["missing_dlq"] += n - got[item]
+            if c["missing_dlq"] <= 5:
+                notes.append(f"missing DLQ record {item}")
+
+    # --- every input record accounted for -----------------------------------
+    seen = set(copies) | {t for t, _r in got}
+    for tag in {r["tag"] for r in g["records"]}:
+        if tag not in seen:
+            c["unaccounted"] += 1
+            if c["unaccounted"] <= 5:
+                notes.append(f"unaccounted input record {tag} "
+                             f"(model: {exp['fate'].get(tag)})")
+    return c, notes
+
+
+def _reason(d) -> str | None:
+    v = d["headers_dict"].get(REASON_H)
+    return v.decode() if v is not None else None
+
+
+# ---------------------------------------------------------------------------
+# the run
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="seqgate chaos suite (issue 4)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="randomness seed (default: random, printed)")
+    ap.add_argument("--mode", choices=["exactly_once", "at_least_once"],
+                    default="exactly_once", help="seqgate guarantee")
+    ap.add_argument("--soak", action="store_true",
+                    help="10x the events, 30 kill cycles")
+    ap.add_argument("--binary", default=os.environ.get("SEQGATE_BIN")
+                    or str(ROOT / "build" / "seqgate"))
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    a = ap.parse_args(argv)
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
+    print(f"chaos: seed={seed} mode={a.mode}{' soak' if a.soak else ''} "
+          f"(rerun with --seed {seed})", flush=True)
+    if not os.access(a.binary, os.X_OK):
+        print(f"chaos: seqgate executable not found at {a.binary}", file=sys.stderr)
+        return 2
+
+    scale = {
+        "aggregates": 18000 if a.soak else 1800,
+        "kills": 30 if a.soak else 8,
+        "produce_s": 300.0 if a.soak else 60.0,
+        "chunks": 150 if a.soak else 30,
+        "gap_timeout_ms": 25000,
+    }
+    tmp = Path(tempfile.mkdtemp(prefix="seqgate-chaos."))
+    log(f"temp dir (seqgate logs, data dirs): {tmp}")
+    broker = Broker(tmp)
+    instances: dict[str, Seqgate] = {}
+    t_start = time.monotonic()
+    rc = 2
+    try:
+        rc = run(a, seed, scale, tmp, broker, instances)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        _tails(instances, broker, tmp)
+        rc = 2
+    finally:
+        for sg in instances.values():
+            sg.cleanup()
+        broker.stop()
+        log(f"run time {time.monotonic() - t_start:.1f}s")
+        if rc == 0 and not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            log(f"kept {tmp}")
+    return rc
+
+
+def _tails(instances: dict, broker: Broker, tmp: Path, n: int = 30,
+           only: set | None = None) -> None:
+    for name, sg in instances.items():
+        for i, path in enumerate(sg.runs):
+            if only is not None and (name, i) not in only:
+                continue
+            text = path.read_text(errors="replace").splitlines()
+            # The periodic stats lines would crowd out everything else:
+            # keep the last one only.
+            stats = [i for i, l in enumerate(text) if '"event":"stats"' in l]
+            drop = set(stats[:-1])
+            text = [l for i, l in enumerate(text) if i not in drop]
+            print(f"----- {path} (last {n} lines, stats lines but the last "
+                  f"omitted) -----")
+            print("\n".join(text[-n:]))
+    if broker.workdir is not None:
+        print("----- broker log tail -----")
+        print(broker.log_tail(20))
+
+
+def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
+        instances: dict[str, Seqgate]) -> int:
+    rng = random.Random(seed)
+    g = gen.generate(seed, partitions=a.partitions, aggregates=scale["aggregates"])
+    exp = g["expected"]
+    (tmp / "expected.json").write_text(json.dumps(exp))
+    n_events = len(g["records"])
+    log(f"stream: {n_events} records, {sum(len(v) for v in exp['applied'].values())} "
+        f"to apply, DLQ {exp['dlq_by_reason']}, {exp['duplicates_dropped']} "
+        f"redeliveries, max park span {exp['max_park_span_records']} records")
+
+    broker.start()
+    bs = broker.bootstrap
+    P = a.partitions
+    t_in, t_out, t_dlq = (unique_name("chaos-in"), unique_name("chaos-out"),
+                          unique_name("chaos-dlq"))
+    group = unique_name("sg-chaos")
+    create_topics(bs, {t_in: P, t_out: P, t_dlq: 1})
+
+    def conf(name: str) -> dict:
+        c = make_config(bootstrap=bs, group=group, instance=name,
+                        data_dir=str(tmp / name / "data"), input_topic=t_in,
+                        output_topic=t_out, dlq_topic=t_dlq,
+                        gap_timeout_ms=scale["gap_timeout_ms"], gap_policy="dlq",
+                        state_machine=gen.STATE_MACHINE, batch_max_records=200,
+                        batch_max_ms=100, stats_interval_ms=1000)
+        c["guarantee"] = a.mode
+        c["kafka_consumer"]["session.timeout.ms"] = "6000"
+        c["kafka_consumer"]["heartbeat.interval.ms"] = "1000"
+        return c
+
+    for name in ("sg-a", "sg-b", "sg-c"):
+        c = conf(name)
+        cp = tmp / f"{name}.check.json"
+        cp.write_text(json.dumps(c))
+        chk = subprocess.run([a.binary, "--check-config", str(cp)], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if chk.returncode != 0:
+            print(f"chaos: config refused by seqgate --check-config:\n{chk.stdout}")
+            return 2
+        instances[name] = Seqgate(a.binary, c, tmp / name)
+
+    probe = Probe(bs, group)
+    counts = Counter()
+    stop_chaos = threading.Event()
+    produced = threading.Event()
+    producer_error: list[BaseException] = []
+
+    # --- generator thread: the stream in chunks over produce_s -------------
+    def producer_thread():
+        try:
+            prod = gen.producer(bs)
+            recs = g["records"]
+            n = scale["chunks"]
+            step = (len(recs) + n - 1) // n
+            t0 = time.monotonic()
+            for i in range(n):
+                gen.produce(prod, t_in, recs[i * step:(i + 1) * step], timeout_s=180)
+                wait = t0 + (i + 1) * scale["produce_s"] / n - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            produced.set()
+        except BaseException as e:  # noqa: BLE001
+            producer_error.append(e)
+            produced.set()
+
+    base = ["sg-a", "sg-b"]
+    for name in base:
+        instances[name].start(wait_assigned=False)
+    for name in base:
+        instances[name].wait_for_event("partitions_assigned", 60)
+    pt = threading.Thread(target=producer_thread, daemon=True)
+    pt.start()
+
+    # --- the chaos schedule ---------------------------------------------------
+    horizon = scale["produce_s"] + 10.0
+    t0 = time.monotonic()
+    kills = scale["kills"]
+    kill_at = sorted(rng.uniform(2.0, horizon) for _ in range(kills))
+    broker_at = rng.uniform(0.35, 0.6) * horizon if broker.workdir else None
+    n_adds = 3 if a.soak else 2
+    add_at = sorted(rng.uniform(3.0, horizon - 8.0) for _ in range(n_adds))
+    plan = [(t, "kill") for t in kill_at] + [(t, "add") for t in add_at]
+    if broker_at is not None:
+        plan.append((broker_at, "broker"))
+    plan.sort()
+    log(f"schedule: {kills} kills, {n_adds} add/remove cycles, broker restart "
+        f"at {broker_at and round(broker_at, 1)}s, over {horizon:.0f}s")
+    broker_restarts = 0
+    self_exits: list[tuple] = []
+    bad_stops: list[tuple] = []
+
+    want_up = set(base)          # instances that should be running now
+
+    def check_alive():
+        """Restarts an instance that exited without being told to (and says
+        so: a seqgate that dies by itself is a finding, not chaos)."""
+        for name in sorted(want_up):
+            sg = instances[name]
+            if not sg.running():
+                log(f"!! {name} exited by itself with status {sg.proc.returncode}"
+                    f" (run {len(sg.runs)}): restarting it")
+                counts["self_exits"] += 1
+                self_exits.append((name, len(sg.runs) - 1, sg.proc.returncode))
+                sg.start(wait_assigned=False)
+
+    for t, what in plan:
+        while time.monotonic() - t0 < t:
+            check_alive()
+            time.sleep(0.1)
+        check_alive()
+        if what == "kill":
+            name = rng.choice(sorted(want_up))
+            sg = instances[name]
+            sg.kill9()
+            counts["kills"] += 1
+            counts["rebalances"] += 1   # the restarted member joins the group
+            pause = rng.uniform(0.2, 3.0)
+            log(f"kill -9 {name} (run {len(sg.runs)}), restart in {pause:.1f}s")
+            time.sleep(pause)
+            sg.start(wait_assigned=False)
+        elif what == "add":
+            sg = instances["sg-c"]
+            want_up.add("sg-c")
+            sg.start(wait_assigned=False)
+            counts["rebalances"] += 1
+            stay = rng.uniform(3.0, 8.0)
+            log(f"added sg-c (run {len(sg.runs)}) for {stay:.1f}s")
+            end = time.monotonic() + stay
+            while time.monotonic() < end:
+                check_alive()
+                time.sleep(0.1)
+            want_up.discard("sg-c")
+            if sg.running():
+                rc = sg.stop(timeout_s=60)
+                if rc != 0:
+                    bad_stops.append(("sg-c", len(sg.runs) - 1, rc))
+                counts["rebalances"] += 1
+                log(f"removed sg-c (SIGTERM, exit {rc})")
+        elif what == "broker":
+            log("restarting the broker")
+            secs = broker.restart()
+            broker_restarts += 1
+            log(f"broker back in {secs:.1f}s")
+    produced.wait(timeout=600)
+    if producer_error:
+        raise producer_error[0]
+    check_alive()
+    log(f"stream produced ({n_events} records); waiting for the group to finish")
+
+    # --- wait for the end -----------------------------------------------------
+    in_end = end_offsets(bs, t_in)
+    assert sum(in_end.values()) == n_events, (in_end, n_events)
+    want_out = sum(len(v) for v in exp["applied"].values())
+    want_dlq = len(exp["dlq"])
+    deadline = time.monotonic() + (900 if a.soak else 150)
+    last, stable_since = None, time.monotonic()
+    done = False
+    while time.monotonic() < deadline:
+        check_alive()
+        try:
+            com = probe.committed(t_in, P)
+            hi = (sum(probe.high(t_out, P).values()), sum(probe.high(t_dlq, 1).values()))
+        except Exception as e:  # noqa: BLE001
+            log(f"probe: {e}")
+            time.sleep(1)
+            continue
+        caught_up = com == in_end
+        if hi != last:
+            last, stable_since = hi, time.monotonic()
+        # Output and DLQ high watermarks include transaction markers (and
+        # aborted data), so they are a lower bound check only.
+        if caught_up and hi[0] >= want_out and hi[1] >= want_dlq and \
+                time.monotonic() - stable_since >= 4.0:
+            done = True
+            break
+        time.sleep(0.5)
+    log(f"{'finished' if done else 'DEADLINE passed'}: committed "
+        f"{probe.committed(t_in, P)} of {in_end}; output/DLQ high watermarks {last}")
+    probe.close()
+    want_up.clear()
+    for name, sg in instances.items():
+        if sg.running():
+            rc = sg.stop(timeout_s=60)
+            if rc != 0:
+                bad_stops.append((name, len(sg.runs) - 1, rc))
+
+    # --- check ----------------------------------------------------------------
+    # Every instance is stopped: the high watermarks are final.
+    out = consume_all(bs, t_out, timeout_s=90)
+    dlq = consume_all(bs, t_dlq, timeout_s=60)
+    c, notes = verify(g, out, dlq, t_in, a.mode)
+
+    # Did exactly_once really run transactions? (the loop's stats line)
+    tx_evidence = 0
+    fatal_lines = []
+    for name, sg in instances.items():
+        for i in range(len(sg.runs)):
+            for line in sg.log_lines(i):
+                if line.get("event") == "stats":
+                    for k, v in line.items():
+                        if "transaction" in k and isinstance(v, (int, float)):
+                            tx_evidence += v
+                if line.get("level") == "error":
+                    fatal_lines.append((name, i, line))
+    if a.mode == "exactly_once" and tx_evidence == 0:
+        notes.append("mode exactly_once, but no stats line reports any "
+                     "transaction (no *transaction* counter > 0): the loop "
+                     "does not run Kafka transactions")
+        c["no_transactions"] = 1
+
+    eos = a.mode == "exactly_once"
+    faults = {k: c[k] for k in ("lost", "duplicated", "out_of_order", "unexpected_dlq",
+                                "missing_dlq", "unexpected_output", "unaccounted")}
+    failing = {k: v for k, v in faults.items() if v and (eos or k != "duplicated")}
+    if c["no_transactions"]:
+        failing["no_transactions"] = 1
+    if not done:
+        failing["not_finished"] = 1
+    if bad_stops:
+        failing["bad_stop"] = len(bad_stops)
+        notes.append(f"SIGTERM exit statuses != 0 (name, run index, status): {bad_stops}")
+    if self_exits:
+        failing["self_exits"] = len(self_exits)
+        notes.append(f"seqgate exited by itself (name, run index, status): {self_exits}")
+    for n in notes[:40]:
+        print(f"  - {n}")
+    if fatal_lines:
+        print(f"  - {len(fatal_lines)} error-level log lines, first ones:")
+        for name, i, line in fatal_lines[:8]:
+            print(f"      {name} run {i + 1}: {json.dumps(line)[:400]}")
+    print(f"chaos: output {len(out)} records (expected {want_out} distinct), "
+          f"DLQ {len(dlq)} (expected {want_dlq}), time {time.monotonic() - t0:.0f}s "
+          f"since the first instance, {sum(len(s.runs) for s in instances.values())} "
+          f"seqgate runs")
+    print(f"chaos: mode={a.mode} seed={seed} events={n_events} kills={counts['kills']} "
+          f"rebalances={counts['rebalances']} broker_restarts={broker_restarts} "
+          + " ".join(f"{k}={v}" for k, v in faults.items()), flush=True)
+    if failing:
+        print(f"chaos: FAIL {failing}")
+        # The last run of each instance, plus every run that logged an error.
+        want = {(n, len(sg.runs) - 1) for n, sg in instances.items() if sg.runs}
+        want |= {(n, i) for n, i, _l in fatal_lines}
+        want |= {(n, i) for n, i, _r in self_exits + bad_stops}
+        _tails(instances, broker, tmp, only=want)
+        return 1
+    print("chaos: PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
