@@ -122,10 +122,24 @@ struct sg_loop {
         size_t part_cnt, part_cap;
         size_t last_part;        /**< last loop_part() hit: records come in runs */
 
-        /* delivery reports of the current batch (generation-tagged) */
-        uintptr_t batch_gen;
+        /* delivery reports of the current attempt: a message's opaque is
+         * dr_base + 1 + its effect index, so a report of an earlier
+         * (aborted) attempt falls outside (dr_base, dr_base + dr_cnt] */
+        uintptr_t dr_base;
+        size_t dr_cnt;           /**< effects of the current attempt */
+        int64_t *dr_offs;        /**< per effect: offset written at, or -1 */
+        size_t dr_offs_cap;
         size_t dr_ok, dr_fail;
         rd_kafka_resp_err_t dr_err;
+
+        /* exactly_once (issue 4, semantics §6) */
+        bool eos;                /**< guarantee exactly_once */
+        rd_kafka_t *restorer;    /**< changelog restore consumer (no group) */
+        bool txn_open;           /**< a Kafka transaction is in progress */
+        bool kafka_committed;    /**< this attempt's transaction committed */
+        bool restore_needed;     /**< LMDB fell behind the changelog: restore
+                                      every assigned partition before the
+                                      next batch */
 
         /* HTTP snapshot refetch (snapshot_http.h) */
         sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
@@ -434,19 +448,367 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
 
 static void cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
         sg_loop_t *loop = opaque;
+        uintptr_t v = (uintptr_t)m->_private;
         (void)rk;
-        if ((uintptr_t)m->_private != loop->batch_gen)
-                return; /* a report for an aborted batch */
+        if (v <= loop->dr_base || v - loop->dr_base > loop->dr_cnt)
+                return; /* a report for an aborted attempt */
         if (m->err) {
                 loop->dr_fail++;
                 if (!loop->dr_err)
                         loop->dr_err = m->err;
         } else {
                 loop->dr_ok++;
+                loop->dr_offs[v - loop->dr_base - 1] = m->offset;
         }
 }
 
+/* ------------------------------------------------------------------ */
+/* Kafka transactions (exactly_once, KIP-98 / KIP-447)                  */
+
+static bool err_is_fenced(rd_kafka_resp_err_t code) {
+        return code == RD_KAFKA_RESP_ERR__FENCED ||
+               code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+               code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/** The transactional producer hit a fatal error (typically: fenced by a
+ *  newer instance with the same transactional.id). Logs one line, event
+ *  "fenced" or "fatal_producer_error", and stops the loop (SG_ERR_FATAL:
+ *  the daemon exits non-zero). */
+static void loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
+                                const char *during, const char *reason) {
+        bool fenced = err_is_fenced(code);
+        char what[700];
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "transactional_id",
+                                loop->conf->transactional_id
+                                        ? loop->conf->transactional_id
+                                        : "");
+        cJSON_AddStringToObject(f, "during", during);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddStringToObject(f, "reason", reason);
+        if (fenced)
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "another instance with the same transactional.id "
+                        "(instance_id) took over; this one stops");
+        loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
+                 f);
+        snprintf(what, sizeof(what), "%s: %s (%s)",
+                 fenced ? "producer fenced" : "fatal producer error", reason,
+                 during);
+        loop_set_fatal(loop, SG_ERR_FATAL, what);
+}
+
+/** Takes a transactional API error (freed here): a fatal one stops the loop
+ *  (SG_ERR_FATAL), any other returns SG_ERR_KAFKA (the caller aborts the
+ *  transaction and the batch). */
+static sg_err_t loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
+                               const char *during, char *errstr,
+                               size_t errstr_size) {
+        sg_err_t err = SG_ERR_KAFKA;
+        sg_errf(errstr, errstr_size, "%s: %s", during,
+                rd_kafka_error_string(e));
+        if (rd_kafka_error_is_fatal(e)) {
+                char fes[512] = "";
+                rd_kafka_resp_err_t code =
+                        rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
+                if (!code) {
+                        code = rd_kafka_error_code(e);
+                        snprintf(fes, sizeof(fes), "%s",
+                                 rd_kafka_error_string(e));
+                }
+                loop_producer_fatal(loop, code, during, fes);
+                err = SG_ERR_FATAL;
+        }
+        rd_kafka_error_destroy(e);
+        return err;
+}
+
+#define SG_TXN_RETRIES 10
+
+/** Runs one transactional call, retrying it while librdkafka says the error
+ *  is retriable (and neither fatal nor abortable). */
+#define TXN_CALL(loop, call, during, errstr, errstr_size, errp)               \
+        do {                                                                  \
+                for (int tries_ = 0;; tries_++) {                             \
+                        rd_kafka_error_t *e_ = (call);                        \
+                        if (!e_) {                                            \
+                                *(errp) = SG_OK;                              \
+                                break;                                        \
+                        }                                                     \
+                        if (rd_kafka_error_is_retriable(e_) &&                \
+                            !rd_kafka_error_is_fatal(e_) &&                   \
+                            !rd_kafka_error_txn_requires_abort(e_) &&         \
+                            tries_ < SG_TXN_RETRIES && !(loop)->stop) {       \
+                                cJSON *f_ = cJSON_CreateObject();             \
+                                cJSON_AddStringToObject(f_, "during", during);\
+                                cJSON_AddStringToObject(                      \
+                                        f_, "error",                          \
+                                        rd_kafka_error_string(e_));           \
+                                loop_log(loop, SG_LOG_WARNING,                \
+                                         "transaction_retry", f_);            \
+                                rd_kafka_error_destroy(e_);                   \
+                                continue;                                     \
+                        }                                                     \
+                        *(errp) = loop_txn_error(loop, e_, during, errstr,    \
+                                                 errstr_size);                \
+                        break;                                                \
+                }                                                             \
+        } while (0)
+
 static sg_err_t loop_batch(sg_loop_t *loop, const char *why);
+
+/* ------------------------------------------------------------------ */
+/* restore from the changelog (exactly_once, issue 4)                  */
+
+#define SG_RESTORE_POLL_MS 100
+#define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
+#define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
+#define SG_STABLE_OFFSETS_MAX_MS 120000  /* committed offsets still pending */
+
+/** The configuration of input topic @p name, or NULL (a reply topic). */
+static const sg_topic_config_t *loop_input_topic(const sg_loop_t *loop,
+                                                 const char *name) {
+        for (size_t i = 0; i < loop->conf->topic_cnt; i++)
+                if (!strcmp(loop->conf->topics[i].name, name))
+                        return &loop->conf->topics[i];
+        return NULL;
+}
+
+/**
+ * Reads changelog partition @p changelog [@p partition] from @p from to its
+ * read_committed end, giving every record to restore_apply. The end is where
+ * the restore consumer reports the partition's EOF; if the high watermark
+ * is beyond it a transaction on the changelog is still undecided (a dead
+ * owner's, until the coordinator aborts it; or one committed whose marker
+ * is not written yet), and the read goes on until the end reaches the high
+ * watermark: the state must include every transaction whose input offsets
+ * are committed.
+ */
+static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, const char *changelog,
+                                  int64_t from, int64_t *endp, uint64_t *np,
+                                  char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
+                from;
+        rd_kafka_resp_err_t e = rd_kafka_assign(loop->restorer, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (e) {
+                sg_errf(errstr, errstr_size, "changelog %s [%" PRId32
+                        "]: assign: %s", changelog, partition,
+                        rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        int64_t end = from, first_eof = 0, progress = sg_mono_ms();
+        uint64_t n = 0;
+        bool eof = false, waiting = false;
+        sg_err_t err = SG_OK;
+        while (!err) {
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(
+                        loop->restorer, SG_RESTORE_POLL_MS);
+                if (m && !m->err) {
+                        err = pr->restore_apply(pr->opaque, topic, partition,
+                                                m->offset, m->key, m->key_len,
+                                                m->payload,
+                                                m->payload ? m->len : 0,
+                                                errstr, errstr_size);
+                        end = m->offset + 1;
+                        n++;
+                        eof = false;
+                        progress = sg_mono_ms();
+                        rd_kafka_message_destroy(m);
+                        continue;
+                }
+                if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        end = m->offset;
+                        eof = true;
+                        progress = sg_mono_ms();
+                        if (!first_eof)
+                                first_eof = progress;
+                } else if (m) {
+                        char fes[512];
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "changelog", changelog);
+                        cJSON_AddNumberToObject(f, "partition", partition);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2name(m->err));
+                        cJSON_AddStringToObject(f, "message",
+                                                rd_kafka_message_errstr(m));
+                        loop_log(loop, SG_LOG_WARNING, "restore_consume_error",
+                                 f);
+                        if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
+                            m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+                            rd_kafka_fatal_error(loop->restorer, fes,
+                                                 sizeof(fes))) {
+                                sg_errf(errstr, errstr_size,
+                                        "changelog %s [%" PRId32 "] at offset "
+                                        "%" PRId64 ": %s",
+                                        changelog, partition, end,
+                                        rd_kafka_message_errstr(m));
+                                err = SG_ERR_KAFKA;
+                        }
+                }
+                if (m)
+                        rd_kafka_message_destroy(m);
+                if (err)
+                        break;
+                int64_t now = sg_mono_ms();
+                if (eof) {
+                        int64_t wlo = -1, whi = -1;
+                        rd_kafka_get_watermark_offsets(loop->restorer,
+                                                       changelog, partition,
+                                                       &wlo, &whi);
+                        if (whi <= end)
+                                break; /* nothing undecided beyond */
+                        if (!waiting) {
+                                cJSON *f = cJSON_CreateObject();
+                                cJSON_AddStringToObject(f, "changelog",
+                                                        changelog);
+                                cJSON_AddNumberToObject(f, "partition",
+                                                        partition);
+                                cJSON_AddNumberToObject(f, "stable_offset",
+                                                        (double)end);
+                                cJSON_AddNumberToObject(f, "high_watermark",
+                                                        (double)whi);
+                                loop_log(loop, SG_LOG_NOTICE,
+                                         "restore_waiting_for_transaction", f);
+                                waiting = true;
+                        }
+                        if (now - first_eof > SG_RESTORE_PENDING_MAX_MS) {
+                                sg_errf(errstr, errstr_size,
+                                        "changelog %s [%" PRId32 "]: a "
+                                        "transaction stayed undecided for "
+                                        "%d s (stable offset %" PRId64
+                                        ", high watermark %" PRId64 ")",
+                                        changelog, partition,
+                                        SG_RESTORE_PENDING_MAX_MS / 1000, end,
+                                        whi);
+                                err = SG_ERR_KAFKA;
+                        }
+                } else if (now - progress > SG_RESTORE_STALL_MS) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32 "]: no progress for "
+                                "%d s at offset %" PRId64,
+                                changelog, partition,
+                                SG_RESTORE_STALL_MS / 1000, end);
+                        err = SG_ERR_KAFKA;
+                }
+                if (!err && loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "stopped during the restore of %s [%" PRId32
+                                "]", changelog, partition);
+                        err = SG_ERR_KAFKA;
+                }
+        }
+        rd_kafka_assign(loop->restorer, NULL);
+        *endp = end;
+        *np = n;
+        return err;
+}
+
+/**
+ * Restores input partition @p topic [@p partition] from its changelog
+ * (processor.h restore_begin → restore_apply … → restore_end). On
+ * SG_ERR_MAP_FULL the store is grown and the partition's restore starts
+ * again from restore_begin. Adds the time taken to *msp.
+ */
+static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, int64_t *msp,
+                                  char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        const sg_topic_config_t *tc = loop_input_topic(loop, topic);
+        if (!tc || !tc->changelog_topic || !pr->restore_begin ||
+            !pr->restore_apply || !pr->restore_end || !loop->restorer)
+                return SG_OK; /* a reply topic, or nothing to restore */
+        for (int attempt = 0;; attempt++) {
+                int64_t t0 = sg_mono_ms(), lo = -1, hi = -1, from = -1,
+                        end = -1;
+                uint64_t n = 0;
+                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                        loop->restorer, tc->changelog_topic, partition, &lo,
+                        &hi, SG_METADATA_TIMEOUT_MS);
+                if (e) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32
+                                "]: reading its offsets: %s",
+                                tc->changelog_topic, partition,
+                                rd_kafka_err2str(e));
+                        return SG_ERR_KAFKA;
+                }
+                sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
+                                                 lo, hi, &from, errstr,
+                                                 errstr_size);
+                if (!err)
+                        err = loop_restore_read(loop, topic, partition,
+                                                tc->changelog_topic, from,
+                                                &end, &n, errstr, errstr_size);
+                if (!err)
+                        err = pr->restore_end(pr->opaque, topic, partition,
+                                              end, errstr, errstr_size);
+                int64_t ms = sg_mono_ms() - t0;
+                *msp += ms;
+                if (err == SG_ERR_MAP_FULL && pr->grow && attempt < 16) {
+                        char ges[400] = "";
+                        if (pr->grow(pr->opaque, ges, sizeof(ges))) {
+                                sg_errf(errstr, errstr_size,
+                                        "growing the store during the "
+                                        "restore of %s [%" PRId32 "]: %s",
+                                        topic, partition, ges);
+                                return SG_ERR_MAP_FULL;
+                        }
+                        loop->stats.map_grows_total++;
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "during", "restore");
+                        loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
+                        continue;
+                }
+                if (err)
+                        return err;
+                loop->stats.restored_records_total += n;
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", topic);
+                cJSON_AddNumberToObject(f, "partition", partition);
+                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+                cJSON_AddNumberToObject(f, "log_start", (double)lo);
+                cJSON_AddNumberToObject(f, "from", (double)from);
+                cJSON_AddNumberToObject(f, "end", (double)end);
+                cJSON_AddNumberToObject(f, "records", (double)n);
+                cJSON_AddNumberToObject(f, "ms", (double)ms);
+                loop_log(loop, SG_LOG_INFO, "restore_done", f);
+                return SG_OK;
+        }
+}
+
+/** Restores every input partition of @p l, or (NULL) every assigned one.
+ *  Sets restore_ms_last. @returns the first error (errstr names the
+ *  partition). */
+static sg_err_t loop_restore(sg_loop_t *loop,
+                             const rd_kafka_topic_partition_list_t *l,
+                             char *errstr, size_t errstr_size) {
+        int64_t ms = 0;
+        sg_err_t err = SG_OK;
+        if (!loop->eos || !loop->proc.restore_begin)
+                return SG_OK;
+        if (l) {
+                for (int i = 0; !err && i < l->cnt; i++)
+                        err = loop_restore_part(loop, l->elems[i].topic,
+                                                l->elems[i].partition, &ms,
+                                                errstr, errstr_size);
+        } else {
+                for (size_t i = 0; !err && i < loop->part_cnt; i++)
+                        if (loop->parts[i].assigned)
+                                err = loop_restore_part(
+                                        loop, loop->parts[i].topic,
+                                        loop->parts[i].partition, &ms, errstr,
+                                        errstr_size);
+        }
+        loop->stats.restore_ms_last = ms;
+        return err;
+}
 
 static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                       rd_kafka_topic_partition_list_t *parts,
@@ -494,11 +856,30 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 return;
         }
 
-        /* Start at max(group's committed offset, store's offset). */
+        /* Start at max(group's committed offset, store's offset).
+         * exactly_once: committed offsets a transaction still holds are
+         * unstable (KIP-447); wait until they are decided. */
         rd_kafka_topic_partition_list_t *c =
                 rd_kafka_topic_partition_list_copy(parts);
-        rd_kafka_resp_err_t cerr =
-                rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
+        rd_kafka_resp_err_t cerr;
+        int64_t cdeadline = sg_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
+        for (bool logged = false;; logged = true) {
+                cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
+                for (i = 0; !cerr && i < c->cnt; i++)
+                        if (c->elems[i].err)
+                                cerr = c->elems[i].err;
+                if (!cerr || !loop->eos || loop->stop ||
+                    sg_mono_ms() >= cdeadline)
+                        break;
+                if (!logged) {
+                        cJSON *f = parts_json(parts);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(cerr));
+                        loop_log(loop, SG_LOG_NOTICE,
+                                 "committed_offsets_pending", f);
+                }
+                sg_sleep_ms(200);
+        }
         if (cerr) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
@@ -517,6 +898,30 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 loop->parts[pi].committed = committed;
         }
         rd_kafka_topic_partition_list_destroy(c);
+
+        /* exactly_once: each partition's store is brought up to its
+         * changelog's end before any of its records is read (the input
+         * partitions are assigned to the consumer only after this). */
+        es[0] = '\0';
+        if ((err = loop_restore(loop, parts, es, sizeof(es)))) {
+                char what[800];
+                snprintf(what, sizeof(what), "restore: %s", es);
+                for (i = 0; i < parts->cnt; i++) {
+                        size_t pi = loop_part(loop, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+                        loop->parts[pi].assigned = false;
+                        if (loop->proc.revoke)
+                                loop->proc.revoke(loop->proc.opaque,
+                                                  parts->elems[i].topic,
+                                                  parts->elems[i].partition);
+                }
+                loop_set_fatal(loop, err == SG_ERR_FOREIGN ? SG_ERR_FOREIGN
+                                                            : SG_ERR_FATAL,
+                               what);
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                return;
+        }
 
         if (cooperative) {
                 rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
@@ -676,6 +1081,14 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
         for (size_t i = 0; !err && i < ndefs; i++)
                 err = conf_set(kc, defs[i][0], defs[i][1], errstr,
                                errstr_size);
+        /* exactly_once: a dead instance's open transaction holds back the
+         * changelog's and the input's stable offsets until it times out;
+         * 10 s (Kafka Streams' exactly-once default) rather than 60 s keeps
+         * a partition's failover short. The transaction spans only the
+         * produce → commit of one batch. */
+        if (!err && loop->eos && !consumer)
+                err = conf_set(kc, "transaction.timeout.ms", "10000", errstr,
+                               errstr_size);
         if (!err)
                 err = conf_set(kc, "log.queue", "true", errstr, errstr_size);
         if (!err && consumer && conf->group_id)
@@ -692,6 +1105,16 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
                 err = conf_set_list(kc, conf->kafka_producer,
                                     conf->kafka_producer_cnt, true, errstr,
                                     errstr_size);
+        if (!err && loop->eos && consumer)
+                /* exactly_once: aborted input is never judged (config.c
+                 * refuses any other value). */
+                err = conf_set(kc, "isolation.level", "read_committed",
+                               errstr, errstr_size);
+        if (!err && loop->eos && !consumer)
+                /* Stable per instance (<group.id>-<instance_id>): a
+                 * restarted instance fences its zombie (KIP-98). */
+                err = conf_set(kc, "transactional.id",
+                               conf->transactional_id, errstr, errstr_size);
         if (!err && !consumer) {
                 /* semantics §6: idempotent producer, acks=all. */
                 char v[32];
@@ -825,6 +1248,375 @@ static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
         return err;
 }
 
+/** Properties of the group consumer that a group-less consumer must not
+ *  take (the restore consumer), or that it sets itself. */
+static bool restorer_skips(const char *name) {
+        static const char *const skip[] = {
+                "partition.assignment.strategy", "session.timeout.ms",
+                "heartbeat.interval.ms", "max.poll.interval.ms",
+                "enable.auto.commit", "auto.commit.interval.ms",
+                "enable.auto.offset.store", "auto.offset.reset",
+                "isolation.level", "enable.partition.eof",
+        };
+        if (!strncmp(name, "group.", 6))
+                return true;
+        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+                if (!strcmp(name, skip[i]))
+                        return true;
+        return false;
+}
+
+/** exactly_once: the changelog restore consumer — never joins a consumer
+ *  group (only assign(), no offsets committed); read_committed; EOF
+ *  reported at the stable end. */
+static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
+                                  size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        static const char *const rdefs[][2] = {
+                {"enable.auto.commit", "false"},
+                {"enable.auto.offset.store", "false"},
+                {"isolation.level", "read_committed"},
+                {"enable.partition.eof", "true"},
+                /* a checkpoint the log no longer holds is restore_begin's
+                 * business, never a silent jump */
+                {"auto.offset.reset", "error"},
+                /* the end of a partition is found by an empty fetch: do not
+                 * let the broker hold it 500 ms */
+                {"fetch.wait.max.ms", "10"},
+                {"log.queue", "true"},
+        };
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        sg_err_t err = SG_OK;
+        char es[512];
+        for (size_t i = 0; !err && i < conf->kafka_cnt; i++)
+                if (!restorer_skips(conf->kafka[i].name))
+                        err = conf_set(kc, conf->kafka[i].name,
+                                       conf->kafka[i].value, errstr,
+                                       errstr_size);
+        for (size_t i = 0; !err && i < conf->kafka_consumer_cnt; i++)
+                if (!restorer_skips(conf->kafka_consumer[i].name))
+                        err = conf_set(kc, conf->kafka_consumer[i].name,
+                                       conf->kafka_consumer[i].value, errstr,
+                                       errstr_size);
+        for (size_t i = 0; !err && i < sizeof(rdefs) / sizeof(rdefs[0]); i++)
+                err = conf_set(kc, rdefs[i][0], rdefs[i][1], errstr,
+                               errstr_size);
+        /* librdkafka 2.0.2 refuses assign() without a group.id ("Unknown
+         * group"); this one is never joined (no subscribe) and never
+         * commits. */
+        char gid[512];
+        snprintf(gid, sizeof(gid), "%s.restore", conf->transactional_id);
+        if (!err)
+                err = conf_set(kc, "group.id", gid, errstr, errstr_size);
+        if (err) {
+                rd_kafka_conf_destroy(kc);
+                return err;
+        }
+        rd_kafka_conf_set_opaque(kc, loop);
+        rd_kafka_conf_set_log_cb(kc, cb_log);
+        rd_kafka_conf_set_error_cb(kc, cb_error);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es));
+        if (!rk) {
+                rd_kafka_conf_destroy(kc);
+                sg_errf(errstr, errstr_size,
+                        "creating the changelog restore consumer: %s", es);
+                return SG_ERR_KAFKA;
+        }
+        rd_kafka_set_log_queue(rk, NULL);
+        rd_kafka_poll_set_consumer(rk);
+        loop->restorer = rk;
+        return SG_OK;
+}
+
+#define SG_ADMIN_TIMEOUT_MS 30000
+
+/** Waits for the admin result of type @p type on @p q. */
+static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
+                                    rd_kafka_event_type_t type) {
+        int64_t deadline = sg_mono_ms() + SG_ADMIN_TIMEOUT_MS + 5000;
+        while (sg_mono_ms() < deadline) {
+                rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 1000);
+                if (!ev)
+                        continue;
+                if (rd_kafka_event_type(ev) == type)
+                        return ev;
+                rd_kafka_event_destroy(ev);
+        }
+        return NULL;
+}
+
+/**
+ * exactly_once, at start: every input topic's changelog topic exists, with
+ * as many partitions as the input topic and cleanup.policy=compact (one
+ * changelog partition per input partition; a compacted log keeps each store
+ * key's last value). A missing changelog is created (replication factor -1:
+ * the broker's default.replication.factor, KIP-464); an existing one is
+ * checked. A mismatch is SG_ERR_CONFIG naming the topic. On librdkafka's mock
+ * cluster (--embedded-kafka; its cluster id starts with "mockCluster"),
+ * which has no admin API and no topic configs, the changelogs must exist
+ * (sg_mock_start creates them) and cleanup.policy is not checked, logged as
+ * "changelog_config_unchecked".
+ */
+static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
+                                       size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        const rd_kafka_metadata_t *md;
+        rd_kafka_t *rk = loop->producer;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md,
+                                                  SG_METADATA_TIMEOUT_MS);
+        if (e) {
+                sg_errf(errstr, errstr_size, "reading cluster metadata: %s",
+                        rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        sg_err_t err = SG_OK;
+        char es[512];
+        /* librdkafka's mock cluster (--embedded-kafka, sg_mock_start) has
+         * neither CreateTopics nor DescribeConfigs (2.0.2: the requests
+         * time out): it is told by the cluster id it reports. */
+        char *cid = rd_kafka_clusterid(rk, SG_METADATA_TIMEOUT_MS);
+        bool admin = !(cid && !strncmp(cid, "mockCluster", 11));
+        if (cid)
+                rd_kafka_mem_free(rk, cid);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_NewTopic_t **nt = calloc(conf->topic_cnt, sizeof(*nt));
+        size_t nt_cnt = 0;
+        if (!nt)
+                err = SG_ERR_NOMEM;
+        /* 1. partition counts; collect the missing ones */
+        for (size_t i = 0; !err && i < conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i];
+                const rd_kafka_metadata_topic_t *in = md_topic(md, tc->name);
+                const rd_kafka_metadata_topic_t *cl =
+                        md_topic(md, tc->changelog_topic);
+                if (!in) { /* checked before; be safe */
+                        sg_errf(errstr, errstr_size,
+                                "input topic \"%s\" does not exist",
+                                tc->name);
+                        err = SG_ERR_CONFIG;
+                } else if (cl && cl->partition_cnt != in->partition_cnt) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog topic \"%s\" has %d partition(s), "
+                                "input topic \"%s\" has %d: a changelog needs "
+                                "exactly one partition per input partition "
+                                "(semantics §6)",
+                                tc->changelog_topic, cl->partition_cnt,
+                                tc->name, in->partition_cnt);
+                        err = SG_ERR_CONFIG;
+                } else if (!cl && !admin) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog topic \"%s\" does not exist and "
+                                "librdkafka's mock cluster cannot create it",
+                                tc->changelog_topic);
+                        err = SG_ERR_CONFIG;
+                } else if (!cl) {
+                        nt[nt_cnt] = rd_kafka_NewTopic_new(
+                                tc->changelog_topic, in->partition_cnt, -1,
+                                es, sizeof(es));
+                        if (!nt[nt_cnt] ||
+                            rd_kafka_NewTopic_set_config(
+                                    nt[nt_cnt], "cleanup.policy", "compact")) {
+                                sg_errf(errstr, errstr_size,
+                                        "changelog topic \"%s\": %s",
+                                        tc->changelog_topic, es);
+                                err = SG_ERR_CONFIG;
+                        }
+                        if (nt[nt_cnt])
+                                nt_cnt++;
+                }
+        }
+        rd_kafka_metadata_destroy(md);
+        /* 2. create the missing ones */
+        if (!err && nt_cnt > 0) {
+                rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
+                        rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+                rd_kafka_AdminOptions_set_operation_timeout(
+                        ao, SG_ADMIN_TIMEOUT_MS, NULL, 0);
+                rd_kafka_AdminOptions_set_request_timeout(
+                        ao, SG_ADMIN_TIMEOUT_MS, NULL, 0);
+                rd_kafka_CreateTopics(rk, nt, nt_cnt, ao, q);
+                rd_kafka_AdminOptions_destroy(ao);
+                rd_kafka_event_t *ev =
+                        admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT);
+                if (!ev) {
+                        sg_errf(errstr, errstr_size,
+                                "creating changelog topics: no answer");
+                        err = SG_ERR_KAFKA;
+                } else if (rd_kafka_event_error(ev)) {
+                        sg_errf(errstr, errstr_size,
+                                "creating changelog topics: %s",
+                                rd_kafka_event_error_string(ev));
+                        err = SG_ERR_KAFKA;
+                } else {
+                        size_t rc;
+                        const rd_kafka_topic_result_t **tr =
+                                rd_kafka_CreateTopics_result_topics(
+                                        rd_kafka_event_CreateTopics_result(ev),
+                                        &rc);
+                        for (size_t i = 0; !err && i < rc; i++) {
+                                rd_kafka_resp_err_t te =
+                                        rd_kafka_topic_result_error(tr[i]);
+                                const char *tn =
+                                        rd_kafka_topic_result_name(tr[i]);
+                                if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+                                        continue; /* another instance won */
+                                if (te) {
+                                        const char *tes =
+                                                rd_kafka_topic_result_error_string(
+                                                        tr[i]);
+                                        sg_errf(errstr, errstr_size,
+                                                "creating changelog topic "
+                                                "\"%s\": %s",
+                                                tn, tes ? tes
+                                                        : rd_kafka_err2str(te));
+                                        err = te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                                                              te == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
+                                                              te == RD_KAFKA_RESP_ERR_INVALID_CONFIG ||
+                                                              te == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR
+                                                      ? SG_ERR_CONFIG
+                                                      : SG_ERR_KAFKA;
+                                        continue;
+                                }
+                                cJSON *f = cJSON_CreateObject();
+                                cJSON_AddStringToObject(f, "topic", tn);
+                                cJSON_AddStringToObject(f, "cleanup.policy",
+                                                        "compact");
+                                loop_log(loop, SG_LOG_NOTICE,
+                                         "changelog_topic_created", f);
+                        }
+                }
+                if (ev)
+                        rd_kafka_event_destroy(ev);
+        }
+        for (size_t i = 0; i < nt_cnt; i++)
+                rd_kafka_NewTopic_destroy(nt[i]);
+        free(nt);
+        /* 3. cleanup.policy of every changelog (the ones just created too:
+         *    the broker may have refused or altered nothing, but check) */
+        if (!err && !admin) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "librdkafka's mock cluster (--embedded-kafka) has no "
+                        "topic configs: cleanup.policy of the changelog "
+                        "topics not checked");
+                loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
+                         f);
+                rd_kafka_queue_destroy(q);
+                return SG_OK;
+        }
+        rd_kafka_ConfigResource_t **cr =
+                err ? NULL : calloc(conf->topic_cnt, sizeof(*cr));
+        if (!err && !cr)
+                err = SG_ERR_NOMEM;
+        for (size_t i = 0; !err && i < conf->topic_cnt; i++)
+                cr[i] = rd_kafka_ConfigResource_new(
+                        RD_KAFKA_RESOURCE_TOPIC,
+                        conf->topics[i].changelog_topic);
+        if (!err) {
+                rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
+                        rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+                rd_kafka_AdminOptions_set_request_timeout(
+                        ao, SG_ADMIN_TIMEOUT_MS, NULL, 0);
+                rd_kafka_DescribeConfigs(rk, cr, conf->topic_cnt, ao, q);
+                rd_kafka_AdminOptions_destroy(ao);
+                rd_kafka_event_t *ev =
+                        admin_wait(q, RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT);
+                rd_kafka_resp_err_t ee =
+                        ev ? rd_kafka_event_error(ev)
+                           : RD_KAFKA_RESP_ERR__TIMED_OUT;
+                if (ee == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE ||
+                    ee == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2name(ee));
+                        cJSON_AddStringToObject(
+                                f, "detail",
+                                "the cluster does not answer DescribeConfigs "
+                                "(librdkafka's mock cluster): cleanup.policy "
+                                "of the changelog topics not checked");
+                        loop_log(loop, SG_LOG_WARNING,
+                                 "changelog_config_unchecked", f);
+                } else if (ee) {
+                        sg_errf(errstr, errstr_size,
+                                "describing changelog topics: %s",
+                                ev ? rd_kafka_event_error_string(ev)
+                                   : "no answer");
+                        err = SG_ERR_KAFKA;
+                } else {
+                        size_t rc;
+                        const rd_kafka_ConfigResource_t **res =
+                                rd_kafka_DescribeConfigs_result_resources(
+                                        rd_kafka_event_DescribeConfigs_result(
+                                                ev),
+                                        &rc);
+                        for (size_t i = 0; !err && i < rc; i++) {
+                                const char *tn =
+                                        rd_kafka_ConfigResource_name(res[i]);
+                                if (rd_kafka_ConfigResource_error(res[i])) {
+                                        sg_errf(errstr, errstr_size,
+                                                "describing changelog topic "
+                                                "\"%s\": %s",
+                                                tn,
+                                                rd_kafka_ConfigResource_error_string(
+                                                        res[i]));
+                                        err = SG_ERR_KAFKA;
+                                        break;
+                                }
+                                size_t ec;
+                                const rd_kafka_ConfigEntry_t **ce =
+                                        rd_kafka_ConfigResource_configs(
+                                                res[i], &ec);
+                                const char *policy = NULL;
+                                for (size_t k = 0; k < ec; k++)
+                                        if (!strcmp(rd_kafka_ConfigEntry_name(
+                                                            ce[k]),
+                                                    "cleanup.policy"))
+                                                policy =
+                                                        rd_kafka_ConfigEntry_value(
+                                                                ce[k]);
+                                if (!policy || !strstr(policy, "compact")) {
+                                        sg_errf(errstr, errstr_size,
+                                                "changelog topic \"%s\" has "
+                                                "cleanup.policy=%s; it must "
+                                                "contain compact (a changelog "
+                                                "keeps each store key's last "
+                                                "value, semantics §6)",
+                                                tn, policy ? policy : "(unset)");
+                                        err = SG_ERR_CONFIG;
+                                }
+                        }
+                }
+                if (ev)
+                        rd_kafka_event_destroy(ev);
+        }
+        for (size_t i = 0; cr && i < conf->topic_cnt; i++)
+                if (cr[i])
+                        rd_kafka_ConfigResource_destroy(cr[i]);
+        free(cr);
+        rd_kafka_queue_destroy(q);
+        return err;
+}
+
+/** exactly_once: registers the transactional.id with its coordinator,
+ *  fencing any older producer with the same id (its open transaction is
+ *  aborted by the coordinator). Retried while retriable. */
+static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+                                       size_t errstr_size) {
+        sg_err_t err;
+        TXN_CALL(loop,
+                 rd_kafka_init_transactions(
+                         loop->producer, (int)loop->conf->delivery_timeout_ms),
+                 "init_transactions", errstr, errstr_size, &err);
+        if (err == SG_OK) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "transactional_id",
+                                        loop->conf->transactional_id);
+                loop_log(loop, SG_LOG_INFO, "transactions_initialised", f);
+        }
+        return err;
+}
+
 sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                      sg_log_cb *log_cb, void *log_opaque,
                      sg_loop_stats_cb *stats_cb, void *stats_opaque,
@@ -859,13 +1651,26 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                 return SG_ERR_NOMEM;
         }
 
+        loop->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
+        if (loop->eos && !conf->transactional_id) {
+                sg_errf(errstr, errstr_size,
+                        "exactly_once without a transactional id");
+                sg_loop_destroy(loop);
+                return SG_ERR_INVALID;
+        }
         if ((err = loop_client_new(loop, false, &loop->producer, errstr,
                                    errstr_size)) ||
             (err = loop_client_new(loop, true, &loop->consumer, errstr,
                                    errstr_size)) ||
-            (err = loop_check_topics(loop, errstr, errstr_size))) {
+            (err = loop_check_topics(loop, errstr, errstr_size)) ||
+            (loop->eos &&
+             ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
+              (err = loop_restorer_new(loop, errstr, errstr_size)) ||
+              (err = loop_init_transactions(loop, errstr, errstr_size))))) {
+                if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
+                        sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 sg_loop_destroy(loop);
-                return err;
+                return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
         }
 
         bool http = false;
@@ -1000,7 +1805,7 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
 
 /** Produces one effect, waiting while the producer's queue is full. */
 static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                             char *errstr, size_t errstr_size) {
+                             size_t index, char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
                                                      ef->extra_cnt);
         for (size_t k = 0; k < ef->header_cnt; k++)
@@ -1027,7 +1832,8 @@ static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                                                      ? ef->timestamp_ms
                                                      : 0),
                         RD_KAFKA_V_HEADERS(h),
-                        RD_KAFKA_V_OPAQUE((void *)loop->batch_gen),
+                        RD_KAFKA_V_OPAQUE(
+                                (void *)(loop->dr_base + 1 + index)),
                         RD_KAFKA_V_END);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
                         return SG_OK; /* h now owned by the message */
@@ -1043,10 +1849,12 @@ static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
         }
 }
 
-/** Commits the batch's input offsets (after LMDB); failure is logged only. */
-static void loop_commit_offsets(sg_loop_t *loop) {
+/** The batch's next input offsets that move a partition forward (the
+ *  paused record, or the one after the last processed). Caller destroys. */
+static rd_kafka_topic_partition_list_t *loop_batch_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new((int)loop->batch_part_cnt);
+                rd_kafka_topic_partition_list_new(
+                        (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
         for (size_t i = 0; i < loop->batch_part_cnt; i++) {
                 sg_part_t *p = &loop->parts[loop->batch_parts[i]];
                 int64_t off = p->pause_offset >= 0 ? p->pause_offset
@@ -1056,6 +1864,23 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
                         ->offset = off;
         }
+        return l;
+}
+
+/** Marks @p l's offsets as committed by us. */
+static void loop_offsets_committed(sg_loop_t *loop,
+                                   const rd_kafka_topic_partition_list_t *l) {
+        for (int i = 0; i < l->cnt; i++) {
+                size_t pi = loop_part(loop, l->elems[i].topic,
+                                      l->elems[i].partition);
+                if (l->elems[i].offset > loop->parts[pi].committed)
+                        loop->parts[pi].committed = l->elems[i].offset;
+        }
+}
+
+/** Commits the batch's input offsets (after LMDB); failure is logged only. */
+static void loop_commit_offsets(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
         if (l->cnt > 0) {
                 rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
                 for (int i = 0; !e && i < l->cnt; i++)
@@ -1070,14 +1895,80 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                         loop_log(loop, SG_LOG_WARNING, "offset_commit_failed",
                                  f);
                 } else {
-                        for (int i = 0; i < l->cnt; i++) {
-                                size_t pi = loop_part(loop, l->elems[i].topic,
-                                                      l->elems[i].partition);
-                                loop->parts[pi].committed = l->elems[i].offset;
-                        }
+                        loop_offsets_committed(loop, l);
                 }
         }
         rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Aborts the open transaction (if any): its records are never seen by a
+ *  read_committed reader and its offsets are not committed. A failure to
+ *  abort leaves the producer unusable: the loop stops. */
+static void loop_txn_abort(sg_loop_t *loop) {
+        char es[512];
+        sg_err_t err;
+        if (!loop->txn_open)
+                return;
+        loop->txn_open = false;
+        loop->stats.transactions_aborted_total++;
+        TXN_CALL(loop,
+                 rd_kafka_abort_transaction(loop->producer,
+                                            (int)loop->conf->delivery_timeout_ms),
+                 "abort_transaction", es, sizeof(es), &err);
+        if (err == SG_ERR_KAFKA)
+                loop_set_fatal(loop, SG_ERR_FATAL, es);
+        else if (err == SG_OK)
+                loop_log(loop, SG_LOG_NOTICE, "transaction_aborted", NULL);
+}
+
+/**
+ * exactly_once, steps after the deliveries: the batch's input offsets join
+ * the transaction with the consumer group metadata (KIP-447: a member whose
+ * generation is stale is fenced), then the transaction commits (retried
+ * while retriable). With no offset to move, the committed offsets of the
+ * assigned partitions are sent again, so that every transaction — even one
+ * holding only time-driven DLQ and changelog records — is fenced by the
+ * group generation.
+ */
+static sg_err_t loop_txn_commit(sg_loop_t *loop, char *errstr,
+                                size_t errstr_size) {
+        sg_err_t err;
+        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        if (l->cnt == 0)
+                for (size_t i = 0; i < loop->part_cnt; i++) {
+                        sg_part_t *p = &loop->parts[i];
+                        if (p->assigned && p->committed >= 0)
+                                rd_kafka_topic_partition_list_add(
+                                        l, p->topic, p->partition)
+                                        ->offset = p->committed;
+                }
+        if (l->cnt > 0) {
+                rd_kafka_consumer_group_metadata_t *gm =
+                        rd_kafka_consumer_group_metadata(loop->consumer);
+                TXN_CALL(loop,
+                         rd_kafka_send_offsets_to_transaction(
+                                 loop->producer, l, gm,
+                                 (int)loop->conf->delivery_timeout_ms),
+                         "send_offsets_to_transaction", errstr, errstr_size,
+                         &err);
+                rd_kafka_consumer_group_metadata_destroy(gm);
+                if (err) {
+                        rd_kafka_topic_partition_list_destroy(l);
+                        return err;
+                }
+        }
+        TXN_CALL(loop,
+                 rd_kafka_commit_transaction(
+                         loop->producer, (int)loop->conf->delivery_timeout_ms),
+                 "commit_transaction", errstr, errstr_size, &err);
+        if (!err) {
+                loop->txn_open = false;
+                loop->kafka_committed = true;
+                loop->stats.transactions_total++;
+                loop_offsets_committed(loop, l);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+        return err;
 }
 
 /** Seeks the batch's partitions back to their first offset in the batch,
@@ -1138,6 +2029,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         sg_err_t err;
         size_t consumed = 0;
 
+        loop->kafka_committed = false;
         for (size_t i = 0; i < loop->batch_part_cnt; i++) {
                 sg_part_t *p = &loop->parts[loop->batch_parts[i]];
                 p->next_offset = p->first_offset;
@@ -1176,16 +2068,49 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         size_t cnt = pr->effects(pr->opaque, &efs);
         size_t n = 0; /* records produced */
         int64_t t0 = sg_mono_ms();
-        loop->batch_gen++;
+        if (cnt > loop->dr_offs_cap) {
+                int64_t *o = realloc(loop->dr_offs, cnt * sizeof(*o));
+                if (!o) {
+                        sg_errf(errstr, errstr_size,
+                                "out of memory for %zu delivery reports", cnt);
+                        return SG_ERR_NOMEM;
+                }
+                loop->dr_offs = o;
+                loop->dr_offs_cap = cnt;
+        }
+        for (size_t i = 0; i < cnt; i++)
+                loop->dr_offs[i] = -1;
+        loop->dr_base += loop->dr_cnt + 1;
+        loop->dr_cnt = cnt;
         loop->dr_ok = loop->dr_fail = 0;
         loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
         http_reqs_clear(loop);
+
+        if (loop->eos) {
+                /* One transaction per batch with anything to write or an
+                 * offset to move (semantics §6, exactly_once). */
+                bool records = false;
+                for (size_t i = 0; !records && i < cnt; i++)
+                        records = efs[i].kind != SG_EFFECT_HTTP_GET;
+                rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+                bool moves = l->cnt > 0;
+                rd_kafka_topic_partition_list_destroy(l);
+                if (records || moves) {
+                        rd_kafka_error_t *e =
+                                rd_kafka_begin_transaction(loop->producer);
+                        if (e)
+                                return loop_txn_error(loop, e,
+                                                      "begin_transaction",
+                                                      errstr, errstr_size);
+                        loop->txn_open = true;
+                }
+        }
         for (size_t i = 0; i < cnt; i++) {
                 /* An HTTP GET is not a record: copied now, started only
-                 * after batch_commit (processor.h). */
+                 * after the batch committed (processor.h). */
                 if (efs[i].kind == SG_EFFECT_HTTP_GET)
                         err = http_req_add(loop, &efs[i], errstr, errstr_size);
-                else if (!(err = loop_produce(loop, &efs[i], errstr,
+                else if (!(err = loop_produce(loop, &efs[i], i, errstr,
                                               errstr_size)))
                         n++;
                 if (err)
@@ -1210,16 +2135,34 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                         rd_kafka_err2str(loop->dr_err));
                 return SG_ERR_KAFKA;
         }
+        if (pr->delivered)
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
 
-        /* Output durable → LMDB → input offsets (semantics §6). */
-        if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
-                return err;
-        loop_commit_offsets(loop);
+        if (loop->txn_open) {
+                /* exactly_once: output, DLQ, changelog and input offsets
+                 * commit atomically; LMDB after (semantics §6). No
+                 * rd_kafka_commit of offsets in this mode. */
+                if ((err = loop_txn_commit(loop, errstr, errstr_size)))
+                        return err;
+                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                        return err;
+        } else {
+                /* Output durable → LMDB → input offsets (semantics §6). */
+                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                        return err;
+                if (!loop->eos)
+                        loop_commit_offsets(loop);
+        }
         int64_t lat = sg_mono_ms() - t0;
         loop->stats.commit_latency_ms_last = lat;
         if (lat > loop->stats.commit_latency_ms_max)
                 loop->stats.commit_latency_ms_max = lat;
-        loop->stats.records_out_total += n;
+        for (size_t i = 0; i < cnt; i++)
+                if (efs[i].kind == SG_EFFECT_OUTPUT ||
+                    efs[i].kind == SG_EFFECT_DLQ)
+                        loop->stats.records_out_total++;
         *consumedp = consumed;
         return SG_OK;
 }
@@ -1250,10 +2193,42 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 err = loop_attempt(loop, &consumed, es, sizeof(es));
                 if (err == SG_OK)
                         break;
+                if (loop->kafka_committed) {
+                        /* exactly_once: the transaction committed (output,
+                         * changelog, offsets) but LMDB did not: the store is
+                         * behind its changelog. The batch is done as far as
+                         * Kafka is concerned; the designed recovery is a
+                         * restore of every assigned partition before the
+                         * next batch (sg_loop_run). */
+                        loop->proc.batch_abort(loop->proc.opaque);
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+                        cJSON_AddStringToObject(f, "reason", es);
+                        cJSON_AddStringToObject(
+                                f, "recovery",
+                                "restore every assigned partition from its "
+                                "changelog before the next batch");
+                        loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
+                                 f);
+                        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
+                            loop->proc.grow(loop->proc.opaque, es,
+                                            sizeof(es)) == SG_OK)
+                                loop->stats.map_grows_total++;
+                        loop->restore_needed = true;
+                        err = SG_OK;
+                        break;
+                }
+                /* An open transaction is aborted first: its records are
+                 * never read (read_committed), its offsets never count. */
+                loop_txn_abort(loop);
                 loop->proc.batch_abort(loop->proc.opaque);
                 /* Messages of the attempt must not be sent after the
-                 * re-read batch's own output. */
-                rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                 * re-read batch's own output (a transactional producer's
+                 * queue was purged by abort_transaction). */
+                if (!loop->eos)
+                        rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                if (loop->fatal != SG_OK)
+                        break;
                 if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
                         break;
                 char ges[400] = "";
@@ -1288,10 +2263,18 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 if (why)
                         cJSON_AddStringToObject(f, "during", why);
                 loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
-                if (err == SG_ERR_FATAL)
+                if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
                         loop_set_fatal(loop, SG_ERR_FATAL, es);
                 char fes[512];
-                if (rd_kafka_fatal_error(loop->producer, fes, sizeof(fes))) {
+                rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
+                        loop->producer, fes, sizeof(fes));
+                if (fe && loop->eos) {
+                        /* A transactional producer's fatal error (fenced):
+                         * never start over under the same transactional.id
+                         * with stale state; stop. */
+                        if (loop->fatal == SG_OK)
+                                loop_producer_fatal(loop, fe, "batch", fes);
+                } else if (fe) {
                         /* An idempotent producer's fatal error: start over
                          * with a new producer (new producer id). */
                         rd_kafka_t *np = NULL;
@@ -1450,6 +2433,27 @@ static void loop_stats_emit(sg_loop_t *loop) {
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         loop->next_stats_ms = sg_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
+                if (loop->restore_needed) {
+                        /* exactly_once: LMDB fell behind the committed
+                         * changelog (batch_commit failed after the Kafka
+                         * commit): restore before judging anything more. */
+                        char es[512] = "";
+                        loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
+                        if (loop_restore(loop, NULL, es, sizeof(es)) ==
+                            SG_OK) {
+                                loop->restore_needed = false;
+                        } else {
+                                cJSON *f = cJSON_CreateObject();
+                                cJSON_AddStringToObject(f, "error", es);
+                                loop_log(loop, SG_LOG_ERR, "restore_failed",
+                                         f);
+                                for (int t = 0; t < 20 && !loop->stop; t++)
+                                        loop_wait(loop, 50);
+                                /* keep the group membership alive */
+                                rd_kafka_poll(loop->consumer, 0);
+                                continue;
+                        }
+                }
                 loop_resume_due(loop);
                 loop_collect(loop);
                 if (loop->fatal != SG_OK)
@@ -1513,6 +2517,11 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 rd_kafka_destroy(loop->consumer);
         if (loop->producer)
                 rd_kafka_destroy(loop->producer);
+        if (loop->restorer) {
+                rd_kafka_consumer_close(loop->restorer);
+                rd_kafka_destroy(loop->restorer);
+        }
+        free(loop->dr_offs);
         for (size_t i = 0; i < loop->part_cnt; i++)
                 free(loop->parts[i].topic);
         free(loop->parts);
@@ -1597,6 +2606,14 @@ sg_err_t sg_mock_start(const sg_config_t *conf, int broker_cnt,
                 if (!err && tc->snapshot.source == SG_SNAP_KAFKA &&
                     tc->snapshot.reply_topic)
                         err = mock_topic(mc, tc->snapshot.reply_topic,
+                                         partition_cnt, errstr, errstr_size);
+                /* exactly_once: the changelog, one partition per input
+                 * partition. The mock has no topic configs, so it is not
+                 * compacted (nothing is ever cleaned in a mock) and the
+                 * loop's cleanup.policy check is skipped there. */
+                if (!err && conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE &&
+                    tc->changelog_topic)
+                        err = mock_topic(mc, tc->changelog_topic,
                                          partition_cnt, errstr, errstr_size);
         }
         char *bs = err ? NULL : strdup(rd_kafka_mock_cluster_bootstraps(mc));

@@ -16,6 +16,47 @@
  * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
  * grown (processor grow) and the same records re-run.
  *
+ * Batch protocol, exactly_once (semantics §6, issue 4; Kafka Streams' model):
+ *   the producer is transactional (transactional.id = the config's
+ *   <group.id>-<instance_id>, stable so that a restarted instance fences its
+ *   zombie; init_transactions at start; transaction.timeout.ms 10 s unless
+ *   set), the consumer reads with isolation.level=read_committed. Per batch
+ *   with a record to write or an offset to move:
+ *   begin_transaction → produce every effect (output, DLQ, changelog,
+ *   snapshot requests) → wait for every delivery; processor delivered(i,
+ *   offset) for each → send_offsets_to_transaction with the batch's next
+ *   offsets and the consumer group metadata (KIP-447; with no offset to
+ *   move, the assigned partitions' committed offsets, so every transaction
+ *   is fenced by the group generation) → commit_transaction (retried while
+ *   retriable) → processor batch_commit (LMDB). rd_kafka_commit is never
+ *   called. An abortable error (delivery failure, timeout, KIP-447
+ *   generation fencing) aborts the transaction and the batch and rewinds as
+ *   in step 5. A fatal producer error (fenced by a newer producer with the
+ *   same transactional.id) logs one "fenced" (or "fatal_producer_error")
+ *   line and stops the loop: sg_loop_run returns SG_ERR_FATAL. If
+ *   batch_commit fails after the transaction committed, the store is behind
+ *   its changelog: logged as "store_behind_changelog", every assigned
+ *   partition is restored before the next batch.
+ *
+ * Changelog topics (exactly_once): sg_loop_new ensures each input topic's
+ * changelog_topic exists with as many partitions as the input topic and
+ * cleanup.policy containing compact: created if missing (replication factor
+ * -1: the broker default), checked if present (SG_ERR_CONFIG naming the
+ * topic on a mismatch). The group consumer does not subscribe to them.
+ *
+ * Restore (exactly_once, processor restore_begin/apply/end): inside the
+ * rebalance callback, for every newly assigned input partition, before the
+ * partition is handed to the consumer (so none of its records is read
+ * first): a dedicated group-less read_committed consumer reads the
+ * changelog partition from the offset restore_begin returns up to its
+ * stable end (the partition EOF; if the high watermark is beyond it, an
+ * undecided transaction — a dead owner's — is waited for, at most 120 s),
+ * each record to restore_apply, then restore_end. SG_ERR_MAP_FULL grows the
+ * store and restarts that partition's restore. One "restore_done" log line
+ * per partition (records, ms). A failed restore stops the loop
+ * (SG_ERR_FATAL). Committed input offsets still held by an open transaction
+ * are waited for (at most 120 s) before the partition starts.
+ *
  * Snapshots (issue 3, semantics §4 step 1): the consumer also subscribes to
  * every "kafka" snapshot source's reply_topic; its records go to process()
  * like any other and their offsets are committed the same way. Effects of
@@ -40,7 +81,12 @@
  * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
  * enable.auto.commit=false, enable.auto.offset.store=false,
  * auto.offset.reset=earliest (consumer); enable.idempotence=true, acks=all
- * (producer; a config that sets them otherwise is rejected).
+ * (producer; a config that sets them otherwise is rejected). exactly_once
+ * adds, always: isolation.level=read_committed (consumer), transactional.id
+ * (producer); unless given: transaction.timeout.ms=10000. The restore
+ * consumer takes "kafka" and "kafka_consumer" minus the consumer group's
+ * own properties (group.*, session/heartbeat/poll intervals, assignment
+ * strategy).
  *
  * Record lifetime: the records the loop passes to process() (key, value,
  * headers, topic) stay valid until that batch's batch_commit or batch_abort
@@ -84,6 +130,17 @@ typedef struct sg_loop_stats {
                                                 not yet completed (issue 3;
                                                 snapshot_http.h), 0 without an
                                                 "http" snapshot source */
+        /* exactly_once (issue 4; 0 under at_least_once) */
+        uint64_t transactions_total;       /**< Kafka transactions committed */
+        uint64_t transactions_aborted_total; /**< Kafka transactions aborted
+                                                  (their batch re-read) */
+        uint64_t restored_records_total;   /**< changelog records applied by
+                                                restores */
+        int64_t restore_ms_last;           /**< wall time of the last restore
+                                                (all partitions of the last
+                                                assignment, or of the re-run
+                                                after a failed LMDB commit),
+                                                milliseconds */
 } sg_loop_stats_t;
 
 /** Called from the loop thread every stats_interval_ms, and once at exit. */
@@ -95,6 +152,10 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * output, DLQ, snapshot request and snapshot reply topic must exist;
  * with output_partitioning "input" the output topic must have at least as many
  * partitions as its input topic (otherwise SG_ERR_CONFIG naming both).
+ * exactly_once: also ensures the changelog topics (see above; needs the
+ * CreateTopics/DescribeConfigs ACLs when created by seqgate) and calls
+ * init_transactions, which fences an older instance with the same
+ * transactional.id.
  *
  * @param conf       configuration (borrowed, must outlive the loop).
  * @param proc       processor (copied; its opaque must outlive the loop).
@@ -114,7 +175,9 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
 /**
  * Runs batches until sg_loop_stop() is called or a fatal error occurs. On
  * stop: finishes and commits the batch in flight, leaves the group
- * (rd_kafka_consumer_close) and returns SG_OK.
+ * (rd_kafka_consumer_close) and returns SG_OK. exactly_once: a fenced
+ * producer, a failed restore or a failed transaction abort is fatal
+ * (SG_ERR_FATAL).
  * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr).
  */
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
@@ -131,8 +194,9 @@ void sg_loop_destroy(sg_loop_t *loop);
 /**
  * Starts librdkafka's in-process mock cluster (for the demo and fast tests
  * of Kafka-loop edge cases only) with @p broker_cnt brokers, and creates every
- * topic the config names (snapshot request/reply topics included) with
- * @p partition_cnt partitions. The brokers listen
+ * topic the config names (snapshot request/reply topics included; with
+ * exactly_once the changelog topics, which the mock cannot mark compacted)
+ * with @p partition_cnt partitions. The brokers listen
  * on loopback. *bootstrapsp receives a malloc'd "host:port,..." the caller
  * frees; *handlep the mock's owner, destroyed with sg_mock_destroy().
  */

@@ -1094,6 +1094,146 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
         return SG_ERR_INVALID;
 }
 
+/* ---- read-only access for operator tools ------------------------------ */
+
+sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
+                                char *errstr, size_t errstr_size) {
+        sg_store_t *s = calloc(1, sizeof(*s));
+        if (!s)
+                return SG_ERR_NOMEM;
+        const char *what = "open";
+        MDB_txn *txn = NULL;
+        int rc = mdb_env_create(&s->env);
+        if (rc)
+                goto fail;
+        mdb_env_set_maxdbs(s->env, DB__CNT + 2);
+        /* No map size set: LMDB takes the one recorded in the file. */
+        if ((rc = mdb_env_open(s->env, dir, MDB_RDONLY | MDB_NOTLS, 0640)))
+                goto fail;
+        what = "open databases";
+        if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)))
+                goto fail;
+        for (int i = 0; i < DB__CNT; i++) {
+                if ((rc = mdb_dbi_open(txn, db_names[i], 0, &s->dbi[i]))) {
+                        what = db_names[i];
+                        mdb_txn_abort(txn);
+                        goto fail;
+                }
+        }
+        /* Committing keeps the handles open for later transactions. */
+        if ((rc = mdb_txn_commit(txn)))
+                goto fail;
+        *storep = s;
+        return SG_OK;
+fail:
+        if (rc == ENOENT || rc == MDB_NOTFOUND)
+                snprintf(errstr, errstr_size,
+                         "no seqgate store in %s (%s: %s)", dir, what,
+                         rc == ENOENT ? "no data.mdb" : "database missing");
+        else
+                snprintf(errstr, errstr_size, "LMDB %s %s: %s", what, dir,
+                         mdb_strerror(rc));
+        if (s->env)
+                mdb_env_close(s->env);
+        free(s);
+        return rc == ENOENT || rc == MDB_NOTFOUND ? SG_ERR_NOT_FOUND
+                                                  : SG_ERR_STORE;
+}
+
+sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_META], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key, val;
+        sg_err_t err = SG_OK;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                const unsigned char *k = key.mv_data;
+                /* key = tp = topic length | topic | partition (BE) */
+                if (key.mv_size < 5 || key.mv_size != (size_t)k[0] + 5 ||
+                    key.mv_size > SG_TP_MAX) {
+                        err = SG_ERR_STORE;
+                        break;
+                }
+                char topic[256];
+                memcpy(topic, k + 1, k[0]);
+                topic[k[0]] = '\0';
+                int32_t partition = (int32_t)get_u32(k + 1 + k[0]);
+                sg_tp_t tp;
+                memcpy(tp.b, k, key.mv_size);
+                tp.len = key.mv_size;
+                sg_meta_rec_t rec;
+                if ((err = sg_meta_get(t, &tp, &rec)))
+                        break;
+                if (cb(opaque, topic, partition, &rec))
+                        break;
+        }
+        mdb_cursor_close(cur);
+        if (err)
+                return err;
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
+sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
+                        void *opaque) {
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_AGG], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        sg_err_t err = SG_OK;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+             rc == 0 && key.mv_size >= tp->len &&
+             memcmp(key.mv_data, tp->b, tp->len) == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                if (key.mv_size != tp->len + 32) {
+                        err = SG_ERR_STORE;
+                        break;
+                }
+                unsigned char ah[32];
+                memcpy(ah, (const unsigned char *)key.mv_data + tp->len, 32);
+                sg_agg_rec_t rec;
+                if ((err = sg_agg_get(t, tp, ah, &rec)))
+                        break;
+                if (cb(opaque, ah, &rec))
+                        break;
+        }
+        mdb_cursor_close(cur);
+        if (err)
+                return err;
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
+sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
+                           const unsigned char ah[32], sg_parked_visit_cb *cb,
+                           void *opaque) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t plen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {plen, k}, val;
+        sg_err_t err = SG_OK;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+             rc == 0 && key.mv_size == plen + 8 &&
+             memcmp(key.mv_data, k, plen) == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                sg_parked_rec_t rec;
+                if ((err = parked_decode(&val, &rec)))
+                        break;
+                uint64_t version =
+                    get_u64((const unsigned char *)key.mv_data + plen);
+                if (cb(opaque, version, &rec))
+                        break;
+        }
+        mdb_cursor_close(cur);
+        if (err)
+                return err;
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
 /* ---- headers ---------------------------------------------------------- */
 
 sg_err_t sg_headers_serialize(const sg_header_t *h, size_t cnt, void **bufp,

@@ -298,6 +298,62 @@ sg_err_t sg_meta_put(sg_txn_t *txn, const sg_tp_t *tp, const sg_meta_rec_t *rec,
 sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp,
                                  char *errstr, size_t errstr_size);
 
+/* ---- read-only access for operator tools (seqgatectl) ---------------- */
+
+/**
+ * Opens the existing LMDB environment in directory @p dir read-only
+ * (MDB_RDONLY): nothing is created or written, so an operator tool can read
+ * the store while the daemon runs (LMDB readers in other processes never
+ * block the writer and always see the last committed transaction). The map
+ * size is taken from the environment's file. Only read-only transactions
+ * (sg_txn_begin with write = false) may be begun on the result; close it
+ * with sg_store_close().
+ * @returns SG_OK, SG_ERR_NOT_FOUND (no store in @p dir, or one without
+ *          seqgate's databases), SG_ERR_STORE (LMDB error, detail in errstr).
+ */
+sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
+                                char *errstr, size_t errstr_size);
+
+/** Visitor of sg_meta_foreach(): @p topic is NUL-terminated (valid for the
+ *  call only). Return 0 to go on, anything else to stop the walk. */
+typedef int(sg_meta_visit_cb)(void *opaque, const char *topic,
+                              int32_t partition, const sg_meta_rec_t *rec);
+/**
+ * Calls @p cb for every partition that has a meta record, in key order
+ * (topic name length, topic, partition). A full scan of the meta database:
+ * one entry per partition the store has ever held.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (a key or
+ *          record seqgate did not write, or an LMDB error).
+ */
+sg_err_t sg_meta_foreach(sg_txn_t *txn, sg_meta_visit_cb *cb, void *opaque);
+
+/** Visitor of sg_agg_foreach(); @p rec is valid for the call only.
+ *  Return 0 to go on, anything else to stop the walk. */
+typedef int(sg_agg_visit_cb)(void *opaque, const unsigned char agg_hash[32],
+                             const sg_agg_rec_t *rec);
+/**
+ * Calls @p cb for every aggregate of @p tp, in hash order. A full scan of the
+ * partition's aggregates (for operator tools, e.g. listing the quarantined
+ * ones; never on the processing path).
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ */
+sg_err_t sg_agg_foreach(sg_txn_t *txn, const sg_tp_t *tp, sg_agg_visit_cb *cb,
+                        void *opaque);
+
+/** Visitor of sg_parked_foreach(); pointers in @p rec refer to LMDB memory,
+ *  valid for the call only. Return 0 to go on, anything else to stop. */
+typedef int(sg_parked_visit_cb)(void *opaque, uint64_t version,
+                                const sg_parked_rec_t *rec);
+/**
+ * Calls @p cb for every parked event of aggregate @p agg_hash of @p tp, in
+ * ascending version order (bounded by the per-aggregate parking cap).
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (corrupt
+ *          record or LMDB error).
+ */
+sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
+                           const unsigned char agg_hash[32],
+                           sg_parked_visit_cb *cb, void *opaque);
+
 /**
  * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):
  * u32 count, then per header u32 name length, the name and a NUL byte,

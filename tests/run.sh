@@ -12,6 +12,11 @@
 #                           $KAFKA_BOOTSTRAP if set, otherwise one started with
 #                           deploy/kafka/kafka.sh and stopped on exit (also on
 #                           failure or ctrl-c)
+#   chaos suite             tests/chaos/run.sh (issue 4): seqgate instances
+#                           killed, rebalanced and a broker restart, checked
+#                           against an independently computed result. It
+#                           always starts its own private broker (it restarts
+#                           it), never the one above nor $KAFKA_BOOTSTRAP
 # A phase whose prerequisite failed is counted as failed without running.
 # The last line is "N passed, M failed" over the phases; the exit status is
 # non-zero if any phase failed.
@@ -22,22 +27,26 @@
 #   --integration  integration only (deps, normal build for build/seqgate,
 #                  integration tests; runs the tests even if the build failed)
 #   --no-build     with --integration: use build/seqgate as it is
+#   --no-chaos     skip the chaos suite
 #
 # Environment: KAFKA_BOOTSTRAP (use this cluster), SG_VENV (venv dir),
 # SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
-# (extra pytest arguments, split on spaces).
+# (extra pytest arguments, split on spaces), SG_CHAOS_ARGS (extra
+# tests/chaos/run.sh arguments, e.g. "--seed 42" or "--mode at_least_once"),
+# SG_CHAOS_TIMEOUT (seconds for the chaos suite, default 600).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-do_unit=1 do_san=1 do_integration=1 do_build=1
+do_unit=1 do_san=1 do_integration=1 do_build=1 do_chaos=1
 for arg in "$@"; do
     case $arg in
     --unit) do_integration=0 ;;
     --no-san) do_san=0 ;;
     --integration) do_unit=0 do_san=0 ;;
     --no-build) do_build=0 ;;
+    --no-chaos) do_chaos=0 ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
         exit 0
@@ -175,6 +184,15 @@ phase_integration() {
     return "$rc"
 }
 
+phase_chaos() {
+    # Its own private broker: the suite restarts it, so it must not be the
+    # integration phase's broker nor a cluster given in KAFKA_BOOTSTRAP.
+    # shellcheck disable=SC2086
+    env -u KAFKA_BOOTSTRAP -u KAFKA_WORKDIR \
+        timeout --foreground --signal=INT --kill-after=60 "${SG_CHAOS_TIMEOUT:-600}" \
+        "$VENV_PY" tests/chaos/run_chaos.py ${SG_CHAOS_ARGS:-}
+}
+
 # --- main ------------------------------------------------------------------
 run_phase deps "deps (tests/install-deps.sh)" phase_deps
 if [[ ${status[deps]:-} == pass ]]; then
@@ -218,6 +236,13 @@ else
         fi
         run_phase integration "integration tests" phase_integration
         stop_broker
+        if ((do_chaos)); then
+            if [[ -x build/seqgate ]] && [[ ${status[build]:-pass} == pass ]]; then
+                run_phase chaos "chaos suite" phase_chaos
+            else
+                not_run chaos "chaos suite" "no build/seqgate (build failed)"
+            fi
+        fi
     fi
 fi
 

@@ -149,7 +149,10 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                 "\"commit_latency_ms_last\":%lld,"
                 "\"commit_latency_ms_max\":%lld,"
                 "\"assigned_partitions\":%lld,\"paused_partitions\":%lld,"
-                "\"consumer_lag\":%lld,\"snapshot_http_in_flight\":%lld",
+                "\"consumer_lag\":%lld,\"snapshot_http_in_flight\":%lld,"
+                "\"transactions_total\":%llu,"
+                "\"transactions_aborted_total\":%llu,"
+                "\"restored_records_total\":%llu,\"restore_ms_last\":%lld",
                 (unsigned long long)s->batches_total,
                 (unsigned long long)s->batches_aborted_total,
                 (unsigned long long)s->records_in_total,
@@ -162,7 +165,11 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                 (long long)s->commit_latency_ms_max,
                 (long long)s->assigned_partitions,
                 (long long)s->paused_partitions, (long long)s->consumer_lag,
-                (long long)s->snapshot_http_in_flight);
+                (long long)s->snapshot_http_in_flight,
+                (unsigned long long)s->transactions_total,
+                (unsigned long long)s->transactions_aborted_total,
+                (unsigned long long)s->restored_records_total,
+                (long long)s->restore_ms_last);
         if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
                 char mbuf[12288];
                 int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,
@@ -237,7 +244,8 @@ static void usage(FILE *out) {
               "  -h, --help                  print this help and exit\n"
               "\n"
               "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 runtime "
-              "error,\n2 usage or configuration error.\n",
+              "error (exactly_once:\nalso fenced by a newer instance with the "
+              "same instance_id),\n2 usage or configuration error.\n",
               out);
 }
 

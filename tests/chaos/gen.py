@@ -344,7 +344,9 @@ def producer(bootstrap: str):
     from confluent_kafka import Producer
     return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                      "acks": "all", "linger.ms": 5,
-                     "message.timeout.ms": 120000})
+                     "message.timeout.ms": 120000,
+                     # the broker restart is planned: no line per reconnect
+                     "log_level": 2})
 
 
 def produce(prod, topic: str, records: list[dict], timeout_s: float = 120.0) -> None:

@@ -50,13 +50,20 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
                 state_machine: dict | None = None,
                 snapshot: dict | None = None,
                 batch_max_records: int = 1000, batch_max_ms: int = 100,
-                stats_interval_ms: int = 1000) -> dict:
+                stats_interval_ms: int = 1000,
+                max_parked_per_aggregate: int | None = None,
+                on_park_overflow: str | None = None,
+                guarantee: str = "at_least_once") -> dict:
     """A seqgate configuration for one CloudEvents (binary mode) input topic.
 
     Aggregate = record key, version = ce_sequence, idempotency key = ce_source
     + ce_id, digest = SHA-256 of the whole value (no digest pointer).
     `snapshot`, when given, is the topic's "snapshot" block (snapshot refetch,
-    issue 3) verbatim.
+    issue 3) verbatim. `max_parked_per_aggregate` and `on_park_overflow`,
+    when given, go into the topic's "ordering" block (parking caps,
+    semantics §4); otherwise seqgate's defaults apply. `guarantee` is
+    "at_least_once" or "exactly_once" (semantics §6; the changelog topic then
+    has its default name "<group>-<input_topic>-changelog").
     """
     topic = {
         "output_topic": output_topic,
@@ -79,6 +86,10 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
             "gap_policy": gap_policy,
         },
     }
+    if max_parked_per_aggregate is not None:
+        topic["ordering"]["max_parked_per_aggregate"] = max_parked_per_aggregate
+    if on_park_overflow is not None:
+        topic["ordering"]["on_park_overflow"] = on_park_overflow
     if state_machine is not None:
         topic["state_machine"] = state_machine
     if snapshot is not None:
@@ -86,7 +97,7 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
     return {
         "instance_id": instance,
         "data_dir": data_dir,
-        "guarantee": "at_least_once",
+        "guarantee": guarantee,
         "kafka": {"bootstrap.servers": bootstrap, "group.id": group},
         # Short session: after a SIGKILL the group waits this long for the
         # dead member before the restarted one gets the partitions.

@@ -1,0 +1,276 @@
+"""seqgatectl, the operator CLI, against a real broker and a running seqgate.
+
+test_replay_park_overflow (semantics §3 "Replay", §4 caps): with
+max_parked_per_aggregate 1 and on_park_overflow "dlq", an order's v1, v3, v4
+give: v1 applied, v3 parked, v4 to the DLQ `park_overflow`; then v2 applies
+and v3 drains. `seqgatectl replay --reason gap_timeout` selects nothing;
+`--dry-run --reason park_overflow` names v4 and produces nothing; the real
+replay puts v4 back on the input topic (original key, value, timestamp and
+CloudEvents headers, no `__seqgate.errors.*` header, `__seqgate.replay`
+naming the DLQ position), seqgate judges it again and applies it: output
+v1 v2 v3 v4. Replaying once more produces the record again, and seqgate drops
+it as a duplicate (its key is recorded as applied): output and DLQ unchanged.
+
+test_inspect_gap: after v1 and v3 of an order, `seqgatectl inspect` (while
+the daemon runs) shows last version 1, parked [3] with v3's input offset, the
+partition's meta (consumer group, parked count 1); --json parses; without
+--aggregate the order is listed as needing attention; an unknown aggregate
+or a partition the store never processed exits 1, a missing --partition
+exits 2.
+
+test_partitions: `seqgatectl partitions` lists the input partition with the
+consumer group, and the store's map size and bytes in use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
+from seqgate_proc import Seqgate, make_config, wait_until
+
+SOURCE = "urn:example:ctl"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def seqgatectl_bin() -> str:
+    """Path of the seqgatectl executable ($SEQGATECTL_BIN or build/seqgatectl)."""
+    path = os.environ.get("SEQGATECTL_BIN") or str(REPO_ROOT / "build" / "seqgatectl")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.fail(f"seqgatectl executable not found at {path}: build it "
+                    f"(meson setup build && ninja -C build) or set SEQGATECTL_BIN",
+                    pytrace=False)
+    return path
+
+
+def event(order: str, seq: int, typ: str = "order.updated") -> dict:
+    """One binary-mode CloudEvent; ce_id is unique per (order, version)."""
+    return {
+        "key": order.encode(),
+        "value": json.dumps({"order": order, "seq": seq}).encode(),
+        "headers": [("ce_specversion", b"1.0"),
+                    ("ce_id", f"{order}-v{seq}".encode()),
+                    ("ce_source", SOURCE.encode()),
+                    ("ce_type", typ.encode()),
+                    ("ce_sequence", str(seq).encode())],
+        "partition": 0,
+    }
+
+
+def ctl(binary: str, *args: str, timeout_s: float = 90.0) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, *args], text=True, capture_output=True,
+                          timeout=timeout_s)
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every stdout line must be one JSON object."""
+    out = []
+    for line in text.splitlines():
+        obj = json.loads(line)
+        assert isinstance(obj, dict), line
+        out.append(obj)
+    return out
+
+
+def versions(records: list[dict]) -> list[int]:
+    return [int(r["headers_dict"]["ce_sequence"]) for r in records]
+
+
+def setup_gate(bootstrap: str, tmp_path: Path, seqgate_bin: str,
+               **config_args) -> tuple[Seqgate, dict]:
+    names = {k: unique_name(f"sgctl-{k}") for k in ("in", "out", "dlq", "group")}
+    create_topics(bootstrap, {names["in"]: 1, names["out"]: 1, names["dlq"]: 1})
+    conf = make_config(bootstrap=bootstrap, group=names["group"], instance="ctl-1",
+                       data_dir=str(tmp_path / "data"), input_topic=names["in"],
+                       output_topic=names["out"], dlq_topic=names["dlq"],
+                       gap_timeout_ms=600000, **config_args)
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "sg")
+    sg.start()
+    return sg, names
+
+
+def test_replay_park_overflow(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin,
+                       max_parked_per_aggregate=1, on_park_overflow="dlq")
+    cfg = str(sg.config_path)
+    try:
+        order = "order-77"
+        produced = produce(bootstrap, n["in"], [event(order, 1), event(order, 3),
+                                                 event(order, 4)])
+        v4_input_offset = produced[2][1]
+        dlq = consume_all(bootstrap, n["dlq"], timeout_s=30, expect_count=1)
+        assert len(dlq) == 1, dlq
+        assert dlq[0]["headers_dict"]["__seqgate.errors.reason"] == b"park_overflow"
+        assert dlq[0]["headers_dict"]["ce_sequence"] == b"4"
+        out = consume_all(bootstrap, n["out"], timeout_s=30, expect_count=1)
+        assert versions(out) == [1]
+
+        produce(bootstrap, n["in"], [event(order, 2)])
+        out = consume_all(bootstrap, n["out"], timeout_s=30, expect_count=3)
+        assert versions(out) == [1, 2, 3]
+
+        # A reason filter that matches nothing: nothing produced.
+        in_end = end_offsets(bootstrap, n["in"])[0]
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", n["dlq"],
+                "--reason", "gap_timeout", "--json")
+        assert r.returncode == 0, r.stderr
+        summary = json_lines(r.stdout)[-1]
+        assert summary["kind"] == "summary"
+        assert (summary["read"], summary["selected"], summary["replayed"],
+                summary["skipped"], summary["failed"]) == (1, 0, 0, 1, 0)
+
+        # Dry run: v4 is named, nothing is produced.
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", n["dlq"],
+                "--reason", "park_overflow", "--dry-run", "--json")
+        assert r.returncode == 0, r.stderr
+        lines = json_lines(r.stdout)
+        recs = [l for l in lines if l["kind"] == "record"]
+        assert len(recs) == 1, lines
+        assert recs[0]["action"] == "would_replay"
+        assert (recs[0]["topic"], recs[0]["partition"]) == (n["in"], 0)
+        assert (recs[0]["dlq_partition"], recs[0]["dlq_offset"]) == (0, dlq[0]["offset"])
+        assert recs[0]["aggregate"] == order
+        assert lines[-1]["selected"] == 1 and lines[-1]["replayed"] == 0
+        assert end_offsets(bootstrap, n["in"])[0] == in_end
+
+        # The replay: v4 goes back to the input and is applied.
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", n["dlq"],
+                "--reason", "park_overflow")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "replayed 1" in r.stdout, r.stdout
+        out = consume_all(bootstrap, n["out"], timeout_s=30, expect_count=4)
+        assert versions(out) == [1, 2, 3, 4]
+
+        inp = consume_all(bootstrap, n["in"], timeout_s=30, expect_count=5)
+        assert len(inp) == 5
+        replayed, original = inp[4], inp[v4_input_offset]
+        assert not [h for h, _ in replayed["headers"]
+                    if h.startswith("__seqgate.errors.")], replayed["headers"]
+        assert replayed["headers_dict"]["__seqgate.replay"] == \
+            f"{n['dlq']}/0/{dlq[0]['offset']}".encode()
+        assert replayed["key"] == original["key"]
+        assert replayed["value"] == original["value"]
+        assert replayed["timestamp"] == original["timestamp"]
+        assert replayed["headers"][:len(original["headers"])] == original["headers"]
+        assert out[3]["headers_dict"]["__seqgate.source"] == \
+            f"{n['in']}/0/{replayed['offset']}".encode()
+
+        # Again: produced again, but the key is recorded as applied.
+        dedup_before = (sg.last_stats() or {}).get("dedup_hits_total", 0)
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", n["dlq"],
+                "--reason", "park_overflow", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json_lines(r.stdout)[-1]["replayed"] == 1
+        wait_until(lambda: (sg.last_stats() or {}).get("dedup_hits_total", 0)
+                   > dedup_before, 30, "the second replay to be dropped as a duplicate",
+                   on_timeout=sg.log_tail)
+        assert versions(consume_all(bootstrap, n["out"], timeout_s=10)) == [1, 2, 3, 4]
+        assert len(consume_all(bootstrap, n["dlq"], timeout_s=10)) == 1
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+
+def test_inspect_gap(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin)
+    cfg = str(sg.config_path)
+    try:
+        order = "order-9"
+        produced = produce(bootstrap, n["in"], [event(order, 1), event(order, 3)])
+        args = ["inspect", "--config", cfg, "--topic", n["in"], "--partition", "0",
+                "--aggregate", order]
+
+        def parked_shown():
+            r = ctl(seqgatectl_bin, *args, "--json")
+            if r.returncode != 0:
+                return False
+            agg = json_lines(r.stdout)[0]["aggregate"]
+            return [p["version"] for p in agg["parked"]] == [3]
+
+        wait_until(parked_shown, 30, "inspect to show v3 parked",
+                   on_timeout=sg.log_tail)
+        r = ctl(seqgatectl_bin, *args, "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json_lines(r.stdout)
+        assert len(doc) == 1
+        doc = doc[0]
+        agg = doc["aggregate"]
+        assert agg["id"] == order
+        assert agg["last_version"] == 1
+        assert agg["flags"] == {"quarantined": False, "refetching": False}
+        assert agg["parked_count"] == 1
+        assert agg["parked"][0]["offset"] == produced[1][1]
+        assert agg["parked"][0]["key"] == order
+        assert agg["parked"][0]["type"] == "order.updated"
+        assert agg["parked"][0]["parked_at"].endswith("Z")
+        assert agg["snapshot_request"] is None
+        assert doc["meta"]["group"] == sg.config["kafka"]["group.id"]
+        assert doc["meta"]["parked_count"] == 1
+        assert doc["meta"]["quarantined_count"] == 0
+
+        r = ctl(seqgatectl_bin, *args)
+        assert r.returncode == 0, r.stderr
+        assert "last_version: 1" in r.stdout, r.stdout
+        assert "- version: 3" in r.stdout, r.stdout
+
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"],
+                "--partition", "0", "--json")
+        assert r.returncode == 0, r.stderr
+        listing = json_lines(r.stdout)[0]
+        assert [a["id"] for a in listing["attention"]] == [order]
+        assert listing["aggregates"] == 1
+
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"],
+                "--partition", "0", "--aggregate", "no-such-order")
+        assert r.returncode == 1 and "not found" in r.stderr, r.stderr
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"],
+                "--partition", "5")
+        assert r.returncode == 1 and "no state" in r.stderr, r.stderr
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"])
+        assert r.returncode == 2, r.stderr
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+
+def test_partitions(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin)
+    cfg = str(sg.config_path)
+    group = sg.config["kafka"]["group.id"]
+    try:
+        produce(bootstrap, n["in"], [event("order-1", 1), event("order-1", 2)])
+        assert len(consume_all(bootstrap, n["out"], timeout_s=30, expect_count=2)) == 2
+
+        def listed():
+            r = ctl(seqgatectl_bin, "partitions", "--config", cfg, "--json")
+            if r.returncode != 0:
+                return False
+            parts = [l for l in json_lines(r.stdout) if l["kind"] == "partition"]
+            return any(p["topic"] == n["in"] and p["input_offset"] == 2
+                       for p in parts)
+
+        wait_until(listed, 30, "partitions to show the input offset 2",
+                   on_timeout=sg.log_tail)
+        r = ctl(seqgatectl_bin, "partitions", "--config", cfg, "--json")
+        assert r.returncode == 0, r.stderr
+        lines = json_lines(r.stdout)
+        parts = [l for l in lines if l["kind"] == "partition"]
+        assert [(p["topic"], p["partition"], p["group"]) for p in parts] == \
+            [(n["in"], 0, group)]
+        store = lines[-1]
+        assert store["kind"] == "store" and store["partitions"] == 1
+        assert 0 < store["used_bytes"] <= store["map_size_bytes"]
+
+        r = ctl(seqgatectl_bin, "partitions", "--config", cfg)
+        assert r.returncode == 0, r.stderr
+        row = [l for l in r.stdout.splitlines() if l.startswith(f"{n['in']}/0 ")]
+        assert len(row) == 1 and group in row[0], r.stdout
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
