@@ -1974,8 +1974,11 @@ static sg_err_t eng_restore_begin(void *opaque, const char *topic,
         sg_meta_rec_t m;
         err = sg_meta_get(e->rtxn, &p->tp, &m);
         int64_t cp = err == SG_OK ? m.changelog_offset : -1;
-        if (err && err != SG_ERR_NOT_FOUND)
+        if (err && err != SG_ERR_NOT_FOUND) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
                 return err;
+        }
         if (cp >= log_start && cp <= log_end) {
                 *offsetp = cp; /* the delta only */
                 return SG_OK;
@@ -1983,8 +1986,11 @@ static sg_err_t eng_restore_begin(void *opaque, const char *topic,
         /* no usable checkpoint (new here, or the log moved on): rebuild the
          * partition's state from the whole changelog */
         if ((err = sg_store_partition_drop(e->rtxn, &p->tp, errstr,
-                                           errstr_size)))
+                                           errstr_size))) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
                 return err;
+        }
         *offsetp = log_start;
         return SG_OK;
 }
@@ -2012,16 +2018,18 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
         sg_err_t err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
                                              key_len - 1, value, value_len,
                                              errstr, errstr_size);
-        if (err)
-                return err;
-        if (++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
-                if ((err = restore_checkpoint(e, p, offset + 1, errstr,
-                                              errstr_size)))
-                        return err;
-                return sg_txn_begin(e->store, true, &e->rtxn, errstr,
-                                    errstr_size);
+        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0 &&
+            !(err = restore_checkpoint(e, p, offset + 1, errstr,
+                                       errstr_size)))
+                err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                   errstr_size);
+        if (err) {
+                /* no write transaction may stay open: the loop grows the
+                 * map (SG_ERR_MAP_FULL) and restarts from restore_begin */
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
         }
-        return SG_OK;
+        return err;
 }
 
 static sg_err_t eng_restore_end(void *opaque, const char *topic,
@@ -2034,7 +2042,13 @@ static sg_err_t eng_restore_end(void *opaque, const char *topic,
                          topic, partition);
                 return SG_ERR_INVALID;
         }
-        return restore_checkpoint(e, p, end_offset, errstr, errstr_size);
+        sg_err_t err = restore_checkpoint(e, p, end_offset, errstr,
+                                          errstr_size);
+        if (err) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+        }
+        return err;
 }
 
 /* ---- batch --------------------------------------------------------------- */

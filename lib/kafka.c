@@ -13,6 +13,22 @@
  * first record in the batch, so the records are read again; nothing is
  * skipped to make progress.
  *
+ * Invariant (semantics §6, exactly_once, issue 4), relied on by
+ * loop_attempt() and loop_batch():
+ *     begin_transaction → produce every effect (changelog included) → every
+ *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
+ *     metadata) → commit_transaction → processor batch_commit (LMDB).
+ * The transaction is the commit point: LMDB only follows it. A failure
+ * before commit_transaction aborts the transaction and rewinds exactly as
+ * above; a batch_commit failure after it is not a rewind (Kafka already
+ * holds the batch's output and offsets) but a store behind its changelog,
+ * repaired by restoring every assigned partition before the next batch.
+ * Restores (loop_restore) run inside the rebalance callback before the
+ * input partitions are handed to the consumer, on a third, group-less
+ * read_committed consumer (loop->restorer). A fatal producer error (fenced)
+ * stops the loop; the producer is never re-created under the same
+ * transactional.id.
+ *
  * Everything runs on the thread that calls sg_loop_run(): librdkafka's
  * rebalance, error, log and delivery-report callbacks are served from
  * rd_kafka_consumer_poll(), rd_kafka_poll() and rd_kafka_flush() (logs are
@@ -185,9 +201,81 @@ static void sg_errf(char *errstr, size_t size, const char *fmt, ...) {
 }
 
 /** Emits @p event with @p fields (consumed, may be NULL) to the log callback. */
+/* Replaces every occurrence of @p secret in @p s (malloc'd result, or NULL
+ * when @p s does not contain it). */
+static char *redact_one(const char *s, const char *secret) {
+        size_t sl = strlen(secret), n = 0;
+        if (!sl)
+                return NULL;
+        for (const char *q = strstr(s, secret); q; q = strstr(q + sl, secret))
+                n++;
+        if (!n)
+                return NULL;
+        char *out = malloc(strlen(s) + n * 3 + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (const char *q; (q = strstr(s, secret)); s = q + sl) {
+                memcpy(o, s, (size_t)(q - s));
+                o += q - s;
+                memcpy(o, "***", 3);
+                o += 3;
+        }
+        strcpy(o, s);
+        return out;
+}
+
+static void redact_str(cJSON *node, const char *secret) {
+        char *r = redact_one(node->valuestring, secret);
+        if (r) {
+                cJSON_SetValuestring(node, r);
+                free(r);
+        }
+}
+
+/* A secret value and, since librdkafka may quote only a part of one (e.g.
+ * "... beginning at: <rest of sasl.oauthbearer.config>"), each of its
+ * space/comma/equals separated parts of 4 bytes or more. */
+static void redact_kv(cJSON *node, const sg_kv_t *kv, size_t cnt) {
+        for (size_t i = 0; i < cnt; i++) {
+                if (!sg_config_is_secret(kv[i].name) || !kv[i].value)
+                        continue;
+                redact_str(node, kv[i].value);
+                char part[512];
+                const char *v = kv[i].value;
+                while (*v) {
+                        size_t n = strcspn(v, " \t,=");
+                        if (n >= 4 && n < sizeof(part)) {
+                                memcpy(part, v, n);
+                                part[n] = '\0';
+                                redact_str(node, part);
+                        }
+                        v += n;
+                        v += strspn(v, " \t,=");
+                }
+        }
+}
+
+/* No log line may carry a secret (sg_log_cb): librdkafka quotes a bad value
+ * in some error texts (e.g. sasl.oauthbearer.config), so every string of a
+ * log event is scrubbed of the configured secret values. */
+static void redact_json(const sg_config_t *conf, cJSON *node) {
+        for (; node; node = node->next) {
+                if (cJSON_IsString(node) && node->valuestring) {
+                        redact_kv(node, conf->kafka, conf->kafka_cnt);
+                        redact_kv(node, conf->kafka_consumer,
+                                  conf->kafka_consumer_cnt);
+                        redact_kv(node, conf->kafka_producer,
+                                  conf->kafka_producer_cnt);
+                }
+                redact_json(conf, node->child);
+        }
+}
+
 static void loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                      cJSON *fields) {
         if (loop->log_cb) {
+                if (fields)
+                        redact_json(loop->conf, fields->child);
                 char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
                 loop->log_cb(loop->log_opaque, level, event, txt);
                 cJSON_free(txt);
@@ -865,7 +953,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         int64_t cdeadline = sg_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
         for (bool logged = false;; logged = true) {
                 cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
-                for (i = 0; !cerr && i < c->cnt; i++)
+                for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
                         if (c->elems[i].err)
                                 cerr = c->elems[i].err;
                 if (!cerr || !loop->eos || loop->stop ||
@@ -1513,7 +1601,9 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 cr[i] = rd_kafka_ConfigResource_new(
                         RD_KAFKA_RESOURCE_TOPIC,
                         conf->topics[i].changelog_topic);
-        if (!err) {
+        /* a topic just created may not be known to every broker yet */
+        for (int tries = 0; !err; tries++) {
+                bool retry = false;
                 rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
                         rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
                 rd_kafka_AdminOptions_set_request_timeout(
@@ -1532,9 +1622,9 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                                 rd_kafka_err2name(ee));
                         cJSON_AddStringToObject(
                                 f, "detail",
-                                "the cluster does not answer DescribeConfigs "
-                                "(librdkafka's mock cluster): cleanup.policy "
-                                "of the changelog topics not checked");
+                                "the broker does not support DescribeConfigs "
+                                "(older than Kafka 0.11): cleanup.policy of "
+                                "the changelog topics not checked");
                         loop_log(loop, SG_LOG_WARNING,
                                  "changelog_config_unchecked", f);
                 } else if (ee) {
@@ -1553,6 +1643,12 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                         for (size_t i = 0; !err && i < rc; i++) {
                                 const char *tn =
                                         rd_kafka_ConfigResource_name(res[i]);
+                                if (rd_kafka_ConfigResource_error(res[i]) ==
+                                            RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
+                                    tries < 40) {
+                                        retry = true;
+                                        break;
+                                }
                                 if (rd_kafka_ConfigResource_error(res[i])) {
                                         sg_errf(errstr, errstr_size,
                                                 "describing changelog topic "
@@ -1589,6 +1685,9 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 }
                 if (ev)
                         rd_kafka_event_destroy(ev);
+                if (!retry)
+                        break;
+                sg_sleep_ms(250);
         }
         for (size_t i = 0; cr && i < conf->topic_cnt; i++)
                 if (cr[i])
@@ -2018,6 +2117,19 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
         rd_kafka_topic_partition_list_destroy(l);
 }
 
+/** Counts a committed attempt: latency since @p t0, output + DLQ records. */
+static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt, int64_t t0) {
+        int64_t lat = sg_mono_ms() - t0;
+        loop->stats.commit_latency_ms_last = lat;
+        if (lat > loop->stats.commit_latency_ms_max)
+                loop->stats.commit_latency_ms_max = lat;
+        for (size_t i = 0; i < cnt; i++)
+                if (efs[i].kind == SG_EFFECT_OUTPUT ||
+                    efs[i].kind == SG_EFFECT_DLQ)
+                        loop->stats.records_out_total++;
+}
+
 /**
  * One attempt at the batch: processor, produce, deliveries, LMDB commit,
  * offsets. On error the processor batch is still open (caller aborts it),
@@ -2146,23 +2258,17 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                  * rd_kafka_commit of offsets in this mode. */
                 if ((err = loop_txn_commit(loop, errstr, errstr_size)))
                         return err;
-                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
-                        return err;
-        } else {
-                /* Output durable → LMDB → input offsets (semantics §6). */
-                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
-                        return err;
-                if (!loop->eos)
-                        loop_commit_offsets(loop);
+                /* done as far as Kafka is concerned, even if LMDB fails */
+                loop_attempt_done(loop, efs, cnt, t0);
+                *consumedp = consumed;
+                return pr->batch_commit(pr->opaque, errstr, errstr_size);
         }
-        int64_t lat = sg_mono_ms() - t0;
-        loop->stats.commit_latency_ms_last = lat;
-        if (lat > loop->stats.commit_latency_ms_max)
-                loop->stats.commit_latency_ms_max = lat;
-        for (size_t i = 0; i < cnt; i++)
-                if (efs[i].kind == SG_EFFECT_OUTPUT ||
-                    efs[i].kind == SG_EFFECT_DLQ)
-                        loop->stats.records_out_total++;
+        /* Output durable → LMDB → input offsets (semantics §6). */
+        if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                return err;
+        if (!loop->eos)
+                loop_commit_offsets(loop);
+        loop_attempt_done(loop, efs, cnt, t0);
         *consumedp = consumed;
         return SG_OK;
 }
@@ -2420,6 +2526,13 @@ static void loop_stats_emit(sg_loop_t *loop) {
                 lag += hi > pos ? hi - pos : 0;
         }
         rd_kafka_topic_partition_list_destroy(l);
+        if (loop->restorer) {
+                /* idle between restores: serve its logs and errors */
+                rd_kafka_message_t *m =
+                        rd_kafka_consumer_poll(loop->restorer, 0);
+                if (m)
+                        rd_kafka_message_destroy(m);
+        }
         s->assigned_partitions = assigned;
         s->paused_partitions = paused;
         s->consumer_lag = lag_known ? lag : -1;

@@ -296,7 +296,9 @@ static int seq_cmp(const void *a, const void *b) {
 
 size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
         /* keep only the last change of each key, in write order */
-        qsort(t->changes, t->change_cnt, sizeof(*t->changes), change_cmp);
+        if (t->change_cnt > 1)
+                qsort(t->changes, t->change_cnt, sizeof(*t->changes),
+                      change_cmp);
         free(t->view);
         t->view = calloc(t->change_cnt ? t->change_cnt : 1, sizeof(*t->view));
         t->view_cnt = 0;
@@ -318,7 +320,8 @@ size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
                 v->value_len = c->value_len;
                 v->_seq = c->seq;
         }
-        qsort(t->view, t->view_cnt, sizeof(*t->view), seq_cmp);
+        if (t->view_cnt > 1)
+                qsort(t->view, t->view_cnt, sizeof(*t->view), seq_cmp);
         *changesp = t->view;
         return t->view_cnt;
 }

@@ -13,9 +13,14 @@ against a known stream whose exact result is computed independently.
 3. Two seqgate instances (own data_dir, own instance_id) in one consumer
    group, small batches (`batch.max_records` 200), session.timeout.ms 6000.
    While the generator produces the stream in chunks, a seeded schedule:
-   kill -9 a random instance and restart it after a random pause (many
-   cycles), add a third instance and remove it again (SIGTERM) to force
-   rebalances, restart the broker once.
+   kill -9 a random instance shortly after a chunk landed (so the group has
+   work; the group's input lag at the kill is logged) and restart it after a
+   random pause (many cycles), add a third instance and remove it again
+   (SIGTERM) to force rebalances, restart the broker once. Every instance
+   that exits without being told to is restarted and counted (self_exits).
+   `--instances 1` runs one instance and no add/remove: partitions never
+   move between stores (what at_least_once, without a changelog, can
+   survive).
 4. Wait until the group's committed offsets reach the input's end offsets,
    the expected gap_timeout DLQ records are there (or a deadline passes) and
    output and DLQ stop growing; SIGTERM every instance.
@@ -23,7 +28,10 @@ against a known stream whose exact result is computed independently.
    prints one summary line:
      chaos: mode=M seed=N events=E kills=K rebalances=R broker_restarts=B
             lost=0 duplicated=0 out_of_order=0 unexpected_dlq=0 missing_dlq=0
-            unexpected_output=0 unaccounted=0 (one line)
+            unexpected_output=0 unaccounted=0 self_exits=0 (one line)
+   events: input records; rebalances: group membership changes the suite
+   caused (a restart after a kill, an add, a remove; the broker restart and
+   the expiry of a killed member's session come on top).
    lost: expected applied events missing from the output. duplicated: extra
    copies of an event in the output or of a record in the DLQ (a fault only
    with exactly_once; at_least_once may redeliver the batch in flight).
@@ -34,7 +42,10 @@ against a known stream whose exact result is computed independently.
    conflicting copy, a record routed to the wrong partition). unaccounted:
    input records found neither in the output nor in the DLQ (identical
    redeliveries are accounted by their original).
-   Exit status 1 when any fault count is non-zero, 2 on a harness error.
+   self_exits: seqgate runs that ended without being told to. With
+   exactly_once the stats lines must also show transactions_total > 0.
+   Exit status 1 when any fault count is non-zero (duplicated only with
+   exactly_once) or the group did not finish, 2 on a harness error.
 
 Logs of every seqgate run stay in the run's temp dir (printed); on failure
 the tails of the relevant ones are printed.
@@ -120,8 +131,11 @@ class Broker:
         return time.monotonic() - t0
 
     def stop(self) -> None:
+        """Stops the broker, leaving its data and logs in the work dir (the
+        caller removes the temp dir after a passing run, keeps it otherwise)."""
         if self.workdir is not None:
             try:
+                self.env["KAFKA_KEEP_WORKDIR"] = "1"
                 self._sh("stop", timeout=120)
             except Exception as e:  # noqa: BLE001
                 log(f"broker stop: {e}")
@@ -138,20 +152,36 @@ class Broker:
 # progress probes
 
 class Probe:
+    """The group's committed offsets and topics' high watermarks. Its clients
+    are made anew after a failure: an AdminClient connected before the broker
+    restart was seen to time out on every later list_consumer_group_offsets."""
+
     def __init__(self, bootstrap: str, group: str):
+        self.bootstrap = bootstrap
         self.group = group
+        self.admin = self.consumer = None
+        self.reset()
+
+    def reset(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
         # log_level 2: the broker restart is planned; its connection
         # errors are not worth a line each.
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-        self.consumer = Consumer({"bootstrap.servers": bootstrap,
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                                  "log_level": 2})
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap,
                                   "group.id": unique_name("chaos-probe"),
                                   "enable.auto.commit": False, "log_level": 2})
 
     def committed(self, topic: str, parts: int) -> dict[int, int]:
         req = ConsumerGroupTopicPartitions(
             self.group, [TopicPartition(topic, p) for p in range(parts)])
-        res = self.admin.list_consumer_group_offsets(
-            [req], require_stable=True)[self.group].result(timeout=15)
+        try:
+            res = self.admin.list_consumer_group_offsets(
+                [req], require_stable=True)[self.group].result(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.reset()
+            raise
         return {tp.partition: tp.offset for tp in res.topic_partitions}
 
     def high(self, topic: str, parts: int) -> dict[int, int]:
@@ -173,8 +203,7 @@ def _tag(rec) -> str | None:
         return None
 
 
-def verify(g: dict, out: list[dict], dlq: list[dict], in_topic: str,
-           mode: str) -> tuple[dict, list[str]]:
+def verify(g: dict, out: list[dict], dlq: list[dict], mode: str) -> tuple[dict, list[str]]:
     """Counts of each fault kind and example lines."""
     exp = g["expected"]
     eos = mode == "exactly_once"
@@ -304,7 +333,13 @@ def main(argv=None) -> int:
         "kills": 30 if a.soak else 8,
         "produce_s": 300.0 if a.soak else 60.0,
         "chunks": 100 if a.soak else 20,
-        "gap_timeout_ms": 25000,
+        # Far above any stall the chaos causes between a park and its fill,
+        # so that only the gaps that never fill time out. A burst of kills
+        # keeps an eager group rebalancing (each restart waits for the dead
+        # member's session to expire): a partition was seen unowned for 29 s.
+        # The default run's chaos lasts 70 s, so 90 s cannot be reached by
+        # it; the soak spreads 30 kills over 310 s.
+        "gap_timeout_ms": 150000 if a.soak else 90000,
     }
     tmp = Path(tempfile.mkdtemp(prefix="seqgate-chaos."))
     log(f"temp dir (seqgate logs, data dirs): {tmp}")
@@ -398,7 +433,6 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
 
     probe = Probe(bs, group)
     counts = Counter()
-    stop_chaos = threading.Event()
     produced = threading.Event()
     chunk_done = threading.Condition()
     chunks_done = [0]
@@ -418,20 +452,16 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
                     chunks_done[0] += 1
                     chunk_done.notify_all()
                 wait = t0 + (i + 1) * scale["produce_s"] / n - time.monotonic()
-                if wait > 0:
+                if wait > 0 and i < n - 1:
                     time.sleep(wait)
             produced.set()
+            with chunk_done:
+                chunk_done.notify_all()
         except BaseException as e:  # noqa: BLE001
             producer_error.append(e)
             produced.set()
 
     base = ["sg-a", "sg-b"][:a.instances]
-    for name in base:
-        instances[name].start(wait_assigned=False)
-    for name in base:
-        instances[name].wait_for_event("partitions_assigned", 60)
-    pt = threading.Thread(target=producer_thread, daemon=True)
-    pt.start()
 
     # --- the chaos schedule ---------------------------------------------------
     horizon = scale["produce_s"] + 10.0
@@ -459,11 +489,29 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
         for name in sorted(want_up):
             sg = instances[name]
             if not sg.running():
+                if len(self_exits) > 50:
+                    raise RuntimeError("seqgate keeps exiting by itself "
+                                       f"({len(self_exits)} times); giving up")
+                time.sleep(1.0)   # no restart storm when it cannot start
                 log(f"!! {name} exited by itself with status {sg.proc.returncode}"
                     f" (run {len(sg.runs)}): restarting it")
                 counts["self_exits"] += 1
                 self_exits.append((name, len(sg.runs) - 1, sg.proc.returncode))
                 sg.start(wait_assigned=False)
+
+    # Start the base instances; one that exits on its own is a finding
+    # (counted) and restarted, as during the run.
+    for name in base:
+        instances[name].start(wait_assigned=False)
+    ready_by = time.monotonic() + 90
+    while not all(instances[n].events("partitions_assigned") for n in base):
+        check_alive()
+        if time.monotonic() > ready_by:
+            raise RuntimeError("the instances did not get partitions within 90s")
+        time.sleep(0.2)
+    pt = threading.Thread(target=producer_thread, daemon=True)
+    pt.start()
+    t0 = time.monotonic()
 
     for t, what in plan:
         while time.monotonic() - t0 < t:
@@ -518,6 +566,7 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             log("restarting the broker")
             secs = broker.restart()
             broker_restarts += 1
+            probe.reset()
             log(f"broker back in {secs:.1f}s")
     produced.wait(timeout=600)
     if producer_error:
@@ -531,10 +580,13 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
     want_out = sum(len(v) for v in exp["applied"].values())
     want_dlq = len(exp["dlq"])
     # Finished: the committed offsets are the input's end offsets, and the
-    # output and DLQ stopped growing, either at the expected sizes (at least)
-    # for 4 s, or for longer than a gap timeout (then a wrong result is
-    # final: nothing parked can still be released or time out).
+    # output and DLQ stopped growing (high watermarks unchanged), either with
+    # at least the expected numbers of records readable (read_committed: the
+    # watermarks also count transaction markers and aborted records), or for
+    # longer than a gap timeout (then a wrong result is final: nothing parked
+    # can still be released or time out).
     quiet_s = scale["gap_timeout_ms"] / 1000.0 + 5.0
+    counted_at = 0.0
     deadline = time.monotonic() + (900 if a.soak else 150)
     last, stable_since = None, time.monotonic()
     done = False
@@ -544,7 +596,7 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             com = probe.committed(t_in, P)
             hi = (sum(probe.high(t_out, P).values()), sum(probe.high(t_dlq, 1).values()))
         except Exception as e:  # noqa: BLE001
-            log(f"probe: {e}")
+            log(f"probe: {type(e).__name__} {e}")
             time.sleep(1)
             continue
         caught_up = com == in_end
@@ -553,13 +605,23 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
         # Output and DLQ high watermarks include transaction markers (and
         # aborted data), so they are a lower bound check only.
         quiet = time.monotonic() - stable_since
-        if caught_up and ((hi[0] >= want_out and hi[1] >= want_dlq and quiet >= 4.0)
-                          or quiet >= quiet_s):
+        if caught_up and quiet >= quiet_s:
             done = True
             break
+        if caught_up and quiet >= 4.0 and time.monotonic() - counted_at >= 5.0:
+            counted_at = time.monotonic()
+            n_dlq = len(consume_all(bs, t_dlq, timeout_s=30))
+            if n_dlq >= want_dlq and \
+                    len(consume_all(bs, t_out, timeout_s=60)) >= want_out:
+                done = True
+                break
         time.sleep(0.5)
+    try:
+        com = probe.committed(t_in, P)
+    except Exception as e:  # noqa: BLE001
+        com = f"unknown ({type(e).__name__} {e})"
     log(f"{'finished' if done else 'DEADLINE passed'}: committed "
-        f"{probe.committed(t_in, P)} of {in_end}; output/DLQ high watermarks {last}")
+        f"{com} of {in_end}; output/DLQ high watermarks {last}")
     probe.close()
     want_up.clear()
     for name, sg in instances.items():
@@ -572,7 +634,7 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
     # Every instance is stopped: the high watermarks are final.
     out = consume_all(bs, t_out, timeout_s=90)
     dlq = consume_all(bs, t_dlq, timeout_s=60)
-    c, notes = verify(g, out, dlq, t_in, a.mode)
+    c, notes = verify(g, out, dlq, a.mode)
 
     # Did exactly_once really run transactions? (the loop's stats line)
     tx_evidence = 0
@@ -623,7 +685,8 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
           f"input lag > 0")
     print(f"chaos: mode={a.mode} seed={seed} events={n_events} kills={counts['kills']} "
           f"rebalances={counts['rebalances']} broker_restarts={broker_restarts} "
-          + " ".join(f"{k}={v}" for k, v in faults.items()), flush=True)
+          + " ".join(f"{k}={v}" for k, v in faults.items())
+          + f" self_exits={len(self_exits)}", flush=True)
     if failing:
         print(f"chaos: FAIL {failing}")
         # The last run of each instance, plus every run that logged an error.

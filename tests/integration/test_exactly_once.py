@@ -491,3 +491,69 @@ def test_eos_restore_time(bootstrap, seqgate_bin, tmp_path):
           f"({full['records'] / max(full['ms'], 1) * 1000:.0f} records/s); "
           f"delta restore of the instance that kept its store: "
           f"{delta['records']} records, {delta['ms']} ms")
+
+
+# --------------------------------------------------------------------------
+# (f) failover after a crash to ANOTHER instance (another transactional.id)
+
+
+def test_eos_kill9_failover_to_other_instance(bootstrap, seqgate_bin, tmp_path):
+    """Instance A is killed mid-stream; instance B (another instance_id, so
+    it cannot abort A's open transaction, and an empty store) takes over:
+    it waits until the broker aborts A's transaction (transaction.timeout.ms,
+    10 s by default under exactly_once), restores the changelog and
+    finishes: nothing duplicated, nothing missing."""
+    rng = random.Random(4106)
+    n_aggs, versions = 120, 30
+    stream = make_stream(rng, n_aggs=n_aggs, versions=versions, parts=3,
+                         dup_rate=0.1, swap_rate=0.05)
+    t_in, t_out, t_dlq = (unique_name("eosfo-in"), unique_name("eosfo-out"),
+                          unique_name("eosfo-dlq"))
+    group = unique_name("sg-eosfo")
+    create_topics(bootstrap, {t_in: 3, t_out: 3, t_dlq: 1})
+    produce(bootstrap, t_in, [public(r) for r in stream], timeout_s=60)
+    in_end = end_offsets(bootstrap, t_in)
+
+    def conf(instance, data):
+        return make_config(bootstrap=bootstrap, group=group, instance=instance,
+                           data_dir=str(tmp_path / data), input_topic=t_in,
+                           output_topic=t_out, dlq_topic=t_dlq,
+                           gap_timeout_ms=60000, batch_max_records=50,
+                           guarantee="exactly_once")
+
+    a = Seqgate(seqgate_bin, conf("eos-fo-a", "data-a"), tmp_path / "run-a")
+    b = Seqgate(seqgate_bin, conf("eos-fo-b", "data-b"), tmp_path / "run-b")
+    probe = Probe(bootstrap, group)
+    try:
+        a.start()
+        wait_until(lambda: probe.high(t_out, 3) >= n_aggs * versions * 0.4,
+                   120, "40% of the output", 0.02,
+                   on_timeout=lambda: "\n" + a.log_tail())
+        a.kill9()
+        t0 = time.monotonic()
+        b.start(timeout_s=90)
+        takeover_s = time.monotonic() - t0
+        wait_until(lambda: probe.committed(t_in, 3) == in_end, 120,
+                   f"committed offsets {in_end}", 0.25,
+                   on_timeout=lambda: "\n" + b.log_tail())
+        assert b.stop() == 0, b.log_tail()
+    finally:
+        a.cleanup()
+        b.cleanup()
+        probe.close()
+
+    expected = {f"agg-{i:04d}": list(range(1, versions + 1))
+                for i in range(n_aggs)}
+    out = consume_all(bootstrap, t_out, timeout_s=90)
+    check_exactly_once(out, expected, "failover after SIGKILL")
+    assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
+    restored = b.events("restore_done", 0)
+    assert sum(e["records"] for e in restored) > 0, restored
+    no_errors(b)
+    waits = [e["event"] for e in b.log_lines(0)
+             if e.get("event") in ("restore_waiting_for_transaction",
+                                   "committed_offsets_pending")]
+    print(f"\neos failover: B took over in {takeover_s:.1f}s (waits: "
+          f"{sorted(set(waits))}), restored "
+          f"{sum(e['records'] for e in restored)} changelog records, "
+          f"{len(out)} events exactly once")
