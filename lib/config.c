@@ -1834,7 +1834,8 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 cJSON_Delete(root);
                 return nomem(&c);
         }
-        conf->guarantee = SG_GUARANTEE_AT_LEAST_ONCE;
+        /* exactly_once is the default (issue 4): the production guarantee */
+        conf->guarantee = SG_GUARANTEE_EXACTLY_ONCE;
         conf->map_size_bytes = UINT64_C(1073741824);
         conf->map_growth_bytes = UINT64_C(1073741824);
         conf->batch_max_records = 1000;

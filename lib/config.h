@@ -186,7 +186,7 @@ typedef struct sg_config {
                                        its zombie (KIP-98, KIP-447) */
         char *group_id;           /**< = kafka "group.id" (required) */
         char *data_dir;           /**< required */
-        sg_guarantee_t guarantee; /**< [at_least_once] */
+        sg_guarantee_t guarantee; /**< [exactly_once] */
 
         sg_kv_t *kafka;           /**< "kafka": both clients */
         size_t kafka_cnt;

@@ -123,7 +123,8 @@ START_TEST(test_minimal_defaults) {
         ck_assert_str_eq(conf->instance_id, "seqgate");
         ck_assert_str_eq(conf->group_id, "g");
         ck_assert_str_eq(conf->data_dir, "/d");
-        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_AT_LEAST_ONCE);
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
+        ck_assert_str_eq(conf->transactional_id, "g-seqgate");
         ck_assert_uint_eq(conf->kafka_cnt, 2);
         ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
                                 "bootstrap.servers"),
@@ -195,7 +196,7 @@ START_TEST(test_orders_example_every_field) {
         ck_assert_str_eq(conf->instance_id, "seqgate-1");
         ck_assert_str_eq(conf->data_dir, "/var/lib/seqgate");
         ck_assert_str_eq(conf->group_id, "orders-seqgate");
-        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_AT_LEAST_ONCE);
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
         ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
                                 "bootstrap.servers"),
                          "localhost:9092");
@@ -790,8 +791,12 @@ static const bad_case_t bad_cases[] = {
         {CFG(",'kafka_producer':{'request.required.acks':'leader'}", ""),
          "kafka_producer.request.required.acks: \"leader\" is not allowed",
          NULL},
-        {CFG(",'kafka_producer':{'transactional.id':'tx'}", ""),
+        {CFG(",'guarantee':'at_least_once','kafka_producer':{"
+             "'transactional.id':'tx'}",
+             ""),
          "kafka_producer.transactional.id: not allowed", NULL},
+        {CFG(",'kafka_producer':{'transactional.id':'tx'}", ""),
+         "kafka_producer.transactional.id: set by seqgate", NULL},
         {CFG(",'kafka_consumer':{'group.id':'other'}", ""),
          "kafka_consumer.group.id: set the consumer group in kafka.group.id",
          NULL},
@@ -1025,7 +1030,8 @@ START_TEST(test_exactly_once_defaults) {
         snprintf(want, sizeof(want), "%s-orders-changelog", conf->group_id);
         ck_assert_str_eq(conf->topics[0].changelog_topic, want);
         sg_config_destroy(conf);
-        ck_assert_int_eq(parse_q(CFG("", ",'changelog_topic':'my.changelog'"),
+        ck_assert_int_eq(parse_q(CFG(",'guarantee':'at_least_once'",
+                                     ",'changelog_topic':'my.changelog'"),
                                  &conf, err, sizeof(err)),
                          SG_OK);
         ck_assert_str_eq(conf->topics[0].changelog_topic, "my.changelog");

@@ -65,7 +65,8 @@ static const char *sm_json =
 
 static void h_open(h_t *h, const char *topic_json) {
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf, h->root ? h->root : "",
+        snprintf(json, sizeof(json), base_conf,
+                 h->root ? h->root : "\"guarantee\":\"at_least_once\",",
                  topic_json);
         ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
                       "config: %s", err);
