@@ -727,10 +727,13 @@ sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
 
 /* ---- gap deadline index ----------------------------------------------- */
 
-sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
-                        unsigned char ah_out[32], int64_t *sincep) {
+/* The first entry of a time index (tp | ms (BE) | agg hash) due at or before
+ * @p upto_ms: the gap deadline index and the snapshot due index. */
+static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
+                                 int64_t upto_ms, unsigned char ah_out[32],
+                                 int64_t *msp) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SINCE], &cur);
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -739,10 +742,10 @@ sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
         if (rc == 0 && key.mv_size == tp->len + 40 &&
             memcmp(key.mv_data, tp->b, tp->len) == 0) {
                 const unsigned char *p = key.mv_data;
-                int64_t since = (int64_t)get_u64(p + tp->len);
-                if (since <= upto_ms) {
+                int64_t ms = (int64_t)get_u64(p + tp->len);
+                if (ms <= upto_ms) {
                         memcpy(ah_out, p + tp->len + 8, 32);
-                        *sincep = since;
+                        *msp = ms;
                         err = SG_OK;
                 }
         } else if (rc && rc != MDB_NOTFOUND) {
@@ -750,6 +753,11 @@ sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
         }
         mdb_cursor_close(cur);
         return err;
+}
+
+sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
+                        unsigned char ah_out[32], int64_t *sincep) {
+        return time_index_first(t, DB_SINCE, tp, upto_ms, ah_out, sincep);
 }
 
 sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
@@ -939,27 +947,7 @@ sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
 
 sg_err_t sg_snapdue_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
                           unsigned char ah_out[32], int64_t *duep) {
-        MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SNAPDUE], &cur);
-        if (rc)
-                return SG_ERR_STORE;
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-        sg_err_t err = SG_ERR_NOT_FOUND;
-        if (rc == 0 && key.mv_size == tp->len + 40 &&
-            memcmp(key.mv_data, tp->b, tp->len) == 0) {
-                const unsigned char *p = key.mv_data;
-                int64_t due = (int64_t)get_u64(p + tp->len);
-                if (due <= upto_ms) {
-                        memcpy(ah_out, p + tp->len + 8, 32);
-                        *duep = due;
-                        err = SG_OK;
-                }
-        } else if (rc && rc != MDB_NOTFOUND) {
-                err = SG_ERR_STORE;
-        }
-        mdb_cursor_close(cur);
-        return err;
+        return time_index_first(t, DB_SNAPDUE, tp, upto_ms, ah_out, duep);
 }
 
 /* ---- restore from the changelog --------------------------------------- */
