@@ -13,17 +13,41 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            "everything committed", events/s, peak RSS (KiB, from time -v), exit
            status and the final "stats" log line of the process (read from
            the log file given with --log).
-  count    --bootstrap B TOPIC ...
-           prints {"TOPIC": records} (sum over partitions of high - low
-           watermark; the topics are never compacted or truncated here).
-  verify   --bootstrap B --topic OUT --manifest FILE
+  count    --bootstrap B [--read-committed] TOPIC ...
+           prints {"TOPIC": records}: the sum over partitions of high - low
+           watermark (the topics are never compacted or truncated here); with
+           --read-committed, the data records a read_committed consumer reads
+           (a transactional topic's offsets also hold commit markers).
+  verify   --bootstrap B --topic OUT --manifest FILE [--read-committed]
            reads OUT from the beginning and checks seqgate's promise: every
            aggregate's versions appear exactly once each, as 1, 2, 3, ... in
            order, and the total equals the manifest's distinct events.
-  report   --results FILE
-           medians per run label, the events/s ratio and a Markdown table.
+  check    --bootstrap B --out OUT --dlq DLQ --manifest FILE --results FILE
+           [--read-committed] [--verify]
+           the correctness check of one seqgate run: output records =
+           distinct events, DLQ empty, dedup_hits_total (final stats line, the
+           last line of --results) = duplicates; --verify adds `verify`.
+           Appends {"ok": ...} to FILE.check, prints one line, exits 1 on a
+           mismatch.
+  changelog --bootstrap B --topic CL --events N [--log-dir DIR] --out FILE
+           [--label L]
+           the changelog's cost: reads CL read_committed from the beginning;
+           records, tombstones, key and value bytes per store database (the
+           key's first byte), bytes per input event; end offsets; and the
+           partitions' size on the broker's disk (DIR/CL-<p>/*) when DIR is
+           given, else end offsets x average record size as an estimate.
+  restore  --partitions N --log L --time-file F --out FILE --label L
+           [--data-dir D] [--timeout S] -- CMD...
+           start CMD (a seqgate on a group whose input is fully committed),
+           wait until its log holds a "restore_done" line for N partitions,
+           SIGTERM it; appends the restore's timings (from the log lines' ts
+           and ms fields), records restored, peak RSS, the store's size.
+  report   --results FILE [--changelog FILE] [--restore FILE]
+           medians per run label, the events/s ratios, Markdown tables.
 """
 import argparse
+import datetime
+import glob
 import json
 import os
 import signal
@@ -152,7 +176,17 @@ def _du(path):
     return total
 
 
+def _loadavg():
+    """The 1-minute load average (other work on the machine during a run)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError):
+        return None
+
+
 def cmd_run(a):
+    load0 = _loadavg()
     mon = _plain_consumer(a.bootstrap)
     marks = _watermarks(mon, a.topic)
     end = {p: hi for p, _, hi in marks}
@@ -210,6 +244,8 @@ def cmd_run(a):
         "events_per_s": round(total / wall) if wall else None,
         "exit_after_s": round(t_exit, 3),
         "timed_out": wall is None,
+        "loadavg_start": load0,
+        "loadavg_end": _loadavg(),
     }
     res.update(_time_v(a.time_file))
     res.update(rss_split)
@@ -226,59 +262,294 @@ def cmd_run(a):
                  f"({committed_sum}/{total}) before exit or timeout; see {a.log}")
 
 
-def cmd_count(a):
-    c = _plain_consumer(a.bootstrap)
-    out = {t: sum(hi - lo for _, lo, hi in _watermarks(c, t)) for t in a.topics}
-    c.close()
-    print(json.dumps(out))
-
-
-def cmd_verify(a):
-    with open(a.manifest) as f:
-        man = json.loads(f.read())
-    c = Consumer({"bootstrap.servers": a.bootstrap,
-                  "group.id": f"seqgate-bench-verify-{os.getpid()}-{time.time_ns()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "enable.partition.eof": True})
-    marks = _watermarks(c, a.topic)
-    total = sum(hi - lo for _, lo, hi in marks)
-    c.assign([TopicPartition(a.topic, p, lo) for p, lo, hi in marks if hi > lo])
+def _read_all(bootstrap, topic, fn, read_committed):
+    """Calls fn(msg) for every data record of @topic, from the beginning up
+    to the end (read_committed: the last stable offset). Returns the
+    partitions' watermarks."""
+    conf = {"bootstrap.servers": bootstrap,
+            "group.id": f"seqgate-bench-read-{os.getpid()}-{time.time_ns()}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "enable.partition.eof": True}
+    if read_committed:
+        conf["isolation.level"] = "read_committed"
+    c = Consumer(conf)
+    marks = _watermarks(c, topic)
+    c.assign([TopicPartition(topic, p, lo) for p, lo, hi in marks if hi > lo])
     remaining = {p for p, lo, hi in marks if hi > lo}
-    last = {}
-    seen = 0
     errors = []
     while remaining:
-        msgs = c.consume(10000, timeout=5)
+        msgs = c.consume(10000, timeout=10)
         if not msgs:
-            errors.append("timed out reading the output topic")
+            errors.append(f"timed out reading {topic} "
+                          f"(partitions {sorted(remaining)} not at their end)")
             break
         for m in msgs:
             if m.error():
                 if m.error().code() == -191:  # _PARTITION_EOF
                     remaining.discard(m.partition())
-                    continue
-                errors.append(str(m.error()))
+                else:
+                    errors.append(str(m.error()))
                 continue
-            seen += 1
-            v = None
-            for k, val in m.headers() or []:
-                if k == "ce_sequence":
-                    v = int(val)
-            key = m.key()
-            want = last.get(key, 0) + 1
-            if v != want and len(errors) < 10:
-                errors.append(f"{key!r}: version {v} after {want - 1}")
-            last[key] = v if v is not None else want
+            fn(m)
     c.close()
-    ok = (not errors and seen == total == man["distinct_events"]
-          and len(last) == man["aggregates"])
-    res = {"topic": a.topic, "records": seen, "aggregates": len(last),
-           "expected_records": man["distinct_events"],
-           "expected_aggregates": man["aggregates"], "in_order": not errors,
-           "ok": ok, "errors": errors[:10]}
+    return marks, errors
+
+
+def cmd_count(a):
+    out = {}
+    if a.read_committed:
+        for t in a.topics:
+            n = [0]
+
+            def one(_m, n=n):
+                n[0] += 1
+            _, errors = _read_all(a.bootstrap, t, one, True)
+            if errors:
+                raise SystemExit(f"measure.py: count {t}: {errors[:3]}")
+            out[t] = n[0]
+    else:
+        c = _plain_consumer(a.bootstrap)
+        out = {t: sum(hi - lo for _, lo, hi in _watermarks(c, t))
+               for t in a.topics}
+        c.close()
+    print(json.dumps(out))
+
+
+def _verify(bootstrap, topic, manifest, read_committed):
+    """Reads @topic from the beginning; every aggregate's versions must
+    appear exactly once each, as 1, 2, 3, ... in order (a duplicate or a
+    gap shows as a version that is not last + 1)."""
+    last = {}
+    seen = [0]
+    errors = []
+
+    def one(m):
+        seen[0] += 1
+        v = None
+        for k, val in m.headers() or []:
+            if k == "ce_sequence":
+                v = int(val)
+        key = m.key()
+        want = last.get(key, 0) + 1
+        if v != want and len(errors) < 10:
+            errors.append(f"{key!r}: version {v} after {want - 1}")
+        last[key] = v if v is not None else want
+    marks, rerr = _read_all(bootstrap, topic, one, read_committed)
+    errors += rerr
+    total = sum(hi - lo for _, lo, hi in marks)
+    # read_committed: the offsets also hold the transactions' commit
+    # markers, so only the records read are compared with the manifest.
+    ok = (not errors and seen[0] == manifest["distinct_events"]
+          and (read_committed or seen[0] == total)
+          and len(last) == manifest["aggregates"])
+    return {"topic": topic, "records": seen[0], "offsets": total,
+            "aggregates": len(last),
+            "expected_records": manifest["distinct_events"],
+            "expected_aggregates": manifest["aggregates"],
+            "isolation": "read_committed" if read_committed else "read_uncommitted",
+            "in_order": not errors, "ok": ok, "errors": errors[:10]}
+
+
+def cmd_verify(a):
+    with open(a.manifest) as f:
+        man = json.loads(f.read())
+    res = _verify(a.bootstrap, a.topic, man, a.read_committed)
     print(json.dumps(res))
+    if not res["ok"]:
+        sys.exit(1)
+
+
+def cmd_check(a):
+    with open(a.manifest) as f:
+        man = json.loads(f.read())
+    distinct, dups = man["distinct_events"], man["duplicates"]
+    last = [json.loads(l) for l in open(a.results) if l.strip()][-1]
+    st = last.get("final_stats") or {}
+    hits = st.get("dedup_hits_total", st.get("dedup_hits"))
+    counts = {}
+    for t in (a.out, a.dlq):
+        if a.read_committed:
+            n = [0]
+
+            def one(_m, n=n):
+                n[0] += 1
+            _, errors = _read_all(a.bootstrap, t, one, True)
+            counts[t] = n[0] if not errors else None
+        else:
+            c = _plain_consumer(a.bootstrap)
+            counts[t] = sum(hi - lo for _, lo, hi in _watermarks(c, t))
+            c.close()
+    ok = counts[a.out] == distinct and counts[a.dlq] == 0 and hits == dups
+    iso = "read_committed" if a.read_committed else "watermarks"
+    print(f"measure.py: correctness ({last['label']}, {iso}): outputs "
+          f"{counts[a.out]} (want {distinct}), DLQ {counts[a.dlq]} (want 0), "
+          f"dedup_hits {hits} (want {dups}): {'OK' if ok else 'MISMATCH'}")
+    res = {"label": last["label"], "outputs": counts[a.out],
+           "dlq": counts[a.dlq], "dedup_hits": hits, "isolation": iso,
+           "ok": ok}
+    if a.verify:
+        v = _verify(a.bootstrap, a.out, man, a.read_committed)
+        print(f"measure.py: order check of {a.out} ({v['isolation']}): "
+              f"{v['records']} records, {v['aggregates']} aggregates, "
+              f"{'each aggregate 1..n once, in order' if v['in_order'] else 'ERRORS ' + '; '.join(v['errors'])}"
+              f": {'OK' if v['ok'] else 'MISMATCH'}")
+        res["verify"] = v
+        ok = ok and v["ok"]
+        res["ok"] = ok
+    with open(a.results + ".check", "a") as f:
+        f.write(json.dumps(res) + "\n")
     if not ok:
         sys.exit(1)
+
+
+DB_NAMES = {0: "dedup", 2: "agg", 3: "parked", 5: "meta", 6: "snapreq"}
+
+
+def cmd_changelog(a):
+    kinds = {}
+    tot = {"records": 0, "tombstones": 0, "key_bytes": 0, "value_bytes": 0,
+           "header_bytes": 0}
+
+    def one(m):
+        k = m.key() or b""
+        v = m.value()
+        name = DB_NAMES.get(k[0], f"db{k[0]}") if k else "nokey"
+        d = kinds.setdefault(name, {"records": 0, "tombstones": 0,
+                                    "key_bytes": 0, "value_bytes": 0})
+        for x in (d, tot):
+            x["records"] += 1
+            x["key_bytes"] += len(k)
+            if v is None:
+                x["tombstones"] += 1
+            else:
+                x["value_bytes"] += len(v)
+        for hk, hv in m.headers() or []:
+            tot["header_bytes"] += len(hk) + len(hv or b"")
+    t0 = time.monotonic()
+    marks, errors = _read_all(a.bootstrap, a.topic, one, True)
+    read_s = time.monotonic() - t0
+    end_offsets = sum(hi for _, _, hi in marks)
+    kv = tot["key_bytes"] + tot["value_bytes"]
+    res = {"label": a.label, "topic": a.topic, "input_events": a.events,
+           **tot, "read_s": round(read_s, 2),
+           "partitions": len(marks), "end_offsets": end_offsets,
+           "log_start_offsets": sum(lo for _, lo, _ in marks),
+           "kv_bytes": kv,
+           "kv_bytes_per_event": round(kv / a.events, 1) if a.events else None,
+           "kv_bytes_per_record": round(kv / tot["records"], 1) if tot["records"] else None,
+           "records_per_event": round(tot["records"] / a.events, 3) if a.events else None,
+           "by_db": kinds, "errors": errors[:5]}
+    if a.log_dir:
+        disk = 0
+        seg = 0
+        for p, _, _ in marks:
+            for fn in glob.glob(os.path.join(a.log_dir, f"{a.topic}-{p}", "*")):
+                try:
+                    sz = os.stat(fn).st_size
+                except OSError:
+                    continue
+                disk += sz
+                if fn.endswith(".log"):
+                    seg += sz
+        res["disk_source"] = "broker log dir"
+        res["disk_bytes"] = disk          # .log + .index + .timeindex + ...
+        res["disk_log_bytes"] = seg       # the record batches themselves
+    else:
+        # No access to the broker's disk: end offsets x the average record
+        # (key + value + ~10 bytes of per-record framing (9.2 B measured); batch headers and
+        # commit markers not counted), an estimate.
+        avg = (kv + 10 * tot["records"]) / tot["records"] if tot["records"] else 0
+        res["disk_source"] = "estimate: end offsets x (avg key+value + 10 B)"
+        res["disk_log_bytes"] = round(end_offsets * avg)
+    if a.events and res.get("disk_log_bytes") is not None:
+        res["disk_log_bytes_per_event"] = round(res["disk_log_bytes"] / a.events, 1)
+    with open(a.out, "a") as f:
+        f.write(json.dumps(res) + "\n")
+    print(json.dumps(res))
+    if errors:
+        sys.exit(f"measure.py: reading {a.topic}: {errors[:3]}")
+
+
+def _ts(s):
+    """The log's "ts" (RFC 3339, UTC, ms) as seconds since the epoch."""
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def cmd_restore(a):
+    load0 = _loadavg()
+    log = open(a.log, "wb")
+    cmd = ["/usr/bin/time", "-v", "-o", a.time_file] + a.cmd
+    t_epoch = time.time()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    done = {}
+    running_ts = None  # "running": set up, about to join the group
+    buf = b""
+    with open(a.log, "rb") as rd:
+        while len(done) < a.partitions:
+            chunk = rd.read()
+            if chunk:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if b'"event":"restore_done"' in line:
+                        ev = json.loads(line)
+                        done[(ev["topic"], ev["partition"])] = ev
+                    elif b'"event":"running"' in line and running_ts is None:
+                        running_ts = _ts(json.loads(line)["ts"])
+                continue
+            if proc.poll() is not None or time.monotonic() - t0 > a.timeout:
+                break
+            time.sleep(0.02)
+    seen_at = time.monotonic() - t0
+    time.sleep(0.3)  # let the loop log its readiness; not timed
+    kids = _children(proc.pid)
+    rss_split = _rss_split(kids[0]) if kids else {}
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        for k in _children(proc.pid):
+            os.kill(k, signal.SIGKILL)
+        proc.wait()
+    log.close()
+    evs = list(done.values())
+    last_ts = max((_ts(e["ts"]) for e in evs), default=None)
+    res = {
+        "label": a.label,
+        "partitions_restored": len(evs),
+        "records": sum(int(e["records"]) for e in evs),
+        "restore_ms_sum": sum(int(e["ms"]) for e in evs),
+        "start_to_running_s": round(running_ts - t_epoch, 3) if running_ts else None,
+        "start_to_restored_s": round(last_ts - t_epoch, 3) if last_ts else None,
+        "detected_after_s": round(seen_at, 3),
+        "per_partition": [{k: e.get(k) for k in ("partition", "log_start", "from",
+                                                "end", "records", "ms")}
+                          for e in sorted(evs, key=lambda e: e["partition"])],
+        "complete": len(evs) >= a.partitions,
+        "loadavg_start": load0,
+        "loadavg_end": _loadavg(),
+    }
+    res.update(_time_v(a.time_file))
+    res.update(rss_split)
+    if a.data_dir:
+        res["store_bytes"] = _du(a.data_dir)
+    st = _last_stats(a.log)
+    if st:
+        res["final_stats"] = {k: st.get(k) for k in
+                              ("restored_records_total", "restore_ms_last",
+                               "store_used_bytes", "store_map_bytes") if k in st}
+    with open(a.out, "a") as f:
+        f.write(json.dumps(res) + "\n")
+    print(json.dumps(res))
+    if not res["complete"]:
+        sys.exit(f"measure.py: {a.label}: {len(evs)}/{a.partitions} partitions "
+                 f"restored before exit or timeout; see {a.log}")
 
 
 def _median(xs):
@@ -286,8 +557,19 @@ def _median(xs):
     return statistics.median(xs) if xs else None
 
 
+LABEL_NAME = {"plain": "plain loop", "at_least_once": "seqgate at_least_once",
+              "exactly_once": "seqgate exactly_once",
+              "seqgate": "seqgate at_least_once"}  # "seqgate": older results
+
+
+def _jsonl(path):
+    if not path or not os.path.exists(path):
+        return []
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
 def cmd_report(a):
-    runs = [json.loads(l) for l in open(a.results) if l.strip()]
+    runs = _jsonl(a.results)
     by = {}
     for r in runs:
         by.setdefault(r["label"], []).append(r)
@@ -301,22 +583,81 @@ def cmd_report(a):
             "cpu_s": _median([r.get("user_s", 0) + r.get("sys_s", 0) for r in rs]),
             "store_bytes": _median([r.get("store_bytes") for r in rs]),
             "all": [r["events_per_s"] for r in rs],
+            "load": [x for r in rs for x in (r.get("loadavg_start"),
+                                             r.get("loadavg_end"))
+                     if x is not None],
         }
-    a_ = med.get("plain")
-    b_ = med.get("seqgate")
-    print("| run | median events/s | runs (events/s) | median wall s | "
-          "CPU s (user+sys) | peak RSS MiB | store on disk MiB |")
-    print("|---|---:|---|---:|---:|---:|---:|")
+    base = (med.get("plain") or {}).get("events_per_s")
+    print("| run | median events/s | ratio to plain | runs (events/s) | "
+          "median wall s | CPU s (user+sys) | peak RSS MiB | store on disk MiB | "
+          "load avg (1 min) |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---|")
     for label, m in med.items():
         st = f"{m['store_bytes'] / 2**20:.0f}" if m["store_bytes"] else "-"
-        print(f"| {label} | {m['events_per_s']:.0f} | "
-              f"{', '.join(str(x) for x in m['all'])} | {m['wall_s']:.2f} | "
-              f"{m['cpu_s']:.1f} | {m['peak_rss_kib'] / 1024:.0f} | {st} |")
-    if a_ and b_ and a_["events_per_s"] and b_["events_per_s"]:
+        ratio = (f"{m['events_per_s'] / base:.2f}"
+                 if base and m["events_per_s"] else "-")
+        allv = ", ".join(str(x) for x in m["all"])
+        wall = f"{m['wall_s']:.2f}" if m["wall_s"] else "-"
+        eps = f"{m['events_per_s']:.0f}" if m["events_per_s"] else "-"
+        load = (f"{min(m['load']):.2f}–{max(m['load']):.2f}"
+                if m["load"] else "-")
+        print(f"| {label} | {eps} | {ratio} | {allv} | {wall} | "
+              f"{m['cpu_s']:.1f} | {m['peak_rss_kib'] / 1024:.0f} | {st} | {load} |")
+
+    cls = _jsonl(a.changelog)
+    if cls:
         print()
-        print(f"plain loop: {a_['events_per_s']:.0f} ev/s; seqgate "
-              f"at_least_once: {b_['events_per_s']:.0f} ev/s; ratio "
-              f"{b_['events_per_s'] / a_['events_per_s']:.2f}")
+        print("| changelog (exactly_once run) | records | per input event | "
+              "tombstones | key+value bytes | key+value B/event | "
+              "key+value B/record | on disk bytes | on disk B/event | by database (records) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for c in cls:
+            dbs = ", ".join(f"{k} {v['records']}" for k, v in sorted(c["by_db"].items()))
+            disk = c.get("disk_log_bytes")
+            src = "" if c.get("disk_source") == "broker log dir" else " (est.)"
+            print(f"| {c['label']} | {c['records']} | {c['records_per_event']} | "
+                  f"{c['tombstones']} | {c['kv_bytes']} | {c['kv_bytes_per_event']} | "
+                  f"{c['kv_bytes_per_record']} | {disk}{src} | "
+                  f"{c.get('disk_log_bytes_per_event')}{src} | {dbs} |")
+
+    rss = _jsonl(a.restore)
+    if rss:
+        print()
+        print("| restore | partitions | records restored | restore ms (sum of "
+              "restore_done) | records/s | start → running s | start → all restored s | "
+              "peak RSS MiB | store on disk MiB |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rss:
+            st = f"{r['store_bytes'] / 2**20:.0f}" if r.get("store_bytes") else "-"
+            rss_m = f"{r['peak_rss_kib'] / 1024:.0f}" if r.get("peak_rss_kib") else "-"
+            rate = (f"{r['records'] / (r['restore_ms_sum'] / 1000):.0f}"
+                    if r["records"] and r["restore_ms_sum"] else "-")
+            print(f"| {r['label']} | {r['partitions_restored']} | {r['records']} | "
+                  f"{r['restore_ms_sum']} | {rate} | {r.get('start_to_running_s')} | "
+                  f"{r['start_to_restored_s']} | {rss_m} | {st} |")
+
+    print()
+    parts = []
+    for label in ("plain", "at_least_once", "seqgate", "exactly_once"):
+        m = med.get(label)
+        if not m or not m["events_per_s"]:
+            continue
+        txt = f"{LABEL_NAME[label]}: {m['events_per_s']:.0f} ev/s"
+        if label != "plain" and base:
+            txt += f" (ratio {m['events_per_s'] / base:.2f})"
+        parts.append(txt)
+    print("; ".join(parts))
+    if cls:
+        kvs = _median([c["kv_bytes_per_event"] for c in cls])
+        dks = _median([c.get("disk_log_bytes_per_event") for c in cls])
+        recs = _median([c["records"] for c in cls])
+        print(f"changelog: {recs:.0f} records, {kvs:.1f} bytes (key+value) per "
+              f"input event, {dks:.1f} bytes per input event on disk"
+              + ("" if cls[0].get("disk_source") == "broker log dir" else " (estimate)"))
+    for r in rss:
+        print(f"restore {r['label']}: {r['records']} records in "
+              f"{r['restore_ms_sum']} ms (restore_done), "
+              f"{r['start_to_restored_s']} s from process start")
 
 
 def main():
@@ -340,15 +681,46 @@ def main():
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("count")
     p.add_argument("--bootstrap", required=True)
+    p.add_argument("--read-committed", action="store_true")
     p.add_argument("topics", nargs="+")
     p.set_defaults(fn=cmd_count)
     p = sub.add_parser("verify")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--manifest", required=True)
+    p.add_argument("--read-committed", action="store_true")
     p.set_defaults(fn=cmd_verify)
+    p = sub.add_parser("check")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--dlq", required=True)
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--results", required=True)
+    p.add_argument("--read-committed", action="store_true")
+    p.add_argument("--verify", action="store_true")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("changelog")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--events", type=int, required=True)
+    p.add_argument("--log-dir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--label", default="changelog")
+    p.set_defaults(fn=cmd_changelog)
+    p = sub.add_parser("restore")
+    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--label", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--time-file", required=True)
+    p.add_argument("--data-dir")
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("cmd", nargs="+")
+    p.set_defaults(fn=cmd_restore)
     p = sub.add_parser("report")
     p.add_argument("--results", required=True)
+    p.add_argument("--changelog")
+    p.add_argument("--restore")
     p.set_defaults(fn=cmd_report)
     a = ap.parse_args()
     a.fn(a)

@@ -1,28 +1,47 @@
 #!/usr/bin/env bash
 # bench/run.sh — seqgate's throughput benchmark against a real Kafka broker.
 #
-# Compares two runs of the same Kafka loop (lib/kafka.c) over the same input:
-#   plain    `seqgate --passthrough`: every input record copied to the output
-#            topic, no state (the baseline: a librdkafka consume→produce loop)
-#   seqgate  `seqgate`: the engine (dedup, per-aggregate ordering, state
-#            machine, LMDB store with a synced commit per batch)
-# Both use the same librdkafka properties and batch settings, a fresh
-# consumer group, a fresh output topic (and, for seqgate, a fresh data_dir).
+# Compares runs of the same Kafka loop (lib/kafka.c) over the same input:
+#   plain          `seqgate --passthrough`: every input record copied to the
+#                  output topic, no state (the baseline: a librdkafka
+#                  consume→produce loop)
+#   at_least_once  `seqgate`, guarantee at_least_once: the engine (dedup,
+#                  per-aggregate ordering, state machine, LMDB store with a
+#                  synced commit per batch), idempotent producer
+#   exactly_once   `seqgate`, guarantee exactly_once: the same engine, plus a
+#                  changelog record per changed store key, every batch in one
+#                  Kafka transaction (output, DLQ, changelog, input offsets)
+# All use the same librdkafka properties and batch settings, a fresh
+# consumer group, fresh output/DLQ topics, a fresh data_dir and (exactly_once)
+# a fresh changelog topic, which seqgate creates itself
+# (<group.id>-<topic>-changelog).
 # A run's time is measured from process start until the group's committed
 # offsets reach the input topic's end offsets (polled every 200 ms); then the
-# process gets SIGTERM. Runs alternate plain, seqgate, plain, seqgate, ... and
-# the report gives the median of each. See bench/README.md.
+# process gets SIGTERM. Runs alternate plain, at_least_once, exactly_once,
+# plain, ... and the report gives the median of each.
+# After every exactly_once run: its output is read back read_committed
+# (exactly the distinct events, each aggregate's versions once and in order),
+# and its changelog is read to measure bytes per input event.
+# After the last exactly_once run: restore time. A fresh instance on the same
+# group with an EMPTY data_dir restores the whole changelog (full); restarted
+# with that data_dir kept, it restores only the delta. See bench/README.md.
 #
 # Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
 #                     [--warmup N] [--batch-records N] [--batch-ms N]
+#                     [--modes LIST] [--no-restore]
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
 #                     [--no-verify] [--keep]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
-# 10000, batch.max_ms 100, and the librdkafka properties listed below.
-# --warmup N (default 1): untimed pass-through runs first, so that neither
+# 10000, batch.max_ms 100, the librdkafka properties listed below, and
+# --modes plain,at_least_once,exactly_once.
+# --warmup N (default 1): untimed pass-through runs first, so that no
 # measured run meets a cold broker JVM.
+# --modes: a comma-separated subset of plain, at_least_once, exactly_once.
+# --no-restore: skip the restore measurement.
 # Environment:
-#   KAFKA_BOOTSTRAP  use this broker instead of starting one
+#   KAFKA_BOOTSTRAP  use this broker instead of starting one (the changelog's
+#                    on-disk size is then estimated; KAFKA_LOG_DIR, the
+#                    broker's log.dirs, gives the real one)
 #   SEQGATE          the binary (default build/seqgate)
 #   BENCH_DIR        work dir for configs, logs, stores, results
 #                    (default: a new temp dir, removed unless --keep)
@@ -41,6 +60,8 @@ BATCH_RECORDS=10000
 BATCH_MS=100
 VERIFY=1
 KEEP=0
+MODES=plain,at_least_once,exactly_once
+RESTORE=1
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
 # --consumer-prop / --producer-prop override or add, by name.
 CONSUMER_PROPS=(max.partition.fetch.bytes=8388608 queued.min.messages=500000)
@@ -59,6 +80,8 @@ while (($#)); do
     --batch-ms) BATCH_MS=$2; shift 2 ;;
     --consumer-prop) CONSUMER_PROPS+=("$2"); shift 2 ;;
     --producer-prop) PRODUCER_PROPS+=("$2"); shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    --no-restore) RESTORE=0; shift ;;
     --no-verify) VERIFY=0; shift ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -66,6 +89,12 @@ while (($#)); do
     esac
 done
 
+IFS=, read -r -a MODE_LIST <<<"$MODES"
+for m in "${MODE_LIST[@]}"; do
+    case $m in plain | at_least_once | exactly_once) ;;
+    *) die "--modes: unknown mode '$m' (plain, at_least_once, exactly_once)" ;;
+    esac
+done
 [[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
 "$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
@@ -78,11 +107,16 @@ else
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/seqgate-bench.XXXXXX")
 fi
 RESULTS=$WORK/results.jsonl
+CHANGELOG_RESULTS=$WORK/changelog.jsonl
+RESTORE_RESULTS=$WORK/restore.jsonl
 # Every run uses this copy, so a rebuild during the benchmark cannot mix two
 # versions of the binary.
 cp "$SEQGATE" "$WORK/seqgate"
 SEQGATE=$WORK/seqgate
 : >"$RESULTS"
+: >"$CHANGELOG_RESULTS"
+: >"$RESTORE_RESULTS"
+rm -f "$RESULTS.check"
 
 OWN_BROKER=0
 cleanup() {
@@ -97,9 +131,11 @@ trap cleanup EXIT
 
 if [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
     BS=$KAFKA_BOOTSTRAP
+    LOG_DIR=${KAFKA_LOG_DIR:-}
 else
     OWN_BROKER=1
     BS=$(KAFKA_WORKDIR=$WORK/kafka "$ROOT/deploy/kafka/kafka.sh" start | tail -n1)
+    LOG_DIR=$WORK/kafka/data # log.dirs of deploy/kafka/kafka.sh
 fi
 log "broker $BS; work dir $WORK"
 
@@ -136,12 +172,12 @@ DUPS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["duplicates
 DISTINCT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["distinct_events"])' "$WORK/manifest.json")
 
 # --- config ----------------------------------------------------------------
-write_config() { # label group data_dir out dlq file
+write_config() { # instance group data_dir out dlq file guarantee
     cat >"$6" <<EOF
 {
-  "instance_id": "bench-$1",
+  "instance_id": "$1",
   "data_dir": "$3",
-  "guarantee": "at_least_once",
+  "guarantee": "$7",
   "kafka": { "bootstrap.servers": "$BS", "group.id": "$2" },
   "kafka_consumer": { $(props_json "${CONSUMER_PROPS[@]}") },
   "kafka_producer": { $(props_json "${PRODUCER_PROPS[@]}") },
@@ -186,53 +222,78 @@ EOF
 }
 
 # --- runs ------------------------------------------------------------------
+# The last exactly_once run's group, config and changelog (for the restore).
+EOS_GROUP= EOS_OUT= EOS_DLQ=
 one_run() { # label round
     local label=$1 r=$2 tag=$1-$2
     local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
     local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag cfg=$WORK/$tag.json
-    local args=()
+    local guarantee=at_least_once args=()
     rm -rf "$dd"
     mkdir -p "$dd"
     "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
-    write_config "$tag" "$group" "$dd" "$out" "$dlq" "$cfg"
+    [[ $label == exactly_once ]] && guarantee=exactly_once
+    write_config "bench-$tag" "$group" "$dd" "$out" "$dlq" "$cfg" "$guarantee"
     local results=$RESULTS
-    [[ $label == seqgate ]] || args=(--passthrough)
+    [[ $label == plain || $label == warmup ]] && args=(--passthrough)
     [[ $label == warmup ]] && results=$WORK/warmup.jsonl
-    log "run $tag: ${args[*]:-engine}"
+    log "run $tag: ${args[*]:-engine, $guarantee}"
     "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
         --topic "$IN" --label "$label" --out "$results" --log "$WORK/$tag.log" \
         --time-file "$WORK/$tag.time" --data-dir "$dd" -- \
         "$SEQGATE" "${args[@]}" --config "$cfg" >&2
-    local counts
-    counts=$("$PY" "$ROOT/bench/measure.py" count --bootstrap "$BS" "$out" "$dlq")
-    log "run $tag: records in output/DLQ: $counts"
-    if [[ $label == seqgate ]]; then
-        "$PY" - "$counts" "$out" "$dlq" "$DISTINCT" "$DUPS" "$RESULTS" <<'PY' >&2
-import json, sys
-counts, out, dlq, distinct, dups, results = sys.argv[1:]
-c = json.loads(counts)
-last = [json.loads(l) for l in open(results) if l.strip()][-1]
-st = last.get("final_stats") or {}
-hits = st.get("dedup_hits_total", st.get("dedup_hits"))
-ok = c[out] == int(distinct) and c[dlq] == 0 and hits == int(dups)
-print(f"bench/run.sh: correctness: outputs {c[out]} (want {distinct}), "
-      f"DLQ {c[dlq]} (want 0), dedup_hits {hits} (want {dups}): "
-      f"{'OK' if ok else 'MISMATCH'}")
-with open(results + ".check", "a") as f:
-    f.write(json.dumps({"outputs": c[out], "dlq": c[dlq], "dedup_hits": hits,
-                        "ok": ok}) + "\n")
-PY
-        if ((VERIFY)) && [[ $r == 1 ]]; then
-            log "run $tag: verifying per-aggregate version order of $out"
-            "$PY" "$ROOT/bench/measure.py" verify --bootstrap "$BS" --topic "$out" \
-                --manifest "$WORK/manifest.json" >&2
-        fi
-    else
+    case $label in
+    at_least_once)
+        local v=()
+        ((VERIFY)) && [[ $r == 1 ]] && v=(--verify)
+        "$PY" "$ROOT/bench/measure.py" check --bootstrap "$BS" --out "$out" \
+            --dlq "$dlq" --manifest "$WORK/manifest.json" --results "$RESULTS" \
+            "${v[@]}" >&2 || true # recorded in results.jsonl.check
+        ;;
+    exactly_once)
+        # Transactional topics: offsets also hold commit markers, so records
+        # are counted by reading them, read_committed, and always verified.
+        "$PY" "$ROOT/bench/measure.py" check --bootstrap "$BS" --out "$out" \
+            --dlq "$dlq" --manifest "$WORK/manifest.json" --results "$RESULTS" \
+            --read-committed --verify >&2 || true
+        local cl=$group-$IN-changelog ld=()
+        [[ -n $LOG_DIR ]] && ld=(--log-dir "$LOG_DIR")
+        log "run $tag: measuring changelog $cl"
+        "$PY" "$ROOT/bench/measure.py" changelog --bootstrap "$BS" --topic "$cl" \
+            --events "$EVENTS" --label "$tag" --out "$CHANGELOG_RESULTS" \
+            "${ld[@]}" >/dev/null
+        EOS_GROUP=$group EOS_OUT=$out EOS_DLQ=$dlq
+        ;;
+    *)
+        local counts
+        counts=$("$PY" "$ROOT/bench/measure.py" count --bootstrap "$BS" "$out")
         [[ $(
             "$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' \
                 "$counts" "$out"
-        ) == "$EVENTS" ]] || log "run $tag: WARNING: plain output count is not $EVENTS"
-    fi
+        ) == "$EVENTS" ]] || log "run $tag: WARNING: plain output count is not $EVENTS ($counts)"
+        ;;
+    esac
+    [[ $KEEP == 1 ]] || rm -rf "$dd"
+}
+
+# Restore from the changelog of the last exactly_once run: a new instance
+# (another instance_id, as when a partition moves to another machine) on the
+# same group, the first one stopped. Its input is fully committed, so all it
+# does is restore. Then the same instance again with its data_dir kept.
+restore_runs() {
+    local dd=$WORK/store-restore cfg=$WORK/restore.json
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    write_config "bench-restore" "$EOS_GROUP" "$dd" "$EOS_OUT" "$EOS_DLQ" \
+        "$cfg" exactly_once
+    local kind
+    for kind in full delta; do
+        log "restore ($kind data_dir) on group $EOS_GROUP"
+        "$PY" "$ROOT/bench/measure.py" restore --partitions 3 --label "$kind" \
+            --out "$RESTORE_RESULTS" --log "$WORK/restore-$kind.log" \
+            --time-file "$WORK/restore-$kind.time" --data-dir "$dd" -- \
+            "$SEQGATE" --config "$cfg" >&2
+    done
     [[ $KEEP == 1 ]] || rm -rf "$dd"
 }
 
@@ -240,14 +301,20 @@ for ((r = 1; r <= WARMUP; r++)); do
     one_run warmup "$r"
 done
 for ((r = 1; r <= ROUNDS; r++)); do
-    one_run plain "$r"
-    one_run seqgate "$r"
+    for m in "${MODE_LIST[@]}"; do
+        one_run "$m" "$r"
+    done
 done
+if ((RESTORE)) && [[ -n $EOS_GROUP ]]; then
+    restore_runs
+fi
 
 echo
-echo "events: $EVENTS over $AGGREGATES aggregates; $ROUNDS rounds after $WARMUP warm-up; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
+echo "events: $EVENTS over $AGGREGATES aggregates; $ROUNDS rounds of $MODES after $WARMUP warm-up; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
 echo "consumer props: ${CONSUMER_PROPS[*]:-(defaults)}; producer props: ${PRODUCER_PROPS[*]:-(defaults)}"
-"$PY" "$ROOT/bench/measure.py" report --results "$RESULTS"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$PY" "$ROOT/bench/measure.py" report --results "$RESULTS" \
+    --changelog "$CHANGELOG_RESULTS" --restore "$RESTORE_RESULTS"
 if grep -q '"ok": false' "$RESULTS.check" 2>/dev/null; then
     echo "CORRECTNESS MISMATCH in a seqgate run (see above)"
     exit 1

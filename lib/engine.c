@@ -895,12 +895,26 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         /* Row 4: quarantined. */
         if (a.rec.flags & SG_AGG_QUARANTINED) {
                 d.reason = SG_R_AGGREGATE_QUARANTINED;
-                d.detail = "aggregate is quarantined after a gap timeout; "
-                           "its events wait in the DLQ for an operator";
-                if ((err = emit_dlq(e, &s, &d)))
+                d.detail = snap_enabled(p)
+                               ? "aggregate is quarantined after a gap "
+                                 "timeout; a snapshot of it is requested and "
+                                 "releases it"
+                               : "aggregate is quarantined after a gap "
+                                 "timeout; its events wait in the DLQ for an "
+                                 "operator (seqgatectl release)";
+                if ((err = emit_dlq(e, &s, &d)) ||
+                    (err = record_key(e, p, env->key_hash, env->digest,
+                                      SG_DV_DLQ, errstr, errstr_size)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
-                                  errstr, errstr_size);
+                /* with a snapshot source, every event of a quarantined
+                 * aggregate asks its authority again (one request at a
+                 * time), so a refetch that gave up is not final */
+                if (snap_enabled(p) && !(a.rec.flags & SG_AGG_REFETCHING)) {
+                        if ((err = snap_start(e, p, &a, errstr, errstr_size)))
+                                return err;
+                        return agg_save(e, p, &a, errstr, errstr_size);
+                }
+                return SG_OK;
         }
 
         /* New aggregate above F under trust_first_seen: adopt it. */

@@ -924,7 +924,15 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 }
                 if (err != SG_OK)
                         break;
-                tp->offset = stored >= 0 ? stored : RD_KAFKA_OFFSET_INVALID;
+                /* at_least_once: the store may be ahead of the group's
+                 * offsets (crash between LMDB and offset commit).
+                 * exactly_once: the transactional offsets are the truth —
+                 * the store is rebuilt from the changelog to match them, so
+                 * its own offset must never move the start (a full rebuild
+                 * would otherwise skip records). */
+                tp->offset = !loop->eos && stored >= 0
+                                     ? stored
+                                     : RD_KAFKA_OFFSET_INVALID;
         }
         if (err != SG_OK) {
                 char what[800];
@@ -944,7 +952,8 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 return;
         }
 
-        /* Start at max(group's committed offset, store's offset).
+        /* Start at the group's committed offset (at_least_once: or the
+         * store's, whichever is later).
          * exactly_once: committed offsets a transaction still holds are
          * unstable (KIP-447); wait until they are decided. */
         rd_kafka_topic_partition_list_t *c =

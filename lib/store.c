@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum {
         DB_DEDUP,
@@ -38,6 +41,7 @@ struct sg_store {
         MDB_env *env;
         MDB_dbi dbi[DB__CNT];
         uint64_t growth;
+        int lock_fd; /* data_dir/seqgate.lock, held while open (write mode) */
 };
 
 /* A captured change (changelog, issue 4): full LMDB key, value or NULL. */
@@ -177,9 +181,31 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                          strerror(errno));
                 return SG_ERR_IO;
         }
+        /* One writer per data_dir: two seqgate processes on one store would
+         * undo each other's decisions. The lock dies with the process. */
+        char lp[4096];
+        snprintf(lp, sizeof(lp), "%s/seqgate.lock", dir);
+        int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+        if (fd < 0) {
+                snprintf(errstr, errstr_size, "data_dir %s: %s", dir,
+                         strerror(errno));
+                return SG_ERR_IO;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+                snprintf(errstr, errstr_size,
+                         "data_dir %s is in use by another seqgate process "
+                         "(%s is locked); give every instance its own "
+                         "data_dir",
+                         dir, lp);
+                close(fd);
+                return SG_ERR_IO;
+        }
         sg_store_t *s = calloc(1, sizeof(*s));
-        if (!s)
+        if (!s) {
+                close(fd);
                 return SG_ERR_NOMEM;
+        }
+        s->lock_fd = fd;
         s->growth = growth ? growth : (1u << 30);
         int rc = mdb_env_create(&s->env);
         if (rc)
@@ -214,6 +240,7 @@ fail:
                  mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
+        close(s->lock_fd);
         free(s);
         return rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
 }
@@ -222,6 +249,8 @@ void sg_store_close(sg_store_t *s) {
         if (!s)
                 return;
         mdb_env_close(s->env);
+        if (s->lock_fd > 0)
+                close(s->lock_fd); /* releases the flock */
         free(s);
 }
 

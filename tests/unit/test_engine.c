@@ -929,9 +929,14 @@ START_TEST(snapshot_retries_then_policy_then_release) {
         ck_assert_uint_eq(M(&h)->snapshot_gave_up_total, 1);
         ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
         assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "3", "gap_timeout");
+        size_t reqs = count_topic(&h, "snap.req");
         ONE(&h, EV("A", "e4", "t", "4"));
-        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "4",
+        assert_out(&h.out[h.out_cnt - 2], SG_EFFECT_DLQ, "A", "4",
                    "aggregate_quarantined");
+        /* an event of a quarantined aggregate asks its authority again */
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), reqs + 1);
+        ONE(&h, EV("A", "e4b", "t", "4"));
+        ck_assert_uint_eq(count_topic(&h, "snap.req"), reqs + 1); /* one at a time */
         /* a late reply to the FIRST attempt is still judged by version and
          * releases the quarantine */
         reply(&h, rid1, "A", "4", NULL);

@@ -427,6 +427,20 @@ START_TEST(capture_and_apply_changes) {
 }
 END_TEST
 
+
+/* One writer per data_dir: a second open fails while the first holds it. */
+START_TEST(data_dir_locked_by_one_writer) {
+        sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
+        ck_assert_int_eq(sg_store_open(dir, 1 << 20, 1 << 20, &b, err,
+                                       sizeof(err)),
+                         SG_ERR_IO);
+        ck_assert_ptr_nonnull(strstr(err, "in use by another seqgate"));
+        sg_store_close(a);
+        b = open_store(1 << 20, 1 << 20); /* released on close */
+        sg_store_close(b);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("store");
         TCase *tc = tcase_create("store");
@@ -439,6 +453,7 @@ int main(void) {
         tcase_add_test(tc, map_full_grow_and_retry);
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
+        tcase_add_test(tc, data_dir_locked_by_one_writer);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
