@@ -789,6 +789,9 @@ static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size);
 static bool is_snapshot_reply(const sg_engine_t *e, const char *topic);
+static bool reply_version(const cJSON *v, uint64_t *out);
+static const sg_header_t *header_find(const sg_record_t *rec,
+                                      const char *name);
 static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
 
@@ -807,6 +810,56 @@ static bool header_has(const sg_record_t *rec, const char *name) {
                 if (strcmp(rec->headers[i].name, name) == 0)
                         return true;
         return false;
+}
+
+
+/* An operator's control record (SG_H_CONTROL): release a quarantined
+ * aggregate, optionally at a version and state. */
+static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
+                        const sg_header_t *h, char *errstr,
+                        size_t errstr_size) {
+        sg_err_t err = SG_OK;
+        cJSON *body = NULL;
+        if (h->value_len != 7 || memcmp(h->value, "release", 7) != 0)
+                goto ignored;
+        if (rec->value && rec->value_len)
+                body = cJSON_ParseWithLength(rec->value, rec->value_len);
+        const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
+        const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
+        uint64_t S = 0;
+        if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
+            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js)))
+                goto ignored;
+        agg_ctx_t a;
+        if ((err = agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
+                            &a)))
+                goto done;
+        if (!a.exists || (jv && a.rec.has_last && S < a.rec.last_version))
+                goto ignored;
+        if (a.rec.flags & SG_AGG_REFETCHING &&
+            (err = snap_cancel(e, p, &a, errstr, errstr_size)))
+                goto done;
+        if ((a.rec.flags & SG_AGG_QUARANTINED) && p->work.quarantined)
+                p->work.quarantined--;
+        a.rec.flags &= ~SG_AGG_QUARANTINED;
+        if (jv) {
+                a.rec.last_version = S;
+                a.rec.has_last = true;
+        }
+        if (js)
+                snprintf(a.rec.state, sizeof(a.rec.state), "%s",
+                         js->valuestring);
+        if ((err = drain(e, p, &a, errstr, errstr_size)))
+                goto done;
+        e->delta.releases_total++;
+        err = agg_save(e, p, &a, errstr, errstr_size);
+        goto done;
+ignored:
+        e->delta.control_ignored_total++;
+done:
+        cJSON_Delete(body);
+        return err;
 }
 
 static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
@@ -829,6 +882,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         char detail[512], ts[40];
 
         *result = SG_PROCESSED;
+        const sg_header_t *ctl = header_find(rec, SG_H_CONTROL);
+        if (ctl)
+                return control(e, p, rec, ctl, errstr, errstr_size);
         e->delta.records_total++;
 
         /* Row 1: malformed. */

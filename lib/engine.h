@@ -42,6 +42,15 @@ extern "C" {
 /** On a snapshot record (issue 3): the snapshot's version S, and state. */
 #define SG_H_SNAPSHOT "__seqgate.snapshot"
 #define SG_H_SNAPSHOT_STATE "__seqgate.snapshot.state"
+/**
+ * Operator control record on an input topic (seqgatectl release): header
+ * "__seqgate.control: release", value {"aggregate": ID, "version": S
+ * (optional), "state": X (optional)}. Releases a quarantined aggregate
+ * (semantics §4 "until a snapshot or an operator resolves it"): the
+ * quarantine and any refetch end; with a version, L = S (S >= L) and the
+ * state is set. It is not an event: not deduplicated, not forwarded.
+ */
+#define SG_H_CONTROL "__seqgate.control"
 /** Set by the operator's DLQ replay tool: a key recorded with a DLQ verdict
  *  is judged again from row 4 (semantics §3 "Replay"). */
 #define SG_H_REPLAY "__seqgate.replay"

@@ -51,6 +51,8 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
         m->snapshot_failures_total += d->snapshot_failures_total;
         m->snapshot_gave_up_total += d->snapshot_gave_up_total;
         m->snapshot_superseded_total += d->snapshot_superseded_total;
+        m->releases_total += d->releases_total;
+        m->control_ignored_total += d->control_ignored_total;
         if (d->snapshot_resolve_ms_last) {
                 m->snapshot_resolve_ms_last = d->snapshot_resolve_ms_last;
                 if (d->snapshot_resolve_ms_max > m->snapshot_resolve_ms_max)
@@ -109,13 +111,16 @@ int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size) {
                ",\"snapshot_superseded_total\":%" PRIu64
                ",\"snapshot_resolve_ms_last\":%" PRId64
                ",\"snapshot_resolve_ms_max\":%" PRId64
-               ",\"snapshot_in_flight\":%" PRId64,
+               ",\"snapshot_in_flight\":%" PRId64
+               ",\"releases_total\":%" PRIu64
+               ",\"control_ignored_total\":%" PRIu64,
                m->snapshot_requests_total, m->snapshot_applied_total,
                m->snapshot_late_total, m->snapshot_ignored_total,
                m->snapshot_timeouts_total, m->snapshot_failures_total,
                m->snapshot_gave_up_total, m->snapshot_superseded_total,
                m->snapshot_resolve_ms_last, m->snapshot_resolve_ms_max,
-               m->snapshot_in_flight);
+               m->snapshot_in_flight, m->releases_total,
+               m->control_ignored_total);
         APPEND(",\"parked_events\":%" PRId64 ",\"parked_bytes\":%" PRId64
                ",\"quarantined_aggregates\":%" PRId64
                ",\"stuck_parked_over_5m\":%" PRId64

@@ -65,6 +65,10 @@ typedef struct sg_metrics {
         uint64_t snapshot_gave_up_total;   /**< aggregates handed to the gap
                                                 policy after max_attempts */
         uint64_t snapshot_superseded_total;/**< parked events <= S dropped */
+        uint64_t releases_total;           /**< operator releases applied
+                                                (seqgatectl release) */
+        uint64_t control_ignored_total;    /**< control records ignored
+                                                (unknown aggregate, bad body) */
         int64_t snapshot_resolve_ms_last;  /**< first request → applied */
         int64_t snapshot_resolve_ms_max;
         int64_t snapshot_in_flight;        /**< gauge: sent, unanswered */

@@ -27,6 +27,7 @@
  */
 #include "config.h"
 #include "engine.h"
+#include "metrics.h"
 #include "envelope.h"
 #include "seqgate.h"
 #include "store.h"
@@ -87,6 +88,14 @@ static const char usage_text[] =
     "      __seqgate.replay: <dlq>/<partition>/<offset>. Records are selected\n"
     "      by reason (any of the --reason values) and aggregate; --limit\n"
     "      stops after N selected records; --dry-run only prints them.\n"
+    "  release     --config FILE --topic T --partition P --aggregate ID\n"
+    "              [--version S] [--state X]\n"
+    "      Release a quarantined aggregate: produce a control record\n"
+    "      (header __seqgate.control: release) to input topic T, partition P\n"
+    "      (the __seqgate.errors.partition of its DLQ records), which the\n"
+    "      seqgate that owns the partition applies in order: the quarantine\n"
+    "      ends; with --version the last applied version becomes S (S >= L)\n"
+    "      and with --state the state becomes X. Then replay its DLQ records.\n"
     "\n"
     "Common options: --json (one JSON object per line), -h/--help.\n"
     "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
@@ -1285,9 +1294,19 @@ static int cmd_replay(int argc, char **argv) {
                 case 'd':
                         o.dlq = optarg;
                         break;
-                case 'r':
+                case 'r': {
+                        bool known = false;
+                        for (int r = 1; r < SG_R__CNT && !known; r++)
+                                known = !strcmp(optarg,
+                                                sg_reason_name((sg_reason_t)r));
+                        if (!known)
+                                rc = usage_error("--reason: '%s' is not a DLQ "
+                                                 "reason (see README \"DLQ "
+                                                 "records\")",
+                                                 optarg);
                         reasons[o.reason_cnt++] = optarg;
                         break;
+                }
                 case 'a':
                         o.aggregate = optarg;
                         break;
@@ -1355,6 +1374,128 @@ static int cmd_replay(int argc, char **argv) {
         return rc;
 }
 
+
+/* ------------------------------------------------------------------ */
+/* release                                                             */
+
+static volatile int g_release_err = -1;
+
+static void release_dr(rd_kafka_t *rk, const rd_kafka_message_t *m,
+                       void *opaque) {
+        (void)rk;
+        (void)opaque;
+        g_release_err = m->err;
+}
+
+static int cmd_release(int argc, char **argv) {
+        static const struct option opts[] = {
+            {"config", required_argument, NULL, 'c'},
+            {"topic", required_argument, NULL, 't'},
+            {"partition", required_argument, NULL, 'p'},
+            {"aggregate", required_argument, NULL, 'a'},
+            {"version", required_argument, NULL, 'v'},
+            {"state", required_argument, NULL, 's'},
+            {"json", no_argument, NULL, 'j'},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0}};
+        const char *config = NULL, *topic = NULL, *agg = NULL, *state = NULL;
+        int64_t partition = -1, version = -1;
+        bool json = false;
+        int c;
+        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:jh", opts, NULL)) !=
+               -1) {
+                switch (c) {
+                case 'c': config = optarg; break;
+                case 't': topic = optarg; break;
+                case 'a': agg = optarg; break;
+                case 's': state = optarg; break;
+                case 'j': json = true; break;
+                case 'p':
+                        if (!parse_i64(optarg, 0, INT32_MAX, &partition))
+                                return usage_error("--partition: '%s' is not a "
+                                                   "partition number", optarg);
+                        break;
+                case 'v':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &version))
+                                return usage_error("--version: '%s' is not a "
+                                                   "version", optarg);
+                        break;
+                case 'h': fputs(usage_text, stdout); return 0;
+                default: return usage_error("release: bad option");
+                }
+        }
+        if (!config || !topic || partition < 0 || !agg)
+                return usage_error("release needs --config, --topic, "
+                                   "--partition and --aggregate");
+        sg_config_t *conf;
+        int rc = load_config(config, &conf);
+        if (rc)
+                return rc;
+        if (!sg_config_topic(conf, topic)) {
+                errf("release: '%s' is not an input topic of %s", topic,
+                     config);
+                sg_config_destroy(conf);
+                return EXIT_USAGE;
+        }
+        cJSON *body = cJSON_CreateObject();
+        cJSON_AddStringToObject(body, "aggregate", agg);
+        if (version >= 0) {
+                char vs[32];
+                snprintf(vs, sizeof(vs), "%" PRId64, version);
+                cJSON_AddStringToObject(body, "version", vs);
+        }
+        if (state)
+                cJSON_AddStringToObject(body, "state", state);
+        char *val = cJSON_PrintUnformatted(body);
+        cJSON_Delete(body);
+        rd_kafka_conf_t *kc = kafka_conf(conf, true);
+        char es[512];
+        rd_kafka_t *prod = NULL;
+        if (kc) {
+                rd_kafka_conf_set_dr_msg_cb(kc, release_dr);
+                prod = rd_kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es));
+                if (!prod) {
+                        errf("release: %s", es);
+                        rd_kafka_conf_destroy(kc);
+                }
+        }
+        rc = EXIT_RUNTIME;
+        if (prod) {
+                rd_kafka_resp_err_t e = rd_kafka_producev(
+                    prod, RD_KAFKA_V_TOPIC(topic),
+                    RD_KAFKA_V_PARTITION((int32_t)partition),
+                    RD_KAFKA_V_KEY(agg, strlen(agg)),
+                    RD_KAFKA_V_VALUE(val, strlen(val)),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_HEADER(SG_H_CONTROL, "release", 7),
+                    RD_KAFKA_V_END);
+                if (e)
+                        errf("release: %s", rd_kafka_err2str(e));
+                else if (rd_kafka_flush(prod, 30000) != 0 ||
+                         g_release_err != 0)
+                        errf("release: not delivered: %s",
+                             g_release_err > 0
+                                 ? rd_kafka_err2str(g_release_err)
+                                 : "timed out");
+                else
+                        rc = 0;
+                rd_kafka_destroy(prod);
+        }
+        if (rc == 0) {
+                if (json)
+                        printf("{\"released\":true,\"topic\":\"%s\","
+                               "\"partition\":%" PRId64 ",\"control\":%s}\n",
+                               topic, partition, val);
+                else
+                        printf("release of aggregate %s sent to %s [%" PRId64
+                               "]: %s\n",
+                               agg, topic, partition, val);
+        }
+        cJSON_free(val);
+        sg_config_destroy(conf);
+        return rc;
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -1378,5 +1519,7 @@ int main(int argc, char **argv) {
                 return cmd_partitions(argc - 1, argv + 1);
         if (!strcmp(cmd, "replay"))
                 return cmd_replay(argc - 1, argv + 1);
+        if (!strcmp(cmd, "release"))
+                return cmd_release(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -274,3 +274,63 @@ def test_partitions(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         assert sg.stop() == 0
     finally:
         sg.cleanup()
+
+
+def test_release_quarantine_then_replay(bootstrap, seqgate_bin, seqgatectl_bin,
+                                        tmp_path):
+    """semantics §4: a quarantined aggregate stays so "until a snapshot or an
+    operator resolves it". The operator's way: `seqgatectl release` (a
+    control record on the input partition, applied in order by seqgate),
+    then `seqgatectl replay` of the aggregate's DLQ records."""
+    names = {k: unique_name(f"sgrel-{k}") for k in ("in", "out", "dlq", "group")}
+    create_topics(bootstrap, {names["in"]: 1, names["out"]: 1, names["dlq"]: 1})
+    conf = make_config(bootstrap=bootstrap, group=names["group"], instance="rel-1",
+                       data_dir=str(tmp_path / "data"), input_topic=names["in"],
+                       output_topic=names["out"], dlq_topic=names["dlq"],
+                       gap_timeout_ms=1000)
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "sg")
+    sg.start()
+    cfg = str(sg.config_path)
+    order = "order-q"
+    try:
+        produce(bootstrap, names["in"], [event(order, 1), event(order, 3)])
+        # v3 waits for v2, times out: DLQ gap_timeout, order quarantined
+        dlq = consume_all(bootstrap, names["dlq"], timeout_s=30, expect_count=1)
+        assert [d["headers_dict"]["__seqgate.errors.reason"] for d in dlq] == \
+            [b"gap_timeout"]
+        produce(bootstrap, names["in"], [event(order, 2)])  # too late
+        dlq = consume_all(bootstrap, names["dlq"], timeout_s=30, expect_count=2)
+        assert [d["headers_dict"]["__seqgate.errors.reason"] for d in dlq] == \
+            [b"gap_timeout", b"aggregate_quarantined"]
+        partition = dlq[0]["headers_dict"]["__seqgate.errors.partition"].decode()
+
+        def quarantined() -> bool:
+            r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic",
+                    names["in"], "--partition", partition, "--aggregate", order,
+                    "--json")
+            assert r.returncode == 0, r.stderr
+            return json_lines(r.stdout)[0]["aggregate"]["flags"]["quarantined"]
+        assert quarantined()
+        r = ctl(seqgatectl_bin, "release", "--config", cfg, "--topic", names["in"],
+                "--partition", partition, "--aggregate", order, "--json")
+        assert r.returncode == 0, r.stderr
+        assert json_lines(r.stdout)[0]["released"] is True
+        wait_until(lambda: not quarantined(), 30, "the release applied")
+
+        # replay v2 (quarantined) and v3 (timed out), in DLQ order: v3 parks,
+        # v2 applies and v3 drains
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", names["dlq"],
+                "--aggregate", order, "--reason", "gap_timeout",
+                "--reason", "aggregate_quarantined")
+        assert r.returncode == 0, r.stderr
+        out = consume_all(bootstrap, names["out"], timeout_s=30, expect_count=3)
+        assert versions(out) == [1, 2, 3]
+        # an unknown reason is a usage error, not "0 selected"
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--dlq", names["dlq"],
+                "--reason", "gap_timout")
+        assert r.returncode == 2 and "not a DLQ reason" in r.stderr, r
+        assert sg.stop() == 0
+        stats = sg.last_stats()
+        assert stats["releases_total"] == 1, stats
+    finally:
+        sg.cleanup()

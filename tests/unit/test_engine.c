@@ -1245,6 +1245,37 @@ START_TEST(eos_store_follows_partition_through_changelog) {
 }
 END_TEST
 
+
+START_TEST(operator_release_of_quarantine) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0); /* v3 → DLQ gap_timeout, A quarantined */
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
+        /* ignored: unknown aggregate, bad command, version below L */
+        feed_raw(&h, "orders", "Z", "{\"aggregate\":\"Z\"}", rel, 1);
+        sg_header_t bad[] = {{SG_H_CONTROL, "explode", 7}};
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\"}", bad, 1);
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\",\"version\":0}", rel,
+                 1);
+        ck_assert_uint_eq(M(&h)->control_ignored_total, 3);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        size_t before = h.out_cnt;
+        /* the operator knows the authority is at v3 */
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\",\"version\":\"3\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->releases_total, 1);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 0);
+        ck_assert_uint_eq(h.out_cnt, before); /* not an event: no output */
+        ck_assert_uint_eq(M(&h)->records_total, 2);
+        ONE(&h, EV("A", "e4", "t", "4"));
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "4", NULL);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1266,6 +1297,7 @@ Suite *engine_suite(void) {
         tcase_add_test(gaps, gap_policy_hold);
         tcase_add_test(gaps, gap_deadline_from_oldest_parked);
         tcase_add_test(gaps, caps_pause_and_dlq);
+        tcase_add_test(gaps, operator_release_of_quarantine);
         suite_add_tcase(s, gaps);
         TCase *modes = tcase_create("modes_ttl_replay");
         tcase_add_test(modes, mode_latest_wins);
