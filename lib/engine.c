@@ -149,6 +149,9 @@ struct sg_engine {
         part_t *last_part;
 
         uint64_t rng;            /* jitter for snapshot retries */
+        sg_log_cb *log_cb;       /* operator-facing events (may be NULL) */
+        void *log_opaque;
+        int log_budget;          /* lines left in this batch */
         bool eos;                /* exactly_once: changelog + transactions */
         part_t **effect_part;    /* changelog effect index → partition */
         size_t effect_part_size;
@@ -177,6 +180,42 @@ static int64_t engine_clock(sg_engine_t *e) {
         if (e->clock_fixed)
                 return e->clock_fixed;
         return e->base_wall + (mono_ms() - e->base_mono) + e->clock_skew;
+}
+
+
+/* Logs one decision an operator must be able to find in the log (a gap
+ * timeout, a quarantine, a failed snapshot attempt, a release). At most
+ * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The
+ * fields never carry payloads or secrets. */
+#define SG_ENGINE_LOG_PER_BATCH 50
+static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
+                 const char *fmt, ...) {
+        if (!e->log_cb || e->log_budget <= 0)
+                return;
+        e->log_budget--;
+        char buf[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        e->log_cb(e->log_opaque, level, event, buf);
+}
+
+/* A string as a JSON string literal (escaped), in the arena. */
+static const char *jstr(sg_engine_t *e, const char *s) {
+        cJSON *j = cJSON_CreateString(s ? s : "");
+        char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+        cJSON_Delete(j);
+        const char *r = t ? arena_dup(&e->arena, t, strlen(t) + 1) : NULL;
+        cJSON_free(t);
+        return r ? r : "\"\"";
+}
+
+void sg_engine_set_log(sg_engine_t *e, sg_log_cb *cb, void *opaque) {
+        e->log_cb = cb;
+        e->log_opaque = opaque;
 }
 
 void sg_engine_set_clock(sg_engine_t *e, int64_t now_ms) {
@@ -853,6 +892,11 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if ((err = drain(e, p, &a, errstr, errstr_size)))
                 goto done;
         e->delta.releases_total++;
+        elog(e, SG_LOG_NOTICE, "aggregate_released",
+             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
+             "\"last_version\":%" PRIu64 ",\"offset\":%" PRId64,
+             jstr(e, p->topic), p->partition, jstr(e, a.rec.aggregate),
+             a.rec.last_version, rec->offset);
         err = agg_save(e, p, &a, errstr, errstr_size);
         goto done;
 ignored:
@@ -1158,6 +1202,13 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         uint64_t next = agg_next(p, a);
         e->delta.gap_timeouts_total++;
         p->touched = true;
+        elog(e, SG_LOG_NOTICE, "gap_timeout",
+             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
+             "\"waiting_for\":%" PRIu64 ",\"parked\":%" PRIu32
+             ",\"waited_ms\":%" PRId64 ",\"gap_policy\":\"%s\"",
+             jstr(e, p->topic), p->partition, jstr(e, a->rec.aggregate), next,
+             a->rec.parked_cnt, e->now - a->rec.parked_since_ms,
+             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq");
         if (tc->gap_policy == SG_GAP_SKIP) {
                 uint64_t low;
                 if ((err = sg_parked_first(e->txn, &p->tp, a->hash, &low,
@@ -1217,6 +1268,11 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
+                elog(e, SG_LOG_WARNING, "aggregate_quarantined",
+                     "\"topic\":%s,\"partition\":%" PRId32
+                     ",\"aggregate\":%s,\"waiting_for\":%" PRIu64,
+                     jstr(e, p->topic), p->partition,
+                     jstr(e, a->rec.aggregate), next);
         }
         return agg_save(e, p, a, errstr, errstr_size);
 }
@@ -1427,11 +1483,19 @@ static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
  * back off and retry, or give up and apply the gap policy. */
 static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
                                     const unsigned char ah[32],
-                                    sg_snapreq_rec_t *r, char *errstr,
-                                    size_t errstr_size) {
+                                    sg_snapreq_rec_t *r, const char *why,
+                                    char *errstr, size_t errstr_size) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         sg_err_t err;
         p->touched = true;
+        bool last = (int64_t)r->attempt >= sc->max_attempts;
+        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed",
+             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
+             "\"attempt\":%" PRIu32 ",\"max_attempts\":%" PRId64
+             ",\"reason\":%s,\"next\":\"%s\"",
+             jstr(e, p->topic), p->partition, jstr(e, r->aggregate),
+             r->attempt, sc->max_attempts, jstr(e, why),
+             last ? "gap_policy" : "retry");
         if ((int64_t)r->attempt < sc->max_attempts) {
                 int64_t old_due = r->due_ms;
                 r->state = SG_SNAP_WAITING;
@@ -1497,7 +1561,9 @@ static sg_err_t snap_tick(sg_engine_t *e, part_t *p, int *budget,
                         e->delta.snapshot_timeouts_total++;
                         if (p->work.snap_in_flight)
                                 p->work.snap_in_flight--;
-                        if ((err = snap_attempt_failed(e, p, ah, &r, errstr,
+                        if ((err = snap_attempt_failed(e, p, ah, &r,
+                                                       "no reply within "
+                                                       "timeout_ms", errstr,
                                                        errstr_size)))
                                 return err;
                         continue;
@@ -1707,6 +1773,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         size_t rid_len = 0;
         sg_err_t err = SG_OK;
         bool failed = false;
+        const char *why = NULL; /* why the attempt failed, for the log */
 
         if (rec->value && rec->value_len)
                 body = cJSON_ParseWithLength(rec->value, rec->value_len);
@@ -1715,8 +1782,20 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                 rid_len = rec->key ? rec->key_len : 0;
                 const sg_header_t *st = header_find(rec, SG_H_HTTP_STATUS);
                 if (!st || st->value_len != 3 ||
-                    memcmp(st->value, "200", 3) != 0)
+                    memcmp(st->value, "200", 3) != 0) {
+                        const sg_header_t *he = header_find(rec, SG_H_HTTP_ERROR);
                         failed = true;
+                        why = arena_printf(
+                            &e->arena, "HTTP %.*s%s%.*s",
+                            st ? (int)(st->value_len < 8 ? st->value_len : 8)
+                               : 1,
+                            st ? (const char *)st->value : "?",
+                            he ? ": " : "",
+                            he ? (int)(he->value_len < 200 ? he->value_len
+                                                           : 200)
+                               : 0,
+                            he ? (const char *)he->value : "");
+                }
         } else {
                 const cJSON *r = cJSON_GetObjectItemCaseSensitive(body,
                                                                   "request_id");
@@ -1760,14 +1839,28 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
             (js && !cJSON_IsString(js)) ||
             (p->tc->sm.enabled && !cJSON_IsString(js)) ||
             (ja && (!cJSON_IsString(ja) ||
-                    strcmp(ja->valuestring, a.rec.aggregate) != 0)))
+                    strcmp(ja->valuestring, a.rec.aggregate) != 0))) {
+                if (!failed)
+                        why = !cJSON_IsObject(body)
+                                  ? "reply is not a JSON object"
+                              : !reply_version(jv, &S)
+                                  ? "reply has no valid version"
+                              : ja && (!cJSON_IsString(ja) ||
+                                       strcmp(ja->valuestring,
+                                              a.rec.aggregate) != 0)
+                                  ? "reply is for another aggregate"
+                                  : "reply has no valid state";
                 failed = true;
+        }
         if (!failed && p->tc->sm.enabled) {
                 /* the state must be one the machine declares */
                 bool known = false;
                 for (size_t i = 0; i < p->tc->sm.state_cnt && !known; i++)
                         known = strcmp(p->tc->sm.states[i], js->valuestring) == 0;
                 failed = !known;
+                if (failed)
+                        why = "reply state is not declared by the state "
+                              "machine";
         }
         if (failed) {
                 e->delta.snapshot_failures_total++;
@@ -1779,7 +1872,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            r.state == SG_SNAP_INFLIGHT) {
                         if (p->work.snap_in_flight)
                                 p->work.snap_in_flight--;
-                        err = snap_attempt_failed(e, p, ah, &r, errstr,
+                        err = snap_attempt_failed(e, p, ah, &r, why, errstr,
                                                   errstr_size);
                 }
                 goto done;
@@ -2125,6 +2218,7 @@ static sg_err_t eng_restore_end(void *opaque, const char *topic,
 
 static void batch_reset(sg_engine_t *e) {
         e->dk_valid = false;
+        e->log_budget = SG_ENGINE_LOG_PER_BATCH;
         arena_reset(&e->arena);
         e->effect_cnt = 0;
         memset(&e->delta, 0, sizeof(e->delta));

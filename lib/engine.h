@@ -89,6 +89,17 @@ void sg_engine_processor(sg_engine_t *engine, sg_processor_t *proc);
 const sg_metrics_t *sg_engine_metrics(const sg_engine_t *engine);
 
 /**
+ * Installs the log callback for the decisions an operator looks for in the
+ * log: "gap_timeout", "aggregate_quarantined", "snapshot_attempt_failed"
+ * (with the HTTP status or the reason), "aggregate_released". At most 50
+ * lines per batch (the counters count every one). Fields are a JSON
+ * object's members: topic, partition, aggregate, ...; never a payload, never
+ * a secret. Called from the processing thread during a batch (the batch may
+ * still abort and be re-read).
+ */
+void sg_engine_set_log(sg_engine_t *engine, sg_log_cb *cb, void *opaque);
+
+/**
  * Test hook: replaces the engine's clock. When set, @p now_ms is the
  * processing time of every following batch. 0 restores the real clock.
  */

@@ -226,6 +226,12 @@ static void usage(FILE *out) {
               "configuration)\n"
               "      --data-dir DIR          override the configuration's "
               "data_dir\n"
+              "      --instance-id ID        override the configuration's "
+              "instance_id (one per\n"
+              "                              instance: the transactional id "
+              "is <group.id>-ID;\n"
+              "                              e.g. the pod name of a "
+              "StatefulSet)\n"
               "      --log-level LEVEL       error, warning, notice, info "
               "(default), debug\n"
               "      --embedded-kafka        start librdkafka's in-process "
@@ -253,6 +259,7 @@ typedef struct opts {
         const char *config;
         const char *check_config;
         const char *data_dir;
+        const char *instance_id;
         const char *bootstrap_file;
         bool embedded;
         int embedded_partitions;
@@ -262,6 +269,7 @@ typedef struct opts {
 enum {
         OPT_CHECK = 256,
         OPT_DATA_DIR,
+        OPT_INSTANCE_ID,
         OPT_LOG_LEVEL,
         OPT_EMBEDDED,
         OPT_EMBEDDED_PARTS,
@@ -275,6 +283,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 {"config", required_argument, NULL, 'c'},
                 {"check-config", required_argument, NULL, OPT_CHECK},
                 {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+                {"instance-id", required_argument, NULL, OPT_INSTANCE_ID},
                 {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
                 {"embedded-kafka", no_argument, NULL, OPT_EMBEDDED},
                 {"embedded-partitions", required_argument, NULL,
@@ -300,6 +309,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         break;
                 case OPT_DATA_DIR:
                         o->data_dir = optarg;
+                        break;
+                case OPT_INSTANCE_ID:
+                        o->instance_id = optarg;
                         break;
                 case OPT_LOG_LEVEL:
                         if (!level_parse(optarg, &g_log_level)) {
@@ -435,6 +447,28 @@ static int run(const opts_t *o) {
                 free(conf->data_dir);
                 conf->data_dir = d;
         }
+        if (o->instance_id) {
+                /* the transactional id follows the instance id */
+                size_t n = strlen(conf->group_id) + strlen(o->instance_id) + 2;
+                char *id = strdup(o->instance_id), *tx = malloc(n);
+                if (!id || !tx || !o->instance_id[0]) {
+                        free(id);
+                        free(tx);
+                        fprintf(stderr, "seqgate: --instance-id: must be a "
+                                        "non-empty string\n");
+                        sg_config_destroy(conf);
+                        return 2;
+                }
+                snprintf(tx, n, "%s-%s", conf->group_id, id);
+                free(conf->instance_id);
+                conf->instance_id = id;
+                if (conf->transactional_id) {
+                        free(conf->transactional_id);
+                        conf->transactional_id = tx;
+                } else {
+                        free(tx);
+                }
+        }
 
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "version", SG_VERSION_STR);
@@ -460,6 +494,7 @@ static int run(const opts_t *o) {
                     (err = sg_engine_new(conf, store, &engine, es,
                                          sizeof(es))))
                         goto fail;
+                sg_engine_set_log(engine, on_log, NULL);
                 sg_engine_processor(engine, &proc);
                 app.engine = engine;
         }

@@ -445,9 +445,21 @@ END_TEST
 
 /* ---- gaps ------------------------------------------------------------- */
 
+static char logged[4096];
+static void log_collect(void *opaque, sg_log_level_t level, const char *event,
+                        const char *fields) {
+        (void)opaque;
+        (void)level;
+        size_t n = strlen(logged);
+        snprintf(logged + n, sizeof(logged) - n, "%s{%s}\n", event,
+                 fields ? fields : "");
+}
+
 START_TEST(gap_policy_dlq_quarantines) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":5000,\"gap_policy\":\"dlq\"}");
+        logged[0] = '\0';
+        sg_engine_set_log(h.eng, log_collect, NULL);
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
             EV("A", "e4", "t", "4"));
         ck_assert_uint_eq(h.out_cnt, 1);
@@ -460,6 +472,10 @@ START_TEST(gap_policy_dlq_quarantines) {
         ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
         ck_assert_int_eq(M(&h)->parked_events, 0);
         ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        /* an operator finds both in the log, with the aggregate */
+        ck_assert_ptr_nonnull(strstr(logged, "gap_timeout{\"topic\":\"orders\""));
+        ck_assert_ptr_nonnull(strstr(logged, "aggregate_quarantined{"));
+        ck_assert_ptr_nonnull(strstr(logged, "\"aggregate\":\"A\""));
         /* row 4: quarantined — even the missing v2 */
         ONE(&h, EV("A", "e2", "t", "2"));
         assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "2", "aggregate_quarantined");
