@@ -251,7 +251,9 @@ static void usage(FILE *out) {
               "\n"
               "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 runtime "
               "error (exactly_once:\nalso fenced by a newer instance with the "
-              "same instance_id),\n2 usage or configuration error.\n",
+              "same instance_id),\n2 usage or configuration error (also one the "
+              "Kafka clients or the cluster\nrefuse at start-up: a property, "
+              "a missing topic, too few output partitions).\n",
               out);
 }
 
@@ -556,7 +558,10 @@ fail: {
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));
         cJSON_AddStringToObject(ff, "detail", es);
         log_json(SG_LOG_ERR, "exiting", ff);
-        status = 1;
+        /* a configuration the clients or the cluster refuse (a librdkafka
+         * property, a missing topic, too few output partitions) is a
+         * configuration error: restarting will not fix it */
+        status = err == SG_ERR_CONFIG ? 2 : 1;
 }
 out:
         sg_loop_destroy(loop);
