@@ -2087,7 +2087,7 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
  * restore commits every SG_RESTORE_COMMIT_EVERY records with the checkpoint
  * of what it has applied, so a crash mid-restore resumes where it stopped. */
 
-#define SG_RESTORE_COMMIT_EVERY 10000
+#define SG_RESTORE_COMMIT_EVERY 100000
 
 static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                                    char *errstr, size_t errstr_size) {
