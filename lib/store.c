@@ -174,6 +174,26 @@ static size_t key2(unsigned char *buf, const sg_tp_t *tp, const void *a,
 
 /* ---- environment ------------------------------------------------------ */
 
+/* Opens every named database (creating them when @p create) in one
+ * transaction; committing it keeps the handles for later transactions.
+ * *whatp (optional) names the database that failed. */
+static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
+        MDB_txn *txn;
+        int rc = mdb_txn_begin(s->env, NULL, create ? 0 : MDB_RDONLY, &txn);
+        if (rc)
+                return rc;
+        for (int i = 0; i < DB__CNT; i++) {
+                if ((rc = mdb_dbi_open(txn, db_names[i],
+                                       create ? MDB_CREATE : 0, &s->dbi[i]))) {
+                        if (whatp)
+                                *whatp = db_names[i];
+                        mdb_txn_abort(txn);
+                        return rc;
+                }
+        }
+        return mdb_txn_commit(txn);
+}
+
 sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                        sg_store_t **storep, char *errstr, size_t errstr_size) {
         if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
@@ -221,17 +241,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         /* A file larger than map_size (grown earlier) keeps its size. */
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
-        MDB_txn *txn;
-        if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)))
-                goto fail;
-        for (int i = 0; i < DB__CNT; i++) {
-                if ((rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE,
-                                       &s->dbi[i]))) {
-                        mdb_txn_abort(txn);
-                        goto fail;
-                }
-        }
-        if ((rc = mdb_txn_commit(txn)))
+        if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
         *storep = s;
         return SG_OK;
@@ -1122,7 +1132,6 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         if (!s)
                 return SG_ERR_NOMEM;
         const char *what = "open";
-        MDB_txn *txn = NULL;
         int rc = mdb_env_create(&s->env);
         if (rc)
                 goto fail;
@@ -1131,17 +1140,7 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         if ((rc = mdb_env_open(s->env, dir, MDB_RDONLY | MDB_NOTLS, 0640)))
                 goto fail;
         what = "open databases";
-        if ((rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn)))
-                goto fail;
-        for (int i = 0; i < DB__CNT; i++) {
-                if ((rc = mdb_dbi_open(txn, db_names[i], 0, &s->dbi[i]))) {
-                        what = db_names[i];
-                        mdb_txn_abort(txn);
-                        goto fail;
-                }
-        }
-        /* Committing keeps the handles open for later transactions. */
-        if ((rc = mdb_txn_commit(txn)))
+        if ((rc = open_dbs(s, false, &what)))
                 goto fail;
         *storep = s;
         return SG_OK;
