@@ -1,7 +1,52 @@
 /*
- * common.c — small things every module of libseqgate uses: error names.
+ * common.c — small things every module of libseqgate (and its commands)
+ * uses: error names and messages, clocks, hex and ISO time formatting.
  */
 #include "seqgate.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...) {
+        va_list ap;
+        if (!errstr || errstr_size == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(errstr, errstr_size, fmt, ap);
+        va_end(ap);
+}
+
+static int64_t clock_ms(clockid_t id) {
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t sg_clock_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+int64_t sg_clock_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+void sg_hex_encode(const unsigned char *b, size_t n, char *out) {
+        static const char digits[] = "0123456789abcdef";
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = digits[b[i] >> 4];
+                out[2 * i + 1] = digits[b[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+const char *sg_iso_time(int64_t ms, char *buf, size_t size) {
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        if (ms < 0 || !gmtime_r(&sec, &tm)) {
+                snprintf(buf, size, "%" PRId64, ms);
+                return buf;
+        }
+        size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(buf + n, size - n, ".%03dZ", (int)(ms % 1000));
+        return buf;
+}
 
 const char *sg_err2str(sg_err_t err) {
         switch (err) {

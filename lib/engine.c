@@ -164,22 +164,10 @@ struct sg_engine {
         sg_dedup_rec_t dk_rec;
 };
 
-static int64_t mono_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t engine_clock(sg_engine_t *e) {
         if (e->clock_fixed)
                 return e->clock_fixed;
-        return e->base_wall + (mono_ms() - e->base_mono) + e->clock_skew;
+        return e->base_wall + (sg_clock_mono_ms() - e->base_mono) + e->clock_skew;
 }
 
 
@@ -263,8 +251,8 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
         e->conf = conf;
         e->store = store;
         e->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
-        e->base_wall = wall_ms();
-        e->base_mono = mono_ms();
+        e->base_wall = sg_clock_wall_ms();
+        e->base_mono = sg_clock_mono_ms();
         sg_envelope_init(&e->env);
         *enginep = e;
         return SG_OK;
@@ -834,16 +822,6 @@ static const sg_header_t *header_find(const sg_record_t *rec,
 static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
 
-/* Formats ms since the epoch as ISO 8601 UTC into @p buf (40 bytes). */
-static const char *iso_time(int64_t ms, char *buf) {
-        time_t sec = (time_t)(ms / 1000);
-        struct tm tm;
-        gmtime_r(&sec, &tm);
-        size_t n = strftime(buf, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(buf + n, 40 - n, ".%03dZ", (int)(ms % 1000));
-        return buf;
-}
-
 static bool header_has(const sg_record_t *rec, const char *name) {
         for (size_t i = 0; i < rec->header_cnt; i++)
                 if (strcmp(rec->headers[i].name, name) == 0)
@@ -959,7 +937,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                                 &e->arena,
                                 "event id \"%.64s\" was first seen at %s "
                                 "with a different payload digest",
-                                env->id, iso_time(dr.first_seen_ms, ts)),
+                                env->id, sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
                         };
                         e->delta.idempotency_parameter_conflicts_total++;
                         return emit_dlq(e, &s, &d);
@@ -1295,15 +1273,6 @@ static bool snap_enabled(const part_t *p) {
         return p->tc->snapshot.source != SG_SNAP_NONE;
 }
 
-static void hex_encode(const unsigned char *b, size_t n, char *out) {
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = digits[b[i] >> 4];
-                out[2 * i + 1] = digits[b[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
-
 static bool hex_decode(const char *s, size_t len, unsigned char *out) {
         if (len != 64)
                 return false;
@@ -1326,7 +1295,7 @@ static bool hex_decode(const char *s, size_t len, unsigned char *out) {
 /* xorshift64*: jitter only, not security. */
 static uint64_t rng_next(sg_engine_t *e) {
         if (!e->rng)
-                e->rng = (uint64_t)mono_ms() * 0x9E3779B97F4A7C15ull | 1;
+                e->rng = (uint64_t)sg_clock_mono_ms() * 0x9E3779B97F4A7C15ull | 1;
         e->rng ^= e->rng >> 12;
         e->rng ^= e->rng << 25;
         e->rng ^= e->rng >> 27;
@@ -1354,7 +1323,7 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
                           sg_snapreq_rec_t *r) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         char hex[65];
-        hex_encode(ah, 32, hex);
+        sg_hex_encode(ah, 32, hex);
         r->seq = ++p->work.snap_seq;
         char *rid = arena_printf(&e->arena, "%s/%" PRId32 "/%s/%" PRIu64,
                                  p->topic, p->partition, hex, r->seq);

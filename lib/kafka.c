@@ -172,32 +172,11 @@ struct sg_loop {
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
 
-static int64_t sg_mono_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t sg_wall_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sg_sleep_ms(int64_t ms) {
         struct timespec ts = {.tv_sec = ms / 1000,
                               .tv_nsec = (long)(ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
                 ;
-}
-
-static void sg_errf(char *errstr, size_t size, const char *fmt, ...) {
-        va_list ap;
-        if (!errstr || size == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(errstr, size, fmt, ap);
-        va_end(ap);
 }
 
 /** Emits @p event with @p fields (consumed, may be NULL) to the log callback. */
@@ -393,7 +372,7 @@ static void http_drive(sg_loop_t *loop, int wait_ms) {
         if (!loop->fetcher || sg_fetcher_in_flight(loop->fetcher) == 0 ||
             loop->batch_running)
                 return;
-        loop->http_polled_ms = sg_mono_ms();
+        loop->http_polled_ms = sg_clock_mono_ms();
         sg_fetcher_poll(loop->fetcher, wait_ms, http_on_done, loop);
         loop->stats.snapshot_http_in_flight =
                 (int64_t)sg_fetcher_in_flight(loop->fetcher);
@@ -405,10 +384,10 @@ static bool http_busy(const sg_loop_t *loop) {
 
 /** Waits @p ms (back-off) while still driving the HTTP transfers. */
 static void loop_wait(sg_loop_t *loop, int64_t ms) {
-        int64_t end = sg_mono_ms() + ms, left;
-        while (http_busy(loop) && (left = end - sg_mono_ms()) > 0)
+        int64_t end = sg_clock_mono_ms() + ms, left;
+        while (http_busy(loop) && (left = end - sg_clock_mono_ms()) > 0)
                 http_drive(loop, (int)left);
-        if ((left = end - sg_mono_ms()) > 0)
+        if ((left = end - sg_clock_mono_ms()) > 0)
                 sg_sleep_ms(left);
 }
 
@@ -691,7 +670,7 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         rd_kafka_err2str(e));
                 return SG_ERR_KAFKA;
         }
-        int64_t end = from, first_eof = 0, progress = sg_mono_ms();
+        int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
         uint64_t n = 0;
         bool eof = false, waiting = false;
         sg_err_t err = SG_OK;
@@ -707,14 +686,14 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         end = m->offset + 1;
                         n++;
                         eof = false;
-                        progress = sg_mono_ms();
+                        progress = sg_clock_mono_ms();
                         rd_kafka_message_destroy(m);
                         continue;
                 }
                 if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                         end = m->offset;
                         eof = true;
-                        progress = sg_mono_ms();
+                        progress = sg_clock_mono_ms();
                         if (!first_eof)
                                 first_eof = progress;
                 } else if (m) {
@@ -744,7 +723,7 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         rd_kafka_message_destroy(m);
                 if (err)
                         break;
-                int64_t now = sg_mono_ms();
+                int64_t now = sg_clock_mono_ms();
                 if (eof) {
                         int64_t wlo = -1, whi = -1;
                         rd_kafka_get_watermark_offsets(loop->restorer,
@@ -813,7 +792,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
             !pr->restore_apply || !pr->restore_end || !loop->restorer)
                 return SG_OK; /* a reply topic, or nothing to restore */
         for (int attempt = 0;; attempt++) {
-                int64_t t0 = sg_mono_ms(), lo = -1, hi = -1, from = -1,
+                int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
                 uint64_t n = 0;
                 rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
@@ -837,7 +816,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 if (!err)
                         err = pr->restore_end(pr->opaque, topic, partition,
                                               end, errstr, errstr_size);
-                int64_t ms = sg_mono_ms() - t0;
+                int64_t ms = sg_clock_mono_ms() - t0;
                 *msp += ms;
                 if (err == SG_ERR_MAP_FULL && pr->grow && attempt < 16) {
                         char ges[400] = "";
@@ -959,14 +938,14 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         rd_kafka_topic_partition_list_t *c =
                 rd_kafka_topic_partition_list_copy(parts);
         rd_kafka_resp_err_t cerr;
-        int64_t cdeadline = sg_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
+        int64_t cdeadline = sg_clock_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
         for (bool logged = false;; logged = true) {
                 cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
                 for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
                         if (c->elems[i].err)
                                 cerr = c->elems[i].err;
                 if (!cerr || !loop->eos || loop->stop ||
-                    sg_mono_ms() >= cdeadline)
+                    sg_clock_mono_ms() >= cdeadline)
                         break;
                 if (!logged) {
                         cJSON *f = parts_json(parts);
@@ -1430,8 +1409,8 @@ static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
 /** Waits for the admin result of type @p type on @p q. */
 static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
                                     rd_kafka_event_type_t type) {
-        int64_t deadline = sg_mono_ms() + SG_ADMIN_TIMEOUT_MS + 5000;
-        while (sg_mono_ms() < deadline) {
+        int64_t deadline = sg_clock_mono_ms() + SG_ADMIN_TIMEOUT_MS + 5000;
+        while (sg_clock_mono_ms() < deadline) {
                 rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 1000);
                 if (!ev)
                         continue;
@@ -2098,7 +2077,7 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
         if (l->cnt > 0) {
                 if (to_pause) {
                         rd_kafka_pause_partitions(loop->consumer, l);
-                        int64_t until = sg_mono_ms() + loop->conf->pause_retry_ms;
+                        int64_t until = sg_clock_mono_ms() + loop->conf->pause_retry_ms;
                         for (int i = 0; i < l->cnt; i++) {
                                 size_t pi = loop_part(loop, l->elems[i].topic,
                                                       l->elems[i].partition);
@@ -2129,7 +2108,7 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
 /** Counts a committed attempt: latency since @p t0, output + DLQ records. */
 static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
                               size_t cnt, int64_t t0) {
-        int64_t lat = sg_mono_ms() - t0;
+        int64_t lat = sg_clock_mono_ms() - t0;
         loop->stats.commit_latency_ms_last = lat;
         if (lat > loop->stats.commit_latency_ms_max)
                 loop->stats.commit_latency_ms_max = lat;
@@ -2156,7 +2135,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 p->next_offset = p->first_offset;
                 p->pause_offset = -1;
         }
-        if ((err = pr->batch_begin(pr->opaque, sg_wall_ms(), errstr,
+        if ((err = pr->batch_begin(pr->opaque, sg_clock_wall_ms(), errstr,
                                    errstr_size)))
                 return err;
         for (size_t i = 0; i < loop->msg_cnt; i++) {
@@ -2188,7 +2167,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         const sg_effect_t *efs = NULL;
         size_t cnt = pr->effects(pr->opaque, &efs);
         size_t n = 0; /* records produced */
-        int64_t t0 = sg_mono_ms();
+        int64_t t0 = sg_clock_mono_ms();
         if (cnt > loop->dr_offs_cap) {
                 int64_t *o = realloc(loop->dr_offs, cnt * sizeof(*o));
                 if (!o) {
@@ -2418,7 +2397,7 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
 /* run                                                                 */
 
 static void loop_resume_due(sg_loop_t *loop) {
-        int64_t now = sg_mono_ms();
+        int64_t now = sg_clock_mono_ms();
         rd_kafka_topic_partition_list_t *l = NULL;
         for (size_t i = 0; i < loop->part_cnt; i++) {
                 sg_part_t *p = &loop->parts[i];
@@ -2441,7 +2420,7 @@ static void loop_resume_due(sg_loop_t *loop) {
 
 /** Polls one batch: up to batch.max_records, or batch.max_ms (≥ 100 ms idle). */
 static void loop_collect(sg_loop_t *loop) {
-        int64_t start = sg_mono_ms();
+        int64_t start = sg_clock_mono_ms();
         int64_t max_ms = loop->conf->batch_max_ms > 0 ? loop->conf->batch_max_ms
                                                       : 0;
         int64_t deadline = start + max_ms;
@@ -2449,7 +2428,7 @@ static void loop_collect(sg_loop_t *loop) {
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);
         http_drive(loop, 0); /* transfers that completed during the batch */
         do {
-                int64_t now = sg_mono_ms();
+                int64_t now = sg_clock_mono_ms();
                 int64_t left = (loop->msg_cnt ? deadline : idle_deadline) - now;
                 /* HTTP transfers in flight: take turns with the fetcher. */
                 bool busy = http_busy(loop);
@@ -2459,7 +2438,7 @@ static void loop_collect(sg_loop_t *loop) {
                         left = 0; /* results to judge: do not idle */
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->consumer, left > 0 ? (int)left : 0);
-                if (busy && (!m || sg_mono_ms() != loop->http_polled_ms))
+                if (busy && (!m || sg_clock_mono_ms() != loop->http_polled_ms))
                         http_drive(loop, m ? 0 : (int)(left > 0 ? left : 0));
                 if (!m)
                         continue;
@@ -2497,7 +2476,7 @@ static void loop_collect(sg_loop_t *loop) {
                  loop->msg_cnt < loop->msg_cap &&
                  /* an idle loop judges HTTP results at once */
                  (loop->msg_cnt > 0 || loop->http_done_cnt == 0) &&
-                 sg_mono_ms() < (loop->msg_cnt ? deadline : idle_deadline));
+                 sg_clock_mono_ms() < (loop->msg_cnt ? deadline : idle_deadline));
 }
 
 static void loop_stats_emit(sg_loop_t *loop) {
@@ -2553,7 +2532,7 @@ static void loop_stats_emit(sg_loop_t *loop) {
 }
 
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
-        loop->next_stats_ms = sg_mono_ms() + loop->conf->stats_interval_ms;
+        loop->next_stats_ms = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
                 if (loop->restore_needed) {
                         /* exactly_once: LMDB fell behind the committed
@@ -2594,10 +2573,10 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 loop_wait(loop, 50);
                 }
                 if (loop->conf->stats_interval_ms > 0 &&
-                    sg_mono_ms() >= loop->next_stats_ms) {
+                    sg_clock_mono_ms() >= loop->next_stats_ms) {
                         loop_stats_emit(loop);
                         loop->next_stats_ms =
-                                sg_mono_ms() + loop->conf->stats_interval_ms;
+                                sg_clock_mono_ms() + loop->conf->stats_interval_ms;
                 }
         }
         loop_release(loop); /* after a fatal error: read again next time */

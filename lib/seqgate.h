@@ -48,6 +48,24 @@ typedef enum sg_err {
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
 
+/** Formats into the caller's errstr buffer (the librdkafka errstr idiom);
+ *  NULL or a zero size is a no-op. Always NUL-terminates. */
+void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** CLOCK_MONOTONIC in milliseconds (durations, deadlines). */
+int64_t sg_clock_mono_ms(void);
+/** CLOCK_REALTIME in milliseconds since the epoch. */
+int64_t sg_clock_wall_ms(void);
+
+/** Lowercase hex of @p n bytes into @p out (2n + 1 bytes, NUL-terminated). */
+void sg_hex_encode(const unsigned char *bytes, size_t n, char *out);
+
+/** ISO 8601 UTC with milliseconds ("2026-11-30T08:00:00.123Z") of @p ms
+ *  since the epoch into @p buf (at least 32 bytes); a negative or
+ *  unrepresentable time is printed as the plain number. Returns @p buf. */
+const char *sg_iso_time(int64_t ms, char *buf, size_t size);
+
 /** One Kafka record header. Name is NUL-terminated; value may be NULL. */
 typedef struct sg_header {
         const char *name;

@@ -56,15 +56,6 @@ static void sg_curl_init(void) {
         sg_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static void sg_errf(char *errstr, size_t size, const char *fmt, ...) {
-        va_list ap;
-        if (!errstr || size == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(errstr, size, fmt, ap);
-        va_end(ap);
-}
-
 sg_err_t sg_fetcher_new(size_t max_body_bytes, sg_fetcher_t **fp,
                         char *errstr, size_t errstr_size) {
         if (!fp || max_body_bytes == 0) {

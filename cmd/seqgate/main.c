@@ -71,17 +71,11 @@ static bool level_parse(const char *s, sg_log_level_t *out) {
  */
 static void log_line(sg_log_level_t level, const char *event,
                      const char *members) {
-        char ts[64], tbuf[32];
-        struct timespec now;
-        struct tm tm;
+        char ts[64];
 
         if (level > g_log_level)
                 return;
-        clock_gettime(CLOCK_REALTIME, &now);
-        gmtime_r(&now.tv_sec, &tm);
-        strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(ts, sizeof(ts), "%s.%03dZ", tbuf,
-                 (int)(now.tv_nsec / 1000000) % 1000);
+        sg_iso_time(sg_clock_wall_ms(), ts, sizeof(ts));
 
         const char *m = members ? members : "";
         size_t mlen = strlen(m);

@@ -128,18 +128,6 @@ static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
 /* JSON and text helpers                                               */
 
 /* ISO 8601 UTC with milliseconds (as the daemon's logs print times). */
-static const char *iso_time(int64_t ms, char *buf, size_t size) {
-        time_t sec = (time_t)(ms / 1000);
-        struct tm tm;
-        if (ms < 0 || !gmtime_r(&sec, &tm)) {
-                snprintf(buf, size, "%" PRId64, ms);
-                return buf;
-        }
-        size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(buf + n, size - n, ".%03dZ", (int)(ms % 1000));
-        return buf;
-}
-
 /* Integers go into JSON as raw decimal text: cJSON numbers are doubles and
  * would round versions and offsets above 2^53. */
 static void j_i64(cJSON *o, const char *name, int64_t v) {
@@ -158,16 +146,7 @@ static void j_time(cJSON *o, const char *name, int64_t ms) {
         if (ms <= 0)
                 cJSON_AddNullToObject(o, name);
         else
-                cJSON_AddStringToObject(o, name, iso_time(ms, b, sizeof(b)));
-}
-
-static void hex(const unsigned char *p, size_t n, char *out) {
-        static const char d[] = "0123456789abcdef";
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = d[p[i] >> 4];
-                out[2 * i + 1] = d[p[i] & 15];
-        }
-        out[2 * n] = '\0';
+                cJSON_AddStringToObject(o, name, sg_iso_time(ms, b, sizeof(b)));
 }
 
 /* Bytes as a JSON string when they are UTF-8 without NUL, else as
@@ -190,7 +169,7 @@ static void j_bytes(cJSON *o, const char *name, const void *p, size_t len) {
         char *h = malloc(2 * len + 1);
         if (!h)
                 return;
-        hex(p, len, h);
+        sg_hex_encode(p, len, h);
         char n2[64];
         snprintf(n2, sizeof(n2), "%s_hex", name);
         cJSON_AddStringToObject(o, n2, h);
@@ -504,7 +483,7 @@ static int cmd_inspect(int argc, char **argv) {
                 unsigned char ah[32];
                 char ahex[65];
                 sg_sha256(aggregate, strlen(aggregate), ah);
-                hex(ah, 32, ahex);
+                sg_hex_encode(ah, 32, ahex);
                 sg_agg_rec_t rec;
                 err = sg_agg_get(txn, &tp, ah, &rec);
                 if (err == SG_ERR_NOT_FOUND) {
@@ -623,7 +602,7 @@ static int partitions_visit(void *opaque, const char *topic,
         if (m->changelog_offset >= 0)
                 snprintf(cl, sizeof(cl), "%" PRId64, m->changelog_offset);
         if (m->clock_ms > 0)
-                iso_time(m->clock_ms, ck, sizeof(ck));
+                sg_iso_time(m->clock_ms, ck, sizeof(ck));
         char name[300];
         snprintf(name, sizeof(name), "%s/%" PRId32, topic, partition);
         printf("%-28s %-20s %12s %12s %8" PRIu64 " %12" PRIu64 " %11" PRIu64
