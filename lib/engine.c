@@ -732,19 +732,32 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
         return SG_OK;
 }
 
-/* Removes parked (agg, v) after reading it into a subject. */
-static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t v,
-                       const sg_parked_rec_t *r, subject_t *s, char **typep,
+/* Takes a parked event of aggregate @p a out of the store into subject @p s
+ * (copied out of LMDB memory): version @p v exactly or, when @p lowest, the
+ * lowest parked version if it is <= @p v. *vp receives its version.
+ * SG_ERR_NOT_FOUND when there is none. */
+static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
+                       uint64_t v, uint64_t *vp, subject_t *s, char **typep,
                        unsigned char kh[32], char *errstr,
                        size_t errstr_size) {
+        sg_parked_rec_t pr, *r = &pr;
+        uint64_t got = v;
+        if (a->rec.parked_cnt == 0)
+                return SG_ERR_NOT_FOUND;
+        sg_err_t err = lowest ? sg_parked_first(e->txn, &p->tp, a->hash, &got, r)
+                              : sg_parked_get(e->txn, &p->tp, a->hash, v, r);
+        if (err)
+                return err;
+        if (got > v)
+                return SG_ERR_NOT_FOUND;
+        *vp = got;
         size_t bytes = (r->key ? r->key_len : 0) +
                        (r->value ? r->value_len : 0) +
                        (r->headers ? r->headers_len : 0);
         memcpy(kh, r->key_hash, 32);
-        sg_err_t err = subject_from_parked(e, p, r, s, typep);
-        if (err)
+        if ((err = subject_from_parked(e, p, r, s, typep)))
                 return err;
-        if ((err = sg_parked_del(e->txn, &p->tp, a->hash, v, errstr,
+        if ((err = sg_parked_del(e->txn, &p->tp, a->hash, got, errstr,
                                  errstr_size)))
                 return err;
         a->rec.parked_cnt--;
@@ -773,20 +786,12 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size) {
         sg_err_t err;
         bool changed = false;
-        while (a->rec.parked_cnt > 0) {
-                uint64_t v = agg_next(p, a);
-                sg_parked_rec_t r;
-                err = sg_parked_get(e->txn, &p->tp, a->hash, v, &r);
-                if (err == SG_ERR_NOT_FOUND)
-                        break;
-                if (err)
-                        return err;
-                subject_t s;
-                char *type;
-                unsigned char kh[32];
-                if ((err = unpark(e, p, a, v, &r, &s, &type, kh, errstr,
-                                  errstr_size)))
-                        return err;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
                 const char *gh = NULL, *gv = NULL;
                 if (a->rec.skip_from) {
@@ -803,9 +808,9 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                                       errstr_size)))
                         return err;
         }
-        if (changed)
-                return refresh_since(e, p, a);
-        return SG_OK;
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
+        return changed ? refresh_since(e, p, a) : SG_OK;
 }
 
 /* ---- process ------------------------------------------------------------ */
@@ -821,13 +826,6 @@ static const sg_header_t *header_find(const sg_record_t *rec,
                                       const char *name);
 static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
-
-static bool header_has(const sg_record_t *rec, const char *name) {
-        for (size_t i = 0; i < rec->header_cnt; i++)
-                if (strcmp(rec->headers[i].name, name) == 0)
-                        return true;
-        return false;
-}
 
 
 /* An operator's control record (SG_H_CONTROL): release a quarantined
@@ -943,7 +941,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         return emit_dlq(e, &s, &d);
                 }
                 bool replay = dr.verdict == SG_DV_DLQ &&
-                              header_has(rec, SG_H_REPLAY);
+                              header_find(rec, SG_H_REPLAY) != NULL;
                 if (!replay) {
                         e->delta.dedup_hits_total++;
                         return SG_OK;
@@ -1146,12 +1144,14 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                             size_t errstr_size) {
         sg_engine_t *e = opaque;
         *result = SG_PROCESSED;
-        if (is_snapshot_reply(e, rec->topic)) {
+        part_t *p = part_find(e, rec->topic, rec->partition);
+        if (!p && is_snapshot_reply(e, rec->topic)) {
+                /* reply topics (and the HTTP pseudo topic) have no store
+                 * partition of their own: only checked off the hot path */
                 sg_err_t err = snap_reply(e, rec, errstr, errstr_size);
                 e->dk_valid = false;
                 return err;
         }
-        part_t *p = part_find(e, rec->topic, rec->partition);
         if (!p) {
                 int64_t off;
                 sg_err_t err = eng_assign(e, rec->topic, rec->partition,
@@ -1206,20 +1206,12 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         /* gap_policy dlq: everything parked goes to the DLQ, in version
          * order, and the aggregate is quarantined (row 4). */
         int64_t waited = e->now - a->rec.parked_since_ms;
-        while (a->rec.parked_cnt > 0) {
-                uint64_t v;
-                sg_parked_rec_t r;
-                err = sg_parked_first(e->txn, &p->tp, a->hash, &v, &r);
-                if (err == SG_ERR_NOT_FOUND)
-                        break;
-                if (err)
-                        return err;
-                subject_t s;
-                char *type;
-                unsigned char kh[32];
-                if ((err = unpark(e, p, a, v, &r, &s, &type, kh, errstr,
-                                  errstr_size)))
-                        return err;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
+                             errstr, errstr_size)) == SG_OK) {
                 dlq_info_t d = {
                     .reason = SG_R_GAP_TIMEOUT,
                     .aggregate = a->rec.aggregate,
@@ -1240,6 +1232,8 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                                       errstr_size)))
                         return err;
         }
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
         a->rec.parked_cnt = 0;
         a->rec.parked_bytes = 0;
         a->rec.parked_since_ms = 0;
@@ -1627,25 +1621,19 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 return err;
         }
         /* parked events <= S are superseded: dropped, keys kept as seen */
-        while (a->rec.parked_cnt > 0) {
-                uint64_t v;
-                sg_parked_rec_t pr;
-                err = sg_parked_first(e->txn, &p->tp, a->hash, &v, &pr);
-                if (err == SG_ERR_NOT_FOUND || (err == SG_OK && v > S))
-                        break;
-                if (err)
-                        return err;
-                subject_t s;
-                char *type;
-                unsigned char kh[32];
-                if ((err = unpark(e, p, a, v, &pr, &s, &type, kh, errstr,
-                                  errstr_size)))
-                        return err;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, true, S, &v, &s, &type, kh, errstr,
+                             errstr_size)) == SG_OK) {
                 if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
                                       errstr_size)))
                         return err;
                 e->delta.snapshot_superseded_total++;
         }
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
         if ((err = drain(e, p, a, errstr, errstr_size)))
                 return err;
         if (a->rec.parked_cnt > 0) {

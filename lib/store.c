@@ -731,30 +731,6 @@ sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
         return err;
 }
 
-sg_err_t sg_parked_oldest(sg_txn_t *t, const sg_tp_t *tp,
-                          const unsigned char ah[32], int64_t *oldestp) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t plen = key2(k, tp, ah, 32, NULL, 0);
-        MDB_cursor *cur;
-        *oldestp = 0;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
-        if (rc)
-                return SG_ERR_STORE;
-        MDB_val key = {plen, k}, val;
-        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-        while (rc == 0 && key.mv_size == plen + 8 &&
-               memcmp(key.mv_data, k, plen) == 0) {
-                if (val.mv_size >= 8) {
-                        int64_t at = (int64_t)get_u64(val.mv_data);
-                        if (*oldestp == 0 || at < *oldestp)
-                                *oldestp = at;
-                }
-                rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
-        }
-        mdb_cursor_close(cur);
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
-}
-
 sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
                        const unsigned char ah[32], uint64_t version,
                        char *errstr, size_t errstr_size) {
@@ -1222,6 +1198,21 @@ sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
         if (err)
                 return err;
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
+static int oldest_visit(void *opaque, uint64_t version,
+                        const sg_parked_rec_t *rec) {
+        int64_t *oldest = opaque;
+        (void)version;
+        if (*oldest == 0 || rec->parked_at_ms < *oldest)
+                *oldest = rec->parked_at_ms;
+        return 0;
+}
+
+sg_err_t sg_parked_oldest(sg_txn_t *t, const sg_tp_t *tp,
+                          const unsigned char ah[32], int64_t *oldestp) {
+        *oldestp = 0;
+        return sg_parked_foreach(t, tp, ah, oldest_visit, oldestp);
 }
 
 sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
