@@ -16,6 +16,8 @@ Nothing here decides anything about seqgate's behaviour: tests assert.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import json
 import os
 import signal
@@ -260,3 +262,32 @@ class Seqgate:
                     f"no {name!r} log line after {timeout_s}s. Log tail:\n"
                     + self.log_tail(run=run))
             time.sleep(0.1)
+
+
+def with_redeliveries(recs: list, rng, rate: float, max_delay: int = 40) -> list:
+    """`recs` plus, for each record with probability `rate`, an identical copy
+    (a redelivery) 1..max_delay records later."""
+    inserts: dict[int, list] = defaultdict(list)
+    for i, r in enumerate(recs):
+        if rng.random() < rate:
+            inserts[min(len(recs), i + rng.randint(1, max_delay))].append(r)
+    merged = []
+    for i in range(len(recs) + 1):
+        merged.extend(inserts.get(i, []))
+        if i < len(recs):
+            merged.append(recs[i])
+    return merged
+
+
+def interleave(per_part: dict, rng) -> list:
+    """One stream from per-partition lists, chosen at random, each
+    partition's order kept."""
+    out = []
+    idx = {p: 0 for p in per_part}
+    while idx:
+        p = rng.choice(sorted(idx))
+        out.append(per_part[p][idx[p]])
+        idx[p] += 1
+        if idx[p] == len(per_part[p]):
+            del idx[p]
+    return out

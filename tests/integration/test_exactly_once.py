@@ -37,7 +37,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
-from seqgate_proc import Seqgate, make_config, wait_until
+from seqgate_proc import (Seqgate, interleave, make_config, wait_until,
+                          with_redeliveries)
 
 SOURCE = "urn:example:eos"
 
@@ -84,25 +85,8 @@ def make_stream(rng: random.Random, n_aggs: int, versions: int, parts: int,
             else:
                 i += 1
         recs = [dict(ce(a, v), _p=p) for a, v in seq]
-        inserts = defaultdict(list)
-        for i, r in enumerate(recs):
-            if rng.random() < dup_rate:
-                inserts[min(len(recs), i + rng.randint(1, 40))].append(r)
-        merged = []
-        for i in range(len(recs) + 1):
-            merged.extend(inserts.get(i, []))
-            if i < len(recs):
-                merged.append(recs[i])
-        stream_parts[p] = merged
-    out = []
-    idx = {p: 0 for p in stream_parts}
-    while idx:
-        p = rng.choice(sorted(idx))
-        out.append(stream_parts[p][idx[p]])
-        idx[p] += 1
-        if idx[p] == len(stream_parts[p]):
-            del idx[p]
-    return out
+        stream_parts[p] = with_redeliveries(recs, rng, dup_rate)
+    return interleave(stream_parts, rng)
 
 
 def public(r: dict) -> dict:

@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
-from seqgate_proc import Seqgate, make_config, wait_until
+from seqgate_proc import (Seqgate, interleave, make_config, wait_until,
+                          with_redeliveries)
 
 SOURCE = "urn:example:restart"
 N_AGGREGATES = 300
@@ -83,26 +84,9 @@ def make_stream(rng: random.Random) -> list[dict]:
     for p in range(3):
         recs = [record(p, a, v) for a, v in parts[p]]
         # Redeliveries: an identical copy 1..40 records later.
-        inserts: dict[int, list[dict]] = defaultdict(list)
-        for i, r in enumerate(recs):
-            if rng.random() < DUP_RATE:
-                inserts[min(len(recs), i + rng.randint(1, 40))].append(r)
-        merged = []
-        for i in range(len(recs) + 1):
-            merged.extend(inserts.get(i, []))
-            if i < len(recs):
-                merged.append(recs[i])
-        per_part[p] = merged
+        per_part[p] = with_redeliveries(recs, rng, DUP_RATE)
     # Interleave the partitions, keeping each partition's order.
-    stream = []
-    idx = {p: 0 for p in per_part}
-    while idx:
-        p = rng.choice(sorted(idx))
-        stream.append(per_part[p][idx[p]])
-        idx[p] += 1
-        if idx[p] == len(per_part[p]):
-            del idx[p]
-    return stream
+    return interleave(per_part, rng)
 
 
 def _public(r: dict) -> dict:
