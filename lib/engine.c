@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,33 +173,64 @@ static int64_t engine_clock(sg_engine_t *e) {
 
 
 /* Logs one decision an operator must be able to find in the log (a gap
- * timeout, a quarantine, a failed snapshot attempt, a release). At most
- * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The
- * fields never carry payloads or secrets. */
+ * timeout, a quarantine, a failed snapshot attempt, a release, a refused
+ * control record). At most SG_ENGINE_LOG_PER_BATCH lines a batch; the
+ * counters count them all. The fields never carry payloads or secrets.
+ *
+ * Fields are built with cJSON, so a line is one valid JSON object whatever
+ * the sizes of its strings: after the partition (@p p, may be NULL) come
+ * (name, kind, value) triples ended by a NULL name; LF_STR takes a
+ * const char * (NULL: ""), LF_I64 an int64_t, LF_U64 a uint64_t (written
+ * as an exact decimal, never through a double). */
 #define SG_ENGINE_LOG_PER_BATCH 50
+enum { LF_STR = 1, LF_I64, LF_U64 };
 static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
-                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
-                 const char *fmt, ...) {
+                 const part_t *p, ...) {
         if (!e->log_cb || e->log_budget <= 0)
                 return;
         e->log_budget--;
-        char buf[1024];
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return;
+        if (p) {
+                cJSON_AddStringToObject(o, "topic", p->topic);
+                cJSON_AddNumberToObject(o, "partition", p->partition);
+        }
         va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_start(ap, p);
+        const char *name;
+        while ((name = va_arg(ap, const char *)) != NULL) {
+                char num[24];
+                switch (va_arg(ap, int)) {
+                case LF_STR: {
+                        const char *v = va_arg(ap, const char *);
+                        cJSON_AddStringToObject(o, name, v ? v : "");
+                        break;
+                }
+                case LF_I64:
+                        snprintf(num, sizeof(num), "%" PRId64,
+                                 va_arg(ap, int64_t));
+                        cJSON_AddRawToObject(o, name, num);
+                        break;
+                default:
+                        snprintf(num, sizeof(num), "%" PRIu64,
+                                 va_arg(ap, uint64_t));
+                        cJSON_AddRawToObject(o, name, num);
+                        break;
+                }
+        }
         va_end(ap);
-        e->log_cb(e->log_opaque, level, event, buf);
-}
-
-/* A string as a JSON string literal (escaped), in the arena. */
-static const char *jstr(sg_engine_t *e, const char *s) {
-        cJSON *j = cJSON_CreateString(s ? s : "");
-        char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-        cJSON_Delete(j);
-        const char *r = t ? arena_dup(&e->arena, t, strlen(t) + 1) : NULL;
-        cJSON_free(t);
-        return r ? r : "\"\"";
+        char *txt = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!txt)
+                return;
+        /* members without the braces (sg_log_cb) */
+        size_t n = strlen(txt);
+        if (n >= 2) {
+                txt[n - 1] = '\0';
+                e->log_cb(e->log_opaque, level, event, txt + 1);
+        }
+        cJSON_free(txt);
 }
 
 void sg_engine_set_log(sg_engine_t *e, sg_log_cb *cb, void *opaque) {
@@ -607,10 +639,29 @@ static sg_err_t agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         return err;
 }
 
-/* The next version the aggregate expects. */
+/* Whether the aggregate can still take a version: L = 2^64-1 has no
+ * successor (semantics §2), so nothing is applied or drained after it. */
+static bool agg_open(const agg_ctx_t *a) {
+        return !a->rec.has_last || a->rec.last_version < UINT64_MAX;
+}
+
+/* The next version the aggregate expects: L+1, or first_version for a new
+ * aggregate. Saturates at 2^64-1 (only for messages: agg_open() says
+ * whether there is a next version at all). */
 static uint64_t agg_next(const part_t *p, const agg_ctx_t *a) {
-        return a->rec.has_last ? a->rec.last_version + 1
-                               : p->tc->first_version;
+        if (!a->rec.has_last)
+                return p->tc->first_version;
+        return agg_open(a) ? a->rec.last_version + 1 : UINT64_MAX;
+}
+
+/* Moves L to @p v. L never decreases, on any path (semantics §3): apply,
+ * drain, snapshot, release, skip; a caller that would lower it is a bug. */
+static void agg_set_last(agg_ctx_t *a, uint64_t v) {
+        assert(!a->rec.has_last || v >= a->rec.last_version);
+        if (a->rec.has_last && v < a->rec.last_version)
+                return;
+        a->rec.last_version = v;
+        a->rec.has_last = true;
 }
 
 /* ---- in-order apply (rows 6–7) and drain --------------------------------- */
@@ -671,8 +722,7 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                         if ((err = emit_dlq(e, s, &d)))
                                 return err;
                         e->delta.illegal_transitions_total++;
-                        a->rec.last_version = v;
-                        a->rec.has_last = true;
+                        agg_set_last(a, v);
                         *verdictp = SG_DV_DLQ;
                         (void)errstr;
                         (void)errstr_size;
@@ -682,8 +732,7 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         }
         if ((err = emit_output(e, s, gap_hdr, gap_val)))
                 return err;
-        a->rec.last_version = v;
-        a->rec.has_last = true;
+        agg_set_last(a, v);
         *verdictp = SG_DV_APPLIED;
         return SG_OK;
 }
@@ -781,16 +830,33 @@ static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
                                 &a->rec.parked_since_ms);
 }
 
-/* Releases parked L+1, L+2, ... through rows 6–7 (semantics §3 drain). */
+/* Decides every parked event the aggregate's L now allows (semantics §3
+ * drain): first the ones at or below L — a snapshot, a release or a
+ * latest_wins apply moved L past them, so they are superseded (dropped,
+ * counted, their keys kept as seen) — then L+1, L+2, ... through rows
+ * 6–7. Afterwards every parked event is above L+1: the invariant that
+ * keeps a parked version from ever being applied below L. */
 static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size) {
-        sg_err_t err;
+        sg_err_t err = SG_ERR_NOT_FOUND;
         bool changed = false;
         uint64_t v;
         subject_t s;
         char *type;
         unsigned char kh[32];
-        while ((err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
+        while (a->rec.has_last &&
+               (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
+                changed = true;
+                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
+                                      errstr_size)))
+                        return err;
+                e->delta.snapshot_superseded_total++;
+        }
+        if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
+                return err;
+        while (agg_open(a) &&
+               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
                              kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
                 const char *gh = NULL, *gv = NULL;
@@ -808,9 +874,29 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                                       errstr_size)))
                         return err;
         }
-        if (err != SG_ERR_NOT_FOUND)
+        if (agg_open(a) && err != SG_ERR_NOT_FOUND)
                 return err;
         return changed ? refresh_since(e, p, a) : SG_OK;
+}
+
+/* Moves the aggregate to version @p S that its authority (a snapshot) or an
+ * operator (a release) vouches for: L = S unless L is already higher (L
+ * never decreases), parked events <= S are superseded, S+1, ... drain, and
+ * what is still parked waits above a new gap with a fresh deadline. */
+static sg_err_t agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            uint64_t S, char *errstr, size_t errstr_size) {
+        if (!a->rec.has_last || S > a->rec.last_version)
+                agg_set_last(a, S);
+        sg_err_t err = drain(e, p, a, errstr, errstr_size);
+        if (err)
+                return err;
+        if (a->rec.parked_cnt > 0) {
+                a->rec.parked_since_ms = e->now;
+                e->delta.event_sequence_gaps_total++;
+        } else {
+                a->rec.parked_since_ms = 0;
+        }
+        return SG_OK;
 }
 
 /* ---- process ------------------------------------------------------------ */
@@ -828,55 +914,100 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
 
 
-/* An operator's control record (SG_H_CONTROL): release a quarantined
- * aggregate, optionally at a version and state. */
+/* Whether @p state is a state of the topic's state machine. */
+static bool sm_has_state(const sg_state_machine_t *sm, const char *state) {
+        for (size_t i = 0; i < sm->state_cnt; i++)
+                if (strcmp(sm->states[i], state) == 0)
+                        return true;
+        return false;
+}
+
+/* An operator's control record (SG_H_CONTROL): release an aggregate
+ * (semantics §4 "until a snapshot or an operator resolves it").
+ *
+ * Accepted: a quarantined aggregate (with or without a version), or one
+ * waiting on a gap (parked events or a snapshot request) when a version S
+ * is given; S >= L (L never decreases, §3), and the state, if given, must
+ * be a state of the topic's state machine. With S the aggregate moves to S
+ * as a snapshot would move it (agg_advance: parked events <= S
+ * superseded, S+1 ... drain). Anything else is refused: nothing changes,
+ * control_ignored_total counts it and a "control_refused" log line says
+ * why. A control record is not an event: never deduplicated nor output. */
 static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         const sg_header_t *h, char *errstr,
                         size_t errstr_size) {
         sg_err_t err = SG_OK;
         cJSON *body = NULL;
-        if (h->value_len != 7 || memcmp(h->value, "release", 7) != 0)
-                goto ignored;
+        const char *why = NULL, *aggregate = NULL;
+        char whybuf[160];
+        agg_ctx_t a;
+        uint64_t S = 0;
+        if (h->value_len != 7 || memcmp(h->value, "release", 7) != 0) {
+                why = "unknown control command (expected \"release\")";
+                goto refused;
+        }
         if (rec->value && rec->value_len)
                 body = cJSON_ParseWithLength(rec->value, rec->value_len);
         const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
-        uint64_t S = 0;
         if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
-            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js)))
-                goto ignored;
-        agg_ctx_t a;
+            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js))) {
+                why = "body is not {\"aggregate\": ID, \"version\": S, "
+                      "\"state\": X} (version and state optional)";
+                goto refused;
+        }
+        aggregate = ja->valuestring;
         if ((err = agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
                             &a)))
                 goto done;
-        if (!a.exists || (jv && a.rec.has_last && S < a.rec.last_version))
-                goto ignored;
+        bool quarantined = a.rec.flags & SG_AGG_QUARANTINED;
+        bool waiting = a.rec.parked_cnt > 0 ||
+                       (a.rec.flags & SG_AGG_REFETCHING);
+        if (!a.exists)
+                why = "unknown aggregate";
+        else if (!quarantined && !(jv && waiting))
+                why = jv ? "aggregate is neither quarantined nor waiting on "
+                           "a gap"
+                         : "aggregate is not quarantined (a release without "
+                           "a version only lifts a quarantine)";
+        else if (jv && a.rec.has_last && S < a.rec.last_version)
+                snprintf(whybuf, sizeof(whybuf),
+                         "version %" PRIu64 " is below the last applied "
+                         "version %" PRIu64 " (it never decreases)",
+                         S, a.rec.last_version), why = whybuf;
+        else if (js && !p->tc->sm.enabled)
+                why = "a state is given but the topic has no state machine";
+        else if (js && !sm_has_state(&p->tc->sm, js->valuestring))
+                snprintf(whybuf, sizeof(whybuf),
+                         "state \"%.64s\" is not a state of the topic's "
+                         "state machine",
+                         js->valuestring), why = whybuf;
+        if (why)
+                goto refused;
         if (a.rec.flags & SG_AGG_REFETCHING &&
             (err = snap_cancel(e, p, &a, errstr, errstr_size)))
                 goto done;
-        if ((a.rec.flags & SG_AGG_QUARANTINED) && p->work.quarantined)
+        if (quarantined && p->work.quarantined)
                 p->work.quarantined--;
         a.rec.flags &= ~SG_AGG_QUARANTINED;
-        if (jv) {
-                a.rec.last_version = S;
-                a.rec.has_last = true;
-        }
         if (js)
                 snprintf(a.rec.state, sizeof(a.rec.state), "%s",
                          js->valuestring);
-        if ((err = drain(e, p, &a, errstr, errstr_size)))
+        if (jv && (err = agg_advance(e, p, &a, S, errstr, errstr_size)))
                 goto done;
         e->delta.releases_total++;
-        elog(e, SG_LOG_NOTICE, "aggregate_released",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"last_version\":%" PRIu64 ",\"offset\":%" PRId64,
-             jstr(e, p->topic), p->partition, jstr(e, a.rec.aggregate),
-             a.rec.last_version, rec->offset);
+        p->touched = true;
+        elog(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate", LF_STR,
+             a.rec.aggregate, "last_version", LF_U64, a.rec.last_version,
+             "offset", LF_I64, rec->offset, NULL);
         err = agg_save(e, p, &a, errstr, errstr_size);
         goto done;
-ignored:
+refused:
         e->delta.control_ignored_total++;
+        elog(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
+             aggregate, "reason", LF_STR, why, "offset", LF_I64, rec->offset,
+             NULL);
 done:
         cJSON_Delete(body);
         return err;
@@ -962,6 +1093,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 return err;
         uint64_t v = env->version;
         uint64_t next = agg_next(p, &a);
+        /* v <= L (or v < F for a new aggregate). Judged on L itself, never
+         * on L+1, which does not exist for L = 2^64-1. */
+        bool stale = a.rec.has_last ? v <= a.rec.last_version : v < next;
         dlq_info_t d = {.aggregate = a.rec.aggregate,
                         .has_versions = true,
                         .expected = next,
@@ -1000,7 +1134,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 next = v;
 
         /* Row 5: stale. */
-        if (v < next) {
+        if (stale) {
                 e->delta.stale_version_rejections_total++;
                 if (tc->stale_drop)
                         return record_key(e, p, env->key_hash, env->digest,
@@ -1058,6 +1192,36 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                     (err = snap_cancel(e, p, &a, errstr, errstr_size)))
                         return err; /* the gap closed by itself */
                 return agg_save(e, p, &a, errstr, errstr_size);
+        }
+
+        /* Row 8b: another event already holds version v. The parked one
+         * keeps it; this one is judged, never written over it. */
+        if (a.rec.parked_cnt > 0) {
+                sg_parked_rec_t held;
+                err = sg_parked_get(e->txn, &p->tp, a.hash, v, &held);
+                if (err == SG_OK) {
+                        if (memcmp(held.key_hash, env->key_hash, 32) == 0) {
+                                /* the same event, parked already (its dedup
+                                 * record expired meanwhile) */
+                                e->delta.dedup_hits_total++;
+                                return SG_OK;
+                        }
+                        d.reason = SG_R_VERSION_CONFLICT;
+                        d.detail = arena_printf(
+                            &e->arena,
+                            "version %" PRIu64 " is already held by another "
+                            "event, parked from %s/%" PRId32 " offset %" PRId64
+                            " at %s (waiting for %" PRIu64 ")",
+                            v, p->topic, p->partition, held.offset,
+                            sg_iso_time(held.parked_at_ms, ts, sizeof(ts)),
+                            next);
+                        if ((err = emit_dlq(e, &s, &d)))
+                                return err;
+                        return record_key(e, p, env->key_hash, env->digest,
+                                          SG_DV_DLQ, errstr, errstr_size);
+                }
+                if (err != SG_ERR_NOT_FOUND)
+                        return err;
         }
 
         /* Row 8: park (v > next), within the caps. */
@@ -1180,25 +1344,25 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         uint64_t next = agg_next(p, a);
         e->delta.gap_timeouts_total++;
         p->touched = true;
-        elog(e, SG_LOG_NOTICE, "gap_timeout",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"waiting_for\":%" PRIu64 ",\"parked\":%" PRIu32
-             ",\"waited_ms\":%" PRId64 ",\"gap_policy\":\"%s\"",
-             jstr(e, p->topic), p->partition, jstr(e, a->rec.aggregate), next,
-             a->rec.parked_cnt, e->now - a->rec.parked_since_ms,
-             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq");
+        elog(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
+             a->rec.aggregate, "waiting_for", LF_U64, next, "parked", LF_U64,
+             (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
+             e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
+             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq", NULL);
         if (tc->gap_policy == SG_GAP_SKIP) {
                 uint64_t low;
                 if ((err = sg_parked_first(e->txn, &p->tp, a->hash, &low,
                                            NULL)))
                         return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+                /* every parked version is above L+1 (drain's invariant),
+                 * so low - 1 > L: L moves up, never down */
                 if (low > next) {
                         a->rec.skip_from = next;
                         a->rec.skip_to = low - 1;
                         e->delta.skipped_versions_total += low - next;
                 }
-                a->rec.last_version = low - 1;
-                a->rec.has_last = true;
+                if (!a->rec.has_last || low - 1 > a->rec.last_version)
+                        agg_set_last(a, low - 1);
                 if ((err = drain(e, p, a, errstr, errstr_size)))
                         return err;
                 return agg_save(e, p, a, errstr, errstr_size);
@@ -1240,11 +1404,9 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
-                elog(e, SG_LOG_WARNING, "aggregate_quarantined",
-                     "\"topic\":%s,\"partition\":%" PRId32
-                     ",\"aggregate\":%s,\"waiting_for\":%" PRIu64,
-                     jstr(e, p->topic), p->partition,
-                     jstr(e, a->rec.aggregate), next);
+                elog(e, SG_LOG_WARNING, "aggregate_quarantined", p,
+                     "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
+                     LF_U64, next, NULL);
         }
         return agg_save(e, p, a, errstr, errstr_size);
 }
@@ -1452,13 +1614,10 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
         sg_err_t err;
         p->touched = true;
         bool last = (int64_t)r->attempt >= sc->max_attempts;
-        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"attempt\":%" PRIu32 ",\"max_attempts\":%" PRId64
-             ",\"reason\":%s,\"next\":\"%s\"",
-             jstr(e, p->topic), p->partition, jstr(e, r->aggregate),
-             r->attempt, sc->max_attempts, jstr(e, why),
-             last ? "gap_policy" : "retry");
+        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed", p, "aggregate",
+             LF_STR, r->aggregate, "attempt", LF_U64, (uint64_t)r->attempt,
+             "max_attempts", LF_I64, (int64_t)sc->max_attempts, "reason",
+             LF_STR, why, "next", LF_STR, last ? "gap_policy" : "retry", NULL);
         if ((int64_t)r->attempt < sc->max_attempts) {
                 int64_t old_due = r->due_ms;
                 r->state = SG_SNAP_WAITING;
@@ -1599,8 +1758,6 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                         p->work.quarantined--;
         }
         a->rec.flags &= ~(SG_AGG_QUARANTINED | SG_AGG_REFETCHING);
-        a->rec.last_version = S;
-        a->rec.has_last = true;
         if (state)
                 snprintf(a->rec.state, sizeof(a->rec.state), "%s", state);
         sg_snapreq_rec_t r;
@@ -1620,29 +1777,10 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         } else if (err != SG_ERR_NOT_FOUND) {
                 return err;
         }
-        /* parked events <= S are superseded: dropped, keys kept as seen */
-        uint64_t v;
-        subject_t s;
-        char *type;
-        unsigned char kh[32];
-        while ((err = unpark(e, p, a, true, S, &v, &s, &type, kh, errstr,
-                             errstr_size)) == SG_OK) {
-                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
-                                      errstr_size)))
-                        return err;
-                e->delta.snapshot_superseded_total++;
-        }
-        if (err != SG_ERR_NOT_FOUND)
+        /* L = S (the caller checked S >= L), parked events <= S
+         * superseded, S+1 ... drain, a new deadline for what is left */
+        if ((err = agg_advance(e, p, a, S, errstr, errstr_size)))
                 return err;
-        if ((err = drain(e, p, a, errstr, errstr_size)))
-                return err;
-        if (a->rec.parked_cnt > 0) {
-                /* what is left waits above a new gap: a new deadline */
-                a->rec.parked_since_ms = e->now;
-                e->delta.event_sequence_gaps_total++;
-        } else {
-                a->rec.parked_since_ms = 0;
-        }
         e->delta.snapshot_applied_total++;
         p->touched = true;
         return agg_save(e, p, a, errstr, errstr_size);
