@@ -657,6 +657,24 @@ START_TEST(replay_rejudges_dlq_verdicts_only) {
 }
 END_TEST
 
+/* README "Replay": a replayed illegal_transition comes back stale_version
+ * (row 7 consumed its version). */
+START_TEST(replay_of_illegal_transition_is_stale) {
+        char tj[2048];
+        snprintf(tj, sizeof(tj), "\"ordering\":{\"gap_timeout_ms\":1000},%s",
+                 sm_json);
+        h_t h = {0};
+        h_open(&h, tj);
+        ONE(&h, EV("A", "e1", "order.created", "1"),
+            EV("A", "e2", "order.shipped", "2"));
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "2", "illegal_transition");
+        ONE(&h, EV("A", "e2", "order.shipped", "2", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "2", "stale_version");
+        h_free(&h);
+}
+END_TEST
+
 /* ---- batches and restarts ------------------------------------------------ */
 
 START_TEST(abort_forgets_everything) {
@@ -1554,6 +1572,7 @@ Suite *engine_suite(void) {
         tcase_add_test(modes, dedup_ttl_expiry);
         tcase_add_test(modes, dedup_ttl_sweep_is_bounded);
         tcase_add_test(modes, replay_rejudges_dlq_verdicts_only);
+        tcase_add_test(modes, replay_of_illegal_transition_is_stale);
         suite_add_tcase(s, modes);
         TCase *life = tcase_create("lifecycle");
         tcase_add_test(life, abort_forgets_everything);
