@@ -124,6 +124,11 @@ typedef struct part {
         sg_meta_rec_t work;   /* this batch */
         bool touched;
         int64_t cl_last;      /* last changelog offset delivered this batch */
+        /* how far the partition is read (semantics §4, backlog-aware gap
+         * deadlines); not part of the store: a new owner starts "behind"
+         * as soon as the loop reports a position */
+        bool behind;          /* not read to the end of its log */
+        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
 } part_t;
 
 struct sg_engine {
@@ -1332,7 +1337,17 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
         p->touched = true;
         if (*result == SG_PROCESSED)
                 p->work.input_offset = rec->offset + 1;
+        if (rec->timestamp_ms > p->read_ts)
+                p->read_ts = rec->timestamp_ms;
         return SG_OK;
+}
+
+static void eng_position(void *opaque, const char *topic, int32_t partition,
+                         int64_t lag) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (p)
+                p->behind = lag != 0;
 }
 
 /* ---- gap deadlines ------------------------------------------------------- */
@@ -1998,13 +2013,22 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
         if (snap_enabled(p) &&
             (err = snap_tick(e, p, budget, errstr, errstr_size)))
                 return err;
+        /* A gap never times out while its fill may be waiting unread in
+         * the partition (semantics §4): the deadline is measured against
+         * processing time only once the partition is read to the end of
+         * its log; before that, against the newest record timestamp read,
+         * so neither seqgate's downtime nor its backlog is charged to the
+         * producers. */
+        int64_t horizon = e->now;
+        if (p->behind && p->read_ts < horizon)
+                horizon = p->read_ts;
         if (tc->order_mode == SG_ORDER_STRICT &&
             (tc->gap_policy != SG_GAP_HOLD || snap_enabled(p))) {
                 while (*budget > 0) {
                         agg_ctx_t a;
                         int64_t since;
                         err = sg_since_first(e->txn, &p->tp,
-                                             e->now - tc->gap_timeout_ms,
+                                             horizon - tc->gap_timeout_ms,
                                              a.hash, &since);
                         if (err == SG_ERR_NOT_FOUND)
                                 break;
@@ -2418,6 +2442,7 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->grow = eng_grow;
         proc->assign = eng_assign;
         proc->revoke = eng_revoke;
+        proc->position = eng_position;
         proc->delivered = eng_delivered;
         if (e->eos) {
                 proc->restore_begin = eng_restore_begin;

@@ -46,6 +46,8 @@ typedef struct h {
         int64_t now;
         sg_process_result_t last_result;
         const char *root; /* extra root keys, e.g. the guarantee */
+        bool lag_set;     /* report h->lag for partition 0 in every batch */
+        int64_t lag;
 } h_t;
 
 static const char *base_conf =
@@ -121,6 +123,7 @@ typedef struct ev {
         const char *seq;
         const char *value;
         bool replay;
+        int64_t ts; /* record timestamp; 0: 1000 */
 } ev_t;
 
 static void copy_hdr(const sg_header_t *hd, char *dst, size_t n) {
@@ -195,7 +198,7 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                     .topic = "orders",
                     .partition = 0,
                     .offset = h->offset++,
-                    .timestamp_ms = 1000,
+                    .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
                     .key = evs[i].agg,
                     .key_len = strlen(evs[i].agg),
                     .value = val,
@@ -208,6 +211,8 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                                                  sizeof(err)),
                                  SG_OK);
         }
+        if (h->lag_set) /* as the Kafka loop reports it: before tick */
+                h->proc.position(h->proc.opaque, "orders", 0, h->lag);
         ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
         collect(h);
         ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
@@ -1537,6 +1542,49 @@ START_TEST(log_lines_are_json_whatever_the_key) {
 }
 END_TEST
 
+
+/* Semantics §4: a gap never times out while its fill may be waiting unread
+ * in the partition. Behind the end of the log, the deadline is measured
+ * against the newest record timestamp read, not against processing time. */
+START_TEST(gap_deadline_waits_for_the_backlog) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h.lag_set = true;
+        h.lag = 50; /* a backlog, e.g. after a restart */
+        ONE(&h, EV("A", "e1", "t", "1", .ts = T0), EV("A", "e3", "t", "3", .ts = T0));
+        h_clock(&h, T0 + 10000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ONE(&h, EV("B", "b1", "t", "1", .ts = T0 + 500));
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 0);
+        /* the fill was in the backlog */
+        ONE(&h, EV("A", "e2", "t", "2", .ts = T0 + 600));
+        char v[64];
+        out_versions(&h, "A", v, sizeof(v));
+        ck_assert_str_eq(v, "1 2 3");
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 0);
+        /* still behind: a record timestamped past the deadline fires it */
+        ONE(&h, EV("C", "c1", "t", "1", .ts = T0 + 700),
+            EV("C", "c3", "t", "3", .ts = T0 + 700)); /* parked at T0+10000 */
+        h_clock(&h, T0 + 20000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ONE(&h, EV("B", "b2", "t", "2", .ts = T0 + 11000));
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "C", "3", "gap_timeout");
+        /* read to the end of the log: processing time alone */
+        ONE(&h, EV("D", "d1", "t", "1", .ts = 5), EV("D", "d3", "t", "3", .ts = 5));
+        h.lag = 0;
+        h_clock(&h, T0 + 21000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "D", "3", "gap_timeout");
+        /* lag unknown counts as behind */
+        ONE(&h, EV("E", "x1", "t", "1", .ts = 5), EV("E", "x3", "t", "3", .ts = 5));
+        h.lag = -1;
+        h_clock(&h, T0 + 30000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1565,6 +1613,7 @@ Suite *engine_suite(void) {
         tcase_add_test(gaps, release_refuses_lower_version_and_idle_aggregate);
         tcase_add_test(gaps, release_refuses_unknown_state);
         tcase_add_test(gaps, log_lines_are_json_whatever_the_key);
+        tcase_add_test(gaps, gap_deadline_waits_for_the_backlog);
         suite_add_tcase(s, gaps);
         TCase *modes = tcase_create("modes_ttl_replay");
         tcase_add_test(modes, mode_latest_wins);
