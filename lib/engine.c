@@ -179,8 +179,8 @@ static int64_t engine_clock(sg_engine_t *e) {
 
 /* Logs one decision an operator must be able to find in the log (a gap
  * timeout, a quarantine, a failed snapshot attempt, a release, a refused
- * control record). At most SG_ENGINE_LOG_PER_BATCH lines a batch; the
- * counters count them all. The fields never carry payloads or secrets.
+ * control record, an adopted key fingerprint). At most
+ * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The fields never carry payloads or secrets.
  *
  * Fields are built with cJSON, so a line is one valid JSON object whatever
  * the sizes of its strings: after the partition (@p p, may be NULL) come
@@ -191,9 +191,12 @@ static int64_t engine_clock(sg_engine_t *e) {
 enum { LF_STR = 1, LF_I64, LF_U64 };
 static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
                  const part_t *p, ...) {
-        if (!e->log_cb || e->log_budget <= 0)
+        /* the budget is per batch; outside one (assign, restore) every
+         * line is written */
+        if (!e->log_cb || (e->txn && e->log_budget <= 0))
                 return;
-        e->log_budget--;
+        if (e->txn)
+                e->log_budget--;
         cJSON *o = cJSON_CreateObject();
         if (!o)
                 return;
@@ -354,6 +357,105 @@ static void clock_floor(sg_engine_t *e, int64_t persisted) {
                 e->clock_skew += persisted - now;
 }
 
+/* ---- key fingerprint ------------------------------------------------------
+ *
+ * A store's dedup records are keyed by the idempotency key and hold the
+ * payload digest; its aggregate records are keyed by the aggregate id. The
+ * settings that define them (envelope format, id, scope, digest pointer,
+ * aggregate) are fingerprinted per partition in its meta record, and so in
+ * the changelog. A configuration that changes any of them would silently
+ * turn every benign retry into an idempotency_conflict (or a duplicate into
+ * a new event): such a store is refused at assignment and after a restore
+ * (SG_ERR_CONFIG, naming the settings) unless the operator started seqgate
+ * with --accept-key-change, which adopts the new fingerprint. */
+
+static const char *const fp_names[SG_META_FP_PARTS] = {
+    "envelope.format", "envelope.id", "envelope.scope", "envelope.digest",
+    "envelope.aggregate",
+};
+
+static void fp_part(unsigned char out[8], const char *text, size_t len) {
+        unsigned char h[32];
+        sg_sha256(text, len, h);
+        memcpy(out, h, 8);
+}
+
+/* "kind:name" of a field source, in @p buf. */
+static size_t fp_field(char *buf, size_t n, const sg_field_src_t *f) {
+        int l = snprintf(buf, n, "%d:%s", (int)f->kind, f->name ? f->name : "");
+        return l < 0 ? 0 : (size_t)l < n ? (size_t)l : n - 1;
+}
+
+static void fp_compute(const sg_topic_config_t *tc,
+                       unsigned char out[SG_META_FP_PARTS][8]) {
+        char buf[4096];
+        size_t l = (size_t)snprintf(buf, sizeof(buf), "%d", (int)tc->format);
+        fp_part(out[0], buf, l);
+        l = fp_field(buf, sizeof(buf), &tc->id);
+        fp_part(out[1], buf, l);
+        l = 0;
+        for (size_t i = 0; i < tc->scope_cnt && l < sizeof(buf) - 1; i++) {
+                /* length-prefixed, as the key itself is */
+                char one[1024];
+                size_t ol = fp_field(one, sizeof(one), &tc->scope[i]);
+                int w = snprintf(buf + l, sizeof(buf) - l, "%zu:%s;", ol, one);
+                if (w < 0)
+                        break;
+                l += (size_t)w < sizeof(buf) - l ? (size_t)w : sizeof(buf) - l - 1;
+        }
+        fp_part(out[2], buf, l);
+        l = (size_t)snprintf(buf, sizeof(buf), "%s",
+                             tc->digest_pointer ? tc->digest_pointer : "");
+        fp_part(out[3], buf, l < sizeof(buf) ? l : sizeof(buf) - 1);
+        l = fp_field(buf, sizeof(buf), &tc->aggregate);
+        fp_part(out[4], buf, l);
+}
+
+/* Checks @p m's key fingerprint against the configuration. Fills it in
+ * when the store has none (written before it existed) or when the operator
+ * accepted a change; *changedp tells the caller to write @p m back.
+ * SG_ERR_CONFIG when the settings differ and no change was accepted. */
+static sg_err_t fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
+                         bool *changedp, char *errstr, size_t errstr_size) {
+        unsigned char cur[SG_META_FP_PARTS][8];
+        fp_compute(p->tc, cur);
+        *changedp = false;
+        if (!m->has_key_fp) {
+                memcpy(m->key_fp, cur, sizeof(cur));
+                m->has_key_fp = true;
+                *changedp = true;
+                return SG_OK;
+        }
+        char names[256] = "";
+        size_t nl = 0;
+        for (size_t i = 0; i < SG_META_FP_PARTS; i++) {
+                if (memcmp(m->key_fp[i], cur[i], 8) == 0)
+                        continue;
+                int w = snprintf(names + nl, sizeof(names) - nl, "%s%s.%s",
+                                 nl ? ", " : "", p->tc->name, fp_names[i]);
+                if (w > 0 && (size_t)w < sizeof(names) - nl)
+                        nl += (size_t)w;
+        }
+        if (!nl)
+                return SG_OK;
+        if (!e->conf->accept_key_change) {
+                snprintf(errstr, errstr_size,
+                         "store of %s [%" PRId32 "] was written with other "
+                         "settings for topics.%s: its idempotency keys, "
+                         "digests or aggregate keys would no longer match "
+                         "(every retry an idempotency_conflict). Restore the "
+                         "old settings, or start once with "
+                         "--accept-key-change to adopt the new ones",
+                         p->topic, p->partition, names);
+                return SG_ERR_CONFIG;
+        }
+        elog(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
+             LF_STR, names, NULL);
+        memcpy(m->key_fp, cur, sizeof(cur));
+        *changedp = true;
+        return SG_OK;
+}
+
 static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
                                                const char *topic);
 
@@ -389,6 +491,8 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 m.input_offset = -1;
                 m.changelog_offset = -1;
                 m.clock_ms = engine_clock(e);
+                bool changed;
+                (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
                 if ((err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size)) ||
                     (err = sg_txn_commit(txn, errstr, errstr_size))) {
                         return err;
@@ -401,7 +505,18 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                          partition);
                 return err;
         } else {
+                bool changed = false;
+                err = fp_check(e, p, &m, &changed, errstr, errstr_size);
+                if (!err && changed) {
+                        err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+                        if (!err) {
+                                err = sg_txn_commit(txn, errstr, errstr_size);
+                                txn = NULL;
+                        }
+                }
                 sg_txn_abort(txn);
+                if (err)
+                        return err;
                 if (group && m.group[0] && strcmp(m.group, group) != 0) {
                         snprintf(errstr, errstr_size,
                                  "store of %s [%d] belongs to consumer group "
@@ -2221,6 +2336,10 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         } else if (err) {
                 return err;
         }
+        /* the restored meta carries the writer's key fingerprint */
+        bool changed;
+        if ((err = fp_check(e, p, &m, &changed, errstr, errstr_size)))
+                return err;
         m.changelog_offset = next;
         if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
                 return err;

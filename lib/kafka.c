@@ -922,9 +922,12 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                 loop->proc.revoke(loop->proc.opaque,
                                                   parts->elems[j].topic,
                                                   parts->elems[j].partition);
+                /* a foreign store, or one whose key fingerprint the
+                 * configuration does not match (exit 2), keep their code */
                 loop_set_fatal(loop,
-                               err == SG_ERR_FOREIGN ? SG_ERR_FOREIGN
-                                                     : SG_ERR_FATAL,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
                                what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
@@ -991,8 +994,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                                   parts->elems[i].topic,
                                                   parts->elems[i].partition);
                 }
-                loop_set_fatal(loop, err == SG_ERR_FOREIGN ? SG_ERR_FOREIGN
-                                                            : SG_ERR_FATAL,
+                loop_set_fatal(loop,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
                                what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);

@@ -1585,6 +1585,50 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
 }
 END_TEST
 
+
+/* Changing a setting that defines keys or digests on an existing store is
+ * refused (naming it) unless the operator accepts the change. */
+START_TEST(key_fingerprint_change_refused) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        h_close(&h);
+        char json[4096], err[512];
+        snprintf(json, sizeof(json), base_conf,
+                 "\"guarantee\":\"at_least_once\",",
+                 "\"envelope\":{\"scope\":[\"ce:source\",\"ce:type\"],"
+                 "\"digest\":\"/data\"}");
+        ck_assert_int_eq(sg_config_parse(json, &h.conf, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_open(h.dir, 1 << 24, 1 << 24, &h.store, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_engine_new(h.conf, h.store, &h.eng, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_engine_processor(h.eng, &h.proc);
+        int64_t off;
+        err[0] = '\0';
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.scope"));
+        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.digest"));
+        ck_assert_ptr_null(strstr(err, "envelope.id"));
+        ck_assert_ptr_nonnull(strstr(err, "--accept-key-change"));
+        /* accepted: adopted once, then the store is at the new settings */
+        h.conf->accept_key_change = true;
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        h.conf->accept_key_change = false;
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1627,6 +1671,7 @@ Suite *engine_suite(void) {
         tcase_add_test(life, abort_forgets_everything);
         tcase_add_test(life, restart_keeps_state);
         tcase_add_test(life, foreign_group_refused);
+        tcase_add_test(life, key_fingerprint_change_refused);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
