@@ -1042,6 +1042,39 @@ static bool sm_has_state(const sg_state_machine_t *sm, const char *state) {
         return false;
 }
 
+const char *sg_release_refusal(const sg_topic_config_t *tc,
+                               const sg_agg_rec_t *r, bool has_version,
+                               uint64_t S, const char *state, char *buf,
+                               size_t size) {
+        if (state && !tc->sm.enabled)
+                return "a state is given but the topic has no state machine";
+        if (state && !sm_has_state(&tc->sm, state)) {
+                snprintf(buf, size,
+                         "state \"%.64s\" is not a state of the topic's "
+                         "state machine",
+                         state);
+                return buf;
+        }
+        if (!r)
+                return "unknown aggregate";
+        bool quarantined = r->flags & SG_AGG_QUARANTINED;
+        bool waiting = r->parked_cnt > 0 || (r->flags & SG_AGG_REFETCHING);
+        if (!quarantined && !(has_version && waiting))
+                return has_version ? "aggregate is neither quarantined nor "
+                                     "waiting on a gap"
+                                   : "aggregate is not quarantined (a "
+                                     "release without a version only lifts "
+                                     "a quarantine)";
+        if (has_version && r->has_last && S < r->last_version) {
+                snprintf(buf, size,
+                         "version %" PRIu64 " is below the last applied "
+                         "version %" PRIu64 " (it never decreases)",
+                         S, r->last_version);
+                return buf;
+        }
+        return NULL;
+}
+
 /* An operator's control record (SG_H_CONTROL): release an aggregate
  * (semantics §4 "until a snapshot or an operator resolves it").
  *
@@ -1082,27 +1115,9 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                             &a)))
                 goto done;
         bool quarantined = a.rec.flags & SG_AGG_QUARANTINED;
-        bool waiting = a.rec.parked_cnt > 0 ||
-                       (a.rec.flags & SG_AGG_REFETCHING);
-        if (!a.exists)
-                why = "unknown aggregate";
-        else if (!quarantined && !(jv && waiting))
-                why = jv ? "aggregate is neither quarantined nor waiting on "
-                           "a gap"
-                         : "aggregate is not quarantined (a release without "
-                           "a version only lifts a quarantine)";
-        else if (jv && a.rec.has_last && S < a.rec.last_version)
-                snprintf(whybuf, sizeof(whybuf),
-                         "version %" PRIu64 " is below the last applied "
-                         "version %" PRIu64 " (it never decreases)",
-                         S, a.rec.last_version), why = whybuf;
-        else if (js && !p->tc->sm.enabled)
-                why = "a state is given but the topic has no state machine";
-        else if (js && !sm_has_state(&p->tc->sm, js->valuestring))
-                snprintf(whybuf, sizeof(whybuf),
-                         "state \"%.64s\" is not a state of the topic's "
-                         "state machine",
-                         js->valuestring), why = whybuf;
+        why = sg_release_refusal(p->tc, a.exists ? &a.rec : NULL, jv != NULL,
+                                 S, js ? js->valuestring : NULL, whybuf,
+                                 sizeof(whybuf));
         if (why)
                 goto refused;
         if (a.rec.flags & SG_AGG_REFETCHING &&

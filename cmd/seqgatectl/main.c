@@ -1426,32 +1426,6 @@ static int release_read(const sg_config_t *conf, const char *topic,
         return 0;
 }
 
-/* The engine's rule for a release (engine.c control()), checked here
- * first so that an operator hears "no" before anything is sent. NULL when
- * the release would be accepted. */
-static const char *release_refusal(const sg_agg_rec_t *r, bool found,
-                                   bool has_version, uint64_t S, char *buf,
-                                   size_t n) {
-        bool quarantined = r->flags & SG_AGG_QUARANTINED;
-        bool waiting = r->parked_cnt > 0 || (r->flags & SG_AGG_REFETCHING);
-        if (!found)
-                return "unknown aggregate (not in this store)";
-        if (!quarantined && !(has_version && waiting))
-                return has_version ? "aggregate is neither quarantined nor "
-                                     "waiting on a gap"
-                                   : "aggregate is not quarantined (a "
-                                     "release without --version only lifts "
-                                     "a quarantine)";
-        if (has_version && r->has_last && S < r->last_version) {
-                snprintf(buf, n,
-                         "--version %" PRIu64 " is below the last applied "
-                         "version %" PRIu64 " (it never decreases)",
-                         S, r->last_version);
-                return buf;
-        }
-        return NULL;
-}
-
 static int cmd_release(int argc, char **argv) {
         static const struct option opts[] = {
             {"config", required_argument, NULL, 'c'},
@@ -1518,24 +1492,17 @@ static int cmd_release(int argc, char **argv) {
         }
         /* the state must be one the topic's state machine knows: the
          * engine refuses any other, so say so before sending */
+        char why_buf[160];
+        const char *why = NULL;
         if (state) {
-                bool ok = false;
-                for (size_t i = 0; tc->sm.enabled && i < tc->sm.state_cnt; i++)
-                        ok = ok || strcmp(tc->sm.states[i], state) == 0;
-                if (!ok) {
-                        if (!tc->sm.enabled)
-                                errf("release: --state given but topic %s "
-                                     "has no state machine",
-                                     topic);
-                        else
-                                errf("release: --state '%s' is not a state of "
-                                     "topic %s's state machine (%zu states, "
-                                     "e.g. '%s')",
-                                     state, topic, tc->sm.state_cnt,
-                                     tc->sm.states[0]);
-                        sg_config_destroy(conf);
-                        return EXIT_USAGE;
-                }
+                sg_agg_rec_t any = {.flags = SG_AGG_QUARANTINED};
+                why = sg_release_refusal(tc, &any, false, 0, state, why_buf,
+                                         sizeof(why_buf));
+        }
+        if (why) {
+                errf("release: refused: %s", why);
+                sg_config_destroy(conf);
+                return EXIT_USAGE;
         }
         sg_agg_rec_t before;
         bool found = false;
@@ -1543,16 +1510,14 @@ static int cmd_release(int argc, char **argv) {
         if (wait) {
                 /* --wait reads the store of the seqgate that owns the
                  * partition: the same rule first, then the outcome */
-                char why_buf[160];
-                const char *why;
                 if ((rc = release_read(conf, topic, (int32_t)partition, agg,
                                        &found, &before, &in_off))) {
                         sg_config_destroy(conf);
                         return rc;
                 }
-                if ((why = release_refusal(&before, found, has_version,
-                                           version, why_buf,
-                                           sizeof(why_buf)))) {
+                if ((why = sg_release_refusal(tc, found ? &before : NULL,
+                                              has_version, version, state,
+                                              why_buf, sizeof(why_buf)))) {
                         errf("release: refused: %s", why);
                         sg_config_destroy(conf);
                         return EXIT_USAGE;
