@@ -2,7 +2,7 @@
 # tests/install-deps.sh: install everything seqgate's build and tests need,
 # on Debian (bookworm or later), idempotently.
 #
-#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, Check,
+#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, yajl, Check,
 #     OpenSSL, libcurl, libmicrohttpd for the unit tests' HTTP server, kcat,
 #     Maven + JDK for the real Kafka broker, Python). Only the missing ones
 #     are installed: `apt-get update` runs once, and only when something is
@@ -20,8 +20,8 @@ VENV=${SG_VENV:-$ROOT/build/venv}
 REQS=$ROOT/tests/integration/requirements.txt
 
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
-    libcjson-dev check libsubunit-dev libssl-dev libcurl4-openssl-dev
-    libmicrohttpd-dev lmdb-utils kcat maven
+    libcjson-dev libyajl-dev check libsubunit-dev libssl-dev
+    libcurl4-openssl-dev libmicrohttpd-dev lmdb-utils kcat maven
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
