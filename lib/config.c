@@ -959,6 +959,19 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                                             "Pointer (RFC 6901) such as "
                                             "\"/data\"",
                                             SG_QUOTE_MAX, it->valuestring);
+                        /* A CloudEvent's payload is its data (semantics §2;
+                         * in binary mode the record value): a pointer
+                         * elsewhere would digest attributes only and judge
+                         * different payloads duplicates. */
+                        if (tc->format == SG_FORMAT_CLOUDEVENTS &&
+                            strcmp(it->valuestring, "/data") != 0 &&
+                            strncmp(it->valuestring, "/data/", 6) != 0)
+                                return fail(c, p,
+                                            "\"%.*s\" is not allowed with "
+                                            "format \"cloudevents\"; allowed: "
+                                            "\"value\", \"/data\" or a JSON "
+                                            "Pointer into it (\"/data/...\")",
+                                            SG_QUOTE_MAX, it->valuestring);
                         if (!(tc->digest_pointer = strdup(it->valuestring)))
                                 return nomem(c);
                 }

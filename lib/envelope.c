@@ -276,6 +276,12 @@ typedef struct pctx {
         size_t errstr_size;
 } pctx_t;
 
+/* True in CloudEvents binary mode, where the value is the event's data. */
+static bool binary_mode(const pctx_t *c)
+{
+        return c->ce && !c->structured;
+}
+
 /* Parses the record value once; returns the tree or NULL (not JSON, or
  * out of memory: c->json_err says which). */
 static const sg_json_node_t *ctx_json(pctx_t *c)
@@ -355,11 +361,42 @@ typedef struct rawval {
         const sg_json_node_t *j; /* RV_JSON */
 } rawval_t;
 
+/*
+ * A JSON Pointer in CloudEvents binary mode (semantics §2): "/data" is the
+ * record value itself and "/data/..." points into it; "/ATTR" is the
+ * attribute ATTR (header ce_ATTR), which has no members. Returns the rest
+ * of the pointer after "/data" ("" or "/..."), or NULL for an attribute,
+ * whose name goes to @p attr (at most @p attr_size - 1 bytes; "" when the
+ * token cannot be an attribute name or the pointer goes deeper).
+ */
+static const char *binary_pointer(const char *ptr, char *attr, size_t attr_size)
+{
+        const char *tok = ptr + 1, *end;
+        size_t n;
+
+        attr[0] = '\0';
+        if (ptr[0] != '/')
+                return NULL;
+        end = strchr(tok, '/');
+        n = end ? (size_t)(end - tok) : strlen(tok);
+        if (n == 4 && memcmp(tok, "data", 4) == 0)
+                return tok + 4;
+        if (end || n == 0 || n >= attr_size)
+                return NULL;
+        /* CloudEvents attribute names: a-z, 0-9 (core spec §3.1.1) */
+        for (size_t i = 0; i < n; i++)
+                if (!((tok[i] >= 'a' && tok[i] <= 'z') || (tok[i] >= '0' && tok[i] <= '9')))
+                        return NULL;
+        memcpy(attr, tok, n);
+        attr[n] = '\0';
+        return NULL;
+}
+
 /* Describes where @p src is read from ("ce_id header", "JSON Pointer /a"). */
 static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                          size_t size)
 {
-        char nm[NAME_MAX_QUOTE + 4];
+        char nm[NAME_MAX_QUOTE + 4], attr[NAME_MAX_QUOTE];
         const char *name = src->name ? src->name : "";
 
         snip(nm, name, strlen(name), NAME_MAX_QUOTE);
@@ -371,6 +408,22 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                 snprintf(buf, size, "%s header", nm);
                 break;
         case SG_SRC_POINTER:
+                if (binary_mode(c)) {
+                        if (binary_pointer(name, attr, sizeof(attr)))
+                                snprintf(buf, size,
+                                         "JSON Pointer %s, binary-mode data "
+                                         "(the record value)",
+                                         nm);
+                        else if (strcmp(attr, "datacontenttype") == 0)
+                                snprintf(buf, size,
+                                         "JSON Pointer %s, content-type header", nm);
+                        else if (attr[0])
+                                snprintf(buf, size, "JSON Pointer %s, ce_%s header",
+                                         nm, attr);
+                        else
+                                snprintf(buf, size, "JSON Pointer %s", nm);
+                        break;
+                }
                 snprintf(buf, size, "JSON Pointer %s%s", nm,
                          c->structured ? " in the event" : "");
                 break;
@@ -415,7 +468,8 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
 {
         const sg_record_t *rec = c->rec;
         const char *name = src->name ? src->name : "";
-        char w[128], why[160];
+        char w[128], why[160], attr[NAME_MAX_QUOTE];
+        const char *rest = name;
 
         memset(rv, 0, sizeof(*rv));
         switch (src->kind) {
@@ -444,11 +498,20 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                 return SG_OK;
 
         case SG_SRC_POINTER:
+                if (binary_mode(c) &&
+                    !(rest = binary_pointer(name, attr, sizeof(attr)))) {
+                        /* an attribute, or below one (never there) */
+                        if (strcmp(attr, "datacontenttype") == 0)
+                                header_val(content_type_header(rec), rv); /* §3.2.1 */
+                        else if (attr[0])
+                                header_val(find_header(rec, attr, true), rv);
+                        return SG_OK;
+                }
                 if (!ctx_json(c))
                         return NOT_JSON(c, "%s (%s): %s", field,
                                         where(c, src, w, sizeof(w)),
                                         json_why(c, why, sizeof(why)));
-                rv->j = sg_json_pointer_get(c->pv->doc, c->root, name);
+                rv->j = sg_json_pointer_get(c->pv->doc, c->root, rest);
                 rv->kind = rv->j ? RV_JSON : RV_MISSING;
                 return SG_OK;
 
@@ -819,7 +882,11 @@ static sg_err_t digest_update(void *opaque, const void *bytes, size_t len)
 
 /*
  * The payload digest with a digest_pointer: SHA-256 of the canonical form
- * (json.h) of the subtree it names (semantics §2).
+ * (json.h) of the subtree it names in the CloudEvent (semantics §2). In
+ * binary mode the record value is the event's data: "/data" is the whole
+ * value — its canonical form when it is JSON, else its bytes (a canonical
+ * form is always JSON, so the two never meet) — and "/data/..." points into
+ * it.
  */
 static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
 {
@@ -829,12 +896,31 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
         const sg_json_node_t *node;
         EVP_MD_CTX *md = c->pv->md;
         unsigned int olen = 0;
-        char w[128], why[160];
+        char w[128], why[160], attr[NAME_MAX_QUOTE];
         sg_err_t err;
 
-        if (!ctx_json(c))
+        if (binary_mode(c)) {
+                if (!(ptr = binary_pointer(ptr, attr, sizeof(attr))))
+                        return fail(c->errstr, c->errstr_size,
+                                    "digest (digest_pointer, %s): in binary mode "
+                                    "only /data and pointers into it name the "
+                                    "event's data",
+                                    W);
+                if (!c->rec->value)
+                        return fail(c->errstr, c->errstr_size,
+                                    "digest (digest_pointer, %s): the event has "
+                                    "no data (null record value)",
+                                    W);
+        }
+        if (!ctx_json(c)) {
+                if (binary_mode(c) && *ptr == '\0' && c->json_err != SG_ERR_NOMEM)
+                        return sha256_checked(md, c->rec->value, c->rec->value_len,
+                                              out)
+                                       ? SG_OK
+                                       : SG_ERR_NOMEM;
                 return NOT_JSON(c, "digest (digest_pointer, %s): %s", W,
                                 json_why(c, why, sizeof(why)));
+        }
         if (!(node = sg_json_pointer_get(c->pv->doc, c->root, ptr)))
                 return fail(c->errstr, c->errstr_size,
                             "digest subtree (digest_pointer, %s) is missing", W);

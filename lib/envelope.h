@@ -33,6 +33,14 @@
  * Pointer subtree: every value kept exactly (number text as written),
  * whitespace dropped, object members sorted by name.
  *
+ * JSON Pointers name a place in the CloudEvent, whichever content mode
+ * carries it (semantics §2): in structured mode a place in the event; in
+ * binary mode the record value is the event's data, so "/data" is the whole
+ * value (a digest of a value that is not JSON is of its bytes) and
+ * "/data/x" points into it, while "/ATTR" is the attribute ATTR (header
+ * ce_ATTR; "/datacontenttype" the content-type header), which has no
+ * members. For format json a pointer is into the value.
+ *
  * Any invalid input yields SG_ERR_INVALID and a precise detail string; it
  * never crashes and never silently drops.
  *
@@ -56,7 +64,8 @@
  *    a non-JSON value is accepted; a value parsed as JSON must be accepted
  *    by json.h (strict RFC 8259, UTF-8, no duplicate member names, no lone
  *    surrogate escapes, nesting <= 1000), else it is malformed;
- *  - a digest_pointer in binary mode points into the value (the data);
+ *  - a binary-mode event with a null value has no data: a digest_pointer
+ *    "/data" makes it malformed;
  *  - detail strings quote at most 40 characters of input, with bytes outside
  *    printable ASCII escaped as \xNN.
  *

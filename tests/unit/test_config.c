@@ -314,6 +314,32 @@ START_TEST(test_plain_json_example) {
 }
 END_TEST
 
+/* format cloudevents takes "/data" and pointers under it as the digest;
+ * format json any pointer (semantics §2). */
+START_TEST(test_digest_pointers_allowed) {
+        static const char *const ok[] = {
+                CFG("", ",'envelope':{'digest':'/data'}"),
+                CFG("", ",'envelope':{'digest':'/data/'}"),
+                CFG("", ",'envelope':{'digest':'/data/amount/0'}"),
+                CFG("", ",'envelope':{'format':'cloudevents','digest':'/data/a~1b'}"),
+                CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                    "'digest':'/payload'}"),
+        };
+        static const char *const want[] = {"/data", "/data/", "/data/amount/0",
+                                           "/data/a~1b", "/payload"};
+
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                char err[512] = "";
+                sg_config_t *conf = NULL;
+
+                ck_assert_msg(parse_q(ok[i], &conf, err, sizeof(err)) == SG_OK,
+                              "case %zu: %s", i, err);
+                ck_assert_str_eq(conf->topics[0].digest_pointer, want[i]);
+                sg_config_destroy(conf);
+        }
+}
+END_TEST
+
 START_TEST(test_explicit_values) {
         char err[512] = "";
         sg_config_t *conf = NULL;
@@ -675,6 +701,18 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.envelope.digest: \"/a~\" is not allowed", NULL},
         {CFG("", ",'envelope':{'digest':null}"),
          "topics.orders.envelope.digest: must be a string", NULL},
+        /* format cloudevents: the digest is of the event's data (semantics
+         * §2); a pointer elsewhere would ignore the payload */
+        {CFG("", ",'envelope':{'digest':'/payload'}"),
+         "topics.orders.envelope.digest: \"/payload\" is not allowed with "
+         "format \"cloudevents\"",
+         "\"/data\""},
+        {CFG("", ",'envelope':{'digest':'/id'}"),
+         "topics.orders.envelope.digest: \"/id\" is not allowed", NULL},
+        {CFG("", ",'envelope':{'digest':'/database'}"),
+         "topics.orders.envelope.digest: \"/database\" is not allowed", NULL},
+        {CFG("", ",'envelope':{'digest':'/data~1x'}"),
+         "topics.orders.envelope.digest: \"/data~1x\" is not allowed", NULL},
         {CFG("", ",'envelope':{'format':'json','version':'/v'}"),
          "topics.orders.envelope.id: required with format \"json\"", NULL},
         {CFG("", ",'envelope':{'format':'json','id':'ce:id'}"),
@@ -1699,6 +1737,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_orders_example_every_field);
         tcase_add_test(tc, test_plain_json_example);
         tcase_add_test(tc, test_explicit_values);
+        tcase_add_test(tc, test_digest_pointers_allowed);
         tcase_add_test(tc, test_kafka_values_converted);
         suite_add_tcase(s, tc);
 

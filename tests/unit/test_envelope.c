@@ -1134,20 +1134,171 @@ START_TEST(test_digest_pointer_errors)
                           "\"type\":\"t\",\"sequence\":\"1\"}");
         expect_invalid(&t, &r, "digest", "/data");
 
-        /* Binary mode: the pointer is into the value, which must be JSON. */
+        /* Binary mode: the value is the data, so a pointer into it needs
+         * JSON (test_binary_data_pointer has the rest). */
+        t.tc.digest_pointer = "/data/a";
         rec_binary(&r, "k", "e", "src", "t", "1");
         r.rec.value = "garbage";
         r.rec.value_len = 7;
         expect_invalid(&t, &r, "digest", "not valid JSON");
 
+        /* ... and names the data, not a member called "data" in it. */
+        t.tc.digest_pointer = "/data";
         rec_binary(&r, "k", "e", "src", "t", "1");
         r.rec.value = "{\"data\":{\"y\":1,\"x\":2},\"noise\":3}";
         r.rec.value_len = strlen(r.rec.value);
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
-        sg_sha256("{\"x\":2,\"y\":1}", 13, want);
+        {
+                static const char c[] = "{\"data\":{\"x\":2,\"y\":1},\"noise\":3}";
+                sg_sha256(c, strlen(c), want);
+        }
         ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
         sg_envelope_clear(&env);
+
+        /* Binary mode has no "whole event" JSON: only /data names data. */
+        t.tc.digest_pointer = "/id";
+        expect_invalid(&t, &r, "digest", "only /data");
+}
+END_TEST
+
+/*
+ * A JSON Pointer names a place in the CloudEvent, whichever content mode
+ * carries it (semantics §2): in binary mode the record value IS the event's
+ * data, so "/data" is the whole value and "/data/x" points into it, and
+ * "/ATTR" is the attribute (the ce_ATTR header). Before, "/data" was looked
+ * up inside the value, so examples/orders.json (digest "/data")
+ * dead-lettered every binary-mode event as malformed.
+ */
+START_TEST(test_binary_data_pointer)
+{
+        static const char data[] = "{ \"b\": [1, 2.50], \"a\": {\"y\": 1, \"x\": 9007199254740993} }";
+        static const char canon[] = "{\"a\":{\"x\":9007199254740993,\"y\":1},\"b\":[1,2.50]}";
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN], bin[SG_HASH_LEN];
+
+        cfg_ce(&t);
+        t.tc.digest_pointer = "/data";
+        sg_envelope_init(&env);
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = data;
+        r.rec.value_len = strlen(data);
+        expect_ok(&t, &r, &env);
+        sg_sha256(canon, strlen(canon), want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        memcpy(bin, env.digest, SG_HASH_LEN);
+
+        /* The same event in structured mode has the same digest. */
+        {
+                char v[512];
+                snprintf(v, sizeof(v),
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"src\","
+                         "\"type\":\"t\",\"sequence\":\"1\",\"time\":\"now\","
+                         "\"data\":%s}",
+                         data);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "content-type", "application/cloudevents+json");
+                expect_ok(&t, &r, &env);
+                ck_assert_mem_eq(env.digest, bin, SG_HASH_LEN);
+        }
+
+        /* "/data/x" points into the value. */
+        t.tc.digest_pointer = "/data/a";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = data;
+        r.rec.value_len = strlen(data);
+        expect_ok(&t, &r, &env);
+        sg_sha256("{\"x\":9007199254740993,\"y\":1}", 28, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/b/1";
+        expect_ok(&t, &r, &env);
+        sg_sha256("2.50", 4, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/missing";
+        expect_invalid(&t, &r, "digest", "/data/missing");
+
+        /* Data that is not JSON (Avro, protobuf, text): "/data" is the value's
+         * bytes. A canonical form is always JSON, so no such value can share
+         * a digest with a JSON one. "/data/x" needs JSON. */
+        t.tc.digest_pointer = "/data";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = "\x00\x01not json";
+        r.rec.value_len = 10;
+        expect_ok(&t, &r, &env);
+        sg_sha256("\x00\x01not json", 10, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/a";
+        expect_invalid(&t, &r, "digest", "not valid JSON");
+
+        /* A null value is an event without data: nothing to digest. */
+        t.tc.digest_pointer = "/data";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = NULL;
+        r.rec.value_len = 0;
+        expect_invalid(&t, &r, "digest", "no data");
+
+        /* Field sources: "/data/..." in the value, "/ATTR" is ce_ATTR. */
+        cfg_ce(&t);
+        t.tc.aggregate = src(SG_SRC_POINTER, "/data/order");
+        t.tc.id = src(SG_SRC_POINTER, "/id");
+        t.tc.version = src(SG_SRC_POINTER, "/sequence");
+        t.tc.type = src(SG_SRC_POINTER, "/type");
+        t.scope[0] = src(SG_SRC_POINTER, "/subject");
+        rec_binary(&r, NULL, "evt-1", "src", "order.paid", "7");
+        rec_hdr(&r, "ce_subject", "orders/o-1");
+        r.rec.value = "{\"order\":\"o-1\",\"amount\":5}";
+        r.rec.value_len = strlen(r.rec.value);
+        expect_ok(&t, &r, &env);
+        ck_assert_str_eq(env.aggregate, "o-1");
+        ck_assert_str_eq(env.id, "evt-1");
+        ck_assert_uint_eq(env.version, 7);
+        ck_assert_str_eq(env.type, "order.paid");
+        {
+                const char *parts[] = {"orders", "orders/o-1", "evt-1"};
+                key_hash_of(parts, 3, want);
+                ck_assert_mem_eq(env.key_hash, want, SG_HASH_LEN);
+        }
+        /* An attribute has no members; a missing attribute is missing. */
+        t.tc.type = src(SG_SRC_POINTER, "/type/x");
+        expect_invalid(&t, &r, "type", "missing");
+        t.tc.type = src(SG_SRC_POINTER, "/nosuchattr");
+        expect_invalid(&t, &r, "type", "ce_nosuchattr header");
+        sg_envelope_clear(&env);
+}
+END_TEST
+
+/*
+ * examples/orders.json (digest "/data") reads a binary-mode CloudEvent: the
+ * example a user copies must not dead-letter every event.
+ */
+START_TEST(test_example_orders_binary)
+{
+        const char *root = getenv("SG_SOURCE_ROOT");
+        char path[4096], err[512];
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *tc;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN];
+
+        ck_assert_msg(root != NULL, "SG_SOURCE_ROOT must name the repository");
+        snprintf(path, sizeof(path), "%s/examples/orders.json", root);
+        ck_assert_msg(sg_config_load(path, &conf, err, sizeof(err)) == SG_OK,
+                      "%s: %s", path, err);
+        tc = sg_config_topic(conf, "orders");
+        ck_assert_ptr_nonnull(tc);
+        ck_assert_str_eq(tc->digest_pointer, "/data");
+        rec_binary(&r, "order-1", "evt-1", "/shop", "order.created", "1");
+        sg_envelope_init(&env);
+        ck_assert_msg(sg_envelope_parse(tc, &r.rec, &env, errbuf, sizeof(errbuf)) ==
+                              SG_OK,
+                      "binary event refused: %s", errbuf);
+        sg_sha256("{\"amount\":10}", 13, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        sg_envelope_clear(&env);
+        sg_config_destroy(conf);
 }
 END_TEST
 
@@ -1788,6 +1939,8 @@ static Suite *envelope_suite(void)
         tcase_add_test(tc, test_digest_whole_value);
         tcase_add_test(tc, test_digest_pointer);
         tcase_add_test(tc, test_digest_pointer_errors);
+        tcase_add_test(tc, test_binary_data_pointer);
+        tcase_add_test(tc, test_example_orders_binary);
         tcase_add_test(tc, test_digest_keeps_number_text);
         tcase_add_test(tc, test_digest_string_forms);
         tcase_add_test(tc, test_json_ambiguous_refused);
