@@ -650,6 +650,9 @@ static int cb_end_map(void *ctx)
         sg_json_node_t *obj = &d->nodes[idx];
         size_t n = obj->count, i;
 
+        obj->_sorted = (uint32_t)d->order_cnt;
+        if (n == 0)
+                return 1; /* nothing to order (and the array may not exist) */
         if (n > d->order_cap - d->order_cnt) {
                 size_t cap = d->order_cap ? d->order_cap : 256;
                 uint32_t *no;
@@ -660,7 +663,6 @@ static int cb_end_map(void *ctx)
                 d->order = no;
                 d->order_cap = cap;
         }
-        obj->_sorted = (uint32_t)d->order_cnt;
         o = d->order + d->order_cnt;
         for (c = obj->_first, i = 0; i < n; c = d->nodes[c]._next, i++)
                 o[i] = c;

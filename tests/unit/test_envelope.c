@@ -1621,6 +1621,22 @@ START_TEST(test_json_canonical)
 }
 END_TEST
 
+/* Empty containers, first in a fresh document (fuzz_envelope found
+ * cb_end_map offsetting a NULL member-order array by zero: UB). */
+START_TEST(test_json_empty_containers)
+{
+        static const char *const same[] = {"{}", "[]", "[{}]", "{\"a\":{}}",
+                                           "[[],{},[{}]]"};
+
+        for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+                char *c = canon_at(same[i], "");
+                ck_assert_msg(c && strcmp(c, same[i]) == 0, "%s: %s", same[i],
+                              c ? c : "(refused)");
+                free(c);
+        }
+}
+END_TEST
+
 /* What sg_json_parse refuses: not RFC 8259, and the ambiguous forms. */
 START_TEST(test_json_strict)
 {
@@ -1951,6 +1967,7 @@ static Suite *envelope_suite(void)
         tcase_add_test(tc, test_json_pointer);
         tcase_add_test(tc, test_json_canonical);
         tcase_add_test(tc, test_json_strict);
+        tcase_add_test(tc, test_json_empty_containers);
         tcase_add_test(tc, test_json_number_version);
         suite_add_tcase(s, tc);
 
