@@ -1156,6 +1156,49 @@ END_TEST
 
 #define SECRET "Tr0ub4dor-XYZZY-hunter2"
 
+/*
+ * An error text is one line of printable, valid UTF-8, whatever the file
+ * holds: cJSON takes raw control characters and any bytes inside strings,
+ * and keys and values are quoted in errors (fuzz_config found a key with a
+ * newline printed as is). Such bytes appear as \xNN.
+ */
+START_TEST(test_error_text_escaped) {
+        static const struct {
+                const char *json, *want;
+        } cases[] = {
+                /* raw newline inside a key (cJSON accepts it) */
+                {CFG("", ",'out\nput':1"), "topics.orders.out\\x0aput: unknown key"},
+                /* an escaped one, decoded by cJSON */
+                {CFG("", ",'out\\u0009put':1"), "topics.orders.out\\x09put: unknown key"},
+                /* a value */
+                {CFG("", ",'ordering':{'gap_policy':'wa\\u001bit'}"),
+                 "\"wa\\x1bit\" is not allowed"},
+                /* bytes that are not UTF-8, and DEL */
+                {CFG("", ",'ordering':{'gap_policy':'w\xff\x7f'}"),
+                 "\"w\\xff\\x7f\" is not allowed"},
+                /* valid UTF-8 is kept */
+                {CFG("", ",'ordering':{'gap_policy':'w\xc3\xa4it'}"),
+                 "\"w\xc3\xa4it\" is not allowed"},
+                /* field sources go through sg_field_src_parse's own errors */
+                {CFG("", ",'envelope':{'id':'ce:\\u000a'}"), "\"ce:\\x0a\""},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char err[1024];
+                sg_config_t *conf = NULL;
+
+                ck_assert_int_eq(parse_q(cases[i].json, &conf, err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                for (const char *p = err; *p; p++)
+                        ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
+                                      "case %zu: byte 0x%02x in \"%s\"", i,
+                                      (unsigned char)*p, err);
+                ck_assert_msg(strstr(err, cases[i].want), "case %zu: \"%s\" lacks \"%s\"",
+                              i, err, cases[i].want);
+        }
+}
+END_TEST
+
 START_TEST(test_secret_not_in_errors) {
         static const char *const texts[] = {
                 /* a number in a secret property */
@@ -1738,6 +1781,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_plain_json_example);
         tcase_add_test(tc, test_explicit_values);
         tcase_add_test(tc, test_digest_pointers_allowed);
+        tcase_add_test(tc, test_error_text_escaped);
         tcase_add_test(tc, test_kafka_values_converted);
         suite_add_tcase(s, tc);
 
