@@ -44,6 +44,7 @@
 #define SNIP_MAX 40          /* most characters of input quoted in a detail */
 #define NAME_MAX_QUOTE 32    /* most characters of a configured name quoted */
 #define DEFAULT_MAX_FIELD 1024
+#define DETAIL_MAX 199       /* longest detail, in bytes */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                        */
@@ -55,13 +56,21 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
 #endif
         ;
 
+/* Writes a detail of at most DETAIL_MAX bytes (envelope.h): one whose
+ * parts (field, source, JSON error) add up to more is cut, ending "...". */
 static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
         if (errstr && errstr_size > 0) {
+                char buf[512];
                 va_list ap;
+                int n;
+
                 va_start(ap, fmt);
-                vsnprintf(errstr, errstr_size, fmt, ap);
+                n = vsnprintf(buf, sizeof(buf), fmt, ap);
                 va_end(ap);
+                if (n > DETAIL_MAX)
+                        memcpy(buf + DETAIL_MAX - 3, "...", 4);
+                snprintf(errstr, errstr_size, "%s", buf);
         }
         return SG_ERR_INVALID;
 }
@@ -411,8 +420,7 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                 if (binary_mode(c)) {
                         if (binary_pointer(name, attr, sizeof(attr)))
                                 snprintf(buf, size,
-                                         "JSON Pointer %s, binary-mode data "
-                                         "(the record value)",
+                                         "JSON Pointer %s in binary-mode data",
                                          nm);
                         else if (strcmp(attr, "datacontenttype") == 0)
                                 snprintf(buf, size,

@@ -66,8 +66,9 @@
  *    surrogate escapes, nesting <= 1000), else it is malformed;
  *  - a binary-mode event with a null value has no data: a digest_pointer
  *    "/data" makes it malformed;
- *  - detail strings quote at most 40 characters of input, with bytes outside
- *    printable ASCII escaped as \xNN.
+ *  - detail strings are printable ASCII of at most 199 bytes (a longer one
+ *    is cut and ends in "..."), quoting at most 40 characters of input, with
+ *    bytes outside printable ASCII escaped as \xNN.
  *
  * Thread-safety: sg_envelope_parse() is reentrant; each sg_envelope_t is
  * owned by one thread.

@@ -1769,6 +1769,61 @@ START_TEST(test_deep_nesting)
 }
 END_TEST
 
+/*
+ * A detail stays under 200 bytes whatever it combines: a long field
+ * source, yajl's longest message, large byte offsets, a long quoted member
+ * name. fuzz_envelope found 201 bytes ("aggregate id (JSON Pointer
+ * /data/order, binary-mode data (the record value)): record value is not
+ * valid JSON (error at byte 179 of 271: inside a string, '\\' occurs
+ * before a character which it may not)").
+ */
+START_TEST(test_detail_bounded)
+{
+        static const char long_ptr[] =
+                "/data/a_rather_long_member_name_for_an_order_identifier/and_more";
+        size_t big = 1000000;
+        char *v = malloc(big + 64), name[128];
+        tcfg_t t;
+        trec_t r;
+
+        ck_assert_ptr_nonnull(v);
+        /* the fuzz finding, reduced */
+        cfg_ce(&t);
+        t.tc.aggregate = src(SG_SRC_POINTER, "/data/order");
+        rec_binary(&r, NULL, "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = "{\"order\":7\"?\\u061f\\b\\q\"}";
+        r.rec.value_len = strlen(r.rec.value);
+        expect_invalid(&t, &r, "aggregate id", "not valid JSON");
+
+        /* long pointer names, offsets in the millions, yajl's longest text */
+        memset(v, ' ', big);
+        memcpy(v + big, "{\"order\":\"\\q\"}", 15);
+        v[big + 15] = '\0';
+        t.tc.aggregate = src(SG_SRC_POINTER, long_ptr);
+        rec_binary(&r, NULL, "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = v;
+        r.rec.value_len = strlen(v);
+        expect_invalid(&t, &r, "aggregate id", NULL);
+        t.tc.aggregate = src(SG_SRC_KEY, NULL);
+        t.tc.digest_pointer = (char *)long_ptr;
+        rec_binary(&r, "k", "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = v;
+        r.rec.value_len = strlen(v);
+        expect_invalid(&t, &r, "digest", NULL);
+
+        /* a long duplicate member name, quoted */
+        memset(name, 'n', 100);
+        name[100] = '\0';
+        snprintf(v, big, "{\"data\":{\"%s\":1,\"%s\":2},\"specversion\":\"1.0\"}",
+                 name, name);
+        t.tc.digest_pointer = (char *)long_ptr;
+        rec_init(&r, "k", v);
+        rec_hdr(&r, "content-type", "application/cloudevents+json");
+        expect_invalid(&t, &r, "duplicate member name", NULL);
+        free(v);
+}
+END_TEST
+
 START_TEST(test_reuse_envelope)
 {
         tcfg_t t;
@@ -1975,6 +2030,7 @@ static Suite *envelope_suite(void)
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_deep_nesting);
         tcase_add_test(tc, test_reuse_envelope);
+        tcase_add_test(tc, test_detail_bounded);
         tcase_add_test(tc, test_fuzz_no_crash);
         tcase_add_test(tc, test_tiny_errstr);
         suite_add_tcase(s, tc);
