@@ -22,6 +22,7 @@
 #include "engine.h"
 
 #include "envelope.h"
+#include "json.h"
 #include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
@@ -1027,7 +1028,8 @@ static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size);
 static bool is_snapshot_reply(const sg_engine_t *e, const char *topic);
-static bool reply_version(const cJSON *v, uint64_t *out);
+static bool reply_version(const sg_record_t *rec, const cJSON *v,
+                          uint64_t *out);
 static const sg_header_t *header_find(const sg_record_t *rec,
                                       const char *name);
 static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
@@ -1105,7 +1107,8 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
-            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js))) {
+            (jv && !reply_version(rec, jv, &S)) ||
+            (js && !cJSON_IsString(js))) {
                 why = "body is not {\"aggregate\": ID, \"version\": S, "
                       "\"state\": X} (version and state optional)";
                 goto refused;
@@ -1988,20 +1991,18 @@ static bool parse_request_id(const char *rid, size_t len, char *topic,
         return true;
 }
 
-/* Reads the version of a reply: an integer JSON number (<= 2^53) or a
- * decimal string. */
-static bool reply_version(const cJSON *v, uint64_t *out) {
+/* Reads the version of a reply (member "version" of @p rec's value): an
+ * integer JSON number (<= 2^53) or a decimal string. A number is judged by
+ * its text (semantics §2), which cJSON does not keep: json.h reads it. */
+static bool reply_version(const sg_record_t *rec, const cJSON *v,
+                          uint64_t *out) {
         if (cJSON_IsString(v))
                 return sg_version_parse(v->valuestring,
                                         strlen(v->valuestring),
                                         out) == SG_OK;
-        if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
-            v->valuedouble <= 9007199254740992.0 &&
-            (double)(uint64_t)v->valuedouble == v->valuedouble) {
-                *out = (uint64_t)v->valuedouble;
-                return true;
-        }
-        return false;
+        return cJSON_IsNumber(v) &&
+               sg_json_version_get(rec->value, rec->value_len, "/version",
+                                   out) == SG_OK;
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
@@ -2075,7 +2076,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
-        if (!cJSON_IsObject(body) || !reply_version(jv, &S) ||
+        if (!cJSON_IsObject(body) || !reply_version(rec, jv, &S) ||
             (js && !cJSON_IsString(js)) ||
             (p->tc->sm.enabled && !cJSON_IsString(js)) ||
             (ja && (!cJSON_IsString(ja) ||
@@ -2083,7 +2084,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                 if (!failed)
                         why = !cJSON_IsObject(body)
                                   ? "reply is not a JSON object"
-                              : !reply_version(jv, &S)
+                              : !reply_version(rec, jv, &S)
                                   ? "reply has no valid version"
                               : ja && (!cJSON_IsString(ja) ||
                                        strcmp(ja->valuestring,

@@ -946,6 +946,27 @@ START_TEST(snapshot_late_and_unknown_replies) {
 }
 END_TEST
 
+/* A reply's JSON number version is judged by its text (semantics §2): an
+ * integer of at most 2^53, no fraction, no exponent. 9007199254740993 must
+ * not be read as 9007199254740992, nor 2.0 or 2e0 as 2. */
+START_TEST(snapshot_reply_version_judged_by_text) {
+        h_t h = {0};
+        h_open(&h, snap_kafka);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e4", "t", "4"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        reply(&h, rid, "A", "9007199254740993", NULL);
+        reply(&h, rid, "A", "2.0", NULL);
+        reply(&h, rid, "A", "2e0", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 0);
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 3);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(snapshot_retries_then_policy_then_release) {
         h_t h = {0};
         h_open(&h, snap_kafka); /* max_attempts 2, timeout 2000, backoff 100 */
@@ -1677,6 +1698,7 @@ Suite *engine_suite(void) {
         TCase *snap = tcase_create("snapshot");
         tcase_add_test(snap, snapshot_kafka_resolves_gap);
         tcase_add_test(snap, snapshot_late_and_unknown_replies);
+        tcase_add_test(snap, snapshot_reply_version_judged_by_text);
         tcase_add_test(snap, snapshot_retries_then_policy_then_release);
         tcase_add_test(snap, snapshot_new_aggregate_and_state);
         tcase_add_test(snap, snapshot_max_in_flight_and_cancel);
