@@ -2122,30 +2122,34 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
                                   char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = part_find(e, topic, partition);
+        sg_err_t err = SG_OK;
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
                          topic, partition);
-                return SG_ERR_INVALID;
-        }
-        if (key_len < 1) {
+                err = SG_ERR_INVALID;
+        } else if (key_len < 1) {
                 snprintf(errstr, errstr_size,
                          "changelog %s [%d] offset %" PRId64
                          ": empty key",
                          p->tc->changelog_topic, partition, offset);
-                return SG_ERR_INVALID;
+                err = SG_ERR_INVALID;
+        } else {
+                const unsigned char *k = key;
+                err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
+                                            key_len - 1, value, value_len,
+                                            errstr, errstr_size);
         }
-        const unsigned char *k = key;
-        sg_err_t err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
-                                             key_len - 1, value, value_len,
-                                             errstr, errstr_size);
-        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0 &&
-            !(err = restore_checkpoint(e, p, offset + 1, errstr,
-                                       errstr_size)))
-                err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
-                                   errstr_size);
+        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+                err = restore_checkpoint(e, p, offset + 1, errstr,
+                                         errstr_size);
+                if (!err)
+                        err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                           errstr_size);
+        }
         if (err) {
-                /* no write transaction may stay open: the loop grows the
-                 * map (SG_ERR_MAP_FULL) and restarts from restore_begin */
+                /* every error ends here: no write transaction may stay open
+                 * (the loop grows the map on SG_ERR_MAP_FULL and restarts
+                 * from restore_begin; anything else stops the restore) */
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
         }

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1262,6 +1263,40 @@ START_TEST(eos_store_follows_partition_through_changelog) {
 END_TEST
 
 
+/* A step that blocks (a write transaction left open: LMDB's next
+ * mdb_txn_begin waits forever) fails the test instead of hanging it. */
+static void on_alarm(int sig) {
+        (void)sig;
+        ck_abort_msg("blocked: an LMDB write transaction was left open");
+}
+
+static void watchdog(unsigned seconds) {
+        signal(SIGALRM, on_alarm);
+        alarm(seconds);
+}
+
+START_TEST(restore_empty_key_closes_txn) {
+        changelog_cnt = 0;
+        h_t h = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(h.proc.restore_begin(h.proc.opaque, "orders", 0, 0, 1,
+                                              &from, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(h.proc.restore_apply(h.proc.opaque, "orders", 0, 0,
+                                              "", 0, "v", 1, err, sizeof(err)),
+                         SG_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err, "g-orders-changelog [0] offset 0"));
+        /* the restore's transaction is gone: a batch can begin */
+        watchdog(3);
+        ev_t b[] = {EV("A", "e1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&h, b, 1), 1);
+        alarm(0);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(operator_release_of_quarantine) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
@@ -1339,6 +1374,7 @@ Suite *engine_suite(void) {
         suite_add_tcase(s, snap);
         TCase *eos = tcase_create("exactly_once");
         tcase_add_test(eos, eos_store_follows_partition_through_changelog);
+        tcase_add_test(eos, restore_empty_key_closes_txn);
         suite_add_tcase(s, eos);
         return s;
 }
