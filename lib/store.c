@@ -10,10 +10,15 @@
  * Invariant relied on by the engine: every write of a batch goes through the
  * one write transaction the engine holds; nothing here commits on its own.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid() */
+#endif
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <lmdb.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +47,14 @@ struct sg_store {
         MDB_dbi dbi[DB__CNT];
         uint64_t growth;
         int lock_fd; /* data_dir/seqgate.lock, held while open (write mode) */
+        atomic_uint txns_open;   /* begun, not yet committed or aborted */
+        atomic_uint writes_open; /* of which write transactions */
+        atomic_int writer_tid;   /* thread holding the write txn, 0 none */
+        /* fault simulation (sg_store_fault_inject) */
+        unsigned fault_ops;      /* SG_STORE_OP_* mask, 0: disarmed */
+        uint64_t fault_n, fault_cnt;
+        int fault_rc;
+        bool fault_fired;
 };
 
 /* A captured change (changelog, issue 4): full LMDB key, value or NULL. */
@@ -57,6 +70,8 @@ typedef struct change {
 struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
+        bool write;
+        int failed;   /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
@@ -100,6 +115,13 @@ static sg_err_t capture(sg_txn_t *t, int db, const void *k, size_t klen,
 }
 
 static void txn_free(sg_txn_t *t) {
+        sg_store_t *s = t->store;
+        assert(atomic_load(&s->txns_open) > 0);
+        atomic_fetch_sub(&s->txns_open, 1);
+        if (t->write) {
+                atomic_store(&s->writer_tid, 0);
+                atomic_fetch_sub(&s->writes_open, 1);
+        }
         for (size_t i = 0; i < t->change_cnt; i++)
                 free(t->changes[i].key);
         free(t->changes);
@@ -150,6 +172,81 @@ static sg_err_t lmdb_err(int rc, const char *what, char *errstr,
                 snprintf(errstr, errstr_size, "LMDB %s: %s", what,
                          mdb_strerror(rc));
         return SG_ERR_STORE;
+}
+
+/* ---- LMDB calls, with fault simulation ---------------------------------
+ *
+ * Every mdb_txn_begin / mdb_put / mdb_del / mdb_cursor_del / mdb_txn_commit
+ * of a transaction goes through these. When sg_store_fault_inject() armed a
+ * fault, the n-th matching operation is not run and fails with the chosen
+ * error; as LMDB does after a failed write, the transaction is then broken:
+ * every later operation on it fails with MDB_BAD_TXN and a commit aborts it.
+ * Disarmed, the cost is one branch per operation. */
+
+static int fault_at(sg_store_t *s, unsigned op) {
+        if (!(s->fault_ops & op) || s->fault_fired)
+                return 0;
+        if (++s->fault_cnt != s->fault_n)
+                return 0;
+        s->fault_fired = true;
+        return s->fault_rc;
+}
+
+/* Runs a write operation @p op of @p t: 0 to go on, else the error. */
+static int write_op(sg_txn_t *t, unsigned op) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        int rc = fault_at(t->store, op);
+        if (rc)
+                t->failed = rc;
+        return rc;
+}
+
+static int lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
+                    unsigned flags) {
+        int rc = write_op(t, SG_STORE_OP_PUT);
+        return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
+}
+
+static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
+}
+
+static int lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_cursor_del(cur, 0);
+}
+
+static int lmdb_get(sg_txn_t *t, int db, MDB_val *key, MDB_val *val) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        return mdb_get(t->txn, t->store->dbi[db], key, val);
+}
+
+static int lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        return mdb_cursor_open(t->txn, t->store->dbi[db], curp);
+}
+
+void sg_store_fault_inject(sg_store_t *s, unsigned ops, uint64_t n, int rc) {
+        s->fault_ops = n && rc ? ops : 0;
+        s->fault_n = n;
+        s->fault_rc = rc;
+        s->fault_cnt = 0;
+        s->fault_fired = false;
+}
+
+uint64_t sg_store_fault_count(const sg_store_t *s, bool *firedp) {
+        if (firedp)
+                *firedp = s->fault_fired;
+        return s->fault_cnt;
+}
+
+unsigned sg_store_txns_open(const sg_store_t *s, bool write_only) {
+        return write_only ? atomic_load(&s->writes_open)
+                          : atomic_load(&s->txns_open);
 }
 
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
@@ -265,6 +362,15 @@ void sg_store_close(sg_store_t *s) {
 }
 
 sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
+        /* LMDB: the map size may only change with no transaction active in
+         * this process; a caller that left one open has lost track of it */
+        unsigned open = atomic_load(&s->txns_open);
+        assert(open == 0 && "sg_store_grow with a transaction open");
+        if (open) {
+                snprintf(errstr, errstr_size,
+                         "grow map: %u transaction(s) still open", open);
+                return SG_ERR_INVALID;
+        }
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         size_t nsize = info.me_mapsize + (size_t)s->growth;
@@ -291,17 +397,35 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
         if (!t)
                 return SG_ERR_NOMEM;
         t->store = s;
-        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+        t->write = write;
+        /* one write transaction per process at a time: a thread beginning a
+         * second one while it holds the first would wait for itself */
+        assert(!write || atomic_load(&s->writer_tid) != (int)gettid());
+        int rc = fault_at(s, SG_STORE_OP_BEGIN);
+        if (!rc)
+                rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY,
+                                   &t->txn);
         if (rc) {
                 free(t);
-                return lmdb_err(rc, "begin", errstr, errstr_size);
+                return lmdb_err(rc, write ? "begin" : "begin read-only",
+                                errstr, errstr_size);
+        }
+        atomic_fetch_add(&s->txns_open, 1);
+        if (write) {
+                atomic_fetch_add(&s->writes_open, 1);
+                atomic_store(&s->writer_tid, (int)gettid());
         }
         *txnp = t;
         return SG_OK;
 }
 
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
-        int rc = mdb_txn_commit(t->txn);
+        int rc = t->failed ? MDB_BAD_TXN : fault_at(t->store,
+                                                   SG_STORE_OP_COMMIT);
+        if (rc)
+                mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
+        else
+                rc = mdb_txn_commit(t->txn);
         txn_free(t);
         return rc ? lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }
@@ -369,7 +493,7 @@ static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
                     const void *v, size_t vlen, char *errstr,
                     size_t errstr_size) {
         MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
-        int rc = mdb_put(t->txn, t->store->dbi[db], &key, &val, 0);
+        int rc = lmdb_put(t, db, &key, &val, 0);
         if (rc)
                 return lmdb_err(rc, db_names[db], errstr, errstr_size);
         return capture(t, db, k, klen, v ? v : "", vlen);
@@ -378,14 +502,14 @@ static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
 static sg_err_t get(sg_txn_t *t, int db, const void *k, size_t klen,
                     MDB_val *val) {
         MDB_val key = {klen, (void *)k};
-        int rc = mdb_get(t->txn, t->store->dbi[db], &key, val);
+        int rc = lmdb_get(t, db, &key, val);
         return rc ? lmdb_err(rc, db_names[db], NULL, 0) : SG_OK;
 }
 
 static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
                     char *errstr, size_t errstr_size) {
         MDB_val key = {klen, (void *)k};
-        int rc = mdb_del(t->txn, t->store->dbi[db], &key, NULL);
+        int rc = lmdb_del(t, db, &key);
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
         if (rc)
@@ -463,7 +587,7 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
         *removedp = 0;
         for (int i = 0; i < max; i++) {
                 MDB_cursor *cur;
-                int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_EXPIRY], &cur);
+                int rc = lmdb_cursor_open(t, DB_EXPIRY, &cur);
                 if (rc)
                         return lmdb_err(rc, "expiry cursor", errstr,
                                         errstr_size);
@@ -641,8 +765,7 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
                         total += lens[i];
         }
         MDB_val key = {klen, k}, val = {total, NULL};
-        int rc = mdb_put(t->txn, t->store->dbi[DB_PARKED], &key, &val,
-                         MDB_RESERVE);
+        int rc = lmdb_put(t, DB_PARKED, &key, &val, MDB_RESERVE);
         if (rc)
                 return lmdb_err(rc, "parked", errstr, errstr_size);
         unsigned char *p = val.mv_data;
@@ -714,7 +837,7 @@ sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
         unsigned char k[SG_TP_MAX + 64];
         size_t plen = key2(k, tp, ah, 32, NULL, 0);
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        int rc = lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {plen, k}, val;
@@ -748,7 +871,7 @@ static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
                                  int64_t upto_ms, unsigned char ah_out[32],
                                  int64_t *msp) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+        int rc = lmdb_cursor_open(t, db, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -779,7 +902,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
                         uint64_t max, uint64_t *countp) {
         MDB_cursor *cur;
         *countp = 0;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SINCE], &cur);
+        int rc = lmdb_cursor_open(t, DB_SINCE, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -849,14 +972,14 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                                  size_t errstr_size) {
         for (int db = 0; db < DB__CNT; db++) {
                 MDB_cursor *cur;
-                int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+                int rc = lmdb_cursor_open(t, db, &cur);
                 if (rc)
                         return lmdb_err(rc, "drop", errstr, errstr_size);
                 MDB_val key = {tp->len, (void *)tp->b}, val;
                 rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
                 while (rc == 0 && key.mv_size >= tp->len &&
                        memcmp(key.mv_data, tp->b, tp->len) == 0) {
-                        if ((rc = mdb_cursor_del(cur, 0)))
+                        if ((rc = lmdb_cursor_del(t, cur)))
                                 break;
                         rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
                         if (rc == MDB_NOTFOUND || rc == EINVAL)
@@ -1137,7 +1260,7 @@ fail:
 
 sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_META], &cur);
+        int rc = lmdb_cursor_open(t, DB_META, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key, val;
@@ -1173,7 +1296,7 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
 sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                         void *opaque) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_AGG], &cur);
+        int rc = lmdb_cursor_open(t, DB_AGG, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -1221,7 +1344,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         unsigned char k[SG_TP_MAX + 64];
         size_t plen = key2(k, tp, ah, 32, NULL, 0);
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        int rc = lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {plen, k}, val;

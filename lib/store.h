@@ -145,11 +145,53 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        char *errstr, size_t errstr_size);
 void sg_store_close(sg_store_t *store);
 
-/** Grows the map by the growth step. No transaction may be open. */
+/** Grows the map by the growth step. No transaction may be open (LMDB
+ *  rule; asserted): SG_ERR_INVALID if one is. */
 sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
 
 /** Current map size and bytes in use (pages × page size). */
 void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
+
+/**
+ * Transactions of @p store open now (begun by sg_txn_begin, not yet
+ * committed or aborted): write transactions only when @p write_only, else
+ * all. For assertions and tests: after an error every caller must have
+ * ended its transaction (a write transaction left open makes the next
+ * mdb_txn_begin of the process block forever, and sg_store_grow refuse).
+ * Thread-safe.
+ */
+unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
+
+/* ---- fault simulation (tests) --------------------------------------------
+ *
+ * In the spirit of SQLite's fault simulation: a test makes the n-th LMDB
+ * operation fail with a chosen error, for every n, and checks that nothing
+ * is left open, nothing is lost and nothing is half-written. Compiled in
+ * always and inert until armed (one branch per operation); only tests arm
+ * it. Not thread-safe: arm and read it from the thread using the store.
+ */
+
+/** The LMDB operations a fault can be injected into (a bit mask). */
+#define SG_STORE_OP_BEGIN 0x1u  /**< mdb_txn_begin (sg_txn_begin) */
+#define SG_STORE_OP_PUT 0x2u    /**< mdb_put */
+#define SG_STORE_OP_DEL 0x4u    /**< mdb_del, mdb_cursor_del */
+#define SG_STORE_OP_COMMIT 0x8u /**< mdb_txn_commit (sg_txn_commit) */
+#define SG_STORE_OP_ALL 0xfu
+
+/**
+ * Arms the fault: from now on operations of the kinds in @p ops are
+ * counted, and the @p n-th (1-based) is not run but fails with LMDB error
+ * @p rc (MDB_MAP_FULL → SG_ERR_MAP_FULL; anything else, e.g. EIO →
+ * SG_ERR_STORE), once. As after a real failed write, that transaction is
+ * broken: every later operation on it fails with MDB_BAD_TXN and a commit
+ * aborts it. A failed commit aborts the transaction (as LMDB does).
+ * n == 0 or rc == 0 disarms (and resets the count).
+ */
+void sg_store_fault_inject(sg_store_t *store, unsigned ops, uint64_t n,
+                           int rc);
+/** Operations counted since sg_store_fault_inject() (up to the faulted
+ *  one); *firedp (optional) tells whether the fault was injected. */
+uint64_t sg_store_fault_count(const sg_store_t *store, bool *firedp);
 
 /** Begins a transaction (read-only if !write). */
 sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,

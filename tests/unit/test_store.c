@@ -7,9 +7,13 @@
 #include "store.h"
 
 #include <check.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -441,6 +445,159 @@ START_TEST(data_dir_locked_by_one_writer) {
 }
 END_TEST
 
+/* ---- fault simulation ---------------------------------------------------- */
+
+static void put_dedup(sg_txn_t *t, const sg_tp_t *tp, const char *key,
+                      sg_err_t want) {
+        unsigned char kh[32];
+        hash_of(key, kh);
+        sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED, .expiry_ms = 100};
+        err[0] = '\0';
+        ck_assert_int_eq(sg_dedup_put(t, tp, kh, &r, err, sizeof(err)), want);
+}
+
+/* The n-th counted operation fails with the chosen error; the transaction is
+ * broken from then on (as LMDB breaks one after a failed write), a commit
+ * aborts it, and nothing of it reaches the store. */
+START_TEST(fault_put_breaks_the_txn) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        sg_store_fault_inject(s, SG_STORE_OP_PUT, 3, EIO);
+        sg_txn_t *t = wtxn(s);
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 1);
+        ck_assert_uint_eq(sg_store_txns_open(s, true), 1);
+        put_dedup(t, &tp, "k1", SG_OK); /* puts 1, 2: expiry index, record */
+        put_dedup(t, &tp, "k2", SG_ERR_STORE); /* put 3 */
+        ck_assert_ptr_nonnull(strstr(err, "Input/output error"));
+        bool fired = false;
+        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 3);
+        ck_assert(fired);
+        /* broken: reads and writes fail, the commit aborts */
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k1", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
+        put_dedup(t, &tp, "k3", SG_ERR_STORE);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        /* one-shot: the next transaction works, and k1 was never committed */
+        t = wtxn(s);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_NOT_FOUND);
+        put_dedup(t, &tp, "k1", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+START_TEST(fault_map_full_then_grow) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_store_fault_inject(s, SG_STORE_OP_ALL, 2, MDB_MAP_FULL);
+        sg_txn_t *t = wtxn(s); /* op 1: begin */
+        put_dedup(t, &tp, "k1", SG_ERR_MAP_FULL); /* op 2 */
+        ck_assert_str_ne(err, "");
+        sg_txn_abort(t);
+        uint64_t before, after;
+        sg_store_usage(s, &before, NULL);
+        ck_assert_int_eq(sg_store_grow(s, err, sizeof(err)), SG_OK);
+        sg_store_usage(s, &after, NULL);
+        ck_assert_uint_eq(after, before + (1 << 22));
+        sg_store_close(s);
+}
+END_TEST
+
+START_TEST(fault_begin_and_commit) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = NULL;
+        sg_store_fault_inject(s, SG_STORE_OP_BEGIN, 1, EIO);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        /* a failed commit aborts: nothing of the transaction is kept */
+        sg_store_fault_inject(s, SG_STORE_OP_COMMIT, 1, EIO);
+        t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        t = wtxn(s);
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k1", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_NOT_FOUND);
+        sg_txn_abort(t);
+        /* disarmed: nothing counted, nothing fails */
+        sg_store_fault_inject(s, SG_STORE_OP_ALL, 0, 0);
+        t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        bool fired = true;
+        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 0);
+        ck_assert(!fired);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A partition drop deletes through a cursor: a fault there is reported
+ * too and leaves the partition whole. */
+START_TEST(fault_partition_drop) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        put_dedup(t, &tp, "k2", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_fault_inject(s, SG_STORE_OP_DEL, 2, EIO);
+        t = wtxn(s);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_store_partition_drop(t, &tp, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        sg_txn_abort(t);
+        t = wtxn(s);
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k2", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Growing the map with a transaction open is a caller's bug (LMDB refuses
+ * it): asserted, so the test build stops right there. */
+START_TEST(grow_with_txn_open_asserts) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_txn_t *t = wtxn(s);
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                fclose(stderr); /* the assertion's message is expected */
+                sg_store_grow(s, err, sizeof(err));
+                _exit(0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFSIGNALED(status));
+        ck_assert_int_eq(WTERMSIG(status), SIGABRT);
+        sg_txn_abort(t);
+        ck_assert_int_eq(sg_store_grow(s, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("store");
         TCase *tc = tcase_create("store");
@@ -454,6 +611,13 @@ int main(void) {
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
+        tcase_add_test(tc, fault_put_breaks_the_txn);
+        tcase_add_test(tc, fault_map_full_then_grow);
+        tcase_add_test(tc, fault_begin_and_commit);
+        tcase_add_test(tc, fault_partition_drop);
+#ifndef NDEBUG
+        tcase_add_test(tc, grow_with_txn_open_asserts);
+#endif
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
