@@ -347,16 +347,20 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         sg_meta_rec_t m;
         err = sg_meta_get(txn, &p->tp, &m);
         if (err == SG_ERR_NOT_FOUND) {
+                /* new to this store: the partition's meta is created */
                 memset(&m, 0, sizeof(m));
                 snprintf(m.group, sizeof(m.group), "%s", group ? group : "");
                 m.input_offset = -1;
                 m.changelog_offset = -1;
                 m.clock_ms = engine_clock(e);
-                if ((err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size)) ||
-                    (err = sg_txn_commit(txn, errstr, errstr_size))) {
+                err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+                if (err) {
+                        sg_txn_abort(txn);
                         return err;
                 }
-                txn = NULL;
+                /* commit ends the transaction, also when it fails */
+                if ((err = sg_txn_commit(txn, errstr, errstr_size)))
+                        return err;
         } else if (err) {
                 sg_txn_abort(txn);
                 snprintf(errstr, errstr_size,

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <lmdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1297,6 +1298,32 @@ START_TEST(restore_empty_key_closes_txn) {
 }
 END_TEST
 
+/* The meta write of a new partition's assignment fails (map full): the
+ * assignment's transaction is gone, so the map can grow and the
+ * assignment succeed the second time, as the Kafka loop retries it. */
+START_TEST(assign_meta_write_fails_closes_txn) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t off;
+        sg_store_fault_inject(h.store, SG_STORE_OP_PUT, 1, MDB_MAP_FULL);
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off,
+                                       err, sizeof(err)),
+                         SG_ERR_MAP_FULL);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(h.store, false), 0);
+        sg_store_fault_inject(h.store, 0, 0, 0);
+        ck_assert_int_eq(h.proc.grow(h.proc.opaque, err, sizeof(err)), SG_OK);
+        watchdog(3);
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        alarm(0);
+        ck_assert_int_eq(off, -1);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(operator_release_of_quarantine) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
@@ -1361,6 +1388,7 @@ Suite *engine_suite(void) {
         tcase_add_test(life, abort_forgets_everything);
         tcase_add_test(life, restart_keeps_state);
         tcase_add_test(life, foreign_group_refused);
+        tcase_add_test(life, assign_meta_write_fails_closes_txn);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
