@@ -718,9 +718,7 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
         }
         if (r->headers && r->headers_len >= 4) {
                 void *blob = arena_dup(&e->arena, r->headers, r->headers_len);
-                const unsigned char *b = blob;
-                size_t cnt = ((size_t)b[0] << 24) | ((size_t)b[1] << 16) |
-                             ((size_t)b[2] << 8) | b[3];
+                size_t cnt = r->header_cnt; /* the decoder checked the block */
                 sg_header_t *h = arena_alloc(&e->arena,
                                              (cnt ? cnt : 1) * sizeof(*h));
                 if (!blob || !h)
@@ -2138,10 +2136,18 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
                          p->tc->changelog_topic, partition, offset);
                 err = SG_ERR_INVALID;
         } else {
+                /* a record that does not decode (or cannot be written)
+                 * stops the restore, named by changelog, partition, offset */
                 const unsigned char *k = key;
+                char why[400] = "";
                 err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
                                             key_len - 1, value, value_len,
-                                            errstr, errstr_size);
+                                            why, sizeof(why));
+                if (err)
+                        snprintf(errstr, errstr_size,
+                                 "changelog %s [%d] offset %" PRId64 ": %s",
+                                 p->tc->changelog_topic, partition, offset,
+                                 why[0] ? why : sg_err2str(err));
         }
         if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
                 err = restore_checkpoint(e, p, offset + 1, errstr,

@@ -18,11 +18,13 @@
 #include <assert.h>
 #include <errno.h>
 #include <lmdb.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,6 +159,82 @@ static uint32_t get_u32(const unsigned char *p) {
 /* Processing times are non-negative ms since the epoch, so a plain
  * big-endian u64 sorts them correctly. */
 static uint64_t ts_key(int64_t ms) { return ms < 0 ? 0 : (uint64_t)ms; }
+
+/* ---- decoding ----------------------------------------------------------
+ *
+ * Values come back from LMDB and, in a changelog record, from the network:
+ * one decoder per value kind (sg_dedup_decode, ...) serves both the reads
+ * (sg_*_get) and restore (sg_store_apply_change), so a changelog record is
+ * decoded fully, and refused, before anything of it is written. A decoder
+ * reads through a bounded reader: every field, length and count is checked
+ * against the bytes the value really has before it is used, nothing is
+ * allocated or copied from a decoded number, enumerated fields must hold
+ * one of their values, and a value has no trailing bytes. */
+
+typedef struct rd {
+        const unsigned char *p;
+        size_t left;
+        bool truncated; /* a field ran past the end of the value */
+} rd_t;
+
+static const unsigned char *rd_take(rd_t *r, size_t n) {
+        if (r->truncated || r->left < n) {
+                r->truncated = true;
+                return NULL;
+        }
+        const unsigned char *q = r->p;
+        r->p += n;
+        r->left -= n;
+        return q;
+}
+static uint64_t rd_u64(rd_t *r) {
+        const unsigned char *q = rd_take(r, 8);
+        return q ? get_u64(q) : 0;
+}
+static int64_t rd_i64(rd_t *r) { return (int64_t)rd_u64(r); }
+static uint32_t rd_u32(rd_t *r) {
+        const unsigned char *q = rd_take(r, 4);
+        return q ? get_u32(q) : 0;
+}
+static unsigned rd_u16(rd_t *r) {
+        const unsigned char *q = rd_take(r, 2);
+        return q ? ((unsigned)q[0] << 8) | q[1] : 0;
+}
+static unsigned rd_u8(rd_t *r) {
+        const unsigned char *q = rd_take(r, 1);
+        return q ? q[0] : 0;
+}
+
+static sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt,
+                       ...) {
+        if (errstr && errstr_size) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(errstr, errstr_size, fmt, ap);
+                va_end(ap);
+        }
+        return SG_ERR_INVALID;
+}
+
+/* The value was read whole: neither truncated nor followed by more bytes. */
+static sg_err_t rd_end(const rd_t *r, const char *kind, size_t len,
+                       char *errstr, size_t errstr_size) {
+        if (r->truncated)
+                return refuse(errstr, errstr_size,
+                              "%s value of %zu bytes is truncated", kind, len);
+        if (r->left)
+                return refuse(errstr, errstr_size,
+                              "%s value of %zu bytes has %zu trailing bytes",
+                              kind, len, r->left);
+        return SG_OK;
+}
+
+/* A local read found a value seqgate did not write. */
+static sg_err_t corrupt(sg_err_t err) {
+        return err == SG_ERR_INVALID ? SG_ERR_STORE : err;
+}
 
 static sg_err_t lmdb_err(int rc, const char *what, char *errstr,
                          size_t errstr_size) {
@@ -519,7 +597,32 @@ static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
 
 /* ---- dedup ------------------------------------------------------------ */
 
+/* digest 32 | verdict u8 | first_seen i64 | expiry i64 */
 #define DEDUP_VLEN (32 + 1 + 8 + 8)
+
+sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
+                         char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        const unsigned char *digest = rd_take(&r, 32);
+        unsigned verdict = rd_u8(&r);
+        int64_t first_seen = rd_i64(&r), expiry = rd_i64(&r);
+        sg_err_t err = rd_end(&r, "dedup", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (verdict < SG_DV_APPLIED || verdict > SG_DV_DROPPED)
+                return refuse(errstr, errstr_size,
+                              "dedup value: unknown verdict %u", verdict);
+        if (first_seen < 0 || expiry < 0)
+                return refuse(errstr, errstr_size,
+                              "dedup value: negative time (first seen %" PRId64
+                              ", expiry %" PRId64 ")",
+                              first_seen, expiry);
+        memcpy(out->digest, digest, 32);
+        out->verdict = (uint8_t)verdict;
+        out->first_seen_ms = first_seen;
+        out->expiry_ms = expiry;
+        return SG_OK;
+}
 
 sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
                       const unsigned char kh[32], sg_dedup_rec_t *out) {
@@ -529,14 +632,7 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = get(t, DB_DEDUP, k, klen, &v);
         if (err)
                 return err;
-        if (v.mv_size != DEDUP_VLEN)
-                return SG_ERR_STORE;
-        const unsigned char *p = v.mv_data;
-        memcpy(out->digest, p, 32);
-        out->verdict = p[32];
-        out->first_seen_ms = (int64_t)get_u64(p + 33);
-        out->expiry_ms = (int64_t)get_u64(p + 41);
-        return SG_OK;
+        return corrupt(sg_dedup_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
@@ -648,6 +744,65 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
  * state_len u8 | state | agg_len u16 | agg */
 #define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
 
+sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
+                       char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        unsigned has_last = rd_u8(&r);
+        uint64_t last = rd_u64(&r);
+        uint32_t flags = rd_u32(&r), parked_cnt = rd_u32(&r);
+        uint64_t parked_bytes = rd_u64(&r);
+        int64_t since = rd_i64(&r), reported = rd_i64(&r);
+        uint64_t skip_from = rd_u64(&r), skip_to = rd_u64(&r);
+        unsigned sl = rd_u8(&r);
+        const unsigned char *state = rd_take(&r, sl);
+        unsigned al = rd_u16(&r);
+        const unsigned char *agg = rd_take(&r, al);
+        sg_err_t err = rd_end(&r, "aggregate", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (has_last > 1)
+                return refuse(errstr, errstr_size,
+                              "aggregate value: has_last %u", has_last);
+        if (flags & ~(uint32_t)(SG_AGG_QUARANTINED | SG_AGG_REFETCHING))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: unknown flags 0x%" PRIx32,
+                              flags);
+        if (since < 0 || reported < 0)
+                return refuse(errstr, errstr_size,
+                              "aggregate value: negative time (parked since "
+                              "%" PRId64 ", gap reported %" PRId64 ")",
+                              since, reported);
+        if (skip_from ? skip_from > skip_to : skip_to != 0)
+                return refuse(errstr, errstr_size,
+                              "aggregate value: skipped versions %" PRIu64
+                              "-%" PRIu64,
+                              skip_from, skip_to);
+        if (sl >= SG_STATE_MAX || memchr(state, '\0', sl))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: state of %u bytes is not a "
+                              "state name (at most %d bytes, no NUL)",
+                              sl, SG_STATE_MAX - 1);
+        if (al >= sizeof(out->aggregate))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: aggregate id of %u bytes "
+                              "(at most %zu)",
+                              al, sizeof(out->aggregate) - 1);
+        memset(out, 0, sizeof(*out));
+        out->has_last = has_last;
+        out->last_version = last;
+        out->flags = flags;
+        out->parked_cnt = parked_cnt;
+        out->parked_bytes = parked_bytes;
+        out->parked_since_ms = since;
+        out->gap_reported_ms = reported;
+        out->skip_from = skip_from;
+        out->skip_to = skip_to;
+        memcpy(out->state, state, sl);
+        memcpy(out->aggregate, agg, al);
+        out->aggregate_len = al;
+        return SG_OK;
+}
+
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         unsigned char k[SG_TP_MAX + 64];
@@ -656,36 +811,7 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         sg_err_t err = get(t, DB_AGG, k, klen, &v);
         if (err)
                 return err;
-        const unsigned char *p = v.mv_data;
-        if (v.mv_size < AGG_FIXED + 3)
-                return SG_ERR_STORE;
-        memset(out, 0, sizeof(*out));
-        out->has_last = p[0];
-        out->last_version = get_u64(p + 1);
-        out->flags = get_u32(p + 9);
-        out->parked_cnt = get_u32(p + 13);
-        out->parked_bytes = get_u64(p + 17);
-        out->parked_since_ms = (int64_t)get_u64(p + 25);
-        out->gap_reported_ms = (int64_t)get_u64(p + 33);
-        out->skip_from = get_u64(p + 41);
-        out->skip_to = get_u64(p + 49);
-        size_t off = AGG_FIXED;
-        size_t sl = p[off++];
-        if (off + sl + 1 > v.mv_size || sl >= SG_STATE_MAX)
-                return SG_ERR_STORE;
-        memcpy(out->state, p + off, sl);
-        out->state[sl] = '\0';
-        off += sl;
-        if (off + 2 > v.mv_size)
-                return SG_ERR_STORE;
-        size_t al = ((size_t)p[off] << 8) | p[off + 1];
-        off += 2;
-        if (off + al > v.mv_size || al >= sizeof(out->aggregate))
-                return SG_ERR_STORE;
-        memcpy(out->aggregate, p + off, al);
-        out->aggregate[al] = '\0';
-        out->aggregate_len = al;
-        return SG_OK;
+        return corrupt(sg_agg_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
@@ -788,36 +914,88 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         return SG_OK;
 }
 
-static sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
-        const unsigned char *p = v->mv_data;
-        if (v->mv_size < 72)
-                return SG_ERR_STORE;
-        out->parked_at_ms = (int64_t)get_u64(p);
-        out->offset = (int64_t)get_u64(p + 8);
-        out->timestamp_ms = (int64_t)get_u64(p + 16);
-        memcpy(out->key_hash, p + 24, 32);
-        size_t off = 56;
-        const void **ptrs[4] = {(const void **)&out->type, &out->key,
-                                &out->value, &out->headers};
-        size_t *lens[4] = {&out->type_len, &out->key_len, &out->value_len,
-                           &out->headers_len};
-        for (int i = 0; i < 4; i++) {
-                if (off + 4 > v->mv_size)
-                        return SG_ERR_STORE;
-                uint32_t l = get_u32(p + off);
-                off += 4;
-                if (l == UINT32_MAX) {
-                        *ptrs[i] = NULL;
-                        *lens[i] = SIZE_MAX;
-                        continue;
-                }
-                if (off + l > v->mv_size)
-                        return SG_ERR_STORE;
-                *ptrs[i] = p + off;
-                *lens[i] = l;
-                off += l;
+/* A serialized header block (sg_headers_serialize): u32 count, then per
+ * header u32 name length, the name and a NUL byte, u32 value length
+ * (UINT32_MAX: null), the value. *cntp receives the count. */
+static sg_err_t headers_check(const unsigned char *p, size_t len,
+                              size_t *cntp, char *errstr,
+                              size_t errstr_size) {
+        rd_t r = {p, len, false};
+        uint32_t cnt = rd_u32(&r);
+        /* each header takes at least 9 bytes: checked before the walk */
+        if (!r.truncated && cnt > r.left / 9)
+                return refuse(errstr, errstr_size,
+                              "parked value: header block of %zu bytes "
+                              "claims %" PRIu32 " headers",
+                              len, cnt);
+        for (uint32_t i = 0; i < cnt && !r.truncated; i++) {
+                uint32_t nl = rd_u32(&r);
+                const unsigned char *name =
+                    nl == UINT32_MAX ? NULL : rd_take(&r, (size_t)nl + 1);
+                if (!name)
+                        break;
+                if (name[nl] != '\0' || memchr(name, '\0', nl))
+                        return refuse(errstr, errstr_size,
+                                      "parked value: header %" PRIu32
+                                      "'s name is not a NUL-terminated "
+                                      "string of %" PRIu32 " bytes",
+                                      i, nl);
+                uint32_t vl = rd_u32(&r);
+                if (vl != UINT32_MAX)
+                        rd_take(&r, vl);
         }
+        sg_err_t err = rd_end(&r, "parked value: header block", len, errstr,
+                              errstr_size);
+        if (!err)
+                *cntp = cnt;
+        return err;
+}
+
+sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
+                          char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        int64_t parked_at = rd_i64(&r), offset = rd_i64(&r),
+                timestamp = rd_i64(&r);
+        const unsigned char *kh = rd_take(&r, 32);
+        const void *ptrs[4] = {NULL, NULL, NULL, NULL};
+        size_t lens[4] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        for (int i = 0; i < 4 && !r.truncated; i++) {
+                uint32_t l = rd_u32(&r);
+                if (l != UINT32_MAX && !r.truncated) {
+                        ptrs[i] = rd_take(&r, l);
+                        lens[i] = l;
+                }
+        }
+        sg_err_t err = rd_end(&r, "parked", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (parked_at < 0 || offset < 0)
+                return refuse(errstr, errstr_size,
+                              "parked value: negative parked_at %" PRId64
+                              " or offset %" PRId64,
+                              parked_at, offset);
+        size_t header_cnt = 0;
+        if (ptrs[3] && (err = headers_check(ptrs[3], lens[3], &header_cnt,
+                                            errstr, errstr_size)))
+                return err;
+        out->parked_at_ms = parked_at;
+        out->offset = offset;
+        out->timestamp_ms = timestamp;
+        memcpy(out->key_hash, kh, 32);
+        out->type = ptrs[0];
+        out->type_len = lens[0];
+        out->key = ptrs[1];
+        out->key_len = lens[1];
+        out->value = ptrs[2];
+        out->value_len = lens[2];
+        out->headers = ptrs[3];
+        out->headers_len = lens[3];
+        out->header_cnt = header_cnt;
         return SG_OK;
+}
+
+static sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
+        return corrupt(sg_parked_decode(v->mv_data, v->mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
@@ -922,30 +1100,53 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 /* ---- meta --------------------------------------------------------------- */
 
+/* group_len u8 | group (255 bytes, zero-padded) | input_offset i64 |
+ * changelog_offset i64 | clock i64 | parked_cnt u64 | parked_bytes u64 |
+ * quarantined u64 | snap_in_flight u64 | snap_seq u64 */
 #define META_VLEN (1 + 255 + 8 * 8)
+
+sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
+                        char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        unsigned gl = rd_u8(&r);
+        const unsigned char *group = rd_take(&r, 255);
+        int64_t input = rd_i64(&r), changelog = rd_i64(&r),
+                clock = rd_i64(&r);
+        uint64_t c[5];
+        for (int i = 0; i < 5; i++)
+                c[i] = rd_u64(&r);
+        sg_err_t err = rd_end(&r, "meta", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (memchr(group, '\0', gl))
+                return refuse(errstr, errstr_size,
+                              "meta value: consumer group of %u bytes with a "
+                              "NUL byte",
+                              gl);
+        if (input < -1 || changelog < -1 || clock < 0)
+                return refuse(errstr, errstr_size,
+                              "meta value: input offset %" PRId64
+                              ", changelog offset %" PRId64 ", clock %" PRId64,
+                              input, changelog, clock);
+        memset(out, 0, sizeof(*out));
+        memcpy(out->group, group, gl);
+        out->input_offset = input;
+        out->changelog_offset = changelog;
+        out->clock_ms = clock;
+        out->parked_cnt = c[0];
+        out->parked_bytes = c[1];
+        out->quarantined = c[2];
+        out->snap_in_flight = c[3];
+        out->snap_seq = c[4];
+        return SG_OK;
+}
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
         sg_err_t err = get(t, DB_META, tp->b, tp->len, &v);
         if (err)
                 return err;
-        if (v.mv_size != META_VLEN)
-                return SG_ERR_STORE;
-        const unsigned char *p = v.mv_data;
-        memset(out, 0, sizeof(*out));
-        size_t gl = p[0];
-        memcpy(out->group, p + 1, gl);
-        out->group[gl] = '\0';
-        const unsigned char *q = p + 256;
-        out->input_offset = (int64_t)get_u64(q);
-        out->changelog_offset = (int64_t)get_u64(q + 8);
-        out->clock_ms = (int64_t)get_u64(q + 16);
-        out->parked_cnt = get_u64(q + 24);
-        out->parked_bytes = get_u64(q + 32);
-        out->quarantined = get_u64(q + 40);
-        out->snap_in_flight = get_u64(q + 48);
-        out->snap_seq = get_u64(q + 56);
-        return SG_OK;
+        return corrupt(sg_meta_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
@@ -998,6 +1199,53 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
  * issued_at u64 | sent_at u64 | due u64 | agg_len u32 | agg */
 #define SNAPREQ_FIXED (8 + 4 + 1 + 1 + 8 + 8 + 8 + 8 + 8 + 4)
 
+sg_err_t sg_snapreq_decode(const void *value, size_t len,
+                           sg_snapreq_rec_t *out, char *errstr,
+                           size_t errstr_size) {
+        rd_t r = {value, len, false};
+        uint64_t seq = rd_u64(&r);
+        uint32_t attempt = rd_u32(&r);
+        unsigned state = rd_u8(&r), has_have = rd_u8(&r);
+        uint64_t have = rd_u64(&r), want = rd_u64(&r);
+        int64_t issued = rd_i64(&r), sent = rd_i64(&r), due = rd_i64(&r);
+        uint32_t al = rd_u32(&r);
+        const unsigned char *agg = rd_take(&r, al);
+        sg_err_t err = rd_end(&r, "snapshot request", len, errstr,
+                              errstr_size);
+        if (err)
+                return err;
+        if (attempt == 0 ||
+            (state != SG_SNAP_INFLIGHT && state != SG_SNAP_WAITING) ||
+            has_have > 1)
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: attempt %" PRIu32
+                              ", state %u, has_have %u",
+                              attempt, state, has_have);
+        if (issued < 0 || sent < 0 || due <= 0)
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: times issued %" PRId64
+                              ", sent %" PRId64 ", due %" PRId64,
+                              issued, sent, due);
+        if (al >= sizeof(out->aggregate))
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: aggregate id of "
+                              "%" PRIu32 " bytes (at most %zu)",
+                              al, sizeof(out->aggregate) - 1);
+        memset(out, 0, sizeof(*out));
+        out->seq = seq;
+        out->attempt = attempt;
+        out->state = (uint8_t)state;
+        out->has_have = has_have;
+        out->have_version = have;
+        out->want_version = want;
+        out->issued_at_ms = issued;
+        out->sent_at_ms = sent;
+        out->due_ms = due;
+        memcpy(out->aggregate, agg, al);
+        out->aggregate_len = al;
+        return SG_OK;
+}
+
 static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
                            const unsigned char ah[32], bool add, char *errstr,
                            size_t errstr_size) {
@@ -1016,26 +1264,7 @@ sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = get(t, DB_SNAPREQ, k, klen, &v);
         if (err)
                 return err;
-        const unsigned char *p = v.mv_data;
-        if (v.mv_size < SNAPREQ_FIXED)
-                return SG_ERR_STORE;
-        out->seq = get_u64(p);
-        out->attempt = get_u32(p + 8);
-        out->state = p[12];
-        out->has_have = p[13];
-        out->have_version = get_u64(p + 14);
-        out->want_version = get_u64(p + 22);
-        out->issued_at_ms = (int64_t)get_u64(p + 30);
-        out->sent_at_ms = (int64_t)get_u64(p + 38);
-        out->due_ms = (int64_t)get_u64(p + 46);
-        uint32_t al = get_u32(p + 54);
-        if (SNAPREQ_FIXED + (size_t)al > v.mv_size ||
-            al >= sizeof(out->aggregate))
-                return SG_ERR_STORE;
-        memcpy(out->aggregate, p + SNAPREQ_FIXED, al);
-        out->aggregate[al] = '\0';
-        out->aggregate_len = al;
-        return SG_OK;
+        return corrupt(sg_snapreq_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
@@ -1095,132 +1324,135 @@ _Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
                    SG_DB_SNAPREQ == DB_SNAPREQ,
                "public database numbers");
 
+/* The key suffix (after tp) of each logged database's records. */
+static size_t suffix_size(int db) {
+        switch (db) {
+        case DB_DEDUP:
+        case DB_AGG:
+        case DB_SNAPREQ:
+                return 32;                     /* key or aggregate hash */
+        case DB_PARKED:
+                return 40;                     /* aggregate hash | version */
+        case DB_META:
+                return 0;
+        default:
+                return SIZE_MAX;
+        }
+}
+
+/* A stored record the change replaces could not be read. */
+static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
+                           size_t errstr_size) {
+        if (err == SG_ERR_STORE)
+                snprintf(errstr, errstr_size,
+                         "the stored %s record the changelog record replaces "
+                         "is corrupt or unreadable",
+                         kind);
+        return err;
+}
+
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size) {
+        assert(!t->capture && "restore with change capture on");
+        size_t want = suffix_size(db);
+        if (want == SIZE_MAX)
+                return refuse(errstr, errstr_size,
+                              "changelog record for database %d: not a "
+                              "database seqgate logs",
+                              db);
+        if (suffix_len != want)
+                return refuse(errstr, errstr_size,
+                              "changelog record for the %s database: key of "
+                              "%zu bytes after the partition (want %zu)",
+                              db_names[db], suffix_len, want);
         unsigned char k[SG_TP_MAX + 64];
-        sg_err_t err;
-        if (suffix_len > 48) {
-                snprintf(errstr, errstr_size,
-                         "changelog key of %zu bytes is too long", suffix_len);
-                return SG_ERR_INVALID;
-        }
         size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        sg_err_t err;
+        /* every value is decoded in full before anything is written */
         switch (db) {
         case DB_DEDUP: {
-                if (suffix_len != 32)
-                        break;
-                sg_dedup_rec_t old;
+                sg_dedup_rec_t old, nr;
+                if (value && (err = sg_dedup_decode(value, value_len, &nr,
+                                                    errstr, errstr_size)))
+                        return err;
                 err = sg_dedup_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
-                        return err;
+                        return stored_err(err, "dedup", errstr, errstr_size);
                 bool had = err == SG_OK;
-                if (!value) {
-                        if (had) {
-                                unsigned char ts[8], ek[SG_TP_MAX + 64];
-                                put_u64(ts, ts_key(old.expiry_ms));
-                                size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
-                                if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
-                                               errstr_size)))
-                                        return err;
-                        }
-                        return del(t, DB_DEDUP, k, klen, errstr, errstr_size);
+                if (value)
+                        return sg_dedup_put_known(t, tp, suffix, &nr,
+                                                  had ? &old : NULL, errstr,
+                                                  errstr_size);
+                if (had) {
+                        unsigned char ts[8], ek[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(old.expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                        if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
+                                       errstr_size)))
+                                return err;
                 }
-                if (value_len != DEDUP_VLEN)
-                        break;
-                const unsigned char *p = value;
-                sg_dedup_rec_t r;
-                memcpy(r.digest, p, 32);
-                r.verdict = p[32];
-                r.first_seen_ms = (int64_t)get_u64(p + 33);
-                r.expiry_ms = (int64_t)get_u64(p + 41);
-                return sg_dedup_put_known(t, tp, suffix, &r, had ? &old : NULL,
-                                          errstr, errstr_size);
+                return del(t, DB_DEDUP, k, klen, errstr, errstr_size);
         }
         case DB_AGG: {
-                if (suffix_len != 32)
-                        break;
                 sg_agg_rec_t old, nr;
+                if (value && (err = sg_agg_decode(value, value_len, &nr,
+                                                  errstr, errstr_size)))
+                        return err;
                 err = sg_agg_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
+                        return stored_err(err, "aggregate", errstr,
+                                          errstr_size);
+                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old)
+                                                 : 0;
+                if (value)
+                        return sg_agg_put(t, tp, suffix, &nr, old_since, errstr,
+                                          errstr_size);
+                if (old_since &&
+                    (err = since_key_op(t, tp, old_since, suffix, false,
+                                        errstr, errstr_size)))
                         return err;
-                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old) : 0;
-                if (!value) {
-                        if (old_since &&
-                            (err = since_key_op(t, tp, old_since, suffix, false,
-                                                errstr, errstr_size)))
-                                return err;
-                        return del(t, DB_AGG, k, klen, errstr, errstr_size);
-                }
-                if ((err = put(t, DB_AGG, k, klen, value, value_len, errstr,
-                               errstr_size)))
-                        return err;
-                if ((err = sg_agg_get(t, tp, suffix, &nr)))
-                        break;
-                int64_t since = sg_agg_indexed_since(&nr);
-                if (since != old_since) {
-                        if (old_since &&
-                            (err = since_key_op(t, tp, old_since, suffix, false,
-                                                errstr, errstr_size)))
-                                return err;
-                        if (since &&
-                            (err = since_key_op(t, tp, since, suffix, true,
-                                                errstr, errstr_size)))
-                                return err;
-                }
-                return SG_OK;
+                return del(t, DB_AGG, k, klen, errstr, errstr_size);
         }
-        case DB_PARKED:
-                if (suffix_len != 40)
-                        break;
-                return value ? put(t, DB_PARKED, k, klen, value, value_len,
-                                   errstr, errstr_size)
-                             : del(t, DB_PARKED, k, klen, errstr, errstr_size);
+        case DB_PARKED: {
+                sg_parked_rec_t nr;
+                if (!value)
+                        return del(t, DB_PARKED, k, klen, errstr, errstr_size);
+                if ((err = sg_parked_decode(value, value_len, &nr, errstr,
+                                            errstr_size)))
+                        return err;
+                return put(t, DB_PARKED, k, klen, value, value_len, errstr,
+                           errstr_size);
+        }
         case DB_SNAPREQ: {
-                if (suffix_len != 32)
-                        break;
                 sg_snapreq_rec_t old, nr;
+                if (value && (err = sg_snapreq_decode(value, value_len, &nr,
+                                                      errstr, errstr_size)))
+                        return err;
                 err = sg_snapreq_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
-                        return err;
+                        return stored_err(err, "snapshot request", errstr,
+                                          errstr_size);
                 int64_t old_due = err == SG_OK ? old.due_ms : 0;
-                if (!value)
-                        return err == SG_OK
-                                   ? sg_snapreq_del(t, tp, suffix, old_due,
-                                                    errstr, errstr_size)
-                                   : SG_OK;
-                if ((err = put(t, DB_SNAPREQ, k, klen, value, value_len,
-                               errstr, errstr_size)))
-                        return err;
-                if ((err = sg_snapreq_get(t, tp, suffix, &nr)))
-                        break;
-                if (nr.due_ms != old_due) {
-                        if (old_due && (err = snapdue_op(t, tp, old_due, suffix,
-                                                         false, errstr,
-                                                         errstr_size)))
-                                return err;
-                        if ((err = snapdue_op(t, tp, nr.due_ms, suffix, true,
-                                              errstr, errstr_size)))
-                                return err;
-                }
-                return SG_OK;
+                if (value)
+                        return sg_snapreq_put(t, tp, suffix, &nr, old_due,
+                                              errstr, errstr_size);
+                return err == SG_OK ? sg_snapreq_del(t, tp, suffix, old_due,
+                                                     errstr, errstr_size)
+                                    : SG_OK;
         }
-        case DB_META:
-                if (suffix_len != 0)
-                        break;
+        default: { /* DB_META */
+                sg_meta_rec_t nr;
                 if (!value)
                         return del(t, DB_META, k, klen, errstr, errstr_size);
-                if (value_len != META_VLEN)
-                        break;
+                if ((err = sg_meta_decode(value, value_len, &nr, errstr,
+                                          errstr_size)))
+                        return err;
                 return put(t, DB_META, k, klen, value, value_len, errstr,
                            errstr_size);
-        default:
-                break;
         }
-        snprintf(errstr, errstr_size,
-                 "changelog record for database %d is malformed", db);
-        return SG_ERR_INVALID;
+        }
 }
 
 /* ---- read-only access for operator tools ------------------------------ */

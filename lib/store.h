@@ -98,6 +98,8 @@ typedef struct sg_parked_rec {
         size_t value_len;        /**< SIZE_MAX: null value */
         const void *headers;     /**< serialized headers (sg_headers_serialize) */
         size_t headers_len;
+        size_t header_cnt;       /**< headers in the block (set when read:
+                                      the block was checked whole) */
 } sg_parked_rec_t;
 
 typedef struct sg_meta_rec {
@@ -234,13 +236,43 @@ size_t sg_txn_changes(sg_txn_t *txn, const sg_change_t **changesp);
  * Applies one changelog record to the store (restore, issue 4): @p db and the
  * key @p suffix (the LMDB key without the tp prefix) come from the record's
  * key, @p value is its value or NULL for a tombstone. Keeps the derived
- * indexes in step. Capture must be off. Returns SG_OK, SG_ERR_INVALID (a
- * record seqgate did not write), or a store error.
+ * indexes in step. Capture must be off (asserted).
+ * The record is input from the network: its key must name a database
+ * seqgate logs with a key of that database's size, and its value must
+ * decode in full (sg_*_decode) before anything of it is written.
+ * Returns SG_OK, SG_ERR_INVALID (a record seqgate did not write; the reason
+ * in errstr), or a store error (errstr filled).
  */
 sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size);
+
+/**
+ * Decoders of the store's values, the bytes that also travel as changelog
+ * record values (input from the network): every field is checked against
+ * the value's own length before it is used (no count or length read from
+ * the value is allocated for or trusted), every enumerated field against
+ * its values (verdict, flags, snapshot request state), times against being
+ * negative, strings against their limits; a value has no trailing bytes.
+ * The reads below (sg_*_get) decode with these, and so does restore
+ * (sg_store_apply_change) before it writes anything.
+ * Parked: pointers in *out point into @p value; the header block is
+ * checked whole and out->header_cnt set.
+ * @returns SG_OK, or SG_ERR_INVALID with the reason in errstr (may be
+ *          NULL). Pure functions: thread-safe.
+ */
+sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
+                         char *errstr, size_t errstr_size);
+sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
+                       char *errstr, size_t errstr_size);
+sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
+                          char *errstr, size_t errstr_size);
+sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
+                        char *errstr, size_t errstr_size);
+sg_err_t sg_snapreq_decode(const void *value, size_t len,
+                           sg_snapreq_rec_t *out, char *errstr,
+                           size_t errstr_size);
 
 /* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
  * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */

@@ -1298,6 +1298,65 @@ START_TEST(restore_empty_key_closes_txn) {
 }
 END_TEST
 
+/* A changelog record that does not decode (here a parked event whose header
+ * block claims 2^32-1 headers) stops the partition's restore right there,
+ * with an error naming the changelog, partition and offset; it is never
+ * restored to fail every later batch that drains it. */
+START_TEST(restore_refuses_corrupt_parked_record) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_free(&a);
+        int64_t bad = -1;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                if (changelog[i].key[0] == SG_DB_PARKED)
+                        bad = (int64_t)i;
+        ck_assert_int_ge(bad, 0);
+        /* parked value: 3 × i64 | key hash | type | key | value | headers,
+         * each a u32 length and its bytes; find the header block */
+        clrec_t *c = &changelog[bad];
+        size_t off = 56;
+        for (int f = 0; f < 3; f++) {
+                uint32_t l = ((uint32_t)c->value[off] << 24) |
+                             ((uint32_t)c->value[off + 1] << 16) |
+                             ((uint32_t)c->value[off + 2] << 8) |
+                             c->value[off + 3];
+                off += 4 + (l == UINT32_MAX ? 0 : l);
+        }
+        memset(c->value + off + 4, 0xff, 4);
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        sg_err_t e = SG_OK;
+        int64_t o;
+        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
+                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
+                                         changelog[o].key, changelog[o].key_len,
+                                         changelog[o].tombstone
+                                             ? NULL
+                                             : changelog[o].value,
+                                         changelog[o].value_len, err,
+                                         sizeof(err));
+        ck_assert_int_eq(e, SG_ERR_INVALID);
+        ck_assert_int_eq(o - 1, bad);
+        char want[64];
+        snprintf(want, sizeof(want), "g-orders-changelog [0] offset %" PRId64,
+                 bad);
+        ck_assert_msg(strstr(err, want) != NULL, "error: %s", err);
+        ck_assert_ptr_nonnull(strstr(err, "header"));
+        ck_assert_uint_eq(sg_store_txns_open(b.store, false), 0);
+        h_free(&b);
+}
+END_TEST
+
 /* The meta write of a new partition's assignment fails (map full): the
  * assignment's transaction is gone, so the map can grow and the
  * assignment succeed the second time, as the Kafka loop retries it. */
@@ -1403,6 +1462,7 @@ Suite *engine_suite(void) {
         TCase *eos = tcase_create("exactly_once");
         tcase_add_test(eos, eos_store_follows_partition_through_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
+        tcase_add_test(eos, restore_refuses_corrupt_parked_record);
         suite_add_tcase(s, eos);
         return s;
 }
