@@ -1155,13 +1155,13 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                 return err;
         }
         if (!p) {
-                int64_t off;
-                sg_err_t err = eng_assign(e, rec->topic, rec->partition,
-                                          e->conf->group_id, &off, errstr,
-                                          errstr_size);
-                if (err)
-                        return err;
-                p = part_find(e, rec->topic, rec->partition);
+                /* the loop assigns (and, exactly_once, restores) a partition
+                 * before giving its records; assigning here would begin a
+                 * second write transaction inside the batch's */
+                snprintf(errstr, errstr_size,
+                         "record of %s [%d], a partition not assigned",
+                         rec->topic, rec->partition);
+                return SG_ERR_INVALID;
         }
         sg_err_t err = judge(e, p, rec, result, errstr, errstr_size);
         e->dk_valid = false; /* the cache is only for this record */

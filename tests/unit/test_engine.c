@@ -1383,6 +1383,44 @@ START_TEST(assign_meta_write_fails_closes_txn) {
 }
 END_TEST
 
+/* A record of a partition the loop never assigned (here inside a batch,
+ * whose write transaction is open) is refused with a reason: the engine
+ * neither adopts the partition behind the loop's back (no restore) nor
+ * begins a second write transaction, which would wait for the batch's own
+ * forever. */
+static void unassigned_partition_refused(const char *root) {
+        h_t h = {.root = root};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_id", "e1", 2},
+                            {"ce_source", "/shop", 5},
+                            {"ce_type", "t", 1},
+                            {"ce_sequence", "1", 1}};
+        sg_record_t rec = {.topic = "orders", .partition = 7, .offset = 0,
+                           .key = "A", .key_len = 1, .value = "e1",
+                           .value_len = 2, .headers = hd, .header_cnt = 5};
+        sg_process_result_t r;
+        watchdog(3);
+        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
+                                        sizeof(err)),
+                         SG_ERR_INVALID);
+        alarm(0);
+        ck_assert_msg(strstr(err, "orders [7]") && strstr(err, "not assigned"),
+                      "error: %s", err);
+        ck_assert_uint_eq(sg_store_txns_open(h.store, true), 1);
+        h.proc.batch_abort(h.proc.opaque);
+        h_free(&h);
+}
+
+START_TEST(record_of_unassigned_partition_refused) {
+        unassigned_partition_refused(NULL);
+        unassigned_partition_refused("\"guarantee\":\"exactly_once\",");
+}
+END_TEST
+
 START_TEST(operator_release_of_quarantine) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
@@ -1448,6 +1486,7 @@ Suite *engine_suite(void) {
         tcase_add_test(life, restart_keeps_state);
         tcase_add_test(life, foreign_group_refused);
         tcase_add_test(life, assign_meta_write_fails_closes_txn);
+        tcase_add_test(life, record_of_unassigned_partition_refused);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
