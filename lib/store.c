@@ -1599,6 +1599,32 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
+sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
+                          char *errstr, size_t errstr_size) {
+        for (int db = 0; db < DB__CNT; db++) {
+                MDB_cursor *cur;
+                int rc = lmdb_cursor_open(t, db, &cur);
+                if (rc)
+                        return lmdb_err(rc, db_names[db], errstr, errstr_size);
+                MDB_val key, val;
+                bool stopped = false;
+                for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+                     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                        if (cb(opaque, db, key.mv_data, key.mv_size,
+                               val.mv_data, val.mv_size)) {
+                                stopped = true;
+                                break;
+                        }
+                }
+                mdb_cursor_close(cur);
+                if (stopped)
+                        return SG_OK;
+                if (rc != MDB_NOTFOUND)
+                        return lmdb_err(rc, db_names[db], errstr, errstr_size);
+        }
+        return SG_OK;
+}
+
 /* ---- headers ---------------------------------------------------------- */
 
 sg_err_t sg_headers_serialize(const sg_header_t *h, size_t cnt, void **bufp,

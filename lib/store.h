@@ -428,6 +428,22 @@ sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
                            sg_parked_visit_cb *cb, void *opaque);
 
+/** Visitor of sg_store_foreach(): one entry of database @p db (SG_DB_*
+ *  numbers; the derived indexes are 1 expiry, 4 since, 7 snapdue), LMDB
+ *  memory valid for the call only. Return 0 to go on, else to stop. */
+typedef int(sg_store_visit_cb)(void *opaque, int db, const void *key,
+                               size_t key_len, const void *value,
+                               size_t value_len);
+/**
+ * Calls @p cb for every entry of every database (indexes included),
+ * database by database in key order: the store's whole contents, for tests
+ * that compare two stores and for dumps. A full scan; never on the
+ * processing path.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ */
+sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
+                          char *errstr, size_t errstr_size);
+
 /**
  * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):
  * u32 count, then per header u32 name length, the name and a NUL byte,
