@@ -23,6 +23,8 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     libcjson-dev check libsubunit-dev libssl-dev libcurl4-openssl-dev
     libmicrohttpd-dev lmdb-utils kcat maven
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
+# tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
+PKGS+=(clang libclang-rt-14-dev)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
