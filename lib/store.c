@@ -231,6 +231,13 @@ static sg_err_t rd_end(const rd_t *r, const char *kind, size_t len,
         return SG_OK;
 }
 
+/* A processing time, and a deadline computed from one (semantics: times
+ * are ms since the epoch, never negative). */
+static bool is_time(int64_t ms) { return ms >= 0 && ms <= SG_TIME_MAX_MS; }
+static bool is_deadline(int64_t ms) {
+        return ms >= 0 && ms <= SG_DEADLINE_MAX_MS;
+}
+
 /* A local read found a value seqgate did not write. */
 static sg_err_t corrupt(sg_err_t err) {
         return err == SG_ERR_INVALID ? SG_ERR_STORE : err;
@@ -612,10 +619,10 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
         if (verdict < SG_DV_APPLIED || verdict > SG_DV_DROPPED)
                 return refuse(errstr, errstr_size,
                               "dedup value: unknown verdict %u", verdict);
-        if (first_seen < 0 || expiry < 0)
+        if (!is_time(first_seen) || !is_deadline(expiry))
                 return refuse(errstr, errstr_size,
-                              "dedup value: negative time (first seen %" PRId64
-                              ", expiry %" PRId64 ")",
+                              "dedup value: time out of range (first seen "
+                              "%" PRId64 ", expiry %" PRId64 ")",
                               first_seen, expiry);
         memcpy(out->digest, digest, 32);
         out->verdict = (uint8_t)verdict;
@@ -767,10 +774,10 @@ sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
                 return refuse(errstr, errstr_size,
                               "aggregate value: unknown flags 0x%" PRIx32,
                               flags);
-        if (since < 0 || reported < 0)
+        if (!is_time(since) || !is_time(reported))
                 return refuse(errstr, errstr_size,
-                              "aggregate value: negative time (parked since "
-                              "%" PRId64 ", gap reported %" PRId64 ")",
+                              "aggregate value: time out of range (parked "
+                              "since %" PRId64 ", gap reported %" PRId64 ")",
                               since, reported);
         if (skip_from ? skip_from > skip_to : skip_to != 0)
                 return refuse(errstr, errstr_size,
@@ -969,11 +976,13 @@ sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
         sg_err_t err = rd_end(&r, "parked", len, errstr, errstr_size);
         if (err)
                 return err;
-        if (parked_at < 0 || offset < 0)
+        /* a Kafka record's timestamp is -1 when it has none */
+        if (!is_time(parked_at) || offset < 0 || timestamp < -1)
                 return refuse(errstr, errstr_size,
-                              "parked value: negative parked_at %" PRId64
-                              " or offset %" PRId64,
-                              parked_at, offset);
+                              "parked value: parked_at %" PRId64
+                              ", offset %" PRId64 ", timestamp %" PRId64
+                              " out of range",
+                              parked_at, offset, timestamp);
         size_t header_cnt = 0;
         if (ptrs[3] && (err = headers_check(ptrs[3], lens[3], &header_cnt,
                                             errstr, errstr_size)))
@@ -1123,7 +1132,7 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                               "meta value: consumer group of %u bytes with a "
                               "NUL byte",
                               gl);
-        if (input < -1 || changelog < -1 || clock < 0)
+        if (input < -1 || changelog < -1 || !is_time(clock))
                 return refuse(errstr, errstr_size,
                               "meta value: input offset %" PRId64
                               ", changelog offset %" PRId64 ", clock %" PRId64,
@@ -1221,7 +1230,8 @@ sg_err_t sg_snapreq_decode(const void *value, size_t len,
                               "snapshot request value: attempt %" PRIu32
                               ", state %u, has_have %u",
                               attempt, state, has_have);
-        if (issued < 0 || sent < 0 || due <= 0)
+        if (!is_time(issued) || !is_time(sent) || due <= 0 ||
+            !is_deadline(due))
                 return refuse(errstr, errstr_size,
                               "snapshot request value: times issued %" PRId64
                               ", sent %" PRId64 ", due %" PRId64,

@@ -49,6 +49,16 @@ typedef struct sg_tp {
 /** Builds the prefix for (@p topic, @p partition). Topic is truncated to 249 bytes. */
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
 
+/**
+ * The latest processing time a store value may hold, in ms since the epoch:
+ * 9999-12-31T23:59:59.999Z. A deadline (a dedup expiry, a snapshot request's
+ * due time) may lie later by at most the longest configurable delay (2^53
+ * ms). Values with later times do not decode: the engine's clock never goes
+ * below a restored one, and arithmetic on such a time would overflow.
+ */
+#define SG_TIME_MAX_MS INT64_C(253402300799999)
+#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + INT64_C(9007199254740992))
+
 /** Dedup verdicts (what the key was recorded with). */
 typedef enum sg_dedup_verdict {
         SG_DV_APPLIED = 1, /**< emitted (or superseded) — never applied again */
@@ -253,8 +263,9 @@ sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
  * record values (input from the network): every field is checked against
  * the value's own length before it is used (no count or length read from
  * the value is allocated for or trusted), every enumerated field against
- * its values (verdict, flags, snapshot request state), times against being
- * negative, strings against their limits; a value has no trailing bytes.
+ * its values (verdict, flags, snapshot request state), times against
+ * [0, SG_TIME_MAX_MS] (deadlines SG_DEADLINE_MAX_MS), strings against their
+ * limits; a value has no trailing bytes.
  * The reads below (sg_*_get) decode with these, and so does restore
  * (sg_store_apply_change) before it writes anything.
  * Parked: pointers in *out point into @p value; the header block is

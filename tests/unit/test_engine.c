@@ -1357,6 +1357,54 @@ START_TEST(restore_refuses_corrupt_parked_record) {
 }
 END_TEST
 
+/* A restored meta record carries the partition's processing clock, which
+ * the engine's clock never goes below: one far in the future (here near
+ * INT64_MAX) would make every deadline and TTL computed from it overflow.
+ * It does not decode: times end with the year 9999. */
+START_TEST(restore_refuses_clock_past_year_9999) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 1), 1);
+        h_free(&a);
+        int64_t bad = -1;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                if (changelog[i].key[0] == SG_DB_META && !changelog[i].tombstone)
+                        bad = (int64_t)i;
+        ck_assert_int_ge(bad, 0);
+        /* meta value: group length, 255 group bytes, input offset,
+         * changelog offset, clock (big-endian i64 at byte 272) */
+        unsigned char *clock = changelog[bad].value + 256 + 16;
+        clock[0] = 0x7f;
+        memset(clock + 1, 0xff, 6);
+        clock[7] = 0x00;
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        sg_err_t e = SG_OK;
+        int64_t o;
+        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
+                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
+                                         changelog[o].key, changelog[o].key_len,
+                                         changelog[o].tombstone
+                                             ? NULL
+                                             : changelog[o].value,
+                                         changelog[o].value_len, err,
+                                         sizeof(err));
+        ck_assert_msg(e == SG_ERR_INVALID, "restored (%s)", sg_err2str(e));
+        ck_assert_int_eq(o - 1, bad);
+        ck_assert_msg(strstr(err, "clock") != NULL, "error: %s", err);
+        h_free(&b);
+}
+END_TEST
+
 /* The meta write of a new partition's assignment fails (map full): the
  * assignment's transaction is gone, so the map can grow and the
  * assignment succeed the second time, as the Kafka loop retries it. */
@@ -1502,6 +1550,7 @@ Suite *engine_suite(void) {
         tcase_add_test(eos, eos_store_follows_partition_through_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
+        tcase_add_test(eos, restore_refuses_clock_past_year_9999);
         suite_add_tcase(s, eos);
         return s;
 }

@@ -654,6 +654,23 @@ START_TEST(apply_change_refuses_corrupt_records) {
         v = *sq;
         memset(v.v + 46, 0, 8);
         refused(s, &tp, &v, "snapreq due 0");
+        /* times past the year 9999 */
+        v = *kind(SG_DB_DEDUP);
+        v.v[33] = 0x01; /* first seen ≈ 2^56 ms */
+        refused(s, &tp, &v, "dedup first seen past 9999");
+        v = *kind(SG_DB_AGG);
+        v.v[25] = 0x01;
+        refused(s, &tp, &v, "aggregate parked since past 9999");
+        v = *kind(SG_DB_META);
+        v.v[272] = 0x7f; /* clock near INT64_MAX */
+        refused(s, &tp, &v, "meta clock past 9999");
+        v = *sq;
+        v.v[46] = 0x7f;
+        refused(s, &tp, &v, "snapreq due past the longest delay");
+        v = *pk;
+        memset(v.v + 16, 0xff, 7);
+        v.v[23] = 0xfe; /* timestamp -2 */
+        refused(s, &tp, &v, "parked timestamp -2");
         /* every kind: an empty (not null) value, a key of the wrong size */
         for (int i = 0; i < 5; i++) {
                 v = kinds[i];
