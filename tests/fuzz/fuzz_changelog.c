@@ -7,13 +7,16 @@
  * Per input:
  *   1. every record's value goes to every store value decoder
  *      (sg_dedup/agg/parked/meta/snapreq_decode) and to sg_headers_parse;
- *   2. the records are restored, as the exactly_once Kafka loop restores a
- *      partition (restore_begin → restore_apply … → restore_end), into a
- *      store on a temporary directory: a full restore each time, so each
- *      input starts from an empty partition;
- *   3. what was restored must be usable: every stored value decodes, and a
- *      batch (records of the aggregates the seeds use, a tick far enough
- *      ahead to fire every gap deadline, snapshot timeout and TTL) commits.
+ *   2. a new engine (with the real clock, so a restored meta record's
+ *      clock moves it as in production) is assigned the partition, and the
+ *      records are restored as the exactly_once Kafka loop restores it
+ *      (restore_begin → restore_apply … → restore_end), into a store on a
+ *      temporary directory: a full restore of an empty partition;
+ *   3. what was restored must be usable: every stored value decodes, and
+ *      batches (records of the aggregates the seeds use, then a tick far
+ *      enough ahead to fire every gap deadline, snapshot timeout and TTL)
+ *      commit;
+ *   4. the partition is dropped, so every input starts from nothing.
  * Invariants checked (a violation aborts, so libFuzzer reports it): a
  * refused record gives a non-empty reason naming the changelog offset and
  * leaves no transaction open; a restored store never fails a batch. The
@@ -57,10 +60,9 @@ static struct {
         char dir[256];
         sg_config_t *conf;
         sg_store_t *store;
-        sg_engine_t *eng;
+        sg_engine_t *eng;  /* one per input */
         sg_processor_t proc;
-        int64_t next;     /* changelog offset of the next input's first record */
-        int64_t input;    /* next input offset */
+        int64_t input;     /* next input offset */
 } F;
 
 #define CHECK(cond, ...)                                                       \
@@ -100,17 +102,35 @@ static void init(void) {
         CHECK(sg_store_open(F.dir, 1 << 24, 1 << 24, &F.store, err,
                             sizeof(err)) == SG_OK,
               "store: %s", err);
+        unlink_store();
+}
+
+/* 2a. a new engine, the partition assigned (its meta created) */
+static void engine_up(void) {
+        char err[512] = "";
         CHECK(sg_engine_new(F.conf, F.store, &F.eng, err, sizeof(err)) ==
                   SG_OK,
               "engine: %s", err);
         sg_engine_processor(F.eng, &F.proc);
-        sg_engine_set_clock(F.eng, T0);
         int64_t off;
         CHECK(F.proc.assign(F.proc.opaque, "orders", 0, "g", &off, err,
                             sizeof(err)) == SG_OK,
               "assign: %s", err);
-        F.next = 1;
-        unlink_store();
+}
+
+/* 4. the engine goes, the partition's state with it */
+static void engine_down(void) {
+        char err[512] = "";
+        sg_engine_destroy(F.eng);
+        F.eng = NULL;
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t;
+        CHECK(sg_txn_begin(F.store, true, &t, err, sizeof(err)) == SG_OK,
+              "begin: %s", err);
+        CHECK(sg_store_partition_drop(t, &tp, err, sizeof(err)) == SG_OK,
+              "drop: %s", err);
+        CHECK(sg_txn_commit(t, err, sizeof(err)) == SG_OK, "commit: %s", err);
 }
 
 /* 1. every decoder on the bytes */
@@ -215,7 +235,7 @@ static int stored_visit(void *opaque, int db, const void *key, size_t key_len,
 /* 3b. a batch over the restored state */
 static void batch_over(int64_t now) {
         char err[512] = "";
-        sg_engine_set_clock(F.eng, now);
+        sg_engine_set_clock(F.eng, now); /* 0: the real clock */
         CHECK(F.proc.batch_begin(F.proc.opaque, now, err, sizeof(err)) ==
                   SG_OK,
               "batch_begin: %s", err);
@@ -266,12 +286,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 cnt++;
         }
 
-        /* 2. a full restore: the checkpoint (the previous input's end) lies
-         * before this input's log start, so the partition is dropped */
+        /* 2. a full restore into an empty partition */
+        engine_up();
         char err[512] = "";
-        int64_t start = F.next, end = start + (int64_t)cnt, from = -1;
-        F.next = end + 1;
-        sg_engine_set_clock(F.eng, T0);
+        int64_t start = 0, end = (int64_t)cnt, from = -1;
         CHECK(F.proc.restore_begin(F.proc.opaque, "orders", 0, start, end,
                                    &from, err, sizeof(err)) == SG_OK,
               "restore_begin: %s", err);
@@ -299,6 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       want, err);
                 CHECK(sg_store_txns_open(F.store, false) == 0,
                       "a refused record left a transaction open");
+                engine_down();
                 return 0;
         }
         CHECK(F.proc.restore_end(F.proc.opaque, "orders", 0, end, err,
@@ -315,7 +334,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   SG_OK,
               "foreach: %s", err);
         sg_txn_abort(t);
-        batch_over(T0 + 1);
+        batch_over(0);
         batch_over(T0 + 10LL * 365 * 24 * 3600 * 1000);
+        engine_down();
         return 0;
 }
