@@ -487,6 +487,7 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         sg_meta_rec_t m;
         err = sg_meta_get(txn, &p->tp, &m);
         if (err == SG_ERR_NOT_FOUND) {
+                /* new to this store: the partition's meta is created */
                 memset(&m, 0, sizeof(m));
                 snprintf(m.group, sizeof(m.group), "%s", group ? group : "");
                 m.input_offset = -1;
@@ -494,11 +495,14 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 m.clock_ms = engine_clock(e);
                 bool changed;
                 (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
-                if ((err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size)) ||
-                    (err = sg_txn_commit(txn, errstr, errstr_size))) {
+                err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+                if (err) {
+                        sg_txn_abort(txn);
                         return err;
                 }
-                txn = NULL;
+                /* commit ends the transaction, also when it fails */
+                if ((err = sg_txn_commit(txn, errstr, errstr_size)))
+                        return err;
         } else if (err) {
                 sg_txn_abort(txn);
                 snprintf(errstr, errstr_size,
@@ -884,9 +888,7 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
         }
         if (r->headers && r->headers_len >= 4) {
                 void *blob = arena_dup(&e->arena, r->headers, r->headers_len);
-                const unsigned char *b = blob;
-                size_t cnt = ((size_t)b[0] << 24) | ((size_t)b[1] << 16) |
-                             ((size_t)b[2] << 8) | b[3];
+                size_t cnt = r->header_cnt; /* the decoder checked the block */
                 sg_header_t *h = arena_alloc(&e->arena,
                                              (cnt ? cnt : 1) * sizeof(*h));
                 if (!blob || !h)
@@ -1455,13 +1457,13 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                 return err;
         }
         if (!p) {
-                int64_t off;
-                sg_err_t err = eng_assign(e, rec->topic, rec->partition,
-                                          e->conf->group_id, &off, errstr,
-                                          errstr_size);
-                if (err)
-                        return err;
-                p = part_find(e, rec->topic, rec->partition);
+                /* the loop assigns (and, exactly_once, restores) a partition
+                 * before giving its records; assigning here would begin a
+                 * second write transaction inside the batch's */
+                snprintf(errstr, errstr_size,
+                         "record of %s [%d], a partition not assigned",
+                         rec->topic, rec->partition);
+                return SG_ERR_INVALID;
         }
         sg_err_t err = judge(e, p, rec, result, errstr, errstr_size);
         e->dk_valid = false; /* the cache is only for this record */
@@ -2419,30 +2421,42 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
                                   char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = part_find(e, topic, partition);
+        sg_err_t err = SG_OK;
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
                          topic, partition);
-                return SG_ERR_INVALID;
-        }
-        if (key_len < 1) {
+                err = SG_ERR_INVALID;
+        } else if (key_len < 1) {
                 snprintf(errstr, errstr_size,
                          "changelog %s [%d] offset %" PRId64
                          ": empty key",
                          p->tc->changelog_topic, partition, offset);
-                return SG_ERR_INVALID;
+                err = SG_ERR_INVALID;
+        } else {
+                /* a record that does not decode (or cannot be written)
+                 * stops the restore, named by changelog, partition, offset */
+                const unsigned char *k = key;
+                char why[400] = "";
+                err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
+                                            key_len - 1, value, value_len,
+                                            why, sizeof(why));
+                if (err)
+                        snprintf(errstr, errstr_size,
+                                 "changelog %s [%d] offset %" PRId64 ": %s",
+                                 p->tc->changelog_topic, partition, offset,
+                                 why[0] ? why : sg_err2str(err));
         }
-        const unsigned char *k = key;
-        sg_err_t err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
-                                             key_len - 1, value, value_len,
-                                             errstr, errstr_size);
-        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0 &&
-            !(err = restore_checkpoint(e, p, offset + 1, errstr,
-                                       errstr_size)))
-                err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
-                                   errstr_size);
+        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+                err = restore_checkpoint(e, p, offset + 1, errstr,
+                                         errstr_size);
+                if (!err)
+                        err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                           errstr_size);
+        }
         if (err) {
-                /* no write transaction may stay open: the loop grows the
-                 * map (SG_ERR_MAP_FULL) and restarts from restore_begin */
+                /* every error ends here: no write transaction may stay open
+                 * (the loop grows the map on SG_ERR_MAP_FULL and restarts
+                 * from restore_begin; anything else stops the restore) */
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
         }

@@ -25,6 +25,8 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     libcurl4-openssl-dev libmicrohttpd-dev lmdb-utils kcat maven
     clang libclang-rt-14-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
+# tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
+PKGS+=(clang libclang-rt-14-dev)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
