@@ -1706,7 +1706,8 @@ static const char *const ROOT_KEYS[] = {
         "$schema", "instance_id", "data_dir", "guarantee", "kafka",
         "kafka_consumer", "kafka_producer", "store", "batch",
         "stats_interval_ms", "delivery_timeout_ms", "sweep_max_per_batch",
-        "deadline_max_per_batch", "pause_retry_ms", "topics", NULL};
+        "deadline_max_per_batch", "pause_retry_ms", "broker_retry_timeout_ms",
+        "topics", NULL};
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
@@ -1769,7 +1770,9 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
             (err = get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
                          &conf->deadline_max_per_batch)) ||
             (err = get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
-                           &conf->pause_retry_ms)))
+                           &conf->pause_retry_ms)) ||
+            (err = get_int(c, root, "", "broker_retry_timeout_ms", 1,
+                           SG_JSON_INT_MAX, &conf->broker_retry_timeout_ms)))
                 return err;
 
         if ((err = parse_topics(c, root, conf)))
@@ -1845,6 +1848,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
         conf->sweep_max_per_batch = 1000;
         conf->deadline_max_per_batch = 1000;
         conf->pause_retry_ms = 1000;
+        conf->broker_retry_timeout_ms = 120000;
         if (!(conf->instance_id = strdup("seqgate"))) {
                 err = nomem(&c);
         } else {

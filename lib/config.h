@@ -205,6 +205,10 @@ typedef struct sg_config {
         int sweep_max_per_batch;   /**< TTL sweep bound [1000] */
         int deadline_max_per_batch;/**< gap deadlines fired per batch [1000] */
         int64_t pause_retry_ms;    /**< re-check a paused partition [1000] */
+        int64_t broker_retry_timeout_ms; /**< longest retry of a retriable
+                                              broker error at start-up, in
+                                              restores, metadata and admin
+                                              calls [120000] */
 
         sg_topic_config_t *topics;
         size_t topic_cnt;

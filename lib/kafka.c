@@ -116,6 +116,7 @@ struct sg_loop {
         rd_kafka_t *producer;
 
         volatile sig_atomic_t stop;
+        bool connected;          /**< sg_loop_connect() succeeded */
         sg_err_t fatal;          /**< SG_OK, or why the loop must stop */
         char fatal_str[512];
 
@@ -285,6 +286,123 @@ static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         cJSON_AddStringToObject(f, "detail", what);
         loop_log(loop, SG_LOG_ERR, "fatal", f);
         loop->stop = 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* retriable broker errors (start-up, restores, metadata, admin calls)  */
+
+/**
+ * True for the broker and client errors that describe a passing state of
+ * the cluster — a leader being elected or moved, a coordinator loading, a
+ * request that timed out, a broker that is down — the ones Kafka's protocol
+ * marks retriable (the Java client's RetriableException family).
+ * UNKNOWN_TOPIC_OR_PART is retriable only for a topic known to exist (a
+ * changelog topic right after its creation): for a configured topic it means
+ * the topic is missing, a configuration error.
+ */
+static bool err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
+        switch (e) {
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+                return topic_exists;
+        case RD_KAFKA_RESP_ERR__TRANSPORT:
+        case RD_KAFKA_RESP_ERR__TIMED_OUT:
+        case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+        case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+        case RD_KAFKA_RESP_ERR__WAIT_COORD:
+        case RD_KAFKA_RESP_ERR__WAIT_CACHE:
+        case RD_KAFKA_RESP_ERR__RESOLVE:
+        case RD_KAFKA_RESP_ERR__RETRY:
+        case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+        case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+        case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+        case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+        case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
+        case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+        case RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS:
+        case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+        case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT:
+        case RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/** One operation retried while the cluster answers with retriable errors:
+ *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
+ *  most broker_retry_timeout_ms in all. */
+typedef struct sg_retry {
+        const char *during;   /**< what is retried, for the log line */
+        int64_t start_ms;     /**< monotonic */
+        int64_t backoff_ms;
+        int attempt;
+} sg_retry_t;
+
+static void retry_init(sg_retry_t *r, const char *during) {
+        r->during = during;
+        r->start_ms = sg_clock_mono_ms();
+        r->backoff_ms = SG_BACKOFF_MIN_MS;
+        r->attempt = 0;
+}
+
+static void loop_wait(sg_loop_t *loop, int64_t ms);
+
+/**
+ * After a failed attempt with @p code (@p detail: what failed, for the log
+ * line): if the error is retriable (err_retriable(), @p topic_exists) and
+ * time is left and the loop is not stopping, logs "kafka_retry", waits the
+ * back-off and returns true (try again); otherwise returns false, and
+ * *gave_up (may be NULL) tells whether a retriable error ran out of time.
+ */
+static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
+                        rd_kafka_resp_err_t code, bool topic_exists,
+                        const char *detail, bool *gave_up) {
+        int64_t budget = loop->conf->broker_retry_timeout_ms > 0
+                                 ? loop->conf->broker_retry_timeout_ms
+                                 : 120000;
+        int64_t elapsed = sg_clock_mono_ms() - r->start_ms;
+        bool retriable = err_retriable(code, topic_exists);
+        if (gave_up)
+                *gave_up = false;
+        if (!retriable || loop->stop)
+                return false;
+        if (elapsed >= budget) {
+                if (gave_up)
+                        *gave_up = true;
+                return false;
+        }
+        int64_t wait = r->backoff_ms;
+        if (wait > budget - elapsed)
+                wait = budget - elapsed;
+        r->attempt++;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "during", r->during);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddStringToObject(f, "detail", detail ? detail : "");
+        cJSON_AddNumberToObject(f, "attempt", r->attempt);
+        cJSON_AddNumberToObject(f, "backoff_ms", (double)wait);
+        cJSON_AddNumberToObject(f, "retry_left_ms", (double)(budget - elapsed));
+        loop_log(loop, SG_LOG_WARNING, "kafka_retry", f);
+        for (int64_t t = 0; t < wait && !loop->stop; t += 50)
+                loop_wait(loop, wait - t < 50 ? wait - t : 50);
+        r->backoff_ms = r->backoff_ms * 2 > SG_BACKOFF_MAX_MS
+                                ? SG_BACKOFF_MAX_MS
+                                : r->backoff_ms * 2;
+        return !loop->stop;
 }
 
 /** Finds (or adds) the partition table entry; returns its index. */
@@ -795,15 +913,29 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
                 uint64_t n = 0;
-                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-                        loop->restorer, tc->changelog_topic, partition, &lo,
-                        &hi, SG_METADATA_TIMEOUT_MS);
+                /* A leader moving, a changelog just created: retried
+                 * (librdkafka does not retry NOT_LEADER_FOR_PARTITION for
+                 * ListOffsets itself). */
+                rd_kafka_resp_err_t e;
+                sg_retry_t rt;
+                retry_init(&rt, "restore");
+                char what[400];
+                snprintf(what, sizeof(what),
+                         "changelog %s [%" PRId32 "]: reading its offsets",
+                         tc->changelog_topic, partition);
+                bool gave_up = false;
+                while ((e = rd_kafka_query_watermark_offsets(
+                                loop->restorer, tc->changelog_topic,
+                                partition, &lo, &hi,
+                                SG_METADATA_TIMEOUT_MS)) &&
+                       retry_again(loop, &rt, e, true, what, &gave_up))
+                        ;
                 if (e) {
-                        sg_errf(errstr, errstr_size,
-                                "changelog %s [%" PRId32
-                                "]: reading its offsets: %s",
-                                tc->changelog_topic, partition,
-                                rd_kafka_err2str(e));
+                        sg_errf(errstr, errstr_size, "%s: %s%s", what,
+                                rd_kafka_err2str(e),
+                                gave_up ? " (retriable; retried for "
+                                          "broker_retry_timeout_ms)"
+                                        : "");
                         return SG_ERR_KAFKA;
                 }
                 sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
@@ -1261,50 +1393,102 @@ md_topic(const rd_kafka_metadata_t *md, const char *name) {
         return NULL;
 }
 
-/** Start-up checks: topics exist; partition counts fit (semantics §5). */
-static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
-                                  size_t errstr_size) {
-        const rd_kafka_metadata_t *md;
-        rd_kafka_resp_err_t e = rd_kafka_metadata(loop->producer, 1, NULL, &md,
-                                                  SG_METADATA_TIMEOUT_MS);
-        if (e) {
-                sg_errf(errstr, errstr_size,
-                        "reading cluster metadata: %s", rd_kafka_err2str(e));
+/** The metadata error of topic @p name: its own error, or
+ *  UNKNOWN_TOPIC_OR_PART when the cluster does not list it. */
+static rd_kafka_resp_err_t md_topic_err(const rd_kafka_metadata_t *md,
+                                        const char *name) {
+        for (int i = 0; i < md->topic_cnt; i++)
+                if (!strcmp(md->topics[i].topic, name))
+                        return md->topics[i].err;
+        return RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+}
+
+/**
+ * Reads the cluster's metadata (all topics) into *mdp, retrying retriable
+ * errors (sg_retry_t). @returns SG_OK or SG_ERR_KAFKA (errstr says why).
+ */
+static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
+                              const rd_kafka_metadata_t **mdp, char *errstr,
+                              size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "metadata");
+        for (;;) {
+                rd_kafka_resp_err_t e =
+                        rd_kafka_metadata(rk, 1, NULL, mdp,
+                                          SG_METADATA_TIMEOUT_MS);
+                if (!e)
+                        return SG_OK;
+                bool gave_up = false;
+                if (retry_again(loop, &r, e, false, "reading cluster metadata",
+                                &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "reading cluster metadata: %s%s",
+                        rd_kafka_err2str(e),
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
                 return SG_ERR_KAFKA;
         }
-        sg_err_t err = SG_OK;
+}
+
+/**
+ * One pass of the start-up topic checks (semantics §5): every topic seqgate
+ * reads or writes exists; partition counts fit. A topic whose metadata
+ * carries a retriable error (a leader being elected) sets *retryp to that
+ * error and returns SG_ERR_KAFKA; a missing topic or another topic error is
+ * SG_ERR_CONFIG (exit 2).
+ */
+static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
+                                  char *errstr, size_t errstr_size) {
+        const rd_kafka_metadata_t *md;
+        sg_err_t err = loop_metadata(loop, loop->producer, &md, errstr,
+                                     errstr_size);
+        if (err)
+                return err;
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
         for (size_t i = 0; !err && i < loop->conf->topic_cnt; i++) {
                 const sg_topic_config_t *tc = &loop->conf->topics[i];
-                const char *names[3] = {tc->name, tc->output_topic,
-                                        tc->dlq_topic};
-                const rd_kafka_metadata_topic_t *mt[3];
-                for (int k = 0; k < 3; k++) {
-                        mt[k] = md_topic(md, names[k]);
-                        if (!mt[k]) {
-                                sg_errf(errstr, errstr_size,
-                                        "topic \"%s\" (%s of input topic "
-                                        "\"%s\") does not exist",
-                                        names[k],
-                                        k == 0 ? "input"
-                                        : k == 1 ? "output"
-                                                 : "DLQ",
-                                        tc->name);
-                                err = SG_ERR_CONFIG;
-                                break;
-                        }
+                const char *names[5] = {tc->name, tc->output_topic,
+                                        tc->dlq_topic, NULL, NULL};
+                const char *roles[5] = {"input", "output", "DLQ",
+                                        "snapshot request",
+                                        "snapshot reply"};
+                if (tc->snapshot.source == SG_SNAP_KAFKA) {
+                        names[3] = tc->snapshot.request_topic
+                                           ? tc->snapshot.request_topic
+                                           : "(none)";
+                        names[4] = tc->snapshot.reply_topic
+                                           ? tc->snapshot.reply_topic
+                                           : "(none)";
                 }
-                if (!err && tc->snapshot.source == SG_SNAP_KAFKA) {
-                        const char *sn[2] = {tc->snapshot.request_topic,
-                                             tc->snapshot.reply_topic};
-                        for (int k = 0; !err && k < 2; k++) {
-                                if (sn[k] && md_topic(md, sn[k]))
-                                        continue;
+                const rd_kafka_metadata_topic_t *mt[5] = {NULL};
+                for (int k = 0; !err && k < 5; k++) {
+                        if (!names[k] || (mt[k] = md_topic(md, names[k])))
+                                continue;
+                        rd_kafka_resp_err_t te = md_topic_err(md, names[k]);
+                        if (err_retriable(te, false)) {
+                                *retryp = te;
                                 sg_errf(errstr, errstr_size,
-                                        "topic \"%s\" (snapshot %s topic of "
-                                        "input topic \"%s\") does not exist",
-                                        sn[k] ? sn[k] : "(none)",
-                                        k == 0 ? "request" : "reply",
-                                        tc->name);
+                                        "topic \"%s\" (%s topic of input "
+                                        "topic \"%s\"): %s",
+                                        names[k], roles[k], tc->name,
+                                        rd_kafka_err2str(te));
+                                err = SG_ERR_KAFKA;
+                        } else if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                                sg_errf(errstr, errstr_size,
+                                        k < 3 ? "topic \"%s\" (%s of input "
+                                                "topic \"%s\") does not exist"
+                                              : "topic \"%s\" (%s topic of "
+                                                "input topic \"%s\") does not "
+                                                "exist",
+                                        names[k], roles[k], tc->name);
+                                err = SG_ERR_CONFIG;
+                        } else {
+                                sg_errf(errstr, errstr_size,
+                                        "topic \"%s\" (%s topic of input "
+                                        "topic \"%s\"): %s",
+                                        names[k], roles[k], tc->name,
+                                        rd_kafka_err2str(te));
                                 err = SG_ERR_CONFIG;
                         }
                 }
@@ -1322,6 +1506,28 @@ static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
         }
         rd_kafka_metadata_destroy(md);
         return err;
+}
+
+/** Start-up checks: topics exist; partition counts fit (semantics §5).
+ *  A retriable topic error is retried (sg_retry_t). */
+static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
+                                  size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "topic check");
+        for (;;) {
+                rd_kafka_resp_err_t code;
+                char es[512] = "";
+                sg_err_t err = check_topics_once(loop, &code, es, sizeof(es));
+                bool gave_up = false;
+                if (err == SG_ERR_KAFKA && code &&
+                    retry_again(loop, &r, code, false, es, &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
+        }
 }
 
 /** Properties of the group consumer that a group-less consumer must not
@@ -1432,20 +1638,21 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
  * which has no admin API and no topic configs, the changelogs must exist
  * (sg_mock_start creates them) and cleanup.policy is not checked, logged as
  * "changelog_config_unchecked".
+ *
+ * One pass: a retriable error (a request timed out, no controller yet, a
+ * topic just created that a broker does not know yet) sets *retryp and
+ * returns SG_ERR_KAFKA; loop_ensure_changelogs() runs the pass again.
  */
-static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
-                                       size_t errstr_size) {
+static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
+                                       rd_kafka_resp_err_t *retryp,
+                                       char *errstr, size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         const rd_kafka_metadata_t *md;
         rd_kafka_t *rk = loop->producer;
-        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md,
-                                                  SG_METADATA_TIMEOUT_MS);
-        if (e) {
-                sg_errf(errstr, errstr_size, "reading cluster metadata: %s",
-                        rd_kafka_err2str(e));
-                return SG_ERR_KAFKA;
-        }
-        sg_err_t err = SG_OK;
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
+        sg_err_t err = loop_metadata(loop, rk, &md, errstr, errstr_size);
+        if (err)
+                return err;
         char es[512];
         /* librdkafka's mock cluster (--embedded-kafka, sg_mock_start) has
          * neither CreateTopics nor DescribeConfigs (2.0.2: the requests
@@ -1465,6 +1672,9 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 const rd_kafka_metadata_topic_t *in = md_topic(md, tc->name);
                 const rd_kafka_metadata_topic_t *cl =
                         md_topic(md, tc->changelog_topic);
+                rd_kafka_resp_err_t cle =
+                        cl ? RD_KAFKA_RESP_ERR_NO_ERROR
+                           : md_topic_err(md, tc->changelog_topic);
                 if (!in) { /* checked before; be safe */
                         sg_errf(errstr, errstr_size,
                                 "input topic \"%s\" does not exist",
@@ -1479,6 +1689,13 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                 tc->changelog_topic, cl->partition_cnt,
                                 tc->name, in->partition_cnt);
                         err = SG_ERR_CONFIG;
+                } else if (!cl && err_retriable(cle, false)) {
+                        /* it exists, its leader is being elected */
+                        *retryp = cle;
+                        sg_errf(errstr, errstr_size,
+                                "changelog topic \"%s\": %s",
+                                tc->changelog_topic, rd_kafka_err2str(cle));
+                        err = SG_ERR_KAFKA;
                 } else if (!cl && !admin) {
                         sg_errf(errstr, errstr_size,
                                 "changelog topic \"%s\" does not exist and "
@@ -1514,14 +1731,15 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 rd_kafka_AdminOptions_destroy(ao);
                 rd_kafka_event_t *ev =
                         admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT);
-                if (!ev) {
-                        sg_errf(errstr, errstr_size,
-                                "creating changelog topics: no answer");
-                        err = SG_ERR_KAFKA;
-                } else if (rd_kafka_event_error(ev)) {
+                rd_kafka_resp_err_t ee =
+                        ev ? rd_kafka_event_error(ev)
+                           : RD_KAFKA_RESP_ERR__TIMED_OUT;
+                if (ee) {
                         sg_errf(errstr, errstr_size,
                                 "creating changelog topics: %s",
-                                rd_kafka_event_error_string(ev));
+                                ev ? rd_kafka_event_error_string(ev)
+                                   : "no answer");
+                        *retryp = ee;
                         err = SG_ERR_KAFKA;
                 } else {
                         size_t rc;
@@ -1545,7 +1763,10 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                                 "\"%s\": %s",
                                                 tn, tes ? tes
                                                         : rd_kafka_err2str(te));
-                                        err = te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                                        *retryp = te;
+                                        err = err_retriable(te, false)
+                                                      ? SG_ERR_KAFKA
+                                              : te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
                                                               te == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
                                                               te == RD_KAFKA_RESP_ERR_INVALID_CONFIG ||
                                                               te == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR
@@ -1589,9 +1810,7 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 cr[i] = rd_kafka_ConfigResource_new(
                         RD_KAFKA_RESOURCE_TOPIC,
                         conf->topics[i].changelog_topic);
-        /* a topic just created may not be known to every broker yet */
-        for (int tries = 0; !err; tries++) {
-                bool retry = false;
+        if (!err) {
                 rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
                         rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
                 rd_kafka_AdminOptions_set_request_timeout(
@@ -1620,6 +1839,7 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                 "describing changelog topics: %s",
                                 ev ? rd_kafka_event_error_string(ev)
                                    : "no answer");
+                        *retryp = ee;
                         err = SG_ERR_KAFKA;
                 } else {
                         size_t rc;
@@ -1631,19 +1851,19 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                         for (size_t i = 0; !err && i < rc; i++) {
                                 const char *tn =
                                         rd_kafka_ConfigResource_name(res[i]);
-                                if (rd_kafka_ConfigResource_error(res[i]) ==
-                                            RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
-                                    tries < 40) {
-                                        retry = true;
-                                        break;
-                                }
-                                if (rd_kafka_ConfigResource_error(res[i])) {
+                                rd_kafka_resp_err_t re =
+                                        rd_kafka_ConfigResource_error(res[i]);
+                                if (re) {
                                         sg_errf(errstr, errstr_size,
                                                 "describing changelog topic "
                                                 "\"%s\": %s",
                                                 tn,
                                                 rd_kafka_ConfigResource_error_string(
                                                         res[i]));
+                                        /* retriable, UNKNOWN_TOPIC_OR_PART
+                                         * too: a topic just created may not
+                                         * be known to every broker yet */
+                                        *retryp = re;
                                         err = SG_ERR_KAFKA;
                                         break;
                                 }
@@ -1673,9 +1893,6 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 }
                 if (ev)
                         rd_kafka_event_destroy(ev);
-                if (!retry)
-                        break;
-                sg_sleep_ms(250);
         }
         for (size_t i = 0; cr && i < conf->topic_cnt; i++)
                 if (cr[i])
@@ -1685,34 +1902,94 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
         return err;
 }
 
-/** exactly_once: registers the transactional.id with its coordinator,
- *  fencing any older producer with the same id (its open transaction is
- *  aborted by the coordinator). Retried while retriable. */
-static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+/** exactly_once, at start: ensure_changelogs_once(), run again while it
+ *  fails with a retriable error (sg_retry_t). */
+static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                        size_t errstr_size) {
-        sg_err_t err;
-        TXN_CALL(loop,
-                 rd_kafka_init_transactions(
-                         loop->producer, (int)loop->conf->delivery_timeout_ms),
-                 "init_transactions", errstr, errstr_size, &err);
-        if (err == SG_OK) {
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "transactional_id",
-                                        loop->conf->transactional_id);
-                loop_log(loop, SG_LOG_INFO, "transactions_initialised", f);
+        sg_retry_t r;
+        retry_init(&r, "changelog topics");
+        for (;;) {
+                rd_kafka_resp_err_t code;
+                char es[512] = "";
+                sg_err_t err = ensure_changelogs_once(loop, &code, es,
+                                                      sizeof(es));
+                bool gave_up = false;
+                /* a missing changelog is created in the pass, so an unknown
+                 * topic reported here is one that exists (just created) */
+                if (err == SG_ERR_KAFKA && code &&
+                    retry_again(loop, &r, code, true, es, &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
         }
-        return err;
 }
 
-sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
-                     sg_log_cb *log_cb, void *log_opaque,
-                     sg_loop_stats_cb *stats_cb, void *stats_opaque,
-                     sg_loop_t **loopp, char *errstr, size_t errstr_size) {
-        sg_err_t err;
+/** exactly_once: registers the transactional.id with its coordinator,
+ *  fencing any older producer with the same id (its open transaction is
+ *  aborted by the coordinator). A retriable error (the coordinator loading,
+ *  not available, a timeout) is retried with back-off (sg_retry_t); a fatal
+ *  one stops the loop. */
+static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+                                       size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "init_transactions");
+        for (;;) {
+                rd_kafka_error_t *e = rd_kafka_init_transactions(
+                        loop->producer, (int)loop->conf->delivery_timeout_ms);
+                if (!e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "transactional_id",
+                                                loop->conf->transactional_id);
+                        loop_log(loop, SG_LOG_INFO, "transactions_initialised",
+                                 f);
+                        return SG_OK;
+                }
+                /* librdkafka marks what may be retried; its error codes
+                 * decide the rest like every other start-up call */
+                rd_kafka_resp_err_t code = rd_kafka_error_code(e);
+                bool retriable = !rd_kafka_error_is_fatal(e) &&
+                                 !rd_kafka_error_txn_requires_abort(e) &&
+                                 (rd_kafka_error_is_retriable(e) ||
+                                  err_retriable(code, false));
+                bool gave_up = false;
+                if (retriable &&
+                    retry_again(loop, &r,
+                                err_retriable(code, false)
+                                        ? code
+                                        : RD_KAFKA_RESP_ERR__RETRY,
+                                false, rd_kafka_error_string(e), &gave_up)) {
+                        rd_kafka_error_destroy(e);
+                        continue;
+                }
+                char es[512];
+                sg_err_t err = loop_txn_error(loop, e, "init_transactions", es,
+                                              sizeof(es));
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
+        }
+}
+
+sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
+                        sg_log_cb *log_cb, void *log_opaque,
+                        sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                        sg_loop_t **loopp, char *errstr,
+                        size_t errstr_size) {
         if (!conf || !proc || !loopp || !proc->batch_begin || !proc->process ||
             !proc->tick || !proc->effects || !proc->batch_commit ||
             !proc->batch_abort || !proc->assign || conf->topic_cnt == 0) {
                 sg_errf(errstr, errstr_size, "sg_loop_new: invalid argument");
+                return SG_ERR_INVALID;
+        }
+        if (conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE &&
+            !conf->transactional_id) {
+                sg_errf(errstr, errstr_size,
+                        "exactly_once without a transactional id");
                 return SG_ERR_INVALID;
         }
         sg_loop_t *loop = calloc(1, sizeof(*loop));
@@ -1725,6 +2002,7 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         loop->stats_cb = stats_cb;
         loop->stats_opaque = stats_opaque;
         loop->stats.consumer_lag = -1;
+        loop->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
         loop->msg_cap = conf->batch_max_records > 0
                                 ? (size_t)conf->batch_max_records
                                 : 1000;
@@ -1735,14 +2013,18 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         if (!loop->msgs || !loop->recs || !loop->rec_part ||
             !loop->batch_parts) {
                 sg_loop_destroy(loop);
+                sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
+        *loopp = loop;
+        return SG_OK;
+}
 
-        loop->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
-        if (loop->eos && !conf->transactional_id) {
-                sg_errf(errstr, errstr_size,
-                        "exactly_once without a transactional id");
-                sg_loop_destroy(loop);
+sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        sg_err_t err;
+        if (loop->producer || loop->consumer) {
+                sg_errf(errstr, errstr_size, "sg_loop_connect: called twice");
                 return SG_ERR_INVALID;
         }
         if ((err = loop_client_new(loop, false, &loop->producer, errstr,
@@ -1756,7 +2038,6 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
               (err = loop_init_transactions(loop, errstr, errstr_size))))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
-                sg_loop_destroy(loop);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
         }
 
@@ -1764,10 +2045,8 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         for (size_t i = 0; i < conf->topic_cnt; i++)
                 http |= conf->topics[i].snapshot.source == SG_SNAP_HTTP;
         if (http && (err = sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher,
-                                          errstr, errstr_size))) {
-                sg_loop_destroy(loop);
+                                          errstr, errstr_size)))
                 return err;
-        }
 
         /* Input topics, then every snapshot reply topic (issue 3), each
          * name once. */
@@ -1789,11 +2068,27 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         if (e) {
                 sg_errf(errstr, errstr_size, "subscribing: %s",
                         rd_kafka_err2str(e));
-                sg_loop_destroy(loop);
                 return SG_ERR_KAFKA;
         }
-        *loopp = loop;
+        loop->connected = true;
         return SG_OK;
+}
+
+sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
+                     sg_log_cb *log_cb, void *log_opaque,
+                     sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                     sg_loop_t **loopp, char *errstr, size_t errstr_size) {
+        sg_loop_t *loop = NULL;
+        sg_err_t err = sg_loop_create(conf, proc, log_cb, log_opaque,
+                                      stats_cb, stats_opaque, &loop, errstr,
+                                      errstr_size);
+        if (!err && (err = sg_loop_connect(loop, errstr, errstr_size))) {
+                sg_loop_destroy(loop);
+                loop = NULL;
+        }
+        if (!err)
+                *loopp = loop;
+        return err;
 }
 
 /* ------------------------------------------------------------------ */
@@ -2532,6 +2827,11 @@ static void loop_stats_emit(sg_loop_t *loop) {
 }
 
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
+        if (!loop || !loop->connected) {
+                sg_errf(errstr, errstr_size,
+                        "sg_loop_run: the loop is not connected");
+                return SG_ERR_INVALID;
+        }
         loop->next_stats_ms = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
                 if (loop->restore_needed) {

@@ -163,8 +163,12 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
  * An HTTP fetcher (snapshot_http.h) is created when a topic's snapshot
  * source is "http".
+ * Retriable broker errors (a leader being elected, a coordinator loading, a
+ * request timed out) are retried with back-off, one "kafka_retry" log line
+ * each, for at most broker_retry_timeout_ms; then SG_ERR_KAFKA.
  * @returns SG_OK, SG_ERR_CONFIG (bad property: the error names the property
- *          but never a secret's value), SG_ERR_KAFKA, SG_ERR_FATAL (libcurl
+ *          but never a secret's value; a missing topic, a topic the cluster
+ *          refuses for what it is), SG_ERR_KAFKA, SG_ERR_FATAL (libcurl
  *          could not be initialised).
  */
 sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
@@ -173,12 +177,33 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                      sg_loop_t **loopp, char *errstr, size_t errstr_size);
 
 /**
+ * sg_loop_new() in two steps, so that a caller can stop the start-up:
+ * sg_loop_create() only allocates (no Kafka client, no I/O; arguments as
+ * sg_loop_new(), SG_OK, SG_ERR_INVALID or SG_ERR_NOMEM); sg_loop_connect()
+ * does the rest (clients, topic checks, changelogs, init_transactions,
+ * subscribe) and returns what sg_loop_new() returns. Retriable broker
+ * errors met on the way are retried with back-off for at most the config's
+ * broker_retry_timeout_ms (README "Transient broker errors"); an
+ * sg_loop_stop() meanwhile (another thread, a signal handler) ends the
+ * retries at once and connect returns the error it had. After a failed
+ * connect the loop can only be destroyed.
+ */
+sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
+                        sg_log_cb *log_cb, void *log_opaque,
+                        sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                        sg_loop_t **loopp, char *errstr, size_t errstr_size);
+sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size);
+
+/**
  * Runs batches until sg_loop_stop() is called or a fatal error occurs. On
  * stop: finishes and commits the batch in flight, leaves the group
  * (rd_kafka_consumer_close) and returns SG_OK. exactly_once: a fenced
  * producer, a failed restore or a failed transaction abort is fatal
  * (SG_ERR_FATAL).
- * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr).
+ * A changelog restore retries retriable broker errors like the start-up
+ * (broker_retry_timeout_ms).
+ * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr),
+ *          SG_ERR_INVALID (the loop is not connected).
  */
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
 

@@ -4,7 +4,8 @@
  * config (config.h) → LMDB store (store.h) → engine (engine.h), or the
  * pass-through benchmark baseline (passthrough.h) → Kafka loop (kafka.h).
  * SIGTERM/SIGINT ask the loop to finish its batch, commit, leave the
- * consumer group and return. Logs are JSON lines on stderr:
+ * consumer group and return; during the start-up they end its retries at
+ * once. Logs are JSON lines on stderr:
  *   {"ts":"2026-11-30T08:00:00.123Z","level":"info","event":"...",...}
  * The configuration's Kafka property values are never logged (they may hold
  * secrets); the library's own log fields never carry one either.
@@ -243,11 +244,13 @@ static void usage(FILE *out) {
               "  -V, --version               print the version and exit\n"
               "  -h, --help                  print this help and exit\n"
               "\n"
-              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 runtime "
-              "error (exactly_once:\nalso fenced by a newer instance with the "
-              "same instance_id),\n2 usage or configuration error (also one the "
-              "Kafka clients or the cluster\nrefuse at start-up: a property, "
-              "a missing topic, too few output partitions).\n",
+              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 "
+              "runtime error (also\nretriable broker errors that outlasted "
+              "broker_retry_timeout_ms; exactly_once:\nalso fenced by a newer "
+              "instance with the same instance_id),\n2 usage or configuration "
+              "error (also one the Kafka clients or the cluster\nrefuse at "
+              "start-up: a property, a missing topic, too few output\n"
+              "partitions).\n",
               out);
 }
 
@@ -516,9 +519,29 @@ static int run(const opts_t *o) {
                 }
         }
 
-        if ((err = sg_loop_new(conf, &proc, on_log, NULL, on_stats, &app,
-                               &loop, es, sizeof(es))))
+        if ((err = sg_loop_create(conf, &proc, on_log, NULL, on_stats, &app,
+                                  &loop, es, sizeof(es))))
                 goto fail;
+        /* From here a signal stops the loop, the start-up's retries too. */
+        g_loop = loop;
+        if (g_stop_early)
+                sg_loop_stop(loop);
+        if ((err = sg_loop_connect(loop, es, sizeof(es)))) {
+                if (g_stop_early && err != SG_ERR_CONFIG) {
+                        /* asked to stop while retrying: nothing was read
+                         * or committed yet */
+                        g_loop = NULL;
+                        cJSON *sf = cJSON_CreateObject();
+                        cJSON_AddStringToObject(sf, "result",
+                                                sg_err2str(SG_OK));
+                        cJSON_AddStringToObject(sf, "during", "start-up");
+                        cJSON_AddStringToObject(sf, "detail", es);
+                        log_json(SG_LOG_INFO, "stopped", sf);
+                        status = 0;
+                        goto out;
+                }
+                goto fail;
+        }
 
         if (o->embedded && o->bootstrap_file) {
                 const char *bs = NULL;
@@ -535,9 +558,6 @@ static int run(const opts_t *o) {
                         o->bootstrap_file);
         }
 
-        g_loop = loop;
-        if (g_stop_early)
-                sg_loop_stop(loop);
         log_msg(SG_LOG_INFO, "running", "group", conf->group_id);
         err = sg_loop_run(loop, es, sizeof(es));
         g_loop = NULL;
@@ -548,6 +568,7 @@ static int run(const opts_t *o) {
         goto out;
 
 fail: {
+        g_loop = NULL;
         cJSON *ff = cJSON_CreateObject();
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));
         cJSON_AddStringToObject(ff, "detail", es);

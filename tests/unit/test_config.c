@@ -140,6 +140,7 @@ START_TEST(test_minimal_defaults) {
         ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
         ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
         ck_assert_int_eq(conf->pause_retry_ms, 1000);
+        ck_assert_int_eq(conf->broker_retry_timeout_ms, 120000);
 
         ck_assert_uint_eq(conf->topic_cnt, 1);
         tc = &conf->topics[0];
@@ -614,6 +615,8 @@ static const bad_case_t bad_cases[] = {
          "deadline_max_per_batch: must be an integer from 1", NULL},
         {CFG(",'pause_retry_ms':0.25", ""),
          "pause_retry_ms: must be an integer >= 1", NULL},
+        {CFG(",'broker_retry_timeout_ms':0", ""),
+         "broker_retry_timeout_ms: must be an integer >= 1", NULL},
         {CFG("", ",'ordering':{'gap_timeout_ms':0}"),
          "topics.orders.ordering.gap_timeout_ms: must be an integer >= 1", NULL},
         {CFG("", ",'dedup':{'ttl_ms':999}"),

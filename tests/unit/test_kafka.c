@@ -87,6 +87,7 @@ static void sleep_ms(int ms) {
 typedef struct logs {
         int aborted, paused, resumed, grown, fatal, recreated;
         int store_behind, restore_done; /**< exactly_once */
+        int retries;      /**< "kafka_retry": a retriable broker error */
         int secret_leaks; /**< log texts that contained SECRET */
 } logs_t;
 
@@ -111,6 +112,8 @@ static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                 l->store_behind++;
         else if (!strcmp(event, "restore_done"))
                 l->restore_done++;
+        else if (!strcmp(event, "kafka_retry"))
+                l->retries++;
         if (strstr(event, SECRET) || (fields && strstr(fields, SECRET)))
                 l->secret_leaks++;
         if (getenv("SG_TEST_VERBOSE") &&
@@ -1398,6 +1401,144 @@ START_TEST(secret_value_never_in_log_lines) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* (9) retriable broker errors at start-up and in restores              */
+/*
+ * A broker that is electing a leader, moving a partition or loading a
+ * coordinator answers with a retriable error (LEADER_NOT_AVAILABLE,
+ * NOT_LEADER_FOR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS, ...). seqgate
+ * retries those with back-off, logged as "kafka_retry", for at most
+ * broker_retry_timeout_ms; anything else stops it at once.
+ */
+
+typedef struct clear_later {
+        const char *topic;
+        int after_ms;
+} clear_later_t;
+
+static void *clear_topic_error(void *a) {
+        clear_later_t *c = a;
+        sleep_ms(c->after_ms);
+        rd_kafka_mock_topic_set_error(g_mc, c->topic,
+                                      RD_KAFKA_RESP_ERR_NO_ERROR);
+        return NULL;
+}
+
+/* The output topic's leader is being elected while seqgate starts: the
+ * start-up check waits for it instead of calling it missing (exit 2). */
+START_TEST(startup_retries_leader_not_available) {
+        char es[512];
+        pthread_t th;
+        clear_later_t cl = {.topic = "out", .after_ms = 1500};
+        rd_kafka_mock_topic_set_error(g_mc, "out",
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+        ck_assert_int_eq(pthread_create(&th, NULL, clear_topic_error, &cl), 0);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        pthread_join(th, NULL);
+        ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
+        ck_assert_int_ge(took, 1000);
+        ck_assert_int_ge(g_logs.retries, 1);
+}
+END_TEST
+
+/* A retriable error that does not go away: retried for
+ * broker_retry_timeout_ms, then SG_ERR_KAFKA (exit 1, restartable) naming
+ * the error. */
+START_TEST(startup_retry_gives_up_after_timeout) {
+        char es[512];
+        g_root_extra = ALOS "\"broker_retry_timeout_ms\":1500,";
+        rd_kafka_mock_topic_set_error(g_mc, "out",
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        g_root_extra = ALOS;
+        ck_assert_msg(err == SG_ERR_KAFKA, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "\"out\"") && strstr(es, "eader not available"),
+                      "errstr: %s", es);
+        ck_assert_int_ge(took, 1500);
+        ck_assert_int_lt(took, 15000);
+        ck_assert_int_ge(g_logs.retries, 1);
+}
+END_TEST
+
+/* A non-retriable topic error stops the start at once, and says what it
+ * is (not "does not exist"). */
+START_TEST(startup_non_retriable_stops_at_once) {
+        char es[512];
+        rd_kafka_mock_topic_set_error(
+                g_mc, "dlq", RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        ck_assert_msg(err == SG_ERR_CONFIG, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "\"dlq\"") && strstr(es, "uthorization"),
+                      "errstr: %s", es);
+        ck_assert_int_lt(took, 5000);
+        ck_assert_int_eq(g_logs.retries, 0);
+}
+END_TEST
+
+/* The changelog partition's leader moves while the partition is restored
+ * (the broker answers ListOffsets with NOT_LEADER_FOR_PARTITION, which
+ * librdkafka does not retry itself): the restore retries, the run
+ * completes. Before: "restore: changelog ... reading its offsets: Broker:
+ * Not leader for partition", the loop stopped (exit 1). */
+START_TEST(eos_restore_retries_not_leader) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 2 /* ListOffsets */, 3,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+        tp_eos_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_ge(g_logs.retries, 1);
+        ck_assert_int_eq(t->restore_begins, NPART);
+        ck_assert_int_eq(t->restore_ends, NPART);
+        ck_assert_int_eq(g_logs.restore_done, NPART);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        tp_destroy(t);
+}
+END_TEST
+
+/* Control: a non-retriable error in a restore still stops the loop, at
+ * once (no retry). */
+START_TEST(eos_restore_non_retriable_is_fatal) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 2 /* ListOffsets */, 2,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        tp_eos_interface(t, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        t->loop = loop;
+        int64_t t0 = mono_ms();
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        sg_loop_destroy(loop);
+        ck_assert_msg(err == SG_ERR_FATAL, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "restore") && strstr(es, "uthorization"),
+                      "errstr: %s", es);
+        ck_assert_int_lt(took, 20000);
+        ck_assert_int_eq(g_logs.retries, 0);
+        tp_destroy(t);
+}
+END_TEST
+
 /** SG_TEST_ONLY=<test name> runs one test (for debugging). */
 static void add(TCase *tc, const TTest *t) {
         const char *only = getenv("SG_TEST_ONLY");
@@ -1425,6 +1566,8 @@ int main(void) {
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
         add(te, eos_failures_abort_transaction);
+        add(te, eos_restore_retries_not_leader);
+        add(te, eos_restore_non_retriable_is_fatal);
         suite_add_tcase(s, te);
 
         TCase *ts = tcase_create("startup");
@@ -1433,6 +1576,9 @@ int main(void) {
         add(ts, startup_topic_checks);
         add(ts, secret_value_never_in_errstr);
         add(ts, secret_value_never_in_log_lines);
+        add(ts, startup_retries_leader_not_available);
+        add(ts, startup_retry_gives_up_after_timeout);
+        add(ts, startup_non_retriable_stops_at_once);
         suite_add_tcase(s, ts);
 
         SRunner *sr = srunner_create(s);

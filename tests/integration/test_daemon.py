@@ -1,0 +1,69 @@
+"""The daemon's process contract: exit statuses, signals.
+
+`seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
+2 for a usage or configuration error, so that systemd's
+RestartPreventExitStatus=2 does not restart a configuration that cannot
+work. SIGTERM and SIGINT finish the batch in flight, commit it, leave the
+consumer group and exit 0.
+
+test_stop_during_startup_retries: a cluster that does not answer keeps the
+  start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
+  exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafkautil import create_topics, end_offsets, produce, unique_name
+from seqgate_proc import Seqgate, make_config, wait_until
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
+    res = admin.list_consumer_group_offsets([req])[group].result(timeout=10)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def _ce(agg: str, v: int) -> dict:
+    return {"key": agg, "value": json.dumps({"v": v}),
+            "headers": [("ce_specversion", b"1.0"),
+                        ("ce_id", f"{agg}-{v}".encode()),
+                        ("ce_source", b"urn:test"), ("ce_type", b"t"),
+                        ("ce_sequence", str(v).encode())]}
+
+
+def _write(tmp_path, conf: dict) -> str:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(conf))
+    return str(p)
+
+
+def test_stop_during_startup_retries(seqgate_bin, tmp_path):
+    # Port 9 on loopback: nothing listens; every metadata request fails
+    # with a retriable transport error.
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="in",
+                       output_topic="out", dlq_topic="dlq",
+                       guarantee="at_least_once")
+    conf["broker_retry_timeout_ms"] = 300000
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(wait_assigned=False)
+        time.sleep(3.0)
+        assert sg.running(), sg.log_tail()
+        t0 = time.monotonic()
+        rc = sg.stop(timeout_s=60)
+        took = time.monotonic() - t0
+    finally:
+        sg.cleanup()
+    assert rc == 0, f"exit status {rc}\n{sg.log_tail()}"
+    assert took < 20, f"SIGTERM took {took:.1f}s during the start-up retries"
+    assert sg.events("stopped"), sg.log_tail()
