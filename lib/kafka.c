@@ -1361,6 +1361,21 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
         return SG_OK;
 }
 
+/**
+ * Why rd_kafka_new() failed, as seqgate reports it: librdkafka refuses a
+ * configuration it cannot use only when the client is created (a key or
+ * certificate file that does not exist or does not parse, an SSL or SASL
+ * setting that does not fit; RD_KAFKA_RESP_ERR__INVALID_ARG), which is a
+ * configuration error (exit 2: restarting will not fix it), not a runtime
+ * one. Its errstr names the property (test_kafka.c checks that a secret
+ * PEM is not quoted in it).
+ */
+static sg_err_t client_new_err(void) {
+        return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
+                       ? SG_ERR_CONFIG
+                       : SG_ERR_KAFKA;
+}
+
 static sg_err_t loop_client_new(sg_loop_t *loop, bool consumer,
                                 rd_kafka_t **rkp, char *errstr,
                                 size_t errstr_size) {
@@ -1376,7 +1391,7 @@ static sg_err_t loop_client_new(sg_loop_t *loop, bool consumer,
                 rd_kafka_conf_destroy(kc);
                 sg_errf(errstr, errstr_size, "creating the %s: %s",
                         consumer ? "consumer" : "producer", es);
-                return SG_ERR_KAFKA;
+                return client_new_err();
         }
         rd_kafka_set_log_queue(rk, NULL); /* logs served by poll */
         if (consumer)
@@ -1602,7 +1617,7 @@ static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
                 rd_kafka_conf_destroy(kc);
                 sg_errf(errstr, errstr_size,
                         "creating the changelog restore consumer: %s", es);
-                return SG_ERR_KAFKA;
+                return client_new_err();
         }
         rd_kafka_set_log_queue(rk, NULL);
         rd_kafka_poll_set_consumer(rk);

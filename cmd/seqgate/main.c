@@ -249,8 +249,8 @@ static void usage(FILE *out) {
               "broker_retry_timeout_ms; exactly_once:\nalso fenced by a newer "
               "instance with the same instance_id),\n2 usage or configuration "
               "error (also one the Kafka clients or the cluster\nrefuse at "
-              "start-up: a property, a missing topic, too few output\n"
-              "partitions).\n",
+              "start-up: a property, a key or certificate file, a missing "
+              "topic,\ntoo few output partitions).\n",
               out);
 }
 

@@ -1,11 +1,14 @@
 """The daemon's process contract: exit statuses, signals.
 
 `seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
-2 for a usage or configuration error, so that systemd's
-RestartPreventExitStatus=2 does not restart a configuration that cannot
-work. SIGTERM and SIGINT finish the batch in flight, commit it, leave the
-consumer group and exit 0.
+2 for a usage or configuration error (also one the Kafka clients refuse at
+start-up), so that systemd's RestartPreventExitStatus=2 does not restart a
+configuration that cannot work. SIGTERM and SIGINT finish the batch in
+flight, commit it, leave the consumer group and exit 0.
 
+test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
+  does not exist is refused by librdkafka when the client is created: exit
+  2, the property named.
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.
@@ -44,6 +47,29 @@ def _write(tmp_path, conf: dict) -> str:
     p = tmp_path / "config.json"
     p.write_text(json.dumps(conf))
     return str(p)
+
+
+def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
+    missing = tmp_path / "no-such-dir" / "client.key"
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="in",
+                       output_topic="out", dlq_topic="dlq",
+                       guarantee="at_least_once")
+    conf["kafka"].update({"security.protocol": "ssl",
+                          "ssl.key.location": str(missing)})
+    path = _write(tmp_path, conf)
+    # --check-config cannot see it (a file is only read by the client) ...
+    chk = subprocess.run([seqgate_bin, "--check-config", path],
+                         capture_output=True, text=True, timeout=30)
+    assert chk.returncode == 0, chk.stderr
+    # ... the client refuses it at start-up: a configuration error.
+    run = subprocess.run([seqgate_bin, "--config", path],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    exiting = [json.loads(l) for l in run.stderr.splitlines()
+               if '"event":"exiting"' in l]
+    assert exiting and exiting[0]["error"] == "SG_ERR_CONFIG", run.stderr
+    assert "ssl.key.location" in exiting[0]["detail"], exiting[0]
 
 
 def test_stop_during_startup_retries(seqgate_bin, tmp_path):

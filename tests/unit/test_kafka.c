@@ -1191,14 +1191,26 @@ START_TEST(secret_value_never_in_errstr) {
         sg_config_destroy(conf);
 
         /* A secret librdkafka accepts but cannot use: creating the client
-         * fails (SG_ERR_KAFKA), the PEM text is not echoed. */
+         * fails — a configuration error (SG_ERR_CONFIG: exit 2, so that a
+         * supervisor does not restart it in a loop) — and the PEM text is
+         * not echoed. */
         conf = conf_parse(g_bs, TOPICS_IN,
                           ",\"security.protocol\":\"ssl\","
                           "\"ssl.key.pem\":\"-----BEGIN PRIVATE KEY-----\\n"
                           SECRET "\\n-----END PRIVATE KEY-----\\n\"");
-        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_KAFKA);
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
         ck_assert_msg(strstr(es, "ssl.key.pem") != NULL, "errstr: %s", es);
         ck_assert_msg(strstr(es, SECRET) == NULL, "secret leaked: %s", es);
+        sg_config_destroy(conf);
+
+        /* A file that does not exist, found only when the client is
+         * created: a configuration error too, naming the property. */
+        conf = conf_parse(g_bs, TOPICS_IN,
+                          ",\"security.protocol\":\"ssl\","
+                          "\"ssl.key.location\":\"/nonexistent/seqgate.key\"");
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
+        ck_assert_msg(strstr(es, "ssl.key.location") != NULL, "errstr: %s",
+                      es);
         sg_config_destroy(conf);
         ck_assert_int_eq(g_logs.secret_leaks, 0);
 }
