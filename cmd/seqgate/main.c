@@ -3,9 +3,10 @@
  *
  * config (config.h) → LMDB store (store.h) → engine (engine.h), or the
  * pass-through benchmark baseline (passthrough.h) → Kafka loop (kafka.h).
- * SIGTERM/SIGINT ask the loop to finish its batch, commit, leave the
- * consumer group and return; during the start-up they end its retries at
- * once. Logs are JSON lines on stderr:
+ * SIGTERM, SIGINT and SIGHUP ask the loop to finish its batch, commit, leave
+ * the consumer group and return (SIGHUP as a JVM Kafka client treats it: a
+ * clean stop; seqgate has no configuration reload). A signal during the
+ * start-up ends its retries at once. Logs are JSON lines on stderr:
  *   {"ts":"2026-11-30T08:00:00.123Z","level":"info","event":"...",...}
  * The configuration's Kafka property values are never logged (they may hold
  * secrets); the library's own log fields never carry one either.
@@ -197,6 +198,9 @@ static void install_signals(void) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
+        /* A terminal hang-up or a "reload" sent by habit must not kill a
+         * batch half way: a clean stop, like SIGTERM. */
+        sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
 }
@@ -244,7 +248,11 @@ static void usage(FILE *out) {
               "  -V, --version               print the version and exit\n"
               "  -h, --help                  print this help and exit\n"
               "\n"
-              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 "
+              "Signals: SIGTERM, SIGINT and SIGHUP finish the batch in flight, "
+              "commit it, leave\nthe consumer group and exit 0 (SIGHUP does "
+              "not reload the configuration:\nrestart seqgate for that).\n"
+              "\n"
+              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT/SIGHUP), 1 "
               "runtime error (also\nretriable broker errors that outlasted "
               "broker_retry_timeout_ms; exactly_once:\nalso fenced by a newer "
               "instance with the same instance_id),\n2 usage or configuration "

@@ -3,9 +3,11 @@
 `seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
 2 for a usage or configuration error (also one the Kafka clients refuse at
 start-up), so that systemd's RestartPreventExitStatus=2 does not restart a
-configuration that cannot work. SIGTERM and SIGINT finish the batch in
-flight, commit it, leave the consumer group and exit 0.
+configuration that cannot work. Signals: SIGTERM, SIGINT and SIGHUP finish
+the batch in flight, commit it, leave the consumer group and exit 0.
 
+test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
+  (exit 0, the "stopped" line, the consumer group left, offsets committed).
 test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
   does not exist is refused by librdkafka when the client is created: exit
   2, the property named.
@@ -21,7 +23,7 @@ import signal
 import subprocess
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafkautil import create_topics, end_offsets, produce, unique_name
@@ -41,6 +43,33 @@ def _ce(agg: str, v: int) -> dict:
                         ("ce_id", f"{agg}-{v}".encode()),
                         ("ce_source", b"urn:test"), ("ce_type", b"t"),
                         ("ce_sequence", str(v).encode())]}
+
+
+def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
+    t_in, t_out, t_dlq = (unique_name("hup-in"), unique_name("hup-out"),
+                          unique_name("hup-dlq"))
+    group = unique_name("sg-hup")
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+    produce(bootstrap, t_in, [_ce("a", v) for v in (1, 2, 3)])
+    conf = make_config(bootstrap=bootstrap, group=group, instance="hup",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       guarantee="exactly_once")
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start()
+        end = end_offsets(bootstrap, t_in)
+        wait_until(lambda: _committed(bootstrap, group, t_in) == end, 60,
+                   "committed offsets", on_timeout=lambda: "\n" + sg.log_tail())
+        sg.proc.send_signal(signal.SIGHUP)
+        rc = sg.wait_exit(60)
+    finally:
+        sg.cleanup()
+    assert rc == 0, f"exit status {rc} after SIGHUP\n{sg.log_tail()}"
+    stopped = sg.events("stopped")
+    assert stopped and stopped[0]["result"] == "SG_OK", sg.log_tail()
+    assert sg.events("loop_stopped"), sg.log_tail()
+    assert sg.events("partitions_revoked"), "the consumer group was not left"
 
 
 def _write(tmp_path, conf: dict) -> str:
