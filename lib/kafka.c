@@ -405,7 +405,9 @@ static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
         return !loop->stop;
 }
 
-/** Finds (or adds) the partition table entry; returns its index. */
+#define SG_NO_PART SIZE_MAX
+
+/** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
 static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         if (loop->last_part < loop->part_cnt &&
             loop->parts[loop->last_part].partition == partition &&
@@ -415,11 +417,22 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
                 if (loop->parts[i].partition == partition &&
                     !strcmp(loop->parts[i].topic, topic))
                         return loop->last_part = i;
+        return SG_NO_PART;
+}
+
+/** Finds or adds the entry (on assignment, the only place a partition
+ *  enters the table). SG_NO_PART when out of memory: the library never
+ *  exits (seqgate.h), the caller stops the loop with SG_ERR_NOMEM. */
+static size_t loop_part_add(sg_loop_t *loop, const char *topic,
+                            int32_t partition) {
+        size_t pi = loop_part(loop, topic, partition);
+        if (pi != SG_NO_PART)
+                return pi;
         if (loop->part_cnt == loop->part_cap) {
                 size_t cap = loop->part_cap ? loop->part_cap * 2 : 16;
                 sg_part_t *p = realloc(loop->parts, cap * sizeof(*p));
                 if (!p)
-                        abort(); /* tiny allocation; nothing sane to do */
+                        return SG_NO_PART;
                 loop->parts = p;
                 loop->part_cap = cap;
         }
@@ -427,7 +440,7 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         memset(p, 0, sizeof(*p));
         p->topic = strdup(topic);
         if (!p->topic)
-                abort();
+                return SG_NO_PART;
         p->partition = partition;
         p->committed = -1;
         p->pause_offset = -1;
@@ -1017,6 +1030,22 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         sg_err_t err = SG_OK;
 
         loop->stats.rebalances_total++;
+        /* The table entries first: nothing is told to the processor for a
+         * partition the loop could not record. */
+        for (i = 0; i < parts->cnt; i++) {
+                if (loop_part_add(loop, parts->elems[i].topic,
+                                  parts->elems[i].partition) != SG_NO_PART)
+                        continue;
+                char what[400];
+                snprintf(what, sizeof(what),
+                         "assign %s/%" PRId32 ": out of memory for the "
+                         "partition table",
+                         parts->elems[i].topic, parts->elems[i].partition);
+                loop_set_fatal(loop, SG_ERR_NOMEM, what);
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                return;
+        }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
                 int64_t stored = -1;
@@ -1174,7 +1203,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = loop_part(loop, parts->elems[i].topic,
                                       parts->elems[i].partition);
-                if (!loop->parts[pi].assigned)
+                if (pi == SG_NO_PART || !loop->parts[pi].assigned)
                         continue;
                 if (loop->proc.revoke)
                         loop->proc.revoke(loop->proc.opaque,
@@ -2270,7 +2299,8 @@ static void loop_offsets_committed(sg_loop_t *loop,
         for (int i = 0; i < l->cnt; i++) {
                 size_t pi = loop_part(loop, l->elems[i].topic,
                                       l->elems[i].partition);
-                if (l->elems[i].offset > loop->parts[pi].committed)
+                if (pi != SG_NO_PART &&
+                    l->elems[i].offset > loop->parts[pi].committed)
                         loop->parts[pi].committed = l->elems[i].offset;
         }
 }
@@ -2391,6 +2421,8 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         for (int i = 0; i < l->cnt; i++) {
                                 size_t pi = loop_part(loop, l->elems[i].topic,
                                                       l->elems[i].partition);
+                                if (pi == SG_NO_PART)
+                                        continue;
                                 loop->parts[pi].paused_until = until > 0 ? until : 1;
                                 loop->stats.pauses_total++;
                         }
@@ -2775,8 +2807,10 @@ static void loop_collect(sg_loop_t *loop) {
                 }
                 size_t pi = loop_part(loop, rd_kafka_topic_name(m->rkt),
                                       m->partition);
-                if (loop->parts[pi].paused_until || !loop->parts[pi].assigned) {
-                        /* Fetched before the pause: read again on resume. */
+                if (pi == SG_NO_PART || loop->parts[pi].paused_until ||
+                    !loop->parts[pi].assigned) {
+                        /* Fetched before the pause (or the assignment):
+                         * read again on resume. */
                         rd_kafka_message_destroy(m);
                         continue;
                 }

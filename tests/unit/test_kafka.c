@@ -68,6 +68,26 @@
 #define SECRET "S3cr3t-value-never-shown-42"
 
 /* ------------------------------------------------------------------ */
+/* allocation failure (the executable links with -Wl,--wrap=strdup, so   */
+/* libseqgate's strdup() calls come here; librdkafka's do not)           */
+
+char *__real_strdup(const char *s);
+char *__wrap_strdup(const char *s);
+/** While set, strdup() of exactly this string fails (ENOMEM). */
+static const char *volatile g_fail_strdup;
+static atomic_int g_failed_strdups;
+
+char *__wrap_strdup(const char *s) {
+        const char *f = g_fail_strdup;
+        if (f && s && !strcmp(s, f)) {
+                atomic_fetch_add(&g_failed_strdups, 1);
+                errno = ENOMEM;
+                return NULL;
+        }
+        return __real_strdup(s);
+}
+
+/* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
 static int64_t mono_ms(void) {
@@ -1551,6 +1571,43 @@ START_TEST(eos_restore_non_retriable_is_fatal) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* (10) out of memory in the loop's partition table                    */
+
+/* The library never exits (seqgate.h): an allocation that fails while the
+ * loop records an assigned partition stops the loop with an error, nothing
+ * of the partition processed or committed. Before: abort(). */
+START_TEST(nomem_partition_table_stops_with_error) {
+        sg_passthrough_t *pt;
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        ck_assert_int_eq(sg_passthrough_new(g_conf, &pt), SG_OK);
+        sg_passthrough_processor(pt, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        atomic_store(&g_failed_strdups, 0);
+        g_fail_strdup = "in"; /* the partition table's copy of the topic */
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        g_fail_strdup = NULL;
+        const sg_loop_stats_t st = *sg_loop_stats(loop);
+        sg_loop_destroy(loop);
+        sg_passthrough_destroy(pt);
+
+        ck_assert_int_ge(atomic_load(&g_failed_strdups), 1);
+        ck_assert_msg(err == SG_ERR_NOMEM, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "out of memory") != NULL, "errstr: %s", es);
+        ck_assert_int_eq(g_logs.fatal, 1);
+        ck_assert_uint_eq(st.records_in_total, 0);
+        int64_t off[NPART];
+        committed_offsets(off);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_int_lt(off[p], 0); /* nothing committed */
+}
+END_TEST
+
 /** SG_TEST_ONLY=<test name> runs one test (for debugging). */
 static void add(TCase *tc, const TTest *t) {
         const char *only = getenv("SG_TEST_ONLY");
@@ -1570,6 +1627,7 @@ int main(void) {
         add(tl, delivery_failures_abort_and_reread);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
+        add(tl, nomem_partition_table_stops_with_error);
         suite_add_tcase(s, tl);
 
         TCase *te = tcase_create("exactly_once");
