@@ -430,6 +430,20 @@ static bool write_file(const char *path, const char *text) {
         return ok;
 }
 
+/** Prints every configuration error (sg_config_load() reports each on a
+ *  line of its own) as "seqgate: config error: ..." on stderr. */
+static void print_config_errors(const char *es) {
+        while (*es) {
+                size_t n = strcspn(es, "\n");
+                fprintf(stderr, "seqgate: config error: %.*s\n", (int)n, es);
+                es += n;
+                es += *es == '\n';
+        }
+}
+
+/** Large enough for a file with many mistakes, one line each. */
+#define CONFIG_ERRSTR_SIZE 16384
+
 static int run(const opts_t *o) {
         char es[1024] = "";
         sg_config_t *conf = NULL;
@@ -443,10 +457,16 @@ static int run(const opts_t *o) {
         int status = 1;
         sg_err_t err;
 
-        if ((err = sg_config_load(o->config, &conf, es, sizeof(es)))) {
-                fprintf(stderr, "seqgate: config error: %s\n", es);
+        char *ces = malloc(CONFIG_ERRSTR_SIZE);
+        if (!ces)
+                return 1;
+        ces[0] = '\0';
+        err = sg_config_load(o->config, &conf, ces, CONFIG_ERRSTR_SIZE);
+        if (err)
+                print_config_errors(ces);
+        free(ces);
+        if (err)
                 return 2;
-        }
         if (o->data_dir) {
                 char *d = strdup(o->data_dir);
                 if (!d)
@@ -597,10 +617,10 @@ out:
 }
 
 static int check_config(const char *path) {
-        char es[1024] = "";
+        static char es[CONFIG_ERRSTR_SIZE];
         sg_config_t *conf = NULL;
         if (sg_config_load(path, &conf, es, sizeof(es)) != SG_OK) {
-                fprintf(stderr, "seqgate: config error: %s\n", es);
+                print_config_errors(es);
                 return 2;
         }
         printf("config ok: %zu topic(s)\n", conf->topic_cnt);

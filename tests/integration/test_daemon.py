@@ -1,4 +1,4 @@
-"""The daemon's process contract: exit statuses, signals.
+"""The daemon's process contract: exit statuses, signals, --check-config.
 
 `seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
 2 for a usage or configuration error (also one the Kafka clients refuse at
@@ -11,6 +11,8 @@ test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
 test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
   does not exist is refused by librdkafka when the client is created: exit
   2, the property named.
+test_check_config_reports_every_error: three independent mistakes in one
+  file are reported in one --check-config run, one line each.
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.
@@ -99,6 +101,27 @@ def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
                if '"event":"exiting"' in l]
     assert exiting and exiting[0]["error"] == "SG_ERR_CONFIG", run.stderr
     assert "ssl.key.location" in exiting[0]["detail"], exiting[0]
+
+
+def test_check_config_reports_every_error(seqgate_bin, tmp_path):
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="orders",
+                       output_topic="orders.out", dlq_topic="orders.dlq")
+    conf["stats_interval_ms"] = "often"                       # 1
+    conf["topics"]["orders"]["ordering"]["gap_policy"] = "wait"  # 2
+    conf["kafka_producer"]["linger.ms"] = "soon"              # 3
+    path = _write(tmp_path, conf)
+    r = subprocess.run([seqgate_bin, "--check-config", path],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    for want in ("kafka_producer.linger.ms: ",
+                 "stats_interval_ms: must be an integer >= 0",
+                 'topics.orders.ordering.gap_policy: "wait" is not allowed; '
+                 "allowed: dlq, skip, hold"):
+        assert any(want in l for l in lines), (want, r.stderr)
+    errs = [l for l in lines if l.startswith("seqgate: config error: ")]
+    assert len(errs) == 3, r.stderr
 
 
 def test_stop_during_startup_retries(seqgate_bin, tmp_path):
