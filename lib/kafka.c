@@ -145,9 +145,21 @@ struct sg_loop {
         uintptr_t dr_base;
         size_t dr_cnt;           /**< effects of the current attempt */
         int64_t *dr_offs;        /**< per effect: offset written at, or -1 */
+        rd_kafka_resp_err_t *dr_errs; /**< per effect: its delivery error */
         size_t dr_offs_cap;
         size_t dr_ok, dr_fail;
         rd_kafka_resp_err_t dr_err;
+
+        /* records Kafka refuses for what they are (semantics §3
+         * output_rejected): the processor decides, the loop re-runs */
+        bool rerun;              /**< the processor will route a refused
+                                      record: run the same records again */
+        bool isolate;            /**< refusals hit several records of one
+                                      produce request: produce one record at
+                                      a time to find the refused one */
+        size_t reruns;           /**< re-runs of the batch in progress */
+        int rerun_follow;        /**< re-runs for a failure that followed
+                                      a refusal's re-run (exactly_once) */
 
         /* exactly_once (issue 4, semantics §6) */
         bool eos;                /**< guarantee exactly_once */
@@ -652,6 +664,7 @@ static void cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
                 return; /* a report for an aborted attempt */
         if (m->err) {
                 loop->dr_fail++;
+                loop->dr_errs[v - loop->dr_base - 1] = m->err;
                 if (!loop->dr_err)
                         loop->dr_err = m->err;
         } else {
@@ -1971,6 +1984,222 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
         }
 }
 
+/* RecordBatch v2 framing the broker counts against max.message.bytes, and a
+ * margin for compression framing: a record within limit - both fits. */
+#define SG_BATCH_FRAMING 61
+#define SG_BATCH_MARGIN 256
+
+/** A property of @p rk's configuration as a number, or -1. */
+static int64_t conf_num(rd_kafka_t *rk, const char *name) {
+        char v[64];
+        size_t vs = sizeof(v);
+        if (rd_kafka_conf_get(rd_kafka_conf(rk), name, v, &vs) !=
+            RD_KAFKA_CONF_OK)
+                return -1;
+        char *end;
+        long long n = strtoll(v, &end, 10);
+        return end != v && !*end && n > 0 ? (int64_t)n : -1;
+}
+
+/**
+ * One DescribeConfigs of the @p n topics @p names: their max.message.bytes
+ * into @p maxb (-1: not described; @p why says why). A retriable error sets
+ * *retryp.
+ */
+static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
+                               int64_t *maxb, rd_kafka_resp_err_t *retryp,
+                               char *why, size_t why_size) {
+        rd_kafka_t *rk = loop->producer;
+        rd_kafka_ConfigResource_t **cr = calloc(n ? n : 1, sizeof(*cr));
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (size_t i = 0; i < n; i++)
+                maxb[i] = -1;
+        if (!cr) {
+                snprintf(why, why_size, "out of memory");
+                return;
+        }
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        for (size_t i = 0; i < n; i++)
+                cr[i] = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC,
+                                                    names[i]);
+        rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
+                rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        rd_kafka_AdminOptions_set_request_timeout(ao, SG_ADMIN_TIMEOUT_MS,
+                                                  NULL, 0);
+        rd_kafka_DescribeConfigs(rk, cr, n, ao, q);
+        rd_kafka_AdminOptions_destroy(ao);
+        rd_kafka_event_t *ev =
+                admin_wait(q, RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT);
+        rd_kafka_resp_err_t ee =
+                ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (ee) {
+                snprintf(why, why_size, "DescribeConfigs: %s",
+                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+                *retryp = ee;
+        } else {
+                size_t rc;
+                const rd_kafka_ConfigResource_t **res =
+                        rd_kafka_DescribeConfigs_result_resources(
+                                rd_kafka_event_DescribeConfigs_result(ev),
+                                &rc);
+                for (size_t r = 0; r < rc; r++) {
+                        const char *tn = rd_kafka_ConfigResource_name(res[r]);
+                        rd_kafka_resp_err_t re =
+                                rd_kafka_ConfigResource_error(res[r]);
+                        if (re) {
+                                snprintf(why, why_size, "topic \"%s\": %s", tn,
+                                         rd_kafka_err2str(re));
+                                /* a changelog just created may not be known
+                                 * to every broker yet */
+                                if (err_retriable(re, true))
+                                        *retryp = re;
+                                continue;
+                        }
+                        size_t ec;
+                        const rd_kafka_ConfigEntry_t **ce =
+                                rd_kafka_ConfigResource_configs(res[r], &ec);
+                        for (size_t k = 0; k < ec; k++) {
+                                const char *v;
+                                if (strcmp(rd_kafka_ConfigEntry_name(ce[k]),
+                                           "max.message.bytes") ||
+                                    !(v = rd_kafka_ConfigEntry_value(ce[k])))
+                                        continue;
+                                for (size_t i = 0; i < n; i++)
+                                        if (!strcmp(names[i], tn))
+                                                maxb[i] = strtoll(v, NULL, 10);
+                        }
+                }
+        }
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        for (size_t i = 0; i < n; i++)
+                rd_kafka_ConfigResource_destroy(cr[i]);
+        free(cr);
+        rd_kafka_queue_destroy(q);
+}
+
+/**
+ * At start, semantics §3 ("A record the output topic cannot take"): the
+ * largest record seqgate can write to each topic it writes to — the
+ * producer's message.max.bytes (librdkafka refuses a larger record before
+ * sending it) and each output, DLQ, snapshot request and changelog topic's
+ * max.message.bytes (the broker refuses a larger record batch;
+ * DescribeConfigs) — is told to the processor (size_limit()), which routes
+ * a record above it; the loop only reports. Logged as "size_limits", with a
+ * "size_limit_mismatch" warning where the producer's limit is above a
+ * topic's (the broker would refuse what the producer lets through) and a
+ * "batch_size_above_topic_limit" warning where a batch of small records may
+ * exceed a topic's. A cluster that cannot describe its topics (librdkafka's
+ * mock, a principal without DescribeConfigs) leaves the producer's limit
+ * alone: logged, not an error.
+ */
+static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
+                                 size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        const sg_processor_t *pr = &loop->proc;
+        int64_t mmb = conf_num(loop->producer, "message.max.bytes");
+        int64_t bsz = conf_num(loop->producer, "batch.size");
+        const char **names = calloc(4 * conf->topic_cnt, sizeof(*names));
+        int64_t *maxb = calloc(4 * conf->topic_cnt, sizeof(*maxb));
+        size_t n = 0;
+        if (!names || !maxb) {
+                free(names);
+                free(maxb);
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i];
+                const char *t[4] = {tc->output_topic, tc->dlq_topic,
+                                    tc->snapshot.source == SG_SNAP_KAFKA
+                                            ? tc->snapshot.request_topic
+                                            : NULL,
+                                    loop->eos ? tc->changelog_topic : NULL};
+                for (int k = 0; k < 4; k++) {
+                        bool seen = !t[k];
+                        for (size_t j = 0; !seen && j < n; j++)
+                                seen = !strcmp(names[j], t[k]);
+                        if (!seen)
+                                names[n++] = t[k];
+                }
+        }
+        char why[512] = "";
+        char *cid = rd_kafka_clusterid(loop->producer, SG_METADATA_TIMEOUT_MS);
+        bool mock = cid && !strncmp(cid, "mockCluster", 11);
+        if (cid)
+                rd_kafka_mem_free(loop->producer, cid);
+        if (mock) {
+                snprintf(why, sizeof(why),
+                         "librdkafka's mock cluster has no topic configs");
+                for (size_t i = 0; i < n; i++)
+                        maxb[i] = -1;
+        } else {
+                sg_retry_t r;
+                rd_kafka_resp_err_t code;
+                retry_init(&r, "topic size limits");
+                do
+                        describe_max_bytes(loop, names, n, maxb, &code, why,
+                                           sizeof(why));
+                while (code && retry_again(loop, &r, code, true, why, NULL));
+        }
+
+        if (pr->size_limit && mmb > 0)
+                pr->size_limit(pr->opaque, NULL, (size_t)mmb);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddNumberToObject(f, "message.max.bytes", (double)mmb);
+        cJSON_AddNumberToObject(f, "batch.size", (double)bsz);
+        cJSON *tf = cJSON_AddObjectToObject(f, "max.message.bytes");
+        bool unknown = false;
+        for (size_t i = 0; i < n; i++) {
+                if (maxb[i] <= 0) {
+                        cJSON_AddNullToObject(tf, names[i]);
+                        unknown = true;
+                        continue;
+                }
+                cJSON_AddNumberToObject(tf, names[i], (double)maxb[i]);
+                int64_t lim = maxb[i] - SG_BATCH_FRAMING - SG_BATCH_MARGIN;
+                if (pr->size_limit)
+                        pr->size_limit(pr->opaque, names[i],
+                                       lim > 0 ? (size_t)lim : 1);
+                if (mmb > lim) {
+                        cJSON *w = cJSON_CreateObject();
+                        cJSON_AddStringToObject(w, "topic", names[i]);
+                        cJSON_AddNumberToObject(w, "max.message.bytes",
+                                                (double)maxb[i]);
+                        cJSON_AddNumberToObject(w, "message.max.bytes",
+                                                (double)mmb);
+                        cJSON_AddStringToObject(
+                                w, "detail",
+                                "the producer lets records through that the "
+                                "broker refuses for this topic; seqgate "
+                                "dead-letters an output record above the "
+                                "topic's limit as output_rejected");
+                        loop_log(loop, SG_LOG_WARNING, "size_limit_mismatch",
+                                 w);
+                }
+                if (bsz > lim) {
+                        cJSON *w = cJSON_CreateObject();
+                        cJSON_AddStringToObject(w, "topic", names[i]);
+                        cJSON_AddNumberToObject(w, "max.message.bytes",
+                                                (double)maxb[i]);
+                        cJSON_AddNumberToObject(w, "batch.size", (double)bsz);
+                        cJSON_AddStringToObject(
+                                w, "detail",
+                                "a batch of small records can be larger than "
+                                "the topic takes; set kafka_producer "
+                                "batch.size below its max.message.bytes");
+                        loop_log(loop, SG_LOG_WARNING,
+                                 "batch_size_above_topic_limit", w);
+                }
+        }
+        if (unknown)
+                cJSON_AddStringToObject(f, "unknown_because", why);
+        loop_log(loop, SG_LOG_INFO, "size_limits", f);
+        free(names);
+        free(maxb);
+        return SG_OK;
+}
+
 /** exactly_once: registers the transactional.id with its coordinator,
  *  fencing any older producer with the same id (its open transaction is
  *  aborted by the coordinator). A retriable error (the coordinator loading,
@@ -2078,8 +2307,10 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
             (err = loop_check_topics(loop, errstr, errstr_size)) ||
             (loop->eos &&
              ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = loop_restorer_new(loop, errstr, errstr_size)) ||
-              (err = loop_init_transactions(loop, errstr, errstr_size))))) {
+              (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
+            (err = loop_size_limits(loop, errstr, errstr_size)) ||
+            (loop->eos &&
+             (err = loop_init_transactions(loop, errstr, errstr_size)))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
@@ -2229,7 +2460,43 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
         return SG_OK;
 }
 
-/** Produces one effect, waiting while the producer's queue is full. */
+/** Errors with which Kafka refuses a record for what it is, not for a
+ *  passing state: retrying the same record cannot succeed (semantics §3 "A
+ *  record the output topic cannot take"). */
+static bool err_refused(rd_kafka_resp_err_t e) {
+        return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+               e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+               e == RD_KAFKA_RESP_ERR_INVALID_RECORD;
+}
+
+/**
+ * Kafka refused effect @p index (@p code): tells the processor, which
+ * decides whether the re-run routes that record differently
+ * (processor.h refused()); if it will, the loop runs the same records
+ * again at once (loop_batch). Logged as "output_refused".
+ */
+static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
+                         rd_kafka_resp_err_t code) {
+        const sg_processor_t *pr = &loop->proc;
+        bool too_large = code != RD_KAFKA_RESP_ERR_INVALID_RECORD;
+        bool routed = pr->refused &&
+                      pr->refused(pr->opaque, index, too_large,
+                                  rd_kafka_err2str(code));
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "topic", ef->topic);
+        cJSON_AddNumberToObject(f, "partition", ef->partition);
+        cJSON_AddNumberToObject(f, "bytes", (double)sg_effect_wire_size(ef));
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddBoolToObject(f, "rerouted", routed);
+        loop_log(loop, routed ? SG_LOG_NOTICE : SG_LOG_ERR, "output_refused",
+                 f);
+        if (routed)
+                loop->rerun = true;
+}
+
+/** Produces one effect, waiting while the producer's queue is full. On a
+ *  refusal of the record itself (producev checks message.max.bytes) the
+ *  processor is told (loop_refused). */
 static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                              size_t index, char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
@@ -2271,8 +2538,37 @@ static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                 sg_errf(errstr, errstr_size, "producing to %s [%" PRId32
                         "]: %s", ef->topic, ef->partition,
                         rd_kafka_err2str(e));
+                if (err_refused(e))
+                        loop_refused(loop, ef, index, e);
                 return SG_ERR_KAFKA;
         }
+}
+
+/**
+ * Isolation (after a refusal that hit several records of one produce
+ * request, so that the refused one is not known): waits for the delivery
+ * of the effect just produced before the next is produced, so that each
+ * record is a request of its own and a refusal names its record.
+ */
+static sg_err_t loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
+                                 size_t index, char *errstr,
+                                 size_t errstr_size) {
+        rd_kafka_resp_err_t e = rd_kafka_flush(
+                loop->producer, (int)loop->conf->delivery_timeout_ms);
+        if (e) {
+                sg_errf(errstr, errstr_size, "waiting for a delivery: %s",
+                        rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        rd_kafka_resp_err_t de = loop->dr_errs[index];
+        if (!de)
+                return SG_OK;
+        loop->stats.delivery_failures_total++;
+        sg_errf(errstr, errstr_size, "delivery to %s [%" PRId32 "] failed: %s",
+                ef->topic, ef->partition, rd_kafka_err2str(de));
+        if (err_refused(de))
+                loop_refused(loop, ef, index, de);
+        return SG_ERR_KAFKA;
 }
 
 /** The batch's next input offsets that move a partition forward (the
@@ -2512,16 +2808,23 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         int64_t t0 = sg_clock_mono_ms();
         if (cnt > loop->dr_offs_cap) {
                 int64_t *o = realloc(loop->dr_offs, cnt * sizeof(*o));
-                if (!o) {
+                if (o)
+                        loop->dr_offs = o;
+                rd_kafka_resp_err_t *de =
+                        o ? realloc(loop->dr_errs, cnt * sizeof(*de)) : NULL;
+                if (de)
+                        loop->dr_errs = de;
+                if (!o || !de) {
                         sg_errf(errstr, errstr_size,
                                 "out of memory for %zu delivery reports", cnt);
                         return SG_ERR_NOMEM;
                 }
-                loop->dr_offs = o;
                 loop->dr_offs_cap = cnt;
         }
-        for (size_t i = 0; i < cnt; i++)
+        for (size_t i = 0; i < cnt; i++) {
                 loop->dr_offs[i] = -1;
+                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
         loop->dr_base += loop->dr_cnt + 1;
         loop->dr_cnt = cnt;
         loop->dr_ok = loop->dr_fail = 0;
@@ -2550,11 +2853,15 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         for (size_t i = 0; i < cnt; i++) {
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
-                if (efs[i].kind == SG_EFFECT_HTTP_GET)
+                if (efs[i].kind == SG_EFFECT_HTTP_GET) {
                         err = http_req_add(loop, &efs[i], errstr, errstr_size);
-                else if (!(err = loop_produce(loop, &efs[i], i, errstr,
-                                              errstr_size)))
+                } else if (!(err = loop_produce(loop, &efs[i], i, errstr,
+                                                errstr_size))) {
                         n++;
+                        if (loop->isolate)
+                                err = loop_deliver_one(loop, &efs[i], i,
+                                                       errstr, errstr_size);
+                }
                 if (err)
                         return err;
         }
@@ -2575,6 +2882,31 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 sg_errf(errstr, errstr_size,
                         "%zu of %zu deliveries failed: %s", loop->dr_fail, n,
                         rd_kafka_err2str(loop->dr_err));
+                /* Refused records: one is the processor's to route; several
+                 * shared a produce request (the broker refuses a record
+                 * batch as a whole), so which one is not known: the re-run
+                 * produces them one at a time. */
+                size_t refused = 0, which = 0;
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET &&
+                            err_refused(loop->dr_errs[i])) {
+                                refused++;
+                                which = i;
+                        }
+                if (refused == 1) {
+                        loop_refused(loop, &efs[which], which,
+                                     loop->dr_errs[which]);
+                } else if (refused > 1 && !loop->isolate) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddNumberToObject(f, "refused", (double)refused);
+                        cJSON_AddStringToObject(
+                                f, "error",
+                                rd_kafka_err2name(loop->dr_errs[which]));
+                        loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
+                                 f);
+                        loop->isolate = true;
+                        loop->rerun = true;
+                }
                 return SG_ERR_KAFKA;
         }
         if (pr->delivered)
@@ -2622,6 +2954,8 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
         sg_err_t err;
 
         loop->batch_running = true;
+        loop->reruns = 0;
+        loop->rerun_follow = 0;
         err = loop_prepare(loop);
         if (err)
                 snprintf(es, sizeof(es), "out of memory preparing records");
@@ -2665,6 +2999,31 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                         rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
                 if (loop->fatal != SG_OK)
                         break;
+                /* exactly_once: after a transaction aborted for a refused
+                 * record, librdkafka bumps the producer epoch only once the
+                 * next transaction failed too (its sequence numbers skip
+                 * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
+                 * failure is part of the refusal, not a new one: re-run. */
+                bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
+                              loop->rerun_follow < 2;
+                if ((loop->rerun || follow) &&
+                    loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                        /* a refused record the processor routes now: the
+                         * same records again, at once (not transient) */
+                        loop->rerun_follow = follow ? loop->rerun_follow + 1
+                                                    : 0;
+                        loop->rerun = false;
+                        loop->reruns++;
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "reason", es);
+                        cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                        cJSON_AddBoolToObject(f, "one_record_at_a_time",
+                                              loop->isolate);
+                        loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                        err = SG_OK;
+                        continue;
+                }
+                loop->rerun = false;
                 if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
                         break;
                 char ges[400] = "";
@@ -2680,6 +3039,10 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 loop->stats.batches_total++;
                 loop->stats.records_in_total += consumed;
                 loop->backoff_ms = 0;
+                /* a batch of records committed: the refused ones were
+                 * found (an idle batch says nothing about them) */
+                if (loop->msg_cnt > 0)
+                        loop->isolate = false;
                 loop_seek(loop, true);
                 /* Committed: the HTTP results are judged and durable, the
                  * batch's requests durable; now start those. */
@@ -2972,6 +3335,7 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 rd_kafka_destroy(loop->restorer);
         }
         free(loop->dr_offs);
+        free(loop->dr_errs);
         for (size_t i = 0; i < loop->part_cnt; i++)
                 free(loop->parts[i].topic);
         free(loop->parts);

@@ -70,6 +70,20 @@
  * transfers are in flight the loop drives them between consumer polls, and
  * an idle loop runs a batch as soon as one completes.
  *
+ * Records Kafka cannot take (semantics §3 "A record the output topic cannot
+ * take"; the loop reports, the processor decides): once connected the loop
+ * tells the processor the size limits it found (processor size_limit: the
+ * producer's message.max.bytes, every output, DLQ, snapshot request and
+ * changelog topic's max.message.bytes less the record batch framing; one
+ * "size_limits" log line). A record the producer or the broker refuses for
+ * what it is (MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD) is
+ * reported (processor refused(index), "output_refused"); if the processor
+ * will route it, the batch is aborted and run again at once, without a
+ * back-off ("batch_rerun"). When several records of one produce request were
+ * refused together, the re-run produces one record at a time until the
+ * refused one is named. Nothing is skipped and nothing committed for
+ * output Kafka did not accept.
+ *
  * Rebalance: before partitions are revoked, the records already polled are
  * processed and committed (steps 2–4). On assignment the start offset of a
  * partition is the later of the group's committed offset and the offset the

@@ -108,6 +108,7 @@ typedef struct logs {
         int aborted, paused, resumed, grown, fatal, recreated;
         int store_behind, restore_done; /**< exactly_once */
         int retries;      /**< "kafka_retry": a retriable broker error */
+        int reruns;       /**< "batch_rerun": a refused record re-run */
         int secret_leaks; /**< log texts that contained SECRET */
 } logs_t;
 
@@ -134,6 +135,8 @@ static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                 l->restore_done++;
         else if (!strcmp(event, "kafka_retry"))
                 l->retries++;
+        else if (!strcmp(event, "batch_rerun"))
+                l->reruns++;
         if (strstr(event, SECRET) || (fields && strstr(fields, SECRET)))
                 l->secret_leaks++;
         if (getenv("SG_TEST_VERBOSE") &&
@@ -469,6 +472,11 @@ typedef struct tproc {
         bool kafka_commits; /**< exactly_once: a batch whose batch_commit
                                  failed is still done (its transaction
                                  committed) and counts toward the stop */
+
+        /* refused() calls: records Kafka refused for what they are */
+        int refused_calls;
+        size_t refused_index;
+        char refused_reason[128];
 } tproc_t;
 
 static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
@@ -697,6 +705,17 @@ static sg_err_t tp_restore_end(void *o, const char *topic, int32_t p,
         t->restore_open = false;
         t->restore_ends++;
         return SG_OK;
+}
+
+static bool tp_refused(void *o, size_t index, bool too_large,
+                       const char *reason) {
+        tproc_t *t = o;
+        (void)too_large;
+        t->refused_calls++;
+        t->refused_index = index;
+        snprintf(t->refused_reason, sizeof(t->refused_reason), "%s",
+                 reason ? reason : "");
+        return true; /* the pass-through writes it as it is again */
 }
 
 static tproc_t *tp_new(void) {
@@ -1572,6 +1591,48 @@ START_TEST(eos_restore_non_retriable_is_fatal) {
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* (11) a record Kafka refuses for what it is                           */
+
+/* The broker refuses two produce requests with INVALID_RECORD (the mock
+ * fails every record of a request). A refusal of one record names it: the
+ * processor is told which (refused(index)) and the batch runs again at
+ * once — no back-off, no aborted batch. A refusal of several records of
+ * one request does not say which (when the first batch holds more than
+ * one record): the loop runs the batch again producing one record at a
+ * time, and the next refusal names one. Either way the first record of the
+ * batch is named and the batch commits. Before: every attempt was an
+ * aborted batch re-read after a back-off, and nobody was told. */
+START_TEST(refused_record_found_and_reported) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 2,
+                                          RD_KAFKA_RESP_ERR_INVALID_RECORD,
+                                          RD_KAFKA_RESP_ERR_INVALID_RECORD);
+        tp_interface(t, &proc);
+        proc.refused = tp_refused;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_ge(t->refused_calls, 1);
+        ck_assert_int_le(t->refused_calls, 2);
+        ck_assert_uint_eq(t->refused_index, 0); /* the first, alone */
+        ck_assert_msg(strstr(t->refused_reason, "validate record") != NULL,
+                      "reason: %s", t->refused_reason);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_int_eq(g_logs.aborted, 0);
+        ck_assert_int_ge(g_logs.reruns, t->refused_calls);
+        ck_assert_uint_ge(r.stats.delivery_failures_total, 2);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* (10) out of memory in the loop's partition table                    */
 
 /* The library never exits (seqgate.h): an allocation that fails while the
@@ -1628,6 +1689,7 @@ int main(void) {
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);
+        add(tl, refused_record_found_and_reported);
         suite_add_tcase(s, tl);
 
         TCase *te = tcase_create("exactly_once");
