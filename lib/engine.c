@@ -511,8 +511,8 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
  * DLQ verdict. Refusals live in memory only: after a restart the broker
  * refuses again and the same re-run follows. */
 
-/* The limit for @p topic of input topic config @p tc: the smaller known of
- * the producer's and the topic's, 0 when neither is known. */
+/* The limit for a topic whose own limit is @p topic_limit: the smaller
+ * known of the producer's and the topic's, 0 when neither is known. */
 static size_t limit_of(const sg_engine_t *e, size_t topic_limit) {
         if (!topic_limit)
                 return e->limit_all;
