@@ -1,8 +1,12 @@
 /*
  * common.c — small things every module of libseqgate (and its commands)
- * uses: error names and messages, clocks, hex and ISO time formatting.
+ * uses: error names and messages, clocks, hex and ISO time formatting, the
+ * wire size of a record.
  */
+#include "processor.h"
 #include "seqgate.h"
+
+#include <string.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -63,4 +67,44 @@ const char *sg_err2str(sg_err_t err) {
         case SG_ERR_FATAL: return "SG_ERR_FATAL";
         }
         return "SG_ERR_UNKNOWN";
+}
+
+/* librdkafka's zigzag varint of a length (rd_uvarint_enc_i64). */
+static size_t varint_size(size_t n) {
+        uint64_t v = (uint64_t)n << 1;
+        size_t b = 1;
+        while (v >= 0x80) {
+                v >>= 7;
+                b++;
+        }
+        return b;
+}
+
+static size_t headers_size(const sg_header_t *h, size_t n) {
+        size_t sz = 0;
+        for (size_t i = 0; i < n; i++) {
+                size_t nl = strlen(h[i].name);
+                size_t vl = h[i].value ? h[i].value_len : 0;
+                sz += nl + vl + varint_size(nl) + varint_size(vl);
+        }
+        return sz;
+}
+
+/* RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD (rdkafka_proto.h): length, attributes,
+ * timestamp delta, offset delta, key length, value length and header
+ * count, each at its largest. */
+#define SG_RECORD_V2_MAX_OVERHEAD (5 + 1 + 10 + 5 + 5 + 5 + 5)
+
+size_t sg_record_wire_size(size_t key_len, size_t value_len,
+                           const sg_header_t *headers, size_t header_cnt,
+                           const sg_header_t *extra, size_t extra_cnt) {
+        return SG_RECORD_V2_MAX_OVERHEAD + key_len + value_len +
+               headers_size(headers, header_cnt) +
+               headers_size(extra, extra_cnt);
+}
+
+size_t sg_effect_wire_size(const sg_effect_t *ef) {
+        return sg_record_wire_size(ef->key ? ef->key_len : 0,
+                                   ef->value ? ef->value_len : 0, ef->headers,
+                                   ef->header_cnt, ef->extra, ef->extra_cnt);
 }

@@ -13,7 +13,17 @@
  * error naming the key as a dotted JSON path ("topics.orders.ordering.
  * gap_policy") and what is allowed. Cross-field rules (a state machine needs
  * an event type, ordering needs a version, ...) run after their section is
- * read. The first error wins.
+ * read.
+ *
+ * Every error is reported, so that one --check-config run lists them all:
+ * fail() appends one line per error to errstr (in the order they are found,
+ * which is document order within each section), and a parser goes on past
+ * a wrong key to the next one (KEEP()), section by section, topic by topic;
+ * it stops early only where what follows cannot be read (a section that is
+ * not an object, a snapshot block without a source) and on out of memory.
+ * The first line is the error the file would report if it held only that
+ * one. A value that failed keeps its default, so later rules see a
+ * consistent config; a config with errors is never returned.
  *
  * Memory: the config is built in place; every array is allocated zeroed with
  * its count set at once, so sg_config_destroy() can free a half-built config
@@ -65,8 +75,24 @@
 typedef struct cfg_ctx {
         char *errstr;
         size_t errstr_size;
+        size_t err_len;   /* bytes of errstr used (without the NUL) */
+        size_t err_cnt;   /* errors reported so far */
         bool eos; /* guarantee exactly_once (parsed before the kafka block) */
 } cfg_ctx_t;
+
+/** Evaluates @p expr (an sg_err_t): a configuration error is reported
+ *  (fail() recorded it) and parsing goes on; any other error returns. */
+#define KEEP(expr)                                                             \
+        do {                                                                   \
+                sg_err_t keep_ = (expr);                                       \
+                if (keep_ && keep_ != SG_ERR_CONFIG)                           \
+                        return keep_;                                          \
+        } while (0)
+
+/** SG_ERR_CONFIG if errors were reported since @p since (an err_cnt). */
+static sg_err_t errors_since(const cfg_ctx_t *c, size_t since) {
+        return c->err_cnt > since ? SG_ERR_CONFIG : SG_OK;
+}
 
 static const char *const SRC_FORMS =
         "\"key\", \"header:NAME\", \"/json/pointer\" (RFC 6901), "
@@ -131,21 +157,33 @@ static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
 static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-/** Writes "PATH: message" and returns SG_ERR_CONFIG. */
+/** Appends the line "PATH: message" to the errors (a '\n' before it when
+ *  it is not the first; cut at the end of errstr, always terminated) and
+ *  returns SG_ERR_CONFIG. */
 static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
         char raw[2048];
         va_list ap;
         int n;
 
-        if (!c->errstr || c->errstr_size == 0)
+        c->err_cnt++;
+        if (!c->errstr || c->errstr_size == 0 ||
+            c->err_len + 1 >= c->errstr_size)
                 return SG_ERR_CONFIG;
+        /* each error one clean line (put_clean), joined by '\n' */
         n = snprintf(raw, sizeof(raw), "%s: ", path);
         if (n >= 0 && (size_t)n < sizeof(raw)) {
                 va_start(ap, fmt);
                 vsnprintf(raw + n, sizeof(raw) - (size_t)n, fmt, ap);
                 va_end(ap);
         }
-        put_clean(c->errstr, c->errstr_size, raw);
+        char *o = c->errstr + c->err_len;
+        size_t left = c->errstr_size - c->err_len;
+        if (c->err_cnt > 1) {
+                *o++ = '\n';
+                left--;
+        }
+        put_clean(o, left, raw);
+        c->err_len += (size_t)(o - (c->errstr + c->err_len)) + strlen(o);
         return SG_ERR_CONFIG;
 }
 
@@ -247,18 +285,23 @@ static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                            const char *const *allowed) {
         char p[SG_PATH_SIZE];
         char list[1024];
+        size_t since = c->err_cnt;
 
         for (const cJSON *it = obj->child; it; it = it->next) {
                 path_key(p, path, it->string);
-                if (allowed && !in_list(it->string, allowed))
-                        return fail(c, p, "unknown key; allowed: %s",
-                                    join(list, sizeof(list), allowed));
+                if (allowed && !in_list(it->string, allowed)) {
+                        fail(c, p, "unknown key; allowed: %s",
+                             join(list, sizeof(list), allowed));
+                        continue;
+                }
                 for (const cJSON *prev = obj->child; prev != it;
                      prev = prev->next)
-                        if (!strcmp(prev->string, it->string))
-                                return fail(c, p, "duplicate key");
+                        if (!strcmp(prev->string, it->string)) {
+                                fail(c, p, "duplicate key");
+                                break;
+                        }
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 /**
@@ -582,50 +625,59 @@ bool sg_config_is_secret(const char *name) {
 static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
                          sg_kv_t **arrp, size_t *cntp) {
         char p[SG_PATH_SIZE];
-        size_t n = 0, i = 0;
+        size_t n = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)) ||
-            (err = check_keys(c, obj, path, NULL)))
+        if ((err = expect_object(c, obj, path)))
                 return err;
+        KEEP(check_keys(c, obj, path, NULL));
         for (const cJSON *it = obj->child; it; it = it->next)
                 n++;
         if (n == 0)
-                return SG_OK;
+                return errors_since(c, since);
         if (!(*arrp = calloc(n, sizeof(**arrp))))
                 return nomem(c);
-        *cntp = n;
-        for (const cJSON *it = obj->child; it; it = it->next, i++) {
-                sg_kv_t *kv = &(*arrp)[i];
+        /* *cntp counts the complete entries only: a wrong one is reported
+         * and left out, so that every entry has a name and a value. */
+        for (const cJSON *it = obj->child; it; it = it->next) {
+                sg_kv_t *kv = &(*arrp)[*cntp];
                 bool secret = sg_config_is_secret(it->string);
+                char *value = NULL;
 
                 path_key(p, path, it->string);
-                if (!*it->string)
-                        return fail(c, path,
-                                    "a property name must not be empty");
-                if (!(kv->name = strdup(it->string)))
-                        return nomem(c);
+                if (!*it->string) {
+                        fail(c, path, "a property name must not be empty");
+                        continue;
+                }
                 if (cJSON_IsString(it)) {
-                        kv->value = strdup(it->valuestring);
+                        value = strdup(it->valuestring);
                 } else if (secret) {
-                        return fail(c, p, "must be a string");
+                        fail(c, p, "must be a string");
+                        continue;
                 } else if (cJSON_IsBool(it)) {
-                        kv->value = strdup(cJSON_IsTrue(it) ? "true" : "false");
+                        value = strdup(cJSON_IsTrue(it) ? "true" : "false");
                 } else if (cJSON_IsNumber(it)) {
-                        if (!isfinite(it->valuedouble))
-                                return fail(c, p, "must be a finite number");
+                        if (!isfinite(it->valuedouble)) {
+                                fail(c, p, "must be a finite number");
+                                continue;
+                        }
                         /* cJSON prints the shortest text that reads back
                          * as the same double: 5 -> "5", 0.5 -> "0.5". */
-                        kv->value = cJSON_PrintUnformatted(it);
+                        value = cJSON_PrintUnformatted(it);
                 } else {
-                        return fail(c, p,
-                                    "must be a string, number or boolean "
-                                    "(librdkafka property value)");
+                        fail(c, p,
+                             "must be a string, number or boolean "
+                             "(librdkafka property value)");
+                        continue;
                 }
-                if (!kv->value)
+                if (!value || !(kv->name = strdup(it->string))) {
+                        free(value);
                         return nomem(c);
+                }
+                kv->value = value;
+                (*cntp)++;
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static const char *kv_find(const sg_kv_t *kv, size_t cnt, const char *name) {
@@ -656,6 +708,7 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                  const char *section, bool consumer,
                                  bool producer) {
         char p[SG_PATH_SIZE];
+        size_t since = c->err_cnt;
 
         for (size_t i = 0; i < cnt; i++) {
                 const char *n = kv[i].name, *v = kv[i].value;
@@ -664,55 +717,55 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 if (consumer && (!strcmp(n, "enable.auto.commit") ||
                                  !strcmp(n, "auto.commit.enable")) &&
                     rk_true(v))
-                        return fail(c, p,
-                                    "must not be true: seqgate commits input "
-                                    "offsets itself, only after the batch's "
-                                    "output is delivered and its state is "
-                                    "committed (semantics §6); allowed: "
-                                    "false or unset");
+                        fail(c, p,
+                             "must not be true: seqgate commits input "
+                             "offsets itself, only after the batch's "
+                             "output is delivered and its state is "
+                             "committed (semantics §6); allowed: "
+                             "false or unset");
                 if (producer && !strcmp(n, "enable.idempotence") &&
                     rk_false(v))
-                        return fail(c, p,
-                                    "must not be false: output is produced by "
-                                    "an idempotent producer so that retries "
-                                    "do not duplicate or reorder records "
-                                    "(semantics §6); allowed: true or unset");
+                        fail(c, p,
+                             "must not be false: output is produced by "
+                             "an idempotent producer so that retries "
+                             "do not duplicate or reorder records "
+                             "(semantics §6); allowed: true or unset");
                 if (producer && (!strcmp(n, "acks") ||
                                  !strcmp(n, "request.required.acks")) &&
                     strcasecmp(v, "all") && strcmp(v, "-1"))
-                        return fail(c, p,
-                                    "\"%.*s\" is not allowed: a batch's state "
-                                    "is committed only once every in-sync "
-                                    "replica has its output (semantics §6); "
-                                    "allowed: all, -1 or unset",
-                                    SG_QUOTE_MAX, v);
+                        fail(c, p,
+                             "\"%.*s\" is not allowed: a batch's state "
+                             "is committed only once every in-sync "
+                             "replica has its output (semantics §6); "
+                             "allowed: all, -1 or unset",
+                             SG_QUOTE_MAX, v);
                 if (producer && !strcmp(n, "transactional.id"))
-                        return fail(c, p,
-                                    c->eos ? "set by seqgate: with guarantee "
-                                             "exactly_once the transactional "
-                                             "id is <group.id>-<instance_id>, "
-                                             "stable so that a restarted "
-                                             "instance fences its zombie "
-                                             "(KIP-98, KIP-447); set "
-                                             "instance_id instead"
-                                           : "not allowed with guarantee "
-                                             "at_least_once: the loop does not "
-                                             "use Kafka transactions "
-                                             "(semantics §6)");
+                        fail(c, p,
+                             c->eos ? "set by seqgate: with guarantee "
+                                      "exactly_once the transactional "
+                                      "id is <group.id>-<instance_id>, "
+                                      "stable so that a restarted "
+                                      "instance fences its zombie "
+                                      "(KIP-98, KIP-447); set "
+                                      "instance_id instead"
+                                    : "not allowed with guarantee "
+                                      "at_least_once: the loop does not "
+                                      "use Kafka transactions "
+                                      "(semantics §6)");
                 if (consumer && c->eos && !strcmp(n, "isolation.level") &&
                     strcmp(v, "read_committed") != 0)
-                        return fail(c, p,
-                                    "must be read_committed with guarantee "
-                                    "exactly_once: aborted input must not be "
-                                    "judged (semantics §6); allowed: "
-                                    "read_committed or unset");
+                        fail(c, p,
+                             "must be read_committed with guarantee "
+                             "exactly_once: aborted input must not be "
+                             "judged (semantics §6); allowed: "
+                             "read_committed or unset");
                 if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
-                        return fail(c, p,
-                                    "set the consumer group in kafka.group.id "
-                                    "only: the state store belongs to that "
-                                    "group");
+                        fail(c, p,
+                             "set the consumer group in kafka.group.id "
+                             "only: the state store belongs to that "
+                             "group");
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 /**
@@ -724,6 +777,8 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                               const char *section) {
         char p[SG_PATH_SIZE];
         char rkerr[512];
+        size_t since = c->err_cnt;
+
         rd_kafka_conf_t *rk = rd_kafka_conf_new();
 
         if (!rk)
@@ -735,68 +790,66 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 if (rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
                                       sizeof(rkerr)) == RD_KAFKA_CONF_OK)
                         continue;
-                rd_kafka_conf_destroy(rk);
                 path_key(p, section, kv[i].name);
                 if (sg_config_is_secret(kv[i].name))
-                        return fail(c, p,
-                                    "rejected by librdkafka (detail withheld: "
-                                    "the value is a secret)");
-                return fail(c, p, "rejected by librdkafka: %s", rkerr);
+                        fail(c, p,
+                             "rejected by librdkafka (detail withheld: the "
+                             "value is a secret)");
+                else
+                        fail(c, p, "rejected by librdkafka: %s", rkerr);
         }
         rd_kafka_conf_destroy(rk);
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
         const char *v;
-        sg_err_t err;
+        size_t since = c->err_cnt;
 
         it = cJSON_GetObjectItemCaseSensitive(root, "kafka");
         if (!it)
-                return fail(c, "kafka", "required key is missing (librdkafka "
-                                        "properties; needs bootstrap.servers "
-                                        "and group.id)");
-        if ((err = parse_kv(c, it, "kafka", &conf->kafka, &conf->kafka_cnt)))
-                return err;
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_consumer")) &&
-            (err = parse_kv(c, it, "kafka_consumer", &conf->kafka_consumer,
-                            &conf->kafka_consumer_cnt)))
-                return err;
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_producer")) &&
-            (err = parse_kv(c, it, "kafka_producer", &conf->kafka_producer,
-                            &conf->kafka_producer_cnt)))
-                return err;
+                fail(c, "kafka", "required key is missing (librdkafka "
+                                 "properties; needs bootstrap.servers and "
+                                 "group.id)");
+        else
+                KEEP(parse_kv(c, it, "kafka", &conf->kafka, &conf->kafka_cnt));
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_consumer")))
+                KEEP(parse_kv(c, it, "kafka_consumer", &conf->kafka_consumer,
+                              &conf->kafka_consumer_cnt));
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_producer")))
+                KEEP(parse_kv(c, it, "kafka_producer", &conf->kafka_producer,
+                              &conf->kafka_producer_cnt));
 
+        /* an object that is not there or not an object was reported */
+        bool kafka_ok = cJSON_IsObject(
+                cJSON_GetObjectItemCaseSensitive(root, "kafka"));
         v = kv_find(conf->kafka, conf->kafka_cnt, "bootstrap.servers");
-        if (!v || !*v)
-                return fail(c, "kafka.bootstrap.servers",
-                            "required (a non-empty host:port list)");
+        if (kafka_ok && (!v || !*v))
+                fail(c, "kafka.bootstrap.servers",
+                     "required (a non-empty host:port list)");
         v = kv_find(conf->kafka, conf->kafka_cnt, "group.id");
-        if (!v || !*v)
-                return fail(c, "kafka.group.id",
-                            "required (the consumer group seqgate joins and "
-                            "whose state it keeps)");
-        if (!(conf->group_id = strdup(v)))
+        if (kafka_ok && (!v || !*v))
+                fail(c, "kafka.group.id",
+                     "required (the consumer group seqgate joins and whose "
+                     "state it keeps)");
+        else if (v && *v && !(conf->group_id = strdup(v)))
                 return nomem(c);
 
-        if ((err = check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka",
-                                    true, true)) ||
-            (err = check_controlled(c, conf->kafka_consumer,
-                                    conf->kafka_consumer_cnt, "kafka_consumer",
-                                    true, false)) ||
-            (err = check_controlled(c, conf->kafka_producer,
-                                    conf->kafka_producer_cnt, "kafka_producer",
-                                    false, true)))
-                return err;
-
-        if ((err = check_rdkafka(c, conf->kafka, conf->kafka_cnt, "kafka")) ||
-            (err = check_rdkafka(c, conf->kafka_consumer,
-                                 conf->kafka_consumer_cnt, "kafka_consumer")) ||
-            (err = check_rdkafka(c, conf->kafka_producer,
-                                 conf->kafka_producer_cnt, "kafka_producer")))
-                return err;
-        return SG_OK;
+        KEEP(check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka", true,
+                              true));
+        KEEP(check_controlled(c, conf->kafka_consumer,
+                              conf->kafka_consumer_cnt, "kafka_consumer",
+                              true, false));
+        KEEP(check_controlled(c, conf->kafka_producer,
+                              conf->kafka_producer_cnt, "kafka_producer",
+                              false, true));
+        KEEP(check_rdkafka(c, conf->kafka, conf->kafka_cnt, "kafka"));
+        KEEP(check_rdkafka(c, conf->kafka_consumer, conf->kafka_consumer_cnt,
+                           "kafka_consumer"));
+        KEEP(check_rdkafka(c, conf->kafka_producer, conf->kafka_producer_cnt,
+                           "kafka_producer"));
+        return errors_since(c, since);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -909,15 +962,15 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         const cJSON *it;
         int ival;
         int64_t max_field = (int64_t)tc->max_field_bytes;
+        size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, env, path)) ||
-            (err = check_keys(c, env, path, ENVELOPE_KEYS)))
+        if ((err = expect_object(c, env, path)))
                 return err;
+        KEEP(check_keys(c, env, path, ENVELOPE_KEYS));
 
         ival = (int)tc->format;
-        if ((err = get_enum(c, env, path, "format", FORMAT_NAMES, NULL, &ival)))
-                return err;
+        KEEP(get_enum(c, env, path, "format", FORMAT_NAMES, NULL, &ival));
         tc->format = (sg_format_t)ival;
 
         if (tc->format == SG_FORMAT_JSON) {
@@ -930,29 +983,28 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                 tc->scope_cnt = 0;
                 if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
                         path_key(p, path, "id");
-                        return fail(c, p,
-                                    "required with format \"json\"; allowed: "
-                                    "\"key\", \"header:NAME\", "
-                                    "\"/json/pointer\"");
+                        fail(c, p,
+                             "required with format \"json\"; allowed: "
+                             "\"key\", \"header:NAME\", \"/json/pointer\"");
                 }
         }
 
-        if ((err = get_src(c, env, path, "id", false, &tc->id)) ||
-            (err = get_src(c, env, path, "aggregate", true, &tc->aggregate)) ||
-            (err = get_src(c, env, path, "version", true, &tc->version)) ||
-            (err = get_src(c, env, path, "type", true, &tc->type)))
-                return err;
+        KEEP(get_src(c, env, path, "id", false, &tc->id));
+        KEEP(get_src(c, env, path, "aggregate", true, &tc->aggregate));
+        KEEP(get_src(c, env, path, "version", true, &tc->version));
+        KEEP(get_src(c, env, path, "type", true, &tc->type));
 
         path_key(p, path, "scope");
-        if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope"))) {
+        if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope")) &&
+            !cJSON_IsArray(it)) {
+                fail(c, p,
+                     "must be an array of field sources (may be empty: scope "
+                     "= topic only)");
+        } else if (it) {
                 size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
                 char ip[SG_PATH_SIZE];
                 const cJSON *el;
 
-                if (!cJSON_IsArray(it))
-                        return fail(c, p,
-                                    "must be an array of field sources "
-                                    "(may be empty: scope = topic only)");
                 for (i = 0; i < tc->scope_cnt; i++)
                         src_clear(&tc->scope[i]);
                 free(tc->scope);
@@ -966,11 +1018,10 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                 i = 0;
                 cJSON_ArrayForEach(el, it) {
                         path_idx(ip, p, i);
-                        if ((err = src_from_json(c, el, ip, &tc->scope[i])))
-                                return err;
-                        if (tc->format == SG_FORMAT_JSON &&
-                            (err = no_ce(c, ip, &tc->scope[i])))
-                                return err;
+                        err = src_from_json(c, el, ip, &tc->scope[i]);
+                        if (!err && tc->format == SG_FORMAT_JSON)
+                                err = no_ce(c, ip, &tc->scope[i]);
+                        KEEP(err);
                         i++;
                 }
         }
@@ -982,109 +1033,95 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                                                 &tc->version, &tc->type};
                 for (size_t i = 0; i < 4; i++) {
                         path_key(p, path, keys[i]);
-                        if ((err = no_ce(c, p, srcs[i])))
-                                return err;
+                        KEEP(no_ce(c, p, srcs[i]));
                 }
         }
 
         path_key(p, path, "digest");
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "digest"))) {
                 if (!cJSON_IsString(it))
-                        return fail(c, p,
-                                    "must be a string; allowed: \"value\" "
-                                    "(SHA-256 of the record value) or a JSON "
-                                    "Pointer such as \"/data\"");
-                if (strcmp(it->valuestring, "value")) {
-                        if (!valid_pointer(it->valuestring))
-                                return fail(c, p,
-                                            "\"%.*s\" is not allowed; "
-                                            "allowed: \"value\" or a JSON "
-                                            "Pointer (RFC 6901) such as "
-                                            "\"/data\"",
-                                            SG_QUOTE_MAX, it->valuestring);
-                        /* A CloudEvent's payload is its data (semantics §2;
-                         * in binary mode the record value): a pointer
-                         * elsewhere would digest attributes only and judge
-                         * different payloads duplicates. */
-                        if (tc->format == SG_FORMAT_CLOUDEVENTS &&
-                            strcmp(it->valuestring, "/data") != 0 &&
-                            strncmp(it->valuestring, "/data/", 6) != 0)
-                                return fail(c, p,
-                                            "\"%.*s\" is not allowed with "
-                                            "format \"cloudevents\"; allowed: "
-                                            "\"value\", \"/data\" or a JSON "
-                                            "Pointer into it (\"/data/...\")",
-                                            SG_QUOTE_MAX, it->valuestring);
-                        if (!(tc->digest_pointer = strdup(it->valuestring)))
-                                return nomem(c);
-                }
+                        fail(c, p,
+                             "must be a string; allowed: \"value\" (SHA-256 "
+                             "of the record value) or a JSON Pointer such as "
+                             "\"/data\"");
+                else if (strcmp(it->valuestring, "value") &&
+                         !valid_pointer(it->valuestring))
+                        fail(c, p,
+                             "\"%.*s\" is not allowed; allowed: \"value\" or "
+                             "a JSON Pointer (RFC 6901) such as \"/data\"",
+                             SG_QUOTE_MAX, it->valuestring);
+                /* A CloudEvent's payload is its data (semantics §2; in
+                 * binary mode the record value): a pointer elsewhere would
+                 * digest attributes only and judge different payloads
+                 * duplicates. */
+                else if (strcmp(it->valuestring, "value") &&
+                         tc->format == SG_FORMAT_CLOUDEVENTS &&
+                         strcmp(it->valuestring, "/data") != 0 &&
+                         strncmp(it->valuestring, "/data/", 6) != 0)
+                        fail(c, p,
+                             "\"%.*s\" is not allowed with format "
+                             "\"cloudevents\"; allowed: \"value\", \"/data\" "
+                             "or a JSON Pointer into it (\"/data/...\")",
+                             SG_QUOTE_MAX, it->valuestring);
+                else if (strcmp(it->valuestring, "value") &&
+                         !(tc->digest_pointer = strdup(it->valuestring)))
+                        return nomem(c);
         }
 
-        if ((err = get_int(c, env, path, "max_field_bytes", 1, 1048576,
-                           &max_field)))
-                return err;
+        KEEP(get_int(c, env, path, "max_field_bytes", 1, 1048576,
+                     &max_field));
         tc->max_field_bytes = (size_t)max_field;
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
                                const char *path, sg_topic_config_t *tc) {
         int ival;
+        size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, ord, path)) ||
-            (err = check_keys(c, ord, path, ORDERING_KEYS)))
+        if ((err = expect_object(c, ord, path)))
                 return err;
+        KEEP(check_keys(c, ord, path, ORDERING_KEYS));
 
         ival = (int)tc->order_mode;
-        if ((err = get_enum(c, ord, path, "mode", MODE_NAMES, NULL, &ival)))
-                return err;
+        KEEP(get_enum(c, ord, path, "mode", MODE_NAMES, NULL, &ival));
         tc->order_mode = (sg_order_mode_t)ival;
-        if ((err = get_u64(c, ord, path, "first_version", 0,
-                           &tc->first_version)) ||
-            (err = get_u64(c, ord, path, "max_version_jump", 1,
-                           &tc->max_version_jump)))
-                return err;
+        KEEP(get_u64(c, ord, path, "first_version", 0, &tc->first_version));
+        KEEP(get_u64(c, ord, path, "max_version_jump", 1,
+                     &tc->max_version_jump));
         ival = (int)tc->new_aggregate;
-        if ((err = get_enum(c, ord, path, "new_aggregate", NEWAGG_NAMES, NULL,
-                            &ival)))
-                return err;
+        KEEP(get_enum(c, ord, path, "new_aggregate", NEWAGG_NAMES, NULL,
+                      &ival));
         tc->new_aggregate = (sg_new_agg_t)ival;
         ival = tc->stale_drop ? 1 : 0;
-        if ((err = get_enum(c, ord, path, "stale", STALE_NAMES, NULL, &ival)))
-                return err;
+        KEEP(get_enum(c, ord, path, "stale", STALE_NAMES, NULL, &ival));
         tc->stale_drop = ival == 1;
-        if ((err = get_int(c, ord, path, "gap_timeout_ms", 1, SG_JSON_INT_MAX,
-                           &tc->gap_timeout_ms)))
-                return err;
+        KEEP(get_int(c, ord, path, "gap_timeout_ms", 1, SG_JSON_INT_MAX,
+                     &tc->gap_timeout_ms));
         ival = (int)tc->gap_policy;
-        if ((err = get_enum(c, ord, path, "gap_policy", GAP_NAMES, NULL,
-                            &ival)))
-                return err;
+        KEEP(get_enum(c, ord, path, "gap_policy", GAP_NAMES, NULL, &ival));
         tc->gap_policy = (sg_gap_policy_t)ival;
-        if ((err = get_u64(c, ord, path, "max_parked_per_aggregate", 1,
-                           &tc->max_parked_per_aggregate)) ||
-            (err = get_u64(c, ord, path, "max_parked_total", 1,
-                           &tc->max_parked_total)) ||
-            (err = get_u64(c, ord, path, "max_parked_bytes", 1,
-                           &tc->max_parked_bytes)))
-                return err;
+        KEEP(get_u64(c, ord, path, "max_parked_per_aggregate", 1,
+                     &tc->max_parked_per_aggregate));
+        KEEP(get_u64(c, ord, path, "max_parked_total", 1,
+                     &tc->max_parked_total));
+        KEEP(get_u64(c, ord, path, "max_parked_bytes", 1,
+                     &tc->max_parked_bytes));
         ival = (int)tc->on_park_overflow;
-        if ((err = get_enum(c, ord, path, "on_park_overflow", OVERFLOW_NAMES,
-                            NULL, &ival)))
-                return err;
+        KEEP(get_enum(c, ord, path, "on_park_overflow", OVERFLOW_NAMES, NULL,
+                      &ival));
         tc->on_park_overflow = (sg_overflow_t)ival;
 
         if (tc->max_parked_per_aggregate > tc->max_parked_total) {
                 char p[SG_PATH_SIZE];
                 path_key(p, path, "max_parked_per_aggregate");
-                return fail(c, p,
-                            "must be <= max_parked_total (%" PRIu64 "): the "
-                            "per-aggregate cap is part of the per-partition "
-                            "total",
-                            tc->max_parked_total);
+                fail(c, p,
+                     "must be <= max_parked_total (%" PRIu64 "): the "
+                     "per-aggregate cap is part of the per-partition total",
+                     tc->max_parked_total);
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static bool sm_has_state(const sg_state_machine_t *sm, const char *s) {
@@ -1135,71 +1172,76 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
         char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
         const cJSON *from = NULL, *el;
         const char *type = NULL;
-        size_t i = 0;
+        size_t i = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)) ||
-            (err = check_keys(c, obj, path, TRANSITION_KEYS)) ||
-            (err = get_str(c, obj, path, "type", true, &type)))
+        if ((err = expect_object(c, obj, path)))
                 return err;
-        for (size_t j = 0; j < idx; j++) {
-                if (!strcmp(sm->transitions[j].type, type)) {
+        KEEP(check_keys(c, obj, path, TRANSITION_KEYS));
+        KEEP(get_str(c, obj, path, "type", true, &type));
+        for (size_t j = 0; type && j < idx; j++) {
+                if (sm->transitions[j].type &&
+                    !strcmp(sm->transitions[j].type, type)) {
                         path_key(p, path, "type");
-                        return fail(c, p,
-                                    "\"%.*s\" already has a transition; an "
-                                    "event type moves to one state (list "
-                                    "every source state in \"from\")",
-                                    SG_QUOTE_MAX, type);
+                        fail(c, p,
+                             "\"%.*s\" already has a transition; an event "
+                             "type moves to one state (list every source "
+                             "state in \"from\")",
+                             SG_QUOTE_MAX, type);
+                        type = NULL;
+                        break;
                 }
         }
-        if (!(t->type = strdup(type)))
+        if (type && !(t->type = strdup(type)))
                 return nomem(c);
 
-        if ((err = get_array(c, obj, path, "from", "states the event may "
-                                                   "leave",
-                             &from)))
-                return err;
+        KEEP(get_array(c, obj, path, "from", "states the event may leave",
+                       &from));
         path_key(p, path, "from");
-        if (!(t->from = calloc((size_t)cJSON_GetArraySize(from),
-                               sizeof(*t->from))))
-                return nomem(c);
-        t->from_cnt = (size_t)cJSON_GetArraySize(from);
-        cJSON_ArrayForEach(el, from) {
-                path_idx(ip, p, i);
-                if ((err = sm_state_ref(c, sm, el, ip)))
-                        return err;
-                for (size_t j = 0; j < i; j++)
-                        if (!strcmp(t->from[j], el->valuestring))
-                                return fail(c, ip, "duplicate state \"%s\"",
-                                            el->valuestring);
-                if (!(t->from[i] = strdup(el->valuestring)))
+        if (from) {
+                if (!(t->from = calloc((size_t)cJSON_GetArraySize(from),
+                                       sizeof(*t->from))))
                         return nomem(c);
-                i++;
+                t->from_cnt = (size_t)cJSON_GetArraySize(from);
+        }
+        for (el = from ? from->child : NULL; el; el = el->next, i++) {
+                path_idx(ip, p, i);
+                if (sm_state_ref(c, sm, el, ip))
+                        continue;
+                bool dup = false;
+                for (size_t j = 0; !dup && j < i; j++)
+                        dup = t->from[j] &&
+                              !strcmp(t->from[j], el->valuestring);
+                if (dup)
+                        fail(c, ip, "duplicate state \"%s\"",
+                             el->valuestring);
+                else if (!(t->from[i] = strdup(el->valuestring)))
+                        return nomem(c);
         }
 
         path_key(p, path, "to");
         el = cJSON_GetObjectItemCaseSensitive(obj, "to");
         if (!el)
-                return fail(c, p, "required key is missing");
-        if ((err = sm_state_ref(c, sm, el, p)))
-                return err;
-        if (!(t->to = strdup(el->valuestring)))
+                fail(c, p, "required key is missing");
+        else if (!sm_state_ref(c, sm, el, p) &&
+                 !(t->to = strdup(el->valuestring)))
                 return nomem(c);
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
                                     const char *path, sg_state_machine_t *sm) {
         char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
         const cJSON *states = NULL, *trans = NULL, *el;
-        size_t i = 0;
+        size_t i = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)) ||
-            (err = check_keys(c, obj, path, SM_KEYS)))
+        if ((err = expect_object(c, obj, path)))
                 return err;
+        KEEP(check_keys(c, obj, path, SM_KEYS));
         sm->enabled = true;
 
+        /* without its states nothing else can be checked */
         if ((err = get_array(c, obj, path, "states", "the state names",
                              &states)))
                 return err;
@@ -1211,11 +1253,11 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
         cJSON_ArrayForEach(el, states) {
                 path_idx(ip, p, i);
                 if (!cJSON_IsString(el) || !*el->valuestring)
-                        return fail(c, ip, "must be a non-empty string");
-                if (sm_has_state(sm, el->valuestring))
-                        return fail(c, ip, "duplicate state \"%.*s\"",
-                                    SG_QUOTE_MAX, el->valuestring);
-                if (!(sm->states[i] = strdup(el->valuestring)))
+                        fail(c, ip, "must be a non-empty string");
+                else if (sm_has_state(sm, el->valuestring))
+                        fail(c, ip, "duplicate state \"%.*s\"", SG_QUOTE_MAX,
+                             el->valuestring);
+                else if (!(sm->states[i] = strdup(el->valuestring)))
                         return nomem(c);
                 i++;
         }
@@ -1223,16 +1265,16 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
         path_key(p, path, "initial");
         el = cJSON_GetObjectItemCaseSensitive(obj, "initial");
         if (!el)
-                return fail(c, p, "required key is missing (the state of a "
-                                  "new aggregate)");
-        if ((err = sm_state_ref(c, sm, el, p)))
-                return err;
-        if (!(sm->initial = strdup(el->valuestring)))
+                fail(c, p, "required key is missing (the state of a new "
+                           "aggregate)");
+        else if (!sm_state_ref(c, sm, el, p) &&
+                 !(sm->initial = strdup(el->valuestring)))
                 return nomem(c);
 
-        if ((err = get_array(c, obj, path, "transitions",
-                             "objects {type, from, to}", &trans)))
-                return err;
+        KEEP(get_array(c, obj, path, "transitions", "objects {type, from, to}",
+                       &trans));
+        if (!trans)
+                return errors_since(c, since);
         path_key(p, path, "transitions");
         if (!(sm->transitions = calloc((size_t)cJSON_GetArraySize(trans),
                                        sizeof(*sm->transitions))))
@@ -1243,11 +1285,10 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
                 /* Count only built entries, so that the duplicate-type scan
                  * in parse_transition sees initialised types. */
                 sm->transition_cnt = i + 1;
-                if ((err = parse_transition(c, el, ip, sm, i)))
-                        return err;
+                KEEP(parse_transition(c, el, ip, sm, i));
                 i++;
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1341,21 +1382,25 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
 
         if ((err = expect_object(c, obj, path)))
                 return err;
+        size_t since = c->err_cnt;
         /* Before the unknown-key check, so that the error says why. */
+        bool secret_key = false;
         for (it = obj->child; it; it = it->next) {
                 if (!snapshot_secret_key(it->string))
                         continue;
                 path_key(p, path, it->string);
-                return fail(c, p,
-                            "not allowed: the config file must never hold "
-                            "the Authorization header value; put it in an "
-                            "environment variable and set auth_header_env to "
-                            "that variable's name (e.g. "
-                            "\"SEQGATE_SNAPSHOT_AUTH\")");
+                fail(c, p,
+                     "not allowed: the config file must never hold the "
+                     "Authorization header value; put it in an environment "
+                     "variable and set auth_header_env to that variable's "
+                     "name (e.g. \"SEQGATE_SNAPSHOT_AUTH\")");
+                secret_key = true;
         }
-        if ((err = check_keys(c, obj, path, SNAPSHOT_KEYS)))
-                return err;
+        /* a secret-looking key is said once, by the rule above */
+        if (!secret_key)
+                KEEP(check_keys(c, obj, path, SNAPSHOT_KEYS));
 
+        /* without a source nothing else can be checked */
         if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {
                 path_key(p, path, "source");
                 return fail(c, p, "required key is missing; allowed: kafka "
@@ -1372,81 +1417,75 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                 if (!cJSON_GetObjectItemCaseSensitive(obj, forbidden[i]))
                         continue;
                 path_key(p, path, forbidden[i]);
-                return fail(c, p, "not allowed with source \"%s\" (%s)",
-                            SNAPSHOT_NAMES[ival],
-                            sn->source == SG_SNAP_KAFKA
-                                    ? "source kafka uses request_topic and "
-                                      "reply_topic"
-                                    : "source http uses url and "
-                                      "auth_header_env");
+                fail(c, p, "not allowed with source \"%s\" (%s)",
+                     SNAPSHOT_NAMES[ival],
+                     sn->source == SG_SNAP_KAFKA
+                             ? "source kafka uses request_topic and "
+                               "reply_topic"
+                             : "source http uses url and auth_header_env");
         }
 
         if (sn->source == SG_SNAP_KAFKA) {
-                if ((err = get_str_dup(c, obj, path, "request_topic", true,
-                                       &sn->request_topic)))
-                        return err;
+                KEEP(get_str_dup(c, obj, path, "request_topic", true,
+                                 &sn->request_topic));
                 path_key(p, path, "request_topic");
-                if ((err = check_topic_name(c, p, sn->request_topic)))
-                        return err;
-                if ((err = get_str_dup(c, obj, path, "reply_topic", true,
-                                       &sn->reply_topic)))
-                        return err;
+                if (sn->request_topic)
+                        KEEP(check_topic_name(c, p, sn->request_topic));
+                KEEP(get_str_dup(c, obj, path, "reply_topic", true,
+                                 &sn->reply_topic));
                 path_key(p, path, "reply_topic");
-                if ((err = check_topic_name(c, p, sn->reply_topic)))
-                        return err;
-                if (!strcmp(sn->request_topic, sn->reply_topic))
-                        return fail(c, p,
-                                    "must differ from request_topic \"%s\": "
-                                    "seqgate consumes the reply topic and "
-                                    "would read its own requests",
-                                    sn->request_topic);
+                if (sn->reply_topic)
+                        KEEP(check_topic_name(c, p, sn->reply_topic));
+                if (sn->request_topic && sn->reply_topic &&
+                    !strcmp(sn->request_topic, sn->reply_topic))
+                        fail(c, p,
+                             "must differ from request_topic \"%s\": "
+                             "seqgate consumes the reply topic and would "
+                             "read its own requests",
+                             sn->request_topic);
         } else {
-                if ((err = get_str_dup(c, obj, path, "url", true, &sn->url)))
-                        return err;
+                KEEP(get_str_dup(c, obj, path, "url", true, &sn->url));
                 path_key(p, path, "url");
-                if ((err = check_snapshot_url(c, p, sn->url)))
-                        return err;
-                if ((err = get_str_dup(c, obj, path, "auth_header_env", false,
-                                       &sn->auth_header_env)))
-                        return err;
+                if (sn->url)
+                        KEEP(check_snapshot_url(c, p, sn->url));
+                KEEP(get_str_dup(c, obj, path, "auth_header_env", false,
+                                 &sn->auth_header_env));
                 path_key(p, path, "auth_header_env");
                 /* Not quoted: a mistaken value may be the secret itself. */
                 if (sn->auth_header_env &&
                     !valid_env_name(sn->auth_header_env))
-                        return fail(c, p,
-                                    "must be the NAME of an environment "
-                                    "variable ([A-Za-z_][A-Za-z0-9_]*, e.g. "
-                                    "\"SEQGATE_SNAPSHOT_AUTH\") whose value "
-                                    "is the Authorization header; never the "
-                                    "header value itself");
+                        fail(c, p,
+                             "must be the NAME of an environment variable "
+                             "([A-Za-z_][A-Za-z0-9_]*, e.g. "
+                             "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
+                             "Authorization header; never the header value "
+                             "itself");
         }
 
-        if ((err = get_int(c, obj, path, "timeout_ms", 1, 600000,
-                           &sn->timeout_ms)) ||
-            (err = get_int(c, obj, path, "max_in_flight", 1, 100000,
-                           &sn->max_in_flight)) ||
-            (err = get_int(c, obj, path, "max_attempts", 1, 1000,
-                           &sn->max_attempts)) ||
-            (err = get_int(c, obj, path, "backoff_ms", 1, 3600000,
-                           &sn->backoff_ms)) ||
-            (err = get_int(c, obj, path, "backoff_max_ms", 1, 3600000,
-                           &sn->backoff_max_ms)))
-                return err;
+        KEEP(get_int(c, obj, path, "timeout_ms", 1, 600000, &sn->timeout_ms));
+        KEEP(get_int(c, obj, path, "max_in_flight", 1, 100000,
+                     &sn->max_in_flight));
+        KEEP(get_int(c, obj, path, "max_attempts", 1, 1000,
+                     &sn->max_attempts));
+        KEEP(get_int(c, obj, path, "backoff_ms", 1, 3600000, &sn->backoff_ms));
+        KEEP(get_int(c, obj, path, "backoff_max_ms", 1, 3600000,
+                     &sn->backoff_max_ms));
         if (sn->backoff_max_ms < sn->backoff_ms) {
                 path_key(p, path, "backoff_max_ms");
-                return fail(c, p,
-                            "must be >= backoff_ms (%" PRId64 "): it caps the "
-                            "doubling retry delay",
-                            sn->backoff_ms);
+                fail(c, p,
+                     "must be >= backoff_ms (%" PRId64 "): it caps the "
+                     "doubling retry delay",
+                     sn->backoff_ms);
         }
 
         path_key(p, path, "emit_record");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "emit_record"))) {
                 if (!cJSON_IsBool(it))
-                        return fail(c, p, "must be true or false");
-                sn->emit_record = cJSON_IsTrue(it);
+                        fail(c, p, "must be true or false");
+                else
+                        sn->emit_record = cJSON_IsTrue(it);
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
@@ -1454,91 +1493,90 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         char p[SG_PATH_SIZE];
         const cJSON *it;
         int ival;
+        size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)) ||
-            (err = check_keys(c, obj, path, TOPIC_KEYS)) ||
-            (err = topic_defaults(c, tc)))
+        if ((err = expect_object(c, obj, path)))
+                return err;
+        KEEP(check_keys(c, obj, path, TOPIC_KEYS));
+        if ((err = topic_defaults(c, tc)))
                 return err;
         if (!(tc->name = strdup(obj->string)))
                 return nomem(c);
 
-        if ((err = get_str_dup(c, obj, path, "output_topic", true,
-                               &tc->output_topic)))
-                return err;
+        KEEP(get_str_dup(c, obj, path, "output_topic", true,
+                         &tc->output_topic));
         path_key(p, path, "output_topic");
-        if ((err = check_topic_name(c, p, tc->output_topic)))
-                return err;
-        if (!strcmp(tc->output_topic, tc->name))
-                return fail(c, p, "must differ from the input topic \"%s\"",
-                            tc->name);
+        if (tc->output_topic) {
+                KEEP(check_topic_name(c, p, tc->output_topic));
+                if (!strcmp(tc->output_topic, tc->name))
+                        fail(c, p, "must differ from the input topic \"%s\"",
+                             tc->name);
+        }
 
-        if ((err = get_str_dup(c, obj, path, "dlq_topic", true,
-                               &tc->dlq_topic)))
-                return err;
+        KEEP(get_str_dup(c, obj, path, "dlq_topic", true, &tc->dlq_topic));
         path_key(p, path, "dlq_topic");
-        if ((err = check_topic_name(c, p, tc->dlq_topic)))
-                return err;
-        if (!strcmp(tc->dlq_topic, tc->name))
-                return fail(c, p, "must differ from the input topic \"%s\"",
-                            tc->name);
-        if (!strcmp(tc->dlq_topic, tc->output_topic))
-                return fail(c, p,
-                            "must differ from output_topic \"%s\": refused "
-                            "records must not reach the output's consumers",
-                            tc->output_topic);
+        if (tc->dlq_topic) {
+                KEEP(check_topic_name(c, p, tc->dlq_topic));
+                if (!strcmp(tc->dlq_topic, tc->name))
+                        fail(c, p, "must differ from the input topic \"%s\"",
+                             tc->name);
+                else if (tc->output_topic &&
+                         !strcmp(tc->dlq_topic, tc->output_topic))
+                        fail(c, p,
+                             "must differ from output_topic \"%s\": refused "
+                             "records must not reach the output's consumers",
+                             tc->output_topic);
+        }
 
-        if ((err = get_str_dup(c, obj, path, "changelog_topic", false,
-                               &tc->changelog_topic)))
-                return err;
+        KEEP(get_str_dup(c, obj, path, "changelog_topic", false,
+                         &tc->changelog_topic));
         if (tc->changelog_topic) {
                 path_key(p, path, "changelog_topic");
-                if ((err = check_topic_name(c, p, tc->changelog_topic)))
-                        return err;
+                KEEP(check_topic_name(c, p, tc->changelog_topic));
                 if (!strcmp(tc->changelog_topic, tc->name) ||
-                    !strcmp(tc->changelog_topic, tc->output_topic) ||
-                    !strcmp(tc->changelog_topic, tc->dlq_topic))
-                        return fail(c, p,
-                                    "must differ from the input, output and "
-                                    "DLQ topics: it holds seqgate's state");
+                    (tc->output_topic &&
+                     !strcmp(tc->changelog_topic, tc->output_topic)) ||
+                    (tc->dlq_topic &&
+                     !strcmp(tc->changelog_topic, tc->dlq_topic)))
+                        fail(c, p,
+                             "must differ from the input, output and DLQ "
+                             "topics: it holds seqgate's state");
         }
 
         ival = (int)tc->output_partitioning;
-        if ((err = get_enum(c, obj, path, "output_partitioning",
-                            PARTITIONING_NAMES, NULL, &ival)))
-                return err;
+        KEEP(get_enum(c, obj, path, "output_partitioning", PARTITIONING_NAMES,
+                      NULL, &ival));
         tc->output_partitioning = (sg_partitioning_t)ival;
 
         path_key(p, path, "envelope");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")) &&
-            (err = parse_envelope(c, it, p, tc)))
-                return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")))
+                KEEP(parse_envelope(c, it, p, tc));
 
         path_key(p, path, "dedup");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup"))) {
-                if ((err = expect_object(c, it, p)) ||
-                    (err = check_keys(c, it, p, DEDUP_KEYS)) ||
-                    (err = get_int(c, it, p, "ttl_ms", 1000, SG_JSON_INT_MAX,
-                                   &tc->dedup_ttl_ms)))
-                        return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup")) &&
+            !expect_object(c, it, p)) {
+                KEEP(check_keys(c, it, p, DEDUP_KEYS));
+                KEEP(get_int(c, it, p, "ttl_ms", 1000, SG_JSON_INT_MAX,
+                             &tc->dedup_ttl_ms));
         }
 
         path_key(p, path, "ordering");
         const cJSON *ord = cJSON_GetObjectItemCaseSensitive(obj, "ordering");
-        if (ord && (err = parse_ordering(c, ord, p, tc)))
-                return err;
+        if (ord)
+                KEEP(parse_ordering(c, ord, p, tc));
 
         path_key(p, path, "state_machine");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "state_machine")) &&
-            (err = parse_state_machine(c, it, p, &tc->sm)))
-                return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "state_machine")))
+                KEEP(parse_state_machine(c, it, p, &tc->sm));
 
         path_key(p, path, "snapshot");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")) &&
-            (err = parse_snapshot(c, it, p, tc)))
-                return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")))
+                KEEP(parse_snapshot(c, it, p, tc));
 
-        /* Cross-field rules (semantics §2, §3b, §4). The snapshot rules come
+        /* Cross-field rules (semantics §2, §3b, §4), on the values read (a
+         * wrong one kept its default); the first one that fails is said,
+         * the others would mostly repeat its cause. The snapshot rules come
          * first: their message names the snapshot, which is why the user
          * asked for strict ordering. */
         if (tc->snapshot.source != SG_SNAP_NONE) {
@@ -1590,7 +1628,13 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                     "\"latest_wins\" (mode \"none\" applies "
                                     "every record; semantics §3b)");
         }
-        return SG_OK;
+        return errors_since(c, since);
+}
+
+/** A topic whose required names were read (the cross-topic rules skip the
+ *  others: their errors were reported). */
+static bool topic_named(const sg_topic_config_t *tc) {
+        return tc->name && tc->output_topic && tc->dlq_topic;
 }
 
 /**
@@ -1610,6 +1654,9 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                 bool kafka = o->snapshot.source == SG_SNAP_KAFKA && j != self;
                 const char *what = NULL;
 
+                /* a topic whose names were not read had its errors said */
+                if (!topic_named(o))
+                        continue;
                 if (!strcmp(name, o->name)) {
                         snprintf(buf, size, "an input topic (topics.%s)",
                                  o->name);
@@ -1619,9 +1666,10 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                         what = "output_topic";
                 else if (!strcmp(name, o->dlq_topic))
                         what = "dlq_topic";
-                else if (kafka && !strcmp(name, o->snapshot.reply_topic))
+                else if (kafka && o->snapshot.reply_topic &&
+                         !strcmp(name, o->snapshot.reply_topic))
                         what = "snapshot.reply_topic";
-                else if (kafka && is_reply &&
+                else if (kafka && is_reply && o->snapshot.request_topic &&
                          !strcmp(name, o->snapshot.request_topic))
                         what = "snapshot.request_topic";
                 if (what) {
@@ -1640,45 +1688,48 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
  */
 static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
         char p[SG_PATH_SIZE], tp[SG_PATH_SIZE], what[SG_PATH_SIZE + 32];
+        size_t since = c->err_cnt;
 
         for (size_t i = 0; i < conf->topic_cnt; i++) {
                 const sg_snapshot_config_t *sn = &conf->topics[i].snapshot;
 
-                if (sn->source != SG_SNAP_KAFKA)
+                if (sn->source != SG_SNAP_KAFKA || !conf->topics[i].name)
                         continue;
                 path_key(tp, "topics", conf->topics[i].name);
                 for (int r = 0; r < 2; r++) {
                         const char *name = r ? sn->reply_topic
                                              : sn->request_topic;
-                        const char *clash = snapshot_topic_clash(
-                                conf, i, r == 1, name, what, sizeof(what));
+                        const char *clash =
+                                name ? snapshot_topic_clash(conf, i, r == 1,
+                                                            name, what,
+                                                            sizeof(what))
+                                     : NULL;
                         if (!clash)
                                 continue;
                         path_key(p, tp, r ? "snapshot.reply_topic"
                                           : "snapshot.request_topic");
-                        return fail(c, p,
-                                    "\"%s\" is also %s; snapshot request "
-                                    "and reply topics must be topics of their "
-                                    "own",
-                                    name, clash);
+                        fail(c, p,
+                             "\"%s\" is also %s; snapshot request and reply "
+                             "topics must be topics of their own",
+                             name, clash);
                 }
         }
-        return SG_OK;
+        return errors_since(c, since);
 }
 
 static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                              sg_config_t *conf) {
         char p[SG_PATH_SIZE];
         const cJSON *topics = cJSON_GetObjectItemCaseSensitive(root, "topics");
-        size_t n = 0, i = 0;
+        size_t n = 0, i = 0, since = c->err_cnt;
         sg_err_t err;
 
         if (!topics)
                 return fail(c, "topics", "required key is missing (an object "
                                          "of input topic name -> settings)");
-        if ((err = expect_object(c, topics, "topics")) ||
-            (err = check_keys(c, topics, "topics", NULL)))
+        if ((err = expect_object(c, topics, "topics")))
                 return err;
+        KEEP(check_keys(c, topics, "topics", NULL));
         for (const cJSON *it = topics->child; it; it = it->next)
                 n++;
         if (n == 0)
@@ -1688,19 +1739,21 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
         conf->topic_cnt = n;
         for (const cJSON *it = topics->child; it; it = it->next, i++) {
                 path_key(p, "topics", it->string);
-                if ((err = check_topic_name(c, p, it->string)) ||
-                    (err = parse_topic(c, it, p, &conf->topics[i])))
-                        return err;
+                KEEP(check_topic_name(c, p, it->string));
+                KEEP(parse_topic(c, it, p, &conf->topics[i]));
         }
 
         /* An output or DLQ topic that is also an input topic would feed
          * seqgate its own output. */
         for (i = 0; i < n; i++) {
                 const sg_topic_config_t *tc = &conf->topics[i];
+                if (!topic_named(tc))
+                        continue;
                 for (size_t j = 0; j < n; j++) {
                         const char *in = conf->topics[j].name;
                         const char *which =
-                                !strcmp(tc->output_topic, in) ? "output_topic"
+                                !in                           ? NULL
+                                : !strcmp(tc->output_topic, in) ? "output_topic"
                                 : !strcmp(tc->dlq_topic, in)  ? "dlq_topic"
                                                               : NULL;
                         if (!which)
@@ -1708,50 +1761,54 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                         char tp[SG_PATH_SIZE];
                         path_key(tp, "topics", tc->name);
                         path_key(p, tp, which);
-                        return fail(c, p,
-                                    "\"%s\" is also an input topic; seqgate "
-                                    "would read its own output",
-                                    in);
+                        fail(c, p,
+                             "\"%s\" is also an input topic; seqgate would "
+                             "read its own output",
+                             in);
+                        break;
                 }
         }
         /* Default changelog names, as Kafka Streams names its changelogs:
-         * <application (group) id>-<store>-changelog. */
-        for (i = 0; i < n; i++) {
+         * <application (group) id>-<store>-changelog. Without a group id
+         * (reported) there is no default. */
+        for (i = 0; conf->group_id && i < n; i++) {
                 sg_topic_config_t *tc = &conf->topics[i];
-                if (tc->changelog_topic)
+                if (tc->changelog_topic || !tc->name)
                         continue;
                 size_t len = strlen(conf->group_id) + strlen(tc->name) + 12;
                 if (!(tc->changelog_topic = malloc(len)))
                         return nomem(c);
                 snprintf(tc->changelog_topic, len, "%s-%s-changelog",
                          conf->group_id, tc->name);
-                if (c->eos) {
+                if (c->eos && !valid_topic_name(tc->changelog_topic)) {
                         char tp[SG_PATH_SIZE];
                         path_key(tp, "topics", tc->name);
                         path_key(p, tp, "changelog_topic");
-                        if ((err = check_topic_name(c, p, tc->changelog_topic)))
-                                return fail(c, p,
-                                            "the default name \"%.60s...\" "
-                                            "is not a valid topic name; set "
-                                            "changelog_topic",
-                                            tc->changelog_topic);
+                        fail(c, p,
+                             "the default name \"%.60s...\" is not a valid "
+                             "topic name; set changelog_topic",
+                             tc->changelog_topic);
                 }
         }
+        /* each pair once, at the first of the two */
         for (i = 0; c->eos && i < n; i++)
-                for (size_t j = 0; j < n; j++) {
-                        if (i == j || strcmp(conf->topics[i].changelog_topic,
-                                             conf->topics[j].changelog_topic))
+                for (size_t j = i + 1; j < n; j++) {
+                        if (!conf->topics[i].changelog_topic ||
+                            !conf->topics[j].changelog_topic ||
+                            strcmp(conf->topics[i].changelog_topic,
+                                   conf->topics[j].changelog_topic))
                                 continue;
                         char tp[SG_PATH_SIZE];
                         path_key(tp, "topics", conf->topics[i].name);
                         path_key(p, tp, "changelog_topic");
-                        return fail(c, p,
-                                    "\"%s\" is also the changelog of topic "
-                                    "\"%s\"; each input topic needs its own",
-                                    conf->topics[i].changelog_topic,
-                                    conf->topics[j].name);
+                        fail(c, p,
+                             "\"%s\" is also the changelog of topic \"%s\"; "
+                             "each input topic needs its own",
+                             conf->topics[i].changelog_topic,
+                             conf->topics[j].name);
                 }
-        return check_snapshot_topics(c, conf);
+        KEEP(check_snapshot_topics(c, conf));
+        return errors_since(c, since);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1762,7 +1819,8 @@ static const char *const ROOT_KEYS[] = {
         "$schema", "instance_id", "data_dir", "guarantee", "kafka",
         "kafka_consumer", "kafka_producer", "store", "batch",
         "stats_interval_ms", "delivery_timeout_ms", "sweep_max_per_batch",
-        "deadline_max_per_batch", "pause_retry_ms", "topics", NULL};
+        "deadline_max_per_batch", "pause_retry_ms", "broker_retry_timeout_ms",
+        "topics", NULL};
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
@@ -1772,64 +1830,57 @@ static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
         int ival = 0;
-        sg_err_t err;
 
         if (!cJSON_IsObject(root))
                 return fail(c, "(root)", "must be a JSON object");
-        if ((err = check_keys(c, root, "", ROOT_KEYS)))
-                return err;
+        KEEP(check_keys(c, root, "", ROOT_KEYS));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
             !cJSON_IsString(it))
-                return fail(c, "$schema", "must be a string");
-        if ((err = get_str_dup(c, root, "", "instance_id", false,
-                               &conf->instance_id)) ||
-            (err = get_str_dup(c, root, "", "data_dir", true,
-                               &conf->data_dir)))
-                return err;
+                fail(c, "$schema", "must be a string");
+        KEEP(get_str_dup(c, root, "", "instance_id", false,
+                         &conf->instance_id));
+        KEEP(get_str_dup(c, root, "", "data_dir", true, &conf->data_dir));
 
         ival = (int)conf->guarantee;
-        if ((err = get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL,
-                            &ival)))
-                return err;
+        KEEP(get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL, &ival));
         conf->guarantee = (sg_guarantee_t)ival;
         c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
-        if ((err = parse_kafka(c, root, conf)))
-                return err;
+        KEEP(parse_kafka(c, root, conf));
 
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "store"))) {
-                if ((err = expect_object(c, it, "store")) ||
-                    (err = check_keys(c, it, "store", STORE_KEYS)) ||
-                    (err = get_u64(c, it, "store", "map_size_bytes", 1048576,
-                                   &conf->map_size_bytes)) ||
-                    (err = get_u64(c, it, "store", "map_growth_bytes", 1048576,
-                                   &conf->map_growth_bytes)))
-                        return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "store")) &&
+            !expect_object(c, it, "store")) {
+                KEEP(check_keys(c, it, "store", STORE_KEYS));
+                KEEP(get_u64(c, it, "store", "map_size_bytes", 1048576,
+                             &conf->map_size_bytes));
+                KEEP(get_u64(c, it, "store", "map_growth_bytes", 1048576,
+                             &conf->map_growth_bytes));
         }
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch"))) {
-                if ((err = expect_object(c, it, "batch")) ||
-                    (err = check_keys(c, it, "batch", BATCH_KEYS)) ||
-                    (err = get_i(c, it, "batch", "max_records", 1, 100000,
-                                 &conf->batch_max_records)) ||
-                    (err = get_i(c, it, "batch", "max_ms", 1, 60000,
-                                 &conf->batch_max_ms)))
-                        return err;
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch")) &&
+            !expect_object(c, it, "batch")) {
+                KEEP(check_keys(c, it, "batch", BATCH_KEYS));
+                KEEP(get_i(c, it, "batch", "max_records", 1, 100000,
+                           &conf->batch_max_records));
+                KEEP(get_i(c, it, "batch", "max_ms", 1, 60000,
+                           &conf->batch_max_ms));
         }
-        if ((err = get_int(c, root, "", "stats_interval_ms", 0,
-                           SG_JSON_INT_MAX, &conf->stats_interval_ms)) ||
-            (err = get_int(c, root, "", "delivery_timeout_ms", 1,
-                           SG_JSON_INT_MAX, &conf->delivery_timeout_ms)) ||
-            (err = get_i(c, root, "", "sweep_max_per_batch", 1, 1000000,
-                         &conf->sweep_max_per_batch)) ||
-            (err = get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
-                         &conf->deadline_max_per_batch)) ||
-            (err = get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
-                           &conf->pause_retry_ms)))
-                return err;
+        KEEP(get_int(c, root, "", "stats_interval_ms", 0, SG_JSON_INT_MAX,
+                     &conf->stats_interval_ms));
+        KEEP(get_int(c, root, "", "delivery_timeout_ms", 1, SG_JSON_INT_MAX,
+                     &conf->delivery_timeout_ms));
+        KEEP(get_i(c, root, "", "sweep_max_per_batch", 1, 1000000,
+                   &conf->sweep_max_per_batch));
+        KEEP(get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
+                   &conf->deadline_max_per_batch));
+        KEEP(get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
+                     &conf->pause_retry_ms));
+        KEEP(get_int(c, root, "", "broker_retry_timeout_ms", 1,
+                     SG_JSON_INT_MAX, &conf->broker_retry_timeout_ms));
 
-        if ((err = parse_topics(c, root, conf)))
-                return err;
+        KEEP(parse_topics(c, root, conf));
+        if (c->err_cnt > 0)
+                return SG_ERR_CONFIG;
         if (c->eos) {
                 size_t len = strlen(conf->group_id) +
                              strlen(conf->instance_id) + 2;
@@ -1901,6 +1952,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
         conf->sweep_max_per_batch = 1000;
         conf->deadline_max_per_batch = 1000;
         conf->pause_retry_ms = 1000;
+        conf->broker_retry_timeout_ms = 120000;
         if (!(conf->instance_id = strdup("seqgate"))) {
                 err = nomem(&c);
         } else {

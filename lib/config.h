@@ -7,7 +7,8 @@
  * TTL, ordering settings and gap policies, and an optional state machine.
  *
  * Validation errors name the offending key as a JSON path ("topics.orders.
- * ordering.gap_policy") and say what is allowed. Values of librdkafka
+ * ordering.gap_policy") and say what is allowed; every error of a file is
+ * reported in one call, one line each (--check-config lists them all). Values of librdkafka
  * properties whose name looks secret (see sg_config_is_secret()) never
  * appear in an error or log text.
  *
@@ -208,6 +209,10 @@ typedef struct sg_config {
         int sweep_max_per_batch;   /**< TTL sweep bound [1000] */
         int deadline_max_per_batch;/**< gap deadlines fired per batch [1000] */
         int64_t pause_retry_ms;    /**< re-check a paused partition [1000] */
+        int64_t broker_retry_timeout_ms; /**< longest retry of a retriable
+                                              broker error at start-up, in
+                                              restores, metadata and admin
+                                              calls [120000] */
 
         sg_topic_config_t *topics;
         size_t topic_cnt;
@@ -226,8 +231,14 @@ typedef struct sg_config {
  * @param path         file path, NUL-terminated.
  * @param confp        on success, *confp owns a new config; free it with
  *                     sg_config_destroy().
- * @param errstr       receives "KEY.PATH: what is wrong; allowed: ..." on error.
- * @returns SG_OK, SG_ERR_IO (unreadable file), SG_ERR_CONFIG (invalid).
+ * @param errstr       receives every error of the file, one line
+ *                     "KEY.PATH: what is wrong; allowed: ..." each,
+ *                     separated by '\n', in the order found (the first one
+ *                     is what a file with only that mistake reports); cut
+ *                     at errstr_size, always NUL-terminated. A JSON syntax
+ *                     error or an unreadable file is one line.
+ * @returns SG_OK, SG_ERR_IO (unreadable file), SG_ERR_CONFIG (invalid),
+ *          SG_ERR_NOMEM.
  */
 sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
                         size_t errstr_size);

@@ -132,6 +132,31 @@ typedef struct part {
         int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
 } part_t;
 
+/* Size limits for one configured input topic's destinations, in
+ * sg_record_wire_size() bytes; 0: none known. */
+typedef struct topic_limits {
+        size_t output, dlq, changelog;
+} topic_limits_t;
+
+/* The input record an effect is about (output and DLQ records), or none
+ * (topic NULL: snapshot, request and changelog records). */
+typedef struct effect_src {
+        const char *topic;       /* the input topic's name, from the config */
+        int32_t partition;
+        int64_t offset;
+} effect_src_t;
+
+/* Kafka refused the effect of kind @p kind about this input record; the
+ * re-run routes it differently (see emit_output(), emit_dlq()). */
+typedef struct refusal {
+        effect_src_t src;
+        sg_effect_kind_t kind;   /* SG_EFFECT_OUTPUT or SG_EFFECT_DLQ */
+        unsigned level;          /* times refused */
+        bool too_large;          /* refused for its size */
+        bool used;               /* consulted by the batch being run */
+        char reason[128];
+} refusal_t;
+
 struct sg_engine {
         const sg_config_t *conf;
         sg_store_t *store;
@@ -169,6 +194,16 @@ struct sg_engine {
         bool dk_valid, dk_found;
         unsigned char dk_hash[32];
         sg_dedup_rec_t dk_rec;
+
+        /* records Kafka cannot take (semantics §3 "A record the output
+         * topic cannot take"): the size limits the loop found, which input
+         * record each effect is about, and the refusals of the broker */
+        size_t limit_all;        /* producer's limit, 0: none known */
+        topic_limits_t *limits;  /* per configured topic, conf order */
+        effect_src_t *effect_src; /* per effect, effect_size of them */
+        refusal_t *refusals;     /* survive an aborted batch */
+        size_t refusal_cnt, refusal_cap;
+        bool out_rejected;       /* the last emit_output() dead-lettered */
 };
 
 static int64_t engine_clock(sg_engine_t *e) {
@@ -186,10 +221,11 @@ static int64_t engine_clock(sg_engine_t *e) {
  * Fields are built with cJSON, so a line is one valid JSON object whatever
  * the sizes of its strings: after the partition (@p p, may be NULL) come
  * (name, kind, value) triples ended by a NULL name; LF_STR takes a
- * const char * (NULL: ""), LF_I64 an int64_t, LF_U64 a uint64_t (written
- * as an exact decimal, never through a double). */
+ * const char * (NULL: ""), LF_STR_OR_NULL one that may be NULL (null),
+ * LF_BOOL an int, LF_I64 an int64_t, LF_U64 a uint64_t (written as an
+ * exact decimal, never through a double). */
 #define SG_ENGINE_LOG_PER_BATCH 50
-enum { LF_STR = 1, LF_I64, LF_U64 };
+enum { LF_STR = 1, LF_I64, LF_U64, LF_BOOL, LF_STR_OR_NULL };
 static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
                  const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
@@ -216,6 +252,17 @@ static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
                         cJSON_AddStringToObject(o, name, v ? v : "");
                         break;
                 }
+                case LF_STR_OR_NULL: {
+                        const char *v = va_arg(ap, const char *);
+                        if (v)
+                                cJSON_AddStringToObject(o, name, v);
+                        else
+                                cJSON_AddNullToObject(o, name);
+                        break;
+                }
+                case LF_BOOL:
+                        cJSON_AddBoolToObject(o, name, va_arg(ap, int));
+                        break;
                 case LF_I64:
                         snprintf(num, sizeof(num), "%" PRId64,
                                  va_arg(ap, int64_t));
@@ -289,6 +336,12 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
         sg_engine_t *e = calloc(1, sizeof(*e));
         if (!e)
                 return SG_ERR_NOMEM;
+        e->limits = calloc(conf->topic_cnt ? conf->topic_cnt : 1,
+                           sizeof(*e->limits));
+        if (!e->limits) {
+                free(e);
+                return SG_ERR_NOMEM;
+        }
         e->conf = conf;
         e->store = store;
         e->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
@@ -306,6 +359,9 @@ void sg_engine_destroy(sg_engine_t *e) {
         sg_txn_abort(e->rtxn);
         arena_free(&e->arena);
         free(e->effects);
+        free(e->effect_src);
+        free(e->limits);
+        free(e->refusals);
         free(e->effect_part);
         sg_envelope_clear(&e->env);
         for (size_t i = 0; i < e->part_cnt; i++)
@@ -541,11 +597,15 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         return SG_OK;
 }
 
+static void refusals_drop_partition(sg_engine_t *e, const char *topic,
+                                    int32_t partition);
+
 static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         sg_engine_t *e = opaque;
         part_t *p = part_find(e, topic, partition);
         if (!p)
                 return;
+        refusals_drop_partition(e, p->tc->name, partition);
         free(p->topic);
         size_t i = (size_t)(p - e->parts);
         memmove(&e->parts[i], &e->parts[i + 1],
@@ -563,8 +623,13 @@ static sg_effect_t *effect_new(sg_engine_t *e) {
                 if (!ne)
                         return NULL;
                 e->effects = ne;
+                effect_src_t *ns = realloc(e->effect_src, n * sizeof(*ns));
+                if (!ns)
+                        return NULL;
+                e->effect_src = ns;
                 e->effect_size = n;
         }
+        memset(&e->effect_src[e->effect_cnt], 0, sizeof(*e->effect_src));
         sg_effect_t *ef = &e->effects[e->effect_cnt++];
         memset(ef, 0, sizeof(*ef));
         return ef;
@@ -583,13 +648,214 @@ typedef struct subject {
         size_t header_cnt;
 } subject_t;
 
+typedef struct dlq_info {
+        sg_reason_t reason;
+        const char *detail;
+        const char *aggregate;    /* may be NULL */
+        bool has_versions;
+        uint64_t expected, actual;
+        const char *state;        /* may be NULL */
+        bool drop_value;          /* output_rejected: the value is what Kafka
+                                     cannot take */
+} dlq_info_t;
+
+static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
+                         const dlq_info_t *d);
+
+/* ---- records Kafka cannot take ------------------------------------------
+ *
+ * Semantics §3: a record the output topic cannot take is not a transient
+ * error. The decision is made here, from what the loop reports:
+ *   - the size limits it found at start-up (size_limit()): an output
+ *     record larger than its topic takes is not produced; the input record
+ *     goes to the DLQ as output_rejected, without its value when the value
+ *     is what made it too large;
+ *   - a refusal of the broker at delivery (refused()): the loop aborts the
+ *     batch and runs it again, and the re-run routes exactly that record
+ *     the same way (with its value when it was refused as invalid);
+ *   - a DLQ record the DLQ topic cannot take goes without its value (and,
+ *     refused again, without the input's headers), with the source
+ *     topic/partition/offset so that it can be fetched.
+ * The aggregate moves on as if the record had been applied (it was legal
+ * and in order; only its copy cannot be written), so the partition and the
+ * aggregate are never stopped by one record; the key is recorded with a
+ * DLQ verdict. Refusals live in memory only: after a restart the broker
+ * refuses again and the same re-run follows. */
+
+/* The limit for a topic whose own limit is @p topic_limit: the smaller
+ * known of the producer's and the topic's, 0 when neither is known. */
+static size_t limit_of(const sg_engine_t *e, size_t topic_limit) {
+        if (!topic_limit)
+                return e->limit_all;
+        if (!e->limit_all)
+                return topic_limit;
+        return topic_limit < e->limit_all ? topic_limit : e->limit_all;
+}
+
+static const topic_limits_t *limits_of(const sg_engine_t *e,
+                                       const sg_topic_config_t *tc) {
+        return &e->limits[tc - e->conf->topics];
+}
+
+static void eng_size_limit(void *opaque, const char *topic, size_t max) {
+        sg_engine_t *e = opaque;
+        if (!topic) {
+                e->limit_all = max;
+                return;
+        }
+        for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &e->conf->topics[i];
+                if (!strcmp(tc->output_topic, topic))
+                        e->limits[i].output = max;
+                if (!strcmp(tc->dlq_topic, topic))
+                        e->limits[i].dlq = max;
+                if (tc->changelog_topic && !strcmp(tc->changelog_topic, topic))
+                        e->limits[i].changelog = max;
+        }
+}
+
+static refusal_t *refusal_find(sg_engine_t *e, const subject_t *s,
+                               sg_effect_kind_t kind) {
+        for (size_t i = 0; i < e->refusal_cnt; i++) {
+                refusal_t *r = &e->refusals[i];
+                if (r->kind == kind && r->src.offset == s->offset &&
+                    r->src.partition == s->part->partition &&
+                    !strcmp(r->src.topic, s->part->tc->name)) {
+                        r->used = true;
+                        return r;
+                }
+        }
+        return NULL;
+}
+
+static void effect_src_set(sg_engine_t *e, const sg_effect_t *ef,
+                           const subject_t *s) {
+        effect_src_t *src = &e->effect_src[ef - e->effects];
+        src->topic = s->part->tc->name;
+        src->partition = s->part->partition;
+        src->offset = s->offset;
+}
+
+/* Kafka refused effect @p index (processor.h refused()): remember the
+ * input record it is about, so that the re-run routes it. */
+static bool eng_refused(void *opaque, size_t index, bool too_large,
+                        const char *reason) {
+        sg_engine_t *e = opaque;
+        if (index >= e->effect_cnt)
+                return false;
+        const sg_effect_t *ef = &e->effects[index];
+        const effect_src_t *src = &e->effect_src[index];
+        if ((ef->kind != SG_EFFECT_OUTPUT && ef->kind != SG_EFFECT_DLQ) ||
+            !src->topic)
+                return false; /* a snapshot or request record: no route */
+        refusal_t *r = NULL;
+        for (size_t i = 0; !r && i < e->refusal_cnt; i++)
+                if (e->refusals[i].kind == ef->kind &&
+                    e->refusals[i].src.offset == src->offset &&
+                    e->refusals[i].src.partition == src->partition &&
+                    !strcmp(e->refusals[i].src.topic, src->topic))
+                        r = &e->refusals[i];
+        if (!r) {
+                if (e->refusal_cnt == e->refusal_cap) {
+                        size_t n = e->refusal_cap ? e->refusal_cap * 2 : 8;
+                        refusal_t *nr = realloc(e->refusals, n * sizeof(*nr));
+                        if (!nr)
+                                return false;
+                        e->refusals = nr;
+                        e->refusal_cap = n;
+                }
+                r = &e->refusals[e->refusal_cnt++];
+                memset(r, 0, sizeof(*r));
+                r->src = *src;
+                r->kind = ef->kind;
+        }
+        r->level++;
+        r->too_large |= too_large;
+        snprintf(r->reason, sizeof(r->reason), "%s", reason ? reason : "");
+        /* a DLQ record goes without its value, then without the input's
+         * headers; after that nothing is left to drop */
+        return ef->kind == SG_EFFECT_OUTPUT || r->level <= 2;
+}
+
+/* A committed batch consumed the refusals it used; an aborted one did
+ * not. */
+static void refusals_settle(sg_engine_t *e, bool committed) {
+        size_t n = 0;
+        for (size_t i = 0; i < e->refusal_cnt; i++) {
+                refusal_t *r = &e->refusals[i];
+                if (committed && r->used)
+                        continue;
+                r->used = false;
+                e->refusals[n++] = *r;
+        }
+        e->refusal_cnt = n;
+}
+
+static void refusals_drop_partition(sg_engine_t *e, const char *topic,
+                                    int32_t partition) {
+        size_t n = 0;
+        for (size_t i = 0; i < e->refusal_cnt; i++) {
+                const refusal_t *r = &e->refusals[i];
+                if (r->src.partition == partition &&
+                    !strcmp(r->src.topic, topic))
+                        continue;
+                e->refusals[n++] = *r;
+        }
+        e->refusal_cnt = n;
+}
+
+/* The output record of @p s (size @p size) cannot be written: the DLQ
+ * record output_rejected instead. @p about: aggregate, versions and state,
+ * when known. */
+static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
+                              const dlq_info_t *about, size_t size,
+                              size_t limit, const refusal_t *rf) {
+        const sg_topic_config_t *tc = s->part->tc;
+        dlq_info_t d = about ? *about : (dlq_info_t){0};
+        d.reason = SG_R_OUTPUT_REJECTED;
+        size_t value_len = s->value ? s->value_len : 0;
+        if (rf) {
+                d.drop_value = rf->too_large;
+                d.detail = arena_printf(
+                    &e->arena,
+                    "the broker refused the output record for topic \"%s\" "
+                    "(%zu bytes): %s",
+                    tc->output_topic, size, rf->reason);
+        } else {
+                /* the value is the problem when the record fits without it */
+                d.drop_value = size - value_len <= limit;
+                d.detail = arena_printf(
+                    &e->arena,
+                    "the output record is %zu bytes with seqgate's headers, "
+                    "more than the %zu topic \"%s\" takes (the producer's "
+                    "message.max.bytes and the topic's max.message.bytes)",
+                    size, limit, tc->output_topic);
+        }
+        if (!d.detail)
+                return SG_ERR_NOMEM;
+        elog(e, SG_LOG_WARNING, "output_rejected", s->part, "offset", LF_I64,
+             s->offset, "output_topic", LF_STR, tc->output_topic, "bytes",
+             LF_U64, (uint64_t)size, "limit", LF_U64, (uint64_t)limit,
+             "refused", LF_STR_OR_NULL, rf ? rf->reason : NULL,
+             "value_dropped", LF_BOOL, (int)d.drop_value, NULL);
+        e->out_rejected = true;
+        return emit_dlq(e, s, &d);
+}
+
+/* The output record of @p s. When Kafka cannot take it (its size above the
+ * topic's limit, or the broker refused it before) the DLQ record
+ * output_rejected is emitted instead and e->out_rejected is set: the caller
+ * records the key with a DLQ verdict. @p about (may be NULL) names the
+ * aggregate and versions for that DLQ record. */
 static sg_err_t emit_output(sg_engine_t *e, const subject_t *s,
-                            const char *gap_hdr, const char *gap_val) {
+                            const char *gap_hdr, const char *gap_val,
+                            const dlq_info_t *about) {
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = effect_new(e);
         sg_header_t *x = arena_alloc(&e->arena, 2 * sizeof(*x));
         char *src = arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
                                  s->part->topic, s->part->partition, s->offset);
+        e->out_rejected = false;
         if (!ef || !x || !src)
                 return SG_ERR_NOMEM;
         ef->kind = SG_EFFECT_OUTPUT;
@@ -611,24 +877,23 @@ static sg_err_t emit_output(sg_engine_t *e, const subject_t *s,
                 x[1] = (sg_header_t){gap_hdr, gap_val, strlen(gap_val)};
                 ef->extra_cnt = 2;
         }
+        size_t size = sg_effect_wire_size(ef);
+        size_t limit = limit_of(e, limits_of(e, tc)->output);
+        const refusal_t *rf = refusal_find(e, s, SG_EFFECT_OUTPUT);
+        if ((limit && size > limit) || rf) {
+                e->effect_cnt--; /* not this record: the DLQ one */
+                return emit_rejected(e, s, about, size, limit, rf);
+        }
+        effect_src_set(e, ef, s);
         e->delta.applied_total++;
         return SG_OK;
 }
-
-typedef struct dlq_info {
-        sg_reason_t reason;
-        const char *detail;
-        const char *aggregate;    /* may be NULL */
-        bool has_versions;
-        uint64_t expected, actual;
-        const char *state;        /* may be NULL */
-} dlq_info_t;
 
 static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d) {
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = effect_new(e);
-        sg_header_t *x = arena_alloc(&e->arena, 12 * sizeof(*x));
+        sg_header_t *x = arena_alloc(&e->arena, 14 * sizeof(*x));
         if (!ef || !x)
                 return SG_ERR_NOMEM;
         size_t n = 0;
@@ -662,8 +927,6 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
         if (d->state && d->state[0])
                 H(SG_DLQ_H_STATE, COPY(d->state));
         H(SG_DLQ_H_INSTANCE, e->conf->instance_id ? e->conf->instance_id : "");
-#undef H
-#undef COPY
         ef->kind = SG_EFFECT_DLQ;
         ef->topic = tc->dlq_topic;
         ef->partition = -1;
@@ -676,6 +939,32 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
         ef->header_cnt = s->header_cnt;
         ef->extra = x;
         ef->extra_cnt = n;
+        /* What the DLQ topic cannot take goes without the value, then
+         * without the input's headers (semantics §3); the source
+         * coordinates above say where to fetch the record. */
+        size_t limit = limit_of(e, limits_of(e, tc)->dlq);
+        const refusal_t *rf = refusal_find(e, s, SG_EFFECT_DLQ);
+        unsigned level = rf ? rf->level : 0;
+        if (ef->value &&
+            (d->drop_value || level >= 1 ||
+             (limit && sg_effect_wire_size(ef) > limit))) {
+                H(SG_DLQ_H_VALUE_DROPPED,
+                  arena_printf(&e->arena, "%zu", ef->value_len));
+                ef->value = NULL;
+                ef->value_len = 0;
+                ef->extra_cnt = n;
+        }
+        if (ef->header_cnt &&
+            (level >= 2 || (limit && sg_effect_wire_size(ef) > limit))) {
+                H(SG_DLQ_H_HEADERS_DROPPED,
+                  arena_printf(&e->arena, "%zu", ef->header_cnt));
+                ef->headers = NULL;
+                ef->header_cnt = 0;
+                ef->extra_cnt = n;
+        }
+#undef H
+#undef COPY
+        effect_src_set(e, ef, s);
         e->delta.dlq_total[d->reason]++;
         return SG_OK;
 }
@@ -857,10 +1146,17 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 }
                 snprintf(a->rec.state, sizeof(a->rec.state), "%s", t->to);
         }
-        if ((err = emit_output(e, s, gap_hdr, gap_val)))
+        dlq_info_t about = {.aggregate = a->rec.aggregate,
+                            .has_versions = true,
+                            .expected = expected,
+                            .actual = v,
+                            .state = a->rec.state};
+        if ((err = emit_output(e, s, gap_hdr, gap_val, &about)))
                 return err;
+        /* applied, even when Kafka cannot take its copy (output_rejected):
+         * the aggregate moves on */
         agg_set_last(a, v);
-        *verdictp = SG_DV_APPLIED;
+        *verdictp = e->out_rejected ? SG_DV_DLQ : SG_DV_APPLIED;
         return SG_OK;
 }
 
@@ -1224,10 +1520,13 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         /* Dedup-only topics, ordering mode none: apply. */
         if (tc->order_mode == SG_ORDER_NONE || !env->has_version ||
             !env->aggregate) {
-                if ((err = emit_output(e, &s, NULL, NULL)))
+                dlq_info_t about = {.aggregate = env->aggregate};
+                if ((err = emit_output(e, &s, NULL, NULL, &about)))
                         return err;
                 return record_key(e, p, env->key_hash, env->digest,
-                                  SG_DV_APPLIED, errstr, errstr_size);
+                                  e->out_rejected ? SG_DV_DLQ
+                                                  : SG_DV_APPLIED,
+                                  errstr, errstr_size);
         }
 
         agg_ctx_t a;
@@ -1400,6 +1699,38 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                                         "(waiting for %" PRIu64 "): %s %" PRIu64
                                         " reached",
                                         v, next, cap, cap_val);
+                if ((err = emit_dlq(e, &s, &d)))
+                        return err;
+                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
+                                  errstr, errstr_size);
+        }
+        /* exactly_once: a parked event is also a changelog record (the
+         * whole record and its metadata); one the changelog topic cannot
+         * take would stop the partition (semantics §3). It is not parked:
+         * the DLQ, output_rejected, and the aggregate keeps waiting for
+         * the versions before it, as for any event it never got. */
+        size_t cl_limit =
+            e->eos ? limit_of(e, limits_of(e, tc)->changelog) : 0;
+        size_t value_len = rec->value ? rec->value_len : 0;
+        size_t cl_size = sg_record_wire_size(
+            1 + 64,
+            72 + (env->type ? strlen(env->type) : 0) +
+                (rec->key ? rec->key_len : 0) + value_len + hdr_len,
+            NULL, 0, NULL, 0);
+        if (cl_limit && cl_size > cl_limit) {
+                free(hdr_blob);
+                d.reason = SG_R_OUTPUT_REJECTED;
+                d.drop_value = cl_size - value_len <= cl_limit;
+                d.detail = arena_printf(
+                    &e->arena,
+                    "version %" PRIu64 " cannot be parked (waiting for "
+                    "%" PRIu64 "): its changelog record would be %zu bytes, "
+                    "more than the %zu topic \"%s\" takes",
+                    v, next, cl_size, cl_limit, tc->changelog_topic);
+                elog(e, SG_LOG_WARNING, "output_rejected", p, "offset", LF_I64,
+                     rec->offset, "changelog_topic", LF_STR,
+                     tc->changelog_topic, "bytes", LF_U64, (uint64_t)cl_size,
+                     "limit", LF_U64, (uint64_t)cl_limit, NULL);
                 if ((err = emit_dlq(e, &s, &d)))
                         return err;
                 return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
@@ -2565,6 +2896,7 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
         e->delta.parked_bytes = bytes;
         e->delta.quarantined_aggregates = quarantined;
         sg_metrics_add(&e->metrics, &e->delta);
+        refusals_settle(e, true);
         batch_reset(e);
         return SG_OK;
 }
@@ -2573,6 +2905,7 @@ static void eng_batch_abort(void *opaque) {
         sg_engine_t *e = opaque;
         sg_txn_abort(e->txn);
         e->txn = NULL;
+        refusals_settle(e, false);
         batch_reset(e);
 }
 
@@ -2595,6 +2928,8 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->revoke = eng_revoke;
         proc->position = eng_position;
         proc->delivered = eng_delivered;
+        proc->size_limit = eng_size_limit;
+        proc->refused = eng_refused;
         if (e->eos) {
                 proc->restore_begin = eng_restore_begin;
                 proc->restore_apply = eng_restore_apply;

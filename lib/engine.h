@@ -67,6 +67,14 @@ extern "C" {
 #define SG_DLQ_H_ACTUAL "__seqgate.errors.actual_version"
 #define SG_DLQ_H_STATE "__seqgate.errors.state"
 #define SG_DLQ_H_INSTANCE "__seqgate.errors.instance"
+/** On a DLQ record that goes without the input record's value (the value is
+ *  what Kafka cannot take, semantics §3 output_rejected; or the DLQ topic
+ *  cannot take the record): the value's length in bytes. Fetch the record
+ *  from __seqgate.errors.topic/.partition/.offset. */
+#define SG_DLQ_H_VALUE_DROPPED "__seqgate.errors.value_dropped"
+/** The same for the input record's headers (their count), dropped when the
+ *  DLQ topic cannot take the record even without its value. */
+#define SG_DLQ_H_HEADERS_DROPPED "__seqgate.errors.headers_dropped"
 
 typedef struct sg_engine sg_engine_t;
 

@@ -116,6 +116,7 @@ struct sg_loop {
         rd_kafka_t *producer;
 
         volatile sig_atomic_t stop;
+        bool connected;          /**< sg_loop_connect() succeeded */
         sg_err_t fatal;          /**< SG_OK, or why the loop must stop */
         char fatal_str[512];
 
@@ -144,9 +145,21 @@ struct sg_loop {
         uintptr_t dr_base;
         size_t dr_cnt;           /**< effects of the current attempt */
         int64_t *dr_offs;        /**< per effect: offset written at, or -1 */
+        rd_kafka_resp_err_t *dr_errs; /**< per effect: its delivery error */
         size_t dr_offs_cap;
         size_t dr_ok, dr_fail;
         rd_kafka_resp_err_t dr_err;
+
+        /* records Kafka refuses for what they are (semantics §3
+         * output_rejected): the processor decides, the loop re-runs */
+        bool rerun;              /**< the processor will route a refused
+                                      record: run the same records again */
+        bool isolate;            /**< refusals hit several records of one
+                                      produce request: produce one record at
+                                      a time to find the refused one */
+        size_t reruns;           /**< re-runs of the batch in progress */
+        int rerun_follow;        /**< re-runs for a failure that followed
+                                      a refusal's re-run (exactly_once) */
 
         /* exactly_once (issue 4, semantics §6) */
         bool eos;                /**< guarantee exactly_once */
@@ -287,7 +300,126 @@ static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         loop->stop = 1;
 }
 
-/** Finds (or adds) the partition table entry; returns its index. */
+/* ------------------------------------------------------------------ */
+/* retriable broker errors (start-up, restores, metadata, admin calls)  */
+
+/**
+ * True for the broker and client errors that describe a passing state of
+ * the cluster — a leader being elected or moved, a coordinator loading, a
+ * request that timed out, a broker that is down — the ones Kafka's protocol
+ * marks retriable (the Java client's RetriableException family).
+ * UNKNOWN_TOPIC_OR_PART is retriable only for a topic known to exist (a
+ * changelog topic right after its creation): for a configured topic it means
+ * the topic is missing, a configuration error.
+ */
+static bool err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
+        switch (e) {
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+                return topic_exists;
+        case RD_KAFKA_RESP_ERR__TRANSPORT:
+        case RD_KAFKA_RESP_ERR__TIMED_OUT:
+        case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+        case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+        case RD_KAFKA_RESP_ERR__WAIT_COORD:
+        case RD_KAFKA_RESP_ERR__WAIT_CACHE:
+        case RD_KAFKA_RESP_ERR__RESOLVE:
+        case RD_KAFKA_RESP_ERR__RETRY:
+        case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+        case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+        case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+        case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+        case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
+        case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+        case RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS:
+        case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+        case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT:
+        case RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/** One operation retried while the cluster answers with retriable errors:
+ *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
+ *  most broker_retry_timeout_ms in all. */
+typedef struct sg_retry {
+        const char *during;   /**< what is retried, for the log line */
+        int64_t start_ms;     /**< monotonic */
+        int64_t backoff_ms;
+        int attempt;
+} sg_retry_t;
+
+static void retry_init(sg_retry_t *r, const char *during) {
+        r->during = during;
+        r->start_ms = sg_clock_mono_ms();
+        r->backoff_ms = SG_BACKOFF_MIN_MS;
+        r->attempt = 0;
+}
+
+static void loop_wait(sg_loop_t *loop, int64_t ms);
+
+/**
+ * After a failed attempt with @p code (@p detail: what failed, for the log
+ * line): if the error is retriable (err_retriable(), @p topic_exists) and
+ * time is left and the loop is not stopping, logs "kafka_retry", waits the
+ * back-off and returns true (try again); otherwise returns false, and
+ * *gave_up (may be NULL) tells whether a retriable error ran out of time.
+ */
+static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
+                        rd_kafka_resp_err_t code, bool topic_exists,
+                        const char *detail, bool *gave_up) {
+        int64_t budget = loop->conf->broker_retry_timeout_ms > 0
+                                 ? loop->conf->broker_retry_timeout_ms
+                                 : 120000;
+        int64_t elapsed = sg_clock_mono_ms() - r->start_ms;
+        bool retriable = err_retriable(code, topic_exists);
+        if (gave_up)
+                *gave_up = false;
+        if (!retriable || loop->stop)
+                return false;
+        if (elapsed >= budget) {
+                if (gave_up)
+                        *gave_up = true;
+                return false;
+        }
+        int64_t wait = r->backoff_ms;
+        if (wait > budget - elapsed)
+                wait = budget - elapsed;
+        r->attempt++;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "during", r->during);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddStringToObject(f, "detail", detail ? detail : "");
+        cJSON_AddNumberToObject(f, "attempt", r->attempt);
+        cJSON_AddNumberToObject(f, "backoff_ms", (double)wait);
+        cJSON_AddNumberToObject(f, "retry_left_ms", (double)(budget - elapsed));
+        loop_log(loop, SG_LOG_WARNING, "kafka_retry", f);
+        for (int64_t t = 0; t < wait && !loop->stop; t += 50)
+                loop_wait(loop, wait - t < 50 ? wait - t : 50);
+        r->backoff_ms = r->backoff_ms * 2 > SG_BACKOFF_MAX_MS
+                                ? SG_BACKOFF_MAX_MS
+                                : r->backoff_ms * 2;
+        return !loop->stop;
+}
+
+#define SG_NO_PART SIZE_MAX
+
+/** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
 static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         if (loop->last_part < loop->part_cnt &&
             loop->parts[loop->last_part].partition == partition &&
@@ -297,11 +429,22 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
                 if (loop->parts[i].partition == partition &&
                     !strcmp(loop->parts[i].topic, topic))
                         return loop->last_part = i;
+        return SG_NO_PART;
+}
+
+/** Finds or adds the entry (on assignment, the only place a partition
+ *  enters the table). SG_NO_PART when out of memory: the library never
+ *  exits (seqgate.h), the caller stops the loop with SG_ERR_NOMEM. */
+static size_t loop_part_add(sg_loop_t *loop, const char *topic,
+                            int32_t partition) {
+        size_t pi = loop_part(loop, topic, partition);
+        if (pi != SG_NO_PART)
+                return pi;
         if (loop->part_cnt == loop->part_cap) {
                 size_t cap = loop->part_cap ? loop->part_cap * 2 : 16;
                 sg_part_t *p = realloc(loop->parts, cap * sizeof(*p));
                 if (!p)
-                        abort(); /* tiny allocation; nothing sane to do */
+                        return SG_NO_PART;
                 loop->parts = p;
                 loop->part_cap = cap;
         }
@@ -309,7 +452,7 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         memset(p, 0, sizeof(*p));
         p->topic = strdup(topic);
         if (!p->topic)
-                abort();
+                return SG_NO_PART;
         p->partition = partition;
         p->committed = -1;
         p->pause_offset = -1;
@@ -521,6 +664,7 @@ static void cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
                 return; /* a report for an aborted attempt */
         if (m->err) {
                 loop->dr_fail++;
+                loop->dr_errs[v - loop->dr_base - 1] = m->err;
                 if (!loop->dr_err)
                         loop->dr_err = m->err;
         } else {
@@ -795,15 +939,29 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
                 uint64_t n = 0;
-                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-                        loop->restorer, tc->changelog_topic, partition, &lo,
-                        &hi, SG_METADATA_TIMEOUT_MS);
+                /* A leader moving, a changelog just created: retried
+                 * (librdkafka does not retry NOT_LEADER_FOR_PARTITION for
+                 * ListOffsets itself). */
+                rd_kafka_resp_err_t e;
+                sg_retry_t rt;
+                retry_init(&rt, "restore");
+                char what[400];
+                snprintf(what, sizeof(what),
+                         "changelog %s [%" PRId32 "]: reading its offsets",
+                         tc->changelog_topic, partition);
+                bool gave_up = false;
+                while ((e = rd_kafka_query_watermark_offsets(
+                                loop->restorer, tc->changelog_topic,
+                                partition, &lo, &hi,
+                                SG_METADATA_TIMEOUT_MS)) &&
+                       retry_again(loop, &rt, e, true, what, &gave_up))
+                        ;
                 if (e) {
-                        sg_errf(errstr, errstr_size,
-                                "changelog %s [%" PRId32
-                                "]: reading its offsets: %s",
-                                tc->changelog_topic, partition,
-                                rd_kafka_err2str(e));
+                        sg_errf(errstr, errstr_size, "%s: %s%s", what,
+                                rd_kafka_err2str(e),
+                                gave_up ? " (retriable; retried for "
+                                          "broker_retry_timeout_ms)"
+                                        : "");
                         return SG_ERR_KAFKA;
                 }
                 sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
@@ -885,6 +1043,22 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         sg_err_t err = SG_OK;
 
         loop->stats.rebalances_total++;
+        /* The table entries first: nothing is told to the processor for a
+         * partition the loop could not record. */
+        for (i = 0; i < parts->cnt; i++) {
+                if (loop_part_add(loop, parts->elems[i].topic,
+                                  parts->elems[i].partition) != SG_NO_PART)
+                        continue;
+                char what[400];
+                snprintf(what, sizeof(what),
+                         "assign %s/%" PRId32 ": out of memory for the "
+                         "partition table",
+                         parts->elems[i].topic, parts->elems[i].partition);
+                loop_set_fatal(loop, SG_ERR_NOMEM, what);
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                return;
+        }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
                 int64_t stored = -1;
@@ -1047,7 +1221,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = loop_part(loop, parts->elems[i].topic,
                                       parts->elems[i].partition);
-                if (!loop->parts[pi].assigned)
+                if (pi == SG_NO_PART || !loop->parts[pi].assigned)
                         continue;
                 if (loop->proc.revoke)
                         loop->proc.revoke(loop->proc.opaque,
@@ -1234,6 +1408,21 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
         return SG_OK;
 }
 
+/**
+ * Why rd_kafka_new() failed, as seqgate reports it: librdkafka refuses a
+ * configuration it cannot use only when the client is created (a key or
+ * certificate file that does not exist or does not parse, an SSL or SASL
+ * setting that does not fit; RD_KAFKA_RESP_ERR__INVALID_ARG), which is a
+ * configuration error (exit 2: restarting will not fix it), not a runtime
+ * one. Its errstr names the property (test_kafka.c checks that a secret
+ * PEM is not quoted in it).
+ */
+static sg_err_t client_new_err(void) {
+        return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
+                       ? SG_ERR_CONFIG
+                       : SG_ERR_KAFKA;
+}
+
 static sg_err_t loop_client_new(sg_loop_t *loop, bool consumer,
                                 rd_kafka_t **rkp, char *errstr,
                                 size_t errstr_size) {
@@ -1249,7 +1438,7 @@ static sg_err_t loop_client_new(sg_loop_t *loop, bool consumer,
                 rd_kafka_conf_destroy(kc);
                 sg_errf(errstr, errstr_size, "creating the %s: %s",
                         consumer ? "consumer" : "producer", es);
-                return SG_ERR_KAFKA;
+                return client_new_err();
         }
         rd_kafka_set_log_queue(rk, NULL); /* logs served by poll */
         if (consumer)
@@ -1266,50 +1455,102 @@ md_topic(const rd_kafka_metadata_t *md, const char *name) {
         return NULL;
 }
 
-/** Start-up checks: topics exist; partition counts fit (semantics §5). */
-static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
-                                  size_t errstr_size) {
-        const rd_kafka_metadata_t *md;
-        rd_kafka_resp_err_t e = rd_kafka_metadata(loop->producer, 1, NULL, &md,
-                                                  SG_METADATA_TIMEOUT_MS);
-        if (e) {
-                sg_errf(errstr, errstr_size,
-                        "reading cluster metadata: %s", rd_kafka_err2str(e));
+/** The metadata error of topic @p name: its own error, or
+ *  UNKNOWN_TOPIC_OR_PART when the cluster does not list it. */
+static rd_kafka_resp_err_t md_topic_err(const rd_kafka_metadata_t *md,
+                                        const char *name) {
+        for (int i = 0; i < md->topic_cnt; i++)
+                if (!strcmp(md->topics[i].topic, name))
+                        return md->topics[i].err;
+        return RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+}
+
+/**
+ * Reads the cluster's metadata (all topics) into *mdp, retrying retriable
+ * errors (sg_retry_t). @returns SG_OK or SG_ERR_KAFKA (errstr says why).
+ */
+static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
+                              const rd_kafka_metadata_t **mdp, char *errstr,
+                              size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "metadata");
+        for (;;) {
+                rd_kafka_resp_err_t e =
+                        rd_kafka_metadata(rk, 1, NULL, mdp,
+                                          SG_METADATA_TIMEOUT_MS);
+                if (!e)
+                        return SG_OK;
+                bool gave_up = false;
+                if (retry_again(loop, &r, e, false, "reading cluster metadata",
+                                &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "reading cluster metadata: %s%s",
+                        rd_kafka_err2str(e),
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
                 return SG_ERR_KAFKA;
         }
-        sg_err_t err = SG_OK;
+}
+
+/**
+ * One pass of the start-up topic checks (semantics §5): every topic seqgate
+ * reads or writes exists; partition counts fit. A topic whose metadata
+ * carries a retriable error (a leader being elected) sets *retryp to that
+ * error and returns SG_ERR_KAFKA; a missing topic or another topic error is
+ * SG_ERR_CONFIG (exit 2).
+ */
+static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
+                                  char *errstr, size_t errstr_size) {
+        const rd_kafka_metadata_t *md;
+        sg_err_t err = loop_metadata(loop, loop->producer, &md, errstr,
+                                     errstr_size);
+        if (err)
+                return err;
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
         for (size_t i = 0; !err && i < loop->conf->topic_cnt; i++) {
                 const sg_topic_config_t *tc = &loop->conf->topics[i];
-                const char *names[3] = {tc->name, tc->output_topic,
-                                        tc->dlq_topic};
-                const rd_kafka_metadata_topic_t *mt[3];
-                for (int k = 0; k < 3; k++) {
-                        mt[k] = md_topic(md, names[k]);
-                        if (!mt[k]) {
-                                sg_errf(errstr, errstr_size,
-                                        "topic \"%s\" (%s of input topic "
-                                        "\"%s\") does not exist",
-                                        names[k],
-                                        k == 0 ? "input"
-                                        : k == 1 ? "output"
-                                                 : "DLQ",
-                                        tc->name);
-                                err = SG_ERR_CONFIG;
-                                break;
-                        }
+                const char *names[5] = {tc->name, tc->output_topic,
+                                        tc->dlq_topic, NULL, NULL};
+                const char *roles[5] = {"input", "output", "DLQ",
+                                        "snapshot request",
+                                        "snapshot reply"};
+                if (tc->snapshot.source == SG_SNAP_KAFKA) {
+                        names[3] = tc->snapshot.request_topic
+                                           ? tc->snapshot.request_topic
+                                           : "(none)";
+                        names[4] = tc->snapshot.reply_topic
+                                           ? tc->snapshot.reply_topic
+                                           : "(none)";
                 }
-                if (!err && tc->snapshot.source == SG_SNAP_KAFKA) {
-                        const char *sn[2] = {tc->snapshot.request_topic,
-                                             tc->snapshot.reply_topic};
-                        for (int k = 0; !err && k < 2; k++) {
-                                if (sn[k] && md_topic(md, sn[k]))
-                                        continue;
+                const rd_kafka_metadata_topic_t *mt[5] = {NULL};
+                for (int k = 0; !err && k < 5; k++) {
+                        if (!names[k] || (mt[k] = md_topic(md, names[k])))
+                                continue;
+                        rd_kafka_resp_err_t te = md_topic_err(md, names[k]);
+                        if (err_retriable(te, false)) {
+                                *retryp = te;
                                 sg_errf(errstr, errstr_size,
-                                        "topic \"%s\" (snapshot %s topic of "
-                                        "input topic \"%s\") does not exist",
-                                        sn[k] ? sn[k] : "(none)",
-                                        k == 0 ? "request" : "reply",
-                                        tc->name);
+                                        "topic \"%s\" (%s topic of input "
+                                        "topic \"%s\"): %s",
+                                        names[k], roles[k], tc->name,
+                                        rd_kafka_err2str(te));
+                                err = SG_ERR_KAFKA;
+                        } else if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                                sg_errf(errstr, errstr_size,
+                                        k < 3 ? "topic \"%s\" (%s of input "
+                                                "topic \"%s\") does not exist"
+                                              : "topic \"%s\" (%s topic of "
+                                                "input topic \"%s\") does not "
+                                                "exist",
+                                        names[k], roles[k], tc->name);
+                                err = SG_ERR_CONFIG;
+                        } else {
+                                sg_errf(errstr, errstr_size,
+                                        "topic \"%s\" (%s topic of input "
+                                        "topic \"%s\"): %s",
+                                        names[k], roles[k], tc->name,
+                                        rd_kafka_err2str(te));
                                 err = SG_ERR_CONFIG;
                         }
                 }
@@ -1327,6 +1568,28 @@ static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
         }
         rd_kafka_metadata_destroy(md);
         return err;
+}
+
+/** Start-up checks: topics exist; partition counts fit (semantics §5).
+ *  A retriable topic error is retried (sg_retry_t). */
+static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
+                                  size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "topic check");
+        for (;;) {
+                rd_kafka_resp_err_t code;
+                char es[512] = "";
+                sg_err_t err = check_topics_once(loop, &code, es, sizeof(es));
+                bool gave_up = false;
+                if (err == SG_ERR_KAFKA && code &&
+                    retry_again(loop, &r, code, false, es, &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
+        }
 }
 
 /** Properties of the group consumer that a group-less consumer must not
@@ -1401,7 +1664,7 @@ static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
                 rd_kafka_conf_destroy(kc);
                 sg_errf(errstr, errstr_size,
                         "creating the changelog restore consumer: %s", es);
-                return SG_ERR_KAFKA;
+                return client_new_err();
         }
         rd_kafka_set_log_queue(rk, NULL);
         rd_kafka_poll_set_consumer(rk);
@@ -1437,20 +1700,21 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
  * which has no admin API and no topic configs, the changelogs must exist
  * (sg_mock_start creates them) and cleanup.policy is not checked, logged as
  * "changelog_config_unchecked".
+ *
+ * One pass: a retriable error (a request timed out, no controller yet, a
+ * topic just created that a broker does not know yet) sets *retryp and
+ * returns SG_ERR_KAFKA; loop_ensure_changelogs() runs the pass again.
  */
-static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
-                                       size_t errstr_size) {
+static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
+                                       rd_kafka_resp_err_t *retryp,
+                                       char *errstr, size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         const rd_kafka_metadata_t *md;
         rd_kafka_t *rk = loop->producer;
-        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md,
-                                                  SG_METADATA_TIMEOUT_MS);
-        if (e) {
-                sg_errf(errstr, errstr_size, "reading cluster metadata: %s",
-                        rd_kafka_err2str(e));
-                return SG_ERR_KAFKA;
-        }
-        sg_err_t err = SG_OK;
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
+        sg_err_t err = loop_metadata(loop, rk, &md, errstr, errstr_size);
+        if (err)
+                return err;
         char es[512];
         /* librdkafka's mock cluster (--embedded-kafka, sg_mock_start) has
          * neither CreateTopics nor DescribeConfigs (2.0.2: the requests
@@ -1470,6 +1734,9 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 const rd_kafka_metadata_topic_t *in = md_topic(md, tc->name);
                 const rd_kafka_metadata_topic_t *cl =
                         md_topic(md, tc->changelog_topic);
+                rd_kafka_resp_err_t cle =
+                        cl ? RD_KAFKA_RESP_ERR_NO_ERROR
+                           : md_topic_err(md, tc->changelog_topic);
                 if (!in) { /* checked before; be safe */
                         sg_errf(errstr, errstr_size,
                                 "input topic \"%s\" does not exist",
@@ -1484,6 +1751,13 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                 tc->changelog_topic, cl->partition_cnt,
                                 tc->name, in->partition_cnt);
                         err = SG_ERR_CONFIG;
+                } else if (!cl && err_retriable(cle, false)) {
+                        /* it exists, its leader is being elected */
+                        *retryp = cle;
+                        sg_errf(errstr, errstr_size,
+                                "changelog topic \"%s\": %s",
+                                tc->changelog_topic, rd_kafka_err2str(cle));
+                        err = SG_ERR_KAFKA;
                 } else if (!cl && !admin) {
                         sg_errf(errstr, errstr_size,
                                 "changelog topic \"%s\" does not exist and "
@@ -1519,14 +1793,15 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 rd_kafka_AdminOptions_destroy(ao);
                 rd_kafka_event_t *ev =
                         admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT);
-                if (!ev) {
-                        sg_errf(errstr, errstr_size,
-                                "creating changelog topics: no answer");
-                        err = SG_ERR_KAFKA;
-                } else if (rd_kafka_event_error(ev)) {
+                rd_kafka_resp_err_t ee =
+                        ev ? rd_kafka_event_error(ev)
+                           : RD_KAFKA_RESP_ERR__TIMED_OUT;
+                if (ee) {
                         sg_errf(errstr, errstr_size,
                                 "creating changelog topics: %s",
-                                rd_kafka_event_error_string(ev));
+                                ev ? rd_kafka_event_error_string(ev)
+                                   : "no answer");
+                        *retryp = ee;
                         err = SG_ERR_KAFKA;
                 } else {
                         size_t rc;
@@ -1550,7 +1825,10 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                                 "\"%s\": %s",
                                                 tn, tes ? tes
                                                         : rd_kafka_err2str(te));
-                                        err = te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                                        *retryp = te;
+                                        err = err_retriable(te, false)
+                                                      ? SG_ERR_KAFKA
+                                              : te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
                                                               te == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
                                                               te == RD_KAFKA_RESP_ERR_INVALID_CONFIG ||
                                                               te == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR
@@ -1594,9 +1872,7 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 cr[i] = rd_kafka_ConfigResource_new(
                         RD_KAFKA_RESOURCE_TOPIC,
                         conf->topics[i].changelog_topic);
-        /* a topic just created may not be known to every broker yet */
-        for (int tries = 0; !err; tries++) {
-                bool retry = false;
+        if (!err) {
                 rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
                         rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
                 rd_kafka_AdminOptions_set_request_timeout(
@@ -1625,6 +1901,7 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                 "describing changelog topics: %s",
                                 ev ? rd_kafka_event_error_string(ev)
                                    : "no answer");
+                        *retryp = ee;
                         err = SG_ERR_KAFKA;
                 } else {
                         size_t rc;
@@ -1636,19 +1913,19 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                         for (size_t i = 0; !err && i < rc; i++) {
                                 const char *tn =
                                         rd_kafka_ConfigResource_name(res[i]);
-                                if (rd_kafka_ConfigResource_error(res[i]) ==
-                                            RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
-                                    tries < 40) {
-                                        retry = true;
-                                        break;
-                                }
-                                if (rd_kafka_ConfigResource_error(res[i])) {
+                                rd_kafka_resp_err_t re =
+                                        rd_kafka_ConfigResource_error(res[i]);
+                                if (re) {
                                         sg_errf(errstr, errstr_size,
                                                 "describing changelog topic "
                                                 "\"%s\": %s",
                                                 tn,
                                                 rd_kafka_ConfigResource_error_string(
                                                         res[i]));
+                                        /* retriable, UNKNOWN_TOPIC_OR_PART
+                                         * too: a topic just created may not
+                                         * be known to every broker yet */
+                                        *retryp = re;
                                         err = SG_ERR_KAFKA;
                                         break;
                                 }
@@ -1678,9 +1955,6 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 }
                 if (ev)
                         rd_kafka_event_destroy(ev);
-                if (!retry)
-                        break;
-                sg_sleep_ms(250);
         }
         for (size_t i = 0; cr && i < conf->topic_cnt; i++)
                 if (cr[i])
@@ -1690,34 +1964,310 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
         return err;
 }
 
-/** exactly_once: registers the transactional.id with its coordinator,
- *  fencing any older producer with the same id (its open transaction is
- *  aborted by the coordinator). Retried while retriable. */
-static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+/** exactly_once, at start: ensure_changelogs_once(), run again while it
+ *  fails with a retriable error (sg_retry_t). */
+static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                        size_t errstr_size) {
-        sg_err_t err;
-        TXN_CALL(loop,
-                 rd_kafka_init_transactions(
-                         loop->producer, (int)loop->conf->delivery_timeout_ms),
-                 "init_transactions", errstr, errstr_size, &err);
-        if (err == SG_OK) {
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "transactional_id",
-                                        loop->conf->transactional_id);
-                loop_log(loop, SG_LOG_INFO, "transactions_initialised", f);
+        sg_retry_t r;
+        retry_init(&r, "changelog topics");
+        for (;;) {
+                rd_kafka_resp_err_t code;
+                char es[512] = "";
+                sg_err_t err = ensure_changelogs_once(loop, &code, es,
+                                                      sizeof(es));
+                bool gave_up = false;
+                /* a missing changelog is created in the pass, so an unknown
+                 * topic reported here is one that exists (just created) */
+                if (err == SG_ERR_KAFKA && code &&
+                    retry_again(loop, &r, code, true, es, &gave_up))
+                        continue;
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
         }
-        return err;
 }
 
-sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
-                     sg_log_cb *log_cb, void *log_opaque,
-                     sg_loop_stats_cb *stats_cb, void *stats_opaque,
-                     sg_loop_t **loopp, char *errstr, size_t errstr_size) {
-        sg_err_t err;
+/* RecordBatch v2 framing the broker counts against max.message.bytes, and a
+ * margin for compression framing: a record within limit - both fits. */
+#define SG_BATCH_FRAMING 61
+#define SG_BATCH_MARGIN 256
+
+/** A property of @p rk's configuration as a number, or -1. */
+static int64_t conf_num(rd_kafka_t *rk, const char *name) {
+        char v[64];
+        size_t vs = sizeof(v);
+        if (rd_kafka_conf_get(rd_kafka_conf(rk), name, v, &vs) !=
+            RD_KAFKA_CONF_OK)
+                return -1;
+        char *end;
+        long long n = strtoll(v, &end, 10);
+        return end != v && !*end && n > 0 ? (int64_t)n : -1;
+}
+
+/**
+ * One DescribeConfigs of the @p n topics @p names: their max.message.bytes
+ * into @p maxb (-1: not described; @p why says why). A retriable error sets
+ * *retryp.
+ */
+static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
+                               int64_t *maxb, rd_kafka_resp_err_t *retryp,
+                               char *why, size_t why_size) {
+        rd_kafka_t *rk = loop->producer;
+        rd_kafka_ConfigResource_t **cr = calloc(n ? n : 1, sizeof(*cr));
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (size_t i = 0; i < n; i++)
+                maxb[i] = -1;
+        if (!cr) {
+                snprintf(why, why_size, "out of memory");
+                return;
+        }
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        for (size_t i = 0; i < n; i++)
+                cr[i] = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC,
+                                                    names[i]);
+        rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
+                rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        rd_kafka_AdminOptions_set_request_timeout(ao, SG_ADMIN_TIMEOUT_MS,
+                                                  NULL, 0);
+        rd_kafka_DescribeConfigs(rk, cr, n, ao, q);
+        rd_kafka_AdminOptions_destroy(ao);
+        rd_kafka_event_t *ev =
+                admin_wait(q, RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT);
+        rd_kafka_resp_err_t ee =
+                ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (ee) {
+                snprintf(why, why_size, "DescribeConfigs: %s",
+                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+                *retryp = ee;
+        } else {
+                size_t rc;
+                const rd_kafka_ConfigResource_t **res =
+                        rd_kafka_DescribeConfigs_result_resources(
+                                rd_kafka_event_DescribeConfigs_result(ev),
+                                &rc);
+                for (size_t r = 0; r < rc; r++) {
+                        const char *tn = rd_kafka_ConfigResource_name(res[r]);
+                        rd_kafka_resp_err_t re =
+                                rd_kafka_ConfigResource_error(res[r]);
+                        if (re) {
+                                snprintf(why, why_size, "topic \"%s\": %s", tn,
+                                         rd_kafka_err2str(re));
+                                /* a changelog just created may not be known
+                                 * to every broker yet */
+                                if (err_retriable(re, true))
+                                        *retryp = re;
+                                continue;
+                        }
+                        size_t ec;
+                        const rd_kafka_ConfigEntry_t **ce =
+                                rd_kafka_ConfigResource_configs(res[r], &ec);
+                        for (size_t k = 0; k < ec; k++) {
+                                const char *v;
+                                if (strcmp(rd_kafka_ConfigEntry_name(ce[k]),
+                                           "max.message.bytes") ||
+                                    !(v = rd_kafka_ConfigEntry_value(ce[k])))
+                                        continue;
+                                for (size_t i = 0; i < n; i++)
+                                        if (!strcmp(names[i], tn))
+                                                maxb[i] = strtoll(v, NULL, 10);
+                        }
+                }
+        }
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        for (size_t i = 0; i < n; i++)
+                rd_kafka_ConfigResource_destroy(cr[i]);
+        free(cr);
+        rd_kafka_queue_destroy(q);
+}
+
+/**
+ * At start, semantics §3 ("A record the output topic cannot take"): the
+ * largest record seqgate can write to each topic it writes to — the
+ * producer's message.max.bytes (librdkafka refuses a larger record before
+ * sending it) and each output, DLQ, snapshot request and changelog topic's
+ * max.message.bytes (the broker refuses a larger record batch;
+ * DescribeConfigs) — is told to the processor (size_limit()), which routes
+ * a record above it; the loop only reports. Logged as "size_limits", with a
+ * "size_limit_mismatch" warning where the producer's limit is above a
+ * topic's (the broker would refuse what the producer lets through) and a
+ * "batch_size_above_topic_limit" warning where a batch of small records may
+ * exceed a topic's. A cluster that cannot describe its topics (librdkafka's
+ * mock, a principal without DescribeConfigs) leaves the producer's limit
+ * alone: logged, not an error.
+ */
+static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
+                                 size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        const sg_processor_t *pr = &loop->proc;
+        int64_t mmb = conf_num(loop->producer, "message.max.bytes");
+        int64_t bsz = conf_num(loop->producer, "batch.size");
+        const char **names = calloc(4 * conf->topic_cnt, sizeof(*names));
+        int64_t *maxb = calloc(4 * conf->topic_cnt, sizeof(*maxb));
+        size_t n = 0;
+        if (!names || !maxb) {
+                free(names);
+                free(maxb);
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < conf->topic_cnt; i++) {
+                const sg_topic_config_t *tc = &conf->topics[i];
+                const char *t[4] = {tc->output_topic, tc->dlq_topic,
+                                    tc->snapshot.source == SG_SNAP_KAFKA
+                                            ? tc->snapshot.request_topic
+                                            : NULL,
+                                    loop->eos ? tc->changelog_topic : NULL};
+                for (int k = 0; k < 4; k++) {
+                        bool seen = !t[k];
+                        for (size_t j = 0; !seen && j < n; j++)
+                                seen = !strcmp(names[j], t[k]);
+                        if (!seen)
+                                names[n++] = t[k];
+                }
+        }
+        char why[512] = "";
+        char *cid = rd_kafka_clusterid(loop->producer, SG_METADATA_TIMEOUT_MS);
+        bool mock = cid && !strncmp(cid, "mockCluster", 11);
+        if (cid)
+                rd_kafka_mem_free(loop->producer, cid);
+        if (mock) {
+                snprintf(why, sizeof(why),
+                         "librdkafka's mock cluster has no topic configs");
+                for (size_t i = 0; i < n; i++)
+                        maxb[i] = -1;
+        } else {
+                sg_retry_t r;
+                rd_kafka_resp_err_t code;
+                retry_init(&r, "topic size limits");
+                do
+                        describe_max_bytes(loop, names, n, maxb, &code, why,
+                                           sizeof(why));
+                while (code && retry_again(loop, &r, code, true, why, NULL));
+        }
+
+        if (pr->size_limit && mmb > 0)
+                pr->size_limit(pr->opaque, NULL, (size_t)mmb);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddNumberToObject(f, "message.max.bytes", (double)mmb);
+        cJSON_AddNumberToObject(f, "batch.size", (double)bsz);
+        cJSON *tf = cJSON_AddObjectToObject(f, "max.message.bytes");
+        bool unknown = false;
+        for (size_t i = 0; i < n; i++) {
+                if (maxb[i] <= 0) {
+                        cJSON_AddNullToObject(tf, names[i]);
+                        unknown = true;
+                        continue;
+                }
+                cJSON_AddNumberToObject(tf, names[i], (double)maxb[i]);
+                int64_t lim = maxb[i] - SG_BATCH_FRAMING - SG_BATCH_MARGIN;
+                if (pr->size_limit)
+                        pr->size_limit(pr->opaque, names[i],
+                                       lim > 0 ? (size_t)lim : 1);
+                if (mmb > lim) {
+                        cJSON *w = cJSON_CreateObject();
+                        cJSON_AddStringToObject(w, "topic", names[i]);
+                        cJSON_AddNumberToObject(w, "max.message.bytes",
+                                                (double)maxb[i]);
+                        cJSON_AddNumberToObject(w, "message.max.bytes",
+                                                (double)mmb);
+                        cJSON_AddStringToObject(
+                                w, "detail",
+                                "the producer lets records through that the "
+                                "broker refuses for this topic; seqgate "
+                                "dead-letters an output record above the "
+                                "topic's limit as output_rejected");
+                        loop_log(loop, SG_LOG_WARNING, "size_limit_mismatch",
+                                 w);
+                }
+                if (bsz > lim) {
+                        cJSON *w = cJSON_CreateObject();
+                        cJSON_AddStringToObject(w, "topic", names[i]);
+                        cJSON_AddNumberToObject(w, "max.message.bytes",
+                                                (double)maxb[i]);
+                        cJSON_AddNumberToObject(w, "batch.size", (double)bsz);
+                        cJSON_AddStringToObject(
+                                w, "detail",
+                                "a batch of small records can be larger than "
+                                "the topic takes; set kafka_producer "
+                                "batch.size below its max.message.bytes");
+                        loop_log(loop, SG_LOG_WARNING,
+                                 "batch_size_above_topic_limit", w);
+                }
+        }
+        if (unknown)
+                cJSON_AddStringToObject(f, "unknown_because", why);
+        loop_log(loop, SG_LOG_INFO, "size_limits", f);
+        free(names);
+        free(maxb);
+        return SG_OK;
+}
+
+/** exactly_once: registers the transactional.id with its coordinator,
+ *  fencing any older producer with the same id (its open transaction is
+ *  aborted by the coordinator). A retriable error (the coordinator loading,
+ *  not available, a timeout) is retried with back-off (sg_retry_t); a fatal
+ *  one stops the loop. */
+static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+                                       size_t errstr_size) {
+        sg_retry_t r;
+        retry_init(&r, "init_transactions");
+        for (;;) {
+                rd_kafka_error_t *e = rd_kafka_init_transactions(
+                        loop->producer, (int)loop->conf->delivery_timeout_ms);
+                if (!e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "transactional_id",
+                                                loop->conf->transactional_id);
+                        loop_log(loop, SG_LOG_INFO, "transactions_initialised",
+                                 f);
+                        return SG_OK;
+                }
+                /* librdkafka marks what may be retried; its error codes
+                 * decide the rest like every other start-up call */
+                rd_kafka_resp_err_t code = rd_kafka_error_code(e);
+                bool retriable = !rd_kafka_error_is_fatal(e) &&
+                                 !rd_kafka_error_txn_requires_abort(e) &&
+                                 (rd_kafka_error_is_retriable(e) ||
+                                  err_retriable(code, false));
+                bool gave_up = false;
+                if (retriable &&
+                    retry_again(loop, &r,
+                                err_retriable(code, false)
+                                        ? code
+                                        : RD_KAFKA_RESP_ERR__RETRY,
+                                false, rd_kafka_error_string(e), &gave_up)) {
+                        rd_kafka_error_destroy(e);
+                        continue;
+                }
+                char es[512];
+                sg_err_t err = loop_txn_error(loop, e, "init_transactions", es,
+                                              sizeof(es));
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
+        }
+}
+
+sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
+                        sg_log_cb *log_cb, void *log_opaque,
+                        sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                        sg_loop_t **loopp, char *errstr,
+                        size_t errstr_size) {
         if (!conf || !proc || !loopp || !proc->batch_begin || !proc->process ||
             !proc->tick || !proc->effects || !proc->batch_commit ||
             !proc->batch_abort || !proc->assign || conf->topic_cnt == 0) {
                 sg_errf(errstr, errstr_size, "sg_loop_new: invalid argument");
+                return SG_ERR_INVALID;
+        }
+        if (conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE &&
+            !conf->transactional_id) {
+                sg_errf(errstr, errstr_size,
+                        "exactly_once without a transactional id");
                 return SG_ERR_INVALID;
         }
         sg_loop_t *loop = calloc(1, sizeof(*loop));
@@ -1730,6 +2280,7 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         loop->stats_cb = stats_cb;
         loop->stats_opaque = stats_opaque;
         loop->stats.consumer_lag = -1;
+        loop->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
         loop->msg_cap = conf->batch_max_records > 0
                                 ? (size_t)conf->batch_max_records
                                 : 1000;
@@ -1740,14 +2291,18 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         if (!loop->msgs || !loop->recs || !loop->rec_part ||
             !loop->batch_parts) {
                 sg_loop_destroy(loop);
+                sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
+        *loopp = loop;
+        return SG_OK;
+}
 
-        loop->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
-        if (loop->eos && !conf->transactional_id) {
-                sg_errf(errstr, errstr_size,
-                        "exactly_once without a transactional id");
-                sg_loop_destroy(loop);
+sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        sg_err_t err;
+        if (loop->producer || loop->consumer) {
+                sg_errf(errstr, errstr_size, "sg_loop_connect: called twice");
                 return SG_ERR_INVALID;
         }
         if ((err = loop_client_new(loop, false, &loop->producer, errstr,
@@ -1757,11 +2312,12 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
             (err = loop_check_topics(loop, errstr, errstr_size)) ||
             (loop->eos &&
              ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = loop_restorer_new(loop, errstr, errstr_size)) ||
-              (err = loop_init_transactions(loop, errstr, errstr_size))))) {
+              (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
+            (err = loop_size_limits(loop, errstr, errstr_size)) ||
+            (loop->eos &&
+             (err = loop_init_transactions(loop, errstr, errstr_size)))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
-                sg_loop_destroy(loop);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
         }
 
@@ -1769,10 +2325,8 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         for (size_t i = 0; i < conf->topic_cnt; i++)
                 http |= conf->topics[i].snapshot.source == SG_SNAP_HTTP;
         if (http && (err = sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher,
-                                          errstr, errstr_size))) {
-                sg_loop_destroy(loop);
+                                          errstr, errstr_size)))
                 return err;
-        }
 
         /* Input topics, then every snapshot reply topic (issue 3), each
          * name once. */
@@ -1794,11 +2348,27 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
         if (e) {
                 sg_errf(errstr, errstr_size, "subscribing: %s",
                         rd_kafka_err2str(e));
-                sg_loop_destroy(loop);
                 return SG_ERR_KAFKA;
         }
-        *loopp = loop;
+        loop->connected = true;
         return SG_OK;
+}
+
+sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
+                     sg_log_cb *log_cb, void *log_opaque,
+                     sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                     sg_loop_t **loopp, char *errstr, size_t errstr_size) {
+        sg_loop_t *loop = NULL;
+        sg_err_t err = sg_loop_create(conf, proc, log_cb, log_opaque,
+                                      stats_cb, stats_opaque, &loop, errstr,
+                                      errstr_size);
+        if (!err && (err = sg_loop_connect(loop, errstr, errstr_size))) {
+                sg_loop_destroy(loop);
+                loop = NULL;
+        }
+        if (!err)
+                *loopp = loop;
+        return err;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1895,7 +2465,43 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
         return SG_OK;
 }
 
-/** Produces one effect, waiting while the producer's queue is full. */
+/** Errors with which Kafka refuses a record for what it is, not for a
+ *  passing state: retrying the same record cannot succeed (semantics §3 "A
+ *  record the output topic cannot take"). */
+static bool err_refused(rd_kafka_resp_err_t e) {
+        return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+               e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+               e == RD_KAFKA_RESP_ERR_INVALID_RECORD;
+}
+
+/**
+ * Kafka refused effect @p index (@p code): tells the processor, which
+ * decides whether the re-run routes that record differently
+ * (processor.h refused()); if it will, the loop runs the same records
+ * again at once (loop_batch). Logged as "output_refused".
+ */
+static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
+                         rd_kafka_resp_err_t code) {
+        const sg_processor_t *pr = &loop->proc;
+        bool too_large = code != RD_KAFKA_RESP_ERR_INVALID_RECORD;
+        bool routed = pr->refused &&
+                      pr->refused(pr->opaque, index, too_large,
+                                  rd_kafka_err2str(code));
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "topic", ef->topic);
+        cJSON_AddNumberToObject(f, "partition", ef->partition);
+        cJSON_AddNumberToObject(f, "bytes", (double)sg_effect_wire_size(ef));
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddBoolToObject(f, "rerouted", routed);
+        loop_log(loop, routed ? SG_LOG_NOTICE : SG_LOG_ERR, "output_refused",
+                 f);
+        if (routed)
+                loop->rerun = true;
+}
+
+/** Produces one effect, waiting while the producer's queue is full. On a
+ *  refusal of the record itself (producev checks message.max.bytes) the
+ *  processor is told (loop_refused). */
 static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                              size_t index, char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
@@ -1937,8 +2543,37 @@ static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                 sg_errf(errstr, errstr_size, "producing to %s [%" PRId32
                         "]: %s", ef->topic, ef->partition,
                         rd_kafka_err2str(e));
+                if (err_refused(e))
+                        loop_refused(loop, ef, index, e);
                 return SG_ERR_KAFKA;
         }
+}
+
+/**
+ * Isolation (after a refusal that hit several records of one produce
+ * request, so that the refused one is not known): waits for the delivery
+ * of the effect just produced before the next is produced, so that each
+ * record is a request of its own and a refusal names its record.
+ */
+static sg_err_t loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
+                                 size_t index, char *errstr,
+                                 size_t errstr_size) {
+        rd_kafka_resp_err_t e = rd_kafka_flush(
+                loop->producer, (int)loop->conf->delivery_timeout_ms);
+        if (e) {
+                sg_errf(errstr, errstr_size, "waiting for a delivery: %s",
+                        rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        rd_kafka_resp_err_t de = loop->dr_errs[index];
+        if (!de)
+                return SG_OK;
+        loop->stats.delivery_failures_total++;
+        sg_errf(errstr, errstr_size, "delivery to %s [%" PRId32 "] failed: %s",
+                ef->topic, ef->partition, rd_kafka_err2str(de));
+        if (err_refused(de))
+                loop_refused(loop, ef, index, de);
+        return SG_ERR_KAFKA;
 }
 
 /** The batch's next input offsets that move a partition forward (the
@@ -1965,7 +2600,8 @@ static void loop_offsets_committed(sg_loop_t *loop,
         for (int i = 0; i < l->cnt; i++) {
                 size_t pi = loop_part(loop, l->elems[i].topic,
                                       l->elems[i].partition);
-                if (l->elems[i].offset > loop->parts[pi].committed)
+                if (pi != SG_NO_PART &&
+                    l->elems[i].offset > loop->parts[pi].committed)
                         loop->parts[pi].committed = l->elems[i].offset;
         }
 }
@@ -2086,6 +2722,8 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         for (int i = 0; i < l->cnt; i++) {
                                 size_t pi = loop_part(loop, l->elems[i].topic,
                                                       l->elems[i].partition);
+                                if (pi == SG_NO_PART)
+                                        continue;
                                 loop->parts[pi].paused_until = until > 0 ? until : 1;
                                 loop->stats.pauses_total++;
                         }
@@ -2214,16 +2852,23 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         int64_t t0 = sg_clock_mono_ms();
         if (cnt > loop->dr_offs_cap) {
                 int64_t *o = realloc(loop->dr_offs, cnt * sizeof(*o));
-                if (!o) {
+                if (o)
+                        loop->dr_offs = o;
+                rd_kafka_resp_err_t *de =
+                        o ? realloc(loop->dr_errs, cnt * sizeof(*de)) : NULL;
+                if (de)
+                        loop->dr_errs = de;
+                if (!o || !de) {
                         sg_errf(errstr, errstr_size,
                                 "out of memory for %zu delivery reports", cnt);
                         return SG_ERR_NOMEM;
                 }
-                loop->dr_offs = o;
                 loop->dr_offs_cap = cnt;
         }
-        for (size_t i = 0; i < cnt; i++)
+        for (size_t i = 0; i < cnt; i++) {
                 loop->dr_offs[i] = -1;
+                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
         loop->dr_base += loop->dr_cnt + 1;
         loop->dr_cnt = cnt;
         loop->dr_ok = loop->dr_fail = 0;
@@ -2252,11 +2897,15 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         for (size_t i = 0; i < cnt; i++) {
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
-                if (efs[i].kind == SG_EFFECT_HTTP_GET)
+                if (efs[i].kind == SG_EFFECT_HTTP_GET) {
                         err = http_req_add(loop, &efs[i], errstr, errstr_size);
-                else if (!(err = loop_produce(loop, &efs[i], i, errstr,
-                                              errstr_size)))
+                } else if (!(err = loop_produce(loop, &efs[i], i, errstr,
+                                                errstr_size))) {
                         n++;
+                        if (loop->isolate)
+                                err = loop_deliver_one(loop, &efs[i], i,
+                                                       errstr, errstr_size);
+                }
                 if (err)
                         return err;
         }
@@ -2277,6 +2926,31 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 sg_errf(errstr, errstr_size,
                         "%zu of %zu deliveries failed: %s", loop->dr_fail, n,
                         rd_kafka_err2str(loop->dr_err));
+                /* Refused records: one is the processor's to route; several
+                 * shared a produce request (the broker refuses a record
+                 * batch as a whole), so which one is not known: the re-run
+                 * produces them one at a time. */
+                size_t refused = 0, which = 0;
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET &&
+                            err_refused(loop->dr_errs[i])) {
+                                refused++;
+                                which = i;
+                        }
+                if (refused == 1) {
+                        loop_refused(loop, &efs[which], which,
+                                     loop->dr_errs[which]);
+                } else if (refused > 1 && !loop->isolate) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddNumberToObject(f, "refused", (double)refused);
+                        cJSON_AddStringToObject(
+                                f, "error",
+                                rd_kafka_err2name(loop->dr_errs[which]));
+                        loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
+                                 f);
+                        loop->isolate = true;
+                        loop->rerun = true;
+                }
                 return SG_ERR_KAFKA;
         }
         if (pr->delivered)
@@ -2324,6 +2998,8 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
         sg_err_t err;
 
         loop->batch_running = true;
+        loop->reruns = 0;
+        loop->rerun_follow = 0;
         err = loop_prepare(loop);
         if (err)
                 snprintf(es, sizeof(es), "out of memory preparing records");
@@ -2367,6 +3043,31 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                         rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
                 if (loop->fatal != SG_OK)
                         break;
+                /* exactly_once: after a transaction aborted for a refused
+                 * record, librdkafka bumps the producer epoch only once the
+                 * next transaction failed too (its sequence numbers skip
+                 * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
+                 * failure is part of the refusal, not a new one: re-run. */
+                bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
+                              loop->rerun_follow < 2;
+                if ((loop->rerun || follow) &&
+                    loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                        /* a refused record the processor routes now: the
+                         * same records again, at once (not transient) */
+                        loop->rerun_follow = follow ? loop->rerun_follow + 1
+                                                    : 0;
+                        loop->rerun = false;
+                        loop->reruns++;
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "reason", es);
+                        cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                        cJSON_AddBoolToObject(f, "one_record_at_a_time",
+                                              loop->isolate);
+                        loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                        err = SG_OK;
+                        continue;
+                }
+                loop->rerun = false;
                 if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
                         break;
                 char ges[400] = "";
@@ -2382,6 +3083,10 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 loop->stats.batches_total++;
                 loop->stats.records_in_total += consumed;
                 loop->backoff_ms = 0;
+                /* a batch of records committed: the refused ones were
+                 * found (an idle batch says nothing about them) */
+                if (loop->msg_cnt > 0)
+                        loop->isolate = false;
                 loop_seek(loop, true);
                 /* Committed: the HTTP results are judged and durable, the
                  * batch's requests durable; now start those. */
@@ -2509,8 +3214,10 @@ static void loop_collect(sg_loop_t *loop) {
                 }
                 size_t pi = loop_part(loop, rd_kafka_topic_name(m->rkt),
                                       m->partition);
-                if (loop->parts[pi].paused_until || !loop->parts[pi].assigned) {
-                        /* Fetched before the pause: read again on resume. */
+                if (pi == SG_NO_PART || loop->parts[pi].paused_until ||
+                    !loop->parts[pi].assigned) {
+                        /* Fetched before the pause (or the assignment):
+                         * read again on resume. */
                         rd_kafka_message_destroy(m);
                         continue;
                 }
@@ -2576,6 +3283,11 @@ static void loop_stats_emit(sg_loop_t *loop) {
 }
 
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
+        if (!loop || !loop->connected) {
+                sg_errf(errstr, errstr_size,
+                        "sg_loop_run: the loop is not connected");
+                return SG_ERR_INVALID;
+        }
         loop->next_stats_ms = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
                 if (loop->restore_needed) {
@@ -2667,6 +3379,7 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 rd_kafka_destroy(loop->restorer);
         }
         free(loop->dr_offs);
+        free(loop->dr_errs);
         for (size_t i = 0; i < loop->part_cnt; i++)
                 free(loop->parts[i].topic);
         free(loop->parts);

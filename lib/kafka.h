@@ -70,6 +70,20 @@
  * transfers are in flight the loop drives them between consumer polls, and
  * an idle loop runs a batch as soon as one completes.
  *
+ * Records Kafka cannot take (semantics §3 "A record the output topic cannot
+ * take"; the loop reports, the processor decides): once connected the loop
+ * tells the processor the size limits it found (processor size_limit: the
+ * producer's message.max.bytes, every output, DLQ, snapshot request and
+ * changelog topic's max.message.bytes less the record batch framing; one
+ * "size_limits" log line). A record the producer or the broker refuses for
+ * what it is (MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD) is
+ * reported (processor refused(index), "output_refused"); if the processor
+ * will route it, the batch is aborted and run again at once, without a
+ * back-off ("batch_rerun"). When several records of one produce request were
+ * refused together, the re-run produces one record at a time until the
+ * refused one is named. Nothing is skipped and nothing committed for
+ * output Kafka did not accept.
+ *
  * Rebalance: before partitions are revoked, the records already polled are
  * processed and committed (steps 2–4). On assignment the start offset of a
  * partition is the later of the group's committed offset and the offset the
@@ -163,8 +177,12 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
  * An HTTP fetcher (snapshot_http.h) is created when a topic's snapshot
  * source is "http".
+ * Retriable broker errors (a leader being elected, a coordinator loading, a
+ * request timed out) are retried with back-off, one "kafka_retry" log line
+ * each, for at most broker_retry_timeout_ms; then SG_ERR_KAFKA.
  * @returns SG_OK, SG_ERR_CONFIG (bad property: the error names the property
- *          but never a secret's value), SG_ERR_KAFKA, SG_ERR_FATAL (libcurl
+ *          but never a secret's value; a missing topic, a topic the cluster
+ *          refuses for what it is), SG_ERR_KAFKA, SG_ERR_FATAL (libcurl
  *          could not be initialised).
  */
 sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
@@ -173,12 +191,33 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                      sg_loop_t **loopp, char *errstr, size_t errstr_size);
 
 /**
+ * sg_loop_new() in two steps, so that a caller can stop the start-up:
+ * sg_loop_create() only allocates (no Kafka client, no I/O; arguments as
+ * sg_loop_new(), SG_OK, SG_ERR_INVALID or SG_ERR_NOMEM); sg_loop_connect()
+ * does the rest (clients, topic checks, changelogs, init_transactions,
+ * subscribe) and returns what sg_loop_new() returns. Retriable broker
+ * errors met on the way are retried with back-off for at most the config's
+ * broker_retry_timeout_ms (README "Transient broker errors"); an
+ * sg_loop_stop() meanwhile (another thread, a signal handler) ends the
+ * retries at once and connect returns the error it had. After a failed
+ * connect the loop can only be destroyed.
+ */
+sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
+                        sg_log_cb *log_cb, void *log_opaque,
+                        sg_loop_stats_cb *stats_cb, void *stats_opaque,
+                        sg_loop_t **loopp, char *errstr, size_t errstr_size);
+sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size);
+
+/**
  * Runs batches until sg_loop_stop() is called or a fatal error occurs. On
  * stop: finishes and commits the batch in flight, leaves the group
  * (rd_kafka_consumer_close) and returns SG_OK. exactly_once: a fenced
  * producer, a failed restore or a failed transaction abort is fatal
  * (SG_ERR_FATAL).
- * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr).
+ * A changelog restore retries retriable broker errors like the start-up
+ * (broker_retry_timeout_ms).
+ * @returns SG_OK, SG_ERR_FOREIGN, SG_ERR_FATAL (detail in errstr),
+ *          SG_ERR_INVALID (the loop is not connected).
  */
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
 

@@ -80,6 +80,21 @@ typedef struct sg_effect {
         int64_t timeout_ms;        /**< whole-transfer timeout */
 } sg_effect_t;
 
+/**
+ * The size of a record as librdkafka's producer counts it against
+ * message.max.bytes (rdkafka_msg.c: the v2 record's largest framing, 36
+ * bytes, plus key, value and every header's name, value and their varint
+ * lengths): @p headers then @p extra, as an effect carries them. The broker
+ * counts the same record plus its record batch's framing (61 bytes)
+ * against the topic's max.message.bytes. Pure; thread-safe.
+ */
+size_t sg_record_wire_size(size_t key_len, size_t value_len,
+                           const sg_header_t *headers, size_t header_cnt,
+                           const sg_header_t *extra, size_t extra_cnt);
+
+/** sg_record_wire_size() of effect @p ef. */
+size_t sg_effect_wire_size(const sg_effect_t *ef);
+
 /** What process() did with a record. */
 typedef enum sg_process_result {
         SG_PROCESSED = 0, /**< consumed; the input offset advances past it */
@@ -135,6 +150,35 @@ typedef struct sg_processor {
          */
         void (*position)(void *opaque, const char *topic, int32_t partition,
                          int64_t lag);
+
+        /* ---- records Kafka cannot take (semantics §3 "A record the
+         *      output topic cannot take"); both may be NULL ---- */
+
+        /**
+         * The largest record, in sg_record_wire_size() bytes, that Kafka
+         * takes for @p topic (an output, DLQ, snapshot request or
+         * changelog topic: the smaller of the producer's message.max.bytes
+         * and the topic's max.message.bytes less its batch framing), or,
+         * with @p topic NULL, for every topic (the producer's own limit).
+         * Told by the loop once it connected, before any batch; a topic it
+         * could not describe gets no call. @p topic is borrowed for the
+         * call only.
+         */
+        void (*size_limit)(void *opaque, const char *topic, size_t max_bytes);
+        /**
+         * Kafka refused effect @p index of the batch for the record it is
+         * (MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD;
+         * @p too_large: for its size; @p reason: the broker's words), when
+         * producing it or in its delivery report. Called while the batch is
+         * open; the loop then aborts the batch and runs the same records
+         * again. @returns true when the processor will route that record
+         * differently in the re-run (a DLQ record output_rejected, or a DLQ
+         * record without its value), false when it cannot (the batch then
+         * fails as after any delivery error and is re-read after a
+         * back-off). The processor decides; the loop only reports.
+         */
+        bool (*refused)(void *opaque, size_t index, bool too_large,
+                        const char *reason);
 
         /* ---- exactly_once (issue 4); all may be NULL ---- */
 

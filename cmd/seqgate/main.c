@@ -3,8 +3,10 @@
  *
  * config (config.h) → LMDB store (store.h) → engine (engine.h), or the
  * pass-through benchmark baseline (passthrough.h) → Kafka loop (kafka.h).
- * SIGTERM/SIGINT ask the loop to finish its batch, commit, leave the
- * consumer group and return. Logs are JSON lines on stderr:
+ * SIGTERM, SIGINT and SIGHUP ask the loop to finish its batch, commit, leave
+ * the consumer group and return (SIGHUP as a JVM Kafka client treats it: a
+ * clean stop; seqgate has no configuration reload). A signal during the
+ * start-up ends its retries at once. Logs are JSON lines on stderr:
  *   {"ts":"2026-11-30T08:00:00.123Z","level":"info","event":"...",...}
  * The configuration's Kafka property values are never logged (they may hold
  * secrets); the library's own log fields never carry one either.
@@ -196,6 +198,9 @@ static void install_signals(void) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
+        /* A terminal hang-up or a "reload" sent by habit must not kill a
+         * batch half way: a clean stop, like SIGTERM. */
+        sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
 }
@@ -249,11 +254,17 @@ static void usage(FILE *out) {
               "  -V, --version               print the version and exit\n"
               "  -h, --help                  print this help and exit\n"
               "\n"
-              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 runtime "
-              "error (exactly_once:\nalso fenced by a newer instance with the "
-              "same instance_id),\n2 usage or configuration error (also one the "
-              "Kafka clients or the cluster\nrefuse at start-up: a property, "
-              "a missing topic, too few output partitions).\n",
+              "Signals: SIGTERM, SIGINT and SIGHUP finish the batch in flight, "
+              "commit it, leave\nthe consumer group and exit 0 (SIGHUP does "
+              "not reload the configuration:\nrestart seqgate for that).\n"
+              "\n"
+              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT/SIGHUP), 1 "
+              "runtime error (also\nretriable broker errors that outlasted "
+              "broker_retry_timeout_ms; exactly_once:\nalso fenced by a newer "
+              "instance with the same instance_id),\n2 usage or configuration "
+              "error (also one the Kafka clients or the cluster\nrefuse at "
+              "start-up: a property, a key or certificate file, a missing "
+              "topic,\ntoo few output partitions).\n",
               out);
 }
 
@@ -432,6 +443,20 @@ static bool write_file(const char *path, const char *text) {
         return ok;
 }
 
+/** Prints every configuration error (sg_config_load() reports each on a
+ *  line of its own) as "seqgate: config error: ..." on stderr. */
+static void print_config_errors(const char *es) {
+        while (*es) {
+                size_t n = strcspn(es, "\n");
+                fprintf(stderr, "seqgate: config error: %.*s\n", (int)n, es);
+                es += n;
+                es += *es == '\n';
+        }
+}
+
+/** Large enough for a file with many mistakes, one line each. */
+#define CONFIG_ERRSTR_SIZE 16384
+
 static int run(const opts_t *o) {
         char es[1024] = "";
         sg_config_t *conf = NULL;
@@ -445,10 +470,16 @@ static int run(const opts_t *o) {
         int status = 1;
         sg_err_t err;
 
-        if ((err = sg_config_load(o->config, &conf, es, sizeof(es)))) {
-                fprintf(stderr, "seqgate: config error: %s\n", es);
+        char *ces = malloc(CONFIG_ERRSTR_SIZE);
+        if (!ces)
+                return 1;
+        ces[0] = '\0';
+        err = sg_config_load(o->config, &conf, ces, CONFIG_ERRSTR_SIZE);
+        if (err)
+                print_config_errors(ces);
+        free(ces);
+        if (err)
                 return 2;
-        }
         if (o->data_dir) {
                 char *d = strdup(o->data_dir);
                 if (!d)
@@ -530,9 +561,29 @@ static int run(const opts_t *o) {
                 }
         }
 
-        if ((err = sg_loop_new(conf, &proc, on_log, NULL, on_stats, &app,
-                               &loop, es, sizeof(es))))
+        if ((err = sg_loop_create(conf, &proc, on_log, NULL, on_stats, &app,
+                                  &loop, es, sizeof(es))))
                 goto fail;
+        /* From here a signal stops the loop, the start-up's retries too. */
+        g_loop = loop;
+        if (g_stop_early)
+                sg_loop_stop(loop);
+        if ((err = sg_loop_connect(loop, es, sizeof(es)))) {
+                if (g_stop_early && err != SG_ERR_CONFIG) {
+                        /* asked to stop while retrying: nothing was read
+                         * or committed yet */
+                        g_loop = NULL;
+                        cJSON *sf = cJSON_CreateObject();
+                        cJSON_AddStringToObject(sf, "result",
+                                                sg_err2str(SG_OK));
+                        cJSON_AddStringToObject(sf, "during", "start-up");
+                        cJSON_AddStringToObject(sf, "detail", es);
+                        log_json(SG_LOG_INFO, "stopped", sf);
+                        status = 0;
+                        goto out;
+                }
+                goto fail;
+        }
 
         if (o->embedded && o->bootstrap_file) {
                 const char *bs = NULL;
@@ -549,9 +600,6 @@ static int run(const opts_t *o) {
                         o->bootstrap_file);
         }
 
-        g_loop = loop;
-        if (g_stop_early)
-                sg_loop_stop(loop);
         log_msg(SG_LOG_INFO, "running", "group", conf->group_id);
         err = sg_loop_run(loop, es, sizeof(es));
         g_loop = NULL;
@@ -562,6 +610,7 @@ static int run(const opts_t *o) {
         goto out;
 
 fail: {
+        g_loop = NULL;
         cJSON *ff = cJSON_CreateObject();
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));
         cJSON_AddStringToObject(ff, "detail", es);
@@ -582,10 +631,10 @@ out:
 }
 
 static int check_config(const char *path) {
-        char es[1024] = "";
+        static char es[CONFIG_ERRSTR_SIZE];
         sg_config_t *conf = NULL;
         if (sg_config_load(path, &conf, es, sizeof(es)) != SG_OK) {
-                fprintf(stderr, "seqgate: config error: %s\n", es);
+                print_config_errors(es);
                 return 2;
         }
         printf("config ok: %zu topic(s)\n", conf->topic_cnt);

@@ -610,9 +610,11 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             break
         if caught_up and quiet >= 4.0 and time.monotonic() - counted_at >= 5.0:
             counted_at = time.monotonic()
-            n_dlq = len(consume_all(bs, t_dlq, timeout_s=30))
+            n_dlq = len(consume_all(bs, t_dlq, timeout_s=30,
+                                    expect_count=want_dlq))
             if n_dlq >= want_dlq and \
-                    len(consume_all(bs, t_out, timeout_s=60)) >= want_out:
+                    len(consume_all(bs, t_out, timeout_s=60,
+                                    expect_count=want_out)) >= want_out:
                 done = True
                 break
         time.sleep(0.5)
@@ -631,9 +633,11 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
                 bad_stops.append((name, len(sg.runs) - 1, rc))
 
     # --- check ----------------------------------------------------------------
-    # Every instance is stopped: the high watermarks are final.
-    out = consume_all(bs, t_out, timeout_s=90)
-    dlq = consume_all(bs, t_dlq, timeout_s=60)
+    # Every instance is stopped: the high watermarks are final once the
+    # last transactions' markers are written (consume_all waits for that,
+    # and for the expected numbers of records).
+    out = consume_all(bs, t_out, timeout_s=90, expect_count=want_out)
+    dlq = consume_all(bs, t_dlq, timeout_s=60, expect_count=want_dlq)
     c, notes = verify(g, out, dlq, a.mode)
 
     # Did exactly_once really run transactions? (the loop's stats line)

@@ -3,9 +3,18 @@
 Thin wrappers over confluent-kafka (librdkafka, the same client library
 seqgate itself uses) so that tests read as "create these topics, produce these
 records, read everything back". Reading back never joins a consumer group:
-`consume_all` assigns every partition explicitly from OFFSET_BEGINNING and
-stops at the partitions' high watermarks, so it cannot disturb the consumer
-group under test nor commit offsets.
+`consume_all` assigns every partition explicitly from OFFSET_BEGINNING, so it
+cannot disturb the consumer group under test nor commit offsets.
+
+Readers wait for what they expect, never for a snapshot of "the end" taken
+when they start: a read_committed ListOffsets answers the last stable offset
+(LSO), which stays at the first record of a transaction whose markers the
+coordinator has not written yet, even after the producer's
+commit_transaction returned. So `consume_all` reads until every partition's
+LSO equals its high watermark (no transaction undecided) and it has read up
+to it, re-measuring while short, and (with `expect_count`) until it has that
+many records; `wait_stable` waits for the first condition alone. Both give up
+after their timeout (the caller's assertion then shows the difference).
 
 A record, as given to `produce` and returned by `consume_all`, is a dict:
     key        bytes | str | None
@@ -28,7 +37,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError,
 from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = ["create_topics", "delete_topics", "produce", "consume_all",
-           "end_offsets", "unique_name"]
+           "end_offsets", "stable_offsets", "wait_stable", "unique_name"]
 
 
 def unique_name(prefix: str) -> str:
@@ -140,21 +149,71 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict],
     return results  # type: ignore[return-value]
 
 
+def _probe(bootstrap: str, isolation_level: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap,
+                     "group.id": unique_name("sg-probe"),  # never joined
+                     "enable.auto.commit": False,
+                     "isolation.level": isolation_level})
+
+
+def _partitions(c: Consumer, topic: str, timeout_s: float) -> list[int]:
+    md = c.list_topics(topic, timeout=timeout_s)
+    t = md.topics[topic]
+    if t.error is not None:
+        raise KafkaException(t.error)
+    return sorted(t.partitions)
+
+
+def _ends(c: Consumer, topic: str, parts: list[int],
+          timeout_s: float) -> dict[int, int]:
+    # A ListOffsets request: librdkafka sends the handle's isolation.level,
+    # so read_uncommitted answers the high watermark, read_committed the LSO.
+    return {p: c.get_watermark_offsets(TopicPartition(topic, p),
+                                       timeout=timeout_s, cached=False)[1]
+            for p in parts}
+
+
 def end_offsets(bootstrap: str, topic: str,
                 timeout_s: float = 10.0) -> dict[int, int]:
-    """{partition: high watermark} of `topic` (the offset the next record gets)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("sg-probe"),
-                  "enable.auto.commit": False})
+    """{partition: high watermark} of `topic` (the offset the next record
+    gets; transaction markers and aborted records count)."""
+    c = _probe(bootstrap, "read_uncommitted")
     try:
-        md = c.list_topics(topic, timeout=timeout_s)
-        t = md.topics[topic]
-        if t.error is not None:
-            raise KafkaException(t.error)
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p),
-                                           timeout=timeout_s, cached=False)[1]
-                for p in sorted(t.partitions)}
+        return _ends(c, topic, _partitions(c, topic, timeout_s), timeout_s)
     finally:
         c.close()
+
+
+def stable_offsets(bootstrap: str, topic: str,
+                   timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
+    """{partition: (last stable offset, high watermark)} of `topic`. The two
+    differ while a transaction on the partition is undecided (or its markers
+    are not written yet)."""
+    hw_c = _probe(bootstrap, "read_uncommitted")
+    lso_c = _probe(bootstrap, "read_committed")
+    try:
+        parts = _partitions(hw_c, topic, timeout_s)
+        lso = _ends(lso_c, topic, parts, timeout_s)
+        hw = _ends(hw_c, topic, parts, timeout_s)
+        return {p: (lso[p], hw[p]) for p in parts}
+    finally:
+        hw_c.close()
+        lso_c.close()
+
+
+def wait_stable(bootstrap: str, topic: str, timeout_s: float = 30.0,
+                interval_s: float = 0.1) -> bool:
+    """Waits until no transaction on `topic` is undecided (every partition's
+    last stable offset equals its high watermark). Returns False if that
+    did not happen within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if all(lso == hw for lso, hw in
+               stable_offsets(bootstrap, topic).values()):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval_s)
 
 
 def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0,
@@ -162,56 +221,64 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0,
                 isolation_level: str = "read_committed") -> list[dict]:
     """Read `topic` from the beginning of every partition, without a group.
 
-    Stops when every partition reached the high watermark measured at the
-    start (or, with `expect_count`, once that many records were read and all
-    partitions reached their watermarks, re-measured while short), or when
-    `timeout_s` passes: then it returns what it has, so the caller's assertion
-    shows the difference. Records come back ordered by (partition, offset).
-    With read_committed (the default) aborted transactional records are not
-    returned, as a downstream consumer would see it.
+    Reads until it has read every partition up to its high watermark and,
+    with read_committed (the default), the last stable offset equals that
+    high watermark (no transaction is undecided: a committed transaction
+    whose markers are not written yet is waited for, an aborted one is not
+    returned); both are measured again whenever the reader caught up with
+    the previous measurement. With `expect_count` it also waits until that
+    many records were read. After `timeout_s` it returns what it has, so
+    the caller's assertion shows the difference. Records come back ordered
+    by (partition, offset), as a downstream consumer with the same
+    isolation level would see them.
     """
     c = Consumer({"bootstrap.servers": bootstrap,
                   "group.id": unique_name("sg-reader"),  # required, never joined
                   "enable.auto.commit": False,
                   "enable.partition.eof": True,
                   "isolation.level": isolation_level})
+    hw_c = _probe(bootstrap, "read_uncommitted")
+    committed = isolation_level == "read_committed"
     out: list[dict] = []
     try:
-        md = c.list_topics(topic, timeout=timeout_s)
-        t = md.topics[topic]
-        if t.error is not None:
-            raise KafkaException(t.error)
-        parts = sorted(t.partitions)
+        parts = _partitions(c, topic, timeout_s)
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-
-        def watermarks():
-            return {p: c.get_watermark_offsets(TopicPartition(topic, p),
-                                               timeout=timeout_s, cached=False)[1]
-                    for p in parts}
-
-        high = watermarks()
         pos = {p: 0 for p in parts}  # next offset to read per partition
         deadline = time.monotonic() + timeout_s
 
+        def measure():
+            """(high watermarks, stable?) now: the LSO before the high
+            watermarks, so that "stable" cannot be claimed for a
+            transaction that started in between."""
+            lso = _ends(c, topic, parts, timeout_s) if committed else None
+            hw = _ends(hw_c, topic, parts, timeout_s)
+            return hw, lso is None or lso == hw
+
+        high, stable = measure()
+
+        def caught_up():
+            return all(pos[p] >= high[p] for p in parts)
+
         def done():
-            if any(pos[p] < high[p] for p in parts):
-                return False
-            return expect_count is None or len(out) >= expect_count
+            return stable and caught_up() and \
+                (expect_count is None or len(out) >= expect_count)
 
         while not done() and time.monotonic() < deadline:
-            msg = c.poll(0.2)
+            if caught_up():
+                # Caught up with a measurement that was not final (still
+                # undecided, or short of the count): measure again.
+                high, stable = measure()
+                if done():
+                    break
+            msg = c.poll(0.1)
             if msg is None:
-                if expect_count is not None and len(out) < expect_count and \
-                        all(pos[p] >= high[p] for p in parts):
-                    high = watermarks()
                 continue
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
-                    # With read_committed the EOF offset can pass control
-                    # records / aborted data that are never delivered.
+                    # With read_committed the EOF offset (the LSO) can pass
+                    # control records / aborted data that are never
+                    # delivered.
                     pos[msg.partition()] = max(pos[msg.partition()], msg.offset())
-                    if expect_count is not None and len(out) < expect_count:
-                        high = watermarks()
                     continue
                 raise KafkaException(msg.error())
             hdrs = list(msg.headers() or [])
@@ -228,5 +295,6 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0,
             pos[msg.partition()] = msg.offset() + 1
     finally:
         c.close()
+        hw_c.close()
     out.sort(key=lambda r: (r["partition"], r["offset"]))
     return out

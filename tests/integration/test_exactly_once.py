@@ -192,7 +192,7 @@ def test_eos_clean_run(bootstrap, seqgate_bin, tmp_path):
         probe.close()
 
     expected = {f"agg-{i:04d}": list(range(1, 21)) for i in range(90)}
-    out = consume_all(bootstrap, t_out, timeout_s=60,
+    out = consume_all(bootstrap, t_out, timeout_s=60, expect_count=90 * 20,
                       isolation_level="read_committed")
     check_exactly_once(out, expected, "clean run")
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
@@ -267,7 +267,7 @@ def test_eos_kill9_no_duplicates(bootstrap, seqgate_bin, tmp_path):
 
     expected = {f"agg-{i:04d}": list(range(1, versions + 1))
                 for i in range(n_aggs)}
-    out = consume_all(bootstrap, t_out, timeout_s=90,
+    out = consume_all(bootstrap, t_out, timeout_s=90, expect_count=n_distinct,
                       isolation_level="read_committed")
     check_exactly_once(out, expected, "after 2 x SIGKILL")
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
@@ -317,7 +317,8 @@ def test_eos_partition_moves_to_empty_store(bootstrap, seqgate_bin, tmp_path):
         a.cleanup()
     st_a = a.last_stats()
     assert st_a["parked_events"] == 2 * len(aggs), st_a
-    out_a = consume_all(bootstrap, t_out, timeout_s=30)
+    out_a = consume_all(bootstrap, t_out, timeout_s=30,
+                        expect_count=len(aggs) + 4)
     assert len(out_a) == len(aggs) + 4  # every v1 and the control's v1..v4
 
     # Phase 2: redeliveries of A's events, then the gap fillers.
@@ -345,7 +346,8 @@ def test_eos_partition_moves_to_empty_store(bootstrap, seqgate_bin, tmp_path):
         "an empty store must restore the whole changelog"
     expected = {a_: [1, 2, 3, 4] for a_ in aggs}
     expected["ctl"] = [1, 2, 3, 4]
-    out = consume_all(bootstrap, t_out, timeout_s=30)
+    out = consume_all(bootstrap, t_out, timeout_s=30,
+                      expect_count=4 * len(aggs) + 4)
     check_exactly_once(out, expected, "partition moved")
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
     st_b = b.last_stats()
@@ -417,7 +419,8 @@ def test_eos_zombie_fenced(bootstrap, seqgate_bin, tmp_path):
     assert fenced[0]["transactional_id"] == f"{group}-eos-z"
     assert not new.events("fenced")
     expected = {a: list(range(1, v + 1)) for a in aggs}
-    out = consume_all(bootstrap, t_out, timeout_s=60)
+    out = consume_all(bootstrap, t_out, timeout_s=60,
+                      expect_count=v * len(aggs))
     check_exactly_once(out, expected, "zombie fenced")
     print(f"\neos zombie: the old instance exited {rc_old} with "
           f"{json.dumps({k: fenced[0][k] for k in ('event', 'error', 'during')})}; "
@@ -528,7 +531,8 @@ def test_eos_kill9_failover_to_other_instance(bootstrap, seqgate_bin, tmp_path):
 
     expected = {f"agg-{i:04d}": list(range(1, versions + 1))
                 for i in range(n_aggs)}
-    out = consume_all(bootstrap, t_out, timeout_s=90)
+    out = consume_all(bootstrap, t_out, timeout_s=90,
+                      expect_count=n_aggs * versions)
     check_exactly_once(out, expected, "failover after SIGKILL")
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
     restored = b.events("restore_done", 0)

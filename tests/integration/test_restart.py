@@ -187,7 +187,7 @@ def test_restart_nothing_lost(bootstrap, seqgate_bin, tmp_path):
         probe.close()
     elapsed = time.monotonic() - t0
 
-    out = consume_all(bootstrap, t_out, timeout_s=60)
+    out = consume_all(bootstrap, t_out, timeout_s=60, expect_count=n_distinct)
     dlq = consume_all(bootstrap, t_dlq, timeout_s=30)
     assert dlq == [], (f"{len(dlq)} DLQ records, e.g. "
                        f"{[(d['headers_dict'].get('ce_id'), d['headers_dict'].get('__seqgate.errors.reason'), d['headers_dict'].get('__seqgate.errors.detail')) for d in dlq[:5]]}")

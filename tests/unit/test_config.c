@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <cjson/cJSON.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,7 @@ START_TEST(test_minimal_defaults) {
         ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
         ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
         ck_assert_int_eq(conf->pause_retry_ms, 1000);
+        ck_assert_int_eq(conf->broker_retry_timeout_ms, 120000);
 
         ck_assert_uint_eq(conf->topic_cnt, 1);
         tc = &conf->topics[0];
@@ -640,6 +642,8 @@ static const bad_case_t bad_cases[] = {
          "deadline_max_per_batch: must be an integer from 1", NULL},
         {CFG(",'pause_retry_ms':0.25", ""),
          "pause_retry_ms: must be an integer >= 1", NULL},
+        {CFG(",'broker_retry_timeout_ms':0", ""),
+         "broker_retry_timeout_ms: must be an integer >= 1", NULL},
         {CFG("", ",'ordering':{'gap_timeout_ms':0}"),
          "topics.orders.ordering.gap_timeout_ms: must be an integer >= 1", NULL},
         {CFG("", ",'dedup':{'ttl_ms':999}"),
@@ -1150,6 +1154,79 @@ START_TEST(test_small_errstr_buffers) {
 }
 END_TEST
 
+/* Every error of a file is reported in one run (--check-config), one line
+ * each, in document order; the first line is the error a one-error file
+ * would report; nothing else is said twice. */
+static size_t count_lines(const char *s) {
+        size_t n = *s ? 1 : 0;
+        for (; *s; s++)
+                n += *s == '\n' && s[1];
+        return n;
+}
+
+START_TEST(test_every_error_reported) {
+        char err[4096];
+        sg_config_t *conf = (sg_config_t *)0x1;
+        static const char *const want[] = {
+                "foo: unknown key; allowed: $schema",
+                "bar: unknown key; allowed: $schema",
+                "kafka_producer.linger.ms: rejected by librdkafka",
+                "stats_interval_ms: must be an integer >= 0",
+                "topics.a.dlq_topic: required key is missing",
+                "topics.a.ordering.gap_policy: \"wait\" is not allowed; "
+                "allowed: dlq, skip, hold",
+                "topics.a.ordering.max_parked_total: must be an integer >= 1",
+                "topics.b.envelope.id: \"nope\" is not a field source",
+                "topics.b.state_machine.initial: \"X\" is not a declared "
+                "state",
+                "topics.b.state_machine.transitions[0].to: \"Y\" is not a "
+                "declared state",
+                "topics.b.snapshot.timeout_ms: must be an integer from 1 to "
+                "600000",
+        };
+        sg_err_t e = parse_q(
+                "{'data_dir':'/d','foo':1," KAFKA_OK ","
+                "'kafka_producer':{'linger.ms':'soon'},"
+                "'stats_interval_ms':'often','bar':2,'topics':{"
+                "'a':{'output_topic':'a.out','ordering':{'gap_policy':'wait',"
+                "'max_parked_total':0}},"
+                "'b':{'output_topic':'b.out','dlq_topic':'b.dlq',"
+                "'envelope':{'id':'nope'},"
+                "'state_machine':{'initial':'X','states':['A'],"
+                "'transitions':[{'type':'t','from':['A'],'to':'Y'}]},"
+                "'snapshot':{'source':'http','timeout_ms':0,"
+                "'url':'http://h/{aggregate}'}}}}",
+                &conf, err, sizeof(err));
+        ck_assert_int_eq(e, SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                ck_assert_msg(strstr(err, want[i]) != NULL,
+                              "errstr lacks \"%s\":\n%s", want[i], err);
+        /* one line per error, the first one first */
+        ck_assert_msg(count_lines(err) == sizeof(want) / sizeof(want[0]),
+                      "%zu lines:\n%s", count_lines(err), err);
+        ck_assert_msg(strncmp(err, want[0], strlen(want[0])) == 0, "%s", err);
+        for (const char *l = err; l; l = strchr(l, '\n'))
+                ck_assert_msg(*(l += *l == '\n') != '\n', "empty line: %s",
+                              err);
+}
+END_TEST
+
+/* A buffer too small for every line keeps the first ones, cut at its end,
+ * always terminated. */
+START_TEST(test_every_error_small_buffer) {
+        char err[40];
+        sg_config_t *conf = NULL;
+        memset(err, 'x', sizeof(err));
+        ck_assert_int_eq(parse_q(CFG(",'foo':1,'bar':2,'baz':3", ""), &conf,
+                                 err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(memchr(err, '\0', sizeof(err)));
+        ck_assert_int_eq(strlen(err), sizeof(err) - 1);
+        ck_assert_int_eq(strncmp(err, "foo: unknown key", 16), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Secrets                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -1422,6 +1499,101 @@ START_TEST(test_partial_config_freed) {
         ck_assert_ptr_null(conf);
         ck_assert_ptr_nonnull(strstr(
                 err, "topics.b.state_machine.transitions[1].from[2]: \"Q\""));
+}
+END_TEST
+
+/* Every value of every example config replaced by each JSON type in turn:
+ * the parser reports what it can and goes on past each error, so this walks
+ * every error path with the rest of the config still to read. It must never
+ * crash or leak (ASan), and a refused config always says why. */
+static int g_mistyped_runs;
+
+static void try_mistyped(cJSON *root) {
+        char *txt = cJSON_PrintUnformatted(root);
+        char err[2048];
+        sg_config_t *conf = NULL;
+        ck_assert_ptr_nonnull(txt);
+        err[0] = 'x';
+        sg_err_t e = sg_config_parse(txt, &conf, err, sizeof(err));
+        ck_assert_msg(e == SG_OK || e == SG_ERR_CONFIG, "%d for %s", e, txt);
+        if (e == SG_OK)
+                sg_config_destroy(conf);
+        else
+                ck_assert_msg(err[0] && err[0] != 'x', "no error text: %s",
+                              txt);
+        g_mistyped_runs++;
+        cJSON_free(txt);
+}
+
+/** The node at @p path (child indexes from @p root, @p depth of them). */
+static cJSON *node_at(cJSON *root, const int *path, int depth) {
+        cJSON *n = root;
+        for (int d = 0; d < depth; d++)
+                n = cJSON_GetArrayItem(n, path[d]);
+        return n;
+}
+
+static void mistype_all(cJSON *root, int *path, int depth) {
+        static const char *const repl[] = {"7",    "-1", "\"x\"", "\"\"",
+                                           "null", "[]", "{}",     "true"};
+        cJSON *node = node_at(root, path, depth);
+        int n = cJSON_GetArraySize(node);
+        ck_assert_int_lt(depth, 31);
+        for (int i = 0; i < n; i++) {
+                path[depth] = i;
+                for (size_t k = 0; k < sizeof(repl) / sizeof(repl[0]); k++) {
+                        cJSON *copy = cJSON_Duplicate(root, 1);
+                        cJSON *r = cJSON_Parse(repl[k]);
+                        ck_assert_ptr_nonnull(copy);
+                        ck_assert_ptr_nonnull(r);
+                        cJSON *parent = node_at(copy, path, depth);
+                        ck_assert(cJSON_ReplaceItemViaPointer(
+                                parent, cJSON_GetArrayItem(parent, i), r));
+                        try_mistyped(copy);
+                        cJSON_Delete(copy);
+                }
+                if (cJSON_GetArrayItem(node, i)->child)
+                        mistype_all(root, path, depth + 1);
+        }
+}
+
+START_TEST(test_every_value_mistyped) {
+        static const char *const files[] = {
+                "examples/orders.json", "examples/plain-json.json",
+                "examples/orders-snapshot-kafka.json",
+                "examples/orders-snapshot-http.json"};
+        for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+                char *path = source_path(files[f]);
+                FILE *fp = fopen(path, "rb");
+                ck_assert_ptr_nonnull(fp);
+                static char buf[1 << 16];
+                size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+                fclose(fp);
+                buf[n] = '\0';
+                cJSON *root = cJSON_Parse(buf);
+                int at[32];
+                ck_assert_ptr_nonnull(root);
+                mistype_all(root, at, 0);
+                cJSON_Delete(root);
+                free(path);
+        }
+        /* two input topics, whose cross-topic rules see each other */
+        char *two = json("{'data_dir':'/d','guarantee':'exactly_once',"
+                         KAFKA_OK ",'topics':{"
+                         "'a':{'output_topic':'a.out','dlq_topic':'a.dlq',"
+                         "'changelog_topic':'a.cl','snapshot':{"
+                         "'source':'kafka','request_topic':'a.req',"
+                         "'reply_topic':'a.rep'}},"
+                         "'b':{'output_topic':'b.out','dlq_topic':'b.dlq',"
+                         "'snapshot':{'source':'kafka','request_topic':'a.req',"
+                         "'reply_topic':'b.rep'}" SM_OK "}}}");
+        cJSON *root = cJSON_Parse(two);
+        int at[32];
+        ck_assert_ptr_nonnull(root);
+        mistype_all(root, at, 0);
+        cJSON_Delete(root);
+        free(two);
+        ck_assert_int_gt(g_mistyped_runs, 500);
 }
 END_TEST
 
@@ -1791,7 +1963,10 @@ static Suite *config_suite(void) {
                             (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
         tcase_add_test(tc, test_topic_name_length);
         tcase_add_test(tc, test_small_errstr_buffers);
+        tcase_add_test(tc, test_every_error_reported);
+        tcase_add_test(tc, test_every_error_small_buffer);
         tcase_add_test(tc, test_partial_config_freed);
+        tcase_add_test(tc, test_every_value_mistyped);
         tcase_add_test(tc, test_load_errors);
         suite_add_tcase(s, tc);
 

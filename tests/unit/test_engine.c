@@ -1857,6 +1857,247 @@ START_TEST(key_fingerprint_change_refused) {
 }
 END_TEST
 
+/* ---- records Kafka cannot take (semantics §3, output_rejected) ---------- */
+
+/* One CloudEvents record of aggregate "A" at version @p seq, value @p value
+ * (kept alive by the caller for the batch), at offset @p off. */
+static sg_header_t g_big_hd[8][5];
+static void process_ev(h_t *h, int slot, int64_t off, const char *id,
+                       const char *seq, const char *value) {
+        char err[256];
+        sg_header_t *hd = g_big_hd[slot];
+        hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
+        hd[1] = (sg_header_t){"ce_id", id, strlen(id)};
+        hd[2] = (sg_header_t){"ce_source", "/shop", 5};
+        hd[3] = (sg_header_t){"ce_type", "t", 1};
+        hd[4] = (sg_header_t){"ce_sequence", seq, strlen(seq)};
+        sg_record_t rec = {.topic = "orders", .partition = 0, .offset = off,
+                           .timestamp_ms = 5, .key = "A", .key_len = 1,
+                           .value = value, .value_len = strlen(value),
+                           .headers = hd, .header_cnt = 5};
+        sg_process_result_t r;
+        ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec, &r, err,
+                                         sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(r, SG_PROCESSED);
+}
+
+static const char *xhdr(const sg_effect_t *ef, const char *name,
+                        char *buf, size_t n) {
+        for (size_t j = 0; j < ef->extra_cnt; j++)
+                if (!strcmp(ef->extra[j].name, name)) {
+                        snprintf(buf, n, "%.*s", (int)ef->extra[j].value_len,
+                                 (const char *)ef->extra[j].value);
+                        return buf;
+                }
+        return NULL;
+}
+
+/* An output record above the size limits the loop reported is not
+ * produced: its input record goes to the DLQ as output_rejected, without
+ * its value (the value is what made it too large) and with its source
+ * coordinates; the aggregate moves on (v3 applies); a redelivery of it is
+ * a duplicate; counted in dlq_total[output_rejected], not applied. */
+START_TEST(output_rejected_too_large) {
+        h_t h = {0};
+        char err[256], b[64];
+        static char big[3001];
+        memset(big, 'x', 3000);
+        h_open(&h, "\"envelope\":{}");
+        ck_assert_ptr_nonnull(h.proc.size_limit);
+        h.proc.size_limit(h.proc.opaque, NULL, 100000); /* the producer */
+        h.proc.size_limit(h.proc.opaque, "out", 2000);  /* the output topic */
+        h.proc.size_limit(h.proc.opaque, "elsewhere", 10); /* not ours */
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        process_ev(&h, 0, 10, "e1", "1", "small-1");
+        process_ev(&h, 1, 11, "e2", "2", big);
+        process_ev(&h, 2, 12, "e3", "3", "small-3");
+        ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)), SG_OK);
+        const sg_effect_t *ef;
+        ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 3);
+        ck_assert_int_eq(ef[0].kind, SG_EFFECT_OUTPUT);
+        ck_assert_int_eq(ef[1].kind, SG_EFFECT_DLQ);
+        ck_assert_str_eq(ef[1].topic, "dlq");
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_REASON, b, sizeof(b)),
+                         "output_rejected");
+        ck_assert_ptr_null(ef[1].value);
+        ck_assert_uint_eq(ef[1].value_len, 0);
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_VALUE_DROPPED, b, sizeof(b)),
+                         "3000");
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_TOPIC, b, sizeof(b)), "orders");
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_PARTITION, b, sizeof(b)), "0");
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_OFFSET, b, sizeof(b)), "11");
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_ACTUAL, b, sizeof(b)), "2");
+        ck_assert_uint_eq(ef[1].header_cnt, 5); /* the input's headers kept */
+        ck_assert_ptr_null(xhdr(&ef[1], SG_DLQ_H_HEADERS_DROPPED, b,
+                                sizeof(b)));
+        /* the record that was too large, not the DLQ one */
+        ck_assert_uint_gt(sg_record_wire_size(1, 3000, ef[1].headers, 5,
+                                              NULL, 0),
+                          2000);
+        ck_assert_uint_le(sg_effect_wire_size(&ef[1]), 2000);
+        ck_assert_int_eq(ef[2].kind, SG_EFFECT_OUTPUT);
+        ck_assert_ptr_nonnull(ef[2].value);
+        ck_assert_int_eq(memcmp(ef[2].value, "small-3", 7), 0);
+        ck_assert_int_eq(h.proc.batch_commit(h.proc.opaque, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_uint_eq(M(&h)->applied_total, 2);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_OUTPUT_REJECTED], 1);
+        ck_assert_str_eq(sg_reason_name(SG_R_OUTPUT_REJECTED),
+                         "output_rejected");
+        /* a redelivered copy is a duplicate; v4 follows v3 */
+        ONE(&h, EV("A", "e2", "t", "2", .value = big), EV("A", "e4", "t", "4"));
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "4", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* The broker refused an output record at delivery (refused()): the
+ * re-run of the batch routes exactly that record to output_rejected, with
+ * its value when it was refused as invalid; a DLQ record refused in turn
+ * goes without its value, then without the input's headers; after that the
+ * engine cannot route it (false: the loop retries as after any failure).
+ * An aborted batch forgets nothing of this; a committed one uses it up. */
+START_TEST(output_rejected_refused_at_delivery) {
+        h_t h = {0};
+        char err[256], b[64];
+        const sg_effect_t *ef;
+        h_open(&h, "\"envelope\":{}");
+        ck_assert_ptr_nonnull(h.proc.refused);
+        for (int run = 0; run < 5; run++) {
+                ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err,
+                                                    sizeof(err)),
+                                 SG_OK);
+                process_ev(&h, 0, 7, "e1", "1", "payload-1");
+                process_ev(&h, 1, 8, "e2", "2", "payload-2");
+                ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)),
+                                 SG_OK);
+                ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 2);
+                ck_assert_int_eq(ef[0].kind, SG_EFFECT_OUTPUT);
+                if (run == 0) {
+                        ck_assert_int_eq(ef[1].kind, SG_EFFECT_OUTPUT);
+                        /* an index that is no effect: nothing to route */
+                        ck_assert(!h.proc.refused(h.proc.opaque, 9, false,
+                                                  "x"));
+                        ck_assert(h.proc.refused(
+                                h.proc.opaque, 1, false,
+                                "Broker: Broker failed to validate record"));
+                } else {
+                        ck_assert_int_eq(ef[1].kind, SG_EFFECT_DLQ);
+                        ck_assert_str_eq(
+                                xhdr(&ef[1], SG_DLQ_H_REASON, b, sizeof(b)),
+                                "output_rejected");
+                        ck_assert_str_eq(
+                                xhdr(&ef[1], SG_DLQ_H_OFFSET, b, sizeof(b)),
+                                "8");
+                }
+                if (run == 1) { /* refused as invalid: the value is kept */
+                        ck_assert_ptr_nonnull(ef[1].value);
+                        ck_assert_int_eq(memcmp(ef[1].value, "payload-2", 9),
+                                         0);
+                        ck_assert_ptr_nonnull(strstr(
+                                xhdr(&ef[1], SG_DLQ_H_DETAIL, b, sizeof(b)),
+                                "refused"));
+                        ck_assert(h.proc.refused(h.proc.opaque, 1, true,
+                                                 "Broker: Message size too "
+                                                 "large"));
+                }
+                if (run == 2) { /* the DLQ refused it: no value */
+                        ck_assert_ptr_null(ef[1].value);
+                        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_VALUE_DROPPED,
+                                              b, sizeof(b)),
+                                         "9");
+                        ck_assert_uint_eq(ef[1].header_cnt, 5);
+                        ck_assert(h.proc.refused(h.proc.opaque, 1, true,
+                                                 "again"));
+                }
+                if (run == 3) { /* again: no headers either */
+                        ck_assert_ptr_null(ef[1].value);
+                        ck_assert_uint_eq(ef[1].header_cnt, 0);
+                        ck_assert_str_eq(xhdr(&ef[1],
+                                              SG_DLQ_H_HEADERS_DROPPED, b,
+                                              sizeof(b)),
+                                         "5");
+                        /* nothing left to drop */
+                        ck_assert(!h.proc.refused(h.proc.opaque, 1, true,
+                                                  "again"));
+                }
+                if (run < 4) {
+                        h.proc.batch_abort(h.proc.opaque);
+                        continue;
+                }
+                ck_assert_int_eq(h.proc.batch_commit(h.proc.opaque, err,
+                                                     sizeof(err)),
+                                 SG_OK);
+        }
+        ck_assert_uint_eq(M(&h)->applied_total, 1);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_OUTPUT_REJECTED], 1);
+        /* used up: the next record at another offset is not affected */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* A DLQ record the DLQ topic cannot take (a malformed record with a large
+ * value) goes without its value. */
+START_TEST(dlq_record_too_large_drops_value) {
+        h_t h = {0};
+        char err[256], b[64];
+        static char big[3001];
+        memset(big, 'y', 3000);
+        h_open(&h, "\"envelope\":{}");
+        h.proc.size_limit(h.proc.opaque, "dlq", 1500);
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        process_ev(&h, 0, 3, "e1", "not-a-version", big);
+        const sg_effect_t *ef;
+        ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 1);
+        ck_assert_str_eq(xhdr(&ef[0], SG_DLQ_H_REASON, b, sizeof(b)),
+                         "malformed");
+        ck_assert_ptr_null(ef[0].value);
+        ck_assert_str_eq(xhdr(&ef[0], SG_DLQ_H_VALUE_DROPPED, b, sizeof(b)),
+                         "3000");
+        ck_assert_uint_le(sg_effect_wire_size(&ef[0]), 1500);
+        ck_assert_int_eq(h.proc.batch_commit(h.proc.opaque, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_MALFORMED], 1);
+        h_free(&h);
+}
+END_TEST
+
+/* exactly_once: a parked event is a changelog record too; one larger than
+ * the changelog topic takes is not parked but dead-lettered
+ * (output_rejected), and the aggregate keeps waiting for v2. */
+START_TEST(eos_park_too_large_for_changelog) {
+        h_t h = {.root = "\"guarantee\":\"exactly_once\","};
+        char err[256], b[128];
+        static char big[3001];
+        memset(big, 'z', 3000);
+        h_open(&h, "\"envelope\":{}");
+        h.proc.size_limit(h.proc.opaque, "g-orders-changelog", 2000);
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        process_ev(&h, 0, 0, "e1", "1", "one");
+        process_ev(&h, 1, 1, "e3", "3", big);   /* would park: too large */
+        process_ev(&h, 2, 2, "e4", "4", "four"); /* parks */
+        const sg_effect_t *ef;
+        size_t n = h.proc.effects(h.proc.opaque, &ef);
+        ck_assert_uint_ge(n, 2);
+        ck_assert_int_eq(ef[0].kind, SG_EFFECT_OUTPUT);
+        ck_assert_int_eq(ef[1].kind, SG_EFFECT_DLQ);
+        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_REASON, b, sizeof(b)),
+                         "output_rejected");
+        ck_assert_ptr_null(ef[1].value);
+        ck_assert_ptr_nonnull(
+                strstr(xhdr(&ef[1], SG_DLQ_H_DETAIL, b, sizeof(b)), "park"));
+        h.proc.batch_abort(h.proc.opaque);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1903,6 +2144,9 @@ Suite *engine_suite(void) {
         tcase_add_test(life, assign_meta_write_fails_closes_txn);
         tcase_add_test(life, record_of_unassigned_partition_refused);
         tcase_add_test(life, dlq_headers_complete);
+        tcase_add_test(life, output_rejected_too_large);
+        tcase_add_test(life, output_rejected_refused_at_delivery);
+        tcase_add_test(life, dlq_record_too_large_drops_value);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
         tcase_add_test(snap, snapshot_kafka_resolves_gap);
@@ -1916,6 +2160,7 @@ Suite *engine_suite(void) {
         suite_add_tcase(s, snap);
         TCase *eos = tcase_create("exactly_once");
         tcase_add_test(eos, eos_store_follows_partition_through_changelog);
+        tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
         tcase_add_test(eos, restore_refuses_clock_past_year_9999);

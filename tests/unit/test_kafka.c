@@ -68,6 +68,26 @@
 #define SECRET "S3cr3t-value-never-shown-42"
 
 /* ------------------------------------------------------------------ */
+/* allocation failure (the executable links with -Wl,--wrap=strdup, so   */
+/* libseqgate's strdup() calls come here; librdkafka's do not)           */
+
+char *__real_strdup(const char *s);
+char *__wrap_strdup(const char *s);
+/** While set, strdup() of exactly this string fails (ENOMEM). */
+static const char *volatile g_fail_strdup;
+static atomic_int g_failed_strdups;
+
+char *__wrap_strdup(const char *s) {
+        const char *f = g_fail_strdup;
+        if (f && s && !strcmp(s, f)) {
+                atomic_fetch_add(&g_failed_strdups, 1);
+                errno = ENOMEM;
+                return NULL;
+        }
+        return __real_strdup(s);
+}
+
+/* ------------------------------------------------------------------ */
 /* helpers                                                             */
 
 static int64_t mono_ms(void) {
@@ -87,6 +107,8 @@ static void sleep_ms(int ms) {
 typedef struct logs {
         int aborted, paused, resumed, grown, fatal, recreated;
         int store_behind, restore_done; /**< exactly_once */
+        int retries;      /**< "kafka_retry": a retriable broker error */
+        int reruns;       /**< "batch_rerun": a refused record re-run */
         int secret_leaks; /**< log texts that contained SECRET */
 } logs_t;
 
@@ -111,6 +133,10 @@ static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                 l->store_behind++;
         else if (!strcmp(event, "restore_done"))
                 l->restore_done++;
+        else if (!strcmp(event, "kafka_retry"))
+                l->retries++;
+        else if (!strcmp(event, "batch_rerun"))
+                l->reruns++;
         if (strstr(event, SECRET) || (fields && strstr(fields, SECRET)))
                 l->secret_leaks++;
         if (getenv("SG_TEST_VERBOSE") &&
@@ -446,6 +472,11 @@ typedef struct tproc {
         bool kafka_commits; /**< exactly_once: a batch whose batch_commit
                                  failed is still done (its transaction
                                  committed) and counts toward the stop */
+
+        /* refused() calls: records Kafka refused for what they are */
+        int refused_calls;
+        size_t refused_index;
+        char refused_reason[128];
 } tproc_t;
 
 static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
@@ -674,6 +705,17 @@ static sg_err_t tp_restore_end(void *o, const char *topic, int32_t p,
         t->restore_open = false;
         t->restore_ends++;
         return SG_OK;
+}
+
+static bool tp_refused(void *o, size_t index, bool too_large,
+                       const char *reason) {
+        tproc_t *t = o;
+        (void)too_large;
+        t->refused_calls++;
+        t->refused_index = index;
+        snprintf(t->refused_reason, sizeof(t->refused_reason), "%s",
+                 reason ? reason : "");
+        return true; /* the pass-through writes it as it is again */
 }
 
 static tproc_t *tp_new(void) {
@@ -1188,14 +1230,26 @@ START_TEST(secret_value_never_in_errstr) {
         sg_config_destroy(conf);
 
         /* A secret librdkafka accepts but cannot use: creating the client
-         * fails (SG_ERR_KAFKA), the PEM text is not echoed. */
+         * fails — a configuration error (SG_ERR_CONFIG: exit 2, so that a
+         * supervisor does not restart it in a loop) — and the PEM text is
+         * not echoed. */
         conf = conf_parse(g_bs, TOPICS_IN,
                           ",\"security.protocol\":\"ssl\","
                           "\"ssl.key.pem\":\"-----BEGIN PRIVATE KEY-----\\n"
                           SECRET "\\n-----END PRIVATE KEY-----\\n\"");
-        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_KAFKA);
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
         ck_assert_msg(strstr(es, "ssl.key.pem") != NULL, "errstr: %s", es);
         ck_assert_msg(strstr(es, SECRET) == NULL, "secret leaked: %s", es);
+        sg_config_destroy(conf);
+
+        /* A file that does not exist, found only when the client is
+         * created: a configuration error too, naming the property. */
+        conf = conf_parse(g_bs, TOPICS_IN,
+                          ",\"security.protocol\":\"ssl\","
+                          "\"ssl.key.location\":\"/nonexistent/seqgate.key\"");
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
+        ck_assert_msg(strstr(es, "ssl.key.location") != NULL, "errstr: %s",
+                      es);
         sg_config_destroy(conf);
         ck_assert_int_eq(g_logs.secret_leaks, 0);
 }
@@ -1398,6 +1452,223 @@ START_TEST(secret_value_never_in_log_lines) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* (9) retriable broker errors at start-up and in restores              */
+/*
+ * A broker that is electing a leader, moving a partition or loading a
+ * coordinator answers with a retriable error (LEADER_NOT_AVAILABLE,
+ * NOT_LEADER_FOR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS, ...). seqgate
+ * retries those with back-off, logged as "kafka_retry", for at most
+ * broker_retry_timeout_ms; anything else stops it at once.
+ */
+
+typedef struct clear_later {
+        const char *topic;
+        int after_ms;
+} clear_later_t;
+
+static void *clear_topic_error(void *a) {
+        clear_later_t *c = a;
+        sleep_ms(c->after_ms);
+        rd_kafka_mock_topic_set_error(g_mc, c->topic,
+                                      RD_KAFKA_RESP_ERR_NO_ERROR);
+        return NULL;
+}
+
+/* The output topic's leader is being elected while seqgate starts: the
+ * start-up check waits for it instead of calling it missing (exit 2). */
+START_TEST(startup_retries_leader_not_available) {
+        char es[512];
+        pthread_t th;
+        clear_later_t cl = {.topic = "out", .after_ms = 1500};
+        rd_kafka_mock_topic_set_error(g_mc, "out",
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+        ck_assert_int_eq(pthread_create(&th, NULL, clear_topic_error, &cl), 0);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        pthread_join(th, NULL);
+        ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
+        ck_assert_int_ge(took, 1000);
+        ck_assert_int_ge(g_logs.retries, 1);
+}
+END_TEST
+
+/* A retriable error that does not go away: retried for
+ * broker_retry_timeout_ms, then SG_ERR_KAFKA (exit 1, restartable) naming
+ * the error. */
+START_TEST(startup_retry_gives_up_after_timeout) {
+        char es[512];
+        g_root_extra = ALOS "\"broker_retry_timeout_ms\":1500,";
+        rd_kafka_mock_topic_set_error(g_mc, "out",
+                                      RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        g_root_extra = ALOS;
+        ck_assert_msg(err == SG_ERR_KAFKA, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "\"out\"") && strstr(es, "eader not available"),
+                      "errstr: %s", es);
+        ck_assert_int_ge(took, 1500);
+        ck_assert_int_lt(took, 15000);
+        ck_assert_int_ge(g_logs.retries, 1);
+}
+END_TEST
+
+/* A non-retriable topic error stops the start at once, and says what it
+ * is (not "does not exist"). */
+START_TEST(startup_non_retriable_stops_at_once) {
+        char es[512];
+        rd_kafka_mock_topic_set_error(
+                g_mc, "dlq", RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        int64_t t0 = mono_ms();
+        sg_err_t err = try_new(TOPICS_IN, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        ck_assert_msg(err == SG_ERR_CONFIG, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "\"dlq\"") && strstr(es, "uthorization"),
+                      "errstr: %s", es);
+        ck_assert_int_lt(took, 5000);
+        ck_assert_int_eq(g_logs.retries, 0);
+}
+END_TEST
+
+/* The changelog partition's leader moves while the partition is restored
+ * (the broker answers ListOffsets with NOT_LEADER_FOR_PARTITION, which
+ * librdkafka does not retry itself): the restore retries, the run
+ * completes. Before: "restore: changelog ... reading its offsets: Broker:
+ * Not leader for partition", the loop stopped (exit 1). */
+START_TEST(eos_restore_retries_not_leader) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 2 /* ListOffsets */, 3,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+        tp_eos_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_ge(g_logs.retries, 1);
+        ck_assert_int_eq(t->restore_begins, NPART);
+        ck_assert_int_eq(t->restore_ends, NPART);
+        ck_assert_int_eq(g_logs.restore_done, NPART);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        tp_destroy(t);
+}
+END_TEST
+
+/* Control: a non-retriable error in a restore still stops the loop, at
+ * once (no retry). */
+START_TEST(eos_restore_non_retriable_is_fatal) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 2 /* ListOffsets */, 2,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        tp_eos_interface(t, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        t->loop = loop;
+        int64_t t0 = mono_ms();
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        int64_t took = mono_ms() - t0;
+        sg_loop_destroy(loop);
+        ck_assert_msg(err == SG_ERR_FATAL, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "restore") && strstr(es, "uthorization"),
+                      "errstr: %s", es);
+        ck_assert_int_lt(took, 20000);
+        ck_assert_int_eq(g_logs.retries, 0);
+        tp_destroy(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* (11) a record Kafka refuses for what it is                           */
+
+/* The broker refuses two produce requests with INVALID_RECORD (the mock
+ * fails every record of a request). A refusal of one record names it: the
+ * processor is told which (refused(index)) and the batch runs again at
+ * once — no back-off, no aborted batch. A refusal of several records of
+ * one request does not say which (when the first batch holds more than
+ * one record): the loop runs the batch again producing one record at a
+ * time, and the next refusal names one. Either way the first record of the
+ * batch is named and the batch commits. Before: every attempt was an
+ * aborted batch re-read after a back-off, and nobody was told. */
+START_TEST(refused_record_found_and_reported) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 2,
+                                          RD_KAFKA_RESP_ERR_INVALID_RECORD,
+                                          RD_KAFKA_RESP_ERR_INVALID_RECORD);
+        tp_interface(t, &proc);
+        proc.refused = tp_refused;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_ge(t->refused_calls, 1);
+        ck_assert_int_le(t->refused_calls, 2);
+        ck_assert_uint_eq(t->refused_index, 0); /* the first, alone */
+        ck_assert_msg(strstr(t->refused_reason, "validate record") != NULL,
+                      "reason: %s", t->refused_reason);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_int_eq(g_logs.aborted, 0);
+        ck_assert_int_ge(g_logs.reruns, t->refused_calls);
+        ck_assert_uint_ge(r.stats.delivery_failures_total, 2);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* (10) out of memory in the loop's partition table                    */
+
+/* The library never exits (seqgate.h): an allocation that fails while the
+ * loop records an assigned partition stops the loop with an error, nothing
+ * of the partition processed or committed. Before: abort(). */
+START_TEST(nomem_partition_table_stops_with_error) {
+        sg_passthrough_t *pt;
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        ck_assert_int_eq(sg_passthrough_new(g_conf, &pt), SG_OK);
+        sg_passthrough_processor(pt, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        atomic_store(&g_failed_strdups, 0);
+        g_fail_strdup = "in"; /* the partition table's copy of the topic */
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        g_fail_strdup = NULL;
+        const sg_loop_stats_t st = *sg_loop_stats(loop);
+        sg_loop_destroy(loop);
+        sg_passthrough_destroy(pt);
+
+        ck_assert_int_ge(atomic_load(&g_failed_strdups), 1);
+        ck_assert_msg(err == SG_ERR_NOMEM, "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "out of memory") != NULL, "errstr: %s", es);
+        ck_assert_int_eq(g_logs.fatal, 1);
+        ck_assert_uint_eq(st.records_in_total, 0);
+        int64_t off[NPART];
+        committed_offsets(off);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_int_lt(off[p], 0); /* nothing committed */
+}
+END_TEST
+
 /** SG_TEST_ONLY=<test name> runs one test (for debugging). */
 static void add(TCase *tc, const TTest *t) {
         const char *only = getenv("SG_TEST_ONLY");
@@ -1417,6 +1688,8 @@ int main(void) {
         add(tl, delivery_failures_abort_and_reread);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
+        add(tl, nomem_partition_table_stops_with_error);
+        add(tl, refused_record_found_and_reported);
         suite_add_tcase(s, tl);
 
         TCase *te = tcase_create("exactly_once");
@@ -1425,6 +1698,8 @@ int main(void) {
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
         add(te, eos_failures_abort_transaction);
+        add(te, eos_restore_retries_not_leader);
+        add(te, eos_restore_non_retriable_is_fatal);
         suite_add_tcase(s, te);
 
         TCase *ts = tcase_create("startup");
@@ -1433,6 +1708,9 @@ int main(void) {
         add(ts, startup_topic_checks);
         add(ts, secret_value_never_in_errstr);
         add(ts, secret_value_never_in_log_lines);
+        add(ts, startup_retries_leader_not_available);
+        add(ts, startup_retry_gives_up_after_timeout);
+        add(ts, startup_non_retriable_stops_at_once);
         suite_add_tcase(s, ts);
 
         SRunner *sr = srunner_create(s);

@@ -1,0 +1,147 @@
+"""The daemon's process contract: exit statuses, signals, --check-config.
+
+`seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
+2 for a usage or configuration error (also one the Kafka clients refuse at
+start-up), so that systemd's RestartPreventExitStatus=2 does not restart a
+configuration that cannot work. Signals: SIGTERM, SIGINT and SIGHUP finish
+the batch in flight, commit it, leave the consumer group and exit 0.
+
+test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
+  (exit 0, the "stopped" line, the consumer group left, offsets committed).
+test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
+  does not exist is refused by librdkafka when the client is created: exit
+  2, the property named.
+test_check_config_reports_every_error: three independent mistakes in one
+  file are reported in one --check-config run, one line each.
+test_stop_during_startup_retries: a cluster that does not answer keeps the
+  start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
+  exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafkautil import create_topics, end_offsets, produce, unique_name
+from seqgate_proc import Seqgate, make_config, wait_until
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
+    res = admin.list_consumer_group_offsets([req])[group].result(timeout=10)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def _ce(agg: str, v: int) -> dict:
+    return {"key": agg, "value": json.dumps({"v": v}),
+            "headers": [("ce_specversion", b"1.0"),
+                        ("ce_id", f"{agg}-{v}".encode()),
+                        ("ce_source", b"urn:test"), ("ce_type", b"t"),
+                        ("ce_sequence", str(v).encode())]}
+
+
+def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
+    t_in, t_out, t_dlq = (unique_name("hup-in"), unique_name("hup-out"),
+                          unique_name("hup-dlq"))
+    group = unique_name("sg-hup")
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+    produce(bootstrap, t_in, [_ce("a", v) for v in (1, 2, 3)])
+    conf = make_config(bootstrap=bootstrap, group=group, instance="hup",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       guarantee="exactly_once")
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start()
+        end = end_offsets(bootstrap, t_in)
+        wait_until(lambda: _committed(bootstrap, group, t_in) == end, 60,
+                   "committed offsets", on_timeout=lambda: "\n" + sg.log_tail())
+        sg.proc.send_signal(signal.SIGHUP)
+        rc = sg.wait_exit(60)
+    finally:
+        sg.cleanup()
+    assert rc == 0, f"exit status {rc} after SIGHUP\n{sg.log_tail()}"
+    stopped = sg.events("stopped")
+    assert stopped and stopped[0]["result"] == "SG_OK", sg.log_tail()
+    assert sg.events("loop_stopped"), sg.log_tail()
+    assert sg.events("partitions_revoked"), "the consumer group was not left"
+
+
+def _write(tmp_path, conf: dict) -> str:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(conf))
+    return str(p)
+
+
+def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
+    missing = tmp_path / "no-such-dir" / "client.key"
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="in",
+                       output_topic="out", dlq_topic="dlq",
+                       guarantee="at_least_once")
+    conf["kafka"].update({"security.protocol": "ssl",
+                          "ssl.key.location": str(missing)})
+    path = _write(tmp_path, conf)
+    # --check-config cannot see it (a file is only read by the client) ...
+    chk = subprocess.run([seqgate_bin, "--check-config", path],
+                         capture_output=True, text=True, timeout=30)
+    assert chk.returncode == 0, chk.stderr
+    # ... the client refuses it at start-up: a configuration error.
+    run = subprocess.run([seqgate_bin, "--config", path],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    exiting = [json.loads(l) for l in run.stderr.splitlines()
+               if '"event":"exiting"' in l]
+    assert exiting and exiting[0]["error"] == "SG_ERR_CONFIG", run.stderr
+    assert "ssl.key.location" in exiting[0]["detail"], exiting[0]
+
+
+def test_check_config_reports_every_error(seqgate_bin, tmp_path):
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="orders",
+                       output_topic="orders.out", dlq_topic="orders.dlq")
+    conf["stats_interval_ms"] = "often"                       # 1
+    conf["topics"]["orders"]["ordering"]["gap_policy"] = "wait"  # 2
+    conf["kafka_producer"]["linger.ms"] = "soon"              # 3
+    path = _write(tmp_path, conf)
+    r = subprocess.run([seqgate_bin, "--check-config", path],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    for want in ("kafka_producer.linger.ms: ",
+                 "stats_interval_ms: must be an integer >= 0",
+                 'topics.orders.ordering.gap_policy: "wait" is not allowed; '
+                 "allowed: dlq, skip, hold"):
+        assert any(want in l for l in lines), (want, r.stderr)
+    errs = [l for l in lines if l.startswith("seqgate: config error: ")]
+    assert len(errs) == 3, r.stderr
+
+
+def test_stop_during_startup_retries(seqgate_bin, tmp_path):
+    # Port 9 on loopback: nothing listens; every metadata request fails
+    # with a retriable transport error.
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir=str(tmp_path / "data"), input_topic="in",
+                       output_topic="out", dlq_topic="dlq",
+                       guarantee="at_least_once")
+    conf["broker_retry_timeout_ms"] = 300000
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(wait_assigned=False)
+        time.sleep(3.0)
+        assert sg.running(), sg.log_tail()
+        t0 = time.monotonic()
+        rc = sg.stop(timeout_s=60)
+        took = time.monotonic() - t0
+    finally:
+        sg.cleanup()
+    assert rc == 0, f"exit status {rc}\n{sg.log_tail()}"
+    assert took < 20, f"SIGTERM took {took:.1f}s during the start-up retries"
+    assert sg.events("stopped"), sg.log_tail()
