@@ -129,7 +129,8 @@ EXPECTED_GAP_TIMEOUTS = 1
 
 DLQ_REASONS = ["malformed", "idempotency_conflict", "aggregate_quarantined",
                "stale_version", "illegal_transition", "unknown_event_type",
-               "version_jump", "gap_timeout", "park_overflow", "output_rejected"]
+               "version_jump", "gap_timeout", "park_overflow", "version_conflict",
+               "output_rejected"]
 
 
 def _public(rec: dict) -> dict:
