@@ -1669,7 +1669,8 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                         return nomem(c);
                 snprintf(tc->changelog_topic, len, "%s-%s-changelog",
                          conf->group_id, tc->name);
-                if (c->eos) {
+                /* both guarantees keep a changelog (semantics §6) */
+                {
                         char tp[SG_PATH_SIZE];
                         path_key(tp, "topics", tc->name);
                         path_key(p, tp, "changelog_topic");
@@ -1681,7 +1682,7 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                                             tc->changelog_topic);
                 }
         }
-        for (i = 0; c->eos && i < n; i++)
+        for (i = 0; i < n; i++)
                 for (size_t j = 0; j < n; j++) {
                         if (i == j || strcmp(conf->topics[i].changelog_topic,
                                              conf->topics[j].changelog_topic))

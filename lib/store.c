@@ -799,14 +799,18 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 /* ---- meta --------------------------------------------------------------- */
 
-#define META_VLEN (1 + 255 + 8 * 8)
+/* A meta record is the group, then 9 u64 fields; stores (and changelogs)
+ * written before changelog_epoch existed hold 8 (META_VLEN_8: the epoch
+ * reads as -1). */
+#define META_VLEN_8 (1 + 255 + 8 * 8)
+#define META_VLEN (META_VLEN_8 + 8)
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
         sg_err_t err = get(t, DB_META, tp->b, tp->len, &v);
         if (err)
                 return err;
-        if (v.mv_size != META_VLEN)
+        if (v.mv_size != META_VLEN && v.mv_size != META_VLEN_8)
                 return SG_ERR_STORE;
         const unsigned char *p = v.mv_data;
         memset(out, 0, sizeof(*out));
@@ -822,6 +826,9 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         out->quarantined = get_u64(q + 40);
         out->snap_in_flight = get_u64(q + 48);
         out->snap_seq = get_u64(q + 56);
+        out->changelog_epoch = v.mv_size == META_VLEN
+                                       ? (int64_t)get_u64(q + 64)
+                                       : -1;
         return SG_OK;
 }
 
@@ -841,6 +848,7 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
         put_u64(q + 40, r->quarantined);
         put_u64(q + 48, r->snap_in_flight);
         put_u64(q + 56, r->snap_seq);
+        put_u64(q + 64, (uint64_t)r->changelog_epoch);
         return put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
                    errstr_size);
 }
@@ -1088,7 +1096,7 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                         break;
                 if (!value)
                         return del(t, DB_META, k, klen, errstr, errstr_size);
-                if (value_len != META_VLEN)
+                if (value_len != META_VLEN && value_len != META_VLEN_8)
                         break;
                 return put(t, DB_META, k, klen, value, value_len, errstr,
                            errstr_size);
@@ -1098,6 +1106,22 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
         snprintf(errstr, errstr_size,
                  "changelog record for database %d is malformed", db);
         return SG_ERR_INVALID;
+}
+
+sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
+                             const void *suffix, size_t suffix_len,
+                             const void **valuep, size_t *value_lenp) {
+        unsigned char k[SG_TP_MAX + 64];
+        if (!db_logged(db) || suffix_len > 48)
+                return SG_ERR_INVALID;
+        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        MDB_val v;
+        sg_err_t err = get(t, db, k, klen, &v);
+        if (err)
+                return err;
+        *valuep = v.mv_data;
+        *value_lenp = v.mv_size;
+        return SG_OK;
 }
 
 /* ---- read-only access for operator tools ------------------------------ */
