@@ -191,6 +191,11 @@ struct sg_loop {
         bool alos_cl;            /**< at_least_once with a changelog: claims,
                                       framed records, markers, repairs */
         char restore_group[512]; /**< group.id of the restore consumer */
+        rd_kafka_topic_partition_list_t *pending_offsets; /**< at_least_once:
+                                      input offsets of batches whose LMDB
+                                      commit failed after their changelog
+                                      was complete; committed once the
+                                      restore brought LMDB up to it */
 
         /* HTTP snapshot refetch (snapshot_http.h) */
         sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
@@ -2639,6 +2644,66 @@ static void loop_commit_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_destroy(l);
 }
 
+/** at_least_once: keeps the batch's input offsets for after the restore
+ *  (its LMDB commit failed, its changelog is complete: the restore brings
+ *  LMDB up to the batch, then the offsets may follow). */
+static void loop_offsets_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        if (!loop->pending_offsets) {
+                loop->pending_offsets = l;
+                return;
+        }
+        for (int i = 0; i < l->cnt; i++) {
+                rd_kafka_topic_partition_t *t =
+                        rd_kafka_topic_partition_list_find(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition);
+                if (!t)
+                        rd_kafka_topic_partition_list_add(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition)
+                                ->offset = l->elems[i].offset;
+                else if (l->elems[i].offset > t->offset)
+                        t->offset = l->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Commits the pending offsets of the partitions still assigned (after the
+ *  restore); failure is logged only (they are read again: duplicates). */
+static void loop_commit_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
+        if (!p)
+                return;
+        loop->pending_offsets = NULL;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(p->cnt);
+        for (int i = 0; i < p->cnt; i++) {
+                size_t pi = loop_part(loop, p->elems[i].topic,
+                                      p->elems[i].partition);
+                if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
+                    p->elems[i].offset > loop->parts[pi].committed)
+                        rd_kafka_topic_partition_list_add(
+                                l, p->elems[i].topic, p->elems[i].partition)
+                                ->offset = p->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(p);
+        rd_kafka_resp_err_t e =
+                l->cnt > 0 ? rd_kafka_commit(loop->consumer, l, 0)
+                           : RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (int i = 0; !e && i < l->cnt; i++)
+                if (l->elems[i].err)
+                        e = l->elems[i].err;
+        if (e) {
+                cJSON *f = parts_json(l);
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+                loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+        } else {
+                loop_offsets_committed(loop, l);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
 /** Aborts the open transaction (if any): its records are never seen by a
  *  read_committed reader and its offsets are not committed. A failure to
  *  abort leaves the producer unusable: the loop stops. */
@@ -3204,6 +3269,8 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                                             sizeof(es)) == SG_OK)
                                 loop->stats.map_grows_total++;
                         loop_restore_all(loop);
+                        if (!loop->eos)
+                                loop_offsets_pending(loop);
                         err = SG_OK;
                         break;
                 }
@@ -3440,6 +3507,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         if (loop_restore(loop, NULL, NULL, es, sizeof(es)) ==
                             SG_OK) {
                                 loop->restore_needed = false;
+                                loop_commit_pending(loop);
                         } else {
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(f, "error", es);
@@ -3520,6 +3588,8 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 rd_kafka_destroy(loop->restorer);
         }
         free(loop->dr_offs);
+        if (loop->pending_offsets)
+                rd_kafka_topic_partition_list_destroy(loop->pending_offsets);
         for (size_t i = 0; i < loop->part_cnt; i++)
                 free(loop->parts[i].topic);
         free(loop->parts);

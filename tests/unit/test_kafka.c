@@ -1577,6 +1577,9 @@ typedef struct cutproc {
         sg_processor_t eng;   /**< the engine's interface */
         sg_loop_t **loopp;
         bool armed, fired;
+        bool fail_commit;     /**< fail the first batch_commit of a batch
+                                   with changelog records, instead */
+        int commit_fails;
 } cutproc_t;
 
 static sg_err_t cut_begin(void *o, int64_t now, char *es, size_t n) {
@@ -1598,6 +1601,17 @@ static size_t cut_effects(void *o, const sg_effect_t **ep) {
 }
 static sg_err_t cut_commit(void *o, char *es, size_t n) {
         cutproc_t *c = o;
+        if (c->fail_commit && c->commit_fails == 0) {
+                const sg_effect_t *e;
+                size_t k = c->eng.effects(c->eng.opaque, &e);
+                for (size_t i = 0; i < k; i++)
+                        if (e[i].kind == SG_EFFECT_CHANGELOG) {
+                                c->commit_fails++;
+                                snprintf(es, n, "injected LMDB failure");
+                                c->eng.batch_abort(c->eng.opaque);
+                                return SG_ERR_STORE;
+                        }
+        }
         return c->eng.batch_commit(c->eng.opaque, es, n);
 }
 static void cut_abort(void *o) {
@@ -1609,7 +1623,7 @@ static void cut_abort(void *o) {
  * (librdkafka sends one per partition), each failed here. */
 static void cut_delivered(void *o, size_t index, int64_t offset) {
         cutproc_t *c = o;
-        if (c->armed && !c->fired) {
+        if (c->armed && !c->fired && !c->fail_commit) {
                 const sg_effect_t *e;
                 size_t n = c->eng.effects(c->eng.opaque, &e);
                 bool parts[NPART] = {false};
@@ -1778,6 +1792,49 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
         ck_assert_msg(d.total == 0, "%d DLQ records", d.total);
         ck_assert_int_gt(g_void_restored, 0);
         ck_assert_int_gt(g_repaired_keys, 0);
+}
+END_TEST
+
+/* LMDB fails after a batch's changelog is complete in Kafka (markers
+ * acknowledged): the store is behind its changelog. The loop restores the
+ * partitions instead of re-reading the batch as new — the changelog holds
+ * the batch — so nothing is judged twice into the output, and the store
+ * that B rebuilds from the changelog is A's. */
+START_TEST(alo_store_behind_changelog_restores) {
+        inst_t a, b;
+        run_t r;
+        mvout_t o;
+        static const int ph1[] = {1, 3, 4}, ph2[] = {2};
+
+        mv_produce(ph1, 3);
+        inst_open(&a);
+        cutproc_t c = {.eng = a.proc, .fail_commit = true};
+        sg_processor_t cp;
+        cut_full_interface(&c, &cp);
+        sg_loop_t *loop = NULL;
+        c.loopp = &loop;
+        mvstop_t st = {.loopp = &loop};
+        end_offsets("in", st.want);
+        run_loop(&cp, &loop, mv_stop_at, &st, &r);
+        ck_assert(atomic_load(&st.reached));
+        ck_assert_int_eq(c.commit_fails, 1);
+        ck_assert_int_eq(g_logs.store_behind, 1);
+        ck_assert_int_eq(g_logs.aborted, 0);
+        inst_close(&a);
+        mv_read("out", &o);
+        ck_assert_int_eq(o.total, MV_AGGS); /* every v1 once */
+        ck_assert_int_eq(o.dups, 0);
+
+        mv_produce(ph2, 1);
+        inst_open(&b);
+        inst_run_to_end(&b, &r);
+        inst_close(&b);
+        mv_read("out", &o);
+        ck_assert_int_eq(o.bad, 0);
+        ck_assert_int_eq(o.dups, 0);
+        for (int i = 0; i < MV_AGGS; i++)
+                ck_assert_msg(o.nvers[i] == 4 && o.vers[i][3] == 4,
+                              "agg-%d: %d distinct versions", i, o.nvers[i]);
 }
 END_TEST
 
@@ -2010,6 +2067,7 @@ int main(void) {
         add(tm, alo_partition_moves_with_parked_events);
         add(tm, alo_changelog_batch_without_marker_is_void);
         add(tm, alo_zombie_changelog_records_are_void);
+        add(tm, alo_store_behind_changelog_restores);
         suite_add_tcase(s, tm);
 
         TCase *ts = tcase_create("startup");
