@@ -1780,7 +1780,8 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                         return nomem(c);
                 snprintf(tc->changelog_topic, len, "%s-%s-changelog",
                          conf->group_id, tc->name);
-                if (c->eos && !valid_topic_name(tc->changelog_topic)) {
+                /* both guarantees keep a changelog (semantics §6) */
+                if (!valid_topic_name(tc->changelog_topic)) {
                         char tp[SG_PATH_SIZE];
                         path_key(tp, "topics", tc->name);
                         path_key(p, tp, "changelog_topic");
@@ -1791,7 +1792,7 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                 }
         }
         /* each pair once, at the first of the two */
-        for (i = 0; c->eos && i < n; i++)
+        for (i = 0; i < n; i++)
                 for (size_t j = i + 1; j < n; j++) {
                         if (!conf->topics[i].changelog_topic ||
                             !conf->topics[j].changelog_topic ||

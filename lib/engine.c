@@ -130,6 +130,8 @@ typedef struct part {
          * as soon as the loop reports a position */
         bool behind;          /* not read to the end of its log */
         int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
+        int64_t cl_epoch;     /* changelog epoch to keep with the restore's
+                                 checkpoints (changelog_epoch_set) */
 } part_t;
 
 /* Size limits for one configured input topic's destinations, in
@@ -184,7 +186,6 @@ struct sg_engine {
         sg_log_cb *log_cb;       /* operator-facing events (may be NULL) */
         void *log_opaque;
         int log_budget;          /* lines left in this batch */
-        bool eos;                /* exactly_once: changelog + transactions */
         part_t **effect_part;    /* changelog effect index → partition */
         size_t effect_part_size;
         sg_txn_t *rtxn;          /* restore transaction */
@@ -344,7 +345,6 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
         }
         e->conf = conf;
         e->store = store;
-        e->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
         e->base_wall = sg_clock_wall_ms();
         e->base_mono = sg_clock_mono_ms();
         sg_envelope_init(&e->env);
@@ -400,8 +400,10 @@ static part_t *part_add(sg_engine_t *e, const char *topic, int32_t partition,
         sg_tp_make(&p->tp, topic, partition);
         p->meta.input_offset = -1;
         p->meta.changelog_offset = -1;
+        p->meta.changelog_epoch = -1;
         p->work = p->meta;
         p->cl_last = -1;
+        p->cl_epoch = -1;
         e->part_cnt++;
         e->last_part = NULL;
         return p;
@@ -550,6 +552,7 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 snprintf(m.group, sizeof(m.group), "%s", group ? group : "");
                 m.input_offset = -1;
                 m.changelog_offset = -1;
+                m.changelog_epoch = -1;
                 m.clock_ms = engine_clock(e);
                 bool changed;
                 (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
@@ -584,8 +587,8 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                         snprintf(errstr, errstr_size,
                                  "store of %s [%d] belongs to consumer group "
                                  "\"%s\", not \"%s\": refusing to process it "
-                                 "(one instance per group until the changelog "
-                                 "exists; drop the data_dir to rebuild)",
+                                 "(drop the data_dir to rebuild it from this "
+                                 "group's changelog)",
                                  topic, partition, m.group, group);
                         return SG_ERR_FOREIGN;
                 }
@@ -1704,13 +1707,12 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
                                   errstr, errstr_size);
         }
-        /* exactly_once: a parked event is also a changelog record (the
+        /* A parked event is also a changelog record (both guarantees: the
          * whole record and its metadata); one the changelog topic cannot
          * take would stop the partition (semantics §3). It is not parked:
          * the DLQ, output_rejected, and the aggregate keeps waiting for
          * the versions before it, as for any event it never got. */
-        size_t cl_limit =
-            e->eos ? limit_of(e, limits_of(e, tc)->changelog) : 0;
+        size_t cl_limit = limit_of(e, limits_of(e, tc)->changelog);
         size_t value_len = rec->value ? rec->value_len : 0;
         size_t cl_size = sg_record_wire_size(
             1 + 64,
@@ -2558,9 +2560,10 @@ static part_t *part_of_key(sg_engine_t *e, const unsigned char *key,
 }
 
 /* The last step of a batch's decisions (end of tick): each touched
- * partition's meta, and — exactly_once — one changelog effect per store key
- * the batch changed (its last value, or a tombstone), so that the batch's
- * output, DLQ and changelog records commit in one Kafka transaction. */
+ * partition's meta, and one changelog effect per store key the batch
+ * changed (its last value, or a tombstone; semantics §6, both guarantees):
+ * exactly_once commits them with the batch's output in one Kafka
+ * transaction, at_least_once produces them once the output is delivered. */
 static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
                              size_t errstr_size) {
         sg_err_t err;
@@ -2573,8 +2576,6 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
                                        errstr_size)))
                         return err;
         }
-        if (!e->eos)
-                return SG_OK;
         const sg_change_t *ch;
         size_t n = sg_txn_changes(e->txn, &ch);
         for (size_t i = 0; i < n; i++) {
@@ -2617,7 +2618,7 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
 
 static void eng_delivered(void *opaque, size_t index, int64_t offset) {
         sg_engine_t *e = opaque;
-        if (!e->eos || index >= e->effect_cnt ||
+        if (index >= e->effect_cnt ||
             e->effects[index].kind != SG_EFFECT_CHANGELOG ||
             index >= e->effect_part_size)
                 return;
@@ -2663,7 +2664,7 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
 }
 
 
-/* ---- restore from the changelog (exactly_once, issue 4) ------------------
+/* ---- restore from the changelog (both guarantees, semantics §6) ---------
  *
  * On every assignment, before the partition's input is processed, the loop
  * reads the partition's changelog from the store's checkpoint (or from the
@@ -2692,6 +2693,7 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         if ((err = fp_check(e, p, &m, &changed, errstr, errstr_size)))
                 return err;
         m.changelog_offset = next;
+        m.changelog_epoch = p->cl_epoch;
         if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
                 return err;
         err = sg_txn_commit(e->rtxn, errstr, errstr_size);
@@ -2733,8 +2735,10 @@ static sg_err_t eng_restore_begin(void *opaque, const char *topic,
         }
         if (cp >= log_start && cp <= log_end) {
                 *offsetp = cp; /* the delta only */
+                p->cl_epoch = m.changelog_epoch;
                 return SG_OK;
         }
+        p->cl_epoch = -1;
         /* no usable checkpoint (new here, or the log moved on): rebuild the
          * partition's state from the whole changelog */
         if ((err = sg_store_partition_drop(e->rtxn, &p->tp, errstr,
@@ -2815,6 +2819,73 @@ static sg_err_t eng_restore_end(void *opaque, const char *topic,
         return err;
 }
 
+/* at_least_once changelog fencing (kafka.h): the epoch kept with the
+ * checkpoint restore_begin returned (restore_begin reads it; -1 after a full
+ * restore's drop, or none), and the one to keep with the checkpoints from
+ * now on. */
+static int64_t eng_changelog_epoch_get(void *opaque, const char *topic,
+                                       int32_t partition) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        return p ? p->cl_epoch : -1;
+}
+
+static void eng_changelog_epoch_set(void *opaque, const char *topic,
+                                    int32_t partition, int64_t epoch) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (p)
+                p->cl_epoch = epoch;
+}
+
+/* The committed value of the store key a changelog record names (its key:
+ * the database byte, then the LMDB key without the partition prefix), for
+ * the at_least_once repair (kafka.h). *valuep: malloc'd copy, or NULL when
+ * the key is absent (a tombstone). No batch or restore may be open. */
+static sg_err_t eng_changelog_value(void *opaque, const char *topic,
+                                    int32_t partition, const void *key,
+                                    size_t key_len, void **valuep,
+                                    size_t *value_lenp, char *errstr,
+                                    size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        *valuep = NULL;
+        *value_lenp = 0;
+        if (!p || key_len < 1 || e->txn || e->rtxn) {
+                snprintf(errstr, errstr_size,
+                         "changelog value of %s [%d]: %s", topic, partition,
+                         !p ? "partition not assigned"
+                         : key_len < 1 ? "empty key"
+                                       : "a batch or restore is open");
+                return SG_ERR_INVALID;
+        }
+        sg_txn_t *txn;
+        sg_err_t err = sg_txn_begin(e->store, false, &txn, errstr, errstr_size);
+        if (err)
+                return err;
+        const unsigned char *k = key;
+        const void *v;
+        size_t vl;
+        err = sg_store_get_change(txn, &p->tp, k[0], k + 1, key_len - 1, &v,
+                                  &vl);
+        if (err == SG_OK) {
+                if (!(*valuep = malloc(vl ? vl : 1)))
+                        err = SG_ERR_NOMEM;
+                else {
+                        memcpy(*valuep, v, vl);
+                        *value_lenp = vl;
+                }
+        } else if (err == SG_ERR_NOT_FOUND) {
+                err = SG_OK;
+        } else {
+                snprintf(errstr, errstr_size,
+                         "changelog value of %s [%d]: %s", topic, partition,
+                         sg_err2str(err));
+        }
+        sg_txn_abort(txn);
+        return err;
+}
+
 /* ---- batch --------------------------------------------------------------- */
 
 static void batch_reset(sg_engine_t *e) {
@@ -2843,7 +2914,7 @@ static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,
         sg_err_t err = sg_txn_begin(e->store, true, &e->txn, errstr,
                                     errstr_size);
         if (!err)
-                sg_txn_capture(e->txn, e->eos);
+                sg_txn_capture(e->txn, true);
         return err;
 }
 
@@ -2930,9 +3001,10 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->delivered = eng_delivered;
         proc->size_limit = eng_size_limit;
         proc->refused = eng_refused;
-        if (e->eos) {
-                proc->restore_begin = eng_restore_begin;
-                proc->restore_apply = eng_restore_apply;
-                proc->restore_end = eng_restore_end;
-        }
+        proc->restore_begin = eng_restore_begin;
+        proc->restore_apply = eng_restore_apply;
+        proc->restore_end = eng_restore_end;
+        proc->changelog_epoch_get = eng_changelog_epoch_get;
+        proc->changelog_epoch_set = eng_changelog_epoch_set;
+        proc->changelog_value = eng_changelog_value;
 }

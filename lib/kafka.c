@@ -4,14 +4,25 @@
  * (processor.h) one batch at a time. The loop moves records; it never
  * decides.
  *
- * Invariant (semantics §6, at_least_once), relied on by loop_batch():
- *     produce every effect → every delivery report succeeded
- *     → processor batch_commit (LMDB) → commit the input offsets.
- * LMDB is never committed before Kafka accepted the batch's output, and an
+ * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
+ * loop_attempt_changelog() and loop_batch():
+ *     produce every output and DLQ effect → every delivery succeeded
+ *     → [a stateful processor: produce the changelog records (framed,
+ *     changelog.h) → every delivery succeeded, each partition's right after
+ *     this owner's previous record → one marker per changelog partition,
+ *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
+ *     the input offsets.
+ * No changelog record describes output Kafka did not accept, LMDB is never
+ * committed before Kafka accepted the batch's output and changelog, and an
  * input offset is never committed before LMDB. Any failure aborts the
  * processor's batch and seeks every partition of the batch back to its
  * first record in the batch, so the records are read again; nothing is
- * skipped to make progress.
+ * skipped to make progress. A failure once changelog records were produced
+ * also restores those partitions first (loop_restore: the unfinished
+ * batch's records are void for every reader and their keys are rewritten).
+ * Ownership of a changelog partition (its epoch) is claimed on assignment
+ * (loop_claim) and checked against the consumer group generation; kafka.h
+ * "Changelog fencing" argues why a zombie owner can only duplicate.
  *
  * Invariant (semantics §6, exactly_once, issue 4), relied on by
  * loop_attempt() and loop_batch():
@@ -49,6 +60,7 @@
  * SG_SNAPSHOT_HTTP_TOPIC records and frees them only once it committed.
  */
 #include "kafka.h"
+#include "changelog.h"
 #include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
@@ -102,6 +114,21 @@ typedef struct sg_part {
         int64_t first_offset;  /**< first offset of this partition in the batch */
         int64_t next_offset;   /**< offset after the last processed record */
         int64_t pause_offset;  /**< record the processor paused at, -1 none */
+        /* the changelog (input partitions of a stateful processor) */
+        bool restore;          /**< restore before its next batch */
+        /* at_least_once changelog (kafka.h "Changelog fencing") */
+        int64_t cl_epoch;      /**< this owner's epoch (its claim's offset),
+                                    -1: not claimed */
+        int64_t cl_seq;        /**< last batch sequence used in cl_epoch */
+        int64_t cl_m1, cl_m2;  /**< sequences of this owner's last two
+                                    markers (0: none): a batch drops the
+                                    one of two batches back */
+        int64_t cl_next;       /**< offset our next changelog record must be
+                                    written at (nobody else wrote since) */
+        bool cl_fenced;        /**< a newer owner confirmed: never write
+                                    again (paused until revoked) */
+        size_t cl_cnt;         /**< changelog records in this attempt */
+        int64_t cl_first, cl_last; /**< their offsets, as delivered */
 } sg_part_t;
 
 struct sg_loop {
@@ -165,10 +192,23 @@ struct sg_loop {
         bool eos;                /**< guarantee exactly_once */
         rd_kafka_t *restorer;    /**< changelog restore consumer (no group) */
         bool txn_open;           /**< a Kafka transaction is in progress */
-        bool kafka_committed;    /**< this attempt's transaction committed */
-        bool restore_needed;     /**< LMDB fell behind the changelog: restore
-                                      every assigned partition before the
-                                      next batch */
+        bool kafka_committed;    /**< this attempt is in Kafka: its
+                                      transaction committed (exactly_once)
+                                      or its changelog markers were
+                                      acknowledged (at_least_once) */
+        bool restore_needed;     /**< some partition's part.restore is set:
+                                      restore those before the next batch */
+        /* the changelog, both guarantees (semantics §6) */
+        bool changelog;          /**< the processor keeps state that follows
+                                      a partition (it has restore_begin) */
+        bool alos_cl;            /**< at_least_once with a changelog: claims,
+                                      framed records, markers, repairs */
+        char restore_group[512]; /**< group.id of the restore consumer */
+        rd_kafka_topic_partition_list_t *pending_offsets; /**< at_least_once:
+                                      input offsets of batches whose LMDB
+                                      commit failed after their changelog
+                                      was complete; committed once the
+                                      restore brought LMDB up to it */
 
         /* HTTP snapshot refetch (snapshot_http.h) */
         sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
@@ -456,6 +496,8 @@ static size_t loop_part_add(sg_loop_t *loop, const char *topic,
         p->partition = partition;
         p->committed = -1;
         p->pause_offset = -1;
+        p->cl_epoch = -1;
+        p->cl_next = -1;
         return loop->last_part = loop->part_cnt++;
 }
 
@@ -769,9 +811,10 @@ static sg_err_t loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
         } while (0)
 
 static sg_err_t loop_batch(sg_loop_t *loop, const char *why);
+static void loop_release(sg_loop_t *loop);
 
 /* ------------------------------------------------------------------ */
-/* restore from the changelog (exactly_once, issue 4)                  */
+/* the changelog: restore, claim, repair (both guarantees)             */
 
 #define SG_RESTORE_POLL_MS 100
 #define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
@@ -787,21 +830,134 @@ static const sg_topic_config_t *loop_input_topic(const sg_loop_t *loop,
         return NULL;
 }
 
+/** The input topic whose changelog_topic is @p name, or NULL. */
+static const sg_topic_config_t *loop_topic_of_changelog(const sg_loop_t *loop,
+                                                        const char *name) {
+        for (size_t i = 0; i < loop->conf->topic_cnt; i++)
+                if (loop->conf->topics[i].changelog_topic &&
+                    !strcmp(loop->conf->topics[i].changelog_topic, name))
+                        return &loop->conf->topics[i];
+        return NULL;
+}
+
+/** A record the loop writes itself (at_least_once changelog: claims,
+ *  confirms, markers, repairs). */
+typedef struct sg_send {
+        sg_effect_t ef;        /**< topic, partition, key, value */
+        bool framed;           /**< carries SG_CHANGELOG_HEADER = frame */
+        unsigned char frame[SG_CHANGELOG_FRAME_LEN];
+        int64_t offset;        /**< out: where it was written */
+} sg_send_t;
+
+static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
+                             size_t index, const unsigned char *frame,
+                             char *errstr, size_t errstr_size);
+
+/* Room for @p n delivery reports (offsets and errors, cb_dr). Keeps the
+ * old arrays on failure. */
+static bool loop_dr_reserve(sg_loop_t *loop, size_t n) {
+        if (n <= loop->dr_offs_cap)
+                return true;
+        int64_t *o = realloc(loop->dr_offs, n * sizeof(*o));
+        if (!o)
+                return false;
+        loop->dr_offs = o;
+        rd_kafka_resp_err_t *de = realloc(loop->dr_errs, n * sizeof(*de));
+        if (!de)
+                return false;
+        loop->dr_errs = de;
+        loop->dr_offs_cap = n;
+        return true;
+}
+
+/**
+ * Produces @p n records of the loop's own (idempotent producer, at most one
+ * attempt's delivery reports are counted: see cb_dr) and waits for every
+ * delivery (delivery_timeout_ms); fills each record's offset. Only while no
+ * batch attempt waits for its own reports. at_least_once only (a
+ * transactional producer writes inside transactions).
+ * @returns SG_OK, or SG_ERR_KAFKA if a record was not delivered.
+ */
+static sg_err_t loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
+                          char *errstr, size_t errstr_size) {
+        if (n == 0)
+                return SG_OK;
+        if (!loop_dr_reserve(loop, n)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                loop->dr_offs[i] = -1;
+                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_base += loop->dr_cnt + 1;
+        loop->dr_cnt = n;
+        loop->dr_ok = loop->dr_fail = 0;
+        loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (size_t i = 0; i < n; i++) {
+                sg_err_t err = loop_produce(
+                        loop, &recs[i].ef, i,
+                        recs[i].framed ? recs[i].frame : NULL, errstr,
+                        errstr_size);
+                if (err) {
+                        rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                        return err;
+                }
+        }
+        rd_kafka_resp_err_t e = rd_kafka_flush(
+                loop->producer, (int)loop->conf->delivery_timeout_ms);
+        if (e || loop->dr_fail > 0 || loop->dr_ok != n) {
+                loop->stats.delivery_failures_total += loop->dr_fail;
+                sg_errf(errstr, errstr_size,
+                        "%zu of %zu changelog deliveries failed: %s",
+                        e ? n - loop->dr_ok : loop->dr_fail, n,
+                        rd_kafka_err2str(e ? e : loop->dr_err));
+                return SG_ERR_KAFKA;
+        }
+        for (size_t i = 0; i < n; i++)
+                recs[i].offset = loop->dr_offs[i];
+        return SG_OK;
+}
+
+/** What one changelog restore read, handed to the reader's callback. */
+typedef struct sg_restore_ctx {
+        sg_loop_t *loop;
+        const char *topic;       /**< the input topic */
+        int32_t partition;
+} sg_restore_ctx_t;
+
+static sg_err_t restore_apply_cb(void *opaque, int64_t offset,
+                                 const void *key, size_t key_len,
+                                 const void *value, size_t value_len,
+                                 char *errstr, size_t errstr_size) {
+        sg_restore_ctx_t *c = opaque;
+        const sg_processor_t *pr = &c->loop->proc;
+        return pr->restore_apply(pr->opaque, c->topic, c->partition, offset,
+                                 key, key_len, value, value_len, errstr,
+                                 errstr_size);
+}
+
 /**
  * Reads changelog partition @p changelog [@p partition] from @p from to its
- * read_committed end, giving every record to restore_apply. The end is where
+ * read_committed end, giving every record to the reader @p rd, which hands
+ * the ones to apply to restore_apply (changelog.h: at_least_once batches
+ * that never completed, and zombies' records, are skipped). The end is where
  * the restore consumer reports the partition's EOF; if the high watermark
  * is beyond it a transaction on the changelog is still undecided (a dead
  * owner's, until the coordinator aborts it; or one committed whose marker
  * is not written yet), and the read goes on until the end reaches the high
  * watermark: the state must include every transaction whose input offsets
- * are committed.
+ * are committed. Whenever the reader's FLOOR moves, the processor is told
+ * (changelog_epoch_set), so that every checkpoint keeps the epoch in force.
  */
 static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                   int32_t partition, const char *changelog,
-                                  int64_t from, int64_t *endp, uint64_t *np,
-                                  char *errstr, size_t errstr_size) {
+                                  int64_t from, sg_changelog_reader_t *rd,
+                                  int64_t *endp, char *errstr,
+                                  size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
+        sg_restore_ctx_t ctx = {loop, topic, partition};
+        int64_t floor = sg_changelog_reader_floor(rd);
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
@@ -815,20 +971,32 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                 return SG_ERR_KAFKA;
         }
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
-        uint64_t n = 0;
         bool eof = false, waiting = false;
         sg_err_t err = SG_OK;
         while (!err) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->restorer, SG_RESTORE_POLL_MS);
                 if (m && !m->err) {
-                        err = pr->restore_apply(pr->opaque, topic, partition,
-                                                m->offset, m->key, m->key_len,
-                                                m->payload,
-                                                m->payload ? m->len : 0,
-                                                errstr, errstr_size);
+                        rd_kafka_headers_t *h = NULL;
+                        const void *frame = NULL;
+                        size_t frame_len = 0;
+                        if (!rd_kafka_message_headers(m, &h) &&
+                            rd_kafka_header_get_last(h, SG_CHANGELOG_HEADER,
+                                                     &frame, &frame_len))
+                                frame = NULL;
+                        err = sg_changelog_reader_feed(
+                                rd, m->offset, m->key, m->key_len, m->payload,
+                                m->payload ? m->len : 0, frame, frame_len,
+                                restore_apply_cb, &ctx, errstr, errstr_size);
+                        if (!err && sg_changelog_reader_floor(rd) != floor) {
+                                floor = sg_changelog_reader_floor(rd);
+                                if (pr->changelog_epoch_set)
+                                        pr->changelog_epoch_set(pr->opaque,
+                                                                topic,
+                                                                partition,
+                                                                floor);
+                        }
                         end = m->offset + 1;
-                        n++;
                         eof = false;
                         progress = sg_clock_mono_ms();
                         rd_kafka_message_destroy(m);
@@ -917,28 +1085,193 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         }
         rd_kafka_assign(loop->restorer, NULL);
         *endp = end;
-        *np = n;
         return err;
 }
 
+/** Tells the consumer to stop fetching partition @p pi and the processor to
+ *  forget it: a newer owner confirmed its epoch on the partition's
+ *  changelog (at_least_once), so this instance must never write for it
+ *  again; the group revokes it soon (this instance fell out of the
+ *  consumer group's generation). */
+static void loop_fence(sg_loop_t *loop, size_t pi) {
+        sg_part_t *p = &loop->parts[pi];
+        if (p->cl_fenced)
+                return;
+        p->cl_fenced = true;
+        p->restore = false;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+        rd_kafka_pause_partitions(loop->consumer, l);
+        p->paused_until = INT64_MAX;
+        if (loop->proc.revoke)
+                loop->proc.revoke(loop->proc.opaque, p->topic, p->partition);
+        cJSON *f = parts_json(l);
+        cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
+        cJSON_AddStringToObject(
+                f, "detail",
+                "a newer owner confirmed its epoch on the changelog: this "
+                "instance writes nothing more for the partition");
+        loop_log(loop, SG_LOG_WARNING, "changelog_fenced", f);
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/**
+ * at_least_once, after a restore of partition @p pi read its changelog to
+ * @p end (the store's checkpoint now): writes, as this owner's next batch,
+ * the current value (or a tombstone) of every key whose changelog records
+ * the reader found void, and tombstones of the older owners' confirms,
+ * then the batch's marker (changelog.h "repair"). Every record must land
+ * right at @p end onwards (nobody else wrote meanwhile); if not, *againp is
+ * set: the caller reads the changelog again from the checkpoint.
+ */
+static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
+                            const sg_topic_config_t *tc,
+                            sg_changelog_reader_t *rd, int64_t end,
+                            bool *againp, char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_part_t *p = &loop->parts[pi];
+        const sg_changelog_key_t *keys;
+        const int64_t *confirms;
+        size_t nk = sg_changelog_reader_void_keys(rd, &keys);
+        size_t nc = sg_changelog_reader_confirms(rd, &confirms);
+        size_t nold = 0;
+        for (size_t i = 0; i < nc; i++)
+                nold += confirms[i] < p->cl_epoch;
+        *againp = false;
+        if (nk == 0 && nold == 0) {
+                p->cl_next = end;
+                return SG_OK;
+        }
+        if (nk > 0 && !pr->changelog_value) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: %zu void records and "
+                        "no way to rewrite their keys",
+                        tc->changelog_topic, p->partition, nk);
+                return SG_ERR_INVALID;
+        }
+        size_t n = nk + nold + (p->cl_m2 > 0);
+        sg_send_t *recs = calloc(n + 1, sizeof(*recs));
+        unsigned char *ckeys = calloc(nold + 1, SG_CHANGELOG_KEY_LEN);
+        unsigned char m2key[SG_CHANGELOG_MARKER_LEN];
+        sg_err_t err = recs && ckeys ? SG_OK : SG_ERR_NOMEM;
+        int64_t seq = ++p->cl_seq;
+        if (!err && p->cl_m2 > 0) {
+                /* this owner's marker of two batches back (changelog.h) */
+                sg_changelog_marker_key(m2key, p->cl_epoch, p->cl_m2);
+                recs[n - 1].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = m2key,
+                        .key_len = sizeof(m2key),
+                };
+        }
+        for (size_t i = 0; !err && i < nk; i++) {
+                void *v = NULL;
+                size_t vl = 0;
+                err = pr->changelog_value(pr->opaque, tc->name, p->partition,
+                                          keys[i].key, keys[i].len, &v, &vl,
+                                          errstr, errstr_size);
+                recs[i].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = keys[i].key,
+                        .key_len = keys[i].len,
+                        .value = v,
+                        .value_len = vl,
+                };
+                recs[i].framed = true;
+                sg_changelog_frame(recs[i].frame, p->cl_epoch, seq);
+        }
+        for (size_t i = 0, j = 0; !err && i < nc; i++) {
+                if (confirms[i] >= p->cl_epoch)
+                        continue;
+                unsigned char *k = ckeys + j * SG_CHANGELOG_KEY_LEN;
+                sg_changelog_key(k, SG_CHANGELOG_CONFIRM, confirms[i]);
+                recs[nk + j].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = k,
+                        .key_len = SG_CHANGELOG_KEY_LEN,
+                };
+                j++;
+        }
+        if (!err)
+                err = loop_send(loop, recs, n, errstr, errstr_size);
+        for (size_t i = 0; !err && i < n; i++)
+                if (recs[i].offset != end + (int64_t)i)
+                        *againp = true;
+        unsigned char mkey[SG_CHANGELOG_MARKER_LEN], mval[8];
+        if (!err && !*againp) {
+                sg_changelog_marker_key(mkey, p->cl_epoch, seq);
+                sg_changelog_u64_put(mval, seq);
+                recs[n] = (sg_send_t){
+                        .ef = {.kind = SG_EFFECT_CHANGELOG,
+                               .topic = tc->changelog_topic,
+                               .partition = p->partition,
+                               .key = mkey,
+                               .key_len = sizeof(mkey),
+                               .value = mval,
+                               .value_len = sizeof(mval)},
+                };
+                err = loop_send(loop, &recs[n], 1, errstr, errstr_size);
+                if (!err && recs[n].offset != end + (int64_t)n)
+                        *againp = true;
+                if (!err && !*againp) {
+                        p->cl_next = recs[n].offset + 1;
+                        p->cl_m2 = p->cl_m1;
+                        p->cl_m1 = seq;
+                }
+        }
+        if (!err) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", tc->name);
+                cJSON_AddNumberToObject(f, "partition", p->partition);
+                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+                cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
+                cJSON_AddNumberToObject(f, "keys_rewritten", (double)nk);
+                cJSON_AddNumberToObject(f, "confirms_tombstoned",
+                                        (double)nold);
+                cJSON_AddBoolToObject(f, "interleaved", *againp);
+                loop_log(loop, SG_LOG_NOTICE, "changelog_repaired", f);
+        }
+        for (size_t i = 0; recs && i < nk; i++)
+                free((void *)recs[i].ef.value);
+        free(recs);
+        free(ckeys);
+        return err;
+}
+
+#define SG_RESTORE_ATTEMPTS 16
+
 /**
  * Restores input partition @p topic [@p partition] from its changelog
- * (processor.h restore_begin → restore_apply … → restore_end). On
- * SG_ERR_MAP_FULL the store is grown and the partition's restore starts
- * again from restore_begin. Adds the time taken to *msp.
+ * (processor.h restore_begin → restore_apply … → restore_end), reading
+ * through a changelog reader (changelog.h). On SG_ERR_MAP_FULL the store is
+ * grown and the partition's restore starts again from restore_begin. Adds
+ * the time taken to *msp. at_least_once: then checks the partition was not
+ * claimed by a newer owner (*fencedp) and repairs (loop_repair); when other
+ * records interleaved with the repair, reads again.
  */
 static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                   int32_t partition, int64_t *msp,
-                                  char *errstr, size_t errstr_size) {
+                                  bool *fencedp, char *errstr,
+                                  size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
         const sg_topic_config_t *tc = loop_input_topic(loop, topic);
+        size_t pi = loop_part(loop, topic, partition);
+        sg_part_t *p = &loop->parts[pi];
+        *fencedp = false;
         if (!tc || !tc->changelog_topic || !pr->restore_begin ||
             !pr->restore_apply || !pr->restore_end || !loop->restorer)
                 return SG_OK; /* a reply topic, or nothing to restore */
         for (int attempt = 0;; attempt++) {
                 int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
-                uint64_t n = 0;
+                sg_changelog_reader_t *rd = NULL;
                 /* A leader moving, a changelog just created: retried
                  * (librdkafka does not retry NOT_LEADER_FOR_PARTITION for
                  * ListOffsets itself). */
@@ -967,16 +1300,31 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
                                                  lo, hi, &from, errstr,
                                                  errstr_size);
+                int64_t floor0 = -1;
+                if (!err && pr->changelog_epoch_get)
+                        floor0 = pr->changelog_epoch_get(pr->opaque, topic,
+                                                         partition);
+                if (!err && pr->changelog_epoch_set)
+                        pr->changelog_epoch_set(pr->opaque, topic, partition,
+                                                floor0);
+                if (!err && sg_changelog_reader_new(floor0, &rd)) {
+                        sg_errf(errstr, errstr_size, "out of memory");
+                        err = SG_ERR_NOMEM;
+                }
                 if (!err)
                         err = loop_restore_read(loop, topic, partition,
-                                                tc->changelog_topic, from,
-                                                &end, &n, errstr, errstr_size);
+                                                tc->changelog_topic, from, rd,
+                                                &end, errstr, errstr_size);
+                if (!err && (err = sg_changelog_reader_finish(rd)))
+                        sg_errf(errstr, errstr_size, "out of memory");
                 if (!err)
                         err = pr->restore_end(pr->opaque, topic, partition,
                                               end, errstr, errstr_size);
                 int64_t ms = sg_clock_mono_ms() - t0;
                 *msp += ms;
-                if (err == SG_ERR_MAP_FULL && pr->grow && attempt < 16) {
+                if (err == SG_ERR_MAP_FULL && pr->grow &&
+                    attempt < SG_RESTORE_ATTEMPTS) {
+                        sg_changelog_reader_destroy(rd);
                         char ges[400] = "";
                         if (pr->grow(pr->opaque, ges, sizeof(ges))) {
                                 sg_errf(errstr, errstr_size,
@@ -991,9 +1339,15 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                         loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
                         continue;
                 }
-                if (err)
+                if (err) {
+                        sg_changelog_reader_destroy(rd);
                         return err;
-                loop->stats.restored_records_total += n;
+                }
+                sg_changelog_counts_t cnt = sg_changelog_reader_counts(rd);
+                int64_t floor = sg_changelog_reader_floor(rd);
+                const sg_changelog_key_t *vk;
+                size_t nvoid = sg_changelog_reader_void_keys(rd, &vk);
+                loop->stats.restored_records_total += cnt.applied;
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "topic", topic);
                 cJSON_AddNumberToObject(f, "partition", partition);
@@ -1001,38 +1355,272 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 cJSON_AddNumberToObject(f, "log_start", (double)lo);
                 cJSON_AddNumberToObject(f, "from", (double)from);
                 cJSON_AddNumberToObject(f, "end", (double)end);
-                cJSON_AddNumberToObject(f, "records", (double)n);
+                cJSON_AddNumberToObject(f, "records", (double)cnt.applied);
+                cJSON_AddNumberToObject(f, "void_records",
+                                        (double)cnt.void_cnt);
+                cJSON_AddNumberToObject(f, "epoch", (double)floor);
                 cJSON_AddNumberToObject(f, "ms", (double)ms);
                 loop_log(loop, SG_LOG_INFO, "restore_done", f);
-                return SG_OK;
+                if (!loop->alos_cl) {
+                        if (nvoid > 0) {
+                                /* exactly_once reading records an
+                                 * at_least_once owner left void: skipped
+                                 * like there; not rewritten (that would
+                                 * need a transaction of its own) */
+                                cJSON *g = cJSON_CreateObject();
+                                cJSON_AddStringToObject(g, "topic", topic);
+                                cJSON_AddNumberToObject(g, "partition",
+                                                        partition);
+                                cJSON_AddNumberToObject(g, "void_keys",
+                                                        (double)nvoid);
+                                loop_log(loop, SG_LOG_WARNING,
+                                         "changelog_void_records", g);
+                        }
+                        sg_changelog_reader_destroy(rd);
+                        return SG_OK;
+                }
+                if (p->cl_epoch < 0 || floor > p->cl_epoch) {
+                        /* unclaimed (never: a claim precedes every restore
+                         * in at_least_once), or a newer owner confirmed */
+                        sg_changelog_reader_destroy(rd);
+                        *fencedp = true;
+                        return SG_OK;
+                }
+                bool again = false;
+                err = loop_repair(loop, pi, tc, rd, end, &again, errstr,
+                                  errstr_size);
+                sg_changelog_reader_destroy(rd);
+                if (err)
+                        return err;
+                if (!again)
+                        return SG_OK;
+                if (attempt >= SG_RESTORE_ATTEMPTS) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32 "]: other writers "
+                                "kept interleaving with the repair",
+                                tc->changelog_topic, partition);
+                        return SG_ERR_KAFKA;
+                }
         }
 }
 
-/** Restores every input partition of @p l, or (NULL) every assigned one.
- *  Sets restore_ms_last. @returns the first error (errstr names the
- *  partition). */
+/** Restores every input partition of @p l, or (NULL) every assigned one
+ *  whose part.restore is set (clearing it). Sets restore_ms_last.
+ *  at_least_once: a partition a newer owner confirmed is fenced
+ *  (loop_fence); *fencedp (may be NULL) says whether any was.
+ *  @returns the first error (errstr names the partition). */
 static sg_err_t loop_restore(sg_loop_t *loop,
                              const rd_kafka_topic_partition_list_t *l,
-                             char *errstr, size_t errstr_size) {
+                             bool *fencedp, char *errstr,
+                             size_t errstr_size) {
         int64_t ms = 0;
         sg_err_t err = SG_OK;
-        if (!loop->eos || !loop->proc.restore_begin)
+        bool fenced = false, any = false;
+        if (fencedp)
+                *fencedp = false;
+        if (!loop->changelog || !loop->restorer)
                 return SG_OK;
         if (l) {
-                for (int i = 0; !err && i < l->cnt; i++)
+                for (int i = 0; !err && i < l->cnt; i++) {
                         err = loop_restore_part(loop, l->elems[i].topic,
                                                 l->elems[i].partition, &ms,
-                                                errstr, errstr_size);
+                                                &fenced, errstr, errstr_size);
+                        any |= fenced;
+                }
         } else {
-                for (size_t i = 0; !err && i < loop->part_cnt; i++)
-                        if (loop->parts[i].assigned)
-                                err = loop_restore_part(
-                                        loop, loop->parts[i].topic,
-                                        loop->parts[i].partition, &ms, errstr,
-                                        errstr_size);
+                if (loop->alos_cl)
+                        /* let deliveries of an aborted attempt settle, so
+                         * that the read sees where they landed */
+                        rd_kafka_flush(loop->producer,
+                                       (int)loop->conf->delivery_timeout_ms);
+                for (size_t i = 0; !err && i < loop->part_cnt; i++) {
+                        sg_part_t *p = &loop->parts[i];
+                        if (!p->assigned || !p->restore || p->cl_fenced)
+                                continue;
+                        err = loop_restore_part(loop, p->topic, p->partition,
+                                                &ms, &fenced, errstr,
+                                                errstr_size);
+                        if (err)
+                                break;
+                        loop->parts[i].restore = false;
+                        if (fenced)
+                                loop_fence(loop, i);
+                        any |= fenced;
+                }
         }
         loop->stats.restore_ms_last = ms;
+        if (fencedp)
+                *fencedp = any;
         return err;
+}
+
+/** Marks every assigned partition for a restore before the next batch. */
+static void loop_restore_all(sg_loop_t *loop) {
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        loop->parts[i].restore = true;
+        loop->restore_needed = true;
+}
+
+static bool err_is_generation(rd_kafka_resp_err_t e) {
+        return e == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+               e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+               e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
+               e == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
+               e == RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST;
+}
+
+/**
+ * at_least_once, on assignment (changelog.h "claim"): for every input
+ * partition of @p parts, a claim record on its changelog partition (its
+ * offset becomes the partition's epoch); then a synchronous offset commit
+ * of @p committed (the group's committed offsets, or the partition's log
+ * start where none is committed) — it succeeds only while this member's
+ * consumer group generation is current, so any newer owner's claim comes
+ * later in the log; then a confirm record per partition. *lostp: the
+ * commit said the generation moved on (a rebalance is coming): nothing
+ * was confirmed, the caller must not take the partitions.
+ */
+static sg_err_t loop_claim(sg_loop_t *loop,
+                           const rd_kafka_topic_partition_list_t *parts,
+                           const int64_t *committed, bool *lostp,
+                           char *errstr, size_t errstr_size) {
+        *lostp = false;
+        sg_send_t *recs = calloc((size_t)parts->cnt + 1, sizeof(*recs));
+        size_t *pis = calloc((size_t)parts->cnt + 1, sizeof(*pis));
+        unsigned char(*keys)[SG_CHANGELOG_KEY_LEN] =
+                calloc((size_t)parts->cnt + 1, SG_CHANGELOG_KEY_LEN);
+        rd_kafka_topic_partition_list_t *chk =
+                rd_kafka_topic_partition_list_new(parts->cnt + 1);
+        sg_err_t err = recs && pis && keys ? SG_OK : SG_ERR_NOMEM;
+        const char *inst = loop->conf->instance_id ? loop->conf->instance_id
+                                                   : "";
+        size_t n = 0;
+        for (int i = 0; !err && i < parts->cnt; i++) {
+                const sg_topic_config_t *tc =
+                        loop_input_topic(loop, parts->elems[i].topic);
+                if (!tc || !tc->changelog_topic)
+                        continue; /* a snapshot reply topic */
+                int64_t off = committed[i];
+                if (off < 0) {
+                        int64_t lo = -1, hi = -1;
+                        rd_kafka_resp_err_t e =
+                                rd_kafka_query_watermark_offsets(
+                                        loop->consumer, tc->name,
+                                        parts->elems[i].partition, &lo, &hi,
+                                        SG_METADATA_TIMEOUT_MS);
+                        if (e) {
+                                sg_errf(errstr, errstr_size,
+                                        "%s [%" PRId32 "]: reading its "
+                                        "offsets: %s",
+                                        tc->name, parts->elems[i].partition,
+                                        rd_kafka_err2str(e));
+                                err = SG_ERR_KAFKA;
+                                break;
+                        }
+                        off = lo;
+                }
+                rd_kafka_topic_partition_list_add(chk, tc->name,
+                                                  parts->elems[i].partition)
+                        ->offset = off;
+                keys[n][0] = SG_CHANGELOG_CONTROL;
+                keys[n][1] = SG_CHANGELOG_CLAIM;
+                recs[n].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = parts->elems[i].partition,
+                        .key = keys[n],
+                        .key_len = 2,
+                        .value = inst,
+                        .value_len = strlen(inst),
+                };
+                pis[n++] = loop_part(loop, tc->name, parts->elems[i].partition);
+        }
+        if (!err && n > 0)
+                err = loop_send(loop, recs, n, errstr, errstr_size);
+        for (size_t k = 0; !err && k < n; k++) {
+                sg_part_t *p = &loop->parts[pis[k]];
+                p->cl_epoch = recs[k].offset;
+                p->cl_seq = 0;
+                p->cl_m1 = p->cl_m2 = 0;
+                p->cl_next = -1;
+                p->cl_fenced = false;
+        }
+        /* the check: a commit only a current member of the generation can
+         * make (it changes no offset) */
+        for (int tries = 0; !err && n > 0; tries++) {
+                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, chk, 0);
+                for (int i = 0; !e && i < chk->cnt; i++)
+                        if (chk->elems[i].err)
+                                e = chk->elems[i].err;
+                if (!e)
+                        break;
+                if (err_is_generation(e)) {
+                        cJSON *f = parts_json(chk);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        loop_log(loop, SG_LOG_WARNING, "changelog_claim_lost",
+                                 f);
+                        *lostp = true;
+                        break;
+                }
+                if (tries >= 4 || loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "checking the consumer group generation "
+                                "(offset commit): %s",
+                                rd_kafka_err2str(e));
+                        err = SG_ERR_KAFKA;
+                        break;
+                }
+                sg_sleep_ms(200);
+        }
+        if (!err && !*lostp && n > 0) {
+                for (size_t k = 0; k < n; k++) {
+                        sg_part_t *p = &loop->parts[pis[k]];
+                        sg_changelog_key(keys[k], SG_CHANGELOG_CONFIRM,
+                                         p->cl_epoch);
+                        recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
+                }
+                err = loop_send(loop, recs, n, errstr, errstr_size);
+        }
+        if (!err && !*lostp && n > 0) {
+                cJSON *f = parts_json(chk);
+                cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
+                for (size_t k = 0; k < n; k++)
+                        cJSON_AddItemToArray(
+                                ep, cJSON_CreateNumber(
+                                            (double)loop->parts[pis[k]]
+                                                    .cl_epoch));
+                loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
+        }
+        if (err || *lostp)
+                for (size_t k = 0; k < n; k++)
+                        loop->parts[pis[k]].cl_epoch = -1;
+        rd_kafka_topic_partition_list_destroy(chk);
+        free(recs);
+        free(pis);
+        free(keys);
+        return err;
+}
+
+/** Gives up an assignment on_assign could not take: the processor forgets
+ *  the partitions, the consumer reads none of them (eager: an empty
+ *  assignment; cooperative: they are not added). */
+static void on_assign_drop(sg_loop_t *loop, rd_kafka_t *rk,
+                           rd_kafka_topic_partition_list_t *parts, int upto,
+                           bool cooperative) {
+        for (int j = 0; j < upto; j++) {
+                size_t pi = loop_part(loop, parts->elems[j].topic,
+                                      parts->elems[j].partition);
+                loop->parts[pi].assigned = false;
+                loop->parts[pi].cl_epoch = -1;
+                if (loop->proc.revoke)
+                        loop->proc.revoke(loop->proc.opaque,
+                                          parts->elems[j].topic,
+                                          parts->elems[j].partition);
+        }
+        if (!cooperative)
+                rd_kafka_assign(rk, NULL);
 }
 
 static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
@@ -1041,6 +1629,17 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         char es[512];
         int i;
         sg_err_t err = SG_OK;
+        int64_t *stored = calloc((size_t)parts->cnt + 1, sizeof(*stored));
+        int64_t *committed = calloc((size_t)parts->cnt + 1,
+                                    sizeof(*committed));
+        if (!stored || !committed) {
+                free(stored);
+                free(committed);
+                loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                return;
+        }
 
         loop->stats.rebalances_total++;
         /* The table entries first: nothing is told to the processor for a
@@ -1061,41 +1660,28 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                int64_t stored = -1;
+                stored[i] = -1;
                 es[0] = '\0';
                 err = loop->proc.assign(loop->proc.opaque, tp->topic,
                                         tp->partition, loop->conf->group_id,
-                                        &stored, es, sizeof(es));
+                                        &stored[i], es, sizeof(es));
                 if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
                     loop->proc.grow(loop->proc.opaque, es, sizeof(es)) ==
                             SG_OK) {
                         loop->stats.map_grows_total++;
                         err = loop->proc.assign(loop->proc.opaque, tp->topic,
                                                 tp->partition,
-                                                loop->conf->group_id, &stored,
-                                                es, sizeof(es));
+                                                loop->conf->group_id,
+                                                &stored[i], es, sizeof(es));
                 }
                 if (err != SG_OK)
                         break;
-                /* at_least_once: the store may be ahead of the group's
-                 * offsets (crash between LMDB and offset commit).
-                 * exactly_once: the transactional offsets are the truth —
-                 * the store is rebuilt from the changelog to match them, so
-                 * its own offset must never move the start (a full rebuild
-                 * would otherwise skip records). */
-                tp->offset = !loop->eos && stored >= 0
-                                     ? stored
-                                     : RD_KAFKA_OFFSET_INVALID;
         }
         if (err != SG_OK) {
                 char what[800];
                 snprintf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
                          parts->elems[i].topic, parts->elems[i].partition, es);
-                for (int j = 0; j < i; j++)
-                        if (loop->proc.revoke)
-                                loop->proc.revoke(loop->proc.opaque,
-                                                  parts->elems[j].topic,
-                                                  parts->elems[j].partition);
+                on_assign_drop(loop, rk, parts, i, true);
                 /* a foreign store, or one whose key fingerprint the
                  * configuration does not match (exit 2), keep their code */
                 loop_set_fatal(loop,
@@ -1105,11 +1691,12 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
+                free(stored);
+                free(committed);
                 return;
         }
 
-        /* Start at the group's committed offset (at_least_once: or the
-         * store's, whichever is later).
+        /* The group's committed offsets.
          * exactly_once: committed offsets a transaction still holds are
          * unstable (KIP-447); wait until they are decided. */
         rd_kafka_topic_partition_list_t *c =
@@ -1140,43 +1727,88 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                int64_t committed = -1;
+                committed[i] = -1;
                 if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
-                        committed = c->elems[i].offset;
-                if (committed >= 0 && committed > tp->offset)
-                        tp->offset = committed;
+                        committed[i] = c->elems[i].offset;
                 size_t pi = loop_part(loop, tp->topic, tp->partition);
                 loop->parts[pi].assigned = true;
                 loop->parts[pi].paused_until = 0;
-                loop->parts[pi].committed = committed;
+                loop->parts[pi].committed = committed[i];
+                loop->parts[pi].restore = false;
+                loop->parts[pi].cl_fenced = false;
         }
         rd_kafka_topic_partition_list_destroy(c);
 
-        /* exactly_once: each partition's store is brought up to its
-         * changelog's end before any of its records is read (the input
-         * partitions are assigned to the consumer only after this). */
+        /* at_least_once with a changelog: claim the partitions' changelogs
+         * (kafka.h "Changelog fencing") before restoring them. */
+        bool lost = false;
         es[0] = '\0';
-        if ((err = loop_restore(loop, parts, es, sizeof(es)))) {
+        if (loop->alos_cl)
+                err = loop_claim(loop, parts, committed, &lost, es,
+                                 sizeof(es));
+        /* Each partition's store is brought up to its changelog's end
+         * before any of its records is read (the input partitions are
+         * assigned to the consumer only after this). */
+        if (!err && !lost)
+                err = loop_restore(loop, parts, &lost, es, sizeof(es));
+        if (!err && lost) {
+                /* This member fell out of the generation (or a newer owner
+                 * confirmed meanwhile): the group rebalances again; take
+                 * nothing now. */
+                cJSON *f = parts_json(parts);
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "the consumer group moved on during the assignment; "
+                        "waiting for the next rebalance");
+                loop_log(loop, SG_LOG_WARNING, "assignment_abandoned", f);
+                on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
+                free(stored);
+                free(committed);
+                return;
+        }
+        if (err) {
                 char what[800];
                 snprintf(what, sizeof(what), "restore: %s", es);
-                for (i = 0; i < parts->cnt; i++) {
-                        size_t pi = loop_part(loop, parts->elems[i].topic,
-                                              parts->elems[i].partition);
-                        loop->parts[pi].assigned = false;
-                        if (loop->proc.revoke)
-                                loop->proc.revoke(loop->proc.opaque,
-                                                  parts->elems[i].topic,
-                                                  parts->elems[i].partition);
-                }
+                on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
                 loop_set_fatal(loop,
                                err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
                                        ? err
                                        : SG_ERR_FATAL,
                                what);
-                if (!cooperative)
-                        rd_kafka_assign(rk, NULL);
+                free(stored);
+                free(committed);
                 return;
         }
+
+        /* The start offset of each partition (semantics §6: never past a
+         * record whose decision is not in Kafka):
+         *   exactly_once: the transactional committed offset only — the
+         *   store is rebuilt from the changelog to match it;
+         *   at_least_once with a changelog: the later of the committed
+         *   offset and the input offset the RESTORED store reflects (the
+         *   changelog holds a batch only once its output was delivered;
+         *   an offset is committed only after its changelog);
+         *   without a changelog (a stateless processor): the later of the
+         *   committed offset and the local store's. */
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                int64_t start = committed[i];
+                int64_t from_store = loop->eos ? -1 : stored[i];
+                if (loop->alos_cl && loop_input_topic(loop, tp->topic)) {
+                        from_store = -1;
+                        es[0] = '\0';
+                        if (loop->proc.assign(loop->proc.opaque, tp->topic,
+                                              tp->partition,
+                                              loop->conf->group_id,
+                                              &from_store, es, sizeof(es)))
+                                from_store = -1;
+                }
+                if (from_store > start)
+                        start = from_store;
+                tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
+        }
+        free(stored);
+        free(committed);
 
         if (cooperative) {
                 rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
@@ -1213,23 +1845,42 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                       rd_kafka_topic_partition_list_t *parts,
                       bool cooperative, bool lost) {
         loop->stats.rebalances_total++;
-        /* Finish what was polled before giving the partitions away. */
-        if (loop->msg_cnt > 0 && !loop->batch_running)
-                loop_batch(loop, lost ? "partitions lost" :
-                                        "partitions revoked");
+        /* Finish what was polled before giving the partitions away — unless
+         * they are lost: then they already belong to another member, and
+         * judging their records here would only be a zombie's work (its
+         * output duplicates, its changelog void); they are read again by
+         * the new owner. */
+        if (loop->msg_cnt > 0 && !loop->batch_running) {
+                if (lost) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddNumberToObject(f, "records",
+                                                (double)loop->msg_cnt);
+                        loop_log(loop, SG_LOG_NOTICE, "batch_dropped_lost",
+                                 f);
+                        loop_release(loop);
+                } else {
+                        loop_batch(loop, "partitions revoked");
+                }
+        }
 
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = loop_part(loop, parts->elems[i].topic,
                                       parts->elems[i].partition);
-                if (pi == SG_NO_PART || !loop->parts[pi].assigned)
+                if (pi == SG_NO_PART)
+                        continue;
+                sg_part_t *p = &loop->parts[pi];
+                if (!p->assigned)
                         continue;
                 if (loop->proc.revoke)
                         loop->proc.revoke(loop->proc.opaque,
                                           parts->elems[i].topic,
                                           parts->elems[i].partition);
-                loop->parts[pi].assigned = false;
-                loop->parts[pi].paused_until = 0;
-                loop->parts[pi].committed = -1;
+                p->assigned = false;
+                p->paused_until = 0;
+                p->committed = -1;
+                p->restore = false;
+                p->cl_epoch = -1;
+                p->cl_fenced = false;
         }
         if (cooperative) {
                 rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
@@ -1610,9 +2261,9 @@ static bool restorer_skips(const char *name) {
         return false;
 }
 
-/** exactly_once: the changelog restore consumer — never joins a consumer
- *  group (only assign(), no offsets committed); read_committed; EOF
- *  reported at the stable end. */
+/** The changelog restore consumer (both guarantees) — never joins a
+ *  consumer group (only assign(), no offsets committed); read_committed;
+ *  EOF reported at the stable end. */
 static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
                                   size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
@@ -1648,10 +2299,9 @@ static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
         /* librdkafka 2.0.2 refuses assign() without a group.id ("Unknown
          * group"); this one is never joined (no subscribe) and never
          * commits. */
-        char gid[512];
-        snprintf(gid, sizeof(gid), "%s.restore", conf->transactional_id);
         if (!err)
-                err = conf_set(kc, "group.id", gid, errstr, errstr_size);
+                err = conf_set(kc, "group.id", loop->restore_group, errstr,
+                               errstr_size);
         if (err) {
                 rd_kafka_conf_destroy(kc);
                 return err;
@@ -1690,8 +2340,9 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
 }
 
 /**
- * exactly_once, at start: every input topic's changelog topic exists, with
- * as many partitions as the input topic and cleanup.policy=compact (one
+ * At start (both guarantees, a stateful processor): every input topic's
+ * changelog topic exists, with as many partitions as the input topic and
+ * cleanup.policy=compact (one
  * changelog partition per input partition; a compacted log keeps each store
  * key's last value). A missing changelog is created (replication factor -1:
  * the broker's default.replication.factor, KIP-464); an existing one is
@@ -2305,12 +2956,27 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 sg_errf(errstr, errstr_size, "sg_loop_connect: called twice");
                 return SG_ERR_INVALID;
         }
+        /* A processor that restores keeps state that must follow its
+         * partitions: a changelog in both guarantees (semantics §6). */
+        loop->changelog = loop->proc.restore_begin &&
+                          loop->proc.restore_apply && loop->proc.restore_end;
+        loop->alos_cl = !loop->eos && loop->changelog;
+        if (loop->eos)
+                snprintf(loop->restore_group, sizeof(loop->restore_group),
+                         "%s.restore", conf->transactional_id);
+        else
+                snprintf(loop->restore_group, sizeof(loop->restore_group),
+                         "%s-%s.restore", conf->group_id ? conf->group_id : "",
+                         conf->instance_id ? conf->instance_id : "seqgate");
         if ((err = loop_client_new(loop, false, &loop->producer, errstr,
                                    errstr_size)) ||
             (err = loop_client_new(loop, true, &loop->consumer, errstr,
                                    errstr_size)) ||
             (err = loop_check_topics(loop, errstr, errstr_size)) ||
             (loop->eos &&
+             ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
+              (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
+            (loop->alos_cl &&
              ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
               (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
             (err = loop_size_limits(loop, errstr, errstr_size)) ||
@@ -2499,13 +3165,19 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                 loop->rerun = true;
 }
 
-/** Produces one effect, waiting while the producer's queue is full. On a
+/** Produces one effect, waiting while the producer's queue is full;
+ *  @p frame (SG_CHANGELOG_FRAME_LEN bytes, or NULL) becomes its
+ *  SG_CHANGELOG_HEADER header (at_least_once changelog records). On a
  *  refusal of the record itself (producev checks message.max.bytes) the
  *  processor is told (loop_refused). */
 static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                             size_t index, char *errstr, size_t errstr_size) {
+                             size_t index, const unsigned char *frame,
+                             char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
-                                                     ef->extra_cnt);
+                                                     ef->extra_cnt + 1);
+        if (frame)
+                rd_kafka_header_add(h, SG_CHANGELOG_HEADER, -1, frame,
+                                    SG_CHANGELOG_FRAME_LEN);
         for (size_t k = 0; k < ef->header_cnt; k++)
                 rd_kafka_header_add(h, ef->headers[k].name, -1,
                                     ef->headers[k].value,
@@ -2625,6 +3297,66 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                 } else {
                         loop_offsets_committed(loop, l);
                 }
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** at_least_once: keeps the batch's input offsets for after the restore
+ *  (its LMDB commit failed, its changelog is complete: the restore brings
+ *  LMDB up to the batch, then the offsets may follow). */
+static void loop_offsets_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        if (!loop->pending_offsets) {
+                loop->pending_offsets = l;
+                return;
+        }
+        for (int i = 0; i < l->cnt; i++) {
+                rd_kafka_topic_partition_t *t =
+                        rd_kafka_topic_partition_list_find(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition);
+                if (!t)
+                        rd_kafka_topic_partition_list_add(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition)
+                                ->offset = l->elems[i].offset;
+                else if (l->elems[i].offset > t->offset)
+                        t->offset = l->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Commits the pending offsets of the partitions still assigned (after the
+ *  restore); failure is logged only (they are read again: duplicates). */
+static void loop_commit_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
+        if (!p)
+                return;
+        loop->pending_offsets = NULL;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(p->cnt);
+        for (int i = 0; i < p->cnt; i++) {
+                size_t pi = loop_part(loop, p->elems[i].topic,
+                                      p->elems[i].partition);
+                if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
+                    p->elems[i].offset > loop->parts[pi].committed)
+                        rd_kafka_topic_partition_list_add(
+                                l, p->elems[i].topic, p->elems[i].partition)
+                                ->offset = p->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(p);
+        rd_kafka_resp_err_t e =
+                l->cnt > 0 ? rd_kafka_commit(loop->consumer, l, 0)
+                           : RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (int i = 0; !e && i < l->cnt; i++)
+                if (l->elems[i].err)
+                        e = l->elems[i].err;
+        if (e) {
+                cJSON *f = parts_json(l);
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+                loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+        } else {
+                loop_offsets_committed(loop, l);
         }
         rd_kafka_topic_partition_list_destroy(l);
 }
@@ -2761,6 +3493,265 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
                         loop->stats.records_out_total++;
 }
 
+/** Waits for the attempt's deliveries: every one of the @p n records
+ *  produced so far must be acknowledged. */
+/* After failed deliveries: refused records (semantics §3 "A record the
+ * output topic cannot take"). One is the processor's to route; several
+ * shared a produce request (the broker refuses a record batch as a whole),
+ * so which one is not known: the re-run produces them one at a time. */
+static void loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
+                               size_t cnt) {
+        size_t refused = 0, which = 0;
+        for (size_t i = 0; i < cnt; i++)
+                if (efs[i].kind != SG_EFFECT_HTTP_GET &&
+                    err_refused(loop->dr_errs[i])) {
+                        refused++;
+                        which = i;
+                }
+        if (refused == 1) {
+                loop_refused(loop, &efs[which], which,
+                             loop->dr_errs[which]);
+        } else if (refused > 1 && !loop->isolate) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddNumberToObject(f, "refused", (double)refused);
+                cJSON_AddStringToObject(
+                        f, "error",
+                        rd_kafka_err2name(loop->dr_errs[which]));
+                loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
+                         f);
+                loop->isolate = true;
+                loop->rerun = true;
+        }
+}
+
+static sg_err_t loop_await(sg_loop_t *loop, size_t n, char *errstr,
+                           size_t errstr_size) {
+        if (n > 0) {
+                rd_kafka_resp_err_t e = rd_kafka_flush(
+                        loop->producer, (int)loop->conf->delivery_timeout_ms);
+                if (e) {
+                        sg_errf(errstr, errstr_size,
+                                "waiting for %zu deliveries: %s", n,
+                                rd_kafka_err2str(e));
+                        return SG_ERR_KAFKA;
+                }
+        } else {
+                rd_kafka_poll(loop->producer, 0); /* serve producer logs */
+        }
+        if (loop->dr_fail > 0 || loop->dr_ok != n) {
+                loop->stats.delivery_failures_total += loop->dr_fail;
+                sg_errf(errstr, errstr_size,
+                        "%zu of %zu deliveries failed: %s", loop->dr_fail, n,
+                        rd_kafka_err2str(loop->dr_err));
+                return SG_ERR_KAFKA;
+        }
+        return SG_OK;
+}
+
+/** The input partition (index into loop->parts) changelog effect @p ef is
+ *  for, or SIZE_MAX. */
+static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
+        const sg_topic_config_t *tc = loop_topic_of_changelog(loop, ef->topic);
+        if (!tc || ef->partition < 0)
+                return SIZE_MAX;
+        return loop_part(loop, tc->name, ef->partition);
+}
+
+/**
+ * at_least_once, once the batch's @p nout output and DLQ records were
+ * delivered: its @p ncl changelog records, each framed with its partition's
+ * epoch and this batch's sequence (changelog.h), all delivered, each
+ * partition's right where this owner's previous record ended (nobody else
+ * wrote since: no newer owner's claim between, no zombie's record) — then
+ * one marker per partition, delivered and contiguous too. The processor is
+ * told every effect's offset before the markers go out. Any failure from
+ * the first changelog record on marks the partitions for a restore
+ * (loop_restore: the records of an unfinished batch are void, their keys
+ * rewritten) before they are judged again.
+ */
+static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
+                                       size_t cnt, size_t ncl, size_t nout,
+                                       char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_cnt = 0;
+        for (size_t i = 0; i < cnt; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                size_t pi = loop_changelog_part(loop, &efs[i]);
+                if (pi == SIZE_MAX || !loop->parts[pi].assigned ||
+                    loop->parts[pi].cl_epoch < 0 ||
+                    loop->parts[pi].cl_fenced ||
+                    loop->parts[pi].cl_next < 0) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog record for %s [%" PRId32 "], a "
+                                "partition this instance does not own",
+                                efs[i].topic, efs[i].partition);
+                        return SG_ERR_INVALID;
+                }
+                if (loop->parts[pi].cl_cnt++ == 0)
+                        loop->parts[pi].cl_seq++; /* never used again */
+        }
+        /* Each partition's batch also drops this owner's marker of two
+         * batches back (changelog.h); those records are reported after the
+         * effects' (opaque index cnt + k). */
+        size_t nx = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
+        if (!loop_dr_reserve(loop, cnt + nx)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t k = 0; k < nx; k++) {
+                loop->dr_offs[cnt + k] = -1;
+                loop->dr_errs[cnt + k] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_cnt = cnt + nx;
+        /* From the first changelog record on, a failure leaves the
+         * partition's changelog with an unfinished batch. */
+        for (size_t i = 0, k = 0; i < loop->part_cnt && !err; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0 || p->cl_m2 == 0)
+                        continue;
+                const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
+                unsigned char key[SG_CHANGELOG_MARKER_LEN];
+                sg_changelog_marker_key(key, p->cl_epoch, p->cl_m2);
+                sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
+                                    .topic = tc->changelog_topic,
+                                    .partition = p->partition,
+                                    .key = key,
+                                    .key_len = sizeof(key)};
+                err = loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
+                                   errstr_size);
+                p->cl_cnt++;
+        }
+        for (size_t i = 0; i < cnt && !err; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
+                unsigned char frame[SG_CHANGELOG_FRAME_LEN];
+                sg_changelog_frame(frame, p->cl_epoch, p->cl_seq);
+                err = loop_produce(loop, &efs[i], i, frame, errstr,
+                                   errstr_size);
+        }
+        if (!err)
+                err = loop_await(loop, nout + ncl + nx, errstr, errstr_size);
+        /* contiguity, per partition */
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
+        for (size_t i = 0; !err && i < cnt + nx; i++) {
+                if (i < cnt && efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = NULL;
+                if (i < cnt) {
+                        p = &loop->parts[loop_changelog_part(loop, &efs[i])];
+                } else {
+                        /* the k-th partition that dropped a marker */
+                        size_t k = i - cnt;
+                        for (size_t j = 0; j < loop->part_cnt; j++)
+                                if (loop->parts[j].cl_cnt > 0 &&
+                                    loop->parts[j].cl_m2 > 0 && k-- == 0) {
+                                        p = &loop->parts[j];
+                                        break;
+                                }
+                }
+                int64_t o = loop->dr_offs[i];
+                if (p->cl_first < 0 || o < p->cl_first)
+                        p->cl_first = o;
+                if (o > p->cl_last)
+                        p->cl_last = o;
+        }
+        for (size_t i = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (p->cl_first != p->cl_next ||
+                    p->cl_last != p->cl_next + (int64_t)p->cl_cnt - 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: this batch's "
+                                "records landed at %" PRId64 "..%" PRId64
+                                ", expected from %" PRId64 ": another "
+                                "writer (a zombie, or a newer owner) wrote "
+                                "in between",
+                                p->topic, p->partition, p->cl_first,
+                                p->cl_last, p->cl_next);
+                        err = SG_ERR_KAFKA;
+                }
+        }
+        if (!err && pr->delivered)
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
+        /* the markers */
+        size_t nm = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nm += loop->parts[i].cl_cnt > 0;
+        sg_send_t *m = err ? NULL : calloc(nm, sizeof(*m));
+        unsigned char(*mk)[SG_CHANGELOG_MARKER_LEN + 8] =
+                err ? NULL : calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
+        if (!err && (!m || !mk)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                err = SG_ERR_NOMEM;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
+                sg_changelog_marker_key(mk[k], p->cl_epoch, p->cl_seq);
+                sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
+                                     p->cl_seq);
+                m[k].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = mk[k],
+                        .key_len = SG_CHANGELOG_MARKER_LEN,
+                        .value = mk[k] + SG_CHANGELOG_MARKER_LEN,
+                        .value_len = 8,
+                };
+                k++;
+        }
+        if (!err)
+                err = loop_send(loop, m, nm, errstr, errstr_size);
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (m[k].offset != p->cl_last + 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: the batch's "
+                                "marker landed at %" PRId64 ", expected %"
+                                PRId64 ": another writer wrote in between",
+                                p->topic, p->partition, m[k].offset,
+                                p->cl_last + 1);
+                        err = SG_ERR_KAFKA;
+                }
+                k++;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                p->cl_next = m[k++].offset + 1;
+                p->cl_m2 = p->cl_m1;
+                p->cl_m1 = p->cl_seq;
+        }
+        free(m);
+        free(mk);
+        if (err) {
+                for (size_t i = 0; i < loop->part_cnt; i++)
+                        if (loop->parts[i].cl_cnt > 0) {
+                                loop->parts[i].restore = true;
+                                loop->restore_needed = true;
+                        }
+                return err;
+        }
+        loop->kafka_committed = true;
+        return SG_OK;
+}
+
 /**
  * One attempt at the batch: processor, produce, deliveries, LMDB commit,
  * offsets. On error the processor batch is still open (caller aborts it),
@@ -2850,20 +3841,10 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         size_t cnt = pr->effects(pr->opaque, &efs);
         size_t n = 0; /* records produced */
         int64_t t0 = sg_clock_mono_ms();
-        if (cnt > loop->dr_offs_cap) {
-                int64_t *o = realloc(loop->dr_offs, cnt * sizeof(*o));
-                if (o)
-                        loop->dr_offs = o;
-                rd_kafka_resp_err_t *de =
-                        o ? realloc(loop->dr_errs, cnt * sizeof(*de)) : NULL;
-                if (de)
-                        loop->dr_errs = de;
-                if (!o || !de) {
-                        sg_errf(errstr, errstr_size,
-                                "out of memory for %zu delivery reports", cnt);
-                        return SG_ERR_NOMEM;
-                }
-                loop->dr_offs_cap = cnt;
+        if (!loop_dr_reserve(loop, cnt)) {
+                sg_errf(errstr, errstr_size,
+                        "out of memory for %zu delivery reports", cnt);
+                return SG_ERR_NOMEM;
         }
         for (size_t i = 0; i < cnt; i++) {
                 loop->dr_offs[i] = -1;
@@ -2894,12 +3875,20 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                         loop->txn_open = true;
                 }
         }
+        /* at_least_once with a changelog: the output and DLQ records
+         * first; the changelog records only once Kafka accepted all of
+         * them (a changelog record must never describe output Kafka did
+         * not take), then one marker per partition (changelog.h). */
+        bool framed = loop->alos_cl;
+        size_t ncl = 0;
         for (size_t i = 0; i < cnt; i++) {
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
                 if (efs[i].kind == SG_EFFECT_HTTP_GET) {
                         err = http_req_add(loop, &efs[i], errstr, errstr_size);
-                } else if (!(err = loop_produce(loop, &efs[i], i, errstr,
+                } else if (framed && efs[i].kind == SG_EFFECT_CHANGELOG) {
+                        ncl++;
+                } else if (!(err = loop_produce(loop, &efs[i], i, NULL, errstr,
                                                 errstr_size))) {
                         n++;
                         if (loop->isolate)
@@ -2909,51 +3898,14 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 if (err)
                         return err;
         }
-        if (n > 0) {
-                rd_kafka_resp_err_t e = rd_kafka_flush(
-                        loop->producer, (int)loop->conf->delivery_timeout_ms);
-                if (e) {
-                        sg_errf(errstr, errstr_size,
-                                "waiting for %zu deliveries: %s", n,
-                                rd_kafka_err2str(e));
-                        return SG_ERR_KAFKA;
-                }
-        } else {
-                rd_kafka_poll(loop->producer, 0); /* serve producer logs */
+        if ((err = loop_await(loop, n, errstr, errstr_size))) {
+                loop_note_refusals(loop, efs, cnt);
+                return err;
         }
-        if (loop->dr_fail > 0 || loop->dr_ok != n) {
-                loop->stats.delivery_failures_total += loop->dr_fail;
-                sg_errf(errstr, errstr_size,
-                        "%zu of %zu deliveries failed: %s", loop->dr_fail, n,
-                        rd_kafka_err2str(loop->dr_err));
-                /* Refused records: one is the processor's to route; several
-                 * shared a produce request (the broker refuses a record
-                 * batch as a whole), so which one is not known: the re-run
-                 * produces them one at a time. */
-                size_t refused = 0, which = 0;
-                for (size_t i = 0; i < cnt; i++)
-                        if (efs[i].kind != SG_EFFECT_HTTP_GET &&
-                            err_refused(loop->dr_errs[i])) {
-                                refused++;
-                                which = i;
-                        }
-                if (refused == 1) {
-                        loop_refused(loop, &efs[which], which,
-                                     loop->dr_errs[which]);
-                } else if (refused > 1 && !loop->isolate) {
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddNumberToObject(f, "refused", (double)refused);
-                        cJSON_AddStringToObject(
-                                f, "error",
-                                rd_kafka_err2name(loop->dr_errs[which]));
-                        loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
-                                 f);
-                        loop->isolate = true;
-                        loop->rerun = true;
-                }
-                return SG_ERR_KAFKA;
-        }
-        if (pr->delivered)
+        if (ncl > 0 && (err = loop_attempt_changelog(loop, efs, cnt, ncl, n,
+                                                     errstr, errstr_size)))
+                return err;
+        if (pr->delivered && ncl == 0)
                 for (size_t i = 0; i < cnt; i++)
                         if (efs[i].kind != SG_EFFECT_HTTP_GET)
                                 pr->delivered(pr->opaque, i, loop->dr_offs[i]);
@@ -2968,6 +3920,18 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 loop_attempt_done(loop, efs, cnt, t0);
                 *consumedp = consumed;
                 return pr->batch_commit(pr->opaque, errstr, errstr_size);
+        }
+        if (loop->kafka_committed) {
+                /* at_least_once: the batch's changelog is complete in Kafka
+                 * (markers acknowledged): a failing LMDB commit leaves the
+                 * store behind its changelog, repaired by a restore, not
+                 * by re-reading (loop_batch). */
+                loop_attempt_done(loop, efs, cnt, t0);
+                *consumedp = consumed;
+                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                        return err;
+                loop_commit_offsets(loop);
+                return SG_OK;
         }
         /* Output durable → LMDB → input offsets (semantics §6). */
         if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
@@ -3008,12 +3972,16 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 if (err == SG_OK)
                         break;
                 if (loop->kafka_committed) {
-                        /* exactly_once: the transaction committed (output,
-                         * changelog, offsets) but LMDB did not: the store is
-                         * behind its changelog. The batch is done as far as
-                         * Kafka is concerned; the designed recovery is a
-                         * restore of every assigned partition before the
-                         * next batch (sg_loop_run). */
+                        /* The batch is in Kafka (exactly_once: the
+                         * transaction committed output, changelog and
+                         * offsets; at_least_once: output, changelog and
+                         * markers delivered) but LMDB did not commit: the
+                         * store is behind its changelog. The designed
+                         * recovery is a restore of every assigned partition
+                         * before the next batch (sg_loop_run); at_least_once
+                         * re-reads nothing either: the restored store knows
+                         * the batch, and its uncommitted input offsets are
+                         * duplicates when read again. */
                         loop->proc.batch_abort(loop->proc.opaque);
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "error", sg_err2str(err));
@@ -3028,7 +3996,9 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                             loop->proc.grow(loop->proc.opaque, es,
                                             sizeof(es)) == SG_OK)
                                 loop->stats.map_grows_total++;
-                        loop->restore_needed = true;
+                        loop_restore_all(loop);
+                        if (!loop->eos)
+                                loop_offsets_pending(loop);
                         err = SG_OK;
                         break;
                 }
@@ -3291,14 +4261,17 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         loop->next_stats_ms = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
                 if (loop->restore_needed) {
-                        /* exactly_once: LMDB fell behind the committed
-                         * changelog (batch_commit failed after the Kafka
-                         * commit): restore before judging anything more. */
+                        /* LMDB fell behind the changelog (batch_commit
+                         * failed after the batch reached Kafka), or
+                         * (at_least_once) a batch stopped half way through
+                         * its changelog records: restore those partitions
+                         * before judging anything more. */
                         char es[512] = "";
                         loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
-                        if (loop_restore(loop, NULL, es, sizeof(es)) ==
+                        if (loop_restore(loop, NULL, NULL, es, sizeof(es)) ==
                             SG_OK) {
                                 loop->restore_needed = false;
+                                loop_commit_pending(loop);
                         } else {
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(f, "error", es);
@@ -3380,6 +4353,8 @@ void sg_loop_destroy(sg_loop_t *loop) {
         }
         free(loop->dr_offs);
         free(loop->dr_errs);
+        if (loop->pending_offsets)
+                rd_kafka_topic_partition_list_destroy(loop->pending_offsets);
         for (size_t i = 0; i < loop->part_cnt; i++)
                 free(loop->parts[i].topic);
         free(loop->parts);
@@ -3465,12 +4440,11 @@ sg_err_t sg_mock_start(const sg_config_t *conf, int broker_cnt,
                     tc->snapshot.reply_topic)
                         err = mock_topic(mc, tc->snapshot.reply_topic,
                                          partition_cnt, errstr, errstr_size);
-                /* exactly_once: the changelog, one partition per input
-                 * partition. The mock has no topic configs, so it is not
-                 * compacted (nothing is ever cleaned in a mock) and the
+                /* The changelog (both guarantees), one partition per
+                 * input partition. The mock has no topic configs, so it is
+                 * not compacted (nothing is ever cleaned in a mock) and the
                  * loop's cleanup.policy check is skipped there. */
-                if (!err && conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE &&
-                    tc->changelog_topic)
+                if (!err && tc->changelog_topic)
                         err = mock_topic(mc, tc->changelog_topic,
                                          partition_cnt, errstr, errstr_size);
         }

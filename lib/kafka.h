@@ -6,15 +6,28 @@
  * Batch protocol, at_least_once (semantics §6):
  *   1. poll up to batch.max_records records or batch.max_ms;
  *   2. processor: batch_begin, process each record, tick;
- *   3. produce every effect (enable.idempotence=true, acks=all) and wait
- *      for every delivery report;
- *   4. only if all were delivered: processor batch_commit (LMDB), then
- *      commit the input offsets synchronously;
- *   5. on any failure: batch_abort and seek every partition of the batch
+ *   3. produce every output and DLQ effect (enable.idempotence=true,
+ *      acks=all) and wait for every delivery report;
+ *   4. only if all were delivered, and the processor keeps state (it has
+ *      restore_begin): produce the batch's changelog records, each with
+ *      the header SG_CHANGELOG_HEADER (changelog.h), wait for every
+ *      delivery and check that each changelog partition's records landed
+ *      right after this owner's previous ones; then one marker per
+ *      changelog partition, delivered and placed likewise ("Changelog
+ *      fencing" below). A changelog record never describes output Kafka
+ *      did not accept;
+ *   5. only then: processor batch_commit (LMDB), then commit the input
+ *      offsets synchronously;
+ *   6. on any failure: batch_abort and seek every partition of the batch
  *      back to its committed position; the records are read again. Never
- *      skip a record to make progress.
+ *      skip a record to make progress. A failure from the first changelog
+ *      record on also marks the batch's partitions for a restore (the
+ *      unfinished batch's records are void, their keys rewritten) before
+ *      their records are judged again.
  * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
- * grown (processor grow) and the same records re-run.
+ * grown (processor grow) and the same records re-run. A batch_commit that
+ * fails after step 4 leaves the store behind its changelog: logged as
+ * "store_behind_changelog", the partitions are restored (not re-read).
  *
  * Batch protocol, exactly_once (semantics §6, issue 4; Kafka Streams' model):
  *   the producer is transactional (transactional.id = the config's
@@ -38,24 +51,76 @@
  *   its changelog: logged as "store_behind_changelog", every assigned
  *   partition is restored before the next batch.
  *
- * Changelog topics (exactly_once): sg_loop_new ensures each input topic's
- * changelog_topic exists with as many partitions as the input topic and
- * cleanup.policy containing compact: created if missing (replication factor
- * -1: the broker default), checked if present (SG_ERR_CONFIG naming the
- * topic on a mismatch). The group consumer does not subscribe to them.
+ * Changelog topics (both guarantees, when the processor keeps state):
+ * sg_loop_new ensures each input topic's changelog_topic exists with as
+ * many partitions as the input topic and cleanup.policy containing
+ * compact: created if missing (replication factor -1: the broker default),
+ * checked if present (SG_ERR_CONFIG naming the topic on a mismatch). The
+ * group consumer does not subscribe to them.
  *
- * Restore (exactly_once, processor restore_begin/apply/end): inside the
- * rebalance callback, for every newly assigned input partition, before the
- * partition is handed to the consumer (so none of its records is read
- * first): a dedicated group-less read_committed consumer reads the
- * changelog partition from the offset restore_begin returns up to its
- * stable end (the partition EOF; if the high watermark is beyond it, an
- * undecided transaction — a dead owner's — is waited for, at most 120 s),
- * each record to restore_apply, then restore_end. SG_ERR_MAP_FULL grows the
- * store and restarts that partition's restore. One "restore_done" log line
- * per partition (records, ms). A failed restore stops the loop
- * (SG_ERR_FATAL). Committed input offsets still held by an open transaction
- * are waited for (at most 120 s) before the partition starts.
+ * Restore (processor restore_begin/apply/end): inside the rebalance
+ * callback, for every newly assigned input partition, before the partition
+ * is handed to the consumer (so none of its records is read first): a
+ * dedicated group-less read_committed consumer reads the changelog
+ * partition from the offset restore_begin returns up to its stable end (the
+ * partition EOF; if the high watermark is beyond it, an undecided
+ * transaction — a dead owner's — is waited for, at most 120 s), through a
+ * changelog reader (changelog.h) that hands restore_apply the records to
+ * apply (exactly_once's all; at_least_once's complete batches of the
+ * epochs in force), then restore_end. SG_ERR_MAP_FULL grows the store and
+ * restarts that partition's restore. One "restore_done" log line per
+ * partition (records, void_records, epoch, ms). A failed restore stops the
+ * loop (SG_ERR_FATAL). exactly_once: committed input offsets still held by
+ * an open transaction are waited for (at most 120 s) before the partition
+ * starts.
+ *
+ * Changelog fencing (at_least_once; changelog.h has the record formats and
+ * the reader's rule). Without transactions nothing stops an old owner from
+ * writing, so the changelog itself says whose records count:
+ *   - on assignment, before the restore, per input partition: a claim
+ *     record (its offset is the partition's new EPOCH), then a synchronous
+ *     offset commit of the group's committed offsets (OffsetCommit carries
+ *     the member's generation: it fails once the group moved on, so every
+ *     claim that passed precedes, in the log, the claim of any later
+ *     owner), then a confirm record. A claim whose check failed is never
+ *     confirmed; the assignment is abandoned ("assignment_abandoned") until
+ *     the next rebalance;
+ *   - every changelog record carries (epoch, batch sequence); a batch counts
+ *     only with its marker (or a later batch of the same owner); records of
+ *     an epoch older than the newest confirmed one are void;
+ *   - after the restore the owner writes the current value of every key the
+ *     reader found void, and tombstones of older confirms (the repair,
+ *     "changelog_repaired"); a repair or batch whose records do not land
+ *     right after the owner's own means another writer is active: the
+ *     partition is read again (a newer confirm: "changelog_fenced", the
+ *     partition is paused and never written again until revoked).
+ * Why a zombie (an owner whose session expired while it was stalled, and
+ * which then finishes the batch it had in flight) can only duplicate:
+ * (1) its output records are duplicates — the new owner reads the input
+ * from the group's committed offset, and the zombie's offset commits fail
+ * (generation); (2) its changelog records either precede the new owner's
+ * confirm — then the new owner's restore read them, a complete batch is in
+ * its store, an incomplete one is void and rewritten — or follow it — then
+ * they are void for every reader, and the new owner sees them at its next
+ * write (its records do not land right after its own), reads them and
+ * rewrites their keys; (3) the zombie itself never commits that batch to
+ * LMDB (its records did not land right after its own) and never writes a
+ * marker for it. The one window left: compaction may remove a key's valid
+ * record once a void record of the key is in a cleaned segment; if the new
+ * owner crashed before it rewrote that key, a later restore would miss the
+ * key. The log cleaner only cleans inactive segments, so this needs a
+ * zombie write, a segment roll and a cleaner pass between the write and
+ * the owner's next batch, and a crash of the owner in that interval.
+ *
+ * Start offset on assignment: exactly_once, the transactional committed
+ * offset only (the store is rebuilt from the changelog to match it);
+ * at_least_once with a changelog, the later of the group's committed offset
+ * and the input offset of the RESTORED store (the changelog holds a batch
+ * only once its output was delivered, and an offset is committed only after
+ * its batch's changelog: neither can be past a record whose decision is not
+ * in Kafka; the local store before the restore is never used — it may lag
+ * its changelog, or hold another owner's past); a stateless processor, the
+ * later of the committed offset and its store's.
  *
  * Snapshots (issue 3, semantics §4 step 1): the consumer also subscribes to
  * every "kafka" snapshot source's reply_topic; its records go to process()
@@ -85,11 +150,14 @@
  * output Kafka did not accept.
  *
  * Rebalance: before partitions are revoked, the records already polled are
- * processed and committed (steps 2–4). On assignment the start offset of a
- * partition is the later of the group's committed offset and the offset the
- * store reflects; a store owned by another consumer group is refused
- * (SG_ERR_FOREIGN, the loop stops with an error). Both eager and cooperative
- * (KIP-429) assignment strategies are handled.
+ * processed and committed (steps 2–5) — unless the assignment was lost
+ * (session timeout, max.poll.interval.ms): the partitions already belong to
+ * another member, and the polled records are dropped unjudged
+ * ("batch_dropped_lost"; the new owner reads them). A store owned by
+ * another consumer group is refused (SG_ERR_FOREIGN, the loop stops with an
+ * error). Both eager and cooperative (KIP-429) assignment strategies are
+ * handled: in both, a partition is revoked only after the callback finished
+ * its batch, and assigned to the next owner only after that.
  *
  * Properties: the config's "kafka" properties go to both clients verbatim,
  * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
@@ -148,13 +216,15 @@ typedef struct sg_loop_stats {
         uint64_t transactions_total;       /**< Kafka transactions committed */
         uint64_t transactions_aborted_total; /**< Kafka transactions aborted
                                                   (their batch re-read) */
+        /* the changelog (both guarantees; 0 for a stateless processor) */
         uint64_t restored_records_total;   /**< changelog records applied by
                                                 restores */
         int64_t restore_ms_last;           /**< wall time of the last restore
                                                 (all partitions of the last
                                                 assignment, or of the re-run
-                                                after a failed LMDB commit),
-                                                milliseconds */
+                                                after a failed LMDB commit or
+                                                an unfinished at_least_once
+                                                batch), milliseconds */
 } sg_loop_stats_t;
 
 /** Called from the loop thread every stats_interval_ms, and once at exit. */

@@ -5,8 +5,10 @@
  *
  * The loop calls, per batch:
  *     batch_begin → process (each record, in offset order per partition)
- *     → tick → effects → [produce every effect, wait for all deliveries]
- *     → batch_commit (only after every delivery succeeded) → commit offsets
+ *     → tick → effects → [produce every effect, wait for all deliveries;
+ *     at_least_once: the output and DLQ records first, then the changelog
+ *     records] → batch_commit (only after every delivery succeeded)
+ *     → commit offsets
  * or, on any failure, batch_abort and a rewind to the committed offsets.
  * The processor never calls Kafka; the loop never decides (style.md).
  *
@@ -34,10 +36,14 @@ typedef enum sg_effect_kind {
                                      request is durable before it is sent).
                                      url, request_id, auth_env, timeout_ms set;
                                      topic/key/value unused. */
-        SG_EFFECT_CHANGELOG = 4, /**< a changelog record (exactly_once,
-                                      issue 4): topic = the input topic's
+        SG_EFFECT_CHANGELOG = 4, /**< a changelog record (semantics §6, both
+                                      guarantees): topic = the input topic's
                                       changelog, partition = the input
-                                      partition; value NULL = tombstone */
+                                      partition; key = the database byte
+                                      (SG_DB_*, never 0xFF: the loop's own
+                                      records) and the store key without
+                                      the partition prefix; value NULL =
+                                      tombstone */
 } sg_effect_kind_t;
 
 /**
@@ -180,7 +186,9 @@ typedef struct sg_processor {
         bool (*refused)(void *opaque, size_t index, bool too_large,
                         const char *reason);
 
-        /* ---- exactly_once (issue 4); all may be NULL ---- */
+        /* ---- the changelog (semantics §6); all may be NULL: a processor
+         * without restore_begin keeps no state that follows a partition,
+         * and the loop then uses no changelog ---- */
 
         /** Tells the offset effect @p index of the batch was written at.
          *  Called for every delivered effect, before batch_commit. */
@@ -210,6 +218,32 @@ typedef struct sg_processor {
         sg_err_t (*restore_end)(void *opaque, const char *topic,
                                 int32_t partition, int64_t end_offset,
                                 char *errstr, size_t errstr_size);
+
+        /* at_least_once changelog fencing (kafka.h "Changelog fencing") */
+
+        /** The changelog epoch kept with the checkpoint restore_begin just
+         *  returned, -1 if none (a full restore, or a store written before
+         *  epochs). Called between restore_begin and restore_end. */
+        int64_t (*changelog_epoch_get)(void *opaque, const char *topic,
+                                       int32_t partition);
+        /** The epoch in force at the restore's read position: kept with
+         *  every checkpoint committed from now on (restore_apply's periodic
+         *  ones, restore_end, and the batches after it). */
+        void (*changelog_epoch_set)(void *opaque, const char *topic,
+                                    int32_t partition, int64_t epoch);
+        /**
+         * The committed store value the changelog key @p key names (the
+         * key of an SG_EFFECT_CHANGELOG record), so that the loop can
+         * rewrite a key whose last changelog record is void. *valuep:
+         * malloc'd (caller frees), NULL when the key is absent (the loop
+         * writes a tombstone). Only with no batch and no restore open.
+         * @returns SG_OK, SG_ERR_INVALID, SG_ERR_NOMEM, a store error.
+         */
+        sg_err_t (*changelog_value)(void *opaque, const char *topic,
+                                    int32_t partition, const void *key,
+                                    size_t key_len, void **valuep,
+                                    size_t *value_lenp, char *errstr,
+                                    size_t errstr_size);
 } sg_processor_t;
 
 #ifdef __cplusplus

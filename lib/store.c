@@ -1111,10 +1111,13 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 /* group_len u8 | group (255 bytes, zero-padded) | input_offset i64 |
  * changelog_offset i64 | clock i64 | parked_cnt u64 | parked_bytes u64 |
- * quarantined u64 | snap_in_flight u64 | snap_seq u64 */
-#define META_VLEN (1 + 255 + 8 * 8)
-/* the same, followed by the key fingerprint: a flag byte and its parts */
-#define META_VLEN_FP (META_VLEN + 1 + SG_META_FP_PARTS * 8)
+ * quarantined u64 | snap_in_flight u64 | snap_seq u64 (META_VLEN_8), then
+ * changelog_epoch i64, then the key fingerprint: a flag byte and its parts.
+ * Stores and changelogs written before either field existed lack it: a
+ * missing epoch reads as -1, a missing fingerprint as none. */
+#define META_VLEN_8 (1 + 255 + 8 * 8)
+#define META_FP_LEN (1 + SG_META_FP_PARTS * 8)
+#define META_VLEN (META_VLEN_8 + 8 + META_FP_LEN)
 
 sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                         char *errstr, size_t errstr_size) {
@@ -1126,10 +1129,12 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         uint64_t c[5];
         for (int i = 0; i < 5; i++)
                 c[i] = rd_u64(&r);
-        /* the key fingerprint follows in stores written since it exists */
+        int64_t epoch = -1;
+        if (r.left == 8 || r.left == 8 + META_FP_LEN)
+                epoch = rd_i64(&r);
         unsigned fp_flag = 0;
         const unsigned char *fp = NULL;
-        if (r.left == META_VLEN_FP - META_VLEN) {
+        if (r.left == META_FP_LEN) {
                 fp_flag = rd_u8(&r);
                 fp = rd_take(&r, SG_META_FP_PARTS * 8);
         }
@@ -1144,11 +1149,12 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         if (fp_flag > 1)
                 return refuse(errstr, errstr_size,
                               "meta value: key fingerprint flag %u", fp_flag);
-        if (input < -1 || changelog < -1 || !is_time(clock))
+        if (input < -1 || changelog < -1 || epoch < -1 || !is_time(clock))
                 return refuse(errstr, errstr_size,
                               "meta value: input offset %" PRId64
-                              ", changelog offset %" PRId64 ", clock %" PRId64,
-                              input, changelog, clock);
+                              ", changelog offset %" PRId64
+                              ", changelog epoch %" PRId64 ", clock %" PRId64,
+                              input, changelog, epoch, clock);
         memset(out, 0, sizeof(*out));
         memcpy(out->group, group, gl);
         out->input_offset = input;
@@ -1159,6 +1165,7 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         out->quarantined = c[2];
         out->snap_in_flight = c[3];
         out->snap_seq = c[4];
+        out->changelog_epoch = epoch;
         if (fp_flag == 1) {
                 out->has_key_fp = true;
                 memcpy(out->key_fp, fp, sizeof(out->key_fp));
@@ -1176,7 +1183,7 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN_FP];
+        unsigned char v[META_VLEN];
         memset(v, 0, sizeof(v));
         size_t gl = strnlen(r->group, 255);
         v[0] = (unsigned char)gl;
@@ -1190,9 +1197,10 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
         put_u64(q + 40, r->quarantined);
         put_u64(q + 48, r->snap_in_flight);
         put_u64(q + 56, r->snap_seq);
+        put_u64(q + 64, (uint64_t)r->changelog_epoch);
         if (r->has_key_fp) {
-                q[64] = 1;
-                memcpy(q + 65, r->key_fp, sizeof(r->key_fp));
+                q[72] = 1;
+                memcpy(q + 73, r->key_fp, sizeof(r->key_fp));
         }
         return put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
                    errstr_size);
@@ -1483,6 +1491,22 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                            errstr_size);
         }
         }
+}
+
+sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
+                             const void *suffix, size_t suffix_len,
+                             const void **valuep, size_t *value_lenp) {
+        unsigned char k[SG_TP_MAX + 64];
+        if (!db_logged(db) || suffix_len > 48)
+                return SG_ERR_INVALID;
+        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        MDB_val v;
+        sg_err_t err = get(t, db, k, klen, &v);
+        if (err)
+                return err;
+        *valuep = v.mv_data;
+        *value_lenp = v.mv_size;
+        return SG_OK;
 }
 
 /* ---- read-only access for operator tools ------------------------------ */

@@ -125,6 +125,11 @@ typedef struct sg_meta_rec {
         uint64_t quarantined;     /**< quarantined aggregates in the partition */
         uint64_t snap_in_flight;  /**< snapshot requests sent and unanswered */
         uint64_t snap_seq;        /**< last snapshot request sequence number */
+        int64_t changelog_epoch;  /**< at_least_once: the changelog epoch in
+                                       force at changelog_offset (semantics
+                                       §6, kafka.h "Changelog fencing"), -1
+                                       none; read as -1 from stores written
+                                       before the field existed */
         /** Fingerprint of the settings that define the partition's
          *  idempotency keys, digests and aggregate keys (one 8-byte hash per
          *  setting, engine.c "key fingerprint"); has_key_fp false in a store
@@ -293,6 +298,20 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
 sg_err_t sg_snapreq_decode(const void *value, size_t len,
                            sg_snapreq_rec_t *out, char *errstr,
                            size_t errstr_size);
+
+/**
+ * The stored value of one state key as a changelog record carries it (the
+ * inverse of sg_store_apply_change: @p db and @p suffix as there). Used to
+ * rewrite a key whose last changelog record is void (at_least_once repair,
+ * kafka.h). *valuep points into LMDB memory, valid until the transaction
+ * writes or ends.
+ * @returns SG_OK, SG_ERR_NOT_FOUND (no such key: the changelog gets a
+ *          tombstone), SG_ERR_INVALID (not a state database, key too long),
+ *          SG_ERR_STORE.
+ */
+sg_err_t sg_store_get_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
+                             const void *suffix, size_t suffix_len,
+                             const void **valuep, size_t *value_lenp);
 
 /* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
  * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */

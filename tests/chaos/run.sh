@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# tests/chaos/run.sh: run seqgate's chaos suite (issue 4) with the test venv.
+# tests/chaos/run.sh: run seqgate's chaos suite with the test venv.
 #
 # Sets up the Python venv with tests/install-deps.sh (its last stdout line is
 # the venv's python) and runs tests/chaos/run_chaos.py with the given flags:
 #   --seed N                          reproduce a run (the seed is printed)
 #   --mode exactly_once|at_least_once seqgate's guarantee (default exactly_once)
 #   --soak                            10x the events, 30 kill cycles
+#   --quick                           half the events, 30 s of stream, 5 kills
+#   --instances 1|2                   instances that run throughout (default 2)
 #   --keep                            keep the temp dir (logs, data dirs)
 # The suite starts its own private broker (deploy/kafka/kafka.sh with a
 # private KAFKA_WORKDIR) because it restarts it; with KAFKA_BOOTSTRAP set it

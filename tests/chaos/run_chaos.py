@@ -18,9 +18,12 @@ against a known stream whose exact result is computed independently.
    random pause (many cycles), add a third instance and remove it again
    (SIGTERM) to force rebalances, restart the broker once. Every instance
    that exits without being told to is restarted and counted (self_exits).
-   `--instances 1` runs one instance and no add/remove: partitions never
-   move between stores (what at_least_once, without a changelog, can
-   survive).
+   Partitions move between the instances' stores all the time (both
+   guarantees keep a changelog, semantics §6). `--instances 1` runs one
+   instance and no add/remove: partitions never move between stores.
+   `--quick`: half the aggregates, 30 s of stream, 5 kills, one add/remove
+   cycle and a 60 s gap timeout (tests/run.sh runs at_least_once so, after
+   the default exactly_once run).
 4. Wait until the group's committed offsets reach the input's end offsets,
    the expected gap_timeout DLQ records are there (or a deadline passes) and
    output and DLQ stop growing; SIGTERM every instance.
@@ -34,7 +37,9 @@ against a known stream whose exact result is computed independently.
    the expiry of a killed member's session come on top).
    lost: expected applied events missing from the output. duplicated: extra
    copies of an event in the output or of a record in the DLQ (a fault only
-   with exactly_once; at_least_once may redeliver the batch in flight).
+   with exactly_once; at_least_once may write a batch in flight again —
+   after a crash, a failed delivery or a zombie's batch — so there it is
+   counted and reported, never a failure).
    out_of_order: per aggregate, output versions (first copies) not strictly
    increasing, or applied in another order than the model's. unexpected_dlq /
    missing_dlq: the DLQ against the expected (tag, reason) multiset.
@@ -45,7 +50,9 @@ against a known stream whose exact result is computed independently.
    self_exits: seqgate runs that ended without being told to. With
    exactly_once the stats lines must also show transactions_total > 0.
    Exit status 1 when any fault count is non-zero (duplicated only with
-   exactly_once) or the group did not finish, 2 on a harness error.
+   exactly_once: at_least_once fails on lost, out_of_order, unexpected or
+   missing DLQ records, unexpected output and unaccounted records, never
+   on duplicates) or the group did not finish, 2 on a harness error.
 
 Logs of every seqgate run stay in the run's temp dir (printed); on failure
 the tails of the relevant ones are printed.
@@ -311,6 +318,9 @@ def main(argv=None) -> int:
                     default="exactly_once", help="seqgate guarantee")
     ap.add_argument("--soak", action="store_true",
                     help="10x the events, 30 kill cycles")
+    ap.add_argument("--quick", action="store_true",
+                    help="half the events, 30 s of stream, 5 kills, one "
+                         "add/remove cycle, 60 s gap timeout")
     ap.add_argument("--binary", default=os.environ.get("SEQGATE_BIN")
                     or str(ROOT / "build" / "seqgate"))
     ap.add_argument("--partitions", type=int, default=6)
@@ -322,24 +332,31 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
-    print(f"chaos: seed={seed} mode={a.mode}{' soak' if a.soak else ''} "
-          f"(rerun with --seed {seed})", flush=True)
+    if a.soak and a.quick:
+        print("chaos: --soak and --quick exclude each other", file=sys.stderr)
+        return 2
+    size = " soak" if a.soak else " quick" if a.quick else ""
+    print(f"chaos: seed={seed} mode={a.mode}{size} "
+          f"(rerun with --seed {seed}{size and ' --' + size.strip()})",
+          flush=True)
     if not os.access(a.binary, os.X_OK):
         print(f"chaos: seqgate executable not found at {a.binary}", file=sys.stderr)
         return 2
 
     scale = {
-        "aggregates": 18000 if a.soak else 1800,
-        "kills": 30 if a.soak else 8,
-        "produce_s": 300.0 if a.soak else 60.0,
-        "chunks": 100 if a.soak else 20,
+        "aggregates": 18000 if a.soak else 900 if a.quick else 1800,
+        "kills": 30 if a.soak else 5 if a.quick else 8,
+        "produce_s": 300.0 if a.soak else 30.0 if a.quick else 60.0,
+        "chunks": 100 if a.soak else 12 if a.quick else 20,
+        "adds": 3 if a.soak else 1 if a.quick else 2,
         # Far above any stall the chaos causes between a park and its fill,
         # so that only the gaps that never fill time out. A burst of kills
         # keeps an eager group rebalancing (each restart waits for the dead
         # member's session to expire): a partition was seen unowned for 29 s.
         # The default run's chaos lasts 70 s, so 90 s cannot be reached by
-        # it; the soak spreads 30 kills over 310 s.
-        "gap_timeout_ms": 150000 if a.soak else 90000,
+        # it; the soak spreads 30 kills over 310 s; the quick run's 5 kills
+        # over 40 s stay far from 60 s.
+        "gap_timeout_ms": 150000 if a.soak else 60000 if a.quick else 90000,
     }
     tmp = Path(tempfile.mkdtemp(prefix="seqgate-chaos."))
     log(f"temp dir (seqgate logs, data dirs): {tmp}")
@@ -469,7 +486,7 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
     kills = scale["kills"]
     kill_at = sorted(rng.uniform(2.0, horizon) for _ in range(kills))
     broker_at = rng.uniform(0.35, 0.6) * horizon if broker.workdir else None
-    n_adds = (3 if a.soak else 2) if a.instances > 1 else 0
+    n_adds = scale["adds"] if a.instances > 1 else 0
     add_at = sorted(rng.uniform(3.0, horizon - 8.0) for _ in range(n_adds))
     plan = [(t, "kill") for t in kill_at] + [(t, "add") for t in add_at]
     if broker_at is not None:

@@ -138,6 +138,11 @@ static void collect(h_t *h) {
         const sg_effect_t *ef;
         size_t n = h->proc.effects(h->proc.opaque, &ef);
         for (size_t i = 0; i < n; i++) {
+                /* Changelog records (both guarantees) are the store's
+                 * business, checked by the changelog cases below; the
+                 * decision cases look at what reaches Kafka's topics. */
+                if (ef[i].kind == SG_EFFECT_CHANGELOG)
+                        continue;
                 out_t *o = &h->out[h->out_cnt++];
                 memset(o, 0, sizeof(*o));
                 o->kind = ef[i].kind;
@@ -1233,9 +1238,14 @@ static void restore_all(h_t *h, int64_t log_start, int64_t want_from) {
                          SG_OK);
 }
 
-START_TEST(eos_store_follows_partition_through_changelog) {
+/* Both guarantees keep the changelog (semantics §6): _i 0 at_least_once,
+ * 1 exactly_once. */
+static const char *const cl_roots[2] = {"\"guarantee\":\"at_least_once\",",
+                                        "\"guarantee\":\"exactly_once\","};
+
+START_TEST(store_follows_partition_through_changelog) {
         changelog_cnt = 0;
-        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_t a = {.root = cl_roots[_i]};
         h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
         ck_assert_ptr_nonnull(a.proc.restore_begin);
         restore_all(&a, 0, 0); /* empty changelog: nothing to restore */
@@ -1251,7 +1261,7 @@ START_TEST(eos_store_follows_partition_through_changelog) {
         h_close(&a);
 
         /* the partition moves to an instance with an empty store */
-        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_t b = {.root = cl_roots[_i]};
         h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
         b.offset = a.offset;
         restore_all(&b, 0, 0);
@@ -1305,6 +1315,96 @@ START_TEST(eos_store_follows_partition_through_changelog) {
                                               err, sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(from, (int64_t)changelog_cnt + 5);
+        h_free(&a);
+}
+END_TEST
+
+/* at_least_once repair support (kafka.h "Changelog fencing"): the store
+ * value a changelog key names is what its last changelog record carried
+ * (NULL after a tombstone), and the epoch given during a restore is kept
+ * with the checkpoint, across a restart. */
+START_TEST(changelog_value_and_epoch) {
+        changelog_cnt = 0;
+        char err[256];
+        h_t a = {0};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        restore_all(&a, 0, 0);
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        eos_batch(&a, b1, 2);
+        ev_t b2[] = {EV("A", "e2", "t", "2")}; /* drains v3: parked → gone */
+        eos_batch(&a, b2, 1);
+        size_t checked = 0, tombs = 0;
+        for (size_t i = 0; i < changelog_cnt; i++) {
+                const clrec_t *c = &changelog[i];
+                bool last = true; /* the key's last record? */
+                for (size_t j = i + 1; j < changelog_cnt; j++)
+                        last &= c->key_len != changelog[j].key_len ||
+                                memcmp(c->key, changelog[j].key, c->key_len);
+                if (!last || c->key[0] == SG_DB_META)
+                        continue; /* meta's local checkpoint differs */
+                void *v = NULL;
+                size_t vl = 0;
+                ck_assert_int_eq(a.proc.changelog_value(a.proc.opaque,
+                                                        "orders", 0, c->key,
+                                                        c->key_len, &v, &vl,
+                                                        err, sizeof(err)),
+                                 SG_OK);
+                if (c->tombstone) {
+                        ck_assert_ptr_null(v);
+                        tombs++;
+                } else {
+                        ck_assert_ptr_nonnull(v);
+                        ck_assert_uint_eq(vl, c->value_len);
+                        ck_assert(!memcmp(v, c->value, vl));
+                }
+                free(v);
+                checked++;
+        }
+        ck_assert_uint_ge(checked, 4); /* 3 dedup, 1 agg */
+        ck_assert_uint_ge(tombs, 1);   /* the drained parked v3 */
+        /* the epoch: none yet, then kept with restore_end's checkpoint */
+        int64_t cp;
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &cp, err,
+                                              sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
+                                                    0),
+                         -1);
+        a.proc.changelog_epoch_set(a.proc.opaque, "orders", 0, 4242);
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
+                                            (int64_t)changelog_cnt, err,
+                                            sizeof(err)),
+                         SG_OK);
+        h_close(&a);
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &cp, err,
+                                              sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(cp, (int64_t)changelog_cnt); /* the delta: none */
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
+                                                    0),
+                         4242);
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
+                                            (int64_t)changelog_cnt, err,
+                                            sizeof(err)),
+                         SG_OK);
+        /* a batch keeps it too */
+        ev_t b3[] = {EV("A", "e4", "t", "4")};
+        eos_batch(&a, b3, 1);
+        h_close(&a);
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &cp, err,
+                                              sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
+                                                    0),
+                         4242);
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0, cp,
+                                            err, sizeof(err)),
+                         SG_OK);
         h_free(&a);
 }
 END_TEST
@@ -1882,6 +1982,17 @@ static void process_ev(h_t *h, int slot, int64_t off, const char *id,
         ck_assert_int_eq(r, SG_PROCESSED);
 }
 
+/* The batch's effects (*efp) and how many are records for the output or
+ * the DLQ: the changelog records both guarantees keep come after them. */
+static size_t effects_no_changelog(h_t *h, const sg_effect_t **efp) {
+        size_t n = h->proc.effects(h->proc.opaque, efp), k = 0;
+        while (k < n && (*efp)[k].kind != SG_EFFECT_CHANGELOG)
+                k++;
+        for (size_t i = k; i < n; i++)
+                ck_assert_int_eq((*efp)[i].kind, SG_EFFECT_CHANGELOG);
+        return k;
+}
+
 static const char *xhdr(const sg_effect_t *ef, const char *name,
                         char *buf, size_t n) {
         for (size_t j = 0; j < ef->extra_cnt; j++)
@@ -1915,7 +2026,7 @@ START_TEST(output_rejected_too_large) {
         process_ev(&h, 2, 12, "e3", "3", "small-3");
         ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)), SG_OK);
         const sg_effect_t *ef;
-        ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 3);
+        ck_assert_uint_eq(effects_no_changelog(&h, &ef), 3);
         ck_assert_int_eq(ef[0].kind, SG_EFFECT_OUTPUT);
         ck_assert_int_eq(ef[1].kind, SG_EFFECT_DLQ);
         ck_assert_str_eq(ef[1].topic, "dlq");
@@ -1974,7 +2085,7 @@ START_TEST(output_rejected_refused_at_delivery) {
                 process_ev(&h, 1, 8, "e2", "2", "payload-2");
                 ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)),
                                  SG_OK);
-                ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 2);
+                ck_assert_uint_eq(effects_no_changelog(&h, &ef), 2);
                 ck_assert_int_eq(ef[0].kind, SG_EFFECT_OUTPUT);
                 if (run == 0) {
                         ck_assert_int_eq(ef[1].kind, SG_EFFECT_OUTPUT);
@@ -2159,7 +2270,9 @@ Suite *engine_suite(void) {
         tcase_add_test(snap, snapshot_request_survives_restart);
         suite_add_tcase(s, snap);
         TCase *eos = tcase_create("exactly_once");
-        tcase_add_test(eos, eos_store_follows_partition_through_changelog);
+        tcase_add_loop_test(eos, store_follows_partition_through_changelog, 0,
+                            2);
+        tcase_add_test(eos, changelog_value_and_epoch);
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);

@@ -1,0 +1,305 @@
+/*
+ * changelog.c — the at_least_once changelog protocol (changelog.h): record
+ * framing and the restore reader's rule.
+ */
+#include "changelog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sg_changelog_u64_put(unsigned char out[8], int64_t v) {
+        uint64_t u = (uint64_t)v;
+        for (int i = 7; i >= 0; i--) {
+                out[i] = (unsigned char)(u & 0xff);
+                u >>= 8;
+        }
+}
+
+int64_t sg_changelog_u64_get(const unsigned char in[8]) {
+        uint64_t u = 0;
+        for (int i = 0; i < 8; i++)
+                u = (u << 8) | in[i];
+        return (int64_t)u;
+}
+
+void sg_changelog_frame(unsigned char out[SG_CHANGELOG_FRAME_LEN],
+                        int64_t epoch, int64_t seq) {
+        sg_changelog_u64_put(out, epoch);
+        sg_changelog_u64_put(out + 8, seq);
+}
+
+void sg_changelog_key(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
+                      int64_t epoch) {
+        out[0] = SG_CHANGELOG_CONTROL;
+        out[1] = (unsigned char)kind;
+        sg_changelog_u64_put(out + 2, epoch);
+}
+
+void sg_changelog_marker_key(unsigned char out[SG_CHANGELOG_MARKER_LEN],
+                             int64_t epoch, int64_t seq) {
+        out[0] = SG_CHANGELOG_CONTROL;
+        out[1] = SG_CHANGELOG_MARKER;
+        sg_changelog_u64_put(out + 2, epoch);
+        sg_changelog_u64_put(out + 10, seq);
+}
+
+/* A record held back until its batch is known to be complete. */
+typedef struct held {
+        int64_t offset;
+        unsigned char *key;   /* key, then value, in one allocation */
+        size_t key_len;
+        unsigned char *value; /* NULL: tombstone */
+        size_t value_len;
+} held_t;
+
+struct sg_changelog_reader {
+        int64_t floor;
+        /* the batch being read, (held_epoch, held_seq) */
+        held_t *held;
+        size_t held_cnt, held_cap;
+        int64_t held_epoch, held_seq;
+        /* keys of void records */
+        sg_changelog_key_t *voids;
+        size_t void_cnt, void_cap;
+        bool voids_sorted;
+        int64_t *confirms;
+        size_t confirm_cnt, confirm_cap;
+        sg_changelog_counts_t counts;
+};
+
+sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp) {
+        sg_changelog_reader_t *r = calloc(1, sizeof(*r));
+        if (!r)
+                return SG_ERR_NOMEM;
+        r->floor = floor;
+        r->voids_sorted = true;
+        *rp = r;
+        return SG_OK;
+}
+
+static void held_clear(sg_changelog_reader_t *r) {
+        for (size_t i = 0; i < r->held_cnt; i++)
+                free(r->held[i].key);
+        r->held_cnt = 0;
+}
+
+void sg_changelog_reader_destroy(sg_changelog_reader_t *r) {
+        if (!r)
+                return;
+        held_clear(r);
+        free(r->held);
+        for (size_t i = 0; i < r->void_cnt; i++)
+                free(r->voids[i].key);
+        free(r->voids);
+        free(r->confirms);
+        free(r);
+}
+
+static sg_err_t void_add(sg_changelog_reader_t *r, const void *key,
+                         size_t len) {
+        r->counts.void_cnt++;
+        if (r->void_cnt == r->void_cap) {
+                size_t cap = r->void_cap ? r->void_cap * 2 : 64;
+                sg_changelog_key_t *v = realloc(r->voids, cap * sizeof(*v));
+                if (!v)
+                        return SG_ERR_NOMEM;
+                r->voids = v;
+                r->void_cap = cap;
+        }
+        unsigned char *k = malloc(len ? len : 1);
+        if (!k)
+                return SG_ERR_NOMEM;
+        memcpy(k, key, len);
+        r->voids[r->void_cnt++] = (sg_changelog_key_t){.key = k, .len = len};
+        r->voids_sorted = false;
+        return SG_OK;
+}
+
+/* The batch held back is void: its writer stopped before it completed. */
+static sg_err_t held_void(sg_changelog_reader_t *r) {
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; !err && i < r->held_cnt; i++)
+                err = void_add(r, r->held[i].key, r->held[i].key_len);
+        held_clear(r);
+        return err;
+}
+
+/* The batch held back is complete: applied in offset order. */
+static sg_err_t held_apply(sg_changelog_reader_t *r,
+                           sg_changelog_apply_cb *apply, void *opaque,
+                           char *errstr, size_t errstr_size) {
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; !err && i < r->held_cnt; i++) {
+                const held_t *h = &r->held[i];
+                err = apply(opaque, h->offset, h->key, h->key_len, h->value,
+                            h->value_len, errstr, errstr_size);
+                if (!err)
+                        r->counts.applied++;
+        }
+        held_clear(r);
+        return err;
+}
+
+static sg_err_t held_add(sg_changelog_reader_t *r, int64_t offset,
+                         const void *key, size_t key_len, const void *value,
+                         size_t value_len) {
+        if (r->held_cnt == r->held_cap) {
+                size_t cap = r->held_cap ? r->held_cap * 2 : 64;
+                held_t *h = realloc(r->held, cap * sizeof(*h));
+                if (!h)
+                        return SG_ERR_NOMEM;
+                r->held = h;
+                r->held_cap = cap;
+        }
+        unsigned char *buf = malloc(key_len + (value ? value_len : 0) + 1);
+        if (!buf)
+                return SG_ERR_NOMEM;
+        memcpy(buf, key, key_len);
+        if (value && value_len)
+                memcpy(buf + key_len, value, value_len);
+        r->held[r->held_cnt++] = (held_t){
+                .offset = offset,
+                .key = buf,
+                .key_len = key_len,
+                .value = value ? buf + key_len : NULL,
+                .value_len = value ? value_len : 0,
+        };
+        return SG_OK;
+}
+
+/* A newer epoch begins: what is held back is void, FLOOR moves up. */
+static sg_err_t floor_raise(sg_changelog_reader_t *r, int64_t epoch) {
+        if (epoch <= r->floor)
+                return SG_OK;
+        r->floor = epoch;
+        return held_void(r);
+}
+
+static sg_err_t feed_control(sg_changelog_reader_t *r, const unsigned char *k,
+                             size_t key_len, const void *value,
+                             size_t value_len, sg_changelog_apply_cb *apply,
+                             void *opaque, char *errstr, size_t errstr_size) {
+        r->counts.control++;
+        if (k[1] == SG_CHANGELOG_MARKER && key_len == SG_CHANGELOG_MARKER_LEN) {
+                if (!value)
+                        return SG_OK; /* an owner dropping an old marker */
+                int64_t epoch = sg_changelog_u64_get(k + 2);
+                int64_t seq = sg_changelog_u64_get(k + 10);
+                sg_err_t err = floor_raise(r, epoch);
+                if (err || epoch < r->floor)
+                        return err; /* a zombie's marker */
+                if (r->held_cnt && r->held_epoch == epoch &&
+                    r->held_seq <= seq)
+                        return held_apply(r, apply, opaque, errstr,
+                                          errstr_size);
+                return SG_OK;
+        }
+        if (key_len != SG_CHANGELOG_KEY_LEN)
+                return SG_OK; /* a claim (or a kind this version lacks) */
+        int64_t epoch = sg_changelog_u64_get(k + 2);
+        if (k[1] == SG_CHANGELOG_CONFIRM) {
+                if (!value)
+                        return SG_OK; /* a tombstone of an old confirm */
+                if (r->confirm_cnt == r->confirm_cap) {
+                        size_t cap = r->confirm_cap ? r->confirm_cap * 2 : 16;
+                        int64_t *c = realloc(r->confirms, cap * sizeof(*c));
+                        if (!c)
+                                return SG_ERR_NOMEM;
+                        r->confirms = c;
+                        r->confirm_cap = cap;
+                }
+                r->confirms[r->confirm_cnt++] = epoch;
+                return floor_raise(r, epoch);
+        }
+        (void)value_len;
+        return SG_OK;
+}
+
+sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
+                                  const void *key, size_t key_len,
+                                  const void *value, size_t value_len,
+                                  const void *frame, size_t frame_len,
+                                  sg_changelog_apply_cb *apply, void *opaque,
+                                  char *errstr, size_t errstr_size) {
+        const unsigned char *k = key;
+        sg_err_t err;
+        if (key_len >= 2 && k[0] == SG_CHANGELOG_CONTROL)
+                return feed_control(r, k, key_len, value, value_len, apply,
+                                    opaque, errstr, errstr_size);
+        if (!frame || frame_len != SG_CHANGELOG_FRAME_LEN) {
+                /* exactly_once: committed in a transaction, so whole; a
+                 * batch held back before it was never completed */
+                if ((err = held_void(r)))
+                        return err;
+                err = apply(opaque, offset, key, key_len, value,
+                            value ? value_len : 0, errstr, errstr_size);
+                if (!err)
+                        r->counts.applied++;
+                return err;
+        }
+        int64_t epoch = sg_changelog_u64_get(frame);
+        int64_t seq = sg_changelog_u64_get((const unsigned char *)frame + 8);
+        if (epoch < r->floor)
+                return void_add(r, key, key_len); /* a zombie's */
+        if ((err = floor_raise(r, epoch)))
+                return err;
+        if (r->held_cnt && r->held_seq < seq) {
+                /* a later batch of the same writer: the one held back is
+                 * complete */
+                if ((err = held_apply(r, apply, opaque, errstr, errstr_size)))
+                        return err;
+        } else if (r->held_cnt && r->held_seq > seq) {
+                /* an earlier batch after a later one: never written so by
+                 * one owner; not trusted */
+                return void_add(r, key, key_len);
+        }
+        r->held_epoch = epoch;
+        r->held_seq = seq;
+        return held_add(r, offset, key, key_len, value, value_len);
+}
+
+sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r) {
+        return held_void(r);
+}
+
+int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r) {
+        return r->floor;
+}
+
+static int key_cmp(const void *a, const void *b) {
+        const sg_changelog_key_t *x = a, *y = b;
+        size_t n = x->len < y->len ? x->len : y->len;
+        int c = memcmp(x->key, y->key, n);
+        if (c)
+                return c;
+        return x->len < y->len ? -1 : x->len > y->len;
+}
+
+size_t sg_changelog_reader_void_keys(sg_changelog_reader_t *r,
+                                     const sg_changelog_key_t **keysp) {
+        if (!r->voids_sorted && r->void_cnt > 1) {
+                qsort(r->voids, r->void_cnt, sizeof(*r->voids), key_cmp);
+                size_t n = 1;
+                for (size_t i = 1; i < r->void_cnt; i++) {
+                        if (!key_cmp(&r->voids[i], &r->voids[n - 1]))
+                                free(r->voids[i].key);
+                        else
+                                r->voids[n++] = r->voids[i];
+                }
+                r->void_cnt = n;
+        }
+        r->voids_sorted = true;
+        *keysp = r->voids;
+        return r->void_cnt;
+}
+
+size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
+                                    const int64_t **epochsp) {
+        *epochsp = r->confirms;
+        return r->confirm_cnt;
+}
+
+sg_changelog_counts_t sg_changelog_reader_counts(
+        const sg_changelog_reader_t *r) {
+        return r->counts;
+}

@@ -1,0 +1,161 @@
+/*
+ * changelog.h — the at_least_once changelog protocol (semantics §6): how a
+ * batch's changelog records are framed, and which records of a changelog
+ * partition a restore applies. Pure (no Kafka, no LMDB): the Kafka loop
+ * (kafka.c) writes and reads the records, the engine applies them.
+ *
+ * Without Kafka transactions two things can leave records in a changelog
+ * partition that no store may ever reflect:
+ *   - a batch cut short: a crash, or a failed delivery, after some of the
+ *     batch's changelog records were written;
+ *   - a zombie: an old owner that lost the partition (its session expired
+ *     while it was stalled) but still finishes the batch it had in flight.
+ * So every changelog record an at_least_once writer produces carries the
+ * header SG_CHANGELOG_HEADER = its writer's epoch and batch sequence, and
+ * the loop writes records of its own (keys starting with the byte
+ * SG_CHANGELOG_CONTROL, never a store key's first byte):
+ *   claim    0xFF 'C'            an owner's first record on assignment; its
+ *                                offset is the owner's EPOCH (so epochs grow
+ *                                in the order owners claimed: a claim is
+ *                                written before the owner checks, by an
+ *                                offset commit, that its consumer group
+ *                                generation is still current)
+ *   confirm  0xFF 'K' epoch(8)   written once that check passed: from here
+ *                                on, records of older epochs are void
+ *   marker   0xFF 'M' epoch(8) sequence(8)
+ *                                value = the sequence (8): written only
+ *                                after every record of that batch was
+ *                                acknowledged, and only if they landed
+ *                                right after the owner's previous record
+ *                                (nobody else wrote in between); the batch
+ *                                is complete
+ * Integers are 8 bytes big-endian. Confirms of older epochs are tombstoned
+ * by the next owner once its repair (below) is written. An owner tombstones
+ * its own marker of two batches back in a batch's records, so each epoch
+ * keeps its last two markers: a zombie (whose in-flight batch follows the
+ * owner's last complete one) can only delete a marker that has a
+ * successor, and a marker is evidence for every batch before it.
+ *
+ * The reader's rule, record by record in offset order, with FLOOR = the
+ * newest epoch confirmed so far:
+ *   - a framed record of an epoch below FLOOR is void (a zombie's);
+ *   - records of one batch (epoch, sequence) are held back until the batch
+ *     is known to be complete — its marker or a later one of the epoch, or
+ *     a record of a later batch of the epoch (an owner starts a batch only
+ *     after the previous one's marker was acknowledged) — and then applied
+ *     in order;
+ *   - a newer epoch (its confirm, or failing that its first record) makes
+ *     a batch still held back void (its writer stopped), and raises FLOOR;
+ *   - an unframed record (written by exactly_once, in a transaction) is
+ *     applied at once;
+ *   - at the end of the log a batch still held back is void.
+ * Void records are skipped. Their keys are reported, so that the owner can
+ * write their current values again (the "repair"): compaction may remove
+ * a key's valid record once a later (void) record of the key exists, and
+ * the repair makes the last record of every key a valid one again.
+ *
+ * Thread-safety: a reader belongs to one thread.
+ */
+#ifndef SEQGATE_CHANGELOG_H
+#define SEQGATE_CHANGELOG_H
+
+#include "seqgate.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SG_CHANGELOG_HEADER "__seqgate.changelog" /**< epoch | sequence */
+#define SG_CHANGELOG_CONTROL 0xFF  /**< first key byte of the loop's records */
+#define SG_CHANGELOG_CLAIM 'C'
+#define SG_CHANGELOG_CONFIRM 'K'
+#define SG_CHANGELOG_MARKER 'M'
+#define SG_CHANGELOG_FRAME_LEN 16  /**< header value: epoch, sequence */
+#define SG_CHANGELOG_KEY_LEN 10    /**< confirm keys */
+#define SG_CHANGELOG_MARKER_LEN 18 /**< marker keys */
+
+/** Writes the big-endian 8-byte form of @p v to @p out. */
+void sg_changelog_u64_put(unsigned char out[8], int64_t v);
+/** Reads a big-endian 8-byte integer. */
+int64_t sg_changelog_u64_get(const unsigned char in[8]);
+
+/** The header value of a record of batch @p seq of epoch @p epoch. */
+void sg_changelog_frame(unsigned char out[SG_CHANGELOG_FRAME_LEN],
+                        int64_t epoch, int64_t seq);
+/** Key of a confirm (@p kind SG_CHANGELOG_CONFIRM) of @p epoch; the claim
+ *  key is the first 2 bytes of it with kind SG_CHANGELOG_CLAIM. */
+void sg_changelog_key(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
+                      int64_t epoch);
+/** Key of the marker of batch @p seq of @p epoch. */
+void sg_changelog_marker_key(unsigned char out[SG_CHANGELOG_MARKER_LEN],
+                             int64_t epoch, int64_t seq);
+
+/** One changelog key (a store key as SG_EFFECT_CHANGELOG names it). */
+typedef struct sg_changelog_key {
+        unsigned char *key; /**< owned by the reader */
+        size_t len;
+} sg_changelog_key_t;
+
+/** Applies one record a restore must apply (value NULL: a tombstone). */
+typedef sg_err_t(sg_changelog_apply_cb)(void *opaque, int64_t offset,
+                                        const void *key, size_t key_len,
+                                        const void *value, size_t value_len,
+                                        char *errstr, size_t errstr_size);
+
+typedef struct sg_changelog_reader sg_changelog_reader_t;
+
+/** Counts of a reader, for the loop's log lines. */
+typedef struct sg_changelog_counts {
+        uint64_t applied;   /**< records given to the apply callback */
+        uint64_t void_cnt;  /**< records skipped as void */
+        uint64_t control;   /**< claims, confirms, markers */
+} sg_changelog_counts_t;
+
+/**
+ * A reader of one changelog partition from an offset whose FLOOR is
+ * @p floor (the epoch kept with the store's checkpoint; -1 none).
+ * @returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp);
+void sg_changelog_reader_destroy(sg_changelog_reader_t *r);
+
+/**
+ * Feeds the record at @p offset (offsets increasing): @p frame is the
+ * value of its SG_CHANGELOG_HEADER header (NULL if it has none), @p value
+ * NULL a tombstone. Records the rule applies are given to @p apply now or
+ * later (always in offset order); held-back ones are copied.
+ * @returns SG_OK, SG_ERR_NOMEM, or @p apply's error (the reader is then
+ *          unusable: destroy it and read again).
+ */
+sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
+                                  const void *key, size_t key_len,
+                                  const void *value, size_t value_len,
+                                  const void *frame, size_t frame_len,
+                                  sg_changelog_apply_cb *apply, void *opaque,
+                                  char *errstr, size_t errstr_size);
+
+/** The end of the log: a batch still held back is void. */
+sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r);
+
+/** The current FLOOR (newest epoch confirmed or seen). */
+int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r);
+
+/** The distinct keys of the void records read so far (after finish: all of
+ *  them), in no particular order. Valid until the next feed or destroy. */
+size_t sg_changelog_reader_void_keys(sg_changelog_reader_t *r,
+                                     const sg_changelog_key_t **keysp);
+
+/** Epochs of the confirms read (not tombstones), in log order. */
+size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
+                                    const int64_t **epochsp);
+
+/** The reader's counts. */
+sg_changelog_counts_t sg_changelog_reader_counts(
+        const sg_changelog_reader_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_CHANGELOG_H */
