@@ -1244,6 +1244,33 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
+/* ---- whole-partition iteration ---------------------------------------- */
+
+_Static_assert(SG_DB_EXPIRY == DB_EXPIRY && SG_DB_SINCE == DB_SINCE &&
+                   SG_DB_SNAPDUE == DB_SNAPDUE && SG_DB__CNT == DB__CNT,
+               "public index database numbers");
+
+sg_err_t sg_store_foreach(sg_txn_t *t, const sg_tp_t *tp, int db,
+                          sg_store_visit_cb *cb, void *opaque) {
+        if (db < 0 || db >= DB__CNT)
+                return SG_ERR_INVALID;
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+             rc == 0 && key.mv_size >= tp->len &&
+             memcmp(key.mv_data, tp->b, tp->len) == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                if (cb(opaque, key.mv_data, key.mv_size, val.mv_data,
+                       val.mv_size))
+                        break;
+        }
+        mdb_cursor_close(cur);
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
 /* ---- headers ---------------------------------------------------------- */
 
 sg_err_t sg_headers_serialize(const sg_header_t *h, size_t cnt, void **bufp,

@@ -354,6 +354,38 @@ sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
                            sg_parked_visit_cb *cb, void *opaque);
 
+/* ---- whole-partition iteration (tests and audit tools) ---------------- */
+
+/** Database numbers of the derived indexes, for sg_store_foreach() (the
+ *  state databases are SG_DB_DEDUP, SG_DB_AGG, SG_DB_PARKED, SG_DB_META and
+ *  SG_DB_SNAPREQ above). Databases are numbered 0 .. SG_DB__CNT - 1. */
+#define SG_DB_EXPIRY 1
+#define SG_DB_SINCE 4
+#define SG_DB_SNAPDUE 7
+#define SG_DB__CNT 8
+
+/** Visitor of sg_store_foreach(): @p key is the full LMDB key (tp prefix
+ *  included), @p value the stored bytes; both point into LMDB memory and are
+ *  valid for the call only. Return 0 to go on, anything else to stop. */
+typedef int(sg_store_visit_cb)(void *opaque, const void *key, size_t key_len,
+                               const void *value, size_t value_len);
+
+/**
+ * Calls @p cb for every key/value pair of database @p db (SG_DB_*) whose key
+ * starts with @p tp's prefix, in LMDB key order, with the raw stored bytes
+ * (the layout of store.h's table; decode them with the *_get functions).
+ * Read-only: works in a read-only or a write transaction and writes nothing.
+ * A full scan of one database's share of the partition, for tests and audit
+ * tools that compare whole stores (a changelog replayed into an empty store
+ * against the live one, store.h "Change capture") or count what the store
+ * holds; never on the processing path.
+ * Thread-safety: as the transaction (one thread at a time).
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_INVALID (@p db
+ *          out of range), SG_ERR_STORE (LMDB error).
+ */
+sg_err_t sg_store_foreach(sg_txn_t *txn, const sg_tp_t *tp, int db,
+                          sg_store_visit_cb *cb, void *opaque);
+
 /**
  * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):
  * u32 count, then per header u32 name length, the name and a NUL byte,

@@ -428,6 +428,87 @@ START_TEST(capture_and_apply_changes) {
 END_TEST
 
 
+/* sg_store_foreach: every raw pair of one database under one partition's
+ * prefix, in key order, the derived indexes included; a visitor can stop. */
+typedef struct walk {
+        size_t n, stop_after;
+        unsigned char keys[8][SG_TP_MAX + 64];
+        size_t key_lens[8], value_lens[8];
+} walk_t;
+
+static int walk_visit(void *opaque, const void *key, size_t key_len,
+                      const void *value, size_t value_len) {
+        walk_t *w = opaque;
+        (void)value;
+        ck_assert_uint_lt(w->n, 8);
+        memcpy(w->keys[w->n], key, key_len);
+        w->key_lens[w->n] = key_len;
+        w->value_lens[w->n] = value_len;
+        w->n++;
+        return w->stop_after && w->n == w->stop_after;
+}
+
+START_TEST(foreach_walks_one_partition_of_one_database) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp, other;
+        sg_tp_make(&tp, "orders", 1);
+        sg_tp_make(&other, "orders", 2);
+        unsigned char k1[32], k2[32];
+        hash_of("k1", k1);
+        hash_of("k2", k2);
+        sg_txn_t *t = wtxn(s);
+        sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED, .expiry_ms = 500};
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &d, err, sizeof(err)), SG_OK);
+        d.expiry_ms = 400;
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k2, &d, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_dedup_put(t, &other, k1, &d, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+
+        sg_txn_t *r;
+        ck_assert_int_eq(sg_txn_begin(s, false, &r, err, sizeof(err)), SG_OK);
+        walk_t w = {0};
+        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_DEDUP, walk_visit, &w),
+                         SG_OK);
+        ck_assert_uint_eq(w.n, 2); /* not the other partition's */
+        for (size_t i = 0; i < w.n; i++) {
+                ck_assert_uint_eq(w.key_lens[i], tp.len + 32);
+                ck_assert_int_eq(memcmp(w.keys[i], tp.b, tp.len), 0);
+                ck_assert_uint_eq(w.value_lens[i], 32 + 1 + 8 + 8);
+        }
+        ck_assert_int_lt(memcmp(w.keys[0], w.keys[1], tp.len + 32), 0);
+        /* the expiry index, in expiry order: k2 (400) before k1 (500) */
+        memset(&w, 0, sizeof(w));
+        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_EXPIRY, walk_visit, &w),
+                         SG_OK);
+        ck_assert_uint_eq(w.n, 2);
+        ck_assert_uint_eq(w.key_lens[0], tp.len + 8 + 32);
+        ck_assert_int_eq(memcmp(w.keys[0] + tp.len + 8, k2, 32), 0);
+        ck_assert_int_eq(memcmp(w.keys[1] + tp.len + 8, k1, 32), 0);
+        ck_assert_uint_eq(w.value_lens[0], 0);
+        /* the visitor stops the walk */
+        memset(&w, 0, sizeof(w));
+        w.stop_after = 1;
+        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_DEDUP, walk_visit, &w),
+                         SG_OK);
+        ck_assert_uint_eq(w.n, 1);
+        /* empty databases and a database that does not exist */
+        memset(&w, 0, sizeof(w));
+        for (int db = 0; db < SG_DB__CNT; db++)
+                if (db != SG_DB_DEDUP && db != SG_DB_EXPIRY)
+                        ck_assert_int_eq(sg_store_foreach(r, &tp, db,
+                                                          walk_visit, &w),
+                                         SG_OK);
+        ck_assert_uint_eq(w.n, 0);
+        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB__CNT, walk_visit, &w),
+                         SG_ERR_INVALID);
+        ck_assert_int_eq(sg_store_foreach(r, &tp, -1, walk_visit, &w),
+                         SG_ERR_INVALID);
+        sg_txn_abort(r);
+        sg_store_close(s);
+}
+END_TEST
+
 /* One writer per data_dir: a second open fails while the first holds it. */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
@@ -454,6 +535,7 @@ int main(void) {
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
+        tcase_add_test(tc, foreach_walks_one_partition_of_one_database);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
