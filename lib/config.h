@@ -208,6 +208,13 @@ typedef struct sg_config {
 
         sg_topic_config_t *topics;
         size_t topic_cnt;
+
+        /** Not a configuration key: set by `seqgate --accept-key-change`.
+         *  A store whose key fingerprint (the settings that define
+         *  idempotency keys, digests and aggregate keys) differs from this
+         *  configuration's is refused unless this is true; then the new
+         *  fingerprint is adopted. [false] */
+        bool accept_key_change;
 } sg_config_t;
 
 /**

@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,11 @@ typedef struct part {
         sg_meta_rec_t work;   /* this batch */
         bool touched;
         int64_t cl_last;      /* last changelog offset delivered this batch */
+        /* how far the partition is read (semantics §4, backlog-aware gap
+         * deadlines); not part of the store: a new owner starts "behind"
+         * as soon as the loop reports a position */
+        bool behind;          /* not read to the end of its log */
+        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
 } part_t;
 
 struct sg_engine {
@@ -172,33 +178,67 @@ static int64_t engine_clock(sg_engine_t *e) {
 
 
 /* Logs one decision an operator must be able to find in the log (a gap
- * timeout, a quarantine, a failed snapshot attempt, a release). At most
- * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The
- * fields never carry payloads or secrets. */
+ * timeout, a quarantine, a failed snapshot attempt, a release, a refused
+ * control record, an adopted key fingerprint). At most
+ * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The fields never carry payloads or secrets.
+ *
+ * Fields are built with cJSON, so a line is one valid JSON object whatever
+ * the sizes of its strings: after the partition (@p p, may be NULL) come
+ * (name, kind, value) triples ended by a NULL name; LF_STR takes a
+ * const char * (NULL: ""), LF_I64 an int64_t, LF_U64 a uint64_t (written
+ * as an exact decimal, never through a double). */
 #define SG_ENGINE_LOG_PER_BATCH 50
+enum { LF_STR = 1, LF_I64, LF_U64 };
 static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
-                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
-                 const char *fmt, ...) {
-        if (!e->log_cb || e->log_budget <= 0)
+                 const part_t *p, ...) {
+        /* the budget is per batch; outside one (assign, restore) every
+         * line is written */
+        if (!e->log_cb || (e->txn && e->log_budget <= 0))
                 return;
-        e->log_budget--;
-        char buf[1024];
+        if (e->txn)
+                e->log_budget--;
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return;
+        if (p) {
+                cJSON_AddStringToObject(o, "topic", p->topic);
+                cJSON_AddNumberToObject(o, "partition", p->partition);
+        }
         va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_start(ap, p);
+        const char *name;
+        while ((name = va_arg(ap, const char *)) != NULL) {
+                char num[24];
+                switch (va_arg(ap, int)) {
+                case LF_STR: {
+                        const char *v = va_arg(ap, const char *);
+                        cJSON_AddStringToObject(o, name, v ? v : "");
+                        break;
+                }
+                case LF_I64:
+                        snprintf(num, sizeof(num), "%" PRId64,
+                                 va_arg(ap, int64_t));
+                        cJSON_AddRawToObject(o, name, num);
+                        break;
+                default:
+                        snprintf(num, sizeof(num), "%" PRIu64,
+                                 va_arg(ap, uint64_t));
+                        cJSON_AddRawToObject(o, name, num);
+                        break;
+                }
+        }
         va_end(ap);
-        e->log_cb(e->log_opaque, level, event, buf);
-}
-
-/* A string as a JSON string literal (escaped), in the arena. */
-static const char *jstr(sg_engine_t *e, const char *s) {
-        cJSON *j = cJSON_CreateString(s ? s : "");
-        char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-        cJSON_Delete(j);
-        const char *r = t ? arena_dup(&e->arena, t, strlen(t) + 1) : NULL;
-        cJSON_free(t);
-        return r ? r : "\"\"";
+        char *txt = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!txt)
+                return;
+        /* members without the braces (sg_log_cb) */
+        size_t n = strlen(txt);
+        if (n >= 2) {
+                txt[n - 1] = '\0';
+                e->log_cb(e->log_opaque, level, event, txt + 1);
+        }
+        cJSON_free(txt);
 }
 
 void sg_engine_set_log(sg_engine_t *e, sg_log_cb *cb, void *opaque) {
@@ -317,6 +357,105 @@ static void clock_floor(sg_engine_t *e, int64_t persisted) {
                 e->clock_skew += persisted - now;
 }
 
+/* ---- key fingerprint ------------------------------------------------------
+ *
+ * A store's dedup records are keyed by the idempotency key and hold the
+ * payload digest; its aggregate records are keyed by the aggregate id. The
+ * settings that define them (envelope format, id, scope, digest pointer,
+ * aggregate) are fingerprinted per partition in its meta record, and so in
+ * the changelog. A configuration that changes any of them would silently
+ * turn every benign retry into an idempotency_conflict (or a duplicate into
+ * a new event): such a store is refused at assignment and after a restore
+ * (SG_ERR_CONFIG, naming the settings) unless the operator started seqgate
+ * with --accept-key-change, which adopts the new fingerprint. */
+
+static const char *const fp_names[SG_META_FP_PARTS] = {
+    "envelope.format", "envelope.id", "envelope.scope", "envelope.digest",
+    "envelope.aggregate",
+};
+
+static void fp_part(unsigned char out[8], const char *text, size_t len) {
+        unsigned char h[32];
+        sg_sha256(text, len, h);
+        memcpy(out, h, 8);
+}
+
+/* "kind:name" of a field source, in @p buf. */
+static size_t fp_field(char *buf, size_t n, const sg_field_src_t *f) {
+        int l = snprintf(buf, n, "%d:%s", (int)f->kind, f->name ? f->name : "");
+        return l < 0 ? 0 : (size_t)l < n ? (size_t)l : n - 1;
+}
+
+static void fp_compute(const sg_topic_config_t *tc,
+                       unsigned char out[SG_META_FP_PARTS][8]) {
+        char buf[4096];
+        size_t l = (size_t)snprintf(buf, sizeof(buf), "%d", (int)tc->format);
+        fp_part(out[0], buf, l);
+        l = fp_field(buf, sizeof(buf), &tc->id);
+        fp_part(out[1], buf, l);
+        l = 0;
+        for (size_t i = 0; i < tc->scope_cnt && l < sizeof(buf) - 1; i++) {
+                /* length-prefixed, as the key itself is */
+                char one[1024];
+                size_t ol = fp_field(one, sizeof(one), &tc->scope[i]);
+                int w = snprintf(buf + l, sizeof(buf) - l, "%zu:%s;", ol, one);
+                if (w < 0)
+                        break;
+                l += (size_t)w < sizeof(buf) - l ? (size_t)w : sizeof(buf) - l - 1;
+        }
+        fp_part(out[2], buf, l);
+        l = (size_t)snprintf(buf, sizeof(buf), "%s",
+                             tc->digest_pointer ? tc->digest_pointer : "");
+        fp_part(out[3], buf, l < sizeof(buf) ? l : sizeof(buf) - 1);
+        l = fp_field(buf, sizeof(buf), &tc->aggregate);
+        fp_part(out[4], buf, l);
+}
+
+/* Checks @p m's key fingerprint against the configuration. Fills it in
+ * when the store has none (written before it existed) or when the operator
+ * accepted a change; *changedp tells the caller to write @p m back.
+ * SG_ERR_CONFIG when the settings differ and no change was accepted. */
+static sg_err_t fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
+                         bool *changedp, char *errstr, size_t errstr_size) {
+        unsigned char cur[SG_META_FP_PARTS][8];
+        fp_compute(p->tc, cur);
+        *changedp = false;
+        if (!m->has_key_fp) {
+                memcpy(m->key_fp, cur, sizeof(cur));
+                m->has_key_fp = true;
+                *changedp = true;
+                return SG_OK;
+        }
+        char names[256] = "";
+        size_t nl = 0;
+        for (size_t i = 0; i < SG_META_FP_PARTS; i++) {
+                if (memcmp(m->key_fp[i], cur[i], 8) == 0)
+                        continue;
+                int w = snprintf(names + nl, sizeof(names) - nl, "%s%s.%s",
+                                 nl ? ", " : "", p->tc->name, fp_names[i]);
+                if (w > 0 && (size_t)w < sizeof(names) - nl)
+                        nl += (size_t)w;
+        }
+        if (!nl)
+                return SG_OK;
+        if (!e->conf->accept_key_change) {
+                snprintf(errstr, errstr_size,
+                         "store of %s [%" PRId32 "] was written with other "
+                         "settings for topics.%s: its idempotency keys, "
+                         "digests or aggregate keys would no longer match "
+                         "(every retry an idempotency_conflict). Restore the "
+                         "old settings, or start once with "
+                         "--accept-key-change to adopt the new ones",
+                         p->topic, p->partition, names);
+                return SG_ERR_CONFIG;
+        }
+        elog(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
+             LF_STR, names, NULL);
+        memcpy(m->key_fp, cur, sizeof(cur));
+        *changedp = true;
+        return SG_OK;
+}
+
 static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
                                                const char *topic);
 
@@ -352,6 +491,8 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 m.input_offset = -1;
                 m.changelog_offset = -1;
                 m.clock_ms = engine_clock(e);
+                bool changed;
+                (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
                 if ((err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size)) ||
                     (err = sg_txn_commit(txn, errstr, errstr_size))) {
                         return err;
@@ -364,7 +505,18 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                          partition);
                 return err;
         } else {
+                bool changed = false;
+                err = fp_check(e, p, &m, &changed, errstr, errstr_size);
+                if (!err && changed) {
+                        err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+                        if (!err) {
+                                err = sg_txn_commit(txn, errstr, errstr_size);
+                                txn = NULL;
+                        }
+                }
                 sg_txn_abort(txn);
+                if (err)
+                        return err;
                 if (group && m.group[0] && strcmp(m.group, group) != 0) {
                         snprintf(errstr, errstr_size,
                                  "store of %s [%d] belongs to consumer group "
@@ -607,10 +759,29 @@ static sg_err_t agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         return err;
 }
 
-/* The next version the aggregate expects. */
+/* Whether the aggregate can still take a version: L = 2^64-1 has no
+ * successor (semantics §2), so nothing is applied or drained after it. */
+static bool agg_open(const agg_ctx_t *a) {
+        return !a->rec.has_last || a->rec.last_version < UINT64_MAX;
+}
+
+/* The next version the aggregate expects: L+1, or first_version for a new
+ * aggregate. Saturates at 2^64-1 (only for messages: agg_open() says
+ * whether there is a next version at all). */
 static uint64_t agg_next(const part_t *p, const agg_ctx_t *a) {
-        return a->rec.has_last ? a->rec.last_version + 1
-                               : p->tc->first_version;
+        if (!a->rec.has_last)
+                return p->tc->first_version;
+        return agg_open(a) ? a->rec.last_version + 1 : UINT64_MAX;
+}
+
+/* Moves L to @p v. L never decreases, on any path (semantics §3): apply,
+ * drain, snapshot, release, skip; a caller that would lower it is a bug. */
+static void agg_set_last(agg_ctx_t *a, uint64_t v) {
+        assert(!a->rec.has_last || v >= a->rec.last_version);
+        if (a->rec.has_last && v < a->rec.last_version)
+                return;
+        a->rec.last_version = v;
+        a->rec.has_last = true;
 }
 
 /* ---- in-order apply (rows 6–7) and drain --------------------------------- */
@@ -671,8 +842,7 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                         if ((err = emit_dlq(e, s, &d)))
                                 return err;
                         e->delta.illegal_transitions_total++;
-                        a->rec.last_version = v;
-                        a->rec.has_last = true;
+                        agg_set_last(a, v);
                         *verdictp = SG_DV_DLQ;
                         (void)errstr;
                         (void)errstr_size;
@@ -682,8 +852,7 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         }
         if ((err = emit_output(e, s, gap_hdr, gap_val)))
                 return err;
-        a->rec.last_version = v;
-        a->rec.has_last = true;
+        agg_set_last(a, v);
         *verdictp = SG_DV_APPLIED;
         return SG_OK;
 }
@@ -781,16 +950,33 @@ static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
                                 &a->rec.parked_since_ms);
 }
 
-/* Releases parked L+1, L+2, ... through rows 6–7 (semantics §3 drain). */
+/* Decides every parked event the aggregate's L now allows (semantics §3
+ * drain): first the ones at or below L — a snapshot, a release or a
+ * latest_wins apply moved L past them, so they are superseded (dropped,
+ * counted, their keys kept as seen) — then L+1, L+2, ... through rows
+ * 6–7. Afterwards every parked event is above L+1: the invariant that
+ * keeps a parked version from ever being applied below L. */
 static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size) {
-        sg_err_t err;
+        sg_err_t err = SG_ERR_NOT_FOUND;
         bool changed = false;
         uint64_t v;
         subject_t s;
         char *type;
         unsigned char kh[32];
-        while ((err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
+        while (a->rec.has_last &&
+               (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
+                changed = true;
+                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
+                                      errstr_size)))
+                        return err;
+                e->delta.snapshot_superseded_total++;
+        }
+        if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
+                return err;
+        while (agg_open(a) &&
+               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
                              kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
                 const char *gh = NULL, *gv = NULL;
@@ -808,9 +994,29 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                                       errstr_size)))
                         return err;
         }
-        if (err != SG_ERR_NOT_FOUND)
+        if (agg_open(a) && err != SG_ERR_NOT_FOUND)
                 return err;
         return changed ? refresh_since(e, p, a) : SG_OK;
+}
+
+/* Moves the aggregate to version @p S that its authority (a snapshot) or an
+ * operator (a release) vouches for: L = S unless L is already higher (L
+ * never decreases), parked events <= S are superseded, S+1, ... drain, and
+ * what is still parked waits above a new gap with a fresh deadline. */
+static sg_err_t agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            uint64_t S, char *errstr, size_t errstr_size) {
+        if (!a->rec.has_last || S > a->rec.last_version)
+                agg_set_last(a, S);
+        sg_err_t err = drain(e, p, a, errstr, errstr_size);
+        if (err)
+                return err;
+        if (a->rec.parked_cnt > 0) {
+                a->rec.parked_since_ms = e->now;
+                e->delta.event_sequence_gaps_total++;
+        } else {
+                a->rec.parked_since_ms = 0;
+        }
+        return SG_OK;
 }
 
 /* ---- process ------------------------------------------------------------ */
@@ -828,55 +1034,115 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
 
 
-/* An operator's control record (SG_H_CONTROL): release a quarantined
- * aggregate, optionally at a version and state. */
+/* Whether @p state is a state of the topic's state machine. */
+static bool sm_has_state(const sg_state_machine_t *sm, const char *state) {
+        for (size_t i = 0; i < sm->state_cnt; i++)
+                if (strcmp(sm->states[i], state) == 0)
+                        return true;
+        return false;
+}
+
+const char *sg_release_refusal(const sg_topic_config_t *tc,
+                               const sg_agg_rec_t *r, bool has_version,
+                               uint64_t S, const char *state, char *buf,
+                               size_t size) {
+        if (state && !tc->sm.enabled)
+                return "a state is given but the topic has no state machine";
+        if (state && !sm_has_state(&tc->sm, state)) {
+                snprintf(buf, size,
+                         "state \"%.64s\" is not a state of the topic's "
+                         "state machine",
+                         state);
+                return buf;
+        }
+        if (!r)
+                return "unknown aggregate";
+        bool quarantined = r->flags & SG_AGG_QUARANTINED;
+        bool waiting = r->parked_cnt > 0 || (r->flags & SG_AGG_REFETCHING);
+        if (!quarantined && !(has_version && waiting))
+                return has_version ? "aggregate is neither quarantined nor "
+                                     "waiting on a gap"
+                                   : "aggregate is not quarantined (a "
+                                     "release without a version only lifts "
+                                     "a quarantine)";
+        if (has_version && r->has_last && S < r->last_version) {
+                snprintf(buf, size,
+                         "version %" PRIu64 " is below the last applied "
+                         "version %" PRIu64 " (it never decreases)",
+                         S, r->last_version);
+                return buf;
+        }
+        return NULL;
+}
+
+/* An operator's control record (SG_H_CONTROL): release an aggregate
+ * (semantics §4 "until a snapshot or an operator resolves it").
+ *
+ * Accepted: a quarantined aggregate (with or without a version), or one
+ * waiting on a gap (parked events or a snapshot request) when a version S
+ * is given; S >= L (L never decreases, §3), and the state, if given, must
+ * be a state of the topic's state machine. With S the aggregate moves to S
+ * as a snapshot would move it (agg_advance: parked events <= S
+ * superseded, S+1 ... drain). Anything else is refused: nothing changes,
+ * control_ignored_total counts it and a "control_refused" log line says
+ * why. A control record is not an event: never deduplicated nor output. */
 static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         const sg_header_t *h, char *errstr,
                         size_t errstr_size) {
         sg_err_t err = SG_OK;
         cJSON *body = NULL;
-        if (h->value_len != 7 || memcmp(h->value, "release", 7) != 0)
-                goto ignored;
+        const char *why = NULL, *aggregate = NULL;
+        char whybuf[160];
+        agg_ctx_t a;
+        uint64_t S = 0;
+        if (h->value_len != 7 || memcmp(h->value, "release", 7) != 0) {
+                why = "unknown control command (expected \"release\")";
+                goto refused;
+        }
         if (rec->value && rec->value_len)
                 body = cJSON_ParseWithLength(rec->value, rec->value_len);
         const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
-        uint64_t S = 0;
         if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
-            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js)))
-                goto ignored;
-        agg_ctx_t a;
+            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js))) {
+                why = "body is not {\"aggregate\": ID, \"version\": S, "
+                      "\"state\": X} (version and state optional)";
+                goto refused;
+        }
+        aggregate = ja->valuestring;
         if ((err = agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
                             &a)))
                 goto done;
-        if (!a.exists || (jv && a.rec.has_last && S < a.rec.last_version))
-                goto ignored;
+        bool quarantined = a.rec.flags & SG_AGG_QUARANTINED;
+        why = sg_release_refusal(p->tc, a.exists ? &a.rec : NULL, jv != NULL,
+                                 S, js ? js->valuestring : NULL, whybuf,
+                                 sizeof(whybuf));
+        if (why)
+                goto refused;
         if (a.rec.flags & SG_AGG_REFETCHING &&
             (err = snap_cancel(e, p, &a, errstr, errstr_size)))
                 goto done;
-        if ((a.rec.flags & SG_AGG_QUARANTINED) && p->work.quarantined)
+        if (quarantined && p->work.quarantined)
                 p->work.quarantined--;
         a.rec.flags &= ~SG_AGG_QUARANTINED;
-        if (jv) {
-                a.rec.last_version = S;
-                a.rec.has_last = true;
-        }
         if (js)
                 snprintf(a.rec.state, sizeof(a.rec.state), "%s",
                          js->valuestring);
-        if ((err = drain(e, p, &a, errstr, errstr_size)))
+        if (jv && (err = agg_advance(e, p, &a, S, errstr, errstr_size)))
                 goto done;
         e->delta.releases_total++;
-        elog(e, SG_LOG_NOTICE, "aggregate_released",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"last_version\":%" PRIu64 ",\"offset\":%" PRId64,
-             jstr(e, p->topic), p->partition, jstr(e, a.rec.aggregate),
-             a.rec.last_version, rec->offset);
+        p->touched = true;
+        elog(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate", LF_STR,
+             a.rec.aggregate, "last_version", LF_U64, a.rec.last_version,
+             "offset", LF_I64, rec->offset, NULL);
         err = agg_save(e, p, &a, errstr, errstr_size);
         goto done;
-ignored:
+refused:
         e->delta.control_ignored_total++;
+        elog(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
+             aggregate, "reason", LF_STR, why, "offset", LF_I64, rec->offset,
+             NULL);
 done:
         cJSON_Delete(body);
         return err;
@@ -962,6 +1228,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 return err;
         uint64_t v = env->version;
         uint64_t next = agg_next(p, &a);
+        /* v <= L (or v < F for a new aggregate). Judged on L itself, never
+         * on L+1, which does not exist for L = 2^64-1. */
+        bool stale = a.rec.has_last ? v <= a.rec.last_version : v < next;
         dlq_info_t d = {.aggregate = a.rec.aggregate,
                         .has_versions = true,
                         .expected = next,
@@ -1000,7 +1269,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 next = v;
 
         /* Row 5: stale. */
-        if (v < next) {
+        if (stale) {
                 e->delta.stale_version_rejections_total++;
                 if (tc->stale_drop)
                         return record_key(e, p, env->key_hash, env->digest,
@@ -1058,6 +1327,36 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                     (err = snap_cancel(e, p, &a, errstr, errstr_size)))
                         return err; /* the gap closed by itself */
                 return agg_save(e, p, &a, errstr, errstr_size);
+        }
+
+        /* Row 8b: another event already holds version v. The parked one
+         * keeps it; this one is judged, never written over it. */
+        if (a.rec.parked_cnt > 0) {
+                sg_parked_rec_t held;
+                err = sg_parked_get(e->txn, &p->tp, a.hash, v, &held);
+                if (err == SG_OK) {
+                        if (memcmp(held.key_hash, env->key_hash, 32) == 0) {
+                                /* the same event, parked already (its dedup
+                                 * record expired meanwhile) */
+                                e->delta.dedup_hits_total++;
+                                return SG_OK;
+                        }
+                        d.reason = SG_R_VERSION_CONFLICT;
+                        d.detail = arena_printf(
+                            &e->arena,
+                            "version %" PRIu64 " is already held by another "
+                            "event, parked from %s/%" PRId32 " offset %" PRId64
+                            " at %s (waiting for %" PRIu64 ")",
+                            v, p->topic, p->partition, held.offset,
+                            sg_iso_time(held.parked_at_ms, ts, sizeof(ts)),
+                            next);
+                        if ((err = emit_dlq(e, &s, &d)))
+                                return err;
+                        return record_key(e, p, env->key_hash, env->digest,
+                                          SG_DV_DLQ, errstr, errstr_size);
+                }
+                if (err != SG_ERR_NOT_FOUND)
+                        return err;
         }
 
         /* Row 8: park (v > next), within the caps. */
@@ -1168,7 +1467,17 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
         p->touched = true;
         if (*result == SG_PROCESSED)
                 p->work.input_offset = rec->offset + 1;
+        if (rec->timestamp_ms > p->read_ts)
+                p->read_ts = rec->timestamp_ms;
         return SG_OK;
+}
+
+static void eng_position(void *opaque, const char *topic, int32_t partition,
+                         int64_t lag) {
+        sg_engine_t *e = opaque;
+        part_t *p = part_find(e, topic, partition);
+        if (p)
+                p->behind = lag != 0;
 }
 
 /* ---- gap deadlines ------------------------------------------------------- */
@@ -1180,25 +1489,25 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         uint64_t next = agg_next(p, a);
         e->delta.gap_timeouts_total++;
         p->touched = true;
-        elog(e, SG_LOG_NOTICE, "gap_timeout",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"waiting_for\":%" PRIu64 ",\"parked\":%" PRIu32
-             ",\"waited_ms\":%" PRId64 ",\"gap_policy\":\"%s\"",
-             jstr(e, p->topic), p->partition, jstr(e, a->rec.aggregate), next,
-             a->rec.parked_cnt, e->now - a->rec.parked_since_ms,
-             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq");
+        elog(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
+             a->rec.aggregate, "waiting_for", LF_U64, next, "parked", LF_U64,
+             (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
+             e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
+             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq", NULL);
         if (tc->gap_policy == SG_GAP_SKIP) {
                 uint64_t low;
                 if ((err = sg_parked_first(e->txn, &p->tp, a->hash, &low,
                                            NULL)))
                         return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+                /* every parked version is above L+1 (drain's invariant),
+                 * so low - 1 > L: L moves up, never down */
                 if (low > next) {
                         a->rec.skip_from = next;
                         a->rec.skip_to = low - 1;
                         e->delta.skipped_versions_total += low - next;
                 }
-                a->rec.last_version = low - 1;
-                a->rec.has_last = true;
+                if (!a->rec.has_last || low - 1 > a->rec.last_version)
+                        agg_set_last(a, low - 1);
                 if ((err = drain(e, p, a, errstr, errstr_size)))
                         return err;
                 return agg_save(e, p, a, errstr, errstr_size);
@@ -1240,11 +1549,9 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
-                elog(e, SG_LOG_WARNING, "aggregate_quarantined",
-                     "\"topic\":%s,\"partition\":%" PRId32
-                     ",\"aggregate\":%s,\"waiting_for\":%" PRIu64,
-                     jstr(e, p->topic), p->partition,
-                     jstr(e, a->rec.aggregate), next);
+                elog(e, SG_LOG_WARNING, "aggregate_quarantined", p,
+                     "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
+                     LF_U64, next, NULL);
         }
         return agg_save(e, p, a, errstr, errstr_size);
 }
@@ -1452,13 +1759,10 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
         sg_err_t err;
         p->touched = true;
         bool last = (int64_t)r->attempt >= sc->max_attempts;
-        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed",
-             "\"topic\":%s,\"partition\":%" PRId32 ",\"aggregate\":%s,"
-             "\"attempt\":%" PRIu32 ",\"max_attempts\":%" PRId64
-             ",\"reason\":%s,\"next\":\"%s\"",
-             jstr(e, p->topic), p->partition, jstr(e, r->aggregate),
-             r->attempt, sc->max_attempts, jstr(e, why),
-             last ? "gap_policy" : "retry");
+        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed", p, "aggregate",
+             LF_STR, r->aggregate, "attempt", LF_U64, (uint64_t)r->attempt,
+             "max_attempts", LF_I64, (int64_t)sc->max_attempts, "reason",
+             LF_STR, why, "next", LF_STR, last ? "gap_policy" : "retry", NULL);
         if ((int64_t)r->attempt < sc->max_attempts) {
                 int64_t old_due = r->due_ms;
                 r->state = SG_SNAP_WAITING;
@@ -1599,8 +1903,6 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                         p->work.quarantined--;
         }
         a->rec.flags &= ~(SG_AGG_QUARANTINED | SG_AGG_REFETCHING);
-        a->rec.last_version = S;
-        a->rec.has_last = true;
         if (state)
                 snprintf(a->rec.state, sizeof(a->rec.state), "%s", state);
         sg_snapreq_rec_t r;
@@ -1620,29 +1922,10 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         } else if (err != SG_ERR_NOT_FOUND) {
                 return err;
         }
-        /* parked events <= S are superseded: dropped, keys kept as seen */
-        uint64_t v;
-        subject_t s;
-        char *type;
-        unsigned char kh[32];
-        while ((err = unpark(e, p, a, true, S, &v, &s, &type, kh, errstr,
-                             errstr_size)) == SG_OK) {
-                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
-                                      errstr_size)))
-                        return err;
-                e->delta.snapshot_superseded_total++;
-        }
-        if (err != SG_ERR_NOT_FOUND)
+        /* L = S (the caller checked S >= L), parked events <= S
+         * superseded, S+1 ... drain, a new deadline for what is left */
+        if ((err = agg_advance(e, p, a, S, errstr, errstr_size)))
                 return err;
-        if ((err = drain(e, p, a, errstr, errstr_size)))
-                return err;
-        if (a->rec.parked_cnt > 0) {
-                /* what is left waits above a new gap: a new deadline */
-                a->rec.parked_since_ms = e->now;
-                e->delta.event_sequence_gaps_total++;
-        } else {
-                a->rec.parked_since_ms = 0;
-        }
         e->delta.snapshot_applied_total++;
         p->touched = true;
         return agg_save(e, p, a, errstr, errstr_size);
@@ -1860,13 +2143,22 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
         if (snap_enabled(p) &&
             (err = snap_tick(e, p, budget, errstr, errstr_size)))
                 return err;
+        /* A gap never times out while its fill may be waiting unread in
+         * the partition (semantics §4): the deadline is measured against
+         * processing time only once the partition is read to the end of
+         * its log; before that, against the newest record timestamp read,
+         * so neither seqgate's downtime nor its backlog is charged to the
+         * producers. */
+        int64_t horizon = e->now;
+        if (p->behind && p->read_ts < horizon)
+                horizon = p->read_ts;
         if (tc->order_mode == SG_ORDER_STRICT &&
             (tc->gap_policy != SG_GAP_HOLD || snap_enabled(p))) {
                 while (*budget > 0) {
                         agg_ctx_t a;
                         int64_t since;
                         err = sg_since_first(e->txn, &p->tp,
-                                             e->now - tc->gap_timeout_ms,
+                                             horizon - tc->gap_timeout_ms,
                                              a.hash, &since);
                         if (err == SG_ERR_NOT_FOUND)
                                 break;
@@ -2059,6 +2351,10 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         } else if (err) {
                 return err;
         }
+        /* the restored meta carries the writer's key fingerprint */
+        bool changed;
+        if ((err = fp_check(e, p, &m, &changed, errstr, errstr_size)))
+                return err;
         m.changelog_offset = next;
         if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
                 return err;
@@ -2280,6 +2576,7 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->grow = eng_grow;
         proc->assign = eng_assign;
         proc->revoke = eng_revoke;
+        proc->position = eng_position;
         proc->delivered = eng_delivered;
         if (e->eos) {
                 proc->restore_begin = eng_restore_begin;

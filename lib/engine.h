@@ -100,6 +100,22 @@ const sg_metrics_t *sg_engine_metrics(const sg_engine_t *engine);
 void sg_engine_set_log(sg_engine_t *engine, sg_log_cb *cb, void *opaque);
 
 /**
+ * The rule for an operator's release (SG_H_CONTROL; semantics §3
+ * "Release"), shared by the engine and seqgatectl so that an operator hears
+ * "no" before anything is sent: a release is accepted for a quarantined
+ * aggregate, or — with a version (@p has_version, @p S) — for one waiting
+ * on a gap (parked events or a snapshot request); S must be >= L, and
+ * @p state (NULL: none) a state of @p tc's state machine.
+ * @p r: the aggregate's record, NULL when the store has none.
+ * @returns NULL when accepted, else the reason (a constant, or @p buf).
+ * Thread-safety: pure.
+ */
+const char *sg_release_refusal(const sg_topic_config_t *tc,
+                               const sg_agg_rec_t *r, bool has_version,
+                               uint64_t S, const char *state, char *buf,
+                               size_t size);
+
+/**
  * Test hook: replaces the engine's clock. When set, @p now_ms is the
  * processing time of every following batch. 0 restores the real clock.
  */

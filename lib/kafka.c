@@ -922,9 +922,12 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                 loop->proc.revoke(loop->proc.opaque,
                                                   parts->elems[j].topic,
                                                   parts->elems[j].partition);
+                /* a foreign store, or one whose key fingerprint the
+                 * configuration does not match (exit 2), keep their code */
                 loop_set_fatal(loop,
-                               err == SG_ERR_FOREIGN ? SG_ERR_FOREIGN
-                                                     : SG_ERR_FATAL,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
                                what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
@@ -991,8 +994,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                                   parts->elems[i].topic,
                                                   parts->elems[i].partition);
                 }
-                loop_set_fatal(loop, err == SG_ERR_FOREIGN ? SG_ERR_FOREIGN
-                                                            : SG_ERR_FATAL,
+                loop_set_fatal(loop,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
                                what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
@@ -2123,6 +2128,44 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
  * offsets. On error the processor batch is still open (caller aborts it),
  * except when the error came from batch_commit.
  */
+/* Tells the processor how far behind the end of its log each assigned
+ * partition is read once this batch's records are processed (the
+ * position() callback; semantics §4 backlog-aware gap deadlines): the
+ * consumer's position (after the last record polled) against the high
+ * watermark librdkafka cached from its last fetch. Paused partitions, and
+ * those without a position or watermark yet, are reported unknown (-1). */
+static void loop_report_positions(sg_loop_t *loop) {
+        const sg_processor_t *pr = &loop->proc;
+        if (!pr->position || !loop->consumer || loop->part_cnt == 0)
+                return;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new((int)loop->part_cnt);
+        if (!l)
+                return;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        rd_kafka_topic_partition_list_add(
+                                l, loop->parts[i].topic,
+                                loop->parts[i].partition);
+        if (l->cnt > 0)
+                rd_kafka_position(loop->consumer, l);
+        for (int i = 0; i < l->cnt; i++) {
+                const rd_kafka_topic_partition_t *e = &l->elems[i];
+                const sg_part_t *p =
+                        &loop->parts[loop_part(loop, e->topic, e->partition)];
+                int64_t lo, hi, lag = -1;
+                if (!p->paused_until && !(p->in_batch && p->pause_offset >= 0) &&
+                    e->offset >= 0 &&
+                    rd_kafka_get_watermark_offsets(loop->consumer, e->topic,
+                                                   e->partition, &lo,
+                                                   &hi) == 0 &&
+                    hi >= 0)
+                        lag = hi > e->offset ? hi - e->offset : 0;
+                pr->position(pr->opaque, e->topic, e->partition, lag);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
 static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                              char *errstr, size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
@@ -2161,6 +2204,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                                        errstr, errstr_size)))
                         return err;
         }
+        loop_report_positions(loop);
         if ((err = pr->tick(pr->opaque, errstr, errstr_size)))
                 return err;
 

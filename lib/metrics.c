@@ -18,6 +18,7 @@ static const char *const reason_names[SG_R__CNT] = {
         [SG_R_VERSION_JUMP] = "version_jump",
         [SG_R_GAP_TIMEOUT] = "gap_timeout",
         [SG_R_PARK_OVERFLOW] = "park_overflow",
+        [SG_R_VERSION_CONFLICT] = "version_conflict",
 };
 
 const char *sg_reason_name(sg_reason_t r) {

@@ -32,6 +32,7 @@ typedef enum sg_reason {
         SG_R_VERSION_JUMP,
         SG_R_GAP_TIMEOUT,
         SG_R_PARK_OVERFLOW,
+        SG_R_VERSION_CONFLICT, /**< row 8b: another event holds the version */
         SG_R__CNT
 } sg_reason_t;
 
@@ -64,11 +65,16 @@ typedef struct sg_metrics {
                                                 refused, bad body, no version) */
         uint64_t snapshot_gave_up_total;   /**< aggregates handed to the gap
                                                 policy after max_attempts */
-        uint64_t snapshot_superseded_total;/**< parked events <= S dropped */
+        uint64_t snapshot_superseded_total;/**< parked events at or below a
+                                                version a snapshot or a
+                                                release moved L to: dropped */
         uint64_t releases_total;           /**< operator releases applied
                                                 (seqgatectl release) */
-        uint64_t control_ignored_total;    /**< control records ignored
-                                                (unknown aggregate, bad body) */
+        uint64_t control_ignored_total;    /**< control records refused
+                                                (unknown aggregate, bad body,
+                                                version below L, unknown
+                                                state, ...; logged as
+                                                control_refused) */
         int64_t snapshot_resolve_ms_last;  /**< first request → applied */
         int64_t snapshot_resolve_ms_max;
         int64_t snapshot_in_flight;        /**< gauge: sent, unanswered */

@@ -122,6 +122,19 @@ typedef struct sg_processor {
                            char *errstr, size_t errstr_size);
         /** A partition was revoked or lost (no batch open). May be NULL. */
         void (*revoke)(void *opaque, const char *topic, int32_t partition);
+        /**
+         * How far behind the end of its log partition @p topic [@p partition]
+         * is read, once the batch's records are processed: @p lag records
+         * between the next offset to read and the high watermark (0: read
+         * to the end; -1: unknown, e.g. the partition is paused or has no
+         * watermark yet). Called for every assigned partition after the
+         * batch's process() calls and before tick(). Gap deadlines use it
+         * (semantics §4: a deadline fires only once the partition has been
+         * read to the end of its log, or to records timestamped past the
+         * deadline). May be NULL: every partition counts as read to the end.
+         */
+        void (*position)(void *opaque, const char *topic, int32_t partition,
+                         int64_t lag);
 
         /* ---- exactly_once (issue 4); all may be NULL ---- */
 

@@ -800,13 +800,15 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 /* ---- meta --------------------------------------------------------------- */
 
 #define META_VLEN (1 + 255 + 8 * 8)
+/* the same, followed by the key fingerprint: a flag byte and its parts */
+#define META_VLEN_FP (META_VLEN + 1 + SG_META_FP_PARTS * 8)
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
         sg_err_t err = get(t, DB_META, tp->b, tp->len, &v);
         if (err)
                 return err;
-        if (v.mv_size != META_VLEN)
+        if (v.mv_size != META_VLEN && v.mv_size != META_VLEN_FP)
                 return SG_ERR_STORE;
         const unsigned char *p = v.mv_data;
         memset(out, 0, sizeof(*out));
@@ -822,12 +824,16 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         out->quarantined = get_u64(q + 40);
         out->snap_in_flight = get_u64(q + 48);
         out->snap_seq = get_u64(q + 56);
+        if (v.mv_size == META_VLEN_FP && q[64] == 1) {
+                out->has_key_fp = true;
+                memcpy(out->key_fp, q + 65, sizeof(out->key_fp));
+        }
         return SG_OK;
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN];
+        unsigned char v[META_VLEN_FP];
         memset(v, 0, sizeof(v));
         size_t gl = strnlen(r->group, 255);
         v[0] = (unsigned char)gl;
@@ -841,6 +847,10 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
         put_u64(q + 40, r->quarantined);
         put_u64(q + 48, r->snap_in_flight);
         put_u64(q + 56, r->snap_seq);
+        if (r->has_key_fp) {
+                q[64] = 1;
+                memcpy(q + 65, r->key_fp, sizeof(r->key_fp));
+        }
         return put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
                    errstr_size);
 }
@@ -1088,7 +1098,7 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                         break;
                 if (!value)
                         return del(t, DB_META, k, klen, errstr, errstr_size);
-                if (value_len != META_VLEN)
+                if (value_len != META_VLEN && value_len != META_VLEN_FP)
                         break;
                 return put(t, DB_META, k, klen, value, value_len, errstr,
                            errstr_size);

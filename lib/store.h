@@ -100,6 +100,9 @@ typedef struct sg_parked_rec {
         size_t headers_len;
 } sg_parked_rec_t;
 
+/** Settings in a partition's key fingerprint (sg_meta_rec_t.key_fp). */
+#define SG_META_FP_PARTS 5
+
 typedef struct sg_meta_rec {
         char group[256];          /**< consumer group that owns the store */
         int64_t input_offset;     /**< next input offset to read, -1 none */
@@ -110,6 +113,12 @@ typedef struct sg_meta_rec {
         uint64_t quarantined;     /**< quarantined aggregates in the partition */
         uint64_t snap_in_flight;  /**< snapshot requests sent and unanswered */
         uint64_t snap_seq;        /**< last snapshot request sequence number */
+        /** Fingerprint of the settings that define the partition's
+         *  idempotency keys, digests and aggregate keys (one 8-byte hash per
+         *  setting, engine.c "key fingerprint"); has_key_fp false in a store
+         *  written before it existed. */
+        bool has_key_fp;
+        unsigned char key_fp[SG_META_FP_PARTS][8];
 } sg_meta_rec_t;
 
 /** Snapshot request states. */

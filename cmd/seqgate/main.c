@@ -240,6 +240,12 @@ static void usage(FILE *out) {
               "record to its output\n"
               "                              topic unchanged (no state, no "
               "decisions)\n"
+              "      --accept-key-change     adopt changed envelope settings "
+              "(format, id, scope,\n"
+              "                              digest, aggregate) for stores "
+              "written with the old\n"
+              "                              ones; without it such a store "
+              "is refused (exit 2)\n"
               "  -V, --version               print the version and exit\n"
               "  -h, --help                  print this help and exit\n"
               "\n"
@@ -260,6 +266,7 @@ typedef struct opts {
         bool embedded;
         int embedded_partitions;
         bool passthrough;
+        bool accept_key_change;
 } opts_t;
 
 enum {
@@ -271,6 +278,7 @@ enum {
         OPT_EMBEDDED_PARTS,
         OPT_BOOTSTRAP_FILE,
         OPT_PASSTHROUGH,
+        OPT_ACCEPT_KEY_CHANGE,
 };
 
 /** Parses argv; returns -1 to continue, else an exit status. */
@@ -286,6 +294,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                  OPT_EMBEDDED_PARTS},
                 {"bootstrap-file", required_argument, NULL, OPT_BOOTSTRAP_FILE},
                 {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
+                {"accept-key-change", no_argument, NULL,
+                 OPT_ACCEPT_KEY_CHANGE},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -308,6 +318,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         break;
                 case OPT_INSTANCE_ID:
                         o->instance_id = optarg;
+                        break;
+                case OPT_ACCEPT_KEY_CHANGE:
+                        o->accept_key_change = true;
                         break;
                 case OPT_LOG_LEVEL:
                         if (!level_parse(optarg, &g_log_level)) {
@@ -443,6 +456,7 @@ static int run(const opts_t *o) {
                 free(conf->data_dir);
                 conf->data_dir = d;
         }
+        conf->accept_key_change = o->accept_key_change;
         if (o->instance_id) {
                 /* the transactional id follows the instance id */
                 size_t n = strlen(conf->group_id) + strlen(o->instance_id) + 2;

@@ -89,13 +89,22 @@ static const char usage_text[] =
     "      by reason (any of the --reason values) and aggregate; --limit\n"
     "      stops after N selected records; --dry-run only prints them.\n"
     "  release     --config FILE --topic T --partition P --aggregate ID\n"
-    "              [--version S] [--state X]\n"
+    "              [--version S] [--state X] [--wait [--timeout-ms MS]]\n"
     "      Release a quarantined aggregate: produce a control record\n"
     "      (header __seqgate.control: release) to input topic T, partition P\n"
     "      (the __seqgate.errors.partition of its DLQ records), which the\n"
     "      seqgate that owns the partition applies in order: the quarantine\n"
     "      ends; with --version the last applied version becomes S (S >= L)\n"
-    "      and with --state the state becomes X. Then replay its DLQ records.\n"
+    "      and with --state the state becomes X (a state of the topic's\n"
+    "      state machine; anything else is refused before sending). An\n"
+    "      aggregate that is not quarantined can be released only with\n"
+    "      --version, and only while it waits on a gap. --wait reads the\n"
+    "      data_dir of the seqgate that owns the partition (run it beside\n"
+    "      that seqgate): it checks the same rules before sending, then waits\n"
+    "      (--timeout-ms, default 30000) until the store has passed the\n"
+    "      control record and says \"released\" (exit 0) or \"refused\"\n"
+    "      (exit 1; seqgate's control_refused log line says why). Then\n"
+    "      replay its DLQ records.\n"
     "\n"
     "Common options: --json (one JSON object per line), -h/--help.\n"
     "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
@@ -120,6 +129,24 @@ static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
         long long v = strtoll(s, &end, 10);
         if (errno || *end || v < min || v > max)
                 return false;
+        *out = v;
+        return true;
+}
+
+/* Parses a version: a decimal unsigned 64-bit integer, digits only
+ * (semantics §2: no sign, no spaces, no overflow). */
+static bool parse_u64(const char *s, uint64_t *out) {
+        if (!s || !*s)
+                return false;
+        uint64_t v = 0;
+        for (const char *c = s; *c; c++) {
+                if (*c < '0' || *c > '9')
+                        return false;
+                unsigned d = (unsigned)(*c - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return false;
+                v = v * 10 + d;
+        }
         *out = v;
         return true;
 }
@@ -1358,12 +1385,45 @@ static int cmd_replay(int argc, char **argv) {
 /* release                                                             */
 
 static volatile int g_release_err = -1;
+static int64_t g_release_offset = -1;
 
 static void release_dr(rd_kafka_t *rk, const rd_kafka_message_t *m,
                        void *opaque) {
         (void)rk;
         (void)opaque;
         g_release_err = m->err;
+        g_release_offset = m->offset;
+}
+
+/* What the store says of the aggregate (read-only, while seqgate runs).
+ * Returns 0 and fills *recp (*foundp false: no such aggregate), or
+ * EXIT_RUNTIME. *input_offsetp: the partition's next input offset the
+ * store reflects (-1 none). */
+static int release_read(const sg_config_t *conf, const char *topic,
+                        int32_t partition, const char *agg, bool *foundp,
+                        sg_agg_rec_t *recp, int64_t *input_offsetp) {
+        sg_store_t *store;
+        sg_txn_t *txn;
+        int rc = open_store(conf, &store, &txn);
+        if (rc)
+                return rc;
+        sg_tp_t tp;
+        sg_tp_make(&tp, topic, partition);
+        sg_meta_rec_t m;
+        *input_offsetp = sg_meta_get(txn, &tp, &m) == SG_OK ? m.input_offset
+                                                              : -1;
+        unsigned char ah[32];
+        sg_sha256(agg, strlen(agg), ah);
+        sg_err_t err = sg_agg_get(txn, &tp, ah, recp);
+        *foundp = err == SG_OK;
+        sg_txn_abort(txn);
+        sg_store_close(store);
+        if (err && err != SG_ERR_NOT_FOUND) {
+                errf("release: reading aggregate %s: %s", agg,
+                     sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        return 0;
 }
 
 static int cmd_release(int argc, char **argv) {
@@ -1374,15 +1434,18 @@ static int cmd_release(int argc, char **argv) {
             {"aggregate", required_argument, NULL, 'a'},
             {"version", required_argument, NULL, 'v'},
             {"state", required_argument, NULL, 's'},
+            {"wait", no_argument, NULL, 'w'},
+            {"timeout-ms", required_argument, NULL, 'T'},
             {"json", no_argument, NULL, 'j'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0}};
         const char *config = NULL, *topic = NULL, *agg = NULL, *state = NULL;
-        int64_t partition = -1, version = -1;
-        bool json = false;
+        int64_t partition = -1, timeout_ms = 30000;
+        uint64_t version = 0;
+        bool json = false, has_version = false, wait = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:jh", opts, NULL)) !=
-               -1) {
+        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:wT:jh", opts,
+                                NULL)) != -1) {
                 switch (c) {
                 case 'c': config = optarg; break;
                 case 't': topic = optarg; break;
@@ -1395,9 +1458,19 @@ static int cmd_release(int argc, char **argv) {
                                                    "partition number", optarg);
                         break;
                 case 'v':
-                        if (!parse_i64(optarg, 0, INT64_MAX, &version))
+                        if (!parse_u64(optarg, &version))
                                 return usage_error("--version: '%s' is not a "
-                                                   "version", optarg);
+                                                   "version (a decimal "
+                                                   "unsigned 64-bit integer)",
+                                                   optarg);
+                        has_version = true;
+                        break;
+                case 'w': wait = true; break;
+                case 'T':
+                        if (!parse_i64(optarg, 1, INT32_MAX, &timeout_ms))
+                                return usage_error("--timeout-ms: '%s' is not "
+                                                   "a positive number",
+                                                   optarg);
                         break;
                 case 'h': fputs(usage_text, stdout); return 0;
                 default: return usage_error("release: bad option");
@@ -1410,17 +1483,51 @@ static int cmd_release(int argc, char **argv) {
         int rc = load_config(config, &conf);
         if (rc)
                 return rc;
-        if (!sg_config_topic(conf, topic)) {
+        const sg_topic_config_t *tc = sg_config_topic(conf, topic);
+        if (!tc) {
                 errf("release: '%s' is not an input topic of %s", topic,
                      config);
                 sg_config_destroy(conf);
                 return EXIT_USAGE;
         }
+        /* the state must be one the topic's state machine knows: the
+         * engine refuses any other, so say so before sending */
+        char why_buf[160];
+        const char *why = NULL;
+        if (state) {
+                sg_agg_rec_t any = {.flags = SG_AGG_QUARANTINED};
+                why = sg_release_refusal(tc, &any, false, 0, state, why_buf,
+                                         sizeof(why_buf));
+        }
+        if (why) {
+                errf("release: refused: %s", why);
+                sg_config_destroy(conf);
+                return EXIT_USAGE;
+        }
+        sg_agg_rec_t before;
+        bool found = false;
+        int64_t in_off = -1;
+        if (wait) {
+                /* --wait reads the store of the seqgate that owns the
+                 * partition: the same rule first, then the outcome */
+                if ((rc = release_read(conf, topic, (int32_t)partition, agg,
+                                       &found, &before, &in_off))) {
+                        sg_config_destroy(conf);
+                        return rc;
+                }
+                if ((why = sg_release_refusal(tc, found ? &before : NULL,
+                                              has_version, version, state,
+                                              why_buf, sizeof(why_buf)))) {
+                        errf("release: refused: %s", why);
+                        sg_config_destroy(conf);
+                        return EXIT_USAGE;
+                }
+        }
         cJSON *body = cJSON_CreateObject();
         cJSON_AddStringToObject(body, "aggregate", agg);
-        if (version >= 0) {
+        if (has_version) {
                 char vs[32];
-                snprintf(vs, sizeof(vs), "%" PRId64, version);
+                snprintf(vs, sizeof(vs), "%" PRIu64, version);
                 cJSON_AddStringToObject(body, "version", vs);
         }
         if (state)
@@ -1460,15 +1567,57 @@ static int cmd_release(int argc, char **argv) {
                         rc = 0;
                 rd_kafka_destroy(prod);
         }
-        if (rc == 0) {
+        /* --wait: until the owner's store reflects the control record's
+         * offset, then whether the aggregate was released */
+        const char *outcome = "sent";
+        if (rc == 0 && wait) {
+                int64_t deadline = sg_clock_mono_ms() + timeout_ms;
+                outcome = NULL;
+                while (!outcome) {
+                        sg_agg_rec_t after;
+                        if ((rc = release_read(conf, topic, (int32_t)partition,
+                                               agg, &found, &after, &in_off)))
+                                break;
+                        if (in_off > g_release_offset) {
+                                bool ok = found &&
+                                          !(after.flags & SG_AGG_QUARANTINED) &&
+                                          (!has_version ||
+                                           (after.has_last &&
+                                            after.last_version >= version));
+                                outcome = ok ? "released" : "refused";
+                                if (!ok) {
+                                        errf("release: seqgate refused it "
+                                             "(its log line "
+                                             "\"control_refused\" says why)");
+                                        rc = EXIT_RUNTIME;
+                                }
+                        } else if (sg_clock_mono_ms() >= deadline) {
+                                errf("release: not applied within %" PRId64
+                                     " ms (the store of %s [%" PRId64
+                                     "] is at offset %" PRId64
+                                     ", the release at %" PRId64 ")",
+                                     timeout_ms, topic, partition, in_off,
+                                     g_release_offset);
+                                outcome = "timed_out";
+                                rc = EXIT_RUNTIME;
+                        } else {
+                                struct timespec ts = {0, 100 * 1000000L};
+                                nanosleep(&ts, NULL);
+                        }
+                }
+        }
+        if (outcome && g_release_err == 0) {
                 if (json)
-                        printf("{\"released\":true,\"topic\":\"%s\","
-                               "\"partition\":%" PRId64 ",\"control\":%s}\n",
-                               topic, partition, val);
+                        printf("{\"released\":%s,\"outcome\":\"%s\","
+                               "\"topic\":\"%s\",\"partition\":%" PRId64
+                               ",\"offset\":%" PRId64 ",\"control\":%s}\n",
+                               rc == 0 ? "true" : "false", outcome, topic,
+                               partition, g_release_offset, val);
                 else
-                        printf("release of aggregate %s sent to %s [%" PRId64
-                               "]: %s\n",
-                               agg, topic, partition, val);
+                        printf("release of aggregate %s %s: %s [%" PRId64
+                               "] offset %" PRId64 ": %s\n",
+                               agg, outcome, topic, partition,
+                               g_release_offset, val);
         }
         cJSON_free(val);
         sg_config_destroy(conf);

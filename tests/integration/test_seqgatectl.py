@@ -311,11 +311,27 @@ def test_release_quarantine_then_replay(bootstrap, seqgate_bin, seqgatectl_bin,
             assert r.returncode == 0, r.stderr
             return json_lines(r.stdout)[0]["aggregate"]["flags"]["quarantined"]
         assert quarantined()
-        r = ctl(seqgatectl_bin, "release", "--config", cfg, "--topic", names["in"],
-                "--partition", partition, "--aggregate", order, "--json")
+        rel = ["release", "--config", cfg, "--topic", names["in"],
+               "--partition", partition, "--aggregate", order]
+        # refused before anything is sent: a state this topic does not have
+        # (it has no state machine), a version below L (L = 1), a version
+        # that is not a u64
+        r = ctl(seqgatectl_bin, *rel, "--state", "BOGUS", "--wait")
+        assert r.returncode == 2 and "no state machine" in r.stderr, r
+        r = ctl(seqgatectl_bin, *rel, "--version", "0", "--wait")
+        assert r.returncode == 2 and "below the last applied" in r.stderr, r
+        r = ctl(seqgatectl_bin, *rel, "--version", "-1")
+        assert r.returncode == 2, r
+        assert quarantined()
+        # --wait says whether it landed
+        r = ctl(seqgatectl_bin, *rel, "--wait", "--json")
         assert r.returncode == 0, r.stderr
-        assert json_lines(r.stdout)[0]["released"] is True
-        wait_until(lambda: not quarantined(), 30, "the release applied")
+        res = json_lines(r.stdout)[0]
+        assert res["released"] is True and res["outcome"] == "released", res
+        assert not quarantined()
+        # nothing left to release
+        r = ctl(seqgatectl_bin, *rel, "--wait")
+        assert r.returncode == 2 and "not quarantined" in r.stderr, r
 
         # replay v2 (quarantined) and v3 (timed out), in DLQ order: v3 parks,
         # v2 applies and v3 drains

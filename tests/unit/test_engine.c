@@ -6,9 +6,11 @@
  */
 #include "config.h"
 #include "engine.h"
+#include "envelope.h"
 #include "store.h"
 
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,8 @@ typedef struct h {
         int64_t now;
         sg_process_result_t last_result;
         const char *root; /* extra root keys, e.g. the guarantee */
+        bool lag_set;     /* report h->lag for partition 0 in every batch */
+        int64_t lag;
 } h_t;
 
 static const char *base_conf =
@@ -119,6 +123,7 @@ typedef struct ev {
         const char *seq;
         const char *value;
         bool replay;
+        int64_t ts; /* record timestamp; 0: 1000 */
 } ev_t;
 
 static void copy_hdr(const sg_header_t *hd, char *dst, size_t n) {
@@ -193,7 +198,7 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                     .topic = "orders",
                     .partition = 0,
                     .offset = h->offset++,
-                    .timestamp_ms = 1000,
+                    .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
                     .key = evs[i].agg,
                     .key_len = strlen(evs[i].agg),
                     .value = val,
@@ -206,6 +211,8 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                                                  sizeof(err)),
                                  SG_OK);
         }
+        if (h->lag_set) /* as the Kafka loop reports it: before tick */
+                h->proc.position(h->proc.opaque, "orders", 0, h->lag);
         ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
         collect(h);
         ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
@@ -651,6 +658,24 @@ START_TEST(replay_rejudges_dlq_verdicts_only) {
         ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
         /* a DLQ'd-then-fixed case: v3 timed out, replay after quarantine is
          * still quarantined (row 4) */
+        h_free(&h);
+}
+END_TEST
+
+/* README "Replay": a replayed illegal_transition comes back stale_version
+ * (row 7 consumed its version). */
+START_TEST(replay_of_illegal_transition_is_stale) {
+        char tj[2048];
+        snprintf(tj, sizeof(tj), "\"ordering\":{\"gap_timeout_ms\":1000},%s",
+                 sm_json);
+        h_t h = {0};
+        h_open(&h, tj);
+        ONE(&h, EV("A", "e1", "order.created", "1"),
+            EV("A", "e2", "order.shipped", "2"));
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "2", "illegal_transition");
+        ONE(&h, EV("A", "e2", "order.shipped", "2", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "2", "stale_version");
         h_free(&h);
 }
 END_TEST
@@ -1292,6 +1317,318 @@ START_TEST(operator_release_of_quarantine) {
 }
 END_TEST
 
+
+/* ---- faults found from outside (fuzzer, black-box, fresh user) --------- */
+
+static int count_parked_cb(void *opaque, uint64_t version,
+                           const sg_parked_rec_t *rec) {
+        (void)version;
+        (void)rec;
+        (*(int *)opaque)++;
+        return 0;
+}
+
+/* Parked events of aggregate @p agg as the store holds them. */
+static int store_parked(h_t *h, const char *agg) {
+        unsigned char ah[32];
+        sg_sha256(agg, strlen(agg), ah);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *txn;
+        char err[256];
+        ck_assert_int_eq(sg_txn_begin(h->store, false, &txn, err, sizeof(err)),
+                         SG_OK);
+        int n = 0;
+        ck_assert_int_eq(sg_parked_foreach(txn, &tp, ah, count_parked_cb, &n),
+                         SG_OK);
+        sg_txn_abort(txn);
+        return n;
+}
+
+/* Row 8b: a second, different event for a version already parked is
+ * judged (DLQ version_conflict naming the holder), never overwrites it. */
+START_TEST(row8b_version_conflict_never_overwrites) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        /* in one batch */
+        ONE(&h, EV("A", "e3", "t", "2"), EV("A", "e5", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_DLQ, "A", "2", "version_conflict");
+        ck_assert_ptr_nonnull(strstr(h.out[0].detail, "offset 0"));
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        ck_assert_int_eq(store_parked(&h, "A"), 1);
+        /* across batches, and a redelivered copy of the loser stays a
+         * plain duplicate */
+        ONE(&h, EV("A", "e6", "t", "2"));
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "2", "version_conflict");
+        ONE(&h, EV("A", "e5", "t", "2"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_VERSION_CONFLICT], 2);
+        /* the holder drains; every gauge equals the store */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        assert_out(&h.out[3], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        ck_assert_str_eq(h.out[3].value, "e3");
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        ck_assert_int_eq(M(&h)->parked_bytes, 0);
+        ck_assert_int_eq(store_parked(&h, "A"), 0);
+        h_free(&h);
+}
+END_TEST
+
+/* The output versions of aggregate @p agg, in order, as "1 5 3". */
+static void out_versions(const h_t *h, const char *agg, char *buf, size_t n) {
+        buf[0] = '\0';
+        for (size_t i = 0; i < h->out_cnt; i++) {
+                if (h->out[i].kind != SG_EFFECT_OUTPUT ||
+                    strcmp(h->out[i].key, agg) != 0)
+                        continue;
+                size_t l = strlen(buf);
+                snprintf(buf + l, n - l, "%s%s", l ? " " : "", h->out[i].version);
+        }
+}
+
+/* L never decreases (semantics §3): a release below the parked versions,
+ * then gap_policy skip, must not apply a version twice. */
+START_TEST(release_and_skip_never_lower_last_version) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
+            EV("A", "e5", "t", "5"));
+        sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\",\"version\":\"4\"}",
+                 rel, 1);
+        h_clock(&h, T0 + 5000);
+        batch(&h, NULL, 0);
+        ONE(&h, EV("A", "f4", "t", "4"), EV("A", "f5", "t", "5"));
+        char v[128];
+        out_versions(&h, "A", v, sizeof(v));
+        /* the release to 4 supersedes v3 and drains v5 */
+        ck_assert_str_eq(v, "1 5");
+        ck_assert_uint_eq(M(&h)->snapshot_superseded_total, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        ck_assert_int_eq(store_parked(&h, "A"), 0);
+        h_free(&h);
+}
+END_TEST
+
+/* A release with a version below L is refused and changes nothing; a
+ * release of an aggregate that neither waits nor is quarantined too. */
+START_TEST(release_refuses_lower_version_and_idle_aggregate) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
+            EV("A", "e5", "t", "5"));
+        sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\",\"version\":\"1\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->control_ignored_total, 1);
+        ONE(&h, EV("B", "b1", "t", "1"));
+        feed_raw(&h, "orders", "B", "{\"aggregate\":\"B\",\"version\":\"7\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->control_ignored_total, 2);
+        ck_assert_uint_eq(M(&h)->releases_total, 0);
+        ONE(&h, EV("A", "e3", "t", "3"), EV("B", "b2", "t", "2"));
+        char v[128];
+        out_versions(&h, "A", v, sizeof(v));
+        ck_assert_str_eq(v, "1 2 3");
+        out_versions(&h, "B", v, sizeof(v));
+        ck_assert_str_eq(v, "1 2");
+        h_free(&h);
+}
+END_TEST
+
+/* A release's state must be a state of the topic's machine. */
+START_TEST(release_refuses_unknown_state) {
+        char tj[2048];
+        snprintf(tj, sizeof(tj),
+                 "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"},"
+                 "%s",
+                 sm_json);
+        h_t h = {0};
+        h_open(&h, tj);
+        logged[0] = '\0';
+        sg_engine_set_log(h.eng, log_collect, NULL);
+        ONE(&h, EV("A", "e1", "order.created", "1"),
+            EV("A", "e3", "order.shipped", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0); /* quarantined */
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
+        feed_raw(&h, "orders", "A",
+                 "{\"aggregate\":\"A\",\"version\":\"2\",\"state\":\"BOGUS\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->control_ignored_total, 1);
+        ck_assert_uint_eq(M(&h)->releases_total, 0);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
+        ck_assert_ptr_nonnull(strstr(logged, "control_refused{"));
+        ck_assert_ptr_nonnull(strstr(logged, "BOGUS"));
+        feed_raw(&h, "orders", "A",
+                 "{\"aggregate\":\"A\",\"version\":\"2\",\"state\":\"PAID\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->releases_total, 1);
+        ONE(&h, EV("A", "e3b", "order.shipped", "3"));
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* L = 2^64-1 has no successor (semantics §2): nothing applies after it. */
+START_TEST(version_wrap_at_u64_max) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\","
+                   "\"new_aggregate\":\"trust_first_seen\"}");
+        ONE(&h, EV("A", "e1", "t", "18446744073709551615"));
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "18446744073709551615",
+                   NULL);
+        ONE(&h, EV("A", "e2", "t", "0"), EV("A", "e3", "t", "5"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "0", "stale_version");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "5", "stale_version");
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        h_clock(&h, T0 + 10000);
+        batch(&h, NULL, 0);
+        ck_assert_int_eq(M(&h)->quarantined_aggregates, 0);
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 0);
+        /* one below the top: the top applies, then nothing */
+        ONE(&h, EV("B", "b1", "t", "18446744073709551614"),
+            EV("B", "b2", "t", "18446744073709551615"),
+            EV("B", "b3", "t", "0"));
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "B", "18446744073709551615",
+                   NULL);
+        assert_out(&h.out[5], SG_EFFECT_DLQ, "B", "0", "stale_version");
+        h_free(&h);
+}
+END_TEST
+
+
+/* Every operator log line is one valid JSON object, whatever the sizes of
+ * its strings (a 1,004-byte key with quotes and backslashes). */
+static int json_lines_checked;
+static void log_check_json(void *opaque, sg_log_level_t level,
+                           const char *event, const char *fields) {
+        (void)opaque;
+        (void)level;
+        size_t n = strlen(fields);
+        char *obj = malloc(n + 3);
+        ck_assert_ptr_nonnull(obj);
+        snprintf(obj, n + 3, "{%s}", fields);
+        cJSON *j = cJSON_Parse(obj);
+        ck_assert_msg(j != NULL, "%s: not JSON: %.200s", event, obj);
+        const cJSON *agg = cJSON_GetObjectItemCaseSensitive(j, "aggregate");
+        ck_assert(cJSON_IsString(agg));
+        ck_assert_uint_eq(strlen(agg->valuestring), 1004);
+        cJSON_Delete(j);
+        free(obj);
+        json_lines_checked++;
+}
+
+START_TEST(log_lines_are_json_whatever_the_key) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        json_lines_checked = 0;
+        sg_engine_set_log(h.eng, log_check_json, NULL);
+        static char key[1005];
+        for (size_t i = 0; i < 1004; i++)
+                key[i] = "ab\"\\c"[i % 5];
+        key[1004] = '\0';
+        ONE(&h, EV(key, "e1", "t", "1"), EV(key, "e3", "t", "3"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        /* gap_timeout and aggregate_quarantined */
+        ck_assert_int_eq(json_lines_checked, 2);
+        h_free(&h);
+}
+END_TEST
+
+
+/* Semantics §4: a gap never times out while its fill may be waiting unread
+ * in the partition. Behind the end of the log, the deadline is measured
+ * against the newest record timestamp read, not against processing time. */
+START_TEST(gap_deadline_waits_for_the_backlog) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h.lag_set = true;
+        h.lag = 50; /* a backlog, e.g. after a restart */
+        ONE(&h, EV("A", "e1", "t", "1", .ts = T0), EV("A", "e3", "t", "3", .ts = T0));
+        h_clock(&h, T0 + 10000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ONE(&h, EV("B", "b1", "t", "1", .ts = T0 + 500));
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 0);
+        /* the fill was in the backlog */
+        ONE(&h, EV("A", "e2", "t", "2", .ts = T0 + 600));
+        char v[64];
+        out_versions(&h, "A", v, sizeof(v));
+        ck_assert_str_eq(v, "1 2 3");
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 0);
+        /* still behind: a record timestamped past the deadline fires it */
+        ONE(&h, EV("C", "c1", "t", "1", .ts = T0 + 700),
+            EV("C", "c3", "t", "3", .ts = T0 + 700)); /* parked at T0+10000 */
+        h_clock(&h, T0 + 20000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ONE(&h, EV("B", "b2", "t", "2", .ts = T0 + 11000));
+        ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "C", "3", "gap_timeout");
+        /* read to the end of the log: processing time alone */
+        ONE(&h, EV("D", "d1", "t", "1", .ts = 5), EV("D", "d3", "t", "3", .ts = 5));
+        h.lag = 0;
+        h_clock(&h, T0 + 21000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1);
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "D", "3", "gap_timeout");
+        /* lag unknown counts as behind */
+        ONE(&h, EV("E", "x1", "t", "1", .ts = 5), EV("E", "x3", "t", "3", .ts = 5));
+        h.lag = -1;
+        h_clock(&h, T0 + 30000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        h_free(&h);
+}
+END_TEST
+
+
+/* Changing a setting that defines keys or digests on an existing store is
+ * refused (naming it) unless the operator accepts the change. */
+START_TEST(key_fingerprint_change_refused) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        h_close(&h);
+        char json[4096], err[512];
+        snprintf(json, sizeof(json), base_conf,
+                 "\"guarantee\":\"at_least_once\",",
+                 "\"envelope\":{\"scope\":[\"ce:source\",\"ce:type\"],"
+                 "\"digest\":\"/data\"}");
+        ck_assert_int_eq(sg_config_parse(json, &h.conf, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_open(h.dir, 1 << 24, 1 << 24, &h.store, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_engine_new(h.conf, h.store, &h.eng, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_engine_processor(h.eng, &h.proc);
+        int64_t off;
+        err[0] = '\0';
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.scope"));
+        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.digest"));
+        ck_assert_ptr_null(strstr(err, "envelope.id"));
+        ck_assert_ptr_nonnull(strstr(err, "--accept-key-change"));
+        /* accepted: adopted once, then the store is at the new settings */
+        h.conf->accept_key_change = true;
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        h.conf->accept_key_change = false;
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -1306,6 +1643,8 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, row7_state_machine_in_drain);
         tcase_add_test(rows, row8_park_and_version_jump);
         tcase_add_test(rows, new_aggregate_modes);
+        tcase_add_test(rows, row8b_version_conflict_never_overwrites);
+        tcase_add_test(rows, version_wrap_at_u64_max);
         suite_add_tcase(s, rows);
         TCase *gaps = tcase_create("gaps");
         tcase_add_test(gaps, gap_policy_dlq_quarantines);
@@ -1314,6 +1653,11 @@ Suite *engine_suite(void) {
         tcase_add_test(gaps, gap_deadline_from_oldest_parked);
         tcase_add_test(gaps, caps_pause_and_dlq);
         tcase_add_test(gaps, operator_release_of_quarantine);
+        tcase_add_test(gaps, release_and_skip_never_lower_last_version);
+        tcase_add_test(gaps, release_refuses_lower_version_and_idle_aggregate);
+        tcase_add_test(gaps, release_refuses_unknown_state);
+        tcase_add_test(gaps, log_lines_are_json_whatever_the_key);
+        tcase_add_test(gaps, gap_deadline_waits_for_the_backlog);
         suite_add_tcase(s, gaps);
         TCase *modes = tcase_create("modes_ttl_replay");
         tcase_add_test(modes, mode_latest_wins);
@@ -1321,11 +1665,13 @@ Suite *engine_suite(void) {
         tcase_add_test(modes, dedup_ttl_expiry);
         tcase_add_test(modes, dedup_ttl_sweep_is_bounded);
         tcase_add_test(modes, replay_rejudges_dlq_verdicts_only);
+        tcase_add_test(modes, replay_of_illegal_transition_is_stale);
         suite_add_tcase(s, modes);
         TCase *life = tcase_create("lifecycle");
         tcase_add_test(life, abort_forgets_everything);
         tcase_add_test(life, restart_keeps_state);
         tcase_add_test(life, foreign_group_refused);
+        tcase_add_test(life, key_fingerprint_change_refused);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
