@@ -15,6 +15,9 @@
  *       $(pkg-config --cflags --libs rdkafka lmdb libcjson libcrypto libcurl)
  * Seed inputs: tests/fuzz/corpus/engine/. Stores are created under
  * $SG_MODEL_TMP, /dev/shm, $TMPDIR or /tmp and removed after each input.
+ * To reproduce a crash input: ./fuzz_engine CRASH_FILE, with
+ * SG_MODEL_SHRINK=1 to also print the shortest operation list that still
+ * fails.
  */
 #include "../unit/engine_model.c"
 
@@ -38,6 +41,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         "(variant %s):\n  %s\noperations:\n",
                         inv, res.step, model_variant_name(v), res.msg);
                 model_trace(stderr, v, ops, cnt);
+                if (getenv("SG_MODEL_SHRINK")) {
+                        /* reproducing a crash input: the shortest list */
+                        size_t n = model_shrink(v, ops,
+                                                res.step < cnt ? res.step + 1
+                                                               : cnt,
+                                                inv, 20000);
+                        model_result_t again;
+                        model_replay(v, ops, n, &again);
+                        fprintf(stderr, "shortest list found (%zu "
+                                        "operations):\n  %s\n",
+                                n, again.msg);
+                        model_trace(stderr, v, ops, n);
+                }
                 free(ops);
                 abort();
         }

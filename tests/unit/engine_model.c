@@ -24,12 +24,10 @@
 
 #include <cjson/cJSON.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,7 +171,8 @@ typedef struct mrec {
         uint8_t src;      /* its log: partition, or REPLY_SRC */
         uint8_t agg;      /* event, control: its aggregate; reply: target */
         uint8_t id, payload;
-        bool malformed;
+        bool malformed, replay;
+        bool rejudged;    /* a replay judged again (its key's verdict DLQ) */
         bool has_version; /* control: a version was given */
         uint64_t version;
         uint8_t status;
@@ -273,6 +272,8 @@ typedef struct model {
 
         int recorded[MODEL_PARTS][MODEL_IDS]; /* payload the key was
                                                  recorded with, -1 none */
+        long recorder[MODEL_PARTS][MODEL_IDS]; /* the record whose verdict
+                                                  the key holds */
         bool applied_id[MODEL_PARTS][MODEL_IDS];
         idinfo_t ids[MODEL_PARTS][MODEL_IDS];
         size_t id_used[MODEL_PARTS];
@@ -280,6 +281,7 @@ typedef struct model {
         mreq_t *req;
         size_t req_cnt, req_size;
 
+        struct pview *view;      /* the store after the last check_store */
         uint8_t *parked_now;     /* by tag: in the store's parked set */
         size_t parked_now_size;
         char err[512];
@@ -432,6 +434,20 @@ static bool engine_open(model_t *m, bool fresh, bool compact, bool no_tombs) {
         return true;
 }
 
+/* The variant's configuration: one input topic "orders" (output "out", DLQ
+ * "dlq") in consumer group "g". */
+static sg_err_t variant_parse(const variant_t *var, sg_config_t **confp,
+                              char *errstr, size_t errstr_size) {
+        char json[8192];
+        snprintf(json, sizeof(json),
+                 "{\"data_dir\":\"/nonexistent\",\"guarantee\":\"%s\","
+                 "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":"
+                 "\"g\"},\"topics\":{\"" TOPIC "\":{\"output_topic\":\"out\","
+                 "\"dlq_topic\":\"dlq\",%s}}}",
+                 var->eos ? "exactly_once" : "at_least_once", var->topic_json);
+        return sg_config_parse(json, confp, errstr, errstr_size);
+}
+
 static bool model_init(model_t *m, size_t v, model_result_t *res) {
         memset(m, 0, sizeof(*m));
         memset(res, 0, sizeof(*res));
@@ -442,23 +458,17 @@ static bool model_init(model_t *m, size_t v, model_result_t *res) {
         for (int p = 0; p < MODEL_PARTS; p++) {
                 m->assigned[p] = true;
                 sg_tp_make(&m->tp[p], TOPIC, p);
-                for (int i = 0; i < MODEL_IDS; i++)
+                for (int i = 0; i < MODEL_IDS; i++) {
                         m->recorded[p][i] = -1;
+                        m->recorder[p][i] = -1;
+                }
         }
         for (int a = 0; a < MODEL_AGGS; a++) {
                 char n[8];
                 agg_name(a, n, sizeof(n));
                 sg_sha256(n, strlen(n), m->agg_hash[a]);
         }
-        char json[8192];
-        snprintf(json, sizeof(json),
-                 "{\"data_dir\":\"/nonexistent\",\"guarantee\":\"%s\","
-                 "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":"
-                 "\"g\"},\"topics\":{\"" TOPIC "\":{\"output_topic\":\"out\","
-                 "\"dlq_topic\":\"dlq\",%s}}}",
-                 m->var->eos ? "exactly_once" : "at_least_once",
-                 m->var->topic_json);
-        if (sg_config_parse(json, &m->conf, m->err, sizeof(m->err))) {
+        if (variant_parse(m->var, &m->conf, m->err, sizeof(m->err))) {
                 fail(m, MODEL_HARNESS_ERROR, "config %s: %s", m->var->name,
                      m->err);
                 return false;
@@ -513,6 +523,7 @@ static void model_free(model_t *m) {
         }
         free(m->req);
         free(m->parked_now);
+        free(m->view);
         sg_config_destroy(m->conf);
 }
 
@@ -566,6 +577,7 @@ static void exec_record(model_t *m, const model_op_t *op) {
         r->id = op->id % MODEL_IDS;
         r->payload = op->payload;
         r->malformed = op->flags & MOPF_MALFORMED;
+        r->replay = op->flags & MOPF_REPLAY;
         r->version = op->version;
         char b[128], n[8];
         agg_name(a, n, sizeof(n));
@@ -586,6 +598,8 @@ static void exec_record(model_t *m, const model_op_t *op) {
         else
                 snprintf(b, sizeof(b), "%" PRIu64, op->version);
         rec_header(r, "ce_sequence", b);
+        if (r->replay)
+                rec_header(r, SG_H_REPLAY, "dlq/0/0");
         rec_tag(m, r);
 }
 
@@ -885,7 +899,7 @@ static long parked_tag(const sg_parked_rec_t *pr) {
 }
 
 /* What one partition of the store holds, counted. */
-typedef struct pview {
+struct pview {
         bool has_meta;
         sg_meta_rec_t meta;
         bool agg_present[MODEL_AGGS];
@@ -894,7 +908,8 @@ typedef struct pview {
         bool has_req[MODEL_AGGS];
         sg_snapreq_rec_t req[MODEL_AGGS];
         uint64_t parked, bytes, quarantined, inflight;
-} pview_t;
+};
+typedef struct pview pview_t;
 
 static int cmp_kv(const void *a, const void *b) {
         const kv_t *x = a, *y = b;
@@ -911,7 +926,8 @@ static void check_index(model_t *m, sg_txn_t *t, int p, int db, kvlist_t *want,
                 fail(m, MODEL_HARNESS_ERROR, "reading %s", db_name(db));
                 return;
         }
-        qsort(want->v, want->cnt, sizeof(*want->v), cmp_kv);
+        if (want->cnt > 1)
+                qsort(want->v, want->cnt, sizeof(*want->v), cmp_kv);
         size_t i = 0;
         for (; i < have.cnt && i < want->cnt; i++)
                 if (cmp_kv(&have.v[i], &want->v[i]) || have.v[i].value_len)
@@ -1115,6 +1131,35 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
         check_index(m, t, p, SG_DB_SINCE, &since,
                     "the aggregates' parked_since_ms");
         kv_free(&since);
+        /* the caps (semantics §4) and the quarantine (dlq: nothing parked) */
+        const sg_topic_config_t *tc = m->tc;
+        for (int a = 0; a < MODEL_AGGS; a++) {
+                if (v->agg_parked[a] > tc->max_parked_per_aggregate)
+                        fail(m, MODEL_INV_GAUGES,
+                             "partition %d: A%d has %" PRIu64 " parked, over "
+                             "max_parked_per_aggregate %" PRIu64,
+                             p, a, v->agg_parked[a],
+                             tc->max_parked_per_aggregate);
+                if (v->agg_present[a] &&
+                    (v->agg[a].flags & SG_AGG_QUARANTINED) && v->agg_parked[a])
+                        fail(m, MODEL_INV_GAUGES,
+                             "partition %d: A%d is quarantined with %" PRIu64
+                             " events still parked",
+                             p, a, v->agg_parked[a]);
+        }
+        if (v->parked > tc->max_parked_total || v->bytes > tc->max_parked_bytes)
+                fail(m, MODEL_INV_GAUGES,
+                     "partition %d: %" PRIu64 " parked (%" PRIu64 " bytes), "
+                     "over max_parked_total %" PRIu64 " / max_parked_bytes "
+                     "%" PRIu64,
+                     p, v->parked, v->bytes, tc->max_parked_total,
+                     tc->max_parked_bytes);
+        if (tc->snapshot.source != SG_SNAP_NONE &&
+            v->inflight > (uint64_t)tc->snapshot.max_in_flight)
+                fail(m, MODEL_INV_GAUGES,
+                     "partition %d: %" PRIu64 " snapshot requests in flight, "
+                     "over max_in_flight %" PRId64,
+                     p, v->inflight, tc->snapshot.max_in_flight);
         if (!v->has_meta)
                 return fail(m, MODEL_INV_GAUGES,
                             "partition %d is assigned but has no meta record",
@@ -1138,7 +1183,7 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
  * they are sampled (after a commit of this engine with this assignment);
  * fills m->parked_now. */
 static void check_store(model_t *m) {
-        if (m->parked_now_size < m->rec_cnt) {
+        if (!m->parked_now || m->parked_now_size < m->rec_cnt) {
                 free(m->parked_now);
                 m->parked_now_size = m->rec_cnt + 256;
                 m->parked_now = calloc(m->parked_now_size, 1);
@@ -1149,7 +1194,9 @@ static void check_store(model_t *m) {
         sg_txn_t *t;
         if (sg_txn_begin(m->store, false, &t, m->err, sizeof(m->err)))
                 return fail(m, MODEL_HARNESS_ERROR, "read txn: %s", m->err);
-        pview_t v[MODEL_PARTS];
+        if (!m->view && !(m->view = calloc(MODEL_PARTS, sizeof(pview_t))))
+                abort();
+        pview_t *v = m->view;
         uint64_t parked = 0, bytes = 0, quarantined = 0, inflight = 0;
         for (int p = 0; p < MODEL_PARTS; p++) {
                 if (!m->assigned[p])
@@ -1200,8 +1247,9 @@ static void check_counters(model_t *m) {
 
 static bool meta_fresh(const unsigned char *v, size_t len) {
         /* meta value: group (1 + 255) | input_offset | changelog_offset |
-         * clock | parked_cnt | parked_bytes | quarantined | in flight | seq */
-        if (len != 256 + 64)
+         * clock | parked_cnt | parked_bytes | quarantined | in flight | seq
+         * [| key fingerprint] */
+        if (len < 256 + 64)
                 return false;
         const unsigned char *q = v + 256;
         if (be64(q) != UINT64_MAX) /* input_offset -1 */
@@ -1358,6 +1406,7 @@ static bool restore_part(model_t *m, int p, bool compact, bool no_tombs) {
         size_t cnt;
         size_t *idx = cl_view(m, p, from, compact, no_tombs && from == 0,
                               &cnt);
+        m->res->stats.restored_records += cnt;
         for (size_t i = 0; i < cnt && !err; i++) {
                 const clrec_t *c = &m->cl[p][idx[i]];
                 err = m->proc.restore_apply(m->proc.opaque, TOPIC, p, c->offset,
@@ -1473,6 +1522,22 @@ static bool moves_l(const meff_t *e) {
                 !strcmp(e->reason, "unknown_event_type"));
 }
 
+/* Remembers a release to @p v; when the list is full, the lowest goes (a
+ * higher release may pass it without applying it). */
+static void rel_add(agg_model_t *g, uint64_t v) {
+        size_t low = 0;
+        for (size_t i = 0; i < g->rel_cnt; i++) {
+                if (g->rel[i] == v)
+                        return;
+                if (g->rel[i] < g->rel[low])
+                        low = i;
+        }
+        if (g->rel_cnt < sizeof(g->rel) / sizeof(g->rel[0]))
+                g->rel[g->rel_cnt++] = v;
+        else if (g->rel[low] < v)
+                g->rel[low] = v;
+}
+
 /* Forgets the releases that no longer explain a jump above @p v. */
 static void rel_drop(agg_model_t *g, uint64_t v) {
         size_t k = 0;
@@ -1564,14 +1629,26 @@ static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
         rel_drop(g, v);
 }
 
+/* Whether the key recorded by record @p rec held a DLQ verdict when the
+ * batch had produced @p at effects (semantics §3 Replay). */
+static bool verdict_dlq(const model_t *m, long rec, const long *eff_of,
+                        const meff_t *E, size_t at) {
+        if (rec < 0)
+                return false;
+        if (eff_of[rec] >= 0)
+                return (size_t)eff_of[rec] < at &&
+                       E[eff_of[rec]].kind == SG_EFFECT_DLQ;
+        return m->recs[rec].status == T_DLQ;
+}
+
 static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
-                        const uint32_t *consumed, size_t ccnt) {
+                        const uint32_t *consumed, const size_t *eff_at,
+                        size_t ccnt) {
         /* releases with a version may set L (invariant 2) */
         for (size_t i = 0; i < ccnt; i++) {
                 const mrec_t *r = &m->recs[consumed[i]];
-                agg_model_t *g = &m->agg[r->agg];
-                if (r->kind == R_CONTROL && r->has_version && g->rel_cnt < 8)
-                        g->rel[g->rel_cnt++] = r->version;
+                if (r->kind == R_CONTROL && r->has_version)
+                        rel_add(&m->agg[r->agg], r->version);
         }
         /* the effects in order: invariants 3 and 2, and the requests */
         long *eff_of = malloc((m->rec_cnt + 1) * sizeof(long));
@@ -1589,6 +1666,7 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                                               sizeof(*m->req));
                                 snprintf(m->req[m->req_cnt].rid,
                                          sizeof(m->req[0].rid), "%s", e->rid);
+                                m->res->stats.requests++;
                                 m->req[m->req_cnt++].agg = e->req_agg;
                         }
                         continue;
@@ -1613,6 +1691,7 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                                      e->agg, e->snap, g->last);
                                 break;
                         }
+                        m->res->stats.snapshots++;
                         g->has = true;
                         g->last = e->snap;
                         rel_drop(g, e->snap);
@@ -1657,8 +1736,11 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                         }
                         m->applied_id[r->src][r->id] = true;
                         m->applied_cnt++;
+                        m->res->stats.outputs++;
+                        m->res->stats.gap_headers += e->gap != 0;
                 }
                 if (e->kind == SG_EFFECT_DLQ) {
+                        m->res->stats.dlq++;
                         for (int k = 1; k < SG_R__CNT; k++)
                                 if (!strcmp(e->reason,
                                             sg_reason_name((sg_reason_t)k)))
@@ -1670,6 +1752,25 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                         order_apply(m, r->agg, e, r->version);
                 else if (moves_l(e))
                         order_apply(m, r->agg, e, e->actual);
+        }
+        /* invariant 2: L as the store has it is L as the output shows it
+         * (no version given up silently), unless a release may have set it */
+        for (int a = 0; a < MODEL_AGGS && !failed(m) &&
+                        m->tc->order_mode != SG_ORDER_NONE;
+             a++) {
+                const pview_t *pv = &m->view[part_of_agg(a)];
+                const agg_model_t *g = &m->agg[a];
+                if (!m->assigned[part_of_agg(a)] || g->rel_cnt)
+                        continue;
+                bool has = pv->agg_present[a] && pv->agg[a].has_last;
+                if (has != g->has ||
+                    (has && pv->agg[a].last_version != g->last))
+                        fail(m, MODEL_INV_ORDER,
+                             "A%d: the store has L = %s%" PRIu64 " but the "
+                             "output and DLQ records say %s%" PRIu64,
+                             a, has ? "" : "none ",
+                             has ? pv->agg[a].last_version : 0,
+                             g->has ? "" : "none ", g->has ? g->last : 0);
         }
         /* invariant 1: the records consumed, in order */
         for (size_t i = 0; i < ccnt && !failed(m); i++) {
@@ -1688,38 +1789,58 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 }
                 if (r->kind != R_EVENT) {
                         r->status = r->kind == R_CONTROL ? T_CONTROL : T_REPLY;
+                        if (r->kind == R_CONTROL)
+                                m->res->stats.releases++;
+                        else
+                                m->res->stats.replies++;
                         continue;
                 }
                 int *rec_pay = &m->recorded[r->src][r->id];
+                long *recorder = &m->recorder[r->src][r->id];
                 bool dlq = e && e->kind == SG_EFFECT_DLQ;
+                bool again = r->replay && *rec_pay == r->payload &&
+                             verdict_dlq(m, *recorder, eff_of, E, eff_at[i]);
                 if (r->malformed) {
                         if (!dlq || strcmp(e->reason, "malformed"))
                                 fail(m, MODEL_INV_ACCOUNTED,
                                      "%s: expected DLQ malformed, got %s", rw,
                                      e ? w : "nothing");
                         r->status = T_DLQ;
-                } else if (*rec_pay < 0) {
+                } else if (*rec_pay < 0 || again) {
                         if (dlq && (!strcmp(e->reason, "malformed") ||
                                     !strcmp(e->reason,
                                             "idempotency_conflict"))) {
                                 fail(m, MODEL_INV_ACCOUNTED,
-                                     "%s: a new idempotency key, got %s", rw,
+                                     "%s: %s, got %s", rw,
+                                     again ? "a replay of a key recorded "
+                                             "with a DLQ verdict, judged "
+                                             "again"
+                                           : "a new idempotency key",
                                      w);
                         } else if (e) {
                                 r->status = dlq ? T_DLQ : T_OUTPUT;
                         } else if (m->parked_now[t]) {
                                 r->status = T_PARKED;
+                                m->res->stats.parked++;
                         } else {
                                 r->status = T_PARKED; /* judged below */
                         }
                         *rec_pay = r->payload;
+                        *recorder = (long)t;
+                        r->rejudged = again;
+                        m->res->stats.replays += again;
                 } else if (*rec_pay == r->payload) {
                         if (e || m->parked_now[t])
                                 fail(m, MODEL_INV_ACCOUNTED,
                                      "%s: a duplicate of an accounted record "
-                                     "(same id, same payload), got %s",
-                                     rw, e ? w : "parked");
+                                     "(same id, same payload%s), got %s",
+                                     rw,
+                                     r->replay ? ", its key not recorded with "
+                                                 "a DLQ verdict"
+                                               : "",
+                                     e ? w : "parked");
                         r->status = T_DUPLICATE;
+                        m->res->stats.duplicates++;
                 } else {
                         if (!dlq || strcmp(e->reason, "idempotency_conflict"))
                                 fail(m, MODEL_INV_ACCOUNTED,
@@ -1728,6 +1849,7 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                                      "%s",
                                      rw, *rec_pay, e ? w : "nothing");
                         r->status = T_DLQ;
+                        m->res->stats.conflicts++;
                 }
         }
         /* effects of records parked by earlier batches */
@@ -1782,6 +1904,7 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 }
                 if (ok) {
                         r->status = T_SUPERSEDED;
+                        m->res->stats.superseded++;
                         continue;
                 }
                 char rw[160];
@@ -1793,8 +1916,11 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                      "%s vanished: %s, and no output, DLQ record, snapshot or "
                      "release accounts for it",
                      rw,
-                     fresh ? "not a duplicate, not parked"
-                           : "it was parked and is no longer");
+                     !fresh ? "it was parked and is no longer"
+                     : r->rejudged
+                         ? "a replay whose key was recorded with a DLQ "
+                           "verdict, so judged again, but not parked"
+                         : "not a duplicate, not parked");
         }
         free(eff_of);
 }
@@ -1850,7 +1976,8 @@ static meff_t *effects_copy(model_t *m, size_t *cntp) {
 /* One attempt at a batch: begin, process, tick. Returns the effects
  * (or NULL on an engine error, the batch aborted). */
 static meff_t *batch_run(model_t *m, const model_op_t *op, int64_t *pos,
-                         uint32_t *consumed, size_t *ccntp, size_t *ecntp) {
+                         uint32_t *consumed, size_t *eff_at, size_t *ccntp,
+                         size_t *ecntp) {
         sg_err_t err;
         sg_engine_set_clock(m->eng, m->now);
         if ((err = m->proc.batch_begin(m->proc.opaque, m->now, m->err,
@@ -1878,6 +2005,8 @@ static meff_t *batch_run(model_t *m, const model_op_t *op, int64_t *pos,
                 uint32_t tag = m->log[s][pos[s]];
                 sg_record_t rec = rec_view(&m->recs[tag]);
                 sg_process_result_t res = SG_PROCESSED;
+                const sg_effect_t *ef;
+                eff_at[ccnt] = m->proc.effects(m->proc.opaque, &ef);
                 if ((err = m->proc.process(m->proc.opaque, &rec, &res, m->err,
                                            sizeof(m->err)))) {
                         char rw[160];
@@ -1889,11 +2018,20 @@ static meff_t *batch_run(model_t *m, const model_op_t *op, int64_t *pos,
                 }
                 if (res == SG_PAUSE && s < MODEL_PARTS) {
                         paused[s] = true; /* seek back, pause the partition */
+                        m->res->stats.pauses++;
                         continue;
                 }
                 pos[s]++;
                 consumed[ccnt++] = tag;
         }
+        /* how far each partition is read: gap deadlines wait for the
+         * backlog (processor.h position) */
+        for (int s = 0; s < MODEL_PARTS && m->proc.position; s++)
+                if (m->assigned[s])
+                        m->proc.position(m->proc.opaque, TOPIC, s,
+                                         paused[s] ? -1
+                                                   : (int64_t)m->log_cnt[s] -
+                                                         pos[s]);
         if ((err = m->proc.tick(m->proc.opaque, m->err, sizeof(m->err)))) {
                 fail(m, MODEL_ENGINE_ERROR, "tick: %s: %s", sg_err2str(err),
                      m->err);
@@ -1957,12 +2095,13 @@ static void exec_batch(model_t *m, const model_op_t *op) {
         if (mode == MODEL_CRASH && !m->var->eos)
                 mode = MODEL_COMMIT;
         uint32_t *consumed = malloc((op->n + 1) * sizeof(*consumed));
-        if (!consumed)
+        size_t *eff_at = malloc((op->n + 1) * sizeof(*eff_at));
+        if (!consumed || !eff_at)
                 abort();
         int64_t pos[NSRC], cl_first[MODEL_PARTS];
         size_t ccnt = 0, ecnt = 0;
         sg_metrics_t before = *sg_engine_metrics(m->eng);
-        meff_t *E = batch_run(m, op, pos, consumed, &ccnt, &ecnt);
+        meff_t *E = batch_run(m, op, pos, consumed, eff_at, &ccnt, &ecnt);
         if (!E)
                 goto out;
         if (mode == MODEL_ABORT_RETRY || mode == MODEL_ABORT_DELIVERED ||
@@ -1977,6 +2116,7 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                                         m->cl_next[p]++;
                 }
                 m->proc.batch_abort(m->proc.opaque);
+                m->res->stats.aborts++;
                 if (memcmp(&before, sg_engine_metrics(m->eng),
                            sizeof(before))) {
                         fail(m, MODEL_INV_GAUGES,
@@ -1988,7 +2128,8 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                 /* the loop re-reads the same records at once: the same
                  * decisions, as if the aborted attempt never happened */
                 size_t ecnt2 = 0, ccnt2 = 0, at = 0;
-                meff_t *E2 = batch_run(m, op, pos, consumed, &ccnt2, &ecnt2);
+                meff_t *E2 = batch_run(m, op, pos, consumed, eff_at, &ccnt2,
+                                       &ecnt2);
                 if (!E2)
                         goto out;
                 if (!same_effects(E, ecnt, E2, ecnt2, &at)) {
@@ -2041,7 +2182,9 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                         m->cl_next[p]++; /* the commit marker */
         for (int s = 0; s < NSRC; s++)
                 m->committed[s] = pos[s];
+        m->res->stats.batches++;
         if (mode == MODEL_CRASH) {
+                m->res->stats.crashes++;
                 /* killed between the Kafka commit and the LMDB commit: the
                  * store is behind its changelog until the restart's restore */
                 engine_close(m);
@@ -2064,7 +2207,7 @@ static void exec_batch(model_t *m, const model_op_t *op) {
         m->res = &store_res;
         check_store(m);
         m->res = real;
-        check_batch(m, E, ecnt, consumed, ccnt);
+        check_batch(m, E, ecnt, consumed, eff_at, ccnt);
         if (!failed(m) && store_res.inv)
                 *m->res = store_res;
         if (mode == MODEL_CRASH) /* the new engine did not count it */
@@ -2076,6 +2219,7 @@ out:
         if (E)
                 effs_free(E, ecnt);
         free(consumed);
+        free(eff_at);
 }
 
 static void exec_clock(model_t *m, const model_op_t *op) {
@@ -2112,6 +2256,7 @@ static void exec_op(model_t *m, const model_op_t *op) {
                                 m->proc.revoke(m->proc.opaque, TOPIC, p);
                         m->assigned[p] = false;
                         m->gauges_fresh = false;
+                        m->res->stats.revokes++;
                 }
                 break;
         case MOP_ASSIGN:
@@ -2124,6 +2269,10 @@ static void exec_op(model_t *m, const model_op_t *op) {
         case MOP_RESTART:
         case MOP_RESTORE: {
                 bool fresh = op->kind == MOP_RESTORE && m->var->eos;
+                if (fresh)
+                        m->res->stats.restores++;
+                else
+                        m->res->stats.restarts++;
                 engine_close(m);
                 if (!engine_open(m, fresh, op->flags & MOPF_COMPACT,
                                  op->flags & MOPF_NO_TOMBS))
@@ -2172,15 +2321,15 @@ static uint64_t gen_version(model_t *m, model_src_t *s, int a) {
                     : c < 94 ? UINT64_MAX - pick(s, 2)
                              : pick(s, 10);
         } else {
-                v = c < 42   ? base + 1
-                    : c < 64 ? base + 2 + pick(s, 4)
-                    : c < 72 ? base
-                    : c < 80 ? base - 1
-                    : c < 85 ? F
-                    : c < 90 ? UINT64_MAX - pick(s, 2)
+                v = c < 50   ? base + 1
+                    : c < 70 ? base + 2 + pick(s, 4)
+                    : c < 77 ? base
+                    : c < 83 ? base - 1
+                    : c < 87 ? F
+                    : c < 91 ? UINT64_MAX - pick(s, 2)
                              : base + pick(s, 8);
         }
-        if (c < 42 || (!has && c < 55)) {
+        if ((has && c < 50) || (!has && c < 55)) {
                 g->hint_set = true;
                 g->hint = v;
         }
@@ -2258,6 +2407,8 @@ static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
                         op->type = in->type;
                         op->version = in->version;
                         op->flags = in->malformed ? MOPF_MALFORMED : 0;
+                        if (pick(s, 100) < 30) /* replayed from the DLQ */
+                                op->flags |= MOPF_REPLAY;
                         return;
                 }
                 a = in->agg;
@@ -2366,18 +2517,18 @@ static void gen_op(model_t *m, model_src_t *s, model_op_t *op) {
                                : d < 76 ? 3600000
                                : d < 94 ? -q * (1 + pick(s, 10))
                                         : -3600000;
-        } else if (c < 840) {
+        } else if (c < 855) {
                 gen_release(m, s, op);
-        } else if (c < 910 && snap) {
+        } else if (c < 915 && snap) {
                 gen_reply(m, s, op);
-        } else if (c < 910) {
+        } else if (c < 915) {
                 gen_record(m, s, op);
-        } else if (c < 935 && any_assigned) {
+        } else if (c < 938 && any_assigned) {
                 op->kind = MOP_REVOKE;
                 op->n = (uint16_t)(1 + pick(s, (1u << MODEL_PARTS) - 1));
-        } else if (c < 960 && any_revoked) {
+        } else if (c < 962 && any_revoked) {
                 op->kind = MOP_ASSIGN;
-        } else if (c < 980) {
+        } else if (c < 978) {
                 op->kind = MOP_RESTART;
         } else if (c < 1000 && m->var->eos) {
                 op->kind = MOP_RESTORE;
@@ -2436,6 +2587,7 @@ int model_generate(size_t v, model_src_t *src, size_t max_ops,
                         if (src->done)
                                 break;
                         push_op(&ops, &cnt, &size, &op);
+                        res->stats.ops++;
                         m.step = i;
                         exec_op(&m, &op);
                 }
@@ -2456,6 +2608,7 @@ int model_replay(size_t v, const model_op_t *ops, size_t cnt,
         if (model_init(&m, v, res)) {
                 for (size_t i = 0; i < cnt && !failed(&m); i++) {
                         m.step = i;
+                        res->stats.ops++;
                         exec_op(&m, &ops[i]);
                 }
                 if (!failed(&m))
@@ -2508,6 +2661,69 @@ size_t model_shrink(size_t v, model_op_t *ops, size_t cnt, int inv,
         return cnt;
 }
 
+/* ---- coverage ------------------------------------------------------------------ */
+
+void model_stats_add(model_stats_t *a, const model_stats_t *b) {
+        size_t *x = (size_t *)a;
+        const size_t *y = (const size_t *)b;
+        for (size_t i = 0; i < sizeof(*a) / sizeof(size_t); i++)
+                x[i] += y[i];
+}
+
+bool model_coverage(size_t v, const model_stats_t *s, char *missing,
+                    size_t size) {
+        const variant_t *var = &variants[v % NVARIANTS];
+        sg_config_t *conf;
+        char err[512];
+        missing[0] = '\0';
+        if (variant_parse(var, &conf, err, sizeof(err))) {
+                snprintf(missing, size, "a configuration: %s", err);
+                return false;
+        }
+        const sg_topic_config_t *tc = sg_config_topic(conf, TOPIC);
+        bool strict = tc->order_mode == SG_ORDER_STRICT;
+        bool snap = tc->snapshot.source != SG_SNAP_NONE;
+        struct {
+                bool needed;
+                size_t have;
+                const char *what;
+        } want[] = {
+            {true, s->batches, "committed batches"},
+            {true, s->outputs, "outputs"},
+            {true, s->dlq, "DLQ records"},
+            {true, s->duplicates, "duplicates"},
+            {true, s->conflicts, "idempotency conflicts"},
+            {tc->order_mode != SG_ORDER_NONE, s->replays,
+             "replays judged again"},
+            {true, s->aborts, "aborted batches"},
+            {true, s->releases, "releases"},
+            {true, s->revokes, "revoked partitions"},
+            {true, s->restarts, "restarts"},
+            {strict, s->parked, "parked records"},
+            {tc->order_mode == SG_ORDER_LATEST_WINS ||
+                 (strict && tc->gap_policy == SG_GAP_SKIP),
+             s->gap_headers, "gap headers"},
+            {snap, s->requests, "snapshot requests"},
+            {snap, s->replies, "snapshot replies"},
+            {snap, s->snapshots, "snapshot records"},
+            {snap, s->superseded, "superseded parked records"},
+            {strict && tc->on_park_overflow == SG_OVERFLOW_PAUSE &&
+                 tc->max_parked_per_aggregate < 10,
+             s->pauses, "paused partitions"},
+            {var->eos, s->crashes, "crashes after the Kafka commit"},
+            {var->eos, s->restores, "restores into an empty store"},
+            {var->eos, s->restored_records, "restored changelog records"},
+        };
+        size_t len = 0;
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                if (want[i].needed && !want[i].have && len < size)
+                        len += (size_t)snprintf(missing + len, size - len,
+                                                "%s%s", len ? ", " : "no ",
+                                                want[i].what);
+        sg_config_destroy(conf);
+        return len == 0;
+}
+
 /* ---- the trace ------------------------------------------------------------------ */
 
 static const char *const mode_names[] = {"commit", "abort+retry",
@@ -2530,7 +2746,8 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                                 fprintf(out, "\"%s\"", malformed_text(o->version));
                         else
                                 fprintf(out, "%" PRIu64, o->version);
-                        fprintf(out, " type=%s\n", type_names[o->type % NTYPES]);
+                        fprintf(out, " type=%s%s\n", type_names[o->type % NTYPES],
+                                (o->flags & MOPF_REPLAY) ? " replayed" : "");
                         break;
                 case MOP_RELEASE:
                         fprintf(out, "release A%d", o->agg % MODEL_AGGS);

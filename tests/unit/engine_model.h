@@ -28,19 +28,35 @@
  *    dropped as the duplicate of an accounted record, or parked; parked
  *    ones later leave only by output, DLQ, or a snapshot/release that
  *    supersedes them (semantics §3, §4); nothing disappears. Records carry
- *    a unique header x-tag that the engine copies to what it emits;
+ *    a unique header x-tag that the engine copies to what it emits. Rows
+ *    1-3 are modelled exactly: a malformed record is DLQ malformed, a
+ *    repeated id with the recorded payload is a duplicate (nothing
+ *    emitted), with another payload DLQ idempotency_conflict, and a
+ *    replayed one (header __seqgate.replay) is judged again exactly when
+ *    its key's verdict was DLQ at that point of the batch. A batch
+ *    re-read after an abort takes the same decisions (the same records,
+ *    byte for byte, changelog aside);
  *  2 per aggregate, the versions applied (outputs, and row 7's DLQ records
  *    that move L) strictly increase and are consecutive unless a
  *    __seqgate.gap.skipped / __seqgate.gap.missing header names exactly
  *    the skipped range, a snapshot record moved L (S >= L), or an operator
- *    release set L; L = 2^64-1 has no successor (semantics §2, §3, §3b, §4);
+ *    release set L; L = 2^64-1 has no successor; and the store's L is the
+ *    one those records show — no version is given up silently (semantics
+ *    §2, §3, §3b, §4). A release's version is accepted as the new L only
+ *    until a version passes it: the harness cannot tell a release the
+ *    engine refused from one it honoured;
  *  3 an event id is applied (output) at most once, ever, across aborts,
  *    restarts and restores (the dedup TTL never elapses in a run);
  *  4 every gauge (parked events and bytes, quarantined aggregates,
  *    snapshot requests in flight) and the partition meta's counters equal
  *    what the store holds, counted with sg_store_foreach; so do the
- *    per-aggregate parked counts and the three derived indexes; the
- *    applied and DLQ counters equal the committed outputs and DLQ records;
+ *    per-aggregate parked counts, the idempotency keys recorded as parked,
+ *    the refetching flags and the three derived indexes; the caps
+ *    (max_parked_*, max_in_flight) hold and a quarantined aggregate parks
+ *    nothing; the applied and DLQ counters equal the committed outputs and
+ *    DLQ records, and an aborted batch changes no metric (semantics §4, §7).
+ *    Gauges are compared after each batch_commit (they are sampled there:
+ *    after a rebalance or a restart they lag until the next commit);
  *  5 (exactly_once) the changelog replayed into an empty store gives the
  *    live store, key for key in all eight databases of the partition, with
  *    one instance-local exception, the meta record: its changelog_offset
@@ -50,7 +66,9 @@
  *    writes locally (input offset -1, all counters 0) — a partition no
  *    batch has touched yet.
  *
- * Nothing here prints or exits; a violation is returned in a model_result.
+ * Nothing here prints or exits (an allocation failure aborts: a harness out
+ * of memory has nothing left to check); a violation is returned in a
+ * model_result.
  * Thread-safety: none (one run at a time per process).
  */
 #ifndef SEQGATE_ENGINE_MODEL_H
@@ -82,6 +100,7 @@ typedef enum model_op_kind {
 
 /* MOP_RECORD flags */
 #define MOPF_MALFORMED 0x01 /**< version text that is not a u64 */
+#define MOPF_REPLAY 0x02    /**< the DLQ replay header (semantics §3 Replay) */
 /* MOP_RELEASE flags */
 #define MOPF_VERSION 0x01   /**< "version": version */
 #define MOPF_STATE 0x02     /**< "state": state index (MODEL_STATE_BAD: undeclared) */
@@ -136,6 +155,31 @@ enum {
         MODEL_HARNESS_ERROR = 7 /**< the harness could not set up (disk) */
 };
 
+/** What a run exercised (committed batches only), so that a test can
+ *  tell a harness that checks something from one that checks nothing. */
+typedef struct model_stats {
+        size_t ops, batches, aborts, crashes, pauses;
+        size_t outputs, dlq, parked, duplicates, superseded, conflicts;
+        size_t replays; /* replayed records judged again */
+        size_t snapshots, requests, gap_headers, releases, replies;
+        size_t revokes, restarts, restores, restored_records;
+} model_stats_t;
+
+/** Adds @p b to @p a. */
+void model_stats_add(model_stats_t *a, const model_stats_t *b);
+
+/**
+ * Whether runs of variant @p v that together exercised @p s reached every
+ * path the variant exists for (outputs, DLQ records, duplicates, conflicts,
+ * replays judged again, aborts, releases, rebalances, restarts; parks in
+ * strict ordering; gap
+ * headers with latest_wins or skip; requests, replies and snapshot records
+ * with a snapshot source; pauses with the pause overflow; crashes and
+ * restores with exactly_once). On false, @p missing names what was not.
+ */
+bool model_coverage(size_t v, const model_stats_t *s, char *missing,
+                    size_t size);
+
 /** A run's verdict. */
 typedef struct model_result {
         int inv;         /**< MODEL_OK or what failed */
@@ -143,6 +187,7 @@ typedef struct model_result {
                               found; the operation count: in the final
                               settling (all partitions back, logs read) */
         char msg[2048];  /**< what was expected and what happened */
+        model_stats_t stats;
 } model_result_t;
 
 /** A source of choices: a seeded PRNG, or bytes (then exhausted = done). */
