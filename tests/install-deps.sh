@@ -22,6 +22,7 @@ REQS=$ROOT/tests/integration/requirements.txt
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     libcjson-dev check libsubunit-dev libssl-dev libcurl4-openssl-dev
     libmicrohttpd-dev lmdb-utils kcat maven
+    clang libclang-rt-14-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
