@@ -252,10 +252,14 @@ typedef struct model {
         sg_tp_t tp[MODEL_PARTS];
         unsigned char agg_hash[MODEL_AGGS][32];
 
-        int64_t now;
+        int64_t now;             /* processing time (the engine's clock) */
+        int64_t wall;            /* the wall clock */
         bool assigned[MODEL_PARTS];
         bool gauges_fresh;       /* a batch committed since the last change
                                     of engine or assignment */
+        int64_t gauges_at;       /* the engine samples the age gauges at
+                                    most once a second: when it last did */
+        bool sampled;            /* ... in the last batch attempt */
         uint64_t applied_cnt;    /* this engine's committed outputs */
         uint64_t dlq_cnt[SG_R__CNT + 8];
 
@@ -373,11 +377,26 @@ static void engine_close(model_t *m) {
         m->eng = NULL;
         m->store = NULL;
         m->gauges_fresh = false;
+        m->gauges_at = 0;
         m->applied_cnt = 0;
         memset(m->dlq_cnt, 0, sizeof(m->dlq_cnt));
 }
 
 static bool restore_part(model_t *m, int p, bool compact, bool no_tombs);
+
+/* The engine's clock never runs below the clock persisted in an assigned
+ * partition's store (engine.h "Processing time"; the test hook replaces
+ * the engine's own floor, so the harness applies it). */
+static void clock_floor(model_t *m, int p) {
+        sg_txn_t *t;
+        sg_meta_rec_t meta;
+        if (sg_txn_begin(m->store, false, &t, m->err, sizeof(m->err)))
+                return;
+        if (sg_meta_get(t, &m->tp[p], &meta) == SG_OK && meta.clock_ms > m->now)
+                m->now = meta.clock_ms;
+        sg_txn_abort(t);
+        sg_engine_set_clock(m->eng, m->now);
+}
 
 /* Assigns partition @p p to the engine, as the loop's rebalance callback
  * does, and (exactly_once) restores it from the changelog. */
@@ -392,8 +411,11 @@ static bool assign_part(model_t *m, int p, bool compact, bool no_tombs) {
         }
         m->assigned[p] = true;
         m->gauges_fresh = false;
+        if (m->var->eos && !restore_part(m, p, compact, no_tombs))
+                return false;
+        clock_floor(m, p);
         if (m->var->eos)
-                return restore_part(m, p, compact, no_tombs);
+                return true;
         /* at_least_once starts at the offset the store reflects: it must be
          * the one the harness committed (nothing skipped, nothing re-read) */
         int64_t want = m->committed[p] ? m->committed[p] : -1;
@@ -427,6 +449,8 @@ static bool engine_open(model_t *m, bool fresh, bool compact, bool no_tombs) {
                 return false;
         }
         sg_engine_processor(m->eng, &m->proc);
+        /* a new process: the wall clock, raised by the assignments */
+        m->now = m->wall;
         sg_engine_set_clock(m->eng, m->now);
         for (int p = 0; p < MODEL_PARTS; p++)
                 if (m->assigned[p] && !assign_part(m, p, compact, no_tombs))
@@ -454,7 +478,7 @@ static bool model_init(model_t *m, size_t v, model_result_t *res) {
         m->res = res;
         m->vidx = v;
         m->var = &variants[v];
-        m->now = T0;
+        m->now = m->wall = T0;
         for (int p = 0; p < MODEL_PARTS; p++) {
                 m->assigned[p] = true;
                 sg_tp_make(&m->tp[p], TOPIC, p);
@@ -905,6 +929,7 @@ struct pview {
         bool agg_present[MODEL_AGGS];
         sg_agg_rec_t agg[MODEL_AGGS];
         uint64_t agg_parked[MODEL_AGGS], agg_bytes[MODEL_AGGS];
+        int64_t agg_oldest[MODEL_AGGS]; /* oldest parked_at, 0 none */
         bool has_req[MODEL_AGGS];
         sg_snapreq_rec_t req[MODEL_AGGS];
         uint64_t parked, bytes, quarantined, inflight;
@@ -1008,6 +1033,8 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                                  (pr.headers ? pr.headers_len : 0);
                 v->agg_parked[a]++;
                 v->agg_bytes[a] += bytes;
+                if (!v->agg_oldest[a] || pr.parked_at_ms < v->agg_oldest[a])
+                        v->agg_oldest[a] = pr.parked_at_ms;
                 v->parked++;
                 v->bytes += bytes;
                 sg_dedup_rec_t r;
@@ -1198,10 +1225,33 @@ static void check_store(model_t *m) {
                 abort();
         pview_t *v = m->view;
         uint64_t parked = 0, bytes = 0, quarantined = 0, inflight = 0;
+        /* the age gauges as of their last sampling (the committed batch's
+         * processing time, when it sampled them) */
+        int64_t oldest = 0, stuck = 0, stale = m->gauges_at - 300000;
+        int64_t ix_oldest = 0, ix_stuck = 0;
         for (int p = 0; p < MODEL_PARTS; p++) {
                 if (!m->assigned[p])
                         continue;
                 store_view(m, t, p, &v[p]);
+                for (int a = 0; a < MODEL_AGGS; a++) {
+                        /* §7 as written: the oldest parked event, and the
+                         * aggregates parked or refetching for 5 minutes */
+                        int64_t o = v[p].agg_oldest[a];
+                        if (o && (!oldest || o < oldest))
+                                oldest = o;
+                        stuck += (o && o < stale) ||
+                                 (v[p].has_req[a] &&
+                                  v[p].req[a].issued_at_ms < stale);
+                        /* as the engine measures it: the gap deadline
+                         * index (the current gap's start; aggregates
+                         * waiting for a snapshot are not in it) */
+                        int64_t x = v[p].agg_present[a]
+                                        ? sg_agg_indexed_since(&v[p].agg[a])
+                                        : 0;
+                        if (x && (!ix_oldest || x < ix_oldest))
+                                ix_oldest = x;
+                        ix_stuck += x && x < stale;
+                }
                 parked += v[p].parked;
                 bytes += v[p].bytes;
                 quarantined += v[p].quarantined;
@@ -1224,6 +1274,28 @@ static void check_store(model_t *m) {
                      mt->parked_events, mt->parked_bytes,
                      mt->quarantined_aggregates, mt->snapshot_in_flight,
                      parked, bytes, quarantined, inflight);
+        if (!m->sampled)
+                return;
+        int64_t age = oldest ? m->gauges_at - oldest : 0;
+        int64_t ix_age = ix_oldest ? m->gauges_at - ix_oldest : 0;
+        if (mt->oldest_parked_age_ms != ix_age ||
+            mt->stuck_parked_over_5m != ix_stuck)
+                return fail(m, MODEL_INV_GAUGES,
+                            "gauges: oldest_parked_age_ms %" PRId64
+                            " stuck_parked_over_5m %" PRId64 "; the store's "
+                            "gap deadline index says %" PRId64 " and %" PRId64,
+                            mt->oldest_parked_age_ms, mt->stuck_parked_over_5m,
+                            ix_age, ix_stuck);
+        if (!m->res->age_note[0] && (mt->oldest_parked_age_ms != age ||
+                                     mt->stuck_parked_over_5m != stuck))
+                snprintf(m->res->age_note, sizeof(m->res->age_note),
+                         "after operation %zu: oldest_parked_age_ms %" PRId64
+                         " stuck_parked_over_5m %" PRId64 ", but the store's "
+                         "oldest parked event is %" PRId64 " ms old and %" PRId64
+                         " aggregates have been parked or refetching for more "
+                         "than 5 minutes",
+                         m->step, mt->oldest_parked_age_ms,
+                         mt->stuck_parked_over_5m, age, stuck);
 }
 
 /* The applied and DLQ counters against this engine's committed records. */
@@ -2032,6 +2104,9 @@ static meff_t *batch_run(model_t *m, const model_op_t *op, int64_t *pos,
                                          paused[s] ? -1
                                                    : (int64_t)m->log_cnt[s] -
                                                          pos[s]);
+        m->sampled = m->now - m->gauges_at >= 1000;
+        if (m->sampled)
+                m->gauges_at = m->now;
         if ((err = m->proc.tick(m->proc.opaque, m->err, sizeof(m->err)))) {
                 fail(m, MODEL_ENGINE_ERROR, "tick: %s: %s", sg_err2str(err),
                      m->err);
@@ -2207,6 +2282,9 @@ static void exec_batch(model_t *m, const model_op_t *op) {
         m->res = &store_res;
         check_store(m);
         m->res = real;
+        if (!real->age_note[0])
+                memcpy(real->age_note, store_res.age_note,
+                       sizeof(real->age_note));
         check_batch(m, E, ecnt, consumed, eff_at, ccnt);
         if (!failed(m) && store_res.inv)
                 *m->res = store_res;
@@ -2222,13 +2300,15 @@ out:
         free(eff_at);
 }
 
+static int64_t clamp_clock(int64_t t) {
+        return t < T0 ? T0 : t > CLOCK_MAX ? CLOCK_MAX : t;
+}
+
 static void exec_clock(model_t *m, const model_op_t *op) {
         int64_t d = op->delta_ms / MODEL_QUANTUM_MS * MODEL_QUANTUM_MS;
-        m->now += d;
-        if (m->now < T0)
-                m->now = T0;
-        if (m->now > CLOCK_MAX)
-                m->now = CLOCK_MAX;
+        m->wall = clamp_clock(m->wall + d);
+        if (!(op->flags & MOPF_WALL) && d > 0)
+                m->now = clamp_clock(m->now + d); /* time passes */
 }
 
 static void exec_op(model_t *m, const model_op_t *op) {
@@ -2511,12 +2591,17 @@ static void gen_op(model_t *m, model_src_t *s, model_op_t *op) {
                 uint32_t d = pick(s, 100);
                 int64_t q = MODEL_QUANTUM_MS;
                 int64_t gap = m->tc->gap_timeout_ms / q + 1;
-                op->delta_ms = d < 30   ? q * (1 + pick(s, 3))
-                               : d < 62 ? q * gap
-                               : d < 72 ? q * (2000 / q + 1)
-                               : d < 76 ? 3600000
-                               : d < 94 ? -q * (1 + pick(s, 10))
-                                        : -3600000;
+                op->delta_ms = d < 28   ? q * (1 + pick(s, 3))
+                               : d < 58 ? q * gap
+                               : d < 66 ? q * (2000 / q + 1)
+                               : d < 70 ? 300000 + q * (1 + pick(s, 5))
+                               : d < 74 ? 3600000
+                               : d < 82 ? -q * (1 + pick(s, 10))
+                               : d < 88 ? -3600000
+                               : d < 94 ? q * (1 + pick(s, 10))
+                                        : 3600000;
+                if (d >= 74)
+                        op->flags = MOPF_WALL; /* stepped, no time passes */
         } else if (c < 855) {
                 gen_release(m, s, op);
         } else if (c < 915 && snap) {
@@ -2773,7 +2858,11 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                                 mode_names[o->mode % MODEL_BATCH_MODES]);
                         break;
                 case MOP_CLOCK:
-                        fprintf(out, "clock %+" PRId64 " ms\n", o->delta_ms);
+                        fprintf(out, "%s %+" PRId64 " ms\n",
+                                (o->flags & MOPF_WALL)
+                                    ? "wall clock stepped"
+                                    : "time passes",
+                                o->delta_ms);
                         break;
                 case MOP_REVOKE:
                         fprintf(out, "revoke mask=%u\n", o->n);
