@@ -33,6 +33,8 @@
  */
 #include "config.h"
 
+#include "envelope.h" /* sg_utf8_valid */
+
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 
@@ -74,17 +76,56 @@ static const char *const SRC_FORMS =
 /* Errors and paths                                                         */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Copies @p src into @p dst (@p dst_size bytes, truncated, NUL-terminated)
+ * as one line of printable, valid UTF-8: control characters, DEL and bytes
+ * that do not form UTF-8 (RFC 3629) become \xNN. Keys and values quoted in
+ * an error come from the file unchecked (cJSON takes raw control
+ * characters and any bytes inside strings), and an error is printed to a
+ * terminal or written into a JSON log line.
+ */
+static void put_clean(char *dst, size_t dst_size, const char *src) {
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0, len = strlen(src), i = 0;
+
+        while (i < len) {
+                unsigned char c = (unsigned char)src[i];
+                size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+                bool plain = c >= 0x20 && c != 0x7f &&
+                             (c < 0x80 ? true
+                                       : n <= len - i && sg_utf8_valid(src + i, n));
+
+                if (!plain)
+                        n = 1;
+                if (o + (plain ? n : 4) >= dst_size)
+                        break;
+                if (plain) {
+                        memcpy(dst + o, src + i, n);
+                        o += n;
+                } else {
+                        dst[o++] = '\\';
+                        dst[o++] = 'x';
+                        dst[o++] = hex[c >> 4];
+                        dst[o++] = hex[c & 0xf];
+                }
+                i += n;
+        }
+        dst[o] = '\0';
+}
+
 static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
+        char raw[2048];
         va_list ap;
 
         if (!errstr || errstr_size == 0)
                 return;
         va_start(ap, fmt);
-        vsnprintf(errstr, errstr_size, fmt, ap);
+        vsnprintf(raw, sizeof(raw), fmt, ap);
         va_end(ap);
+        put_clean(errstr, errstr_size, raw);
 }
 
 static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
@@ -92,17 +133,19 @@ static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
 
 /** Writes "PATH: message" and returns SG_ERR_CONFIG. */
 static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
+        char raw[2048];
         va_list ap;
         int n;
 
         if (!c->errstr || c->errstr_size == 0)
                 return SG_ERR_CONFIG;
-        n = snprintf(c->errstr, c->errstr_size, "%s: ", path);
-        if (n >= 0 && (size_t)n < c->errstr_size) {
+        n = snprintf(raw, sizeof(raw), "%s: ", path);
+        if (n >= 0 && (size_t)n < sizeof(raw)) {
                 va_start(ap, fmt);
-                vsnprintf(c->errstr + n, c->errstr_size - (size_t)n, fmt, ap);
+                vsnprintf(raw + n, sizeof(raw) - (size_t)n, fmt, ap);
                 va_end(ap);
         }
+        put_clean(c->errstr, c->errstr_size, raw);
         return SG_ERR_CONFIG;
 }
 
@@ -958,6 +1001,19 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                                             "allowed: \"value\" or a JSON "
                                             "Pointer (RFC 6901) such as "
                                             "\"/data\"",
+                                            SG_QUOTE_MAX, it->valuestring);
+                        /* A CloudEvent's payload is its data (semantics §2;
+                         * in binary mode the record value): a pointer
+                         * elsewhere would digest attributes only and judge
+                         * different payloads duplicates. */
+                        if (tc->format == SG_FORMAT_CLOUDEVENTS &&
+                            strcmp(it->valuestring, "/data") != 0 &&
+                            strncmp(it->valuestring, "/data/", 6) != 0)
+                                return fail(c, p,
+                                            "\"%.*s\" is not allowed with "
+                                            "format \"cloudevents\"; allowed: "
+                                            "\"value\", \"/data\" or a JSON "
+                                            "Pointer into it (\"/data/...\")",
                                             SG_QUOTE_MAX, it->valuestring);
                         if (!(tc->digest_pointer = strdup(it->valuestring)))
                                 return nomem(c);

@@ -34,7 +34,9 @@ typedef enum sg_src_kind {
         SG_SRC_KEY,       /**< "key": the Kafka record key */
         SG_SRC_HEADER,    /**< "header:NAME": a record header's value */
         SG_SRC_POINTER,   /**< "/a/b": RFC 6901 JSON Pointer into the value
-                               (structured CloudEvents: into the event) */
+                               (format cloudevents: a place in the event;
+                               in binary mode "/data" is the value and
+                               "/ATTR" the ce_ATTR header, semantics §2) */
         SG_SRC_CE,        /**< "ce:ATTR": a CloudEvents attribute (binary
                                mode: header ce_ATTR; structured: member ATTR) */
 } sg_src_kind_t;
@@ -139,7 +141,8 @@ typedef struct sg_topic_config {
         sg_field_src_t aggregate;    /**< [key] */
         sg_field_src_t version;      /**< [ce:sequence]; NONE = dedup-only topic */
         sg_field_src_t type;         /**< [ce:type]; NONE allowed without state machine */
-        char *digest_pointer;        /**< NULL = SHA-256 of the whole value [NULL] */
+        char *digest_pointer;        /**< NULL = SHA-256 of the whole value [NULL];
+                                          format cloudevents: "/data" or under it */
         size_t max_field_bytes;      /**< [1024] longest id/scope/aggregate/type */
 
         /* dedup */

@@ -22,6 +22,7 @@
 #include "engine.h"
 
 #include "envelope.h"
+#include "json.h"
 #include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
@@ -486,6 +487,7 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         sg_meta_rec_t m;
         err = sg_meta_get(txn, &p->tp, &m);
         if (err == SG_ERR_NOT_FOUND) {
+                /* new to this store: the partition's meta is created */
                 memset(&m, 0, sizeof(m));
                 snprintf(m.group, sizeof(m.group), "%s", group ? group : "");
                 m.input_offset = -1;
@@ -493,11 +495,14 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 m.clock_ms = engine_clock(e);
                 bool changed;
                 (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
-                if ((err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size)) ||
-                    (err = sg_txn_commit(txn, errstr, errstr_size))) {
+                err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+                if (err) {
+                        sg_txn_abort(txn);
                         return err;
                 }
-                txn = NULL;
+                /* commit ends the transaction, also when it fails */
+                if ((err = sg_txn_commit(txn, errstr, errstr_size)))
+                        return err;
         } else if (err) {
                 sg_txn_abort(txn);
                 snprintf(errstr, errstr_size,
@@ -883,9 +888,7 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
         }
         if (r->headers && r->headers_len >= 4) {
                 void *blob = arena_dup(&e->arena, r->headers, r->headers_len);
-                const unsigned char *b = blob;
-                size_t cnt = ((size_t)b[0] << 24) | ((size_t)b[1] << 16) |
-                             ((size_t)b[2] << 8) | b[3];
+                size_t cnt = r->header_cnt; /* the decoder checked the block */
                 sg_header_t *h = arena_alloc(&e->arena,
                                              (cnt ? cnt : 1) * sizeof(*h));
                 if (!blob || !h)
@@ -1027,7 +1030,8 @@ static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size);
 static bool is_snapshot_reply(const sg_engine_t *e, const char *topic);
-static bool reply_version(const cJSON *v, uint64_t *out);
+static bool reply_version(const sg_record_t *rec, const cJSON *v,
+                          uint64_t *out);
 static const sg_header_t *header_find(const sg_record_t *rec,
                                       const char *name);
 static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
@@ -1105,7 +1109,8 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
-            (jv && !reply_version(jv, &S)) || (js && !cJSON_IsString(js))) {
+            (jv && !reply_version(rec, jv, &S)) ||
+            (js && !cJSON_IsString(js))) {
                 why = "body is not {\"aggregate\": ID, \"version\": S, "
                       "\"state\": X} (version and state optional)";
                 goto refused;
@@ -1452,13 +1457,13 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                 return err;
         }
         if (!p) {
-                int64_t off;
-                sg_err_t err = eng_assign(e, rec->topic, rec->partition,
-                                          e->conf->group_id, &off, errstr,
-                                          errstr_size);
-                if (err)
-                        return err;
-                p = part_find(e, rec->topic, rec->partition);
+                /* the loop assigns (and, exactly_once, restores) a partition
+                 * before giving its records; assigning here would begin a
+                 * second write transaction inside the batch's */
+                snprintf(errstr, errstr_size,
+                         "record of %s [%d], a partition not assigned",
+                         rec->topic, rec->partition);
+                return SG_ERR_INVALID;
         }
         sg_err_t err = judge(e, p, rec, result, errstr, errstr_size);
         e->dk_valid = false; /* the cache is only for this record */
@@ -1988,20 +1993,18 @@ static bool parse_request_id(const char *rid, size_t len, char *topic,
         return true;
 }
 
-/* Reads the version of a reply: an integer JSON number (<= 2^53) or a
- * decimal string. */
-static bool reply_version(const cJSON *v, uint64_t *out) {
+/* Reads the version of a reply (member "version" of @p rec's value): an
+ * integer JSON number (<= 2^53) or a decimal string. A number is judged by
+ * its text (semantics §2), which cJSON does not keep: json.h reads it. */
+static bool reply_version(const sg_record_t *rec, const cJSON *v,
+                          uint64_t *out) {
         if (cJSON_IsString(v))
                 return sg_version_parse(v->valuestring,
                                         strlen(v->valuestring),
                                         out) == SG_OK;
-        if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
-            v->valuedouble <= 9007199254740992.0 &&
-            (double)(uint64_t)v->valuedouble == v->valuedouble) {
-                *out = (uint64_t)v->valuedouble;
-                return true;
-        }
-        return false;
+        return cJSON_IsNumber(v) &&
+               sg_json_version_get(rec->value, rec->value_len, "/version",
+                                   out) == SG_OK;
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
@@ -2075,7 +2078,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
-        if (!cJSON_IsObject(body) || !reply_version(jv, &S) ||
+        if (!cJSON_IsObject(body) || !reply_version(rec, jv, &S) ||
             (js && !cJSON_IsString(js)) ||
             (p->tc->sm.enabled && !cJSON_IsString(js)) ||
             (ja && (!cJSON_IsString(ja) ||
@@ -2083,7 +2086,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                 if (!failed)
                         why = !cJSON_IsObject(body)
                                   ? "reply is not a JSON object"
-                              : !reply_version(jv, &S)
+                              : !reply_version(rec, jv, &S)
                                   ? "reply has no valid version"
                               : ja && (!cJSON_IsString(ja) ||
                                        strcmp(ja->valuestring,
@@ -2418,30 +2421,42 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
                                   char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = part_find(e, topic, partition);
+        sg_err_t err = SG_OK;
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
                          topic, partition);
-                return SG_ERR_INVALID;
-        }
-        if (key_len < 1) {
+                err = SG_ERR_INVALID;
+        } else if (key_len < 1) {
                 snprintf(errstr, errstr_size,
                          "changelog %s [%d] offset %" PRId64
                          ": empty key",
                          p->tc->changelog_topic, partition, offset);
-                return SG_ERR_INVALID;
+                err = SG_ERR_INVALID;
+        } else {
+                /* a record that does not decode (or cannot be written)
+                 * stops the restore, named by changelog, partition, offset */
+                const unsigned char *k = key;
+                char why[400] = "";
+                err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
+                                            key_len - 1, value, value_len,
+                                            why, sizeof(why));
+                if (err)
+                        snprintf(errstr, errstr_size,
+                                 "changelog %s [%d] offset %" PRId64 ": %s",
+                                 p->tc->changelog_topic, partition, offset,
+                                 why[0] ? why : sg_err2str(err));
         }
-        const unsigned char *k = key;
-        sg_err_t err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
-                                             key_len - 1, value, value_len,
-                                             errstr, errstr_size);
-        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0 &&
-            !(err = restore_checkpoint(e, p, offset + 1, errstr,
-                                       errstr_size)))
-                err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
-                                   errstr_size);
+        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+                err = restore_checkpoint(e, p, offset + 1, errstr,
+                                         errstr_size);
+                if (!err)
+                        err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                           errstr_size);
+        }
         if (err) {
-                /* no write transaction may stay open: the loop grows the
-                 * map (SG_ERR_MAP_FULL) and restarts from restore_begin */
+                /* every error ends here: no write transaction may stay open
+                 * (the loop grows the map on SG_ERR_MAP_FULL and restarts
+                 * from restore_begin; anything else stops the restore) */
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
         }

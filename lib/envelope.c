@@ -3,10 +3,13 @@
  * digest out of one Kafka record (semantics §2; contract in envelope.h).
  *
  * This runs once per consumed record, so it is written for the hot path:
- *  - the record value is parsed as JSON at most once, and only when
- *    something needs it (structured CloudEvents, a JSON Pointer source, a
- *    digest_pointer, or the lenient structured-mode probe when a record has
- *    neither a content-type nor a ce_specversion header);
+ *  - the record value is parsed as JSON (json.h: yajl, number text kept)
+ *    at most once, and only when something needs it (structured
+ *    CloudEvents, a JSON Pointer source, a digest_pointer, or the lenient
+ *    structured-mode probe when a record has neither a content-type nor a
+ *    ce_specversion header), into a tree the envelope keeps for the next
+ *    record;
+ *  - the digest of a subtree streams its canonical form into SHA-256;
  *  - field values are borrowed from the record or the parsed tree until they
  *    pass validation; only the id, aggregate and type are copied out;
  *  - the idempotency key encoding is built in a stack buffer unless it is
@@ -22,11 +25,13 @@
  * Rules come from: CloudEvents core spec v1.0 §3.1 (required attributes),
  * CloudEvents Kafka protocol binding v1.0 §3 (content modes, partitionkey),
  * RFC 6901 (JSON Pointer), RFC 3629 (UTF-8), semantics §2 (version text,
- * length-prefixed key, digest).
+ * JSON numbers judged by their text, pointers naming a place in the
+ * CloudEvent in either content mode, length-prefixed key, digest).
  */
 #include "envelope.h"
 
-#include <cjson/cJSON.h>
+#include "json.h"
+
 #include <openssl/evp.h>
 
 #include <pthread.h>
@@ -39,7 +44,7 @@
 #define SNIP_MAX 40          /* most characters of input quoted in a detail */
 #define NAME_MAX_QUOTE 32    /* most characters of a configured name quoted */
 #define DEFAULT_MAX_FIELD 1024
-#define JSON_MAX_SAFE_INT 9007199254740992.0 /* 2^53 */
+#define DETAIL_MAX 199       /* longest detail, in bytes */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                        */
@@ -51,13 +56,21 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
 #endif
         ;
 
+/* Writes a detail of at most DETAIL_MAX bytes (envelope.h): one whose
+ * parts (field, source, JSON error) add up to more is cut, ending "...". */
 static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
         if (errstr && errstr_size > 0) {
+                char buf[512];
                 va_list ap;
+                int n;
+
                 va_start(ap, fmt);
-                vsnprintf(errstr, errstr_size, fmt, ap);
+                n = vsnprintf(buf, sizeof(buf), fmt, ap);
                 va_end(ap);
+                if (n > DETAIL_MAX)
+                        memcpy(buf + DETAIL_MAX - 3, "...", 4);
+                snprintf(errstr, errstr_size, "%s", buf);
         }
         return SG_ERR_INVALID;
 }
@@ -212,165 +225,14 @@ sg_err_t sg_version_parse(const char *s, size_t len, uint64_t *out)
 }
 
 /* ------------------------------------------------------------------ */
-/* JSON Pointer (RFC 6901) and canonical JSON                           */
-/* ------------------------------------------------------------------ */
-
-/*
- * True if object member name @p key equals the reference token
- * tok[0..toklen) after unescaping ~0 and ~1 (RFC 6901 §4). Compares without
- * allocating. A '~' not followed by '0' or '1' never matches (the caller has
- * already rejected such tokens).
- */
-static bool token_equals(const char *key, const char *tok, size_t toklen)
-{
-        size_t i = 0;
-
-        while (i < toklen) {
-                char c = tok[i];
-                if (c == '~') {
-                        c = tok[i + 1] == '0' ? '~' : '/';
-                        i += 2;
-                } else {
-                        i++;
-                }
-                if (*key != c)
-                        return false;
-                key++;
-        }
-        return *key == '\0';
-}
-
-void *sg_json_pointer_get(void *root, const char *pointer)
-{
-        cJSON *node = root;
-        const char *p = pointer;
-
-        if (!node || !pointer)
-                return NULL;
-        if (*p == '\0')
-                return node; /* "" is the whole document (RFC 6901 §5) */
-        if (*p != '/')
-                return NULL;
-
-        while (*p == '/') {
-                const char *tok = ++p;
-                size_t toklen;
-
-                while (*p && *p != '/')
-                        p++;
-                toklen = (size_t)(p - tok);
-                for (size_t i = 0; i < toklen; i++) {
-                        if (tok[i] == '~' &&
-                            (i + 1 >= toklen ||
-                             (tok[i + 1] != '0' && tok[i + 1] != '1')))
-                                return NULL; /* invalid escape (RFC 6901 §3) */
-                }
-
-                if (cJSON_IsObject(node)) {
-                        cJSON *child, *found = NULL;
-                        for (child = node->child; child; child = child->next) {
-                                if (child->string &&
-                                    token_equals(child->string, tok, toklen)) {
-                                        found = child; /* first of duplicates, as cJSON does */
-                                        break;
-                                }
-                        }
-                        node = found;
-                } else if (cJSON_IsArray(node)) {
-                        /* array-index = %x30 / ( %x31-39 *(%x30-39) ); "-" never
-                         * names an existing element (RFC 6901 §4). */
-                        size_t idx = 0;
-                        cJSON *child;
-                        if (toklen == 0 || (toklen > 1 && tok[0] == '0'))
-                                return NULL;
-                        for (size_t i = 0; i < toklen; i++) {
-                                if (tok[i] < '0' || tok[i] > '9')
-                                        return NULL;
-                                if (idx > (SIZE_MAX - 9) / 10)
-                                        return NULL;
-                                idx = idx * 10 + (size_t)(tok[i] - '0');
-                        }
-                        for (child = node->child; child && idx > 0; idx--)
-                                child = child->next;
-                        node = child;
-                } else {
-                        return NULL;
-                }
-                if (!node)
-                        return NULL;
-        }
-        return node;
-}
-
-struct member_ref {
-        cJSON *item;
-        size_t pos; /* original position: keeps duplicate keys stable */
-};
-
-static int member_cmp(const void *a, const void *b)
-{
-        const struct member_ref *x = a, *y = b;
-        int c = strcmp(x->item->string ? x->item->string : "",
-                       y->item->string ? y->item->string : "");
-        if (c)
-                return c;
-        return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-/* Sorts every object's members by key bytes, recursively. False on ENOMEM. */
-static bool canonical_sort(cJSON *node)
-{
-        cJSON *c;
-        size_t n = 0, i;
-        struct member_ref *refs;
-
-        for (c = node->child; c; c = c->next) {
-                if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && !canonical_sort(c))
-                        return false;
-                n++;
-        }
-        if (!cJSON_IsObject(node) || n < 2)
-                return true;
-
-        refs = malloc(n * sizeof(*refs));
-        if (!refs)
-                return false;
-        for (c = node->child, i = 0; c; c = c->next, i++) {
-                refs[i].item = c;
-                refs[i].pos = i;
-        }
-        qsort(refs, n, sizeof(*refs), member_cmp);
-        /* Relink: cJSON keeps head->prev pointing at the tail. */
-        for (i = 0; i < n; i++) {
-                refs[i].item->prev = i ? refs[i - 1].item : refs[n - 1].item;
-                refs[i].item->next = i + 1 < n ? refs[i + 1].item : NULL;
-        }
-        node->child = refs[0].item;
-        free(refs);
-        return true;
-}
-
-char *sg_json_canonical(const void *node)
-{
-        cJSON *copy;
-        char *out = NULL;
-
-        if (!node)
-                return NULL;
-        copy = cJSON_Duplicate((const cJSON *)node, 1);
-        if (!copy)
-                return NULL;
-        if (canonical_sort(copy))
-                out = cJSON_PrintUnformatted(copy);
-        cJSON_Delete(copy);
-        return out;
-}
-
-/* ------------------------------------------------------------------ */
 /* Envelope lifecycle                                                   */
 /* ------------------------------------------------------------------ */
 
-/* env->_priv: a reusable EVP_MD_CTX (saves an allocation per hash). */
+/* env->_priv: what a parse reuses, so the hot path does not allocate. */
+typedef struct env_priv {
+        EVP_MD_CTX *md;     /* SHA-256 context */
+        sg_json_doc_t *doc; /* the value's JSON tree (json.h) */
+} env_priv_t;
 
 void sg_envelope_init(sg_envelope_t *env)
 {
@@ -391,10 +253,16 @@ static void envelope_reset(sg_envelope_t *env)
 
 void sg_envelope_clear(sg_envelope_t *env)
 {
+        env_priv_t *pv;
+
         if (!env)
                 return;
         envelope_reset(env);
-        EVP_MD_CTX_free(env->_priv);
+        if ((pv = env->_priv)) {
+                EVP_MD_CTX_free(pv->md);
+                sg_json_doc_destroy(pv->doc);
+                free(pv);
+        }
         env->_priv = NULL;
 }
 
@@ -405,43 +273,41 @@ void sg_envelope_clear(sg_envelope_t *env)
 typedef struct pctx {
         const sg_topic_config_t *tc;
         const sg_record_t *rec;
+        env_priv_t *pv;
         bool ce;          /* format cloudevents */
         bool structured;  /* CE structured content mode */
         bool json_tried;  /* value parse attempted (at most once) */
-        cJSON *root;      /* parsed value, NULL if not JSON / not parsed */
-        size_t json_err_at; /* byte offset of the syntax error */
+        sg_err_t json_err; /* its result */
+        const sg_json_node_t *root; /* parsed value, NULL if not JSON */
+        char json_detail[112]; /* why it is not JSON */
         size_t max_field;
         char *errstr;
         size_t errstr_size;
 } pctx_t;
 
-/* Parses the record value once; returns the tree or NULL (not JSON). */
-static cJSON *ctx_json(pctx_t *c)
+/* True in CloudEvents binary mode, where the value is the event's data. */
+static bool binary_mode(const pctx_t *c)
 {
-        const char *v = c->rec->value, *end = NULL;
+        return c->ce && !c->structured;
+}
+
+/* Parses the record value once; returns the tree or NULL (not JSON, or
+ * out of memory: c->json_err says which). */
+static const sg_json_node_t *ctx_json(pctx_t *c)
+{
+        const char *v = c->rec->value;
         size_t len = c->rec->value_len;
 
         if (c->json_tried)
                 return c->root;
         c->json_tried = true;
+        c->json_err = SG_ERR_INVALID;
         if (!v || len == 0)
                 return NULL;
-        c->root = cJSON_ParseWithLengthOpts(v, len, &end, 0);
-        if (!c->root) {
-                c->json_err_at = end && end >= v && end <= v + len ?
-                                         (size_t)(end - v) : 0;
-                return NULL;
-        }
-        /* cJSON stops after the first value: anything but whitespace after
-         * it makes the value invalid JSON (RFC 8259 §2). */
-        for (size_t i = (size_t)(end - v); i < len; i++) {
-                if (v[i] != ' ' && v[i] != '\t' && v[i] != '\n' && v[i] != '\r') {
-                        cJSON_Delete(c->root);
-                        c->root = NULL;
-                        c->json_err_at = i;
-                        return NULL;
-                }
-        }
+        c->json_err = sg_json_parse(c->pv->doc, v, len, c->json_detail,
+                                    sizeof(c->json_detail));
+        if (c->json_err == SG_OK)
+                c->root = sg_json_root(c->pv->doc);
         return c->root;
 }
 
@@ -453,28 +319,17 @@ static const char *json_why(const pctx_t *c, char *buf, size_t size)
         else if (c->rec->value_len == 0)
                 snprintf(buf, size, "record value is empty");
         else
-                snprintf(buf, size,
-                         "record value is not valid JSON (error at byte %zu of %zu)",
-                         c->json_err_at, c->rec->value_len);
+                snprintf(buf, size, "record value is not valid JSON (%s)",
+                         c->json_detail);
         return buf;
 }
 
-static const char *json_type_name(const cJSON *j)
-{
-        if (cJSON_IsString(j))
-                return "string";
-        if (cJSON_IsNumber(j))
-                return "number";
-        if (cJSON_IsBool(j))
-                return "boolean";
-        if (cJSON_IsNull(j))
-                return "null";
-        if (cJSON_IsObject(j))
-                return "object";
-        if (cJSON_IsArray(j))
-                return "array";
-        return "invalid value";
-}
+/* The value is not JSON: SG_ERR_INVALID with @p field's detail, or
+ * SG_ERR_NOMEM when the parse ran out of memory. */
+#define NOT_JSON(c, ...)                                                     \
+        ((c)->json_err == SG_ERR_NOMEM ? SG_ERR_NOMEM                        \
+                                       : fail((c)->errstr, (c)->errstr_size, \
+                                              __VA_ARGS__))
 
 /* Last header named @p name (Kafka Connect semantics), or NULL. When
  * @p ce_prefix, matches "ce_" + name without allocating. */
@@ -495,6 +350,16 @@ static const sg_header_t *find_header(const sg_record_t *rec, const char *name,
         return NULL;
 }
 
+/* Last `content-type` header, its name matched case-insensitively. */
+static const sg_header_t *content_type_header(const sg_record_t *rec)
+{
+        for (size_t i = rec->header_cnt; i-- > 0;)
+                if (rec->headers[i].name &&
+                    strcasecmp(rec->headers[i].name, "content-type") == 0)
+                        return &rec->headers[i];
+        return NULL;
+}
+
 /* A field value before validation: borrowed bytes or a JSON node. */
 typedef enum { RV_MISSING, RV_NULL_HEADER, RV_TEXT, RV_JSON } rv_kind_t;
 
@@ -502,14 +367,45 @@ typedef struct rawval {
         rv_kind_t kind;
         const char *p;  /* RV_TEXT */
         size_t len;
-        const cJSON *j; /* RV_JSON */
+        const sg_json_node_t *j; /* RV_JSON */
 } rawval_t;
+
+/*
+ * A JSON Pointer in CloudEvents binary mode (semantics §2): "/data" is the
+ * record value itself and "/data/..." points into it; "/ATTR" is the
+ * attribute ATTR (header ce_ATTR), which has no members. Returns the rest
+ * of the pointer after "/data" ("" or "/..."), or NULL for an attribute,
+ * whose name goes to @p attr (at most @p attr_size - 1 bytes; "" when the
+ * token cannot be an attribute name or the pointer goes deeper).
+ */
+static const char *binary_pointer(const char *ptr, char *attr, size_t attr_size)
+{
+        const char *tok = ptr + 1, *end;
+        size_t n;
+
+        attr[0] = '\0';
+        if (ptr[0] != '/')
+                return NULL;
+        end = strchr(tok, '/');
+        n = end ? (size_t)(end - tok) : strlen(tok);
+        if (n == 4 && memcmp(tok, "data", 4) == 0)
+                return tok + 4;
+        if (end || n == 0 || n >= attr_size)
+                return NULL;
+        /* CloudEvents attribute names: a-z, 0-9 (core spec §3.1.1) */
+        for (size_t i = 0; i < n; i++)
+                if (!((tok[i] >= 'a' && tok[i] <= 'z') || (tok[i] >= '0' && tok[i] <= '9')))
+                        return NULL;
+        memcpy(attr, tok, n);
+        attr[n] = '\0';
+        return NULL;
+}
 
 /* Describes where @p src is read from ("ce_id header", "JSON Pointer /a"). */
 static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                          size_t size)
 {
-        char nm[NAME_MAX_QUOTE + 4];
+        char nm[NAME_MAX_QUOTE + 4], attr[NAME_MAX_QUOTE];
         const char *name = src->name ? src->name : "";
 
         snip(nm, name, strlen(name), NAME_MAX_QUOTE);
@@ -521,6 +417,21 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                 snprintf(buf, size, "%s header", nm);
                 break;
         case SG_SRC_POINTER:
+                if (binary_mode(c)) {
+                        if (binary_pointer(name, attr, sizeof(attr)))
+                                snprintf(buf, size,
+                                         "JSON Pointer %s in binary-mode data",
+                                         nm);
+                        else if (strcmp(attr, "datacontenttype") == 0)
+                                snprintf(buf, size,
+                                         "JSON Pointer %s, content-type header", nm);
+                        else if (attr[0])
+                                snprintf(buf, size, "JSON Pointer %s, ce_%s header",
+                                         nm, attr);
+                        else
+                                snprintf(buf, size, "JSON Pointer %s", nm);
+                        break;
+                }
                 snprintf(buf, size, "JSON Pointer %s%s", nm,
                          c->structured ? " in the event" : "");
                 break;
@@ -541,16 +452,32 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
  * detail is written: the success path does no formatting at all. */
 #define W where(c, src, w, sizeof(w))
 
+/* A header's value as a raw value (absent, null or bytes). */
+static void header_val(const sg_header_t *h, rawval_t *rv)
+{
+        if (!h)
+                return;
+        if (!h->value) {
+                rv->kind = RV_NULL_HEADER;
+                return;
+        }
+        rv->kind = RV_TEXT;
+        rv->p = h->value;
+        rv->len = h->value_len;
+}
+
 /*
  * Fetches the raw value of @p src. Returns SG_ERR_INVALID only when the
- * value is needed as JSON and is not JSON (detail names @p field).
+ * value is needed as JSON and is not JSON (detail names @p field), or
+ * SG_ERR_NOMEM.
  */
 static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                       rawval_t *rv)
 {
         const sg_record_t *rec = c->rec;
-        const sg_header_t *h;
-        char w[128], why[128];
+        const char *name = src->name ? src->name : "";
+        char w[128], why[160], attr[NAME_MAX_QUOTE];
+        const char *rest = name;
 
         memset(rv, 0, sizeof(*rv));
         switch (src->kind) {
@@ -567,33 +494,32 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                 if (src->kind == SG_SRC_CE && !c->ce)
                         return fail(c->errstr, c->errstr_size,
                                     "%s source ce:%s needs format cloudevents",
-                                    field, src->name ? src->name : "");
+                                    field, name);
                 if (src->kind == SG_SRC_CE && c->structured) {
                         /* root is a JSON object: checked by ce_check() */
-                        rv->j = cJSON_GetObjectItemCaseSensitive(
-                                c->root, src->name ? src->name : "");
+                        rv->j = sg_json_member(c->pv->doc, c->root, name,
+                                               strlen(name));
                         rv->kind = rv->j ? RV_JSON : RV_MISSING;
                         return SG_OK;
                 }
-                h = find_header(rec, src->name ? src->name : "",
-                                src->kind == SG_SRC_CE);
-                if (!h)
-                        return SG_OK;
-                if (!h->value) {
-                        rv->kind = RV_NULL_HEADER;
-                        return SG_OK;
-                }
-                rv->kind = RV_TEXT;
-                rv->p = h->value;
-                rv->len = h->value_len;
+                header_val(find_header(rec, name, src->kind == SG_SRC_CE), rv);
                 return SG_OK;
 
         case SG_SRC_POINTER:
+                if (binary_mode(c) &&
+                    !(rest = binary_pointer(name, attr, sizeof(attr)))) {
+                        /* an attribute, or below one (never there) */
+                        if (strcmp(attr, "datacontenttype") == 0)
+                                header_val(content_type_header(rec), rv); /* §3.2.1 */
+                        else if (attr[0])
+                                header_val(find_header(rec, attr, true), rv);
+                        return SG_OK;
+                }
                 if (!ctx_json(c))
-                        return fail(c->errstr, c->errstr_size, "%s (%s): %s",
-                                    field, where(c, src, w, sizeof(w)),
-                                    json_why(c, why, sizeof(why)));
-                rv->j = sg_json_pointer_get(c->root, src->name ? src->name : "");
+                        return NOT_JSON(c, "%s (%s): %s", field,
+                                        where(c, src, w, sizeof(w)),
+                                        json_why(c, why, sizeof(why)));
+                rv->j = sg_json_pointer_get(c->pv->doc, c->root, rest);
                 rv->kind = rv->j ? RV_JSON : RV_MISSING;
                 return SG_OK;
 
@@ -603,24 +529,25 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
         }
 }
 
-/* True if @p d is an integer in [-2^53, 2^53] (exactly representable).
- * Written without libm so the library needs no -lm. */
-static bool is_safe_int(double d)
+/*
+ * The text of a JSON number read as a string field, or NULL: an integer
+ * (optional '-', digits; no fraction, no exponent) of magnitude at most
+ * 2^53, as written, "-0" as "0". Judged by the text, never through a
+ * double (semantics §2): 9007199254740993 must not become ...992.
+ */
+static const char *json_int_text(const sg_json_node_t *j, size_t *len)
 {
-        if (!(d >= -JSON_MAX_SAFE_INT && d <= JSON_MAX_SAFE_INT))
-                return false; /* also NaN */
-        return (double)(int64_t)d == d;
-}
+        const char *t = j->text;
+        size_t n = j->len, neg = n > 0 && t[0] == '-';
 
-/* Text form of a JSON integer in [-2^53, 2^53], or false. */
-static bool json_int_text(const cJSON *j, char *buf, size_t size)
-{
-        double d = j->valuedouble;
-
-        if (!is_safe_int(d))
-                return false;
-        snprintf(buf, size, "%.0f", d == 0 ? 0.0 : d); /* no "-0" */
-        return true;
+        if (sg_json_number_version(t + neg, n - neg, NULL) != SG_OK)
+                return NULL;
+        if (neg && n == 2 && t[1] == '0') {
+                *len = 1;
+                return "0";
+        }
+        *len = n;
+        return t;
 }
 
 /*
@@ -628,12 +555,10 @@ static bool json_int_text(const cJSON *j, char *buf, size_t size)
  * non-empty, no NUL, valid UTF-8, at most max_field bytes. JSON strings are
  * taken as is; JSON integers (|n| <= 2^53) read through a JSON Pointer are
  * taken as their decimal text (a numeric order_id is a fine aggregate id).
- * @p numbuf (>= 32 bytes) holds such a text; *out and *outlen point into the
- * record, the JSON tree or @p numbuf.
+ * *out and *outlen point into the record or the JSON tree.
  */
 static sg_err_t get_text(pctx_t *c, const char *field, const sg_field_src_t *src,
-                         char *numbuf, size_t numbuf_size, const char **out,
-                         size_t *outlen)
+                         const char **out, size_t *outlen)
 {
         rawval_t rv;
         sg_err_t err;
@@ -659,17 +584,23 @@ static sg_err_t get_text(pctx_t *c, const char *field, const sg_field_src_t *src
                 len = rv.len;
                 break;
         case RV_JSON:
-                if (cJSON_IsString(rv.j) && rv.j->valuestring) {
-                        p = rv.j->valuestring;
-                        len = strlen(p);
-                } else if (cJSON_IsNumber(rv.j) && src->kind == SG_SRC_POINTER &&
-                           json_int_text(rv.j, numbuf, numbuf_size)) {
-                        p = numbuf;
-                        len = strlen(p);
+                if (rv.j->type == SG_JSON_STRING) {
+                        p = rv.j->text;
+                        len = rv.j->len;
+                } else if (rv.j->type == SG_JSON_NUMBER &&
+                           src->kind == SG_SRC_POINTER) {
+                        if (!(p = json_int_text(rv.j, &len)))
+                                return fail(c->errstr, c->errstr_size,
+                                            "%s %s (%s) is a JSON number, not "
+                                            "an integer in [-2^53, 2^53]",
+                                            field,
+                                            snip(s, rv.j->text, rv.j->len,
+                                                 SNIP_MAX),
+                                            W);
                 } else {
                         return fail(c->errstr, c->errstr_size,
                                     "%s (%s) is a JSON %s, not a string", field,
-                                    W, json_type_name(rv.j));
+                                    W, sg_json_type_name(rv.j->type));
                 }
                 break;
         }
@@ -724,23 +655,25 @@ static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src, uint64_t *out)
                 break;
         case RV_JSON:
         default:
-                if (cJSON_IsNumber(rv.j)) {
-                        double d = rv.j->valuedouble;
-                        if (!is_safe_int(d) || d < 0)
+                if (rv.j->type == SG_JSON_NUMBER) {
+                        /* judged by its text (semantics §2) */
+                        if (sg_json_number_version(rv.j->text, rv.j->len, out) != SG_OK)
                                 return fail(c->errstr, c->errstr_size,
-                                            "%s %.17g (%s) is not a JSON integer "
+                                            "%s %s (%s) is not a JSON integer "
                                             "in [0, 2^53]; send larger versions "
                                             "as strings",
-                                            field, d, W);
-                        *out = (uint64_t)d;
+                                            field,
+                                            snip(s, rv.j->text, rv.j->len,
+                                                 SNIP_MAX),
+                                            W);
                         return SG_OK;
                 }
-                if (!cJSON_IsString(rv.j) || !rv.j->valuestring)
+                if (rv.j->type != SG_JSON_STRING)
                         return fail(c->errstr, c->errstr_size,
                                     "%s (%s) is a JSON %s, not a number or string",
-                                    field, W, json_type_name(rv.j));
-                p = rv.j->valuestring;
-                len = strlen(p);
+                                    field, W, sg_json_type_name(rv.j->type));
+                p = rv.j->text;
+                len = rv.j->len;
                 break;
         }
         if (sg_version_parse(p, len, out) != SG_OK)
@@ -770,16 +703,8 @@ static bool has_prefix_ci(const char *p, size_t len, const char *prefix)
 static sg_err_t ce_detect(pctx_t *c)
 {
         const sg_record_t *rec = c->rec;
-        const sg_header_t *ct = NULL;
+        const sg_header_t *ct = content_type_header(rec);
         char s[SNIP_BUF];
-
-        for (size_t i = rec->header_cnt; i-- > 0;) {
-                if (rec->headers[i].name &&
-                    strcasecmp(rec->headers[i].name, "content-type") == 0) {
-                        ct = &rec->headers[i];
-                        break;
-                }
-        }
 
         if (ct && ct->value &&
             has_prefix_ci(ct->value, ct->value_len, "application/cloudevents")) {
@@ -812,9 +737,10 @@ static sg_err_t ce_detect(pctx_t *c)
         }
 
         if (!find_header(rec, "specversion", true)) {
-                cJSON *root = ctx_json(c);
-                if (cJSON_IsObject(root) &&
-                    cJSON_GetObjectItemCaseSensitive(root, "specversion"))
+                const sg_json_node_t *root = ctx_json(c);
+                if (!root && c->json_err == SG_ERR_NOMEM)
+                        return SG_ERR_NOMEM;
+                if (sg_json_member(c->pv->doc, root, "specversion", 11))
                         c->structured = true;
         }
         return SG_OK;
@@ -825,19 +751,18 @@ static sg_err_t ce_detect(pctx_t *c)
 static sg_err_t ce_check(pctx_t *c)
 {
         static const char *const req[] = {"specversion", "id", "source", "type"};
-        char why[128], s[SNIP_BUF], w[128];
+        char why[160], s[SNIP_BUF], w[128];
 
         if (c->structured) {
-                cJSON *root = ctx_json(c);
+                const sg_json_node_t *root = ctx_json(c);
                 if (!root)
-                        return fail(c->errstr, c->errstr_size,
-                                    "structured CloudEvent: %s",
-                                    json_why(c, why, sizeof(why)));
-                if (!cJSON_IsObject(root))
+                        return NOT_JSON(c, "structured CloudEvent: %s",
+                                        json_why(c, why, sizeof(why)));
+                if (root->type != SG_JSON_OBJECT)
                         return fail(c->errstr, c->errstr_size,
                                     "structured CloudEvent: record value is a "
                                     "JSON %s, not an object",
-                                    json_type_name(root));
+                                    sg_json_type_name(root->type));
         }
 
         for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
@@ -864,13 +789,14 @@ static sg_err_t ce_check(pctx_t *c)
                         len = rv.len;
                         break;
                 case RV_JSON:
-                        if (!cJSON_IsString(rv.j) || !rv.j->valuestring)
+                        if (rv.j->type != SG_JSON_STRING)
                                 return fail(c->errstr, c->errstr_size,
                                             "CloudEvents attribute %s (%s) is a "
                                             "JSON %s, not a string",
-                                            req[i], W, json_type_name(rv.j));
-                        p = rv.j->valuestring;
-                        len = strlen(p);
+                                            req[i], W,
+                                            sg_json_type_name(rv.j->type));
+                        p = rv.j->text;
+                        len = rv.j->len;
                         break;
                 }
                 if (len == 0)
@@ -957,13 +883,70 @@ static const char *scope_label(char *buf, size_t i)
         return buf;
 }
 
+static sg_err_t digest_update(void *opaque, const void *bytes, size_t len)
+{
+        return EVP_DigestUpdate(opaque, bytes, len) == 1 ? SG_OK : SG_ERR_NOMEM;
+}
+
+/*
+ * The payload digest with a digest_pointer: SHA-256 of the canonical form
+ * (json.h) of the subtree it names in the CloudEvent (semantics §2). In
+ * binary mode the record value is the event's data: "/data" is the whole
+ * value — its canonical form when it is JSON, else its bytes (a canonical
+ * form is always JSON, so the two never meet) — and "/data/..." points into
+ * it.
+ */
+static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
+{
+        const char *ptr = c->tc->digest_pointer;
+        sg_field_src_t src_v = {SG_SRC_POINTER, (char *)ptr};
+        const sg_field_src_t *src = &src_v;
+        const sg_json_node_t *node;
+        EVP_MD_CTX *md = c->pv->md;
+        unsigned int olen = 0;
+        char w[128], why[160], attr[NAME_MAX_QUOTE];
+        sg_err_t err;
+
+        if (binary_mode(c)) {
+                if (!(ptr = binary_pointer(ptr, attr, sizeof(attr))))
+                        return fail(c->errstr, c->errstr_size,
+                                    "digest (digest_pointer, %s): in binary mode "
+                                    "only /data and pointers into it name the "
+                                    "event's data",
+                                    W);
+                if (!c->rec->value)
+                        return fail(c->errstr, c->errstr_size,
+                                    "digest (digest_pointer, %s): the event has "
+                                    "no data (null record value)",
+                                    W);
+        }
+        if (!ctx_json(c)) {
+                if (binary_mode(c) && *ptr == '\0' && c->json_err != SG_ERR_NOMEM)
+                        return sha256_checked(md, c->rec->value, c->rec->value_len,
+                                              out)
+                                       ? SG_OK
+                                       : SG_ERR_NOMEM;
+                return NOT_JSON(c, "digest (digest_pointer, %s): %s", W,
+                                json_why(c, why, sizeof(why)));
+        }
+        if (!(node = sg_json_pointer_get(c->pv->doc, c->root, ptr)))
+                return fail(c->errstr, c->errstr_size,
+                            "digest subtree (digest_pointer, %s) is missing", W);
+        if (EVP_DigestInit_ex(md, md_sha256(), NULL) != 1)
+                return SG_ERR_NOMEM;
+        if ((err = sg_json_canonical_write(c->pv->doc, node, digest_update, md)))
+                return err;
+        if (EVP_DigestFinal_ex(md, out, &olen) != 1 || olen != SG_HASH_LEN)
+                return SG_ERR_NOMEM;
+        return SG_OK;
+}
+
 static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
 {
         const sg_topic_config_t *tc = c->tc;
         const char *topic = c->rec->topic ? c->rec->topic : "";
         const char *p;
         size_t len;
-        char numbuf[32];
         sg_err_t err;
 
         if (tc->id.kind == SG_SRC_NONE)
@@ -980,24 +963,23 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
                 return SG_ERR_NOMEM;
         for (size_t i = 0; i < tc->scope_cnt; i++) {
                 char field[32];
-                if ((err = get_text(c, scope_label(field, i), &tc->scope[i], numbuf,
-                                    sizeof(numbuf), &p, &len)))
+                if ((err = get_text(c, scope_label(field, i), &tc->scope[i], &p,
+                                    &len)))
                         return err;
                 if (!keybuf_add(kb, p, len))
                         return SG_ERR_NOMEM;
         }
-        if ((err = get_text(c, "id", &tc->id, numbuf, sizeof(numbuf), &p, &len)))
+        if ((err = get_text(c, "id", &tc->id, &p, &len)))
                 return err;
         if (!keybuf_add(kb, p, len))
                 return SG_ERR_NOMEM;
         if (!(env->id = dup_bytes(p, len)))
                 return SG_ERR_NOMEM;
-        if (!sha256_checked(env->_priv, kb->p, kb->len, env->key_hash))
+        if (!sha256_checked(c->pv->md, kb->p, kb->len, env->key_hash))
                 return SG_ERR_NOMEM;
 
         if (tc->aggregate.kind != SG_SRC_NONE) {
-                if ((err = get_text(c, "aggregate id", &tc->aggregate, numbuf,
-                                    sizeof(numbuf), &p, &len)))
+                if ((err = get_text(c, "aggregate id", &tc->aggregate, &p, &len)))
                         return err;
                 if (!(env->aggregate = dup_bytes(p, len)))
                         return SG_ERR_NOMEM;
@@ -1011,43 +993,37 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
         }
 
         if (tc->type.kind != SG_SRC_NONE) {
-                if ((err = get_text(c, "type", &tc->type, numbuf, sizeof(numbuf),
-                                    &p, &len)))
+                if ((err = get_text(c, "type", &tc->type, &p, &len)))
                         return err;
                 if (!(env->type = dup_bytes(p, len)))
                         return SG_ERR_NOMEM;
         }
 
         /* Digest: whole value, or canonical subtree at digest_pointer. */
-        if (!tc->digest_pointer) {
-                if (!sha256_checked(env->_priv, c->rec->value, c->rec->value_len,
-                                    env->digest))
-                        return SG_ERR_NOMEM;
-        } else {
-                sg_field_src_t src = {SG_SRC_POINTER, tc->digest_pointer};
-                char w[128], why[128];
-                const cJSON *node;
-                char *canon;
-                bool ok;
+        if (!tc->digest_pointer)
+                return sha256_checked(c->pv->md, c->rec->value, c->rec->value_len,
+                                      env->digest)
+                               ? SG_OK
+                               : SG_ERR_NOMEM;
+        return digest_subtree(c, env->digest);
+}
 
-                where(c, &src, w, sizeof(w));
-                if (!ctx_json(c))
-                        return fail(c->errstr, c->errstr_size,
-                                    "digest (digest_pointer, %s): %s", w,
-                                    json_why(c, why, sizeof(why)));
-                node = sg_json_pointer_get(c->root, tc->digest_pointer);
-                if (!node)
-                        return fail(c->errstr, c->errstr_size,
-                                    "digest subtree (digest_pointer, %s) is missing",
-                                    w);
-                if (!(canon = sg_json_canonical(node)))
-                        return SG_ERR_NOMEM;
-                ok = sha256_checked(env->_priv, canon, strlen(canon), env->digest);
-                cJSON_free(canon);
-                if (!ok)
-                        return SG_ERR_NOMEM;
+/* The reusable parts of @p env, created on its first parse. */
+static env_priv_t *env_priv(sg_envelope_t *env)
+{
+        env_priv_t *pv = env->_priv;
+
+        if (pv)
+                return pv;
+        if (!(pv = calloc(1, sizeof(*pv))))
+                return NULL;
+        if (!(pv->md = EVP_MD_CTX_new()) || sg_json_doc_new(&pv->doc) != SG_OK) {
+                EVP_MD_CTX_free(pv->md);
+                free(pv);
+                return NULL;
         }
-        return SG_OK;
+        env->_priv = pv;
+        return pv;
 }
 
 sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
@@ -1074,7 +1050,7 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
         c.errstr = errstr;
         c.errstr_size = errstr_size;
 
-        if (!env->_priv && !(env->_priv = EVP_MD_CTX_new())) {
+        if (!(c.pv = env_priv(env))) {
                 fail(errstr, errstr_size, "out of memory parsing the envelope");
                 return SG_ERR_NOMEM;
         }
@@ -1087,7 +1063,6 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
 
         if (kb.p != kb.stack)
                 free(kb.p);
-        cJSON_Delete(c.root);
         if (err) {
                 if (err == SG_ERR_NOMEM)
                         fail(errstr, errstr_size, "out of memory parsing the envelope");

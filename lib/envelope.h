@@ -18,8 +18,10 @@
  *
  * Version text is a decimal unsigned 64-bit integer: ASCII digits only, no
  * sign, no spaces, no exponent, no overflow (semantics §2). A JSON number is
- * accepted when it is a non-negative integer not above 2^53 (exactly
- * representable); larger versions must be sent as strings.
+ * judged by its text, never through a double: a version only when that text
+ * is a non-negative integer (no fraction, no exponent) not above 2^53, so
+ * 9007199254740993, 2.0 and 3e0 are malformed; larger versions must be sent
+ * as strings.
  *
  * Idempotency key = scope parts + id, each part length-prefixed (4-byte
  * big-endian length), so ("a:b","c") and ("a","b:c") never collide. The input
@@ -27,8 +29,17 @@
  * distinct keys. The store keys on SHA-256 of this encoding.
  *
  * Digest = SHA-256 (OpenSSL libcrypto) of the record value, or of the
- * canonical form of the configured JSON Pointer subtree: cJSON's unformatted
- * print with every object's members sorted by key (byte order), recursively.
+ * canonical form (json.h, README "Canonical JSON") of the configured JSON
+ * Pointer subtree: every value kept exactly (number text as written),
+ * whitespace dropped, object members sorted by name.
+ *
+ * JSON Pointers name a place in the CloudEvent, whichever content mode
+ * carries it (semantics §2): in structured mode a place in the event; in
+ * binary mode the record value is the event's data, so "/data" is the whole
+ * value (a digest of a value that is not JSON is of its bytes) and
+ * "/data/x" points into it, while "/ATTR" is the attribute ATTR (header
+ * ce_ATTR; "/datacontenttype" the content-type header), which has no
+ * members. For format json a pointer is into the value.
  *
  * Any invalid input yields SG_ERR_INVALID and a precise detail string; it
  * never crashes and never silently drops.
@@ -43,17 +54,21 @@
  *  - string fields (id, scope parts, aggregate, type) must be non-empty,
  *    valid UTF-8 without NUL bytes and at most max_field_bytes long (0 means
  *    the default 1024); a JSON Pointer may also select a JSON integer
- *    (|n| <= 2^53), taken as its decimal text (a numeric order_id is a fine
- *    aggregate id); CloudEvents attributes must be JSON strings;
+ *    (text without fraction or exponent, |n| <= 2^53), taken as its text as
+ *    written, "-0" as "0" (a numeric order_id is a fine aggregate id);
+ *    CloudEvents attributes must be JSON strings;
  *  - a null or empty record key where the aggregate is the key is malformed;
  *  - the value is parsed as JSON only when something needs it (structured
  *    mode or its lenient probe, a JSON Pointer source, digest_pointer); in
  *    binary mode and for plain JSON topics mapped to key/header sources only
- *    a non-JSON value is accepted; text after the JSON value (other than
- *    whitespace) makes it invalid JSON;
- *  - a digest_pointer in binary mode points into the value (the data);
- *  - detail strings quote at most 40 characters of input, with bytes outside
- *    printable ASCII escaped as \xNN.
+ *    a non-JSON value is accepted; a value parsed as JSON must be accepted
+ *    by json.h (strict RFC 8259, UTF-8, no duplicate member names, no lone
+ *    surrogate escapes, nesting <= 1000), else it is malformed;
+ *  - a binary-mode event with a null value has no data: a digest_pointer
+ *    "/data" makes it malformed;
+ *  - detail strings are printable ASCII of at most 199 bytes (a longer one
+ *    is cut and ends in "..."), quoting at most 40 characters of input, with
+ *    bytes outside printable ASCII escaped as \xNN.
  *
  * Thread-safety: sg_envelope_parse() is reentrant; each sg_envelope_t is
  * owned by one thread.
@@ -122,21 +137,6 @@ bool sg_utf8_valid(const char *s, size_t len);
 
 /** SHA-256 of @p len bytes at @p data into @p out (SG_HASH_LEN bytes). */
 void sg_sha256(const void *data, size_t len, unsigned char *out);
-
-/**
- * Resolves RFC 6901 JSON Pointer @p pointer in @p root (a cJSON *, passed as
- * void * to keep cJSON out of this header). "" is the root itself. Returns
- * the cJSON node, borrowed from @p root, or NULL if absent or the pointer is
- * invalid.
- */
-void *sg_json_pointer_get(void *root, const char *pointer);
-
-/**
- * Writes the canonical text of cJSON node @p node (members sorted by key,
- * recursively, unformatted) into a new malloc'd string. Caller frees.
- * Returns NULL on allocation failure.
- */
-char *sg_json_canonical(const void *node);
 
 #ifdef __cplusplus
 }

@@ -10,14 +10,21 @@
  * Invariant relied on by the engine: every write of a batch goes through the
  * one write transaction the engine holds; nothing here commits on its own.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid() */
+#endif
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <lmdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +49,14 @@ struct sg_store {
         MDB_dbi dbi[DB__CNT];
         uint64_t growth;
         int lock_fd; /* data_dir/seqgate.lock, held while open (write mode) */
+        atomic_uint txns_open;   /* begun, not yet committed or aborted */
+        atomic_uint writes_open; /* of which write transactions */
+        atomic_int writer_tid;   /* thread holding the write txn, 0 none */
+        /* fault simulation (sg_store_fault_inject) */
+        unsigned fault_ops;      /* SG_STORE_OP_* mask, 0: disarmed */
+        uint64_t fault_n, fault_cnt;
+        int fault_rc;
+        bool fault_fired;
 };
 
 /* A captured change (changelog, issue 4): full LMDB key, value or NULL. */
@@ -57,6 +72,8 @@ typedef struct change {
 struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
+        bool write;
+        int failed;   /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
@@ -100,6 +117,13 @@ static sg_err_t capture(sg_txn_t *t, int db, const void *k, size_t klen,
 }
 
 static void txn_free(sg_txn_t *t) {
+        sg_store_t *s = t->store;
+        assert(atomic_load(&s->txns_open) > 0);
+        atomic_fetch_sub(&s->txns_open, 1);
+        if (t->write) {
+                atomic_store(&s->writer_tid, 0);
+                atomic_fetch_sub(&s->writes_open, 1);
+        }
         for (size_t i = 0; i < t->change_cnt; i++)
                 free(t->changes[i].key);
         free(t->changes);
@@ -136,6 +160,89 @@ static uint32_t get_u32(const unsigned char *p) {
  * big-endian u64 sorts them correctly. */
 static uint64_t ts_key(int64_t ms) { return ms < 0 ? 0 : (uint64_t)ms; }
 
+/* ---- decoding ----------------------------------------------------------
+ *
+ * Values come back from LMDB and, in a changelog record, from the network:
+ * one decoder per value kind (sg_dedup_decode, ...) serves both the reads
+ * (sg_*_get) and restore (sg_store_apply_change), so a changelog record is
+ * decoded fully, and refused, before anything of it is written. A decoder
+ * reads through a bounded reader: every field, length and count is checked
+ * against the bytes the value really has before it is used, nothing is
+ * allocated or copied from a decoded number, enumerated fields must hold
+ * one of their values, and a value has no trailing bytes. */
+
+typedef struct rd {
+        const unsigned char *p;
+        size_t left;
+        bool truncated; /* a field ran past the end of the value */
+} rd_t;
+
+static const unsigned char *rd_take(rd_t *r, size_t n) {
+        if (r->truncated || r->left < n) {
+                r->truncated = true;
+                return NULL;
+        }
+        const unsigned char *q = r->p;
+        r->p += n;
+        r->left -= n;
+        return q;
+}
+static uint64_t rd_u64(rd_t *r) {
+        const unsigned char *q = rd_take(r, 8);
+        return q ? get_u64(q) : 0;
+}
+static int64_t rd_i64(rd_t *r) { return (int64_t)rd_u64(r); }
+static uint32_t rd_u32(rd_t *r) {
+        const unsigned char *q = rd_take(r, 4);
+        return q ? get_u32(q) : 0;
+}
+static unsigned rd_u16(rd_t *r) {
+        const unsigned char *q = rd_take(r, 2);
+        return q ? ((unsigned)q[0] << 8) | q[1] : 0;
+}
+static unsigned rd_u8(rd_t *r) {
+        const unsigned char *q = rd_take(r, 1);
+        return q ? q[0] : 0;
+}
+
+static sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt,
+                       ...) {
+        if (errstr && errstr_size) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(errstr, errstr_size, fmt, ap);
+                va_end(ap);
+        }
+        return SG_ERR_INVALID;
+}
+
+/* The value was read whole: neither truncated nor followed by more bytes. */
+static sg_err_t rd_end(const rd_t *r, const char *kind, size_t len,
+                       char *errstr, size_t errstr_size) {
+        if (r->truncated)
+                return refuse(errstr, errstr_size,
+                              "%s value of %zu bytes is truncated", kind, len);
+        if (r->left)
+                return refuse(errstr, errstr_size,
+                              "%s value of %zu bytes has %zu trailing bytes",
+                              kind, len, r->left);
+        return SG_OK;
+}
+
+/* A processing time, and a deadline computed from one (semantics: times
+ * are ms since the epoch, never negative). */
+static bool is_time(int64_t ms) { return ms >= 0 && ms <= SG_TIME_MAX_MS; }
+static bool is_deadline(int64_t ms) {
+        return ms >= 0 && ms <= SG_DEADLINE_MAX_MS;
+}
+
+/* A local read found a value seqgate did not write. */
+static sg_err_t corrupt(sg_err_t err) {
+        return err == SG_ERR_INVALID ? SG_ERR_STORE : err;
+}
+
 static sg_err_t lmdb_err(int rc, const char *what, char *errstr,
                          size_t errstr_size) {
         if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
@@ -150,6 +257,81 @@ static sg_err_t lmdb_err(int rc, const char *what, char *errstr,
                 snprintf(errstr, errstr_size, "LMDB %s: %s", what,
                          mdb_strerror(rc));
         return SG_ERR_STORE;
+}
+
+/* ---- LMDB calls, with fault simulation ---------------------------------
+ *
+ * Every mdb_txn_begin / mdb_put / mdb_del / mdb_cursor_del / mdb_txn_commit
+ * of a transaction goes through these. When sg_store_fault_inject() armed a
+ * fault, the n-th matching operation is not run and fails with the chosen
+ * error; as LMDB does after a failed write, the transaction is then broken:
+ * every later operation on it fails with MDB_BAD_TXN and a commit aborts it.
+ * Disarmed, the cost is one branch per operation. */
+
+static int fault_at(sg_store_t *s, unsigned op) {
+        if (!(s->fault_ops & op) || s->fault_fired)
+                return 0;
+        if (++s->fault_cnt != s->fault_n)
+                return 0;
+        s->fault_fired = true;
+        return s->fault_rc;
+}
+
+/* Runs a write operation @p op of @p t: 0 to go on, else the error. */
+static int write_op(sg_txn_t *t, unsigned op) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        int rc = fault_at(t->store, op);
+        if (rc)
+                t->failed = rc;
+        return rc;
+}
+
+static int lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
+                    unsigned flags) {
+        int rc = write_op(t, SG_STORE_OP_PUT);
+        return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
+}
+
+static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
+}
+
+static int lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_cursor_del(cur, 0);
+}
+
+static int lmdb_get(sg_txn_t *t, int db, MDB_val *key, MDB_val *val) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        return mdb_get(t->txn, t->store->dbi[db], key, val);
+}
+
+static int lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp) {
+        if (t->failed)
+                return MDB_BAD_TXN;
+        return mdb_cursor_open(t->txn, t->store->dbi[db], curp);
+}
+
+void sg_store_fault_inject(sg_store_t *s, unsigned ops, uint64_t n, int rc) {
+        s->fault_ops = n && rc ? ops : 0;
+        s->fault_n = n;
+        s->fault_rc = rc;
+        s->fault_cnt = 0;
+        s->fault_fired = false;
+}
+
+uint64_t sg_store_fault_count(const sg_store_t *s, bool *firedp) {
+        if (firedp)
+                *firedp = s->fault_fired;
+        return s->fault_cnt;
+}
+
+unsigned sg_store_txns_open(const sg_store_t *s, bool write_only) {
+        return write_only ? atomic_load(&s->writes_open)
+                          : atomic_load(&s->txns_open);
 }
 
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
@@ -265,6 +447,15 @@ void sg_store_close(sg_store_t *s) {
 }
 
 sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
+        /* LMDB: the map size may only change with no transaction active in
+         * this process; a caller that left one open has lost track of it */
+        unsigned open = atomic_load(&s->txns_open);
+        assert(open == 0 && "sg_store_grow with a transaction open");
+        if (open) {
+                snprintf(errstr, errstr_size,
+                         "grow map: %u transaction(s) still open", open);
+                return SG_ERR_INVALID;
+        }
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         size_t nsize = info.me_mapsize + (size_t)s->growth;
@@ -291,17 +482,35 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
         if (!t)
                 return SG_ERR_NOMEM;
         t->store = s;
-        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
+        t->write = write;
+        /* one write transaction per process at a time: a thread beginning a
+         * second one while it holds the first would wait for itself */
+        assert(!write || atomic_load(&s->writer_tid) != (int)gettid());
+        int rc = fault_at(s, SG_STORE_OP_BEGIN);
+        if (!rc)
+                rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY,
+                                   &t->txn);
         if (rc) {
                 free(t);
-                return lmdb_err(rc, "begin", errstr, errstr_size);
+                return lmdb_err(rc, write ? "begin" : "begin read-only",
+                                errstr, errstr_size);
+        }
+        atomic_fetch_add(&s->txns_open, 1);
+        if (write) {
+                atomic_fetch_add(&s->writes_open, 1);
+                atomic_store(&s->writer_tid, (int)gettid());
         }
         *txnp = t;
         return SG_OK;
 }
 
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
-        int rc = mdb_txn_commit(t->txn);
+        int rc = t->failed ? MDB_BAD_TXN : fault_at(t->store,
+                                                   SG_STORE_OP_COMMIT);
+        if (rc)
+                mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
+        else
+                rc = mdb_txn_commit(t->txn);
         txn_free(t);
         return rc ? lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }
@@ -369,7 +578,7 @@ static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
                     const void *v, size_t vlen, char *errstr,
                     size_t errstr_size) {
         MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
-        int rc = mdb_put(t->txn, t->store->dbi[db], &key, &val, 0);
+        int rc = lmdb_put(t, db, &key, &val, 0);
         if (rc)
                 return lmdb_err(rc, db_names[db], errstr, errstr_size);
         return capture(t, db, k, klen, v ? v : "", vlen);
@@ -378,14 +587,14 @@ static sg_err_t put(sg_txn_t *t, int db, const void *k, size_t klen,
 static sg_err_t get(sg_txn_t *t, int db, const void *k, size_t klen,
                     MDB_val *val) {
         MDB_val key = {klen, (void *)k};
-        int rc = mdb_get(t->txn, t->store->dbi[db], &key, val);
+        int rc = lmdb_get(t, db, &key, val);
         return rc ? lmdb_err(rc, db_names[db], NULL, 0) : SG_OK;
 }
 
 static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
                     char *errstr, size_t errstr_size) {
         MDB_val key = {klen, (void *)k};
-        int rc = mdb_del(t->txn, t->store->dbi[db], &key, NULL);
+        int rc = lmdb_del(t, db, &key);
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
         if (rc)
@@ -395,7 +604,32 @@ static sg_err_t del(sg_txn_t *t, int db, const void *k, size_t klen,
 
 /* ---- dedup ------------------------------------------------------------ */
 
+/* digest 32 | verdict u8 | first_seen i64 | expiry i64 */
 #define DEDUP_VLEN (32 + 1 + 8 + 8)
+
+sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
+                         char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        const unsigned char *digest = rd_take(&r, 32);
+        unsigned verdict = rd_u8(&r);
+        int64_t first_seen = rd_i64(&r), expiry = rd_i64(&r);
+        sg_err_t err = rd_end(&r, "dedup", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (verdict < SG_DV_APPLIED || verdict > SG_DV_DROPPED)
+                return refuse(errstr, errstr_size,
+                              "dedup value: unknown verdict %u", verdict);
+        if (!is_time(first_seen) || !is_deadline(expiry))
+                return refuse(errstr, errstr_size,
+                              "dedup value: time out of range (first seen "
+                              "%" PRId64 ", expiry %" PRId64 ")",
+                              first_seen, expiry);
+        memcpy(out->digest, digest, 32);
+        out->verdict = (uint8_t)verdict;
+        out->first_seen_ms = first_seen;
+        out->expiry_ms = expiry;
+        return SG_OK;
+}
 
 sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
                       const unsigned char kh[32], sg_dedup_rec_t *out) {
@@ -405,14 +639,7 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = get(t, DB_DEDUP, k, klen, &v);
         if (err)
                 return err;
-        if (v.mv_size != DEDUP_VLEN)
-                return SG_ERR_STORE;
-        const unsigned char *p = v.mv_data;
-        memcpy(out->digest, p, 32);
-        out->verdict = p[32];
-        out->first_seen_ms = (int64_t)get_u64(p + 33);
-        out->expiry_ms = (int64_t)get_u64(p + 41);
-        return SG_OK;
+        return corrupt(sg_dedup_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
@@ -463,7 +690,7 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
         *removedp = 0;
         for (int i = 0; i < max; i++) {
                 MDB_cursor *cur;
-                int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_EXPIRY], &cur);
+                int rc = lmdb_cursor_open(t, DB_EXPIRY, &cur);
                 if (rc)
                         return lmdb_err(rc, "expiry cursor", errstr,
                                         errstr_size);
@@ -524,6 +751,65 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
  * state_len u8 | state | agg_len u16 | agg */
 #define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
 
+sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
+                       char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        unsigned has_last = rd_u8(&r);
+        uint64_t last = rd_u64(&r);
+        uint32_t flags = rd_u32(&r), parked_cnt = rd_u32(&r);
+        uint64_t parked_bytes = rd_u64(&r);
+        int64_t since = rd_i64(&r), reported = rd_i64(&r);
+        uint64_t skip_from = rd_u64(&r), skip_to = rd_u64(&r);
+        unsigned sl = rd_u8(&r);
+        const unsigned char *state = rd_take(&r, sl);
+        unsigned al = rd_u16(&r);
+        const unsigned char *agg = rd_take(&r, al);
+        sg_err_t err = rd_end(&r, "aggregate", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (has_last > 1)
+                return refuse(errstr, errstr_size,
+                              "aggregate value: has_last %u", has_last);
+        if (flags & ~(uint32_t)(SG_AGG_QUARANTINED | SG_AGG_REFETCHING))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: unknown flags 0x%" PRIx32,
+                              flags);
+        if (!is_time(since) || !is_time(reported))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: time out of range (parked "
+                              "since %" PRId64 ", gap reported %" PRId64 ")",
+                              since, reported);
+        if (skip_from ? skip_from > skip_to : skip_to != 0)
+                return refuse(errstr, errstr_size,
+                              "aggregate value: skipped versions %" PRIu64
+                              "-%" PRIu64,
+                              skip_from, skip_to);
+        if (sl >= SG_STATE_MAX || memchr(state, '\0', sl))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: state of %u bytes is not a "
+                              "state name (at most %d bytes, no NUL)",
+                              sl, SG_STATE_MAX - 1);
+        if (al >= sizeof(out->aggregate))
+                return refuse(errstr, errstr_size,
+                              "aggregate value: aggregate id of %u bytes "
+                              "(at most %zu)",
+                              al, sizeof(out->aggregate) - 1);
+        memset(out, 0, sizeof(*out));
+        out->has_last = has_last;
+        out->last_version = last;
+        out->flags = flags;
+        out->parked_cnt = parked_cnt;
+        out->parked_bytes = parked_bytes;
+        out->parked_since_ms = since;
+        out->gap_reported_ms = reported;
+        out->skip_from = skip_from;
+        out->skip_to = skip_to;
+        memcpy(out->state, state, sl);
+        memcpy(out->aggregate, agg, al);
+        out->aggregate_len = al;
+        return SG_OK;
+}
+
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         unsigned char k[SG_TP_MAX + 64];
@@ -532,36 +818,7 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         sg_err_t err = get(t, DB_AGG, k, klen, &v);
         if (err)
                 return err;
-        const unsigned char *p = v.mv_data;
-        if (v.mv_size < AGG_FIXED + 3)
-                return SG_ERR_STORE;
-        memset(out, 0, sizeof(*out));
-        out->has_last = p[0];
-        out->last_version = get_u64(p + 1);
-        out->flags = get_u32(p + 9);
-        out->parked_cnt = get_u32(p + 13);
-        out->parked_bytes = get_u64(p + 17);
-        out->parked_since_ms = (int64_t)get_u64(p + 25);
-        out->gap_reported_ms = (int64_t)get_u64(p + 33);
-        out->skip_from = get_u64(p + 41);
-        out->skip_to = get_u64(p + 49);
-        size_t off = AGG_FIXED;
-        size_t sl = p[off++];
-        if (off + sl + 1 > v.mv_size || sl >= SG_STATE_MAX)
-                return SG_ERR_STORE;
-        memcpy(out->state, p + off, sl);
-        out->state[sl] = '\0';
-        off += sl;
-        if (off + 2 > v.mv_size)
-                return SG_ERR_STORE;
-        size_t al = ((size_t)p[off] << 8) | p[off + 1];
-        off += 2;
-        if (off + al > v.mv_size || al >= sizeof(out->aggregate))
-                return SG_ERR_STORE;
-        memcpy(out->aggregate, p + off, al);
-        out->aggregate[al] = '\0';
-        out->aggregate_len = al;
-        return SG_OK;
+        return corrupt(sg_agg_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
@@ -641,8 +898,7 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
                         total += lens[i];
         }
         MDB_val key = {klen, k}, val = {total, NULL};
-        int rc = mdb_put(t->txn, t->store->dbi[DB_PARKED], &key, &val,
-                         MDB_RESERVE);
+        int rc = lmdb_put(t, DB_PARKED, &key, &val, MDB_RESERVE);
         if (rc)
                 return lmdb_err(rc, "parked", errstr, errstr_size);
         unsigned char *p = val.mv_data;
@@ -665,36 +921,90 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         return SG_OK;
 }
 
-static sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
-        const unsigned char *p = v->mv_data;
-        if (v->mv_size < 72)
-                return SG_ERR_STORE;
-        out->parked_at_ms = (int64_t)get_u64(p);
-        out->offset = (int64_t)get_u64(p + 8);
-        out->timestamp_ms = (int64_t)get_u64(p + 16);
-        memcpy(out->key_hash, p + 24, 32);
-        size_t off = 56;
-        const void **ptrs[4] = {(const void **)&out->type, &out->key,
-                                &out->value, &out->headers};
-        size_t *lens[4] = {&out->type_len, &out->key_len, &out->value_len,
-                           &out->headers_len};
-        for (int i = 0; i < 4; i++) {
-                if (off + 4 > v->mv_size)
-                        return SG_ERR_STORE;
-                uint32_t l = get_u32(p + off);
-                off += 4;
-                if (l == UINT32_MAX) {
-                        *ptrs[i] = NULL;
-                        *lens[i] = SIZE_MAX;
-                        continue;
-                }
-                if (off + l > v->mv_size)
-                        return SG_ERR_STORE;
-                *ptrs[i] = p + off;
-                *lens[i] = l;
-                off += l;
+/* A serialized header block (sg_headers_serialize): u32 count, then per
+ * header u32 name length, the name and a NUL byte, u32 value length
+ * (UINT32_MAX: null), the value. *cntp receives the count. */
+static sg_err_t headers_check(const unsigned char *p, size_t len,
+                              size_t *cntp, char *errstr,
+                              size_t errstr_size) {
+        rd_t r = {p, len, false};
+        uint32_t cnt = rd_u32(&r);
+        /* each header takes at least 9 bytes: checked before the walk */
+        if (!r.truncated && cnt > r.left / 9)
+                return refuse(errstr, errstr_size,
+                              "parked value: header block of %zu bytes "
+                              "claims %" PRIu32 " headers",
+                              len, cnt);
+        for (uint32_t i = 0; i < cnt && !r.truncated; i++) {
+                uint32_t nl = rd_u32(&r);
+                const unsigned char *name =
+                    nl == UINT32_MAX ? NULL : rd_take(&r, (size_t)nl + 1);
+                if (!name)
+                        break;
+                if (name[nl] != '\0' || memchr(name, '\0', nl))
+                        return refuse(errstr, errstr_size,
+                                      "parked value: header %" PRIu32
+                                      "'s name is not a NUL-terminated "
+                                      "string of %" PRIu32 " bytes",
+                                      i, nl);
+                uint32_t vl = rd_u32(&r);
+                if (vl != UINT32_MAX)
+                        rd_take(&r, vl);
         }
+        sg_err_t err = rd_end(&r, "parked value: header block", len, errstr,
+                              errstr_size);
+        if (!err)
+                *cntp = cnt;
+        return err;
+}
+
+sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
+                          char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        int64_t parked_at = rd_i64(&r), offset = rd_i64(&r),
+                timestamp = rd_i64(&r);
+        const unsigned char *kh = rd_take(&r, 32);
+        const void *ptrs[4] = {NULL, NULL, NULL, NULL};
+        size_t lens[4] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        for (int i = 0; i < 4 && !r.truncated; i++) {
+                uint32_t l = rd_u32(&r);
+                if (l != UINT32_MAX && !r.truncated) {
+                        ptrs[i] = rd_take(&r, l);
+                        lens[i] = l;
+                }
+        }
+        sg_err_t err = rd_end(&r, "parked", len, errstr, errstr_size);
+        if (err)
+                return err;
+        /* a Kafka record's timestamp is -1 when it has none */
+        if (!is_time(parked_at) || offset < 0 || timestamp < -1)
+                return refuse(errstr, errstr_size,
+                              "parked value: parked_at %" PRId64
+                              ", offset %" PRId64 ", timestamp %" PRId64
+                              " out of range",
+                              parked_at, offset, timestamp);
+        size_t header_cnt = 0;
+        if (ptrs[3] && (err = headers_check(ptrs[3], lens[3], &header_cnt,
+                                            errstr, errstr_size)))
+                return err;
+        out->parked_at_ms = parked_at;
+        out->offset = offset;
+        out->timestamp_ms = timestamp;
+        memcpy(out->key_hash, kh, 32);
+        out->type = ptrs[0];
+        out->type_len = lens[0];
+        out->key = ptrs[1];
+        out->key_len = lens[1];
+        out->value = ptrs[2];
+        out->value_len = lens[2];
+        out->headers = ptrs[3];
+        out->headers_len = lens[3];
+        out->header_cnt = header_cnt;
         return SG_OK;
+}
+
+static sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
+        return corrupt(sg_parked_decode(v->mv_data, v->mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
@@ -714,7 +1024,7 @@ sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
         unsigned char k[SG_TP_MAX + 64];
         size_t plen = key2(k, tp, ah, 32, NULL, 0);
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        int rc = lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {plen, k}, val;
@@ -748,7 +1058,7 @@ static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
                                  int64_t upto_ms, unsigned char ah_out[32],
                                  int64_t *msp) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+        int rc = lmdb_cursor_open(t, db, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -779,7 +1089,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
                         uint64_t max, uint64_t *countp) {
         MDB_cursor *cur;
         *countp = 0;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_SINCE], &cur);
+        int rc = lmdb_cursor_open(t, DB_SINCE, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -799,36 +1109,69 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 /* ---- meta --------------------------------------------------------------- */
 
+/* group_len u8 | group (255 bytes, zero-padded) | input_offset i64 |
+ * changelog_offset i64 | clock i64 | parked_cnt u64 | parked_bytes u64 |
+ * quarantined u64 | snap_in_flight u64 | snap_seq u64 */
 #define META_VLEN (1 + 255 + 8 * 8)
 /* the same, followed by the key fingerprint: a flag byte and its parts */
 #define META_VLEN_FP (META_VLEN + 1 + SG_META_FP_PARTS * 8)
+
+sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
+                        char *errstr, size_t errstr_size) {
+        rd_t r = {value, len, false};
+        unsigned gl = rd_u8(&r);
+        const unsigned char *group = rd_take(&r, 255);
+        int64_t input = rd_i64(&r), changelog = rd_i64(&r),
+                clock = rd_i64(&r);
+        uint64_t c[5];
+        for (int i = 0; i < 5; i++)
+                c[i] = rd_u64(&r);
+        /* the key fingerprint follows in stores written since it exists */
+        unsigned fp_flag = 0;
+        const unsigned char *fp = NULL;
+        if (r.left == META_VLEN_FP - META_VLEN) {
+                fp_flag = rd_u8(&r);
+                fp = rd_take(&r, SG_META_FP_PARTS * 8);
+        }
+        sg_err_t err = rd_end(&r, "meta", len, errstr, errstr_size);
+        if (err)
+                return err;
+        if (memchr(group, '\0', gl))
+                return refuse(errstr, errstr_size,
+                              "meta value: consumer group of %u bytes with a "
+                              "NUL byte",
+                              gl);
+        if (fp_flag > 1)
+                return refuse(errstr, errstr_size,
+                              "meta value: key fingerprint flag %u", fp_flag);
+        if (input < -1 || changelog < -1 || !is_time(clock))
+                return refuse(errstr, errstr_size,
+                              "meta value: input offset %" PRId64
+                              ", changelog offset %" PRId64 ", clock %" PRId64,
+                              input, changelog, clock);
+        memset(out, 0, sizeof(*out));
+        memcpy(out->group, group, gl);
+        out->input_offset = input;
+        out->changelog_offset = changelog;
+        out->clock_ms = clock;
+        out->parked_cnt = c[0];
+        out->parked_bytes = c[1];
+        out->quarantined = c[2];
+        out->snap_in_flight = c[3];
+        out->snap_seq = c[4];
+        if (fp_flag == 1) {
+                out->has_key_fp = true;
+                memcpy(out->key_fp, fp, sizeof(out->key_fp));
+        }
+        return SG_OK;
+}
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
         sg_err_t err = get(t, DB_META, tp->b, tp->len, &v);
         if (err)
                 return err;
-        if (v.mv_size != META_VLEN && v.mv_size != META_VLEN_FP)
-                return SG_ERR_STORE;
-        const unsigned char *p = v.mv_data;
-        memset(out, 0, sizeof(*out));
-        size_t gl = p[0];
-        memcpy(out->group, p + 1, gl);
-        out->group[gl] = '\0';
-        const unsigned char *q = p + 256;
-        out->input_offset = (int64_t)get_u64(q);
-        out->changelog_offset = (int64_t)get_u64(q + 8);
-        out->clock_ms = (int64_t)get_u64(q + 16);
-        out->parked_cnt = get_u64(q + 24);
-        out->parked_bytes = get_u64(q + 32);
-        out->quarantined = get_u64(q + 40);
-        out->snap_in_flight = get_u64(q + 48);
-        out->snap_seq = get_u64(q + 56);
-        if (v.mv_size == META_VLEN_FP && q[64] == 1) {
-                out->has_key_fp = true;
-                memcpy(out->key_fp, q + 65, sizeof(out->key_fp));
-        }
-        return SG_OK;
+        return corrupt(sg_meta_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
@@ -859,14 +1202,14 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                                  size_t errstr_size) {
         for (int db = 0; db < DB__CNT; db++) {
                 MDB_cursor *cur;
-                int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
+                int rc = lmdb_cursor_open(t, db, &cur);
                 if (rc)
                         return lmdb_err(rc, "drop", errstr, errstr_size);
                 MDB_val key = {tp->len, (void *)tp->b}, val;
                 rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
                 while (rc == 0 && key.mv_size >= tp->len &&
                        memcmp(key.mv_data, tp->b, tp->len) == 0) {
-                        if ((rc = mdb_cursor_del(cur, 0)))
+                        if ((rc = lmdb_cursor_del(t, cur)))
                                 break;
                         rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
                         if (rc == MDB_NOTFOUND || rc == EINVAL)
@@ -884,6 +1227,54 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
 /* seq u64 | attempt u32 | state u8 | has_have u8 | have u64 | want u64 |
  * issued_at u64 | sent_at u64 | due u64 | agg_len u32 | agg */
 #define SNAPREQ_FIXED (8 + 4 + 1 + 1 + 8 + 8 + 8 + 8 + 8 + 4)
+
+sg_err_t sg_snapreq_decode(const void *value, size_t len,
+                           sg_snapreq_rec_t *out, char *errstr,
+                           size_t errstr_size) {
+        rd_t r = {value, len, false};
+        uint64_t seq = rd_u64(&r);
+        uint32_t attempt = rd_u32(&r);
+        unsigned state = rd_u8(&r), has_have = rd_u8(&r);
+        uint64_t have = rd_u64(&r), want = rd_u64(&r);
+        int64_t issued = rd_i64(&r), sent = rd_i64(&r), due = rd_i64(&r);
+        uint32_t al = rd_u32(&r);
+        const unsigned char *agg = rd_take(&r, al);
+        sg_err_t err = rd_end(&r, "snapshot request", len, errstr,
+                              errstr_size);
+        if (err)
+                return err;
+        if (attempt == 0 ||
+            (state != SG_SNAP_INFLIGHT && state != SG_SNAP_WAITING) ||
+            has_have > 1)
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: attempt %" PRIu32
+                              ", state %u, has_have %u",
+                              attempt, state, has_have);
+        if (!is_time(issued) || !is_time(sent) || due <= 0 ||
+            !is_deadline(due))
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: times issued %" PRId64
+                              ", sent %" PRId64 ", due %" PRId64,
+                              issued, sent, due);
+        if (al >= sizeof(out->aggregate))
+                return refuse(errstr, errstr_size,
+                              "snapshot request value: aggregate id of "
+                              "%" PRIu32 " bytes (at most %zu)",
+                              al, sizeof(out->aggregate) - 1);
+        memset(out, 0, sizeof(*out));
+        out->seq = seq;
+        out->attempt = attempt;
+        out->state = (uint8_t)state;
+        out->has_have = has_have;
+        out->have_version = have;
+        out->want_version = want;
+        out->issued_at_ms = issued;
+        out->sent_at_ms = sent;
+        out->due_ms = due;
+        memcpy(out->aggregate, agg, al);
+        out->aggregate_len = al;
+        return SG_OK;
+}
 
 static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
                            const unsigned char ah[32], bool add, char *errstr,
@@ -903,26 +1294,7 @@ sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = get(t, DB_SNAPREQ, k, klen, &v);
         if (err)
                 return err;
-        const unsigned char *p = v.mv_data;
-        if (v.mv_size < SNAPREQ_FIXED)
-                return SG_ERR_STORE;
-        out->seq = get_u64(p);
-        out->attempt = get_u32(p + 8);
-        out->state = p[12];
-        out->has_have = p[13];
-        out->have_version = get_u64(p + 14);
-        out->want_version = get_u64(p + 22);
-        out->issued_at_ms = (int64_t)get_u64(p + 30);
-        out->sent_at_ms = (int64_t)get_u64(p + 38);
-        out->due_ms = (int64_t)get_u64(p + 46);
-        uint32_t al = get_u32(p + 54);
-        if (SNAPREQ_FIXED + (size_t)al > v.mv_size ||
-            al >= sizeof(out->aggregate))
-                return SG_ERR_STORE;
-        memcpy(out->aggregate, p + SNAPREQ_FIXED, al);
-        out->aggregate[al] = '\0';
-        out->aggregate_len = al;
-        return SG_OK;
+        return corrupt(sg_snapreq_decode(v.mv_data, v.mv_size, out, NULL, 0));
 }
 
 sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
@@ -982,132 +1354,135 @@ _Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
                    SG_DB_SNAPREQ == DB_SNAPREQ,
                "public database numbers");
 
+/* The key suffix (after tp) of each logged database's records. */
+static size_t suffix_size(int db) {
+        switch (db) {
+        case DB_DEDUP:
+        case DB_AGG:
+        case DB_SNAPREQ:
+                return 32;                     /* key or aggregate hash */
+        case DB_PARKED:
+                return 40;                     /* aggregate hash | version */
+        case DB_META:
+                return 0;
+        default:
+                return SIZE_MAX;
+        }
+}
+
+/* A stored record the change replaces could not be read. */
+static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
+                           size_t errstr_size) {
+        if (err == SG_ERR_STORE)
+                snprintf(errstr, errstr_size,
+                         "the stored %s record the changelog record replaces "
+                         "is corrupt or unreadable",
+                         kind);
+        return err;
+}
+
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size) {
+        assert(!t->capture && "restore with change capture on");
+        size_t want = suffix_size(db);
+        if (want == SIZE_MAX)
+                return refuse(errstr, errstr_size,
+                              "changelog record for database %d: not a "
+                              "database seqgate logs",
+                              db);
+        if (suffix_len != want)
+                return refuse(errstr, errstr_size,
+                              "changelog record for the %s database: key of "
+                              "%zu bytes after the partition (want %zu)",
+                              db_names[db], suffix_len, want);
         unsigned char k[SG_TP_MAX + 64];
-        sg_err_t err;
-        if (suffix_len > 48) {
-                snprintf(errstr, errstr_size,
-                         "changelog key of %zu bytes is too long", suffix_len);
-                return SG_ERR_INVALID;
-        }
         size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        sg_err_t err;
+        /* every value is decoded in full before anything is written */
         switch (db) {
         case DB_DEDUP: {
-                if (suffix_len != 32)
-                        break;
-                sg_dedup_rec_t old;
+                sg_dedup_rec_t old, nr;
+                if (value && (err = sg_dedup_decode(value, value_len, &nr,
+                                                    errstr, errstr_size)))
+                        return err;
                 err = sg_dedup_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
-                        return err;
+                        return stored_err(err, "dedup", errstr, errstr_size);
                 bool had = err == SG_OK;
-                if (!value) {
-                        if (had) {
-                                unsigned char ts[8], ek[SG_TP_MAX + 64];
-                                put_u64(ts, ts_key(old.expiry_ms));
-                                size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
-                                if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
-                                               errstr_size)))
-                                        return err;
-                        }
-                        return del(t, DB_DEDUP, k, klen, errstr, errstr_size);
+                if (value)
+                        return sg_dedup_put_known(t, tp, suffix, &nr,
+                                                  had ? &old : NULL, errstr,
+                                                  errstr_size);
+                if (had) {
+                        unsigned char ts[8], ek[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(old.expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                        if ((err = del(t, DB_EXPIRY, ek, eklen, errstr,
+                                       errstr_size)))
+                                return err;
                 }
-                if (value_len != DEDUP_VLEN)
-                        break;
-                const unsigned char *p = value;
-                sg_dedup_rec_t r;
-                memcpy(r.digest, p, 32);
-                r.verdict = p[32];
-                r.first_seen_ms = (int64_t)get_u64(p + 33);
-                r.expiry_ms = (int64_t)get_u64(p + 41);
-                return sg_dedup_put_known(t, tp, suffix, &r, had ? &old : NULL,
-                                          errstr, errstr_size);
+                return del(t, DB_DEDUP, k, klen, errstr, errstr_size);
         }
         case DB_AGG: {
-                if (suffix_len != 32)
-                        break;
                 sg_agg_rec_t old, nr;
+                if (value && (err = sg_agg_decode(value, value_len, &nr,
+                                                  errstr, errstr_size)))
+                        return err;
                 err = sg_agg_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
+                        return stored_err(err, "aggregate", errstr,
+                                          errstr_size);
+                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old)
+                                                 : 0;
+                if (value)
+                        return sg_agg_put(t, tp, suffix, &nr, old_since, errstr,
+                                          errstr_size);
+                if (old_since &&
+                    (err = since_key_op(t, tp, old_since, suffix, false,
+                                        errstr, errstr_size)))
                         return err;
-                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old) : 0;
-                if (!value) {
-                        if (old_since &&
-                            (err = since_key_op(t, tp, old_since, suffix, false,
-                                                errstr, errstr_size)))
-                                return err;
-                        return del(t, DB_AGG, k, klen, errstr, errstr_size);
-                }
-                if ((err = put(t, DB_AGG, k, klen, value, value_len, errstr,
-                               errstr_size)))
-                        return err;
-                if ((err = sg_agg_get(t, tp, suffix, &nr)))
-                        break;
-                int64_t since = sg_agg_indexed_since(&nr);
-                if (since != old_since) {
-                        if (old_since &&
-                            (err = since_key_op(t, tp, old_since, suffix, false,
-                                                errstr, errstr_size)))
-                                return err;
-                        if (since &&
-                            (err = since_key_op(t, tp, since, suffix, true,
-                                                errstr, errstr_size)))
-                                return err;
-                }
-                return SG_OK;
+                return del(t, DB_AGG, k, klen, errstr, errstr_size);
         }
-        case DB_PARKED:
-                if (suffix_len != 40)
-                        break;
-                return value ? put(t, DB_PARKED, k, klen, value, value_len,
-                                   errstr, errstr_size)
-                             : del(t, DB_PARKED, k, klen, errstr, errstr_size);
+        case DB_PARKED: {
+                sg_parked_rec_t nr;
+                if (!value)
+                        return del(t, DB_PARKED, k, klen, errstr, errstr_size);
+                if ((err = sg_parked_decode(value, value_len, &nr, errstr,
+                                            errstr_size)))
+                        return err;
+                return put(t, DB_PARKED, k, klen, value, value_len, errstr,
+                           errstr_size);
+        }
         case DB_SNAPREQ: {
-                if (suffix_len != 32)
-                        break;
                 sg_snapreq_rec_t old, nr;
+                if (value && (err = sg_snapreq_decode(value, value_len, &nr,
+                                                      errstr, errstr_size)))
+                        return err;
                 err = sg_snapreq_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
-                        return err;
+                        return stored_err(err, "snapshot request", errstr,
+                                          errstr_size);
                 int64_t old_due = err == SG_OK ? old.due_ms : 0;
-                if (!value)
-                        return err == SG_OK
-                                   ? sg_snapreq_del(t, tp, suffix, old_due,
-                                                    errstr, errstr_size)
-                                   : SG_OK;
-                if ((err = put(t, DB_SNAPREQ, k, klen, value, value_len,
-                               errstr, errstr_size)))
-                        return err;
-                if ((err = sg_snapreq_get(t, tp, suffix, &nr)))
-                        break;
-                if (nr.due_ms != old_due) {
-                        if (old_due && (err = snapdue_op(t, tp, old_due, suffix,
-                                                         false, errstr,
-                                                         errstr_size)))
-                                return err;
-                        if ((err = snapdue_op(t, tp, nr.due_ms, suffix, true,
-                                              errstr, errstr_size)))
-                                return err;
-                }
-                return SG_OK;
+                if (value)
+                        return sg_snapreq_put(t, tp, suffix, &nr, old_due,
+                                              errstr, errstr_size);
+                return err == SG_OK ? sg_snapreq_del(t, tp, suffix, old_due,
+                                                     errstr, errstr_size)
+                                    : SG_OK;
         }
-        case DB_META:
-                if (suffix_len != 0)
-                        break;
+        default: { /* DB_META */
+                sg_meta_rec_t nr;
                 if (!value)
                         return del(t, DB_META, k, klen, errstr, errstr_size);
-                if (value_len != META_VLEN && value_len != META_VLEN_FP)
-                        break;
+                if ((err = sg_meta_decode(value, value_len, &nr, errstr,
+                                          errstr_size)))
+                        return err;
                 return put(t, DB_META, k, klen, value, value_len, errstr,
                            errstr_size);
-        default:
-                break;
         }
-        snprintf(errstr, errstr_size,
-                 "changelog record for database %d is malformed", db);
-        return SG_ERR_INVALID;
+        }
 }
 
 /* ---- read-only access for operator tools ------------------------------ */
@@ -1147,7 +1522,7 @@ fail:
 
 sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_META], &cur);
+        int rc = lmdb_cursor_open(t, DB_META, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key, val;
@@ -1183,7 +1558,7 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
 sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                         void *opaque) {
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_AGG], &cur);
+        int rc = lmdb_cursor_open(t, DB_AGG, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -1231,7 +1606,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         unsigned char k[SG_TP_MAX + 64];
         size_t plen = key2(k, tp, ah, 32, NULL, 0);
         MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[DB_PARKED], &cur);
+        int rc = lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {plen, k}, val;
@@ -1254,31 +1629,30 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
-/* ---- whole-partition iteration ---------------------------------------- */
-
-_Static_assert(SG_DB_EXPIRY == DB_EXPIRY && SG_DB_SINCE == DB_SINCE &&
-                   SG_DB_SNAPDUE == DB_SNAPDUE && SG_DB__CNT == DB__CNT,
-               "public index database numbers");
-
-sg_err_t sg_store_foreach(sg_txn_t *t, const sg_tp_t *tp, int db,
-                          sg_store_visit_cb *cb, void *opaque) {
-        if (db < 0 || db >= DB__CNT)
-                return SG_ERR_INVALID;
-        MDB_cursor *cur;
-        int rc = mdb_cursor_open(t->txn, t->store->dbi[db], &cur);
-        if (rc)
-                return SG_ERR_STORE;
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-             rc == 0 && key.mv_size >= tp->len &&
-             memcmp(key.mv_data, tp->b, tp->len) == 0;
-             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-                if (cb(opaque, key.mv_data, key.mv_size, val.mv_data,
-                       val.mv_size))
-                        break;
+sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
+                          char *errstr, size_t errstr_size) {
+        for (int db = 0; db < DB__CNT; db++) {
+                MDB_cursor *cur;
+                int rc = lmdb_cursor_open(t, db, &cur);
+                if (rc)
+                        return lmdb_err(rc, db_names[db], errstr, errstr_size);
+                MDB_val key, val;
+                bool stopped = false;
+                for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+                     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                        if (cb(opaque, db, key.mv_data, key.mv_size,
+                               val.mv_data, val.mv_size)) {
+                                stopped = true;
+                                break;
+                        }
+                }
+                mdb_cursor_close(cur);
+                if (stopped)
+                        return SG_OK;
+                if (rc != MDB_NOTFOUND)
+                        return lmdb_err(rc, db_names[db], errstr, errstr_size);
         }
-        mdb_cursor_close(cur);
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return SG_OK;
 }
 
 /* ---- headers ---------------------------------------------------------- */

@@ -49,6 +49,16 @@ typedef struct sg_tp {
 /** Builds the prefix for (@p topic, @p partition). Topic is truncated to 249 bytes. */
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
 
+/**
+ * The latest processing time a store value may hold, in ms since the epoch:
+ * 9999-12-31T23:59:59.999Z. A deadline (a dedup expiry, a snapshot request's
+ * due time) may lie later by at most the longest configurable delay (2^53
+ * ms). Values with later times do not decode: the engine's clock never goes
+ * below a restored one, and arithmetic on such a time would overflow.
+ */
+#define SG_TIME_MAX_MS INT64_C(253402300799999)
+#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + INT64_C(9007199254740992))
+
 /** Dedup verdicts (what the key was recorded with). */
 typedef enum sg_dedup_verdict {
         SG_DV_APPLIED = 1, /**< emitted (or superseded) — never applied again */
@@ -98,6 +108,8 @@ typedef struct sg_parked_rec {
         size_t value_len;        /**< SIZE_MAX: null value */
         const void *headers;     /**< serialized headers (sg_headers_serialize) */
         size_t headers_len;
+        size_t header_cnt;       /**< headers in the block (set when read:
+                                      the block was checked whole) */
 } sg_parked_rec_t;
 
 /** Settings in a partition's key fingerprint (sg_meta_rec_t.key_fp). */
@@ -154,11 +166,53 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        char *errstr, size_t errstr_size);
 void sg_store_close(sg_store_t *store);
 
-/** Grows the map by the growth step. No transaction may be open. */
+/** Grows the map by the growth step. No transaction may be open (LMDB
+ *  rule; asserted): SG_ERR_INVALID if one is. */
 sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
 
 /** Current map size and bytes in use (pages × page size). */
 void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
+
+/**
+ * Transactions of @p store open now (begun by sg_txn_begin, not yet
+ * committed or aborted): write transactions only when @p write_only, else
+ * all. For assertions and tests: after an error every caller must have
+ * ended its transaction (a write transaction left open makes the next
+ * mdb_txn_begin of the process block forever, and sg_store_grow refuse).
+ * Thread-safe.
+ */
+unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
+
+/* ---- fault simulation (tests) --------------------------------------------
+ *
+ * In the spirit of SQLite's fault simulation: a test makes the n-th LMDB
+ * operation fail with a chosen error, for every n, and checks that nothing
+ * is left open, nothing is lost and nothing is half-written. Compiled in
+ * always and inert until armed (one branch per operation); only tests arm
+ * it. Not thread-safe: arm and read it from the thread using the store.
+ */
+
+/** The LMDB operations a fault can be injected into (a bit mask). */
+#define SG_STORE_OP_BEGIN 0x1u  /**< mdb_txn_begin (sg_txn_begin) */
+#define SG_STORE_OP_PUT 0x2u    /**< mdb_put */
+#define SG_STORE_OP_DEL 0x4u    /**< mdb_del, mdb_cursor_del */
+#define SG_STORE_OP_COMMIT 0x8u /**< mdb_txn_commit (sg_txn_commit) */
+#define SG_STORE_OP_ALL 0xfu
+
+/**
+ * Arms the fault: from now on operations of the kinds in @p ops are
+ * counted, and the @p n-th (1-based) is not run but fails with LMDB error
+ * @p rc (MDB_MAP_FULL → SG_ERR_MAP_FULL; anything else, e.g. EIO →
+ * SG_ERR_STORE), once. As after a real failed write, that transaction is
+ * broken: every later operation on it fails with MDB_BAD_TXN and a commit
+ * aborts it. A failed commit aborts the transaction (as LMDB does).
+ * n == 0 or rc == 0 disarms (and resets the count).
+ */
+void sg_store_fault_inject(sg_store_t *store, unsigned ops, uint64_t n,
+                           int rc);
+/** Operations counted since sg_store_fault_inject() (up to the faulted
+ *  one); *firedp (optional) tells whether the fault was injected. */
+uint64_t sg_store_fault_count(const sg_store_t *store, bool *firedp);
 
 /** Begins a transaction (read-only if !write). */
 sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,
@@ -201,13 +255,44 @@ size_t sg_txn_changes(sg_txn_t *txn, const sg_change_t **changesp);
  * Applies one changelog record to the store (restore, issue 4): @p db and the
  * key @p suffix (the LMDB key without the tp prefix) come from the record's
  * key, @p value is its value or NULL for a tombstone. Keeps the derived
- * indexes in step. Capture must be off. Returns SG_OK, SG_ERR_INVALID (a
- * record seqgate did not write), or a store error.
+ * indexes in step. Capture must be off (asserted).
+ * The record is input from the network: its key must name a database
+ * seqgate logs with a key of that database's size, and its value must
+ * decode in full (sg_*_decode) before anything of it is written.
+ * Returns SG_OK, SG_ERR_INVALID (a record seqgate did not write; the reason
+ * in errstr), or a store error (errstr filled).
  */
 sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size);
+
+/**
+ * Decoders of the store's values, the bytes that also travel as changelog
+ * record values (input from the network): every field is checked against
+ * the value's own length before it is used (no count or length read from
+ * the value is allocated for or trusted), every enumerated field against
+ * its values (verdict, flags, snapshot request state), times against
+ * [0, SG_TIME_MAX_MS] (deadlines SG_DEADLINE_MAX_MS), strings against their
+ * limits; a value has no trailing bytes.
+ * The reads below (sg_*_get) decode with these, and so does restore
+ * (sg_store_apply_change) before it writes anything.
+ * Parked: pointers in *out point into @p value; the header block is
+ * checked whole and out->header_cnt set.
+ * @returns SG_OK, or SG_ERR_INVALID with the reason in errstr (may be
+ *          NULL). Pure functions: thread-safe.
+ */
+sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
+                         char *errstr, size_t errstr_size);
+sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
+                       char *errstr, size_t errstr_size);
+sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
+                          char *errstr, size_t errstr_size);
+sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
+                        char *errstr, size_t errstr_size);
+sg_err_t sg_snapreq_decode(const void *value, size_t len,
+                           sg_snapreq_rec_t *out, char *errstr,
+                           size_t errstr_size);
 
 /* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
  * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */
@@ -363,37 +448,21 @@ sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
                            sg_parked_visit_cb *cb, void *opaque);
 
-/* ---- whole-partition iteration (tests and audit tools) ---------------- */
-
-/** Database numbers of the derived indexes, for sg_store_foreach() (the
- *  state databases are SG_DB_DEDUP, SG_DB_AGG, SG_DB_PARKED, SG_DB_META and
- *  SG_DB_SNAPREQ above). Databases are numbered 0 .. SG_DB__CNT - 1. */
-#define SG_DB_EXPIRY 1
-#define SG_DB_SINCE 4
-#define SG_DB_SNAPDUE 7
-#define SG_DB__CNT 8
-
-/** Visitor of sg_store_foreach(): @p key is the full LMDB key (tp prefix
- *  included), @p value the stored bytes; both point into LMDB memory and are
- *  valid for the call only. Return 0 to go on, anything else to stop. */
-typedef int(sg_store_visit_cb)(void *opaque, const void *key, size_t key_len,
-                               const void *value, size_t value_len);
-
+/** Visitor of sg_store_foreach(): one entry of database @p db (SG_DB_*
+ *  numbers; the derived indexes are 1 expiry, 4 since, 7 snapdue), LMDB
+ *  memory valid for the call only. Return 0 to go on, else to stop. */
+typedef int(sg_store_visit_cb)(void *opaque, int db, const void *key,
+                               size_t key_len, const void *value,
+                               size_t value_len);
 /**
- * Calls @p cb for every key/value pair of database @p db (SG_DB_*) whose key
- * starts with @p tp's prefix, in LMDB key order, with the raw stored bytes
- * (the layout of store.h's table; decode them with the *_get functions).
- * Read-only: works in a read-only or a write transaction and writes nothing.
- * A full scan of one database's share of the partition, for tests and audit
- * tools that compare whole stores (a changelog replayed into an empty store
- * against the live one, store.h "Change capture") or count what the store
- * holds; never on the processing path.
- * Thread-safety: as the transaction (one thread at a time).
- * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_INVALID (@p db
- *          out of range), SG_ERR_STORE (LMDB error).
+ * Calls @p cb for every entry of every database (indexes included),
+ * database by database in key order: the store's whole contents, for tests
+ * that compare two stores and for dumps. A full scan; never on the
+ * processing path.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
  */
-sg_err_t sg_store_foreach(sg_txn_t *txn, const sg_tp_t *tp, int db,
-                          sg_store_visit_cb *cb, void *opaque);
+sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
+                          char *errstr, size_t errstr_size);
 
 /**
  * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):

@@ -2,11 +2,12 @@
 # tests/install-deps.sh: install everything seqgate's build and tests need,
 # on Debian (bookworm or later), idempotently.
 #
-#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, Check,
-#     OpenSSL, libcurl, libmicrohttpd for the unit tests' HTTP server, kcat,
-#     Maven + JDK for the real Kafka broker, Python). Only the missing ones
-#     are installed: `apt-get update` runs once, and only when something is
-#     missing. As root directly, otherwise through sudo.
+#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, yajl, Check,
+#     OpenSSL, libcurl, libmicrohttpd for the unit tests' HTTP server, clang
+#     and its libFuzzer runtime for tests/fuzz, kcat, Maven + JDK for the real
+#     Kafka broker, Python). Only the missing ones are installed:
+#     `apt-get update` runs once, and only when something is missing. As
+#     root directly, otherwise through sudo.
 #  2. A Python venv (default build/venv, or $SG_VENV) with
 #     tests/integration/requirements.txt, installed only when the
 #     requirements file changed since the last install.
@@ -20,10 +21,12 @@ VENV=${SG_VENV:-$ROOT/build/venv}
 REQS=$ROOT/tests/integration/requirements.txt
 
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
-    libcjson-dev check libsubunit-dev libssl-dev libcurl4-openssl-dev
-    libmicrohttpd-dev lmdb-utils kcat maven
+    libcjson-dev libyajl-dev check libsubunit-dev libssl-dev
+    libcurl4-openssl-dev libmicrohttpd-dev lmdb-utils kcat maven
     clang libclang-rt-14-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
+# tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
+PKGS+=(clang libclang-rt-14-dev)
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

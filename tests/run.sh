@@ -7,6 +7,11 @@
 #   unit tests (normal)     meson test -C build (the Check suites)
 #   build (sanitizers)      build-san with -Db_sanitize=address,undefined
 #   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
+#   fuzz                    tests/fuzz/run.sh: every tests/fuzz/fuzz_*.c
+#                           libFuzzer target (clang, ASan+UBSan) for
+#                           $SG_FUZZ_SECONDS seconds each (default 20), seeded
+#                           from tests/fuzz/corpus/; fails on any crash, leak
+#                           or UB and prints the input that did it
 #   schema examples         tests/schema/check_examples.py build/seqgate (if present)
 #   integration tests       pytest tests/integration against a real Kafka broker:
 #                           $KAFKA_BOOTSTRAP if set, otherwise one started with
@@ -22,8 +27,10 @@
 # non-zero if any phase failed.
 #
 # Flags:
-#   --unit         unit phases only (deps, builds, unit tests, schema examples)
+#   --unit         unit phases only (deps, builds, unit tests, fuzz, schema
+#                  examples)
 #   --no-san       skip the sanitizer build and its tests
+#   --no-fuzz      skip the fuzz phase
 #   --integration  integration only (deps, normal build for build/seqgate,
 #                  integration tests; runs the tests even if the build failed)
 #   --no-build     with --integration: use build/seqgate as it is
@@ -33,18 +40,21 @@
 # SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
 # (extra pytest arguments, split on spaces), SG_CHAOS_ARGS (extra
 # tests/chaos/run.sh arguments, e.g. "--seed 42" or "--mode at_least_once"),
-# SG_CHAOS_TIMEOUT (seconds for the chaos suite, default 600).
+# SG_CHAOS_TIMEOUT (seconds for the chaos suite, default 600),
+# SG_FUZZ_SECONDS (seconds per fuzz target, default 20; the phase takes
+# about that times the number of targets, plus the build).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-do_unit=1 do_san=1 do_integration=1 do_build=1 do_chaos=1
+do_unit=1 do_san=1 do_integration=1 do_build=1 do_chaos=1 do_fuzz=1
 for arg in "$@"; do
     case $arg in
     --unit) do_integration=0 ;;
     --no-san) do_san=0 ;;
-    --integration) do_unit=0 do_san=0 ;;
+    --no-fuzz) do_fuzz=0 ;;
+    --integration) do_unit=0 do_san=0 do_fuzz=0 ;;
     --no-build) do_build=0 ;;
     --no-chaos) do_chaos=0 ;;
     -h | --help)
@@ -158,6 +168,10 @@ phase_unit_san() {
         meson test -C build-san --print-errorlogs
 }
 
+phase_fuzz() {
+    SG_FUZZ_SECONDS=${SG_FUZZ_SECONDS:-20} "$ROOT/tests/fuzz/run.sh"
+}
+
 phase_schema() {
     "$VENV_PY" tests/schema/check_examples.py build/seqgate
 }
@@ -221,6 +235,9 @@ else
             else
                 not_run unit_san "unit tests (sanitizers)" "sanitizer build failed"
             fi
+        fi
+        if ((do_fuzz)); then
+            run_phase fuzz "fuzz (tests/fuzz/run.sh)" phase_fuzz
         fi
         if [[ -f tests/schema/check_examples.py ]]; then
             if [[ ${status[build]:-} == pass ]]; then

@@ -9,11 +9,9 @@
  * operations run and aborts, so libFuzzer reports the input.
  *
  * Self-contained: it includes the harness source, so it builds with the
- * library sources alone, as tests/fuzz/run.sh builds every fuzz_<name>.c:
- *   clang -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ilib \
- *       tests/fuzz/fuzz_engine.c lib/(every .c) \
- *       $(pkg-config --cflags --libs rdkafka lmdb libcjson libcrypto libcurl)
- * Seed inputs: tests/fuzz/corpus/engine/. Stores are created under
+ * library sources alone, as tests/fuzz/run.sh builds every fuzz_<name>.c
+ * (tests/fuzz/run.sh SECONDS engine); corpus_replay.c replays its seeds
+ * (tests/fuzz/corpus/engine/) in meson test. Stores are created under
  * $SG_MODEL_TMP, /dev/shm, $TMPDIR or /tmp and removed after each input.
  * To reproduce a crash input: ./fuzz_engine CRASH_FILE, with
  * SG_MODEL_SHRINK=1 to also print the shortest operation list that still

@@ -40,6 +40,9 @@
 #define REQUEST_TOPIC "snap.req"
 #define NTYPES 7 /* the state machine's six event types and one unknown */
 #define META_CHECKPOINT_AT 264 /* meta value: changelog_offset, 8 bytes */
+/* The databases as sg_store_foreach() numbers them: the state ones SG_DB_*,
+ * and the derived indexes (store.h). */
+enum { DB_EXPIRY = 1, DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
 
 /* ---- configuration variants ------------------------------------------- */
 
@@ -865,9 +868,42 @@ static void kv_free(kvlist_t *l) {
         memset(l, 0, sizeof(*l));
 }
 
-static sg_err_t kv_read(sg_txn_t *t, const sg_tp_t *tp, int db, kvlist_t *l) {
-        memset(l, 0, sizeof(*l));
-        return sg_store_foreach(t, tp, db, kv_collect, l);
+/* A store's entries of the model's partitions, by partition and database,
+ * read in one walk (sg_store_foreach walks the whole store). */
+typedef struct sdump {
+        kvlist_t l[MODEL_PARTS][NDB];
+        const sg_tp_t *tp;
+} sdump_t;
+
+static int dump_visit(void *opaque, int db, const void *key, size_t key_len,
+                      const void *value, size_t value_len) {
+        sdump_t *d = opaque;
+        if (db < 0 || db >= NDB)
+                return 0;
+        for (int p = 0; p < MODEL_PARTS; p++)
+                if (key_len >= d->tp[p].len &&
+                    !memcmp(key, d->tp[p].b, d->tp[p].len))
+                        return kv_collect(&d->l[p][db], key, key_len, value,
+                                          value_len);
+        return 0;
+}
+
+static void dump_free(sdump_t *d) {
+        for (int p = 0; p < MODEL_PARTS; p++)
+                for (int db = 0; db < NDB; db++)
+                        kv_free(&d->l[p][db]);
+}
+
+static sg_err_t store_dump(model_t *m, sg_txn_t *t, sdump_t *d) {
+        memset(d, 0, sizeof(*d));
+        d->tp = m->tp;
+        sg_err_t err = sg_store_foreach(t, dump_visit, d, m->err,
+                                        sizeof(m->err));
+        if (err) {
+                fail(m, MODEL_HARNESS_ERROR, "reading the store: %s", m->err);
+                dump_free(d);
+        }
+        return err;
 }
 
 static uint64_t be64(const unsigned char *p) {
@@ -895,7 +931,7 @@ static const char *db_name(int db) {
         static const char *const n[] = {"dedup",  "expiry", "agg",
                                         "parked", "since",  "meta",
                                         "snapreq", "snapdue"};
-        return db >= 0 && db < SG_DB__CNT ? n[db] : "?";
+        return db >= 0 && db < NDB ? n[db] : "?";
 }
 
 static void hex_prefix(const unsigned char *p, size_t n, char *out,
@@ -944,13 +980,9 @@ static int cmp_kv(const void *a, const void *b) {
 }
 
 /* Compares an index database with the entries @p want (tp | ms | hash). */
-static void check_index(model_t *m, sg_txn_t *t, int p, int db, kvlist_t *want,
-                        const char *what) {
-        kvlist_t have;
-        if (kv_read(t, &m->tp[p], db, &have)) {
-                fail(m, MODEL_HARNESS_ERROR, "reading %s", db_name(db));
-                return;
-        }
+static void check_index(model_t *m, const sdump_t *d, int p, int db,
+                        kvlist_t *want, const char *what) {
+        kvlist_t have = d->l[p][db];
         if (want->cnt > 1)
                 qsort(want->v, want->cnt, sizeof(*want->v), cmp_kv);
         size_t i = 0;
@@ -976,7 +1008,6 @@ static void check_index(model_t *m, sg_txn_t *t, int p, int db, kvlist_t *want,
                                                    : "is extra")
                                   : "is missing");
         }
-        kv_free(&have);
 }
 
 static void want_add(kvlist_t *w, const sg_tp_t *tp, int64_t ms,
@@ -996,14 +1027,14 @@ static void want_add(kvlist_t *w, const sg_tp_t *tp, int64_t ms,
  * records' tags in m->parked_now (completely, whatever else fails, so that
  * the accounting can still run).
  */
-static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
+static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
+                       pview_t *v) {
         memset(v, 0, sizeof(*v));
         const sg_tp_t *tp = &m->tp[p];
         v->has_meta = sg_meta_get(t, tp, &v->meta) == SG_OK;
         kvlist_t l, dd, exp = {0}, due = {0}, since = {0};
         /* parked records first: the accounting needs all of them */
-        if (kv_read(t, tp, SG_DB_PARKED, &l))
-                return fail(m, MODEL_HARNESS_ERROR, "reading parked");
+        l = d->l[p][SG_DB_PARKED];
         for (size_t i = 0; i < l.cnt; i++) {
                 const unsigned char *k = l.v[i].key + tp->len;
                 int a = l.v[i].key_len == tp->len + 40 ? agg_of_hash(m, k) : -1;
@@ -1046,10 +1077,8 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                              p, a, ver, tag,
                              err ? "not recorded" : "not recorded as parked");
         }
-        kv_free(&l);
         /* aggregates */
-        if (kv_read(t, tp, SG_DB_AGG, &l))
-                return fail(m, MODEL_HARNESS_ERROR, "reading agg");
+        l = d->l[p][SG_DB_AGG];
         for (size_t i = 0; i < l.cnt; i++) {
                 int a = l.v[i].key_len == tp->len + 32
                             ? agg_of_hash(m, l.v[i].key + tp->len)
@@ -1067,10 +1096,8 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                 if (v->agg[a].flags & SG_AGG_QUARANTINED)
                         v->quarantined++;
         }
-        kv_free(&l);
         /* snapshot requests and their due index */
-        if (kv_read(t, tp, SG_DB_SNAPREQ, &l))
-                return fail(m, MODEL_HARNESS_ERROR, "reading snapreq");
+        l = d->l[p][SG_DB_SNAPREQ];
         for (size_t i = 0; i < l.cnt; i++) {
                 int a = l.v[i].key_len == tp->len + 32
                             ? agg_of_hash(m, l.v[i].key + tp->len)
@@ -1087,13 +1114,11 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                         v->inflight++;
                 want_add(&due, tp, v->req[a].due_ms, m->agg_hash[a]);
         }
-        kv_free(&l);
-        check_index(m, t, p, SG_DB_SNAPDUE, &due,
+        check_index(m, d, p, DB_SNAPDUE, &due,
                     "the snapshot requests' due times");
         kv_free(&due);
         /* dedup records: verdicts, and the expiry index */
-        if (kv_read(t, tp, SG_DB_DEDUP, &dd))
-                return fail(m, MODEL_HARNESS_ERROR, "reading dedup");
+        dd = d->l[p][SG_DB_DEDUP];
         uint64_t dedup_parked = 0;
         for (size_t i = 0; i < dd.cnt; i++) {
                 sg_dedup_rec_t r;
@@ -1107,8 +1132,7 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                 dedup_parked += r.verdict == SG_DV_PARKED;
                 want_add(&exp, tp, r.expiry_ms, kh);
         }
-        kv_free(&dd);
-        check_index(m, t, p, SG_DB_EXPIRY, &exp,
+        check_index(m, d, p, DB_EXPIRY, &exp,
                     "the dedup records' expiry times");
         kv_free(&exp);
         if (dedup_parked != v->parked)
@@ -1155,7 +1179,7 @@ static void store_view(model_t *m, sg_txn_t *t, int p, pview_t *v) {
                         want_add(&since, tp, sg_agg_indexed_since(r),
                                  m->agg_hash[a]);
         }
-        check_index(m, t, p, SG_DB_SINCE, &since,
+        check_index(m, d, p, DB_SINCE, &since,
                     "the aggregates' parked_since_ms");
         kv_free(&since);
         /* the caps (semantics §4) and the quarantine (dlq: nothing parked) */
@@ -1224,6 +1248,11 @@ static void check_store(model_t *m) {
         if (!m->view && !(m->view = calloc(MODEL_PARTS, sizeof(pview_t))))
                 abort();
         pview_t *v = m->view;
+        sdump_t d;
+        if (store_dump(m, t, &d)) {
+                sg_txn_abort(t);
+                return;
+        }
         uint64_t parked = 0, bytes = 0, quarantined = 0, inflight = 0;
         /* the age gauges as of their last sampling (the committed batch's
          * processing time, when it sampled them) */
@@ -1232,7 +1261,7 @@ static void check_store(model_t *m) {
         for (int p = 0; p < MODEL_PARTS; p++) {
                 if (!m->assigned[p])
                         continue;
-                store_view(m, t, p, &v[p]);
+                store_view(m, t, &d, p, &v[p]);
                 for (int a = 0; a < MODEL_AGGS; a++) {
                         /* §7 as written: the oldest parked event, and the
                          * aggregates parked or refetching for 5 minutes */
@@ -1258,6 +1287,7 @@ static void check_store(model_t *m) {
                 inflight += v[p].inflight;
         }
         sg_txn_abort(t);
+        dump_free(&d);
         if (!m->gauges_fresh)
                 return;
         const sg_metrics_t *mt = sg_engine_metrics(m->eng);
@@ -1344,13 +1374,20 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                 return fail(m, MODEL_HARNESS_ERROR, "read txn: %s", m->err);
         }
         const sg_tp_t *tp = &m->tp[p];
-        for (int db = 0; db < SG_DB__CNT && !failed(m); db++) {
-                kvlist_t x, y;
-                if (kv_read(a, tp, db, &x) || kv_read(b, tp, db, &y)) {
-                        fail(m, MODEL_HARNESS_ERROR, "reading %s", db_name(db));
-                        kv_free(&x);
-                        break;
-                }
+        sdump_t da, db_;
+        if (store_dump(m, a, &da)) {
+                sg_txn_abort(a);
+                sg_txn_abort(b);
+                return;
+        }
+        if (store_dump(m, b, &db_)) {
+                dump_free(&da);
+                sg_txn_abort(a);
+                sg_txn_abort(b);
+                return;
+        }
+        for (int db = 0; db < NDB && !failed(m); db++) {
+                kvlist_t x = da.l[p][db], y = db_.l[p][db];
                 if (db == SG_DB_META) {
                         /* the checkpoint is instance-local */
                         kvlist_t *ls[2] = {&x, &y};
@@ -1363,7 +1400,7 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                                                        0, 8);
                         if (x.cnt == 1 && y.cnt == 0 &&
                             meta_fresh(x.v[0].value, x.v[0].value_len))
-                                kv_free(&x); /* assign's own, not logged */
+                                x.cnt = 0; /* assign's own, not logged */
                 }
                 size_t i = 0;
                 for (; i < x.cnt && i < y.cnt; i++)
@@ -1404,9 +1441,9 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                                          x.v[i].value_len, y.v[i].value_len,
                                          diff);
                 }
-                kv_free(&x);
-                kv_free(&y);
         }
+        dump_free(&da);
+        dump_free(&db_);
         sg_txn_abort(a);
         sg_txn_abort(b);
 }

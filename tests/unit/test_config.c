@@ -314,6 +314,32 @@ START_TEST(test_plain_json_example) {
 }
 END_TEST
 
+/* format cloudevents takes "/data" and pointers under it as the digest;
+ * format json any pointer (semantics §2). */
+START_TEST(test_digest_pointers_allowed) {
+        static const char *const ok[] = {
+                CFG("", ",'envelope':{'digest':'/data'}"),
+                CFG("", ",'envelope':{'digest':'/data/'}"),
+                CFG("", ",'envelope':{'digest':'/data/amount/0'}"),
+                CFG("", ",'envelope':{'format':'cloudevents','digest':'/data/a~1b'}"),
+                CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                    "'digest':'/payload'}"),
+        };
+        static const char *const want[] = {"/data", "/data/", "/data/amount/0",
+                                           "/data/a~1b", "/payload"};
+
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                char err[512] = "";
+                sg_config_t *conf = NULL;
+
+                ck_assert_msg(parse_q(ok[i], &conf, err, sizeof(err)) == SG_OK,
+                              "case %zu: %s", i, err);
+                ck_assert_str_eq(conf->topics[0].digest_pointer, want[i]);
+                sg_config_destroy(conf);
+        }
+}
+END_TEST
+
 START_TEST(test_explicit_values) {
         char err[512] = "";
         sg_config_t *conf = NULL;
@@ -675,6 +701,18 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.envelope.digest: \"/a~\" is not allowed", NULL},
         {CFG("", ",'envelope':{'digest':null}"),
          "topics.orders.envelope.digest: must be a string", NULL},
+        /* format cloudevents: the digest is of the event's data (semantics
+         * §2); a pointer elsewhere would ignore the payload */
+        {CFG("", ",'envelope':{'digest':'/payload'}"),
+         "topics.orders.envelope.digest: \"/payload\" is not allowed with "
+         "format \"cloudevents\"",
+         "\"/data\""},
+        {CFG("", ",'envelope':{'digest':'/id'}"),
+         "topics.orders.envelope.digest: \"/id\" is not allowed", NULL},
+        {CFG("", ",'envelope':{'digest':'/database'}"),
+         "topics.orders.envelope.digest: \"/database\" is not allowed", NULL},
+        {CFG("", ",'envelope':{'digest':'/data~1x'}"),
+         "topics.orders.envelope.digest: \"/data~1x\" is not allowed", NULL},
         {CFG("", ",'envelope':{'format':'json','version':'/v'}"),
          "topics.orders.envelope.id: required with format \"json\"", NULL},
         {CFG("", ",'envelope':{'format':'json','id':'ce:id'}"),
@@ -1117,6 +1155,49 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 
 #define SECRET "Tr0ub4dor-XYZZY-hunter2"
+
+/*
+ * An error text is one line of printable, valid UTF-8, whatever the file
+ * holds: cJSON takes raw control characters and any bytes inside strings,
+ * and keys and values are quoted in errors (fuzz_config found a key with a
+ * newline printed as is). Such bytes appear as \xNN.
+ */
+START_TEST(test_error_text_escaped) {
+        static const struct {
+                const char *json, *want;
+        } cases[] = {
+                /* raw newline inside a key (cJSON accepts it) */
+                {CFG("", ",'out\nput':1"), "topics.orders.out\\x0aput: unknown key"},
+                /* an escaped one, decoded by cJSON */
+                {CFG("", ",'out\\u0009put':1"), "topics.orders.out\\x09put: unknown key"},
+                /* a value */
+                {CFG("", ",'ordering':{'gap_policy':'wa\\u001bit'}"),
+                 "\"wa\\x1bit\" is not allowed"},
+                /* bytes that are not UTF-8, and DEL */
+                {CFG("", ",'ordering':{'gap_policy':'w\xff\x7f'}"),
+                 "\"w\\xff\\x7f\" is not allowed"},
+                /* valid UTF-8 is kept */
+                {CFG("", ",'ordering':{'gap_policy':'w\xc3\xa4it'}"),
+                 "\"w\xc3\xa4it\" is not allowed"},
+                /* field sources go through sg_field_src_parse's own errors */
+                {CFG("", ",'envelope':{'id':'ce:\\u000a'}"), "\"ce:\\x0a\""},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char err[1024];
+                sg_config_t *conf = NULL;
+
+                ck_assert_int_eq(parse_q(cases[i].json, &conf, err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                for (const char *p = err; *p; p++)
+                        ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
+                                      "case %zu: byte 0x%02x in \"%s\"", i,
+                                      (unsigned char)*p, err);
+                ck_assert_msg(strstr(err, cases[i].want), "case %zu: \"%s\" lacks \"%s\"",
+                              i, err, cases[i].want);
+        }
+}
+END_TEST
 
 START_TEST(test_secret_not_in_errors) {
         static const char *const texts[] = {
@@ -1699,6 +1780,8 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_orders_example_every_field);
         tcase_add_test(tc, test_plain_json_example);
         tcase_add_test(tc, test_explicit_values);
+        tcase_add_test(tc, test_digest_pointers_allowed);
+        tcase_add_test(tc, test_error_text_escaped);
         tcase_add_test(tc, test_kafka_values_converted);
         suite_add_tcase(s, tc);
 

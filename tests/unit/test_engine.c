@@ -12,6 +12,8 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <lmdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -946,6 +948,27 @@ START_TEST(snapshot_late_and_unknown_replies) {
 }
 END_TEST
 
+/* A reply's JSON number version is judged by its text (semantics §2): an
+ * integer of at most 2^53, no fraction, no exponent. 9007199254740993 must
+ * not be read as 9007199254740992, nor 2.0 or 2e0 as 2. */
+START_TEST(snapshot_reply_version_judged_by_text) {
+        h_t h = {0};
+        h_open(&h, snap_kafka);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e4", "t", "4"));
+        h_clock(&h, T0 + 1000);
+        batch(&h, NULL, 0);
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        reply(&h, rid, "A", "9007199254740993", NULL);
+        reply(&h, rid, "A", "2.0", NULL);
+        reply(&h, rid, "A", "2e0", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 0);
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 3);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(snapshot_retries_then_policy_then_release) {
         h_t h = {0};
         h_open(&h, snap_kafka); /* max_attempts 2, timeout 2000, backoff 100 */
@@ -1286,6 +1309,211 @@ START_TEST(eos_store_follows_partition_through_changelog) {
 }
 END_TEST
 
+
+/* A step that blocks (a write transaction left open: LMDB's next
+ * mdb_txn_begin waits forever) fails the test instead of hanging it. */
+static void on_alarm(int sig) {
+        (void)sig;
+        ck_abort_msg("blocked: an LMDB write transaction was left open");
+}
+
+static void watchdog(unsigned seconds) {
+        signal(SIGALRM, on_alarm);
+        alarm(seconds);
+}
+
+START_TEST(restore_empty_key_closes_txn) {
+        changelog_cnt = 0;
+        h_t h = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(h.proc.restore_begin(h.proc.opaque, "orders", 0, 0, 1,
+                                              &from, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(h.proc.restore_apply(h.proc.opaque, "orders", 0, 0,
+                                              "", 0, "v", 1, err, sizeof(err)),
+                         SG_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err, "g-orders-changelog [0] offset 0"));
+        /* the restore's transaction is gone: a batch can begin */
+        watchdog(3);
+        ev_t b[] = {EV("A", "e1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&h, b, 1), 1);
+        alarm(0);
+        h_free(&h);
+}
+END_TEST
+
+/* A changelog record that does not decode (here a parked event whose header
+ * block claims 2^32-1 headers) stops the partition's restore right there,
+ * with an error naming the changelog, partition and offset; it is never
+ * restored to fail every later batch that drains it. */
+START_TEST(restore_refuses_corrupt_parked_record) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_free(&a);
+        int64_t bad = -1;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                if (changelog[i].key[0] == SG_DB_PARKED)
+                        bad = (int64_t)i;
+        ck_assert_int_ge(bad, 0);
+        /* parked value: 3 × i64 | key hash | type | key | value | headers,
+         * each a u32 length and its bytes; find the header block */
+        clrec_t *c = &changelog[bad];
+        size_t off = 56;
+        for (int f = 0; f < 3; f++) {
+                uint32_t l = ((uint32_t)c->value[off] << 24) |
+                             ((uint32_t)c->value[off + 1] << 16) |
+                             ((uint32_t)c->value[off + 2] << 8) |
+                             c->value[off + 3];
+                off += 4 + (l == UINT32_MAX ? 0 : l);
+        }
+        memset(c->value + off + 4, 0xff, 4);
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        sg_err_t e = SG_OK;
+        int64_t o;
+        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
+                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
+                                         changelog[o].key, changelog[o].key_len,
+                                         changelog[o].tombstone
+                                             ? NULL
+                                             : changelog[o].value,
+                                         changelog[o].value_len, err,
+                                         sizeof(err));
+        ck_assert_int_eq(e, SG_ERR_INVALID);
+        ck_assert_int_eq(o - 1, bad);
+        char want[64];
+        snprintf(want, sizeof(want), "g-orders-changelog [0] offset %" PRId64,
+                 bad);
+        ck_assert_msg(strstr(err, want) != NULL, "error: %s", err);
+        ck_assert_ptr_nonnull(strstr(err, "header"));
+        ck_assert_uint_eq(sg_store_txns_open(b.store, false), 0);
+        h_free(&b);
+}
+END_TEST
+
+/* A restored meta record carries the partition's processing clock, which
+ * the engine's clock never goes below: one far in the future (here near
+ * INT64_MAX) would make every deadline and TTL computed from it overflow.
+ * It does not decode: times end with the year 9999. */
+START_TEST(restore_refuses_clock_past_year_9999) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 1), 1);
+        h_free(&a);
+        int64_t bad = -1;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                if (changelog[i].key[0] == SG_DB_META && !changelog[i].tombstone)
+                        bad = (int64_t)i;
+        ck_assert_int_ge(bad, 0);
+        /* meta value: group length, 255 group bytes, input offset,
+         * changelog offset, clock (big-endian i64 at byte 272) */
+        unsigned char *clock = changelog[bad].value + 256 + 16;
+        clock[0] = 0x7f;
+        memset(clock + 1, 0xff, 6);
+        clock[7] = 0x00;
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t from = -1;
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        sg_err_t e = SG_OK;
+        int64_t o;
+        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
+                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
+                                         changelog[o].key, changelog[o].key_len,
+                                         changelog[o].tombstone
+                                             ? NULL
+                                             : changelog[o].value,
+                                         changelog[o].value_len, err,
+                                         sizeof(err));
+        ck_assert_msg(e == SG_ERR_INVALID, "restored (%s)", sg_err2str(e));
+        ck_assert_int_eq(o - 1, bad);
+        ck_assert_msg(strstr(err, "clock") != NULL, "error: %s", err);
+        h_free(&b);
+}
+END_TEST
+
+/* The meta write of a new partition's assignment fails (map full): the
+ * assignment's transaction is gone, so the map can grow and the
+ * assignment succeed the second time, as the Kafka loop retries it. */
+START_TEST(assign_meta_write_fails_closes_txn) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        int64_t off;
+        sg_store_fault_inject(h.store, SG_STORE_OP_PUT, 1, MDB_MAP_FULL);
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off,
+                                       err, sizeof(err)),
+                         SG_ERR_MAP_FULL);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(h.store, false), 0);
+        sg_store_fault_inject(h.store, 0, 0, 0);
+        ck_assert_int_eq(h.proc.grow(h.proc.opaque, err, sizeof(err)), SG_OK);
+        watchdog(3);
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off,
+                                       err, sizeof(err)),
+                         SG_OK);
+        alarm(0);
+        ck_assert_int_eq(off, -1);
+        h_free(&h);
+}
+END_TEST
+
+/* A record of a partition the loop never assigned (here inside a batch,
+ * whose write transaction is open) is refused with a reason: the engine
+ * neither adopts the partition behind the loop's back (no restore) nor
+ * begins a second write transaction, which would wait for the batch's own
+ * forever. */
+static void unassigned_partition_refused(const char *root) {
+        h_t h = {.root = root};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_id", "e1", 2},
+                            {"ce_source", "/shop", 5},
+                            {"ce_type", "t", 1},
+                            {"ce_sequence", "1", 1}};
+        sg_record_t rec = {.topic = "orders", .partition = 7, .offset = 0,
+                           .key = "A", .key_len = 1, .value = "e1",
+                           .value_len = 2, .headers = hd, .header_cnt = 5};
+        sg_process_result_t r;
+        watchdog(3);
+        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
+                                        sizeof(err)),
+                         SG_ERR_INVALID);
+        alarm(0);
+        ck_assert_msg(strstr(err, "orders [7]") && strstr(err, "not assigned"),
+                      "error: %s", err);
+        ck_assert_uint_eq(sg_store_txns_open(h.store, true), 1);
+        h.proc.batch_abort(h.proc.opaque);
+        h_free(&h);
+}
+
+START_TEST(record_of_unassigned_partition_refused) {
+        unassigned_partition_refused(NULL);
+        unassigned_partition_refused("\"guarantee\":\"exactly_once\",");
+}
+END_TEST
 
 START_TEST(operator_release_of_quarantine) {
         h_t h = {0};
@@ -1672,11 +1900,14 @@ Suite *engine_suite(void) {
         tcase_add_test(life, restart_keeps_state);
         tcase_add_test(life, foreign_group_refused);
         tcase_add_test(life, key_fingerprint_change_refused);
+        tcase_add_test(life, assign_meta_write_fails_closes_txn);
+        tcase_add_test(life, record_of_unassigned_partition_refused);
         tcase_add_test(life, dlq_headers_complete);
         suite_add_tcase(s, life);
         TCase *snap = tcase_create("snapshot");
         tcase_add_test(snap, snapshot_kafka_resolves_gap);
         tcase_add_test(snap, snapshot_late_and_unknown_replies);
+        tcase_add_test(snap, snapshot_reply_version_judged_by_text);
         tcase_add_test(snap, snapshot_retries_then_policy_then_release);
         tcase_add_test(snap, snapshot_new_aggregate_and_state);
         tcase_add_test(snap, snapshot_max_in_flight_and_cancel);
@@ -1685,6 +1916,9 @@ Suite *engine_suite(void) {
         suite_add_tcase(s, snap);
         TCase *eos = tcase_create("exactly_once");
         tcase_add_test(eos, eos_store_follows_partition_through_changelog);
+        tcase_add_test(eos, restore_empty_key_closes_txn);
+        tcase_add_test(eos, restore_refuses_corrupt_parked_record);
+        tcase_add_test(eos, restore_refuses_clock_past_year_9999);
         suite_add_tcase(s, eos);
         return s;
 }

@@ -9,9 +9,9 @@
  * the encoding, of the value, or of the canonical subtree), never pasted.
  */
 #include "envelope.h"
+#include "json.h"
 
 #include <check.h>
-#include <cjson/cJSON.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -678,6 +678,126 @@ START_TEST(test_version_parse_table)
 }
 END_TEST
 
+/*
+ * A JSON number is a version only when its text is a non-negative integer
+ * that a double holds exactly: no fraction, no exponent, at most 2^53
+ * (semantics §2). Before, the number went through a double, so
+ * 9007199254740993 was read as 9007199254740992 and 2.0 or 3e0 passed as
+ * integers. Strings keep the strict decimal rule, up to 2^64 - 1.
+ */
+START_TEST(test_version_json_number_text)
+{
+        static const char *const bad[] = {
+                "9007199254740993", "9007199254740994", "18446744073709551615",
+                "18446744073709551616", "99999999999999999999", "2.0", "3e0",
+                "1E1", "1e+1", "0.0", "0e0", "-0", "-1", "1.5", "10.00",
+        };
+        static const struct {
+                const char *text;
+                uint64_t v;
+        } good[] = {
+                {"0", 0}, {"1", 1}, {"42", 42}, {"9007199254740991", 9007199254740991ULL},
+                {"9007199254740992", 9007199254740992ULL},
+                {"\"9007199254740993\"", 9007199254740993ULL},
+                {"\"18446744073709551615\"", UINT64_MAX},
+        };
+        tcfg_t t, tj;
+        trec_t r;
+        sg_envelope_t env;
+        char v[256];
+
+        cfg_ce(&t);
+        cfg_json(&tj);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                /* a structured CloudEvent's sequence member */
+                snprintf(v, sizeof(v),
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                         "\"type\":\"t\",\"sequence\":%s}",
+                         bad[i]);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "content-type", "application/cloudevents+json");
+                expect_invalid(&t, &r, "version", bad[i]);
+                ck_assert_msg(strstr(errbuf, "2^53"), "detail \"%s\"", errbuf);
+                /* plain JSON by JSON Pointer */
+                snprintf(v, sizeof(v),
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%s}}",
+                         bad[i]);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "tenant", "acme");
+                expect_invalid(&tj, &r, "version", bad[i]);
+        }
+        sg_envelope_init(&env);
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                snprintf(v, sizeof(v),
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                         "\"type\":\"t\",\"sequence\":%s}",
+                         good[i].text);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "content-type", "application/cloudevents+json");
+                expect_ok(&t, &r, &env);
+                ck_assert_uint_eq(env.version, good[i].v);
+                snprintf(v, sizeof(v),
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%s}}",
+                         good[i].text);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "tenant", "acme");
+                expect_ok(&tj, &r, &env);
+                ck_assert_uint_eq(env.version, good[i].v);
+        }
+        sg_envelope_clear(&env);
+}
+END_TEST
+
+/*
+ * A JSON number read as a string field (a numeric order_id as the aggregate
+ * id) is judged by its text too: an integer (no fraction, no exponent) of at
+ * most 2^53 in magnitude, taken as written. Before, 9007199254740993 became
+ * "9007199254740992" (two orders, one aggregate) and 4711.0 became "4711".
+ */
+START_TEST(test_text_field_json_number_text)
+{
+        static const char *const bad[] = {
+                "9007199254740993", "-9007199254740993", "4711.0", "4.711e3",
+                "1e2", "0.5", "123456789012345678901234567890",
+        };
+        static const struct {
+                const char *text, *want;
+        } good[] = {
+                {"4711", "4711"}, {"-12", "-12"}, {"0", "0"}, {"-0", "0"},
+                {"9007199254740992", "9007199254740992"},
+                {"-9007199254740992", "-9007199254740992"},
+        };
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        char v[256];
+
+        cfg_json(&t);
+        t.tc.aggregate = src(SG_SRC_POINTER, "/order_id");
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                snprintf(v, sizeof(v),
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
+                         "\"order_id\":%s}",
+                         bad[i]);
+                rec_init(&r, NULL, v);
+                rec_hdr(&r, "tenant", "acme");
+                expect_invalid(&t, &r, "aggregate id", "JSON Pointer /order_id");
+        }
+        sg_envelope_init(&env);
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                snprintf(v, sizeof(v),
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
+                         "\"order_id\":%s}",
+                         good[i].text);
+                rec_init(&r, NULL, v);
+                rec_hdr(&r, "tenant", "acme");
+                expect_ok(&t, &r, &env);
+                ck_assert_str_eq(env.aggregate, good[i].want);
+        }
+        sg_envelope_clear(&env);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Field contents: size, UTF-8, key                                     */
 /* ------------------------------------------------------------------ */
@@ -1014,20 +1134,352 @@ START_TEST(test_digest_pointer_errors)
                           "\"type\":\"t\",\"sequence\":\"1\"}");
         expect_invalid(&t, &r, "digest", "/data");
 
-        /* Binary mode: the pointer is into the value, which must be JSON. */
+        /* Binary mode: the value is the data, so a pointer into it needs
+         * JSON (test_binary_data_pointer has the rest). */
+        t.tc.digest_pointer = "/data/a";
         rec_binary(&r, "k", "e", "src", "t", "1");
         r.rec.value = "garbage";
         r.rec.value_len = 7;
         expect_invalid(&t, &r, "digest", "not valid JSON");
 
+        /* ... and names the data, not a member called "data" in it. */
+        t.tc.digest_pointer = "/data";
         rec_binary(&r, "k", "e", "src", "t", "1");
         r.rec.value = "{\"data\":{\"y\":1,\"x\":2},\"noise\":3}";
         r.rec.value_len = strlen(r.rec.value);
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
-        sg_sha256("{\"x\":2,\"y\":1}", 13, want);
+        {
+                static const char c[] = "{\"data\":{\"x\":2,\"y\":1},\"noise\":3}";
+                sg_sha256(c, strlen(c), want);
+        }
         ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
         sg_envelope_clear(&env);
+
+        /* Binary mode has no "whole event" JSON: only /data names data. */
+        t.tc.digest_pointer = "/id";
+        expect_invalid(&t, &r, "digest", "only /data");
+}
+END_TEST
+
+/*
+ * A JSON Pointer names a place in the CloudEvent, whichever content mode
+ * carries it (semantics §2): in binary mode the record value IS the event's
+ * data, so "/data" is the whole value and "/data/x" points into it, and
+ * "/ATTR" is the attribute (the ce_ATTR header). Before, "/data" was looked
+ * up inside the value, so examples/orders.json (digest "/data")
+ * dead-lettered every binary-mode event as malformed.
+ */
+START_TEST(test_binary_data_pointer)
+{
+        static const char data[] = "{ \"b\": [1, 2.50], \"a\": {\"y\": 1, \"x\": 9007199254740993} }";
+        static const char canon[] = "{\"a\":{\"x\":9007199254740993,\"y\":1},\"b\":[1,2.50]}";
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN], bin[SG_HASH_LEN];
+
+        cfg_ce(&t);
+        t.tc.digest_pointer = "/data";
+        sg_envelope_init(&env);
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = data;
+        r.rec.value_len = strlen(data);
+        expect_ok(&t, &r, &env);
+        sg_sha256(canon, strlen(canon), want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        memcpy(bin, env.digest, SG_HASH_LEN);
+
+        /* The same event in structured mode has the same digest. */
+        {
+                char v[512];
+                snprintf(v, sizeof(v),
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"src\","
+                         "\"type\":\"t\",\"sequence\":\"1\",\"time\":\"now\","
+                         "\"data\":%s}",
+                         data);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "content-type", "application/cloudevents+json");
+                expect_ok(&t, &r, &env);
+                ck_assert_mem_eq(env.digest, bin, SG_HASH_LEN);
+        }
+
+        /* "/data/x" points into the value. */
+        t.tc.digest_pointer = "/data/a";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = data;
+        r.rec.value_len = strlen(data);
+        expect_ok(&t, &r, &env);
+        sg_sha256("{\"x\":9007199254740993,\"y\":1}", 28, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/b/1";
+        expect_ok(&t, &r, &env);
+        sg_sha256("2.50", 4, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/missing";
+        expect_invalid(&t, &r, "digest", "/data/missing");
+
+        /* Data that is not JSON (Avro, protobuf, text): "/data" is the value's
+         * bytes. A canonical form is always JSON, so no such value can share
+         * a digest with a JSON one. "/data/x" needs JSON. */
+        t.tc.digest_pointer = "/data";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = "\x00\x01not json";
+        r.rec.value_len = 10;
+        expect_ok(&t, &r, &env);
+        sg_sha256("\x00\x01not json", 10, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        t.tc.digest_pointer = "/data/a";
+        expect_invalid(&t, &r, "digest", "not valid JSON");
+
+        /* A null value is an event without data: nothing to digest. */
+        t.tc.digest_pointer = "/data";
+        rec_binary(&r, "k", "e", "src", "t", "1");
+        r.rec.value = NULL;
+        r.rec.value_len = 0;
+        expect_invalid(&t, &r, "digest", "no data");
+
+        /* Field sources: "/data/..." in the value, "/ATTR" is ce_ATTR. */
+        cfg_ce(&t);
+        t.tc.aggregate = src(SG_SRC_POINTER, "/data/order");
+        t.tc.id = src(SG_SRC_POINTER, "/id");
+        t.tc.version = src(SG_SRC_POINTER, "/sequence");
+        t.tc.type = src(SG_SRC_POINTER, "/type");
+        t.scope[0] = src(SG_SRC_POINTER, "/subject");
+        rec_binary(&r, NULL, "evt-1", "src", "order.paid", "7");
+        rec_hdr(&r, "ce_subject", "orders/o-1");
+        r.rec.value = "{\"order\":\"o-1\",\"amount\":5}";
+        r.rec.value_len = strlen(r.rec.value);
+        expect_ok(&t, &r, &env);
+        ck_assert_str_eq(env.aggregate, "o-1");
+        ck_assert_str_eq(env.id, "evt-1");
+        ck_assert_uint_eq(env.version, 7);
+        ck_assert_str_eq(env.type, "order.paid");
+        {
+                const char *parts[] = {"orders", "orders/o-1", "evt-1"};
+                key_hash_of(parts, 3, want);
+                ck_assert_mem_eq(env.key_hash, want, SG_HASH_LEN);
+        }
+        /* An attribute has no members; a missing attribute is missing. */
+        t.tc.type = src(SG_SRC_POINTER, "/type/x");
+        expect_invalid(&t, &r, "type", "missing");
+        t.tc.type = src(SG_SRC_POINTER, "/nosuchattr");
+        expect_invalid(&t, &r, "type", "ce_nosuchattr header");
+        sg_envelope_clear(&env);
+}
+END_TEST
+
+/*
+ * examples/orders.json (digest "/data") reads a binary-mode CloudEvent: the
+ * example a user copies must not dead-letter every event.
+ */
+START_TEST(test_example_orders_binary)
+{
+        const char *root = getenv("SG_SOURCE_ROOT");
+        char path[4096], err[512];
+        sg_config_t *conf = NULL;
+        const sg_topic_config_t *tc;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN];
+
+        ck_assert_msg(root != NULL, "SG_SOURCE_ROOT must name the repository");
+        snprintf(path, sizeof(path), "%s/examples/orders.json", root);
+        ck_assert_msg(sg_config_load(path, &conf, err, sizeof(err)) == SG_OK,
+                      "%s: %s", path, err);
+        tc = sg_config_topic(conf, "orders");
+        ck_assert_ptr_nonnull(tc);
+        ck_assert_str_eq(tc->digest_pointer, "/data");
+        rec_binary(&r, "order-1", "evt-1", "/shop", "order.created", "1");
+        sg_envelope_init(&env);
+        ck_assert_msg(sg_envelope_parse(tc, &r.rec, &env, errbuf, sizeof(errbuf)) ==
+                              SG_OK,
+                      "binary event refused: %s", errbuf);
+        sg_sha256("{\"amount\":10}", 13, want);
+        ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
+        sg_envelope_clear(&env);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/*
+ * The canonical form keeps every value exactly (semantics §2): payloads
+ * whose numbers differ in any digit, in their fraction or exponent text, or
+ * only beyond what a double holds get different digests; whitespace and
+ * member order do not count. Before numbers kept their text, 2^53 + 1 was
+ * read as 2^53 and a different payload was dropped as a duplicate.
+ */
+START_TEST(test_digest_keeps_number_text)
+{
+        static const char *const differ[][2] = {
+                {"9007199254740993", "9007199254740992"}, /* beyond 2^53 */
+                {"18446744073709551617", "18446744073709551616"},
+                {"0.10000000000000000001", "0.1"},        /* beyond 17 digits */
+                {"3.14159265358979323846", "3.14159265358979323847"},
+                {"1.0", "1.00"},
+                {"1.0", "1"},
+                {"1e2", "100"},
+                {"1E2", "1e2"},
+                {"1e+2", "1e2"},
+                {"-0", "0"},
+                {"1e400", "1e401"}, /* both overflow a double */
+                {"-1e400", "1e400"},
+        };
+        tcfg_t t;
+        unsigned char d1[SG_HASH_LEN], d2[SG_HASH_LEN], want[SG_HASH_LEN];
+        char v[256], c[128];
+
+        cfg_ce(&t);
+        t.tc.digest_pointer = "/data";
+        for (size_t i = 0; i < sizeof(differ) / sizeof(differ[0]); i++) {
+                for (int k = 0; k < 2; k++) {
+                        snprintf(v, sizeof(v),
+                                 "{\"specversion\":\"1.0\",\"id\":\"e\","
+                                 "\"source\":\"s\",\"type\":\"t\",\"sequence\":\"1\","
+                                 "\"data\":{\"amount\":%s}}",
+                                 differ[i][k]);
+                        digest_of(&t, v, true, k ? d2 : d1);
+                        /* the digest is of the number text as written */
+                        snprintf(c, sizeof(c), "{\"amount\":%s}", differ[i][k]);
+                        sg_sha256(c, strlen(c), want);
+                        ck_assert_msg(memcmp(k ? d2 : d1, want, SG_HASH_LEN) == 0,
+                                      "%s: digest is not that of %s", differ[i][k], c);
+                }
+                ck_assert_msg(memcmp(d1, d2, SG_HASH_LEN) != 0,
+                              "%s and %s got the same digest", differ[i][0],
+                              differ[i][1]);
+        }
+
+        /* Whitespace and member order only: the same digest, numbers kept. */
+        digest_of(&t, EV("x", "{ \"b\" : [ 1.50 , 2e-3 ] ,\n\t\"a\" : 9007199254740993 }"),
+                  true, d1);
+        digest_of(&t, EV("y", "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}"), true,
+                  d2);
+        ck_assert_mem_eq(d1, d2, SG_HASH_LEN);
+        {
+                static const char c2[] = "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}";
+                sg_sha256(c2, strlen(c2), want);
+        }
+        ck_assert_mem_eq(d1, want, SG_HASH_LEN);
+
+        /* A scalar subtree is its own text. */
+        t.tc.digest_pointer = "/data/n";
+        digest_of(&t, EV("x", "{\"n\":123456789012345678901234567890}"), true, d1);
+        sg_sha256("123456789012345678901234567890", 30, want);
+        ck_assert_mem_eq(d1, want, SG_HASH_LEN);
+}
+END_TEST
+
+/*
+ * Equal strings get one escape form (semantics §2, README "Canonical JSON"):
+ * escapes are decoded, and written back the way RFC 8785 §3.2.2.2 writes
+ * them: \" \\ \b \f \n \r \t, \u00xx for the other control characters,
+ * every other character as its UTF-8 bytes.
+ */
+START_TEST(test_digest_string_forms)
+{
+        static const struct {
+                const char *a, *b, *canon;
+        } same[] = {
+                {"\"\\u0041\"", "\"A\"", "\"A\""},
+                {"\"\\/\"", "\"/\"", "\"/\""},
+                {"\"\\u00e9\"", "\"\xc3\xa9\"", "\"\xc3\xa9\""},
+                {"\"\\u00E9\"", "\"\\u00e9\"", "\"\xc3\xa9\""},
+                {"\"\\ud83d\\ude00\"", "\"\xf0\x9f\x98\x80\"", "\"\xf0\x9f\x98\x80\""},
+                {"\"\\u000a\"", "\"\\n\"", "\"\\n\""},
+                {"\"\\u0008\\u0009\\u000c\\u000d\"", "\"\\b\\t\\f\\r\"",
+                 "\"\\b\\t\\f\\r\""},
+                {"\"\\u001f\"", "\"\\u001F\"", "\"\\u001f\""},
+                {"\"\\u0022\\u005c\"", "\"\\\"\\\\\"", "\"\\\"\\\\\""},
+                {"\"\\u007f\"", "\"\x7f\"", "\"\x7f\""},
+                {"\"\\u2028\"", "\"\xe2\x80\xa8\"", "\"\xe2\x80\xa8\""},
+                {"{\"\\u0061\":1}", "{\"a\":1}", "{\"a\":1}"},
+        };
+        tcfg_t t;
+        unsigned char d1[SG_HASH_LEN], d2[SG_HASH_LEN], want[SG_HASH_LEN];
+        char v[256];
+
+        cfg_ce(&t);
+        t.tc.digest_pointer = "/data";
+        for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+                snprintf(v, sizeof(v), EV("x", "%s"), same[i].a);
+                digest_of(&t, v, true, d1);
+                snprintf(v, sizeof(v), EV("x", "%s"), same[i].b);
+                digest_of(&t, v, true, d2);
+                sg_sha256(same[i].canon, strlen(same[i].canon), want);
+                ck_assert_msg(memcmp(d1, want, SG_HASH_LEN) == 0,
+                              "case %zu: %s is not digested as %s", i, same[i].a,
+                              same[i].canon);
+                ck_assert_msg(memcmp(d2, want, SG_HASH_LEN) == 0,
+                              "case %zu: %s is not digested as %s", i, same[i].b,
+                              same[i].canon);
+        }
+}
+END_TEST
+
+/*
+ * JSON that has no single reading is malformed wherever seqgate parses it:
+ * a member name twice in one object (which one does a consumer see?), a
+ * lone UTF-16 surrogate escape, bytes that are not UTF-8 (RFC 8259 §8.1).
+ * Before, duplicates were kept in both orders (two digests for one value,
+ * and the first "sequence" read while a consumer may read the last).
+ */
+START_TEST(test_json_ambiguous_refused)
+{
+        static const struct {
+                const char *data, *why;
+        } bad[] = {
+                {"{\"a\":1,\"a\":2}", "duplicate member name \"a\""},
+                {"{\"x\":{\"a\":1,\"b\":2,\"a\":1}}", "duplicate member name \"a\""},
+                {"[{\"a\\u0062\":1,\"ab\":2}]", "duplicate member name \"ab\""},
+                {"\"\\ud800\"", "surrogate"},
+                {"\"\\udc00\"", "surrogate"},
+                {"\"\\ud800\\u0041\"", "surrogate"},
+                {"\"\\ud800x\"", "surrogate"},
+                {"\"\\ude00\\ud83d\"", "surrogate"},
+                {"\"\xc0\xaf\"", "UTF"},
+                {"\"\xed\xa0\x80\"", "UTF"},
+                {"\"\xff\"", "UTF"},
+        };
+        tcfg_t t;
+        trec_t r;
+        char v[256];
+
+        cfg_ce(&t);
+        t.tc.digest_pointer = "/data";
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                snprintf(v, sizeof(v), EV("x", "%s"), bad[i].data);
+                rec_init(&r, "k", v);
+                rec_hdr(&r, "content-type", "application/cloudevents+json");
+                expect_invalid(&t, &r, "not valid JSON", bad[i].why);
+        }
+        /* A duplicate envelope member: seqgate must not read one sequence
+         * while a consumer reads the other. */
+        cfg_ce(&t);
+        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                          "\"type\":\"t\",\"sequence\":\"1\",\"sequence\":\"2\"}");
+        rec_hdr(&r, "content-type", "application/cloudevents+json");
+        expect_invalid(&t, &r, "duplicate member name \"sequence\"", NULL);
+}
+END_TEST
+
+/*
+ * A JSON string is taken with its length: "a\u0000b" is three bytes with a
+ * NUL, refused for an id like a NUL in a header. Before, the id was cut at
+ * the NUL ("a"), so "a\u0000b" and "a\u0000c" were one idempotency key.
+ */
+START_TEST(test_json_string_with_nul)
+{
+        tcfg_t t;
+        trec_t r;
+
+        cfg_json(&t);
+        rec_init(&r, "k", "{\"id\":\"a\\u0000b\",\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_hdr(&r, "tenant", "acme");
+        expect_invalid(&t, &r, "id", "NUL");
+        rec_init(&r, "k", "{\"id\":\"p\",\"type\":\"t\\u0000\",\"meta\":{\"version\":1}}");
+        rec_hdr(&r, "tenant", "acme");
+        expect_invalid(&t, &r, "type", "NUL");
 }
 END_TEST
 
@@ -1035,102 +1487,254 @@ END_TEST
 /* JSON Pointer and canonical JSON                                      */
 /* ------------------------------------------------------------------ */
 
+/* Canonical text of @p pointer in @p json, or NULL when refused. */
+static char *canon_at(const char *json, const char *pointer)
+{
+        char *out = NULL, err[256];
+        size_t len = 0;
+        sg_err_t e = sg_json_canonicalize(json, strlen(json), pointer, &out, &len,
+                                          err, sizeof(err));
+
+        if (e != SG_OK) {
+                ck_assert_int_eq(e, SG_ERR_INVALID);
+                ck_assert_ptr_null(out);
+                check_detail(err);
+                return NULL;
+        }
+        ck_assert_uint_eq(strlen(out), len);
+        return out;
+}
+
 START_TEST(test_json_pointer)
 {
-        cJSON *doc = cJSON_Parse(
+        static const char doc[] =
                 "{\"a/b\":1,\"m~n\":2,\"arr\":[10,20,30],\"\":5,\" \":7,"
-                "\"~1\":9,\"01\":8,\"nested\":{\"x\":{\"y\":\"z\"}},\"dup\":1,"
-                "\"dup\":2}");
-        cJSON *n;
+                "\"~1\":9,\"01\":8,\"nested\":{\"x\":{\"y\":\"z\"}},"
+                "\"n\\u0000ul\":6}";
+        static const struct {
+                const char *ptr, *want;
+        } at[] = {
+                {"/a~1b", "1"},
+                {"/m~0n", "2"},
+                {"/~01", "9"}, /* ~01 is "~1", not "/" (RFC 6901 §4) */
+                {"/arr/0", "10"},
+                {"/arr/2", "30"},
+                {"/", "5"},
+                {"/ ", "7"},
+                {"/01", "8"}, /* object members may look like indices */
+                {"/nested/x/y", "\"z\""},
+                {"/nested/x", "{\"y\":\"z\"}"},
+                {"/arr", "[10,20,30]"},
+        };
+        static const char *const absent[] = {
+                "/arr/3", "/arr/-", "/arr/01", "/arr/00", "/arr/ 1", "/arr/1a",
+                "/arr/", "/arr/-1", "/arr/18446744073709551616",
+                "/arr/99999999999999999999999999", "/a/b", "/m~2n", "/m~", "/~",
+                "/nested/x/y/z", "/nested/x/q", "/missing", "arr", "#/arr",
+                "/nul", /* "n\u0000ul" is 4 bytes; no C pointer names it */
+        };
+        char *c;
 
-        ck_assert_ptr_nonnull(doc);
-        ck_assert_ptr_eq(sg_json_pointer_get(doc, ""), doc);
-
-#define NUM_AT(ptr, want)                                               \
-        do {                                                            \
-                n = sg_json_pointer_get(doc, ptr);                      \
-                ck_assert_msg(n && cJSON_IsNumber(n) && n->valuedouble == (want), \
-                              "pointer %s", ptr);                       \
-        } while (0)
-#define ABSENT(ptr) ck_assert_msg(!sg_json_pointer_get(doc, ptr), "pointer %s resolved", ptr)
-
-        NUM_AT("/a~1b", 1);
-        NUM_AT("/m~0n", 2);
-        NUM_AT("/~01", 9); /* ~01 is "~1", not "/" (RFC 6901 §4) */
-        NUM_AT("/arr/0", 10);
-        NUM_AT("/arr/2", 30);
-        NUM_AT("/", 5);
-        NUM_AT("/ ", 7);
-        NUM_AT("/01", 8); /* object members may look like indices */
-        NUM_AT("/dup", 1);
-        n = sg_json_pointer_get(doc, "/nested/x/y");
-        ck_assert(n && cJSON_IsString(n));
-        ck_assert_str_eq(n->valuestring, "z");
-        ck_assert_ptr_eq(sg_json_pointer_get(doc, "/nested/x"),
-                         cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "nested"), "x"));
-
-        ABSENT("/arr/3");
-        ABSENT("/arr/-");
-        ABSENT("/arr/01");
-        ABSENT("/arr/00");
-        ABSENT("/arr/ 1");
-        ABSENT("/arr/1a");
-        ABSENT("/arr/");
-        ABSENT("/arr/-1");
-        ABSENT("/arr/18446744073709551616");
-        ABSENT("/arr/99999999999999999999999999");
-        ABSENT("/a/b");
-        ABSENT("/m~2n");
-        ABSENT("/m~");
-        ABSENT("/~");
-        ABSENT("/nested/x/y/z");
-        ABSENT("/nested/x/q");
-        ABSENT("/missing");
-        ABSENT("arr");
-        ABSENT("#/arr");
-        ck_assert_ptr_null(sg_json_pointer_get(NULL, ""));
-        ck_assert_ptr_null(sg_json_pointer_get(doc, NULL));
-#undef NUM_AT
-#undef ABSENT
-        cJSON_Delete(doc);
+        for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+                c = canon_at(doc, at[i].ptr);
+                ck_assert_msg(c && strcmp(c, at[i].want) == 0, "pointer %s: %s",
+                              at[i].ptr, c ? c : "(refused)");
+                free(c);
+        }
+        for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++) {
+                c = canon_at(doc, absent[i]);
+                ck_assert_msg(!c, "pointer %s resolved to %s", absent[i], c);
+        }
+        c = canon_at(doc, "");
+        ck_assert_ptr_nonnull(c);
+        ck_assert_str_eq(c, "{\"\":5,\" \":7,\"01\":8,\"a/b\":1,\"arr\":[10,20,30],"
+                            "\"m~n\":2,\"n\\u0000ul\":6,\"nested\":{\"x\":{\"y\":\"z\"}},"
+                            "\"~1\":9}");
+        free(c);
 }
 END_TEST
 
 START_TEST(test_json_canonical)
 {
-        const char *in = "{ \"b\": 1, \"a\": {\"d\": [ {\"z\": 1, \"y\": \"s\"}, 3 ],"
-                         " \"c\": null}, \"B\": true, \"\": [] }";
-        cJSON *doc = cJSON_Parse(in), *again;
-        char *c1, *c2, *orig_before, *orig_after;
+        static const char in[] =
+                " { \"b\": 1, \"a\": {\"d\": [ {\"z\": 1, \"y\": \"s\"}, 3 ],"
+                " \"c\": null}, \"B\": true, \"\": [], \"e\": {}, \"f\": false } ";
+        static const char want[] =
+                "{\"\":[],\"B\":true,\"a\":{\"c\":null,\"d\":[{\"y\":\"s\",\"z\":1},3]},"
+                "\"b\":1,\"e\":{},\"f\":false}";
+        char *c1, *c2;
 
-        ck_assert_ptr_nonnull(doc);
-        orig_before = cJSON_PrintUnformatted(doc);
-        c1 = sg_json_canonical(doc);
-        ck_assert_ptr_nonnull(c1);
         /* Keys in byte order ("" < "B" < "a" < "b"), arrays untouched. */
-        ck_assert_str_eq(c1, "{\"\":[],\"B\":true,\"a\":{\"c\":null,\"d\":"
-                             "[{\"y\":\"s\",\"z\":1},3]},\"b\":1}");
-        /* Idempotent, and the input is not modified. */
-        again = cJSON_Parse(c1);
-        c2 = sg_json_canonical(again);
+        c1 = canon_at(in, "");
+        ck_assert_ptr_nonnull(c1);
+        ck_assert_str_eq(c1, want);
+        /* Idempotent. */
+        c2 = canon_at(c1, "");
         ck_assert_str_eq(c1, c2);
-        orig_after = cJSON_PrintUnformatted(doc);
-        ck_assert_str_eq(orig_before, orig_after);
-        /* A subtree prints without its member name. */
         free(c2);
-        c2 = sg_json_canonical(cJSON_GetObjectItem(doc, "a"));
+        /* A subtree prints without its member name. */
+        c2 = canon_at(in, "/a");
         ck_assert_str_eq(c2, "{\"c\":null,\"d\":[{\"y\":\"s\",\"z\":1},3]}");
         free(c2);
-        c2 = sg_json_canonical(cJSON_GetObjectItem(doc, "b"));
+        c2 = canon_at(in, "/b");
         ck_assert_str_eq(c2, "1");
-        ck_assert_ptr_null(sg_json_canonical(NULL));
-
-        free(c1);
         free(c2);
-        free(orig_before);
-        free(orig_after);
-        cJSON_Delete(again);
-        cJSON_Delete(doc);
+        free(c1);
+
+        /* Names sort by UTF-8 bytes: U+00E9 (c3 a9) < U+FF21 (ef bc a1) <
+         * U+1F600 (f0 9f 98 80), also when escaped; RFC 8785's UTF-16
+         * order would put U+1F600 (d83d de00) before U+FF21. */
+        c1 = canon_at("{\"\\ud83d\\ude00\":3,\"\\uff21\":2,\"\xc3\xa9\":1,\"z\":0}", "");
+        ck_assert_str_eq(c1, "{\"z\":0,\"\xc3\xa9\":1,\"\xef\xbc\xa1\":2,"
+                             "\"\xf0\x9f\x98\x80\":3}");
+        free(c1);
+        /* Shorter names first when one is a prefix of the other. */
+        c1 = canon_at("{\"ab\":1,\"a\":2,\"a\\u0000\":3}", "");
+        ck_assert_str_eq(c1, "{\"a\":2,\"a\\u0000\":3,\"ab\":1}");
+        free(c1);
+        /* Scalars at the top, numbers as written. */
+        c1 = canon_at(" -0.0e-0 ", "");
+        ck_assert_str_eq(c1, "-0.0e-0");
+        free(c1);
+        c1 = canon_at("\"\\u0000\\u001f\\u0020\"", "");
+        ck_assert_str_eq(c1, "\"\\u0000\\u001f \"");
+        free(c1);
+        /* Large input: many members (the sort is not the insertion sort). */
+        {
+                char big[4096];
+                size_t o = 0;
+                big[o++] = '{';
+                for (int i = 99; i >= 0; i--)
+                        o += (size_t)snprintf(big + o, sizeof(big) - o, "%s\"k%02d\":%d",
+                                              i == 99 ? "" : ",", i, i);
+                big[o++] = '}';
+                big[o] = '\0';
+                c1 = canon_at(big, "");
+                ck_assert_ptr_nonnull(c1);
+                ck_assert(strncmp(c1, "{\"k00\":0,\"k01\":1,", 17) == 0);
+                ck_assert(strstr(c1, "\"k98\":98,\"k99\":99}"));
+                free(c1);
+                /* and a duplicate among them */
+                memcpy(big + 2, "k50", 3); /* "k99" becomes "k50" */
+                ck_assert_ptr_null(canon_at(big, ""));
+        }
+}
+END_TEST
+
+/* Empty containers, first in a fresh document (fuzz_envelope found
+ * cb_end_map offsetting a NULL member-order array by zero: UB). */
+START_TEST(test_json_empty_containers)
+{
+        static const char *const same[] = {"{}", "[]", "[{}]", "{\"a\":{}}",
+                                           "[[],{},[{}]]"};
+
+        for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+                char *c = canon_at(same[i], "");
+                ck_assert_msg(c && strcmp(c, same[i]) == 0, "%s: %s", same[i],
+                              c ? c : "(refused)");
+                free(c);
+        }
+}
+END_TEST
+
+/* What sg_json_parse refuses: not RFC 8259, and the ambiguous forms. */
+START_TEST(test_json_strict)
+{
+        static const char *const bad[] = {
+                "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "-", "1e",
+                "+1", "NaN", "Infinity", "'a'", "{a:1}", "[1] [2]", "1 2",
+                "{\"a\":1} x", "/* c */ 1", "1 // c", "\"\t\"", "\"\\x41\"",
+                "\"\\u12\"", "tru", "nul", "[\"a\" \"b\"]", "{\"a\" 1}",
+                "{\"a\":1,\"a\":1}", "\"\\ud800\"", "\"\xff\"", "\"\xc3\"",
+                "\"\xe0\x80\xaf\"",
+        };
+        char *c;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                c = canon_at(bad[i], "");
+                ck_assert_msg(!c, "case %zu accepted as %s", i, c);
+        }
+        /* The error names the byte. */
+        {
+                char *out, err[256];
+                ck_assert_int_eq(sg_json_canonicalize("[1, 2] x", 8, "", &out, NULL,
+                                                      err, sizeof(err)),
+                                 SG_ERR_INVALID);
+                ck_assert_msg(strstr(err, "error at byte") && strstr(err, "of 8"),
+                              "%s", err);
+                ck_assert_int_eq(sg_json_canonicalize("{\"k\":{\"a\":1,\"a\":2}}", 19,
+                                                      "", &out, NULL, err,
+                                                      sizeof(err)),
+                                 SG_ERR_INVALID);
+                ck_assert_msg(strstr(err, "duplicate member name \"a\""), "%s", err);
+        }
+        /* Nesting: SG_JSON_MAX_DEPTH levels are fine, one more is not. */
+        {
+                size_t n = SG_JSON_MAX_DEPTH;
+                char *v = malloc(2 * n + 3);
+                ck_assert_ptr_nonnull(v);
+                memset(v, '[', n);
+                memset(v + n, ']', n);
+                v[2 * n] = '\0';
+                c = canon_at(v, "");
+                ck_assert_ptr_nonnull(c);
+                ck_assert_str_eq(c, v);
+                free(c);
+                memset(v, '[', n + 1);
+                memset(v + n + 1, ']', n + 1);
+                v[2 * n + 2] = '\0';
+                ck_assert_ptr_null(canon_at(v, ""));
+                free(v);
+        }
+}
+END_TEST
+
+START_TEST(test_json_number_version)
+{
+        static const struct {
+                const char *s;
+                bool ok;
+                uint64_t v;
+        } cases[] = {
+                {"0", true, 0},
+                {"7", true, 7},
+                {"9007199254740992", true, 9007199254740992ULL},
+                {"9007199254740993", false, 0},
+                {"9999999999999999", false, 0},
+                {"10000000000000000", false, 0},
+                {"-1", false, 0},
+                {"-0", false, 0},
+                {"1.0", false, 0},
+                {"1e0", false, 0},
+                {"01", false, 0},
+                {"", false, 0},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                uint64_t v = 4242;
+                sg_err_t e = sg_json_number_version(cases[i].s, strlen(cases[i].s), &v);
+                ck_assert_msg((e == SG_OK) == cases[i].ok, "\"%s\": %d", cases[i].s, e);
+                ck_assert_uint_eq(v, cases[i].ok ? cases[i].v : 4242);
+        }
+        /* sg_json_version_get: numbers by their text, strings by
+         * sg_version_parse. */
+        {
+                uint64_t v = 0;
+                const char *j = "{\"a\":9007199254740993,\"b\":\"9007199254740993\","
+                                "\"c\":2.0,\"d\":12,\"e\":true}";
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/a", &v),
+                                 SG_ERR_INVALID);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/b", &v), SG_OK);
+                ck_assert_uint_eq(v, 9007199254740993ULL);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/c", &v),
+                                 SG_ERR_INVALID);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/d", &v), SG_OK);
+                ck_assert_uint_eq(v, 12);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/e", &v),
+                                 SG_ERR_INVALID);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/f", &v),
+                                 SG_ERR_INVALID);
+                ck_assert_int_eq(sg_json_version_get("x", 1, "", &v), SG_ERR_INVALID);
+        }
 }
 END_TEST
 
@@ -1161,6 +1765,61 @@ START_TEST(test_deep_nesting)
         rec_init(&r, "k", v);
         rec_hdr(&r, "tenant", "x");
         expect_invalid(&t, &r, "id", NULL);
+        free(v);
+}
+END_TEST
+
+/*
+ * A detail stays under 200 bytes whatever it combines: a long field
+ * source, yajl's longest message, large byte offsets, a long quoted member
+ * name. fuzz_envelope found 201 bytes ("aggregate id (JSON Pointer
+ * /data/order, binary-mode data (the record value)): record value is not
+ * valid JSON (error at byte 179 of 271: inside a string, '\\' occurs
+ * before a character which it may not)").
+ */
+START_TEST(test_detail_bounded)
+{
+        static const char long_ptr[] =
+                "/data/a_rather_long_member_name_for_an_order_identifier/and_more";
+        size_t big = 1000000;
+        char *v = malloc(big + 64), name[128];
+        tcfg_t t;
+        trec_t r;
+
+        ck_assert_ptr_nonnull(v);
+        /* the fuzz finding, reduced */
+        cfg_ce(&t);
+        t.tc.aggregate = src(SG_SRC_POINTER, "/data/order");
+        rec_binary(&r, NULL, "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = "{\"order\":7\"?\\u061f\\b\\q\"}";
+        r.rec.value_len = strlen(r.rec.value);
+        expect_invalid(&t, &r, "aggregate id", "not valid JSON");
+
+        /* long pointer names, offsets in the millions, yajl's longest text */
+        memset(v, ' ', big);
+        memcpy(v + big, "{\"order\":\"\\q\"}", 15);
+        v[big + 15] = '\0';
+        t.tc.aggregate = src(SG_SRC_POINTER, long_ptr);
+        rec_binary(&r, NULL, "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = v;
+        r.rec.value_len = strlen(v);
+        expect_invalid(&t, &r, "aggregate id", NULL);
+        t.tc.aggregate = src(SG_SRC_KEY, NULL);
+        t.tc.digest_pointer = (char *)long_ptr;
+        rec_binary(&r, "k", "evt-1", "/shop/eu", "order.paid", "42");
+        r.rec.value = v;
+        r.rec.value_len = strlen(v);
+        expect_invalid(&t, &r, "digest", NULL);
+
+        /* a long duplicate member name, quoted */
+        memset(name, 'n', 100);
+        name[100] = '\0';
+        snprintf(v, big, "{\"data\":{\"%s\":1,\"%s\":2},\"specversion\":\"1.0\"}",
+                 name, name);
+        t.tc.digest_pointer = (char *)long_ptr;
+        rec_init(&r, "k", v);
+        rec_hdr(&r, "content-type", "application/cloudevents+json");
+        expect_invalid(&t, &r, "duplicate member name", NULL);
         free(v);
 }
 END_TEST
@@ -1330,6 +1989,8 @@ static Suite *envelope_suite(void)
         tc = tcase_create("version");
         tcase_add_test(tc, test_version_header_table);
         tcase_add_test(tc, test_version_parse_table);
+        tcase_add_test(tc, test_version_json_number_text);
+        tcase_add_test(tc, test_text_field_json_number_text);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("fields");
@@ -1349,17 +2010,27 @@ static Suite *envelope_suite(void)
         tcase_add_test(tc, test_digest_whole_value);
         tcase_add_test(tc, test_digest_pointer);
         tcase_add_test(tc, test_digest_pointer_errors);
+        tcase_add_test(tc, test_binary_data_pointer);
+        tcase_add_test(tc, test_example_orders_binary);
+        tcase_add_test(tc, test_digest_keeps_number_text);
+        tcase_add_test(tc, test_digest_string_forms);
+        tcase_add_test(tc, test_json_ambiguous_refused);
+        tcase_add_test(tc, test_json_string_with_nul);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("json_pointer");
         tcase_add_test(tc, test_json_pointer);
         tcase_add_test(tc, test_json_canonical);
+        tcase_add_test(tc, test_json_strict);
+        tcase_add_test(tc, test_json_empty_containers);
+        tcase_add_test(tc, test_json_number_version);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("robustness");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_deep_nesting);
         tcase_add_test(tc, test_reuse_envelope);
+        tcase_add_test(tc, test_detail_bounded);
         tcase_add_test(tc, test_fuzz_no_crash);
         tcase_add_test(tc, test_tiny_errstr);
         suite_add_tcase(s, tc);

@@ -7,9 +7,13 @@
 #include "store.h"
 
 #include <check.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -428,87 +432,6 @@ START_TEST(capture_and_apply_changes) {
 END_TEST
 
 
-/* sg_store_foreach: every raw pair of one database under one partition's
- * prefix, in key order, the derived indexes included; a visitor can stop. */
-typedef struct walk {
-        size_t n, stop_after;
-        unsigned char keys[8][SG_TP_MAX + 64];
-        size_t key_lens[8], value_lens[8];
-} walk_t;
-
-static int walk_visit(void *opaque, const void *key, size_t key_len,
-                      const void *value, size_t value_len) {
-        walk_t *w = opaque;
-        (void)value;
-        ck_assert_uint_lt(w->n, 8);
-        memcpy(w->keys[w->n], key, key_len);
-        w->key_lens[w->n] = key_len;
-        w->value_lens[w->n] = value_len;
-        w->n++;
-        return w->stop_after && w->n == w->stop_after;
-}
-
-START_TEST(foreach_walks_one_partition_of_one_database) {
-        sg_store_t *s = open_store(1 << 22, 1 << 22);
-        sg_tp_t tp, other;
-        sg_tp_make(&tp, "orders", 1);
-        sg_tp_make(&other, "orders", 2);
-        unsigned char k1[32], k2[32];
-        hash_of("k1", k1);
-        hash_of("k2", k2);
-        sg_txn_t *t = wtxn(s);
-        sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED, .expiry_ms = 500};
-        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &d, err, sizeof(err)), SG_OK);
-        d.expiry_ms = 400;
-        ck_assert_int_eq(sg_dedup_put(t, &tp, k2, &d, err, sizeof(err)), SG_OK);
-        ck_assert_int_eq(sg_dedup_put(t, &other, k1, &d, err, sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-
-        sg_txn_t *r;
-        ck_assert_int_eq(sg_txn_begin(s, false, &r, err, sizeof(err)), SG_OK);
-        walk_t w = {0};
-        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_DEDUP, walk_visit, &w),
-                         SG_OK);
-        ck_assert_uint_eq(w.n, 2); /* not the other partition's */
-        for (size_t i = 0; i < w.n; i++) {
-                ck_assert_uint_eq(w.key_lens[i], tp.len + 32);
-                ck_assert_int_eq(memcmp(w.keys[i], tp.b, tp.len), 0);
-                ck_assert_uint_eq(w.value_lens[i], 32 + 1 + 8 + 8);
-        }
-        ck_assert_int_lt(memcmp(w.keys[0], w.keys[1], tp.len + 32), 0);
-        /* the expiry index, in expiry order: k2 (400) before k1 (500) */
-        memset(&w, 0, sizeof(w));
-        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_EXPIRY, walk_visit, &w),
-                         SG_OK);
-        ck_assert_uint_eq(w.n, 2);
-        ck_assert_uint_eq(w.key_lens[0], tp.len + 8 + 32);
-        ck_assert_int_eq(memcmp(w.keys[0] + tp.len + 8, k2, 32), 0);
-        ck_assert_int_eq(memcmp(w.keys[1] + tp.len + 8, k1, 32), 0);
-        ck_assert_uint_eq(w.value_lens[0], 0);
-        /* the visitor stops the walk */
-        memset(&w, 0, sizeof(w));
-        w.stop_after = 1;
-        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB_DEDUP, walk_visit, &w),
-                         SG_OK);
-        ck_assert_uint_eq(w.n, 1);
-        /* empty databases and a database that does not exist */
-        memset(&w, 0, sizeof(w));
-        for (int db = 0; db < SG_DB__CNT; db++)
-                if (db != SG_DB_DEDUP && db != SG_DB_EXPIRY)
-                        ck_assert_int_eq(sg_store_foreach(r, &tp, db,
-                                                          walk_visit, &w),
-                                         SG_OK);
-        ck_assert_uint_eq(w.n, 0);
-        ck_assert_int_eq(sg_store_foreach(r, &tp, SG_DB__CNT, walk_visit, &w),
-                         SG_ERR_INVALID);
-        ck_assert_int_eq(sg_store_foreach(r, &tp, -1, walk_visit, &w),
-                         SG_ERR_INVALID);
-        sg_txn_abort(r);
-        sg_store_close(s);
-}
-END_TEST
-
 /* One writer per data_dir: a second open fails while the first holds it. */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
@@ -519,6 +442,438 @@ START_TEST(data_dir_locked_by_one_writer) {
         sg_store_close(a);
         b = open_store(1 << 20, 1 << 20); /* released on close */
         sg_store_close(b);
+}
+END_TEST
+
+/* ---- changelog records that seqgate did not write ------------------------ */
+
+/* A valid value of each kind, captured as the changelog would carry it. */
+typedef struct kind_val {
+        int db;
+        unsigned char suffix[64];
+        size_t suffix_len;
+        unsigned char v[2048];
+        size_t len;
+} kind_val_t;
+
+static kind_val_t kinds[5];
+
+static void capture_kinds(sg_store_t *s, const sg_tp_t *tp) {
+        unsigned char h[32];
+        hash_of("agg", h);
+        sg_header_t hs[] = {{"ce_id", "e1", 2}, {"x", NULL, 0}};
+        void *blob;
+        size_t blen;
+        ck_assert_int_eq(sg_headers_serialize(hs, 2, &blob, &blen), SG_OK);
+        sg_txn_t *t = wtxn(s);
+        sg_txn_capture(t, true);
+        sg_dedup_rec_t d = {.verdict = SG_DV_PARKED, .first_seen_ms = 10,
+                            .expiry_ms = 500};
+        ck_assert_int_eq(sg_dedup_put(t, tp, h, &d, err, sizeof(err)), SG_OK);
+        sg_agg_rec_t a = {.has_last = true, .last_version = 4, .parked_cnt = 1,
+                          .parked_bytes = 3, .parked_since_ms = 77,
+                          .skip_from = 2, .skip_to = 3, .aggregate_len = 3};
+        memcpy(a.aggregate, "agg", 3);
+        snprintf(a.state, sizeof(a.state), "PAID");
+        ck_assert_int_eq(sg_agg_put(t, tp, h, &a, 0, err, sizeof(err)), SG_OK);
+        sg_parked_rec_t pr = {.parked_at_ms = 77, .type = "t", .type_len = 1,
+                              .key = "agg", .key_len = 3, .value = "v6",
+                              .value_len = 2, .headers = blob,
+                              .headers_len = blen};
+        ck_assert_int_eq(sg_parked_put(t, tp, h, 6, &pr, err, sizeof(err)),
+                         SG_OK);
+        sg_meta_rec_t m = {.input_offset = 5, .changelog_offset = 9,
+                           .clock_ms = 100};
+        snprintf(m.group, sizeof(m.group), "g");
+        ck_assert_int_eq(sg_meta_put(t, tp, &m, err, sizeof(err)), SG_OK);
+        sg_snapreq_rec_t sr = {.seq = 3, .attempt = 1,
+                               .state = SG_SNAP_INFLIGHT, .issued_at_ms = 50,
+                               .sent_at_ms = 50, .due_ms = 900,
+                               .aggregate_len = 3};
+        memcpy(sr.aggregate, "agg", 3);
+        ck_assert_int_eq(sg_snapreq_put(t, tp, h, &sr, 0, err, sizeof(err)),
+                         SG_OK);
+        free(blob);
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(t, &ch);
+        ck_assert_uint_eq(n, 5);
+        for (size_t i = 0; i < n; i++) {
+                kind_val_t *k = &kinds[i];
+                k->db = ch[i].db;
+                k->suffix_len = ch[i].key_len - tp->len;
+                memcpy(k->suffix, (const char *)ch[i].key + tp->len,
+                       k->suffix_len);
+                ck_assert_uint_le(ch[i].value_len, sizeof(k->v));
+                memcpy(k->v, ch[i].value, ch[i].value_len);
+                k->len = ch[i].value_len;
+        }
+        sg_txn_abort(t);
+}
+
+static const kind_val_t *kind(int db) {
+        for (int i = 0; i < 5; i++)
+                if (kinds[i].db == db)
+                        return &kinds[i];
+        ck_abort_msg("no captured value of database %d", db);
+        return NULL;
+}
+
+static void be32(unsigned char *p, uint32_t v) {
+        p[0] = (unsigned char)(v >> 24);
+        p[1] = (unsigned char)(v >> 16);
+        p[2] = (unsigned char)(v >> 8);
+        p[3] = (unsigned char)v;
+}
+
+/* Applies @p v (a corrupted copy of a valid value) and expects it refused
+ * with a reason, before anything of it was written. */
+static void refused(sg_store_t *s, const sg_tp_t *tp, const kind_val_t *v,
+                    const char *what) {
+        sg_txn_t *t = wtxn(s);
+        err[0] = '\0';
+        sg_err_t e = sg_store_apply_change(t, tp, v->db, v->suffix,
+                                           v->suffix_len, v->v, v->len, err,
+                                           sizeof(err));
+        ck_assert_msg(e == SG_ERR_INVALID, "%s: applied (%d)", what, e);
+        ck_assert_msg(err[0] != '\0', "%s: no reason given", what);
+        /* nothing of it was written, index included */
+        unsigned char h[32];
+        int64_t at;
+        hash_of("agg", h);
+        sg_agg_rec_t a;
+        ck_assert_msg(sg_agg_get(t, tp, h, &a) == SG_ERR_NOT_FOUND,
+                      "%s: half-written aggregate", what);
+        ck_assert_msg(sg_since_first(t, tp, INT64_MAX, h, &at) ==
+                          SG_ERR_NOT_FOUND,
+                      "%s: half-written since index", what);
+        sg_parked_rec_t pr;
+        ck_assert_msg(sg_parked_get(t, tp, h, 6, &pr) == SG_ERR_NOT_FOUND,
+                      "%s: half-written parked event", what);
+        sg_txn_abort(t);
+}
+
+/* Every decoded field of every changelog value kind is checked against the
+ * record's own length and range (the changelog is input from the network):
+ * a record seqgate did not write is refused at restore time, with a reason. */
+START_TEST(apply_change_refuses_corrupt_records) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        capture_kinds(s, &tp);
+        kind_val_t v;
+        /* dedup: digest 32 | verdict | first seen | expiry */
+        v = *kind(SG_DB_DEDUP);
+        v.v[32] = 0;
+        refused(s, &tp, &v, "dedup verdict 0");
+        v.v[32] = 9;
+        refused(s, &tp, &v, "dedup verdict 9");
+        v = *kind(SG_DB_DEDUP);
+        v.v[41] = 0x80;
+        refused(s, &tp, &v, "dedup negative expiry");
+        v.len++;
+        refused(s, &tp, &v, "dedup trailing byte");
+        /* aggregate */
+        v = *kind(SG_DB_AGG);
+        v.v[0] = 2;
+        refused(s, &tp, &v, "aggregate has_last 2");
+        v = *kind(SG_DB_AGG);
+        v.v[12] = 0x80;
+        refused(s, &tp, &v, "aggregate unknown flag");
+        v = *kind(SG_DB_AGG);
+        v.v[41 + 7] = 9; /* skip_from 9 > skip_to 3 */
+        refused(s, &tp, &v, "aggregate skip range reversed");
+        v = *kind(SG_DB_AGG);
+        v.v[v.len++] = 'x';
+        refused(s, &tp, &v, "aggregate trailing byte");
+        v = *kind(SG_DB_AGG);
+        v.v[57] = 200; /* state length past the value */
+        refused(s, &tp, &v, "aggregate state length");
+        v = *kind(SG_DB_AGG);
+        v.v[58] = '\0'; /* a NUL inside the state name */
+        refused(s, &tp, &v, "aggregate state with NUL");
+        v = *kind(SG_DB_AGG);
+        v.len = 10;
+        refused(s, &tp, &v, "aggregate too short");
+        /* parked: 3 × i64 | key hash | 4 × (u32 length | bytes) */
+        const kind_val_t *pk = kind(SG_DB_PARKED);
+        size_t hoff = 56 + 4 + 1 + 4 + 3 + 4 + 2; /* headers length field */
+        v = *pk;
+        be32(v.v + hoff + 4, UINT32_MAX); /* the block claims 2^32-1 headers */
+        refused(s, &tp, &v, "parked header count");
+        v = *pk;
+        be32(v.v + hoff + 4, 3);
+        refused(s, &tp, &v, "parked header count 3 of 2");
+        v = *pk;
+        be32(v.v + 56, 1000);
+        refused(s, &tp, &v, "parked type length");
+        v = *pk;
+        be32(v.v + hoff, 2);
+        refused(s, &tp, &v, "parked headers length");
+        v = *pk;
+        v.v[hoff + 4 + 4 + 4 + 5] = 'x'; /* the first name's NUL */
+        refused(s, &tp, &v, "parked header name without NUL");
+        v = *pk;
+        v.v[v.len++] = 0;
+        refused(s, &tp, &v, "parked trailing byte");
+        v = *pk;
+        v.len = 71;
+        refused(s, &tp, &v, "parked too short");
+        v = *pk;
+        v.v[0] = 0x80;
+        refused(s, &tp, &v, "parked negative parked_at");
+        /* meta */
+        v = *kind(SG_DB_META);
+        v.len--;
+        refused(s, &tp, &v, "meta too short");
+        v = *kind(SG_DB_META);
+        memset(v.v + 256, 0xff, 7);
+        v.v[263] = 0xfb; /* input offset -5 */
+        refused(s, &tp, &v, "meta input offset -5");
+        v = *kind(SG_DB_META);
+        v.v[0] = 3; /* group "g\0\0" */
+        refused(s, &tp, &v, "meta group with NUL");
+        /* snapshot request */
+        const kind_val_t *sq = kind(SG_DB_SNAPREQ);
+        v = *sq;
+        v.v[12] = 0;
+        refused(s, &tp, &v, "snapreq state 0");
+        v.v[12] = 3;
+        refused(s, &tp, &v, "snapreq state 3");
+        v = *sq;
+        be32(v.v + 8, 0);
+        refused(s, &tp, &v, "snapreq attempt 0");
+        v = *sq;
+        v.v[13] = 5;
+        refused(s, &tp, &v, "snapreq has_have 5");
+        v = *sq;
+        be32(v.v + 54, 2000);
+        refused(s, &tp, &v, "snapreq aggregate length");
+        v = *sq;
+        v.v[v.len++] = 'x';
+        refused(s, &tp, &v, "snapreq trailing byte");
+        v = *sq;
+        memset(v.v + 46, 0, 8);
+        refused(s, &tp, &v, "snapreq due 0");
+        /* times past the year 9999 */
+        v = *kind(SG_DB_DEDUP);
+        v.v[33] = 0x01; /* first seen ≈ 2^56 ms */
+        refused(s, &tp, &v, "dedup first seen past 9999");
+        v = *kind(SG_DB_AGG);
+        v.v[25] = 0x01;
+        refused(s, &tp, &v, "aggregate parked since past 9999");
+        v = *kind(SG_DB_META);
+        v.v[272] = 0x7f; /* clock near INT64_MAX */
+        refused(s, &tp, &v, "meta clock past 9999");
+        v = *sq;
+        v.v[46] = 0x7f;
+        refused(s, &tp, &v, "snapreq due past the longest delay");
+        v = *pk;
+        memset(v.v + 16, 0xff, 7);
+        v.v[23] = 0xfe; /* timestamp -2 */
+        refused(s, &tp, &v, "parked timestamp -2");
+        /* every kind: an empty (not null) value, a key of the wrong size */
+        for (int i = 0; i < 5; i++) {
+                v = kinds[i];
+                v.len = 0;
+                refused(s, &tp, &v, "empty value");
+                v = kinds[i];
+                v.suffix_len = v.suffix_len ? v.suffix_len - 1 : 1;
+                refused(s, &tp, &v, "key size");
+        }
+        /* the index databases are derived, never in the changelog */
+        int bad_db[] = {1, 4, 7, 8, 255};
+        for (size_t i = 0; i < sizeof(bad_db) / sizeof(bad_db[0]); i++) {
+                v = *kind(SG_DB_DEDUP);
+                v.db = bad_db[i];
+                refused(s, &tp, &v, "database");
+        }
+        /* the originals apply */
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 5; i++)
+                ck_assert_msg(sg_store_apply_change(t, &tp, kinds[i].db,
+                                                    kinds[i].suffix,
+                                                    kinds[i].suffix_len,
+                                                    kinds[i].v, kinds[i].len,
+                                                    err, sizeof(err)) == SG_OK,
+                              "database %d: %s", kinds[i].db, err);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A parked event whose header block claims more headers than its bytes can
+ * hold is corrupt when read, not a count to allocate for. */
+START_TEST(parked_get_refuses_corrupt_headers) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char h[32];
+        hash_of("agg", h);
+        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "k", .key_len = 1,
+                              .value = "v", .value_len = 1,
+                              .headers = "\xff\xff\xff\xff", .headers_len = 4};
+        sg_txn_t *t = wtxn(s);
+        ck_assert_int_eq(sg_parked_put(t, &tp, h, 2, &pr, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t g;
+        uint64_t ver;
+        ck_assert_int_eq(sg_parked_get(t, &tp, h, 2, &g), SG_ERR_STORE);
+        ck_assert_int_eq(sg_parked_first(t, &tp, h, &ver, &g), SG_ERR_STORE);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* ---- fault simulation ---------------------------------------------------- */
+
+static void put_dedup(sg_txn_t *t, const sg_tp_t *tp, const char *key,
+                      sg_err_t want) {
+        unsigned char kh[32];
+        hash_of(key, kh);
+        sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED, .expiry_ms = 100};
+        err[0] = '\0';
+        ck_assert_int_eq(sg_dedup_put(t, tp, kh, &r, err, sizeof(err)), want);
+}
+
+/* The n-th counted operation fails with the chosen error; the transaction is
+ * broken from then on (as LMDB breaks one after a failed write), a commit
+ * aborts it, and nothing of it reaches the store. */
+START_TEST(fault_put_breaks_the_txn) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        sg_store_fault_inject(s, SG_STORE_OP_PUT, 3, EIO);
+        sg_txn_t *t = wtxn(s);
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 1);
+        ck_assert_uint_eq(sg_store_txns_open(s, true), 1);
+        put_dedup(t, &tp, "k1", SG_OK); /* puts 1, 2: expiry index, record */
+        put_dedup(t, &tp, "k2", SG_ERR_STORE); /* put 3 */
+        ck_assert_ptr_nonnull(strstr(err, "Input/output error"));
+        bool fired = false;
+        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 3);
+        ck_assert(fired);
+        /* broken: reads and writes fail, the commit aborts */
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k1", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
+        put_dedup(t, &tp, "k3", SG_ERR_STORE);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        /* one-shot: the next transaction works, and k1 was never committed */
+        t = wtxn(s);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_NOT_FOUND);
+        put_dedup(t, &tp, "k1", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+START_TEST(fault_map_full_then_grow) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_store_fault_inject(s, SG_STORE_OP_ALL, 2, MDB_MAP_FULL);
+        sg_txn_t *t = wtxn(s); /* op 1: begin */
+        put_dedup(t, &tp, "k1", SG_ERR_MAP_FULL); /* op 2 */
+        ck_assert_str_ne(err, "");
+        sg_txn_abort(t);
+        uint64_t before, after;
+        sg_store_usage(s, &before, NULL);
+        ck_assert_int_eq(sg_store_grow(s, err, sizeof(err)), SG_OK);
+        sg_store_usage(s, &after, NULL);
+        ck_assert_uint_eq(after, before + (1 << 22));
+        sg_store_close(s);
+}
+END_TEST
+
+START_TEST(fault_begin_and_commit) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = NULL;
+        sg_store_fault_inject(s, SG_STORE_OP_BEGIN, 1, EIO);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        /* a failed commit aborts: nothing of the transaction is kept */
+        sg_store_fault_inject(s, SG_STORE_OP_COMMIT, 1, EIO);
+        t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
+        t = wtxn(s);
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k1", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_NOT_FOUND);
+        sg_txn_abort(t);
+        /* disarmed: nothing counted, nothing fails */
+        sg_store_fault_inject(s, SG_STORE_OP_ALL, 0, 0);
+        t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        bool fired = true;
+        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 0);
+        ck_assert(!fired);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A partition drop deletes through a cursor: a fault there is reported
+ * too and leaves the partition whole. */
+START_TEST(fault_partition_drop) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        put_dedup(t, &tp, "k1", SG_OK);
+        put_dedup(t, &tp, "k2", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_fault_inject(s, SG_STORE_OP_DEL, 2, EIO);
+        t = wtxn(s);
+        err[0] = '\0';
+        ck_assert_int_eq(sg_store_partition_drop(t, &tp, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_str_ne(err, "");
+        sg_txn_abort(t);
+        t = wtxn(s);
+        unsigned char kh[32];
+        sg_dedup_rec_t g;
+        hash_of("k2", kh);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Growing the map with a transaction open is a caller's bug (LMDB refuses
+ * it): asserted, so the test build stops right there. */
+START_TEST(grow_with_txn_open_asserts) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_txn_t *t = wtxn(s);
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                fclose(stderr); /* the assertion's message is expected */
+                sg_store_grow(s, err, sizeof(err));
+                _exit(0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFSIGNALED(status));
+        ck_assert_int_eq(WTERMSIG(status), SIGABRT);
+        sg_txn_abort(t);
+        ck_assert_int_eq(sg_store_grow(s, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
 }
 END_TEST
 
@@ -535,7 +890,15 @@ int main(void) {
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
-        tcase_add_test(tc, foreach_walks_one_partition_of_one_database);
+        tcase_add_test(tc, apply_change_refuses_corrupt_records);
+        tcase_add_test(tc, parked_get_refuses_corrupt_headers);
+        tcase_add_test(tc, fault_put_breaks_the_txn);
+        tcase_add_test(tc, fault_map_full_then_grow);
+        tcase_add_test(tc, fault_begin_and_commit);
+        tcase_add_test(tc, fault_partition_drop);
+#ifndef NDEBUG
+        tcase_add_test(tc, grow_with_txn_open_asserts);
+#endif
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,170 @@
+/*
+ * gen_changelog_corpus.c — writes the seed corpus of fuzz_changelog: the
+ * changelog records of a short exactly_once engine run (records that apply,
+ * park, drain, a duplicate, a DLQ, a snapshot request), framed as
+ * changelog_input.h describes, into DIR:
+ *   dedup, aggregate, parked, meta, snapreq   the first record of each kind
+ *   tombstone                                 the first tombstone
+ *   run                                       the whole changelog, in order
+ * Not a fuzz target (run.sh builds fuzz_*.c only). Build and run:
+ *   cc -D_GNU_SOURCE -Ilib $LIB tests/fuzz/gen_changelog_corpus.c \
+ *     $(pkg-config --cflags --libs rdkafka lmdb libcjson libcrypto libcurl) \
+ *     -lpthread -o gen && ./gen tests/fuzz/corpus/changelog
+ * ($LIB = every .c file of lib/). The output is deterministic.
+ */
+#include "config.h"
+#include "engine.h"
+#include "store.h"
+
+#include "changelog_input.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T0 1700000000000LL
+
+static const char *conf_json =
+    "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
+    "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
+    "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","
+    "\"dedup\":{\"ttl_ms\":10000},"
+    "\"ordering\":{\"gap_timeout_ms\":1000},"
+    "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
+    "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
+    "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
+
+static sg_processor_t proc;
+static sg_engine_t *eng;
+static int64_t offset;
+static uint8_t run[1 << 20];
+static size_t run_len;
+static int64_t cl_next; /* changelog offset of the next record */
+static bool written[256], tomb_written;
+static const char *outdir;
+
+static void die(const char *what, const char *err) {
+        fprintf(stderr, "gen_changelog_corpus: %s: %s\n", what, err);
+        exit(1);
+}
+
+static void write_seed(const char *name, const uint8_t *p, size_t n) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", outdir, name);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
+                die(path, "cannot write");
+}
+
+static void batch(int64_t now, const char *const *ev, size_t cnt) {
+        char err[512];
+        sg_engine_set_clock(eng, now);
+        if (proc.batch_begin(proc.opaque, now, err, sizeof(err)))
+                die("batch_begin", err);
+        for (size_t i = 0; i < cnt; i++) {
+                /* "aggregate id version [payload]" */
+                char agg[8], id[16], seq[8], val[32] = "";
+                if (sscanf(ev[i], "%7s %15s %7s %31s", agg, id, seq, val) < 3)
+                        die("event", ev[i]);
+                sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                                    {"ce_id", id, strlen(id)},
+                                    {"ce_source", "/shop", 5},
+                                    {"ce_type", "t", 1},
+                                    {"ce_sequence", seq, strlen(seq)}};
+                const char *v = val[0] ? val : id;
+                sg_record_t rec = {.topic = "orders", .partition = 0,
+                                   .offset = offset++, .timestamp_ms = 1000,
+                                   .key = agg, .key_len = strlen(agg),
+                                   .value = v, .value_len = strlen(v),
+                                   .headers = hd, .header_cnt = 5};
+                sg_process_result_t r;
+                if (proc.process(proc.opaque, &rec, &r, err, sizeof(err)))
+                        die("process", err);
+        }
+        if (proc.tick(proc.opaque, err, sizeof(err)))
+                die("tick", err);
+        const sg_effect_t *ef;
+        size_t n = proc.effects(proc.opaque, &ef);
+        for (size_t i = 0; i < n; i++) {
+                if (ef[i].kind != SG_EFFECT_CHANGELOG) {
+                        proc.delivered(proc.opaque, i, 0);
+                        continue;
+                }
+                static uint8_t one[CL_IN_HEADER + 255 + 65535];
+                bool tomb = ef[i].value == NULL;
+                size_t l = cl_in_frame(one, tomb, ef[i].key, ef[i].key_len,
+                                       ef[i].value, ef[i].value_len);
+                if (!l || run_len + l > sizeof(run))
+                        die("changelog record", "too long to frame");
+                memcpy(run + run_len, one, l);
+                run_len += l;
+                proc.delivered(proc.opaque, i, cl_next++);
+                const uint8_t db = ((const uint8_t *)ef[i].key)[0];
+                static const char *const names[] = {
+                    [SG_DB_DEDUP] = "dedup", [SG_DB_AGG] = "aggregate",
+                    [SG_DB_PARKED] = "parked", [SG_DB_META] = "meta",
+                    [SG_DB_SNAPREQ] = "snapreq"};
+                if (tomb && !tomb_written) {
+                        write_seed("tombstone", one, l);
+                        tomb_written = true;
+                } else if (!tomb && !written[db] &&
+                           db < sizeof(names) / sizeof(names[0]) &&
+                           names[db]) {
+                        write_seed(names[db], one, l);
+                        written[db] = true;
+                }
+        }
+        if (proc.batch_commit(proc.opaque, err, sizeof(err)))
+                die("batch_commit", err);
+}
+
+int main(int argc, char **argv) {
+        if (argc != 2) {
+                fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+                return 2;
+        }
+        outdir = argv[1];
+        char err[512], dir[] = "/tmp/sg_gen_corpus_XXXXXX";
+        if (!mkdtemp(dir))
+                die("mkdtemp", dir);
+        sg_config_t *conf;
+        sg_store_t *store;
+        int64_t off;
+        if (sg_config_parse(conf_json, &conf, err, sizeof(err)))
+                die("config", err);
+        if (sg_store_open(dir, 1 << 22, 1 << 22, &store, err, sizeof(err)))
+                die("store", err);
+        if (sg_engine_new(conf, store, &eng, err, sizeof(err)))
+                die("engine", err);
+        sg_engine_processor(eng, &proc);
+        sg_engine_set_clock(eng, T0);
+        if (proc.assign(proc.opaque, "orders", 0, "g", &off, err, sizeof(err)))
+                die("assign", err);
+        const char *b1[] = {"A a1 1", "A a3 3", "B b1 1", "A a1 1",
+                            "A a1 1 other", "B b1x 1"};
+        batch(T0, b1, 6);
+        const char *b2[] = {"A a2 2", "C c1 1", "C c3 3"};
+        batch(T0 + 10, b2, 3);
+        batch(T0 + 1100, NULL, 0); /* C: snapshot request */
+        write_seed("run", run, run_len);
+        sg_engine_destroy(eng);
+        sg_store_close(store);
+        sg_config_destroy(conf);
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+                die("rm", dir);
+        const int kinds[] = {SG_DB_DEDUP, SG_DB_AGG, SG_DB_PARKED, SG_DB_META,
+                             SG_DB_SNAPREQ};
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+                if (!written[kinds[i]]) {
+                        fprintf(stderr, "gen_changelog_corpus: no record of "
+                                        "database %d in the run\n",
+                                kinds[i]);
+                        return 1;
+                }
+        if (!tomb_written)
+                die("run", "no tombstone in the run");
+        return 0;
+}
