@@ -405,8 +405,10 @@ static void fp_compute(const sg_topic_config_t *tc,
                 l += (size_t)w < sizeof(buf) - l ? (size_t)w : sizeof(buf) - l - 1;
         }
         fp_part(out[2], buf, l);
-        l = (size_t)snprintf(buf, sizeof(buf), "%s",
-                             tc->digest_pointer ? tc->digest_pointer : "");
+        /* a digest pointer digests the canonical form: its version counts */
+        l = (size_t)snprintf(buf, sizeof(buf), "%s|%d",
+                             tc->digest_pointer ? tc->digest_pointer : "",
+                             tc->digest_pointer ? SG_JSON_CANONICAL_FORM : 0);
         fp_part(out[3], buf, l < sizeof(buf) ? l : sizeof(buf) - 1);
         l = fp_field(buf, sizeof(buf), &tc->aggregate);
         fp_part(out[4], buf, l);

@@ -1,7 +1,7 @@
 /*
  * fuzz_config.c — libFuzzer target: sg_config_parse() on any text (the
  * configuration file's JSON). Built and run by tests/fuzz/run.sh (README
- * "Fuzzing"); seeds are examples/*.json and tests/schema/invalid/*.json.
+ * "Fuzzing"); seeds are the JSON files of examples/ and tests/schema/invalid/.
  *
  * Checked beyond "no crash, no leak, no UB" (a violation aborts):
  *  - the result is SG_OK or SG_ERR_CONFIG (SG_ERR_NOMEM only if allocation
