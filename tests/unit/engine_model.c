@@ -2229,6 +2229,9 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                 }
                 m->proc.batch_abort(m->proc.opaque);
                 m->res->stats.aborts++;
+                /* its sampling of the age gauges is gone with it (but the
+                 * engine remembers when it sampled) */
+                m->sampled = false;
                 if (memcmp(&before, sg_engine_metrics(m->eng),
                            sizeof(before))) {
                         fail(m, MODEL_INV_GAUGES,

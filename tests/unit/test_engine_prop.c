@@ -203,6 +203,16 @@ START_TEST(many_releases_then_a_higher_one) {
 }
 END_TEST
 
+/* A harness fault a long run found: an aborted batch attempt that sampled
+ * the age gauges was taken for the committed sample. */
+START_TEST(abort_after_sampling_the_age_gauges) {
+        SCENARIO("snapshot_hold_alo", "age gauges after an abort",
+                 REC(5, 0, 1), REC(5, 1, 4), BATCH(6), CLOCK(1200),
+                 ((model_op_t){.kind = MOP_BATCH, .n = 1,
+                               .mode = MODEL_ABORT}));
+}
+END_TEST
+
 /* gap_policy skip: "the first released record carries a header naming the
  * skipped range" (semantics §4), also when row 7 dead-letters it (here v8,
  * order.cancelled from NEW): otherwise versions 1-7 are given up without a
@@ -243,6 +253,7 @@ Suite *engine_prop_suite(void) {
         tcase_add_test(sc, release_never_lowers_last_version);
         tcase_add_test(sc, last_version_max_has_no_successor);
         tcase_add_test(sc, many_releases_then_a_higher_one);
+        tcase_add_test(sc, abort_after_sampling_the_age_gauges);
         tcase_add_test(sc, skip_names_the_range_when_row7_dead_letters_the_release);
         tcase_add_test(sc, age_gauges_see_aggregates_waiting_for_a_snapshot);
         suite_add_tcase(s, sc);
