@@ -660,6 +660,10 @@ typedef struct dlq_info {
         const char *state;        /* may be NULL */
         bool drop_value;          /* output_rejected: the value is what Kafka
                                      cannot take */
+        const char *gap_hdr;      /* a gap header the record carries as an
+                                     output record would (skip range), or
+                                     NULL; value gap_val */
+        const char *gap_val;
 } dlq_info_t;
 
 static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
@@ -896,7 +900,7 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d) {
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = effect_new(e);
-        sg_header_t *x = arena_alloc(&e->arena, 14 * sizeof(*x));
+        sg_header_t *x = arena_alloc(&e->arena, 15 * sizeof(*x));
         if (!ef || !x)
                 return SG_ERR_NOMEM;
         size_t n = 0;
@@ -930,6 +934,8 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
         if (d->state && d->state[0])
                 H(SG_DLQ_H_STATE, COPY(d->state));
         H(SG_DLQ_H_INSTANCE, e->conf->instance_id ? e->conf->instance_id : "");
+        if (d->gap_hdr && d->gap_val)
+                H(d->gap_hdr, d->gap_val);
         ef->kind = SG_EFFECT_DLQ;
         ef->topic = tc->dlq_topic;
         ef->partition = -1;
@@ -1128,6 +1134,11 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             .expected = expected,
                             .actual = v,
                             .state = a->rec.state,
+                            /* the skip range travels with the first
+                             * record released after it, whatever its
+                             * verdict (semantics §4 skip) */
+                            .gap_hdr = gap_hdr,
+                            .gap_val = gap_val,
                         };
                         d.detail =
                             known ? arena_printf(&e->arena,
@@ -2627,6 +2638,29 @@ static void eng_delivered(void *opaque, size_t index, int64_t offset) {
                 p->cl_last = offset;
 }
 
+/* The age gauges' walk over the aggregates waiting for a snapshot. */
+typedef struct age_walk {
+        sg_engine_t *e;
+        const sg_tp_t *tp;
+        int64_t stale;   /* older than this: stuck (5 minutes) */
+        int64_t oldest;  /* oldest parked_at seen, 0 none */
+        uint64_t stuck;
+} age_walk_t;
+
+static int age_visit(void *opaque, const unsigned char agg_hash[32],
+                     const sg_snapreq_rec_t *r) {
+        age_walk_t *w = opaque;
+        sg_agg_rec_t a;
+        int64_t since = 0;
+        if (sg_agg_get(w->e->txn, w->tp, agg_hash, &a) == SG_OK &&
+            a.parked_cnt > 0)
+                since = a.parked_since_ms;
+        if (since && (!w->oldest || since < w->oldest))
+                w->oldest = since;
+        w->stuck += (since && since < w->stale) || r->issued_at_ms < w->stale;
+        return w->stuck >= 100000; /* the same cap as the index count */
+}
+
 static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         int budget = e->conf->deadline_max_per_batch;
@@ -2636,23 +2670,30 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
                 if (err)
                         return err;
         }
-        /* Sampled gauges from the deadline index, at most once a second. */
+        /* Sampled gauges, at most once a second (semantics §7: parked or
+         * refetching): the gap deadline index, plus the aggregates waiting
+         * for a snapshot, which are out of that index. */
         if (e->now - e->gauges_at >= 1000) {
-                int64_t oldest = 0;
-                uint64_t stuck = 0;
+                age_walk_t w = {.e = e, .stale = e->now - 300000};
                 for (size_t i = 0; i < e->part_cnt; i++) {
                         unsigned char h[32];
                         int64_t since;
                         uint64_t n;
                         if (sg_since_first(e->txn, &e->parts[i].tp, INT64_MAX,
                                            h, &since) == SG_OK &&
-                            (!oldest || since < oldest))
-                                oldest = since;
-                        if (sg_since_count(e->txn, &e->parts[i].tp,
-                                           e->now - 300000, 100000,
-                                           &n) == SG_OK)
-                                stuck += n;
+                            (!w.oldest || since < w.oldest))
+                                w.oldest = since;
+                        if (sg_since_count(e->txn, &e->parts[i].tp, w.stale,
+                                           100000, &n) == SG_OK)
+                                w.stuck += n;
+                        if (snap_enabled(&e->parts[i])) {
+                                w.tp = &e->parts[i].tp;
+                                (void)sg_snapreq_foreach(e->txn, w.tp,
+                                                         age_visit, &w);
+                        }
                 }
+                int64_t oldest = w.oldest;
+                uint64_t stuck = w.stuck;
                 e->delta.oldest_parked_age_ms = oldest ? e->now - oldest : 0;
                 e->delta.stuck_parked_over_5m = (int64_t)stuck;
                 e->gauges_at = e->now;

@@ -1609,6 +1609,37 @@ sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
+sg_err_t sg_snapreq_foreach(sg_txn_t *t, const sg_tp_t *tp,
+                            sg_snapreq_visit_cb *cb, void *opaque) {
+        MDB_cursor *cur;
+        int rc = lmdb_cursor_open(t, DB_SNAPREQ, &cur);
+        if (rc)
+                return SG_ERR_STORE;
+        MDB_val key = {tp->len, (void *)tp->b}, val;
+        sg_err_t err = SG_OK;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+             rc == 0 && key.mv_size >= tp->len &&
+             memcmp(key.mv_data, tp->b, tp->len) == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                if (key.mv_size != tp->len + 32) {
+                        err = SG_ERR_STORE;
+                        break;
+                }
+                unsigned char ah[32];
+                memcpy(ah, (const unsigned char *)key.mv_data + tp->len, 32);
+                sg_snapreq_rec_t rec;
+                if ((err = corrupt(sg_snapreq_decode(val.mv_data, val.mv_size,
+                                                     &rec, NULL, 0))))
+                        break;
+                if (cb(opaque, ah, &rec))
+                        break;
+        }
+        mdb_cursor_close(cur);
+        if (err)
+                return err;
+        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+}
+
 static int oldest_visit(void *opaque, uint64_t version,
                         const sg_parked_rec_t *rec) {
         int64_t *oldest = opaque;

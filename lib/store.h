@@ -453,6 +453,21 @@ typedef int(sg_agg_visit_cb)(void *opaque, const unsigned char agg_hash[32],
 sg_err_t sg_agg_foreach(sg_txn_t *txn, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                         void *opaque);
 
+/** Visitor of sg_snapreq_foreach(); @p rec is valid for the call only.
+ *  Return 0 to go on, anything else to stop the walk. */
+typedef int(sg_snapreq_visit_cb)(void *opaque,
+                                 const unsigned char agg_hash[32],
+                                 const sg_snapreq_rec_t *rec);
+/**
+ * Calls @p cb for every snapshot request of @p tp (one per aggregate that
+ * waits for a snapshot), in aggregate-hash order: a walk bounded by the
+ * aggregates being refetched, for the age gauges (semantics §7 "parked or
+ * refetching").
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ */
+sg_err_t sg_snapreq_foreach(sg_txn_t *txn, const sg_tp_t *tp,
+                            sg_snapreq_visit_cb *cb, void *opaque);
+
 /** Visitor of sg_parked_foreach(); pointers in @p rec refer to LMDB memory,
  *  valid for the call only. Return 0 to go on, anything else to stop. */
 typedef int(sg_parked_visit_cb)(void *opaque, uint64_t version,

@@ -1271,15 +1271,22 @@ static void check_store(model_t *m) {
                         stuck += (o && o < stale) ||
                                  (v[p].has_req[a] &&
                                   v[p].req[a].issued_at_ms < stale);
-                        /* as the engine measures it: the gap deadline
-                         * index (the current gap's start; aggregates
-                         * waiting for a snapshot are not in it) */
-                        int64_t x = v[p].agg_present[a]
-                                        ? sg_agg_indexed_since(&v[p].agg[a])
-                                        : 0;
+                        /* as the engine measures it: the current gap's
+                         * start — the gap deadline index, and for the
+                         * aggregates waiting for a snapshot (out of that
+                         * index) their parked_since, or their request */
+                        const sg_agg_rec_t *ar = &v[p].agg[a];
+                        int64_t x = 0;
+                        if (v[p].agg_present[a])
+                                x = (ar->flags & SG_AGG_REFETCHING) &&
+                                            ar->parked_cnt > 0
+                                        ? ar->parked_since_ms
+                                        : sg_agg_indexed_since(ar);
                         if (x && (!ix_oldest || x < ix_oldest))
                                 ix_oldest = x;
-                        ix_stuck += x && x < stale;
+                        ix_stuck += (x && x < stale) ||
+                                    (v[p].has_req[a] &&
+                                     v[p].req[a].issued_at_ms < stale);
                 }
                 parked += v[p].parked;
                 bytes += v[p].bytes;

@@ -1856,8 +1856,12 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
                               "distinct), want 1 2 3 4",
                               i, o.vers[i][0], o.vers[i][1], o.vers[i][2],
                               o.vers[i][3], o.nvers[i]);
-        /* A's attempt reached the output (v2, v3, v4), B judged them again */
-        ck_assert_int_eq(o.dups, 3 * MV_AGGS);
+        /* A's attempt reached the output (v2, v3, v4 of every aggregate its
+         * cut batch held: all of them unless the fetch split phase 2 over
+         * two batches, as on a loaded machine), B judged them again */
+        ck_assert_msg(o.dups > 0 && o.dups % 3 == 0 && o.dups <= 3 * MV_AGGS,
+                      "%d duplicates, want 3 per aggregate of A's batch",
+                      o.dups);
         mvout_t d;
         mv_read("dlq", &d);
         ck_assert_msg(d.total == 0, "%d DLQ records", d.total);
