@@ -1000,7 +1000,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
         int64_t seq = ++p->cl_seq;
         if (!err && p->cl_m2 > 0) {
                 /* this owner's marker of two batches back (changelog.h) */
-                sg_changelog_marker_key(m2key, p->cl_epoch, p->cl_m2);
+                sg_changelog_marker_key_make(m2key, p->cl_epoch, p->cl_m2);
                 recs[n - 1].ef = (sg_effect_t){
                         .kind = SG_EFFECT_CHANGELOG,
                         .topic = tc->changelog_topic,
@@ -1025,13 +1025,13 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                         .value_len = vl,
                 };
                 recs[i].framed = true;
-                sg_changelog_frame(recs[i].frame, p->cl_epoch, seq);
+                sg_changelog_frame_make(recs[i].frame, p->cl_epoch, seq);
         }
         for (size_t i = 0, j = 0; !err && i < nc; i++) {
                 if (confirms[i] >= p->cl_epoch)
                         continue;
                 unsigned char *k = ckeys + j * SG_CHANGELOG_KEY_LEN;
-                sg_changelog_key(k, SG_CHANGELOG_CONFIRM, confirms[i]);
+                sg_changelog_key_make(k, SG_CHANGELOG_CONFIRM, confirms[i]);
                 recs[nk + j].ef = (sg_effect_t){
                         .kind = SG_EFFECT_CHANGELOG,
                         .topic = tc->changelog_topic,
@@ -1048,7 +1048,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                         *againp = true;
         unsigned char mkey[SG_CHANGELOG_MARKER_LEN], mval[8];
         if (!err && !*againp) {
-                sg_changelog_marker_key(mkey, p->cl_epoch, seq);
+                sg_changelog_marker_key_make(mkey, p->cl_epoch, seq);
                 sg_changelog_u64_put(mval, seq);
                 recs[n] = (sg_send_t){
                         .ef = {.kind = SG_EFFECT_CHANGELOG,
@@ -1405,7 +1405,7 @@ static sg_err_t loop_claim(sg_loop_t *loop,
         if (!err && !*lostp && n > 0) {
                 for (size_t k = 0; k < n; k++) {
                         sg_part_t *p = &loop->parts[pis[k]];
-                        sg_changelog_key(keys[k], SG_CHANGELOG_CONFIRM,
+                        sg_changelog_key_make(keys[k], SG_CHANGELOG_CONFIRM,
                                          p->cl_epoch);
                         recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
                 }
@@ -2932,7 +2932,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                         continue;
                 const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
                 unsigned char key[SG_CHANGELOG_MARKER_LEN];
-                sg_changelog_marker_key(key, p->cl_epoch, p->cl_m2);
+                sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
                 sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
                                     .topic = tc->changelog_topic,
                                     .partition = p->partition,
@@ -2947,7 +2947,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                         continue;
                 sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
                 unsigned char frame[SG_CHANGELOG_FRAME_LEN];
-                sg_changelog_frame(frame, p->cl_epoch, p->cl_seq);
+                sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
                 err = loop_produce(loop, &efs[i], i, frame, errstr,
                                    errstr_size);
         }
@@ -3015,7 +3015,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 if (p->cl_cnt == 0)
                         continue;
                 const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
-                sg_changelog_marker_key(mk[k], p->cl_epoch, p->cl_seq);
+                sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
                 sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
                                      p->cl_seq);
                 m[k].ef = (sg_effect_t){
