@@ -1305,9 +1305,11 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
  * of @p committed (the group's committed offsets, or the partition's log
  * start where none is committed) — it succeeds only while this member's
  * consumer group generation is current, so any newer owner's claim comes
- * later in the log; then a confirm record per partition. *lostp: the
- * commit said the generation moved on (a rebalance is coming): nothing
- * was confirmed, the caller must not take the partitions.
+ * later in the log; then a confirm record per partition. @p committed:
+ * per partition of @p parts, the committed offset, -1 none, -2 unknown
+ * (left out of the check). *lostp: the commit said the generation moved on
+ * (a rebalance is coming): nothing was confirmed, the caller must not take
+ * the partitions.
  */
 static sg_err_t loop_claim(sg_loop_t *loop,
                            const rd_kafka_topic_partition_list_t *parts,
@@ -1330,7 +1332,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                 if (!tc || !tc->changelog_topic)
                         continue; /* a snapshot reply topic */
                 int64_t off = committed[i];
-                if (off < 0) {
+                if (off == -2) {
+                        /* not known: left out of the check (committing
+                         * anything else would move it) */
+                } else if (off < 0) {
                         int64_t lo = -1, hi = -1;
                         rd_kafka_resp_err_t e =
                                 rd_kafka_query_watermark_offsets(
@@ -1348,9 +1353,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                         }
                         off = lo;
                 }
-                rd_kafka_topic_partition_list_add(chk, tc->name,
-                                                  parts->elems[i].partition)
-                        ->offset = off;
+                if (off >= 0)
+                        rd_kafka_topic_partition_list_add(
+                                chk, tc->name, parts->elems[i].partition)
+                                ->offset = off;
                 keys[n][0] = SG_CHANGELOG_CONTROL;
                 keys[n][1] = SG_CHANGELOG_CLAIM;
                 recs[n].ef = (sg_effect_t){
@@ -1373,6 +1379,12 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                 p->cl_m1 = p->cl_m2 = 0;
                 p->cl_next = -1;
                 p->cl_fenced = false;
+        }
+        if (!err && n > 0 && chk->cnt == 0) {
+                sg_errf(errstr, errstr_size,
+                        "the group's committed offsets could not be read: "
+                        "the consumer group generation cannot be checked");
+                err = SG_ERR_KAFKA;
         }
         /* the check: a commit only a current member of the generation can
          * make (it changes no offset) */
@@ -1536,13 +1548,15 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                committed[i] = -1;
+                /* -1: none committed; -2: not known (the fetch failed) */
+                committed[i] = cerr || c->elems[i].err ? -2 : -1;
                 if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
                         committed[i] = c->elems[i].offset;
                 size_t pi = loop_part(loop, tp->topic, tp->partition);
                 loop->parts[pi].assigned = true;
                 loop->parts[pi].paused_until = 0;
-                loop->parts[pi].committed = committed[i];
+                loop->parts[pi].committed =
+                        committed[i] >= 0 ? committed[i] : -1;
                 loop->parts[pi].restore = false;
                 loop->parts[pi].cl_fenced = false;
         }
@@ -1599,7 +1613,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
          *   committed offset and the local store's. */
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                int64_t start = committed[i];
+                int64_t start = committed[i] >= 0 ? committed[i] : -1;
                 int64_t from_store = loop->eos ? -1 : stored[i];
                 if (loop->alos_cl && loop_input_topic(loop, tp->topic)) {
                         from_store = -1;
