@@ -7,13 +7,15 @@
 #                  consume→produce loop)
 #   at_least_once  `seqgate`, guarantee at_least_once: the engine (dedup,
 #                  per-aggregate ordering, state machine, LMDB store with a
-#                  synced commit per batch), idempotent producer
+#                  synced commit per batch), idempotent producer, and the
+#                  changelog (a record per changed store key, written after
+#                  the batch's output, then one marker per partition)
 #   exactly_once   `seqgate`, guarantee exactly_once: the same engine, plus a
 #                  changelog record per changed store key, every batch in one
 #                  Kafka transaction (output, DLQ, changelog, input offsets)
 # All use the same librdkafka properties and batch settings, a fresh
-# consumer group, fresh output/DLQ topics, a fresh data_dir and (exactly_once)
-# a fresh changelog topic, which seqgate creates itself
+# consumer group, fresh output/DLQ topics, a fresh data_dir and (both
+# guarantees) a fresh changelog topic, which seqgate creates itself
 # (<group.id>-<topic>-changelog).
 # A run's time is measured from process start until the group's committed
 # offsets reach the input topic's end offsets (polled every 200 ms); then the

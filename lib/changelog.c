@@ -22,21 +22,22 @@ int64_t sg_changelog_u64_get(const unsigned char in[8]) {
         return (int64_t)u;
 }
 
-void sg_changelog_frame(unsigned char out[SG_CHANGELOG_FRAME_LEN],
-                        int64_t epoch, int64_t seq) {
+void sg_changelog_frame_make(unsigned char out[SG_CHANGELOG_FRAME_LEN],
+                             int64_t epoch, int64_t seq) {
         sg_changelog_u64_put(out, epoch);
         sg_changelog_u64_put(out + 8, seq);
 }
 
-void sg_changelog_key(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
-                      int64_t epoch) {
+void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN],
+                           char kind, int64_t epoch) {
         out[0] = SG_CHANGELOG_CONTROL;
         out[1] = (unsigned char)kind;
         sg_changelog_u64_put(out + 2, epoch);
 }
 
-void sg_changelog_marker_key(unsigned char out[SG_CHANGELOG_MARKER_LEN],
-                             int64_t epoch, int64_t seq) {
+void sg_changelog_marker_key_make(
+        unsigned char out[SG_CHANGELOG_MARKER_LEN], int64_t epoch,
+        int64_t seq) {
         out[0] = SG_CHANGELOG_CONTROL;
         out[1] = SG_CHANGELOG_MARKER;
         sg_changelog_u64_put(out + 2, epoch);

@@ -82,15 +82,16 @@ void sg_changelog_u64_put(unsigned char out[8], int64_t v);
 int64_t sg_changelog_u64_get(const unsigned char in[8]);
 
 /** The header value of a record of batch @p seq of epoch @p epoch. */
-void sg_changelog_frame(unsigned char out[SG_CHANGELOG_FRAME_LEN],
-                        int64_t epoch, int64_t seq);
+void sg_changelog_frame_make(unsigned char out[SG_CHANGELOG_FRAME_LEN],
+                             int64_t epoch, int64_t seq);
 /** Key of a confirm (@p kind SG_CHANGELOG_CONFIRM) of @p epoch; the claim
  *  key is the first 2 bytes of it with kind SG_CHANGELOG_CLAIM. */
-void sg_changelog_key(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
-                      int64_t epoch);
+void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN],
+                           char kind, int64_t epoch);
 /** Key of the marker of batch @p seq of @p epoch. */
-void sg_changelog_marker_key(unsigned char out[SG_CHANGELOG_MARKER_LEN],
-                             int64_t epoch, int64_t seq);
+void sg_changelog_marker_key_make(
+        unsigned char out[SG_CHANGELOG_MARKER_LEN], int64_t epoch,
+        int64_t seq);
 
 /** One changelog key (a store key as SG_EFFECT_CHANGELOG names it). */
 typedef struct sg_changelog_key {

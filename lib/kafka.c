@@ -1158,7 +1158,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
         int64_t seq = ++p->cl_seq;
         if (!err && p->cl_m2 > 0) {
                 /* this owner's marker of two batches back (changelog.h) */
-                sg_changelog_marker_key(m2key, p->cl_epoch, p->cl_m2);
+                sg_changelog_marker_key_make(m2key, p->cl_epoch, p->cl_m2);
                 recs[n - 1].ef = (sg_effect_t){
                         .kind = SG_EFFECT_CHANGELOG,
                         .topic = tc->changelog_topic,
@@ -1183,13 +1183,13 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                         .value_len = vl,
                 };
                 recs[i].framed = true;
-                sg_changelog_frame(recs[i].frame, p->cl_epoch, seq);
+                sg_changelog_frame_make(recs[i].frame, p->cl_epoch, seq);
         }
         for (size_t i = 0, j = 0; !err && i < nc; i++) {
                 if (confirms[i] >= p->cl_epoch)
                         continue;
                 unsigned char *k = ckeys + j * SG_CHANGELOG_KEY_LEN;
-                sg_changelog_key(k, SG_CHANGELOG_CONFIRM, confirms[i]);
+                sg_changelog_key_make(k, SG_CHANGELOG_CONFIRM, confirms[i]);
                 recs[nk + j].ef = (sg_effect_t){
                         .kind = SG_EFFECT_CHANGELOG,
                         .topic = tc->changelog_topic,
@@ -1206,7 +1206,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                         *againp = true;
         unsigned char mkey[SG_CHANGELOG_MARKER_LEN], mval[8];
         if (!err && !*againp) {
-                sg_changelog_marker_key(mkey, p->cl_epoch, seq);
+                sg_changelog_marker_key_make(mkey, p->cl_epoch, seq);
                 sg_changelog_u64_put(mval, seq);
                 recs[n] = (sg_send_t){
                         .ef = {.kind = SG_EFFECT_CHANGELOG,
@@ -1477,9 +1477,11 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
  * of @p committed (the group's committed offsets, or the partition's log
  * start where none is committed) — it succeeds only while this member's
  * consumer group generation is current, so any newer owner's claim comes
- * later in the log; then a confirm record per partition. *lostp: the
- * commit said the generation moved on (a rebalance is coming): nothing
- * was confirmed, the caller must not take the partitions.
+ * later in the log; then a confirm record per partition. @p committed:
+ * per partition of @p parts, the committed offset, -1 none, -2 unknown
+ * (left out of the check). *lostp: the commit said the generation moved on
+ * (a rebalance is coming): nothing was confirmed, the caller must not take
+ * the partitions.
  */
 static sg_err_t loop_claim(sg_loop_t *loop,
                            const rd_kafka_topic_partition_list_t *parts,
@@ -1502,7 +1504,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                 if (!tc || !tc->changelog_topic)
                         continue; /* a snapshot reply topic */
                 int64_t off = committed[i];
-                if (off < 0) {
+                if (off == -2) {
+                        /* not known: left out of the check (committing
+                         * anything else would move it) */
+                } else if (off < 0) {
                         int64_t lo = -1, hi = -1;
                         rd_kafka_resp_err_t e =
                                 rd_kafka_query_watermark_offsets(
@@ -1520,9 +1525,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                         }
                         off = lo;
                 }
-                rd_kafka_topic_partition_list_add(chk, tc->name,
-                                                  parts->elems[i].partition)
-                        ->offset = off;
+                if (off >= 0)
+                        rd_kafka_topic_partition_list_add(
+                                chk, tc->name, parts->elems[i].partition)
+                                ->offset = off;
                 keys[n][0] = SG_CHANGELOG_CONTROL;
                 keys[n][1] = SG_CHANGELOG_CLAIM;
                 recs[n].ef = (sg_effect_t){
@@ -1545,6 +1551,12 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                 p->cl_m1 = p->cl_m2 = 0;
                 p->cl_next = -1;
                 p->cl_fenced = false;
+        }
+        if (!err && n > 0 && chk->cnt == 0) {
+                sg_errf(errstr, errstr_size,
+                        "the group's committed offsets could not be read: "
+                        "the consumer group generation cannot be checked");
+                err = SG_ERR_KAFKA;
         }
         /* the check: a commit only a current member of the generation can
          * make (it changes no offset) */
@@ -1577,7 +1589,7 @@ static sg_err_t loop_claim(sg_loop_t *loop,
         if (!err && !*lostp && n > 0) {
                 for (size_t k = 0; k < n; k++) {
                         sg_part_t *p = &loop->parts[pis[k]];
-                        sg_changelog_key(keys[k], SG_CHANGELOG_CONFIRM,
+                        sg_changelog_key_make(keys[k], SG_CHANGELOG_CONFIRM,
                                          p->cl_epoch);
                         recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
                 }
@@ -1727,13 +1739,15 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                committed[i] = -1;
+                /* -1: none committed; -2: not known (the fetch failed) */
+                committed[i] = cerr || c->elems[i].err ? -2 : -1;
                 if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
                         committed[i] = c->elems[i].offset;
                 size_t pi = loop_part(loop, tp->topic, tp->partition);
                 loop->parts[pi].assigned = true;
                 loop->parts[pi].paused_until = 0;
-                loop->parts[pi].committed = committed[i];
+                loop->parts[pi].committed =
+                        committed[i] >= 0 ? committed[i] : -1;
                 loop->parts[pi].restore = false;
                 loop->parts[pi].cl_fenced = false;
         }
@@ -1792,7 +1806,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
          *   committed offset and the local store's. */
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                int64_t start = committed[i];
+                int64_t start = committed[i] >= 0 ? committed[i] : -1;
                 int64_t from_store = loop->eos ? -1 : stored[i];
                 if (loop->alos_cl && loop_input_topic(loop, tp->topic)) {
                         from_store = -1;
@@ -3616,7 +3630,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                         continue;
                 const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
                 unsigned char key[SG_CHANGELOG_MARKER_LEN];
-                sg_changelog_marker_key(key, p->cl_epoch, p->cl_m2);
+                sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
                 sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
                                     .topic = tc->changelog_topic,
                                     .partition = p->partition,
@@ -3631,7 +3645,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                         continue;
                 sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
                 unsigned char frame[SG_CHANGELOG_FRAME_LEN];
-                sg_changelog_frame(frame, p->cl_epoch, p->cl_seq);
+                sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
                 err = loop_produce(loop, &efs[i], i, frame, errstr,
                                    errstr_size);
         }
@@ -3699,7 +3713,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 if (p->cl_cnt == 0)
                         continue;
                 const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
-                sg_changelog_marker_key(mk[k], p->cl_epoch, p->cl_seq);
+                sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
                 sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
                                      p->cl_seq);
                 m[k].ef = (sg_effect_t){

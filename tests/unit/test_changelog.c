@@ -64,7 +64,7 @@ static int64_t append(const unsigned char *key, size_t klen, const char *val,
         }
         r->framed = framed;
         if (framed)
-                sg_changelog_frame(r->frame, epoch, seq);
+                sg_changelog_frame_make(r->frame, epoch, seq);
         return NLOG++;
 }
 
@@ -76,7 +76,7 @@ static int64_t append_data(int k, const char *val, int64_t epoch,
 
 static int64_t append_ctl(char kind, int64_t epoch, bool tomb) {
         unsigned char key[SG_CHANGELOG_KEY_LEN];
-        sg_changelog_key(key, kind, epoch);
+        sg_changelog_key_make(key, kind, epoch);
         if (kind == SG_CHANGELOG_CLAIM)
                 return append(key, 2, "inst", 4, false, 0, 0);
         return append(key, SG_CHANGELOG_KEY_LEN, tomb ? NULL : "inst",
@@ -85,7 +85,7 @@ static int64_t append_ctl(char kind, int64_t epoch, bool tomb) {
 
 static int64_t append_marker_tomb(int64_t epoch, int64_t seq, bool tomb) {
         unsigned char key[SG_CHANGELOG_MARKER_LEN], v[8];
-        sg_changelog_marker_key(key, epoch, seq);
+        sg_changelog_marker_key_make(key, epoch, seq);
         sg_changelog_u64_put(v, seq);
         return append(key, SG_CHANGELOG_MARKER_LEN,
                       tomb ? NULL : (const char *)v, tomb ? 0 : 8, false, 0,

@@ -1913,6 +1913,50 @@ START_TEST(alo_store_behind_changelog_restores) {
 }
 END_TEST
 
+/* The claim's generation check re-commits the group's committed offsets:
+ * when they could not be read, it must not commit anything else in their
+ * place (the log start would move the group back to the beginning). Here
+ * the offset fetch fails (the mock refuses it once): the assignment fails
+ * and the group's offsets stay where they were. */
+START_TEST(alo_claim_never_moves_unknown_offsets) {
+        inst_t a;
+        run_t r;
+        static const int ph1[] = {1, 2};
+        mv_produce(ph1, 2);
+        inst_open(&a);
+        inst_run_to_end(&a, &r);
+        int64_t before[NPART], after[NPART];
+        committed_offsets(before);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_int_gt(before[p], 0);
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 9 /* OffsetFetch */, 1,
+                RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED);
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+        ck_assert_int_eq(sg_loop_new(g_conf, &a.proc, log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        watchdog_t w = {.loop = loop};
+        pthread_create(&w.th, NULL, watchdog_main, &w);
+        sg_err_t rc = sg_loop_run(loop, es, sizeof(es));
+        atomic_store(&w.done, true);
+        pthread_join(w.th, NULL);
+        sg_loop_destroy(loop);
+        inst_close(&a);
+        rd_kafka_mock_clear_request_errors(g_mc, 9);
+        committed_offsets(after);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_msg(after[p] == before[p],
+                              "partition %d: committed %" PRId64 " before, %"
+                              PRId64 " after the failed offset fetch",
+                              p, before[p], after[p]);
+        ck_assert_msg(rc == SG_ERR_FATAL && !atomic_load(&w.fired),
+                      "rc %s (%s)", sg_err2str(rc), es);
+}
+END_TEST
+
 /* A zombie: after B took the partitions over from A (a newer epoch
  * confirmed on each changelog partition), copies of A's changelog records
  * are appended — what A, stalled past its session and then resumed, could
@@ -2364,6 +2408,7 @@ int main(void) {
         add(tm, alo_changelog_batch_without_marker_is_void);
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
+        add(tm, alo_claim_never_moves_unknown_offsets);
         suite_add_tcase(s, tm);
 
         TCase *ts = tcase_create("startup");
