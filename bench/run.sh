@@ -17,9 +17,9 @@
 #                  RocksDB stores with changelogs, exactly_once_v2, one
 #                  stream thread; built with bench/streams-peer/build.sh
 # All seqgate runs use the same librdkafka properties and batch settings;
-# the peer gets commit.interval.ms = batch.max_ms and max.poll.records =
-# batch.max_records (bench/streams-peer/streams-peer.properties holds the
-# rest of its tuning). Every run has a fresh consumer group, fresh output/DLQ
+# the peer commits (one transaction) every batch.max_records records and
+# polls as many (bench/streams-peer/streams-peer.properties holds the rest
+# of its tuning). Every run has a fresh consumer group, fresh output/DLQ
 # topics, a fresh data_dir (the peer's state.dir) and (exactly_once,
 # streams) fresh changelog topics, which seqgate or Kafka Streams creates
 # (<group.id>-<topic>-changelog; <application.id>-<store>-changelog).
@@ -48,7 +48,9 @@
 # streams.
 # --no-restore: skip the restore measurement.
 # --streams-prop k=v: a Kafka Streams / client / peer.* property for the
-# streams runs (overrides streams-peer.properties and the batch mapping).
+# streams runs (overrides streams-peer.properties and the batch mapping:
+# peer.commit.every.records, max.poll.records and
+# buffered.records.per.partition = --batch-records).
 # Environment:
 #   KAFKA_BOOTSTRAP  use this broker instead of starting one (the changelog's
 #                    on-disk size is then estimated; KAFKA_LOG_DIR, the
@@ -273,7 +275,7 @@ one_run() { # label round
     [[ $label == exactly_once ]] && guarantee=exactly_once
     local results=$RESULTS
     if [[ $label == streams ]]; then
-        local sp=(commit.interval.ms="$BATCH_MS" max.poll.records="$BATCH_RECORDS"
+        local sp=(peer.commit.every.records="$BATCH_RECORDS" max.poll.records="$BATCH_RECORDS"
             buffered.records.per.partition="$BATCH_RECORDS"
             peer.instance.id="bench-$tag" "${STREAMS_PROPS[@]}") kv
         local -a jopts

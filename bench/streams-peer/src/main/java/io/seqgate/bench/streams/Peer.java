@@ -26,6 +26,9 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.StoreBuilder;
 import org.apache.kafka.streams.state.Stores;
 
 /**
@@ -60,12 +63,14 @@ public final class Peer {
         t.addSource("input", new ByteArrayDeserializer(), new ByteArrayDeserializer(), input);
         t.addProcessor("gate", () -> new Gate(s, stats), "input");
         for (String store : new String[] {Gate.DEDUP, Gate.AGG, Gate.PARKED}) {
-            // RocksDB, record cache in front (coalesces a key's writes within
-            // a commit interval), changelog with Streams' defaults (compacted).
-            t.addStateStore(Stores.keyValueStoreBuilder(Stores.persistentKeyValueStore(store),
-                    Serdes.Bytes(), Serdes.ByteArray())
-                    .withCachingEnabled()
-                    .withLoggingEnabled(Map.of()), "gate");
+            // RocksDB, changelog with Streams' defaults (compacted); the
+            // record cache (coalesces a key's writes within a commit
+            // interval) where s.cachedStores says.
+            StoreBuilder<KeyValueStore<Bytes, byte[]>> b = Stores.keyValueStoreBuilder(
+                    Stores.persistentKeyValueStore(store), Serdes.Bytes(), Serdes.ByteArray())
+                    .withLoggingEnabled(Map.of());
+            t.addStateStore(s.cachedStores.contains(store) ? b.withCachingEnabled()
+                    : b.withCachingDisabled(), "gate");
         }
         t.addSink(Gate.OUTPUT, output, new ByteArraySerializer(), new ByteArraySerializer(),
                 new InputPartition(), "gate");

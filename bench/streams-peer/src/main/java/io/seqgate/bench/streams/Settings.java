@@ -16,6 +16,13 @@ final class Settings {
     int sweepMax = 1000;
     /** v > L + this: DLQ version_jump, not parked (semantics §3). */
     long maxVersionJump = 100_000;
+    /** Request a commit (one transaction under EOS) after this many records
+     *  processed by a stream thread since its last requested commit; 0 =
+     *  only commit.interval.ms commits. */
+    long commitEveryRecords = 0;
+    /** Stores with the record cache in front (the others write through to
+     *  RocksDB and the changelog at once). */
+    java.util.Set<String> cachedStores = java.util.Set.of(Gate.AGG, Gate.PARKED);
     /** Period of the "stats" log line. */
     long statsIntervalMs = 10_000;
     /** __seqgate.errors.instance of DLQ records. */
@@ -35,8 +42,24 @@ final class Settings {
         s.sweepMax = (int) num(props, "peer.dedup.sweep.max", s.sweepMax);
         s.maxVersionJump = num(props, "peer.max.version.jump", s.maxVersionJump);
         s.statsIntervalMs = num(props, "peer.stats.interval.ms", s.statsIntervalMs);
+        s.commitEveryRecords = num(props, "peer.commit.every.records", s.commitEveryRecords);
         s.rocksdbTotalBytes = num(props, "peer.rocksdb.total.bytes", s.rocksdbTotalBytes);
         s.rocksdbMemtableBytes = num(props, "peer.rocksdb.memtable.bytes", s.rocksdbMemtableBytes);
+        Object cached = props.get("peer.cached.stores");
+        if (cached != null) {
+            java.util.Set<String> set = new java.util.TreeSet<>();
+            for (String n : cached.toString().split(",")) {
+                n = n.trim();
+                if (n.isEmpty()) {
+                    continue;
+                }
+                if (!n.equals(Gate.DEDUP) && !n.equals(Gate.AGG) && !n.equals(Gate.PARKED)) {
+                    throw new IllegalArgumentException("peer.cached.stores: unknown store " + n);
+                }
+                set.add(n);
+            }
+            s.cachedStores = set;
+        }
         Object inst = props.get("peer.instance.id");
         if (inst != null) {
             s.instance = inst.toString();
@@ -46,9 +69,10 @@ final class Settings {
             s.group = g.toString();
         }
         if (s.dedupTtlMs <= 0 || s.sweepIntervalMs <= 0 || s.sweepMax <= 0
-                || s.maxVersionJump <= 0 || s.statsIntervalMs <= 0
+                || s.maxVersionJump <= 0 || s.statsIntervalMs <= 0 || s.commitEveryRecords < 0
                 || s.rocksdbMemtableBytes <= 0 || s.rocksdbTotalBytes < s.rocksdbMemtableBytes) {
             throw new IllegalArgumentException("peer.* settings must be > 0 (and"
+                    + " peer.commit.every.records >= 0,"
                     + " peer.rocksdb.total.bytes >= peer.rocksdb.memtable.bytes)");
         }
         return s;
@@ -58,7 +82,9 @@ final class Settings {
     String json() {
         return "{\"dedup_ttl_ms\":" + dedupTtlMs + ",\"dedup_sweep_interval_ms\":" + sweepIntervalMs
                 + ",\"dedup_sweep_max\":" + sweepMax + ",\"max_version_jump\":" + maxVersionJump
-                + ",\"stats_interval_ms\":" + statsIntervalMs + ",\"instance\":" + Stats.json(instance)
+                + ",\"stats_interval_ms\":" + statsIntervalMs
+                + ",\"commit_every_records\":" + commitEveryRecords
+                + ",\"cached_stores\":" + Stats.json(String.join(",", new java.util.TreeSet<>(cachedStores))) + ",\"instance\":" + Stats.json(instance)
                 + ",\"rocksdb_total_bytes\":" + rocksdbTotalBytes
                 + ",\"rocksdb_memtable_bytes\":" + rocksdbMemtableBytes + "}";
     }

@@ -385,6 +385,81 @@ class GateTest {
         assertEquals(5, stats.dedupExpired.sum());
     }
 
+    /** Gate alone on a MockProcessorContext (which records commit requests)
+     *  with in-memory stores; run on a fresh thread, as the commit count is
+     *  per stream thread. Returns after which records a commit was requested. */
+    private static List<Integer> commitRequests(String setting, int records) throws Exception {
+        List<Integer> at = new ArrayList<>();
+        Throwable[] failure = new Throwable[1];
+        Thread t = new Thread(() -> {
+            try {
+                Properties p = new Properties();
+                p.put(StreamsConfig.APPLICATION_ID_CONFIG, "peer-test");
+                p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
+                if (setting != null) {
+                    p.put("peer.commit.every.records", setting);
+                }
+                var ctx = new org.apache.kafka.streams.processor.api.MockProcessorContext<byte[], byte[]>(p);
+                for (String name : new String[] {Gate.DEDUP, Gate.AGG, Gate.PARKED}) {
+                    KeyValueStore<Bytes, byte[]> st = org.apache.kafka.streams.state.Stores
+                            .keyValueStoreBuilder(org.apache.kafka.streams.state.Stores.inMemoryKeyValueStore(name),
+                                    org.apache.kafka.common.serialization.Serdes.Bytes(),
+                                    org.apache.kafka.common.serialization.Serdes.ByteArray())
+                            .withLoggingDisabled().build();
+                    st.init(ctx.getStateStoreContext(), st);
+                    ctx.addStateStore(st);
+                }
+                ctx.setCurrentSystemTimeMs(T0.toEpochMilli());
+                Gate g = new Gate(Settings.from(p), new Stats());
+                g.init(ctx);
+                for (int i = 1; i <= records; i++) {
+                    Headers h = new RecordHeaders();
+                    h.add("ce_id", b("e" + i));
+                    h.add("ce_source", b("/test"));
+                    h.add("ce_type", b(i == 1 ? "order.created" : "order.updated"));
+                    h.add("ce_sequence", b(Integer.toString(i)));
+                    ctx.setRecordMetadata("in", 0, i - 1);
+                    g.process(new org.apache.kafka.streams.processor.api.Record<>(b("A"), b("v"), 0L, h));
+                    if (ctx.committed()) {
+                        at.add(i);
+                        ctx.resetCommit();
+                    }
+                }
+            } catch (Throwable e) {
+                failure[0] = e;
+            }
+        });
+        t.start();
+        t.join();
+        if (failure[0] != null) {
+            throw new AssertionError(failure[0]);
+        }
+        return at;
+    }
+
+    @Test
+    void aCommitIsRequestedEveryNRecordsWhenConfigured() throws Exception {
+        assertEquals(List.of(3, 6), commitRequests("3", 7));
+        assertEquals(List.of(), commitRequests(null, 7), "default: commit.interval.ms only");
+    }
+
+    @Test
+    void cachedStoresAreConfigurable() {
+        Properties p = new Properties();
+        assertEquals(java.util.Set.of(Gate.AGG, Gate.PARKED), Settings.from(p).cachedStores);
+        p.put("peer.cached.stores", "dedup, agg");
+        assertEquals(java.util.Set.of(Gate.DEDUP, Gate.AGG), Settings.from(p).cachedStores);
+        p.put("peer.cached.stores", "");
+        assertTrue(Settings.from(p).cachedStores.isEmpty());
+        p.put("peer.cached.stores", "agg,nosuch");
+        try {
+            Settings.from(p);
+            throw new AssertionError("unknown store accepted");
+        } catch (IllegalArgumentException expected) {
+            assertTrue(expected.getMessage().contains("nosuch"));
+        }
+    }
+
     @Test
     void parkedRecordsRoundTrip() {
         Headers h = new RecordHeaders();
