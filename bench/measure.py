@@ -12,8 +12,9 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            Appends one JSON line to FILE: wall seconds from process start to
            "everything committed", events/s, peak RSS (KiB, from time -v), exit
            status, CPU-s by thread name just before SIGTERM
-           (end_thread_cpu_s) and the final "stats" log line of the process
-           (read from the log file given with --log).
+           (end_thread_cpu_s), the final "stats" log line of the process
+           (read from the log file given with --log) and the records/s
+           between its consecutive stats lines (stats_interval_rates).
   count    --bootstrap B [--read-committed] TOPIC ...
            prints {"TOPIC": records}: the sum over partitions of high - low
            watermark (the topics are never compacted or truncated here); with
@@ -184,6 +185,28 @@ def _thread_cpu(pid):
             if v > 0}
 
 
+def _interval_rates(log_path):
+    """records_total per second between consecutive "stats" lines of the
+    process's log (seqgate's and the peer's come every 10 s in the
+    benchmark): the best one shows the rate once start-up (and a JVM's JIT
+    warm-up) is behind."""
+    pts = []
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if '"event":"stats"' not in line:
+                    continue
+                try:
+                    st = json.loads(line)
+                    pts.append((_ts(st["ts"]), int(st["records_total"])))
+                except (ValueError, KeyError):
+                    pass
+    except OSError:
+        pass
+    return [round((n1 - n0) / (t1 - t0)) for (t0, n0), (t1, n1) in zip(pts, pts[1:])
+            if t1 - t0 >= 1]
+
+
 def _last_stats(log_path):
     last = None
     try:
@@ -291,6 +314,9 @@ def cmd_run(a):
     st = _last_stats(a.log)
     if st:
         res["final_stats"] = st
+    rates = _interval_rates(a.log)
+    if rates:
+        res["stats_interval_rates"] = rates
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")
     print(json.dumps({k: v for k, v in res.items()
@@ -755,6 +781,16 @@ def cmd_report(a):
               + " (part of its wall time); JIT compiler threads "
               + (f"{jit:.1f}" if jit is not None else "-") + " CPU-s, GC threads "
               + (f"{gc:.1f}" if gc is not None else "-") + " CPU-s (part of its CPU)")
+    best = []
+    for label in ("plain", "at_least_once", "exactly_once", "streams"):
+        b = _median([max(r["stats_interval_rates"]) if r.get("stats_interval_rates") else None
+                     for r in by.get(label, [])])
+        if b:
+            best.append(f"{label} {b:.0f}")
+    if best:
+        print("fastest stats interval (records/s between two consecutive stats "
+              "lines of the process, median over runs; in a run long enough, "
+              "after start-up and JIT warm-up): " + ", ".join(best))
     for who, pre in (("changelog", "exactly_once"), ("streams changelog", "streams")):
         sel = [c for c in cls if c["label"].startswith(pre)]
         if not sel:
