@@ -11,8 +11,10 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            offsets, then SIGTERM the process (not `time`) and wait for it.
            Appends one JSON line to FILE: wall seconds from process start to
            "everything committed", events/s, peak RSS (KiB, from time -v), exit
-           status and the final "stats" log line of the process (read from
-           the log file given with --log).
+           status, CPU-s by thread name just before SIGTERM
+           (end_thread_cpu_s), the final "stats" log line of the process
+           (read from the log file given with --log) and the records/s
+           between its consecutive stats lines (stats_interval_rates).
   count    --bootstrap B [--read-committed] TOPIC ...
            prints {"TOPIC": records}: the sum over partitions of high - low
            watermark (the topics are never compacted or truncated here); with
@@ -24,18 +26,21 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            order, and the total equals the manifest's distinct events.
   check    --bootstrap B --out OUT --dlq DLQ --manifest FILE --results FILE
            [--read-committed] [--verify]
-           the correctness check of one seqgate run: output records =
+           the correctness check of one seqgate (or Kafka Streams peer) run: output records =
            distinct events, DLQ empty, dedup_hits_total (final stats line, the
            last line of --results) = duplicates; --verify adds `verify`.
            Appends {"ok": ...} to FILE.check, prints one line, exits 1 on a
            mismatch.
-  changelog --bootstrap B --topic CL --events N [--log-dir DIR] --out FILE
-           [--label L]
+  changelog --bootstrap B --topic CL [--topic CL2 ...] --events N
+           [--log-dir DIR] --out FILE [--label L]
            the changelog's cost: reads CL read_committed from the beginning;
            records, tombstones, key and value bytes per store database (the
            key's first byte), bytes per input event; end offsets; and the
            partitions' size on the broker's disk (DIR/CL-<p>/*) when DIR is
            given, else end offsets x average record size as an estimate.
+           Several --topic (Kafka Streams: one changelog per store): the
+           totals of all, "by database" per topic (named by what is left of
+           it without the topics' common prefix and "-changelog").
   restore  --partitions N --log L --time-file F --out FILE --label L
            [--data-dir D] [--timeout S] -- CMD...
            start CMD (a seqgate on a group whose input is fully committed),
@@ -43,7 +48,9 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            SIGTERM it; appends the restore's timings (from the log lines' ts
            and ms fields), records restored, peak RSS, the store's size.
   report   --results FILE [--changelog FILE] [--restore FILE]
-           medians per run label, the events/s ratios, Markdown tables.
+           medians per run label: events/s, CPU-s per 1 M input events, peak
+           RSS, store bytes per input event; the events/s ratios to plain and
+           seqgate / Kafka Streams ratios; Markdown tables.
 """
 import argparse
 import datetime
@@ -150,6 +157,56 @@ def _rss_split(pid):
     return out
 
 
+def _thread_cpu(pid):
+    """CPU seconds (user+sys) of @pid's threads so far, summed by thread
+    name (the kernel's 15-character comm) without trailing digits: a JVM's
+    "C2 CompilerThre", "C1 CompilerThre" (JIT) and "GC Thread#" (GC),
+    librdkafka's "rdk:broker" threads. Read just before SIGTERM."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        # comm is in parentheses and may hold spaces; utime, stime are
+        # fields 14 and 15 (1-based), i.e. 11 and 12 after the ")".
+        name = st[st.index("(") + 1:st.rindex(")")]
+        rest = st[st.rindex(")") + 2:].split()
+        cpu = (int(rest[11]) + int(rest[12])) / tick
+        key = name.rstrip("0123456789") or name
+        out[key] = out.get(key, 0) + cpu
+    return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])
+            if v > 0}
+
+
+def _interval_rates(log_path):
+    """records_total per second between consecutive "stats" lines of the
+    process's log (seqgate's and the peer's come every 10 s in the
+    benchmark): the best one shows the rate once start-up (and a JVM's JIT
+    warm-up) is behind."""
+    pts = []
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if '"event":"stats"' not in line:
+                    continue
+                try:
+                    st = json.loads(line)
+                    pts.append((_ts(st["ts"]), int(st["records_total"])))
+                except (ValueError, KeyError):
+                    pass
+    except OSError:
+        pass
+    return [round((n1 - n0) / (t1 - t0)) for (t0, n0), (t1, n1) in zip(pts, pts[1:])
+            if t1 - t0 >= 1]
+
+
 def _last_stats(log_path):
     last = None
     try:
@@ -219,6 +276,7 @@ def cmd_run(a):
     # SIGTERM seqgate itself: GNU time would die of it without reporting.
     kids = _children(proc.pid)
     rss_split = _rss_split(kids[0]) if kids else {}
+    threads = _thread_cpu(kids[0]) if kids else {}
     for k in kids:
         try:
             os.kill(k, signal.SIGTERM)
@@ -249,14 +307,20 @@ def cmd_run(a):
     }
     res.update(_time_v(a.time_file))
     res.update(rss_split)
+    if threads:
+        res["end_thread_cpu_s"] = threads
     if a.data_dir:
         res["store_bytes"] = _du(a.data_dir)
     st = _last_stats(a.log)
     if st:
         res["final_stats"] = st
+    rates = _interval_rates(a.log)
+    if rates:
+        res["stats_interval_rates"] = rates
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")
-    print(json.dumps({k: v for k, v in res.items() if k != "final_stats"}))
+    print(json.dumps({k: v for k, v in res.items()
+                      if k not in ("final_stats", "end_thread_cpu_s")}))
     if wall is None:
         sys.exit(f"measure.py: {a.label}: input not fully committed "
                  f"({committed_sum}/{total}) before exit or timeout; see {a.log}")
@@ -405,15 +469,34 @@ def cmd_check(a):
 DB_NAMES = {0: "dedup", 2: "agg", 3: "parked", 5: "meta", 6: "snapreq"}
 
 
+def _store_names(topics):
+    """One changelog per store (Kafka Streams' <application.id>-<store>-
+    changelog): each topic named by what its name has beyond the others'."""
+    if len(topics) == 1:
+        return {}
+    pre = os.path.commonprefix(topics)
+    out = {}
+    for t in topics:
+        n = t[len(pre):]
+        if n.endswith("-changelog"):
+            n = n[:-len("-changelog")]
+        out[t] = n or t
+    return out
+
+
 def cmd_changelog(a):
     kinds = {}
     tot = {"records": 0, "tombstones": 0, "key_bytes": 0, "value_bytes": 0,
            "header_bytes": 0}
+    by_topic = _store_names(a.topic)
 
     def one(m):
         k = m.key() or b""
         v = m.value()
-        name = DB_NAMES.get(k[0], f"db{k[0]}") if k else "nokey"
+        if by_topic:
+            name = by_topic[m.topic()]
+        else:
+            name = DB_NAMES.get(k[0], f"db{k[0]}") if k else "nokey"
         d = kinds.setdefault(name, {"records": 0, "tombstones": 0,
                                     "key_bytes": 0, "value_bytes": 0})
         for x in (d, tot):
@@ -426,14 +509,18 @@ def cmd_changelog(a):
         for hk, hv in m.headers() or []:
             tot["header_bytes"] += len(hk) + len(hv or b"")
     t0 = time.monotonic()
-    marks, errors = _read_all(a.bootstrap, a.topic, one, True)
+    marks, errors = [], []
+    for topic in a.topic:
+        m, e = _read_all(a.bootstrap, topic, one, True)
+        marks += [(topic, p, lo, hi) for p, lo, hi in m]
+        errors += e
     read_s = time.monotonic() - t0
-    end_offsets = sum(hi for _, _, hi in marks)
+    end_offsets = sum(hi for _, _, _, hi in marks)
     kv = tot["key_bytes"] + tot["value_bytes"]
-    res = {"label": a.label, "topic": a.topic, "input_events": a.events,
+    res = {"label": a.label, "topic": ",".join(a.topic), "input_events": a.events,
            **tot, "read_s": round(read_s, 2),
            "partitions": len(marks), "end_offsets": end_offsets,
-           "log_start_offsets": sum(lo for _, lo, _ in marks),
+           "log_start_offsets": sum(lo for _, _, lo, _ in marks),
            "kv_bytes": kv,
            "kv_bytes_per_event": round(kv / a.events, 1) if a.events else None,
            "kv_bytes_per_record": round(kv / tot["records"], 1) if tot["records"] else None,
@@ -442,8 +529,8 @@ def cmd_changelog(a):
     if a.log_dir:
         disk = 0
         seg = 0
-        for p, _, _ in marks:
-            for fn in glob.glob(os.path.join(a.log_dir, f"{a.topic}-{p}", "*")):
+        for topic, p, _, _ in marks:
+            for fn in glob.glob(os.path.join(a.log_dir, f"{topic}-{p}", "*")):
                 try:
                     sz = os.stat(fn).st_size
                 except OSError:
@@ -467,7 +554,7 @@ def cmd_changelog(a):
         f.write(json.dumps(res) + "\n")
     print(json.dumps(res))
     if errors:
-        sys.exit(f"measure.py: reading {a.topic}: {errors[:3]}")
+        sys.exit(f"measure.py: reading {res['topic']}: {errors[:3]}")
 
 
 def _ts(s):
@@ -559,7 +646,18 @@ def _median(xs):
 
 LABEL_NAME = {"plain": "plain loop", "at_least_once": "seqgate at_least_once",
               "exactly_once": "seqgate exactly_once",
+              "streams": "Kafka Streams exactly_once_v2",
               "seqgate": "seqgate at_least_once"}  # "seqgate": older results
+
+
+def _per_event(r, x):
+    """x / the run's input records (None when either is missing)."""
+    n = r.get("input_records")
+    return x / n if x is not None and n else None
+
+
+def _ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
 
 
 def _jsonl(path):
@@ -581,7 +679,11 @@ def cmd_report(a):
             "wall_s": _median([r["wall_s"] for r in rs]),
             "peak_rss_kib": _median([r.get("peak_rss_kib") for r in rs]),
             "cpu_s": _median([r.get("user_s", 0) + r.get("sys_s", 0) for r in rs]),
+            # CPU-s (user+sys, every thread of the process) per 1 M input events
+            "cpu_per_m": _median([_per_event(r, (r.get("user_s", 0) + r.get("sys_s", 0)) * 1e6)
+                                  for r in rs]),
             "store_bytes": _median([r.get("store_bytes") for r in rs]),
+            "store_per_event": _median([_per_event(r, r.get("store_bytes")) for r in rs]),
             "all": [r["events_per_s"] for r in rs],
             "load": [x for r in rs for x in (r.get("loadavg_start"),
                                              r.get("loadavg_end"))
@@ -589,11 +691,13 @@ def cmd_report(a):
         }
     base = (med.get("plain") or {}).get("events_per_s")
     print("| run | median events/s | ratio to plain | runs (events/s) | "
-          "median wall s | CPU s (user+sys) | peak RSS MiB | store on disk MiB | "
-          "load avg (1 min) |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---|")
+          "median wall s | CPU s (user+sys) | CPU s per 1 M events | peak RSS MiB | "
+          "store on disk MiB | store B/event | load avg (1 min) |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for label, m in med.items():
         st = f"{m['store_bytes'] / 2**20:.0f}" if m["store_bytes"] else "-"
+        spe = f"{m['store_per_event']:.0f}" if m["store_per_event"] else "-"
+        cpm = f"{m['cpu_per_m']:.1f}" if m["cpu_per_m"] is not None else "-"
         ratio = (f"{m['events_per_s'] / base:.2f}"
                  if base and m["events_per_s"] else "-")
         allv = ", ".join(str(x) for x in m["all"])
@@ -602,12 +706,13 @@ def cmd_report(a):
         load = (f"{min(m['load']):.2f}–{max(m['load']):.2f}"
                 if m["load"] else "-")
         print(f"| {label} | {eps} | {ratio} | {allv} | {wall} | "
-              f"{m['cpu_s']:.1f} | {m['peak_rss_kib'] / 1024:.0f} | {st} | {load} |")
+              f"{m['cpu_s']:.1f} | {cpm} | {m['peak_rss_kib'] / 1024:.0f} | {st} | {spe} | "
+              f"{load} |")
 
     cls = _jsonl(a.changelog)
     if cls:
         print()
-        print("| changelog (exactly_once run) | records | per input event | "
+        print("| changelog (run) | records | per input event | "
               "tombstones | key+value bytes | key+value B/event | "
               "key+value B/record | on disk bytes | on disk B/event | by database (records) |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -638,7 +743,7 @@ def cmd_report(a):
 
     print()
     parts = []
-    for label in ("plain", "at_least_once", "seqgate", "exactly_once"):
+    for label in ("plain", "at_least_once", "seqgate", "exactly_once", "streams"):
         m = med.get(label)
         if not m or not m["events_per_s"]:
             continue
@@ -647,13 +752,55 @@ def cmd_report(a):
             txt += f" (ratio {m['events_per_s'] / base:.2f})"
         parts.append(txt)
     print("; ".join(parts))
-    if cls:
-        kvs = _median([c["kv_bytes_per_event"] for c in cls])
-        dks = _median([c.get("disk_log_bytes_per_event") for c in cls])
-        recs = _median([c["records"] for c in cls])
-        print(f"changelog: {recs:.0f} records, {kvs:.1f} bytes (key+value) per "
+    st = med.get("streams")
+    if st and st["events_per_s"]:
+        parts = []
+        for label in ("exactly_once", "at_least_once"):
+            m = med.get(label)
+            if not m or not m["events_per_s"]:
+                continue
+            parts.append(f"{label} events/s {_ratio(m['events_per_s'], st['events_per_s'])}, "
+                         f"CPU per event {_ratio(m['cpu_per_m'], st['cpu_per_m'])}, "
+                         f"peak RSS {_ratio(m['peak_rss_kib'], st['peak_rss_kib'])}, "
+                         f"store per event {_ratio(m['store_per_event'], st['store_per_event'])}")
+        if parts:
+            print("seqgate / Kafka Streams: " + "; ".join(parts))
+    srs = by.get("streams") or []
+    if srs:
+        def jvm(r, pre):
+            th = r.get("end_thread_cpu_s") or {}
+            return sum(v for k, v in th.items() if k.startswith(pre)) if th else None
+        run_s = _median([(r.get("final_stats") or {}).get("start_to_running_ms")
+                         for r in srs])
+        jit = _median([jvm(r, "C1 Compiler") + jvm(r, "C2 Compiler")
+                       if r.get("end_thread_cpu_s") else None for r in srs])
+        gc = _median([jvm(r, "GC Thread") + jvm(r, "G1 ")
+                      if r.get("end_thread_cpu_s") else None for r in srs])
+        print("Kafka Streams peer (medians): process start → RUNNING "
+              + (f"{run_s / 1000:.1f} s" if run_s is not None else "-")
+              + " (part of its wall time); JIT compiler threads "
+              + (f"{jit:.1f}" if jit is not None else "-") + " CPU-s, GC threads "
+              + (f"{gc:.1f}" if gc is not None else "-") + " CPU-s (part of its CPU)")
+    best = []
+    for label in ("plain", "at_least_once", "exactly_once", "streams"):
+        b = _median([max(r["stats_interval_rates"]) if r.get("stats_interval_rates") else None
+                     for r in by.get(label, [])])
+        if b:
+            best.append(f"{label} {b:.0f}")
+    if best:
+        print("fastest stats interval (records/s between two consecutive stats "
+              "lines of the process, median over runs; in a run long enough, "
+              "after start-up and JIT warm-up): " + ", ".join(best))
+    for who, pre in (("changelog", "exactly_once"), ("streams changelog", "streams")):
+        sel = [c for c in cls if c["label"].startswith(pre)]
+        if not sel:
+            continue
+        kvs = _median([c["kv_bytes_per_event"] for c in sel])
+        dks = _median([c.get("disk_log_bytes_per_event") for c in sel])
+        recs = _median([c["records"] for c in sel])
+        print(f"{who}: {recs:.0f} records, {kvs:.1f} bytes (key+value) per "
               f"input event, {dks:.1f} bytes per input event on disk"
-              + ("" if cls[0].get("disk_source") == "broker log dir" else " (estimate)"))
+              + ("" if sel[0].get("disk_source") == "broker log dir" else " (estimate)"))
     for r in rss:
         print(f"restore {r['label']}: {r['records']} records in "
               f"{r['restore_ms_sum']} ms (restore_done), "
@@ -701,7 +848,7 @@ def main():
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("changelog")
     p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, action="append")
     p.add_argument("--events", type=int, required=True)
     p.add_argument("--log-dir")
     p.add_argument("--out", required=True)

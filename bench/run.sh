@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh — seqgate's throughput benchmark against a real Kafka broker.
 #
-# Compares runs of the same Kafka loop (lib/kafka.c) over the same input:
+# Compares runs over the same input, three of the same Kafka loop
+# (lib/kafka.c) and one of a Kafka Streams application:
 #   plain          `seqgate --passthrough`: every input record copied to the
 #                  output topic, no state (the baseline: a librdkafka
 #                  consume→produce loop)
@@ -13,17 +14,24 @@
 #   exactly_once   `seqgate`, guarantee exactly_once: the same engine, plus a
 #                  changelog record per changed store key, every batch in one
 #                  Kafka transaction (output, DLQ, changelog, input offsets)
-# All use the same librdkafka properties and batch settings, a fresh
-# consumer group, fresh output/DLQ topics, a fresh data_dir and (both
-# guarantees) a fresh changelog topic, which seqgate creates itself
-# (<group.id>-<topic>-changelog).
+#   streams        the Kafka Streams peer (bench/streams-peer, Java, Kafka
+#                  Streams 4.1.1): the same job with the Processor API, three
+#                  RocksDB stores with changelogs, exactly_once_v2, one
+#                  stream thread; built with bench/streams-peer/build.sh
+# All seqgate runs use the same librdkafka properties and batch settings;
+# the peer commits (one transaction) every batch.max_records records and
+# polls as many (bench/streams-peer/streams-peer.properties holds the rest
+# of its tuning). Every run has a fresh consumer group, fresh output/DLQ
+# topics, a fresh data_dir (the peer's state.dir) and (both guarantees,
+# streams) fresh changelog topics, which seqgate or Kafka Streams creates
+# (<group.id>-<topic>-changelog; <application.id>-<store>-changelog).
 # A run's time is measured from process start until the group's committed
 # offsets reach the input topic's end offsets (polled every 200 ms); then the
 # process gets SIGTERM. Runs alternate plain, at_least_once, exactly_once,
-# plain, ... and the report gives the median of each.
-# After every exactly_once run: its output is read back read_committed
-# (exactly the distinct events, each aggregate's versions once and in order),
-# and its changelog is read to measure bytes per input event.
+# streams, plain, ... and the report gives the median of each.
+# After every exactly_once and streams run: its output is read back
+# read_committed (exactly the distinct events, each aggregate's versions once
+# and in order), and its changelog is read to measure bytes per input event.
 # After the last exactly_once run: restore time. A fresh instance on the same
 # group with an EMPTY data_dir restores the whole changelog (full); restarted
 # with that data_dir kept, it restores only the delta. See bench/README.md.
@@ -32,14 +40,19 @@
 #                     [--warmup N] [--batch-records N] [--batch-ms N]
 #                     [--modes LIST] [--no-restore]
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
-#                     [--no-verify] [--keep]
+#                     [--streams-prop k=v]... [--no-verify] [--keep]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
 # 10000, batch.max_ms 100, the librdkafka properties listed below, and
-# --modes plain,at_least_once,exactly_once.
+# --modes plain,at_least_once,exactly_once,streams.
 # --warmup N (default 1): untimed pass-through runs first, so that no
 # measured run meets a cold broker JVM.
-# --modes: a comma-separated subset of plain, at_least_once, exactly_once.
+# --modes: a comma-separated subset of plain, at_least_once, exactly_once,
+# streams.
 # --no-restore: skip the restore measurement.
+# --streams-prop k=v: a Kafka Streams / client / peer.* property for the
+# streams runs (overrides streams-peer.properties and the batch mapping:
+# peer.commit.every.records, max.poll.records and
+# buffered.records.per.partition = --batch-records).
 # Environment:
 #   KAFKA_BOOTSTRAP  use this broker instead of starting one (the changelog's
 #                    on-disk size is then estimated; KAFKA_LOG_DIR, the
@@ -48,11 +61,16 @@
 #   BENCH_DIR        work dir for configs, logs, stores, results
 #                    (default: a new temp dir, removed unless --keep)
 #   PYTHON           python with confluent-kafka (default build/venv/bin/python)
+#   JAVA             java for the streams runs (default java)
+#   STREAMS_JAVA_OPTS  JVM options of the streams runs
+#                    (default "-Xms512m -Xmx512m")
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SEQGATE=${SEQGATE:-$ROOT/build/seqgate}
 PY=${PYTHON:-$ROOT/build/venv/bin/python}
+JAVA=${JAVA:-java}
+STREAMS_JAVA_OPTS=${STREAMS_JAVA_OPTS:--Xms512m -Xmx512m}
 
 EVENTS=1000000
 AGGREGATES=100000
@@ -62,12 +80,15 @@ BATCH_RECORDS=10000
 BATCH_MS=100
 VERIFY=1
 KEEP=0
-MODES=plain,at_least_once,exactly_once
+MODES=plain,at_least_once,exactly_once,streams
 RESTORE=1
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
 # --consumer-prop / --producer-prop override or add, by name.
 CONSUMER_PROPS=(max.partition.fetch.bytes=8388608 queued.min.messages=500000)
 PRODUCER_PROPS=(linger.ms=5 batch.num.messages=10000 batch.size=4000000)
+# Kafka Streams properties of the streams runs, after streams-peer.properties
+# and the batch mapping (--streams-prop).
+STREAMS_PROPS=()
 
 die() { printf 'bench/run.sh: error: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench/run.sh: %s\n' "$*" >&2; }
@@ -82,6 +103,7 @@ while (($#)); do
     --batch-ms) BATCH_MS=$2; shift 2 ;;
     --consumer-prop) CONSUMER_PROPS+=("$2"); shift 2 ;;
     --producer-prop) PRODUCER_PROPS+=("$2"); shift 2 ;;
+    --streams-prop) STREAMS_PROPS+=("$2"); shift 2 ;;
     --modes) MODES=$2; shift 2 ;;
     --no-restore) RESTORE=0; shift ;;
     --no-verify) VERIFY=0; shift ;;
@@ -92,10 +114,15 @@ while (($#)); do
 done
 
 IFS=, read -r -a MODE_LIST <<<"$MODES"
+STREAMS=0
 for m in "${MODE_LIST[@]}"; do
     case $m in plain | at_least_once | exactly_once) ;;
-    *) die "--modes: unknown mode '$m' (plain, at_least_once, exactly_once)" ;;
+    streams) STREAMS=1 ;;
+    *) die "--modes: unknown mode '$m' (plain, at_least_once, exactly_once, streams)" ;;
     esac
+done
+for kv in "${STREAMS_PROPS[@]}"; do
+    [[ $kv == ?*=* ]] || die "--streams-prop '$kv' is not name=value"
 done
 [[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
@@ -115,6 +142,16 @@ RESTORE_RESULTS=$WORK/restore.jsonl
 # versions of the binary.
 cp "$SEQGATE" "$WORK/seqgate"
 SEQGATE=$WORK/seqgate
+# The Kafka Streams peer: built (untimed; Maven skips an up-to-date build)
+# and copied for the same reason.
+PEER_DIR=$ROOT/bench/streams-peer
+if ((STREAMS)); then
+    log "building the Kafka Streams peer (bench/streams-peer/build.sh)"
+    "$PEER_DIR/build.sh" >/dev/null || die "bench/streams-peer/build.sh failed"
+    mkdir -p "$WORK/streams-peer"
+    cp -r "$PEER_DIR/target/streams-peer.jar" "$PEER_DIR/target/lib" \
+        "$PEER_DIR/streams-peer.properties" "$WORK/streams-peer/"
+fi
 : >"$RESULTS"
 : >"$CHANGELOG_RESULTS"
 : >"$RESTORE_RESULTS"
@@ -162,6 +199,9 @@ props_json() {
 
 RUN_ID=$(date +%s)-$$
 IN=bench-in-$RUN_ID
+# The Kafka Streams peer's state stores (their changelogs:
+# <application.id>-<store>-changelog).
+PEER_STORES=(dedup agg parked)
 
 # --- input -----------------------------------------------------------------
 "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$IN:3"
@@ -230,20 +270,34 @@ one_run() { # label round
     local label=$1 r=$2 tag=$1-$2
     local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
     local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag cfg=$WORK/$tag.json
-    local guarantee=at_least_once args=()
+    local guarantee=at_least_once args=() cmd=()
     rm -rf "$dd"
     mkdir -p "$dd"
     "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
     [[ $label == exactly_once ]] && guarantee=exactly_once
-    write_config "bench-$tag" "$group" "$dd" "$out" "$dlq" "$cfg" "$guarantee"
     local results=$RESULTS
-    [[ $label == plain || $label == warmup ]] && args=(--passthrough)
-    [[ $label == warmup ]] && results=$WORK/warmup.jsonl
-    log "run $tag: ${args[*]:-engine, $guarantee}"
+    if [[ $label == streams ]]; then
+        local sp=(peer.commit.every.records="$BATCH_RECORDS" max.poll.records="$BATCH_RECORDS"
+            buffered.records.per.partition="$BATCH_RECORDS"
+            peer.instance.id="bench-$tag" "${STREAMS_PROPS[@]}") kv
+        local -a jopts
+        read -r -a jopts <<<"$STREAMS_JAVA_OPTS"
+        cmd=("$JAVA" "${jopts[@]}" -cp "$WORK/streams-peer/streams-peer.jar:$WORK/streams-peer/lib/*"
+            io.seqgate.bench.streams.Peer --bootstrap "$BS" --application-id "$group"
+            --input "$IN" --output "$out" --dlq "$dlq" --state-dir "$dd"
+            --config "$WORK/streams-peer/streams-peer.properties")
+        for kv in "${sp[@]}"; do cmd+=(--prop "$kv"); done
+        log "run $tag: Kafka Streams peer, exactly_once_v2"
+    else
+        write_config "bench-$tag" "$group" "$dd" "$out" "$dlq" "$cfg" "$guarantee"
+        [[ $label == plain || $label == warmup ]] && args=(--passthrough)
+        [[ $label == warmup ]] && results=$WORK/warmup.jsonl
+        cmd=("$SEQGATE" "${args[@]}" --config "$cfg")
+        log "run $tag: ${args[*]:-engine, $guarantee}"
+    fi
     "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
         --topic "$IN" --label "$label" --out "$results" --log "$WORK/$tag.log" \
-        --time-file "$WORK/$tag.time" --data-dir "$dd" -- \
-        "$SEQGATE" "${args[@]}" --config "$cfg" >&2
+        --time-file "$WORK/$tag.time" --data-dir "$dd" -- "${cmd[@]}" >&2
     case $label in
     at_least_once)
         local v=()
@@ -265,6 +319,19 @@ one_run() { # label round
             --events "$EVENTS" --label "$tag" --out "$CHANGELOG_RESULTS" \
             "${ld[@]}" >/dev/null
         EOS_GROUP=$group EOS_OUT=$out EOS_DLQ=$dlq
+        ;;
+    streams)
+        # The same checks as exactly_once: read back read_committed.
+        "$PY" "$ROOT/bench/measure.py" check --bootstrap "$BS" --out "$out" \
+            --dlq "$dlq" --manifest "$WORK/manifest.json" --results "$RESULTS" \
+            --read-committed --verify >&2 || true
+        local st cls=() ld=()
+        for st in "${PEER_STORES[@]}"; do cls+=(--topic "$group-$st-changelog"); done
+        [[ -n $LOG_DIR ]] && ld=(--log-dir "$LOG_DIR")
+        log "run $tag: measuring changelogs ${cls[*]}"
+        "$PY" "$ROOT/bench/measure.py" changelog --bootstrap "$BS" "${cls[@]}" \
+            --events "$EVENTS" --label "$tag" --out "$CHANGELOG_RESULTS" \
+            "${ld[@]}" >/dev/null
         ;;
     *)
         local counts
@@ -318,6 +385,6 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$PY" "$ROOT/bench/measure.py" report --results "$RESULTS" \
     --changelog "$CHANGELOG_RESULTS" --restore "$RESTORE_RESULTS"
 if grep -q '"ok": false' "$RESULTS.check" 2>/dev/null; then
-    echo "CORRECTNESS MISMATCH in a seqgate run (see above)"
+    echo "CORRECTNESS MISMATCH in a seqgate or streams run (see above)"
     exit 1
 fi
