@@ -23,7 +23,6 @@ REQS=$ROOT/tests/integration/requirements.txt
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     libcjson-dev libyajl-dev check libsubunit-dev libssl-dev
     libcurl4-openssl-dev libmicrohttpd-dev lmdb-utils kcat maven
-    clang libclang-rt-14-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 # tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
 PKGS+=(clang libclang-rt-14-dev)
