@@ -176,14 +176,18 @@ static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
                 vsnprintf(raw + n, sizeof(raw) - (size_t)n, fmt, ap);
                 va_end(ap);
         }
-        char *o = c->errstr + c->err_len;
+        char *start = c->errstr + c->err_len, *o = start;
         size_t left = c->errstr_size - c->err_len;
-        if (c->err_cnt > 1) {
+        if (c->err_len > 0) {
                 *o++ = '\n';
                 left--;
         }
         put_clean(o, left, raw);
-        c->err_len += (size_t)(o - (c->errstr + c->err_len)) + strlen(o);
+        if (*o == '\0') {
+                *start = '\0'; /* no room for this one: no separator */
+                return SG_ERR_CONFIG;
+        }
+        c->err_len += (size_t)(o - start) + strlen(o);
         return SG_ERR_CONFIG;
 }
 

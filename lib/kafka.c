@@ -1668,6 +1668,8 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 loop_set_fatal(loop, SG_ERR_NOMEM, what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
+                free(stored);
+                free(committed);
                 return;
         }
         for (i = 0; i < parts->cnt; i++) {

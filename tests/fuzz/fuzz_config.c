@@ -73,8 +73,10 @@ static void parse_one(const char *text, bool secret_marked)
                 die("error text not NUL-terminated", NULL);
         if (err[0] == '\0')
                 die("empty error text", NULL);
+        /* one line per error: '\n' separates them, nothing else */
         for (const char *p = err; *p; p++)
-                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                if (((unsigned char)*p < 0x20 && *p != '\n') || *p == 0x7f ||
+                    (*p == '\n' && (p == err || p[1] == '\0' || p[1] == '\n')))
                         die("control character in error text", NULL);
         if (!sg_utf8_valid(err, strlen(err)))
                 die("error text is not valid UTF-8", NULL);
