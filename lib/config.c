@@ -32,7 +32,7 @@
  * Secrets: values of librdkafka properties that sg_config_is_secret() flags
  * are never copied into an error text (nor are JSON syntax errors quoted, as
  * the text near the error might be a password). A topic's "snapshot" block
- * (issue 3) may not hold the HTTP Authorization value at all: it names the
+ * (snapshot refetch, semantics §4) may not hold the HTTP Authorization value at all: it names the
  * environment variable that does (auth_header_env), keys such as
  * "auth_header" are rejected, and neither the URL (its query may carry a
  * key) nor a malformed variable name is quoted in an error.
@@ -1296,7 +1296,7 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Snapshot source (issue 3, semantics §4 step 1)                           */
+/* Snapshot source (snapshot refetch, semantics §4 step 1)                 */
 /* ------------------------------------------------------------------------ */
 
 /**
@@ -1685,7 +1685,7 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
 }
 
 /**
- * Snapshot request and reply topics are topics of their own (issue 3): a
+ * Snapshot request and reply topics are topics of their own (snapshot refetch, semantics §4): a
  * reply topic that is also an input, output or DLQ topic would mix replies
  * with events, and a request topic that is one would hand requests to the
  * consumers of events.
@@ -1946,7 +1946,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 cJSON_Delete(root);
                 return nomem(&c);
         }
-        /* exactly_once is the default (issue 4): the production guarantee */
+        /* exactly_once is the default (semantics §6): the production guarantee */
         conf->guarantee = SG_GUARANTEE_EXACTLY_ONCE;
         conf->map_size_bytes = UINT64_C(1073741824);
         conf->map_growth_bytes = UINT64_C(1073741824);

@@ -96,7 +96,7 @@ typedef struct sg_state_machine {
         size_t transition_cnt;
 } sg_state_machine_t;
 
-/** Where snapshots come from (semantics §4 step 1; issue 3). */
+/** Where snapshots come from (semantics §4 step 1, snapshot refetch). */
 typedef enum sg_snapshot_source {
         SG_SNAP_NONE = 0,  /**< no snapshot source: gap policy at the deadline */
         SG_SNAP_KAFKA,     /**< request/reply over Kafka topics */
@@ -173,7 +173,7 @@ typedef struct sg_topic_config {
 typedef enum sg_guarantee {
         SG_GUARANTEE_AT_LEAST_ONCE = 0,
         SG_GUARANTEE_EXACTLY_ONCE = 1, /**< Kafka transactions + changelog
-                                            (semantics §6, issue 4) */
+                                            (semantics §6) */
 } sg_guarantee_t;
 
 /** A librdkafka property, name and value verbatim. */

@@ -1907,7 +1907,7 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         return agg_save(e, p, a, errstr, errstr_size);
 }
 
-/* ---- snapshot refetch (issue 3; semantics §4 step 1) --------------------
+/* ---- snapshot refetch (semantics §4 step 1) ------------------------------
  *
  * A refetch starts when an aggregate's gap deadline passes, or at once when a
  * new aggregate parks above first_version under new_aggregate "strict". The

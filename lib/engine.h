@@ -39,7 +39,7 @@ extern "C" {
 #define SG_H_SOURCE "__seqgate.source"
 #define SG_H_GAP_SKIPPED "__seqgate.gap.skipped"
 #define SG_H_GAP_MISSING "__seqgate.gap.missing"
-/** On a snapshot record (issue 3): the snapshot's version S, and state. */
+/** On a snapshot record (snapshot refetch, semantics §4): the snapshot's version S, and state. */
 #define SG_H_SNAPSHOT "__seqgate.snapshot"
 #define SG_H_SNAPSHOT_STATE "__seqgate.snapshot.state"
 /**

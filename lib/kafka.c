@@ -24,7 +24,7 @@
  * (loop_claim) and checked against the consumer group generation; kafka.h
  * "Changelog fencing" argues why a zombie owner can only duplicate.
  *
- * Invariant (semantics §6, exactly_once, issue 4), relied on by
+ * Invariant (semantics §6, exactly_once), relied on by
  * loop_attempt() and loop_batch():
  *     begin_transaction → produce every effect (changelog included) → every
  *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
@@ -50,7 +50,7 @@
  * rd_kafka_message_t objects, which the loop keeps alive until the batch's
  * batch_commit or batch_abort returned (see kafka.h).
  *
- * Snapshot refetch over HTTP (issue 3): SG_EFFECT_HTTP_GET effects are
+ * Snapshot refetch over HTTP (semantics §4): SG_EFFECT_HTTP_GET effects are
  * copied out of the processor before batch_commit and started on the
  * fetcher only after the batch committed (so the request is durable in the
  * store before it is sent). Completed transfers are copied into
@@ -188,7 +188,7 @@ struct sg_loop {
         int rerun_follow;        /**< re-runs for a failure that followed
                                       a refusal's re-run (exactly_once) */
 
-        /* exactly_once (issue 4, semantics §6) */
+        /* exactly_once (semantics §6) */
         bool eos;                /**< guarantee exactly_once */
         rd_kafka_t *restorer;    /**< changelog restore consumer (no group) */
         bool txn_open;           /**< a Kafka transaction is in progress */
@@ -3010,7 +3010,7 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                           errstr, errstr_size)))
                 return err;
 
-        /* Input topics, then every snapshot reply topic (issue 3), each
+        /* Input topics, then every snapshot reply topic (snapshot refetch, semantics §4), each
          * name once. */
         rd_kafka_topic_partition_list_t *sub =
                 rd_kafka_topic_partition_list_new((int)conf->topic_cnt * 2);

@@ -29,7 +29,7 @@
  * fails after step 4 leaves the store behind its changelog: logged as
  * "store_behind_changelog", the partitions are restored (not re-read).
  *
- * Batch protocol, exactly_once (semantics §6, issue 4; Kafka Streams' model):
+ * Batch protocol, exactly_once (semantics §6; Kafka Streams' model):
  *   the producer is transactional (transactional.id = the config's
  *   <group.id>-<instance_id>, stable so that a restarted instance fences its
  *   zombie; init_transactions at start; transaction.timeout.ms 10 s unless
@@ -122,7 +122,7 @@
  * its changelog, or hold another owner's past); a stateless processor, the
  * later of the committed offset and its store's.
  *
- * Snapshots (issue 3, semantics §4 step 1): the consumer also subscribes to
+ * Snapshots (snapshot refetch, semantics §4 step 1): the consumer also subscribes to
  * every "kafka" snapshot source's reply_topic; its records go to process()
  * like any other and their offsets are committed the same way. Effects of
  * kind SG_EFFECT_HTTP_GET are not produced: once the batch committed (step
@@ -209,10 +209,10 @@ typedef struct sg_loop_stats {
         int64_t paused_partitions;
         int64_t consumer_lag;              /**< sum over assigned partitions, -1 unknown */
         int64_t snapshot_http_in_flight;   /**< HTTP snapshot GETs started and
-                                                not yet completed (issue 3;
+                                                not yet completed (snapshot refetch;
                                                 snapshot_http.h), 0 without an
                                                 "http" snapshot source */
-        /* exactly_once (issue 4; 0 under at_least_once) */
+        /* exactly_once (semantics §6; 0 under at_least_once) */
         uint64_t transactions_total;       /**< Kafka transactions committed */
         uint64_t transactions_aborted_total; /**< Kafka transactions aborted
                                                   (their batch re-read) */

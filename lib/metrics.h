@@ -57,7 +57,7 @@ typedef struct sg_metrics {
         uint64_t park_overflow_total;    /**< cap reached (pause or DLQ) */
         uint64_t dedup_expired_total;    /**< dedup records removed by the TTL sweep */
         uint64_t dlq_total[SG_R__CNT];   /**< DLQ records by reason */
-        /* snapshot refetch (issue 3) */
+        /* snapshot refetch (semantics §4) */
         uint64_t snapshot_requests_total;  /**< requests sent (retries included) */
         uint64_t snapshot_applied_total;   /**< replies applied (S >= L) */
         uint64_t snapshot_late_total;      /**< replies with S < L, ignored */

@@ -2,7 +2,7 @@
  * snapshot_http.c — the HTTP snapshot fetcher (snapshot_http.h) on
  * libcurl's multi interface: one easy handle per GET, all driven from the
  * loop thread by sg_fetcher_poll(), so no transfer ever blocks the consumer
- * (issue 3: "while one aggregate waits for its snapshot, every other
+ * (snapshot refetch: "while one aggregate waits for its snapshot, every other
  * aggregate keeps flowing").
  *
  * Each transfer: GET only, http/https only, no redirects followed (a 3xx is

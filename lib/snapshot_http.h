@@ -1,5 +1,5 @@
 /*
- * snapshot_http.h — non-blocking HTTP GETs for snapshot refetch (issue 3,
+ * snapshot_http.h — non-blocking HTTP GETs for snapshot refetch (
  * semantics §4 step 1), on libcurl's multi interface.
  *
  * The Kafka loop owns one fetcher. After a batch commits it submits the

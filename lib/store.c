@@ -59,7 +59,7 @@ struct sg_store {
         bool fault_fired;
 };
 
-/* A captured change (changelog, issue 4): full LMDB key, value or NULL. */
+/* A captured change (changelog, semantics §6): full LMDB key, value or NULL. */
 typedef struct change {
         uint8_t db;
         unsigned char *key; /* malloc'd: key, then value */

@@ -8,7 +8,7 @@
  *   parked   tp | agg hash | version (BE)         → the whole record + parked_at
  *   since    tp | parked_at_ms (BE) | agg hash    → (empty)   gap deadline index
  *   meta     tp                                   → consumer group, input offset, counters, clock
- *   snapreq  tp | agg hash                        → snapshot request (issue 3)
+ *   snapreq  tp | agg hash                        → snapshot request (snapshot refetch, semantics §4)
  *   snapdue  tp | due_ms (BE) | agg hash          → (empty)   request timeout/retry index
  * where tp = 1-byte topic length | topic | 4-byte BE partition, so every
  * key of a partition shares a prefix and the partition's state can be
@@ -143,7 +143,7 @@ typedef struct sg_meta_rec {
 #define SG_SNAP_WAITING 2  /**< not sent yet (queued behind max_in_flight, or
                                 backing off before a retry); due = send time */
 
-/** A snapshot request of one aggregate (issue 3; semantics §4 step 1).
+/** A snapshot request of one aggregate (snapshot refetch; semantics §4 step 1).
  *  Part of the store, so requests in flight survive a restart. */
 typedef struct sg_snapreq_rec {
         uint64_t seq;            /**< sequence number of the latest attempt */
@@ -228,7 +228,7 @@ sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
 void sg_txn_abort(sg_txn_t *txn);
 
 /**
- * Change capture (changelog, issue 4). With capture on, every write of the
+ * Change capture (changelog, semantics §6). With capture on, every write of the
  * transaction to a state database (dedup, agg, parked, snapreq, meta) is
  * recorded; the index databases are derived and not recorded.
  */
@@ -257,7 +257,7 @@ void sg_txn_capture(sg_txn_t *txn, bool on);
 size_t sg_txn_changes(sg_txn_t *txn, const sg_change_t **changesp);
 
 /**
- * Applies one changelog record to the store (restore, issue 4): @p db and the
+ * Applies one changelog record to the store (restore, semantics §6): @p db and the
  * key @p suffix (the LMDB key without the tp prefix) come from the record's
  * key, @p value is its value or NULL for a tombstone. Keeps the derived
  * indexes in step. Capture must be off (asserted).
