@@ -1,6 +1,6 @@
 /*
- * snapshot_http.h — non-blocking HTTP GETs for snapshot refetch (
- * semantics §4 step 1), on libcurl's multi interface.
+ * snapshot_http.h — non-blocking HTTP GETs for snapshot refetch
+ * (semantics §4 step 1), on libcurl's multi interface.
  *
  * The Kafka loop owns one fetcher. After a batch commits it submits the
  * batch's SG_EFFECT_HTTP_GET effects; on every poll it drives the transfers
