@@ -108,6 +108,9 @@ typedef struct sg_part {
         int32_t partition;
         bool assigned;         /**< currently assigned to this consumer */
         int64_t committed;     /**< next offset committed by us, -1 unknown */
+        int64_t start;         /**< offset reading started at on assignment,
+                                    -1 unknown (the group's or
+                                    auto.offset.reset) */
         int64_t paused_until;  /**< monotonic ms to resume at, 0: not paused */
         /* batch state, valid while in_batch */
         bool in_batch;
@@ -495,6 +498,7 @@ static size_t loop_part_add(sg_loop_t *loop, const char *topic,
                 return SG_NO_PART;
         p->partition = partition;
         p->committed = -1;
+        p->start = -1;
         p->pause_offset = -1;
         p->cl_epoch = -1;
         p->cl_next = -1;
@@ -1822,6 +1826,8 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
+                loop->parts[loop_part(loop, tp->topic, tp->partition)].start =
+                        start >= 0 ? start : -1;
         }
         free(stored);
         free(committed);
@@ -1894,6 +1900,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                 p->assigned = false;
                 p->paused_until = 0;
                 p->committed = -1;
+                p->start = -1;
                 p->restore = false;
                 p->cl_epoch = -1;
                 p->cl_fenced = false;
@@ -3776,9 +3783,11 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
 /* Tells the processor how far behind the end of its log each assigned
  * partition is read once this batch's records are processed (the
  * position() callback; semantics §4 backlog-aware gap deadlines): the
- * consumer's position (after the last record polled) against the high
- * watermark librdkafka cached from its last fetch. Paused partitions, and
- * those without a position or watermark yet, are reported unknown (-1). */
+ * consumer's position (after the last record polled; before any record
+ * since the assignment, the offset committed or started at) against the
+ * high watermark librdkafka cached from its last fetch. Paused partitions,
+ * and those without a position or watermark yet, are reported unknown
+ * (-1). */
 static void loop_report_positions(sg_loop_t *loop) {
         const sg_processor_t *pr = &loop->proc;
         if (!pr->position || !loop->consumer || loop->part_cnt == 0)
@@ -3799,13 +3808,17 @@ static void loop_report_positions(sg_loop_t *loop) {
                 const sg_part_t *p =
                         &loop->parts[loop_part(loop, e->topic, e->partition)];
                 int64_t lo, hi, lag = -1;
+                /* nothing polled since the assignment: no position yet */
+                int64_t pos = e->offset >= 0    ? e->offset
+                              : p->committed >= 0 ? p->committed
+                                                  : p->start;
                 if (!p->paused_until && !(p->in_batch && p->pause_offset >= 0) &&
-                    e->offset >= 0 &&
+                    pos >= 0 &&
                     rd_kafka_get_watermark_offsets(loop->consumer, e->topic,
                                                    e->partition, &lo,
                                                    &hi) == 0 &&
                     hi >= 0)
-                        lag = hi > e->offset ? hi - e->offset : 0;
+                        lag = hi > pos ? hi - pos : 0;
                 pr->position(pr->opaque, e->topic, e->partition, lag);
         }
         rd_kafka_topic_partition_list_destroy(l);

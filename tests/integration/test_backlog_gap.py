@@ -94,3 +94,35 @@ def test_restart_behind_backlog_times_out_nothing(bootstrap, seqgate_bin,
         assert len(out) == total
     finally:
         sg.cleanup()
+
+
+def test_restart_with_nothing_new_still_times_out(bootstrap, seqgate_bin,
+                                                  tmp_path):
+    """The other side of the rule: a partition with nothing new to read after
+    a restart is read to the end of its log, so a gap whose fill never comes
+    does time out (the consumer has no position before its first record; the
+    offset it started at stands for it)."""
+    n = {k: unique_name(f"sgbk2-{k}") for k in ("in", "out", "dlq", "group")}
+    create_topics(bootstrap, {n["in"]: 1, n["out"]: 1, n["dlq"]: 1})
+    conf = make_config(bootstrap=bootstrap, group=n["group"], instance="bk-2",
+                       data_dir=str(tmp_path / "data"), input_topic=n["in"],
+                       output_topic=n["out"], dlq_topic=n["dlq"],
+                       gap_timeout_ms=4000)
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "sg")
+    sg.start()
+    try:
+        produce(bootstrap, n["in"], [event("lone", 1), event("lone", 3)])
+        consume_all(bootstrap, n["out"], timeout_s=30, expect_count=1)
+
+        def parked() -> bool:
+            st = sg.last_stats()
+            return bool(st) and st.get("parked_events") == 1
+        wait_until(parked, 30, "v3 parked")
+        assert sg.stop() == 0
+        sg.start()
+        dlq = consume_all(bootstrap, n["dlq"], timeout_s=30, expect_count=1)
+        assert [d["headers_dict"]["__seqgate.errors.reason"] for d in dlq] == \
+            [b"gap_timeout"], sg.log_tail()
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
