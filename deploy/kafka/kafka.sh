@@ -146,8 +146,15 @@ PY
 
 # 16 random bytes, base64url without padding: the form of a Kafka cluster id
 # (org.apache.kafka.common.Uuid), as `kafka-storage random-uuid` prints it.
+# Never one that starts with '-': kafka-storage's argument parser would take
+# it for an option ("--cluster-id: expected one argument"), one start in 32.
 random_cluster_id() {
-    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+    local id
+    while :; do
+        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+        [[ $id == -* ]] || break
+    done
+    printf '%s\n' "$id"
 }
 
 write_config() {
