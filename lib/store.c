@@ -376,9 +376,30 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
         return mdb_txn_commit(txn);
 }
 
+/* mkdir -p: @p dir and every missing parent (0750). 0 or -1 with errno. */
+static int mkdir_parents(const char *dir) {
+        char p[4096];
+        size_t n = strlen(dir);
+        if (n == 0 || n >= sizeof(p)) {
+                errno = ENAMETOOLONG;
+                return -1;
+        }
+        memcpy(p, dir, n + 1);
+        for (size_t i = 1; i <= n; i++) {
+                if (p[i] != '/' && p[i] != '\0')
+                        continue;
+                char c = p[i];
+                p[i] = '\0';
+                if (mkdir(p, 0750) != 0 && errno != EEXIST)
+                        return -1;
+                p[i] = c;
+        }
+        return 0;
+}
+
 sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                        sg_store_t **storep, char *errstr, size_t errstr_size) {
-        if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+        if (mkdir_parents(dir) != 0) {
                 snprintf(errstr, errstr_size, "data_dir %s: %s", dir,
                          strerror(errno));
                 return SG_ERR_IO;

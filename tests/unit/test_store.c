@@ -78,6 +78,23 @@ START_TEST(dedup_roundtrip_and_reopen) {
 }
 END_TEST
 
+/* data_dir "created if missing" (README): its missing parents too. */
+START_TEST(open_creates_missing_parents) {
+        char base[] = "/tmp/sg_test_store_parents_XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(base));
+        char dir[128];
+        snprintf(dir, sizeof(dir), "%s/nest/a/b", base);
+        sg_store_t *s = NULL;
+        ck_assert_msg(sg_store_open(dir, 1 << 22, 1 << 22, &s, err,
+                                    sizeof(err)) == SG_OK,
+                      "%s", err);
+        sg_store_close(s);
+        char cmd[160];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
+        ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(dedup_sweep_uses_expiry_index) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_tp_t tp;
@@ -882,6 +899,7 @@ int main(void) {
         TCase *tc = tcase_create("store");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, dedup_roundtrip_and_reopen);
+        tcase_add_test(tc, open_creates_missing_parents);
         tcase_add_test(tc, dedup_sweep_uses_expiry_index);
         tcase_add_test(tc, agg_and_since_index);
         tcase_add_test(tc, parked_roundtrip_order_and_nulls);
