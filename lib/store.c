@@ -1600,10 +1600,15 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
-sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
-                        void *opaque) {
+/* Walks the keys tp | aggregate hash of database @p db (agg, snapreq) in
+ * hash order, calling @p visit with each hash and value until it returns
+ * non-zero (1: stop, SG_ERR_*: < 0, the walk's result). */
+typedef int(agg_key_visit_fn)(void *ctx, const unsigned char ah[32],
+                              const MDB_val *val);
+static sg_err_t agg_keys_walk(sg_txn_t *t, int db, const sg_tp_t *tp,
+                              agg_key_visit_fn *visit, void *ctx) {
         MDB_cursor *cur;
-        int rc = lmdb_cursor_open(t, DB_AGG, &cur);
+        int rc = lmdb_cursor_open(t, db, &cur);
         if (rc)
                 return SG_ERR_STORE;
         MDB_val key = {tp->len, (void *)tp->b}, val;
@@ -1618,10 +1623,10 @@ sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                 }
                 unsigned char ah[32];
                 memcpy(ah, (const unsigned char *)key.mv_data + tp->len, 32);
-                sg_agg_rec_t rec;
-                if ((err = sg_agg_get(t, tp, ah, &rec)))
-                        break;
-                if (cb(opaque, ah, &rec))
+                int r = visit(ctx, ah, &val);
+                if (r < 0)
+                        err = (sg_err_t)r;
+                if (r)
                         break;
         }
         mdb_cursor_close(cur);
@@ -1630,35 +1635,46 @@ sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
         return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
 }
 
-sg_err_t sg_snapreq_foreach(sg_txn_t *t, const sg_tp_t *tp,
-                            sg_snapreq_visit_cb *cb, void *opaque) {
-        MDB_cursor *cur;
-        int rc = lmdb_cursor_open(t, DB_SNAPREQ, &cur);
-        if (rc)
-                return SG_ERR_STORE;
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        sg_err_t err = SG_OK;
-        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-             rc == 0 && key.mv_size >= tp->len &&
-             memcmp(key.mv_data, tp->b, tp->len) == 0;
-             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-                if (key.mv_size != tp->len + 32) {
-                        err = SG_ERR_STORE;
-                        break;
-                }
-                unsigned char ah[32];
-                memcpy(ah, (const unsigned char *)key.mv_data + tp->len, 32);
-                sg_snapreq_rec_t rec;
-                if ((err = corrupt(sg_snapreq_decode(val.mv_data, val.mv_size,
-                                                     &rec, NULL, 0))))
-                        break;
-                if (cb(opaque, ah, &rec))
-                        break;
-        }
-        mdb_cursor_close(cur);
+typedef struct agg_walk {
+        sg_txn_t *t;
+        const sg_tp_t *tp;
+        sg_agg_visit_cb *agg_cb;
+        sg_snapreq_visit_cb *req_cb;
+        void *opaque;
+} agg_walk_t;
+
+static int agg_visit(void *ctx, const unsigned char ah[32],
+                     const MDB_val *val) {
+        agg_walk_t *w = ctx;
+        sg_agg_rec_t rec;
+        (void)val;
+        sg_err_t err = sg_agg_get(w->t, w->tp, ah, &rec);
         if (err)
                 return err;
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return w->agg_cb(w->opaque, ah, &rec) ? 1 : 0;
+}
+
+static int snapreq_visit(void *ctx, const unsigned char ah[32],
+                         const MDB_val *val) {
+        agg_walk_t *w = ctx;
+        sg_snapreq_rec_t rec;
+        sg_err_t err = corrupt(
+                sg_snapreq_decode(val->mv_data, val->mv_size, &rec, NULL, 0));
+        if (err)
+                return err;
+        return w->req_cb(w->opaque, ah, &rec) ? 1 : 0;
+}
+
+sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
+                        void *opaque) {
+        agg_walk_t w = {.t = t, .tp = tp, .agg_cb = cb, .opaque = opaque};
+        return agg_keys_walk(t, DB_AGG, tp, agg_visit, &w);
+}
+
+sg_err_t sg_snapreq_foreach(sg_txn_t *t, const sg_tp_t *tp,
+                            sg_snapreq_visit_cb *cb, void *opaque) {
+        agg_walk_t w = {.t = t, .tp = tp, .req_cb = cb, .opaque = opaque};
+        return agg_keys_walk(t, DB_SNAPREQ, tp, snapreq_visit, &w);
 }
 
 static int oldest_visit(void *opaque, uint64_t version,
