@@ -3,7 +3,7 @@
 
 seqgate asks an aggregate's authority (the service that owns it and issues its
 versions) for the aggregate's current version and state when a gap in its
-event stream does not close in time (semantics §4 step 1, issue 3). This
+event stream does not close in time (semantics §4 step 1, snapshot refetch). This
 responder answers those questions from a JSON file of aggregate states, so the
 protocol can be seen working in the demo and exercised by the integration
 tests:

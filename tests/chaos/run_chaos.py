@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""seqgate's chaos suite (issue 4): crashes, rebalances and a broker restart
+"""seqgate's chaos suite: crashes, rebalances and a broker restart
 against a known stream whose exact result is computed independently.
 
 1. Broker: its own private one (deploy/kafka/kafka.sh with a private
@@ -311,7 +311,7 @@ def _reason(d) -> str | None:
 # the run
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="seqgate chaos suite (issue 4)")
+    ap = argparse.ArgumentParser(description="seqgate chaos suite")
     ap.add_argument("--seed", type=int, default=None,
                     help="randomness seed (default: random, printed)")
     ap.add_argument("--mode", choices=["exactly_once", "at_least_once"],

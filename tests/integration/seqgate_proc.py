@@ -60,8 +60,8 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
 
     Aggregate = record key, version = ce_sequence, idempotency key = ce_source
     + ce_id, digest = SHA-256 of the whole value (no digest pointer).
-    `snapshot`, when given, is the topic's "snapshot" block (snapshot refetch,
-    issue 3) verbatim. `max_parked_per_aggregate` and `on_park_overflow`,
+    `snapshot`, when given, is the topic's "snapshot" block (snapshot refetch)
+    verbatim. `max_parked_per_aggregate` and `on_park_overflow`,
     when given, go into the topic's "ordering" block (parking caps,
     semantics §4); otherwise seqgate's defaults apply. `guarantee` is
     "at_least_once" or "exactly_once" (semantics §6; the changelog topic then

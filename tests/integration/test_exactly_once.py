@@ -1,4 +1,4 @@
-"""guarantee "exactly_once" on a real broker (semantics §6, issue 4).
+"""guarantee "exactly_once" on a real broker (semantics §6).
 
 Kafka transactions carry each batch's output, DLQ and changelog records and
 its input offsets; LMDB commits after; a compacted changelog topic per input

@@ -1,4 +1,4 @@
-"""Snapshot refetch (issue 3, semantics §4 step 1) against a real broker.
+"""Snapshot refetch (semantics §4 step 1) against a real broker.
 
 When an aggregate's gap deadline passes, seqgate asks the aggregate's
 authority for its current version S and state, and uses the answer: S >= L

@@ -2,7 +2,7 @@
 """Checks the snapshot request/reply JSON Schemas against example documents.
 
 schemas/snapshot-request.schema.json and schemas/snapshot-reply.schema.json
-describe the records exchanged with an aggregate's authority (issue 3,
+describe the records exchanged with an aggregate's authority (snapshot refetch,
 semantics §4 step 1). Every tests/schema/snapshot/KIND-VERDICT-NAME.json is
 validated against the schema of KIND ("request" or "reply"): VERDICT "ok"
 files must be valid, "bad" files must be invalid.
