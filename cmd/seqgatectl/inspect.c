@@ -174,6 +174,92 @@ static int attention_visit(void *opaque, const unsigned char ah[32],
 /* ------------------------------------------------------------------ */
 /* inspect                                                             */
 
+/* inspect --aggregate: the aggregate's record, parked events and snapshot
+ * request, added to out as "aggregate". Returns 0, or EXIT_RUNTIME after
+ * printing why (not found, unreadable). */
+static int inspect_aggregate(sg_txn_t *txn, const sg_tp_t *tp,
+                             const sg_topic_config_t *tc, const char *topic,
+                             int64_t partition, const char *aggregate,
+                             cJSON *out) {
+        sg_err_t err;
+        unsigned char ah[32];
+        char ahex[65];
+        sg_sha256(aggregate, strlen(aggregate), ah);
+        sg_hex_encode(ah, 32, ahex);
+        sg_agg_rec_t rec;
+        err = sg_agg_get(txn, tp, ah, &rec);
+        if (err == SG_ERR_NOT_FOUND) {
+                errf("aggregate '%s' not found in %s/%" PRId64
+                     " (never seen, or its state expired)",
+                     aggregate, topic, partition);
+                return EXIT_RUNTIME;
+        }
+        if (err) {
+                errf("aggregate '%s': record unreadable (%s)",
+                     aggregate, sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        cJSON *a = agg_json(&rec, tc);
+        cJSON_AddStringToObject(a, "hash", ahex);
+        cJSON *parked = cJSON_AddArrayToObject(a, "parked");
+        if ((err = sg_parked_foreach(txn, tp, ah, parked_visit,
+                                     parked))) {
+                cJSON_Delete(a);
+                errf("aggregate '%s': parked events unreadable (%s)",
+                     aggregate, sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        sg_snapreq_rec_t q;
+        err = sg_snapreq_get(txn, tp, ah, &q);
+        if (err == SG_OK) {
+                cJSON_AddItemToObject(a, "snapshot_request",
+                                      snapreq_json(&q));
+        } else if (err == SG_ERR_NOT_FOUND) {
+                cJSON_AddNullToObject(a, "snapshot_request");
+        } else {
+                cJSON_Delete(a);
+                errf("aggregate '%s': snapshot request unreadable (%s)",
+                     aggregate, sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        cJSON_AddItemToObject(out, "aggregate", a);
+        return 0;
+}
+
+/* inspect without --aggregate: up to limit aggregates that need attention
+ * and the counts, added to out. Returns 0, or EXIT_RUNTIME after printing
+ * why (unreadable; no state at all for the partition). */
+static int inspect_attention(sg_txn_t *txn, const sg_tp_t *tp,
+                             const sg_topic_config_t *tc, const char *topic,
+                             int64_t partition, bool have_meta, int64_t limit,
+                             const char *data_dir, cJSON *out) {
+        sg_err_t err;
+        attention_t at = {.arr = cJSON_CreateArray(), .tc = tc,
+                          .limit = limit};
+        err = sg_agg_foreach(txn, tp, attention_visit, &at);
+        if (err) {
+                cJSON_Delete(at.arr);
+                errf("%s/%" PRId64 ": aggregates unreadable (%s)",
+                     topic, partition, sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        if (!have_meta && at.scanned == 0) {
+                cJSON_Delete(at.arr);
+                errf("no state for %s/%" PRId64 " in %s (not a "
+                     "partition this store processed)",
+                     topic, partition, data_dir);
+                return EXIT_RUNTIME;
+        }
+        j_u64(out, "aggregates", at.scanned);
+        j_i64(out, "attention_count", at.matching);
+        cJSON_AddItemToObject(out, "attention", at.arr);
+        if (at.matching > at.count)
+                errf("listed %" PRId64 " of %" PRId64
+                     " aggregates that need attention (--limit)",
+                     at.count, at.matching);
+        return 0;
+}
+
 int cmd_inspect(int argc, char **argv) {
         static const struct option opts[] = {
             {"config", required_argument, NULL, 'c'},
@@ -263,79 +349,14 @@ int cmd_inspect(int argc, char **argv) {
                 goto done;
         }
 
-        if (aggregate) {
-                unsigned char ah[32];
-                char ahex[65];
-                sg_sha256(aggregate, strlen(aggregate), ah);
-                sg_hex_encode(ah, 32, ahex);
-                sg_agg_rec_t rec;
-                err = sg_agg_get(txn, &tp, ah, &rec);
-                if (err == SG_ERR_NOT_FOUND) {
-                        errf("aggregate '%s' not found in %s/%" PRId64
-                             " (never seen, or its state expired)",
-                             aggregate, topic, partition);
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                if (err) {
-                        errf("aggregate '%s': record unreadable (%s)",
-                             aggregate, sg_err2str(err));
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                cJSON *a = agg_json(&rec, tc);
-                cJSON_AddStringToObject(a, "hash", ahex);
-                cJSON *parked = cJSON_AddArrayToObject(a, "parked");
-                if ((err = sg_parked_foreach(txn, &tp, ah, parked_visit,
-                                             parked))) {
-                        cJSON_Delete(a);
-                        errf("aggregate '%s': parked events unreadable (%s)",
-                             aggregate, sg_err2str(err));
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                sg_snapreq_rec_t q;
-                err = sg_snapreq_get(txn, &tp, ah, &q);
-                if (err == SG_OK) {
-                        cJSON_AddItemToObject(a, "snapshot_request",
-                                              snapreq_json(&q));
-                } else if (err == SG_ERR_NOT_FOUND) {
-                        cJSON_AddNullToObject(a, "snapshot_request");
-                } else {
-                        cJSON_Delete(a);
-                        errf("aggregate '%s': snapshot request unreadable (%s)",
-                             aggregate, sg_err2str(err));
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                cJSON_AddItemToObject(out, "aggregate", a);
-        } else {
-                attention_t at = {.arr = cJSON_CreateArray(), .tc = tc,
-                                  .limit = limit};
-                err = sg_agg_foreach(txn, &tp, attention_visit, &at);
-                if (err) {
-                        cJSON_Delete(at.arr);
-                        errf("%s/%" PRId64 ": aggregates unreadable (%s)",
-                             topic, partition, sg_err2str(err));
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                if (!have_meta && at.scanned == 0) {
-                        cJSON_Delete(at.arr);
-                        errf("no state for %s/%" PRId64 " in %s (not a "
-                             "partition this store processed)",
-                             topic, partition, conf->data_dir);
-                        rc = EXIT_RUNTIME;
-                        goto done;
-                }
-                j_u64(out, "aggregates", at.scanned);
-                j_i64(out, "attention_count", at.matching);
-                cJSON_AddItemToObject(out, "attention", at.arr);
-                if (at.matching > at.count)
-                        errf("listed %" PRId64 " of %" PRId64
-                             " aggregates that need attention (--limit)",
-                             at.count, at.matching);
-        }
+        if (aggregate)
+                rc = inspect_aggregate(txn, &tp, tc, topic, partition,
+                                       aggregate, out);
+        else
+                rc = inspect_attention(txn, &tp, tc, topic, partition,
+                                       have_meta, limit, conf->data_dir, out);
+        if (rc)
+                goto done;
         if (json)
                 print_json_line(out);
         else

@@ -229,46 +229,64 @@ static bool replay_one(rd_kafka_t *prod, const rd_kafka_message_t *m,
         }
 }
 
-static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
-        replay_stats_t st = {0};
-        rd_kafka_t *cons = NULL, *prod = NULL;
-        rd_kafka_topic_t *rkt = NULL;
-        const struct rd_kafka_metadata *md = NULL;
-        rd_kafka_topic_partition_list_t *assign = NULL;
-        dlq_part_t *parts = NULL;
-        size_t part_cnt = 0, open_cnt = 0;
-        int rc = EXIT_RUNTIME;
-        char es[512];
-        const int meta_timeout = 10000;
+/* One replay run: its clients, the plan of the DLQ partitions it reads and
+ * its counts (the delivery reports count into st). */
+typedef struct replay {
+        const sg_config_t *conf;
+        const replay_opts_t *o;
+        replay_stats_t st;
+        rd_kafka_t *cons, *prod;
+        rd_kafka_topic_t *rkt;
+        const struct rd_kafka_metadata *md;
+        rd_kafka_topic_partition_list_t *assign;
+        dlq_part_t *parts;
+        size_t part_cnt;
+        size_t open_cnt; /* planned partitions not yet read to their end */
+} replay_t;
 
-        rd_kafka_conf_t *kc = kafka_conf(conf, false, NULL);
+/* The DLQ reader: an unjoined consumer (kafka_conf). Returns 0 or
+ * EXIT_USAGE (its configuration). */
+static int replay_open_consumer(replay_t *r) {
+        char es[512];
+        rd_kafka_conf_t *kc = kafka_conf(r->conf, false, NULL);
         if (!kc)
                 return EXIT_USAGE;
-        if (!(cons = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
+        if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
                 rd_kafka_conf_destroy(kc);
                 errf("kafka consumer: %s", es);
                 return EXIT_USAGE;
         }
-        rkt = rd_kafka_topic_new(cons, o->dlq, NULL);
+        return 0;
+}
+
+/* The plan: every partition of the DLQ topic (or --dlq-partition) with
+ * the offsets [start, end) to read, from --from-offset or the log start up
+ * to --until-offset or the end offset now, and the assignment of those
+ * with anything to read. Returns 0, EXIT_USAGE (no such partition) or
+ * EXIT_RUNTIME. */
+static int replay_plan(replay_t *r) {
+        const replay_opts_t *o = r->o;
+        const int meta_timeout = 10000;
+        r->rkt = rd_kafka_topic_new(r->cons, o->dlq, NULL);
         rd_kafka_resp_err_t kerr =
-            rd_kafka_metadata(cons, 0, rkt, &md, meta_timeout);
+            rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
         if (kerr) {
                 errf("DLQ topic %s: metadata: %s", o->dlq,
                      rd_kafka_err2str(kerr));
-                goto out;
+                return EXIT_RUNTIME;
         }
-        if (md->topic_cnt != 1 || md->topics[0].err) {
+        if (r->md->topic_cnt != 1 || r->md->topics[0].err) {
                 errf("DLQ topic %s: %s", o->dlq,
-                     md->topic_cnt ? rd_kafka_err2str(md->topics[0].err)
-                                   : "not in the metadata");
-                goto out;
+                     r->md->topic_cnt ? rd_kafka_err2str(r->md->topics[0].err)
+                                      : "not in the metadata");
+                return EXIT_RUNTIME;
         }
-        const struct rd_kafka_metadata_topic *mt = &md->topics[0];
-        parts = calloc((size_t)mt->partition_cnt + 1, sizeof(*parts));
-        assign = rd_kafka_topic_partition_list_new(mt->partition_cnt + 1);
-        if (!parts || !assign) {
+        const struct rd_kafka_metadata_topic *mt = &r->md->topics[0];
+        r->parts = calloc((size_t)mt->partition_cnt + 1, sizeof(*r->parts));
+        r->assign = rd_kafka_topic_partition_list_new(mt->partition_cnt + 1);
+        if (!r->parts || !r->assign) {
                 errf("out of memory");
-                goto out;
+                return EXIT_RUNTIME;
         }
         bool found = o->dlq_partition < 0;
         for (int i = 0; i < mt->partition_cnt; i++) {
@@ -277,59 +295,159 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
                         continue;
                 found = true;
                 int64_t lo, hi;
-                kerr = rd_kafka_query_watermark_offsets(cons, o->dlq, p, &lo,
-                                                        &hi, meta_timeout);
+                kerr = rd_kafka_query_watermark_offsets(r->cons, o->dlq, p,
+                                                        &lo, &hi, meta_timeout);
                 if (kerr) {
                         errf("DLQ %s/%" PRId32 ": end offsets: %s", o->dlq, p,
                              rd_kafka_err2str(kerr));
-                        goto out;
+                        return EXIT_RUNTIME;
                 }
                 /* The end is fixed now: records the daemon dead-letters
                  * again while this runs are not read (no replay loop). */
-                dlq_part_t *dp = &parts[part_cnt++];
+                dlq_part_t *dp = &r->parts[r->part_cnt++];
                 dp->partition = p;
                 dp->start = o->from > lo ? o->from : lo;
                 dp->end = o->until >= 0 && o->until < hi ? o->until : hi;
                 dp->done = dp->start >= dp->end;
                 if (!dp->done) {
-                        rd_kafka_topic_partition_list_add(assign, o->dlq, p)
+                        rd_kafka_topic_partition_list_add(r->assign, o->dlq, p)
                             ->offset = dp->start;
-                        open_cnt++;
+                        r->open_cnt++;
                 }
         }
         if (!found) {
                 errf("DLQ topic %s has no partition %" PRId64, o->dlq,
                      o->dlq_partition);
-                rc = EXIT_USAGE;
-                goto out;
+                return EXIT_USAGE;
         }
+        return 0;
+}
 
-        if (open_cnt && !o->dry_run) {
-                rd_kafka_conf_t *pc = kafka_conf(conf, true, replay_dr);
-                if (!pc) {
-                        rc = EXIT_USAGE;
-                        goto out;
-                }
-                if (!(prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, es,
-                                          sizeof(es)))) {
-                        rd_kafka_conf_destroy(pc);
-                        errf("kafka producer: %s", es);
-                        rc = EXIT_USAGE;
-                        goto out;
-                }
+/* The producer, when there is something to replay and it is not a dry
+ * run. Returns 0 or EXIT_USAGE (its configuration). */
+static int replay_open_producer(replay_t *r) {
+        char es[512];
+        if (!r->open_cnt || r->o->dry_run)
+                return 0;
+        rd_kafka_conf_t *pc = kafka_conf(r->conf, true, replay_dr);
+        if (!pc)
+                return EXIT_USAGE;
+        if (!(r->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, es, sizeof(es)))) {
+                rd_kafka_conf_destroy(pc);
+                errf("kafka producer: %s", es);
+                return EXIT_USAGE;
         }
-        if (open_cnt && (kerr = rd_kafka_assign(cons, assign))) {
-                errf("assign %s: %s", o->dlq, rd_kafka_err2str(kerr));
-                goto out;
-        }
+        return 0;
+}
 
+/* The planned partition of that number, NULL if none. */
+static dlq_part_t *replay_part(replay_t *r, int32_t partition) {
+        dlq_part_t *dp = NULL;
+        for (size_t i = 0; i < r->part_cnt; i++)
+                if (r->parts[i].partition == partition)
+                        dp = &r->parts[i];
+        return dp;
+}
+
+/* A planned partition is read to its end (dp NULL or done: nothing). */
+static void replay_part_done(replay_t *r, dlq_part_t *dp) {
+        if (dp && !dp->done) {
+                dp->done = true;
+                r->open_cnt--;
+        }
+}
+
+/* Whether --reason (any of them) and --aggregate select a record with
+ * these DLQ headers. */
+static bool replay_selects(const replay_opts_t *o, bool has_reason,
+                           const char *reason, bool has_agg, const char *agg) {
+        bool selected = true;
+        if (o->reason_cnt) {
+                selected = false;
+                for (size_t i = 0; has_reason && i < o->reason_cnt; i++)
+                        if (!strcmp(reason, o->reasons[i]))
+                                selected = true;
+        }
+        if (o->aggregate && (!has_agg || strcmp(agg, o->aggregate)))
+                selected = false;
+        return selected;
+}
+
+/* One record of a partition's planned range: skipped, or selected and
+ * then failed (no valid origin headers), named (--dry-run) or produced
+ * back to its origin (replay_one; the delivery report counts it).
+ * *limit_hit is set when it is the --limit'th selected record. m stays
+ * the caller's. Returns 0, or EXIT_RUNTIME when out of memory. */
+static int replay_record(replay_t *r, const rd_kafka_message_t *m,
+                         bool *limit_hit) {
+        const replay_opts_t *o = r->o;
+        rd_kafka_headers_t *h = NULL;
+        if (rd_kafka_message_headers(m, &h))
+                h = NULL;
+        char reason[128], agg[1100], topic[256], pbuf[32], tbuf[32];
+        bool has_reason = hdr_str(h, SG_DLQ_H_REASON, reason, sizeof(reason));
+        bool has_agg = hdr_str(h, SG_DLQ_H_AGGREGATE, agg, sizeof(agg));
+        if (!replay_selects(o, has_reason, reason, has_agg, agg)) {
+                r->st.skipped++;
+                return 0;
+        }
+        r->st.selected++;
+        if (o->limit >= 0 && (int64_t)r->st.selected >= o->limit)
+                *limit_hit = true;
+
+        int64_t opart = -1, ts = 0;
+        bool origin = hdr_str(h, SG_DLQ_H_TOPIC, topic, sizeof(topic)) &&
+                      topic[0] &&
+                      hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
+                      parse_i64(pbuf, 0, INT32_MAX, &opart);
+        if (!hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
+            !parse_i64(tbuf, 1, INT64_MAX, &ts))
+                ts = rd_kafka_message_timestamp(m, NULL);
+        if (!origin) {
+                r->st.failed++;
+                print_record(o->json, "failed", o->dlq, m->partition,
+                             m->offset, NULL, -1, -1,
+                             has_reason ? reason : NULL, has_agg ? agg : NULL,
+                             "no valid " SG_DLQ_H_TOPIC " / "
+                             SG_DLQ_H_PARTITION " header");
+                return 0;
+        }
+        if (o->dry_run) {
+                print_record(o->json, "would_replay", o->dlq, m->partition,
+                             m->offset, topic, (int32_t)opart, -1,
+                             has_reason ? reason : NULL, has_agg ? agg : NULL,
+                             NULL);
+                return 0;
+        }
+        replay_msg_t *rm = calloc(1, sizeof(*rm));
+        if (!rm || !(rm->dlq_topic = strdup(o->dlq)) ||
+            (has_reason && !(rm->reason = strdup(reason))) ||
+            (has_agg && !(rm->aggregate = strdup(agg)))) {
+                replay_msg_free(rm);
+                errf("out of memory");
+                return EXIT_RUNTIME;
+        }
+        rm->stats = &r->st;
+        rm->json = o->json;
+        rm->dlq_partition = m->partition;
+        rm->dlq_offset = m->offset;
+        replay_one(r->prod, m, h, topic, (int32_t)opart, ts, rm);
+        return 0;
+}
+
+/* Reads the planned partitions to their ends (or to the --limit'th
+ * selected record), serving the producer's delivery reports between
+ * reads. Returns 0, or EXIT_RUNTIME after a read error, --timeout-ms
+ * without a record, a fatal librdkafka error or out of memory. */
+static int replay_read(replay_t *r) {
+        const replay_opts_t *o = r->o;
         struct timespec last;
         clock_gettime(CLOCK_MONOTONIC, &last);
         bool limit_hit = false;
-        while (open_cnt && !limit_hit && !g_fatal) {
-                rd_kafka_message_t *m = rd_kafka_consumer_poll(cons, 100);
-                if (prod)
-                        rd_kafka_poll(prod, 0);
+        while (r->open_cnt && !limit_hit && !g_fatal) {
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(r->cons, 100);
+                if (r->prod)
+                        rd_kafka_poll(r->prod, 0);
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if (!m) {
@@ -341,157 +459,112 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
                                      o->dlq, o->timeout_ms,
                                      g_kafka_error[0] ? "; last error: " : "",
                                      g_kafka_error);
-                                goto out;
+                                return EXIT_RUNTIME;
                         }
                         continue;
                 }
                 last = now;
-                dlq_part_t *dp = NULL;
-                for (size_t i = 0; i < part_cnt; i++)
-                        if (parts[i].partition == m->partition)
-                                dp = &parts[i];
+                dlq_part_t *dp = replay_part(r, m->partition);
                 if (m->err) {
                         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                                 /* At the end (read_committed: at the last
                                  * stable offset). */
-                                if (dp && !dp->done) {
-                                        dp->done = true;
-                                        open_cnt--;
-                                }
+                                replay_part_done(r, dp);
                                 rd_kafka_message_destroy(m);
                                 continue;
                         }
                         errf("reading %s/%" PRId32 ": %s", o->dlq,
                              m->partition, rd_kafka_message_errstr(m));
                         rd_kafka_message_destroy(m);
-                        goto out;
+                        return EXIT_RUNTIME;
                 }
                 if (!dp || dp->done || m->offset >= dp->end) {
-                        if (dp && !dp->done) {
-                                dp->done = true;
-                                open_cnt--;
-                        }
+                        replay_part_done(r, dp);
                         rd_kafka_message_destroy(m);
                         continue;
                 }
-                if (m->offset + 1 >= dp->end) {
-                        dp->done = true;
-                        open_cnt--;
-                }
-                st.read++;
-
-                rd_kafka_headers_t *h = NULL;
-                if (rd_kafka_message_headers(m, &h))
-                        h = NULL;
-                char reason[128], agg[1100], topic[256], pbuf[32], tbuf[32];
-                bool has_reason = hdr_str(h, SG_DLQ_H_REASON, reason,
-                                          sizeof(reason));
-                bool has_agg = hdr_str(h, SG_DLQ_H_AGGREGATE, agg, sizeof(agg));
-                bool selected = true;
-                if (o->reason_cnt) {
-                        selected = false;
-                        for (size_t i = 0; has_reason && i < o->reason_cnt; i++)
-                                if (!strcmp(reason, o->reasons[i]))
-                                        selected = true;
-                }
-                if (o->aggregate && (!has_agg || strcmp(agg, o->aggregate)))
-                        selected = false;
-                if (!selected) {
-                        st.skipped++;
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                st.selected++;
-                if (o->limit >= 0 && (int64_t)st.selected >= o->limit)
-                        limit_hit = true;
-
-                int64_t opart = -1, ts = 0;
-                bool origin = hdr_str(h, SG_DLQ_H_TOPIC, topic, sizeof(topic)) &&
-                              topic[0] &&
-                              hdr_str(h, SG_DLQ_H_PARTITION, pbuf,
-                                      sizeof(pbuf)) &&
-                              parse_i64(pbuf, 0, INT32_MAX, &opart);
-                if (!hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
-                    !parse_i64(tbuf, 1, INT64_MAX, &ts))
-                        ts = rd_kafka_message_timestamp(m, NULL);
-                if (!origin) {
-                        st.failed++;
-                        print_record(o->json, "failed", o->dlq, m->partition,
-                                     m->offset, NULL, -1, -1,
-                                     has_reason ? reason : NULL,
-                                     has_agg ? agg : NULL,
-                                     "no valid " SG_DLQ_H_TOPIC " / "
-                                     SG_DLQ_H_PARTITION " header");
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                if (o->dry_run) {
-                        print_record(o->json, "would_replay", o->dlq,
-                                     m->partition, m->offset, topic,
-                                     (int32_t)opart, -1,
-                                     has_reason ? reason : NULL,
-                                     has_agg ? agg : NULL, NULL);
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                replay_msg_t *rm = calloc(1, sizeof(*rm));
-                if (!rm || !(rm->dlq_topic = strdup(o->dlq)) ||
-                    (has_reason && !(rm->reason = strdup(reason))) ||
-                    (has_agg && !(rm->aggregate = strdup(agg)))) {
-                        replay_msg_free(rm);
-                        rd_kafka_message_destroy(m);
-                        errf("out of memory");
-                        goto out;
-                }
-                rm->stats = &st;
-                rm->json = o->json;
-                rm->dlq_partition = m->partition;
-                rm->dlq_offset = m->offset;
-                replay_one(prod, m, h, topic, (int32_t)opart, ts, rm);
+                if (m->offset + 1 >= dp->end)
+                        replay_part_done(r, dp);
+                r->st.read++;
+                int rc = replay_record(r, m, &limit_hit);
                 rd_kafka_message_destroy(m);
+                if (rc)
+                        return rc;
         }
         if (g_fatal) {
                 errf("kafka %s", g_kafka_error);
-                goto out;
+                return EXIT_RUNTIME;
         }
-        rc = 0;
-out:
-        if (prod) {
-                /* Every delivery is waited for and checked. */
-                int64_t wait = o->timeout_ms > 60000 ? o->timeout_ms : 60000;
-                rd_kafka_flush(prod, (int)(wait > INT_MAX ? INT_MAX : wait));
-                int left = rd_kafka_outq_len(prod);
-                if (left > 0) {
-                        errf("%d record(s) not delivered after %" PRId64
-                             " ms%s%s",
-                             left, wait,
-                             g_kafka_error[0] ? "; last error: " : "",
-                             g_kafka_error);
-                        /* Purged records get failed delivery reports
-                         * (counted there, opaques freed there); whatever
-                         * reports never come are counted here. */
-                        uint64_t before = st.failed;
-                        rd_kafka_purge(prod, RD_KAFKA_PURGE_F_QUEUE |
-                                                 RD_KAFKA_PURGE_F_INFLIGHT);
-                        rd_kafka_flush(prod, 5000);
-                        if (st.failed - before < (uint64_t)left)
-                                st.failed = before + (uint64_t)left;
-                }
-                rd_kafka_destroy(prod);
+        return 0;
+}
+
+/* Waits for every delivery report (at least 60 s, or --timeout-ms);
+ * records still undelivered then are purged and counted as failed. Then
+ * the producer is destroyed. */
+static void replay_flush(replay_t *r) {
+        if (!r->prod)
+                return;
+        const replay_opts_t *o = r->o;
+        /* Every delivery is waited for and checked. */
+        int64_t wait = o->timeout_ms > 60000 ? o->timeout_ms : 60000;
+        rd_kafka_flush(r->prod, (int)(wait > INT_MAX ? INT_MAX : wait));
+        int left = rd_kafka_outq_len(r->prod);
+        if (left > 0) {
+                errf("%d record(s) not delivered after %" PRId64 " ms%s%s",
+                     left, wait, g_kafka_error[0] ? "; last error: " : "",
+                     g_kafka_error);
+                /* Purged records get failed delivery reports (counted
+                 * there, opaques freed there); whatever reports never come
+                 * are counted here. */
+                uint64_t before = r->st.failed;
+                rd_kafka_purge(r->prod, RD_KAFKA_PURGE_F_QUEUE |
+                                            RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_flush(r->prod, 5000);
+                if (r->st.failed - before < (uint64_t)left)
+                        r->st.failed = before + (uint64_t)left;
         }
-        if (md)
-                rd_kafka_metadata_destroy(md);
-        if (rkt)
-                rd_kafka_topic_destroy(rkt);
-        if (assign)
-                rd_kafka_topic_partition_list_destroy(assign);
-        free(parts);
-        if (cons) {
-                rd_kafka_consumer_close(cons);
-                rd_kafka_destroy(cons);
+        rd_kafka_destroy(r->prod);
+        r->prod = NULL;
+}
+
+/* Frees the plan and closes the consumer. */
+static void replay_close(replay_t *r) {
+        if (r->md)
+                rd_kafka_metadata_destroy(r->md);
+        if (r->rkt)
+                rd_kafka_topic_destroy(r->rkt);
+        if (r->assign)
+                rd_kafka_topic_partition_list_destroy(r->assign);
+        free(r->parts);
+        if (r->cons) {
+                rd_kafka_consumer_close(r->cons);
+                rd_kafka_destroy(r->cons);
         }
-        print_summary(o, &st);
-        if (rc == 0 && st.failed)
+}
+
+/* The replay (semantics §3 "Replay"): plan, read and produce, wait for
+ * the deliveries, print the summary. Returns 0, EXIT_USAGE (client
+ * configuration, no such DLQ partition) or EXIT_RUNTIME (Kafka, or any
+ * record failed). */
+static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
+        replay_t r = {.conf = conf, .o = o};
+        int rc = replay_open_consumer(&r);
+        if (rc)
+                return rc; /* nothing read: no summary */
+        rc = replay_plan(&r);
+        if (!rc)
+                rc = replay_open_producer(&r);
+        rd_kafka_resp_err_t kerr;
+        if (!rc && r.open_cnt && (kerr = rd_kafka_assign(r.cons, r.assign))) {
+                errf("assign %s: %s", o->dlq, rd_kafka_err2str(kerr));
+                rc = EXIT_RUNTIME;
+        }
+        if (!rc)
+                rc = replay_read(&r);
+        replay_flush(&r);
+        replay_close(&r);
+        print_summary(o, &r.st);
+        if (rc == 0 && r.st.failed)
                 rc = EXIT_RUNTIME;
         return rc;
 }
