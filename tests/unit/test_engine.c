@@ -9,6 +9,7 @@
 #include "envelope.h"
 #include "store.h"
 #include "testutil.h"
+#include "suites.h"
 
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -53,10 +54,11 @@ typedef struct h {
         int64_t lag;
 } h_t;
 
-static const char *base_conf =
-    "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":\"x:1\","
-    "\"group.id\":\"g\"},\"topics\":{\"orders\":{\"output_topic\":\"out\","
-    "\"dlq_topic\":\"dlq\",%s}}}";
+/* A macro, not a variable: a printf format the compiler can check. */
+#define BASE_CONF                                                              \
+        "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":"         \
+        "\"x:1\",\"group.id\":\"g\"},\"topics\":{\"orders\":{"               \
+        "\"output_topic\":\"out\",\"dlq_topic\":\"dlq\",%s}}}"
 
 static const char *sm_json =
     "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\",\"CREATED\","
@@ -72,7 +74,7 @@ static const char *sm_json =
 
 static void h_open(h_t *h, const char *topic_json) {
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf,
+        snprintf(json, sizeof(json), BASE_CONF,
                  h->root ? h->root : "\"guarantee\":\"at_least_once\",",
                  topic_json);
         ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
@@ -1905,7 +1907,7 @@ START_TEST(key_fingerprint_change_refused) {
         ONE(&h, EV("A", "e1", "t", "1"));
         h_close(&h);
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf,
+        snprintf(json, sizeof(json), BASE_CONF,
                  "\"guarantee\":\"at_least_once\",",
                  "\"envelope\":{\"scope\":[\"ce:source\",\"ce:type\"],"
                  "\"digest\":\"/data\"}");

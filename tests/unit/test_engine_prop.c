@@ -12,6 +12,7 @@
  */
 #include "engine_model.h"
 #include "testutil.h"
+#include "suites.h"
 
 #include <check.h>
 #include <inttypes.h>

@@ -78,10 +78,10 @@ END_TEST
 START_TEST(open_creates_missing_parents) {
         char base[64];
         tu_tmpdir(base, sizeof(base), "store_parents");
-        char dir[128];
-        snprintf(dir, sizeof(dir), "%s/nest/a/b", base);
+        char nested[128];
+        snprintf(nested, sizeof(nested), "%s/nest/a/b", base);
         sg_store_t *s = NULL;
-        ck_assert_msg(sg_store_open(dir, 1 << 22, 1 << 22, &s, err,
+        ck_assert_msg(sg_store_open(nested, 1 << 22, 1 << 22, &s, err,
                                     sizeof(err)) == SG_OK,
                       "%s", err);
         sg_store_close(s);
