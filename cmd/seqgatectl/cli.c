@@ -79,14 +79,13 @@ const char usage_text[] =
     "Common options: --json (one JSON object per line), -h/--help.\n"
     "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
 
-int usage_error(const char *fmt, ...) {
+void usage_print(const char *fmt, ...) {
         va_list ap;
         fprintf(stderr, "%s: ", prog);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
         va_end(ap);
         fprintf(stderr, " (try '%s --help')\n", prog);
-        return EXIT_USAGE;
 }
 
 /* Parses a decimal integer in [min, max]; false on anything else. */

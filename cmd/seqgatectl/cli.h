@@ -32,9 +32,12 @@ extern const char usage_text[];
 /* Prints "seqgatectl: <message>\n" to stderr. */
 void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Prints "seqgatectl: <message> (try 'seqgatectl --help')" to stderr.
- * Returns EXIT_USAGE. */
-int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "seqgatectl: <message> (try 'seqgatectl --help')" to stderr. */
+void usage_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* usage_print, then the value EXIT_USAGE. A macro so that the value is
+ * seen at the call site (by the compiler and clang's static analyzer,
+ * which does not look into other files). */
+#define usage_error(...) (usage_print(__VA_ARGS__), EXIT_USAGE)
 
 /* Parses a decimal integer in [min, max] into *out; false on anything else
  * (empty, trailing text, out of range), *out then unchanged. */
