@@ -14,6 +14,10 @@
 #
 # Prints the venv's python path as its last line on stdout; everything else
 # goes to stderr.
+#
+# Usage: tests/install-deps.sh [--scan-build]
+#   --scan-build  also clang-tools (scan-build, clang's static analyzer),
+#                 for tests/run.sh --scan-build
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +30,15 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 # tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
 PKGS+=(clang libclang-rt-14-dev)
+for arg in "$@"; do
+    case $arg in
+    --scan-build) PKGS+=(clang-tools) ;;
+    *)
+        printf 'install-deps: unknown argument %s\n' "$arg" >&2
+        exit 2
+        ;;
+    esac
+done
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

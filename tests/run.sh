@@ -13,6 +13,10 @@
 #                           from tests/fuzz/corpus/; fails on any crash, leak
 #                           or UB and prints the input that did it
 #   schema examples         tests/schema/check_examples.py build/seqgate (if present)
+#   scan-build              only with --scan-build: clang's static analyzer
+#                           (scan-build, Debian clang-tools) over a fresh
+#                           build-scan/ (every target, the tests too); fails
+#                           on any report and names the HTML report dir
 #   integration tests       pytest tests/integration against a real Kafka broker:
 #                           $KAFKA_BOOTSTRAP if set, otherwise one started with
 #                           deploy/kafka/kafka.sh and stopped on exit (also on
@@ -38,6 +42,9 @@
 #                  integration tests; runs the tests even if the build failed)
 #   --no-build     with --integration: use build/seqgate as it is
 #   --no-chaos     skip the chaos suite
+#   --scan-build   also the scan-build phase (off by default; deps then
+#                  installs clang-tools). Alone with --unit --no-san
+#                  --no-fuzz it is a quick analyzer run
 #
 # Environment: KAFKA_BOOTSTRAP (use this cluster), SG_VENV (venv dir),
 # SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
@@ -53,6 +60,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 do_unit=1 do_san=1 do_integration=1 do_build=1 do_chaos=1 do_fuzz=1
+do_scan=0
 for arg in "$@"; do
     case $arg in
     --unit) do_integration=0 ;;
@@ -61,6 +69,7 @@ for arg in "$@"; do
     --integration) do_unit=0 do_san=0 do_fuzz=0 ;;
     --no-build) do_build=0 ;;
     --no-chaos) do_chaos=0 ;;
+    --scan-build) do_scan=1 ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
         exit 0
@@ -137,7 +146,9 @@ VENV_PY=""
 
 DEPS_OUT=$(mktemp)
 phase_deps() {
-    "$ROOT/tests/install-deps.sh" >"$DEPS_OUT"
+    local args=()
+    ((do_scan)) && args+=(--scan-build)
+    "$ROOT/tests/install-deps.sh" "${args[@]}" >"$DEPS_OUT"
 }
 
 meson_setup() { # DIR [meson -D options...]
@@ -174,6 +185,16 @@ phase_unit_san() {
 
 phase_fuzz() {
     SG_FUZZ_SECONDS=${SG_FUZZ_SECONDS:-20} "$ROOT/tests/fuzz/run.sh"
+}
+
+# A fresh directory every time: the analyzer sees only what is compiled,
+# so nothing may be up to date. --status-bugs makes any report fail it.
+phase_scan_build() {
+    local dir=$ROOT/build-scan
+    rm -rf "$dir"
+    local sb=(scan-build --status-bugs --use-cc=clang -o "$dir/reports")
+    "${sb[@]}" meson setup "$dir"
+    "${sb[@]}" ninja -C "$dir"
 }
 
 phase_schema() {
@@ -252,6 +273,9 @@ else
         fi
         if ((do_fuzz)); then
             run_phase fuzz "fuzz (tests/fuzz/run.sh)" phase_fuzz
+        fi
+        if ((do_scan)); then
+            run_phase scan_build "scan-build (clang static analyzer)" phase_scan_build
         fi
         if [[ -f tests/schema/check_examples.py ]]; then
             if [[ ${status[build]:-} == pass ]]; then

@@ -6,6 +6,7 @@
  * whole log, from a checkpoint, and from a compacted log.
  */
 #include "changelog.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -618,9 +619,5 @@ int main(void) {
         tcase_add_test(tc, earlier_sequence_is_void_and_keys_unique);
         tcase_add_test(tc, simulation_owners_crashes_zombies_compaction);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(s);
 }

@@ -15,6 +15,7 @@
  * JSON texts below use ' for " (converted by json()) to stay readable.
  */
 #include "config.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -1995,11 +1996,5 @@ static Suite *config_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(config_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+        return tu_run_suite(config_suite());
 }

@@ -8,6 +8,8 @@
 #include "engine.h"
 #include "envelope.h"
 #include "store.h"
+#include "testutil.h"
+#include "suites.h"
 
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -52,10 +54,11 @@ typedef struct h {
         int64_t lag;
 } h_t;
 
-static const char *base_conf =
-    "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":\"x:1\","
-    "\"group.id\":\"g\"},\"topics\":{\"orders\":{\"output_topic\":\"out\","
-    "\"dlq_topic\":\"dlq\",%s}}}";
+/* A macro, not a variable: a printf format the compiler can check. */
+#define BASE_CONF                                                              \
+        "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":"         \
+        "\"x:1\",\"group.id\":\"g\"},\"topics\":{\"orders\":{"               \
+        "\"output_topic\":\"out\",\"dlq_topic\":\"dlq\",%s}}}"
 
 static const char *sm_json =
     "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\",\"CREATED\","
@@ -71,14 +74,13 @@ static const char *sm_json =
 
 static void h_open(h_t *h, const char *topic_json) {
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf,
+        snprintf(json, sizeof(json), BASE_CONF,
                  h->root ? h->root : "\"guarantee\":\"at_least_once\",",
                  topic_json);
         ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
                       "config: %s", err);
         if (!h->dir[0]) {
-                snprintf(h->dir, sizeof(h->dir), "/tmp/sg_test_engine_XXXXXX");
-                ck_assert_ptr_nonnull(mkdtemp(h->dir));
+                tu_tmpdir(h->dir, sizeof(h->dir), "engine");
         }
         ck_assert_int_eq(sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
                                        sizeof(err)),
@@ -107,9 +109,7 @@ static void h_close(h_t *h) {
 
 static void h_free(h_t *h) {
         h_close(h);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", h->dir);
-        ck_assert_int_eq(system(cmd), 0);
+        tu_rmrf(h->dir);
 }
 
 static void h_clock(h_t *h, int64_t now) {
@@ -1146,14 +1146,7 @@ END_TEST
 
 /* ---- exactly_once: changelog and restore (issue 4) ----------------------- */
 
-typedef struct clrec {
-        unsigned char key[64];
-        size_t key_len;
-        unsigned char value[2048];
-        size_t value_len;
-        bool tombstone;
-        int32_t partition;
-} clrec_t;
+typedef tu_clrec_t clrec_t;
 
 static clrec_t changelog[512];
 static size_t changelog_cnt;
@@ -1197,15 +1190,7 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
                 }
                 ck_assert_str_eq(ef[i].topic, "g-orders-changelog");
                 ck_assert_int_eq(ef[i].partition, 0);
-                clrec_t *c = &changelog[changelog_cnt];
-                ck_assert_uint_le(ef[i].key_len, sizeof(c->key));
-                ck_assert_uint_le(ef[i].value_len, sizeof(c->value));
-                memcpy(c->key, ef[i].key, ef[i].key_len);
-                c->key_len = ef[i].key_len;
-                c->tombstone = ef[i].value == NULL;
-                if (ef[i].value)
-                        memcpy(c->value, ef[i].value, ef[i].value_len);
-                c->value_len = ef[i].value_len;
+                tu_clrec_set(&changelog[changelog_cnt], &ef[i]);
                 h->proc.delivered(h->proc.opaque, i, (int64_t)changelog_cnt);
                 changelog_cnt++;
         }
@@ -1922,7 +1907,7 @@ START_TEST(key_fingerprint_change_refused) {
         ONE(&h, EV("A", "e1", "t", "1"));
         h_close(&h);
         char json[4096], err[512];
-        snprintf(json, sizeof(json), base_conf,
+        snprintf(json, sizeof(json), BASE_CONF,
                  "\"guarantee\":\"at_least_once\",",
                  "\"envelope\":{\"scope\":[\"ce:source\",\"ce:type\"],"
                  "\"digest\":\"/data\"}");
@@ -2282,9 +2267,5 @@ Suite *engine_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(engine_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(engine_suite());
 }

@@ -11,6 +11,8 @@
  * its fix (two engine findings still fail: see their comments).
  */
 #include "engine_model.h"
+#include "testutil.h"
+#include "suites.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -267,9 +269,5 @@ Suite *engine_prop_suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(engine_prop_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(engine_prop_suite());
 }

@@ -10,6 +10,7 @@
  */
 #include "envelope.h"
 #include "json.h"
+#include "testutil.h"
 
 #include <check.h>
 
@@ -2038,13 +2039,6 @@ static Suite *envelope_suite(void)
         return s;
 }
 
-int main(void)
-{
-        SRunner *sr = srunner_create(envelope_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void) {
+        return tu_run_suite(envelope_suite());
 }

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "engine.h"
 #include "store.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -69,13 +70,7 @@ static void buf_free(buf_t *b) {
 }
 
 /* A changelog record (the value NULL: a tombstone). */
-typedef struct clrec {
-        unsigned char key[64];
-        size_t key_len;
-        unsigned char value[2048];
-        size_t value_len;
-        bool tombstone;
-} clrec_t;
+typedef tu_clrec_t clrec_t;
 
 #define CL_MAX 256
 
@@ -341,14 +336,7 @@ static void batch(loop_t *l, int64_t now, const ev_t *evs, size_t cnt) {
                         ck_assert_uint_lt(l->tent_cnt, CL_MAX);
                         clrec_t *c = &l->tent[l->tent_cnt];
                         l->tent_part[l->tent_cnt++] = p;
-                        ck_assert_uint_le(ef[i].key_len, sizeof(c->key));
-                        ck_assert_uint_le(ef[i].value_len, sizeof(c->value));
-                        memcpy(c->key, ef[i].key, ef[i].key_len);
-                        c->key_len = ef[i].key_len;
-                        c->tombstone = ef[i].value == NULL;
-                        if (ef[i].value)
-                                memcpy(c->value, ef[i].value, ef[i].value_len);
-                        c->value_len = ef[i].value_len;
+                        tu_clrec_set(c, &ef[i]);
                         l->proc.delivered(l->proc.opaque, i,
                                           (int64_t)next[p]++);
                 }
@@ -565,9 +553,5 @@ int main(void) {
         tcase_add_test(tc, faultsim_map_full);
         tcase_add_test(tc, faultsim_io_error);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(s);
 }

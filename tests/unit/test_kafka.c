@@ -44,6 +44,7 @@
 #include "kafka.h"
 #include "passthrough.h"
 #include "store.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <librdkafka/rdkafka.h>
@@ -98,13 +99,6 @@ static int64_t mono_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-        struct timespec ts = {.tv_sec = ms / 1000,
-                              .tv_nsec = (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-                ;
 }
 
 /** Log events of the loop, counted (loop thread only; read after run). */
@@ -491,7 +485,7 @@ static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         t->att_n = 0;
         memcpy(t->att_next, t->next_off, sizeof(t->att_next));
         if (t->begin_sleep_ms)
-                sleep_ms(t->begin_sleep_ms);
+                tu_sleep_ms(t->begin_sleep_ms);
 
         return t->in.batch_begin(t->in.opaque, now, es, n);
 }
@@ -779,7 +773,7 @@ static void *watchdog_main(void *a) {
         watchdog_t *w = a;
         int64_t end = mono_ms() + WATCHDOG_MS;
         while (!atomic_load(&w->done) && mono_ms() < end)
-                sleep_ms(20);
+                tu_sleep_ms(20);
         if (!atomic_load(&w->done)) {
                 atomic_store(&w->fired, true);
                 sg_loop_stop(w->loop);
@@ -867,7 +861,7 @@ static void *stop_at_end(void *a) {
                         atomic_store(&s->reached, true);
                         break;
                 }
-                sleep_ms(100);
+                tu_sleep_ms(100);
         }
         sg_loop_stop(*s->loopp);
         rd_kafka_destroy(c);
@@ -1059,7 +1053,7 @@ static void *stop_midway(void *a) {
         midstop_t *m = a;
         int64_t end = mono_ms() + WATCHDOG_MS;
         while (atomic_load(&m->t->committed_cnt) < NREC / 3 && mono_ms() < end)
-                sleep_ms(1);
+                tu_sleep_ms(1);
         atomic_store(&m->at, atomic_load(&m->t->committed_cnt));
         sg_loop_stop(*m->loopp);
         return NULL;
@@ -1437,8 +1431,7 @@ typedef struct inst {
 
 static void inst_open(inst_t *in) {
         char es[512] = "";
-        snprintf(in->dir, sizeof(in->dir), "/tmp/sg_test_kafka_XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(in->dir));
+        tu_tmpdir(in->dir, sizeof(in->dir), "kafka");
         ck_assert_int_eq(sg_store_open(in->dir, 1 << 24, 1 << 24, &in->store,
                                        es, sizeof(es)),
                          SG_OK);
@@ -1449,11 +1442,9 @@ static void inst_open(inst_t *in) {
 }
 
 static void inst_close(inst_t *in) {
-        char cmd[128];
         sg_engine_destroy(in->eng);
         sg_store_close(in->store);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", in->dir);
-        ck_assert_int_eq(system(cmd), 0);
+        tu_rmrf(in->dir);
 }
 
 /** Produces CloudEvents (binary mode) v@p vs[0..n) of every aggregate,
@@ -1507,7 +1498,7 @@ static void *mv_stop_at(void *a) {
                         atomic_store(&s->reached, true);
                         break;
                 }
-                sleep_ms(100);
+                tu_sleep_ms(100);
         }
         sg_loop_stop(*s->loopp);
         rd_kafka_destroy(c);
@@ -2098,7 +2089,7 @@ static void oauth_log(void *o, sg_log_level_t l, const char *ev,
                 atomic_fetch_add(&oauth_errors, 1);
 }
 static void *oauth_stopper(void *a) {
-        sleep_ms(3000);
+        tu_sleep_ms(3000);
         sg_loop_stop(a);
         return NULL;
 }
@@ -2168,7 +2159,7 @@ typedef struct clear_later {
 
 static void *clear_topic_error(void *a) {
         clear_later_t *c = a;
-        sleep_ms(c->after_ms);
+        tu_sleep_ms(c->after_ms);
         rd_kafka_mock_topic_set_error(g_mc, c->topic,
                                       RD_KAFKA_RESP_ERR_NO_ERROR);
         return NULL;
@@ -2422,9 +2413,5 @@ int main(void) {
         add(ts, startup_non_retriable_stops_at_once);
         suite_add_tcase(s, ts);
 
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(s);
 }

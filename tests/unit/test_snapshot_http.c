@@ -18,6 +18,7 @@
  *   /redirect  302 to /ok
  */
 #include "snapshot_http.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <microhttpd.h>
@@ -39,11 +40,6 @@
 
 static struct MHD_Daemon *srv;
 static uint16_t srv_port;
-
-static void sleep_ms(long ms) {
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-}
 
 static int64_t mono_ms(void) {
         struct timespec ts;
@@ -78,11 +74,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c,
         if (!strcmp(url, "/err"))
                 return reply(c, 500, "boom", 4);
         if (!strcmp(url, "/slow")) {
-                sleep_ms(SLOW_MS);
+                tu_sleep_ms(SLOW_MS);
                 return reply(c, 200, "{}", 2);
         }
         if (!strcmp(url, "/delay")) {
-                sleep_ms(DELAY_MS);
+                tu_sleep_ms(DELAY_MS);
                 return reply(c, 200, "{}", 2);
         }
         if (!strncmp(url, "/echo/", 6)) {
@@ -588,9 +584,5 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(suite());
 }

@@ -5,6 +5,7 @@
  */
 #include "envelope.h"
 #include "store.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -20,15 +21,10 @@ static char dir[64];
 static char err[512];
 
 static void setup(void) {
-        snprintf(dir, sizeof(dir), "/tmp/sg_test_store_XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(dir));
+        tu_tmpdir(dir, sizeof(dir), "store");
 }
 
-static void teardown(void) {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tu_rmrf(dir); }
 
 static sg_store_t *open_store(uint64_t map, uint64_t growth) {
         sg_store_t *s;
@@ -80,18 +76,16 @@ END_TEST
 
 /* data_dir "created if missing" (README): its missing parents too. */
 START_TEST(open_creates_missing_parents) {
-        char base[] = "/tmp/sg_test_store_parents_XXXXXX";
-        ck_assert_ptr_nonnull(mkdtemp(base));
-        char dir[128];
-        snprintf(dir, sizeof(dir), "%s/nest/a/b", base);
+        char base[64];
+        tu_tmpdir(base, sizeof(base), "store_parents");
+        char nested[128];
+        snprintf(nested, sizeof(nested), "%s/nest/a/b", base);
         sg_store_t *s = NULL;
-        ck_assert_msg(sg_store_open(dir, 1 << 22, 1 << 22, &s, err,
+        ck_assert_msg(sg_store_open(nested, 1 << 22, 1 << 22, &s, err,
                                     sizeof(err)) == SG_OK,
                       "%s", err);
         sg_store_close(s);
-        char cmd[160];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
-        ck_assert_int_eq(system(cmd), 0);
+        tu_rmrf(base);
 }
 END_TEST
 
@@ -918,9 +912,5 @@ int main(void) {
         tcase_add_test(tc, grow_with_txn_open_asserts);
 #endif
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(s);
 }

@@ -1,0 +1,324 @@
+/*
+ * cli.c — what seqgatectl's subcommands share (cli.h): messages and the
+ * usage text, option value parsing, JSON output, the config and the
+ * read-only store, and the librdkafka client configuration.
+ */
+#include "cli.h"
+
+#include "config.h"
+#include "envelope.h"
+#include "seqgate.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *prog = "seqgatectl";
+
+void errf(const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "%s: ", prog);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+}
+
+const char usage_text[] =
+    "usage: seqgatectl COMMAND [OPTIONS]\n"
+    "\n"
+    "Commands:\n"
+    "  inspect     --config FILE --topic T --partition P [--aggregate ID]\n"
+    "              [--limit N] [--json]\n"
+    "      Show an aggregate's last applied version, state, flags, parked\n"
+    "      events and snapshot request, and the partition's meta, from the\n"
+    "      store (read-only; safe while seqgate runs). Without --aggregate:\n"
+    "      the partition's meta and up to N (default 1000) aggregates that\n"
+    "      are quarantined, refetching or have parked events.\n"
+    "  partitions  --config FILE [--json]\n"
+    "      Every partition in the store with its meta; the store's map size\n"
+    "      and bytes in use.\n"
+    "  replay      --config FILE --dlq TOPIC [--reason R ...] [--aggregate ID]\n"
+    "              [--dlq-partition P] [--from-offset N] [--until-offset N]\n"
+    "              [--limit N] [--dry-run] [--timeout-ms MS] [--json]\n"
+    "      Read the DLQ topic (every partition, or P) from the start or offset\n"
+    "      N up to its end offsets (or before --until-offset, exclusive) and\n"
+    "      produce each selected record back to its original topic and\n"
+    "      partition without its __seqgate.errors.* headers, with\n"
+    "      __seqgate.replay: <dlq>/<partition>/<offset>. Records are selected\n"
+    "      by reason (any of the --reason values) and aggregate; --limit\n"
+    "      stops after N selected records; --dry-run only prints them.\n"
+    "  release     --config FILE --topic T --partition P --aggregate ID\n"
+    "              [--version S] [--state X] [--wait [--timeout-ms MS]]\n"
+    "      Release a quarantined aggregate: produce a control record\n"
+    "      (header __seqgate.control: release) to input topic T, partition P\n"
+    "      (the __seqgate.errors.partition of its DLQ records), which the\n"
+    "      seqgate that owns the partition applies in order: the quarantine\n"
+    "      ends; with --version the last applied version becomes S (S >= L)\n"
+    "      and with --state the state becomes X (a state of the topic's\n"
+    "      state machine; anything else is refused before sending). An\n"
+    "      aggregate that is not quarantined can be released only with\n"
+    "      --version, and only while it waits on a gap. --wait reads the\n"
+    "      data_dir of the seqgate that owns the partition (run it beside\n"
+    "      that seqgate): it checks the same rules before sending, then waits\n"
+    "      (--timeout-ms, default 30000) until the store has passed the\n"
+    "      control record and says \"released\" (exit 0) or \"refused\"\n"
+    "      (exit 1; seqgate's control_refused log line says why). Then\n"
+    "      replay its DLQ records.\n"
+    "\n"
+    "Common options: --json (one JSON object per line), -h/--help.\n"
+    "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
+
+void usage_print(const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "%s: ", prog);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, " (try '%s --help')\n", prog);
+}
+
+/* Parses a decimal integer in [min, max]; false on anything else. */
+bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
+        if (!s || !*s)
+                return false;
+        errno = 0;
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (errno || *end || v < min || v > max)
+                return false;
+        *out = v;
+        return true;
+}
+
+/* Parses a version: a decimal unsigned 64-bit integer, digits only
+ * (semantics §2: no sign, no spaces, no overflow). */
+bool parse_u64(const char *s, uint64_t *out) {
+        if (!s || !*s)
+                return false;
+        uint64_t v = 0;
+        for (const char *c = s; *c; c++) {
+                if (*c < '0' || *c > '9')
+                        return false;
+                unsigned d = (unsigned)(*c - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return false;
+                v = v * 10 + d;
+        }
+        *out = v;
+        return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* JSON and text helpers                                               */
+
+/* ISO 8601 UTC with milliseconds (as the daemon's logs print times). */
+/* Integers go into JSON as raw decimal text: cJSON numbers are doubles and
+ * would round versions and offsets above 2^53. */
+void j_i64(cJSON *o, const char *name, int64_t v) {
+        char b[32];
+        snprintf(b, sizeof(b), "%" PRId64, v);
+        cJSON_AddRawToObject(o, name, b);
+}
+void j_u64(cJSON *o, const char *name, uint64_t v) {
+        char b[32];
+        snprintf(b, sizeof(b), "%" PRIu64, v);
+        cJSON_AddRawToObject(o, name, b);
+}
+/* A processing time (ms since the epoch) as ISO text, null when 0. */
+void j_time(cJSON *o, const char *name, int64_t ms) {
+        char b[48];
+        if (ms <= 0)
+                cJSON_AddNullToObject(o, name);
+        else
+                cJSON_AddStringToObject(o, name, sg_iso_time(ms, b, sizeof(b)));
+}
+
+/* Bytes as a JSON string when they are UTF-8 without NUL, else as
+ * name + "_hex"; len SIZE_MAX or p NULL: null. */
+void j_bytes(cJSON *o, const char *name, const void *p, size_t len) {
+        if (!p || len == SIZE_MAX) {
+                cJSON_AddNullToObject(o, name);
+                return;
+        }
+        if (sg_utf8_valid(p, len) && !memchr(p, '\0', len)) {
+                char *s = malloc(len + 1);
+                if (!s)
+                        return;
+                memcpy(s, p, len);
+                s[len] = '\0';
+                cJSON_AddStringToObject(o, name, s);
+                free(s);
+                return;
+        }
+        char *h = malloc(2 * len + 1);
+        if (!h)
+                return;
+        sg_hex_encode(p, len, h);
+        char n2[64];
+        snprintf(n2, sizeof(n2), "%s_hex", name);
+        cJSON_AddStringToObject(o, n2, h);
+        free(h);
+}
+
+void print_json_line(const cJSON *o) {
+        char *s = cJSON_PrintUnformatted(o);
+        if (s) {
+                puts(s);
+                free(s);
+        }
+}
+
+/* ------------------------------------------------------------------ */
+/* store access                                                        */
+
+int load_config(const char *path, sg_config_t **confp) {
+        char es[512];
+        if (!path)
+                return usage_error("--config FILE is required");
+        sg_err_t err = sg_config_load(path, confp, es, sizeof(es));
+        if (err) {
+                if (err == SG_ERR_IO) /* the text names the file */
+                        errf("%s", es);
+                else
+                        errf("%s: %s", path, es);
+                return EXIT_USAGE;
+        }
+        return 0;
+}
+
+int open_store(const sg_config_t *conf, sg_store_t **storep,
+                      sg_txn_t **txnp) {
+        char es[512];
+        sg_err_t err = sg_store_open_readonly(conf->data_dir, storep, es,
+                                              sizeof(es));
+        if (err) {
+                errf("%s", es);
+                return EXIT_RUNTIME;
+        }
+        err = sg_txn_begin(*storep, false, txnp, es, sizeof(es));
+        if (err) {
+                errf("read transaction: %s", es);
+                sg_store_close(*storep);
+                return EXIT_RUNTIME;
+        }
+        return 0;
+}
+
+cJSON *meta_json(const sg_meta_rec_t *m) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "group", m->group);
+        if (m->input_offset < 0)
+                cJSON_AddNullToObject(o, "input_offset");
+        else
+                j_i64(o, "input_offset", m->input_offset);
+        if (m->changelog_offset < 0)
+                cJSON_AddNullToObject(o, "changelog_offset");
+        else
+                j_i64(o, "changelog_offset", m->changelog_offset);
+        j_time(o, "clock", m->clock_ms);
+        j_u64(o, "parked_count", m->parked_cnt);
+        j_u64(o, "parked_bytes", m->parked_bytes);
+        j_u64(o, "quarantined_count", m->quarantined);
+        j_u64(o, "snapshot_requests_in_flight", m->snap_in_flight);
+        return o;
+}
+
+volatile bool g_fatal;
+char g_kafka_error[512];
+
+static void kafka_log(const rd_kafka_t *rk, int level, const char *fac,
+                      const char *buf) {
+        (void)rk;
+        if (level <= 4)
+                fprintf(stderr, "%s: kafka %s: %s\n", prog, fac, buf);
+}
+
+static void kafka_error(rd_kafka_t *rk, int err, const char *reason,
+                        void *opaque) {
+        (void)opaque;
+        char es[256];
+        if (err == RD_KAFKA_RESP_ERR__FATAL) {
+                rd_kafka_fatal_error(rk, es, sizeof(es));
+                snprintf(g_kafka_error, sizeof(g_kafka_error), "fatal: %s", es);
+                g_fatal = true;
+                return;
+        }
+        snprintf(g_kafka_error, sizeof(g_kafka_error), "%s: %s",
+                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* Sets one property; errors never echo the value of a secret property. */
+static bool conf_set(rd_kafka_conf_t *kc, const char *block, const char *name,
+                     const char *value) {
+        char es[512];
+        if (rd_kafka_conf_set(kc, name, value, es, sizeof(es)) ==
+            RD_KAFKA_CONF_OK)
+                return true;
+        if (sg_config_is_secret(name))
+                errf("%s.%s: rejected by librdkafka", block, name);
+        else
+                errf("%s.%s: %s", block, name, es);
+        return false;
+}
+
+/* librdkafka configuration from the config's blocks, verbatim. group.id
+ * (required in "kafka" for the daemon) is left out: the replay tool never
+ * joins the consumer group nor commits its offsets. */
+rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
+                            void (*dr_msg_cb)(rd_kafka_t *rk,
+                                              const rd_kafka_message_t *m,
+                                              void *opaque)) {
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        bool ok = true;
+        if (!producer) {
+                /* Only committed records: a transactional (exactly_once)
+                 * DLQ may hold aborted ones. Overridable in "kafka". */
+                ok = conf_set(kc, "default", "isolation.level",
+                              "read_committed");
+        }
+        for (size_t i = 0; ok && i < conf->kafka_cnt; i++)
+                if (strcmp(conf->kafka[i].name, "group.id") != 0)
+                        ok = conf_set(kc, "kafka", conf->kafka[i].name,
+                                      conf->kafka[i].value);
+        if (producer) {
+                for (size_t i = 0; ok && i < conf->kafka_producer_cnt; i++)
+                        ok = conf_set(kc, "kafka_producer",
+                                      conf->kafka_producer[i].name,
+                                      conf->kafka_producer[i].value);
+                /* No transactional.id: replayed records are plain records. */
+                ok = ok &&
+                     conf_set(kc, "replay", "enable.idempotence", "true") &&
+                     conf_set(kc, "replay", "acks", "all");
+                if (ok && dr_msg_cb)
+                        rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
+        } else {
+                /* An unjoined, never-committing reader: assign() needs a
+                 * group.id in librdkafka, so a throw-away one is used. */
+                char gid[128];
+                snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld",
+                         (long)getpid(), (long)time(NULL));
+                ok = conf_set(kc, "replay", "group.id", gid) &&
+                     conf_set(kc, "replay", "enable.auto.commit", "false") &&
+                     conf_set(kc, "replay", "enable.auto.offset.store",
+                              "false") &&
+                     conf_set(kc, "replay", "enable.partition.eof", "true");
+        }
+        if (!ok) {
+                rd_kafka_conf_destroy(kc);
+                return NULL;
+        }
+        rd_kafka_conf_set_log_cb(kc, kafka_log);
+        rd_kafka_conf_set_error_cb(kc, kafka_error);
+        return kc;
+}

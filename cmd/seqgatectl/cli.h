@@ -1,0 +1,109 @@
+/*
+ * cli.h — what seqgatectl's subcommands share: messages and the usage
+ * text, option value parsing, JSON output, the config and the read-only
+ * store, and the librdkafka client configuration.
+ *
+ * Single-threaded: seqgatectl runs one subcommand on the main thread
+ * (librdkafka's callbacks run there too, from its poll/flush calls).
+ * Nothing here exits: each function reports and returns, the subcommand
+ * returns an exit status (0, EXIT_RUNTIME or EXIT_USAGE) to main().
+ */
+#ifndef SEQGATECTL_CLI_H
+#define SEQGATECTL_CLI_H
+
+#include "config.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit status: runtime error (store, Kafka, undelivered records). */
+#define EXIT_RUNTIME 1
+/* Exit status: usage or configuration error. */
+#define EXIT_USAGE 2
+
+/* The text of --help, for every subcommand. */
+extern const char usage_text[];
+
+/* Prints "seqgatectl: <message>\n" to stderr. */
+void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "seqgatectl: <message> (try 'seqgatectl --help')" to stderr. */
+void usage_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* usage_print, then the value EXIT_USAGE. A macro so that the value is
+ * seen at the call site (by the compiler and clang's static analyzer,
+ * which does not look into other files). */
+#define usage_error(...) (usage_print(__VA_ARGS__), EXIT_USAGE)
+
+/* Parses a decimal integer in [min, max] into *out; false on anything else
+ * (empty, trailing text, out of range), *out then unchanged. */
+bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* Parses a version: a decimal unsigned 64-bit integer, digits only
+ * (semantics §2: no sign, no spaces, no overflow). false on anything
+ * else, *out then unchanged. */
+bool parse_u64(const char *s, uint64_t *out);
+
+/* JSON output. Integers are added as raw decimal text (cJSON numbers are
+ * doubles and would round versions and offsets above 2^53). */
+void j_i64(cJSON *o, const char *name, int64_t v);
+void j_u64(cJSON *o, const char *name, uint64_t v);
+/* A processing time (ms since the epoch) as ISO 8601 UTC text, null when
+ * ms <= 0. */
+void j_time(cJSON *o, const char *name, int64_t ms);
+/* Bytes as a JSON string when they are UTF-8 without NUL, else as
+ * name + "_hex"; len SIZE_MAX or p NULL: null. p is copied. */
+void j_bytes(cJSON *o, const char *name, const void *p, size_t len);
+/* Prints o unformatted on one line of stdout. */
+void print_json_line(const cJSON *o);
+
+/* Loads the config file at path (NULL: the usage error "--config FILE is
+ * required"). Returns 0 with *confp owned by the caller
+ * (sg_config_destroy), or EXIT_USAGE after printing why. */
+int load_config(const char *path, sg_config_t **confp);
+
+/* Opens conf->data_dir read-only (MDB_RDONLY: never blocks the running
+ * daemon) and begins a read transaction on it. Returns 0 with *storep and
+ * *txnp owned by the caller (sg_txn_abort, then sg_store_close), or
+ * EXIT_RUNTIME after printing why (nothing left open). */
+int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp);
+
+/* A partition's meta record as a new JSON object (owned by the caller). */
+cJSON *meta_json(const sg_meta_rec_t *m);
+
+/* Set by the client's error callback: a fatal librdkafka error happened
+ * (g_kafka_error says which). */
+extern volatile bool g_fatal;
+/* The last error librdkafka reported through the error callback, "" if
+ * none. */
+extern char g_kafka_error[512];
+
+/* The librdkafka configuration of every seqgatectl client: the
+ * config's "kafka" block verbatim except group.id (seqgatectl never joins
+ * the consumer group nor commits its offsets), plus, for a producer, the
+ * "kafka_producer" block, enable.idempotence true and acks all (no
+ * transactional.id: plain records) and dr_msg_cb as the delivery report
+ * callback (NULL: none); for a consumer, isolation.level read_committed
+ * (overridable in "kafka") and a throw-away group.id for assign(), with
+ * no offset commits and partition EOF events. Logs of level warning and
+ * worse go to stderr; errors set g_kafka_error / g_fatal.
+ * Returns a conf owned by the caller (rd_kafka_new or
+ * rd_kafka_conf_destroy), or NULL after printing the property librdkafka
+ * rejected (never the value of a secret property). */
+rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
+                            void (*dr_msg_cb)(rd_kafka_t *rk,
+                                              const rd_kafka_message_t *m,
+                                              void *opaque));
+
+/* The subcommands: argv[0] is the subcommand's name; each returns the
+ * exit status. */
+int cmd_inspect(int argc, char **argv);
+int cmd_partitions(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_release(int argc, char **argv);
+
+#endif

@@ -1,0 +1,684 @@
+/*
+ * replay.c — seqgatectl replay: the DLQ replay tool (semantics §3
+ * "Replay"): reads a DLQ topic up to its end offsets, selects records by
+ * reason / aggregate and produces each back to its original topic and
+ * partition, minus every __seqgate.errors.* header, plus
+ * __seqgate.replay: <dlq>/<partition>/<offset>.
+ */
+#include "cli.h"
+
+#include "config.h"
+#include "engine.h"
+#include "envelope.h"
+#include "seqgate.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+
+#include <inttypes.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DLQ_HDR_PREFIX "__seqgate.errors."
+
+/* ------------------------------------------------------------------ */
+/* replay                                                              */
+
+typedef struct replay_opts {
+        const char *dlq;
+        const char **reasons;
+        size_t reason_cnt;
+        const char *aggregate;
+        int64_t dlq_partition; /* -1: all */
+        int64_t from, until;   /* -1: start / end */
+        int64_t limit;         /* -1: none */
+        int64_t timeout_ms;    /* no progress for this long: give up */
+        bool dry_run;
+        bool json;
+} replay_opts_t;
+
+typedef struct replay_stats {
+        uint64_t read, selected, replayed, skipped, failed;
+} replay_stats_t;
+
+/* What a delivery report needs to say which DLQ record it was. */
+typedef struct replay_msg {
+        replay_stats_t *stats;
+        bool json;
+        char *dlq_topic;
+        int32_t dlq_partition;
+        int64_t dlq_offset;
+        char *reason;    /* may be NULL */
+        char *aggregate; /* may be NULL */
+} replay_msg_t;
+
+static void replay_msg_free(replay_msg_t *m) {
+        if (!m)
+                return;
+        free(m->dlq_topic);
+        free(m->reason);
+        free(m->aggregate);
+        free(m);
+}
+
+/* One record line (--json) or text line. */
+static void print_record(bool json, const char *action, const char *dlq,
+                         int32_t dlq_part, int64_t dlq_off, const char *topic,
+                         int32_t part, int64_t off, const char *reason,
+                         const char *aggregate, const char *error) {
+        if (json) {
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "kind", "record");
+                cJSON_AddStringToObject(o, "action", action);
+                cJSON_AddStringToObject(o, "dlq_topic", dlq);
+                j_i64(o, "dlq_partition", dlq_part);
+                j_i64(o, "dlq_offset", dlq_off);
+                if (topic)
+                        cJSON_AddStringToObject(o, "topic", topic);
+                else
+                        cJSON_AddNullToObject(o, "topic");
+                j_i64(o, "partition", part);
+                if (off >= 0)
+                        j_i64(o, "offset", off);
+                if (reason)
+                        cJSON_AddStringToObject(o, "reason", reason);
+                else
+                        cJSON_AddNullToObject(o, "reason");
+                if (aggregate)
+                        cJSON_AddStringToObject(o, "aggregate", aggregate);
+                else
+                        cJSON_AddNullToObject(o, "aggregate");
+                if (error)
+                        cJSON_AddStringToObject(o, "error", error);
+                print_json_line(o);
+                cJSON_Delete(o);
+                return;
+        }
+        FILE *f = error ? stderr : stdout;
+        fprintf(f, "%s%s %s/%" PRId32 "/%" PRId64 " -> %s/%" PRId32, error ? "seqgatectl: " : "",
+                action, dlq, dlq_part, dlq_off, topic ? topic : "?", part);
+        if (off >= 0)
+                fprintf(f, "/%" PRId64, off);
+        fprintf(f, "  reason=%s aggregate=%s", reason ? reason : "-",
+                aggregate ? aggregate : "-");
+        if (error)
+                fprintf(f, "  error: %s", error);
+        fputc('\n', f);
+}
+
+static void replay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m,
+                      void *opaque) {
+        (void)rk;
+        (void)opaque;
+        replay_msg_t *rm = m->_private;
+        if (!rm)
+                return;
+        const char *topic = rd_kafka_topic_name(m->rkt);
+        if (m->err) {
+                rm->stats->failed++;
+                print_record(rm->json, "failed", rm->dlq_topic,
+                             rm->dlq_partition, rm->dlq_offset, topic,
+                             m->partition, -1, rm->reason, rm->aggregate,
+                             rd_kafka_err2str(m->err));
+        } else {
+                rm->stats->replayed++;
+                print_record(rm->json, "replayed", rm->dlq_topic,
+                             rm->dlq_partition, rm->dlq_offset, topic,
+                             m->partition, m->offset, rm->reason,
+                             rm->aggregate, NULL);
+        }
+        replay_msg_free(rm);
+}
+
+static bool hdr_str(rd_kafka_headers_t *h, const char *name, char *buf,
+                    size_t size) {
+        const void *v;
+        size_t n;
+        if (!h || rd_kafka_header_get_last(h, name, &v, &n) != 0 || !v ||
+            n >= size)
+                return false;
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        return true;
+}
+
+typedef struct dlq_part {
+        int32_t partition;
+        int64_t start, end; /* read [start, end) */
+        bool done;
+} dlq_part_t;
+
+static void print_summary(const replay_opts_t *o, const replay_stats_t *s) {
+        if (o->json) {
+                cJSON *j = cJSON_CreateObject();
+                cJSON_AddStringToObject(j, "kind", "summary");
+                cJSON_AddStringToObject(j, "dlq_topic", o->dlq);
+                cJSON_AddBoolToObject(j, "dry_run", o->dry_run);
+                j_u64(j, "read", s->read);
+                j_u64(j, "selected", s->selected);
+                j_u64(j, "replayed", s->replayed);
+                j_u64(j, "skipped", s->skipped);
+                j_u64(j, "failed", s->failed);
+                print_json_line(j);
+                cJSON_Delete(j);
+                return;
+        }
+        printf("%s%s: read %" PRIu64 ", selected %" PRIu64 ", %s %" PRIu64
+               ", skipped %" PRIu64 ", failed %" PRIu64 "\n",
+               o->dry_run ? "dry run, " : "", o->dlq, s->read, s->selected,
+               o->dry_run ? "would replay" : "replayed",
+               o->dry_run ? s->selected - s->failed : s->replayed, s->skipped,
+               s->failed);
+}
+
+/* Produces one DLQ record back to its origin. Returns false on a local
+ * error (counted as failed and reported). */
+static bool replay_one(rd_kafka_t *prod, const rd_kafka_message_t *m,
+                       rd_kafka_headers_t *in, const char *topic,
+                       int32_t partition, int64_t ts, replay_msg_t *rm) {
+        size_t cnt = 0;
+        rd_kafka_headers_t *out;
+        char replay_val[400];
+        const char *name;
+        const void *val;
+        size_t size;
+        if (in)
+                cnt = rd_kafka_header_cnt(in);
+        out = rd_kafka_headers_new(cnt + 1);
+        for (size_t i = 0;
+             in && rd_kafka_header_get_all(in, i, &name, &val, &size) == 0;
+             i++) {
+                if (strncmp(name, DLQ_HDR_PREFIX, strlen(DLQ_HDR_PREFIX)) == 0 ||
+                    strcmp(name, SG_H_REPLAY) == 0)
+                        continue;
+                rd_kafka_header_add(out, name, -1, val, val ? (ssize_t)size : 0);
+        }
+        snprintf(replay_val, sizeof(replay_val), "%s/%" PRId32 "/%" PRId64,
+                 rm->dlq_topic, rm->dlq_partition, rm->dlq_offset);
+        rd_kafka_header_add(out, SG_H_REPLAY, -1, replay_val, -1);
+        for (;;) {
+                rd_kafka_resp_err_t err = rd_kafka_producev(
+                    prod, RD_KAFKA_V_TOPIC(topic),
+                    RD_KAFKA_V_PARTITION(partition),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
+                    RD_KAFKA_V_VALUE(m->payload, m->payload ? m->len : 0),
+                    RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                    RD_KAFKA_V_HEADERS(out), RD_KAFKA_V_OPAQUE(rm),
+                    RD_KAFKA_V_END);
+                if (!err)
+                        return true; /* headers now owned by librdkafka */
+                if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                        rd_kafka_poll(prod, 100);
+                        continue;
+                }
+                rd_kafka_headers_destroy(out);
+                rm->stats->failed++;
+                print_record(rm->json, "failed", rm->dlq_topic,
+                             rm->dlq_partition, rm->dlq_offset, topic,
+                             partition, -1, rm->reason, rm->aggregate,
+                             rd_kafka_err2str(err));
+                replay_msg_free(rm);
+                return false;
+        }
+}
+
+/* One replay run: its clients, the plan of the DLQ partitions it reads and
+ * its counts (the delivery reports count into st). */
+typedef struct replay {
+        const sg_config_t *conf;
+        const replay_opts_t *o;
+        replay_stats_t st;
+        rd_kafka_t *cons, *prod;
+        rd_kafka_topic_t *rkt;
+        const struct rd_kafka_metadata *md;
+        rd_kafka_topic_partition_list_t *assign;
+        dlq_part_t *parts;
+        size_t part_cnt;
+        size_t open_cnt; /* planned partitions not yet read to their end */
+} replay_t;
+
+/* The DLQ reader: an unjoined consumer (kafka_conf). Returns 0 or
+ * EXIT_USAGE (its configuration). */
+static int replay_open_consumer(replay_t *r) {
+        char es[512];
+        rd_kafka_conf_t *kc = kafka_conf(r->conf, false, NULL);
+        if (!kc)
+                return EXIT_USAGE;
+        if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
+                rd_kafka_conf_destroy(kc);
+                errf("kafka consumer: %s", es);
+                return EXIT_USAGE;
+        }
+        return 0;
+}
+
+/* The plan: every partition of the DLQ topic (or --dlq-partition) with
+ * the offsets [start, end) to read, from --from-offset or the log start up
+ * to --until-offset or the end offset now, and the assignment of those
+ * with anything to read. Returns 0, EXIT_USAGE (no such partition) or
+ * EXIT_RUNTIME. */
+static int replay_plan(replay_t *r) {
+        const replay_opts_t *o = r->o;
+        const int meta_timeout = 10000;
+        r->rkt = rd_kafka_topic_new(r->cons, o->dlq, NULL);
+        rd_kafka_resp_err_t kerr =
+            rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
+        if (kerr) {
+                errf("DLQ topic %s: metadata: %s", o->dlq,
+                     rd_kafka_err2str(kerr));
+                return EXIT_RUNTIME;
+        }
+        if (r->md->topic_cnt != 1 || r->md->topics[0].err) {
+                errf("DLQ topic %s: %s", o->dlq,
+                     r->md->topic_cnt ? rd_kafka_err2str(r->md->topics[0].err)
+                                      : "not in the metadata");
+                return EXIT_RUNTIME;
+        }
+        const struct rd_kafka_metadata_topic *mt = &r->md->topics[0];
+        r->parts = calloc((size_t)mt->partition_cnt + 1, sizeof(*r->parts));
+        r->assign = rd_kafka_topic_partition_list_new(mt->partition_cnt + 1);
+        if (!r->parts || !r->assign) {
+                errf("out of memory");
+                return EXIT_RUNTIME;
+        }
+        bool found = o->dlq_partition < 0;
+        for (int i = 0; i < mt->partition_cnt; i++) {
+                int32_t p = mt->partitions[i].id;
+                if (o->dlq_partition >= 0 && p != o->dlq_partition)
+                        continue;
+                found = true;
+                int64_t lo, hi;
+                kerr = rd_kafka_query_watermark_offsets(r->cons, o->dlq, p,
+                                                        &lo, &hi, meta_timeout);
+                if (kerr) {
+                        errf("DLQ %s/%" PRId32 ": end offsets: %s", o->dlq, p,
+                             rd_kafka_err2str(kerr));
+                        return EXIT_RUNTIME;
+                }
+                /* The end is fixed now: records the daemon dead-letters
+                 * again while this runs are not read (no replay loop). */
+                dlq_part_t *dp = &r->parts[r->part_cnt++];
+                dp->partition = p;
+                dp->start = o->from > lo ? o->from : lo;
+                dp->end = o->until >= 0 && o->until < hi ? o->until : hi;
+                dp->done = dp->start >= dp->end;
+                if (!dp->done) {
+                        rd_kafka_topic_partition_list_add(r->assign, o->dlq, p)
+                            ->offset = dp->start;
+                        r->open_cnt++;
+                }
+        }
+        if (!found) {
+                errf("DLQ topic %s has no partition %" PRId64, o->dlq,
+                     o->dlq_partition);
+                return EXIT_USAGE;
+        }
+        return 0;
+}
+
+/* The producer, when there is something to replay and it is not a dry
+ * run. Returns 0 or EXIT_USAGE (its configuration). */
+static int replay_open_producer(replay_t *r) {
+        char es[512];
+        if (!r->open_cnt || r->o->dry_run)
+                return 0;
+        rd_kafka_conf_t *pc = kafka_conf(r->conf, true, replay_dr);
+        if (!pc)
+                return EXIT_USAGE;
+        if (!(r->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, es, sizeof(es)))) {
+                rd_kafka_conf_destroy(pc);
+                errf("kafka producer: %s", es);
+                return EXIT_USAGE;
+        }
+        return 0;
+}
+
+/* The planned partition of that number, NULL if none. */
+static dlq_part_t *replay_part(replay_t *r, int32_t partition) {
+        dlq_part_t *dp = NULL;
+        for (size_t i = 0; i < r->part_cnt; i++)
+                if (r->parts[i].partition == partition)
+                        dp = &r->parts[i];
+        return dp;
+}
+
+/* A planned partition is read to its end (dp NULL or done: nothing). */
+static void replay_part_done(replay_t *r, dlq_part_t *dp) {
+        if (dp && !dp->done) {
+                dp->done = true;
+                r->open_cnt--;
+        }
+}
+
+/* Whether --reason (any of them) and --aggregate select a record with
+ * these DLQ headers. */
+static bool replay_selects(const replay_opts_t *o, bool has_reason,
+                           const char *reason, bool has_agg, const char *agg) {
+        bool selected = true;
+        if (o->reason_cnt) {
+                selected = false;
+                for (size_t i = 0; has_reason && i < o->reason_cnt; i++)
+                        if (!strcmp(reason, o->reasons[i]))
+                                selected = true;
+        }
+        if (o->aggregate && (!has_agg || strcmp(agg, o->aggregate)))
+                selected = false;
+        return selected;
+}
+
+/* One record of a partition's planned range: skipped, or selected and
+ * then failed (no valid origin headers), named (--dry-run) or produced
+ * back to its origin (replay_one; the delivery report counts it).
+ * *limit_hit is set when it is the --limit'th selected record. m stays
+ * the caller's. Returns 0, or EXIT_RUNTIME when out of memory. */
+static int replay_record(replay_t *r, const rd_kafka_message_t *m,
+                         bool *limit_hit) {
+        const replay_opts_t *o = r->o;
+        rd_kafka_headers_t *h = NULL;
+        if (rd_kafka_message_headers(m, &h))
+                h = NULL;
+        char reason[128], agg[1100], topic[256], pbuf[32], tbuf[32];
+        bool has_reason = hdr_str(h, SG_DLQ_H_REASON, reason, sizeof(reason));
+        bool has_agg = hdr_str(h, SG_DLQ_H_AGGREGATE, agg, sizeof(agg));
+        if (!replay_selects(o, has_reason, reason, has_agg, agg)) {
+                r->st.skipped++;
+                return 0;
+        }
+        r->st.selected++;
+        if (o->limit >= 0 && (int64_t)r->st.selected >= o->limit)
+                *limit_hit = true;
+
+        int64_t opart = -1, ts = 0;
+        bool origin = hdr_str(h, SG_DLQ_H_TOPIC, topic, sizeof(topic)) &&
+                      topic[0] &&
+                      hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
+                      parse_i64(pbuf, 0, INT32_MAX, &opart);
+        if (!hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
+            !parse_i64(tbuf, 1, INT64_MAX, &ts))
+                ts = rd_kafka_message_timestamp(m, NULL);
+        if (!origin) {
+                r->st.failed++;
+                print_record(o->json, "failed", o->dlq, m->partition,
+                             m->offset, NULL, -1, -1,
+                             has_reason ? reason : NULL, has_agg ? agg : NULL,
+                             "no valid " SG_DLQ_H_TOPIC " / "
+                             SG_DLQ_H_PARTITION " header");
+                return 0;
+        }
+        if (o->dry_run) {
+                print_record(o->json, "would_replay", o->dlq, m->partition,
+                             m->offset, topic, (int32_t)opart, -1,
+                             has_reason ? reason : NULL, has_agg ? agg : NULL,
+                             NULL);
+                return 0;
+        }
+        replay_msg_t *rm = calloc(1, sizeof(*rm));
+        if (!rm || !(rm->dlq_topic = strdup(o->dlq)) ||
+            (has_reason && !(rm->reason = strdup(reason))) ||
+            (has_agg && !(rm->aggregate = strdup(agg)))) {
+                replay_msg_free(rm);
+                errf("out of memory");
+                return EXIT_RUNTIME;
+        }
+        rm->stats = &r->st;
+        rm->json = o->json;
+        rm->dlq_partition = m->partition;
+        rm->dlq_offset = m->offset;
+        replay_one(r->prod, m, h, topic, (int32_t)opart, ts, rm);
+        return 0;
+}
+
+/* Reads the planned partitions to their ends (or to the --limit'th
+ * selected record), serving the producer's delivery reports between
+ * reads. Returns 0, or EXIT_RUNTIME after a read error, --timeout-ms
+ * without a record, a fatal librdkafka error or out of memory. */
+static int replay_read(replay_t *r) {
+        const replay_opts_t *o = r->o;
+        struct timespec last;
+        clock_gettime(CLOCK_MONOTONIC, &last);
+        bool limit_hit = false;
+        while (r->open_cnt && !limit_hit && !g_fatal) {
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(r->cons, 100);
+                if (r->prod)
+                        rd_kafka_poll(r->prod, 0);
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (!m) {
+                        int64_t idle = (now.tv_sec - last.tv_sec) * 1000 +
+                                       (now.tv_nsec - last.tv_nsec) / 1000000;
+                        if (idle > o->timeout_ms) {
+                                errf("no progress reading %s for %" PRId64
+                                     " ms%s%s",
+                                     o->dlq, o->timeout_ms,
+                                     g_kafka_error[0] ? "; last error: " : "",
+                                     g_kafka_error);
+                                return EXIT_RUNTIME;
+                        }
+                        continue;
+                }
+                last = now;
+                dlq_part_t *dp = replay_part(r, m->partition);
+                if (m->err) {
+                        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                                /* At the end (read_committed: at the last
+                                 * stable offset). */
+                                replay_part_done(r, dp);
+                                rd_kafka_message_destroy(m);
+                                continue;
+                        }
+                        errf("reading %s/%" PRId32 ": %s", o->dlq,
+                             m->partition, rd_kafka_message_errstr(m));
+                        rd_kafka_message_destroy(m);
+                        return EXIT_RUNTIME;
+                }
+                if (!dp || dp->done || m->offset >= dp->end) {
+                        replay_part_done(r, dp);
+                        rd_kafka_message_destroy(m);
+                        continue;
+                }
+                if (m->offset + 1 >= dp->end)
+                        replay_part_done(r, dp);
+                r->st.read++;
+                int rc = replay_record(r, m, &limit_hit);
+                rd_kafka_message_destroy(m);
+                if (rc)
+                        return rc;
+        }
+        if (g_fatal) {
+                errf("kafka %s", g_kafka_error);
+                return EXIT_RUNTIME;
+        }
+        return 0;
+}
+
+/* Waits for every delivery report (at least 60 s, or --timeout-ms);
+ * records still undelivered then are purged and counted as failed. Then
+ * the producer is destroyed. */
+static void replay_flush(replay_t *r) {
+        if (!r->prod)
+                return;
+        const replay_opts_t *o = r->o;
+        /* Every delivery is waited for and checked. */
+        int64_t wait = o->timeout_ms > 60000 ? o->timeout_ms : 60000;
+        rd_kafka_flush(r->prod, (int)(wait > INT_MAX ? INT_MAX : wait));
+        int left = rd_kafka_outq_len(r->prod);
+        if (left > 0) {
+                errf("%d record(s) not delivered after %" PRId64 " ms%s%s",
+                     left, wait, g_kafka_error[0] ? "; last error: " : "",
+                     g_kafka_error);
+                /* Purged records get failed delivery reports (counted
+                 * there, opaques freed there); whatever reports never come
+                 * are counted here. */
+                uint64_t before = r->st.failed;
+                rd_kafka_purge(r->prod, RD_KAFKA_PURGE_F_QUEUE |
+                                            RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_flush(r->prod, 5000);
+                if (r->st.failed - before < (uint64_t)left)
+                        r->st.failed = before + (uint64_t)left;
+        }
+        rd_kafka_destroy(r->prod);
+        r->prod = NULL;
+}
+
+/* Frees the plan and closes the consumer. */
+static void replay_close(replay_t *r) {
+        if (r->md)
+                rd_kafka_metadata_destroy(r->md);
+        if (r->rkt)
+                rd_kafka_topic_destroy(r->rkt);
+        if (r->assign)
+                rd_kafka_topic_partition_list_destroy(r->assign);
+        free(r->parts);
+        if (r->cons) {
+                rd_kafka_consumer_close(r->cons);
+                rd_kafka_destroy(r->cons);
+        }
+}
+
+/* The replay (semantics §3 "Replay"): plan, read and produce, wait for
+ * the deliveries, print the summary. Returns 0, EXIT_USAGE (client
+ * configuration, no such DLQ partition) or EXIT_RUNTIME (Kafka, or any
+ * record failed). */
+static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
+        replay_t r = {.conf = conf, .o = o};
+        int rc = replay_open_consumer(&r);
+        if (rc)
+                return rc; /* nothing read: no summary */
+        rc = replay_plan(&r);
+        if (!rc)
+                rc = replay_open_producer(&r);
+        rd_kafka_resp_err_t kerr;
+        if (!rc && r.open_cnt && (kerr = rd_kafka_assign(r.cons, r.assign))) {
+                errf("assign %s: %s", o->dlq, rd_kafka_err2str(kerr));
+                rc = EXIT_RUNTIME;
+        }
+        if (!rc)
+                rc = replay_read(&r);
+        replay_flush(&r);
+        replay_close(&r);
+        print_summary(o, &r.st);
+        if (rc == 0 && r.st.failed)
+                rc = EXIT_RUNTIME;
+        return rc;
+}
+
+int cmd_replay(int argc, char **argv) {
+        static const struct option opts[] = {
+            {"config", required_argument, NULL, 'c'},
+            {"dlq", required_argument, NULL, 'd'},
+            {"reason", required_argument, NULL, 'r'},
+            {"aggregate", required_argument, NULL, 'a'},
+            {"dlq-partition", required_argument, NULL, 'P'},
+            {"from-offset", required_argument, NULL, 'f'},
+            {"until-offset", required_argument, NULL, 'u'},
+            {"limit", required_argument, NULL, 'l'},
+            {"timeout-ms", required_argument, NULL, 'T'},
+            {"dry-run", no_argument, NULL, 'n'},
+            {"json", no_argument, NULL, 'j'},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0}};
+        replay_opts_t o = {.dlq_partition = -1, .from = -1, .until = -1,
+                           .limit = -1, .timeout_ms = 30000};
+        const char *config = NULL;
+        const char **reasons = calloc((size_t)argc + 1, sizeof(*reasons));
+        if (!reasons) {
+                errf("out of memory");
+                return EXIT_RUNTIME;
+        }
+        o.reasons = reasons;
+        int c, rc = 0;
+        while (!rc && (c = getopt_long(argc, argv, "c:d:r:a:P:f:u:l:T:njh",
+                                       opts, NULL)) != -1) {
+                switch (c) {
+                case 'c':
+                        config = optarg;
+                        break;
+                case 'd':
+                        o.dlq = optarg;
+                        break;
+                case 'r': {
+                        bool known = false;
+                        for (int r = 1; r < SG_R__CNT && !known; r++)
+                                known = !strcmp(optarg,
+                                                sg_reason_name((sg_reason_t)r));
+                        if (!known)
+                                rc = usage_error("--reason: '%s' is not a DLQ "
+                                                 "reason (see README \"DLQ "
+                                                 "records\")",
+                                                 optarg);
+                        reasons[o.reason_cnt++] = optarg;
+                        break;
+                }
+                case 'a':
+                        o.aggregate = optarg;
+                        break;
+                case 'P':
+                        if (!parse_i64(optarg, 0, INT32_MAX, &o.dlq_partition))
+                                rc = usage_error("--dlq-partition: '%s' is not "
+                                                 "a partition number", optarg);
+                        break;
+                case 'f':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &o.from))
+                                rc = usage_error("--from-offset: '%s' is not "
+                                                 "an offset", optarg);
+                        break;
+                case 'u':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &o.until))
+                                rc = usage_error("--until-offset: '%s' is not "
+                                                 "an offset", optarg);
+                        break;
+                case 'l':
+                        if (!parse_i64(optarg, 1, INT64_MAX, &o.limit))
+                                rc = usage_error("--limit: '%s' is not a "
+                                                 "positive number", optarg);
+                        break;
+                case 'T':
+                        if (!parse_i64(optarg, 1, INT32_MAX, &o.timeout_ms))
+                                rc = usage_error("--timeout-ms: '%s' is not a "
+                                                 "positive number", optarg);
+                        break;
+                case 'n':
+                        o.dry_run = true;
+                        break;
+                case 'j':
+                        o.json = true;
+                        break;
+                case 'h':
+                        fputs(usage_text, stdout);
+                        free(reasons);
+                        return 0;
+                default:
+                        rc = usage_error("replay: invalid option");
+                }
+        }
+        if (!rc && optind < argc)
+                rc = usage_error("replay: unexpected argument '%s'",
+                                 argv[optind]);
+        if (!rc && (!config || !o.dlq))
+                rc = usage_error("replay needs --config and --dlq");
+        if (!rc && o.from >= 0 && o.until >= 0 && o.until <= o.from)
+                rc = usage_error("--until-offset must be above --from-offset");
+        sg_config_t *conf = NULL;
+        if (!rc)
+                rc = load_config(config, &conf);
+        if (!rc) {
+                bool is_dlq = false;
+                for (size_t i = 0; i < conf->topic_cnt; i++)
+                        if (!strcmp(conf->topics[i].dlq_topic, o.dlq))
+                                is_dlq = true;
+                if (!is_dlq)
+                        errf("warning: %s is not a dlq_topic of %s", o.dlq,
+                             config);
+                rc = replay_run(conf, &o);
+        }
+        sg_config_destroy(conf);
+        free(reasons);
+        return rc;
+}
