@@ -47,7 +47,7 @@ typedef struct arena {
         arena_chunk_t *head;
 } arena_t;
 
-static void *arena_alloc(arena_t *a, size_t n) {
+static void *sg_arena_alloc(arena_t *a, size_t n) {
         n = (n + 15) & ~(size_t)15;
         if (!a->head || a->head->size - a->head->used < n) {
                 size_t size = n > 65536 ? n : 65536;
@@ -64,23 +64,23 @@ static void *arena_alloc(arena_t *a, size_t n) {
         return p;
 }
 
-static void *arena_dup(arena_t *a, const void *p, size_t n) {
-        void *q = arena_alloc(a, n ? n : 1);
+static void *sg_arena_dup(arena_t *a, const void *p, size_t n) {
+        void *q = sg_arena_alloc(a, n ? n : 1);
         if (q && n)
                 memcpy(q, p, n);
         return q;
 }
 
-static char *arena_printf(arena_t *a, const char *fmt, ...)
+static char *sg_arena_printf(arena_t *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static char *arena_printf(arena_t *a, const char *fmt, ...) {
+static char *sg_arena_printf(arena_t *a, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(NULL, 0, fmt, ap);
         va_end(ap);
         if (n < 0)
                 return NULL;
-        char *s = arena_alloc(a, (size_t)n + 1);
+        char *s = sg_arena_alloc(a, (size_t)n + 1);
         if (!s)
                 return NULL;
         va_start(ap, fmt);
@@ -89,7 +89,7 @@ static char *arena_printf(arena_t *a, const char *fmt, ...) {
         return s;
 }
 
-static void arena_reset(arena_t *a) {
+static void sg_arena_reset(arena_t *a) {
         /* Keep one chunk for the next batch; free the rest. */
         arena_chunk_t *c = a->head;
         if (!c)
@@ -104,7 +104,7 @@ static void arena_reset(arena_t *a) {
         }
 }
 
-static void arena_free(arena_t *a) {
+static void sg_arena_free(arena_t *a) {
         arena_chunk_t *c = a->head;
         while (c) {
                 arena_chunk_t *n = c->next;
@@ -149,7 +149,7 @@ typedef struct effect_src {
 } effect_src_t;
 
 /* Kafka refused the effect of kind @p kind about this input record; the
- * re-run routes it differently (see emit_output(), emit_dlq()). */
+ * re-run routes it differently (see sg_eng_emit_output(), sg_eng_emit_dlq()). */
 typedef struct refusal {
         effect_src_t src;
         sg_effect_kind_t kind;   /* SG_EFFECT_OUTPUT or SG_EFFECT_DLQ */
@@ -191,7 +191,7 @@ struct sg_engine {
         sg_txn_t *rtxn;          /* restore transaction */
         size_t restore_cnt;      /* records applied since rtxn began */
 
-        /* the dedup record judge() read for the current record */
+        /* the dedup record sg_eng_judge() read for the current record */
         bool dk_valid, dk_found;
         unsigned char dk_hash[32];
         sg_dedup_rec_t dk_rec;
@@ -204,10 +204,10 @@ struct sg_engine {
         effect_src_t *effect_src; /* per effect, effect_size of them */
         refusal_t *refusals;     /* survive an aborted batch */
         size_t refusal_cnt, refusal_cap;
-        bool out_rejected;       /* the last emit_output() dead-lettered */
+        bool out_rejected;       /* the last sg_eng_emit_output() dead-lettered */
 };
 
-static int64_t engine_clock(sg_engine_t *e) {
+static int64_t sg_eng_clock(sg_engine_t *e) {
         if (e->clock_fixed)
                 return e->clock_fixed;
         return e->base_wall + (sg_clock_mono_ms() - e->base_mono) + e->clock_skew;
@@ -227,7 +227,7 @@ static int64_t engine_clock(sg_engine_t *e) {
  * exact decimal, never through a double). */
 #define SG_ENGINE_LOG_PER_BATCH 50
 enum { LF_STR = 1, LF_I64, LF_U64, LF_BOOL, LF_STR_OR_NULL };
-static void elog(sg_engine_t *e, sg_log_level_t level, const char *event,
+static void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
                  const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
          * line is written */
@@ -357,7 +357,7 @@ void sg_engine_destroy(sg_engine_t *e) {
                 return;
         sg_txn_abort(e->txn);
         sg_txn_abort(e->rtxn);
-        arena_free(&e->arena);
+        sg_arena_free(&e->arena);
         free(e->effects);
         free(e->effect_src);
         free(e->limits);
@@ -372,7 +372,7 @@ void sg_engine_destroy(sg_engine_t *e) {
 
 /* ---- partitions -------------------------------------------------------- */
 
-static part_t *part_find(sg_engine_t *e, const char *topic, int32_t partition) {
+static part_t *sg_eng_part_find(sg_engine_t *e, const char *topic, int32_t partition) {
         if (e->last_part && e->last_part->partition == partition &&
             strcmp(e->last_part->topic, topic) == 0)
                 return e->last_part;
@@ -410,8 +410,8 @@ static part_t *part_add(sg_engine_t *e, const char *topic, int32_t partition,
 }
 
 /* Keeps the engine clock at or above a clock persisted in a store. */
-static void clock_floor(sg_engine_t *e, int64_t persisted) {
-        int64_t now = engine_clock(e);
+static void sg_eng_clock_floor(sg_engine_t *e, int64_t persisted) {
+        int64_t now = sg_eng_clock(e);
         if (!e->clock_fixed && persisted > now)
                 e->clock_skew += persisted - now;
 }
@@ -476,7 +476,7 @@ static void fp_compute(const sg_topic_config_t *tc,
  * when the store has none (written before it existed) or when the operator
  * accepted a change; *changedp tells the caller to write @p m back.
  * SG_ERR_CONFIG when the settings differ and no change was accepted. */
-static sg_err_t fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
+static sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
                          bool *changedp, char *errstr, size_t errstr_size) {
         unsigned char cur[SG_META_FP_PARTS][8];
         fp_compute(p->tc, cur);
@@ -510,21 +510,21 @@ static sg_err_t fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
                          p->topic, p->partition, names);
                 return SG_ERR_CONFIG;
         }
-        elog(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
+        sg_eng_log(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
              LF_STR, names, NULL);
         memcpy(m->key_fp, cur, sizeof(cur));
         *changedp = true;
         return SG_OK;
 }
 
-static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
+static const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
                                                const char *topic);
 
 static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                            const char *group, int64_t *offsetp, char *errstr,
                            size_t errstr_size) {
         sg_engine_t *e = opaque;
-        if (reply_topic_of(e, topic)) {
+        if (sg_eng_reply_topic_of(e, topic)) {
                 /* a snapshot reply topic: no store of its own; its offsets
                  * are the group's */
                 *offsetp = -1;
@@ -537,7 +537,7 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                          topic, partition);
                 return SG_ERR_CONFIG;
         }
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p && !(p = part_add(e, topic, partition, tc)))
                 return SG_ERR_NOMEM;
         sg_txn_t *txn;
@@ -553,9 +553,9 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 m.input_offset = -1;
                 m.changelog_offset = -1;
                 m.changelog_epoch = -1;
-                m.clock_ms = engine_clock(e);
+                m.clock_ms = sg_eng_clock(e);
                 bool changed;
-                (void)fp_check(e, p, &m, &changed, errstr, errstr_size);
+                (void)sg_eng_fp_check(e, p, &m, &changed, errstr, errstr_size);
                 err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
                 if (err) {
                         sg_txn_abort(txn);
@@ -572,7 +572,7 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 return err;
         } else {
                 bool changed = false;
-                err = fp_check(e, p, &m, &changed, errstr, errstr_size);
+                err = sg_eng_fp_check(e, p, &m, &changed, errstr, errstr_size);
                 if (!err && changed) {
                         err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
                         if (!err) {
@@ -595,20 +595,20 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         }
         p->meta = m;
         p->work = m;
-        clock_floor(e, m.clock_ms);
+        sg_eng_clock_floor(e, m.clock_ms);
         *offsetp = m.input_offset;
         return SG_OK;
 }
 
-static void refusals_drop_partition(sg_engine_t *e, const char *topic,
+static void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
                                     int32_t partition);
 
 static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p)
                 return;
-        refusals_drop_partition(e, p->tc->name, partition);
+        sg_eng_refusals_drop_partition(e, p->tc->name, partition);
         free(p->topic);
         size_t i = (size_t)(p - e->parts);
         memmove(&e->parts[i], &e->parts[i + 1],
@@ -619,7 +619,7 @@ static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
 
 /* ---- effects ----------------------------------------------------------- */
 
-static sg_effect_t *effect_new(sg_engine_t *e) {
+static sg_effect_t *sg_eng_effect_new(sg_engine_t *e) {
         if (e->effect_cnt == e->effect_size) {
                 size_t n = e->effect_size ? e->effect_size * 2 : 256;
                 sg_effect_t *ne = realloc(e->effects, n * sizeof(*ne));
@@ -666,7 +666,7 @@ typedef struct dlq_info {
         const char *gap_val;
 } dlq_info_t;
 
-static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
+static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d);
 
 /* ---- records Kafka cannot take ------------------------------------------
@@ -704,7 +704,7 @@ static const topic_limits_t *limits_of(const sg_engine_t *e,
         return &e->limits[tc - e->conf->topics];
 }
 
-static void eng_size_limit(void *opaque, const char *topic, size_t max) {
+static void sg_eng_size_limit(void *opaque, const char *topic, size_t max) {
         sg_engine_t *e = opaque;
         if (!topic) {
                 e->limit_all = max;
@@ -745,7 +745,7 @@ static void effect_src_set(sg_engine_t *e, const sg_effect_t *ef,
 
 /* Kafka refused effect @p index (processor.h refused()): remember the
  * input record it is about, so that the re-run routes it. */
-static bool eng_refused(void *opaque, size_t index, bool too_large,
+static bool sg_eng_refused(void *opaque, size_t index, bool too_large,
                         const char *reason) {
         sg_engine_t *e = opaque;
         if (index >= e->effect_cnt)
@@ -786,7 +786,7 @@ static bool eng_refused(void *opaque, size_t index, bool too_large,
 
 /* A committed batch consumed the refusals it used; an aborted one did
  * not. */
-static void refusals_settle(sg_engine_t *e, bool committed) {
+static void sg_eng_refusals_settle(sg_engine_t *e, bool committed) {
         size_t n = 0;
         for (size_t i = 0; i < e->refusal_cnt; i++) {
                 refusal_t *r = &e->refusals[i];
@@ -798,7 +798,7 @@ static void refusals_settle(sg_engine_t *e, bool committed) {
         e->refusal_cnt = n;
 }
 
-static void refusals_drop_partition(sg_engine_t *e, const char *topic,
+static void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
                                     int32_t partition) {
         size_t n = 0;
         for (size_t i = 0; i < e->refusal_cnt; i++) {
@@ -823,7 +823,7 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
         size_t value_len = s->value ? s->value_len : 0;
         if (rf) {
                 d.drop_value = rf->too_large;
-                d.detail = arena_printf(
+                d.detail = sg_arena_printf(
                     &e->arena,
                     "the broker refused the output record for topic \"%s\" "
                     "(%zu bytes): %s",
@@ -831,7 +831,7 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
         } else {
                 /* the value is the problem when the record fits without it */
                 d.drop_value = size - value_len <= limit;
-                d.detail = arena_printf(
+                d.detail = sg_arena_printf(
                     &e->arena,
                     "the output record is %zu bytes with seqgate's headers, "
                     "more than the %zu topic \"%s\" takes (the producer's "
@@ -840,13 +840,13 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
         }
         if (!d.detail)
                 return SG_ERR_NOMEM;
-        elog(e, SG_LOG_WARNING, "output_rejected", s->part, "offset", LF_I64,
+        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", s->part, "offset", LF_I64,
              s->offset, "output_topic", LF_STR, tc->output_topic, "bytes",
              LF_U64, (uint64_t)size, "limit", LF_U64, (uint64_t)limit,
              "refused", LF_STR_OR_NULL, rf ? rf->reason : NULL,
              "value_dropped", LF_BOOL, (int)d.drop_value, NULL);
         e->out_rejected = true;
-        return emit_dlq(e, s, &d);
+        return sg_eng_emit_dlq(e, s, &d);
 }
 
 /* The output record of @p s. When Kafka cannot take it (its size above the
@@ -854,13 +854,13 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
  * output_rejected is emitted instead and e->out_rejected is set: the caller
  * records the key with a DLQ verdict. @p about (may be NULL) names the
  * aggregate and versions for that DLQ record. */
-static sg_err_t emit_output(sg_engine_t *e, const subject_t *s,
+static sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
                             const char *gap_hdr, const char *gap_val,
                             const dlq_info_t *about) {
         const sg_topic_config_t *tc = s->part->tc;
-        sg_effect_t *ef = effect_new(e);
-        sg_header_t *x = arena_alloc(&e->arena, 2 * sizeof(*x));
-        char *src = arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
+        sg_effect_t *ef = sg_eng_effect_new(e);
+        sg_header_t *x = sg_arena_alloc(&e->arena, 2 * sizeof(*x));
+        char *src = sg_arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
                                  s->part->topic, s->part->partition, s->offset);
         e->out_rejected = false;
         if (!ef || !x || !src)
@@ -896,11 +896,11 @@ static sg_err_t emit_output(sg_engine_t *e, const subject_t *s,
         return SG_OK;
 }
 
-static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
+static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d) {
         const sg_topic_config_t *tc = s->part->tc;
-        sg_effect_t *ef = effect_new(e);
-        sg_header_t *x = arena_alloc(&e->arena, 15 * sizeof(*x));
+        sg_effect_t *ef = sg_eng_effect_new(e);
+        sg_header_t *x = sg_arena_alloc(&e->arena, 15 * sizeof(*x));
         if (!ef || !x)
                 return SG_ERR_NOMEM;
         size_t n = 0;
@@ -913,23 +913,23 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
         } while (0)
         H(SG_DLQ_H_REASON, sg_reason_name(d->reason));
         /* Values that may live on the caller's stack (aggregate record,
-         * state) are copied into the batch arena: effects outlive judge(). */
-#define COPY(str) ((char *)arena_dup(&e->arena, (str), strlen(str) + 1))
+         * state) are copied into the batch arena: effects outlive sg_eng_judge(). */
+#define COPY(str) ((char *)sg_arena_dup(&e->arena, (str), strlen(str) + 1))
         H(SG_DLQ_H_DETAIL, d->detail ? COPY(d->detail) : "");
         H(SG_DLQ_H_TOPIC, s->part->topic);
         H(SG_DLQ_H_PARTITION,
-          arena_printf(&e->arena, "%" PRId32, s->part->partition));
-        H(SG_DLQ_H_OFFSET, arena_printf(&e->arena, "%" PRId64, s->offset));
+          sg_arena_printf(&e->arena, "%" PRId32, s->part->partition));
+        H(SG_DLQ_H_OFFSET, sg_arena_printf(&e->arena, "%" PRId64, s->offset));
         H(SG_DLQ_H_TIMESTAMP,
-          arena_printf(&e->arena, "%" PRId64, s->timestamp_ms));
+          sg_arena_printf(&e->arena, "%" PRId64, s->timestamp_ms));
         H(SG_DLQ_H_GROUP, e->conf->group_id ? e->conf->group_id : "");
         if (d->aggregate)
                 H(SG_DLQ_H_AGGREGATE, COPY(d->aggregate));
         if (d->has_versions) {
                 H(SG_DLQ_H_EXPECTED,
-                  arena_printf(&e->arena, "%" PRIu64, d->expected));
+                  sg_arena_printf(&e->arena, "%" PRIu64, d->expected));
                 H(SG_DLQ_H_ACTUAL,
-                  arena_printf(&e->arena, "%" PRIu64, d->actual));
+                  sg_arena_printf(&e->arena, "%" PRIu64, d->actual));
         }
         if (d->state && d->state[0])
                 H(SG_DLQ_H_STATE, COPY(d->state));
@@ -958,7 +958,7 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
             (d->drop_value || level >= 1 ||
              (limit && sg_effect_wire_size(ef) > limit))) {
                 H(SG_DLQ_H_VALUE_DROPPED,
-                  arena_printf(&e->arena, "%zu", ef->value_len));
+                  sg_arena_printf(&e->arena, "%zu", ef->value_len));
                 ef->value = NULL;
                 ef->value_len = 0;
                 ef->extra_cnt = n;
@@ -966,7 +966,7 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
         if (ef->header_cnt &&
             (level >= 2 || (limit && sg_effect_wire_size(ef) > limit))) {
                 H(SG_DLQ_H_HEADERS_DROPPED,
-                  arena_printf(&e->arena, "%zu", ef->header_cnt));
+                  sg_arena_printf(&e->arena, "%zu", ef->header_cnt));
                 ef->headers = NULL;
                 ef->header_cnt = 0;
                 ef->extra_cnt = n;
@@ -983,14 +983,14 @@ static sg_err_t emit_dlq(sg_engine_t *e, const subject_t *s,
 /* Records the idempotency key with @p verdict. @p digest NULL: the key is
  * already recorded (a parked event leaving the park): only its verdict
  * changes, first-seen time and expiry stay. */
-static sg_err_t record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
+static sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                            const unsigned char *digest, uint8_t verdict,
                            char *errstr, size_t errstr_size) {
         sg_dedup_rec_t r;
         sg_err_t err;
         bool found;
         if (e->dk_valid && memcmp(e->dk_hash, kh, 32) == 0) {
-                /* judge() just read this key: no second lookup */
+                /* sg_eng_judge() just read this key: no second lookup */
                 found = e->dk_found;
                 r = e->dk_rec;
         } else {
@@ -1029,7 +1029,7 @@ struct agg_ctx {
 };
 typedef struct agg_ctx agg_ctx_t;
 
-static sg_err_t agg_load(sg_engine_t *e, part_t *p, const char *id,
+static sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                          size_t id_len, agg_ctx_t *a) {
         sg_sha256(id, id_len, a->hash);
         sg_err_t err = sg_agg_get(e->txn, &p->tp, a->hash, &a->rec);
@@ -1053,7 +1053,7 @@ static sg_err_t agg_load(sg_engine_t *e, part_t *p, const char *id,
         return err;
 }
 
-static sg_err_t agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                          char *errstr, size_t errstr_size) {
         sg_err_t err = sg_agg_put(e->txn, &p->tp, a->hash, &a->rec,
                                   a->old_since, errstr, errstr_size);
@@ -1113,7 +1113,7 @@ static const sg_transition_t *sm_find(const sg_state_machine_t *sm,
 
 /* Rows 6/7 for a record at version v == next (or latest_wins v > next).
  * Returns the dedup verdict to record. */
-static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                                const subject_t *s, uint64_t v,
                                const char *type, const char *gap_hdr,
                                const char *gap_val, uint8_t *verdictp,
@@ -1141,15 +1141,15 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             .gap_val = gap_val,
                         };
                         d.detail =
-                            known ? arena_printf(&e->arena,
+                            known ? sg_arena_printf(&e->arena,
                                                  "event type \"%s\" is not "
                                                  "allowed from state %s",
                                                  type, a->rec.state)
-                                  : arena_printf(&e->arena,
+                                  : sg_arena_printf(&e->arena,
                                                  "event type \"%s\" is not in "
                                                  "the state machine",
                                                  type ? type : "");
-                        if ((err = emit_dlq(e, s, &d)))
+                        if ((err = sg_eng_emit_dlq(e, s, &d)))
                                 return err;
                         e->delta.illegal_transitions_total++;
                         agg_set_last(a, v);
@@ -1165,7 +1165,7 @@ static sg_err_t apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             .expected = expected,
                             .actual = v,
                             .state = a->rec.state};
-        if ((err = emit_output(e, s, gap_hdr, gap_val, &about)))
+        if ((err = sg_eng_emit_output(e, s, gap_hdr, gap_val, &about)))
                 return err;
         /* applied, even when Kafka cannot take its copy (output_rejected):
          * the aggregate moves on */
@@ -1183,25 +1183,25 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
         s->offset = r->offset;
         s->timestamp_ms = r->timestamp_ms;
         if (r->key) {
-                s->key = arena_dup(&e->arena, r->key, r->key_len);
+                s->key = sg_arena_dup(&e->arena, r->key, r->key_len);
                 s->key_len = r->key_len;
         }
         if (r->value) {
-                s->value = arena_dup(&e->arena, r->value, r->value_len);
+                s->value = sg_arena_dup(&e->arena, r->value, r->value_len);
                 s->value_len = r->value_len;
         }
         *typep = NULL;
         if (r->type) {
-                *typep = arena_alloc(&e->arena, r->type_len + 1);
+                *typep = sg_arena_alloc(&e->arena, r->type_len + 1);
                 if (!*typep)
                         return SG_ERR_NOMEM;
                 memcpy(*typep, r->type, r->type_len);
                 (*typep)[r->type_len] = '\0';
         }
         if (r->headers && r->headers_len >= 4) {
-                void *blob = arena_dup(&e->arena, r->headers, r->headers_len);
+                void *blob = sg_arena_dup(&e->arena, r->headers, r->headers_len);
                 size_t cnt = r->header_cnt; /* the decoder checked the block */
-                sg_header_t *h = arena_alloc(&e->arena,
+                sg_header_t *h = sg_arena_alloc(&e->arena,
                                              (cnt ? cnt : 1) * sizeof(*h));
                 if (!blob || !h)
                         return SG_ERR_NOMEM;
@@ -1271,7 +1271,7 @@ static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
  * counted, their keys kept as seen) — then L+1, L+2, ... through rows
  * 6–7. Afterwards every parked event is above L+1: the invariant that
  * keeps a parked version from ever being applied below L. */
-static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+static sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size) {
         sg_err_t err = SG_ERR_NOT_FOUND;
         bool changed = false;
@@ -1283,7 +1283,7 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
                              kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
-                if ((err = record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
                                       errstr_size)))
                         return err;
                 e->delta.snapshot_superseded_total++;
@@ -1297,15 +1297,15 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                 const char *gh = NULL, *gv = NULL;
                 if (a->rec.skip_from) {
                         gh = SG_H_GAP_SKIPPED;
-                        gv = arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
+                        gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
                                           a->rec.skip_from, a->rec.skip_to);
                         a->rec.skip_from = a->rec.skip_to = 0;
                 }
                 uint8_t verdict;
-                if ((err = apply_in_order(e, p, a, &s, v, type, gh, gv,
+                if ((err = sg_eng_apply_in_order(e, p, a, &s, v, type, gh, gv,
                                           &verdict, errstr, errstr_size)))
                         return err;
-                if ((err = record_key(e, p, kh, NULL, verdict, errstr,
+                if ((err = sg_eng_record_key(e, p, kh, NULL, verdict, errstr,
                                       errstr_size)))
                         return err;
         }
@@ -1318,11 +1318,11 @@ static sg_err_t drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
  * operator (a release) vouches for: L = S unless L is already higher (L
  * never decreases), parked events <= S are superseded, S+1, ... drain, and
  * what is still parked waits above a new gap with a fresh deadline. */
-static sg_err_t agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             uint64_t S, char *errstr, size_t errstr_size) {
         if (!a->rec.has_last || S > a->rec.last_version)
                 agg_set_last(a, S);
-        sg_err_t err = drain(e, p, a, errstr, errstr_size);
+        sg_err_t err = sg_eng_drain(e, p, a, errstr, errstr_size);
         if (err)
                 return err;
         if (a->rec.parked_cnt > 0) {
@@ -1337,16 +1337,16 @@ static sg_err_t agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 /* ---- process ------------------------------------------------------------ */
 
 static bool snap_enabled(const part_t *p);
-static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                            char *errstr, size_t errstr_size);
-static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size);
-static bool is_snapshot_reply(const sg_engine_t *e, const char *topic);
-static bool reply_version(const sg_record_t *rec, const cJSON *v,
+static bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic);
+static bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out);
-static const sg_header_t *header_find(const sg_record_t *rec,
+static const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
                                       const char *name);
-static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
+static sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size);
 
 
@@ -1421,14 +1421,14 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         if (!cJSON_IsString(ja) || !ja->valuestring[0] ||
-            (jv && !reply_version(rec, jv, &S)) ||
+            (jv && !sg_eng_reply_version(rec, jv, &S)) ||
             (js && !cJSON_IsString(js))) {
                 why = "body is not {\"aggregate\": ID, \"version\": S, "
                       "\"state\": X} (version and state optional)";
                 goto refused;
         }
         aggregate = ja->valuestring;
-        if ((err = agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
+        if ((err = sg_eng_agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
                             &a)))
                 goto done;
         bool quarantined = a.rec.flags & SG_AGG_QUARANTINED;
@@ -1438,7 +1438,7 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (why)
                 goto refused;
         if (a.rec.flags & SG_AGG_REFETCHING &&
-            (err = snap_cancel(e, p, &a, errstr, errstr_size)))
+            (err = sg_eng_snap_cancel(e, p, &a, errstr, errstr_size)))
                 goto done;
         if (quarantined && p->work.quarantined)
                 p->work.quarantined--;
@@ -1446,18 +1446,18 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (js)
                 snprintf(a.rec.state, sizeof(a.rec.state), "%s",
                          js->valuestring);
-        if (jv && (err = agg_advance(e, p, &a, S, errstr, errstr_size)))
+        if (jv && (err = sg_eng_agg_advance(e, p, &a, S, errstr, errstr_size)))
                 goto done;
         e->delta.releases_total++;
         p->touched = true;
-        elog(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate", LF_STR,
+        sg_eng_log(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate", LF_STR,
              a.rec.aggregate, "last_version", LF_U64, a.rec.last_version,
              "offset", LF_I64, rec->offset, NULL);
-        err = agg_save(e, p, &a, errstr, errstr_size);
+        err = sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         goto done;
 refused:
         e->delta.control_ignored_total++;
-        elog(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
+        sg_eng_log(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
              aggregate, "reason", LF_STR, why, "offset", LF_I64, rec->offset,
              NULL);
 done:
@@ -1465,7 +1465,7 @@ done:
         return err;
 }
 
-static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
+static sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                       sg_process_result_t *result, char *errstr,
                       size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
@@ -1485,7 +1485,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         char detail[512], ts[40];
 
         *result = SG_PROCESSED;
-        const sg_header_t *ctl = header_find(rec, SG_H_CONTROL);
+        const sg_header_t *ctl = sg_eng_header_find(rec, SG_H_CONTROL);
         if (ctl)
                 return control(e, p, rec, ctl, errstr, errstr_size);
         e->delta.records_total++;
@@ -1495,7 +1495,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (err == SG_ERR_INVALID) {
                 dlq_info_t d = {.reason = SG_R_MALFORMED, .detail = detail};
                 e->delta.malformed_total++;
-                return emit_dlq(e, &s, &d);
+                return sg_eng_emit_dlq(e, &s, &d);
         }
         if (err)
                 return err;
@@ -1514,17 +1514,17 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         dlq_info_t d = {
                             .reason = SG_R_IDEMPOTENCY_CONFLICT,
                             .aggregate = env->aggregate,
-                            .detail = arena_printf(
+                            .detail = sg_arena_printf(
                                 &e->arena,
                                 "event id \"%.64s\" was first seen at %s "
                                 "with a different payload digest",
                                 env->id, sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
                         };
                         e->delta.idempotency_parameter_conflicts_total++;
-                        return emit_dlq(e, &s, &d);
+                        return sg_eng_emit_dlq(e, &s, &d);
                 }
                 bool replay = dr.verdict == SG_DV_DLQ &&
-                              header_find(rec, SG_H_REPLAY) != NULL;
+                              sg_eng_header_find(rec, SG_H_REPLAY) != NULL;
                 if (!replay) {
                         e->delta.dedup_hits_total++;
                         return SG_OK;
@@ -1535,16 +1535,16 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (tc->order_mode == SG_ORDER_NONE || !env->has_version ||
             !env->aggregate) {
                 dlq_info_t about = {.aggregate = env->aggregate};
-                if ((err = emit_output(e, &s, NULL, NULL, &about)))
+                if ((err = sg_eng_emit_output(e, &s, NULL, NULL, &about)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest,
+                return sg_eng_record_key(e, p, env->key_hash, env->digest,
                                   e->out_rejected ? SG_DV_DLQ
                                                   : SG_DV_APPLIED,
                                   errstr, errstr_size);
         }
 
         agg_ctx_t a;
-        if ((err = agg_load(e, p, env->aggregate, env->aggregate_len, &a)))
+        if ((err = sg_eng_agg_load(e, p, env->aggregate, env->aggregate_len, &a)))
                 return err;
         uint64_t v = env->version;
         uint64_t next = agg_next(p, &a);
@@ -1567,17 +1567,17 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                                : "aggregate is quarantined after a gap "
                                  "timeout; its events wait in the DLQ for an "
                                  "operator (seqgatectl release)";
-                if ((err = emit_dlq(e, &s, &d)) ||
-                    (err = record_key(e, p, env->key_hash, env->digest,
+                if ((err = sg_eng_emit_dlq(e, &s, &d)) ||
+                    (err = sg_eng_record_key(e, p, env->key_hash, env->digest,
                                       SG_DV_DLQ, errstr, errstr_size)))
                         return err;
                 /* with a snapshot source, every event of a quarantined
                  * aggregate asks its authority again (one request at a
                  * time), so a refetch that gave up is not final */
                 if (snap_enabled(p) && !(a.rec.flags & SG_AGG_REFETCHING)) {
-                        if ((err = snap_start(e, p, &a, errstr, errstr_size)))
+                        if ((err = sg_eng_snap_start(e, p, &a, errstr, errstr_size)))
                                 return err;
-                        return agg_save(e, p, &a, errstr, errstr_size);
+                        return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
                 }
                 return SG_OK;
         }
@@ -1592,37 +1592,37 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         if (stale) {
                 e->delta.stale_version_rejections_total++;
                 if (tc->stale_drop)
-                        return record_key(e, p, env->key_hash, env->digest,
+                        return sg_eng_record_key(e, p, env->key_hash, env->digest,
                                           SG_DV_DROPPED, errstr, errstr_size);
                 d.reason = SG_R_STALE_VERSION;
                 d.detail = a.rec.has_last
-                               ? arena_printf(&e->arena,
+                               ? sg_arena_printf(&e->arena,
                                               "version %" PRIu64
                                               " <= last applied version %" PRIu64,
                                               v, a.rec.last_version)
-                               : arena_printf(&e->arena,
+                               : sg_arena_printf(&e->arena,
                                               "version %" PRIu64
                                               " is below first_version %" PRIu64,
                                               v, tc->first_version);
-                if ((err = emit_dlq(e, &s, &d)))
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
+                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
                                   errstr, errstr_size);
         }
 
         /* One bogus version must not hold or quarantine an aggregate. */
         if (v - next >= tc->max_version_jump) {
                 d.reason = SG_R_VERSION_JUMP;
-                d.detail = arena_printf(&e->arena,
+                d.detail = sg_arena_printf(&e->arena,
                                         "version %" PRIu64
                                         " is %" PRIu64 " above the expected "
                                         "version %" PRIu64
                                         " (max_version_jump %" PRIu64 ")",
                                         v, v - next, next,
                                         tc->max_version_jump);
-                if ((err = emit_dlq(e, &s, &d)))
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
+                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
                                   errstr, errstr_size);
         }
 
@@ -1632,21 +1632,21 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 if (v > next) { /* latest_wins: apply at once, count the gap */
                         e->delta.event_sequence_gaps_total++;
                         gh = SG_H_GAP_MISSING;
-                        gv = arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
+                        gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
                                           next, v - 1);
                 }
-                if ((err = apply_in_order(e, p, &a, &s, v, env->type, gh, gv,
+                if ((err = sg_eng_apply_in_order(e, p, &a, &s, v, env->type, gh, gv,
                                           &verdict, errstr, errstr_size)))
                         return err;
-                if ((err = record_key(e, p, env->key_hash, env->digest,
+                if ((err = sg_eng_record_key(e, p, env->key_hash, env->digest,
                                       verdict, errstr, errstr_size)))
                         return err;
-                if ((err = drain(e, p, &a, errstr, errstr_size)))
+                if ((err = sg_eng_drain(e, p, &a, errstr, errstr_size)))
                         return err;
                 if (a.rec.parked_cnt == 0 && (a.rec.flags & SG_AGG_REFETCHING) &&
-                    (err = snap_cancel(e, p, &a, errstr, errstr_size)))
+                    (err = sg_eng_snap_cancel(e, p, &a, errstr, errstr_size)))
                         return err; /* the gap closed by itself */
-                return agg_save(e, p, &a, errstr, errstr_size);
+                return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         }
 
         /* Row 8b: another event already holds version v. The parked one
@@ -1662,7 +1662,7 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                                 return SG_OK;
                         }
                         d.reason = SG_R_VERSION_CONFLICT;
-                        d.detail = arena_printf(
+                        d.detail = sg_arena_printf(
                             &e->arena,
                             "version %" PRIu64 " is already held by another "
                             "event, parked from %s/%" PRId32 " offset %" PRId64
@@ -1670,9 +1670,9 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                             v, p->topic, p->partition, held.offset,
                             sg_iso_time(held.parked_at_ms, ts, sizeof(ts)),
                             next);
-                        if ((err = emit_dlq(e, &s, &d)))
+                        if ((err = sg_eng_emit_dlq(e, &s, &d)))
                                 return err;
-                        return record_key(e, p, env->key_hash, env->digest,
+                        return sg_eng_record_key(e, p, env->key_hash, env->digest,
                                           SG_DV_DLQ, errstr, errstr_size);
                 }
                 if (err != SG_ERR_NOT_FOUND)
@@ -1708,14 +1708,14 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                         return SG_OK;
                 }
                 d.reason = SG_R_PARK_OVERFLOW;
-                d.detail = arena_printf(&e->arena,
+                d.detail = sg_arena_printf(&e->arena,
                                         "version %" PRIu64 " cannot be parked "
                                         "(waiting for %" PRIu64 "): %s %" PRIu64
                                         " reached",
                                         v, next, cap, cap_val);
-                if ((err = emit_dlq(e, &s, &d)))
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
+                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
                                   errstr, errstr_size);
         }
         /* A parked event is also a changelog record (both guarantees: the
@@ -1734,19 +1734,19 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 free(hdr_blob);
                 d.reason = SG_R_OUTPUT_REJECTED;
                 d.drop_value = cl_size - value_len <= cl_limit;
-                d.detail = arena_printf(
+                d.detail = sg_arena_printf(
                     &e->arena,
                     "version %" PRIu64 " cannot be parked (waiting for "
                     "%" PRIu64 "): its changelog record would be %zu bytes, "
                     "more than the %zu topic \"%s\" takes",
                     v, next, cl_size, cl_limit, tc->changelog_topic);
-                elog(e, SG_LOG_WARNING, "output_rejected", p, "offset", LF_I64,
+                sg_eng_log(e, SG_LOG_WARNING, "output_rejected", p, "offset", LF_I64,
                      rec->offset, "changelog_topic", LF_STR,
                      tc->changelog_topic, "bytes", LF_U64, (uint64_t)cl_size,
                      "limit", LF_U64, (uint64_t)cl_limit, NULL);
-                if ((err = emit_dlq(e, &s, &d)))
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
-                return record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
+                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
                                   errstr, errstr_size);
         }
         sg_parked_rec_t pr = {
@@ -1777,16 +1777,16 @@ static sg_err_t judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         p->work.parked_cnt++;
         p->work.parked_bytes += bytes;
         e->delta.parked_total++;
-        if ((err = record_key(e, p, env->key_hash, env->digest, SG_DV_PARKED,
+        if ((err = sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_PARKED,
                               errstr, errstr_size)))
                 return err;
         /* A new aggregate above first_version under "strict": ask its
          * authority at once instead of waiting for the deadline (§4). */
         if (!a.rec.has_last && snap_enabled(p) &&
             tc->new_aggregate == SG_NEWAGG_STRICT &&
-            (err = snap_start(e, p, &a, errstr, errstr_size)))
+            (err = sg_eng_snap_start(e, p, &a, errstr, errstr_size)))
                 return err;
-        return agg_save(e, p, &a, errstr, errstr_size);
+        return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
 }
 
 static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
@@ -1794,11 +1794,11 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                             size_t errstr_size) {
         sg_engine_t *e = opaque;
         *result = SG_PROCESSED;
-        part_t *p = part_find(e, rec->topic, rec->partition);
-        if (!p && is_snapshot_reply(e, rec->topic)) {
+        part_t *p = sg_eng_part_find(e, rec->topic, rec->partition);
+        if (!p && sg_eng_is_snapshot_reply(e, rec->topic)) {
                 /* reply topics (and the HTTP pseudo topic) have no store
                  * partition of their own: only checked off the hot path */
-                sg_err_t err = snap_reply(e, rec, errstr, errstr_size);
+                sg_err_t err = sg_eng_snap_reply(e, rec, errstr, errstr_size);
                 e->dk_valid = false;
                 return err;
         }
@@ -1811,7 +1811,7 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                          rec->topic, rec->partition);
                 return SG_ERR_INVALID;
         }
-        sg_err_t err = judge(e, p, rec, result, errstr, errstr_size);
+        sg_err_t err = sg_eng_judge(e, p, rec, result, errstr, errstr_size);
         e->dk_valid = false; /* the cache is only for this record */
         if (err)
                 return err;
@@ -1826,21 +1826,21 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
 static void eng_position(void *opaque, const char *topic, int32_t partition,
                          int64_t lag) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (p)
                 p->behind = lag != 0;
 }
 
 /* ---- gap deadlines ------------------------------------------------------- */
 
-static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                          char *errstr, size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         uint64_t next = agg_next(p, a);
         e->delta.gap_timeouts_total++;
         p->touched = true;
-        elog(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
+        sg_eng_log(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
              a->rec.aggregate, "waiting_for", LF_U64, next, "parked", LF_U64,
              (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
              e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
@@ -1859,9 +1859,9 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 }
                 if (!a->rec.has_last || low - 1 > a->rec.last_version)
                         agg_set_last(a, low - 1);
-                if ((err = drain(e, p, a, errstr, errstr_size)))
+                if ((err = sg_eng_drain(e, p, a, errstr, errstr_size)))
                         return err;
-                return agg_save(e, p, a, errstr, errstr_size);
+                return sg_eng_agg_save(e, p, a, errstr, errstr_size);
         }
         /* gap_policy dlq: everything parked goes to the DLQ, in version
          * order, and the aggregate is quarantined (row 4). */
@@ -1879,16 +1879,16 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                     .expected = next,
                     .actual = v,
                     .state = a->rec.state,
-                    .detail = arena_printf(
+                    .detail = sg_arena_printf(
                         &e->arena,
                         "version %" PRIu64 " waited %" PRId64
                         " ms for version %" PRIu64 " (gap_timeout_ms %" PRId64
                         "); aggregate quarantined",
                         v, waited, next, tc->gap_timeout_ms),
                 };
-                if ((err = emit_dlq(e, &s, &d)))
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
-                if ((err = record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
                                       errstr_size)))
                         return err;
         }
@@ -1900,11 +1900,11 @@ static sg_err_t gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
-                elog(e, SG_LOG_WARNING, "aggregate_quarantined", p,
+                sg_eng_log(e, SG_LOG_WARNING, "aggregate_quarantined", p,
                      "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
                      LF_U64, next, NULL);
         }
-        return agg_save(e, p, a, errstr, errstr_size);
+        return sg_eng_agg_save(e, p, a, errstr, errstr_size);
 }
 
 /* ---- snapshot refetch (semantics §4 step 1) ------------------------------
@@ -1977,9 +1977,9 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
         char hex[65];
         sg_hex_encode(ah, 32, hex);
         r->seq = ++p->work.snap_seq;
-        char *rid = arena_printf(&e->arena, "%s/%" PRId32 "/%s/%" PRIu64,
+        char *rid = sg_arena_printf(&e->arena, "%s/%" PRId32 "/%s/%" PRIu64,
                                  p->topic, p->partition, hex, r->seq);
-        sg_effect_t *ef = effect_new(e);
+        sg_effect_t *ef = sg_eng_effect_new(e);
         if (!rid || !ef)
                 return SG_ERR_NOMEM;
         if (sc->source == SG_SNAP_KAFKA) {
@@ -2008,17 +2008,17 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
                 if (!txt)
                         return SG_ERR_NOMEM;
                 size_t n = strlen(txt);
-                ef->value = arena_dup(&e->arena, txt, n);
+                ef->value = sg_arena_dup(&e->arena, txt, n);
                 ef->value_len = n;
                 free(txt);
-                sg_header_t *x = arena_alloc(&e->arena, sizeof(*x));
+                sg_header_t *x = sg_arena_alloc(&e->arena, sizeof(*x));
                 if (!ef->value || !x)
                         return SG_ERR_NOMEM;
                 x[0] = (sg_header_t){"content-type", "application/json", 16};
                 ef->kind = SG_EFFECT_OUTPUT;
                 ef->topic = sc->request_topic;
                 ef->partition = -1;
-                ef->key = arena_dup(&e->arena, r->aggregate, r->aggregate_len);
+                ef->key = sg_arena_dup(&e->arena, r->aggregate, r->aggregate_len);
                 ef->key_len = r->aggregate_len;
                 ef->extra = x;
                 ef->extra_cnt = 1;
@@ -2028,7 +2028,7 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
                 if (!url)
                         return SG_ERR_NOMEM;
                 ef->kind = SG_EFFECT_HTTP_GET;
-                ef->url = arena_dup(&e->arena, url, strlen(url) + 1);
+                ef->url = sg_arena_dup(&e->arena, url, strlen(url) + 1);
                 free(url);
                 if (!ef->url)
                         return SG_ERR_NOMEM;
@@ -2047,7 +2047,7 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
 }
 
 /* Starts a refetch for aggregate @p a (the caller saves @p a). */
-static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                            char *errstr, size_t errstr_size) {
         if (a->rec.flags & SG_AGG_REFETCHING)
                 return SG_OK;
@@ -2085,7 +2085,7 @@ static sg_err_t snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 }
 
 /* Ends a refetch that is no longer needed (the gap closed by itself). */
-static sg_err_t snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+static sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size) {
         sg_snapreq_rec_t r;
         sg_err_t err = sg_snapreq_get(e->txn, &p->tp, a->hash, &r);
@@ -2110,7 +2110,7 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
         sg_err_t err;
         p->touched = true;
         bool last = (int64_t)r->attempt >= sc->max_attempts;
-        elog(e, SG_LOG_WARNING, "snapshot_attempt_failed", p, "aggregate",
+        sg_eng_log(e, SG_LOG_WARNING, "snapshot_attempt_failed", p, "aggregate",
              LF_STR, r->aggregate, "attempt", LF_U64, (uint64_t)r->attempt,
              "max_attempts", LF_I64, (int64_t)sc->max_attempts, "reason",
              LF_STR, why, "next", LF_STR, last ? "gap_policy" : "retry", NULL);
@@ -2134,17 +2134,17 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
         a.exists = true;
         a.rec.flags &= ~SG_AGG_REFETCHING;
         if (a.rec.parked_cnt == 0)
-                return agg_save(e, p, &a, errstr, errstr_size);
+                return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         if (p->tc->gap_policy == SG_GAP_HOLD) {
                 /* hold: keep waiting; ask again after another gap_timeout */
                 a.rec.parked_since_ms = e->now;
-                return agg_save(e, p, &a, errstr, errstr_size);
+                return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         }
-        return gap_fire(e, p, &a, errstr, errstr_size);
+        return sg_eng_gap_fire(e, p, &a, errstr, errstr_size);
 }
 
 /* Sends queued requests and times out unanswered ones (bounded). */
-static sg_err_t snap_tick(sg_engine_t *e, part_t *p, int *budget,
+static sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
                           char *errstr, size_t errstr_size) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         sg_err_t err;
@@ -2212,16 +2212,16 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         if (tc->snapshot.emit_record) {
-                sg_effect_t *ef = effect_new(e);
-                sg_header_t *x = arena_alloc(&e->arena, 3 * sizeof(*x));
-                char *vs = arena_printf(&e->arena, "%" PRIu64, S);
-                char *prov = arena_printf(&e->arena, "%s", provenance);
+                sg_effect_t *ef = sg_eng_effect_new(e);
+                sg_header_t *x = sg_arena_alloc(&e->arena, 3 * sizeof(*x));
+                char *vs = sg_arena_printf(&e->arena, "%" PRIu64, S);
+                char *prov = sg_arena_printf(&e->arena, "%s", provenance);
                 if (!ef || !x || !vs || !prov)
                         return SG_ERR_NOMEM;
                 size_t n = 0;
                 x[n++] = (sg_header_t){SG_H_SNAPSHOT, vs, strlen(vs)};
                 if (state) {
-                        char *st = arena_printf(&e->arena, "%s", state);
+                        char *st = sg_arena_printf(&e->arena, "%s", state);
                         if (!st)
                                 return SG_ERR_NOMEM;
                         x[n++] = (sg_header_t){SG_H_SNAPSHOT_STATE, st,
@@ -2233,7 +2233,7 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 ef->partition = tc->output_partitioning == SG_PART_INPUT
                                     ? p->partition
                                     : -1;
-                ef->key = arena_dup(&e->arena, a->rec.aggregate,
+                ef->key = sg_arena_dup(&e->arena, a->rec.aggregate,
                                     a->rec.aggregate_len);
                 ef->key_len = a->rec.aggregate_len;
                 if (data) {
@@ -2241,7 +2241,7 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                         if (!txt)
                                 return SG_ERR_NOMEM;
                         ef->value_len = strlen(txt);
-                        ef->value = arena_dup(&e->arena, txt, ef->value_len);
+                        ef->value = sg_arena_dup(&e->arena, txt, ef->value_len);
                         free(txt);
                         if (!ef->value)
                                 return SG_ERR_NOMEM;
@@ -2275,14 +2275,14 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         }
         /* L = S (the caller checked S >= L), parked events <= S
          * superseded, S+1 ... drain, a new deadline for what is left */
-        if ((err = agg_advance(e, p, a, S, errstr, errstr_size)))
+        if ((err = sg_eng_agg_advance(e, p, a, S, errstr, errstr_size)))
                 return err;
         e->delta.snapshot_applied_total++;
         p->touched = true;
-        return agg_save(e, p, a, errstr, errstr_size);
+        return sg_eng_agg_save(e, p, a, errstr, errstr_size);
 }
 
-static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
+static const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
                                                const char *topic) {
         for (size_t i = 0; i < e->conf->topic_cnt; i++) {
                 const sg_snapshot_config_t *sc = &e->conf->topics[i].snapshot;
@@ -2293,12 +2293,12 @@ static const sg_topic_config_t *reply_topic_of(const sg_engine_t *e,
         return NULL;
 }
 
-static bool is_snapshot_reply(const sg_engine_t *e, const char *topic) {
+static bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic) {
         return strcmp(topic, SG_SNAPSHOT_HTTP_TOPIC) == 0 ||
-               reply_topic_of(e, topic) != NULL;
+               sg_eng_reply_topic_of(e, topic) != NULL;
 }
 
-static const sg_header_t *header_find(const sg_record_t *rec,
+static const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
                                       const char *name) {
         for (size_t i = rec->header_cnt; i > 0; i--)
                 if (strcmp(rec->headers[i - 1].name, name) == 0)
@@ -2342,7 +2342,7 @@ static bool parse_request_id(const char *rid, size_t len, char *topic,
 /* Reads the version of a reply (member "version" of @p rec's value): an
  * integer JSON number (<= 2^53) or a decimal string. A number is judged by
  * its text (semantics §2), which cJSON does not keep: json.h reads it. */
-static bool reply_version(const sg_record_t *rec, const cJSON *v,
+static bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out) {
         if (cJSON_IsString(v))
                 return sg_version_parse(v->valuestring,
@@ -2354,7 +2354,7 @@ static bool reply_version(const sg_record_t *rec, const cJSON *v,
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
-static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
+static sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size) {
         bool http = strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC) == 0;
         cJSON *body = NULL;
@@ -2369,12 +2369,12 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         if (http) {
                 rid = rec->key;
                 rid_len = rec->key ? rec->key_len : 0;
-                const sg_header_t *st = header_find(rec, SG_H_HTTP_STATUS);
+                const sg_header_t *st = sg_eng_header_find(rec, SG_H_HTTP_STATUS);
                 if (!st || st->value_len != 3 ||
                     memcmp(st->value, "200", 3) != 0) {
-                        const sg_header_t *he = header_find(rec, SG_H_HTTP_ERROR);
+                        const sg_header_t *he = sg_eng_header_find(rec, SG_H_HTTP_ERROR);
                         failed = true;
-                        why = arena_printf(
+                        why = sg_arena_printf(
                             &e->arena, "HTTP %.*s%s%.*s",
                             st ? (int)(st->value_len < 8 ? st->value_len : 8)
                                : 1,
@@ -2400,7 +2400,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         part_t *p = NULL;
         if (!rid || !parse_request_id(rid, rid_len, topic, sizeof(topic),
                                       &partition, ah, &seq) ||
-            !(p = part_find(e, topic, partition)) || !snap_enabled(p)) {
+            !(p = sg_eng_part_find(e, topic, partition)) || !snap_enabled(p)) {
                 e->delta.snapshot_ignored_total++; /* unknown request id */
                 goto done;
         }
@@ -2424,7 +2424,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
         const cJSON *jv = cJSON_GetObjectItemCaseSensitive(body, "version");
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(body, "state");
         const cJSON *ja = cJSON_GetObjectItemCaseSensitive(body, "aggregate");
-        if (!cJSON_IsObject(body) || !reply_version(rec, jv, &S) ||
+        if (!cJSON_IsObject(body) || !sg_eng_reply_version(rec, jv, &S) ||
             (js && !cJSON_IsString(js)) ||
             (p->tc->sm.enabled && !cJSON_IsString(js)) ||
             (ja && (!cJSON_IsString(ja) ||
@@ -2432,7 +2432,7 @@ static sg_err_t snap_reply(sg_engine_t *e, const sg_record_t *rec,
                 if (!failed)
                         why = !cJSON_IsObject(body)
                                   ? "reply is not a JSON object"
-                              : !reply_version(rec, jv, &S)
+                              : !sg_eng_reply_version(rec, jv, &S)
                                   ? "reply has no valid version"
                               : ja && (!cJSON_IsString(ja) ||
                                        strcmp(ja->valuestring,
@@ -2490,7 +2490,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         if (snap_enabled(p) &&
-            (err = snap_tick(e, p, budget, errstr, errstr_size)))
+            (err = sg_eng_snap_tick(e, p, budget, errstr, errstr_size)))
                 return err;
         /* A gap never times out while its fill may be waiting unread in
          * the partition (semantics §4): the deadline is measured against
@@ -2526,7 +2526,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                                 a.old_since = since;
                                 if (a.rec.parked_cnt == 0)
                                         a.rec.parked_since_ms = 0;
-                                if ((err = agg_save(e, p, &a, errstr,
+                                if ((err = sg_eng_agg_save(e, p, &a, errstr,
                                                     errstr_size)))
                                         return err;
                                 (*budget)--;
@@ -2536,12 +2536,12 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                         if (snap_enabled(p)) {
                                 /* refetch first; the policy applies when
                                  * refetch gives up (§4) */
-                                if ((err = snap_start(e, p, &a, errstr,
+                                if ((err = sg_eng_snap_start(e, p, &a, errstr,
                                                       errstr_size)) ||
-                                    (err = agg_save(e, p, &a, errstr,
+                                    (err = sg_eng_agg_save(e, p, &a, errstr,
                                                     errstr_size)))
                                         return err;
-                        } else if ((err = gap_fire(e, p, &a, errstr,
+                        } else if ((err = sg_eng_gap_fire(e, p, &a, errstr,
                                                    errstr_size))) {
                                 return err;
                         }
@@ -2594,8 +2594,8 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
                 if (!p)
                         continue;
                 size_t slen = ch[i].key_len - p->tp.len;
-                unsigned char *k = arena_alloc(&e->arena, 1 + slen);
-                sg_effect_t *ef = effect_new(e);
+                unsigned char *k = sg_arena_alloc(&e->arena, 1 + slen);
+                sg_effect_t *ef = sg_eng_effect_new(e);
                 if (!k || !ef)
                         return SG_ERR_NOMEM;
                 k[0] = ch[i].db;
@@ -2607,7 +2607,7 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
                 ef->key = k;
                 ef->key_len = 1 + slen;
                 if (ch[i].value) {
-                        ef->value = arena_dup(&e->arena, ch[i].value,
+                        ef->value = sg_arena_dup(&e->arena, ch[i].value,
                                               ch[i].value_len);
                         ef->value_len = ch[i].value_len;
                         if (!ef->value)
@@ -2627,7 +2627,7 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
         return SG_OK;
 }
 
-static void eng_delivered(void *opaque, size_t index, int64_t offset) {
+static void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
         sg_engine_t *e = opaque;
         if (index >= e->effect_cnt ||
             e->effects[index].kind != SG_EFFECT_CHANGELOG ||
@@ -2725,13 +2725,13 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                 snprintf(m.group, sizeof(m.group), "%s",
                          e->conf->group_id ? e->conf->group_id : "");
                 m.input_offset = -1;
-                m.clock_ms = engine_clock(e);
+                m.clock_ms = sg_eng_clock(e);
         } else if (err) {
                 return err;
         }
         /* the restored meta carries the writer's key fingerprint */
         bool changed;
-        if ((err = fp_check(e, p, &m, &changed, errstr, errstr_size)))
+        if ((err = sg_eng_fp_check(e, p, &m, &changed, errstr, errstr_size)))
                 return err;
         m.changelog_offset = next;
         m.changelog_epoch = p->cl_epoch;
@@ -2743,16 +2743,16 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                 return err;
         p->meta = m;
         p->work = m;
-        clock_floor(e, m.clock_ms);
+        sg_eng_clock_floor(e, m.clock_ms);
         return SG_OK;
 }
 
-static sg_err_t eng_restore_begin(void *opaque, const char *topic,
+static sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                                   int32_t partition, int64_t log_start,
                                   int64_t log_end, int64_t *offsetp,
                                   char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p) {
                 snprintf(errstr, errstr_size,
                          "restore of %s [%d] before its assignment", topic,
@@ -2792,13 +2792,13 @@ static sg_err_t eng_restore_begin(void *opaque, const char *topic,
         return SG_OK;
 }
 
-static sg_err_t eng_restore_apply(void *opaque, const char *topic,
+static sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                   int32_t partition, int64_t offset,
                                   const void *key, size_t key_len,
                                   const void *value, size_t value_len,
                                   char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         sg_err_t err = SG_OK;
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
@@ -2841,11 +2841,11 @@ static sg_err_t eng_restore_apply(void *opaque, const char *topic,
         return err;
 }
 
-static sg_err_t eng_restore_end(void *opaque, const char *topic,
+static sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
                                 int32_t partition, int64_t end_offset,
                                 char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
                          topic, partition);
@@ -2864,17 +2864,17 @@ static sg_err_t eng_restore_end(void *opaque, const char *topic,
  * checkpoint restore_begin returned (restore_begin reads it; -1 after a full
  * restore's drop, or none), and the one to keep with the checkpoints from
  * now on. */
-static int64_t eng_changelog_epoch_get(void *opaque, const char *topic,
+static int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
                                        int32_t partition) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         return p ? p->cl_epoch : -1;
 }
 
-static void eng_changelog_epoch_set(void *opaque, const char *topic,
+static void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
                                     int32_t partition, int64_t epoch) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         if (p)
                 p->cl_epoch = epoch;
 }
@@ -2883,13 +2883,13 @@ static void eng_changelog_epoch_set(void *opaque, const char *topic,
  * the database byte, then the LMDB key without the partition prefix), for
  * the at_least_once repair (kafka.h). *valuep: malloc'd copy, or NULL when
  * the key is absent (a tombstone). No batch or restore may be open. */
-static sg_err_t eng_changelog_value(void *opaque, const char *topic,
+static sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                                     int32_t partition, const void *key,
                                     size_t key_len, void **valuep,
                                     size_t *value_lenp, char *errstr,
                                     size_t errstr_size) {
         sg_engine_t *e = opaque;
-        part_t *p = part_find(e, topic, partition);
+        part_t *p = sg_eng_part_find(e, topic, partition);
         *valuep = NULL;
         *value_lenp = 0;
         if (!p || key_len < 1 || e->txn || e->rtxn) {
@@ -2932,7 +2932,7 @@ static sg_err_t eng_changelog_value(void *opaque, const char *topic,
 static void batch_reset(sg_engine_t *e) {
         e->dk_valid = false;
         e->log_budget = SG_ENGINE_LOG_PER_BATCH;
-        arena_reset(&e->arena);
+        sg_arena_reset(&e->arena);
         e->effect_cnt = 0;
         memset(&e->delta, 0, sizeof(e->delta));
         for (size_t i = 0; i < e->part_cnt; i++) {
@@ -2951,7 +2951,7 @@ static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,
                 e->txn = NULL;
         }
         batch_reset(e);
-        e->now = engine_clock(e);
+        e->now = sg_eng_clock(e);
         sg_err_t err = sg_txn_begin(e->store, true, &e->txn, errstr,
                                     errstr_size);
         if (!err)
@@ -3008,7 +3008,7 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
         e->delta.parked_bytes = bytes;
         e->delta.quarantined_aggregates = quarantined;
         sg_metrics_add(&e->metrics, &e->delta);
-        refusals_settle(e, true);
+        sg_eng_refusals_settle(e, true);
         batch_reset(e);
         return SG_OK;
 }
@@ -3017,7 +3017,7 @@ static void eng_batch_abort(void *opaque) {
         sg_engine_t *e = opaque;
         sg_txn_abort(e->txn);
         e->txn = NULL;
-        refusals_settle(e, false);
+        sg_eng_refusals_settle(e, false);
         batch_reset(e);
 }
 
@@ -3039,13 +3039,13 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->assign = eng_assign;
         proc->revoke = eng_revoke;
         proc->position = eng_position;
-        proc->delivered = eng_delivered;
-        proc->size_limit = eng_size_limit;
-        proc->refused = eng_refused;
-        proc->restore_begin = eng_restore_begin;
-        proc->restore_apply = eng_restore_apply;
-        proc->restore_end = eng_restore_end;
-        proc->changelog_epoch_get = eng_changelog_epoch_get;
-        proc->changelog_epoch_set = eng_changelog_epoch_set;
-        proc->changelog_value = eng_changelog_value;
+        proc->delivered = sg_eng_delivered;
+        proc->size_limit = sg_eng_size_limit;
+        proc->refused = sg_eng_refused;
+        proc->restore_begin = sg_eng_restore_begin;
+        proc->restore_apply = sg_eng_restore_apply;
+        proc->restore_end = sg_eng_restore_end;
+        proc->changelog_epoch_get = sg_eng_changelog_epoch_get;
+        proc->changelog_epoch_set = sg_eng_changelog_epoch_set;
+        proc->changelog_value = sg_eng_changelog_value;
 }
