@@ -19,7 +19,7 @@
  * events, generated headers), freed at batch end. Nothing grows with the
  * number of aggregates: all per-aggregate state lives in LMDB.
  */
-#include "engine.h"
+#include "engine_int.h"
 
 #include "envelope.h"
 #include "json.h"
@@ -37,17 +37,7 @@
 
 /* ---- batch arena ------------------------------------------------------- */
 
-typedef struct arena_chunk {
-        struct arena_chunk *next;
-        size_t used, size;
-        max_align_t data[];
-} arena_chunk_t;
-
-typedef struct arena {
-        arena_chunk_t *head;
-} arena_t;
-
-static void *sg_arena_alloc(arena_t *a, size_t n) {
+void *sg_arena_alloc(arena_t *a, size_t n) {
         n = (n + 15) & ~(size_t)15;
         if (!a->head || a->head->size - a->head->used < n) {
                 size_t size = n > 65536 ? n : 65536;
@@ -64,16 +54,14 @@ static void *sg_arena_alloc(arena_t *a, size_t n) {
         return p;
 }
 
-static void *sg_arena_dup(arena_t *a, const void *p, size_t n) {
+void *sg_arena_dup(arena_t *a, const void *p, size_t n) {
         void *q = sg_arena_alloc(a, n ? n : 1);
         if (q && n)
                 memcpy(q, p, n);
         return q;
 }
 
-static char *sg_arena_printf(arena_t *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static char *sg_arena_printf(arena_t *a, const char *fmt, ...) {
+char *sg_arena_printf(arena_t *a, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(NULL, 0, fmt, ap);
@@ -116,118 +104,13 @@ static void sg_arena_free(arena_t *a) {
 
 /* ---- engine ------------------------------------------------------------ */
 
-typedef struct part {
-        char *topic;
-        int32_t partition;
-        sg_tp_t tp;
-        const sg_topic_config_t *tc;
-        sg_meta_rec_t meta;   /* committed */
-        sg_meta_rec_t work;   /* this batch */
-        bool touched;
-        int64_t cl_last;      /* last changelog offset delivered this batch */
-        /* how far the partition is read (semantics §4, backlog-aware gap
-         * deadlines); not part of the store: a new owner starts "behind"
-         * as soon as the loop reports a position */
-        bool behind;          /* not read to the end of its log */
-        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
-        int64_t cl_epoch;     /* changelog epoch to keep with the restore's
-                                 checkpoints (changelog_epoch_set) */
-} part_t;
-
-/* Size limits for one configured input topic's destinations, in
- * sg_record_wire_size() bytes; 0: none known. */
-typedef struct topic_limits {
-        size_t output, dlq, changelog;
-} topic_limits_t;
-
-/* The input record an effect is about (output and DLQ records), or none
- * (topic NULL: snapshot, request and changelog records). */
-typedef struct effect_src {
-        const char *topic;       /* the input topic's name, from the config */
-        int32_t partition;
-        int64_t offset;
-} effect_src_t;
-
-/* Kafka refused the effect of kind @p kind about this input record; the
- * re-run routes it differently (see sg_eng_emit_output(), sg_eng_emit_dlq()). */
-typedef struct refusal {
-        effect_src_t src;
-        sg_effect_kind_t kind;   /* SG_EFFECT_OUTPUT or SG_EFFECT_DLQ */
-        unsigned level;          /* times refused */
-        bool too_large;          /* refused for its size */
-        bool used;               /* consulted by the batch being run */
-        char reason[128];
-} refusal_t;
-
-struct sg_engine {
-        const sg_config_t *conf;
-        sg_store_t *store;
-        sg_metrics_t metrics;
-        sg_metrics_t delta;
-
-        int64_t clock_fixed;     /* test hook */
-        int64_t clock_skew;      /* added so the clock never goes below a
-                                    persisted one */
-        int64_t base_wall, base_mono;
-        int64_t now;             /* this batch */
-        int64_t gauges_at;       /* last sampling of the since-index gauges */
-
-        sg_txn_t *txn;
-        arena_t arena;
-        sg_effect_t *effects;
-        size_t effect_cnt, effect_size;
-        sg_envelope_t env;
-
-        part_t *parts;
-        size_t part_cnt;
-        part_t *last_part;
-
-        uint64_t rng;            /* jitter for snapshot retries */
-        sg_log_cb *log_cb;       /* operator-facing events (may be NULL) */
-        void *log_opaque;
-        int log_budget;          /* lines left in this batch */
-        part_t **effect_part;    /* changelog effect index → partition */
-        size_t effect_part_size;
-        sg_txn_t *rtxn;          /* restore transaction */
-        size_t restore_cnt;      /* records applied since rtxn began */
-
-        /* the dedup record sg_eng_judge() read for the current record */
-        bool dk_valid, dk_found;
-        unsigned char dk_hash[32];
-        sg_dedup_rec_t dk_rec;
-
-        /* records Kafka cannot take (semantics §3 "A record the output
-         * topic cannot take"): the size limits the loop found, which input
-         * record each effect is about, and the refusals of the broker */
-        size_t limit_all;        /* producer's limit, 0: none known */
-        topic_limits_t *limits;  /* per configured topic, conf order */
-        effect_src_t *effect_src; /* per effect, effect_size of them */
-        refusal_t *refusals;     /* survive an aborted batch */
-        size_t refusal_cnt, refusal_cap;
-        bool out_rejected;       /* the last sg_eng_emit_output() dead-lettered */
-};
-
-static int64_t sg_eng_clock(sg_engine_t *e) {
+int64_t sg_eng_clock(sg_engine_t *e) {
         if (e->clock_fixed)
                 return e->clock_fixed;
         return e->base_wall + (sg_clock_mono_ms() - e->base_mono) + e->clock_skew;
 }
 
-
-/* Logs one decision an operator must be able to find in the log (a gap
- * timeout, a quarantine, a failed snapshot attempt, a release, a refused
- * control record, an adopted key fingerprint). At most
- * SG_ENGINE_LOG_PER_BATCH lines a batch; the counters count them all. The fields never carry payloads or secrets.
- *
- * Fields are built with cJSON, so a line is one valid JSON object whatever
- * the sizes of its strings: after the partition (@p p, may be NULL) come
- * (name, kind, value) triples ended by a NULL name; LF_STR takes a
- * const char * (NULL: ""), LF_STR_OR_NULL one that may be NULL (null),
- * LF_BOOL an int, LF_I64 an int64_t, LF_U64 a uint64_t (written as an
- * exact decimal, never through a double). */
-#define SG_ENGINE_LOG_PER_BATCH 50
-enum { LF_STR = 1, LF_I64, LF_U64, LF_BOOL, LF_STR_OR_NULL };
-static void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
+void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
                  const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
          * line is written */
@@ -372,7 +255,7 @@ void sg_engine_destroy(sg_engine_t *e) {
 
 /* ---- partitions -------------------------------------------------------- */
 
-static part_t *sg_eng_part_find(sg_engine_t *e, const char *topic, int32_t partition) {
+part_t *sg_eng_part_find(sg_engine_t *e, const char *topic, int32_t partition) {
         if (e->last_part && e->last_part->partition == partition &&
             strcmp(e->last_part->topic, topic) == 0)
                 return e->last_part;
@@ -410,7 +293,7 @@ static part_t *part_add(sg_engine_t *e, const char *topic, int32_t partition,
 }
 
 /* Keeps the engine clock at or above a clock persisted in a store. */
-static void sg_eng_clock_floor(sg_engine_t *e, int64_t persisted) {
+void sg_eng_clock_floor(sg_engine_t *e, int64_t persisted) {
         int64_t now = sg_eng_clock(e);
         if (!e->clock_fixed && persisted > now)
                 e->clock_skew += persisted - now;
@@ -476,7 +359,7 @@ static void fp_compute(const sg_topic_config_t *tc,
  * when the store has none (written before it existed) or when the operator
  * accepted a change; *changedp tells the caller to write @p m back.
  * SG_ERR_CONFIG when the settings differ and no change was accepted. */
-static sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
+sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
                          bool *changedp, char *errstr, size_t errstr_size) {
         unsigned char cur[SG_META_FP_PARTS][8];
         fp_compute(p->tc, cur);
@@ -516,9 +399,6 @@ static sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *
         *changedp = true;
         return SG_OK;
 }
-
-static const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
-                                               const char *topic);
 
 static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                            const char *group, int64_t *offsetp, char *errstr,
@@ -600,9 +480,6 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         return SG_OK;
 }
 
-static void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
-                                    int32_t partition);
-
 static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
@@ -619,7 +496,7 @@ static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
 
 /* ---- effects ----------------------------------------------------------- */
 
-static sg_effect_t *sg_eng_effect_new(sg_engine_t *e) {
+sg_effect_t *sg_eng_effect_new(sg_engine_t *e) {
         if (e->effect_cnt == e->effect_size) {
                 size_t n = e->effect_size ? e->effect_size * 2 : 256;
                 sg_effect_t *ne = realloc(e->effects, n * sizeof(*ne));
@@ -637,37 +514,6 @@ static sg_effect_t *sg_eng_effect_new(sg_engine_t *e) {
         memset(ef, 0, sizeof(*ef));
         return ef;
 }
-
-/* The record an effect is about: an input record, or a drained parked one. */
-typedef struct subject {
-        const part_t *part;
-        int64_t offset;
-        int64_t timestamp_ms;
-        const void *key;
-        size_t key_len;
-        const void *value;
-        size_t value_len;
-        const sg_header_t *headers;
-        size_t header_cnt;
-} subject_t;
-
-typedef struct dlq_info {
-        sg_reason_t reason;
-        const char *detail;
-        const char *aggregate;    /* may be NULL */
-        bool has_versions;
-        uint64_t expected, actual;
-        const char *state;        /* may be NULL */
-        bool drop_value;          /* output_rejected: the value is what Kafka
-                                     cannot take */
-        const char *gap_hdr;      /* a gap header the record carries as an
-                                     output record would (skip range), or
-                                     NULL; value gap_val */
-        const char *gap_val;
-} dlq_info_t;
-
-static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
-                         const dlq_info_t *d);
 
 /* ---- records Kafka cannot take ------------------------------------------
  *
@@ -689,22 +535,7 @@ static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
  * DLQ verdict. Refusals live in memory only: after a restart the broker
  * refuses again and the same re-run follows. */
 
-/* The limit for a topic whose own limit is @p topic_limit: the smaller
- * known of the producer's and the topic's, 0 when neither is known. */
-static size_t limit_of(const sg_engine_t *e, size_t topic_limit) {
-        if (!topic_limit)
-                return e->limit_all;
-        if (!e->limit_all)
-                return topic_limit;
-        return topic_limit < e->limit_all ? topic_limit : e->limit_all;
-}
-
-static const topic_limits_t *limits_of(const sg_engine_t *e,
-                                       const sg_topic_config_t *tc) {
-        return &e->limits[tc - e->conf->topics];
-}
-
-static void sg_eng_size_limit(void *opaque, const char *topic, size_t max) {
+void sg_eng_size_limit(void *opaque, const char *topic, size_t max) {
         sg_engine_t *e = opaque;
         if (!topic) {
                 e->limit_all = max;
@@ -745,7 +576,7 @@ static void effect_src_set(sg_engine_t *e, const sg_effect_t *ef,
 
 /* Kafka refused effect @p index (processor.h refused()): remember the
  * input record it is about, so that the re-run routes it. */
-static bool sg_eng_refused(void *opaque, size_t index, bool too_large,
+bool sg_eng_refused(void *opaque, size_t index, bool too_large,
                         const char *reason) {
         sg_engine_t *e = opaque;
         if (index >= e->effect_cnt)
@@ -786,7 +617,7 @@ static bool sg_eng_refused(void *opaque, size_t index, bool too_large,
 
 /* A committed batch consumed the refusals it used; an aborted one did
  * not. */
-static void sg_eng_refusals_settle(sg_engine_t *e, bool committed) {
+void sg_eng_refusals_settle(sg_engine_t *e, bool committed) {
         size_t n = 0;
         for (size_t i = 0; i < e->refusal_cnt; i++) {
                 refusal_t *r = &e->refusals[i];
@@ -798,7 +629,7 @@ static void sg_eng_refusals_settle(sg_engine_t *e, bool committed) {
         e->refusal_cnt = n;
 }
 
-static void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
+void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
                                     int32_t partition) {
         size_t n = 0;
         for (size_t i = 0; i < e->refusal_cnt; i++) {
@@ -854,7 +685,7 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
  * output_rejected is emitted instead and e->out_rejected is set: the caller
  * records the key with a DLQ verdict. @p about (may be NULL) names the
  * aggregate and versions for that DLQ record. */
-static sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
+sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
                             const char *gap_hdr, const char *gap_val,
                             const dlq_info_t *about) {
         const sg_topic_config_t *tc = s->part->tc;
@@ -896,7 +727,7 @@ static sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
         return SG_OK;
 }
 
-static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
+sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d) {
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = sg_eng_effect_new(e);
@@ -983,7 +814,7 @@ static sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
 /* Records the idempotency key with @p verdict. @p digest NULL: the key is
  * already recorded (a parked event leaving the park): only its verdict
  * changes, first-seen time and expiry stay. */
-static sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
+sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                            const unsigned char *digest, uint8_t verdict,
                            char *errstr, size_t errstr_size) {
         sg_dedup_rec_t r;
@@ -1021,15 +852,7 @@ static sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char
 
 /* ---- aggregates --------------------------------------------------------- */
 
-struct agg_ctx {
-        unsigned char hash[32];
-        sg_agg_rec_t rec;
-        int64_t old_since;
-        bool exists;
-};
-typedef struct agg_ctx agg_ctx_t;
-
-static sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
+sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                          size_t id_len, agg_ctx_t *a) {
         sg_sha256(id, id_len, a->hash);
         sg_err_t err = sg_agg_get(e->txn, &p->tp, a->hash, &a->rec);
@@ -1053,7 +876,7 @@ static sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
         return err;
 }
 
-static sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                          char *errstr, size_t errstr_size) {
         sg_err_t err = sg_agg_put(e->txn, &p->tp, a->hash, &a->rec,
                                   a->old_since, errstr, errstr_size);
@@ -1062,31 +885,6 @@ static sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 a->exists = true;
         }
         return err;
-}
-
-/* Whether the aggregate can still take a version: L = 2^64-1 has no
- * successor (semantics §2), so nothing is applied or drained after it. */
-static bool agg_open(const agg_ctx_t *a) {
-        return !a->rec.has_last || a->rec.last_version < UINT64_MAX;
-}
-
-/* The next version the aggregate expects: L+1, or first_version for a new
- * aggregate. Saturates at 2^64-1 (only for messages: agg_open() says
- * whether there is a next version at all). */
-static uint64_t agg_next(const part_t *p, const agg_ctx_t *a) {
-        if (!a->rec.has_last)
-                return p->tc->first_version;
-        return agg_open(a) ? a->rec.last_version + 1 : UINT64_MAX;
-}
-
-/* Moves L to @p v. L never decreases, on any path (semantics §3): apply,
- * drain, snapshot, release, skip; a caller that would lower it is a bug. */
-static void agg_set_last(agg_ctx_t *a, uint64_t v) {
-        assert(!a->rec.has_last || v >= a->rec.last_version);
-        if (a->rec.has_last && v < a->rec.last_version)
-                return;
-        a->rec.last_version = v;
-        a->rec.has_last = true;
 }
 
 /* ---- in-order apply (rows 6–7) and drain --------------------------------- */
@@ -1113,7 +911,7 @@ static const sg_transition_t *sm_find(const sg_state_machine_t *sm,
 
 /* Rows 6/7 for a record at version v == next (or latest_wins v > next).
  * Returns the dedup verdict to record. */
-static sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                                const subject_t *s, uint64_t v,
                                const char *type, const char *gap_hdr,
                                const char *gap_val, uint8_t *verdictp,
@@ -1271,7 +1069,7 @@ static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
  * counted, their keys kept as seen) — then L+1, L+2, ... through rows
  * 6–7. Afterwards every parked event is above L+1: the invariant that
  * keeps a parked version from ever being applied below L. */
-static sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size) {
         sg_err_t err = SG_ERR_NOT_FOUND;
         bool changed = false;
@@ -1318,7 +1116,7 @@ static sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errs
  * operator (a release) vouches for: L = S unless L is already higher (L
  * never decreases), parked events <= S are superseded, S+1, ... drain, and
  * what is still parked waits above a new gap with a fresh deadline. */
-static sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             uint64_t S, char *errstr, size_t errstr_size) {
         if (!a->rec.has_last || S > a->rec.last_version)
                 agg_set_last(a, S);
@@ -1335,20 +1133,6 @@ static sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 }
 
 /* ---- process ------------------------------------------------------------ */
-
-static bool snap_enabled(const part_t *p);
-static sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                           char *errstr, size_t errstr_size);
-static sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                            char *errstr, size_t errstr_size);
-static bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic);
-static bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
-                          uint64_t *out);
-static const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
-                                      const char *name);
-static sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
-                           char *errstr, size_t errstr_size);
-
 
 /* Whether @p state is a state of the topic's state machine. */
 static bool sm_has_state(const sg_state_machine_t *sm, const char *state) {
@@ -1465,7 +1249,7 @@ done:
         return err;
 }
 
-static sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
+sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                       sg_process_result_t *result, char *errstr,
                       size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
@@ -1833,7 +1617,7 @@ static void eng_position(void *opaque, const char *topic, int32_t partition,
 
 /* ---- gap deadlines ------------------------------------------------------- */
 
-static sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                          char *errstr, size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
@@ -1920,10 +1704,6 @@ static sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
  * or the HTTP pseudo topic) and are judged by version: a timeout is
  * *unknown*, not *failed*, so a late reply to an earlier attempt — even one
  * sent by a previous incarnation — is still applied if S >= L. */
-
-static bool snap_enabled(const part_t *p) {
-        return p->tc->snapshot.source != SG_SNAP_NONE;
-}
 
 static bool hex_decode(const char *s, size_t len, unsigned char *out) {
         if (len != 64)
@@ -2047,7 +1827,7 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
 }
 
 /* Starts a refetch for aggregate @p a (the caller saves @p a). */
-static sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                            char *errstr, size_t errstr_size) {
         if (a->rec.flags & SG_AGG_REFETCHING)
                 return SG_OK;
@@ -2085,7 +1865,7 @@ static sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 }
 
 /* Ends a refetch that is no longer needed (the gap closed by itself). */
-static sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size) {
         sg_snapreq_rec_t r;
         sg_err_t err = sg_snapreq_get(e->txn, &p->tp, a->hash, &r);
@@ -2144,7 +1924,7 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
 }
 
 /* Sends queued requests and times out unanswered ones (bounded). */
-static sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
+sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
                           char *errstr, size_t errstr_size) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         sg_err_t err;
@@ -2282,7 +2062,7 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         return sg_eng_agg_save(e, p, a, errstr, errstr_size);
 }
 
-static const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
+const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
                                                const char *topic) {
         for (size_t i = 0; i < e->conf->topic_cnt; i++) {
                 const sg_snapshot_config_t *sc = &e->conf->topics[i].snapshot;
@@ -2293,12 +2073,12 @@ static const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
         return NULL;
 }
 
-static bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic) {
+bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic) {
         return strcmp(topic, SG_SNAPSHOT_HTTP_TOPIC) == 0 ||
                sg_eng_reply_topic_of(e, topic) != NULL;
 }
 
-static const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
+const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
                                       const char *name) {
         for (size_t i = rec->header_cnt; i > 0; i--)
                 if (strcmp(rec->headers[i - 1].name, name) == 0)
@@ -2342,7 +2122,7 @@ static bool parse_request_id(const char *rid, size_t len, char *topic,
 /* Reads the version of a reply (member "version" of @p rec's value): an
  * integer JSON number (<= 2^53) or a decimal string. A number is judged by
  * its text (semantics §2), which cJSON does not keep: json.h reads it. */
-static bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
+bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out) {
         if (cJSON_IsString(v))
                 return sg_version_parse(v->valuestring,
@@ -2354,7 +2134,7 @@ static bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
-static sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
+sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size) {
         bool http = strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC) == 0;
         cJSON *body = NULL;
@@ -2627,7 +2407,7 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
         return SG_OK;
 }
 
-static void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
+void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
         sg_engine_t *e = opaque;
         if (index >= e->effect_cnt ||
             e->effects[index].kind != SG_EFFECT_CHANGELOG ||
@@ -2704,7 +2484,6 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
         return batch_finish(e, errstr, errstr_size);
 }
 
-
 /* ---- restore from the changelog (both guarantees, semantics §6) ---------
  *
  * On every assignment, before the partition's input is processed, the loop
@@ -2747,7 +2526,7 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         return SG_OK;
 }
 
-static sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
+sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                                   int32_t partition, int64_t log_start,
                                   int64_t log_end, int64_t *offsetp,
                                   char *errstr, size_t errstr_size) {
@@ -2792,7 +2571,7 @@ static sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         return SG_OK;
 }
 
-static sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
+sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                   int32_t partition, int64_t offset,
                                   const void *key, size_t key_len,
                                   const void *value, size_t value_len,
@@ -2841,7 +2620,7 @@ static sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         return err;
 }
 
-static sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
+sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
                                 int32_t partition, int64_t end_offset,
                                 char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
@@ -2864,14 +2643,14 @@ static sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
  * checkpoint restore_begin returned (restore_begin reads it; -1 after a full
  * restore's drop, or none), and the one to keep with the checkpoints from
  * now on. */
-static int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
+int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
                                        int32_t partition) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         return p ? p->cl_epoch : -1;
 }
 
-static void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
+void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
                                     int32_t partition, int64_t epoch) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
@@ -2883,7 +2662,7 @@ static void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
  * the database byte, then the LMDB key without the partition prefix), for
  * the at_least_once repair (kafka.h). *valuep: malloc'd copy, or NULL when
  * the key is absent (a tombstone). No batch or restore may be open. */
-static sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
+sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                                     int32_t partition, const void *key,
                                     size_t key_len, void **valuep,
                                     size_t *value_lenp, char *errstr,
