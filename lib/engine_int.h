@@ -344,6 +344,9 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
 
 /* ---- engine_changelog.c ----------------------------------------------------- */
 
+/** The batch's changelog effects, from the store's change capture (end of
+ *  tick). SG_OK or SG_ERR_NOMEM. */
+sg_err_t sg_eng_changelog_effects(sg_engine_t *e);
 /* processor.h delivered(), restore_*(), changelog_*() */
 void sg_eng_delivered(void *opaque, size_t index, int64_t offset);
 sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
