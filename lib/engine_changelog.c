@@ -11,6 +11,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the changelog key -----------------------------------------------------
+ *
+ * A changelog record's key names one store key (processor.h
+ * SG_EFFECT_CHANGELOG): the database byte (SG_DB_*; 0xFF, the loop's own
+ * control records, never comes here), then the LMDB key without the
+ * partition prefix. Built here for the changelog effects and parsed here
+ * for restore and the at_least_once repair: the one place of the format.
+ * (The store takes the two parts separately: sg_store_apply_change,
+ * sg_store_get_change.) */
+
+typedef struct cl_key {
+        int db;                     /* the database byte */
+        const unsigned char *suffix; /* the key without the partition */
+        size_t suffix_len;
+} cl_key_t;
+
+/* The changelog key of store key @p suffix of database @p db, in @p a;
+ * *lenp its length. NULL when out of memory. */
+static unsigned char *cl_key_make(arena_t *a, int db, const void *suffix,
+                                  size_t suffix_len, size_t *lenp) {
+        unsigned char *k = sg_arena_alloc(a, 1 + suffix_len);
+        if (!k)
+                return NULL;
+        k[0] = (unsigned char)db;
+        memcpy(k + 1, suffix, suffix_len);
+        *lenp = 1 + suffix_len;
+        return k;
+}
+
+/* Splits changelog key @p key (input from the network) into *out, which
+ * points into @p key. false when the key is empty. */
+static bool cl_key_parse(const void *key, size_t key_len, cl_key_t *out) {
+        if (key_len < 1)
+                return false;
+        const unsigned char *k = key;
+        out->db = k[0];
+        out->suffix = k + 1;
+        out->suffix_len = key_len - 1;
+        return true;
+}
+
 /* ---- change capture → changelog effects ----------------------------------- */
 
 static part_t *part_of_key(sg_engine_t *e, const unsigned char *key,
@@ -34,19 +75,19 @@ sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
                 part_t *p = part_of_key(e, ch[i].key, ch[i].key_len);
                 if (!p)
                         continue;
-                size_t slen = ch[i].key_len - p->tp.len;
-                unsigned char *k = sg_arena_alloc(&e->arena, 1 + slen);
+                size_t klen;
+                unsigned char *k = cl_key_make(
+                    &e->arena, ch[i].db,
+                    (const unsigned char *)ch[i].key + p->tp.len,
+                    ch[i].key_len - p->tp.len, &klen);
                 sg_effect_t *ef = sg_eng_effect_new(e);
                 if (!k || !ef)
                         return SG_ERR_NOMEM;
-                k[0] = ch[i].db;
-                memcpy(k + 1, (const unsigned char *)ch[i].key + p->tp.len,
-                       slen);
                 ef->kind = SG_EFFECT_CHANGELOG;
                 ef->topic = p->tc->changelog_topic;
                 ef->partition = p->partition;
                 ef->key = k;
-                ef->key_len = 1 + slen;
+                ef->key_len = klen;
                 if (ch[i].value) {
                         ef->value = sg_arena_dup(&e->arena, ch[i].value,
                                               ch[i].value_len);
@@ -174,11 +215,12 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         sg_err_t err = SG_OK;
+        cl_key_t ck;
         if (!p || !e->rtxn) {
                 snprintf(errstr, errstr_size, "no restore open for %s [%d]",
                          topic, partition);
                 err = SG_ERR_INVALID;
-        } else if (key_len < 1) {
+        } else if (!cl_key_parse(key, key_len, &ck)) {
                 snprintf(errstr, errstr_size,
                          "changelog %s [%d] offset %" PRId64
                          ": empty key",
@@ -187,10 +229,9 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         } else {
                 /* a record that does not decode (or cannot be written)
                  * stops the restore, named by changelog, partition, offset */
-                const unsigned char *k = key;
                 char why[400] = "";
-                err = sg_store_apply_change(e->rtxn, &p->tp, k[0], k + 1,
-                                            key_len - 1, value, value_len,
+                err = sg_store_apply_change(e->rtxn, &p->tp, ck.db, ck.suffix,
+                                            ck.suffix_len, value, value_len,
                                             why, sizeof(why));
                 if (err)
                         snprintf(errstr, errstr_size,
@@ -266,11 +307,13 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         part_t *p = sg_eng_part_find(e, topic, partition);
         *valuep = NULL;
         *value_lenp = 0;
-        if (!p || key_len < 1 || e->txn || e->rtxn) {
+        cl_key_t ck;
+        bool parsed = cl_key_parse(key, key_len, &ck);
+        if (!p || !parsed || e->txn || e->rtxn) {
                 snprintf(errstr, errstr_size,
                          "changelog value of %s [%d]: %s", topic, partition,
                          !p ? "partition not assigned"
-                         : key_len < 1 ? "empty key"
+                         : !parsed ? "empty key"
                                        : "a batch or restore is open");
                 return SG_ERR_INVALID;
         }
@@ -278,11 +321,10 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         sg_err_t err = sg_txn_begin(e->store, false, &txn, errstr, errstr_size);
         if (err)
                 return err;
-        const unsigned char *k = key;
         const void *v;
         size_t vl;
-        err = sg_store_get_change(txn, &p->tp, k[0], k + 1, key_len - 1, &v,
-                                  &vl);
+        err = sg_store_get_change(txn, &p->tp, ck.db, ck.suffix, ck.suffix_len,
+                                  &v, &vl);
         if (err == SG_OK) {
                 if (!(*valuep = malloc(vl ? vl : 1)))
                         err = SG_ERR_NOMEM;
