@@ -227,264 +227,346 @@ done:
         return err;
 }
 
-sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
-                      sg_process_result_t *result, char *errstr,
-                      size_t errstr_size) {
-        const sg_topic_config_t *tc = p->tc;
-        sg_envelope_t *env = &e->env;
-        subject_t s = {
-            .part = p,
-            .offset = rec->offset,
-            .timestamp_ms = rec->timestamp_ms,
-            .key = rec->key,
-            .key_len = rec->key_len,
-            .value = rec->value,
-            .value_len = rec->value_len,
-            .headers = rec->headers,
-            .header_cnt = rec->header_cnt,
-        };
-        sg_err_t err;
-        char detail[512], ts[40];
+/* ---- the table -----------------------------------------------------------
+ *
+ * sg_eng_judge() runs one input record down the rows of semantics §3 in
+ * their order; each row is one function below, named after its row. A row
+ * either decides the record (returns true; j->err is SG_OK or the error
+ * that stops the batch) or passes it to the next row (returns false). Two
+ * steps are not rows of the table but details it implies: loading the
+ * aggregate rows 4–8 judge by, and trust_first_seen's adoption of a new
+ * aggregate's first version (§4 "New aggregates"). */
 
-        *result = SG_PROCESSED;
-        const sg_header_t *ctl = sg_eng_header_find(rec, SG_H_CONTROL);
-        if (ctl)
-                return control(e, p, rec, ctl, errstr, errstr_size);
-        e->delta.records_total++;
+/* One input record on its way down the table. */
+typedef struct judged {
+        sg_engine_t *e;
+        part_t *p;
+        const sg_topic_config_t *tc;
+        const sg_record_t *rec;
+        sg_envelope_t *env;      /* the record's envelope (row 1 parses it) */
+        subject_t s;             /* the record, as its effects name it */
+        sg_process_result_t *result;
+        char *errstr;
+        size_t errstr_size;
+        sg_err_t err;            /* set by the row that decides */
+        /* rows 4–8 (aggregate_load) */
+        agg_ctx_t a;
+        uint64_t v;              /* the record's version */
+        uint64_t next;           /* the version the aggregate expects */
+        bool stale;
+        dlq_info_t d;            /* aggregate, versions, state of a DLQ record */
+} judged_t;
 
-        /* Row 1: malformed. */
-        err = sg_envelope_parse(tc, rec, env, detail, sizeof(detail));
-        if (err == SG_ERR_INVALID) {
-                dlq_info_t d = {.reason = SG_R_MALFORMED, .detail = detail};
-                e->delta.malformed_total++;
-                return sg_eng_emit_dlq(e, &s, &d);
-        }
+/* The record's idempotency key recorded with @p verdict: every terminal
+ * verdict records it (semantics §3). */
+static sg_err_t key_record(judged_t *j, uint8_t verdict) {
+        return sg_eng_record_key(j->e, j->p, j->env->key_hash, j->env->digest,
+                                 verdict, j->errstr, j->errstr_size);
+}
+
+/* The DLQ record j->d, and the key recorded with a DLQ verdict. */
+static sg_err_t dlq_and_key(judged_t *j) {
+        sg_err_t err = sg_eng_emit_dlq(j->e, &j->s, &j->d);
         if (err)
                 return err;
+        return key_record(j, SG_DV_DLQ);
+}
 
-        /* Rows 2–3: the idempotency key. */
+/* Row 1 (semantics §3): the envelope cannot be parsed → DLQ malformed. */
+static bool row1_malformed(judged_t *j) {
+        char detail[512];
+        sg_err_t err = sg_envelope_parse(j->tc, j->rec, j->env, detail,
+                                         sizeof(detail));
+        if (err == SG_ERR_INVALID) {
+                dlq_info_t d = {.reason = SG_R_MALFORMED, .detail = detail};
+                j->e->delta.malformed_total++;
+                j->err = sg_eng_emit_dlq(j->e, &j->s, &d);
+                return true;
+        }
+        j->err = err;
+        return err != SG_OK;
+}
+
+/* Rows 2–3 (semantics §3, and "Replay"): a key seen before is a duplicate
+ * (same digest, dropped) or DLQ idempotency_conflict (another digest); a
+ * replayed record whose key has a DLQ verdict goes on to row 4. */
+static bool rows2_3_key_seen(judged_t *j) {
+        sg_engine_t *e = j->e;
+        sg_envelope_t *env = j->env;
+        char ts[40];
         sg_dedup_rec_t dr;
-        err = sg_dedup_get(e->txn, &p->tp, env->key_hash, &dr);
-        if (err && err != SG_ERR_NOT_FOUND)
-                return err;
+        sg_err_t err = sg_dedup_get(e->txn, &j->p->tp, env->key_hash, &dr);
+        if (err && err != SG_ERR_NOT_FOUND) {
+                j->err = err;
+                return true;
+        }
         e->dk_valid = true;
         e->dk_found = err == SG_OK;
         memcpy(e->dk_hash, env->key_hash, 32);
         e->dk_rec = dr;
-        if (err == SG_OK && dr.expiry_ms > e->now) {
-                if (memcmp(dr.digest, env->digest, 32) != 0) {
-                        dlq_info_t d = {
-                            .reason = SG_R_IDEMPOTENCY_CONFLICT,
-                            .aggregate = env->aggregate,
-                            .detail = sg_arena_printf(
-                                &e->arena,
-                                "event id \"%.64s\" was first seen at %s "
-                                "with a different payload digest",
-                                env->id, sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
-                        };
-                        e->delta.idempotency_parameter_conflicts_total++;
-                        return sg_eng_emit_dlq(e, &s, &d);
-                }
-                bool replay = dr.verdict == SG_DV_DLQ &&
-                              sg_eng_header_find(rec, SG_H_REPLAY) != NULL;
-                if (!replay) {
-                        e->delta.dedup_hits_total++;
-                        return SG_OK;
-                }
+        if (err != SG_OK || dr.expiry_ms <= e->now)
+                return false;
+        if (memcmp(dr.digest, env->digest, 32) != 0) {
+                dlq_info_t d = {
+                    .reason = SG_R_IDEMPOTENCY_CONFLICT,
+                    .aggregate = env->aggregate,
+                    .detail = sg_arena_printf(
+                        &e->arena,
+                        "event id \"%.64s\" was first seen at %s "
+                        "with a different payload digest",
+                        env->id, sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
+                };
+                e->delta.idempotency_parameter_conflicts_total++;
+                j->err = sg_eng_emit_dlq(e, &j->s, &d);
+                return true;
         }
+        bool replay = dr.verdict == SG_DV_DLQ &&
+                      sg_eng_header_find(j->rec, SG_H_REPLAY) != NULL;
+        if (replay)
+                return false;
+        e->delta.dedup_hits_total++;
+        return true;
+}
 
-        /* Dedup-only topics, ordering mode none: apply. */
-        if (tc->order_mode == SG_ORDER_NONE || !env->has_version ||
-            !env->aggregate) {
-                dlq_info_t about = {.aggregate = env->aggregate};
-                if ((err = sg_eng_emit_output(e, &s, NULL, NULL, &about)))
-                        return err;
-                return sg_eng_record_key(e, p, env->key_hash, env->digest,
-                                  e->out_rejected ? SG_DV_DLQ
-                                                  : SG_DV_APPLIED,
-                                  errstr, errstr_size);
-        }
+/* Semantics §3 "dedup-only topics skip rows 4–8 and apply", and §3b
+ * ordering mode none: apply. */
+static bool dedup_only_apply(judged_t *j) {
+        const sg_envelope_t *env = j->env;
+        if (j->tc->order_mode != SG_ORDER_NONE && env->has_version &&
+            env->aggregate)
+                return false;
+        dlq_info_t about = {.aggregate = env->aggregate};
+        if ((j->err = sg_eng_emit_output(j->e, &j->s, NULL, NULL, &about)))
+                return true;
+        j->err = key_record(j, j->e->out_rejected ? SG_DV_DLQ : SG_DV_APPLIED);
+        return true;
+}
 
-        agg_ctx_t a;
-        if ((err = sg_eng_agg_load(e, p, env->aggregate, env->aggregate_len, &a)))
-                return err;
-        uint64_t v = env->version;
-        uint64_t next = agg_next(p, &a);
+/* Not a row: the aggregate rows 4–8 judge by, the version it expects, and
+ * what a DLQ record about it names. Decides only on a store error. */
+static bool aggregate_load(judged_t *j) {
+        const sg_envelope_t *env = j->env;
+        agg_ctx_t *a = &j->a;
+        if ((j->err = sg_eng_agg_load(j->e, j->p, env->aggregate,
+                                      env->aggregate_len, a)))
+                return true;
+        j->v = env->version;
+        j->next = agg_next(j->p, a);
         /* v <= L (or v < F for a new aggregate). Judged on L itself, never
          * on L+1, which does not exist for L = 2^64-1. */
-        bool stale = a.rec.has_last ? v <= a.rec.last_version : v < next;
-        dlq_info_t d = {.aggregate = a.rec.aggregate,
-                        .has_versions = true,
-                        .expected = next,
-                        .actual = v,
-                        .state = a.rec.state};
+        j->stale = a->rec.has_last ? j->v <= a->rec.last_version
+                                   : j->v < j->next;
+        j->d = (dlq_info_t){.aggregate = a->rec.aggregate,
+                            .has_versions = true,
+                            .expected = j->next,
+                            .actual = j->v,
+                            .state = a->rec.state};
+        return false;
+}
 
-        /* Row 4: quarantined. */
-        if (a.rec.flags & SG_AGG_QUARANTINED) {
-                d.reason = SG_R_AGGREGATE_QUARANTINED;
-                d.detail = snap_enabled(p)
-                               ? "aggregate is quarantined after a gap "
-                                 "timeout; a snapshot of it is requested and "
-                                 "releases it"
-                               : "aggregate is quarantined after a gap "
-                                 "timeout; its events wait in the DLQ for an "
-                                 "operator (seqgatectl release)";
-                if ((err = sg_eng_emit_dlq(e, &s, &d)) ||
-                    (err = sg_eng_record_key(e, p, env->key_hash, env->digest,
-                                      SG_DV_DLQ, errstr, errstr_size)))
-                        return err;
-                /* with a snapshot source, every event of a quarantined
-                 * aggregate asks its authority again (one request at a
-                 * time), so a refetch that gave up is not final */
-                if (snap_enabled(p) && !(a.rec.flags & SG_AGG_REFETCHING)) {
-                        if ((err = sg_eng_snap_start(e, p, &a, errstr, errstr_size)))
-                                return err;
-                        return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
-                }
-                return SG_OK;
+/* Row 4 (semantics §3): aggregate quarantined → DLQ
+ * aggregate_quarantined, key recorded. */
+static bool row4_quarantined(judged_t *j) {
+        part_t *p = j->p;
+        agg_ctx_t *a = &j->a;
+        if (!(a->rec.flags & SG_AGG_QUARANTINED))
+                return false;
+        j->d.reason = SG_R_AGGREGATE_QUARANTINED;
+        j->d.detail = snap_enabled(p)
+                          ? "aggregate is quarantined after a gap "
+                            "timeout; a snapshot of it is requested and "
+                            "releases it"
+                          : "aggregate is quarantined after a gap "
+                            "timeout; its events wait in the DLQ for an "
+                            "operator (seqgatectl release)";
+        if ((j->err = dlq_and_key(j)))
+                return true;
+        /* with a snapshot source, every event of a quarantined
+         * aggregate asks its authority again (one request at a
+         * time), so a refetch that gave up is not final */
+        if (snap_enabled(p) && !(a->rec.flags & SG_AGG_REFETCHING)) {
+                if ((j->err = sg_eng_snap_start(j->e, p, a, j->errstr,
+                                                j->errstr_size)))
+                        return true;
+                j->err = sg_eng_agg_save(j->e, p, a, j->errstr,
+                                         j->errstr_size);
         }
+        return true;
+}
 
-        /* New aggregate above F under trust_first_seen: adopt it. */
-        if (!a.rec.has_last && v > next &&
-            tc->new_aggregate == SG_NEWAGG_TRUST_FIRST_SEEN &&
-            a.rec.parked_cnt == 0)
-                next = v;
+/* Semantics §4 "New aggregates": under trust_first_seen a new aggregate
+ * above F adopts its first version as the starting point. Never decides. */
+static bool new_aggregate_adopt(judged_t *j) {
+        const agg_ctx_t *a = &j->a;
+        if (!a->rec.has_last && j->v > j->next &&
+            j->tc->new_aggregate == SG_NEWAGG_TRUST_FIRST_SEEN &&
+            a->rec.parked_cnt == 0)
+                j->next = j->v;
+        return false;
+}
 
-        /* Row 5: stale. */
-        if (stale) {
-                e->delta.stale_version_rejections_total++;
-                if (tc->stale_drop)
-                        return sg_eng_record_key(e, p, env->key_hash, env->digest,
-                                          SG_DV_DROPPED, errstr, errstr_size);
-                d.reason = SG_R_STALE_VERSION;
-                d.detail = a.rec.has_last
-                               ? sg_arena_printf(&e->arena,
-                                              "version %" PRIu64
-                                              " <= last applied version %" PRIu64,
-                                              v, a.rec.last_version)
-                               : sg_arena_printf(&e->arena,
-                                              "version %" PRIu64
-                                              " is below first_version %" PRIu64,
-                                              v, tc->first_version);
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
-                                  errstr, errstr_size);
+/* Row 5 (semantics §3): v <= L (or v < F) → DLQ stale_version, or drop
+ * (stale_drop); key recorded. */
+static bool row5_stale(judged_t *j) {
+        sg_engine_t *e = j->e;
+        const agg_ctx_t *a = &j->a;
+        if (!j->stale)
+                return false;
+        e->delta.stale_version_rejections_total++;
+        if (j->tc->stale_drop) {
+                j->err = key_record(j, SG_DV_DROPPED);
+                return true;
         }
+        j->d.reason = SG_R_STALE_VERSION;
+        j->d.detail = a->rec.has_last
+                          ? sg_arena_printf(&e->arena,
+                                            "version %" PRIu64
+                                            " <= last applied version %" PRIu64,
+                                            j->v, a->rec.last_version)
+                          : sg_arena_printf(&e->arena,
+                                            "version %" PRIu64
+                                            " is below first_version %" PRIu64,
+                                            j->v, j->tc->first_version);
+        j->err = dlq_and_key(j);
+        return true;
+}
 
-        /* One bogus version must not hold or quarantine an aggregate. */
-        if (v - next >= tc->max_version_jump) {
-                d.reason = SG_R_VERSION_JUMP;
-                d.detail = sg_arena_printf(&e->arena,
-                                        "version %" PRIu64
-                                        " is %" PRIu64 " above the expected "
-                                        "version %" PRIu64
-                                        " (max_version_jump %" PRIu64 ")",
-                                        v, v - next, next,
-                                        tc->max_version_jump);
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
-                                  errstr, errstr_size);
+/* Semantics §3 "v > L + max_version_jump is DLQ version_jump at once":
+ * one bogus version must not hold or quarantine an aggregate. */
+static bool version_jump(judged_t *j) {
+        const sg_topic_config_t *tc = j->tc;
+        uint64_t v = j->v, next = j->next;
+        if (v - next < tc->max_version_jump)
+                return false;
+        j->d.reason = SG_R_VERSION_JUMP;
+        j->d.detail = sg_arena_printf(&j->e->arena,
+                                      "version %" PRIu64
+                                      " is %" PRIu64 " above the expected "
+                                      "version %" PRIu64
+                                      " (max_version_jump %" PRIu64 ")",
+                                      v, v - next, next,
+                                      tc->max_version_jump);
+        j->err = dlq_and_key(j);
+        return true;
+}
+
+/* Rows 6–7 (semantics §3; §3b latest_wins): v == L+1 (under latest_wins
+ * any v > L) → the state machine decides apply or DLQ, L = v, key
+ * recorded; then the drain of what is parked. */
+static bool rows6_7_in_order(judged_t *j) {
+        sg_engine_t *e = j->e;
+        part_t *p = j->p;
+        agg_ctx_t *a = &j->a;
+        uint64_t v = j->v, next = j->next;
+        if (v != next && j->tc->order_mode != SG_ORDER_LATEST_WINS)
+                return false;
+        const char *gh = NULL, *gv = NULL;
+        if (v > next) { /* latest_wins: apply at once, count the gap */
+                e->delta.event_sequence_gaps_total++;
+                gh = SG_H_GAP_MISSING;
+                gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64, next,
+                                     v - 1);
         }
-
         uint8_t verdict;
-        if (v == next || tc->order_mode == SG_ORDER_LATEST_WINS) {
-                const char *gh = NULL, *gv = NULL;
-                if (v > next) { /* latest_wins: apply at once, count the gap */
-                        e->delta.event_sequence_gaps_total++;
-                        gh = SG_H_GAP_MISSING;
-                        gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
-                                          next, v - 1);
-                }
-                if ((err = sg_eng_apply_in_order(e, p, &a, &s, v, env->type, gh, gv,
-                                          &verdict, errstr, errstr_size)))
-                        return err;
-                if ((err = sg_eng_record_key(e, p, env->key_hash, env->digest,
-                                      verdict, errstr, errstr_size)))
-                        return err;
-                if ((err = sg_eng_drain(e, p, &a, errstr, errstr_size)))
-                        return err;
-                if (a.rec.parked_cnt == 0 && (a.rec.flags & SG_AGG_REFETCHING) &&
-                    (err = sg_eng_snap_cancel(e, p, &a, errstr, errstr_size)))
-                        return err; /* the gap closed by itself */
-                return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
+        if ((j->err = sg_eng_apply_in_order(e, p, a, &j->s, v, j->env->type,
+                                            gh, gv, &verdict, j->errstr,
+                                            j->errstr_size)))
+                return true;
+        if ((j->err = key_record(j, verdict)))
+                return true;
+        if ((j->err = sg_eng_drain(e, p, a, j->errstr, j->errstr_size)))
+                return true;
+        if (a->rec.parked_cnt == 0 && (a->rec.flags & SG_AGG_REFETCHING)) {
+                /* the gap closed by itself */
+                if ((j->err = sg_eng_snap_cancel(e, p, a, j->errstr,
+                                                 j->errstr_size)))
+                        return true;
         }
+        j->err = sg_eng_agg_save(e, p, a, j->errstr, j->errstr_size);
+        return true;
+}
 
-        /* Row 8b: another event already holds version v. The parked one
-         * keeps it; this one is judged, never written over it. */
-        if (a.rec.parked_cnt > 0) {
-                sg_parked_rec_t held;
-                err = sg_parked_get(e->txn, &p->tp, a.hash, v, &held);
-                if (err == SG_OK) {
-                        if (memcmp(held.key_hash, env->key_hash, 32) == 0) {
-                                /* the same event, parked already (its dedup
-                                 * record expired meanwhile) */
-                                e->delta.dedup_hits_total++;
-                                return SG_OK;
-                        }
-                        d.reason = SG_R_VERSION_CONFLICT;
-                        d.detail = sg_arena_printf(
-                            &e->arena,
-                            "version %" PRIu64 " is already held by another "
-                            "event, parked from %s/%" PRId32 " offset %" PRId64
-                            " at %s (waiting for %" PRIu64 ")",
-                            v, p->topic, p->partition, held.offset,
-                            sg_iso_time(held.parked_at_ms, ts, sizeof(ts)),
-                            next);
-                        if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                                return err;
-                        return sg_eng_record_key(e, p, env->key_hash, env->digest,
-                                          SG_DV_DLQ, errstr, errstr_size);
-                }
-                if (err != SG_ERR_NOT_FOUND)
-                        return err;
+/* Row 8b (semantics §3): another event (other key) already parked at v →
+ * DLQ version_conflict; the parked one keeps the version. The same event
+ * parked already (its dedup record expired meanwhile) is row 2. */
+static bool row8b_version_held(judged_t *j) {
+        sg_engine_t *e = j->e;
+        part_t *p = j->p;
+        char ts[40];
+        if (j->a.rec.parked_cnt == 0)
+                return false;
+        sg_parked_rec_t held;
+        sg_err_t err = sg_parked_get(e->txn, &p->tp, j->a.hash, j->v, &held);
+        if (err == SG_ERR_NOT_FOUND)
+                return false;
+        if (err) {
+                j->err = err;
+                return true;
         }
+        if (memcmp(held.key_hash, j->env->key_hash, 32) == 0) {
+                e->delta.dedup_hits_total++;
+                return true;
+        }
+        j->d.reason = SG_R_VERSION_CONFLICT;
+        j->d.detail = sg_arena_printf(
+            &e->arena,
+            "version %" PRIu64 " is already held by another "
+            "event, parked from %s/%" PRId32 " offset %" PRId64
+            " at %s (waiting for %" PRIu64 ")",
+            j->v, p->topic, p->partition, held.offset,
+            sg_iso_time(held.parked_at_ms, ts, sizeof(ts)), j->next);
+        j->err = dlq_and_key(j);
+        return true;
+}
 
-        /* Row 8: park (v > next), within the caps. */
-        size_t hdr_len = 0;
-        void *hdr_blob = NULL;
-        if (rec->header_cnt) {
-                if ((err = sg_headers_serialize(rec->headers, rec->header_cnt,
-                                                &hdr_blob, &hdr_len)))
-                        return err;
-        }
-        uint64_t bytes = (rec->key ? rec->key_len : 0) +
-                         (rec->value ? rec->value_len : 0) + hdr_len;
+/* Row 8's caps (semantics §4 "Caps"): whether parking @p bytes more would
+ * pass one; then pause (back-pressure) or DLQ park_overflow. */
+static bool park_overflow(judged_t *j, uint64_t bytes) {
+        sg_engine_t *e = j->e;
+        const sg_topic_config_t *tc = j->tc;
+        const part_t *p = j->p;
         const char *cap = NULL;
         uint64_t cap_val = 0;
-        if (a.rec.parked_cnt >= tc->max_parked_per_aggregate)
-                cap = "max_parked_per_aggregate",
+        if (j->a.rec.parked_cnt >= tc->max_parked_per_aggregate) {
+                cap = "max_parked_per_aggregate";
                 cap_val = tc->max_parked_per_aggregate;
-        else if (p->work.parked_cnt >= tc->max_parked_total)
-                cap = "max_parked_total", cap_val = tc->max_parked_total;
-        else if (p->work.parked_bytes + bytes > tc->max_parked_bytes)
-                cap = "max_parked_bytes", cap_val = tc->max_parked_bytes;
-        if (cap) {
-                free(hdr_blob);
-                e->delta.park_overflow_total++;
-                if (tc->on_park_overflow == SG_OVERFLOW_PAUSE) {
-                        /* Nothing was written for this record. */
-                        e->delta.records_total--;
-                        *result = SG_PAUSE;
-                        return SG_OK;
-                }
-                d.reason = SG_R_PARK_OVERFLOW;
-                d.detail = sg_arena_printf(&e->arena,
-                                        "version %" PRIu64 " cannot be parked "
-                                        "(waiting for %" PRIu64 "): %s %" PRIu64
-                                        " reached",
-                                        v, next, cap, cap_val);
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
-                                  errstr, errstr_size);
+        } else if (p->work.parked_cnt >= tc->max_parked_total) {
+                cap = "max_parked_total";
+                cap_val = tc->max_parked_total;
+        } else if (p->work.parked_bytes + bytes > tc->max_parked_bytes) {
+                cap = "max_parked_bytes";
+                cap_val = tc->max_parked_bytes;
         }
-        /* A parked event is also a changelog record (both guarantees: the
-         * whole record and its metadata); one the changelog topic cannot
-         * take would stop the partition (semantics §3). It is not parked:
-         * the DLQ, output_rejected, and the aggregate keeps waiting for
-         * the versions before it, as for any event it never got. */
+        if (!cap)
+                return false;
+        e->delta.park_overflow_total++;
+        if (tc->on_park_overflow == SG_OVERFLOW_PAUSE) {
+                /* Nothing was written for this record. */
+                e->delta.records_total--;
+                *j->result = SG_PAUSE;
+                j->err = SG_OK;
+                return true;
+        }
+        j->d.reason = SG_R_PARK_OVERFLOW;
+        j->d.detail = sg_arena_printf(&e->arena,
+                                      "version %" PRIu64 " cannot be parked "
+                                      "(waiting for %" PRIu64 "): %s %" PRIu64
+                                      " reached",
+                                      j->v, j->next, cap, cap_val);
+        j->err = dlq_and_key(j);
+        return true;
+}
+
+/* A parked event is also a changelog record (both guarantees: the whole
+ * record and its metadata); one the changelog topic cannot take would stop
+ * the partition (semantics §3 "A record the output topic cannot take"). It
+ * is not parked: the DLQ, output_rejected, and the aggregate keeps waiting
+ * for the versions before it, as for any event it never got. */
+static bool park_changelog_rejected(judged_t *j, size_t hdr_len) {
+        sg_engine_t *e = j->e;
+        const sg_topic_config_t *tc = j->tc;
+        const sg_record_t *rec = j->rec;
+        const sg_envelope_t *env = j->env;
         size_t cl_limit = limit_of(e, limits_of(e, tc)->changelog);
         size_t value_len = rec->value ? rec->value_len : 0;
         size_t cl_size = sg_record_wire_size(
@@ -492,24 +574,45 @@ sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
             72 + (env->type ? strlen(env->type) : 0) +
                 (rec->key ? rec->key_len : 0) + value_len + hdr_len,
             NULL, 0, NULL, 0);
-        if (cl_limit && cl_size > cl_limit) {
+        if (!cl_limit || cl_size <= cl_limit)
+                return false;
+        j->d.reason = SG_R_OUTPUT_REJECTED;
+        j->d.drop_value = cl_size - value_len <= cl_limit;
+        j->d.detail = sg_arena_printf(
+            &e->arena,
+            "version %" PRIu64 " cannot be parked (waiting for "
+            "%" PRIu64 "): its changelog record would be %zu bytes, "
+            "more than the %zu topic \"%s\" takes",
+            j->v, j->next, cl_size, cl_limit, tc->changelog_topic);
+        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", j->p, "offset",
+                   LF_I64, rec->offset, "changelog_topic", LF_STR,
+                   tc->changelog_topic, "bytes", LF_U64, (uint64_t)cl_size,
+                   "limit", LF_U64, (uint64_t)cl_limit, NULL);
+        j->err = dlq_and_key(j);
+        return true;
+}
+
+/* Row 8 (semantics §3): v > L+1 → park, within the caps; a new gap counts
+ * once; key recorded. A new aggregate above F under new_aggregate "strict"
+ * asks its snapshot source at once (§4). Decides every record that gets
+ * here. */
+static bool row8_park(judged_t *j) {
+        sg_engine_t *e = j->e;
+        part_t *p = j->p;
+        agg_ctx_t *a = &j->a;
+        const sg_record_t *rec = j->rec;
+        const sg_envelope_t *env = j->env;
+        size_t hdr_len = 0;
+        void *hdr_blob = NULL;
+        if (rec->header_cnt &&
+            (j->err = sg_headers_serialize(rec->headers, rec->header_cnt,
+                                           &hdr_blob, &hdr_len)))
+                return true;
+        uint64_t bytes = (rec->key ? rec->key_len : 0) +
+                         (rec->value ? rec->value_len : 0) + hdr_len;
+        if (park_overflow(j, bytes) || park_changelog_rejected(j, hdr_len)) {
                 free(hdr_blob);
-                d.reason = SG_R_OUTPUT_REJECTED;
-                d.drop_value = cl_size - value_len <= cl_limit;
-                d.detail = sg_arena_printf(
-                    &e->arena,
-                    "version %" PRIu64 " cannot be parked (waiting for "
-                    "%" PRIu64 "): its changelog record would be %zu bytes, "
-                    "more than the %zu topic \"%s\" takes",
-                    v, next, cl_size, cl_limit, tc->changelog_topic);
-                sg_eng_log(e, SG_LOG_WARNING, "output_rejected", p, "offset", LF_I64,
-                     rec->offset, "changelog_topic", LF_STR,
-                     tc->changelog_topic, "bytes", LF_U64, (uint64_t)cl_size,
-                     "limit", LF_U64, (uint64_t)cl_limit, NULL);
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                return sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_DLQ,
-                                  errstr, errstr_size);
+                return true;
         }
         sg_parked_rec_t pr = {
             .parked_at_ms = e->now,
@@ -525,28 +628,82 @@ sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
             .headers_len = hdr_blob ? hdr_len : SIZE_MAX,
         };
         memcpy(pr.key_hash, env->key_hash, 32);
-        err = sg_parked_put(e->txn, &p->tp, a.hash, v, &pr, errstr,
-                            errstr_size);
+        j->err = sg_parked_put(e->txn, &p->tp, a->hash, j->v, &pr, j->errstr,
+                               j->errstr_size);
         free(hdr_blob);
-        if (err)
-                return err;
-        if (a.rec.parked_cnt == 0) {
+        if (j->err)
+                return true;
+        if (a->rec.parked_cnt == 0) {
                 e->delta.event_sequence_gaps_total++;
-                a.rec.parked_since_ms = e->now;
+                a->rec.parked_since_ms = e->now;
         }
-        a.rec.parked_cnt++;
-        a.rec.parked_bytes += bytes;
+        a->rec.parked_cnt++;
+        a->rec.parked_bytes += bytes;
         p->work.parked_cnt++;
         p->work.parked_bytes += bytes;
         e->delta.parked_total++;
-        if ((err = sg_eng_record_key(e, p, env->key_hash, env->digest, SG_DV_PARKED,
-                              errstr, errstr_size)))
-                return err;
-        /* A new aggregate above first_version under "strict": ask its
-         * authority at once instead of waiting for the deadline (§4). */
-        if (!a.rec.has_last && snap_enabled(p) &&
-            tc->new_aggregate == SG_NEWAGG_STRICT &&
-            (err = sg_eng_snap_start(e, p, &a, errstr, errstr_size)))
-                return err;
-        return sg_eng_agg_save(e, p, &a, errstr, errstr_size);
+        if ((j->err = key_record(j, SG_DV_PARKED)))
+                return true;
+        if (!a->rec.has_last && snap_enabled(p) &&
+            j->tc->new_aggregate == SG_NEWAGG_STRICT) {
+                if ((j->err = sg_eng_snap_start(e, p, a, j->errstr,
+                                                j->errstr_size)))
+                        return true;
+        }
+        j->err = sg_eng_agg_save(e, p, a, j->errstr, j->errstr_size);
+        return true;
+}
+
+/* One step of the table: true when it decided the record. */
+typedef bool row_fn(judged_t *j);
+
+/* Semantics §3, in the table's order. */
+static row_fn *const table[] = {
+    row1_malformed,      /* 1 */
+    rows2_3_key_seen,    /* 2, 3 */
+    dedup_only_apply,    /* dedup-only topics skip 4–8 */
+    aggregate_load,      /* (the aggregate 4–8 judge by) */
+    row4_quarantined,    /* 4 */
+    new_aggregate_adopt, /* (§4 trust_first_seen) */
+    row5_stale,          /* 5 */
+    version_jump,        /* max_version_jump */
+    rows6_7_in_order,    /* 6, 7 */
+    row8b_version_held,  /* 8b */
+    row8_park,           /* 8 */
+};
+
+sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
+                      sg_process_result_t *result, char *errstr,
+                      size_t errstr_size) {
+        *result = SG_PROCESSED;
+        const sg_header_t *ctl = sg_eng_header_find(rec, SG_H_CONTROL);
+        if (ctl)
+                return control(e, p, rec, ctl, errstr, errstr_size);
+        e->delta.records_total++;
+        judged_t j = {
+            .e = e,
+            .p = p,
+            .tc = p->tc,
+            .rec = rec,
+            .env = &e->env,
+            .s = {
+                .part = p,
+                .offset = rec->offset,
+                .timestamp_ms = rec->timestamp_ms,
+                .key = rec->key,
+                .key_len = rec->key_len,
+                .value = rec->value,
+                .value_len = rec->value_len,
+                .headers = rec->headers,
+                .header_cnt = rec->header_cnt,
+            },
+            .result = result,
+            .errstr = errstr,
+            .errstr_size = errstr_size,
+        };
+        for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+                if (table[i](&j))
+                        return j.err;
+        assert(!"row 8 decides every record the rows before it pass");
+        return SG_ERR_FATAL;
 }
