@@ -8,7 +8,7 @@
 #include "engine_int.h"
 
 #include "json.h"
-#include "snapshot_http.h"
+#include "snapsrc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,6 +29,22 @@
  * *unknown*, not *failed*, so a late reply to an earlier attempt — even one
  * sent by a previous incarnation — is still applied if S >= L. */
 
+/* ---- the request id --------------------------------------------------------
+ *
+ * "topic/partition/<aggregate hash, 64 hex>/seq": which input partition
+ * and aggregate a reply is for, and which attempt (the partition's request
+ * sequence number), parsed from its end. Built and parsed only here. */
+
+/* The request id of attempt @p seq for aggregate @p ah of partition @p p,
+ * in @p arena; NULL when out of memory. */
+static char *request_id_make(arena_t *arena, const part_t *p,
+                             const unsigned char ah[32], uint64_t seq) {
+        char hex[65];
+        sg_hex_encode(ah, 32, hex);
+        return sg_arena_printf(arena, "%s/%" PRId32 "/%s/%" PRIu64, p->topic,
+                               p->partition, hex, seq);
+}
+
 static bool hex_decode(const char *s, size_t len, unsigned char *out) {
         if (len != 64)
                 return false;
@@ -45,6 +61,39 @@ static bool hex_decode(const char *s, size_t len, unsigned char *out) {
                 }
                 out[i] = (unsigned char)v;
         }
+        return true;
+}
+
+/* Parses "topic/partition/<64 hex>/seq". */
+static bool parse_request_id(const char *rid, size_t len, char *topic,
+                             size_t topic_size, int32_t *partition,
+                             unsigned char hash[32], uint64_t *seq) {
+        const char *end = rid + len, *s3 = NULL, *s2 = NULL, *s1 = NULL;
+        for (const char *c = end; c > rid; c--) {
+                if (c[-1] != '/')
+                        continue;
+                if (!s3)
+                        s3 = c - 1;
+                else if (!s2)
+                        s2 = c - 1;
+                else {
+                        s1 = c - 1;
+                        break;
+                }
+        }
+        if (!s1 || (size_t)(s1 - rid) >= topic_size || s1 == rid)
+                return false;
+        if (sg_version_parse(s3 + 1, (size_t)(end - s3 - 1), seq) != SG_OK)
+                return false;
+        uint64_t part;
+        if (sg_version_parse(s1 + 1, (size_t)(s2 - s1 - 1), &part) != SG_OK ||
+            part > INT32_MAX)
+                return false;
+        if (!hex_decode(s2 + 1, (size_t)(s3 - s2 - 1), hash))
+                return false;
+        memcpy(topic, rid, (size_t)(s1 - rid));
+        topic[s1 - rid] = '\0';
+        *partition = (int32_t)part;
         return true;
 }
 
@@ -73,74 +122,28 @@ static int64_t snap_backoff(sg_engine_t *e, const sg_snapshot_config_t *sc,
         return d > 0 ? d : 1;
 }
 
-/* Sends attempt r->attempt of the request: a request record (Kafka) or an
- * HTTP GET effect, and marks it in flight until its timeout. */
+/* Sends attempt r->attempt of the request (the effect its snapshot source
+ * builds: a request record, an HTTP GET), and marks it in flight until its
+ * timeout. */
 static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
                           sg_snapreq_rec_t *r) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
-        char hex[65];
-        sg_hex_encode(ah, 32, hex);
         r->seq = ++p->work.snap_seq;
-        char *rid = sg_arena_printf(&e->arena, "%s/%" PRId32 "/%s/%" PRIu64,
-                                 p->topic, p->partition, hex, r->seq);
+        char *rid = request_id_make(&e->arena, p, ah, r->seq);
         sg_effect_t *ef = sg_eng_effect_new(e);
         if (!rid || !ef)
                 return SG_ERR_NOMEM;
-        if (sc->source == SG_SNAP_KAFKA) {
-                cJSON *j = cJSON_CreateObject();
-                if (!j)
-                        return SG_ERR_NOMEM;
-                cJSON_AddStringToObject(j, "request_id", rid);
-                cJSON_AddStringToObject(j, "aggregate", r->aggregate);
-                if (r->has_have)
-                        cJSON_AddNumberToObject(j, "have_version",
-                                                (double)r->have_version);
-                else
-                        cJSON_AddNullToObject(j, "have_version");
-                cJSON_AddNumberToObject(j, "want_version",
-                                        (double)r->want_version);
-                cJSON_AddStringToObject(j, "reply_to", sc->reply_topic);
-                cJSON_AddStringToObject(j, "topic", p->topic);
-                cJSON_AddNumberToObject(j, "partition", p->partition);
-                cJSON_AddStringToObject(j, "instance",
-                                        e->conf->instance_id
-                                            ? e->conf->instance_id
-                                            : "");
-                cJSON_AddNumberToObject(j, "attempt", r->attempt);
-                char *txt = cJSON_PrintUnformatted(j);
-                cJSON_Delete(j);
-                if (!txt)
-                        return SG_ERR_NOMEM;
-                size_t n = strlen(txt);
-                ef->value = sg_arena_dup(&e->arena, txt, n);
-                ef->value_len = n;
-                free(txt);
-                sg_header_t *x = sg_arena_alloc(&e->arena, sizeof(*x));
-                if (!ef->value || !x)
-                        return SG_ERR_NOMEM;
-                x[0] = (sg_header_t){"content-type", "application/json", 16};
-                ef->kind = SG_EFFECT_OUTPUT;
-                ef->topic = sc->request_topic;
-                ef->partition = -1;
-                ef->key = sg_arena_dup(&e->arena, r->aggregate, r->aggregate_len);
-                ef->key_len = r->aggregate_len;
-                ef->extra = x;
-                ef->extra_cnt = 1;
-        } else {
-                char *url = sg_url_expand(sc->url, r->aggregate,
-                                          r->aggregate_len);
-                if (!url)
-                        return SG_ERR_NOMEM;
-                ef->kind = SG_EFFECT_HTTP_GET;
-                ef->url = sg_arena_dup(&e->arena, url, strlen(url) + 1);
-                free(url);
-                if (!ef->url)
-                        return SG_ERR_NOMEM;
-                ef->partition = -1;
-                ef->request_id = rid;
-                ef->auth_env = sc->auth_header_env;
-                ef->timeout_ms = sc->timeout_ms;
-        }
+        const sg_snapsrc_req_t rq = {
+            .sc = sc,
+            .request_id = rid,
+            .r = r,
+            .topic = p->topic,
+            .partition = p->partition,
+            .instance = e->conf->instance_id ? e->conf->instance_id : "",
+        };
+        sg_err_t err = sg_snapsrc_for(sc->source)->request(&rq, &e->arena, ef);
+        if (err)
+                return err;
         r->state = SG_SNAP_INFLIGHT;
         r->sent_at_ms = e->now;
         r->due_ms = e->now + sc->timeout_ms;
@@ -390,49 +393,28 @@ const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
                                                const char *topic) {
         for (size_t i = 0; i < e->conf->topic_cnt; i++) {
                 const sg_snapshot_config_t *sc = &e->conf->topics[i].snapshot;
-                if (sc->source == SG_SNAP_KAFKA && sc->reply_topic &&
-                    strcmp(sc->reply_topic, topic) == 0)
+                const sg_snapsrc_t *src = sg_snapsrc_for(sc->source);
+                if (src && src->is_reply_topic &&
+                    src->is_reply_topic(sc, topic))
                         return &e->conf->topics[i];
         }
         return NULL;
 }
 
 bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic) {
-        return strcmp(topic, SG_SNAPSHOT_HTTP_TOPIC) == 0 ||
+        return sg_snapsrc_of_pseudo_topic(topic) != NULL ||
                sg_eng_reply_topic_of(e, topic) != NULL;
 }
 
-/* Parses "topic/partition/<64 hex>/seq". */
-static bool parse_request_id(const char *rid, size_t len, char *topic,
-                             size_t topic_size, int32_t *partition,
-                             unsigned char hash[32], uint64_t *seq) {
-        const char *end = rid + len, *s3 = NULL, *s2 = NULL, *s1 = NULL;
-        for (const char *c = end; c > rid; c--) {
-                if (c[-1] != '/')
-                        continue;
-                if (!s3)
-                        s3 = c - 1;
-                else if (!s2)
-                        s2 = c - 1;
-                else {
-                        s1 = c - 1;
-                        break;
-                }
-        }
-        if (!s1 || (size_t)(s1 - rid) >= topic_size || s1 == rid)
-                return false;
-        if (sg_version_parse(s3 + 1, (size_t)(end - s3 - 1), seq) != SG_OK)
-                return false;
-        uint64_t part;
-        if (sg_version_parse(s1 + 1, (size_t)(s2 - s1 - 1), &part) != SG_OK ||
-            part > INT32_MAX)
-                return false;
-        if (!hex_decode(s2 + 1, (size_t)(s3 - s2 - 1), hash))
-                return false;
-        memcpy(topic, rid, (size_t)(s1 - rid));
-        topic[s1 - rid] = '\0';
-        *partition = (int32_t)part;
-        return true;
+/* The snapshot source whose reply record @p rec is (a pseudo topic's, or
+ * a reply topic's). NULL when none. */
+static const sg_snapsrc_t *reply_source(const sg_engine_t *e,
+                                        const sg_record_t *rec) {
+        const sg_snapsrc_t *src = sg_snapsrc_of_pseudo_topic(rec->topic);
+        if (src)
+                return src;
+        const sg_topic_config_t *tc = sg_eng_reply_topic_of(e, rec->topic);
+        return tc ? sg_snapsrc_for(tc->snapshot.source) : NULL;
 }
 
 /* Reads the version of a reply (member "version" of @p rec's value): an
@@ -452,43 +434,19 @@ bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
 sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                            char *errstr, size_t errstr_size) {
-        bool http = strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC) == 0;
+        const sg_snapsrc_t *src = reply_source(e, rec);
         cJSON *body = NULL;
-        const char *rid = NULL;
-        size_t rid_len = 0;
         sg_err_t err = SG_OK;
-        bool failed = false;
-        const char *why = NULL; /* why the attempt failed, for the log */
+        sg_snapsrc_reply_t rp;
 
+        assert(src && "sg_eng_snap_reply() on a topic of no snapshot source");
         if (rec->value && rec->value_len)
                 body = cJSON_ParseWithLength(rec->value, rec->value_len);
-        if (http) {
-                rid = rec->key;
-                rid_len = rec->key ? rec->key_len : 0;
-                const sg_header_t *st = sg_eng_header_find(rec, SG_H_HTTP_STATUS);
-                if (!st || st->value_len != 3 ||
-                    memcmp(st->value, "200", 3) != 0) {
-                        const sg_header_t *he = sg_eng_header_find(rec, SG_H_HTTP_ERROR);
-                        failed = true;
-                        why = sg_arena_printf(
-                            &e->arena, "HTTP %.*s%s%.*s",
-                            st ? (int)(st->value_len < 8 ? st->value_len : 8)
-                               : 1,
-                            st ? (const char *)st->value : "?",
-                            he ? ": " : "",
-                            he ? (int)(he->value_len < 200 ? he->value_len
-                                                           : 200)
-                               : 0,
-                            he ? (const char *)he->value : "");
-                }
-        } else {
-                const cJSON *r = cJSON_GetObjectItemCaseSensitive(body,
-                                                                  "request_id");
-                if (cJSON_IsString(r)) {
-                        rid = r->valuestring;
-                        rid_len = strlen(rid);
-                }
-        }
+        src->reply_read(rec, body, &e->arena, &rp);
+        const char *rid = rp.request_id;
+        size_t rid_len = rp.request_id_len;
+        bool failed = rp.failed;
+        const char *why = rp.why; /* why the attempt failed, for the log */
         char topic[256];
         int32_t partition;
         unsigned char ah[32];
@@ -566,13 +524,8 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                 e->delta.snapshot_late_total++; /* judged by version */
                 goto done;
         }
-        const char *prov = http ? rid : NULL;
         char provbuf[300];
-        if (!http) {
-                snprintf(provbuf, sizeof(provbuf), "%s/%" PRId32 "/%" PRId64,
-                         rec->topic, rec->partition, rec->offset);
-                prov = provbuf;
-        }
+        const char *prov = src->provenance(rec, &rp, provbuf, sizeof(provbuf));
         err = snap_apply(e, p, &a, S, js ? js->valuestring : NULL,
                          cJSON_GetObjectItemCaseSensitive(body, "data"), prov,
                          errstr, errstr_size);
