@@ -383,14 +383,14 @@ sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
         if (!nl)
                 return SG_OK;
         if (!e->conf->accept_key_change) {
-                snprintf(errstr, errstr_size,
-                         "store of %s [%" PRId32 "] was written with other "
-                         "settings for topics.%s: its idempotency keys, "
-                         "digests or aggregate keys would no longer match "
-                         "(every retry an idempotency_conflict). Restore the "
-                         "old settings, or start once with "
-                         "--accept-key-change to adopt the new ones",
-                         p->topic, p->partition, names);
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%" PRId32 "] was written with other "
+                        "settings for topics.%s: its idempotency keys, "
+                        "digests or aggregate keys would no longer match "
+                        "(every retry an idempotency_conflict). Restore the "
+                        "old settings, or start once with "
+                        "--accept-key-change to adopt the new ones",
+                        p->topic, p->partition, names);
                 return SG_ERR_CONFIG;
         }
         sg_eng_log(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
@@ -412,9 +412,9 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
         }
         const sg_topic_config_t *tc = sg_config_topic(e->conf, topic);
         if (!tc) {
-                snprintf(errstr, errstr_size,
-                         "partition %s [%d] assigned but topic not configured",
-                         topic, partition);
+                sg_errf(errstr, errstr_size,
+                        "partition %s [%d] assigned but topic not configured",
+                        topic, partition);
                 return SG_ERR_CONFIG;
         }
         part_t *p = sg_eng_part_find(e, topic, partition);
@@ -446,9 +446,9 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                         return err;
         } else if (err) {
                 sg_txn_abort(txn);
-                snprintf(errstr, errstr_size,
-                         "store of %s [%d]: cannot read partition meta", topic,
-                         partition);
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d]: cannot read partition meta", topic,
+                        partition);
                 return err;
         } else {
                 bool changed = false;
@@ -464,12 +464,12 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                 if (err)
                         return err;
                 if (group && m.group[0] && strcmp(m.group, group) != 0) {
-                        snprintf(errstr, errstr_size,
-                                 "store of %s [%d] belongs to consumer group "
-                                 "\"%s\", not \"%s\": refusing to process it "
-                                 "(drop the data_dir to rebuild it from this "
-                                 "group's changelog)",
-                                 topic, partition, m.group, group);
+                        sg_errf(errstr, errstr_size,
+                                "store of %s [%d] belongs to consumer group "
+                                "\"%s\", not \"%s\": refusing to process it "
+                                "(drop the data_dir to rebuild it from this "
+                                "group's changelog)",
+                                topic, partition, m.group, group);
                         return SG_ERR_FOREIGN;
                 }
         }
@@ -498,6 +498,8 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                             sg_process_result_t *result, char *errstr,
                             size_t errstr_size) {
         sg_engine_t *e = opaque;
+        /* processor.h: records are processed inside a batch */
+        assert(e->txn && "process outside a batch");
         *result = SG_PROCESSED;
         part_t *p = sg_eng_part_find(e, rec->topic, rec->partition);
         if (!p && sg_eng_is_snapshot_reply(e, rec->topic)) {
@@ -511,9 +513,9 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                 /* the loop assigns (and, exactly_once, restores) a partition
                  * before giving its records; assigning here would begin a
                  * second write transaction inside the batch's */
-                snprintf(errstr, errstr_size,
-                         "record of %s [%d], a partition not assigned",
-                         rec->topic, rec->partition);
+                sg_errf(errstr, errstr_size,
+                        "record of %s [%d], a partition not assigned",
+                        rec->topic, rec->partition);
                 return SG_ERR_INVALID;
         }
         sg_err_t err = sg_eng_judge(e, p, rec, result, errstr, errstr_size);
@@ -588,9 +590,10 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                                 /* refetch first; the policy applies when
                                  * refetch gives up (§4) */
                                 if ((err = sg_eng_snap_start(e, p, &a, errstr,
-                                                      errstr_size)) ||
-                                    (err = sg_eng_agg_save(e, p, &a, errstr,
-                                                    errstr_size)))
+                                                             errstr_size)))
+                                        return err;
+                                if ((err = sg_eng_agg_save(e, p, &a, errstr,
+                                                           errstr_size)))
                                         return err;
                         } else if ((err = sg_eng_gap_fire(e, p, &a, errstr,
                                                    errstr_size))) {
@@ -737,8 +740,11 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                                  size_t errstr_size) {
         sg_engine_t *e = opaque;
         sg_err_t err;
+        /* processor.h: batch_commit only after a batch_begin that succeeded
+         * (and no batch_abort since) */
+        assert(e->txn && "batch_commit without an open batch");
         if (!e->txn) {
-                snprintf(errstr, errstr_size, "no batch open");
+                sg_errf(errstr, errstr_size, "no batch open");
                 return SG_ERR_INVALID;
         }
         /* exactly_once: the store now reflects the changelog up to the

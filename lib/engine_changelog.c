@@ -111,8 +111,12 @@ sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
 
 void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
         sg_engine_t *e = opaque;
-        if (index >= e->effect_cnt ||
-            e->effects[index].kind != SG_EFFECT_CHANGELOG ||
+        if (index >= e->effect_cnt)
+                return;
+        /* processor.h: delivered() comes once for each delivered effect */
+        assert(!e->effect_src[index].delivered && "effect delivered twice");
+        e->effect_src[index].delivered = true;
+        if (e->effects[index].kind != SG_EFFECT_CHANGELOG ||
             index >= e->effect_part_size)
                 return;
         part_t *p = e->effect_part[index];
@@ -169,9 +173,9 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p) {
-                snprintf(errstr, errstr_size,
-                         "restore of %s [%d] before its assignment", topic,
-                         partition);
+                sg_errf(errstr, errstr_size,
+                        "restore of %s [%d] before its assignment", topic,
+                        partition);
                 return SG_ERR_INVALID;
         }
         sg_txn_abort(e->rtxn);
@@ -217,14 +221,14 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         sg_err_t err = SG_OK;
         cl_key_t ck;
         if (!p || !e->rtxn) {
-                snprintf(errstr, errstr_size, "no restore open for %s [%d]",
-                         topic, partition);
+                sg_errf(errstr, errstr_size, "no restore open for %s [%d]",
+                        topic, partition);
                 err = SG_ERR_INVALID;
         } else if (!cl_key_parse(key, key_len, &ck)) {
-                snprintf(errstr, errstr_size,
-                         "changelog %s [%d] offset %" PRId64
-                         ": empty key",
-                         p->tc->changelog_topic, partition, offset);
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%d] offset %" PRId64
+                        ": empty key",
+                        p->tc->changelog_topic, partition, offset);
                 err = SG_ERR_INVALID;
         } else {
                 /* a record that does not decode (or cannot be written)
@@ -234,10 +238,10 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                             ck.suffix_len, value, value_len,
                                             why, sizeof(why));
                 if (err)
-                        snprintf(errstr, errstr_size,
-                                 "changelog %s [%d] offset %" PRId64 ": %s",
-                                 p->tc->changelog_topic, partition, offset,
-                                 why[0] ? why : sg_err2str(err));
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%d] offset %" PRId64 ": %s",
+                                p->tc->changelog_topic, partition, offset,
+                                why[0] ? why : sg_err2str(err));
         }
         if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
                 err = restore_checkpoint(e, p, offset + 1, errstr,
@@ -262,8 +266,8 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p || !e->rtxn) {
-                snprintf(errstr, errstr_size, "no restore open for %s [%d]",
-                         topic, partition);
+                sg_errf(errstr, errstr_size, "no restore open for %s [%d]",
+                        topic, partition);
                 return SG_ERR_INVALID;
         }
         sg_err_t err = restore_checkpoint(e, p, end_offset, errstr,
@@ -310,11 +314,11 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         cl_key_t ck;
         bool parsed = cl_key_parse(key, key_len, &ck);
         if (!p || !parsed || e->txn || e->rtxn) {
-                snprintf(errstr, errstr_size,
-                         "changelog value of %s [%d]: %s", topic, partition,
-                         !p ? "partition not assigned"
-                         : !parsed ? "empty key"
-                                       : "a batch or restore is open");
+                sg_errf(errstr, errstr_size,
+                        "changelog value of %s [%d]: %s", topic, partition,
+                        !p ? "partition not assigned"
+                        : !parsed ? "empty key"
+                                      : "a batch or restore is open");
                 return SG_ERR_INVALID;
         }
         sg_txn_t *txn;
@@ -335,9 +339,9 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         } else if (err == SG_ERR_NOT_FOUND) {
                 err = SG_OK;
         } else {
-                snprintf(errstr, errstr_size,
-                         "changelog value of %s [%d]: %s", topic, partition,
-                         sg_err2str(err));
+                sg_errf(errstr, errstr_size,
+                        "changelog value of %s [%d]: %s", topic, partition,
+                        sg_err2str(err));
         }
         sg_txn_abort(txn);
         return err;

@@ -88,6 +88,8 @@ typedef struct effect_src {
         const char *topic;       /* the input topic's name, from the config */
         int32_t partition;
         int64_t offset;
+        bool delivered;          /* delivered() told its offset (once a
+                                    batch, processor.h) */
 } effect_src_t;
 
 /* Kafka refused the effect of kind @p kind about this input record; the

@@ -31,7 +31,7 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
         } else {
                 err = sg_dedup_get(e->txn, &p->tp, kh, &r);
                 if (err && err != SG_ERR_NOT_FOUND) {
-                        snprintf(errstr, errstr_size, "dedup read failed");
+                        sg_errf(errstr, errstr_size, "dedup read failed");
                         return err;
                 }
                 found = err == SG_OK;
