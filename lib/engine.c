@@ -1,11 +1,10 @@
 /*
- * engine.c — the decision engine (semantics §3, §3b, §4, §5).
+ * engine.c — the decision engine (semantics §3, §3b, §4, §5): its
+ * lifecycle, partitions, the processor wiring, the batch, tick and the
+ * log. The other rooms are listed in engine_int.h.
  *
- * For each record, in the batch's one LMDB write transaction:
- *   envelope → row 1 (malformed) → rows 2–3 (dedup by idempotency key) →
- *   dedup-only topics apply → row 4 (quarantine) → row 5 (stale) →
- *   version_jump → rows 6–7 (in order: state machine, apply, drain) →
- *   row 8 (park, with caps).
+ * For each record, in the batch's one LMDB write transaction, the decision
+ * table (engine_decide.c) runs its rows in order.
  * tick() fires gap deadlines (gap policies dlq / skip / hold) and sweeps
  * expired dedup records, both bounded per batch.
  *
@@ -23,7 +22,6 @@
 
 #include "envelope.h"
 #include "json.h"
-#include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
 
