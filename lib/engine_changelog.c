@@ -1,0 +1,348 @@
+/*
+ * engine_changelog.c — the engine's side of the changelog (semantics §6,
+ * both guarantees): the store's change capture turned into changelog
+ * effects at the end of a batch, the changelog key format, and restore
+ * (a partition's store rebuilt from its changelog, with checkpoints).
+ */
+#include "engine_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the changelog key -----------------------------------------------------
+ *
+ * A changelog record's key names one store key (processor.h
+ * SG_EFFECT_CHANGELOG): the database byte (SG_DB_*; 0xFF, the loop's own
+ * control records, never comes here), then the LMDB key without the
+ * partition prefix. Built here for the changelog effects and parsed here
+ * for restore and the at_least_once repair: the one place of the format.
+ * (The store takes the two parts separately: sg_store_apply_change,
+ * sg_store_get_change.) */
+
+typedef struct cl_key {
+        int db;                     /* the database byte */
+        const unsigned char *suffix; /* the key without the partition */
+        size_t suffix_len;
+} cl_key_t;
+
+/* The changelog key of store key @p suffix of database @p db, in @p a;
+ * *lenp its length. NULL when out of memory. */
+static unsigned char *cl_key_make(arena_t *a, int db, const void *suffix,
+                                  size_t suffix_len, size_t *lenp) {
+        unsigned char *k = sg_arena_alloc(a, 1 + suffix_len);
+        if (!k)
+                return NULL;
+        k[0] = (unsigned char)db;
+        memcpy(k + 1, suffix, suffix_len);
+        *lenp = 1 + suffix_len;
+        return k;
+}
+
+/* Splits changelog key @p key (input from the network) into *out, which
+ * points into @p key. false when the key is empty. */
+static bool cl_key_parse(const void *key, size_t key_len, cl_key_t *out) {
+        if (key_len < 1)
+                return false;
+        const unsigned char *k = key;
+        out->db = k[0];
+        out->suffix = k + 1;
+        out->suffix_len = key_len - 1;
+        return true;
+}
+
+/* ---- change capture → changelog effects ----------------------------------- */
+
+static part_t *part_of_key(sg_engine_t *e, const unsigned char *key,
+                           size_t key_len) {
+        for (size_t i = 0; i < e->part_cnt; i++) {
+                const sg_tp_t *tp = &e->parts[i].tp;
+                if (key_len >= tp->len && memcmp(key, tp->b, tp->len) == 0)
+                        return &e->parts[i];
+        }
+        return NULL;
+}
+
+/* One changelog effect per store key the batch changed (its last value, or
+ * a tombstone; semantics §6, both guarantees): exactly_once commits them
+ * with the batch's output in one Kafka transaction, at_least_once produces
+ * them once the output is delivered. */
+sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(e->txn, &ch);
+        for (size_t i = 0; i < n; i++) {
+                part_t *p = part_of_key(e, ch[i].key, ch[i].key_len);
+                if (!p)
+                        continue;
+                size_t klen;
+                unsigned char *k = cl_key_make(
+                    &e->arena, ch[i].db,
+                    (const unsigned char *)ch[i].key + p->tp.len,
+                    ch[i].key_len - p->tp.len, &klen);
+                sg_effect_t *ef = sg_eng_effect_new(e);
+                if (!k || !ef)
+                        return SG_ERR_NOMEM;
+                ef->kind = SG_EFFECT_CHANGELOG;
+                ef->topic = p->tc->changelog_topic;
+                ef->partition = p->partition;
+                ef->key = k;
+                ef->key_len = klen;
+                if (ch[i].value) {
+                        ef->value = sg_arena_dup(&e->arena, ch[i].value,
+                                              ch[i].value_len);
+                        ef->value_len = ch[i].value_len;
+                        if (!ef->value)
+                                return SG_ERR_NOMEM;
+                }
+                size_t idx = (size_t)(ef - e->effects);
+                if (idx >= e->effect_part_size) {
+                        size_t sz = e->effect_size;
+                        part_t **np = realloc(e->effect_part, sz * sizeof(*np));
+                        if (!np)
+                                return SG_ERR_NOMEM;
+                        e->effect_part = np;
+                        e->effect_part_size = sz;
+                }
+                e->effect_part[idx] = p;
+        }
+        return SG_OK;
+}
+
+void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
+        sg_engine_t *e = opaque;
+        if (index >= e->effect_cnt)
+                return;
+        /* processor.h: delivered() comes once for each delivered effect */
+        assert(!e->effect_src[index].delivered && "effect delivered twice");
+        e->effect_src[index].delivered = true;
+        if (e->effects[index].kind != SG_EFFECT_CHANGELOG ||
+            index >= e->effect_part_size)
+                return;
+        part_t *p = e->effect_part[index];
+        if (offset > p->cl_last)
+                p->cl_last = offset;
+}
+
+/* ---- restore from the changelog (both guarantees, semantics §6) ---------
+ *
+ * On every assignment, before the partition's input is processed, the loop
+ * reads the partition's changelog from the store's checkpoint (or from the
+ * start, when the checkpoint is missing or older than the log) to its
+ * read_committed end, and the engine applies each record to LMDB. The
+ * restore commits every SG_RESTORE_COMMIT_EVERY records with the checkpoint
+ * of what it has applied, so a crash mid-restore resumes where it stopped. */
+
+#define SG_RESTORE_COMMIT_EVERY 100000
+
+static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
+                                   char *errstr, size_t errstr_size) {
+        sg_meta_rec_t m;
+        sg_err_t err = sg_meta_get(e->rtxn, &p->tp, &m);
+        if (err == SG_ERR_NOT_FOUND) {
+                memset(&m, 0, sizeof(m));
+                snprintf(m.group, sizeof(m.group), "%s",
+                         e->conf->group_id ? e->conf->group_id : "");
+                m.input_offset = -1;
+                m.clock_ms = sg_eng_clock(e);
+        } else if (err) {
+                return err;
+        }
+        /* the restored meta carries the writer's key fingerprint */
+        bool changed;
+        if ((err = sg_eng_fp_check(e, p, &m, &changed, errstr, errstr_size)))
+                return err;
+        m.changelog_offset = next;
+        m.changelog_epoch = p->cl_epoch;
+        if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
+                return err;
+        err = sg_txn_commit(e->rtxn, errstr, errstr_size);
+        e->rtxn = NULL;
+        if (err)
+                return err;
+        p->meta = m;
+        p->work = m;
+        sg_eng_clock_floor(e, m.clock_ms);
+        return SG_OK;
+}
+
+sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
+                                  int32_t partition, int64_t log_start,
+                                  int64_t log_end, int64_t *offsetp,
+                                  char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        if (!p) {
+                sg_errf(errstr, errstr_size,
+                        "restore of %s [%d] before its assignment", topic,
+                        partition);
+                return SG_ERR_INVALID;
+        }
+        sg_txn_abort(e->rtxn);
+        e->rtxn = NULL;
+        e->restore_cnt = 0;
+        sg_err_t err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                    errstr_size);
+        if (err)
+                return err;
+        sg_meta_rec_t m;
+        err = sg_meta_get(e->rtxn, &p->tp, &m);
+        int64_t cp = err == SG_OK ? m.changelog_offset : -1;
+        if (err && err != SG_ERR_NOT_FOUND) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+                return err;
+        }
+        if (cp >= log_start && cp <= log_end) {
+                *offsetp = cp; /* the delta only */
+                p->cl_epoch = m.changelog_epoch;
+                return SG_OK;
+        }
+        p->cl_epoch = -1;
+        /* no usable checkpoint (new here, or the log moved on): rebuild the
+         * partition's state from the whole changelog */
+        if ((err = sg_store_partition_drop(e->rtxn, &p->tp, errstr,
+                                           errstr_size))) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+                return err;
+        }
+        *offsetp = log_start;
+        return SG_OK;
+}
+
+sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
+                                  int32_t partition, int64_t offset,
+                                  const void *key, size_t key_len,
+                                  const void *value, size_t value_len,
+                                  char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        sg_err_t err = SG_OK;
+        cl_key_t ck;
+        if (!p || !e->rtxn) {
+                sg_errf(errstr, errstr_size, "no restore open for %s [%d]",
+                        topic, partition);
+                err = SG_ERR_INVALID;
+        } else if (!cl_key_parse(key, key_len, &ck)) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%d] offset %" PRId64
+                        ": empty key",
+                        p->tc->changelog_topic, partition, offset);
+                err = SG_ERR_INVALID;
+        } else {
+                /* a record that does not decode (or cannot be written)
+                 * stops the restore, named by changelog, partition, offset */
+                char why[400] = "";
+                err = sg_store_apply_change(e->rtxn, &p->tp, ck.db, ck.suffix,
+                                            ck.suffix_len, value, value_len,
+                                            why, sizeof(why));
+                if (err)
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%d] offset %" PRId64 ": %s",
+                                p->tc->changelog_topic, partition, offset,
+                                why[0] ? why : sg_err2str(err));
+        }
+        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+                err = restore_checkpoint(e, p, offset + 1, errstr,
+                                         errstr_size);
+                if (!err)
+                        err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
+                                           errstr_size);
+        }
+        if (err) {
+                /* every error ends here: no write transaction may stay open
+                 * (the loop grows the map on SG_ERR_MAP_FULL and restarts
+                 * from restore_begin; anything else stops the restore) */
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+        }
+        return err;
+}
+
+sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
+                                int32_t partition, int64_t end_offset,
+                                char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        if (!p || !e->rtxn) {
+                sg_errf(errstr, errstr_size, "no restore open for %s [%d]",
+                        topic, partition);
+                return SG_ERR_INVALID;
+        }
+        sg_err_t err = restore_checkpoint(e, p, end_offset, errstr,
+                                          errstr_size);
+        if (err) {
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+        }
+        return err;
+}
+
+/* at_least_once changelog fencing (kafka.h): the epoch kept with the
+ * checkpoint restore_begin returned (restore_begin reads it; -1 after a full
+ * restore's drop, or none), and the one to keep with the checkpoints from
+ * now on. */
+int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
+                                       int32_t partition) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        return p ? p->cl_epoch : -1;
+}
+
+void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
+                                    int32_t partition, int64_t epoch) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        if (p)
+                p->cl_epoch = epoch;
+}
+
+/* The committed value of the store key a changelog record names (its key:
+ * the database byte, then the LMDB key without the partition prefix), for
+ * the at_least_once repair (kafka.h). *valuep: malloc'd copy, or NULL when
+ * the key is absent (a tombstone). No batch or restore may be open. */
+sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
+                                    int32_t partition, const void *key,
+                                    size_t key_len, void **valuep,
+                                    size_t *value_lenp, char *errstr,
+                                    size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        *valuep = NULL;
+        *value_lenp = 0;
+        cl_key_t ck;
+        bool parsed = cl_key_parse(key, key_len, &ck);
+        if (!p || !parsed || e->txn || e->rtxn) {
+                sg_errf(errstr, errstr_size,
+                        "changelog value of %s [%d]: %s", topic, partition,
+                        !p ? "partition not assigned"
+                        : !parsed ? "empty key"
+                                      : "a batch or restore is open");
+                return SG_ERR_INVALID;
+        }
+        sg_txn_t *txn;
+        sg_err_t err = sg_txn_begin(e->store, false, &txn, errstr, errstr_size);
+        if (err)
+                return err;
+        const void *v;
+        size_t vl;
+        err = sg_store_get_change(txn, &p->tp, ck.db, ck.suffix, ck.suffix_len,
+                                  &v, &vl);
+        if (err == SG_OK) {
+                if (!(*valuep = malloc(vl ? vl : 1)))
+                        err = SG_ERR_NOMEM;
+                else {
+                        memcpy(*valuep, v, vl);
+                        *value_lenp = vl;
+                }
+        } else if (err == SG_ERR_NOT_FOUND) {
+                err = SG_OK;
+        } else {
+                sg_errf(errstr, errstr_size,
+                        "changelog value of %s [%d]: %s", topic, partition,
+                        sg_err2str(err));
+        }
+        sg_txn_abort(txn);
+        return err;
+}

@@ -1,0 +1,330 @@
+/*
+ * engine_park.c — one aggregate's records in the store: its idempotency
+ * keys (dedup records), its aggregate record, and its parked events
+ * (semantics §3 row 8): park / unpark, the drain that decides what L now
+ * allows, the advance to a version a snapshot or release vouches for, and
+ * the gap policies when a gap deadline passes (semantics §4 step 2).
+ *
+ * Everything here runs inside the batch's write transaction (e->txn).
+ */
+#include "engine_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- dedup records ------------------------------------------------------ */
+
+/* Records the idempotency key with @p verdict. @p digest NULL: the key is
+ * already recorded (a parked event leaving the park): only its verdict
+ * changes, first-seen time and expiry stay. */
+sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
+                           const unsigned char *digest, uint8_t verdict,
+                           char *errstr, size_t errstr_size) {
+        sg_dedup_rec_t r;
+        sg_err_t err;
+        bool found;
+        if (e->dk_valid && memcmp(e->dk_hash, kh, 32) == 0) {
+                /* sg_eng_judge() just read this key: no second lookup */
+                found = e->dk_found;
+                r = e->dk_rec;
+        } else {
+                err = sg_dedup_get(e->txn, &p->tp, kh, &r);
+                if (err && err != SG_ERR_NOT_FOUND) {
+                        sg_errf(errstr, errstr_size, "dedup read failed");
+                        return err;
+                }
+                found = err == SG_OK;
+        }
+        e->dk_valid = false;
+        sg_dedup_rec_t old = r;
+        if (!digest) {
+                if (!found)
+                        return SG_OK;
+                r.verdict = verdict;
+        } else if (found && r.expiry_ms > e->now) {
+                r.verdict = verdict; /* a replay judged again */
+        } else {
+                memcpy(r.digest, digest, 32);
+                r.verdict = verdict;
+                r.first_seen_ms = e->now;
+                r.expiry_ms = e->now + p->tc->dedup_ttl_ms;
+        }
+        return sg_dedup_put_known(e->txn, &p->tp, kh, &r, found ? &old : NULL,
+                                  errstr, errstr_size);
+}
+
+/* ---- aggregates --------------------------------------------------------- */
+
+sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
+                         size_t id_len, agg_ctx_t *a) {
+        sg_sha256(id, id_len, a->hash);
+        sg_err_t err = sg_agg_get(e->txn, &p->tp, a->hash, &a->rec);
+        if (err == SG_ERR_NOT_FOUND) {
+                memset(&a->rec, 0, sizeof(a->rec));
+                if (p->tc->sm.enabled)
+                        snprintf(a->rec.state, sizeof(a->rec.state), "%s",
+                                 p->tc->sm.initial);
+                size_t n = id_len < sizeof(a->rec.aggregate) - 1
+                               ? id_len
+                               : sizeof(a->rec.aggregate) - 1;
+                memcpy(a->rec.aggregate, id, n);
+                a->rec.aggregate[n] = '\0';
+                a->rec.aggregate_len = n;
+                a->exists = false;
+                err = SG_OK;
+        } else {
+                a->exists = true;
+        }
+        a->old_since = sg_agg_indexed_since(&a->rec);
+        return err;
+}
+
+sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                         char *errstr, size_t errstr_size) {
+        sg_err_t err = sg_agg_put(e->txn, &p->tp, a->hash, &a->rec,
+                                  a->old_since, errstr, errstr_size);
+        if (!err) {
+                a->old_since = sg_agg_indexed_since(&a->rec);
+                a->exists = true;
+        }
+        return err;
+}
+
+/* ---- parked events: unpark, drain, advance -------------------------------- */
+
+/* Builds a subject from a parked record, copying it out of LMDB memory. */
+static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
+                                    const sg_parked_rec_t *r, subject_t *s,
+                                    char **typep) {
+        memset(s, 0, sizeof(*s));
+        s->part = p;
+        s->offset = r->offset;
+        s->timestamp_ms = r->timestamp_ms;
+        if (r->key) {
+                s->key = sg_arena_dup(&e->arena, r->key, r->key_len);
+                s->key_len = r->key_len;
+        }
+        if (r->value) {
+                s->value = sg_arena_dup(&e->arena, r->value, r->value_len);
+                s->value_len = r->value_len;
+        }
+        *typep = NULL;
+        if (r->type) {
+                *typep = sg_arena_alloc(&e->arena, r->type_len + 1);
+                if (!*typep)
+                        return SG_ERR_NOMEM;
+                memcpy(*typep, r->type, r->type_len);
+                (*typep)[r->type_len] = '\0';
+        }
+        if (r->headers && r->headers_len >= 4) {
+                void *blob = sg_arena_dup(&e->arena, r->headers, r->headers_len);
+                size_t cnt = r->header_cnt; /* the decoder checked the block */
+                sg_header_t *h = sg_arena_alloc(&e->arena,
+                                             (cnt ? cnt : 1) * sizeof(*h));
+                if (!blob || !h)
+                        return SG_ERR_NOMEM;
+                ssize_t n = sg_headers_parse(blob, r->headers_len, h, cnt);
+                if (n < 0)
+                        return SG_ERR_STORE;
+                s->headers = h;
+                s->header_cnt = (size_t)n;
+        }
+        if ((r->key && !s->key) || (r->value && !s->value))
+                return SG_ERR_NOMEM;
+        return SG_OK;
+}
+
+/* Takes a parked event of aggregate @p a out of the store into subject @p s
+ * (copied out of LMDB memory): version @p v exactly or, when @p lowest, the
+ * lowest parked version if it is <= @p v. *vp receives its version.
+ * SG_ERR_NOT_FOUND when there is none. */
+static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
+                       uint64_t v, uint64_t *vp, subject_t *s, char **typep,
+                       unsigned char kh[32], char *errstr,
+                       size_t errstr_size) {
+        sg_parked_rec_t pr, *r = &pr;
+        uint64_t got = v;
+        if (a->rec.parked_cnt == 0)
+                return SG_ERR_NOT_FOUND;
+        sg_err_t err = lowest ? sg_parked_first(e->txn, &p->tp, a->hash, &got, r)
+                              : sg_parked_get(e->txn, &p->tp, a->hash, v, r);
+        if (err)
+                return err;
+        if (got > v)
+                return SG_ERR_NOT_FOUND;
+        *vp = got;
+        size_t bytes = (r->key ? r->key_len : 0) +
+                       (r->value ? r->value_len : 0) +
+                       (r->headers ? r->headers_len : 0);
+        memcpy(kh, r->key_hash, 32);
+        if ((err = subject_from_parked(e, p, r, s, typep)))
+                return err;
+        if ((err = sg_parked_del(e->txn, &p->tp, a->hash, got, errstr,
+                                 errstr_size)))
+                return err;
+        a->rec.parked_cnt--;
+        a->rec.parked_bytes -= bytes < a->rec.parked_bytes ? bytes
+                                                           : a->rec.parked_bytes;
+        p->work.parked_cnt--;
+        p->work.parked_bytes -= bytes < p->work.parked_bytes
+                                    ? bytes
+                                    : p->work.parked_bytes;
+        return SG_OK;
+}
+
+/* Recomputes the aggregate's gap deadline base after parked events left. */
+static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
+        if (a->rec.parked_cnt == 0) {
+                a->rec.parked_since_ms = 0;
+                a->rec.parked_bytes = 0;
+                return SG_OK;
+        }
+        return sg_parked_oldest(e->txn, &p->tp, a->hash,
+                                &a->rec.parked_since_ms);
+}
+
+/* Decides every parked event the aggregate's L now allows (semantics §3
+ * drain): first the ones at or below L — a snapshot, a release or a
+ * latest_wins apply moved L past them, so they are superseded (dropped,
+ * counted, their keys kept as seen) — then L+1, L+2, ... through rows
+ * 6–7. Afterwards every parked event is above L+1: the invariant that
+ * keeps a parked version from ever being applied below L. */
+sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+                      size_t errstr_size) {
+        sg_err_t err = SG_ERR_NOT_FOUND;
+        bool changed = false;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while (a->rec.has_last &&
+               (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
+                changed = true;
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
+                                      errstr_size)))
+                        return err;
+                e->delta.snapshot_superseded_total++;
+        }
+        if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
+                return err;
+        while (agg_open(a) &&
+               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
+                changed = true;
+                const char *gh = NULL, *gv = NULL;
+                if (a->rec.skip_from) {
+                        gh = SG_H_GAP_SKIPPED;
+                        gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
+                                          a->rec.skip_from, a->rec.skip_to);
+                        a->rec.skip_from = a->rec.skip_to = 0;
+                }
+                uint8_t verdict;
+                if ((err = sg_eng_apply_in_order(e, p, a, &s, v, type, gh, gv,
+                                          &verdict, errstr, errstr_size)))
+                        return err;
+                if ((err = sg_eng_record_key(e, p, kh, NULL, verdict, errstr,
+                                      errstr_size)))
+                        return err;
+        }
+        if (agg_open(a) && err != SG_ERR_NOT_FOUND)
+                return err;
+        return changed ? refresh_since(e, p, a) : SG_OK;
+}
+
+/* Moves the aggregate to version @p S that its authority (a snapshot) or an
+ * operator (a release) vouches for: L = S unless L is already higher (L
+ * never decreases), parked events <= S are superseded, S+1, ... drain, and
+ * what is still parked waits above a new gap with a fresh deadline. */
+sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            uint64_t S, char *errstr, size_t errstr_size) {
+        if (!a->rec.has_last || S > a->rec.last_version)
+                agg_set_last(a, S);
+        sg_err_t err = sg_eng_drain(e, p, a, errstr, errstr_size);
+        if (err)
+                return err;
+        if (a->rec.parked_cnt > 0) {
+                a->rec.parked_since_ms = e->now;
+                e->delta.event_sequence_gaps_total++;
+        } else {
+                a->rec.parked_since_ms = 0;
+        }
+        return SG_OK;
+}
+
+/* ---- gap deadlines ------------------------------------------------------- */
+
+sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                         char *errstr, size_t errstr_size) {
+        const sg_topic_config_t *tc = p->tc;
+        sg_err_t err;
+        uint64_t next = agg_next(p, a);
+        e->delta.gap_timeouts_total++;
+        p->touched = true;
+        sg_eng_log(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
+             a->rec.aggregate, "waiting_for", LF_U64, next, "parked", LF_U64,
+             (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
+             e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
+             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq", NULL);
+        if (tc->gap_policy == SG_GAP_SKIP) {
+                uint64_t low;
+                if ((err = sg_parked_first(e->txn, &p->tp, a->hash, &low,
+                                           NULL)))
+                        return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+                /* every parked version is above L+1 (drain's invariant),
+                 * so low - 1 > L: L moves up, never down */
+                if (low > next) {
+                        a->rec.skip_from = next;
+                        a->rec.skip_to = low - 1;
+                        e->delta.skipped_versions_total += low - next;
+                }
+                if (!a->rec.has_last || low - 1 > a->rec.last_version)
+                        agg_set_last(a, low - 1);
+                if ((err = sg_eng_drain(e, p, a, errstr, errstr_size)))
+                        return err;
+                return sg_eng_agg_save(e, p, a, errstr, errstr_size);
+        }
+        /* gap_policy dlq: everything parked goes to the DLQ, in version
+         * order, and the aggregate is quarantined (row 4). */
+        int64_t waited = e->now - a->rec.parked_since_ms;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
+                             errstr, errstr_size)) == SG_OK) {
+                dlq_info_t d = {
+                    .reason = SG_R_GAP_TIMEOUT,
+                    .aggregate = a->rec.aggregate,
+                    .has_versions = true,
+                    .expected = next,
+                    .actual = v,
+                    .state = a->rec.state,
+                    .detail = sg_arena_printf(
+                        &e->arena,
+                        "version %" PRIu64 " waited %" PRId64
+                        " ms for version %" PRIu64 " (gap_timeout_ms %" PRId64
+                        "); aggregate quarantined",
+                        v, waited, next, tc->gap_timeout_ms),
+                };
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
+                        return err;
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
+                                      errstr_size)))
+                        return err;
+        }
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
+        a->rec.parked_cnt = 0;
+        a->rec.parked_bytes = 0;
+        a->rec.parked_since_ms = 0;
+        if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
+                a->rec.flags |= SG_AGG_QUARANTINED;
+                p->work.quarantined++;
+                sg_eng_log(e, SG_LOG_WARNING, "aggregate_quarantined", p,
+                     "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
+                     LF_U64, next, NULL);
+        }
+        return sg_eng_agg_save(e, p, a, errstr, errstr_size);
+}
