@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,23 @@ static int write_op(sg_txn_t *t, unsigned op) {
         if (rc)
                 t->failed = rc;
         return rc;
+}
+
+sg_err_t sg_txn_fail(sg_txn_t *t, sg_err_t err, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->errdetail, sizeof(t->errdetail), fmt, ap);
+        va_end(ap);
+        return err;
+}
+
+sg_err_t sg_txn_lmdb_err(sg_txn_t *t, int rc, const char *what, char *errstr,
+                         size_t errstr_size) {
+        sg_err_t err = sg_lmdb_err(rc, what, t->errdetail,
+                                   sizeof(t->errdetail));
+        if (err != SG_ERR_NOT_FOUND)
+                sg_errf(errstr, errstr_size, "%s", t->errdetail);
+        return err;
 }
 
 int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
@@ -363,6 +381,8 @@ void sg_txn_abort(sg_txn_t *t) {
 
 void sg_txn_capture(sg_txn_t *t, bool on) { t->capture = on; }
 
+const char *sg_txn_errdetail(const sg_txn_t *t) { return t->errdetail; }
+
 static int change_cmp(const void *a, const void *b) {
         const change_t *x = a, *y = b;
         if (x->db != y->db)
@@ -419,7 +439,8 @@ sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
         MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
         int rc = sg_lmdb_put(t, db, &key, &val, 0);
         if (rc)
-                return sg_lmdb_err(rc, db_name(db), errstr, errstr_size);
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
+                                       errstr_size);
         return sg_change_capture(t, db, k, klen, v ? v : "", vlen);
 }
 
@@ -427,7 +448,11 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
                     MDB_val *val) {
         MDB_val key = {klen, (void *)k};
         int rc = lmdb_get(t, db, &key, val);
-        return rc ? sg_lmdb_err(rc, db_name(db), NULL, 0) : SG_OK;
+        if (!rc)
+                return SG_OK;
+        char what[32];
+        sg_errf(what, sizeof(what), "%s get", db_name(db));
+        return sg_txn_lmdb_err(t, rc, what, NULL, 0);
 }
 
 sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
@@ -437,7 +462,8 @@ sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
         if (rc)
-                return sg_lmdb_err(rc, db_name(db), errstr, errstr_size);
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
+                                       errstr_size);
         return sg_change_capture(t, db, k, klen, NULL, 0);
 }
 

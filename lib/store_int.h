@@ -67,6 +67,7 @@ struct sg_txn {
         size_t change_cnt, change_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
+        char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
 
 /* The databases whose writes are state (the others are indexes derived from
@@ -121,6 +122,22 @@ static inline size_t key2(unsigned char *buf, const sg_tp_t *tp,
 /* A local read found a value seqgate did not write. */
 static inline sg_err_t corrupt(sg_err_t err) {
         return err == SG_ERR_INVALID ? SG_ERR_STORE : err;
+}
+
+/* Sets @p t's last-error detail (sg_txn_errdetail) and returns @p err
+ * (store.c). */
+sg_err_t sg_txn_fail(sg_txn_t *t, sg_err_t err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* sg_lmdb_err that also sets @p t's detail (unless SG_ERR_NOT_FOUND), the
+ * same text as errstr's (store.c). */
+sg_err_t sg_txn_lmdb_err(sg_txn_t *t, int rc, const char *what, char *errstr,
+                         size_t errstr_size);
+/* A stored value's decoding (@p err, the decoder's reason @p why): a value
+ * seqgate did not write is SG_ERR_STORE, with the reason as @p t's detail. */
+static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
+        return err ? sg_txn_fail(t, corrupt(err), "corrupt stored value: %s",
+                                 why)
+                   : SG_OK;
 }
 
 /* ---- value formats ------------------------------------------------------ */
@@ -196,8 +213,12 @@ static inline sg_err_t refuse(char *errstr, size_t errstr_size,
 
 /* The value was read whole: neither truncated nor followed by more bytes. */
 
-static inline sg_err_t parked_decode(const MDB_val *v, sg_parked_rec_t *out) {
-        return corrupt(sg_parked_decode(v->mv_data, v->mv_size, out, NULL, 0));
+static inline sg_err_t parked_decode(sg_txn_t *t, const MDB_val *v,
+                                     sg_parked_rec_t *out) {
+        char why[160];
+        return stored(t, sg_parked_decode(v->mv_data, v->mv_size, out, why,
+                                          sizeof(why)),
+                      why);
 }
 
 #endif /* SEQGATE_STORE_INT_H */

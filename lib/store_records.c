@@ -24,7 +24,9 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = sg_db_get(t, DB_DEDUP, k, klen, &v);
         if (err)
                 return err;
-        return corrupt(sg_dedup_decode(v.mv_data, v.mv_size, out, NULL, 0));
+        char why[160];
+        err = sg_dedup_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
 }
 
 sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
@@ -79,7 +81,9 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         sg_err_t err = sg_db_get(t, DB_AGG, k, klen, &v);
         if (err)
                 return err;
-        return corrupt(sg_agg_decode(v.mv_data, v.mv_size, out, NULL, 0));
+        char why[160];
+        err = sg_agg_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
 }
 
 static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
@@ -156,7 +160,7 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         MDB_val key = {klen, k}, val = {total, NULL};
         int rc = sg_lmdb_put(t, DB_PARKED, &key, &val, MDB_RESERVE);
         if (rc)
-                return sg_lmdb_err(rc, "parked", errstr, errstr_size);
+                return sg_txn_lmdb_err(t, rc, "parked", errstr, errstr_size);
         unsigned char *p = val.mv_data;
         put_u64(p, (uint64_t)r->parked_at_ms);
         put_u64(p + 8, (uint64_t)r->offset);
@@ -185,7 +189,7 @@ sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
         size_t klen = key2(k, tp, ah, 32, vb, 8);
         MDB_val v;
         sg_err_t err = sg_db_get(t, DB_PARKED, k, klen, &v);
-        return err ? err : parked_decode(&v, out);
+        return err ? err : parked_decode(t, &v, out);
 }
 
 sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
@@ -204,7 +208,9 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         sg_err_t err = sg_db_get(t, DB_META, tp->b, tp->len, &v);
         if (err)
                 return err;
-        return corrupt(sg_meta_decode(v.mv_data, v.mv_size, out, NULL, 0));
+        char why[160];
+        err = sg_meta_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
@@ -253,7 +259,9 @@ sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
         sg_err_t err = sg_db_get(t, DB_SNAPREQ, k, klen, &v);
         if (err)
                 return err;
-        return corrupt(sg_snapreq_decode(v.mv_data, v.mv_size, out, NULL, 0));
+        char why[160];
+        err = sg_snapreq_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
 }
 
 sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,

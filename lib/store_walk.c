@@ -8,6 +8,13 @@
 
 #include <errno.h>
 
+/* An LMDB error @p rc of a cursor on database @p db, where the walk's
+ * result is SG_ERR_STORE whatever the error: the detail in @p t. */
+static sg_err_t cursor_err(sg_txn_t *t, int db, int rc) {
+        return sg_txn_fail(t, SG_ERR_STORE, "LMDB %s cursor: %s", db_name(db),
+                           mdb_strerror(rc));
+}
+
 sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                         int64_t ttl_ms, int max, int *removedp, char *errstr,
                         size_t errstr_size) {
@@ -17,7 +24,7 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                 MDB_cursor *cur;
                 int rc = sg_lmdb_cursor_open(t, DB_EXPIRY, &cur);
                 if (rc)
-                        return sg_lmdb_err(rc, "expiry cursor", errstr,
+                        return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
                                            errstr_size);
                 MDB_val key = {tp->len, (void *)tp->b}, val;
                 rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
@@ -28,7 +35,7 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                 }
                 if (rc) {
                         mdb_cursor_close(cur);
-                        return sg_lmdb_err(rc, "expiry cursor", errstr,
+                        return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
                                            errstr_size);
                 }
                 unsigned char ek[SG_TP_MAX + 64];
@@ -79,16 +86,16 @@ sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, DB_PARKED, rc);
         MDB_val key = {plen, k}, val;
         rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
         sg_err_t err = SG_ERR_NOT_FOUND;
         if (rc == 0 && key.mv_size == plen + 8 &&
             memcmp(key.mv_data, k, plen) == 0) {
                 *versionp = get_u64((const unsigned char *)key.mv_data + plen);
-                err = out ? parked_decode(&val, out) : SG_OK;
+                err = out ? parked_decode(t, &val, out) : SG_OK;
         } else if (rc && rc != MDB_NOTFOUND) {
-                err = SG_ERR_STORE;
+                err = cursor_err(t, DB_PARKED, rc);
         }
         mdb_cursor_close(cur);
         return err;
@@ -104,7 +111,7 @@ static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, db, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, db, rc);
         MDB_val key = {tp->len, (void *)tp->b}, val;
         rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
         sg_err_t err = SG_ERR_NOT_FOUND;
@@ -118,7 +125,7 @@ static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
                         err = SG_OK;
                 }
         } else if (rc && rc != MDB_NOTFOUND) {
-                err = SG_ERR_STORE;
+                err = cursor_err(t, db, rc);
         }
         mdb_cursor_close(cur);
         return err;
@@ -135,7 +142,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
         *countp = 0;
         int rc = sg_lmdb_cursor_open(t, DB_SINCE, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, DB_SINCE, rc);
         MDB_val key = {tp->len, (void *)tp->b}, val;
         rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
         while (rc == 0 && *countp < max && key.mv_size == tp->len + 40 &&
@@ -148,7 +155,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
                 rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
         }
         mdb_cursor_close(cur);
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return rc && rc != MDB_NOTFOUND ? cursor_err(t, DB_SINCE, rc) : SG_OK;
 }
 
 sg_err_t sg_snapdue_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
@@ -162,7 +169,8 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                 MDB_cursor *cur;
                 int rc = sg_lmdb_cursor_open(t, db, &cur);
                 if (rc)
-                        return sg_lmdb_err(rc, "drop", errstr, errstr_size);
+                        return sg_txn_lmdb_err(t, rc, "drop", errstr,
+                                               errstr_size);
                 MDB_val key = {tp->len, (void *)tp->b}, val;
                 rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
                 while (rc == 0 && key.mv_size >= tp->len &&
@@ -175,7 +183,8 @@ sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                 }
                 mdb_cursor_close(cur);
                 if (rc && rc != MDB_NOTFOUND)
-                        return sg_lmdb_err(rc, "drop", errstr, errstr_size);
+                        return sg_txn_lmdb_err(t, rc, "drop", errstr,
+                                               errstr_size);
         }
         return SG_OK;
 }
@@ -184,7 +193,7 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, DB_META, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, DB_META, rc);
         MDB_val key, val;
         sg_err_t err = SG_OK;
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
@@ -193,7 +202,10 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
                 /* key = tp = topic length | topic | partition (BE) */
                 if (key.mv_size < 5 || key.mv_size != (size_t)k[0] + 5 ||
                     key.mv_size > SG_TP_MAX) {
-                        err = SG_ERR_STORE;
+                        err = sg_txn_fail(t, SG_ERR_STORE,
+                                          "meta key of %zu bytes is not a "
+                                          "partition",
+                                          key.mv_size);
                         break;
                 }
                 char topic[256];
@@ -212,7 +224,7 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         mdb_cursor_close(cur);
         if (err)
                 return err;
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return rc && rc != MDB_NOTFOUND ? cursor_err(t, DB_META, rc) : SG_OK;
 }
 
 /* Walks the keys tp | aggregate hash of database @p db (agg, snapreq) in
@@ -225,7 +237,7 @@ static sg_err_t agg_keys_walk(sg_txn_t *t, int db, const sg_tp_t *tp,
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, db, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, db, rc);
         MDB_val key = {tp->len, (void *)tp->b}, val;
         sg_err_t err = SG_OK;
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
@@ -233,7 +245,10 @@ static sg_err_t agg_keys_walk(sg_txn_t *t, int db, const sg_tp_t *tp,
              memcmp(key.mv_data, tp->b, tp->len) == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 if (key.mv_size != tp->len + 32) {
-                        err = SG_ERR_STORE;
+                        err = sg_txn_fail(t, SG_ERR_STORE,
+                                          "%s key of %zu bytes is not the "
+                                          "partition's and a hash",
+                                          db_name(db), key.mv_size);
                         break;
                 }
                 unsigned char ah[32];
@@ -247,7 +262,7 @@ static sg_err_t agg_keys_walk(sg_txn_t *t, int db, const sg_tp_t *tp,
         mdb_cursor_close(cur);
         if (err)
                 return err;
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return rc && rc != MDB_NOTFOUND ? cursor_err(t, db, rc) : SG_OK;
 }
 
 typedef struct agg_walk {
@@ -273,8 +288,11 @@ static int snapreq_visit(void *ctx, const unsigned char ah[32],
                          const MDB_val *val) {
         agg_walk_t *w = ctx;
         sg_snapreq_rec_t rec;
-        sg_err_t err = corrupt(
-                sg_snapreq_decode(val->mv_data, val->mv_size, &rec, NULL, 0));
+        char why[160];
+        sg_err_t err = stored(w->t,
+                              sg_snapreq_decode(val->mv_data, val->mv_size,
+                                                &rec, why, sizeof(why)),
+                              why);
         if (err)
                 return err;
         return w->req_cb(w->opaque, ah, &rec) ? 1 : 0;
@@ -315,7 +333,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
-                return SG_ERR_STORE;
+                return cursor_err(t, DB_PARKED, rc);
         MDB_val key = {plen, k}, val;
         sg_err_t err = SG_OK;
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
@@ -323,7 +341,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
              memcmp(key.mv_data, k, plen) == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 sg_parked_rec_t rec;
-                if ((err = parked_decode(&val, &rec)))
+                if ((err = parked_decode(t, &val, &rec)))
                         break;
                 uint64_t version =
                     get_u64((const unsigned char *)key.mv_data + plen);
@@ -333,7 +351,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         mdb_cursor_close(cur);
         if (err)
                 return err;
-        return rc && rc != MDB_NOTFOUND ? SG_ERR_STORE : SG_OK;
+        return rc && rc != MDB_NOTFOUND ? cursor_err(t, DB_PARKED, rc) : SG_OK;
 }
 
 sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
@@ -342,8 +360,8 @@ sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
                 MDB_cursor *cur;
                 int rc = sg_lmdb_cursor_open(t, db, &cur);
                 if (rc)
-                        return sg_lmdb_err(rc, db_name(db), errstr,
-                                           errstr_size);
+                        return sg_txn_lmdb_err(t, rc, db_name(db),
+                                               errstr, errstr_size);
                 MDB_val key, val;
                 bool stopped = false;
                 for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
@@ -358,8 +376,8 @@ sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
                 if (stopped)
                         return SG_OK;
                 if (rc != MDB_NOTFOUND)
-                        return sg_lmdb_err(rc, db_name(db), errstr,
-                                           errstr_size);
+                        return sg_txn_lmdb_err(t, rc, db_name(db),
+                                               errstr, errstr_size);
         }
         return SG_OK;
 }
