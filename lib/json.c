@@ -224,7 +224,7 @@ static int stop(sg_json_doc_t *d, const char *fmt, ...)
         if (!d->failed && !d->nomem) {
                 va_list ap;
                 va_start(ap, fmt);
-                vsnprintf(d->why, sizeof(d->why), fmt, ap);
+                sg_verrf(d->why, sizeof(d->why), fmt, ap);
                 va_end(ap);
                 d->failed = true;
                 d->fail_at = here(d);
@@ -702,7 +702,7 @@ static void yajl_why(sg_json_doc_t *d, char *buf, size_t size)
         n = strcspn(m, "\n");
         while (n > 0 && m[n - 1] == '.')
                 n--;
-        snprintf(buf, size, "%.*s", (int)n, m);
+        sg_errf(buf, size, "%.*s", (int)n, m);
         if (e)
                 yajl_free_error(d->hand, e);
 }
@@ -748,14 +748,14 @@ sg_err_t sg_json_parse(sg_json_doc_t *d, const char *text, size_t len,
                 d->hand = NULL;
                 if (d->ok)
                         return SG_OK;
-                snprintf(why, sizeof(why), "no value");
+                sg_errf(why, sizeof(why), "no value");
         } else if (d->nomem) {
                 yajl_free(d->hand);
                 d->hand = NULL;
                 return SG_ERR_NOMEM;
         } else if (d->failed) {
                 at = d->fail_at;
-                snprintf(why, sizeof(why), "%s", d->why);
+                sg_errf(why, sizeof(why), "%s", d->why);
         } else {
                 yajl_why(d, why, sizeof(why));
         }
@@ -874,24 +874,28 @@ const sg_json_node_t *sg_json_pointer_get(const sg_json_doc_t *d,
 /* Versions                                                             */
 /* ------------------------------------------------------------------ */
 
-/* 2^53: the largest integer up to which a double holds every integer. */
-static const char MAX_SAFE[] = "9007199254740992";
+/* Digits of SG_JSON_INT_MAX (2^53): longer number text is larger (no
+ * leading zeros), and 16 digits never overflow a uint64_t. */
+#define INT_MAX_DIGITS 16
+_Static_assert(SG_JSON_INT_MAX >= INT64_C(1000000000000000) &&
+                   SG_JSON_INT_MAX < INT64_C(10000000000000000),
+               "SG_JSON_INT_MAX has INT_MAX_DIGITS digits");
 
 sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out)
 {
         uint64_t v = 0;
 
-        if (!text || len == 0 || len > sizeof(MAX_SAFE) - 1)
+        if (!text || len == 0 || len > INT_MAX_DIGITS)
                 return SG_ERR_INVALID;
         for (size_t i = 0; i < len; i++)
                 if (text[i] < '0' || text[i] > '9')
                         return SG_ERR_INVALID; /* sign, fraction, exponent */
         if (len > 1 && text[0] == '0')
                 return SG_ERR_INVALID; /* not JSON number text */
-        if (len == sizeof(MAX_SAFE) - 1 && memcmp(text, MAX_SAFE, len) > 0)
-                return SG_ERR_INVALID;
         for (size_t i = 0; i < len; i++)
                 v = v * 10 + (uint64_t)(text[i] - '0');
+        if (v > (uint64_t)SG_JSON_INT_MAX)
+                return SG_ERR_INVALID;
         if (out)
                 *out = v;
         return SG_OK;

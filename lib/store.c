@@ -76,15 +76,15 @@ sg_err_t sg_lmdb_err(int rc, const char *what, char *errstr,
                      size_t errstr_size) {
         if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
                 if (errstr && errstr_size)
-                        snprintf(errstr, errstr_size, "%s: %s", what,
-                                 mdb_strerror(rc));
+                        sg_errf(errstr, errstr_size, "%s: %s", what,
+                                mdb_strerror(rc));
                 return SG_ERR_MAP_FULL;
         }
         if (rc == MDB_NOTFOUND)
                 return SG_ERR_NOT_FOUND;
         if (errstr && errstr_size)
-                snprintf(errstr, errstr_size, "LMDB %s: %s", what,
-                         mdb_strerror(rc));
+                sg_errf(errstr, errstr_size, "LMDB %s: %s", what,
+                        mdb_strerror(rc));
         return SG_ERR_STORE;
 }
 
@@ -119,7 +119,7 @@ static int write_op(sg_txn_t *t, unsigned op) {
 sg_err_t sg_txn_fail(sg_txn_t *t, sg_err_t err, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(t->errdetail, sizeof(t->errdetail), fmt, ap);
+        sg_verrf(t->errdetail, sizeof(t->errdetail), fmt, ap);
         va_end(ap);
         return err;
 }
@@ -236,8 +236,8 @@ static int mkdir_parents(const char *dir) {
 sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                        sg_store_t **storep, char *errstr, size_t errstr_size) {
         if (mkdir_parents(dir) != 0) {
-                snprintf(errstr, errstr_size, "data_dir %s: %s", dir,
-                         strerror(errno));
+                sg_errf(errstr, errstr_size, "data_dir %s: %s", dir,
+                        strerror(errno));
                 return SG_ERR_IO;
         }
         /* One writer per data_dir: two seqgate processes on one store would
@@ -246,16 +246,16 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         snprintf(lp, sizeof(lp), "%s/seqgate.lock", dir);
         int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
         if (fd < 0) {
-                snprintf(errstr, errstr_size, "data_dir %s: %s", dir,
-                         strerror(errno));
+                sg_errf(errstr, errstr_size, "data_dir %s: %s", dir,
+                        strerror(errno));
                 return SG_ERR_IO;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-                snprintf(errstr, errstr_size,
-                         "data_dir %s is in use by another seqgate process "
-                         "(%s is locked); give every instance its own "
-                         "data_dir",
-                         dir, lp);
+                sg_errf(errstr, errstr_size,
+                        "data_dir %s is in use by another seqgate process "
+                        "(%s is locked); give every instance its own "
+                        "data_dir",
+                        dir, lp);
                 close(fd);
                 return SG_ERR_IO;
         }
@@ -285,8 +285,8 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         *storep = s;
         return SG_OK;
 fail:
-        snprintf(errstr, errstr_size, "LMDB open %s: %s", dir,
-                 mdb_strerror(rc));
+        sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir,
+                mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
         close(s->lock_fd);
@@ -309,8 +309,8 @@ sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
         unsigned open = atomic_load(&s->txns_open);
         assert(open == 0 && "sg_store_grow with a transaction open");
         if (open) {
-                snprintf(errstr, errstr_size,
-                         "grow map: %u transaction(s) still open", open);
+                sg_errf(errstr, errstr_size,
+                        "grow map: %u transaction(s) still open", open);
                 return SG_ERR_INVALID;
         }
         MDB_envinfo info;
@@ -489,12 +489,12 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         return SG_OK;
 fail:
         if (rc == ENOENT || rc == MDB_NOTFOUND)
-                snprintf(errstr, errstr_size,
-                         "no seqgate store in %s (%s: %s)", dir, what,
-                         rc == ENOENT ? "no data.mdb" : "database missing");
+                sg_errf(errstr, errstr_size,
+                        "no seqgate store in %s (%s: %s)", dir, what,
+                        rc == ENOENT ? "no data.mdb" : "database missing");
         else
-                snprintf(errstr, errstr_size, "LMDB %s %s: %s", what, dir,
-                         mdb_strerror(rc));
+                sg_errf(errstr, errstr_size, "LMDB %s %s: %s", what, dir,
+                        mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
         free(s);

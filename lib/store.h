@@ -57,7 +57,7 @@ void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
  * below a restored one, and arithmetic on such a time would overflow.
  */
 #define SG_TIME_MAX_MS INT64_C(253402300799999)
-#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + INT64_C(9007199254740992))
+#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + SG_JSON_INT_MAX)
 
 /** Dedup verdicts (what the key was recorded with). */
 typedef enum sg_dedup_verdict {

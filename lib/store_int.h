@@ -15,7 +15,6 @@
 #include <lmdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
 enum {
@@ -202,12 +201,10 @@ static inline sg_err_t refuse(char *errstr, size_t errstr_size,
         __attribute__((format(printf, 3, 4)));
 static inline sg_err_t refuse(char *errstr, size_t errstr_size,
                               const char *fmt, ...) {
-        if (errstr && errstr_size) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(errstr, errstr_size, fmt, ap);
-                va_end(ap);
-        }
+        va_list ap;
+        va_start(ap, fmt);
+        sg_verrf(errstr, errstr_size, fmt, ap);
+        va_end(ap);
         return SG_ERR_INVALID;
 }
 

@@ -336,10 +336,10 @@ static size_t suffix_size(int db) {
 static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
                            size_t errstr_size) {
         if (err == SG_ERR_STORE)
-                snprintf(errstr, errstr_size,
-                         "the stored %s record the changelog record replaces "
-                         "is corrupt or unreadable",
-                         kind);
+                sg_errf(errstr, errstr_size,
+                        "the stored %s record the changelog record replaces "
+                        "is corrupt or unreadable",
+                        kind);
         return err;
 }
 
