@@ -30,6 +30,7 @@
 
 #include <yajl/yajl_parse.h>
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,8 @@ static char *scratch_take(sg_json_doc_t *d, size_t n)
                 }
                 d->scratch_ready = true;
         }
+        assert(d->scratch_cap - d->scratch_len >= n &&
+               "scratch is reserved for the whole input");
         if (d->scratch_cap - d->scratch_len < n)
                 return NULL; /* cannot happen: see above */
         p = d->scratch + d->scratch_len;

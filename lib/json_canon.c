@@ -230,8 +230,10 @@ sg_err_t sg_json_canonicalize(const char *text, size_t len,
                 err = SG_ERR_INVALID;
                 goto done;
         }
-        if ((err = grow_put(&g, "", 0)) ||
-            (err = sg_json_canonical_write(d, node, grow_put, &g))) {
+        err = grow_put(&g, "", 0);
+        if (!err)
+                err = sg_json_canonical_write(d, node, grow_put, &g);
+        if (err) {
                 free(g.p);
                 sg_errf(errstr, errstr_size, "out of memory");
                 goto done;

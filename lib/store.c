@@ -108,6 +108,7 @@ static int fault_at(sg_store_t *s, unsigned op) {
 
 /* Runs a write operation @p op of @p t: 0 to go on, else the error. */
 static int write_op(sg_txn_t *t, unsigned op) {
+        assert(t->write && "a write on a read-only transaction");
         if (t->failed)
                 return MDB_BAD_TXN;
         int rc = fault_at(t->store, op);

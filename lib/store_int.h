@@ -12,6 +12,7 @@
 
 #include "store.h"
 
+#include <assert.h>
 #include <lmdb.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -111,6 +112,7 @@ static inline uint64_t ts_key(int64_t ms) {
 static inline size_t key2(unsigned char *buf, const sg_tp_t *tp,
                           const void *a, size_t alen, const void *b,
                           size_t blen) {
+        assert(tp->len + alen + blen <= SG_TP_MAX + 64);
         memcpy(buf, tp->b, tp->len);
         memcpy(buf + tp->len, a, alen);
         if (blen)
