@@ -13,12 +13,17 @@
 #include <stdio.h>
 #include <time.h>
 
-void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...) {
-        va_list ap;
+void sg_verrf(char *errstr, size_t errstr_size, const char *fmt,
+              va_list ap) {
         if (!errstr || errstr_size == 0)
                 return;
-        va_start(ap, fmt);
         vsnprintf(errstr, errstr_size, fmt, ap);
+}
+
+void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        sg_verrf(errstr, errstr_size, fmt, ap);
         va_end(ap);
 }
 

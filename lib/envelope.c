@@ -63,14 +63,13 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
         if (errstr && errstr_size > 0) {
                 char buf[512];
                 va_list ap;
-                int n;
 
                 va_start(ap, fmt);
-                n = vsnprintf(buf, sizeof(buf), fmt, ap);
+                sg_verrf(buf, sizeof(buf), fmt, ap);
                 va_end(ap);
-                if (n > DETAIL_MAX)
+                if (strlen(buf) > DETAIL_MAX)
                         memcpy(buf + DETAIL_MAX - 3, "...", 4);
-                snprintf(errstr, errstr_size, "%s", buf);
+                sg_errf(errstr, errstr_size, "%s", buf);
         }
         return SG_ERR_INVALID;
 }
@@ -315,12 +314,12 @@ static const sg_json_node_t *ctx_json(pctx_t *c)
 static const char *json_why(const pctx_t *c, char *buf, size_t size)
 {
         if (!c->rec->value)
-                snprintf(buf, size, "record value is null");
+                sg_errf(buf, size, "record value is null");
         else if (c->rec->value_len == 0)
-                snprintf(buf, size, "record value is empty");
+                sg_errf(buf, size, "record value is empty");
         else
-                snprintf(buf, size, "record value is not valid JSON (%s)",
-                         c->json_detail);
+                sg_errf(buf, size, "record value is not valid JSON (%s)",
+                        c->json_detail);
         return buf;
 }
 
@@ -411,38 +410,38 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
         snip(nm, name, strlen(name), NAME_MAX_QUOTE);
         switch (src->kind) {
         case SG_SRC_KEY:
-                snprintf(buf, size, "record key");
+                sg_errf(buf, size, "record key");
                 break;
         case SG_SRC_HEADER:
-                snprintf(buf, size, "%s header", nm);
+                sg_errf(buf, size, "%s header", nm);
                 break;
         case SG_SRC_POINTER:
                 if (binary_mode(c)) {
                         if (binary_pointer(name, attr, sizeof(attr)))
-                                snprintf(buf, size,
-                                         "JSON Pointer %s in binary-mode data",
-                                         nm);
+                                sg_errf(buf, size,
+                                        "JSON Pointer %s in binary-mode data",
+                                        nm);
                         else if (strcmp(attr, "datacontenttype") == 0)
-                                snprintf(buf, size,
-                                         "JSON Pointer %s, content-type header", nm);
+                                sg_errf(buf, size,
+                                        "JSON Pointer %s, content-type header", nm);
                         else if (attr[0])
-                                snprintf(buf, size, "JSON Pointer %s, ce_%s header",
-                                         nm, attr);
+                                sg_errf(buf, size, "JSON Pointer %s, ce_%s header",
+                                        nm, attr);
                         else
-                                snprintf(buf, size, "JSON Pointer %s", nm);
+                                sg_errf(buf, size, "JSON Pointer %s", nm);
                         break;
                 }
-                snprintf(buf, size, "JSON Pointer %s%s", nm,
-                         c->structured ? " in the event" : "");
+                sg_errf(buf, size, "JSON Pointer %s%s", nm,
+                        c->structured ? " in the event" : "");
                 break;
         case SG_SRC_CE:
                 if (c->structured)
-                        snprintf(buf, size, "%s member of the structured event", nm);
+                        sg_errf(buf, size, "%s member of the structured event", nm);
                 else
-                        snprintf(buf, size, "ce_%s header", nm);
+                        sg_errf(buf, size, "ce_%s header", nm);
                 break;
         default:
-                snprintf(buf, size, "unconfigured source");
+                sg_errf(buf, size, "unconfigured source");
                 break;
         }
         return buf;

@@ -1,7 +1,8 @@
 /*
  * json.c — the envelope's JSON (contract in json.h): yajl's callback parser
  * builds a flat tree that keeps number text and decoded strings, RFC 6901
- * pointers walk it, and the canonical writer streams it for digests.
+ * pointers walk it (the canonical writer that streams it for digests is
+ * json_canon.c; the document's layout is json_int.h).
  *
  * Hot path: this runs once per record that needs its value as JSON. A
  * document is reused, so in steady state a parse allocates nothing:
@@ -23,12 +24,13 @@
  * §2.1 and §2.3 (no lone surrogates, unique names), RFC 8785 §3.2.2.2
  * (string escapes), semantics §2 (numbers keep their text; versions).
  */
-#include "json.h"
+#include "json_int.h"
 
 #include "envelope.h" /* sg_utf8_valid, sg_version_parse */
 
 #include <yajl/yajl_parse.h>
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +57,6 @@ typedef struct blk {
 
 /* Each allocation is preceded by its size, in a 16-byte header. */
 #define HDR 16
-
-typedef struct arena {
-        blk_t *head;  /* current block first */
-        size_t total; /* capacity of all blocks */
-} arena_t;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -168,38 +165,6 @@ static void ar_destroy(arena_t *a)
 /* Document                                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct frame {
-        uint32_t node, last; /* open container, its last child so far */
-} frame_t;
-
-struct sg_json_doc {
-        sg_json_node_t *nodes;
-        size_t node_cnt, node_cap;
-        uint32_t *order; /* object members sorted by name, per object */
-        size_t order_cnt, order_cap;
-        char *scratch; /* decoded strings, numbers yajl buffered */
-        size_t scratch_len, scratch_cap;
-        bool scratch_ready; /* reserved for this parse: never moves now */
-        bool ok;            /* the tree is the last parse's, complete */
-
-        /* parse state */
-        const char *text;
-        size_t len;
-        yajl_handle hand;
-        bool finishing; /* inside yajl_complete_parse() */
-        frame_t stack[SG_JSON_MAX_DEPTH];
-        size_t depth;
-        const char *name; /* pending member name */
-        size_t name_len;
-        bool nomem;
-        bool failed; /* why[] holds the reason */
-        size_t fail_at;
-        char why[96];
-
-        arena_t arena;
-        yajl_alloc_funcs afuncs;
-};
-
 sg_err_t sg_json_doc_new(sg_json_doc_t **out)
 {
         sg_json_doc_t *d = calloc(1, sizeof(*d));
@@ -260,7 +225,7 @@ static int stop(sg_json_doc_t *d, const char *fmt, ...)
         if (!d->failed && !d->nomem) {
                 va_list ap;
                 va_start(ap, fmt);
-                vsnprintf(d->why, sizeof(d->why), fmt, ap);
+                sg_verrf(d->why, sizeof(d->why), fmt, ap);
                 va_end(ap);
                 d->failed = true;
                 d->fail_at = here(d);
@@ -327,6 +292,8 @@ static char *scratch_take(sg_json_doc_t *d, size_t n)
                 }
                 d->scratch_ready = true;
         }
+        assert(d->scratch_cap - d->scratch_len >= n &&
+               "scratch is reserved for the whole input");
         if (d->scratch_cap - d->scratch_len < n)
                 return NULL; /* cannot happen: see above */
         p = d->scratch + d->scratch_len;
@@ -738,7 +705,7 @@ static void yajl_why(sg_json_doc_t *d, char *buf, size_t size)
         n = strcspn(m, "\n");
         while (n > 0 && m[n - 1] == '.')
                 n--;
-        snprintf(buf, size, "%.*s", (int)n, m);
+        sg_errf(buf, size, "%.*s", (int)n, m);
         if (e)
                 yajl_free_error(d->hand, e);
 }
@@ -784,14 +751,14 @@ sg_err_t sg_json_parse(sg_json_doc_t *d, const char *text, size_t len,
                 d->hand = NULL;
                 if (d->ok)
                         return SG_OK;
-                snprintf(why, sizeof(why), "no value");
+                sg_errf(why, sizeof(why), "no value");
         } else if (d->nomem) {
                 yajl_free(d->hand);
                 d->hand = NULL;
                 return SG_ERR_NOMEM;
         } else if (d->failed) {
                 at = d->fail_at;
-                snprintf(why, sizeof(why), "%s", d->why);
+                sg_errf(why, sizeof(why), "%s", d->why);
         } else {
                 yajl_why(d, why, sizeof(why));
         }
@@ -907,258 +874,31 @@ const sg_json_node_t *sg_json_pointer_get(const sg_json_doc_t *d,
 }
 
 /* ------------------------------------------------------------------ */
-/* Canonical writer                                                     */
+/* Versions                                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct writer {
-        sg_json_write_fn fn;
-        void *opaque;
-        sg_err_t err;
-        size_t n;
-        unsigned char buf[1024];
-} writer_t;
-
-static void w_flush(writer_t *w)
-{
-        if (w->n && !w->err)
-                w->err = w->fn(w->opaque, w->buf, w->n);
-        w->n = 0;
-}
-
-static void w_put(writer_t *w, const void *p, size_t len)
-{
-        const unsigned char *s = p;
-
-        while (len && !w->err) {
-                size_t room = sizeof(w->buf) - w->n, k = len < room ? len : room;
-                memcpy(w->buf + w->n, s, k);
-                w->n += k;
-                s += k;
-                len -= k;
-                if (w->n == sizeof(w->buf))
-                        w_flush(w);
-        }
-}
-
-static void w_byte(writer_t *w, unsigned char c)
-{
-        if (w->n == sizeof(w->buf))
-                w_flush(w);
-        w->buf[w->n++] = c;
-}
-
-/* A string as RFC 8785 §3.2.2.2 writes it. */
-static void w_string(writer_t *w, const char *s, size_t len)
-{
-        static const char hex[] = "0123456789abcdef";
-        const unsigned char *p = (const unsigned char *)s;
-        size_t run = 0;
-
-        w_byte(w, '"');
-        for (size_t i = 0; i < len; i++) {
-                unsigned char c = p[i];
-                char esc[6];
-                size_t elen = 2;
-
-                if (c >= 0x20 && c != '"' && c != '\\')
-                        continue;
-                w_put(w, p + run, i - run);
-                run = i + 1;
-                esc[0] = '\\';
-                switch (c) {
-                case '"': esc[1] = '"'; break;
-                case '\\': esc[1] = '\\'; break;
-                case '\b': esc[1] = 'b'; break;
-                case '\f': esc[1] = 'f'; break;
-                case '\n': esc[1] = 'n'; break;
-                case '\r': esc[1] = 'r'; break;
-                case '\t': esc[1] = 't'; break;
-                default:
-                        esc[1] = 'u';
-                        esc[2] = '0';
-                        esc[3] = '0';
-                        esc[4] = hex[c >> 4];
-                        esc[5] = hex[c & 0xf];
-                        elen = 6;
-                        break;
-                }
-                w_put(w, esc, elen);
-        }
-        w_put(w, p + run, len - run);
-        w_byte(w, '"');
-}
-
-typedef struct wframe {
-        uint32_t node; /* open container */
-        uint32_t pos;  /* members written so far */
-        uint32_t next; /* arrays: the next element */
-} wframe_t;
-
-sg_err_t sg_json_canonical_write(const sg_json_doc_t *d,
-                                 const sg_json_node_t *node,
-                                 sg_json_write_fn fn, void *opaque)
-{
-        writer_t w;
-        wframe_t stack[SG_JSON_MAX_DEPTH];
-        size_t sp = 0;
-        uint32_t cur;
-
-        if (!d || !node || !fn)
-                return SG_ERR_INVALID;
-        w.fn = fn;
-        w.opaque = opaque;
-        w.err = SG_OK;
-        w.n = 0;
-        cur = (uint32_t)(node - d->nodes);
-
-        for (;;) {
-                const sg_json_node_t *n = &d->nodes[cur];
-
-                /* the value */
-                switch (n->type) {
-                case SG_JSON_NULL: w_put(&w, "null", 4); break;
-                case SG_JSON_FALSE: w_put(&w, "false", 5); break;
-                case SG_JSON_TRUE: w_put(&w, "true", 4); break;
-                case SG_JSON_NUMBER: w_put(&w, n->text, n->len); break;
-                case SG_JSON_STRING: w_string(&w, n->text, n->len); break;
-                case SG_JSON_ARRAY:
-                case SG_JSON_OBJECT:
-                        w_byte(&w, n->type == SG_JSON_ARRAY ? '[' : '{');
-                        if (n->count == 0) {
-                                w_byte(&w, n->type == SG_JSON_ARRAY ? ']' : '}');
-                                break;
-                        }
-                        if (sp == SG_JSON_MAX_DEPTH)
-                                return SG_ERR_INVALID; /* parse refuses deeper */
-                        stack[sp].node = cur;
-                        stack[sp].pos = 0;
-                        stack[sp].next = n->_first;
-                        sp++;
-                        break;
-                }
-
-                /* the next value: a member or element of the innermost open
-                 * container with any left, closing the finished ones */
-                for (;;) {
-                        wframe_t *f;
-                        const sg_json_node_t *c;
-
-                        if (sp == 0) {
-                                w_flush(&w);
-                                return w.err;
-                        }
-                        f = &stack[sp - 1];
-                        c = &d->nodes[f->node];
-                        if (f->pos == c->count) {
-                                w_byte(&w, c->type == SG_JSON_ARRAY ? ']' : '}');
-                                sp--;
-                                continue;
-                        }
-                        if (f->pos)
-                                w_byte(&w, ',');
-                        if (c->type == SG_JSON_OBJECT) {
-                                cur = d->order[c->_sorted + f->pos];
-                                w_string(&w, d->nodes[cur].name,
-                                         d->nodes[cur].name_len);
-                                w_byte(&w, ':');
-                        } else {
-                                cur = f->next;
-                                f->next = d->nodes[cur]._next;
-                        }
-                        f->pos++;
-                        break;
-                }
-                if (w.err)
-                        return w.err;
-        }
-}
-
-/* ------------------------------------------------------------------ */
-/* Text-only helpers                                                    */
-/* ------------------------------------------------------------------ */
-
-typedef struct growbuf {
-        char *p;
-        size_t len, cap;
-} growbuf_t;
-
-static sg_err_t grow_put(void *opaque, const void *bytes, size_t len)
-{
-        growbuf_t *g = opaque;
-
-        if (g->cap - g->len <= len) {
-                size_t cap = g->cap ? g->cap : 256;
-                char *np;
-                while (cap - g->len <= len)
-                        cap *= 2;
-                if (!(np = realloc(g->p, cap)))
-                        return SG_ERR_NOMEM;
-                g->p = np;
-                g->cap = cap;
-        }
-        memcpy(g->p + g->len, bytes, len);
-        g->len += len;
-        g->p[g->len] = '\0';
-        return SG_OK;
-}
-
-sg_err_t sg_json_canonicalize(const char *text, size_t len,
-                              const char *pointer, char **out,
-                              size_t *out_len, char *errstr,
-                              size_t errstr_size)
-{
-        sg_json_doc_t *d;
-        const sg_json_node_t *node;
-        growbuf_t g = {NULL, 0, 0};
-        sg_err_t err;
-
-        *out = NULL;
-        if (out_len)
-                *out_len = 0;
-        if ((err = sg_json_doc_new(&d))) {
-                sg_errf(errstr, errstr_size, "out of memory");
-                return err;
-        }
-        if ((err = sg_json_parse(d, text, len, errstr, errstr_size)))
-                goto done;
-        if (!(node = sg_json_pointer_get(d, sg_json_root(d), pointer ? pointer : ""))) {
-                sg_errf(errstr, errstr_size, "JSON Pointer %.64s: no such value",
-                        pointer ? pointer : "");
-                err = SG_ERR_INVALID;
-                goto done;
-        }
-        if ((err = grow_put(&g, "", 0)) ||
-            (err = sg_json_canonical_write(d, node, grow_put, &g))) {
-                free(g.p);
-                sg_errf(errstr, errstr_size, "out of memory");
-                goto done;
-        }
-        *out = g.p;
-        if (out_len)
-                *out_len = g.len;
-done:
-        sg_json_doc_destroy(d);
-        return err;
-}
-
-/* 2^53: the largest integer up to which a double holds every integer. */
-static const char MAX_SAFE[] = "9007199254740992";
+/* Digits of SG_JSON_INT_MAX (2^53): longer number text is larger (no
+ * leading zeros), and 16 digits never overflow a uint64_t. */
+#define INT_MAX_DIGITS 16
+_Static_assert(SG_JSON_INT_MAX >= INT64_C(1000000000000000) &&
+                   SG_JSON_INT_MAX < INT64_C(10000000000000000),
+               "SG_JSON_INT_MAX has INT_MAX_DIGITS digits");
 
 sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out)
 {
         uint64_t v = 0;
 
-        if (!text || len == 0 || len > sizeof(MAX_SAFE) - 1)
+        if (!text || len == 0 || len > INT_MAX_DIGITS)
                 return SG_ERR_INVALID;
         for (size_t i = 0; i < len; i++)
                 if (text[i] < '0' || text[i] > '9')
                         return SG_ERR_INVALID; /* sign, fraction, exponent */
         if (len > 1 && text[0] == '0')
                 return SG_ERR_INVALID; /* not JSON number text */
-        if (len == sizeof(MAX_SAFE) - 1 && memcmp(text, MAX_SAFE, len) > 0)
-                return SG_ERR_INVALID;
         for (size_t i = 0; i < len; i++)
                 v = v * 10 + (uint64_t)(text[i] - '0');
+        if (v > (uint64_t)SG_JSON_INT_MAX)
+                return SG_ERR_INVALID;
         if (out)
                 *out = v;
         return SG_OK;

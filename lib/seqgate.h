@@ -21,6 +21,7 @@
 #ifndef SEQGATE_H
 #define SEQGATE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,12 @@ extern "C" {
 #endif
 
 #define SG_VERSION_STR "0.1.0"
+
+/** 2^53, the largest integer up to which an IEEE double (a JSON number as
+ *  most parsers read it, RFC 8259 §6) holds every integer exactly: the
+ *  largest version a JSON number may carry (semantics §2), the largest
+ *  integer setting, the longest configurable delay in ms. */
+#define SG_JSON_INT_MAX INT64_C(9007199254740992)
 
 /** Error codes. Negative values are errors; SG_OK is success. */
 typedef enum sg_err {
@@ -48,10 +55,21 @@ typedef enum sg_err {
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
 
-/** Formats into the caller's errstr buffer (the librdkafka errstr idiom);
- *  NULL or a zero size is a no-op. Always NUL-terminates. */
+/**
+ * The one formatter of error details: formats @p fmt (printf rules) into
+ * the caller's @p errstr buffer of @p errstr_size bytes (the librdkafka
+ * errstr idiom). @p errstr may be NULL, and then (or with a zero size) the
+ * call does nothing. Otherwise the result is always NUL-terminated; a
+ * detail longer than errstr_size - 1 bytes is cut there (possibly inside a
+ * UTF-8 sequence), never overflowing. Thread-safe (touches only errstr).
+ * Every errstr the library fills is written with it.
+ */
 void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/** sg_errf with a va_list (for the library's own variadic helpers);
+ *  @p ap is consumed as vsnprintf consumes it. */
+void sg_verrf(char *errstr, size_t errstr_size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /** CLOCK_MONOTONIC in milliseconds (durations, deadlines). */
 int64_t sg_clock_mono_ms(void);

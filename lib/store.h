@@ -57,7 +57,7 @@ void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
  * below a restored one, and arithmetic on such a time would overflow.
  */
 #define SG_TIME_MAX_MS INT64_C(253402300799999)
-#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + INT64_C(9007199254740992))
+#define SG_DEADLINE_MAX_MS (SG_TIME_MAX_MS + SG_JSON_INT_MAX)
 
 /** Dedup verdicts (what the key was recorded with). */
 typedef enum sg_dedup_verdict {
@@ -227,6 +227,23 @@ sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
 /** Aborts and frees the transaction. NULL is a no-op. */
 void sg_txn_abort(sg_txn_t *txn);
 
+#define SG_TXN_ERRDETAIL_MAX 256 /**< longest detail, NUL included */
+
+/**
+ * Why the latest failing store call on @p txn failed (SQLite's
+ * sqlite3_errmsg idea), for the calls that take no errstr (the gets, the
+ * index lookups, the foreach walks): LMDB's mdb_strerror and the database
+ * or operation ("LMDB dedup get: MDB_BAD_TXN: ..."), or the decoder's
+ * reason for a stored value seqgate did not write ("corrupt stored value:
+ * dedup value of 5 bytes is truncated"). Every call on @p txn that returns
+ * SG_ERR_STORE or SG_ERR_MAP_FULL sets it (those with an errstr put the
+ * same text there); SG_OK and SG_ERR_NOT_FOUND leave it as it was, so read
+ * it right after the failing call. "" when nothing has failed yet; never
+ * NULL. Owned by @p txn, valid until it ends; at most
+ * SG_TXN_ERRDETAIL_MAX - 1 bytes (longer details are cut).
+ */
+const char *sg_txn_errdetail(const sg_txn_t *txn);
+
 /**
  * Change capture (changelog, semantics §6). With capture on, every write of the
  * transaction to a state database (dedup, agg, parked, snapreq, meta) is
@@ -307,14 +324,19 @@ sg_err_t sg_snapreq_decode(const void *value, size_t len,
  * writes or ends.
  * @returns SG_OK, SG_ERR_NOT_FOUND (no such key: the changelog gets a
  *          tombstone), SG_ERR_INVALID (not a state database, key too long),
- *          SG_ERR_STORE.
+ *          SG_ERR_STORE (the reason in sg_txn_errdetail).
  */
 sg_err_t sg_store_get_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
                              const void *suffix, size_t suffix_len,
                              const void **valuep, size_t *value_lenp);
 
 /* All functions below return SG_OK, SG_ERR_NOT_FOUND (gets), SG_ERR_MAP_FULL
- * or SG_ERR_STORE, with errstr filled on SG_ERR_STORE. */
+ * or SG_ERR_STORE. On SG_ERR_STORE and SG_ERR_MAP_FULL the reason is the
+ * transaction's last-error detail (sg_txn_errdetail), and also in errstr
+ * where the function takes one; the gets (sg_dedup_get, sg_agg_get,
+ * sg_parked_get, sg_meta_get, sg_snapreq_get, ...) take none: read
+ * sg_txn_errdetail(txn) right after the failing call. A stored value that
+ * does not decode (sg_*_decode) is SG_ERR_STORE with the decoder's reason. */
 
 sg_err_t sg_dedup_get(sg_txn_t *txn, const sg_tp_t *tp,
                       const unsigned char key_hash[32], sg_dedup_rec_t *out);
@@ -436,7 +458,8 @@ typedef int(sg_meta_visit_cb)(void *opaque, const char *topic,
  * (topic name length, topic, partition). A full scan of the meta database:
  * one entry per partition the store has ever held.
  * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (a key or
- *          record seqgate did not write, or an LMDB error).
+ *          record seqgate did not write, or an LMDB error; the reason in
+ *          sg_txn_errdetail).
  */
 sg_err_t sg_meta_foreach(sg_txn_t *txn, sg_meta_visit_cb *cb, void *opaque);
 
@@ -448,7 +471,8 @@ typedef int(sg_agg_visit_cb)(void *opaque, const unsigned char agg_hash[32],
  * Calls @p cb for every aggregate of @p tp, in hash order. A full scan of the
  * partition's aggregates (for operator tools, e.g. listing the quarantined
  * ones; never on the processing path).
- * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (the
+ *          reason in sg_txn_errdetail).
  */
 sg_err_t sg_agg_foreach(sg_txn_t *txn, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                         void *opaque);
@@ -463,7 +487,8 @@ typedef int(sg_snapreq_visit_cb)(void *opaque,
  * waits for a snapshot), in aggregate-hash order: a walk bounded by the
  * aggregates being refetched, for the age gauges (semantics §7 "parked or
  * refetching").
- * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (the
+ *          reason in sg_txn_errdetail).
  */
 sg_err_t sg_snapreq_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                             sg_snapreq_visit_cb *cb, void *opaque);
@@ -476,7 +501,7 @@ typedef int(sg_parked_visit_cb)(void *opaque, uint64_t version,
  * Calls @p cb for every parked event of aggregate @p agg_hash of @p tp, in
  * ascending version order (bounded by the per-aggregate parking cap).
  * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (corrupt
- *          record or LMDB error).
+ *          record or LMDB error; the reason in sg_txn_errdetail).
  */
 sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
@@ -493,7 +518,8 @@ typedef int(sg_store_visit_cb)(void *opaque, int db, const void *key,
  * database by database in key order: the store's whole contents, for tests
  * that compare two stores and for dumps. A full scan; never on the
  * processing path.
- * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE.
+ * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (the
+ *          reason in sg_txn_errdetail).
  */
 sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
                           char *errstr, size_t errstr_size);

@@ -867,6 +867,89 @@ END_TEST
 
 /* Growing the map with a transaction open is a caller's bug (LMDB refuses
  * it): asserted, so the test build stops right there. */
+/* ---- the transaction's last-error detail --------------------------------- */
+
+/* Overwrites the stored value of LMDB key @p key of database @p db (an
+ * LMDB name) with @p v, behind the store's back: a corrupt record. */
+static void poke(const char *db, const void *key, size_t key_len,
+                 const void *v, size_t v_len) {
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        ck_assert_int_eq(mdb_env_create(&env), 0);
+        ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
+        ck_assert_int_eq(mdb_env_open(env, dir, 0, 0640), 0);
+        ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+        ck_assert_int_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
+        MDB_val k = {key_len, (void *)key}, val = {v_len, (void *)v};
+        ck_assert_int_eq(mdb_put(txn, dbi, &k, &val, 0), 0);
+        ck_assert_int_eq(mdb_txn_commit(txn), 0);
+        mdb_env_close(env);
+}
+
+/* The reads that take no errstr (sg_dedup_get, sg_parked_get, ...) leave
+ * why they failed in the transaction (sg_txn_errdetail): the LMDB error and
+ * the database, or the decoder's reason for a corrupt value. */
+START_TEST(txn_errdetail_names_the_cause) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char kh[32];
+        hash_of("k1", kh);
+        sg_txn_t *t = wtxn(s);
+        ck_assert_str_eq(sg_txn_errdetail(t), "");
+        put_dedup(t, &tp, "k1", SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+
+        /* a failed write breaks the transaction: the next read says so */
+        sg_store_fault_inject(s, SG_STORE_OP_PUT, 1, EIO);
+        t = wtxn(s);
+        put_dedup(t, &tp, "k2", SG_ERR_STORE);
+        ck_assert_ptr_nonnull(strstr(sg_txn_errdetail(t),
+                                     "Input/output error"));
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
+        ck_assert_msg(strstr(sg_txn_errdetail(t), "dedup") &&
+                          strstr(sg_txn_errdetail(t), "MDB_BAD_TXN"),
+                      "detail \"%s\"", sg_txn_errdetail(t));
+        sg_txn_abort(t);
+
+        /* a corrupt value: the decoder's reason */
+        sg_store_close(s);
+        unsigned char k[SG_TP_MAX + 32];
+        memcpy(k, tp.b, tp.len);
+        memcpy(k + tp.len, kh, 32);
+        poke("dedup", k, tp.len + 32, "short", 5);
+        s = open_store(1 << 22, 1 << 22);
+        t = wtxn(s);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
+        ck_assert_msg(strstr(sg_txn_errdetail(t), "dedup value of 5 bytes "
+                                                  "is truncated"),
+                      "detail \"%s\"", sg_txn_errdetail(t));
+
+        /* a parked event whose header block is corrupt, read and walked */
+        unsigned char ah[32];
+        hash_of("agg", ah);
+        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "k", .key_len = 1,
+                              .value = "v", .value_len = 1,
+                              .headers = "\xff\xff\xff\xff", .headers_len = 4};
+        ck_assert_int_eq(sg_parked_put(t, &tp, ah, 2, &pr, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t pg;
+        uint64_t ver;
+        ck_assert_int_eq(sg_parked_get(t, &tp, ah, 2, &pg), SG_ERR_STORE);
+        ck_assert_msg(strstr(sg_txn_errdetail(t), "header block"),
+                      "detail \"%s\"", sg_txn_errdetail(t));
+        ck_assert_int_eq(sg_dedup_get(t, &tp, ah, &g), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_parked_first(t, &tp, ah, &ver, &pg),
+                         SG_ERR_STORE);
+        ck_assert_msg(strstr(sg_txn_errdetail(t), "header block"),
+                      "detail \"%s\"", sg_txn_errdetail(t));
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
 START_TEST(grow_with_txn_open_asserts) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_txn_t *t = wtxn(s);
@@ -908,6 +991,7 @@ int main(void) {
         tcase_add_test(tc, fault_map_full_then_grow);
         tcase_add_test(tc, fault_begin_and_commit);
         tcase_add_test(tc, fault_partition_drop);
+        tcase_add_test(tc, txn_errdetail_names_the_cause);
 #ifndef NDEBUG
         tcase_add_test(tc, grow_with_txn_open_asserts);
 #endif

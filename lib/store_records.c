@@ -1,0 +1,466 @@
+/*
+ * store_records.c — one record at a time: the gets, puts and deletes of
+ * dedup records, aggregates, parked events, meta and snapshot requests,
+ * each keeping its derived index (expiry, since, snapdue) in step, and
+ * restore's sg_store_apply_change / sg_store_get_change (changelog,
+ * semantics §6).
+ *
+ * Invariant relied on by the engine: every write of a batch goes through the
+ * one write transaction the engine holds; nothing here commits on its own.
+ */
+#include "store_int.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- dedup ------------------------------------------------------------ */
+
+sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], sg_dedup_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, kh, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, DB_DEDUP, k, klen, &v);
+        if (err)
+                return err;
+        char why[160];
+        err = sg_dedup_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
+}
+
+sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char kh[32],
+                            const sg_dedup_rec_t *rec,
+                            const sg_dedup_rec_t *old, char *errstr,
+                            size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64], ts[8];
+        sg_err_t err;
+        if (!old || old->expiry_ms != rec->expiry_ms) {
+                if (old) {
+                        put_u64(ts, ts_key(old->expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, kh, 32);
+                        if ((err = sg_db_del(t, DB_EXPIRY, ek, eklen, errstr,
+                                             errstr_size)))
+                                return err;
+                }
+                put_u64(ts, ts_key(rec->expiry_ms));
+                size_t eklen = key2(ek, tp, ts, 8, kh, 32);
+                if ((err = sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                                     errstr_size)))
+                        return err;
+        }
+        size_t klen = key2(k, tp, kh, 32, NULL, 0);
+        unsigned char v[DEDUP_VLEN];
+        memcpy(v, rec->digest, 32);
+        v[32] = rec->verdict;
+        put_u64(v + 33, (uint64_t)rec->first_seen_ms);
+        put_u64(v + 41, (uint64_t)rec->expiry_ms);
+        return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,
+                         errstr_size);
+}
+
+sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
+                      char *errstr, size_t errstr_size) {
+        sg_dedup_rec_t old;
+        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        return sg_dedup_put_known(t, tp, kh, rec, err ? NULL : &old, errstr,
+                                  errstr_size);
+}
+
+/* ---- aggregates ------------------------------------------------------- */
+
+sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    sg_agg_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, DB_AGG, k, klen, &v);
+        if (err)
+                return err;
+        char why[160];
+        err = sg_agg_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
+}
+
+static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
+                             const unsigned char ah[32], bool add,
+                             char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ts[8];
+        put_u64(ts, ts_key(since));
+        size_t klen = key2(k, tp, ts, 8, ah, 32);
+        return add ? sg_db_put(t, DB_SINCE, k, klen, "", 0, errstr, errstr_size)
+                   : sg_db_del(t, DB_SINCE, k, klen, errstr, errstr_size);
+}
+
+sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    const sg_agg_rec_t *r, int64_t old_since, char *errstr,
+                    size_t errstr_size) {
+        sg_err_t err;
+        int64_t new_since = sg_agg_indexed_since(r);
+        if (old_since != new_since) {
+                if (old_since &&
+                    (err = since_key_op(t, tp, old_since, ah, false, errstr,
+                                        errstr_size)))
+                        return err;
+                if (new_since &&
+                    (err = since_key_op(t, tp, new_since, ah, true, errstr,
+                                        errstr_size)))
+                        return err;
+        }
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        unsigned char v[AGG_FIXED + 3 + SG_STATE_MAX + sizeof(r->aggregate)];
+        v[0] = r->has_last ? 1 : 0;
+        put_u64(v + 1, r->last_version);
+        put_u32(v + 9, r->flags);
+        put_u32(v + 13, r->parked_cnt);
+        put_u64(v + 17, r->parked_bytes);
+        put_u64(v + 25, (uint64_t)r->parked_since_ms);
+        put_u64(v + 33, (uint64_t)r->gap_reported_ms);
+        put_u64(v + 41, r->skip_from);
+        put_u64(v + 49, r->skip_to);
+        size_t off = AGG_FIXED;
+        size_t sl = strnlen(r->state, SG_STATE_MAX - 1);
+        v[off++] = (unsigned char)sl;
+        memcpy(v + off, r->state, sl);
+        off += sl;
+        size_t al = r->aggregate_len < sizeof(r->aggregate)
+                        ? r->aggregate_len
+                        : sizeof(r->aggregate) - 1;
+        v[off++] = (unsigned char)(al >> 8);
+        v[off++] = (unsigned char)al;
+        memcpy(v + off, r->aggregate, al);
+        off += al;
+        return sg_db_put(t, DB_AGG, k, klen, v, off, errstr, errstr_size);
+}
+
+/* ---- parked events ---------------------------------------------------- */
+
+sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       const sg_parked_rec_t *r, char *errstr,
+                       size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        const void *ptrs[4] = {r->type, r->key, r->value, r->headers};
+        size_t lens[4] = {r->type_len, r->key_len, r->value_len,
+                          r->headers_len};
+        size_t total = 24 + 32 + 16;
+        for (int i = 0; i < 4; i++) {
+                if (!ptrs[i] || lens[i] == SIZE_MAX)
+                        lens[i] = SIZE_MAX; /* null */
+                else
+                        total += lens[i];
+        }
+        MDB_val key = {klen, k}, val = {total, NULL};
+        int rc = sg_lmdb_put(t, DB_PARKED, &key, &val, MDB_RESERVE);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "parked", errstr, errstr_size);
+        unsigned char *p = val.mv_data;
+        put_u64(p, (uint64_t)r->parked_at_ms);
+        put_u64(p + 8, (uint64_t)r->offset);
+        put_u64(p + 16, (uint64_t)r->timestamp_ms);
+        memcpy(p + 24, r->key_hash, 32);
+        size_t off = 56;
+        for (int i = 0; i < 4; i++) {
+                put_u32(p + off, lens[i] == SIZE_MAX ? UINT32_MAX
+                                                     : (uint32_t)lens[i]);
+                off += 4;
+                if (lens[i] != SIZE_MAX && lens[i]) {
+                        memcpy(p + off, ptrs[i], lens[i]);
+                        off += lens[i];
+                }
+        }
+        if (t->capture)
+                return sg_change_capture(t, DB_PARKED, k, klen, p, total);
+        return SG_OK;
+}
+
+sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       sg_parked_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, DB_PARKED, k, klen, &v);
+        return err ? err : parked_decode(t, &v, out);
+}
+
+sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
+                       const unsigned char ah[32], uint64_t version,
+                       char *errstr, size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], vb[8];
+        put_u64(vb, version);
+        size_t klen = key2(k, tp, ah, 32, vb, 8);
+        return sg_db_del(t, DB_PARKED, k, klen, errstr, errstr_size);
+}
+
+/* ---- meta --------------------------------------------------------------- */
+
+sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, DB_META, tp->b, tp->len, &v);
+        if (err)
+                return err;
+        char why[160];
+        err = sg_meta_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
+}
+
+sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
+                     char *errstr, size_t errstr_size) {
+        unsigned char v[META_VLEN];
+        memset(v, 0, sizeof(v));
+        size_t gl = strnlen(r->group, 255);
+        v[0] = (unsigned char)gl;
+        memcpy(v + 1, r->group, gl);
+        unsigned char *q = v + 256;
+        put_u64(q, (uint64_t)r->input_offset);
+        put_u64(q + 8, (uint64_t)r->changelog_offset);
+        put_u64(q + 16, (uint64_t)r->clock_ms);
+        put_u64(q + 24, r->parked_cnt);
+        put_u64(q + 32, r->parked_bytes);
+        put_u64(q + 40, r->quarantined);
+        put_u64(q + 48, r->snap_in_flight);
+        put_u64(q + 56, r->snap_seq);
+        put_u64(q + 64, (uint64_t)r->changelog_epoch);
+        if (r->has_key_fp) {
+                q[72] = 1;
+                memcpy(q + 73, r->key_fp, sizeof(r->key_fp));
+        }
+        return sg_db_put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
+                         errstr_size);
+}
+
+/* ---- snapshot requests ------------------------------------------------ */
+
+static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
+                           const unsigned char ah[32], bool add, char *errstr,
+                           size_t errstr_size) {
+        unsigned char k[SG_TP_MAX + 64], ts[8];
+        put_u64(ts, ts_key(due));
+        size_t klen = key2(k, tp, ts, 8, ah, 32);
+        return add ? sg_db_put(t, DB_SNAPDUE, k, klen, "", 0, errstr,
+                               errstr_size)
+                   : sg_db_del(t, DB_SNAPDUE, k, klen, errstr, errstr_size);
+}
+
+sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], sg_snapreq_rec_t *out) {
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, DB_SNAPREQ, k, klen, &v);
+        if (err)
+                return err;
+        char why[160];
+        err = sg_snapreq_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
+        return stored(t, err, why);
+}
+
+sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], const sg_snapreq_rec_t *r,
+                        int64_t old_due, char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (old_due != r->due_ms) {
+                if (old_due && (err = snapdue_op(t, tp, old_due, ah, false,
+                                                 errstr, errstr_size)))
+                        return err;
+                if ((err = snapdue_op(t, tp, r->due_ms, ah, true, errstr,
+                                      errstr_size)))
+                        return err;
+        }
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        size_t al = r->aggregate_len < sizeof(r->aggregate)
+                        ? r->aggregate_len
+                        : sizeof(r->aggregate) - 1;
+        unsigned char v[SNAPREQ_FIXED + sizeof(r->aggregate)];
+        put_u64(v, r->seq);
+        put_u32(v + 8, r->attempt);
+        v[12] = r->state;
+        v[13] = r->has_have ? 1 : 0;
+        put_u64(v + 14, r->have_version);
+        put_u64(v + 22, r->want_version);
+        put_u64(v + 30, (uint64_t)r->issued_at_ms);
+        put_u64(v + 38, (uint64_t)r->sent_at_ms);
+        put_u64(v + 46, (uint64_t)r->due_ms);
+        put_u32(v + 54, (uint32_t)al);
+        memcpy(v + SNAPREQ_FIXED, r->aggregate, al);
+        return sg_db_put(t, DB_SNAPREQ, k, klen, v, SNAPREQ_FIXED + al, errstr,
+                         errstr_size);
+}
+
+sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
+                        const unsigned char ah[32], int64_t due,
+                        char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (due && (err = snapdue_op(t, tp, due, ah, false, errstr,
+                                     errstr_size)))
+                return err;
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        return sg_db_del(t, DB_SNAPREQ, k, klen, errstr, errstr_size);
+}
+
+/* ---- restore from the changelog --------------------------------------- */
+
+_Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
+                   SG_DB_PARKED == DB_PARKED && SG_DB_META == DB_META &&
+                   SG_DB_SNAPREQ == DB_SNAPREQ,
+               "public database numbers");
+
+/* The key suffix (after tp) of each logged database's records. */
+static size_t suffix_size(int db) {
+        switch (db) {
+        case DB_DEDUP:
+        case DB_AGG:
+        case DB_SNAPREQ:
+                return 32;                     /* key or aggregate hash */
+        case DB_PARKED:
+                return 40;                     /* aggregate hash | version */
+        case DB_META:
+                return 0;
+        default:
+                return SIZE_MAX;
+        }
+}
+
+/* A stored record the change replaces could not be read. */
+static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
+                           size_t errstr_size) {
+        if (err == SG_ERR_STORE)
+                sg_errf(errstr, errstr_size,
+                        "the stored %s record the changelog record replaces "
+                        "is corrupt or unreadable",
+                        kind);
+        return err;
+}
+
+sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
+                               const void *suffix, size_t suffix_len,
+                               const void *value, size_t value_len,
+                               char *errstr, size_t errstr_size) {
+        assert(!t->capture && "restore with change capture on");
+        size_t want = suffix_size(db);
+        if (want == SIZE_MAX)
+                return refuse(errstr, errstr_size,
+                              "changelog record for database %d: not a "
+                              "database seqgate logs",
+                              db);
+        if (suffix_len != want)
+                return refuse(errstr, errstr_size,
+                              "changelog record for the %s database: key of "
+                              "%zu bytes after the partition (want %zu)",
+                              db_name(db), suffix_len, want);
+        unsigned char k[SG_TP_MAX + 64];
+        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        sg_err_t err;
+        /* every value is decoded in full before anything is written */
+        switch (db) {
+        case DB_DEDUP: {
+                sg_dedup_rec_t old, nr;
+                if (value && (err = sg_dedup_decode(value, value_len, &nr,
+                                                    errstr, errstr_size)))
+                        return err;
+                err = sg_dedup_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return stored_err(err, "dedup", errstr, errstr_size);
+                bool had = err == SG_OK;
+                if (value)
+                        return sg_dedup_put_known(t, tp, suffix, &nr,
+                                                  had ? &old : NULL, errstr,
+                                                  errstr_size);
+                if (had) {
+                        unsigned char ts[8], ek[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(old.expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                        if ((err = sg_db_del(t, DB_EXPIRY, ek, eklen, errstr,
+                                             errstr_size)))
+                                return err;
+                }
+                return sg_db_del(t, DB_DEDUP, k, klen, errstr, errstr_size);
+        }
+        case DB_AGG: {
+                sg_agg_rec_t old, nr;
+                if (value && (err = sg_agg_decode(value, value_len, &nr,
+                                                  errstr, errstr_size)))
+                        return err;
+                err = sg_agg_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return stored_err(err, "aggregate", errstr,
+                                          errstr_size);
+                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old)
+                                                 : 0;
+                if (value)
+                        return sg_agg_put(t, tp, suffix, &nr, old_since, errstr,
+                                          errstr_size);
+                if (old_since &&
+                    (err = since_key_op(t, tp, old_since, suffix, false,
+                                        errstr, errstr_size)))
+                        return err;
+                return sg_db_del(t, DB_AGG, k, klen, errstr, errstr_size);
+        }
+        case DB_PARKED: {
+                sg_parked_rec_t nr;
+                if (!value)
+                        return sg_db_del(t, DB_PARKED, k, klen, errstr,
+                                         errstr_size);
+                if ((err = sg_parked_decode(value, value_len, &nr, errstr,
+                                            errstr_size)))
+                        return err;
+                return sg_db_put(t, DB_PARKED, k, klen, value, value_len,
+                                 errstr, errstr_size);
+        }
+        case DB_SNAPREQ: {
+                sg_snapreq_rec_t old, nr;
+                if (value && (err = sg_snapreq_decode(value, value_len, &nr,
+                                                      errstr, errstr_size)))
+                        return err;
+                err = sg_snapreq_get(t, tp, suffix, &old);
+                if (err && err != SG_ERR_NOT_FOUND)
+                        return stored_err(err, "snapshot request", errstr,
+                                          errstr_size);
+                int64_t old_due = err == SG_OK ? old.due_ms : 0;
+                if (value)
+                        return sg_snapreq_put(t, tp, suffix, &nr, old_due,
+                                              errstr, errstr_size);
+                return err == SG_OK ? sg_snapreq_del(t, tp, suffix, old_due,
+                                                     errstr, errstr_size)
+                                    : SG_OK;
+        }
+        default: { /* DB_META */
+                sg_meta_rec_t nr;
+                if (!value)
+                        return sg_db_del(t, DB_META, k, klen, errstr,
+                                         errstr_size);
+                if ((err = sg_meta_decode(value, value_len, &nr, errstr,
+                                          errstr_size)))
+                        return err;
+                return sg_db_put(t, DB_META, k, klen, value, value_len, errstr,
+                                 errstr_size);
+        }
+        }
+}
+
+sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
+                             const void *suffix, size_t suffix_len,
+                             const void **valuep, size_t *value_lenp) {
+        unsigned char k[SG_TP_MAX + 64];
+        if (!db_logged(db) || suffix_len > 48)
+                return SG_ERR_INVALID;
+        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        MDB_val v;
+        sg_err_t err = sg_db_get(t, db, k, klen, &v);
+        if (err)
+                return err;
+        *valuep = v.mv_data;
+        *value_lenp = v.mv_size;
+        return SG_OK;
+}
