@@ -390,26 +390,6 @@ static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
         return SG_OK;
 }
 
-static sg_err_t get_u64(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                        const char *key, int64_t min, uint64_t *out) {
-        int64_t v = (int64_t)*out;
-        sg_err_t err = get_int(c, obj, path, key, min, SG_JSON_INT_MAX, &v);
-
-        if (!err)
-                *out = (uint64_t)v;
-        return err;
-}
-
-static sg_err_t get_i(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                      const char *key, int64_t min, int64_t max, int *out) {
-        int64_t v = *out;
-        sg_err_t err = get_int(c, obj, path, key, min, max, &v);
-
-        if (!err)
-                *out = (int)v;
-        return err;
-}
-
 /**
  * Reads a string member that must be one of @p names; *out = its index.
  * Absent: *out unchanged.
@@ -890,43 +870,6 @@ static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
 /* SG_SNAP_NONE has no spelling (no "snapshot" block): source = index + 1. */
 static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
 
-/** Sets the defaults listed in config.h. */
-static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
-        sg_err_t err;
-
-        tc->output_partitioning = SG_PART_INPUT;
-        tc->format = SG_FORMAT_CLOUDEVENTS;
-        tc->max_field_bytes = 1024;
-        tc->dedup_ttl_ms = INT64_C(604800000);
-        tc->order_mode = SG_ORDER_STRICT;
-        tc->first_version = 1;
-        tc->max_version_jump = 100000;
-        tc->new_aggregate = SG_NEWAGG_STRICT;
-        tc->stale_drop = false;
-        tc->gap_timeout_ms = 30000;
-        tc->gap_policy = SG_GAP_DLQ;
-        tc->max_parked_per_aggregate = 1000;
-        tc->max_parked_total = 100000;
-        tc->max_parked_bytes = UINT64_C(268435456);
-        tc->on_park_overflow = SG_OVERFLOW_PAUSE;
-        tc->snapshot.source = SG_SNAP_NONE;
-        tc->snapshot.timeout_ms = 5000;
-        tc->snapshot.max_in_flight = 64;
-        tc->snapshot.max_attempts = 4;
-        tc->snapshot.backoff_ms = 500;
-        tc->snapshot.backoff_max_ms = 30000;
-        tc->snapshot.emit_record = true;
-        if ((err = src_default(c, &tc->id, SG_SRC_CE, "id")) ||
-            (err = src_default(c, &tc->aggregate, SG_SRC_KEY, NULL)) ||
-            (err = src_default(c, &tc->version, SG_SRC_CE, "sequence")) ||
-            (err = src_default(c, &tc->type, SG_SRC_CE, "type")))
-                return err;
-        if (!(tc->scope = calloc(1, sizeof(*tc->scope))))
-                return nomem(c);
-        tc->scope_cnt = 1;
-        return src_default(c, &tc->scope[0], SG_SRC_CE, "source");
-}
-
 /**
  * Reads a field source member that may be JSON null (= not configured) when
  * @p nullable. Absent: *src keeps its default.
@@ -949,6 +892,377 @@ static sg_err_t get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
         return src_from_json(c, it, p, src);
 }
 
+static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
+                                              NULL};
+
+/* ------------------------------------------------------------------------ */
+/* The key table                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every scalar key is one row of cfg_rows[] (the Redis static_configs[]
+ * idea): its place, type, field, default, bounds and doc. The row drives
+ * the default (cfg_defaults()), the reading and its error messages
+ * (row_read()) and the one-key check that follows a successful read (the
+ * row's check function). Nested blocks, arrays and the rules between keys
+ * stay hand code, which calls cfg_read() for a section at the point of
+ * the block where its keys were always read, so errors keep their order.
+ */
+
+/** A run of rows read at one point of a block (rows in table order). */
+typedef enum cfg_sect {
+        SECT_ROOT,         /* root keys read before the kafka blocks */
+        SECT_STORE,        /* "store" */
+        SECT_BATCH,        /* "batch" */
+        SECT_ROOT_LIMITS,  /* root keys read after store and batch */
+        SECT_TOPIC,        /* a topic's own keys */
+        SECT_ENVELOPE,     /* envelope keys before "scope" */
+        SECT_ENVELOPE_MAX, /* envelope keys after "digest" */
+        SECT_DEDUP,        /* "dedup" */
+        SECT_ORDERING,     /* "ordering" */
+        SECT_SNAP_KAFKA,   /* "snapshot" with source kafka */
+        SECT_SNAP_HTTP,    /* "snapshot" with source http */
+        SECT_SNAP_RETRY,   /* "snapshot" timeouts and retries */
+        SECT_SNAP_OUTPUT,  /* "snapshot" keys after the retry rule */
+} cfg_sect_t;
+
+/**
+ * A one-key rule run after the key at @p key_path (in object @p obj at
+ * @p path) was read without error; @p base is the struct the row's field
+ * is in. Reports with fail(); returns SG_OK or a non-configuration error.
+ */
+typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj,
+                              const char *path, const char *key_path,
+                              void *base);
+
+typedef struct cfg_row {
+        sg_config_key_t key;
+        cfg_sect_t sect;
+        size_t off;          /* of the field in sg_config_t (root, store,
+                                batch) or sg_topic_config_t (topics.*) */
+        cfg_check_fn *check; /* NULL: none */
+} cfg_row_t;
+
+static cfg_check_fn check_output_topic, check_dlq_topic,
+        check_changelog_topic, check_format, check_request_topic,
+        check_reply_topic, check_url, check_auth_header_env;
+
+#define ROW(S, T, F, B, N, TY, FL, D, TX, MIN, MAX, NM, CK, DOC)               \
+        {{.block = (B), .name = (N), .type = (TY), .flags = (FL),              \
+          .def = (D), .def_text = (TX), .min = (MIN), .max = (MAX),            \
+          .names = (NM), .doc = (DOC)},                                        \
+         (S), offsetof(T, F), (CK)}
+/* root, store and batch keys: fields of sg_config_t */
+#define R_INT(S, F, B, N, D, MIN, MAX, DOC)                                   \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, 0, D, NULL, MIN, MAX, NULL, \
+            NULL, DOC)
+#define R_I64(S, F, B, N, D, MIN, DOC)                                        \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN,            \
+            SG_JSON_INT_MAX, NULL, NULL, DOC)
+#define R_U64(S, F, B, N, D, MIN, DOC)                                        \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, 0, D, NULL, MIN,            \
+            SG_JSON_INT_MAX, NULL, NULL, DOC)
+/* topics.* keys: fields of sg_topic_config_t */
+#define T_STR(S, F, B, N, FL, CK, DOC)                                        \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_STRING, FL, 0, NULL, 0, 0, \
+            NULL, CK, DOC)
+#define T_ENUM(S, F, B, N, D, NM, DOC)                                        \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, 0, D, NULL, 0, 0,    \
+            NM, NULL, DOC)
+#define T_SRC(F, N, FL, TX, DOC)                                              \
+        ROW(SECT_ENVELOPE, sg_topic_config_t, F, "topics.*.envelope", N,      \
+            SG_CONF_SRC, FL, 0, TX, 0, 0, NULL, NULL, DOC)
+#define T_I64(S, F, B, N, D, MIN, MAX, DOC)                                   \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN, MAX, \
+            NULL, NULL, DOC)
+#define T_U64(F, N, D, MIN, DOC)                                              \
+        ROW(SECT_ORDERING, sg_topic_config_t, F, "topics.*.ordering", N,      \
+            SG_CONF_U64, 0, D, NULL, MIN, SG_JSON_INT_MAX, NULL, NULL, DOC)
+
+#define ORD "topics.*.ordering"
+#define SNAP "topics.*.snapshot"
+
+static const cfg_row_t cfg_rows[] = {
+        ROW(SECT_ROOT, sg_config_t, instance_id, "", "instance_id",
+            SG_CONF_STRING, 0, 0, "seqgate", 0, 0, NULL, NULL,
+            "unique per instance in a consumer group"),
+        ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
+            SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
+            "directory of the LMDB state store"),
+        ROW(SECT_ROOT, sg_config_t, guarantee, "", "guarantee", SG_CONF_ENUM,
+            0, SG_GUARANTEE_EXACTLY_ONCE, NULL, 0, 0, GUARANTEE_NAMES, NULL,
+            "delivery guarantee (semantics §6)"),
+        R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes",
+              INT64_C(1073741824), 1048576, "initial LMDB map size, bytes"),
+        R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
+              INT64_C(1073741824), 1048576,
+              "LMDB map growth when full, bytes"),
+        R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
+              100000, "most input records per batch"),
+        R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
+              "longest wait to fill a batch, milliseconds"),
+        R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
+              10000, 0, "stats log line period, milliseconds; 0 disables"),
+        R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "",
+              "delivery_timeout_ms", 60000, 1,
+              "wait for output deliveries, milliseconds"),
+        R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "",
+              "sweep_max_per_batch", 1000, 1, 1000000,
+              "dedup records the TTL sweep removes per batch"),
+        R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
+              "deadline_max_per_batch", 1000, 1, 1000000,
+              "gap deadlines fired per batch"),
+        R_I64(SECT_ROOT_LIMITS, pause_retry_ms, "", "pause_retry_ms", 1000, 1,
+              "re-check of a paused partition, milliseconds"),
+        R_I64(SECT_ROOT_LIMITS, broker_retry_timeout_ms, "",
+              "broker_retry_timeout_ms", 120000, 1,
+              "longest retry of a retriable broker error at start-up, "
+              "milliseconds"),
+
+        T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
+              SG_CONF_REQUIRED, check_output_topic,
+              "topic applied records are produced to"),
+        T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic",
+              SG_CONF_REQUIRED, check_dlq_topic,
+              "topic refused records are dead-lettered to"),
+        T_STR(SECT_TOPIC, changelog_topic, "topics.*", "changelog_topic", 0,
+              check_changelog_topic,
+              "compacted changelog of the state "
+              "[<group.id>-<topic>-changelog]"),
+        T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
+               "output_partitioning", SG_PART_INPUT, PARTITIONING_NAMES,
+               "output partition: the input's, or murmur2 of the key"),
+
+        ROW(SECT_ENVELOPE, sg_topic_config_t, format, "topics.*.envelope",
+            "format", SG_CONF_ENUM, 0, SG_FORMAT_CLOUDEVENTS, NULL, 0, 0,
+            FORMAT_NAMES, check_format, "record format (semantics §2)"),
+        T_SRC(id, "id", 0, "ce:id", "idempotency key field"),
+        T_SRC(aggregate, "aggregate", SG_CONF_NULLABLE, "key",
+              "aggregate id field"),
+        T_SRC(version, "version", SG_CONF_NULLABLE, "ce:sequence",
+              "aggregate version field; null: dedup only"),
+        T_SRC(type, "type", SG_CONF_NULLABLE, "ce:type", "event type field"),
+        ROW(SECT_ENVELOPE_MAX, sg_topic_config_t, max_field_bytes,
+            "topics.*.envelope", "max_field_bytes", SG_CONF_SIZE, 0, 1024,
+            NULL, 1, 1048576, NULL, NULL,
+            "longest id, scope, aggregate or type, bytes"),
+
+        T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms",
+              INT64_C(604800000), 1000, SG_JSON_INT_MAX,
+              "how long an idempotency key is remembered, milliseconds"),
+
+        T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", SG_ORDER_STRICT,
+               MODE_NAMES, "ordering mode (semantics §3b)"),
+        T_U64(first_version, "first_version", 1, 0,
+              "version of an aggregate's first event"),
+        T_U64(max_version_jump, "max_version_jump", 100000, 1,
+              "largest version step parked rather than dead-lettered"),
+        T_ENUM(SECT_ORDERING, new_aggregate, ORD, "new_aggregate",
+               SG_NEWAGG_STRICT, NEWAGG_NAMES,
+               "a new aggregate above first_version: wait, or trust it"),
+        ROW(SECT_ORDERING, sg_topic_config_t, stale_drop, ORD, "stale",
+            SG_CONF_ENUM_BOOL, 0, 0, NULL, 0, 0, STALE_NAMES, NULL,
+            "a stale version is dead-lettered or dropped"),
+        T_I64(SECT_ORDERING, gap_timeout_ms, ORD, "gap_timeout_ms", 30000, 1,
+              SG_JSON_INT_MAX, "wait for a missing version, milliseconds"),
+        T_ENUM(SECT_ORDERING, gap_policy, ORD, "gap_policy", SG_GAP_DLQ,
+               GAP_NAMES, "what a gap deadline does (semantics §4)"),
+        T_U64(max_parked_per_aggregate, "max_parked_per_aggregate", 1000, 1,
+              "parked events per aggregate"),
+        T_U64(max_parked_total, "max_parked_total", 100000, 1,
+              "parked events per input partition"),
+        T_U64(max_parked_bytes, "max_parked_bytes", INT64_C(268435456), 1,
+              "parked bytes per input partition"),
+        T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
+               SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
+               "a parking cap reached: pause the partition, or DLQ"),
+
+        T_STR(SECT_SNAP_KAFKA, snapshot.request_topic, SNAP, "request_topic",
+              SG_CONF_REQUIRED, check_request_topic,
+              "source kafka: topic snapshot requests are produced to"),
+        T_STR(SECT_SNAP_KAFKA, snapshot.reply_topic, SNAP, "reply_topic",
+              SG_CONF_REQUIRED, check_reply_topic,
+              "source kafka: topic seqgate reads snapshot replies from"),
+        T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
+              check_url, "source http: URL template with {aggregate}"),
+        T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP,
+              "auth_header_env", 0, check_auth_header_env,
+              "source http: environment variable holding the "
+              "Authorization header"),
+        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000,
+              1, 600000, "per request, milliseconds"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_in_flight, SNAP, "max_in_flight",
+              64, 1, 100000, "requests in flight per input partition"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts",
+              4, 1, 1000, "attempts before the gap policy applies"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500,
+              1, 3600000, "first retry delay, milliseconds (doubles)"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP,
+              "backoff_max_ms", 30000, 1, 3600000,
+              "longest retry delay, milliseconds"),
+        ROW(SECT_SNAP_OUTPUT, sg_topic_config_t, snapshot.emit_record, SNAP,
+            "emit_record", SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
+            "an applied snapshot is also a record on the output topic"),
+};
+
+#undef ORD
+#undef SNAP
+
+#define CFG_ROW_CNT (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
+
+/* Enum fields are read and written as int. */
+_Static_assert(sizeof(sg_format_t) == sizeof(int) &&
+                       sizeof(sg_guarantee_t) == sizeof(int) &&
+                       sizeof(sg_partitioning_t) == sizeof(int) &&
+                       sizeof(sg_order_mode_t) == sizeof(int) &&
+                       sizeof(sg_new_agg_t) == sizeof(int) &&
+                       sizeof(sg_gap_policy_t) == sizeof(int) &&
+                       sizeof(sg_overflow_t) == sizeof(int),
+               "enum fields are stored as int");
+
+const sg_config_key_t *sg_config_key(size_t i) {
+        return i < CFG_ROW_CNT ? &cfg_rows[i].key : NULL;
+}
+
+/** Sets the default of every row of section @p s in @p base. */
+static sg_err_t cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
+        char detail[256];
+
+        for (size_t i = 0; i < CFG_ROW_CNT; i++) {
+                const cfg_row_t *r = &cfg_rows[i];
+                void *f = (char *)base + r->off;
+
+                if (r->sect != s)
+                        continue;
+                switch (r->key.type) {
+                case SG_CONF_BOOL:
+                case SG_CONF_ENUM_BOOL:
+                        *(bool *)f = r->key.def != 0;
+                        break;
+                case SG_CONF_INT:
+                case SG_CONF_ENUM:
+                        *(int *)f = (int)r->key.def;
+                        break;
+                case SG_CONF_I64:
+                        *(int64_t *)f = r->key.def;
+                        break;
+                case SG_CONF_U64:
+                        *(uint64_t *)f = (uint64_t)r->key.def;
+                        break;
+                case SG_CONF_SIZE:
+                        *(size_t *)f = (size_t)r->key.def;
+                        break;
+                case SG_CONF_STRING:
+                        free(*(char **)f);
+                        *(char **)f = NULL;
+                        if (r->key.def_text &&
+                            !(*(char **)f = strdup(r->key.def_text)))
+                                return nomem(c);
+                        break;
+                case SG_CONF_SRC:
+                        src_clear(f);
+                        if (r->key.def_text &&
+                            sg_field_src_parse(r->key.def_text, f, detail,
+                                               sizeof(detail)))
+                                return nomem(c); /* the texts are valid */
+                        break;
+                }
+        }
+        return SG_OK;
+}
+
+/** Reads the key of row @p r from @p obj (at @p path) into @p base, then
+ *  runs the row's check when the key was there and read. Absent: the
+ *  field keeps its value (its default), or an error when required. */
+static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         const cfg_row_t *r, void *base) {
+        const sg_config_key_t *k = &r->key;
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, k->name);
+        void *f = (char *)base + r->off;
+        char p[SG_PATH_SIZE];
+        int64_t v = 0;
+        int ival;
+        sg_err_t err = SG_OK;
+
+        path_key(p, path, k->name);
+        switch (k->type) {
+        case SG_CONF_BOOL:
+                if (it && !cJSON_IsBool(it))
+                        return fail(c, p, "must be true or false");
+                if (it)
+                        *(bool *)f = cJSON_IsTrue(it);
+                break;
+        case SG_CONF_INT:
+        case SG_CONF_I64:
+        case SG_CONF_U64:
+        case SG_CONF_SIZE:
+                if ((err = get_int(c, obj, path, k->name, k->min, k->max, &v)) ||
+                    !it)
+                        return err;
+                if (k->type == SG_CONF_INT)
+                        *(int *)f = (int)v;
+                else if (k->type == SG_CONF_I64)
+                        *(int64_t *)f = v;
+                else if (k->type == SG_CONF_U64)
+                        *(uint64_t *)f = (uint64_t)v;
+                else
+                        *(size_t *)f = (size_t)v;
+                break;
+        case SG_CONF_ENUM:
+        case SG_CONF_ENUM_BOOL:
+                ival = k->type == SG_CONF_ENUM ? *(int *)f : *(bool *)f;
+                if ((err = get_enum(c, obj, path, k->name, k->names, NULL,
+                                    &ival)))
+                        return err;
+                if (k->type == SG_CONF_ENUM)
+                        *(int *)f = ival;
+                else
+                        *(bool *)f = ival == 1;
+                break;
+        case SG_CONF_STRING:
+                err = get_str_dup(c, obj, path, k->name,
+                                  (k->flags & SG_CONF_REQUIRED) != 0, f);
+                break;
+        case SG_CONF_SRC:
+                err = get_src(c, obj, path, k->name,
+                              (k->flags & SG_CONF_NULLABLE) != 0, f);
+                break;
+        }
+        if (err || !it || !r->check)
+                return err;
+        return r->check(c, obj, path, p, base);
+}
+
+/** Reads every key of section @p s from @p obj (at @p path) into @p base,
+ *  in table order; a wrong one is reported and the next one read. */
+static sg_err_t cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         cfg_sect_t s, void *base) {
+        size_t since = c->err_cnt;
+
+        for (size_t i = 0; i < CFG_ROW_CNT; i++)
+                if (cfg_rows[i].sect == s)
+                        KEEP(row_read(c, obj, path, &cfg_rows[i], base));
+        return errors_since(c, since);
+}
+
+/** Sets the defaults listed in config.h. */
+static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
+        static const cfg_sect_t sects[] = {
+                SECT_TOPIC,    SECT_ENVELOPE,   SECT_ENVELOPE_MAX,
+                SECT_DEDUP,    SECT_ORDERING,   SECT_SNAP_KAFKA,
+                SECT_SNAP_HTTP, SECT_SNAP_RETRY, SECT_SNAP_OUTPUT};
+        sg_err_t err;
+
+        for (size_t i = 0; i < sizeof(sects) / sizeof(sects[0]); i++)
+                if ((err = cfg_defaults(c, sects[i], tc)))
+                        return err;
+        tc->snapshot.source = SG_SNAP_NONE;
+        if (!(tc->scope = calloc(1, sizeof(*tc->scope))))
+                return nomem(c);
+        tc->scope_cnt = 1;
+        return src_default(c, &tc->scope[0], SG_SRC_CE, "source");
+}
+
 /** Format "json" has no CloudEvents attributes to read (semantics §2). */
 static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
         if (s->kind == SG_SRC_CE)
@@ -960,12 +1274,34 @@ static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
         return SG_OK;
 }
 
+/** envelope.format "json": no CloudEvents defaults; id must be mapped, and
+ *  version and type are unset unless mapped (dedup-only topic). */
+static sg_err_t check_format(cfg_ctx_t *c, const cJSON *env, const char *path,
+                             const char *key_path, void *base) {
+        sg_topic_config_t *tc = base;
+        char p[SG_PATH_SIZE];
+
+        (void)key_path;
+        if (tc->format != SG_FORMAT_JSON)
+                return SG_OK;
+        src_clear(&tc->version);
+        src_clear(&tc->type);
+        for (size_t i = 0; i < tc->scope_cnt; i++)
+                src_clear(&tc->scope[i]);
+        tc->scope_cnt = 0;
+        if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
+                path_key(p, path, "id");
+                fail(c, p,
+                     "required with format \"json\"; allowed: "
+                     "\"key\", \"header:NAME\", \"/json/pointer\"");
+        }
+        return SG_OK;
+}
+
 static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                                const char *path, sg_topic_config_t *tc) {
         char p[SG_PATH_SIZE];
         const cJSON *it;
-        int ival;
-        int64_t max_field = (int64_t)tc->max_field_bytes;
         size_t since = c->err_cnt;
         sg_err_t err;
 
@@ -973,30 +1309,7 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                 return err;
         KEEP(check_keys(c, env, path, ENVELOPE_KEYS));
 
-        ival = (int)tc->format;
-        KEEP(get_enum(c, env, path, "format", FORMAT_NAMES, NULL, &ival));
-        tc->format = (sg_format_t)ival;
-
-        if (tc->format == SG_FORMAT_JSON) {
-                /* No CloudEvents defaults: id must be mapped, and version and
-                 * type are unset unless mapped (dedup-only topic). */
-                src_clear(&tc->version);
-                src_clear(&tc->type);
-                for (size_t i = 0; i < tc->scope_cnt; i++)
-                        src_clear(&tc->scope[i]);
-                tc->scope_cnt = 0;
-                if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
-                        path_key(p, path, "id");
-                        fail(c, p,
-                             "required with format \"json\"; allowed: "
-                             "\"key\", \"header:NAME\", \"/json/pointer\"");
-                }
-        }
-
-        KEEP(get_src(c, env, path, "id", false, &tc->id));
-        KEEP(get_src(c, env, path, "aggregate", true, &tc->aggregate));
-        KEEP(get_src(c, env, path, "version", true, &tc->version));
-        KEEP(get_src(c, env, path, "type", true, &tc->type));
+        KEEP(cfg_read(c, env, path, SECT_ENVELOPE, tc));
 
         path_key(p, path, "scope");
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope")) &&
@@ -1072,15 +1385,12 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                         return nomem(c);
         }
 
-        KEEP(get_int(c, env, path, "max_field_bytes", 1, 1048576,
-                     &max_field));
-        tc->max_field_bytes = (size_t)max_field;
+        KEEP(cfg_read(c, env, path, SECT_ENVELOPE_MAX, tc));
         return errors_since(c, since);
 }
 
 static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
                                const char *path, sg_topic_config_t *tc) {
-        int ival;
         size_t since = c->err_cnt;
         sg_err_t err;
 
@@ -1088,34 +1398,7 @@ static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
                 return err;
         KEEP(check_keys(c, ord, path, ORDERING_KEYS));
 
-        ival = (int)tc->order_mode;
-        KEEP(get_enum(c, ord, path, "mode", MODE_NAMES, NULL, &ival));
-        tc->order_mode = (sg_order_mode_t)ival;
-        KEEP(get_u64(c, ord, path, "first_version", 0, &tc->first_version));
-        KEEP(get_u64(c, ord, path, "max_version_jump", 1,
-                     &tc->max_version_jump));
-        ival = (int)tc->new_aggregate;
-        KEEP(get_enum(c, ord, path, "new_aggregate", NEWAGG_NAMES, NULL,
-                      &ival));
-        tc->new_aggregate = (sg_new_agg_t)ival;
-        ival = tc->stale_drop ? 1 : 0;
-        KEEP(get_enum(c, ord, path, "stale", STALE_NAMES, NULL, &ival));
-        tc->stale_drop = ival == 1;
-        KEEP(get_int(c, ord, path, "gap_timeout_ms", 1, SG_JSON_INT_MAX,
-                     &tc->gap_timeout_ms));
-        ival = (int)tc->gap_policy;
-        KEEP(get_enum(c, ord, path, "gap_policy", GAP_NAMES, NULL, &ival));
-        tc->gap_policy = (sg_gap_policy_t)ival;
-        KEEP(get_u64(c, ord, path, "max_parked_per_aggregate", 1,
-                     &tc->max_parked_per_aggregate));
-        KEEP(get_u64(c, ord, path, "max_parked_total", 1,
-                     &tc->max_parked_total));
-        KEEP(get_u64(c, ord, path, "max_parked_bytes", 1,
-                     &tc->max_parked_bytes));
-        ival = (int)tc->on_park_overflow;
-        KEEP(get_enum(c, ord, path, "on_park_overflow", OVERFLOW_NAMES, NULL,
-                      &ival));
-        tc->on_park_overflow = (sg_overflow_t)ival;
+        KEEP(cfg_read(c, ord, path, SECT_ORDERING, tc));
 
         if (tc->max_parked_per_aggregate > tc->max_parked_total) {
                 char p[SG_PATH_SIZE];
@@ -1365,6 +1648,66 @@ static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
         return SG_OK;
 }
 
+/* snapshot.request_topic (source kafka) */
+static sg_err_t check_request_topic(cfg_ctx_t *c, const cJSON *obj,
+                                    const char *path, const char *key_path,
+                                    void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_topic_name(c, key_path, tc->snapshot.request_topic));
+        return SG_OK;
+}
+
+/* snapshot.reply_topic (source kafka): a topic of its own */
+static sg_err_t check_reply_topic(cfg_ctx_t *c, const cJSON *obj,
+                                  const char *path, const char *key_path,
+                                  void *base) {
+        sg_snapshot_config_t *sn = &((sg_topic_config_t *)base)->snapshot;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_topic_name(c, key_path, sn->reply_topic));
+        if (sn->request_topic && !strcmp(sn->request_topic, sn->reply_topic))
+                fail(c, key_path,
+                     "must differ from request_topic \"%s\": "
+                     "seqgate consumes the reply topic and would "
+                     "read its own requests",
+                     sn->request_topic);
+        return SG_OK;
+}
+
+/* snapshot.url (source http) */
+static sg_err_t check_url(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                          const char *key_path, void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_snapshot_url(c, key_path, tc->snapshot.url));
+        return SG_OK;
+}
+
+/* snapshot.auth_header_env (source http). Not quoted: a mistaken value may
+ * be the secret itself. */
+static sg_err_t check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
+                                      const char *path, const char *key_path,
+                                      void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        if (!valid_env_name(tc->snapshot.auth_header_env))
+                fail(c, key_path,
+                     "must be the NAME of an environment variable "
+                     "([A-Za-z_][A-Za-z0-9_]*, e.g. "
+                     "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
+                     "Authorization header; never the header value "
+                     "itself");
+        return SG_OK;
+}
+
 /**
  * Reads a topic's "snapshot" block into tc->snapshot. Topic names are
  * checked here for syntax and request != reply; that they differ from every
@@ -1429,51 +1772,12 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                              : "source http uses url and auth_header_env");
         }
 
-        if (sn->source == SG_SNAP_KAFKA) {
-                KEEP(get_str_dup(c, obj, path, "request_topic", true,
-                                 &sn->request_topic));
-                path_key(p, path, "request_topic");
-                if (sn->request_topic)
-                        KEEP(check_topic_name(c, p, sn->request_topic));
-                KEEP(get_str_dup(c, obj, path, "reply_topic", true,
-                                 &sn->reply_topic));
-                path_key(p, path, "reply_topic");
-                if (sn->reply_topic)
-                        KEEP(check_topic_name(c, p, sn->reply_topic));
-                if (sn->request_topic && sn->reply_topic &&
-                    !strcmp(sn->request_topic, sn->reply_topic))
-                        fail(c, p,
-                             "must differ from request_topic \"%s\": "
-                             "seqgate consumes the reply topic and would "
-                             "read its own requests",
-                             sn->request_topic);
-        } else {
-                KEEP(get_str_dup(c, obj, path, "url", true, &sn->url));
-                path_key(p, path, "url");
-                if (sn->url)
-                        KEEP(check_snapshot_url(c, p, sn->url));
-                KEEP(get_str_dup(c, obj, path, "auth_header_env", false,
-                                 &sn->auth_header_env));
-                path_key(p, path, "auth_header_env");
-                /* Not quoted: a mistaken value may be the secret itself. */
-                if (sn->auth_header_env &&
-                    !valid_env_name(sn->auth_header_env))
-                        fail(c, p,
-                             "must be the NAME of an environment variable "
-                             "([A-Za-z_][A-Za-z0-9_]*, e.g. "
-                             "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
-                             "Authorization header; never the header value "
-                             "itself");
-        }
+        KEEP(cfg_read(c, obj, path,
+                      sn->source == SG_SNAP_KAFKA ? SECT_SNAP_KAFKA
+                                                  : SECT_SNAP_HTTP,
+                      tc));
 
-        KEEP(get_int(c, obj, path, "timeout_ms", 1, 600000, &sn->timeout_ms));
-        KEEP(get_int(c, obj, path, "max_in_flight", 1, 100000,
-                     &sn->max_in_flight));
-        KEEP(get_int(c, obj, path, "max_attempts", 1, 1000,
-                     &sn->max_attempts));
-        KEEP(get_int(c, obj, path, "backoff_ms", 1, 3600000, &sn->backoff_ms));
-        KEEP(get_int(c, obj, path, "backoff_max_ms", 1, 3600000,
-                     &sn->backoff_max_ms));
+        KEEP(cfg_read(c, obj, path, SECT_SNAP_RETRY, tc));
         if (sn->backoff_max_ms < sn->backoff_ms) {
                 path_key(p, path, "backoff_max_ms");
                 fail(c, p,
@@ -1482,21 +1786,68 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                      sn->backoff_ms);
         }
 
-        path_key(p, path, "emit_record");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "emit_record"))) {
-                if (!cJSON_IsBool(it))
-                        fail(c, p, "must be true or false");
-                else
-                        sn->emit_record = cJSON_IsTrue(it);
-        }
+        KEEP(cfg_read(c, obj, path, SECT_SNAP_OUTPUT, tc));
         return errors_since(c, since);
+}
+
+/* output_topic: a topic name, not the input topic */
+static sg_err_t check_output_topic(cfg_ctx_t *c, const cJSON *obj,
+                                   const char *path, const char *key_path,
+                                   void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_topic_name(c, key_path, tc->output_topic));
+        if (!strcmp(tc->output_topic, tc->name))
+                fail(c, key_path, "must differ from the input topic \"%s\"",
+                     tc->name);
+        return SG_OK;
+}
+
+/* dlq_topic: a topic name, neither the input nor the output topic */
+static sg_err_t check_dlq_topic(cfg_ctx_t *c, const cJSON *obj,
+                                const char *path, const char *key_path,
+                                void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_topic_name(c, key_path, tc->dlq_topic));
+        if (!strcmp(tc->dlq_topic, tc->name))
+                fail(c, key_path, "must differ from the input topic \"%s\"",
+                     tc->name);
+        else if (tc->output_topic && !strcmp(tc->dlq_topic, tc->output_topic))
+                fail(c, key_path,
+                     "must differ from output_topic \"%s\": refused "
+                     "records must not reach the output's consumers",
+                     tc->output_topic);
+        return SG_OK;
+}
+
+/* changelog_topic: a topic of its own */
+static sg_err_t check_changelog_topic(cfg_ctx_t *c, const cJSON *obj,
+                                      const char *path, const char *key_path,
+                                      void *base) {
+        sg_topic_config_t *tc = base;
+
+        (void)obj;
+        (void)path;
+        KEEP(check_topic_name(c, key_path, tc->changelog_topic));
+        if (!strcmp(tc->changelog_topic, tc->name) ||
+            (tc->output_topic &&
+             !strcmp(tc->changelog_topic, tc->output_topic)) ||
+            (tc->dlq_topic && !strcmp(tc->changelog_topic, tc->dlq_topic)))
+                fail(c, key_path,
+                     "must differ from the input, output and DLQ "
+                     "topics: it holds seqgate's state");
+        return SG_OK;
 }
 
 static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                             sg_topic_config_t *tc) {
         char p[SG_PATH_SIZE];
         const cJSON *it;
-        int ival;
         size_t since = c->err_cnt;
         sg_err_t err;
 
@@ -1508,50 +1859,7 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if (!(tc->name = strdup(obj->string)))
                 return nomem(c);
 
-        KEEP(get_str_dup(c, obj, path, "output_topic", true,
-                         &tc->output_topic));
-        path_key(p, path, "output_topic");
-        if (tc->output_topic) {
-                KEEP(check_topic_name(c, p, tc->output_topic));
-                if (!strcmp(tc->output_topic, tc->name))
-                        fail(c, p, "must differ from the input topic \"%s\"",
-                             tc->name);
-        }
-
-        KEEP(get_str_dup(c, obj, path, "dlq_topic", true, &tc->dlq_topic));
-        path_key(p, path, "dlq_topic");
-        if (tc->dlq_topic) {
-                KEEP(check_topic_name(c, p, tc->dlq_topic));
-                if (!strcmp(tc->dlq_topic, tc->name))
-                        fail(c, p, "must differ from the input topic \"%s\"",
-                             tc->name);
-                else if (tc->output_topic &&
-                         !strcmp(tc->dlq_topic, tc->output_topic))
-                        fail(c, p,
-                             "must differ from output_topic \"%s\": refused "
-                             "records must not reach the output's consumers",
-                             tc->output_topic);
-        }
-
-        KEEP(get_str_dup(c, obj, path, "changelog_topic", false,
-                         &tc->changelog_topic));
-        if (tc->changelog_topic) {
-                path_key(p, path, "changelog_topic");
-                KEEP(check_topic_name(c, p, tc->changelog_topic));
-                if (!strcmp(tc->changelog_topic, tc->name) ||
-                    (tc->output_topic &&
-                     !strcmp(tc->changelog_topic, tc->output_topic)) ||
-                    (tc->dlq_topic &&
-                     !strcmp(tc->changelog_topic, tc->dlq_topic)))
-                        fail(c, p,
-                             "must differ from the input, output and DLQ "
-                             "topics: it holds seqgate's state");
-        }
-
-        ival = (int)tc->output_partitioning;
-        KEEP(get_enum(c, obj, path, "output_partitioning", PARTITIONING_NAMES,
-                      NULL, &ival));
-        tc->output_partitioning = (sg_partitioning_t)ival;
+        KEEP(cfg_read(c, obj, path, SECT_TOPIC, tc));
 
         path_key(p, path, "envelope");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")))
@@ -1561,8 +1869,7 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup")) &&
             !expect_object(c, it, p)) {
                 KEEP(check_keys(c, it, p, DEDUP_KEYS));
-                KEEP(get_int(c, it, p, "ttl_ms", 1000, SG_JSON_INT_MAX,
-                             &tc->dedup_ttl_ms));
+                KEEP(cfg_read(c, it, p, SECT_DEDUP, tc));
         }
 
         path_key(p, path, "ordering");
@@ -1829,12 +2136,8 @@ static const char *const ROOT_KEYS[] = {
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
-static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
-                                              NULL};
-
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
-        int ival = 0;
 
         if (!cJSON_IsObject(root))
                 return fail(c, "(root)", "must be a JSON object");
@@ -1843,13 +2146,7 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
             !cJSON_IsString(it))
                 fail(c, "$schema", "must be a string");
-        KEEP(get_str_dup(c, root, "", "instance_id", false,
-                         &conf->instance_id));
-        KEEP(get_str_dup(c, root, "", "data_dir", true, &conf->data_dir));
-
-        ival = (int)conf->guarantee;
-        KEEP(get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL, &ival));
-        conf->guarantee = (sg_guarantee_t)ival;
+        KEEP(cfg_read(c, root, "", SECT_ROOT, conf));
         c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
         KEEP(parse_kafka(c, root, conf));
@@ -1857,31 +2154,14 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "store")) &&
             !expect_object(c, it, "store")) {
                 KEEP(check_keys(c, it, "store", STORE_KEYS));
-                KEEP(get_u64(c, it, "store", "map_size_bytes", 1048576,
-                             &conf->map_size_bytes));
-                KEEP(get_u64(c, it, "store", "map_growth_bytes", 1048576,
-                             &conf->map_growth_bytes));
+                KEEP(cfg_read(c, it, "store", SECT_STORE, conf));
         }
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch")) &&
             !expect_object(c, it, "batch")) {
                 KEEP(check_keys(c, it, "batch", BATCH_KEYS));
-                KEEP(get_i(c, it, "batch", "max_records", 1, 100000,
-                           &conf->batch_max_records));
-                KEEP(get_i(c, it, "batch", "max_ms", 1, 60000,
-                           &conf->batch_max_ms));
+                KEEP(cfg_read(c, it, "batch", SECT_BATCH, conf));
         }
-        KEEP(get_int(c, root, "", "stats_interval_ms", 0, SG_JSON_INT_MAX,
-                     &conf->stats_interval_ms));
-        KEEP(get_int(c, root, "", "delivery_timeout_ms", 1, SG_JSON_INT_MAX,
-                     &conf->delivery_timeout_ms));
-        KEEP(get_i(c, root, "", "sweep_max_per_batch", 1, 1000000,
-                   &conf->sweep_max_per_batch));
-        KEEP(get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
-                   &conf->deadline_max_per_batch));
-        KEEP(get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
-                     &conf->pause_retry_ms));
-        KEEP(get_int(c, root, "", "broker_retry_timeout_ms", 1,
-                     SG_JSON_INT_MAX, &conf->broker_retry_timeout_ms));
+        KEEP(cfg_read(c, root, "", SECT_ROOT_LIMITS, conf));
 
         KEEP(parse_topics(c, root, conf));
         if (c->err_cnt > 0)
@@ -1946,23 +2226,15 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 cJSON_Delete(root);
                 return nomem(&c);
         }
-        /* exactly_once is the default (semantics §6): the production guarantee */
-        conf->guarantee = SG_GUARANTEE_EXACTLY_ONCE;
-        conf->map_size_bytes = UINT64_C(1073741824);
-        conf->map_growth_bytes = UINT64_C(1073741824);
-        conf->batch_max_records = 1000;
-        conf->batch_max_ms = 100;
-        conf->stats_interval_ms = 10000;
-        conf->delivery_timeout_ms = 60000;
-        conf->sweep_max_per_batch = 1000;
-        conf->deadline_max_per_batch = 1000;
-        conf->pause_retry_ms = 1000;
-        conf->broker_retry_timeout_ms = 120000;
-        if (!(conf->instance_id = strdup("seqgate"))) {
-                err = nomem(&c);
-        } else {
+        /* the defaults of config.h, from the key table; exactly_once is
+         * the default (semantics §6): the production guarantee */
+        static const cfg_sect_t sects[] = {SECT_ROOT, SECT_STORE, SECT_BATCH,
+                                           SECT_ROOT_LIMITS};
+        err = SG_OK;
+        for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
+                err = cfg_defaults(&c, sects[i], conf);
+        if (!err)
                 err = parse_root(&c, root, conf);
-        }
         cJSON_Delete(root);
         if (err) {
                 sg_config_destroy(conf);
