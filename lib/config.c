@@ -16,7 +16,7 @@
  * read.
  *
  * Every error is reported, so that one --check-config run lists them all:
- * fail() appends one line per error to errstr (in the order they are found,
+ * sg_cfg_fail() appends one line per error to errstr (in the order they are found,
  * which is document order within each section), and a parser goes on past
  * a wrong key to the next one (KEEP()), section by section, topic by topic;
  * it stops early only where what follows cannot be read (a section that is
@@ -81,7 +81,7 @@ typedef struct cfg_ctx {
 } cfg_ctx_t;
 
 /** Evaluates @p expr (an sg_err_t): a configuration error is reported
- *  (fail() recorded it) and parsing goes on; any other error returns. */
+ *  (sg_cfg_fail() recorded it) and parsing goes on; any other error returns. */
 #define KEEP(expr)                                                             \
         do {                                                                   \
                 sg_err_t keep_ = (expr);                                       \
@@ -139,10 +139,10 @@ static void put_clean(char *dst, size_t dst_size, const char *src) {
         dst[o] = '\0';
 }
 
-static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
+static void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
+static void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
         char raw[2048];
         va_list ap;
 
@@ -154,13 +154,13 @@ static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
         put_clean(errstr, errstr_size, raw);
 }
 
-static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
+static sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 /** Appends the line "PATH: message" to the errors (a '\n' before it when
  *  it is not the first; cut at the end of errstr, always terminated) and
  *  returns SG_ERR_CONFIG. */
-static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
+static sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
         char raw[2048];
         va_list ap;
         int n;
@@ -191,8 +191,8 @@ static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
         return SG_ERR_CONFIG;
 }
 
-static sg_err_t nomem(cfg_ctx_t *c) {
-        set_errstr(c->errstr, c->errstr_size, "out of memory");
+static sg_err_t sg_cfg_nomem(cfg_ctx_t *c) {
+        sg_cfg_set_errstr(c->errstr, c->errstr_size, "out of memory");
         return SG_ERR_NOMEM;
 }
 
@@ -209,7 +209,7 @@ static void path_append(char *buf, size_t *off, const char *s) {
 
 /** buf = parent "." key (or key alone at the root). buf may not alias
  *  parent. */
-static void path_key(char *buf, const char *parent, const char *key) {
+static void sg_cfg_path_key(char *buf, const char *parent, const char *key) {
         size_t off = 0;
 
         buf[0] = '\0';
@@ -221,7 +221,7 @@ static void path_key(char *buf, const char *parent, const char *key) {
 }
 
 /** buf = parent "[" idx "]". */
-static void path_idx(char *buf, const char *parent, size_t idx) {
+static void sg_cfg_path_idx(char *buf, const char *parent, size_t idx) {
         char num[32];
         size_t off = 0;
 
@@ -232,7 +232,7 @@ static void path_idx(char *buf, const char *parent, size_t idx) {
 }
 
 /** Joins a NULL-terminated list as "a, b, c" into buf. */
-static const char *join(char *buf, size_t size, const char *const *list) {
+static const char *sg_cfg_join(char *buf, size_t size, const char *const *list) {
         size_t off = 0;
 
         buf[0] = '\0';
@@ -246,8 +246,8 @@ static const char *join(char *buf, size_t size, const char *const *list) {
         return buf;
 }
 
-/** As join() for a counted array of strings. */
-static const char *join_n(char *buf, size_t size, char *const *list,
+/** As sg_cfg_join() for a counted array of strings. */
+static const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,
                           size_t cnt) {
         size_t off = 0;
 
@@ -273,10 +273,10 @@ static bool in_list(const char *s, const char *const *list) {
 /* Typed getters                                                            */
 /* ------------------------------------------------------------------------ */
 
-static sg_err_t expect_object(cfg_ctx_t *c, const cJSON *item,
+static sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
                               const char *path) {
         if (!cJSON_IsObject(item))
-                return fail(c, path, "must be a JSON object");
+                return sg_cfg_fail(c, path, "must be a JSON object");
         return SG_OK;
 }
 
@@ -285,23 +285,23 @@ static sg_err_t expect_object(cfg_ctx_t *c, const cJSON *item,
  * cJSON keeps both members of a duplicate key; silently using one of them
  * would hide a mistake.
  */
-static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                            const char *const *allowed) {
         char p[SG_PATH_SIZE];
         char list[1024];
         size_t since = c->err_cnt;
 
         for (const cJSON *it = obj->child; it; it = it->next) {
-                path_key(p, path, it->string);
+                sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
-                        fail(c, p, "unknown key; allowed: %s",
-                             join(list, sizeof(list), allowed));
+                        sg_cfg_fail(c, p, "unknown key; allowed: %s",
+                             sg_cfg_join(list, sizeof(list), allowed));
                         continue;
                 }
                 for (const cJSON *prev = obj->child; prev != it;
                      prev = prev->next)
                         if (!strcmp(prev->string, it->string)) {
-                                fail(c, p, "duplicate key");
+                                sg_cfg_fail(c, p, "duplicate key");
                                 break;
                         }
         }
@@ -312,36 +312,36 @@ static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
  * Reads string member @p key of @p obj into *out (borrowed). Absent: *out is
  * left as is, or an error when @p required.
  */
-static sg_err_t get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool required, const char **out) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it) {
                 if (required)
-                        return fail(c, p, "required key is missing");
+                        return sg_cfg_fail(c, p, "required key is missing");
                 return SG_OK;
         }
         if (!cJSON_IsString(it))
-                return fail(c, p, "must be a string");
+                return sg_cfg_fail(c, p, "must be a string");
         if (!*it->valuestring)
-                return fail(c, p, "must not be empty");
+                return sg_cfg_fail(c, p, "must not be empty");
         *out = it->valuestring;
         return SG_OK;
 }
 
-/** As get_str(), stores a copy in *dst (replacing any default). */
-static sg_err_t get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
+/** As sg_cfg_get_str(), stores a copy in *dst (replacing any default). */
+static sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
                             const char *key, bool required, char **dst) {
         const char *s = NULL;
-        sg_err_t err = get_str(c, obj, path, key, required, &s);
+        sg_err_t err = sg_cfg_get_str(c, obj, path, key, required, &s);
 
         if (err || !s)
                 return err;
         char *d = strdup(s);
         if (!d)
-                return nomem(c);
+                return sg_cfg_nomem(c);
         free(*dst);
         *dst = d;
         return SG_OK;
@@ -351,12 +351,12 @@ static sg_err_t get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
 static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
                               int64_t max, bool too_big) {
         if (max == SG_JSON_INT_MAX)
-                return fail(c, path, "must be an integer >= %" PRId64 "%s",
+                return sg_cfg_fail(c, path, "must be an integer >= %" PRId64 "%s",
                             min,
                             too_big ? "; JSON numbers above 2^53 "
                                       "(9007199254740992) are not exact"
                                     : "");
-        return fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
+        return sg_cfg_fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
                     min, max);
 }
 
@@ -364,14 +364,14 @@ static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
  * Reads an integral JSON number in [min, max] (max <= 2^53: a double holds
  * every integer up to 2^53 exactly, RFC 8259 §6). Absent: *out unchanged.
  */
-static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, int64_t min, int64_t max,
                         int64_t *out) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
         double d;
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (!cJSON_IsNumber(it))
@@ -394,28 +394,28 @@ static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
  * Reads a string member that must be one of @p names; *out = its index.
  * Absent: *out unchanged.
  */
-static sg_err_t get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
                          const char *key, const char *const *names,
                          const char *note, int *out) {
         char p[SG_PATH_SIZE];
         char list[256];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (!cJSON_IsString(it))
-                return fail(c, p, "must be a string; allowed: %s",
-                            join(list, sizeof(list), names));
+                return sg_cfg_fail(c, p, "must be a string; allowed: %s",
+                            sg_cfg_join(list, sizeof(list), names));
         for (int i = 0; names[i]; i++) {
                 if (!strcmp(it->valuestring, names[i])) {
                         *out = i;
                         return SG_OK;
                 }
         }
-        return fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
+        return sg_cfg_fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
                     SG_QUOTE_MAX, it->valuestring,
-                    join(list, sizeof(list), names), note ? note : "");
+                    sg_cfg_join(list, sizeof(list), names), note ? note : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -423,7 +423,7 @@ static sg_err_t get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
 /* ------------------------------------------------------------------------ */
 
 /** RFC 6901 §3: "/" then reference tokens where '~' is only "~0" or "~1". */
-static bool valid_pointer(const char *p) {
+static bool sg_cfg_valid_pointer(const char *p) {
         if (p[0] != '/')
                 return false;
         for (; *p; p++)
@@ -452,7 +452,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
         out->kind = SG_SRC_NONE;
         out->name = NULL;
         if (!text) {
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "a field source is required; allowed: %s",
                            SRC_FORMS);
                 return SG_ERR_INVALID;
@@ -465,7 +465,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                 kind = SG_SRC_HEADER;
                 name = text + 7;
                 if (!*name) {
-                        set_errstr(errstr, errstr_size,
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"header:\" needs a header name "
                                    "(\"header:NAME\")");
                         return SG_ERR_INVALID;
@@ -473,8 +473,8 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
         } else if (text[0] == '/') {
                 kind = SG_SRC_POINTER;
                 name = text;
-                if (!valid_pointer(text)) {
-                        set_errstr(errstr, errstr_size,
+                if (!sg_cfg_valid_pointer(text)) {
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"%.*s\" is not a valid JSON Pointer: "
                                    "'~' must be followed by '0' or '1' "
                                    "(RFC 6901 §3)",
@@ -489,7 +489,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                         ok = (*s >= 'a' && *s <= 'z') ||
                              (*s >= '0' && *s <= '9');
                 if (!ok) {
-                        set_errstr(errstr, errstr_size,
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"%.*s\" is not a CloudEvents attribute: "
                                    "names are lower-case letters a-z and "
                                    "digits 0-9 (CloudEvents spec §3.1.1)",
@@ -497,60 +497,60 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                         return SG_ERR_INVALID;
                 }
         } else {
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "\"%.*s\" is not a field source; allowed: %s",
                            SG_QUOTE_MAX, text, SRC_FORMS);
                 return SG_ERR_INVALID;
         }
         out->name = strdup(name);
         if (!out->name) {
-                set_errstr(errstr, errstr_size, "out of memory");
+                sg_cfg_set_errstr(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         out->kind = kind;
         return SG_OK;
 }
 
-static void src_clear(sg_field_src_t *src) {
+static void sg_cfg_src_clear(sg_field_src_t *src) {
         free(src->name);
         src->name = NULL;
         src->kind = SG_SRC_NONE;
 }
 
 /** Sets @p src to a built-in default ("key" or "ce:ATTR"). */
-static sg_err_t src_default(cfg_ctx_t *c, sg_field_src_t *src,
+static sg_err_t sg_cfg_src_default(cfg_ctx_t *c, sg_field_src_t *src,
                             sg_src_kind_t kind, const char *name) {
-        src_clear(src);
+        sg_cfg_src_clear(src);
         if (name && !(src->name = strdup(name)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         src->kind = kind;
         return SG_OK;
 }
 
 /** Parses a field source string at @p path into *src (replacing it). */
-static sg_err_t src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
+static sg_err_t sg_cfg_src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
                               sg_field_src_t *src) {
         char detail[512];
         sg_field_src_t tmp;
         sg_err_t err;
 
         if (!cJSON_IsString(it))
-                return fail(c, path, "must be a string; allowed: %s",
+                return sg_cfg_fail(c, path, "must be a string; allowed: %s",
                             SRC_FORMS);
         err = sg_field_src_parse(it->valuestring, &tmp, detail,
                                  sizeof(detail));
         if (err == SG_ERR_NOMEM)
-                return nomem(c);
+                return sg_cfg_nomem(c);
         if (err)
-                return fail(c, path, "%s", detail);
-        src_clear(src);
+                return sg_cfg_fail(c, path, "%s", detail);
+        sg_cfg_src_clear(src);
         *src = tmp;
         return SG_OK;
 }
 
 /** Kafka topic name rule (Kafka's Topic.validate): 1-249 chars of
  *  [a-zA-Z0-9._-], not "." or "..". */
-static bool valid_topic_name(const char *s) {
+static bool sg_cfg_valid_topic_name(const char *s) {
         size_t n = strlen(s);
 
         if (n == 0 || n > 249 || !strcmp(s, ".") || !strcmp(s, ".."))
@@ -562,10 +562,10 @@ static bool valid_topic_name(const char *s) {
         return true;
 }
 
-static sg_err_t check_topic_name(cfg_ctx_t *c, const char *path,
+static sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
                                  const char *name) {
-        if (!valid_topic_name(name))
-                return fail(c, path,
+        if (!sg_cfg_valid_topic_name(name))
+                return sg_cfg_fail(c, path,
                             "\"%.*s\" is not a valid Kafka topic name; "
                             "allowed: 1 to 249 characters of a-z, A-Z, 0-9, "
                             "'.', '_', '-', other than \".\" and \"..\"",
@@ -574,7 +574,7 @@ static sg_err_t check_topic_name(cfg_ctx_t *c, const char *path,
 }
 
 /** Case-insensitive strstr() (ASCII). */
-static bool contains_ci(const char *hay, const char *needle) {
+static bool sg_cfg_contains_ci(const char *hay, const char *needle) {
         size_t n = strlen(needle);
 
         for (; *hay; hay++) {
@@ -592,9 +592,9 @@ static bool contains_ci(const char *hay, const char *needle) {
 bool sg_config_is_secret(const char *name) {
         if (!name)
                 return false;
-        return contains_ci(name, "password") || contains_ci(name, "secret") ||
-               contains_ci(name, ".pem") ||
-               contains_ci(name, "sasl.oauthbearer.config");
+        return sg_cfg_contains_ci(name, "password") || sg_cfg_contains_ci(name, "secret") ||
+               sg_cfg_contains_ci(name, ".pem") ||
+               sg_cfg_contains_ci(name, "sasl.oauthbearer.config");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -612,15 +612,15 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
         size_t n = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)))
+        if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
-        KEEP(check_keys(c, obj, path, NULL));
+        KEEP(sg_cfg_check_keys(c, obj, path, NULL));
         for (const cJSON *it = obj->child; it; it = it->next)
                 n++;
         if (n == 0)
                 return errors_since(c, since);
         if (!(*arrp = calloc(n, sizeof(**arrp))))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         /* *cntp counts the complete entries only: a wrong one is reported
          * and left out, so that every entry has a name and a value. */
         for (const cJSON *it = obj->child; it; it = it->next) {
@@ -628,35 +628,35 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 bool secret = sg_config_is_secret(it->string);
                 char *value = NULL;
 
-                path_key(p, path, it->string);
+                sg_cfg_path_key(p, path, it->string);
                 if (!*it->string) {
-                        fail(c, path, "a property name must not be empty");
+                        sg_cfg_fail(c, path, "a property name must not be empty");
                         continue;
                 }
                 if (cJSON_IsString(it)) {
                         value = strdup(it->valuestring);
                 } else if (secret) {
-                        fail(c, p, "must be a string");
+                        sg_cfg_fail(c, p, "must be a string");
                         continue;
                 } else if (cJSON_IsBool(it)) {
                         value = strdup(cJSON_IsTrue(it) ? "true" : "false");
                 } else if (cJSON_IsNumber(it)) {
                         if (!isfinite(it->valuedouble)) {
-                                fail(c, p, "must be a finite number");
+                                sg_cfg_fail(c, p, "must be a finite number");
                                 continue;
                         }
                         /* cJSON prints the shortest text that reads back
                          * as the same double: 5 -> "5", 0.5 -> "0.5". */
                         value = cJSON_PrintUnformatted(it);
                 } else {
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "must be a string, number or boolean "
                              "(librdkafka property value)");
                         continue;
                 }
                 if (!value || !(kv->name = strdup(it->string))) {
                         free(value);
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 }
                 kv->value = value;
                 (*cntp)++;
@@ -697,11 +697,11 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         for (size_t i = 0; i < cnt; i++) {
                 const char *n = kv[i].name, *v = kv[i].value;
 
-                path_key(p, section, n);
+                sg_cfg_path_key(p, section, n);
                 if (consumer && (!strcmp(n, "enable.auto.commit") ||
                                  !strcmp(n, "auto.commit.enable")) &&
                     rk_true(v))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "must not be true: seqgate commits input "
                              "offsets itself, only after the batch's "
                              "output is delivered and its state is "
@@ -709,7 +709,7 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                              "false or unset");
                 if (producer && !strcmp(n, "enable.idempotence") &&
                     rk_false(v))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "must not be false: output is produced by "
                              "an idempotent producer so that retries "
                              "do not duplicate or reorder records "
@@ -717,14 +717,14 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 if (producer && (!strcmp(n, "acks") ||
                                  !strcmp(n, "request.required.acks")) &&
                     strcasecmp(v, "all") && strcmp(v, "-1"))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "\"%.*s\" is not allowed: a batch's state "
                              "is committed only once every in-sync "
                              "replica has its output (semantics §6); "
                              "allowed: all, -1 or unset",
                              SG_QUOTE_MAX, v);
                 if (producer && !strcmp(n, "transactional.id"))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              c->eos ? "set by seqgate: with guarantee "
                                       "exactly_once the transactional "
                                       "id is <group.id>-<instance_id>, "
@@ -738,13 +738,13 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                       "(semantics §6)");
                 if (consumer && c->eos && !strcmp(n, "isolation.level") &&
                     strcmp(v, "read_committed") != 0)
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "must be read_committed with guarantee "
                              "exactly_once: aborted input must not be "
                              "judged (semantics §6); allowed: "
                              "read_committed or unset");
                 if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "set the consumer group in kafka.group.id "
                              "only: the state store belongs to that "
                              "group");
@@ -766,7 +766,7 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         rd_kafka_conf_t *rk = rd_kafka_conf_new();
 
         if (!rk)
-                return nomem(c);
+                return sg_cfg_nomem(c);
         for (size_t i = 0; i < cnt; i++) {
                 if (!strcmp(kv[i].name, "plugin.library.paths"))
                         continue;
@@ -774,26 +774,26 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 if (rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
                                       sizeof(rkerr)) == RD_KAFKA_CONF_OK)
                         continue;
-                path_key(p, section, kv[i].name);
+                sg_cfg_path_key(p, section, kv[i].name);
                 if (sg_config_is_secret(kv[i].name))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "rejected by librdkafka (detail withheld: the "
                              "value is a secret)");
                 else
-                        fail(c, p, "rejected by librdkafka: %s", rkerr);
+                        sg_cfg_fail(c, p, "rejected by librdkafka: %s", rkerr);
         }
         rd_kafka_conf_destroy(rk);
         return errors_since(c, since);
 }
 
-static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
+static sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
         const char *v;
         size_t since = c->err_cnt;
 
         it = cJSON_GetObjectItemCaseSensitive(root, "kafka");
         if (!it)
-                fail(c, "kafka", "required key is missing (librdkafka "
+                sg_cfg_fail(c, "kafka", "required key is missing (librdkafka "
                                  "properties; needs bootstrap.servers and "
                                  "group.id)");
         else
@@ -810,15 +810,15 @@ static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) 
                 cJSON_GetObjectItemCaseSensitive(root, "kafka"));
         v = kv_find(conf->kafka, conf->kafka_cnt, "bootstrap.servers");
         if (kafka_ok && (!v || !*v))
-                fail(c, "kafka.bootstrap.servers",
+                sg_cfg_fail(c, "kafka.bootstrap.servers",
                      "required (a non-empty host:port list)");
         v = kv_find(conf->kafka, conf->kafka_cnt, "group.id");
         if (kafka_ok && (!v || !*v))
-                fail(c, "kafka.group.id",
+                sg_cfg_fail(c, "kafka.group.id",
                      "required (the consumer group seqgate joins and whose "
                      "state it keeps)");
         else if (v && *v && !(conf->group_id = strdup(v)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
 
         KEEP(check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka", true,
                               true));
@@ -862,7 +862,7 @@ static const char *const SNAPSHOT_KEYS[] = {
 /* Enum spellings, in sg_*_t order. */
 static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
 static const char *const FORMAT_NAMES[] = {"cloudevents", "json", NULL};
-static const char *const MODE_NAMES[] = {"strict", "latest_wins", "none", NULL};
+static const char *const sg_cfg_mode_names[] = {"strict", "latest_wins", "none", NULL};
 static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
 static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
 static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
@@ -874,22 +874,22 @@ static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
  * Reads a field source member that may be JSON null (= not configured) when
  * @p nullable. Absent: *src keeps its default.
  */
-static sg_err_t get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool nullable, sg_field_src_t *src) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (cJSON_IsNull(it)) {
                 if (!nullable)
-                        return fail(c, p, "must not be null; allowed: %s",
+                        return sg_cfg_fail(c, p, "must not be null; allowed: %s",
                                     SRC_FORMS);
-                src_clear(src);
+                sg_cfg_src_clear(src);
                 return SG_OK;
         }
-        return src_from_json(c, it, p, src);
+        return sg_cfg_src_from_json(c, it, p, src);
 }
 
 static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
@@ -902,10 +902,10 @@ static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
 /*
  * Every scalar key is one row of cfg_rows[] (the Redis static_configs[]
  * idea): its place, type, field, default, bounds and doc. The row drives
- * the default (cfg_defaults()), the reading and its error messages
+ * the default (sg_cfg_defaults()), the reading and its error messages
  * (row_read()) and the one-key check that follows a successful read (the
  * row's check function). Nested blocks, arrays and the rules between keys
- * stay hand code, which calls cfg_read() for a section at the point of
+ * stay hand code, which calls sg_cfg_read() for a section at the point of
  * the block where its keys were always read, so errors keep their order.
  */
 
@@ -929,7 +929,7 @@ typedef enum cfg_sect {
 /**
  * A one-key rule run after the key at @p key_path (in object @p obj at
  * @p path) was read without error; @p base is the struct the row's field
- * is in. Reports with fail(); returns SG_OK or a non-configuration error.
+ * is in. Reports with sg_cfg_fail(); returns SG_OK or a non-configuration error.
  */
 typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj,
                               const char *path, const char *key_path,
@@ -943,9 +943,9 @@ typedef struct cfg_row {
         cfg_check_fn *check; /* NULL: none */
 } cfg_row_t;
 
-static cfg_check_fn check_output_topic, check_dlq_topic,
-        check_changelog_topic, check_format, check_request_topic,
-        check_reply_topic, check_url, check_auth_header_env;
+static cfg_check_fn sg_cfg_check_output_topic, sg_cfg_check_dlq_topic,
+        sg_cfg_check_changelog_topic, sg_cfg_check_format, sg_cfg_check_request_topic,
+        sg_cfg_check_reply_topic, sg_cfg_check_url, sg_cfg_check_auth_header_env;
 
 #define ROW(S, T, F, B, N, TY, FL, D, TX, MIN, MAX, NM, CK, DOC)               \
         {{.block = (B), .name = (N), .type = (TY), .flags = (FL),              \
@@ -1020,13 +1020,13 @@ static const cfg_row_t cfg_rows[] = {
               "milliseconds"),
 
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
-              SG_CONF_REQUIRED, check_output_topic,
+              SG_CONF_REQUIRED, sg_cfg_check_output_topic,
               "topic applied records are produced to"),
         T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic",
-              SG_CONF_REQUIRED, check_dlq_topic,
+              SG_CONF_REQUIRED, sg_cfg_check_dlq_topic,
               "topic refused records are dead-lettered to"),
         T_STR(SECT_TOPIC, changelog_topic, "topics.*", "changelog_topic", 0,
-              check_changelog_topic,
+              sg_cfg_check_changelog_topic,
               "compacted changelog of the state "
               "[<group.id>-<topic>-changelog]"),
         T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
@@ -1035,7 +1035,7 @@ static const cfg_row_t cfg_rows[] = {
 
         ROW(SECT_ENVELOPE, sg_topic_config_t, format, "topics.*.envelope",
             "format", SG_CONF_ENUM, 0, SG_FORMAT_CLOUDEVENTS, NULL, 0, 0,
-            FORMAT_NAMES, check_format, "record format (semantics §2)"),
+            FORMAT_NAMES, sg_cfg_check_format, "record format (semantics §2)"),
         T_SRC(id, "id", 0, "ce:id", "idempotency key field"),
         T_SRC(aggregate, "aggregate", SG_CONF_NULLABLE, "key",
               "aggregate id field"),
@@ -1052,7 +1052,7 @@ static const cfg_row_t cfg_rows[] = {
               "how long an idempotency key is remembered, milliseconds"),
 
         T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", SG_ORDER_STRICT,
-               MODE_NAMES, "ordering mode (semantics §3b)"),
+               sg_cfg_mode_names, "ordering mode (semantics §3b)"),
         T_U64(first_version, "first_version", 1, 0,
               "version of an aggregate's first event"),
         T_U64(max_version_jump, "max_version_jump", 100000, 1,
@@ -1078,15 +1078,15 @@ static const cfg_row_t cfg_rows[] = {
                "a parking cap reached: pause the partition, or DLQ"),
 
         T_STR(SECT_SNAP_KAFKA, snapshot.request_topic, SNAP, "request_topic",
-              SG_CONF_REQUIRED, check_request_topic,
+              SG_CONF_REQUIRED, sg_cfg_check_request_topic,
               "source kafka: topic snapshot requests are produced to"),
         T_STR(SECT_SNAP_KAFKA, snapshot.reply_topic, SNAP, "reply_topic",
-              SG_CONF_REQUIRED, check_reply_topic,
+              SG_CONF_REQUIRED, sg_cfg_check_reply_topic,
               "source kafka: topic seqgate reads snapshot replies from"),
         T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
-              check_url, "source http: URL template with {aggregate}"),
+              sg_cfg_check_url, "source http: URL template with {aggregate}"),
         T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP,
-              "auth_header_env", 0, check_auth_header_env,
+              "auth_header_env", 0, sg_cfg_check_auth_header_env,
               "source http: environment variable holding the "
               "Authorization header"),
         T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000,
@@ -1125,7 +1125,7 @@ const sg_config_key_t *sg_config_key(size_t i) {
 }
 
 /** Sets the default of every row of section @p s in @p base. */
-static sg_err_t cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
+static sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
         char detail[256];
 
         for (size_t i = 0; i < CFG_ROW_CNT; i++) {
@@ -1157,14 +1157,14 @@ static sg_err_t cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
                         *(char **)f = NULL;
                         if (r->key.def_text &&
                             !(*(char **)f = strdup(r->key.def_text)))
-                                return nomem(c);
+                                return sg_cfg_nomem(c);
                         break;
                 case SG_CONF_SRC:
-                        src_clear(f);
+                        sg_cfg_src_clear(f);
                         if (r->key.def_text &&
                             sg_field_src_parse(r->key.def_text, f, detail,
                                                sizeof(detail)))
-                                return nomem(c); /* the texts are valid */
+                                return sg_cfg_nomem(c); /* the texts are valid */
                         break;
                 }
         }
@@ -1184,11 +1184,11 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
         int ival;
         sg_err_t err = SG_OK;
 
-        path_key(p, path, k->name);
+        sg_cfg_path_key(p, path, k->name);
         switch (k->type) {
         case SG_CONF_BOOL:
                 if (it && !cJSON_IsBool(it))
-                        return fail(c, p, "must be true or false");
+                        return sg_cfg_fail(c, p, "must be true or false");
                 if (it)
                         *(bool *)f = cJSON_IsTrue(it);
                 break;
@@ -1196,7 +1196,7 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
         case SG_CONF_I64:
         case SG_CONF_U64:
         case SG_CONF_SIZE:
-                if ((err = get_int(c, obj, path, k->name, k->min, k->max, &v)) ||
+                if ((err = sg_cfg_get_int(c, obj, path, k->name, k->min, k->max, &v)) ||
                     !it)
                         return err;
                 if (k->type == SG_CONF_INT)
@@ -1211,7 +1211,7 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
         case SG_CONF_ENUM:
         case SG_CONF_ENUM_BOOL:
                 ival = k->type == SG_CONF_ENUM ? *(int *)f : *(bool *)f;
-                if ((err = get_enum(c, obj, path, k->name, k->names, NULL,
+                if ((err = sg_cfg_get_enum(c, obj, path, k->name, k->names, NULL,
                                     &ival)))
                         return err;
                 if (k->type == SG_CONF_ENUM)
@@ -1220,11 +1220,11 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         *(bool *)f = ival == 1;
                 break;
         case SG_CONF_STRING:
-                err = get_str_dup(c, obj, path, k->name,
+                err = sg_cfg_get_str_dup(c, obj, path, k->name,
                                   (k->flags & SG_CONF_REQUIRED) != 0, f);
                 break;
         case SG_CONF_SRC:
-                err = get_src(c, obj, path, k->name,
+                err = sg_cfg_get_src(c, obj, path, k->name,
                               (k->flags & SG_CONF_NULLABLE) != 0, f);
                 break;
         }
@@ -1235,7 +1235,7 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
 /** Reads every key of section @p s from @p obj (at @p path) into @p base,
  *  in table order; a wrong one is reported and the next one read. */
-static sg_err_t cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                          cfg_sect_t s, void *base) {
         size_t since = c->err_cnt;
 
@@ -1254,19 +1254,19 @@ static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
         sg_err_t err;
 
         for (size_t i = 0; i < sizeof(sects) / sizeof(sects[0]); i++)
-                if ((err = cfg_defaults(c, sects[i], tc)))
+                if ((err = sg_cfg_defaults(c, sects[i], tc)))
                         return err;
         tc->snapshot.source = SG_SNAP_NONE;
         if (!(tc->scope = calloc(1, sizeof(*tc->scope))))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         tc->scope_cnt = 1;
-        return src_default(c, &tc->scope[0], SG_SRC_CE, "source");
+        return sg_cfg_src_default(c, &tc->scope[0], SG_SRC_CE, "source");
 }
 
 /** Format "json" has no CloudEvents attributes to read (semantics §2). */
 static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
         if (s->kind == SG_SRC_CE)
-                return fail(c, path,
+                return sg_cfg_fail(c, path,
                             "\"ce:%s\" needs format \"cloudevents\"; format "
                             "\"json\" allows \"key\", \"header:NAME\", "
                             "\"/json/pointer\"",
@@ -1276,7 +1276,7 @@ static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
 
 /** envelope.format "json": no CloudEvents defaults; id must be mapped, and
  *  version and type are unset unless mapped (dedup-only topic). */
-static sg_err_t check_format(cfg_ctx_t *c, const cJSON *env, const char *path,
+static sg_err_t sg_cfg_check_format(cfg_ctx_t *c, const cJSON *env, const char *path,
                              const char *key_path, void *base) {
         sg_topic_config_t *tc = base;
         char p[SG_PATH_SIZE];
@@ -1284,14 +1284,14 @@ static sg_err_t check_format(cfg_ctx_t *c, const cJSON *env, const char *path,
         (void)key_path;
         if (tc->format != SG_FORMAT_JSON)
                 return SG_OK;
-        src_clear(&tc->version);
-        src_clear(&tc->type);
+        sg_cfg_src_clear(&tc->version);
+        sg_cfg_src_clear(&tc->type);
         for (size_t i = 0; i < tc->scope_cnt; i++)
-                src_clear(&tc->scope[i]);
+                sg_cfg_src_clear(&tc->scope[i]);
         tc->scope_cnt = 0;
         if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
-                path_key(p, path, "id");
-                fail(c, p,
+                sg_cfg_path_key(p, path, "id");
+                sg_cfg_fail(c, p,
                      "required with format \"json\"; allowed: "
                      "\"key\", \"header:NAME\", \"/json/pointer\"");
         }
@@ -1305,16 +1305,16 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, env, path)))
+        if ((err = sg_cfg_expect_object(c, env, path)))
                 return err;
-        KEEP(check_keys(c, env, path, ENVELOPE_KEYS));
+        KEEP(sg_cfg_check_keys(c, env, path, ENVELOPE_KEYS));
 
-        KEEP(cfg_read(c, env, path, SECT_ENVELOPE, tc));
+        KEEP(sg_cfg_read(c, env, path, SECT_ENVELOPE, tc));
 
-        path_key(p, path, "scope");
+        sg_cfg_path_key(p, path, "scope");
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope")) &&
             !cJSON_IsArray(it)) {
-                fail(c, p,
+                sg_cfg_fail(c, p,
                      "must be an array of field sources (may be empty: scope "
                      "= topic only)");
         } else if (it) {
@@ -1323,19 +1323,19 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                 const cJSON *el;
 
                 for (i = 0; i < tc->scope_cnt; i++)
-                        src_clear(&tc->scope[i]);
+                        sg_cfg_src_clear(&tc->scope[i]);
                 free(tc->scope);
                 tc->scope = NULL;
                 tc->scope_cnt = 0;
                 if (n > 0) {
                         if (!(tc->scope = calloc(n, sizeof(*tc->scope))))
-                                return nomem(c);
+                                return sg_cfg_nomem(c);
                         tc->scope_cnt = n;
                 }
                 i = 0;
                 cJSON_ArrayForEach(el, it) {
-                        path_idx(ip, p, i);
-                        err = src_from_json(c, el, ip, &tc->scope[i]);
+                        sg_cfg_path_idx(ip, p, i);
+                        err = sg_cfg_src_from_json(c, el, ip, &tc->scope[i]);
                         if (!err && tc->format == SG_FORMAT_JSON)
                                 err = no_ce(c, ip, &tc->scope[i]);
                         KEEP(err);
@@ -1349,21 +1349,21 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                 const sg_field_src_t *srcs[] = {&tc->id, &tc->aggregate,
                                                 &tc->version, &tc->type};
                 for (size_t i = 0; i < 4; i++) {
-                        path_key(p, path, keys[i]);
+                        sg_cfg_path_key(p, path, keys[i]);
                         KEEP(no_ce(c, p, srcs[i]));
                 }
         }
 
-        path_key(p, path, "digest");
+        sg_cfg_path_key(p, path, "digest");
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "digest"))) {
                 if (!cJSON_IsString(it))
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "must be a string; allowed: \"value\" (SHA-256 "
                              "of the record value) or a JSON Pointer such as "
                              "\"/data\"");
                 else if (strcmp(it->valuestring, "value") &&
-                         !valid_pointer(it->valuestring))
-                        fail(c, p,
+                         !sg_cfg_valid_pointer(it->valuestring))
+                        sg_cfg_fail(c, p,
                              "\"%.*s\" is not allowed; allowed: \"value\" or "
                              "a JSON Pointer (RFC 6901) such as \"/data\"",
                              SG_QUOTE_MAX, it->valuestring);
@@ -1375,17 +1375,17 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                          tc->format == SG_FORMAT_CLOUDEVENTS &&
                          strcmp(it->valuestring, "/data") != 0 &&
                          strncmp(it->valuestring, "/data/", 6) != 0)
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "\"%.*s\" is not allowed with format "
                              "\"cloudevents\"; allowed: \"value\", \"/data\" "
                              "or a JSON Pointer into it (\"/data/...\")",
                              SG_QUOTE_MAX, it->valuestring);
                 else if (strcmp(it->valuestring, "value") &&
                          !(tc->digest_pointer = strdup(it->valuestring)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
         }
 
-        KEEP(cfg_read(c, env, path, SECT_ENVELOPE_MAX, tc));
+        KEEP(sg_cfg_read(c, env, path, SECT_ENVELOPE_MAX, tc));
         return errors_since(c, since);
 }
 
@@ -1394,16 +1394,16 @@ static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
         size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, ord, path)))
+        if ((err = sg_cfg_expect_object(c, ord, path)))
                 return err;
-        KEEP(check_keys(c, ord, path, ORDERING_KEYS));
+        KEEP(sg_cfg_check_keys(c, ord, path, ORDERING_KEYS));
 
-        KEEP(cfg_read(c, ord, path, SECT_ORDERING, tc));
+        KEEP(sg_cfg_read(c, ord, path, SECT_ORDERING, tc));
 
         if (tc->max_parked_per_aggregate > tc->max_parked_total) {
                 char p[SG_PATH_SIZE];
-                path_key(p, path, "max_parked_per_aggregate");
-                fail(c, p,
+                sg_cfg_path_key(p, path, "max_parked_per_aggregate");
+                sg_cfg_fail(c, p,
                      "must be <= max_parked_total (%" PRIu64 "): the "
                      "per-aggregate cap is part of the per-partition total",
                      tc->max_parked_total);
@@ -1424,14 +1424,14 @@ static sg_err_t sm_state_ref(cfg_ctx_t *c, const sg_state_machine_t *sm,
         char list[1024];
 
         if (!cJSON_IsString(it) || !*it->valuestring)
-                return fail(c, path, "must be a state name; allowed: %s",
-                            join_n(list, sizeof(list), sm->states,
+                return sg_cfg_fail(c, path, "must be a state name; allowed: %s",
+                            sg_cfg_join_n(list, sizeof(list), sm->states,
                                    sm->state_cnt));
         if (!sm_has_state(sm, it->valuestring))
-                return fail(c, path,
+                return sg_cfg_fail(c, path,
                             "\"%.*s\" is not a declared state; allowed: %s",
                             SG_QUOTE_MAX, it->valuestring,
-                            join_n(list, sizeof(list), sm->states,
+                            sg_cfg_join_n(list, sizeof(list), sm->states,
                                    sm->state_cnt));
         return SG_OK;
 }
@@ -1443,11 +1443,11 @@ static sg_err_t get_array(cfg_ctx_t *c, const cJSON *obj, const char *path,
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
-                return fail(c, p, "required key is missing (%s)", what);
+                return sg_cfg_fail(c, p, "required key is missing (%s)", what);
         if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
-                return fail(c, p, "must be a non-empty array (%s)", what);
+                return sg_cfg_fail(c, p, "must be a non-empty array (%s)", what);
         *out = it;
         return SG_OK;
 }
@@ -1462,15 +1462,15 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
         size_t i = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)))
+        if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
-        KEEP(check_keys(c, obj, path, TRANSITION_KEYS));
-        KEEP(get_str(c, obj, path, "type", true, &type));
+        KEEP(sg_cfg_check_keys(c, obj, path, TRANSITION_KEYS));
+        KEEP(sg_cfg_get_str(c, obj, path, "type", true, &type));
         for (size_t j = 0; type && j < idx; j++) {
                 if (sm->transitions[j].type &&
                     !strcmp(sm->transitions[j].type, type)) {
-                        path_key(p, path, "type");
-                        fail(c, p,
+                        sg_cfg_path_key(p, path, "type");
+                        sg_cfg_fail(c, p,
                              "\"%.*s\" already has a transition; an event "
                              "type moves to one state (list every source "
                              "state in \"from\")",
@@ -1480,19 +1480,19 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
                 }
         }
         if (type && !(t->type = strdup(type)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
 
         KEEP(get_array(c, obj, path, "from", "states the event may leave",
                        &from));
-        path_key(p, path, "from");
+        sg_cfg_path_key(p, path, "from");
         if (from) {
                 if (!(t->from = calloc((size_t)cJSON_GetArraySize(from),
                                        sizeof(*t->from))))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 t->from_cnt = (size_t)cJSON_GetArraySize(from);
         }
         for (el = from ? from->child : NULL; el; el = el->next, i++) {
-                path_idx(ip, p, i);
+                sg_cfg_path_idx(ip, p, i);
                 if (sm_state_ref(c, sm, el, ip))
                         continue;
                 bool dup = false;
@@ -1500,19 +1500,19 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
                         dup = t->from[j] &&
                               !strcmp(t->from[j], el->valuestring);
                 if (dup)
-                        fail(c, ip, "duplicate state \"%s\"",
+                        sg_cfg_fail(c, ip, "duplicate state \"%s\"",
                              el->valuestring);
                 else if (!(t->from[i] = strdup(el->valuestring)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
         }
 
-        path_key(p, path, "to");
+        sg_cfg_path_key(p, path, "to");
         el = cJSON_GetObjectItemCaseSensitive(obj, "to");
         if (!el)
-                fail(c, p, "required key is missing");
+                sg_cfg_fail(c, p, "required key is missing");
         else if (!sm_state_ref(c, sm, el, p) &&
                  !(t->to = strdup(el->valuestring)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         return errors_since(c, since);
 }
 
@@ -1523,52 +1523,52 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
         size_t i = 0, since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)))
+        if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
-        KEEP(check_keys(c, obj, path, SM_KEYS));
+        KEEP(sg_cfg_check_keys(c, obj, path, SM_KEYS));
         sm->enabled = true;
 
         /* without its states nothing else can be checked */
         if ((err = get_array(c, obj, path, "states", "the state names",
                              &states)))
                 return err;
-        path_key(p, path, "states");
+        sg_cfg_path_key(p, path, "states");
         if (!(sm->states = calloc((size_t)cJSON_GetArraySize(states),
                                   sizeof(*sm->states))))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         sm->state_cnt = (size_t)cJSON_GetArraySize(states);
         cJSON_ArrayForEach(el, states) {
-                path_idx(ip, p, i);
+                sg_cfg_path_idx(ip, p, i);
                 if (!cJSON_IsString(el) || !*el->valuestring)
-                        fail(c, ip, "must be a non-empty string");
+                        sg_cfg_fail(c, ip, "must be a non-empty string");
                 else if (sm_has_state(sm, el->valuestring))
-                        fail(c, ip, "duplicate state \"%.*s\"", SG_QUOTE_MAX,
+                        sg_cfg_fail(c, ip, "duplicate state \"%.*s\"", SG_QUOTE_MAX,
                              el->valuestring);
                 else if (!(sm->states[i] = strdup(el->valuestring)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 i++;
         }
 
-        path_key(p, path, "initial");
+        sg_cfg_path_key(p, path, "initial");
         el = cJSON_GetObjectItemCaseSensitive(obj, "initial");
         if (!el)
-                fail(c, p, "required key is missing (the state of a new "
+                sg_cfg_fail(c, p, "required key is missing (the state of a new "
                            "aggregate)");
         else if (!sm_state_ref(c, sm, el, p) &&
                  !(sm->initial = strdup(el->valuestring)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
 
         KEEP(get_array(c, obj, path, "transitions", "objects {type, from, to}",
                        &trans));
         if (!trans)
                 return errors_since(c, since);
-        path_key(p, path, "transitions");
+        sg_cfg_path_key(p, path, "transitions");
         if (!(sm->transitions = calloc((size_t)cJSON_GetArraySize(trans),
                                        sizeof(*sm->transitions))))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         i = 0;
         cJSON_ArrayForEach(el, trans) {
-                path_idx(ip, p, i);
+                sg_cfg_path_idx(ip, p, i);
                 /* Count only built entries, so that the duplicate-type scan
                  * in parse_transition sees initialised types. */
                 sm->transition_cnt = i + 1;
@@ -1589,7 +1589,7 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
  */
 static bool snapshot_secret_key(const char *k) {
         return !strcasecmp(k, "auth_header") ||
-               !strcasecmp(k, "authorization") || contains_ci(k, "token") ||
+               !strcasecmp(k, "authorization") || sg_cfg_contains_ci(k, "token") ||
                sg_config_is_secret(k);
 }
 
@@ -1622,55 +1622,55 @@ static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
         else if (!strncasecmp(url, "https://", 8))
                 scheme = 8;
         else
-                return fail(c, path,
+                return sg_cfg_fail(c, path,
                             "must start with \"http://\" or \"https://\"");
         for (const char *s = url; *s; s++)
                 if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
-                        return fail(c, path,
+                        return sg_cfg_fail(c, path,
                                     "must not contain spaces, control or "
                                     "non-ASCII characters (percent-encode "
                                     "them, RFC 3986 §2.1)");
         host = url + scheme;
         end = host + strcspn(host, "/?#");
         if (end == host)
-                return fail(c, path, "needs a host after \"%.*s\"",
+                return sg_cfg_fail(c, path, "needs a host after \"%.*s\"",
                             (int)scheme, url);
         if (memchr(host, '@', (size_t)(end - host)))
-                return fail(c, path,
+                return sg_cfg_fail(c, path,
                             "must not hold credentials (user:password@host): "
                             "the config file must contain no secret; put the "
                             "Authorization header value in an environment "
                             "variable and name it in auth_header_env");
         if (!strstr(url, "{aggregate}"))
-                return fail(c, path,
+                return sg_cfg_fail(c, path,
                             "must contain \"{aggregate}\" (replaced by the "
                             "percent-encoded aggregate id)");
         return SG_OK;
 }
 
 /* snapshot.request_topic (source kafka) */
-static sg_err_t check_request_topic(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_request_topic(cfg_ctx_t *c, const cJSON *obj,
                                     const char *path, const char *key_path,
                                     void *base) {
         sg_topic_config_t *tc = base;
 
         (void)obj;
         (void)path;
-        KEEP(check_topic_name(c, key_path, tc->snapshot.request_topic));
+        KEEP(sg_cfg_check_topic_name(c, key_path, tc->snapshot.request_topic));
         return SG_OK;
 }
 
 /* snapshot.reply_topic (source kafka): a topic of its own */
-static sg_err_t check_reply_topic(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_reply_topic(cfg_ctx_t *c, const cJSON *obj,
                                   const char *path, const char *key_path,
                                   void *base) {
         sg_snapshot_config_t *sn = &((sg_topic_config_t *)base)->snapshot;
 
         (void)obj;
         (void)path;
-        KEEP(check_topic_name(c, key_path, sn->reply_topic));
+        KEEP(sg_cfg_check_topic_name(c, key_path, sn->reply_topic));
         if (sn->request_topic && !strcmp(sn->request_topic, sn->reply_topic))
-                fail(c, key_path,
+                sg_cfg_fail(c, key_path,
                      "must differ from request_topic \"%s\": "
                      "seqgate consumes the reply topic and would "
                      "read its own requests",
@@ -1679,7 +1679,7 @@ static sg_err_t check_reply_topic(cfg_ctx_t *c, const cJSON *obj,
 }
 
 /* snapshot.url (source http) */
-static sg_err_t check_url(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static sg_err_t sg_cfg_check_url(cfg_ctx_t *c, const cJSON *obj, const char *path,
                           const char *key_path, void *base) {
         sg_topic_config_t *tc = base;
 
@@ -1691,7 +1691,7 @@ static sg_err_t check_url(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
 /* snapshot.auth_header_env (source http). Not quoted: a mistaken value may
  * be the secret itself. */
-static sg_err_t check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
                                       const char *path, const char *key_path,
                                       void *base) {
         sg_topic_config_t *tc = base;
@@ -1699,7 +1699,7 @@ static sg_err_t check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
         (void)obj;
         (void)path;
         if (!valid_env_name(tc->snapshot.auth_header_env))
-                fail(c, key_path,
+                sg_cfg_fail(c, key_path,
                      "must be the NAME of an environment variable "
                      "([A-Za-z_][A-Za-z0-9_]*, e.g. "
                      "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
@@ -1711,10 +1711,10 @@ static sg_err_t check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
 /**
  * Reads a topic's "snapshot" block into tc->snapshot. Topic names are
  * checked here for syntax and request != reply; that they differ from every
- * input, output and DLQ topic is checked by parse_topics() once all topics
+ * input, output and DLQ topic is checked by sg_cfg_parse_topics() once all topics
  * are read.
  */
-static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                                const char *path, sg_topic_config_t *tc) {
         static const char *const kafka_only[] = {"request_topic",
                                                  "reply_topic", NULL};
@@ -1727,7 +1727,7 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
         int ival = -1;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)))
+        if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
         size_t since = c->err_cnt;
         /* Before the unknown-key check, so that the error says why. */
@@ -1735,8 +1735,8 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
         for (it = obj->child; it; it = it->next) {
                 if (!snapshot_secret_key(it->string))
                         continue;
-                path_key(p, path, it->string);
-                fail(c, p,
+                sg_cfg_path_key(p, path, it->string);
+                sg_cfg_fail(c, p,
                      "not allowed: the config file must never hold the "
                      "Authorization header value; put it in an environment "
                      "variable and set auth_header_env to that variable's "
@@ -1745,16 +1745,16 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
         }
         /* a secret-looking key is said once, by the rule above */
         if (!secret_key)
-                KEEP(check_keys(c, obj, path, SNAPSHOT_KEYS));
+                KEEP(sg_cfg_check_keys(c, obj, path, SNAPSHOT_KEYS));
 
         /* without a source nothing else can be checked */
         if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {
-                path_key(p, path, "source");
-                return fail(c, p, "required key is missing; allowed: kafka "
+                sg_cfg_path_key(p, path, "source");
+                return sg_cfg_fail(c, p, "required key is missing; allowed: kafka "
                                   "(request/reply topics), http (GET on a "
                                   "URL template)");
         }
-        if ((err = get_enum(c, obj, path, "source", SNAPSHOT_NAMES, NULL,
+        if ((err = sg_cfg_get_enum(c, obj, path, "source", SNAPSHOT_NAMES, NULL,
                             &ival)))
                 return err;
         sn->source = (sg_snapshot_source_t)(ival + 1);
@@ -1763,8 +1763,8 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
         for (size_t i = 0; forbidden[i]; i++) {
                 if (!cJSON_GetObjectItemCaseSensitive(obj, forbidden[i]))
                         continue;
-                path_key(p, path, forbidden[i]);
-                fail(c, p, "not allowed with source \"%s\" (%s)",
+                sg_cfg_path_key(p, path, forbidden[i]);
+                sg_cfg_fail(c, p, "not allowed with source \"%s\" (%s)",
                      SNAPSHOT_NAMES[ival],
                      sn->source == SG_SNAP_KAFKA
                              ? "source kafka uses request_topic and "
@@ -1772,53 +1772,53 @@ static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                              : "source http uses url and auth_header_env");
         }
 
-        KEEP(cfg_read(c, obj, path,
+        KEEP(sg_cfg_read(c, obj, path,
                       sn->source == SG_SNAP_KAFKA ? SECT_SNAP_KAFKA
                                                   : SECT_SNAP_HTTP,
                       tc));
 
-        KEEP(cfg_read(c, obj, path, SECT_SNAP_RETRY, tc));
+        KEEP(sg_cfg_read(c, obj, path, SECT_SNAP_RETRY, tc));
         if (sn->backoff_max_ms < sn->backoff_ms) {
-                path_key(p, path, "backoff_max_ms");
-                fail(c, p,
+                sg_cfg_path_key(p, path, "backoff_max_ms");
+                sg_cfg_fail(c, p,
                      "must be >= backoff_ms (%" PRId64 "): it caps the "
                      "doubling retry delay",
                      sn->backoff_ms);
         }
 
-        KEEP(cfg_read(c, obj, path, SECT_SNAP_OUTPUT, tc));
+        KEEP(sg_cfg_read(c, obj, path, SECT_SNAP_OUTPUT, tc));
         return errors_since(c, since);
 }
 
 /* output_topic: a topic name, not the input topic */
-static sg_err_t check_output_topic(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_output_topic(cfg_ctx_t *c, const cJSON *obj,
                                    const char *path, const char *key_path,
                                    void *base) {
         sg_topic_config_t *tc = base;
 
         (void)obj;
         (void)path;
-        KEEP(check_topic_name(c, key_path, tc->output_topic));
+        KEEP(sg_cfg_check_topic_name(c, key_path, tc->output_topic));
         if (!strcmp(tc->output_topic, tc->name))
-                fail(c, key_path, "must differ from the input topic \"%s\"",
+                sg_cfg_fail(c, key_path, "must differ from the input topic \"%s\"",
                      tc->name);
         return SG_OK;
 }
 
 /* dlq_topic: a topic name, neither the input nor the output topic */
-static sg_err_t check_dlq_topic(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_dlq_topic(cfg_ctx_t *c, const cJSON *obj,
                                 const char *path, const char *key_path,
                                 void *base) {
         sg_topic_config_t *tc = base;
 
         (void)obj;
         (void)path;
-        KEEP(check_topic_name(c, key_path, tc->dlq_topic));
+        KEEP(sg_cfg_check_topic_name(c, key_path, tc->dlq_topic));
         if (!strcmp(tc->dlq_topic, tc->name))
-                fail(c, key_path, "must differ from the input topic \"%s\"",
+                sg_cfg_fail(c, key_path, "must differ from the input topic \"%s\"",
                      tc->name);
         else if (tc->output_topic && !strcmp(tc->dlq_topic, tc->output_topic))
-                fail(c, key_path,
+                sg_cfg_fail(c, key_path,
                      "must differ from output_topic \"%s\": refused "
                      "records must not reach the output's consumers",
                      tc->output_topic);
@@ -1826,19 +1826,19 @@ static sg_err_t check_dlq_topic(cfg_ctx_t *c, const cJSON *obj,
 }
 
 /* changelog_topic: a topic of its own */
-static sg_err_t check_changelog_topic(cfg_ctx_t *c, const cJSON *obj,
+static sg_err_t sg_cfg_check_changelog_topic(cfg_ctx_t *c, const cJSON *obj,
                                       const char *path, const char *key_path,
                                       void *base) {
         sg_topic_config_t *tc = base;
 
         (void)obj;
         (void)path;
-        KEEP(check_topic_name(c, key_path, tc->changelog_topic));
+        KEEP(sg_cfg_check_topic_name(c, key_path, tc->changelog_topic));
         if (!strcmp(tc->changelog_topic, tc->name) ||
             (tc->output_topic &&
              !strcmp(tc->changelog_topic, tc->output_topic)) ||
             (tc->dlq_topic && !strcmp(tc->changelog_topic, tc->dlq_topic)))
-                fail(c, key_path,
+                sg_cfg_fail(c, key_path,
                      "must differ from the input, output and DLQ "
                      "topics: it holds seqgate's state");
         return SG_OK;
@@ -1851,39 +1851,39 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         size_t since = c->err_cnt;
         sg_err_t err;
 
-        if ((err = expect_object(c, obj, path)))
+        if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
-        KEEP(check_keys(c, obj, path, TOPIC_KEYS));
+        KEEP(sg_cfg_check_keys(c, obj, path, TOPIC_KEYS));
         if ((err = topic_defaults(c, tc)))
                 return err;
         if (!(tc->name = strdup(obj->string)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
 
-        KEEP(cfg_read(c, obj, path, SECT_TOPIC, tc));
+        KEEP(sg_cfg_read(c, obj, path, SECT_TOPIC, tc));
 
-        path_key(p, path, "envelope");
+        sg_cfg_path_key(p, path, "envelope");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")))
                 KEEP(parse_envelope(c, it, p, tc));
 
-        path_key(p, path, "dedup");
+        sg_cfg_path_key(p, path, "dedup");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup")) &&
-            !expect_object(c, it, p)) {
-                KEEP(check_keys(c, it, p, DEDUP_KEYS));
-                KEEP(cfg_read(c, it, p, SECT_DEDUP, tc));
+            !sg_cfg_expect_object(c, it, p)) {
+                KEEP(sg_cfg_check_keys(c, it, p, DEDUP_KEYS));
+                KEEP(sg_cfg_read(c, it, p, SECT_DEDUP, tc));
         }
 
-        path_key(p, path, "ordering");
+        sg_cfg_path_key(p, path, "ordering");
         const cJSON *ord = cJSON_GetObjectItemCaseSensitive(obj, "ordering");
         if (ord)
                 KEEP(parse_ordering(c, ord, p, tc));
 
-        path_key(p, path, "state_machine");
+        sg_cfg_path_key(p, path, "state_machine");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "state_machine")))
                 KEEP(parse_state_machine(c, it, p, &tc->sm));
 
-        path_key(p, path, "snapshot");
+        sg_cfg_path_key(p, path, "snapshot");
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")))
-                KEEP(parse_snapshot(c, it, p, tc));
+                KEEP(sg_cfg_parse_snapshot(c, it, p, tc));
 
         /* Cross-field rules (semantics §2, §3b, §4), on the values read (a
          * wrong one kept its default); the first one that fails is said,
@@ -1891,18 +1891,18 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
          * first: their message names the snapshot, which is why the user
          * asked for strict ordering. */
         if (tc->snapshot.source != SG_SNAP_NONE) {
-                path_key(p, path, "snapshot");
+                sg_cfg_path_key(p, path, "snapshot");
                 if (tc->order_mode != SG_ORDER_STRICT)
-                        return fail(c, p,
+                        return sg_cfg_fail(c, p,
                                     "needs ordering.mode \"strict\" (now "
                                     "\"%s\"): only strict ordering waits for "
                                     "a missing version; latest_wins and none "
                                     "never park, so no gap is left to resolve "
                                     "(semantics §3b, §4)",
-                                    MODE_NAMES[tc->order_mode]);
+                                    sg_cfg_mode_names[tc->order_mode]);
                 if (tc->version.kind == SG_SRC_NONE ||
                     tc->aggregate.kind == SG_SRC_NONE)
-                        return fail(c, p,
+                        return sg_cfg_fail(c, p,
                                     "needs envelope.%s: a snapshot is fetched "
                                     "per aggregate and judged by its version "
                                     "(semantics §4)",
@@ -1918,23 +1918,23 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                            ? "aggregate"
                                            : NULL;
                 if (need) {
-                        path_key(p, path, "ordering.mode");
-                        return fail(c, p,
+                        sg_cfg_path_key(p, path, "ordering.mode");
+                        return sg_cfg_fail(c, p,
                                     "\"%s\"%s needs envelope.%s; a dedup-only "
                                     "topic sets ordering.mode \"none\"",
-                                    MODE_NAMES[tc->order_mode],
+                                    sg_cfg_mode_names[tc->order_mode],
                                     explicit_mode ? "" : " (the default)",
                                     need);
                 }
         }
         if (tc->sm.enabled) {
-                path_key(p, path, "state_machine");
+                sg_cfg_path_key(p, path, "state_machine");
                 if (tc->type.kind == SG_SRC_NONE)
-                        return fail(c, p,
+                        return sg_cfg_fail(c, p,
                                     "needs envelope.type (the event type "
                                     "selects the transition)");
                 if (tc->order_mode == SG_ORDER_NONE)
-                        return fail(c, p,
+                        return sg_cfg_fail(c, p,
                                     "needs ordering.mode \"strict\" or "
                                     "\"latest_wins\" (mode \"none\" applies "
                                     "every record; semantics §3b)");
@@ -1944,7 +1944,7 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
 /** A topic whose required names were read (the cross-topic rules skip the
  *  others: their errors were reported). */
-static bool topic_named(const sg_topic_config_t *tc) {
+static bool sg_cfg_topic_named(const sg_topic_config_t *tc) {
         return tc->name && tc->output_topic && tc->dlq_topic;
 }
 
@@ -1966,7 +1966,7 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                 const char *what = NULL;
 
                 /* a topic whose names were not read had its errors said */
-                if (!topic_named(o))
+                if (!sg_cfg_topic_named(o))
                         continue;
                 if (!strcmp(name, o->name)) {
                         snprintf(buf, size, "an input topic (topics.%s)",
@@ -1997,7 +1997,7 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
  * with events, and a request topic that is one would hand requests to the
  * consumers of events.
  */
-static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
+static sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
         char p[SG_PATH_SIZE], tp[SG_PATH_SIZE], what[SG_PATH_SIZE + 32];
         size_t since = c->err_cnt;
 
@@ -2006,7 +2006,7 @@ static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
 
                 if (sn->source != SG_SNAP_KAFKA || !conf->topics[i].name)
                         continue;
-                path_key(tp, "topics", conf->topics[i].name);
+                sg_cfg_path_key(tp, "topics", conf->topics[i].name);
                 for (int r = 0; r < 2; r++) {
                         const char *name = r ? sn->reply_topic
                                              : sn->request_topic;
@@ -2017,9 +2017,9 @@ static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
                                      : NULL;
                         if (!clash)
                                 continue;
-                        path_key(p, tp, r ? "snapshot.reply_topic"
+                        sg_cfg_path_key(p, tp, r ? "snapshot.reply_topic"
                                           : "snapshot.request_topic");
-                        fail(c, p,
+                        sg_cfg_fail(c, p,
                              "\"%s\" is also %s; snapshot request and reply "
                              "topics must be topics of their own",
                              name, clash);
@@ -2028,7 +2028,7 @@ static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
         return errors_since(c, since);
 }
 
-static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
+static sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                              sg_config_t *conf) {
         char p[SG_PATH_SIZE];
         const cJSON *topics = cJSON_GetObjectItemCaseSensitive(root, "topics");
@@ -2036,21 +2036,21 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
         sg_err_t err;
 
         if (!topics)
-                return fail(c, "topics", "required key is missing (an object "
+                return sg_cfg_fail(c, "topics", "required key is missing (an object "
                                          "of input topic name -> settings)");
-        if ((err = expect_object(c, topics, "topics")))
+        if ((err = sg_cfg_expect_object(c, topics, "topics")))
                 return err;
-        KEEP(check_keys(c, topics, "topics", NULL));
+        KEEP(sg_cfg_check_keys(c, topics, "topics", NULL));
         for (const cJSON *it = topics->child; it; it = it->next)
                 n++;
         if (n == 0)
-                return fail(c, "topics", "must name at least one input topic");
+                return sg_cfg_fail(c, "topics", "must name at least one input topic");
         if (!(conf->topics = calloc(n, sizeof(*conf->topics))))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         conf->topic_cnt = n;
         for (const cJSON *it = topics->child; it; it = it->next, i++) {
-                path_key(p, "topics", it->string);
-                KEEP(check_topic_name(c, p, it->string));
+                sg_cfg_path_key(p, "topics", it->string);
+                KEEP(sg_cfg_check_topic_name(c, p, it->string));
                 KEEP(parse_topic(c, it, p, &conf->topics[i]));
         }
 
@@ -2058,7 +2058,7 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
          * seqgate its own output. */
         for (i = 0; i < n; i++) {
                 const sg_topic_config_t *tc = &conf->topics[i];
-                if (!topic_named(tc))
+                if (!sg_cfg_topic_named(tc))
                         continue;
                 for (size_t j = 0; j < n; j++) {
                         const char *in = conf->topics[j].name;
@@ -2070,9 +2070,9 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                         if (!which)
                                 continue;
                         char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", tc->name);
-                        path_key(p, tp, which);
-                        fail(c, p,
+                        sg_cfg_path_key(tp, "topics", tc->name);
+                        sg_cfg_path_key(p, tp, which);
+                        sg_cfg_fail(c, p,
                              "\"%s\" is also an input topic; seqgate would "
                              "read its own output",
                              in);
@@ -2088,15 +2088,15 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                         continue;
                 size_t len = strlen(conf->group_id) + strlen(tc->name) + 12;
                 if (!(tc->changelog_topic = malloc(len)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 snprintf(tc->changelog_topic, len, "%s-%s-changelog",
                          conf->group_id, tc->name);
                 /* both guarantees keep a changelog (semantics §6) */
-                if (!valid_topic_name(tc->changelog_topic)) {
+                if (!sg_cfg_valid_topic_name(tc->changelog_topic)) {
                         char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", tc->name);
-                        path_key(p, tp, "changelog_topic");
-                        fail(c, p,
+                        sg_cfg_path_key(tp, "topics", tc->name);
+                        sg_cfg_path_key(p, tp, "changelog_topic");
+                        sg_cfg_fail(c, p,
                              "the default name \"%.60s...\" is not a valid "
                              "topic name; set changelog_topic",
                              tc->changelog_topic);
@@ -2111,15 +2111,15 @@ static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
                                    conf->topics[j].changelog_topic))
                                 continue;
                         char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", conf->topics[i].name);
-                        path_key(p, tp, "changelog_topic");
-                        fail(c, p,
+                        sg_cfg_path_key(tp, "topics", conf->topics[i].name);
+                        sg_cfg_path_key(p, tp, "changelog_topic");
+                        sg_cfg_fail(c, p,
                              "\"%s\" is also the changelog of topic \"%s\"; "
                              "each input topic needs its own",
                              conf->topics[i].changelog_topic,
                              conf->topics[j].name);
                 }
-        KEEP(check_snapshot_topics(c, conf));
+        KEEP(sg_cfg_check_snapshot_topics(c, conf));
         return errors_since(c, since);
 }
 
@@ -2140,37 +2140,37 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
 
         if (!cJSON_IsObject(root))
-                return fail(c, "(root)", "must be a JSON object");
-        KEEP(check_keys(c, root, "", ROOT_KEYS));
+                return sg_cfg_fail(c, "(root)", "must be a JSON object");
+        KEEP(sg_cfg_check_keys(c, root, "", ROOT_KEYS));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
             !cJSON_IsString(it))
-                fail(c, "$schema", "must be a string");
-        KEEP(cfg_read(c, root, "", SECT_ROOT, conf));
+                sg_cfg_fail(c, "$schema", "must be a string");
+        KEEP(sg_cfg_read(c, root, "", SECT_ROOT, conf));
         c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
-        KEEP(parse_kafka(c, root, conf));
+        KEEP(sg_cfg_parse_kafka(c, root, conf));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "store")) &&
-            !expect_object(c, it, "store")) {
-                KEEP(check_keys(c, it, "store", STORE_KEYS));
-                KEEP(cfg_read(c, it, "store", SECT_STORE, conf));
+            !sg_cfg_expect_object(c, it, "store")) {
+                KEEP(sg_cfg_check_keys(c, it, "store", STORE_KEYS));
+                KEEP(sg_cfg_read(c, it, "store", SECT_STORE, conf));
         }
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch")) &&
-            !expect_object(c, it, "batch")) {
-                KEEP(check_keys(c, it, "batch", BATCH_KEYS));
-                KEEP(cfg_read(c, it, "batch", SECT_BATCH, conf));
+            !sg_cfg_expect_object(c, it, "batch")) {
+                KEEP(sg_cfg_check_keys(c, it, "batch", BATCH_KEYS));
+                KEEP(sg_cfg_read(c, it, "batch", SECT_BATCH, conf));
         }
-        KEEP(cfg_read(c, root, "", SECT_ROOT_LIMITS, conf));
+        KEEP(sg_cfg_read(c, root, "", SECT_ROOT_LIMITS, conf));
 
-        KEEP(parse_topics(c, root, conf));
+        KEEP(sg_cfg_parse_topics(c, root, conf));
         if (c->err_cnt > 0)
                 return SG_ERR_CONFIG;
         if (c->eos) {
                 size_t len = strlen(conf->group_id) +
                              strlen(conf->instance_id) + 2;
                 if (!(conf->transactional_id = malloc(len)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 snprintf(conf->transactional_id, len, "%s-%s", conf->group_id,
                          conf->instance_id);
         }
@@ -2203,7 +2203,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
         if (errstr && errstr_size)
                 errstr[0] = '\0';
         if (!json || !confp) {
-                set_errstr(errstr, errstr_size, "invalid argument");
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
                 return SG_ERR_INVALID;
         }
         *confp = NULL;
@@ -2215,7 +2215,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 /* The text near the error is not quoted: it might be a
                  * secret. */
                 offset_to_linecol(json, off, len, &line, &col);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "(root): not valid JSON: syntax error at line %zu, "
                            "column %zu",
                            line, col);
@@ -2224,7 +2224,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
 
         if (!(conf = calloc(1, sizeof(*conf)))) {
                 cJSON_Delete(root);
-                return nomem(&c);
+                return sg_cfg_nomem(&c);
         }
         /* the defaults of config.h, from the key table; exactly_once is
          * the default (semantics §6): the production guarantee */
@@ -2232,7 +2232,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                                            SECT_ROOT_LIMITS};
         err = SG_OK;
         for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
-                err = cfg_defaults(&c, sects[i], conf);
+                err = sg_cfg_defaults(&c, sects[i], conf);
         if (!err)
                 err = parse_root(&c, root, conf);
         cJSON_Delete(root);
@@ -2254,23 +2254,23 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         if (errstr && errstr_size)
                 errstr[0] = '\0';
         if (!path || !confp) {
-                set_errstr(errstr, errstr_size, "invalid argument");
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
                 return SG_ERR_INVALID;
         }
         *confp = NULL;
         if (!(fp = fopen(path, "rb"))) {
-                set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
                            strerror(errno));
                 return SG_ERR_IO;
         }
         if (!(buf = malloc(SG_CONFIG_MAX_FILE + 1))) {
                 fclose(fp);
-                set_errstr(errstr, errstr_size, "out of memory");
+                sg_cfg_set_errstr(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         len = fread(buf, 1, SG_CONFIG_MAX_FILE + 1, fp);
         if (ferror(fp)) {
-                set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
                            strerror(errno));
                 fclose(fp);
                 free(buf);
@@ -2279,7 +2279,7 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         fclose(fp);
         if (len > SG_CONFIG_MAX_FILE) {
                 free(buf);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "%s: larger than %d bytes; not a configuration "
                            "file?",
                            path, SG_CONFIG_MAX_FILE);
@@ -2288,7 +2288,7 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         buf[len] = '\0';
         if (strlen(buf) != len) {
                 free(buf);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "%s: contains a NUL byte; not a JSON text", path);
                 return SG_ERR_CONFIG;
         }
@@ -2312,13 +2312,13 @@ static void topic_free(sg_topic_config_t *tc) {
         free(tc->output_topic);
         free(tc->dlq_topic);
         free(tc->changelog_topic);
-        src_clear(&tc->id);
+        sg_cfg_src_clear(&tc->id);
         for (size_t i = 0; tc->scope && i < tc->scope_cnt; i++)
-                src_clear(&tc->scope[i]);
+                sg_cfg_src_clear(&tc->scope[i]);
         free(tc->scope);
-        src_clear(&tc->aggregate);
-        src_clear(&tc->version);
-        src_clear(&tc->type);
+        sg_cfg_src_clear(&tc->aggregate);
+        sg_cfg_src_clear(&tc->version);
+        sg_cfg_src_clear(&tc->type);
         free(tc->digest_pointer);
 
         free(sm->initial);
