@@ -5,6 +5,8 @@
  */
 #include "config_int.h"
 
+#include "store.h" /* SG_STATE_MAX */
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +332,12 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
                              el->valuestring);
                 else if (!(sm->states[i] = strdup(el->valuestring)))
                         return sg_cfg_nomem(c);
+                /* kept in a fixed-size field of the aggregate's record */
+                else if (strlen(sm->states[i]) >= SG_STATE_MAX)
+                        sg_cfg_fail(c, p,
+                                    "state \"%.32s...\" is longer than %d "
+                                    "bytes",
+                                    sm->states[i], SG_STATE_MAX - 1);
                 i++;
         }
 
@@ -457,6 +465,14 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")))
                 KEEP(sg_cfg_parse_snapshot(c, it, p, tc));
 
+        /* The aggregate id goes into a snapshot request whose size the
+         * snapshot sources bound (snapshot refetch, semantics §4). */
+        if (tc->snapshot.source != SG_SNAP_NONE && tc->max_field_bytes > 1024) {
+                sg_cfg_path_key(p, path, "envelope.max_field_bytes");
+                sg_cfg_fail(c, p,
+                            "at most 1024 with a snapshot source (the "
+                            "aggregate id is kept in the snapshot request)");
+        }
         /* Cross-field rules (semantics §2, §3b, §4), on the values read (a
          * wrong one kept its default); the first one that fails is said,
          * the others would mostly repeat its cause. The snapshot rules come

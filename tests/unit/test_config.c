@@ -937,6 +937,18 @@ static const bad_case_t bad_cases[] = {
         {CFG("", SNAP(SNAP_K ",'auth_header_env':'X'")),
          "topics.orders.snapshot.auth_header_env: not allowed with source "
          "\"kafka\"", NULL},
+        /* limits of the state store's records (store.h), checked with the
+         * rest of the file rather than when the engine starts */
+        {CFG("", SNAP(SNAP_K) ",'envelope':{'max_field_bytes':1025}"),
+         "topics.orders.envelope.max_field_bytes: at most 1024 with a "
+         "snapshot source (the aggregate id is kept in the snapshot request)",
+         NULL},
+        {CFG("", SM("'initial':'NEW','states':['NEW',"
+                    "'S123456789012345678901234567890123456789012345678901234567890ABC'],"
+                    "'transitions':[{'type':'t','from':['NEW'],'to':'NEW'}]")),
+         "topics.orders.state_machine.states: state \"S1234567890123456789012"
+         "345678901...\" is longer than 63 bytes",
+         NULL},
         /* http source */
         {CFG("", SNAP("'source':'http'")),
          "topics.orders.snapshot.url: required key is missing", NULL},
