@@ -327,15 +327,85 @@ static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
                     min, max);
 }
 
+/** What number_text_int() found. */
+typedef enum num_kind {
+        NUM_INT,      /* an integer in [-2^53, 2^53]: *out holds it */
+        NUM_FRACTION, /* not an integer */
+        NUM_TOO_BIG,  /* above 2^53 */
+        NUM_TOO_SMALL /* below -2^53 */
+} num_kind_t;
+
 /**
- * Reads an integral JSON number in [min, max] (max <= 2^53: a double holds
- * every integer up to 2^53 exactly, RFC 8259 §6). Absent: *out unchanged.
+ * Judges JSON number text @p t (as written: sign, digits, fraction,
+ * exponent) exactly, without going through a double, which would make
+ * 9007199254740993 equal to 9007199254740992. The magnitude is judged
+ * before the fraction, as the double it replaces did ("1.5e300" is too
+ * big, not a fraction).
+ */
+static num_kind_t number_text_int(const char *t, int64_t *out) {
+        char digits[64];
+        size_t nd = 0, lost = 0; /* digits kept; nonzero digits dropped */
+        long point = 0, exp = 0; /* digits before the decimal point */
+        bool neg = *t == '-', frac = false, exp_neg = false;
+
+        t += neg;
+        for (; (*t >= '0' && *t <= '9') || *t == '.'; t++) {
+                if (*t == '.') {
+                        frac = true;
+                        continue;
+                }
+                if (nd == 0 && *t == '0') { /* leading zeros */
+                        point -= frac;
+                        continue;
+                }
+                if (nd < sizeof(digits))
+                        digits[nd++] = *t;
+                else
+                        lost += *t != '0';
+                point += !frac;
+        }
+        if (*t == 'e' || *t == 'E') {
+                t++;
+                exp_neg = *t == '-';
+                t += *t == '-' || *t == '+';
+                for (; *t >= '0' && *t <= '9'; t++)
+                        if (exp < 100000)
+                                exp = exp * 10 + (*t - '0');
+        }
+        point += exp_neg ? -exp : exp;
+        while (nd > 0 && digits[nd - 1] == '0' && lost == 0)
+                nd--; /* trailing zeros say nothing */
+        if (nd == 0) {
+                *out = 0;
+                return NUM_INT;
+        }
+        if (point > 16) /* >= 10^16 > 2^53 */
+                return neg ? NUM_TOO_SMALL : NUM_TOO_BIG;
+        uint64_t v = 0;
+        for (long i = 0; i < point; i++)
+                v = v * 10 + (uint64_t)(i < (long)nd ? digits[i] - '0' : 0);
+        if (v > (uint64_t)SG_JSON_INT_MAX)
+                return neg ? NUM_TOO_SMALL : NUM_TOO_BIG;
+        if (point < (long)nd || lost)
+                return NUM_FRACTION;
+        *out = neg ? -(int64_t)v : (int64_t)v;
+        return NUM_INT;
+}
+
+/**
+ * Reads an integral JSON number in [min, max] (max <= 2^53: the most a
+ * double holds exactly, RFC 8259 §6, so that every JSON reader of the file
+ * sees the same value). The number's text (sg_cfg_number_texts()) is read
+ * exactly; a number without one is judged by its double. Absent: *out
+ * unchanged.
  */
 sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, int64_t min, int64_t max,
                         int64_t *out) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+        num_kind_t kind;
+        int64_t v = 0;
         double d;
 
         sg_cfg_path_key(p, path, key);
@@ -346,15 +416,73 @@ sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
         d = it->valuedouble;
         if (!isfinite(d))
                 return int_range_err(c, p, min, max, false);
-        if (d > (double)SG_JSON_INT_MAX)
+        if (it->valuestring) {
+                kind = number_text_int(it->valuestring, &v);
+        } else if (d > (double)SG_JSON_INT_MAX) {
+                kind = NUM_TOO_BIG;
+        } else if (d < -(double)SG_JSON_INT_MAX) {
+                kind = NUM_TOO_SMALL;
+        } else {
+                /* In range for int64_t now; a fraction does not survive
+                 * the cast. */
+                v = (int64_t)d;
+                kind = (double)v == d ? NUM_INT : NUM_FRACTION;
+        }
+        if (kind == NUM_TOO_BIG)
                 return int_range_err(c, p, min, max, true);
-        if (d < -(double)SG_JSON_INT_MAX)
+        if (kind != NUM_INT || v < min || v > max)
                 return int_range_err(c, p, min, max, false);
-        /* In range for int64_t now; a fraction does not survive the cast. */
-        if ((double)(int64_t)d != d || (int64_t)d < min || (int64_t)d > max)
-                return int_range_err(c, p, min, max, false);
-        *out = (int64_t)d;
+        *out = v;
         return SG_OK;
+}
+
+/** The next number token of JSON text at *@p pos, its length in *@p len;
+ *  NULL at the end. Strings (keys and values) are skipped. */
+static const char *next_number(const char **pos, size_t *len) {
+        const char *s = *pos;
+
+        while (*s) {
+                if (*s == '"') {
+                        for (s++; *s && *s != '"'; s++)
+                                if (*s == '\\' && s[1])
+                                        s++;
+                        s += *s == '"';
+                } else if (*s == '-' || (*s >= '0' && *s <= '9')) {
+                        const char *b = s;
+                        /* the characters cJSON's parse_number() takes */
+                        while (*s && strchr("0123456789+-eE.", *s))
+                                s++;
+                        *len = (size_t)(s - b);
+                        *pos = s;
+                        return b;
+                } else {
+                        s++;
+                }
+        }
+        *pos = s;
+        return NULL;
+}
+
+/* Gives each number node of @p node and its siblings, in document order,
+ * the next number text at *@p pos. */
+static sg_err_t number_texts(cJSON *node, const char **pos) {
+        for (; node; node = node->next) {
+                if (cJSON_IsNumber(node)) {
+                        size_t len = 0;
+                        const char *b = next_number(pos, &len);
+                        if (b && !(node->valuestring = strndup(b, len)))
+                                return SG_ERR_NOMEM;
+                } else if (node->child) {
+                        sg_err_t err = number_texts(node->child, pos);
+                        if (err)
+                                return err;
+                }
+        }
+        return SG_OK;
+}
+
+sg_err_t sg_cfg_number_texts(cJSON *root, const char *json) {
+        return number_texts(root, &json);
 }
 
 /**
@@ -686,7 +814,8 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 return SG_ERR_CONFIG;
         }
 
-        if (!(conf = calloc(1, sizeof(*conf)))) {
+        if (sg_cfg_number_texts(root, json) ||
+            !(conf = calloc(1, sizeof(*conf)))) {
                 cJSON_Delete(root);
                 return sg_cfg_nomem(&c);
         }

@@ -110,6 +110,15 @@ sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
 sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool nullable, sg_field_src_t *src);
 
+/**
+ * cJSON keeps a number as a double only, which rounds integers above
+ * 2^53. This gives each number node of @p root (parsed from @p json) its
+ * text as written, in valuestring (which cJSON leaves NULL for numbers and
+ * cJSON_Delete() frees), found by a scan of the text in document order;
+ * sg_cfg_get_int() reads that text exactly. Returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_cfg_number_texts(cJSON *root, const char *json);
+
 /* config.c: field sources, topic names */
 bool sg_cfg_valid_pointer(const char *p);
 void sg_cfg_src_clear(sg_field_src_t *src);

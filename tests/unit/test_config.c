@@ -653,6 +653,16 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'ordering':{'first_version':9007199254740994}"),
          "topics.orders.ordering.first_version: must be an integer >= 0",
          "2^53"},
+        /* integers are read exactly, not through a double: 2^53 + 1 is
+         * not 2^53 */
+        {CFG("", ",'ordering':{'first_version':9007199254740993}"),
+         "topics.orders.ordering.first_version: must be an integer >= 0",
+         "2^53"},
+        {CFG("", ",'ordering':{'max_parked_bytes':9007199254740993}"),
+         "topics.orders.ordering.max_parked_bytes: must be an integer >= 1",
+         "2^53"},
+        {CFG(",'store':{'map_size_bytes':9007199254740992.5}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", NULL},
         {CFG("", ",'ordering':{'max_version_jump':0}"),
          "topics.orders.ordering.max_version_jump: must be an integer >= 1",
          NULL},
