@@ -495,7 +495,7 @@ static int run(const opts_t *o) {
 
         if (o->passthrough) {
                 if ((err = sg_passthrough_new(conf, &pt))) {
-                        snprintf(es, sizeof(es), "%s", sg_err2str(err));
+                        sg_errf(es, sizeof(es), "%s", sg_err2str(err));
                         goto fail;
                 }
                 sg_passthrough_processor(pt, &proc);
@@ -527,7 +527,7 @@ static int run(const opts_t *o) {
                 free(bs);
                 if (!ok) {
                         err = SG_ERR_NOMEM;
-                        snprintf(es, sizeof(es), "out of memory");
+                        sg_errf(es, sizeof(es), "out of memory");
                         goto fail;
                 }
         }
@@ -563,7 +563,7 @@ static int run(const opts_t *o) {
                                 bs = conf->kafka[i].value;
                 if (!bs || !write_file(o->bootstrap_file, bs)) {
                         err = SG_ERR_IO;
-                        snprintf(es, sizeof(es), "writing %s: %s",
+                        sg_errf(es, sizeof(es), "writing %s: %s",
                                  o->bootstrap_file, strerror(errno));
                         goto fail;
                 }
