@@ -16,7 +16,7 @@
  * read.
  *
  * Every error is reported, so that one --check-config run lists them all:
- * fail() appends one line per error to errstr (in the order they are found,
+ * sg_cfg_fail() appends one line per error to errstr (in the order they are found,
  * which is document order within each section), and a parser goes on past
  * a wrong key to the next one (KEEP()), section by section, topic by topic;
  * it stops early only where what follows cannot be read (a section that is
@@ -39,9 +39,14 @@
  *
  * librdkafka properties are passed through verbatim, but each one is also
  * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
- * malformed value is reported by --check-config rather than at start-up.
+ * malformed value is reported by --check-config rather than at start-up. *
+ * Files: this one holds the error reporting, paths, typed getters, field
+ * sources and the root; config_keys.c the table of scalar keys (defaults,
+ * bounds, docs) and its reader; config_kafka.c the librdkafka blocks;
+ * config_topic.c the topics; config_snapshot.c the snapshot blocks. They
+ * share config_int.h.
  */
-#include "config.h"
+#include "config_int.h"
 
 #include "envelope.h" /* sg_utf8_valid */
 
@@ -59,40 +64,8 @@
 #include <string.h>
 #include <strings.h>
 
-/** Largest integer a JSON number (IEEE double) holds exactly: 2^53. */
-#define SG_JSON_INT_MAX INT64_C(9007199254740992)
-
-/** Longest dotted key path we build; longer paths are truncated. */
-#define SG_PATH_SIZE 1024
-
 /** Largest configuration file sg_config_load() reads. */
 #define SG_CONFIG_MAX_FILE (16 * 1024 * 1024)
-
-/** Longest value quoted back in an error text. */
-#define SG_QUOTE_MAX 80
-
-/* Error reporting context. */
-typedef struct cfg_ctx {
-        char *errstr;
-        size_t errstr_size;
-        size_t err_len;   /* bytes of errstr used (without the NUL) */
-        size_t err_cnt;   /* errors reported so far */
-        bool eos; /* guarantee exactly_once (parsed before the kafka block) */
-} cfg_ctx_t;
-
-/** Evaluates @p expr (an sg_err_t): a configuration error is reported
- *  (fail() recorded it) and parsing goes on; any other error returns. */
-#define KEEP(expr)                                                             \
-        do {                                                                   \
-                sg_err_t keep_ = (expr);                                       \
-                if (keep_ && keep_ != SG_ERR_CONFIG)                           \
-                        return keep_;                                          \
-        } while (0)
-
-/** SG_ERR_CONFIG if errors were reported since @p since (an err_cnt). */
-static sg_err_t errors_since(const cfg_ctx_t *c, size_t since) {
-        return c->err_cnt > since ? SG_ERR_CONFIG : SG_OK;
-}
 
 static const char *const SRC_FORMS =
         "\"key\", \"header:NAME\", \"/json/pointer\" (RFC 6901), "
@@ -139,10 +112,7 @@ static void put_clean(char *dst, size_t dst_size, const char *src) {
         dst[o] = '\0';
 }
 
-static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
+void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
         char raw[2048];
         va_list ap;
 
@@ -154,13 +124,10 @@ static void set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
         put_clean(errstr, errstr_size, raw);
 }
 
-static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
 /** Appends the line "PATH: message" to the errors (a '\n' before it when
  *  it is not the first; cut at the end of errstr, always terminated) and
  *  returns SG_ERR_CONFIG. */
-static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
+sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
         char raw[2048];
         va_list ap;
         int n;
@@ -191,8 +158,8 @@ static sg_err_t fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
         return SG_ERR_CONFIG;
 }
 
-static sg_err_t nomem(cfg_ctx_t *c) {
-        set_errstr(c->errstr, c->errstr_size, "out of memory");
+sg_err_t sg_cfg_nomem(cfg_ctx_t *c) {
+        sg_cfg_set_errstr(c->errstr, c->errstr_size, "out of memory");
         return SG_ERR_NOMEM;
 }
 
@@ -209,7 +176,7 @@ static void path_append(char *buf, size_t *off, const char *s) {
 
 /** buf = parent "." key (or key alone at the root). buf may not alias
  *  parent. */
-static void path_key(char *buf, const char *parent, const char *key) {
+void sg_cfg_path_key(char *buf, const char *parent, const char *key) {
         size_t off = 0;
 
         buf[0] = '\0';
@@ -221,7 +188,7 @@ static void path_key(char *buf, const char *parent, const char *key) {
 }
 
 /** buf = parent "[" idx "]". */
-static void path_idx(char *buf, const char *parent, size_t idx) {
+void sg_cfg_path_idx(char *buf, const char *parent, size_t idx) {
         char num[32];
         size_t off = 0;
 
@@ -232,7 +199,7 @@ static void path_idx(char *buf, const char *parent, size_t idx) {
 }
 
 /** Joins a NULL-terminated list as "a, b, c" into buf. */
-static const char *join(char *buf, size_t size, const char *const *list) {
+const char *sg_cfg_join(char *buf, size_t size, const char *const *list) {
         size_t off = 0;
 
         buf[0] = '\0';
@@ -246,8 +213,8 @@ static const char *join(char *buf, size_t size, const char *const *list) {
         return buf;
 }
 
-/** As join() for a counted array of strings. */
-static const char *join_n(char *buf, size_t size, char *const *list,
+/** As sg_cfg_join() for a counted array of strings. */
+const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,
                           size_t cnt) {
         size_t off = 0;
 
@@ -273,10 +240,10 @@ static bool in_list(const char *s, const char *const *list) {
 /* Typed getters                                                            */
 /* ------------------------------------------------------------------------ */
 
-static sg_err_t expect_object(cfg_ctx_t *c, const cJSON *item,
+sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
                               const char *path) {
         if (!cJSON_IsObject(item))
-                return fail(c, path, "must be a JSON object");
+                return sg_cfg_fail(c, path, "must be a JSON object");
         return SG_OK;
 }
 
@@ -285,23 +252,23 @@ static sg_err_t expect_object(cfg_ctx_t *c, const cJSON *item,
  * cJSON keeps both members of a duplicate key; silently using one of them
  * would hide a mistake.
  */
-static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
+sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                            const char *const *allowed) {
         char p[SG_PATH_SIZE];
         char list[1024];
         size_t since = c->err_cnt;
 
         for (const cJSON *it = obj->child; it; it = it->next) {
-                path_key(p, path, it->string);
+                sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
-                        fail(c, p, "unknown key; allowed: %s",
-                             join(list, sizeof(list), allowed));
+                        sg_cfg_fail(c, p, "unknown key; allowed: %s",
+                             sg_cfg_join(list, sizeof(list), allowed));
                         continue;
                 }
                 for (const cJSON *prev = obj->child; prev != it;
                      prev = prev->next)
                         if (!strcmp(prev->string, it->string)) {
-                                fail(c, p, "duplicate key");
+                                sg_cfg_fail(c, p, "duplicate key");
                                 break;
                         }
         }
@@ -312,36 +279,36 @@ static sg_err_t check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
  * Reads string member @p key of @p obj into *out (borrowed). Absent: *out is
  * left as is, or an error when @p required.
  */
-static sg_err_t get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
+sg_err_t sg_cfg_get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool required, const char **out) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it) {
                 if (required)
-                        return fail(c, p, "required key is missing");
+                        return sg_cfg_fail(c, p, "required key is missing");
                 return SG_OK;
         }
         if (!cJSON_IsString(it))
-                return fail(c, p, "must be a string");
+                return sg_cfg_fail(c, p, "must be a string");
         if (!*it->valuestring)
-                return fail(c, p, "must not be empty");
+                return sg_cfg_fail(c, p, "must not be empty");
         *out = it->valuestring;
         return SG_OK;
 }
 
-/** As get_str(), stores a copy in *dst (replacing any default). */
-static sg_err_t get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
+/** As sg_cfg_get_str(), stores a copy in *dst (replacing any default). */
+sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
                             const char *key, bool required, char **dst) {
         const char *s = NULL;
-        sg_err_t err = get_str(c, obj, path, key, required, &s);
+        sg_err_t err = sg_cfg_get_str(c, obj, path, key, required, &s);
 
         if (err || !s)
                 return err;
         char *d = strdup(s);
         if (!d)
-                return nomem(c);
+                return sg_cfg_nomem(c);
         free(*dst);
         *dst = d;
         return SG_OK;
@@ -351,27 +318,97 @@ static sg_err_t get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
 static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
                               int64_t max, bool too_big) {
         if (max == SG_JSON_INT_MAX)
-                return fail(c, path, "must be an integer >= %" PRId64 "%s",
+                return sg_cfg_fail(c, path, "must be an integer >= %" PRId64 "%s",
                             min,
                             too_big ? "; JSON numbers above 2^53 "
                                       "(9007199254740992) are not exact"
                                     : "");
-        return fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
+        return sg_cfg_fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
                     min, max);
 }
 
+/** What number_text_int() found. */
+typedef enum num_kind {
+        NUM_INT,      /* an integer in [-2^53, 2^53]: *out holds it */
+        NUM_FRACTION, /* not an integer */
+        NUM_TOO_BIG,  /* above 2^53 */
+        NUM_TOO_SMALL /* below -2^53 */
+} num_kind_t;
+
 /**
- * Reads an integral JSON number in [min, max] (max <= 2^53: a double holds
- * every integer up to 2^53 exactly, RFC 8259 §6). Absent: *out unchanged.
+ * Judges JSON number text @p t (as written: sign, digits, fraction,
+ * exponent) exactly, without going through a double, which would make
+ * 9007199254740993 equal to 9007199254740992. The magnitude is judged
+ * before the fraction, as the double it replaces did ("1.5e300" is too
+ * big, not a fraction).
  */
-static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
+static num_kind_t number_text_int(const char *t, int64_t *out) {
+        char digits[64];
+        size_t nd = 0, lost = 0; /* digits kept; nonzero digits dropped */
+        long point = 0, exp = 0; /* digits before the decimal point */
+        bool neg = *t == '-', frac = false, exp_neg = false;
+
+        t += neg;
+        for (; (*t >= '0' && *t <= '9') || *t == '.'; t++) {
+                if (*t == '.') {
+                        frac = true;
+                        continue;
+                }
+                if (nd == 0 && *t == '0') { /* leading zeros */
+                        point -= frac;
+                        continue;
+                }
+                if (nd < sizeof(digits))
+                        digits[nd++] = *t;
+                else
+                        lost += *t != '0';
+                point += !frac;
+        }
+        if (*t == 'e' || *t == 'E') {
+                t++;
+                exp_neg = *t == '-';
+                t += *t == '-' || *t == '+';
+                for (; *t >= '0' && *t <= '9'; t++)
+                        if (exp < 100000)
+                                exp = exp * 10 + (*t - '0');
+        }
+        point += exp_neg ? -exp : exp;
+        while (nd > 0 && digits[nd - 1] == '0' && lost == 0)
+                nd--; /* trailing zeros say nothing */
+        if (nd == 0) {
+                *out = 0;
+                return NUM_INT;
+        }
+        if (point > 16) /* >= 10^16 > 2^53 */
+                return neg ? NUM_TOO_SMALL : NUM_TOO_BIG;
+        uint64_t v = 0;
+        for (long i = 0; i < point; i++)
+                v = v * 10 + (uint64_t)(i < (long)nd ? digits[i] - '0' : 0);
+        if (v > (uint64_t)SG_JSON_INT_MAX)
+                return neg ? NUM_TOO_SMALL : NUM_TOO_BIG;
+        if (point < (long)nd || lost)
+                return NUM_FRACTION;
+        *out = neg ? -(int64_t)v : (int64_t)v;
+        return NUM_INT;
+}
+
+/**
+ * Reads an integral JSON number in [min, max] (max <= 2^53: the most a
+ * double holds exactly, RFC 8259 §6, so that every JSON reader of the file
+ * sees the same value). The number's text (sg_cfg_number_texts()) is read
+ * exactly; a number without one is judged by its double. Absent: *out
+ * unchanged.
+ */
+sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, int64_t min, int64_t max,
                         int64_t *out) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+        num_kind_t kind;
+        int64_t v = 0;
         double d;
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (!cJSON_IsNumber(it))
@@ -379,63 +416,101 @@ static sg_err_t get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
         d = it->valuedouble;
         if (!isfinite(d))
                 return int_range_err(c, p, min, max, false);
-        if (d > (double)SG_JSON_INT_MAX)
+        if (it->valuestring) {
+                kind = number_text_int(it->valuestring, &v);
+        } else if (d > (double)SG_JSON_INT_MAX) {
+                kind = NUM_TOO_BIG;
+        } else if (d < -(double)SG_JSON_INT_MAX) {
+                kind = NUM_TOO_SMALL;
+        } else {
+                /* In range for int64_t now; a fraction does not survive
+                 * the cast. */
+                v = (int64_t)d;
+                kind = (double)v == d ? NUM_INT : NUM_FRACTION;
+        }
+        if (kind == NUM_TOO_BIG)
                 return int_range_err(c, p, min, max, true);
-        if (d < -(double)SG_JSON_INT_MAX)
+        if (kind != NUM_INT || v < min || v > max)
                 return int_range_err(c, p, min, max, false);
-        /* In range for int64_t now; a fraction does not survive the cast. */
-        if ((double)(int64_t)d != d || (int64_t)d < min || (int64_t)d > max)
-                return int_range_err(c, p, min, max, false);
-        *out = (int64_t)d;
+        *out = v;
         return SG_OK;
 }
 
-static sg_err_t get_u64(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                        const char *key, int64_t min, uint64_t *out) {
-        int64_t v = (int64_t)*out;
-        sg_err_t err = get_int(c, obj, path, key, min, SG_JSON_INT_MAX, &v);
+/** The next number token of JSON text at *@p pos, its length in *@p len;
+ *  NULL at the end. Strings (keys and values) are skipped. */
+static const char *next_number(const char **pos, size_t *len) {
+        const char *s = *pos;
 
-        if (!err)
-                *out = (uint64_t)v;
-        return err;
+        while (*s) {
+                if (*s == '"') {
+                        for (s++; *s && *s != '"'; s++)
+                                if (*s == '\\' && s[1])
+                                        s++;
+                        s += *s == '"';
+                } else if (*s == '-' || (*s >= '0' && *s <= '9')) {
+                        const char *b = s;
+                        /* the characters cJSON's parse_number() takes */
+                        while (*s && strchr("0123456789+-eE.", *s))
+                                s++;
+                        *len = (size_t)(s - b);
+                        *pos = s;
+                        return b;
+                } else {
+                        s++;
+                }
+        }
+        *pos = s;
+        return NULL;
 }
 
-static sg_err_t get_i(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                      const char *key, int64_t min, int64_t max, int *out) {
-        int64_t v = *out;
-        sg_err_t err = get_int(c, obj, path, key, min, max, &v);
+/* Gives each number node of @p node and its siblings, in document order,
+ * the next number text at *@p pos. */
+static sg_err_t number_texts(cJSON *node, const char **pos) {
+        for (; node; node = node->next) {
+                if (cJSON_IsNumber(node)) {
+                        size_t len = 0;
+                        const char *b = next_number(pos, &len);
+                        if (b && !(node->valuestring = strndup(b, len)))
+                                return SG_ERR_NOMEM;
+                } else if (node->child) {
+                        sg_err_t err = number_texts(node->child, pos);
+                        if (err)
+                                return err;
+                }
+        }
+        return SG_OK;
+}
 
-        if (!err)
-                *out = (int)v;
-        return err;
+sg_err_t sg_cfg_number_texts(cJSON *root, const char *json) {
+        return number_texts(root, &json);
 }
 
 /**
  * Reads a string member that must be one of @p names; *out = its index.
  * Absent: *out unchanged.
  */
-static sg_err_t get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
+sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
                          const char *key, const char *const *names,
                          const char *note, int *out) {
         char p[SG_PATH_SIZE];
         char list[256];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (!cJSON_IsString(it))
-                return fail(c, p, "must be a string; allowed: %s",
-                            join(list, sizeof(list), names));
+                return sg_cfg_fail(c, p, "must be a string; allowed: %s",
+                            sg_cfg_join(list, sizeof(list), names));
         for (int i = 0; names[i]; i++) {
                 if (!strcmp(it->valuestring, names[i])) {
                         *out = i;
                         return SG_OK;
                 }
         }
-        return fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
+        return sg_cfg_fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
                     SG_QUOTE_MAX, it->valuestring,
-                    join(list, sizeof(list), names), note ? note : "");
+                    sg_cfg_join(list, sizeof(list), names), note ? note : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -443,7 +518,7 @@ static sg_err_t get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
 /* ------------------------------------------------------------------------ */
 
 /** RFC 6901 §3: "/" then reference tokens where '~' is only "~0" or "~1". */
-static bool valid_pointer(const char *p) {
+bool sg_cfg_valid_pointer(const char *p) {
         if (p[0] != '/')
                 return false;
         for (; *p; p++)
@@ -472,7 +547,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
         out->kind = SG_SRC_NONE;
         out->name = NULL;
         if (!text) {
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "a field source is required; allowed: %s",
                            SRC_FORMS);
                 return SG_ERR_INVALID;
@@ -485,7 +560,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                 kind = SG_SRC_HEADER;
                 name = text + 7;
                 if (!*name) {
-                        set_errstr(errstr, errstr_size,
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"header:\" needs a header name "
                                    "(\"header:NAME\")");
                         return SG_ERR_INVALID;
@@ -493,8 +568,8 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
         } else if (text[0] == '/') {
                 kind = SG_SRC_POINTER;
                 name = text;
-                if (!valid_pointer(text)) {
-                        set_errstr(errstr, errstr_size,
+                if (!sg_cfg_valid_pointer(text)) {
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"%.*s\" is not a valid JSON Pointer: "
                                    "'~' must be followed by '0' or '1' "
                                    "(RFC 6901 §3)",
@@ -509,7 +584,7 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                         ok = (*s >= 'a' && *s <= 'z') ||
                              (*s >= '0' && *s <= '9');
                 if (!ok) {
-                        set_errstr(errstr, errstr_size,
+                        sg_cfg_set_errstr(errstr, errstr_size,
                                    "\"%.*s\" is not a CloudEvents attribute: "
                                    "names are lower-case letters a-z and "
                                    "digits 0-9 (CloudEvents spec §3.1.1)",
@@ -517,60 +592,60 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                         return SG_ERR_INVALID;
                 }
         } else {
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "\"%.*s\" is not a field source; allowed: %s",
                            SG_QUOTE_MAX, text, SRC_FORMS);
                 return SG_ERR_INVALID;
         }
         out->name = strdup(name);
         if (!out->name) {
-                set_errstr(errstr, errstr_size, "out of memory");
+                sg_cfg_set_errstr(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         out->kind = kind;
         return SG_OK;
 }
 
-static void src_clear(sg_field_src_t *src) {
+void sg_cfg_src_clear(sg_field_src_t *src) {
         free(src->name);
         src->name = NULL;
         src->kind = SG_SRC_NONE;
 }
 
 /** Sets @p src to a built-in default ("key" or "ce:ATTR"). */
-static sg_err_t src_default(cfg_ctx_t *c, sg_field_src_t *src,
+sg_err_t sg_cfg_src_default(cfg_ctx_t *c, sg_field_src_t *src,
                             sg_src_kind_t kind, const char *name) {
-        src_clear(src);
+        sg_cfg_src_clear(src);
         if (name && !(src->name = strdup(name)))
-                return nomem(c);
+                return sg_cfg_nomem(c);
         src->kind = kind;
         return SG_OK;
 }
 
 /** Parses a field source string at @p path into *src (replacing it). */
-static sg_err_t src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
+sg_err_t sg_cfg_src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
                               sg_field_src_t *src) {
         char detail[512];
         sg_field_src_t tmp;
         sg_err_t err;
 
         if (!cJSON_IsString(it))
-                return fail(c, path, "must be a string; allowed: %s",
+                return sg_cfg_fail(c, path, "must be a string; allowed: %s",
                             SRC_FORMS);
         err = sg_field_src_parse(it->valuestring, &tmp, detail,
                                  sizeof(detail));
         if (err == SG_ERR_NOMEM)
-                return nomem(c);
+                return sg_cfg_nomem(c);
         if (err)
-                return fail(c, path, "%s", detail);
-        src_clear(src);
+                return sg_cfg_fail(c, path, "%s", detail);
+        sg_cfg_src_clear(src);
         *src = tmp;
         return SG_OK;
 }
 
 /** Kafka topic name rule (Kafka's Topic.validate): 1-249 chars of
  *  [a-zA-Z0-9._-], not "." or "..". */
-static bool valid_topic_name(const char *s) {
+bool sg_cfg_valid_topic_name(const char *s) {
         size_t n = strlen(s);
 
         if (n == 0 || n > 249 || !strcmp(s, ".") || !strcmp(s, ".."))
@@ -582,10 +657,10 @@ static bool valid_topic_name(const char *s) {
         return true;
 }
 
-static sg_err_t check_topic_name(cfg_ctx_t *c, const char *path,
+sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
                                  const char *name) {
-        if (!valid_topic_name(name))
-                return fail(c, path,
+        if (!sg_cfg_valid_topic_name(name))
+                return sg_cfg_fail(c, path,
                             "\"%.*s\" is not a valid Kafka topic name; "
                             "allowed: 1 to 249 characters of a-z, A-Z, 0-9, "
                             "'.', '_', '-', other than \".\" and \"..\"",
@@ -594,7 +669,7 @@ static sg_err_t check_topic_name(cfg_ctx_t *c, const char *path,
 }
 
 /** Case-insensitive strstr() (ASCII). */
-static bool contains_ci(const char *hay, const char *needle) {
+bool sg_cfg_contains_ci(const char *hay, const char *needle) {
         size_t n = strlen(needle);
 
         for (; *hay; hay++) {
@@ -612,1208 +687,32 @@ static bool contains_ci(const char *hay, const char *needle) {
 bool sg_config_is_secret(const char *name) {
         if (!name)
                 return false;
-        return contains_ci(name, "password") || contains_ci(name, "secret") ||
-               contains_ci(name, ".pem") ||
-               contains_ci(name, "sasl.oauthbearer.config");
+        return sg_cfg_contains_ci(name, "password") || sg_cfg_contains_ci(name, "secret") ||
+               sg_cfg_contains_ci(name, ".pem") ||
+               sg_cfg_contains_ci(name, "sasl.oauthbearer.config");
 }
 
-/* ------------------------------------------------------------------------ */
-/* librdkafka properties                                                    */
-/* ------------------------------------------------------------------------ */
-
-/**
- * Reads an object of librdkafka properties. Values are strings; numbers and
- * booleans are converted to their JSON text ("linger.ms": 5 -> "5"). Secret
- * properties must be strings and their values are never echoed.
- */
-static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                         sg_kv_t **arrp, size_t *cntp) {
-        char p[SG_PATH_SIZE];
-        size_t n = 0, since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, obj, path)))
-                return err;
-        KEEP(check_keys(c, obj, path, NULL));
-        for (const cJSON *it = obj->child; it; it = it->next)
-                n++;
-        if (n == 0)
-                return errors_since(c, since);
-        if (!(*arrp = calloc(n, sizeof(**arrp))))
-                return nomem(c);
-        /* *cntp counts the complete entries only: a wrong one is reported
-         * and left out, so that every entry has a name and a value. */
-        for (const cJSON *it = obj->child; it; it = it->next) {
-                sg_kv_t *kv = &(*arrp)[*cntp];
-                bool secret = sg_config_is_secret(it->string);
-                char *value = NULL;
-
-                path_key(p, path, it->string);
-                if (!*it->string) {
-                        fail(c, path, "a property name must not be empty");
-                        continue;
-                }
-                if (cJSON_IsString(it)) {
-                        value = strdup(it->valuestring);
-                } else if (secret) {
-                        fail(c, p, "must be a string");
-                        continue;
-                } else if (cJSON_IsBool(it)) {
-                        value = strdup(cJSON_IsTrue(it) ? "true" : "false");
-                } else if (cJSON_IsNumber(it)) {
-                        if (!isfinite(it->valuedouble)) {
-                                fail(c, p, "must be a finite number");
-                                continue;
-                        }
-                        /* cJSON prints the shortest text that reads back
-                         * as the same double: 5 -> "5", 0.5 -> "0.5". */
-                        value = cJSON_PrintUnformatted(it);
-                } else {
-                        fail(c, p,
-                             "must be a string, number or boolean "
-                             "(librdkafka property value)");
-                        continue;
-                }
-                if (!value || !(kv->name = strdup(it->string))) {
-                        free(value);
-                        return nomem(c);
-                }
-                kv->value = value;
-                (*cntp)++;
-        }
-        return errors_since(c, since);
-}
-
-static const char *kv_find(const sg_kv_t *kv, size_t cnt, const char *name) {
-        const char *v = NULL;
-
-        for (size_t i = 0; i < cnt; i++)
-                if (!strcmp(kv[i].name, name))
-                        v = kv[i].value; /* last one wins, as in librdkafka */
-        return v;
-}
-
-/** librdkafka's boolean syntax (rdkafka_conf.c): true/t/1, false/f/0. */
-static bool rk_true(const char *v) {
-        return !strcasecmp(v, "true") || !strcasecmp(v, "t") || !strcmp(v, "1");
-}
-
-static bool rk_false(const char *v) {
-        return !strcasecmp(v, "false") || !strcasecmp(v, "f") ||
-               !strcmp(v, "0");
-}
-
-/**
- * Rejects properties that would break the guarantees of semantics §6: the
- * loop commits input offsets itself (after output delivery and the LMDB
- * commit) and produces with an idempotent producer and acks=all.
- */
-static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
-                                 const char *section, bool consumer,
-                                 bool producer) {
-        char p[SG_PATH_SIZE];
-        size_t since = c->err_cnt;
-
-        for (size_t i = 0; i < cnt; i++) {
-                const char *n = kv[i].name, *v = kv[i].value;
-
-                path_key(p, section, n);
-                if (consumer && (!strcmp(n, "enable.auto.commit") ||
-                                 !strcmp(n, "auto.commit.enable")) &&
-                    rk_true(v))
-                        fail(c, p,
-                             "must not be true: seqgate commits input "
-                             "offsets itself, only after the batch's "
-                             "output is delivered and its state is "
-                             "committed (semantics §6); allowed: "
-                             "false or unset");
-                if (producer && !strcmp(n, "enable.idempotence") &&
-                    rk_false(v))
-                        fail(c, p,
-                             "must not be false: output is produced by "
-                             "an idempotent producer so that retries "
-                             "do not duplicate or reorder records "
-                             "(semantics §6); allowed: true or unset");
-                if (producer && (!strcmp(n, "acks") ||
-                                 !strcmp(n, "request.required.acks")) &&
-                    strcasecmp(v, "all") && strcmp(v, "-1"))
-                        fail(c, p,
-                             "\"%.*s\" is not allowed: a batch's state "
-                             "is committed only once every in-sync "
-                             "replica has its output (semantics §6); "
-                             "allowed: all, -1 or unset",
-                             SG_QUOTE_MAX, v);
-                if (producer && !strcmp(n, "transactional.id"))
-                        fail(c, p,
-                             c->eos ? "set by seqgate: with guarantee "
-                                      "exactly_once the transactional "
-                                      "id is <group.id>-<instance_id>, "
-                                      "stable so that a restarted "
-                                      "instance fences its zombie "
-                                      "(KIP-98, KIP-447); set "
-                                      "instance_id instead"
-                                    : "not allowed with guarantee "
-                                      "at_least_once: the loop does not "
-                                      "use Kafka transactions "
-                                      "(semantics §6)");
-                if (consumer && c->eos && !strcmp(n, "isolation.level") &&
-                    strcmp(v, "read_committed") != 0)
-                        fail(c, p,
-                             "must be read_committed with guarantee "
-                             "exactly_once: aborted input must not be "
-                             "judged (semantics §6); allowed: "
-                             "read_committed or unset");
-                if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
-                        fail(c, p,
-                             "set the consumer group in kafka.group.id "
-                             "only: the state store belongs to that "
-                             "group");
-        }
-        return errors_since(c, since);
-}
-
-/**
- * Tries each property on a scratch rd_kafka_conf_t so that unknown names and
- * malformed values are found at --check-config time. No client is created.
- * plugin.library.paths is skipped: setting it loads shared libraries.
- */
-static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
-                              const char *section) {
-        char p[SG_PATH_SIZE];
-        char rkerr[512];
-        size_t since = c->err_cnt;
-
-        rd_kafka_conf_t *rk = rd_kafka_conf_new();
-
-        if (!rk)
-                return nomem(c);
-        for (size_t i = 0; i < cnt; i++) {
-                if (!strcmp(kv[i].name, "plugin.library.paths"))
-                        continue;
-                rkerr[0] = '\0';
-                if (rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
-                                      sizeof(rkerr)) == RD_KAFKA_CONF_OK)
-                        continue;
-                path_key(p, section, kv[i].name);
-                if (sg_config_is_secret(kv[i].name))
-                        fail(c, p,
-                             "rejected by librdkafka (detail withheld: the "
-                             "value is a secret)");
-                else
-                        fail(c, p, "rejected by librdkafka: %s", rkerr);
-        }
-        rd_kafka_conf_destroy(rk);
-        return errors_since(c, since);
-}
-
-static sg_err_t parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
-        const cJSON *it;
-        const char *v;
-        size_t since = c->err_cnt;
-
-        it = cJSON_GetObjectItemCaseSensitive(root, "kafka");
-        if (!it)
-                fail(c, "kafka", "required key is missing (librdkafka "
-                                 "properties; needs bootstrap.servers and "
-                                 "group.id)");
-        else
-                KEEP(parse_kv(c, it, "kafka", &conf->kafka, &conf->kafka_cnt));
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_consumer")))
-                KEEP(parse_kv(c, it, "kafka_consumer", &conf->kafka_consumer,
-                              &conf->kafka_consumer_cnt));
-        if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_producer")))
-                KEEP(parse_kv(c, it, "kafka_producer", &conf->kafka_producer,
-                              &conf->kafka_producer_cnt));
-
-        /* an object that is not there or not an object was reported */
-        bool kafka_ok = cJSON_IsObject(
-                cJSON_GetObjectItemCaseSensitive(root, "kafka"));
-        v = kv_find(conf->kafka, conf->kafka_cnt, "bootstrap.servers");
-        if (kafka_ok && (!v || !*v))
-                fail(c, "kafka.bootstrap.servers",
-                     "required (a non-empty host:port list)");
-        v = kv_find(conf->kafka, conf->kafka_cnt, "group.id");
-        if (kafka_ok && (!v || !*v))
-                fail(c, "kafka.group.id",
-                     "required (the consumer group seqgate joins and whose "
-                     "state it keeps)");
-        else if (v && *v && !(conf->group_id = strdup(v)))
-                return nomem(c);
-
-        KEEP(check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka", true,
-                              true));
-        KEEP(check_controlled(c, conf->kafka_consumer,
-                              conf->kafka_consumer_cnt, "kafka_consumer",
-                              true, false));
-        KEEP(check_controlled(c, conf->kafka_producer,
-                              conf->kafka_producer_cnt, "kafka_producer",
-                              false, true));
-        KEEP(check_rdkafka(c, conf->kafka, conf->kafka_cnt, "kafka"));
-        KEEP(check_rdkafka(c, conf->kafka_consumer, conf->kafka_consumer_cnt,
-                           "kafka_consumer"));
-        KEEP(check_rdkafka(c, conf->kafka_producer, conf->kafka_producer_cnt,
-                           "kafka_producer"));
-        return errors_since(c, since);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Topics                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static const char *const TOPIC_KEYS[] = {
-        "output_topic", "dlq_topic", "output_partitioning", "envelope",
-        "dedup", "ordering", "state_machine", "snapshot", "changelog_topic",
-        NULL};
-static const char *const ENVELOPE_KEYS[] = {
-        "format", "id", "scope", "aggregate", "version", "type", "digest",
-        "max_field_bytes", NULL};
-static const char *const DEDUP_KEYS[] = {"ttl_ms", NULL};
-static const char *const ORDERING_KEYS[] = {
-        "mode", "first_version", "max_version_jump", "new_aggregate", "stale",
-        "gap_timeout_ms", "gap_policy", "max_parked_per_aggregate",
-        "max_parked_total", "max_parked_bytes", "on_park_overflow", NULL};
-static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
-static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
-static const char *const SNAPSHOT_KEYS[] = {
-        "source", "request_topic", "reply_topic", "url", "auth_header_env",
-        "timeout_ms", "max_in_flight", "max_attempts", "backoff_ms",
-        "backoff_max_ms", "emit_record", NULL};
-
-/* Enum spellings, in sg_*_t order. */
-static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
-static const char *const FORMAT_NAMES[] = {"cloudevents", "json", NULL};
-static const char *const MODE_NAMES[] = {"strict", "latest_wins", "none", NULL};
-static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
-static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
-static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
-static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
-/* SG_SNAP_NONE has no spelling (no "snapshot" block): source = index + 1. */
-static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
-
-/** Sets the defaults listed in config.h. */
-static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
-        sg_err_t err;
-
-        tc->output_partitioning = SG_PART_INPUT;
-        tc->format = SG_FORMAT_CLOUDEVENTS;
-        tc->max_field_bytes = 1024;
-        tc->dedup_ttl_ms = INT64_C(604800000);
-        tc->order_mode = SG_ORDER_STRICT;
-        tc->first_version = 1;
-        tc->max_version_jump = 100000;
-        tc->new_aggregate = SG_NEWAGG_STRICT;
-        tc->stale_drop = false;
-        tc->gap_timeout_ms = 30000;
-        tc->gap_policy = SG_GAP_DLQ;
-        tc->max_parked_per_aggregate = 1000;
-        tc->max_parked_total = 100000;
-        tc->max_parked_bytes = UINT64_C(268435456);
-        tc->on_park_overflow = SG_OVERFLOW_PAUSE;
-        tc->snapshot.source = SG_SNAP_NONE;
-        tc->snapshot.timeout_ms = 5000;
-        tc->snapshot.max_in_flight = 64;
-        tc->snapshot.max_attempts = 4;
-        tc->snapshot.backoff_ms = 500;
-        tc->snapshot.backoff_max_ms = 30000;
-        tc->snapshot.emit_record = true;
-        if ((err = src_default(c, &tc->id, SG_SRC_CE, "id")) ||
-            (err = src_default(c, &tc->aggregate, SG_SRC_KEY, NULL)) ||
-            (err = src_default(c, &tc->version, SG_SRC_CE, "sequence")) ||
-            (err = src_default(c, &tc->type, SG_SRC_CE, "type")))
-                return err;
-        if (!(tc->scope = calloc(1, sizeof(*tc->scope))))
-                return nomem(c);
-        tc->scope_cnt = 1;
-        return src_default(c, &tc->scope[0], SG_SRC_CE, "source");
-}
 
 /**
  * Reads a field source member that may be JSON null (= not configured) when
  * @p nullable. Absent: *src keeps its default.
  */
-static sg_err_t get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
+sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool nullable, sg_field_src_t *src) {
         char p[SG_PATH_SIZE];
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
-        path_key(p, path, key);
+        sg_cfg_path_key(p, path, key);
         if (!it)
                 return SG_OK;
         if (cJSON_IsNull(it)) {
                 if (!nullable)
-                        return fail(c, p, "must not be null; allowed: %s",
+                        return sg_cfg_fail(c, p, "must not be null; allowed: %s",
                                     SRC_FORMS);
-                src_clear(src);
+                sg_cfg_src_clear(src);
                 return SG_OK;
         }
-        return src_from_json(c, it, p, src);
-}
-
-/** Format "json" has no CloudEvents attributes to read (semantics §2). */
-static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
-        if (s->kind == SG_SRC_CE)
-                return fail(c, path,
-                            "\"ce:%s\" needs format \"cloudevents\"; format "
-                            "\"json\" allows \"key\", \"header:NAME\", "
-                            "\"/json/pointer\"",
-                            s->name);
-        return SG_OK;
-}
-
-static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
-                               const char *path, sg_topic_config_t *tc) {
-        char p[SG_PATH_SIZE];
-        const cJSON *it;
-        int ival;
-        int64_t max_field = (int64_t)tc->max_field_bytes;
-        size_t since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, env, path)))
-                return err;
-        KEEP(check_keys(c, env, path, ENVELOPE_KEYS));
-
-        ival = (int)tc->format;
-        KEEP(get_enum(c, env, path, "format", FORMAT_NAMES, NULL, &ival));
-        tc->format = (sg_format_t)ival;
-
-        if (tc->format == SG_FORMAT_JSON) {
-                /* No CloudEvents defaults: id must be mapped, and version and
-                 * type are unset unless mapped (dedup-only topic). */
-                src_clear(&tc->version);
-                src_clear(&tc->type);
-                for (size_t i = 0; i < tc->scope_cnt; i++)
-                        src_clear(&tc->scope[i]);
-                tc->scope_cnt = 0;
-                if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
-                        path_key(p, path, "id");
-                        fail(c, p,
-                             "required with format \"json\"; allowed: "
-                             "\"key\", \"header:NAME\", \"/json/pointer\"");
-                }
-        }
-
-        KEEP(get_src(c, env, path, "id", false, &tc->id));
-        KEEP(get_src(c, env, path, "aggregate", true, &tc->aggregate));
-        KEEP(get_src(c, env, path, "version", true, &tc->version));
-        KEEP(get_src(c, env, path, "type", true, &tc->type));
-
-        path_key(p, path, "scope");
-        if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope")) &&
-            !cJSON_IsArray(it)) {
-                fail(c, p,
-                     "must be an array of field sources (may be empty: scope "
-                     "= topic only)");
-        } else if (it) {
-                size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
-                char ip[SG_PATH_SIZE];
-                const cJSON *el;
-
-                for (i = 0; i < tc->scope_cnt; i++)
-                        src_clear(&tc->scope[i]);
-                free(tc->scope);
-                tc->scope = NULL;
-                tc->scope_cnt = 0;
-                if (n > 0) {
-                        if (!(tc->scope = calloc(n, sizeof(*tc->scope))))
-                                return nomem(c);
-                        tc->scope_cnt = n;
-                }
-                i = 0;
-                cJSON_ArrayForEach(el, it) {
-                        path_idx(ip, p, i);
-                        err = src_from_json(c, el, ip, &tc->scope[i]);
-                        if (!err && tc->format == SG_FORMAT_JSON)
-                                err = no_ce(c, ip, &tc->scope[i]);
-                        KEEP(err);
-                        i++;
-                }
-        }
-
-        if (tc->format == SG_FORMAT_JSON) {
-                static const char *const keys[] = {"id", "aggregate",
-                                                   "version", "type"};
-                const sg_field_src_t *srcs[] = {&tc->id, &tc->aggregate,
-                                                &tc->version, &tc->type};
-                for (size_t i = 0; i < 4; i++) {
-                        path_key(p, path, keys[i]);
-                        KEEP(no_ce(c, p, srcs[i]));
-                }
-        }
-
-        path_key(p, path, "digest");
-        if ((it = cJSON_GetObjectItemCaseSensitive(env, "digest"))) {
-                if (!cJSON_IsString(it))
-                        fail(c, p,
-                             "must be a string; allowed: \"value\" (SHA-256 "
-                             "of the record value) or a JSON Pointer such as "
-                             "\"/data\"");
-                else if (strcmp(it->valuestring, "value") &&
-                         !valid_pointer(it->valuestring))
-                        fail(c, p,
-                             "\"%.*s\" is not allowed; allowed: \"value\" or "
-                             "a JSON Pointer (RFC 6901) such as \"/data\"",
-                             SG_QUOTE_MAX, it->valuestring);
-                /* A CloudEvent's payload is its data (semantics §2; in
-                 * binary mode the record value): a pointer elsewhere would
-                 * digest attributes only and judge different payloads
-                 * duplicates. */
-                else if (strcmp(it->valuestring, "value") &&
-                         tc->format == SG_FORMAT_CLOUDEVENTS &&
-                         strcmp(it->valuestring, "/data") != 0 &&
-                         strncmp(it->valuestring, "/data/", 6) != 0)
-                        fail(c, p,
-                             "\"%.*s\" is not allowed with format "
-                             "\"cloudevents\"; allowed: \"value\", \"/data\" "
-                             "or a JSON Pointer into it (\"/data/...\")",
-                             SG_QUOTE_MAX, it->valuestring);
-                else if (strcmp(it->valuestring, "value") &&
-                         !(tc->digest_pointer = strdup(it->valuestring)))
-                        return nomem(c);
-        }
-
-        KEEP(get_int(c, env, path, "max_field_bytes", 1, 1048576,
-                     &max_field));
-        tc->max_field_bytes = (size_t)max_field;
-        return errors_since(c, since);
-}
-
-static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
-                               const char *path, sg_topic_config_t *tc) {
-        int ival;
-        size_t since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, ord, path)))
-                return err;
-        KEEP(check_keys(c, ord, path, ORDERING_KEYS));
-
-        ival = (int)tc->order_mode;
-        KEEP(get_enum(c, ord, path, "mode", MODE_NAMES, NULL, &ival));
-        tc->order_mode = (sg_order_mode_t)ival;
-        KEEP(get_u64(c, ord, path, "first_version", 0, &tc->first_version));
-        KEEP(get_u64(c, ord, path, "max_version_jump", 1,
-                     &tc->max_version_jump));
-        ival = (int)tc->new_aggregate;
-        KEEP(get_enum(c, ord, path, "new_aggregate", NEWAGG_NAMES, NULL,
-                      &ival));
-        tc->new_aggregate = (sg_new_agg_t)ival;
-        ival = tc->stale_drop ? 1 : 0;
-        KEEP(get_enum(c, ord, path, "stale", STALE_NAMES, NULL, &ival));
-        tc->stale_drop = ival == 1;
-        KEEP(get_int(c, ord, path, "gap_timeout_ms", 1, SG_JSON_INT_MAX,
-                     &tc->gap_timeout_ms));
-        ival = (int)tc->gap_policy;
-        KEEP(get_enum(c, ord, path, "gap_policy", GAP_NAMES, NULL, &ival));
-        tc->gap_policy = (sg_gap_policy_t)ival;
-        KEEP(get_u64(c, ord, path, "max_parked_per_aggregate", 1,
-                     &tc->max_parked_per_aggregate));
-        KEEP(get_u64(c, ord, path, "max_parked_total", 1,
-                     &tc->max_parked_total));
-        KEEP(get_u64(c, ord, path, "max_parked_bytes", 1,
-                     &tc->max_parked_bytes));
-        ival = (int)tc->on_park_overflow;
-        KEEP(get_enum(c, ord, path, "on_park_overflow", OVERFLOW_NAMES, NULL,
-                      &ival));
-        tc->on_park_overflow = (sg_overflow_t)ival;
-
-        if (tc->max_parked_per_aggregate > tc->max_parked_total) {
-                char p[SG_PATH_SIZE];
-                path_key(p, path, "max_parked_per_aggregate");
-                fail(c, p,
-                     "must be <= max_parked_total (%" PRIu64 "): the "
-                     "per-aggregate cap is part of the per-partition total",
-                     tc->max_parked_total);
-        }
-        return errors_since(c, since);
-}
-
-static bool sm_has_state(const sg_state_machine_t *sm, const char *s) {
-        for (size_t i = 0; i < sm->state_cnt; i++)
-                if (sm->states[i] && !strcmp(sm->states[i], s))
-                        return true;
-        return false;
-}
-
-/** Fails unless @p it is a state of @p sm. */
-static sg_err_t sm_state_ref(cfg_ctx_t *c, const sg_state_machine_t *sm,
-                             const cJSON *it, const char *path) {
-        char list[1024];
-
-        if (!cJSON_IsString(it) || !*it->valuestring)
-                return fail(c, path, "must be a state name; allowed: %s",
-                            join_n(list, sizeof(list), sm->states,
-                                   sm->state_cnt));
-        if (!sm_has_state(sm, it->valuestring))
-                return fail(c, path,
-                            "\"%.*s\" is not a declared state; allowed: %s",
-                            SG_QUOTE_MAX, it->valuestring,
-                            join_n(list, sizeof(list), sm->states,
-                                   sm->state_cnt));
-        return SG_OK;
-}
-
-/** Reads a non-empty JSON array member @p key (required). */
-static sg_err_t get_array(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                          const char *key, const char *what,
-                          const cJSON **out) {
-        char p[SG_PATH_SIZE];
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-        path_key(p, path, key);
-        if (!it)
-                return fail(c, p, "required key is missing (%s)", what);
-        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
-                return fail(c, p, "must be a non-empty array (%s)", what);
-        *out = it;
-        return SG_OK;
-}
-
-static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
-                                 const char *path, sg_state_machine_t *sm,
-                                 size_t idx) {
-        sg_transition_t *t = &sm->transitions[idx];
-        char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
-        const cJSON *from = NULL, *el;
-        const char *type = NULL;
-        size_t i = 0, since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, obj, path)))
-                return err;
-        KEEP(check_keys(c, obj, path, TRANSITION_KEYS));
-        KEEP(get_str(c, obj, path, "type", true, &type));
-        for (size_t j = 0; type && j < idx; j++) {
-                if (sm->transitions[j].type &&
-                    !strcmp(sm->transitions[j].type, type)) {
-                        path_key(p, path, "type");
-                        fail(c, p,
-                             "\"%.*s\" already has a transition; an event "
-                             "type moves to one state (list every source "
-                             "state in \"from\")",
-                             SG_QUOTE_MAX, type);
-                        type = NULL;
-                        break;
-                }
-        }
-        if (type && !(t->type = strdup(type)))
-                return nomem(c);
-
-        KEEP(get_array(c, obj, path, "from", "states the event may leave",
-                       &from));
-        path_key(p, path, "from");
-        if (from) {
-                if (!(t->from = calloc((size_t)cJSON_GetArraySize(from),
-                                       sizeof(*t->from))))
-                        return nomem(c);
-                t->from_cnt = (size_t)cJSON_GetArraySize(from);
-        }
-        for (el = from ? from->child : NULL; el; el = el->next, i++) {
-                path_idx(ip, p, i);
-                if (sm_state_ref(c, sm, el, ip))
-                        continue;
-                bool dup = false;
-                for (size_t j = 0; !dup && j < i; j++)
-                        dup = t->from[j] &&
-                              !strcmp(t->from[j], el->valuestring);
-                if (dup)
-                        fail(c, ip, "duplicate state \"%s\"",
-                             el->valuestring);
-                else if (!(t->from[i] = strdup(el->valuestring)))
-                        return nomem(c);
-        }
-
-        path_key(p, path, "to");
-        el = cJSON_GetObjectItemCaseSensitive(obj, "to");
-        if (!el)
-                fail(c, p, "required key is missing");
-        else if (!sm_state_ref(c, sm, el, p) &&
-                 !(t->to = strdup(el->valuestring)))
-                return nomem(c);
-        return errors_since(c, since);
-}
-
-static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
-                                    const char *path, sg_state_machine_t *sm) {
-        char p[SG_PATH_SIZE], ip[SG_PATH_SIZE];
-        const cJSON *states = NULL, *trans = NULL, *el;
-        size_t i = 0, since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, obj, path)))
-                return err;
-        KEEP(check_keys(c, obj, path, SM_KEYS));
-        sm->enabled = true;
-
-        /* without its states nothing else can be checked */
-        if ((err = get_array(c, obj, path, "states", "the state names",
-                             &states)))
-                return err;
-        path_key(p, path, "states");
-        if (!(sm->states = calloc((size_t)cJSON_GetArraySize(states),
-                                  sizeof(*sm->states))))
-                return nomem(c);
-        sm->state_cnt = (size_t)cJSON_GetArraySize(states);
-        cJSON_ArrayForEach(el, states) {
-                path_idx(ip, p, i);
-                if (!cJSON_IsString(el) || !*el->valuestring)
-                        fail(c, ip, "must be a non-empty string");
-                else if (sm_has_state(sm, el->valuestring))
-                        fail(c, ip, "duplicate state \"%.*s\"", SG_QUOTE_MAX,
-                             el->valuestring);
-                else if (!(sm->states[i] = strdup(el->valuestring)))
-                        return nomem(c);
-                i++;
-        }
-
-        path_key(p, path, "initial");
-        el = cJSON_GetObjectItemCaseSensitive(obj, "initial");
-        if (!el)
-                fail(c, p, "required key is missing (the state of a new "
-                           "aggregate)");
-        else if (!sm_state_ref(c, sm, el, p) &&
-                 !(sm->initial = strdup(el->valuestring)))
-                return nomem(c);
-
-        KEEP(get_array(c, obj, path, "transitions", "objects {type, from, to}",
-                       &trans));
-        if (!trans)
-                return errors_since(c, since);
-        path_key(p, path, "transitions");
-        if (!(sm->transitions = calloc((size_t)cJSON_GetArraySize(trans),
-                                       sizeof(*sm->transitions))))
-                return nomem(c);
-        i = 0;
-        cJSON_ArrayForEach(el, trans) {
-                path_idx(ip, p, i);
-                /* Count only built entries, so that the duplicate-type scan
-                 * in parse_transition sees initialised types. */
-                sm->transition_cnt = i + 1;
-                KEEP(parse_transition(c, el, ip, sm, i));
-                i++;
-        }
-        return errors_since(c, since);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Snapshot source (snapshot refetch, semantics §4 step 1)                 */
-/* ------------------------------------------------------------------------ */
-
-/**
- * Key names that would put the Authorization value itself into the config
- * file. The value is taken from the environment variable named by
- * auth_header_env only, so that the file can be shared and versioned.
- */
-static bool snapshot_secret_key(const char *k) {
-        return !strcasecmp(k, "auth_header") ||
-               !strcasecmp(k, "authorization") || contains_ci(k, "token") ||
-               sg_config_is_secret(k);
-}
-
-/** POSIX-style environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
-static bool valid_env_name(const char *s) {
-        for (size_t i = 0; s[i]; i++) {
-                char ch = s[i];
-                bool alpha = (ch >= 'A' && ch <= 'Z') ||
-                             (ch >= 'a' && ch <= 'z') || ch == '_';
-                if (!alpha && (i == 0 || ch < '0' || ch > '9'))
-                        return false;
-        }
-        return *s != '\0';
-}
-
-/**
- * Checks the HTTP URL template. The URL is never quoted back: a query string
- * may hold an API key. Rules: an absolute http or https URL (RFC 3986 §3;
- * schemes are case-insensitive, §3.1) with a host, printable ASCII only
- * (anything else must be percent-encoded, §2.1), no user:password@ (the
- * config file must hold no secret), and the "{aggregate}" placeholder.
- */
-static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
-                                   const char *url) {
-        size_t scheme;
-        const char *host, *end;
-
-        if (!strncasecmp(url, "http://", 7))
-                scheme = 7;
-        else if (!strncasecmp(url, "https://", 8))
-                scheme = 8;
-        else
-                return fail(c, path,
-                            "must start with \"http://\" or \"https://\"");
-        for (const char *s = url; *s; s++)
-                if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
-                        return fail(c, path,
-                                    "must not contain spaces, control or "
-                                    "non-ASCII characters (percent-encode "
-                                    "them, RFC 3986 §2.1)");
-        host = url + scheme;
-        end = host + strcspn(host, "/?#");
-        if (end == host)
-                return fail(c, path, "needs a host after \"%.*s\"",
-                            (int)scheme, url);
-        if (memchr(host, '@', (size_t)(end - host)))
-                return fail(c, path,
-                            "must not hold credentials (user:password@host): "
-                            "the config file must contain no secret; put the "
-                            "Authorization header value in an environment "
-                            "variable and name it in auth_header_env");
-        if (!strstr(url, "{aggregate}"))
-                return fail(c, path,
-                            "must contain \"{aggregate}\" (replaced by the "
-                            "percent-encoded aggregate id)");
-        return SG_OK;
-}
-
-/**
- * Reads a topic's "snapshot" block into tc->snapshot. Topic names are
- * checked here for syntax and request != reply; that they differ from every
- * input, output and DLQ topic is checked by parse_topics() once all topics
- * are read.
- */
-static sg_err_t parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
-                               const char *path, sg_topic_config_t *tc) {
-        static const char *const kafka_only[] = {"request_topic",
-                                                 "reply_topic", NULL};
-        static const char *const http_only[] = {"url", "auth_header_env",
-                                                NULL};
-        sg_snapshot_config_t *sn = &tc->snapshot;
-        char p[SG_PATH_SIZE];
-        const char *const *forbidden;
-        const cJSON *it;
-        int ival = -1;
-        sg_err_t err;
-
-        if ((err = expect_object(c, obj, path)))
-                return err;
-        size_t since = c->err_cnt;
-        /* Before the unknown-key check, so that the error says why. */
-        bool secret_key = false;
-        for (it = obj->child; it; it = it->next) {
-                if (!snapshot_secret_key(it->string))
-                        continue;
-                path_key(p, path, it->string);
-                fail(c, p,
-                     "not allowed: the config file must never hold the "
-                     "Authorization header value; put it in an environment "
-                     "variable and set auth_header_env to that variable's "
-                     "name (e.g. \"SEQGATE_SNAPSHOT_AUTH\")");
-                secret_key = true;
-        }
-        /* a secret-looking key is said once, by the rule above */
-        if (!secret_key)
-                KEEP(check_keys(c, obj, path, SNAPSHOT_KEYS));
-
-        /* without a source nothing else can be checked */
-        if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {
-                path_key(p, path, "source");
-                return fail(c, p, "required key is missing; allowed: kafka "
-                                  "(request/reply topics), http (GET on a "
-                                  "URL template)");
-        }
-        if ((err = get_enum(c, obj, path, "source", SNAPSHOT_NAMES, NULL,
-                            &ival)))
-                return err;
-        sn->source = (sg_snapshot_source_t)(ival + 1);
-
-        forbidden = sn->source == SG_SNAP_KAFKA ? http_only : kafka_only;
-        for (size_t i = 0; forbidden[i]; i++) {
-                if (!cJSON_GetObjectItemCaseSensitive(obj, forbidden[i]))
-                        continue;
-                path_key(p, path, forbidden[i]);
-                fail(c, p, "not allowed with source \"%s\" (%s)",
-                     SNAPSHOT_NAMES[ival],
-                     sn->source == SG_SNAP_KAFKA
-                             ? "source kafka uses request_topic and "
-                               "reply_topic"
-                             : "source http uses url and auth_header_env");
-        }
-
-        if (sn->source == SG_SNAP_KAFKA) {
-                KEEP(get_str_dup(c, obj, path, "request_topic", true,
-                                 &sn->request_topic));
-                path_key(p, path, "request_topic");
-                if (sn->request_topic)
-                        KEEP(check_topic_name(c, p, sn->request_topic));
-                KEEP(get_str_dup(c, obj, path, "reply_topic", true,
-                                 &sn->reply_topic));
-                path_key(p, path, "reply_topic");
-                if (sn->reply_topic)
-                        KEEP(check_topic_name(c, p, sn->reply_topic));
-                if (sn->request_topic && sn->reply_topic &&
-                    !strcmp(sn->request_topic, sn->reply_topic))
-                        fail(c, p,
-                             "must differ from request_topic \"%s\": "
-                             "seqgate consumes the reply topic and would "
-                             "read its own requests",
-                             sn->request_topic);
-        } else {
-                KEEP(get_str_dup(c, obj, path, "url", true, &sn->url));
-                path_key(p, path, "url");
-                if (sn->url)
-                        KEEP(check_snapshot_url(c, p, sn->url));
-                KEEP(get_str_dup(c, obj, path, "auth_header_env", false,
-                                 &sn->auth_header_env));
-                path_key(p, path, "auth_header_env");
-                /* Not quoted: a mistaken value may be the secret itself. */
-                if (sn->auth_header_env &&
-                    !valid_env_name(sn->auth_header_env))
-                        fail(c, p,
-                             "must be the NAME of an environment variable "
-                             "([A-Za-z_][A-Za-z0-9_]*, e.g. "
-                             "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
-                             "Authorization header; never the header value "
-                             "itself");
-        }
-
-        KEEP(get_int(c, obj, path, "timeout_ms", 1, 600000, &sn->timeout_ms));
-        KEEP(get_int(c, obj, path, "max_in_flight", 1, 100000,
-                     &sn->max_in_flight));
-        KEEP(get_int(c, obj, path, "max_attempts", 1, 1000,
-                     &sn->max_attempts));
-        KEEP(get_int(c, obj, path, "backoff_ms", 1, 3600000, &sn->backoff_ms));
-        KEEP(get_int(c, obj, path, "backoff_max_ms", 1, 3600000,
-                     &sn->backoff_max_ms));
-        if (sn->backoff_max_ms < sn->backoff_ms) {
-                path_key(p, path, "backoff_max_ms");
-                fail(c, p,
-                     "must be >= backoff_ms (%" PRId64 "): it caps the "
-                     "doubling retry delay",
-                     sn->backoff_ms);
-        }
-
-        path_key(p, path, "emit_record");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "emit_record"))) {
-                if (!cJSON_IsBool(it))
-                        fail(c, p, "must be true or false");
-                else
-                        sn->emit_record = cJSON_IsTrue(it);
-        }
-        return errors_since(c, since);
-}
-
-static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                            sg_topic_config_t *tc) {
-        char p[SG_PATH_SIZE];
-        const cJSON *it;
-        int ival;
-        size_t since = c->err_cnt;
-        sg_err_t err;
-
-        if ((err = expect_object(c, obj, path)))
-                return err;
-        KEEP(check_keys(c, obj, path, TOPIC_KEYS));
-        if ((err = topic_defaults(c, tc)))
-                return err;
-        if (!(tc->name = strdup(obj->string)))
-                return nomem(c);
-
-        KEEP(get_str_dup(c, obj, path, "output_topic", true,
-                         &tc->output_topic));
-        path_key(p, path, "output_topic");
-        if (tc->output_topic) {
-                KEEP(check_topic_name(c, p, tc->output_topic));
-                if (!strcmp(tc->output_topic, tc->name))
-                        fail(c, p, "must differ from the input topic \"%s\"",
-                             tc->name);
-        }
-
-        KEEP(get_str_dup(c, obj, path, "dlq_topic", true, &tc->dlq_topic));
-        path_key(p, path, "dlq_topic");
-        if (tc->dlq_topic) {
-                KEEP(check_topic_name(c, p, tc->dlq_topic));
-                if (!strcmp(tc->dlq_topic, tc->name))
-                        fail(c, p, "must differ from the input topic \"%s\"",
-                             tc->name);
-                else if (tc->output_topic &&
-                         !strcmp(tc->dlq_topic, tc->output_topic))
-                        fail(c, p,
-                             "must differ from output_topic \"%s\": refused "
-                             "records must not reach the output's consumers",
-                             tc->output_topic);
-        }
-
-        KEEP(get_str_dup(c, obj, path, "changelog_topic", false,
-                         &tc->changelog_topic));
-        if (tc->changelog_topic) {
-                path_key(p, path, "changelog_topic");
-                KEEP(check_topic_name(c, p, tc->changelog_topic));
-                if (!strcmp(tc->changelog_topic, tc->name) ||
-                    (tc->output_topic &&
-                     !strcmp(tc->changelog_topic, tc->output_topic)) ||
-                    (tc->dlq_topic &&
-                     !strcmp(tc->changelog_topic, tc->dlq_topic)))
-                        fail(c, p,
-                             "must differ from the input, output and DLQ "
-                             "topics: it holds seqgate's state");
-        }
-
-        ival = (int)tc->output_partitioning;
-        KEEP(get_enum(c, obj, path, "output_partitioning", PARTITIONING_NAMES,
-                      NULL, &ival));
-        tc->output_partitioning = (sg_partitioning_t)ival;
-
-        path_key(p, path, "envelope");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "envelope")))
-                KEEP(parse_envelope(c, it, p, tc));
-
-        path_key(p, path, "dedup");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "dedup")) &&
-            !expect_object(c, it, p)) {
-                KEEP(check_keys(c, it, p, DEDUP_KEYS));
-                KEEP(get_int(c, it, p, "ttl_ms", 1000, SG_JSON_INT_MAX,
-                             &tc->dedup_ttl_ms));
-        }
-
-        path_key(p, path, "ordering");
-        const cJSON *ord = cJSON_GetObjectItemCaseSensitive(obj, "ordering");
-        if (ord)
-                KEEP(parse_ordering(c, ord, p, tc));
-
-        path_key(p, path, "state_machine");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "state_machine")))
-                KEEP(parse_state_machine(c, it, p, &tc->sm));
-
-        path_key(p, path, "snapshot");
-        if ((it = cJSON_GetObjectItemCaseSensitive(obj, "snapshot")))
-                KEEP(parse_snapshot(c, it, p, tc));
-
-        /* Cross-field rules (semantics §2, §3b, §4), on the values read (a
-         * wrong one kept its default); the first one that fails is said,
-         * the others would mostly repeat its cause. The snapshot rules come
-         * first: their message names the snapshot, which is why the user
-         * asked for strict ordering. */
-        if (tc->snapshot.source != SG_SNAP_NONE) {
-                path_key(p, path, "snapshot");
-                if (tc->order_mode != SG_ORDER_STRICT)
-                        return fail(c, p,
-                                    "needs ordering.mode \"strict\" (now "
-                                    "\"%s\"): only strict ordering waits for "
-                                    "a missing version; latest_wins and none "
-                                    "never park, so no gap is left to resolve "
-                                    "(semantics §3b, §4)",
-                                    MODE_NAMES[tc->order_mode]);
-                if (tc->version.kind == SG_SRC_NONE ||
-                    tc->aggregate.kind == SG_SRC_NONE)
-                        return fail(c, p,
-                                    "needs envelope.%s: a snapshot is fetched "
-                                    "per aggregate and judged by its version "
-                                    "(semantics §4)",
-                                    tc->version.kind == SG_SRC_NONE
-                                            ? "version"
-                                            : "aggregate");
-        }
-        if (tc->order_mode != SG_ORDER_NONE) {
-                bool explicit_mode =
-                        ord && cJSON_GetObjectItemCaseSensitive(ord, "mode");
-                const char *need = tc->version.kind == SG_SRC_NONE ? "version"
-                                   : tc->aggregate.kind == SG_SRC_NONE
-                                           ? "aggregate"
-                                           : NULL;
-                if (need) {
-                        path_key(p, path, "ordering.mode");
-                        return fail(c, p,
-                                    "\"%s\"%s needs envelope.%s; a dedup-only "
-                                    "topic sets ordering.mode \"none\"",
-                                    MODE_NAMES[tc->order_mode],
-                                    explicit_mode ? "" : " (the default)",
-                                    need);
-                }
-        }
-        if (tc->sm.enabled) {
-                path_key(p, path, "state_machine");
-                if (tc->type.kind == SG_SRC_NONE)
-                        return fail(c, p,
-                                    "needs envelope.type (the event type "
-                                    "selects the transition)");
-                if (tc->order_mode == SG_ORDER_NONE)
-                        return fail(c, p,
-                                    "needs ordering.mode \"strict\" or "
-                                    "\"latest_wins\" (mode \"none\" applies "
-                                    "every record; semantics §3b)");
-        }
-        return errors_since(c, since);
-}
-
-/** A topic whose required names were read (the cross-topic rules skip the
- *  others: their errors were reported). */
-static bool topic_named(const sg_topic_config_t *tc) {
-        return tc->name && tc->output_topic && tc->dlq_topic;
-}
-
-/**
- * Names what @p name already is among the topics of @p conf ("an input
- * topic (topics.X)", "topics.X.output_topic", ...), written into @p buf;
- * NULL when nothing. @p self is the index of the topic whose snapshot topic
- * @p name is. A request topic may be shared by input topics (seqgate only
- * produces to it); a reply topic is consumed by seqgate and routes a reply
- * to its input topic, so it must not be another topic's request or reply
- * topic.
- */
-static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
-                                        bool is_reply, const char *name,
-                                        char *buf, size_t size) {
-        for (size_t j = 0; j < conf->topic_cnt; j++) {
-                const sg_topic_config_t *o = &conf->topics[j];
-                bool kafka = o->snapshot.source == SG_SNAP_KAFKA && j != self;
-                const char *what = NULL;
-
-                /* a topic whose names were not read had its errors said */
-                if (!topic_named(o))
-                        continue;
-                if (!strcmp(name, o->name)) {
-                        snprintf(buf, size, "an input topic (topics.%s)",
-                                 o->name);
-                        return buf;
-                }
-                if (!strcmp(name, o->output_topic))
-                        what = "output_topic";
-                else if (!strcmp(name, o->dlq_topic))
-                        what = "dlq_topic";
-                else if (kafka && o->snapshot.reply_topic &&
-                         !strcmp(name, o->snapshot.reply_topic))
-                        what = "snapshot.reply_topic";
-                else if (kafka && is_reply && o->snapshot.request_topic &&
-                         !strcmp(name, o->snapshot.request_topic))
-                        what = "snapshot.request_topic";
-                if (what) {
-                        snprintf(buf, size, "topics.%s.%s", o->name, what);
-                        return buf;
-                }
-        }
-        return NULL;
-}
-
-/**
- * Snapshot request and reply topics are topics of their own (snapshot refetch, semantics §4): a
- * reply topic that is also an input, output or DLQ topic would mix replies
- * with events, and a request topic that is one would hand requests to the
- * consumers of events.
- */
-static sg_err_t check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
-        char p[SG_PATH_SIZE], tp[SG_PATH_SIZE], what[SG_PATH_SIZE + 32];
-        size_t since = c->err_cnt;
-
-        for (size_t i = 0; i < conf->topic_cnt; i++) {
-                const sg_snapshot_config_t *sn = &conf->topics[i].snapshot;
-
-                if (sn->source != SG_SNAP_KAFKA || !conf->topics[i].name)
-                        continue;
-                path_key(tp, "topics", conf->topics[i].name);
-                for (int r = 0; r < 2; r++) {
-                        const char *name = r ? sn->reply_topic
-                                             : sn->request_topic;
-                        const char *clash =
-                                name ? snapshot_topic_clash(conf, i, r == 1,
-                                                            name, what,
-                                                            sizeof(what))
-                                     : NULL;
-                        if (!clash)
-                                continue;
-                        path_key(p, tp, r ? "snapshot.reply_topic"
-                                          : "snapshot.request_topic");
-                        fail(c, p,
-                             "\"%s\" is also %s; snapshot request and reply "
-                             "topics must be topics of their own",
-                             name, clash);
-                }
-        }
-        return errors_since(c, since);
-}
-
-static sg_err_t parse_topics(cfg_ctx_t *c, const cJSON *root,
-                             sg_config_t *conf) {
-        char p[SG_PATH_SIZE];
-        const cJSON *topics = cJSON_GetObjectItemCaseSensitive(root, "topics");
-        size_t n = 0, i = 0, since = c->err_cnt;
-        sg_err_t err;
-
-        if (!topics)
-                return fail(c, "topics", "required key is missing (an object "
-                                         "of input topic name -> settings)");
-        if ((err = expect_object(c, topics, "topics")))
-                return err;
-        KEEP(check_keys(c, topics, "topics", NULL));
-        for (const cJSON *it = topics->child; it; it = it->next)
-                n++;
-        if (n == 0)
-                return fail(c, "topics", "must name at least one input topic");
-        if (!(conf->topics = calloc(n, sizeof(*conf->topics))))
-                return nomem(c);
-        conf->topic_cnt = n;
-        for (const cJSON *it = topics->child; it; it = it->next, i++) {
-                path_key(p, "topics", it->string);
-                KEEP(check_topic_name(c, p, it->string));
-                KEEP(parse_topic(c, it, p, &conf->topics[i]));
-        }
-
-        /* An output or DLQ topic that is also an input topic would feed
-         * seqgate its own output. */
-        for (i = 0; i < n; i++) {
-                const sg_topic_config_t *tc = &conf->topics[i];
-                if (!topic_named(tc))
-                        continue;
-                for (size_t j = 0; j < n; j++) {
-                        const char *in = conf->topics[j].name;
-                        const char *which =
-                                !in                           ? NULL
-                                : !strcmp(tc->output_topic, in) ? "output_topic"
-                                : !strcmp(tc->dlq_topic, in)  ? "dlq_topic"
-                                                              : NULL;
-                        if (!which)
-                                continue;
-                        char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", tc->name);
-                        path_key(p, tp, which);
-                        fail(c, p,
-                             "\"%s\" is also an input topic; seqgate would "
-                             "read its own output",
-                             in);
-                        break;
-                }
-        }
-        /* Default changelog names, as Kafka Streams names its changelogs:
-         * <application (group) id>-<store>-changelog. Without a group id
-         * (reported) there is no default. */
-        for (i = 0; conf->group_id && i < n; i++) {
-                sg_topic_config_t *tc = &conf->topics[i];
-                if (tc->changelog_topic || !tc->name)
-                        continue;
-                size_t len = strlen(conf->group_id) + strlen(tc->name) + 12;
-                if (!(tc->changelog_topic = malloc(len)))
-                        return nomem(c);
-                snprintf(tc->changelog_topic, len, "%s-%s-changelog",
-                         conf->group_id, tc->name);
-                /* both guarantees keep a changelog (semantics §6) */
-                if (!valid_topic_name(tc->changelog_topic)) {
-                        char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", tc->name);
-                        path_key(p, tp, "changelog_topic");
-                        fail(c, p,
-                             "the default name \"%.60s...\" is not a valid "
-                             "topic name; set changelog_topic",
-                             tc->changelog_topic);
-                }
-        }
-        /* each pair once, at the first of the two */
-        for (i = 0; i < n; i++)
-                for (size_t j = i + 1; j < n; j++) {
-                        if (!conf->topics[i].changelog_topic ||
-                            !conf->topics[j].changelog_topic ||
-                            strcmp(conf->topics[i].changelog_topic,
-                                   conf->topics[j].changelog_topic))
-                                continue;
-                        char tp[SG_PATH_SIZE];
-                        path_key(tp, "topics", conf->topics[i].name);
-                        path_key(p, tp, "changelog_topic");
-                        fail(c, p,
-                             "\"%s\" is also the changelog of topic \"%s\"; "
-                             "each input topic needs its own",
-                             conf->topics[i].changelog_topic,
-                             conf->topics[j].name);
-                }
-        KEEP(check_snapshot_topics(c, conf));
-        return errors_since(c, since);
+        return sg_cfg_src_from_json(c, it, p, src);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1829,68 +728,41 @@ static const char *const ROOT_KEYS[] = {
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
-static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
-                                              NULL};
-
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
-        int ival = 0;
 
         if (!cJSON_IsObject(root))
-                return fail(c, "(root)", "must be a JSON object");
-        KEEP(check_keys(c, root, "", ROOT_KEYS));
+                return sg_cfg_fail(c, "(root)", "must be a JSON object");
+        KEEP(sg_cfg_check_keys(c, root, "", ROOT_KEYS));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
             !cJSON_IsString(it))
-                fail(c, "$schema", "must be a string");
-        KEEP(get_str_dup(c, root, "", "instance_id", false,
-                         &conf->instance_id));
-        KEEP(get_str_dup(c, root, "", "data_dir", true, &conf->data_dir));
-
-        ival = (int)conf->guarantee;
-        KEEP(get_enum(c, root, "", "guarantee", GUARANTEE_NAMES, NULL, &ival));
-        conf->guarantee = (sg_guarantee_t)ival;
+                sg_cfg_fail(c, "$schema", "must be a string");
+        KEEP(sg_cfg_read(c, root, "", SECT_ROOT, conf));
         c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
-        KEEP(parse_kafka(c, root, conf));
+        KEEP(sg_cfg_parse_kafka(c, root, conf));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "store")) &&
-            !expect_object(c, it, "store")) {
-                KEEP(check_keys(c, it, "store", STORE_KEYS));
-                KEEP(get_u64(c, it, "store", "map_size_bytes", 1048576,
-                             &conf->map_size_bytes));
-                KEEP(get_u64(c, it, "store", "map_growth_bytes", 1048576,
-                             &conf->map_growth_bytes));
+            !sg_cfg_expect_object(c, it, "store")) {
+                KEEP(sg_cfg_check_keys(c, it, "store", STORE_KEYS));
+                KEEP(sg_cfg_read(c, it, "store", SECT_STORE, conf));
         }
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "batch")) &&
-            !expect_object(c, it, "batch")) {
-                KEEP(check_keys(c, it, "batch", BATCH_KEYS));
-                KEEP(get_i(c, it, "batch", "max_records", 1, 100000,
-                           &conf->batch_max_records));
-                KEEP(get_i(c, it, "batch", "max_ms", 1, 60000,
-                           &conf->batch_max_ms));
+            !sg_cfg_expect_object(c, it, "batch")) {
+                KEEP(sg_cfg_check_keys(c, it, "batch", BATCH_KEYS));
+                KEEP(sg_cfg_read(c, it, "batch", SECT_BATCH, conf));
         }
-        KEEP(get_int(c, root, "", "stats_interval_ms", 0, SG_JSON_INT_MAX,
-                     &conf->stats_interval_ms));
-        KEEP(get_int(c, root, "", "delivery_timeout_ms", 1, SG_JSON_INT_MAX,
-                     &conf->delivery_timeout_ms));
-        KEEP(get_i(c, root, "", "sweep_max_per_batch", 1, 1000000,
-                   &conf->sweep_max_per_batch));
-        KEEP(get_i(c, root, "", "deadline_max_per_batch", 1, 1000000,
-                   &conf->deadline_max_per_batch));
-        KEEP(get_int(c, root, "", "pause_retry_ms", 1, SG_JSON_INT_MAX,
-                     &conf->pause_retry_ms));
-        KEEP(get_int(c, root, "", "broker_retry_timeout_ms", 1,
-                     SG_JSON_INT_MAX, &conf->broker_retry_timeout_ms));
+        KEEP(sg_cfg_read(c, root, "", SECT_ROOT_LIMITS, conf));
 
-        KEEP(parse_topics(c, root, conf));
+        KEEP(sg_cfg_parse_topics(c, root, conf));
         if (c->err_cnt > 0)
                 return SG_ERR_CONFIG;
         if (c->eos) {
                 size_t len = strlen(conf->group_id) +
                              strlen(conf->instance_id) + 2;
                 if (!(conf->transactional_id = malloc(len)))
-                        return nomem(c);
+                        return sg_cfg_nomem(c);
                 snprintf(conf->transactional_id, len, "%s-%s", conf->group_id,
                          conf->instance_id);
         }
@@ -1923,7 +795,7 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
         if (errstr && errstr_size)
                 errstr[0] = '\0';
         if (!json || !confp) {
-                set_errstr(errstr, errstr_size, "invalid argument");
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
                 return SG_ERR_INVALID;
         }
         *confp = NULL;
@@ -1935,34 +807,27 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 /* The text near the error is not quoted: it might be a
                  * secret. */
                 offset_to_linecol(json, off, len, &line, &col);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "(root): not valid JSON: syntax error at line %zu, "
                            "column %zu",
                            line, col);
                 return SG_ERR_CONFIG;
         }
 
-        if (!(conf = calloc(1, sizeof(*conf)))) {
+        if (sg_cfg_number_texts(root, json) ||
+            !(conf = calloc(1, sizeof(*conf)))) {
                 cJSON_Delete(root);
-                return nomem(&c);
+                return sg_cfg_nomem(&c);
         }
-        /* exactly_once is the default (semantics §6): the production guarantee */
-        conf->guarantee = SG_GUARANTEE_EXACTLY_ONCE;
-        conf->map_size_bytes = UINT64_C(1073741824);
-        conf->map_growth_bytes = UINT64_C(1073741824);
-        conf->batch_max_records = 1000;
-        conf->batch_max_ms = 100;
-        conf->stats_interval_ms = 10000;
-        conf->delivery_timeout_ms = 60000;
-        conf->sweep_max_per_batch = 1000;
-        conf->deadline_max_per_batch = 1000;
-        conf->pause_retry_ms = 1000;
-        conf->broker_retry_timeout_ms = 120000;
-        if (!(conf->instance_id = strdup("seqgate"))) {
-                err = nomem(&c);
-        } else {
+        /* the defaults of config.h, from the key table; exactly_once is
+         * the default (semantics §6): the production guarantee */
+        static const cfg_sect_t sects[] = {SECT_ROOT, SECT_STORE, SECT_BATCH,
+                                           SECT_ROOT_LIMITS};
+        err = SG_OK;
+        for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
+                err = sg_cfg_defaults(&c, sects[i], conf);
+        if (!err)
                 err = parse_root(&c, root, conf);
-        }
         cJSON_Delete(root);
         if (err) {
                 sg_config_destroy(conf);
@@ -1982,23 +847,23 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         if (errstr && errstr_size)
                 errstr[0] = '\0';
         if (!path || !confp) {
-                set_errstr(errstr, errstr_size, "invalid argument");
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
                 return SG_ERR_INVALID;
         }
         *confp = NULL;
         if (!(fp = fopen(path, "rb"))) {
-                set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
                            strerror(errno));
                 return SG_ERR_IO;
         }
         if (!(buf = malloc(SG_CONFIG_MAX_FILE + 1))) {
                 fclose(fp);
-                set_errstr(errstr, errstr_size, "out of memory");
+                sg_cfg_set_errstr(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         len = fread(buf, 1, SG_CONFIG_MAX_FILE + 1, fp);
         if (ferror(fp)) {
-                set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
                            strerror(errno));
                 fclose(fp);
                 free(buf);
@@ -2007,7 +872,7 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         fclose(fp);
         if (len > SG_CONFIG_MAX_FILE) {
                 free(buf);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "%s: larger than %d bytes; not a configuration "
                            "file?",
                            path, SG_CONFIG_MAX_FILE);
@@ -2016,7 +881,7 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         buf[len] = '\0';
         if (strlen(buf) != len) {
                 free(buf);
-                set_errstr(errstr, errstr_size,
+                sg_cfg_set_errstr(errstr, errstr_size,
                            "%s: contains a NUL byte; not a JSON text", path);
                 return SG_ERR_CONFIG;
         }
@@ -2040,13 +905,13 @@ static void topic_free(sg_topic_config_t *tc) {
         free(tc->output_topic);
         free(tc->dlq_topic);
         free(tc->changelog_topic);
-        src_clear(&tc->id);
+        sg_cfg_src_clear(&tc->id);
         for (size_t i = 0; tc->scope && i < tc->scope_cnt; i++)
-                src_clear(&tc->scope[i]);
+                sg_cfg_src_clear(&tc->scope[i]);
         free(tc->scope);
-        src_clear(&tc->aggregate);
-        src_clear(&tc->version);
-        src_clear(&tc->type);
+        sg_cfg_src_clear(&tc->aggregate);
+        sg_cfg_src_clear(&tc->version);
+        sg_cfg_src_clear(&tc->type);
         free(tc->digest_pointer);
 
         free(sm->initial);
@@ -2095,3 +960,4 @@ const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
                         return &conf->topics[i];
         return NULL;
 }
+

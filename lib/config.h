@@ -24,6 +24,7 @@
 #include "seqgate.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -224,6 +225,56 @@ typedef struct sg_config {
          *  fingerprint is adopted. [false] */
         bool accept_key_change;
 } sg_config_t;
+
+/** Value type of a scalar configuration key (sg_config_key()). */
+typedef enum sg_config_type {
+        SG_CONF_BOOL = 0,  /**< true or false (bool) */
+        SG_CONF_INT,       /**< integer (int) */
+        SG_CONF_I64,       /**< integer (int64_t); keys ending "_ms" are
+                                milliseconds */
+        SG_CONF_U64,       /**< non-negative integer (uint64_t) */
+        SG_CONF_SIZE,      /**< integer (size_t), bytes */
+        SG_CONF_ENUM,      /**< one of names[] (stored as its index) */
+        SG_CONF_ENUM_BOOL, /**< one of two names[] (stored as a bool: true
+                                is names[1]) */
+        SG_CONF_STRING,    /**< non-empty string (char *, owned) */
+        SG_CONF_SRC,       /**< field source text (sg_field_src_t) */
+} sg_config_type_t;
+
+/** sg_config_key_t.flags: the key must be given. */
+#define SG_CONF_REQUIRED 1u
+/** sg_config_key_t.flags: JSON null is allowed (a field source "not
+ *  configured"). */
+#define SG_CONF_NULLABLE 2u
+
+/**
+ * One scalar configuration key, as the table that parses, defaults and
+ * checks it describes it (nested blocks, arrays and cross-field rules are
+ * hand code and not listed). schemas/config.schema.json states the same
+ * keys, defaults and bounds (tests/unit/test_config_keys.c compares them).
+ */
+typedef struct sg_config_key {
+        const char *block;  /**< JSON path of the object holding the key,
+                                 "*" standing for any input topic: "" (the
+                                 root), "store", "topics.*.ordering", ... */
+        const char *name;   /**< member name in that object */
+        sg_config_type_t type;
+        unsigned flags;     /**< SG_CONF_REQUIRED, SG_CONF_NULLABLE */
+        int64_t def;        /**< default of a number, bool (0/1) or enum
+                                 (index into names) key */
+        const char *def_text; /**< default of a STRING or SRC key; NULL:
+                                   none (required, or unset) */
+        int64_t min, max;   /**< integer keys: allowed range, inclusive */
+        const char *const *names; /**< ENUM, ENUM_BOOL: the spellings,
+                                       NULL-terminated */
+        const char *doc;    /**< one line: what the key sets */
+} sg_config_key_t;
+
+/**
+ * Returns the @p i th scalar configuration key (0, 1, ...), or NULL past
+ * the last one. The table is static: never freed, safe from any thread.
+ */
+const sg_config_key_t *sg_config_key(size_t i);
 
 /**
  * Loads and validates the JSON configuration file at @p path.

@@ -187,34 +187,8 @@ const sg_metrics_t *sg_engine_metrics(const sg_engine_t *e) {
 sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                        sg_engine_t **enginep, char *errstr,
                        size_t errstr_size) {
-        for (size_t i = 0; i < conf->topic_cnt; i++) {
-                const sg_state_machine_t *sm = &conf->topics[i].sm;
-                if (!sm->enabled)
-                        continue;
-                for (size_t j = 0; j < sm->state_cnt; j++) {
-                        if (strlen(sm->states[j]) >= SG_STATE_MAX) {
-                                snprintf(errstr, errstr_size,
-                                         "topics.%s.state_machine.states: "
-                                         "state \"%.32s...\" is longer than "
-                                         "%d bytes",
-                                         conf->topics[i].name, sm->states[j],
-                                         SG_STATE_MAX - 1);
-                                return SG_ERR_CONFIG;
-                        }
-                }
-        }
-        for (size_t i = 0; i < conf->topic_cnt; i++) {
-                const sg_topic_config_t *tc = &conf->topics[i];
-                if (tc->snapshot.source != SG_SNAP_NONE &&
-                    tc->max_field_bytes > 1024) {
-                        snprintf(errstr, errstr_size,
-                                 "topics.%s.envelope.max_field_bytes: at most "
-                                 "1024 with a snapshot source (the aggregate "
-                                 "id is kept in the snapshot request)",
-                                 tc->name);
-                        return SG_ERR_CONFIG;
-                }
-        }
+        (void)errstr; /* the config's limits are checked when it is parsed */
+        (void)errstr_size;
         sg_engine_t *e = calloc(1, sizeof(*e));
         if (!e)
                 return SG_ERR_NOMEM;

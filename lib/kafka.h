@@ -193,38 +193,11 @@ extern "C" {
 
 typedef struct sg_loop sg_loop_t;
 
-/** Loop counters (committed batches) and gauges. */
+/** Loop counters (committed batches) and gauges; the fields and their
+ *  help are in metrics_list.h (SG_LOOP_STATS). */
+#include "metrics_list.h"
 typedef struct sg_loop_stats {
-        uint64_t batches_total;            /**< committed batches */
-        uint64_t batches_aborted_total;    /**< aborted and re-read */
-        uint64_t records_in_total;         /**< input records in committed batches */
-        uint64_t records_out_total;        /**< output + DLQ records delivered */
-        uint64_t delivery_failures_total;
-        uint64_t map_grows_total;
-        uint64_t rebalances_total;
-        uint64_t pauses_total;             /**< partitions paused by back-pressure */
-        int64_t commit_latency_ms_last;    /**< produce→offsets committed, last batch */
-        int64_t commit_latency_ms_max;
-        int64_t assigned_partitions;
-        int64_t paused_partitions;
-        int64_t consumer_lag;              /**< sum over assigned partitions, -1 unknown */
-        int64_t snapshot_http_in_flight;   /**< HTTP snapshot GETs started and
-                                                not yet completed (snapshot refetch;
-                                                snapshot_http.h), 0 without an
-                                                "http" snapshot source */
-        /* exactly_once (semantics §6; 0 under at_least_once) */
-        uint64_t transactions_total;       /**< Kafka transactions committed */
-        uint64_t transactions_aborted_total; /**< Kafka transactions aborted
-                                                  (their batch re-read) */
-        /* the changelog (both guarantees; 0 for a stateless processor) */
-        uint64_t restored_records_total;   /**< changelog records applied by
-                                                restores */
-        int64_t restore_ms_last;           /**< wall time of the last restore
-                                                (all partitions of the last
-                                                assignment, or of the re-run
-                                                after a failed LMDB commit or
-                                                an unfinished at_least_once
-                                                batch), milliseconds */
+        SG_LOOP_STATS(SG_METRIC_FIELD)
 } sg_loop_stats_t;
 
 /** Called from the loop thread every stats_interval_ms, and once at exit. */

@@ -4,7 +4,11 @@
  */
 #include "metrics.h"
 
+#include "kafka.h" /* sg_loop_stats_t */
+
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 static const char *const reason_names[SG_R__CNT] = {
@@ -28,107 +32,87 @@ const char *sg_reason_name(sg_reason_t r) {
         return reason_names[r];
 }
 
+/* The merge: counters add, gauges copy, LATEST rows by hand below. */
+#define ADD_COUNTER(name) m->name += d->name;
+#define ADD_GAUGE(name) m->name = d->name;
+#define ADD_LATEST(name)
+#define ADD(name, kind, help) ADD_##kind(name)
+
 void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
-        m->records_total += d->records_total;
-        m->applied_total += d->applied_total;
-        m->dedup_hits_total += d->dedup_hits_total;
-        m->idempotency_parameter_conflicts_total +=
-            d->idempotency_parameter_conflicts_total;
-        m->malformed_total += d->malformed_total;
-        m->stale_version_rejections_total += d->stale_version_rejections_total;
-        m->illegal_transitions_total += d->illegal_transitions_total;
-        m->event_sequence_gaps_total += d->event_sequence_gaps_total;
-        m->parked_total += d->parked_total;
-        m->gap_timeouts_total += d->gap_timeouts_total;
-        m->skipped_versions_total += d->skipped_versions_total;
-        m->park_overflow_total += d->park_overflow_total;
-        m->dedup_expired_total += d->dedup_expired_total;
+        SG_ENGINE_METRICS_HEAD(ADD)
         for (int i = 0; i < SG_R__CNT; i++)
                 m->dlq_total[i] += d->dlq_total[i];
-        m->snapshot_requests_total += d->snapshot_requests_total;
-        m->snapshot_applied_total += d->snapshot_applied_total;
-        m->snapshot_late_total += d->snapshot_late_total;
-        m->snapshot_ignored_total += d->snapshot_ignored_total;
-        m->snapshot_timeouts_total += d->snapshot_timeouts_total;
-        m->snapshot_failures_total += d->snapshot_failures_total;
-        m->snapshot_gave_up_total += d->snapshot_gave_up_total;
-        m->snapshot_superseded_total += d->snapshot_superseded_total;
-        m->releases_total += d->releases_total;
-        m->control_ignored_total += d->control_ignored_total;
+        SG_ENGINE_METRICS_TAIL(ADD)
+        /* kept from the last batch that resolved a snapshot */
         if (d->snapshot_resolve_ms_last) {
                 m->snapshot_resolve_ms_last = d->snapshot_resolve_ms_last;
                 if (d->snapshot_resolve_ms_max > m->snapshot_resolve_ms_max)
                         m->snapshot_resolve_ms_max = d->snapshot_resolve_ms_max;
         }
-        m->snapshot_in_flight = d->snapshot_in_flight;
-        m->parked_events = d->parked_events;
-        m->parked_bytes = d->parked_bytes;
-        m->quarantined_aggregates = d->quarantined_aggregates;
-        m->stuck_parked_over_5m = d->stuck_parked_over_5m;
-        m->oldest_parked_age_ms = d->oldest_parked_age_ms;
 }
+
+#undef ADD
+#undef ADD_COUNTER
+#undef ADD_GAUGE
+#undef ADD_LATEST
+
+/** Appends to @p buf (snprintf-style: @p off counts what would have been
+ *  written). Returns false on an encoding error. */
+static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...) {
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf ? buf + (*off < size ? *off : size) : NULL,
+                      *off < size ? size - *off : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return false;
+        *off += (size_t)n;
+        return true;
+}
+
+/* One member per row, ',' before all but the first of the object. */
+#define PUT_COUNTER(name)                                                      \
+        if (!append(buf, size, &off, "%s\"" #name "\":%" PRIu64,             \
+                    off ? "," : "", (uint64_t)m->name))                        \
+                return -1;
+#define PUT_SIGNED(name)                                                       \
+        if (!append(buf, size, &off, "%s\"" #name "\":%" PRId64,             \
+                    off ? "," : "", (int64_t)m->name))                         \
+                return -1;
+#define PUT_GAUGE(name) PUT_SIGNED(name)
+#define PUT_LATEST(name) PUT_SIGNED(name)
+#define PUT(name, kind, help) PUT_##kind(name)
 
 int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size) {
         size_t off = 0;
-        int n;
-#define APPEND(...)                                                            \
-        do {                                                                   \
-                n = snprintf(buf ? buf + (off < size ? off : size) : NULL,    \
-                             off < size ? size - off : 0, __VA_ARGS__);        \
-                if (n < 0)                                                     \
-                        return n;                                              \
-                off += (size_t)n;                                              \
-        } while (0)
-        APPEND("\"records_total\":%" PRIu64 ",\"applied_total\":%" PRIu64
-               ",\"dedup_hits_total\":%" PRIu64
-               ",\"idempotency_parameter_conflicts_total\":%" PRIu64
-               ",\"malformed_total\":%" PRIu64
-               ",\"stale_version_rejections_total\":%" PRIu64
-               ",\"illegal_transitions_total\":%" PRIu64
-               ",\"event_sequence_gaps_total\":%" PRIu64
-               ",\"parked_total\":%" PRIu64 ",\"gap_timeouts_total\":%" PRIu64
-               ",\"skipped_versions_total\":%" PRIu64
-               ",\"park_overflow_total\":%" PRIu64
-               ",\"dedup_expired_total\":%" PRIu64,
-               m->records_total, m->applied_total, m->dedup_hits_total,
-               m->idempotency_parameter_conflicts_total, m->malformed_total,
-               m->stale_version_rejections_total, m->illegal_transitions_total,
-               m->event_sequence_gaps_total, m->parked_total,
-               m->gap_timeouts_total, m->skipped_versions_total,
-               m->park_overflow_total, m->dedup_expired_total);
+
+        SG_ENGINE_METRICS_HEAD(PUT)
         uint64_t dlq = 0;
         for (int i = 1; i < SG_R__CNT; i++)
                 dlq += m->dlq_total[i];
-        APPEND(",\"dlq_total\":%" PRIu64 ",\"dlq_by_reason\":{", dlq);
+        if (!append(buf, size, &off, ",\"dlq_total\":%" PRIu64
+                                     ",\"dlq_by_reason\":{",
+                    dlq))
+                return -1;
         for (int i = 1; i < SG_R__CNT; i++)
-                APPEND("%s\"%s\":%" PRIu64, i > 1 ? "," : "", reason_names[i],
-                       m->dlq_total[i]);
-        APPEND("},\"snapshot_requests_total\":%" PRIu64
-               ",\"snapshot_applied_total\":%" PRIu64
-               ",\"snapshot_late_total\":%" PRIu64
-               ",\"snapshot_ignored_total\":%" PRIu64
-               ",\"snapshot_timeouts_total\":%" PRIu64
-               ",\"snapshot_failures_total\":%" PRIu64
-               ",\"snapshot_gave_up_total\":%" PRIu64
-               ",\"snapshot_superseded_total\":%" PRIu64
-               ",\"snapshot_resolve_ms_last\":%" PRId64
-               ",\"snapshot_resolve_ms_max\":%" PRId64
-               ",\"snapshot_in_flight\":%" PRId64
-               ",\"releases_total\":%" PRIu64
-               ",\"control_ignored_total\":%" PRIu64,
-               m->snapshot_requests_total, m->snapshot_applied_total,
-               m->snapshot_late_total, m->snapshot_ignored_total,
-               m->snapshot_timeouts_total, m->snapshot_failures_total,
-               m->snapshot_gave_up_total, m->snapshot_superseded_total,
-               m->snapshot_resolve_ms_last, m->snapshot_resolve_ms_max,
-               m->snapshot_in_flight, m->releases_total,
-               m->control_ignored_total);
-        APPEND(",\"parked_events\":%" PRId64 ",\"parked_bytes\":%" PRId64
-               ",\"quarantined_aggregates\":%" PRId64
-               ",\"stuck_parked_over_5m\":%" PRId64
-               ",\"oldest_parked_age_ms\":%" PRId64,
-               m->parked_events, m->parked_bytes, m->quarantined_aggregates,
-               m->stuck_parked_over_5m, m->oldest_parked_age_ms);
-#undef APPEND
+                if (!append(buf, size, &off, "%s\"%s\":%" PRIu64,
+                            i > 1 ? "," : "", reason_names[i],
+                            m->dlq_total[i]))
+                        return -1;
+        if (!append(buf, size, &off, "}"))
+                return -1;
+        SG_ENGINE_METRICS_TAIL(PUT)
+        return (int)off;
+}
+
+int sg_loop_stats_json(const sg_loop_stats_t *m, char *buf, size_t size) {
+        size_t off = 0;
+
+        SG_LOOP_STATS(PUT)
         return (int)off;
 }

@@ -14,7 +14,10 @@
 #ifndef SEQGATE_METRICS_H
 #define SEQGATE_METRICS_H
 
+#include "metrics_list.h"
 #include "seqgate.h"
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,52 +45,11 @@ typedef enum sg_reason {
 /** "malformed", "idempotency_conflict", ... ; "" for SG_R_NONE. */
 const char *sg_reason_name(sg_reason_t r);
 
+/** Engine metrics; the fields and their help are in metrics_list.h. */
 typedef struct sg_metrics {
-        uint64_t records_total;          /**< records judged */
-        uint64_t applied_total;          /**< records emitted to the output topic */
-        uint64_t dedup_hits_total;       /**< row 2 */
-        uint64_t idempotency_parameter_conflicts_total; /**< row 3 */
-        uint64_t malformed_total;        /**< row 1 */
-        uint64_t stale_version_rejections_total; /**< row 5 (DLQ or drop) */
-        uint64_t illegal_transitions_total; /**< row 7 (both reasons) */
-        uint64_t event_sequence_gaps_total; /**< row 8, a new gap; latest_wins gaps */
-        uint64_t parked_total;           /**< records parked */
-        uint64_t gap_timeouts_total;     /**< aggregates whose gap deadline fired */
-        uint64_t skipped_versions_total; /**< versions given up by gap_policy skip */
-        uint64_t park_overflow_total;    /**< cap reached (pause or DLQ) */
-        uint64_t dedup_expired_total;    /**< dedup records removed by the TTL sweep */
-        uint64_t dlq_total[SG_R__CNT];   /**< DLQ records by reason */
-        /* snapshot refetch (semantics §4) */
-        uint64_t snapshot_requests_total;  /**< requests sent (retries included) */
-        uint64_t snapshot_applied_total;   /**< replies applied (S >= L) */
-        uint64_t snapshot_late_total;      /**< replies with S < L, ignored */
-        uint64_t snapshot_ignored_total;   /**< unknown request id, or the
-                                                aggregate no longer waits */
-        uint64_t snapshot_timeouts_total;  /**< attempts without a reply in time */
-        uint64_t snapshot_failures_total;  /**< failed attempts (HTTP error,
-                                                refused, bad body, no version) */
-        uint64_t snapshot_gave_up_total;   /**< aggregates handed to the gap
-                                                policy after max_attempts */
-        uint64_t snapshot_superseded_total;/**< parked events at or below a
-                                                version a snapshot or a
-                                                release moved L to: dropped */
-        uint64_t releases_total;           /**< operator releases applied
-                                                (seqgatectl release) */
-        uint64_t control_ignored_total;    /**< control records refused
-                                                (unknown aggregate, bad body,
-                                                version below L, unknown
-                                                state, ...; logged as
-                                                control_refused) */
-        int64_t snapshot_resolve_ms_last;  /**< first request → applied */
-        int64_t snapshot_resolve_ms_max;
-        int64_t snapshot_in_flight;        /**< gauge: sent, unanswered */
-        /* gauges, sampled at the end of each committed batch */
-        int64_t parked_events;           /**< parked now (assigned partitions) */
-        int64_t parked_bytes;
-        int64_t quarantined_aggregates;  /**< quarantined now (assigned partitions) */
-        int64_t stuck_parked_over_5m;    /**< aggregates parked > 5 min (the seed's
-                                              stuck_processing_over_5m), capped count */
-        int64_t oldest_parked_age_ms;    /**< age of the oldest parked event, 0 none */
+        SG_ENGINE_METRICS_HEAD(SG_METRIC_FIELD)
+        uint64_t dlq_total[SG_R__CNT]; /**< DLQ records by reason */
+        SG_ENGINE_METRICS_TAIL(SG_METRIC_FIELD)
 } sg_metrics_t;
 
 /** Adds every counter of @p delta to @p m (gauges are copied). */
@@ -100,6 +62,16 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *delta);
  * snprintf does.
  */
 int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size);
+
+struct sg_loop_stats;
+
+/**
+ * Writes @p s (kafka.h) as JSON object members (no braces), in the order
+ * of SG_LOOP_STATS (metrics_list.h), into @p buf. Returns the length that
+ * was (or would have been) written, as snprintf does. Thread-safety:
+ * reentrant.
+ */
+int sg_loop_stats_json(const struct sg_loop_stats *s, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

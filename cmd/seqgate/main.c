@@ -136,36 +136,7 @@ typedef struct app {
 static void on_stats(void *opaque, const sg_loop_stats_t *s) {
         app_t *app = opaque;
         char buf[16384];
-        int n = snprintf(
-                buf, sizeof(buf),
-                "\"batches_total\":%llu,\"batches_aborted_total\":%llu,"
-                "\"records_in_total\":%llu,\"records_out_total\":%llu,"
-                "\"delivery_failures_total\":%llu,\"map_grows_total\":%llu,"
-                "\"rebalances_total\":%llu,\"pauses_total\":%llu,"
-                "\"commit_latency_ms_last\":%lld,"
-                "\"commit_latency_ms_max\":%lld,"
-                "\"assigned_partitions\":%lld,\"paused_partitions\":%lld,"
-                "\"consumer_lag\":%lld,\"snapshot_http_in_flight\":%lld,"
-                "\"transactions_total\":%llu,"
-                "\"transactions_aborted_total\":%llu,"
-                "\"restored_records_total\":%llu,\"restore_ms_last\":%lld",
-                (unsigned long long)s->batches_total,
-                (unsigned long long)s->batches_aborted_total,
-                (unsigned long long)s->records_in_total,
-                (unsigned long long)s->records_out_total,
-                (unsigned long long)s->delivery_failures_total,
-                (unsigned long long)s->map_grows_total,
-                (unsigned long long)s->rebalances_total,
-                (unsigned long long)s->pauses_total,
-                (long long)s->commit_latency_ms_last,
-                (long long)s->commit_latency_ms_max,
-                (long long)s->assigned_partitions,
-                (long long)s->paused_partitions, (long long)s->consumer_lag,
-                (long long)s->snapshot_http_in_flight,
-                (unsigned long long)s->transactions_total,
-                (unsigned long long)s->transactions_aborted_total,
-                (unsigned long long)s->restored_records_total,
-                (long long)s->restore_ms_last);
+        int n = sg_loop_stats_json(s, buf, sizeof(buf));
         if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
                 char mbuf[12288];
                 int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,
@@ -524,7 +495,7 @@ static int run(const opts_t *o) {
 
         if (o->passthrough) {
                 if ((err = sg_passthrough_new(conf, &pt))) {
-                        snprintf(es, sizeof(es), "%s", sg_err2str(err));
+                        sg_errf(es, sizeof(es), "%s", sg_err2str(err));
                         goto fail;
                 }
                 sg_passthrough_processor(pt, &proc);
@@ -556,7 +527,7 @@ static int run(const opts_t *o) {
                 free(bs);
                 if (!ok) {
                         err = SG_ERR_NOMEM;
-                        snprintf(es, sizeof(es), "out of memory");
+                        sg_errf(es, sizeof(es), "out of memory");
                         goto fail;
                 }
         }
@@ -592,7 +563,7 @@ static int run(const opts_t *o) {
                                 bs = conf->kafka[i].value;
                 if (!bs || !write_file(o->bootstrap_file, bs)) {
                         err = SG_ERR_IO;
-                        snprintf(es, sizeof(es), "writing %s: %s",
+                        sg_errf(es, sizeof(es), "writing %s: %s",
                                  o->bootstrap_file, strerror(errno));
                         goto fail;
                 }

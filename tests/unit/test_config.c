@@ -654,6 +654,16 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'ordering':{'first_version':9007199254740994}"),
          "topics.orders.ordering.first_version: must be an integer >= 0",
          "2^53"},
+        /* integers are read exactly, not through a double: 2^53 + 1 is
+         * not 2^53 */
+        {CFG("", ",'ordering':{'first_version':9007199254740993}"),
+         "topics.orders.ordering.first_version: must be an integer >= 0",
+         "2^53"},
+        {CFG("", ",'ordering':{'max_parked_bytes':9007199254740993}"),
+         "topics.orders.ordering.max_parked_bytes: must be an integer >= 1",
+         "2^53"},
+        {CFG(",'store':{'map_size_bytes':9007199254740992.5}", ""),
+         "store.map_size_bytes: must be an integer >= 1048576", NULL},
         {CFG("", ",'ordering':{'max_version_jump':0}"),
          "topics.orders.ordering.max_version_jump: must be an integer >= 1",
          NULL},
@@ -938,6 +948,18 @@ static const bad_case_t bad_cases[] = {
         {CFG("", SNAP(SNAP_K ",'auth_header_env':'X'")),
          "topics.orders.snapshot.auth_header_env: not allowed with source "
          "\"kafka\"", NULL},
+        /* limits of the state store's records (store.h), checked with the
+         * rest of the file rather than when the engine starts */
+        {CFG("", SNAP(SNAP_K) ",'envelope':{'max_field_bytes':1025}"),
+         "topics.orders.envelope.max_field_bytes: at most 1024 with a "
+         "snapshot source (the aggregate id is kept in the snapshot request)",
+         NULL},
+        {CFG("", SM("'initial':'NEW','states':['NEW',"
+                    "'S123456789012345678901234567890123456789012345678901234567890ABC'],"
+                    "'transitions':[{'type':'t','from':['NEW'],'to':'NEW'}]")),
+         "topics.orders.state_machine.states: state \"S1234567890123456789012"
+         "345678901...\" is longer than 63 bytes",
+         NULL},
         /* http source */
         {CFG("", SNAP("'source':'http'")),
          "topics.orders.snapshot.url: required key is missing", NULL},

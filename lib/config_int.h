@@ -1,0 +1,159 @@
+/*
+ * config_int.h — what the files of the configuration parser share
+ * (config.c: errors, paths, typed getters, field sources, the root;
+ * config_keys.c: the key table; config_kafka.c: librdkafka properties;
+ * config_topic.c: topics; config_snapshot.c: snapshot sources). Not a
+ * public header: nothing outside lib/config*.c includes it.
+ *
+ * Every function that takes a cfg_ctx_t reports a configuration error by
+ * sg_cfg_fail() (one line appended to the context's errstr) and returns
+ * SG_ERR_CONFIG, or returns SG_ERR_NOMEM after sg_cfg_nomem(). Threads:
+ * a context belongs to one sg_config_parse() call.
+ */
+#ifndef SEQGATE_CONFIG_INT_H
+#define SEQGATE_CONFIG_INT_H
+
+#include "config.h"
+
+#include <cjson/cJSON.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Largest integer a JSON number (IEEE double) holds exactly: 2^53. */
+#define SG_JSON_INT_MAX INT64_C(9007199254740992)
+
+/** Longest dotted key path we build; longer paths are truncated. */
+#define SG_PATH_SIZE 1024
+
+/** Longest value quoted back in an error text. */
+#define SG_QUOTE_MAX 80
+
+/* Error reporting context. */
+typedef struct cfg_ctx {
+        char *errstr;
+        size_t errstr_size;
+        size_t err_len;   /* bytes of errstr used (without the NUL) */
+        size_t err_cnt;   /* errors reported so far */
+        bool eos; /* guarantee exactly_once (parsed before the kafka block) */
+} cfg_ctx_t;
+
+/** Evaluates @p expr (an sg_err_t): a configuration error is reported
+ *  (sg_cfg_fail() recorded it) and parsing goes on; any other error returns. */
+#define KEEP(expr)                                                             \
+        do {                                                                   \
+                sg_err_t keep_ = (expr);                                       \
+                if (keep_ && keep_ != SG_ERR_CONFIG)                           \
+                        return keep_;                                          \
+        } while (0)
+
+/** SG_ERR_CONFIG if errors were reported since @p since (an err_cnt). */
+static inline sg_err_t errors_since(const cfg_ctx_t *c, size_t since) {
+        return c->err_cnt > since ? SG_ERR_CONFIG : SG_OK;
+}
+
+
+/** A run of rows read at one point of a block (rows in table order). */
+typedef enum cfg_sect {
+        SECT_ROOT,         /* root keys read before the kafka blocks */
+        SECT_STORE,        /* "store" */
+        SECT_BATCH,        /* "batch" */
+        SECT_ROOT_LIMITS,  /* root keys read after store and batch */
+        SECT_TOPIC,        /* a topic's own keys */
+        SECT_ENVELOPE,     /* envelope keys before "scope" */
+        SECT_ENVELOPE_MAX, /* envelope keys after "digest" */
+        SECT_DEDUP,        /* "dedup" */
+        SECT_ORDERING,     /* "ordering" */
+        SECT_SNAP_KAFKA,   /* "snapshot" with source kafka */
+        SECT_SNAP_HTTP,    /* "snapshot" with source http */
+        SECT_SNAP_RETRY,   /* "snapshot" timeouts and retries */
+        SECT_SNAP_OUTPUT,  /* "snapshot" keys after the retry rule */
+} cfg_sect_t;
+
+/**
+ * A one-key rule run after the key at @p key_path (in object @p obj at
+ * @p path) was read without error; @p base is the struct the row's field
+ * is in. Reports with sg_cfg_fail(); returns SG_OK or a non-configuration error.
+ */
+typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj,
+                              const char *path, const char *key_path,
+                              void *base);
+
+/* config.c: errors and paths */
+sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+sg_err_t sg_cfg_nomem(cfg_ctx_t *c);
+void sg_cfg_path_key(char *buf, const char *parent, const char *key);
+void sg_cfg_path_idx(char *buf, const char *parent, size_t idx);
+const char *sg_cfg_join(char *buf, size_t size, const char *const *list);
+const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,
+                          size_t cnt);
+
+/* config.c: typed getters */
+sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
+                              const char *path);
+sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                           const char *const *allowed);
+sg_err_t sg_cfg_get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, bool required, const char **out);
+sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                            const char *key, bool required, char **dst);
+sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, int64_t min, int64_t max,
+                        int64_t *out);
+sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         const char *key, const char *const *names,
+                         const char *note, int *out);
+sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                        const char *key, bool nullable, sg_field_src_t *src);
+
+/**
+ * cJSON keeps a number as a double only, which rounds integers above
+ * 2^53. This gives each number node of @p root (parsed from @p json) its
+ * text as written, in valuestring (which cJSON leaves NULL for numbers and
+ * cJSON_Delete() frees), found by a scan of the text in document order;
+ * sg_cfg_get_int() reads that text exactly. Returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_cfg_number_texts(cJSON *root, const char *json);
+
+/* config.c: field sources, topic names */
+bool sg_cfg_valid_pointer(const char *p);
+void sg_cfg_src_clear(sg_field_src_t *src);
+sg_err_t sg_cfg_src_default(cfg_ctx_t *c, sg_field_src_t *src,
+                            sg_src_kind_t kind, const char *name);
+sg_err_t sg_cfg_src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
+                              sg_field_src_t *src);
+bool sg_cfg_valid_topic_name(const char *s);
+sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
+                                 const char *name);
+bool sg_cfg_contains_ci(const char *hay, const char *needle);
+
+/* config_keys.c: the key table */
+extern const char *const sg_cfg_mode_names[];
+sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base);
+sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                     cfg_sect_t s, void *base);
+
+/* config_kafka.c */
+sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root,
+                            sg_config_t *conf);
+
+/* config_topic.c: the one-key checks of the table, the topics */
+cfg_check_fn sg_cfg_check_output_topic, sg_cfg_check_dlq_topic,
+        sg_cfg_check_changelog_topic, sg_cfg_check_format;
+bool sg_cfg_topic_named(const sg_topic_config_t *tc);
+sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
+                             sg_config_t *conf);
+
+/* config_snapshot.c: the one-key checks of the table, the block, the
+ * rules between topics */
+cfg_check_fn sg_cfg_check_request_topic, sg_cfg_check_reply_topic,
+        sg_cfg_check_url, sg_cfg_check_auth_header_env;
+sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
+                               const char *path, sg_topic_config_t *tc);
+sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf);
+
+#endif /* SEQGATE_CONFIG_INT_H */

@@ -1,0 +1,342 @@
+/*
+ * config_keys.c — the key table: one row per scalar configuration key, and
+ * the reader that sets defaults, reads keys and reports their errors from it
+ * (see config.c for how the parser reports errors).
+ */
+#include "config_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Enum spellings, in sg_*_t order. */
+static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
+static const char *const FORMAT_NAMES[] = {"cloudevents", "json", NULL};
+const char *const sg_cfg_mode_names[] = {"strict", "latest_wins", "none",
+                                         NULL};
+static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
+static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
+static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
+static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
+
+static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
+                                              NULL};
+
+/* ------------------------------------------------------------------------ */
+/* The key table                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every scalar key is one row of cfg_rows[] (the Redis static_configs[]
+ * idea): its place, type, field, default, bounds and doc. The row drives
+ * the default (sg_cfg_defaults()), the reading and its error messages
+ * (row_read()) and the one-key check that follows a successful read (the
+ * row's check function). Nested blocks, arrays and the rules between keys
+ * stay hand code, which calls sg_cfg_read() for a section at the point of
+ * the block where its keys were always read, so errors keep their order.
+ */
+
+typedef struct cfg_row {
+        sg_config_key_t key;
+        cfg_sect_t sect;
+        size_t off;          /* of the field in sg_config_t (root, store,
+                                batch) or sg_topic_config_t (topics.*) */
+        cfg_check_fn *check; /* NULL: none */
+} cfg_row_t;
+
+#define ROW(S, T, F, B, N, TY, FL, D, TX, MIN, MAX, NM, CK, DOC)               \
+        {{.block = (B), .name = (N), .type = (TY), .flags = (FL),              \
+          .def = (D), .def_text = (TX), .min = (MIN), .max = (MAX),            \
+          .names = (NM), .doc = (DOC)},                                        \
+         (S), offsetof(T, F), (CK)}
+/* root, store and batch keys: fields of sg_config_t */
+#define R_INT(S, F, B, N, D, MIN, MAX, DOC)                                   \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, 0, D, NULL, MIN, MAX, NULL, \
+            NULL, DOC)
+#define R_I64(S, F, B, N, D, MIN, DOC)                                        \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN,            \
+            SG_JSON_INT_MAX, NULL, NULL, DOC)
+#define R_U64(S, F, B, N, D, MIN, DOC)                                        \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, 0, D, NULL, MIN,            \
+            SG_JSON_INT_MAX, NULL, NULL, DOC)
+/* topics.* keys: fields of sg_topic_config_t */
+#define T_STR(S, F, B, N, FL, CK, DOC)                                        \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_STRING, FL, 0, NULL, 0, 0, \
+            NULL, CK, DOC)
+#define T_ENUM(S, F, B, N, D, NM, DOC)                                        \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, 0, D, NULL, 0, 0,    \
+            NM, NULL, DOC)
+#define T_SRC(F, N, FL, TX, DOC)                                              \
+        ROW(SECT_ENVELOPE, sg_topic_config_t, F, "topics.*.envelope", N,      \
+            SG_CONF_SRC, FL, 0, TX, 0, 0, NULL, NULL, DOC)
+#define T_I64(S, F, B, N, D, MIN, MAX, DOC)                                   \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN, MAX, \
+            NULL, NULL, DOC)
+#define T_U64(F, N, D, MIN, DOC)                                              \
+        ROW(SECT_ORDERING, sg_topic_config_t, F, "topics.*.ordering", N,      \
+            SG_CONF_U64, 0, D, NULL, MIN, SG_JSON_INT_MAX, NULL, NULL, DOC)
+
+#define ORD "topics.*.ordering"
+#define SNAP "topics.*.snapshot"
+
+static const cfg_row_t cfg_rows[] = {
+        ROW(SECT_ROOT, sg_config_t, instance_id, "", "instance_id",
+            SG_CONF_STRING, 0, 0, "seqgate", 0, 0, NULL, NULL,
+            "unique per instance in a consumer group"),
+        ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
+            SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
+            "directory of the LMDB state store"),
+        ROW(SECT_ROOT, sg_config_t, guarantee, "", "guarantee", SG_CONF_ENUM,
+            0, SG_GUARANTEE_EXACTLY_ONCE, NULL, 0, 0, GUARANTEE_NAMES, NULL,
+            "delivery guarantee (semantics §6)"),
+        R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes",
+              INT64_C(1073741824), 1048576, "initial LMDB map size, bytes"),
+        R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
+              INT64_C(1073741824), 1048576,
+              "LMDB map growth when full, bytes"),
+        R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
+              100000, "most input records per batch"),
+        R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
+              "longest wait to fill a batch, milliseconds"),
+        R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
+              10000, 0, "stats log line period, milliseconds; 0 disables"),
+        R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "",
+              "delivery_timeout_ms", 60000, 1,
+              "wait for output deliveries, milliseconds"),
+        R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "",
+              "sweep_max_per_batch", 1000, 1, 1000000,
+              "dedup records the TTL sweep removes per batch"),
+        R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
+              "deadline_max_per_batch", 1000, 1, 1000000,
+              "gap deadlines fired per batch"),
+        R_I64(SECT_ROOT_LIMITS, pause_retry_ms, "", "pause_retry_ms", 1000, 1,
+              "re-check of a paused partition, milliseconds"),
+        R_I64(SECT_ROOT_LIMITS, broker_retry_timeout_ms, "",
+              "broker_retry_timeout_ms", 120000, 1,
+              "longest retry of a retriable broker error at start-up, "
+              "milliseconds"),
+
+        T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
+              SG_CONF_REQUIRED, sg_cfg_check_output_topic,
+              "topic applied records are produced to"),
+        T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic",
+              SG_CONF_REQUIRED, sg_cfg_check_dlq_topic,
+              "topic refused records are dead-lettered to"),
+        T_STR(SECT_TOPIC, changelog_topic, "topics.*", "changelog_topic", 0,
+              sg_cfg_check_changelog_topic,
+              "compacted changelog of the state "
+              "[<group.id>-<topic>-changelog]"),
+        T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
+               "output_partitioning", SG_PART_INPUT, PARTITIONING_NAMES,
+               "output partition: the input's, or murmur2 of the key"),
+
+        ROW(SECT_ENVELOPE, sg_topic_config_t, format, "topics.*.envelope",
+            "format", SG_CONF_ENUM, 0, SG_FORMAT_CLOUDEVENTS, NULL, 0, 0,
+            FORMAT_NAMES, sg_cfg_check_format, "record format (semantics §2)"),
+        T_SRC(id, "id", 0, "ce:id", "idempotency key field"),
+        T_SRC(aggregate, "aggregate", SG_CONF_NULLABLE, "key",
+              "aggregate id field"),
+        T_SRC(version, "version", SG_CONF_NULLABLE, "ce:sequence",
+              "aggregate version field; null: dedup only"),
+        T_SRC(type, "type", SG_CONF_NULLABLE, "ce:type", "event type field"),
+        ROW(SECT_ENVELOPE_MAX, sg_topic_config_t, max_field_bytes,
+            "topics.*.envelope", "max_field_bytes", SG_CONF_SIZE, 0, 1024,
+            NULL, 1, 1048576, NULL, NULL,
+            "longest id, scope, aggregate or type, bytes"),
+
+        T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms",
+              INT64_C(604800000), 1000, SG_JSON_INT_MAX,
+              "how long an idempotency key is remembered, milliseconds"),
+
+        T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", SG_ORDER_STRICT,
+               sg_cfg_mode_names, "ordering mode (semantics §3b)"),
+        T_U64(first_version, "first_version", 1, 0,
+              "version of an aggregate's first event"),
+        T_U64(max_version_jump, "max_version_jump", 100000, 1,
+              "largest version step parked rather than dead-lettered"),
+        T_ENUM(SECT_ORDERING, new_aggregate, ORD, "new_aggregate",
+               SG_NEWAGG_STRICT, NEWAGG_NAMES,
+               "a new aggregate above first_version: wait, or trust it"),
+        ROW(SECT_ORDERING, sg_topic_config_t, stale_drop, ORD, "stale",
+            SG_CONF_ENUM_BOOL, 0, 0, NULL, 0, 0, STALE_NAMES, NULL,
+            "a stale version is dead-lettered or dropped"),
+        T_I64(SECT_ORDERING, gap_timeout_ms, ORD, "gap_timeout_ms", 30000, 1,
+              SG_JSON_INT_MAX, "wait for a missing version, milliseconds"),
+        T_ENUM(SECT_ORDERING, gap_policy, ORD, "gap_policy", SG_GAP_DLQ,
+               GAP_NAMES, "what a gap deadline does (semantics §4)"),
+        T_U64(max_parked_per_aggregate, "max_parked_per_aggregate", 1000, 1,
+              "parked events per aggregate"),
+        T_U64(max_parked_total, "max_parked_total", 100000, 1,
+              "parked events per input partition"),
+        T_U64(max_parked_bytes, "max_parked_bytes", INT64_C(268435456), 1,
+              "parked bytes per input partition"),
+        T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
+               SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
+               "a parking cap reached: pause the partition, or DLQ"),
+
+        T_STR(SECT_SNAP_KAFKA, snapshot.request_topic, SNAP, "request_topic",
+              SG_CONF_REQUIRED, sg_cfg_check_request_topic,
+              "source kafka: topic snapshot requests are produced to"),
+        T_STR(SECT_SNAP_KAFKA, snapshot.reply_topic, SNAP, "reply_topic",
+              SG_CONF_REQUIRED, sg_cfg_check_reply_topic,
+              "source kafka: topic seqgate reads snapshot replies from"),
+        T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
+              sg_cfg_check_url, "source http: URL template with {aggregate}"),
+        T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP,
+              "auth_header_env", 0, sg_cfg_check_auth_header_env,
+              "source http: environment variable holding the "
+              "Authorization header"),
+        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000,
+              1, 600000, "per request, milliseconds"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_in_flight, SNAP, "max_in_flight",
+              64, 1, 100000, "requests in flight per input partition"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts",
+              4, 1, 1000, "attempts before the gap policy applies"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500,
+              1, 3600000, "first retry delay, milliseconds (doubles)"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP,
+              "backoff_max_ms", 30000, 1, 3600000,
+              "longest retry delay, milliseconds"),
+        ROW(SECT_SNAP_OUTPUT, sg_topic_config_t, snapshot.emit_record, SNAP,
+            "emit_record", SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
+            "an applied snapshot is also a record on the output topic"),
+};
+
+#undef ORD
+#undef SNAP
+
+#define CFG_ROW_CNT (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
+
+/* Enum fields are read and written as int. */
+_Static_assert(sizeof(sg_format_t) == sizeof(int) &&
+                       sizeof(sg_guarantee_t) == sizeof(int) &&
+                       sizeof(sg_partitioning_t) == sizeof(int) &&
+                       sizeof(sg_order_mode_t) == sizeof(int) &&
+                       sizeof(sg_new_agg_t) == sizeof(int) &&
+                       sizeof(sg_gap_policy_t) == sizeof(int) &&
+                       sizeof(sg_overflow_t) == sizeof(int),
+               "enum fields are stored as int");
+
+const sg_config_key_t *sg_config_key(size_t i) {
+        return i < CFG_ROW_CNT ? &cfg_rows[i].key : NULL;
+}
+
+/** Sets the default of every row of section @p s in @p base. */
+sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
+        char detail[256];
+
+        for (size_t i = 0; i < CFG_ROW_CNT; i++) {
+                const cfg_row_t *r = &cfg_rows[i];
+                void *f = (char *)base + r->off;
+
+                if (r->sect != s)
+                        continue;
+                switch (r->key.type) {
+                case SG_CONF_BOOL:
+                case SG_CONF_ENUM_BOOL:
+                        *(bool *)f = r->key.def != 0;
+                        break;
+                case SG_CONF_INT:
+                case SG_CONF_ENUM:
+                        *(int *)f = (int)r->key.def;
+                        break;
+                case SG_CONF_I64:
+                        *(int64_t *)f = r->key.def;
+                        break;
+                case SG_CONF_U64:
+                        *(uint64_t *)f = (uint64_t)r->key.def;
+                        break;
+                case SG_CONF_SIZE:
+                        *(size_t *)f = (size_t)r->key.def;
+                        break;
+                case SG_CONF_STRING:
+                        free(*(char **)f);
+                        *(char **)f = NULL;
+                        if (r->key.def_text &&
+                            !(*(char **)f = strdup(r->key.def_text)))
+                                return sg_cfg_nomem(c);
+                        break;
+                case SG_CONF_SRC:
+                        sg_cfg_src_clear(f);
+                        if (r->key.def_text &&
+                            sg_field_src_parse(r->key.def_text, f, detail,
+                                               sizeof(detail)))
+                                return sg_cfg_nomem(c); /* the texts are valid */
+                        break;
+                }
+        }
+        return SG_OK;
+}
+
+/** Reads the key of row @p r from @p obj (at @p path) into @p base, then
+ *  runs the row's check when the key was there and read. Absent: the
+ *  field keeps its value (its default), or an error when required. */
+static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         const cfg_row_t *r, void *base) {
+        const sg_config_key_t *k = &r->key;
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, k->name);
+        void *f = (char *)base + r->off;
+        char p[SG_PATH_SIZE];
+        int64_t v = 0;
+        int ival;
+        sg_err_t err = SG_OK;
+
+        sg_cfg_path_key(p, path, k->name);
+        switch (k->type) {
+        case SG_CONF_BOOL:
+                if (it && !cJSON_IsBool(it))
+                        return sg_cfg_fail(c, p, "must be true or false");
+                if (it)
+                        *(bool *)f = cJSON_IsTrue(it);
+                break;
+        case SG_CONF_INT:
+        case SG_CONF_I64:
+        case SG_CONF_U64:
+        case SG_CONF_SIZE:
+                if ((err = sg_cfg_get_int(c, obj, path, k->name, k->min, k->max, &v)) ||
+                    !it)
+                        return err;
+                if (k->type == SG_CONF_INT)
+                        *(int *)f = (int)v;
+                else if (k->type == SG_CONF_I64)
+                        *(int64_t *)f = v;
+                else if (k->type == SG_CONF_U64)
+                        *(uint64_t *)f = (uint64_t)v;
+                else
+                        *(size_t *)f = (size_t)v;
+                break;
+        case SG_CONF_ENUM:
+        case SG_CONF_ENUM_BOOL:
+                ival = k->type == SG_CONF_ENUM ? *(int *)f : *(bool *)f;
+                if ((err = sg_cfg_get_enum(c, obj, path, k->name, k->names, NULL,
+                                    &ival)))
+                        return err;
+                if (k->type == SG_CONF_ENUM)
+                        *(int *)f = ival;
+                else
+                        *(bool *)f = ival == 1;
+                break;
+        case SG_CONF_STRING:
+                err = sg_cfg_get_str_dup(c, obj, path, k->name,
+                                  (k->flags & SG_CONF_REQUIRED) != 0, f);
+                break;
+        case SG_CONF_SRC:
+                err = sg_cfg_get_src(c, obj, path, k->name,
+                              (k->flags & SG_CONF_NULLABLE) != 0, f);
+                break;
+        }
+        if (err || !it || !r->check)
+                return err;
+        return r->check(c, obj, path, p, base);
+}
+
+/** Reads every key of section @p s from @p obj (at @p path) into @p base,
+ *  in table order; a wrong one is reported and the next one read. */
+sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         cfg_sect_t s, void *base) {
+        size_t since = c->err_cnt;
+
+        for (size_t i = 0; i < CFG_ROW_CNT; i++)
+                if (cfg_rows[i].sect == s)
+                        KEEP(row_read(c, obj, path, &cfg_rows[i], base));
+        return errors_since(c, since);
+}
