@@ -48,7 +48,8 @@
 #
 # Environment: KAFKA_BOOTSTRAP (use this cluster), SG_VENV (venv dir),
 # SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
-# (extra pytest arguments, split on spaces), SG_CHAOS_ARGS (extra
+# (extra pytest arguments, split on spaces; for a -k expression with
+# spaces use pytest's own PYTEST_ADDOPTS="-k 'a or b'"), SG_CHAOS_ARGS (extra
 # arguments of the first chaos run, e.g. "--seed 42" or "--mode
 # at_least_once"), SG_CHAOS_ALOS_ARGS (of the at_least_once run, e.g.
 # "--seed 42"), SG_CHAOS_TIMEOUT (seconds for each chaos run, default 600),
