@@ -80,8 +80,11 @@ typedef struct sg_engine sg_engine_t;
 
 /**
  * Creates an engine over @p store with configuration @p conf (both borrowed;
- * they must outlive the engine).
- * @returns SG_OK, SG_ERR_NOMEM, SG_ERR_CONFIG (state machine inconsistent).
+ * they must outlive the engine). The configuration's limits (state name
+ * lengths, field sizes with a snapshot source) are checked when it is parsed
+ * (sg_config_parse), so any parsed configuration is accepted here; @p errstr
+ * is kept for errors a later check may report.
+ * @returns SG_OK or SG_ERR_NOMEM.
  */
 sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                        sg_engine_t **enginep, char *errstr,
