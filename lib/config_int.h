@@ -21,9 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Largest integer a JSON number (IEEE double) holds exactly: 2^53. */
-#define SG_JSON_INT_MAX INT64_C(9007199254740992)
-
 /** Longest dotted key path we build; longer paths are truncated. */
 #define SG_PATH_SIZE 1024
 

@@ -632,7 +632,7 @@ static void exec_record(model_t *m, const model_op_t *op) {
 
 /* A version as JSON: a string, or a number when asked and exact. */
 static void json_version(char *b, size_t n, uint64_t v, bool number) {
-        if (number && v <= (1ull << 53))
+        if (number && v <= (uint64_t)SG_JSON_INT_MAX)
                 snprintf(b, n, "%" PRIu64, v);
         else
                 snprintf(b, n, "\"%" PRIu64 "\"", v);
