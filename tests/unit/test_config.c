@@ -7,7 +7,7 @@
  * validation rule (SG_ERR_CONFIG and an error text naming the exact dotted
  * key path), secrets never echoed in errors, sg_field_src_parse() and
  * sg_config_is_secret() tables, sg_config_topic() lookups and file errors,
- * and the per-topic "snapshot" block (issue 3): defaults, both sources, the
+ * and the per-topic "snapshot" block (snapshot refetch): defaults, both sources, the
  * example configs, every rule with its key path, no secret in an error.
  * Run under ASan, the invalid-config table also checks that every error path
  * frees the half-built config.
@@ -866,7 +866,7 @@ static const bad_case_t bad_cases[] = {
          "kafka_producer.lingr.ms: rejected by librdkafka", "lingr.ms"},
         {CFG(",'kafka_producer':{'linger.ms':'soon'}", ""),
          "kafka_producer.linger.ms: rejected by librdkafka", NULL},
-        /* snapshot block (issue 3): shape and source */
+        /* snapshot block (snapshot refetch): shape and source */
         {CFG("", ",'snapshot':'kafka'"),
          "topics.orders.snapshot: must be a JSON object", NULL},
         {CFG("", SNAP("")), "topics.orders.snapshot.source: required key is "
@@ -1675,7 +1675,7 @@ START_TEST(test_load_errors) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Snapshot source (issue 3)                                                */
+/* Snapshot source (refetch)                                                */
 /* ------------------------------------------------------------------------ */
 
 static void assert_snapshot_defaults(const sg_snapshot_config_t *sn) {
