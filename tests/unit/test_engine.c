@@ -806,7 +806,7 @@ START_TEST(dlq_headers_complete) {
 END_TEST
 
 
-/* ---- snapshot refetch (semantics §4)------------------------------------------ */
+/* ---- snapshot refetch (semantics §4) ----------------------------------- */
 
 static const char *snap_kafka =
     "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{\"source\":\"kafka\","
@@ -1144,7 +1144,7 @@ START_TEST(snapshot_request_survives_restart) {
 END_TEST
 
 
-/* ---- exactly_once: changelog and restore (semantics §6)----------------------- */
+/* ---- exactly_once: changelog and restore (semantics §6) ---------------- */
 
 typedef tu_clrec_t clrec_t;
 
