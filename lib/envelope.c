@@ -30,11 +30,11 @@
  */
 #include "envelope.h"
 
+#include "envelope_int.h"
 #include "json.h"
 
 #include <openssl/evp.h>
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,120 +108,6 @@ static const char *snip(char *out, const void *s, size_t len, size_t max)
 }
 
 #define SNIP_BUF (SNIP_MAX + 4)
-
-/* ------------------------------------------------------------------ */
-/* SHA-256, UTF-8, version text                                          */
-/* ------------------------------------------------------------------ */
-
-/*
- * SHA-256 through OpenSSL EVP. The algorithm is fetched once per process
- * (an implicit fetch on every call takes a lock and a lookup: measurable on
- * the per-record path); pthread_once makes that thread-safe.
- */
-static EVP_MD *sha256_fetched;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-
-static void sha256_fetch(void)
-{
-#if OPENSSL_VERSION_NUMBER >= 0x30000000L
-        sha256_fetched = EVP_MD_fetch(NULL, "SHA256", NULL);
-#endif
-}
-
-static const EVP_MD *md_sha256(void)
-{
-        pthread_once(&sha256_once, sha256_fetch);
-        return sha256_fetched ? sha256_fetched : EVP_sha256();
-}
-
-/* SHA-256 into @p out, reusing @p ctx when given (NULL: one-shot). False
- * only if libcrypto failed (allocation). */
-static bool sha256_checked(EVP_MD_CTX *ctx, const void *data, size_t len,
-                           unsigned char *out)
-{
-        static const unsigned char empty = 0;
-        unsigned int olen = 0;
-
-        if (!data)
-                data = &empty; /* EVP wants a pointer even for 0 bytes */
-        if (!ctx)
-                return EVP_Digest(data, len, out, &olen, md_sha256(), NULL) == 1 &&
-                       olen == SG_HASH_LEN;
-        return EVP_DigestInit_ex(ctx, md_sha256(), NULL) == 1 &&
-               EVP_DigestUpdate(ctx, data, len) == 1 &&
-               EVP_DigestFinal_ex(ctx, out, &olen) == 1 && olen == SG_HASH_LEN;
-}
-
-void sg_sha256(const void *data, size_t len, unsigned char *out)
-{
-        if (!sha256_checked(NULL, data, len, out))
-                memset(out, 0, SG_HASH_LEN);
-}
-
-bool sg_utf8_valid(const char *s, size_t len)
-{
-        const unsigned char *p = (const unsigned char *)s;
-        size_t i = 0;
-
-        if (!s)
-                return len == 0;
-        /* RFC 3629 §4 (UTF8-octets ABNF). */
-        while (i < len) {
-                unsigned char c = p[i];
-                unsigned char lo = 0x80, hi = 0xbf;
-                size_t n;
-
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                } else if (c >= 0xc2 && c <= 0xdf) {
-                        n = 1;
-                } else if (c >= 0xe0 && c <= 0xef) {
-                        n = 2;
-                        if (c == 0xe0)
-                                lo = 0xa0; /* overlong */
-                        else if (c == 0xed)
-                                hi = 0x9f; /* surrogates U+D800..U+DFFF */
-                } else if (c >= 0xf0 && c <= 0xf4) {
-                        n = 3;
-                        if (c == 0xf0)
-                                lo = 0x90; /* overlong */
-                        else if (c == 0xf4)
-                                hi = 0x8f; /* above U+10FFFF */
-                } else {
-                        return false; /* C0, C1 (overlong), F5..FF, stray continuation */
-                }
-                if (len - i - 1 < n)
-                        return false; /* truncated */
-                if (p[i + 1] < lo || p[i + 1] > hi)
-                        return false;
-                for (size_t k = 2; k <= n; k++)
-                        if (p[i + k] < 0x80 || p[i + k] > 0xbf)
-                                return false;
-                i += n + 1;
-        }
-        return true;
-}
-
-sg_err_t sg_version_parse(const char *s, size_t len, uint64_t *out)
-{
-        uint64_t v = 0;
-
-        if (!s || len == 0)
-                return SG_ERR_INVALID;
-        for (size_t i = 0; i < len; i++) {
-                unsigned d;
-                if (s[i] < '0' || s[i] > '9')
-                        return SG_ERR_INVALID;
-                d = (unsigned)(s[i] - '0');
-                if (v > (UINT64_MAX - d) / 10)
-                        return SG_ERR_INVALID; /* overflow */
-                v = v * 10 + d;
-        }
-        if (out)
-                *out = v;
-        return SG_OK;
-}
 
 /* ------------------------------------------------------------------ */
 /* Envelope lifecycle                                                   */
@@ -921,7 +807,7 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
         }
         if (!ctx_json(c)) {
                 if (binary_mode(c) && *ptr == '\0' && c->json_err != SG_ERR_NOMEM)
-                        return sha256_checked(md, c->rec->value, c->rec->value_len,
+                        return sg_sha256_ctx(md, c->rec->value, c->rec->value_len,
                                               out)
                                        ? SG_OK
                                        : SG_ERR_NOMEM;
@@ -931,7 +817,7 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
         if (!(node = sg_json_pointer_get(c->pv->doc, c->root, ptr)))
                 return fail(c->errstr, c->errstr_size,
                             "digest subtree (digest_pointer, %s) is missing", W);
-        if (EVP_DigestInit_ex(md, md_sha256(), NULL) != 1)
+        if (EVP_DigestInit_ex(md, sg_sha256_md(), NULL) != 1)
                 return SG_ERR_NOMEM;
         if ((err = sg_json_canonical_write(c->pv->doc, node, digest_update, md)))
                 return err;
@@ -974,7 +860,7 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
                 return SG_ERR_NOMEM;
         if (!(env->id = dup_bytes(p, len)))
                 return SG_ERR_NOMEM;
-        if (!sha256_checked(c->pv->md, kb->p, kb->len, env->key_hash))
+        if (!sg_sha256_ctx(c->pv->md, kb->p, kb->len, env->key_hash))
                 return SG_ERR_NOMEM;
 
         if (tc->aggregate.kind != SG_SRC_NONE) {
@@ -1000,7 +886,7 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
 
         /* Digest: whole value, or canonical subtree at digest_pointer. */
         if (!tc->digest_pointer)
-                return sha256_checked(c->pv->md, c->rec->value, c->rec->value_len,
+                return sg_sha256_ctx(c->pv->md, c->rec->value, c->rec->value_len,
                                       env->digest)
                                ? SG_OK
                                : SG_ERR_NOMEM;
