@@ -466,9 +466,9 @@ static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         e->last_part = NULL;
 }
 
-static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
-                            sg_process_result_t *result, char *errstr,
-                            size_t errstr_size) {
+static sg_err_t process_record(void *opaque, const sg_record_t *rec,
+                               sg_process_result_t *result, char *errstr,
+                               size_t errstr_size) {
         sg_engine_t *e = opaque;
         /* processor.h: records are processed inside a batch */
         assert(e->txn && "process outside a batch");
@@ -627,7 +627,7 @@ static int age_visit(void *opaque, const unsigned char agg_hash[32],
         return w->stuck >= 100000; /* the same cap as the index count */
 }
 
-static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
+static sg_err_t tick_all(void *opaque, char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         int budget = e->conf->deadline_max_per_batch;
         for (size_t i = 0; i < e->part_cnt; i++) {
@@ -668,6 +668,38 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
                 e->delta.stuck_parked_over_5m = e->metrics.stuck_parked_over_5m;
         }
         return batch_finish(e, errstr, errstr_size);
+}
+
+/* The store's reads report their cause through the transaction
+ * (sg_txn_errdetail), not an errstr: a store error that reaches the loop
+ * carries that cause, so the fatal line says why. */
+static sg_err_t with_store_detail(const sg_engine_t *e, sg_err_t err,
+                                  char *errstr, size_t errstr_size) {
+        if ((err == SG_ERR_STORE || err == SG_ERR_MAP_FULL) && errstr &&
+            errstr_size && !errstr[0] && e->txn) {
+                const char *d = sg_txn_errdetail(e->txn);
+                if (d[0])
+                        sg_errf(errstr, errstr_size, "%s", d);
+        }
+        return err;
+}
+
+static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
+                            sg_process_result_t *result, char *errstr,
+                            size_t errstr_size) {
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return with_store_detail(opaque,
+                                 process_record(opaque, rec, result, errstr,
+                                                errstr_size),
+                                 errstr, errstr_size);
+}
+
+static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return with_store_detail(opaque, tick_all(opaque, errstr, errstr_size),
+                                 errstr, errstr_size);
 }
 
 /* ---- batch --------------------------------------------------------------- */

@@ -1658,6 +1658,54 @@ static int store_parked(h_t *h, const char *agg) {
         return n;
 }
 
+/* A stored value that does not decode (a store error) reaches the loop
+ * with its reason: the store's last-error detail, not an empty errstr
+ * that leaves the operator a fatal line without a cause. */
+START_TEST(store_error_reports_its_detail) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":100000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_int_eq(store_parked(&h, "A"), 1);
+        /* the parked v3 gets a header block that does not decode */
+        unsigned char ah[32];
+        sg_sha256("A", 1, ah);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *txn;
+        char err[512];
+        ck_assert_int_eq(sg_txn_begin(h.store, true, &txn, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "A", .key_len = 1,
+                              .value = "v", .value_len = 1,
+                              .headers = "\xff\xff\xff\xff",
+                              .headers_len = 4};
+        ck_assert_int_eq(sg_parked_put(txn, &tp, ah, 3, &pr, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_txn_commit(txn, err, sizeof(err)), SG_OK);
+        /* v2 applies and drains v3, which cannot be read */
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_header_t hd[5] = {{"ce_specversion", "1.0", 3},
+                             {"ce_id", "e2", 2},
+                             {"ce_source", "/shop", 5},
+                             {"ce_type", "t", 1},
+                             {"ce_sequence", "2", 1}};
+        sg_record_t rec = {.topic = "orders", .partition = 0,
+                           .offset = h.offset++, .timestamp_ms = 1000,
+                           .key = "A", .key_len = 1, .value = "e2",
+                           .value_len = 2, .headers = hd, .header_cnt = 5};
+        sg_process_result_t r;
+        err[0] = '\0';
+        sg_err_t rc = h.proc.process(h.proc.opaque, &rec, &r, err, sizeof(err));
+        ck_assert_int_eq(rc, SG_ERR_STORE);
+        ck_assert_msg(strstr(err, "header block") != NULL,
+                      "errstr \"%s\" does not say why", err);
+        h.proc.batch_abort(h.proc.opaque);
+        h_close(&h);
+}
+END_TEST
+
 /* Row 8b: a second, different event for a version already parked is
  * judged (DLQ version_conflict naming the holder), never overwrites it. */
 START_TEST(row8b_version_conflict_never_overwrites) {
@@ -2209,6 +2257,7 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, row8_park_and_version_jump);
         tcase_add_test(rows, new_aggregate_modes);
         tcase_add_test(rows, row8b_version_conflict_never_overwrites);
+        tcase_add_test(rows, store_error_reports_its_detail);
         tcase_add_test(rows, version_wrap_at_u64_max);
         suite_add_tcase(s, rows);
         TCase *gaps = tcase_create("gaps");
