@@ -5,7 +5,7 @@
  * decides.
  *
  * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
- * loop_attempt_changelog() and loop_batch():
+ * loop_attempt_changelog() and sg_loop_batch():
  *     produce every output and DLQ effect → every delivery succeeded
  *     → [a stateful processor: produce the changelog records (framed,
  *     changelog.h) → every delivery succeeded, each partition's right after
@@ -18,14 +18,14 @@
  * processor's batch and seeks every partition of the batch back to its
  * first record in the batch, so the records are read again; nothing is
  * skipped to make progress. A failure once changelog records were produced
- * also restores those partitions first (loop_restore: the unfinished
+ * also restores those partitions first (sg_loop_restore: the unfinished
  * batch's records are void for every reader and their keys are rewritten).
  * Ownership of a changelog partition (its epoch) is claimed on assignment
- * (loop_claim) and checked against the consumer group generation; kafka.h
+ * (sg_loop_claim) and checked against the consumer group generation; kafka.h
  * "Changelog fencing" argues why a zombie owner can only duplicate.
  *
  * Invariant (semantics §6, exactly_once), relied on by
- * loop_attempt() and loop_batch():
+ * loop_attempt() and sg_loop_batch():
  *     begin_transaction → produce every effect (changelog included) → every
  *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
  *     metadata) → commit_transaction → processor batch_commit (LMDB).
@@ -34,7 +34,7 @@
  * above; a batch_commit failure after it is not a rewind (Kafka already
  * holds the batch's output and offsets) but a store behind its changelog,
  * repaired by restoring every assigned partition before the next batch.
- * Restores (loop_restore) run inside the rebalance callback before the
+ * Restores (sg_loop_restore) run inside the rebalance callback before the
  * input partitions are handed to the consumer, on a third, group-less
  * read_committed consumer (loop->restorer). A fatal producer error (fenced)
  * stops the loop; the producer is never re-created under the same
@@ -167,7 +167,7 @@ struct sg_loop {
 
         sg_part_t *parts;
         size_t part_cnt, part_cap;
-        size_t last_part;        /**< last loop_part() hit: records come in runs */
+        size_t last_part;        /**< last sg_loop_part() hit: records come in runs */
 
         /* delivery reports of the current attempt: a message's opaque is
          * dr_base + 1 + its effect index, so a report of an earlier
@@ -306,7 +306,7 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
         }
 }
 
-static void loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
+static void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                      cJSON *fields) {
         if (loop->log_cb) {
                 if (fields)
@@ -319,7 +319,7 @@ static void loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
 }
 
 /** Logs a partition list as {"partitions":["topic/0",...], ...extra}. */
-static cJSON *parts_json(const rd_kafka_topic_partition_list_t *l) {
+static cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
         cJSON *o = cJSON_CreateObject();
         cJSON *a = cJSON_AddArrayToObject(o, "partitions");
         char buf[300];
@@ -331,7 +331,7 @@ static cJSON *parts_json(const rd_kafka_topic_partition_list_t *l) {
         return o;
 }
 
-static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
+static void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         if (loop->fatal == SG_OK) {
                 loop->fatal = err;
                 snprintf(loop->fatal_str, sizeof(loop->fatal_str), "%s", what);
@@ -339,7 +339,7 @@ static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "error", sg_err2str(err));
         cJSON_AddStringToObject(f, "detail", what);
-        loop_log(loop, SG_LOG_ERR, "fatal", f);
+        sg_loop_log(loop, SG_LOG_ERR, "fatal", f);
         loop->stop = 1;
 }
 
@@ -355,7 +355,7 @@ static void loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
  * changelog topic right after its creation): for a configured topic it means
  * the topic is missing, a configuration error.
  */
-static bool err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
+static bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
         switch (e) {
         case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
         case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
@@ -407,7 +407,7 @@ typedef struct sg_retry {
         int attempt;
 } sg_retry_t;
 
-static void retry_init(sg_retry_t *r, const char *during) {
+static void sg_retry_init(sg_retry_t *r, const char *during) {
         r->during = during;
         r->start_ms = sg_clock_mono_ms();
         r->backoff_ms = SG_BACKOFF_MIN_MS;
@@ -418,19 +418,19 @@ static void loop_wait(sg_loop_t *loop, int64_t ms);
 
 /**
  * After a failed attempt with @p code (@p detail: what failed, for the log
- * line): if the error is retriable (err_retriable(), @p topic_exists) and
+ * line): if the error is retriable (sg_kafka_err_retriable(), @p topic_exists) and
  * time is left and the loop is not stopping, logs "kafka_retry", waits the
  * back-off and returns true (try again); otherwise returns false, and
  * *gave_up (may be NULL) tells whether a retriable error ran out of time.
  */
-static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
+static bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
                         rd_kafka_resp_err_t code, bool topic_exists,
                         const char *detail, bool *gave_up) {
         int64_t budget = loop->conf->broker_retry_timeout_ms > 0
                                  ? loop->conf->broker_retry_timeout_ms
                                  : 120000;
         int64_t elapsed = sg_clock_mono_ms() - r->start_ms;
-        bool retriable = err_retriable(code, topic_exists);
+        bool retriable = sg_kafka_err_retriable(code, topic_exists);
         if (gave_up)
                 *gave_up = false;
         if (!retriable || loop->stop)
@@ -451,7 +451,7 @@ static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
         cJSON_AddNumberToObject(f, "attempt", r->attempt);
         cJSON_AddNumberToObject(f, "backoff_ms", (double)wait);
         cJSON_AddNumberToObject(f, "retry_left_ms", (double)(budget - elapsed));
-        loop_log(loop, SG_LOG_WARNING, "kafka_retry", f);
+        sg_loop_log(loop, SG_LOG_WARNING, "kafka_retry", f);
         for (int64_t t = 0; t < wait && !loop->stop; t += 50)
                 loop_wait(loop, wait - t < 50 ? wait - t : 50);
         r->backoff_ms = r->backoff_ms * 2 > SG_BACKOFF_MAX_MS
@@ -463,7 +463,7 @@ static bool retry_again(sg_loop_t *loop, sg_retry_t *r,
 #define SG_NO_PART SIZE_MAX
 
 /** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
-static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
+static size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         if (loop->last_part < loop->part_cnt &&
             loop->parts[loop->last_part].partition == partition &&
             !strcmp(loop->parts[loop->last_part].topic, topic))
@@ -478,9 +478,9 @@ static size_t loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
 /** Finds or adds the entry (on assignment, the only place a partition
  *  enters the table). SG_NO_PART when out of memory: the library never
  *  exits (seqgate.h), the caller stops the loop with SG_ERR_NOMEM. */
-static size_t loop_part_add(sg_loop_t *loop, const char *topic,
+static size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
                             int32_t partition) {
-        size_t pi = loop_part(loop, topic, partition);
+        size_t pi = sg_loop_part(loop, topic, partition);
         if (pi != SG_NO_PART)
                 return pi;
         if (loop->part_cnt == loop->part_cap) {
@@ -552,7 +552,7 @@ nomem:;
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "request_id", res->request_id);
         cJSON_AddStringToObject(f, "error", "out of memory");
-        loop_log(loop, SG_LOG_WARNING, "snapshot_http_result_dropped", f);
+        sg_loop_log(loop, SG_LOG_WARNING, "snapshot_http_result_dropped", f);
 }
 
 /** Drives the fetcher, waiting at most @p wait_ms; completed transfers go
@@ -580,7 +580,7 @@ static void loop_wait(sg_loop_t *loop, int64_t ms) {
                 sg_sleep_ms(left);
 }
 
-static void http_reqs_clear(sg_loop_t *loop) {
+static void sg_loop_http_reqs_clear(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->http_req_cnt; i++) {
                 free(loop->http_reqs[i].request_id);
                 free(loop->http_reqs[i].url);
@@ -590,7 +590,7 @@ static void http_reqs_clear(sg_loop_t *loop) {
 }
 
 /** Copies an SG_EFFECT_HTTP_GET effect (before batch_commit). */
-static sg_err_t http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
+static sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
                              char *errstr, size_t errstr_size) {
         if (!ef->url || !ef->request_id) {
                 sg_errf(errstr, errstr_size,
@@ -625,7 +625,7 @@ nomem:
 
 /** Starts the committed batch's GETs. A GET that cannot start is logged:
  *  the processor's request timeout re-issues it. */
-static void http_reqs_start(sg_loop_t *loop) {
+static void sg_loop_http_reqs_start(sg_loop_t *loop) {
         char es[512];
         if (loop->http_req_cnt > 0 && !loop->fetcher &&
             sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher, es,
@@ -634,7 +634,7 @@ static void http_reqs_start(sg_loop_t *loop) {
                 cJSON_AddStringToObject(f, "error", es);
                 cJSON_AddNumberToObject(f, "requests",
                                         (double)loop->http_req_cnt);
-                loop_log(loop, SG_LOG_ERR, "snapshot_http_submit_failed", f);
+                sg_loop_log(loop, SG_LOG_ERR, "snapshot_http_submit_failed", f);
         }
         for (size_t i = 0; loop->fetcher && i < loop->http_req_cnt; i++) {
                 const sg_http_req_t *r = &loop->http_reqs[i];
@@ -648,18 +648,18 @@ static void http_reqs_start(sg_loop_t *loop) {
                                                 r->request_id);
                         cJSON_AddStringToObject(f, "error", sg_err2str(err));
                         cJSON_AddStringToObject(f, "reason", es);
-                        loop_log(loop, SG_LOG_WARNING,
+                        sg_loop_log(loop, SG_LOG_WARNING,
                                  "snapshot_http_submit_failed", f);
                 }
         }
-        http_reqs_clear(loop);
+        sg_loop_http_reqs_clear(loop);
         if (loop->fetcher)
                 loop->stats.snapshot_http_in_flight =
                         (int64_t)sg_fetcher_in_flight(loop->fetcher);
 }
 
 /** Frees the completed transfers a committed batch consumed. */
-static void http_done_consumed(sg_loop_t *loop) {
+static void sg_loop_http_done_consumed(sg_loop_t *loop) {
         size_t n = loop->http_batch_cnt;
         if (n == 0)
                 return;
@@ -687,7 +687,7 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
                 level = SG_LOG_ERR;
         if (level > SG_LOG_DEBUG)
                 level = SG_LOG_DEBUG;
-        loop_log(loop, (sg_log_level_t)level, "librdkafka", f);
+        sg_loop_log(loop, (sg_log_level_t)level, "librdkafka", f);
 }
 
 static void cb_error(rd_kafka_t *rk, int err, const char *reason,
@@ -697,12 +697,12 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
         cJSON_AddStringToObject(f, "reason", reason);
-        loop_log(loop,
+        sg_loop_log(loop,
                  err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR : SG_LOG_WARNING,
                  "kafka_error", f);
 }
 
-static void cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+static void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
         sg_loop_t *loop = opaque;
         uintptr_t v = (uintptr_t)m->_private;
         (void)rk;
@@ -732,7 +732,7 @@ static bool err_is_fenced(rd_kafka_resp_err_t code) {
  *  newer instance with the same transactional.id). Logs one line, event
  *  "fenced" or "fatal_producer_error", and stops the loop (SG_ERR_FATAL:
  *  the daemon exits non-zero). */
-static void loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
+static void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                                 const char *during, const char *reason) {
         bool fenced = err_is_fenced(code);
         char what[700];
@@ -749,18 +749,18 @@ static void loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                         f, "detail",
                         "another instance with the same transactional.id "
                         "(instance_id) took over; this one stops");
-        loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
+        sg_loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
                  f);
         snprintf(what, sizeof(what), "%s: %s (%s)",
                  fenced ? "producer fenced" : "fatal producer error", reason,
                  during);
-        loop_set_fatal(loop, SG_ERR_FATAL, what);
+        sg_loop_set_fatal(loop, SG_ERR_FATAL, what);
 }
 
 /** Takes a transactional API error (freed here): a fatal one stops the loop
  *  (SG_ERR_FATAL), any other returns SG_ERR_KAFKA (the caller aborts the
  *  transaction and the batch). */
-static sg_err_t loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
+static sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                                const char *during, char *errstr,
                                size_t errstr_size) {
         sg_err_t err = SG_ERR_KAFKA;
@@ -775,7 +775,7 @@ static sg_err_t loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                         snprintf(fes, sizeof(fes), "%s",
                                  rd_kafka_error_string(e));
                 }
-                loop_producer_fatal(loop, code, during, fes);
+                sg_loop_producer_fatal(loop, code, during, fes);
                 err = SG_ERR_FATAL;
         }
         rd_kafka_error_destroy(e);
@@ -803,19 +803,19 @@ static sg_err_t loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                                 cJSON_AddStringToObject(                      \
                                         f_, "error",                          \
                                         rd_kafka_error_string(e_));           \
-                                loop_log(loop, SG_LOG_WARNING,                \
+                                sg_loop_log(loop, SG_LOG_WARNING,                \
                                          "transaction_retry", f_);            \
                                 rd_kafka_error_destroy(e_);                   \
                                 continue;                                     \
                         }                                                     \
-                        *(errp) = loop_txn_error(loop, e_, during, errstr,    \
+                        *(errp) = sg_loop_txn_error(loop, e_, during, errstr,    \
                                                  errstr_size);                \
                         break;                                                \
                 }                                                             \
         } while (0)
 
-static sg_err_t loop_batch(sg_loop_t *loop, const char *why);
-static void loop_release(sg_loop_t *loop);
+static sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why);
+static void sg_loop_release(sg_loop_t *loop);
 
 /* ------------------------------------------------------------------ */
 /* the changelog: restore, claim, repair (both guarantees)             */
@@ -826,7 +826,7 @@ static void loop_release(sg_loop_t *loop);
 #define SG_STABLE_OFFSETS_MAX_MS 120000  /* committed offsets still pending */
 
 /** The configuration of input topic @p name, or NULL (a reply topic). */
-static const sg_topic_config_t *loop_input_topic(const sg_loop_t *loop,
+static const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
                                                  const char *name) {
         for (size_t i = 0; i < loop->conf->topic_cnt; i++)
                 if (!strcmp(loop->conf->topics[i].name, name))
@@ -835,7 +835,7 @@ static const sg_topic_config_t *loop_input_topic(const sg_loop_t *loop,
 }
 
 /** The input topic whose changelog_topic is @p name, or NULL. */
-static const sg_topic_config_t *loop_topic_of_changelog(const sg_loop_t *loop,
+static const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                         const char *name) {
         for (size_t i = 0; i < loop->conf->topic_cnt; i++)
                 if (loop->conf->topics[i].changelog_topic &&
@@ -853,13 +853,13 @@ typedef struct sg_send {
         int64_t offset;        /**< out: where it was written */
 } sg_send_t;
 
-static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
+static sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                              size_t index, const unsigned char *frame,
                              char *errstr, size_t errstr_size);
 
-/* Room for @p n delivery reports (offsets and errors, cb_dr). Keeps the
+/* Room for @p n delivery reports (offsets and errors, sg_loop_cb_dr). Keeps the
  * old arrays on failure. */
-static bool loop_dr_reserve(sg_loop_t *loop, size_t n) {
+static bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n) {
         if (n <= loop->dr_offs_cap)
                 return true;
         int64_t *o = realloc(loop->dr_offs, n * sizeof(*o));
@@ -876,17 +876,17 @@ static bool loop_dr_reserve(sg_loop_t *loop, size_t n) {
 
 /**
  * Produces @p n records of the loop's own (idempotent producer, at most one
- * attempt's delivery reports are counted: see cb_dr) and waits for every
+ * attempt's delivery reports are counted: see sg_loop_cb_dr) and waits for every
  * delivery (delivery_timeout_ms); fills each record's offset. Only while no
  * batch attempt waits for its own reports. at_least_once only (a
  * transactional producer writes inside transactions).
  * @returns SG_OK, or SG_ERR_KAFKA if a record was not delivered.
  */
-static sg_err_t loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
+static sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                           char *errstr, size_t errstr_size) {
         if (n == 0)
                 return SG_OK;
-        if (!loop_dr_reserve(loop, n)) {
+        if (!sg_loop_dr_reserve(loop, n)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
@@ -899,7 +899,7 @@ static sg_err_t loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
         loop->dr_ok = loop->dr_fail = 0;
         loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
         for (size_t i = 0; i < n; i++) {
-                sg_err_t err = loop_produce(
+                sg_err_t err = sg_loop_produce(
                         loop, &recs[i].ef, i,
                         recs[i].framed ? recs[i].frame : NULL, errstr,
                         errstr_size);
@@ -1021,7 +1021,7 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                                 rd_kafka_err2name(m->err));
                         cJSON_AddStringToObject(f, "message",
                                                 rd_kafka_message_errstr(m));
-                        loop_log(loop, SG_LOG_WARNING, "restore_consume_error",
+                        sg_loop_log(loop, SG_LOG_WARNING, "restore_consume_error",
                                  f);
                         if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
                             m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
@@ -1057,7 +1057,7 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                                         (double)end);
                                 cJSON_AddNumberToObject(f, "high_watermark",
                                                         (double)whi);
-                                loop_log(loop, SG_LOG_NOTICE,
+                                sg_loop_log(loop, SG_LOG_NOTICE,
                                          "restore_waiting_for_transaction", f);
                                 waiting = true;
                         }
@@ -1110,13 +1110,13 @@ static void loop_fence(sg_loop_t *loop, size_t pi) {
         p->paused_until = INT64_MAX;
         if (loop->proc.revoke)
                 loop->proc.revoke(loop->proc.opaque, p->topic, p->partition);
-        cJSON *f = parts_json(l);
+        cJSON *f = sg_kafka_parts_json(l);
         cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
         cJSON_AddStringToObject(
                 f, "detail",
                 "a newer owner confirmed its epoch on the changelog: this "
                 "instance writes nothing more for the partition");
-        loop_log(loop, SG_LOG_WARNING, "changelog_fenced", f);
+        sg_loop_log(loop, SG_LOG_WARNING, "changelog_fenced", f);
         rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -1204,7 +1204,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                 j++;
         }
         if (!err)
-                err = loop_send(loop, recs, n, errstr, errstr_size);
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         for (size_t i = 0; !err && i < n; i++)
                 if (recs[i].offset != end + (int64_t)i)
                         *againp = true;
@@ -1221,7 +1221,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                                .value = mval,
                                .value_len = sizeof(mval)},
                 };
-                err = loop_send(loop, &recs[n], 1, errstr, errstr_size);
+                err = sg_loop_send(loop, &recs[n], 1, errstr, errstr_size);
                 if (!err && recs[n].offset != end + (int64_t)n)
                         *againp = true;
                 if (!err && !*againp) {
@@ -1240,7 +1240,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                 cJSON_AddNumberToObject(f, "confirms_tombstoned",
                                         (double)nold);
                 cJSON_AddBoolToObject(f, "interleaved", *againp);
-                loop_log(loop, SG_LOG_NOTICE, "changelog_repaired", f);
+                sg_loop_log(loop, SG_LOG_NOTICE, "changelog_repaired", f);
         }
         for (size_t i = 0; recs && i < nk; i++)
                 free((void *)recs[i].ef.value);
@@ -1265,8 +1265,8 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                   bool *fencedp, char *errstr,
                                   size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
-        const sg_topic_config_t *tc = loop_input_topic(loop, topic);
-        size_t pi = loop_part(loop, topic, partition);
+        const sg_topic_config_t *tc = sg_loop_input_topic(loop, topic);
+        size_t pi = sg_loop_part(loop, topic, partition);
         sg_part_t *p = &loop->parts[pi];
         *fencedp = false;
         if (!tc || !tc->changelog_topic || !pr->restore_begin ||
@@ -1281,7 +1281,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                  * ListOffsets itself). */
                 rd_kafka_resp_err_t e;
                 sg_retry_t rt;
-                retry_init(&rt, "restore");
+                sg_retry_init(&rt, "restore");
                 char what[400];
                 snprintf(what, sizeof(what),
                          "changelog %s [%" PRId32 "]: reading its offsets",
@@ -1291,7 +1291,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                 loop->restorer, tc->changelog_topic,
                                 partition, &lo, &hi,
                                 SG_METADATA_TIMEOUT_MS)) &&
-                       retry_again(loop, &rt, e, true, what, &gave_up))
+                       sg_retry_again(loop, &rt, e, true, what, &gave_up))
                         ;
                 if (e) {
                         sg_errf(errstr, errstr_size, "%s: %s%s", what,
@@ -1340,7 +1340,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                         loop->stats.map_grows_total++;
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "during", "restore");
-                        loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
+                        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
                         continue;
                 }
                 if (err) {
@@ -1364,7 +1364,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                         (double)cnt.void_cnt);
                 cJSON_AddNumberToObject(f, "epoch", (double)floor);
                 cJSON_AddNumberToObject(f, "ms", (double)ms);
-                loop_log(loop, SG_LOG_INFO, "restore_done", f);
+                sg_loop_log(loop, SG_LOG_INFO, "restore_done", f);
                 if (!loop->alos_cl) {
                         if (nvoid > 0) {
                                 /* exactly_once reading records an
@@ -1377,7 +1377,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                                         partition);
                                 cJSON_AddNumberToObject(g, "void_keys",
                                                         (double)nvoid);
-                                loop_log(loop, SG_LOG_WARNING,
+                                sg_loop_log(loop, SG_LOG_WARNING,
                                          "changelog_void_records", g);
                         }
                         sg_changelog_reader_destroy(rd);
@@ -1413,7 +1413,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
  *  at_least_once: a partition a newer owner confirmed is fenced
  *  (loop_fence); *fencedp (may be NULL) says whether any was.
  *  @returns the first error (errstr names the partition). */
-static sg_err_t loop_restore(sg_loop_t *loop,
+static sg_err_t sg_loop_restore(sg_loop_t *loop,
                              const rd_kafka_topic_partition_list_t *l,
                              bool *fencedp, char *errstr,
                              size_t errstr_size) {
@@ -1459,7 +1459,7 @@ static sg_err_t loop_restore(sg_loop_t *loop,
 }
 
 /** Marks every assigned partition for a restore before the next batch. */
-static void loop_restore_all(sg_loop_t *loop) {
+static void sg_loop_restore_all(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->part_cnt; i++)
                 if (loop->parts[i].assigned)
                         loop->parts[i].restore = true;
@@ -1487,7 +1487,7 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
  * (a rebalance is coming): nothing was confirmed, the caller must not take
  * the partitions.
  */
-static sg_err_t loop_claim(sg_loop_t *loop,
+static sg_err_t sg_loop_claim(sg_loop_t *loop,
                            const rd_kafka_topic_partition_list_t *parts,
                            const int64_t *committed, bool *lostp,
                            char *errstr, size_t errstr_size) {
@@ -1504,7 +1504,7 @@ static sg_err_t loop_claim(sg_loop_t *loop,
         size_t n = 0;
         for (int i = 0; !err && i < parts->cnt; i++) {
                 const sg_topic_config_t *tc =
-                        loop_input_topic(loop, parts->elems[i].topic);
+                        sg_loop_input_topic(loop, parts->elems[i].topic);
                 if (!tc || !tc->changelog_topic)
                         continue; /* a snapshot reply topic */
                 int64_t off = committed[i];
@@ -1544,10 +1544,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                         .value = inst,
                         .value_len = strlen(inst),
                 };
-                pis[n++] = loop_part(loop, tc->name, parts->elems[i].partition);
+                pis[n++] = sg_loop_part(loop, tc->name, parts->elems[i].partition);
         }
         if (!err && n > 0)
-                err = loop_send(loop, recs, n, errstr, errstr_size);
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         for (size_t k = 0; !err && k < n; k++) {
                 sg_part_t *p = &loop->parts[pis[k]];
                 p->cl_epoch = recs[k].offset;
@@ -1572,10 +1572,10 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                 if (!e)
                         break;
                 if (err_is_generation(e)) {
-                        cJSON *f = parts_json(chk);
+                        cJSON *f = sg_kafka_parts_json(chk);
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(e));
-                        loop_log(loop, SG_LOG_WARNING, "changelog_claim_lost",
+                        sg_loop_log(loop, SG_LOG_WARNING, "changelog_claim_lost",
                                  f);
                         *lostp = true;
                         break;
@@ -1597,17 +1597,17 @@ static sg_err_t loop_claim(sg_loop_t *loop,
                                          p->cl_epoch);
                         recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
                 }
-                err = loop_send(loop, recs, n, errstr, errstr_size);
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         }
         if (!err && !*lostp && n > 0) {
-                cJSON *f = parts_json(chk);
+                cJSON *f = sg_kafka_parts_json(chk);
                 cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
                 for (size_t k = 0; k < n; k++)
                         cJSON_AddItemToArray(
                                 ep, cJSON_CreateNumber(
                                             (double)loop->parts[pis[k]]
                                                     .cl_epoch));
-                loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
+                sg_loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
         }
         if (err || *lostp)
                 for (size_t k = 0; k < n; k++)
@@ -1626,7 +1626,7 @@ static void on_assign_drop(sg_loop_t *loop, rd_kafka_t *rk,
                            rd_kafka_topic_partition_list_t *parts, int upto,
                            bool cooperative) {
         for (int j = 0; j < upto; j++) {
-                size_t pi = loop_part(loop, parts->elems[j].topic,
+                size_t pi = sg_loop_part(loop, parts->elems[j].topic,
                                       parts->elems[j].partition);
                 loop->parts[pi].assigned = false;
                 loop->parts[pi].cl_epoch = -1;
@@ -1651,7 +1651,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         if (!stored || !committed) {
                 free(stored);
                 free(committed);
-                loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
+                sg_loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
                 return;
@@ -1661,7 +1661,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         /* The table entries first: nothing is told to the processor for a
          * partition the loop could not record. */
         for (i = 0; i < parts->cnt; i++) {
-                if (loop_part_add(loop, parts->elems[i].topic,
+                if (sg_loop_part_add(loop, parts->elems[i].topic,
                                   parts->elems[i].partition) != SG_NO_PART)
                         continue;
                 char what[400];
@@ -1669,7 +1669,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                          "assign %s/%" PRId32 ": out of memory for the "
                          "partition table",
                          parts->elems[i].topic, parts->elems[i].partition);
-                loop_set_fatal(loop, SG_ERR_NOMEM, what);
+                sg_loop_set_fatal(loop, SG_ERR_NOMEM, what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
                 free(stored);
@@ -1702,7 +1702,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 on_assign_drop(loop, rk, parts, i, true);
                 /* a foreign store, or one whose key fingerprint the
                  * configuration does not match (exit 2), keep their code */
-                loop_set_fatal(loop,
+                sg_loop_set_fatal(loop,
                                err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
                                        ? err
                                        : SG_ERR_FATAL,
@@ -1730,10 +1730,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                     sg_clock_mono_ms() >= cdeadline)
                         break;
                 if (!logged) {
-                        cJSON *f = parts_json(parts);
+                        cJSON *f = sg_kafka_parts_json(parts);
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(cerr));
-                        loop_log(loop, SG_LOG_NOTICE,
+                        sg_loop_log(loop, SG_LOG_NOTICE,
                                  "committed_offsets_pending", f);
                 }
                 sg_sleep_ms(200);
@@ -1741,7 +1741,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         if (cerr) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
-                loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
+                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
@@ -1749,7 +1749,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 committed[i] = cerr || c->elems[i].err ? -2 : -1;
                 if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
                         committed[i] = c->elems[i].offset;
-                size_t pi = loop_part(loop, tp->topic, tp->partition);
+                size_t pi = sg_loop_part(loop, tp->topic, tp->partition);
                 loop->parts[pi].assigned = true;
                 loop->parts[pi].paused_until = 0;
                 loop->parts[pi].committed =
@@ -1764,23 +1764,23 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         bool lost = false;
         es[0] = '\0';
         if (loop->alos_cl)
-                err = loop_claim(loop, parts, committed, &lost, es,
+                err = sg_loop_claim(loop, parts, committed, &lost, es,
                                  sizeof(es));
         /* Each partition's store is brought up to its changelog's end
          * before any of its records is read (the input partitions are
          * assigned to the consumer only after this). */
         if (!err && !lost)
-                err = loop_restore(loop, parts, &lost, es, sizeof(es));
+                err = sg_loop_restore(loop, parts, &lost, es, sizeof(es));
         if (!err && lost) {
                 /* This member fell out of the generation (or a newer owner
                  * confirmed meanwhile): the group rebalances again; take
                  * nothing now. */
-                cJSON *f = parts_json(parts);
+                cJSON *f = sg_kafka_parts_json(parts);
                 cJSON_AddStringToObject(
                         f, "detail",
                         "the consumer group moved on during the assignment; "
                         "waiting for the next rebalance");
-                loop_log(loop, SG_LOG_WARNING, "assignment_abandoned", f);
+                sg_loop_log(loop, SG_LOG_WARNING, "assignment_abandoned", f);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
                 free(stored);
                 free(committed);
@@ -1790,7 +1790,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 char what[800];
                 snprintf(what, sizeof(what), "restore: %s", es);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
-                loop_set_fatal(loop,
+                sg_loop_set_fatal(loop,
                                err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
                                        ? err
                                        : SG_ERR_FATAL,
@@ -1814,7 +1814,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
                 int64_t start = committed[i] >= 0 ? committed[i] : -1;
                 int64_t from_store = loop->eos ? -1 : stored[i];
-                if (loop->alos_cl && loop_input_topic(loop, tp->topic)) {
+                if (loop->alos_cl && sg_loop_input_topic(loop, tp->topic)) {
                         from_store = -1;
                         es[0] = '\0';
                         if (loop->proc.assign(loop->proc.opaque, tp->topic,
@@ -1826,7 +1826,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[loop_part(loop, tp->topic, tp->partition)].start =
+                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)].start =
                         start >= 0 ? start : -1;
         }
         free(stored);
@@ -1838,7 +1838,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_error_string(e));
-                        loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
                         rd_kafka_error_destroy(e);
                 }
         } else {
@@ -1847,20 +1847,20 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(e));
-                        loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
                 }
         }
         /* A partition we paused before losing it must not stay paused. */
         rd_kafka_resume_partitions(rk, parts);
 
-        cJSON *f = parts_json(parts);
+        cJSON *f = sg_kafka_parts_json(parts);
         cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
         for (i = 0; i < parts->cnt; i++)
                 cJSON_AddItemToArray(
                         offs, cJSON_CreateNumber((double)parts->elems[i].offset));
         cJSON_AddStringToObject(f, "protocol",
                                 cooperative ? "COOPERATIVE" : "EAGER");
-        loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
+        sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
 }
 
 static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
@@ -1877,16 +1877,16 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddNumberToObject(f, "records",
                                                 (double)loop->msg_cnt);
-                        loop_log(loop, SG_LOG_NOTICE, "batch_dropped_lost",
+                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_dropped_lost",
                                  f);
-                        loop_release(loop);
+                        sg_loop_release(loop);
                 } else {
-                        loop_batch(loop, "partitions revoked");
+                        sg_loop_batch(loop, "partitions revoked");
                 }
         }
 
         for (int i = 0; i < parts->cnt; i++) {
-                size_t pi = loop_part(loop, parts->elems[i].topic,
+                size_t pi = sg_loop_part(loop, parts->elems[i].topic,
                                       parts->elems[i].partition);
                 if (pi == SG_NO_PART)
                         continue;
@@ -1912,12 +1912,12 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
         } else {
                 rd_kafka_assign(rk, NULL);
         }
-        cJSON *f = parts_json(parts);
+        cJSON *f = sg_kafka_parts_json(parts);
         cJSON_AddBoolToObject(f, "lost", lost);
-        loop_log(loop, SG_LOG_INFO, "partitions_revoked", f);
+        sg_loop_log(loop, SG_LOG_INFO, "partitions_revoked", f);
 }
 
-static void cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+static void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts,
                          void *opaque) {
         sg_loop_t *loop = opaque;
@@ -1940,7 +1940,7 @@ static void cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         default: {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(err));
-                loop_log(loop, SG_LOG_ERR, "rebalance_failed", f);
+                sg_loop_log(loop, SG_LOG_ERR, "rebalance_failed", f);
                 rd_kafka_assign(rk, NULL);
                 break;
         }
@@ -2075,9 +2075,9 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
         rd_kafka_conf_set_log_cb(kc, cb_log);
         rd_kafka_conf_set_error_cb(kc, cb_error);
         if (consumer)
-                rd_kafka_conf_set_rebalance_cb(kc, cb_rebalance);
+                rd_kafka_conf_set_rebalance_cb(kc, sg_loop_cb_rebalance);
         else
-                rd_kafka_conf_set_dr_msg_cb(kc, cb_dr);
+                rd_kafka_conf_set_dr_msg_cb(kc, sg_loop_cb_dr);
         *kcp = kc;
         return SG_OK;
 }
@@ -2097,7 +2097,7 @@ static sg_err_t client_new_err(void) {
                        : SG_ERR_KAFKA;
 }
 
-static sg_err_t loop_client_new(sg_loop_t *loop, bool consumer,
+static sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
                                 rd_kafka_t **rkp, char *errstr,
                                 size_t errstr_size) {
         rd_kafka_conf_t *kc;
@@ -2147,7 +2147,7 @@ static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
                               const rd_kafka_metadata_t **mdp, char *errstr,
                               size_t errstr_size) {
         sg_retry_t r;
-        retry_init(&r, "metadata");
+        sg_retry_init(&r, "metadata");
         for (;;) {
                 rd_kafka_resp_err_t e =
                         rd_kafka_metadata(rk, 1, NULL, mdp,
@@ -2155,7 +2155,7 @@ static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
                 if (!e)
                         return SG_OK;
                 bool gave_up = false;
-                if (retry_again(loop, &r, e, false, "reading cluster metadata",
+                if (sg_retry_again(loop, &r, e, false, "reading cluster metadata",
                                 &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "reading cluster metadata: %s%s",
@@ -2202,7 +2202,7 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                         if (!names[k] || (mt[k] = md_topic(md, names[k])))
                                 continue;
                         rd_kafka_resp_err_t te = md_topic_err(md, names[k]);
-                        if (err_retriable(te, false)) {
+                        if (sg_kafka_err_retriable(te, false)) {
                                 *retryp = te;
                                 sg_errf(errstr, errstr_size,
                                         "topic \"%s\" (%s topic of input "
@@ -2246,17 +2246,17 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
 
 /** Start-up checks: topics exist; partition counts fit (semantics §5).
  *  A retriable topic error is retried (sg_retry_t). */
-static sg_err_t loop_check_topics(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
                                   size_t errstr_size) {
         sg_retry_t r;
-        retry_init(&r, "topic check");
+        sg_retry_init(&r, "topic check");
         for (;;) {
                 rd_kafka_resp_err_t code;
                 char es[512] = "";
                 sg_err_t err = check_topics_once(loop, &code, es, sizeof(es));
                 bool gave_up = false;
                 if (err == SG_ERR_KAFKA && code &&
-                    retry_again(loop, &r, code, false, es, &gave_up))
+                    sg_retry_again(loop, &r, code, false, es, &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
@@ -2287,7 +2287,7 @@ static bool restorer_skips(const char *name) {
 /** The changelog restore consumer (both guarantees) — never joins a
  *  consumer group (only assign(), no offsets committed); read_committed;
  *  EOF reported at the stable end. */
-static sg_err_t loop_restorer_new(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                                   size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         static const char *const rdefs[][2] = {
@@ -2377,7 +2377,7 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
  *
  * One pass: a retriable error (a request timed out, no controller yet, a
  * topic just created that a broker does not know yet) sets *retryp and
- * returns SG_ERR_KAFKA; loop_ensure_changelogs() runs the pass again.
+ * returns SG_ERR_KAFKA; sg_loop_ensure_changelogs() runs the pass again.
  */
 static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                        rd_kafka_resp_err_t *retryp,
@@ -2425,7 +2425,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                 tc->changelog_topic, cl->partition_cnt,
                                 tc->name, in->partition_cnt);
                         err = SG_ERR_CONFIG;
-                } else if (!cl && err_retriable(cle, false)) {
+                } else if (!cl && sg_kafka_err_retriable(cle, false)) {
                         /* it exists, its leader is being elected */
                         *retryp = cle;
                         sg_errf(errstr, errstr_size,
@@ -2500,7 +2500,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                                 tn, tes ? tes
                                                         : rd_kafka_err2str(te));
                                         *retryp = te;
-                                        err = err_retriable(te, false)
+                                        err = sg_kafka_err_retriable(te, false)
                                                       ? SG_ERR_KAFKA
                                               : te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
                                                               te == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
@@ -2514,7 +2514,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                 cJSON_AddStringToObject(f, "topic", tn);
                                 cJSON_AddStringToObject(f, "cleanup.policy",
                                                         "compact");
-                                loop_log(loop, SG_LOG_NOTICE,
+                                sg_loop_log(loop, SG_LOG_NOTICE,
                                          "changelog_topic_created", f);
                         }
                 }
@@ -2533,7 +2533,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                         "librdkafka's mock cluster (--embedded-kafka) has no "
                         "topic configs: cleanup.policy of the changelog "
                         "topics not checked");
-                loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
+                sg_loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
                          f);
                 rd_kafka_queue_destroy(q);
                 return SG_OK;
@@ -2568,7 +2568,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                 "the broker does not support DescribeConfigs "
                                 "(older than Kafka 0.11): cleanup.policy of "
                                 "the changelog topics not checked");
-                        loop_log(loop, SG_LOG_WARNING,
+                        sg_loop_log(loop, SG_LOG_WARNING,
                                  "changelog_config_unchecked", f);
                 } else if (ee) {
                         sg_errf(errstr, errstr_size,
@@ -2640,10 +2640,10 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
 
 /** exactly_once, at start: ensure_changelogs_once(), run again while it
  *  fails with a retriable error (sg_retry_t). */
-static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                        size_t errstr_size) {
         sg_retry_t r;
-        retry_init(&r, "changelog topics");
+        sg_retry_init(&r, "changelog topics");
         for (;;) {
                 rd_kafka_resp_err_t code;
                 char es[512] = "";
@@ -2653,7 +2653,7 @@ static sg_err_t loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                 /* a missing changelog is created in the pass, so an unknown
                  * topic reported here is one that exists (just created) */
                 if (err == SG_ERR_KAFKA && code &&
-                    retry_again(loop, &r, code, true, es, &gave_up))
+                    sg_retry_again(loop, &r, code, true, es, &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
@@ -2730,7 +2730,7 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
                                          rd_kafka_err2str(re));
                                 /* a changelog just created may not be known
                                  * to every broker yet */
-                                if (err_retriable(re, true))
+                                if (sg_kafka_err_retriable(re, true))
                                         *retryp = re;
                                 continue;
                         }
@@ -2772,7 +2772,7 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
  * mock, a principal without DescribeConfigs) leaves the producer's limit
  * alone: logged, not an error.
  */
-static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
                                  size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         const sg_processor_t *pr = &loop->proc;
@@ -2815,11 +2815,11 @@ static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
         } else {
                 sg_retry_t r;
                 rd_kafka_resp_err_t code;
-                retry_init(&r, "topic size limits");
+                sg_retry_init(&r, "topic size limits");
                 do
                         describe_max_bytes(loop, names, n, maxb, &code, why,
                                            sizeof(why));
-                while (code && retry_again(loop, &r, code, true, why, NULL));
+                while (code && sg_retry_again(loop, &r, code, true, why, NULL));
         }
 
         if (pr->size_limit && mmb > 0)
@@ -2853,7 +2853,7 @@ static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
                                 "broker refuses for this topic; seqgate "
                                 "dead-letters an output record above the "
                                 "topic's limit as output_rejected");
-                        loop_log(loop, SG_LOG_WARNING, "size_limit_mismatch",
+                        sg_loop_log(loop, SG_LOG_WARNING, "size_limit_mismatch",
                                  w);
                 }
                 if (bsz > lim) {
@@ -2867,13 +2867,13 @@ static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
                                 "a batch of small records can be larger than "
                                 "the topic takes; set kafka_producer "
                                 "batch.size below its max.message.bytes");
-                        loop_log(loop, SG_LOG_WARNING,
+                        sg_loop_log(loop, SG_LOG_WARNING,
                                  "batch_size_above_topic_limit", w);
                 }
         }
         if (unknown)
                 cJSON_AddStringToObject(f, "unknown_because", why);
-        loop_log(loop, SG_LOG_INFO, "size_limits", f);
+        sg_loop_log(loop, SG_LOG_INFO, "size_limits", f);
         free(names);
         free(maxb);
         return SG_OK;
@@ -2884,10 +2884,10 @@ static sg_err_t loop_size_limits(sg_loop_t *loop, char *errstr,
  *  aborted by the coordinator). A retriable error (the coordinator loading,
  *  not available, a timeout) is retried with back-off (sg_retry_t); a fatal
  *  one stops the loop. */
-static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                                        size_t errstr_size) {
         sg_retry_t r;
-        retry_init(&r, "init_transactions");
+        sg_retry_init(&r, "init_transactions");
         for (;;) {
                 rd_kafka_error_t *e = rd_kafka_init_transactions(
                         loop->producer, (int)loop->conf->delivery_timeout_ms);
@@ -2895,7 +2895,7 @@ static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "transactional_id",
                                                 loop->conf->transactional_id);
-                        loop_log(loop, SG_LOG_INFO, "transactions_initialised",
+                        sg_loop_log(loop, SG_LOG_INFO, "transactions_initialised",
                                  f);
                         return SG_OK;
                 }
@@ -2905,11 +2905,11 @@ static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
                 bool retriable = !rd_kafka_error_is_fatal(e) &&
                                  !rd_kafka_error_txn_requires_abort(e) &&
                                  (rd_kafka_error_is_retriable(e) ||
-                                  err_retriable(code, false));
+                                  sg_kafka_err_retriable(code, false));
                 bool gave_up = false;
                 if (retriable &&
-                    retry_again(loop, &r,
-                                err_retriable(code, false)
+                    sg_retry_again(loop, &r,
+                                sg_kafka_err_retriable(code, false)
                                         ? code
                                         : RD_KAFKA_RESP_ERR__RETRY,
                                 false, rd_kafka_error_string(e), &gave_up)) {
@@ -2917,7 +2917,7 @@ static sg_err_t loop_init_transactions(sg_loop_t *loop, char *errstr,
                         continue;
                 }
                 char es[512];
-                sg_err_t err = loop_txn_error(loop, e, "init_transactions", es,
+                sg_err_t err = sg_loop_txn_error(loop, e, "init_transactions", es,
                                               sizeof(es));
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
@@ -2991,20 +2991,20 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 snprintf(loop->restore_group, sizeof(loop->restore_group),
                          "%s-%s.restore", conf->group_id ? conf->group_id : "",
                          conf->instance_id ? conf->instance_id : "seqgate");
-        if ((err = loop_client_new(loop, false, &loop->producer, errstr,
+        if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
                                    errstr_size)) ||
-            (err = loop_client_new(loop, true, &loop->consumer, errstr,
+            (err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
                                    errstr_size)) ||
-            (err = loop_check_topics(loop, errstr, errstr_size)) ||
+            (err = sg_loop_check_topics(loop, errstr, errstr_size)) ||
             (loop->eos &&
-             ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
+             ((err = sg_loop_ensure_changelogs(loop, errstr, errstr_size)) ||
+              (err = sg_loop_restorer_new(loop, errstr, errstr_size)))) ||
             (loop->alos_cl &&
-             ((err = loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = loop_restorer_new(loop, errstr, errstr_size)))) ||
-            (err = loop_size_limits(loop, errstr, errstr_size)) ||
+             ((err = sg_loop_ensure_changelogs(loop, errstr, errstr_size)) ||
+              (err = sg_loop_restorer_new(loop, errstr, errstr_size)))) ||
+            (err = sg_loop_size_limits(loop, errstr, errstr_size)) ||
             (loop->eos &&
-             (err = loop_init_transactions(loop, errstr, errstr_size)))) {
+             (err = sg_loop_init_transactions(loop, errstr, errstr_size)))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
@@ -3167,7 +3167,7 @@ static bool err_refused(rd_kafka_resp_err_t e) {
  * Kafka refused effect @p index (@p code): tells the processor, which
  * decides whether the re-run routes that record differently
  * (processor.h refused()); if it will, the loop runs the same records
- * again at once (loop_batch). Logged as "output_refused".
+ * again at once (sg_loop_batch). Logged as "output_refused".
  */
 static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                          rd_kafka_resp_err_t code) {
@@ -3182,7 +3182,7 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
         cJSON_AddNumberToObject(f, "bytes", (double)sg_effect_wire_size(ef));
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
         cJSON_AddBoolToObject(f, "rerouted", routed);
-        loop_log(loop, routed ? SG_LOG_NOTICE : SG_LOG_ERR, "output_refused",
+        sg_loop_log(loop, routed ? SG_LOG_NOTICE : SG_LOG_ERR, "output_refused",
                  f);
         if (routed)
                 loop->rerun = true;
@@ -3193,7 +3193,7 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
  *  SG_CHANGELOG_HEADER header (at_least_once changelog records). On a
  *  refusal of the record itself (producev checks message.max.bytes) the
  *  processor is told (loop_refused). */
-static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
+static sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                              size_t index, const unsigned char *frame,
                              char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
@@ -3250,7 +3250,7 @@ static sg_err_t loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
  * of the effect just produced before the next is produced, so that each
  * record is a request of its own and a refusal names its record.
  */
-static sg_err_t loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
+static sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
                                  size_t index, char *errstr,
                                  size_t errstr_size) {
         rd_kafka_resp_err_t e = rd_kafka_flush(
@@ -3273,7 +3273,7 @@ static sg_err_t loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
 
 /** The batch's next input offsets that move a partition forward (the
  *  paused record, or the one after the last processed). Caller destroys. */
-static rd_kafka_topic_partition_list_t *loop_batch_offsets(sg_loop_t *loop) {
+static rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(
                         (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
@@ -3290,10 +3290,10 @@ static rd_kafka_topic_partition_list_t *loop_batch_offsets(sg_loop_t *loop) {
 }
 
 /** Marks @p l's offsets as committed by us. */
-static void loop_offsets_committed(sg_loop_t *loop,
+static void sg_loop_offsets_committed(sg_loop_t *loop,
                                    const rd_kafka_topic_partition_list_t *l) {
         for (int i = 0; i < l->cnt; i++) {
-                size_t pi = loop_part(loop, l->elems[i].topic,
+                size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                       l->elems[i].partition);
                 if (pi != SG_NO_PART &&
                     l->elems[i].offset > loop->parts[pi].committed)
@@ -3303,7 +3303,7 @@ static void loop_offsets_committed(sg_loop_t *loop,
 
 /** Commits the batch's input offsets (after LMDB); failure is logged only. */
 static void loop_commit_offsets(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
         if (l->cnt > 0) {
                 rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
                 for (int i = 0; !e && i < l->cnt; i++)
@@ -3312,13 +3312,13 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                 if (e) {
                         /* The store's offset wins at the next assignment;
                          * re-read records are duplicates (semantics §3). */
-                        cJSON *f = parts_json(l);
+                        cJSON *f = sg_kafka_parts_json(l);
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(e));
-                        loop_log(loop, SG_LOG_WARNING, "offset_commit_failed",
+                        sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed",
                                  f);
                 } else {
-                        loop_offsets_committed(loop, l);
+                        sg_loop_offsets_committed(loop, l);
                 }
         }
         rd_kafka_topic_partition_list_destroy(l);
@@ -3328,7 +3328,7 @@ static void loop_commit_offsets(sg_loop_t *loop) {
  *  (its LMDB commit failed, its changelog is complete: the restore brings
  *  LMDB up to the batch, then the offsets may follow). */
 static void loop_offsets_pending(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
         if (!loop->pending_offsets) {
                 loop->pending_offsets = l;
                 return;
@@ -3351,7 +3351,7 @@ static void loop_offsets_pending(sg_loop_t *loop) {
 
 /** Commits the pending offsets of the partitions still assigned (after the
  *  restore); failure is logged only (they are read again: duplicates). */
-static void loop_commit_pending(sg_loop_t *loop) {
+static void sg_loop_commit_pending(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
         if (!p)
                 return;
@@ -3359,7 +3359,7 @@ static void loop_commit_pending(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(p->cnt);
         for (int i = 0; i < p->cnt; i++) {
-                size_t pi = loop_part(loop, p->elems[i].topic,
+                size_t pi = sg_loop_part(loop, p->elems[i].topic,
                                       p->elems[i].partition);
                 if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
                     p->elems[i].offset > loop->parts[pi].committed)
@@ -3375,11 +3375,11 @@ static void loop_commit_pending(sg_loop_t *loop) {
                 if (l->elems[i].err)
                         e = l->elems[i].err;
         if (e) {
-                cJSON *f = parts_json(l);
+                cJSON *f = sg_kafka_parts_json(l);
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-                loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
         } else {
-                loop_offsets_committed(loop, l);
+                sg_loop_offsets_committed(loop, l);
         }
         rd_kafka_topic_partition_list_destroy(l);
 }
@@ -3387,7 +3387,7 @@ static void loop_commit_pending(sg_loop_t *loop) {
 /** Aborts the open transaction (if any): its records are never seen by a
  *  read_committed reader and its offsets are not committed. A failure to
  *  abort leaves the producer unusable: the loop stops. */
-static void loop_txn_abort(sg_loop_t *loop) {
+static void sg_loop_txn_abort(sg_loop_t *loop) {
         char es[512];
         sg_err_t err;
         if (!loop->txn_open)
@@ -3399,9 +3399,9 @@ static void loop_txn_abort(sg_loop_t *loop) {
                                             (int)loop->conf->delivery_timeout_ms),
                  "abort_transaction", es, sizeof(es), &err);
         if (err == SG_ERR_KAFKA)
-                loop_set_fatal(loop, SG_ERR_FATAL, es);
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
         else if (err == SG_OK)
-                loop_log(loop, SG_LOG_NOTICE, "transaction_aborted", NULL);
+                sg_loop_log(loop, SG_LOG_NOTICE, "transaction_aborted", NULL);
 }
 
 /**
@@ -3413,10 +3413,10 @@ static void loop_txn_abort(sg_loop_t *loop) {
  * holding only time-driven DLQ and changelog records — is fenced by the
  * group generation.
  */
-static sg_err_t loop_txn_commit(sg_loop_t *loop, char *errstr,
+static sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
                                 size_t errstr_size) {
         sg_err_t err;
-        rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
         if (l->cnt == 0)
                 for (size_t i = 0; i < loop->part_cnt; i++) {
                         sg_part_t *p = &loop->parts[i];
@@ -3448,7 +3448,7 @@ static sg_err_t loop_txn_commit(sg_loop_t *loop, char *errstr,
                 loop->txn_open = false;
                 loop->kafka_committed = true;
                 loop->stats.transactions_total++;
-                loop_offsets_committed(loop, l);
+                sg_loop_offsets_committed(loop, l);
         }
         rd_kafka_topic_partition_list_destroy(l);
         return err;
@@ -3475,15 +3475,15 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         rd_kafka_pause_partitions(loop->consumer, l);
                         int64_t until = sg_clock_mono_ms() + loop->conf->pause_retry_ms;
                         for (int i = 0; i < l->cnt; i++) {
-                                size_t pi = loop_part(loop, l->elems[i].topic,
+                                size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                                       l->elems[i].partition);
                                 if (pi == SG_NO_PART)
                                         continue;
                                 loop->parts[pi].paused_until = until > 0 ? until : 1;
                                 loop->stats.pauses_total++;
                         }
-                        loop_log(loop, SG_LOG_INFO, "partitions_paused",
-                                 parts_json(l));
+                        sg_loop_log(loop, SG_LOG_INFO, "partitions_paused",
+                                 sg_kafka_parts_json(l));
                 }
                 rd_kafka_error_t *e = rd_kafka_seek_partitions(
                         loop->consumer, l, SG_SEEK_TIMEOUT_MS);
@@ -3492,10 +3492,10 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         if (l->elems[i].err)
                                 bad = rd_kafka_err2str(l->elems[i].err);
                 if (e || bad) {
-                        cJSON *f = parts_json(l);
+                        cJSON *f = sg_kafka_parts_json(l);
                         cJSON_AddStringToObject(
                                 f, "error", e ? rd_kafka_error_string(e) : bad);
-                        loop_log(loop, SG_LOG_ERR, "seek_failed", f);
+                        sg_loop_log(loop, SG_LOG_ERR, "seek_failed", f);
                 }
                 if (e)
                         rd_kafka_error_destroy(e);
@@ -3522,7 +3522,7 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
  * output topic cannot take"). One is the processor's to route; several
  * shared a produce request (the broker refuses a record batch as a whole),
  * so which one is not known: the re-run produces them one at a time. */
-static void loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
+static void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
                                size_t cnt) {
         size_t refused = 0, which = 0;
         for (size_t i = 0; i < cnt; i++)
@@ -3540,14 +3540,14 @@ static void loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
                 cJSON_AddStringToObject(
                         f, "error",
                         rd_kafka_err2name(loop->dr_errs[which]));
-                loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
+                sg_loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
                          f);
                 loop->isolate = true;
                 loop->rerun = true;
         }
 }
 
-static sg_err_t loop_await(sg_loop_t *loop, size_t n, char *errstr,
+static sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                            size_t errstr_size) {
         if (n > 0) {
                 rd_kafka_resp_err_t e = rd_kafka_flush(
@@ -3574,10 +3574,10 @@ static sg_err_t loop_await(sg_loop_t *loop, size_t n, char *errstr,
 /** The input partition (index into loop->parts) changelog effect @p ef is
  *  for, or SIZE_MAX. */
 static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
-        const sg_topic_config_t *tc = loop_topic_of_changelog(loop, ef->topic);
+        const sg_topic_config_t *tc = sg_loop_topic_of_changelog(loop, ef->topic);
         if (!tc || ef->partition < 0)
                 return SIZE_MAX;
-        return loop_part(loop, tc->name, ef->partition);
+        return sg_loop_part(loop, tc->name, ef->partition);
 }
 
 /**
@@ -3589,7 +3589,7 @@ static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
  * one marker per partition, delivered and contiguous too. The processor is
  * told every effect's offset before the markers go out. Any failure from
  * the first changelog record on marks the partitions for a restore
- * (loop_restore: the records of an unfinished batch are void, their keys
+ * (sg_loop_restore: the records of an unfinished batch are void, their keys
  * rewritten) before they are judged again.
  */
 static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
@@ -3622,7 +3622,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
         size_t nx = 0;
         for (size_t i = 0; i < loop->part_cnt; i++)
                 nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
-        if (!loop_dr_reserve(loop, cnt + nx)) {
+        if (!sg_loop_dr_reserve(loop, cnt + nx)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
@@ -3637,7 +3637,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0 || p->cl_m2 == 0)
                         continue;
-                const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
+                const sg_topic_config_t *tc = sg_loop_input_topic(loop, p->topic);
                 unsigned char key[SG_CHANGELOG_MARKER_LEN];
                 sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
                 sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
@@ -3645,7 +3645,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                                     .partition = p->partition,
                                     .key = key,
                                     .key_len = sizeof(key)};
-                err = loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
+                err = sg_loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
                                    errstr_size);
                 p->cl_cnt++;
         }
@@ -3655,11 +3655,11 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
                 unsigned char frame[SG_CHANGELOG_FRAME_LEN];
                 sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
-                err = loop_produce(loop, &efs[i], i, frame, errstr,
+                err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
                                    errstr_size);
         }
         if (!err)
-                err = loop_await(loop, nout + ncl + nx, errstr, errstr_size);
+                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
         /* contiguity, per partition */
         for (size_t i = 0; i < loop->part_cnt; i++)
                 loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
@@ -3721,7 +3721,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0)
                         continue;
-                const sg_topic_config_t *tc = loop_input_topic(loop, p->topic);
+                const sg_topic_config_t *tc = sg_loop_input_topic(loop, p->topic);
                 sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
                 sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
                                      p->cl_seq);
@@ -3737,7 +3737,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 k++;
         }
         if (!err)
-                err = loop_send(loop, m, nm, errstr, errstr_size);
+                err = sg_loop_send(loop, m, nm, errstr, errstr_size);
         for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0)
@@ -3806,7 +3806,7 @@ static void loop_report_positions(sg_loop_t *loop) {
         for (int i = 0; i < l->cnt; i++) {
                 const rd_kafka_topic_partition_t *e = &l->elems[i];
                 const sg_part_t *p =
-                        &loop->parts[loop_part(loop, e->topic, e->partition)];
+                        &loop->parts[sg_loop_part(loop, e->topic, e->partition)];
                 int64_t lo, hi, lag = -1;
                 /* nothing polled since the assignment: no position yet */
                 int64_t pos = e->offset >= 0    ? e->offset
@@ -3870,7 +3870,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         size_t cnt = pr->effects(pr->opaque, &efs);
         size_t n = 0; /* records produced */
         int64_t t0 = sg_clock_mono_ms();
-        if (!loop_dr_reserve(loop, cnt)) {
+        if (!sg_loop_dr_reserve(loop, cnt)) {
                 sg_errf(errstr, errstr_size,
                         "out of memory for %zu delivery reports", cnt);
                 return SG_ERR_NOMEM;
@@ -3883,7 +3883,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         loop->dr_cnt = cnt;
         loop->dr_ok = loop->dr_fail = 0;
         loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
-        http_reqs_clear(loop);
+        sg_loop_http_reqs_clear(loop);
 
         if (loop->eos) {
                 /* One transaction per batch with anything to write or an
@@ -3891,14 +3891,14 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 bool records = false;
                 for (size_t i = 0; !records && i < cnt; i++)
                         records = efs[i].kind != SG_EFFECT_HTTP_GET;
-                rd_kafka_topic_partition_list_t *l = loop_batch_offsets(loop);
+                rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
                 bool moves = l->cnt > 0;
                 rd_kafka_topic_partition_list_destroy(l);
                 if (records || moves) {
                         rd_kafka_error_t *e =
                                 rd_kafka_begin_transaction(loop->producer);
                         if (e)
-                                return loop_txn_error(loop, e,
+                                return sg_loop_txn_error(loop, e,
                                                       "begin_transaction",
                                                       errstr, errstr_size);
                         loop->txn_open = true;
@@ -3914,21 +3914,21 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
                 if (efs[i].kind == SG_EFFECT_HTTP_GET) {
-                        err = http_req_add(loop, &efs[i], errstr, errstr_size);
+                        err = sg_loop_http_req_add(loop, &efs[i], errstr, errstr_size);
                 } else if (framed && efs[i].kind == SG_EFFECT_CHANGELOG) {
                         ncl++;
-                } else if (!(err = loop_produce(loop, &efs[i], i, NULL, errstr,
+                } else if (!(err = sg_loop_produce(loop, &efs[i], i, NULL, errstr,
                                                 errstr_size))) {
                         n++;
                         if (loop->isolate)
-                                err = loop_deliver_one(loop, &efs[i], i,
+                                err = sg_loop_deliver_one(loop, &efs[i], i,
                                                        errstr, errstr_size);
                 }
                 if (err)
                         return err;
         }
-        if ((err = loop_await(loop, n, errstr, errstr_size))) {
-                loop_note_refusals(loop, efs, cnt);
+        if ((err = sg_loop_await(loop, n, errstr, errstr_size))) {
+                sg_loop_note_refusals(loop, efs, cnt);
                 return err;
         }
         if (ncl > 0 && (err = loop_attempt_changelog(loop, efs, cnt, ncl, n,
@@ -3943,7 +3943,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 /* exactly_once: output, DLQ, changelog and input offsets
                  * commit atomically; LMDB after (semantics §6). No
                  * rd_kafka_commit of offsets in this mode. */
-                if ((err = loop_txn_commit(loop, errstr, errstr_size)))
+                if ((err = sg_loop_txn_commit(loop, errstr, errstr_size)))
                         return err;
                 /* done as far as Kafka is concerned, even if LMDB fails */
                 loop_attempt_done(loop, efs, cnt, t0);
@@ -3954,7 +3954,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 /* at_least_once: the batch's changelog is complete in Kafka
                  * (markers acknowledged): a failing LMDB commit leaves the
                  * store behind its changelog, repaired by a restore, not
-                 * by re-reading (loop_batch). */
+                 * by re-reading (sg_loop_batch). */
                 loop_attempt_done(loop, efs, cnt, t0);
                 *consumedp = consumed;
                 if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
@@ -3972,7 +3972,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         return SG_OK;
 }
 
-static void loop_release(sg_loop_t *loop) {
+static void sg_loop_release(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->batch_part_cnt; i++)
                 loop->parts[loop->batch_parts[i]].in_batch = false;
         loop->batch_part_cnt = 0;
@@ -3985,7 +3985,7 @@ static void loop_release(sg_loop_t *loop) {
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
  */
-static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
+static sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         char es[512] = "";
         size_t consumed = 0;
         sg_err_t err;
@@ -4019,13 +4019,13 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                                 f, "recovery",
                                 "restore every assigned partition from its "
                                 "changelog before the next batch");
-                        loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
+                        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
                                  f);
                         if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
                             loop->proc.grow(loop->proc.opaque, es,
                                             sizeof(es)) == SG_OK)
                                 loop->stats.map_grows_total++;
-                        loop_restore_all(loop);
+                        sg_loop_restore_all(loop);
                         if (!loop->eos)
                                 loop_offsets_pending(loop);
                         err = SG_OK;
@@ -4033,7 +4033,7 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 }
                 /* An open transaction is aborted first: its records are
                  * never read (read_committed), its offsets never count. */
-                loop_txn_abort(loop);
+                sg_loop_txn_abort(loop);
                 loop->proc.batch_abort(loop->proc.opaque);
                 /* Messages of the attempt must not be sent after the
                  * re-read batch's own output (a transactional producer's
@@ -4062,7 +4062,7 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                         cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
                         cJSON_AddBoolToObject(f, "one_record_at_a_time",
                                               loop->isolate);
-                        loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
                         err = SG_OK;
                         continue;
                 }
@@ -4075,7 +4075,7 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                         break;
                 }
                 loop->stats.map_grows_total++;
-                loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
+                sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
                 err = SG_OK; /* re-run the same records */
         }
         if (err == SG_OK) {
@@ -4089,13 +4089,13 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 loop_seek(loop, true);
                 /* Committed: the HTTP results are judged and durable, the
                  * batch's requests durable; now start those. */
-                http_done_consumed(loop);
-                http_reqs_start(loop);
+                sg_loop_http_done_consumed(loop);
+                sg_loop_http_reqs_start(loop);
         } else {
                 /* HTTP results stay for the next attempt; the requests are
                  * forgotten with the batch (the re-run issues them again). */
                 loop->http_batch_cnt = 0;
-                http_reqs_clear(loop);
+                sg_loop_http_reqs_clear(loop);
                 loop->stats.batches_aborted_total++;
                 loop_seek(loop, false);
                 cJSON *f = cJSON_CreateObject();
@@ -4104,9 +4104,9 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                 cJSON_AddNumberToObject(f, "records", (double)loop->msg_cnt);
                 if (why)
                         cJSON_AddStringToObject(f, "during", why);
-                loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
+                sg_loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
                 if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
-                        loop_set_fatal(loop, SG_ERR_FATAL, es);
+                        sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
                 char fes[512];
                 rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
                         loop->producer, fes, sizeof(fes));
@@ -4115,7 +4115,7 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                          * never start over under the same transactional.id
                          * with stale state; stop. */
                         if (loop->fatal == SG_OK)
-                                loop_producer_fatal(loop, fe, "batch", fes);
+                                sg_loop_producer_fatal(loop, fe, "batch", fes);
                 } else if (fe) {
                         /* An idempotent producer's fatal error: start over
                          * with a new producer (new producer id). */
@@ -4123,20 +4123,20 @@ static sg_err_t loop_batch(sg_loop_t *loop, const char *why) {
                         char nes[512];
                         cJSON *pf = cJSON_CreateObject();
                         cJSON_AddStringToObject(pf, "error", fes);
-                        loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
+                        sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
                         rd_kafka_purge(loop->producer,
                                        RD_KAFKA_PURGE_F_QUEUE |
                                                RD_KAFKA_PURGE_F_INFLIGHT);
                         rd_kafka_destroy(loop->producer);
                         loop->producer = NULL;
-                        if (loop_client_new(loop, false, &np, nes,
+                        if (sg_loop_client_new(loop, false, &np, nes,
                                             sizeof(nes)) == SG_OK)
                                 loop->producer = np;
                         else
-                                loop_set_fatal(loop, SG_ERR_FATAL, nes);
+                                sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
                 }
         }
-        loop_release(loop);
+        sg_loop_release(loop);
         loop->batch_running = false;
         return err;
 }
@@ -4160,8 +4160,8 @@ static void loop_resume_due(sg_loop_t *loop) {
         }
         if (l) {
                 rd_kafka_resume_partitions(loop->consumer, l);
-                loop_log(loop, SG_LOG_INFO, "partitions_resumed",
-                         parts_json(l));
+                sg_loop_log(loop, SG_LOG_INFO, "partitions_resumed",
+                         sg_kafka_parts_json(l));
                 rd_kafka_topic_partition_list_destroy(l);
         }
 }
@@ -4202,16 +4202,16 @@ static void loop_collect(sg_loop_t *loop) {
                                         cJSON_AddStringToObject(
                                                 f, "topic",
                                                 rd_kafka_topic_name(m->rkt));
-                                loop_log(loop, SG_LOG_WARNING, "consume_error",
+                                sg_loop_log(loop, SG_LOG_WARNING, "consume_error",
                                          f);
                                 if (rd_kafka_fatal_error(loop->consumer, fes,
                                                          sizeof(fes)))
-                                        loop_set_fatal(loop, SG_ERR_FATAL, fes);
+                                        sg_loop_set_fatal(loop, SG_ERR_FATAL, fes);
                         }
                         rd_kafka_message_destroy(m);
                         continue;
                 }
-                size_t pi = loop_part(loop, rd_kafka_topic_name(m->rkt),
+                size_t pi = sg_loop_part(loop, rd_kafka_topic_name(m->rkt),
                                       m->partition);
                 if (pi == SG_NO_PART || loop->parts[pi].paused_until ||
                     !loop->parts[pi].assigned) {
@@ -4249,7 +4249,7 @@ static void loop_stats_emit(sg_loop_t *loop) {
                 rd_kafka_position(loop->consumer, l);
         for (int i = 0; i < l->cnt; i++) {
                 int64_t lo, hi;
-                size_t pi = loop_part(loop, l->elems[i].topic,
+                size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                       l->elems[i].partition);
                 int64_t pos = loop->parts[pi].committed >= 0
                                       ? loop->parts[pi].committed
@@ -4296,15 +4296,15 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                          * its changelog records: restore those partitions
                          * before judging anything more. */
                         char es[512] = "";
-                        loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
-                        if (loop_restore(loop, NULL, NULL, es, sizeof(es)) ==
+                        sg_loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
+                        if (sg_loop_restore(loop, NULL, NULL, es, sizeof(es)) ==
                             SG_OK) {
                                 loop->restore_needed = false;
-                                loop_commit_pending(loop);
+                                sg_loop_commit_pending(loop);
                         } else {
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(f, "error", es);
-                                loop_log(loop, SG_LOG_ERR, "restore_failed",
+                                sg_loop_log(loop, SG_LOG_ERR, "restore_failed",
                                          f);
                                 for (int t = 0; t < 20 && !loop->stop; t++)
                                         loop_wait(loop, 50);
@@ -4319,7 +4319,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         break;
                 if (loop->stop && loop->msg_cnt == 0)
                         break;
-                if (loop_batch(loop, NULL) != SG_OK && !loop->stop) {
+                if (sg_loop_batch(loop, NULL) != SG_OK && !loop->stop) {
                         /* Back off 100 ms, doubling up to 5 s; stay stoppable. */
                         loop->backoff_ms = loop->backoff_ms
                                                    ? loop->backoff_ms * 2
@@ -4337,7 +4337,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 sg_clock_mono_ms() + loop->conf->stats_interval_ms;
                 }
         }
-        loop_release(loop); /* after a fatal error: read again next time */
+        sg_loop_release(loop); /* after a fatal error: read again next time */
 
         /* Leave the group: the revoke callback commits nothing new (no
          * records are pending) and tells the processor. */
@@ -4345,7 +4345,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         if (e) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-                loop_log(loop, SG_LOG_WARNING, "consumer_close_failed", f);
+                sg_loop_log(loop, SG_LOG_WARNING, "consumer_close_failed", f);
         }
         if (loop->producer)
                 rd_kafka_flush(loop->producer,
@@ -4355,7 +4355,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return loop->fatal;
         }
-        loop_log(loop, SG_LOG_INFO, "loop_stopped", NULL);
+        sg_loop_log(loop, SG_LOG_INFO, "loop_stopped", NULL);
         return SG_OK;
 }
 
@@ -4371,7 +4371,7 @@ const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop) {
 void sg_loop_destroy(sg_loop_t *loop) {
         if (!loop)
                 return;
-        loop_release(loop);
+        sg_loop_release(loop);
         if (loop->consumer)
                 rd_kafka_destroy(loop->consumer);
         if (loop->producer)
@@ -4397,7 +4397,7 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 http_done_free(&loop->http_done[i]);
         free(loop->http_done);
         free(loop->http_recs);
-        http_reqs_clear(loop);
+        sg_loop_http_reqs_clear(loop);
         free(loop->http_reqs);
         free(loop);
 }
