@@ -59,9 +59,7 @@
  * next batch feeds them to the processor after its Kafka records as
  * SG_SNAPSHOT_HTTP_TOPIC records and frees them only once it committed.
  */
-#include "kafka.h"
-#include "changelog.h"
-#include "snapshot_http.h"
+#include "kafka_int.h"
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -72,158 +70,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#define SG_METADATA_TIMEOUT_MS 10000
-#define SG_COMMITTED_TIMEOUT_MS 10000
-#define SG_SEEK_TIMEOUT_MS 5000
-#define SG_IDLE_POLL_MS 100
-#define SG_BACKOFF_MIN_MS 100
-#define SG_BACKOFF_MAX_MS 5000
-#define SG_HTTP_SLICE_MS 5            /* consumer/fetcher turn while GETs run */
-#define SG_HTTP_MAX_BODY (1024 * 1024) /* snapshot response bound: 1 MiB */
-
-/** A completed HTTP snapshot transfer waiting for (or in) a batch. */
-typedef struct sg_http_done {
-        char *request_id;      /**< owned; the record's key */
-        char *body;            /**< owned; NULL when no response came */
-        size_t body_len;
-        char *error;           /**< owned; curl's message, or NULL */
-        char status[24];       /**< decimal HTTP status, "0": no response */
-        sg_header_t hdrs[2];   /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
-} sg_http_done_t;
-
-/** An SG_EFFECT_HTTP_GET copied out of the processor (its memory ends with
- *  batch_commit; the GET starts after it). */
-typedef struct sg_http_req {
-        char *request_id, *url, *auth_env; /**< owned; auth_env may be NULL */
-        int64_t timeout_ms;
-} sg_http_req_t;
-
-/** A topic-partition the loop has seen, with its batch bookkeeping. */
-typedef struct sg_part {
-        char *topic;           /**< owned */
-        int32_t partition;
-        bool assigned;         /**< currently assigned to this consumer */
-        int64_t committed;     /**< next offset committed by us, -1 unknown */
-        int64_t start;         /**< offset reading started at on assignment,
-                                    -1 unknown (the group's or
-                                    auto.offset.reset) */
-        int64_t paused_until;  /**< monotonic ms to resume at, 0: not paused */
-        /* batch state, valid while in_batch */
-        bool in_batch;
-        int64_t first_offset;  /**< first offset of this partition in the batch */
-        int64_t next_offset;   /**< offset after the last processed record */
-        int64_t pause_offset;  /**< record the processor paused at, -1 none */
-        /* the changelog (input partitions of a stateful processor) */
-        bool restore;          /**< restore before its next batch */
-        /* at_least_once changelog (kafka.h "Changelog fencing") */
-        int64_t cl_epoch;      /**< this owner's epoch (its claim's offset),
-                                    -1: not claimed */
-        int64_t cl_seq;        /**< last batch sequence used in cl_epoch */
-        int64_t cl_m1, cl_m2;  /**< sequences of this owner's last two
-                                    markers (0: none): a batch drops the
-                                    one of two batches back */
-        int64_t cl_next;       /**< offset our next changelog record must be
-                                    written at (nobody else wrote since) */
-        bool cl_fenced;        /**< a newer owner confirmed: never write
-                                    again (paused until revoked) */
-        size_t cl_cnt;         /**< changelog records in this attempt */
-        int64_t cl_first, cl_last; /**< their offsets, as delivered */
-} sg_part_t;
-
-struct sg_loop {
-        const sg_config_t *conf;
-        sg_processor_t proc;
-        sg_log_cb *log_cb;
-        void *log_opaque;
-        sg_loop_stats_cb *stats_cb;
-        void *stats_opaque;
-
-        rd_kafka_t *consumer;
-        rd_kafka_t *producer;
-
-        volatile sig_atomic_t stop;
-        bool connected;          /**< sg_loop_connect() succeeded */
-        sg_err_t fatal;          /**< SG_OK, or why the loop must stop */
-        char fatal_str[512];
-
-        sg_loop_stats_t stats;
-        int64_t next_stats_ms;   /**< monotonic */
-        int64_t backoff_ms;
-
-        /* the batch being collected / run */
-        rd_kafka_message_t **msgs;
-        size_t msg_cnt, msg_cap;
-        sg_record_t *recs;
-        size_t *rec_part;        /**< index into parts, per record */
-        sg_header_t *hdrs;
-        size_t hdr_cap;
-        size_t *batch_parts;     /**< indexes of the partitions in the batch */
-        size_t batch_part_cnt;
-        bool batch_running;
-
-        sg_part_t *parts;
-        size_t part_cnt, part_cap;
-        size_t last_part;        /**< last sg_loop_part() hit: records come in runs */
-
-        /* delivery reports of the current attempt: a message's opaque is
-         * dr_base + 1 + its effect index, so a report of an earlier
-         * (aborted) attempt falls outside (dr_base, dr_base + dr_cnt] */
-        uintptr_t dr_base;
-        size_t dr_cnt;           /**< effects of the current attempt */
-        int64_t *dr_offs;        /**< per effect: offset written at, or -1 */
-        rd_kafka_resp_err_t *dr_errs; /**< per effect: its delivery error */
-        size_t dr_offs_cap;
-        size_t dr_ok, dr_fail;
-        rd_kafka_resp_err_t dr_err;
-
-        /* records Kafka refuses for what they are (semantics §3
-         * output_rejected): the processor decides, the loop re-runs */
-        bool rerun;              /**< the processor will route a refused
-                                      record: run the same records again */
-        bool isolate;            /**< refusals hit several records of one
-                                      produce request: produce one record at
-                                      a time to find the refused one */
-        size_t reruns;           /**< re-runs of the batch in progress */
-        int rerun_follow;        /**< re-runs for a failure that followed
-                                      a refusal's re-run (exactly_once) */
-
-        /* exactly_once (semantics §6) */
-        bool eos;                /**< guarantee exactly_once */
-        rd_kafka_t *restorer;    /**< changelog restore consumer (no group) */
-        bool txn_open;           /**< a Kafka transaction is in progress */
-        bool kafka_committed;    /**< this attempt is in Kafka: its
-                                      transaction committed (exactly_once)
-                                      or its changelog markers were
-                                      acknowledged (at_least_once) */
-        bool restore_needed;     /**< some partition's part.restore is set:
-                                      restore those before the next batch */
-        /* the changelog, both guarantees (semantics §6) */
-        bool changelog;          /**< the processor keeps state that follows
-                                      a partition (it has restore_begin) */
-        bool alos_cl;            /**< at_least_once with a changelog: claims,
-                                      framed records, markers, repairs */
-        char restore_group[512]; /**< group.id of the restore consumer */
-        rd_kafka_topic_partition_list_t *pending_offsets; /**< at_least_once:
-                                      input offsets of batches whose LMDB
-                                      commit failed after their changelog
-                                      was complete; committed once the
-                                      restore brought LMDB up to it */
-
-        /* HTTP snapshot refetch (snapshot_http.h) */
-        sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
-        sg_http_done_t *http_done; /**< completed, not yet committed */
-        size_t http_done_cnt, http_done_cap;
-        size_t http_batch_cnt;   /**< http_done[0..n) are in the batch */
-        sg_record_t *http_recs;  /**< their records, built per batch */
-        size_t http_recs_cap;
-        sg_http_req_t *http_reqs; /**< GETs of the batch, started on commit */
-        size_t http_req_cnt, http_req_cap;
-        int64_t http_polled_ms;  /**< last fetcher drive (monotonic) */
-};
 
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
@@ -306,8 +152,8 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
         }
 }
 
-static void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
-                     cJSON *fields) {
+void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
+                 cJSON *fields) {
         if (loop->log_cb) {
                 if (fields)
                         redact_json(loop->conf, fields->child);
@@ -319,7 +165,7 @@ static void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event
 }
 
 /** Logs a partition list as {"partitions":["topic/0",...], ...extra}. */
-static cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
+cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
         cJSON *o = cJSON_CreateObject();
         cJSON *a = cJSON_AddArrayToObject(o, "partitions");
         char buf[300];
@@ -331,7 +177,7 @@ static cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
         return o;
 }
 
-static void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
+void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         if (loop->fatal == SG_OK) {
                 loop->fatal = err;
                 snprintf(loop->fatal_str, sizeof(loop->fatal_str), "%s", what);
@@ -355,7 +201,7 @@ static void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
  * changelog topic right after its creation): for a configured topic it means
  * the topic is missing, a configuration error.
  */
-static bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
+bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
         switch (e) {
         case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
         case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
@@ -397,17 +243,8 @@ static bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
         }
 }
 
-/** One operation retried while the cluster answers with retriable errors:
- *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
- *  most broker_retry_timeout_ms in all. */
-typedef struct sg_retry {
-        const char *during;   /**< what is retried, for the log line */
-        int64_t start_ms;     /**< monotonic */
-        int64_t backoff_ms;
-        int attempt;
-} sg_retry_t;
 
-static void sg_retry_init(sg_retry_t *r, const char *during) {
+void sg_retry_init(sg_retry_t *r, const char *during) {
         r->during = during;
         r->start_ms = sg_clock_mono_ms();
         r->backoff_ms = SG_BACKOFF_MIN_MS;
@@ -423,9 +260,9 @@ static void loop_wait(sg_loop_t *loop, int64_t ms);
  * back-off and returns true (try again); otherwise returns false, and
  * *gave_up (may be NULL) tells whether a retriable error ran out of time.
  */
-static bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
-                        rd_kafka_resp_err_t code, bool topic_exists,
-                        const char *detail, bool *gave_up) {
+bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
+                    rd_kafka_resp_err_t code, bool topic_exists,
+                    const char *detail, bool *gave_up) {
         int64_t budget = loop->conf->broker_retry_timeout_ms > 0
                                  ? loop->conf->broker_retry_timeout_ms
                                  : 120000;
@@ -460,10 +297,9 @@ static bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
         return !loop->stop;
 }
 
-#define SG_NO_PART SIZE_MAX
 
 /** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
-static size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
+size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         if (loop->last_part < loop->part_cnt &&
             loop->parts[loop->last_part].partition == partition &&
             !strcmp(loop->parts[loop->last_part].topic, topic))
@@ -478,8 +314,8 @@ static size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition
 /** Finds or adds the entry (on assignment, the only place a partition
  *  enters the table). SG_NO_PART when out of memory: the library never
  *  exits (seqgate.h), the caller stops the loop with SG_ERR_NOMEM. */
-static size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
-                            int32_t partition) {
+size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
+                        int32_t partition) {
         size_t pi = sg_loop_part(loop, topic, partition);
         if (pi != SG_NO_PART)
                 return pi;
@@ -580,7 +416,7 @@ static void loop_wait(sg_loop_t *loop, int64_t ms) {
                 sg_sleep_ms(left);
 }
 
-static void sg_loop_http_reqs_clear(sg_loop_t *loop) {
+void sg_loop_http_reqs_clear(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->http_req_cnt; i++) {
                 free(loop->http_reqs[i].request_id);
                 free(loop->http_reqs[i].url);
@@ -590,8 +426,8 @@ static void sg_loop_http_reqs_clear(sg_loop_t *loop) {
 }
 
 /** Copies an SG_EFFECT_HTTP_GET effect (before batch_commit). */
-static sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
-                             char *errstr, size_t errstr_size) {
+sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
+                              char *errstr, size_t errstr_size) {
         if (!ef->url || !ef->request_id) {
                 sg_errf(errstr, errstr_size,
                         "HTTP_GET effect without url or request_id");
@@ -625,7 +461,7 @@ nomem:
 
 /** Starts the committed batch's GETs. A GET that cannot start is logged:
  *  the processor's request timeout re-issues it. */
-static void sg_loop_http_reqs_start(sg_loop_t *loop) {
+void sg_loop_http_reqs_start(sg_loop_t *loop) {
         char es[512];
         if (loop->http_req_cnt > 0 && !loop->fetcher &&
             sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher, es,
@@ -659,7 +495,7 @@ static void sg_loop_http_reqs_start(sg_loop_t *loop) {
 }
 
 /** Frees the completed transfers a committed batch consumed. */
-static void sg_loop_http_done_consumed(sg_loop_t *loop) {
+void sg_loop_http_done_consumed(sg_loop_t *loop) {
         size_t n = loop->http_batch_cnt;
         if (n == 0)
                 return;
@@ -702,7 +538,7 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                  "kafka_error", f);
 }
 
-static void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
         sg_loop_t *loop = opaque;
         uintptr_t v = (uintptr_t)m->_private;
         (void)rk;
@@ -732,8 +568,8 @@ static bool err_is_fenced(rd_kafka_resp_err_t code) {
  *  newer instance with the same transactional.id). Logs one line, event
  *  "fenced" or "fatal_producer_error", and stops the loop (SG_ERR_FATAL:
  *  the daemon exits non-zero). */
-static void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
-                                const char *during, const char *reason) {
+void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
+                            const char *during, const char *reason) {
         bool fenced = err_is_fenced(code);
         char what[700];
         cJSON *f = cJSON_CreateObject();
@@ -760,9 +596,9 @@ static void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
 /** Takes a transactional API error (freed here): a fatal one stops the loop
  *  (SG_ERR_FATAL), any other returns SG_ERR_KAFKA (the caller aborts the
  *  transaction and the batch). */
-static sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
-                               const char *during, char *errstr,
-                               size_t errstr_size) {
+sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
+                           const char *during, char *errstr,
+                           size_t errstr_size) {
         sg_err_t err = SG_ERR_KAFKA;
         sg_errf(errstr, errstr_size, "%s: %s", during,
                 rd_kafka_error_string(e));
@@ -814,20 +650,13 @@ static sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                 }                                                             \
         } while (0)
 
-static sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why);
-static void sg_loop_release(sg_loop_t *loop);
-
 /* ------------------------------------------------------------------ */
 /* the changelog: restore, claim, repair (both guarantees)             */
 
-#define SG_RESTORE_POLL_MS 100
-#define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
-#define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
-#define SG_STABLE_OFFSETS_MAX_MS 120000  /* committed offsets still pending */
 
 /** The configuration of input topic @p name, or NULL (a reply topic). */
-static const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
-                                                 const char *name) {
+const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
+                                             const char *name) {
         for (size_t i = 0; i < loop->conf->topic_cnt; i++)
                 if (!strcmp(loop->conf->topics[i].name, name))
                         return &loop->conf->topics[i];
@@ -835,8 +664,8 @@ static const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
 }
 
 /** The input topic whose changelog_topic is @p name, or NULL. */
-static const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
-                                                        const char *name) {
+const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
+                                                    const char *name) {
         for (size_t i = 0; i < loop->conf->topic_cnt; i++)
                 if (loop->conf->topics[i].changelog_topic &&
                     !strcmp(loop->conf->topics[i].changelog_topic, name))
@@ -844,22 +673,9 @@ static const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop
         return NULL;
 }
 
-/** A record the loop writes itself (at_least_once changelog: claims,
- *  confirms, markers, repairs). */
-typedef struct sg_send {
-        sg_effect_t ef;        /**< topic, partition, key, value */
-        bool framed;           /**< carries SG_CHANGELOG_HEADER = frame */
-        unsigned char frame[SG_CHANGELOG_FRAME_LEN];
-        int64_t offset;        /**< out: where it was written */
-} sg_send_t;
-
-static sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                             size_t index, const unsigned char *frame,
-                             char *errstr, size_t errstr_size);
-
 /* Room for @p n delivery reports (offsets and errors, sg_loop_cb_dr). Keeps the
  * old arrays on failure. */
-static bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n) {
+bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n) {
         if (n <= loop->dr_offs_cap)
                 return true;
         int64_t *o = realloc(loop->dr_offs, n * sizeof(*o));
@@ -882,8 +698,8 @@ static bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n) {
  * transactional producer writes inside transactions).
  * @returns SG_OK, or SG_ERR_KAFKA if a record was not delivered.
  */
-static sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
-                          char *errstr, size_t errstr_size) {
+sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
+                      char *errstr, size_t errstr_size) {
         if (n == 0)
                 return SG_OK;
         if (!sg_loop_dr_reserve(loop, n)) {
@@ -1413,10 +1229,10 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
  *  at_least_once: a partition a newer owner confirmed is fenced
  *  (loop_fence); *fencedp (may be NULL) says whether any was.
  *  @returns the first error (errstr names the partition). */
-static sg_err_t sg_loop_restore(sg_loop_t *loop,
-                             const rd_kafka_topic_partition_list_t *l,
-                             bool *fencedp, char *errstr,
-                             size_t errstr_size) {
+sg_err_t sg_loop_restore(sg_loop_t *loop,
+                         const rd_kafka_topic_partition_list_t *l,
+                         bool *fencedp, char *errstr,
+                         size_t errstr_size) {
         int64_t ms = 0;
         sg_err_t err = SG_OK;
         bool fenced = false, any = false;
@@ -1459,7 +1275,7 @@ static sg_err_t sg_loop_restore(sg_loop_t *loop,
 }
 
 /** Marks every assigned partition for a restore before the next batch. */
-static void sg_loop_restore_all(sg_loop_t *loop) {
+void sg_loop_restore_all(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->part_cnt; i++)
                 if (loop->parts[i].assigned)
                         loop->parts[i].restore = true;
@@ -1487,10 +1303,10 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
  * (a rebalance is coming): nothing was confirmed, the caller must not take
  * the partitions.
  */
-static sg_err_t sg_loop_claim(sg_loop_t *loop,
-                           const rd_kafka_topic_partition_list_t *parts,
-                           const int64_t *committed, bool *lostp,
-                           char *errstr, size_t errstr_size) {
+sg_err_t sg_loop_claim(sg_loop_t *loop,
+                       const rd_kafka_topic_partition_list_t *parts,
+                       const int64_t *committed, bool *lostp,
+                       char *errstr, size_t errstr_size) {
         *lostp = false;
         sg_send_t *recs = calloc((size_t)parts->cnt + 1, sizeof(*recs));
         size_t *pis = calloc((size_t)parts->cnt + 1, sizeof(*pis));
@@ -1917,9 +1733,9 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
         sg_loop_log(loop, SG_LOG_INFO, "partitions_revoked", f);
 }
 
-static void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *parts,
-                         void *opaque) {
+void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t *parts,
+                          void *opaque) {
         sg_loop_t *loop = opaque;
         bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
 
@@ -2097,9 +1913,9 @@ static sg_err_t client_new_err(void) {
                        : SG_ERR_KAFKA;
 }
 
-static sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
-                                rd_kafka_t **rkp, char *errstr,
-                                size_t errstr_size) {
+sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
+                            rd_kafka_t **rkp, char *errstr,
+                            size_t errstr_size) {
         rd_kafka_conf_t *kc;
         char es[512];
         sg_err_t err = loop_conf(loop, consumer, &kc, errstr, errstr_size);
@@ -2246,8 +2062,8 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
 
 /** Start-up checks: topics exist; partition counts fit (semantics §5).
  *  A retriable topic error is retried (sg_retry_t). */
-static sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
-                                  size_t errstr_size) {
+sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
+                              size_t errstr_size) {
         sg_retry_t r;
         sg_retry_init(&r, "topic check");
         for (;;) {
@@ -2287,8 +2103,8 @@ static bool restorer_skips(const char *name) {
 /** The changelog restore consumer (both guarantees) — never joins a
  *  consumer group (only assign(), no offsets committed); read_committed;
  *  EOF reported at the stable end. */
-static sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
-                                  size_t errstr_size) {
+sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
+                              size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         static const char *const rdefs[][2] = {
                 {"enable.auto.commit", "false"},
@@ -2640,8 +2456,8 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
 
 /** exactly_once, at start: ensure_changelogs_once(), run again while it
  *  fails with a retriable error (sg_retry_t). */
-static sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
-                                       size_t errstr_size) {
+sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
+                                   size_t errstr_size) {
         sg_retry_t r;
         sg_retry_init(&r, "changelog topics");
         for (;;) {
@@ -2772,8 +2588,8 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
  * mock, a principal without DescribeConfigs) leaves the producer's limit
  * alone: logged, not an error.
  */
-static sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
-                                 size_t errstr_size) {
+sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
+                             size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         const sg_processor_t *pr = &loop->proc;
         int64_t mmb = conf_num(loop->producer, "message.max.bytes");
@@ -2884,8 +2700,8 @@ static sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
  *  aborted by the coordinator). A retriable error (the coordinator loading,
  *  not available, a timeout) is retried with back-off (sg_retry_t); a fatal
  *  one stops the loop. */
-static sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
-                                       size_t errstr_size) {
+sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
+                                   size_t errstr_size) {
         sg_retry_t r;
         sg_retry_init(&r, "init_transactions");
         for (;;) {
@@ -3193,9 +3009,9 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
  *  SG_CHANGELOG_HEADER header (at_least_once changelog records). On a
  *  refusal of the record itself (producev checks message.max.bytes) the
  *  processor is told (loop_refused). */
-static sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                             size_t index, const unsigned char *frame,
-                             char *errstr, size_t errstr_size) {
+sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
+                         size_t index, const unsigned char *frame,
+                         char *errstr, size_t errstr_size) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
                                                      ef->extra_cnt + 1);
         if (frame)
@@ -3250,9 +3066,9 @@ static sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
  * of the effect just produced before the next is produced, so that each
  * record is a request of its own and a refusal names its record.
  */
-static sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
-                                 size_t index, char *errstr,
-                                 size_t errstr_size) {
+sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
+                             size_t index, char *errstr,
+                             size_t errstr_size) {
         rd_kafka_resp_err_t e = rd_kafka_flush(
                 loop->producer, (int)loop->conf->delivery_timeout_ms);
         if (e) {
@@ -3273,7 +3089,7 @@ static sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
 
 /** The batch's next input offsets that move a partition forward (the
  *  paused record, or the one after the last processed). Caller destroys. */
-static rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
+rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(
                         (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
@@ -3290,8 +3106,8 @@ static rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
 }
 
 /** Marks @p l's offsets as committed by us. */
-static void sg_loop_offsets_committed(sg_loop_t *loop,
-                                   const rd_kafka_topic_partition_list_t *l) {
+void sg_loop_offsets_committed(sg_loop_t *loop,
+                               const rd_kafka_topic_partition_list_t *l) {
         for (int i = 0; i < l->cnt; i++) {
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                       l->elems[i].partition);
@@ -3351,7 +3167,7 @@ static void loop_offsets_pending(sg_loop_t *loop) {
 
 /** Commits the pending offsets of the partitions still assigned (after the
  *  restore); failure is logged only (they are read again: duplicates). */
-static void sg_loop_commit_pending(sg_loop_t *loop) {
+void sg_loop_commit_pending(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
         if (!p)
                 return;
@@ -3387,7 +3203,7 @@ static void sg_loop_commit_pending(sg_loop_t *loop) {
 /** Aborts the open transaction (if any): its records are never seen by a
  *  read_committed reader and its offsets are not committed. A failure to
  *  abort leaves the producer unusable: the loop stops. */
-static void sg_loop_txn_abort(sg_loop_t *loop) {
+void sg_loop_txn_abort(sg_loop_t *loop) {
         char es[512];
         sg_err_t err;
         if (!loop->txn_open)
@@ -3413,8 +3229,8 @@ static void sg_loop_txn_abort(sg_loop_t *loop) {
  * holding only time-driven DLQ and changelog records — is fenced by the
  * group generation.
  */
-static sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
-                                size_t errstr_size) {
+sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
+                            size_t errstr_size) {
         sg_err_t err;
         rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
         if (l->cnt == 0)
@@ -3522,8 +3338,8 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
  * output topic cannot take"). One is the processor's to route; several
  * shared a produce request (the broker refuses a record batch as a whole),
  * so which one is not known: the re-run produces them one at a time. */
-static void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
-                               size_t cnt) {
+void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
+                           size_t cnt) {
         size_t refused = 0, which = 0;
         for (size_t i = 0; i < cnt; i++)
                 if (efs[i].kind != SG_EFFECT_HTTP_GET &&
@@ -3547,8 +3363,8 @@ static void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
         }
 }
 
-static sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
-                           size_t errstr_size) {
+sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
+                       size_t errstr_size) {
         if (n > 0) {
                 rd_kafka_resp_err_t e = rd_kafka_flush(
                         loop->producer, (int)loop->conf->delivery_timeout_ms);
@@ -3972,7 +3788,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         return SG_OK;
 }
 
-static void sg_loop_release(sg_loop_t *loop) {
+void sg_loop_release(sg_loop_t *loop) {
         for (size_t i = 0; i < loop->batch_part_cnt; i++)
                 loop->parts[loop->batch_parts[i]].in_batch = false;
         loop->batch_part_cnt = 0;
@@ -3985,7 +3801,7 @@ static void sg_loop_release(sg_loop_t *loop) {
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
  */
-static sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
+sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         char es[512] = "";
         size_t consumed = 0;
         sg_err_t err;
