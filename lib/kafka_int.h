@@ -214,7 +214,7 @@ const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
 
-/* log redaction of secrets (kafka.c) */
+/* log redaction of secrets (kafka_redact.c) */
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields);
 
