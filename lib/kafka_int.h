@@ -218,7 +218,7 @@ const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields);
 
-/* client configuration (kafka.c) */
+/* client configuration (kafka_conf.c) */
 sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
                             rd_kafka_t **rkp, char *errstr,
                             size_t errstr_size);
