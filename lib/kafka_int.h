@@ -225,7 +225,7 @@ sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
 sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                               size_t errstr_size);
 
-/* topic administration (kafka.c) */
+/* topic administration (kafka_admin.c) */
 sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
                               size_t errstr_size);
 sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
