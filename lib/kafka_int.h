@@ -194,6 +194,7 @@ typedef struct sg_send {
 } sg_send_t;
 
 /* the loop: create, connect, run, stop, destroy; shared helpers (kafka.c) */
+void sg_sleep_ms(int64_t ms);
 cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l);
 void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what);
 bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists);
@@ -233,7 +234,7 @@ sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
 sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
                              size_t errstr_size);
 
-/* changelog restore, claim, repair (kafka.c) */
+/* changelog restore, claim, repair (kafka_restore.c) */
 sg_err_t sg_loop_restore(sg_loop_t *loop,
                          const rd_kafka_topic_partition_list_t *l,
                          bool *fencedp, char *errstr,
