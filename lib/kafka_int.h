@@ -245,7 +245,7 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                        const int64_t *committed, bool *lostp,
                        char *errstr, size_t errstr_size);
 
-/* rebalance callbacks (kafka.c) */
+/* rebalance callbacks (kafka_rebalance.c) */
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *parts,
                           void *opaque);
