@@ -250,7 +250,7 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *parts,
                           void *opaque);
 
-/* Kafka transactions (exactly_once) (kafka.c) */
+/* Kafka transactions (exactly_once) (kafka_txn.c) */
 void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                             const char *during, const char *reason);
 sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
