@@ -262,7 +262,7 @@ void sg_loop_txn_abort(sg_loop_t *loop);
 sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
                             size_t errstr_size);
 
-/* producing and delivery reports (kafka.c) */
+/* producing and delivery reports (kafka_produce.c) */
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
 sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
