@@ -278,7 +278,7 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size);
 
-/* the batch protocol (kafka.c) */
+/* the batch protocol (kafka_batch.c) */
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
