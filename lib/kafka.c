@@ -98,7 +98,7 @@ cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
 void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         if (loop->fatal == SG_OK) {
                 loop->fatal = err;
-                snprintf(loop->fatal_str, sizeof(loop->fatal_str), "%s", what);
+                sg_errf(loop->fatal_str, sizeof(loop->fatal_str), "%s", what);
         }
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "error", sg_err2str(err));
@@ -423,15 +423,6 @@ void sg_loop_http_done_consumed(sg_loop_t *loop) {
                 (loop->http_done_cnt - n) * sizeof(*loop->http_done));
         loop->http_done_cnt -= n;
         loop->http_batch_cnt = 0;
-}
-
-/** The configuration of input topic @p name, or NULL (a reply topic). */
-const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
-                                             const char *name) {
-        for (size_t i = 0; i < loop->conf->topic_cnt; i++)
-                if (!strcmp(loop->conf->topics[i].name, name))
-                        return &loop->conf->topics[i];
-        return NULL;
 }
 
 /** The input topic whose changelog_topic is @p name, or NULL. */

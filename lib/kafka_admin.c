@@ -503,7 +503,7 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
         for (size_t i = 0; i < n; i++)
                 maxb[i] = -1;
         if (!cr) {
-                snprintf(why, why_size, "out of memory");
+                sg_errf(why, why_size, "out of memory");
                 return;
         }
         rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -521,8 +521,8 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
         rd_kafka_resp_err_t ee =
                 ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
         if (ee) {
-                snprintf(why, why_size, "DescribeConfigs: %s",
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+                sg_errf(why, why_size, "DescribeConfigs: %s",
+                        ev ? rd_kafka_event_error_string(ev) : "no answer");
                 *retryp = ee;
         } else {
                 size_t rc;
@@ -535,8 +535,8 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
                         rd_kafka_resp_err_t re =
                                 rd_kafka_ConfigResource_error(res[r]);
                         if (re) {
-                                snprintf(why, why_size, "topic \"%s\": %s", tn,
-                                         rd_kafka_err2str(re));
+                                sg_errf(why, why_size, "topic \"%s\": %s", tn,
+                                        rd_kafka_err2str(re));
                                 /* a changelog just created may not be known
                                  * to every broker yet */
                                 if (sg_kafka_err_retriable(re, true))
@@ -617,8 +617,8 @@ sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
         if (cid)
                 rd_kafka_mem_free(loop->producer, cid);
         if (mock) {
-                snprintf(why, sizeof(why),
-                         "librdkafka's mock cluster has no topic configs");
+                sg_errf(why, sizeof(why),
+                        "librdkafka's mock cluster has no topic configs");
                 for (size_t i = 0; i < n; i++)
                         maxb[i] = -1;
         } else {

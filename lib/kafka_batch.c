@@ -344,7 +344,8 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0 || p->cl_m2 == 0)
                         continue;
-                const sg_topic_config_t *tc = sg_loop_input_topic(loop, p->topic);
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
                 unsigned char key[SG_CHANGELOG_MARKER_LEN];
                 sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
                 sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
@@ -428,7 +429,8 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0)
                         continue;
-                const sg_topic_config_t *tc = sg_loop_input_topic(loop, p->topic);
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
                 sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
                 sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
                                      p->cl_seq);
@@ -702,7 +704,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         loop->rerun_follow = 0;
         err = loop_prepare(loop);
         if (err)
-                snprintf(es, sizeof(es), "out of memory preparing records");
+                sg_errf(es, sizeof(es), "out of memory preparing records");
         while (!err) {
                 err = loop_attempt(loop, &consumed, es, sizeof(es));
                 if (err == SG_OK)
@@ -778,7 +780,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                         break;
                 char ges[400] = "";
                 if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
-                        snprintf(es, sizeof(es), "growing the store: %s", ges);
+                        sg_errf(es, sizeof(es), "growing the store: %s", ges);
                         break;
                 }
                 loop->stats.map_grows_total++;

@@ -210,8 +210,6 @@ sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
                               char *errstr, size_t errstr_size);
 void sg_loop_http_reqs_start(sg_loop_t *loop);
 void sg_loop_http_done_consumed(sg_loop_t *loop);
-const sg_topic_config_t *sg_loop_input_topic(const sg_loop_t *loop,
-                                             const char *name);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
 

@@ -55,10 +55,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                   parts->elems[i].partition) != SG_NO_PART)
                         continue;
                 char what[400];
-                snprintf(what, sizeof(what),
-                         "assign %s/%" PRId32 ": out of memory for the "
-                         "partition table",
-                         parts->elems[i].topic, parts->elems[i].partition);
+                sg_errf(what, sizeof(what),
+                        "assign %s/%" PRId32 ": out of memory for the "
+                        "partition table",
+                        parts->elems[i].topic, parts->elems[i].partition);
                 sg_loop_set_fatal(loop, SG_ERR_NOMEM, what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
@@ -87,8 +87,8 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         if (err != SG_OK) {
                 char what[800];
-                snprintf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
-                         parts->elems[i].topic, parts->elems[i].partition, es);
+                sg_errf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
+                        parts->elems[i].topic, parts->elems[i].partition, es);
                 on_assign_drop(loop, rk, parts, i, true);
                 /* a foreign store, or one whose key fingerprint the
                  * configuration does not match (exit 2), keep their code */
@@ -178,7 +178,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
         if (err) {
                 char what[800];
-                snprintf(what, sizeof(what), "restore: %s", es);
+                sg_errf(what, sizeof(what), "restore: %s", es);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
                 sg_loop_set_fatal(loop,
                                err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
@@ -204,7 +204,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
                 int64_t start = committed[i] >= 0 ? committed[i] : -1;
                 int64_t from_store = loop->eos ? -1 : stored[i];
-                if (loop->alos_cl && sg_loop_input_topic(loop, tp->topic)) {
+                if (loop->alos_cl && sg_config_topic(loop->conf, tp->topic)) {
                         from_store = -1;
                         es[0] = '\0';
                         if (loop->proc.assign(loop->proc.opaque, tp->topic,

@@ -355,7 +355,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                   bool *fencedp, char *errstr,
                                   size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
-        const sg_topic_config_t *tc = sg_loop_input_topic(loop, topic);
+        const sg_topic_config_t *tc = sg_config_topic(loop->conf, topic);
         size_t pi = sg_loop_part(loop, topic, partition);
         sg_part_t *p = &loop->parts[pi];
         *fencedp = false;
@@ -373,9 +373,9 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 sg_retry_t rt;
                 sg_retry_init(&rt, "restore");
                 char what[400];
-                snprintf(what, sizeof(what),
-                         "changelog %s [%" PRId32 "]: reading its offsets",
-                         tc->changelog_topic, partition);
+                sg_errf(what, sizeof(what),
+                        "changelog %s [%" PRId32 "]: reading its offsets",
+                        tc->changelog_topic, partition);
                 bool gave_up = false;
                 while ((e = rd_kafka_query_watermark_offsets(
                                 loop->restorer, tc->changelog_topic,
@@ -594,7 +594,7 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
         size_t n = 0;
         for (int i = 0; !err && i < parts->cnt; i++) {
                 const sg_topic_config_t *tc =
-                        sg_loop_input_topic(loop, parts->elems[i].topic);
+                        sg_config_topic(loop->conf, parts->elems[i].topic);
                 if (!tc || !tc->changelog_topic)
                         continue; /* a snapshot reply topic */
                 int64_t off = committed[i];

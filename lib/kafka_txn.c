@@ -41,9 +41,9 @@ void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                         "(instance_id) took over; this one stops");
         sg_loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
                  f);
-        snprintf(what, sizeof(what), "%s: %s (%s)",
-                 fenced ? "producer fenced" : "fatal producer error", reason,
-                 during);
+        sg_errf(what, sizeof(what), "%s: %s (%s)",
+                fenced ? "producer fenced" : "fatal producer error", reason,
+                during);
         sg_loop_set_fatal(loop, SG_ERR_FATAL, what);
 }
 
@@ -62,8 +62,8 @@ sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                         rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
                 if (!code) {
                         code = rd_kafka_error_code(e);
-                        snprintf(fes, sizeof(fes), "%s",
-                                 rd_kafka_error_string(e));
+                        sg_errf(fes, sizeof(fes), "%s",
+                                rd_kafka_error_string(e));
                 }
                 sg_loop_producer_fatal(loop, code, during, fes);
                 err = SG_ERR_FATAL;
