@@ -3,6 +3,7 @@
  */
 #include "kafka_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -579,19 +580,11 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
         size_t cnt = pr->effects(pr->opaque, &efs);
         size_t n = 0; /* records produced */
         int64_t t0 = sg_clock_mono_ms();
-        if (!sg_loop_dr_reserve(loop, cnt)) {
+        if (!sg_loop_dr_begin(loop, cnt)) {
                 sg_errf(errstr, errstr_size,
                         "out of memory for %zu delivery reports", cnt);
                 return SG_ERR_NOMEM;
         }
-        for (size_t i = 0; i < cnt; i++) {
-                loop->dr_offs[i] = -1;
-                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
-        }
-        loop->dr_base += loop->dr_cnt + 1;
-        loop->dr_cnt = cnt;
-        loop->dr_ok = loop->dr_fail = 0;
-        loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
         sg_loop_http_reqs_clear(loop);
 
         if (loop->eos) {
@@ -648,6 +641,12 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                         if (efs[i].kind != SG_EFFECT_HTTP_GET)
                                 pr->delivered(pr->opaque, i, loop->dr_offs[i]);
 
+        /* The commit point (semantics §6): nothing below may run unless
+         * Kafka accepted every record of the attempt — the n output and DLQ
+         * records, or (an at_least_once changelog) the markers, whose
+         * deliveries came last and only after every changelog record's. */
+        assert(loop->dr_fail == 0 &&
+               loop->dr_ok == (ncl > 0 ? loop->dr_cnt : n));
         if (loop->txn_open) {
                 /* exactly_once: output, DLQ, changelog and input offsets
                  * commit atomically; LMDB after (semantics §6). No

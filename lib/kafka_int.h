@@ -263,6 +263,7 @@ sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
 /* producing and delivery reports (kafka_produce.c) */
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
+bool sg_loop_dr_begin(sg_loop_t *loop, size_t n);
 sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                       char *errstr, size_t errstr_size);
 sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,

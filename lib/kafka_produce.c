@@ -43,6 +43,51 @@ bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n) {
         return true;
 }
 
+/* Starts the delivery reports of a new attempt of @p n records (cb_dr
+ * counts only these: a report of an earlier attempt falls outside). False
+ * when out of memory. */
+bool sg_loop_dr_begin(sg_loop_t *loop, size_t n) {
+        if (!sg_loop_dr_reserve(loop, n))
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                loop->dr_offs[i] = -1;
+                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_base += loop->dr_cnt + 1;
+        loop->dr_cnt = n;
+        loop->dr_ok = loop->dr_fail = 0;
+        loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        return true;
+}
+
+/* Waits (delivery_timeout_ms) for the delivery reports of the @p n records
+ * produced in this attempt; with none, only serves the producer's logs.
+ * Returns rd_kafka_flush()'s error (__TIMED_OUT: some are not reported). */
+static rd_kafka_resp_err_t loop_flush(sg_loop_t *loop, size_t n) {
+        if (n == 0) {
+                rd_kafka_poll(loop->producer, 0); /* serve producer logs */
+                return RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        return rd_kafka_flush(loop->producer,
+                              (int)loop->conf->delivery_timeout_ms);
+}
+
+/* After loop_flush() returned @p flush_err: SG_OK when each of the @p n
+ * records was delivered; otherwise counts the failed deliveries and says
+ * how many of the @p what failed (SG_ERR_KAFKA). */
+static sg_err_t loop_delivered(sg_loop_t *loop, size_t n,
+                               rd_kafka_resp_err_t flush_err,
+                               const char *what, char *errstr,
+                               size_t errstr_size) {
+        if (!flush_err && loop->dr_fail == 0 && loop->dr_ok == n)
+                return SG_OK;
+        loop->stats.delivery_failures_total += loop->dr_fail;
+        sg_errf(errstr, errstr_size, "%zu of %zu %s failed: %s",
+                flush_err ? n - loop->dr_ok : loop->dr_fail, n, what,
+                rd_kafka_err2str(flush_err ? flush_err : loop->dr_err));
+        return SG_ERR_KAFKA;
+}
+
 /**
  * Produces @p n records of the loop's own (idempotent producer, at most one
  * attempt's delivery reports are counted: see sg_loop_cb_dr) and waits for every
@@ -55,18 +100,10 @@ sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                       char *errstr, size_t errstr_size) {
         if (n == 0)
                 return SG_OK;
-        if (!sg_loop_dr_reserve(loop, n)) {
+        if (!sg_loop_dr_begin(loop, n)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
-        for (size_t i = 0; i < n; i++) {
-                loop->dr_offs[i] = -1;
-                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
-        }
-        loop->dr_base += loop->dr_cnt + 1;
-        loop->dr_cnt = n;
-        loop->dr_ok = loop->dr_fail = 0;
-        loop->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
         for (size_t i = 0; i < n; i++) {
                 sg_err_t err = sg_loop_produce(
                         loop, &recs[i].ef, i,
@@ -77,16 +114,11 @@ sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                         return err;
                 }
         }
-        rd_kafka_resp_err_t e = rd_kafka_flush(
-                loop->producer, (int)loop->conf->delivery_timeout_ms);
-        if (e || loop->dr_fail > 0 || loop->dr_ok != n) {
-                loop->stats.delivery_failures_total += loop->dr_fail;
-                sg_errf(errstr, errstr_size,
-                        "%zu of %zu changelog deliveries failed: %s",
-                        e ? n - loop->dr_ok : loop->dr_fail, n,
-                        rd_kafka_err2str(e ? e : loop->dr_err));
-                return SG_ERR_KAFKA;
-        }
+        sg_err_t err = loop_delivered(loop, n, loop_flush(loop, n),
+                                      "changelog deliveries", errstr,
+                                      errstr_size);
+        if (err)
+                return err;
         for (size_t i = 0; i < n; i++)
                 recs[i].offset = loop->dr_offs[i];
         return SG_OK;
@@ -191,8 +223,7 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
 sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
                              size_t index, char *errstr,
                              size_t errstr_size) {
-        rd_kafka_resp_err_t e = rd_kafka_flush(
-                loop->producer, (int)loop->conf->delivery_timeout_ms);
+        rd_kafka_resp_err_t e = loop_flush(loop, 1);
         if (e) {
                 sg_errf(errstr, errstr_size, "waiting for a delivery: %s",
                         rd_kafka_err2str(e));
@@ -242,24 +273,12 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
 
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size) {
-        if (n > 0) {
-                rd_kafka_resp_err_t e = rd_kafka_flush(
-                        loop->producer, (int)loop->conf->delivery_timeout_ms);
-                if (e) {
-                        sg_errf(errstr, errstr_size,
-                                "waiting for %zu deliveries: %s", n,
-                                rd_kafka_err2str(e));
-                        return SG_ERR_KAFKA;
-                }
-        } else {
-                rd_kafka_poll(loop->producer, 0); /* serve producer logs */
-        }
-        if (loop->dr_fail > 0 || loop->dr_ok != n) {
-                loop->stats.delivery_failures_total += loop->dr_fail;
-                sg_errf(errstr, errstr_size,
-                        "%zu of %zu deliveries failed: %s", loop->dr_fail, n,
-                        rd_kafka_err2str(loop->dr_err));
+        rd_kafka_resp_err_t e = loop_flush(loop, n);
+        if (e) {
+                sg_errf(errstr, errstr_size, "waiting for %zu deliveries: %s",
+                        n, rd_kafka_err2str(e));
                 return SG_ERR_KAFKA;
         }
-        return SG_OK;
+        return loop_delivered(loop, n, RD_KAFKA_RESP_ERR_NO_ERROR,
+                              "deliveries", errstr, errstr_size);
 }
