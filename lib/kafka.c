@@ -4,41 +4,16 @@
  * (processor.h) one batch at a time. The loop moves records; it never
  * decides.
  *
- * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
- * loop_attempt_changelog() and sg_loop_batch():
- *     produce every output and DLQ effect → every delivery succeeded
- *     → [a stateful processor: produce the changelog records (framed,
- *     changelog.h) → every delivery succeeded, each partition's right after
- *     this owner's previous record → one marker per changelog partition,
- *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
- *     the input offsets.
- * No changelog record describes output Kafka did not accept, LMDB is never
- * committed before Kafka accepted the batch's output and changelog, and an
- * input offset is never committed before LMDB. Any failure aborts the
- * processor's batch and seeks every partition of the batch back to its
- * first record in the batch, so the records are read again; nothing is
- * skipped to make progress. A failure once changelog records were produced
- * also restores those partitions first (sg_loop_restore: the unfinished
- * batch's records are void for every reader and their keys are rewritten).
- * Ownership of a changelog partition (its epoch) is claimed on assignment
- * (sg_loop_claim) and checked against the consumer group generation; kafka.h
- * "Changelog fencing" argues why a zombie owner can only duplicate.
- *
- * Invariant (semantics §6, exactly_once), relied on by
- * loop_attempt() and sg_loop_batch():
- *     begin_transaction → produce every effect (changelog included) → every
- *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
- *     metadata) → commit_transaction → processor batch_commit (LMDB).
- * The transaction is the commit point: LMDB only follows it. A failure
- * before commit_transaction aborts the transaction and rewinds exactly as
- * above; a batch_commit failure after it is not a rewind (Kafka already
- * holds the batch's output and offsets) but a store behind its changelog,
- * repaired by restoring every assigned partition before the next batch.
- * Restores (sg_loop_restore) run inside the rebalance callback before the
- * input partitions are handed to the consumer, on a third, group-less
- * read_committed consumer (loop->restorer). A fatal producer error (fenced)
- * stops the loop; the producer is never re-created under the same
- * transactional.id.
+ * This file: sg_loop_create/connect/run/stop/destroy, polling a batch
+ * (loop_collect), pauses, stats, retriable broker errors (sg_retry_t) and
+ * the partition table. The other concerns, one file each (kafka_int.h
+ * has the shared state): kafka_batch.c (the batch protocol and its
+ * invariant), kafka_produce.c (producing, delivery reports, refusals),
+ * kafka_txn.c (Kafka transactions), kafka_restore.c (changelog restore,
+ * claim, repair), kafka_rebalance.c (rebalance callbacks), kafka_admin.c
+ * (topic checks, changelog topics, size limits), kafka_conf.c (client
+ * configuration, sg_kafka_conf_new), kafka_redact.c (secrets out of log
+ * lines), kafka_mock.c (librdkafka's mock cluster).
  *
  * Everything runs on the thread that calls sg_loop_run(): librdkafka's
  * rebalance, error, log and delivery-report callbacks are served from
@@ -61,15 +36,12 @@
  */
 #include "kafka_int.h"
 
-#include <cjson/cJSON.h>
-#include <librdkafka/rdkafka.h>
-#include <librdkafka/rdkafka_mock.h>
-
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
@@ -81,7 +53,6 @@ void sg_sleep_ms(int64_t ms) {
                 ;
 }
 
-/** Emits @p event with @p fields (consumed, may be NULL) to the log callback. */
 /** Logs a partition list as {"partitions":["topic/0",...], ...extra}. */
 cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l) {
         cJSON *o = cJSON_CreateObject();

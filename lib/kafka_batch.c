@@ -1,5 +1,44 @@
 /*
- * kafka_batch.c — the Kafka loop (kafka.h): the batch protocol.
+ * kafka_batch.c — the Kafka loop (kafka.h): the batch protocol, poll →
+ * process → produce → await deliveries → commit. State is committed only
+ * after Kafka accepted the batch's output; on any failure the batch is
+ * aborted and its records are read again (sg_loop_batch).
+ *
+ * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
+ * loop_attempt_changelog() and sg_loop_batch():
+ *     produce every output and DLQ effect → every delivery succeeded
+ *     → [a stateful processor: produce the changelog records (framed,
+ *     changelog.h) → every delivery succeeded, each partition's right after
+ *     this owner's previous record → one marker per changelog partition,
+ *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
+ *     the input offsets.
+ * No changelog record describes output Kafka did not accept, LMDB is never
+ * committed before Kafka accepted the batch's output and changelog, and an
+ * input offset is never committed before LMDB. Any failure aborts the
+ * processor's batch and seeks every partition of the batch back to its
+ * first record in the batch, so the records are read again; nothing is
+ * skipped to make progress. A failure once changelog records were produced
+ * also restores those partitions first (sg_loop_restore: the unfinished
+ * batch's records are void for every reader and their keys are rewritten).
+ * Ownership of a changelog partition (its epoch) is claimed on assignment
+ * (sg_loop_claim) and checked against the consumer group generation; kafka.h
+ * "Changelog fencing" argues why a zombie owner can only duplicate.
+ *
+ * Invariant (semantics §6, exactly_once), relied on by
+ * loop_attempt() and sg_loop_batch():
+ *     begin_transaction → produce every effect (changelog included) → every
+ *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
+ *     metadata) → commit_transaction → processor batch_commit (LMDB).
+ * The transaction is the commit point: LMDB only follows it. A failure
+ * before commit_transaction aborts the transaction and rewinds exactly as
+ * above; a batch_commit failure after it is not a rewind (Kafka already
+ * holds the batch's output and offsets) but a store behind its changelog,
+ * repaired by restoring every assigned partition before the next batch.
+ * Restores (sg_loop_restore) run inside the rebalance callback before the
+ * input partitions are handed to the consumer, on a third, group-less
+ * read_committed consumer (loop->restorer). A fatal producer error (fenced)
+ * stops the loop; the producer is never re-created under the same
+ * transactional.id.
  */
 #include "kafka_int.h"
 
@@ -485,11 +524,6 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
         return SG_OK;
 }
 
-/**
- * One attempt at the batch: processor, produce, deliveries, LMDB commit,
- * offsets. On error the processor batch is still open (caller aborts it),
- * except when the error came from batch_commit.
- */
 /* Tells the processor how far behind the end of its log each assigned
  * partition is read once this batch's records are processed (the
  * position() callback; semantics §4 backlog-aware gap deadlines): the
@@ -534,6 +568,11 @@ static void loop_report_positions(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_destroy(l);
 }
 
+/**
+ * One attempt at the batch: processor, produce, deliveries, LMDB commit,
+ * offsets. On error the processor batch is still open (caller aborts it),
+ * except when the error came from batch_commit.
+ */
 static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                              char *errstr, size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;

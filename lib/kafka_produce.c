@@ -240,8 +240,6 @@ sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
         return SG_ERR_KAFKA;
 }
 
-/** Waits for the attempt's deliveries: every one of the @p n records
- *  produced so far must be acknowledged. */
 /* After failed deliveries: refused records (semantics §3 "A record the
  * output topic cannot take"). One is the processor's to route; several
  * shared a produce request (the broker refuses a record batch as a whole),
@@ -271,6 +269,8 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
         }
 }
 
+/** Waits for the attempt's deliveries: every one of the @p n records
+ *  produced so far must be acknowledged. */
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size) {
         rd_kafka_resp_err_t e = loop_flush(loop, n);

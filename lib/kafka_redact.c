@@ -1,5 +1,8 @@
 /*
- * kafka_redact.c — the Kafka loop (kafka.h): log redaction of secrets.
+ * kafka_redact.c — the Kafka loop (kafka.h): log redaction of secrets. No
+ * log line may carry a secret (sg_log_cb, config.h sg_config_is_secret):
+ * every string of a log event is scrubbed of the configured secret values
+ * before the event reaches the log callback.
  */
 #include "kafka_int.h"
 
@@ -79,6 +82,8 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
         }
 }
 
+/** Emits @p event with @p fields (consumed, may be NULL) to the log
+ *  callback, every string of it scrubbed of the configured secrets. */
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields) {
         if (loop->log_cb) {
