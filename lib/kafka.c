@@ -25,14 +25,11 @@
  * rd_kafka_message_t objects, which the loop keeps alive until the batch's
  * batch_commit or batch_abort returned (see kafka.h).
  *
- * Snapshot refetch over HTTP (semantics §4): SG_EFFECT_HTTP_GET effects are
- * copied out of the processor before batch_commit and started on the
- * fetcher only after the batch committed (so the request is durable in the
- * store before it is sent). Completed transfers are copied into
- * loop->http_done by the fetcher callback, which only runs between batches
- * (loop_collect, back-off), never while a batch points into that array; the
- * next batch feeds them to the processor after its Kafka records as
- * SG_SNAPSHOT_HTTP_TOPIC records and frees them only once it committed.
+ * Snapshot refetch over HTTP (semantics §4): the transfers' bookkeeping
+ * is snapshot_http.h's (sg_snapshot_http_t); the loop submits a batch's
+ * SG_EFFECT_HTTP_GET effects, drains completed transfers into the next
+ * batch, commits or aborts them with the batch, and polls the transfers
+ * only between batches (loop_collect, back-off).
  */
 #include "kafka_int.h"
 
@@ -231,69 +228,29 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
 }
 
 /* ------------------------------------------------------------------ */
-/* HTTP snapshot transfers                                             */
+/* HTTP snapshot transfers (snapshot_http.h)                           */
 
-static void http_done_free(sg_http_done_t *d) {
-        free(d->request_id);
-        free(d->body);
-        free(d->error);
+/** sg_snapshot_http_log_cb: the transfers' events go out like the loop's
+ *  own (redacted, sg_loop_log). */
+static void http_log(void *opaque, sg_log_level_t level, const char *event,
+                     cJSON *fields) {
+        sg_loop_log(opaque, level, event, fields);
 }
 
-/** sg_fetch_cb: keeps a completed transfer for the next batch. Runs only
- *  between batches (see the file comment). */
-static void http_on_done(void *opaque, const sg_fetch_result_t *res) {
-        sg_loop_t *loop = opaque;
-        if (loop->http_done_cnt == loop->http_done_cap) {
-                size_t cap = loop->http_done_cap ? loop->http_done_cap * 2
-                                                 : 16;
-                sg_http_done_t *d =
-                        realloc(loop->http_done, cap * sizeof(*d));
-                if (!d)
-                        goto nomem;
-                loop->http_done = d;
-                loop->http_done_cap = cap;
-        }
-        sg_http_done_t *d = &loop->http_done[loop->http_done_cnt];
-        memset(d, 0, sizeof(*d));
-        d->request_id = strdup(res->request_id);
-        if (res->body) {
-                d->body = malloc(res->body_len ? res->body_len : 1);
-                if (d->body && res->body_len)
-                        memcpy(d->body, res->body, res->body_len);
-                d->body_len = res->body_len;
-        }
-        if (res->error)
-                d->error = strdup(res->error);
-        if (!d->request_id || (res->body && !d->body) ||
-            (res->error && !d->error)) {
-                http_done_free(d);
-                goto nomem;
-        }
-        snprintf(d->status, sizeof(d->status), "%ld", res->status);
-        loop->http_done_cnt++;
-        return;
-nomem:;
-        /* The processor's own request timeout re-issues the request. */
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "request_id", res->request_id);
-        cJSON_AddStringToObject(f, "error", "out of memory");
-        sg_loop_log(loop, SG_LOG_WARNING, "snapshot_http_result_dropped", f);
-}
-
-/** Drives the fetcher, waiting at most @p wait_ms; completed transfers go
- *  to loop->http_done. Never called while a batch runs. */
+/** Drives the fetcher, waiting at most @p wait_ms; completed transfers are
+ *  kept for the next batch. Never called while a batch runs. */
 static void http_drive(sg_loop_t *loop, int wait_ms) {
-        if (!loop->fetcher || sg_fetcher_in_flight(loop->fetcher) == 0 ||
+        if (sg_snapshot_http_in_flight(loop->http) == 0 ||
             loop->batch_running)
                 return;
         loop->http_polled_ms = sg_clock_mono_ms();
-        sg_fetcher_poll(loop->fetcher, wait_ms, http_on_done, loop);
+        sg_snapshot_http_poll(loop->http, wait_ms);
         loop->stats.snapshot_http_in_flight =
-                (int64_t)sg_fetcher_in_flight(loop->fetcher);
+                (int64_t)sg_snapshot_http_in_flight(loop->http);
 }
 
 static bool http_busy(const sg_loop_t *loop) {
-        return loop->fetcher && sg_fetcher_in_flight(loop->fetcher) > 0;
+        return sg_snapshot_http_in_flight(loop->http) > 0;
 }
 
 /** Waits @p ms (back-off) while still driving the HTTP transfers. */
@@ -303,97 +260,6 @@ static void loop_wait(sg_loop_t *loop, int64_t ms) {
                 http_drive(loop, (int)left);
         if ((left = end - sg_clock_mono_ms()) > 0)
                 sg_sleep_ms(left);
-}
-
-void sg_loop_http_reqs_clear(sg_loop_t *loop) {
-        for (size_t i = 0; i < loop->http_req_cnt; i++) {
-                free(loop->http_reqs[i].request_id);
-                free(loop->http_reqs[i].url);
-                free(loop->http_reqs[i].auth_env);
-        }
-        loop->http_req_cnt = 0;
-}
-
-/** Copies an SG_EFFECT_HTTP_GET effect (before batch_commit). */
-sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
-                              char *errstr, size_t errstr_size) {
-        if (!ef->url || !ef->request_id) {
-                sg_errf(errstr, errstr_size,
-                        "HTTP_GET effect without url or request_id");
-                return SG_ERR_INVALID;
-        }
-        if (loop->http_req_cnt == loop->http_req_cap) {
-                size_t cap = loop->http_req_cap ? loop->http_req_cap * 2 : 16;
-                sg_http_req_t *r = realloc(loop->http_reqs, cap * sizeof(*r));
-                if (!r)
-                        goto nomem;
-                loop->http_reqs = r;
-                loop->http_req_cap = cap;
-        }
-        sg_http_req_t *r = &loop->http_reqs[loop->http_req_cnt];
-        r->request_id = strdup(ef->request_id);
-        r->url = strdup(ef->url);
-        r->auth_env = ef->auth_env ? strdup(ef->auth_env) : NULL;
-        r->timeout_ms = ef->timeout_ms;
-        if (!r->request_id || !r->url || (ef->auth_env && !r->auth_env)) {
-                free(r->request_id);
-                free(r->url);
-                free(r->auth_env);
-                goto nomem;
-        }
-        loop->http_req_cnt++;
-        return SG_OK;
-nomem:
-        sg_errf(errstr, errstr_size, "out of memory copying HTTP requests");
-        return SG_ERR_NOMEM;
-}
-
-/** Starts the committed batch's GETs. A GET that cannot start is logged:
- *  the processor's request timeout re-issues it. */
-void sg_loop_http_reqs_start(sg_loop_t *loop) {
-        char es[512];
-        if (loop->http_req_cnt > 0 && !loop->fetcher &&
-            sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher, es,
-                           sizeof(es)) != SG_OK) {
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "error", es);
-                cJSON_AddNumberToObject(f, "requests",
-                                        (double)loop->http_req_cnt);
-                sg_loop_log(loop, SG_LOG_ERR, "snapshot_http_submit_failed", f);
-        }
-        for (size_t i = 0; loop->fetcher && i < loop->http_req_cnt; i++) {
-                const sg_http_req_t *r = &loop->http_reqs[i];
-                es[0] = '\0';
-                sg_err_t err = sg_fetcher_submit(loop->fetcher, r->request_id,
-                                                 r->url, r->auth_env,
-                                                 r->timeout_ms, es, sizeof(es));
-                if (err) {
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "request_id",
-                                                r->request_id);
-                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
-                        cJSON_AddStringToObject(f, "reason", es);
-                        sg_loop_log(loop, SG_LOG_WARNING,
-                                 "snapshot_http_submit_failed", f);
-                }
-        }
-        sg_loop_http_reqs_clear(loop);
-        if (loop->fetcher)
-                loop->stats.snapshot_http_in_flight =
-                        (int64_t)sg_fetcher_in_flight(loop->fetcher);
-}
-
-/** Frees the completed transfers a committed batch consumed. */
-void sg_loop_http_done_consumed(sg_loop_t *loop) {
-        size_t n = loop->http_batch_cnt;
-        if (n == 0)
-                return;
-        for (size_t i = 0; i < n; i++)
-                http_done_free(&loop->http_done[i]);
-        memmove(loop->http_done, loop->http_done + n,
-                (loop->http_done_cnt - n) * sizeof(*loop->http_done));
-        loop->http_done_cnt -= n;
-        loop->http_batch_cnt = 0;
 }
 
 /** The input topic whose changelog_topic is @p name, or NULL. */
@@ -442,7 +308,9 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
         loop->rec_part = calloc(loop->msg_cap, sizeof(*loop->rec_part));
         loop->batch_parts = calloc(loop->msg_cap, sizeof(*loop->batch_parts));
         if (!loop->msgs || !loop->recs || !loop->rec_part ||
-            !loop->batch_parts) {
+            !loop->batch_parts ||
+            sg_snapshot_http_new(SG_HTTP_MAX_BODY, http_log, loop,
+                                 &loop->http) != SG_OK) {
                 sg_loop_destroy(loop);
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
@@ -492,8 +360,8 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         bool http = false;
         for (size_t i = 0; i < conf->topic_cnt; i++)
                 http |= conf->topics[i].snapshot.source == SG_SNAP_HTTP;
-        if (http && (err = sg_fetcher_new(SG_HTTP_MAX_BODY, &loop->fetcher,
-                                          errstr, errstr_size)))
+        if (http && (err = sg_snapshot_http_open(loop->http, errstr,
+                                                 errstr_size)))
                 return err;
 
         /* Input topics, then every snapshot reply topic (snapshot refetch, semantics §4), each
@@ -580,7 +448,7 @@ static void loop_collect(sg_loop_t *loop) {
                 bool busy = http_busy(loop);
                 if (busy && left > SG_HTTP_SLICE_MS)
                         left = SG_HTTP_SLICE_MS;
-                if (loop->msg_cnt == 0 && loop->http_done_cnt > 0)
+                if (loop->msg_cnt == 0 && sg_snapshot_http_pending(loop->http) > 0)
                         left = 0; /* results to judge: do not idle */
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->consumer, left > 0 ? (int)left : 0);
@@ -623,7 +491,8 @@ static void loop_collect(sg_loop_t *loop) {
         } while (!loop->stop && loop->fatal == SG_OK &&
                  loop->msg_cnt < loop->msg_cap &&
                  /* an idle loop judges HTTP results at once */
-                 (loop->msg_cnt > 0 || loop->http_done_cnt == 0) &&
+                 (loop->msg_cnt > 0 ||
+                  sg_snapshot_http_pending(loop->http) == 0) &&
                  sg_clock_mono_ms() < (loop->msg_cnt ? deadline : idle_deadline));
 }
 
@@ -673,8 +542,7 @@ static void loop_stats_emit(sg_loop_t *loop) {
         s->paused_partitions = paused;
         s->consumer_lag = lag_known ? lag : -1;
         s->snapshot_http_in_flight =
-                loop->fetcher ? (int64_t)sg_fetcher_in_flight(loop->fetcher)
-                              : 0;
+                (int64_t)sg_snapshot_http_in_flight(loop->http);
         if (loop->stats_cb)
                 loop->stats_cb(loop->stats_opaque, s);
 }
@@ -790,12 +658,6 @@ void sg_loop_destroy(sg_loop_t *loop) {
         free(loop->rec_part);
         free(loop->batch_parts);
         free(loop->hdrs);
-        sg_fetcher_destroy(loop->fetcher);
-        for (size_t i = 0; i < loop->http_done_cnt; i++)
-                http_done_free(&loop->http_done[i]);
-        free(loop->http_done);
-        free(loop->http_recs);
-        sg_loop_http_reqs_clear(loop);
-        free(loop->http_reqs);
+        sg_snapshot_http_destroy(loop->http);
         free(loop);
 }

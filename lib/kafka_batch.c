@@ -108,39 +108,10 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
         }
 
         /* Completed HTTP transfers: records of the pseudo topic, no offset
-         * (processor.h). They stay in http_done until a batch commits. */
-        if (loop->http_done_cnt > loop->http_recs_cap) {
-                sg_record_t *hr = realloc(loop->http_recs,
-                                          loop->http_done_cnt * sizeof(*hr));
-                if (!hr)
-                        return SG_ERR_NOMEM;
-                loop->http_recs = hr;
-                loop->http_recs_cap = loop->http_done_cnt;
-        }
-        loop->http_batch_cnt = loop->http_done_cnt;
-        for (size_t i = 0; i < loop->http_batch_cnt; i++) {
-                sg_http_done_t *d = &loop->http_done[i];
-                d->hdrs[0] = (sg_header_t){.name = SG_H_HTTP_STATUS,
-                                           .value = d->status,
-                                           .value_len = strlen(d->status)};
-                d->hdrs[1] = (sg_header_t){
-                        .name = SG_H_HTTP_ERROR,
-                        .value = d->error,
-                        .value_len = d->error ? strlen(d->error) : 0};
-                loop->http_recs[i] = (sg_record_t){
-                        .topic = SG_SNAPSHOT_HTTP_TOPIC,
-                        .partition = -1,
-                        .offset = -1,
-                        .timestamp_ms = -1,
-                        .key = d->request_id,
-                        .key_len = strlen(d->request_id),
-                        .value = d->body,
-                        .value_len = d->body ? d->body_len : 0,
-                        .headers = d->hdrs,
-                        .header_cnt = d->error ? 2 : 1,
-                };
-        }
-        return SG_OK;
+         * (processor.h). They stay with the transfers until a batch
+         * commits. */
+        return sg_snapshot_http_drain(loop->http, &loop->http_recs,
+                                      &loop->http_batch_cnt);
 }
 
 /** The batch's next input offsets that move a partition forward (the
@@ -624,7 +595,7 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                         "out of memory for %zu delivery reports", cnt);
                 return SG_ERR_NOMEM;
         }
-        sg_loop_http_reqs_clear(loop);
+        sg_snapshot_http_discard(loop->http);
 
         if (loop->eos) {
                 /* One transaction per batch with anything to write or an
@@ -655,7 +626,8 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
                 if (efs[i].kind == SG_EFFECT_HTTP_GET) {
-                        err = sg_loop_http_req_add(loop, &efs[i], errstr, errstr_size);
+                        err = sg_snapshot_http_submit(loop->http, &efs[i], errstr,
+                                                      errstr_size);
                 } else if (framed && efs[i].kind == SG_EFFECT_CHANGELOG) {
                         ncl++;
                 } else if (!(err = sg_loop_produce(loop, &efs[i], i, NULL, errstr,
@@ -836,13 +808,15 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 loop_seek(loop, true);
                 /* Committed: the HTTP results are judged and durable, the
                  * batch's requests durable; now start those. */
-                sg_loop_http_done_consumed(loop);
-                sg_loop_http_reqs_start(loop);
+                sg_snapshot_http_commit(loop->http);
+                loop->http_batch_cnt = 0;
+                loop->stats.snapshot_http_in_flight =
+                        (int64_t)sg_snapshot_http_in_flight(loop->http);
         } else {
                 /* HTTP results stay for the next attempt; the requests are
                  * forgotten with the batch (the re-run issues them again). */
+                sg_snapshot_http_abort(loop->http);
                 loop->http_batch_cnt = 0;
-                sg_loop_http_reqs_clear(loop);
                 loop->stats.batches_aborted_total++;
                 loop_seek(loop, false);
                 cJSON *f = cJSON_CreateObject();

@@ -30,23 +30,6 @@
 #define SG_HTTP_SLICE_MS 5            /* consumer/fetcher turn while GETs run */
 #define SG_HTTP_MAX_BODY (1024 * 1024) /* snapshot response bound: 1 MiB */
 
-/** A completed HTTP snapshot transfer waiting for (or in) a batch. */
-typedef struct sg_http_done {
-        char *request_id;      /**< owned; the record's key */
-        char *body;            /**< owned; NULL when no response came */
-        size_t body_len;
-        char *error;           /**< owned; curl's message, or NULL */
-        char status[24];       /**< decimal HTTP status, "0": no response */
-        sg_header_t hdrs[2];   /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
-} sg_http_done_t;
-
-/** An SG_EFFECT_HTTP_GET copied out of the processor (its memory ends with
- *  batch_commit; the GET starts after it). */
-typedef struct sg_http_req {
-        char *request_id, *url, *auth_env; /**< owned; auth_env may be NULL */
-        int64_t timeout_ms;
-} sg_http_req_t;
-
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
 typedef struct sg_part {
         char *topic;           /**< owned */
@@ -159,14 +142,10 @@ struct sg_loop {
                                       restore brought LMDB up to it */
 
         /* HTTP snapshot refetch (snapshot_http.h) */
-        sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
-        sg_http_done_t *http_done; /**< completed, not yet committed */
-        size_t http_done_cnt, http_done_cap;
-        size_t http_batch_cnt;   /**< http_done[0..n) are in the batch */
-        sg_record_t *http_recs;  /**< their records, built per batch */
-        size_t http_recs_cap;
-        sg_http_req_t *http_reqs; /**< GETs of the batch, started on commit */
-        size_t http_req_cnt, http_req_cap;
+        sg_snapshot_http_t *http; /**< the transfers' bookkeeping */
+        const sg_record_t *http_recs; /**< completed transfers drained into
+                                      the batch (owned by http) */
+        size_t http_batch_cnt;   /**< their number */
         int64_t http_polled_ms;  /**< last fetcher drive (monotonic) */
 };
 /** One operation retried while the cluster answers with retriable errors:
@@ -205,11 +184,6 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
 size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition);
 size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
                         int32_t partition);
-void sg_loop_http_reqs_clear(sg_loop_t *loop);
-sg_err_t sg_loop_http_req_add(sg_loop_t *loop, const sg_effect_t *ef,
-                              char *errstr, size_t errstr_size);
-void sg_loop_http_reqs_start(sg_loop_t *loop);
-void sg_loop_http_done_consumed(sg_loop_t *loop);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
 
