@@ -294,8 +294,7 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
                 return SG_ERR_NOMEM;
         loop->conf = conf;
         loop->proc = *proc;
-        loop->log_cb = log_cb;
-        loop->log_opaque = log_opaque;
+        loop->klog = (sg_kafka_log_t){conf, log_cb, log_opaque};
         loop->stats_cb = stats_cb;
         loop->stats_opaque = stats_opaque;
         loop->stats.consumer_lag = -1;
@@ -331,13 +330,11 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         loop->changelog = loop->proc.restore_begin &&
                           loop->proc.restore_apply && loop->proc.restore_end;
         loop->alos_cl = !loop->eos && loop->changelog;
-        if (loop->eos)
-                snprintf(loop->restore_group, sizeof(loop->restore_group),
-                         "%s.restore", conf->transactional_id);
-        else
-                snprintf(loop->restore_group, sizeof(loop->restore_group),
-                         "%s-%s.restore", conf->group_id ? conf->group_id : "",
-                         conf->instance_id ? conf->instance_id : "seqgate");
+        /* the restore consumer's group.id: <transactional id>.restore */
+        char id[512];
+        snprintf(loop->restore_group, sizeof(loop->restore_group),
+                 "%s.restore",
+                 sg_loop_transactional_id(conf, id, sizeof(id)));
         if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
                                    errstr_size)) ||
             (err = sg_loop_client_new(loop, true, &loop->consumer, errstr,

@@ -1,5 +1,10 @@
 /*
- * kafka_conf.c — the Kafka loop (kafka.h): client configuration.
+ * kafka_conf.c — the Kafka loop (kafka.h): client configuration. One
+ * sg_kafka_conf_new() builds every client's rd_kafka_conf_t from the
+ * config — the properties (kafka.h "Properties"), the ones seqgate
+ * controls, and the log and error callbacks that route librdkafka's lines
+ * through the secret redaction (kafka_redact.c) — for the loop's three
+ * clients and for seqgatectl's.
  */
 #include "kafka_int.h"
 
@@ -8,40 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ */
-/* librdkafka callbacks                                                */
-
-static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
-                   const char *buf) {
-        sg_loop_t *loop = rd_kafka_opaque(rk);
-        if (!loop || !loop->log_cb)
-                return;
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
-        cJSON_AddStringToObject(f, "fac", fac);
-        cJSON_AddStringToObject(f, "message", buf);
-        if (level < SG_LOG_ERR)
-                level = SG_LOG_ERR;
-        if (level > SG_LOG_DEBUG)
-                level = SG_LOG_DEBUG;
-        sg_loop_log(loop, (sg_log_level_t)level, "librdkafka", f);
-}
-
-static void cb_error(rd_kafka_t *rk, int err, const char *reason,
-                     void *opaque) {
-        sg_loop_t *loop = opaque;
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
-        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
-        cJSON_AddStringToObject(f, "reason", reason);
-        sg_loop_log(loop,
-                 err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR : SG_LOG_WARNING,
-                 "kafka_error", f);
-}
-
-/* ------------------------------------------------------------------ */
-/* client creation                                                     */
 
 /** Sets one property; a secret's value never reaches errstr. */
 static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
@@ -76,11 +47,12 @@ static sg_err_t conf_set_list(rd_kafka_conf_t *kc, const sg_kv_t *kv,
         return SG_OK;
 }
 
-/** Builds a client configuration: defaults, then "kafka", then @p specific. */
-static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
-                          char *errstr, size_t errstr_size) {
-        const sg_config_t *conf = loop->conf;
-        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+/* The group consumer's or a producer's properties: defaults, then "kafka",
+ * then "kafka_consumer" / "kafka_producer", then the controlled ones. */
+static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
+                            bool consumer, bool txn, char *errstr,
+                            size_t errstr_size) {
+        bool eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
         sg_err_t err = SG_OK;
         static const char *const cdefs[][2] = {
                 {"enable.auto.commit", "false"},
@@ -108,7 +80,7 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
          * 10 s (Kafka Streams' exactly-once default) rather than 60 s keeps
          * a partition's failover short. The transaction spans only the
          * produce → commit of one batch. */
-        if (!err && loop->eos && !consumer)
+        if (!err && txn)
                 err = conf_set(kc, "transaction.timeout.ms", "10000", errstr,
                                errstr_size);
         if (!err)
@@ -127,16 +99,19 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
                 err = conf_set_list(kc, conf->kafka_producer,
                                     conf->kafka_producer_cnt, true, errstr,
                                     errstr_size);
-        if (!err && loop->eos && consumer)
+        if (!err && eos && consumer)
                 /* exactly_once: aborted input is never judged (config.c
                  * refuses any other value). */
                 err = conf_set(kc, "isolation.level", "read_committed",
                                errstr, errstr_size);
-        if (!err && loop->eos && !consumer)
+        if (!err && txn) {
                 /* Stable per instance (<group.id>-<instance_id>): a
                  * restarted instance fences its zombie (KIP-98). */
+                char id[512];
                 err = conf_set(kc, "transactional.id",
-                               conf->transactional_id, errstr, errstr_size);
+                               sg_loop_transactional_id(conf, id, sizeof(id)),
+                               errstr, errstr_size);
+        }
         if (!err && !consumer) {
                 /* semantics §6: idempotent producer, acks=all. */
                 char v[32];
@@ -160,19 +135,7 @@ static sg_err_t loop_conf(sg_loop_t *loop, bool consumer, rd_kafka_conf_t **kcp,
                         err = SG_ERR_CONFIG;
                 }
         }
-        if (err) {
-                rd_kafka_conf_destroy(kc);
-                return err;
-        }
-        rd_kafka_conf_set_opaque(kc, loop);
-        rd_kafka_conf_set_log_cb(kc, cb_log);
-        rd_kafka_conf_set_error_cb(kc, cb_error);
-        if (consumer)
-                rd_kafka_conf_set_rebalance_cb(kc, sg_loop_cb_rebalance);
-        else
-                rd_kafka_conf_set_dr_msg_cb(kc, sg_loop_cb_dr);
-        *kcp = kc;
-        return SG_OK;
+        return err;
 }
 
 /**
@@ -188,30 +151,6 @@ static sg_err_t client_new_err(void) {
         return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
                        ? SG_ERR_CONFIG
                        : SG_ERR_KAFKA;
-}
-
-sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
-                            rd_kafka_t **rkp, char *errstr,
-                            size_t errstr_size) {
-        rd_kafka_conf_t *kc;
-        char es[512];
-        sg_err_t err = loop_conf(loop, consumer, &kc, errstr, errstr_size);
-        if (err)
-                return err;
-        rd_kafka_t *rk = rd_kafka_new(
-                consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, kc, es,
-                sizeof(es));
-        if (!rk) {
-                rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size, "creating the %s: %s",
-                        consumer ? "consumer" : "producer", es);
-                return client_new_err();
-        }
-        rd_kafka_set_log_queue(rk, NULL); /* logs served by poll */
-        if (consumer)
-                rd_kafka_poll_set_consumer(rk);
-        *rkp = rk;
-        return SG_OK;
 }
 
 /** Properties of the group consumer that a group-less consumer must not
@@ -232,12 +171,12 @@ static bool restorer_skips(const char *name) {
         return false;
 }
 
-/** The changelog restore consumer (both guarantees) — never joins a
- *  consumer group (only assign(), no offsets committed); read_committed;
- *  EOF reported at the stable end. */
-sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
-                              size_t errstr_size) {
-        const sg_config_t *conf = loop->conf;
+/* A group-less reader's properties (the changelog restore consumer):
+ * "kafka" and "kafka_consumer" minus the consumer group's own, then the
+ * controlled ones, then group.id @p group. */
+static sg_err_t conf_reader(rd_kafka_conf_t *kc, const sg_config_t *conf,
+                            const char *group, char *errstr,
+                            size_t errstr_size) {
         static const char *const rdefs[][2] = {
                 {"enable.auto.commit", "false"},
                 {"enable.auto.offset.store", "false"},
@@ -251,9 +190,7 @@ sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                 {"fetch.wait.max.ms", "10"},
                 {"log.queue", "true"},
         };
-        rd_kafka_conf_t *kc = rd_kafka_conf_new();
         sg_err_t err = SG_OK;
-        char es[512];
         for (size_t i = 0; !err && i < conf->kafka_cnt; i++)
                 if (!restorer_skips(conf->kafka[i].name))
                         err = conf_set(kc, conf->kafka[i].name,
@@ -271,24 +208,135 @@ sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
          * group"); this one is never joined (no subscribe) and never
          * commits. */
         if (!err)
-                err = conf_set(kc, "group.id", loop->restore_group, errstr,
-                               errstr_size);
+                err = conf_set(kc, "group.id", group, errstr, errstr_size);
+        return err;
+}
+
+/* rd_kafka_conf_set_log_cb: a librdkafka log line, as event "librdkafka"
+ * (redacted, sg_kafka_log_emit). The client's opaque is its
+ * sg_kafka_log_t. */
+static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf) {
+        sg_kafka_log_t *lg = rd_kafka_opaque(rk);
+        if (!lg || !lg->log_cb)
+                return;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
+        cJSON_AddStringToObject(f, "fac", fac);
+        cJSON_AddStringToObject(f, "message", buf);
+        if (level < SG_LOG_ERR)
+                level = SG_LOG_ERR;
+        if (level > SG_LOG_DEBUG)
+                level = SG_LOG_DEBUG;
+        sg_kafka_log_emit(lg, (sg_log_level_t)level, "librdkafka", f);
+}
+
+/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error". */
+static void cb_error(rd_kafka_t *rk, int err, const char *reason,
+                     void *opaque) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
+        cJSON_AddStringToObject(f, "reason", reason);
+        sg_kafka_log_emit(opaque,
+                          err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR
+                                                          : SG_LOG_WARNING,
+                          "kafka_error", f);
+}
+
+sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,
+                           const char *reader_group, sg_kafka_log_t *log,
+                           rd_kafka_conf_t **kcp, char *errstr,
+                           size_t errstr_size) {
+        if (!conf || !log || !kcp ||
+            (client == SG_KAFKA_READER && !reader_group) ||
+            (client == SG_KAFKA_TXN_PRODUCER && !conf->transactional_id &&
+             !conf->group_id)) {
+                sg_errf(errstr, errstr_size,
+                        "sg_kafka_conf_new: invalid argument");
+                return SG_ERR_INVALID;
+        }
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        sg_err_t err =
+                client == SG_KAFKA_READER
+                        ? conf_reader(kc, conf, reader_group, errstr,
+                                      errstr_size)
+                        : conf_member(kc, conf,
+                                      client == SG_KAFKA_GROUP_CONSUMER,
+                                      client == SG_KAFKA_TXN_PRODUCER,
+                                      errstr, errstr_size);
         if (err) {
                 rd_kafka_conf_destroy(kc);
                 return err;
         }
-        rd_kafka_conf_set_opaque(kc, loop);
+        rd_kafka_conf_set_opaque(kc, log);
         rd_kafka_conf_set_log_cb(kc, cb_log);
         rd_kafka_conf_set_error_cb(kc, cb_error);
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es));
+        *kcp = kc;
+        return SG_OK;
+}
+
+const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,
+                                     size_t size) {
+        if (conf->transactional_id)
+                return conf->transactional_id;
+        snprintf(buf, size, "%s-%s", conf->group_id ? conf->group_id : "",
+                 conf->instance_id ? conf->instance_id : "seqgate");
+        return buf;
+}
+
+/* Creates a client of the loop from @p kc (consumed: destroyed on failure)
+ * with its logs served by the loop's polls; @p what names it in errstr. */
+static sg_err_t loop_client(rd_kafka_type_t type, rd_kafka_conf_t *kc,
+                            const char *what, rd_kafka_t **rkp, char *errstr,
+                            size_t errstr_size) {
+        char es[512];
+        rd_kafka_t *rk = rd_kafka_new(type, kc, es, sizeof(es));
         if (!rk) {
                 rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size,
-                        "creating the changelog restore consumer: %s", es);
+                sg_errf(errstr, errstr_size, "creating the %s: %s", what, es);
                 return client_new_err();
         }
-        rd_kafka_set_log_queue(rk, NULL);
-        rd_kafka_poll_set_consumer(rk);
-        loop->restorer = rk;
+        rd_kafka_set_log_queue(rk, NULL); /* logs served by poll */
+        if (type == RD_KAFKA_CONSUMER)
+                rd_kafka_poll_set_consumer(rk);
+        *rkp = rk;
         return SG_OK;
+}
+
+/** The changelog restore consumer (both guarantees) — never joins a
+ *  consumer group (only assign(), no offsets committed); read_committed;
+ *  EOF reported at the stable end. */
+sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
+                              size_t errstr_size) {
+        rd_kafka_conf_t *kc;
+        sg_err_t err = sg_kafka_conf_new(loop->conf, SG_KAFKA_READER,
+                                         loop->restore_group, &loop->klog,
+                                         &kc, errstr, errstr_size);
+        if (!err)
+                err = loop_client(RD_KAFKA_CONSUMER, kc,
+                                  "changelog restore consumer",
+                                  &loop->restorer, errstr, errstr_size);
+        return err;
+}
+
+sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
+                            rd_kafka_t **rkp, char *errstr,
+                            size_t errstr_size) {
+        rd_kafka_conf_t *kc;
+        sg_kafka_client_t client = consumer  ? SG_KAFKA_GROUP_CONSUMER
+                                   : loop->eos ? SG_KAFKA_TXN_PRODUCER
+                                               : SG_KAFKA_PRODUCER;
+        sg_err_t err = sg_kafka_conf_new(loop->conf, client, NULL,
+                                         &loop->klog, &kc, errstr,
+                                         errstr_size);
+        if (err)
+                return err;
+        if (consumer)
+                rd_kafka_conf_set_rebalance_cb(kc, sg_loop_cb_rebalance);
+        else
+                rd_kafka_conf_set_dr_msg_cb(kc, sg_loop_cb_dr);
+        return loop_client(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER,
+                           kc, consumer ? "consumer" : "producer", rkp,
+                           errstr, errstr_size);
 }

@@ -14,6 +14,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,8 +66,8 @@ typedef struct sg_part {
 struct sg_loop {
         const sg_config_t *conf;
         sg_processor_t proc;
-        sg_log_cb *log_cb;
-        void *log_opaque;
+        sg_kafka_log_t klog;     /**< the log callback; every client's
+                                      opaque (sg_kafka_conf_new) */
         sg_loop_stats_cb *stats_cb;
         void *stats_opaque;
 
@@ -158,6 +159,10 @@ typedef struct sg_retry {
         int attempt;
 } sg_retry_t;
 #define SG_NO_PART SIZE_MAX
+
+/** The loop whose klog @p log is (a client's opaque, sg_kafka_conf_new). */
+#define SG_LOOP_OF(log) \
+        ((sg_loop_t *)(void *)((char *)(log) - offsetof(sg_loop_t, klog)))
 #define SG_RESTORE_POLL_MS 100
 #define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
 #define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
@@ -188,10 +193,16 @@ const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
 
 /* log redaction of secrets (kafka_redact.c) */
+void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
+                       const char *event, cJSON *fields);
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields);
 
 /* client configuration (kafka_conf.c) */
+/** The transactional id: the config's, else <group.id>-<instance_id>
+ *  built in @p buf (kafka.h "Batch protocol, exactly_once"). */
+const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,
+                                     size_t size);
 sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
                             rd_kafka_t **rkp, char *errstr,
                             size_t errstr_size);

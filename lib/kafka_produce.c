@@ -10,7 +10,7 @@
 #include <string.h>
 
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
-        sg_loop_t *loop = opaque;
+        sg_loop_t *loop = SG_LOOP_OF(opaque);
         uintptr_t v = (uintptr_t)m->_private;
         (void)rk;
         if (v <= loop->dr_base || v - loop->dr_base > loop->dr_cnt)

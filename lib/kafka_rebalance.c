@@ -310,7 +310,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *parts,
                           void *opaque) {
-        sg_loop_t *loop = opaque;
+        sg_loop_t *loop = SG_LOOP_OF(opaque);
         bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
 
         switch (err) {

@@ -82,16 +82,21 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
         }
 }
 
+void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
+                       const char *event, cJSON *fields) {
+        if (log->log_cb) {
+                if (fields)
+                        redact_json(log->conf, fields->child);
+                char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
+                log->log_cb(log->log_opaque, level, event, txt);
+                cJSON_free(txt);
+        }
+        cJSON_Delete(fields);
+}
+
 /** Emits @p event with @p fields (consumed, may be NULL) to the log
  *  callback, every string of it scrubbed of the configured secrets. */
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields) {
-        if (loop->log_cb) {
-                if (fields)
-                        redact_json(loop->conf, fields->child);
-                char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
-                loop->log_cb(loop->log_opaque, level, event, txt);
-                cJSON_free(txt);
-        }
-        cJSON_Delete(fields);
+        sg_kafka_log_emit(&loop->klog, level, event, fields);
 }
