@@ -318,6 +318,35 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
         return SG_OK;
 }
 
+/* sg_loop_connect's Kafka steps, in order, each only once the one before
+ * succeeded: the clients, the topic checks, the changelog topics and the
+ * restore consumer (exactly_once, or at_least_once with a changelog), the
+ * size limits, init_transactions (exactly_once). */
+static sg_err_t loop_start_clients(sg_loop_t *loop, char *errstr,
+                                   size_t errstr_size) {
+        sg_err_t err;
+        if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
+                                      errstr_size)))
+                return err;
+        if ((err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
+                                      errstr_size)))
+                return err;
+        if ((err = sg_loop_check_topics(loop, errstr, errstr_size)))
+                return err;
+        if (loop->eos || loop->alos_cl) {
+                if ((err = sg_loop_ensure_changelogs(loop, errstr,
+                                                     errstr_size)))
+                        return err;
+                if ((err = sg_loop_restorer_new(loop, errstr, errstr_size)))
+                        return err;
+        }
+        if ((err = sg_loop_size_limits(loop, errstr, errstr_size)))
+                return err;
+        if (loop->eos)
+                return sg_loop_init_transactions(loop, errstr, errstr_size);
+        return SG_OK;
+}
+
 sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         sg_err_t err;
@@ -335,20 +364,7 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         snprintf(loop->restore_group, sizeof(loop->restore_group),
                  "%s.restore",
                  sg_loop_transactional_id(conf, id, sizeof(id)));
-        if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
-                                   errstr_size)) ||
-            (err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
-                                   errstr_size)) ||
-            (err = sg_loop_check_topics(loop, errstr, errstr_size)) ||
-            (loop->eos &&
-             ((err = sg_loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = sg_loop_restorer_new(loop, errstr, errstr_size)))) ||
-            (loop->alos_cl &&
-             ((err = sg_loop_ensure_changelogs(loop, errstr, errstr_size)) ||
-              (err = sg_loop_restorer_new(loop, errstr, errstr_size)))) ||
-            (err = sg_loop_size_limits(loop, errstr, errstr_size)) ||
-            (loop->eos &&
-             (err = sg_loop_init_transactions(loop, errstr, errstr_size)))) {
+        if ((err = loop_start_clients(loop, errstr, errstr_size))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
