@@ -171,47 +171,20 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
         return NULL;
 }
 
-/**
- * At start (both guarantees, a stateful processor): every input topic's
- * changelog topic exists, with as many partitions as the input topic and
- * cleanup.policy=compact (one
- * changelog partition per input partition; a compacted log keeps each store
- * key's last value). A missing changelog is created (replication factor -1:
- * the broker's default.replication.factor, KIP-464); an existing one is
- * checked. A mismatch is SG_ERR_CONFIG naming the topic. On librdkafka's mock
- * cluster (--embedded-kafka; its cluster id starts with "mockCluster"),
- * which has no admin API and no topic configs, the changelogs must exist
- * (sg_mock_start creates them) and cleanup.policy is not checked, logged as
- * "changelog_config_unchecked".
- *
- * One pass: a retriable error (a request timed out, no controller yet, a
- * topic just created that a broker does not know yet) sets *retryp and
- * returns SG_ERR_KAFKA; sg_loop_ensure_changelogs() runs the pass again.
- */
-static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
-                                       rd_kafka_resp_err_t *retryp,
-                                       char *errstr, size_t errstr_size) {
+/* Ensure pass, step 1 (plan): checks every input topic's changelog
+ * against the input topic's partition count in @p md and collects a
+ * NewTopic for each missing one into @p nt (*cntp of them; the caller
+ * destroys them). A missing changelog on the mock cluster (@p admin
+ * false) cannot be created: SG_ERR_CONFIG. */
+static sg_err_t changelogs_plan(const sg_loop_t *loop,
+                               const rd_kafka_metadata_t *md, bool admin,
+                               rd_kafka_NewTopic_t **nt, size_t *cntp,
+                               rd_kafka_resp_err_t *retryp, char *errstr,
+                               size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
-        const rd_kafka_metadata_t *md;
-        rd_kafka_t *rk = loop->producer;
-        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
-        sg_err_t err = loop_metadata(loop, rk, &md, errstr, errstr_size);
-        if (err)
-                return err;
-        char es[512];
-        /* librdkafka's mock cluster (--embedded-kafka, sg_mock_start) has
-         * neither CreateTopics nor DescribeConfigs (2.0.2: the requests
-         * time out): it is told by the cluster id it reports. */
-        char *cid = rd_kafka_clusterid(rk, SG_METADATA_TIMEOUT_MS);
-        bool admin = !(cid && !strncmp(cid, "mockCluster", 11));
-        if (cid)
-                rd_kafka_mem_free(rk, cid);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_NewTopic_t **nt = calloc(conf->topic_cnt, sizeof(*nt));
+        sg_err_t err = SG_OK;
         size_t nt_cnt = 0;
-        if (!nt)
-                err = SG_ERR_NOMEM;
-        /* 1. partition counts; collect the missing ones */
+        char es[512];
         for (size_t i = 0; !err && i < conf->topic_cnt; i++) {
                 const sg_topic_config_t *tc = &conf->topics[i];
                 const rd_kafka_metadata_topic_t *in = md_topic(md, tc->name);
@@ -263,8 +236,18 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                                 nt_cnt++;
                 }
         }
-        rd_kafka_metadata_destroy(md);
-        /* 2. create the missing ones */
+        *cntp = nt_cnt;
+        return err;
+}
+
+/* Ensure pass, step 2 (create): CreateTopics of the @p nt_cnt missing
+ * changelogs @p nt (an existing one, another instance's, is fine). */
+static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
+                                 rd_kafka_NewTopic_t **nt, size_t nt_cnt,
+                                 rd_kafka_resp_err_t *retryp, char *errstr,
+                                 size_t errstr_size) {
+        rd_kafka_t *rk = loop->producer;
+        sg_err_t err = SG_OK;
         if (!err && nt_cnt > 0) {
                 rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
                         rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
@@ -330,23 +313,19 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                 if (ev)
                         rd_kafka_event_destroy(ev);
         }
-        for (size_t i = 0; i < nt_cnt; i++)
-                rd_kafka_NewTopic_destroy(nt[i]);
-        free(nt);
-        /* 3. cleanup.policy of every changelog (the ones just created too:
-         *    the broker may have refused or altered nothing, but check) */
-        if (!err && !admin) {
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(
-                        f, "detail",
-                        "librdkafka's mock cluster (--embedded-kafka) has no "
-                        "topic configs: cleanup.policy of the changelog "
-                        "topics not checked");
-                sg_loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
-                         f);
-                rd_kafka_queue_destroy(q);
-                return SG_OK;
-        }
+        return err;
+}
+
+/* Ensure pass, step 3 (verify): DescribeConfigs of every changelog (the
+ * ones just created too: the broker may have refused or altered nothing,
+ * but check); cleanup.policy must contain compact. A broker without
+ * DescribeConfigs is logged, not an error. */
+static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
+                                 rd_kafka_resp_err_t *retryp, char *errstr,
+                                 size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        rd_kafka_t *rk = loop->producer;
+        sg_err_t err = SG_OK;
         rd_kafka_ConfigResource_t **cr =
                 err ? NULL : calloc(conf->topic_cnt, sizeof(*cr));
         if (!err && !cr)
@@ -443,6 +422,73 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                 if (cr[i])
                         rd_kafka_ConfigResource_destroy(cr[i]);
         free(cr);
+        return err;
+}
+
+/**
+ * At start (both guarantees, a stateful processor): every input topic's
+ * changelog topic exists, with as many partitions as the input topic and
+ * cleanup.policy=compact (one
+ * changelog partition per input partition; a compacted log keeps each store
+ * key's last value). A missing changelog is created (replication factor -1:
+ * the broker's default.replication.factor, KIP-464); an existing one is
+ * checked. A mismatch is SG_ERR_CONFIG naming the topic. On librdkafka's mock
+ * cluster (--embedded-kafka; its cluster id starts with "mockCluster"),
+ * which has no admin API and no topic configs, the changelogs must exist
+ * (sg_mock_start creates them) and cleanup.policy is not checked, logged as
+ * "changelog_config_unchecked".
+ *
+ * One pass: a retriable error (a request timed out, no controller yet, a
+ * topic just created that a broker does not know yet) sets *retryp and
+ * returns SG_ERR_KAFKA; sg_loop_ensure_changelogs() runs the pass again.
+ */
+static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
+                                       rd_kafka_resp_err_t *retryp,
+                                       char *errstr, size_t errstr_size) {
+        const sg_config_t *conf = loop->conf;
+        const rd_kafka_metadata_t *md;
+        rd_kafka_t *rk = loop->producer;
+        *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
+        sg_err_t err = loop_metadata(loop, rk, &md, errstr, errstr_size);
+        if (err)
+                return err;
+        /* librdkafka's mock cluster (--embedded-kafka, sg_mock_start) has
+         * neither CreateTopics nor DescribeConfigs (2.0.2: the requests
+         * time out): it is told by the cluster id it reports. */
+        char *cid = rd_kafka_clusterid(rk, SG_METADATA_TIMEOUT_MS);
+        bool admin = !(cid && !strncmp(cid, "mockCluster", 11));
+        if (cid)
+                rd_kafka_mem_free(rk, cid);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_NewTopic_t **nt = calloc(conf->topic_cnt, sizeof(*nt));
+        size_t nt_cnt = 0;
+        if (!nt)
+                err = SG_ERR_NOMEM;
+        if (!err)
+                err = changelogs_plan(loop, md, admin, nt, &nt_cnt, retryp,
+                                      errstr, errstr_size);
+        rd_kafka_metadata_destroy(md);
+        if (!err && nt_cnt > 0)
+                err = changelogs_create(loop, q, nt, nt_cnt, retryp, errstr,
+                                        errstr_size);
+        for (size_t i = 0; i < nt_cnt; i++)
+                rd_kafka_NewTopic_destroy(nt[i]);
+        free(nt);
+        /* the mock cluster has no topic configs to verify */
+        if (!err && !admin) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "librdkafka's mock cluster (--embedded-kafka) has no "
+                        "topic configs: cleanup.policy of the changelog "
+                        "topics not checked");
+                sg_loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
+                         f);
+                rd_kafka_queue_destroy(q);
+                return SG_OK;
+        }
+        if (!err)
+                err = changelogs_verify(loop, q, retryp, errstr, errstr_size);
         rd_kafka_queue_destroy(q);
         return err;
 }
