@@ -29,6 +29,135 @@ static void on_assign_drop(sg_loop_t *loop, rd_kafka_t *rk,
                 rd_kafka_assign(rk, NULL);
 }
 
+/* on_assign: the group's committed offset of each partition of @p parts
+ * into @p committed (-1: none committed; -2: not known, the fetch
+ * failed), and the partition table's entries reset for the assignment. */
+static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             int64_t *committed) {
+        int i;
+        /* The group's committed offsets.
+         * exactly_once: committed offsets a transaction still holds are
+         * unstable (KIP-447); wait until they are decided. */
+        rd_kafka_topic_partition_list_t *c =
+                rd_kafka_topic_partition_list_copy(parts);
+        rd_kafka_resp_err_t cerr;
+        int64_t cdeadline = sg_clock_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
+        for (bool logged = false;; logged = true) {
+                cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
+                for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
+                        if (c->elems[i].err)
+                                cerr = c->elems[i].err;
+                if (!cerr || !loop->eos || loop->stop ||
+                    sg_clock_mono_ms() >= cdeadline)
+                        break;
+                if (!logged) {
+                        cJSON *f = sg_kafka_parts_json(parts);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(cerr));
+                        sg_loop_log(loop, SG_LOG_NOTICE,
+                                 "committed_offsets_pending", f);
+                }
+                sg_sleep_ms(200);
+        }
+        if (cerr) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
+                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
+        }
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                /* -1: none committed; -2: not known (the fetch failed) */
+                committed[i] = cerr || c->elems[i].err ? -2 : -1;
+                if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
+                        committed[i] = c->elems[i].offset;
+                size_t pi = sg_loop_part(loop, tp->topic, tp->partition);
+                loop->parts[pi].assigned = true;
+                loop->parts[pi].paused_until = 0;
+                loop->parts[pi].committed =
+                        committed[i] >= 0 ? committed[i] : -1;
+                loop->parts[pi].restore = false;
+                loop->parts[pi].cl_fenced = false;
+        }
+        rd_kafka_topic_partition_list_destroy(c);
+}
+
+/* on_assign: the offset each partition of @p parts starts at (into its
+ * offset and the table), from @p committed and the store's @p stored. */
+static void assign_start_offsets(sg_loop_t *loop,
+                                 rd_kafka_topic_partition_list_t *parts,
+                                 const int64_t *stored,
+                                 const int64_t *committed) {
+        char es[512];
+        int i;
+        /* The start offset of each partition (semantics §6: never past a
+         * record whose decision is not in Kafka):
+         *   exactly_once: the transactional committed offset only — the
+         *   store is rebuilt from the changelog to match it;
+         *   at_least_once with a changelog: the later of the committed
+         *   offset and the input offset the RESTORED store reflects (the
+         *   changelog holds a batch only once its output was delivered;
+         *   an offset is committed only after its changelog);
+         *   without a changelog (a stateless processor): the later of the
+         *   committed offset and the local store's. */
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                int64_t start = committed[i] >= 0 ? committed[i] : -1;
+                int64_t from_store = loop->eos ? -1 : stored[i];
+                if (loop->alos_cl && sg_config_topic(loop->conf, tp->topic)) {
+                        from_store = -1;
+                        es[0] = '\0';
+                        if (loop->proc.assign(loop->proc.opaque, tp->topic,
+                                              tp->partition,
+                                              loop->conf->group_id,
+                                              &from_store, es, sizeof(es)))
+                                from_store = -1;
+                }
+                if (from_store > start)
+                        start = from_store;
+                tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
+                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)].start =
+                        start >= 0 ? start : -1;
+        }
+}
+
+/* on_assign: hands @p parts to the consumer and logs
+ * "partitions_assigned". */
+static void assign_hand_over(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             bool cooperative) {
+        int i;
+        if (cooperative) {
+                rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
+                if (e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_error_string(e));
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                        rd_kafka_error_destroy(e);
+                }
+        } else {
+                rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+                if (e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                }
+        }
+        /* A partition we paused before losing it must not stay paused. */
+        rd_kafka_resume_partitions(rk, parts);
+
+        cJSON *f = sg_kafka_parts_json(parts);
+        cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
+        for (i = 0; i < parts->cnt; i++)
+                cJSON_AddItemToArray(
+                        offs, cJSON_CreateNumber((double)parts->elems[i].offset));
+        cJSON_AddStringToObject(f, "protocol",
+                                cooperative ? "COOPERATIVE" : "EAGER");
+        sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
+}
+
 static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                       rd_kafka_topic_partition_list_t *parts,
                       bool cooperative) {
@@ -104,50 +233,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 return;
         }
 
-        /* The group's committed offsets.
-         * exactly_once: committed offsets a transaction still holds are
-         * unstable (KIP-447); wait until they are decided. */
-        rd_kafka_topic_partition_list_t *c =
-                rd_kafka_topic_partition_list_copy(parts);
-        rd_kafka_resp_err_t cerr;
-        int64_t cdeadline = sg_clock_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
-        for (bool logged = false;; logged = true) {
-                cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
-                for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
-                        if (c->elems[i].err)
-                                cerr = c->elems[i].err;
-                if (!cerr || !loop->eos || loop->stop ||
-                    sg_clock_mono_ms() >= cdeadline)
-                        break;
-                if (!logged) {
-                        cJSON *f = sg_kafka_parts_json(parts);
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2str(cerr));
-                        sg_loop_log(loop, SG_LOG_NOTICE,
-                                 "committed_offsets_pending", f);
-                }
-                sg_sleep_ms(200);
-        }
-        if (cerr) {
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
-                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
-        }
-        for (i = 0; i < parts->cnt; i++) {
-                rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                /* -1: none committed; -2: not known (the fetch failed) */
-                committed[i] = cerr || c->elems[i].err ? -2 : -1;
-                if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
-                        committed[i] = c->elems[i].offset;
-                size_t pi = sg_loop_part(loop, tp->topic, tp->partition);
-                loop->parts[pi].assigned = true;
-                loop->parts[pi].paused_until = 0;
-                loop->parts[pi].committed =
-                        committed[i] >= 0 ? committed[i] : -1;
-                loop->parts[pi].restore = false;
-                loop->parts[pi].cl_fenced = false;
-        }
-        rd_kafka_topic_partition_list_destroy(c);
+        assign_committed(loop, rk, parts, committed);
 
         /* at_least_once with a changelog: claim the partitions' changelogs
          * (kafka.h "Changelog fencing") before restoring them. */
@@ -190,67 +276,11 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 return;
         }
 
-        /* The start offset of each partition (semantics §6: never past a
-         * record whose decision is not in Kafka):
-         *   exactly_once: the transactional committed offset only — the
-         *   store is rebuilt from the changelog to match it;
-         *   at_least_once with a changelog: the later of the committed
-         *   offset and the input offset the RESTORED store reflects (the
-         *   changelog holds a batch only once its output was delivered;
-         *   an offset is committed only after its changelog);
-         *   without a changelog (a stateless processor): the later of the
-         *   committed offset and the local store's. */
-        for (i = 0; i < parts->cnt; i++) {
-                rd_kafka_topic_partition_t *tp = &parts->elems[i];
-                int64_t start = committed[i] >= 0 ? committed[i] : -1;
-                int64_t from_store = loop->eos ? -1 : stored[i];
-                if (loop->alos_cl && sg_config_topic(loop->conf, tp->topic)) {
-                        from_store = -1;
-                        es[0] = '\0';
-                        if (loop->proc.assign(loop->proc.opaque, tp->topic,
-                                              tp->partition,
-                                              loop->conf->group_id,
-                                              &from_store, es, sizeof(es)))
-                                from_store = -1;
-                }
-                if (from_store > start)
-                        start = from_store;
-                tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)].start =
-                        start >= 0 ? start : -1;
-        }
+        assign_start_offsets(loop, parts, stored, committed);
         free(stored);
         free(committed);
 
-        if (cooperative) {
-                rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
-                if (e) {
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_error_string(e));
-                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
-                        rd_kafka_error_destroy(e);
-                }
-        } else {
-                rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
-                if (e) {
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
-                }
-        }
-        /* A partition we paused before losing it must not stay paused. */
-        rd_kafka_resume_partitions(rk, parts);
-
-        cJSON *f = sg_kafka_parts_json(parts);
-        cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
-        for (i = 0; i < parts->cnt; i++)
-                cJSON_AddItemToArray(
-                        offs, cJSON_CreateNumber((double)parts->elems[i].offset));
-        cJSON_AddStringToObject(f, "protocol",
-                                cooperative ? "COOPERATIVE" : "EAGER");
-        sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
+        assign_hand_over(loop, rk, parts, cooperative);
 }
 
 static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
