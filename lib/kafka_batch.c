@@ -700,6 +700,57 @@ void sg_loop_release(sg_loop_t *loop) {
         loop->msg_cnt = 0;
 }
 
+/* sg_loop_batch, after the batch failed for good (@p err, @p es; @p why:
+ * what ran it, or NULL): seeks its partitions back so that its records
+ * are read again, logs "batch_aborted", and deals with a fatal producer
+ * error (exactly_once: stop; at_least_once: a new producer). */
+static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err,
+                               const char *es, const char *why) {
+        /* HTTP results stay for the next attempt; the requests are
+         * forgotten with the batch (the re-run issues them again). */
+        sg_snapshot_http_abort(loop->http);
+        loop->http_batch_cnt = 0;
+        loop->stats.batches_aborted_total++;
+        loop_seek(loop, false);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+        cJSON_AddStringToObject(f, "reason", es);
+        cJSON_AddNumberToObject(f, "records", (double)loop->msg_cnt);
+        if (why)
+                cJSON_AddStringToObject(f, "during", why);
+        sg_loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
+        if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
+        char fes[512];
+        rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
+                loop->producer, fes, sizeof(fes));
+        if (fe && loop->eos) {
+                /* A transactional producer's fatal error (fenced):
+                 * never start over under the same transactional.id
+                 * with stale state; stop. */
+                if (loop->fatal == SG_OK)
+                        sg_loop_producer_fatal(loop, fe, "batch", fes);
+        } else if (fe) {
+                /* An idempotent producer's fatal error: start over
+                 * with a new producer (new producer id). */
+                rd_kafka_t *np = NULL;
+                char nes[512];
+                cJSON *pf = cJSON_CreateObject();
+                cJSON_AddStringToObject(pf, "error", fes);
+                sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
+                rd_kafka_purge(loop->producer,
+                               RD_KAFKA_PURGE_F_QUEUE |
+                                       RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_destroy(loop->producer);
+                loop->producer = NULL;
+                if (sg_loop_client_new(loop, false, &np, nes,
+                                    sizeof(nes)) == SG_OK)
+                        loop->producer = np;
+                else
+                        sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
+        }
+}
+
 /**
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
@@ -813,49 +864,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 loop->stats.snapshot_http_in_flight =
                         (int64_t)sg_snapshot_http_in_flight(loop->http);
         } else {
-                /* HTTP results stay for the next attempt; the requests are
-                 * forgotten with the batch (the re-run issues them again). */
-                sg_snapshot_http_abort(loop->http);
-                loop->http_batch_cnt = 0;
-                loop->stats.batches_aborted_total++;
-                loop_seek(loop, false);
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "error", sg_err2str(err));
-                cJSON_AddStringToObject(f, "reason", es);
-                cJSON_AddNumberToObject(f, "records", (double)loop->msg_cnt);
-                if (why)
-                        cJSON_AddStringToObject(f, "during", why);
-                sg_loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
-                if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
-                        sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
-                char fes[512];
-                rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
-                        loop->producer, fes, sizeof(fes));
-                if (fe && loop->eos) {
-                        /* A transactional producer's fatal error (fenced):
-                         * never start over under the same transactional.id
-                         * with stale state; stop. */
-                        if (loop->fatal == SG_OK)
-                                sg_loop_producer_fatal(loop, fe, "batch", fes);
-                } else if (fe) {
-                        /* An idempotent producer's fatal error: start over
-                         * with a new producer (new producer id). */
-                        rd_kafka_t *np = NULL;
-                        char nes[512];
-                        cJSON *pf = cJSON_CreateObject();
-                        cJSON_AddStringToObject(pf, "error", fes);
-                        sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
-                        rd_kafka_purge(loop->producer,
-                                       RD_KAFKA_PURGE_F_QUEUE |
-                                               RD_KAFKA_PURGE_F_INFLIGHT);
-                        rd_kafka_destroy(loop->producer);
-                        loop->producer = NULL;
-                        if (sg_loop_client_new(loop, false, &np, nes,
-                                            sizeof(nes)) == SG_OK)
-                                loop->producer = np;
-                        else
-                                sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
-                }
+                loop_batch_aborted(loop, err, es, why);
         }
         sg_loop_release(loop);
         loop->batch_running = false;
