@@ -132,19 +132,26 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
         return err;
 }
 
-/** Start-up checks: topics exist; partition counts fit (semantics §5).
- *  A retriable topic error is retried (sg_retry_t). */
-sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
-                              size_t errstr_size) {
+/* One pass of a start-up step: sets *retryp to a retriable error it met
+ * (SG_ERR_KAFKA then), or NO_ERROR. */
+typedef sg_err_t(admin_pass_fn)(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
+                                char *errstr, size_t errstr_size);
+
+/* Runs @p pass again while it fails with a retriable error (sg_retry_t,
+ * @p during names it; @p topic_exists: sg_retry_again's). */
+static sg_err_t admin_retry(sg_loop_t *loop, admin_pass_fn *pass,
+                            const char *during, bool topic_exists,
+                            char *errstr, size_t errstr_size) {
         sg_retry_t r;
-        sg_retry_init(&r, "topic check");
+        sg_retry_init(&r, during);
         for (;;) {
                 rd_kafka_resp_err_t code;
                 char es[512] = "";
-                sg_err_t err = check_topics_once(loop, &code, es, sizeof(es));
+                sg_err_t err = pass(loop, &code, es, sizeof(es));
                 bool gave_up = false;
                 if (err == SG_ERR_KAFKA && code &&
-                    sg_retry_again(loop, &r, code, false, es, &gave_up))
+                    sg_retry_again(loop, &r, code, topic_exists, es,
+                                   &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
@@ -152,6 +159,14 @@ sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
                                 : "");
                 return err;
         }
+}
+
+/** Start-up checks: topics exist; partition counts fit (semantics §5).
+ *  A retriable topic error is retried (sg_retry_t). */
+sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
+                              size_t errstr_size) {
+        return admin_retry(loop, check_topics_once, "topic check", false,
+                           errstr, errstr_size);
 }
 
 #define SG_ADMIN_TIMEOUT_MS 30000
@@ -494,28 +509,13 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
 }
 
 /** exactly_once, at start: ensure_changelogs_once(), run again while it
- *  fails with a retriable error (sg_retry_t). */
+ *  fails with a retriable error (sg_retry_t). A missing changelog is
+ *  created in the pass, so an unknown topic reported there is one that
+ *  exists (just created): retriable. */
 sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size) {
-        sg_retry_t r;
-        sg_retry_init(&r, "changelog topics");
-        for (;;) {
-                rd_kafka_resp_err_t code;
-                char es[512] = "";
-                sg_err_t err = ensure_changelogs_once(loop, &code, es,
-                                                      sizeof(es));
-                bool gave_up = false;
-                /* a missing changelog is created in the pass, so an unknown
-                 * topic reported here is one that exists (just created) */
-                if (err == SG_ERR_KAFKA && code &&
-                    sg_retry_again(loop, &r, code, true, es, &gave_up))
-                        continue;
-                sg_errf(errstr, errstr_size, "%s%s", es,
-                        gave_up ? " (retriable; retried for "
-                                  "broker_retry_timeout_ms)"
-                                : "");
-                return err;
-        }
+        return admin_retry(loop, ensure_changelogs_once, "changelog topics",
+                           true, errstr, errstr_size);
 }
 
 /* RecordBatch v2 framing the broker counts against max.message.bytes, and a
