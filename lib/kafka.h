@@ -185,6 +185,8 @@
 #include "processor.h"
 #include "seqgate.h"
 
+#include <librdkafka/rdkafka.h>
+
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -272,6 +274,59 @@ const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop);
 
 /** Destroys the clients. NULL is a no-op. */
 void sg_loop_destroy(sg_loop_t *loop);
+
+/** Where a client's librdkafka log lines and errors go (sg_kafka_conf_new):
+ *  events "librdkafka" {client, fac, message} and "kafka_error" {client,
+ *  error, reason} to @p log_cb, every string scrubbed of @p conf's secret
+ *  values first (sg_config_is_secret). */
+typedef struct sg_kafka_log {
+        const sg_config_t *conf;   /**< whose secrets are redacted */
+        sg_log_cb *log_cb;         /**< NULL: nothing is logged */
+        void *log_opaque;
+} sg_kafka_log_t;
+
+/** The kind of client sg_kafka_conf_new() configures. */
+typedef enum sg_kafka_client {
+        SG_KAFKA_GROUP_CONSUMER, /**< the consumer group member */
+        SG_KAFKA_PRODUCER,       /**< idempotent producer, no transactions */
+        SG_KAFKA_TXN_PRODUCER,   /**< exactly_once: + transactional.id */
+        SG_KAFKA_READER,         /**< group-less read_committed reader that
+                                      only assign()s (the changelog restore
+                                      consumer; a DLQ reader) */
+} sg_kafka_client_t;
+
+/**
+ * Builds the librdkafka configuration of a @p client from @p conf (see
+ * "Properties" above for what each kind takes and what seqgate sets or
+ * refuses): GROUP_CONSUMER and the producers take "kafka" then
+ * "kafka_consumer" / "kafka_producer" over seqgate's defaults, then the
+ * controlled properties (exactly_once: isolation.level=read_committed;
+ * transactional.id and, unless given, transaction.timeout.ms=10000 for
+ * TXN_PRODUCER); a producer config with enable.idempotence other than true
+ * or acks other than all is refused (semantics §6). READER takes "kafka"
+ * and "kafka_consumer" minus the consumer group's own properties, then
+ * enable.auto.commit=false, enable.auto.offset.store=false,
+ * isolation.level=read_committed, enable.partition.eof=true,
+ * auto.offset.reset=error, fetch.wait.max.ms=10 and group.id
+ * @p reader_group (never joined: librdkafka wants one for assign()).
+ * Every kind gets log.queue=true (after rd_kafka_new, call
+ * rd_kafka_set_log_queue(rk, NULL): the lines are then served by the
+ * client's polls), the log and error callbacks of @p log and @p log as
+ * the client's opaque; the caller may add a delivery report or rebalance
+ * callback (they receive @p log as opaque) but must not replace the
+ * opaque.
+ * @param log          borrowed; must outlive the client.
+ * @param reader_group READER only (required), else ignored.
+ * @returns SG_OK (*kcp: the caller's, for rd_kafka_new or
+ *          rd_kafka_conf_destroy), SG_ERR_CONFIG (a property librdkafka or
+ *          semantics §6 refuses: errstr names it, never a secret's value),
+ *          SG_ERR_INVALID (a NULL argument, READER without a group).
+ * Thread-safety: none needed (touches only its arguments).
+ */
+sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,
+                           const char *reader_group, sg_kafka_log_t *log,
+                           rd_kafka_conf_t **kcp, char *errstr,
+                           size_t errstr_size);
 
 /**
  * Starts librdkafka's in-process mock cluster (for the demo and fast tests

@@ -20,6 +20,7 @@
  */
 #include "snapshot_http.h"
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include <pthread.h>
@@ -382,4 +383,260 @@ char *sg_url_expand(const char *tmpl, const char *aggregate,
         size_t rest = strlen(p);
         memcpy(o, p, rest + 1);
         return out;
+}
+
+/* ------------------------------------------------------------------ */
+/* The Kafka loop's transfers (snapshot_http.h)                        */
+
+/** A completed transfer waiting for (or in) a batch. */
+typedef struct sg_http_done {
+        char *request_id;      /**< owned; the record's key */
+        char *body;            /**< owned; NULL when no response came */
+        size_t body_len;
+        char *error;           /**< owned; curl's message, or NULL */
+        char status[24];       /**< decimal HTTP status, "0": no response */
+        sg_header_t hdrs[2];   /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
+} sg_http_done_t;
+
+/** An SG_EFFECT_HTTP_GET copied out of the processor (its memory ends with
+ *  batch_commit; the GET starts after it). */
+typedef struct sg_http_req {
+        char *request_id, *url, *auth_env; /**< owned; auth_env may be NULL */
+        int64_t timeout_ms;
+} sg_http_req_t;
+
+struct sg_snapshot_http {
+        size_t max_body;
+        sg_snapshot_http_log_cb *log;
+        void *log_opaque;
+        sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
+        sg_http_done_t *done;    /**< completed, not yet committed */
+        size_t done_cnt, done_cap;
+        size_t batch_cnt;        /**< done[0..n) are in the batch */
+        sg_record_t *recs;       /**< their records, built per batch */
+        size_t recs_cap;
+        sg_http_req_t *reqs;     /**< GETs of the batch, started on commit */
+        size_t req_cnt, req_cap;
+};
+
+sg_err_t sg_snapshot_http_new(size_t max_body_bytes,
+                              sg_snapshot_http_log_cb *log, void *log_opaque,
+                              sg_snapshot_http_t **hp) {
+        sg_snapshot_http_t *h = calloc(1, sizeof(*h));
+        if (!h)
+                return SG_ERR_NOMEM;
+        h->max_body = max_body_bytes;
+        h->log = log;
+        h->log_opaque = log_opaque;
+        *hp = h;
+        return SG_OK;
+}
+
+sg_err_t sg_snapshot_http_open(sg_snapshot_http_t *h, char *errstr,
+                               size_t errstr_size) {
+        if (h->fetcher)
+                return SG_OK;
+        return sg_fetcher_new(h->max_body, &h->fetcher, errstr, errstr_size);
+}
+
+static void http_done_free(sg_http_done_t *d) {
+        free(d->request_id);
+        free(d->body);
+        free(d->error);
+}
+
+/** sg_fetch_cb: keeps a completed transfer for the next batch. Runs only
+ *  between batches (see snapshot_http.h). */
+static void http_on_done(void *opaque, const sg_fetch_result_t *res) {
+        sg_snapshot_http_t *h = opaque;
+        if (h->done_cnt == h->done_cap) {
+                size_t cap = h->done_cap ? h->done_cap * 2 : 16;
+                sg_http_done_t *d = realloc(h->done, cap * sizeof(*d));
+                if (!d)
+                        goto nomem;
+                h->done = d;
+                h->done_cap = cap;
+        }
+        sg_http_done_t *d = &h->done[h->done_cnt];
+        memset(d, 0, sizeof(*d));
+        d->request_id = strdup(res->request_id);
+        if (res->body) {
+                d->body = malloc(res->body_len ? res->body_len : 1);
+                if (d->body && res->body_len)
+                        memcpy(d->body, res->body, res->body_len);
+                d->body_len = res->body_len;
+        }
+        if (res->error)
+                d->error = strdup(res->error);
+        if (!d->request_id || (res->body && !d->body) ||
+            (res->error && !d->error)) {
+                http_done_free(d);
+                goto nomem;
+        }
+        snprintf(d->status, sizeof(d->status), "%ld", res->status);
+        h->done_cnt++;
+        return;
+nomem:;
+        /* The processor's own request timeout re-issues the request. */
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "request_id", res->request_id);
+        cJSON_AddStringToObject(f, "error", "out of memory");
+        h->log(h->log_opaque, SG_LOG_WARNING, "snapshot_http_result_dropped",
+               f);
+}
+
+void sg_snapshot_http_poll(sg_snapshot_http_t *h, int wait_ms) {
+        if (!h->fetcher || sg_fetcher_in_flight(h->fetcher) == 0)
+                return;
+        sg_fetcher_poll(h->fetcher, wait_ms, http_on_done, h);
+}
+
+size_t sg_snapshot_http_in_flight(const sg_snapshot_http_t *h) {
+        return h->fetcher ? sg_fetcher_in_flight(h->fetcher) : 0;
+}
+
+size_t sg_snapshot_http_pending(const sg_snapshot_http_t *h) {
+        return h->done_cnt;
+}
+
+void sg_snapshot_http_discard(sg_snapshot_http_t *h) {
+        for (size_t i = 0; i < h->req_cnt; i++) {
+                free(h->reqs[i].request_id);
+                free(h->reqs[i].url);
+                free(h->reqs[i].auth_env);
+        }
+        h->req_cnt = 0;
+}
+
+sg_err_t sg_snapshot_http_submit(sg_snapshot_http_t *h, const sg_effect_t *ef,
+                                 char *errstr, size_t errstr_size) {
+        if (!ef->url || !ef->request_id) {
+                sg_errf(errstr, errstr_size,
+                        "HTTP_GET effect without url or request_id");
+                return SG_ERR_INVALID;
+        }
+        if (h->req_cnt == h->req_cap) {
+                size_t cap = h->req_cap ? h->req_cap * 2 : 16;
+                sg_http_req_t *r = realloc(h->reqs, cap * sizeof(*r));
+                if (!r)
+                        goto nomem;
+                h->reqs = r;
+                h->req_cap = cap;
+        }
+        sg_http_req_t *r = &h->reqs[h->req_cnt];
+        r->request_id = strdup(ef->request_id);
+        r->url = strdup(ef->url);
+        r->auth_env = ef->auth_env ? strdup(ef->auth_env) : NULL;
+        r->timeout_ms = ef->timeout_ms;
+        if (!r->request_id || !r->url || (ef->auth_env && !r->auth_env)) {
+                free(r->request_id);
+                free(r->url);
+                free(r->auth_env);
+                goto nomem;
+        }
+        h->req_cnt++;
+        return SG_OK;
+nomem:
+        sg_errf(errstr, errstr_size, "out of memory copying HTTP requests");
+        return SG_ERR_NOMEM;
+}
+
+/** Starts the committed batch's GETs. A GET that cannot start is logged:
+ *  the processor's request timeout re-issues it. */
+static void http_reqs_start(sg_snapshot_http_t *h) {
+        char es[512];
+        if (h->req_cnt > 0 && !h->fetcher &&
+            sg_fetcher_new(h->max_body, &h->fetcher, es, sizeof(es)) !=
+                    SG_OK) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "error", es);
+                cJSON_AddNumberToObject(f, "requests", (double)h->req_cnt);
+                h->log(h->log_opaque, SG_LOG_ERR,
+                       "snapshot_http_submit_failed", f);
+        }
+        for (size_t i = 0; h->fetcher && i < h->req_cnt; i++) {
+                const sg_http_req_t *r = &h->reqs[i];
+                es[0] = '\0';
+                sg_err_t err = sg_fetcher_submit(h->fetcher, r->request_id,
+                                                 r->url, r->auth_env,
+                                                 r->timeout_ms, es, sizeof(es));
+                if (err) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "request_id",
+                                                r->request_id);
+                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+                        cJSON_AddStringToObject(f, "reason", es);
+                        h->log(h->log_opaque, SG_LOG_WARNING,
+                               "snapshot_http_submit_failed", f);
+                }
+        }
+        sg_snapshot_http_discard(h);
+}
+
+sg_err_t sg_snapshot_http_drain(sg_snapshot_http_t *h,
+                                const sg_record_t **recsp, size_t *cntp) {
+        if (h->done_cnt > h->recs_cap) {
+                sg_record_t *hr = realloc(h->recs,
+                                          h->done_cnt * sizeof(*hr));
+                if (!hr)
+                        return SG_ERR_NOMEM;
+                h->recs = hr;
+                h->recs_cap = h->done_cnt;
+        }
+        h->batch_cnt = h->done_cnt;
+        for (size_t i = 0; i < h->batch_cnt; i++) {
+                sg_http_done_t *d = &h->done[i];
+                d->hdrs[0] = (sg_header_t){.name = SG_H_HTTP_STATUS,
+                                           .value = d->status,
+                                           .value_len = strlen(d->status)};
+                d->hdrs[1] = (sg_header_t){
+                        .name = SG_H_HTTP_ERROR,
+                        .value = d->error,
+                        .value_len = d->error ? strlen(d->error) : 0};
+                h->recs[i] = (sg_record_t){
+                        .topic = SG_SNAPSHOT_HTTP_TOPIC,
+                        .partition = -1,
+                        .offset = -1,
+                        .timestamp_ms = -1,
+                        .key = d->request_id,
+                        .key_len = strlen(d->request_id),
+                        .value = d->body,
+                        .value_len = d->body ? d->body_len : 0,
+                        .headers = d->hdrs,
+                        .header_cnt = d->error ? 2 : 1,
+                };
+        }
+        *recsp = h->recs;
+        *cntp = h->batch_cnt;
+        return SG_OK;
+}
+
+void sg_snapshot_http_commit(sg_snapshot_http_t *h) {
+        size_t n = h->batch_cnt;
+        for (size_t i = 0; i < n; i++)
+                http_done_free(&h->done[i]);
+        if (n > 0)
+                memmove(h->done, h->done + n,
+                        (h->done_cnt - n) * sizeof(*h->done));
+        h->done_cnt -= n;
+        h->batch_cnt = 0;
+        http_reqs_start(h);
+}
+
+void sg_snapshot_http_abort(sg_snapshot_http_t *h) {
+        h->batch_cnt = 0;
+        sg_snapshot_http_discard(h);
+}
+
+void sg_snapshot_http_destroy(sg_snapshot_http_t *h) {
+        if (!h)
+                return;
+        sg_fetcher_destroy(h->fetcher);
+        for (size_t i = 0; i < h->done_cnt; i++)
+                http_done_free(&h->done[i]);
+        free(h->done);
+        free(h->recs);
+        sg_snapshot_http_discard(h);
+        free(h->reqs);
+        free(h);
 }

@@ -1,0 +1,872 @@
+/*
+ * kafka_batch.c — the Kafka loop (kafka.h): the batch protocol, poll →
+ * process → produce → await deliveries → commit. State is committed only
+ * after Kafka accepted the batch's output; on any failure the batch is
+ * aborted and its records are read again (sg_loop_batch).
+ *
+ * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
+ * loop_attempt_changelog() and sg_loop_batch():
+ *     produce every output and DLQ effect → every delivery succeeded
+ *     → [a stateful processor: produce the changelog records (framed,
+ *     changelog.h) → every delivery succeeded, each partition's right after
+ *     this owner's previous record → one marker per changelog partition,
+ *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
+ *     the input offsets.
+ * No changelog record describes output Kafka did not accept, LMDB is never
+ * committed before Kafka accepted the batch's output and changelog, and an
+ * input offset is never committed before LMDB. Any failure aborts the
+ * processor's batch and seeks every partition of the batch back to its
+ * first record in the batch, so the records are read again; nothing is
+ * skipped to make progress. A failure once changelog records were produced
+ * also restores those partitions first (sg_loop_restore: the unfinished
+ * batch's records are void for every reader and their keys are rewritten).
+ * Ownership of a changelog partition (its epoch) is claimed on assignment
+ * (sg_loop_claim) and checked against the consumer group generation; kafka.h
+ * "Changelog fencing" argues why a zombie owner can only duplicate.
+ *
+ * Invariant (semantics §6, exactly_once), relied on by
+ * loop_attempt() and sg_loop_batch():
+ *     begin_transaction → produce every effect (changelog included) → every
+ *     delivery succeeded → send_offsets_to_transaction (KIP-447 group
+ *     metadata) → commit_transaction → processor batch_commit (LMDB).
+ * The transaction is the commit point: LMDB only follows it. A failure
+ * before commit_transaction aborts the transaction and rewinds exactly as
+ * above; a batch_commit failure after it is not a rewind (Kafka already
+ * holds the batch's output and offsets) but a store behind its changelog,
+ * repaired by restoring every assigned partition before the next batch.
+ * Restores (sg_loop_restore) run inside the rebalance callback before the
+ * input partitions are handed to the consumer, on a third, group-less
+ * read_committed consumer (loop->restorer). A fatal producer error (fenced)
+ * stops the loop; the producer is never re-created under the same
+ * transactional.id.
+ */
+#include "kafka_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* one batch                                                           */
+
+/** Turns the collected messages into records; fills the batch's partition list. */
+static sg_err_t loop_prepare(sg_loop_t *loop) {
+        size_t nh = 0;
+        for (size_t i = 0; i < loop->msg_cnt; i++) {
+                rd_kafka_headers_t *h = NULL;
+                if (!rd_kafka_message_headers(loop->msgs[i], &h))
+                        nh += rd_kafka_header_cnt(h);
+        }
+        if (nh > loop->hdr_cap) {
+                sg_header_t *hs = realloc(loop->hdrs, nh * sizeof(*hs));
+                if (!hs)
+                        return SG_ERR_NOMEM;
+                loop->hdrs = hs;
+                loop->hdr_cap = nh;
+        }
+        loop->batch_part_cnt = 0;
+        nh = 0;
+        for (size_t i = 0; i < loop->msg_cnt; i++) {
+                rd_kafka_message_t *m = loop->msgs[i];
+                sg_record_t *r = &loop->recs[i];
+                rd_kafka_headers_t *h = NULL;
+                rd_kafka_timestamp_type_t tst;
+
+                r->topic = rd_kafka_topic_name(m->rkt);
+                r->partition = m->partition;
+                r->offset = m->offset;
+                r->timestamp_ms = rd_kafka_message_timestamp(m, &tst);
+                r->key = m->key;
+                r->key_len = m->key_len;
+                r->value = m->payload;
+                r->value_len = m->len;
+                r->headers = loop->hdrs + nh;
+                r->header_cnt = 0;
+                if (!rd_kafka_message_headers(m, &h)) {
+                        const char *name;
+                        const void *val;
+                        size_t vs;
+                        for (size_t k = 0; !rd_kafka_header_get_all(
+                                     h, k, &name, &val, &vs);
+                             k++) {
+                                loop->hdrs[nh].name = name;
+                                loop->hdrs[nh].value = val;
+                                loop->hdrs[nh].value_len = val ? vs : 0;
+                                nh++;
+                                r->header_cnt++;
+                        }
+                }
+                size_t pi = loop->rec_part[i]; /* set by loop_collect() */
+                if (!loop->parts[pi].in_batch) {
+                        loop->parts[pi].in_batch = true;
+                        loop->parts[pi].first_offset = r->offset;
+                        loop->batch_parts[loop->batch_part_cnt++] = pi;
+                }
+        }
+
+        /* Completed HTTP transfers: records of the pseudo topic, no offset
+         * (processor.h). They stay with the transfers until a batch
+         * commits. */
+        return sg_snapshot_http_drain(loop->http, &loop->http_recs,
+                                      &loop->http_batch_cnt);
+}
+
+/** The batch's next input offsets that move a partition forward (the
+ *  paused record, or the one after the last processed). Caller destroys. */
+rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(
+                        (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
+        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
+                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
+                int64_t off = p->pause_offset >= 0 ? p->pause_offset
+                                                   : p->next_offset;
+                if (off <= p->committed)
+                        continue;
+                rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
+                        ->offset = off;
+        }
+        return l;
+}
+
+/** Marks @p l's offsets as committed by us. */
+void sg_loop_offsets_committed(sg_loop_t *loop,
+                               const rd_kafka_topic_partition_list_t *l) {
+        for (int i = 0; i < l->cnt; i++) {
+                size_t pi = sg_loop_part(loop, l->elems[i].topic,
+                                      l->elems[i].partition);
+                if (pi != SG_NO_PART &&
+                    l->elems[i].offset > loop->parts[pi].committed)
+                        loop->parts[pi].committed = l->elems[i].offset;
+        }
+}
+
+/** Commits the batch's input offsets (after LMDB); failure is logged only. */
+static void loop_commit_offsets(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+        if (l->cnt > 0) {
+                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
+                for (int i = 0; !e && i < l->cnt; i++)
+                        if (l->elems[i].err)
+                                e = l->elems[i].err;
+                if (e) {
+                        /* The store's offset wins at the next assignment;
+                         * re-read records are duplicates (semantics §3). */
+                        cJSON *f = sg_kafka_parts_json(l);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed",
+                                 f);
+                } else {
+                        sg_loop_offsets_committed(loop, l);
+                }
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** at_least_once: keeps the batch's input offsets for after the restore
+ *  (its LMDB commit failed, its changelog is complete: the restore brings
+ *  LMDB up to the batch, then the offsets may follow). */
+static void loop_offsets_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+        if (!loop->pending_offsets) {
+                loop->pending_offsets = l;
+                return;
+        }
+        for (int i = 0; i < l->cnt; i++) {
+                rd_kafka_topic_partition_t *t =
+                        rd_kafka_topic_partition_list_find(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition);
+                if (!t)
+                        rd_kafka_topic_partition_list_add(
+                                loop->pending_offsets, l->elems[i].topic,
+                                l->elems[i].partition)
+                                ->offset = l->elems[i].offset;
+                else if (l->elems[i].offset > t->offset)
+                        t->offset = l->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Commits the pending offsets of the partitions still assigned (after the
+ *  restore); failure is logged only (they are read again: duplicates). */
+void sg_loop_commit_pending(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
+        if (!p)
+                return;
+        loop->pending_offsets = NULL;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(p->cnt);
+        for (int i = 0; i < p->cnt; i++) {
+                size_t pi = sg_loop_part(loop, p->elems[i].topic,
+                                      p->elems[i].partition);
+                if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
+                    p->elems[i].offset > loop->parts[pi].committed)
+                        rd_kafka_topic_partition_list_add(
+                                l, p->elems[i].topic, p->elems[i].partition)
+                                ->offset = p->elems[i].offset;
+        }
+        rd_kafka_topic_partition_list_destroy(p);
+        rd_kafka_resp_err_t e =
+                l->cnt > 0 ? rd_kafka_commit(loop->consumer, l, 0)
+                           : RD_KAFKA_RESP_ERR_NO_ERROR;
+        for (int i = 0; !e && i < l->cnt; i++)
+                if (l->elems[i].err)
+                        e = l->elems[i].err;
+        if (e) {
+                cJSON *f = sg_kafka_parts_json(l);
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+        } else {
+                sg_loop_offsets_committed(loop, l);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Seeks the batch's partitions back to their first offset in the batch,
+ *  or (@p to_pause) pauses those the processor paused and seeks them to the
+ *  paused record. */
+static void loop_seek(sg_loop_t *loop, bool to_pause) {
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new((int)loop->batch_part_cnt);
+        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
+                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
+                if (to_pause && p->pause_offset < 0)
+                        continue;
+                if (!p->assigned)
+                        continue;
+                rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
+                        ->offset = to_pause ? p->pause_offset
+                                            : p->first_offset;
+        }
+        if (l->cnt > 0) {
+                if (to_pause) {
+                        rd_kafka_pause_partitions(loop->consumer, l);
+                        int64_t until = sg_clock_mono_ms() + loop->conf->pause_retry_ms;
+                        for (int i = 0; i < l->cnt; i++) {
+                                size_t pi = sg_loop_part(loop, l->elems[i].topic,
+                                                      l->elems[i].partition);
+                                if (pi == SG_NO_PART)
+                                        continue;
+                                loop->parts[pi].paused_until = until > 0 ? until : 1;
+                                loop->stats.pauses_total++;
+                        }
+                        sg_loop_log(loop, SG_LOG_INFO, "partitions_paused",
+                                 sg_kafka_parts_json(l));
+                }
+                rd_kafka_error_t *e = rd_kafka_seek_partitions(
+                        loop->consumer, l, SG_SEEK_TIMEOUT_MS);
+                const char *bad = NULL;
+                for (int i = 0; !e && i < l->cnt; i++)
+                        if (l->elems[i].err)
+                                bad = rd_kafka_err2str(l->elems[i].err);
+                if (e || bad) {
+                        cJSON *f = sg_kafka_parts_json(l);
+                        cJSON_AddStringToObject(
+                                f, "error", e ? rd_kafka_error_string(e) : bad);
+                        sg_loop_log(loop, SG_LOG_ERR, "seek_failed", f);
+                }
+                if (e)
+                        rd_kafka_error_destroy(e);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/** Counts a committed attempt: latency since @p t0, output + DLQ records. */
+static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt, int64_t t0) {
+        int64_t lat = sg_clock_mono_ms() - t0;
+        loop->stats.commit_latency_ms_last = lat;
+        if (lat > loop->stats.commit_latency_ms_max)
+                loop->stats.commit_latency_ms_max = lat;
+        for (size_t i = 0; i < cnt; i++)
+                if (efs[i].kind == SG_EFFECT_OUTPUT ||
+                    efs[i].kind == SG_EFFECT_DLQ)
+                        loop->stats.records_out_total++;
+}
+
+/** The input partition (index into loop->parts) changelog effect @p ef is
+ *  for, or SIZE_MAX. */
+static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
+        const sg_topic_config_t *tc = sg_loop_topic_of_changelog(loop, ef->topic);
+        if (!tc || ef->partition < 0)
+                return SIZE_MAX;
+        return sg_loop_part(loop, tc->name, ef->partition);
+}
+
+/**
+ * at_least_once, once the batch's @p nout output and DLQ records were
+ * delivered: its @p ncl changelog records, each framed with its partition's
+ * epoch and this batch's sequence (changelog.h), all delivered, each
+ * partition's right where this owner's previous record ended (nobody else
+ * wrote since: no newer owner's claim between, no zombie's record) — then
+ * one marker per partition, delivered and contiguous too. The processor is
+ * told every effect's offset before the markers go out. Any failure from
+ * the first changelog record on marks the partitions for a restore
+ * (sg_loop_restore: the records of an unfinished batch are void, their keys
+ * rewritten) before they are judged again.
+ */
+static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
+                                       size_t cnt, size_t ncl, size_t nout,
+                                       char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_cnt = 0;
+        for (size_t i = 0; i < cnt; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                size_t pi = loop_changelog_part(loop, &efs[i]);
+                if (pi == SIZE_MAX || !loop->parts[pi].assigned ||
+                    loop->parts[pi].cl_epoch < 0 ||
+                    loop->parts[pi].cl_fenced ||
+                    loop->parts[pi].cl_next < 0) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog record for %s [%" PRId32 "], a "
+                                "partition this instance does not own",
+                                efs[i].topic, efs[i].partition);
+                        return SG_ERR_INVALID;
+                }
+                if (loop->parts[pi].cl_cnt++ == 0)
+                        loop->parts[pi].cl_seq++; /* never used again */
+        }
+        /* Each partition's batch also drops this owner's marker of two
+         * batches back (changelog.h); those records are reported after the
+         * effects' (opaque index cnt + k). */
+        size_t nx = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
+        if (!sg_loop_dr_reserve(loop, cnt + nx)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t k = 0; k < nx; k++) {
+                loop->dr_offs[cnt + k] = -1;
+                loop->dr_errs[cnt + k] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_cnt = cnt + nx;
+        /* From the first changelog record on, a failure leaves the
+         * partition's changelog with an unfinished batch. */
+        for (size_t i = 0, k = 0; i < loop->part_cnt && !err; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0 || p->cl_m2 == 0)
+                        continue;
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
+                unsigned char key[SG_CHANGELOG_MARKER_LEN];
+                sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
+                sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
+                                    .topic = tc->changelog_topic,
+                                    .partition = p->partition,
+                                    .key = key,
+                                    .key_len = sizeof(key)};
+                err = sg_loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
+                                   errstr_size);
+                p->cl_cnt++;
+        }
+        for (size_t i = 0; i < cnt && !err; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
+                unsigned char frame[SG_CHANGELOG_FRAME_LEN];
+                sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
+                err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
+                                   errstr_size);
+        }
+        if (!err)
+                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
+        /* contiguity, per partition */
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
+        for (size_t i = 0; !err && i < cnt + nx; i++) {
+                if (i < cnt && efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = NULL;
+                if (i < cnt) {
+                        p = &loop->parts[loop_changelog_part(loop, &efs[i])];
+                } else {
+                        /* the k-th partition that dropped a marker */
+                        size_t k = i - cnt;
+                        for (size_t j = 0; j < loop->part_cnt; j++)
+                                if (loop->parts[j].cl_cnt > 0 &&
+                                    loop->parts[j].cl_m2 > 0 && k-- == 0) {
+                                        p = &loop->parts[j];
+                                        break;
+                                }
+                }
+                int64_t o = loop->dr_offs[i];
+                if (p->cl_first < 0 || o < p->cl_first)
+                        p->cl_first = o;
+                if (o > p->cl_last)
+                        p->cl_last = o;
+        }
+        for (size_t i = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (p->cl_first != p->cl_next ||
+                    p->cl_last != p->cl_next + (int64_t)p->cl_cnt - 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: this batch's "
+                                "records landed at %" PRId64 "..%" PRId64
+                                ", expected from %" PRId64 ": another "
+                                "writer (a zombie, or a newer owner) wrote "
+                                "in between",
+                                p->topic, p->partition, p->cl_first,
+                                p->cl_last, p->cl_next);
+                        err = SG_ERR_KAFKA;
+                }
+        }
+        if (!err && pr->delivered)
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
+        /* the markers */
+        size_t nm = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nm += loop->parts[i].cl_cnt > 0;
+        sg_send_t *m = err ? NULL : calloc(nm, sizeof(*m));
+        unsigned char(*mk)[SG_CHANGELOG_MARKER_LEN + 8] =
+                err ? NULL : calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
+        if (!err && (!m || !mk)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                err = SG_ERR_NOMEM;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
+                sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
+                sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
+                                     p->cl_seq);
+                m[k].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = mk[k],
+                        .key_len = SG_CHANGELOG_MARKER_LEN,
+                        .value = mk[k] + SG_CHANGELOG_MARKER_LEN,
+                        .value_len = 8,
+                };
+                k++;
+        }
+        if (!err)
+                err = sg_loop_send(loop, m, nm, errstr, errstr_size);
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (m[k].offset != p->cl_last + 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: the batch's "
+                                "marker landed at %" PRId64 ", expected %"
+                                PRId64 ": another writer wrote in between",
+                                p->topic, p->partition, m[k].offset,
+                                p->cl_last + 1);
+                        err = SG_ERR_KAFKA;
+                }
+                k++;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                p->cl_next = m[k++].offset + 1;
+                p->cl_m2 = p->cl_m1;
+                p->cl_m1 = p->cl_seq;
+        }
+        free(m);
+        free(mk);
+        if (err) {
+                for (size_t i = 0; i < loop->part_cnt; i++)
+                        if (loop->parts[i].cl_cnt > 0) {
+                                loop->parts[i].restore = true;
+                                loop->restore_needed = true;
+                        }
+                return err;
+        }
+        loop->kafka_committed = true;
+        return SG_OK;
+}
+
+/* Tells the processor how far behind the end of its log each assigned
+ * partition is read once this batch's records are processed (the
+ * position() callback; semantics §4 backlog-aware gap deadlines): the
+ * consumer's position (after the last record polled; before any record
+ * since the assignment, the offset committed or started at) against the
+ * high watermark librdkafka cached from its last fetch. Paused partitions,
+ * and those without a position or watermark yet, are reported unknown
+ * (-1). */
+static void loop_report_positions(sg_loop_t *loop) {
+        const sg_processor_t *pr = &loop->proc;
+        if (!pr->position || !loop->consumer || loop->part_cnt == 0)
+                return;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new((int)loop->part_cnt);
+        if (!l)
+                return;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        rd_kafka_topic_partition_list_add(
+                                l, loop->parts[i].topic,
+                                loop->parts[i].partition);
+        if (l->cnt > 0)
+                rd_kafka_position(loop->consumer, l);
+        for (int i = 0; i < l->cnt; i++) {
+                const rd_kafka_topic_partition_t *e = &l->elems[i];
+                const sg_part_t *p =
+                        &loop->parts[sg_loop_part(loop, e->topic, e->partition)];
+                int64_t lo, hi, lag = -1;
+                /* nothing polled since the assignment: no position yet */
+                int64_t pos = e->offset >= 0    ? e->offset
+                              : p->committed >= 0 ? p->committed
+                                                  : p->start;
+                if (!p->paused_until && !(p->in_batch && p->pause_offset >= 0) &&
+                    pos >= 0 &&
+                    rd_kafka_get_watermark_offsets(loop->consumer, e->topic,
+                                                   e->partition, &lo,
+                                                   &hi) == 0 &&
+                    hi >= 0)
+                        lag = hi > pos ? hi - pos : 0;
+                pr->position(pr->opaque, e->topic, e->partition, lag);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/**
+ * One attempt at the batch: processor, produce, deliveries, LMDB commit,
+ * offsets. On error the processor batch is still open (caller aborts it),
+ * except when the error came from batch_commit.
+ */
+static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
+                             char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err;
+        size_t consumed = 0;
+
+        loop->kafka_committed = false;
+        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
+                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
+                p->next_offset = p->first_offset;
+                p->pause_offset = -1;
+        }
+        if ((err = pr->batch_begin(pr->opaque, sg_clock_wall_ms(), errstr,
+                                   errstr_size)))
+                return err;
+        for (size_t i = 0; i < loop->msg_cnt; i++) {
+                sg_part_t *p = &loop->parts[loop->rec_part[i]];
+                sg_process_result_t res = SG_PROCESSED;
+                if (p->pause_offset >= 0)
+                        continue; /* re-read after the pause */
+                if ((err = pr->process(pr->opaque, &loop->recs[i], &res,
+                                       errstr, errstr_size)))
+                        return err;
+                if (res == SG_PAUSE) {
+                        p->pause_offset = loop->recs[i].offset;
+                } else {
+                        p->next_offset = loop->recs[i].offset + 1;
+                        consumed++;
+                }
+        }
+        /* HTTP snapshot results after the Kafka records; no offset, so
+         * nothing to pause at: SG_PAUSE counts as processed. */
+        for (size_t i = 0; i < loop->http_batch_cnt; i++) {
+                sg_process_result_t res = SG_PROCESSED;
+                if ((err = pr->process(pr->opaque, &loop->http_recs[i], &res,
+                                       errstr, errstr_size)))
+                        return err;
+        }
+        loop_report_positions(loop);
+        if ((err = pr->tick(pr->opaque, errstr, errstr_size)))
+                return err;
+
+        const sg_effect_t *efs = NULL;
+        size_t cnt = pr->effects(pr->opaque, &efs);
+        size_t n = 0; /* records produced */
+        int64_t t0 = sg_clock_mono_ms();
+        if (!sg_loop_dr_begin(loop, cnt)) {
+                sg_errf(errstr, errstr_size,
+                        "out of memory for %zu delivery reports", cnt);
+                return SG_ERR_NOMEM;
+        }
+        sg_snapshot_http_discard(loop->http);
+
+        if (loop->eos) {
+                /* One transaction per batch with anything to write or an
+                 * offset to move (semantics §6, exactly_once). */
+                bool records = false;
+                for (size_t i = 0; !records && i < cnt; i++)
+                        records = efs[i].kind != SG_EFFECT_HTTP_GET;
+                rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+                bool moves = l->cnt > 0;
+                rd_kafka_topic_partition_list_destroy(l);
+                if (records || moves) {
+                        rd_kafka_error_t *e =
+                                rd_kafka_begin_transaction(loop->producer);
+                        if (e)
+                                return sg_loop_txn_error(loop, e,
+                                                      "begin_transaction",
+                                                      errstr, errstr_size);
+                        loop->txn_open = true;
+                }
+        }
+        /* at_least_once with a changelog: the output and DLQ records
+         * first; the changelog records only once Kafka accepted all of
+         * them (a changelog record must never describe output Kafka did
+         * not take), then one marker per partition (changelog.h). */
+        bool framed = loop->alos_cl;
+        size_t ncl = 0;
+        for (size_t i = 0; i < cnt; i++) {
+                /* An HTTP GET is not a record: copied now, started only
+                 * after the batch committed (processor.h). */
+                if (efs[i].kind == SG_EFFECT_HTTP_GET) {
+                        err = sg_snapshot_http_submit(loop->http, &efs[i], errstr,
+                                                      errstr_size);
+                } else if (framed && efs[i].kind == SG_EFFECT_CHANGELOG) {
+                        ncl++;
+                } else if (!(err = sg_loop_produce(loop, &efs[i], i, NULL, errstr,
+                                                errstr_size))) {
+                        n++;
+                        if (loop->isolate)
+                                err = sg_loop_deliver_one(loop, &efs[i], i,
+                                                       errstr, errstr_size);
+                }
+                if (err)
+                        return err;
+        }
+        if ((err = sg_loop_await(loop, n, errstr, errstr_size))) {
+                sg_loop_note_refusals(loop, efs, cnt);
+                return err;
+        }
+        if (ncl > 0 && (err = loop_attempt_changelog(loop, efs, cnt, ncl, n,
+                                                     errstr, errstr_size)))
+                return err;
+        if (pr->delivered && ncl == 0)
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
+
+        /* The commit point (semantics §6): nothing below may run unless
+         * Kafka accepted every record of the attempt — the n output and DLQ
+         * records, or (an at_least_once changelog) the markers, whose
+         * deliveries came last and only after every changelog record's. */
+        assert(loop->dr_fail == 0 &&
+               loop->dr_ok == (ncl > 0 ? loop->dr_cnt : n));
+        if (loop->txn_open) {
+                /* exactly_once: output, DLQ, changelog and input offsets
+                 * commit atomically; LMDB after (semantics §6). No
+                 * rd_kafka_commit of offsets in this mode. */
+                if ((err = sg_loop_txn_commit(loop, errstr, errstr_size)))
+                        return err;
+                /* done as far as Kafka is concerned, even if LMDB fails */
+                loop_attempt_done(loop, efs, cnt, t0);
+                *consumedp = consumed;
+                return pr->batch_commit(pr->opaque, errstr, errstr_size);
+        }
+        if (loop->kafka_committed) {
+                /* at_least_once: the batch's changelog is complete in Kafka
+                 * (markers acknowledged): a failing LMDB commit leaves the
+                 * store behind its changelog, repaired by a restore, not
+                 * by re-reading (sg_loop_batch). */
+                loop_attempt_done(loop, efs, cnt, t0);
+                *consumedp = consumed;
+                if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                        return err;
+                loop_commit_offsets(loop);
+                return SG_OK;
+        }
+        /* Output durable → LMDB → input offsets (semantics §6). */
+        if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
+                return err;
+        if (!loop->eos)
+                loop_commit_offsets(loop);
+        loop_attempt_done(loop, efs, cnt, t0);
+        *consumedp = consumed;
+        return SG_OK;
+}
+
+void sg_loop_release(sg_loop_t *loop) {
+        for (size_t i = 0; i < loop->batch_part_cnt; i++)
+                loop->parts[loop->batch_parts[i]].in_batch = false;
+        loop->batch_part_cnt = 0;
+        for (size_t i = 0; i < loop->msg_cnt; i++)
+                rd_kafka_message_destroy(loop->msgs[i]);
+        loop->msg_cnt = 0;
+}
+
+/* sg_loop_batch, after the batch failed for good (@p err, @p es; @p why:
+ * what ran it, or NULL): seeks its partitions back so that its records
+ * are read again, logs "batch_aborted", and deals with a fatal producer
+ * error (exactly_once: stop; at_least_once: a new producer). */
+static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err,
+                               const char *es, const char *why) {
+        /* HTTP results stay for the next attempt; the requests are
+         * forgotten with the batch (the re-run issues them again). */
+        sg_snapshot_http_abort(loop->http);
+        loop->http_batch_cnt = 0;
+        loop->stats.batches_aborted_total++;
+        loop_seek(loop, false);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+        cJSON_AddStringToObject(f, "reason", es);
+        cJSON_AddNumberToObject(f, "records", (double)loop->msg_cnt);
+        if (why)
+                cJSON_AddStringToObject(f, "during", why);
+        sg_loop_log(loop, SG_LOG_ERR, "batch_aborted", f);
+        if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
+        char fes[512];
+        rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
+                loop->producer, fes, sizeof(fes));
+        if (fe && loop->eos) {
+                /* A transactional producer's fatal error (fenced):
+                 * never start over under the same transactional.id
+                 * with stale state; stop. */
+                if (loop->fatal == SG_OK)
+                        sg_loop_producer_fatal(loop, fe, "batch", fes);
+        } else if (fe) {
+                /* An idempotent producer's fatal error: start over
+                 * with a new producer (new producer id). */
+                rd_kafka_t *np = NULL;
+                char nes[512];
+                cJSON *pf = cJSON_CreateObject();
+                cJSON_AddStringToObject(pf, "error", fes);
+                sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
+                rd_kafka_purge(loop->producer,
+                               RD_KAFKA_PURGE_F_QUEUE |
+                                       RD_KAFKA_PURGE_F_INFLIGHT);
+                rd_kafka_destroy(loop->producer);
+                loop->producer = NULL;
+                if (sg_loop_client_new(loop, false, &np, nes,
+                                    sizeof(nes)) == SG_OK)
+                        loop->producer = np;
+                else
+                        sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
+        }
+}
+
+/**
+ * Runs the collected messages as one batch (re-running it after a store
+ * growth), then releases them. @returns SG_OK if committed.
+ */
+sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
+        char es[512] = "";
+        size_t consumed = 0;
+        sg_err_t err;
+
+        loop->batch_running = true;
+        loop->reruns = 0;
+        loop->rerun_follow = 0;
+        err = loop_prepare(loop);
+        if (err)
+                sg_errf(es, sizeof(es), "out of memory preparing records");
+        while (!err) {
+                err = loop_attempt(loop, &consumed, es, sizeof(es));
+                if (err == SG_OK)
+                        break;
+                if (loop->kafka_committed) {
+                        /* The batch is in Kafka (exactly_once: the
+                         * transaction committed output, changelog and
+                         * offsets; at_least_once: output, changelog and
+                         * markers delivered) but LMDB did not commit: the
+                         * store is behind its changelog. The designed
+                         * recovery is a restore of every assigned partition
+                         * before the next batch (sg_loop_run); at_least_once
+                         * re-reads nothing either: the restored store knows
+                         * the batch, and its uncommitted input offsets are
+                         * duplicates when read again. */
+                        loop->proc.batch_abort(loop->proc.opaque);
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+                        cJSON_AddStringToObject(f, "reason", es);
+                        cJSON_AddStringToObject(
+                                f, "recovery",
+                                "restore every assigned partition from its "
+                                "changelog before the next batch");
+                        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
+                                 f);
+                        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
+                            loop->proc.grow(loop->proc.opaque, es,
+                                            sizeof(es)) == SG_OK)
+                                loop->stats.map_grows_total++;
+                        sg_loop_restore_all(loop);
+                        if (!loop->eos)
+                                loop_offsets_pending(loop);
+                        err = SG_OK;
+                        break;
+                }
+                /* An open transaction is aborted first: its records are
+                 * never read (read_committed), its offsets never count. */
+                sg_loop_txn_abort(loop);
+                loop->proc.batch_abort(loop->proc.opaque);
+                /* Messages of the attempt must not be sent after the
+                 * re-read batch's own output (a transactional producer's
+                 * queue was purged by abort_transaction). */
+                if (!loop->eos)
+                        rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                if (loop->fatal != SG_OK)
+                        break;
+                /* exactly_once: after a transaction aborted for a refused
+                 * record, librdkafka bumps the producer epoch only once the
+                 * next transaction failed too (its sequence numbers skip
+                 * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
+                 * failure is part of the refusal, not a new one: re-run. */
+                bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
+                              loop->rerun_follow < 2;
+                if ((loop->rerun || follow) &&
+                    loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                        /* a refused record the processor routes now: the
+                         * same records again, at once (not transient) */
+                        loop->rerun_follow = follow ? loop->rerun_follow + 1
+                                                    : 0;
+                        loop->rerun = false;
+                        loop->reruns++;
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "reason", es);
+                        cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                        cJSON_AddBoolToObject(f, "one_record_at_a_time",
+                                              loop->isolate);
+                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                        err = SG_OK;
+                        continue;
+                }
+                loop->rerun = false;
+                if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
+                        break;
+                char ges[400] = "";
+                if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
+                        sg_errf(es, sizeof(es), "growing the store: %s", ges);
+                        break;
+                }
+                loop->stats.map_grows_total++;
+                sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
+                err = SG_OK; /* re-run the same records */
+        }
+        if (err == SG_OK) {
+                loop->stats.batches_total++;
+                loop->stats.records_in_total += consumed;
+                loop->backoff_ms = 0;
+                /* a batch of records committed: the refused ones were
+                 * found (an idle batch says nothing about them) */
+                if (loop->msg_cnt > 0)
+                        loop->isolate = false;
+                loop_seek(loop, true);
+                /* Committed: the HTTP results are judged and durable, the
+                 * batch's requests durable; now start those. */
+                sg_snapshot_http_commit(loop->http);
+                loop->http_batch_cnt = 0;
+                loop->stats.snapshot_http_in_flight =
+                        (int64_t)sg_snapshot_http_in_flight(loop->http);
+        } else {
+                loop_batch_aborted(loop, err, es, why);
+        }
+        sg_loop_release(loop);
+        loop->batch_running = false;
+        return err;
+}

@@ -1,0 +1,342 @@
+/*
+ * kafka_conf.c — the Kafka loop (kafka.h): client configuration. One
+ * sg_kafka_conf_new() builds every client's rd_kafka_conf_t from the
+ * config — the properties (kafka.h "Properties"), the ones seqgate
+ * controls, and the log and error callbacks that route librdkafka's lines
+ * through the secret redaction (kafka_redact.c) — for the loop's three
+ * clients and for seqgatectl's.
+ */
+#include "kafka_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/** Sets one property; a secret's value never reaches errstr. */
+static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
+                         const char *value, char *errstr, size_t errstr_size) {
+        char es[512];
+        if (rd_kafka_conf_set(kc, name, value, es, sizeof(es)) ==
+            RD_KAFKA_CONF_OK)
+                return SG_OK;
+        if (sg_config_is_secret(name))
+                sg_errf(errstr, errstr_size,
+                        "kafka property \"%s\": invalid value (not shown: "
+                        "secret)",
+                        name);
+        else
+                sg_errf(errstr, errstr_size, "kafka property \"%s\": %s",
+                        name, es);
+        return SG_ERR_CONFIG;
+}
+
+static sg_err_t conf_set_list(rd_kafka_conf_t *kc, const sg_kv_t *kv,
+                              size_t cnt, bool producer, char *errstr,
+                              size_t errstr_size) {
+        for (size_t i = 0; i < cnt; i++) {
+                /* The required kafka.group.id only makes a producer warn. */
+                if (producer && !strcmp(kv[i].name, "group.id"))
+                        continue;
+                sg_err_t err = conf_set(kc, kv[i].name, kv[i].value, errstr,
+                                        errstr_size);
+                if (err)
+                        return err;
+        }
+        return SG_OK;
+}
+
+/* The group consumer's or a producer's properties: defaults, then "kafka",
+ * then "kafka_consumer" / "kafka_producer", then the controlled ones. */
+static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
+                            bool consumer, bool txn, char *errstr,
+                            size_t errstr_size) {
+        bool eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
+        sg_err_t err = SG_OK;
+        static const char *const cdefs[][2] = {
+                {"enable.auto.commit", "false"},
+                {"enable.auto.offset.store", "false"},
+                {"auto.offset.reset", "earliest"},
+                {"enable.partition.eof", "false"},
+        };
+        static const char *const pdefs[][2] = {
+                {"enable.idempotence", "true"},
+                {"acks", "all"},
+                {"linger.ms", "5"},
+                /* Java client's partitioner for records without a
+                 * partition (output_partitioning murmur2, semantics §5). */
+                {"partitioner", "murmur2_random"},
+        };
+        const char *const(*defs)[2] = consumer ? cdefs : pdefs;
+        size_t ndefs = consumer ? sizeof(cdefs) / sizeof(cdefs[0])
+                                : sizeof(pdefs) / sizeof(pdefs[0]);
+
+        for (size_t i = 0; !err && i < ndefs; i++)
+                err = conf_set(kc, defs[i][0], defs[i][1], errstr,
+                               errstr_size);
+        /* exactly_once: a dead instance's open transaction holds back the
+         * changelog's and the input's stable offsets until it times out;
+         * 10 s (Kafka Streams' exactly-once default) rather than 60 s keeps
+         * a partition's failover short. The transaction spans only the
+         * produce → commit of one batch. */
+        if (!err && txn)
+                err = conf_set(kc, "transaction.timeout.ms", "10000", errstr,
+                               errstr_size);
+        if (!err)
+                err = conf_set(kc, "log.queue", "true", errstr, errstr_size);
+        if (!err && consumer && conf->group_id)
+                err = conf_set(kc, "group.id", conf->group_id, errstr,
+                               errstr_size);
+        if (!err)
+                err = conf_set_list(kc, conf->kafka, conf->kafka_cnt,
+                                    !consumer, errstr, errstr_size);
+        if (!err && consumer)
+                err = conf_set_list(kc, conf->kafka_consumer,
+                                    conf->kafka_consumer_cnt, false, errstr,
+                                    errstr_size);
+        if (!err && !consumer)
+                err = conf_set_list(kc, conf->kafka_producer,
+                                    conf->kafka_producer_cnt, true, errstr,
+                                    errstr_size);
+        if (!err && eos && consumer)
+                /* exactly_once: aborted input is never judged (config.c
+                 * refuses any other value). */
+                err = conf_set(kc, "isolation.level", "read_committed",
+                               errstr, errstr_size);
+        if (!err && txn) {
+                /* Stable per instance (<group.id>-<instance_id>): a
+                 * restarted instance fences its zombie (KIP-98). */
+                char id[512];
+                err = conf_set(kc, "transactional.id",
+                               sg_loop_transactional_id(conf, id, sizeof(id)),
+                               errstr, errstr_size);
+        }
+        if (!err && !consumer) {
+                /* semantics §6: idempotent producer, acks=all. */
+                char v[32];
+                size_t vs = sizeof(v);
+                if (rd_kafka_conf_get(kc, "enable.idempotence", v, &vs) ==
+                            RD_KAFKA_CONF_OK &&
+                    strcmp(v, "true")) {
+                        sg_errf(errstr, errstr_size,
+                                "kafka property \"enable.idempotence\" must be "
+                                "true (semantics §6)");
+                        err = SG_ERR_CONFIG;
+                }
+                vs = sizeof(v);
+                if (!err &&
+                    rd_kafka_conf_get(kc, "acks", v, &vs) ==
+                            RD_KAFKA_CONF_OK &&
+                    strcmp(v, "all") && strcmp(v, "-1")) {
+                        sg_errf(errstr, errstr_size,
+                                "kafka property \"acks\" must be all "
+                                "(semantics §6)");
+                        err = SG_ERR_CONFIG;
+                }
+        }
+        return err;
+}
+
+/**
+ * Why rd_kafka_new() failed, as seqgate reports it: librdkafka refuses a
+ * configuration it cannot use only when the client is created (a key or
+ * certificate file that does not exist or does not parse, an SSL or SASL
+ * setting that does not fit; RD_KAFKA_RESP_ERR__INVALID_ARG), which is a
+ * configuration error (exit 2: restarting will not fix it), not a runtime
+ * one. Its errstr names the property (test_kafka.c checks that a secret
+ * PEM is not quoted in it).
+ */
+static sg_err_t client_new_err(void) {
+        return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
+                       ? SG_ERR_CONFIG
+                       : SG_ERR_KAFKA;
+}
+
+/** Properties of the group consumer that a group-less consumer must not
+ *  take (the restore consumer), or that it sets itself. */
+static bool restorer_skips(const char *name) {
+        static const char *const skip[] = {
+                "partition.assignment.strategy", "session.timeout.ms",
+                "heartbeat.interval.ms", "max.poll.interval.ms",
+                "enable.auto.commit", "auto.commit.interval.ms",
+                "enable.auto.offset.store", "auto.offset.reset",
+                "isolation.level", "enable.partition.eof",
+        };
+        if (!strncmp(name, "group.", 6))
+                return true;
+        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+                if (!strcmp(name, skip[i]))
+                        return true;
+        return false;
+}
+
+/* A group-less reader's properties (the changelog restore consumer):
+ * "kafka" and "kafka_consumer" minus the consumer group's own, then the
+ * controlled ones, then group.id @p group. */
+static sg_err_t conf_reader(rd_kafka_conf_t *kc, const sg_config_t *conf,
+                            const char *group, char *errstr,
+                            size_t errstr_size) {
+        static const char *const rdefs[][2] = {
+                {"enable.auto.commit", "false"},
+                {"enable.auto.offset.store", "false"},
+                {"isolation.level", "read_committed"},
+                {"enable.partition.eof", "true"},
+                /* a checkpoint the log no longer holds is restore_begin's
+                 * business, never a silent jump */
+                {"auto.offset.reset", "error"},
+                /* the end of a partition is found by an empty fetch: do not
+                 * let the broker hold it 500 ms */
+                {"fetch.wait.max.ms", "10"},
+                {"log.queue", "true"},
+        };
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; !err && i < conf->kafka_cnt; i++)
+                if (!restorer_skips(conf->kafka[i].name))
+                        err = conf_set(kc, conf->kafka[i].name,
+                                       conf->kafka[i].value, errstr,
+                                       errstr_size);
+        for (size_t i = 0; !err && i < conf->kafka_consumer_cnt; i++)
+                if (!restorer_skips(conf->kafka_consumer[i].name))
+                        err = conf_set(kc, conf->kafka_consumer[i].name,
+                                       conf->kafka_consumer[i].value, errstr,
+                                       errstr_size);
+        for (size_t i = 0; !err && i < sizeof(rdefs) / sizeof(rdefs[0]); i++)
+                err = conf_set(kc, rdefs[i][0], rdefs[i][1], errstr,
+                               errstr_size);
+        /* librdkafka 2.0.2 refuses assign() without a group.id ("Unknown
+         * group"); this one is never joined (no subscribe) and never
+         * commits. */
+        if (!err)
+                err = conf_set(kc, "group.id", group, errstr, errstr_size);
+        return err;
+}
+
+/* rd_kafka_conf_set_log_cb: a librdkafka log line, as event "librdkafka"
+ * (redacted, sg_kafka_log_emit). The client's opaque is its
+ * sg_kafka_log_t. */
+static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
+                   const char *buf) {
+        sg_kafka_log_t *lg = rd_kafka_opaque(rk);
+        if (!lg || !lg->log_cb)
+                return;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
+        cJSON_AddStringToObject(f, "fac", fac);
+        cJSON_AddStringToObject(f, "message", buf);
+        if (level < SG_LOG_ERR)
+                level = SG_LOG_ERR;
+        if (level > SG_LOG_DEBUG)
+                level = SG_LOG_DEBUG;
+        sg_kafka_log_emit(lg, (sg_log_level_t)level, "librdkafka", f);
+}
+
+/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error". */
+static void cb_error(rd_kafka_t *rk, int err, const char *reason,
+                     void *opaque) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
+        cJSON_AddStringToObject(f, "reason", reason);
+        sg_kafka_log_emit(opaque,
+                          err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR
+                                                          : SG_LOG_WARNING,
+                          "kafka_error", f);
+}
+
+sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,
+                           const char *reader_group, sg_kafka_log_t *log,
+                           rd_kafka_conf_t **kcp, char *errstr,
+                           size_t errstr_size) {
+        if (!conf || !log || !kcp ||
+            (client == SG_KAFKA_READER && !reader_group) ||
+            (client == SG_KAFKA_TXN_PRODUCER && !conf->transactional_id &&
+             !conf->group_id)) {
+                sg_errf(errstr, errstr_size,
+                        "sg_kafka_conf_new: invalid argument");
+                return SG_ERR_INVALID;
+        }
+        rd_kafka_conf_t *kc = rd_kafka_conf_new();
+        sg_err_t err =
+                client == SG_KAFKA_READER
+                        ? conf_reader(kc, conf, reader_group, errstr,
+                                      errstr_size)
+                        : conf_member(kc, conf,
+                                      client == SG_KAFKA_GROUP_CONSUMER,
+                                      client == SG_KAFKA_TXN_PRODUCER,
+                                      errstr, errstr_size);
+        if (err) {
+                rd_kafka_conf_destroy(kc);
+                return err;
+        }
+        rd_kafka_conf_set_opaque(kc, log);
+        rd_kafka_conf_set_log_cb(kc, cb_log);
+        rd_kafka_conf_set_error_cb(kc, cb_error);
+        *kcp = kc;
+        return SG_OK;
+}
+
+const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,
+                                     size_t size) {
+        if (conf->transactional_id)
+                return conf->transactional_id;
+        snprintf(buf, size, "%s-%s", conf->group_id ? conf->group_id : "",
+                 conf->instance_id ? conf->instance_id : "seqgate");
+        return buf;
+}
+
+/* Creates a client of the loop from @p kc (consumed: destroyed on failure)
+ * with its logs served by the loop's polls; @p what names it in errstr. */
+static sg_err_t loop_client(rd_kafka_type_t type, rd_kafka_conf_t *kc,
+                            const char *what, rd_kafka_t **rkp, char *errstr,
+                            size_t errstr_size) {
+        char es[512];
+        rd_kafka_t *rk = rd_kafka_new(type, kc, es, sizeof(es));
+        if (!rk) {
+                rd_kafka_conf_destroy(kc);
+                sg_errf(errstr, errstr_size, "creating the %s: %s", what, es);
+                return client_new_err();
+        }
+        rd_kafka_set_log_queue(rk, NULL); /* logs served by poll */
+        if (type == RD_KAFKA_CONSUMER)
+                rd_kafka_poll_set_consumer(rk);
+        *rkp = rk;
+        return SG_OK;
+}
+
+/** The changelog restore consumer (both guarantees) — never joins a
+ *  consumer group (only assign(), no offsets committed); read_committed;
+ *  EOF reported at the stable end. */
+sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
+                              size_t errstr_size) {
+        rd_kafka_conf_t *kc;
+        sg_err_t err = sg_kafka_conf_new(loop->conf, SG_KAFKA_READER,
+                                         loop->restore_group, &loop->klog,
+                                         &kc, errstr, errstr_size);
+        if (!err)
+                err = loop_client(RD_KAFKA_CONSUMER, kc,
+                                  "changelog restore consumer",
+                                  &loop->restorer, errstr, errstr_size);
+        return err;
+}
+
+sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
+                            rd_kafka_t **rkp, char *errstr,
+                            size_t errstr_size) {
+        rd_kafka_conf_t *kc;
+        sg_kafka_client_t client = consumer  ? SG_KAFKA_GROUP_CONSUMER
+                                   : loop->eos ? SG_KAFKA_TXN_PRODUCER
+                                               : SG_KAFKA_PRODUCER;
+        sg_err_t err = sg_kafka_conf_new(loop->conf, client, NULL,
+                                         &loop->klog, &kc, errstr,
+                                         errstr_size);
+        if (err)
+                return err;
+        if (consumer)
+                rd_kafka_conf_set_rebalance_cb(kc, sg_loop_cb_rebalance);
+        else
+                rd_kafka_conf_set_dr_msg_cb(kc, sg_loop_cb_dr);
+        return loop_client(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER,
+                           kc, consumer ? "consumer" : "producer", rkp,
+                           errstr, errstr_size);
+}

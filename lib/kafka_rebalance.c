@@ -1,0 +1,368 @@
+/*
+ * kafka_rebalance.c — the Kafka loop (kafka.h): rebalance callbacks.
+ */
+#include "kafka_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/** Gives up an assignment on_assign could not take: the processor forgets
+ *  the partitions, the consumer reads none of them (eager: an empty
+ *  assignment; cooperative: they are not added). */
+static void on_assign_drop(sg_loop_t *loop, rd_kafka_t *rk,
+                           rd_kafka_topic_partition_list_t *parts, int upto,
+                           bool cooperative) {
+        for (int j = 0; j < upto; j++) {
+                size_t pi = sg_loop_part(loop, parts->elems[j].topic,
+                                      parts->elems[j].partition);
+                loop->parts[pi].assigned = false;
+                loop->parts[pi].cl_epoch = -1;
+                if (loop->proc.revoke)
+                        loop->proc.revoke(loop->proc.opaque,
+                                          parts->elems[j].topic,
+                                          parts->elems[j].partition);
+        }
+        if (!cooperative)
+                rd_kafka_assign(rk, NULL);
+}
+
+/* on_assign: the group's committed offset of each partition of @p parts
+ * into @p committed (-1: none committed; -2: not known, the fetch
+ * failed), and the partition table's entries reset for the assignment. */
+static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             int64_t *committed) {
+        int i;
+        /* The group's committed offsets.
+         * exactly_once: committed offsets a transaction still holds are
+         * unstable (KIP-447); wait until they are decided. */
+        rd_kafka_topic_partition_list_t *c =
+                rd_kafka_topic_partition_list_copy(parts);
+        rd_kafka_resp_err_t cerr;
+        int64_t cdeadline = sg_clock_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
+        for (bool logged = false;; logged = true) {
+                cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
+                for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
+                        if (c->elems[i].err)
+                                cerr = c->elems[i].err;
+                if (!cerr || !loop->eos || loop->stop ||
+                    sg_clock_mono_ms() >= cdeadline)
+                        break;
+                if (!logged) {
+                        cJSON *f = sg_kafka_parts_json(parts);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(cerr));
+                        sg_loop_log(loop, SG_LOG_NOTICE,
+                                 "committed_offsets_pending", f);
+                }
+                sg_sleep_ms(200);
+        }
+        if (cerr) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
+                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
+        }
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                /* -1: none committed; -2: not known (the fetch failed) */
+                committed[i] = cerr || c->elems[i].err ? -2 : -1;
+                if (!cerr && !c->elems[i].err && c->elems[i].offset >= 0)
+                        committed[i] = c->elems[i].offset;
+                size_t pi = sg_loop_part(loop, tp->topic, tp->partition);
+                loop->parts[pi].assigned = true;
+                loop->parts[pi].paused_until = 0;
+                loop->parts[pi].committed =
+                        committed[i] >= 0 ? committed[i] : -1;
+                loop->parts[pi].restore = false;
+                loop->parts[pi].cl_fenced = false;
+        }
+        rd_kafka_topic_partition_list_destroy(c);
+}
+
+/* on_assign: the offset each partition of @p parts starts at (into its
+ * offset and the table), from @p committed and the store's @p stored. */
+static void assign_start_offsets(sg_loop_t *loop,
+                                 rd_kafka_topic_partition_list_t *parts,
+                                 const int64_t *stored,
+                                 const int64_t *committed) {
+        char es[512];
+        int i;
+        /* The start offset of each partition (semantics §6: never past a
+         * record whose decision is not in Kafka):
+         *   exactly_once: the transactional committed offset only — the
+         *   store is rebuilt from the changelog to match it;
+         *   at_least_once with a changelog: the later of the committed
+         *   offset and the input offset the RESTORED store reflects (the
+         *   changelog holds a batch only once its output was delivered;
+         *   an offset is committed only after its changelog);
+         *   without a changelog (a stateless processor): the later of the
+         *   committed offset and the local store's. */
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                int64_t start = committed[i] >= 0 ? committed[i] : -1;
+                int64_t from_store = loop->eos ? -1 : stored[i];
+                if (loop->alos_cl && sg_config_topic(loop->conf, tp->topic)) {
+                        from_store = -1;
+                        es[0] = '\0';
+                        if (loop->proc.assign(loop->proc.opaque, tp->topic,
+                                              tp->partition,
+                                              loop->conf->group_id,
+                                              &from_store, es, sizeof(es)))
+                                from_store = -1;
+                }
+                if (from_store > start)
+                        start = from_store;
+                tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
+                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)].start =
+                        start >= 0 ? start : -1;
+        }
+}
+
+/* on_assign: hands @p parts to the consumer and logs
+ * "partitions_assigned". */
+static void assign_hand_over(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             bool cooperative) {
+        int i;
+        if (cooperative) {
+                rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
+                if (e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_error_string(e));
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                        rd_kafka_error_destroy(e);
+                }
+        } else {
+                rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+                if (e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        sg_loop_log(loop, SG_LOG_ERR, "assign_failed", f);
+                }
+        }
+        /* A partition we paused before losing it must not stay paused. */
+        rd_kafka_resume_partitions(rk, parts);
+
+        cJSON *f = sg_kafka_parts_json(parts);
+        cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
+        for (i = 0; i < parts->cnt; i++)
+                cJSON_AddItemToArray(
+                        offs, cJSON_CreateNumber((double)parts->elems[i].offset));
+        cJSON_AddStringToObject(f, "protocol",
+                                cooperative ? "COOPERATIVE" : "EAGER");
+        sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
+}
+
+static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
+                      rd_kafka_topic_partition_list_t *parts,
+                      bool cooperative) {
+        char es[512];
+        int i;
+        sg_err_t err = SG_OK;
+        int64_t *stored = calloc((size_t)parts->cnt + 1, sizeof(*stored));
+        int64_t *committed = calloc((size_t)parts->cnt + 1,
+                                    sizeof(*committed));
+        if (!stored || !committed) {
+                free(stored);
+                free(committed);
+                sg_loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                return;
+        }
+
+        loop->stats.rebalances_total++;
+        /* The table entries first: nothing is told to the processor for a
+         * partition the loop could not record. */
+        for (i = 0; i < parts->cnt; i++) {
+                if (sg_loop_part_add(loop, parts->elems[i].topic,
+                                  parts->elems[i].partition) != SG_NO_PART)
+                        continue;
+                char what[400];
+                sg_errf(what, sizeof(what),
+                        "assign %s/%" PRId32 ": out of memory for the "
+                        "partition table",
+                        parts->elems[i].topic, parts->elems[i].partition);
+                sg_loop_set_fatal(loop, SG_ERR_NOMEM, what);
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                free(stored);
+                free(committed);
+                return;
+        }
+        for (i = 0; i < parts->cnt; i++) {
+                rd_kafka_topic_partition_t *tp = &parts->elems[i];
+                stored[i] = -1;
+                es[0] = '\0';
+                err = loop->proc.assign(loop->proc.opaque, tp->topic,
+                                        tp->partition, loop->conf->group_id,
+                                        &stored[i], es, sizeof(es));
+                if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
+                    loop->proc.grow(loop->proc.opaque, es, sizeof(es)) ==
+                            SG_OK) {
+                        loop->stats.map_grows_total++;
+                        err = loop->proc.assign(loop->proc.opaque, tp->topic,
+                                                tp->partition,
+                                                loop->conf->group_id,
+                                                &stored[i], es, sizeof(es));
+                }
+                if (err != SG_OK)
+                        break;
+        }
+        if (err != SG_OK) {
+                char what[800];
+                sg_errf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
+                        parts->elems[i].topic, parts->elems[i].partition, es);
+                on_assign_drop(loop, rk, parts, i, true);
+                /* a foreign store, or one whose key fingerprint the
+                 * configuration does not match (exit 2), keep their code */
+                sg_loop_set_fatal(loop,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
+                               what);
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
+                free(stored);
+                free(committed);
+                return;
+        }
+
+        assign_committed(loop, rk, parts, committed);
+
+        /* at_least_once with a changelog: claim the partitions' changelogs
+         * (kafka.h "Changelog fencing") before restoring them. */
+        bool lost = false;
+        es[0] = '\0';
+        if (loop->alos_cl)
+                err = sg_loop_claim(loop, parts, committed, &lost, es,
+                                 sizeof(es));
+        /* Each partition's store is brought up to its changelog's end
+         * before any of its records is read (the input partitions are
+         * assigned to the consumer only after this). */
+        if (!err && !lost)
+                err = sg_loop_restore(loop, parts, &lost, es, sizeof(es));
+        if (!err && lost) {
+                /* This member fell out of the generation (or a newer owner
+                 * confirmed meanwhile): the group rebalances again; take
+                 * nothing now. */
+                cJSON *f = sg_kafka_parts_json(parts);
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "the consumer group moved on during the assignment; "
+                        "waiting for the next rebalance");
+                sg_loop_log(loop, SG_LOG_WARNING, "assignment_abandoned", f);
+                on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
+                free(stored);
+                free(committed);
+                return;
+        }
+        if (err) {
+                char what[800];
+                sg_errf(what, sizeof(what), "restore: %s", es);
+                on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
+                sg_loop_set_fatal(loop,
+                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                       ? err
+                                       : SG_ERR_FATAL,
+                               what);
+                free(stored);
+                free(committed);
+                return;
+        }
+
+        assign_start_offsets(loop, parts, stored, committed);
+        free(stored);
+        free(committed);
+
+        assign_hand_over(loop, rk, parts, cooperative);
+}
+
+static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
+                      rd_kafka_topic_partition_list_t *parts,
+                      bool cooperative, bool lost) {
+        loop->stats.rebalances_total++;
+        /* Finish what was polled before giving the partitions away — unless
+         * they are lost: then they already belong to another member, and
+         * judging their records here would only be a zombie's work (its
+         * output duplicates, its changelog void); they are read again by
+         * the new owner. */
+        if (loop->msg_cnt > 0 && !loop->batch_running) {
+                if (lost) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddNumberToObject(f, "records",
+                                                (double)loop->msg_cnt);
+                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_dropped_lost",
+                                 f);
+                        sg_loop_release(loop);
+                } else {
+                        sg_loop_batch(loop, "partitions revoked");
+                }
+        }
+
+        for (int i = 0; i < parts->cnt; i++) {
+                size_t pi = sg_loop_part(loop, parts->elems[i].topic,
+                                      parts->elems[i].partition);
+                if (pi == SG_NO_PART)
+                        continue;
+                sg_part_t *p = &loop->parts[pi];
+                if (!p->assigned)
+                        continue;
+                if (loop->proc.revoke)
+                        loop->proc.revoke(loop->proc.opaque,
+                                          parts->elems[i].topic,
+                                          parts->elems[i].partition);
+                p->assigned = false;
+                p->paused_until = 0;
+                p->committed = -1;
+                p->start = -1;
+                p->restore = false;
+                p->cl_epoch = -1;
+                p->cl_fenced = false;
+        }
+        if (cooperative) {
+                rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
+                if (e)
+                        rd_kafka_error_destroy(e);
+        } else {
+                rd_kafka_assign(rk, NULL);
+        }
+        cJSON *f = sg_kafka_parts_json(parts);
+        cJSON_AddBoolToObject(f, "lost", lost);
+        sg_loop_log(loop, SG_LOG_INFO, "partitions_revoked", f);
+}
+
+void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t *parts,
+                          void *opaque) {
+        sg_loop_t *loop = SG_LOOP_OF(opaque);
+        bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+
+        switch (err) {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+                if (loop->fatal != SG_OK) {
+                        /* Stopping: take nothing on. */
+                        if (!coop)
+                                rd_kafka_assign(rk, NULL);
+                        return;
+                }
+                on_assign(loop, rk, parts, coop);
+                break;
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+                on_revoke(loop, rk, parts, coop,
+                          rd_kafka_assignment_lost(rk) != 0);
+                break;
+        default: {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(err));
+                sg_loop_log(loop, SG_LOG_ERR, "rebalance_failed", f);
+                rd_kafka_assign(rk, NULL);
+                break;
+        }
+        }
+}

@@ -1,0 +1,710 @@
+/*
+ * kafka_restore.c — the Kafka loop (kafka.h): changelog restore, claim, repair.
+ */
+#include "kafka_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* the changelog: restore, claim, repair (both guarantees)             */
+
+
+/** What one changelog restore read, handed to the reader's callback. */
+typedef struct sg_restore_ctx {
+        sg_loop_t *loop;
+        const char *topic;       /**< the input topic */
+        int32_t partition;
+} sg_restore_ctx_t;
+
+static sg_err_t restore_apply_cb(void *opaque, int64_t offset,
+                                 const void *key, size_t key_len,
+                                 const void *value, size_t value_len,
+                                 char *errstr, size_t errstr_size) {
+        sg_restore_ctx_t *c = opaque;
+        const sg_processor_t *pr = &c->loop->proc;
+        return pr->restore_apply(pr->opaque, c->topic, c->partition, offset,
+                                 key, key_len, value, value_len, errstr,
+                                 errstr_size);
+}
+
+/**
+ * Reads changelog partition @p changelog [@p partition] from @p from to its
+ * read_committed end, giving every record to the reader @p rd, which hands
+ * the ones to apply to restore_apply (changelog.h: at_least_once batches
+ * that never completed, and zombies' records, are skipped). The end is where
+ * the restore consumer reports the partition's EOF; if the high watermark
+ * is beyond it a transaction on the changelog is still undecided (a dead
+ * owner's, until the coordinator aborts it; or one committed whose marker
+ * is not written yet), and the read goes on until the end reaches the high
+ * watermark: the state must include every transaction whose input offsets
+ * are committed. Whenever the reader's FLOOR moves, the processor is told
+ * (changelog_epoch_set), so that every checkpoint keeps the epoch in force.
+ */
+static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, const char *changelog,
+                                  int64_t from, sg_changelog_reader_t *rd,
+                                  int64_t *endp, char *errstr,
+                                  size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_restore_ctx_t ctx = {loop, topic, partition};
+        int64_t floor = sg_changelog_reader_floor(rd);
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
+                from;
+        rd_kafka_resp_err_t e = rd_kafka_assign(loop->restorer, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (e) {
+                sg_errf(errstr, errstr_size, "changelog %s [%" PRId32
+                        "]: assign: %s", changelog, partition,
+                        rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
+        bool eof = false, waiting = false;
+        sg_err_t err = SG_OK;
+        while (!err) {
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(
+                        loop->restorer, SG_RESTORE_POLL_MS);
+                if (m && !m->err) {
+                        rd_kafka_headers_t *h = NULL;
+                        const void *frame = NULL;
+                        size_t frame_len = 0;
+                        if (!rd_kafka_message_headers(m, &h) &&
+                            rd_kafka_header_get_last(h, SG_CHANGELOG_HEADER,
+                                                     &frame, &frame_len))
+                                frame = NULL;
+                        err = sg_changelog_reader_feed(
+                                rd, m->offset, m->key, m->key_len, m->payload,
+                                m->payload ? m->len : 0, frame, frame_len,
+                                restore_apply_cb, &ctx, errstr, errstr_size);
+                        if (!err && sg_changelog_reader_floor(rd) != floor) {
+                                floor = sg_changelog_reader_floor(rd);
+                                if (pr->changelog_epoch_set)
+                                        pr->changelog_epoch_set(pr->opaque,
+                                                                topic,
+                                                                partition,
+                                                                floor);
+                        }
+                        end = m->offset + 1;
+                        eof = false;
+                        progress = sg_clock_mono_ms();
+                        rd_kafka_message_destroy(m);
+                        continue;
+                }
+                if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        end = m->offset;
+                        eof = true;
+                        progress = sg_clock_mono_ms();
+                        if (!first_eof)
+                                first_eof = progress;
+                } else if (m) {
+                        char fes[512];
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "changelog", changelog);
+                        cJSON_AddNumberToObject(f, "partition", partition);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2name(m->err));
+                        cJSON_AddStringToObject(f, "message",
+                                                rd_kafka_message_errstr(m));
+                        sg_loop_log(loop, SG_LOG_WARNING, "restore_consume_error",
+                                 f);
+                        if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
+                            m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+                            rd_kafka_fatal_error(loop->restorer, fes,
+                                                 sizeof(fes))) {
+                                sg_errf(errstr, errstr_size,
+                                        "changelog %s [%" PRId32 "] at offset "
+                                        "%" PRId64 ": %s",
+                                        changelog, partition, end,
+                                        rd_kafka_message_errstr(m));
+                                err = SG_ERR_KAFKA;
+                        }
+                }
+                if (m)
+                        rd_kafka_message_destroy(m);
+                if (err)
+                        break;
+                int64_t now = sg_clock_mono_ms();
+                if (eof) {
+                        int64_t wlo = -1, whi = -1;
+                        rd_kafka_get_watermark_offsets(loop->restorer,
+                                                       changelog, partition,
+                                                       &wlo, &whi);
+                        if (whi <= end)
+                                break; /* nothing undecided beyond */
+                        if (!waiting) {
+                                cJSON *f = cJSON_CreateObject();
+                                cJSON_AddStringToObject(f, "changelog",
+                                                        changelog);
+                                cJSON_AddNumberToObject(f, "partition",
+                                                        partition);
+                                cJSON_AddNumberToObject(f, "stable_offset",
+                                                        (double)end);
+                                cJSON_AddNumberToObject(f, "high_watermark",
+                                                        (double)whi);
+                                sg_loop_log(loop, SG_LOG_NOTICE,
+                                         "restore_waiting_for_transaction", f);
+                                waiting = true;
+                        }
+                        if (now - first_eof > SG_RESTORE_PENDING_MAX_MS) {
+                                sg_errf(errstr, errstr_size,
+                                        "changelog %s [%" PRId32 "]: a "
+                                        "transaction stayed undecided for "
+                                        "%d s (stable offset %" PRId64
+                                        ", high watermark %" PRId64 ")",
+                                        changelog, partition,
+                                        SG_RESTORE_PENDING_MAX_MS / 1000, end,
+                                        whi);
+                                err = SG_ERR_KAFKA;
+                        }
+                } else if (now - progress > SG_RESTORE_STALL_MS) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32 "]: no progress for "
+                                "%d s at offset %" PRId64,
+                                changelog, partition,
+                                SG_RESTORE_STALL_MS / 1000, end);
+                        err = SG_ERR_KAFKA;
+                }
+                if (!err && loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "stopped during the restore of %s [%" PRId32
+                                "]", changelog, partition);
+                        err = SG_ERR_KAFKA;
+                }
+        }
+        rd_kafka_assign(loop->restorer, NULL);
+        *endp = end;
+        return err;
+}
+
+/** Tells the consumer to stop fetching partition @p pi and the processor to
+ *  forget it: a newer owner confirmed its epoch on the partition's
+ *  changelog (at_least_once), so this instance must never write for it
+ *  again; the group revokes it soon (this instance fell out of the
+ *  consumer group's generation). */
+static void loop_fence(sg_loop_t *loop, size_t pi) {
+        sg_part_t *p = &loop->parts[pi];
+        if (p->cl_fenced)
+                return;
+        p->cl_fenced = true;
+        p->restore = false;
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+        rd_kafka_pause_partitions(loop->consumer, l);
+        p->paused_until = INT64_MAX;
+        if (loop->proc.revoke)
+                loop->proc.revoke(loop->proc.opaque, p->topic, p->partition);
+        cJSON *f = sg_kafka_parts_json(l);
+        cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
+        cJSON_AddStringToObject(
+                f, "detail",
+                "a newer owner confirmed its epoch on the changelog: this "
+                "instance writes nothing more for the partition");
+        sg_loop_log(loop, SG_LOG_WARNING, "changelog_fenced", f);
+        rd_kafka_topic_partition_list_destroy(l);
+}
+
+/**
+ * at_least_once, after a restore of partition @p pi read its changelog to
+ * @p end (the store's checkpoint now): writes, as this owner's next batch,
+ * the current value (or a tombstone) of every key whose changelog records
+ * the reader found void, and tombstones of the older owners' confirms,
+ * then the batch's marker (changelog.h "repair"). Every record must land
+ * right at @p end onwards (nobody else wrote meanwhile); if not, *againp is
+ * set: the caller reads the changelog again from the checkpoint.
+ */
+static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
+                            const sg_topic_config_t *tc,
+                            sg_changelog_reader_t *rd, int64_t end,
+                            bool *againp, char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_part_t *p = &loop->parts[pi];
+        const sg_changelog_key_t *keys;
+        const int64_t *confirms;
+        size_t nk = sg_changelog_reader_void_keys(rd, &keys);
+        size_t nc = sg_changelog_reader_confirms(rd, &confirms);
+        size_t nold = 0;
+        for (size_t i = 0; i < nc; i++)
+                nold += confirms[i] < p->cl_epoch;
+        *againp = false;
+        if (nk == 0 && nold == 0) {
+                p->cl_next = end;
+                return SG_OK;
+        }
+        if (nk > 0 && !pr->changelog_value) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: %zu void records and "
+                        "no way to rewrite their keys",
+                        tc->changelog_topic, p->partition, nk);
+                return SG_ERR_INVALID;
+        }
+        size_t n = nk + nold + (p->cl_m2 > 0);
+        sg_send_t *recs = calloc(n + 1, sizeof(*recs));
+        unsigned char *ckeys = calloc(nold + 1, SG_CHANGELOG_KEY_LEN);
+        unsigned char m2key[SG_CHANGELOG_MARKER_LEN];
+        sg_err_t err = recs && ckeys ? SG_OK : SG_ERR_NOMEM;
+        int64_t seq = ++p->cl_seq;
+        if (!err && p->cl_m2 > 0) {
+                /* this owner's marker of two batches back (changelog.h) */
+                sg_changelog_marker_key_make(m2key, p->cl_epoch, p->cl_m2);
+                recs[n - 1].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = m2key,
+                        .key_len = sizeof(m2key),
+                };
+        }
+        for (size_t i = 0; !err && i < nk; i++) {
+                void *v = NULL;
+                size_t vl = 0;
+                err = pr->changelog_value(pr->opaque, tc->name, p->partition,
+                                          keys[i].key, keys[i].len, &v, &vl,
+                                          errstr, errstr_size);
+                recs[i].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = keys[i].key,
+                        .key_len = keys[i].len,
+                        .value = v,
+                        .value_len = vl,
+                };
+                recs[i].framed = true;
+                sg_changelog_frame_make(recs[i].frame, p->cl_epoch, seq);
+        }
+        for (size_t i = 0, j = 0; !err && i < nc; i++) {
+                if (confirms[i] >= p->cl_epoch)
+                        continue;
+                unsigned char *k = ckeys + j * SG_CHANGELOG_KEY_LEN;
+                sg_changelog_key_make(k, SG_CHANGELOG_CONFIRM, confirms[i]);
+                recs[nk + j].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = k,
+                        .key_len = SG_CHANGELOG_KEY_LEN,
+                };
+                j++;
+        }
+        if (!err)
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
+        for (size_t i = 0; !err && i < n; i++)
+                if (recs[i].offset != end + (int64_t)i)
+                        *againp = true;
+        unsigned char mkey[SG_CHANGELOG_MARKER_LEN], mval[8];
+        if (!err && !*againp) {
+                sg_changelog_marker_key_make(mkey, p->cl_epoch, seq);
+                sg_changelog_u64_put(mval, seq);
+                recs[n] = (sg_send_t){
+                        .ef = {.kind = SG_EFFECT_CHANGELOG,
+                               .topic = tc->changelog_topic,
+                               .partition = p->partition,
+                               .key = mkey,
+                               .key_len = sizeof(mkey),
+                               .value = mval,
+                               .value_len = sizeof(mval)},
+                };
+                err = sg_loop_send(loop, &recs[n], 1, errstr, errstr_size);
+                if (!err && recs[n].offset != end + (int64_t)n)
+                        *againp = true;
+                if (!err && !*againp) {
+                        p->cl_next = recs[n].offset + 1;
+                        p->cl_m2 = p->cl_m1;
+                        p->cl_m1 = seq;
+                }
+        }
+        if (!err) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", tc->name);
+                cJSON_AddNumberToObject(f, "partition", p->partition);
+                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+                cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
+                cJSON_AddNumberToObject(f, "keys_rewritten", (double)nk);
+                cJSON_AddNumberToObject(f, "confirms_tombstoned",
+                                        (double)nold);
+                cJSON_AddBoolToObject(f, "interleaved", *againp);
+                sg_loop_log(loop, SG_LOG_NOTICE, "changelog_repaired", f);
+        }
+        for (size_t i = 0; recs && i < nk; i++)
+                free((void *)recs[i].ef.value);
+        free(recs);
+        free(ckeys);
+        return err;
+}
+
+#define SG_RESTORE_ATTEMPTS 16
+
+/**
+ * Restores input partition @p topic [@p partition] from its changelog
+ * (processor.h restore_begin → restore_apply … → restore_end), reading
+ * through a changelog reader (changelog.h). On SG_ERR_MAP_FULL the store is
+ * grown and the partition's restore starts again from restore_begin. Adds
+ * the time taken to *msp. at_least_once: then checks the partition was not
+ * claimed by a newer owner (*fencedp) and repairs (loop_repair); when other
+ * records interleaved with the repair, reads again.
+ */
+static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, int64_t *msp,
+                                  bool *fencedp, char *errstr,
+                                  size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        const sg_topic_config_t *tc = sg_config_topic(loop->conf, topic);
+        size_t pi = sg_loop_part(loop, topic, partition);
+        sg_part_t *p = &loop->parts[pi];
+        *fencedp = false;
+        if (!tc || !tc->changelog_topic || !pr->restore_begin ||
+            !pr->restore_apply || !pr->restore_end || !loop->restorer)
+                return SG_OK; /* a reply topic, or nothing to restore */
+        for (int attempt = 0;; attempt++) {
+                int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
+                        end = -1;
+                sg_changelog_reader_t *rd = NULL;
+                /* A leader moving, a changelog just created: retried
+                 * (librdkafka does not retry NOT_LEADER_FOR_PARTITION for
+                 * ListOffsets itself). */
+                rd_kafka_resp_err_t e;
+                sg_retry_t rt;
+                sg_retry_init(&rt, "restore");
+                char what[400];
+                sg_errf(what, sizeof(what),
+                        "changelog %s [%" PRId32 "]: reading its offsets",
+                        tc->changelog_topic, partition);
+                bool gave_up = false;
+                while ((e = rd_kafka_query_watermark_offsets(
+                                loop->restorer, tc->changelog_topic,
+                                partition, &lo, &hi,
+                                SG_METADATA_TIMEOUT_MS)) &&
+                       sg_retry_again(loop, &rt, e, true, what, &gave_up))
+                        ;
+                if (e) {
+                        sg_errf(errstr, errstr_size, "%s: %s%s", what,
+                                rd_kafka_err2str(e),
+                                gave_up ? " (retriable; retried for "
+                                          "broker_retry_timeout_ms)"
+                                        : "");
+                        return SG_ERR_KAFKA;
+                }
+                sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
+                                                 lo, hi, &from, errstr,
+                                                 errstr_size);
+                int64_t floor0 = -1;
+                if (!err && pr->changelog_epoch_get)
+                        floor0 = pr->changelog_epoch_get(pr->opaque, topic,
+                                                         partition);
+                if (!err && pr->changelog_epoch_set)
+                        pr->changelog_epoch_set(pr->opaque, topic, partition,
+                                                floor0);
+                if (!err && sg_changelog_reader_new(floor0, &rd)) {
+                        sg_errf(errstr, errstr_size, "out of memory");
+                        err = SG_ERR_NOMEM;
+                }
+                if (!err)
+                        err = loop_restore_read(loop, topic, partition,
+                                                tc->changelog_topic, from, rd,
+                                                &end, errstr, errstr_size);
+                if (!err && (err = sg_changelog_reader_finish(rd)))
+                        sg_errf(errstr, errstr_size, "out of memory");
+                if (!err)
+                        err = pr->restore_end(pr->opaque, topic, partition,
+                                              end, errstr, errstr_size);
+                int64_t ms = sg_clock_mono_ms() - t0;
+                *msp += ms;
+                if (err == SG_ERR_MAP_FULL && pr->grow &&
+                    attempt < SG_RESTORE_ATTEMPTS) {
+                        sg_changelog_reader_destroy(rd);
+                        char ges[400] = "";
+                        if (pr->grow(pr->opaque, ges, sizeof(ges))) {
+                                sg_errf(errstr, errstr_size,
+                                        "growing the store during the "
+                                        "restore of %s [%" PRId32 "]: %s",
+                                        topic, partition, ges);
+                                return SG_ERR_MAP_FULL;
+                        }
+                        loop->stats.map_grows_total++;
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "during", "restore");
+                        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
+                        continue;
+                }
+                if (err) {
+                        sg_changelog_reader_destroy(rd);
+                        return err;
+                }
+                sg_changelog_counts_t cnt = sg_changelog_reader_counts(rd);
+                int64_t floor = sg_changelog_reader_floor(rd);
+                const sg_changelog_key_t *vk;
+                size_t nvoid = sg_changelog_reader_void_keys(rd, &vk);
+                loop->stats.restored_records_total += cnt.applied;
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", topic);
+                cJSON_AddNumberToObject(f, "partition", partition);
+                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+                cJSON_AddNumberToObject(f, "log_start", (double)lo);
+                cJSON_AddNumberToObject(f, "from", (double)from);
+                cJSON_AddNumberToObject(f, "end", (double)end);
+                cJSON_AddNumberToObject(f, "records", (double)cnt.applied);
+                cJSON_AddNumberToObject(f, "void_records",
+                                        (double)cnt.void_cnt);
+                cJSON_AddNumberToObject(f, "epoch", (double)floor);
+                cJSON_AddNumberToObject(f, "ms", (double)ms);
+                sg_loop_log(loop, SG_LOG_INFO, "restore_done", f);
+                if (!loop->alos_cl) {
+                        if (nvoid > 0) {
+                                /* exactly_once reading records an
+                                 * at_least_once owner left void: skipped
+                                 * like there; not rewritten (that would
+                                 * need a transaction of its own) */
+                                cJSON *g = cJSON_CreateObject();
+                                cJSON_AddStringToObject(g, "topic", topic);
+                                cJSON_AddNumberToObject(g, "partition",
+                                                        partition);
+                                cJSON_AddNumberToObject(g, "void_keys",
+                                                        (double)nvoid);
+                                sg_loop_log(loop, SG_LOG_WARNING,
+                                         "changelog_void_records", g);
+                        }
+                        sg_changelog_reader_destroy(rd);
+                        return SG_OK;
+                }
+                if (p->cl_epoch < 0 || floor > p->cl_epoch) {
+                        /* unclaimed (never: a claim precedes every restore
+                         * in at_least_once), or a newer owner confirmed */
+                        sg_changelog_reader_destroy(rd);
+                        *fencedp = true;
+                        return SG_OK;
+                }
+                bool again = false;
+                err = loop_repair(loop, pi, tc, rd, end, &again, errstr,
+                                  errstr_size);
+                sg_changelog_reader_destroy(rd);
+                if (err)
+                        return err;
+                if (!again)
+                        return SG_OK;
+                if (attempt >= SG_RESTORE_ATTEMPTS) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32 "]: other writers "
+                                "kept interleaving with the repair",
+                                tc->changelog_topic, partition);
+                        return SG_ERR_KAFKA;
+                }
+        }
+}
+
+/** Restores every input partition of @p l, or (NULL) every assigned one
+ *  whose part.restore is set (clearing it). Sets restore_ms_last.
+ *  at_least_once: a partition a newer owner confirmed is fenced
+ *  (loop_fence); *fencedp (may be NULL) says whether any was.
+ *  @returns the first error (errstr names the partition). */
+sg_err_t sg_loop_restore(sg_loop_t *loop,
+                         const rd_kafka_topic_partition_list_t *l,
+                         bool *fencedp, char *errstr,
+                         size_t errstr_size) {
+        int64_t ms = 0;
+        sg_err_t err = SG_OK;
+        bool fenced = false, any = false;
+        if (fencedp)
+                *fencedp = false;
+        if (!loop->changelog || !loop->restorer)
+                return SG_OK;
+        if (l) {
+                for (int i = 0; !err && i < l->cnt; i++) {
+                        err = loop_restore_part(loop, l->elems[i].topic,
+                                                l->elems[i].partition, &ms,
+                                                &fenced, errstr, errstr_size);
+                        any |= fenced;
+                }
+        } else {
+                if (loop->alos_cl)
+                        /* let deliveries of an aborted attempt settle, so
+                         * that the read sees where they landed */
+                        rd_kafka_flush(loop->producer,
+                                       (int)loop->conf->delivery_timeout_ms);
+                for (size_t i = 0; !err && i < loop->part_cnt; i++) {
+                        sg_part_t *p = &loop->parts[i];
+                        if (!p->assigned || !p->restore || p->cl_fenced)
+                                continue;
+                        err = loop_restore_part(loop, p->topic, p->partition,
+                                                &ms, &fenced, errstr,
+                                                errstr_size);
+                        if (err)
+                                break;
+                        loop->parts[i].restore = false;
+                        if (fenced)
+                                loop_fence(loop, i);
+                        any |= fenced;
+                }
+        }
+        loop->stats.restore_ms_last = ms;
+        if (fencedp)
+                *fencedp = any;
+        return err;
+}
+
+/** Marks every assigned partition for a restore before the next batch. */
+void sg_loop_restore_all(sg_loop_t *loop) {
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        loop->parts[i].restore = true;
+        loop->restore_needed = true;
+}
+
+static bool err_is_generation(rd_kafka_resp_err_t e) {
+        return e == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+               e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+               e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
+               e == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
+               e == RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST;
+}
+
+/**
+ * at_least_once, on assignment (changelog.h "claim"): for every input
+ * partition of @p parts, a claim record on its changelog partition (its
+ * offset becomes the partition's epoch); then a synchronous offset commit
+ * of @p committed (the group's committed offsets, or the partition's log
+ * start where none is committed) — it succeeds only while this member's
+ * consumer group generation is current, so any newer owner's claim comes
+ * later in the log; then a confirm record per partition. @p committed:
+ * per partition of @p parts, the committed offset, -1 none, -2 unknown
+ * (left out of the check). *lostp: the commit said the generation moved on
+ * (a rebalance is coming): nothing was confirmed, the caller must not take
+ * the partitions.
+ */
+sg_err_t sg_loop_claim(sg_loop_t *loop,
+                       const rd_kafka_topic_partition_list_t *parts,
+                       const int64_t *committed, bool *lostp,
+                       char *errstr, size_t errstr_size) {
+        *lostp = false;
+        sg_send_t *recs = calloc((size_t)parts->cnt + 1, sizeof(*recs));
+        size_t *pis = calloc((size_t)parts->cnt + 1, sizeof(*pis));
+        unsigned char(*keys)[SG_CHANGELOG_KEY_LEN] =
+                calloc((size_t)parts->cnt + 1, SG_CHANGELOG_KEY_LEN);
+        rd_kafka_topic_partition_list_t *chk =
+                rd_kafka_topic_partition_list_new(parts->cnt + 1);
+        sg_err_t err = recs && pis && keys ? SG_OK : SG_ERR_NOMEM;
+        const char *inst = loop->conf->instance_id ? loop->conf->instance_id
+                                                   : "";
+        size_t n = 0;
+        for (int i = 0; !err && i < parts->cnt; i++) {
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, parts->elems[i].topic);
+                if (!tc || !tc->changelog_topic)
+                        continue; /* a snapshot reply topic */
+                int64_t off = committed[i];
+                if (off == -2) {
+                        /* not known: left out of the check (committing
+                         * anything else would move it) */
+                } else if (off < 0) {
+                        int64_t lo = -1, hi = -1;
+                        rd_kafka_resp_err_t e =
+                                rd_kafka_query_watermark_offsets(
+                                        loop->consumer, tc->name,
+                                        parts->elems[i].partition, &lo, &hi,
+                                        SG_METADATA_TIMEOUT_MS);
+                        if (e) {
+                                sg_errf(errstr, errstr_size,
+                                        "%s [%" PRId32 "]: reading its "
+                                        "offsets: %s",
+                                        tc->name, parts->elems[i].partition,
+                                        rd_kafka_err2str(e));
+                                err = SG_ERR_KAFKA;
+                                break;
+                        }
+                        off = lo;
+                }
+                if (off >= 0)
+                        rd_kafka_topic_partition_list_add(
+                                chk, tc->name, parts->elems[i].partition)
+                                ->offset = off;
+                keys[n][0] = SG_CHANGELOG_CONTROL;
+                keys[n][1] = SG_CHANGELOG_CLAIM;
+                recs[n].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = parts->elems[i].partition,
+                        .key = keys[n],
+                        .key_len = 2,
+                        .value = inst,
+                        .value_len = strlen(inst),
+                };
+                pis[n++] = sg_loop_part(loop, tc->name, parts->elems[i].partition);
+        }
+        if (!err && n > 0)
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
+        for (size_t k = 0; !err && k < n; k++) {
+                sg_part_t *p = &loop->parts[pis[k]];
+                p->cl_epoch = recs[k].offset;
+                p->cl_seq = 0;
+                p->cl_m1 = p->cl_m2 = 0;
+                p->cl_next = -1;
+                p->cl_fenced = false;
+        }
+        if (!err && n > 0 && chk->cnt == 0) {
+                sg_errf(errstr, errstr_size,
+                        "the group's committed offsets could not be read: "
+                        "the consumer group generation cannot be checked");
+                err = SG_ERR_KAFKA;
+        }
+        /* the check: a commit only a current member of the generation can
+         * make (it changes no offset) */
+        for (int tries = 0; !err && n > 0; tries++) {
+                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, chk, 0);
+                for (int i = 0; !e && i < chk->cnt; i++)
+                        if (chk->elems[i].err)
+                                e = chk->elems[i].err;
+                if (!e)
+                        break;
+                if (err_is_generation(e)) {
+                        cJSON *f = sg_kafka_parts_json(chk);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        sg_loop_log(loop, SG_LOG_WARNING, "changelog_claim_lost",
+                                 f);
+                        *lostp = true;
+                        break;
+                }
+                if (tries >= 4 || loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "checking the consumer group generation "
+                                "(offset commit): %s",
+                                rd_kafka_err2str(e));
+                        err = SG_ERR_KAFKA;
+                        break;
+                }
+                sg_sleep_ms(200);
+        }
+        if (!err && !*lostp && n > 0) {
+                for (size_t k = 0; k < n; k++) {
+                        sg_part_t *p = &loop->parts[pis[k]];
+                        sg_changelog_key_make(keys[k], SG_CHANGELOG_CONFIRM,
+                                         p->cl_epoch);
+                        recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
+                }
+                err = sg_loop_send(loop, recs, n, errstr, errstr_size);
+        }
+        if (!err && !*lostp && n > 0) {
+                cJSON *f = sg_kafka_parts_json(chk);
+                cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
+                for (size_t k = 0; k < n; k++)
+                        cJSON_AddItemToArray(
+                                ep, cJSON_CreateNumber(
+                                            (double)loop->parts[pis[k]]
+                                                    .cl_epoch));
+                sg_loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
+        }
+        if (err || *lostp)
+                for (size_t k = 0; k < n; k++)
+                        loop->parts[pis[k]].cl_epoch = -1;
+        rd_kafka_topic_partition_list_destroy(chk);
+        free(recs);
+        free(pis);
+        free(keys);
+        return err;
+}

@@ -1,0 +1,223 @@
+/*
+ * kafka_txn.c — the Kafka loop (kafka.h): Kafka transactions (exactly_once).
+ */
+#include "kafka_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Kafka transactions (exactly_once, KIP-98 / KIP-447)                  */
+
+static bool err_is_fenced(rd_kafka_resp_err_t code) {
+        return code == RD_KAFKA_RESP_ERR__FENCED ||
+               code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+               code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/** The transactional producer hit a fatal error (typically: fenced by a
+ *  newer instance with the same transactional.id). Logs one line, event
+ *  "fenced" or "fatal_producer_error", and stops the loop (SG_ERR_FATAL:
+ *  the daemon exits non-zero). */
+void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
+                            const char *during, const char *reason) {
+        bool fenced = err_is_fenced(code);
+        char what[700];
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "transactional_id",
+                                loop->conf->transactional_id
+                                        ? loop->conf->transactional_id
+                                        : "");
+        cJSON_AddStringToObject(f, "during", during);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
+        cJSON_AddStringToObject(f, "reason", reason);
+        if (fenced)
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "another instance with the same transactional.id "
+                        "(instance_id) took over; this one stops");
+        sg_loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
+                 f);
+        sg_errf(what, sizeof(what), "%s: %s (%s)",
+                fenced ? "producer fenced" : "fatal producer error", reason,
+                during);
+        sg_loop_set_fatal(loop, SG_ERR_FATAL, what);
+}
+
+/** Takes a transactional API error (freed here): a fatal one stops the loop
+ *  (SG_ERR_FATAL), any other returns SG_ERR_KAFKA (the caller aborts the
+ *  transaction and the batch). */
+sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
+                           const char *during, char *errstr,
+                           size_t errstr_size) {
+        sg_err_t err = SG_ERR_KAFKA;
+        sg_errf(errstr, errstr_size, "%s: %s", during,
+                rd_kafka_error_string(e));
+        if (rd_kafka_error_is_fatal(e)) {
+                char fes[512] = "";
+                rd_kafka_resp_err_t code =
+                        rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
+                if (!code) {
+                        code = rd_kafka_error_code(e);
+                        sg_errf(fes, sizeof(fes), "%s",
+                                rd_kafka_error_string(e));
+                }
+                sg_loop_producer_fatal(loop, code, during, fes);
+                err = SG_ERR_FATAL;
+        }
+        rd_kafka_error_destroy(e);
+        return err;
+}
+
+#define SG_TXN_RETRIES 10
+
+/** Runs one transactional call, retrying it while librdkafka says the error
+ *  is retriable (and neither fatal nor abortable). */
+#define TXN_CALL(loop, call, during, errstr, errstr_size, errp)               \
+        do {                                                                  \
+                for (int tries_ = 0;; tries_++) {                             \
+                        rd_kafka_error_t *e_ = (call);                        \
+                        if (!e_) {                                            \
+                                *(errp) = SG_OK;                              \
+                                break;                                        \
+                        }                                                     \
+                        if (rd_kafka_error_is_retriable(e_) &&                \
+                            !rd_kafka_error_is_fatal(e_) &&                   \
+                            !rd_kafka_error_txn_requires_abort(e_) &&         \
+                            tries_ < SG_TXN_RETRIES && !(loop)->stop) {       \
+                                cJSON *f_ = cJSON_CreateObject();             \
+                                cJSON_AddStringToObject(f_, "during", during);\
+                                cJSON_AddStringToObject(                      \
+                                        f_, "error",                          \
+                                        rd_kafka_error_string(e_));           \
+                                sg_loop_log(loop, SG_LOG_WARNING,                \
+                                         "transaction_retry", f_);            \
+                                rd_kafka_error_destroy(e_);                   \
+                                continue;                                     \
+                        }                                                     \
+                        *(errp) = sg_loop_txn_error(loop, e_, during, errstr,    \
+                                                 errstr_size);                \
+                        break;                                                \
+                }                                                             \
+        } while (0)
+
+/** exactly_once: registers the transactional.id with its coordinator,
+ *  fencing any older producer with the same id (its open transaction is
+ *  aborted by the coordinator). A retriable error (the coordinator loading,
+ *  not available, a timeout) is retried with back-off (sg_retry_t); a fatal
+ *  one stops the loop. */
+sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
+                                   size_t errstr_size) {
+        sg_retry_t r;
+        sg_retry_init(&r, "init_transactions");
+        for (;;) {
+                rd_kafka_error_t *e = rd_kafka_init_transactions(
+                        loop->producer, (int)loop->conf->delivery_timeout_ms);
+                if (!e) {
+                        cJSON *f = cJSON_CreateObject();
+                        cJSON_AddStringToObject(f, "transactional_id",
+                                                loop->conf->transactional_id);
+                        sg_loop_log(loop, SG_LOG_INFO, "transactions_initialised",
+                                 f);
+                        return SG_OK;
+                }
+                /* librdkafka marks what may be retried; its error codes
+                 * decide the rest like every other start-up call */
+                rd_kafka_resp_err_t code = rd_kafka_error_code(e);
+                bool retriable = !rd_kafka_error_is_fatal(e) &&
+                                 !rd_kafka_error_txn_requires_abort(e) &&
+                                 (rd_kafka_error_is_retriable(e) ||
+                                  sg_kafka_err_retriable(code, false));
+                bool gave_up = false;
+                if (retriable &&
+                    sg_retry_again(loop, &r,
+                                sg_kafka_err_retriable(code, false)
+                                        ? code
+                                        : RD_KAFKA_RESP_ERR__RETRY,
+                                false, rd_kafka_error_string(e), &gave_up)) {
+                        rd_kafka_error_destroy(e);
+                        continue;
+                }
+                char es[512];
+                sg_err_t err = sg_loop_txn_error(loop, e, "init_transactions", es,
+                                              sizeof(es));
+                sg_errf(errstr, errstr_size, "%s%s", es,
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return err;
+        }
+}
+
+/** Aborts the open transaction (if any): its records are never seen by a
+ *  read_committed reader and its offsets are not committed. A failure to
+ *  abort leaves the producer unusable: the loop stops. */
+void sg_loop_txn_abort(sg_loop_t *loop) {
+        char es[512];
+        sg_err_t err;
+        if (!loop->txn_open)
+                return;
+        loop->txn_open = false;
+        loop->stats.transactions_aborted_total++;
+        TXN_CALL(loop,
+                 rd_kafka_abort_transaction(loop->producer,
+                                            (int)loop->conf->delivery_timeout_ms),
+                 "abort_transaction", es, sizeof(es), &err);
+        if (err == SG_ERR_KAFKA)
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
+        else if (err == SG_OK)
+                sg_loop_log(loop, SG_LOG_NOTICE, "transaction_aborted", NULL);
+}
+
+/**
+ * exactly_once, steps after the deliveries: the batch's input offsets join
+ * the transaction with the consumer group metadata (KIP-447: a member whose
+ * generation is stale is fenced), then the transaction commits (retried
+ * while retriable). With no offset to move, the committed offsets of the
+ * assigned partitions are sent again, so that every transaction — even one
+ * holding only time-driven DLQ and changelog records — is fenced by the
+ * group generation.
+ */
+sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
+                            size_t errstr_size) {
+        sg_err_t err;
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+        if (l->cnt == 0)
+                for (size_t i = 0; i < loop->part_cnt; i++) {
+                        sg_part_t *p = &loop->parts[i];
+                        if (p->assigned && p->committed >= 0)
+                                rd_kafka_topic_partition_list_add(
+                                        l, p->topic, p->partition)
+                                        ->offset = p->committed;
+                }
+        if (l->cnt > 0) {
+                rd_kafka_consumer_group_metadata_t *gm =
+                        rd_kafka_consumer_group_metadata(loop->consumer);
+                TXN_CALL(loop,
+                         rd_kafka_send_offsets_to_transaction(
+                                 loop->producer, l, gm,
+                                 (int)loop->conf->delivery_timeout_ms),
+                         "send_offsets_to_transaction", errstr, errstr_size,
+                         &err);
+                rd_kafka_consumer_group_metadata_destroy(gm);
+                if (err) {
+                        rd_kafka_topic_partition_list_destroy(l);
+                        return err;
+                }
+        }
+        TXN_CALL(loop,
+                 rd_kafka_commit_transaction(
+                         loop->producer, (int)loop->conf->delivery_timeout_ms),
+                 "commit_transaction", errstr, errstr_size, &err);
+        if (!err) {
+                loop->txn_open = false;
+                loop->kafka_committed = true;
+                loop->stats.transactions_total++;
+                sg_loop_offsets_committed(loop, l);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+        return err;
+}
