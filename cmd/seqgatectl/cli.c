@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "envelope.h"
+#include "kafka.h"
 #include "seqgate.h"
 #include "store.h"
 
@@ -237,11 +238,14 @@ cJSON *meta_json(const sg_meta_rec_t *m) {
 volatile bool g_fatal;
 char g_kafka_error[512];
 
-static void kafka_log(const rd_kafka_t *rk, int level, const char *fac,
-                      const char *buf) {
-        (void)rk;
-        if (level <= 4)
-                fprintf(stderr, "%s: kafka %s: %s\n", prog, fac, buf);
+/* librdkafka's lines, redacted by sg_kafka_conf_new(): warnings and worse
+ * go to stderr. */
+static void ctl_kafka_log(void *opaque, sg_log_level_t level,
+                          const char *event, const char *fields_json) {
+        (void)opaque;
+        if (level <= SG_LOG_WARNING)
+                fprintf(stderr, "%s: kafka %s: %s\n", prog, event,
+                        fields_json ? fields_json : "{}");
 }
 
 static void kafka_error(rd_kafka_t *rk, int err, const char *reason,
@@ -258,67 +262,38 @@ static void kafka_error(rd_kafka_t *rk, int err, const char *reason,
                  rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-/* Sets one property; errors never echo the value of a secret property. */
-static bool conf_set(rd_kafka_conf_t *kc, const char *block, const char *name,
-                     const char *value) {
-        char es[512];
-        if (rd_kafka_conf_set(kc, name, value, es, sizeof(es)) ==
-            RD_KAFKA_CONF_OK)
-                return true;
-        if (sg_config_is_secret(name))
-                errf("%s.%s: rejected by librdkafka", block, name);
-        else
-                errf("%s.%s: %s", block, name, es);
-        return false;
-}
+/* The same client configuration as the daemon's (sg_kafka_conf_new, one
+ * place for every client): a READER (group-less, read_committed, never
+ * commits: the replay tool never joins the consumer group) or a plain
+ * idempotent PRODUCER (no transactional.id: replayed records are plain
+ * records). The sink outlives every client (static). */
+static sg_kafka_log_t g_klog;
 
-/* librdkafka configuration from the config's blocks, verbatim. group.id
- * (required in "kafka" for the daemon) is left out: the replay tool never
- * joins the consumer group nor commits its offsets. */
 rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
                             void (*dr_msg_cb)(rd_kafka_t *rk,
                                               const rd_kafka_message_t *m,
                                               void *opaque)) {
-        rd_kafka_conf_t *kc = rd_kafka_conf_new();
-        bool ok = true;
-        if (!producer) {
-                /* Only committed records: a transactional (exactly_once)
-                 * DLQ may hold aborted ones. Overridable in "kafka". */
-                ok = conf_set(kc, "default", "isolation.level",
-                              "read_committed");
-        }
-        for (size_t i = 0; ok && i < conf->kafka_cnt; i++)
-                if (strcmp(conf->kafka[i].name, "group.id") != 0)
-                        ok = conf_set(kc, "kafka", conf->kafka[i].name,
-                                      conf->kafka[i].value);
-        if (producer) {
-                for (size_t i = 0; ok && i < conf->kafka_producer_cnt; i++)
-                        ok = conf_set(kc, "kafka_producer",
-                                      conf->kafka_producer[i].name,
-                                      conf->kafka_producer[i].value);
-                /* No transactional.id: replayed records are plain records. */
-                ok = ok &&
-                     conf_set(kc, "replay", "enable.idempotence", "true") &&
-                     conf_set(kc, "replay", "acks", "all");
-                if (ok && dr_msg_cb)
-                        rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
-        } else {
-                /* An unjoined, never-committing reader: assign() needs a
-                 * group.id in librdkafka, so a throw-away one is used. */
-                char gid[128];
-                snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld",
-                         (long)getpid(), (long)time(NULL));
-                ok = conf_set(kc, "replay", "group.id", gid) &&
-                     conf_set(kc, "replay", "enable.auto.commit", "false") &&
-                     conf_set(kc, "replay", "enable.auto.offset.store",
-                              "false") &&
-                     conf_set(kc, "replay", "enable.partition.eof", "true");
-        }
-        if (!ok) {
-                rd_kafka_conf_destroy(kc);
+        char gid[128], es[512];
+        snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld",
+                 (long)getpid(), (long)time(NULL));
+        g_klog = (sg_kafka_log_t){conf, ctl_kafka_log, NULL};
+        rd_kafka_conf_t *kc;
+        if (sg_kafka_conf_new(conf, producer ? SG_KAFKA_PRODUCER
+                                             : SG_KAFKA_READER,
+                              gid, &g_klog, &kc, es, sizeof(es))) {
+                errf("%s", es);
                 return NULL;
         }
-        rd_kafka_conf_set_log_cb(kc, kafka_log);
+        if (producer && dr_msg_cb)
+                rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
         rd_kafka_conf_set_error_cb(kc, kafka_error);
         return kc;
+}
+
+rd_kafka_t *kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *kc, char *es,
+                      size_t es_size) {
+        rd_kafka_t *rk = rd_kafka_new(type, kc, es, es_size);
+        if (rk) /* sg_kafka_conf_new sets log.queue: served by the polls */
+                rd_kafka_set_log_queue(rk, NULL);
+        return rk;
 }

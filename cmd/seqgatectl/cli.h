@@ -87,9 +87,10 @@ extern char g_kafka_error[512];
  * the consumer group nor commits its offsets), plus, for a producer, the
  * "kafka_producer" block, enable.idempotence true and acks all (no
  * transactional.id: plain records) and dr_msg_cb as the delivery report
- * callback (NULL: none); for a consumer, isolation.level read_committed
- * (overridable in "kafka") and a throw-away group.id for assign(), with
- * no offset commits and partition EOF events. Logs of level warning and
+ * callback (NULL: none); for a consumer, the daemon's group-less reader
+ * (read_committed, a throw-away group.id for assign(), no offset commits,
+ * partition EOF events). Both built by sg_kafka_conf_new (kafka.h), so
+ * seqgatectl's clients take the properties the daemon's take. Logs of level warning and
  * worse go to stderr; errors set g_kafka_error / g_fatal.
  * Returns a conf owned by the caller (rd_kafka_new or
  * rd_kafka_conf_destroy), or NULL after printing the property librdkafka
@@ -98,6 +99,10 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
                             void (*dr_msg_cb)(rd_kafka_t *rk,
                                               const rd_kafka_message_t *m,
                                               void *opaque));
+/* rd_kafka_new() of a kafka_conf() configuration, with librdkafka's log
+ * lines served by the client's polls (log.queue). NULL: es says why. */
+rd_kafka_t *kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *kc, char *es,
+                      size_t es_size);
 
 /* The subcommands: argv[0] is the subcommand's name; each returns the
  * exit status. */

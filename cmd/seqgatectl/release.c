@@ -138,7 +138,7 @@ static int release_send(const sg_config_t *conf, const char *topic,
         char es[512];
         rd_kafka_t *prod = NULL;
         if (kc) {
-                prod = rd_kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es));
+                prod = kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es));
                 if (!prod) {
                         errf("release: %s", es);
                         rd_kafka_conf_destroy(kc);

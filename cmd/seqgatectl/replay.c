@@ -251,7 +251,7 @@ static int replay_open_consumer(replay_t *r) {
         rd_kafka_conf_t *kc = kafka_conf(r->conf, false, NULL);
         if (!kc)
                 return EXIT_USAGE;
-        if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
+        if (!(r->cons = kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
                 rd_kafka_conf_destroy(kc);
                 errf("kafka consumer: %s", es);
                 return EXIT_USAGE;
@@ -332,7 +332,7 @@ static int replay_open_producer(replay_t *r) {
         rd_kafka_conf_t *pc = kafka_conf(r->conf, true, replay_dr);
         if (!pc)
                 return EXIT_USAGE;
-        if (!(r->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, es, sizeof(es)))) {
+        if (!(r->prod = kafka_new(RD_KAFKA_PRODUCER, pc, es, sizeof(es)))) {
                 rd_kafka_conf_destroy(pc);
                 errf("kafka producer: %s", es);
                 return EXIT_USAGE;
