@@ -49,11 +49,16 @@ static void make_ev(ev_t *e, uint64_t agg, uint64_t version, uint64_t n) {
         e->hd[2] = (sg_header_t){"ce_source", "/bench", 6};
         e->hd[3] = (sg_header_t){"ce_type", "order.updated", 13};
         e->hd[4] = (sg_header_t){"ce_sequence", e->seq, strlen(e->seq)};
-        e->rec = (sg_record_t){.topic = "orders", .partition = 0,
-                               .offset = (int64_t)n, .timestamp_ms = 1,
-                               .key = e->agg, .key_len = strlen(e->agg),
-                               .value = e->value, .value_len = (size_t)len,
-                               .headers = e->hd, .header_cnt = 5};
+        e->rec = (sg_record_t){.topic = "orders",
+                               .partition = 0,
+                               .offset = (int64_t)n,
+                               .timestamp_ms = 1,
+                               .key = e->agg,
+                               .key_len = strlen(e->agg),
+                               .value = e->value,
+                               .value_len = (size_t)len,
+                               .headers = e->hd,
+                               .header_cnt = 5};
 }
 
 static int run_batch(sg_processor_t *p, ev_t *evs, size_t cnt,
@@ -123,7 +128,8 @@ int main(int argc, char **argv) {
         for (uint64_t n = 0; n < preload;) {
                 size_t c = 0;
                 for (; c < batch && n < preload; c++, n++) {
-                        make_ev(&evs[c], 1000000000ull + n, 1, 1000000000ull + n);
+                        make_ev(&evs[c], 1000000000ull + n, 1,
+                                1000000000ull + n);
                 }
                 if (run_batch(&p, evs, c, &outputs))
                         return 1;
@@ -144,11 +150,12 @@ int main(int argc, char **argv) {
         double t = now_s() - t0;
         uint64_t size, used;
         sg_store_usage(store, &size, &used);
-        printf("engine (%s): %" PRIu64 " events, %" PRIu64 " aggregates, batch %zu, "
+        printf("engine (%s): %" PRIu64 " events, %" PRIu64
+               " aggregates, batch %zu, "
                "preload %" PRIu64 " keys (%.1f s): %.0f ev/s, %zu outputs, "
                "store %.1f MiB\n",
-               guarantee, events, aggs, batch, preload, tp, (double)events / t, outputs,
-               (double)used / 1048576.0);
+               guarantee, events, aggs, batch, preload, tp, (double)events / t,
+               outputs, (double)used / 1048576.0);
         sg_engine_destroy(eng);
         sg_store_close(store);
         sg_config_destroy(conf);

@@ -31,8 +31,7 @@
 
 #define RING 1024 /* distinct records cycled through */
 
-static double now_s(void)
-{
+static double now_s(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -46,8 +45,7 @@ typedef struct rec {
 
 typedef enum { K_BINARY, K_STRUCTURED, K_JSON } kind_t;
 
-static void make(rec_t *e, kind_t kind, uint64_t n)
-{
+static void make(rec_t *e, kind_t kind, uint64_t n) {
         int len = 0;
         size_t hc = 0;
 
@@ -66,39 +64,48 @@ static void make(rec_t *e, kind_t kind, uint64_t n)
                 e->hd[hc++] = (sg_header_t){"ce_id", e->id, strlen(e->id)};
                 e->hd[hc++] = (sg_header_t){"ce_source", "/bench", 6};
                 e->hd[hc++] = (sg_header_t){"ce_type", "order.updated", 13};
-                e->hd[hc++] = (sg_header_t){"ce_sequence", e->seq, strlen(e->seq)};
+                e->hd[hc++] =
+                        (sg_header_t){"ce_sequence", e->seq, strlen(e->seq)};
                 break;
         case K_STRUCTURED:
-                len = snprintf(e->value, sizeof(e->value),
-                               "{\"specversion\":\"1.0\",\"id\":\"%s\","
-                               "\"source\":\"/bench\",\"type\":\"order.updated\","
-                               "\"sequence\":\"%s\",\"time\":\"2024-01-01T00:00:00Z\","
-                               "\"datacontenttype\":\"application/json\","
-                               "\"data\":{\"order\":\"%" PRIu64 "\",\"amount\":%" PRIu64
-                               ",\"currency\":\"EUR\",\"price\":12.50,"
-                               "\"note\":\"benchmark payload padding padding "
-                               "padding padding padding padding\"}}",
-                               e->id, e->seq, n % 997, n % 1000);
+                len = snprintf(
+                        e->value, sizeof(e->value),
+                        "{\"specversion\":\"1.0\",\"id\":\"%s\","
+                        "\"source\":\"/bench\",\"type\":\"order.updated\","
+                        "\"sequence\":\"%s\",\"time\":\"2024-01-01T00:00:00Z\","
+                        "\"datacontenttype\":\"application/json\","
+                        "\"data\":{\"order\":\"%" PRIu64
+                        "\",\"amount\":%" PRIu64
+                        ",\"currency\":\"EUR\",\"price\":12.50,"
+                        "\"note\":\"benchmark payload padding padding "
+                        "padding padding padding padding\"}}",
+                        e->id, e->seq, n % 997, n % 1000);
                 e->hd[hc++] = (sg_header_t){"content-type",
                                             "application/cloudevents+json", 28};
                 break;
         case K_JSON:
-                len = snprintf(e->value, sizeof(e->value),
-                               "{\"payment_id\":\"%s\",\"account_id\":\"%s\","
-                               "\"version\":%s,\"event_type\":\"account.debited\","
-                               "\"operation\":\"debit\",\"payload\":{\"amount\":%" PRIu64
-                               ",\"currency\":\"EUR\",\"price\":12.50,"
-                               "\"note\":\"benchmark payload padding padding "
-                               "padding padding padding padding\"}}",
-                               e->id, e->key, e->seq, n % 1000);
+                len = snprintf(
+                        e->value, sizeof(e->value),
+                        "{\"payment_id\":\"%s\",\"account_id\":\"%s\","
+                        "\"version\":%s,\"event_type\":\"account.debited\","
+                        "\"operation\":\"debit\",\"payload\":{\"amount\":"
+                        "%" PRIu64 ",\"currency\":\"EUR\",\"price\":12.50,"
+                        "\"note\":\"benchmark payload padding padding "
+                        "padding padding padding padding\"}}",
+                        e->id, e->key, e->seq, n % 1000);
                 e->hd[hc++] = (sg_header_t){"tenant", "acme", 4};
                 break;
         }
-        e->r = (sg_record_t){.topic = "orders", .partition = 0,
-                             .offset = (int64_t)n, .timestamp_ms = 1,
-                             .key = e->key, .key_len = strlen(e->key),
-                             .value = e->value, .value_len = (size_t)len,
-                             .headers = e->hd, .header_cnt = hc};
+        e->r = (sg_record_t){.topic = "orders",
+                             .partition = 0,
+                             .offset = (int64_t)n,
+                             .timestamp_ms = 1,
+                             .key = e->key,
+                             .key_len = strlen(e->key),
+                             .value = e->value,
+                             .value_len = (size_t)len,
+                             .headers = e->hd,
+                             .header_cnt = hc};
 }
 
 typedef struct bcase {
@@ -108,14 +115,12 @@ typedef struct bcase {
         sg_field_src_t scope[2];
 } bcase_t;
 
-static sg_field_src_t src(sg_src_kind_t kind, const char *name)
-{
+static sg_field_src_t src(sg_src_kind_t kind, const char *name) {
         sg_field_src_t s = {kind, (char *)name};
         return s;
 }
 
-static void ce_defaults(bcase_t *b)
-{
+static void ce_defaults(bcase_t *b) {
         b->tc.name = "orders";
         b->tc.format = SG_FORMAT_CLOUDEVENTS;
         b->tc.id = src(SG_SRC_CE, "id");
@@ -128,8 +133,7 @@ static void ce_defaults(bcase_t *b)
         b->tc.max_field_bytes = 1024;
 }
 
-static int run(bcase_t *b, uint64_t records)
-{
+static int run(bcase_t *b, uint64_t records) {
         static rec_t ring[RING];
         sg_envelope_t env;
         char err[256];
@@ -157,8 +161,7 @@ static int run(bcase_t *b, uint64_t records)
         return 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
         uint64_t records = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
         const char *only = argc > 2 ? argv[2] : NULL;
         bcase_t cases[5];

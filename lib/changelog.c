@@ -28,16 +28,15 @@ void sg_changelog_frame_make(unsigned char out[SG_CHANGELOG_FRAME_LEN],
         sg_changelog_u64_put(out + 8, seq);
 }
 
-void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN],
-                           char kind, int64_t epoch) {
+void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
+                           int64_t epoch) {
         out[0] = SG_CHANGELOG_CONTROL;
         out[1] = (unsigned char)kind;
         sg_changelog_u64_put(out + 2, epoch);
 }
 
-void sg_changelog_marker_key_make(
-        unsigned char out[SG_CHANGELOG_MARKER_LEN], int64_t epoch,
-        int64_t seq) {
+void sg_changelog_marker_key_make(unsigned char out[SG_CHANGELOG_MARKER_LEN],
+                                  int64_t epoch, int64_t seq) {
         out[0] = SG_CHANGELOG_CONTROL;
         out[1] = SG_CHANGELOG_MARKER;
         sg_changelog_u64_put(out + 2, epoch);
@@ -47,7 +46,7 @@ void sg_changelog_marker_key_make(
 /* A record held back until its batch is known to be complete. */
 typedef struct held {
         int64_t offset;
-        unsigned char *key;   /* key, then value, in one allocation */
+        unsigned char *key; /* key, then value, in one allocation */
         size_t key_len;
         unsigned char *value; /* NULL: tombstone */
         size_t value_len;
@@ -189,8 +188,7 @@ static sg_err_t feed_control(sg_changelog_reader_t *r, const unsigned char *k,
                 sg_err_t err = floor_raise(r, epoch);
                 if (err || epoch < r->floor)
                         return err; /* a zombie's marker */
-                if (r->held_cnt && r->held_epoch == epoch &&
-                    r->held_seq <= seq)
+                if (r->held_cnt && r->held_epoch == epoch && r->held_seq <= seq)
                         return held_apply(r, apply, opaque, errstr,
                                           errstr_size);
                 return SG_OK;
@@ -300,7 +298,7 @@ size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
         return r->confirm_cnt;
 }
 
-sg_changelog_counts_t sg_changelog_reader_counts(
-        const sg_changelog_reader_t *r) {
+sg_changelog_counts_t
+sg_changelog_reader_counts(const sg_changelog_reader_t *r) {
         return r->counts;
 }

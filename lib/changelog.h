@@ -68,7 +68,7 @@ extern "C" {
 #endif
 
 #define SG_CHANGELOG_HEADER "__seqgate.changelog" /**< epoch | sequence */
-#define SG_CHANGELOG_CONTROL 0xFF  /**< first key byte of the loop's records */
+#define SG_CHANGELOG_CONTROL 0xFF /**< first key byte of the loop's records */
 #define SG_CHANGELOG_CLAIM 'C'
 #define SG_CHANGELOG_CONFIRM 'K'
 #define SG_CHANGELOG_MARKER 'M'
@@ -86,12 +86,11 @@ void sg_changelog_frame_make(unsigned char out[SG_CHANGELOG_FRAME_LEN],
                              int64_t epoch, int64_t seq);
 /** Key of a confirm (@p kind SG_CHANGELOG_CONFIRM) of @p epoch; the claim
  *  key is the first 2 bytes of it with kind SG_CHANGELOG_CLAIM. */
-void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN],
-                           char kind, int64_t epoch);
+void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
+                           int64_t epoch);
 /** Key of the marker of batch @p seq of @p epoch. */
-void sg_changelog_marker_key_make(
-        unsigned char out[SG_CHANGELOG_MARKER_LEN], int64_t epoch,
-        int64_t seq);
+void sg_changelog_marker_key_make(unsigned char out[SG_CHANGELOG_MARKER_LEN],
+                                  int64_t epoch, int64_t seq);
 
 /** One changelog key (a store key as SG_EFFECT_CHANGELOG names it). */
 typedef struct sg_changelog_key {
@@ -109,9 +108,9 @@ typedef struct sg_changelog_reader sg_changelog_reader_t;
 
 /** Counts of a reader, for the loop's log lines. */
 typedef struct sg_changelog_counts {
-        uint64_t applied;   /**< records given to the apply callback */
-        uint64_t void_cnt;  /**< records skipped as void */
-        uint64_t control;   /**< claims, confirms, markers */
+        uint64_t applied;  /**< records given to the apply callback */
+        uint64_t void_cnt; /**< records skipped as void */
+        uint64_t control;  /**< claims, confirms, markers */
 } sg_changelog_counts_t;
 
 /**
@@ -153,8 +152,8 @@ size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
                                     const int64_t **epochsp);
 
 /** The reader's counts. */
-sg_changelog_counts_t sg_changelog_reader_counts(
-        const sg_changelog_reader_t *r);
+sg_changelog_counts_t
+sg_changelog_reader_counts(const sg_changelog_reader_t *r);
 
 #ifdef __cplusplus
 }

@@ -13,8 +13,7 @@
 #include <stdio.h>
 #include <time.h>
 
-void sg_verrf(char *errstr, size_t errstr_size, const char *fmt,
-              va_list ap) {
+void sg_verrf(char *errstr, size_t errstr_size, const char *fmt, va_list ap) {
         if (!errstr || errstr_size == 0)
                 return;
         vsnprintf(errstr, errstr_size, fmt, ap);
@@ -33,8 +32,12 @@ static int64_t clock_ms(clockid_t id) {
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t sg_clock_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-int64_t sg_clock_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+int64_t sg_clock_mono_ms(void) {
+        return clock_ms(CLOCK_MONOTONIC);
+}
+int64_t sg_clock_wall_ms(void) {
+        return clock_ms(CLOCK_REALTIME);
+}
 
 void sg_hex_encode(const unsigned char *b, size_t n, char *out) {
         static const char digits[] = "0123456789abcdef";
@@ -59,17 +62,28 @@ const char *sg_iso_time(int64_t ms, char *buf, size_t size) {
 
 const char *sg_err2str(sg_err_t err) {
         switch (err) {
-        case SG_OK: return "SG_OK";
-        case SG_ERR_INVALID: return "SG_ERR_INVALID";
-        case SG_ERR_NOMEM: return "SG_ERR_NOMEM";
-        case SG_ERR_STORE: return "SG_ERR_STORE";
-        case SG_ERR_MAP_FULL: return "SG_ERR_MAP_FULL";
-        case SG_ERR_CONFIG: return "SG_ERR_CONFIG";
-        case SG_ERR_KAFKA: return "SG_ERR_KAFKA";
-        case SG_ERR_NOT_FOUND: return "SG_ERR_NOT_FOUND";
-        case SG_ERR_FOREIGN: return "SG_ERR_FOREIGN";
-        case SG_ERR_IO: return "SG_ERR_IO";
-        case SG_ERR_FATAL: return "SG_ERR_FATAL";
+        case SG_OK:
+                return "SG_OK";
+        case SG_ERR_INVALID:
+                return "SG_ERR_INVALID";
+        case SG_ERR_NOMEM:
+                return "SG_ERR_NOMEM";
+        case SG_ERR_STORE:
+                return "SG_ERR_STORE";
+        case SG_ERR_MAP_FULL:
+                return "SG_ERR_MAP_FULL";
+        case SG_ERR_CONFIG:
+                return "SG_ERR_CONFIG";
+        case SG_ERR_KAFKA:
+                return "SG_ERR_KAFKA";
+        case SG_ERR_NOT_FOUND:
+                return "SG_ERR_NOT_FOUND";
+        case SG_ERR_FOREIGN:
+                return "SG_ERR_FOREIGN";
+        case SG_ERR_IO:
+                return "SG_ERR_IO";
+        case SG_ERR_FATAL:
+                return "SG_ERR_FATAL";
         }
         return "SG_ERR_UNKNOWN";
 }

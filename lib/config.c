@@ -90,9 +90,10 @@ static void put_clean(char *dst, size_t dst_size, const char *src) {
         while (i < len) {
                 unsigned char c = (unsigned char)src[i];
                 size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-                bool plain = c >= 0x20 && c != 0x7f &&
-                             (c < 0x80 ? true
-                                       : n <= len - i && sg_utf8_valid(src + i, n));
+                bool plain =
+                        c >= 0x20 && c != 0x7f &&
+                        (c < 0x80 ? true
+                                  : n <= len - i && sg_utf8_valid(src + i, n));
 
                 if (!plain)
                         n = 1;
@@ -204,8 +205,8 @@ const char *sg_cfg_join(char *buf, size_t size, const char *const *list) {
 
         buf[0] = '\0';
         for (size_t i = 0; list[i]; i++) {
-                int n = snprintf(buf + off, size - off, "%s%s",
-                                 i ? ", " : "", list[i]);
+                int n = snprintf(buf + off, size - off, "%s%s", i ? ", " : "",
+                                 list[i]);
                 if (n < 0 || (size_t)n >= size - off)
                         break;
                 off += (size_t)n;
@@ -220,8 +221,8 @@ const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,
 
         buf[0] = '\0';
         for (size_t i = 0; i < cnt; i++) {
-                int n = snprintf(buf + off, size - off, "%s%s",
-                                 i ? ", " : "", list[i] ? list[i] : "");
+                int n = snprintf(buf + off, size - off, "%s%s", i ? ", " : "",
+                                 list[i] ? list[i] : "");
                 if (n < 0 || (size_t)n >= size - off)
                         break;
                 off += (size_t)n;
@@ -262,7 +263,7 @@ sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
                         sg_cfg_fail(c, p, "unknown key; allowed: %s",
-                             sg_cfg_join(list, sizeof(list), allowed));
+                                    sg_cfg_join(list, sizeof(list), allowed));
                         continue;
                 }
                 for (const cJSON *prev = obj->child; prev != it;
@@ -318,13 +319,14 @@ sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
 static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
                               int64_t max, bool too_big) {
         if (max == SG_JSON_INT_MAX)
-                return sg_cfg_fail(c, path, "must be an integer >= %" PRId64 "%s",
-                            min,
-                            too_big ? "; JSON numbers above 2^53 "
-                                      "(9007199254740992) are not exact"
-                                    : "");
-        return sg_cfg_fail(c, path, "must be an integer from %" PRId64 " to %" PRId64,
-                    min, max);
+                return sg_cfg_fail(c, path,
+                                   "must be an integer >= %" PRId64 "%s", min,
+                                   too_big ? "; JSON numbers above 2^53 "
+                                             "(9007199254740992) are not exact"
+                                           : "");
+        return sg_cfg_fail(c, path,
+                           "must be an integer from %" PRId64 " to %" PRId64,
+                           min, max);
 }
 
 /** What number_text_int() found. */
@@ -501,7 +503,7 @@ sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 return SG_OK;
         if (!cJSON_IsString(it))
                 return sg_cfg_fail(c, p, "must be a string; allowed: %s",
-                            sg_cfg_join(list, sizeof(list), names));
+                                   sg_cfg_join(list, sizeof(list), names));
         for (int i = 0; names[i]; i++) {
                 if (!strcmp(it->valuestring, names[i])) {
                         *out = i;
@@ -509,8 +511,9 @@ sg_err_t sg_cfg_get_enum(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 }
         }
         return sg_cfg_fail(c, p, "\"%.*s\" is not allowed; allowed: %s%s",
-                    SG_QUOTE_MAX, it->valuestring,
-                    sg_cfg_join(list, sizeof(list), names), note ? note : "");
+                           SG_QUOTE_MAX, it->valuestring,
+                           sg_cfg_join(list, sizeof(list), names),
+                           note ? note : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -539,8 +542,8 @@ bool sg_cfg_valid_pointer(const char *p) {
  * Returns SG_OK, SG_ERR_INVALID (bad text) or SG_ERR_NOMEM.
  * Thread-safety: reentrant.
  */
-sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
-                            char *errstr, size_t errstr_size) {
+sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out, char *errstr,
+                            size_t errstr_size) {
         sg_src_kind_t kind;
         const char *name;
 
@@ -548,8 +551,8 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
         out->name = NULL;
         if (!text) {
                 sg_cfg_set_errstr(errstr, errstr_size,
-                           "a field source is required; allowed: %s",
-                           SRC_FORMS);
+                                  "a field source is required; allowed: %s",
+                                  SRC_FORMS);
                 return SG_ERR_INVALID;
         }
         if (!strcmp(text, "key")) {
@@ -561,19 +564,20 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                 name = text + 7;
                 if (!*name) {
                         sg_cfg_set_errstr(errstr, errstr_size,
-                                   "\"header:\" needs a header name "
-                                   "(\"header:NAME\")");
+                                          "\"header:\" needs a header name "
+                                          "(\"header:NAME\")");
                         return SG_ERR_INVALID;
                 }
         } else if (text[0] == '/') {
                 kind = SG_SRC_POINTER;
                 name = text;
                 if (!sg_cfg_valid_pointer(text)) {
-                        sg_cfg_set_errstr(errstr, errstr_size,
-                                   "\"%.*s\" is not a valid JSON Pointer: "
-                                   "'~' must be followed by '0' or '1' "
-                                   "(RFC 6901 §3)",
-                                   SG_QUOTE_MAX, text);
+                        sg_cfg_set_errstr(
+                                errstr, errstr_size,
+                                "\"%.*s\" is not a valid JSON Pointer: "
+                                "'~' must be followed by '0' or '1' "
+                                "(RFC 6901 §3)",
+                                SG_QUOTE_MAX, text);
                         return SG_ERR_INVALID;
                 }
         } else if (!strncmp(text, "ce:", 3)) {
@@ -584,17 +588,18 @@ sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
                         ok = (*s >= 'a' && *s <= 'z') ||
                              (*s >= '0' && *s <= '9');
                 if (!ok) {
-                        sg_cfg_set_errstr(errstr, errstr_size,
-                                   "\"%.*s\" is not a CloudEvents attribute: "
-                                   "names are lower-case letters a-z and "
-                                   "digits 0-9 (CloudEvents spec §3.1.1)",
-                                   SG_QUOTE_MAX, text);
+                        sg_cfg_set_errstr(
+                                errstr, errstr_size,
+                                "\"%.*s\" is not a CloudEvents attribute: "
+                                "names are lower-case letters a-z and "
+                                "digits 0-9 (CloudEvents spec §3.1.1)",
+                                SG_QUOTE_MAX, text);
                         return SG_ERR_INVALID;
                 }
         } else {
                 sg_cfg_set_errstr(errstr, errstr_size,
-                           "\"%.*s\" is not a field source; allowed: %s",
-                           SG_QUOTE_MAX, text, SRC_FORMS);
+                                  "\"%.*s\" is not a field source; allowed: %s",
+                                  SG_QUOTE_MAX, text, SRC_FORMS);
                 return SG_ERR_INVALID;
         }
         out->name = strdup(name);
@@ -631,9 +636,8 @@ sg_err_t sg_cfg_src_from_json(cfg_ctx_t *c, const cJSON *it, const char *path,
 
         if (!cJSON_IsString(it))
                 return sg_cfg_fail(c, path, "must be a string; allowed: %s",
-                            SRC_FORMS);
-        err = sg_field_src_parse(it->valuestring, &tmp, detail,
-                                 sizeof(detail));
+                                   SRC_FORMS);
+        err = sg_field_src_parse(it->valuestring, &tmp, detail, sizeof(detail));
         if (err == SG_ERR_NOMEM)
                 return sg_cfg_nomem(c);
         if (err)
@@ -660,11 +664,12 @@ bool sg_cfg_valid_topic_name(const char *s) {
 sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
                                  const char *name) {
         if (!sg_cfg_valid_topic_name(name))
-                return sg_cfg_fail(c, path,
-                            "\"%.*s\" is not a valid Kafka topic name; "
-                            "allowed: 1 to 249 characters of a-z, A-Z, 0-9, "
-                            "'.', '_', '-', other than \".\" and \"..\"",
-                            SG_QUOTE_MAX, name);
+                return sg_cfg_fail(
+                        c, path,
+                        "\"%.*s\" is not a valid Kafka topic name; "
+                        "allowed: 1 to 249 characters of a-z, A-Z, 0-9, "
+                        "'.', '_', '-', other than \".\" and \"..\"",
+                        SG_QUOTE_MAX, name);
         return SG_OK;
 }
 
@@ -687,11 +692,11 @@ bool sg_cfg_contains_ci(const char *hay, const char *needle) {
 bool sg_config_is_secret(const char *name) {
         if (!name)
                 return false;
-        return sg_cfg_contains_ci(name, "password") || sg_cfg_contains_ci(name, "secret") ||
+        return sg_cfg_contains_ci(name, "password") ||
+               sg_cfg_contains_ci(name, "secret") ||
                sg_cfg_contains_ci(name, ".pem") ||
                sg_cfg_contains_ci(name, "sasl.oauthbearer.config");
 }
-
 
 /**
  * Reads a field source member that may be JSON null (= not configured) when
@@ -707,8 +712,9 @@ sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 return SG_OK;
         if (cJSON_IsNull(it)) {
                 if (!nullable)
-                        return sg_cfg_fail(c, p, "must not be null; allowed: %s",
-                                    SRC_FORMS);
+                        return sg_cfg_fail(c, p,
+                                           "must not be null; allowed: %s",
+                                           SRC_FORMS);
                 sg_cfg_src_clear(src);
                 return SG_OK;
         }
@@ -719,12 +725,23 @@ sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
 /* Root                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static const char *const ROOT_KEYS[] = {
-        "$schema", "instance_id", "data_dir", "guarantee", "kafka",
-        "kafka_consumer", "kafka_producer", "store", "batch",
-        "stats_interval_ms", "delivery_timeout_ms", "sweep_max_per_batch",
-        "deadline_max_per_batch", "pause_retry_ms", "broker_retry_timeout_ms",
-        "topics", NULL};
+static const char *const ROOT_KEYS[] = {"$schema",
+                                        "instance_id",
+                                        "data_dir",
+                                        "guarantee",
+                                        "kafka",
+                                        "kafka_consumer",
+                                        "kafka_producer",
+                                        "store",
+                                        "batch",
+                                        "stats_interval_ms",
+                                        "delivery_timeout_ms",
+                                        "sweep_max_per_batch",
+                                        "deadline_max_per_batch",
+                                        "pause_retry_ms",
+                                        "broker_retry_timeout_ms",
+                                        "topics",
+                                        NULL};
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
@@ -759,8 +776,8 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         if (c->err_cnt > 0)
                 return SG_ERR_CONFIG;
         if (c->eos) {
-                size_t len = strlen(conf->group_id) +
-                             strlen(conf->instance_id) + 2;
+                size_t len =
+                        strlen(conf->group_id) + strlen(conf->instance_id) + 2;
                 if (!(conf->transactional_id = malloc(len)))
                         return sg_cfg_nomem(c);
                 snprintf(conf->transactional_id, len, "%s-%s", conf->group_id,
@@ -807,10 +824,11 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 /* The text near the error is not quoted: it might be a
                  * secret. */
                 offset_to_linecol(json, off, len, &line, &col);
-                sg_cfg_set_errstr(errstr, errstr_size,
-                           "(root): not valid JSON: syntax error at line %zu, "
-                           "column %zu",
-                           line, col);
+                sg_cfg_set_errstr(
+                        errstr, errstr_size,
+                        "(root): not valid JSON: syntax error at line %zu, "
+                        "column %zu",
+                        line, col);
                 return SG_ERR_CONFIG;
         }
 
@@ -852,8 +870,8 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         }
         *confp = NULL;
         if (!(fp = fopen(path, "rb"))) {
-                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot open: %s", path,
-                           strerror(errno));
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot open: %s",
+                                  path, strerror(errno));
                 return SG_ERR_IO;
         }
         if (!(buf = malloc(SG_CONFIG_MAX_FILE + 1))) {
@@ -863,8 +881,8 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         }
         len = fread(buf, 1, SG_CONFIG_MAX_FILE + 1, fp);
         if (ferror(fp)) {
-                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot read: %s", path,
-                           strerror(errno));
+                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot read: %s",
+                                  path, strerror(errno));
                 fclose(fp);
                 free(buf);
                 return SG_ERR_IO;
@@ -872,17 +890,19 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         fclose(fp);
         if (len > SG_CONFIG_MAX_FILE) {
                 free(buf);
-                sg_cfg_set_errstr(errstr, errstr_size,
-                           "%s: larger than %d bytes; not a configuration "
-                           "file?",
-                           path, SG_CONFIG_MAX_FILE);
+                sg_cfg_set_errstr(
+                        errstr, errstr_size,
+                        "%s: larger than %d bytes; not a configuration "
+                        "file?",
+                        path, SG_CONFIG_MAX_FILE);
                 return SG_ERR_CONFIG;
         }
         buf[len] = '\0';
         if (strlen(buf) != len) {
                 free(buf);
                 sg_cfg_set_errstr(errstr, errstr_size,
-                           "%s: contains a NUL byte; not a JSON text", path);
+                                  "%s: contains a NUL byte; not a JSON text",
+                                  path);
                 return SG_ERR_CONFIG;
         }
         err = sg_config_parse(buf, confp, errstr, errstr_size);
@@ -960,4 +980,3 @@ const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
                         return &conf->topics[i];
         return NULL;
 }
-

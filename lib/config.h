@@ -32,14 +32,14 @@ extern "C" {
 
 /** Where an envelope field is read from (semantics §2). */
 typedef enum sg_src_kind {
-        SG_SRC_NONE = 0,  /**< not configured */
-        SG_SRC_KEY,       /**< "key": the Kafka record key */
-        SG_SRC_HEADER,    /**< "header:NAME": a record header's value */
-        SG_SRC_POINTER,   /**< "/a/b": RFC 6901 JSON Pointer into the value
+        SG_SRC_NONE = 0, /**< not configured */
+        SG_SRC_KEY,      /**< "key": the Kafka record key */
+        SG_SRC_HEADER,   /**< "header:NAME": a record header's value */
+        SG_SRC_POINTER,  /**< "/a/b": RFC 6901 JSON Pointer into the value
                                (format cloudevents: a place in the event;
                                in binary mode "/data" is the value and
                                "/ATTR" the ce_ATTR header, semantics §2) */
-        SG_SRC_CE,        /**< "ce:ATTR": a CloudEvents attribute (binary
+        SG_SRC_CE,       /**< "ce:ATTR": a CloudEvents attribute (binary
                                mode: header ce_ATTR; structured: member ATTR) */
 } sg_src_kind_t;
 
@@ -49,8 +49,9 @@ typedef struct sg_field_src {
 } sg_field_src_t;
 
 typedef enum sg_format {
-        SG_FORMAT_CLOUDEVENTS = 0, /**< binary or structured, per record (CE Kafka binding §3) */
-        SG_FORMAT_JSON,            /**< plain JSON value, fields mapped explicitly */
+        SG_FORMAT_CLOUDEVENTS =
+                0, /**< binary or structured, per record (CE Kafka binding §3) */
+        SG_FORMAT_JSON, /**< plain JSON value, fields mapped explicitly */
 } sg_format_t;
 
 typedef enum sg_order_mode {
@@ -90,7 +91,7 @@ typedef struct sg_transition {
 
 typedef struct sg_state_machine {
         bool enabled;
-        char *initial;           /**< state of a new aggregate */
+        char *initial; /**< state of a new aggregate */
         char **states;
         size_t state_cnt;
         sg_transition_t *transitions;
@@ -99,9 +100,9 @@ typedef struct sg_state_machine {
 
 /** Where snapshots come from (semantics §4 step 1, snapshot refetch). */
 typedef enum sg_snapshot_source {
-        SG_SNAP_NONE = 0,  /**< no snapshot source: gap policy at the deadline */
-        SG_SNAP_KAFKA,     /**< request/reply over Kafka topics */
-        SG_SNAP_HTTP,      /**< HTTP GET on a URL template (libcurl multi) */
+        SG_SNAP_NONE = 0, /**< no snapshot source: gap policy at the deadline */
+        SG_SNAP_KAFKA,    /**< request/reply over Kafka topics */
+        SG_SNAP_HTTP,     /**< HTTP GET on a URL template (libcurl multi) */
 } sg_snapshot_source_t;
 
 /**
@@ -110,57 +111,59 @@ typedef enum sg_snapshot_source {
  * first_version under new_aggregate "strict".
  */
 typedef struct sg_snapshot_config {
-        sg_snapshot_source_t source;  /**< [none] "kafka" | "http" */
-        char *request_topic;          /**< kafka: required */
-        char *reply_topic;            /**< kafka: required; consumed by seqgate */
-        char *url;                    /**< http: required, contains "{aggregate}"
+        sg_snapshot_source_t source; /**< [none] "kafka" | "http" */
+        char *request_topic;         /**< kafka: required */
+        char *reply_topic;      /**< kafka: required; consumed by seqgate */
+        char *url;              /**< http: required, contains "{aggregate}"
                                            (replaced by the percent-encoded id) */
-        char *auth_header_env;        /**< http: name of an environment variable
+        char *auth_header_env;  /**< http: name of an environment variable
                                            whose value is sent as the
                                            Authorization header [NULL] */
-        int64_t timeout_ms;           /**< per request [5000] */
-        int64_t max_in_flight;        /**< per input partition [64] */
-        int64_t max_attempts;         /**< before the gap policy applies [4] */
-        int64_t backoff_ms;           /**< first retry delay [500]; doubles,
+        int64_t timeout_ms;     /**< per request [5000] */
+        int64_t max_in_flight;  /**< per input partition [64] */
+        int64_t max_attempts;   /**< before the gap policy applies [4] */
+        int64_t backoff_ms;     /**< first retry delay [500]; doubles,
                                            with ±50% jitter */
-        int64_t backoff_max_ms;       /**< [30000] */
-        bool emit_record;             /**< snapshot record on the output
+        int64_t backoff_max_ms; /**< [30000] */
+        bool emit_record;       /**< snapshot record on the output
                                            topic [true] */
 } sg_snapshot_config_t;
 
 /** Per input topic settings. Defaults in brackets. */
 typedef struct sg_topic_config {
-        char *name;              /**< input topic */
-        char *output_topic;      /**< required */
-        char *dlq_topic;         /**< required */
+        char *name;                            /**< input topic */
+        char *output_topic;                    /**< required */
+        char *dlq_topic;                       /**< required */
         sg_partitioning_t output_partitioning; /**< [input] */
 
         /* envelope (§2) */
-        sg_format_t format;          /**< [cloudevents] */
-        sg_field_src_t id;           /**< [ce:id] */
-        sg_field_src_t *scope;       /**< [ce:source]; may be empty (scope = topic only) */
+        sg_format_t format; /**< [cloudevents] */
+        sg_field_src_t id;  /**< [ce:id] */
+        sg_field_src_t
+                *scope; /**< [ce:source]; may be empty (scope = topic only) */
         size_t scope_cnt;
-        sg_field_src_t aggregate;    /**< [key] */
-        sg_field_src_t version;      /**< [ce:sequence]; NONE = dedup-only topic */
-        sg_field_src_t type;         /**< [ce:type]; NONE allowed without state machine */
-        char *digest_pointer;        /**< NULL = SHA-256 of the whole value [NULL];
+        sg_field_src_t aggregate; /**< [key] */
+        sg_field_src_t version;   /**< [ce:sequence]; NONE = dedup-only topic */
+        sg_field_src_t
+                type; /**< [ce:type]; NONE allowed without state machine */
+        char *digest_pointer;   /**< NULL = SHA-256 of the whole value [NULL];
                                           format cloudevents: "/data" or under it */
-        size_t max_field_bytes;      /**< [1024] longest id/scope/aggregate/type */
+        size_t max_field_bytes; /**< [1024] longest id/scope/aggregate/type */
 
         /* dedup */
-        int64_t dedup_ttl_ms;        /**< [604800000] (7 days, seed §sizing) */
+        int64_t dedup_ttl_ms; /**< [604800000] (7 days, seed §sizing) */
 
         /* ordering (§3, §3b, §4) */
-        sg_order_mode_t order_mode;  /**< [strict] */
-        uint64_t first_version;      /**< F [1] */
-        uint64_t max_version_jump;   /**< [100000] */
-        sg_new_agg_t new_aggregate;  /**< [strict] */
-        bool stale_drop;             /**< stale: false = DLQ [false], true = drop */
-        int64_t gap_timeout_ms;      /**< [30000] */
-        sg_gap_policy_t gap_policy;  /**< [dlq] */
+        sg_order_mode_t order_mode; /**< [strict] */
+        uint64_t first_version;     /**< F [1] */
+        uint64_t max_version_jump;  /**< [100000] */
+        sg_new_agg_t new_aggregate; /**< [strict] */
+        bool stale_drop;        /**< stale: false = DLQ [false], true = drop */
+        int64_t gap_timeout_ms; /**< [30000] */
+        sg_gap_policy_t gap_policy;        /**< [dlq] */
         uint64_t max_parked_per_aggregate; /**< [1000] */
-        uint64_t max_parked_total;   /**< per input partition [100000] */
-        uint64_t max_parked_bytes;   /**< per input partition [268435456] */
+        uint64_t max_parked_total;         /**< per input partition [100000] */
+        uint64_t max_parked_bytes;      /**< per input partition [268435456] */
         sg_overflow_t on_park_overflow; /**< [pause] */
 
         sg_state_machine_t sm;
@@ -193,23 +196,23 @@ typedef struct sg_config {
         char *data_dir;           /**< required */
         sg_guarantee_t guarantee; /**< [exactly_once] */
 
-        sg_kv_t *kafka;           /**< "kafka": both clients */
+        sg_kv_t *kafka; /**< "kafka": both clients */
         size_t kafka_cnt;
-        sg_kv_t *kafka_consumer;  /**< "kafka_consumer": consumer only */
+        sg_kv_t *kafka_consumer; /**< "kafka_consumer": consumer only */
         size_t kafka_consumer_cnt;
-        sg_kv_t *kafka_producer;  /**< "kafka_producer": producer only */
+        sg_kv_t *kafka_producer; /**< "kafka_producer": producer only */
         size_t kafka_producer_cnt;
 
         uint64_t map_size_bytes;   /**< store.map_size_bytes [1 GiB] */
         uint64_t map_growth_bytes; /**< store.map_growth_bytes [1 GiB] */
 
-        int batch_max_records;     /**< batch.max_records [1000] */
-        int batch_max_ms;          /**< batch.max_ms [100] */
-        int64_t stats_interval_ms; /**< [10000]; 0 disables */
+        int batch_max_records;       /**< batch.max_records [1000] */
+        int batch_max_ms;            /**< batch.max_ms [100] */
+        int64_t stats_interval_ms;   /**< [10000]; 0 disables */
         int64_t delivery_timeout_ms; /**< wait for output deliveries [60000] */
-        int sweep_max_per_batch;   /**< TTL sweep bound [1000] */
-        int deadline_max_per_batch;/**< gap deadlines fired per batch [1000] */
-        int64_t pause_retry_ms;    /**< re-check a paused partition [1000] */
+        int sweep_max_per_batch;     /**< TTL sweep bound [1000] */
+        int deadline_max_per_batch; /**< gap deadlines fired per batch [1000] */
+        int64_t pause_retry_ms;     /**< re-check a paused partition [1000] */
         int64_t broker_retry_timeout_ms; /**< longest retry of a retriable
                                               broker error at start-up, in
                                               restores, metadata and admin
@@ -254,20 +257,20 @@ typedef enum sg_config_type {
  * keys, defaults and bounds (tests/unit/test_config_keys.c compares them).
  */
 typedef struct sg_config_key {
-        const char *block;  /**< JSON path of the object holding the key,
+        const char *block; /**< JSON path of the object holding the key,
                                  "*" standing for any input topic: "" (the
                                  root), "store", "topics.*.ordering", ... */
-        const char *name;   /**< member name in that object */
+        const char *name;  /**< member name in that object */
         sg_config_type_t type;
-        unsigned flags;     /**< SG_CONF_REQUIRED, SG_CONF_NULLABLE */
-        int64_t def;        /**< default of a number, bool (0/1) or enum
+        unsigned flags;           /**< SG_CONF_REQUIRED, SG_CONF_NULLABLE */
+        int64_t def;              /**< default of a number, bool (0/1) or enum
                                  (index into names) key */
-        const char *def_text; /**< default of a STRING or SRC key; NULL:
+        const char *def_text;     /**< default of a STRING or SRC key; NULL:
                                    none (required, or unset) */
-        int64_t min, max;   /**< integer keys: allowed range, inclusive */
+        int64_t min, max;         /**< integer keys: allowed range, inclusive */
         const char *const *names; /**< ENUM, ENUM_BOOL: the spellings,
                                        NULL-terminated */
-        const char *doc;    /**< one line: what the key sets */
+        const char *doc;          /**< one line: what the key sets */
 } sg_config_key_t;
 
 /**
@@ -315,8 +318,8 @@ const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
 bool sg_config_is_secret(const char *name);
 
 /** Parses a field source text ("key", "header:X", "/ptr", "ce:attr"). */
-sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out,
-                            char *errstr, size_t errstr_size);
+sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out, char *errstr,
+                            size_t errstr_size);
 
 #ifdef __cplusplus
 }

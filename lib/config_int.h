@@ -31,8 +31,8 @@
 typedef struct cfg_ctx {
         char *errstr;
         size_t errstr_size;
-        size_t err_len;   /* bytes of errstr used (without the NUL) */
-        size_t err_cnt;   /* errors reported so far */
+        size_t err_len; /* bytes of errstr used (without the NUL) */
+        size_t err_cnt; /* errors reported so far */
         bool eos; /* guarantee exactly_once (parsed before the kafka block) */
 } cfg_ctx_t;
 
@@ -49,7 +49,6 @@ typedef struct cfg_ctx {
 static inline sg_err_t errors_since(const cfg_ctx_t *c, size_t since) {
         return c->err_cnt > since ? SG_ERR_CONFIG : SG_OK;
 }
-
 
 /** A run of rows read at one point of a block (rows in table order). */
 typedef enum cfg_sect {
@@ -73,9 +72,8 @@ typedef enum cfg_sect {
  * @p path) was read without error; @p base is the struct the row's field
  * is in. Reports with sg_cfg_fail(); returns SG_OK or a non-configuration error.
  */
-typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj,
-                              const char *path, const char *key_path,
-                              void *base);
+typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                              const char *key_path, void *base);
 
 /* config.c: errors and paths */
 sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
@@ -135,8 +133,7 @@ sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                      cfg_sect_t s, void *base);
 
 /* config_kafka.c */
-sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root,
-                            sg_config_t *conf);
+sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf);
 
 /* config_topic.c: the one-key checks of the table, the topics */
 cfg_check_fn sg_cfg_check_output_topic, sg_cfg_check_dlq_topic,
@@ -149,8 +146,8 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
  * rules between topics */
 cfg_check_fn sg_cfg_check_request_topic, sg_cfg_check_reply_topic,
         sg_cfg_check_url, sg_cfg_check_auth_header_env;
-sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
-                               const char *path, sg_topic_config_t *tc);
+sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                               sg_topic_config_t *tc);
 sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf);
 
 #endif /* SEQGATE_CONFIG_INT_H */

@@ -45,7 +45,8 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
                 sg_cfg_path_key(p, path, it->string);
                 if (!*it->string) {
-                        sg_cfg_fail(c, path, "a property name must not be empty");
+                        sg_cfg_fail(c, path,
+                                    "a property name must not be empty");
                         continue;
                 }
                 if (cJSON_IsString(it)) {
@@ -65,8 +66,8 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         value = cJSON_PrintUnformatted(it);
                 } else {
                         sg_cfg_fail(c, p,
-                             "must be a string, number or boolean "
-                             "(librdkafka property value)");
+                                    "must be a string, number or boolean "
+                                    "(librdkafka property value)");
                         continue;
                 }
                 if (!value || !(kv->name = strdup(it->string))) {
@@ -113,56 +114,57 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 const char *n = kv[i].name, *v = kv[i].value;
 
                 sg_cfg_path_key(p, section, n);
-                if (consumer && (!strcmp(n, "enable.auto.commit") ||
-                                 !strcmp(n, "auto.commit.enable")) &&
+                if (consumer &&
+                    (!strcmp(n, "enable.auto.commit") ||
+                     !strcmp(n, "auto.commit.enable")) &&
                     rk_true(v))
                         sg_cfg_fail(c, p,
-                             "must not be true: seqgate commits input "
-                             "offsets itself, only after the batch's "
-                             "output is delivered and its state is "
-                             "committed (semantics §6); allowed: "
-                             "false or unset");
-                if (producer && !strcmp(n, "enable.idempotence") &&
-                    rk_false(v))
+                                    "must not be true: seqgate commits input "
+                                    "offsets itself, only after the batch's "
+                                    "output is delivered and its state is "
+                                    "committed (semantics §6); allowed: "
+                                    "false or unset");
+                if (producer && !strcmp(n, "enable.idempotence") && rk_false(v))
                         sg_cfg_fail(c, p,
-                             "must not be false: output is produced by "
-                             "an idempotent producer so that retries "
-                             "do not duplicate or reorder records "
-                             "(semantics §6); allowed: true or unset");
-                if (producer && (!strcmp(n, "acks") ||
-                                 !strcmp(n, "request.required.acks")) &&
+                                    "must not be false: output is produced by "
+                                    "an idempotent producer so that retries "
+                                    "do not duplicate or reorder records "
+                                    "(semantics §6); allowed: true or unset");
+                if (producer &&
+                    (!strcmp(n, "acks") ||
+                     !strcmp(n, "request.required.acks")) &&
                     strcasecmp(v, "all") && strcmp(v, "-1"))
                         sg_cfg_fail(c, p,
-                             "\"%.*s\" is not allowed: a batch's state "
-                             "is committed only once every in-sync "
-                             "replica has its output (semantics §6); "
-                             "allowed: all, -1 or unset",
-                             SG_QUOTE_MAX, v);
+                                    "\"%.*s\" is not allowed: a batch's state "
+                                    "is committed only once every in-sync "
+                                    "replica has its output (semantics §6); "
+                                    "allowed: all, -1 or unset",
+                                    SG_QUOTE_MAX, v);
                 if (producer && !strcmp(n, "transactional.id"))
                         sg_cfg_fail(c, p,
-                             c->eos ? "set by seqgate: with guarantee "
-                                      "exactly_once the transactional "
-                                      "id is <group.id>-<instance_id>, "
-                                      "stable so that a restarted "
-                                      "instance fences its zombie "
-                                      "(KIP-98, KIP-447); set "
-                                      "instance_id instead"
-                                    : "not allowed with guarantee "
-                                      "at_least_once: the loop does not "
-                                      "use Kafka transactions "
-                                      "(semantics §6)");
+                                    c->eos ? "set by seqgate: with guarantee "
+                                             "exactly_once the transactional "
+                                             "id is <group.id>-<instance_id>, "
+                                             "stable so that a restarted "
+                                             "instance fences its zombie "
+                                             "(KIP-98, KIP-447); set "
+                                             "instance_id instead"
+                                           : "not allowed with guarantee "
+                                             "at_least_once: the loop does not "
+                                             "use Kafka transactions "
+                                             "(semantics §6)");
                 if (consumer && c->eos && !strcmp(n, "isolation.level") &&
                     strcmp(v, "read_committed") != 0)
                         sg_cfg_fail(c, p,
-                             "must be read_committed with guarantee "
-                             "exactly_once: aborted input must not be "
-                             "judged (semantics §6); allowed: "
-                             "read_committed or unset");
+                                    "must be read_committed with guarantee "
+                                    "exactly_once: aborted input must not be "
+                                    "judged (semantics §6); allowed: "
+                                    "read_committed or unset");
                 if (strcmp(section, "kafka") != 0 && !strcmp(n, "group.id"))
                         sg_cfg_fail(c, p,
-                             "set the consumer group in kafka.group.id "
-                             "only: the state store belongs to that "
-                             "group");
+                                    "set the consumer group in kafka.group.id "
+                                    "only: the state store belongs to that "
+                                    "group");
         }
         return errors_since(c, since);
 }
@@ -191,9 +193,10 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                         continue;
                 sg_cfg_path_key(p, section, kv[i].name);
                 if (sg_config_is_secret(kv[i].name))
-                        sg_cfg_fail(c, p,
-                             "rejected by librdkafka (detail withheld: the "
-                             "value is a secret)");
+                        sg_cfg_fail(
+                                c, p,
+                                "rejected by librdkafka (detail withheld: the "
+                                "value is a secret)");
                 else
                         sg_cfg_fail(c, p, "rejected by librdkafka: %s", rkerr);
         }
@@ -201,16 +204,18 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         return errors_since(c, since);
 }
 
-sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
+sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root,
+                            sg_config_t *conf) {
         const cJSON *it;
         const char *v;
         size_t since = c->err_cnt;
 
         it = cJSON_GetObjectItemCaseSensitive(root, "kafka");
         if (!it)
-                sg_cfg_fail(c, "kafka", "required key is missing (librdkafka "
-                                 "properties; needs bootstrap.servers and "
-                                 "group.id)");
+                sg_cfg_fail(c, "kafka",
+                            "required key is missing (librdkafka "
+                            "properties; needs bootstrap.servers and "
+                            "group.id)");
         else
                 KEEP(parse_kv(c, it, "kafka", &conf->kafka, &conf->kafka_cnt));
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "kafka_consumer")))
@@ -221,28 +226,27 @@ sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) 
                               &conf->kafka_producer_cnt));
 
         /* an object that is not there or not an object was reported */
-        bool kafka_ok = cJSON_IsObject(
-                cJSON_GetObjectItemCaseSensitive(root, "kafka"));
+        bool kafka_ok =
+                cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "kafka"));
         v = kv_find(conf->kafka, conf->kafka_cnt, "bootstrap.servers");
         if (kafka_ok && (!v || !*v))
                 sg_cfg_fail(c, "kafka.bootstrap.servers",
-                     "required (a non-empty host:port list)");
+                            "required (a non-empty host:port list)");
         v = kv_find(conf->kafka, conf->kafka_cnt, "group.id");
         if (kafka_ok && (!v || !*v))
-                sg_cfg_fail(c, "kafka.group.id",
-                     "required (the consumer group seqgate joins and whose "
-                     "state it keeps)");
+                sg_cfg_fail(
+                        c, "kafka.group.id",
+                        "required (the consumer group seqgate joins and whose "
+                        "state it keeps)");
         else if (v && *v && !(conf->group_id = strdup(v)))
                 return sg_cfg_nomem(c);
 
         KEEP(check_controlled(c, conf->kafka, conf->kafka_cnt, "kafka", true,
                               true));
-        KEEP(check_controlled(c, conf->kafka_consumer,
-                              conf->kafka_consumer_cnt, "kafka_consumer",
-                              true, false));
-        KEEP(check_controlled(c, conf->kafka_producer,
-                              conf->kafka_producer_cnt, "kafka_producer",
-                              false, true));
+        KEEP(check_controlled(c, conf->kafka_consumer, conf->kafka_consumer_cnt,
+                              "kafka_consumer", true, false));
+        KEEP(check_controlled(c, conf->kafka_producer, conf->kafka_producer_cnt,
+                              "kafka_producer", false, true));
         KEEP(check_rdkafka(c, conf->kafka, conf->kafka_cnt, "kafka"));
         KEEP(check_rdkafka(c, conf->kafka_consumer, conf->kafka_consumer_cnt,
                            "kafka_consumer"));

@@ -11,8 +11,7 @@
 /* Enum spellings, in sg_*_t order. */
 static const char *const PARTITIONING_NAMES[] = {"input", "murmur2", NULL};
 static const char *const FORMAT_NAMES[] = {"cloudevents", "json", NULL};
-const char *const sg_cfg_mode_names[] = {"strict", "latest_wins", "none",
-                                         NULL};
+const char *const sg_cfg_mode_names[] = {"strict", "latest_wins", "none", NULL};
 static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
 static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
 static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
@@ -43,36 +42,39 @@ typedef struct cfg_row {
         cfg_check_fn *check; /* NULL: none */
 } cfg_row_t;
 
+/* one initializer, laid out as the struct reads */
+/* clang-format off */
 #define ROW(S, T, F, B, N, TY, FL, D, TX, MIN, MAX, NM, CK, DOC)               \
         {{.block = (B), .name = (N), .type = (TY), .flags = (FL),              \
           .def = (D), .def_text = (TX), .min = (MIN), .max = (MAX),            \
           .names = (NM), .doc = (DOC)},                                        \
          (S), offsetof(T, F), (CK)}
+/* clang-format on */
 /* root, store and batch keys: fields of sg_config_t */
-#define R_INT(S, F, B, N, D, MIN, MAX, DOC)                                   \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, 0, D, NULL, MIN, MAX, NULL, \
+#define R_INT(S, F, B, N, D, MIN, MAX, DOC)                                    \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, 0, D, NULL, MIN, MAX, NULL,  \
             NULL, DOC)
-#define R_I64(S, F, B, N, D, MIN, DOC)                                        \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN,            \
+#define R_I64(S, F, B, N, D, MIN, DOC)                                         \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN,             \
             SG_JSON_INT_MAX, NULL, NULL, DOC)
-#define R_U64(S, F, B, N, D, MIN, DOC)                                        \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, 0, D, NULL, MIN,            \
+#define R_U64(S, F, B, N, D, MIN, DOC)                                         \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, 0, D, NULL, MIN,             \
             SG_JSON_INT_MAX, NULL, NULL, DOC)
 /* topics.* keys: fields of sg_topic_config_t */
-#define T_STR(S, F, B, N, FL, CK, DOC)                                        \
-        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_STRING, FL, 0, NULL, 0, 0, \
+#define T_STR(S, F, B, N, FL, CK, DOC)                                         \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_STRING, FL, 0, NULL, 0, 0,  \
             NULL, CK, DOC)
-#define T_ENUM(S, F, B, N, D, NM, DOC)                                        \
-        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, 0, D, NULL, 0, 0,    \
-            NM, NULL, DOC)
-#define T_SRC(F, N, FL, TX, DOC)                                              \
-        ROW(SECT_ENVELOPE, sg_topic_config_t, F, "topics.*.envelope", N,      \
+#define T_ENUM(S, F, B, N, D, NM, DOC)                                         \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, 0, D, NULL, 0, 0, NM, \
+            NULL, DOC)
+#define T_SRC(F, N, FL, TX, DOC)                                               \
+        ROW(SECT_ENVELOPE, sg_topic_config_t, F, "topics.*.envelope", N,       \
             SG_CONF_SRC, FL, 0, TX, 0, 0, NULL, NULL, DOC)
-#define T_I64(S, F, B, N, D, MIN, MAX, DOC)                                   \
-        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN, MAX, \
+#define T_I64(S, F, B, N, D, MIN, MAX, DOC)                                    \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN, MAX,  \
             NULL, NULL, DOC)
-#define T_U64(F, N, D, MIN, DOC)                                              \
-        ROW(SECT_ORDERING, sg_topic_config_t, F, "topics.*.ordering", N,      \
+#define T_U64(F, N, D, MIN, DOC)                                               \
+        ROW(SECT_ORDERING, sg_topic_config_t, F, "topics.*.ordering", N,       \
             SG_CONF_U64, 0, D, NULL, MIN, SG_JSON_INT_MAX, NULL, NULL, DOC)
 
 #define ORD "topics.*.ordering"
@@ -85,25 +87,23 @@ static const cfg_row_t cfg_rows[] = {
         ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
             SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
             "directory of the LMDB state store"),
-        ROW(SECT_ROOT, sg_config_t, guarantee, "", "guarantee", SG_CONF_ENUM,
-            0, SG_GUARANTEE_EXACTLY_ONCE, NULL, 0, 0, GUARANTEE_NAMES, NULL,
+        ROW(SECT_ROOT, sg_config_t, guarantee, "", "guarantee", SG_CONF_ENUM, 0,
+            SG_GUARANTEE_EXACTLY_ONCE, NULL, 0, 0, GUARANTEE_NAMES, NULL,
             "delivery guarantee (semantics §6)"),
         R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes",
               INT64_C(1073741824), 1048576, "initial LMDB map size, bytes"),
         R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
-              INT64_C(1073741824), 1048576,
-              "LMDB map growth when full, bytes"),
+              INT64_C(1073741824), 1048576, "LMDB map growth when full, bytes"),
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
               "longest wait to fill a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               10000, 0, "stats log line period, milliseconds; 0 disables"),
-        R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "",
-              "delivery_timeout_ms", 60000, 1,
-              "wait for output deliveries, milliseconds"),
-        R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "",
-              "sweep_max_per_batch", 1000, 1, 1000000,
+        R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "", "delivery_timeout_ms",
+              60000, 1, "wait for output deliveries, milliseconds"),
+        R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",
+              1000, 1, 1000000,
               "dedup records the TTL sweep removes per batch"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
               "deadline_max_per_batch", 1000, 1, 1000000,
@@ -118,8 +118,8 @@ static const cfg_row_t cfg_rows[] = {
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
               SG_CONF_REQUIRED, sg_cfg_check_output_topic,
               "topic applied records are produced to"),
-        T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic",
-              SG_CONF_REQUIRED, sg_cfg_check_dlq_topic,
+        T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic", SG_CONF_REQUIRED,
+              sg_cfg_check_dlq_topic,
               "topic refused records are dead-lettered to"),
         T_STR(SECT_TOPIC, changelog_topic, "topics.*", "changelog_topic", 0,
               sg_cfg_check_changelog_topic,
@@ -139,8 +139,8 @@ static const cfg_row_t cfg_rows[] = {
               "aggregate version field; null: dedup only"),
         T_SRC(type, "type", SG_CONF_NULLABLE, "ce:type", "event type field"),
         ROW(SECT_ENVELOPE_MAX, sg_topic_config_t, max_field_bytes,
-            "topics.*.envelope", "max_field_bytes", SG_CONF_SIZE, 0, 1024,
-            NULL, 1, 1048576, NULL, NULL,
+            "topics.*.envelope", "max_field_bytes", SG_CONF_SIZE, 0, 1024, NULL,
+            1, 1048576, NULL, NULL,
             "longest id, scope, aggregate or type, bytes"),
 
         T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms",
@@ -181,21 +181,20 @@ static const cfg_row_t cfg_rows[] = {
               "source kafka: topic seqgate reads snapshot replies from"),
         T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
               sg_cfg_check_url, "source http: URL template with {aggregate}"),
-        T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP,
-              "auth_header_env", 0, sg_cfg_check_auth_header_env,
+        T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP, "auth_header_env",
+              0, sg_cfg_check_auth_header_env,
               "source http: environment variable holding the "
               "Authorization header"),
-        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000,
-              1, 600000, "per request, milliseconds"),
+        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000, 1,
+              600000, "per request, milliseconds"),
         T_I64(SECT_SNAP_RETRY, snapshot.max_in_flight, SNAP, "max_in_flight",
               64, 1, 100000, "requests in flight per input partition"),
-        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts",
-              4, 1, 1000, "attempts before the gap policy applies"),
-        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500,
-              1, 3600000, "first retry delay, milliseconds (doubles)"),
-        T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP,
-              "backoff_max_ms", 30000, 1, 3600000,
-              "longest retry delay, milliseconds"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts", 4,
+              1, 1000, "attempts before the gap policy applies"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500, 1,
+              3600000, "first retry delay, milliseconds (doubles)"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP, "backoff_max_ms",
+              30000, 1, 3600000, "longest retry delay, milliseconds"),
         ROW(SECT_SNAP_OUTPUT, sg_topic_config_t, snapshot.emit_record, SNAP,
             "emit_record", SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
             "an applied snapshot is also a record on the output topic"),
@@ -260,7 +259,8 @@ sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
                         if (r->key.def_text &&
                             sg_field_src_parse(r->key.def_text, f, detail,
                                                sizeof(detail)))
-                                return sg_cfg_nomem(c); /* the texts are valid */
+                                return sg_cfg_nomem(
+                                        c); /* the texts are valid */
                         break;
                 }
         }
@@ -292,7 +292,8 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
         case SG_CONF_I64:
         case SG_CONF_U64:
         case SG_CONF_SIZE:
-                if ((err = sg_cfg_get_int(c, obj, path, k->name, k->min, k->max, &v)) ||
+                if ((err = sg_cfg_get_int(c, obj, path, k->name, k->min, k->max,
+                                          &v)) ||
                     !it)
                         return err;
                 if (k->type == SG_CONF_INT)
@@ -307,8 +308,8 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
         case SG_CONF_ENUM:
         case SG_CONF_ENUM_BOOL:
                 ival = k->type == SG_CONF_ENUM ? *(int *)f : *(bool *)f;
-                if ((err = sg_cfg_get_enum(c, obj, path, k->name, k->names, NULL,
-                                    &ival)))
+                if ((err = sg_cfg_get_enum(c, obj, path, k->name, k->names,
+                                           NULL, &ival)))
                         return err;
                 if (k->type == SG_CONF_ENUM)
                         *(int *)f = ival;
@@ -317,11 +318,11 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 break;
         case SG_CONF_STRING:
                 err = sg_cfg_get_str_dup(c, obj, path, k->name,
-                                  (k->flags & SG_CONF_REQUIRED) != 0, f);
+                                         (k->flags & SG_CONF_REQUIRED) != 0, f);
                 break;
         case SG_CONF_SRC:
                 err = sg_cfg_get_src(c, obj, path, k->name,
-                              (k->flags & SG_CONF_NULLABLE) != 0, f);
+                                     (k->flags & SG_CONF_NULLABLE) != 0, f);
                 break;
         }
         if (err || !it || !r->check)
@@ -332,7 +333,7 @@ static sg_err_t row_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
 /** Reads every key of section @p s from @p obj (at @p path) into @p base,
  *  in table order; a wrong one is reported and the next one read. */
 sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                         cfg_sect_t s, void *base) {
+                     cfg_sect_t s, void *base) {
         size_t since = c->err_cnt;
 
         for (size_t i = 0; i < CFG_ROW_CNT; i++)

@@ -12,9 +12,9 @@
 #include <strings.h>
 
 static const char *const SNAPSHOT_KEYS[] = {
-        "source", "request_topic", "reply_topic", "url", "auth_header_env",
-        "timeout_ms", "max_in_flight", "max_attempts", "backoff_ms",
-        "backoff_max_ms", "emit_record", NULL};
+        "source",          "request_topic",  "reply_topic",   "url",
+        "auth_header_env", "timeout_ms",     "max_in_flight", "max_attempts",
+        "backoff_ms",      "backoff_max_ms", "emit_record",   NULL};
 /* SG_SNAP_NONE has no spelling (no "snapshot" block): source = index + 1. */
 static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
 
@@ -29,8 +29,8 @@ static const char *const SNAPSHOT_NAMES[] = {"kafka", "http", NULL};
  */
 static bool snapshot_secret_key(const char *k) {
         return !strcasecmp(k, "auth_header") ||
-               !strcasecmp(k, "authorization") || sg_cfg_contains_ci(k, "token") ||
-               sg_config_is_secret(k);
+               !strcasecmp(k, "authorization") ||
+               sg_cfg_contains_ci(k, "token") || sg_config_is_secret(k);
 }
 
 /** POSIX-style environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
@@ -62,29 +62,32 @@ static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
         else if (!strncasecmp(url, "https://", 8))
                 scheme = 8;
         else
-                return sg_cfg_fail(c, path,
-                            "must start with \"http://\" or \"https://\"");
+                return sg_cfg_fail(
+                        c, path, "must start with \"http://\" or \"https://\"");
         for (const char *s = url; *s; s++)
                 if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
-                        return sg_cfg_fail(c, path,
-                                    "must not contain spaces, control or "
-                                    "non-ASCII characters (percent-encode "
-                                    "them, RFC 3986 §2.1)");
+                        return sg_cfg_fail(
+                                c, path,
+                                "must not contain spaces, control or "
+                                "non-ASCII characters (percent-encode "
+                                "them, RFC 3986 §2.1)");
         host = url + scheme;
         end = host + strcspn(host, "/?#");
         if (end == host)
                 return sg_cfg_fail(c, path, "needs a host after \"%.*s\"",
-                            (int)scheme, url);
+                                   (int)scheme, url);
         if (memchr(host, '@', (size_t)(end - host)))
-                return sg_cfg_fail(c, path,
-                            "must not hold credentials (user:password@host): "
-                            "the config file must contain no secret; put the "
-                            "Authorization header value in an environment "
-                            "variable and name it in auth_header_env");
+                return sg_cfg_fail(
+                        c, path,
+                        "must not hold credentials (user:password@host): "
+                        "the config file must contain no secret; put the "
+                        "Authorization header value in an environment "
+                        "variable and name it in auth_header_env");
         if (!strstr(url, "{aggregate}"))
-                return sg_cfg_fail(c, path,
-                            "must contain \"{aggregate}\" (replaced by the "
-                            "percent-encoded aggregate id)");
+                return sg_cfg_fail(
+                        c, path,
+                        "must contain \"{aggregate}\" (replaced by the "
+                        "percent-encoded aggregate id)");
         return SG_OK;
 }
 
@@ -111,10 +114,10 @@ sg_err_t sg_cfg_check_reply_topic(cfg_ctx_t *c, const cJSON *obj,
         KEEP(sg_cfg_check_topic_name(c, key_path, sn->reply_topic));
         if (sn->request_topic && !strcmp(sn->request_topic, sn->reply_topic))
                 sg_cfg_fail(c, key_path,
-                     "must differ from request_topic \"%s\": "
-                     "seqgate consumes the reply topic and would "
-                     "read its own requests",
-                     sn->request_topic);
+                            "must differ from request_topic \"%s\": "
+                            "seqgate consumes the reply topic and would "
+                            "read its own requests",
+                            sn->request_topic);
         return SG_OK;
 }
 
@@ -140,11 +143,11 @@ sg_err_t sg_cfg_check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
         (void)path;
         if (!valid_env_name(tc->snapshot.auth_header_env))
                 sg_cfg_fail(c, key_path,
-                     "must be the NAME of an environment variable "
-                     "([A-Za-z_][A-Za-z0-9_]*, e.g. "
-                     "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
-                     "Authorization header; never the header value "
-                     "itself");
+                            "must be the NAME of an environment variable "
+                            "([A-Za-z_][A-Za-z0-9_]*, e.g. "
+                            "\"SEQGATE_SNAPSHOT_AUTH\") whose value is the "
+                            "Authorization header; never the header value "
+                            "itself");
         return SG_OK;
 }
 
@@ -154,12 +157,11 @@ sg_err_t sg_cfg_check_auth_header_env(cfg_ctx_t *c, const cJSON *obj,
  * input, output and DLQ topic is checked by sg_cfg_parse_topics() once all topics
  * are read.
  */
-sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
-                               const char *path, sg_topic_config_t *tc) {
-        static const char *const kafka_only[] = {"request_topic",
-                                                 "reply_topic", NULL};
-        static const char *const http_only[] = {"url", "auth_header_env",
-                                                NULL};
+sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                               sg_topic_config_t *tc) {
+        static const char *const kafka_only[] = {"request_topic", "reply_topic",
+                                                 NULL};
+        static const char *const http_only[] = {"url", "auth_header_env", NULL};
         sg_snapshot_config_t *sn = &tc->snapshot;
         char p[SG_PATH_SIZE];
         const char *const *forbidden;
@@ -176,11 +178,12 @@ sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                 if (!snapshot_secret_key(it->string))
                         continue;
                 sg_cfg_path_key(p, path, it->string);
-                sg_cfg_fail(c, p,
-                     "not allowed: the config file must never hold the "
-                     "Authorization header value; put it in an environment "
-                     "variable and set auth_header_env to that variable's "
-                     "name (e.g. \"SEQGATE_SNAPSHOT_AUTH\")");
+                sg_cfg_fail(
+                        c, p,
+                        "not allowed: the config file must never hold the "
+                        "Authorization header value; put it in an environment "
+                        "variable and set auth_header_env to that variable's "
+                        "name (e.g. \"SEQGATE_SNAPSHOT_AUTH\")");
                 secret_key = true;
         }
         /* a secret-looking key is said once, by the rule above */
@@ -190,12 +193,13 @@ sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
         /* without a source nothing else can be checked */
         if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {
                 sg_cfg_path_key(p, path, "source");
-                return sg_cfg_fail(c, p, "required key is missing; allowed: kafka "
-                                  "(request/reply topics), http (GET on a "
-                                  "URL template)");
+                return sg_cfg_fail(c, p,
+                                   "required key is missing; allowed: kafka "
+                                   "(request/reply topics), http (GET on a "
+                                   "URL template)");
         }
         if ((err = sg_cfg_get_enum(c, obj, path, "source", SNAPSHOT_NAMES, NULL,
-                            &ival)))
+                                   &ival)))
                 return err;
         sn->source = (sg_snapshot_source_t)(ival + 1);
 
@@ -204,26 +208,27 @@ sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj,
                 if (!cJSON_GetObjectItemCaseSensitive(obj, forbidden[i]))
                         continue;
                 sg_cfg_path_key(p, path, forbidden[i]);
-                sg_cfg_fail(c, p, "not allowed with source \"%s\" (%s)",
-                     SNAPSHOT_NAMES[ival],
-                     sn->source == SG_SNAP_KAFKA
-                             ? "source kafka uses request_topic and "
-                               "reply_topic"
-                             : "source http uses url and auth_header_env");
+                sg_cfg_fail(
+                        c, p, "not allowed with source \"%s\" (%s)",
+                        SNAPSHOT_NAMES[ival],
+                        sn->source == SG_SNAP_KAFKA
+                                ? "source kafka uses request_topic and "
+                                  "reply_topic"
+                                : "source http uses url and auth_header_env");
         }
 
         KEEP(sg_cfg_read(c, obj, path,
-                      sn->source == SG_SNAP_KAFKA ? SECT_SNAP_KAFKA
-                                                  : SECT_SNAP_HTTP,
-                      tc));
+                         sn->source == SG_SNAP_KAFKA ? SECT_SNAP_KAFKA
+                                                     : SECT_SNAP_HTTP,
+                         tc));
 
         KEEP(sg_cfg_read(c, obj, path, SECT_SNAP_RETRY, tc));
         if (sn->backoff_max_ms < sn->backoff_ms) {
                 sg_cfg_path_key(p, path, "backoff_max_ms");
                 sg_cfg_fail(c, p,
-                     "must be >= backoff_ms (%" PRId64 "): it caps the "
-                     "doubling retry delay",
-                     sn->backoff_ms);
+                            "must be >= backoff_ms (%" PRId64 "): it caps the "
+                            "doubling retry delay",
+                            sn->backoff_ms);
         }
 
         KEEP(sg_cfg_read(c, obj, path, SECT_SNAP_OUTPUT, tc));
@@ -290,8 +295,8 @@ sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
                         continue;
                 sg_cfg_path_key(tp, "topics", conf->topics[i].name);
                 for (int r = 0; r < 2; r++) {
-                        const char *name = r ? sn->reply_topic
-                                             : sn->request_topic;
+                        const char *name =
+                                r ? sn->reply_topic : sn->request_topic;
                         const char *clash =
                                 name ? snapshot_topic_clash(conf, i, r == 1,
                                                             name, what,
@@ -299,12 +304,14 @@ sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
                                      : NULL;
                         if (!clash)
                                 continue;
-                        sg_cfg_path_key(p, tp, r ? "snapshot.reply_topic"
+                        sg_cfg_path_key(p, tp,
+                                        r ? "snapshot.reply_topic"
                                           : "snapshot.request_topic");
-                        sg_cfg_fail(c, p,
-                             "\"%s\" is also %s; snapshot request and reply "
-                             "topics must be topics of their own",
-                             name, clash);
+                        sg_cfg_fail(
+                                c, p,
+                                "\"%s\" is also %s; snapshot request and reply "
+                                "topics must be topics of their own",
+                                name, clash);
                 }
         }
         return errors_since(c, since);

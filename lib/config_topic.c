@@ -17,25 +17,33 @@
 /* ------------------------------------------------------------------------ */
 
 static const char *const TOPIC_KEYS[] = {
-        "output_topic", "dlq_topic", "output_partitioning", "envelope",
-        "dedup", "ordering", "state_machine", "snapshot", "changelog_topic",
-        NULL};
+        "output_topic",    "dlq_topic", "output_partitioning", "envelope",
+        "dedup",           "ordering",  "state_machine",       "snapshot",
+        "changelog_topic", NULL};
 static const char *const ENVELOPE_KEYS[] = {
-        "format", "id", "scope", "aggregate", "version", "type", "digest",
-        "max_field_bytes", NULL};
+        "format", "id",     "scope",           "aggregate", "version",
+        "type",   "digest", "max_field_bytes", NULL};
 static const char *const DEDUP_KEYS[] = {"ttl_ms", NULL};
-static const char *const ORDERING_KEYS[] = {
-        "mode", "first_version", "max_version_jump", "new_aggregate", "stale",
-        "gap_timeout_ms", "gap_policy", "max_parked_per_aggregate",
-        "max_parked_total", "max_parked_bytes", "on_park_overflow", NULL};
+static const char *const ORDERING_KEYS[] = {"mode",
+                                            "first_version",
+                                            "max_version_jump",
+                                            "new_aggregate",
+                                            "stale",
+                                            "gap_timeout_ms",
+                                            "gap_policy",
+                                            "max_parked_per_aggregate",
+                                            "max_parked_total",
+                                            "max_parked_bytes",
+                                            "on_park_overflow",
+                                            NULL};
 static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
 static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
 
 /** Sets the defaults listed in config.h. */
 static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
         static const cfg_sect_t sects[] = {
-                SECT_TOPIC,    SECT_ENVELOPE,   SECT_ENVELOPE_MAX,
-                SECT_DEDUP,    SECT_ORDERING,   SECT_SNAP_KAFKA,
+                SECT_TOPIC,     SECT_ENVELOPE,   SECT_ENVELOPE_MAX,
+                SECT_DEDUP,     SECT_ORDERING,   SECT_SNAP_KAFKA,
                 SECT_SNAP_HTTP, SECT_SNAP_RETRY, SECT_SNAP_OUTPUT};
         sg_err_t err;
 
@@ -52,11 +60,12 @@ static sg_err_t topic_defaults(cfg_ctx_t *c, sg_topic_config_t *tc) {
 /** Format "json" has no CloudEvents attributes to read (semantics §2). */
 static sg_err_t no_ce(cfg_ctx_t *c, const char *path, const sg_field_src_t *s) {
         if (s->kind == SG_SRC_CE)
-                return sg_cfg_fail(c, path,
-                            "\"ce:%s\" needs format \"cloudevents\"; format "
-                            "\"json\" allows \"key\", \"header:NAME\", "
-                            "\"/json/pointer\"",
-                            s->name);
+                return sg_cfg_fail(
+                        c, path,
+                        "\"ce:%s\" needs format \"cloudevents\"; format "
+                        "\"json\" allows \"key\", \"header:NAME\", "
+                        "\"/json/pointer\"",
+                        s->name);
         return SG_OK;
 }
 
@@ -78,14 +87,14 @@ sg_err_t sg_cfg_check_format(cfg_ctx_t *c, const cJSON *env, const char *path,
         if (!cJSON_GetObjectItemCaseSensitive(env, "id")) {
                 sg_cfg_path_key(p, path, "id");
                 sg_cfg_fail(c, p,
-                     "required with format \"json\"; allowed: "
-                     "\"key\", \"header:NAME\", \"/json/pointer\"");
+                            "required with format \"json\"; allowed: "
+                            "\"key\", \"header:NAME\", \"/json/pointer\"");
         }
         return SG_OK;
 }
 
-static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
-                               const char *path, sg_topic_config_t *tc) {
+static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env, const char *path,
+                               sg_topic_config_t *tc) {
         char p[SG_PATH_SIZE];
         const cJSON *it;
         size_t since = c->err_cnt;
@@ -101,8 +110,9 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "scope")) &&
             !cJSON_IsArray(it)) {
                 sg_cfg_fail(c, p,
-                     "must be an array of field sources (may be empty: scope "
-                     "= topic only)");
+                            "must be an array of field sources (may be empty: "
+                            "scope "
+                            "= topic only)");
         } else if (it) {
                 size_t n = (size_t)cJSON_GetArraySize(it), i = 0;
                 char ip[SG_PATH_SIZE];
@@ -130,8 +140,8 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         }
 
         if (tc->format == SG_FORMAT_JSON) {
-                static const char *const keys[] = {"id", "aggregate",
-                                                   "version", "type"};
+                static const char *const keys[] = {"id", "aggregate", "version",
+                                                   "type"};
                 const sg_field_src_t *srcs[] = {&tc->id, &tc->aggregate,
                                                 &tc->version, &tc->type};
                 for (size_t i = 0; i < 4; i++) {
@@ -143,16 +153,20 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         sg_cfg_path_key(p, path, "digest");
         if ((it = cJSON_GetObjectItemCaseSensitive(env, "digest"))) {
                 if (!cJSON_IsString(it))
-                        sg_cfg_fail(c, p,
-                             "must be a string; allowed: \"value\" (SHA-256 "
-                             "of the record value) or a JSON Pointer such as "
-                             "\"/data\"");
+                        sg_cfg_fail(
+                                c, p,
+                                "must be a string; allowed: \"value\" (SHA-256 "
+                                "of the record value) or a JSON Pointer such "
+                                "as "
+                                "\"/data\"");
                 else if (strcmp(it->valuestring, "value") &&
                          !sg_cfg_valid_pointer(it->valuestring))
-                        sg_cfg_fail(c, p,
-                             "\"%.*s\" is not allowed; allowed: \"value\" or "
-                             "a JSON Pointer (RFC 6901) such as \"/data\"",
-                             SG_QUOTE_MAX, it->valuestring);
+                        sg_cfg_fail(
+                                c, p,
+                                "\"%.*s\" is not allowed; allowed: \"value\" "
+                                "or "
+                                "a JSON Pointer (RFC 6901) such as \"/data\"",
+                                SG_QUOTE_MAX, it->valuestring);
                 /* A CloudEvent's payload is its data (semantics §2; in
                  * binary mode the record value): a pointer elsewhere would
                  * digest attributes only and judge different payloads
@@ -162,10 +176,11 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
                          strcmp(it->valuestring, "/data") != 0 &&
                          strncmp(it->valuestring, "/data/", 6) != 0)
                         sg_cfg_fail(c, p,
-                             "\"%.*s\" is not allowed with format "
-                             "\"cloudevents\"; allowed: \"value\", \"/data\" "
-                             "or a JSON Pointer into it (\"/data/...\")",
-                             SG_QUOTE_MAX, it->valuestring);
+                                    "\"%.*s\" is not allowed with format "
+                                    "\"cloudevents\"; allowed: \"value\", "
+                                    "\"/data\" "
+                                    "or a JSON Pointer into it (\"/data/...\")",
+                                    SG_QUOTE_MAX, it->valuestring);
                 else if (strcmp(it->valuestring, "value") &&
                          !(tc->digest_pointer = strdup(it->valuestring)))
                         return sg_cfg_nomem(c);
@@ -175,8 +190,8 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env,
         return errors_since(c, since);
 }
 
-static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
-                               const char *path, sg_topic_config_t *tc) {
+static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord, const char *path,
+                               sg_topic_config_t *tc) {
         size_t since = c->err_cnt;
         sg_err_t err;
 
@@ -189,10 +204,11 @@ static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord,
         if (tc->max_parked_per_aggregate > tc->max_parked_total) {
                 char p[SG_PATH_SIZE];
                 sg_cfg_path_key(p, path, "max_parked_per_aggregate");
-                sg_cfg_fail(c, p,
-                     "must be <= max_parked_total (%" PRIu64 "): the "
-                     "per-aggregate cap is part of the per-partition total",
-                     tc->max_parked_total);
+                sg_cfg_fail(
+                        c, p,
+                        "must be <= max_parked_total (%" PRIu64 "): the "
+                        "per-aggregate cap is part of the per-partition total",
+                        tc->max_parked_total);
         }
         return errors_since(c, since);
 }
@@ -211,14 +227,15 @@ static sg_err_t sm_state_ref(cfg_ctx_t *c, const sg_state_machine_t *sm,
 
         if (!cJSON_IsString(it) || !*it->valuestring)
                 return sg_cfg_fail(c, path, "must be a state name; allowed: %s",
-                            sg_cfg_join_n(list, sizeof(list), sm->states,
-                                   sm->state_cnt));
+                                   sg_cfg_join_n(list, sizeof(list), sm->states,
+                                                 sm->state_cnt));
         if (!sm_has_state(sm, it->valuestring))
-                return sg_cfg_fail(c, path,
-                            "\"%.*s\" is not a declared state; allowed: %s",
-                            SG_QUOTE_MAX, it->valuestring,
-                            sg_cfg_join_n(list, sizeof(list), sm->states,
-                                   sm->state_cnt));
+                return sg_cfg_fail(
+                        c, path,
+                        "\"%.*s\" is not a declared state; allowed: %s",
+                        SG_QUOTE_MAX, it->valuestring,
+                        sg_cfg_join_n(list, sizeof(list), sm->states,
+                                      sm->state_cnt));
         return SG_OK;
 }
 
@@ -233,7 +250,8 @@ static sg_err_t get_array(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if (!it)
                 return sg_cfg_fail(c, p, "required key is missing (%s)", what);
         if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
-                return sg_cfg_fail(c, p, "must be a non-empty array (%s)", what);
+                return sg_cfg_fail(c, p, "must be a non-empty array (%s)",
+                                   what);
         *out = it;
         return SG_OK;
 }
@@ -256,11 +274,12 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
                 if (sm->transitions[j].type &&
                     !strcmp(sm->transitions[j].type, type)) {
                         sg_cfg_path_key(p, path, "type");
-                        sg_cfg_fail(c, p,
-                             "\"%.*s\" already has a transition; an event "
-                             "type moves to one state (list every source "
-                             "state in \"from\")",
-                             SG_QUOTE_MAX, type);
+                        sg_cfg_fail(
+                                c, p,
+                                "\"%.*s\" already has a transition; an event "
+                                "type moves to one state (list every source "
+                                "state in \"from\")",
+                                SG_QUOTE_MAX, type);
                         type = NULL;
                         break;
                 }
@@ -287,7 +306,7 @@ static sg_err_t parse_transition(cfg_ctx_t *c, const cJSON *obj,
                               !strcmp(t->from[j], el->valuestring);
                 if (dup)
                         sg_cfg_fail(c, ip, "duplicate state \"%s\"",
-                             el->valuestring);
+                                    el->valuestring);
                 else if (!(t->from[i] = strdup(el->valuestring)))
                         return sg_cfg_nomem(c);
         }
@@ -328,8 +347,8 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
                 if (!cJSON_IsString(el) || !*el->valuestring)
                         sg_cfg_fail(c, ip, "must be a non-empty string");
                 else if (sm_has_state(sm, el->valuestring))
-                        sg_cfg_fail(c, ip, "duplicate state \"%.*s\"", SG_QUOTE_MAX,
-                             el->valuestring);
+                        sg_cfg_fail(c, ip, "duplicate state \"%.*s\"",
+                                    SG_QUOTE_MAX, el->valuestring);
                 else if (!(sm->states[i] = strdup(el->valuestring)))
                         return sg_cfg_nomem(c);
                 /* kept in a fixed-size field of the aggregate's record */
@@ -344,8 +363,9 @@ static sg_err_t parse_state_machine(cfg_ctx_t *c, const cJSON *obj,
         sg_cfg_path_key(p, path, "initial");
         el = cJSON_GetObjectItemCaseSensitive(obj, "initial");
         if (!el)
-                sg_cfg_fail(c, p, "required key is missing (the state of a new "
-                           "aggregate)");
+                sg_cfg_fail(c, p,
+                            "required key is missing (the state of a new "
+                            "aggregate)");
         else if (!sm_state_ref(c, sm, el, p) &&
                  !(sm->initial = strdup(el->valuestring)))
                 return sg_cfg_nomem(c);
@@ -380,8 +400,9 @@ sg_err_t sg_cfg_check_output_topic(cfg_ctx_t *c, const cJSON *obj,
         (void)path;
         KEEP(sg_cfg_check_topic_name(c, key_path, tc->output_topic));
         if (!strcmp(tc->output_topic, tc->name))
-                sg_cfg_fail(c, key_path, "must differ from the input topic \"%s\"",
-                     tc->name);
+                sg_cfg_fail(c, key_path,
+                            "must differ from the input topic \"%s\"",
+                            tc->name);
         return SG_OK;
 }
 
@@ -395,13 +416,14 @@ sg_err_t sg_cfg_check_dlq_topic(cfg_ctx_t *c, const cJSON *obj,
         (void)path;
         KEEP(sg_cfg_check_topic_name(c, key_path, tc->dlq_topic));
         if (!strcmp(tc->dlq_topic, tc->name))
-                sg_cfg_fail(c, key_path, "must differ from the input topic \"%s\"",
-                     tc->name);
+                sg_cfg_fail(c, key_path,
+                            "must differ from the input topic \"%s\"",
+                            tc->name);
         else if (tc->output_topic && !strcmp(tc->dlq_topic, tc->output_topic))
                 sg_cfg_fail(c, key_path,
-                     "must differ from output_topic \"%s\": refused "
-                     "records must not reach the output's consumers",
-                     tc->output_topic);
+                            "must differ from output_topic \"%s\": refused "
+                            "records must not reach the output's consumers",
+                            tc->output_topic);
         return SG_OK;
 }
 
@@ -419,8 +441,8 @@ sg_err_t sg_cfg_check_changelog_topic(cfg_ctx_t *c, const cJSON *obj,
              !strcmp(tc->changelog_topic, tc->output_topic)) ||
             (tc->dlq_topic && !strcmp(tc->changelog_topic, tc->dlq_topic)))
                 sg_cfg_fail(c, key_path,
-                     "must differ from the input, output and DLQ "
-                     "topics: it holds seqgate's state");
+                            "must differ from the input, output and DLQ "
+                            "topics: it holds seqgate's state");
         return SG_OK;
 }
 
@@ -481,22 +503,23 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if (tc->snapshot.source != SG_SNAP_NONE) {
                 sg_cfg_path_key(p, path, "snapshot");
                 if (tc->order_mode != SG_ORDER_STRICT)
-                        return sg_cfg_fail(c, p,
-                                    "needs ordering.mode \"strict\" (now "
-                                    "\"%s\"): only strict ordering waits for "
-                                    "a missing version; latest_wins and none "
-                                    "never park, so no gap is left to resolve "
-                                    "(semantics §3b, §4)",
-                                    sg_cfg_mode_names[tc->order_mode]);
+                        return sg_cfg_fail(
+                                c, p,
+                                "needs ordering.mode \"strict\" (now "
+                                "\"%s\"): only strict ordering waits for "
+                                "a missing version; latest_wins and none "
+                                "never park, so no gap is left to resolve "
+                                "(semantics §3b, §4)",
+                                sg_cfg_mode_names[tc->order_mode]);
                 if (tc->version.kind == SG_SRC_NONE ||
                     tc->aggregate.kind == SG_SRC_NONE)
-                        return sg_cfg_fail(c, p,
-                                    "needs envelope.%s: a snapshot is fetched "
-                                    "per aggregate and judged by its version "
-                                    "(semantics §4)",
-                                    tc->version.kind == SG_SRC_NONE
-                                            ? "version"
-                                            : "aggregate");
+                        return sg_cfg_fail(
+                                c, p,
+                                "needs envelope.%s: a snapshot is fetched "
+                                "per aggregate and judged by its version "
+                                "(semantics §4)",
+                                tc->version.kind == SG_SRC_NONE ? "version"
+                                                                : "aggregate");
         }
         if (tc->order_mode != SG_ORDER_NONE) {
                 bool explicit_mode =
@@ -507,25 +530,27 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                            : NULL;
                 if (need) {
                         sg_cfg_path_key(p, path, "ordering.mode");
-                        return sg_cfg_fail(c, p,
-                                    "\"%s\"%s needs envelope.%s; a dedup-only "
-                                    "topic sets ordering.mode \"none\"",
-                                    sg_cfg_mode_names[tc->order_mode],
-                                    explicit_mode ? "" : " (the default)",
-                                    need);
+                        return sg_cfg_fail(
+                                c, p,
+                                "\"%s\"%s needs envelope.%s; a dedup-only "
+                                "topic sets ordering.mode \"none\"",
+                                sg_cfg_mode_names[tc->order_mode],
+                                explicit_mode ? "" : " (the default)", need);
                 }
         }
         if (tc->sm.enabled) {
                 sg_cfg_path_key(p, path, "state_machine");
                 if (tc->type.kind == SG_SRC_NONE)
-                        return sg_cfg_fail(c, p,
-                                    "needs envelope.type (the event type "
-                                    "selects the transition)");
+                        return sg_cfg_fail(
+                                c, p,
+                                "needs envelope.type (the event type "
+                                "selects the transition)");
                 if (tc->order_mode == SG_ORDER_NONE)
-                        return sg_cfg_fail(c, p,
-                                    "needs ordering.mode \"strict\" or "
-                                    "\"latest_wins\" (mode \"none\" applies "
-                                    "every record; semantics §3b)");
+                        return sg_cfg_fail(
+                                c, p,
+                                "needs ordering.mode \"strict\" or "
+                                "\"latest_wins\" (mode \"none\" applies "
+                                "every record; semantics §3b)");
         }
         return errors_since(c, since);
 }
@@ -544,15 +569,17 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
         sg_err_t err;
 
         if (!topics)
-                return sg_cfg_fail(c, "topics", "required key is missing (an object "
-                                         "of input topic name -> settings)");
+                return sg_cfg_fail(c, "topics",
+                                   "required key is missing (an object "
+                                   "of input topic name -> settings)");
         if ((err = sg_cfg_expect_object(c, topics, "topics")))
                 return err;
         KEEP(sg_cfg_check_keys(c, topics, "topics", NULL));
         for (const cJSON *it = topics->child; it; it = it->next)
                 n++;
         if (n == 0)
-                return sg_cfg_fail(c, "topics", "must name at least one input topic");
+                return sg_cfg_fail(c, "topics",
+                                   "must name at least one input topic");
         if (!(conf->topics = calloc(n, sizeof(*conf->topics))))
                 return sg_cfg_nomem(c);
         conf->topic_cnt = n;
@@ -571,19 +598,20 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                 for (size_t j = 0; j < n; j++) {
                         const char *in = conf->topics[j].name;
                         const char *which =
-                                !in                           ? NULL
+                                !in                             ? NULL
                                 : !strcmp(tc->output_topic, in) ? "output_topic"
-                                : !strcmp(tc->dlq_topic, in)  ? "dlq_topic"
-                                                              : NULL;
+                                : !strcmp(tc->dlq_topic, in)    ? "dlq_topic"
+                                                                : NULL;
                         if (!which)
                                 continue;
                         char tp[SG_PATH_SIZE];
                         sg_cfg_path_key(tp, "topics", tc->name);
                         sg_cfg_path_key(p, tp, which);
-                        sg_cfg_fail(c, p,
-                             "\"%s\" is also an input topic; seqgate would "
-                             "read its own output",
-                             in);
+                        sg_cfg_fail(
+                                c, p,
+                                "\"%s\" is also an input topic; seqgate would "
+                                "read its own output",
+                                in);
                         break;
                 }
         }
@@ -604,10 +632,11 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                         char tp[SG_PATH_SIZE];
                         sg_cfg_path_key(tp, "topics", tc->name);
                         sg_cfg_path_key(p, tp, "changelog_topic");
-                        sg_cfg_fail(c, p,
-                             "the default name \"%.60s...\" is not a valid "
-                             "topic name; set changelog_topic",
-                             tc->changelog_topic);
+                        sg_cfg_fail(
+                                c, p,
+                                "the default name \"%.60s...\" is not a valid "
+                                "topic name; set changelog_topic",
+                                tc->changelog_topic);
                 }
         }
         /* each pair once, at the first of the two */
@@ -621,13 +650,13 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                         char tp[SG_PATH_SIZE];
                         sg_cfg_path_key(tp, "topics", conf->topics[i].name);
                         sg_cfg_path_key(p, tp, "changelog_topic");
-                        sg_cfg_fail(c, p,
-                             "\"%s\" is also the changelog of topic \"%s\"; "
-                             "each input topic needs its own",
-                             conf->topics[i].changelog_topic,
-                             conf->topics[j].name);
+                        sg_cfg_fail(
+                                c, p,
+                                "\"%s\" is also the changelog of topic \"%s\"; "
+                                "each input topic needs its own",
+                                conf->topics[i].changelog_topic,
+                                conf->topics[j].name);
                 }
         KEEP(sg_cfg_check_snapshot_topics(c, conf));
         return errors_since(c, since);
 }
-

@@ -105,11 +105,12 @@ static void sg_arena_free(arena_t *a) {
 int64_t sg_eng_clock(sg_engine_t *e) {
         if (e->clock_fixed)
                 return e->clock_fixed;
-        return e->base_wall + (sg_clock_mono_ms() - e->base_mono) + e->clock_skew;
+        return e->base_wall + (sg_clock_mono_ms() - e->base_mono) +
+               e->clock_skew;
 }
 
 void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
-                 const part_t *p, ...) {
+                const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
          * line is written */
         if (!e->log_cb || (e->txn && e->log_budget <= 0))
@@ -284,8 +285,8 @@ void sg_eng_clock_floor(sg_engine_t *e, int64_t persisted) {
  * with --accept-key-change, which adopts the new fingerprint. */
 
 static const char *const fp_names[SG_META_FP_PARTS] = {
-    "envelope.format", "envelope.id", "envelope.scope", "envelope.digest",
-    "envelope.aggregate",
+        "envelope.format", "envelope.id",        "envelope.scope",
+        "envelope.digest", "envelope.aggregate",
 };
 
 static void fp_part(unsigned char out[8], const char *text, size_t len) {
@@ -315,7 +316,8 @@ static void fp_compute(const sg_topic_config_t *tc,
                 int w = snprintf(buf + l, sizeof(buf) - l, "%zu:%s;", ol, one);
                 if (w < 0)
                         break;
-                l += (size_t)w < sizeof(buf) - l ? (size_t)w : sizeof(buf) - l - 1;
+                l += (size_t)w < sizeof(buf) - l ? (size_t)w
+                                                 : sizeof(buf) - l - 1;
         }
         fp_part(out[2], buf, l);
         /* a digest pointer digests the canonical form: its version counts */
@@ -366,7 +368,7 @@ sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
                 return SG_ERR_CONFIG;
         }
         sg_eng_log(e, SG_LOG_WARNING, "key_fingerprint_adopted", p, "settings",
-             LF_STR, names, NULL);
+                   LF_STR, names, NULL);
         memcpy(m->key_fp, cur, sizeof(cur));
         *changedp = true;
         return SG_OK;
@@ -510,8 +512,8 @@ static void eng_position(void *opaque, const char *topic, int32_t partition,
                 p->behind = lag != 0;
 }
 
-static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
-                          char *errstr, size_t errstr_size) {
+static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget, char *errstr,
+                          size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         if (snap_enabled(p) &&
@@ -552,7 +554,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                                 if (a.rec.parked_cnt == 0)
                                         a.rec.parked_since_ms = 0;
                                 if ((err = sg_eng_agg_save(e, p, &a, errstr,
-                                                    errstr_size)))
+                                                           errstr_size)))
                                         return err;
                                 (*budget)--;
                                 continue;
@@ -568,7 +570,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
                                                            errstr_size)))
                                         return err;
                         } else if ((err = sg_eng_gap_fire(e, p, &a, errstr,
-                                                   errstr_size))) {
+                                                          errstr_size))) {
                                 return err;
                         }
                         (*budget)--;
@@ -589,8 +591,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget,
 /* The last step of a batch's decisions (end of tick): each touched
  * partition's meta, then the changelog effects of every store key the
  * batch changed (sg_eng_changelog_effects). */
-static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
-                             size_t errstr_size) {
+static sg_err_t batch_finish(sg_engine_t *e, char *errstr, size_t errstr_size) {
         sg_err_t err;
         for (size_t i = 0; i < e->part_cnt; i++) {
                 part_t *p = &e->parts[i];
@@ -608,8 +609,8 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr,
 typedef struct age_walk {
         sg_engine_t *e;
         const sg_tp_t *tp;
-        int64_t stale;   /* older than this: stuck (5 minutes) */
-        int64_t oldest;  /* oldest parked_at seen, 0 none */
+        int64_t stale;  /* older than this: stuck (5 minutes) */
+        int64_t oldest; /* oldest parked_at seen, 0 none */
         uint64_t stuck;
 } age_walk_t;
 
@@ -631,8 +632,8 @@ static sg_err_t tick_all(void *opaque, char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
         int budget = e->conf->deadline_max_per_batch;
         for (size_t i = 0; i < e->part_cnt; i++) {
-                sg_err_t err =
-                    tick_part(e, &e->parts[i], &budget, errstr, errstr_size);
+                sg_err_t err = tick_part(e, &e->parts[i], &budget, errstr,
+                                         errstr_size);
                 if (err)
                         return err;
         }
@@ -689,10 +690,10 @@ static sg_err_t eng_process(void *opaque, const sg_record_t *rec,
                             size_t errstr_size) {
         if (errstr && errstr_size)
                 errstr[0] = '\0';
-        return with_store_detail(opaque,
-                                 process_record(opaque, rec, result, errstr,
-                                                errstr_size),
-                                 errstr, errstr_size);
+        return with_store_detail(
+                opaque,
+                process_record(opaque, rec, result, errstr, errstr_size),
+                errstr, errstr_size);
 }
 
 static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
@@ -727,8 +728,8 @@ static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,
         }
         batch_reset(e);
         e->now = sg_eng_clock(e);
-        sg_err_t err = sg_txn_begin(e->store, true, &e->txn, errstr,
-                                    errstr_size);
+        sg_err_t err =
+                sg_txn_begin(e->store, true, &e->txn, errstr, errstr_size);
         if (!err)
                 sg_txn_capture(e->txn, true);
         return err;

@@ -87,8 +87,7 @@ typedef struct sg_engine sg_engine_t;
  * @returns SG_OK or SG_ERR_NOMEM.
  */
 sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
-                       sg_engine_t **enginep, char *errstr,
-                       size_t errstr_size);
+                       sg_engine_t **enginep, char *errstr, size_t errstr_size);
 
 /** Destroys the engine (aborting an open batch). NULL is a no-op. */
 void sg_engine_destroy(sg_engine_t *engine);

@@ -22,7 +22,7 @@
  * sg_store_get_change.) */
 
 typedef struct cl_key {
-        int db;                     /* the database byte */
+        int db;                      /* the database byte */
         const unsigned char *suffix; /* the key without the partition */
         size_t suffix_len;
 } cl_key_t;
@@ -77,9 +77,9 @@ sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
                         continue;
                 size_t klen;
                 unsigned char *k = cl_key_make(
-                    &e->arena, ch[i].db,
-                    (const unsigned char *)ch[i].key + p->tp.len,
-                    ch[i].key_len - p->tp.len, &klen);
+                        &e->arena, ch[i].db,
+                        (const unsigned char *)ch[i].key + p->tp.len,
+                        ch[i].key_len - p->tp.len, &klen);
                 sg_effect_t *ef = sg_eng_effect_new(e);
                 if (!k || !ef)
                         return SG_ERR_NOMEM;
@@ -90,7 +90,7 @@ sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
                 ef->key_len = klen;
                 if (ch[i].value) {
                         ef->value = sg_arena_dup(&e->arena, ch[i].value,
-                                              ch[i].value_len);
+                                                 ch[i].value_len);
                         ef->value_len = ch[i].value_len;
                         if (!ef->value)
                                 return SG_ERR_NOMEM;
@@ -167,9 +167,9 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
 }
 
 sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
-                                  int32_t partition, int64_t log_start,
-                                  int64_t log_end, int64_t *offsetp,
-                                  char *errstr, size_t errstr_size) {
+                              int32_t partition, int64_t log_start,
+                              int64_t log_end, int64_t *offsetp, char *errstr,
+                              size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p) {
@@ -181,8 +181,8 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         sg_txn_abort(e->rtxn);
         e->rtxn = NULL;
         e->restore_cnt = 0;
-        sg_err_t err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
-                                    errstr_size);
+        sg_err_t err =
+                sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
         if (err)
                 return err;
         sg_meta_rec_t m;
@@ -212,10 +212,10 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
 }
 
 sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
-                                  int32_t partition, int64_t offset,
-                                  const void *key, size_t key_len,
-                                  const void *value, size_t value_len,
-                                  char *errstr, size_t errstr_size) {
+                              int32_t partition, int64_t offset,
+                              const void *key, size_t key_len,
+                              const void *value, size_t value_len, char *errstr,
+                              size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         sg_err_t err = SG_OK;
@@ -226,8 +226,7 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                 err = SG_ERR_INVALID;
         } else if (!cl_key_parse(key, key_len, &ck)) {
                 sg_errf(errstr, errstr_size,
-                        "changelog %s [%d] offset %" PRId64
-                        ": empty key",
+                        "changelog %s [%d] offset %" PRId64 ": empty key",
                         p->tc->changelog_topic, partition, offset);
                 err = SG_ERR_INVALID;
         } else {
@@ -244,8 +243,7 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                 why[0] ? why : sg_err2str(err));
         }
         if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
-                err = restore_checkpoint(e, p, offset + 1, errstr,
-                                         errstr_size);
+                err = restore_checkpoint(e, p, offset + 1, errstr, errstr_size);
                 if (!err)
                         err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
                                            errstr_size);
@@ -260,9 +258,9 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         return err;
 }
 
-sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
-                                int32_t partition, int64_t end_offset,
-                                char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
+                            int64_t end_offset, char *errstr,
+                            size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p || !e->rtxn) {
@@ -270,8 +268,8 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
                         topic, partition);
                 return SG_ERR_INVALID;
         }
-        sg_err_t err = restore_checkpoint(e, p, end_offset, errstr,
-                                          errstr_size);
+        sg_err_t err =
+                restore_checkpoint(e, p, end_offset, errstr, errstr_size);
         if (err) {
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
@@ -284,14 +282,14 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
  * restore's drop, or none), and the one to keep with the checkpoints from
  * now on. */
 int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
-                                       int32_t partition) {
+                                   int32_t partition) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         return p ? p->cl_epoch : -1;
 }
 
 void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
-                                    int32_t partition, int64_t epoch) {
+                                int32_t partition, int64_t epoch) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (p)
@@ -303,10 +301,10 @@ void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
  * the at_least_once repair (kafka.h). *valuep: malloc'd copy, or NULL when
  * the key is absent (a tombstone). No batch or restore may be open. */
 sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
-                                    int32_t partition, const void *key,
-                                    size_t key_len, void **valuep,
-                                    size_t *value_lenp, char *errstr,
-                                    size_t errstr_size) {
+                                int32_t partition, const void *key,
+                                size_t key_len, void **valuep,
+                                size_t *value_lenp, char *errstr,
+                                size_t errstr_size) {
         sg_engine_t *e = opaque;
         part_t *p = sg_eng_part_find(e, topic, partition);
         *valuep = NULL;
@@ -314,11 +312,11 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         cl_key_t ck;
         bool parsed = cl_key_parse(key, key_len, &ck);
         if (!p || !parsed || e->txn || e->rtxn) {
-                sg_errf(errstr, errstr_size,
-                        "changelog value of %s [%d]: %s", topic, partition,
-                        !p ? "partition not assigned"
+                sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
+                        topic, partition,
+                        !p        ? "partition not assigned"
                         : !parsed ? "empty key"
-                                      : "a batch or restore is open");
+                                  : "a batch or restore is open");
                 return SG_ERR_INVALID;
         }
         sg_txn_t *txn;
@@ -339,9 +337,8 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         } else if (err == SG_ERR_NOT_FOUND) {
                 err = SG_OK;
         } else {
-                sg_errf(errstr, errstr_size,
-                        "changelog value of %s [%d]: %s", topic, partition,
-                        sg_err2str(err));
+                sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
+                        topic, partition, sg_err2str(err));
         }
         sg_txn_abort(txn);
         return err;

@@ -50,41 +50,43 @@ static const sg_transition_t *sm_find(const sg_state_machine_t *sm,
 /* Rows 6/7 for a record at version v == next (or latest_wins v > next).
  * Returns the dedup verdict to record. */
 sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                               const subject_t *s, uint64_t v,
-                               const char *type, const char *gap_hdr,
-                               const char *gap_val, uint8_t *verdictp,
-                               char *errstr, size_t errstr_size) {
+                               const subject_t *s, uint64_t v, const char *type,
+                               const char *gap_hdr, const char *gap_val,
+                               uint8_t *verdictp, char *errstr,
+                               size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         uint64_t expected = agg_next(p, a);
         sg_err_t err;
         if (tc->sm.enabled && tc->order_mode != SG_ORDER_NONE) {
                 bool known;
                 const sg_transition_t *t =
-                    sm_find(&tc->sm, type, a->rec.state, &known);
+                        sm_find(&tc->sm, type, a->rec.state, &known);
                 if (!t) {
                         dlq_info_t d = {
-                            .reason = known ? SG_R_ILLEGAL_TRANSITION
-                                            : SG_R_UNKNOWN_EVENT_TYPE,
-                            .aggregate = a->rec.aggregate,
-                            .has_versions = true,
-                            .expected = expected,
-                            .actual = v,
-                            .state = a->rec.state,
-                            /* the skip range travels with the first
+                                .reason = known ? SG_R_ILLEGAL_TRANSITION
+                                                : SG_R_UNKNOWN_EVENT_TYPE,
+                                .aggregate = a->rec.aggregate,
+                                .has_versions = true,
+                                .expected = expected,
+                                .actual = v,
+                                .state = a->rec.state,
+                                /* the skip range travels with the first
                              * record released after it, whatever its
                              * verdict (semantics §4 skip) */
-                            .gap_hdr = gap_hdr,
-                            .gap_val = gap_val,
+                                .gap_hdr = gap_hdr,
+                                .gap_val = gap_val,
                         };
                         d.detail =
-                            known ? sg_arena_printf(&e->arena,
-                                                 "event type \"%s\" is not "
-                                                 "allowed from state %s",
-                                                 type, a->rec.state)
-                                  : sg_arena_printf(&e->arena,
-                                                 "event type \"%s\" is not in "
-                                                 "the state machine",
-                                                 type ? type : "");
+                                known ? sg_arena_printf(
+                                                &e->arena,
+                                                "event type \"%s\" is not "
+                                                "allowed from state %s",
+                                                type, a->rec.state)
+                                      : sg_arena_printf(
+                                                &e->arena,
+                                                "event type \"%s\" is not in "
+                                                "the state machine",
+                                                type ? type : "");
                         if ((err = sg_eng_emit_dlq(e, s, &d)))
                                 return err;
                         e->delta.illegal_transitions_total++;
@@ -190,12 +192,12 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 goto refused;
         }
         aggregate = ja->valuestring;
-        if ((err = sg_eng_agg_load(e, p, ja->valuestring, strlen(ja->valuestring),
-                            &a)))
+        if ((err = sg_eng_agg_load(e, p, ja->valuestring,
+                                   strlen(ja->valuestring), &a)))
                 goto done;
         bool quarantined = a.rec.flags & SG_AGG_QUARANTINED;
-        why = sg_release_refusal(p->tc, a.exists ? &a.rec : NULL, jv != NULL,
-                                 S, js ? js->valuestring : NULL, whybuf,
+        why = sg_release_refusal(p->tc, a.exists ? &a.rec : NULL, jv != NULL, S,
+                                 js ? js->valuestring : NULL, whybuf,
                                  sizeof(whybuf));
         if (why)
                 goto refused;
@@ -212,16 +214,16 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 goto done;
         e->delta.releases_total++;
         p->touched = true;
-        sg_eng_log(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate", LF_STR,
-             a.rec.aggregate, "last_version", LF_U64, a.rec.last_version,
-             "offset", LF_I64, rec->offset, NULL);
+        sg_eng_log(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate",
+                   LF_STR, a.rec.aggregate, "last_version", LF_U64,
+                   a.rec.last_version, "offset", LF_I64, rec->offset, NULL);
         err = sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         goto done;
 refused:
         e->delta.control_ignored_total++;
         sg_eng_log(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
-             aggregate, "reason", LF_STR, why, "offset", LF_I64, rec->offset,
-             NULL);
+                   aggregate, "reason", LF_STR, why, "offset", LF_I64,
+                   rec->offset, NULL);
 done:
         cJSON_Delete(body);
         return err;
@@ -243,18 +245,18 @@ typedef struct judged {
         part_t *p;
         const sg_topic_config_t *tc;
         const sg_record_t *rec;
-        sg_envelope_t *env;      /* the record's envelope (row 1 parses it) */
-        subject_t s;             /* the record, as its effects name it */
+        sg_envelope_t *env; /* the record's envelope (row 1 parses it) */
+        subject_t s;        /* the record, as its effects name it */
         sg_process_result_t *result;
         char *errstr;
         size_t errstr_size;
-        sg_err_t err;            /* set by the row that decides */
+        sg_err_t err; /* set by the row that decides */
         /* rows 4–8 (aggregate_load) */
         agg_ctx_t a;
-        uint64_t v;              /* the record's version */
-        uint64_t next;           /* the version the aggregate expects */
+        uint64_t v;    /* the record's version */
+        uint64_t next; /* the version the aggregate expects */
         bool stale;
-        dlq_info_t d;            /* aggregate, versions, state of a DLQ record */
+        dlq_info_t d; /* aggregate, versions, state of a DLQ record */
 } judged_t;
 
 /* The record's idempotency key recorded with @p verdict: every terminal
@@ -308,13 +310,14 @@ static bool rows2_3_key_seen(judged_t *j) {
                 return false;
         if (memcmp(dr.digest, env->digest, 32) != 0) {
                 dlq_info_t d = {
-                    .reason = SG_R_IDEMPOTENCY_CONFLICT,
-                    .aggregate = env->aggregate,
-                    .detail = sg_arena_printf(
-                        &e->arena,
-                        "event id \"%.64s\" was first seen at %s "
-                        "with a different payload digest",
-                        env->id, sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
+                        .reason = SG_R_IDEMPOTENCY_CONFLICT,
+                        .aggregate = env->aggregate,
+                        .detail = sg_arena_printf(
+                                &e->arena,
+                                "event id \"%.64s\" was first seen at %s "
+                                "with a different payload digest",
+                                env->id,
+                                sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
                 };
                 e->delta.idempotency_parameter_conflicts_total++;
                 j->err = sg_eng_emit_dlq(e, &j->s, &d);
@@ -354,8 +357,8 @@ static bool aggregate_load(judged_t *j) {
         j->next = agg_next(j->p, a);
         /* v <= L (or v < F for a new aggregate). Judged on L itself, never
          * on L+1, which does not exist for L = 2^64-1. */
-        j->stale = a->rec.has_last ? j->v <= a->rec.last_version
-                                   : j->v < j->next;
+        j->stale =
+                a->rec.has_last ? j->v <= a->rec.last_version : j->v < j->next;
         j->d = (dlq_info_t){.aggregate = a->rec.aggregate,
                             .has_versions = true,
                             .expected = j->next,
@@ -373,12 +376,12 @@ static bool row4_quarantined(judged_t *j) {
                 return false;
         j->d.reason = SG_R_AGGREGATE_QUARANTINED;
         j->d.detail = snap_enabled(p)
-                          ? "aggregate is quarantined after a gap "
-                            "timeout; a snapshot of it is requested and "
-                            "releases it"
-                          : "aggregate is quarantined after a gap "
-                            "timeout; its events wait in the DLQ for an "
-                            "operator (seqgatectl release)";
+                              ? "aggregate is quarantined after a gap "
+                                "timeout; a snapshot of it is requested and "
+                                "releases it"
+                              : "aggregate is quarantined after a gap "
+                                "timeout; its events wait in the DLQ for an "
+                                "operator (seqgatectl release)";
         if ((j->err = dlq_and_key(j)))
                 return true;
         /* with a snapshot source, every event of a quarantined
@@ -388,8 +391,7 @@ static bool row4_quarantined(judged_t *j) {
                 if ((j->err = sg_eng_snap_start(j->e, p, a, j->errstr,
                                                 j->errstr_size)))
                         return true;
-                j->err = sg_eng_agg_save(j->e, p, a, j->errstr,
-                                         j->errstr_size);
+                j->err = sg_eng_agg_save(j->e, p, a, j->errstr, j->errstr_size);
         }
         return true;
 }
@@ -418,15 +420,16 @@ static bool row5_stale(judged_t *j) {
                 return true;
         }
         j->d.reason = SG_R_STALE_VERSION;
-        j->d.detail = a->rec.has_last
-                          ? sg_arena_printf(&e->arena,
-                                            "version %" PRIu64
-                                            " <= last applied version %" PRIu64,
-                                            j->v, a->rec.last_version)
-                          : sg_arena_printf(&e->arena,
-                                            "version %" PRIu64
-                                            " is below first_version %" PRIu64,
-                                            j->v, j->tc->first_version);
+        j->d.detail =
+                a->rec.has_last
+                        ? sg_arena_printf(&e->arena,
+                                          "version %" PRIu64
+                                          " <= last applied version %" PRIu64,
+                                          j->v, a->rec.last_version)
+                        : sg_arena_printf(&e->arena,
+                                          "version %" PRIu64
+                                          " is below first_version %" PRIu64,
+                                          j->v, j->tc->first_version);
         j->err = dlq_and_key(j);
         return true;
 }
@@ -439,13 +442,11 @@ static bool version_jump(judged_t *j) {
         if (v - next < tc->max_version_jump)
                 return false;
         j->d.reason = SG_R_VERSION_JUMP;
-        j->d.detail = sg_arena_printf(&j->e->arena,
-                                      "version %" PRIu64
-                                      " is %" PRIu64 " above the expected "
-                                      "version %" PRIu64
-                                      " (max_version_jump %" PRIu64 ")",
-                                      v, v - next, next,
-                                      tc->max_version_jump);
+        j->d.detail = sg_arena_printf(
+                &j->e->arena,
+                "version %" PRIu64 " is %" PRIu64 " above the expected "
+                "version %" PRIu64 " (max_version_jump %" PRIu64 ")",
+                v, v - next, next, tc->max_version_jump);
         j->err = dlq_and_key(j);
         return true;
 }
@@ -468,8 +469,8 @@ static bool rows6_7_in_order(judged_t *j) {
                                      v - 1);
         }
         uint8_t verdict;
-        if ((j->err = sg_eng_apply_in_order(e, p, a, &j->s, v, j->env->type,
-                                            gh, gv, &verdict, j->errstr,
+        if ((j->err = sg_eng_apply_in_order(e, p, a, &j->s, v, j->env->type, gh,
+                                            gv, &verdict, j->errstr,
                                             j->errstr_size)))
                 return true;
         if ((j->err = key_record(j, verdict)))
@@ -509,12 +510,12 @@ static bool row8b_version_held(judged_t *j) {
         }
         j->d.reason = SG_R_VERSION_CONFLICT;
         j->d.detail = sg_arena_printf(
-            &e->arena,
-            "version %" PRIu64 " is already held by another "
-            "event, parked from %s/%" PRId32 " offset %" PRId64
-            " at %s (waiting for %" PRIu64 ")",
-            j->v, p->topic, p->partition, held.offset,
-            sg_iso_time(held.parked_at_ms, ts, sizeof(ts)), j->next);
+                &e->arena,
+                "version %" PRIu64 " is already held by another "
+                "event, parked from %s/%" PRId32 " offset %" PRId64
+                " at %s (waiting for %" PRIu64 ")",
+                j->v, p->topic, p->partition, held.offset,
+                sg_iso_time(held.parked_at_ms, ts, sizeof(ts)), j->next);
         j->err = dlq_and_key(j);
         return true;
 }
@@ -570,24 +571,24 @@ static bool park_changelog_rejected(judged_t *j, size_t hdr_len) {
         size_t cl_limit = limit_of(e, limits_of(e, tc)->changelog);
         size_t value_len = rec->value ? rec->value_len : 0;
         size_t cl_size = sg_record_wire_size(
-            1 + 64,
-            72 + (env->type ? strlen(env->type) : 0) +
-                (rec->key ? rec->key_len : 0) + value_len + hdr_len,
-            NULL, 0, NULL, 0);
+                1 + 64,
+                72 + (env->type ? strlen(env->type) : 0) +
+                        (rec->key ? rec->key_len : 0) + value_len + hdr_len,
+                NULL, 0, NULL, 0);
         if (!cl_limit || cl_size <= cl_limit)
                 return false;
         j->d.reason = SG_R_OUTPUT_REJECTED;
         j->d.drop_value = cl_size - value_len <= cl_limit;
         j->d.detail = sg_arena_printf(
-            &e->arena,
-            "version %" PRIu64 " cannot be parked (waiting for "
-            "%" PRIu64 "): its changelog record would be %zu bytes, "
-            "more than the %zu topic \"%s\" takes",
-            j->v, j->next, cl_size, cl_limit, tc->changelog_topic);
-        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", j->p, "offset",
-                   LF_I64, rec->offset, "changelog_topic", LF_STR,
-                   tc->changelog_topic, "bytes", LF_U64, (uint64_t)cl_size,
-                   "limit", LF_U64, (uint64_t)cl_limit, NULL);
+                &e->arena,
+                "version %" PRIu64 " cannot be parked (waiting for "
+                "%" PRIu64 "): its changelog record would be %zu bytes, "
+                "more than the %zu topic \"%s\" takes",
+                j->v, j->next, cl_size, cl_limit, tc->changelog_topic);
+        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", j->p, "offset", LF_I64,
+                   rec->offset, "changelog_topic", LF_STR, tc->changelog_topic,
+                   "bytes", LF_U64, (uint64_t)cl_size, "limit", LF_U64,
+                   (uint64_t)cl_limit, NULL);
         j->err = dlq_and_key(j);
         return true;
 }
@@ -615,17 +616,17 @@ static bool row8_park(judged_t *j) {
                 return true;
         }
         sg_parked_rec_t pr = {
-            .parked_at_ms = e->now,
-            .offset = rec->offset,
-            .timestamp_ms = rec->timestamp_ms,
-            .type = env->type,
-            .type_len = env->type ? strlen(env->type) : 0,
-            .key = rec->key,
-            .key_len = rec->key ? rec->key_len : SIZE_MAX,
-            .value = rec->value,
-            .value_len = rec->value ? rec->value_len : SIZE_MAX,
-            .headers = hdr_blob,
-            .headers_len = hdr_blob ? hdr_len : SIZE_MAX,
+                .parked_at_ms = e->now,
+                .offset = rec->offset,
+                .timestamp_ms = rec->timestamp_ms,
+                .type = env->type,
+                .type_len = env->type ? strlen(env->type) : 0,
+                .key = rec->key,
+                .key_len = rec->key ? rec->key_len : SIZE_MAX,
+                .value = rec->value,
+                .value_len = rec->value ? rec->value_len : SIZE_MAX,
+                .headers = hdr_blob,
+                .headers_len = hdr_blob ? hdr_len : SIZE_MAX,
         };
         memcpy(pr.key_hash, env->key_hash, 32);
         j->err = sg_parked_put(e->txn, &p->tp, a->hash, j->v, &pr, j->errstr,
@@ -659,17 +660,17 @@ typedef bool row_fn(judged_t *j);
 
 /* Semantics §3, in the table's order. */
 static row_fn *const table[] = {
-    row1_malformed,      /* 1 */
-    rows2_3_key_seen,    /* 2, 3 */
-    dedup_only_apply,    /* dedup-only topics skip 4–8 */
-    aggregate_load,      /* (the aggregate 4–8 judge by) */
-    row4_quarantined,    /* 4 */
-    new_aggregate_adopt, /* (§4 trust_first_seen) */
-    row5_stale,          /* 5 */
-    version_jump,        /* max_version_jump */
-    rows6_7_in_order,    /* 6, 7 */
-    row8b_version_held,  /* 8b */
-    row8_park,           /* 8 */
+        row1_malformed,      /* 1 */
+        rows2_3_key_seen,    /* 2, 3 */
+        dedup_only_apply,    /* dedup-only topics skip 4–8 */
+        aggregate_load,      /* (the aggregate 4–8 judge by) */
+        row4_quarantined,    /* 4 */
+        new_aggregate_adopt, /* (§4 trust_first_seen) */
+        row5_stale,          /* 5 */
+        version_jump,        /* max_version_jump */
+        rows6_7_in_order,    /* 6, 7 */
+        row8b_version_held,  /* 8b */
+        row8_park,           /* 8 */
 };
 
 sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
@@ -681,25 +682,26 @@ sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                 return control(e, p, rec, ctl, errstr, errstr_size);
         e->delta.records_total++;
         judged_t j = {
-            .e = e,
-            .p = p,
-            .tc = p->tc,
-            .rec = rec,
-            .env = &e->env,
-            .s = {
-                .part = p,
-                .offset = rec->offset,
-                .timestamp_ms = rec->timestamp_ms,
-                .key = rec->key,
-                .key_len = rec->key_len,
-                .value = rec->value,
-                .value_len = rec->value_len,
-                .headers = rec->headers,
-                .header_cnt = rec->header_cnt,
-            },
-            .result = result,
-            .errstr = errstr,
-            .errstr_size = errstr_size,
+                .e = e,
+                .p = p,
+                .tc = p->tc,
+                .rec = rec,
+                .env = &e->env,
+                .s =
+                        {
+                                .part = p,
+                                .offset = rec->offset,
+                                .timestamp_ms = rec->timestamp_ms,
+                                .key = rec->key,
+                                .key_len = rec->key_len,
+                                .value = rec->value,
+                                .value_len = rec->value_len,
+                                .headers = rec->headers,
+                                .header_cnt = rec->header_cnt,
+                        },
+                .result = result,
+                .errstr = errstr,
+                .errstr_size = errstr_size,
         };
         for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
                 if (table[i](&j))

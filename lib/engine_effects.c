@@ -98,7 +98,7 @@ static void effect_src_set(sg_engine_t *e, const sg_effect_t *ef,
 /* Kafka refused effect @p index (processor.h refused()): remember the
  * input record it is about, so that the re-run routes it. */
 bool sg_eng_refused(void *opaque, size_t index, bool too_large,
-                        const char *reason) {
+                    const char *reason) {
         sg_engine_t *e = opaque;
         if (index >= e->effect_cnt)
                 return false;
@@ -176,27 +176,29 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
         if (rf) {
                 d.drop_value = rf->too_large;
                 d.detail = sg_arena_printf(
-                    &e->arena,
-                    "the broker refused the output record for topic \"%s\" "
-                    "(%zu bytes): %s",
-                    tc->output_topic, size, rf->reason);
+                        &e->arena,
+                        "the broker refused the output record for topic \"%s\" "
+                        "(%zu bytes): %s",
+                        tc->output_topic, size, rf->reason);
         } else {
                 /* the value is the problem when the record fits without it */
                 d.drop_value = size - value_len <= limit;
                 d.detail = sg_arena_printf(
-                    &e->arena,
-                    "the output record is %zu bytes with seqgate's headers, "
-                    "more than the %zu topic \"%s\" takes (the producer's "
-                    "message.max.bytes and the topic's max.message.bytes)",
-                    size, limit, tc->output_topic);
+                        &e->arena,
+                        "the output record is %zu bytes with seqgate's "
+                        "headers, "
+                        "more than the %zu topic \"%s\" takes (the producer's "
+                        "message.max.bytes and the topic's max.message.bytes)",
+                        size, limit, tc->output_topic);
         }
         if (!d.detail)
                 return SG_ERR_NOMEM;
-        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", s->part, "offset", LF_I64,
-             s->offset, "output_topic", LF_STR, tc->output_topic, "bytes",
-             LF_U64, (uint64_t)size, "limit", LF_U64, (uint64_t)limit,
-             "refused", LF_STR_OR_NULL, rf ? rf->reason : NULL,
-             "value_dropped", LF_BOOL, (int)d.drop_value, NULL);
+        sg_eng_log(e, SG_LOG_WARNING, "output_rejected", s->part, "offset",
+                   LF_I64, s->offset, "output_topic", LF_STR, tc->output_topic,
+                   "bytes", LF_U64, (uint64_t)size, "limit", LF_U64,
+                   (uint64_t)limit, "refused", LF_STR_OR_NULL,
+                   rf ? rf->reason : NULL, "value_dropped", LF_BOOL,
+                   (int)d.drop_value, NULL);
         e->out_rejected = true;
         return sg_eng_emit_dlq(e, s, &d);
 }
@@ -212,16 +214,17 @@ sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = sg_eng_effect_new(e);
         sg_header_t *x = sg_arena_alloc(&e->arena, 2 * sizeof(*x));
-        char *src = sg_arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
-                                 s->part->topic, s->part->partition, s->offset);
+        char *src =
+                sg_arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
+                                s->part->topic, s->part->partition, s->offset);
         e->out_rejected = false;
         if (!ef || !x || !src)
                 return SG_ERR_NOMEM;
         ef->kind = SG_EFFECT_OUTPUT;
         ef->topic = tc->output_topic;
         ef->partition = tc->output_partitioning == SG_PART_INPUT
-                            ? s->part->partition
-                            : -1;
+                                ? s->part->partition
+                                : -1;
         ef->key = s->key;
         ef->key_len = s->key_len;
         ef->value = s->value;
@@ -306,9 +309,8 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
         size_t limit = limit_of(e, limits_of(e, tc)->dlq);
         const refusal_t *rf = refusal_find(e, s, SG_EFFECT_DLQ);
         unsigned level = rf ? rf->level : 0;
-        if (ef->value &&
-            (d->drop_value || level >= 1 ||
-             (limit && sg_effect_wire_size(ef) > limit))) {
+        if (ef->value && (d->drop_value || level >= 1 ||
+                          (limit && sg_effect_wire_size(ef) > limit))) {
                 H(SG_DLQ_H_VALUE_DROPPED,
                   sg_arena_printf(&e->arena, "%zu", ef->value_len));
                 ef->value = NULL;

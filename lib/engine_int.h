@@ -54,7 +54,7 @@ void *sg_arena_alloc(arena_t *a, size_t n);
 void *sg_arena_dup(arena_t *a, const void *p, size_t n);
 /** A formatted, NUL-terminated string in the arena, or NULL. */
 char *sg_arena_printf(arena_t *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 /* ---- the engine ----------------------------------------------------------- */
 
@@ -63,16 +63,16 @@ typedef struct part {
         int32_t partition;
         sg_tp_t tp;
         const sg_topic_config_t *tc;
-        sg_meta_rec_t meta;   /* committed */
-        sg_meta_rec_t work;   /* this batch */
+        sg_meta_rec_t meta; /* committed */
+        sg_meta_rec_t work; /* this batch */
         bool touched;
-        int64_t cl_last;      /* last changelog offset delivered this batch */
+        int64_t cl_last; /* last changelog offset delivered this batch */
         /* how far the partition is read (semantics §4, backlog-aware gap
          * deadlines); not part of the store: a new owner starts "behind"
          * as soon as the loop reports a position */
-        bool behind;          /* not read to the end of its log */
-        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
-        int64_t cl_epoch;     /* changelog epoch to keep with the restore's
+        bool behind;      /* not read to the end of its log */
+        int64_t read_ts;  /* highest record timestamp read (ms), 0 none */
+        int64_t cl_epoch; /* changelog epoch to keep with the restore's
                                  checkpoints (changelog_epoch_set) */
 } part_t;
 
@@ -85,10 +85,10 @@ typedef struct topic_limits {
 /* The input record an effect is about (output and DLQ records), or none
  * (topic NULL: snapshot, request and changelog records). */
 typedef struct effect_src {
-        const char *topic;       /* the input topic's name, from the config */
+        const char *topic; /* the input topic's name, from the config */
         int32_t partition;
         int64_t offset;
-        bool delivered;          /* delivered() told its offset (once a
+        bool delivered; /* delivered() told its offset (once a
                                     batch, processor.h) */
 } effect_src_t;
 
@@ -96,10 +96,10 @@ typedef struct effect_src {
  * re-run routes it differently (see sg_eng_emit_output(), sg_eng_emit_dlq()). */
 typedef struct refusal {
         effect_src_t src;
-        sg_effect_kind_t kind;   /* SG_EFFECT_OUTPUT or SG_EFFECT_DLQ */
-        unsigned level;          /* times refused */
-        bool too_large;          /* refused for its size */
-        bool used;               /* consulted by the batch being run */
+        sg_effect_kind_t kind; /* SG_EFFECT_OUTPUT or SG_EFFECT_DLQ */
+        unsigned level;        /* times refused */
+        bool too_large;        /* refused for its size */
+        bool used;             /* consulted by the batch being run */
         char reason[128];
 } refusal_t;
 
@@ -109,12 +109,12 @@ struct sg_engine {
         sg_metrics_t metrics;
         sg_metrics_t delta;
 
-        int64_t clock_fixed;     /* test hook */
-        int64_t clock_skew;      /* added so the clock never goes below a
+        int64_t clock_fixed; /* test hook */
+        int64_t clock_skew;  /* added so the clock never goes below a
                                     persisted one */
         int64_t base_wall, base_mono;
-        int64_t now;             /* this batch */
-        int64_t gauges_at;       /* last sampling of the since-index gauges */
+        int64_t now;       /* this batch */
+        int64_t gauges_at; /* last sampling of the since-index gauges */
 
         sg_txn_t *txn;
         arena_t arena;
@@ -126,14 +126,14 @@ struct sg_engine {
         size_t part_cnt;
         part_t *last_part;
 
-        uint64_t rng;            /* jitter for snapshot retries */
-        sg_log_cb *log_cb;       /* operator-facing events (may be NULL) */
+        uint64_t rng;      /* jitter for snapshot retries */
+        sg_log_cb *log_cb; /* operator-facing events (may be NULL) */
         void *log_opaque;
-        int log_budget;          /* lines left in this batch */
-        part_t **effect_part;    /* changelog effect index → partition */
+        int log_budget;       /* lines left in this batch */
+        part_t **effect_part; /* changelog effect index → partition */
         size_t effect_part_size;
-        sg_txn_t *rtxn;          /* restore transaction */
-        size_t restore_cnt;      /* records applied since rtxn began */
+        sg_txn_t *rtxn;     /* restore transaction */
+        size_t restore_cnt; /* records applied since rtxn began */
 
         /* the dedup record sg_eng_judge() read for the current record */
         bool dk_valid, dk_found;
@@ -143,12 +143,12 @@ struct sg_engine {
         /* records Kafka cannot take (semantics §3 "A record the output
          * topic cannot take"): the size limits the loop found, which input
          * record each effect is about, and the refusals of the broker */
-        size_t limit_all;        /* producer's limit, 0: none known */
-        topic_limits_t *limits;  /* per configured topic, conf order */
+        size_t limit_all;         /* producer's limit, 0: none known */
+        topic_limits_t *limits;   /* per configured topic, conf order */
         effect_src_t *effect_src; /* per effect, effect_size of them */
-        refusal_t *refusals;     /* survive an aborted batch */
+        refusal_t *refusals;      /* survive an aborted batch */
         size_t refusal_cnt, refusal_cap;
-        bool out_rejected;       /* the last sg_eng_emit_output() dead-lettered */
+        bool out_rejected; /* the last sg_eng_emit_output() dead-lettered */
 };
 
 /* The record an effect is about (engine_effects.c). */
@@ -168,13 +168,13 @@ typedef struct subject {
 typedef struct dlq_info {
         sg_reason_t reason;
         const char *detail;
-        const char *aggregate;    /* may be NULL */
+        const char *aggregate; /* may be NULL */
         bool has_versions;
         uint64_t expected, actual;
-        const char *state;        /* may be NULL */
-        bool drop_value;          /* output_rejected: the value is what Kafka
+        const char *state;   /* may be NULL */
+        bool drop_value;     /* output_rejected: the value is what Kafka
                                      cannot take */
-        const char *gap_hdr;      /* a gap header the record carries as an
+        const char *gap_hdr; /* a gap header the record carries as an
                                      output record would (skip range), or
                                      NULL; value gap_val */
         const char *gap_val;
@@ -231,7 +231,7 @@ static inline size_t limit_of(const sg_engine_t *e, size_t topic_limit) {
 }
 
 static inline const topic_limits_t *limits_of(const sg_engine_t *e,
-                                       const sg_topic_config_t *tc) {
+                                              const sg_topic_config_t *tc) {
         return &e->limits[tc - e->conf->topics];
 }
 
@@ -266,8 +266,8 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
 sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                          size_t id_len, agg_ctx_t *a);
 /** Writes @p a back (and its gap deadline index entry). */
-sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                         char *errstr, size_t errstr_size);
+sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+                         size_t errstr_size);
 /* Whether the aggregate can still take a version: L = 2^64-1 has no
  * successor (semantics §2), so nothing is applied or drained after it. */
 static inline bool agg_open(const agg_ctx_t *a) {
@@ -296,23 +296,22 @@ static inline void agg_set_last(agg_ctx_t *a, uint64_t v) {
 sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size);
 /** Moves the aggregate to a version a snapshot or a release vouches for. */
-sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                            uint64_t S, char *errstr, size_t errstr_size);
+sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
+                            char *errstr, size_t errstr_size);
 /** The gap policy at a passed deadline (semantics §4 step 2). */
-sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                         char *errstr, size_t errstr_size);
+sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+                         size_t errstr_size);
 
 /* ---- engine_decide.c -------------------------------------------------------- */
 
 /** The last header named @p name of @p rec, or NULL. */
-const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
-                                      const char *name);
+const sg_header_t *sg_eng_header_find(const sg_record_t *rec, const char *name);
 /** Rows 6/7 for a record at the version the aggregate expects. */
 sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                               const subject_t *s, uint64_t v,
-                               const char *type, const char *gap_hdr,
-                               const char *gap_val, uint8_t *verdictp,
-                               char *errstr, size_t errstr_size);
+                               const subject_t *s, uint64_t v, const char *type,
+                               const char *gap_hdr, const char *gap_val,
+                               uint8_t *verdictp, char *errstr,
+                               size_t errstr_size);
 /** One input record through the decision table (semantics §3). */
 sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                       sg_process_result_t *result, char *errstr,
@@ -330,8 +329,8 @@ sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 sg_err_t sg_eng_snap_cancel(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                             char *errstr, size_t errstr_size);
 /** Sends queued requests, times out unanswered ones (bounded by @p budget). */
-sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
-                          char *errstr, size_t errstr_size);
+sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget, char *errstr,
+                          size_t errstr_size);
 /** The topic whose snapshot replies come on @p topic, or NULL. */
 const sg_topic_config_t *sg_eng_reply_topic_of(const sg_engine_t *e,
                                                const char *topic);
@@ -341,8 +340,8 @@ bool sg_eng_is_snapshot_reply(const sg_engine_t *e, const char *topic);
 bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out);
 /** Judges one snapshot reply record. */
-sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
-                           char *errstr, size_t errstr_size);
+sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
+                           size_t errstr_size);
 
 /* ---- engine_changelog.c ----------------------------------------------------- */
 
@@ -353,16 +352,16 @@ sg_err_t sg_eng_changelog_effects(sg_engine_t *e);
 void sg_eng_delivered(void *opaque, size_t index, int64_t offset);
 sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                               int32_t partition, int64_t log_start,
-                              int64_t log_end, int64_t *offsetp,
-                              char *errstr, size_t errstr_size);
+                              int64_t log_end, int64_t *offsetp, char *errstr,
+                              size_t errstr_size);
 sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                               int32_t partition, int64_t offset,
                               const void *key, size_t key_len,
-                              const void *value, size_t value_len,
-                              char *errstr, size_t errstr_size);
-sg_err_t sg_eng_restore_end(void *opaque, const char *topic,
-                            int32_t partition, int64_t end_offset,
-                            char *errstr, size_t errstr_size);
+                              const void *value, size_t value_len, char *errstr,
+                              size_t errstr_size);
+sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
+                            int64_t end_offset, char *errstr,
+                            size_t errstr_size);
 int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
                                    int32_t partition);
 void sg_eng_changelog_epoch_set(void *opaque, const char *topic,

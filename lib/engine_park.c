@@ -66,8 +66,8 @@ sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                         snprintf(a->rec.state, sizeof(a->rec.state), "%s",
                                  p->tc->sm.initial);
                 size_t n = id_len < sizeof(a->rec.aggregate) - 1
-                               ? id_len
-                               : sizeof(a->rec.aggregate) - 1;
+                                   ? id_len
+                                   : sizeof(a->rec.aggregate) - 1;
                 memcpy(a->rec.aggregate, id, n);
                 a->rec.aggregate[n] = '\0';
                 a->rec.aggregate_len = n;
@@ -80,8 +80,8 @@ sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
         return err;
 }
 
-sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                         char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_agg_save(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+                         size_t errstr_size) {
         sg_err_t err = sg_agg_put(e->txn, &p->tp, a->hash, &a->rec,
                                   a->old_since, errstr, errstr_size);
         if (!err) {
@@ -118,10 +118,11 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
                 (*typep)[r->type_len] = '\0';
         }
         if (r->headers && r->headers_len >= 4) {
-                void *blob = sg_arena_dup(&e->arena, r->headers, r->headers_len);
+                void *blob =
+                        sg_arena_dup(&e->arena, r->headers, r->headers_len);
                 size_t cnt = r->header_cnt; /* the decoder checked the block */
-                sg_header_t *h = sg_arena_alloc(&e->arena,
-                                             (cnt ? cnt : 1) * sizeof(*h));
+                sg_header_t *h =
+                        sg_arena_alloc(&e->arena, (cnt ? cnt : 1) * sizeof(*h));
                 if (!blob || !h)
                         return SG_ERR_NOMEM;
                 ssize_t n = sg_headers_parse(blob, r->headers_len, h, cnt);
@@ -141,14 +142,14 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
  * SG_ERR_NOT_FOUND when there is none. */
 static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
                        uint64_t v, uint64_t *vp, subject_t *s, char **typep,
-                       unsigned char kh[32], char *errstr,
-                       size_t errstr_size) {
+                       unsigned char kh[32], char *errstr, size_t errstr_size) {
         sg_parked_rec_t pr, *r = &pr;
         uint64_t got = v;
         if (a->rec.parked_cnt == 0)
                 return SG_ERR_NOT_FOUND;
-        sg_err_t err = lowest ? sg_parked_first(e->txn, &p->tp, a->hash, &got, r)
-                              : sg_parked_get(e->txn, &p->tp, a->hash, v, r);
+        sg_err_t err =
+                lowest ? sg_parked_first(e->txn, &p->tp, a->hash, &got, r)
+                       : sg_parked_get(e->txn, &p->tp, a->hash, v, r);
         if (err)
                 return err;
         if (got > v)
@@ -164,12 +165,11 @@ static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
                                  errstr_size)))
                 return err;
         a->rec.parked_cnt--;
-        a->rec.parked_bytes -= bytes < a->rec.parked_bytes ? bytes
-                                                           : a->rec.parked_bytes;
+        a->rec.parked_bytes -=
+                bytes < a->rec.parked_bytes ? bytes : a->rec.parked_bytes;
         p->work.parked_cnt--;
-        p->work.parked_bytes -= bytes < p->work.parked_bytes
-                                    ? bytes
-                                    : p->work.parked_bytes;
+        p->work.parked_bytes -=
+                bytes < p->work.parked_bytes ? bytes : p->work.parked_bytes;
         return SG_OK;
 }
 
@@ -202,30 +202,31 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
                              kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
-                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED, errstr,
-                                      errstr_size)))
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED,
+                                             errstr, errstr_size)))
                         return err;
                 e->delta.snapshot_superseded_total++;
         }
         if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
                 return err;
         while (agg_open(a) &&
-               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type,
-                             kh, errstr, errstr_size)) == SG_OK) {
+               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type, kh,
+                             errstr, errstr_size)) == SG_OK) {
                 changed = true;
                 const char *gh = NULL, *gv = NULL;
                 if (a->rec.skip_from) {
                         gh = SG_H_GAP_SKIPPED;
                         gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64,
-                                          a->rec.skip_from, a->rec.skip_to);
+                                             a->rec.skip_from, a->rec.skip_to);
                         a->rec.skip_from = a->rec.skip_to = 0;
                 }
                 uint8_t verdict;
                 if ((err = sg_eng_apply_in_order(e, p, a, &s, v, type, gh, gv,
-                                          &verdict, errstr, errstr_size)))
+                                                 &verdict, errstr,
+                                                 errstr_size)))
                         return err;
                 if ((err = sg_eng_record_key(e, p, kh, NULL, verdict, errstr,
-                                      errstr_size)))
+                                             errstr_size)))
                         return err;
         }
         if (agg_open(a) && err != SG_ERR_NOT_FOUND)
@@ -237,8 +238,8 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
  * operator (a release) vouches for: L = S unless L is already higher (L
  * never decreases), parked events <= S are superseded, S+1, ... drain, and
  * what is still parked waits above a new gap with a fresh deadline. */
-sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                            uint64_t S, char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
+                            char *errstr, size_t errstr_size) {
         if (!a->rec.has_last || S > a->rec.last_version)
                 agg_set_last(a, S);
         sg_err_t err = sg_eng_drain(e, p, a, errstr, errstr_size);
@@ -255,18 +256,18 @@ sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a,
 
 /* ---- gap deadlines ------------------------------------------------------- */
 
-sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                         char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
+                         size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         uint64_t next = agg_next(p, a);
         e->delta.gap_timeouts_total++;
         p->touched = true;
         sg_eng_log(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
-             a->rec.aggregate, "waiting_for", LF_U64, next, "parked", LF_U64,
-             (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
-             e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
-             tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq", NULL);
+                   a->rec.aggregate, "waiting_for", LF_U64, next, "parked",
+                   LF_U64, (uint64_t)a->rec.parked_cnt, "waited_ms", LF_I64,
+                   e->now - a->rec.parked_since_ms, "gap_policy", LF_STR,
+                   tc->gap_policy == SG_GAP_SKIP ? "skip" : "dlq", NULL);
         if (tc->gap_policy == SG_GAP_SKIP) {
                 uint64_t low;
                 if ((err = sg_parked_first(e->txn, &p->tp, a->hash, &low,
@@ -295,23 +296,24 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
                              errstr, errstr_size)) == SG_OK) {
                 dlq_info_t d = {
-                    .reason = SG_R_GAP_TIMEOUT,
-                    .aggregate = a->rec.aggregate,
-                    .has_versions = true,
-                    .expected = next,
-                    .actual = v,
-                    .state = a->rec.state,
-                    .detail = sg_arena_printf(
-                        &e->arena,
-                        "version %" PRIu64 " waited %" PRId64
-                        " ms for version %" PRIu64 " (gap_timeout_ms %" PRId64
-                        "); aggregate quarantined",
-                        v, waited, next, tc->gap_timeout_ms),
+                        .reason = SG_R_GAP_TIMEOUT,
+                        .aggregate = a->rec.aggregate,
+                        .has_versions = true,
+                        .expected = next,
+                        .actual = v,
+                        .state = a->rec.state,
+                        .detail = sg_arena_printf(
+                                &e->arena,
+                                "version %" PRIu64 " waited %" PRId64
+                                " ms for version %" PRIu64
+                                " (gap_timeout_ms %" PRId64
+                                "); aggregate quarantined",
+                                v, waited, next, tc->gap_timeout_ms),
                 };
                 if ((err = sg_eng_emit_dlq(e, &s, &d)))
                         return err;
                 if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
-                                      errstr_size)))
+                                             errstr_size)))
                         return err;
         }
         if (err != SG_ERR_NOT_FOUND)
@@ -323,8 +325,8 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
                 sg_eng_log(e, SG_LOG_WARNING, "aggregate_quarantined", p,
-                     "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
-                     LF_U64, next, NULL);
+                           "aggregate", LF_STR, a->rec.aggregate, "waiting_for",
+                           LF_U64, next, NULL);
         }
         return sg_eng_agg_save(e, p, a, errstr, errstr_size);
 }

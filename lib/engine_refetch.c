@@ -100,7 +100,8 @@ static bool parse_request_id(const char *rid, size_t len, char *topic,
 /* xorshift64*: jitter only, not security. */
 static uint64_t rng_next(sg_engine_t *e) {
         if (!e->rng)
-                e->rng = (uint64_t)sg_clock_mono_ms() * 0x9E3779B97F4A7C15ull | 1;
+                e->rng = (uint64_t)sg_clock_mono_ms() * 0x9E3779B97F4A7C15ull |
+                         1;
         e->rng ^= e->rng >> 12;
         e->rng ^= e->rng << 25;
         e->rng ^= e->rng >> 27;
@@ -134,12 +135,12 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
         if (!rid || !ef)
                 return SG_ERR_NOMEM;
         const sg_snapsrc_req_t rq = {
-            .sc = sc,
-            .request_id = rid,
-            .r = r,
-            .topic = p->topic,
-            .partition = p->partition,
-            .instance = e->conf->instance_id ? e->conf->instance_id : "",
+                .sc = sc,
+                .request_id = rid,
+                .r = r,
+                .topic = p->topic,
+                .partition = p->partition,
+                .instance = e->conf->instance_id ? e->conf->instance_id : "",
         };
         sg_err_t err = sg_snapsrc_for(sc->source)->request(&rq, &e->arena, ef);
         if (err)
@@ -218,9 +219,10 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
         p->touched = true;
         bool last = (int64_t)r->attempt >= sc->max_attempts;
         sg_eng_log(e, SG_LOG_WARNING, "snapshot_attempt_failed", p, "aggregate",
-             LF_STR, r->aggregate, "attempt", LF_U64, (uint64_t)r->attempt,
-             "max_attempts", LF_I64, (int64_t)sc->max_attempts, "reason",
-             LF_STR, why, "next", LF_STR, last ? "gap_policy" : "retry", NULL);
+                   LF_STR, r->aggregate, "attempt", LF_U64,
+                   (uint64_t)r->attempt, "max_attempts", LF_I64,
+                   (int64_t)sc->max_attempts, "reason", LF_STR, why, "next",
+                   LF_STR, last ? "gap_policy" : "retry", NULL);
         if ((int64_t)r->attempt < sc->max_attempts) {
                 int64_t old_due = r->due_ms;
                 r->state = SG_SNAP_WAITING;
@@ -251,8 +253,8 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
 }
 
 /* Sends queued requests and times out unanswered ones (bounded). */
-sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
-                          char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget, char *errstr,
+                          size_t errstr_size) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         sg_err_t err;
         while (*budget > 0) {
@@ -288,8 +290,8 @@ sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
                                 p->work.snap_in_flight--;
                         if ((err = snap_attempt_failed(e, p, ah, &r,
                                                        "no reply within "
-                                                       "timeout_ms", errstr,
-                                                       errstr_size)))
+                                                       "timeout_ms",
+                                                       errstr, errstr_size)))
                                 return err;
                         continue;
                 }
@@ -298,8 +300,8 @@ sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
                         /* no capacity: look again a little later, and let
                          * the in-flight timeouts behind it be seen */
                         int64_t wait = sc->backoff_ms < sc->timeout_ms
-                                           ? sc->backoff_ms
-                                           : sc->timeout_ms;
+                                               ? sc->backoff_ms
+                                               : sc->timeout_ms;
                         r.due_ms = e->now + (wait > 0 ? wait : 1);
                 } else if ((err = snap_send(e, p, ah, &r))) {
                         return err;
@@ -312,8 +314,8 @@ sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget,
 }
 
 /* Applies snapshot (S, state, data) to a waiting aggregate. */
-static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
-                           uint64_t S, const char *state, const cJSON *data,
+static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
+                           const char *state, const cJSON *data,
                            const char *provenance, char *errstr,
                            size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
@@ -338,10 +340,10 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 ef->kind = SG_EFFECT_OUTPUT;
                 ef->topic = tc->output_topic;
                 ef->partition = tc->output_partitioning == SG_PART_INPUT
-                                    ? p->partition
-                                    : -1;
+                                        ? p->partition
+                                        : -1;
                 ef->key = sg_arena_dup(&e->arena, a->rec.aggregate,
-                                    a->rec.aggregate_len);
+                                       a->rec.aggregate_len);
                 ef->key_len = a->rec.aggregate_len;
                 if (data) {
                         char *txt = cJSON_PrintUnformatted(data);
@@ -373,7 +375,7 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                 if (e->delta.snapshot_resolve_ms_last >
                     e->delta.snapshot_resolve_ms_max)
                         e->delta.snapshot_resolve_ms_max =
-                            e->delta.snapshot_resolve_ms_last;
+                                e->delta.snapshot_resolve_ms_last;
                 if ((err = sg_snapreq_del(e->txn, &p->tp, a->hash, r.due_ms,
                                           errstr, errstr_size)))
                         return err;
@@ -423,8 +425,7 @@ static const sg_snapsrc_t *reply_source(const sg_engine_t *e,
 bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out) {
         if (cJSON_IsString(v))
-                return sg_version_parse(v->valuestring,
-                                        strlen(v->valuestring),
+                return sg_version_parse(v->valuestring, strlen(v->valuestring),
                                         out) == SG_OK;
         return cJSON_IsNumber(v) &&
                sg_json_version_get(rec->value, rec->value_len, "/version",
@@ -432,8 +433,8 @@ bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
-sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
-                           char *errstr, size_t errstr_size) {
+sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
+                           size_t errstr_size) {
         const sg_snapsrc_t *src = reply_source(e, rec);
         cJSON *body = NULL;
         sg_err_t err = SG_OK;
@@ -452,8 +453,9 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
         unsigned char ah[32];
         uint64_t seq;
         part_t *p = NULL;
-        if (!rid || !parse_request_id(rid, rid_len, topic, sizeof(topic),
-                                      &partition, ah, &seq) ||
+        if (!rid ||
+            !parse_request_id(rid, rid_len, topic, sizeof(topic), &partition,
+                              ah, &seq) ||
             !(p = sg_eng_part_find(e, topic, partition)) || !snap_enabled(p)) {
                 e->delta.snapshot_ignored_total++; /* unknown request id */
                 goto done;
@@ -485,21 +487,22 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec,
                     strcmp(ja->valuestring, a.rec.aggregate) != 0))) {
                 if (!failed)
                         why = !cJSON_IsObject(body)
-                                  ? "reply is not a JSON object"
+                                      ? "reply is not a JSON object"
                               : !sg_eng_reply_version(rec, jv, &S)
-                                  ? "reply has no valid version"
+                                      ? "reply has no valid version"
                               : ja && (!cJSON_IsString(ja) ||
                                        strcmp(ja->valuestring,
                                               a.rec.aggregate) != 0)
-                                  ? "reply is for another aggregate"
-                                  : "reply has no valid state";
+                                      ? "reply is for another aggregate"
+                                      : "reply has no valid state";
                 failed = true;
         }
         if (!failed && p->tc->sm.enabled) {
                 /* the state must be one the machine declares */
                 bool known = false;
                 for (size_t i = 0; i < p->tc->sm.state_cnt && !known; i++)
-                        known = strcmp(p->tc->sm.states[i], js->valuestring) == 0;
+                        known = strcmp(p->tc->sm.states[i], js->valuestring) ==
+                                0;
                 failed = !known;
                 if (failed)
                         why = "reply state is not declared by the state "

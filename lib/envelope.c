@@ -41,10 +41,10 @@
 #include <string.h>
 #include <strings.h>
 
-#define SNIP_MAX 40          /* most characters of input quoted in a detail */
-#define NAME_MAX_QUOTE 32    /* most characters of a configured name quoted */
+#define SNIP_MAX 40       /* most characters of input quoted in a detail */
+#define NAME_MAX_QUOTE 32 /* most characters of a configured name quoted */
 #define DEFAULT_MAX_FIELD 1024
-#define DETAIL_MAX 199       /* longest detail, in bytes */
+#define DETAIL_MAX 199 /* longest detail, in bytes */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                        */
@@ -58,8 +58,7 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
 
 /* Writes a detail of at most DETAIL_MAX bytes (envelope.h): one whose
  * parts (field, source, JSON error) add up to more is cut, ending "...". */
-static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
-{
+static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...) {
         if (errstr && errstr_size > 0) {
                 char buf[512];
                 va_list ap;
@@ -79,8 +78,7 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...)
  * byte (and '"', '\\') as \xNN, in at most @p max output characters, and
  * appends "..." when the input was cut. @p out must hold max + 4 bytes.
  */
-static const char *snip(char *out, const void *s, size_t len, size_t max)
-{
+static const char *snip(char *out, const void *s, size_t len, size_t max) {
         static const char hex[] = "0123456789abcdef";
         const unsigned char *p = s;
         size_t o = 0, i;
@@ -119,14 +117,12 @@ typedef struct env_priv {
         sg_json_doc_t *doc; /* the value's JSON tree (json.h) */
 } env_priv_t;
 
-void sg_envelope_init(sg_envelope_t *env)
-{
+void sg_envelope_init(sg_envelope_t *env) {
         memset(env, 0, sizeof(*env));
 }
 
 /* Frees the strings and zeroes the fields, keeping _priv for reuse. */
-static void envelope_reset(sg_envelope_t *env)
-{
+static void envelope_reset(sg_envelope_t *env) {
         void *priv = env->_priv;
 
         free(env->id);
@@ -136,8 +132,7 @@ static void envelope_reset(sg_envelope_t *env)
         env->_priv = priv;
 }
 
-void sg_envelope_clear(sg_envelope_t *env)
-{
+void sg_envelope_clear(sg_envelope_t *env) {
         env_priv_t *pv;
 
         if (!env)
@@ -159,27 +154,25 @@ typedef struct pctx {
         const sg_topic_config_t *tc;
         const sg_record_t *rec;
         env_priv_t *pv;
-        bool ce;          /* format cloudevents */
-        bool structured;  /* CE structured content mode */
-        bool json_tried;  /* value parse attempted (at most once) */
-        sg_err_t json_err; /* its result */
+        bool ce;                    /* format cloudevents */
+        bool structured;            /* CE structured content mode */
+        bool json_tried;            /* value parse attempted (at most once) */
+        sg_err_t json_err;          /* its result */
         const sg_json_node_t *root; /* parsed value, NULL if not JSON */
-        char json_detail[112]; /* why it is not JSON */
+        char json_detail[112];      /* why it is not JSON */
         size_t max_field;
         char *errstr;
         size_t errstr_size;
 } pctx_t;
 
 /* True in CloudEvents binary mode, where the value is the event's data. */
-static bool binary_mode(const pctx_t *c)
-{
+static bool binary_mode(const pctx_t *c) {
         return c->ce && !c->structured;
 }
 
 /* Parses the record value once; returns the tree or NULL (not JSON, or
  * out of memory: c->json_err says which). */
-static const sg_json_node_t *ctx_json(pctx_t *c)
-{
+static const sg_json_node_t *ctx_json(pctx_t *c) {
         const char *v = c->rec->value;
         size_t len = c->rec->value_len;
 
@@ -197,8 +190,7 @@ static const sg_json_node_t *ctx_json(pctx_t *c)
 }
 
 /* Explains why ctx_json() returned NULL, into @p buf. */
-static const char *json_why(const pctx_t *c, char *buf, size_t size)
-{
+static const char *json_why(const pctx_t *c, char *buf, size_t size) {
         if (!c->rec->value)
                 sg_errf(buf, size, "record value is null");
         else if (c->rec->value_len == 0)
@@ -211,22 +203,22 @@ static const char *json_why(const pctx_t *c, char *buf, size_t size)
 
 /* The value is not JSON: SG_ERR_INVALID with @p field's detail, or
  * SG_ERR_NOMEM when the parse ran out of memory. */
-#define NOT_JSON(c, ...)                                                     \
-        ((c)->json_err == SG_ERR_NOMEM ? SG_ERR_NOMEM                        \
-                                       : fail((c)->errstr, (c)->errstr_size, \
-                                              __VA_ARGS__))
+#define NOT_JSON(c, ...)                                                       \
+        ((c)->json_err == SG_ERR_NOMEM                                         \
+                 ? SG_ERR_NOMEM                                                \
+                 : fail((c)->errstr, (c)->errstr_size, __VA_ARGS__))
 
 /* Last header named @p name (Kafka Connect semantics), or NULL. When
  * @p ce_prefix, matches "ce_" + name without allocating. */
 static const sg_header_t *find_header(const sg_record_t *rec, const char *name,
-                                      bool ce_prefix)
-{
+                                      bool ce_prefix) {
         for (size_t i = rec->header_cnt; i-- > 0;) {
                 const char *h = rec->headers[i].name;
                 if (!h)
                         continue;
                 if (ce_prefix) {
-                        if (strncmp(h, "ce_", 3) == 0 && strcmp(h + 3, name) == 0)
+                        if (strncmp(h, "ce_", 3) == 0 &&
+                            strcmp(h + 3, name) == 0)
                                 return &rec->headers[i];
                 } else if (strcmp(h, name) == 0) {
                         return &rec->headers[i];
@@ -236,8 +228,7 @@ static const sg_header_t *find_header(const sg_record_t *rec, const char *name,
 }
 
 /* Last `content-type` header, its name matched case-insensitively. */
-static const sg_header_t *content_type_header(const sg_record_t *rec)
-{
+static const sg_header_t *content_type_header(const sg_record_t *rec) {
         for (size_t i = rec->header_cnt; i-- > 0;)
                 if (rec->headers[i].name &&
                     strcasecmp(rec->headers[i].name, "content-type") == 0)
@@ -250,7 +241,7 @@ typedef enum { RV_MISSING, RV_NULL_HEADER, RV_TEXT, RV_JSON } rv_kind_t;
 
 typedef struct rawval {
         rv_kind_t kind;
-        const char *p;  /* RV_TEXT */
+        const char *p; /* RV_TEXT */
         size_t len;
         const sg_json_node_t *j; /* RV_JSON */
 } rawval_t;
@@ -263,8 +254,8 @@ typedef struct rawval {
  * whose name goes to @p attr (at most @p attr_size - 1 bytes; "" when the
  * token cannot be an attribute name or the pointer goes deeper).
  */
-static const char *binary_pointer(const char *ptr, char *attr, size_t attr_size)
-{
+static const char *binary_pointer(const char *ptr, char *attr,
+                                  size_t attr_size) {
         const char *tok = ptr + 1, *end;
         size_t n;
 
@@ -279,7 +270,8 @@ static const char *binary_pointer(const char *ptr, char *attr, size_t attr_size)
                 return NULL;
         /* CloudEvents attribute names: a-z, 0-9 (core spec §3.1.1) */
         for (size_t i = 0; i < n; i++)
-                if (!((tok[i] >= 'a' && tok[i] <= 'z') || (tok[i] >= '0' && tok[i] <= '9')))
+                if (!((tok[i] >= 'a' && tok[i] <= 'z') ||
+                      (tok[i] >= '0' && tok[i] <= '9')))
                         return NULL;
         memcpy(attr, tok, n);
         attr[n] = '\0';
@@ -288,8 +280,7 @@ static const char *binary_pointer(const char *ptr, char *attr, size_t attr_size)
 
 /* Describes where @p src is read from ("ce_id header", "JSON Pointer /a"). */
 static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
-                         size_t size)
-{
+                         size_t size) {
         char nm[NAME_MAX_QUOTE + 4], attr[NAME_MAX_QUOTE];
         const char *name = src->name ? src->name : "";
 
@@ -309,10 +300,12 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                                         nm);
                         else if (strcmp(attr, "datacontenttype") == 0)
                                 sg_errf(buf, size,
-                                        "JSON Pointer %s, content-type header", nm);
+                                        "JSON Pointer %s, content-type header",
+                                        nm);
                         else if (attr[0])
-                                sg_errf(buf, size, "JSON Pointer %s, ce_%s header",
-                                        nm, attr);
+                                sg_errf(buf, size,
+                                        "JSON Pointer %s, ce_%s header", nm,
+                                        attr);
                         else
                                 sg_errf(buf, size, "JSON Pointer %s", nm);
                         break;
@@ -322,7 +315,8 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
                 break;
         case SG_SRC_CE:
                 if (c->structured)
-                        sg_errf(buf, size, "%s member of the structured event", nm);
+                        sg_errf(buf, size, "%s member of the structured event",
+                                nm);
                 else
                         sg_errf(buf, size, "ce_%s header", nm);
                 break;
@@ -338,8 +332,7 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
 #define W where(c, src, w, sizeof(w))
 
 /* A header's value as a raw value (absent, null or bytes). */
-static void header_val(const sg_header_t *h, rawval_t *rv)
-{
+static void header_val(const sg_header_t *h, rawval_t *rv) {
         if (!h)
                 return;
         if (!h->value) {
@@ -357,8 +350,7 @@ static void header_val(const sg_header_t *h, rawval_t *rv)
  * SG_ERR_NOMEM.
  */
 static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
-                      rawval_t *rv)
-{
+                      rawval_t *rv) {
         const sg_record_t *rec = c->rec;
         const char *name = src->name ? src->name : "";
         char w[128], why[160], attr[NAME_MAX_QUOTE];
@@ -395,7 +387,8 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                     !(rest = binary_pointer(name, attr, sizeof(attr)))) {
                         /* an attribute, or below one (never there) */
                         if (strcmp(attr, "datacontenttype") == 0)
-                                header_val(content_type_header(rec), rv); /* §3.2.1 */
+                                header_val(content_type_header(rec),
+                                           rv); /* §3.2.1 */
                         else if (attr[0])
                                 header_val(find_header(rec, attr, true), rv);
                         return SG_OK;
@@ -409,8 +402,8 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                 return SG_OK;
 
         default:
-                return fail(c->errstr, c->errstr_size, "%s has no source configured",
-                            field);
+                return fail(c->errstr, c->errstr_size,
+                            "%s has no source configured", field);
         }
 }
 
@@ -420,8 +413,7 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
  * 2^53, as written, "-0" as "0". Judged by the text, never through a
  * double (semantics §2): 9007199254740993 must not become ...992.
  */
-static const char *json_int_text(const sg_json_node_t *j, size_t *len)
-{
+static const char *json_int_text(const sg_json_node_t *j, size_t *len) {
         const char *t = j->text;
         size_t n = j->len, neg = n > 0 && t[0] == '-';
 
@@ -442,9 +434,9 @@ static const char *json_int_text(const sg_json_node_t *j, size_t *len)
  * taken as their decimal text (a numeric order_id is a fine aggregate id).
  * *out and *outlen point into the record or the JSON tree.
  */
-static sg_err_t get_text(pctx_t *c, const char *field, const sg_field_src_t *src,
-                         const char **out, size_t *outlen)
-{
+static sg_err_t get_text(pctx_t *c, const char *field,
+                         const sg_field_src_t *src, const char **out,
+                         size_t *outlen) {
         rawval_t rv;
         sg_err_t err;
         char w[128], s[SNIP_BUF];
@@ -514,8 +506,8 @@ static sg_err_t get_text(pctx_t *c, const char *field, const sg_field_src_t *src
         return SG_OK;
 }
 
-static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src, uint64_t *out)
-{
+static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src,
+                            uint64_t *out) {
         static const char field[] = "version";
         static const char bad[] = "is not a decimal unsigned 64-bit integer";
         rawval_t rv;
@@ -542,28 +534,31 @@ static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src, uint64_t *out)
         default:
                 if (rv.j->type == SG_JSON_NUMBER) {
                         /* judged by its text (semantics §2) */
-                        if (sg_json_number_version(rv.j->text, rv.j->len, out) != SG_OK)
-                                return fail(c->errstr, c->errstr_size,
-                                            "%s %s (%s) is not a JSON integer "
-                                            "in [0, 2^53]; send larger versions "
-                                            "as strings",
-                                            field,
-                                            snip(s, rv.j->text, rv.j->len,
-                                                 SNIP_MAX),
-                                            W);
+                        if (sg_json_number_version(rv.j->text, rv.j->len,
+                                                   out) != SG_OK)
+                                return fail(
+                                        c->errstr, c->errstr_size,
+                                        "%s %s (%s) is not a JSON integer "
+                                        "in [0, 2^53]; send larger versions "
+                                        "as strings",
+                                        field,
+                                        snip(s, rv.j->text, rv.j->len,
+                                             SNIP_MAX),
+                                        W);
                         return SG_OK;
                 }
                 if (rv.j->type != SG_JSON_STRING)
-                        return fail(c->errstr, c->errstr_size,
-                                    "%s (%s) is a JSON %s, not a number or string",
-                                    field, W, sg_json_type_name(rv.j->type));
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "%s (%s) is a JSON %s, not a number or string",
+                                field, W, sg_json_type_name(rv.j->type));
                 p = rv.j->text;
                 len = rv.j->len;
                 break;
         }
         if (sg_version_parse(p, len, out) != SG_OK)
-                return fail(c->errstr, c->errstr_size, "%s \"%s\" (%s) %s", field,
-                            snip(s, p, len, SNIP_MAX), W, bad);
+                return fail(c->errstr, c->errstr_size, "%s \"%s\" (%s) %s",
+                            field, snip(s, p, len, SNIP_MAX), W, bad);
         return SG_OK;
 }
 
@@ -572,8 +567,7 @@ static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src, uint64_t *out)
 /* ------------------------------------------------------------------ */
 
 /* Case-insensitive prefix test on a byte range. */
-static bool has_prefix_ci(const char *p, size_t len, const char *prefix)
-{
+static bool has_prefix_ci(const char *p, size_t len, const char *prefix) {
         size_t n = strlen(prefix);
         return len >= n && strncasecmp(p, prefix, n) == 0;
 }
@@ -585,37 +579,42 @@ static bool has_prefix_ci(const char *p, size_t len, const char *prefix)
  * ce_specversion header and the value is a JSON object with a specversion
  * member; binary otherwise.
  */
-static sg_err_t ce_detect(pctx_t *c)
-{
+static sg_err_t ce_detect(pctx_t *c) {
         const sg_record_t *rec = c->rec;
         const sg_header_t *ct = content_type_header(rec);
         char s[SNIP_BUF];
 
         if (ct && ct->value &&
-            has_prefix_ci(ct->value, ct->value_len, "application/cloudevents")) {
+            has_prefix_ci(ct->value, ct->value_len,
+                          "application/cloudevents")) {
                 const char *p = (const char *)ct->value + 23;
                 size_t len = ct->value_len - 23;
 
                 if (has_prefix_ci(p, len, "-batch"))
-                        return fail(c->errstr, c->errstr_size,
-                                    "content-type \"%s\": batched CloudEvents are "
-                                    "not defined by the Kafka binding",
-                                    snip(s, ct->value, ct->value_len, SNIP_MAX));
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "content-type \"%s\": batched CloudEvents are "
+                                "not defined by the Kafka binding",
+                                snip(s, ct->value, ct->value_len, SNIP_MAX));
                 if (len > 0 && p[0] == '+') {
                         size_t n = 1;
-                        while (n < len && p[n] != ';' && p[n] != ' ' && p[n] != '\t')
+                        while (n < len && p[n] != ';' && p[n] != ' ' &&
+                               p[n] != '\t')
                                 n++;
                         if (n != 5 || strncasecmp(p + 1, "json", 4) != 0)
-                                return fail(c->errstr, c->errstr_size,
-                                            "content-type \"%s\": only the JSON "
-                                            "event format is supported",
-                                            snip(s, ct->value, ct->value_len,
-                                                 SNIP_MAX));
-                } else if (len > 0 && p[0] != ';' && p[0] != ' ' && p[0] != '\t') {
-                        return fail(c->errstr, c->errstr_size,
-                                    "content-type \"%s\" is not a CloudEvents "
-                                    "media type",
-                                    snip(s, ct->value, ct->value_len, SNIP_MAX));
+                                return fail(
+                                        c->errstr, c->errstr_size,
+                                        "content-type \"%s\": only the JSON "
+                                        "event format is supported",
+                                        snip(s, ct->value, ct->value_len,
+                                             SNIP_MAX));
+                } else if (len > 0 && p[0] != ';' && p[0] != ' ' &&
+                           p[0] != '\t') {
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "content-type \"%s\" is not a CloudEvents "
+                                "media type",
+                                snip(s, ct->value, ct->value_len, SNIP_MAX));
                 }
                 c->structured = true;
                 return SG_OK;
@@ -633,9 +632,9 @@ static sg_err_t ce_detect(pctx_t *c)
 
 /* Required attributes (CloudEvents core v1.0 §3.1): present, non-empty
  * strings; specversion "1.0". */
-static sg_err_t ce_check(pctx_t *c)
-{
-        static const char *const req[] = {"specversion", "id", "source", "type"};
+static sg_err_t ce_check(pctx_t *c) {
+        static const char *const req[] = {"specversion", "id", "source",
+                                          "type"};
         char why[160], s[SNIP_BUF], w[128];
 
         if (c->structured) {
@@ -667,7 +666,8 @@ static sg_err_t ce_check(pctx_t *c)
                                     req[i], W);
                 case RV_NULL_HEADER:
                         return fail(c->errstr, c->errstr_size,
-                                    "CloudEvents attribute %s (%s) has a null value",
+                                    "CloudEvents attribute %s (%s) has a null "
+                                    "value",
                                     req[i], W);
                 case RV_TEXT:
                         p = rv.p;
@@ -675,11 +675,12 @@ static sg_err_t ce_check(pctx_t *c)
                         break;
                 case RV_JSON:
                         if (rv.j->type != SG_JSON_STRING)
-                                return fail(c->errstr, c->errstr_size,
-                                            "CloudEvents attribute %s (%s) is a "
-                                            "JSON %s, not a string",
-                                            req[i], W,
-                                            sg_json_type_name(rv.j->type));
+                                return fail(
+                                        c->errstr, c->errstr_size,
+                                        "CloudEvents attribute %s (%s) is a "
+                                        "JSON %s, not a string",
+                                        req[i], W,
+                                        sg_json_type_name(rv.j->type));
                         p = rv.j->text;
                         len = rv.j->len;
                         break;
@@ -689,10 +690,11 @@ static sg_err_t ce_check(pctx_t *c)
                                     "CloudEvents attribute %s (%s) is empty",
                                     req[i], W);
                 if (i == 0 && (len != 3 || memcmp(p, "1.0", 3) != 0))
-                        return fail(c->errstr, c->errstr_size,
-                                    "CloudEvents specversion \"%s\" (%s) is not "
-                                    "supported; expected \"1.0\"",
-                                    snip(s, p, len, SNIP_MAX), W);
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "CloudEvents specversion \"%s\" (%s) is not "
+                                "supported; expected \"1.0\"",
+                                snip(s, p, len, SNIP_MAX), W);
         }
         return SG_OK;
 }
@@ -707,8 +709,7 @@ typedef struct keybuf {
         unsigned char stack[512];
 } keybuf_t;
 
-static bool keybuf_add(keybuf_t *kb, const void *data, size_t len)
-{
+static bool keybuf_add(keybuf_t *kb, const void *data, size_t len) {
         if (kb->cap - kb->len < 4 + len) {
                 size_t ncap = kb->cap * 2;
                 unsigned char *np;
@@ -738,8 +739,7 @@ static bool keybuf_add(keybuf_t *kb, const void *data, size_t len)
 /* sg_envelope_parse                                                    */
 /* ------------------------------------------------------------------ */
 
-static char *dup_bytes(const char *p, size_t len)
-{
+static char *dup_bytes(const char *p, size_t len) {
         char *s = malloc(len + 1);
         if (s) {
                 memcpy(s, p, len);
@@ -750,8 +750,7 @@ static char *dup_bytes(const char *p, size_t len)
 
 /* "scope[N]" without printf: this runs for every scope part of every
  * record, while the label is only read when a detail is written. */
-static const char *scope_label(char *buf, size_t i)
-{
+static const char *scope_label(char *buf, size_t i) {
         char digits[24];
         size_t n = 0, o = 0;
 
@@ -768,8 +767,7 @@ static const char *scope_label(char *buf, size_t i)
         return buf;
 }
 
-static sg_err_t digest_update(void *opaque, const void *bytes, size_t len)
-{
+static sg_err_t digest_update(void *opaque, const void *bytes, size_t len) {
         return EVP_DigestUpdate(opaque, bytes, len) == 1 ? SG_OK : SG_ERR_NOMEM;
 }
 
@@ -781,8 +779,7 @@ static sg_err_t digest_update(void *opaque, const void *bytes, size_t len)
  * form is always JSON, so the two never meet) — and "/data/..." points into
  * it.
  */
-static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
-{
+static sg_err_t digest_subtree(pctx_t *c, unsigned char *out) {
         const char *ptr = c->tc->digest_pointer;
         sg_field_src_t src_v = {SG_SRC_POINTER, (char *)ptr};
         const sg_field_src_t *src = &src_v;
@@ -794,21 +791,24 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
 
         if (binary_mode(c)) {
                 if (!(ptr = binary_pointer(ptr, attr, sizeof(attr))))
-                        return fail(c->errstr, c->errstr_size,
-                                    "digest (digest_pointer, %s): in binary mode "
-                                    "only /data and pointers into it name the "
-                                    "event's data",
-                                    W);
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "digest (digest_pointer, %s): in binary mode "
+                                "only /data and pointers into it name the "
+                                "event's data",
+                                W);
                 if (!c->rec->value)
-                        return fail(c->errstr, c->errstr_size,
-                                    "digest (digest_pointer, %s): the event has "
-                                    "no data (null record value)",
-                                    W);
+                        return fail(
+                                c->errstr, c->errstr_size,
+                                "digest (digest_pointer, %s): the event has "
+                                "no data (null record value)",
+                                W);
         }
         if (!ctx_json(c)) {
-                if (binary_mode(c) && *ptr == '\0' && c->json_err != SG_ERR_NOMEM)
-                        return sg_sha256_ctx(md, c->rec->value, c->rec->value_len,
-                                              out)
+                if (binary_mode(c) && *ptr == '\0' &&
+                    c->json_err != SG_ERR_NOMEM)
+                        return sg_sha256_ctx(md, c->rec->value,
+                                             c->rec->value_len, out)
                                        ? SG_OK
                                        : SG_ERR_NOMEM;
                 return NOT_JSON(c, "digest (digest_pointer, %s): %s", W,
@@ -816,18 +816,19 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out)
         }
         if (!(node = sg_json_pointer_get(c->pv->doc, c->root, ptr)))
                 return fail(c->errstr, c->errstr_size,
-                            "digest subtree (digest_pointer, %s) is missing", W);
+                            "digest subtree (digest_pointer, %s) is missing",
+                            W);
         if (EVP_DigestInit_ex(md, sg_sha256_md(), NULL) != 1)
                 return SG_ERR_NOMEM;
-        if ((err = sg_json_canonical_write(c->pv->doc, node, digest_update, md)))
+        if ((err = sg_json_canonical_write(c->pv->doc, node, digest_update,
+                                           md)))
                 return err;
         if (EVP_DigestFinal_ex(md, out, &olen) != 1 || olen != SG_HASH_LEN)
                 return SG_ERR_NOMEM;
         return SG_OK;
 }
 
-static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
-{
+static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
         const sg_topic_config_t *tc = c->tc;
         const char *topic = c->rec->topic ? c->rec->topic : "";
         const char *p;
@@ -864,7 +865,8 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
                 return SG_ERR_NOMEM;
 
         if (tc->aggregate.kind != SG_SRC_NONE) {
-                if ((err = get_text(c, "aggregate id", &tc->aggregate, &p, &len)))
+                if ((err = get_text(c, "aggregate id", &tc->aggregate, &p,
+                                    &len)))
                         return err;
                 if (!(env->aggregate = dup_bytes(p, len)))
                         return SG_ERR_NOMEM;
@@ -886,23 +888,23 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb)
 
         /* Digest: whole value, or canonical subtree at digest_pointer. */
         if (!tc->digest_pointer)
-                return sg_sha256_ctx(c->pv->md, c->rec->value, c->rec->value_len,
-                                      env->digest)
+                return sg_sha256_ctx(c->pv->md, c->rec->value,
+                                     c->rec->value_len, env->digest)
                                ? SG_OK
                                : SG_ERR_NOMEM;
         return digest_subtree(c, env->digest);
 }
 
 /* The reusable parts of @p env, created on its first parse. */
-static env_priv_t *env_priv(sg_envelope_t *env)
-{
+static env_priv_t *env_priv(sg_envelope_t *env) {
         env_priv_t *pv = env->_priv;
 
         if (pv)
                 return pv;
         if (!(pv = calloc(1, sizeof(*pv))))
                 return NULL;
-        if (!(pv->md = EVP_MD_CTX_new()) || sg_json_doc_new(&pv->doc) != SG_OK) {
+        if (!(pv->md = EVP_MD_CTX_new()) ||
+            sg_json_doc_new(&pv->doc) != SG_OK) {
                 EVP_MD_CTX_free(pv->md);
                 free(pv);
                 return NULL;
@@ -913,8 +915,7 @@ static env_priv_t *env_priv(sg_envelope_t *env)
 
 sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                            sg_envelope_t *env, char *errstr,
-                           size_t errstr_size)
-{
+                           size_t errstr_size) {
         pctx_t c;
         keybuf_t kb;
         sg_err_t err;
@@ -925,13 +926,15 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                 return fail(errstr, errstr_size, "no envelope to parse into");
         envelope_reset(env);
         if (!tc || !rec)
-                return fail(errstr, errstr_size, "no topic configuration or record");
+                return fail(errstr, errstr_size,
+                            "no topic configuration or record");
 
         memset(&c, 0, sizeof(c));
         c.tc = tc;
         c.rec = rec;
         c.ce = tc->format == SG_FORMAT_CLOUDEVENTS;
-        c.max_field = tc->max_field_bytes ? tc->max_field_bytes : DEFAULT_MAX_FIELD;
+        c.max_field =
+                tc->max_field_bytes ? tc->max_field_bytes : DEFAULT_MAX_FIELD;
         c.errstr = errstr;
         c.errstr_size = errstr_size;
 
@@ -950,7 +953,8 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                 free(kb.p);
         if (err) {
                 if (err == SG_ERR_NOMEM)
-                        fail(errstr, errstr_size, "out of memory parsing the envelope");
+                        fail(errstr, errstr_size,
+                             "out of memory parsing the envelope");
                 envelope_reset(env);
         }
         return err;

@@ -92,14 +92,15 @@ extern "C" {
  * copies), valid until sg_envelope_clear() or the next parse into it.
  */
 typedef struct sg_envelope {
-        char *id;                    /**< event id (CE `id`) */
-        char *aggregate;             /**< aggregate id; NULL when not configured */
+        char *id;        /**< event id (CE `id`) */
+        char *aggregate; /**< aggregate id; NULL when not configured */
         size_t aggregate_len;
         bool has_version;
         uint64_t version;
-        char *type;                  /**< event type; NULL when not configured */
-        unsigned char key_hash[SG_HASH_LEN]; /**< SHA-256 of the idempotency key encoding */
-        unsigned char digest[SG_HASH_LEN];   /**< payload digest */
+        char *type; /**< event type; NULL when not configured */
+        unsigned char key_hash
+                [SG_HASH_LEN]; /**< SHA-256 of the idempotency key encoding */
+        unsigned char digest[SG_HASH_LEN]; /**< payload digest */
         /* private: */
         void *_priv;
 } sg_envelope_t;

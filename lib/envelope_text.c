@@ -18,43 +18,39 @@
 static EVP_MD *sha256_fetched;
 static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
 
-static void sha256_fetch(void)
-{
+static void sha256_fetch(void) {
 #if OPENSSL_VERSION_NUMBER >= 0x30000000L
         sha256_fetched = EVP_MD_fetch(NULL, "SHA256", NULL);
 #endif
 }
 
-const EVP_MD *sg_sha256_md(void)
-{
+const EVP_MD *sg_sha256_md(void) {
         pthread_once(&sha256_once, sha256_fetch);
         return sha256_fetched ? sha256_fetched : EVP_sha256();
 }
 
 bool sg_sha256_ctx(EVP_MD_CTX *ctx, const void *data, size_t len,
-                           unsigned char *out)
-{
+                   unsigned char *out) {
         static const unsigned char empty = 0;
         unsigned int olen = 0;
 
         if (!data)
                 data = &empty; /* EVP wants a pointer even for 0 bytes */
         if (!ctx)
-                return EVP_Digest(data, len, out, &olen, sg_sha256_md(), NULL) == 1 &&
+                return EVP_Digest(data, len, out, &olen, sg_sha256_md(),
+                                  NULL) == 1 &&
                        olen == SG_HASH_LEN;
         return EVP_DigestInit_ex(ctx, sg_sha256_md(), NULL) == 1 &&
                EVP_DigestUpdate(ctx, data, len) == 1 &&
                EVP_DigestFinal_ex(ctx, out, &olen) == 1 && olen == SG_HASH_LEN;
 }
 
-void sg_sha256(const void *data, size_t len, unsigned char *out)
-{
+void sg_sha256(const void *data, size_t len, unsigned char *out) {
         if (!sg_sha256_ctx(NULL, data, len, out))
                 memset(out, 0, SG_HASH_LEN);
 }
 
-bool sg_utf8_valid(const char *s, size_t len)
-{
+bool sg_utf8_valid(const char *s, size_t len) {
         const unsigned char *p = (const unsigned char *)s;
         size_t i = 0;
 
@@ -98,8 +94,7 @@ bool sg_utf8_valid(const char *s, size_t len)
         return true;
 }
 
-sg_err_t sg_version_parse(const char *s, size_t len, uint64_t *out)
-{
+sg_err_t sg_version_parse(const char *s, size_t len, uint64_t *out) {
         uint64_t v = 0;
 
         if (!s || len == 0)

@@ -58,10 +58,11 @@ typedef struct blk {
 /* Each allocation is preceded by its size, in a 16-byte header. */
 #define HDR 16
 
-static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t round16(size_t n) {
+        return (n + 15) & ~(size_t)15;
+}
 
-static void *ar_malloc(void *ctx, size_t sz)
-{
+static void *ar_malloc(void *ctx, size_t sz) {
         arena_t *a = ctx;
         blk_t *b = a->head;
         size_t need;
@@ -88,8 +89,7 @@ static void *ar_malloc(void *ctx, size_t sz)
         return p + HDR;
 }
 
-static void *ar_realloc(void *ctx, void *ptr, size_t sz)
-{
+static void *ar_realloc(void *ctx, void *ptr, size_t sz) {
         arena_t *a = ctx;
         blk_t *b = a->head;
         unsigned char *p = ptr, *q;
@@ -114,16 +114,14 @@ static void *ar_realloc(void *ctx, void *ptr, size_t sz)
         return q;
 }
 
-static void ar_free(void *ctx, void *ptr)
-{
+static void ar_free(void *ctx, void *ptr) {
         (void)ctx;
         (void)ptr; /* released all at once by ar_reset() */
 }
 
 /* Forgets every allocation. Several blocks become one of their total size
  * (up to KEEP_ARENA), so the next parse of that size needs no malloc. */
-static void ar_reset(arena_t *a)
-{
+static void ar_reset(arena_t *a) {
         blk_t *b = a->head;
 
         if (b && !b->next) {
@@ -149,8 +147,7 @@ static void ar_reset(arena_t *a)
         }
 }
 
-static void ar_destroy(arena_t *a)
-{
+static void ar_destroy(arena_t *a) {
         blk_t *b = a->head;
         while (b) {
                 blk_t *n = b->next;
@@ -165,8 +162,7 @@ static void ar_destroy(arena_t *a)
 /* Document                                                             */
 /* ------------------------------------------------------------------ */
 
-sg_err_t sg_json_doc_new(sg_json_doc_t **out)
-{
+sg_err_t sg_json_doc_new(sg_json_doc_t **out) {
         sg_json_doc_t *d = calloc(1, sizeof(*d));
 
         *out = d;
@@ -179,8 +175,7 @@ sg_err_t sg_json_doc_new(sg_json_doc_t **out)
         return SG_OK;
 }
 
-void sg_json_doc_destroy(sg_json_doc_t *d)
-{
+void sg_json_doc_destroy(sg_json_doc_t *d) {
         if (!d)
                 return;
         free(d->nodes);
@@ -190,28 +185,31 @@ void sg_json_doc_destroy(sg_json_doc_t *d)
         free(d);
 }
 
-const sg_json_node_t *sg_json_root(const sg_json_doc_t *d)
-{
+const sg_json_node_t *sg_json_root(const sg_json_doc_t *d) {
         return d && d->ok && d->node_cnt ? &d->nodes[0] : NULL;
 }
 
-const char *sg_json_type_name(sg_json_type_t type)
-{
+const char *sg_json_type_name(sg_json_type_t type) {
         switch (type) {
-        case SG_JSON_NULL: return "null";
+        case SG_JSON_NULL:
+                return "null";
         case SG_JSON_FALSE:
-        case SG_JSON_TRUE: return "boolean";
-        case SG_JSON_NUMBER: return "number";
-        case SG_JSON_STRING: return "string";
-        case SG_JSON_ARRAY: return "array";
-        case SG_JSON_OBJECT: return "object";
+        case SG_JSON_TRUE:
+                return "boolean";
+        case SG_JSON_NUMBER:
+                return "number";
+        case SG_JSON_STRING:
+                return "string";
+        case SG_JSON_ARRAY:
+                return "array";
+        case SG_JSON_OBJECT:
+                return "object";
         }
         return "invalid value";
 }
 
 /* Where in the input the parse is: just past the last token. */
-static size_t here(const sg_json_doc_t *d)
-{
+static size_t here(const sg_json_doc_t *d) {
         return d->finishing ? d->len : yajl_get_bytes_consumed(d->hand);
 }
 
@@ -220,8 +218,7 @@ static size_t here(const sg_json_doc_t *d)
 static int stop(sg_json_doc_t *d, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
-static int stop(sg_json_doc_t *d, const char *fmt, ...)
-{
+static int stop(sg_json_doc_t *d, const char *fmt, ...) {
         if (!d->failed && !d->nomem) {
                 va_list ap;
                 va_start(ap, fmt);
@@ -233,16 +230,14 @@ static int stop(sg_json_doc_t *d, const char *fmt, ...)
         return 0;
 }
 
-static int nomem(sg_json_doc_t *d)
-{
+static int nomem(sg_json_doc_t *d) {
         d->nomem = true;
         return 0;
 }
 
 /* Printable quote of a member name for an error: at most NAME_QUOTE bytes,
  * others than printable ASCII (and '"', '\\') as \xNN. */
-static const char *quote(char *out, const char *s, size_t len)
-{
+static const char *quote(char *out, const char *s, size_t len) {
         static const char hex[] = "0123456789abcdef";
         size_t o = 0, i;
 
@@ -265,8 +260,7 @@ static const char *quote(char *out, const char *s, size_t len)
         return out;
 }
 
-static bool in_input(const sg_json_doc_t *d, const void *p)
-{
+static bool in_input(const sg_json_doc_t *d, const void *p) {
         const char *c = p;
         return d->text && c >= d->text && c <= d->text + d->len;
 }
@@ -277,8 +271,7 @@ static bool in_input(const sg_json_doc_t *d, const void *p)
  * text, and a buffered number is part of the input), so pointers handed out
  * stay valid for the whole parse.
  */
-static char *scratch_take(sg_json_doc_t *d, size_t n)
-{
+static char *scratch_take(sg_json_doc_t *d, size_t n) {
         char *p;
 
         if (!d->scratch_ready) {
@@ -305,8 +298,7 @@ static char *scratch_take(sg_json_doc_t *d, size_t n)
 /* Strings                                                              */
 /* ------------------------------------------------------------------ */
 
-static int hexval(unsigned char c)
-{
+static int hexval(unsigned char c) {
         if (c >= '0' && c <= '9')
                 return c - '0';
         if (c >= 'a' && c <= 'f')
@@ -317,8 +309,7 @@ static int hexval(unsigned char c)
 }
 
 /* The 4 hex digits at @p s as a code unit, or -1. */
-static long hex4(const unsigned char *s)
-{
+static long hex4(const unsigned char *s) {
         long v = 0;
         for (int i = 0; i < 4; i++) {
                 int h = hexval(s[i]);
@@ -329,8 +320,7 @@ static long hex4(const unsigned char *s)
         return v;
 }
 
-static size_t utf8_put(unsigned char *o, unsigned long cp)
-{
+static size_t utf8_put(unsigned char *o, unsigned long cp) {
         if (cp < 0x80) {
                 o[0] = (unsigned char)cp;
                 return 1;
@@ -360,8 +350,7 @@ static size_t utf8_put(unsigned char *o, unsigned long cp)
  * §7); any other surrogate escape stops the parse.
  */
 static int decode(sg_json_doc_t *d, const unsigned char *raw, size_t n,
-                  unsigned char *out, size_t *out_len)
-{
+                  unsigned char *out, size_t *out_len) {
         size_t i = 0, o = 0;
 
         while (i < n) {
@@ -376,14 +365,30 @@ static int decode(sg_json_doc_t *d, const unsigned char *raw, size_t n,
                 if (i + 1 >= n)
                         return stop(d, "string ends in an escape");
                 switch (raw[i + 1]) {
-                case '"': out[o++] = '"'; break;
-                case '\\': out[o++] = '\\'; break;
-                case '/': out[o++] = '/'; break;
-                case 'b': out[o++] = '\b'; break;
-                case 'f': out[o++] = '\f'; break;
-                case 'n': out[o++] = '\n'; break;
-                case 'r': out[o++] = '\r'; break;
-                case 't': out[o++] = '\t'; break;
+                case '"':
+                        out[o++] = '"';
+                        break;
+                case '\\':
+                        out[o++] = '\\';
+                        break;
+                case '/':
+                        out[o++] = '/';
+                        break;
+                case 'b':
+                        out[o++] = '\b';
+                        break;
+                case 'f':
+                        out[o++] = '\f';
+                        break;
+                case 'n':
+                        out[o++] = '\n';
+                        break;
+                case 'r':
+                        out[o++] = '\r';
+                        break;
+                case 't':
+                        out[o++] = '\t';
+                        break;
                 case 'u':
                         if (i + 6 > n || (cp = hex4(raw + i + 2)) < 0)
                                 return stop(d, "invalid \\u escape");
@@ -421,13 +426,13 @@ static int decode(sg_json_doc_t *d, const unsigned char *raw, size_t n,
  * (see the file comment). UTF-8 checked strictly (RFC 3629).
  */
 static int take_string(sg_json_doc_t *d, const unsigned char *s, size_t len,
-                       const char **out, size_t *out_len)
-{
+                       const char **out, size_t *out_len) {
         if (in_input(d, s) && in_input(d, s + len)) {
                 *out = (const char *)s;
                 *out_len = len;
         } else {
-                const unsigned char *t = (const unsigned char *)d->text, *end, *q;
+                const unsigned char *t = (const unsigned char *)d->text, *end,
+                                    *q;
                 unsigned char *buf;
                 size_t n;
 
@@ -472,8 +477,7 @@ static int take_string(sg_json_doc_t *d, const unsigned char *s, size_t len,
  * member); returns its index, or 0 after stop()/nomem() (the root is
  * index 0 but is never added twice). */
 static uint32_t add(sg_json_doc_t *d, sg_json_type_t type, const char *text,
-                    size_t len)
-{
+                    size_t len) {
         uint32_t idx;
         sg_json_node_t *n;
 
@@ -518,25 +522,21 @@ static uint32_t add(sg_json_doc_t *d, sg_json_type_t type, const char *text,
         return idx;
 }
 
-static int added(sg_json_doc_t *d, uint32_t idx)
-{
+static int added(sg_json_doc_t *d, uint32_t idx) {
         return idx || (!d->failed && !d->nomem);
 }
 
-static int cb_null(void *ctx)
-{
+static int cb_null(void *ctx) {
         sg_json_doc_t *d = ctx;
         return added(d, add(d, SG_JSON_NULL, NULL, 0));
 }
 
-static int cb_boolean(void *ctx, int b)
-{
+static int cb_boolean(void *ctx, int b) {
         sg_json_doc_t *d = ctx;
         return added(d, add(d, b ? SG_JSON_TRUE : SG_JSON_FALSE, NULL, 0));
 }
 
-static int cb_number(void *ctx, const char *s, size_t len)
-{
+static int cb_number(void *ctx, const char *s, size_t len) {
         sg_json_doc_t *d = ctx;
 
         if (!(in_input(d, s) && in_input(d, s + len))) {
@@ -550,8 +550,7 @@ static int cb_number(void *ctx, const char *s, size_t len)
         return added(d, add(d, SG_JSON_NUMBER, s, len));
 }
 
-static int cb_string(void *ctx, const unsigned char *s, size_t len)
-{
+static int cb_string(void *ctx, const unsigned char *s, size_t len) {
         sg_json_doc_t *d = ctx;
         const char *p;
         size_t n;
@@ -561,8 +560,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
         return added(d, add(d, SG_JSON_STRING, p, n));
 }
 
-static int open_container(sg_json_doc_t *d, sg_json_type_t type)
-{
+static int open_container(sg_json_doc_t *d, sg_json_type_t type) {
         uint32_t idx;
 
         if (d->depth == SG_JSON_MAX_DEPTH)
@@ -576,24 +574,25 @@ static int open_container(sg_json_doc_t *d, sg_json_type_t type)
         return 1;
 }
 
-static int cb_start_map(void *ctx) { return open_container(ctx, SG_JSON_OBJECT); }
-static int cb_start_array(void *ctx) { return open_container(ctx, SG_JSON_ARRAY); }
+static int cb_start_map(void *ctx) {
+        return open_container(ctx, SG_JSON_OBJECT);
+}
+static int cb_start_array(void *ctx) {
+        return open_container(ctx, SG_JSON_ARRAY);
+}
 
-static int cb_map_key(void *ctx, const unsigned char *s, size_t len)
-{
+static int cb_map_key(void *ctx, const unsigned char *s, size_t len) {
         sg_json_doc_t *d = ctx;
         return take_string(d, s, len, &d->name, &d->name_len);
 }
 
-static int cb_end_array(void *ctx)
-{
+static int cb_end_array(void *ctx) {
         sg_json_doc_t *d = ctx;
         d->depth--;
         return 1;
 }
 
-static int name_cmp(const sg_json_node_t *a, const sg_json_node_t *b)
-{
+static int name_cmp(const sg_json_node_t *a, const sg_json_node_t *b) {
         size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
         int c = n ? memcmp(a->name, b->name, n) : 0;
         if (c)
@@ -601,8 +600,7 @@ static int name_cmp(const sg_json_node_t *a, const sg_json_node_t *b)
         return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
 }
 
-static int order_cmp(const void *x, const void *y, void *ctx)
-{
+static int order_cmp(const void *x, const void *y, void *ctx) {
         const sg_json_doc_t *d = ctx;
         return name_cmp(&d->nodes[*(const uint32_t *)x],
                         &d->nodes[*(const uint32_t *)y]);
@@ -610,8 +608,7 @@ static int order_cmp(const void *x, const void *y, void *ctx)
 
 /* Closes an object: its members sorted by name into the order array (the
  * canonical writer's order), and a name found twice stops the parse. */
-static int cb_end_map(void *ctx)
-{
+static int cb_end_map(void *ctx) {
         sg_json_doc_t *d = ctx;
         uint32_t idx = d->stack[--d->depth].node, c, *o;
         sg_json_node_t *obj = &d->nodes[idx];
@@ -641,7 +638,8 @@ static int cb_end_map(void *ctx)
                 for (i = 1; i < n; i++) {
                         uint32_t v = o[i];
                         size_t j = i;
-                        while (j > 0 && name_cmp(&d->nodes[o[j - 1]], &d->nodes[v]) > 0) {
+                        while (j > 0 && name_cmp(&d->nodes[o[j - 1]],
+                                                 &d->nodes[v]) > 0) {
                                 o[j] = o[j - 1];
                                 j--;
                         }
@@ -674,8 +672,7 @@ static const yajl_callbacks callbacks = {
 };
 
 /* Drops buffers a huge record grew, before the next parse. */
-static void trim(sg_json_doc_t *d)
-{
+static void trim(sg_json_doc_t *d) {
         if (d->node_cap > KEEP_NODES) {
                 free(d->nodes);
                 d->nodes = NULL;
@@ -694,8 +691,7 @@ static void trim(sg_json_doc_t *d)
 }
 
 /* yajl's message without its "parse error: " prefix and final newline. */
-static void yajl_why(sg_json_doc_t *d, char *buf, size_t size)
-{
+static void yajl_why(sg_json_doc_t *d, char *buf, size_t size) {
         unsigned char *e = yajl_get_error(d->hand, 0, NULL, 0);
         const char *m = e ? (const char *)e : "invalid JSON", *colon;
         size_t n;
@@ -711,8 +707,7 @@ static void yajl_why(sg_json_doc_t *d, char *buf, size_t size)
 }
 
 sg_err_t sg_json_parse(sg_json_doc_t *d, const char *text, size_t len,
-                       char *errstr, size_t errstr_size)
-{
+                       char *errstr, size_t errstr_size) {
         yajl_status st;
         size_t at;
         char why[96];
@@ -738,7 +733,8 @@ sg_err_t sg_json_parse(sg_json_doc_t *d, const char *text, size_t len,
         yajl_config(d->hand, yajl_allow_multiple_values, 0);
         yajl_config(d->hand, yajl_allow_partial_values, 0);
 
-        st = yajl_parse(d->hand, (const unsigned char *)(text ? text : ""), len);
+        st = yajl_parse(d->hand, (const unsigned char *)(text ? text : ""),
+                        len);
         at = yajl_get_bytes_consumed(d->hand);
         if (st == yajl_status_ok) {
                 d->finishing = true;
@@ -779,8 +775,7 @@ sg_err_t sg_json_parse(sg_json_doc_t *d, const char *text, size_t len,
 
 const sg_json_node_t *sg_json_member(const sg_json_doc_t *d,
                                      const sg_json_node_t *obj,
-                                     const char *name, size_t name_len)
-{
+                                     const char *name, size_t name_len) {
         if (!obj || obj->type != SG_JSON_OBJECT)
                 return NULL;
         for (uint32_t c = obj->_first; c; c = d->nodes[c]._next) {
@@ -795,8 +790,7 @@ const sg_json_node_t *sg_json_member(const sg_json_doc_t *d,
 /* True if member name @p key equals reference token tok[0..toklen) after
  * unescaping ~0 and ~1 (RFC 6901 §4), without allocating. */
 static bool token_equals(const char *key, size_t key_len, const char *tok,
-                         size_t toklen)
-{
+                         size_t toklen) {
         size_t i = 0, k = 0;
 
         while (i < toklen) {
@@ -816,8 +810,7 @@ static bool token_equals(const char *key, size_t key_len, const char *tok,
 
 const sg_json_node_t *sg_json_pointer_get(const sg_json_doc_t *d,
                                           const sg_json_node_t *from,
-                                          const char *pointer)
-{
+                                          const char *pointer) {
         const sg_json_node_t *node = from;
         const char *p = pointer;
 
@@ -838,13 +831,15 @@ const sg_json_node_t *sg_json_pointer_get(const sg_json_doc_t *d,
                 toklen = (size_t)(p - tok);
                 for (size_t i = 0; i < toklen; i++)
                         if (tok[i] == '~' &&
-                            (i + 1 >= toklen || (tok[i + 1] != '0' && tok[i + 1] != '1')))
+                            (i + 1 >= toklen ||
+                             (tok[i + 1] != '0' && tok[i + 1] != '1')))
                                 return NULL; /* invalid escape (RFC 6901 §3) */
 
                 if (node->type == SG_JSON_OBJECT) {
                         for (c = node->_first; c; c = d->nodes[c]._next)
                                 if (token_equals(d->nodes[c].name,
-                                                 d->nodes[c].name_len, tok, toklen))
+                                                 d->nodes[c].name_len, tok,
+                                                 toklen))
                                         break;
                 } else if (node->type == SG_JSON_ARRAY) {
                         /* array-index = %x30 / ( %x31-39 *(%x30-39) ); "-"
@@ -881,11 +876,10 @@ const sg_json_node_t *sg_json_pointer_get(const sg_json_doc_t *d,
  * leading zeros), and 16 digits never overflow a uint64_t. */
 #define INT_MAX_DIGITS 16
 _Static_assert(SG_JSON_INT_MAX >= INT64_C(1000000000000000) &&
-                   SG_JSON_INT_MAX < INT64_C(10000000000000000),
+                       SG_JSON_INT_MAX < INT64_C(10000000000000000),
                "SG_JSON_INT_MAX has INT_MAX_DIGITS digits");
 
-sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out)
-{
+sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out) {
         uint64_t v = 0;
 
         if (!text || len == 0 || len > INT_MAX_DIGITS)
@@ -904,9 +898,8 @@ sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out)
         return SG_OK;
 }
 
-sg_err_t sg_json_version_get(const char *json, size_t len,
-                             const char *pointer, uint64_t *out)
-{
+sg_err_t sg_json_version_get(const char *json, size_t len, const char *pointer,
+                             uint64_t *out) {
         sg_json_doc_t *d;
         const sg_json_node_t *n;
         sg_err_t err;
@@ -914,7 +907,8 @@ sg_err_t sg_json_version_get(const char *json, size_t len,
         if ((err = sg_json_doc_new(&d)))
                 return err;
         if (!(err = sg_json_parse(d, json, len, NULL, 0))) {
-                n = sg_json_pointer_get(d, sg_json_root(d), pointer ? pointer : "");
+                n = sg_json_pointer_get(d, sg_json_root(d),
+                                        pointer ? pointer : "");
                 if (n && n->type == SG_JSON_NUMBER)
                         err = sg_json_number_version(n->text, n->len, out);
                 else if (n && n->type == SG_JSON_STRING)

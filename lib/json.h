@@ -75,7 +75,7 @@ typedef struct sg_json_node {
         uint32_t count; /**< array elements or object members */
         /* private: */
         uint32_t _first, _next; /* first child, next sibling; 0 = none */
-        uint32_t _sorted;       /* objects: members by name, in the order array */
+        uint32_t _sorted; /* objects: members by name, in the order array */
 } sg_json_node_t;
 
 /** A reusable parser and tree: one per thread, reused for every record. */
@@ -160,9 +160,8 @@ sg_err_t sg_json_canonical_write(const sg_json_doc_t *doc,
  * @returns SG_OK; SG_ERR_INVALID (not accepted JSON, or nothing at the
  *          pointer; @p errstr says which); SG_ERR_NOMEM.
  */
-sg_err_t sg_json_canonicalize(const char *text, size_t len,
-                              const char *pointer, char **out,
-                              size_t *out_len, char *errstr,
+sg_err_t sg_json_canonicalize(const char *text, size_t len, const char *pointer,
+                              char **out, size_t *out_len, char *errstr,
                               size_t errstr_size);
 
 /**
@@ -181,8 +180,8 @@ sg_err_t sg_json_number_version(const char *text, size_t len, uint64_t *out);
  * Returns SG_OK, SG_ERR_INVALID (not JSON, absent, another type, or not a
  * version), SG_ERR_NOMEM.
  */
-sg_err_t sg_json_version_get(const char *json, size_t len,
-                             const char *pointer, uint64_t *out);
+sg_err_t sg_json_version_get(const char *json, size_t len, const char *pointer,
+                             uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -21,19 +21,18 @@ typedef struct writer {
         unsigned char buf[1024];
 } writer_t;
 
-static void w_flush(writer_t *w)
-{
+static void w_flush(writer_t *w) {
         if (w->n && !w->err)
                 w->err = w->fn(w->opaque, w->buf, w->n);
         w->n = 0;
 }
 
-static void w_put(writer_t *w, const void *p, size_t len)
-{
+static void w_put(writer_t *w, const void *p, size_t len) {
         const unsigned char *s = p;
 
         while (len && !w->err) {
-                size_t room = sizeof(w->buf) - w->n, k = len < room ? len : room;
+                size_t room = sizeof(w->buf) - w->n,
+                       k = len < room ? len : room;
                 memcpy(w->buf + w->n, s, k);
                 w->n += k;
                 s += k;
@@ -43,16 +42,14 @@ static void w_put(writer_t *w, const void *p, size_t len)
         }
 }
 
-static void w_byte(writer_t *w, unsigned char c)
-{
+static void w_byte(writer_t *w, unsigned char c) {
         if (w->n == sizeof(w->buf))
                 w_flush(w);
         w->buf[w->n++] = c;
 }
 
 /* A string as RFC 8785 §3.2.2.2 writes it. */
-static void w_string(writer_t *w, const char *s, size_t len)
-{
+static void w_string(writer_t *w, const char *s, size_t len) {
         static const char hex[] = "0123456789abcdef";
         const unsigned char *p = (const unsigned char *)s;
         size_t run = 0;
@@ -69,13 +66,27 @@ static void w_string(writer_t *w, const char *s, size_t len)
                 run = i + 1;
                 esc[0] = '\\';
                 switch (c) {
-                case '"': esc[1] = '"'; break;
-                case '\\': esc[1] = '\\'; break;
-                case '\b': esc[1] = 'b'; break;
-                case '\f': esc[1] = 'f'; break;
-                case '\n': esc[1] = 'n'; break;
-                case '\r': esc[1] = 'r'; break;
-                case '\t': esc[1] = 't'; break;
+                case '"':
+                        esc[1] = '"';
+                        break;
+                case '\\':
+                        esc[1] = '\\';
+                        break;
+                case '\b':
+                        esc[1] = 'b';
+                        break;
+                case '\f':
+                        esc[1] = 'f';
+                        break;
+                case '\n':
+                        esc[1] = 'n';
+                        break;
+                case '\r':
+                        esc[1] = 'r';
+                        break;
+                case '\t':
+                        esc[1] = 't';
+                        break;
                 default:
                         esc[1] = 'u';
                         esc[2] = '0';
@@ -99,8 +110,7 @@ typedef struct wframe {
 
 sg_err_t sg_json_canonical_write(const sg_json_doc_t *d,
                                  const sg_json_node_t *node,
-                                 sg_json_write_fn fn, void *opaque)
-{
+                                 sg_json_write_fn fn, void *opaque) {
         writer_t w;
         wframe_t stack[SG_JSON_MAX_DEPTH];
         size_t sp = 0;
@@ -119,16 +129,27 @@ sg_err_t sg_json_canonical_write(const sg_json_doc_t *d,
 
                 /* the value */
                 switch (n->type) {
-                case SG_JSON_NULL: w_put(&w, "null", 4); break;
-                case SG_JSON_FALSE: w_put(&w, "false", 5); break;
-                case SG_JSON_TRUE: w_put(&w, "true", 4); break;
-                case SG_JSON_NUMBER: w_put(&w, n->text, n->len); break;
-                case SG_JSON_STRING: w_string(&w, n->text, n->len); break;
+                case SG_JSON_NULL:
+                        w_put(&w, "null", 4);
+                        break;
+                case SG_JSON_FALSE:
+                        w_put(&w, "false", 5);
+                        break;
+                case SG_JSON_TRUE:
+                        w_put(&w, "true", 4);
+                        break;
+                case SG_JSON_NUMBER:
+                        w_put(&w, n->text, n->len);
+                        break;
+                case SG_JSON_STRING:
+                        w_string(&w, n->text, n->len);
+                        break;
                 case SG_JSON_ARRAY:
                 case SG_JSON_OBJECT:
                         w_byte(&w, n->type == SG_JSON_ARRAY ? '[' : '{');
                         if (n->count == 0) {
-                                w_byte(&w, n->type == SG_JSON_ARRAY ? ']' : '}');
+                                w_byte(&w,
+                                       n->type == SG_JSON_ARRAY ? ']' : '}');
                                 break;
                         }
                         if (sp == SG_JSON_MAX_DEPTH)
@@ -153,7 +174,8 @@ sg_err_t sg_json_canonical_write(const sg_json_doc_t *d,
                         f = &stack[sp - 1];
                         c = &d->nodes[f->node];
                         if (f->pos == c->count) {
-                                w_byte(&w, c->type == SG_JSON_ARRAY ? ']' : '}');
+                                w_byte(&w,
+                                       c->type == SG_JSON_ARRAY ? ']' : '}');
                                 sp--;
                                 continue;
                         }
@@ -185,8 +207,7 @@ typedef struct growbuf {
         size_t len, cap;
 } growbuf_t;
 
-static sg_err_t grow_put(void *opaque, const void *bytes, size_t len)
-{
+static sg_err_t grow_put(void *opaque, const void *bytes, size_t len) {
         growbuf_t *g = opaque;
 
         if (g->cap - g->len <= len) {
@@ -205,11 +226,9 @@ static sg_err_t grow_put(void *opaque, const void *bytes, size_t len)
         return SG_OK;
 }
 
-sg_err_t sg_json_canonicalize(const char *text, size_t len,
-                              const char *pointer, char **out,
-                              size_t *out_len, char *errstr,
-                              size_t errstr_size)
-{
+sg_err_t sg_json_canonicalize(const char *text, size_t len, const char *pointer,
+                              char **out, size_t *out_len, char *errstr,
+                              size_t errstr_size) {
         sg_json_doc_t *d;
         const sg_json_node_t *node;
         growbuf_t g = {NULL, 0, 0};
@@ -224,8 +243,10 @@ sg_err_t sg_json_canonicalize(const char *text, size_t len,
         }
         if ((err = sg_json_parse(d, text, len, errstr, errstr_size)))
                 goto done;
-        if (!(node = sg_json_pointer_get(d, sg_json_root(d), pointer ? pointer : ""))) {
-                sg_errf(errstr, errstr_size, "JSON Pointer %.64s: no such value",
+        if (!(node = sg_json_pointer_get(d, sg_json_root(d),
+                                         pointer ? pointer : ""))) {
+                sg_errf(errstr, errstr_size,
+                        "JSON Pointer %.64s: no such value",
                         pointer ? pointer : "");
                 err = SG_ERR_INVALID;
                 goto done;

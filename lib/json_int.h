@@ -15,8 +15,8 @@
 struct blk;
 
 typedef struct arena {
-        struct blk *head;  /* current block first */
-        size_t total; /* capacity of all blocks */
+        struct blk *head; /* current block first */
+        size_t total;     /* capacity of all blocks */
 } arena_t;
 
 typedef struct frame {

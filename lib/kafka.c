@@ -129,7 +129,6 @@ bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists) {
         }
 }
 
-
 void sg_retry_init(sg_retry_t *r, const char *during) {
         r->during = during;
         r->start_ms = sg_clock_mono_ms();
@@ -146,9 +145,8 @@ static void loop_wait(sg_loop_t *loop, int64_t ms);
  * back-off and returns true (try again); otherwise returns false, and
  * *gave_up (may be NULL) tells whether a retriable error ran out of time.
  */
-bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
-                    rd_kafka_resp_err_t code, bool topic_exists,
-                    const char *detail, bool *gave_up) {
+bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
+                    bool topic_exists, const char *detail, bool *gave_up) {
         int64_t budget = loop->conf->broker_retry_timeout_ms > 0
                                  ? loop->conf->broker_retry_timeout_ms
                                  : 120000;
@@ -183,7 +181,6 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
         return !loop->stop;
 }
 
-
 /** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
 size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
         if (loop->last_part < loop->part_cnt &&
@@ -200,8 +197,7 @@ size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition) {
 /** Finds or adds the entry (on assignment, the only place a partition
  *  enters the table). SG_NO_PART when out of memory: the library never
  *  exits (seqgate.h), the caller stops the loop with SG_ERR_NOMEM. */
-size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
-                        int32_t partition) {
+size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
         size_t pi = sg_loop_part(loop, topic, partition);
         if (pi != SG_NO_PART)
                 return pi;
@@ -240,8 +236,7 @@ static void http_log(void *opaque, sg_log_level_t level, const char *event,
 /** Drives the fetcher, waiting at most @p wait_ms; completed transfers are
  *  kept for the next batch. Never called while a batch runs. */
 static void http_drive(sg_loop_t *loop, int wait_ms) {
-        if (sg_snapshot_http_in_flight(loop->http) == 0 ||
-            loop->batch_running)
+        if (sg_snapshot_http_in_flight(loop->http) == 0 || loop->batch_running)
                 return;
         loop->http_polled_ms = sg_clock_mono_ms();
         sg_snapshot_http_poll(loop->http, wait_ms);
@@ -275,8 +270,7 @@ const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
 sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
                         sg_log_cb *log_cb, void *log_opaque,
                         sg_loop_stats_cb *stats_cb, void *stats_opaque,
-                        sg_loop_t **loopp, char *errstr,
-                        size_t errstr_size) {
+                        sg_loop_t **loopp, char *errstr, size_t errstr_size) {
         if (!conf || !proc || !loopp || !proc->batch_begin || !proc->process ||
             !proc->tick || !proc->effects || !proc->batch_commit ||
             !proc->batch_abort || !proc->assign || conf->topic_cnt == 0) {
@@ -361,8 +355,7 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         loop->alos_cl = !loop->eos && loop->changelog;
         /* the restore consumer's group.id: <transactional id>.restore */
         char id[512];
-        snprintf(loop->restore_group, sizeof(loop->restore_group),
-                 "%s.restore",
+        snprintf(loop->restore_group, sizeof(loop->restore_group), "%s.restore",
                  sg_loop_transactional_id(conf, id, sizeof(id)));
         if ((err = loop_start_clients(loop, errstr, errstr_size))) {
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
@@ -373,8 +366,8 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         bool http = false;
         for (size_t i = 0; i < conf->topic_cnt; i++)
                 http |= conf->topics[i].snapshot.source == SG_SNAP_HTTP;
-        if (http && (err = sg_snapshot_http_open(loop->http, errstr,
-                                                 errstr_size)))
+        if (http &&
+            (err = sg_snapshot_http_open(loop->http, errstr, errstr_size)))
                 return err;
 
         /* Input topics, then every snapshot reply topic (snapshot refetch, semantics §4), each
@@ -382,7 +375,8 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         rd_kafka_topic_partition_list_t *sub =
                 rd_kafka_topic_partition_list_new((int)conf->topic_cnt * 2);
         for (size_t i = 0; i < 2 * conf->topic_cnt; i++) {
-                const sg_topic_config_t *tc = &conf->topics[i % conf->topic_cnt];
+                const sg_topic_config_t *tc =
+                        &conf->topics[i % conf->topic_cnt];
                 const char *name = i < conf->topic_cnt ? tc->name
                                    : tc->snapshot.source == SG_SNAP_KAFKA
                                            ? tc->snapshot.reply_topic
@@ -408,9 +402,8 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
                      sg_loop_stats_cb *stats_cb, void *stats_opaque,
                      sg_loop_t **loopp, char *errstr, size_t errstr_size) {
         sg_loop_t *loop = NULL;
-        sg_err_t err = sg_loop_create(conf, proc, log_cb, log_opaque,
-                                      stats_cb, stats_opaque, &loop, errstr,
-                                      errstr_size);
+        sg_err_t err = sg_loop_create(conf, proc, log_cb, log_opaque, stats_cb,
+                                      stats_opaque, &loop, errstr, errstr_size);
         if (!err && (err = sg_loop_connect(loop, errstr, errstr_size))) {
                 sg_loop_destroy(loop);
                 loop = NULL;
@@ -440,7 +433,7 @@ static void loop_resume_due(sg_loop_t *loop) {
         if (l) {
                 rd_kafka_resume_partitions(loop->consumer, l);
                 sg_loop_log(loop, SG_LOG_INFO, "partitions_resumed",
-                         sg_kafka_parts_json(l));
+                            sg_kafka_parts_json(l));
                 rd_kafka_topic_partition_list_destroy(l);
         }
 }
@@ -448,8 +441,8 @@ static void loop_resume_due(sg_loop_t *loop) {
 /** Polls one batch: up to batch.max_records, or batch.max_ms (≥ 100 ms idle). */
 static void loop_collect(sg_loop_t *loop) {
         int64_t start = sg_clock_mono_ms();
-        int64_t max_ms = loop->conf->batch_max_ms > 0 ? loop->conf->batch_max_ms
-                                                      : 0;
+        int64_t max_ms =
+                loop->conf->batch_max_ms > 0 ? loop->conf->batch_max_ms : 0;
         int64_t deadline = start + max_ms;
         int64_t idle_deadline =
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);
@@ -461,7 +454,8 @@ static void loop_collect(sg_loop_t *loop) {
                 bool busy = http_busy(loop);
                 if (busy && left > SG_HTTP_SLICE_MS)
                         left = SG_HTTP_SLICE_MS;
-                if (loop->msg_cnt == 0 && sg_snapshot_http_pending(loop->http) > 0)
+                if (loop->msg_cnt == 0 &&
+                    sg_snapshot_http_pending(loop->http) > 0)
                         left = 0; /* results to judge: do not idle */
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->consumer, left > 0 ? (int)left : 0);
@@ -476,22 +470,24 @@ static void loop_collect(sg_loop_t *loop) {
                                 cJSON_AddStringToObject(
                                         f, "error", rd_kafka_err2name(m->err));
                                 cJSON_AddStringToObject(
-                                        f, "message", rd_kafka_message_errstr(m));
+                                        f, "message",
+                                        rd_kafka_message_errstr(m));
                                 if (m->rkt)
                                         cJSON_AddStringToObject(
                                                 f, "topic",
                                                 rd_kafka_topic_name(m->rkt));
-                                sg_loop_log(loop, SG_LOG_WARNING, "consume_error",
-                                         f);
+                                sg_loop_log(loop, SG_LOG_WARNING,
+                                            "consume_error", f);
                                 if (rd_kafka_fatal_error(loop->consumer, fes,
                                                          sizeof(fes)))
-                                        sg_loop_set_fatal(loop, SG_ERR_FATAL, fes);
+                                        sg_loop_set_fatal(loop, SG_ERR_FATAL,
+                                                          fes);
                         }
                         rd_kafka_message_destroy(m);
                         continue;
                 }
                 size_t pi = sg_loop_part(loop, rd_kafka_topic_name(m->rkt),
-                                      m->partition);
+                                         m->partition);
                 if (pi == SG_NO_PART || loop->parts[pi].paused_until ||
                     !loop->parts[pi].assigned) {
                         /* Fetched before the pause (or the assignment):
@@ -506,16 +502,16 @@ static void loop_collect(sg_loop_t *loop) {
                  /* an idle loop judges HTTP results at once */
                  (loop->msg_cnt > 0 ||
                   sg_snapshot_http_pending(loop->http) == 0) &&
-                 sg_clock_mono_ms() < (loop->msg_cnt ? deadline : idle_deadline));
+                 sg_clock_mono_ms() <
+                         (loop->msg_cnt ? deadline : idle_deadline));
 }
 
 static void loop_stats_emit(sg_loop_t *loop) {
         sg_loop_stats_t *s = &loop->stats;
         int64_t assigned = 0, paused = 0, lag = 0;
         bool lag_known = true;
-        rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new(
-                        (int)(loop->part_cnt ? loop->part_cnt : 1));
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->part_cnt ? loop->part_cnt : 1));
         for (size_t i = 0; i < loop->part_cnt; i++) {
                 if (!loop->parts[i].assigned)
                         continue;
@@ -530,7 +526,7 @@ static void loop_stats_emit(sg_loop_t *loop) {
         for (int i = 0; i < l->cnt; i++) {
                 int64_t lo, hi;
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
-                                      l->elems[i].partition);
+                                         l->elems[i].partition);
                 int64_t pos = loop->parts[pi].committed >= 0
                                       ? loop->parts[pi].committed
                                       : l->elems[i].offset;
@@ -566,7 +562,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         "sg_loop_run: the loop is not connected");
                 return SG_ERR_INVALID;
         }
-        loop->next_stats_ms = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
+        loop->next_stats_ms =
+                sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
                 if (loop->restore_needed) {
                         /* LMDB fell behind the changelog (batch_commit
@@ -584,7 +581,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(f, "error", es);
                                 sg_loop_log(loop, SG_LOG_ERR, "restore_failed",
-                                         f);
+                                            f);
                                 for (int t = 0; t < 20 && !loop->stop; t++)
                                         loop_wait(loop, 50);
                                 /* keep the group membership alive */
@@ -612,8 +609,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 if (loop->conf->stats_interval_ms > 0 &&
                     sg_clock_mono_ms() >= loop->next_stats_ms) {
                         loop_stats_emit(loop);
-                        loop->next_stats_ms =
-                                sg_clock_mono_ms() + loop->conf->stats_interval_ms;
+                        loop->next_stats_ms = sg_clock_mono_ms() +
+                                              loop->conf->stats_interval_ms;
                 }
         }
         sg_loop_release(loop); /* after a fatal error: read again next time */

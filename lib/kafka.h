@@ -280,8 +280,8 @@ void sg_loop_destroy(sg_loop_t *loop);
  *  error, reason} to @p log_cb, every string scrubbed of @p conf's secret
  *  values first (sg_config_is_secret). */
 typedef struct sg_kafka_log {
-        const sg_config_t *conf;   /**< whose secrets are redacted */
-        sg_log_cb *log_cb;         /**< NULL: nothing is logged */
+        const sg_config_t *conf; /**< whose secrets are redacted */
+        sg_log_cb *log_cb;       /**< NULL: nothing is logged */
         void *log_opaque;
 } sg_kafka_log_t;
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const rd_kafka_metadata_topic_t *
-md_topic(const rd_kafka_metadata_t *md, const char *name) {
+static const rd_kafka_metadata_topic_t *md_topic(const rd_kafka_metadata_t *md,
+                                                 const char *name) {
         for (int i = 0; i < md->topic_cnt; i++)
                 if (!strcmp(md->topics[i].topic, name))
                         return md->topics[i].err ? NULL : &md->topics[i];
@@ -37,14 +37,13 @@ static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
         sg_retry_t r;
         sg_retry_init(&r, "metadata");
         for (;;) {
-                rd_kafka_resp_err_t e =
-                        rd_kafka_metadata(rk, 1, NULL, mdp,
-                                          SG_METADATA_TIMEOUT_MS);
+                rd_kafka_resp_err_t e = rd_kafka_metadata(
+                        rk, 1, NULL, mdp, SG_METADATA_TIMEOUT_MS);
                 if (!e)
                         return SG_OK;
                 bool gave_up = false;
-                if (sg_retry_again(loop, &r, e, false, "reading cluster metadata",
-                                &gave_up))
+                if (sg_retry_again(loop, &r, e, false,
+                                   "reading cluster metadata", &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "reading cluster metadata: %s%s",
                         rd_kafka_err2str(e),
@@ -65,8 +64,8 @@ static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
 static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                                   char *errstr, size_t errstr_size) {
         const rd_kafka_metadata_t *md;
-        sg_err_t err = loop_metadata(loop, loop->producer, &md, errstr,
-                                     errstr_size);
+        sg_err_t err =
+                loop_metadata(loop, loop->producer, &md, errstr, errstr_size);
         if (err)
                 return err;
         *retryp = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -75,8 +74,7 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                 const char *names[5] = {tc->name, tc->output_topic,
                                         tc->dlq_topic, NULL, NULL};
                 const char *roles[5] = {"input", "output", "DLQ",
-                                        "snapshot request",
-                                        "snapshot reply"};
+                                        "snapshot request", "snapshot reply"};
                 if (tc->snapshot.source == SG_SNAP_KAFKA) {
                         names[3] = tc->snapshot.request_topic
                                            ? tc->snapshot.request_topic
@@ -98,7 +96,8 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                                         names[k], roles[k], tc->name,
                                         rd_kafka_err2str(te));
                                 err = SG_ERR_KAFKA;
-                        } else if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                        } else if (te ==
+                                   RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
                                 sg_errf(errstr, errstr_size,
                                         k < 3 ? "topic \"%s\" (%s of input "
                                                 "topic \"%s\") does not exist"
@@ -140,8 +139,8 @@ typedef sg_err_t(admin_pass_fn)(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
 /* Runs @p pass again while it fails with a retriable error (sg_retry_t,
  * @p during names it; @p topic_exists: sg_retry_again's). */
 static sg_err_t admin_retry(sg_loop_t *loop, admin_pass_fn *pass,
-                            const char *during, bool topic_exists,
-                            char *errstr, size_t errstr_size) {
+                            const char *during, bool topic_exists, char *errstr,
+                            size_t errstr_size) {
         sg_retry_t r;
         sg_retry_init(&r, during);
         for (;;) {
@@ -150,8 +149,7 @@ static sg_err_t admin_retry(sg_loop_t *loop, admin_pass_fn *pass,
                 sg_err_t err = pass(loop, &code, es, sizeof(es));
                 bool gave_up = false;
                 if (err == SG_ERR_KAFKA && code &&
-                    sg_retry_again(loop, &r, code, topic_exists, es,
-                                   &gave_up))
+                    sg_retry_again(loop, &r, code, topic_exists, es, &gave_up))
                         continue;
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
@@ -192,10 +190,10 @@ static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q,
  * destroys them). A missing changelog on the mock cluster (@p admin
  * false) cannot be created: SG_ERR_CONFIG. */
 static sg_err_t changelogs_plan(const sg_loop_t *loop,
-                               const rd_kafka_metadata_t *md, bool admin,
-                               rd_kafka_NewTopic_t **nt, size_t *cntp,
-                               rd_kafka_resp_err_t *retryp, char *errstr,
-                               size_t errstr_size) {
+                                const rd_kafka_metadata_t *md, bool admin,
+                                rd_kafka_NewTopic_t **nt, size_t *cntp,
+                                rd_kafka_resp_err_t *retryp, char *errstr,
+                                size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         sg_err_t err = SG_OK;
         size_t nt_cnt = 0;
@@ -210,8 +208,7 @@ static sg_err_t changelogs_plan(const sg_loop_t *loop,
                            : md_topic_err(md, tc->changelog_topic);
                 if (!in) { /* checked before; be safe */
                         sg_errf(errstr, errstr_size,
-                                "input topic \"%s\" does not exist",
-                                tc->name);
+                                "input topic \"%s\" does not exist", tc->name);
                         err = SG_ERR_CONFIG;
                 } else if (cl && cl->partition_cnt != in->partition_cnt) {
                         sg_errf(errstr, errstr_size,
@@ -236,9 +233,9 @@ static sg_err_t changelogs_plan(const sg_loop_t *loop,
                                 tc->changelog_topic);
                         err = SG_ERR_CONFIG;
                 } else if (!cl) {
-                        nt[nt_cnt] = rd_kafka_NewTopic_new(
-                                tc->changelog_topic, in->partition_cnt, -1,
-                                es, sizeof(es));
+                        nt[nt_cnt] = rd_kafka_NewTopic_new(tc->changelog_topic,
+                                                           in->partition_cnt,
+                                                           -1, es, sizeof(es));
                         if (!nt[nt_cnt] ||
                             rd_kafka_NewTopic_set_config(
                                     nt[nt_cnt], "cleanup.policy", "compact")) {
@@ -258,9 +255,9 @@ static sg_err_t changelogs_plan(const sg_loop_t *loop,
 /* Ensure pass, step 2 (create): CreateTopics of the @p nt_cnt missing
  * changelogs @p nt (an existing one, another instance's, is fine). */
 static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
-                                 rd_kafka_NewTopic_t **nt, size_t nt_cnt,
-                                 rd_kafka_resp_err_t *retryp, char *errstr,
-                                 size_t errstr_size) {
+                                  rd_kafka_NewTopic_t **nt, size_t nt_cnt,
+                                  rd_kafka_resp_err_t *retryp, char *errstr,
+                                  size_t errstr_size) {
         rd_kafka_t *rk = loop->producer;
         sg_err_t err = SG_OK;
         if (!err && nt_cnt > 0) {
@@ -274,9 +271,8 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
                 rd_kafka_AdminOptions_destroy(ao);
                 rd_kafka_event_t *ev =
                         admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT);
-                rd_kafka_resp_err_t ee =
-                        ev ? rd_kafka_event_error(ev)
-                           : RD_KAFKA_RESP_ERR__TIMED_OUT;
+                rd_kafka_resp_err_t ee = ev ? rd_kafka_event_error(ev)
+                                            : RD_KAFKA_RESP_ERR__TIMED_OUT;
                 if (ee) {
                         sg_errf(errstr, errstr_size,
                                 "creating changelog topics: %s",
@@ -295,7 +291,8 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
                                         rd_kafka_topic_result_error(tr[i]);
                                 const char *tn =
                                         rd_kafka_topic_result_name(tr[i]);
-                                if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+                                if (te ==
+                                    RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
                                         continue; /* another instance won */
                                 if (te) {
                                         const char *tes =
@@ -304,8 +301,9 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
                                         sg_errf(errstr, errstr_size,
                                                 "creating changelog topic "
                                                 "\"%s\": %s",
-                                                tn, tes ? tes
-                                                        : rd_kafka_err2str(te));
+                                                tn,
+                                                tes ? tes
+                                                    : rd_kafka_err2str(te));
                                         *retryp = te;
                                         err = sg_kafka_err_retriable(te, false)
                                                       ? SG_ERR_KAFKA
@@ -322,7 +320,7 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
                                 cJSON_AddStringToObject(f, "cleanup.policy",
                                                         "compact");
                                 sg_loop_log(loop, SG_LOG_NOTICE,
-                                         "changelog_topic_created", f);
+                                            "changelog_topic_created", f);
                         }
                 }
                 if (ev)
@@ -336,8 +334,8 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
  * but check); cleanup.policy must contain compact. A broker without
  * DescribeConfigs is logged, not an error. */
 static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
-                                 rd_kafka_resp_err_t *retryp, char *errstr,
-                                 size_t errstr_size) {
+                                  rd_kafka_resp_err_t *retryp, char *errstr,
+                                  size_t errstr_size) {
         const sg_config_t *conf = loop->conf;
         rd_kafka_t *rk = loop->producer;
         sg_err_t err = SG_OK;
@@ -358,9 +356,8 @@ static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
                 rd_kafka_AdminOptions_destroy(ao);
                 rd_kafka_event_t *ev =
                         admin_wait(q, RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT);
-                rd_kafka_resp_err_t ee =
-                        ev ? rd_kafka_event_error(ev)
-                           : RD_KAFKA_RESP_ERR__TIMED_OUT;
+                rd_kafka_resp_err_t ee = ev ? rd_kafka_event_error(ev)
+                                            : RD_KAFKA_RESP_ERR__TIMED_OUT;
                 if (ee == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE ||
                     ee == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION) {
                         cJSON *f = cJSON_CreateObject();
@@ -372,7 +369,7 @@ static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
                                 "(older than Kafka 0.11): cleanup.policy of "
                                 "the changelog topics not checked");
                         sg_loop_log(loop, SG_LOG_WARNING,
-                                 "changelog_config_unchecked", f);
+                                    "changelog_config_unchecked", f);
                 } else if (ee) {
                         sg_errf(errstr, errstr_size,
                                 "describing changelog topics: %s",
@@ -408,8 +405,8 @@ static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
                                 }
                                 size_t ec;
                                 const rd_kafka_ConfigEntry_t **ce =
-                                        rd_kafka_ConfigResource_configs(
-                                                res[i], &ec);
+                                        rd_kafka_ConfigResource_configs(res[i],
+                                                                        &ec);
                                 const char *policy = NULL;
                                 for (size_t k = 0; k < ec; k++)
                                         if (!strcmp(rd_kafka_ConfigEntry_name(
@@ -425,7 +422,8 @@ static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
                                                 "contain compact (a changelog "
                                                 "keeps each store key's last "
                                                 "value, semantics §6)",
-                                                tn, policy ? policy : "(unset)");
+                                                tn,
+                                                policy ? policy : "(unset)");
                                         err = SG_ERR_CONFIG;
                                 }
                         }
@@ -498,7 +496,7 @@ static sg_err_t ensure_changelogs_once(sg_loop_t *loop,
                         "topic configs: cleanup.policy of the changelog "
                         "topics not checked");
                 sg_loop_log(loop, SG_LOG_WARNING, "changelog_config_unchecked",
-                         f);
+                            f);
                 rd_kafka_queue_destroy(q);
                 return SG_OK;
         }
@@ -558,8 +556,8 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
                                                     names[i]);
         rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
                 rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-        rd_kafka_AdminOptions_set_request_timeout(ao, SG_ADMIN_TIMEOUT_MS,
-                                                  NULL, 0);
+        rd_kafka_AdminOptions_set_request_timeout(ao, SG_ADMIN_TIMEOUT_MS, NULL,
+                                                  0);
         rd_kafka_DescribeConfigs(rk, cr, n, ao, q);
         rd_kafka_AdminOptions_destroy(ao);
         rd_kafka_event_t *ev =
@@ -574,8 +572,7 @@ static void describe_max_bytes(sg_loop_t *loop, const char **names, size_t n,
                 size_t rc;
                 const rd_kafka_ConfigResource_t **res =
                         rd_kafka_DescribeConfigs_result_resources(
-                                rd_kafka_event_DescribeConfigs_result(ev),
-                                &rc);
+                                rd_kafka_event_DescribeConfigs_result(ev), &rc);
                 for (size_t r = 0; r < rc; r++) {
                         const char *tn = rd_kafka_ConfigResource_name(res[r]);
                         rd_kafka_resp_err_t re =
@@ -709,7 +706,7 @@ sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
                                 "dead-letters an output record above the "
                                 "topic's limit as output_rejected");
                         sg_loop_log(loop, SG_LOG_WARNING, "size_limit_mismatch",
-                                 w);
+                                    w);
                 }
                 if (bsz > lim) {
                         cJSON *w = cJSON_CreateObject();
@@ -723,7 +720,7 @@ sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
                                 "the topic takes; set kafka_producer "
                                 "batch.size below its max.message.bytes");
                         sg_loop_log(loop, SG_LOG_WARNING,
-                                 "batch_size_above_topic_limit", w);
+                                    "batch_size_above_topic_limit", w);
                 }
         }
         if (unknown)

@@ -89,8 +89,8 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
                         const char *name;
                         const void *val;
                         size_t vs;
-                        for (size_t k = 0; !rd_kafka_header_get_all(
-                                     h, k, &name, &val, &vs);
+                        for (size_t k = 0;
+                             !rd_kafka_header_get_all(h, k, &name, &val, &vs);
                              k++) {
                                 loop->hdrs[nh].name = name;
                                 loop->hdrs[nh].value = val;
@@ -117,13 +117,12 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
 /** The batch's next input offsets that move a partition forward (the
  *  paused record, or the one after the last processed). Caller destroys. */
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new(
-                        (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
         for (size_t i = 0; i < loop->batch_part_cnt; i++) {
                 sg_part_t *p = &loop->parts[loop->batch_parts[i]];
-                int64_t off = p->pause_offset >= 0 ? p->pause_offset
-                                                   : p->next_offset;
+                int64_t off =
+                        p->pause_offset >= 0 ? p->pause_offset : p->next_offset;
                 if (off <= p->committed)
                         continue;
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
@@ -137,7 +136,7 @@ void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l) {
         for (int i = 0; i < l->cnt; i++) {
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
-                                      l->elems[i].partition);
+                                         l->elems[i].partition);
                 if (pi != SG_NO_PART &&
                     l->elems[i].offset > loop->parts[pi].committed)
                         loop->parts[pi].committed = l->elems[i].offset;
@@ -158,8 +157,8 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                         cJSON *f = sg_kafka_parts_json(l);
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed",
-                                 f);
+                        sg_loop_log(loop, SG_LOG_WARNING,
+                                    "offset_commit_failed", f);
                 } else {
                         sg_loop_offsets_committed(loop, l);
                 }
@@ -182,9 +181,9 @@ static void loop_offsets_pending(sg_loop_t *loop) {
                                 loop->pending_offsets, l->elems[i].topic,
                                 l->elems[i].partition);
                 if (!t)
-                        rd_kafka_topic_partition_list_add(
-                                loop->pending_offsets, l->elems[i].topic,
-                                l->elems[i].partition)
+                        rd_kafka_topic_partition_list_add(loop->pending_offsets,
+                                                          l->elems[i].topic,
+                                                          l->elems[i].partition)
                                 ->offset = l->elems[i].offset;
                 else if (l->elems[i].offset > t->offset)
                         t->offset = l->elems[i].offset;
@@ -203,17 +202,17 @@ void sg_loop_commit_pending(sg_loop_t *loop) {
                 rd_kafka_topic_partition_list_new(p->cnt);
         for (int i = 0; i < p->cnt; i++) {
                 size_t pi = sg_loop_part(loop, p->elems[i].topic,
-                                      p->elems[i].partition);
+                                         p->elems[i].partition);
                 if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
                     p->elems[i].offset > loop->parts[pi].committed)
-                        rd_kafka_topic_partition_list_add(
-                                l, p->elems[i].topic, p->elems[i].partition)
+                        rd_kafka_topic_partition_list_add(l, p->elems[i].topic,
+                                                          p->elems[i].partition)
                                 ->offset = p->elems[i].offset;
         }
         rd_kafka_topic_partition_list_destroy(p);
-        rd_kafka_resp_err_t e =
-                l->cnt > 0 ? rd_kafka_commit(loop->consumer, l, 0)
-                           : RD_KAFKA_RESP_ERR_NO_ERROR;
+        rd_kafka_resp_err_t e = l->cnt > 0
+                                        ? rd_kafka_commit(loop->consumer, l, 0)
+                                        : RD_KAFKA_RESP_ERR_NO_ERROR;
         for (int i = 0; !e && i < l->cnt; i++)
                 if (l->elems[i].err)
                         e = l->elems[i].err;
@@ -240,23 +239,25 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                 if (!p->assigned)
                         continue;
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
-                        ->offset = to_pause ? p->pause_offset
-                                            : p->first_offset;
+                        ->offset = to_pause ? p->pause_offset : p->first_offset;
         }
         if (l->cnt > 0) {
                 if (to_pause) {
                         rd_kafka_pause_partitions(loop->consumer, l);
-                        int64_t until = sg_clock_mono_ms() + loop->conf->pause_retry_ms;
+                        int64_t until =
+                                sg_clock_mono_ms() + loop->conf->pause_retry_ms;
                         for (int i = 0; i < l->cnt; i++) {
-                                size_t pi = sg_loop_part(loop, l->elems[i].topic,
-                                                      l->elems[i].partition);
+                                size_t pi =
+                                        sg_loop_part(loop, l->elems[i].topic,
+                                                     l->elems[i].partition);
                                 if (pi == SG_NO_PART)
                                         continue;
-                                loop->parts[pi].paused_until = until > 0 ? until : 1;
+                                loop->parts[pi].paused_until =
+                                        until > 0 ? until : 1;
                                 loop->stats.pauses_total++;
                         }
                         sg_loop_log(loop, SG_LOG_INFO, "partitions_paused",
-                                 sg_kafka_parts_json(l));
+                                    sg_kafka_parts_json(l));
                 }
                 rd_kafka_error_t *e = rd_kafka_seek_partitions(
                         loop->consumer, l, SG_SEEK_TIMEOUT_MS);
@@ -292,7 +293,8 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
 /** The input partition (index into loop->parts) changelog effect @p ef is
  *  for, or SIZE_MAX. */
 static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
-        const sg_topic_config_t *tc = sg_loop_topic_of_changelog(loop, ef->topic);
+        const sg_topic_config_t *tc =
+                sg_loop_topic_of_changelog(loop, ef->topic);
         if (!tc || ef->partition < 0)
                 return SIZE_MAX;
         return sg_loop_part(loop, tc->name, ef->partition);
@@ -322,8 +324,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                         continue;
                 size_t pi = loop_changelog_part(loop, &efs[i]);
                 if (pi == SIZE_MAX || !loop->parts[pi].assigned ||
-                    loop->parts[pi].cl_epoch < 0 ||
-                    loop->parts[pi].cl_fenced ||
+                    loop->parts[pi].cl_epoch < 0 || loop->parts[pi].cl_fenced ||
                     loop->parts[pi].cl_next < 0) {
                         sg_errf(errstr, errstr_size,
                                 "changelog record for %s [%" PRId32 "], a "
@@ -365,7 +366,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                                     .key = key,
                                     .key_len = sizeof(key)};
                 err = sg_loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
-                                   errstr_size);
+                                      errstr_size);
                 p->cl_cnt++;
         }
         for (size_t i = 0; i < cnt && !err; i++) {
@@ -375,7 +376,7 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 unsigned char frame[SG_CHANGELOG_FRAME_LEN];
                 sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
                 err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
-                                   errstr_size);
+                                      errstr_size);
         }
         if (!err)
                 err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
@@ -416,8 +417,8 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                                 ", expected from %" PRId64 ": another "
                                 "writer (a zombie, or a newer owner) wrote "
                                 "in between",
-                                p->topic, p->partition, p->cl_first,
-                                p->cl_last, p->cl_next);
+                                p->topic, p->partition, p->cl_first, p->cl_last,
+                                p->cl_next);
                         err = SG_ERR_KAFKA;
                 }
         }
@@ -465,8 +466,9 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 if (m[k].offset != p->cl_last + 1) {
                         sg_errf(errstr, errstr_size,
                                 "changelog of %s [%" PRId32 "]: the batch's "
-                                "marker landed at %" PRId64 ", expected %"
-                                PRId64 ": another writer wrote in between",
+                                "marker landed at %" PRId64
+                                ", expected %" PRId64
+                                ": another writer wrote in between",
                                 p->topic, p->partition, m[k].offset,
                                 p->cl_last + 1);
                         err = SG_ERR_KAFKA;
@@ -520,15 +522,15 @@ static void loop_report_positions(sg_loop_t *loop) {
                 rd_kafka_position(loop->consumer, l);
         for (int i = 0; i < l->cnt; i++) {
                 const rd_kafka_topic_partition_t *e = &l->elems[i];
-                const sg_part_t *p =
-                        &loop->parts[sg_loop_part(loop, e->topic, e->partition)];
+                const sg_part_t *p = &loop->parts[sg_loop_part(loop, e->topic,
+                                                               e->partition)];
                 int64_t lo, hi, lag = -1;
                 /* nothing polled since the assignment: no position yet */
-                int64_t pos = e->offset >= 0    ? e->offset
+                int64_t pos = e->offset >= 0      ? e->offset
                               : p->committed >= 0 ? p->committed
                                                   : p->start;
-                if (!p->paused_until && !(p->in_batch && p->pause_offset >= 0) &&
-                    pos >= 0 &&
+                if (!p->paused_until &&
+                    !(p->in_batch && p->pause_offset >= 0) && pos >= 0 &&
                     rd_kafka_get_watermark_offsets(loop->consumer, e->topic,
                                                    e->partition, &lo,
                                                    &hi) == 0 &&
@@ -544,8 +546,8 @@ static void loop_report_positions(sg_loop_t *loop) {
  * offsets. On error the processor batch is still open (caller aborts it),
  * except when the error came from batch_commit.
  */
-static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
-                             char *errstr, size_t errstr_size) {
+static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
+                             size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
         sg_err_t err;
         size_t consumed = 0;
@@ -564,8 +566,8 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 sg_process_result_t res = SG_PROCESSED;
                 if (p->pause_offset >= 0)
                         continue; /* re-read after the pause */
-                if ((err = pr->process(pr->opaque, &loop->recs[i], &res,
-                                       errstr, errstr_size)))
+                if ((err = pr->process(pr->opaque, &loop->recs[i], &res, errstr,
+                                       errstr_size)))
                         return err;
                 if (res == SG_PAUSE) {
                         p->pause_offset = loop->recs[i].offset;
@@ -603,7 +605,8 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 bool records = false;
                 for (size_t i = 0; !records && i < cnt; i++)
                         records = efs[i].kind != SG_EFFECT_HTTP_GET;
-                rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+                rd_kafka_topic_partition_list_t *l =
+                        sg_loop_batch_offsets(loop);
                 bool moves = l->cnt > 0;
                 rd_kafka_topic_partition_list_destroy(l);
                 if (records || moves) {
@@ -611,8 +614,8 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                                 rd_kafka_begin_transaction(loop->producer);
                         if (e)
                                 return sg_loop_txn_error(loop, e,
-                                                      "begin_transaction",
-                                                      errstr, errstr_size);
+                                                         "begin_transaction",
+                                                         errstr, errstr_size);
                         loop->txn_open = true;
                 }
         }
@@ -626,16 +629,16 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp,
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
                 if (efs[i].kind == SG_EFFECT_HTTP_GET) {
-                        err = sg_snapshot_http_submit(loop->http, &efs[i], errstr,
-                                                      errstr_size);
+                        err = sg_snapshot_http_submit(loop->http, &efs[i],
+                                                      errstr, errstr_size);
                 } else if (framed && efs[i].kind == SG_EFFECT_CHANGELOG) {
                         ncl++;
-                } else if (!(err = sg_loop_produce(loop, &efs[i], i, NULL, errstr,
-                                                errstr_size))) {
+                } else if (!(err = sg_loop_produce(loop, &efs[i], i, NULL,
+                                                   errstr, errstr_size))) {
                         n++;
                         if (loop->isolate)
                                 err = sg_loop_deliver_one(loop, &efs[i], i,
-                                                       errstr, errstr_size);
+                                                          errstr, errstr_size);
                 }
                 if (err)
                         return err;
@@ -704,8 +707,8 @@ void sg_loop_release(sg_loop_t *loop) {
  * what ran it, or NULL): seeks its partitions back so that its records
  * are read again, logs "batch_aborted", and deals with a fatal producer
  * error (exactly_once: stop; at_least_once: a new producer). */
-static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err,
-                               const char *es, const char *why) {
+static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
+                               const char *why) {
         /* HTTP results stay for the next attempt; the requests are
          * forgotten with the batch (the re-run issues them again). */
         sg_snapshot_http_abort(loop->http);
@@ -722,8 +725,8 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err,
         if (err == SG_ERR_FATAL && loop->fatal == SG_OK)
                 sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
         char fes[512];
-        rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
-                loop->producer, fes, sizeof(fes));
+        rd_kafka_resp_err_t fe =
+                rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
         if (fe && loop->eos) {
                 /* A transactional producer's fatal error (fenced):
                  * never start over under the same transactional.id
@@ -743,8 +746,8 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err,
                                        RD_KAFKA_PURGE_F_INFLIGHT);
                 rd_kafka_destroy(loop->producer);
                 loop->producer = NULL;
-                if (sg_loop_client_new(loop, false, &np, nes,
-                                    sizeof(nes)) == SG_OK)
+                if (sg_loop_client_new(loop, false, &np, nes, sizeof(nes)) ==
+                    SG_OK)
                         loop->producer = np;
                 else
                         sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
@@ -790,7 +793,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                                 "restore every assigned partition from its "
                                 "changelog before the next batch");
                         sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
-                                 f);
+                                    f);
                         if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
                             loop->proc.grow(loop->proc.opaque, es,
                                             sizeof(es)) == SG_OK)
@@ -820,16 +823,18 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
                               loop->rerun_follow < 2;
                 if ((loop->rerun || follow) &&
-                    loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                    loop->reruns <
+                            3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
                         /* a refused record the processor routes now: the
                          * same records again, at once (not transient) */
-                        loop->rerun_follow = follow ? loop->rerun_follow + 1
-                                                    : 0;
+                        loop->rerun_follow =
+                                follow ? loop->rerun_follow + 1 : 0;
                         loop->rerun = false;
                         loop->reruns++;
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "reason", es);
-                        cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                        cJSON_AddNumberToObject(f, "rerun",
+                                                (double)loop->reruns);
                         cJSON_AddBoolToObject(f, "one_record_at_a_time",
                                               loop->isolate);
                         sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);

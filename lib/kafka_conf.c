@@ -27,8 +27,8 @@ static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
                         "secret)",
                         name);
         else
-                sg_errf(errstr, errstr_size, "kafka property \"%s\": %s",
-                        name, es);
+                sg_errf(errstr, errstr_size, "kafka property \"%s\": %s", name,
+                        es);
         return SG_ERR_CONFIG;
 }
 
@@ -73,8 +73,7 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                                 : sizeof(pdefs) / sizeof(pdefs[0]);
 
         for (size_t i = 0; !err && i < ndefs; i++)
-                err = conf_set(kc, defs[i][0], defs[i][1], errstr,
-                               errstr_size);
+                err = conf_set(kc, defs[i][0], defs[i][1], errstr, errstr_size);
         /* exactly_once: a dead instance's open transaction holds back the
          * changelog's and the input's stable offsets until it times out;
          * 10 s (Kafka Streams' exactly-once default) rather than 60 s keeps
@@ -89,8 +88,8 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 err = conf_set(kc, "group.id", conf->group_id, errstr,
                                errstr_size);
         if (!err)
-                err = conf_set_list(kc, conf->kafka, conf->kafka_cnt,
-                                    !consumer, errstr, errstr_size);
+                err = conf_set_list(kc, conf->kafka, conf->kafka_cnt, !consumer,
+                                    errstr, errstr_size);
         if (!err && consumer)
                 err = conf_set_list(kc, conf->kafka_consumer,
                                     conf->kafka_consumer_cnt, false, errstr,
@@ -102,8 +101,8 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
         if (!err && eos && consumer)
                 /* exactly_once: aborted input is never judged (config.c
                  * refuses any other value). */
-                err = conf_set(kc, "isolation.level", "read_committed",
-                               errstr, errstr_size);
+                err = conf_set(kc, "isolation.level", "read_committed", errstr,
+                               errstr_size);
         if (!err && txn) {
                 /* Stable per instance (<group.id>-<instance_id>): a
                  * restarted instance fences its zombie (KIP-98). */
@@ -126,8 +125,7 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 }
                 vs = sizeof(v);
                 if (!err &&
-                    rd_kafka_conf_get(kc, "acks", v, &vs) ==
-                            RD_KAFKA_CONF_OK &&
+                    rd_kafka_conf_get(kc, "acks", v, &vs) == RD_KAFKA_CONF_OK &&
                     strcmp(v, "all") && strcmp(v, "-1")) {
                         sg_errf(errstr, errstr_size,
                                 "kafka property \"acks\" must be all "
@@ -157,11 +155,16 @@ static sg_err_t client_new_err(void) {
  *  take (the restore consumer), or that it sets itself. */
 static bool restorer_skips(const char *name) {
         static const char *const skip[] = {
-                "partition.assignment.strategy", "session.timeout.ms",
-                "heartbeat.interval.ms", "max.poll.interval.ms",
-                "enable.auto.commit", "auto.commit.interval.ms",
-                "enable.auto.offset.store", "auto.offset.reset",
-                "isolation.level", "enable.partition.eof",
+                "partition.assignment.strategy",
+                "session.timeout.ms",
+                "heartbeat.interval.ms",
+                "max.poll.interval.ms",
+                "enable.auto.commit",
+                "auto.commit.interval.ms",
+                "enable.auto.offset.store",
+                "auto.offset.reset",
+                "isolation.level",
+                "enable.partition.eof",
         };
         if (!strncmp(name, "group.", 6))
                 return true;
@@ -257,14 +260,13 @@ sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,
                 return SG_ERR_INVALID;
         }
         rd_kafka_conf_t *kc = rd_kafka_conf_new();
-        sg_err_t err =
-                client == SG_KAFKA_READER
-                        ? conf_reader(kc, conf, reader_group, errstr,
-                                      errstr_size)
-                        : conf_member(kc, conf,
-                                      client == SG_KAFKA_GROUP_CONSUMER,
-                                      client == SG_KAFKA_TXN_PRODUCER,
-                                      errstr, errstr_size);
+        sg_err_t err = client == SG_KAFKA_READER
+                               ? conf_reader(kc, conf, reader_group, errstr,
+                                             errstr_size)
+                               : conf_member(kc, conf,
+                                             client == SG_KAFKA_GROUP_CONSUMER,
+                                             client == SG_KAFKA_TXN_PRODUCER,
+                                             errstr, errstr_size);
         if (err) {
                 rd_kafka_conf_destroy(kc);
                 return err;
@@ -311,32 +313,30 @@ sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                               size_t errstr_size) {
         rd_kafka_conf_t *kc;
         sg_err_t err = sg_kafka_conf_new(loop->conf, SG_KAFKA_READER,
-                                         loop->restore_group, &loop->klog,
-                                         &kc, errstr, errstr_size);
+                                         loop->restore_group, &loop->klog, &kc,
+                                         errstr, errstr_size);
         if (!err)
                 err = loop_client(RD_KAFKA_CONSUMER, kc,
-                                  "changelog restore consumer",
-                                  &loop->restorer, errstr, errstr_size);
+                                  "changelog restore consumer", &loop->restorer,
+                                  errstr, errstr_size);
         return err;
 }
 
-sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
-                            rd_kafka_t **rkp, char *errstr,
-                            size_t errstr_size) {
+sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer, rd_kafka_t **rkp,
+                            char *errstr, size_t errstr_size) {
         rd_kafka_conf_t *kc;
-        sg_kafka_client_t client = consumer  ? SG_KAFKA_GROUP_CONSUMER
+        sg_kafka_client_t client = consumer    ? SG_KAFKA_GROUP_CONSUMER
                                    : loop->eos ? SG_KAFKA_TXN_PRODUCER
                                                : SG_KAFKA_PRODUCER;
-        sg_err_t err = sg_kafka_conf_new(loop->conf, client, NULL,
-                                         &loop->klog, &kc, errstr,
-                                         errstr_size);
+        sg_err_t err = sg_kafka_conf_new(loop->conf, client, NULL, &loop->klog,
+                                         &kc, errstr, errstr_size);
         if (err)
                 return err;
         if (consumer)
                 rd_kafka_conf_set_rebalance_cb(kc, sg_loop_cb_rebalance);
         else
                 rd_kafka_conf_set_dr_msg_cb(kc, sg_loop_cb_dr);
-        return loop_client(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER,
-                           kc, consumer ? "consumer" : "producer", rkp,
-                           errstr, errstr_size);
+        return loop_client(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, kc,
+                           consumer ? "consumer" : "producer", rkp, errstr,
+                           errstr_size);
 }

@@ -28,45 +28,45 @@
 #define SG_IDLE_POLL_MS 100
 #define SG_BACKOFF_MIN_MS 100
 #define SG_BACKOFF_MAX_MS 5000
-#define SG_HTTP_SLICE_MS 5            /* consumer/fetcher turn while GETs run */
+#define SG_HTTP_SLICE_MS 5 /* consumer/fetcher turn while GETs run */
 #define SG_HTTP_MAX_BODY (1024 * 1024) /* snapshot response bound: 1 MiB */
 
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
 typedef struct sg_part {
-        char *topic;           /**< owned */
+        char *topic; /**< owned */
         int32_t partition;
-        bool assigned;         /**< currently assigned to this consumer */
-        int64_t committed;     /**< next offset committed by us, -1 unknown */
-        int64_t start;         /**< offset reading started at on assignment,
+        bool assigned;        /**< currently assigned to this consumer */
+        int64_t committed;    /**< next offset committed by us, -1 unknown */
+        int64_t start;        /**< offset reading started at on assignment,
                                     -1 unknown (the group's or
                                     auto.offset.reset) */
-        int64_t paused_until;  /**< monotonic ms to resume at, 0: not paused */
+        int64_t paused_until; /**< monotonic ms to resume at, 0: not paused */
         /* batch state, valid while in_batch */
         bool in_batch;
-        int64_t first_offset;  /**< first offset of this partition in the batch */
-        int64_t next_offset;   /**< offset after the last processed record */
-        int64_t pause_offset;  /**< record the processor paused at, -1 none */
+        int64_t first_offset; /**< first offset of this partition in the batch */
+        int64_t next_offset;  /**< offset after the last processed record */
+        int64_t pause_offset; /**< record the processor paused at, -1 none */
         /* the changelog (input partitions of a stateful processor) */
-        bool restore;          /**< restore before its next batch */
+        bool restore; /**< restore before its next batch */
         /* at_least_once changelog (kafka.h "Changelog fencing") */
-        int64_t cl_epoch;      /**< this owner's epoch (its claim's offset),
+        int64_t cl_epoch;          /**< this owner's epoch (its claim's offset),
                                     -1: not claimed */
-        int64_t cl_seq;        /**< last batch sequence used in cl_epoch */
-        int64_t cl_m1, cl_m2;  /**< sequences of this owner's last two
+        int64_t cl_seq;            /**< last batch sequence used in cl_epoch */
+        int64_t cl_m1, cl_m2;      /**< sequences of this owner's last two
                                     markers (0: none): a batch drops the
                                     one of two batches back */
-        int64_t cl_next;       /**< offset our next changelog record must be
+        int64_t cl_next;           /**< offset our next changelog record must be
                                     written at (nobody else wrote since) */
-        bool cl_fenced;        /**< a newer owner confirmed: never write
+        bool cl_fenced;            /**< a newer owner confirmed: never write
                                     again (paused until revoked) */
-        size_t cl_cnt;         /**< changelog records in this attempt */
+        size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
 } sg_part_t;
 
 struct sg_loop {
         const sg_config_t *conf;
         sg_processor_t proc;
-        sg_kafka_log_t klog;     /**< the log callback; every client's
+        sg_kafka_log_t klog; /**< the log callback; every client's
                                       opaque (sg_kafka_conf_new) */
         sg_loop_stats_cb *stats_cb;
         void *stats_opaque;
@@ -75,35 +75,35 @@ struct sg_loop {
         rd_kafka_t *producer;
 
         volatile sig_atomic_t stop;
-        bool connected;          /**< sg_loop_connect() succeeded */
-        sg_err_t fatal;          /**< SG_OK, or why the loop must stop */
+        bool connected; /**< sg_loop_connect() succeeded */
+        sg_err_t fatal; /**< SG_OK, or why the loop must stop */
         char fatal_str[512];
 
         sg_loop_stats_t stats;
-        int64_t next_stats_ms;   /**< monotonic */
+        int64_t next_stats_ms; /**< monotonic */
         int64_t backoff_ms;
 
         /* the batch being collected / run */
         rd_kafka_message_t **msgs;
         size_t msg_cnt, msg_cap;
         sg_record_t *recs;
-        size_t *rec_part;        /**< index into parts, per record */
+        size_t *rec_part; /**< index into parts, per record */
         sg_header_t *hdrs;
         size_t hdr_cap;
-        size_t *batch_parts;     /**< indexes of the partitions in the batch */
+        size_t *batch_parts; /**< indexes of the partitions in the batch */
         size_t batch_part_cnt;
         bool batch_running;
 
         sg_part_t *parts;
         size_t part_cnt, part_cap;
-        size_t last_part;        /**< last sg_loop_part() hit: records come in runs */
+        size_t last_part; /**< last sg_loop_part() hit: records come in runs */
 
         /* delivery reports of the current attempt: a message's opaque is
          * dr_base + 1 + its effect index, so a report of an earlier
          * (aborted) attempt falls outside (dr_base, dr_base + dr_cnt] */
         uintptr_t dr_base;
-        size_t dr_cnt;           /**< effects of the current attempt */
-        int64_t *dr_offs;        /**< per effect: offset written at, or -1 */
+        size_t dr_cnt;    /**< effects of the current attempt */
+        int64_t *dr_offs; /**< per effect: offset written at, or -1 */
         rd_kafka_resp_err_t *dr_errs; /**< per effect: its delivery error */
         size_t dr_offs_cap;
         size_t dr_ok, dr_fail;
@@ -111,24 +111,24 @@ struct sg_loop {
 
         /* records Kafka refuses for what they are (semantics §3
          * output_rejected): the processor decides, the loop re-runs */
-        bool rerun;              /**< the processor will route a refused
+        bool rerun;       /**< the processor will route a refused
                                       record: run the same records again */
-        bool isolate;            /**< refusals hit several records of one
+        bool isolate;     /**< refusals hit several records of one
                                       produce request: produce one record at
                                       a time to find the refused one */
-        size_t reruns;           /**< re-runs of the batch in progress */
-        int rerun_follow;        /**< re-runs for a failure that followed
+        size_t reruns;    /**< re-runs of the batch in progress */
+        int rerun_follow; /**< re-runs for a failure that followed
                                       a refusal's re-run (exactly_once) */
 
         /* exactly_once (semantics §6) */
-        bool eos;                /**< guarantee exactly_once */
-        rd_kafka_t *restorer;    /**< changelog restore consumer (no group) */
-        bool txn_open;           /**< a Kafka transaction is in progress */
-        bool kafka_committed;    /**< this attempt is in Kafka: its
+        bool eos;             /**< guarantee exactly_once */
+        rd_kafka_t *restorer; /**< changelog restore consumer (no group) */
+        bool txn_open;        /**< a Kafka transaction is in progress */
+        bool kafka_committed; /**< this attempt is in Kafka: its
                                       transaction committed (exactly_once)
                                       or its changelog markers were
                                       acknowledged (at_least_once) */
-        bool restore_needed;     /**< some partition's part.restore is set:
+        bool restore_needed;  /**< some partition's part.restore is set:
                                       restore those before the next batch */
         /* the changelog, both guarantees (semantics §6) */
         bool changelog;          /**< the processor keeps state that follows
@@ -143,26 +143,26 @@ struct sg_loop {
                                       restore brought LMDB up to it */
 
         /* HTTP snapshot refetch (snapshot_http.h) */
-        sg_snapshot_http_t *http; /**< the transfers' bookkeeping */
+        sg_snapshot_http_t *http;     /**< the transfers' bookkeeping */
         const sg_record_t *http_recs; /**< completed transfers drained into
                                       the batch (owned by http) */
-        size_t http_batch_cnt;   /**< their number */
-        int64_t http_polled_ms;  /**< last fetcher drive (monotonic) */
+        size_t http_batch_cnt;        /**< their number */
+        int64_t http_polled_ms;       /**< last fetcher drive (monotonic) */
 };
 /** One operation retried while the cluster answers with retriable errors:
  *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
  *  most broker_retry_timeout_ms in all. */
 typedef struct sg_retry {
-        const char *during;   /**< what is retried, for the log line */
-        int64_t start_ms;     /**< monotonic */
+        const char *during; /**< what is retried, for the log line */
+        int64_t start_ms;   /**< monotonic */
         int64_t backoff_ms;
         int attempt;
 } sg_retry_t;
 #define SG_NO_PART SIZE_MAX
 
 /** The loop whose klog @p log is (a client's opaque, sg_kafka_conf_new). */
-#define SG_LOOP_OF(log) \
-        ((sg_loop_t *)(void *)((char *)(log) - offsetof(sg_loop_t, klog)))
+#define SG_LOOP_OF(log)                                                        \
+        ((sg_loop_t *)(void *)((char *)(log)-offsetof(sg_loop_t, klog)))
 #define SG_RESTORE_POLL_MS 100
 #define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
 #define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
@@ -171,10 +171,10 @@ typedef struct sg_retry {
 /** A record the loop writes itself (at_least_once changelog: claims,
  *  confirms, markers, repairs). */
 typedef struct sg_send {
-        sg_effect_t ef;        /**< topic, partition, key, value */
-        bool framed;           /**< carries SG_CHANGELOG_HEADER = frame */
+        sg_effect_t ef; /**< topic, partition, key, value */
+        bool framed;    /**< carries SG_CHANGELOG_HEADER = frame */
         unsigned char frame[SG_CHANGELOG_FRAME_LEN];
-        int64_t offset;        /**< out: where it was written */
+        int64_t offset; /**< out: where it was written */
 } sg_send_t;
 
 /* the loop: create, connect, run, stop, destroy; shared helpers (kafka.c) */
@@ -183,12 +183,10 @@ cJSON *sg_kafka_parts_json(const rd_kafka_topic_partition_list_t *l);
 void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what);
 bool sg_kafka_err_retriable(rd_kafka_resp_err_t e, bool topic_exists);
 void sg_retry_init(sg_retry_t *r, const char *during);
-bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r,
-                    rd_kafka_resp_err_t code, bool topic_exists,
-                    const char *detail, bool *gave_up);
+bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
+                    bool topic_exists, const char *detail, bool *gave_up);
 size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition);
-size_t sg_loop_part_add(sg_loop_t *loop, const char *topic,
-                        int32_t partition);
+size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
 
@@ -203,9 +201,8 @@ void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
  *  built in @p buf (kafka.h "Batch protocol, exactly_once"). */
 const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,
                                      size_t size);
-sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer,
-                            rd_kafka_t **rkp, char *errstr,
-                            size_t errstr_size);
+sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer, rd_kafka_t **rkp,
+                            char *errstr, size_t errstr_size);
 sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                               size_t errstr_size);
 
@@ -214,24 +211,21 @@ sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
                               size_t errstr_size);
 sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size);
-sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr,
-                             size_t errstr_size);
+sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
 /* changelog restore, claim, repair (kafka_restore.c) */
 sg_err_t sg_loop_restore(sg_loop_t *loop,
                          const rd_kafka_topic_partition_list_t *l,
-                         bool *fencedp, char *errstr,
-                         size_t errstr_size);
+                         bool *fencedp, char *errstr, size_t errstr_size);
 void sg_loop_restore_all(sg_loop_t *loop);
 sg_err_t sg_loop_claim(sg_loop_t *loop,
                        const rd_kafka_topic_partition_list_t *parts,
-                       const int64_t *committed, bool *lostp,
-                       char *errstr, size_t errstr_size);
+                       const int64_t *committed, bool *lostp, char *errstr,
+                       size_t errstr_size);
 
 /* rebalance callbacks (kafka_rebalance.c) */
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                          rd_kafka_topic_partition_list_t *parts,
-                          void *opaque);
+                          rd_kafka_topic_partition_list_t *parts, void *opaque);
 
 /* Kafka transactions (exactly_once) (kafka_txn.c) */
 void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
@@ -242,23 +236,20 @@ sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
 sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size);
 void sg_loop_txn_abort(sg_loop_t *loop);
-sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
-                            size_t errstr_size);
+sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
 /* producing and delivery reports (kafka_produce.c) */
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_begin(sg_loop_t *loop, size_t n);
-sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
-                      char *errstr, size_t errstr_size);
-sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                         size_t index, const unsigned char *frame,
-                         char *errstr, size_t errstr_size);
+sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
+                      size_t errstr_size);
+sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
+                         const unsigned char *frame, char *errstr,
+                         size_t errstr_size);
 sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
-                             size_t index, char *errstr,
-                             size_t errstr_size);
-void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
-                           size_t cnt);
+                             size_t index, char *errstr, size_t errstr_size);
+void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs, size_t cnt);
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size);
 

@@ -21,8 +21,8 @@ static void mock_log(const rd_kafka_t *rk, int level, const char *fac,
 static sg_err_t mock_topic(rd_kafka_mock_cluster_t *mc, const char *name,
                            int partition_cnt, char *errstr,
                            size_t errstr_size) {
-        rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mc, name,
-                                                           partition_cnt, 1);
+        rd_kafka_resp_err_t e =
+                rd_kafka_mock_topic_create(mc, name, partition_cnt, 1);
         if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
                 sg_errf(errstr, errstr_size, "mock topic \"%s\": %s", name,
                         rd_kafka_err2str(e));
@@ -82,8 +82,8 @@ sg_err_t sg_mock_start(const sg_config_t *conf, int broker_cnt,
                  * not compacted (nothing is ever cleaned in a mock) and the
                  * loop's cleanup.policy check is skipped there. */
                 if (!err && tc->changelog_topic)
-                        err = mock_topic(mc, tc->changelog_topic,
-                                         partition_cnt, errstr, errstr_size);
+                        err = mock_topic(mc, tc->changelog_topic, partition_cnt,
+                                         errstr, errstr_size);
         }
         char *bs = err ? NULL : strdup(rd_kafka_mock_cluster_bootstraps(mc));
         if (!err && !bs)

@@ -76,9 +76,8 @@ static rd_kafka_resp_err_t loop_flush(sg_loop_t *loop, size_t n) {
  * records was delivered; otherwise counts the failed deliveries and says
  * how many of the @p what failed (SG_ERR_KAFKA). */
 static sg_err_t loop_delivered(sg_loop_t *loop, size_t n,
-                               rd_kafka_resp_err_t flush_err,
-                               const char *what, char *errstr,
-                               size_t errstr_size) {
+                               rd_kafka_resp_err_t flush_err, const char *what,
+                               char *errstr, size_t errstr_size) {
         if (!flush_err && loop->dr_fail == 0 && loop->dr_ok == n)
                 return SG_OK;
         loop->stats.delivery_failures_total += loop->dr_fail;
@@ -96,8 +95,8 @@ static sg_err_t loop_delivered(sg_loop_t *loop, size_t n,
  * transactional producer writes inside transactions).
  * @returns SG_OK, or SG_ERR_KAFKA if a record was not delivered.
  */
-sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
-                      char *errstr, size_t errstr_size) {
+sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
+                      size_t errstr_size) {
         if (n == 0)
                 return SG_OK;
         if (!sg_loop_dr_begin(loop, n)) {
@@ -105,18 +104,18 @@ sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                 return SG_ERR_NOMEM;
         }
         for (size_t i = 0; i < n; i++) {
-                sg_err_t err = sg_loop_produce(
-                        loop, &recs[i].ef, i,
-                        recs[i].framed ? recs[i].frame : NULL, errstr,
-                        errstr_size);
+                sg_err_t err =
+                        sg_loop_produce(loop, &recs[i].ef, i,
+                                        recs[i].framed ? recs[i].frame : NULL,
+                                        errstr, errstr_size);
                 if (err) {
                         rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
                         return err;
                 }
         }
-        sg_err_t err = loop_delivered(loop, n, loop_flush(loop, n),
-                                      "changelog deliveries", errstr,
-                                      errstr_size);
+        sg_err_t err =
+                loop_delivered(loop, n, loop_flush(loop, n),
+                               "changelog deliveries", errstr, errstr_size);
         if (err)
                 return err;
         for (size_t i = 0; i < n; i++)
@@ -143,9 +142,8 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                          rd_kafka_resp_err_t code) {
         const sg_processor_t *pr = &loop->proc;
         bool too_large = code != RD_KAFKA_RESP_ERR_INVALID_RECORD;
-        bool routed = pr->refused &&
-                      pr->refused(pr->opaque, index, too_large,
-                                  rd_kafka_err2str(code));
+        bool routed = pr->refused && pr->refused(pr->opaque, index, too_large,
+                                                 rd_kafka_err2str(code));
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "topic", ef->topic);
         cJSON_AddNumberToObject(f, "partition", ef->partition);
@@ -153,7 +151,7 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
         cJSON_AddBoolToObject(f, "rerouted", routed);
         sg_loop_log(loop, routed ? SG_LOG_NOTICE : SG_LOG_ERR, "output_refused",
-                 f);
+                    f);
         if (routed)
                 loop->rerun = true;
 }
@@ -163,11 +161,11 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
  *  SG_CHANGELOG_HEADER header (at_least_once changelog records). On a
  *  refusal of the record itself (producev checks message.max.bytes) the
  *  processor is told (loop_refused). */
-sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
-                         size_t index, const unsigned char *frame,
-                         char *errstr, size_t errstr_size) {
-        rd_kafka_headers_t *h = rd_kafka_headers_new(ef->header_cnt +
-                                                     ef->extra_cnt + 1);
+sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
+                         const unsigned char *frame, char *errstr,
+                         size_t errstr_size) {
+        rd_kafka_headers_t *h =
+                rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 1);
         if (frame)
                 rd_kafka_header_add(h, SG_CHANGELOG_HEADER, -1, frame,
                                     SG_CHANGELOG_FRAME_LEN);
@@ -191,12 +189,10 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                         RD_KAFKA_V_KEY(ef->key, ef->key_len),
                         RD_KAFKA_V_VALUE((void *)ef->value, ef->value_len),
-                        RD_KAFKA_V_TIMESTAMP(ef->timestamp_ms > 0
-                                                     ? ef->timestamp_ms
-                                                     : 0),
+                        RD_KAFKA_V_TIMESTAMP(
+                                ef->timestamp_ms > 0 ? ef->timestamp_ms : 0),
                         RD_KAFKA_V_HEADERS(h),
-                        RD_KAFKA_V_OPAQUE(
-                                (void *)(loop->dr_base + 1 + index)),
+                        RD_KAFKA_V_OPAQUE((void *)(loop->dr_base + 1 + index)),
                         RD_KAFKA_V_END);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
                         return SG_OK; /* h now owned by the message */
@@ -205,9 +201,9 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
                         continue;
                 }
                 rd_kafka_headers_destroy(h);
-                sg_errf(errstr, errstr_size, "producing to %s [%" PRId32
-                        "]: %s", ef->topic, ef->partition,
-                        rd_kafka_err2str(e));
+                sg_errf(errstr, errstr_size,
+                        "producing to %s [%" PRId32 "]: %s", ef->topic,
+                        ef->partition, rd_kafka_err2str(e));
                 if (err_refused(e))
                         loop_refused(loop, ef, index, e);
                 return SG_ERR_KAFKA;
@@ -221,8 +217,7 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef,
  * record is a request of its own and a refusal names its record.
  */
 sg_err_t sg_loop_deliver_one(sg_loop_t *loop, const sg_effect_t *ef,
-                             size_t index, char *errstr,
-                             size_t errstr_size) {
+                             size_t index, char *errstr, size_t errstr_size) {
         rd_kafka_resp_err_t e = loop_flush(loop, 1);
         if (e) {
                 sg_errf(errstr, errstr_size, "waiting for a delivery: %s",
@@ -254,16 +249,13 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs,
                         which = i;
                 }
         if (refused == 1) {
-                loop_refused(loop, &efs[which], which,
-                             loop->dr_errs[which]);
+                loop_refused(loop, &efs[which], which, loop->dr_errs[which]);
         } else if (refused > 1 && !loop->isolate) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddNumberToObject(f, "refused", (double)refused);
                 cJSON_AddStringToObject(
-                        f, "error",
-                        rd_kafka_err2name(loop->dr_errs[which]));
-                sg_loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating",
-                         f);
+                        f, "error", rd_kafka_err2name(loop->dr_errs[which]));
+                sg_loop_log(loop, SG_LOG_NOTICE, "output_refused_isolating", f);
                 loop->isolate = true;
                 loop->rerun = true;
         }
@@ -279,6 +271,6 @@ sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                         n, rd_kafka_err2str(e));
                 return SG_ERR_KAFKA;
         }
-        return loop_delivered(loop, n, RD_KAFKA_RESP_ERR_NO_ERROR,
-                              "deliveries", errstr, errstr_size);
+        return loop_delivered(loop, n, RD_KAFKA_RESP_ERR_NO_ERROR, "deliveries",
+                              errstr, errstr_size);
 }

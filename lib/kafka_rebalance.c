@@ -17,7 +17,7 @@ static void on_assign_drop(sg_loop_t *loop, rd_kafka_t *rk,
                            bool cooperative) {
         for (int j = 0; j < upto; j++) {
                 size_t pi = sg_loop_part(loop, parts->elems[j].topic,
-                                      parts->elems[j].partition);
+                                         parts->elems[j].partition);
                 loop->parts[pi].assigned = false;
                 loop->parts[pi].cl_epoch = -1;
                 if (loop->proc.revoke)
@@ -56,14 +56,15 @@ static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(cerr));
                         sg_loop_log(loop, SG_LOG_NOTICE,
-                                 "committed_offsets_pending", f);
+                                    "committed_offsets_pending", f);
                 }
                 sg_sleep_ms(200);
         }
         if (cerr) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(cerr));
-                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown", f);
+                sg_loop_log(loop, SG_LOG_WARNING, "committed_offsets_unknown",
+                            f);
         }
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
@@ -109,15 +110,15 @@ static void assign_start_offsets(sg_loop_t *loop,
                         es[0] = '\0';
                         if (loop->proc.assign(loop->proc.opaque, tp->topic,
                                               tp->partition,
-                                              loop->conf->group_id,
-                                              &from_store, es, sizeof(es)))
+                                              loop->conf->group_id, &from_store,
+                                              es, sizeof(es)))
                                 from_store = -1;
                 }
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)].start =
-                        start >= 0 ? start : -1;
+                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)]
+                        .start = start >= 0 ? start : -1;
         }
 }
 
@@ -152,7 +153,8 @@ static void assign_hand_over(sg_loop_t *loop, rd_kafka_t *rk,
         cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
         for (i = 0; i < parts->cnt; i++)
                 cJSON_AddItemToArray(
-                        offs, cJSON_CreateNumber((double)parts->elems[i].offset));
+                        offs,
+                        cJSON_CreateNumber((double)parts->elems[i].offset));
         cJSON_AddStringToObject(f, "protocol",
                                 cooperative ? "COOPERATIVE" : "EAGER");
         sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
@@ -165,8 +167,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         int i;
         sg_err_t err = SG_OK;
         int64_t *stored = calloc((size_t)parts->cnt + 1, sizeof(*stored));
-        int64_t *committed = calloc((size_t)parts->cnt + 1,
-                                    sizeof(*committed));
+        int64_t *committed = calloc((size_t)parts->cnt + 1, sizeof(*committed));
         if (!stored || !committed) {
                 free(stored);
                 free(committed);
@@ -181,7 +182,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
          * partition the loop could not record. */
         for (i = 0; i < parts->cnt; i++) {
                 if (sg_loop_part_add(loop, parts->elems[i].topic,
-                                  parts->elems[i].partition) != SG_NO_PART)
+                                     parts->elems[i].partition) != SG_NO_PART)
                         continue;
                 char what[400];
                 sg_errf(what, sizeof(what),
@@ -222,10 +223,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 /* a foreign store, or one whose key fingerprint the
                  * configuration does not match (exit 2), keep their code */
                 sg_loop_set_fatal(loop,
-                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
-                                       ? err
-                                       : SG_ERR_FATAL,
-                               what);
+                                  err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                          ? err
+                                          : SG_ERR_FATAL,
+                                  what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
                 free(stored);
@@ -241,7 +242,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         es[0] = '\0';
         if (loop->alos_cl)
                 err = sg_loop_claim(loop, parts, committed, &lost, es,
-                                 sizeof(es));
+                                    sizeof(es));
         /* Each partition's store is brought up to its changelog's end
          * before any of its records is read (the input partitions are
          * assigned to the consumer only after this). */
@@ -267,10 +268,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 sg_errf(what, sizeof(what), "restore: %s", es);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
                 sg_loop_set_fatal(loop,
-                               err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
-                                       ? err
-                                       : SG_ERR_FATAL,
-                               what);
+                                  err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                          ? err
+                                          : SG_ERR_FATAL,
+                                  what);
                 free(stored);
                 free(committed);
                 return;
@@ -284,8 +285,8 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
 }
 
 static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
-                      rd_kafka_topic_partition_list_t *parts,
-                      bool cooperative, bool lost) {
+                      rd_kafka_topic_partition_list_t *parts, bool cooperative,
+                      bool lost) {
         loop->stats.rebalances_total++;
         /* Finish what was polled before giving the partitions away — unless
          * they are lost: then they already belong to another member, and
@@ -298,7 +299,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                         cJSON_AddNumberToObject(f, "records",
                                                 (double)loop->msg_cnt);
                         sg_loop_log(loop, SG_LOG_NOTICE, "batch_dropped_lost",
-                                 f);
+                                    f);
                         sg_loop_release(loop);
                 } else {
                         sg_loop_batch(loop, "partitions revoked");
@@ -307,7 +308,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
 
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = sg_loop_part(loop, parts->elems[i].topic,
-                                      parts->elems[i].partition);
+                                         parts->elems[i].partition);
                 if (pi == SG_NO_PART)
                         continue;
                 sg_part_t *p = &loop->parts[pi];

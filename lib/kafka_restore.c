@@ -12,18 +12,17 @@
 /* ------------------------------------------------------------------ */
 /* the changelog: restore, claim, repair (both guarantees)             */
 
-
 /** What one changelog restore read, handed to the reader's callback. */
 typedef struct sg_restore_ctx {
         sg_loop_t *loop;
-        const char *topic;       /**< the input topic */
+        const char *topic; /**< the input topic */
         int32_t partition;
 } sg_restore_ctx_t;
 
-static sg_err_t restore_apply_cb(void *opaque, int64_t offset,
-                                 const void *key, size_t key_len,
-                                 const void *value, size_t value_len,
-                                 char *errstr, size_t errstr_size) {
+static sg_err_t restore_apply_cb(void *opaque, int64_t offset, const void *key,
+                                 size_t key_len, const void *value,
+                                 size_t value_len, char *errstr,
+                                 size_t errstr_size) {
         sg_restore_ctx_t *c = opaque;
         const sg_processor_t *pr = &c->loop->proc;
         return pr->restore_apply(pr->opaque, c->topic, c->partition, offset,
@@ -59,9 +58,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         rd_kafka_resp_err_t e = rd_kafka_assign(loop->restorer, l);
         rd_kafka_topic_partition_list_destroy(l);
         if (e) {
-                sg_errf(errstr, errstr_size, "changelog %s [%" PRId32
-                        "]: assign: %s", changelog, partition,
-                        rd_kafka_err2str(e));
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: assign: %s", changelog,
+                        partition, rd_kafka_err2str(e));
                 return SG_ERR_KAFKA;
         }
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
@@ -85,10 +84,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         if (!err && sg_changelog_reader_floor(rd) != floor) {
                                 floor = sg_changelog_reader_floor(rd);
                                 if (pr->changelog_epoch_set)
-                                        pr->changelog_epoch_set(pr->opaque,
-                                                                topic,
-                                                                partition,
-                                                                floor);
+                                        pr->changelog_epoch_set(
+                                                pr->opaque, topic, partition,
+                                                floor);
                         }
                         end = m->offset + 1;
                         eof = false;
@@ -111,8 +109,8 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                                 rd_kafka_err2name(m->err));
                         cJSON_AddStringToObject(f, "message",
                                                 rd_kafka_message_errstr(m));
-                        sg_loop_log(loop, SG_LOG_WARNING, "restore_consume_error",
-                                 f);
+                        sg_loop_log(loop, SG_LOG_WARNING,
+                                    "restore_consume_error", f);
                         if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
                             m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
                             rd_kafka_fatal_error(loop->restorer, fes,
@@ -148,7 +146,8 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                 cJSON_AddNumberToObject(f, "high_watermark",
                                                         (double)whi);
                                 sg_loop_log(loop, SG_LOG_NOTICE,
-                                         "restore_waiting_for_transaction", f);
+                                            "restore_waiting_for_transaction",
+                                            f);
                                 waiting = true;
                         }
                         if (now - first_eof > SG_RESTORE_PENDING_MAX_MS) {
@@ -173,7 +172,8 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                 if (!err && loop->stop) {
                         sg_errf(errstr, errstr_size,
                                 "stopped during the restore of %s [%" PRId32
-                                "]", changelog, partition);
+                                "]",
+                                changelog, partition);
                         err = SG_ERR_KAFKA;
                 }
         }
@@ -327,8 +327,7 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
                 cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
                 cJSON_AddNumberToObject(f, "epoch", (double)p->cl_epoch);
                 cJSON_AddNumberToObject(f, "keys_rewritten", (double)nk);
-                cJSON_AddNumberToObject(f, "confirms_tombstoned",
-                                        (double)nold);
+                cJSON_AddNumberToObject(f, "confirms_tombstoned", (double)nold);
                 cJSON_AddBoolToObject(f, "interleaved", *againp);
                 sg_loop_log(loop, SG_LOG_NOTICE, "changelog_repaired", f);
         }
@@ -378,9 +377,8 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                         tc->changelog_topic, partition);
                 bool gave_up = false;
                 while ((e = rd_kafka_query_watermark_offsets(
-                                loop->restorer, tc->changelog_topic,
-                                partition, &lo, &hi,
-                                SG_METADATA_TIMEOUT_MS)) &&
+                                loop->restorer, tc->changelog_topic, partition,
+                                &lo, &hi, SG_METADATA_TIMEOUT_MS)) &&
                        sg_retry_again(loop, &rt, e, true, what, &gave_up))
                         ;
                 if (e) {
@@ -391,9 +389,9 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                         : "");
                         return SG_ERR_KAFKA;
                 }
-                sg_err_t err = pr->restore_begin(pr->opaque, topic, partition,
-                                                 lo, hi, &from, errstr,
-                                                 errstr_size);
+                sg_err_t err =
+                        pr->restore_begin(pr->opaque, topic, partition, lo, hi,
+                                          &from, errstr, errstr_size);
                 int64_t floor0 = -1;
                 if (!err && pr->changelog_epoch_get)
                         floor0 = pr->changelog_epoch_get(pr->opaque, topic,
@@ -412,8 +410,8 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 if (!err && (err = sg_changelog_reader_finish(rd)))
                         sg_errf(errstr, errstr_size, "out of memory");
                 if (!err)
-                        err = pr->restore_end(pr->opaque, topic, partition,
-                                              end, errstr, errstr_size);
+                        err = pr->restore_end(pr->opaque, topic, partition, end,
+                                              errstr, errstr_size);
                 int64_t ms = sg_clock_mono_ms() - t0;
                 *msp += ms;
                 if (err == SG_ERR_MAP_FULL && pr->grow &&
@@ -468,7 +466,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                                 cJSON_AddNumberToObject(g, "void_keys",
                                                         (double)nvoid);
                                 sg_loop_log(loop, SG_LOG_WARNING,
-                                         "changelog_void_records", g);
+                                            "changelog_void_records", g);
                         }
                         sg_changelog_reader_destroy(rd);
                         return SG_OK;
@@ -505,8 +503,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
  *  @returns the first error (errstr names the partition). */
 sg_err_t sg_loop_restore(sg_loop_t *loop,
                          const rd_kafka_topic_partition_list_t *l,
-                         bool *fencedp, char *errstr,
-                         size_t errstr_size) {
+                         bool *fencedp, char *errstr, size_t errstr_size) {
         int64_t ms = 0;
         sg_err_t err = SG_OK;
         bool fenced = false, any = false;
@@ -579,8 +576,8 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
  */
 sg_err_t sg_loop_claim(sg_loop_t *loop,
                        const rd_kafka_topic_partition_list_t *parts,
-                       const int64_t *committed, bool *lostp,
-                       char *errstr, size_t errstr_size) {
+                       const int64_t *committed, bool *lostp, char *errstr,
+                       size_t errstr_size) {
         *lostp = false;
         sg_send_t *recs = calloc((size_t)parts->cnt + 1, sizeof(*recs));
         size_t *pis = calloc((size_t)parts->cnt + 1, sizeof(*pis));
@@ -589,8 +586,8 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
         rd_kafka_topic_partition_list_t *chk =
                 rd_kafka_topic_partition_list_new(parts->cnt + 1);
         sg_err_t err = recs && pis && keys ? SG_OK : SG_ERR_NOMEM;
-        const char *inst = loop->conf->instance_id ? loop->conf->instance_id
-                                                   : "";
+        const char *inst =
+                loop->conf->instance_id ? loop->conf->instance_id : "";
         size_t n = 0;
         for (int i = 0; !err && i < parts->cnt; i++) {
                 const sg_topic_config_t *tc =
@@ -634,7 +631,8 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                         .value = inst,
                         .value_len = strlen(inst),
                 };
-                pis[n++] = sg_loop_part(loop, tc->name, parts->elems[i].partition);
+                pis[n++] =
+                        sg_loop_part(loop, tc->name, parts->elems[i].partition);
         }
         if (!err && n > 0)
                 err = sg_loop_send(loop, recs, n, errstr, errstr_size);
@@ -665,8 +663,8 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                         cJSON *f = sg_kafka_parts_json(chk);
                         cJSON_AddStringToObject(f, "error",
                                                 rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_WARNING, "changelog_claim_lost",
-                                 f);
+                        sg_loop_log(loop, SG_LOG_WARNING,
+                                    "changelog_claim_lost", f);
                         *lostp = true;
                         break;
                 }
@@ -684,7 +682,7 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                 for (size_t k = 0; k < n; k++) {
                         sg_part_t *p = &loop->parts[pis[k]];
                         sg_changelog_key_make(keys[k], SG_CHANGELOG_CONFIRM,
-                                         p->cl_epoch);
+                                              p->cl_epoch);
                         recs[k].ef.key_len = SG_CHANGELOG_KEY_LEN;
                 }
                 err = sg_loop_send(loop, recs, n, errstr, errstr_size);
@@ -694,9 +692,9 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                 cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
                 for (size_t k = 0; k < n; k++)
                         cJSON_AddItemToArray(
-                                ep, cJSON_CreateNumber(
-                                            (double)loop->parts[pis[k]]
-                                                    .cl_epoch));
+                                ep,
+                                cJSON_CreateNumber(
+                                        (double)loop->parts[pis[k]].cl_epoch));
                 sg_loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
         }
         if (err || *lostp)

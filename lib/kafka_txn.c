@@ -39,8 +39,8 @@ void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                         f, "detail",
                         "another instance with the same transactional.id "
                         "(instance_id) took over; this one stops");
-        sg_loop_log(loop, SG_LOG_ERR, fenced ? "fenced" : "fatal_producer_error",
-                 f);
+        sg_loop_log(loop, SG_LOG_ERR,
+                    fenced ? "fenced" : "fatal_producer_error", f);
         sg_errf(what, sizeof(what), "%s: %s (%s)",
                 fenced ? "producer fenced" : "fatal producer error", reason,
                 during);
@@ -76,32 +76,32 @@ sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
 
 /** Runs one transactional call, retrying it while librdkafka says the error
  *  is retriable (and neither fatal nor abortable). */
-#define TXN_CALL(loop, call, during, errstr, errstr_size, errp)               \
-        do {                                                                  \
-                for (int tries_ = 0;; tries_++) {                             \
-                        rd_kafka_error_t *e_ = (call);                        \
-                        if (!e_) {                                            \
-                                *(errp) = SG_OK;                              \
-                                break;                                        \
-                        }                                                     \
-                        if (rd_kafka_error_is_retriable(e_) &&                \
-                            !rd_kafka_error_is_fatal(e_) &&                   \
-                            !rd_kafka_error_txn_requires_abort(e_) &&         \
-                            tries_ < SG_TXN_RETRIES && !(loop)->stop) {       \
-                                cJSON *f_ = cJSON_CreateObject();             \
-                                cJSON_AddStringToObject(f_, "during", during);\
-                                cJSON_AddStringToObject(                      \
-                                        f_, "error",                          \
-                                        rd_kafka_error_string(e_));           \
-                                sg_loop_log(loop, SG_LOG_WARNING,                \
-                                         "transaction_retry", f_);            \
-                                rd_kafka_error_destroy(e_);                   \
-                                continue;                                     \
-                        }                                                     \
-                        *(errp) = sg_loop_txn_error(loop, e_, during, errstr,    \
-                                                 errstr_size);                \
-                        break;                                                \
-                }                                                             \
+#define TXN_CALL(loop, call, during, errstr, errstr_size, errp)                \
+        do {                                                                   \
+                for (int tries_ = 0;; tries_++) {                              \
+                        rd_kafka_error_t *e_ = (call);                         \
+                        if (!e_) {                                             \
+                                *(errp) = SG_OK;                               \
+                                break;                                         \
+                        }                                                      \
+                        if (rd_kafka_error_is_retriable(e_) &&                 \
+                            !rd_kafka_error_is_fatal(e_) &&                    \
+                            !rd_kafka_error_txn_requires_abort(e_) &&          \
+                            tries_ < SG_TXN_RETRIES && !(loop)->stop) {        \
+                                cJSON *f_ = cJSON_CreateObject();              \
+                                cJSON_AddStringToObject(f_, "during", during); \
+                                cJSON_AddStringToObject(                       \
+                                        f_, "error",                           \
+                                        rd_kafka_error_string(e_));            \
+                                sg_loop_log(loop, SG_LOG_WARNING,              \
+                                            "transaction_retry", f_);          \
+                                rd_kafka_error_destroy(e_);                    \
+                                continue;                                      \
+                        }                                                      \
+                        *(errp) = sg_loop_txn_error(loop, e_, during, errstr,  \
+                                                    errstr_size);              \
+                        break;                                                 \
+                }                                                              \
         } while (0)
 
 /** exactly_once: registers the transactional.id with its coordinator,
@@ -120,8 +120,8 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                         cJSON *f = cJSON_CreateObject();
                         cJSON_AddStringToObject(f, "transactional_id",
                                                 loop->conf->transactional_id);
-                        sg_loop_log(loop, SG_LOG_INFO, "transactions_initialised",
-                                 f);
+                        sg_loop_log(loop, SG_LOG_INFO,
+                                    "transactions_initialised", f);
                         return SG_OK;
                 }
                 /* librdkafka marks what may be retried; its error codes
@@ -134,16 +134,16 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                 bool gave_up = false;
                 if (retriable &&
                     sg_retry_again(loop, &r,
-                                sg_kafka_err_retriable(code, false)
-                                        ? code
-                                        : RD_KAFKA_RESP_ERR__RETRY,
-                                false, rd_kafka_error_string(e), &gave_up)) {
+                                   sg_kafka_err_retriable(code, false)
+                                           ? code
+                                           : RD_KAFKA_RESP_ERR__RETRY,
+                                   false, rd_kafka_error_string(e), &gave_up)) {
                         rd_kafka_error_destroy(e);
                         continue;
                 }
                 char es[512];
-                sg_err_t err = sg_loop_txn_error(loop, e, "init_transactions", es,
-                                              sizeof(es));
+                sg_err_t err = sg_loop_txn_error(loop, e, "init_transactions",
+                                                 es, sizeof(es));
                 sg_errf(errstr, errstr_size, "%s%s", es,
                         gave_up ? " (retriable; retried for "
                                   "broker_retry_timeout_ms)"
@@ -163,8 +163,8 @@ void sg_loop_txn_abort(sg_loop_t *loop) {
         loop->txn_open = false;
         loop->stats.transactions_aborted_total++;
         TXN_CALL(loop,
-                 rd_kafka_abort_transaction(loop->producer,
-                                            (int)loop->conf->delivery_timeout_ms),
+                 rd_kafka_abort_transaction(
+                         loop->producer, (int)loop->conf->delivery_timeout_ms),
                  "abort_transaction", es, sizeof(es), &err);
         if (err == SG_ERR_KAFKA)
                 sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
@@ -181,16 +181,15 @@ void sg_loop_txn_abort(sg_loop_t *loop) {
  * holding only time-driven DLQ and changelog records — is fenced by the
  * group generation.
  */
-sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr,
-                            size_t errstr_size) {
+sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         sg_err_t err;
         rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
         if (l->cnt == 0)
                 for (size_t i = 0; i < loop->part_cnt; i++) {
                         sg_part_t *p = &loop->parts[i];
                         if (p->assigned && p->committed >= 0)
-                                rd_kafka_topic_partition_list_add(
-                                        l, p->topic, p->partition)
+                                rd_kafka_topic_partition_list_add(l, p->topic,
+                                                                  p->partition)
                                         ->offset = p->committed;
                 }
         if (l->cnt > 0) {

@@ -77,11 +77,11 @@ static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...) {
 
 /* One member per row, ',' before all but the first of the object. */
 #define PUT_COUNTER(name)                                                      \
-        if (!append(buf, size, &off, "%s\"" #name "\":%" PRIu64,             \
+        if (!append(buf, size, &off, "%s\"" #name "\":%" PRIu64,               \
                     off ? "," : "", (uint64_t)m->name))                        \
                 return -1;
 #define PUT_SIGNED(name)                                                       \
-        if (!append(buf, size, &off, "%s\"" #name "\":%" PRId64,             \
+        if (!append(buf, size, &off, "%s\"" #name "\":%" PRId64,               \
                     off ? "," : "", (int64_t)m->name))                         \
                 return -1;
 #define PUT_GAUGE(name) PUT_SIGNED(name)
@@ -95,14 +95,12 @@ int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size) {
         uint64_t dlq = 0;
         for (int i = 1; i < SG_R__CNT; i++)
                 dlq += m->dlq_total[i];
-        if (!append(buf, size, &off, ",\"dlq_total\":%" PRIu64
-                                     ",\"dlq_by_reason\":{",
-                    dlq))
+        if (!append(buf, size, &off,
+                    ",\"dlq_total\":%" PRIu64 ",\"dlq_by_reason\":{", dlq))
                 return -1;
         for (int i = 1; i < SG_R__CNT; i++)
                 if (!append(buf, size, &off, "%s\"%s\":%" PRIu64,
-                            i > 1 ? "," : "", reason_names[i],
-                            m->dlq_total[i]))
+                            i > 1 ? "," : "", reason_names[i], m->dlq_total[i]))
                         return -1;
         if (!append(buf, size, &off, "}"))
                 return -1;

@@ -36,7 +36,7 @@ typedef enum sg_reason {
         SG_R_GAP_TIMEOUT,
         SG_R_PARK_OVERFLOW,
         SG_R_VERSION_CONFLICT, /**< row 8b: another event holds the version */
-        SG_R_OUTPUT_REJECTED, /**< Kafka cannot take the output record (too
+        SG_R_OUTPUT_REJECTED,  /**< Kafka cannot take the output record (too
                                    large once seqgate's headers are added,
                                    or refused as invalid; semantics §3) */
         SG_R__CNT

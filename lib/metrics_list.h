@@ -39,7 +39,7 @@
         X(applied_total, COUNTER, "records emitted to the output topic")       \
         X(dedup_hits_total, COUNTER, "duplicates (decision row 2)")            \
         X(idempotency_parameter_conflicts_total, COUNTER,                      \
-          "same idempotency key, other payload (row 3)")                      \
+          "same idempotency key, other payload (row 3)")                       \
         X(malformed_total, COUNTER, "malformed records (row 1)")               \
         X(stale_version_rejections_total, COUNTER,                             \
           "stale versions, dead-lettered or dropped (row 5)")                  \
@@ -48,8 +48,7 @@
         X(event_sequence_gaps_total, COUNTER,                                  \
           "new gaps (row 8), and latest_wins gaps")                            \
         X(parked_total, COUNTER, "records parked")                             \
-        X(gap_timeouts_total, COUNTER,                                         \
-          "aggregates whose gap deadline fired")                               \
+        X(gap_timeouts_total, COUNTER, "aggregates whose gap deadline fired")  \
         X(skipped_versions_total, COUNTER,                                     \
           "versions given up by gap_policy skip")                              \
         X(park_overflow_total, COUNTER, "parking caps reached (pause or DLQ)") \
@@ -60,8 +59,10 @@
 #define SG_ENGINE_METRICS_TAIL(X)                                              \
         X(snapshot_requests_total, COUNTER,                                    \
           "snapshot requests sent (retries included)")                         \
-        X(snapshot_applied_total, COUNTER, "snapshot replies applied (S >= L)")\
-        X(snapshot_late_total, COUNTER, "snapshot replies with S < L, ignored")\
+        X(snapshot_applied_total, COUNTER,                                     \
+          "snapshot replies applied (S >= L)")                                 \
+        X(snapshot_late_total, COUNTER,                                        \
+          "snapshot replies with S < L, ignored")                              \
         X(snapshot_ignored_total, COUNTER,                                     \
           "replies to an unknown request, or for an aggregate that no "        \
           "longer waits")                                                      \
@@ -109,8 +110,7 @@
           "produce to offsets committed, longest, milliseconds")               \
         X(assigned_partitions, GAUGE, "partitions assigned now")               \
         X(paused_partitions, GAUGE, "partitions paused now")                   \
-        X(consumer_lag, GAUGE,                                                 \
-          "sum over assigned partitions; -1 unknown")                          \
+        X(consumer_lag, GAUGE, "sum over assigned partitions; -1 unknown")     \
         X(snapshot_http_in_flight, GAUGE,                                      \
           "HTTP snapshot GETs started and not completed (0 without an "        \
           "http snapshot source)")                                             \
@@ -120,7 +120,6 @@
           "Kafka transactions aborted, their batch re-read (exactly_once)")    \
         X(restored_records_total, COUNTER,                                     \
           "changelog records applied by restores")                             \
-        X(restore_ms_last, GAUGE,                                              \
-          "wall time of the last restore, milliseconds")
+        X(restore_ms_last, GAUGE, "wall time of the last restore, milliseconds")
 
 #endif /* SEQGATE_METRICS_LIST_H */

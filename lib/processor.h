@@ -31,7 +31,7 @@ typedef enum sg_effect_kind {
         SG_EFFECT_OUTPUT = 1, /**< a record for the output topic (also used for
                                    snapshot request records to a request topic) */
         SG_EFFECT_DLQ = 2,    /**< a record for the DLQ topic */
-        SG_EFFECT_HTTP_GET = 3, /**< not a record: an HTTP GET the loop starts
+        SG_EFFECT_HTTP_GET = 3,  /**< not a record: an HTTP GET the loop starts
                                      only AFTER batch_commit succeeded (so the
                                      request is durable before it is sent).
                                      url, request_id, auth_env, timeout_ms set;
@@ -66,24 +66,24 @@ typedef enum sg_effect_kind {
  */
 typedef struct sg_effect {
         sg_effect_kind_t kind;
-        const char *topic;         /**< destination topic */
-        int32_t partition;         /**< destination partition, or -1: the
+        const char *topic; /**< destination topic */
+        int32_t partition; /**< destination partition, or -1: the
                                         producer's partitioner (murmur2) */
         const void *key;
         size_t key_len;
         const void *value;
         size_t value_len;
-        int64_t timestamp_ms;      /**< record timestamp to keep, or 0 */
+        int64_t timestamp_ms; /**< record timestamp to keep, or 0 */
         const sg_header_t *headers;
         size_t header_cnt;
         const sg_header_t *extra;
         size_t extra_cnt;
         /* SG_EFFECT_HTTP_GET only: */
-        const char *url;           /**< absolute URL, already percent-encoded */
-        const char *request_id;    /**< echoed back as the reply record's key */
-        const char *auth_env;      /**< env variable holding the Authorization
+        const char *url;        /**< absolute URL, already percent-encoded */
+        const char *request_id; /**< echoed back as the reply record's key */
+        const char *auth_env;   /**< env variable holding the Authorization
                                         header value, or NULL */
-        int64_t timeout_ms;        /**< whole-transfer timeout */
+        int64_t timeout_ms;     /**< whole-transfer timeout */
 } sg_effect_t;
 
 /**
@@ -139,8 +139,8 @@ typedef struct sg_processor {
          * none. SG_ERR_FOREIGN: the store belongs to another group.
          */
         sg_err_t (*assign)(void *opaque, const char *topic, int32_t partition,
-                           const char *group_id, int64_t *offsetp,
-                           char *errstr, size_t errstr_size);
+                           const char *group_id, int64_t *offsetp, char *errstr,
+                           size_t errstr_size);
         /** A partition was revoked or lost (no batch open). May be NULL. */
         void (*revoke)(void *opaque, const char *topic, int32_t partition);
         /**

@@ -40,16 +40,17 @@ extern "C" {
 /** Error codes. Negative values are errors; SG_OK is success. */
 typedef enum sg_err {
         SG_OK = 0,
-        SG_ERR_INVALID = -1,    /**< invalid argument or input */
-        SG_ERR_NOMEM = -2,      /**< allocation failed */
-        SG_ERR_STORE = -3,      /**< LMDB error (detail in errstr) */
-        SG_ERR_MAP_FULL = -4,   /**< LMDB map full: grow and retry the batch */
-        SG_ERR_CONFIG = -5,     /**< configuration invalid (detail names the key) */
-        SG_ERR_KAFKA = -6,      /**< Kafka client error (detail in errstr) */
-        SG_ERR_NOT_FOUND = -7,  /**< key absent */
-        SG_ERR_FOREIGN = -8,    /**< partition store belongs to another consumer group */
-        SG_ERR_IO = -9,         /**< file system error */
-        SG_ERR_FATAL = -10,     /**< unrecoverable; the caller should stop */
+        SG_ERR_INVALID = -1,  /**< invalid argument or input */
+        SG_ERR_NOMEM = -2,    /**< allocation failed */
+        SG_ERR_STORE = -3,    /**< LMDB error (detail in errstr) */
+        SG_ERR_MAP_FULL = -4, /**< LMDB map full: grow and retry the batch */
+        SG_ERR_CONFIG = -5, /**< configuration invalid (detail names the key) */
+        SG_ERR_KAFKA = -6,  /**< Kafka client error (detail in errstr) */
+        SG_ERR_NOT_FOUND = -7, /**< key absent */
+        SG_ERR_FOREIGN =
+                -8, /**< partition store belongs to another consumer group */
+        SG_ERR_IO = -9,     /**< file system error */
+        SG_ERR_FATAL = -10, /**< unrecoverable; the caller should stop */
 } sg_err_t;
 
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
@@ -65,11 +66,11 @@ const char *sg_err2str(sg_err_t err);
  * Every errstr the library fills is written with it.
  */
 void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 /** sg_errf with a va_list (for the library's own variadic helpers);
  *  @p ap is consumed as vsnprintf consumes it. */
 void sg_verrf(char *errstr, size_t errstr_size, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
+        __attribute__((format(printf, 3, 0)));
 
 /** CLOCK_MONOTONIC in milliseconds (durations, deadlines). */
 int64_t sg_clock_mono_ms(void);
@@ -97,10 +98,10 @@ typedef struct sg_header {
  * of the call they are passed to. key/value may be NULL (null key/value).
  */
 typedef struct sg_record {
-        const char *topic;       /**< input topic name, NUL-terminated */
-        int32_t partition;       /**< input partition */
-        int64_t offset;          /**< input offset */
-        int64_t timestamp_ms;    /**< record timestamp (ms since epoch), -1 if none */
+        const char *topic;    /**< input topic name, NUL-terminated */
+        int32_t partition;    /**< input partition */
+        int64_t offset;       /**< input offset */
+        int64_t timestamp_ms; /**< record timestamp (ms since epoch), -1 if none */
         const void *key;
         size_t key_len;
         const void *value;

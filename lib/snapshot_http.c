@@ -36,10 +36,10 @@ typedef struct sg_xfer {
         CURL *easy;
         struct curl_slist *hdrs;
         char *request_id;
-        char *body;                  /**< received bytes, NUL-terminated */
+        char *body; /**< received bytes, NUL-terminated */
         size_t len, cap;
-        size_t max;                  /**< max_body_bytes */
-        bool over;                   /**< body passed max: aborted */
+        size_t max; /**< max_body_bytes */
+        bool over;  /**< body passed max: aborted */
         char errbuf[CURL_ERROR_SIZE];
 } sg_xfer_t;
 
@@ -47,7 +47,7 @@ struct sg_fetcher {
         CURLM *multi;
         size_t max_body_bytes;
         size_t in_flight;
-        sg_xfer_t *xfers;            /**< head of the list of transfers */
+        sg_xfer_t *xfers; /**< head of the list of transfers */
 };
 
 static pthread_once_t sg_curl_once = PTHREAD_ONCE_INIT;
@@ -57,10 +57,11 @@ static void sg_curl_init(void) {
         sg_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-sg_err_t sg_fetcher_new(size_t max_body_bytes, sg_fetcher_t **fp,
-                        char *errstr, size_t errstr_size) {
+sg_err_t sg_fetcher_new(size_t max_body_bytes, sg_fetcher_t **fp, char *errstr,
+                        size_t errstr_size) {
         if (!fp || max_body_bytes == 0) {
-                sg_errf(errstr, errstr_size, "sg_fetcher_new: invalid argument");
+                sg_errf(errstr, errstr_size,
+                        "sg_fetcher_new: invalid argument");
                 return SG_ERR_INVALID;
         }
         pthread_once(&sg_curl_once, sg_curl_init);
@@ -179,7 +180,8 @@ sg_err_t sg_fetcher_submit(sg_fetcher_t *f, const char *request_id,
         }
         x->max = f->max_body_bytes;
 
-        struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+        struct curl_slist *h =
+                curl_slist_append(NULL, "Accept: application/json");
         if (!h)
                 goto nomem;
         x->hdrs = h;
@@ -271,7 +273,8 @@ static int fetcher_reap(sg_fetcher_t *f, sg_fetch_cb *cb, void *opaque) {
                 if (m->msg != CURLMSG_DONE)
                         continue;
                 sg_xfer_t *x = NULL;
-                curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+                curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+                                  (char **)&x);
                 if (!x)
                         continue;
                 CURLcode rc = m->data.result;
@@ -295,9 +298,8 @@ static int fetcher_reap(sg_fetcher_t *f, sg_fetch_cb *cb, void *opaque) {
                                          "no HTTP status received");
                         else
                                 snprintf(err, sizeof(err), "%s",
-                                         x->errbuf[0]
-                                                 ? x->errbuf
-                                                 : curl_easy_strerror(rc));
+                                         x->errbuf[0] ? x->errbuf
+                                                      : curl_easy_strerror(rc));
                         res.error = err;
                 }
                 if (cb)
@@ -390,12 +392,12 @@ char *sg_url_expand(const char *tmpl, const char *aggregate,
 
 /** A completed transfer waiting for (or in) a batch. */
 typedef struct sg_http_done {
-        char *request_id;      /**< owned; the record's key */
-        char *body;            /**< owned; NULL when no response came */
+        char *request_id; /**< owned; the record's key */
+        char *body;       /**< owned; NULL when no response came */
         size_t body_len;
-        char *error;           /**< owned; curl's message, or NULL */
-        char status[24];       /**< decimal HTTP status, "0": no response */
-        sg_header_t hdrs[2];   /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
+        char *error;         /**< owned; curl's message, or NULL */
+        char status[24];     /**< decimal HTTP status, "0": no response */
+        sg_header_t hdrs[2]; /**< SG_H_HTTP_STATUS [, SG_H_HTTP_ERROR] */
 } sg_http_done_t;
 
 /** An SG_EFFECT_HTTP_GET copied out of the processor (its memory ends with
@@ -409,13 +411,13 @@ struct sg_snapshot_http {
         size_t max_body;
         sg_snapshot_http_log_cb *log;
         void *log_opaque;
-        sg_fetcher_t *fetcher;   /**< NULL until an "http" source needs it */
-        sg_http_done_t *done;    /**< completed, not yet committed */
+        sg_fetcher_t *fetcher; /**< NULL until an "http" source needs it */
+        sg_http_done_t *done;  /**< completed, not yet committed */
         size_t done_cnt, done_cap;
-        size_t batch_cnt;        /**< done[0..n) are in the batch */
-        sg_record_t *recs;       /**< their records, built per batch */
+        size_t batch_cnt;  /**< done[0..n) are in the batch */
+        sg_record_t *recs; /**< their records, built per batch */
         size_t recs_cap;
-        sg_http_req_t *reqs;     /**< GETs of the batch, started on commit */
+        sg_http_req_t *reqs; /**< GETs of the batch, started on commit */
         size_t req_cnt, req_cap;
 };
 
@@ -546,13 +548,12 @@ nomem:
 static void http_reqs_start(sg_snapshot_http_t *h) {
         char es[512];
         if (h->req_cnt > 0 && !h->fetcher &&
-            sg_fetcher_new(h->max_body, &h->fetcher, es, sizeof(es)) !=
-                    SG_OK) {
+            sg_fetcher_new(h->max_body, &h->fetcher, es, sizeof(es)) != SG_OK) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "error", es);
                 cJSON_AddNumberToObject(f, "requests", (double)h->req_cnt);
-                h->log(h->log_opaque, SG_LOG_ERR,
-                       "snapshot_http_submit_failed", f);
+                h->log(h->log_opaque, SG_LOG_ERR, "snapshot_http_submit_failed",
+                       f);
         }
         for (size_t i = 0; h->fetcher && i < h->req_cnt; i++) {
                 const sg_http_req_t *r = &h->reqs[i];
@@ -562,8 +563,7 @@ static void http_reqs_start(sg_snapshot_http_t *h) {
                                                  r->timeout_ms, es, sizeof(es));
                 if (err) {
                         cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "request_id",
-                                                r->request_id);
+                        cJSON_AddStringToObject(f, "request_id", r->request_id);
                         cJSON_AddStringToObject(f, "error", sg_err2str(err));
                         cJSON_AddStringToObject(f, "reason", es);
                         h->log(h->log_opaque, SG_LOG_WARNING,
@@ -576,8 +576,7 @@ static void http_reqs_start(sg_snapshot_http_t *h) {
 sg_err_t sg_snapshot_http_drain(sg_snapshot_http_t *h,
                                 const sg_record_t **recsp, size_t *cntp) {
         if (h->done_cnt > h->recs_cap) {
-                sg_record_t *hr = realloc(h->recs,
-                                          h->done_cnt * sizeof(*hr));
+                sg_record_t *hr = realloc(h->recs, h->done_cnt * sizeof(*hr));
                 if (!hr)
                         return SG_ERR_NOMEM;
                 h->recs = hr;

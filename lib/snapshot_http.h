@@ -31,9 +31,10 @@ typedef struct sg_fetcher sg_fetcher_t;
 /** A completed transfer. All pointers are valid during the callback only. */
 typedef struct sg_fetch_result {
         const char *request_id;
-        long status;            /**< HTTP status, 0 when no response came */
-        const char *error;      /**< curl's error text when status == 0, else NULL */
-        const void *body;       /**< response body (may be empty), NULL if status == 0 */
+        long status;       /**< HTTP status, 0 when no response came */
+        const char *error; /**< curl's error text when status == 0, else NULL */
+        const void
+                *body; /**< response body (may be empty), NULL if status == 0 */
         size_t body_len;
 } sg_fetch_result_t;
 
@@ -44,8 +45,8 @@ typedef void(sg_fetch_cb)(void *opaque, const sg_fetch_result_t *res);
  * is a failed transfer, status 0, error "response body over N bytes").
  * @returns SG_OK, SG_ERR_NOMEM, SG_ERR_FATAL (curl could not be initialised).
  */
-sg_err_t sg_fetcher_new(size_t max_body_bytes, sg_fetcher_t **fp,
-                        char *errstr, size_t errstr_size);
+sg_err_t sg_fetcher_new(size_t max_body_bytes, sg_fetcher_t **fp, char *errstr,
+                        size_t errstr_size);
 
 /**
  * Starts GET @p url (copied). @p auth_env: name of an environment variable
@@ -100,8 +101,7 @@ struct cJSON;
  *  "snapshot_http_result_dropped"; sg_log_cb's events); @p fields (cJSON,
  *  consumed by the callee). */
 typedef void(sg_snapshot_http_log_cb)(void *opaque, sg_log_level_t level,
-                                      const char *event,
-                                      struct cJSON *fields);
+                                      const char *event, struct cJSON *fields);
 
 typedef struct sg_snapshot_http sg_snapshot_http_t;
 
@@ -123,9 +123,8 @@ sg_err_t sg_snapshot_http_open(sg_snapshot_http_t *h, char *errstr,
 /** Copies SG_EFFECT_HTTP_GET effect @p ef of the batch being run (before
  *  its batch_commit). @returns SG_OK, SG_ERR_INVALID (no url or
  *  request_id), SG_ERR_NOMEM. */
-sg_err_t sg_snapshot_http_submit(sg_snapshot_http_t *h,
-                                 const sg_effect_t *ef, char *errstr,
-                                 size_t errstr_size);
+sg_err_t sg_snapshot_http_submit(sg_snapshot_http_t *h, const sg_effect_t *ef,
+                                 char *errstr, size_t errstr_size);
 
 /** Forgets the requests submitted since the last commit (an attempt of the
  *  batch starts again). */
@@ -150,8 +149,7 @@ size_t sg_snapshot_http_pending(const sg_snapshot_http_t *h);
  * next commit, abort or drain. @returns SG_OK or SG_ERR_NOMEM.
  */
 sg_err_t sg_snapshot_http_drain(sg_snapshot_http_t *h,
-                                const sg_record_t **recsp,
-                                size_t *cntp);
+                                const sg_record_t **recsp, size_t *cntp);
 
 /** The batch committed: frees the transfers it drained and starts its
  *  submitted requests (a request that cannot start is logged; the

@@ -7,8 +7,8 @@
 
 /* One line per source: its sg_snapshot_source_t value and its table. */
 static const sg_snapsrc_t *const by_source[] = {
-    [SG_SNAP_KAFKA] = &sg_snapsrc_kafka,
-    [SG_SNAP_HTTP] = &sg_snapsrc_http,
+        [SG_SNAP_KAFKA] = &sg_snapsrc_kafka,
+        [SG_SNAP_HTTP] = &sg_snapsrc_http,
 };
 
 #define SOURCE_CNT (sizeof(by_source) / sizeof(by_source[0]))

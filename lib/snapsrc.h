@@ -34,26 +34,26 @@
 /** One attempt of a snapshot request, as the refetch sends it. */
 typedef struct sg_snapsrc_req {
         const sg_snapshot_config_t *sc;
-        const char *request_id;      /**< in the batch arena */
-        const sg_snapreq_rec_t *r;   /**< aggregate, versions, attempt */
-        const char *topic;           /**< the input partition it is for */
+        const char *request_id;    /**< in the batch arena */
+        const sg_snapreq_rec_t *r; /**< aggregate, versions, attempt */
+        const char *topic;         /**< the input partition it is for */
         int32_t partition;
-        const char *instance;        /**< instance_id, "" when none */
+        const char *instance; /**< instance_id, "" when none */
 } sg_snapsrc_req_t;
 
 /** What a source reads from a reply record before the refetch judges it. */
 typedef struct sg_snapsrc_reply {
-        const char *request_id;      /**< NULL when the reply names none */
+        const char *request_id; /**< NULL when the reply names none */
         size_t request_id_len;
-        bool failed;                 /**< the transport says the attempt
+        bool failed;     /**< the transport says the attempt
                                           failed (e.g. an HTTP status) */
-        const char *why;             /**< why it failed (for the log; may be
+        const char *why; /**< why it failed (for the log; may be
                                           NULL), when failed */
 } sg_snapsrc_reply_t;
 
 /** A snapshot source. */
 typedef struct sg_snapsrc {
-        const char *name;            /**< its config value ("kafka") */
+        const char *name; /**< its config value ("kafka") */
         /**
          * Fills @p ef (zeroed, already in the batch's list) with the
          * effect that sends request @p rq: kind, topic, partition, key,

@@ -16,8 +16,8 @@
 static sg_err_t http_request(const sg_snapsrc_req_t *rq, arena_t *arena,
                              sg_effect_t *ef) {
         const sg_snapshot_config_t *sc = rq->sc;
-        char *url = sg_url_expand(sc->url, rq->r->aggregate,
-                                  rq->r->aggregate_len);
+        char *url =
+                sg_url_expand(sc->url, rq->r->aggregate, rq->r->aggregate_len);
         if (!url)
                 return SG_ERR_NOMEM;
         ef->kind = SG_EFFECT_HTTP_GET;
@@ -46,11 +46,11 @@ static void http_reply_read(const sg_record_t *rec, const cJSON *body,
         const sg_header_t *he = sg_eng_header_find(rec, SG_H_HTTP_ERROR);
         out->failed = true;
         out->why = sg_arena_printf(
-            arena, "HTTP %.*s%s%.*s",
-            st ? (int)(st->value_len < 8 ? st->value_len : 8) : 1,
-            st ? (const char *)st->value : "?", he ? ": " : "",
-            he ? (int)(he->value_len < 200 ? he->value_len : 200) : 0,
-            he ? (const char *)he->value : "");
+                arena, "HTTP %.*s%s%.*s",
+                st ? (int)(st->value_len < 8 ? st->value_len : 8) : 1,
+                st ? (const char *)st->value : "?", he ? ": " : "",
+                he ? (int)(he->value_len < 200 ? he->value_len : 200) : 0,
+                he ? (const char *)he->value : "");
 }
 
 /* The request id itself. */
@@ -64,10 +64,10 @@ static const char *http_provenance(const sg_record_t *rec,
 }
 
 const sg_snapsrc_t sg_snapsrc_http = {
-    .name = "http",
-    .request = http_request,
-    .is_reply_topic = NULL,
-    .pseudo_topic = SG_SNAPSHOT_HTTP_TOPIC,
-    .reply_read = http_reply_read,
-    .provenance = http_provenance,
+        .name = "http",
+        .request = http_request,
+        .is_reply_topic = NULL,
+        .pseudo_topic = SG_SNAPSHOT_HTTP_TOPIC,
+        .reply_read = http_reply_read,
+        .provenance = http_provenance,
 };

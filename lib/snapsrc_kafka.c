@@ -83,10 +83,10 @@ static const char *kafka_provenance(const sg_record_t *rec,
 }
 
 const sg_snapsrc_t sg_snapsrc_kafka = {
-    .name = "kafka",
-    .request = kafka_request,
-    .is_reply_topic = kafka_is_reply_topic,
-    .pseudo_topic = NULL,
-    .reply_read = kafka_reply_read,
-    .provenance = kafka_provenance,
+        .name = "kafka",
+        .request = kafka_request,
+        .is_reply_topic = kafka_is_reply_topic,
+        .pseudo_topic = NULL,
+        .reply_read = kafka_reply_read,
+        .provenance = kafka_provenance,
 };

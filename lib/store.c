@@ -25,12 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const sg_store_db_names[DB__CNT] = {"dedup", "expiry", "agg",
-                                                "parked", "since", "meta",
+const char *const sg_store_db_names[DB__CNT] = {"dedup",   "expiry", "agg",
+                                                "parked",  "since",  "meta",
                                                 "snapreq", "snapdue"};
 
 sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
-                        const void *v, size_t vlen) {
+                           const void *v, size_t vlen) {
         if (!t->capture || !db_logged(db))
                 return SG_OK;
         if (t->change_cnt == t->change_size) {
@@ -127,15 +127,15 @@ sg_err_t sg_txn_fail(sg_txn_t *t, sg_err_t err, const char *fmt, ...) {
 
 sg_err_t sg_txn_lmdb_err(sg_txn_t *t, int rc, const char *what, char *errstr,
                          size_t errstr_size) {
-        sg_err_t err = sg_lmdb_err(rc, what, t->errdetail,
-                                   sizeof(t->errdetail));
+        sg_err_t err =
+                sg_lmdb_err(rc, what, t->errdetail, sizeof(t->errdetail));
         if (err != SG_ERR_NOT_FOUND)
                 sg_errf(errstr, errstr_size, "%s", t->errdetail);
         return err;
 }
 
 int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
-                    unsigned flags) {
+                unsigned flags) {
         int rc = write_op(t, SG_STORE_OP_PUT);
         return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
 }
@@ -202,8 +202,8 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
         if (rc)
                 return rc;
         for (int i = 0; i < DB__CNT; i++) {
-                if ((rc = mdb_dbi_open(txn, db_name(i),
-                                       create ? MDB_CREATE : 0, &s->dbi[i]))) {
+                if ((rc = mdb_dbi_open(txn, db_name(i), create ? MDB_CREATE : 0,
+                                       &s->dbi[i]))) {
                         if (whatp)
                                 *whatp = db_name(i);
                         mdb_txn_abort(txn);
@@ -286,8 +286,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         *storep = s;
         return SG_OK;
 fail:
-        sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir,
-                mdb_strerror(rc));
+        sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir, mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
         close(s->lock_fd);
@@ -363,8 +362,8 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
 }
 
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
-        int rc = t->failed ? MDB_BAD_TXN : fault_at(t->store,
-                                                   SG_STORE_OP_COMMIT);
+        int rc = t->failed ? MDB_BAD_TXN
+                           : fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
@@ -380,9 +379,13 @@ void sg_txn_abort(sg_txn_t *t) {
         txn_free(t);
 }
 
-void sg_txn_capture(sg_txn_t *t, bool on) { t->capture = on; }
+void sg_txn_capture(sg_txn_t *t, bool on) {
+        t->capture = on;
+}
 
-const char *sg_txn_errdetail(const sg_txn_t *t) { return t->errdetail; }
+const char *sg_txn_errdetail(const sg_txn_t *t) {
+        return t->errdetail;
+}
 
 static int change_cmp(const void *a, const void *b) {
         const change_t *x = a, *y = b;
@@ -435,18 +438,17 @@ size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
 }
 
 sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
-                    const void *v, size_t vlen, char *errstr,
-                    size_t errstr_size) {
+                   const void *v, size_t vlen, char *errstr,
+                   size_t errstr_size) {
         MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
         int rc = sg_lmdb_put(t, db, &key, &val, 0);
         if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
-                                       errstr_size);
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
         return sg_change_capture(t, db, k, klen, v ? v : "", vlen);
 }
 
 sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
-                    MDB_val *val) {
+                   MDB_val *val) {
         MDB_val key = {klen, (void *)k};
         int rc = lmdb_get(t, db, &key, val);
         if (!rc)
@@ -457,14 +459,13 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
 }
 
 sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
-                    char *errstr, size_t errstr_size) {
+                   char *errstr, size_t errstr_size) {
         MDB_val key = {klen, (void *)k};
         int rc = lmdb_del(t, db, &key);
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
         if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
-                                       errstr_size);
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
         return sg_change_capture(t, db, k, klen, NULL, 0);
 }
 
@@ -490,8 +491,8 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         return SG_OK;
 fail:
         if (rc == ENOENT || rc == MDB_NOTFOUND)
-                sg_errf(errstr, errstr_size,
-                        "no seqgate store in %s (%s: %s)", dir, what,
+                sg_errf(errstr, errstr_size, "no seqgate store in %s (%s: %s)",
+                        dir, what,
                         rc == ENOENT ? "no data.mdb" : "database missing");
         else
                 sg_errf(errstr, errstr_size, "LMDB %s %s: %s", what, dir,

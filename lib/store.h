@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define SG_TP_MAX 260  /**< 1 + 249 (longest topic) + 4, rounded */
+#define SG_TP_MAX 260   /**< 1 + 249 (longest topic) + 4, rounded */
 #define SG_STATE_MAX 64 /**< longest state name, bytes, NUL included */
 
 typedef struct sg_store sg_store_t;
@@ -69,7 +69,7 @@ typedef enum sg_dedup_verdict {
 
 typedef struct sg_dedup_rec {
         unsigned char digest[32];
-        uint8_t verdict;      /**< sg_dedup_verdict_t */
+        uint8_t verdict; /**< sg_dedup_verdict_t */
         int64_t first_seen_ms;
         int64_t expiry_ms;
 } sg_dedup_rec_t;
@@ -79,17 +79,19 @@ typedef struct sg_dedup_rec {
 #define SG_AGG_REFETCHING 0x2u
 
 typedef struct sg_agg_rec {
-        bool has_last;           /**< false: no version applied yet */
-        uint64_t last_version;   /**< L */
+        bool has_last;         /**< false: no version applied yet */
+        uint64_t last_version; /**< L */
         uint32_t flags;
-        char state[SG_STATE_MAX];/**< current state ("" when no state machine) */
+        char state
+                [SG_STATE_MAX]; /**< current state ("" when no state machine) */
         uint32_t parked_cnt;
         uint64_t parked_bytes;
         int64_t parked_since_ms; /**< parked_at of the oldest parked event, 0 if none */
         int64_t gap_reported_ms; /**< parked_since_ms the current gap was counted for */
-        uint64_t skip_from;      /**< gap_policy skip: first skipped version, 0 none */
+        uint64_t
+                skip_from; /**< gap_policy skip: first skipped version, 0 none */
         uint64_t skip_to;
-        char aggregate[1025];    /**< aggregate id (truncated past 1024 bytes)
+        char aggregate[1025]; /**< aggregate id (truncated past 1024 bytes)
                                       for DLQ headers, snapshot requests, tools */
         size_t aggregate_len;
 } sg_agg_rec_t;
@@ -97,18 +99,18 @@ typedef struct sg_agg_rec {
 /** A parked event. Pointers refer to LMDB memory (get) or caller memory (put). */
 typedef struct sg_parked_rec {
         int64_t parked_at_ms;
-        int64_t offset;          /**< origin offset */
+        int64_t offset; /**< origin offset */
         int64_t timestamp_ms;
         unsigned char key_hash[32];
-        const char *type;        /**< may be NULL */
+        const char *type; /**< may be NULL */
         size_t type_len;
         const void *key;
-        size_t key_len;          /**< key_len == SIZE_MAX: null key */
+        size_t key_len; /**< key_len == SIZE_MAX: null key */
         const void *value;
-        size_t value_len;        /**< SIZE_MAX: null value */
-        const void *headers;     /**< serialized headers (sg_headers_serialize) */
+        size_t value_len;    /**< SIZE_MAX: null value */
+        const void *headers; /**< serialized headers (sg_headers_serialize) */
         size_t headers_len;
-        size_t header_cnt;       /**< headers in the block (set when read:
+        size_t header_cnt; /**< headers in the block (set when read:
                                       the block was checked whole) */
 } sg_parked_rec_t;
 
@@ -122,10 +124,10 @@ typedef struct sg_meta_rec {
         int64_t clock_ms;         /**< last processing time */
         uint64_t parked_cnt;      /**< parked events in the partition */
         uint64_t parked_bytes;
-        uint64_t quarantined;     /**< quarantined aggregates in the partition */
-        uint64_t snap_in_flight;  /**< snapshot requests sent and unanswered */
-        uint64_t snap_seq;        /**< last snapshot request sequence number */
-        int64_t changelog_epoch;  /**< at_least_once: the changelog epoch in
+        uint64_t quarantined;    /**< quarantined aggregates in the partition */
+        uint64_t snap_in_flight; /**< snapshot requests sent and unanswered */
+        uint64_t snap_seq;       /**< last snapshot request sequence number */
+        int64_t changelog_epoch; /**< at_least_once: the changelog epoch in
                                        force at changelog_offset (semantics
                                        §6, kafka.h "Changelog fencing"), -1
                                        none; read as -1 from stores written
@@ -140,22 +142,23 @@ typedef struct sg_meta_rec {
 
 /** Snapshot request states. */
 #define SG_SNAP_INFLIGHT 1 /**< sent; due = its timeout */
-#define SG_SNAP_WAITING 2  /**< not sent yet (queued behind max_in_flight, or
+#define SG_SNAP_WAITING                                                        \
+        2 /**< not sent yet (queued behind max_in_flight, or
                                 backing off before a retry); due = send time */
 
 /** A snapshot request of one aggregate (snapshot refetch; semantics §4 step 1).
  *  Part of the store, so requests in flight survive a restart. */
 typedef struct sg_snapreq_rec {
-        uint64_t seq;            /**< sequence number of the latest attempt */
-        uint32_t attempt;        /**< 1-based */
-        uint8_t state;           /**< SG_SNAP_INFLIGHT / SG_SNAP_WAITING */
+        uint64_t seq;     /**< sequence number of the latest attempt */
+        uint32_t attempt; /**< 1-based */
+        uint8_t state;    /**< SG_SNAP_INFLIGHT / SG_SNAP_WAITING */
         bool has_have;
-        uint64_t have_version;   /**< L when the request was made */
-        uint64_t want_version;   /**< the version the aggregate waits for */
-        int64_t issued_at_ms;    /**< first attempt (time to resolve) */
-        int64_t sent_at_ms;      /**< latest send */
-        int64_t due_ms;          /**< timeout or next send time (snapdue index) */
-        char aggregate[1025];    /**< the aggregate id (max_field_bytes <= 1024
+        uint64_t have_version; /**< L when the request was made */
+        uint64_t want_version; /**< the version the aggregate waits for */
+        int64_t issued_at_ms;  /**< first attempt (time to resolve) */
+        int64_t sent_at_ms;    /**< latest send */
+        int64_t due_ms;        /**< timeout or next send time (snapdue index) */
+        char aggregate[1025];  /**< the aggregate id (max_field_bytes <= 1024
                                       for snapshot topics) */
         size_t aggregate_len;
 } sg_snapreq_rec_t;
@@ -167,8 +170,8 @@ typedef struct sg_snapreq_rec {
  * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_STORE.
  */
 sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
-                       uint64_t growth_bytes, sg_store_t **storep,
-                       char *errstr, size_t errstr_size);
+                       uint64_t growth_bytes, sg_store_t **storep, char *errstr,
+                       size_t errstr_size);
 void sg_store_close(sg_store_t *store);
 
 /** Grows the map by the growth step. No transaction may be open (LMDB
@@ -213,8 +216,7 @@ unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
  * aborts it. A failed commit aborts the transaction (as LMDB does).
  * n == 0 or rc == 0 disarms (and resets the count).
  */
-void sg_store_fault_inject(sg_store_t *store, unsigned ops, uint64_t n,
-                           int rc);
+void sg_store_fault_inject(sg_store_t *store, unsigned ops, uint64_t n, int rc);
 /** Operations counted since sg_store_fault_inject() (up to the faulted
  *  one); *firedp (optional) tells whether the fault was injected. */
 uint64_t sg_store_fault_count(const sg_store_t *store, bool *firedp);
@@ -250,12 +252,12 @@ const char *sg_txn_errdetail(const sg_txn_t *txn);
  * recorded; the index databases are derived and not recorded.
  */
 typedef struct sg_change {
-        uint8_t db;            /**< SG_DB_* */
-        const void *key;       /**< full LMDB key (tp prefix included) */
+        uint8_t db;      /**< SG_DB_* */
+        const void *key; /**< full LMDB key (tp prefix included) */
         size_t key_len;
-        const void *value;     /**< NULL: deleted (a changelog tombstone) */
+        const void *value; /**< NULL: deleted (a changelog tombstone) */
         size_t value_len;
-        size_t _seq;           /* private */
+        size_t _seq; /* private */
 } sg_change_t;
 
 #define SG_DB_DEDUP 0
@@ -312,9 +314,8 @@ sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
                           char *errstr, size_t errstr_size);
 sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                         char *errstr, size_t errstr_size);
-sg_err_t sg_snapreq_decode(const void *value, size_t len,
-                           sg_snapreq_rec_t *out, char *errstr,
-                           size_t errstr_size);
+sg_err_t sg_snapreq_decode(const void *value, size_t len, sg_snapreq_rec_t *out,
+                           char *errstr, size_t errstr_size);
 
 /**
  * The stored value of one state key as a changelog record carries it (the
@@ -430,8 +431,8 @@ sg_err_t sg_meta_put(sg_txn_t *txn, const sg_tp_t *tp, const sg_meta_rec_t *rec,
                      char *errstr, size_t errstr_size);
 
 /** Deletes every key of @p tp in every database. */
-sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp,
-                                 char *errstr, size_t errstr_size);
+sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp, char *errstr,
+                                 size_t errstr_size);
 
 /* ---- read-only access for operator tools (seqgatectl) ---------------- */
 
@@ -479,8 +480,7 @@ sg_err_t sg_agg_foreach(sg_txn_t *txn, const sg_tp_t *tp, sg_agg_visit_cb *cb,
 
 /** Visitor of sg_snapreq_foreach(); @p rec is valid for the call only.
  *  Return 0 to go on, anything else to stop the walk. */
-typedef int(sg_snapreq_visit_cb)(void *opaque,
-                                 const unsigned char agg_hash[32],
+typedef int(sg_snapreq_visit_cb)(void *opaque, const unsigned char agg_hash[32],
                                  const sg_snapreq_rec_t *rec);
 /**
  * Calls @p cb for every snapshot request of @p tp (one per aggregate that
@@ -530,8 +530,8 @@ sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
  * u32 value length (UINT32_MAX for a NULL value), the value. Caller frees.
  * Returns SG_OK or SG_ERR_NOMEM.
  */
-sg_err_t sg_headers_serialize(const sg_header_t *hdrs, size_t cnt,
-                              void **bufp, size_t *lenp);
+sg_err_t sg_headers_serialize(const sg_header_t *hdrs, size_t cnt, void **bufp,
+                              size_t *lenp);
 /**
  * Parses a serialized header block into @p out (at most @p max entries);
  * names and values point into @p buf. Returns the count, or -1 if the block

@@ -42,7 +42,9 @@ static uint64_t rd_u64(rd_t *r) {
         const unsigned char *q = rd_take(r, 8);
         return q ? get_u64(q) : 0;
 }
-static int64_t rd_i64(rd_t *r) { return (int64_t)rd_u64(r); }
+static int64_t rd_i64(rd_t *r) {
+        return (int64_t)rd_u64(r);
+}
 static uint32_t rd_u32(rd_t *r) {
         const unsigned char *q = rd_take(r, 4);
         return q ? get_u32(q) : 0;
@@ -70,7 +72,9 @@ static sg_err_t rd_end(const rd_t *r, const char *kind, size_t len,
 
 /* A processing time, and a deadline computed from one (semantics: times
  * are ms since the epoch, never negative). */
-static bool is_time(int64_t ms) { return ms >= 0 && ms <= SG_TIME_MAX_MS; }
+static bool is_time(int64_t ms) {
+        return ms >= 0 && ms <= SG_TIME_MAX_MS;
+}
 static bool is_deadline(int64_t ms) {
         return ms >= 0 && ms <= SG_DEADLINE_MAX_MS;
 }
@@ -167,9 +171,8 @@ sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
 /* A serialized header block (sg_headers_serialize): u32 count, then per
  * header u32 name length, the name and a NUL byte, u32 value length
  * (UINT32_MAX: null), the value. *cntp receives the count. */
-static sg_err_t headers_check(const unsigned char *p, size_t len,
-                              size_t *cntp, char *errstr,
-                              size_t errstr_size) {
+static sg_err_t headers_check(const unsigned char *p, size_t len, size_t *cntp,
+                              char *errstr, size_t errstr_size) {
         rd_t r = {p, len, false};
         uint32_t cnt = rd_u32(&r);
         /* each header takes at least 9 bytes: checked before the walk */
@@ -181,7 +184,7 @@ static sg_err_t headers_check(const unsigned char *p, size_t len,
         for (uint32_t i = 0; i < cnt && !r.truncated; i++) {
                 uint32_t nl = rd_u32(&r);
                 const unsigned char *name =
-                    nl == UINT32_MAX ? NULL : rd_take(&r, (size_t)nl + 1);
+                        nl == UINT32_MAX ? NULL : rd_take(&r, (size_t)nl + 1);
                 if (!name)
                         break;
                 if (name[nl] != '\0' || memchr(name, '\0', nl))
@@ -253,8 +256,7 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         rd_t r = {value, len, false};
         unsigned gl = rd_u8(&r);
         const unsigned char *group = rd_take(&r, 255);
-        int64_t input = rd_i64(&r), changelog = rd_i64(&r),
-                clock = rd_i64(&r);
+        int64_t input = rd_i64(&r), changelog = rd_i64(&r), clock = rd_i64(&r);
         uint64_t c[5];
         for (int i = 0; i < 5; i++)
                 c[i] = rd_u64(&r);
@@ -304,9 +306,8 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
 
 /* ---- snapshot requests ------------------------------------------------ */
 
-sg_err_t sg_snapreq_decode(const void *value, size_t len,
-                           sg_snapreq_rec_t *out, char *errstr,
-                           size_t errstr_size) {
+sg_err_t sg_snapreq_decode(const void *value, size_t len, sg_snapreq_rec_t *out,
+                           char *errstr, size_t errstr_size) {
         rd_t r = {value, len, false};
         uint64_t seq = rd_u64(&r);
         uint32_t attempt = rd_u32(&r);
@@ -315,8 +316,7 @@ sg_err_t sg_snapreq_decode(const void *value, size_t len,
         int64_t issued = rd_i64(&r), sent = rd_i64(&r), due = rd_i64(&r);
         uint32_t al = rd_u32(&r);
         const unsigned char *agg = rd_take(&r, al);
-        sg_err_t err = rd_end(&r, "snapshot request", len, errstr,
-                              errstr_size);
+        sg_err_t err = rd_end(&r, "snapshot request", len, errstr, errstr_size);
         if (err)
                 return err;
         if (attempt == 0 ||
@@ -326,8 +326,7 @@ sg_err_t sg_snapreq_decode(const void *value, size_t len,
                               "snapshot request value: attempt %" PRIu32
                               ", state %u, has_have %u",
                               attempt, state, has_have);
-        if (!is_time(issued) || !is_time(sent) || due <= 0 ||
-            !is_deadline(due))
+        if (!is_time(issued) || !is_time(sent) || due <= 0 || !is_deadline(due))
                 return refuse(errstr, errstr_size,
                               "snapshot request value: times issued %" PRId64
                               ", sent %" PRId64 ", due %" PRId64,

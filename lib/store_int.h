@@ -41,7 +41,7 @@ struct sg_store {
         atomic_uint writes_open; /* of which write transactions */
         atomic_int writer_tid;   /* thread holding the write txn, 0 none */
         /* fault simulation (sg_store_fault_inject) */
-        unsigned fault_ops;      /* SG_STORE_OP_* mask, 0: disarmed */
+        unsigned fault_ops; /* SG_STORE_OP_* mask, 0: disarmed */
         uint64_t fault_n, fault_cnt;
         int fault_rc;
         bool fault_fired;
@@ -61,7 +61,7 @@ struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
         bool write;
-        int failed;   /* simulated LMDB error that broke the txn, 0 none */
+        int failed; /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
@@ -109,9 +109,8 @@ static inline uint64_t ts_key(int64_t ms) {
 }
 
 /* key = tp | parts... ; returns length. buf must hold SG_TP_MAX + 64. */
-static inline size_t key2(unsigned char *buf, const sg_tp_t *tp,
-                          const void *a, size_t alen, const void *b,
-                          size_t blen) {
+static inline size_t key2(unsigned char *buf, const sg_tp_t *tp, const void *a,
+                          size_t alen, const void *b, size_t blen) {
         assert(tp->len + alen + blen <= SG_TP_MAX + 64);
         memcpy(buf, tp->b, tp->len);
         memcpy(buf + tp->len, a, alen);
@@ -195,14 +194,15 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
 sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
                    char *errstr, size_t errstr_size);
 /* The LMDB name of database @p db (DB_*). */
-static inline const char *db_name(int db) { return sg_store_db_names[db]; }
+static inline const char *db_name(int db) {
+        return sg_store_db_names[db];
+}
 /* Formats why a value or changelog record is refused into errstr (may be
  * NULL); returns SG_ERR_INVALID. */
-static inline sg_err_t refuse(char *errstr, size_t errstr_size,
-                              const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-static inline sg_err_t refuse(char *errstr, size_t errstr_size,
-                              const char *fmt, ...) {
+static inline sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt,
+                              ...) __attribute__((format(printf, 3, 4)));
+static inline sg_err_t refuse(char *errstr, size_t errstr_size, const char *fmt,
+                              ...) {
         va_list ap;
         va_start(ap, fmt);
         sg_verrf(errstr, errstr_size, fmt, ap);
@@ -215,9 +215,10 @@ static inline sg_err_t refuse(char *errstr, size_t errstr_size,
 static inline sg_err_t parked_decode(sg_txn_t *t, const MDB_val *v,
                                      sg_parked_rec_t *out) {
         char why[160];
-        return stored(t, sg_parked_decode(v->mv_data, v->mv_size, out, why,
-                                          sizeof(why)),
-                      why);
+        return stored(
+                t,
+                sg_parked_decode(v->mv_data, v->mv_size, out, why, sizeof(why)),
+                why);
 }
 
 #endif /* SEQGATE_STORE_INT_H */

@@ -87,8 +87,8 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
 }
 
 static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
-                             const unsigned char ah[32], bool add,
-                             char *errstr, size_t errstr_size) {
+                             const unsigned char ah[32], bool add, char *errstr,
+                             size_t errstr_size) {
         unsigned char k[SG_TP_MAX + 64], ts[8];
         put_u64(ts, ts_key(since));
         size_t klen = key2(k, tp, ts, 8, ah, 32);
@@ -106,9 +106,8 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     (err = since_key_op(t, tp, old_since, ah, false, errstr,
                                         errstr_size)))
                         return err;
-                if (new_since &&
-                    (err = since_key_op(t, tp, new_since, ah, true, errstr,
-                                        errstr_size)))
+                if (new_since && (err = since_key_op(t, tp, new_since, ah, true,
+                                                     errstr, errstr_size)))
                         return err;
         }
         unsigned char k[SG_TP_MAX + 64];
@@ -129,8 +128,8 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         memcpy(v + off, r->state, sl);
         off += sl;
         size_t al = r->aggregate_len < sizeof(r->aggregate)
-                        ? r->aggregate_len
-                        : sizeof(r->aggregate) - 1;
+                            ? r->aggregate_len
+                            : sizeof(r->aggregate) - 1;
         v[off++] = (unsigned char)(al >> 8);
         v[off++] = (unsigned char)al;
         memcpy(v + off, r->aggregate, al);
@@ -168,8 +167,8 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         memcpy(p + 24, r->key_hash, 32);
         size_t off = 56;
         for (int i = 0; i < 4; i++) {
-                put_u32(p + off, lens[i] == SIZE_MAX ? UINT32_MAX
-                                                     : (uint32_t)lens[i]);
+                put_u32(p + off,
+                        lens[i] == SIZE_MAX ? UINT32_MAX : (uint32_t)lens[i]);
                 off += 4;
                 if (lens[i] != SIZE_MAX && lens[i]) {
                         memcpy(p + off, ptrs[i], lens[i]);
@@ -279,8 +278,8 @@ sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
         unsigned char k[SG_TP_MAX + 64];
         size_t klen = key2(k, tp, ah, 32, NULL, 0);
         size_t al = r->aggregate_len < sizeof(r->aggregate)
-                        ? r->aggregate_len
-                        : sizeof(r->aggregate) - 1;
+                            ? r->aggregate_len
+                            : sizeof(r->aggregate) - 1;
         unsigned char v[SNAPREQ_FIXED + sizeof(r->aggregate)];
         put_u64(v, r->seq);
         put_u32(v + 8, r->attempt);
@@ -298,11 +297,11 @@ sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
 }
 
 sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
-                        const unsigned char ah[32], int64_t due,
-                        char *errstr, size_t errstr_size) {
+                        const unsigned char ah[32], int64_t due, char *errstr,
+                        size_t errstr_size) {
         sg_err_t err;
-        if (due && (err = snapdue_op(t, tp, due, ah, false, errstr,
-                                     errstr_size)))
+        if (due &&
+            (err = snapdue_op(t, tp, due, ah, false, errstr, errstr_size)))
                 return err;
         unsigned char k[SG_TP_MAX + 64];
         size_t klen = key2(k, tp, ah, 32, NULL, 0);
@@ -312,8 +311,8 @@ sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
 /* ---- restore from the changelog --------------------------------------- */
 
 _Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
-                   SG_DB_PARKED == DB_PARKED && SG_DB_META == DB_META &&
-                   SG_DB_SNAPREQ == DB_SNAPREQ,
+                       SG_DB_PARKED == DB_PARKED && SG_DB_META == DB_META &&
+                       SG_DB_SNAPREQ == DB_SNAPREQ,
                "public database numbers");
 
 /* The key suffix (after tp) of each logged database's records. */
@@ -322,9 +321,9 @@ static size_t suffix_size(int db) {
         case DB_DEDUP:
         case DB_AGG:
         case DB_SNAPREQ:
-                return 32;                     /* key or aggregate hash */
+                return 32; /* key or aggregate hash */
         case DB_PARKED:
-                return 40;                     /* aggregate hash | version */
+                return 40; /* aggregate hash | version */
         case DB_META:
                 return 0;
         default:
@@ -389,21 +388,21 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
         }
         case DB_AGG: {
                 sg_agg_rec_t old, nr;
-                if (value && (err = sg_agg_decode(value, value_len, &nr,
-                                                  errstr, errstr_size)))
+                if (value && (err = sg_agg_decode(value, value_len, &nr, errstr,
+                                                  errstr_size)))
                         return err;
                 err = sg_agg_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "aggregate", errstr,
                                           errstr_size);
-                int64_t old_since = err == SG_OK ? sg_agg_indexed_since(&old)
-                                                 : 0;
+                int64_t old_since =
+                        err == SG_OK ? sg_agg_indexed_since(&old) : 0;
                 if (value)
                         return sg_agg_put(t, tp, suffix, &nr, old_since, errstr,
                                           errstr_size);
                 if (old_since &&
-                    (err = since_key_op(t, tp, old_since, suffix, false,
-                                        errstr, errstr_size)))
+                    (err = since_key_op(t, tp, old_since, suffix, false, errstr,
+                                        errstr_size)))
                         return err;
                 return sg_db_del(t, DB_AGG, k, klen, errstr, errstr_size);
         }

@@ -25,18 +25,19 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                 int rc = sg_lmdb_cursor_open(t, DB_EXPIRY, &cur);
                 if (rc)
                         return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
-                                           errstr_size);
+                                               errstr_size);
                 MDB_val key = {tp->len, (void *)tp->b}, val;
                 rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-                if (rc == MDB_NOTFOUND || (rc == 0 && (key.mv_size != tp->len + 40 ||
-                                         memcmp(key.mv_data, tp->b, tp->len)))) {
+                if (rc == MDB_NOTFOUND ||
+                    (rc == 0 && (key.mv_size != tp->len + 40 ||
+                                 memcmp(key.mv_data, tp->b, tp->len)))) {
                         mdb_cursor_close(cur);
                         break;
                 }
                 if (rc) {
                         mdb_cursor_close(cur);
                         return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
-                                           errstr_size);
+                                               errstr_size);
                 }
                 unsigned char ek[SG_TP_MAX + 64];
                 memcpy(ek, key.mv_data, key.mv_size);
@@ -46,8 +47,8 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
                 if (exp > now_ms)
                         break;
                 const unsigned char *kh = ek + tp->len + 8;
-                sg_err_t err = sg_db_del(t, DB_EXPIRY, ek, eklen, errstr,
-                                         errstr_size);
+                sg_err_t err =
+                        sg_db_del(t, DB_EXPIRY, ek, eklen, errstr, errstr_size);
                 if (err)
                         return err;
                 sg_dedup_rec_t rec;
@@ -148,7 +149,7 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
         while (rc == 0 && *countp < max && key.mv_size == tp->len + 40 &&
                memcmp(key.mv_data, tp->b, tp->len) == 0) {
                 int64_t since = (int64_t)get_u64(
-                    (const unsigned char *)key.mv_data + tp->len);
+                        (const unsigned char *)key.mv_data + tp->len);
                 if (since >= before_ms)
                         break;
                 (*countp)++;
@@ -344,7 +345,7 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
                 if ((err = parked_decode(t, &val, &rec)))
                         break;
                 uint64_t version =
-                    get_u64((const unsigned char *)key.mv_data + plen);
+                        get_u64((const unsigned char *)key.mv_data + plen);
                 if (cb(opaque, version, &rec))
                         break;
         }
@@ -360,8 +361,8 @@ sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
                 MDB_cursor *cur;
                 int rc = sg_lmdb_cursor_open(t, db, &cur);
                 if (rc)
-                        return sg_txn_lmdb_err(t, rc, db_name(db),
-                                               errstr, errstr_size);
+                        return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
+                                               errstr_size);
                 MDB_val key, val;
                 bool stopped = false;
                 for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
@@ -376,8 +377,8 @@ sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
                 if (stopped)
                         return SG_OK;
                 if (rc != MDB_NOTFOUND)
-                        return sg_txn_lmdb_err(t, rc, db_name(db),
-                                               errstr, errstr_size);
+                        return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
+                                               errstr_size);
         }
         return SG_OK;
 }

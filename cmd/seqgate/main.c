@@ -55,9 +55,9 @@ static bool level_parse(const char *s, sg_log_level_t *out) {
         static const struct {
                 const char *name;
                 sg_log_level_t level;
-        } names[] = {{"error", SG_LOG_ERR},     {"err", SG_LOG_ERR},
+        } names[] = {{"error", SG_LOG_ERR},       {"err", SG_LOG_ERR},
                      {"warning", SG_LOG_WARNING}, {"warn", SG_LOG_WARNING},
-                     {"notice", SG_LOG_NOTICE}, {"info", SG_LOG_INFO},
+                     {"notice", SG_LOG_NOTICE},   {"info", SG_LOG_INFO},
                      {"debug", SG_LOG_DEBUG}};
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
                 if (!strcmp(s, names[i].name)) {
@@ -143,8 +143,7 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
                                         sizeof(mbuf));
                 if (m > 0 && (size_t)m < sizeof(mbuf) &&
                     (size_t)n + 1 + (size_t)m < sizeof(buf))
-                        snprintf(buf + n, sizeof(buf) - (size_t)n, ",%s",
-                                 mbuf);
+                        snprintf(buf + n, sizeof(buf) - (size_t)n, ",%s", mbuf);
         }
         log_line(SG_LOG_INFO, "stats", buf);
 }
@@ -190,7 +189,8 @@ static void usage(FILE *out) {
               "\n"
               "  -c, --config FILE           run with the JSON configuration "
               "FILE\n"
-              "      --check-config FILE     validate FILE, print \"config ok\" "
+              "      --check-config FILE     validate FILE, print \"config "
+              "ok\" "
               "and exit\n"
               "                              (exit 2 on an invalid "
               "configuration)\n"
@@ -276,8 +276,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                  OPT_EMBEDDED_PARTS},
                 {"bootstrap-file", required_argument, NULL, OPT_BOOTSTRAP_FILE},
                 {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
-                {"accept-key-change", no_argument, NULL,
-                 OPT_ACCEPT_KEY_CHANGE},
+                {"accept-key-change", no_argument, NULL, OPT_ACCEPT_KEY_CHANGE},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -503,8 +502,7 @@ static int run(const opts_t *o) {
                 if ((err = sg_store_open(conf->data_dir, conf->map_size_bytes,
                                          conf->map_growth_bytes, &store, es,
                                          sizeof(es))) ||
-                    (err = sg_engine_new(conf, store, &engine, es,
-                                         sizeof(es))))
+                    (err = sg_engine_new(conf, store, &engine, es, sizeof(es))))
                         goto fail;
                 sg_engine_set_log(engine, on_log, NULL);
                 sg_engine_processor(engine, &proc);
@@ -513,8 +511,8 @@ static int run(const opts_t *o) {
 
         if (o->embedded) {
                 char *bs = NULL;
-                if ((err = sg_mock_start(conf, 1, o->embedded_partitions,
-                                         &mock, &bs, es, sizeof(es))))
+                if ((err = sg_mock_start(conf, 1, o->embedded_partitions, &mock,
+                                         &bs, es, sizeof(es))))
                         goto fail;
                 bool ok = set_bootstrap(conf, bs);
                 if (ok) {
@@ -564,7 +562,7 @@ static int run(const opts_t *o) {
                 if (!bs || !write_file(o->bootstrap_file, bs)) {
                         err = SG_ERR_IO;
                         sg_errf(es, sizeof(es), "writing %s: %s",
-                                 o->bootstrap_file, strerror(errno));
+                                o->bootstrap_file, strerror(errno));
                         goto fail;
                 }
                 log_msg(SG_LOG_INFO, "bootstrap_file_written", "path",
@@ -580,7 +578,7 @@ static int run(const opts_t *o) {
         status = 0;
         goto out;
 
-fail: {
+fail : {
         g_loop = NULL;
         cJSON *ff = cJSON_CreateObject();
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));

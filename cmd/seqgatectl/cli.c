@@ -36,49 +36,62 @@ void errf(const char *fmt, ...) {
 }
 
 const char usage_text[] =
-    "usage: seqgatectl COMMAND [OPTIONS]\n"
-    "\n"
-    "Commands:\n"
-    "  inspect     --config FILE --topic T --partition P [--aggregate ID]\n"
-    "              [--limit N] [--json]\n"
-    "      Show an aggregate's last applied version, state, flags, parked\n"
-    "      events and snapshot request, and the partition's meta, from the\n"
-    "      store (read-only; safe while seqgate runs). Without --aggregate:\n"
-    "      the partition's meta and up to N (default 1000) aggregates that\n"
-    "      are quarantined, refetching or have parked events.\n"
-    "  partitions  --config FILE [--json]\n"
-    "      Every partition in the store with its meta; the store's map size\n"
-    "      and bytes in use.\n"
-    "  replay      --config FILE --dlq TOPIC [--reason R ...] [--aggregate ID]\n"
-    "              [--dlq-partition P] [--from-offset N] [--until-offset N]\n"
-    "              [--limit N] [--dry-run] [--timeout-ms MS] [--json]\n"
-    "      Read the DLQ topic (every partition, or P) from the start or offset\n"
-    "      N up to its end offsets (or before --until-offset, exclusive) and\n"
-    "      produce each selected record back to its original topic and\n"
-    "      partition without its __seqgate.errors.* headers, with\n"
-    "      __seqgate.replay: <dlq>/<partition>/<offset>. Records are selected\n"
-    "      by reason (any of the --reason values) and aggregate; --limit\n"
-    "      stops after N selected records; --dry-run only prints them.\n"
-    "  release     --config FILE --topic T --partition P --aggregate ID\n"
-    "              [--version S] [--state X] [--wait [--timeout-ms MS]]\n"
-    "      Release a quarantined aggregate: produce a control record\n"
-    "      (header __seqgate.control: release) to input topic T, partition P\n"
-    "      (the __seqgate.errors.partition of its DLQ records), which the\n"
-    "      seqgate that owns the partition applies in order: the quarantine\n"
-    "      ends; with --version the last applied version becomes S (S >= L)\n"
-    "      and with --state the state becomes X (a state of the topic's\n"
-    "      state machine; anything else is refused before sending). An\n"
-    "      aggregate that is not quarantined can be released only with\n"
-    "      --version, and only while it waits on a gap. --wait reads the\n"
-    "      data_dir of the seqgate that owns the partition (run it beside\n"
-    "      that seqgate): it checks the same rules before sending, then waits\n"
-    "      (--timeout-ms, default 30000) until the store has passed the\n"
-    "      control record and says \"released\" (exit 0) or \"refused\"\n"
-    "      (exit 1; seqgate's control_refused log line says why). Then\n"
-    "      replay its DLQ records.\n"
-    "\n"
-    "Common options: --json (one JSON object per line), -h/--help.\n"
-    "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
+        "usage: seqgatectl COMMAND [OPTIONS]\n"
+        "\n"
+        "Commands:\n"
+        "  inspect     --config FILE --topic T --partition P [--aggregate ID]\n"
+        "              [--limit N] [--json]\n"
+        "      Show an aggregate's last applied version, state, flags, parked\n"
+        "      events and snapshot request, and the partition's meta, from "
+        "the\n"
+        "      store (read-only; safe while seqgate runs). Without "
+        "--aggregate:\n"
+        "      the partition's meta and up to N (default 1000) aggregates "
+        "that\n"
+        "      are quarantined, refetching or have parked events.\n"
+        "  partitions  --config FILE [--json]\n"
+        "      Every partition in the store with its meta; the store's map "
+        "size\n"
+        "      and bytes in use.\n"
+        "  replay      --config FILE --dlq TOPIC [--reason R ...] [--aggregate "
+        "ID]\n"
+        "              [--dlq-partition P] [--from-offset N] [--until-offset "
+        "N]\n"
+        "              [--limit N] [--dry-run] [--timeout-ms MS] [--json]\n"
+        "      Read the DLQ topic (every partition, or P) from the start or "
+        "offset\n"
+        "      N up to its end offsets (or before --until-offset, exclusive) "
+        "and\n"
+        "      produce each selected record back to its original topic and\n"
+        "      partition without its __seqgate.errors.* headers, with\n"
+        "      __seqgate.replay: <dlq>/<partition>/<offset>. Records are "
+        "selected\n"
+        "      by reason (any of the --reason values) and aggregate; --limit\n"
+        "      stops after N selected records; --dry-run only prints them.\n"
+        "  release     --config FILE --topic T --partition P --aggregate ID\n"
+        "              [--version S] [--state X] [--wait [--timeout-ms MS]]\n"
+        "      Release a quarantined aggregate: produce a control record\n"
+        "      (header __seqgate.control: release) to input topic T, partition "
+        "P\n"
+        "      (the __seqgate.errors.partition of its DLQ records), which the\n"
+        "      seqgate that owns the partition applies in order: the "
+        "quarantine\n"
+        "      ends; with --version the last applied version becomes S (S >= "
+        "L)\n"
+        "      and with --state the state becomes X (a state of the topic's\n"
+        "      state machine; anything else is refused before sending). An\n"
+        "      aggregate that is not quarantined can be released only with\n"
+        "      --version, and only while it waits on a gap. --wait reads the\n"
+        "      data_dir of the seqgate that owns the partition (run it beside\n"
+        "      that seqgate): it checks the same rules before sending, then "
+        "waits\n"
+        "      (--timeout-ms, default 30000) until the store has passed the\n"
+        "      control record and says \"released\" (exit 0) or \"refused\"\n"
+        "      (exit 1; seqgate's control_refused log line says why). Then\n"
+        "      replay its DLQ records.\n"
+        "\n"
+        "Common options: --json (one JSON object per line), -h/--help.\n"
+        "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
 
 void usage_print(const char *fmt, ...) {
         va_list ap;
@@ -198,11 +211,10 @@ int load_config(const char *path, sg_config_t **confp) {
         return 0;
 }
 
-int open_store(const sg_config_t *conf, sg_store_t **storep,
-                      sg_txn_t **txnp) {
+int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp) {
         char es[512];
-        sg_err_t err = sg_store_open_readonly(conf->data_dir, storep, es,
-                                              sizeof(es));
+        sg_err_t err =
+                sg_store_open_readonly(conf->data_dir, storep, es, sizeof(es));
         if (err) {
                 errf("%s", es);
                 return EXIT_RUNTIME;
@@ -240,8 +252,8 @@ char g_kafka_error[512];
 
 /* librdkafka's lines, redacted by sg_kafka_conf_new(): warnings and worse
  * go to stderr. */
-static void ctl_kafka_log(void *opaque, sg_log_level_t level,
-                          const char *event, const char *fields_json) {
+static void ctl_kafka_log(void *opaque, sg_log_level_t level, const char *event,
+                          const char *fields_json) {
         (void)opaque;
         if (level <= SG_LOG_WARNING)
                 fprintf(stderr, "%s: kafka %s: %s\n", prog, event,
@@ -274,12 +286,12 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
                                               const rd_kafka_message_t *m,
                                               void *opaque)) {
         char gid[128], es[512];
-        snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld",
-                 (long)getpid(), (long)time(NULL));
+        snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld", (long)getpid(),
+                 (long)time(NULL));
         g_klog = (sg_kafka_log_t){conf, ctl_kafka_log, NULL};
         rd_kafka_conf_t *kc;
-        if (sg_kafka_conf_new(conf, producer ? SG_KAFKA_PRODUCER
-                                             : SG_KAFKA_READER,
+        if (sg_kafka_conf_new(conf,
+                              producer ? SG_KAFKA_PRODUCER : SG_KAFKA_READER,
                               gid, &g_klog, &kc, es, sizeof(es))) {
                 errf("%s", es);
                 return NULL;

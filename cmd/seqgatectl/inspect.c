@@ -98,7 +98,8 @@ static cJSON *agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc) {
          * while the aggregate waits (not refetching, not quarantined). */
         if (tc && r->parked_since_ms > 0 && tc->gap_policy != SG_GAP_HOLD &&
             !(r->flags & (SG_AGG_REFETCHING | SG_AGG_QUARANTINED)))
-                j_time(o, "gap_deadline", r->parked_since_ms + tc->gap_timeout_ms);
+                j_time(o, "gap_deadline",
+                       r->parked_since_ms + tc->gap_timeout_ms);
         if (r->skip_from) {
                 char b[64];
                 snprintf(b, sizeof(b), "%" PRIu64 "-%" PRIu64, r->skip_from,
@@ -150,8 +151,8 @@ typedef struct attention {
         cJSON *arr;
         const sg_topic_config_t *tc;
         int64_t limit;
-        int64_t count;     /* aggregates listed */
-        int64_t matching;  /* aggregates that need attention */
+        int64_t count;    /* aggregates listed */
+        int64_t matching; /* aggregates that need attention */
         uint64_t scanned;
 } attention_t;
 
@@ -195,25 +196,23 @@ static int inspect_aggregate(sg_txn_t *txn, const sg_tp_t *tp,
                 return EXIT_RUNTIME;
         }
         if (err) {
-                errf("aggregate '%s': record unreadable (%s)",
-                     aggregate, sg_err2str(err));
+                errf("aggregate '%s': record unreadable (%s)", aggregate,
+                     sg_err2str(err));
                 return EXIT_RUNTIME;
         }
         cJSON *a = agg_json(&rec, tc);
         cJSON_AddStringToObject(a, "hash", ahex);
         cJSON *parked = cJSON_AddArrayToObject(a, "parked");
-        if ((err = sg_parked_foreach(txn, tp, ah, parked_visit,
-                                     parked))) {
+        if ((err = sg_parked_foreach(txn, tp, ah, parked_visit, parked))) {
                 cJSON_Delete(a);
-                errf("aggregate '%s': parked events unreadable (%s)",
-                     aggregate, sg_err2str(err));
+                errf("aggregate '%s': parked events unreadable (%s)", aggregate,
+                     sg_err2str(err));
                 return EXIT_RUNTIME;
         }
         sg_snapreq_rec_t q;
         err = sg_snapreq_get(txn, tp, ah, &q);
         if (err == SG_OK) {
-                cJSON_AddItemToObject(a, "snapshot_request",
-                                      snapreq_json(&q));
+                cJSON_AddItemToObject(a, "snapshot_request", snapreq_json(&q));
         } else if (err == SG_ERR_NOT_FOUND) {
                 cJSON_AddNullToObject(a, "snapshot_request");
         } else {
@@ -234,13 +233,12 @@ static int inspect_attention(sg_txn_t *txn, const sg_tp_t *tp,
                              int64_t partition, bool have_meta, int64_t limit,
                              const char *data_dir, cJSON *out) {
         sg_err_t err;
-        attention_t at = {.arr = cJSON_CreateArray(), .tc = tc,
-                          .limit = limit};
+        attention_t at = {.arr = cJSON_CreateArray(), .tc = tc, .limit = limit};
         err = sg_agg_foreach(txn, tp, attention_visit, &at);
         if (err) {
                 cJSON_Delete(at.arr);
-                errf("%s/%" PRId64 ": aggregates unreadable (%s)",
-                     topic, partition, sg_err2str(err));
+                errf("%s/%" PRId64 ": aggregates unreadable (%s)", topic,
+                     partition, sg_err2str(err));
                 return EXIT_RUNTIME;
         }
         if (!have_meta && at.scanned == 0) {
@@ -262,19 +260,20 @@ static int inspect_attention(sg_txn_t *txn, const sg_tp_t *tp,
 
 int cmd_inspect(int argc, char **argv) {
         static const struct option opts[] = {
-            {"config", required_argument, NULL, 'c'},
-            {"topic", required_argument, NULL, 't'},
-            {"partition", required_argument, NULL, 'p'},
-            {"aggregate", required_argument, NULL, 'a'},
-            {"limit", required_argument, NULL, 'l'},
-            {"json", no_argument, NULL, 'j'},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0}};
+                {"config", required_argument, NULL, 'c'},
+                {"topic", required_argument, NULL, 't'},
+                {"partition", required_argument, NULL, 'p'},
+                {"aggregate", required_argument, NULL, 'a'},
+                {"limit", required_argument, NULL, 'l'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0}};
         const char *config = NULL, *topic = NULL, *aggregate = NULL;
         int64_t partition = -1, limit = 1000;
         bool json = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:p:a:l:jh", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "c:t:p:a:l:jh", opts, NULL)) !=
+               -1) {
                 switch (c) {
                 case 'c':
                         config = optarg;
@@ -285,7 +284,8 @@ int cmd_inspect(int argc, char **argv) {
                 case 'p':
                         if (!parse_i64(optarg, 0, INT32_MAX, &partition))
                                 return usage_error("--partition: '%s' is not a "
-                                                   "partition number", optarg);
+                                                   "partition number",
+                                                   optarg);
                         break;
                 case 'a':
                         aggregate = optarg;
@@ -293,7 +293,8 @@ int cmd_inspect(int argc, char **argv) {
                 case 'l':
                         if (!parse_i64(optarg, 0, INT64_MAX, &limit))
                                 return usage_error("--limit: '%s' is not a "
-                                                   "non-negative number", optarg);
+                                                   "non-negative number",
+                                                   optarg);
                         break;
                 case 'j':
                         json = true;

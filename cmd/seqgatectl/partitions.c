@@ -30,8 +30,8 @@ typedef struct part_list {
         size_t count;
 } part_list_t;
 
-static int partitions_visit(void *opaque, const char *topic,
-                            int32_t partition, const sg_meta_rec_t *m) {
+static int partitions_visit(void *opaque, const char *topic, int32_t partition,
+                            const sg_meta_rec_t *m) {
         part_list_t *pl = opaque;
         pl->count++;
         if (pl->json) {
@@ -45,8 +45,8 @@ static int partitions_visit(void *opaque, const char *topic,
                 while (it) {
                         cJSON *next = it->next;
                         cJSON_AddItemToObject(
-                            o, it->string,
-                            cJSON_DetachItemViaPointer(mj, it));
+                                o, it->string,
+                                cJSON_DetachItemViaPointer(mj, it));
                         it = next;
                 }
                 cJSON_Delete(mj);
@@ -72,10 +72,10 @@ static int partitions_visit(void *opaque, const char *topic,
 
 int cmd_partitions(int argc, char **argv) {
         static const struct option opts[] = {
-            {"config", required_argument, NULL, 'c'},
-            {"json", no_argument, NULL, 'j'},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0}};
+                {"config", required_argument, NULL, 'c'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0}};
         const char *config = NULL;
         bool json = false;
         int c;
@@ -132,8 +132,9 @@ int cmd_partitions(int argc, char **argv) {
                         printf("\nstore %s: %zu partition(s), %" PRIu64
                                " of %" PRIu64 " bytes used (%.1f%%)\n",
                                conf->data_dir, pl.count, used, map_size,
-                               map_size ? 100.0 * (double)used / (double)map_size
-                                        : 0.0);
+                               map_size
+                                       ? 100.0 * (double)used / (double)map_size
+                                       : 0.0);
                 }
         }
         sg_txn_abort(txn);

@@ -52,8 +52,8 @@ static int release_read(const sg_config_t *conf, const char *topic,
         sg_tp_t tp;
         sg_tp_make(&tp, topic, partition);
         sg_meta_rec_t m;
-        *input_offsetp = sg_meta_get(txn, &tp, &m) == SG_OK ? m.input_offset
-                                                              : -1;
+        *input_offsetp =
+                sg_meta_get(txn, &tp, &m) == SG_OK ? m.input_offset : -1;
         unsigned char ah[32];
         sg_sha256(agg, strlen(agg), ah);
         sg_err_t err = sg_agg_get(txn, &tp, ah, recp);
@@ -61,8 +61,7 @@ static int release_read(const sg_config_t *conf, const char *topic,
         sg_txn_abort(txn);
         sg_store_close(store);
         if (err && err != SG_ERR_NOT_FOUND) {
-                errf("release: reading aggregate %s: %s", agg,
-                     sg_err2str(err));
+                errf("release: reading aggregate %s: %s", agg, sg_err2str(err));
                 return EXIT_RUNTIME;
         }
         return 0;
@@ -147,21 +146,19 @@ static int release_send(const sg_config_t *conf, const char *topic,
         int rc = EXIT_RUNTIME;
         if (prod) {
                 rd_kafka_resp_err_t e = rd_kafka_producev(
-                    prod, RD_KAFKA_V_TOPIC(topic),
-                    RD_KAFKA_V_PARTITION((int32_t)partition),
-                    RD_KAFKA_V_KEY(agg, strlen(agg)),
-                    RD_KAFKA_V_VALUE(val, strlen(val)),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_HEADER(SG_H_CONTROL, "release", 7),
-                    RD_KAFKA_V_END);
+                        prod, RD_KAFKA_V_TOPIC(topic),
+                        RD_KAFKA_V_PARTITION((int32_t)partition),
+                        RD_KAFKA_V_KEY(agg, strlen(agg)),
+                        RD_KAFKA_V_VALUE(val, strlen(val)),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                        RD_KAFKA_V_HEADER(SG_H_CONTROL, "release", 7),
+                        RD_KAFKA_V_END);
                 if (e)
                         errf("release: %s", rd_kafka_err2str(e));
-                else if (rd_kafka_flush(prod, 30000) != 0 ||
-                         g_release_err != 0)
+                else if (rd_kafka_flush(prod, 30000) != 0 || g_release_err != 0)
                         errf("release: not delivered: %s",
-                             g_release_err > 0
-                                 ? rd_kafka_err2str(g_release_err)
-                                 : "timed out");
+                             g_release_err > 0 ? rd_kafka_err2str(g_release_err)
+                                               : "timed out");
                 else
                         rc = 0;
                 rd_kafka_destroy(prod);
@@ -186,8 +183,8 @@ static int release_wait(const sg_config_t *conf, const char *topic,
         int64_t in_off;
         while (!outcome) {
                 sg_agg_rec_t after;
-                if ((rc = release_read(conf, topic, (int32_t)partition,
-                                       agg, &found, &after, &in_off)))
+                if ((rc = release_read(conf, topic, (int32_t)partition, agg,
+                                       &found, &after, &in_off)))
                         break;
                 if (in_off > g_release_offset) {
                         bool ok = found &&
@@ -222,34 +219,45 @@ static int release_wait(const sg_config_t *conf, const char *topic,
 
 int cmd_release(int argc, char **argv) {
         static const struct option opts[] = {
-            {"config", required_argument, NULL, 'c'},
-            {"topic", required_argument, NULL, 't'},
-            {"partition", required_argument, NULL, 'p'},
-            {"aggregate", required_argument, NULL, 'a'},
-            {"version", required_argument, NULL, 'v'},
-            {"state", required_argument, NULL, 's'},
-            {"wait", no_argument, NULL, 'w'},
-            {"timeout-ms", required_argument, NULL, 'T'},
-            {"json", no_argument, NULL, 'j'},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0}};
+                {"config", required_argument, NULL, 'c'},
+                {"topic", required_argument, NULL, 't'},
+                {"partition", required_argument, NULL, 'p'},
+                {"aggregate", required_argument, NULL, 'a'},
+                {"version", required_argument, NULL, 'v'},
+                {"state", required_argument, NULL, 's'},
+                {"wait", no_argument, NULL, 'w'},
+                {"timeout-ms", required_argument, NULL, 'T'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0}};
         const char *config = NULL, *topic = NULL, *agg = NULL, *state = NULL;
         int64_t partition = -1, timeout_ms = 30000;
         uint64_t version = 0;
         bool json = false, has_version = false, wait = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:wT:jh", opts,
-                                NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:wT:jh", opts, NULL)) !=
+               -1) {
                 switch (c) {
-                case 'c': config = optarg; break;
-                case 't': topic = optarg; break;
-                case 'a': agg = optarg; break;
-                case 's': state = optarg; break;
-                case 'j': json = true; break;
+                case 'c':
+                        config = optarg;
+                        break;
+                case 't':
+                        topic = optarg;
+                        break;
+                case 'a':
+                        agg = optarg;
+                        break;
+                case 's':
+                        state = optarg;
+                        break;
+                case 'j':
+                        json = true;
+                        break;
                 case 'p':
                         if (!parse_i64(optarg, 0, INT32_MAX, &partition))
                                 return usage_error("--partition: '%s' is not a "
-                                                   "partition number", optarg);
+                                                   "partition number",
+                                                   optarg);
                         break;
                 case 'v':
                         if (!parse_u64(optarg, &version))
@@ -259,15 +267,20 @@ int cmd_release(int argc, char **argv) {
                                                    optarg);
                         has_version = true;
                         break;
-                case 'w': wait = true; break;
+                case 'w':
+                        wait = true;
+                        break;
                 case 'T':
                         if (!parse_i64(optarg, 1, INT32_MAX, &timeout_ms))
                                 return usage_error("--timeout-ms: '%s' is not "
                                                    "a positive number",
                                                    optarg);
                         break;
-                case 'h': fputs(usage_text, stdout); return 0;
-                default: return usage_error("release: bad option");
+                case 'h':
+                        fputs(usage_text, stdout);
+                        return 0;
+                default:
+                        return usage_error("release: bad option");
                 }
         }
         if (!config || !topic || partition < 0 || !agg)
@@ -307,8 +320,8 @@ int cmd_release(int argc, char **argv) {
                 else
                         printf("release of aggregate %s %s: %s [%" PRId64
                                "] offset %" PRId64 ": %s\n",
-                               agg, outcome, topic, partition,
-                               g_release_offset, val);
+                               agg, outcome, topic, partition, g_release_offset,
+                               val);
         }
         cJSON_free(val);
         sg_config_destroy(conf);

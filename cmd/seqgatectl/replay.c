@@ -101,8 +101,9 @@ static void print_record(bool json, const char *action, const char *dlq,
                 return;
         }
         FILE *f = error ? stderr : stdout;
-        fprintf(f, "%s%s %s/%" PRId32 "/%" PRId64 " -> %s/%" PRId32, error ? "seqgatectl: " : "",
-                action, dlq, dlq_part, dlq_off, topic ? topic : "?", part);
+        fprintf(f, "%s%s %s/%" PRId32 "/%" PRId64 " -> %s/%" PRId32,
+                error ? "seqgatectl: " : "", action, dlq, dlq_part, dlq_off,
+                topic ? topic : "?", part);
         if (off >= 0)
                 fprintf(f, "/%" PRId64, off);
         fprintf(f, "  reason=%s aggregate=%s", reason ? reason : "-",
@@ -130,8 +131,8 @@ static void replay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m,
                 rm->stats->replayed++;
                 print_record(rm->json, "replayed", rm->dlq_topic,
                              rm->dlq_partition, rm->dlq_offset, topic,
-                             m->partition, m->offset, rm->reason,
-                             rm->aggregate, NULL);
+                             m->partition, m->offset, rm->reason, rm->aggregate,
+                             NULL);
         }
         replay_msg_free(rm);
 }
@@ -194,24 +195,26 @@ static bool replay_one(rd_kafka_t *prod, const rd_kafka_message_t *m,
         for (size_t i = 0;
              in && rd_kafka_header_get_all(in, i, &name, &val, &size) == 0;
              i++) {
-                if (strncmp(name, DLQ_HDR_PREFIX, strlen(DLQ_HDR_PREFIX)) == 0 ||
+                if (strncmp(name, DLQ_HDR_PREFIX, strlen(DLQ_HDR_PREFIX)) ==
+                            0 ||
                     strcmp(name, SG_H_REPLAY) == 0)
                         continue;
-                rd_kafka_header_add(out, name, -1, val, val ? (ssize_t)size : 0);
+                rd_kafka_header_add(out, name, -1, val,
+                                    val ? (ssize_t)size : 0);
         }
         snprintf(replay_val, sizeof(replay_val), "%s/%" PRId32 "/%" PRId64,
                  rm->dlq_topic, rm->dlq_partition, rm->dlq_offset);
         rd_kafka_header_add(out, SG_H_REPLAY, -1, replay_val, -1);
         for (;;) {
                 rd_kafka_resp_err_t err = rd_kafka_producev(
-                    prod, RD_KAFKA_V_TOPIC(topic),
-                    RD_KAFKA_V_PARTITION(partition),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
-                    RD_KAFKA_V_VALUE(m->payload, m->payload ? m->len : 0),
-                    RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
-                    RD_KAFKA_V_HEADERS(out), RD_KAFKA_V_OPAQUE(rm),
-                    RD_KAFKA_V_END);
+                        prod, RD_KAFKA_V_TOPIC(topic),
+                        RD_KAFKA_V_PARTITION(partition),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                        RD_KAFKA_V_KEY(m->key, m->key ? m->key_len : 0),
+                        RD_KAFKA_V_VALUE(m->payload, m->payload ? m->len : 0),
+                        RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                        RD_KAFKA_V_HEADERS(out), RD_KAFKA_V_OPAQUE(rm),
+                        RD_KAFKA_V_END);
                 if (!err)
                         return true; /* headers now owned by librdkafka */
                 if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -269,7 +272,7 @@ static int replay_plan(replay_t *r) {
         const int meta_timeout = 10000;
         r->rkt = rd_kafka_topic_new(r->cons, o->dlq, NULL);
         rd_kafka_resp_err_t kerr =
-            rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
+                rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
         if (kerr) {
                 errf("DLQ topic %s: metadata: %s", o->dlq,
                      rd_kafka_err2str(kerr));
@@ -295,8 +298,8 @@ static int replay_plan(replay_t *r) {
                         continue;
                 found = true;
                 int64_t lo, hi;
-                kerr = rd_kafka_query_watermark_offsets(r->cons, o->dlq, p,
-                                                        &lo, &hi, meta_timeout);
+                kerr = rd_kafka_query_watermark_offsets(r->cons, o->dlq, p, &lo,
+                                                        &hi, meta_timeout);
                 if (kerr) {
                         errf("DLQ %s/%" PRId32 ": end offsets: %s", o->dlq, p,
                              rd_kafka_err2str(kerr));
@@ -311,7 +314,7 @@ static int replay_plan(replay_t *r) {
                 dp->done = dp->start >= dp->end;
                 if (!dp->done) {
                         rd_kafka_topic_partition_list_add(r->assign, o->dlq, p)
-                            ->offset = dp->start;
+                                ->offset = dp->start;
                         r->open_cnt++;
                 }
         }
@@ -405,11 +408,11 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
                 ts = rd_kafka_message_timestamp(m, NULL);
         if (!origin) {
                 r->st.failed++;
-                print_record(o->json, "failed", o->dlq, m->partition,
-                             m->offset, NULL, -1, -1,
-                             has_reason ? reason : NULL, has_agg ? agg : NULL,
-                             "no valid " SG_DLQ_H_TOPIC " / "
-                             SG_DLQ_H_PARTITION " header");
+                print_record(o->json, "failed", o->dlq, m->partition, m->offset,
+                             NULL, -1, -1, has_reason ? reason : NULL,
+                             has_agg ? agg : NULL,
+                             "no valid " SG_DLQ_H_TOPIC " / " SG_DLQ_H_PARTITION
+                             " header");
                 return 0;
         }
         if (o->dry_run) {
@@ -473,8 +476,8 @@ static int replay_read(replay_t *r) {
                                 rd_kafka_message_destroy(m);
                                 continue;
                         }
-                        errf("reading %s/%" PRId32 ": %s", o->dlq,
-                             m->partition, rd_kafka_message_errstr(m));
+                        errf("reading %s/%" PRId32 ": %s", o->dlq, m->partition,
+                             rd_kafka_message_errstr(m));
                         rd_kafka_message_destroy(m);
                         return EXIT_RUNTIME;
                 }
@@ -518,7 +521,7 @@ static void replay_flush(replay_t *r) {
                  * are counted here. */
                 uint64_t before = r->st.failed;
                 rd_kafka_purge(r->prod, RD_KAFKA_PURGE_F_QUEUE |
-                                            RD_KAFKA_PURGE_F_INFLIGHT);
+                                                RD_KAFKA_PURGE_F_INFLIGHT);
                 rd_kafka_flush(r->prod, 5000);
                 if (r->st.failed - before < (uint64_t)left)
                         r->st.failed = before + (uint64_t)left;
@@ -571,21 +574,24 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
 
 int cmd_replay(int argc, char **argv) {
         static const struct option opts[] = {
-            {"config", required_argument, NULL, 'c'},
-            {"dlq", required_argument, NULL, 'd'},
-            {"reason", required_argument, NULL, 'r'},
-            {"aggregate", required_argument, NULL, 'a'},
-            {"dlq-partition", required_argument, NULL, 'P'},
-            {"from-offset", required_argument, NULL, 'f'},
-            {"until-offset", required_argument, NULL, 'u'},
-            {"limit", required_argument, NULL, 'l'},
-            {"timeout-ms", required_argument, NULL, 'T'},
-            {"dry-run", no_argument, NULL, 'n'},
-            {"json", no_argument, NULL, 'j'},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0}};
-        replay_opts_t o = {.dlq_partition = -1, .from = -1, .until = -1,
-                           .limit = -1, .timeout_ms = 30000};
+                {"config", required_argument, NULL, 'c'},
+                {"dlq", required_argument, NULL, 'd'},
+                {"reason", required_argument, NULL, 'r'},
+                {"aggregate", required_argument, NULL, 'a'},
+                {"dlq-partition", required_argument, NULL, 'P'},
+                {"from-offset", required_argument, NULL, 'f'},
+                {"until-offset", required_argument, NULL, 'u'},
+                {"limit", required_argument, NULL, 'l'},
+                {"timeout-ms", required_argument, NULL, 'T'},
+                {"dry-run", no_argument, NULL, 'n'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0}};
+        replay_opts_t o = {.dlq_partition = -1,
+                           .from = -1,
+                           .until = -1,
+                           .limit = -1,
+                           .timeout_ms = 30000};
         const char *config = NULL;
         const char **reasons = calloc((size_t)argc + 1, sizeof(*reasons));
         if (!reasons) {
@@ -622,27 +628,32 @@ int cmd_replay(int argc, char **argv) {
                 case 'P':
                         if (!parse_i64(optarg, 0, INT32_MAX, &o.dlq_partition))
                                 rc = usage_error("--dlq-partition: '%s' is not "
-                                                 "a partition number", optarg);
+                                                 "a partition number",
+                                                 optarg);
                         break;
                 case 'f':
                         if (!parse_i64(optarg, 0, INT64_MAX, &o.from))
                                 rc = usage_error("--from-offset: '%s' is not "
-                                                 "an offset", optarg);
+                                                 "an offset",
+                                                 optarg);
                         break;
                 case 'u':
                         if (!parse_i64(optarg, 0, INT64_MAX, &o.until))
                                 rc = usage_error("--until-offset: '%s' is not "
-                                                 "an offset", optarg);
+                                                 "an offset",
+                                                 optarg);
                         break;
                 case 'l':
                         if (!parse_i64(optarg, 1, INT64_MAX, &o.limit))
                                 rc = usage_error("--limit: '%s' is not a "
-                                                 "positive number", optarg);
+                                                 "positive number",
+                                                 optarg);
                         break;
                 case 'T':
                         if (!parse_i64(optarg, 1, INT32_MAX, &o.timeout_ms))
                                 rc = usage_error("--timeout-ms: '%s' is not a "
-                                                 "positive number", optarg);
+                                                 "positive number",
+                                                 optarg);
                         break;
                 case 'n':
                         o.dry_run = true;

@@ -28,8 +28,7 @@ typedef struct cl_in {
 
 /* Takes the next record from (*data, *size); false when none is left
  * whole. */
-static inline bool cl_in_next(const uint8_t **data, size_t *size,
-                              cl_in_t *r) {
+static inline bool cl_in_next(const uint8_t **data, size_t *size, cl_in_t *r) {
         if (*size < CL_IN_HEADER)
                 return false;
         const uint8_t *p = *data;
@@ -48,9 +47,9 @@ static inline bool cl_in_next(const uint8_t **data, size_t *size,
 
 /* Frames one record into @p out (room for CL_IN_HEADER + 255 + 65535);
  * returns its length, 0 if the key or value is too long to frame. */
-static inline size_t cl_in_frame(uint8_t *out, bool tombstone,
-                                 const void *key, size_t key_len,
-                                 const void *value, size_t value_len) {
+static inline size_t cl_in_frame(uint8_t *out, bool tombstone, const void *key,
+                                 size_t key_len, const void *value,
+                                 size_t value_len) {
         if (key_len > 255 || value_len > 65535)
                 return 0;
         out[0] = tombstone ? CL_IN_TOMBSTONE : 0;

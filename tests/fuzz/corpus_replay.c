@@ -84,8 +84,7 @@ int main(int argc, char **argv) {
                         names[cnt] = malloc(l);
                         if (!names[cnt])
                                 return 1;
-                        snprintf(names[cnt++], l, "%s/%s", argv[i],
-                                 de->d_name);
+                        snprintf(names[cnt++], l, "%s/%s", argv[i], de->d_name);
                 }
                 closedir(d);
                 qsort(names, cnt, sizeof(*names), cmp);

@@ -47,22 +47,23 @@
 #define T0 1700000000000LL
 
 static const char *conf_json =
-    "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
-    "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
-    "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","
-    "\"dedup\":{\"ttl_ms\":10000},"
-    "\"ordering\":{\"gap_timeout_ms\":1000},"
-    "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
-    "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
-    "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
+        "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
+        "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
+        "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":"
+        "\"dlq\","
+        "\"dedup\":{\"ttl_ms\":10000},"
+        "\"ordering\":{\"gap_timeout_ms\":1000},"
+        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
+        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
+        "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
 
 static struct {
         char dir[256];
         sg_config_t *conf;
         sg_store_t *store;
-        sg_engine_t *eng;  /* one per input */
+        sg_engine_t *eng; /* one per input */
         sg_processor_t proc;
-        int64_t input;     /* next input offset */
+        int64_t input; /* next input offset */
 } F;
 
 #define CHECK(cond, ...)                                                       \
@@ -92,9 +93,10 @@ static void init(void) {
         const char *tmp = getenv("TMPDIR");
         struct stat st;
         if (!tmp)
-                tmp = stat("/dev/shm", &st) == 0 && access("/dev/shm", W_OK) == 0
-                          ? "/dev/shm"
-                          : "/tmp";
+                tmp = stat("/dev/shm", &st) == 0 &&
+                                      access("/dev/shm", W_OK) == 0
+                              ? "/dev/shm"
+                              : "/tmp";
         snprintf(F.dir, sizeof(F.dir), "%s/sg_fuzz_changelog_XXXXXX", tmp);
         CHECK(mkdtemp(F.dir), "mkdtemp %s", F.dir);
         CHECK(sg_config_parse(conf_json, &F.conf, err, sizeof(err)) == SG_OK,
@@ -108,8 +110,7 @@ static void init(void) {
 /* 2a. a new engine, the partition assigned (its meta created) */
 static void engine_up(void) {
         char err[512] = "";
-        CHECK(sg_engine_new(F.conf, F.store, &F.eng, err, sizeof(err)) ==
-                  SG_OK,
+        CHECK(sg_engine_new(F.conf, F.store, &F.eng, err, sizeof(err)) == SG_OK,
               "engine: %s", err);
         sg_engine_processor(F.eng, &F.proc);
         int64_t off;
@@ -153,8 +154,7 @@ static void decode_all(const cl_in_t *r) {
         CHECK(sg_meta_decode(v, n, &m, why, sizeof(why)) == SG_OK || why[0],
               "meta decoder refused without a reason");
         why[0] = '\0';
-        CHECK(sg_snapreq_decode(v, n, &s, why, sizeof(why)) == SG_OK ||
-                  why[0],
+        CHECK(sg_snapreq_decode(v, n, &s, why, sizeof(why)) == SG_OK || why[0],
               "snapshot request decoder refused without a reason");
         why[0] = '\0';
         if (sg_parked_decode(v, n, &p, why, sizeof(why)) == SG_OK) {
@@ -166,17 +166,17 @@ static void decode_all(const cl_in_t *r) {
                                   p.headers_len};
                 for (int i = 0; i < 4; i++)
                         CHECK(!ptrs[i] ||
-                                  ((const uint8_t *)ptrs[i] >= lo &&
-                                   lens[i] <= (size_t)(hi - (const uint8_t *)
-                                                                ptrs[i])),
+                                      ((const uint8_t *)ptrs[i] >= lo &&
+                                       lens[i] <=
+                                               (size_t)(hi - (const uint8_t *)
+                                                                     ptrs[i])),
                               "parked field %d outside the value", i);
                 if (p.headers) {
                         CHECK(p.header_cnt <= p.headers_len / 9 + 1,
                               "header count %zu for %zu bytes", p.header_cnt,
                               p.headers_len);
-                        sg_header_t *h =
-                            malloc((p.header_cnt ? p.header_cnt : 1) *
-                                   sizeof(*h));
+                        sg_header_t *h = malloc(
+                                (p.header_cnt ? p.header_cnt : 1) * sizeof(*h));
                         CHECK(h, "out of memory");
                         ssize_t got = sg_headers_parse(p.headers, p.headers_len,
                                                        h, p.header_cnt);
@@ -226,8 +226,9 @@ static int stored_visit(void *opaque, int db, const void *key, size_t key_len,
         default:
                 break; /* indexes: empty values */
         }
-        CHECK(e == SG_OK, "restored a value of database %d that does not "
-                          "decode: %s",
+        CHECK(e == SG_OK,
+              "restored a value of database %d that does not "
+              "decode: %s",
               db, why);
         return 0;
 }
@@ -236,8 +237,7 @@ static int stored_visit(void *opaque, int db, const void *key, size_t key_len,
 static void batch_over(int64_t now) {
         char err[512] = "";
         sg_engine_set_clock(F.eng, now); /* 0: the real clock */
-        CHECK(F.proc.batch_begin(F.proc.opaque, now, err, sizeof(err)) ==
-                  SG_OK,
+        CHECK(F.proc.batch_begin(F.proc.opaque, now, err, sizeof(err)) == SG_OK,
               "batch_begin: %s", err);
         static const char *const aggs[] = {"A", "B", "C"};
         static const char *const seqs[] = {"2", "1", "5"};
@@ -250,10 +250,15 @@ static void batch_over(int64_t now) {
                                     {"ce_source", "/shop", 5},
                                     {"ce_type", "t", 1},
                                     {"ce_sequence", seqs[i], 1}};
-                sg_record_t rec = {.topic = "orders", .partition = 0,
-                                   .offset = F.input++, .timestamp_ms = 1,
-                                   .key = aggs[i], .key_len = 1, .value = id,
-                                   .value_len = strlen(id), .headers = hd,
+                sg_record_t rec = {.topic = "orders",
+                                   .partition = 0,
+                                   .offset = F.input++,
+                                   .timestamp_ms = 1,
+                                   .key = aggs[i],
+                                   .key_len = 1,
+                                   .value = id,
+                                   .value_len = strlen(id),
+                                   .headers = hd,
                                    .header_cnt = 5};
                 sg_process_result_t res;
                 err[0] = '\0';
@@ -301,11 +306,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         left = size;
         while (!e && cl_in_next(&d, &left, &r)) {
                 err[0] = '\0';
-                e = F.proc.restore_apply(F.proc.opaque, "orders", 0, o,
-                                         r.key, r.key_len,
-                                         r.tombstone ? NULL : r.value,
-                                         r.tombstone ? 0 : r.value_len, err,
-                                         sizeof(err));
+                e = F.proc.restore_apply(
+                        F.proc.opaque, "orders", 0, o, r.key, r.key_len,
+                        r.tombstone ? NULL : r.value,
+                        r.tombstone ? 0 : r.value_len, err, sizeof(err));
                 o++;
         }
         if (e) {
@@ -313,8 +317,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 snprintf(want, sizeof(want),
                          "g-orders-changelog [0] offset %" PRId64, o - 1);
                 CHECK(e != SG_ERR_MAP_FULL, "map full: %s", err);
-                CHECK(strstr(err, want), "refused without naming %s: %s",
-                      want, err);
+                CHECK(strstr(err, want), "refused without naming %s: %s", want,
+                      err);
                 CHECK(sg_store_txns_open(F.store, false) == 0,
                       "a refused record left a transaction open");
                 engine_down();
@@ -331,7 +335,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(sg_txn_begin(F.store, false, &t, err, sizeof(err)) == SG_OK,
               "begin: %s", err);
         CHECK(sg_store_foreach(t, stored_visit, NULL, err, sizeof(err)) ==
-                  SG_OK,
+                      SG_OK,
               "foreach: %s", err);
         sg_txn_abort(t);
         batch_over(0);

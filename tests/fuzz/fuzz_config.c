@@ -24,22 +24,21 @@
 
 #define MARKER "Zq9SECRETzq9"
 
-static void die(const char *what, const char *detail)
-{
+static void die(const char *what, const char *detail) {
         fprintf(stderr, "fuzz_config: %s%s%s\n", what, detail ? ": " : "",
                 detail ? detail : "");
         abort();
 }
 
-static void check_loaded(const sg_config_t *conf)
-{
+static void check_loaded(const sg_config_t *conf) {
         if (!conf)
                 die("SG_OK without a config", NULL);
         for (size_t i = 0; i < conf->topic_cnt; i++) {
                 const sg_topic_config_t *tc = &conf->topics[i];
                 const char *d = tc->digest_pointer;
                 if (!tc->name || !tc->output_topic || !tc->dlq_topic)
-                        die("topic without name, output or DLQ topic", tc->name);
+                        die("topic without name, output or DLQ topic",
+                            tc->name);
                 if (tc->id.kind == SG_SRC_NONE)
                         die("topic without id source", tc->name);
                 if (d && d[0] != '/')
@@ -48,12 +47,12 @@ static void check_loaded(const sg_config_t *conf)
                     strcmp(d, "/data") != 0 && strncmp(d, "/data/", 6) != 0)
                         die("cloudevents digest pointer outside /data", d);
                 if (sg_config_topic(conf, tc->name) != tc)
-                        die("sg_config_topic does not find its topic", tc->name);
+                        die("sg_config_topic does not find its topic",
+                            tc->name);
         }
 }
 
-static void parse_one(const char *text, bool secret_marked)
-{
+static void parse_one(const char *text, bool secret_marked) {
         sg_config_t *conf = (sg_config_t *)0x1;
         char err[1024];
         sg_err_t e;
@@ -84,9 +83,9 @@ static void parse_one(const char *text, bool secret_marked)
                 die("secret value echoed in an error", err);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-        static const char pre[] = "{\"kafka\":{\"sasl.password\":\"" MARKER "\"},";
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        static const char pre[] =
+                "{\"kafka\":{\"sasl.password\":\"" MARKER "\"},";
         char *text = malloc(size + 1), *variant;
         const char *brace;
 

@@ -41,14 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 model_trace(stderr, v, ops, cnt);
                 if (getenv("SG_MODEL_SHRINK")) {
                         /* reproducing a crash input: the shortest list */
-                        size_t n = model_shrink(v, ops,
-                                                res.step < cnt ? res.step + 1
-                                                               : cnt,
-                                                inv, 20000);
+                        size_t n = model_shrink(
+                                v, ops, res.step < cnt ? res.step + 1 : cnt,
+                                inv, 20000);
                         model_result_t again;
                         model_replay(v, ops, n, &again);
-                        fprintf(stderr, "shortest list found (%zu "
-                                        "operations):\n  %s\n",
+                        fprintf(stderr,
+                                "shortest list found (%zu "
+                                "operations):\n  %s\n",
                                 n, again.msg);
                         model_trace(stderr, v, ops, n);
                 }

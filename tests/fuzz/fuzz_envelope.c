@@ -70,17 +70,16 @@ static const char CONFIG[] =
 
 static sg_config_t *conf;
 static sg_topic_config_t cases[7];
-static sg_envelope_t reused; /* one envelope for every input, as the engine does */
+static sg_envelope_t
+        reused; /* one envelope for every input, as the engine does */
 
-static void die(const char *what, const char *detail)
-{
+static void die(const char *what, const char *detail) {
         fprintf(stderr, "fuzz_envelope: %s%s%s\n", what, detail ? ": " : "",
                 detail ? detail : "");
         abort();
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
         char err[512];
         static const char *const names[] = {"t0", "t1", "t2", "t3", "t4", "t5"};
 
@@ -95,13 +94,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                 cases[i] = *tc; /* shares the strings of conf */
         }
         cases[6] = cases[4];
-        cases[6].digest_pointer = ""; /* not allowed by the config; allowed here */
+        cases[6].digest_pointer =
+                ""; /* not allowed by the config; allowed here */
         sg_envelope_init(&reused);
         return 0;
 }
 
-static void check_detail(const char *d, size_t size)
-{
+static void check_detail(const char *d, size_t size) {
         size_t n;
 
         if (!memchr(d, '\0', size))
@@ -116,8 +115,7 @@ static void check_detail(const char *d, size_t size)
                         die("non-printable byte in detail", NULL);
 }
 
-static void check_field(const char *what, const char *s, size_t max)
-{
+static void check_field(const char *what, const char *s, size_t max) {
         size_t n;
 
         if (!s)
@@ -128,9 +126,8 @@ static void check_field(const char *what, const char *s, size_t max)
 }
 
 /* One parse, checked; returns the verdict. */
-static sg_err_t parse_checked(const sg_topic_config_t *tc, const sg_record_t *rec,
-                              sg_envelope_t *env)
-{
+static sg_err_t parse_checked(const sg_topic_config_t *tc,
+                              const sg_record_t *rec, sg_envelope_t *env) {
         char err[512];
         sg_err_t e;
 
@@ -156,9 +153,8 @@ static sg_err_t parse_checked(const sg_topic_config_t *tc, const sg_record_t *re
 }
 
 /* Splits the input into a record; headers and key point into @p buf. */
-static void make_record(char *buf, size_t len, const char *topic, sg_record_t *rec,
-                        sg_header_t *hdrs)
-{
+static void make_record(char *buf, size_t len, const char *topic,
+                        sg_record_t *rec, sg_header_t *hdrs) {
         char *p = buf, *end = buf + len, *blank = NULL;
 
         memset(rec, 0, sizeof(*rec));
@@ -212,8 +208,7 @@ static void make_record(char *buf, size_t len, const char *topic, sg_record_t *r
 
 /* Case 7: the canonical form is a fixed point, and it is what a digest ""
  * hashes. */
-static void json_case(const char *text, size_t len)
-{
+static void json_case(const char *text, size_t len) {
         char *c1 = NULL, *c2 = NULL, err[256];
         size_t l1 = 0, l2 = 0;
         sg_err_t e;
@@ -247,18 +242,20 @@ static void json_case(const char *text, size_t len)
                 rec.headers = &h;
                 rec.header_cnt = 1;
                 if (parse_checked(&cases[6], &rec, &reused) != SG_OK)
-                        die("canonical JSON value refused by the envelope", NULL);
+                        die("canonical JSON value refused by the envelope",
+                            NULL);
                 sg_sha256(c1, l1, want);
                 if (memcmp(want, reused.digest, SG_HASH_LEN) != 0)
-                        die("digest is not SHA-256 of the canonical form", NULL);
+                        die("digest is not SHA-256 of the canonical form",
+                            NULL);
         }
         free(c1);
         free(c2);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-        static const char *const topics[] = {"t0", "t1", "t2", "t3", "t4", "t5", "t4"};
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        static const char *const topics[] = {"t0", "t1", "t2", "t3",
+                                             "t4", "t5", "t4"};
         sg_header_t hdrs[MAX_HEADERS];
         sg_record_t rec;
         sg_envelope_t fresh;
@@ -286,13 +283,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(key1, reused.key_hash, SG_HASH_LEN);
         memcpy(dig1, reused.digest, SG_HASH_LEN);
         e2 = parse_checked(&cases[sel], &rec, &reused);
-        if (e1 != e2 || (e1 == SG_OK && (memcmp(key1, reused.key_hash, SG_HASH_LEN) ||
-                                         memcmp(dig1, reused.digest, SG_HASH_LEN))))
+        if (e1 != e2 ||
+            (e1 == SG_OK && (memcmp(key1, reused.key_hash, SG_HASH_LEN) ||
+                             memcmp(dig1, reused.digest, SG_HASH_LEN))))
                 die("second parse into the same envelope differs", NULL);
         sg_envelope_init(&fresh);
         e3 = parse_checked(&cases[sel], &rec, &fresh);
-        if (e1 != e3 || (e1 == SG_OK && (memcmp(key1, fresh.key_hash, SG_HASH_LEN) ||
-                                         memcmp(dig1, fresh.digest, SG_HASH_LEN))))
+        if (e1 != e3 ||
+            (e1 == SG_OK && (memcmp(key1, fresh.key_hash, SG_HASH_LEN) ||
+                             memcmp(dig1, fresh.digest, SG_HASH_LEN))))
                 die("parse into a fresh envelope differs", NULL);
         sg_envelope_clear(&fresh);
         free(buf);

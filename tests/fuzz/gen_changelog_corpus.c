@@ -26,14 +26,15 @@
 #define T0 1700000000000LL
 
 static const char *conf_json =
-    "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
-    "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
-    "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","
-    "\"dedup\":{\"ttl_ms\":10000},"
-    "\"ordering\":{\"gap_timeout_ms\":1000},"
-    "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
-    "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
-    "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
+        "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
+        "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
+        "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":"
+        "\"dlq\","
+        "\"dedup\":{\"ttl_ms\":10000},"
+        "\"ordering\":{\"gap_timeout_ms\":1000},"
+        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
+        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
+        "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
 
 static sg_processor_t proc;
 static sg_engine_t *eng;
@@ -73,11 +74,16 @@ static void batch(int64_t now, const char *const *ev, size_t cnt) {
                                     {"ce_type", "t", 1},
                                     {"ce_sequence", seq, strlen(seq)}};
                 const char *v = val[0] ? val : id;
-                sg_record_t rec = {.topic = "orders", .partition = 0,
-                                   .offset = offset++, .timestamp_ms = 1000,
-                                   .key = agg, .key_len = strlen(agg),
-                                   .value = v, .value_len = strlen(v),
-                                   .headers = hd, .header_cnt = 5};
+                sg_record_t rec = {.topic = "orders",
+                                   .partition = 0,
+                                   .offset = offset++,
+                                   .timestamp_ms = 1000,
+                                   .key = agg,
+                                   .key_len = strlen(agg),
+                                   .value = v,
+                                   .value_len = strlen(v),
+                                   .headers = hd,
+                                   .header_cnt = 5};
                 sg_process_result_t r;
                 if (proc.process(proc.opaque, &rec, &r, err, sizeof(err)))
                         die("process", err);
@@ -101,16 +107,17 @@ static void batch(int64_t now, const char *const *ev, size_t cnt) {
                 run_len += l;
                 proc.delivered(proc.opaque, i, cl_next++);
                 const uint8_t db = ((const uint8_t *)ef[i].key)[0];
-                static const char *const names[] = {
-                    [SG_DB_DEDUP] = "dedup", [SG_DB_AGG] = "aggregate",
-                    [SG_DB_PARKED] = "parked", [SG_DB_META] = "meta",
-                    [SG_DB_SNAPREQ] = "snapreq"};
+                static const char *const names[] = {[SG_DB_DEDUP] = "dedup",
+                                                    [SG_DB_AGG] = "aggregate",
+                                                    [SG_DB_PARKED] = "parked",
+                                                    [SG_DB_META] = "meta",
+                                                    [SG_DB_SNAPREQ] =
+                                                            "snapreq"};
                 if (tomb && !tomb_written) {
                         write_seed("tombstone", one, l);
                         tomb_written = true;
                 } else if (!tomb && !written[db] &&
-                           db < sizeof(names) / sizeof(names[0]) &&
-                           names[db]) {
+                           db < sizeof(names) / sizeof(names[0]) && names[db]) {
                         write_seed(names[db], one, l);
                         written[db] = true;
                 }
@@ -141,8 +148,8 @@ int main(int argc, char **argv) {
         sg_engine_set_clock(eng, T0);
         if (proc.assign(proc.opaque, "orders", 0, "g", &off, err, sizeof(err)))
                 die("assign", err);
-        const char *b1[] = {"A a1 1", "A a3 3", "B b1 1", "A a1 1",
-                            "A a1 1 other", "B b1x 1"};
+        const char *b1[] = {"A a1 1", "A a3 3",       "B b1 1",
+                            "A a1 1", "A a1 1 other", "B b1x 1"};
         batch(T0, b1, 6);
         const char *b2[] = {"A a2 2", "C c1 1", "C c3 3"};
         batch(T0 + 10, b2, 3);
@@ -159,8 +166,9 @@ int main(int argc, char **argv) {
                              SG_DB_SNAPREQ};
         for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
                 if (!written[kinds[i]]) {
-                        fprintf(stderr, "gen_changelog_corpus: no record of "
-                                        "database %d in the run\n",
+                        fprintf(stderr,
+                                "gen_changelog_corpus: no record of "
+                                "database %d in the run\n",
                                 kinds[i]);
                         return 1;
                 }

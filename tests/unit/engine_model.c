@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define T0 1700000000000LL /* a multiple of MODEL_QUANTUM_MS */
+#define T0 1700000000000LL              /* a multiple of MODEL_QUANTUM_MS */
 #define CLOCK_MAX (T0 + 3LL * 86400000) /* well inside the 7-day dedup TTL */
 #define NSRC (MODEL_PARTS + 1)          /* input partitions, reply topic */
 #define REPLY_SRC MODEL_PARTS
@@ -47,24 +47,24 @@ enum { DB_EXPIRY = 1, DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
 /* ---- configuration variants ------------------------------------------- */
 
 #define SM_JSON                                                                \
-        "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\","         \
-        "\"CREATED\",\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\","       \
-        "\"RETURNING\"],\"transitions\":["                                    \
-        "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"}," \
-        "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"   \
+        "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\","          \
+        "\"CREATED\",\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\","        \
+        "\"RETURNING\"],\"transitions\":["                                     \
+        "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"},"  \
+        "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"    \
         "{\"type\":\"order.shipped\",\"from\":[\"PAID\"],\"to\":\"SHIPPED\"}," \
-        "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],"               \
-        "\"to\":\"COMPLETED\"},"                                              \
-        "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"]," \
-        "\"to\":\"CANCELLED\"},"                                              \
-        "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],"               \
+        "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],"                \
+        "\"to\":\"COMPLETED\"},"                                               \
+        "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"],"  \
+        "\"to\":\"CANCELLED\"},"                                               \
+        "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],"                \
         "\"to\":\"RETURNING\"}]}"
 
 /* max_attempts 2, retries after 100 ms ± 50 %: see MODEL_QUANTUM_MS */
 #define SNAP_JSON                                                              \
-        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","  \
-        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,"                   \
-        "\"max_attempts\":2,\"backoff_ms\":100,\"backoff_max_ms\":100,"       \
+        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","   \
+        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,"                    \
+        "\"max_attempts\":2,\"backoff_ms\":100,\"backoff_max_ms\":100,"        \
         "\"max_in_flight\":2}"
 
 #define GAP(policy) "\"gap_timeout_ms\":1000,\"gap_policy\":\"" policy "\""
@@ -76,36 +76,41 @@ typedef struct variant {
 } variant_t;
 
 static const variant_t variants[] = {
-    {"strict_dlq", true, "\"ordering\":{" GAP("dlq") "}"},
-    {"strict_skip_sm", true, "\"ordering\":{" GAP("skip") "}," SM_JSON},
-    {"strict_hold_alo", false, "\"ordering\":{" GAP("hold") "}"},
-    {"latest_wins_sm", true,
-     "\"ordering\":{\"mode\":\"latest_wins\",\"first_version\":0}," SM_JSON},
-    {"none", true, "\"ordering\":{\"mode\":\"none\"}"},
-    {"snapshot_dlq_sm", true,
-     "\"ordering\":{" GAP("dlq") "}," SNAP_JSON "," SM_JSON},
-    {"snapshot_hold_alo", false, "\"ordering\":{" GAP("hold") "}," SNAP_JSON},
-    {"trust_first_seen", true,
-     "\"ordering\":{" GAP("skip") ",\"new_aggregate\":\"trust_first_seen\"}"},
-    {"caps_dlq", true,
-     "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
-     "\"on_park_overflow\":\"dlq\"}"},
-    {"caps_pause_alo", false,
-     "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
-     "\"max_parked_total\":3}"},
+        {"strict_dlq", true, "\"ordering\":{" GAP("dlq") "}"},
+        {"strict_skip_sm", true, "\"ordering\":{" GAP("skip") "}," SM_JSON},
+        {"strict_hold_alo", false, "\"ordering\":{" GAP("hold") "}"},
+        {"latest_wins_sm", true,
+         "\"ordering\":{\"mode\":\"latest_wins\",\"first_version\":0}"
+         "," SM_JSON},
+        {"none", true, "\"ordering\":{\"mode\":\"none\"}"},
+        {"snapshot_dlq_sm", true,
+         "\"ordering\":{" GAP("dlq") "}," SNAP_JSON "," SM_JSON},
+        {"snapshot_hold_alo", false,
+         "\"ordering\":{" GAP("hold") "}," SNAP_JSON},
+        {"trust_first_seen", true,
+         "\"ordering\":{" GAP(
+                 "skip") ",\"new_aggregate\":\"trust_first_seen\"}"},
+        {"caps_dlq", true,
+         "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
+                                     "\"on_park_overflow\":\"dlq\"}"},
+        {"caps_pause_alo", false,
+         "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
+                                     "\"max_parked_total\":3}"},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
-size_t model_variant_count(void) { return NVARIANTS; }
+size_t model_variant_count(void) {
+        return NVARIANTS;
+}
 
 const char *model_variant_name(size_t v) {
         return v < NVARIANTS ? variants[v].name : "?";
 }
 
 static const char *const type_names[NTYPES] = {
-    "order.created",   "order.paid",      "order.shipped",
-    "order.completed", "order.cancelled", "order.returning",
-    "order.teleported", /* not in the state machine */
+        "order.created",    "order.paid",      "order.shipped",
+        "order.completed",  "order.cancelled", "order.returning",
+        "order.teleported", /* not in the state machine */
 };
 
 /* ---- the source of choices -------------------------------------------- */
@@ -156,23 +161,23 @@ enum { R_EVENT = 1, R_CONTROL, R_REPLY };
 
 /* What became of an input record (by its x-tag). */
 enum {
-        T_FED = 0,     /* in a log, not consumed by a committed batch yet */
-        T_PARKED,      /* parked; must leave by output, DLQ or supersede */
+        T_FED = 0, /* in a log, not consumed by a committed batch yet */
+        T_PARKED,  /* parked; must leave by output, DLQ or supersede */
         T_OUTPUT,
         T_DLQ,
-        T_DUPLICATE,   /* dropped: the duplicate of an accounted record */
-        T_SUPERSEDED,  /* parked, then superseded by a snapshot/release */
-        T_CONTROL,     /* a control record, consumed */
-        T_REPLY,       /* a snapshot reply, consumed */
+        T_DUPLICATE,  /* dropped: the duplicate of an accounted record */
+        T_SUPERSEDED, /* parked, then superseded by a snapshot/release */
+        T_CONTROL,    /* a control record, consumed */
+        T_REPLY,      /* a snapshot reply, consumed */
 };
 static const char *const status_names[] = {
-    "unconsumed", "parked",     "output",        "DLQ",
-    "duplicate",  "superseded", "control record", "snapshot reply"};
+        "unconsumed", "parked",     "output",         "DLQ",
+        "duplicate",  "superseded", "control record", "snapshot reply"};
 
 typedef struct mrec {
         uint8_t kind;
-        uint8_t src;      /* its log: partition, or REPLY_SRC */
-        uint8_t agg;      /* event, control: its aggregate; reply: target */
+        uint8_t src; /* its log: partition, or REPLY_SRC */
+        uint8_t agg; /* event, control: its aggregate; reply: target */
         uint8_t id, payload;
         bool malformed, replay;
         bool rejudged;    /* a replay judged again (its key's verdict DLQ) */
@@ -185,7 +190,7 @@ typedef struct mrec {
         size_t key_len, value_len;
         sg_header_t hdr[8];
         size_t hdr_cnt;
-        char *hval[8];    /* owned header values */
+        char *hval[8]; /* owned header values */
 } mrec_t;
 
 /* A committed changelog record. */
@@ -202,17 +207,17 @@ typedef struct meff {
         int32_t partition;
         unsigned char *key, *value; /* copies; value NULL: null/tombstone */
         size_t key_len, value_len;
-        char *fp;                   /* fingerprint: every byte produced */
+        char *fp; /* fingerprint: every byte produced */
         size_t fp_len;
-        long tag;                   /* x-tag, -1 none */
-        int agg;                    /* aggregate by key, -1 none */
+        long tag; /* x-tag, -1 none */
+        int agg;  /* aggregate by key, -1 none */
         char ce_id[64];
         bool has_seq, has_actual, has_expected, has_snap;
         uint64_t seq, actual, expected, snap;
         int gap; /* 0 none, 1 gap.skipped, 2 gap.missing */
         uint64_t gap_a, gap_b;
         char reason[48];
-        char rid[320];              /* request records: request_id */
+        char rid[320]; /* request records: request_id */
         int req_agg;
 } meff_t;
 
@@ -222,11 +227,11 @@ typedef struct mreq {
 } mreq_t;
 
 typedef struct agg_model {
-        bool has;            /* a version was applied (inv 2) */
-        uint64_t last;       /* ... the last one (L as outputs show it) */
-        uint64_t rel[8];     /* releases with a version, not used yet */
+        bool has;        /* a version was applied (inv 2) */
+        uint64_t last;   /* ... the last one (L as outputs show it) */
+        uint64_t rel[8]; /* releases with a version, not used yet */
         size_t rel_cnt;
-        bool hint_set;       /* generation: last in-order version made */
+        bool hint_set; /* generation: last in-order version made */
         uint64_t hint;
 } agg_model_t;
 
@@ -255,15 +260,15 @@ typedef struct model {
         sg_tp_t tp[MODEL_PARTS];
         unsigned char agg_hash[MODEL_AGGS][32];
 
-        int64_t now;             /* processing time (the engine's clock) */
-        int64_t wall;            /* the wall clock */
+        int64_t now;  /* processing time (the engine's clock) */
+        int64_t wall; /* the wall clock */
         bool assigned[MODEL_PARTS];
-        bool gauges_fresh;       /* a batch committed since the last change
+        bool gauges_fresh;    /* a batch committed since the last change
                                     of engine or assignment */
-        int64_t gauges_at;       /* the engine samples the age gauges at
+        int64_t gauges_at;    /* the engine samples the age gauges at
                                     most once a second: when it last did */
-        bool sampled;            /* ... in the last batch attempt */
-        uint64_t applied_cnt;    /* this engine's committed outputs */
+        bool sampled;         /* ... in the last batch attempt */
+        uint64_t applied_cnt; /* this engine's committed outputs */
         uint64_t dlq_cnt[SG_R__CNT + 8];
 
         mrec_t *recs;
@@ -271,13 +276,13 @@ typedef struct model {
         uint32_t *log[NSRC];
         size_t log_cnt[NSRC], log_size[NSRC];
         int64_t committed[NSRC];
-        int64_t topic_off[3];    /* out, dlq, request topic: next offsets */
+        int64_t topic_off[3]; /* out, dlq, request topic: next offsets */
 
         clrec_t *cl[MODEL_PARTS];
         size_t cl_cnt[MODEL_PARTS], cl_size[MODEL_PARTS];
         int64_t cl_next[MODEL_PARTS];
 
-        int recorded[MODEL_PARTS][MODEL_IDS]; /* payload the key was
+        int recorded[MODEL_PARTS][MODEL_IDS];  /* payload the key was
                                                  recorded with, -1 none */
         long recorder[MODEL_PARTS][MODEL_IDS]; /* the record whose verdict
                                                   the key holds */
@@ -288,16 +293,18 @@ typedef struct model {
         mreq_t *req;
         size_t req_cnt, req_size;
 
-        struct pview *view;      /* the store after the last check_store */
-        uint8_t *parked_now;     /* by tag: in the store's parked set */
+        struct pview *view;  /* the store after the last check_store */
+        uint8_t *parked_now; /* by tag: in the store's parked set */
         size_t parked_now_size;
         char err[512];
 } model_t;
 
-static bool failed(const model_t *m) { return m->res->inv != MODEL_OK; }
+static bool failed(const model_t *m) {
+        return m->res->inv != MODEL_OK;
+}
 
 static void fail(model_t *m, int inv, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 static void fail(model_t *m, int inv, const char *fmt, ...) {
         if (failed(m))
                 return; /* the first violation is the one reported */
@@ -339,7 +346,9 @@ static int agg_of_key(const void *key, size_t len) {
         return a >= 0 && a < MODEL_AGGS ? a : -1;
 }
 
-static int part_of_agg(int agg) { return agg % MODEL_PARTS; }
+static int part_of_agg(int agg) {
+        return agg % MODEL_PARTS;
+}
 
 static uint64_t first_version(const model_t *m) {
         return m->tc->first_version;
@@ -436,8 +445,8 @@ static bool engine_open(model_t *m, bool fresh, bool compact, bool no_tombs) {
         if (fresh) {
                 if (m->live_dir[0])
                         rm_store_dir(m->live_dir);
-                snprintf(m->live_dir, sizeof(m->live_dir), "%s/live%d",
-                         m->base, m->dir_gen++);
+                snprintf(m->live_dir, sizeof(m->live_dir), "%s/live%d", m->base,
+                         m->dir_gen++);
         }
         sg_err_t err = sg_store_open(m->live_dir, 1 << 24, 1 << 24, &m->store,
                                      m->err, sizeof(m->err));
@@ -573,8 +582,8 @@ static mrec_t *rec_add(model_t *m, int kind, int src) {
 
 static void rec_header(mrec_t *r, const char *name, const char *value) {
         r->hval[r->hdr_cnt] = xstrdup(value);
-        r->hdr[r->hdr_cnt] = (sg_header_t){name, r->hval[r->hdr_cnt],
-                                           strlen(value)};
+        r->hdr[r->hdr_cnt] =
+                (sg_header_t){name, r->hval[r->hdr_cnt], strlen(value)};
         r->hdr_cnt++;
 }
 
@@ -650,8 +659,7 @@ static void exec_release(model_t *m, const model_op_t *op) {
         r->key_len = strlen(n);
         json_version(v, sizeof(v), op->version, op->flags & MOPF_NUMBER);
         snprintf(b, sizeof(b), "{\"aggregate\":\"%s\"%s%s%s%s%s}", n,
-                 r->has_version ? ",\"version\":" : "",
-                 r->has_version ? v : "",
+                 r->has_version ? ",\"version\":" : "", r->has_version ? v : "",
                  (op->flags & MOPF_STATE) ? ",\"state\":\"" : "",
                  (op->flags & MOPF_STATE) ? state_name(m, op->state) : "",
                  (op->flags & MOPF_STATE) ? "\"" : "");
@@ -680,7 +688,8 @@ static void exec_reply(model_t *m, const model_op_t *op) {
                 snprintf(b, sizeof(b),
                          "{\"request_id\":\"%s\"%s%s%s,\"version\":%s%s%s%s,"
                          "\"data\":{\"tag\":%zu}}",
-                         q->rid, (op->flags & MOPF_NO_AGG) ? "" : ",\"aggregate\":\"",
+                         q->rid,
+                         (op->flags & MOPF_NO_AGG) ? "" : ",\"aggregate\":\"",
                          (op->flags & MOPF_NO_AGG)      ? ""
                          : (op->flags & MOPF_OTHER_AGG) ? other
                                                         : n,
@@ -695,16 +704,16 @@ static void exec_reply(model_t *m, const model_op_t *op) {
 
 static sg_record_t rec_view(const mrec_t *r) {
         return (sg_record_t){
-            .topic = r->src == REPLY_SRC ? REPLY_TOPIC : TOPIC,
-            .partition = r->src == REPLY_SRC ? 0 : r->src,
-            .offset = r->offset,
-            .timestamp_ms = r->ts,
-            .key = r->key,
-            .key_len = r->key_len,
-            .value = r->value,
-            .value_len = r->value_len,
-            .headers = r->hdr,
-            .header_cnt = r->hdr_cnt,
+                .topic = r->src == REPLY_SRC ? REPLY_TOPIC : TOPIC,
+                .partition = r->src == REPLY_SRC ? 0 : r->src,
+                .offset = r->offset,
+                .timestamp_ms = r->ts,
+                .key = r->key,
+                .key_len = r->key_len,
+                .value = r->value,
+                .value_len = r->value_len,
+                .headers = r->hdr,
+                .header_cnt = r->hdr_cnt,
         };
 }
 
@@ -798,8 +807,8 @@ static void eff_copy(meff_t *e, const sg_effect_t *ef) {
         e->agg = agg_of_key(ef->key, ef->key_len);
         for (size_t i = 0; i < ef->header_cnt + ef->extra_cnt; i++) {
                 const sg_header_t *h = i < ef->header_cnt
-                                           ? &ef->headers[i]
-                                           : &ef->extra[i - ef->header_cnt];
+                                               ? &ef->headers[i]
+                                               : &ef->extra[i - ef->header_cnt];
                 fp_add(e, h->name, strlen(h->name));
                 fp_add(e, h->value, h->value ? h->value_len : 0);
                 parse_header(e, h);
@@ -809,10 +818,10 @@ static void eff_copy(meff_t *e, const sg_effect_t *ef) {
         if (e->kind == SG_EFFECT_OUTPUT && !strcmp(e->topic, REQUEST_TOPIC) &&
             e->value) {
                 cJSON *j = cJSON_Parse((const char *)e->value);
-                const cJSON *rid = cJSON_GetObjectItemCaseSensitive(j,
-                                                                    "request_id");
-                const cJSON *ag = cJSON_GetObjectItemCaseSensitive(j,
-                                                                   "aggregate");
+                const cJSON *rid =
+                        cJSON_GetObjectItemCaseSensitive(j, "request_id");
+                const cJSON *ag =
+                        cJSON_GetObjectItemCaseSensitive(j, "aggregate");
                 if (cJSON_IsString(rid))
                         snprintf(e->rid, sizeof(e->rid), "%s",
                                  rid->valuestring);
@@ -897,8 +906,8 @@ static void dump_free(sdump_t *d) {
 static sg_err_t store_dump(model_t *m, sg_txn_t *t, sdump_t *d) {
         memset(d, 0, sizeof(*d));
         d->tp = m->tp;
-        sg_err_t err = sg_store_foreach(t, dump_visit, d, m->err,
-                                        sizeof(m->err));
+        sg_err_t err =
+                sg_store_foreach(t, dump_visit, d, m->err, sizeof(m->err));
         if (err) {
                 fail(m, MODEL_HARNESS_ERROR, "reading the store: %s", m->err);
                 dump_free(d);
@@ -928,8 +937,8 @@ static int agg_of_hash(const model_t *m, const unsigned char *h) {
 }
 
 static const char *db_name(int db) {
-        static const char *const n[] = {"dedup",  "expiry", "agg",
-                                        "parked", "since",  "meta",
+        static const char *const n[] = {"dedup",   "expiry", "agg",
+                                        "parked",  "since",  "meta",
                                         "snapreq", "snapdue"};
         return db >= 0 && db < NDB ? n[db] : "?";
 }
@@ -1081,8 +1090,8 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         l = d->l[p][SG_DB_AGG];
         for (size_t i = 0; i < l.cnt; i++) {
                 int a = l.v[i].key_len == tp->len + 32
-                            ? agg_of_hash(m, l.v[i].key + tp->len)
-                            : -1;
+                                ? agg_of_hash(m, l.v[i].key + tp->len)
+                                : -1;
                 if (a < 0 || part_of_agg(a) != p ||
                     sg_agg_get(t, tp, m->agg_hash[a], &v->agg[a])) {
                         fail(m, MODEL_INV_GAUGES,
@@ -1100,9 +1109,10 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         l = d->l[p][SG_DB_SNAPREQ];
         for (size_t i = 0; i < l.cnt; i++) {
                 int a = l.v[i].key_len == tp->len + 32
-                            ? agg_of_hash(m, l.v[i].key + tp->len)
-                            : -1;
-                if (a < 0 || sg_snapreq_get(t, tp, m->agg_hash[a], &v->req[a])) {
+                                ? agg_of_hash(m, l.v[i].key + tp->len)
+                                : -1;
+                if (a < 0 ||
+                    sg_snapreq_get(t, tp, m->agg_hash[a], &v->req[a])) {
                         fail(m, MODEL_INV_GAUGES,
                              "partition %d: a snapshot request of an unknown "
                              "aggregate, or one that does not decode",
@@ -1279,9 +1289,9 @@ static void check_store(model_t *m) {
                         int64_t x = 0;
                         if (v[p].agg_present[a])
                                 x = (ar->flags & SG_AGG_REFETCHING) &&
-                                            ar->parked_cnt > 0
-                                        ? ar->parked_since_ms
-                                        : sg_agg_indexed_since(ar);
+                                                    ar->parked_cnt > 0
+                                            ? ar->parked_since_ms
+                                            : sg_agg_indexed_since(ar);
                         if (x && (!ix_oldest || x < ix_oldest))
                                 ix_oldest = x;
                         ix_stuck += (x && x < stale) ||
@@ -1309,8 +1319,8 @@ static void check_store(model_t *m) {
                      " parked (%" PRIu64 " bytes), %" PRIu64
                      " quarantined, %" PRIu64 " in flight",
                      mt->parked_events, mt->parked_bytes,
-                     mt->quarantined_aggregates, mt->snapshot_in_flight,
-                     parked, bytes, quarantined, inflight);
+                     mt->quarantined_aggregates, mt->snapshot_in_flight, parked,
+                     bytes, quarantined, inflight);
         if (!m->sampled)
                 return;
         int64_t age = oldest ? m->gauges_at - oldest : 0;
@@ -1328,7 +1338,8 @@ static void check_store(model_t *m) {
                 snprintf(m->res->age_note, sizeof(m->res->age_note),
                          "after operation %zu: oldest_parked_age_ms %" PRId64
                          " stuck_parked_over_5m %" PRId64 ", but the store's "
-                         "oldest parked event is %" PRId64 " ms old and %" PRId64
+                         "oldest parked event is %" PRId64
+                         " ms old and %" PRId64
                          " aggregates have been parked or refetching for more "
                          "than 5 minutes",
                          m->step, mt->oldest_parked_age_ms,
@@ -1403,7 +1414,7 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                                         if (ls[s]->v[i].value_len >=
                                             META_CHECKPOINT_AT + 8)
                                                 memset(ls[s]->v[i].value +
-                                                           META_CHECKPOINT_AT,
+                                                               META_CHECKPOINT_AT,
                                                        0, 8);
                         if (x.cnt == 1 && y.cnt == 0 &&
                             meta_fresh(x.v[0].value, x.v[0].value_len))
@@ -1421,8 +1432,8 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                         char hx[100];
                         hex_prefix(k->key + tp->len,
                                    k->key_len - tp->len < 24
-                                       ? k->key_len - tp->len
-                                       : 24,
+                                           ? k->key_len - tp->len
+                                           : 24,
                                    hx, sizeof(hx));
                         size_t diff = 0;
                         if (i < x.cnt && i < y.cnt)
@@ -1436,13 +1447,12 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
                              p, db_name(db), x.cnt, what, y.cnt, i, hx,
                              i >= x.cnt   ? "only the replay has it"
                              : i >= y.cnt ? "only the live store has it"
-                             : cmp_kv(&x.v[i], &y.v[i])
-                                 ? "different keys"
-                                 : "different values");
+                             : cmp_kv(&x.v[i], &y.v[i]) ? "different keys"
+                                                        : "different values");
                         if (i < x.cnt && i < y.cnt && !cmp_kv(&x.v[i], &y.v[i]))
                                 snprintf(m->res->msg + strlen(m->res->msg),
                                          sizeof(m->res->msg) -
-                                             strlen(m->res->msg),
+                                                 strlen(m->res->msg),
                                          " (%zu and %zu bytes, first "
                                          "difference at byte %zu)",
                                          x.v[i].value_len, y.v[i].value_len,
@@ -1489,10 +1499,11 @@ static size_t *cl_view(model_t *m, int p, int64_t from, bool compact,
                 qsort(idx, n, sizeof(*idx), cmp_cl);
                 for (size_t i = 0; i < n; i++) {
                         const clrec_t *c = &m->cl[p][idx[i]];
-                        bool last = i + 1 == n ||
-                                    c->key_len != m->cl[p][idx[i + 1]].key_len ||
-                                    memcmp(c->key, m->cl[p][idx[i + 1]].key,
-                                           c->key_len);
+                        bool last =
+                                i + 1 == n ||
+                                c->key_len != m->cl[p][idx[i + 1]].key_len ||
+                                memcmp(c->key, m->cl[p][idx[i + 1]].key,
+                                       c->key_len);
                         if (last && !(no_tombs && !c->value))
                                 idx[k++] = idx[i];
                 }
@@ -1520,23 +1531,23 @@ static bool restore_part(model_t *m, int p, bool compact, bool no_tombs) {
         /* tombstones may only be gone when the whole log is read into an
          * empty partition (a delta restore needs them) */
         size_t cnt;
-        size_t *idx = cl_view(m, p, from, compact, no_tombs && from == 0,
-                              &cnt);
+        size_t *idx = cl_view(m, p, from, compact, no_tombs && from == 0, &cnt);
         m->res->stats.restored_records += cnt;
         for (size_t i = 0; i < cnt && !err; i++) {
                 const clrec_t *c = &m->cl[p][idx[i]];
                 err = m->proc.restore_apply(m->proc.opaque, TOPIC, p, c->offset,
                                             c->key, c->key_len, c->value,
-                                            c->value ? c->value_len : 0,
-                                            m->err, sizeof(m->err));
+                                            c->value ? c->value_len : 0, m->err,
+                                            sizeof(m->err));
         }
         free(idx);
         if (!err)
-                err = m->proc.restore_end(m->proc.opaque, TOPIC, p, end,
-                                          m->err, sizeof(m->err));
+                err = m->proc.restore_end(m->proc.opaque, TOPIC, p, end, m->err,
+                                          sizeof(m->err));
         if (err) {
-                fail(m, MODEL_ENGINE_ERROR, "restore [%d] from %" PRId64 ": %s: %s",
-                     p, from, sg_err2str(err), m->err);
+                fail(m, MODEL_ENGINE_ERROR,
+                     "restore [%d] from %" PRId64 ": %s: %s", p, from,
+                     sg_err2str(err), m->err);
                 return false;
         }
         return true;
@@ -1575,9 +1586,9 @@ static void check_full_replay(model_t *m) {
                 for (size_t i = 0; i < cnt; i++) {
                         const clrec_t *c = &m->cl[p][idx[i]];
                         sg_err_t err = sg_store_apply_change(
-                            t, &m->tp[p], c->key[0], c->key + 1,
-                            c->key_len - 1, c->value, c->value_len, m->err,
-                            sizeof(m->err));
+                                t, &m->tp[p], c->key[0], c->key + 1,
+                                c->key_len - 1, c->value, c->value_len, m->err,
+                                sizeof(m->err));
                         if (err) {
                                 fail(m, MODEL_INV_REPLAY,
                                      "changelog [%d] offset %" PRId64
@@ -1871,8 +1882,8 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
         }
         /* invariant 2: L as the store has it is L as the output shows it
          * (no version given up silently), unless a release may have set it */
-        for (int a = 0; a < MODEL_AGGS && !failed(m) &&
-                        m->tc->order_mode != SG_ORDER_NONE;
+        for (int a = 0;
+             a < MODEL_AGGS && !failed(m) && m->tc->order_mode != SG_ORDER_NONE;
              a++) {
                 const pview_t *pv = &m->view[part_of_agg(a)];
                 const agg_model_t *g = &m->agg[a];
@@ -1923,11 +1934,11 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                                      e ? w : "nothing");
                         r->status = T_DLQ;
                 } else if (*rec_pay < 0 || again) {
-                        if (dlq && (!strcmp(e->reason, "malformed") ||
-                                    !strcmp(e->reason,
-                                            "idempotency_conflict"))) {
-                                fail(m, MODEL_INV_ACCOUNTED,
-                                     "%s: %s, got %s", rw,
+                        if (dlq &&
+                            (!strcmp(e->reason, "malformed") ||
+                             !strcmp(e->reason, "idempotency_conflict"))) {
+                                fail(m, MODEL_INV_ACCOUNTED, "%s: %s, got %s",
+                                     rw,
                                      again ? "a replay of a key recorded "
                                              "with a DLQ verdict, judged "
                                              "again"
@@ -2034,9 +2045,9 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                      rw,
                      !fresh ? "it was parked and is no longer"
                      : r->rejudged
-                         ? "a replay whose key was recorded with a DLQ "
-                           "verdict, so judged again, but not parked"
-                         : "not a duplicate, not parked");
+                             ? "a replay whose key was recorded with a DLQ "
+                               "verdict, so judged again, but not parked"
+                             : "not a duplicate, not parked");
         }
         free(eff_of);
 }
@@ -2060,9 +2071,9 @@ static void shadow_apply(model_t *m, const meff_t *E, size_t ecnt) {
                         break;
                 }
                 sg_err_t err = sg_store_apply_change(
-                    t, &m->tp[e->partition], e->key[0], e->key + 1,
-                    e->key_len - 1, e->value, e->value_len, m->err,
-                    sizeof(m->err));
+                        t, &m->tp[e->partition], e->key[0], e->key + 1,
+                        e->key_len - 1, e->value, e->value_len, m->err,
+                        sizeof(m->err));
                 if (err) {
                         fail(m, MODEL_INV_REPLAY,
                              "changelog record (%s) does not apply: %s",
@@ -2147,7 +2158,7 @@ static meff_t *batch_run(model_t *m, const model_op_t *op, int64_t *pos,
                         m->proc.position(m->proc.opaque, TOPIC, s,
                                          paused[s] ? -1
                                                    : (int64_t)m->log_cnt[s] -
-                                                         pos[s]);
+                                                             pos[s]);
         m->sampled = m->now - m->gauges_at >= 1000;
         if (m->sampled)
                 m->gauges_at = m->now;
@@ -2177,7 +2188,7 @@ static void deliver(model_t *m, const meff_t *E, size_t ecnt,
                 } else if (E[i].kind == SG_EFFECT_HTTP_GET) {
                         continue;
                 } else {
-                        int t = E[i].kind == SG_EFFECT_DLQ ? 1
+                        int t = E[i].kind == SG_EFFECT_DLQ           ? 1
                                 : !strcmp(E[i].topic, REQUEST_TOPIC) ? 2
                                                                      : 0;
                         off = m->topic_off[t]++;
@@ -2187,8 +2198,8 @@ static void deliver(model_t *m, const meff_t *E, size_t ecnt,
         }
 }
 
-static bool same_effects(const meff_t *a, size_t an, const meff_t *b,
-                         size_t bn, size_t *at) {
+static bool same_effects(const meff_t *a, size_t an, const meff_t *b, size_t bn,
+                         size_t *at) {
         size_t i = 0, j = 0;
         for (;;) {
                 while (i < an && a[i].kind == SG_EFFECT_CHANGELOG)
@@ -2250,8 +2261,8 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                 /* the loop re-reads the same records at once: the same
                  * decisions, as if the aborted attempt never happened */
                 size_t ecnt2 = 0, ccnt2 = 0, at = 0;
-                meff_t *E2 = batch_run(m, op, pos, consumed, eff_at, &ccnt2,
-                                       &ecnt2);
+                meff_t *E2 =
+                        batch_run(m, op, pos, consumed, eff_at, &ccnt2, &ecnt2);
                 if (!E2)
                         goto out;
                 if (!same_effects(E, ecnt, E2, ecnt2, &at)) {
@@ -2523,8 +2534,8 @@ static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
         int a = pick(s, 100) < 70 ? (int)pick(s, 3) : (int)pick(s, MODEL_AGGS);
         int p = part_of_agg(a);
         op->kind = MOP_RECORD;
-        if (m->id_used[p] && (pick(s, 100) < 40 ||
-                              m->id_used[p] >= MODEL_IDS)) {
+        if (m->id_used[p] &&
+            (pick(s, 100) < 40 || m->id_used[p] >= MODEL_IDS)) {
                 int id = (int)pick(s, (uint32_t)m->id_used[p]);
                 const idinfo_t *in = &m->ids[p][id];
                 op->id = (uint8_t)id;
@@ -2555,8 +2566,10 @@ static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
         }
         idinfo_t *in = &m->ids[p][op->id];
         if (!in->used) {
-                *in = (idinfo_t){.used = true, .agg = op->agg,
-                                 .payload = op->payload, .type = op->type,
+                *in = (idinfo_t){.used = true,
+                                 .agg = op->agg,
+                                 .payload = op->payload,
+                                 .type = op->type,
                                  .malformed = op->flags & MOPF_MALFORMED,
                                  .version = op->version};
         }
@@ -2686,13 +2699,15 @@ static void settle(model_t *m, size_t step) {
                         left |= m->committed[s] < (int64_t)m->log_cnt[s];
                 if (!left && i >= 4)
                         break;
-                op = (model_op_t){.kind = MOP_BATCH, .n = 16,
-                                  .mix = (uint32_t)i, .mode = MODEL_COMMIT};
+                op = (model_op_t){.kind = MOP_BATCH,
+                                  .n = 16,
+                                  .mix = (uint32_t)i,
+                                  .mode = MODEL_COMMIT};
                 exec_op(m, &op);
                 if (i % 2 == 1) { /* past deadlines and request timeouts */
                         op = (model_op_t){.kind = MOP_CLOCK,
-                                          .delta_ms = m->tc->gap_timeout_ms +
-                                                      2200};
+                                          .delta_ms =
+                                                  m->tc->gap_timeout_ms + 2200};
                         exec_op(m, &op);
                 }
         }
@@ -2773,8 +2788,8 @@ size_t model_shrink(size_t v, model_op_t *ops, size_t cnt, int inv,
                         if (model_replay(v, try, cnt - k, &r) == inv) {
                                 /* keep the shorter list, up to where it
                                  * fails */
-                                size_t n = r.step < cnt - k ? r.step + 1
-                                                            : cnt - k;
+                                size_t n =
+                                        r.step < cnt - k ? r.step + 1 : cnt - k;
                                 memcpy(ops, try, n * sizeof(*ops));
                                 cnt = n;
                                 progress = true;
@@ -2820,31 +2835,31 @@ bool model_coverage(size_t v, const model_stats_t *s, char *missing,
                 size_t have;
                 const char *what;
         } want[] = {
-            {true, s->batches, "committed batches"},
-            {true, s->outputs, "outputs"},
-            {true, s->dlq, "DLQ records"},
-            {true, s->duplicates, "duplicates"},
-            {true, s->conflicts, "idempotency conflicts"},
-            {tc->order_mode != SG_ORDER_NONE, s->replays,
-             "replays judged again"},
-            {true, s->aborts, "aborted batches"},
-            {true, s->releases, "releases"},
-            {true, s->revokes, "revoked partitions"},
-            {true, s->restarts, "restarts"},
-            {strict, s->parked, "parked records"},
-            {tc->order_mode == SG_ORDER_LATEST_WINS ||
-                 (strict && tc->gap_policy == SG_GAP_SKIP),
-             s->gap_headers, "gap headers"},
-            {snap, s->requests, "snapshot requests"},
-            {snap, s->replies, "snapshot replies"},
-            {snap, s->snapshots, "snapshot records"},
-            {snap, s->superseded, "superseded parked records"},
-            {strict && tc->on_park_overflow == SG_OVERFLOW_PAUSE &&
-                 tc->max_parked_per_aggregate < 10,
-             s->pauses, "paused partitions"},
-            {var->eos, s->crashes, "crashes after the Kafka commit"},
-            {var->eos, s->restores, "restores into an empty store"},
-            {var->eos, s->restored_records, "restored changelog records"},
+                {true, s->batches, "committed batches"},
+                {true, s->outputs, "outputs"},
+                {true, s->dlq, "DLQ records"},
+                {true, s->duplicates, "duplicates"},
+                {true, s->conflicts, "idempotency conflicts"},
+                {tc->order_mode != SG_ORDER_NONE, s->replays,
+                 "replays judged again"},
+                {true, s->aborts, "aborted batches"},
+                {true, s->releases, "releases"},
+                {true, s->revokes, "revoked partitions"},
+                {true, s->restarts, "restarts"},
+                {strict, s->parked, "parked records"},
+                {tc->order_mode == SG_ORDER_LATEST_WINS ||
+                         (strict && tc->gap_policy == SG_GAP_SKIP),
+                 s->gap_headers, "gap headers"},
+                {snap, s->requests, "snapshot requests"},
+                {snap, s->replies, "snapshot replies"},
+                {snap, s->snapshots, "snapshot records"},
+                {snap, s->superseded, "superseded parked records"},
+                {strict && tc->on_park_overflow == SG_OVERFLOW_PAUSE &&
+                         tc->max_parked_per_aggregate < 10,
+                 s->pauses, "paused partitions"},
+                {var->eos, s->crashes, "crashes after the Kafka commit"},
+                {var->eos, s->restores, "restores into an empty store"},
+                {var->eos, s->restored_records, "restored changelog records"},
         };
         size_t len = 0;
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -2859,8 +2874,8 @@ bool model_coverage(size_t v, const model_stats_t *s, char *missing,
 /* ---- the trace ------------------------------------------------------------------ */
 
 static const char *const mode_names[] = {"commit", "abort+retry",
-                                         "abort-after-delivery+retry",
-                                         "abort", "crash-after-kafka-commit"};
+                                         "abort-after-delivery+retry", "abort",
+                                         "crash-after-kafka-commit"};
 
 void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
         const variant_t *var = &variants[v % NVARIANTS];
@@ -2871,14 +2886,17 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                 fprintf(out, "  #%-3zu ", i);
                 switch (o->kind) {
                 case MOP_RECORD:
-                        fprintf(out, "record A%d p%d-e%d/%d v=", o->agg % MODEL_AGGS,
+                        fprintf(out,
+                                "record A%d p%d-e%d/%d v=", o->agg % MODEL_AGGS,
                                 part_of_agg(o->agg % MODEL_AGGS), o->id,
                                 o->payload);
                         if (o->flags & MOPF_MALFORMED)
-                                fprintf(out, "\"%s\"", malformed_text(o->version));
+                                fprintf(out, "\"%s\"",
+                                        malformed_text(o->version));
                         else
                                 fprintf(out, "%" PRIu64, o->version);
-                        fprintf(out, " type=%s%s\n", type_names[o->type % NTYPES],
+                        fprintf(out, " type=%s%s\n",
+                                type_names[o->type % NTYPES],
                                 (o->flags & MOPF_REPLAY) ? " replayed" : "");
                         break;
                 case MOP_RELEASE:
@@ -2891,14 +2909,16 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                         break;
                 case MOP_REPLY:
                         fprintf(out,
-                                "reply to request #%u from the newest S=%" PRIu64
-                                "%s%s%s%s\n",
+                                "reply to request #%u from the newest "
+                                "S=%" PRIu64 "%s%s%s%s\n",
                                 o->n, o->version,
                                 (o->flags & MOPF_STATE) ? " with state" : "",
                                 (o->flags & MOPF_BAD_BODY) ? " (not JSON)" : "",
-                                (o->flags & MOPF_OTHER_AGG) ? " (other aggregate)"
-                                                            : "",
-                                (o->flags & MOPF_NO_AGG) ? " (no aggregate)" : "");
+                                (o->flags & MOPF_OTHER_AGG)
+                                        ? " (other aggregate)"
+                                        : "",
+                                (o->flags & MOPF_NO_AGG) ? " (no aggregate)"
+                                                         : "");
                         break;
                 case MOP_BATCH:
                         fprintf(out, "batch n=%u mix=%u %s\n", o->n, o->mix,
@@ -2906,9 +2926,8 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                         break;
                 case MOP_CLOCK:
                         fprintf(out, "%s %+" PRId64 " ms\n",
-                                (o->flags & MOPF_WALL)
-                                    ? "wall clock stepped"
-                                    : "time passes",
+                                (o->flags & MOPF_WALL) ? "wall clock stepped"
+                                                       : "time passes",
                                 o->delta_ms);
                         break;
                 case MOP_REVOKE:
@@ -2924,10 +2943,10 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                         fprintf(out, "restore into an empty store%s%s\n",
                                 (o->flags & MOPF_COMPACT) ? " (compacted" : "",
                                 (o->flags & MOPF_COMPACT)
-                                    ? ((o->flags & MOPF_NO_TOMBS)
-                                           ? ", no tombstones)"
-                                           : ")")
-                                    : "");
+                                        ? ((o->flags & MOPF_NO_TOMBS)
+                                                   ? ", no tombstones)"
+                                                   : ")")
+                                        : "");
                         break;
                 default:
                         fprintf(out, "?\n");

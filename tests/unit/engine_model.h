@@ -89,9 +89,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define MODEL_PARTS 2        /**< input partitions of topic "orders" */
-#define MODEL_AGGS 6         /**< aggregates "A0".."A5"; Ai on partition i % 2 */
-#define MODEL_IDS 64         /**< event ids per partition ("p0-e0"...) */
+#define MODEL_PARTS 2 /**< input partitions of topic "orders" */
+#define MODEL_AGGS 6  /**< aggregates "A0".."A5"; Ai on partition i % 2 */
+#define MODEL_IDS 64  /**< event ids per partition ("p0-e0"...) */
 #define MODEL_QUANTUM_MS 200 /**< every clock value is a multiple of it */
 
 /** What an operation does. */
@@ -112,19 +112,21 @@ typedef enum model_op_kind {
 #define MOPF_MALFORMED 0x01 /**< version text that is not a u64 */
 #define MOPF_REPLAY 0x02    /**< the DLQ replay header (semantics §3 Replay) */
 /* MOP_RELEASE flags */
-#define MOPF_VERSION 0x01   /**< "version": version */
-#define MOPF_STATE 0x02     /**< "state": state index (MODEL_STATE_BAD: undeclared) */
-#define MOPF_NUMBER 0x04    /**< version as a JSON number, not a string */
+#define MOPF_VERSION 0x01 /**< "version": version */
+#define MOPF_STATE                                                             \
+        0x02 /**< "state": state index (MODEL_STATE_BAD: undeclared) */
+#define MOPF_NUMBER 0x04 /**< version as a JSON number, not a string */
 /* MOP_REPLY flags (and MOPF_STATE, MOPF_NUMBER) */
 #define MOPF_BAD_BODY 0x08  /**< not JSON */
 #define MOPF_OTHER_AGG 0x10 /**< "aggregate" names another aggregate */
 #define MOPF_NO_AGG 0x20    /**< no "aggregate" member */
 /* MOP_CLOCK flags */
-#define MOPF_WALL 0x01      /**< the wall clock is stepped by delta_ms (either
+#define MOPF_WALL                                                              \
+        0x01 /**< the wall clock is stepped by delta_ms (either
                                  way); no time passes */
 /* MOP_RESTORE flags */
-#define MOPF_COMPACT 0x01   /**< the changelog is handed over compacted */
-#define MOPF_NO_TOMBS 0x02  /**< ... with its tombstones already removed */
+#define MOPF_COMPACT 0x01  /**< the changelog is handed over compacted */
+#define MOPF_NO_TOMBS 0x02 /**< ... with its tombstones already removed */
 
 /** MOP_BATCH modes. */
 enum {
@@ -141,17 +143,17 @@ enum {
 
 /** One concrete operation (fields unused by a kind are 0). */
 typedef struct model_op {
-        uint8_t kind;     /**< model_op_kind_t */
-        uint8_t agg;      /**< RECORD, RELEASE: aggregate index */
-        uint8_t id;       /**< RECORD: event id index in the partition's pool */
-        uint8_t payload;  /**< RECORD: payload variant (same id, other payload) */
-        uint8_t type;     /**< RECORD: event type index (state machine) */
-        uint8_t flags;    /**< MOPF_* */
-        uint8_t state;    /**< RELEASE, REPLY: state index */
-        uint8_t mode;     /**< BATCH: MODEL_COMMIT ... */
-        uint16_t n;       /**< BATCH: most records; REVOKE: partition mask;
+        uint8_t kind;    /**< model_op_kind_t */
+        uint8_t agg;     /**< RECORD, RELEASE: aggregate index */
+        uint8_t id;      /**< RECORD: event id index in the partition's pool */
+        uint8_t payload; /**< RECORD: payload variant (same id, other payload) */
+        uint8_t type;    /**< RECORD: event type index (state machine) */
+        uint8_t flags;   /**< MOPF_* */
+        uint8_t state;   /**< RELEASE, REPLY: state index */
+        uint8_t mode;    /**< BATCH: MODEL_COMMIT ... */
+        uint16_t n;      /**< BATCH: most records; REVOKE: partition mask;
                                REPLY: request, counted from the newest */
-        uint32_t mix;     /**< BATCH: how partitions interleave */
+        uint32_t mix;    /**< BATCH: how partitions interleave */
         uint64_t version; /**< RECORD, RELEASE, REPLY */
         int64_t delta_ms; /**< CLOCK */
 } model_op_t;
@@ -195,11 +197,11 @@ bool model_coverage(size_t v, const model_stats_t *s, char *missing,
 
 /** A run's verdict. */
 typedef struct model_result {
-        int inv;         /**< MODEL_OK or what failed */
-        size_t step;     /**< index of the operation after which it was
+        int inv;        /**< MODEL_OK or what failed */
+        size_t step;    /**< index of the operation after which it was
                               found; the operation count: in the final
                               settling (all partitions back, logs read) */
-        char msg[2048];  /**< what was expected and what happened */
+        char msg[2048]; /**< what was expected and what happened */
         /** Not a violation: the first time the age gauges
          *  (oldest_parked_age_ms, stuck_parked_over_5m) disagreed with
          *  semantics §7 as written — the oldest parked event, aggregates

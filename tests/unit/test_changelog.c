@@ -17,7 +17,7 @@
 /* ------------------------------------------------------------------ */
 /* a toy log and a toy store                                           */
 
-#define NK 8         /* store keys "\x00" 'a'+k */
+#define NK 8 /* store keys "\x00" 'a'+k */
 #define LOG_MAX 40000
 
 typedef struct rec {
@@ -69,8 +69,7 @@ static int64_t append(const unsigned char *key, size_t klen, const char *val,
         return NLOG++;
 }
 
-static int64_t append_data(int k, const char *val, int64_t epoch,
-                           int64_t seq) {
+static int64_t append_data(int k, const char *val, int64_t epoch, int64_t seq) {
         unsigned char key[2] = {0, (unsigned char)('a' + k)};
         return append(key, 2, val, val ? strlen(val) : 0, true, epoch, seq);
 }
@@ -89,8 +88,7 @@ static int64_t append_marker_tomb(int64_t epoch, int64_t seq, bool tomb) {
         sg_changelog_marker_key_make(key, epoch, seq);
         sg_changelog_u64_put(v, seq);
         return append(key, SG_CHANGELOG_MARKER_LEN,
-                      tomb ? NULL : (const char *)v, tomb ? 0 : 8, false, 0,
-                      0);
+                      tomb ? NULL : (const char *)v, tomb ? 0 : 8, false, 0, 0);
 }
 
 static int64_t append_marker(int64_t epoch, int64_t seq) {
@@ -131,8 +129,7 @@ static sg_changelog_reader_t *read_log(int64_t from, int64_t floor,
                                          r, x->off, x->key, x->klen,
                                          x->tomb ? NULL : x->val, x->vlen,
                                          x->framed ? x->frame : NULL,
-                                         x->framed ? SG_CHANGELOG_FRAME_LEN
-                                                   : 0,
+                                         x->framed ? SG_CHANGELOG_FRAME_LEN : 0,
                                          apply_to_store, s, es, sizeof(es)),
                                  SG_OK);
         }
@@ -149,7 +146,9 @@ static bool void_has(sg_changelog_reader_t *r, int k) {
         return false;
 }
 
-static void reset_log(void) { NLOG = 0; }
+static void reset_log(void) {
+        NLOG = 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* the rule, case by case                                              */
@@ -242,11 +241,11 @@ START_TEST(zombie_records_and_markers_are_void) {
         append_data(1, "b2", 0, 2); /* in flight when the group moved on */
         append_ctl(SG_CHANGELOG_CLAIM, 0, false);
         append_ctl(SG_CHANGELOG_CONFIRM, 5, false);
-        append_data(0, "Z", 0, 2);  /* the zombie finishes its batch */
+        append_data(0, "Z", 0, 2); /* the zombie finishes its batch */
         append_marker(0, 2);
         append_data(2, "c1", 5, 1);
         append_marker(5, 1);
-        append_data(3, "Z", 0, 3);  /* and starts another */
+        append_data(3, "Z", 0, 3); /* and starts another */
         append_marker(0, 3);
         store_t s = {0};
         sg_changelog_reader_t *r = read_log(0, -1, &s);
@@ -269,7 +268,7 @@ START_TEST(floor_from_records_and_late_confirms) {
         append_marker(3, 1);
         append_data(1, "b1", 3, 2); /* never completed */
         append_data(2, "c1", 9, 1); /* epoch 9: its confirm is gone */
-        append_ctl(SG_CHANGELOG_CONFIRM, 3, true); /* tombstone */
+        append_ctl(SG_CHANGELOG_CONFIRM, 3, true);  /* tombstone */
         append_ctl(SG_CHANGELOG_CONFIRM, 7, false); /* late, older */
         append_marker(9, 1);
         append_data(3, "d1", 7, 1); /* epoch 7 < FLOOR 9 */
@@ -341,7 +340,7 @@ END_TEST
 /* simulation: owners, crashes, zombies, repairs, compaction           */
 
 typedef struct owner {
-        int64_t epoch;      /* -1: never owned */
+        int64_t epoch; /* -1: never owned */
         int64_t seq;
         store_t store;      /* what its LMDB committed */
         int64_t checkpoint; /* changelog offset its store reflects */
@@ -374,8 +373,7 @@ static void compact(int64_t upto, bool drop_tombstones, int64_t tomb_upto) {
                                 x->removed = true;
                                 break;
                         }
-                if (!x->removed && drop_tombstones && x->tomb &&
-                    i < tomb_upto)
+                if (!x->removed && drop_tombstones && x->tomb && i < tomb_upto)
                         x->removed = true;
         }
 }
@@ -391,8 +389,10 @@ static void dump_log(const store_t *got, const store_t *want,
                      const owner_t *o) {
         dump_store("got ", got);
         dump_store("want", want);
-        fprintf(stderr, "owner epoch %" PRId64 " checkpoint %" PRId64
-                " floor %" PRId64 "\n", o->epoch, o->checkpoint, o->cp_floor);
+        fprintf(stderr,
+                "owner epoch %" PRId64 " checkpoint %" PRId64 " floor %" PRId64
+                "\n",
+                o->epoch, o->checkpoint, o->cp_floor);
         for (int64_t i = 0; i < NLOG; i++) {
                 const rec_t *x = &LOG[i];
                 fprintf(stderr, "%4" PRId64 "%s ", i, x->removed ? "x" : " ");
@@ -422,12 +422,14 @@ static void dump_log(const store_t *got, const store_t *want,
  *  repaired. */
 static int64_t restore_repair(owner_t *o, const store_t *legit, bool full) {
         store_t s = full ? (store_t){0} : o->store;
-        sg_changelog_reader_t *r = read_log(full ? 0 : o->checkpoint,
-                                            full ? -1 : o->cp_floor, &s);
+        sg_changelog_reader_t *r =
+                read_log(full ? 0 : o->checkpoint, full ? -1 : o->cp_floor, &s);
         if (!store_eq(&s, legit) && getenv("SG_TEST_VERBOSE"))
                 dump_log(&s, legit, o);
-        ck_assert_msg(store_eq(&s, legit), "restore (%s) differs from the "
-                      "last owner's store", full ? "full" : "delta");
+        ck_assert_msg(store_eq(&s, legit),
+                      "restore (%s) differs from the "
+                      "last owner's store",
+                      full ? "full" : "delta");
         ck_assert_int_eq(sg_changelog_reader_floor(r), o->epoch);
         o->store = s;
         const sg_changelog_key_t *keys;
@@ -512,8 +514,8 @@ START_TEST(simulation_owners_crashes_zombies_compaction) {
                 reset_log();
                 owner_t own[NOWN];
                 for (int i = 0; i < NOWN; i++)
-                        own[i] = (owner_t){.epoch = -1, .checkpoint = -1,
-                                           .cp_floor = -1};
+                        own[i] = (owner_t){
+                                .epoch = -1, .checkpoint = -1, .cp_floor = -1};
                 int cur = 0;
                 store_t legit = {0};
                 int64_t repaired = take_over(&own[cur], &legit);
@@ -543,8 +545,7 @@ START_TEST(simulation_owners_crashes_zombies_compaction) {
                                 } else {
                                         /* a crash: someone takes over */
                                         cur = (int)rnd(NOWN);
-                                        repaired = take_over(&own[cur],
-                                                             &legit);
+                                        repaired = take_over(&own[cur], &legit);
                                 }
                         } else if (what < 15) {
                                 /* the partition moves (or comes back) */

@@ -52,8 +52,9 @@ static char *source_path(const char *rel) {
         const char *root = getenv("SG_SOURCE_ROOT");
         char *p;
 
-        ck_assert_msg(root != NULL,
-                      "SG_SOURCE_ROOT must name the repository (meson sets it)");
+        ck_assert_msg(
+                root != NULL,
+                "SG_SOURCE_ROOT must name the repository (meson sets it)");
         p = malloc(strlen(root) + strlen(rel) + 2);
         ck_assert_ptr_nonnull(p);
         sprintf(p, "%s/%s", root, rel);
@@ -94,15 +95,17 @@ static void assert_src(const sg_field_src_t *s, sg_src_kind_t kind,
         "{'data_dir':'/d'," KAFKA_OK top ",'topics':{'orders':{"               \
         "'output_topic':'orders.clean','dlq_topic':'orders.dlq'" topic "}}}"
 #define SM_OK                                                                  \
-        ",'state_machine':{'initial':'NEW','states':['NEW','CREATED','PAID'],"  \
-        "'transitions':[{'type':'order.created','from':['NEW'],'to':'CREATED'},"\
+        ",'state_machine':{'initial':'NEW','states':['NEW','CREATED','PAID']," \
+        "'transitions':[{'type':'order.created','from':['NEW'],'to':'CREATED'" \
+        "},"                                                                   \
         "{'type':'order.paid','from':['CREATED'],'to':'PAID'}]}"
 #define SM(body) ",'state_machine':{" body "}"
 #define SNAP(body) ",'snapshot':{" body "}"
 #define SNAP_K                                                                 \
         "'source':'kafka','request_topic':'orders.snap.req',"                  \
         "'reply_topic':'orders.snap.rep'"
-#define SNAP_H "'source':'http','url':'http://authority:8080/orders/{aggregate}'"
+#define SNAP_H                                                                 \
+        "'source':'http','url':'http://authority:8080/orders/{aggregate}'"
 /* Two input topics a and b, each with a kafka snapshot block. */
 #define TWO(snap_a, snap_b)                                                    \
         "{'data_dir':'/d'," KAFKA_OK ",'topics':{"                             \
@@ -128,9 +131,9 @@ START_TEST(test_minimal_defaults) {
         ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
         ck_assert_str_eq(conf->transactional_id, "g-seqgate");
         ck_assert_uint_eq(conf->kafka_cnt, 2);
-        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
-                                "bootstrap.servers"),
-                         "b:9092");
+        ck_assert_str_eq(
+                kv_get(conf->kafka, conf->kafka_cnt, "bootstrap.servers"),
+                "b:9092");
         ck_assert_uint_eq(conf->kafka_consumer_cnt, 0);
         ck_assert_uint_eq(conf->kafka_producer_cnt, 0);
         ck_assert_uint_eq(conf->map_size_bytes, 1073741824u);
@@ -200,9 +203,9 @@ START_TEST(test_orders_example_every_field) {
         ck_assert_str_eq(conf->data_dir, "/var/lib/seqgate");
         ck_assert_str_eq(conf->group_id, "orders-seqgate");
         ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
-        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
-                                "bootstrap.servers"),
-                         "localhost:9092");
+        ck_assert_str_eq(
+                kv_get(conf->kafka, conf->kafka_cnt, "bootstrap.servers"),
+                "localhost:9092");
         ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "group.id"),
                          "orders-seqgate");
         ck_assert_uint_eq(conf->kafka_consumer_cnt, 1);
@@ -324,8 +327,10 @@ START_TEST(test_digest_pointers_allowed) {
                 CFG("", ",'envelope':{'digest':'/data'}"),
                 CFG("", ",'envelope':{'digest':'/data/'}"),
                 CFG("", ",'envelope':{'digest':'/data/amount/0'}"),
-                CFG("", ",'envelope':{'format':'cloudevents','digest':'/data/a~1b'}"),
-                CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v',"
+                CFG("", ",'envelope':{'format':'cloudevents','digest':'/data/"
+                        "a~1b'}"),
+                CFG("",
+                    ",'envelope':{'format':'json','id':'/id','version':'/v',"
                     "'digest':'/payload'}"),
         };
         static const char *const want[] = {"/data", "/data/", "/data/amount/0",
@@ -354,7 +359,8 @@ START_TEST(test_explicit_values) {
                             "'map_growth_bytes':2097152},"
                             "'batch':{'max_records':100000,'max_ms':1},"
                             "'stats_interval_ms':0,'delivery_timeout_ms':5,"
-                            "'sweep_max_per_batch':7,'deadline_max_per_batch':8,"
+                            "'sweep_max_per_batch':7,'deadline_max_per_batch':"
+                            "8,"
                             "'pause_retry_ms':9",
                             ",'output_partitioning':'murmur2',"
                             "'envelope':{'version':null,'scope':[],"
@@ -411,7 +417,8 @@ START_TEST(test_kafka_values_converted) {
 
         ck_assert_msg(
                 parse_q("{'data_dir':'/d','kafka':{'bootstrap.servers':'b:1',"
-                        "'group.id':'g','linger.ms':5,'socket.keepalive.enable':"
+                        "'group.id':'g','linger.ms':5,'socket.keepalive.enable'"
+                        ":"
                         "true,'enable.auto.commit':false,'acks':-1},"
                         "'kafka_consumer':{'fetch.wait.max.ms':0.5e3,"
                         "'sasl.password':'p'},"
@@ -420,13 +427,14 @@ START_TEST(test_kafka_values_converted) {
                         "'topics':{'t':{'output_topic':'o','dlq_topic':'d'}}}",
                         &conf, err, sizeof(err)) == SG_OK,
                 "%s", err);
-        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "linger.ms"), "5");
-        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
-                                "socket.keepalive.enable"),
-                         "true");
-        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt,
-                                "enable.auto.commit"),
-                         "false");
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "linger.ms"),
+                         "5");
+        ck_assert_str_eq(
+                kv_get(conf->kafka, conf->kafka_cnt, "socket.keepalive.enable"),
+                "true");
+        ck_assert_str_eq(
+                kv_get(conf->kafka, conf->kafka_cnt, "enable.auto.commit"),
+                "false");
         ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "acks"), "-1");
         ck_assert_str_eq(kv_get(conf->kafka_consumer, conf->kafka_consumer_cnt,
                                 "fetch.wait.max.ms"),
@@ -447,8 +455,8 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 
 typedef struct bad_case {
-        const char *json;   /* ' for " */
-        const char *expect; /* must appear in errstr (key path first) */
+        const char *json;    /* ' for " */
+        const char *expect;  /* must appear in errstr (key path first) */
         const char *expect2; /* NULL or a second required substring */
 } bad_case_t;
 
@@ -461,9 +469,10 @@ static const bad_case_t bad_cases[] = {
         /* required keys */
         {"{" KAFKA_OK ",'topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
          "data_dir: required", NULL},
-        {"{'data_dir':'','kafka':{},'topics':{}}", "data_dir: must not be empty",
-         NULL},
-        {"{'data_dir':'/d','topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
+        {"{'data_dir':'','kafka':{},'topics':{}}",
+         "data_dir: must not be empty", NULL},
+        {"{'data_dir':'/"
+         "d','topics':{'o':{'output_topic':'x','dlq_topic':'y'}}}",
          "kafka: required", NULL},
         {"{'data_dir':'/d','kafka':'b:9092','topics':{}}",
          "kafka: must be a JSON object", NULL},
@@ -483,7 +492,8 @@ static const bad_case_t bad_cases[] = {
          "topics: must be a JSON object", NULL},
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'dlq_topic':'d'}}}",
          "topics.orders.output_topic: required", NULL},
-        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':'o'}}}",
+        {"{'data_dir':'/d'," KAFKA_OK
+         ",'topics':{'orders':{'output_topic':'o'}}}",
          "topics.orders.dlq_topic: required", NULL},
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':'o'}}",
          "topics.orders: must be a JSON object", NULL},
@@ -492,7 +502,8 @@ static const bad_case_t bad_cases[] = {
         /* topic names */
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'bad topic':{'output_topic':"
          "'o','dlq_topic':'d'}}}",
-         "topics.bad topic: \"bad topic\" is not a valid Kafka topic name", NULL},
+         "topics.bad topic: \"bad topic\" is not a valid Kafka topic name",
+         NULL},
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'..':{'output_topic':"
          "'o','dlq_topic':'d'}}}",
          "topics...: \"..\" is not a valid Kafka topic name", NULL},
@@ -550,7 +561,8 @@ static const bad_case_t bad_cases[] = {
          "allowed: type, from, to",
          NULL},
         {CFG(",'store':{'map_size':1048576}", ""),
-         "store.map_size: unknown key; allowed: map_size_bytes, map_growth_bytes",
+         "store.map_size: unknown key; allowed: map_size_bytes, "
+         "map_growth_bytes",
          NULL},
         {CFG(",'batch':{'max_records':1,'max_bytes':1}", ""),
          "batch.max_bytes: unknown key; allowed: max_records, max_ms", NULL},
@@ -646,7 +658,8 @@ static const bad_case_t bad_cases[] = {
         {CFG(",'broker_retry_timeout_ms':0", ""),
          "broker_retry_timeout_ms: must be an integer >= 1", NULL},
         {CFG("", ",'ordering':{'gap_timeout_ms':0}"),
-         "topics.orders.ordering.gap_timeout_ms: must be an integer >= 1", NULL},
+         "topics.orders.ordering.gap_timeout_ms: must be an integer >= 1",
+         NULL},
         {CFG("", ",'dedup':{'ttl_ms':999}"),
          "topics.orders.dedup.ttl_ms: must be an integer >= 1000", NULL},
         {CFG("", ",'ordering':{'first_version':-1}"),
@@ -748,7 +761,8 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.ordering.mode: \"strict\" (the default) needs "
          "envelope.version",
          NULL},
-        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'latest_wins'}"),
+        {CFG("",
+             ",'envelope':{'version':null},'ordering':{'mode':'latest_wins'}"),
          "topics.orders.ordering.mode: \"latest_wins\" needs envelope.version",
          NULL},
         {CFG("", ",'envelope':{'format':'json','id':'/id'}"),
@@ -759,8 +773,9 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.ordering.mode: \"strict\" (the default) needs "
          "envelope.aggregate",
          NULL},
-        {CFG("", ",'envelope':[]"), "topics.orders.envelope: must be a JSON "
-                                    "object",
+        {CFG("", ",'envelope':[]"),
+         "topics.orders.envelope: must be a JSON "
+         "object",
          NULL},
         /* state machine */
         {CFG("", SM("'initial':'X','states':['A','B'],'transitions':[{'type':"
@@ -818,8 +833,8 @@ static const bad_case_t bad_cases[] = {
          NULL},
         {CFG("", ",'envelope':{'type':null}" SM_OK),
          "topics.orders.state_machine: needs envelope.type", NULL},
-        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v'}"
-                 SM_OK),
+        {CFG("",
+             ",'envelope':{'format':'json','id':'/id','version':'/v'}" SM_OK),
          "topics.orders.state_machine: needs envelope.type", NULL},
         {CFG("", ",'ordering':{'mode':'none'}" SM_OK),
          "topics.orders.state_machine: needs ordering.mode \"strict\" or "
@@ -869,8 +884,10 @@ static const bad_case_t bad_cases[] = {
         /* snapshot block (snapshot refetch): shape and source */
         {CFG("", ",'snapshot':'kafka'"),
          "topics.orders.snapshot: must be a JSON object", NULL},
-        {CFG("", SNAP("")), "topics.orders.snapshot.source: required key is "
-                            "missing", "kafka"},
+        {CFG("", SNAP("")),
+         "topics.orders.snapshot.source: required key is "
+         "missing",
+         "kafka"},
         {CFG("", SNAP("'url':'http://h/{aggregate}'")),
          "topics.orders.snapshot.source: required key is missing", NULL},
         {CFG("", SNAP("'source':'grpc'")),
@@ -893,11 +910,13 @@ static const bad_case_t bad_cases[] = {
         {CFG("", SNAP("'source':'kafka','request_topic':'s req',"
                       "'reply_topic':'s.rep'")),
          "topics.orders.snapshot.request_topic: \"s req\" is not a valid "
-         "Kafka topic name", NULL},
+         "Kafka topic name",
+         NULL},
         {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
                       "'reply_topic':'..'")),
          "topics.orders.snapshot.reply_topic: \"..\" is not a valid Kafka "
-         "topic name", NULL},
+         "topic name",
+         NULL},
         {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
                       "'reply_topic':7")),
          "topics.orders.snapshot.reply_topic: must be a string", NULL},
@@ -908,46 +927,55 @@ static const bad_case_t bad_cases[] = {
         {CFG("", SNAP("'source':'kafka','request_topic':'orders',"
                       "'reply_topic':'s.rep'")),
          "topics.orders.snapshot.request_topic: \"orders\" is also an input "
-         "topic (topics.orders)", NULL},
+         "topic (topics.orders)",
+         NULL},
         {CFG("", SNAP("'source':'kafka','request_topic':'orders.dlq',"
                       "'reply_topic':'s.rep'")),
          "topics.orders.snapshot.request_topic: \"orders.dlq\" is also "
-         "topics.orders.dlq_topic", NULL},
+         "topics.orders.dlq_topic",
+         NULL},
         {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
                       "'reply_topic':'orders.clean'")),
          "topics.orders.snapshot.reply_topic: \"orders.clean\" is also "
-         "topics.orders.output_topic", NULL},
+         "topics.orders.output_topic",
+         NULL},
         {CFG("", SNAP("'source':'kafka','request_topic':'s.req',"
                       "'reply_topic':'orders'")),
          "topics.orders.snapshot.reply_topic: \"orders\" is also an input "
-         "topic (topics.orders)", NULL},
+         "topic (topics.orders)",
+         NULL},
         /* ... of any topic of the file */
         {TWO("'request_topic':'s.req','reply_topic':'b'",
              "'request_topic':'s.req2','reply_topic':'s.rep2'"),
          "topics.a.snapshot.reply_topic: \"b\" is also an input topic "
-         "(topics.b)", NULL},
+         "(topics.b)",
+         NULL},
         {TWO("'request_topic':'s.req','reply_topic':'s.rep'",
              "'request_topic':'a.dlq','reply_topic':'s.rep2'"),
          "topics.b.snapshot.request_topic: \"a.dlq\" is also "
-         "topics.a.dlq_topic", NULL},
+         "topics.a.dlq_topic",
+         NULL},
         {TWO("'request_topic':'s.req','reply_topic':'s.rep'",
              "'request_topic':'s.req2','reply_topic':'s.rep'"),
          "topics.a.snapshot.reply_topic: \"s.rep\" is also "
-         "topics.b.snapshot.reply_topic", NULL},
+         "topics.b.snapshot.reply_topic",
+         NULL},
         {TWO("'request_topic':'s.req','reply_topic':'s.req2'",
              "'request_topic':'s.req2','reply_topic':'s.rep2'"),
          "topics.a.snapshot.reply_topic: \"s.req2\" is also "
-         "topics.b.snapshot.request_topic", NULL},
+         "topics.b.snapshot.request_topic",
+         NULL},
         {TWO("'request_topic':'s.rep2','reply_topic':'s.rep'",
              "'request_topic':'s.req2','reply_topic':'s.rep2'"),
          "topics.a.snapshot.request_topic: \"s.rep2\" is also "
-         "topics.b.snapshot.reply_topic", NULL},
-        {CFG("", SNAP(SNAP_K ",'url':'http://h/{aggregate}'")),
-         "topics.orders.snapshot.url: not allowed with source \"kafka\"",
+         "topics.b.snapshot.reply_topic",
          NULL},
+        {CFG("", SNAP(SNAP_K ",'url':'http://h/{aggregate}'")),
+         "topics.orders.snapshot.url: not allowed with source \"kafka\"", NULL},
         {CFG("", SNAP(SNAP_K ",'auth_header_env':'X'")),
          "topics.orders.snapshot.auth_header_env: not allowed with source "
-         "\"kafka\"", NULL},
+         "\"kafka\"",
+         NULL},
         /* limits of the state store's records (store.h), checked with the
          * rest of the file rather than when the engine starts */
         {CFG("", SNAP(SNAP_K) ",'envelope':{'max_field_bytes':1025}"),
@@ -955,7 +983,8 @@ static const bad_case_t bad_cases[] = {
          "snapshot source (the aggregate id is kept in the snapshot request)",
          NULL},
         {CFG("", SM("'initial':'NEW','states':['NEW',"
-                    "'S123456789012345678901234567890123456789012345678901234567890ABC'],"
+                    "'S12345678901234567890123456789012345678901234567890123456"
+                    "7890ABC'],"
                     "'transitions':[{'type':'t','from':['NEW'],'to':'NEW'}]")),
          "topics.orders.state_machine.states: state \"S1234567890123456789012"
          "345678901...\" is longer than 63 bytes",
@@ -965,17 +994,20 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.snapshot.url: required key is missing", NULL},
         {CFG("", SNAP(SNAP_H ",'request_topic':'s.req'")),
          "topics.orders.snapshot.request_topic: not allowed with source "
-         "\"http\"", NULL},
+         "\"http\"",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'reply_topic':'s.rep'")),
          "topics.orders.snapshot.reply_topic: not allowed with source "
-         "\"http\"", NULL},
+         "\"http\"",
+         NULL},
         {CFG("", SNAP("'source':'http','url':''")),
          "topics.orders.snapshot.url: must not be empty", NULL},
         {CFG("", SNAP("'source':'http','url':['http://h/{aggregate}']")),
          "topics.orders.snapshot.url: must be a string", NULL},
         {CFG("", SNAP("'source':'http','url':'ftp://h/{aggregate}'")),
          "topics.orders.snapshot.url: must start with \"http://\" or "
-         "\"https://\"", NULL},
+         "\"https://\"",
+         NULL},
         {CFG("", SNAP("'source':'http','url':'h:8080/{aggregate}'")),
          "topics.orders.snapshot.url: must start with", NULL},
         {CFG("", SNAP("'source':'http','url':'http://h/orders/{id}'")),
@@ -996,7 +1028,8 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.snapshot.url: must not contain spaces", "non-ASCII"},
         {CFG("", SNAP(SNAP_H ",'auth_header_env':'1TOKEN'")),
          "topics.orders.snapshot.auth_header_env: must be the NAME of an "
-         "environment variable", NULL},
+         "environment variable",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'auth_header_env':'SNAP-AUTH'")),
          "topics.orders.snapshot.auth_header_env: must be the NAME", NULL},
         {CFG("", SNAP(SNAP_H ",'auth_header_env':''")),
@@ -1006,11 +1039,14 @@ static const bad_case_t bad_cases[] = {
         /* the secret itself never goes in the file */
         {CFG("", SNAP(SNAP_H ",'auth_header':'Bearer x'")),
          "topics.orders.snapshot.auth_header: not allowed: the config file "
-         "must never hold the Authorization header value", "auth_header_env"},
+         "must never hold the Authorization header value",
+         "auth_header_env"},
         {CFG("", SNAP(SNAP_H ",'authorization':'Bearer x'")),
-         "topics.orders.snapshot.authorization: not allowed", "auth_header_env"},
+         "topics.orders.snapshot.authorization: not allowed",
+         "auth_header_env"},
         {CFG("", SNAP(SNAP_H ",'Authorization':'Bearer x'")),
-         "topics.orders.snapshot.Authorization: not allowed", "auth_header_env"},
+         "topics.orders.snapshot.Authorization: not allowed",
+         "auth_header_env"},
         {CFG("", SNAP(SNAP_H ",'api_token':'x'")),
          "topics.orders.snapshot.api_token: not allowed", "auth_header_env"},
         {CFG("", SNAP(SNAP_H ",'client_secret':'x'")),
@@ -1023,35 +1059,44 @@ static const bad_case_t bad_cases[] = {
         /* numbers */
         {CFG("", SNAP(SNAP_K ",'timeout_ms':0")),
          "topics.orders.snapshot.timeout_ms: must be an integer from 1 to "
-         "600000", NULL},
+         "600000",
+         NULL},
         {CFG("", SNAP(SNAP_K ",'timeout_ms':600001")),
          "topics.orders.snapshot.timeout_ms: must be an integer from 1 to "
-         "600000", NULL},
+         "600000",
+         NULL},
         {CFG("", SNAP(SNAP_K ",'timeout_ms':2.5")),
          "topics.orders.snapshot.timeout_ms: must be an integer", NULL},
         {CFG("", SNAP(SNAP_K ",'timeout_ms':'5000'")),
          "topics.orders.snapshot.timeout_ms: must be an integer", NULL},
         {CFG("", SNAP(SNAP_K ",'max_in_flight':0")),
          "topics.orders.snapshot.max_in_flight: must be an integer from 1 to "
-         "100000", NULL},
+         "100000",
+         NULL},
         {CFG("", SNAP(SNAP_K ",'max_in_flight':100001")),
          "topics.orders.snapshot.max_in_flight: must be an integer from 1 to "
-         "100000", NULL},
+         "100000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'max_attempts':0")),
          "topics.orders.snapshot.max_attempts: must be an integer from 1 to "
-         "1000", NULL},
+         "1000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'max_attempts':1001")),
          "topics.orders.snapshot.max_attempts: must be an integer from 1 to "
-         "1000", NULL},
+         "1000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'backoff_ms':0")),
          "topics.orders.snapshot.backoff_ms: must be an integer from 1 to "
-         "3600000", NULL},
+         "3600000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'backoff_ms':3600001")),
          "topics.orders.snapshot.backoff_ms: must be an integer from 1 to "
-         "3600000", NULL},
+         "3600000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'backoff_max_ms':0")),
          "topics.orders.snapshot.backoff_max_ms: must be an integer from 1 "
-         "to 3600000", NULL},
+         "to 3600000",
+         NULL},
         {CFG("", SNAP(SNAP_H ",'backoff_ms':1000,'backoff_max_ms':999")),
          "topics.orders.snapshot.backoff_max_ms: must be >= backoff_ms (1000)",
          NULL},
@@ -1067,8 +1112,8 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'ordering':{'mode':'latest_wins'}" SNAP(SNAP_K)),
          "topics.orders.snapshot: needs ordering.mode \"strict\"",
          "\"latest_wins\""},
-        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'none'}"
-                 SNAP(SNAP_H)),
+        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'none'}" SNAP(
+                         SNAP_H)),
          "topics.orders.snapshot: needs ordering.mode \"strict\"", "\"none\""},
         {CFG("", ",'envelope':{'version':null}" SNAP(SNAP_H)),
          "topics.orders.snapshot: needs envelope.version", NULL},
@@ -1077,7 +1122,6 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'envelope':{'format':'json','id':'/id'}" SNAP(SNAP_H)),
          "topics.orders.snapshot: needs envelope.version", NULL},
 };
-
 
 START_TEST(test_exactly_once_defaults) {
         char err[512];
@@ -1154,8 +1198,7 @@ START_TEST(test_topic_name_length) {
                  "{'data_dir':'/d'," KAFKA_OK ",'topics':{'in':{"
                  "'output_topic':'%s','dlq_topic':'d'}}}",
                  name);
-        ck_assert_int_eq(parse_q(text, &conf, err, sizeof(err)),
-                         SG_ERR_CONFIG);
+        ck_assert_int_eq(parse_q(text, &conf, err, sizeof(err)), SG_ERR_CONFIG);
         ck_assert_ptr_null(conf);
         ck_assert_ptr_nonnull(strstr(err, "topics.in.output_topic: "));
 }
@@ -1267,9 +1310,11 @@ START_TEST(test_error_text_escaped) {
                 const char *json, *want;
         } cases[] = {
                 /* raw newline inside a key (cJSON accepts it) */
-                {CFG("", ",'out\nput':1"), "topics.orders.out\\x0aput: unknown key"},
+                {CFG("", ",'out\nput':1"),
+                 "topics.orders.out\\x0aput: unknown key"},
                 /* an escaped one, decoded by cJSON */
-                {CFG("", ",'out\\u0009put':1"), "topics.orders.out\\x09put: unknown key"},
+                {CFG("", ",'out\\u0009put':1"),
+                 "topics.orders.out\\x09put: unknown key"},
                 /* a value */
                 {CFG("", ",'ordering':{'gap_policy':'wa\\u001bit'}"),
                  "\"wa\\x1bit\" is not allowed"},
@@ -1287,14 +1332,16 @@ START_TEST(test_error_text_escaped) {
                 char err[1024];
                 sg_config_t *conf = NULL;
 
-                ck_assert_int_eq(parse_q(cases[i].json, &conf, err, sizeof(err)),
-                                 SG_ERR_CONFIG);
+                ck_assert_int_eq(
+                        parse_q(cases[i].json, &conf, err, sizeof(err)),
+                        SG_ERR_CONFIG);
                 for (const char *p = err; *p; p++)
                         ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
                                       "case %zu: byte 0x%02x in \"%s\"", i,
                                       (unsigned char)*p, err);
-                ck_assert_msg(strstr(err, cases[i].want), "case %zu: \"%s\" lacks \"%s\"",
-                              i, err, cases[i].want);
+                ck_assert_msg(strstr(err, cases[i].want),
+                              "case %zu: \"%s\" lacks \"%s\"", i, err,
+                              cases[i].want);
         }
 }
 END_TEST
@@ -1313,8 +1360,9 @@ START_TEST(test_secret_not_in_errors) {
                 /* librdkafka rejects a secret-looking unknown property */
                 CFG(",'kafka_consumer':{'my.client.secret':'" SECRET "'}", ""),
                 CFG(",'kafka_producer':{'ssl.key.pem':'" SECRET "',"
-                    "'sasl.oauthbearer.config':'" SECRET "','bogus.pem.x':'"
-                    SECRET "'}", ""),
+                    "'sasl.oauthbearer.config':'" SECRET
+                    "','bogus.pem.x':'" SECRET "'}",
+                    ""),
                 /* a valid secret, then another error */
                 "{'data_dir':'/d','kafka':{'bootstrap.servers':'b',"
                 "'group.id':'g','sasl.password':'" SECRET "'},'topics':{}}",
@@ -1386,7 +1434,7 @@ START_TEST(test_field_src_parse) {
                 const char *text;
                 sg_err_t err;
                 sg_src_kind_t kind;
-                const char *name;    /* expected name, or an errstr fragment */
+                const char *name; /* expected name, or an errstr fragment */
         } t[] = {
                 {"key", SG_OK, SG_SRC_KEY, NULL},
                 {"header:x", SG_OK, SG_SRC_HEADER, "x"},
@@ -1440,9 +1488,9 @@ START_TEST(test_field_src_parse) {
         }
         {
                 sg_field_src_t src;
-                ck_assert_int_eq(sg_field_src_parse(NULL, &src, err,
-                                                    sizeof(err)),
-                                 SG_ERR_INVALID);
+                ck_assert_int_eq(
+                        sg_field_src_parse(NULL, &src, err, sizeof(err)),
+                        SG_ERR_INVALID);
                 ck_assert_int_eq(src.kind, SG_SRC_NONE);
         }
 }
@@ -1457,13 +1505,12 @@ START_TEST(test_config_topic_lookup) {
         sg_config_t *conf = NULL;
         const sg_topic_config_t *a, *b;
 
-        ck_assert_msg(
-                parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
-                        "'a':{'output_topic':'a.out','dlq_topic':'dlq'},"
-                        "'b':{'output_topic':'b.out','dlq_topic':'dlq',"
-                        "'ordering':{'mode':'latest_wins'}}}}",
-                        &conf, err, sizeof(err)) == SG_OK,
-                "%s", err);
+        ck_assert_msg(parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
+                              "'a':{'output_topic':'a.out','dlq_topic':'dlq'},"
+                              "'b':{'output_topic':'b.out','dlq_topic':'dlq',"
+                              "'ordering':{'mode':'latest_wins'}}}}",
+                              &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
         a = sg_config_topic(conf, "a");
         b = sg_config_topic(conf, "b");
         ck_assert_ptr_nonnull(a);
@@ -1490,35 +1537,38 @@ START_TEST(test_partial_config_freed) {
 
         /* second topic fails after the first was fully built, inside a
          * state machine whose transitions are half built */
-        ck_assert_int_eq(
-                parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
-                        ",'kafka_consumer':{'a.b':'1'},'topics':{"
-                        "'a':{'output_topic':'a.out','dlq_topic':'dlq',"
-                        "'envelope':{'scope':['ce:source','header:t']}" SM_OK
-                        "},'b':{'output_topic':'b.out','dlq_topic':'dlq'"
-                        SM("'initial':'A','states':['A','B'],'transitions':["
-                           "{'type':'t','from':['A'],'to':'B'},"
-                           "{'type':'u','from':['A','B','Q'],'to':'B'}]")
-                        "}}}",
-                        &conf, err, sizeof(err)),
-                SG_ERR_CONFIG);
+        ck_assert_int_eq(parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
+                                 ",'kafka_consumer':{'a.b':'1'},'topics':{"
+                                 "'a':{'output_topic':'a.out','dlq_topic':'dlq'"
+                                 ","
+                                 "'envelope':{'scope':['ce:source','header:t']"
+                                 "}" SM_OK
+                                 "},'b':{'output_topic':'b.out','dlq_topic':'"
+                                 "dlq'" SM("'initial':'A','states':['A','B'],'"
+                                           "transitions':["
+                                           "{'type':'t','from':['A'],'to':'B'},"
+                                           "{'type':'u','from':['A','B','Q'],'"
+                                           "to':'B'}]") "}}}",
+                                 &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
         ck_assert_ptr_null(conf);
         /* the first error wins: kafka_consumer's a.b is unknown */
         ck_assert_ptr_nonnull(strstr(err, "kafka_consumer.a.b: "));
 
-        ck_assert_int_eq(
-                parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
-                        ",'topics':{"
-                        "'a':{'output_topic':'a.out','dlq_topic':'dlq',"
-                        "'envelope':{'scope':['ce:source','header:t'],"
-                        "'digest':'/data'}" SM_OK
-                        "},'b':{'output_topic':'b.out','dlq_topic':'dlq'"
-                        SM("'initial':'A','states':['A','B'],'transitions':["
-                           "{'type':'t','from':['A'],'to':'B'},"
-                           "{'type':'u','from':['A','B','Q'],'to':'B'}]")
-                        "}}}",
-                        &conf, err, sizeof(err)),
-                SG_ERR_CONFIG);
+        ck_assert_int_eq(parse_q("{'data_dir':'/d','instance_id':'i'," KAFKA_OK
+                                 ",'topics':{"
+                                 "'a':{'output_topic':'a.out','dlq_topic':'dlq'"
+                                 ","
+                                 "'envelope':{'scope':['ce:source','header:t'],"
+                                 "'digest':'/data'}" SM_OK
+                                 "},'b':{'output_topic':'b.out','dlq_topic':'"
+                                 "dlq'" SM("'initial':'A','states':['A','B'],'"
+                                           "transitions':["
+                                           "{'type':'t','from':['A'],'to':'B'},"
+                                           "{'type':'u','from':['A','B','Q'],'"
+                                           "to':'B'}]") "}}}",
+                                 &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
         ck_assert_ptr_null(conf);
         ck_assert_ptr_nonnull(strstr(
                 err, "topics.b.state_machine.transitions[1].from[2]: \"Q\""));
@@ -1558,7 +1608,7 @@ static cJSON *node_at(cJSON *root, const int *path, int depth) {
 
 static void mistype_all(cJSON *root, int *path, int depth) {
         static const char *const repl[] = {"7",    "-1", "\"x\"", "\"\"",
-                                           "null", "[]", "{}",     "true"};
+                                           "null", "[]", "{}",    "true"};
         cJSON *node = node_at(root, path, depth);
         int n = cJSON_GetArraySize(node);
         ck_assert_int_lt(depth, 31);
@@ -1601,8 +1651,8 @@ START_TEST(test_every_value_mistyped) {
                 free(path);
         }
         /* two input topics, whose cross-topic rules see each other */
-        char *two = json("{'data_dir':'/d','guarantee':'exactly_once',"
-                         KAFKA_OK ",'topics':{"
+        char *two = json("{'data_dir':'/d','guarantee':'exactly_once'," KAFKA_OK
+                         ",'topics':{"
                          "'a':{'output_topic':'a.out','dlq_topic':'a.dlq',"
                          "'changelog_topic':'a.cl','snapshot':{"
                          "'source':'kafka','request_topic':'a.req',"
@@ -1637,8 +1687,8 @@ START_TEST(test_load_errors) {
         sg_config_t *conf = NULL;
         char *path, *text;
 
-        ck_assert_int_eq(sg_config_load("/nonexistent/seqgate.json", &conf,
-                                        err, sizeof(err)),
+        ck_assert_int_eq(sg_config_load("/nonexistent/seqgate.json", &conf, err,
+                                        sizeof(err)),
                          SG_ERR_IO);
         ck_assert_ptr_null(conf);
         ck_assert_ptr_nonnull(strstr(err, "/nonexistent/seqgate.json"));
@@ -1718,8 +1768,8 @@ START_TEST(test_snapshot_kafka_defaults) {
         sg_config_t *conf = NULL;
         const sg_snapshot_config_t *sn;
 
-        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_K)), &conf, err,
-                              sizeof(err)) == SG_OK,
+        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_K)), &conf, err, sizeof(err)) ==
+                              SG_OK,
                       "%s", err);
         sn = &conf->topics[0].snapshot;
         ck_assert_int_eq(sn->source, SG_SNAP_KAFKA);
@@ -1737,8 +1787,8 @@ START_TEST(test_snapshot_http_defaults) {
         sg_config_t *conf = NULL;
         const sg_snapshot_config_t *sn;
 
-        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_H)), &conf, err,
-                              sizeof(err)) == SG_OK,
+        ck_assert_msg(parse_q(CFG("", SNAP(SNAP_H)), &conf, err, sizeof(err)) ==
+                              SG_OK,
                       "%s", err);
         sn = &conf->topics[0].snapshot;
         ck_assert_int_eq(sn->source, SG_SNAP_HTTP);
@@ -1824,12 +1874,13 @@ START_TEST(test_snapshot_explicit_values) {
 
         /* lower bounds, format json with an explicit version */
         ck_assert_msg(
-                parse_q(CFG("", ",'envelope':{'format':'json','id':'/id',"
-                                "'version':'/v'}" SNAP(
-                                        SNAP_K ",'timeout_ms':1,"
-                                        "'max_in_flight':1,'max_attempts':1,"
-                                        "'backoff_ms':1,'backoff_max_ms':1,"
-                                        "'emit_record':true")),
+                parse_q(CFG("",
+                            ",'envelope':{'format':'json','id':'/id',"
+                            "'version':'/v'}" SNAP(
+                                    SNAP_K ",'timeout_ms':1,"
+                                           "'max_in_flight':1,'max_attempts':1,"
+                                           "'backoff_ms':1,'backoff_max_ms':1,"
+                                           "'emit_record':true")),
                         &conf, err, sizeof(err)) == SG_OK,
                 "%s", err);
         sn = &conf->topics[0].snapshot;
@@ -1872,9 +1923,10 @@ START_TEST(test_snapshot_two_topics) {
 
         ck_assert_msg(
                 parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
-                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'"
-                        SNAP(SNAP_H) "},"
-                        "'b':{'output_topic':'b.out','dlq_topic':'b.dlq'}}}",
+                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'" SNAP(
+                                SNAP_H) "},"
+                                        "'b':{'output_topic':'b.out','dlq_"
+                                        "topic':'b.dlq'}}}",
                         &conf, err, sizeof(err)) == SG_OK,
                 "%s", err);
         ck_assert_int_eq(sg_config_topic(conf, "a")->snapshot.source,
@@ -1898,10 +1950,11 @@ START_TEST(test_snapshot_secret_not_in_errors) {
                 CFG("", SNAP("'source':'http','url':'http://u:" SNAP_SECRET
                              "@h/{aggregate}'")),
                 /* a URL that may hold a key in its query is not quoted */
-                CFG("", SNAP("'source':'http','url':'http://h/x?key="
-                             SNAP_SECRET "'")),
-                CFG("", SNAP("'source':'http','url':'ftp://h/?key="
-                             SNAP_SECRET "{aggregate}'")),
+                CFG("",
+                    SNAP("'source':'http','url':'http://h/x?key=" SNAP_SECRET
+                         "'")),
+                CFG("", SNAP("'source':'http','url':'ftp://h/?key=" SNAP_SECRET
+                             "{aggregate}'")),
         };
         static const char *const keys[] = {
                 "topics.orders.snapshot.auth_header: not allowed",
@@ -1935,17 +1988,22 @@ START_TEST(test_snapshot_partial_freed) {
          * after every topic was read */
         ck_assert_int_eq(
                 parse_q("{'data_dir':'/d'," KAFKA_OK ",'topics':{"
-                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'"
-                        SNAP("'source':'kafka','request_topic':'s.req',"
-                             "'reply_topic':'b.out'") "},"
-                        "'b':{'output_topic':'b.out','dlq_topic':'b.dlq'"
-                        SNAP(SNAP_H ",'auth_header_env':'E'") "}}}",
+                        "'a':{'output_topic':'a.out','dlq_topic':'a.dlq'" SNAP(
+                                "'source':'kafka','request_topic':'s.req',"
+                                "'reply_topic':'b.out'") "},"
+                                                         "'b':{'output_topic':'"
+                                                         "b.out','dlq_topic':'"
+                                                         "b.dlq'" SNAP(
+                                                                 SNAP_H
+                                                                 ",'auth_"
+                                                                 "header_env':'"
+                                                                 "E'") "}}}",
                         &conf, err, sizeof(err)),
                 SG_ERR_CONFIG);
         ck_assert_ptr_null(conf);
-        ck_assert_ptr_nonnull(strstr(
-                err, "topics.a.snapshot.reply_topic: \"b.out\" is also "
-                     "topics.b.output_topic"));
+        ck_assert_ptr_nonnull(
+                strstr(err, "topics.a.snapshot.reply_topic: \"b.out\" is also "
+                            "topics.b.output_topic"));
 
         /* url and auth_header_env copied, then a range error */
         ck_assert_int_eq(parse_q(CFG("", SNAP(SNAP_H ",'auth_header_env':'E',"
@@ -1957,10 +2015,11 @@ START_TEST(test_snapshot_partial_freed) {
                 strstr(err, "topics.orders.snapshot.max_attempts: "));
 
         /* both topics copied, then the strict-ordering rule */
-        ck_assert_int_eq(parse_q(CFG("", ",'ordering':{'mode':'latest_wins'}"
-                                         SNAP(SNAP_K)),
-                                 &conf, err, sizeof(err)),
-                         SG_ERR_CONFIG);
+        ck_assert_int_eq(
+                parse_q(CFG("",
+                            ",'ordering':{'mode':'latest_wins'}" SNAP(SNAP_K)),
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
         ck_assert_ptr_null(conf);
         ck_assert_ptr_nonnull(strstr(err, "topics.orders.snapshot: needs"));
 }

@@ -24,8 +24,9 @@ static void load_schema(void) {
         char path[4096];
         static char buf[1 << 20];
 
-        ck_assert_msg(root != NULL,
-                      "SG_SOURCE_ROOT must name the repository (meson sets it)");
+        ck_assert_msg(
+                root != NULL,
+                "SG_SOURCE_ROOT must name the repository (meson sets it)");
         snprintf(path, sizeof(path), "%s/schemas/config.schema.json", root);
         FILE *fp = fopen(path, "rb");
         ck_assert_msg(fp != NULL, "cannot open %s", path);
@@ -83,7 +84,8 @@ static const cJSON *block_props(const char *block) {
                 ck_assert_msg(node != NULL, "schema has no block %s", block);
                 node = deref(node);
         }
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(node, "properties");
+        const cJSON *props =
+                cJSON_GetObjectItemCaseSensitive(node, "properties");
         ck_assert_msg(cJSON_IsObject(props), "block %s has no properties",
                       block);
         return props;
@@ -117,35 +119,39 @@ START_TEST(test_table_matches_schema) {
                 if (is_int_type(k->type)) {
                         const cJSON *min = attr(prop, "minimum");
                         const cJSON *max = attr(prop, "maximum");
-                        ck_assert_msg(cJSON_IsString(type) &&
-                                              !strcmp(type->valuestring,
-                                                      "integer"),
-                                      "%s: schema type is not integer", where);
+                        ck_assert_msg(
+                                cJSON_IsString(type) &&
+                                        !strcmp(type->valuestring, "integer"),
+                                "%s: schema type is not integer", where);
                         ck_assert_msg(cJSON_IsNumber(min) &&
-                                              min->valuedouble == (double)k->min,
+                                              min->valuedouble ==
+                                                      (double)k->min,
                                       "%s: minimum %g in the schema, %lld in "
                                       "the table",
                                       where, min ? min->valuedouble : -1.0,
                                       (long long)k->min);
                         ck_assert_msg(cJSON_IsNumber(max) &&
-                                              max->valuedouble == (double)k->max,
+                                              max->valuedouble ==
+                                                      (double)k->max,
                                       "%s: maximum %g in the schema, %lld in "
                                       "the table",
                                       where, max ? max->valuedouble : -1.0,
                                       (long long)k->max);
                         ck_assert_msg(cJSON_IsNumber(def) &&
-                                              def->valuedouble == (double)k->def,
+                                              def->valuedouble ==
+                                                      (double)k->def,
                                       "%s: default %g in the schema, %lld in "
                                       "the table",
                                       where, def ? def->valuedouble : -1.0,
                                       (long long)k->def);
                 } else if (k->type == SG_CONF_BOOL) {
-                        ck_assert_msg(cJSON_IsString(type) &&
-                                              !strcmp(type->valuestring,
-                                                      "boolean"),
-                                      "%s: schema type is not boolean", where);
+                        ck_assert_msg(
+                                cJSON_IsString(type) &&
+                                        !strcmp(type->valuestring, "boolean"),
+                                "%s: schema type is not boolean", where);
                         ck_assert_msg(cJSON_IsBool(def) &&
-                                              cJSON_IsTrue(def) == (k->def != 0),
+                                              cJSON_IsTrue(def) ==
+                                                      (k->def != 0),
                                       "%s: default differs", where);
                 } else if (k->type == SG_CONF_ENUM ||
                            k->type == SG_CONF_ENUM_BOOL) {
@@ -153,7 +159,8 @@ START_TEST(test_table_matches_schema) {
                         size_t cnt = 0;
                         ck_assert_msg(cJSON_IsArray(en), "%s: no enum", where);
                         for (; k->names[cnt]; cnt++) {
-                                const cJSON *s = cJSON_GetArrayItem(en, (int)cnt);
+                                const cJSON *s =
+                                        cJSON_GetArrayItem(en, (int)cnt);
                                 ck_assert_msg(cJSON_IsString(s) &&
                                                       !strcmp(s->valuestring,
                                                               k->names[cnt]),
@@ -169,8 +176,8 @@ START_TEST(test_table_matches_schema) {
                         ck_assert_msg(cJSON_IsString(def) &&
                                               !strcmp(def->valuestring,
                                                       k->names[k->def]),
-                                      "%s: default \"%s\" in the table",
-                                      where, k->names[k->def]);
+                                      "%s: default \"%s\" in the table", where,
+                                      k->names[k->def]);
                 } else { /* STRING, SRC */
                         if (k->def_text)
                                 ck_assert_msg(cJSON_IsString(def) &&
@@ -203,8 +210,7 @@ static bool hand_parsed(const char *block, const char *name) {
         return (!*block && !strcmp(name, "$schema")) ||
                (!strcmp(block, "topics.*.envelope") &&
                 !strcmp(name, "digest")) ||
-               (!strcmp(block, "topics.*.snapshot") &&
-                !strcmp(name, "source"));
+               (!strcmp(block, "topics.*.snapshot") && !strcmp(name, "source"));
 }
 
 /* Each scalar key of the schema, in a block the table covers, is in the
@@ -235,8 +241,9 @@ START_TEST(test_schema_keys_in_table) {
                                                 block) &&
                                         !strcmp(sg_config_key(j)->name,
                                                 prop->string);
-                        ck_assert_msg(found, "%s%s%s: in the schema, not in "
-                                             "the key table",
+                        ck_assert_msg(found,
+                                      "%s%s%s: in the schema, not in "
+                                      "the key table",
                                       block, *block ? "." : "", prop->string);
                 }
         }

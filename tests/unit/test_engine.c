@@ -29,13 +29,13 @@ typedef struct out {
         int32_t partition;
         char key[64];
         char value[1024];
-        char request_id[256];   /* HTTP_GET effects */
+        char request_id[256]; /* HTTP_GET effects */
         char url[512];
         char reason[64];
         char detail[256];
-        char extra_name[64];  /* first non-provenance extra header (output) */
+        char extra_name[64]; /* first non-provenance extra header (output) */
         char extra_val[64];
-        char version[32];     /* ce_sequence of the record */
+        char version[32]; /* ce_sequence of the record */
 } out_t;
 
 typedef struct h {
@@ -57,27 +57,31 @@ typedef struct h {
 /* A macro, not a variable: a printf format the compiler can check. */
 #define BASE_CONF                                                              \
         "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":"         \
-        "\"x:1\",\"group.id\":\"g\"},\"topics\":{\"orders\":{"               \
+        "\"x:1\",\"group.id\":\"g\"},\"topics\":{\"orders\":{"                 \
         "\"output_topic\":\"out\",\"dlq_topic\":\"dlq\",%s}}}"
 
 static const char *sm_json =
-    "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\",\"CREATED\","
-    "\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\",\"RETURNING\"],"
-    "\"transitions\":["
-    "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"},"
-    "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"
-    "{\"type\":\"order.shipped\",\"from\":[\"PAID\"],\"to\":\"SHIPPED\"},"
-    "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],\"to\":\"COMPLETED\"},"
-    "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"],"
-    "\"to\":\"CANCELLED\"},"
-    "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],\"to\":\"RETURNING\"}]}";
+        "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\","
+        "\"CREATED\","
+        "\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\",\"RETURNING\"],"
+        "\"transitions\":["
+        "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"},"
+        "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"
+        "{\"type\":\"order.shipped\",\"from\":[\"PAID\"],\"to\":\"SHIPPED\"},"
+        "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],\"to\":"
+        "\"COMPLETED\"},"
+        "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"],"
+        "\"to\":\"CANCELLED\"},"
+        "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],\"to\":"
+        "\"RETURNING\"}]}";
 
 static void h_open(h_t *h, const char *topic_json) {
         char json[4096], err[512];
         snprintf(json, sizeof(json), BASE_CONF,
                  h->root ? h->root : "\"guarantee\":\"at_least_once\",",
                  topic_json);
-        ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
+        ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) ==
+                              SG_OK,
                       "config: %s", err);
         if (!h->dir[0]) {
                 tu_tmpdir(h->dir, sizeof(h->dir), "engine");
@@ -85,9 +89,9 @@ static void h_open(h_t *h, const char *topic_json) {
         ck_assert_int_eq(sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
                                        sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(sg_engine_new(h->conf, h->store, &h->eng, err,
-                                       sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_engine_new(h->conf, h->store, &h->eng, err, sizeof(err)),
+                SG_OK);
         sg_engine_processor(h->eng, &h->proc);
         if (!h->now)
                 h->now = T0;
@@ -182,8 +186,9 @@ static void collect(h_t *h) {
 static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
         char err[512];
         size_t before = h->out_cnt;
-        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                SG_OK);
         /* Input records (and their headers) stay alive for the whole batch,
          * as the Kafka loop keeps its messages: effects borrow them. */
         static sg_header_t hds[64][6];
@@ -202,16 +207,16 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                         hd[hc++] = (sg_header_t){SG_H_REPLAY, "1", 1};
                 const char *val = evs[i].value ? evs[i].value : evs[i].id;
                 sg_record_t rec = {
-                    .topic = "orders",
-                    .partition = 0,
-                    .offset = h->offset++,
-                    .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
-                    .key = evs[i].agg,
-                    .key_len = strlen(evs[i].agg),
-                    .value = val,
-                    .value_len = strlen(val),
-                    .headers = hd,
-                    .header_cnt = hc,
+                        .topic = "orders",
+                        .partition = 0,
+                        .offset = h->offset++,
+                        .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
+                        .key = evs[i].agg,
+                        .key_len = strlen(evs[i].agg),
+                        .value = val,
+                        .value_len = strlen(val),
+                        .headers = hd,
+                        .header_cnt = hc,
                 };
                 ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
                                                  &h->last_result, err,
@@ -223,7 +228,7 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
         ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
         collect(h);
         ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
-                          SG_OK,
+                              SG_OK,
                       "commit: %s", err);
         return h->out_cnt - before;
 }
@@ -236,7 +241,9 @@ static size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                 batch((h), e_, sizeof(e_) / sizeof(e_[0]));                    \
         } while (0)
 
-static const sg_metrics_t *M(h_t *h) { return sg_engine_metrics(h->eng); }
+static const sg_metrics_t *M(h_t *h) {
+        return sg_engine_metrics(h->eng);
+}
 
 static void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
                        const char *version, const char *reason) {
@@ -375,8 +382,8 @@ END_TEST
 START_TEST(row7_illegal_transition_and_unknown_type) {
         h_t h = {0};
         h_open(&h, sm_json);
-        ONE(&h, EV("O", "c", "order.created", "1"), EV("O", "p", "order.paid", "2"),
-            EV("O", "s", "order.shipped", "3"),
+        ONE(&h, EV("O", "c", "order.created", "1"),
+            EV("O", "p", "order.paid", "2"), EV("O", "s", "order.shipped", "3"),
             EV("O", "d", "order.completed", "4"),
             EV("O", "x", "order.created", "5"));
         ck_assert_uint_eq(h.out_cnt, 5);
@@ -391,8 +398,8 @@ START_TEST(row7_illegal_transition_and_unknown_type) {
         ONE(&h, EV("O", "y", "order.created", "5"));
         assert_out(&h.out[6], SG_EFFECT_DLQ, "O", "5", "stale_version");
         /* SHIPPED → RETURNING → CANCELLED on another order */
-        ONE(&h, EV("P", "1", "order.created", "1"), EV("P", "2", "order.paid", "2"),
-            EV("P", "3", "order.shipped", "3"),
+        ONE(&h, EV("P", "1", "order.created", "1"),
+            EV("P", "2", "order.paid", "2"), EV("P", "3", "order.shipped", "3"),
             EV("P", "4", "order.cancelled", "4"),
             EV("P", "5", "order.returning", "5"),
             EV("P", "6", "order.cancelled", "6"));
@@ -408,7 +415,8 @@ START_TEST(row7_state_machine_in_drain) {
         h_t h = {0};
         h_open(&h, sm_json);
         /* v3 (illegal from PAID? no: shipped is legal from PAID) parked */
-        ONE(&h, EV("O", "s", "order.created", "3"), EV("O", "c", "order.created", "1"),
+        ONE(&h, EV("O", "s", "order.created", "3"),
+            EV("O", "c", "order.created", "1"),
             EV("O", "p", "order.paid", "2"));
         ck_assert_uint_eq(h.out_cnt, 3);
         assert_out(&h.out[0], SG_EFFECT_OUTPUT, "O", "1", NULL);
@@ -426,7 +434,8 @@ START_TEST(row8_park_and_version_jump) {
             EV("A", "e6", "t", "6"));
         ck_assert_uint_eq(h.out_cnt, 1);
         ck_assert_uint_eq(M(&h)->parked_total, 2);
-        ck_assert_uint_eq(M(&h)->event_sequence_gaps_total, 1); /* counted once */
+        ck_assert_uint_eq(M(&h)->event_sequence_gaps_total,
+                          1); /* counted once */
         ck_assert_int_eq(M(&h)->parked_events, 2);
         ONE(&h, EV("A", "j", "t", "12"));
         assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "12", "version_jump");
@@ -471,7 +480,8 @@ static void log_collect(void *opaque, sg_log_level_t level, const char *event,
 
 START_TEST(gap_policy_dlq_quarantines) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":5000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":5000,\"gap_policy\":\"dlq\"}");
         logged[0] = '\0';
         sg_engine_set_log(h.eng, log_collect, NULL);
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
@@ -487,7 +497,8 @@ START_TEST(gap_policy_dlq_quarantines) {
         ck_assert_int_eq(M(&h)->parked_events, 0);
         ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
         /* an operator finds both in the log, with the aggregate */
-        ck_assert_ptr_nonnull(strstr(logged, "gap_timeout{\"topic\":\"orders\""));
+        ck_assert_ptr_nonnull(
+                strstr(logged, "gap_timeout{\"topic\":\"orders\""));
         ck_assert_ptr_nonnull(strstr(logged, "aggregate_quarantined{"));
         ck_assert_ptr_nonnull(strstr(logged, "\"aggregate\":\"A\""));
         /* row 4: quarantined — even the missing v2 */
@@ -505,7 +516,8 @@ END_TEST
 
 START_TEST(gap_policy_skip) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":"
+                   "\"skip\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e4", "t", "4"),
             EV("A", "e5", "t", "5"));
         h_clock(&h, T0 + 1000);
@@ -525,7 +537,8 @@ END_TEST
 
 START_TEST(gap_policy_hold) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"hold\"}");
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":"
+                   "\"hold\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
         h_clock(&h, T0 + 400000);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
@@ -540,7 +553,8 @@ END_TEST
 
 START_TEST(gap_deadline_from_oldest_parked) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
         h_clock(&h, T0 + 900);
         ONE(&h, EV("A", "e5", "t", "5"));
@@ -570,7 +584,8 @@ START_TEST(caps_pause_and_dlq) {
         h_free(&h);
 
         h_t d = {0};
-        h_open(&d, "\"ordering\":{\"max_parked_total\":1,\"max_parked_per_aggregate\":1,"
+        h_open(&d, "\"ordering\":{\"max_parked_total\":1,\"max_parked_per_"
+                   "aggregate\":1,"
                    "\"on_park_overflow\":\"dlq\"}");
         ONE(&d, EV("A", "e3", "t", "3"), EV("B", "b3", "t", "3"));
         ck_assert_uint_eq(d.out_cnt, 1);
@@ -630,7 +645,8 @@ END_TEST
 
 START_TEST(dedup_ttl_sweep_is_bounded) {
         h_t h = {0};
-        h_open(&h, "\"dedup\":{\"ttl_ms\":1000},\"ordering\":{\"mode\":\"none\"}");
+        h_open(&h,
+               "\"dedup\":{\"ttl_ms\":1000},\"ordering\":{\"mode\":\"none\"}");
         ev_t evs[50];
         char ids[50][8];
         for (int i = 0; i < 50; i++) {
@@ -700,13 +716,17 @@ START_TEST(abort_forgets_everything) {
                             {"ce_source", "/s", 2},
                             {"ce_type", "t", 1},
                             {"ce_sequence", "1", 1}};
-        sg_record_t rec = {.topic = "orders", .key = "A", .key_len = 1,
-                           .value = "x", .value_len = 1, .headers = hd,
+        sg_record_t rec = {.topic = "orders",
+                           .key = "A",
+                           .key_len = 1,
+                           .value = "x",
+                           .value_len = 1,
+                           .headers = hd,
                            .header_cnt = 5};
         sg_process_result_t r;
-        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
-                                        sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h.proc.process(h.proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_OK);
         const sg_effect_t *ef;
         ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 1);
         h.proc.batch_abort(h.proc.opaque);
@@ -746,8 +766,8 @@ START_TEST(foreign_group_refused) {
         h_open(&h, "\"envelope\":{}");
         int64_t off;
         char err[512];
-        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "other", &off,
-                                       err, sizeof(err)),
+        ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "other",
+                                       &off, err, sizeof(err)),
                          SG_ERR_FOREIGN);
         ck_assert_ptr_nonnull(strstr(err, "\"g\""));
         h_free(&h);
@@ -765,22 +785,33 @@ START_TEST(dlq_headers_complete) {
                             {"ce_source", "/s", 2},
                             {"ce_type", "t", 1},
                             {"ce_sequence", "0", 1}};
-        sg_record_t rec = {.topic = "orders", .partition = 0, .offset = 42,
-                           .timestamp_ms = 77, .key = "A", .key_len = 1,
-                           .value = "x", .value_len = 1, .headers = hd,
+        sg_record_t rec = {.topic = "orders",
+                           .partition = 0,
+                           .offset = 42,
+                           .timestamp_ms = 77,
+                           .key = "A",
+                           .key_len = 1,
+                           .value = "x",
+                           .value_len = 1,
+                           .headers = hd,
                            .header_cnt = 5};
         sg_process_result_t r;
-        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
-                                        sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h.proc.process(h.proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_OK);
         const sg_effect_t *ef;
         ck_assert_uint_eq(h.proc.effects(h.proc.opaque, &ef), 1);
         const char *want[][2] = {
-            {SG_DLQ_H_REASON, "stale_version"}, {SG_DLQ_H_TOPIC, "orders"},
-            {SG_DLQ_H_PARTITION, "0"},          {SG_DLQ_H_OFFSET, "42"},
-            {SG_DLQ_H_TIMESTAMP, "77"},         {SG_DLQ_H_GROUP, "g"},
-            {SG_DLQ_H_AGGREGATE, "A"},          {SG_DLQ_H_EXPECTED, "1"},
-            {SG_DLQ_H_ACTUAL, "0"},             {SG_DLQ_H_INSTANCE, "seqgate"},
+                {SG_DLQ_H_REASON, "stale_version"},
+                {SG_DLQ_H_TOPIC, "orders"},
+                {SG_DLQ_H_PARTITION, "0"},
+                {SG_DLQ_H_OFFSET, "42"},
+                {SG_DLQ_H_TIMESTAMP, "77"},
+                {SG_DLQ_H_GROUP, "g"},
+                {SG_DLQ_H_AGGREGATE, "A"},
+                {SG_DLQ_H_EXPECTED, "1"},
+                {SG_DLQ_H_ACTUAL, "0"},
+                {SG_DLQ_H_INSTANCE, "seqgate"},
         };
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
                 bool found = false;
@@ -805,29 +836,35 @@ START_TEST(dlq_headers_complete) {
 }
 END_TEST
 
-
 /* ---- snapshot refetch (semantics §4) ----------------------------------- */
 
 static const char *snap_kafka =
-    "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{\"source\":\"kafka\","
-    "\"request_topic\":\"snap.req\",\"reply_topic\":\"snap.rep\","
-    "\"timeout_ms\":2000,\"max_attempts\":2,\"backoff_ms\":100,"
-    "\"backoff_max_ms\":100}";
+        "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{\"source\":"
+        "\"kafka\","
+        "\"request_topic\":\"snap.req\",\"reply_topic\":\"snap.rep\","
+        "\"timeout_ms\":2000,\"max_attempts\":2,\"backoff_ms\":100,"
+        "\"backoff_max_ms\":100}";
 
 /* Feeds one record on a non-input topic (reply topic / HTTP pseudo topic). */
 static void feed_raw(h_t *h, const char *topic, const char *key,
                      const char *value, const sg_header_t *hd, size_t hc) {
         char err[512];
-        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                         SG_OK);
-        sg_record_t rec = {.topic = topic, .partition = 0, .offset = 7,
-                           .key = key, .key_len = key ? strlen(key) : 0,
-                           .value = value, .value_len = value ? strlen(value) : 0,
-                           .headers = hd, .header_cnt = hc};
+        ck_assert_int_eq(
+                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                SG_OK);
+        sg_record_t rec = {.topic = topic,
+                           .partition = 0,
+                           .offset = 7,
+                           .key = key,
+                           .key_len = key ? strlen(key) : 0,
+                           .value = value,
+                           .value_len = value ? strlen(value) : 0,
+                           .headers = hd,
+                           .header_cnt = hc};
         sg_process_result_t r;
-        ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec, &r, err,
-                                         sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h->proc.process(h->proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_OK);
         ck_assert_int_eq(r, SG_PROCESSED);
         ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
         collect(h);
@@ -864,10 +901,11 @@ static void reply(h_t *h, const char *rid, const char *agg, const char *ver,
                   const char *state) {
         char v[1024];
         snprintf(v, sizeof(v),
-                 "{\"request_id\":\"%s\",\"aggregate\":\"%s\",\"version\":%s%s%s%s,"
+                 "{\"request_id\":\"%s\",\"aggregate\":\"%s\",\"version\":%s%s%"
+                 "s%s,"
                  "\"data\":{\"snap\":true}}",
-                 rid, agg, ver, state ? ",\"state\":\"" : "", state ? state : "",
-                 state ? "\"" : "");
+                 rid, agg, ver, state ? ",\"state\":\"" : "",
+                 state ? state : "", state ? "\"" : "");
         feed_raw(h, "snap.rep", agg, v, NULL, 0);
 }
 
@@ -884,7 +922,8 @@ START_TEST(snapshot_kafka_resolves_gap) {
         ck_assert_str_eq(h.out[2].key, "A");
         ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"want_version\":2"));
         ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"have_version\":1"));
-        ck_assert_ptr_nonnull(strstr(h.out[2].value, "\"reply_to\":\"snap.rep\""));
+        ck_assert_ptr_nonnull(
+                strstr(h.out[2].value, "\"reply_to\":\"snap.rep\""));
         ck_assert_uint_eq(M(&h)->snapshot_requests_total, 1);
         ck_assert_int_eq(M(&h)->snapshot_in_flight, 1);
         /* no second request while it waits, and no gap_timeout DLQ */
@@ -997,7 +1036,8 @@ START_TEST(snapshot_retries_then_policy_then_release) {
         batch(&h, NULL, 0);
         ck_assert_uint_eq(M(&h)->snapshot_gave_up_total, 1);
         ck_assert_int_eq(M(&h)->quarantined_aggregates, 1);
-        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "3", "gap_timeout");
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "A", "3",
+                   "gap_timeout");
         size_t reqs = count_topic(&h, "snap.req");
         ONE(&h, EV("A", "e4", "t", "4"));
         assert_out(&h.out[h.out_cnt - 2], SG_EFFECT_DLQ, "A", "4",
@@ -1005,7 +1045,8 @@ START_TEST(snapshot_retries_then_policy_then_release) {
         /* an event of a quarantined aggregate asks its authority again */
         ck_assert_uint_eq(count_topic(&h, "snap.req"), reqs + 1);
         ONE(&h, EV("A", "e4b", "t", "4"));
-        ck_assert_uint_eq(count_topic(&h, "snap.req"), reqs + 1); /* one at a time */
+        ck_assert_uint_eq(count_topic(&h, "snap.req"),
+                          reqs + 1); /* one at a time */
         /* a late reply to the FIRST attempt is still judged by version and
          * releases the quarantine */
         reply(&h, rid1, "A", "4", NULL);
@@ -1073,8 +1114,10 @@ START_TEST(snapshot_max_in_flight_and_cancel) {
         const char *first = h.out[h.out_cnt - 1].key[0] == 'A' ? "A" : "B";
         const char *second = first[0] == 'A' ? "B" : "A";
         /* the gap closes by itself: the request is cancelled, capacity freed */
-        ev_t fill = {.agg = first, .id = first[0] == 'A' ? "a2" : "b2",
-                     .type = "t", .seq = "2"};
+        ev_t fill = {.agg = first,
+                     .id = first[0] == 'A' ? "a2" : "b2",
+                     .type = "t",
+                     .seq = "2"};
         batch(&h, &fill, 1);
         /* ... and in the same batch the queued request goes out */
         ck_assert_int_eq(M(&h)->snapshot_in_flight, 1);
@@ -1090,7 +1133,8 @@ END_TEST
 START_TEST(snapshot_http_effects_and_failures) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000},\"snapshot\":{"
-                   "\"source\":\"http\",\"url\":\"http://127.0.0.1:1/o/{aggregate}\","
+                   "\"source\":\"http\",\"url\":\"http://127.0.0.1:1/o/"
+                   "{aggregate}\","
                    "\"timeout_ms\":500,\"max_attempts\":3,\"backoff_ms\":10,"
                    "\"backoff_max_ms\":10}");
         ONE(&h, EV("A/1", "e1", "t", "1"), EV("A/1", "e3", "t", "3"));
@@ -1107,7 +1151,8 @@ START_TEST(snapshot_http_effects_and_failures) {
         ck_assert_uint_eq(batch(&h, NULL, 0), 1); /* retry */
         snprintf(rid, sizeof(rid), "%s", h.out[2].request_id);
         sg_header_t st200[] = {{SG_H_HTTP_STATUS, "200", 3}};
-        feed_raw(&h, SG_SNAPSHOT_HTTP_TOPIC, rid, "{\"version\":\"2\"}", st200, 1);
+        feed_raw(&h, SG_SNAPSHOT_HTTP_TOPIC, rid, "{\"version\":\"2\"}", st200,
+                 1);
         ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
         /* snapshot record (no data: null value), then v3 drains */
         assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A/1", "3", NULL);
@@ -1143,7 +1188,6 @@ START_TEST(snapshot_request_survives_restart) {
 }
 END_TEST
 
-
 /* ---- exactly_once: changelog and restore (semantics §6) ---------------- */
 
 typedef tu_clrec_t clrec_t;
@@ -1157,22 +1201,27 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
         char err[512];
         static sg_header_t hds[64][6];
         size_t outputs = 0;
-        ck_assert_int_eq(h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                SG_OK);
         for (size_t i = 0; i < cnt; i++) {
                 sg_header_t *hd = hds[i];
                 hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
                 hd[1] = (sg_header_t){"ce_id", evs[i].id, strlen(evs[i].id)};
                 hd[2] = (sg_header_t){"ce_source", "/shop", 5};
-                hd[3] = (sg_header_t){"ce_type", evs[i].type, strlen(evs[i].type)};
+                hd[3] = (sg_header_t){"ce_type", evs[i].type,
+                                      strlen(evs[i].type)};
                 hd[4] = (sg_header_t){"ce_sequence", evs[i].seq,
                                       strlen(evs[i].seq)};
-                sg_record_t rec = {.topic = "orders", .partition = 0,
-                                   .offset = h->offset++, .key = evs[i].agg,
+                sg_record_t rec = {.topic = "orders",
+                                   .partition = 0,
+                                   .offset = h->offset++,
+                                   .key = evs[i].agg,
                                    .key_len = strlen(evs[i].agg),
                                    .value = evs[i].id,
                                    .value_len = strlen(evs[i].id),
-                                   .headers = hd, .header_cnt = 5};
+                                   .headers = hd,
+                                   .header_cnt = 5};
                 ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
                                                  &h->last_result, err,
                                                  sizeof(err)),
@@ -1211,11 +1260,11 @@ static void restore_all(h_t *h, int64_t log_start, int64_t want_from) {
         for (int64_t o = from; o < (int64_t)changelog_cnt; o++) {
                 const clrec_t *c = &changelog[o];
                 ck_assert_int_eq(
-                    h->proc.restore_apply(h->proc.opaque, "orders", 0, o, c->key,
-                                          c->key_len,
-                                          c->tombstone ? NULL : c->value,
-                                          c->value_len, err, sizeof(err)),
-                    SG_OK);
+                        h->proc.restore_apply(h->proc.opaque, "orders", 0, o,
+                                              c->key, c->key_len,
+                                              c->tombstone ? NULL : c->value,
+                                              c->value_len, err, sizeof(err)),
+                        SG_OK);
         }
         ck_assert_int_eq(h->proc.restore_end(h->proc.opaque, "orders", 0,
                                              (int64_t)changelog_cnt, err,
@@ -1261,7 +1310,8 @@ START_TEST(store_follows_partition_through_changelog) {
         /* the parked event's tombstone is in the changelog */
         bool tomb = false;
         for (size_t i = 0; i < changelog_cnt; i++)
-                tomb |= changelog[i].tombstone && changelog[i].key[0] == SG_DB_PARKED;
+                tomb |= changelog[i].tombstone &&
+                        changelog[i].key[0] == SG_DB_PARKED;
         ck_assert(tomb);
         h_free(&b);
 
@@ -1277,19 +1327,20 @@ START_TEST(store_follows_partition_through_changelog) {
         ck_assert_int_lt(cp, (int64_t)changelog_cnt);
         for (int64_t o = cp; o < (int64_t)changelog_cnt; o++)
                 ck_assert_int_eq(
-                    a.proc.restore_apply(a.proc.opaque, "orders", 0, o,
-                                         changelog[o].key, changelog[o].key_len,
-                                         changelog[o].tombstone ? NULL
-                                                                : changelog[o].value,
-                                         changelog[o].value_len, err,
-                                         sizeof(err)),
-                    SG_OK);
+                        a.proc.restore_apply(
+                                a.proc.opaque, "orders", 0, o, changelog[o].key,
+                                changelog[o].key_len,
+                                changelog[o].tombstone ? NULL
+                                                       : changelog[o].value,
+                                changelog[o].value_len, err, sizeof(err)),
+                        SG_OK);
         ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
                                             (int64_t)changelog_cnt, err,
                                             sizeof(err)),
                          SG_OK);
         ev_t b4[] = {EV("A", "e3", "t", "3"), EV("A", "e4", "t", "4")};
-        ck_assert_uint_eq(eos_batch(&a, b4, 2), 1); /* e3 duplicate, v4 applies */
+        ck_assert_uint_eq(eos_batch(&a, b4, 2),
+                          1); /* e3 duplicate, v4 applies */
         /* a changelog that no longer holds the checkpoint: full restore */
         h_close(&a);
         h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
@@ -1329,10 +1380,9 @@ START_TEST(changelog_value_and_epoch) {
                         continue; /* meta's local checkpoint differs */
                 void *v = NULL;
                 size_t vl = 0;
-                ck_assert_int_eq(a.proc.changelog_value(a.proc.opaque,
-                                                        "orders", 0, c->key,
-                                                        c->key_len, &v, &vl,
-                                                        err, sizeof(err)),
+                ck_assert_int_eq(a.proc.changelog_value(
+                                         a.proc.opaque, "orders", 0, c->key,
+                                         c->key_len, &v, &vl, err, sizeof(err)),
                                  SG_OK);
                 if (c->tombstone) {
                         ck_assert_ptr_null(v);
@@ -1353,8 +1403,7 @@ START_TEST(changelog_value_and_epoch) {
                                               (int64_t)changelog_cnt, &cp, err,
                                               sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
-                                                    0),
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders", 0),
                          -1);
         a.proc.changelog_epoch_set(a.proc.opaque, "orders", 0, 4242);
         ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
@@ -1368,8 +1417,7 @@ START_TEST(changelog_value_and_epoch) {
                                               sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(cp, (int64_t)changelog_cnt); /* the delta: none */
-        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
-                                                    0),
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders", 0),
                          4242);
         ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
                                             (int64_t)changelog_cnt, err,
@@ -1384,16 +1432,14 @@ START_TEST(changelog_value_and_epoch) {
                                               (int64_t)changelog_cnt, &cp, err,
                                               sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders",
-                                                    0),
+        ck_assert_int_eq(a.proc.changelog_epoch_get(a.proc.opaque, "orders", 0),
                          4242);
-        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0, cp,
-                                            err, sizeof(err)),
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0, cp, err,
+                                            sizeof(err)),
                          SG_OK);
         h_free(&a);
 }
 END_TEST
-
 
 /* A step that blocks (a write transaction left open: LMDB's next
  * mdb_txn_begin waits forever) fails the test instead of hanging it. */
@@ -1416,8 +1462,8 @@ START_TEST(restore_empty_key_closes_txn) {
         ck_assert_int_eq(h.proc.restore_begin(h.proc.opaque, "orders", 0, 0, 1,
                                               &from, err, sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(h.proc.restore_apply(h.proc.opaque, "orders", 0, 0,
-                                              "", 0, "v", 1, err, sizeof(err)),
+        ck_assert_int_eq(h.proc.restore_apply(h.proc.opaque, "orders", 0, 0, "",
+                                              0, "v", 1, err, sizeof(err)),
                          SG_ERR_INVALID);
         ck_assert_ptr_nonnull(strstr(err, "g-orders-changelog [0] offset 0"));
         /* the restore's transaction is gone: a batch can begin */
@@ -1469,13 +1515,11 @@ START_TEST(restore_refuses_corrupt_parked_record) {
         sg_err_t e = SG_OK;
         int64_t o;
         for (o = from; o < (int64_t)changelog_cnt && !e; o++)
-                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
-                                         changelog[o].key, changelog[o].key_len,
-                                         changelog[o].tombstone
-                                             ? NULL
-                                             : changelog[o].value,
-                                         changelog[o].value_len, err,
-                                         sizeof(err));
+                e = b.proc.restore_apply(
+                        b.proc.opaque, "orders", 0, o, changelog[o].key,
+                        changelog[o].key_len,
+                        changelog[o].tombstone ? NULL : changelog[o].value,
+                        changelog[o].value_len, err, sizeof(err));
         ck_assert_int_eq(e, SG_ERR_INVALID);
         ck_assert_int_eq(o - 1, bad);
         char want[64];
@@ -1501,7 +1545,8 @@ START_TEST(restore_refuses_clock_past_year_9999) {
         h_free(&a);
         int64_t bad = -1;
         for (size_t i = 0; i < changelog_cnt; i++)
-                if (changelog[i].key[0] == SG_DB_META && !changelog[i].tombstone)
+                if (changelog[i].key[0] == SG_DB_META &&
+                    !changelog[i].tombstone)
                         bad = (int64_t)i;
         ck_assert_int_ge(bad, 0);
         /* meta value: group length, 255 group bytes, input offset,
@@ -1522,13 +1567,11 @@ START_TEST(restore_refuses_clock_past_year_9999) {
         sg_err_t e = SG_OK;
         int64_t o;
         for (o = from; o < (int64_t)changelog_cnt && !e; o++)
-                e = b.proc.restore_apply(b.proc.opaque, "orders", 0, o,
-                                         changelog[o].key, changelog[o].key_len,
-                                         changelog[o].tombstone
-                                             ? NULL
-                                             : changelog[o].value,
-                                         changelog[o].value_len, err,
-                                         sizeof(err));
+                e = b.proc.restore_apply(
+                        b.proc.opaque, "orders", 0, o, changelog[o].key,
+                        changelog[o].key_len,
+                        changelog[o].tombstone ? NULL : changelog[o].value,
+                        changelog[o].value_len, err, sizeof(err));
         ck_assert_msg(e == SG_ERR_INVALID, "restored (%s)", sg_err2str(e));
         ck_assert_int_eq(o - 1, bad);
         ck_assert_msg(strstr(err, "clock") != NULL, "error: %s", err);
@@ -1578,14 +1621,20 @@ static void unassigned_partition_refused(const char *root) {
                             {"ce_source", "/shop", 5},
                             {"ce_type", "t", 1},
                             {"ce_sequence", "1", 1}};
-        sg_record_t rec = {.topic = "orders", .partition = 7, .offset = 0,
-                           .key = "A", .key_len = 1, .value = "e1",
-                           .value_len = 2, .headers = hd, .header_cnt = 5};
+        sg_record_t rec = {.topic = "orders",
+                           .partition = 7,
+                           .offset = 0,
+                           .key = "A",
+                           .key_len = 1,
+                           .value = "e1",
+                           .value_len = 2,
+                           .headers = hd,
+                           .header_cnt = 5};
         sg_process_result_t r;
         watchdog(3);
-        ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
-                                        sizeof(err)),
-                         SG_ERR_INVALID);
+        ck_assert_int_eq(
+                h.proc.process(h.proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_ERR_INVALID);
         alarm(0);
         ck_assert_msg(strstr(err, "orders [7]") && strstr(err, "not assigned"),
                       "error: %s", err);
@@ -1602,7 +1651,8 @@ END_TEST
 
 START_TEST(operator_release_of_quarantine) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
         h_clock(&h, T0 + 1000);
         batch(&h, NULL, 0); /* v3 → DLQ gap_timeout, A quarantined */
@@ -1629,7 +1679,6 @@ START_TEST(operator_release_of_quarantine) {
         h_free(&h);
 }
 END_TEST
-
 
 /* ---- faults found from outside (fuzzer, black-box, fresh user) --------- */
 
@@ -1676,8 +1725,11 @@ START_TEST(store_error_reports_its_detail) {
         char err[512];
         ck_assert_int_eq(sg_txn_begin(h.store, true, &txn, err, sizeof(err)),
                          SG_OK);
-        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "A", .key_len = 1,
-                              .value = "v", .value_len = 1,
+        sg_parked_rec_t pr = {.parked_at_ms = 1,
+                              .key = "A",
+                              .key_len = 1,
+                              .value = "v",
+                              .value_len = 1,
                               .headers = "\xff\xff\xff\xff",
                               .headers_len = 4};
         ck_assert_int_eq(sg_parked_put(txn, &tp, ah, 3, &pr, err, sizeof(err)),
@@ -1691,10 +1743,16 @@ START_TEST(store_error_reports_its_detail) {
                              {"ce_source", "/shop", 5},
                              {"ce_type", "t", 1},
                              {"ce_sequence", "2", 1}};
-        sg_record_t rec = {.topic = "orders", .partition = 0,
-                           .offset = h.offset++, .timestamp_ms = 1000,
-                           .key = "A", .key_len = 1, .value = "e2",
-                           .value_len = 2, .headers = hd, .header_cnt = 5};
+        sg_record_t rec = {.topic = "orders",
+                           .partition = 0,
+                           .offset = h.offset++,
+                           .timestamp_ms = 1000,
+                           .key = "A",
+                           .key_len = 1,
+                           .value = "e2",
+                           .value_len = 2,
+                           .headers = hd,
+                           .header_cnt = 5};
         sg_process_result_t r;
         err[0] = '\0';
         sg_err_t rc = h.proc.process(h.proc.opaque, &rec, &r, err, sizeof(err));
@@ -1710,7 +1768,8 @@ END_TEST
  * judged (DLQ version_conflict naming the holder), never overwrites it. */
 START_TEST(row8b_version_conflict_never_overwrites) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
         /* in one batch */
         ONE(&h, EV("A", "e3", "t", "2"), EV("A", "e5", "t", "2"));
         ck_assert_uint_eq(h.out_cnt, 1);
@@ -1746,7 +1805,8 @@ static void out_versions(const h_t *h, const char *agg, char *buf, size_t n) {
                     strcmp(h->out[i].key, agg) != 0)
                         continue;
                 size_t l = strlen(buf);
-                snprintf(buf + l, n - l, "%s%s", l ? " " : "", h->out[i].version);
+                snprintf(buf + l, n - l, "%s%s", l ? " " : "",
+                         h->out[i].version);
         }
 }
 
@@ -1754,7 +1814,8 @@ static void out_versions(const h_t *h, const char *agg, char *buf, size_t n) {
  * then gap_policy skip, must not apply a version twice. */
 START_TEST(release_and_skip_never_lower_last_version) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":"
+                   "\"skip\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"),
             EV("A", "e5", "t", "5"));
         sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
@@ -1778,7 +1839,8 @@ END_TEST
  * release of an aggregate that neither waits nor is quarantined too. */
 START_TEST(release_refuses_lower_version_and_idle_aggregate) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"skip\"}");
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":"
+                   "\"skip\"}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2"),
             EV("A", "e5", "t", "5"));
         sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
@@ -1803,10 +1865,11 @@ END_TEST
 /* A release's state must be a state of the topic's machine. */
 START_TEST(release_refuses_unknown_state) {
         char tj[2048];
-        snprintf(tj, sizeof(tj),
-                 "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"},"
-                 "%s",
-                 sm_json);
+        snprintf(
+                tj, sizeof(tj),
+                "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"},"
+                "%s",
+                sm_json);
         h_t h = {0};
         h_open(&h, tj);
         logged[0] = '\0';
@@ -1838,8 +1901,9 @@ END_TEST
 /* L = 2^64-1 has no successor (semantics §2): nothing applies after it. */
 START_TEST(version_wrap_at_u64_max) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\","
-                   "\"new_aggregate\":\"trust_first_seen\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\","
+               "\"new_aggregate\":\"trust_first_seen\"}");
         ONE(&h, EV("A", "e1", "t", "18446744073709551615"));
         assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "18446744073709551615",
                    NULL);
@@ -1862,7 +1926,6 @@ START_TEST(version_wrap_at_u64_max) {
         h_free(&h);
 }
 END_TEST
-
 
 /* Every operator log line is one valid JSON object, whatever the sizes of
  * its strings (a 1,004-byte key with quotes and backslashes). */
@@ -1887,7 +1950,8 @@ static void log_check_json(void *opaque, sg_log_level_t level,
 
 START_TEST(log_lines_are_json_whatever_the_key) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
         json_lines_checked = 0;
         sg_engine_set_log(h.eng, log_check_json, NULL);
         static char key[1005];
@@ -1903,16 +1967,17 @@ START_TEST(log_lines_are_json_whatever_the_key) {
 }
 END_TEST
 
-
 /* Semantics §4: a gap never times out while its fill may be waiting unread
  * in the partition. Behind the end of the log, the deadline is measured
  * against the newest record timestamp read, not against processing time. */
 START_TEST(gap_deadline_waits_for_the_backlog) {
         h_t h = {0};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
+        h_open(&h,
+               "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":\"dlq\"}");
         h.lag_set = true;
         h.lag = 50; /* a backlog, e.g. after a restart */
-        ONE(&h, EV("A", "e1", "t", "1", .ts = T0), EV("A", "e3", "t", "3", .ts = T0));
+        ONE(&h, EV("A", "e1", "t", "1", .ts = T0),
+            EV("A", "e3", "t", "3", .ts = T0));
         h_clock(&h, T0 + 10000);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ONE(&h, EV("B", "b1", "t", "1", .ts = T0 + 500));
@@ -1930,22 +1995,25 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ONE(&h, EV("B", "b2", "t", "2", .ts = T0 + 11000));
         ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
-        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "C", "3", "gap_timeout");
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "C", "3",
+                   "gap_timeout");
         /* read to the end of the log: processing time alone */
-        ONE(&h, EV("D", "d1", "t", "1", .ts = 5), EV("D", "d3", "t", "3", .ts = 5));
+        ONE(&h, EV("D", "d1", "t", "1", .ts = 5),
+            EV("D", "d3", "t", "3", .ts = 5));
         h.lag = 0;
         h_clock(&h, T0 + 21000);
         ck_assert_uint_eq(batch(&h, NULL, 0), 1);
-        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "D", "3", "gap_timeout");
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "D", "3",
+                   "gap_timeout");
         /* lag unknown counts as behind */
-        ONE(&h, EV("E", "x1", "t", "1", .ts = 5), EV("E", "x3", "t", "3", .ts = 5));
+        ONE(&h, EV("E", "x1", "t", "1", .ts = 5),
+            EV("E", "x3", "t", "3", .ts = 5));
         h.lag = -1;
         h_clock(&h, T0 + 30000);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         h_free(&h);
 }
 END_TEST
-
 
 /* Changing a setting that defines keys or digests on an existing store is
  * refused (naming it) unless the operator accepts the change. */
@@ -1964,9 +2032,9 @@ START_TEST(key_fingerprint_change_refused) {
         ck_assert_int_eq(sg_store_open(h.dir, 1 << 24, 1 << 24, &h.store, err,
                                        sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(sg_engine_new(h.conf, h.store, &h.eng, err,
-                                       sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_engine_new(h.conf, h.store, &h.eng, err, sizeof(err)),
+                SG_OK);
         sg_engine_processor(h.eng, &h.proc);
         int64_t off;
         err[0] = '\0';
@@ -2004,14 +2072,20 @@ static void process_ev(h_t *h, int slot, int64_t off, const char *id,
         hd[2] = (sg_header_t){"ce_source", "/shop", 5};
         hd[3] = (sg_header_t){"ce_type", "t", 1};
         hd[4] = (sg_header_t){"ce_sequence", seq, strlen(seq)};
-        sg_record_t rec = {.topic = "orders", .partition = 0, .offset = off,
-                           .timestamp_ms = 5, .key = "A", .key_len = 1,
-                           .value = value, .value_len = strlen(value),
-                           .headers = hd, .header_cnt = 5};
+        sg_record_t rec = {.topic = "orders",
+                           .partition = 0,
+                           .offset = off,
+                           .timestamp_ms = 5,
+                           .key = "A",
+                           .key_len = 1,
+                           .value = value,
+                           .value_len = strlen(value),
+                           .headers = hd,
+                           .header_cnt = 5};
         sg_process_result_t r;
-        ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec, &r, err,
-                                         sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                h->proc.process(h->proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_OK);
         ck_assert_int_eq(r, SG_PROCESSED);
 }
 
@@ -2026,8 +2100,8 @@ static size_t effects_no_changelog(h_t *h, const sg_effect_t **efp) {
         return k;
 }
 
-static const char *xhdr(const sg_effect_t *ef, const char *name,
-                        char *buf, size_t n) {
+static const char *xhdr(const sg_effect_t *ef, const char *name, char *buf,
+                        size_t n) {
         for (size_t j = 0; j < ef->extra_cnt; j++)
                 if (!strcmp(ef->extra[j].name, name)) {
                         snprintf(buf, n, "%.*s", (int)ef->extra[j].value_len,
@@ -2074,12 +2148,11 @@ START_TEST(output_rejected_too_large) {
         ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_OFFSET, b, sizeof(b)), "11");
         ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_ACTUAL, b, sizeof(b)), "2");
         ck_assert_uint_eq(ef[1].header_cnt, 5); /* the input's headers kept */
-        ck_assert_ptr_null(xhdr(&ef[1], SG_DLQ_H_HEADERS_DROPPED, b,
-                                sizeof(b)));
+        ck_assert_ptr_null(
+                xhdr(&ef[1], SG_DLQ_H_HEADERS_DROPPED, b, sizeof(b)));
         /* the record that was too large, not the DLQ one */
-        ck_assert_uint_gt(sg_record_wire_size(1, 3000, ef[1].headers, 5,
-                                              NULL, 0),
-                          2000);
+        ck_assert_uint_gt(
+                sg_record_wire_size(1, 3000, ef[1].headers, 5, NULL, 0), 2000);
         ck_assert_uint_le(sg_effect_wire_size(&ef[1]), 2000);
         ck_assert_int_eq(ef[2].kind, SG_EFFECT_OUTPUT);
         ck_assert_ptr_nonnull(ef[2].value);
@@ -2111,9 +2184,9 @@ START_TEST(output_rejected_refused_at_delivery) {
         h_open(&h, "\"envelope\":{}");
         ck_assert_ptr_nonnull(h.proc.refused);
         for (int run = 0; run < 5; run++) {
-                ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err,
-                                                    sizeof(err)),
-                                 SG_OK);
+                ck_assert_int_eq(
+                        h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                        SG_OK);
                 process_ev(&h, 0, 7, "e1", "1", "payload-1");
                 process_ev(&h, 1, 8, "e2", "2", "payload-2");
                 ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)),
@@ -2123,8 +2196,8 @@ START_TEST(output_rejected_refused_at_delivery) {
                 if (run == 0) {
                         ck_assert_int_eq(ef[1].kind, SG_EFFECT_OUTPUT);
                         /* an index that is no effect: nothing to route */
-                        ck_assert(!h.proc.refused(h.proc.opaque, 9, false,
-                                                  "x"));
+                        ck_assert(
+                                !h.proc.refused(h.proc.opaque, 9, false, "x"));
                         ck_assert(h.proc.refused(
                                 h.proc.opaque, 1, false,
                                 "Broker: Broker failed to validate record"));
@@ -2150,8 +2223,8 @@ START_TEST(output_rejected_refused_at_delivery) {
                 }
                 if (run == 2) { /* the DLQ refused it: no value */
                         ck_assert_ptr_null(ef[1].value);
-                        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_VALUE_DROPPED,
-                                              b, sizeof(b)),
+                        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_VALUE_DROPPED, b,
+                                              sizeof(b)),
                                          "9");
                         ck_assert_uint_eq(ef[1].header_cnt, 5);
                         ck_assert(h.proc.refused(h.proc.opaque, 1, true,
@@ -2160,9 +2233,8 @@ START_TEST(output_rejected_refused_at_delivery) {
                 if (run == 3) { /* again: no headers either */
                         ck_assert_ptr_null(ef[1].value);
                         ck_assert_uint_eq(ef[1].header_cnt, 0);
-                        ck_assert_str_eq(xhdr(&ef[1],
-                                              SG_DLQ_H_HEADERS_DROPPED, b,
-                                              sizeof(b)),
+                        ck_assert_str_eq(xhdr(&ef[1], SG_DLQ_H_HEADERS_DROPPED,
+                                              b, sizeof(b)),
                                          "5");
                         /* nothing left to drop */
                         ck_assert(!h.proc.refused(h.proc.opaque, 1, true,
@@ -2172,9 +2244,9 @@ START_TEST(output_rejected_refused_at_delivery) {
                         h.proc.batch_abort(h.proc.opaque);
                         continue;
                 }
-                ck_assert_int_eq(h.proc.batch_commit(h.proc.opaque, err,
-                                                     sizeof(err)),
-                                 SG_OK);
+                ck_assert_int_eq(
+                        h.proc.batch_commit(h.proc.opaque, err, sizeof(err)),
+                        SG_OK);
         }
         ck_assert_uint_eq(M(&h)->applied_total, 1);
         ck_assert_uint_eq(M(&h)->dlq_total[SG_R_OUTPUT_REJECTED], 1);
@@ -2225,7 +2297,7 @@ START_TEST(eos_park_too_large_for_changelog) {
         ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
                          SG_OK);
         process_ev(&h, 0, 0, "e1", "1", "one");
-        process_ev(&h, 1, 1, "e3", "3", big);   /* would park: too large */
+        process_ev(&h, 1, 1, "e3", "3", big);    /* would park: too large */
         process_ev(&h, 2, 2, "e4", "4", "four"); /* parks */
         const sg_effect_t *ef;
         size_t n = h.proc.effects(h.proc.opaque, &ef);

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEPS 200  /* operations per run */
-#define NSEEDS 16  /* seeds 1..16 on every variant */
+#define STEPS 200 /* operations per run */
+#define NSEEDS 16 /* seeds 1..16 on every variant */
 
 /* The seeds and operations per run: 1..NSEEDS and STEPS, or, to explore or
  * to reproduce one failure, SG_PROP_SEEDS ("7" or "100-199") and
@@ -42,14 +42,14 @@ static void seed_range(uint64_t *first, uint64_t *last, size_t *steps) {
 }
 
 static const char *const inv_names[] = {
-    "ok",
-    "1 (every record accounted for exactly once)",
-    "2 (versions applied in order)",
-    "3 (an event id applied at most once)",
-    "4 (gauges and counters equal the store)",
-    "5 (the changelog rebuilds the store)",
-    "engine error",
-    "harness error",
+        "ok",
+        "1 (every record accounted for exactly once)",
+        "2 (versions applied in order)",
+        "3 (an event id applied at most once)",
+        "4 (gauges and counters equal the store)",
+        "5 (the changelog rebuilds the store)",
+        "engine error",
+        "harness error",
 };
 
 /* Shrinks a failing run and prints it; returns the shrunk count. */
@@ -97,10 +97,10 @@ START_TEST(random_operations) {
                                 report(v, seed, steps, ops, cnt, &res);
                         if (len < sizeof(failures))
                                 len += (size_t)snprintf(
-                                    failures + len, sizeof(failures) - len,
-                                    "\n  seed %" PRIu64 ": invariant %d at "
-                                    "operation %zu: %.160s",
-                                    seed, inv, res.step, res.msg);
+                                        failures + len, sizeof(failures) - len,
+                                        "\n  seed %" PRIu64 ": invariant %d at "
+                                        "operation %zu: %.160s",
+                                        seed, inv, res.step, res.msg);
                 }
                 free(ops);
         }
@@ -108,9 +108,9 @@ START_TEST(random_operations) {
                "aborted, %zu crashed), %zu outputs, %zu DLQ, %zu parked, %zu "
                "duplicates, %zu superseded, %zu snapshot records, %zu "
                "restores (%zu changelog records)\n",
-               model_variant_name(v), runs, sum.ops, sum.batches,
-               sum.aborts, sum.crashes, sum.outputs, sum.dlq, sum.parked,
-               sum.duplicates, sum.superseded, sum.snapshots, sum.restores,
+               model_variant_name(v), runs, sum.ops, sum.batches, sum.aborts,
+               sum.crashes, sum.outputs, sum.dlq, sum.parked, sum.duplicates,
+               sum.superseded, sum.snapshots, sum.restores,
                sum.restored_records);
         fflush(stdout);
         ck_assert_msg(bad == 0, "variant %s: %zu of %zu seeds failed:%s",
@@ -119,9 +119,9 @@ START_TEST(random_operations) {
          * (the fixed seeds only: one chosen seed need not reach them all) */
         char missing[512];
         ck_assert_msg(getenv("SG_PROP_SEEDS") ||
-                          model_coverage(v, &sum, missing, sizeof(missing)),
-                      "variant %s: the seeds exercised %s", model_variant_name(v),
-                      missing);
+                              model_coverage(v, &sum, missing, sizeof(missing)),
+                      "variant %s: the seeds exercised %s",
+                      model_variant_name(v), missing);
 }
 END_TEST
 
@@ -129,10 +129,15 @@ END_TEST
  * found, kept as regression tests (each failed before its fix) ---------- */
 
 #define REC(a, i, v, ...)                                                      \
-        ((model_op_t){.kind = MOP_RECORD, .agg = (a), .id = (i),              \
-                      .version = (v), __VA_ARGS__})
+        ((model_op_t){.kind = MOP_RECORD,                                      \
+                      .agg = (a),                                              \
+                      .id = (i),                                               \
+                      .version = (v),                                          \
+                      __VA_ARGS__})
 #define RELEASE(a, v)                                                          \
-        ((model_op_t){.kind = MOP_RELEASE, .agg = (a), .flags = MOPF_VERSION, \
+        ((model_op_t){.kind = MOP_RELEASE,                                     \
+                      .agg = (a),                                              \
+                      .flags = MOPF_VERSION,                                   \
                       .version = (v)})
 #define REPLY(v) ((model_op_t){.kind = MOP_REPLY, .version = (v)})
 #define BATCH(cnt) ((model_op_t){.kind = MOP_BATCH, .n = (cnt)})
@@ -152,8 +157,9 @@ static void scenario(const char *variant, const model_op_t *ops, size_t cnt,
         int inv = model_replay(v, ops, cnt, &res);
         last = res;
         if (inv != MODEL_OK) {
-                fprintf(stderr, "\nscenario FAILED (%s): invariant %s at "
-                                "operation %zu:\n  %s\n",
+                fprintf(stderr,
+                        "\nscenario FAILED (%s): invariant %s at "
+                        "operation %zu:\n  %s\n",
                         rule, inv_names[inv], res.step, res.msg);
                 model_trace(stderr, v, ops, cnt);
         }
@@ -180,8 +186,7 @@ END_TEST
  * version (parked events at or below it are superseded). */
 START_TEST(release_never_lowers_last_version) {
         SCENARIO("strict_dlq", "L never decreases (release)", REC(0, 0, 1),
-                 REC(0, 1, 2), BATCH(8), RELEASE(0, 1), BATCH(8),
-                 REC(0, 2, 2));
+                 REC(0, 1, 2), BATCH(8), RELEASE(0, 1), BATCH(8), REC(0, 2, 2));
         SCENARIO("trust_first_seen", "L never decreases (release, skip)",
                  REC(0, 0, 1), REC(0, 1, 5), RELEASE(0, 6), BATCH(8),
                  CLOCK(1200));
@@ -214,10 +219,10 @@ END_TEST
 /* A harness fault a long run found: an aborted batch attempt that sampled
  * the age gauges was taken for the committed sample. */
 START_TEST(abort_after_sampling_the_age_gauges) {
-        SCENARIO("snapshot_hold_alo", "age gauges after an abort",
-                 REC(5, 0, 1), REC(5, 1, 4), BATCH(6), CLOCK(1200),
-                 ((model_op_t){.kind = MOP_BATCH, .n = 1,
-                               .mode = MODEL_ABORT}));
+        SCENARIO(
+                "snapshot_hold_alo", "age gauges after an abort", REC(5, 0, 1),
+                REC(5, 1, 4), BATCH(6), CLOCK(1200),
+                ((model_op_t){.kind = MOP_BATCH, .n = 1, .mode = MODEL_ABORT}));
 }
 END_TEST
 
@@ -262,7 +267,8 @@ Suite *engine_prop_suite(void) {
         tcase_add_test(sc, last_version_max_has_no_successor);
         tcase_add_test(sc, many_releases_then_a_higher_one);
         tcase_add_test(sc, abort_after_sampling_the_age_gauges);
-        tcase_add_test(sc, skip_names_the_range_when_row7_dead_letters_the_release);
+        tcase_add_test(sc,
+                       skip_names_the_range_when_row7_dead_letters_the_release);
         tcase_add_test(sc, age_gauges_see_aggregates_waiting_for_a_snapshot);
         suite_add_tcase(s, sc);
         return s;

@@ -27,16 +27,14 @@ typedef struct tcfg {
         sg_field_src_t scope[4];
 } tcfg_t;
 
-static sg_field_src_t src(sg_src_kind_t kind, const char *name)
-{
+static sg_field_src_t src(sg_src_kind_t kind, const char *name) {
         sg_field_src_t s = {kind, (char *)name};
         return s;
 }
 
 /* CloudEvents defaults: id=ce:id, scope=[ce:source], aggregate=key,
  * version=ce:sequence, type=ce:type, max_field_bytes=1024. */
-static void cfg_ce(tcfg_t *t)
-{
+static void cfg_ce(tcfg_t *t) {
         memset(t, 0, sizeof(*t));
         t->tc.name = "orders";
         t->tc.format = SG_FORMAT_CLOUDEVENTS;
@@ -52,8 +50,7 @@ static void cfg_ce(tcfg_t *t)
 
 /* Plain JSON: id=/id, scope=[header:tenant], aggregate=key,
  * version=/meta/version, type=/type. */
-static void cfg_json(tcfg_t *t)
-{
+static void cfg_json(tcfg_t *t) {
         cfg_ce(t);
         t->tc.format = SG_FORMAT_JSON;
         t->tc.id = src(SG_SRC_POINTER, "/id");
@@ -67,8 +64,7 @@ typedef struct trec {
         sg_header_t hdrs[16];
 } trec_t;
 
-static void rec_init(trec_t *r, const char *key, const char *value)
-{
+static void rec_init(trec_t *r, const char *key, const char *value) {
         memset(r, 0, sizeof(*r));
         r->rec.topic = "orders";
         r->rec.partition = 3;
@@ -81,8 +77,8 @@ static void rec_init(trec_t *r, const char *key, const char *value)
         r->rec.headers = r->hdrs;
 }
 
-static void rec_hdr_n(trec_t *r, const char *name, const void *value, size_t len)
-{
+static void rec_hdr_n(trec_t *r, const char *name, const void *value,
+                      size_t len) {
         ck_assert_uint_lt(r->rec.header_cnt, 16);
         r->hdrs[r->rec.header_cnt].name = name;
         r->hdrs[r->rec.header_cnt].value = value;
@@ -91,15 +87,13 @@ static void rec_hdr_n(trec_t *r, const char *name, const void *value, size_t len
 }
 
 /* Adds header @p name = @p value (NULL: a header with a null value). */
-static void rec_hdr(trec_t *r, const char *name, const char *value)
-{
+static void rec_hdr(trec_t *r, const char *name, const char *value) {
         rec_hdr_n(r, name, value, value ? strlen(value) : 0);
 }
 
 /* A binary-mode CloudEvent; NULL attributes are left out. */
 static void rec_binary(trec_t *r, const char *key, const char *id,
-                       const char *source, const char *type, const char *seq)
-{
+                       const char *source, const char *type, const char *seq) {
         rec_init(r, key, "{\"amount\":10}");
         rec_hdr(r, "ce_specversion", "1.0");
         if (id)
@@ -114,37 +108,39 @@ static void rec_binary(trec_t *r, const char *key, const char *id,
 
 static char errbuf[512];
 
-static sg_err_t run(const tcfg_t *t, const trec_t *r, sg_envelope_t *env)
-{
+static sg_err_t run(const tcfg_t *t, const trec_t *r, sg_envelope_t *env) {
         memset(errbuf, 'X', sizeof(errbuf)); /* prove it is NUL-terminated */
         return sg_envelope_parse(&t->tc, &r->rec, env, errbuf, sizeof(errbuf));
 }
 
 /* Details are short, printable ASCII. */
-static void check_detail(const char *d)
-{
+static void check_detail(const char *d) {
         size_t n = strlen(d);
         ck_assert_uint_gt(n, 0);
         ck_assert_msg(n < 200, "detail too long (%zu): %s", n, d);
         for (size_t i = 0; i < n; i++)
-                ck_assert_msg((unsigned char)d[i] >= 0x20 && (unsigned char)d[i] < 0x7f,
-                              "non-printable byte 0x%02x in detail", (unsigned char)d[i]);
+                ck_assert_msg((unsigned char)d[i] >= 0x20 &&
+                                      (unsigned char)d[i] < 0x7f,
+                              "non-printable byte 0x%02x in detail",
+                              (unsigned char)d[i]);
 }
 
 /* Parses and expects SG_ERR_INVALID with a detail containing @p a and @p b. */
 static void expect_invalid(const tcfg_t *t, const trec_t *r, const char *a,
-                           const char *b)
-{
+                           const char *b) {
         sg_envelope_t env;
         sg_err_t err;
 
         sg_envelope_init(&env);
         err = run(t, r, &env);
-        ck_assert_msg(err == SG_ERR_INVALID, "expected SG_ERR_INVALID, got %d", err);
+        ck_assert_msg(err == SG_ERR_INVALID, "expected SG_ERR_INVALID, got %d",
+                      err);
         check_detail(errbuf);
-        ck_assert_msg(strstr(errbuf, a), "detail \"%s\" lacks \"%s\"", errbuf, a);
+        ck_assert_msg(strstr(errbuf, a), "detail \"%s\" lacks \"%s\"", errbuf,
+                      a);
         if (b)
-                ck_assert_msg(strstr(errbuf, b), "detail \"%s\" lacks \"%s\"", errbuf, b);
+                ck_assert_msg(strstr(errbuf, b), "detail \"%s\" lacks \"%s\"",
+                              errbuf, b);
         /* A failed parse leaves nothing behind. */
         ck_assert_ptr_null(env.id);
         ck_assert_ptr_null(env.aggregate);
@@ -153,15 +149,14 @@ static void expect_invalid(const tcfg_t *t, const trec_t *r, const char *a,
         sg_envelope_clear(&env);
 }
 
-static void expect_ok(const tcfg_t *t, const trec_t *r, sg_envelope_t *env)
-{
+static void expect_ok(const tcfg_t *t, const trec_t *r, sg_envelope_t *env) {
         sg_err_t err = run(t, r, env);
         ck_assert_msg(err == SG_OK, "expected SG_OK, got %d: %s", err, errbuf);
 }
 
 /* SHA-256 of the idempotency key encoding, built independently here. */
-static void key_hash_of(const char *const *parts, size_t n, unsigned char *out)
-{
+static void key_hash_of(const char *const *parts, size_t n,
+                        unsigned char *out) {
         unsigned char buf[4096];
         size_t o = 0;
 
@@ -181,8 +176,7 @@ static void key_hash_of(const char *const *parts, size_t n, unsigned char *out)
 /* CloudEvents binary mode                                              */
 /* ------------------------------------------------------------------ */
 
-START_TEST(test_binary_ok)
-{
+START_TEST(test_binary_ok) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -208,8 +202,7 @@ START_TEST(test_binary_ok)
 }
 END_TEST
 
-START_TEST(test_binary_last_header_wins)
-{
+START_TEST(test_binary_last_header_wins) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -226,8 +219,7 @@ START_TEST(test_binary_last_header_wins)
 }
 END_TEST
 
-START_TEST(test_binary_value_not_json_is_fine)
-{
+START_TEST(test_binary_value_not_json_is_fine) {
         /* Binary mode with no pointer sources never reads the value as JSON. */
         tcfg_t t;
         trec_t r;
@@ -254,8 +246,7 @@ START_TEST(test_binary_value_not_json_is_fine)
 }
 END_TEST
 
-START_TEST(test_binary_missing_attributes)
-{
+START_TEST(test_binary_missing_attributes) {
         tcfg_t t;
         trec_t r;
 
@@ -288,8 +279,7 @@ START_TEST(test_binary_missing_attributes)
 }
 END_TEST
 
-START_TEST(test_binary_specversion)
-{
+START_TEST(test_binary_specversion) {
         tcfg_t t;
         trec_t r;
 
@@ -316,8 +306,7 @@ static const char ce_event[] =
         "\"type\":\"order.created\",\"sequence\":\"9\","
         "\"time\":\"2024-01-01T00:00:00Z\",\"data\":{\"a\":1}}";
 
-START_TEST(test_structured_with_content_type)
-{
+START_TEST(test_structured_with_content_type) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -326,7 +315,8 @@ START_TEST(test_structured_with_content_type)
 
         cfg_ce(&t);
         rec_init(&r, "order-9", ce_event);
-        rec_hdr(&r, "content-type", "application/cloudevents+json; charset=UTF-8");
+        rec_hdr(&r, "content-type",
+                "application/cloudevents+json; charset=UTF-8");
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
         ck_assert_str_eq(env.id, "evt-9");
@@ -349,8 +339,7 @@ START_TEST(test_structured_with_content_type)
 }
 END_TEST
 
-START_TEST(test_structured_without_content_type)
-{
+START_TEST(test_structured_without_content_type) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -372,8 +361,7 @@ START_TEST(test_structured_without_content_type)
 }
 END_TEST
 
-START_TEST(test_structured_malformed)
-{
+START_TEST(test_structured_malformed) {
         tcfg_t t;
         trec_t r;
 
@@ -402,39 +390,57 @@ START_TEST(test_structured_malformed)
         rec_hdr(&r, "content-type", "application/cloudevents+avro");
         expect_invalid(&t, &r, "JSON event format", NULL);
 
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\"}");
         expect_invalid(&t, &r, "type", "member");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"type\":\"t\"}");
         expect_invalid(&t, &r, "source", "member");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"source\":\"s\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"source\":\"s\",\"type\":\"t\"}");
         expect_invalid(&t, &r, "id", "member");
         rec_init(&r, "k", "{\"id\":\"e\",\"source\":\"s\",\"type\":\"t\"}");
         rec_hdr(&r, "content-type", "application/cloudevents+json");
         expect_invalid(&t, &r, "specversion", "member");
-        rec_init(&r, "k", "{\"specversion\":\"0.3\",\"id\":\"e\",\"source\":\"s\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"0.3\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\"}");
         expect_invalid(&t, &r, "specversion", "\"0.3\"");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":7,\"source\":\"s\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":7,\"source\":\"s\",\"type\":"
+                 "\"t\"}");
         expect_invalid(&t, &r, "id", "JSON number, not a string");
-        rec_init(&r, "k", "{\"specversion\":1.0,\"id\":\"e\",\"source\":\"s\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":1.0,\"id\":\"e\",\"source\":\"s\",\"type\":"
+                 "\"t\"}");
         expect_invalid(&t, &r, "specversion", "JSON number");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\",\"type\":\"\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"\"}");
         expect_invalid(&t, &r, "type", "empty");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\",\"type\":\"t\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\"}");
         expect_invalid(&t, &r, "version", "sequence member");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":true}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":true}");
         expect_invalid(&t, &r, "version", "JSON boolean");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":1.5}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":1.5}");
         expect_invalid(&t, &r, "version", "1.5");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":-1}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":-1}");
         expect_invalid(&t, &r, "version", "-1");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":1e300}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":1e300}");
         expect_invalid(&t, &r, "version", "2^53");
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":\"1\"} trailing");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":\"1\"} trailing");
         rec_hdr(&r, "content-type", "application/cloudevents+json");
         expect_invalid(&t, &r, "not valid JSON", NULL);
 }
@@ -444,8 +450,7 @@ END_TEST
 /* Plain JSON mappings                                                  */
 /* ------------------------------------------------------------------ */
 
-START_TEST(test_json_mapping_ok)
-{
+START_TEST(test_json_mapping_ok) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -454,7 +459,8 @@ START_TEST(test_json_mapping_ok)
 
         cfg_json(&t);
         rec_init(&r, "acct-1",
-                 "{\"id\":\"p-1\",\"type\":\"debit\",\"meta\":{\"version\":12}}");
+                 "{\"id\":\"p-1\",\"type\":\"debit\",\"meta\":{\"version\":12}"
+                 "}");
         rec_hdr(&r, "tenant", "acme");
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
@@ -478,7 +484,9 @@ START_TEST(test_json_mapping_ok)
         ck_assert_uint_eq(env.version, UINT64_MAX);
 
         t.tc.version = src(SG_SRC_POINTER, "/v");
-        rec_init(&r, NULL, "{\"id\":\"p-2\",\"type\":\"t\",\"order_id\":\"o\",\"v\":\"77\"}");
+        rec_init(&r, NULL,
+                 "{\"id\":\"p-2\",\"type\":\"t\",\"order_id\":\"o\",\"v\":"
+                 "\"77\"}");
         rec_hdr(&r, "tenant", "acme");
         expect_ok(&t, &r, &env);
         ck_assert_uint_eq(env.version, 77);
@@ -486,8 +494,7 @@ START_TEST(test_json_mapping_ok)
 }
 END_TEST
 
-START_TEST(test_json_unconfigured_fields)
-{
+START_TEST(test_json_unconfigured_fields) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -522,8 +529,7 @@ START_TEST(test_json_unconfigured_fields)
 }
 END_TEST
 
-START_TEST(test_json_malformed)
-{
+START_TEST(test_json_malformed) {
         tcfg_t t;
         trec_t r;
 
@@ -532,7 +538,8 @@ START_TEST(test_json_malformed)
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "not valid JSON");
 
-        rec_init(&r, "k", "{\"id\":\"p-1\",\"type\":\"t\",\"meta\":{\"version\":1}");
+        rec_init(&r, "k",
+                 "{\"id\":\"p-1\",\"type\":\"t\",\"meta\":{\"version\":1}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "not valid JSON", "byte");
 
@@ -544,33 +551,45 @@ START_TEST(test_json_malformed)
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "JSON Pointer /id");
 
-        rec_init(&r, "k", "{\"id\":true,\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":true,\"type\":\"t\",\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "JSON boolean");
-        rec_init(&r, "k", "{\"id\":{},\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":{},\"type\":\"t\",\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "JSON object");
-        rec_init(&r, "k", "{\"id\":[\"a\"],\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":[\"a\"],\"type\":\"t\",\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "JSON array");
-        rec_init(&r, "k", "{\"id\":1.5,\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":1.5,\"type\":\"t\",\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "JSON number");
-        rec_init(&r, "k", "{\"id\":\"p\",\"type\":null,\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":\"p\",\"type\":null,\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "type", "JSON null");
 
         static const char *const bad_versions[][2] = {
-                {"true", "JSON boolean"}, {"false", "JSON boolean"},
-                {"null", "JSON null"},    {"{}", "JSON object"},
-                {"[1]", "JSON array"},    {"1.5", "1.5"},
-                {"-1", "-1"},             {"9007199254740994", "2^53"},
-                {"\"1e3\"", "\"1e3\""},   {"\"\"", "\"\""},
+                {"true", "JSON boolean"},
+                {"false", "JSON boolean"},
+                {"null", "JSON null"},
+                {"{}", "JSON object"},
+                {"[1]", "JSON array"},
+                {"1.5", "1.5"},
+                {"-1", "-1"},
+                {"9007199254740994", "2^53"},
+                {"\"1e3\"", "\"1e3\""},
+                {"\"\"", "\"\""},
         };
-        for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]); i++) {
+        for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]);
+             i++) {
                 char v[128];
                 snprintf(v, sizeof(v),
-                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%s}}",
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%"
+                         "s}}",
                          bad_versions[i][0]);
                 rec_init(&r, "k", v);
                 rec_hdr(&r, "tenant", "acme");
@@ -578,12 +597,14 @@ START_TEST(test_json_malformed)
         }
 
         /* Missing header scope part. */
-        rec_init(&r, "k", "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1}}");
         expect_invalid(&t, &r, "scope[0]", "tenant header");
 
         /* ce: sources need the CloudEvents format. */
         t.tc.id = src(SG_SRC_CE, "id");
-        rec_init(&r, "k", "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1}}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "cloudevents");
 }
@@ -593,17 +614,30 @@ END_TEST
 /* Versions                                                             */
 /* ------------------------------------------------------------------ */
 
-START_TEST(test_version_header_table)
-{
+START_TEST(test_version_header_table) {
         static const char *const bad[] = {
-                "abc", "-1", "+1", "1e3", " 7", "7 ", "", "18446744073709551616",
-                "99999999999999999999999", "0x10", "1.0", "\xd9\xa1", "1\x00",
+                "abc",
+                "-1",
+                "+1",
+                "1e3",
+                " 7",
+                "7 ",
+                "",
+                "18446744073709551616",
+                "99999999999999999999999",
+                "0x10",
+                "1.0",
+                "\xd9\xa1",
+                "1\x00",
         };
         static const struct {
                 const char *text;
                 uint64_t v;
         } good[] = {
-                {"18446744073709551615", UINT64_MAX}, {"0", 0}, {"1", 1}, {"007", 7},
+                {"18446744073709551615", UINT64_MAX},
+                {"0", 0},
+                {"1", 1},
+                {"007", 7},
         };
         tcfg_t t;
         trec_t r;
@@ -614,13 +648,17 @@ START_TEST(test_version_header_table)
                 rec_binary(&r, "k", "e", "src", "t", NULL);
                 /* "1\0" is two bytes with an embedded NUL */
                 rec_hdr_n(&r, "ce_sequence", bad[i],
-                          i == sizeof(bad) / sizeof(bad[0]) - 1 ? 2 : strlen(bad[i]));
+                          i == sizeof(bad) / sizeof(bad[0]) - 1
+                                  ? 2
+                                  : strlen(bad[i]));
                 expect_invalid(&t, &r, "version", "ce_sequence header");
         }
         /* The detail quotes the text. */
         rec_binary(&r, "k", "e", "src", "t", "1e3");
-        expect_invalid(&t, &r, "version \"1e3\" (ce_sequence header) is not a "
-                               "decimal unsigned 64-bit integer", NULL);
+        expect_invalid(&t, &r,
+                       "version \"1e3\" (ce_sequence header) is not a "
+                       "decimal unsigned 64-bit integer",
+                       NULL);
 
         sg_envelope_init(&env);
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -633,8 +671,7 @@ START_TEST(test_version_header_table)
 }
 END_TEST
 
-START_TEST(test_version_parse_table)
-{
+START_TEST(test_version_parse_table) {
         static const struct {
                 const char *s;
                 sg_err_t err;
@@ -661,8 +698,10 @@ START_TEST(test_version_parse_table)
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 uint64_t v = 12345;
-                sg_err_t err = sg_version_parse(cases[i].s, strlen(cases[i].s), &v);
-                ck_assert_msg(err == cases[i].err, "\"%s\": got %d", cases[i].s, err);
+                sg_err_t err =
+                        sg_version_parse(cases[i].s, strlen(cases[i].s), &v);
+                ck_assert_msg(err == cases[i].err, "\"%s\": got %d", cases[i].s,
+                              err);
                 if (err == SG_OK)
                         ck_assert_uint_eq(v, cases[i].v);
                 else
@@ -673,7 +712,8 @@ START_TEST(test_version_parse_table)
                 uint64_t v = 0;
                 ck_assert_int_eq(sg_version_parse("123", 2, &v), SG_OK);
                 ck_assert_uint_eq(v, 12);
-                ck_assert_int_eq(sg_version_parse("1\0002", 3, &v), SG_ERR_INVALID);
+                ck_assert_int_eq(sg_version_parse("1\0002", 3, &v),
+                                 SG_ERR_INVALID);
                 ck_assert_int_eq(sg_version_parse(NULL, 0, &v), SG_ERR_INVALID);
         }
 }
@@ -686,18 +726,32 @@ END_TEST
  * 9007199254740993 was read as 9007199254740992 and 2.0 or 3e0 passed as
  * integers. Strings keep the strict decimal rule, up to 2^64 - 1.
  */
-START_TEST(test_version_json_number_text)
-{
+START_TEST(test_version_json_number_text) {
         static const char *const bad[] = {
-                "9007199254740993", "9007199254740994", "18446744073709551615",
-                "18446744073709551616", "99999999999999999999", "2.0", "3e0",
-                "1E1", "1e+1", "0.0", "0e0", "-0", "-1", "1.5", "10.00",
+                "9007199254740993",
+                "9007199254740994",
+                "18446744073709551615",
+                "18446744073709551616",
+                "99999999999999999999",
+                "2.0",
+                "3e0",
+                "1E1",
+                "1e+1",
+                "0.0",
+                "0e0",
+                "-0",
+                "-1",
+                "1.5",
+                "10.00",
         };
         static const struct {
                 const char *text;
                 uint64_t v;
         } good[] = {
-                {"0", 0}, {"1", 1}, {"42", 42}, {"9007199254740991", 9007199254740991ULL},
+                {"0", 0},
+                {"1", 1},
+                {"42", 42},
+                {"9007199254740991", 9007199254740991ULL},
                 {"9007199254740992", 9007199254740992ULL},
                 {"\"9007199254740993\"", 9007199254740993ULL},
                 {"\"18446744073709551615\"", UINT64_MAX},
@@ -712,7 +766,8 @@ START_TEST(test_version_json_number_text)
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 /* a structured CloudEvent's sequence member */
                 snprintf(v, sizeof(v),
-                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":"
+                         "\"s\","
                          "\"type\":\"t\",\"sequence\":%s}",
                          bad[i]);
                 rec_init(&r, "k", v);
@@ -721,7 +776,8 @@ START_TEST(test_version_json_number_text)
                 ck_assert_msg(strstr(errbuf, "2^53"), "detail \"%s\"", errbuf);
                 /* plain JSON by JSON Pointer */
                 snprintf(v, sizeof(v),
-                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%s}}",
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%"
+                         "s}}",
                          bad[i]);
                 rec_init(&r, "k", v);
                 rec_hdr(&r, "tenant", "acme");
@@ -730,7 +786,8 @@ START_TEST(test_version_json_number_text)
         sg_envelope_init(&env);
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
                 snprintf(v, sizeof(v),
-                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":"
+                         "\"s\","
                          "\"type\":\"t\",\"sequence\":%s}",
                          good[i].text);
                 rec_init(&r, "k", v);
@@ -738,7 +795,8 @@ START_TEST(test_version_json_number_text)
                 expect_ok(&t, &r, &env);
                 ck_assert_uint_eq(env.version, good[i].v);
                 snprintf(v, sizeof(v),
-                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%s}}",
+                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":%"
+                         "s}}",
                          good[i].text);
                 rec_init(&r, "k", v);
                 rec_hdr(&r, "tenant", "acme");
@@ -755,16 +813,23 @@ END_TEST
  * most 2^53 in magnitude, taken as written. Before, 9007199254740993 became
  * "9007199254740992" (two orders, one aggregate) and 4711.0 became "4711".
  */
-START_TEST(test_text_field_json_number_text)
-{
+START_TEST(test_text_field_json_number_text) {
         static const char *const bad[] = {
-                "9007199254740993", "-9007199254740993", "4711.0", "4.711e3",
-                "1e2", "0.5", "123456789012345678901234567890",
+                "9007199254740993",
+                "-9007199254740993",
+                "4711.0",
+                "4.711e3",
+                "1e2",
+                "0.5",
+                "123456789012345678901234567890",
         };
         static const struct {
                 const char *text, *want;
         } good[] = {
-                {"4711", "4711"}, {"-12", "-12"}, {"0", "0"}, {"-0", "0"},
+                {"4711", "4711"},
+                {"-12", "-12"},
+                {"0", "0"},
+                {"-0", "0"},
                 {"9007199254740992", "9007199254740992"},
                 {"-9007199254740992", "-9007199254740992"},
         };
@@ -776,20 +841,23 @@ START_TEST(test_text_field_json_number_text)
         cfg_json(&t);
         t.tc.aggregate = src(SG_SRC_POINTER, "/order_id");
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                snprintf(v, sizeof(v),
-                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
-                         "\"order_id\":%s}",
-                         bad[i]);
+                snprintf(
+                        v, sizeof(v),
+                        "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
+                        "\"order_id\":%s}",
+                        bad[i]);
                 rec_init(&r, NULL, v);
                 rec_hdr(&r, "tenant", "acme");
-                expect_invalid(&t, &r, "aggregate id", "JSON Pointer /order_id");
+                expect_invalid(&t, &r, "aggregate id",
+                               "JSON Pointer /order_id");
         }
         sg_envelope_init(&env);
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-                snprintf(v, sizeof(v),
-                         "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
-                         "\"order_id\":%s}",
-                         good[i].text);
+                snprintf(
+                        v, sizeof(v),
+                        "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":1},"
+                        "\"order_id\":%s}",
+                        good[i].text);
                 rec_init(&r, NULL, v);
                 rec_hdr(&r, "tenant", "acme");
                 expect_ok(&t, &r, &env);
@@ -803,8 +871,7 @@ END_TEST
 /* Field contents: size, UTF-8, key                                     */
 /* ------------------------------------------------------------------ */
 
-START_TEST(test_field_sizes)
-{
+START_TEST(test_field_sizes) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -817,8 +884,10 @@ START_TEST(test_field_sizes)
         cfg_ce(&t);
 
         rec_binary(&r, "k", id, "src", "t", "1");
-        expect_invalid(&t, &r, "id is 1048576 bytes, over max_field_bytes 1024", NULL);
-        ck_assert_ptr_null(strstr(errbuf, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+        expect_invalid(&t, &r, "id is 1048576 bytes, over max_field_bytes 1024",
+                       NULL);
+        ck_assert_ptr_null(strstr(errbuf, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
 
         id[1025] = '\0';
         rec_binary(&r, "k", id, "src", "t", "1");
@@ -875,8 +944,7 @@ START_TEST(test_field_sizes)
 }
 END_TEST
 
-START_TEST(test_field_utf8)
-{
+START_TEST(test_field_utf8) {
         static const char *const bad[] = {
                 "\xc0\xaf",         /* overlong '/' */
                 "\xe0\x80\xaf",     /* overlong, 3 bytes */
@@ -909,8 +977,8 @@ START_TEST(test_field_utf8)
         expect_invalid(&t, &r, "id", "NUL");
 
         /* Valid multi-byte UTF-8 passes. */
-        rec_binary(&r, "Bestellung-\xc3\xa4", "\xe2\x82\xac-1", "/s\xf0\x9f\x98\x80",
-                   "t", "1");
+        rec_binary(&r, "Bestellung-\xc3\xa4", "\xe2\x82\xac-1",
+                   "/s\xf0\x9f\x98\x80", "t", "1");
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
         ck_assert_str_eq(env.id, "\xe2\x82\xac-1");
@@ -919,8 +987,7 @@ START_TEST(test_field_utf8)
 }
 END_TEST
 
-START_TEST(test_aggregate_key_missing)
-{
+START_TEST(test_aggregate_key_missing) {
         tcfg_t t;
         trec_t r;
 
@@ -932,8 +999,7 @@ START_TEST(test_aggregate_key_missing)
 }
 END_TEST
 
-START_TEST(test_utf8_table)
-{
+START_TEST(test_utf8_table) {
         static const struct {
                 const char *s;
                 size_t len;
@@ -943,21 +1009,21 @@ START_TEST(test_utf8_table)
                 {"abc", 3, true},
                 {"\x00", 1, true},
                 {"\x7f", 1, true},
-                {"\xc2\x80", 2, true},          /* U+0080 */
-                {"\xc3\xa9", 2, true},          /* é */
-                {"\xdf\xbf", 2, true},          /* U+07FF */
-                {"\xe0\xa0\x80", 3, true},      /* U+0800 */
-                {"\xe2\x82\xac", 3, true},      /* € */
-                {"\xed\x9f\xbf", 3, true},      /* U+D7FF */
-                {"\xee\x80\x80", 3, true},      /* U+E000 */
-                {"\xef\xbf\xbf", 3, true},      /* U+FFFF */
-                {"\xf0\x90\x80\x80", 4, true},  /* U+10000 */
-                {"\xf0\x9f\x98\x80", 4, true},  /* emoji */
-                {"\xf4\x8f\xbf\xbf", 4, true},  /* U+10FFFF */
-                {"\x80", 1, false},             /* stray continuation */
+                {"\xc2\x80", 2, true},         /* U+0080 */
+                {"\xc3\xa9", 2, true},         /* é */
+                {"\xdf\xbf", 2, true},         /* U+07FF */
+                {"\xe0\xa0\x80", 3, true},     /* U+0800 */
+                {"\xe2\x82\xac", 3, true},     /* € */
+                {"\xed\x9f\xbf", 3, true},     /* U+D7FF */
+                {"\xee\x80\x80", 3, true},     /* U+E000 */
+                {"\xef\xbf\xbf", 3, true},     /* U+FFFF */
+                {"\xf0\x90\x80\x80", 4, true}, /* U+10000 */
+                {"\xf0\x9f\x98\x80", 4, true}, /* emoji */
+                {"\xf4\x8f\xbf\xbf", 4, true}, /* U+10FFFF */
+                {"\x80", 1, false},            /* stray continuation */
                 {"\xbf", 1, false},
-                {"\xc0\x80", 2, false},         /* overlong NUL */
-                {"\xc0\xaf", 2, false},         /* overlong '/' */
+                {"\xc0\x80", 2, false}, /* overlong NUL */
+                {"\xc0\xaf", 2, false}, /* overlong '/' */
                 {"\xc1\xbf", 2, false},
                 {"\xe0\x80\xaf", 3, false},     /* overlong */
                 {"\xe0\x9f\xbf", 3, false},     /* overlong U+07FF */
@@ -970,17 +1036,18 @@ START_TEST(test_utf8_table)
                 {"\xf8\x88\x80\x80\x80", 5, false},
                 {"\xfe", 1, false},
                 {"\xff", 1, false},
-                {"\xc3", 1, false},             /* truncated */
+                {"\xc3", 1, false}, /* truncated */
                 {"\xe2\x82", 2, false},
                 {"\xf0\x9f\x98", 3, false},
-                {"\xc3\x28", 2, false},         /* bad continuation */
+                {"\xc3\x28", 2, false}, /* bad continuation */
                 {"\xe2\x28\xa1", 3, false},
                 {"\xe2\x82\x28", 3, false},
                 {"\xf0\x9f\x98\x28", 4, false},
                 {"a\xc3\xa9z\xe2\x82", 6, false},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-                ck_assert_msg(sg_utf8_valid(cases[i].s, cases[i].len) == cases[i].ok,
+                ck_assert_msg(sg_utf8_valid(cases[i].s, cases[i].len) ==
+                                      cases[i].ok,
                               "case %zu: expected %s", i,
                               cases[i].ok ? "valid" : "invalid");
         /* The length bounds the scan: a valid prefix of an invalid buffer. */
@@ -994,8 +1061,7 @@ END_TEST
 /* ------------------------------------------------------------------ */
 
 static void key_hash_for(const char *topic, const char *s0, const char *s1,
-                         const char *id, unsigned char *out)
-{
+                         const char *id, unsigned char *out) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -1014,8 +1080,7 @@ static void key_hash_for(const char *topic, const char *s0, const char *s1,
         sg_envelope_clear(&env);
 }
 
-START_TEST(test_key_length_prefixed)
-{
+START_TEST(test_key_length_prefixed) {
         unsigned char h1[SG_HASH_LEN], h2[SG_HASH_LEN], h3[SG_HASH_LEN],
                 h4[SG_HASH_LEN], h5[SG_HASH_LEN], want[SG_HASH_LEN];
         const char *parts[] = {"orders", "a:b", "c", "id-1"};
@@ -1034,8 +1099,7 @@ START_TEST(test_key_length_prefixed)
 }
 END_TEST
 
-START_TEST(test_key_missing_scope)
-{
+START_TEST(test_key_missing_scope) {
         tcfg_t t;
         trec_t r;
 
@@ -1054,8 +1118,7 @@ END_TEST
 /* ------------------------------------------------------------------ */
 
 static void digest_of(const tcfg_t *t, const char *value, bool ce_header,
-                      unsigned char *out)
-{
+                      unsigned char *out) {
         trec_t r;
         sg_envelope_t env;
 
@@ -1068,12 +1131,12 @@ static void digest_of(const tcfg_t *t, const char *value, bool ce_header,
         sg_envelope_clear(&env);
 }
 
-#define EV(time, data)                                                      \
-        "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\",\"type\":\"t\"," \
+#define EV(time, data)                                                         \
+        "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\",\"type\":"     \
+        "\"t\","                                                               \
         "\"sequence\":\"1\",\"time\":\"" time "\",\"data\":" data "}"
 
-START_TEST(test_digest_whole_value)
-{
+START_TEST(test_digest_whole_value) {
         tcfg_t t;
         unsigned char d1[SG_HASH_LEN], d2[SG_HASH_LEN], d3[SG_HASH_LEN],
                 want[SG_HASH_LEN];
@@ -1091,8 +1154,7 @@ START_TEST(test_digest_whole_value)
 }
 END_TEST
 
-START_TEST(test_digest_pointer)
-{
+START_TEST(test_digest_pointer) {
         tcfg_t t;
         unsigned char d1[SG_HASH_LEN], d2[SG_HASH_LEN], d3[SG_HASH_LEN],
                 d4[SG_HASH_LEN], want[SG_HASH_LEN];
@@ -1100,14 +1162,21 @@ START_TEST(test_digest_pointer)
 
         cfg_ce(&t);
         t.tc.digest_pointer = "/data";
-        digest_of(&t, EV("2024-01-01T00:00:00Z", "{\"a\":1,\"b\":[1,{\"c\":2,\"d\":3}]}"),
+        digest_of(&t,
+                  EV("2024-01-01T00:00:00Z",
+                     "{\"a\":1,\"b\":[1,{\"c\":2,\"d\":3}]}"),
                   true, d1);
-        digest_of(&t, EV("2024-01-01T00:00:05Z", "{\"a\":1,\"b\":[1,{\"c\":2,\"d\":3}]}"),
+        digest_of(&t,
+                  EV("2024-01-01T00:00:05Z",
+                     "{\"a\":1,\"b\":[1,{\"c\":2,\"d\":3}]}"),
                   true, d2);
-        digest_of(&t, EV("2024-01-01T00:00:00Z",
-                         "{ \"b\" : [1, {\"d\":3, \"c\":2}], \"a\" : 1 }"),
+        digest_of(&t,
+                  EV("2024-01-01T00:00:00Z",
+                     "{ \"b\" : [1, {\"d\":3, \"c\":2}], \"a\" : 1 }"),
                   false, d3);
-        digest_of(&t, EV("2024-01-01T00:00:00Z", "{\"a\":2,\"b\":[1,{\"c\":2,\"d\":3}]}"),
+        digest_of(&t,
+                  EV("2024-01-01T00:00:00Z",
+                     "{\"a\":2,\"b\":[1,{\"c\":2,\"d\":3}]}"),
                   true, d4);
         ck_assert_mem_eq(d1, d2, SG_HASH_LEN); /* time differs only */
         ck_assert_mem_eq(d1, d3, SG_HASH_LEN); /* member order, spaces */
@@ -1122,8 +1191,7 @@ START_TEST(test_digest_pointer)
 }
 END_TEST
 
-START_TEST(test_digest_pointer_errors)
-{
+START_TEST(test_digest_pointer_errors) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -1131,8 +1199,9 @@ START_TEST(test_digest_pointer_errors)
 
         cfg_ce(&t);
         t.tc.digest_pointer = "/data";
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":\"1\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":\"1\"}");
         expect_invalid(&t, &r, "digest", "/data");
 
         /* Binary mode: the value is the data, so a pointer into it needs
@@ -1151,7 +1220,8 @@ START_TEST(test_digest_pointer_errors)
         sg_envelope_init(&env);
         expect_ok(&t, &r, &env);
         {
-                static const char c[] = "{\"data\":{\"x\":2,\"y\":1},\"noise\":3}";
+                static const char c[] =
+                        "{\"data\":{\"x\":2,\"y\":1},\"noise\":3}";
                 sg_sha256(c, strlen(c), want);
         }
         ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
@@ -1171,10 +1241,11 @@ END_TEST
  * up inside the value, so examples/orders.json (digest "/data")
  * dead-lettered every binary-mode event as malformed.
  */
-START_TEST(test_binary_data_pointer)
-{
-        static const char data[] = "{ \"b\": [1, 2.50], \"a\": {\"y\": 1, \"x\": 9007199254740993} }";
-        static const char canon[] = "{\"a\":{\"x\":9007199254740993,\"y\":1},\"b\":[1,2.50]}";
+START_TEST(test_binary_data_pointer) {
+        static const char data[] = "{ \"b\": [1, 2.50], \"a\": {\"y\": 1, "
+                                   "\"x\": 9007199254740993} }";
+        static const char canon[] =
+                "{\"a\":{\"x\":9007199254740993,\"y\":1},\"b\":[1,2.50]}";
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -1195,7 +1266,8 @@ START_TEST(test_binary_data_pointer)
         {
                 char v[512];
                 snprintf(v, sizeof(v),
-                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"src\","
+                         "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":"
+                         "\"src\","
                          "\"type\":\"t\",\"sequence\":\"1\",\"time\":\"now\","
                          "\"data\":%s}",
                          data);
@@ -1274,8 +1346,7 @@ END_TEST
  * examples/orders.json (digest "/data") reads a binary-mode CloudEvent: the
  * example a user copies must not dead-letter every event.
  */
-START_TEST(test_example_orders_binary)
-{
+START_TEST(test_example_orders_binary) {
         const char *root = getenv("SG_SOURCE_ROOT");
         char path[4096], err[512];
         sg_config_t *conf = NULL;
@@ -1293,8 +1364,8 @@ START_TEST(test_example_orders_binary)
         ck_assert_str_eq(tc->digest_pointer, "/data");
         rec_binary(&r, "order-1", "evt-1", "/shop", "order.created", "1");
         sg_envelope_init(&env);
-        ck_assert_msg(sg_envelope_parse(tc, &r.rec, &env, errbuf, sizeof(errbuf)) ==
-                              SG_OK,
+        ck_assert_msg(sg_envelope_parse(tc, &r.rec, &env, errbuf,
+                                        sizeof(errbuf)) == SG_OK,
                       "binary event refused: %s", errbuf);
         sg_sha256("{\"amount\":10}", 13, want);
         ck_assert_mem_eq(env.digest, want, SG_HASH_LEN);
@@ -1310,12 +1381,11 @@ END_TEST
  * member order do not count. Before numbers kept their text, 2^53 + 1 was
  * read as 2^53 and a different payload was dropped as a duplicate.
  */
-START_TEST(test_digest_keeps_number_text)
-{
+START_TEST(test_digest_keeps_number_text) {
         static const char *const differ[][2] = {
                 {"9007199254740993", "9007199254740992"}, /* beyond 2^53 */
                 {"18446744073709551617", "18446744073709551616"},
-                {"0.10000000000000000001", "0.1"},        /* beyond 17 digits */
+                {"0.10000000000000000001", "0.1"}, /* beyond 17 digits */
                 {"3.14159265358979323846", "3.14159265358979323847"},
                 {"1.0", "1.00"},
                 {"1.0", "1"},
@@ -1336,15 +1406,18 @@ START_TEST(test_digest_keeps_number_text)
                 for (int k = 0; k < 2; k++) {
                         snprintf(v, sizeof(v),
                                  "{\"specversion\":\"1.0\",\"id\":\"e\","
-                                 "\"source\":\"s\",\"type\":\"t\",\"sequence\":\"1\","
+                                 "\"source\":\"s\",\"type\":\"t\",\"sequence\":"
+                                 "\"1\","
                                  "\"data\":{\"amount\":%s}}",
                                  differ[i][k]);
                         digest_of(&t, v, true, k ? d2 : d1);
                         /* the digest is of the number text as written */
                         snprintf(c, sizeof(c), "{\"amount\":%s}", differ[i][k]);
                         sg_sha256(c, strlen(c), want);
-                        ck_assert_msg(memcmp(k ? d2 : d1, want, SG_HASH_LEN) == 0,
-                                      "%s: digest is not that of %s", differ[i][k], c);
+                        ck_assert_msg(memcmp(k ? d2 : d1, want, SG_HASH_LEN) ==
+                                              0,
+                                      "%s: digest is not that of %s",
+                                      differ[i][k], c);
                 }
                 ck_assert_msg(memcmp(d1, d2, SG_HASH_LEN) != 0,
                               "%s and %s got the same digest", differ[i][0],
@@ -1352,20 +1425,25 @@ START_TEST(test_digest_keeps_number_text)
         }
 
         /* Whitespace and member order only: the same digest, numbers kept. */
-        digest_of(&t, EV("x", "{ \"b\" : [ 1.50 , 2e-3 ] ,\n\t\"a\" : 9007199254740993 }"),
-                  true, d1);
-        digest_of(&t, EV("y", "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}"), true,
-                  d2);
+        digest_of(
+                &t,
+                EV("x",
+                   "{ \"b\" : [ 1.50 , 2e-3 ] ,\n\t\"a\" : 9007199254740993 }"),
+                true, d1);
+        digest_of(&t, EV("y", "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}"),
+                  true, d2);
         ck_assert_mem_eq(d1, d2, SG_HASH_LEN);
         {
-                static const char c2[] = "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}";
+                static const char c2[] =
+                        "{\"a\":9007199254740993,\"b\":[1.50,2e-3]}";
                 sg_sha256(c2, strlen(c2), want);
         }
         ck_assert_mem_eq(d1, want, SG_HASH_LEN);
 
         /* A scalar subtree is its own text. */
         t.tc.digest_pointer = "/data/n";
-        digest_of(&t, EV("x", "{\"n\":123456789012345678901234567890}"), true, d1);
+        digest_of(&t, EV("x", "{\"n\":123456789012345678901234567890}"), true,
+                  d1);
         sg_sha256("123456789012345678901234567890", 30, want);
         ck_assert_mem_eq(d1, want, SG_HASH_LEN);
 }
@@ -1377,8 +1455,7 @@ END_TEST
  * them: \" \\ \b \f \n \r \t, \u00xx for the other control characters,
  * every other character as its UTF-8 bytes.
  */
-START_TEST(test_digest_string_forms)
-{
+START_TEST(test_digest_string_forms) {
         static const struct {
                 const char *a, *b, *canon;
         } same[] = {
@@ -1386,7 +1463,8 @@ START_TEST(test_digest_string_forms)
                 {"\"\\/\"", "\"/\"", "\"/\""},
                 {"\"\\u00e9\"", "\"\xc3\xa9\"", "\"\xc3\xa9\""},
                 {"\"\\u00E9\"", "\"\\u00e9\"", "\"\xc3\xa9\""},
-                {"\"\\ud83d\\ude00\"", "\"\xf0\x9f\x98\x80\"", "\"\xf0\x9f\x98\x80\""},
+                {"\"\\ud83d\\ude00\"", "\"\xf0\x9f\x98\x80\"",
+                 "\"\xf0\x9f\x98\x80\""},
                 {"\"\\u000a\"", "\"\\n\"", "\"\\n\""},
                 {"\"\\u0008\\u0009\\u000c\\u000d\"", "\"\\b\\t\\f\\r\"",
                  "\"\\b\\t\\f\\r\""},
@@ -1409,11 +1487,11 @@ START_TEST(test_digest_string_forms)
                 digest_of(&t, v, true, d2);
                 sg_sha256(same[i].canon, strlen(same[i].canon), want);
                 ck_assert_msg(memcmp(d1, want, SG_HASH_LEN) == 0,
-                              "case %zu: %s is not digested as %s", i, same[i].a,
-                              same[i].canon);
+                              "case %zu: %s is not digested as %s", i,
+                              same[i].a, same[i].canon);
                 ck_assert_msg(memcmp(d2, want, SG_HASH_LEN) == 0,
-                              "case %zu: %s is not digested as %s", i, same[i].b,
-                              same[i].canon);
+                              "case %zu: %s is not digested as %s", i,
+                              same[i].b, same[i].canon);
         }
 }
 END_TEST
@@ -1425,13 +1503,13 @@ END_TEST
  * Before, duplicates were kept in both orders (two digests for one value,
  * and the first "sequence" read while a consumer may read the last).
  */
-START_TEST(test_json_ambiguous_refused)
-{
+START_TEST(test_json_ambiguous_refused) {
         static const struct {
                 const char *data, *why;
         } bad[] = {
                 {"{\"a\":1,\"a\":2}", "duplicate member name \"a\""},
-                {"{\"x\":{\"a\":1,\"b\":2,\"a\":1}}", "duplicate member name \"a\""},
+                {"{\"x\":{\"a\":1,\"b\":2,\"a\":1}}",
+                 "duplicate member name \"a\""},
                 {"[{\"a\\u0062\":1,\"ab\":2}]", "duplicate member name \"ab\""},
                 {"\"\\ud800\"", "surrogate"},
                 {"\"\\udc00\"", "surrogate"},
@@ -1457,8 +1535,9 @@ START_TEST(test_json_ambiguous_refused)
         /* A duplicate envelope member: seqgate must not read one sequence
          * while a consumer reads the other. */
         cfg_ce(&t);
-        rec_init(&r, "k", "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
-                          "\"type\":\"t\",\"sequence\":\"1\",\"sequence\":\"2\"}");
+        rec_init(&r, "k",
+                 "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
+                 "\"type\":\"t\",\"sequence\":\"1\",\"sequence\":\"2\"}");
         rec_hdr(&r, "content-type", "application/cloudevents+json");
         expect_invalid(&t, &r, "duplicate member name \"sequence\"", NULL);
 }
@@ -1469,16 +1548,19 @@ END_TEST
  * NUL, refused for an id like a NUL in a header. Before, the id was cut at
  * the NUL ("a"), so "a\u0000b" and "a\u0000c" were one idempotency key.
  */
-START_TEST(test_json_string_with_nul)
-{
+START_TEST(test_json_string_with_nul) {
         tcfg_t t;
         trec_t r;
 
         cfg_json(&t);
-        rec_init(&r, "k", "{\"id\":\"a\\u0000b\",\"type\":\"t\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":\"a\\u0000b\",\"type\":\"t\",\"meta\":{\"version\":1}"
+                 "}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "id", "NUL");
-        rec_init(&r, "k", "{\"id\":\"p\",\"type\":\"t\\u0000\",\"meta\":{\"version\":1}}");
+        rec_init(&r, "k",
+                 "{\"id\":\"p\",\"type\":\"t\\u0000\",\"meta\":{\"version\":1}"
+                 "}");
         rec_hdr(&r, "tenant", "acme");
         expect_invalid(&t, &r, "type", "NUL");
 }
@@ -1489,12 +1571,11 @@ END_TEST
 /* ------------------------------------------------------------------ */
 
 /* Canonical text of @p pointer in @p json, or NULL when refused. */
-static char *canon_at(const char *json, const char *pointer)
-{
+static char *canon_at(const char *json, const char *pointer) {
         char *out = NULL, err[256];
         size_t len = 0;
-        sg_err_t e = sg_json_canonicalize(json, strlen(json), pointer, &out, &len,
-                                          err, sizeof(err));
+        sg_err_t e = sg_json_canonicalize(json, strlen(json), pointer, &out,
+                                          &len, err, sizeof(err));
 
         if (e != SG_OK) {
                 ck_assert_int_eq(e, SG_ERR_INVALID);
@@ -1506,8 +1587,7 @@ static char *canon_at(const char *json, const char *pointer)
         return out;
 }
 
-START_TEST(test_json_pointer)
-{
+START_TEST(test_json_pointer) {
         static const char doc[] =
                 "{\"a/b\":1,\"m~n\":2,\"arr\":[10,20,30],\"\":5,\" \":7,"
                 "\"~1\":9,\"01\":8,\"nested\":{\"x\":{\"y\":\"z\"}},"
@@ -1528,10 +1608,25 @@ START_TEST(test_json_pointer)
                 {"/arr", "[10,20,30]"},
         };
         static const char *const absent[] = {
-                "/arr/3", "/arr/-", "/arr/01", "/arr/00", "/arr/ 1", "/arr/1a",
-                "/arr/", "/arr/-1", "/arr/18446744073709551616",
-                "/arr/99999999999999999999999999", "/a/b", "/m~2n", "/m~", "/~",
-                "/nested/x/y/z", "/nested/x/q", "/missing", "arr", "#/arr",
+                "/arr/3",
+                "/arr/-",
+                "/arr/01",
+                "/arr/00",
+                "/arr/ 1",
+                "/arr/1a",
+                "/arr/",
+                "/arr/-1",
+                "/arr/18446744073709551616",
+                "/arr/99999999999999999999999999",
+                "/a/b",
+                "/m~2n",
+                "/m~",
+                "/~",
+                "/nested/x/y/z",
+                "/nested/x/q",
+                "/missing",
+                "arr",
+                "#/arr",
                 "/nul", /* "n\u0000ul" is 4 bytes; no C pointer names it */
         };
         char *c;
@@ -1548,21 +1643,23 @@ START_TEST(test_json_pointer)
         }
         c = canon_at(doc, "");
         ck_assert_ptr_nonnull(c);
-        ck_assert_str_eq(c, "{\"\":5,\" \":7,\"01\":8,\"a/b\":1,\"arr\":[10,20,30],"
-                            "\"m~n\":2,\"n\\u0000ul\":6,\"nested\":{\"x\":{\"y\":\"z\"}},"
-                            "\"~1\":9}");
+        ck_assert_str_eq(
+                c,
+                "{\"\":5,\" \":7,\"01\":8,\"a/b\":1,\"arr\":[10,20,30],"
+                "\"m~n\":2,\"n\\u0000ul\":6,\"nested\":{\"x\":{\"y\":\"z\"}},"
+                "\"~1\":9}");
         free(c);
 }
 END_TEST
 
-START_TEST(test_json_canonical)
-{
+START_TEST(test_json_canonical) {
         static const char in[] =
                 " { \"b\": 1, \"a\": {\"d\": [ {\"z\": 1, \"y\": \"s\"}, 3 ],"
-                " \"c\": null}, \"B\": true, \"\": [], \"e\": {}, \"f\": false } ";
-        static const char want[] =
-                "{\"\":[],\"B\":true,\"a\":{\"c\":null,\"d\":[{\"y\":\"s\",\"z\":1},3]},"
-                "\"b\":1,\"e\":{},\"f\":false}";
+                " \"c\": null}, \"B\": true, \"\": [], \"e\": {}, \"f\": false "
+                "} ";
+        static const char want[] = "{\"\":[],\"B\":true,\"a\":{\"c\":null,"
+                                   "\"d\":[{\"y\":\"s\",\"z\":1},3]},"
+                                   "\"b\":1,\"e\":{},\"f\":false}";
         char *c1, *c2;
 
         /* Keys in byte order ("" < "B" < "a" < "b"), arrays untouched. */
@@ -1585,7 +1682,9 @@ START_TEST(test_json_canonical)
         /* Names sort by UTF-8 bytes: U+00E9 (c3 a9) < U+FF21 (ef bc a1) <
          * U+1F600 (f0 9f 98 80), also when escaped; RFC 8785's UTF-16
          * order would put U+1F600 (d83d de00) before U+FF21. */
-        c1 = canon_at("{\"\\ud83d\\ude00\":3,\"\\uff21\":2,\"\xc3\xa9\":1,\"z\":0}", "");
+        c1 = canon_at(
+                "{\"\\ud83d\\ude00\":3,\"\\uff21\":2,\"\xc3\xa9\":1,\"z\":0}",
+                "");
         ck_assert_str_eq(c1, "{\"z\":0,\"\xc3\xa9\":1,\"\xef\xbc\xa1\":2,"
                              "\"\xf0\x9f\x98\x80\":3}");
         free(c1);
@@ -1606,7 +1705,8 @@ START_TEST(test_json_canonical)
                 size_t o = 0;
                 big[o++] = '{';
                 for (int i = 99; i >= 0; i--)
-                        o += (size_t)snprintf(big + o, sizeof(big) - o, "%s\"k%02d\":%d",
+                        o += (size_t)snprintf(big + o, sizeof(big) - o,
+                                              "%s\"k%02d\":%d",
                                               i == 99 ? "" : ",", i, i);
                 big[o++] = '}';
                 big[o] = '\0';
@@ -1624,8 +1724,7 @@ END_TEST
 
 /* Empty containers, first in a fresh document (fuzz_envelope found
  * cb_end_map offsetting a NULL member-order array by zero: UB). */
-START_TEST(test_json_empty_containers)
-{
+START_TEST(test_json_empty_containers) {
         static const char *const same[] = {"{}", "[]", "[{}]", "{\"a\":{}}",
                                            "[[],{},[{}]]"};
 
@@ -1639,14 +1738,39 @@ START_TEST(test_json_empty_containers)
 END_TEST
 
 /* What sg_json_parse refuses: not RFC 8259, and the ambiguous forms. */
-START_TEST(test_json_strict)
-{
+START_TEST(test_json_strict) {
         static const char *const bad[] = {
-                "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "-", "1e",
-                "+1", "NaN", "Infinity", "'a'", "{a:1}", "[1] [2]", "1 2",
-                "{\"a\":1} x", "/* c */ 1", "1 // c", "\"\t\"", "\"\\x41\"",
-                "\"\\u12\"", "tru", "nul", "[\"a\" \"b\"]", "{\"a\" 1}",
-                "{\"a\":1,\"a\":1}", "\"\\ud800\"", "\"\xff\"", "\"\xc3\"",
+                "",
+                " ",
+                "{",
+                "[1,]",
+                "{\"a\":1,}",
+                "01",
+                "1.",
+                ".5",
+                "-",
+                "1e",
+                "+1",
+                "NaN",
+                "Infinity",
+                "'a'",
+                "{a:1}",
+                "[1] [2]",
+                "1 2",
+                "{\"a\":1} x",
+                "/* c */ 1",
+                "1 // c",
+                "\"\t\"",
+                "\"\\x41\"",
+                "\"\\u12\"",
+                "tru",
+                "nul",
+                "[\"a\" \"b\"]",
+                "{\"a\" 1}",
+                "{\"a\":1,\"a\":1}",
+                "\"\\ud800\"",
+                "\"\xff\"",
+                "\"\xc3\"",
                 "\"\xe0\x80\xaf\"",
         };
         char *c;
@@ -1658,16 +1782,18 @@ START_TEST(test_json_strict)
         /* The error names the byte. */
         {
                 char *out, err[256];
-                ck_assert_int_eq(sg_json_canonicalize("[1, 2] x", 8, "", &out, NULL,
-                                                      err, sizeof(err)),
+                ck_assert_int_eq(sg_json_canonicalize("[1, 2] x", 8, "", &out,
+                                                      NULL, err, sizeof(err)),
                                  SG_ERR_INVALID);
-                ck_assert_msg(strstr(err, "error at byte") && strstr(err, "of 8"),
+                ck_assert_msg(strstr(err, "error at byte") &&
+                                      strstr(err, "of 8"),
                               "%s", err);
-                ck_assert_int_eq(sg_json_canonicalize("{\"k\":{\"a\":1,\"a\":2}}", 19,
-                                                      "", &out, NULL, err,
-                                                      sizeof(err)),
-                                 SG_ERR_INVALID);
-                ck_assert_msg(strstr(err, "duplicate member name \"a\""), "%s", err);
+                ck_assert_int_eq(
+                        sg_json_canonicalize("{\"k\":{\"a\":1,\"a\":2}}", 19,
+                                             "", &out, NULL, err, sizeof(err)),
+                        SG_ERR_INVALID);
+                ck_assert_msg(strstr(err, "duplicate member name \"a\""), "%s",
+                              err);
         }
         /* Nesting: SG_JSON_MAX_DEPTH levels are fine, one more is not. */
         {
@@ -1690,8 +1816,7 @@ START_TEST(test_json_strict)
 }
 END_TEST
 
-START_TEST(test_json_number_version)
-{
+START_TEST(test_json_number_version) {
         static const struct {
                 const char *s;
                 bool ok;
@@ -1712,29 +1837,35 @@ START_TEST(test_json_number_version)
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 uint64_t v = 4242;
-                sg_err_t e = sg_json_number_version(cases[i].s, strlen(cases[i].s), &v);
-                ck_assert_msg((e == SG_OK) == cases[i].ok, "\"%s\": %d", cases[i].s, e);
+                sg_err_t e = sg_json_number_version(cases[i].s,
+                                                    strlen(cases[i].s), &v);
+                ck_assert_msg((e == SG_OK) == cases[i].ok, "\"%s\": %d",
+                              cases[i].s, e);
                 ck_assert_uint_eq(v, cases[i].ok ? cases[i].v : 4242);
         }
         /* sg_json_version_get: numbers by their text, strings by
          * sg_version_parse. */
         {
                 uint64_t v = 0;
-                const char *j = "{\"a\":9007199254740993,\"b\":\"9007199254740993\","
-                                "\"c\":2.0,\"d\":12,\"e\":true}";
+                const char *j =
+                        "{\"a\":9007199254740993,\"b\":\"9007199254740993\","
+                        "\"c\":2.0,\"d\":12,\"e\":true}";
                 ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/a", &v),
                                  SG_ERR_INVALID);
-                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/b", &v), SG_OK);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/b", &v),
+                                 SG_OK);
                 ck_assert_uint_eq(v, 9007199254740993ULL);
                 ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/c", &v),
                                  SG_ERR_INVALID);
-                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/d", &v), SG_OK);
+                ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/d", &v),
+                                 SG_OK);
                 ck_assert_uint_eq(v, 12);
                 ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/e", &v),
                                  SG_ERR_INVALID);
                 ck_assert_int_eq(sg_json_version_get(j, strlen(j), "/f", &v),
                                  SG_ERR_INVALID);
-                ck_assert_int_eq(sg_json_version_get("x", 1, "", &v), SG_ERR_INVALID);
+                ck_assert_int_eq(sg_json_version_get("x", 1, "", &v),
+                                 SG_ERR_INVALID);
         }
 }
 END_TEST
@@ -1743,8 +1874,7 @@ END_TEST
 /* Robustness                                                           */
 /* ------------------------------------------------------------------ */
 
-START_TEST(test_deep_nesting)
-{
+START_TEST(test_deep_nesting) {
         size_t depth = 200000, n = 0;
         char *v = malloc(2 * depth + 64);
         tcfg_t t;
@@ -1778,10 +1908,10 @@ END_TEST
  * valid JSON (error at byte 179 of 271: inside a string, '\\' occurs
  * before a character which it may not)").
  */
-START_TEST(test_detail_bounded)
-{
+START_TEST(test_detail_bounded) {
         static const char long_ptr[] =
-                "/data/a_rather_long_member_name_for_an_order_identifier/and_more";
+                "/data/a_rather_long_member_name_for_an_order_identifier/"
+                "and_more";
         size_t big = 1000000;
         char *v = malloc(big + 64), name[128];
         tcfg_t t;
@@ -1815,8 +1945,9 @@ START_TEST(test_detail_bounded)
         /* a long duplicate member name, quoted */
         memset(name, 'n', 100);
         name[100] = '\0';
-        snprintf(v, big, "{\"data\":{\"%s\":1,\"%s\":2},\"specversion\":\"1.0\"}",
-                 name, name);
+        snprintf(v, big,
+                 "{\"data\":{\"%s\":1,\"%s\":2},\"specversion\":\"1.0\"}", name,
+                 name);
         t.tc.digest_pointer = (char *)long_ptr;
         rec_init(&r, "k", v);
         rec_hdr(&r, "content-type", "application/cloudevents+json");
@@ -1825,8 +1956,7 @@ START_TEST(test_detail_bounded)
 }
 END_TEST
 
-START_TEST(test_reuse_envelope)
-{
+START_TEST(test_reuse_envelope) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -1849,20 +1979,22 @@ START_TEST(test_reuse_envelope)
 END_TEST
 
 static uint32_t rng_state = 12345;
-static uint32_t rng(void)
-{
+static uint32_t rng(void) {
         rng_state = rng_state * 1103515245u + 12345u;
         return rng_state >> 8;
 }
 
-START_TEST(test_fuzz_no_crash)
-{
+START_TEST(test_fuzz_no_crash) {
         /* Mutations of valid events: every outcome is SG_OK or SG_ERR_INVALID
          * with a short printable detail. ASan/UBSan builds catch the rest. */
         static const char *const seeds[] = {
                 EV("t", "{\"a\":[1,2,{\"b\":\"c\"}]}"),
                 "{\"id\":\"p\",\"type\":\"t\",\"meta\":{\"version\":3}}",
-                "null", "", "[]", "\"\\ud800\"", "{\"id\":\"\\u0000\"}",
+                "null",
+                "",
+                "[]",
+                "\"\\ud800\"",
+                "{\"id\":\"\\u0000\"}",
         };
         tcfg_t cfgs[3];
         char buf[256];
@@ -1875,7 +2007,8 @@ START_TEST(test_fuzz_no_crash)
         cfgs[2].tc.digest_pointer = "";
 
         for (int iter = 0; iter < 20000; iter++) {
-                const char *seed = seeds[rng() % (sizeof(seeds) / sizeof(seeds[0]))];
+                const char *seed =
+                        seeds[rng() % (sizeof(seeds) / sizeof(seeds[0]))];
                 size_t len = strlen(seed), muts = rng() % 4;
                 trec_t r;
                 sg_envelope_t env;
@@ -1885,16 +2018,23 @@ START_TEST(test_fuzz_no_crash)
                 for (size_t m = 0; m < muts && len > 0; m++) {
                         size_t pos = rng() % len;
                         switch (rng() % 3) {
-                        case 0: buf[pos] = (char)rng(); break;
-                        case 1: len = pos; break; /* truncate */
-                        default: buf[pos] = "{}[]\":,\\0~"[rng() % 11]; break;
+                        case 0:
+                                buf[pos] = (char)rng();
+                                break;
+                        case 1:
+                                len = pos;
+                                break; /* truncate */
+                        default:
+                                buf[pos] = "{}[]\":,\\0~"[rng() % 11];
+                                break;
                         }
                 }
                 rec_init(&r, (rng() & 1) ? "k" : NULL, NULL);
                 r.rec.value = len || (rng() & 1) ? buf : NULL;
                 r.rec.value_len = len;
                 if (rng() & 1)
-                        rec_hdr(&r, "content-type", "application/cloudevents+json");
+                        rec_hdr(&r, "content-type",
+                                "application/cloudevents+json");
                 if (rng() % 4 == 0) {
                         rec_hdr(&r, "ce_specversion", "1.0");
                         rec_hdr_n(&r, "ce_id", buf, len < 8 ? len : 8);
@@ -1905,7 +2045,8 @@ START_TEST(test_fuzz_no_crash)
                 rec_hdr(&r, "tenant", "x");
                 sg_envelope_init(&env);
                 err = run(&cfgs[rng() % 3], &r, &env);
-                ck_assert_msg(err == SG_OK || err == SG_ERR_INVALID, "err %d", err);
+                ck_assert_msg(err == SG_OK || err == SG_ERR_INVALID, "err %d",
+                              err);
                 if (err == SG_OK) {
                         ck_assert_ptr_nonnull(env.id);
                         ok++;
@@ -1921,8 +2062,7 @@ START_TEST(test_fuzz_no_crash)
 }
 END_TEST
 
-START_TEST(test_tiny_errstr)
-{
+START_TEST(test_tiny_errstr) {
         tcfg_t t;
         trec_t r;
         sg_envelope_t env;
@@ -1932,8 +2072,9 @@ START_TEST(test_tiny_errstr)
         rec_binary(&r, "k", "e", "src", "t", "bad");
         sg_envelope_init(&env);
         memset(small, 'X', sizeof(small));
-        ck_assert_int_eq(sg_envelope_parse(&t.tc, &r.rec, &env, small, sizeof(small)),
-                         SG_ERR_INVALID);
+        ck_assert_int_eq(
+                sg_envelope_parse(&t.tc, &r.rec, &env, small, sizeof(small)),
+                SG_ERR_INVALID);
         ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
         ck_assert_int_eq(sg_envelope_parse(&t.tc, &r.rec, &env, NULL, 0),
                          SG_ERR_INVALID);
@@ -1941,18 +2082,19 @@ START_TEST(test_tiny_errstr)
 }
 END_TEST
 
-START_TEST(test_sha256_known_answers)
-{
+START_TEST(test_sha256_known_answers) {
         /* FIPS 180-2 appendix B.1 and the empty-input digest: the other tests
          * compare against sg_sha256(), so it is pinned to the standard here. */
         static const unsigned char abc[SG_HASH_LEN] = {
-                0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40,
-                0xde, 0x5d, 0xae, 0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17,
-                0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad};
+                0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea,
+                0x41, 0x41, 0x40, 0xde, 0x5d, 0xae, 0x22, 0x23,
+                0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c,
+                0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad};
         static const unsigned char empty[SG_HASH_LEN] = {
-                0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4,
-                0xc8, 0x99, 0x6f, 0xb9, 0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b,
-                0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55};
+                0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14,
+                0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+                0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c,
+                0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55};
         unsigned char out[SG_HASH_LEN];
 
         sg_sha256("abc", 3, out);
@@ -1962,8 +2104,7 @@ START_TEST(test_sha256_known_answers)
 }
 END_TEST
 
-static Suite *envelope_suite(void)
-{
+static Suite *envelope_suite(void) {
         Suite *s = suite_create("envelope");
         TCase *tc;
 

@@ -34,14 +34,15 @@
 #define T0 1700000000000LL
 
 static const char *conf_json =
-    "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
-    "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
-    "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","
-    "\"dedup\":{\"ttl_ms\":10000},"
-    "\"ordering\":{\"gap_timeout_ms\":1000},"
-    "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
-    "\"reply_topic\":\"snap.rep\",\"timeout_ms\":600000,\"max_attempts\":2,"
-    "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
+        "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
+        "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
+        "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":"
+        "\"dlq\","
+        "\"dedup\":{\"ttl_ms\":10000},"
+        "\"ordering\":{\"gap_timeout_ms\":1000},"
+        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
+        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":600000,\"max_attempts\":2,"
+        "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
 
 /* A growable byte buffer: a store dump, a changelog, the output. */
 typedef struct buf {
@@ -81,18 +82,18 @@ typedef struct loop {
         sg_store_t *store;
         sg_engine_t *eng;
         sg_processor_t proc;
-        clrec_t cl[2][CL_MAX];   /* committed changelog per partition */
+        clrec_t cl[2][CL_MAX]; /* committed changelog per partition */
         size_t cl_cnt[2];
-        clrec_t tent[CL_MAX];    /* this attempt's changelog records */
+        clrec_t tent[CL_MAX]; /* this attempt's changelog records */
         int32_t tent_part[CL_MAX];
         size_t tent_cnt;
         bool assigned[2];
-        int64_t offset[2];       /* next input offset */
-        buf_t out;               /* committed output and DLQ records */
-        int rc;                  /* the LMDB error being injected */
-        bool fired;              /* the fault fired and was reported */
-        int failures;            /* failed steps (one per faulted run) */
-        const char *step;        /* for messages */
+        int64_t offset[2]; /* next input offset */
+        buf_t out;         /* committed output and DLQ records */
+        int rc;            /* the LMDB error being injected */
+        bool fired;        /* the fault fired and was reported */
+        int failures;      /* failed steps (one per faulted run) */
+        const char *step;  /* for messages */
 } loop_t;
 
 /* A step that blocks (a write transaction left open) fails the test. */
@@ -125,8 +126,8 @@ static bool failed(loop_t *l, sg_err_t err, const char *errstr,
                               call, sg_err2str(err), errstr);
         else
                 ck_assert_msg(err != SG_ERR_MAP_FULL,
-                              "%s/%s: I/O error reported as map full",
-                              l->step, call);
+                              "%s/%s: I/O error reported as map full", l->step,
+                              call);
         l->fired = true;
         l->failures++;
         return true;
@@ -146,8 +147,8 @@ static void nothing_open(loop_t *l, const char *call) {
         alarm(0);
         sg_txn_abort(t);
         if (l->rc == MDB_MAP_FULL) {
-                ck_assert_msg(l->proc.grow(l->proc.opaque, err,
-                                           sizeof(err)) == SG_OK,
+                ck_assert_msg(l->proc.grow(l->proc.opaque, err, sizeof(err)) ==
+                                      SG_OK,
                               "%s/%s: grow: %s", l->step, call, err);
         }
 }
@@ -159,15 +160,15 @@ static void loop_open(loop_t *l, int rc) {
         struct stat st;
         snprintf(l->dir, sizeof(l->dir), "%s/sg_test_faultsim_XXXXXX",
                  stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
-                         access("/dev/shm", W_OK) == 0
-                     ? "/dev/shm"
-                     : "/tmp");
+                                 access("/dev/shm", W_OK) == 0
+                         ? "/dev/shm"
+                         : "/tmp");
         ck_assert_ptr_nonnull(mkdtemp(l->dir));
         ck_assert_msg(sg_config_parse(conf_json, &l->conf, err, sizeof(err)) ==
-                          SG_OK,
+                              SG_OK,
                       "config: %s", err);
-        ck_assert_int_eq(sg_store_open(l->dir, 1 << 22, 1 << 22, &l->store,
-                                       err, sizeof(err)),
+        ck_assert_int_eq(sg_store_open(l->dir, 1 << 22, 1 << 22, &l->store, err,
+                                       sizeof(err)),
                          SG_OK);
         /* LMDB goes on with its open files: nothing is left behind, even
          * when a failed check ends the test here and there */
@@ -178,9 +179,9 @@ static void loop_open(loop_t *l, int rc) {
                 ck_assert_int_eq(unlink(p), 0);
         }
         ck_assert_int_eq(rmdir(l->dir), 0);
-        ck_assert_int_eq(sg_engine_new(l->conf, l->store, &l->eng, err,
-                                       sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_engine_new(l->conf, l->store, &l->eng, err, sizeof(err)),
+                SG_OK);
         sg_engine_processor(l->eng, &l->proc);
         ck_assert_ptr_nonnull(l->proc.restore_begin);
         sg_engine_set_clock(l->eng, T0);
@@ -216,9 +217,9 @@ static void do_restore(loop_t *l, int32_t part, int64_t log_start) {
                         const clrec_t *c = &l->cl[part][o];
                         err[0] = '\0';
                         e = l->proc.restore_apply(
-                            l->proc.opaque, "orders", part, o, c->key,
-                            c->key_len, c->tombstone ? NULL : c->value,
-                            c->value_len, err, sizeof(err));
+                                l->proc.opaque, "orders", part, o, c->key,
+                                c->key_len, c->tombstone ? NULL : c->value,
+                                c->value_len, err, sizeof(err));
                 }
                 if (failed(l, e, err, "restore_apply")) {
                         nothing_open(l, "restore_apply");
@@ -241,8 +242,8 @@ static void do_assign(loop_t *l, int32_t part) {
                 ck_assert_int_lt(attempt, 3);
                 int64_t off;
                 err[0] = '\0';
-                sg_err_t e = l->proc.assign(l->proc.opaque, "orders", part,
-                                            "g", &off, err, sizeof(err));
+                sg_err_t e = l->proc.assign(l->proc.opaque, "orders", part, "g",
+                                            &off, err, sizeof(err));
                 if (failed(l, e, err, "assign")) {
                         nothing_open(l, "assign");
                         continue;
@@ -291,13 +292,16 @@ static void batch(loop_t *l, int64_t now, const ev_t *evs, size_t cnt) {
                         hd[4] = (sg_header_t){"ce_sequence", evs[i].seq,
                                               strlen(evs[i].seq)};
                         const char *v = evs[i].value ? evs[i].value : evs[i].id;
-                        sg_record_t rec = {
-                            .topic = "orders", .partition = evs[i].part,
-                            .offset = off[evs[i].part]++,
-                            .timestamp_ms = 1000, .key = evs[i].agg,
-                            .key_len = strlen(evs[i].agg), .value = v,
-                            .value_len = strlen(v), .headers = hd,
-                            .header_cnt = 5};
+                        sg_record_t rec = {.topic = "orders",
+                                           .partition = evs[i].part,
+                                           .offset = off[evs[i].part]++,
+                                           .timestamp_ms = 1000,
+                                           .key = evs[i].agg,
+                                           .key_len = strlen(evs[i].agg),
+                                           .value = v,
+                                           .value_len = strlen(v),
+                                           .headers = hd,
+                                           .header_cnt = 5};
                         sg_process_result_t r;
                         call = "process";
                         err[0] = '\0';
@@ -372,8 +376,10 @@ static void scenario(loop_t *l) {
         l->step = "assign";
         do_assign(l, 0);
         l->step = "apply, park, dedup, DLQ";
-        ev_t b1[] = {EV("A", "a1", "1"), EV("A", "a3", "3"),
-                     EV("B", "b1", "1"), EV("A", "a1", "1"),
+        ev_t b1[] = {EV("A", "a1", "1"),
+                     EV("A", "a3", "3"),
+                     EV("B", "b1", "1"),
+                     EV("A", "a1", "1"),
                      EV("A", "a1", "1", .value = "other payload"),
                      EV("B", "b1x", "1")};
         batch(l, T0, b1, 6);
@@ -479,9 +485,9 @@ static void run_faults(int rc) {
                 int64_t due;
                 sg_tp_make(&tp0, "orders", 0);
                 sg_tp_make(&tp1, "orders", 1);
-                ck_assert_int_eq(sg_txn_begin(ref->store, false, &t, err,
-                                              sizeof(err)),
-                                 SG_OK);
+                ck_assert_int_eq(
+                        sg_txn_begin(ref->store, false, &t, err, sizeof(err)),
+                        SG_OK);
                 ck_assert_int_eq(sg_snapdue_first(t, &tp0, INT64_MAX, h, &due),
                                  SG_OK);
                 ck_assert_int_eq(sg_snapdue_first(t, &tp1, INT64_MAX, h, &due),
@@ -500,29 +506,28 @@ static void run_faults(int rc) {
                         loop_close(l);
                         break;
                 }
-                ck_assert_msg(l->failures == 1, "n=%" PRIu64 ": %d failures",
-                              n, l->failures);
+                ck_assert_msg(l->failures == 1, "n=%" PRIu64 ": %d failures", n,
+                              l->failures);
                 buf_t st = {0}, cl = {0};
                 char msg[128];
                 dump(l, &st);
                 changelog(l, &cl);
                 first_diff(&ref_store, &st, msg, sizeof(msg));
                 ck_assert_msg(st.len == ref_store.len &&
-                                  memcmp(st.p, ref_store.p, st.len) == 0,
+                                      memcmp(st.p, ref_store.p, st.len) == 0,
                               "n=%" PRIu64 " (%s, %s): the store differs from "
                               "the run without a fault: %s",
                               n, rc == MDB_MAP_FULL ? "map full" : "EIO",
                               l->step, msg);
                 ck_assert_msg(cl.len == ref_cl.len &&
-                                  memcmp(cl.p, ref_cl.p, cl.len) == 0,
+                                      memcmp(cl.p, ref_cl.p, cl.len) == 0,
                               "n=%" PRIu64 ": the changelog differs", n);
                 /* the output may repeat an aborted attempt's records only
                  * where Kafka aborted them; committed output is the same */
-                ck_assert_msg(l->out.len == ref->out.len &&
-                                  memcmp(l->out.p, ref->out.p, l->out.len) ==
-                                      0,
-                              "n=%" PRIu64 ": the committed output differs",
-                              n);
+                ck_assert_msg(
+                        l->out.len == ref->out.len &&
+                                memcmp(l->out.p, ref->out.p, l->out.len) == 0,
+                        "n=%" PRIu64 ": the committed output differs", n);
                 buf_free(&st);
                 buf_free(&cl);
                 loop_close(l);
@@ -531,8 +536,8 @@ static void run_faults(int rc) {
         ck_assert_uint_eq(n, ops + 1);
         printf("faultsim (%s): %" PRIu64 " LMDB operations, each failed "
                "once; %zu + %zu changelog records\n",
-               rc == MDB_MAP_FULL ? "MDB_MAP_FULL" : "EIO", ops,
-               ref->cl_cnt[0], ref->cl_cnt[1]);
+               rc == MDB_MAP_FULL ? "MDB_MAP_FULL" : "EIO", ops, ref->cl_cnt[0],
+               ref->cl_cnt[1]);
         buf_free(&ref_store);
         buf_free(&ref_cl);
         loop_close(ref);
@@ -540,10 +545,14 @@ static void run_faults(int rc) {
         free(l);
 }
 
-START_TEST(faultsim_map_full) { run_faults(MDB_MAP_FULL); }
+START_TEST(faultsim_map_full) {
+        run_faults(MDB_MAP_FULL);
+}
 END_TEST
 
-START_TEST(faultsim_io_error) { run_faults(EIO); }
+START_TEST(faultsim_io_error) {
+        run_faults(EIO);
+}
 END_TEST
 
 int main(void) {

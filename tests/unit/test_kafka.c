@@ -139,7 +139,8 @@ static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                 l->secret_leaks++;
         if (getenv("SG_TEST_VERBOSE") &&
             (strcmp(event, "librdkafka") || level <= SG_LOG_WARNING))
-                fprintf(stderr, "  [loop] %s %s\n", event, fields ? fields : "");
+                fprintf(stderr, "  [loop] %s %s\n", event,
+                        fields ? fields : "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -172,8 +173,8 @@ static sg_config_t *conf_parse(const char *bs, const char *topics,
         return conf;
 }
 
-#define TOPICS_IN                                                             \
-        "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","             \
+#define TOPICS_IN                                                              \
+        "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","              \
         "\"ordering\":{\"mode\":\"none\"}}"
 
 static void mock_setup(void) {
@@ -182,8 +183,8 @@ static void mock_setup(void) {
         /* The mock's port is only known once it runs: a first config with
          * a placeholder names the topics to create. */
         sg_config_t *c0 = conf_parse("127.0.0.1:9", TOPICS_IN, NULL);
-        sg_err_t err = sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es,
-                                     sizeof(es));
+        sg_err_t err =
+                sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es, sizeof(es));
         sg_config_destroy(c0);
         ck_assert_msg(err == SG_OK, "mock: %s", es);
         g_mc = rd_kafka_handle_mock_cluster(g_mock);
@@ -368,8 +369,8 @@ static void read_output(outres_t *r) {
                 if (!m->key || m->key_len != strlen(k) ||
                     memcmp(m->key, k, m->key_len) ||
                     rd_kafka_message_headers(m, &h) ||
-                    rd_kafka_header_cnt(h) != 2 ||
-                    !header_is(h, "h-seq", s) || !header_is(h, "h-null", NULL) ||
+                    rd_kafka_header_cnt(h) != 2 || !header_is(h, "h-seq", s) ||
+                    !header_is(h, "h-null", NULL) ||
                     rd_kafka_message_timestamp(m, &tst) != TS0 + i ||
                     m->partition != kk % NPART)
                         r->bad++;
@@ -444,9 +445,9 @@ typedef struct tproc {
         /* pause bookkeeping */
         bool pause_done;
         int64_t pause_ms, resume_ms;
-        int pause_calls;       /**< process() calls for the paused record */
-        int other_during_pause;/**< other partitions' records meanwhile */
-        int paused_part_wrong; /**< paused partition moved on without it */
+        int pause_calls;        /**< process() calls for the paused record */
+        int other_during_pause; /**< other partitions' records meanwhile */
+        int paused_part_wrong;  /**< paused partition moved on without it */
 
         /* committed state */
         unsigned char committed[NPART][PER_PART];
@@ -551,8 +552,9 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
                 t->pause_done = true;
                 t->pause_ms = mono_ms();
                 if (getenv("SG_TEST_VERBOSE"))
-                        fprintf(stderr, "  [tp] %" PRId64 " pause %d/%" PRId64
-                                "\n", t->pause_ms, p, off);
+                        fprintf(stderr,
+                                "  [tp] %" PRId64 " pause %d/%" PRId64 "\n",
+                                t->pause_ms, p, off);
                 t->pauses++;
                 t->att_n--; /* not consumed */
                 *res = SG_PAUSE;
@@ -606,7 +608,8 @@ static sg_err_t tp_commit(void *o, char *es, size_t n) {
         t->commits_ok++;
         if (getenv("SG_TEST_VERBOSE") && t->att_n > 0)
                 fprintf(stderr,
-                        "  [tp] %" PRId64 " commit %zu records, first %d/%" PRId64
+                        "  [tp] %" PRId64
+                        " commit %zu records, first %d/%" PRId64
                         " last %d/%" PRId64 "\n",
                         mono_ms(), t->att_n, t->att_p[0], t->att_o[0],
                         t->att_p[t->att_n - 1], t->att_o[t->att_n - 1]);
@@ -685,8 +688,7 @@ static sg_err_t tp_restore_begin(void *o, const char *topic, int32_t p,
 
 static sg_err_t tp_restore_apply(void *o, const char *topic, int32_t p,
                                  int64_t off, const void *k, size_t kl,
-                                 const void *v, size_t vl, char *es,
-                                 size_t n) {
+                                 const void *v, size_t vl, char *es, size_t n) {
         tproc_t *t = o;
         (void)topic, (void)p, (void)off, (void)k, (void)kl, (void)v, (void)vl;
         (void)es, (void)n;
@@ -797,8 +799,7 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
         pthread_t oth;
         sg_err_t err = sg_loop_new(g_conf, proc, log_cb, &g_logs, NULL, NULL,
                                    &loop, es, sizeof(es));
-        ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err),
-                      es);
+        ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
         if (loopp)
                 *loopp = loop;
         w.loop = loop;
@@ -829,8 +830,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
                         r->stats.delivery_failures_total,
                         r->stats.map_grows_total, r->stats.pauses_total,
                         r->stats.rebalances_total);
-        ck_assert_msg(r->rc == SG_OK, "sg_loop_run: %s: %s",
-                      sg_err2str(r->rc), r->errstr);
+        ck_assert_msg(r->rc == SG_OK, "sg_loop_run: %s: %s", sg_err2str(r->rc),
+                      r->errstr);
         ck_assert_msg(!r->watchdog_fired,
                       "the loop did not finish within %d ms", WATCHDOG_MS);
         ck_assert_int_eq(g_logs.fatal, 0);
@@ -841,7 +842,7 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
 /* (1) clean run                                                       */
 
 typedef struct stopper {
-        sg_loop_t **loopp; /**< set by run_loop() before this thread starts */
+        sg_loop_t **loopp;   /**< set by run_loop() before this thread starts */
         atomic_bool reached; /**< committed offsets reached the end */
 } stopper_t;
 
@@ -906,7 +907,7 @@ START_TEST(process_and_commit_failures_reread) {
         run_t r;
         outres_t o;
 
-        t->proc_fail_mod = 50, t->proc_fail_rem = 7;   /* 4 per partition */
+        t->proc_fail_mod = 50, t->proc_fail_rem = 7; /* 4 per partition */
         t->commit_fail_period = 3, t->commit_fail_max = 3;
         tp_interface(t, &proc);
         run_loop(&proc, &t->loop, NULL, NULL, &r);
@@ -1046,7 +1047,7 @@ END_TEST
 typedef struct midstop {
         tproc_t *t;
         sg_loop_t **loopp; /**< set by run_loop() before this thread starts */
-        atomic_int at; /**< records committed when stop was called */
+        atomic_int at;     /**< records committed when stop was called */
 } midstop_t;
 
 static void *stop_midway(void *a) {
@@ -1179,8 +1180,7 @@ END_TEST
  *  only by configs built in code; this builds one. */
 static void conf_add_kafka(sg_config_t *conf, const char *name,
                            const char *value) {
-        sg_kv_t *kv = realloc(conf->kafka,
-                              (conf->kafka_cnt + 1) * sizeof(*kv));
+        sg_kv_t *kv = realloc(conf->kafka, (conf->kafka_cnt + 1) * sizeof(*kv));
         ck_assert_ptr_nonnull(kv);
         conf->kafka = kv;
         kv[conf->kafka_cnt].name = strdup(name);
@@ -1231,10 +1231,11 @@ START_TEST(secret_value_never_in_errstr) {
          * fails — a configuration error (SG_ERR_CONFIG: exit 2, so that a
          * supervisor does not restart it in a loop) — and the PEM text is
          * not echoed. */
-        conf = conf_parse(g_bs, TOPICS_IN,
-                          ",\"security.protocol\":\"ssl\","
-                          "\"ssl.key.pem\":\"-----BEGIN PRIVATE KEY-----\\n"
-                          SECRET "\\n-----END PRIVATE KEY-----\\n\"");
+        conf = conf_parse(
+                g_bs, TOPICS_IN,
+                ",\"security.protocol\":\"ssl\","
+                "\"ssl.key.pem\":\"-----BEGIN PRIVATE KEY-----\\n" SECRET
+                "\\n-----END PRIVATE KEY-----\\n\"");
         ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
         ck_assert_msg(strstr(es, "ssl.key.pem") != NULL, "errstr: %s", es);
         ck_assert_msg(strstr(es, SECRET) == NULL, "secret leaked: %s", es);
@@ -1246,8 +1247,7 @@ START_TEST(secret_value_never_in_errstr) {
                           ",\"security.protocol\":\"ssl\","
                           "\"ssl.key.location\":\"/nonexistent/seqgate.key\"");
         ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
-        ck_assert_msg(strstr(es, "ssl.key.location") != NULL, "errstr: %s",
-                      es);
+        ck_assert_msg(strstr(es, "ssl.key.location") != NULL, "errstr: %s", es);
         sg_config_destroy(conf);
         ck_assert_int_eq(g_logs.secret_leaks, 0);
 }
@@ -1383,7 +1383,6 @@ START_TEST(eos_failures_abort_transaction) {
 }
 END_TEST
 
-
 /* ------------------------------------------------------------------ */
 /* (9) at_least_once: a partition moves between instances (the engine)  */
 /*
@@ -1399,8 +1398,8 @@ END_TEST
  */
 
 #define MV_AGGS 12 /* aggregate i lives in partition i % NPART */
-#define MV_TOPICS                                                             \
-        "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","             \
+#define MV_TOPICS                                                              \
+        "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","              \
         "\"ordering\":{\"gap_timeout_ms\":600000}}"
 
 static void mv_setup(void) {
@@ -1408,8 +1407,8 @@ static void mv_setup(void) {
         g_root_extra = ALOS;
         memset(&g_logs, 0, sizeof(g_logs));
         sg_config_t *c0 = conf_parse("127.0.0.1:9", MV_TOPICS, NULL);
-        sg_err_t err = sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es,
-                                     sizeof(es));
+        sg_err_t err =
+                sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es, sizeof(es));
         sg_config_destroy(c0);
         ck_assert_msg(err == SG_OK, "mock: %s", es);
         g_mc = rd_kafka_handle_mock_cluster(g_mock);
@@ -1619,10 +1618,10 @@ END_TEST
  * batch's keys. */
 
 typedef struct cutproc {
-        sg_processor_t eng;   /**< the engine's interface */
+        sg_processor_t eng; /**< the engine's interface */
         sg_loop_t **loopp;
         bool armed, fired;
-        bool fail_commit;     /**< fail the first batch_commit of a batch
+        bool fail_commit; /**< fail the first batch_commit of a batch
                                    with changelog records, instead */
         int commit_fails;
 } cutproc_t;
@@ -1741,8 +1740,8 @@ static sg_err_t cut_rapply(void *o, const char *t, int32_t p, int64_t off,
                            const void *k, size_t kl, const void *v, size_t vl,
                            char *es, size_t n) {
         cutproc_t *c = o;
-        return c->eng.restore_apply(c->eng.opaque, t, p, off, k, kl, v, vl,
-                                    es, n);
+        return c->eng.restore_apply(c->eng.opaque, t, p, off, k, kl, v, vl, es,
+                                    n);
 }
 static sg_err_t cut_rend(void *o, const char *t, int32_t p, int64_t end,
                          char *es, size_t n) {
@@ -1758,11 +1757,9 @@ static void cut_eset(void *o, const char *t, int32_t p, int64_t e) {
         c->eng.changelog_epoch_set(c->eng.opaque, t, p, e);
 }
 static sg_err_t cut_value(void *o, const char *t, int32_t p, const void *k,
-                          size_t kl, void **v, size_t *vl, char *es,
-                          size_t n) {
+                          size_t kl, void **v, size_t *vl, char *es, size_t n) {
         cutproc_t *c = o;
-        return c->eng.changelog_value(c->eng.opaque, t, p, k, kl, v, vl, es,
-                                      n);
+        return c->eng.changelog_value(c->eng.opaque, t, p, k, kl, v, vl, es, n);
 }
 
 static void cut_full_interface(cutproc_t *c, sg_processor_t *p) {
@@ -1826,8 +1823,8 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
         end_offsets("in", st.want);
         sg_err_t err;
         char es[512] = "";
-        err = sg_loop_new(g_conf, &b.proc, mv_log_cb, &g_logs, NULL, NULL,
-                          &bl, es, sizeof(es));
+        err = sg_loop_new(g_conf, &b.proc, mv_log_cb, &g_logs, NULL, NULL, &bl,
+                          es, sizeof(es));
         ck_assert_msg(err == SG_OK, "%s", es);
         pthread_t th;
         pthread_create(&th, NULL, mv_stop_at, &st);
@@ -1940,8 +1937,9 @@ START_TEST(alo_claim_never_moves_unknown_offsets) {
         committed_offsets(after);
         for (int p = 0; p < NPART; p++)
                 ck_assert_msg(after[p] == before[p],
-                              "partition %d: committed %" PRId64 " before, %"
-                              PRId64 " after the failed offset fetch",
+                              "partition %d: committed %" PRId64
+                              " before, %" PRId64
+                              " after the failed offset fetch",
                               p, before[p], after[p]);
         ck_assert_msg(rc == SG_ERR_FATAL && !atomic_load(&w.fired),
                       "rc %s (%s)", sg_err2str(rc), es);
@@ -2026,8 +2024,8 @@ START_TEST(alo_zombie_changelog_records_are_void) {
                                                 RD_KAFKA_V_MSGFLAGS(
                                                         RD_KAFKA_MSG_F_COPY),
                                                 RD_KAFKA_V_HEADER(
-                                                        SG_CHANGELOG_HEADER,
-                                                        fv, (ssize_t)fl),
+                                                        SG_CHANGELOG_HEADER, fv,
+                                                        (ssize_t)fl),
                                                 RD_KAFKA_V_END),
                                         RD_KAFKA_RESP_ERR_NO_ERROR);
                                 copies++;
@@ -2048,8 +2046,8 @@ START_TEST(alo_zombie_changelog_records_are_void) {
         mvstop_t st = {.loopp = &cl};
         end_offsets("in", st.want);
         char es[512] = "";
-        ck_assert_int_eq(sg_loop_new(g_conf, &cc.proc, mv_log_cb, &g_logs,
-                                     NULL, NULL, &cl, es, sizeof(es)),
+        ck_assert_int_eq(sg_loop_new(g_conf, &cc.proc, mv_log_cb, &g_logs, NULL,
+                                     NULL, &cl, es, sizeof(es)),
                          SG_OK);
         pthread_t th;
         pthread_create(&th, NULL, mv_stop_at, &st);
@@ -2101,19 +2099,21 @@ START_TEST(secret_value_never_in_log_lines) {
         const char *topics = "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":"
                              "\"dlq\",\"ordering\":{\"mode\":\"none\"}}";
         snprintf(json, sizeof json,
-                 "{" ALOS "\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":"
+                 "{" ALOS
+                 "\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":"
                  "\"127.0.0.1:9\",\"group.id\":\"g\"},\"topics\":{%s}}",
                  topics);
         ck_assert_int_eq(sg_config_parse(json, &c0, es, sizeof es), SG_OK);
         ck_assert_int_eq(sg_mock_start(c0, 1, 1, &mock, &bs, es, sizeof es),
                          SG_OK);
         snprintf(json, sizeof json,
-                 "{" ALOS "\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":"
+                 "{" ALOS
+                 "\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":"
                  "\"%s\",\"group.id\":\"g\"},\"kafka_consumer\":{"
                  "\"security.protocol\":\"sasl_plaintext\",\"sasl.mechanisms\":"
                  "\"OAUTHBEARER\",\"enable.sasl.oauthbearer.unsecure.jwt\":"
-                 "\"true\",\"sasl.oauthbearer.config\":\"principal=me "
-                 OAUTH_SECRET "\"},\"topics\":{%s}}",
+                 "\"true\",\"sasl.oauthbearer.config\":\"principal="
+                 "me " OAUTH_SECRET "\"},\"topics\":{%s}}",
                  bs, topics);
         ck_assert_int_eq(sg_config_parse(json, &conf, es, sizeof es), SG_OK);
         sg_passthrough_t *pt;
@@ -2197,7 +2197,8 @@ START_TEST(startup_retry_gives_up_after_timeout) {
         int64_t took = mono_ms() - t0;
         g_root_extra = ALOS;
         ck_assert_msg(err == SG_ERR_KAFKA, "got %s: %s", sg_err2str(err), es);
-        ck_assert_msg(strstr(es, "\"out\"") && strstr(es, "eader not available"),
+        ck_assert_msg(strstr(es, "\"out\"") &&
+                              strstr(es, "eader not available"),
                       "errstr: %s", es);
         ck_assert_int_ge(took, 1500);
         ck_assert_int_lt(took, 15000);
@@ -2263,8 +2264,8 @@ START_TEST(eos_restore_non_retriable_is_fatal) {
                 RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
                 RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
         tp_eos_interface(t, &proc);
-        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
-                                     NULL, &loop, es, sizeof(es)),
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL, NULL,
+                                     &loop, es, sizeof(es)),
                          SG_OK);
         t->loop = loop;
         int64_t t0 = mono_ms();
@@ -2336,8 +2337,8 @@ START_TEST(nomem_partition_table_stops_with_error) {
 
         ck_assert_int_eq(sg_passthrough_new(g_conf, &pt), SG_OK);
         sg_passthrough_processor(pt, &proc);
-        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL,
-                                     NULL, &loop, es, sizeof(es)),
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL, NULL,
+                                     &loop, es, sizeof(es)),
                          SG_OK);
         atomic_store(&g_failed_strdups, 0);
         g_fail_strdup = "in"; /* the partition table's copy of the topic */

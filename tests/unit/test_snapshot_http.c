@@ -114,17 +114,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c,
 }
 
 static void srv_start(void) {
-        srv = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-                                       MHD_USE_THREAD_PER_CONNECTION |
-                                       MHD_USE_POLL,
-                               0, NULL, NULL, handler, NULL,
-                               MHD_OPTION_SOCK_ADDR,
-                               &(struct sockaddr_in){
-                                       .sin_family = AF_INET,
-                                       .sin_addr.s_addr =
-                                               htonl(INADDR_LOOPBACK)},
-                               MHD_OPTION_CONNECTION_LIMIT, 200u,
-                               MHD_OPTION_END);
+        srv = MHD_start_daemon(
+                MHD_USE_INTERNAL_POLLING_THREAD |
+                        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
+                0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR,
+                &(struct sockaddr_in){.sin_family = AF_INET,
+                                      .sin_addr.s_addr =
+                                              htonl(INADDR_LOOPBACK)},
+                MHD_OPTION_CONNECTION_LIMIT, 200u, MHD_OPTION_END);
         ck_assert_ptr_nonnull(srv);
         const union MHD_DaemonInfo *di =
                 MHD_get_daemon_info(srv, MHD_DAEMON_INFO_BIND_PORT);
@@ -335,9 +332,8 @@ START_TEST(test_auth_header) {
         for (int i = 0; i < 2; i++) {
                 ck_assert_int_eq(g->status[i], 200);
                 if (!strcmp(g->id[i], "with"))
-                        ck_assert_str_eq(g->body[i],
-                                         "Bearer abc.def-123\n"
-                                         "application/json\na");
+                        ck_assert_str_eq(g->body[i], "Bearer abc.def-123\n"
+                                                     "application/json\na");
                 else
                         ck_assert_str_eq(g->body[i],
                                          "<none>\napplication/json\nb");
@@ -487,8 +483,8 @@ END_TEST
 START_TEST(test_bad_url) {
         sg_fetcher_t *f = fetcher(1 << 20);
         char es[256] = "";
-        ck_assert_int_eq(sg_fetcher_submit(f, "x", "not a url", NULL, 5000,
-                                           es, sizeof(es)),
+        ck_assert_int_eq(sg_fetcher_submit(f, "x", "not a url", NULL, 5000, es,
+                                           sizeof(es)),
                          SG_ERR_INVALID);
         ck_assert_str_ne(es, "");
         es[0] = '\0';
@@ -496,14 +492,13 @@ START_TEST(test_bad_url) {
                                            5000, es, sizeof(es)),
                          SG_ERR_INVALID);
         ck_assert_ptr_nonnull(strstr(es, "http"));
-        ck_assert_int_eq(sg_fetcher_submit(f, "x", "http://127.0.0.1/", NULL,
-                                           0, es, sizeof(es)),
+        ck_assert_int_eq(sg_fetcher_submit(f, "x", "http://127.0.0.1/", NULL, 0,
+                                           es, sizeof(es)),
                          SG_ERR_INVALID);
         ck_assert_uint_eq(sg_fetcher_in_flight(f), 0);
         sg_fetcher_destroy(f);
         sg_fetcher_destroy(NULL);
-        ck_assert_int_eq(sg_fetcher_new(0, &f, es, sizeof(es)),
-                         SG_ERR_INVALID);
+        ck_assert_int_eq(sg_fetcher_new(0, &f, es, sizeof(es)), SG_ERR_INVALID);
 }
 END_TEST
 

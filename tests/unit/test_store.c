@@ -24,7 +24,9 @@ static void setup(void) {
         tu_tmpdir(dir, sizeof(dir), "store");
 }
 
-static void teardown(void) { tu_rmrf(dir); }
+static void teardown(void) {
+        tu_rmrf(dir);
+}
 
 static sg_store_t *open_store(uint64_t map, uint64_t growth) {
         sg_store_t *s;
@@ -49,8 +51,8 @@ START_TEST(dedup_roundtrip_and_reopen) {
         sg_tp_make(&tp, "orders", 3);
         unsigned char kh[32];
         hash_of("key", kh);
-        sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED, .first_seen_ms = 5,
-                            .expiry_ms = 105};
+        sg_dedup_rec_t r = {
+                .verdict = SG_DV_APPLIED, .first_seen_ms = 5, .expiry_ms = 105};
         memset(r.digest, 0xab, 32);
         sg_txn_t *t = wtxn(s);
         ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)), SG_OK);
@@ -151,15 +153,20 @@ START_TEST(agg_and_since_index) {
         hash_of("agg1", a1);
         hash_of("agg2", a2);
         sg_txn_t *t = wtxn(s);
-        sg_agg_rec_t r = {.has_last = true, .last_version = 10,
-                          .flags = SG_AGG_QUARANTINED, .parked_cnt = 2,
-                          .parked_bytes = 99, .parked_since_ms = 500};
+        sg_agg_rec_t r = {.has_last = true,
+                          .last_version = 10,
+                          .flags = SG_AGG_QUARANTINED,
+                          .parked_cnt = 2,
+                          .parked_bytes = 99,
+                          .parked_since_ms = 500};
         snprintf(r.state, sizeof(r.state), "PAID");
         snprintf(r.aggregate, sizeof(r.aggregate), "agg1");
         r.aggregate_len = 4;
-        ck_assert_int_eq(sg_agg_put(t, &tp, a1, &r, 0, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_agg_put(t, &tp, a1, &r, 0, err, sizeof(err)),
+                         SG_OK);
         r.parked_since_ms = 300;
-        ck_assert_int_eq(sg_agg_put(t, &tp, a2, &r, 0, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_agg_put(t, &tp, a2, &r, 0, err, sizeof(err)),
+                         SG_OK);
         sg_agg_rec_t g;
         ck_assert_int_eq(sg_agg_get(t, &tp, a1, &g), SG_OK);
         ck_assert(g.has_last);
@@ -201,12 +208,17 @@ START_TEST(parked_roundtrip_order_and_nulls) {
         sg_txn_t *t = wtxn(s);
         uint64_t versions[] = {12, 3, 256, 7};
         for (int i = 0; i < 4; i++) {
-                sg_parked_rec_t r = {.parked_at_ms = 1000 - i, .offset = i,
-                                     .timestamp_ms = 9, .type = "t.x",
-                                     .type_len = 3, .key = "k", .key_len = 1,
+                sg_parked_rec_t r = {.parked_at_ms = 1000 - i,
+                                     .offset = i,
+                                     .timestamp_ms = 9,
+                                     .type = "t.x",
+                                     .type_len = 3,
+                                     .key = "k",
+                                     .key_len = 1,
                                      .value = i == 1 ? NULL : "val",
                                      .value_len = i == 1 ? SIZE_MAX : 3,
-                                     .headers = blob, .headers_len = blen};
+                                     .headers = blob,
+                                     .headers_len = blen};
                 ck_assert_int_eq(sg_parked_put(t, &tp, a, versions[i], &r, err,
                                                sizeof(err)),
                                  SG_OK);
@@ -231,7 +243,8 @@ START_TEST(parked_roundtrip_order_and_nulls) {
         ck_assert_str_eq(out[0].name, "h1");
         ck_assert_int_eq(memcmp(out[0].value, "v1", 2), 0);
         ck_assert_ptr_null(out[1].value);
-        ck_assert_int_eq(sg_headers_parse(g.headers, g.headers_len, out, 1), -1);
+        ck_assert_int_eq(sg_headers_parse(g.headers, g.headers_len, out, 1),
+                         -1);
         ck_assert_int_eq(sg_headers_parse(g.headers, 5, out, 4), -1);
         ck_assert_int_eq(sg_parked_del(t, &tp, a, 3, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_parked_first(t, &tp, a, &v, NULL), SG_OK);
@@ -248,8 +261,10 @@ START_TEST(meta_and_partition_drop) {
         sg_tp_make(&p0, "orders", 0);
         sg_tp_make(&p1, "orders", 1);
         sg_txn_t *t = wtxn(s);
-        sg_meta_rec_t m = {.input_offset = 42, .changelog_offset = -1,
-                           .clock_ms = 7, .parked_cnt = 3};
+        sg_meta_rec_t m = {.input_offset = 42,
+                           .changelog_offset = -1,
+                           .clock_ms = 7,
+                           .parked_cnt = 3};
         snprintf(m.group, sizeof(m.group), "grp");
         ck_assert_int_eq(sg_meta_put(t, &p0, &m, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_meta_put(t, &p1, &m, err, sizeof(err)), SG_OK);
@@ -349,7 +364,6 @@ START_TEST(open_bad_dir) {
 }
 END_TEST
 
-
 /* Changes captured in one store, applied to another (the changelog path),
  * give the same state and the same derived indexes. */
 START_TEST(capture_and_apply_changes) {
@@ -357,9 +371,9 @@ START_TEST(capture_and_apply_changes) {
         char dir2[128];
         snprintf(dir2, sizeof(dir2), "%s/replica", dir);
         sg_store_t *b;
-        ck_assert_int_eq(sg_store_open(dir2, 1 << 22, 1 << 22, &b, err,
-                                       sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_store_open(dir2, 1 << 22, 1 << 22, &b, err, sizeof(err)),
+                SG_OK);
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 2);
         unsigned char k1[32], k2[32], ag[32];
@@ -373,19 +387,28 @@ START_TEST(capture_and_apply_changes) {
         d.verdict = SG_DV_APPLIED; /* overwritten in the same txn */
         ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &d, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_dedup_put(t, &tp, k2, &d, err, sizeof(err)), SG_OK);
-        sg_agg_rec_t r = {.has_last = true, .last_version = 4, .parked_cnt = 1,
-                          .parked_since_ms = 77, .aggregate_len = 3};
+        sg_agg_rec_t r = {.has_last = true,
+                          .last_version = 4,
+                          .parked_cnt = 1,
+                          .parked_since_ms = 77,
+                          .aggregate_len = 3};
         memcpy(r.aggregate, "agg", 3);
-        ck_assert_int_eq(sg_agg_put(t, &tp, ag, &r, 0, err, sizeof(err)), SG_OK);
-        sg_parked_rec_t pr = {.parked_at_ms = 77, .key = "agg", .key_len = 3,
-                              .value = "v6", .value_len = 2};
+        ck_assert_int_eq(sg_agg_put(t, &tp, ag, &r, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t pr = {.parked_at_ms = 77,
+                              .key = "agg",
+                              .key_len = 3,
+                              .value = "v6",
+                              .value_len = 2};
         ck_assert_int_eq(sg_parked_put(t, &tp, ag, 6, &pr, err, sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(sg_parked_put(t, &tp, ag, 7, &pr, err, sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(sg_parked_del(t, &tp, ag, 7, err, sizeof(err)), SG_OK);
-        sg_snapreq_rec_t sr = {.seq = 3, .attempt = 1,
-                               .state = SG_SNAP_INFLIGHT, .due_ms = 900,
+        sg_snapreq_rec_t sr = {.seq = 3,
+                               .attempt = 1,
+                               .state = SG_SNAP_INFLIGHT,
+                               .due_ms = 900,
                                .aggregate_len = 3};
         memcpy(sr.aggregate, "agg", 3);
         ck_assert_int_eq(sg_snapreq_put(t, &tp, ag, &sr, 0, err, sizeof(err)),
@@ -400,12 +423,12 @@ START_TEST(capture_and_apply_changes) {
         for (size_t i = 0; i < n; i++) {
                 ck_assert_int_eq(memcmp(ch[i].key, tp.b, tp.len), 0);
                 tombstones += ch[i].value == NULL;
-                ck_assert_int_eq(
-                    sg_store_apply_change(u, &tp, ch[i].db,
-                                          (const char *)ch[i].key + tp.len,
-                                          ch[i].key_len - tp.len, ch[i].value,
-                                          ch[i].value_len, err, sizeof(err)),
-                    SG_OK);
+                ck_assert_int_eq(sg_store_apply_change(
+                                         u, &tp, ch[i].db,
+                                         (const char *)ch[i].key + tp.len,
+                                         ch[i].key_len - tp.len, ch[i].value,
+                                         ch[i].value_len, err, sizeof(err)),
+                                 SG_OK);
         }
         ck_assert_int_eq(tombstones, 1);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
@@ -442,13 +465,12 @@ START_TEST(capture_and_apply_changes) {
 }
 END_TEST
 
-
 /* One writer per data_dir: a second open fails while the first holds it. */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
-        ck_assert_int_eq(sg_store_open(dir, 1 << 20, 1 << 20, &b, err,
-                                       sizeof(err)),
-                         SG_ERR_IO);
+        ck_assert_int_eq(
+                sg_store_open(dir, 1 << 20, 1 << 20, &b, err, sizeof(err)),
+                SG_ERR_IO);
         ck_assert_ptr_nonnull(strstr(err, "in use by another seqgate"));
         sg_store_close(a);
         b = open_store(1 << 20, 1 << 20); /* released on close */
@@ -478,28 +500,41 @@ static void capture_kinds(sg_store_t *s, const sg_tp_t *tp) {
         ck_assert_int_eq(sg_headers_serialize(hs, 2, &blob, &blen), SG_OK);
         sg_txn_t *t = wtxn(s);
         sg_txn_capture(t, true);
-        sg_dedup_rec_t d = {.verdict = SG_DV_PARKED, .first_seen_ms = 10,
-                            .expiry_ms = 500};
+        sg_dedup_rec_t d = {
+                .verdict = SG_DV_PARKED, .first_seen_ms = 10, .expiry_ms = 500};
         ck_assert_int_eq(sg_dedup_put(t, tp, h, &d, err, sizeof(err)), SG_OK);
-        sg_agg_rec_t a = {.has_last = true, .last_version = 4, .parked_cnt = 1,
-                          .parked_bytes = 3, .parked_since_ms = 77,
-                          .skip_from = 2, .skip_to = 3, .aggregate_len = 3};
+        sg_agg_rec_t a = {.has_last = true,
+                          .last_version = 4,
+                          .parked_cnt = 1,
+                          .parked_bytes = 3,
+                          .parked_since_ms = 77,
+                          .skip_from = 2,
+                          .skip_to = 3,
+                          .aggregate_len = 3};
         memcpy(a.aggregate, "agg", 3);
         snprintf(a.state, sizeof(a.state), "PAID");
         ck_assert_int_eq(sg_agg_put(t, tp, h, &a, 0, err, sizeof(err)), SG_OK);
-        sg_parked_rec_t pr = {.parked_at_ms = 77, .type = "t", .type_len = 1,
-                              .key = "agg", .key_len = 3, .value = "v6",
-                              .value_len = 2, .headers = blob,
+        sg_parked_rec_t pr = {.parked_at_ms = 77,
+                              .type = "t",
+                              .type_len = 1,
+                              .key = "agg",
+                              .key_len = 3,
+                              .value = "v6",
+                              .value_len = 2,
+                              .headers = blob,
                               .headers_len = blen};
         ck_assert_int_eq(sg_parked_put(t, tp, h, 6, &pr, err, sizeof(err)),
                          SG_OK);
-        sg_meta_rec_t m = {.input_offset = 5, .changelog_offset = 9,
-                           .clock_ms = 100};
+        sg_meta_rec_t m = {
+                .input_offset = 5, .changelog_offset = 9, .clock_ms = 100};
         snprintf(m.group, sizeof(m.group), "g");
         ck_assert_int_eq(sg_meta_put(t, tp, &m, err, sizeof(err)), SG_OK);
-        sg_snapreq_rec_t sr = {.seq = 3, .attempt = 1,
-                               .state = SG_SNAP_INFLIGHT, .issued_at_ms = 50,
-                               .sent_at_ms = 50, .due_ms = 900,
+        sg_snapreq_rec_t sr = {.seq = 3,
+                               .attempt = 1,
+                               .state = SG_SNAP_INFLIGHT,
+                               .issued_at_ms = 50,
+                               .sent_at_ms = 50,
+                               .due_ms = 900,
                                .aggregate_len = 3};
         memcpy(sr.aggregate, "agg", 3);
         ck_assert_int_eq(sg_snapreq_put(t, tp, h, &sr, 0, err, sizeof(err)),
@@ -542,9 +577,9 @@ static void refused(sg_store_t *s, const sg_tp_t *tp, const kind_val_t *v,
                     const char *what) {
         sg_txn_t *t = wtxn(s);
         err[0] = '\0';
-        sg_err_t e = sg_store_apply_change(t, tp, v->db, v->suffix,
-                                           v->suffix_len, v->v, v->len, err,
-                                           sizeof(err));
+        sg_err_t e =
+                sg_store_apply_change(t, tp, v->db, v->suffix, v->suffix_len,
+                                      v->v, v->len, err, sizeof(err));
         ck_assert_msg(e == SG_ERR_INVALID, "%s: applied (%d)", what, e);
         ck_assert_msg(err[0] != '\0', "%s: no reason given", what);
         /* nothing of it was written, index included */
@@ -555,7 +590,7 @@ static void refused(sg_store_t *s, const sg_tp_t *tp, const kind_val_t *v,
         ck_assert_msg(sg_agg_get(t, tp, h, &a) == SG_ERR_NOT_FOUND,
                       "%s: half-written aggregate", what);
         ck_assert_msg(sg_since_first(t, tp, INT64_MAX, h, &at) ==
-                          SG_ERR_NOT_FOUND,
+                              SG_ERR_NOT_FOUND,
                       "%s: half-written since index", what);
         sg_parked_rec_t pr;
         ck_assert_msg(sg_parked_get(t, tp, h, 6, &pr) == SG_ERR_NOT_FOUND,
@@ -701,11 +736,10 @@ START_TEST(apply_change_refuses_corrupt_records) {
         /* the originals apply */
         sg_txn_t *t = wtxn(s);
         for (int i = 0; i < 5; i++)
-                ck_assert_msg(sg_store_apply_change(t, &tp, kinds[i].db,
-                                                    kinds[i].suffix,
-                                                    kinds[i].suffix_len,
-                                                    kinds[i].v, kinds[i].len,
-                                                    err, sizeof(err)) == SG_OK,
+                ck_assert_msg(sg_store_apply_change(
+                                      t, &tp, kinds[i].db, kinds[i].suffix,
+                                      kinds[i].suffix_len, kinds[i].v,
+                                      kinds[i].len, err, sizeof(err)) == SG_OK,
                               "database %d: %s", kinds[i].db, err);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         sg_store_close(s);
@@ -720,9 +754,13 @@ START_TEST(parked_get_refuses_corrupt_headers) {
         sg_tp_make(&tp, "orders", 0);
         unsigned char h[32];
         hash_of("agg", h);
-        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "k", .key_len = 1,
-                              .value = "v", .value_len = 1,
-                              .headers = "\xff\xff\xff\xff", .headers_len = 4};
+        sg_parked_rec_t pr = {.parked_at_ms = 1,
+                              .key = "k",
+                              .key_len = 1,
+                              .value = "v",
+                              .value_len = 1,
+                              .headers = "\xff\xff\xff\xff",
+                              .headers_len = 4};
         sg_txn_t *t = wtxn(s);
         ck_assert_int_eq(sg_parked_put(t, &tp, h, 2, &pr, err, sizeof(err)),
                          SG_OK);
@@ -788,7 +826,7 @@ START_TEST(fault_map_full_then_grow) {
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
         sg_store_fault_inject(s, SG_STORE_OP_ALL, 2, MDB_MAP_FULL);
-        sg_txn_t *t = wtxn(s); /* op 1: begin */
+        sg_txn_t *t = wtxn(s);                    /* op 1: begin */
         put_dedup(t, &tp, "k1", SG_ERR_MAP_FULL); /* op 2 */
         ck_assert_str_ne(err, "");
         sg_txn_abort(t);
@@ -871,8 +909,8 @@ END_TEST
 
 /* Overwrites the stored value of LMDB key @p key of database @p db (an
  * LMDB name) with @p v, behind the store's back: a corrupt record. */
-static void poke(const char *db, const void *key, size_t key_len,
-                 const void *v, size_t v_len) {
+static void poke(const char *db, const void *key, size_t key_len, const void *v,
+                 size_t v_len) {
         MDB_env *env;
         MDB_txn *txn;
         MDB_dbi dbi;
@@ -905,12 +943,12 @@ START_TEST(txn_errdetail_names_the_cause) {
         sg_store_fault_inject(s, SG_STORE_OP_PUT, 1, EIO);
         t = wtxn(s);
         put_dedup(t, &tp, "k2", SG_ERR_STORE);
-        ck_assert_ptr_nonnull(strstr(sg_txn_errdetail(t),
-                                     "Input/output error"));
+        ck_assert_ptr_nonnull(
+                strstr(sg_txn_errdetail(t), "Input/output error"));
         sg_dedup_rec_t g;
         ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
         ck_assert_msg(strstr(sg_txn_errdetail(t), "dedup") &&
-                          strstr(sg_txn_errdetail(t), "MDB_BAD_TXN"),
+                              strstr(sg_txn_errdetail(t), "MDB_BAD_TXN"),
                       "detail \"%s\"", sg_txn_errdetail(t));
         sg_txn_abort(t);
 
@@ -930,9 +968,13 @@ START_TEST(txn_errdetail_names_the_cause) {
         /* a parked event whose header block is corrupt, read and walked */
         unsigned char ah[32];
         hash_of("agg", ah);
-        sg_parked_rec_t pr = {.parked_at_ms = 1, .key = "k", .key_len = 1,
-                              .value = "v", .value_len = 1,
-                              .headers = "\xff\xff\xff\xff", .headers_len = 4};
+        sg_parked_rec_t pr = {.parked_at_ms = 1,
+                              .key = "k",
+                              .key_len = 1,
+                              .value = "v",
+                              .value_len = 1,
+                              .headers = "\xff\xff\xff\xff",
+                              .headers_len = 4};
         ck_assert_int_eq(sg_parked_put(t, &tp, ah, 2, &pr, err, sizeof(err)),
                          SG_OK);
         sg_parked_rec_t pg;
@@ -941,8 +983,7 @@ START_TEST(txn_errdetail_names_the_cause) {
         ck_assert_msg(strstr(sg_txn_errdetail(t), "header block"),
                       "detail \"%s\"", sg_txn_errdetail(t));
         ck_assert_int_eq(sg_dedup_get(t, &tp, ah, &g), SG_ERR_NOT_FOUND);
-        ck_assert_int_eq(sg_parked_first(t, &tp, ah, &ver, &pg),
-                         SG_ERR_STORE);
+        ck_assert_int_eq(sg_parked_first(t, &tp, ah, &ver, &pg), SG_ERR_STORE);
         ck_assert_msg(strstr(sg_txn_errdetail(t), "header block"),
                       "detail \"%s\"", sg_txn_errdetail(t));
         sg_txn_abort(t);

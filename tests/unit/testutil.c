@@ -56,8 +56,8 @@ void tu_clrec_set_at(const char *file, int line, tu_clrec_t *c,
                     "changelog key of %zu bytes (at most %zu)", ef->key_len,
                     sizeof(c->key));
         TU_CHECK_AT(file, line, ef->value_len <= sizeof(c->value),
-                    "changelog value of %zu bytes (at most %zu)",
-                    ef->value_len, sizeof(c->value));
+                    "changelog value of %zu bytes (at most %zu)", ef->value_len,
+                    sizeof(c->value));
         memcpy(c->key, ef->key, ef->key_len);
         c->key_len = ef->key_len;
         c->tombstone = ef->value == NULL;

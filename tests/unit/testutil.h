@@ -44,8 +44,8 @@
 #define ASSERT_STR_EQ(a, b)                                                    \
         do {                                                                   \
                 const char *tu_a_ = (a), *tu_b_ = (b);                         \
-                ck_assert_msg((!tu_a_ && !tu_b_) ||                            \
-                                  (tu_a_ && tu_b_ && !strcmp(tu_a_, tu_b_)),   \
+                ck_assert_msg((!tu_a_ && !tu_b_) || (tu_a_ && tu_b_ &&         \
+                                                     !strcmp(tu_a_, tu_b_)),   \
                               "%s == \"%s\", %s == \"%s\"", #a,                \
                               tu_a_ ? tu_a_ : "(null)", #b,                    \
                               tu_b_ ? tu_b_ : "(null)");                       \
@@ -66,7 +66,8 @@ int tu_run_suite(Suite *s);
 
 /* Creates a fresh directory /tmp/sg_test_<name>_XXXXXX (mkdtemp) and
  * writes its path into buf (size bytes); fails the test if it cannot. */
-#define tu_tmpdir(buf, size, name) tu_tmpdir_at(__FILE__, __LINE__, buf, size, name)
+#define tu_tmpdir(buf, size, name)                                             \
+        tu_tmpdir_at(__FILE__, __LINE__, buf, size, name)
 void tu_tmpdir_at(const char *file, int line, char *buf, size_t size,
                   const char *name);
 
