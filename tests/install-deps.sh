@@ -30,6 +30,8 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 # tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
 PKGS+=(clang libclang-rt-14-dev)
+# tests/run.sh's format phase: the layout .clang-format describes
+PKGS+=(clang-format)
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;

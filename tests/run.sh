@@ -13,6 +13,9 @@
 #                           from tests/fuzz/corpus/; fails on any crash, leak
 #                           or UB and prints the input that did it
 #   schema examples         tests/schema/check_examples.py build/seqgate (if present)
+#   format                  every tracked C file is as .clang-format lays it
+#                           out (clang-format --dry-run -Werror); fix with
+#                           git ls-files '*.c' '*.h' | xargs clang-format -i
 #   scan-build              only with --scan-build: clang's static analyzer
 #                           (scan-build, Debian clang-tools) over a fresh
 #                           build-scan/ (every target, the tests too); fails
@@ -198,6 +201,13 @@ phase_scan_build() {
     "${sb[@]}" ninja -C "$dir"
 }
 
+# The house style is kept applied, so a diff never mixes layout with
+# substance. bench/streams-peer is Java and not ours to lay out.
+phase_format() {
+    git -C "$ROOT" ls-files '*.c' '*.h' | grep -v '^bench/streams-peer/' |
+        (cd "$ROOT" && xargs clang-format --dry-run -Werror)
+}
+
 phase_schema() {
     "$VENV_PY" tests/schema/check_examples.py build/seqgate
 }
@@ -277,6 +287,9 @@ else
         fi
         if ((do_scan)); then
             run_phase scan_build "scan-build (clang static analyzer)" phase_scan_build
+        fi
+        if [[ -f .clang-format ]] && git -C "$ROOT" rev-parse >/dev/null 2>&1; then
+            run_phase format "format (.clang-format)" phase_format
         fi
         if [[ -f tests/schema/check_examples.py ]]; then
             if [[ ${status[build]:-} == pass ]]; then
