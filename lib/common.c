@@ -127,3 +127,30 @@ size_t sg_effect_wire_size(const sg_effect_t *ef) {
                                    ef->value ? ef->value_len : 0, ef->headers,
                                    ef->header_cnt, ef->extra, ef->extra_cnt);
 }
+
+const char *sg_quote(char *out, const void *s, size_t len, size_t max) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = s;
+        size_t o = 0, i;
+
+        for (i = 0; i < len; i++) {
+                unsigned char c = p[i];
+                bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+                if (o + (plain ? 1 : 4) > max)
+                        break;
+                if (plain) {
+                        out[o++] = (char)c;
+                } else {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[c >> 4];
+                        out[o++] = hex[c & 0xf];
+                }
+        }
+        if (i < len) {
+                memcpy(out + o, "...", 3);
+                o += 3;
+        }
+        out[o] = '\0';
+        return out;
+}

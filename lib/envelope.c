@@ -73,38 +73,6 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...) {
         return SG_ERR_INVALID;
 }
 
-/*
- * Quotes @p s[0..len) into @p out as printable ASCII, escaping every other
- * byte (and '"', '\\') as \xNN, in at most @p max output characters, and
- * appends "..." when the input was cut. @p out must hold max + 4 bytes.
- */
-static const char *snip(char *out, const void *s, size_t len, size_t max) {
-        static const char hex[] = "0123456789abcdef";
-        const unsigned char *p = s;
-        size_t o = 0, i;
-
-        for (i = 0; i < len; i++) {
-                unsigned char c = p[i];
-                bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-                if (o + (plain ? 1 : 4) > max)
-                        break;
-                if (plain) {
-                        out[o++] = (char)c;
-                } else {
-                        out[o++] = '\\';
-                        out[o++] = 'x';
-                        out[o++] = hex[c >> 4];
-                        out[o++] = hex[c & 0xf];
-                }
-        }
-        if (i < len) {
-                memcpy(out + o, "...", 3);
-                o += 3;
-        }
-        out[o] = '\0';
-        return out;
-}
-
 #define SNIP_BUF (SNIP_MAX + 4)
 
 /* ------------------------------------------------------------------ */
@@ -284,7 +252,7 @@ static const char *where(const pctx_t *c, const sg_field_src_t *src, char *buf,
         char nm[NAME_MAX_QUOTE + 4], attr[NAME_MAX_QUOTE];
         const char *name = src->name ? src->name : "";
 
-        snip(nm, name, strlen(name), NAME_MAX_QUOTE);
+        sg_quote(nm, name, strlen(name), NAME_MAX_QUOTE);
         switch (src->kind) {
         case SG_SRC_KEY:
                 sg_errf(buf, size, "record key");
@@ -471,8 +439,8 @@ static sg_err_t get_text(pctx_t *c, const char *field,
                                             "%s %s (%s) is a JSON number, not "
                                             "an integer in [-2^53, 2^53]",
                                             field,
-                                            snip(s, rv.j->text, rv.j->len,
-                                                 SNIP_MAX),
+                                            sg_quote(s, rv.j->text, rv.j->len,
+                                                     SNIP_MAX),
                                             W);
                 } else {
                         return fail(c->errstr, c->errstr_size,
@@ -496,11 +464,11 @@ static sg_err_t get_text(pctx_t *c, const char *field,
         if (memchr(p, '\0', len))
                 return fail(c->errstr, c->errstr_size,
                             "%s \"%s\" (%s) contains a NUL byte", field,
-                            snip(s, p, len, SNIP_MAX), W);
+                            sg_quote(s, p, len, SNIP_MAX), W);
         if (!sg_utf8_valid(p, len))
                 return fail(c->errstr, c->errstr_size,
                             "%s \"%s\" (%s) is not valid UTF-8", field,
-                            snip(s, p, len, SNIP_MAX), W);
+                            sg_quote(s, p, len, SNIP_MAX), W);
         *out = p;
         *outlen = len;
         return SG_OK;
@@ -542,8 +510,8 @@ static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src,
                                         "in [0, 2^53]; send larger versions "
                                         "as strings",
                                         field,
-                                        snip(s, rv.j->text, rv.j->len,
-                                             SNIP_MAX),
+                                        sg_quote(s, rv.j->text, rv.j->len,
+                                                 SNIP_MAX),
                                         W);
                         return SG_OK;
                 }
@@ -558,7 +526,7 @@ static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src,
         }
         if (sg_version_parse(p, len, out) != SG_OK)
                 return fail(c->errstr, c->errstr_size, "%s \"%s\" (%s) %s",
-                            field, snip(s, p, len, SNIP_MAX), W, bad);
+                            field, sg_quote(s, p, len, SNIP_MAX), W, bad);
         return SG_OK;
 }
 
@@ -595,7 +563,8 @@ static sg_err_t ce_detect(pctx_t *c) {
                                 c->errstr, c->errstr_size,
                                 "content-type \"%s\": batched CloudEvents are "
                                 "not defined by the Kafka binding",
-                                snip(s, ct->value, ct->value_len, SNIP_MAX));
+                                sg_quote(s, ct->value, ct->value_len,
+                                         SNIP_MAX));
                 if (len > 0 && p[0] == '+') {
                         size_t n = 1;
                         while (n < len && p[n] != ';' && p[n] != ' ' &&
@@ -606,15 +575,15 @@ static sg_err_t ce_detect(pctx_t *c) {
                                         c->errstr, c->errstr_size,
                                         "content-type \"%s\": only the JSON "
                                         "event format is supported",
-                                        snip(s, ct->value, ct->value_len,
-                                             SNIP_MAX));
+                                        sg_quote(s, ct->value, ct->value_len,
+                                                 SNIP_MAX));
                 } else if (len > 0 && p[0] != ';' && p[0] != ' ' &&
                            p[0] != '\t') {
-                        return fail(
-                                c->errstr, c->errstr_size,
-                                "content-type \"%s\" is not a CloudEvents "
-                                "media type",
-                                snip(s, ct->value, ct->value_len, SNIP_MAX));
+                        return fail(c->errstr, c->errstr_size,
+                                    "content-type \"%s\" is not a CloudEvents "
+                                    "media type",
+                                    sg_quote(s, ct->value, ct->value_len,
+                                             SNIP_MAX));
                 }
                 c->structured = true;
                 return SG_OK;
@@ -694,7 +663,7 @@ static sg_err_t ce_check(pctx_t *c) {
                                 c->errstr, c->errstr_size,
                                 "CloudEvents specversion \"%s\" (%s) is not "
                                 "supported; expected \"1.0\"",
-                                snip(s, p, len, SNIP_MAX), W);
+                                sg_quote(s, p, len, SNIP_MAX), W);
         }
         return SG_OK;
 }

@@ -235,31 +235,6 @@ static int nomem(sg_json_doc_t *d) {
         return 0;
 }
 
-/* Printable quote of a member name for an error: at most NAME_QUOTE bytes,
- * others than printable ASCII (and '"', '\\') as \xNN. */
-static const char *quote(char *out, const char *s, size_t len) {
-        static const char hex[] = "0123456789abcdef";
-        size_t o = 0, i;
-
-        for (i = 0; i < len && o + 4 <= NAME_QUOTE; i++) {
-                unsigned char c = (unsigned char)s[i];
-                if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-                        out[o++] = (char)c;
-                } else {
-                        out[o++] = '\\';
-                        out[o++] = 'x';
-                        out[o++] = hex[c >> 4];
-                        out[o++] = hex[c & 0xf];
-                }
-        }
-        if (i < len) {
-                memcpy(out + o, "...", 3);
-                o += 3;
-        }
-        out[o] = '\0';
-        return out;
-}
-
 static bool in_input(const sg_json_doc_t *d, const void *p) {
         const char *c = p;
         return d->text && c >= d->text && c <= d->text + d->len;
@@ -652,8 +627,9 @@ static int cb_end_map(void *ctx) {
                 const sg_json_node_t *a = &d->nodes[o[i - 1]];
                 if (name_cmp(a, &d->nodes[o[i]]) == 0) {
                         char q[NAME_QUOTE + 4];
-                        return stop(d, "duplicate member name \"%s\"",
-                                    quote(q, a->name, a->name_len));
+                        return stop(
+                                d, "duplicate member name \"%s\"",
+                                sg_quote(q, a->name, a->name_len, NAME_QUOTE));
                 }
         }
         return 1;

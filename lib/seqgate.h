@@ -72,6 +72,15 @@ void sg_errf(char *errstr, size_t errstr_size, const char *fmt, ...)
 void sg_verrf(char *errstr, size_t errstr_size, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
 
+/**
+ * Quotes the bytes @p s[0..len) for an error detail or a log field:
+ * printable ASCII as is, every other byte (and '"', '\\') as \xNN, in at
+ * most @p max output characters, then "..." when the input was cut — so a
+ * 1 MB field or binary garbage never lands whole in a log line or a DLQ
+ * header. @p out must hold max + 4 bytes. Returns @p out. Thread-safe.
+ */
+const char *sg_quote(char *out, const void *s, size_t len, size_t max);
+
 /** CLOCK_MONOTONIC in milliseconds (durations, deadlines). */
 int64_t sg_clock_mono_ms(void);
 /** CLOCK_REALTIME in milliseconds since the epoch. */
