@@ -745,6 +745,18 @@ static const char *const ROOT_KEYS[] = {"$schema",
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
+
+/* exactly_once's transactional id, <group.id>-<instance_id> (semantics
+ * §6): malloc'ed, NULL when out of memory. */
+static char *transactional_id_of(const sg_config_t *conf,
+                                 const char *instance_id) {
+        size_t len = strlen(conf->group_id) + strlen(instance_id) + 2;
+        char *id = malloc(len);
+        if (id)
+                snprintf(id, len, "%s-%s", conf->group_id, instance_id);
+        return id;
+}
+
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
 
@@ -775,13 +787,29 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         KEEP(sg_cfg_parse_topics(c, root, conf));
         if (c->err_cnt > 0)
                 return SG_ERR_CONFIG;
-        if (c->eos) {
-                size_t len =
-                        strlen(conf->group_id) + strlen(conf->instance_id) + 2;
-                if (!(conf->transactional_id = malloc(len)))
-                        return sg_cfg_nomem(c);
-                snprintf(conf->transactional_id, len, "%s-%s", conf->group_id,
-                         conf->instance_id);
+        if (c->eos && !(conf->transactional_id =
+                                transactional_id_of(conf, conf->instance_id)))
+                return sg_cfg_nomem(c);
+        return SG_OK;
+}
+
+sg_err_t sg_config_set_instance_id(sg_config_t *conf, const char *instance_id,
+                                   char *errstr, size_t errstr_size) {
+        if (!instance_id[0]) {
+                sg_errf(errstr, errstr_size, "must be a non-empty string");
+                return SG_ERR_CONFIG;
+        }
+        char *id = strdup(instance_id), *tx = NULL;
+        if (!id || (conf->transactional_id &&
+                    !(tx = transactional_id_of(conf, instance_id)))) {
+                free(id);
+                return SG_ERR_NOMEM;
+        }
+        free(conf->instance_id);
+        conf->instance_id = id;
+        if (tx) {
+                free(conf->transactional_id);
+                conf->transactional_id = tx;
         }
         return SG_OK;
 }

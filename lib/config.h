@@ -304,6 +304,16 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
 /** Frees @p conf and everything it owns. NULL is a no-op. */
 void sg_config_destroy(sg_config_t *conf);
 
+/**
+ * Sets the instance id (the --instance-id flag overrides the file's
+ * "instance_id") and, in exactly_once, the transactional id that follows
+ * from it, <group.id>-<instance_id> (semantics §6, the one place it is
+ * built). @p instance_id is copied.
+ * @returns SG_OK, SG_ERR_CONFIG (empty id, errstr filled), SG_ERR_NOMEM.
+ */
+sg_err_t sg_config_set_instance_id(sg_config_t *conf, const char *instance_id,
+                                   char *errstr, size_t errstr_size);
+
 /** Returns the topic config for input topic @p topic, or NULL. */
 const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
                                          const char *topic);

@@ -458,27 +458,15 @@ static int run(const opts_t *o) {
                 conf->data_dir = d;
         }
         conf->accept_key_change = o->accept_key_change;
-        if (o->instance_id) {
-                /* the transactional id follows the instance id */
-                size_t n = strlen(conf->group_id) + strlen(o->instance_id) + 2;
-                char *id = strdup(o->instance_id), *tx = malloc(n);
-                if (!id || !tx || !o->instance_id[0]) {
-                        free(id);
-                        free(tx);
-                        fprintf(stderr, "seqgate: --instance-id: must be a "
-                                        "non-empty string\n");
-                        sg_config_destroy(conf);
-                        return 2;
-                }
-                snprintf(tx, n, "%s-%s", conf->group_id, id);
-                free(conf->instance_id);
-                conf->instance_id = id;
-                if (conf->transactional_id) {
-                        free(conf->transactional_id);
-                        conf->transactional_id = tx;
-                } else {
-                        free(tx);
-                }
+        sg_err_t ierr =
+                o->instance_id ? sg_config_set_instance_id(conf, o->instance_id,
+                                                           es, sizeof(es))
+                               : SG_OK;
+        if (ierr) {
+                fprintf(stderr, "seqgate: --instance-id: %s\n",
+                        ierr == SG_ERR_NOMEM ? "out of memory" : es);
+                sg_config_destroy(conf);
+                return 2;
         }
 
         cJSON *f = cJSON_CreateObject();

@@ -1138,6 +1138,17 @@ START_TEST(test_exactly_once_defaults) {
         ck_assert_str_eq(conf->transactional_id, want);
         snprintf(want, sizeof(want), "%s-orders-changelog", conf->group_id);
         ck_assert_str_eq(conf->topics[0].changelog_topic, want);
+        /* --instance-id: the transactional id follows it */
+        ck_assert_int_eq(
+                sg_config_set_instance_id(conf, "b-2", err, sizeof(err)),
+                SG_OK);
+        ck_assert_str_eq(conf->instance_id, "b-2");
+        snprintf(want, sizeof(want), "%s-b-2", conf->group_id);
+        ck_assert_str_eq(conf->transactional_id, want);
+        ck_assert_int_eq(sg_config_set_instance_id(conf, "", err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_str_eq(err, "must be a non-empty string");
+        ck_assert_str_eq(conf->instance_id, "b-2");
         sg_config_destroy(conf);
         ck_assert_int_eq(parse_q(CFG(",'guarantee':'at_least_once'",
                                      ",'changelog_topic':'my.changelog'"),
@@ -1145,6 +1156,9 @@ START_TEST(test_exactly_once_defaults) {
                          SG_OK);
         ck_assert_str_eq(conf->topics[0].changelog_topic, "my.changelog");
         ck_assert_ptr_null(conf->transactional_id); /* at_least_once */
+        ck_assert_int_eq(sg_config_set_instance_id(conf, "c", err, sizeof(err)),
+                         SG_OK);
+        ck_assert_ptr_null(conf->transactional_id);
         sg_config_destroy(conf);
 }
 END_TEST
