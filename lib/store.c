@@ -267,6 +267,18 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         }
         s->lock_fd = fd;
         s->growth = growth ? growth : (1u << 30);
+        if (!(s->dir = strdup(dir))) {
+                close(fd);
+                free(s);
+                return SG_ERR_NOMEM;
+        }
+        sg_err_t serr = sg_store_session_open(s, errstr, errstr_size);
+        if (serr) {
+                close(fd);
+                free(s->dir);
+                free(s);
+                return serr;
+        }
         int rc = mdb_env_create(&s->env);
         if (rc)
                 goto fail;
@@ -275,7 +287,8 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                 goto fail;
         /* MDB_NOTLS: transactions are tied to our objects, not to threads'
          * TLS slots. Durability: a committed LMDB transaction is synced
-         * (no MDB_NOSYNC): the store must never claim more than Kafka has. */
+         * unless sg_store_defer_sync() says Kafka holds the durable copy
+         * (store_durable.c). */
         if ((rc = mdb_env_open(s->env, dir, MDB_NOTLS, 0640)))
                 goto fail;
         /* A file larger than map_size (grown earlier) keeps its size. */
@@ -283,6 +296,10 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         mdb_env_info(s->env, &info);
         if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
+        if ((serr = sg_store_session_settle(s, errstr, errstr_size))) {
+                sg_store_close(s);
+                return serr;
+        }
         *storep = s;
         return SG_OK;
 fail:
@@ -290,6 +307,7 @@ fail:
         if (s->env)
                 mdb_env_close(s->env);
         close(s->lock_fd);
+        free(s->dir);
         free(s);
         return rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
 }
@@ -297,7 +315,10 @@ fail:
 void sg_store_close(sg_store_t *s) {
         if (!s)
                 return;
+        if (s->lock_fd > 0) /* a writer's store: sync, mark the close */
+                sg_store_session_close(s);
         mdb_env_close(s->env);
+        free(s->dir);
         if (s->lock_fd > 0)
                 close(s->lock_fd); /* releases the flock */
         free(s);

@@ -174,6 +174,35 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        size_t errstr_size);
 void sg_store_close(sg_store_t *store);
 
+/*
+ * Durability of the store (semantics §6; the argument in store_durable.c).
+ * By default every committed transaction is synced (fdatasync). In
+ * exactly_once the changelog topic, committed in the same Kafka transaction
+ * as the output, holds the durable copy, so the store may defer its syncs:
+ * sg_store_defer_sync() turns per-commit syncs off (MDB_NOSYNC) after
+ * recording, durably, that a session without syncs is open
+ * (data_dir/seqgate.session with this boot's id). sg_store_close() syncs and
+ * records the clean close. A later sg_store_open() that finds the session
+ * still open under another boot id (the machine stopped, so the last
+ * writes may be missing or torn) removes the LMDB files instead of using
+ * them — sg_store_rebuilt() then says so and why — and the engine restores
+ * every partition from its changelog. A session left open by a process of
+ * the same boot is whole (the page cache holds every commit) and is synced.
+ */
+/** Defers syncs (see above). @returns SG_OK, SG_ERR_INVALID (no boot id
+ *  on this system: syncs stay on, errstr says why), SG_ERR_IO (session
+ *  file), SG_ERR_STORE. Call with no transaction open. */
+sg_err_t sg_store_defer_sync(sg_store_t *store, char *errstr,
+                             size_t errstr_size);
+/** Whether sg_store_defer_sync() took effect. */
+bool sg_store_deferred(const sg_store_t *store);
+/** Syncs everything committed so far to the disk (a checkpoint of a
+ *  deferred store). @returns SG_OK or SG_ERR_STORE. */
+sg_err_t sg_store_sync(sg_store_t *store, char *errstr, size_t errstr_size);
+/** True if sg_store_open() removed an untrusted store (the store is new
+ *  and empty); *whyp (optional) the reason, valid while the store is open. */
+bool sg_store_rebuilt(const sg_store_t *store, const char **whyp);
+
 /** Grows the map by the growth step. No transaction may be open (LMDB
  *  rule; asserted): SG_ERR_INVALID if one is. */
 sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);

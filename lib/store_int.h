@@ -45,7 +45,26 @@ struct sg_store {
         uint64_t fault_n, fault_cnt;
         int fault_rc;
         bool fault_fired;
+        /* durability (store_durable.c) */
+        char *dir;     /* data_dir, for the session file */
+        bool deferred; /* MDB_NOSYNC: Kafka holds the durable copy */
+        bool rebuilt;  /* open found an untrusted store, removed it */
+        bool settle;   /* open found a deferred session of this boot:
+                                 sync it once the environment is open */
+        char rebuilt_why[160];
+        char boot_id[64]; /* this boot's id, "" unknown */
 };
+
+/* store_durable.c: the session file. Before mdb_env_open: removes a store
+ * a crash of its machine may have left without its last writes (sets
+ * s->rebuilt); SG_ERR_IO on a file error. */
+sg_err_t sg_store_session_open(sg_store_t *s, char *errstr, size_t errstr_size);
+/* After mdb_env_open: syncs what a stopped process of this boot left in
+ * the page cache, then marks the session closed. */
+sg_err_t sg_store_session_settle(sg_store_t *s, char *errstr,
+                                 size_t errstr_size);
+/* At close: syncs a deferred store, then marks the session closed. */
+void sg_store_session_close(sg_store_t *s);
 
 /* A captured change (changelog, semantics §6): full LMDB key, value or NULL. */
 typedef struct change {

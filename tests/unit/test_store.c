@@ -91,6 +91,128 @@ START_TEST(open_creates_missing_parents) {
 }
 END_TEST
 
+/* ---- durability of a store that defers its syncs (exactly_once) ---- */
+
+/* A child process opens the store, defers its syncs, commits one dedup
+ * record and stops: without closing (a killed process) or after a clean
+ * close. */
+static void deferred_child(bool clean) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                sg_store_t *s;
+                if (sg_store_open(dir, 1 << 22, 1 << 22, &s, err,
+                                  sizeof(err)) ||
+                    sg_store_defer_sync(s, err, sizeof(err)) ||
+                    !sg_store_deferred(s))
+                        _exit(3);
+                sg_tp_t tp;
+                sg_tp_make(&tp, "orders", 0);
+                unsigned char kh[32];
+                hash_of("key", kh);
+                sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED,
+                                    .first_seen_ms = 5,
+                                    .expiry_ms = 105};
+                sg_txn_t *t;
+                if (sg_txn_begin(s, true, &t, err, sizeof(err)) ||
+                    sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)) ||
+                    sg_txn_commit(t, err, sizeof(err)))
+                        _exit(4);
+                if (clean)
+                        sg_store_close(s);
+                _exit(0); /* no close: as a killed process */
+        }
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit %d",
+                      WEXITSTATUS(st));
+}
+
+static void session_read(char *line, size_t n) {
+        char p[128];
+        snprintf(p, sizeof(p), "%s/seqgate.session", dir);
+        FILE *f = fopen(p, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(line, (int)n, f));
+        fclose(f);
+}
+
+/* The machine "rebooted": the session file names another boot. */
+static void session_other_boot(void) {
+        char line[256], p[128];
+        session_read(line, sizeof(line));
+        char *boot = strrchr(line, ' ');
+        ck_assert_ptr_nonnull(boot);
+        snprintf(boot + 1, sizeof(line) - (size_t)(boot + 1 - line),
+                 "00000000-0000-0000-0000-000000000000\n");
+        snprintf(p, sizeof(p), "%s/seqgate.session", dir);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(line, f);
+        fclose(f);
+}
+
+static sg_err_t dedup_key_get(sg_store_t *s) {
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char kh[32];
+        hash_of("key", kh);
+        sg_txn_t *t = wtxn(s);
+        sg_dedup_rec_t g;
+        sg_err_t e = sg_dedup_get(t, &tp, kh, &g);
+        sg_txn_abort(t);
+        return e;
+}
+
+/* A process stop loses nothing: every commit is in the page cache. The
+ * store is used (and synced, and its session closed). */
+START_TEST(deferred_store_kept_after_process_stop) {
+        deferred_child(false);
+        char line[256];
+        session_read(line, sizeof(line));
+        ck_assert_msg(strstr(line, " open ") != NULL, "session: %s", line);
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        ck_assert(!sg_store_rebuilt(s, NULL));
+        ck_assert_int_eq(dedup_key_get(s), SG_OK);
+        session_read(line, sizeof(line));
+        ck_assert_msg(strstr(line, " closed ") != NULL, "session: %s", line);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A machine stop may have lost the unsynced writes: the store is never
+ * used, it is removed (and then rebuilt from the changelog). */
+START_TEST(deferred_store_rebuilt_after_machine_stop) {
+        deferred_child(false);
+        session_other_boot();
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        const char *why = NULL;
+        ck_assert(sg_store_rebuilt(s, &why));
+        ck_assert_ptr_nonnull(why);
+        ck_assert_msg(strstr(why, "machine stopped") != NULL, "why: %s", why);
+        ck_assert_int_eq(dedup_key_get(s), SG_ERR_NOT_FOUND);
+        sg_store_close(s);
+        /* and the new store is trusted from then on */
+        s = open_store(1 << 22, 1 << 22);
+        ck_assert(!sg_store_rebuilt(s, NULL));
+        sg_store_close(s);
+}
+END_TEST
+
+/* A clean close synced everything: a later boot uses the store. */
+START_TEST(deferred_store_kept_after_clean_close) {
+        deferred_child(true);
+        char line[256];
+        session_read(line, sizeof(line));
+        ck_assert_msg(strstr(line, " closed ") != NULL, "session: %s", line);
+        session_other_boot();
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        ck_assert(!sg_store_rebuilt(s, NULL));
+        ck_assert_int_eq(dedup_key_get(s), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
 START_TEST(dedup_sweep_uses_expiry_index) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_tp_t tp;
@@ -1033,6 +1155,9 @@ int main(void) {
         tcase_add_test(tc, fault_begin_and_commit);
         tcase_add_test(tc, fault_partition_drop);
         tcase_add_test(tc, txn_errdetail_names_the_cause);
+        tcase_add_test(tc, deferred_store_kept_after_process_stop);
+        tcase_add_test(tc, deferred_store_rebuilt_after_machine_stop);
+        tcase_add_test(tc, deferred_store_kept_after_clean_close);
 #ifndef NDEBUG
         tcase_add_test(tc, grow_with_txn_open_asserts);
 #endif

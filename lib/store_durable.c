@@ -1,0 +1,208 @@
+/*
+ * store_durable.c — when the store may skip its syncs, and how a store that
+ * lost its last writes is found (semantics §6, "Durability of the store").
+ *
+ * exactly_once keeps every state change in the changelog topic, committed
+ * in the same Kafka transaction as the output and the input offsets: Kafka
+ * holds the durable copy, as it does for Kafka Streams' state stores. The
+ * LMDB store is then a cache of the changelog and need not fdatasync every
+ * batch (sg_store_defer_sync: MDB_NOSYNC). What that can cost, and how it
+ * is answered:
+ *  - the process dies (kill -9, crash, OOM): every committed LMDB
+ *    transaction was written to the file (the kernel's page cache), so the
+ *    store is whole: nothing to do;
+ *  - the machine stops (kernel panic, power loss, VM reset): the writes
+ *    since the last sync may be missing or torn, so the store cannot be
+ *    trusted. It is never used: the next open finds the session file still
+ *    "open" under another boot id, removes the LMDB files, and the engine
+ *    restores every partition from its changelog as a new owner would.
+ * The session file (data_dir/seqgate.session, one line "seqgate-session 1
+ * open|closed BOOT_ID") is replaced atomically (write, fsync, rename, fsync
+ * of the directory) and says "open" from before the first unsynced commit
+ * until the store was synced at its clean close. at_least_once commits its
+ * input offsets after the store, so its store must be durable first: it
+ * keeps syncing every commit (no session is opened).
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SESSION_FILE "seqgate.session"
+#define SESSION_MAGIC "seqgate-session 1"
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+
+/* This boot's id (Linux: a random UUID per boot), "" when unknown. */
+static void boot_id_read(char *out, size_t size) {
+        out[0] = '\0';
+        FILE *f = fopen(BOOT_ID_PATH, "re");
+        if (!f)
+                return;
+        if (fgets(out, (int)size, f)) {
+                out[strcspn(out, "\r\n \t")] = '\0';
+        } else {
+                out[0] = '\0';
+        }
+        fclose(f);
+}
+
+static void path_of(const sg_store_t *s, const char *name, char *out,
+                    size_t size) {
+        snprintf(out, size, "%s/%s", s->dir, name);
+}
+
+/* Replaces the session file with one line, durably (write, fsync, rename,
+ * fsync of the directory). */
+static sg_err_t session_write(sg_store_t *s, const char *state, char *errstr,
+                              size_t errstr_size) {
+        char p[4096], tmp[4200], line[160];
+        path_of(s, SESSION_FILE, p, sizeof(p));
+        snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+        int n = snprintf(line, sizeof(line), "%s %s %s\n", SESSION_MAGIC, state,
+                         s->boot_id);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+        if (fd < 0)
+                goto fail;
+        if (write(fd, line, (size_t)n) != n || fsync(fd) != 0) {
+                close(fd);
+                goto fail;
+        }
+        close(fd);
+        if (rename(tmp, p) != 0)
+                goto fail;
+        int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+                int rc = fsync(dfd);
+                close(dfd);
+                if (rc != 0)
+                        goto fail;
+        }
+        return SG_OK;
+fail:
+        sg_errf(errstr, errstr_size, "store session file %s: %s", p,
+                strerror(errno));
+        return SG_ERR_IO;
+}
+
+sg_err_t sg_store_session_open(sg_store_t *s, char *errstr,
+                               size_t errstr_size) {
+        boot_id_read(s->boot_id, sizeof(s->boot_id));
+        char p[4096], line[256] = "";
+        path_of(s, SESSION_FILE, p, sizeof(p));
+        FILE *f = fopen(p, "re");
+        if (!f) {
+                if (errno == ENOENT)
+                        return SG_OK; /* never deferred: every commit synced */
+                sg_errf(errstr, errstr_size, "store session file %s: %s", p,
+                        strerror(errno));
+                return SG_ERR_IO;
+        }
+        bool got = fgets(line, sizeof(line), f) != NULL;
+        fclose(f);
+        line[strcspn(line, "\n")] = '\0';
+        char state[16] = "", boot[80] = "";
+        const char *rest =
+                strncmp(line, SESSION_MAGIC " ", sizeof(SESSION_MAGIC)) == 0
+                        ? line + sizeof(SESSION_MAGIC)
+                        : NULL;
+        if (got && rest && sscanf(rest, "%15s %79s", state, boot) >= 1 &&
+            strcmp(state, "closed") == 0)
+                return SG_OK; /* synced at its clean close */
+        if (got && rest && strcmp(state, "open") == 0 && boot[0] &&
+            s->boot_id[0] && strcmp(boot, s->boot_id) == 0) {
+                /* the process stopped, its machine did not: every commit
+                 * is in the file; synced before it is trusted further */
+                s->settle = true;
+                return SG_OK;
+        }
+        /* Open under another boot (or unreadable): the machine stopped
+         * while commits were not synced. Never used: removed, and rebuilt
+         * from the changelog. */
+        snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
+                 "the store was in use without per-commit syncs when its "
+                 "machine stopped (boot %.36s, now %.36s)",
+                 boot[0] ? boot : "unknown",
+                 s->boot_id[0] ? s->boot_id : "unknown");
+        const char *files[] = {"data.mdb", "lock.mdb"};
+        for (size_t i = 0; i < 2; i++) {
+                char fp[4200];
+                path_of(s, files[i], fp, sizeof(fp));
+                if (unlink(fp) != 0 && errno != ENOENT) {
+                        sg_errf(errstr, errstr_size,
+                                "removing the untrusted store %s: %s", fp,
+                                strerror(errno));
+                        return SG_ERR_IO;
+                }
+        }
+        s->rebuilt = true;
+        return session_write(s, "closed", errstr, errstr_size);
+}
+
+sg_err_t sg_store_session_settle(sg_store_t *s, char *errstr,
+                                 size_t errstr_size) {
+        if (!s->settle)
+                return SG_OK;
+        int rc = mdb_env_sync(s->env, 1);
+        if (rc) {
+                sg_errf(errstr, errstr_size, "LMDB sync %s: %s", s->dir,
+                        mdb_strerror(rc));
+                return SG_ERR_STORE;
+        }
+        s->settle = false;
+        return session_write(s, "closed", errstr, errstr_size);
+}
+
+sg_err_t sg_store_defer_sync(sg_store_t *s, char *errstr, size_t errstr_size) {
+        if (s->deferred)
+                return SG_OK;
+        if (!s->boot_id[0]) {
+                sg_errf(errstr, errstr_size,
+                        "no boot id (%s): a machine stop could not be told "
+                        "from a process stop, so every commit stays synced",
+                        BOOT_ID_PATH);
+                return SG_ERR_INVALID;
+        }
+        sg_err_t err = session_write(s, "open", errstr, errstr_size);
+        if (err)
+                return err;
+        int rc = mdb_env_set_flags(s->env, MDB_NOSYNC, 1);
+        if (rc) {
+                sg_errf(errstr, errstr_size, "LMDB MDB_NOSYNC %s: %s", s->dir,
+                        mdb_strerror(rc));
+                return SG_ERR_STORE;
+        }
+        s->deferred = true;
+        return SG_OK;
+}
+
+sg_err_t sg_store_sync(sg_store_t *s, char *errstr, size_t errstr_size) {
+        int rc = mdb_env_sync(s->env, 1);
+        if (rc) {
+                sg_errf(errstr, errstr_size, "LMDB sync %s: %s", s->dir,
+                        mdb_strerror(rc));
+                return SG_ERR_STORE;
+        }
+        return SG_OK;
+}
+
+void sg_store_session_close(sg_store_t *s) {
+        if (!s->deferred)
+                return;
+        /* the session stays "open" unless everything reached the disk */
+        if (mdb_env_sync(s->env, 1) == 0)
+                (void)session_write(s, "closed", NULL, 0);
+}
+
+bool sg_store_rebuilt(const sg_store_t *s, const char **whyp) {
+        if (whyp)
+                *whyp = s->rebuilt ? s->rebuilt_why : NULL;
+        return s->rebuilt;
+}
+
+bool sg_store_deferred(const sg_store_t *s) {
+        return s->deferred;
+}
