@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
         if (sg_config_parse(json, &conf, err, sizeof(err)) ||
             sg_store_open(dir, conf->map_size_bytes, conf->map_growth_bytes,
                           &store, err, sizeof(err)) ||
+            sg_engine_store_durability(conf, store, err, sizeof(err)) ||
             sg_engine_new(conf, store, &eng, err, sizeof(err))) {
                 fprintf(stderr, "engine_bench: %s\n", err);
                 return 1;

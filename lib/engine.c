@@ -185,6 +185,13 @@ const sg_metrics_t *sg_engine_metrics(const sg_engine_t *e) {
         return &e->metrics;
 }
 
+sg_err_t sg_engine_store_durability(const sg_config_t *conf, sg_store_t *store,
+                                    char *errstr, size_t errstr_size) {
+        if (conf->guarantee != SG_GUARANTEE_EXACTLY_ONCE)
+                return SG_OK;
+        return sg_store_defer_sync(store, errstr, errstr_size);
+}
+
 sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                        sg_engine_t **enginep, char *errstr,
                        size_t errstr_size) {

@@ -79,6 +79,19 @@ extern "C" {
 typedef struct sg_engine sg_engine_t;
 
 /**
+ * Applies the guarantee's durability to @p store (semantics §6, "Durability
+ * of the store"): exactly_once defers the store's syncs to the changelog
+ * (sg_store_defer_sync); at_least_once keeps every commit synced, because its
+ * input offsets are committed after the store. Call once after
+ * sg_store_open, before the engine's first batch.
+ * @returns SG_OK, SG_ERR_INVALID (exactly_once on a system without a boot
+ *          id: commits stay synced, errstr says why — not an error to stop
+ *          for), or the store's error.
+ */
+sg_err_t sg_engine_store_durability(const sg_config_t *conf, sg_store_t *store,
+                                    char *errstr, size_t errstr_size);
+
+/**
  * Creates an engine over @p store with configuration @p conf (both borrowed;
  * they must outlive the engine). The configuration's limits (state name
  * lengths, field sizes with a snapshot source) are checked when it is parsed

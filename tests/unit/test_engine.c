@@ -1707,6 +1707,27 @@ static int store_parked(h_t *h, const char *agg) {
         return n;
 }
 
+/* semantics §6, durability of the store: exactly_once defers the store's
+ * syncs to the changelog, at_least_once keeps every commit synced. */
+START_TEST(store_durability_follows_the_guarantee) {
+        const char *roots[] = {"\"guarantee\":\"exactly_once\",",
+                               "\"guarantee\":\"at_least_once\","};
+        for (int i = 0; i < 2; i++) {
+                h_t h = {0};
+                h.root = roots[i];
+                h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
+                char err[256];
+                ck_assert_int_eq(sg_engine_store_durability(h.conf, h.store,
+                                                            err, sizeof(err)),
+                                 SG_OK);
+                ck_assert_msg(sg_store_deferred(h.store) == (i == 0),
+                              "%s: deferred %d", roots[i],
+                              sg_store_deferred(h.store));
+                h_free(&h);
+        }
+}
+END_TEST
+
 /* A stored value that does not decode (a store error) reaches the loop
  * with its reason: the store's last-error detail, not an empty errstr
  * that leaves the operator a fatal line without a cause. */
@@ -2330,6 +2351,7 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, new_aggregate_modes);
         tcase_add_test(rows, row8b_version_conflict_never_overwrites);
         tcase_add_test(rows, store_error_reports_its_detail);
+        tcase_add_test(rows, store_durability_follows_the_guarantee);
         tcase_add_test(rows, version_wrap_at_u64_max);
         suite_add_tcase(s, rows);
         TCase *gaps = tcase_create("gaps");
