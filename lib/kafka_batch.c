@@ -300,23 +300,22 @@ static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
         return sg_loop_part(loop, tc->name, ef->partition);
 }
 
-/**
- * at_least_once, once the batch's @p nout output and DLQ records were
- * delivered: its @p ncl changelog records, each framed with its partition's
- * epoch and this batch's sequence (changelog.h), all delivered, each
- * partition's right where this owner's previous record ended (nobody else
- * wrote since: no newer owner's claim between, no zombie's record) — then
- * one marker per partition, delivered and contiguous too. The processor is
- * told every effect's offset before the markers go out. Any failure from
- * the first changelog record on marks the partitions for a restore
- * (sg_loop_restore: the records of an unfinished batch are void, their keys
- * rewritten) before they are judged again.
- */
-static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
-                                       size_t cnt, size_t ncl, size_t nout,
-                                       char *errstr, size_t errstr_size) {
+/** Tells the processor the offset every record effect of the batch's @p cnt
+ *  landed at (the delivered() callback). */
+static void loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
+                                  size_t cnt) {
         const sg_processor_t *pr = &loop->proc;
-        sg_err_t err = SG_OK;
+        if (pr->delivered)
+                for (size_t i = 0; i < cnt; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
+}
+
+/** loop_attempt_changelog, step 1: counts each partition's changelog
+ *  records of the batch (part.cl_cnt), refusing a partition this instance
+ *  does not own, and opens the partition's next batch sequence. */
+static sg_err_t loop_cl_count(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt, char *errstr, size_t errstr_size) {
         for (size_t i = 0; i < loop->part_cnt; i++)
                 loop->parts[i].cl_cnt = 0;
         for (size_t i = 0; i < cnt; i++) {
@@ -335,6 +334,14 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 if (loop->parts[pi].cl_cnt++ == 0)
                         loop->parts[pi].cl_seq++; /* never used again */
         }
+        return SG_OK;
+}
+
+/** loop_attempt_changelog, step 2: reserves the delivery reports of the
+ *  batch's @p cnt effects and of the *nxp markers of two batches back the
+ *  batch drops. */
+static sg_err_t loop_cl_reserve(sg_loop_t *loop, size_t cnt, size_t *nxp,
+                                char *errstr, size_t errstr_size) {
         /* Each partition's batch also drops this owner's marker of two
          * batches back (changelog.h); those records are reported after the
          * effects' (opaque index cnt + k). */
@@ -350,8 +357,16 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 loop->dr_errs[cnt + k] = RD_KAFKA_RESP_ERR_NO_ERROR;
         }
         loop->dr_cnt = cnt + nx;
-        /* From the first changelog record on, a failure leaves the
-         * partition's changelog with an unfinished batch. */
+        *nxp = nx;
+        return SG_OK;
+}
+
+/** loop_attempt_changelog, step 3: produces the tombstones of the markers
+ *  of two batches back, then the batch's changelog records, each framed
+ *  with its partition's epoch and the batch's sequence. */
+static sg_err_t loop_cl_produce(sg_loop_t *loop, const sg_effect_t *efs,
+                                size_t cnt, char *errstr, size_t errstr_size) {
+        sg_err_t err = SG_OK;
         for (size_t i = 0, k = 0; i < loop->part_cnt && !err; i++) {
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0 || p->cl_m2 == 0)
@@ -378,34 +393,39 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                 err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
                                       errstr_size);
         }
-        if (!err)
-                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
-        /* contiguity, per partition */
-        for (size_t i = 0; i < loop->part_cnt; i++)
-                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
-        for (size_t i = 0; !err && i < cnt + nx; i++) {
+        return err;
+}
+
+/** The @p k-th partition (from 0) whose batch dropped a marker of two
+ *  batches back: the one delivery report cnt + k is for. */
+static sg_part_t *loop_cl_tomb_part(sg_loop_t *loop, size_t k) {
+        for (size_t j = 0; j < loop->part_cnt; j++)
+                if (loop->parts[j].cl_cnt > 0 && loop->parts[j].cl_m2 > 0 &&
+                    k-- == 0)
+                        return &loop->parts[j];
+        return NULL;
+}
+
+/** loop_attempt_changelog, step 4: checks every partition's changelog
+ *  records of the batch (the @p cnt effects' and the @p nx tombstones')
+ *  landed contiguously from where this owner's previous record ended
+ *  (part.cl_next); part.cl_first and cl_last must be reset to -1. */
+static sg_err_t loop_cl_check_landed(sg_loop_t *loop, const sg_effect_t *efs,
+                                     size_t cnt, size_t nx, char *errstr,
+                                     size_t errstr_size) {
+        for (size_t i = 0; i < cnt + nx; i++) {
                 if (i < cnt && efs[i].kind != SG_EFFECT_CHANGELOG)
                         continue;
-                sg_part_t *p = NULL;
-                if (i < cnt) {
-                        p = &loop->parts[loop_changelog_part(loop, &efs[i])];
-                } else {
-                        /* the k-th partition that dropped a marker */
-                        size_t k = i - cnt;
-                        for (size_t j = 0; j < loop->part_cnt; j++)
-                                if (loop->parts[j].cl_cnt > 0 &&
-                                    loop->parts[j].cl_m2 > 0 && k-- == 0) {
-                                        p = &loop->parts[j];
-                                        break;
-                                }
-                }
+                sg_part_t *p = i < cnt ? &loop->parts[loop_changelog_part(
+                                                 loop, &efs[i])]
+                                       : loop_cl_tomb_part(loop, i - cnt);
                 int64_t o = loop->dr_offs[i];
                 if (p->cl_first < 0 || o < p->cl_first)
                         p->cl_first = o;
                 if (o > p->cl_last)
                         p->cl_last = o;
         }
-        for (size_t i = 0; !err && i < loop->part_cnt; i++) {
+        for (size_t i = 0; i < loop->part_cnt; i++) {
                 sg_part_t *p = &loop->parts[i];
                 if (p->cl_cnt == 0)
                         continue;
@@ -419,21 +439,25 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
                                 "in between",
                                 p->topic, p->partition, p->cl_first, p->cl_last,
                                 p->cl_next);
-                        err = SG_ERR_KAFKA;
+                        return SG_ERR_KAFKA;
                 }
         }
-        if (!err && pr->delivered)
-                for (size_t i = 0; i < cnt; i++)
-                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
-                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
-        /* the markers */
+        return SG_OK;
+}
+
+/** loop_attempt_changelog, step 5: writes one marker per partition with
+ *  changelog records in the batch, checks each landed right after the
+ *  batch's records, then moves the partition's cl_next, cl_m2, cl_m1 on. */
+static sg_err_t loop_cl_markers(sg_loop_t *loop, char *errstr,
+                                size_t errstr_size) {
+        sg_err_t err = SG_OK;
         size_t nm = 0;
         for (size_t i = 0; i < loop->part_cnt; i++)
                 nm += loop->parts[i].cl_cnt > 0;
-        sg_send_t *m = err ? NULL : calloc(nm, sizeof(*m));
+        sg_send_t *m = calloc(nm, sizeof(*m));
         unsigned char(*mk)[SG_CHANGELOG_MARKER_LEN + 8] =
-                err ? NULL : calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
-        if (!err && (!m || !mk)) {
+                calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
+        if (!m || !mk) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 err = SG_ERR_NOMEM;
         }
@@ -485,6 +509,45 @@ static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
         }
         free(m);
         free(mk);
+        return err;
+}
+
+/**
+ * at_least_once, once the batch's @p nout output and DLQ records were
+ * delivered: its @p ncl changelog records, each framed with its partition's
+ * epoch and this batch's sequence (changelog.h), all delivered, each
+ * partition's right where this owner's previous record ended (nobody else
+ * wrote since: no newer owner's claim between, no zombie's record) — then
+ * one marker per partition, delivered and contiguous too. The processor is
+ * told every effect's offset before the markers go out. Any failure from
+ * the first changelog record on marks the partitions for a restore
+ * (sg_loop_restore: the records of an unfinished batch are void, their keys
+ * rewritten) before they are judged again.
+ */
+static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
+                                       size_t cnt, size_t ncl, size_t nout,
+                                       char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        size_t nx = 0;
+        if ((err = loop_cl_count(loop, efs, cnt, errstr, errstr_size)) ||
+            (err = loop_cl_reserve(loop, cnt, &nx, errstr, errstr_size)))
+                return err;
+        /* From the first changelog record on, a failure leaves the
+         * partition's changelog with an unfinished batch. */
+        err = loop_cl_produce(loop, efs, cnt, errstr, errstr_size);
+        if (!err)
+                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
+        /* contiguity, per partition */
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
+        if (!err)
+                err = loop_cl_check_landed(loop, efs, cnt, nx, errstr,
+                                           errstr_size);
+        if (!err)
+                loop_report_delivered(loop, efs, cnt);
+        /* the markers */
+        if (!err)
+                err = loop_cl_markers(loop, errstr, errstr_size);
         if (err) {
                 for (size_t i = 0; i < loop->part_cnt; i++)
                         if (loop->parts[i].cl_cnt > 0) {
@@ -541,18 +604,16 @@ static void loop_report_positions(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_destroy(l);
 }
 
-/**
- * One attempt at the batch: processor, produce, deliveries, LMDB commit,
- * offsets. On error the processor batch is still open (caller aborts it),
- * except when the error came from batch_commit.
- */
-static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
-                             size_t errstr_size) {
+/** loop_attempt, step 1: opens the processor's batch and gives it the
+ *  batch's records (a partition the processor pauses is re-read from that
+ *  record) and HTTP snapshot results, reports positions, then ticks.
+ *  *consumedp: the records processed. */
+static sg_err_t loop_attempt_process(sg_loop_t *loop, size_t *consumedp,
+                                     char *errstr, size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
         sg_err_t err;
         size_t consumed = 0;
 
-        loop->kafka_committed = false;
         for (size_t i = 0; i < loop->batch_part_cnt; i++) {
                 sg_part_t *p = &loop->parts[loop->batch_parts[i]];
                 p->next_offset = p->first_offset;
@@ -585,46 +646,47 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
                         return err;
         }
         loop_report_positions(loop);
-        if ((err = pr->tick(pr->opaque, errstr, errstr_size)))
-                return err;
+        *consumedp = consumed;
+        return pr->tick(pr->opaque, errstr, errstr_size);
+}
 
-        const sg_effect_t *efs = NULL;
-        size_t cnt = pr->effects(pr->opaque, &efs);
-        size_t n = 0; /* records produced */
-        int64_t t0 = sg_clock_mono_ms();
-        if (!sg_loop_dr_begin(loop, cnt)) {
-                sg_errf(errstr, errstr_size,
-                        "out of memory for %zu delivery reports", cnt);
-                return SG_ERR_NOMEM;
+/** loop_attempt, step 2 (exactly_once): begins the batch's transaction. */
+static sg_err_t loop_attempt_txn_begin(sg_loop_t *loop, const sg_effect_t *efs,
+                                       size_t cnt, char *errstr,
+                                       size_t errstr_size) {
+        /* One transaction per batch with anything to write or an
+         * offset to move (semantics §6, exactly_once). */
+        bool records = false;
+        for (size_t i = 0; !records && i < cnt; i++)
+                records = efs[i].kind != SG_EFFECT_HTTP_GET;
+        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
+        bool moves = l->cnt > 0;
+        rd_kafka_topic_partition_list_destroy(l);
+        if (records || moves) {
+                rd_kafka_error_t *e =
+                        rd_kafka_begin_transaction(loop->producer);
+                if (e)
+                        return sg_loop_txn_error(loop, e, "begin_transaction",
+                                                 errstr, errstr_size);
+                loop->txn_open = true;
         }
-        sg_snapshot_http_discard(loop->http);
+        return SG_OK;
+}
 
-        if (loop->eos) {
-                /* One transaction per batch with anything to write or an
-                 * offset to move (semantics §6, exactly_once). */
-                bool records = false;
-                for (size_t i = 0; !records && i < cnt; i++)
-                        records = efs[i].kind != SG_EFFECT_HTTP_GET;
-                rd_kafka_topic_partition_list_t *l =
-                        sg_loop_batch_offsets(loop);
-                bool moves = l->cnt > 0;
-                rd_kafka_topic_partition_list_destroy(l);
-                if (records || moves) {
-                        rd_kafka_error_t *e =
-                                rd_kafka_begin_transaction(loop->producer);
-                        if (e)
-                                return sg_loop_txn_error(loop, e,
-                                                         "begin_transaction",
-                                                         errstr, errstr_size);
-                        loop->txn_open = true;
-                }
-        }
+/** loop_attempt, step 3: submits the batch's HTTP GETs and produces its
+ *  output and DLQ records (*np of them) and, unless framed
+ *  (at_least_once with a changelog: *nclp of them, written later by
+ *  loop_attempt_changelog), its changelog records. */
+static sg_err_t loop_attempt_produce(sg_loop_t *loop, const sg_effect_t *efs,
+                                     size_t cnt, size_t *np, size_t *nclp,
+                                     char *errstr, size_t errstr_size) {
+        sg_err_t err = SG_OK;
         /* at_least_once with a changelog: the output and DLQ records
          * first; the changelog records only once Kafka accepted all of
          * them (a changelog record must never describe output Kafka did
          * not take), then one marker per partition (changelog.h). */
         bool framed = loop->alos_cl;
-        size_t ncl = 0;
+        size_t n = 0, ncl = 0;
         for (size_t i = 0; i < cnt; i++) {
                 /* An HTTP GET is not a record: copied now, started only
                  * after the batch committed (processor.h). */
@@ -643,24 +705,21 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
                 if (err)
                         return err;
         }
-        if ((err = sg_loop_await(loop, n, errstr, errstr_size))) {
-                sg_loop_note_refusals(loop, efs, cnt);
-                return err;
-        }
-        if (ncl > 0 && (err = loop_attempt_changelog(loop, efs, cnt, ncl, n,
-                                                     errstr, errstr_size)))
-                return err;
-        if (pr->delivered && ncl == 0)
-                for (size_t i = 0; i < cnt; i++)
-                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
-                                pr->delivered(pr->opaque, i, loop->dr_offs[i]);
+        *np = n;
+        *nclp = ncl;
+        return SG_OK;
+}
 
-        /* The commit point (semantics §6): nothing below may run unless
-         * Kafka accepted every record of the attempt — the n output and DLQ
-         * records, or (an at_least_once changelog) the markers, whose
-         * deliveries came last and only after every changelog record's. */
-        assert(loop->dr_fail == 0 &&
-               loop->dr_ok == (ncl > 0 ? loop->dr_cnt : n));
+/** loop_attempt, step 4, past the commit point: commits the transaction
+ *  (exactly_once), the processor's batch (LMDB) and the input offsets, in
+ *  each guarantee's order (semantics §6); counts the attempt and sets
+ *  *consumedp to @p consumed once Kafka has the batch. */
+static sg_err_t loop_attempt_commit(sg_loop_t *loop, const sg_effect_t *efs,
+                                    size_t cnt, int64_t t0, size_t consumed,
+                                    size_t *consumedp, char *errstr,
+                                    size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err;
         if (loop->txn_open) {
                 /* exactly_once: output, DLQ, changelog and input offsets
                  * commit atomically; LMDB after (semantics §6). No
@@ -692,6 +751,59 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
         loop_attempt_done(loop, efs, cnt, t0);
         *consumedp = consumed;
         return SG_OK;
+}
+
+/**
+ * One attempt at the batch: processor, produce, deliveries, LMDB commit,
+ * offsets. On error the processor batch is still open (caller aborts it),
+ * except when the error came from batch_commit.
+ */
+static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
+                             size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err;
+        size_t consumed = 0;
+
+        loop->kafka_committed = false;
+        if ((err = loop_attempt_process(loop, &consumed, errstr, errstr_size)))
+                return err;
+
+        const sg_effect_t *efs = NULL;
+        size_t cnt = pr->effects(pr->opaque, &efs);
+        size_t n = 0;   /* records produced */
+        size_t ncl = 0; /* changelog records held back */
+        int64_t t0 = sg_clock_mono_ms();
+        if (!sg_loop_dr_begin(loop, cnt)) {
+                sg_errf(errstr, errstr_size,
+                        "out of memory for %zu delivery reports", cnt);
+                return SG_ERR_NOMEM;
+        }
+        sg_snapshot_http_discard(loop->http);
+
+        if (loop->eos &&
+            (err = loop_attempt_txn_begin(loop, efs, cnt, errstr, errstr_size)))
+                return err;
+        if ((err = loop_attempt_produce(loop, efs, cnt, &n, &ncl, errstr,
+                                        errstr_size)))
+                return err;
+        if ((err = sg_loop_await(loop, n, errstr, errstr_size))) {
+                sg_loop_note_refusals(loop, efs, cnt);
+                return err;
+        }
+        if (ncl > 0 && (err = loop_attempt_changelog(loop, efs, cnt, ncl, n,
+                                                     errstr, errstr_size)))
+                return err;
+        if (ncl == 0)
+                loop_report_delivered(loop, efs, cnt);
+
+        /* The commit point (semantics §6): nothing below may run unless
+         * Kafka accepted every record of the attempt — the n output and DLQ
+         * records, or (an at_least_once changelog) the markers, whose
+         * deliveries came last and only after every changelog record's. */
+        assert(loop->dr_fail == 0 &&
+               loop->dr_ok == (ncl > 0 ? loop->dr_cnt : n));
+        return loop_attempt_commit(loop, efs, cnt, t0, consumed, consumedp,
+                                   errstr, errstr_size);
 }
 
 void sg_loop_release(sg_loop_t *loop) {

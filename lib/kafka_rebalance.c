@@ -160,27 +160,13 @@ static void assign_hand_over(sg_loop_t *loop, rd_kafka_t *rk,
         sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
 }
 
-static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
-                      rd_kafka_topic_partition_list_t *parts,
-                      bool cooperative) {
-        char es[512];
-        int i;
-        sg_err_t err = SG_OK;
-        int64_t *stored = calloc((size_t)parts->cnt + 1, sizeof(*stored));
-        int64_t *committed = calloc((size_t)parts->cnt + 1, sizeof(*committed));
-        if (!stored || !committed) {
-                free(stored);
-                free(committed);
-                sg_loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
-                if (!cooperative)
-                        rd_kafka_assign(rk, NULL);
-                return;
-        }
-
-        loop->stats.rebalances_total++;
-        /* The table entries first: nothing is told to the processor for a
-         * partition the loop could not record. */
-        for (i = 0; i < parts->cnt; i++) {
+/* on_assign, step 1: records @p parts in the loop's partition table (the
+ * table entries first: nothing is told to the processor for a partition the
+ * loop could not record); false: the loop is fatal and nothing assigned. */
+static bool assign_parts_add(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             bool cooperative) {
+        for (int i = 0; i < parts->cnt; i++) {
                 if (sg_loop_part_add(loop, parts->elems[i].topic,
                                      parts->elems[i].partition) != SG_NO_PART)
                         continue;
@@ -192,10 +178,20 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 sg_loop_set_fatal(loop, SG_ERR_NOMEM, what);
                 if (!cooperative)
                         rd_kafka_assign(rk, NULL);
-                free(stored);
-                free(committed);
-                return;
+                return false;
         }
+        return true;
+}
+
+/* on_assign, step 2: tells the processor of @p parts (processor.h assign;
+ * the store grown once on SG_ERR_MAP_FULL), their store's offsets in
+ * @p stored; false: the loop is fatal and the partitions dropped. */
+static bool assign_processor(sg_loop_t *loop, rd_kafka_t *rk,
+                             rd_kafka_topic_partition_list_t *parts,
+                             int64_t *stored, bool cooperative) {
+        char es[512];
+        int i;
+        sg_err_t err = SG_OK;
         for (i = 0; i < parts->cnt; i++) {
                 rd_kafka_topic_partition_t *tp = &parts->elems[i];
                 stored[i] = -1;
@@ -215,27 +211,32 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                 if (err != SG_OK)
                         break;
         }
-        if (err != SG_OK) {
-                char what[800];
-                sg_errf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
-                        parts->elems[i].topic, parts->elems[i].partition, es);
-                on_assign_drop(loop, rk, parts, i, true);
-                /* a foreign store, or one whose key fingerprint the
-                 * configuration does not match (exit 2), keep their code */
-                sg_loop_set_fatal(loop,
-                                  err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
-                                          ? err
-                                          : SG_ERR_FATAL,
-                                  what);
-                if (!cooperative)
-                        rd_kafka_assign(rk, NULL);
-                free(stored);
-                free(committed);
-                return;
-        }
+        if (err == SG_OK)
+                return true;
+        char what[800];
+        sg_errf(what, sizeof(what), "assign %s/%" PRId32 ": %s",
+                parts->elems[i].topic, parts->elems[i].partition, es);
+        on_assign_drop(loop, rk, parts, i, true);
+        /* a foreign store, or one whose key fingerprint the
+         * configuration does not match (exit 2), keep their code */
+        sg_loop_set_fatal(loop,
+                          err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
+                                  ? err
+                                  : SG_ERR_FATAL,
+                          what);
+        if (!cooperative)
+                rd_kafka_assign(rk, NULL);
+        return false;
+}
 
-        assign_committed(loop, rk, parts, committed);
-
+/* on_assign, step 3: claims (at_least_once) and restores the changelogs of
+ * @p parts; false: the group moved on or the restore failed (fatal), the
+ * partitions are dropped. */
+static bool assign_claim_restore(sg_loop_t *loop, rd_kafka_t *rk,
+                                 rd_kafka_topic_partition_list_t *parts,
+                                 const int64_t *committed, bool cooperative) {
+        char es[512];
+        sg_err_t err = SG_OK;
         /* at_least_once with a changelog: claim the partitions' changelogs
          * (kafka.h "Changelog fencing") before restoring them. */
         bool lost = false;
@@ -259,9 +260,7 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                         "waiting for the next rebalance");
                 sg_loop_log(loop, SG_LOG_WARNING, "assignment_abandoned", f);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
-                free(stored);
-                free(committed);
-                return;
+                return false;
         }
         if (err) {
                 char what[800];
@@ -272,16 +271,39 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
                                           ? err
                                           : SG_ERR_FATAL,
                                   what);
+                return false;
+        }
+        return true;
+}
+
+static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
+                      rd_kafka_topic_partition_list_t *parts,
+                      bool cooperative) {
+        int64_t *stored = calloc((size_t)parts->cnt + 1, sizeof(*stored));
+        int64_t *committed = calloc((size_t)parts->cnt + 1, sizeof(*committed));
+        if (!stored || !committed) {
                 free(stored);
                 free(committed);
+                sg_loop_set_fatal(loop, SG_ERR_NOMEM, "assign: out of memory");
+                if (!cooperative)
+                        rd_kafka_assign(rk, NULL);
                 return;
         }
 
-        assign_start_offsets(loop, parts, stored, committed);
+        loop->stats.rebalances_total++;
+        bool ok = assign_parts_add(loop, rk, parts, cooperative) &&
+                  assign_processor(loop, rk, parts, stored, cooperative);
+        if (ok) {
+                assign_committed(loop, rk, parts, committed);
+                ok = assign_claim_restore(loop, rk, parts, committed,
+                                          cooperative);
+        }
+        if (ok)
+                assign_start_offsets(loop, parts, stored, committed);
         free(stored);
         free(committed);
-
-        assign_hand_over(loop, rk, parts, cooperative);
+        if (ok)
+                assign_hand_over(loop, rk, parts, cooperative);
 }
 
 static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,

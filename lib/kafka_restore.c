@@ -30,6 +30,120 @@ static sg_err_t restore_apply_cb(void *opaque, int64_t offset, const void *key,
                                  errstr_size);
 }
 
+/** loop_restore_read, step 1: assigns the restore consumer changelog
+ *  partition @p changelog [@p partition] from offset @p from. */
+static sg_err_t loop_restore_assign(sg_loop_t *loop, const char *changelog,
+                                    int32_t partition, int64_t from,
+                                    char *errstr, size_t errstr_size) {
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
+                from;
+        rd_kafka_resp_err_t e = rd_kafka_assign(loop->restorer, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (e) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: assign: %s", changelog,
+                        partition, rd_kafka_err2str(e));
+                return SG_ERR_KAFKA;
+        }
+        return SG_OK;
+}
+
+/** loop_restore_read, step 2: feeds changelog record @p m to the reader
+ *  @p rd and, when the reader's FLOOR moved from *floorp, tells the
+ *  processor (changelog_epoch_set) and updates *floorp. */
+static sg_err_t loop_restore_feed(sg_restore_ctx_t *ctx,
+                                  sg_changelog_reader_t *rd,
+                                  const rd_kafka_message_t *m, int64_t *floorp,
+                                  char *errstr, size_t errstr_size) {
+        const sg_processor_t *pr = &ctx->loop->proc;
+        rd_kafka_headers_t *h = NULL;
+        const void *frame = NULL;
+        size_t frame_len = 0;
+        if (!rd_kafka_message_headers(m, &h) &&
+            rd_kafka_header_get_last(h, SG_CHANGELOG_HEADER, &frame,
+                                     &frame_len))
+                frame = NULL;
+        sg_err_t err = sg_changelog_reader_feed(
+                rd, m->offset, m->key, m->key_len, m->payload,
+                m->payload ? m->len : 0, frame, frame_len, restore_apply_cb,
+                ctx, errstr, errstr_size);
+        if (!err && sg_changelog_reader_floor(rd) != *floorp) {
+                *floorp = sg_changelog_reader_floor(rd);
+                if (pr->changelog_epoch_set)
+                        pr->changelog_epoch_set(pr->opaque, ctx->topic,
+                                                ctx->partition, *floorp);
+        }
+        return err;
+}
+
+/** loop_restore_read, step 3: logs the restore consumer's error @p m
+ *  ("restore_consume_error"); an offset out of range, an offset reset or a
+ *  fatal error fails the restore at offset @p end. */
+static sg_err_t loop_restore_consume_error(sg_loop_t *loop,
+                                           const char *changelog,
+                                           int32_t partition, int64_t end,
+                                           const rd_kafka_message_t *m,
+                                           char *errstr, size_t errstr_size) {
+        char fes[512];
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "changelog", changelog);
+        cJSON_AddNumberToObject(f, "partition", partition);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2name(m->err));
+        cJSON_AddStringToObject(f, "message", rd_kafka_message_errstr(m));
+        sg_loop_log(loop, SG_LOG_WARNING, "restore_consume_error", f);
+        if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
+            m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+            rd_kafka_fatal_error(loop->restorer, fes, sizeof(fes))) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "] at offset "
+                        "%" PRId64 ": %s",
+                        changelog, partition, end, rd_kafka_message_errstr(m));
+                return SG_ERR_KAFKA;
+        }
+        return SG_OK;
+}
+
+/** loop_restore_read, step 4, at the partition's EOF @p end: sets *donep
+ *  when nothing undecided lies beyond (the high watermark); else logs
+ *  "restore_waiting_for_transaction" once (*waitingp) and fails once the
+ *  first EOF is SG_RESTORE_PENDING_MAX_MS old (@p since_ms). */
+static sg_err_t loop_restore_at_eof(sg_loop_t *loop, const char *changelog,
+                                    int32_t partition, int64_t end,
+                                    int64_t since_ms, bool *waitingp,
+                                    bool *donep, char *errstr,
+                                    size_t errstr_size) {
+        int64_t wlo = -1, whi = -1;
+        rd_kafka_get_watermark_offsets(loop->restorer, changelog, partition,
+                                       &wlo, &whi);
+        if (whi <= end) {
+                *donep = true; /* nothing undecided beyond */
+                return SG_OK;
+        }
+        if (!*waitingp) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "changelog", changelog);
+                cJSON_AddNumberToObject(f, "partition", partition);
+                cJSON_AddNumberToObject(f, "stable_offset", (double)end);
+                cJSON_AddNumberToObject(f, "high_watermark", (double)whi);
+                sg_loop_log(loop, SG_LOG_NOTICE,
+                            "restore_waiting_for_transaction", f);
+                *waitingp = true;
+        }
+        if (since_ms > SG_RESTORE_PENDING_MAX_MS) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: a "
+                        "transaction stayed undecided for "
+                        "%d s (stable offset %" PRId64
+                        ", high watermark %" PRId64 ")",
+                        changelog, partition, SG_RESTORE_PENDING_MAX_MS / 1000,
+                        end, whi);
+                return SG_ERR_KAFKA;
+        }
+        return SG_OK;
+}
+
 /**
  * Reads changelog partition @p changelog [@p partition] from @p from to its
  * read_committed end, giving every record to the reader @p rd, which hands
@@ -48,46 +162,20 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                   int64_t from, sg_changelog_reader_t *rd,
                                   int64_t *endp, char *errstr,
                                   size_t errstr_size) {
-        const sg_processor_t *pr = &loop->proc;
         sg_restore_ctx_t ctx = {loop, topic, partition};
         int64_t floor = sg_changelog_reader_floor(rd);
-        rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
-                from;
-        rd_kafka_resp_err_t e = rd_kafka_assign(loop->restorer, l);
-        rd_kafka_topic_partition_list_destroy(l);
-        if (e) {
-                sg_errf(errstr, errstr_size,
-                        "changelog %s [%" PRId32 "]: assign: %s", changelog,
-                        partition, rd_kafka_err2str(e));
-                return SG_ERR_KAFKA;
-        }
+        sg_err_t err = loop_restore_assign(loop, changelog, partition, from,
+                                           errstr, errstr_size);
+        if (err)
+                return err;
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
-        bool eof = false, waiting = false;
-        sg_err_t err = SG_OK;
+        bool eof = false, waiting = false, done = false;
         while (!err) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->restorer, SG_RESTORE_POLL_MS);
                 if (m && !m->err) {
-                        rd_kafka_headers_t *h = NULL;
-                        const void *frame = NULL;
-                        size_t frame_len = 0;
-                        if (!rd_kafka_message_headers(m, &h) &&
-                            rd_kafka_header_get_last(h, SG_CHANGELOG_HEADER,
-                                                     &frame, &frame_len))
-                                frame = NULL;
-                        err = sg_changelog_reader_feed(
-                                rd, m->offset, m->key, m->key_len, m->payload,
-                                m->payload ? m->len : 0, frame, frame_len,
-                                restore_apply_cb, &ctx, errstr, errstr_size);
-                        if (!err && sg_changelog_reader_floor(rd) != floor) {
-                                floor = sg_changelog_reader_floor(rd);
-                                if (pr->changelog_epoch_set)
-                                        pr->changelog_epoch_set(
-                                                pr->opaque, topic, partition,
-                                                floor);
-                        }
+                        err = loop_restore_feed(&ctx, rd, m, &floor, errstr,
+                                                errstr_size);
                         end = m->offset + 1;
                         eof = false;
                         progress = sg_clock_mono_ms();
@@ -101,27 +189,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         if (!first_eof)
                                 first_eof = progress;
                 } else if (m) {
-                        char fes[512];
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "changelog", changelog);
-                        cJSON_AddNumberToObject(f, "partition", partition);
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2name(m->err));
-                        cJSON_AddStringToObject(f, "message",
-                                                rd_kafka_message_errstr(m));
-                        sg_loop_log(loop, SG_LOG_WARNING,
-                                    "restore_consume_error", f);
-                        if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
-                            m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
-                            rd_kafka_fatal_error(loop->restorer, fes,
-                                                 sizeof(fes))) {
-                                sg_errf(errstr, errstr_size,
-                                        "changelog %s [%" PRId32 "] at offset "
-                                        "%" PRId64 ": %s",
-                                        changelog, partition, end,
-                                        rd_kafka_message_errstr(m));
-                                err = SG_ERR_KAFKA;
-                        }
+                        err = loop_restore_consume_error(loop, changelog,
+                                                         partition, end, m,
+                                                         errstr, errstr_size);
                 }
                 if (m)
                         rd_kafka_message_destroy(m);
@@ -129,38 +199,12 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         break;
                 int64_t now = sg_clock_mono_ms();
                 if (eof) {
-                        int64_t wlo = -1, whi = -1;
-                        rd_kafka_get_watermark_offsets(loop->restorer,
-                                                       changelog, partition,
-                                                       &wlo, &whi);
-                        if (whi <= end)
-                                break; /* nothing undecided beyond */
-                        if (!waiting) {
-                                cJSON *f = cJSON_CreateObject();
-                                cJSON_AddStringToObject(f, "changelog",
-                                                        changelog);
-                                cJSON_AddNumberToObject(f, "partition",
-                                                        partition);
-                                cJSON_AddNumberToObject(f, "stable_offset",
-                                                        (double)end);
-                                cJSON_AddNumberToObject(f, "high_watermark",
-                                                        (double)whi);
-                                sg_loop_log(loop, SG_LOG_NOTICE,
-                                            "restore_waiting_for_transaction",
-                                            f);
-                                waiting = true;
-                        }
-                        if (now - first_eof > SG_RESTORE_PENDING_MAX_MS) {
-                                sg_errf(errstr, errstr_size,
-                                        "changelog %s [%" PRId32 "]: a "
-                                        "transaction stayed undecided for "
-                                        "%d s (stable offset %" PRId64
-                                        ", high watermark %" PRId64 ")",
-                                        changelog, partition,
-                                        SG_RESTORE_PENDING_MAX_MS / 1000, end,
-                                        whi);
-                                err = SG_ERR_KAFKA;
-                        }
+                        err = loop_restore_at_eof(loop, changelog, partition,
+                                                  end, now - first_eof,
+                                                  &waiting, &done, errstr,
+                                                  errstr_size);
+                        if (done)
+                                break;
                 } else if (now - progress > SG_RESTORE_STALL_MS) {
                         sg_errf(errstr, errstr_size,
                                 "changelog %s [%" PRId32 "]: no progress for "
@@ -340,6 +384,115 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
 
 #define SG_RESTORE_ATTEMPTS 16
 
+/** loop_restore_part, step 1: reads changelog @p tc [@p partition]'s low
+ *  and high watermarks into *lop, *hip. A leader moving, a changelog just
+ *  created: retried (librdkafka does not retry NOT_LEADER_FOR_PARTITION
+ *  for ListOffsets itself). */
+static sg_err_t loop_restore_offsets(sg_loop_t *loop,
+                                     const sg_topic_config_t *tc,
+                                     int32_t partition, int64_t *lop,
+                                     int64_t *hip, char *errstr,
+                                     size_t errstr_size) {
+        rd_kafka_resp_err_t e;
+        sg_retry_t rt;
+        sg_retry_init(&rt, "restore");
+        char what[400];
+        sg_errf(what, sizeof(what),
+                "changelog %s [%" PRId32 "]: reading its offsets",
+                tc->changelog_topic, partition);
+        bool gave_up = false;
+        while ((e = rd_kafka_query_watermark_offsets(
+                        loop->restorer, tc->changelog_topic, partition, lop,
+                        hip, SG_METADATA_TIMEOUT_MS)) &&
+               sg_retry_again(loop, &rt, e, true, what, &gave_up))
+                ;
+        if (e) {
+                sg_errf(errstr, errstr_size, "%s: %s%s", what,
+                        rd_kafka_err2str(e),
+                        gave_up ? " (retriable; retried for "
+                                  "broker_retry_timeout_ms)"
+                                : "");
+                return SG_ERR_KAFKA;
+        }
+        return SG_OK;
+}
+
+/** loop_restore_part, step 2: one pass of the processor's restore
+ *  (restore_begin, the read from *fromp to *endp through a new changelog
+ *  reader *rdp — the caller's to destroy, also on error — restore_end). */
+static sg_err_t loop_restore_pass(sg_loop_t *loop, const char *topic,
+                                  int32_t partition,
+                                  const sg_topic_config_t *tc, int64_t lo,
+                                  int64_t hi, int64_t *fromp, int64_t *endp,
+                                  sg_changelog_reader_t **rdp, char *errstr,
+                                  size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_err_t err = pr->restore_begin(pr->opaque, topic, partition, lo, hi,
+                                         fromp, errstr, errstr_size);
+        int64_t floor0 = -1;
+        if (!err && pr->changelog_epoch_get)
+                floor0 = pr->changelog_epoch_get(pr->opaque, topic, partition);
+        if (!err && pr->changelog_epoch_set)
+                pr->changelog_epoch_set(pr->opaque, topic, partition, floor0);
+        if (!err && sg_changelog_reader_new(floor0, rdp)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                err = SG_ERR_NOMEM;
+        }
+        if (!err)
+                err = loop_restore_read(loop, topic, partition,
+                                        tc->changelog_topic, *fromp, *rdp, endp,
+                                        errstr, errstr_size);
+        if (!err && (err = sg_changelog_reader_finish(*rdp)))
+                sg_errf(errstr, errstr_size, "out of memory");
+        if (!err)
+                err = pr->restore_end(pr->opaque, topic, partition, *endp,
+                                      errstr, errstr_size);
+        return err;
+}
+
+/** loop_restore_part, step 3, on SG_ERR_MAP_FULL: grows the store
+ *  (processor.h grow) and logs "store_grown". */
+static sg_err_t loop_restore_grow(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, char *errstr,
+                                  size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        char ges[400] = "";
+        if (pr->grow(pr->opaque, ges, sizeof(ges))) {
+                sg_errf(errstr, errstr_size,
+                        "growing the store during the "
+                        "restore of %s [%" PRId32 "]: %s",
+                        topic, partition, ges);
+                return SG_ERR_MAP_FULL;
+        }
+        loop->stats.map_grows_total++;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "during", "restore");
+        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
+        return SG_OK;
+}
+
+/** loop_restore_part, step 4: logs "restore_done" for a pass that read
+ *  changelog @p tc from @p from (log start @p lo) to @p end in @p ms. */
+static void loop_restore_log_done(sg_loop_t *loop, const char *topic,
+                                  int32_t partition,
+                                  const sg_topic_config_t *tc, int64_t lo,
+                                  int64_t from, int64_t end,
+                                  const sg_changelog_counts_t *cnt,
+                                  int64_t floor, int64_t ms) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "topic", topic);
+        cJSON_AddNumberToObject(f, "partition", partition);
+        cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+        cJSON_AddNumberToObject(f, "log_start", (double)lo);
+        cJSON_AddNumberToObject(f, "from", (double)from);
+        cJSON_AddNumberToObject(f, "end", (double)end);
+        cJSON_AddNumberToObject(f, "records", (double)cnt->applied);
+        cJSON_AddNumberToObject(f, "void_records", (double)cnt->void_cnt);
+        cJSON_AddNumberToObject(f, "epoch", (double)floor);
+        cJSON_AddNumberToObject(f, "ms", (double)ms);
+        sg_loop_log(loop, SG_LOG_INFO, "restore_done", f);
+}
+
 /**
  * Restores input partition @p topic [@p partition] from its changelog
  * (processor.h restore_begin → restore_apply … → restore_end), reading
@@ -365,70 +518,20 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
                 sg_changelog_reader_t *rd = NULL;
-                /* A leader moving, a changelog just created: retried
-                 * (librdkafka does not retry NOT_LEADER_FOR_PARTITION for
-                 * ListOffsets itself). */
-                rd_kafka_resp_err_t e;
-                sg_retry_t rt;
-                sg_retry_init(&rt, "restore");
-                char what[400];
-                sg_errf(what, sizeof(what),
-                        "changelog %s [%" PRId32 "]: reading its offsets",
-                        tc->changelog_topic, partition);
-                bool gave_up = false;
-                while ((e = rd_kafka_query_watermark_offsets(
-                                loop->restorer, tc->changelog_topic, partition,
-                                &lo, &hi, SG_METADATA_TIMEOUT_MS)) &&
-                       sg_retry_again(loop, &rt, e, true, what, &gave_up))
-                        ;
-                if (e) {
-                        sg_errf(errstr, errstr_size, "%s: %s%s", what,
-                                rd_kafka_err2str(e),
-                                gave_up ? " (retriable; retried for "
-                                          "broker_retry_timeout_ms)"
-                                        : "");
+                if (loop_restore_offsets(loop, tc, partition, &lo, &hi, errstr,
+                                         errstr_size))
                         return SG_ERR_KAFKA;
-                }
-                sg_err_t err =
-                        pr->restore_begin(pr->opaque, topic, partition, lo, hi,
-                                          &from, errstr, errstr_size);
-                int64_t floor0 = -1;
-                if (!err && pr->changelog_epoch_get)
-                        floor0 = pr->changelog_epoch_get(pr->opaque, topic,
-                                                         partition);
-                if (!err && pr->changelog_epoch_set)
-                        pr->changelog_epoch_set(pr->opaque, topic, partition,
-                                                floor0);
-                if (!err && sg_changelog_reader_new(floor0, &rd)) {
-                        sg_errf(errstr, errstr_size, "out of memory");
-                        err = SG_ERR_NOMEM;
-                }
-                if (!err)
-                        err = loop_restore_read(loop, topic, partition,
-                                                tc->changelog_topic, from, rd,
-                                                &end, errstr, errstr_size);
-                if (!err && (err = sg_changelog_reader_finish(rd)))
-                        sg_errf(errstr, errstr_size, "out of memory");
-                if (!err)
-                        err = pr->restore_end(pr->opaque, topic, partition, end,
-                                              errstr, errstr_size);
+                sg_err_t err = loop_restore_pass(loop, topic, partition, tc, lo,
+                                                 hi, &from, &end, &rd, errstr,
+                                                 errstr_size);
                 int64_t ms = sg_clock_mono_ms() - t0;
                 *msp += ms;
                 if (err == SG_ERR_MAP_FULL && pr->grow &&
                     attempt < SG_RESTORE_ATTEMPTS) {
                         sg_changelog_reader_destroy(rd);
-                        char ges[400] = "";
-                        if (pr->grow(pr->opaque, ges, sizeof(ges))) {
-                                sg_errf(errstr, errstr_size,
-                                        "growing the store during the "
-                                        "restore of %s [%" PRId32 "]: %s",
-                                        topic, partition, ges);
+                        if (loop_restore_grow(loop, topic, partition, errstr,
+                                              errstr_size))
                                 return SG_ERR_MAP_FULL;
-                        }
-                        loop->stats.map_grows_total++;
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "during", "restore");
-                        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", f);
                         continue;
                 }
                 if (err) {
@@ -440,19 +543,8 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 const sg_changelog_key_t *vk;
                 size_t nvoid = sg_changelog_reader_void_keys(rd, &vk);
                 loop->stats.restored_records_total += cnt.applied;
-                cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "topic", topic);
-                cJSON_AddNumberToObject(f, "partition", partition);
-                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
-                cJSON_AddNumberToObject(f, "log_start", (double)lo);
-                cJSON_AddNumberToObject(f, "from", (double)from);
-                cJSON_AddNumberToObject(f, "end", (double)end);
-                cJSON_AddNumberToObject(f, "records", (double)cnt.applied);
-                cJSON_AddNumberToObject(f, "void_records",
-                                        (double)cnt.void_cnt);
-                cJSON_AddNumberToObject(f, "epoch", (double)floor);
-                cJSON_AddNumberToObject(f, "ms", (double)ms);
-                sg_loop_log(loop, SG_LOG_INFO, "restore_done", f);
+                loop_restore_log_done(loop, topic, partition, tc, lo, from, end,
+                                      &cnt, floor, ms);
                 if (!loop->alos_cl) {
                         if (nvoid > 0) {
                                 /* exactly_once reading records an
@@ -561,6 +653,132 @@ static bool err_is_generation(rd_kafka_resp_err_t e) {
                e == RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST;
 }
 
+/** sg_loop_claim, step 1, for input partition @p tc [@p partition]: the
+ *  offset *offp the generation check commits — @p committed, or the
+ *  partition's log start where none is committed (-1), or -2 (unknown:
+ *  left out of the check). */
+static sg_err_t claim_check_offset(sg_loop_t *loop, const sg_topic_config_t *tc,
+                                   int32_t partition, int64_t committed,
+                                   int64_t *offp, char *errstr,
+                                   size_t errstr_size) {
+        int64_t off = committed;
+        if (off == -2) {
+                /* not known: left out of the check (committing
+                 * anything else would move it) */
+        } else if (off < 0) {
+                int64_t lo = -1, hi = -1;
+                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                        loop->consumer, tc->name, partition, &lo, &hi,
+                        SG_METADATA_TIMEOUT_MS);
+                if (e) {
+                        sg_errf(errstr, errstr_size,
+                                "%s [%" PRId32 "]: reading its "
+                                "offsets: %s",
+                                tc->name, partition, rd_kafka_err2str(e));
+                        return SG_ERR_KAFKA;
+                }
+                off = lo;
+        }
+        *offp = off;
+        return SG_OK;
+}
+
+/** sg_loop_claim, step 2: fills one claim record per input partition of
+ *  @p parts with a changelog (*np of them; keys in @p keys, the partitions'
+ *  indexes in loop->parts in @p pis) and the generation check's offsets
+ *  @p chk. */
+static sg_err_t claim_records(sg_loop_t *loop,
+                              const rd_kafka_topic_partition_list_t *parts,
+                              const int64_t *committed, sg_send_t *recs,
+                              size_t *pis,
+                              unsigned char (*keys)[SG_CHANGELOG_KEY_LEN],
+                              rd_kafka_topic_partition_list_t *chk, size_t *np,
+                              char *errstr, size_t errstr_size) {
+        const char *inst =
+                loop->conf->instance_id ? loop->conf->instance_id : "";
+        size_t n = 0;
+        for (int i = 0; i < parts->cnt; i++) {
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, parts->elems[i].topic);
+                if (!tc || !tc->changelog_topic)
+                        continue; /* a snapshot reply topic */
+                int64_t off;
+                if (claim_check_offset(loop, tc, parts->elems[i].partition,
+                                       committed[i], &off, errstr,
+                                       errstr_size)) {
+                        *np = n;
+                        return SG_ERR_KAFKA;
+                }
+                if (off >= 0)
+                        rd_kafka_topic_partition_list_add(
+                                chk, tc->name, parts->elems[i].partition)
+                                ->offset = off;
+                keys[n][0] = SG_CHANGELOG_CONTROL;
+                keys[n][1] = SG_CHANGELOG_CLAIM;
+                recs[n].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = parts->elems[i].partition,
+                        .key = keys[n],
+                        .key_len = 2,
+                        .value = inst,
+                        .value_len = strlen(inst),
+                };
+                pis[n++] =
+                        sg_loop_part(loop, tc->name, parts->elems[i].partition);
+        }
+        *np = n;
+        return SG_OK;
+}
+
+/** sg_loop_claim, step 3: the check, a commit of @p chk only a current
+ *  member of the consumer group generation can make (it changes no
+ *  offset); retried up to 4 times; *lostp: the generation moved on. */
+static sg_err_t claim_check_generation(sg_loop_t *loop,
+                                       rd_kafka_topic_partition_list_t *chk,
+                                       bool *lostp, char *errstr,
+                                       size_t errstr_size) {
+        for (int tries = 0;; tries++) {
+                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, chk, 0);
+                for (int i = 0; !e && i < chk->cnt; i++)
+                        if (chk->elems[i].err)
+                                e = chk->elems[i].err;
+                if (!e)
+                        return SG_OK;
+                if (err_is_generation(e)) {
+                        cJSON *f = sg_kafka_parts_json(chk);
+                        cJSON_AddStringToObject(f, "error",
+                                                rd_kafka_err2str(e));
+                        sg_loop_log(loop, SG_LOG_WARNING,
+                                    "changelog_claim_lost", f);
+                        *lostp = true;
+                        return SG_OK;
+                }
+                if (tries >= 4 || loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "checking the consumer group generation "
+                                "(offset commit): %s",
+                                rd_kafka_err2str(e));
+                        return SG_ERR_KAFKA;
+                }
+                sg_sleep_ms(200);
+        }
+}
+
+/** sg_loop_claim, step 4: logs "changelog_claimed" with the @p n
+ *  partitions' epochs. */
+static void claim_log(sg_loop_t *loop,
+                      const rd_kafka_topic_partition_list_t *chk,
+                      const size_t *pis, size_t n) {
+        cJSON *f = sg_kafka_parts_json(chk);
+        cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
+        for (size_t k = 0; k < n; k++)
+                cJSON_AddItemToArray(
+                        ep, cJSON_CreateNumber(
+                                    (double)loop->parts[pis[k]].cl_epoch));
+        sg_loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
+}
+
 /**
  * at_least_once, on assignment (changelog.h "claim"): for every input
  * partition of @p parts, a claim record on its changelog partition (its
@@ -586,54 +804,10 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
         rd_kafka_topic_partition_list_t *chk =
                 rd_kafka_topic_partition_list_new(parts->cnt + 1);
         sg_err_t err = recs && pis && keys ? SG_OK : SG_ERR_NOMEM;
-        const char *inst =
-                loop->conf->instance_id ? loop->conf->instance_id : "";
         size_t n = 0;
-        for (int i = 0; !err && i < parts->cnt; i++) {
-                const sg_topic_config_t *tc =
-                        sg_config_topic(loop->conf, parts->elems[i].topic);
-                if (!tc || !tc->changelog_topic)
-                        continue; /* a snapshot reply topic */
-                int64_t off = committed[i];
-                if (off == -2) {
-                        /* not known: left out of the check (committing
-                         * anything else would move it) */
-                } else if (off < 0) {
-                        int64_t lo = -1, hi = -1;
-                        rd_kafka_resp_err_t e =
-                                rd_kafka_query_watermark_offsets(
-                                        loop->consumer, tc->name,
-                                        parts->elems[i].partition, &lo, &hi,
-                                        SG_METADATA_TIMEOUT_MS);
-                        if (e) {
-                                sg_errf(errstr, errstr_size,
-                                        "%s [%" PRId32 "]: reading its "
-                                        "offsets: %s",
-                                        tc->name, parts->elems[i].partition,
-                                        rd_kafka_err2str(e));
-                                err = SG_ERR_KAFKA;
-                                break;
-                        }
-                        off = lo;
-                }
-                if (off >= 0)
-                        rd_kafka_topic_partition_list_add(
-                                chk, tc->name, parts->elems[i].partition)
-                                ->offset = off;
-                keys[n][0] = SG_CHANGELOG_CONTROL;
-                keys[n][1] = SG_CHANGELOG_CLAIM;
-                recs[n].ef = (sg_effect_t){
-                        .kind = SG_EFFECT_CHANGELOG,
-                        .topic = tc->changelog_topic,
-                        .partition = parts->elems[i].partition,
-                        .key = keys[n],
-                        .key_len = 2,
-                        .value = inst,
-                        .value_len = strlen(inst),
-                };
-                pis[n++] =
-                        sg_loop_part(loop, tc->name, parts->elems[i].partition);
-        }
+        if (!err)
+                err = claim_records(loop, parts, committed, recs, pis, keys,
+                                    chk, &n, errstr, errstr_size);
         if (!err && n > 0)
                 err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         for (size_t k = 0; !err && k < n; k++) {
@@ -650,34 +824,9 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                         "the consumer group generation cannot be checked");
                 err = SG_ERR_KAFKA;
         }
-        /* the check: a commit only a current member of the generation can
-         * make (it changes no offset) */
-        for (int tries = 0; !err && n > 0; tries++) {
-                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, chk, 0);
-                for (int i = 0; !e && i < chk->cnt; i++)
-                        if (chk->elems[i].err)
-                                e = chk->elems[i].err;
-                if (!e)
-                        break;
-                if (err_is_generation(e)) {
-                        cJSON *f = sg_kafka_parts_json(chk);
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_WARNING,
-                                    "changelog_claim_lost", f);
-                        *lostp = true;
-                        break;
-                }
-                if (tries >= 4 || loop->stop) {
-                        sg_errf(errstr, errstr_size,
-                                "checking the consumer group generation "
-                                "(offset commit): %s",
-                                rd_kafka_err2str(e));
-                        err = SG_ERR_KAFKA;
-                        break;
-                }
-                sg_sleep_ms(200);
-        }
+        if (!err && n > 0)
+                err = claim_check_generation(loop, chk, lostp, errstr,
+                                             errstr_size);
         if (!err && !*lostp && n > 0) {
                 for (size_t k = 0; k < n; k++) {
                         sg_part_t *p = &loop->parts[pis[k]];
@@ -687,16 +836,8 @@ sg_err_t sg_loop_claim(sg_loop_t *loop,
                 }
                 err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         }
-        if (!err && !*lostp && n > 0) {
-                cJSON *f = sg_kafka_parts_json(chk);
-                cJSON *ep = cJSON_AddArrayToObject(f, "epochs");
-                for (size_t k = 0; k < n; k++)
-                        cJSON_AddItemToArray(
-                                ep,
-                                cJSON_CreateNumber(
-                                        (double)loop->parts[pis[k]].cl_epoch));
-                sg_loop_log(loop, SG_LOG_INFO, "changelog_claimed", f);
-        }
+        if (!err && !*lostp && n > 0)
+                claim_log(loop, chk, pis, n);
         if (err || *lostp)
                 for (size_t k = 0; k < n; k++)
                         loop->parts[pis[k]].cl_epoch = -1;

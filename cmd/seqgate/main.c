@@ -427,24 +427,29 @@ static void print_config_errors(const char *es) {
 /** Large enough for a file with many mistakes, one line each. */
 #define CONFIG_ERRSTR_SIZE 16384
 
-static int run(const opts_t *o) {
-        char es[1024] = "";
-        sg_config_t *conf = NULL;
-        sg_store_t *store = NULL;
-        sg_engine_t *engine = NULL;
-        sg_passthrough_t *pt = NULL;
-        sg_processor_t proc;
-        sg_loop_t *loop = NULL;
-        void *mock = NULL;
-        app_t app = {0};
-        int status = 1;
-        sg_err_t err;
+/** run, step 1b: --instance-id overrides the configuration's instance id;
+ *  the transactional id follows it. false: not a non-empty string (or out
+ *  of memory), reported on stderr. */
+static bool run_instance_id(const opts_t *o, sg_config_t *conf) {
+        char es[256] = "";
+        sg_err_t err =
+                sg_config_set_instance_id(conf, o->instance_id, es, sizeof(es));
+        if (err)
+                fprintf(stderr, "seqgate: --instance-id: %s\n",
+                        err == SG_ERR_NOMEM ? "out of memory" : es);
+        return err == SG_OK;
+}
 
+/** run, step 1: loads the configuration into *confp with the command
+ *  line's overrides. @returns 0, or the exit status (nothing to free). */
+static int run_config(const opts_t *o, sg_config_t **confp) {
+        sg_config_t *conf = NULL;
         char *ces = malloc(CONFIG_ERRSTR_SIZE);
         if (!ces)
                 return 1;
         ces[0] = '\0';
-        err = sg_config_load(o->config, &conf, ces, CONFIG_ERRSTR_SIZE);
+        sg_err_t err =
+                sg_config_load(o->config, &conf, ces, CONFIG_ERRSTR_SIZE);
         if (err)
                 print_config_errors(ces);
         free(ces);
@@ -452,23 +457,24 @@ static int run(const opts_t *o) {
                 return 2;
         if (o->data_dir) {
                 char *d = strdup(o->data_dir);
-                if (!d)
-                        goto out;
+                if (!d) {
+                        sg_config_destroy(conf);
+                        return 1;
+                }
                 free(conf->data_dir);
                 conf->data_dir = d;
         }
         conf->accept_key_change = o->accept_key_change;
-        sg_err_t ierr =
-                o->instance_id ? sg_config_set_instance_id(conf, o->instance_id,
-                                                           es, sizeof(es))
-                               : SG_OK;
-        if (ierr) {
-                fprintf(stderr, "seqgate: --instance-id: %s\n",
-                        ierr == SG_ERR_NOMEM ? "out of memory" : es);
+        if (o->instance_id && !run_instance_id(o, conf)) {
                 sg_config_destroy(conf);
                 return 2;
         }
+        *confp = conf;
+        return 0;
+}
 
+/** run, step 2: logs "starting". */
+static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "version", SG_VERSION_STR);
         cJSON_AddStringToObject(f, "instance", conf->instance_id);
@@ -479,44 +485,112 @@ static int run(const opts_t *o) {
         cJSON_AddStringToObject(f, "data_dir", conf->data_dir);
         cJSON_AddBoolToObject(f, "embedded_kafka", o->embedded);
         log_json(SG_LOG_INFO, "starting", f);
+}
 
+/** run, step 3: the processor *procp — the passthrough (*ptp) or the engine
+ *  (*enginep, on the store *storep); each the caller's to destroy, also on
+ *  error. */
+static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
+                              sg_passthrough_t **ptp, sg_store_t **storep,
+                              sg_engine_t **enginep, sg_processor_t *procp,
+                              char *es, size_t es_size) {
+        sg_err_t err;
         if (o->passthrough) {
-                if ((err = sg_passthrough_new(conf, &pt))) {
-                        sg_errf(es, sizeof(es), "%s", sg_err2str(err));
-                        goto fail;
+                if ((err = sg_passthrough_new(conf, ptp))) {
+                        sg_errf(es, es_size, "%s", sg_err2str(err));
+                        return err;
                 }
-                sg_passthrough_processor(pt, &proc);
-        } else {
-                if ((err = sg_store_open(conf->data_dir, conf->map_size_bytes,
-                                         conf->map_growth_bytes, &store, es,
-                                         sizeof(es))) ||
-                    (err = sg_engine_new(conf, store, &engine, es, sizeof(es))))
-                        goto fail;
-                sg_engine_set_log(engine, on_log, NULL);
-                sg_engine_processor(engine, &proc);
-                app.engine = engine;
+                sg_passthrough_processor(*ptp, procp);
+                return SG_OK;
         }
+        if ((err = sg_store_open(conf->data_dir, conf->map_size_bytes,
+                                 conf->map_growth_bytes, storep, es,
+                                 es_size)) ||
+            (err = sg_engine_new(conf, *storep, enginep, es, es_size)))
+                return err;
+        sg_engine_set_log(*enginep, on_log, NULL);
+        sg_engine_processor(*enginep, procp);
+        app->engine = *enginep;
+        return SG_OK;
+}
 
-        if (o->embedded) {
-                char *bs = NULL;
-                if ((err = sg_mock_start(conf, 1, o->embedded_partitions, &mock,
-                                         &bs, es, sizeof(es))))
-                        goto fail;
-                bool ok = set_bootstrap(conf, bs);
-                if (ok) {
-                        cJSON *mf = cJSON_CreateObject();
-                        cJSON_AddStringToObject(mf, "bootstrap_servers", bs);
-                        cJSON_AddNumberToObject(mf, "partitions",
-                                                o->embedded_partitions);
-                        log_json(SG_LOG_INFO, "embedded_kafka_started", mf);
-                }
-                free(bs);
-                if (!ok) {
-                        err = SG_ERR_NOMEM;
-                        sg_errf(es, sizeof(es), "out of memory");
-                        goto fail;
-                }
+/** run, step 4 (--embedded-kafka): starts the mock cluster *mockp (the
+ *  caller's to destroy, also on error) and points bootstrap.servers at
+ *  it. */
+static sg_err_t run_embedded(const opts_t *o, sg_config_t *conf, void **mockp,
+                             char *es, size_t es_size) {
+        char *bs = NULL;
+        sg_err_t err;
+        if ((err = sg_mock_start(conf, 1, o->embedded_partitions, mockp, &bs,
+                                 es, es_size)))
+                return err;
+        bool ok = set_bootstrap(conf, bs);
+        if (ok) {
+                cJSON *mf = cJSON_CreateObject();
+                cJSON_AddStringToObject(mf, "bootstrap_servers", bs);
+                cJSON_AddNumberToObject(mf, "partitions",
+                                        o->embedded_partitions);
+                log_json(SG_LOG_INFO, "embedded_kafka_started", mf);
         }
+        free(bs);
+        if (!ok) {
+                sg_errf(es, es_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        return SG_OK;
+}
+
+/** run, step 5 (--embedded-kafka --bootstrap-file): writes the mock
+ *  cluster's bootstrap.servers to the file. */
+static sg_err_t run_write_bootstrap(const opts_t *o, const sg_config_t *conf,
+                                    char *es, size_t es_size) {
+        const char *bs = NULL;
+        for (size_t i = 0; i < conf->kafka_cnt; i++)
+                if (!strcmp(conf->kafka[i].name, "bootstrap.servers"))
+                        bs = conf->kafka[i].value;
+        if (!bs || !write_file(o->bootstrap_file, bs)) {
+                sg_errf(es, es_size, "writing %s: %s", o->bootstrap_file,
+                        strerror(errno));
+                return SG_ERR_IO;
+        }
+        log_msg(SG_LOG_INFO, "bootstrap_file_written", "path",
+                o->bootstrap_file);
+        return SG_OK;
+}
+
+/** run, the way out on a signal during the start-up's retries: logs
+ *  "stopped" (nothing was read or committed yet). */
+static void run_log_stopped_early(const char *es) {
+        cJSON *sf = cJSON_CreateObject();
+        cJSON_AddStringToObject(sf, "result", sg_err2str(SG_OK));
+        cJSON_AddStringToObject(sf, "during", "start-up");
+        cJSON_AddStringToObject(sf, "detail", es);
+        log_json(SG_LOG_INFO, "stopped", sf);
+}
+
+static int run(const opts_t *o) {
+        char es[1024] = "";
+        sg_config_t *conf = NULL;
+        sg_store_t *store = NULL;
+        sg_engine_t *engine = NULL;
+        sg_passthrough_t *pt = NULL;
+        sg_processor_t proc;
+        sg_loop_t *loop = NULL;
+        void *mock = NULL;
+        app_t app = {0};
+        int status;
+        sg_err_t err;
+
+        if ((status = run_config(o, &conf)))
+                return status;
+        status = 1;
+        run_log_starting(o, conf);
+
+        if ((err = run_processor(o, conf, &app, &pt, &store, &engine, &proc, es,
+                                 sizeof(es))))
+                goto fail;
+        if (o->embedded && (err = run_embedded(o, conf, &mock, es, sizeof(es))))
+                goto fail;
 
         if ((err = sg_loop_create(conf, &proc, on_log, NULL, on_stats, &app,
                                   &loop, es, sizeof(es))))
@@ -530,32 +604,16 @@ static int run(const opts_t *o) {
                         /* asked to stop while retrying: nothing was read
                          * or committed yet */
                         g_loop = NULL;
-                        cJSON *sf = cJSON_CreateObject();
-                        cJSON_AddStringToObject(sf, "result",
-                                                sg_err2str(SG_OK));
-                        cJSON_AddStringToObject(sf, "during", "start-up");
-                        cJSON_AddStringToObject(sf, "detail", es);
-                        log_json(SG_LOG_INFO, "stopped", sf);
+                        run_log_stopped_early(es);
                         status = 0;
                         goto out;
                 }
                 goto fail;
         }
 
-        if (o->embedded && o->bootstrap_file) {
-                const char *bs = NULL;
-                for (size_t i = 0; i < conf->kafka_cnt; i++)
-                        if (!strcmp(conf->kafka[i].name, "bootstrap.servers"))
-                                bs = conf->kafka[i].value;
-                if (!bs || !write_file(o->bootstrap_file, bs)) {
-                        err = SG_ERR_IO;
-                        sg_errf(es, sizeof(es), "writing %s: %s",
-                                o->bootstrap_file, strerror(errno));
-                        goto fail;
-                }
-                log_msg(SG_LOG_INFO, "bootstrap_file_written", "path",
-                        o->bootstrap_file);
-        }
+        if (o->embedded && o->bootstrap_file &&
+            (err = run_write_bootstrap(o, conf, es, sizeof(es))))
+                goto fail;
 
         log_msg(SG_LOG_INFO, "running", "group", conf->group_id);
         err = sg_loop_run(loop, es, sizeof(es));
