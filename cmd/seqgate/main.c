@@ -487,6 +487,25 @@ static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
         log_json(SG_LOG_INFO, "starting", f);
 }
 
+/** run, step 3a: says whether the store was rebuilt (its machine stopped
+ *  while its syncs were deferred) and applies the guarantee's durability
+ *  (semantics §6, README "Durability of the store"). */
+static void run_store_durability(const sg_config_t *conf, sg_store_t *store) {
+        const char *why;
+        if (sg_store_rebuilt(store, &why)) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "data_dir", conf->data_dir);
+                cJSON_AddStringToObject(f, "reason", why);
+                cJSON_AddStringToObject(f, "action",
+                                        "removed; every partition is "
+                                        "restored from its changelog");
+                log_json(SG_LOG_WARNING, "store_rebuilt", f);
+        }
+        char es[512] = "";
+        if (sg_engine_store_durability(conf, store, es, sizeof(es)))
+                log_msg(SG_LOG_WARNING, "store_sync_kept", "reason", es);
+}
+
 /** run, step 3: the processor *procp — the passthrough (*ptp) or the engine
  *  (*enginep, on the store *storep); each the caller's to destroy, also on
  *  error. */
@@ -504,9 +523,10 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
                 return SG_OK;
         }
         if ((err = sg_store_open(conf->data_dir, conf->map_size_bytes,
-                                 conf->map_growth_bytes, storep, es,
-                                 es_size)) ||
-            (err = sg_engine_new(conf, *storep, enginep, es, es_size)))
+                                 conf->map_growth_bytes, storep, es, es_size)))
+                return err;
+        run_store_durability(conf, *storep);
+        if ((err = sg_engine_new(conf, *storep, enginep, es, es_size)))
                 return err;
         sg_engine_set_log(*enginep, on_log, NULL);
         sg_engine_processor(*enginep, procp);
