@@ -99,7 +99,7 @@ static const cfg_row_t cfg_rows[] = {
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
               "longest wait to fill a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
-              10000, 0, "stats log line period, milliseconds; 0 disables"),
+              10000, 0, "stats and restore_progress line period, ms; 0: off"),
         R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "", "delivery_timeout_ms",
               60000, 1, "wait for output deliveries, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",

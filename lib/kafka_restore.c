@@ -144,6 +144,48 @@ static sg_err_t loop_restore_at_eof(sg_loop_t *loop, const char *changelog,
         return SG_OK;
 }
 
+/* A restore's progress, for its "restore_progress" lines. */
+typedef struct restore_progress {
+        int64_t start_ms; /* the read began (monotonic) */
+        int64_t next_ms;  /* the next line is due */
+        uint64_t records; /* changelog records read so far */
+} restore_progress_t;
+
+/** loop_restore_read, every stats_interval_ms while records arrive: logs
+ *  "restore_progress" — how far the changelog partition is read (offset,
+ *  high watermark as last fetched, percent when known), the records read
+ *  and their rate — so that a long restore is seen to move. */
+static void loop_restore_progress(sg_loop_t *loop, const char *topic,
+                                  int32_t partition, const char *changelog,
+                                  int64_t from, int64_t next, int64_t now,
+                                  restore_progress_t *rp) {
+        int64_t lo = -1, hi = -1;
+        rd_kafka_get_watermark_offsets(loop->restorer, changelog, partition,
+                                       &lo, &hi);
+        double secs = (double)(now - rp->start_ms) / 1000.0;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "topic", topic);
+        cJSON_AddNumberToObject(f, "partition", partition);
+        cJSON_AddStringToObject(f, "changelog", changelog);
+        cJSON_AddNumberToObject(f, "from", (double)from);
+        cJSON_AddNumberToObject(f, "offset", (double)next);
+        if (hi >= 0) {
+                cJSON_AddNumberToObject(f, "high_watermark", (double)hi);
+                if (hi > from)
+                        cJSON_AddNumberToObject(
+                                f, "percent",
+                                (double)(int)(1000.0 * (double)(next - from) /
+                                              (double)(hi - from)) /
+                                        10.0);
+        }
+        cJSON_AddNumberToObject(f, "records", (double)rp->records);
+        cJSON_AddNumberToObject(
+                f, "records_per_second",
+                secs > 0 ? (double)(int64_t)((double)rp->records / secs) : 0);
+        sg_loop_log(loop, SG_LOG_INFO, "restore_progress", f);
+        rp->next_ms = now + loop->conf->stats_interval_ms;
+}
+
 /**
  * Reads changelog partition @p changelog [@p partition] from @p from to its
  * read_committed end, giving every record to the reader @p rd, which hands
@@ -169,6 +211,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         if (err)
                 return err;
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
+        restore_progress_t rp = {.start_ms = progress,
+                                 .next_ms = progress +
+                                            loop->conf->stats_interval_ms};
         bool eof = false, waiting = false, done = false;
         while (!err) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
@@ -180,6 +225,12 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         eof = false;
                         progress = sg_clock_mono_ms();
                         rd_kafka_message_destroy(m);
+                        rp.records++;
+                        if (!err && loop->conf->stats_interval_ms > 0 &&
+                            progress >= rp.next_ms)
+                                loop_restore_progress(loop, topic, partition,
+                                                      changelog, from, end,
+                                                      progress, &rp);
                         continue;
                 }
                 if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {

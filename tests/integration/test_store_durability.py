@@ -11,7 +11,7 @@ first half (identical redeliveries) and continues each aggregate's
 versions. On restart seqgate must log `store_rebuilt`, restore its state
 from the changelog, drop every redelivery as a duplicate, and apply the
 new versions in order: every distinct event in the output exactly once,
-nothing in the DLQ. Had it trusted the torn store it could not open it;
+nothing in the DLQ; its restores log restore_progress lines. Had it trusted the torn store it could not open it;
 had it started from an empty store without the changelog it would emit
 the redeliveries again.
 """
@@ -57,7 +57,9 @@ def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path):
                        data_dir=str(data), input_topic=t_in,
                        output_topic=t_out, dlq_topic=t_dlq,
                        gap_timeout_ms=60000, guarantee="exactly_once",
-                       batch_max_records=50)
+                       batch_max_records=50,
+                       # restore_progress (and stats) lines every 1 ms
+                       stats_interval_ms=1)
     sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
     probe = Probe(bootstrap, group)
     first = half(1)
@@ -97,6 +99,12 @@ def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path):
         assert rebuilt, "no store_rebuilt line\n" + sg.log_tail()
         assert "machine stopped" in json.dumps(rebuilt[0])
         assert " closed " in session.read_text()
+        # the rebuilt partitions' restores said how far they were
+        prog = sg.events("restore_progress", 1)
+        assert prog, "no restore_progress line\n" + sg.log_tail()
+        for e in prog:
+            assert e["records"] > 0 and e["offset"] > e["from"], e
+            assert e["offset"] <= e.get("high_watermark", e["offset"]), e
     finally:
         sg.cleanup()
         probe.close()
