@@ -415,6 +415,33 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
                              " header");
                 return 0;
         }
+        /* A record dead-lettered without its value (or headers) is not the
+         * input record: producing it back would put a different record on
+         * the input topic. The operator fetches the original from the
+         * offset the DLQ record names. */
+        char dropped[32];
+        const char *what =
+                hdr_str(h, SG_DLQ_H_VALUE_DROPPED, dropped, sizeof(dropped))
+                        ? SG_DLQ_H_VALUE_DROPPED
+                : hdr_str(h, SG_DLQ_H_HEADERS_DROPPED, dropped, sizeof(dropped))
+                        ? SG_DLQ_H_HEADERS_DROPPED
+                        : NULL;
+        if (what) {
+                char detail[512], obuf[32] = "?";
+                hdr_str(h, SG_DLQ_H_OFFSET, obuf, sizeof(obuf));
+                snprintf(detail, sizeof(detail),
+                         "not replayable: dead-lettered without the input's "
+                         "%s (%s: %s); the input record is %s/%" PRId64 "/%s",
+                         strcmp(what, SG_DLQ_H_VALUE_DROPPED) ? "headers"
+                                                              : "value",
+                         what, dropped, topic, opart, obuf);
+                r->st.failed++;
+                print_record(o->json, "failed", o->dlq, m->partition, m->offset,
+                             topic, (int32_t)opart, -1,
+                             has_reason ? reason : NULL, has_agg ? agg : NULL,
+                             detail);
+                return 0;
+        }
         if (o->dry_run) {
                 print_record(o->json, "would_replay", o->dlq, m->partition,
                              m->offset, topic, (int32_t)opart, -1,

@@ -26,6 +26,7 @@ test_refused_record_rerouted: the broker refuses an output record at
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -83,7 +84,8 @@ def _run_until_committed(sg: Seqgate, bootstrap: str, group: str,
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
-def test_oversized_record_goes_to_dlq(bootstrap, seqgate_bin, tmp_path,
+def test_oversized_record_goes_to_dlq(bootstrap, seqgate_bin, seqgatectl_bin,
+                                      tmp_path,
                                       guarantee):
     t_in, t_out, t_dlq = (unique_name("big-in"), unique_name("big-out"),
                           unique_name("big-dlq"))
@@ -133,6 +135,23 @@ def test_oversized_record_goes_to_dlq(bootstrap, seqgate_bin, tmp_path,
     assert limits[0]["max.message.bytes"][t_out] > 0, limits
     rejected = sg.events("output_rejected")
     assert rejected and rejected[0]["offset"] == 1, rejected
+
+    # A DLQ record without its value cannot be replayed: seqgatectl says so
+    # and produces nothing (before, it put a null-value record back on the
+    # input topic, which came back as a new "malformed" DLQ record).
+    in_end = end_offsets(bootstrap, t_in)
+    r = subprocess.run([seqgatectl_bin, "replay", "--config",
+                        str(sg.config_path), "--dlq", t_dlq, "--reason",
+                        "output_rejected", "--json"],
+                       text=True, capture_output=True, timeout=90)
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    summary = lines[-1]
+    assert (summary["selected"], summary["replayed"], summary["failed"]) == \
+        (1, 0, 1), (summary, r.stderr)
+    assert r.returncode != 0, "a record not replayed is a failure"
+    failed = [x for x in lines if x.get("action") == "failed"]
+    assert failed and "value_dropped" in failed[0]["error"], lines
+    assert end_offsets(bootstrap, t_in) == in_end, "nothing produced"
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])

@@ -38,17 +38,6 @@ SOURCE = "urn:example:ctl"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def seqgatectl_bin() -> str:
-    """Path of the seqgatectl executable ($SEQGATECTL_BIN or build/seqgatectl)."""
-    path = os.environ.get("SEQGATECTL_BIN") or str(REPO_ROOT / "build" / "seqgatectl")
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        pytest.fail(f"seqgatectl executable not found at {path}: build it "
-                    f"(meson setup build && ninja -C build) or set SEQGATECTL_BIN",
-                    pytrace=False)
-    return path
-
-
 def event(order: str, seq: int, typ: str = "order.updated") -> dict:
     """One binary-mode CloudEvent; ce_id is unique per (order, version)."""
     return {
