@@ -122,11 +122,17 @@ sg_err_t sg_store_session_open(sg_store_t *s, char *errstr,
         /* Open under another boot (or unreadable): the machine stopped
          * while commits were not synced. Never used: removed, and rebuilt
          * from the changelog. */
-        snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
-                 "the store was in use without per-commit syncs when its "
-                 "machine stopped (boot %.36s, now %.36s)",
-                 boot[0] ? boot : "unknown",
-                 s->boot_id[0] ? s->boot_id : "unknown");
+        if (!got || !rest || strcmp(state, "open") != 0)
+                snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
+                         "its session file %s is unreadable, so a machine "
+                         "stop while syncs were deferred cannot be ruled out",
+                         SESSION_FILE);
+        else
+                snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
+                         "the store was in use without per-commit syncs "
+                         "when its machine stopped (boot %.36s, now %.36s)",
+                         boot[0] ? boot : "unknown",
+                         s->boot_id[0] ? s->boot_id : "unknown");
         const char *files[] = {"data.mdb", "lock.mdb"};
         for (size_t i = 0; i < 2; i++) {
                 char fp[4200];

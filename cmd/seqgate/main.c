@@ -455,6 +455,11 @@ static int run_config(const opts_t *o, sg_config_t **confp) {
         free(ces);
         if (err)
                 return 2;
+        if (o->data_dir && !o->data_dir[0]) {
+                fprintf(stderr, "seqgate: --data-dir: must not be empty\n");
+                sg_config_destroy(conf);
+                return 2;
+        }
         if (o->data_dir) {
                 char *d = strdup(o->data_dir);
                 if (!d) {

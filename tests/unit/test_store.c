@@ -199,6 +199,25 @@ START_TEST(deferred_store_rebuilt_after_machine_stop) {
 }
 END_TEST
 
+/* An unreadable session file cannot rule a machine stop out: the store is
+ * rebuilt, and the reason says the file is unreadable. */
+START_TEST(deferred_store_rebuilt_on_unreadable_session) {
+        deferred_child(false);
+        char p[128];
+        snprintf(p, sizeof(p), "%s/seqgate.session", dir);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("garbage\n", f);
+        fclose(f);
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        const char *why = NULL;
+        ck_assert(sg_store_rebuilt(s, &why));
+        ck_assert_msg(strstr(why, "unreadable") != NULL, "why: %s", why);
+        ck_assert_int_eq(dedup_key_get(s), SG_ERR_NOT_FOUND);
+        sg_store_close(s);
+}
+END_TEST
+
 /* A clean close synced everything: a later boot uses the store. */
 START_TEST(deferred_store_kept_after_clean_close) {
         deferred_child(true);
@@ -1158,6 +1177,7 @@ int main(void) {
         tcase_add_test(tc, deferred_store_kept_after_process_stop);
         tcase_add_test(tc, deferred_store_rebuilt_after_machine_stop);
         tcase_add_test(tc, deferred_store_kept_after_clean_close);
+        tcase_add_test(tc, deferred_store_rebuilt_on_unreadable_session);
 #ifndef NDEBUG
         tcase_add_test(tc, grow_with_txn_open_asserts);
 #endif
