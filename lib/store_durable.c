@@ -152,12 +152,9 @@ sg_err_t sg_store_session_settle(sg_store_t *s, char *errstr,
                                  size_t errstr_size) {
         if (!s->settle)
                 return SG_OK;
-        int rc = mdb_env_sync(s->env, 1);
-        if (rc) {
-                sg_errf(errstr, errstr_size, "LMDB sync %s: %s", s->dir,
-                        mdb_strerror(rc));
-                return SG_ERR_STORE;
-        }
+        sg_err_t err = sg_store_sync(s, errstr, errstr_size);
+        if (err)
+                return err;
         s->settle = false;
         return session_write(s, "closed", errstr, errstr_size);
 }
