@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import helpparse  # noqa: E402
+import deploylib  # noqa: E402
 
 
 def bash(completion, script):
@@ -47,8 +47,8 @@ def main():
     if got != ["release", "replay"]:
         problems.append(f"seqgatectl r<TAB>: {got}, want ['release', 'replay']")
 
-    text = helpparse.help_text([seqgatectl, "--help"])
-    cmds = helpparse.commands(text)
+    text = deploylib.help_text([seqgatectl, "--help"])
+    cmds = deploylib.commands(text)
     if len(cmds) < 4:
         problems.append(f"`seqgatectl --help` lists {len(cmds)} commands: {sorted(cmds)}")
     checked = 0
@@ -61,12 +61,12 @@ def main():
         if len(words) == 2 and words[1] not in complete(completion, ["seqgatectl", words[0], ""]):
             problems.append(f"command '{cmd}' not offered after 'seqgatectl {words[0]} '")
         offered = set(complete(completion, ["seqgatectl"] + words + ["-"]))
-        sub = helpparse.help_text([seqgatectl] + words + ["--help"])
+        sub = deploylib.help_text([seqgatectl] + words + ["--help"])
         # a COMMAND --help that prints the whole help: only COMMAND's entry
-        sub = helpparse.commands(sub).get(cmd, sub)
+        sub = deploylib.commands(sub).get(cmd, sub)
         wanted = set()
         for t in (entry, sub):
-            longs, shorts = helpparse.options(t)
+            longs, shorts = deploylib.options(t)
             wanted.update(longs + shorts)
         # -h is offered as --help; -c as --config; -V, --version only
         # before a command (release's --version takes a value)
@@ -78,10 +78,7 @@ def main():
             if opt not in offered:
                 problems.append(f"option {opt} not offered after 'seqgatectl {cmd} -'")
 
-    for p in problems:
-        print("check_completion:", p)
-    print(f"check_completion: {checked} commands and options checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return deploylib.report("check_completion", problems, f"{checked} commands and options checked")
 
 
 if __name__ == "__main__":

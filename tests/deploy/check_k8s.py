@@ -32,6 +32,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploylib  # noqa: E402
+
 problems = []
 
 
@@ -306,11 +309,7 @@ def main():
     for where, cfg in configs:
         check_config(seqgate, where, cfg, schema)
 
-    for p in problems:
-        print("check_k8s:", p)
-    print(f"check_k8s: {len(docs)} documents, {seen_seqgate} seqgate containers, "
-          f"{len(problems)} problems")
-    return 1 if problems else 0
+    return deploylib.report("check_k8s", problems, f"{len(docs)} documents, {seen_seqgate} seqgate containers")
 
 
 if __name__ == "__main__":

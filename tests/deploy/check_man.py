@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import helpparse  # noqa: E402
+import deploylib  # noqa: E402
 
 
 def man_words(path):
@@ -59,7 +59,7 @@ def main():
 
     page = os.path.join(mandir, "seqgate.1")
     src = man_words(page)
-    longs, shorts = helpparse.options(helpparse.help_text([seqgate, "--help"]))
+    longs, shorts = deploylib.options(deploylib.help_text([seqgate, "--help"]))
     if "--config" not in longs:
         problems.append(f"{seqgate} --help names no --config: not the help text?")
     for opt in longs + shorts:
@@ -70,19 +70,19 @@ def main():
 
     page = os.path.join(mandir, "seqgatectl.1")
     src = man_words(page)
-    text = helpparse.help_text([seqgatectl, "--help"])
-    cmds = helpparse.commands(text)
+    text = deploylib.help_text([seqgatectl, "--help"])
+    cmds = deploylib.commands(text)
     if len(cmds) < 4:
         problems.append(f"`seqgatectl --help` lists {len(cmds)} commands: {sorted(cmds)}")
     titles = section_titles(src)
-    longs, shorts = helpparse.options(text)
+    longs, shorts = deploylib.options(text)
     for cmd, entry in cmds.items():
         checked += 1
         if cmd not in titles:
             problems.append(f"seqgatectl.1: command '{cmd}' has no .SS section")
-        sub = helpparse.help_text([seqgatectl] + cmd.split() + ["--help"])
+        sub = deploylib.help_text([seqgatectl] + cmd.split() + ["--help"])
         for t in (entry, sub):
-            l, s = helpparse.options(t)
+            l, s = deploylib.options(t)
             longs += l
             shorts += s
     for opt in sorted(set(longs + shorts)):
@@ -91,10 +91,7 @@ def main():
             problems.append(f"seqgatectl.1: option {opt} of seqgatectl's help is missing")
     problems += render_problems(page)
 
-    for p in problems:
-        print("check_man:", p)
-    print(f"check_man: {checked} commands and options checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return deploylib.report("check_man", problems, f"{checked} commands and options checked")
 
 
 if __name__ == "__main__":

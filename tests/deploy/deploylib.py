@@ -1,7 +1,6 @@
-"""What a binary's --help says: its commands and options.
-
-Shared by the man page check (check_man.py) and the shell completion check
-(check_completion.py), so both read the help text the same way.
+"""What the tests/deploy checks share: what a binary's --help says (its
+commands and options: the man page check and the shell completion check
+read the help text the same way) and how a check reports.
 """
 
 import re
@@ -49,3 +48,12 @@ def commands(text):
         elif current is not None:
             out[current] += "\n" + line
     return out
+
+
+def report(tool, problems, summary):
+    """Print each problem and SUMMARY (prefixed "TOOL: "), then the count;
+    the exit status: 1 if there are problems, else 0."""
+    for p in problems:
+        print(f"{tool}: {p}")
+    print(f"{tool}: {summary}{', ' if summary else ''}{len(problems)} problems")
+    return 1 if problems else 0
