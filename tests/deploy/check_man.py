@@ -5,7 +5,8 @@ The man pages cover the binaries as they are: every long and short option
 printed by `seqgate --help`, and every command of `seqgatectl --help` with
 every option of its entry and of `seqgatectl COMMAND --help`, appears in
 MANDIR/seqgate.1 or MANDIR/seqgatectl.1 (each command as a .SS heading);
-and both pages render with groff -man -ww and man -l without a warning.
+and both pages render with groff -man -ww and man -l without a warning, and
+their .TH line names the version the binaries print.
 Fails (exit 1) listing everything missing: a new option or command that is
 not documented is caught here.
 """
@@ -37,6 +38,17 @@ def section_titles(src):
     return {m.group(1).strip().strip('"') for m in re.finditer(r"^\.SS (.+)$", src, re.M)}
 
 
+def version_problems(path, binary):
+    """The .TH footer names the version BINARY --version prints."""
+    m = re.search(r'^\.TH \S+ \S+ "[^"]*" "seqgate ([^"]+)"', open(path).read(), re.M)
+    out = deploylib.help_text([binary, "--version"]).split()
+    have = m.group(1) if m else None
+    want = out[1] if len(out) > 1 else None
+    if have is None or have != want:
+        return [f"{path}: .TH says version {have}, {os.path.basename(binary)} --version {want}"]
+    return []
+
+
 def render_problems(path):
     problems = []
     p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", path],
@@ -66,7 +78,7 @@ def main():
         checked += 1
         if not has_option(src, opt):
             problems.append(f"seqgate.1: option {opt} of `seqgate --help` is missing")
-    problems += render_problems(page)
+    problems += render_problems(page) + version_problems(page, seqgate)
 
     page = os.path.join(mandir, "seqgatectl.1")
     src = man_words(page)
@@ -89,7 +101,7 @@ def main():
         checked += 1
         if not has_option(src, opt):
             problems.append(f"seqgatectl.1: option {opt} of seqgatectl's help is missing")
-    problems += render_problems(page)
+    problems += render_problems(page) + version_problems(page, seqgatectl)
 
     return deploylib.report("check_man", problems, f"{checked} commands and options checked")
 
