@@ -32,6 +32,9 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
 PKGS+=(clang libclang-rt-14-dev)
 # tests/run.sh's format phase: the layout .clang-format describes
 PKGS+=(clang-format)
+# tests/deploy (meson test suite "deploy"): systemd-analyze for the unit,
+# groff and man for the man pages, PyYAML for the Kubernetes manifests
+PKGS+=(systemd groff-base man-db python3-yaml)
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;

@@ -4,7 +4,9 @@
 # Phases, each with a banner, its time in seconds and PASS/FAIL:
 #   deps                    tests/install-deps.sh (Debian packages, Python venv)
 #   build (normal)          meson setup build + ninja
-#   unit tests (normal)     meson test -C build (the Check suites)
+#   unit tests (normal)     meson test -C build (the Check suites, and the
+#                           "deploy" suite: tests/deploy checks deploy/,
+#                           docs/man and the completion against the binaries)
 #   build (sanitizers)      build-san with -Db_sanitize=address,undefined
 #   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
 #   fuzz                    tests/fuzz/run.sh: every tests/fuzz/fuzz_*.c
