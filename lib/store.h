@@ -70,6 +70,11 @@ typedef enum sg_dedup_verdict {
 typedef struct sg_dedup_rec {
         unsigned char digest[32];
         uint8_t verdict; /**< sg_dedup_verdict_t */
+        /** Why a DLQ verdict was dead-lettered (sg_reason_t, metrics.h), for
+         *  the result query (semantics §7); 0 (SG_R_NONE) with every other
+         *  verdict and in records written before the field existed (reason
+         *  unknown). Stored in the verdict byte: no extra bytes. */
+        uint8_t reason;
         int64_t first_seen_ms;
         int64_t expiry_ms;
 } sg_dedup_rec_t;

@@ -161,8 +161,13 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* ---- value formats ------------------------------------------------------ */
 
-/* digest 32 | verdict u8 | first_seen i64 | expiry i64 */
+/* digest 32 | verdict u8 | first_seen i64 | expiry i64, where the verdict
+ * byte is verdict (low 3 bits) | DLQ reason << 3 (sg_reason_t; 0 unknown:
+ * records written before the reason was stored hold only the verdict, so
+ * they read back as reason unknown). */
 #define DEDUP_VLEN (32 + 1 + 8 + 8)
+#define DEDUP_VERDICT_BITS 3
+#define DEDUP_VERDICT_MASK 0x7u
 
 /* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
  * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |

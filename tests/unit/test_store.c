@@ -76,6 +76,55 @@ START_TEST(dedup_roundtrip_and_reopen) {
 }
 END_TEST
 
+/* The DLQ reason rides in the verdict byte (result query, semantics §7):
+ * it round-trips, a value written before it existed (the bare verdict)
+ * reads as reason unknown, and a reason beside a verdict other than DLQ,
+ * or past the last reason, is refused. */
+START_TEST(dedup_reason_in_verdict_byte) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char kh[32];
+        hash_of("key", kh);
+        sg_dedup_rec_t r = {.verdict = SG_DV_DLQ,
+                            .reason = 4 /* SG_R_STALE_VERSION */,
+                            .first_seen_ms = 5,
+                            .expiry_ms = 105};
+        sg_txn_t *t = wtxn(s);
+        ASSERT_OK(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)), err);
+        sg_dedup_rec_t g;
+        ASSERT_OK(sg_dedup_get(t, &tp, kh, &g), sg_txn_errdetail(t));
+        ASSERT_EQ_INT(g.verdict, SG_DV_DLQ);
+        ASSERT_EQ_INT(g.reason, 4);
+        const void *v;
+        size_t vlen;
+        ASSERT_OK(sg_store_get_change(t, &tp, SG_DB_DEDUP, kh, 32, &v, &vlen),
+                  sg_txn_errdetail(t));
+        ASSERT_EQ_INT(vlen, 49); /* no bigger than before */
+        sg_txn_abort(t);
+        sg_store_close(s);
+
+        /* the format before the reason: digest, bare verdict, two times */
+        unsigned char old[49] = {0};
+        old[32] = SG_DV_DLQ;
+        old[40] = 5;
+        old[48] = 105;
+        memset(&g, 0xff, sizeof(g));
+        ASSERT_OK(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)), err);
+        ASSERT_EQ_INT(g.verdict, SG_DV_DLQ);
+        ASSERT_EQ_INT(g.reason, 0);
+        ASSERT_EQ_INT(g.first_seen_ms, 5);
+        ASSERT_EQ_INT(g.expiry_ms, 105);
+
+        old[32] = SG_DV_APPLIED | (4 << 3);
+        ASSERT_EQ_INT(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
+                      SG_ERR_INVALID);
+        old[32] = SG_DV_DLQ | (31 << 3);
+        ASSERT_EQ_INT(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
+                      SG_ERR_INVALID);
+}
+END_TEST
+
 /* data_dir "created if missing" (README): its missing parents too. */
 START_TEST(open_creates_missing_parents) {
         char base[64];
@@ -1159,6 +1208,7 @@ int main(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, dedup_roundtrip_and_reopen);
         tcase_add_test(tc, open_creates_missing_parents);
+        tcase_add_test(tc, dedup_reason_in_verdict_byte);
         tcase_add_test(tc, dedup_sweep_uses_expiry_index);
         tcase_add_test(tc, agg_and_since_index);
         tcase_add_test(tc, parked_roundtrip_order_and_nulls);
