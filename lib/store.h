@@ -563,6 +563,20 @@ sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
                            sg_parked_visit_cb *cb, void *opaque);
 
+/**
+ * Finds the parked event of @p tp whose idempotency key hash is
+ * @p key_hash: its aggregate's hash, version and record (pointers into LMDB
+ * memory, valid until the transaction writes or ends). A walk of the
+ * partition's parked events, bounded by its parking cap (max_parked_total);
+ * for the result query (semantics §7), never on the processing path.
+ * @returns SG_OK, SG_ERR_NOT_FOUND, SG_ERR_STORE (the reason in
+ *          sg_txn_errdetail).
+ */
+sg_err_t sg_parked_find_key(sg_txn_t *txn, const sg_tp_t *tp,
+                            const unsigned char key_hash[32],
+                            unsigned char agg_hash_out[32], uint64_t *versionp,
+                            sg_parked_rec_t *out);
+
 /** Visitor of sg_store_foreach(): one entry of database @p db (SG_DB_*
  *  numbers; the derived indexes are 1 expiry, 4 since, 7 snapdue), LMDB
  *  memory valid for the call only. Return 0 to go on, else to stop. */
