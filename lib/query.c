@@ -188,21 +188,11 @@ static cJSON *snapreq_json(const sg_snapreq_rec_t *q) {
         return o;
 }
 
-/* Aggregate @p ah of @p tp, whole (record, parked events, snapshot
- * request), as a new object in *outp. */
-static sg_err_t agg_answer(sg_txn_t *t, const sg_tp_t *tp, const char *topic,
-                           int32_t partition, const sg_topic_config_t *tc,
-                           const unsigned char ah[32], const sg_agg_rec_t *r,
-                           cJSON **outp, char *errstr, size_t errstr_size) {
+cJSON *sg_query_agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc) {
         cJSON *o = cJSON_CreateObject();
         if (!o)
-                return SG_ERR_NOMEM;
-        char ahex[65];
-        sg_hex_encode(ah, 32, ahex);
-        cJSON_AddStringToObject(o, "topic", topic);
-        sg_json_add_i64(o, "partition", partition);
-        sg_json_add_bytes(o, "aggregate_id", r->aggregate, r->aggregate_len);
-        cJSON_AddStringToObject(o, "hash", ahex);
+                return NULL;
+        sg_json_add_bytes(o, "id", r->aggregate, r->aggregate_len);
         if (r->has_last)
                 sg_json_add_u64(o, "last_version", r->last_version);
         else
@@ -215,7 +205,7 @@ static sg_err_t agg_answer(sg_txn_t *t, const sg_tp_t *tp, const char *topic,
         sg_json_add_u64(o, "parked_count", r->parked_cnt);
         sg_json_add_u64(o, "parked_bytes", r->parked_bytes);
         sg_json_add_time(o, "oldest_parked_at", r->parked_since_ms, true);
-        if (r->parked_cnt)
+        if (r->parked_cnt && tc)
                 waiting_json(o, r, tc);
         if (r->skip_from) {
                 char b[64];
@@ -223,6 +213,23 @@ static sg_err_t agg_answer(sg_txn_t *t, const sg_tp_t *tp, const char *topic,
                          r->skip_to);
                 cJSON_AddStringToObject(o, "skipped_versions", b);
         }
+        return o;
+}
+
+/* Aggregate @p ah of @p tp, whole (record, parked events, snapshot
+ * request), as a new object in *outp. */
+static sg_err_t agg_answer(sg_txn_t *t, const sg_tp_t *tp, const char *topic,
+                           int32_t partition, const sg_topic_config_t *tc,
+                           const unsigned char ah[32], const sg_agg_rec_t *r,
+                           cJSON **outp, char *errstr, size_t errstr_size) {
+        cJSON *o = sg_query_agg_json(r, tc);
+        if (!o)
+                return SG_ERR_NOMEM;
+        char ahex[65];
+        sg_hex_encode(ah, 32, ahex);
+        cJSON_AddStringToObject(o, "topic", topic);
+        sg_json_add_i64(o, "partition", partition);
+        cJSON_AddStringToObject(o, "hash", ahex);
         cJSON *parked = cJSON_AddArrayToObject(o, "parked");
         sg_err_t err = sg_parked_foreach(t, tp, ah, parked_visit, parked);
         if (err) {

@@ -76,7 +76,8 @@ sg_err_t sg_query_event(sg_store_t *store, const sg_config_t *cfg,
  * partition, last version L, state, flags (quarantined, refetching), the
  * awaited version and gap deadline while events are parked, the parked
  * events (version, parked_at, origin offset), the snapshot request in
- * flight. *outp: a new object the caller owns, {"aggregate_id", "found":
+ * flight (sg_query_agg_json). *outp: a new object the caller owns,
+ * {"aggregate_id", "found":
  * [one object per partition that holds it; one unless the partition count
  * changed]}.
  * @returns SG_OK, SG_ERR_NOT_FOUND (no partition holds it; *outp not set),
@@ -87,6 +88,16 @@ sg_err_t sg_query_aggregate(sg_store_t *store, const sg_config_t *cfg,
                             const char *topic, const char *aggregate_id,
                             int64_t now_ms, cJSON **outp, char *errstr,
                             size_t errstr_size);
+
+/**
+ * An aggregate record's own fields as a new object (NULL: no memory): id,
+ * last_version, state, flags, parked count and bytes, oldest parked_at,
+ * and while events are parked the awaited version and the gap deadline
+ * (@p tc NULL: not known, left out). sg_query_aggregate's answers are
+ * these plus topic, partition, hash, parked events and snapshot request.
+ * Pure function: thread-safe.
+ */
+cJSON *sg_query_agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc);
 
 /* JSON helpers of the answers, shared with seqgatectl. @p o gets member
  * @p name; on allocation failure the member is missing. */

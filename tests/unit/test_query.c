@@ -110,6 +110,7 @@ START_TEST(event_parked_waits_for_next_version) {
         ASSERT_EQ_INT(cJSON_GetArraySize(found), 1);
         const cJSON *a = cJSON_GetArrayItem(found, 0);
         ASSERT_STR_EQ(js(a, "topic"), "orders");
+        ASSERT_STR_EQ(js(a, "id"), "A");
         ASSERT_STR_EQ(js(a, "partition"), "0");
         ASSERT_STR_EQ(js(a, "last_version"), "1");
         ASSERT_STR_EQ(js(a, "awaiting_version"), "2");
