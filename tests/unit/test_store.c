@@ -487,6 +487,33 @@ END_TEST
 
 /* Fills a small map until MDB_MAP_FULL, grows, and redoes the same batch:
  * nothing of the batch is lost (semantics: grow and retry). */
+#define PARK_BYTES 4000
+
+/* One batch: @p n parked events "b/0".."b/n-1" of 4000 bytes of 'x' in
+ * one write transaction; the commit's result (SG_ERR_MAP_FULL when the
+ * map is full; the transaction is then aborted). */
+static sg_err_t park_batch(sg_store_t *s, const sg_tp_t *tp, int b, int n) {
+        static char big[PARK_BYTES];
+        memset(big, 'x', sizeof(big));
+        sg_txn_t *t = wtxn(s);
+        sg_err_t e = SG_OK;
+        for (int i = 0; i < n && !e; i++) {
+                unsigned char a[32];
+                char k[32];
+                snprintf(k, sizeof(k), "%d/%d", b, i);
+                hash_of(k, a);
+                sg_parked_rec_t r = {.key = k,
+                                     .key_len = strlen(k),
+                                     .value = big,
+                                     .value_len = sizeof(big)};
+                e = sg_parked_put(t, tp, a, 1, &r, err, sizeof(err));
+        }
+        if (!e)
+                return sg_txn_commit(t, err, sizeof(err));
+        sg_txn_abort(t);
+        return e;
+}
+
 /* A reader of another thread (the result query beside the Kafka loop)
  * while the store's thread writes and grows the map: sg_store_grow waits
  * for the reader's transaction (LMDB remaps the file), the reader always
@@ -558,29 +585,10 @@ START_TEST(reader_thread_while_writing_and_growing) {
         reader_arg_t ra = {.s = s};
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, reader_main, &ra), 0);
-        static char big[4000];
-        memset(big, 'x', sizeof(big));
         int grows = 0;
         for (int b = 0; b < 16 && !ra.fail[0]; b++) {
                 for (int attempt = 0; attempt < 8; attempt++) {
-                        t = wtxn(s);
-                        sg_err_t e = SG_OK;
-                        for (int i = 0; i < 100 && !e; i++) {
-                                unsigned char a[32];
-                                char k[32];
-                                snprintf(k, sizeof(k), "%d/%d", b, i);
-                                hash_of(k, a);
-                                sg_parked_rec_t pr = {.key = k,
-                                                      .key_len = strlen(k),
-                                                      .value = big,
-                                                      .value_len = sizeof(big)};
-                                e = sg_parked_put(t, &tp, a, 1, &pr, err,
-                                                  sizeof(err));
-                        }
-                        if (!e)
-                                e = sg_txn_commit(t, err, sizeof(err));
-                        else
-                                sg_txn_abort(t);
+                        sg_err_t e = park_batch(s, &tp, b, 100);
                         /* grow after every batch: every grow remaps */
                         ASSERT_OK(sg_store_grow(s, err, sizeof(err)), err);
                         grows++;
@@ -604,29 +612,10 @@ START_TEST(map_full_grow_and_retry) {
         sg_store_t *s = open_store(1 << 20, 1 << 21);
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        static char big[4000];
-        memset(big, 'x', sizeof(big));
         int full = 0, batches = 0;
         for (int b = 0; b < 8; b++) {
                 for (int attempt = 0; attempt < 3; attempt++) {
-                        sg_txn_t *t = wtxn(s);
-                        sg_err_t e = SG_OK;
-                        for (int i = 0; i < 200 && !e; i++) {
-                                unsigned char a[32];
-                                char k[32];
-                                snprintf(k, sizeof(k), "%d/%d", b, i);
-                                hash_of(k, a);
-                                sg_parked_rec_t r = {.key = k,
-                                                     .key_len = strlen(k),
-                                                     .value = big,
-                                                     .value_len = sizeof(big)};
-                                e = sg_parked_put(t, &tp, a, 1, &r, err,
-                                                  sizeof(err));
-                        }
-                        if (!e)
-                                e = sg_txn_commit(t, err, sizeof(err));
-                        else
-                                sg_txn_abort(t);
+                        sg_err_t e = park_batch(s, &tp, b, 200);
                         if (e == SG_OK) {
                                 batches++;
                                 break;
@@ -653,7 +642,7 @@ START_TEST(map_full_grow_and_retry) {
                 hash_of(k, a);
                 sg_parked_rec_t g;
                 ck_assert_int_eq(sg_parked_get(t, &tp, a, 1, &g), SG_OK);
-                ck_assert_uint_eq(g.value_len, sizeof(big));
+                ck_assert_uint_eq(g.value_len, PARK_BYTES);
         }
         sg_txn_abort(t);
         sg_store_close(s);
