@@ -57,7 +57,7 @@ if [ "$build" = 1 ]; then
         if [ ! -f build/build.ninja ]; then
                 meson setup build >/dev/null
         fi
-        ninja -C build seqgate
+        ninja -C build seqgate seqgatectl
 fi
 bin="${SEQGATE_BIN:-$top/build/seqgate}"
 [ -x "$bin" ] || { echo "demo.sh: $bin not found (build first)" >&2; exit 1; }
@@ -100,7 +100,8 @@ if [ -z "$auth_addr" ]; then
         exit 1
 fi
 echo "authority at http://$auth_addr/orders/{aggregate}"
-sed "s|http://127.0.0.1:8080/orders/|http://$auth_addr/orders/|" \
+sed -e "s|http://127.0.0.1:8080/orders/|http://$auth_addr/orders/|" \
+        -e "s|\"data_dir\": \"[^\"]*\"|\"data_dir\": \"$tmp/data\"|" \
         "$demo/config.json" >"$tmp/config.json"
 
 flags=()
@@ -265,6 +266,19 @@ if [ "$mode" = passthrough ]; then
         echo
         echo "passthrough mode: every input record was copied; nothing decided."
         exit 0
+fi
+
+# 6b. what happened to event X? (README "What happened to event X?") -------
+ctl="${SEQGATECTL_BIN:-$(dirname "$bin")/seqgatectl}"
+if [ -x "$ctl" ]; then
+        for id in e-1002-2b e-1001-2; do
+                say "seqgatectl lookup --source /shop/orders --id $id"
+                "$ctl" lookup --config "$tmp/config.json" \
+                        --source /shop/orders --id "$id" ||
+                        echo "demo.sh: lookup of $id exited with status $?" >&2
+        done
+else
+        echo "demo.sh: $ctl not found: no lookups shown" >&2
 fi
 
 # 7. compare with deploy/demo/expected.txt -------------------------------------

@@ -329,5 +329,6 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
 #undef COPY
         effect_src_set(e, ef, s);
         e->delta.dlq_total[d->reason]++;
+        e->dlq_reason = d->reason;
         return SG_OK;
 }

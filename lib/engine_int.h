@@ -149,6 +149,10 @@ struct sg_engine {
         refusal_t *refusals;      /* survive an aborted batch */
         size_t refusal_cnt, refusal_cap;
         bool out_rejected; /* the last sg_eng_emit_output() dead-lettered */
+        /* the reason of the DLQ record emitted last, for the key recorded
+         * next with a DLQ verdict (sg_eng_record_key, the result query of
+         * semantics §7); SG_R_NONE once that key took it */
+        sg_reason_t dlq_reason;
 };
 
 /* The record an effect is about (engine_effects.c). */
@@ -258,7 +262,8 @@ void sg_eng_refusals_drop_partition(sg_engine_t *e, const char *topic,
 /* ---- engine_park.c ---------------------------------------------------------- */
 
 /** Records the idempotency key with @p verdict (@p digest NULL: a parked
- *  event's key, only its verdict changes). */
+ *  event's key, only its verdict changes). A DLQ verdict records the
+ *  reason of the DLQ record emitted just before it (e->dlq_reason). */
 sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                            const unsigned char *digest, uint8_t verdict,
                            char *errstr, size_t errstr_size);

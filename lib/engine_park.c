@@ -37,19 +37,22 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                 found = err == SG_OK;
         }
         e->dk_valid = false;
+        /* a DLQ verdict follows its DLQ record: keep that record's reason */
+        uint8_t reason = verdict == SG_DV_DLQ ? (uint8_t)e->dlq_reason : 0;
+        e->dlq_reason = SG_R_NONE;
         sg_dedup_rec_t old = r;
         if (!digest) {
                 if (!found)
                         return SG_OK;
-                r.verdict = verdict;
         } else if (found && r.expiry_ms > e->now) {
-                r.verdict = verdict; /* a replay judged again */
+                /* a replay judged again: only the verdict changes */
         } else {
                 memcpy(r.digest, digest, 32);
-                r.verdict = verdict;
                 r.first_seen_ms = e->now;
                 r.expiry_ms = e->now + p->tc->dedup_ttl_ms;
         }
+        r.verdict = verdict;
+        r.reason = reason;
         return sg_dedup_put_known(e->txn, &p->tp, kh, &r, found ? &old : NULL,
                                   errstr, errstr_size);
 }

@@ -704,6 +704,32 @@ static bool keybuf_add(keybuf_t *kb, const void *data, size_t len) {
         return true;
 }
 
+static void keybuf_init(keybuf_t *kb) {
+        kb->p = kb->stack;
+        kb->len = 0;
+        kb->cap = sizeof(kb->stack);
+}
+
+static void keybuf_free(keybuf_t *kb) {
+        if (kb->p != kb->stack)
+                free(kb->p);
+}
+
+sg_err_t sg_envelope_key_hash(const char *topic, const char *const *scope,
+                              size_t scope_cnt, const char *id,
+                              unsigned char out[SG_HASH_LEN]) {
+        keybuf_t kb;
+        keybuf_init(&kb);
+        /* the order of parse(): topic, scope parts..., id */
+        bool ok = keybuf_add(&kb, topic, strlen(topic));
+        for (size_t i = 0; ok && i < scope_cnt; i++)
+                ok = keybuf_add(&kb, scope[i], strlen(scope[i]));
+        ok = ok && keybuf_add(&kb, id, strlen(id)) &&
+             sg_sha256_ctx(NULL, kb.p, kb.len, out);
+        keybuf_free(&kb);
+        return ok ? SG_OK : SG_ERR_NOMEM;
+}
+
 /* ------------------------------------------------------------------ */
 /* sg_envelope_parse                                                    */
 /* ------------------------------------------------------------------ */
@@ -912,14 +938,9 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                 return SG_ERR_NOMEM;
         }
 
-        kb.p = kb.stack;
-        kb.len = 0;
-        kb.cap = sizeof(kb.stack);
-
+        keybuf_init(&kb);
         err = parse(&c, env, &kb);
-
-        if (kb.p != kb.stack)
-                free(kb.p);
+        keybuf_free(&kb);
         if (err) {
                 if (err == SG_ERR_NOMEM)
                         fail(errstr, errstr_size,

@@ -112,6 +112,19 @@ void sg_envelope_init(sg_envelope_t *env);
 void sg_envelope_clear(sg_envelope_t *env);
 
 /**
+ * The idempotency key hash (sg_envelope_t.key_hash) of an event of input
+ * topic @p topic whose scope parts are @p scope (@p scope_cnt strings, in
+ * the topic's configured scope order; NULL when 0) and whose id is @p id:
+ * what sg_envelope_parse() computes for a record carrying those fields
+ * (semantics §2). For lookups by id (the result query, semantics §7).
+ * Strings are borrowed, NUL-terminated. Thread-safe.
+ * @returns SG_OK, SG_ERR_NOMEM.
+ */
+sg_err_t sg_envelope_key_hash(const char *topic, const char *const *scope,
+                              size_t scope_cnt, const char *id,
+                              unsigned char out[SG_HASH_LEN]);
+
+/**
  * Parses @p rec according to @p tc into @p env (which must have been
  * initialised; previous contents are freed).
  *

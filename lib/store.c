@@ -59,6 +59,13 @@ sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
 
 static void txn_free(sg_txn_t *t) {
         sg_store_t *s = t->store;
+        if (t->reader) {
+                assert(atomic_load(&s->readers_open) > 0);
+                atomic_fetch_sub(&s->readers_open, 1);
+                pthread_rwlock_unlock(&s->map_lock);
+                free(t);
+                return;
+        }
         assert(atomic_load(&s->txns_open) > 0);
         atomic_fetch_sub(&s->txns_open, 1);
         if (t->write) {
@@ -178,7 +185,22 @@ uint64_t sg_store_fault_count(const sg_store_t *s, bool *firedp) {
 
 unsigned sg_store_txns_open(const sg_store_t *s, bool write_only) {
         return write_only ? atomic_load(&s->writes_open)
-                          : atomic_load(&s->txns_open);
+                          : atomic_load(&s->txns_open) +
+                                    atomic_load(&s->readers_open);
+}
+
+/* The map lock prefers the writer (sg_store_grow): readers looping on
+ * queries must not keep a grow, and so the Kafka loop, waiting. */
+static int map_lock_init(sg_store_t *s) {
+        pthread_rwlockattr_t a;
+        int rc = pthread_rwlockattr_init(&a);
+        if (rc)
+                return rc;
+        pthread_rwlockattr_setkind_np(
+                &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        rc = pthread_rwlock_init(&s->map_lock, &a);
+        pthread_rwlockattr_destroy(&a);
+        return rc;
 }
 
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
@@ -267,13 +289,20 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         }
         s->lock_fd = fd;
         s->growth = growth ? growth : (1u << 30);
+        if (map_lock_init(s)) {
+                close(fd);
+                free(s);
+                return SG_ERR_NOMEM;
+        }
         if (!(s->dir = strdup(dir))) {
+                pthread_rwlock_destroy(&s->map_lock);
                 close(fd);
                 free(s);
                 return SG_ERR_NOMEM;
         }
         sg_err_t serr = sg_store_session_open(s, errstr, errstr_size);
         if (serr) {
+                pthread_rwlock_destroy(&s->map_lock);
                 close(fd);
                 free(s->dir);
                 free(s);
@@ -306,6 +335,7 @@ fail:
         sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir, mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
+        pthread_rwlock_destroy(&s->map_lock);
         close(s->lock_fd);
         free(s->dir);
         free(s);
@@ -318,6 +348,7 @@ void sg_store_close(sg_store_t *s) {
         if (s->lock_fd > 0) /* a writer's store: sync, mark the close */
                 sg_store_session_close(s);
         mdb_env_close(s->env);
+        pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
         if (s->lock_fd > 0)
                 close(s->lock_fd); /* releases the flock */
@@ -334,10 +365,13 @@ sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
                         "grow map: %u transaction(s) still open", open);
                 return SG_ERR_INVALID;
         }
+        /* LMDB remaps the file: no reader of another thread may be in it */
+        pthread_rwlock_wrlock(&s->map_lock);
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         size_t nsize = info.me_mapsize + (size_t)s->growth;
         int rc = mdb_env_set_mapsize(s->env, nsize);
+        pthread_rwlock_unlock(&s->map_lock);
         if (rc)
                 return sg_lmdb_err(rc, "grow map", errstr, errstr_size);
         return SG_OK;
@@ -382,9 +416,29 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
         return SG_OK;
 }
 
+sg_err_t sg_txn_begin_reader(sg_store_t *s, sg_txn_t **txnp, char *errstr,
+                             size_t errstr_size) {
+        sg_txn_t *t = calloc(1, sizeof(*t));
+        if (!t)
+                return SG_ERR_NOMEM;
+        t->store = s;
+        t->reader = true;
+        pthread_rwlock_rdlock(&s->map_lock);
+        int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t->txn);
+        if (rc) {
+                pthread_rwlock_unlock(&s->map_lock);
+                free(t);
+                return sg_lmdb_err(rc, "begin read-only", errstr, errstr_size);
+        }
+        atomic_fetch_add(&s->readers_open, 1);
+        *txnp = t;
+        return SG_OK;
+}
+
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
-        int rc = t->failed ? MDB_BAD_TXN
-                           : fault_at(t->store, SG_STORE_OP_COMMIT);
+        int rc = t->failed   ? MDB_BAD_TXN
+                 : t->reader ? 0
+                             : fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
@@ -497,6 +551,10 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         sg_store_t *s = calloc(1, sizeof(*s));
         if (!s)
                 return SG_ERR_NOMEM;
+        if (map_lock_init(s)) {
+                free(s);
+                return SG_ERR_NOMEM;
+        }
         const char *what = "open";
         int rc = mdb_env_create(&s->env);
         if (rc)
@@ -520,6 +578,7 @@ fail:
                         mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
+        pthread_rwlock_destroy(&s->map_lock);
         free(s);
         return rc == ENOENT || rc == MDB_NOTFOUND ? SG_ERR_NOT_FOUND
                                                   : SG_ERR_STORE;

@@ -20,7 +20,13 @@
  * re-run; nothing is lost.
  *
  * Thread-safety: one write transaction at a time (LMDB rule); a transaction
- * belongs to the thread that began it. The environment may be shared.
+ * belongs to the thread that began it. The store's own thread (the one that
+ * opens, writes, grows and closes it) uses sg_txn_begin; any other thread
+ * reads through sg_txn_begin_reader (e.g. the result query served beside
+ * the Kafka loop), which takes the store's map lock shared for the
+ * transaction's life, so sg_store_grow (exclusive) never remaps the file
+ * under it, and touches no fault-simulation state. sg_store_close must come
+ * after every such reader ended.
  */
 #ifndef SEQGATE_STORE_H
 #define SEQGATE_STORE_H
@@ -70,6 +76,11 @@ typedef enum sg_dedup_verdict {
 typedef struct sg_dedup_rec {
         unsigned char digest[32];
         uint8_t verdict; /**< sg_dedup_verdict_t */
+        /** Why a DLQ verdict was dead-lettered (sg_reason_t, metrics.h), for
+         *  the result query (semantics §7); 0 (SG_R_NONE) with every other
+         *  verdict and in records written before the field existed (reason
+         *  unknown). Stored in the verdict byte: no extra bytes. */
+        uint8_t reason;
         int64_t first_seen_ms;
         int64_t expiry_ms;
 } sg_dedup_rec_t;
@@ -203,8 +214,11 @@ sg_err_t sg_store_sync(sg_store_t *store, char *errstr, size_t errstr_size);
  *  and empty); *whyp (optional) the reason, valid while the store is open. */
 bool sg_store_rebuilt(const sg_store_t *store, const char **whyp);
 
-/** Grows the map by the growth step. No transaction may be open (LMDB
- *  rule; asserted): SG_ERR_INVALID if one is. */
+/** Grows the map by the growth step. No transaction of sg_txn_begin may be
+ *  open (LMDB rule; asserted): SG_ERR_INVALID if one is. Waits until the
+ *  readers of other threads (sg_txn_begin_reader) have ended theirs; new
+ *  ones wait for the grow. The calling thread must hold no reader
+ *  transaction itself (it would wait for itself). */
 sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
 
 /** Current map size and bytes in use (pages × page size). */
@@ -213,7 +227,7 @@ void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
 /**
  * Transactions of @p store open now (begun by sg_txn_begin, not yet
  * committed or aborted): write transactions only when @p write_only, else
- * all. For assertions and tests: after an error every caller must have
+ * all (sg_txn_begin_reader's included). For assertions and tests: after an error every caller must have
  * ended its transaction (a write transaction left open makes the next
  * mdb_txn_begin of the process block forever, and sg_store_grow refuse).
  * Thread-safe.
@@ -253,6 +267,19 @@ uint64_t sg_store_fault_count(const sg_store_t *store, bool *firedp);
 /** Begins a transaction (read-only if !write). */
 sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,
                       char *errstr, size_t errstr_size);
+/**
+ * Begins a read-only transaction that may be used from a thread other than
+ * the store's own (see "Thread-safety" above): it holds the store's map
+ * lock shared until sg_txn_abort (or sg_txn_commit), so sg_store_grow
+ * waits for it, it counts in sg_store_txns_open(store, false) but not
+ * against sg_store_grow's check, and it is never faulted by
+ * sg_store_fault_inject. Every read function below may be called on it, in
+ * the thread that began it. Keep it short: a grow, and so the Kafka loop,
+ * waits for it. Thread-safe.
+ * @returns SG_OK, SG_ERR_STORE (LMDB error, detail in errstr).
+ */
+sg_err_t sg_txn_begin_reader(sg_store_t *store, sg_txn_t **txnp, char *errstr,
+                             size_t errstr_size);
 /** Commits (SG_ERR_MAP_FULL possible) and frees the transaction. */
 sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
 /** Aborts and frees the transaction. NULL is a no-op. */
@@ -535,6 +562,20 @@ typedef int(sg_parked_visit_cb)(void *opaque, uint64_t version,
 sg_err_t sg_parked_foreach(sg_txn_t *txn, const sg_tp_t *tp,
                            const unsigned char agg_hash[32],
                            sg_parked_visit_cb *cb, void *opaque);
+
+/**
+ * Finds the parked event of @p tp whose idempotency key hash is
+ * @p key_hash: its aggregate's hash, version and record (pointers into LMDB
+ * memory, valid until the transaction writes or ends). A walk of the
+ * partition's parked events, bounded by its parking cap (max_parked_total);
+ * for the result query (semantics §7), never on the processing path.
+ * @returns SG_OK, SG_ERR_NOT_FOUND, SG_ERR_STORE (the reason in
+ *          sg_txn_errdetail).
+ */
+sg_err_t sg_parked_find_key(sg_txn_t *txn, const sg_tp_t *tp,
+                            const unsigned char key_hash[32],
+                            unsigned char agg_hash_out[32], uint64_t *versionp,
+                            sg_parked_rec_t *out);
 
 /** Visitor of sg_store_foreach(): one entry of database @p db (SG_DB_*
  *  numbers; the derived indexes are 1 expiry, 4 since, 7 snapdue), LMDB

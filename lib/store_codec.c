@@ -6,6 +6,12 @@
  */
 #include "store_int.h"
 
+#include "metrics.h"
+
+/* A DLQ reason fits beside the verdict in the dedup value's verdict byte. */
+_Static_assert(SG_R__CNT <= (1u << (8 - DEDUP_VERDICT_BITS)),
+               "DLQ reasons outgrow the dedup verdict byte");
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,7 +91,9 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
                          char *errstr, size_t errstr_size) {
         rd_t r = {value, len, false};
         const unsigned char *digest = rd_take(&r, 32);
-        unsigned verdict = rd_u8(&r);
+        unsigned vbyte = rd_u8(&r);
+        unsigned verdict = vbyte & DEDUP_VERDICT_MASK;
+        unsigned reason = vbyte >> DEDUP_VERDICT_BITS;
         int64_t first_seen = rd_i64(&r), expiry = rd_i64(&r);
         sg_err_t err = rd_end(&r, "dedup", len, errstr, errstr_size);
         if (err)
@@ -93,6 +101,10 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
         if (verdict < SG_DV_APPLIED || verdict > SG_DV_DROPPED)
                 return refuse(errstr, errstr_size,
                               "dedup value: unknown verdict %u", verdict);
+        if (reason >= SG_R__CNT || (reason && verdict != SG_DV_DLQ))
+                return refuse(errstr, errstr_size,
+                              "dedup value: reason %u with verdict %u", reason,
+                              verdict);
         if (!is_time(first_seen) || !is_deadline(expiry))
                 return refuse(errstr, errstr_size,
                               "dedup value: time out of range (first seen "
@@ -100,6 +112,7 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
                               first_seen, expiry);
         memcpy(out->digest, digest, 32);
         out->verdict = (uint8_t)verdict;
+        out->reason = (uint8_t)reason;
         out->first_seen_ms = first_seen;
         out->expiry_ms = expiry;
         return SG_OK;

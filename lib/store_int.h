@@ -14,6 +14,7 @@
 
 #include <assert.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -40,6 +41,11 @@ struct sg_store {
         atomic_uint txns_open;   /* begun, not yet committed or aborted */
         atomic_uint writes_open; /* of which write transactions */
         atomic_int writer_tid;   /* thread holding the write txn, 0 none */
+        /* readers of other threads (sg_txn_begin_reader) hold it shared
+         * for their transaction's life, sg_store_grow exclusive: LMDB
+         * remaps the file under every reader when the map size changes */
+        pthread_rwlock_t map_lock;
+        atomic_uint readers_open; /* sg_txn_begin_reader transactions */
         /* fault simulation (sg_store_fault_inject) */
         unsigned fault_ops; /* SG_STORE_OP_* mask, 0: disarmed */
         uint64_t fault_n, fault_cnt;
@@ -80,7 +86,8 @@ struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
         bool write;
-        int failed; /* simulated LMDB error that broke the txn, 0 none */
+        bool reader; /* sg_txn_begin_reader: holds map_lock shared */
+        int failed;  /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
@@ -161,8 +168,13 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* ---- value formats ------------------------------------------------------ */
 
-/* digest 32 | verdict u8 | first_seen i64 | expiry i64 */
+/* digest 32 | verdict u8 | first_seen i64 | expiry i64, where the verdict
+ * byte is verdict (low 3 bits) | DLQ reason << 3 (sg_reason_t; 0 unknown:
+ * records written before the reason was stored hold only the verdict, so
+ * they read back as reason unknown). */
 #define DEDUP_VLEN (32 + 1 + 8 + 8)
+#define DEDUP_VERDICT_BITS 3
+#define DEDUP_VERDICT_MASK 0x7u
 
 /* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
  * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |

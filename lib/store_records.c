@@ -53,7 +53,8 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
         size_t klen = key2(k, tp, kh, 32, NULL, 0);
         unsigned char v[DEDUP_VLEN];
         memcpy(v, rec->digest, 32);
-        v[32] = rec->verdict;
+        v[32] = (unsigned char)(rec->verdict |
+                                (rec->reason << DEDUP_VERDICT_BITS));
         put_u64(v + 33, (uint64_t)rec->first_seen_ms);
         put_u64(v + 41, (uint64_t)rec->expiry_ms);
         return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,

@@ -326,11 +326,18 @@ sg_err_t sg_parked_oldest(sg_txn_t *t, const sg_tp_t *tp,
         return sg_parked_foreach(t, tp, ah, oldest_visit, oldestp);
 }
 
-sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
-                           const unsigned char ah[32], sg_parked_visit_cb *cb,
-                           void *opaque) {
+/* Walks the parked events of aggregate @p ah of @p tp, or of every
+ * aggregate of @p tp when @p ah is NULL, in key order; @p cb gets each
+ * event's aggregate hash too. */
+typedef int(parked_walk_cb)(void *opaque, const unsigned char ah[32],
+                            uint64_t version, const sg_parked_rec_t *rec);
+
+static sg_err_t parked_walk(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char *ah, parked_walk_cb *cb,
+                            void *opaque) {
         unsigned char k[SG_TP_MAX + 64];
-        size_t plen = key2(k, tp, ah, 32, NULL, 0);
+        size_t plen = key2(k, tp, ah, ah ? 32 : 0, NULL, 0);
+        size_t klen = tp->len + 32 + 8; /* tp | agg hash | version */
         MDB_cursor *cur;
         int rc = sg_lmdb_cursor_open(t, DB_PARKED, &cur);
         if (rc)
@@ -338,21 +345,70 @@ sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
         MDB_val key = {plen, k}, val;
         sg_err_t err = SG_OK;
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-             rc == 0 && key.mv_size == plen + 8 &&
+             rc == 0 && key.mv_size == klen &&
              memcmp(key.mv_data, k, plen) == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 sg_parked_rec_t rec;
                 if ((err = parked_decode(t, &val, &rec)))
                         break;
-                uint64_t version =
-                        get_u64((const unsigned char *)key.mv_data + plen);
-                if (cb(opaque, version, &rec))
+                const unsigned char *kp = key.mv_data;
+                if (cb(opaque, kp + tp->len, get_u64(kp + tp->len + 32), &rec))
                         break;
         }
         mdb_cursor_close(cur);
         if (err)
                 return err;
         return rc && rc != MDB_NOTFOUND ? cursor_err(t, DB_PARKED, rc) : SG_OK;
+}
+
+typedef struct one_agg {
+        sg_parked_visit_cb *cb;
+        void *opaque;
+} one_agg_t;
+
+static int one_agg_visit(void *opaque, const unsigned char ah[32],
+                         uint64_t version, const sg_parked_rec_t *rec) {
+        (void)ah;
+        one_agg_t *o = opaque;
+        return o->cb(o->opaque, version, rec);
+}
+
+sg_err_t sg_parked_foreach(sg_txn_t *t, const sg_tp_t *tp,
+                           const unsigned char ah[32], sg_parked_visit_cb *cb,
+                           void *opaque) {
+        one_agg_t o = {cb, opaque};
+        return parked_walk(t, tp, ah, one_agg_visit, &o);
+}
+
+typedef struct key_find {
+        const unsigned char *kh;
+        unsigned char *ah;
+        uint64_t *versionp;
+        sg_parked_rec_t *out;
+        bool found;
+} key_find_t;
+
+static int key_find_visit(void *opaque, const unsigned char ah[32],
+                          uint64_t version, const sg_parked_rec_t *rec) {
+        key_find_t *f = opaque;
+        if (memcmp(rec->key_hash, f->kh, 32) != 0)
+                return 0;
+        memcpy(f->ah, ah, 32);
+        *f->versionp = version;
+        *f->out = *rec;
+        f->found = true;
+        return 1;
+}
+
+sg_err_t sg_parked_find_key(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char key_hash[32],
+                            unsigned char agg_hash_out[32], uint64_t *versionp,
+                            sg_parked_rec_t *out) {
+        key_find_t f = {key_hash, agg_hash_out, versionp, out, false};
+        sg_err_t err = parked_walk(t, tp, NULL, key_find_visit, &f);
+        if (err)
+                return err;
+        return f.found ? SG_OK : SG_ERR_NOT_FOUND;
 }
 
 sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "envelope.h"
 #include "kafka.h"
+#include "query.h"
 #include "seqgate.h"
 #include "store.h"
 
@@ -44,11 +45,23 @@ const char usage_text[] =
         "      Show an aggregate's last applied version, state, flags, parked\n"
         "      events and snapshot request, and the partition's meta, from "
         "the\n"
-        "      store (read-only; safe while seqgate runs). Without "
-        "--aggregate:\n"
-        "      the partition's meta and up to N (default 1000) aggregates "
-        "that\n"
-        "      are quarantined, refetching or have parked events.\n"
+        "      store (read-only; safe while seqgate runs). With --aggregate,\n"
+        "      --partition may be left out (every partition of T is "
+        "searched)\n"
+        "      and --topic too when the config has one input topic. Without\n"
+        "      --aggregate: the partition's meta and up to N (default 1000)\n"
+        "      aggregates that are quarantined, refetching or have parked\n"
+        "      events.\n"
+        "  lookup      --config FILE [--topic T] --source S [--source S2 ...] "
+        "--id I\n"
+        "              [--json]\n"
+        "      What happened to event I (the result query): applied, parked\n"
+        "      (waiting for which version, until when), dead_lettered (why),\n"
+        "      dropped, or unknown (never seen, or past its dedup TTL). "
+        "--source\n"
+        "      gives the idempotency scope parts in order (the CloudEvents\n"
+        "      source by default; none for an empty scope). Exit status: 0\n"
+        "      known, 1 unknown, 2 usage, configuration or store error.\n"
         "  partitions  --config FILE [--json]\n"
         "      Every partition in the store with its meta; the store's map "
         "size\n"
@@ -136,53 +149,18 @@ bool parse_u64(const char *s, uint64_t *out) {
 /* ------------------------------------------------------------------ */
 /* JSON and text helpers                                               */
 
-/* ISO 8601 UTC with milliseconds (as the daemon's logs print times). */
-/* Integers go into JSON as raw decimal text: cJSON numbers are doubles and
- * would round versions and offsets above 2^53. */
+/* The result query's JSON helpers (query.h), one implementation. */
 void j_i64(cJSON *o, const char *name, int64_t v) {
-        char b[32];
-        snprintf(b, sizeof(b), "%" PRId64, v);
-        cJSON_AddRawToObject(o, name, b);
+        sg_json_add_i64(o, name, v);
 }
 void j_u64(cJSON *o, const char *name, uint64_t v) {
-        char b[32];
-        snprintf(b, sizeof(b), "%" PRIu64, v);
-        cJSON_AddRawToObject(o, name, b);
+        sg_json_add_u64(o, name, v);
 }
-/* A processing time (ms since the epoch) as ISO text, null when 0. */
 void j_time(cJSON *o, const char *name, int64_t ms) {
-        char b[48];
-        if (ms <= 0)
-                cJSON_AddNullToObject(o, name);
-        else
-                cJSON_AddStringToObject(o, name, sg_iso_time(ms, b, sizeof(b)));
+        sg_json_add_time(o, name, ms, false);
 }
-
-/* Bytes as a JSON string when they are UTF-8 without NUL, else as
- * name + "_hex"; len SIZE_MAX or p NULL: null. */
 void j_bytes(cJSON *o, const char *name, const void *p, size_t len) {
-        if (!p || len == SIZE_MAX) {
-                cJSON_AddNullToObject(o, name);
-                return;
-        }
-        if (sg_utf8_valid(p, len) && !memchr(p, '\0', len)) {
-                char *s = malloc(len + 1);
-                if (!s)
-                        return;
-                memcpy(s, p, len);
-                s[len] = '\0';
-                cJSON_AddStringToObject(o, name, s);
-                free(s);
-                return;
-        }
-        char *h = malloc(2 * len + 1);
-        if (!h)
-                return;
-        sg_hex_encode(p, len, h);
-        char n2[64];
-        snprintf(n2, sizeof(n2), "%s_hex", name);
-        cJSON_AddStringToObject(o, n2, h);
-        free(h);
+        sg_json_add_bytes(o, name, p, len);
 }
 
 void print_json_line(const cJSON *o) {
@@ -190,6 +168,52 @@ void print_json_line(const cJSON *o) {
         if (s) {
                 puts(s);
                 free(s);
+        }
+}
+
+void print_human(const cJSON *o, int indent, bool list_item) {
+        const cJSON *it;
+        bool first = true;
+        cJSON_ArrayForEach(it, o) {
+                int pad = indent;
+                const char *lead = "";
+                if (list_item) {
+                        lead = first ? "- " : "  ";
+                        pad = indent - 2;
+                }
+                first = false;
+                printf("%*s%s%s:", pad, "", lead, it->string);
+                if (cJSON_IsObject(it)) {
+                        putchar('\n');
+                        print_human(it, indent + 2, false);
+                } else if (cJSON_IsArray(it)) {
+                        if (!cJSON_GetArraySize(it)) {
+                                puts(" none");
+                                continue;
+                        }
+                        putchar('\n');
+                        const cJSON *el;
+                        cJSON_ArrayForEach(el, it) {
+                                if (cJSON_IsObject(el)) {
+                                        print_human(el, indent + 4, true);
+                                } else {
+                                        char *s = cJSON_PrintUnformatted(el);
+                                        printf("%*s- %s\n", indent + 2, "",
+                                               s ? s : "?");
+                                        free(s);
+                                }
+                        }
+                } else if (cJSON_IsNull(it)) {
+                        puts(" none");
+                } else if (cJSON_IsBool(it)) {
+                        puts(cJSON_IsTrue(it) ? " yes" : " no");
+                } else if (cJSON_IsString(it) || cJSON_IsRaw(it)) {
+                        printf(" %s\n", it->valuestring);
+                } else {
+                        char *s = cJSON_PrintUnformatted(it);
+                        printf(" %s\n", s ? s : "?");
+                        free(s);
+                }
         }
 }
 
@@ -225,6 +249,17 @@ int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp) {
                 sg_store_close(*storep);
                 return EXIT_RUNTIME;
         }
+        return 0;
+}
+
+int default_topic(const sg_config_t *conf, const char **topicp) {
+        if (*topicp)
+                return 0;
+        if (conf->topic_cnt != 1)
+                return usage_error("--topic is required: the config has %zu "
+                                   "input topics",
+                                   conf->topic_cnt);
+        *topicp = conf->topics[0].name;
         return 0;
 }
 

@@ -72,6 +72,14 @@ int load_config(const char *path, sg_config_t **confp);
  * EXIT_RUNTIME after printing why (nothing left open). */
 int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp);
 
+/* *topicp, or when NULL the one input topic of conf. Returns 0, or
+ * EXIT_USAGE after printing why (no --topic with several input topics). */
+int default_topic(const sg_config_t *conf, const char **topicp);
+
+/* Human rendering of a JSON object: "name: value" lines, nested objects
+ * and lists of objects indented, in the order the fields were added. */
+void print_human(const cJSON *o, int indent, bool list_item);
+
 /* A partition's meta record as a new JSON object (owned by the caller). */
 cJSON *meta_json(const sg_meta_rec_t *m);
 
@@ -110,5 +118,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_partitions(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_release(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "engine.h"
 #include "envelope.h"
+#include "query.h"
 #include "seqgate.h"
 #include "store.h"
 
@@ -22,130 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* Human rendering of an inspect object: "name: value" lines, nested objects
- * and lists of objects indented, in the order the fields were added. */
-static void print_human(const cJSON *o, int indent, bool list_item) {
-        const cJSON *it;
-        bool first = true;
-        cJSON_ArrayForEach(it, o) {
-                int pad = indent;
-                const char *lead = "";
-                if (list_item) {
-                        lead = first ? "- " : "  ";
-                        pad = indent - 2;
-                }
-                first = false;
-                printf("%*s%s%s:", pad, "", lead, it->string);
-                if (cJSON_IsObject(it)) {
-                        putchar('\n');
-                        print_human(it, indent + 2, false);
-                } else if (cJSON_IsArray(it)) {
-                        if (!cJSON_GetArraySize(it)) {
-                                puts(" none");
-                                continue;
-                        }
-                        putchar('\n');
-                        const cJSON *el;
-                        cJSON_ArrayForEach(el, it) {
-                                if (cJSON_IsObject(el)) {
-                                        print_human(el, indent + 4, true);
-                                } else {
-                                        char *s = cJSON_PrintUnformatted(el);
-                                        printf("%*s- %s\n", indent + 2, "",
-                                               s ? s : "?");
-                                        free(s);
-                                }
-                        }
-                } else if (cJSON_IsNull(it)) {
-                        puts(" none");
-                } else if (cJSON_IsBool(it)) {
-                        puts(cJSON_IsTrue(it) ? " yes" : " no");
-                } else if (cJSON_IsString(it) || cJSON_IsRaw(it)) {
-                        printf(" %s\n", it->valuestring);
-                } else {
-                        char *s = cJSON_PrintUnformatted(it);
-                        printf(" %s\n", s ? s : "?");
-                        free(s);
-                }
-        }
-}
-
-static cJSON *flags_json(uint32_t flags) {
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddBoolToObject(f, "quarantined", flags & SG_AGG_QUARANTINED);
-        cJSON_AddBoolToObject(f, "refetching", flags & SG_AGG_REFETCHING);
-        return f;
-}
-
-/* The aggregate record's own fields (no parked list, no request). */
-static cJSON *agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc) {
-        cJSON *o = cJSON_CreateObject();
-        j_bytes(o, "id", r->aggregate, r->aggregate_len);
-        if (r->has_last)
-                j_u64(o, "last_version", r->last_version);
-        else
-                cJSON_AddNullToObject(o, "last_version");
-        if (r->state[0])
-                cJSON_AddStringToObject(o, "state", r->state);
-        else
-                cJSON_AddNullToObject(o, "state");
-        cJSON_AddItemToObject(o, "flags", flags_json(r->flags));
-        j_u64(o, "parked_count", r->parked_cnt);
-        j_u64(o, "parked_bytes", r->parked_bytes);
-        j_time(o, "oldest_parked_at", r->parked_since_ms);
-        /* The gap deadline (semantics §4): oldest parked_at + gap_timeout,
-         * while the aggregate waits (not refetching, not quarantined). */
-        if (tc && r->parked_since_ms > 0 && tc->gap_policy != SG_GAP_HOLD &&
-            !(r->flags & (SG_AGG_REFETCHING | SG_AGG_QUARANTINED)))
-                j_time(o, "gap_deadline",
-                       r->parked_since_ms + tc->gap_timeout_ms);
-        if (r->skip_from) {
-                char b[64];
-                snprintf(b, sizeof(b), "%" PRIu64 "-%" PRIu64, r->skip_from,
-                         r->skip_to);
-                cJSON_AddStringToObject(o, "skipped_versions", b);
-        }
-        return o;
-}
-
-static int parked_visit(void *opaque, uint64_t version,
-                        const sg_parked_rec_t *p) {
-        cJSON *arr = opaque;
-        cJSON *o = cJSON_CreateObject();
-        j_u64(o, "version", version);
-        j_time(o, "parked_at", p->parked_at_ms);
-        j_i64(o, "offset", p->offset);
-        if (p->timestamp_ms >= 0)
-                j_time(o, "timestamp", p->timestamp_ms);
-        j_bytes(o, "type", p->type, p->type ? p->type_len : SIZE_MAX);
-        j_bytes(o, "key", p->key, p->key_len);
-        if (p->value && p->value_len != SIZE_MAX)
-                j_u64(o, "value_bytes", p->value_len);
-        else
-                cJSON_AddNullToObject(o, "value_bytes");
-        cJSON_AddItemToArray(arr, o);
-        return 0;
-}
-
-static cJSON *snapreq_json(const sg_snapreq_rec_t *q) {
-        cJSON *o = cJSON_CreateObject();
-        j_u64(o, "attempt", q->attempt);
-        cJSON_AddStringToObject(o, "state",
-                                q->state == SG_SNAP_INFLIGHT  ? "in_flight"
-                                : q->state == SG_SNAP_WAITING ? "waiting"
-                                                              : "unknown");
-        j_time(o, "due", q->due_ms);
-        j_u64(o, "seq", q->seq);
-        if (q->has_have)
-                j_u64(o, "have_version", q->have_version);
-        else
-                cJSON_AddNullToObject(o, "have_version");
-        j_u64(o, "want_version", q->want_version);
-        j_time(o, "issued_at", q->issued_at_ms);
-        j_time(o, "sent_at", q->sent_at_ms);
-        return o;
-}
 
 typedef struct attention {
         cJSON *arr;
@@ -166,7 +43,7 @@ static int attention_visit(void *opaque, const unsigned char ah[32],
                 return 0;
         a->matching++;
         if (a->count < a->limit) {
-                cJSON_AddItemToArray(a->arr, agg_json(r, a->tc));
+                cJSON_AddItemToArray(a->arr, sg_query_agg_json(r, a->tc));
                 a->count++;
         }
         return 0;
@@ -175,54 +52,83 @@ static int attention_visit(void *opaque, const unsigned char ah[32],
 /* ------------------------------------------------------------------ */
 /* inspect                                                             */
 
+/* The partition's meta record as "meta" of @p out (null: none).
+ * Returns 0, or EXIT_RUNTIME after printing why. */
+static int add_meta(sg_txn_t *txn, const char *topic, int64_t partition,
+                    cJSON *out, bool *have_metap) {
+        sg_tp_t tp;
+        sg_tp_make(&tp, topic, (int32_t)partition);
+        sg_meta_rec_t meta;
+        sg_err_t err = sg_meta_get(txn, &tp, &meta);
+        if (have_metap)
+                *have_metap = err == SG_OK;
+        if (err == SG_OK) {
+                cJSON_AddItemToObject(out, "meta", meta_json(&meta));
+        } else if (err == SG_ERR_NOT_FOUND) {
+                cJSON_AddNullToObject(out, "meta");
+        } else {
+                errf("%s/%" PRId64 ": meta record unreadable (%s)", topic,
+                     partition, sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        return 0;
+}
+
 /* inspect --aggregate: the aggregate's record, parked events and snapshot
- * request, added to out as "aggregate". Returns 0, or EXIT_RUNTIME after
- * printing why (not found, unreadable). */
-static int inspect_aggregate(sg_txn_t *txn, const sg_tp_t *tp,
-                             const sg_topic_config_t *tc, const char *topic,
+ * request (sg_query_aggregate), searched in every stored partition of
+ * @p topic, or only in @p partition (>= 0); one output object per
+ * partition that holds it. Returns 0, or EXIT_RUNTIME after printing why
+ * (not found, unreadable). */
+static int inspect_aggregate(sg_store_t *store, sg_txn_t *txn,
+                             const sg_config_t *conf, const char *topic,
                              int64_t partition, const char *aggregate,
-                             cJSON *out) {
-        sg_err_t err;
-        unsigned char ah[32];
-        char ahex[65];
-        sg_sha256(aggregate, strlen(aggregate), ah);
-        sg_hex_encode(ah, 32, ahex);
-        sg_agg_rec_t rec;
-        err = sg_agg_get(txn, tp, ah, &rec);
+                             bool json) {
+        char es[512];
+        cJSON *q = NULL;
+        sg_err_t err =
+                sg_query_aggregate(store, conf, topic, aggregate,
+                                   sg_clock_wall_ms(), &q, es, sizeof(es));
         if (err == SG_ERR_NOT_FOUND) {
-                errf("aggregate '%s' not found in %s/%" PRId64
-                     " (never seen, or its state expired)",
-                     aggregate, topic, partition);
+                errf("aggregate '%s' not found in %s (never seen, or its "
+                     "state expired)",
+                     aggregate, topic);
                 return EXIT_RUNTIME;
         }
         if (err) {
-                errf("aggregate '%s': record unreadable (%s)", aggregate,
-                     sg_err2str(err));
+                errf("aggregate '%s': %s (%s)", aggregate, es, sg_err2str(err));
                 return EXIT_RUNTIME;
         }
-        cJSON *a = agg_json(&rec, tc);
-        cJSON_AddStringToObject(a, "hash", ahex);
-        cJSON *parked = cJSON_AddArrayToObject(a, "parked");
-        if ((err = sg_parked_foreach(txn, tp, ah, parked_visit, parked))) {
-                cJSON_Delete(a);
-                errf("aggregate '%s': parked events unreadable (%s)", aggregate,
-                     sg_err2str(err));
-                return EXIT_RUNTIME;
+        int rc = 0, shown = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, cJSON_GetObjectItem(q, "found")) {
+                int64_t p = -1;
+                const cJSON *pj = cJSON_GetObjectItem(a, "partition");
+                parse_i64(pj ? pj->valuestring : NULL, 0, INT32_MAX, &p);
+                if (partition >= 0 && p != partition)
+                        continue;
+                cJSON *out = cJSON_CreateObject();
+                cJSON_AddStringToObject(out, "topic", topic);
+                j_i64(out, "partition", p);
+                if ((rc = add_meta(txn, topic, p, out, NULL))) {
+                        cJSON_Delete(out);
+                        break;
+                }
+                cJSON_AddItemReferenceToObject(out, "aggregate", (cJSON *)a);
+                if (json)
+                        print_json_line(out);
+                else
+                        print_human(out, 0, false);
+                cJSON_Delete(out);
+                shown++;
         }
-        sg_snapreq_rec_t q;
-        err = sg_snapreq_get(txn, tp, ah, &q);
-        if (err == SG_OK) {
-                cJSON_AddItemToObject(a, "snapshot_request", snapreq_json(&q));
-        } else if (err == SG_ERR_NOT_FOUND) {
-                cJSON_AddNullToObject(a, "snapshot_request");
-        } else {
-                cJSON_Delete(a);
-                errf("aggregate '%s': snapshot request unreadable (%s)",
-                     aggregate, sg_err2str(err));
-                return EXIT_RUNTIME;
+        cJSON_Delete(q);
+        if (!rc && !shown) {
+                errf("aggregate '%s' not found in %s/%" PRId64
+                     " (never seen, or its state expired)",
+                     aggregate, topic, partition);
+                rc = EXIT_RUNTIME;
         }
-        cJSON_AddItemToObject(out, "aggregate", a);
-        return 0;
+        return rc;
 }
 
 /* inspect without --aggregate: up to limit aggregates that need attention
@@ -309,10 +215,12 @@ int cmd_inspect(int argc, char **argv) {
         if (optind < argc)
                 return usage_error("inspect: unexpected argument '%s'",
                                    argv[optind]);
-        if (!config || !topic || partition < 0)
-                return usage_error("inspect needs --config, --topic and "
-                                   "--partition");
-        if (strlen(topic) > 249)
+        if (!config)
+                return usage_error("inspect needs --config");
+        if (!aggregate && (!topic || partition < 0))
+                return usage_error("inspect needs --topic and --partition "
+                                   "(or --aggregate)");
+        if (topic && strlen(topic) > 249)
                 return usage_error("--topic: a topic name has at most 249 "
                                    "characters");
 
@@ -320,7 +228,16 @@ int cmd_inspect(int argc, char **argv) {
         int rc = load_config(config, &conf);
         if (rc)
                 return rc;
+        if ((rc = default_topic(conf, &topic))) {
+                sg_config_destroy(conf);
+                return rc;
+        }
         const sg_topic_config_t *tc = sg_config_topic(conf, topic);
+        if (!tc && aggregate) {
+                sg_config_destroy(conf);
+                return usage_error("%s is not an input topic of %s", topic,
+                                   config);
+        }
         if (!tc)
                 errf("warning: %s is not an input topic of %s", topic, config);
 
@@ -330,32 +247,22 @@ int cmd_inspect(int argc, char **argv) {
                 sg_config_destroy(conf);
                 return rc;
         }
-        sg_tp_t tp;
-        sg_tp_make(&tp, topic, (int32_t)partition);
-        cJSON *out = cJSON_CreateObject();
-        cJSON_AddStringToObject(out, "topic", topic);
-        j_i64(out, "partition", partition);
-
-        sg_meta_rec_t meta;
-        sg_err_t err = sg_meta_get(txn, &tp, &meta);
-        bool have_meta = err == SG_OK;
-        if (err == SG_OK) {
-                cJSON_AddItemToObject(out, "meta", meta_json(&meta));
-        } else if (err == SG_ERR_NOT_FOUND) {
-                cJSON_AddNullToObject(out, "meta");
-        } else {
-                errf("%s/%" PRId64 ": meta record unreadable (%s)", topic,
-                     partition, sg_err2str(err));
-                rc = EXIT_RUNTIME;
+        cJSON *out = NULL;
+        if (aggregate) {
+                rc = inspect_aggregate(store, txn, conf, topic, partition,
+                                       aggregate, json);
                 goto done;
         }
-
-        if (aggregate)
-                rc = inspect_aggregate(txn, &tp, tc, topic, partition,
-                                       aggregate, out);
-        else
-                rc = inspect_attention(txn, &tp, tc, topic, partition,
-                                       have_meta, limit, conf->data_dir, out);
+        sg_tp_t tp;
+        sg_tp_make(&tp, topic, (int32_t)partition);
+        out = cJSON_CreateObject();
+        cJSON_AddStringToObject(out, "topic", topic);
+        j_i64(out, "partition", partition);
+        bool have_meta;
+        if ((rc = add_meta(txn, topic, partition, out, &have_meta)))
+                goto done;
+        rc = inspect_attention(txn, &tp, tc, topic, partition, have_meta, limit,
+                               conf->data_dir, out);
         if (rc)
                 goto done;
         if (json)

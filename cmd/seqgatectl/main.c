@@ -7,6 +7,8 @@
  *               events, snapshot request, and the partition's meta; without
  *               --aggregate, the aggregates that need attention
  *               (quarantined, refetching or with parked events).
+ *   lookup      what happened to event X (the result query, semantics §7):
+ *               applied, parked, dead-lettered (why), dropped or unknown.
  *   partitions  every partition the store holds, with its meta, and the
  *               store's map size and bytes in use.
  *   replay      the DLQ replay tool: reads a DLQ topic up to its end offsets,
@@ -58,5 +60,7 @@ int main(int argc, char **argv) {
                 return cmd_replay(argc - 1, argv + 1);
         if (!strcmp(cmd, "release"))
                 return cmd_release(argc - 1, argv + 1);
+        if (!strcmp(cmd, "lookup"))
+                return cmd_lookup(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -18,6 +18,13 @@ partition's meta (consumer group, parked count 1); --json parses; without
 or a partition the store never processed exits 1, a missing --partition
 exits 2.
 
+test_lookup (semantics §7, the result query): after v1, v3 and a stale
+copy of v1 under a new id, `seqgatectl lookup` (while the daemon runs) says
+v1 applied (output topic and partition), v3 parked awaiting v2 with a gap
+deadline, the stale copy dead_lettered stale_version; an id never sent is
+unknown (exit 1); a wrong number of scope parts is a usage error (exit 2).
+`inspect --aggregate` finds the order without --partition and --topic.
+
 test_partitions: `seqgatectl partitions` lists the input partition with the
 consumer group, and the store's map size and bytes in use.
 """
@@ -223,6 +230,75 @@ def test_inspect_gap(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         assert r.returncode == 1 and "no state" in r.stderr, r.stderr
         r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"])
         assert r.returncode == 2, r.stderr
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+
+def test_lookup(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin)
+    cfg = str(sg.config_path)
+    try:
+        order = "order-31"
+        stale = event(order, 1)
+        stale["headers"] = [(k, b"order-31-v1-again" if k == "ce_id" else v)
+                            for k, v in stale["headers"]]
+        produce(bootstrap, n["in"], [event(order, 1), event(order, 3), stale])
+        dlq = consume_all(bootstrap, n["dlq"], timeout_s=30, expect_count=1)
+        assert dlq[0]["headers_dict"]["__seqgate.errors.reason"] == b"stale_version"
+
+        def lookup(ident: str, *extra: str) -> subprocess.CompletedProcess:
+            return ctl(seqgatectl_bin, "lookup", "--config", cfg, "--topic",
+                       n["in"], "--source", SOURCE, "--id", ident, *extra)
+
+        def committed() -> bool:  # the DLQ record is out; the batch may not be
+            r = lookup("order-31-v1-again", "--json")
+            return r.returncode == 0
+        wait_until(committed, 30, "the stale copy to be recorded",
+                   on_timeout=sg.log_tail)
+
+        r = lookup("order-31-v1", "--json")
+        assert r.returncode == 0, r.stderr
+        a = json_lines(r.stdout)[0]
+        assert a["status"] == "applied", a
+        assert a["output"] == {"topic": n["out"], "partition": 0}
+        assert a["first_seen"].endswith("Z") and a["first_seen_ms"] > 0
+        assert a["scope"] == [SOURCE]
+
+        r = lookup("order-31-v3", "--json")
+        assert r.returncode == 0, r.stderr
+        p = json_lines(r.stdout)[0]
+        assert p["status"] == "parked", p
+        assert p["version"] == 3 and p["awaiting_version"] == 2
+        assert p["aggregate_id"] == order
+        assert p["gap_deadline_ms"] == p["parked_at_ms"] + 600000
+
+        r = lookup("order-31-v1-again", "--json")
+        assert r.returncode == 0, r.stderr
+        d = json_lines(r.stdout)[0]
+        assert d["status"] == "dead_lettered" and d["reason"] == "stale_version", d
+        assert d["dlq_topic"] == n["dlq"]
+
+        r = lookup("order-31-v1-again")  # human-readable
+        assert r.returncode == 0 and "reason: stale_version" in r.stdout, r
+
+        r = lookup("never-sent", "--json")
+        assert r.returncode == 1, r
+        u = json_lines(r.stdout)[0]
+        assert u["status"] == "unknown" and u["why"] == "not_found", u
+
+        r = ctl(seqgatectl_bin, "lookup", "--config", cfg, "--topic", n["in"],
+                "--id", "order-31-v1")  # the scope has one part: --source
+        assert r.returncode == 2 and "1 part" in r.stderr, r
+
+        # inspect --aggregate: every partition searched, the one topic implied
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--aggregate", order,
+                "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json_lines(r.stdout)[0]
+        assert doc["partition"] == 0
+        assert doc["aggregate"]["last_version"] == 1
+        assert [q["version"] for q in doc["aggregate"]["parked"]] == [3]
         assert sg.stop() == 0
     finally:
         sg.cleanup()

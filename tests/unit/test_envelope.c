@@ -202,6 +202,39 @@ START_TEST(test_binary_ok) {
 }
 END_TEST
 
+/* The lookup's key (result query, semantics §7) is the parse's key. */
+START_TEST(test_key_hash_matches_parse) {
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN], got[SG_HASH_LEN];
+        const char *parts[] = {"orders", "/shop/eu", "evt-1"};
+
+        cfg_ce(&t);
+        rec_binary(&r, "order-7", "evt-1", "/shop/eu", "order.paid", "42");
+        sg_envelope_init(&env);
+        expect_ok(&t, &r, &env);
+        ck_assert_int_eq(
+                sg_envelope_key_hash("orders", parts + 1, 1, "evt-1", got),
+                SG_OK);
+        ck_assert_mem_eq(got, env.key_hash, SG_HASH_LEN);
+        key_hash_of(parts, 3, want);
+        ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        /* no scope: topic and id only; parts never run together */
+        ck_assert_int_eq(sg_envelope_key_hash("orders", NULL, 0, "evt-1", got),
+                         SG_OK);
+        const char *two[] = {"orders", "evt-1"};
+        key_hash_of(two, 2, want);
+        ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        const char *ab[] = {"a:b"}, *a[] = {"a"};
+        unsigned char h1[SG_HASH_LEN], h2[SG_HASH_LEN];
+        ck_assert_int_eq(sg_envelope_key_hash("t", ab, 1, "c", h1), SG_OK);
+        ck_assert_int_eq(sg_envelope_key_hash("t", a, 1, "b:c", h2), SG_OK);
+        ck_assert(memcmp(h1, h2, SG_HASH_LEN) != 0);
+        sg_envelope_clear(&env);
+}
+END_TEST
+
 START_TEST(test_binary_last_header_wins) {
         tcfg_t t;
         trec_t r;
@@ -2110,6 +2143,7 @@ static Suite *envelope_suite(void) {
 
         tc = tcase_create("binary");
         tcase_add_test(tc, test_binary_ok);
+        tcase_add_test(tc, test_key_hash_matches_parse);
         tcase_add_test(tc, test_binary_last_header_wins);
         tcase_add_test(tc, test_binary_value_not_json_is_fine);
         tcase_add_test(tc, test_binary_missing_attributes);

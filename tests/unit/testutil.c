@@ -1,6 +1,7 @@
 /*
  * testutil.c — the unit suites' shared helpers (testutil.h).
  */
+#define TU_ENGINE_HARNESS
 #include "testutil.h"
 
 #include <check.h>
@@ -64,4 +65,182 @@ void tu_clrec_set_at(const char *file, int line, tu_clrec_t *c,
         if (ef->value)
                 memcpy(c->value, ef->value, ef->value_len);
         c->value_len = ef->value_len;
+}
+
+/* ---- the engine harness ---------------------------------------------- */
+
+const char *const sm_json =
+        "\"state_machine\":{\"initial\":\"NEW\",\"states\":[\"NEW\","
+        "\"CREATED\","
+        "\"PAID\",\"SHIPPED\",\"COMPLETED\",\"CANCELLED\",\"RETURNING\"],"
+        "\"transitions\":["
+        "{\"type\":\"order.created\",\"from\":[\"NEW\"],\"to\":\"CREATED\"},"
+        "{\"type\":\"order.paid\",\"from\":[\"CREATED\"],\"to\":\"PAID\"},"
+        "{\"type\":\"order.shipped\",\"from\":[\"PAID\"],\"to\":\"SHIPPED\"},"
+        "{\"type\":\"order.completed\",\"from\":[\"SHIPPED\"],\"to\":"
+        "\"COMPLETED\"},"
+        "{\"type\":\"order.cancelled\",\"from\":[\"CREATED\",\"RETURNING\"],"
+        "\"to\":\"CANCELLED\"},"
+        "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],\"to\":"
+        "\"RETURNING\"}]}";
+
+void h_open(h_t *h, const char *topic_json) {
+        char json[4096], err[512];
+        snprintf(json, sizeof(json), BASE_CONF,
+                 h->root ? h->root : "\"guarantee\":\"at_least_once\",",
+                 topic_json);
+        ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) ==
+                              SG_OK,
+                      "config: %s", err);
+        if (!h->dir[0]) {
+                tu_tmpdir(h->dir, sizeof(h->dir), "engine");
+        }
+        ck_assert_int_eq(sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(
+                sg_engine_new(h->conf, h->store, &h->eng, err, sizeof(err)),
+                SG_OK);
+        sg_engine_processor(h->eng, &h->proc);
+        if (!h->now)
+                h->now = T0;
+        sg_engine_set_clock(h->eng, h->now);
+        int64_t off;
+        ck_assert_int_eq(h->proc.assign(h->proc.opaque, "orders", 0, "g", &off,
+                                        err, sizeof(err)),
+                         SG_OK);
+}
+
+void h_close(h_t *h) {
+        sg_engine_destroy(h->eng);
+        sg_store_close(h->store);
+        sg_config_destroy(h->conf);
+        h->eng = NULL;
+        h->store = NULL;
+        h->conf = NULL;
+}
+
+void h_free(h_t *h) {
+        h_close(h);
+        tu_rmrf(h->dir);
+}
+
+void h_clock(h_t *h, int64_t now) {
+        h->now = now;
+        sg_engine_set_clock(h->eng, now);
+}
+
+static void copy_hdr(const sg_header_t *hd, char *dst, size_t n) {
+        size_t l = hd->value_len < n - 1 ? hd->value_len : n - 1;
+        memcpy(dst, hd->value, l);
+        dst[l] = '\0';
+}
+
+void collect(h_t *h) {
+        const sg_effect_t *ef;
+        size_t n = h->proc.effects(h->proc.opaque, &ef);
+        for (size_t i = 0; i < n; i++) {
+                /* Changelog records (both guarantees) are the store's
+                 * business, checked by the changelog cases below; the
+                 * decision cases look at what reaches Kafka's topics. */
+                if (ef[i].kind == SG_EFFECT_CHANGELOG)
+                        continue;
+                out_t *o = &h->out[h->out_cnt++];
+                memset(o, 0, sizeof(*o));
+                o->kind = ef[i].kind;
+                if (ef[i].kind == SG_EFFECT_HTTP_GET) {
+                        snprintf(o->request_id, sizeof(o->request_id), "%s",
+                                 ef[i].request_id);
+                        snprintf(o->url, sizeof(o->url), "%s", ef[i].url);
+                        continue;
+                }
+                snprintf(o->topic, sizeof(o->topic), "%s", ef[i].topic);
+                o->partition = ef[i].partition;
+                snprintf(o->key, sizeof(o->key), "%.*s", (int)ef[i].key_len,
+                         (const char *)ef[i].key);
+                snprintf(o->value, sizeof(o->value), "%.*s",
+                         (int)ef[i].value_len, (const char *)ef[i].value);
+                for (size_t j = 0; j < ef[i].header_cnt; j++)
+                        if (!strcmp(ef[i].headers[j].name, "ce_sequence"))
+                                copy_hdr(&ef[i].headers[j], o->version,
+                                         sizeof(o->version));
+                for (size_t j = 0; j < ef[i].extra_cnt; j++) {
+                        const sg_header_t *x = &ef[i].extra[j];
+                        if (!strcmp(x->name, SG_DLQ_H_REASON))
+                                copy_hdr(x, o->reason, sizeof(o->reason));
+                        else if (!strcmp(x->name, SG_DLQ_H_DETAIL))
+                                copy_hdr(x, o->detail, sizeof(o->detail));
+                        else if (ef[i].kind == SG_EFFECT_OUTPUT &&
+                                 strcmp(x->name, SG_H_SOURCE) != 0) {
+                                snprintf(o->extra_name, sizeof(o->extra_name),
+                                         "%s", x->name);
+                                copy_hdr(x, o->extra_val, sizeof(o->extra_val));
+                        }
+                }
+        }
+}
+
+/* Runs one batch with @p evs; returns the number of effects it produced. */
+size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
+        char err[512];
+        size_t before = h->out_cnt;
+        ck_assert_int_eq(
+                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                SG_OK);
+        /* Input records (and their headers) stay alive for the whole batch,
+         * as the Kafka loop keeps its messages: effects borrow them. */
+        static sg_header_t hds[64][6];
+        ck_assert_uint_le(cnt, 64);
+        for (size_t i = 0; i < cnt; i++) {
+                sg_header_t *hd = hds[i];
+                size_t hc = 0;
+                hd[hc++] = (sg_header_t){"ce_specversion", "1.0", 3};
+                hd[hc++] = (sg_header_t){"ce_id", evs[i].id, strlen(evs[i].id)};
+                hd[hc++] = (sg_header_t){"ce_source", "/shop", 5};
+                hd[hc++] = (sg_header_t){"ce_type", evs[i].type,
+                                         strlen(evs[i].type)};
+                hd[hc++] = (sg_header_t){"ce_sequence", evs[i].seq,
+                                         strlen(evs[i].seq)};
+                if (evs[i].replay)
+                        hd[hc++] = (sg_header_t){SG_H_REPLAY, "1", 1};
+                const char *val = evs[i].value ? evs[i].value : evs[i].id;
+                sg_record_t rec = {
+                        .topic = "orders",
+                        .partition = 0,
+                        .offset = h->offset++,
+                        .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
+                        .key = evs[i].agg,
+                        .key_len = strlen(evs[i].agg),
+                        .value = val,
+                        .value_len = strlen(val),
+                        .headers = hd,
+                        .header_cnt = hc,
+                };
+                ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
+                                                 &h->last_result, err,
+                                                 sizeof(err)),
+                                 SG_OK);
+        }
+        if (h->lag_set) /* as the Kafka loop reports it: before tick */
+                h->proc.position(h->proc.opaque, "orders", 0, h->lag);
+        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        collect(h);
+        ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
+                              SG_OK,
+                      "commit: %s", err);
+        return h->out_cnt - before;
+}
+
+const sg_metrics_t *M(h_t *h) {
+        return sg_engine_metrics(h->eng);
+}
+
+void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
+                const char *version, const char *reason) {
+        ck_assert_int_eq(o->kind, kind);
+        ck_assert_str_eq(o->key, key);
+        if (version)
+                ck_assert_str_eq(o->version, version);
+        if (reason)
+                ck_assert_str_eq(o->reason, reason);
 }

@@ -96,4 +96,105 @@ typedef struct tu_clrec {
 void tu_clrec_set_at(const char *file, int line, tu_clrec_t *c,
                      const sg_effect_t *ef);
 
+/* ---- the engine harness (test_engine.c and the suites that build a store
+ * by driving the engine, e.g. test_query.c) ------------------------------
+ *
+ * One engine on a fresh store of topic "orders" (output "out", DLQ "dlq"),
+ * driven through the processor interface exactly as the Kafka loop drives
+ * it, with no broker; the effects each batch produced are kept in h->out.
+ * Short names, so a suite opts in: #define TU_ENGINE_HARNESS before it
+ * includes testutil.h.
+ */
+#ifdef TU_ENGINE_HARNESS
+#include "config.h"
+#include "engine.h"
+#include "store.h"
+
+#define T0 1700000000000LL /* engine clock at the start of every test */
+
+typedef struct out {
+        sg_effect_kind_t kind;
+        char topic[64];
+        int32_t partition;
+        char key[64];
+        char value[1024];
+        char request_id[256]; /* HTTP_GET effects */
+        char url[512];
+        char reason[64];
+        char detail[256];
+        char extra_name[64]; /* first non-provenance extra header (output) */
+        char extra_val[64];
+        char version[32]; /* ce_sequence of the record */
+} out_t;
+
+typedef struct h {
+        char dir[64];
+        sg_config_t *conf;
+        sg_store_t *store;
+        sg_engine_t *eng;
+        sg_processor_t proc;
+        out_t out[256];
+        size_t out_cnt;
+        int64_t offset;
+        int64_t now;
+        sg_process_result_t last_result;
+        const char *root; /* extra root keys, e.g. the guarantee */
+        bool lag_set;     /* report h->lag for partition 0 in every batch */
+        int64_t lag;
+} h_t;
+
+/* A macro, not a variable: a printf format the compiler can check. */
+#define BASE_CONF                                                              \
+        "{\"data_dir\":\"/tmp/x\",%s\"kafka\":{\"bootstrap.servers\":"         \
+        "\"x:1\",\"group.id\":\"g\"},\"topics\":{\"orders\":{"                 \
+        "\"output_topic\":\"out\",\"dlq_topic\":\"dlq\",%s}}}"
+
+/* The order state machine of the seed (semantics summary). */
+extern const char *const sm_json;
+
+/* Opens config, store and engine (h->dir: a new temporary directory unless
+ * set; h->root: extra root keys; h->now: the clock, T0 unless set) with
+ * @p topic_json as the keys of topic "orders", and assigns partition 0. */
+void h_open(h_t *h, const char *topic_json);
+/* Closes engine, store and config (the directory stays). */
+void h_close(h_t *h);
+/* h_close, then removes the directory. */
+void h_free(h_t *h);
+/* Sets the engine's clock to @p now. */
+void h_clock(h_t *h, int64_t now);
+
+/* A CloudEvents binary-mode record. */
+typedef struct ev {
+        const char *agg;
+        const char *id;
+        const char *type;
+        const char *seq;
+        const char *value;
+        bool replay;
+        int64_t ts; /* record timestamp; 0: 1000 */
+} ev_t;
+
+/* Appends the effects of the batch in progress to h->out (changelog
+ * records left out). */
+void collect(h_t *h);
+/* Runs one batch with @p evs on partition 0 (begin, process each, tick,
+ * effects, commit); returns the number of effects it produced. */
+size_t batch(h_t *h, const ev_t *evs, size_t cnt);
+
+#define EV(a, i, t, q, ...)                                                    \
+        ((ev_t){.agg = (a), .id = (i), .type = (t), .seq = (q), __VA_ARGS__})
+#define ONE(h, ...)                                                            \
+        do {                                                                   \
+                ev_t e_[] = {__VA_ARGS__};                                     \
+                batch((h), e_, sizeof(e_) / sizeof(e_[0]));                    \
+        } while (0)
+
+/* The engine's metrics. */
+const sg_metrics_t *M(h_t *h);
+/* Fails unless @p o is of @p kind with record key @p key, and (when not
+ * NULL) ce_sequence @p version and DLQ reason @p reason. */
+void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
+                const char *version, const char *reason);
+#endif /* TU_ENGINE_HARNESS */
+
 #endif

@@ -1,0 +1,287 @@
+/*
+ * test_query.c — the result query (semantics §7): every answer of
+ * sg_query_event (applied, parked, dead_lettered with its reason, dropped,
+ * unknown never seen / expired, a dedup record written before reasons were
+ * stored) and sg_query_aggregate, on stores built by driving the engine.
+ */
+#define TU_ENGINE_HARNESS
+#include "envelope.h"
+#include "query.h"
+#include "store.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const shop[] = {"/shop"};
+static char qerr[512];
+
+/* The answer for event @p id of "orders" (scope "/shop") at @p now. */
+static cJSON *ask(h_t *h, const char *id, const unsigned char *digest,
+                  int64_t now) {
+        cJSON *o = NULL;
+        ASSERT_OK(sg_query_event(h->store, h->conf, "orders", shop, 1, id,
+                                 digest, now, &o, qerr, sizeof(qerr)),
+                  qerr);
+        ck_assert_ptr_nonnull(o);
+        return o;
+}
+
+/* Member @p name of @p o as text: a string's value or a number's raw
+ * text; "(missing)" / "null". */
+static const char *js(const cJSON *o, const char *name) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+        if (!it)
+                return "(missing)";
+        if (cJSON_IsNull(it))
+                return "null";
+        if (cJSON_IsString(it) || cJSON_IsRaw(it))
+                return it->valuestring;
+        return cJSON_IsTrue(it) ? "true" : "false";
+}
+
+static const char *ms_text(int64_t ms) {
+        static char b[4][32];
+        static int n;
+        char *s = b[n++ % 4];
+        snprintf(s, 32, "%" PRId64, ms);
+        return s;
+}
+
+START_TEST(event_applied) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        cJSON *o = ask(&h, "e1", NULL, T0 + 1);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        ASSERT_STR_EQ(js(o, "partition"), "0");
+        ASSERT_STR_EQ(js(o, "first_seen_ms"), ms_text(T0));
+        ASSERT_STR_EQ(js(o, "first_seen"), "2023-11-14T22:13:20.000Z");
+        const cJSON *out = cJSON_GetObjectItem(o, "output");
+        ASSERT_STR_EQ(js(out, "topic"), "out");
+        ASSERT_STR_EQ(js(out, "partition"), "0");
+        /* not known: never part of the answer */
+        ck_assert_ptr_null(cJSON_GetObjectItem(out, "offset"));
+        cJSON_Delete(o);
+        /* the same payload is the same event; another payload is the
+         * conflict row 3 dead-lettered */
+        unsigned char d[32];
+        sg_sha256("e1", 2, d);
+        o = ask(&h, "e1", d, T0 + 1);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        sg_sha256("other", 5, d);
+        o = ask(&h, "e1", d, T0 + 1);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "idempotency_conflict");
+        ASSERT_STR_EQ(js(cJSON_GetObjectItem(o, "conflicts_with"), "status"),
+                      "applied");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(event_parked_waits_for_next_version) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":30000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        h_clock(&h, T0 + 500);
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ASSERT_EQ_INT(h.out_cnt, 1); /* e3 is parked */
+        cJSON *o = ask(&h, "e3", NULL, T0 + 600);
+        ASSERT_STR_EQ(js(o, "status"), "parked");
+        ASSERT_STR_EQ(js(o, "aggregate_id"), "A");
+        ASSERT_STR_EQ(js(o, "version"), "3");
+        ASSERT_STR_EQ(js(o, "last_version"), "1");
+        ASSERT_STR_EQ(js(o, "awaiting_version"), "2");
+        ASSERT_STR_EQ(js(o, "parked_at_ms"), ms_text(T0 + 500));
+        ASSERT_STR_EQ(js(o, "gap_deadline_ms"), ms_text(T0 + 500 + 30000));
+        ASSERT_STR_EQ(js(o, "offset"), "1");
+        cJSON_Delete(o);
+
+        /* the aggregate, searched in every partition without naming one */
+        ASSERT_OK(sg_query_aggregate(h.store, h.conf, NULL, "A", T0, &o, qerr,
+                                     sizeof(qerr)),
+                  qerr);
+        const cJSON *found = cJSON_GetObjectItem(o, "found");
+        ASSERT_EQ_INT(cJSON_GetArraySize(found), 1);
+        const cJSON *a = cJSON_GetArrayItem(found, 0);
+        ASSERT_STR_EQ(js(a, "topic"), "orders");
+        ASSERT_STR_EQ(js(a, "id"), "A");
+        ASSERT_STR_EQ(js(a, "partition"), "0");
+        ASSERT_STR_EQ(js(a, "last_version"), "1");
+        ASSERT_STR_EQ(js(a, "awaiting_version"), "2");
+        ASSERT_STR_EQ(js(a, "gap_deadline_ms"), ms_text(T0 + 500 + 30000));
+        ASSERT_STR_EQ(js(cJSON_GetObjectItem(a, "flags"), "quarantined"),
+                      "false");
+        const cJSON *parked = cJSON_GetObjectItem(a, "parked");
+        ASSERT_EQ_INT(cJSON_GetArraySize(parked), 1);
+        ASSERT_STR_EQ(js(cJSON_GetArrayItem(parked, 0), "version"), "3");
+        ASSERT_STR_EQ(js(a, "snapshot_request"), "null");
+        cJSON_Delete(o);
+        o = NULL;
+        ASSERT_EQ_INT(sg_query_aggregate(h.store, h.conf, "orders", "B", T0, &o,
+                                         qerr, sizeof(qerr)),
+                      SG_ERR_NOT_FOUND);
+        ck_assert_ptr_null(o);
+        ASSERT_EQ_INT(sg_query_aggregate(h.store, h.conf, "nope", "A", T0, &o,
+                                         qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+
+        /* the fill arrives: both applied */
+        ONE(&h, EV("A", "e2", "t", "2"));
+        o = ask(&h, "e3", NULL, T0 + 600);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(event_dead_lettered_with_reason) {
+        h_t h = {0};
+        h_open(&h, sm_json);
+        ONE(&h, EV("A", "e1", "order.created", "1"));
+        ONE(&h, EV("A", "e1b", "order.created", "1")); /* stale */
+        ONE(&h, EV("B", "e2", "order.shipped", "1"));  /* NEW -> SHIPPED */
+        ASSERT_EQ_INT(h.out_cnt, 3);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "B", "1", "illegal_transition");
+        cJSON *o = ask(&h, "e1b", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "stale_version");
+        ASSERT_STR_EQ(js(o, "dlq_topic"), "dlq");
+        ck_assert_ptr_null(cJSON_GetObjectItem(o, "dlq_offset"));
+        cJSON_Delete(o);
+        o = ask(&h, "e2", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "illegal_transition");
+        cJSON_Delete(o);
+        /* the original of e1 stays applied */
+        o = ask(&h, "e1", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+/* A gap that times out dead-letters parked events: the reason is kept on
+ * the drain/timeout path too, not only in the rows. */
+START_TEST(event_gap_timeout_reason) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 5000);
+        batch(&h, NULL, 0);
+        cJSON *o = ask(&h, "e3", NULL, T0 + 5000);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "gap_timeout");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(event_dropped) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"stale\":\"drop\"}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("A", "e1b", "t", "1"));
+        ASSERT_EQ_INT(h.out_cnt, 1);
+        cJSON *o = ask(&h, "e1b", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dropped");
+        ASSERT_STR_EQ(js(o, "reason"), "stale_version");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(event_unknown_never_seen_and_expired) {
+        h_t h = {0};
+        h_open(&h, "\"dedup\":{\"ttl_ms\":10000}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        cJSON *o = ask(&h, "nope", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "unknown");
+        ASSERT_STR_EQ(js(o, "why"), "not_found");
+        ASSERT_STR_EQ(js(o, "dedup_ttl_ms"), "10000");
+        ASSERT_STR_EQ(js(o, "partitions_searched"), "1");
+        cJSON_Delete(o);
+        /* past the TTL, before the sweep: the record says it expired */
+        o = ask(&h, "e1", NULL, T0 + 10000);
+        ASSERT_STR_EQ(js(o, "status"), "unknown");
+        ASSERT_STR_EQ(js(o, "why"), "expired");
+        ASSERT_STR_EQ(js(o, "expired_at_ms"), ms_text(T0 + 10000));
+        cJSON_Delete(o);
+        /* swept: gone */
+        h_clock(&h, T0 + 10000);
+        batch(&h, NULL, 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
+        o = ask(&h, "e1", NULL, T0 + 10000);
+        ASSERT_STR_EQ(js(o, "status"), "unknown");
+        ASSERT_STR_EQ(js(o, "why"), "not_found");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+/* A dedup record from a store written before reasons were stored: its bare
+ * verdict byte reads as a DLQ of reason unknown. */
+START_TEST(event_old_format_record) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1"));
+        unsigned char kh[32];
+        ASSERT_OK(sg_envelope_key_hash("orders", shop, 1, "old", kh), "");
+        unsigned char v[49] = {0};
+        v[32] = SG_DV_DLQ;
+        v[40] = 1;    /* first seen 1 ms */
+        v[42] = 0x10; /* expiry 2^52 + 2^44 ms: far past T0 */
+        v[43] = 0x10;
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t;
+        ASSERT_OK(sg_txn_begin(h.store, true, &t, qerr, sizeof(qerr)), qerr);
+        ASSERT_OK(sg_store_apply_change(t, &tp, SG_DB_DEDUP, kh, 32, v,
+                                        sizeof(v), qerr, sizeof(qerr)),
+                  qerr);
+        ASSERT_OK(sg_txn_commit(t, qerr, sizeof(qerr)), qerr);
+        cJSON *o = ask(&h, "old", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "unknown");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
+START_TEST(event_query_refuses_bad_input) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        cJSON *o = NULL;
+        ASSERT_EQ_INT(sg_query_event(h.store, h.conf, "other", shop, 1, "e",
+                                     NULL, T0, &o, qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+        ASSERT_EQ_INT(sg_query_event(h.store, h.conf, "orders", NULL, 0, "e",
+                                     NULL, T0, &o, qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+        ck_assert_msg(strstr(qerr, "1 part"), "%s", qerr);
+        ck_assert_ptr_null(o);
+        h_free(&h);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("query");
+        TCase *tc = tcase_create("query");
+        tcase_add_test(tc, event_applied);
+        tcase_add_test(tc, event_parked_waits_for_next_version);
+        tcase_add_test(tc, event_dead_lettered_with_reason);
+        tcase_add_test(tc, event_gap_timeout_reason);
+        tcase_add_test(tc, event_dropped);
+        tcase_add_test(tc, event_unknown_never_seen_and_expired);
+        tcase_add_test(tc, event_old_format_record);
+        tcase_add_test(tc, event_query_refuses_bad_input);
+        suite_add_tcase(s, tc);
+        return tu_run_suite(s);
+}
