@@ -21,6 +21,8 @@
  *   LATEST    int64_t, a gauge merged by hand (sg_metrics_add(): kept from
  *             the last batch that set it).
  *   LATEST_MS a LATEST in milliseconds, exported in seconds.
+ *             (The help of a _MS row names the stats line's unit, ms;
+ *             the Prometheus name says seconds.)
  *   HIST      sg_hist_t, observations in milliseconds into the fixed
  *             bounds SG_HIST_BOUNDS_MS; merged by adding. Prometheus
  *             histogram in seconds (_bucket{le}, _sum, _count); not in
@@ -124,9 +126,10 @@ typedef struct sg_hist {
           "moved L to: dropped")                                               \
         X(snapshot_resolve_ms_last, LATEST_MS,                                 \
           "snapshot_resolve_seconds_last",                                     \
-          "first snapshot request to applied, last one, milliseconds")         \
+          "first snapshot request to applied, last one (ms in the stats "      \
+          "line)")                                                             \
         X(snapshot_resolve_ms_max, LATEST_MS, "snapshot_resolve_seconds_max",  \
-          "first snapshot request to applied, longest, milliseconds")          \
+          "first snapshot request to applied, longest (ms in the stats line)") \
         X(snapshot_resolve_ms, HIST, "snapshot_resolve_seconds",               \
           "first snapshot request to applied")                                 \
         X(snapshot_in_flight, GAUGE, "snapshot_in_flight",                     \
@@ -162,9 +165,9 @@ typedef struct sg_hist {
         X(pauses_total, COUNTER, "pauses_total",                               \
           "partitions paused by back-pressure")                                \
         X(commit_latency_ms_last, GAUGE_MS, "commit_latency_seconds_last",     \
-          "produce to offsets committed, last batch, milliseconds")            \
+          "produce to offsets committed, last batch (ms in the stats line)")   \
         X(commit_latency_ms_max, GAUGE_MS, "commit_latency_seconds_max",       \
-          "produce to offsets committed, longest, milliseconds")               \
+          "produce to offsets committed, longest (ms in the stats line)")      \
         X(commit_latency_ms, HIST, "commit_latency_seconds",                   \
           "produce to offsets or transaction committed, per batch")            \
         X(batch_duration_ms, HIST, "batch_duration_seconds",                   \
@@ -184,7 +187,7 @@ typedef struct sg_hist {
         X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
         X(restore_ms_last, GAUGE_MS, "restore_seconds_last",                   \
-          "wall time of the last restore, milliseconds")
+          "wall time of the last restore (ms in the stats line)")
 
 /* Per assigned input partition (sg_part_stats_t, metrics.h): exported
  * with the labels topic and partition; the loop's and the engine's sums
