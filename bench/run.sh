@@ -226,6 +226,7 @@ write_config() { # instance group data_dir out dlq file guarantee
   "store": { "map_size_bytes": 4294967296, "map_growth_bytes": 1073741824 },
   "batch": { "max_records": $BATCH_RECORDS, "max_ms": $BATCH_MS },
   "stats_interval_ms": 10000,
+  "http": { "address": "127.0.0.1:0" },
   "topics": {
     "$IN": {
       "output_topic": "$4",

@@ -185,6 +185,23 @@ wait_for '[ "$(counter records_in_total)" = "$((n1 + n2))" ]' 100 ||
         echo "demo.sh: the late record was not consumed" >&2
 alive
 
+# 3b. the HTTP endpoint: a few lines of /metrics ---------------------------
+# (http.address 127.0.0.1:0 in the demo config: the port is in the
+# http_listening log line)
+http_port=$(grep '"event":"http_listening"' "$tmp/seqgate.log" |
+        grep -o '"port":[0-9]*' | cut -d: -f2 || true)
+if [ -n "$http_port" ] && command -v curl >/dev/null; then
+        say "GET http://127.0.0.1:$http_port/metrics (an excerpt)"
+        curl -fsS "http://127.0.0.1:$http_port/metrics" |
+                grep -E '^seqgate_(records_total|applied_total|dedup_hits_total|dlq_records_total|stuck_processing_over_5m|consumer_lag)[ {]' |
+                head -n 20 || echo "demo.sh: /metrics did not answer" >&2
+        curl -fsS "http://127.0.0.1:$http_port/readyz" ||
+                echo "demo.sh: /readyz is not ready" >&2
+else
+        echo "demo.sh: no http_listening line (or no curl): /metrics skipped" >&2
+fi
+alive
+
 # 4. read the results (the embedded cluster lives inside seqgate) -----------
 # key<TAB>headers<TAB>value, one record a line.
 kcat -C -b "$bs" -t orders.clean -o beginning -e -q \

@@ -49,6 +49,7 @@
 #include "config_int.h"
 
 #include "envelope.h" /* sg_utf8_valid */
+#include "http.h"     /* sg_http_address_parse */
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -734,6 +735,8 @@ static const char *const ROOT_KEYS[] = {"$schema",
                                         "kafka_producer",
                                         "store",
                                         "batch",
+                                        "http",
+                                        "metrics",
                                         "stats_interval_ms",
                                         "delivery_timeout_ms",
                                         "sweep_max_per_batch",
@@ -745,6 +748,23 @@ static const char *const ROOT_KEYS[] = {"$schema",
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
+static const char *const HTTP_KEYS[] = {"address", "read_api", NULL};
+static const char *const METRICS_KEYS[] = {"stuck_threshold_ms", NULL};
+
+/** Check of http.address: sg_http_address_parse() (http.h) must accept
+ *  it. */
+sg_err_t sg_cfg_check_http_address(cfg_ctx_t *c, const cJSON *obj,
+                                   const char *path, const char *key_path,
+                                   void *base) {
+        (void)obj;
+        (void)path;
+        const sg_config_t *conf = base;
+        sg_http_addr_t a;
+        char es[256] = "";
+        if (sg_http_address_parse(conf->http_address, &a, es, sizeof(es)))
+                return sg_cfg_fail(c, key_path, "%s", es);
+        return SG_OK;
+}
 
 /* exactly_once's transactional id, <group.id>-<instance_id> (semantics
  * §6): malloc'ed, NULL when out of memory. */
@@ -783,6 +803,16 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
                 KEEP(sg_cfg_read(c, it, "batch", SECT_BATCH, conf));
         }
         KEEP(sg_cfg_read(c, root, "", SECT_ROOT_LIMITS, conf));
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "http")) &&
+            !sg_cfg_expect_object(c, it, "http")) {
+                KEEP(sg_cfg_check_keys(c, it, "http", HTTP_KEYS));
+                KEEP(sg_cfg_read(c, it, "http", SECT_HTTP, conf));
+        }
+        if ((it = cJSON_GetObjectItemCaseSensitive(root, "metrics")) &&
+            !sg_cfg_expect_object(c, it, "metrics")) {
+                KEEP(sg_cfg_check_keys(c, it, "metrics", METRICS_KEYS));
+                KEEP(sg_cfg_read(c, it, "metrics", SECT_METRICS, conf));
+        }
 
         KEEP(sg_cfg_parse_topics(c, root, conf));
         if (c->err_cnt > 0)
@@ -867,8 +897,9 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
         }
         /* the defaults of config.h, from the key table; exactly_once is
          * the default (semantics §6): the production guarantee */
-        static const cfg_sect_t sects[] = {SECT_ROOT, SECT_STORE, SECT_BATCH,
-                                           SECT_ROOT_LIMITS};
+        static const cfg_sect_t sects[] = {SECT_ROOT,  SECT_STORE,
+                                           SECT_BATCH, SECT_ROOT_LIMITS,
+                                           SECT_HTTP,  SECT_METRICS};
         err = SG_OK;
         for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
                 err = sg_cfg_defaults(&c, sects[i], conf);
@@ -988,6 +1019,7 @@ void sg_config_destroy(sg_config_t *conf) {
         free(conf->instance_id);
         free(conf->transactional_id);
         free(conf->group_id);
+        free(conf->http_address);
         free(conf->data_dir);
         kv_free(conf->kafka, conf->kafka_cnt);
         kv_free(conf->kafka_consumer, conf->kafka_consumer_cnt);

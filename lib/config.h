@@ -218,6 +218,14 @@ typedef struct sg_config {
                                               restores, metadata and admin
                                               calls [120000] */
 
+        char *http_address; /**< http.address ["127.0.0.1:9464"]; NULL or
+                                    "" or "off": no HTTP endpoint (README
+                                    "HTTP endpoint and metrics") */
+        bool http_read_api; /**< http.read_api: serve /v1/ [true] */
+        int64_t metrics_stuck_threshold_ms; /**< metrics.stuck_threshold_ms:
+                                    parked or refetching longer than this
+                                    counts as stuck [300000] */
+
         sg_topic_config_t *topics;
         size_t topic_cnt;
 

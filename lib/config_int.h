@@ -56,6 +56,8 @@ typedef enum cfg_sect {
         SECT_STORE,        /* "store" */
         SECT_BATCH,        /* "batch" */
         SECT_ROOT_LIMITS,  /* root keys read after store and batch */
+        SECT_HTTP,         /* "http" */
+        SECT_METRICS,      /* "metrics" */
         SECT_TOPIC,        /* a topic's own keys */
         SECT_ENVELOPE,     /* envelope keys before "scope" */
         SECT_ENVELOPE_MAX, /* envelope keys after "digest" */
@@ -136,6 +138,7 @@ sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
 sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf);
 
 /* config_topic.c: the one-key checks of the table, the topics */
+cfg_check_fn sg_cfg_check_http_address;
 cfg_check_fn sg_cfg_check_output_topic, sg_cfg_check_dlq_topic,
         sg_cfg_check_changelog_topic, sg_cfg_check_format;
 bool sg_cfg_topic_named(const sg_topic_config_t *tc);

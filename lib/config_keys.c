@@ -114,6 +114,17 @@ static const cfg_row_t cfg_rows[] = {
               "broker_retry_timeout_ms", 120000, 1,
               "longest retry of a retriable broker error at start-up, "
               "milliseconds"),
+        ROW(SECT_HTTP, sg_config_t, http_address, "http", "address",
+            SG_CONF_STRING, 0, 0, "127.0.0.1:9464", 0, 0, NULL,
+            sg_cfg_check_http_address,
+            "HTTP endpoint: host:port, [v6]:port, 0.0.0.0:port; \"\" or "
+            "off: none"),
+        ROW(SECT_HTTP, sg_config_t, http_read_api, "http", "read_api",
+            SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
+            "serve the /v1/ read endpoints"),
+        R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
+              "stuck_threshold_ms", 300000, 1,
+              "parked or refetching longer than this is stuck, milliseconds"),
 
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
               SG_CONF_REQUIRED, sg_cfg_check_output_topic,

@@ -185,6 +185,21 @@ const sg_metrics_t *sg_engine_metrics(const sg_engine_t *e) {
         return &e->metrics;
 }
 
+bool sg_engine_part_gauges(const sg_engine_t *e, const char *topic,
+                           int32_t partition, sg_part_stats_t *out) {
+        part_t *p = sg_eng_part_find((sg_engine_t *)e, topic, partition);
+        if (!p)
+                return false;
+        out->parked_events = (int64_t)p->meta.parked_cnt;
+        out->parked_bytes = (int64_t)p->meta.parked_bytes;
+        out->quarantined_aggregates = (int64_t)p->meta.quarantined;
+        out->oldest_parked_age_ms =
+                p->oldest_since && e->gauges_at > p->oldest_since
+                        ? e->gauges_at - p->oldest_since
+                        : 0;
+        return true;
+}
+
 sg_err_t sg_engine_store_durability(const sg_config_t *conf, sg_store_t *store,
                                     char *errstr, size_t errstr_size) {
         if (conf->guarantee != SG_GUARANTEE_EXACTLY_ONCE)
@@ -616,7 +631,7 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr, size_t errstr_size) {
 typedef struct age_walk {
         sg_engine_t *e;
         const sg_tp_t *tp;
-        int64_t stale;  /* older than this: stuck (5 minutes) */
+        int64_t stale; /* older than this: stuck (metrics.stuck_threshold_ms) */
         int64_t oldest; /* oldest parked_at seen, 0 none */
         uint64_t stuck;
 } age_walk_t;
@@ -648,14 +663,17 @@ static sg_err_t tick_all(void *opaque, char *errstr, size_t errstr_size) {
          * refetching): the gap deadline index, plus the aggregates waiting
          * for a snapshot, which are out of that index. */
         if (e->now - e->gauges_at >= 1000) {
-                age_walk_t w = {.e = e, .stale = e->now - 300000};
+                age_walk_t w = {.e = e,
+                                .stale = e->now -
+                                         e->conf->metrics_stuck_threshold_ms};
+                int64_t oldest = 0;
                 for (size_t i = 0; i < e->part_cnt; i++) {
                         unsigned char h[32];
                         int64_t since;
                         uint64_t n;
+                        w.oldest = 0; /* per partition, for /metrics */
                         if (sg_since_first(e->txn, &e->parts[i].tp, INT64_MAX,
-                                           h, &since) == SG_OK &&
-                            (!w.oldest || since < w.oldest))
+                                           h, &since) == SG_OK)
                                 w.oldest = since;
                         if (sg_since_count(e->txn, &e->parts[i].tp, w.stale,
                                            100000, &n) == SG_OK)
@@ -665,8 +683,10 @@ static sg_err_t tick_all(void *opaque, char *errstr, size_t errstr_size) {
                                 (void)sg_snapreq_foreach(e->txn, w.tp,
                                                          age_visit, &w);
                         }
+                        e->parts[i].oldest_since = w.oldest;
+                        if (w.oldest && (!oldest || w.oldest < oldest))
+                                oldest = w.oldest;
                 }
-                int64_t oldest = w.oldest;
                 uint64_t stuck = w.stuck;
                 e->delta.oldest_parked_age_ms = oldest ? e->now - oldest : 0;
                 e->delta.stuck_parked_over_5m = (int64_t)stuck;

@@ -112,6 +112,17 @@ void sg_engine_processor(sg_engine_t *engine, sg_processor_t *proc);
 const sg_metrics_t *sg_engine_metrics(const sg_engine_t *engine);
 
 /**
+ * Fills the engine's gauges of input partition @p topic [@p partition]
+ * into @p out (parked_events, parked_bytes, quarantined_aggregates as of
+ * the last committed batch; oldest_parked_age_ms as of the last gauge walk,
+ * at most a second old; semantics §7). Other fields are left alone.
+ * @returns false when the engine does not hold the partition.
+ * Thread-safety: the processing thread only (between batches).
+ */
+bool sg_engine_part_gauges(const sg_engine_t *engine, const char *topic,
+                           int32_t partition, sg_part_stats_t *out);
+
+/**
  * Installs the log callback for the decisions an operator looks for in the
  * log: "gap_timeout", "aggregate_quarantined", "snapshot_attempt_failed"
  * (with the HTTP status or the reason), "aggregate_released". At most 50

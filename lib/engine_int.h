@@ -70,10 +70,12 @@ typedef struct part {
         /* how far the partition is read (semantics §4, backlog-aware gap
          * deadlines); not part of the store: a new owner starts "behind"
          * as soon as the loop reports a position */
-        bool behind;      /* not read to the end of its log */
-        int64_t read_ts;  /* highest record timestamp read (ms), 0 none */
-        int64_t cl_epoch; /* changelog epoch to keep with the restore's
+        bool behind;          /* not read to the end of its log */
+        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
+        int64_t cl_epoch;     /* changelog epoch to keep with the restore's
                                  checkpoints (changelog_epoch_set) */
+        int64_t oldest_since; /* oldest parked event or snapshot wait seen
+                                 by the last gauge walk, ms; 0 none */
 } part_t;
 
 /* Size limits for one configured input topic's destinations, in

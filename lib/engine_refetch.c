@@ -372,6 +372,8 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
                         p->work.snap_in_flight--;
                 int64_t took = e->now - r.issued_at_ms;
                 e->delta.snapshot_resolve_ms_last = took > 0 ? took : 1;
+                sg_hist_observe(&e->delta.snapshot_resolve_ms,
+                                e->delta.snapshot_resolve_ms_last);
                 if (e->delta.snapshot_resolve_ms_last >
                     e->delta.snapshot_resolve_ms_max)
                         e->delta.snapshot_resolve_ms_max =

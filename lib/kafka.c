@@ -32,6 +32,7 @@
  * only between batches (loop_collect, back-off).
  */
 #include "kafka_int.h"
+#include "metrics_pub.h" /* sg_metrics_snap_t */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -220,6 +221,8 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
         p->pause_offset = -1;
         p->cl_epoch = -1;
         p->cl_next = -1;
+        p->lag = -1;
+        p->restore_target = -1;
         return loop->last_part = loop->part_cnt++;
 }
 
@@ -506,13 +509,17 @@ static void loop_collect(sg_loop_t *loop) {
                          (loop->msg_cnt ? deadline : idle_deadline));
 }
 
-static void loop_stats_emit(sg_loop_t *loop) {
+/** The sampled gauges of the stats line and the HTTP endpoint: partitions
+ *  assigned and paused, and the consumer lag (the sum, and each
+ *  partition's in part.lag). */
+static void loop_gauges(sg_loop_t *loop) {
         sg_loop_stats_t *s = &loop->stats;
         int64_t assigned = 0, paused = 0, lag = 0;
         bool lag_known = true;
         rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
                 (int)(loop->part_cnt ? loop->part_cnt : 1));
         for (size_t i = 0; i < loop->part_cnt; i++) {
+                loop->parts[i].lag = -1;
                 if (!loop->parts[i].assigned)
                         continue;
                 assigned++;
@@ -538,8 +545,18 @@ static void loop_stats_emit(sg_loop_t *loop) {
                         continue;
                 }
                 lag += hi > pos ? hi - pos : 0;
+                loop->parts[pi].lag = hi > pos ? hi - pos : 0;
         }
         rd_kafka_topic_partition_list_destroy(l);
+        s->assigned_partitions = assigned;
+        s->paused_partitions = paused;
+        s->consumer_lag = lag_known ? lag : -1;
+        s->snapshot_http_in_flight =
+                (int64_t)sg_snapshot_http_in_flight(loop->http);
+}
+
+static void loop_stats_emit(sg_loop_t *loop) {
+        loop_gauges(loop);
         if (loop->restorer) {
                 /* idle between restores: serve its logs and errors */
                 rd_kafka_message_t *m =
@@ -547,13 +564,50 @@ static void loop_stats_emit(sg_loop_t *loop) {
                 if (m)
                         rd_kafka_message_destroy(m);
         }
-        s->assigned_partitions = assigned;
-        s->paused_partitions = paused;
-        s->consumer_lag = lag_known ? lag : -1;
-        s->snapshot_http_in_flight =
-                (int64_t)sg_snapshot_http_in_flight(loop->http);
         if (loop->stats_cb)
-                loop->stats_cb(loop->stats_opaque, s);
+                loop->stats_cb(loop->stats_opaque, &loop->stats);
+}
+
+void sg_loop_set_publish(sg_loop_t *loop, sg_loop_publish_cb *cb,
+                         void *opaque) {
+        loop->publish_cb = cb;
+        loop->publish_opaque = opaque;
+}
+
+void sg_loop_publish(sg_loop_t *loop, bool force) {
+        if (!loop->publish_cb)
+                return;
+        int64_t now = sg_clock_mono_ms();
+        if (!force && now - loop->published_ms < SG_PUB_INTERVAL_MS)
+                return;
+        if (!loop->pub_snap &&
+            !(loop->pub_snap = calloc(1, sizeof(*loop->pub_snap))))
+                return;
+        loop->published_ms = now;
+        loop_gauges(loop);
+        sg_metrics_snap_t *snap = loop->pub_snap;
+        snap->loop = loop->stats;
+        snap->assigned_once = loop->assigned_once;
+        snap->stopped = loop->run_ended;
+        snap->fatal = loop->fatal != SG_OK;
+        snprintf(snap->fatal_str, sizeof(snap->fatal_str), "%s",
+                 snap->fatal ? loop->fatal_str : "");
+        snap->part_cnt = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++) {
+                const sg_part_t *p = &loop->parts[i];
+                if (!p->assigned || !sg_config_topic(loop->conf, p->topic) ||
+                    sg_metrics_snap_reserve(snap, snap->part_cnt + 1))
+                        continue;
+                sg_part_stats_t *o = &snap->parts[snap->part_cnt++];
+                memset(o, 0, sizeof(*o));
+                snprintf(o->topic, sizeof(o->topic), "%s", p->topic);
+                o->partition = p->partition;
+                o->consumer_lag = p->lag;
+                o->restoring = p->restoring || p->restore;
+                o->restore_records = p->restore_records;
+                o->restore_target = p->restore_target;
+        }
+        loop->publish_cb(loop->publish_opaque, snap);
 }
 
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
@@ -589,6 +643,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 continue;
                         }
                 }
+                uint64_t batches = loop->stats.batches_total;
                 loop_resume_due(loop);
                 loop_collect(loop);
                 if (loop->fatal != SG_OK)
@@ -606,6 +661,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                              t += 50)
                                 loop_wait(loop, 50);
                 }
+                /* a committed batch publishes at once (sg_loop_publish) */
+                sg_loop_publish(loop, loop->stats.batches_total != batches);
                 if (loop->conf->stats_interval_ms > 0 &&
                     sg_clock_mono_ms() >= loop->next_stats_ms) {
                         loop_stats_emit(loop);
@@ -627,6 +684,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 rd_kafka_flush(loop->producer,
                                (int)loop->conf->delivery_timeout_ms);
         loop_stats_emit(loop);
+        loop->run_ended = true;
+        sg_loop_publish(loop, true);
         if (loop->fatal != SG_OK) {
                 sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return loop->fatal;
@@ -669,5 +728,8 @@ void sg_loop_destroy(sg_loop_t *loop) {
         free(loop->batch_parts);
         free(loop->hdrs);
         sg_snapshot_http_destroy(loop->http);
+        if (loop->pub_snap)
+                sg_metrics_snap_free(loop->pub_snap);
+        free(loop->pub_snap);
         free(loop);
 }

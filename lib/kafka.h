@@ -269,6 +269,25 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
 /** Asks sg_loop_run() to return after the current batch. Async-signal-safe. */
 void sg_loop_stop(sg_loop_t *loop);
 
+struct sg_metrics_snap;
+
+/**
+ * Called from the loop thread with a snapshot the loop filled (metrics_pub.h:
+ * its stats, the assigned input partitions with their consumer lag and
+ * restore progress, whether partitions were assigned once, and at the end
+ * whether it stopped and why). The callee may add to it (the engine's
+ * numbers) and publish it; it must not keep the pointer.
+ */
+typedef void(sg_loop_publish_cb)(void *opaque, struct sg_metrics_snap *snap);
+
+/**
+ * Installs @p cb: called after every committed batch, on every turn of the
+ * loop at most every SG_PUB_INTERVAL_MS, during a changelog restore, after
+ * every rebalance and once when sg_loop_run() returns (the HTTP endpoint,
+ * metrics_pub.h). Call before sg_loop_run(). NULL removes it.
+ */
+void sg_loop_set_publish(sg_loop_t *loop, sg_loop_publish_cb *cb, void *opaque);
+
 /** Current stats (loop thread, or after run returned). */
 const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop);
 

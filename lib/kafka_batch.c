@@ -281,6 +281,7 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
 static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
                               size_t cnt, int64_t t0) {
         int64_t lat = sg_clock_mono_ms() - t0;
+        sg_hist_observe(&loop->stats.commit_latency_ms, lat);
         loop->stats.commit_latency_ms_last = lat;
         if (lat > loop->stats.commit_latency_ms_max)
                 loop->stats.commit_latency_ms_max = lat;
@@ -874,6 +875,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         char es[512] = "";
         size_t consumed = 0;
         sg_err_t err;
+        int64_t t0 = sg_clock_mono_ms();
 
         loop->batch_running = true;
         loop->reruns = 0;
@@ -968,6 +970,8 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         if (err == SG_OK) {
                 loop->stats.batches_total++;
                 loop->stats.records_in_total += consumed;
+                sg_hist_observe(&loop->stats.batch_duration_ms,
+                                sg_clock_mono_ms() - t0);
                 loop->backoff_ms = 0;
                 /* a batch of records committed: the refused ones were
                  * found (an idle batch says nothing about them) */

@@ -8,6 +8,7 @@
 
 #include "kafka.h"
 #include "changelog.h"
+#include "metrics.h"
 #include "snapshot_http.h"
 
 #include <cjson/cJSON.h>
@@ -61,6 +62,11 @@ typedef struct sg_part {
                                     again (paused until revoked) */
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
+        /* published numbers (sg_loop_publish) */
+        int64_t lag;             /**< high watermark - position, -1 unknown */
+        bool restoring;          /**< its changelog restore is running */
+        int64_t restore_records; /**< records the current/last restore read */
+        int64_t restore_target;  /**< offsets it had to read, -1 unknown */
 } sg_part_t;
 
 struct sg_loop {
@@ -148,6 +154,14 @@ struct sg_loop {
                                       the batch (owned by http) */
         size_t http_batch_cnt;        /**< their number */
         int64_t http_polled_ms;       /**< last fetcher drive (monotonic) */
+
+        /* the HTTP endpoint's publication (sg_loop_set_publish) */
+        sg_loop_publish_cb *publish_cb;
+        void *publish_opaque;
+        struct sg_metrics_snap *pub_snap; /**< scratch, reused */
+        int64_t published_ms;             /**< last publish (monotonic) */
+        bool assigned_once;               /**< a rebalance assigned once */
+        bool run_ended;                   /**< sg_loop_run() is returning */
 };
 /** One operation retried while the cluster answers with retriable errors:
  *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
@@ -189,6 +203,9 @@ size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition);
 size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
+/** Publishes a snapshot to the publish callback (if any): always when
+ *  @p force, else at most every SG_PUB_INTERVAL_MS. */
+void sg_loop_publish(sg_loop_t *loop, bool force);
 
 /* log redaction of secrets (kafka_redact.c) */
 void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,

@@ -375,10 +375,14 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         return;
                 }
                 on_assign(loop, rk, parts, coop);
+                /* restored (or failed): /readyz may say ready now */
+                loop->assigned_once = true;
+                sg_loop_publish(loop, true);
                 break;
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
                 on_revoke(loop, rk, parts, coop,
                           rd_kafka_assignment_lost(rk) != 0);
+                sg_loop_publish(loop, true);
                 break;
         default: {
                 cJSON *f = cJSON_CreateObject();

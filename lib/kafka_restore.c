@@ -211,6 +211,19 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         if (err)
                 return err;
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
+        /* the HTTP endpoint's restore progress (sg_loop_publish) */
+        size_t pi = sg_loop_part(loop, topic, partition);
+        int64_t lo_w = -1, hi_w = -1;
+        if (pi != SG_NO_PART) {
+                rd_kafka_query_watermark_offsets(loop->restorer, changelog,
+                                                 partition, &lo_w, &hi_w,
+                                                 SG_METADATA_TIMEOUT_MS);
+                loop->parts[pi].restoring = true;
+                loop->parts[pi].restore_records = 0;
+                loop->parts[pi].restore_target =
+                        hi_w >= from ? hi_w - from : -1;
+                sg_loop_publish(loop, true);
+        }
         restore_progress_t rp = {.start_ms = progress,
                                  .next_ms = progress +
                                             loop->conf->stats_interval_ms};
@@ -226,6 +239,11 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         progress = sg_clock_mono_ms();
                         rd_kafka_message_destroy(m);
                         rp.records++;
+                        if (pi != SG_NO_PART) {
+                                loop->parts[pi].restore_records =
+                                        (int64_t)rp.records;
+                                sg_loop_publish(loop, false);
+                        }
                         if (!err && loop->conf->stats_interval_ms > 0 &&
                             progress >= rp.next_ms)
                                 loop_restore_progress(loop, topic, partition,
@@ -273,6 +291,10 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                 }
         }
         rd_kafka_assign(loop->restorer, NULL);
+        if (pi != SG_NO_PART) {
+                loop->parts[pi].restoring = false;
+                sg_loop_publish(loop, false);
+        }
         *endp = end;
         return err;
 }

@@ -32,11 +32,39 @@ const char *sg_reason_name(sg_reason_t r) {
         return reason_names[r];
 }
 
+static const int64_t hist_bounds_ms[SG_HIST_BUCKETS] = SG_HIST_BOUNDS_MS;
+
+int64_t sg_hist_bound_ms(int i) {
+        return i >= 0 && i < SG_HIST_BUCKETS ? hist_bounds_ms[i] : INT64_MAX;
+}
+
+void sg_hist_observe(sg_hist_t *h, int64_t ms) {
+        int i = 0;
+        if (ms < 0)
+                ms = 0;
+        while (i < SG_HIST_BUCKETS && ms > hist_bounds_ms[i])
+                i++;
+        if (i < SG_HIST_BUCKETS)
+                h->bucket[i]++;
+        h->count++;
+        h->sum_ms += ms;
+}
+
+void sg_hist_merge(sg_hist_t *h, const sg_hist_t *d) {
+        for (int i = 0; i < SG_HIST_BUCKETS; i++)
+                h->bucket[i] += d->bucket[i];
+        h->count += d->count;
+        h->sum_ms += d->sum_ms;
+}
+
 /* The merge: counters add, gauges copy, LATEST rows by hand below. */
 #define ADD_COUNTER(name) m->name += d->name;
 #define ADD_GAUGE(name) m->name = d->name;
+#define ADD_GAUGE_MS(name) m->name = d->name;
 #define ADD_LATEST(name)
-#define ADD(name, kind, help) ADD_##kind(name)
+#define ADD_LATEST_MS(name)
+#define ADD_HIST(name) sg_hist_merge(&m->name, &d->name);
+#define ADD(name, kind, prom, help) ADD_##kind(name)
 
 void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
         SG_ENGINE_METRICS_HEAD(ADD)
@@ -54,7 +82,10 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
 #undef ADD
 #undef ADD_COUNTER
 #undef ADD_GAUGE
+#undef ADD_GAUGE_MS
 #undef ADD_LATEST
+#undef ADD_LATEST_MS
+#undef ADD_HIST
 
 /** Appends to @p buf (snprintf-style: @p off counts what would have been
  *  written). Returns false on an encoding error. */
@@ -85,8 +116,11 @@ static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...) {
                     off ? "," : "", (int64_t)m->name))                         \
                 return -1;
 #define PUT_GAUGE(name) PUT_SIGNED(name)
+#define PUT_GAUGE_MS(name) PUT_SIGNED(name)
 #define PUT_LATEST(name) PUT_SIGNED(name)
-#define PUT(name, kind, help) PUT_##kind(name)
+#define PUT_LATEST_MS(name) PUT_SIGNED(name)
+#define PUT_HIST(name) /* not in the stats line */
+#define PUT(name, kind, prom, help) PUT_##kind(name)
 
 int sg_metrics_json(const sg_metrics_t *m, char *buf, size_t size) {
         size_t off = 0;

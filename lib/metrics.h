@@ -52,6 +52,28 @@ typedef struct sg_metrics {
         SG_ENGINE_METRICS_TAIL(SG_METRIC_FIELD)
 } sg_metrics_t;
 
+/** Counts one observation of @p ms milliseconds (negative: 0) into @p h:
+ *  the first bucket whose bound (SG_HIST_BOUNDS_MS) is >= @p ms, or only
+ *  count and sum above the last bound. Thread-safety: the caller's. */
+void sg_hist_observe(sg_hist_t *h, int64_t ms);
+
+/** Adds every bucket, the count and the sum of @p d to @p h. */
+void sg_hist_merge(sg_hist_t *h, const sg_hist_t *d);
+
+/** Bound @p i (0 .. SG_HIST_BUCKETS-1) of SG_HIST_BOUNDS_MS, milliseconds;
+ *  INT64_MAX outside. */
+int64_t sg_hist_bound_ms(int i);
+
+/** One assigned input partition's numbers for /metrics and /readyz
+ *  (metrics_pub.h): the fields and their help are in metrics_list.h
+ *  (SG_PART_METRICS); the loop fills lag and restore, the engine the rest
+ *  (sg_engine_part_gauges()). */
+typedef struct sg_part_stats {
+        char topic[256]; /**< Kafka topic names have at most 249 bytes */
+        int32_t partition;
+        SG_PART_METRICS(SG_METRIC_FIELD)
+} sg_part_stats_t;
+
 /** Adds every counter of @p delta to @p m (gauges are copied). */
 void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *delta);
 

@@ -1,16 +1,32 @@
 /*
- * metrics_list.h — every counter and gauge of seqgate, one row each (an
- * X-macro list): the rows generate the fields of sg_metrics_t (metrics.h)
- * and sg_loop_stats_t (kafka.h), the merge of a batch's engine delta
- * (sg_metrics_add()) and the stats line (sg_metrics_json(),
- * sg_loop_stats_json()), in row order. Adding a metric is one row here.
+ * metrics_list.h — every counter, gauge and histogram of seqgate, one row
+ * each (an X-macro list): the rows generate the fields of sg_metrics_t
+ * (metrics.h), sg_loop_stats_t (kafka.h) and sg_part_stats_t (metrics.h),
+ * the merge of a batch's engine delta (sg_metrics_add()), the stats line
+ * (sg_metrics_json(), sg_loop_stats_json()) and the Prometheus exposition
+ * of /metrics (sg_metrics_prom(), metrics_prom.c), in row order. Adding a
+ * metric is one row here.
  *
- * A row is X(name, KIND, "help"). KIND:
- *   COUNTER  uint64_t, only grows; merged by adding. Its Prometheus name is
- *            seqgate_<name> (the names already end in _total).
- *   GAUGE    int64_t, sampled; merged by copying. Prometheus seqgate_<name>.
- *   LATEST   int64_t, a gauge merged by hand (sg_metrics_add(): kept from
- *            the last batch that set it).
+ * A row is X(name, KIND, "prom", "help"):
+ *   name  the C field and its stats-line JSON member;
+ *   prom  its Prometheus name without the "seqgate_" prefix; "" when the
+ *         row is not exported as one number (a sum over partitions that
+ *         /metrics exports per partition, SG_PART_METRICS);
+ *   help  what is counted: the # HELP text.
+ * KIND:
+ *   COUNTER   uint64_t, only grows; merged by adding. Prometheus counter
+ *             (the names end in _total).
+ *   GAUGE     int64_t, sampled; merged by copying. Prometheus gauge.
+ *   GAUGE_MS  a GAUGE in milliseconds, exported in seconds (÷ 1000).
+ *   LATEST    int64_t, a gauge merged by hand (sg_metrics_add(): kept from
+ *             the last batch that set it).
+ *   LATEST_MS a LATEST in milliseconds, exported in seconds.
+ *             (The help of a _MS row names the stats line's unit, ms;
+ *             the Prometheus name says seconds.)
+ *   HIST      sg_hist_t, observations in milliseconds into the fixed
+ *             bounds SG_HIST_BOUNDS_MS; merged by adding. Prometheus
+ *             histogram in seconds (_bucket{le}, _sum, _count); not in
+ *             the stats line (that line stays as it was).
  * SG_METRIC_TYPE_<KIND> is the C type, SG_METRIC_PROM_<KIND> the
  * Prometheus metric type.
  *
@@ -22,104 +38,186 @@
 
 #include <stdint.h>
 
+/** Upper bounds (le) of every histogram's buckets, milliseconds; +Inf is
+ *  implied. Chosen for batch durations and commit latencies (a few ms to
+ *  seconds) and snapshot resolve times (up to minutes of retries): 1 ms,
+ *  5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5, 10, 30, 60, 300 s. */
+#define SG_HIST_BOUNDS_MS                                                      \
+        {                                                                      \
+                1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,      \
+                        30000, 60000, 300000                                   \
+        }
+#define SG_HIST_BUCKETS 15
+
+/** A histogram: per bucket the observations <= its bound (not cumulative;
+ *  the exposition adds them up), plus the count and the sum. */
+typedef struct sg_hist {
+        uint64_t bucket[SG_HIST_BUCKETS]; /**< observations in (prev, le] */
+        uint64_t count;                   /**< all observations (+Inf) */
+        int64_t sum_ms;                   /**< their sum, milliseconds */
+} sg_hist_t;
+
 #define SG_METRIC_TYPE_COUNTER uint64_t
 #define SG_METRIC_TYPE_GAUGE int64_t
+#define SG_METRIC_TYPE_GAUGE_MS int64_t
 #define SG_METRIC_TYPE_LATEST int64_t
+#define SG_METRIC_TYPE_LATEST_MS int64_t
+#define SG_METRIC_TYPE_HIST sg_hist_t
 #define SG_METRIC_PROM_COUNTER "counter"
 #define SG_METRIC_PROM_GAUGE "gauge"
+#define SG_METRIC_PROM_GAUGE_MS "gauge"
 #define SG_METRIC_PROM_LATEST "gauge"
+#define SG_METRIC_PROM_LATEST_MS "gauge"
+#define SG_METRIC_PROM_HIST "histogram"
 
 /** A struct field for a row. */
-#define SG_METRIC_FIELD(name, kind, help) SG_METRIC_TYPE_##kind name;
+#define SG_METRIC_FIELD(name, kind, prom, help) SG_METRIC_TYPE_##kind name;
 
 /* Engine metrics (sg_metrics_t) before dlq_total[] (DLQ records by reason,
  * an array: its sum and its rows by reason are written by hand). */
 #define SG_ENGINE_METRICS_HEAD(X)                                              \
-        X(records_total, COUNTER, "records judged")                            \
-        X(applied_total, COUNTER, "records emitted to the output topic")       \
-        X(dedup_hits_total, COUNTER, "duplicates (decision row 2)")            \
+        X(records_total, COUNTER, "records_total", "records judged")           \
+        X(applied_total, COUNTER, "applied_total",                             \
+          "records emitted to the output topic")                               \
+        X(dedup_hits_total, COUNTER, "dedup_hits_total",                       \
+          "duplicates (decision row 2)")                                       \
         X(idempotency_parameter_conflicts_total, COUNTER,                      \
+          "idempotency_parameter_conflicts_total",                             \
           "same idempotency key, other payload (row 3)")                       \
-        X(malformed_total, COUNTER, "malformed records (row 1)")               \
+        X(malformed_total, COUNTER, "malformed_total",                         \
+          "malformed records (row 1)")                                         \
         X(stale_version_rejections_total, COUNTER,                             \
+          "stale_version_rejections_total",                                    \
           "stale versions, dead-lettered or dropped (row 5)")                  \
-        X(illegal_transitions_total, COUNTER,                                  \
+        X(illegal_transitions_total, COUNTER, "illegal_transitions_total",     \
           "illegal transitions and unknown event types (row 7)")               \
-        X(event_sequence_gaps_total, COUNTER,                                  \
+        X(event_sequence_gaps_total, COUNTER, "event_sequence_gaps_total",     \
           "new gaps (row 8), and latest_wins gaps")                            \
-        X(parked_total, COUNTER, "records parked")                             \
-        X(gap_timeouts_total, COUNTER, "aggregates whose gap deadline fired")  \
-        X(skipped_versions_total, COUNTER,                                     \
+        X(parked_total, COUNTER, "parked_total", "records parked")             \
+        X(gap_timeouts_total, COUNTER, "gap_timeouts_total",                   \
+          "aggregates whose gap deadline fired")                               \
+        X(skipped_versions_total, COUNTER, "skipped_versions_total",           \
           "versions given up by gap_policy skip")                              \
-        X(park_overflow_total, COUNTER, "parking caps reached (pause or DLQ)") \
-        X(dedup_expired_total, COUNTER,                                        \
+        X(park_overflow_total, COUNTER, "park_overflow_total",                 \
+          "parking caps reached (pause or DLQ)")                               \
+        X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
           "dedup records removed by the TTL sweep")
 
 /* Engine metrics after dlq_total[]. */
 #define SG_ENGINE_METRICS_TAIL(X)                                              \
-        X(snapshot_requests_total, COUNTER,                                    \
+        X(snapshot_requests_total, COUNTER, "snapshot_requests_total",         \
           "snapshot requests sent (retries included)")                         \
-        X(snapshot_applied_total, COUNTER,                                     \
+        X(snapshot_applied_total, COUNTER, "snapshot_applied_total",           \
           "snapshot replies applied (S >= L)")                                 \
-        X(snapshot_late_total, COUNTER,                                        \
+        X(snapshot_late_total, COUNTER, "snapshot_late_total",                 \
           "snapshot replies with S < L, ignored")                              \
-        X(snapshot_ignored_total, COUNTER,                                     \
+        X(snapshot_ignored_total, COUNTER, "snapshot_ignored_total",           \
           "replies to an unknown request, or for an aggregate that no "        \
           "longer waits")                                                      \
-        X(snapshot_timeouts_total, COUNTER,                                    \
+        X(snapshot_timeouts_total, COUNTER, "snapshot_timeouts_total",         \
           "snapshot attempts without a reply in time")                         \
-        X(snapshot_failures_total, COUNTER,                                    \
+        X(snapshot_failures_total, COUNTER, "snapshot_failures_total",         \
           "failed snapshot attempts (HTTP error, refused, bad body, no "       \
           "version)")                                                          \
-        X(snapshot_gave_up_total, COUNTER,                                     \
+        X(snapshot_gave_up_total, COUNTER, "snapshot_gave_up_total",           \
           "aggregates handed to the gap policy after max_attempts")            \
-        X(snapshot_superseded_total, COUNTER,                                  \
+        X(snapshot_superseded_total, COUNTER, "snapshot_superseded_total",     \
           "parked events at or below a version a snapshot or a release "       \
           "moved L to: dropped")                                               \
-        X(snapshot_resolve_ms_last, LATEST,                                    \
-          "first snapshot request to applied, last one, milliseconds")         \
-        X(snapshot_resolve_ms_max, LATEST,                                     \
-          "first snapshot request to applied, longest, milliseconds")          \
-        X(snapshot_in_flight, GAUGE, "snapshot requests sent, unanswered")     \
-        X(releases_total, COUNTER,                                             \
+        X(snapshot_resolve_ms_last, LATEST_MS,                                 \
+          "snapshot_resolve_seconds_last",                                     \
+          "first snapshot request to applied, last one (ms in the stats "      \
+          "line)")                                                             \
+        X(snapshot_resolve_ms_max, LATEST_MS, "snapshot_resolve_seconds_max",  \
+          "first snapshot request to applied, longest (ms in the stats line)") \
+        X(snapshot_resolve_ms, HIST, "snapshot_resolve_seconds",               \
+          "first snapshot request to applied")                                 \
+        X(snapshot_in_flight, GAUGE, "snapshot_in_flight",                     \
+          "snapshot requests sent, unanswered")                                \
+        X(releases_total, COUNTER, "releases_total",                           \
           "operator releases applied (seqgatectl release)")                    \
-        X(control_ignored_total, COUNTER,                                      \
+        X(control_ignored_total, COUNTER, "control_ignored_total",             \
           "control records refused (logged as control_refused)")               \
-        X(parked_events, GAUGE, "parked now (assigned partitions)")            \
-        X(parked_bytes, GAUGE, "parked bytes now (assigned partitions)")       \
-        X(quarantined_aggregates, GAUGE,                                       \
+        X(parked_events, GAUGE, "", "parked now (assigned partitions)")        \
+        X(parked_bytes, GAUGE, "", "parked bytes now (assigned partitions)")   \
+        X(quarantined_aggregates, GAUGE, "",                                   \
           "quarantined now (assigned partitions)")                             \
-        X(stuck_parked_over_5m, GAUGE,                                         \
+        X(stuck_parked_over_5m, GAUGE, "stuck_processing_over_5m",             \
           "aggregates parked over 5 minutes (capped count)")                   \
-        X(oldest_parked_age_ms, GAUGE,                                         \
+        X(oldest_parked_age_ms, GAUGE, "",                                     \
           "age of the oldest parked event, milliseconds; 0 none")
 
 /* Kafka loop stats (sg_loop_stats_t): committed batches, and gauges. */
 #define SG_LOOP_STATS(X)                                                       \
-        X(batches_total, COUNTER, "committed batches")                         \
-        X(batches_aborted_total, COUNTER, "batches aborted and re-read")       \
-        X(records_in_total, COUNTER, "input records in committed batches")     \
-        X(records_out_total, COUNTER, "output and DLQ records delivered")      \
-        X(delivery_failures_total, COUNTER, "output deliveries that failed")   \
-        X(map_grows_total, COUNTER, "LMDB map size increases")                 \
-        X(rebalances_total, COUNTER, "consumer group rebalances")              \
-        X(pauses_total, COUNTER, "partitions paused by back-pressure")         \
-        X(commit_latency_ms_last, GAUGE,                                       \
-          "produce to offsets committed, last batch, milliseconds")            \
-        X(commit_latency_ms_max, GAUGE,                                        \
-          "produce to offsets committed, longest, milliseconds")               \
-        X(assigned_partitions, GAUGE, "partitions assigned now")               \
-        X(paused_partitions, GAUGE, "partitions paused now")                   \
-        X(consumer_lag, GAUGE, "sum over assigned partitions; -1 unknown")     \
-        X(snapshot_http_in_flight, GAUGE,                                      \
+        X(batches_total, COUNTER, "batches_total", "committed batches")        \
+        X(batches_aborted_total, COUNTER, "batches_aborted_total",             \
+          "batches aborted and re-read")                                       \
+        X(records_in_total, COUNTER, "records_in_total",                       \
+          "input records in committed batches")                                \
+        X(records_out_total, COUNTER, "records_out_total",                     \
+          "output and DLQ records delivered")                                  \
+        X(delivery_failures_total, COUNTER, "delivery_failures_total",         \
+          "output deliveries that failed")                                     \
+        X(map_grows_total, COUNTER, "map_grows_total",                         \
+          "LMDB map size increases")                                           \
+        X(rebalances_total, COUNTER, "rebalances_total",                       \
+          "consumer group rebalances")                                         \
+        X(pauses_total, COUNTER, "pauses_total",                               \
+          "partitions paused by back-pressure")                                \
+        X(commit_latency_ms_last, GAUGE_MS, "commit_latency_seconds_last",     \
+          "produce to offsets committed, last batch (ms in the stats line)")   \
+        X(commit_latency_ms_max, GAUGE_MS, "commit_latency_seconds_max",       \
+          "produce to offsets committed, longest (ms in the stats line)")      \
+        X(commit_latency_ms, HIST, "commit_latency_seconds",                   \
+          "produce to offsets or transaction committed, per batch")            \
+        X(batch_duration_ms, HIST, "batch_duration_seconds",                   \
+          "a committed batch, first attempt to its commit")                    \
+        X(assigned_partitions, GAUGE, "assigned_partitions",                   \
+          "partitions assigned now")                                           \
+        X(paused_partitions, GAUGE, "paused_partitions",                       \
+          "partitions paused now")                                             \
+        X(consumer_lag, GAUGE, "", "sum over assigned partitions; -1 unknown") \
+        X(snapshot_http_in_flight, GAUGE, "snapshot_http_in_flight",           \
           "HTTP snapshot GETs started and not completed (0 without an "        \
           "http snapshot source)")                                             \
-        X(transactions_total, COUNTER,                                         \
+        X(transactions_total, COUNTER, "transactions_total",                   \
           "Kafka transactions committed (exactly_once)")                       \
-        X(transactions_aborted_total, COUNTER,                                 \
+        X(transactions_aborted_total, COUNTER, "transactions_aborted_total",   \
           "Kafka transactions aborted, their batch re-read (exactly_once)")    \
-        X(restored_records_total, COUNTER,                                     \
+        X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
-        X(restore_ms_last, GAUGE, "wall time of the last restore, milliseconds")
+        X(restore_ms_last, GAUGE_MS, "restore_seconds_last",                   \
+          "wall time of the last restore (ms in the stats line)")
+
+/* Per assigned input partition (sg_part_stats_t, metrics.h): exported
+ * with the labels topic and partition; the loop's and the engine's sums
+ * over partitions (prom "" above) are these added up. */
+#define SG_PART_METRICS(X)                                                     \
+        X(consumer_lag, GAUGE, "consumer_lag",                                 \
+          "high watermark minus the committed offset; absent when unknown")    \
+        X(parked_events, GAUGE, "parked_events", "parked now")                 \
+        X(parked_bytes, GAUGE, "parked_bytes", "parked bytes now")             \
+        X(oldest_parked_age_ms, GAUGE_MS, "oldest_parked_age_seconds",         \
+          "age of the oldest parked or refetching event; 0 none")              \
+        X(quarantined_aggregates, GAUGE, "quarantined_aggregates",             \
+          "quarantined aggregates now")                                        \
+        X(restoring, GAUGE, "partition_restoring",                             \
+          "1 while the changelog restore of the partition runs or is due")     \
+        X(restore_records, GAUGE, "restore_records_read",                      \
+          "changelog records read by the partition's current or last restore") \
+        X(restore_target, GAUGE, "restore_records_target",                     \
+          "changelog offsets the current or last restore had to read "         \
+          "(high watermark minus its start; compaction makes records fewer)")
+
+/* The store and the process (sg_metrics_snap_t, metrics_pub.h). */
+#define SG_PROCESS_METRICS(X)                                                  \
+        X(store_used_bytes, GAUGE, "store_used_bytes",                         \
+          "LMDB pages in use, bytes")                                          \
+        X(store_map_size_bytes, GAUGE, "store_map_size_bytes",                 \
+          "LMDB map size, bytes")                                              \
+        X(store_entries, GAUGE, "store_entries",                               \
+          "LMDB entries in every database (all partitions)")                   \
+        X(start_time_seconds, GAUGE, "process_start_time_seconds",             \
+          "start time of the process since the Unix epoch, seconds")
 
 #endif /* SEQGATE_METRICS_LIST_H */

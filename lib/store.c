@@ -388,6 +388,20 @@ void sg_store_usage(sg_store_t *s, uint64_t *map_size, uint64_t *used) {
                 *used = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
 }
 
+uint64_t sg_store_entries(sg_store_t *s) {
+        MDB_txn *t;
+        uint64_t n = 0;
+        if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t))
+                return 0;
+        for (int i = 0; i < DB__CNT; i++) {
+                MDB_stat st;
+                if (!mdb_stat(t, s->dbi[i], &st))
+                        n += st.ms_entries;
+        }
+        mdb_txn_abort(t);
+        return n;
+}
+
 sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                       size_t errstr_size) {
         sg_txn_t *t = calloc(1, sizeof(*t));

@@ -224,6 +224,11 @@ sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
 /** Current map size and bytes in use (pages × page size). */
 void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
 
+/** Entries in every database of the store (all partitions), from LMDB's
+ *  own counts (mdb_stat: no walk) in a short read transaction; 0 if that
+ *  cannot begin. Thread-safety: the store's thread. */
+uint64_t sg_store_entries(sg_store_t *store);
+
 /**
  * Transactions of @p store open now (begun by sg_txn_begin, not yet
  * committed or aborted): write transactions only when @p write_only, else

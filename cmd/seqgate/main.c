@@ -13,8 +13,10 @@
  */
 #include "config.h"
 #include "engine.h"
+#include "http.h"
 #include "kafka.h"
 #include "metrics.h"
+#include "metrics_pub.h"
 #include "passthrough.h"
 #include "seqgate.h"
 #include "store.h"
@@ -129,8 +131,41 @@ static void log_msg(sg_log_level_t level, const char *event, const char *key,
 /* stats                                                               */
 
 typedef struct app {
-        sg_engine_t *engine; /**< NULL in pass-through mode */
+        sg_engine_t *engine;   /**< NULL in pass-through mode */
+        sg_store_t *store;     /**< NULL in pass-through mode */
+        sg_pub_t *pub;         /**< the HTTP endpoint's; NULL: none */
+        int64_t start_s;       /**< process start, Unix seconds */
+        int64_t store_entries; /**< last sg_store_entries() */
 } app_t;
+
+/** sg_loop_publish_cb (loop thread): adds the engine's and the store's
+ *  numbers to the loop's snapshot and publishes it for the HTTP thread
+ *  (metrics_pub.h). */
+static void on_publish(void *opaque, sg_metrics_snap_t *snap) {
+        app_t *app = opaque;
+        snap->start_time_seconds = app->start_s;
+        snap->has_engine = app->engine != NULL;
+        if (app->engine) {
+                snap->engine = *sg_engine_metrics(app->engine);
+                for (size_t i = 0; i < snap->part_cnt; i++)
+                        (void)sg_engine_part_gauges(
+                                app->engine, snap->parts[i].topic,
+                                snap->parts[i].partition, &snap->parts[i]);
+        }
+        if (app->store) {
+                uint64_t map = 0, used = 0;
+                sg_store_usage(app->store, &map, &used);
+                snap->store_map_size_bytes = (int64_t)map;
+                snap->store_used_bytes = (int64_t)used;
+                /* a read transaction only beside no write transaction
+                 * (a publish during a restore may find one open) */
+                if (sg_store_txns_open(app->store, true) == 0)
+                        app->store_entries =
+                                (int64_t)sg_store_entries(app->store);
+                snap->store_entries = app->store_entries;
+        }
+        sg_pub_publish(app->pub, snap);
+}
 
 /** Stats line: the loop's counters and gauges, then the engine's metrics. */
 static void on_stats(void *opaque, const sg_loop_stats_t *s) {
@@ -536,6 +571,59 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
         sg_engine_set_log(*enginep, on_log, NULL);
         sg_engine_processor(*enginep, procp);
         app->engine = *enginep;
+        app->store = *storep;
+        return SG_OK;
+}
+
+/** run, step 2b: starts the HTTP endpoint (http.address; README "HTTP
+ *  endpoint and metrics") into *srvp and app->pub, and logs
+ *  "http_listening". Nothing when the address is off. A port that cannot
+ *  be bound is a configuration error (exit 2). */
+static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
+                         char *es, size_t es_size) {
+        sg_http_addr_t addr;
+        sg_err_t err;
+        if ((err = sg_http_address_parse(conf->http_address, &addr, es,
+                                         es_size)))
+                return err;
+        if (addr.off) {
+                log_msg(SG_LOG_INFO, "http_disabled", "address",
+                        conf->http_address ? conf->http_address : "");
+                return SG_OK;
+        }
+        /* /healthz: unhealthy once the loop made no turn for longer than
+         * the longest wait a healthy loop has (deliveries, broker
+         * retries), plus 30 s */
+        int64_t stall =
+                conf->delivery_timeout_ms > conf->broker_retry_timeout_ms
+                        ? conf->delivery_timeout_ms
+                        : conf->broker_retry_timeout_ms;
+        if ((err = sg_pub_new(stall + 30000, &app->pub)) ||
+            (err = sg_http_new(&addr, conf->http_read_api, srvp, es,
+                               es_size)) ||
+            (err = sg_pub_routes_add(app->pub, *srvp, SG_VERSION_STR, es,
+                                     es_size)))
+                return err;
+        if ((err = sg_http_start(*srvp, es, es_size))) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "address", addr.text);
+                cJSON_AddStringToObject(f, "error", es);
+                log_json(SG_LOG_ERR, "http_listen_failed", f);
+                return SG_ERR_CONFIG;
+        }
+        /* healthy while starting: a first, empty snapshot */
+        sg_metrics_snap_t first = {.start_time_seconds = app->start_s};
+        sg_pub_publish(app->pub, &first);
+        char where[96];
+        const char *colon = strrchr(addr.text, ':');
+        snprintf(where, sizeof(where), "%.*s:%u",
+                 (int)(colon ? colon - addr.text : 0), addr.text,
+                 (unsigned)sg_http_port(*srvp));
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "address", where);
+        cJSON_AddNumberToObject(f, "port", sg_http_port(*srvp));
+        cJSON_AddBoolToObject(f, "read_api", conf->http_read_api);
+        log_json(SG_LOG_INFO, "http_listening", f);
         return SG_OK;
 }
 
@@ -602,7 +690,8 @@ static int run(const opts_t *o) {
         sg_processor_t proc;
         sg_loop_t *loop = NULL;
         void *mock = NULL;
-        app_t app = {0};
+        sg_http_t *http = NULL;
+        app_t app = {.start_s = sg_clock_wall_ms() / 1000};
         int status;
         sg_err_t err;
 
@@ -610,6 +699,8 @@ static int run(const opts_t *o) {
                 return status;
         status = 1;
         run_log_starting(o, conf);
+        if ((err = run_http(conf, &app, &http, es, sizeof(es))))
+                goto fail;
 
         if ((err = run_processor(o, conf, &app, &pt, &store, &engine, &proc, es,
                                  sizeof(es))))
@@ -620,6 +711,8 @@ static int run(const opts_t *o) {
         if ((err = sg_loop_create(conf, &proc, on_log, NULL, on_stats, &app,
                                   &loop, es, sizeof(es))))
                 goto fail;
+        if (app.pub)
+                sg_loop_set_publish(loop, on_publish, &app);
         /* From here a signal stops the loop, the start-up's retries too. */
         g_loop = loop;
         if (g_stop_early)
@@ -661,6 +754,8 @@ fail : {
         status = err == SG_ERR_CONFIG ? 2 : 1;
 }
 out:
+        sg_http_destroy(http); /* before what its handlers read */
+        sg_pub_destroy(app.pub);
         sg_loop_destroy(loop);
         sg_engine_destroy(engine);
         sg_store_close(store);

@@ -108,6 +108,9 @@ def make_config(*, bootstrap: str, group: str, instance: str, data_dir: str,
         "kafka_producer": {"linger.ms": 5},
         "batch": {"max_records": batch_max_records, "max_ms": batch_max_ms},
         "stats_interval_ms": stats_interval_ms,
+        # port 0: every run its own free port (the http_listening line says
+        # which; Seqgate.http_url()), never the shared default 9464
+        "http": {"address": "127.0.0.1:0"},
         "topics": {input_topic: topic},
     }
 
@@ -240,6 +243,15 @@ class Seqgate:
         """The run's last `stats` line, or None."""
         stats = self.events("stats", run)
         return stats[-1] if stats else None
+
+    def http_url(self, path: str = "", run: int = -1,
+                 timeout_s: float = 30.0) -> str:
+        """http://127.0.0.1:PORT<path> of the run's HTTP endpoint (the port
+        its http_listening log line names)."""
+        wait_until(lambda: bool(self.events("http_listening", run)), timeout_s,
+                   "http_listening", on_timeout=lambda: "\n" + self.log_tail())
+        port = self.events("http_listening", run)[-1]["port"]
+        return f"http://127.0.0.1:{port}{path}"
 
     def log_tail(self, n: int = 40, run: int = -1) -> str:
         return "\n".join(self.log_text(run).splitlines()[-n:])

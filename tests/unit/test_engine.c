@@ -245,6 +245,30 @@ static void log_collect(void *opaque, sg_log_level_t level, const char *event,
                  fields ? fields : "");
 }
 
+/* semantics §7: stuck_processing_over_5m counts aggregates parked longer
+ * than metrics.stuck_threshold_ms; the per-partition gauges of /metrics
+ * (sg_engine_part_gauges) follow the same walk. */
+START_TEST(stuck_threshold_configurable) {
+        h_t h = {.root = "\"guarantee\":\"at_least_once\",\"metrics\":{"
+                         "\"stuck_threshold_ms\":60000},"};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":3600000,"
+                   "\"gap_policy\":\"hold\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        h_clock(&h, T0 + 59000);
+        batch(&h, NULL, 0);
+        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 0);
+        h_clock(&h, T0 + 61000);
+        batch(&h, NULL, 0);
+        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 1);
+        sg_part_stats_t ps = {0};
+        ck_assert(sg_engine_part_gauges(h.eng, "orders", 0, &ps));
+        ck_assert_int_eq(ps.parked_events, 1);
+        ck_assert_int_eq(ps.oldest_parked_age_ms, 61000);
+        ck_assert(!sg_engine_part_gauges(h.eng, "orders", 7, &ps));
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(gap_policy_dlq_quarantines) {
         h_t h = {0};
         h_open(&h,
@@ -2123,6 +2147,7 @@ Suite *engine_suite(void) {
         suite_add_tcase(s, rows);
         TCase *gaps = tcase_create("gaps");
         tcase_add_test(gaps, gap_policy_dlq_quarantines);
+        tcase_add_test(gaps, stuck_threshold_configurable);
         tcase_add_test(gaps, gap_policy_skip);
         tcase_add_test(gaps, gap_policy_hold);
         tcase_add_test(gaps, gap_deadline_from_oldest_parked);

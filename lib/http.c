@@ -1,0 +1,305 @@
+/*
+ * http.c — the HTTP endpoint's server (http.h): address parsing, the route
+ * table and the libmicrohttpd glue.
+ */
+#include "http.h"
+
+#include <microhttpd.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SG_HTTP_ROUTES_MAX 32
+
+typedef struct route {
+        char *prefix;
+        size_t len;
+        sg_http_handler_fn *fn;
+        void *opaque;
+} route_t;
+
+struct sg_http {
+        sg_http_addr_t addr;
+        bool read_api;
+        route_t routes[SG_HTTP_ROUTES_MAX];
+        size_t route_cnt;
+        struct MHD_Daemon *mhd;
+        uint16_t port;
+};
+
+struct sg_http_request {
+        struct MHD_Connection *conn;
+        const char *path;
+};
+
+/* ---- address ----------------------------------------------------------- */
+
+static bool port_parse(const char *s, uint16_t *out) {
+        unsigned long v = 0;
+        if (!*s)
+                return false;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '9')
+                        return false;
+                v = v * 10 + (unsigned long)(*s - '0');
+                if (v > 65535)
+                        return false;
+        }
+        *out = (uint16_t)v;
+        return true;
+}
+
+sg_err_t sg_http_address_parse(const char *text, sg_http_addr_t *out,
+                               char *errstr, size_t errstr_size) {
+        char host[64];
+        const char *port;
+        uint16_t pn;
+
+        memset(out, 0, sizeof(*out));
+        if (!text || !text[0] || !strcmp(text, "off")) {
+                out->off = true;
+                return SG_OK;
+        }
+        bool v6 = text[0] == '[';
+        if (v6) {
+                const char *close = strchr(text, ']');
+                if (!close || close[1] != ':' ||
+                    (size_t)(close - text - 1) >= sizeof(host)) {
+                        sg_errf(errstr, errstr_size,
+                                "\"%s\": expected [IPv6 address]:port", text);
+                        return SG_ERR_CONFIG;
+                }
+                memcpy(host, text + 1, (size_t)(close - text - 1));
+                host[close - text - 1] = '\0';
+                port = close + 2;
+        } else {
+                const char *colon = strrchr(text, ':');
+                if (!colon || (size_t)(colon - text) >= sizeof(host) ||
+                    memchr(text, ':', (size_t)(colon - text))) {
+                        sg_errf(errstr, errstr_size,
+                                "\"%s\": expected host:port, [v6]:port, "
+                                "\"\" or off",
+                                text);
+                        return SG_ERR_CONFIG;
+                }
+                memcpy(host, text, (size_t)(colon - text));
+                host[colon - text] = '\0';
+                port = colon + 1;
+        }
+        if (!port_parse(port, &pn)) {
+                sg_errf(errstr, errstr_size,
+                        "\"%s\": the port must be a number 0..65535", text);
+                return SG_ERR_CONFIG;
+        }
+        if (v6) {
+                struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->ss;
+                a->sin6_family = AF_INET6;
+                a->sin6_port = htons(pn);
+                if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) {
+                        sg_errf(errstr, errstr_size,
+                                "\"%s\": not an IPv6 address", host);
+                        return SG_ERR_CONFIG;
+                }
+                out->ss_len = sizeof(*a);
+                snprintf(out->text, sizeof(out->text), "[%s]:%u", host,
+                         (unsigned)pn);
+        } else {
+                struct sockaddr_in *a = (struct sockaddr_in *)&out->ss;
+                a->sin_family = AF_INET;
+                a->sin_port = htons(pn);
+                if (!strcmp(host, "localhost"))
+                        snprintf(host, sizeof(host), "127.0.0.1");
+                if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+                        sg_errf(errstr, errstr_size,
+                                "\"%s\": not an IPv4 address (host names are "
+                                "not resolved; use [v6]:port for IPv6)",
+                                host);
+                        return SG_ERR_CONFIG;
+                }
+                out->ss_len = sizeof(*a);
+                snprintf(out->text, sizeof(out->text), "%s:%u", host,
+                         (unsigned)pn);
+        }
+        return SG_OK;
+}
+
+/* ---- routes ------------------------------------------------------------- */
+
+sg_err_t sg_http_new(const sg_http_addr_t *addr, bool read_api,
+                     sg_http_t **srvp, char *errstr, size_t errstr_size) {
+        if (!addr || addr->off || !srvp) {
+                sg_errf(errstr, errstr_size, "sg_http_new: no address");
+                return SG_ERR_INVALID;
+        }
+        sg_http_t *s = calloc(1, sizeof(*s));
+        if (!s) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        s->addr = *addr;
+        s->read_api = read_api;
+        *srvp = s;
+        return SG_OK;
+}
+
+sg_err_t sg_http_route_add(sg_http_t *srv, const char *prefix,
+                           sg_http_handler_fn *handler, void *opaque,
+                           char *errstr, size_t errstr_size) {
+        if (!srv || srv->mhd || !prefix || prefix[0] != '/' || !handler) {
+                sg_errf(errstr, errstr_size,
+                        "sg_http_route_add: invalid (a started server, or a "
+                        "prefix not starting with /)");
+                return SG_ERR_INVALID;
+        }
+        for (size_t i = 0; i < srv->route_cnt; i++)
+                if (!strcmp(srv->routes[i].prefix, prefix)) {
+                        sg_errf(errstr, errstr_size, "route %s: already added",
+                                prefix);
+                        return SG_ERR_INVALID;
+                }
+        if (srv->route_cnt == SG_HTTP_ROUTES_MAX) {
+                sg_errf(errstr, errstr_size, "more than %d routes",
+                        SG_HTTP_ROUTES_MAX);
+                return SG_ERR_INVALID;
+        }
+        route_t *r = &srv->routes[srv->route_cnt];
+        if (!(r->prefix = strdup(prefix))) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        r->len = strlen(prefix);
+        r->fn = handler;
+        r->opaque = opaque;
+        srv->route_cnt++;
+        return SG_OK;
+}
+
+/** The route answering @p path (the longest matching prefix), or NULL. */
+static const route_t *route_find(const sg_http_t *srv, const char *path) {
+        const route_t *best = NULL;
+        if (!srv->read_api && !strncmp(path, "/v1/", 4))
+                return NULL;
+        for (size_t i = 0; i < srv->route_cnt; i++) {
+                const route_t *r = &srv->routes[i];
+                if (strncmp(path, r->prefix, r->len))
+                        continue;
+                char next = path[r->len];
+                if (next && next != '/' && r->prefix[r->len - 1] != '/')
+                        continue;
+                if (!best || r->len > best->len)
+                        best = r;
+        }
+        return best;
+}
+
+const char *sg_http_request_path(const sg_http_request_t *req) {
+        return req->path;
+}
+
+const char *sg_http_request_arg(const sg_http_request_t *req,
+                                const char *name) {
+        return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
+                                           name);
+}
+
+/* ---- libmicrohttpd ------------------------------------------------------ */
+
+static enum MHD_Result answer(struct MHD_Connection *conn, int status,
+                              const char *ctype, char *body, size_t len,
+                              bool allow) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(
+                len, body ? body : (void *)"",
+                body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!r) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+        if (allow)
+                MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+static enum MHD_Result answer_text(struct MHD_Connection *conn, int status,
+                                   const char *json, bool allow) {
+        char *b = strdup(json);
+        return answer(conn, b ? status : 500, "application/json", b,
+                      b ? strlen(b) : 0, allow);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
+        sg_http_t *srv = cls;
+        (void)version;
+        (void)upload;
+        if (strcmp(method, MHD_HTTP_METHOD_GET) &&
+            strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+                /* answer at once; a request body is not read */
+                *upload_size = 0;
+                return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                   "{\"error\":\"method not allowed\"}\n",
+                                   true);
+        }
+        (void)con_cls;
+        const route_t *r = route_find(srv, url);
+        if (!r)
+                return answer_text(conn, MHD_HTTP_NOT_FOUND,
+                                   "{\"error\":\"not found\"}\n", false);
+        sg_http_request_t req = {.conn = conn, .path = url};
+        sg_http_response_t resp = {.status = 500, .content_type = "text/plain"};
+        r->fn(r->opaque, &req, &resp);
+        if (!resp.body)
+                return answer_text(conn, 500, "{\"error\":\"out of memory\"}\n",
+                                   false);
+        return answer(conn, resp.status, resp.content_type, resp.body,
+                      resp.body_len, false);
+}
+
+sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
+        if (!srv || srv->mhd) {
+                sg_errf(errstr, errstr_size, "sg_http_start: invalid");
+                return SG_ERR_INVALID;
+        }
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+        if (srv->addr.ss.ss_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        errno = 0;
+        /* no MHD_USE_ERROR_LOG: the library never prints */
+        srv->mhd = MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
+                (struct sockaddr *)&srv->addr.ss, MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                MHD_OPTION_END);
+        if (!srv->mhd) {
+                int e = errno;
+                sg_errf(errstr, errstr_size, "cannot listen on %s: %s",
+                        srv->addr.text,
+                        e ? strerror(e) : "libmicrohttpd refused to start");
+                return SG_ERR_IO;
+        }
+        const union MHD_DaemonInfo *di =
+                MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        srv->port = di ? di->port : 0;
+        return SG_OK;
+}
+
+uint16_t sg_http_port(const sg_http_t *srv) {
+        return srv ? srv->port : 0;
+}
+
+void sg_http_destroy(sg_http_t *srv) {
+        if (!srv)
+                return;
+        if (srv->mhd)
+                MHD_stop_daemon(srv->mhd);
+        for (size_t i = 0; i < srv->route_cnt; i++)
+                free(srv->routes[i].prefix);
+        free(srv);
+}

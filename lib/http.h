@@ -1,0 +1,120 @@
+/*
+ * http.h — seqgate's HTTP endpoint (README "HTTP endpoint and metrics"): a
+ * small server on libmicrohttpd with a route table. The daemon registers
+ * /metrics, /healthz and /readyz (metrics_pub.h, sg_pub_routes_add()); the
+ * read API adds /v1/ routes with sg_http_route_add().
+ *
+ * Threads: libmicrohttpd runs the server in its own internal thread
+ * (MHD_USE_INTERNAL_POLLING_THREAD); every handler is called on it, one
+ * request at a time. A handler must therefore never touch the Kafka loop,
+ * the engine or the store directly: it reads what the loop thread published
+ * (metrics_pub.h), or takes a lock of its own. The route table is fixed
+ * once sg_http_start() ran (sg_http_route_add() afterwards: SG_ERR_INVALID),
+ * so the server thread reads it without a lock.
+ *
+ * Methods: GET and HEAD (HEAD: the GET response without its body); any
+ * other method is 405 with "Allow: GET, HEAD". A path no route holds is
+ * 404. With http.read_api false, every path under /v1/ is 404.
+ */
+#ifndef SEQGATE_HTTP_H
+#define SEQGATE_HTTP_H
+
+#include "seqgate.h"
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A parsed http.address. */
+typedef struct sg_http_addr {
+        bool off;                   /**< "" or "off": no endpoint */
+        struct sockaddr_storage ss; /**< where to listen */
+        socklen_t ss_len;
+        char text[80]; /**< normalised "host:port" / "[v6]:port" */
+} sg_http_addr_t;
+
+/**
+ * Parses http.address @p text into @p out: "host:port" with host an IPv4
+ * address (0.0.0.0: every interface) or "localhost" (127.0.0.1),
+ * "[v6]:port" with an IPv6 address ([::]: every interface), port 0..65535
+ * (0: the kernel picks a free port; sg_http_port() says which). Host names
+ * are not resolved: a listening address is an address. NULL, "" and "off"
+ * set out->off.
+ * @returns SG_OK, SG_ERR_CONFIG (errstr says what is wrong).
+ * Thread-safety: reentrant.
+ */
+sg_err_t sg_http_address_parse(const char *text, sg_http_addr_t *out,
+                               char *errstr, size_t errstr_size);
+
+typedef struct sg_http sg_http_t;
+typedef struct sg_http_request sg_http_request_t;
+
+/** What a handler answers. The server sets status 500 and no body before
+ *  the call; a handler sets all three. */
+typedef struct sg_http_response {
+        int status;               /**< HTTP status code */
+        const char *content_type; /**< a constant, e.g. "application/json" */
+        char *body;               /**< malloc'd; the server frees it */
+        size_t body_len;          /**< bytes of body */
+} sg_http_response_t;
+
+/**
+ * A route's handler, called on the server thread with the request (valid
+ * during the call only) and @p opaque as given to sg_http_route_add().
+ * Out of memory: leave resp->body NULL (the server answers 500).
+ */
+typedef void(sg_http_handler_fn)(void *opaque, const sg_http_request_t *req,
+                                 sg_http_response_t *resp);
+
+/** The request path, e.g. "/v1/aggregates/order-1" (no query string). */
+const char *sg_http_request_path(const sg_http_request_t *req);
+
+/** The query argument @p name, URL-decoded; NULL when absent. */
+const char *sg_http_request_arg(const sg_http_request_t *req, const char *name);
+
+/**
+ * Creates a server for @p addr (copied; must not be off) that serves /v1/
+ * paths only when @p read_api. Nothing listens before sg_http_start().
+ * @returns SG_OK, SG_ERR_INVALID, SG_ERR_NOMEM.
+ */
+sg_err_t sg_http_new(const sg_http_addr_t *addr, bool read_api,
+                     sg_http_t **srvp, char *errstr, size_t errstr_size);
+
+/**
+ * Adds a route: @p handler answers @p prefix itself and every path below
+ * it ("/v1/aggregates" answers "/v1/aggregates" and "/v1/aggregates/ID";
+ * a prefix ending in "/" answers everything that starts with it). The
+ * longest matching prefix wins. @p prefix is copied; @p opaque must
+ * outlive the server.
+ * @returns SG_OK, SG_ERR_INVALID (after sg_http_start(); a prefix not
+ *          starting with "/"; one already added), SG_ERR_NOMEM.
+ * Thread-safety: before sg_http_start() only.
+ */
+sg_err_t sg_http_route_add(sg_http_t *srv, const char *prefix,
+                           sg_http_handler_fn *handler, void *opaque,
+                           char *errstr, size_t errstr_size);
+
+/**
+ * Binds the address and starts the server thread.
+ * @returns SG_OK, SG_ERR_IO (the address cannot be bound, e.g. in use:
+ *          errstr names it and the reason).
+ */
+sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size);
+
+/** The port listened on (the kernel's pick for port 0); 0 before start. */
+uint16_t sg_http_port(const sg_http_t *srv);
+
+/** Stops the server thread (waits for a request in progress) and frees
+ *  the server. NULL is a no-op. */
+void sg_http_destroy(sg_http_t *srv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_HTTP_H */

@@ -1,0 +1,206 @@
+/*
+ * metrics_pub.c — the publication of the loop's numbers to the HTTP
+ * thread, and the /metrics, /healthz and /readyz handlers (metrics_pub.h).
+ */
+#include "metrics_pub.h"
+
+#include <cjson/cJSON.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sg_pub {
+        pthread_mutex_t lock;
+        sg_metrics_snap_t snap; /**< the last published; guarded by lock */
+        int64_t stall_ms;
+        const char *version;
+};
+
+sg_err_t sg_metrics_snap_reserve(sg_metrics_snap_t *snap, size_t n) {
+        if (n <= snap->part_cap)
+                return SG_OK;
+        size_t cap = snap->part_cap ? snap->part_cap : 8;
+        while (cap < n)
+                cap *= 2;
+        sg_part_stats_t *p = realloc(snap->parts, cap * sizeof(*p));
+        if (!p)
+                return SG_ERR_NOMEM;
+        snap->parts = p;
+        snap->part_cap = cap;
+        return SG_OK;
+}
+
+void sg_metrics_snap_free(sg_metrics_snap_t *snap) {
+        free(snap->parts);
+        snap->parts = NULL;
+        snap->part_cnt = snap->part_cap = 0;
+}
+
+sg_err_t sg_pub_new(int64_t stall_ms, sg_pub_t **pubp) {
+        sg_pub_t *p = calloc(1, sizeof(*p));
+        if (!p)
+                return SG_ERR_NOMEM;
+        if (pthread_mutex_init(&p->lock, NULL)) {
+                free(p);
+                return SG_ERR_NOMEM;
+        }
+        p->stall_ms = stall_ms;
+        *pubp = p;
+        return SG_OK;
+}
+
+void sg_pub_destroy(sg_pub_t *pub) {
+        if (!pub)
+                return;
+        sg_metrics_snap_free(&pub->snap);
+        pthread_mutex_destroy(&pub->lock);
+        free(pub);
+}
+
+void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap) {
+        pthread_mutex_lock(&pub->lock);
+        sg_part_stats_t *parts = pub->snap.parts;
+        size_t cap = pub->snap.part_cap;
+        pub->snap = *snap;
+        pub->snap.parts = parts;
+        pub->snap.part_cap = cap;
+        if (sg_metrics_snap_reserve(&pub->snap, snap->part_cnt) == SG_OK) {
+                if (snap->part_cnt)
+                        memcpy(pub->snap.parts, snap->parts,
+                               snap->part_cnt * sizeof(*snap->parts));
+        } else {
+                pub->snap.part_cnt = 0; /* out of memory: no partitions */
+        }
+        pub->snap.published_ms = sg_clock_mono_ms();
+        pthread_mutex_unlock(&pub->lock);
+}
+
+/* ---- /healthz, /readyz --------------------------------------------------- */
+
+static sg_err_t json_out(cJSON *o, char **bodyp) {
+        char *t = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+        if (!t)
+                return SG_ERR_NOMEM;
+        /* a newline for curl; cJSON's allocator is malloc */
+        size_t n = strlen(t);
+        char *b = realloc(t, n + 2);
+        if (!b) {
+                free(t);
+                return SG_ERR_NOMEM;
+        }
+        b[n] = '\n';
+        b[n + 1] = '\0';
+        *bodyp = b;
+        return SG_OK;
+}
+
+sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
+                       char **bodyp) {
+        cJSON *o = cJSON_CreateObject();
+        char why[640] = "";
+        pthread_mutex_lock(&pub->lock);
+        const sg_metrics_snap_t *s = &pub->snap;
+        if (!s->published_ms)
+                snprintf(why, sizeof(why), "not started");
+        else if (s->fatal)
+                snprintf(why, sizeof(why), "fatal: %s", s->fatal_str);
+        else if (s->stopped)
+                snprintf(why, sizeof(why), "stopped");
+        else if (now_ms - s->published_ms > pub->stall_ms)
+                snprintf(why, sizeof(why),
+                         "the loop made no progress for %lld s",
+                         (long long)((now_ms - s->published_ms) / 1000));
+        pthread_mutex_unlock(&pub->lock);
+        *statusp = why[0] ? 503 : 200;
+        cJSON_AddStringToObject(o, "status", why[0] ? "unhealthy" : "ok");
+        if (why[0])
+                cJSON_AddStringToObject(o, "reason", why);
+        return json_out(o, bodyp);
+}
+
+sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON *arr = cJSON_CreateArray();
+        size_t assigned;
+        bool once;
+        pthread_mutex_lock(&pub->lock);
+        const sg_metrics_snap_t *s = &pub->snap;
+        once = s->assigned_once && !s->stopped;
+        assigned = s->part_cnt;
+        for (size_t i = 0; once && i < s->part_cnt; i++) {
+                const sg_part_stats_t *p = &s->parts[i];
+                if (!p->restoring)
+                        continue;
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "topic", p->topic);
+                cJSON_AddNumberToObject(e, "partition", p->partition);
+                cJSON_AddStringToObject(e, "state", "restoring");
+                cJSON_AddNumberToObject(e, "restore_records_read",
+                                        (double)p->restore_records);
+                cJSON_AddNumberToObject(e, "restore_records_target",
+                                        (double)p->restore_target);
+                cJSON_AddItemToArray(arr, e);
+        }
+        pthread_mutex_unlock(&pub->lock);
+        bool ready = once && cJSON_GetArraySize(arr) == 0;
+        *statusp = ready ? 200 : 503;
+        cJSON_AddStringToObject(o, "status", ready ? "ready" : "not_ready");
+        if (ready) {
+                cJSON_AddNumberToObject(o, "partitions", (double)assigned);
+                cJSON_Delete(arr);
+        } else if (!once) {
+                cJSON_AddStringToObject(o, "reason", "no partitions assigned");
+                cJSON_Delete(arr);
+        } else {
+                cJSON_AddItemToObject(o, "partitions", arr);
+        }
+        return json_out(o, bodyp);
+}
+
+/* ---- the routes ---------------------------------------------------------- */
+
+static void on_metrics(void *opaque, const sg_http_request_t *req,
+                       sg_http_response_t *resp) {
+        sg_pub_t *pub = opaque;
+        (void)req;
+        pthread_mutex_lock(&pub->lock);
+        sg_err_t err = sg_metrics_prom(&pub->snap, pub->version, &resp->body,
+                                       &resp->body_len);
+        pthread_mutex_unlock(&pub->lock);
+        if (err)
+                resp->body = NULL;
+        resp->status = 200;
+        resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void on_health(void *opaque, const sg_http_request_t *req,
+                      sg_http_response_t *resp) {
+        (void)req;
+        if (sg_pub_health(opaque, sg_clock_mono_ms(), &resp->status,
+                          &resp->body) == SG_OK)
+                resp->body_len = strlen(resp->body);
+        resp->content_type = "application/json";
+}
+
+static void on_ready(void *opaque, const sg_http_request_t *req,
+                     sg_http_response_t *resp) {
+        (void)req;
+        if (sg_pub_ready(opaque, &resp->status, &resp->body) == SG_OK)
+                resp->body_len = strlen(resp->body);
+        resp->content_type = "application/json";
+}
+
+sg_err_t sg_pub_routes_add(sg_pub_t *pub, sg_http_t *srv, const char *version,
+                           char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        pub->version = version;
+        if ((err = sg_http_route_add(srv, "/metrics", on_metrics, pub, errstr,
+                                     errstr_size)) ||
+            (err = sg_http_route_add(srv, "/healthz", on_health, pub, errstr,
+                                     errstr_size)))
+                return err;
+        return sg_http_route_add(srv, "/readyz", on_ready, pub, errstr,
+                                 errstr_size);
+}

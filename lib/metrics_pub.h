@@ -1,0 +1,139 @@
+/*
+ * metrics_pub.h — what the HTTP endpoint serves (/metrics, /healthz,
+ * /readyz; README "HTTP endpoint and metrics"), published by the loop
+ * thread for the HTTP thread.
+ *
+ * Thread-safety, the design: the loop thread owns every counter, the engine
+ * and the store; the HTTP thread (http.h) never reads them. The loop thread
+ * fills a snapshot (sg_metrics_snap_t: plain structs copied from the loop's
+ * stats, the engine's metrics and a per-partition array; no allocation per
+ * record) and hands it to sg_pub_publish(), which copies it under the
+ * publication's mutex — after every committed batch, on every turn of the
+ * loop at most every SG_PUB_INTERVAL_MS, during a changelog restore, and
+ * on every rebalance (kafka.h sg_loop_set_publish()). The HTTP handlers
+ * render from the published copy under the same mutex (so a publish waits
+ * at most one rendering, tens of microseconds). What a scrape shows is
+ * therefore at most one loop turn old.
+ */
+#ifndef SEQGATE_METRICS_PUB_H
+#define SEQGATE_METRICS_PUB_H
+
+#include "http.h"
+#include "kafka.h"
+#include "metrics.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The loop publishes at most this often, besides the forced publishes
+ *  (a committed batch, a rebalance, the end of the loop). */
+#define SG_PUB_INTERVAL_MS 100
+
+/** Everything /metrics, /healthz and /readyz show; one value of it. */
+typedef struct sg_metrics_snap {
+        sg_loop_stats_t loop; /**< the Kafka loop's counters and gauges */
+        bool has_engine;      /**< false in pass-through mode */
+        sg_metrics_t engine;  /**< the engine's committed metrics */
+        SG_PROCESS_METRICS(SG_METRIC_FIELD)
+        sg_part_stats_t *parts; /**< assigned input partitions */
+        size_t part_cnt;
+        size_t part_cap;    /**< allocated entries of parts */
+        bool assigned_once; /**< the consumer group assigned partitions
+                                 (possibly none) at least once */
+        bool stopped;       /**< the loop returned */
+        bool fatal;         /**< it stopped for an error: fatal_str */
+        char fatal_str[512];
+        int64_t published_ms; /**< monotonic; set by sg_pub_publish() */
+} sg_metrics_snap_t;
+
+/**
+ * Makes room for @p n partitions in @p snap->parts (keeps what is there).
+ * @returns SG_OK, SG_ERR_NOMEM. Thread-safety: the snapshot's owner.
+ */
+sg_err_t sg_metrics_snap_reserve(sg_metrics_snap_t *snap, size_t n);
+
+/** Frees @p snap's partition array (not @p snap). */
+void sg_metrics_snap_free(sg_metrics_snap_t *snap);
+
+/**
+ * Renders @p snap as the Prometheus text exposition format 0.0.4 into a
+ * malloc'd, NUL-terminated *bufp of *lenp bytes (the caller frees it):
+ * every row of metrics_list.h with a Prometheus name, "seqgate_"
+ * prefixed, with # HELP and # TYPE; milliseconds converted to seconds;
+ * DLQ records by reason as seqgate_dlq_records_total{reason}; the
+ * per-partition rows with labels topic and partition (values escaped:
+ * backslash, double quote, newline); histograms as _bucket{le} (cumulative,
+ * with +Inf), _sum and _count in seconds; seqgate_build_info{version} 1.
+ * @p version: the build's version string.
+ * @returns SG_OK, SG_ERR_NOMEM. Thread-safety: reentrant.
+ */
+sg_err_t sg_metrics_prom(const sg_metrics_snap_t *snap, const char *version,
+                         char **bufp, size_t *lenp);
+
+/**
+ * Writes the label value @p v escaped for the exposition format (\\ for a
+ * backslash, \" for a double quote, \n for a newline) into @p out of
+ * @p size bytes, NUL-terminated, truncated if needed.
+ * @returns the length the escaped text needs (as snprintf).
+ */
+size_t sg_prom_escape(const char *v, char *out, size_t size);
+
+typedef struct sg_pub sg_pub_t;
+
+/**
+ * Creates a publication. /healthz answers 503 once no snapshot was
+ * published for @p stall_ms (the loop made no progress: a batch or a
+ * restore is stuck longer than the loop's own timeouts allow).
+ * @returns SG_OK, SG_ERR_NOMEM.
+ */
+sg_err_t sg_pub_new(int64_t stall_ms, sg_pub_t **pubp);
+
+/** Frees @p pub (after the HTTP server that reads it). NULL: no-op. */
+void sg_pub_destroy(sg_pub_t *pub);
+
+/**
+ * Copies @p snap into @p pub under its mutex and stamps it with the
+ * monotonic time. Allocates only when the number of partitions grew.
+ * Thread-safety: any thread (the loop thread in seqgate).
+ */
+void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap);
+
+/**
+ * Registers /metrics (text/plain; version=0.0.4), /healthz and /readyz
+ * (application/json) on @p srv, served from @p pub:
+ *   /healthz 200 {"status":"ok"} while the loop runs and published within
+ *            stall_ms; else 503 {"status":"unhealthy","reason":...}
+ *            (the fatal error's text, "stopped", "not started", or "no
+ *            progress for N s").
+ *   /readyz  200 {"status":"ready","partitions":N} when the consumer group
+ *            assigned partitions at least once and none of them is being
+ *            restored (a member with zero partitions is ready, like Kafka
+ *            Streams' RUNNING); else 503 {"status":"not_ready","reason":
+ *            "no partitions assigned"} before the first assignment, or
+ *            {"status":"not_ready","partitions":[{"topic":..,"partition":
+ *            ..,"state":"restoring","restore_records_read":..,
+ *            "restore_records_target":..},...]} listing those restoring.
+ * @p version: for seqgate_build_info (borrowed, must outlive @p srv).
+ * @returns what sg_http_route_add() returns.
+ */
+sg_err_t sg_pub_routes_add(sg_pub_t *pub, sg_http_t *srv, const char *version,
+                           char *errstr, size_t errstr_size);
+
+/**
+ * The bodies of /healthz and /readyz for the published snapshot at
+ * monotonic time @p now_ms: *statusp 200 or 503, *bodyp malloc'd JSON.
+ * @returns SG_OK, SG_ERR_NOMEM. Thread-safety: any thread.
+ */
+sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
+                       char **bodyp);
+sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEQGATE_METRICS_PUB_H */

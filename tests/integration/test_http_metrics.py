@@ -1,0 +1,234 @@
+"""The HTTP endpoint on a real broker: /readyz, /healthz and /metrics.
+
+seqgate runs the scenario of test_scenario.py (known duplicates, a stale
+version, gaps, an idempotency conflict, DLQ reasons) while the test scrapes
+`/metrics` (parsed with prometheus_client's own parser) and checks that the
+counters moved exactly as the scenario's annotations predict; `/readyz` is
+503 before the consumer group assigned partitions and 200 after, `/healthz`
+200 while it runs. The same real scrape checks the Grafana dashboard
+(deploy/grafana/seqgate.json: every metric any panel's `expr` names is
+exported) and the README (every exported metric is documented in "HTTP
+endpoint and metrics").
+
+Each run listens on a port of its own (http.address 127.0.0.1:0, the port
+read from the http_listening log line): tests run beside other brokers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafkautil import create_topics, end_offsets, produce, unique_name
+from seqgate_proc import ORDER_STATE_MACHINE, Seqgate, make_config, wait_until
+from test_scenario import (DLQ_REASONS, DUP, EXPECTED_GAPS, GAP_TIMEOUT_MS, OUT,
+                           _public, phase1, phase2)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def get(url: str) -> tuple[int, str, str]:
+    """(status, content type, body) of GET url; 4xx/5xx are answers too."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+def scrape(sg: Seqgate) -> dict:
+    """{family name: [(sample name, labels, value)]} of one /metrics GET."""
+    status, ctype, body = get(sg.http_url("/metrics"))
+    assert status == 200, body
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+    fams = {}
+    for fam in text_string_to_metric_families(body):
+        # the parser names a counter's family without its _total
+        name = fam.name + "_total" if fam.type == "counter" else fam.name
+        fams[name] = [(s.name, s.labels, s.value) for s in fam.samples]
+    return fams
+
+
+def value(fams: dict, sample: str, **labels) -> float:
+    for fam in fams.values():
+        for name, lbl, v in fam:
+            if name == sample and all(lbl.get(k) == str(x)
+                                      for k, x in labels.items()):
+                return v
+    raise AssertionError(f"no sample {sample}{labels}")
+
+
+def exported_names(fams: dict) -> set[str]:
+    return {name for fam in fams.values() for name, _l, _v in fam}
+
+
+def _total(bootstrap: str, topic: str) -> int:
+    return sum(end_offsets(bootstrap, topic).values())
+
+
+def dashboard_metric_names() -> set[str]:
+    """Every seqgate_* name in every panel target's expr."""
+    dash = json.loads((ROOT / "deploy/grafana/seqgate.json").read_text())
+    names = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("expr"), str):
+                names.update(re.findall(r"\bseqgate_[a-zA-Z0-9_]+", node["expr"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(dash)
+    return names
+
+
+def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
+    t_in, t_out, t_dlq = (unique_name("http-in"), unique_name("http-out"),
+                          unique_name("http-dlq"))
+    create_topics(bootstrap, {t_in: 3, t_out: 3, t_dlq: 1})
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-http"),
+                       instance="seqgate-http-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       gap_timeout_ms=GAP_TIMEOUT_MS, gap_policy="dlq",
+                       state_machine=ORDER_STATE_MACHINE, stats_interval_ms=500)
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(wait_assigned=False)
+
+        def tail():
+            return "\nseqgate log tail:\n" + sg.log_tail()
+
+        # Before the consumer group's first assignment: not ready, healthy.
+        status, ctype, body = get(sg.http_url("/readyz"))
+        assigned_before = bool(sg.events("partitions_assigned"))
+        if not assigned_before:
+            assert status == 503, body
+            assert json.loads(body) == {"status": "not_ready",
+                                        "reason": "no partitions assigned"}
+        assert ctype == "application/json"
+        status, _c, body = get(sg.http_url("/healthz"))
+        assert status == 200 and json.loads(body) == {"status": "ok"}, body
+
+        sg.wait_for_event("partitions_assigned", timeout_s=60)
+        wait_until(lambda: get(sg.http_url("/readyz"))[0] == 200, 60,
+                   "/readyz 200 after the assignment and restore",
+                   on_timeout=tail)
+        ready = json.loads(get(sg.http_url("/readyz"))[2])
+        assert ready == {"status": "ready", "partitions": 3}
+        assert assigned_before is False, \
+            "the first /readyz came after the assignment: 503 not checked"
+
+        fams = scrape(sg)
+        assert value(fams, "seqgate_records_total") == 0
+        assert value(fams, "seqgate_build_info") == 1
+        for p in range(3):
+            # restored (an empty changelog) and consuming
+            assert value(fams, "seqgate_partition_restoring",
+                         topic=t_in, partition=p) == 0
+
+        p1 = phase1()
+        produce(bootstrap, t_in, [_public(r) for r in p1])
+        n_out = sum(1 for r in p1 if r["_expect"] == OUT)
+        n_gap = sum(1 for r in p1 if r["_expect"] == ("dlq", "gap_timeout"))
+        n_dlq = sum(1 for r in p1 if r["_expect"] not in (OUT, DUP))
+        wait_until(lambda: _total(bootstrap, t_out) >= n_out and
+                   _total(bootstrap, t_dlq) >= n_dlq, GAP_TIMEOUT_MS / 1000 + 30,
+                   "phase-1 output and DLQ records (gap timeouts included)",
+                   on_timeout=tail)
+        p2 = phase2()
+        produce(bootstrap, t_in, [_public(r) for r in p2])
+        records = p1 + p2
+        wait_until(lambda: value(scrape(sg), "seqgate_records_total")
+                   == len(records), 30, "/metrics records_total", on_timeout=tail)
+
+        fams = scrape(sg)
+        dups = sum(1 for r in records if r["_expect"] == DUP)
+        reasons = Counter(r["_expect"][1] for r in records
+                          if r["_expect"] not in (OUT, DUP))
+        assert value(fams, "seqgate_applied_total") == n_out
+        assert value(fams, "seqgate_dedup_hits_total") == dups
+        assert value(fams, "seqgate_idempotency_parameter_conflicts_total") == 1
+        assert value(fams, "seqgate_stale_version_rejections_total") == 1
+        assert value(fams, "seqgate_event_sequence_gaps_total") == EXPECTED_GAPS
+        assert value(fams, "seqgate_gap_timeouts_total") == 1
+        assert value(fams, "seqgate_stuck_processing_over_5m") == 0
+        for reason in DLQ_REASONS:
+            assert value(fams, "seqgate_dlq_records_total", reason=reason) == \
+                reasons.get(reason, 0), reason
+        assert n_gap == reasons["gap_timeout"]
+        # order-e is quarantined (partition 0), nothing is parked any more
+        assert value(fams, "seqgate_quarantined_aggregates",
+                     topic=t_in, partition=0) == 1
+        for p in range(3):
+            assert value(fams, "seqgate_parked_events", topic=t_in,
+                         partition=p) == 0
+            assert value(fams, "seqgate_consumer_lag", topic=t_in,
+                         partition=p) == 0
+        # the histograms saw the committed batches, cumulative buckets
+        batches = value(fams, "seqgate_batches_total")
+        assert batches > 0
+        assert value(fams, "seqgate_batch_duration_seconds_count") == batches
+        assert value(fams, "seqgate_commit_latency_seconds_count") >= 1
+        buckets = [v for n, l, v in fams["seqgate_commit_latency_seconds"]
+                   if n.endswith("_bucket")]
+        assert buckets == sorted(buckets) and buckets[-1] == \
+            value(fams, "seqgate_commit_latency_seconds_count")
+        assert value(fams, "seqgate_store_entries") > 0
+        assert value(fams, "seqgate_store_used_bytes") > 0
+        assert value(fams, "seqgate_process_start_time_seconds") > 1.7e9
+
+        names = exported_names(fams)
+        # The Grafana dashboard queries only what is exported.
+        dash = dashboard_metric_names()
+        assert dash, "the dashboard names no seqgate_ metric"
+        missing = sorted(dash - names)
+        assert not missing, f"dashboard exprs name unexported metrics: {missing}"
+        # The README documents every exported family.
+        readme = (ROOT / "README.md").read_text()
+        section = readme[readme.index("## HTTP endpoint and metrics"):]
+        undocumented = sorted(f for f in fams if f"`{f}`" not in section)
+        assert not undocumented, f"not in README: {undocumented}"
+
+        status, _c, body = get(sg.http_url("/healthz"))
+        assert status == 200, body
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+
+def test_http_port_in_use_exits_2(bootstrap, seqgate_bin, tmp_path):
+    """A port another process holds: a clear fatal line and exit 2."""
+    import socket
+    hold = socket.socket()
+    hold.bind(("127.0.0.1", 0))
+    hold.listen(1)
+    port = hold.getsockname()[1]
+    try:
+        conf = make_config(bootstrap=bootstrap, group=unique_name("sg-http2"),
+                           instance="seqgate-http-2",
+                           data_dir=str(tmp_path / "data"),
+                           input_topic="unused-in", output_topic="unused-out",
+                           dlq_topic="unused-dlq")
+        conf["http"] = {"address": f"127.0.0.1:{port}"}
+        sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+        try:
+            sg.start(wait_assigned=False)
+            assert sg.wait_exit(30) == 2, sg.log_tail()
+            failed = sg.events("http_listen_failed")
+            assert failed and failed[0]["address"] == f"127.0.0.1:{port}", \
+                sg.log_tail()
+            assert "in use" in failed[0]["error"], failed
+        finally:
+            sg.cleanup()
+    finally:
+        hold.close()

@@ -1,0 +1,548 @@
+/*
+ * test_http.c — the HTTP endpoint: the Prometheus exposition writer
+ * (metrics_prom.c: format, label escaping, cumulative histogram buckets,
+ * counters ending in _total, milliseconds as seconds), /healthz and /readyz
+ * (metrics_pub.c), http.address parsing and the server itself (http.c: a
+ * real libmicrohttpd on 127.0.0.1, a kernel-chosen port, asked with
+ * libcurl: routes by prefix, query arguments, 404, 405, HEAD, read_api).
+ */
+#include "config.h"
+#include "http.h"
+#include "metrics_pub.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <curl/curl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the exposition --------------------------------------------------- */
+
+/** A snapshot with known numbers; the caller frees it with
+ *  sg_metrics_snap_free(). */
+static void snap_fill(sg_metrics_snap_t *s) {
+        memset(s, 0, sizeof(*s));
+        s->has_engine = true;
+        s->engine.dedup_hits_total = 3;
+        s->engine.stale_version_rejections_total = 2;
+        s->engine.event_sequence_gaps_total = 1;
+        s->engine.idempotency_parameter_conflicts_total = 4;
+        s->engine.stuck_parked_over_5m = 5;
+        s->engine.dlq_total[SG_R_STALE_VERSION] = 2;
+        s->loop.commit_latency_ms_last = 1500;
+        sg_hist_observe(&s->loop.commit_latency_ms, 3);
+        sg_hist_observe(&s->loop.commit_latency_ms, 7);
+        sg_hist_observe(&s->loop.commit_latency_ms, 400000);
+        ck_assert_int_eq(sg_metrics_snap_reserve(s, 2), SG_OK);
+        s->part_cnt = 2;
+        memset(s->parts, 0, 2 * sizeof(*s->parts));
+        snprintf(s->parts[0].topic, sizeof(s->parts[0].topic), "orders");
+        s->parts[0].partition = 0;
+        s->parts[0].consumer_lag = 17;
+        s->parts[0].oldest_parked_age_ms = 2500;
+        snprintf(s->parts[1].topic, sizeof(s->parts[1].topic), "we\"ird\\t\n");
+        s->parts[1].partition = 3;
+        s->parts[1].consumer_lag = -1; /* unknown: no sample */
+}
+
+static char *render(const sg_metrics_snap_t *s) {
+        char *buf = NULL;
+        size_t len = 0;
+        ck_assert_int_eq(sg_metrics_prom(s, "1.2.3", &buf, &len), SG_OK);
+        ck_assert_uint_eq(strlen(buf), len);
+        return buf;
+}
+
+#define HAS(text, line)                                                        \
+        ck_assert_msg(strstr(text, line) != NULL, "missing: %s", line)
+
+START_TEST(test_prom_seed_names) {
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        char *t = render(&s);
+        HAS(t, "# TYPE seqgate_dedup_hits_total counter\n"
+               "seqgate_dedup_hits_total 3\n");
+        HAS(t, "\nseqgate_idempotency_parameter_conflicts_total 4\n");
+        HAS(t, "\nseqgate_stale_version_rejections_total 2\n");
+        HAS(t, "\nseqgate_event_sequence_gaps_total 1\n");
+        HAS(t, "# TYPE seqgate_stuck_processing_over_5m gauge\n"
+               "seqgate_stuck_processing_over_5m 5\n");
+        HAS(t, "\nseqgate_dlq_records_total{reason=\"stale_version\"} 2\n");
+        HAS(t, "\nseqgate_dlq_records_total{reason=\"malformed\"} 0\n");
+        HAS(t, "\nseqgate_build_info{version=\"1.2.3\"} 1\n");
+        HAS(t, "# HELP seqgate_dedup_hits_total duplicates");
+        /* milliseconds are exported in seconds */
+        HAS(t, "\nseqgate_commit_latency_seconds_last 1.500\n");
+        ck_assert_ptr_null(strstr(t, "_ms"));
+        free(t);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+START_TEST(test_prom_counters_total) {
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        char *t = render(&s);
+        int counters = 0;
+        for (char *l = t; l && *l;
+             l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                char name[256], type[32];
+                if (sscanf(l, "# TYPE %255s %31s", name, type) != 2)
+                        continue;
+                size_t n = strlen(name);
+                if (!strcmp(type, "counter")) {
+                        counters++;
+                        ck_assert_msg(n > 6 && !strcmp(name + n - 6, "_total"),
+                                      "counter %s does not end in _total",
+                                      name);
+                } else {
+                        ck_assert_msg(n < 6 || strcmp(name + n - 6, "_total"),
+                                      "%s %s ends in _total", type, name);
+                }
+                ck_assert_msg(!strncmp(name, "seqgate_", 8), "%s", name);
+        }
+        ck_assert_int_gt(counters, 20);
+        free(t);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+START_TEST(test_prom_histogram_cumulative) {
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        char *t = render(&s);
+        HAS(t, "# TYPE seqgate_commit_latency_seconds histogram\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"0.001\"} 0\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"0.005\"} 1\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"0.01\"} 2\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"60\"} 2\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"300\"} 2\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_bucket{le=\"+Inf\"} 3\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_sum 400.010\n");
+        HAS(t, "\nseqgate_commit_latency_seconds_count 3\n");
+        /* every histogram's buckets never decrease */
+        const char *p = t;
+        while ((p = strstr(p, "_bucket{"))) {
+                const char *le = strstr(p, "le=\"");
+                if (!strncmp(le + 4, "0.001\"", 6)) {
+                        unsigned long long prev = 0, v;
+                        const char *q = p;
+                        for (int i = 0; i <= SG_HIST_BUCKETS; i++) {
+                                q = strstr(q, "} ");
+                                ck_assert(sscanf(q + 2, "%llu", &v) == 1);
+                                ck_assert_uint_ge(v, prev);
+                                prev = v;
+                                q += 2;
+                        }
+                }
+                p += 8;
+        }
+        free(t);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+START_TEST(test_prom_partition_labels) {
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        char *t = render(&s);
+        HAS(t, "\nseqgate_consumer_lag{topic=\"orders\",partition=\"0\"} 17\n");
+        HAS(t, "\nseqgate_oldest_parked_age_seconds{topic=\"orders\","
+               "partition=\"0\"} 2.500\n");
+        /* escaped: backslash, double quote, newline */
+        HAS(t, "\nseqgate_parked_events{topic=\"we\\\"ird\\\\t\\n\","
+               "partition=\"3\"} 0\n");
+        /* an unknown lag has no sample */
+        ck_assert_ptr_null(strstr(t, "seqgate_consumer_lag{topic=\"we"));
+        /* the sums the partitions replace are not exported unlabelled */
+        ck_assert_ptr_null(strstr(t, "\nseqgate_consumer_lag "));
+        ck_assert_ptr_null(strstr(t, "\nseqgate_parked_events "));
+        free(t);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+START_TEST(test_prom_escape) {
+        char out[64];
+        ck_assert_uint_eq(sg_prom_escape("a\"b\\c\nd", out, sizeof(out)), 10);
+        ck_assert_str_eq(out, "a\\\"b\\\\c\\nd");
+        ck_assert_uint_eq(sg_prom_escape("abcdef", out, 4), 6);
+        ck_assert_str_eq(out, "abc");
+}
+END_TEST
+
+START_TEST(test_prom_passthrough) {
+        sg_metrics_snap_t s;
+        memset(&s, 0, sizeof(s));
+        char *t = render(&s);
+        HAS(t, "\nseqgate_batches_total 0\n");
+        ck_assert_ptr_null(strstr(t, "seqgate_dedup_hits_total"));
+        free(t);
+}
+END_TEST
+
+/* ---- /healthz, /readyz -------------------------------------------------- */
+
+static int health(sg_pub_t *p, int64_t now, char **body) {
+        int st = 0;
+        ck_assert_int_eq(sg_pub_health(p, now, &st, body), SG_OK);
+        return st;
+}
+
+static int ready(sg_pub_t *p, char **body) {
+        int st = 0;
+        ck_assert_int_eq(sg_pub_ready(p, &st, body), SG_OK);
+        return st;
+}
+
+START_TEST(test_health) {
+        sg_pub_t *p;
+        char *b;
+        ck_assert_int_eq(sg_pub_new(5000, &p), SG_OK);
+        ck_assert_int_eq(health(p, sg_clock_mono_ms(), &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "not started"));
+        free(b);
+        sg_metrics_snap_t s = {0};
+        sg_pub_publish(p, &s);
+        int64_t now = sg_clock_mono_ms();
+        ck_assert_int_eq(health(p, now, &b), 200);
+        ck_assert_str_eq(b, "{\"status\":\"ok\"}\n");
+        free(b);
+        /* no publish for longer than the stall limit */
+        ck_assert_int_eq(health(p, now + 6000, &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "no progress"));
+        free(b);
+        s.fatal = s.stopped = true;
+        snprintf(s.fatal_str, sizeof(s.fatal_str), "fenced");
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(health(p, sg_clock_mono_ms(), &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "fatal: fenced"));
+        free(b);
+        sg_pub_destroy(p);
+}
+END_TEST
+
+START_TEST(test_ready) {
+        sg_pub_t *p;
+        char *b;
+        ck_assert_int_eq(sg_pub_new(5000, &p), SG_OK);
+        sg_metrics_snap_t s = {0};
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "no partitions assigned"));
+        free(b);
+        /* assigned, one partition restoring */
+        s.assigned_once = true;
+        ck_assert_int_eq(sg_metrics_snap_reserve(&s, 2), SG_OK);
+        memset(s.parts, 0, 2 * sizeof(*s.parts));
+        s.part_cnt = 2;
+        snprintf(s.parts[0].topic, sizeof(s.parts[0].topic), "orders");
+        snprintf(s.parts[1].topic, sizeof(s.parts[1].topic), "orders");
+        s.parts[1].partition = 1;
+        s.parts[1].restoring = 1;
+        s.parts[1].restore_records = 10;
+        s.parts[1].restore_target = 40;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(
+                strstr(b, "\"partitions\":[{\"topic\":\"orders\",\"partition\":"
+                          "1,\"state\":\"restoring\",\"restore_records_read\":"
+                          "10,\"restore_records_target\":40}]"));
+        free(b);
+        s.parts[1].restoring = 0;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        ck_assert_ptr_nonnull(strstr(b, "\"partitions\":2"));
+        free(b);
+        /* a member left with zero partitions is ready */
+        s.part_cnt = 0;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        free(b);
+        sg_metrics_snap_free(&s);
+        sg_pub_destroy(p);
+}
+END_TEST
+
+/* ---- http.address -------------------------------------------------------- */
+
+START_TEST(test_address_parse) {
+        sg_http_addr_t a;
+        char es[256];
+        ck_assert_int_eq(
+                sg_http_address_parse("127.0.0.1:9464", &a, es, sizeof(es)),
+                SG_OK);
+        ck_assert(!a.off);
+        ck_assert_str_eq(a.text, "127.0.0.1:9464");
+        ck_assert_int_eq(sg_http_address_parse("0.0.0.0:0", &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_address_parse("[::1]:80", &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(a.ss.ss_family, AF_INET6);
+        ck_assert_str_eq(a.text, "[::1]:80");
+        ck_assert_int_eq(
+                sg_http_address_parse("localhost:1", &a, es, sizeof(es)),
+                SG_OK);
+        ck_assert_str_eq(a.text, "127.0.0.1:1");
+        ck_assert_int_eq(sg_http_address_parse("off", &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert(a.off);
+        ck_assert_int_eq(sg_http_address_parse("", &a, es, sizeof(es)), SG_OK);
+        ck_assert(a.off);
+        static const char *const bad[] = {
+                "9464",         "127.0.0.1",    "127.0.0.1:65536",
+                "127.0.0.1:-1", "127.0.0.1:9x", "example.com:80",
+                "::1:80",       "[::1]80",      "[nope]:80",
+                "127.0.0.1:",   "[::1]:",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                ck_assert_msg(
+                        sg_http_address_parse(bad[i], &a, es, sizeof(es)) ==
+                                SG_ERR_CONFIG,
+                        "%s accepted", bad[i]);
+}
+END_TEST
+
+START_TEST(test_config_keys_http) {
+        char es[4096] = "";
+        sg_config_t *c = NULL;
+#define BASE                                                                   \
+        "{\"data_dir\":\"/tmp/x\",\"kafka\":{\"bootstrap.servers\":"           \
+        "\"x:1\",\"group.id\":\"g\"},%s\"topics\":{\"in\":{"                   \
+        "\"output_topic\":\"out\",\"dlq_topic\":\"dlq\",\"envelope\":"         \
+        "{\"format\":\"json\",\"id\":\"/id\",\"aggregate\":\"key\","           \
+        "\"version\":\"/v\"}}}}"
+        char text[2048];
+        snprintf(text, sizeof(text), BASE, "");
+        ck_assert_msg(sg_config_parse(text, &c, es, sizeof(es)) == SG_OK, "%s",
+                      es);
+        ck_assert_str_eq(c->http_address, "127.0.0.1:9464");
+        ck_assert(c->http_read_api);
+        ck_assert_int_eq(c->metrics_stuck_threshold_ms, 300000);
+        sg_config_destroy(c);
+        snprintf(text, sizeof(text), BASE,
+                 "\"http\":{\"address\":\"[::]:9000\",\"read_api\":false},"
+                 "\"metrics\":{\"stuck_threshold_ms\":60000},");
+        ck_assert_msg(sg_config_parse(text, &c, es, sizeof(es)) == SG_OK, "%s",
+                      es);
+        ck_assert_str_eq(c->http_address, "[::]:9000");
+        ck_assert(!c->http_read_api);
+        ck_assert_int_eq(c->metrics_stuck_threshold_ms, 60000);
+        sg_config_destroy(c);
+        snprintf(text, sizeof(text), BASE,
+                 "\"http\":{\"address\":\"nohost\"},");
+        ck_assert_int_eq(sg_config_parse(text, &c, es, sizeof(es)),
+                         SG_ERR_CONFIG);
+        ck_assert_msg(strstr(es, "http.address") != NULL, "%s", es);
+        snprintf(text, sizeof(text), BASE, "\"http\":{\"port\":1},");
+        ck_assert_int_eq(sg_config_parse(text, &c, es, sizeof(es)),
+                         SG_ERR_CONFIG);
+#undef BASE
+}
+END_TEST
+
+/* ---- the server ---------------------------------------------------------- */
+
+typedef struct got {
+        char body[65536];
+        size_t len;
+        char ctype[128];
+        long status;
+        char allow[64];
+} got_t;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *opaque) {
+        got_t *g = opaque;
+        size_t len = sz * n;
+        if (g->len + len < sizeof(g->body)) {
+                memcpy(g->body + g->len, p, len);
+                g->len += len;
+                g->body[g->len] = '\0';
+        }
+        return len;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *opaque) {
+        got_t *g = opaque;
+        size_t len = sz * n;
+        if (len > 7 && !strncasecmp(p, "Allow: ", 7))
+                snprintf(g->allow, sizeof(g->allow), "%.*s", (int)(len - 9),
+                         p + 7);
+        return len;
+}
+
+static void fetch(uint16_t port, const char *method, const char *path,
+                  got_t *g) {
+        char url[256];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port,
+                 path);
+        memset(g, 0, sizeof(*g));
+        CURL *c = curl_easy_init();
+        ck_assert_ptr_nonnull(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, g);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, g);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        if (!strcmp(method, "HEAD"))
+                curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        else if (strcmp(method, "GET"))
+                curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g->status);
+        char *ct = NULL;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+        if (ct)
+                snprintf(g->ctype, sizeof(g->ctype), "%s", ct);
+        curl_easy_cleanup(c);
+}
+
+/* /v1/echo: "<path> id=<id arg>" */
+static void on_echo(void *opaque, const sg_http_request_t *req,
+                    sg_http_response_t *resp) {
+        const char *tag = opaque;
+        const char *id = sg_http_request_arg(req, "id");
+        char buf[512];
+        int n = snprintf(buf, sizeof(buf), "%s %s id=%s", tag,
+                         sg_http_request_path(req), id ? id : "-");
+        resp->status = 200;
+        resp->content_type = "text/plain";
+        resp->body = strdup(buf);
+        resp->body_len = (size_t)n;
+}
+
+static sg_http_t *server(bool read_api, sg_pub_t *pub) {
+        sg_http_addr_t a;
+        sg_http_t *srv = NULL;
+        char es[256];
+        ck_assert_int_eq(
+                sg_http_address_parse("127.0.0.1:0", &a, es, sizeof(es)),
+                SG_OK);
+        ck_assert_int_eq(sg_http_new(&a, read_api, &srv, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_pub_routes_add(pub, srv, "9.9", es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_route_add(srv, "/v1/events", on_echo,
+                                           (void *)"events", es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_route_add(srv, "/v1/events/special", on_echo,
+                                           (void *)"special", es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_route_add(srv, "/v1/events", on_echo, NULL, es,
+                                           sizeof(es)),
+                         SG_ERR_INVALID);
+        ck_assert_int_eq(sg_http_start(srv, es, sizeof(es)), SG_OK);
+        ck_assert_uint_gt(sg_http_port(srv), 0);
+        ck_assert_int_eq(
+                sg_http_route_add(srv, "/late", on_echo, NULL, es, sizeof(es)),
+                SG_ERR_INVALID);
+        return srv;
+}
+
+START_TEST(test_server_routes) {
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+
+        fetch(port, "GET", "/metrics", &g);
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_ptr_nonnull(strstr(g.ctype, "text/plain; version=0.0.4"));
+        ck_assert_ptr_nonnull(strstr(g.body, "\nseqgate_dedup_hits_total 3\n"));
+        ck_assert_ptr_nonnull(
+                strstr(g.body, "seqgate_build_info{version=\"9.9\"} 1"));
+        fetch(port, "GET", "/healthz", &g);
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.ctype, "application/json");
+        ck_assert_str_eq(g.body, "{\"status\":\"ok\"}\n");
+        fetch(port, "GET", "/readyz", &g);
+        ck_assert_int_eq(g.status, 503);
+        fetch(port, "HEAD", "/healthz", &g);
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_uint_eq(g.len, 0);
+        fetch(port, "POST", "/metrics", &g);
+        ck_assert_int_eq(g.status, 405);
+        ck_assert_str_eq(g.allow, "GET, HEAD");
+        fetch(port, "DELETE", "/nope", &g);
+        ck_assert_int_eq(g.status, 405);
+        fetch(port, "GET", "/nope", &g);
+        ck_assert_int_eq(g.status, 404);
+        fetch(port, "GET", "/metricsx", &g); /* not below /metrics */
+        ck_assert_int_eq(g.status, 404);
+        fetch(port, "GET", "/v1/events?id=a%20b", &g);
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.body, "events /v1/events id=a b");
+        fetch(port, "GET", "/v1/events/e-1", &g);
+        ck_assert_str_eq(g.body, "events /v1/events/e-1 id=-");
+        fetch(port, "GET", "/v1/events/special/x", &g); /* the longest */
+        ck_assert_str_eq(g.body, "special /v1/events/special/x id=-");
+        sg_http_destroy(srv);
+
+        /* read_api false: nothing under /v1/ */
+        srv = server(false, pub);
+        fetch(sg_http_port(srv), "GET", "/v1/events", &g);
+        ck_assert_int_eq(g.status, 404);
+        fetch(sg_http_port(srv), "GET", "/metrics", &g);
+        ck_assert_int_eq(g.status, 200);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+START_TEST(test_server_port_in_use) {
+        sg_pub_t *pub;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_http_t *srv = server(true, pub);
+        char text[64], es[256];
+        snprintf(text, sizeof(text), "127.0.0.1:%u",
+                 (unsigned)sg_http_port(srv));
+        sg_http_addr_t a;
+        sg_http_t *two = NULL;
+        ck_assert_int_eq(sg_http_address_parse(text, &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_new(&a, true, &two, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_http_start(two, es, sizeof(es)), SG_ERR_IO);
+        ck_assert_msg(strstr(es, text) != NULL, "%s", es);
+        sg_http_destroy(two);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+}
+END_TEST
+
+static Suite *suite(void) {
+        Suite *s = suite_create("http");
+        TCase *tp = tcase_create("prometheus");
+        tcase_add_test(tp, test_prom_seed_names);
+        tcase_add_test(tp, test_prom_counters_total);
+        tcase_add_test(tp, test_prom_histogram_cumulative);
+        tcase_add_test(tp, test_prom_partition_labels);
+        tcase_add_test(tp, test_prom_escape);
+        tcase_add_test(tp, test_prom_passthrough);
+        suite_add_tcase(s, tp);
+        TCase *th = tcase_create("health");
+        tcase_add_test(th, test_health);
+        tcase_add_test(th, test_ready);
+        tcase_add_test(th, test_address_parse);
+        tcase_add_test(th, test_config_keys_http);
+        suite_add_tcase(s, th);
+        TCase *ts = tcase_create("server");
+        tcase_add_test(ts, test_server_routes);
+        tcase_add_test(ts, test_server_port_in_use);
+        suite_add_tcase(s, ts);
+        return s;
+}
+
+int main(void) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = tu_run_suite(suite());
+        curl_global_cleanup();
+        return rc;
+}
