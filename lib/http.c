@@ -205,6 +205,32 @@ const char *sg_http_request_arg(const sg_http_request_t *req,
                                            name);
 }
 
+typedef struct args_iter {
+        const char *name;
+        const char **out;
+        size_t max, cnt;
+} args_iter_t;
+
+static enum MHD_Result args_visit(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
+        args_iter_t *it = cls;
+        (void)kind;
+        if (key && !strcmp(key, it->name)) {
+                if (it->cnt < it->max)
+                        it->out[it->cnt] = value ? value : "";
+                it->cnt++;
+        }
+        return MHD_YES;
+}
+
+size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
+                            const char **out, size_t max) {
+        args_iter_t it = {.name = name, .out = out, .max = max};
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, args_visit,
+                                  &it);
+        return it.cnt;
+}
+
 /* ---- libmicrohttpd ------------------------------------------------------ */
 
 static enum MHD_Result answer(struct MHD_Connection *conn, int status,

@@ -78,6 +78,13 @@ const char *sg_http_request_path(const sg_http_request_t *req);
 /** The query argument @p name, URL-decoded; NULL when absent. */
 const char *sg_http_request_arg(const sg_http_request_t *req, const char *name);
 
+/** Every value of the repeated query argument @p name, URL-decoded, in
+ *  request order: up to @p max of them into @p out (valid during the
+ *  handler's call). Returns how many the request holds (may exceed
+ *  @p max). */
+size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
+                            const char **out, size_t max);
+
 /**
  * Creates a server for @p addr (copied; must not be off) that serves /v1/
  * paths only when @p read_api. Nothing listens before sg_http_start().

@@ -19,6 +19,7 @@
 #include "metrics_pub.h"
 #include "passthrough.h"
 #include "seqgate.h"
+#include "query_http.h"
 #include "store.h"
 
 #include <cjson/cJSON.h>
@@ -134,6 +135,7 @@ typedef struct app {
         sg_engine_t *engine;   /**< NULL in pass-through mode */
         sg_store_t *store;     /**< NULL in pass-through mode */
         sg_pub_t *pub;         /**< the HTTP endpoint's; NULL: none */
+        sg_query_api_t *api;   /**< the read API (/v1/); NULL: none */
         int64_t start_s;       /**< process start, Unix seconds */
         int64_t store_entries; /**< last sg_store_entries() */
 } app_t;
@@ -572,6 +574,8 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
         sg_engine_processor(*enginep, procp);
         app->engine = *enginep;
         app->store = *storep;
+        if (app->api)
+                sg_query_api_set_store(app->api, *storep);
         return SG_OK;
 }
 
@@ -603,6 +607,11 @@ static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
                                es_size)) ||
             (err = sg_pub_routes_add(app->pub, *srvp, SG_VERSION_STR, es,
                                      es_size)))
+                return err;
+        /* the read API (/v1/): the store is attached once it is open */
+        if (conf->http_read_api &&
+            ((err = sg_query_api_new(conf, &app->api, es, es_size)) ||
+             (err = sg_query_api_routes_add(app->api, *srvp, es, es_size))))
                 return err;
         if ((err = sg_http_start(*srvp, es, es_size))) {
                 cJSON *f = cJSON_CreateObject();
@@ -756,6 +765,7 @@ fail : {
 out:
         sg_http_destroy(http); /* before what its handlers read */
         sg_pub_destroy(app.pub);
+        sg_query_api_destroy(app.api);
         sg_loop_destroy(loop);
         sg_engine_destroy(engine);
         sg_store_close(store);

@@ -7,10 +7,12 @@
 #define TU_ENGINE_HARNESS
 #include "envelope.h"
 #include "query.h"
+#include "query_http.h"
 #include "store.h"
 #include "testutil.h"
 
 #include <check.h>
+#include <curl/curl.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +273,128 @@ START_TEST(event_query_refuses_bad_input) {
 }
 END_TEST
 
+/* ---- the read API over HTTP (query_http.h) ---------------------------- */
+
+typedef struct got {
+        long status;
+        char body[4096];
+        size_t len;
+} got_t;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *opaque) {
+        got_t *g = opaque;
+        size_t len = sz * n;
+        size_t room = sizeof(g->body) - 1 - g->len;
+        memcpy(g->body + g->len, p, len < room ? len : room);
+        g->len += len < room ? len : room;
+        g->body[g->len] = '\0';
+        return len;
+}
+
+/* GET @p path; the status and the body parsed as JSON. */
+static cJSON *get(uint16_t port, const char *path, long *statusp) {
+        char url[512];
+        got_t g = {0};
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port,
+                 path);
+        CURL *c = curl_easy_init();
+        ck_assert_ptr_nonnull(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g.status);
+        curl_easy_cleanup(c);
+        *statusp = g.status;
+        cJSON *o = cJSON_Parse(g.body);
+        ck_assert_msg(o != NULL, "not JSON: %s", g.body);
+        return o;
+}
+
+START_TEST(http_read_api_answers) {
+        /* the read API asks at the wall clock's time: so does the engine */
+        h_t h = {.now = sg_clock_wall_ms()};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":30000}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+
+        sg_http_addr_t addr;
+        sg_http_t *srv = NULL;
+        sg_query_api_t *api = NULL;
+        char es[256];
+        ASSERT_OK(sg_http_address_parse("127.0.0.1:0", &addr, es, sizeof(es)),
+                  es);
+        ASSERT_OK(sg_http_new(&addr, true, &srv, es, sizeof(es)), es);
+        ASSERT_OK(sg_query_api_new(h.conf, &api, es, sizeof(es)), es);
+        ASSERT_OK(sg_query_api_routes_add(api, srv, es, sizeof(es)), es);
+        ASSERT_OK(sg_http_start(srv, es, sizeof(es)), es);
+        uint16_t port = sg_http_port(srv);
+        long st;
+
+        /* before the store is attached */
+        cJSON *o = get(port, "/v1/events?source=%2Fshop&id=e1", &st);
+        ck_assert_int_eq(st, 503);
+        cJSON_Delete(o);
+        sg_query_api_set_store(api, h.store);
+
+        /* topic left out: one input topic is configured */
+        o = get(port, "/v1/events?source=%2Fshop&id=e1", &st);
+        ck_assert_int_eq(st, 200);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        o = get(port, "/v1/events?topic=orders&source=%2Fshop&id=e3", &st);
+        ck_assert_int_eq(st, 200);
+        ASSERT_STR_EQ(js(o, "status"), "parked");
+        ck_assert_double_eq(cJSON_GetNumberValue(
+                                    cJSON_GetObjectItem(o, "awaiting_version")),
+                            2);
+        cJSON_Delete(o);
+        o = get(port, "/v1/events?source=%2Fshop&id=never", &st);
+        ck_assert_int_eq(st, 200);
+        ASSERT_STR_EQ(js(o, "status"), "unknown");
+        cJSON_Delete(o);
+
+        /* errors: 400 with a reason */
+        o = get(port, "/v1/events?source=%2Fshop", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "id"), "%s", js(o, "error"));
+        cJSON_Delete(o);
+        o = get(port, "/v1/events?topic=nope&source=%2Fshop&id=e1", &st);
+        ck_assert_int_eq(st, 400);
+        cJSON_Delete(o);
+        o = get(port, "/v1/events?id=e1&id=e2&source=%2Fshop", &st);
+        ck_assert_int_eq(st, 400);
+        cJSON_Delete(o);
+
+        /* the aggregate */
+        o = get(port, "/v1/aggregates/A", &st);
+        ck_assert_int_eq(st, 200);
+        const cJSON *found = cJSON_GetObjectItem(o, "found");
+        ck_assert_int_eq(cJSON_GetArraySize(found), 1);
+        ck_assert_double_eq(
+                cJSON_GetNumberValue(cJSON_GetObjectItem(
+                        cJSON_GetArrayItem(found, 0), "last_version")),
+                1);
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/B", &st);
+        ck_assert_int_eq(st, 404);
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/", &st);
+        ck_assert_int_eq(st, 400);
+        cJSON_Delete(o);
+
+        /* detached again: 503 */
+        sg_query_api_set_store(api, NULL);
+        o = get(port, "/v1/aggregates/A", &st);
+        ck_assert_int_eq(st, 503);
+        cJSON_Delete(o);
+
+        sg_http_destroy(srv);
+        sg_query_api_destroy(api);
+        h_free(&h);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("query");
         TCase *tc = tcase_create("query");
@@ -282,6 +406,7 @@ int main(void) {
         tcase_add_test(tc, event_unknown_never_seen_and_expired);
         tcase_add_test(tc, event_old_format_record);
         tcase_add_test(tc, event_query_refuses_bad_input);
+        tcase_add_test(tc, http_read_api_answers);
         suite_add_tcase(s, tc);
         return tu_run_suite(s);
 }
