@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafkautil import create_topics, end_offsets, produce, unique_name
 from seqgate_proc import ORDER_STATE_MACHINE, Seqgate, make_config, wait_until
 from test_scenario import (DLQ_REASONS, DUP, EXPECTED_GAPS, GAP_TIMEOUT_MS, OUT,
+                           SOURCE,
                            _public, phase1, phase2)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,6 +199,22 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         section = readme[readme.index("## HTTP endpoint and metrics"):]
         undocumented = sorted(f for f in fams if f"`{f}`" not in section)
         assert not undocumented, f"not in README: {undocumented}"
+
+        # The read API answers the result query for known events.
+        from urllib.parse import urlencode
+        applied = next(r for r in records if r["_expect"] == OUT)
+        stale = next(r for r in records
+                     if r["_expect"] == ("dlq", "stale_version"))
+        for rec, want in ((applied, "applied"), (stale, "dead_lettered")):
+            q = urlencode({"topic": t_in, "source": SOURCE, "id": rec["_id"]})
+            status, ctype, body = get(sg.http_url(f"/v1/events?{q}"))
+            assert status == 200 and ctype.startswith("application/json"), body
+            answer = json.loads(body)
+            assert answer["status"] == want, answer
+        assert json.loads(body)["reason"] == "stale_version"
+        q = urlencode({"topic": t_in, "source": SOURCE, "id": "never-sent"})
+        assert json.loads(get(sg.http_url(f"/v1/events?{q}"))[2])["status"] \
+            == "unknown"
 
         status, _c, body = get(sg.http_url("/healthz"))
         assert status == 200, body
