@@ -139,7 +139,8 @@ static inline size_t key2(unsigned char *buf, const sg_tp_t *tp, const void *a,
                           size_t alen, const void *b, size_t blen) {
         assert(tp->len + alen + blen <= SG_TP_MAX + 64);
         memcpy(buf, tp->b, tp->len);
-        memcpy(buf + tp->len, a, alen);
+        if (alen) /* a may be NULL then: memcpy's arguments must not be */
+                memcpy(buf + tp->len, a, alen);
         if (blen)
                 memcpy(buf + tp->len + alen, b, blen);
         return tp->len + alen + blen;
