@@ -1185,6 +1185,7 @@ static void conf_add_kafka(sg_config_t *conf, const char *name,
         conf->kafka = kv;
         kv[conf->kafka_cnt].name = strdup(name);
         kv[conf->kafka_cnt].value = strdup(value);
+        kv[conf->kafka_cnt].from_env = false;
         conf->kafka_cnt++;
 }
 
