@@ -234,7 +234,7 @@ typedef struct sg_config {
         /** Texts that came from the environment through ${VAR} references
          *  (each variable's value and each value built from one), owned:
          *  redacted like secrets wherever seqgate prints (README "Secrets
-         *  and environment variables"). */
+         *  and environment variables"), longest first. */
         char **redact;
         size_t redact_cnt;
 } sg_config_t;

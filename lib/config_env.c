@@ -84,6 +84,12 @@ static sg_err_t add_redact(cfg_ctx_t *c, const char *s, size_t n) {
                 free(d);
                 return sg_cfg_nomem(c);
         }
+        /* longest first: a value that holds another is replaced whole */
+        for (size_t i = e->redact_cnt - 1;
+             i > 0 && strlen(e->redact[i - 1]) < n; i--) {
+                e->redact[i] = e->redact[i - 1];
+                e->redact[i - 1] = d;
+        }
         return SG_OK;
 }
 

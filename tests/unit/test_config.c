@@ -2177,6 +2177,10 @@ START_TEST(test_env_every_string) {
                 ck_assert_msg(found, "\"%s\" not listed for redaction",
                               listed[i]);
         }
+        /* longest first, so that a value holding another goes whole */
+        for (size_t j = 1; j < conf->redact_cnt; j++)
+                ck_assert_uint_ge(strlen(conf->redact[j - 1]),
+                                  strlen(conf->redact[j]));
         for (size_t j = 0; j < conf->redact_cnt; j++)
                 ck_assert_msg(strcmp(conf->redact[j], "7") &&
                                       strcmp(conf->redact[j], "SNAP_AUTH") &&
