@@ -174,6 +174,25 @@ def test_check_config_env_secrets(seqgate_bin, tmp_path):
         assert lines[-1] == f"seqgate: 3 configuration errors in {path}", \
             r.stderr
 
+    # a valid file: the daemon's own log lines and a property the client
+    # refuses at start-up (exit 2) say nothing the environment gave
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir="${SGT_DATA}", input_topic="orders",
+                       output_topic="orders.out", dlq_topic="orders.dlq",
+                       guarantee="at_least_once")
+    conf["kafka"].update({"security.protocol": "ssl",
+                          "ssl.key.location": "${SGT_KEY}"})
+    path = _write(tmp_path, conf)
+    env.update(SGT_DATA=str(tmp_path / ("data-" + secret)),
+               SGT_KEY=str(tmp_path / "no-such-dir" / (secret + ".key")))
+    r = subprocess.run([seqgate_bin, "--config", path], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert secret not in r.stdout + r.stderr, r.stderr
+    starting = [json.loads(l) for l in r.stderr.splitlines()
+                if '"event":"starting"' in l]
+    assert starting and starting[0]["data_dir"] == "***", r.stderr
+
 
 def test_stop_during_startup_retries(seqgate_bin, tmp_path):
     # Port 9 on loopback: nothing listens; every metadata request fails
