@@ -40,8 +40,14 @@
  * librdkafka properties are passed through verbatim, but each one is also
  * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
  * malformed value is reported by --check-config rather than at start-up. *
+ * Environment: before any value is read, every string value's ${VAR}
+ * references are substituted (config_env.c, README "Secrets and
+ * environment variables"); what came from the environment is scrubbed from
+ * every error (sg_cfg_fail) and kept in sg_config_t.redact for the log
+ * lines. Reference errors therefore come before the file's other errors.
+ *
  * Files: this one holds the error reporting, paths, typed getters, field
- * sources and the root; config_keys.c the table of scalar keys (defaults,
+ * sources and the root; config_env.c the interpolation; config_keys.c the table of scalar keys (defaults,
  * bounds, docs) and its reader; config_kafka.c the librdkafka blocks;
  * config_topic.c the topics; config_snapshot.c the snapshot blocks. They
  * share config_int.h.

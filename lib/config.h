@@ -10,7 +10,10 @@
  * ordering.gap_policy") and say what is allowed; every error of a file is
  * reported in one call, one line each (--check-config lists them all). Values of librdkafka
  * properties whose name looks secret (see sg_config_is_secret()) never
- * appear in an error or log text.
+ * appear in an error or log text, nor do values that came from the
+ * environment: every string value of the file takes ${VAR} references
+ * (Docker Compose's rules, README "Secrets and environment variables"),
+ * substituted once at load.
  *
  * Rules come from ../shared/design/semantics.md (§2 envelope, §3 decision
  * table, §3b ordering modes, §4 gaps and caps, §5 output, §6 guarantees).

@@ -2,7 +2,8 @@
  * config_int.h — what the files of the configuration parser share
  * (config.c: errors, paths, typed getters, field sources, the root;
  * config_keys.c: the key table; config_kafka.c: librdkafka properties;
- * config_topic.c: topics; config_snapshot.c: snapshot sources). Not a
+ * config_topic.c: topics; config_snapshot.c: snapshot sources;
+ * config_env.c: ${VAR} interpolation). Not a
  * public header: nothing outside lib/config*.c includes it.
  *
  * Every function that takes a cfg_ctx_t reports a configuration error by
