@@ -33,27 +33,36 @@
  *  stand quoted ("v"): a bare "1" would erase every digit of a log line. */
 #define REDACT_MIN_BARE 4
 
-/** A growable byte buffer. */
+/** A text being written: a memory stream (open_memstream). */
 typedef struct buf {
         char *p;
-        size_t len, cap;
+        size_t len;
+        FILE *f;
 } buf_t;
 
+static bool buf_open(buf_t *b) {
+        b->p = NULL;
+        b->len = 0;
+        b->f = open_memstream(&b->p, &b->len);
+        return b->f != NULL;
+}
+
 static bool buf_put(buf_t *b, const char *s, size_t n) {
-        if (b->len + n + 1 > b->cap) {
-                size_t cap = b->cap ? b->cap * 2 : 64;
-                while (cap < b->len + n + 1)
-                        cap *= 2;
-                char *p = realloc(b->p, cap);
-                if (!p)
-                        return false;
-                b->p = p;
-                b->cap = cap;
+        return n == 0 || fwrite(s, 1, n, b->f) == n;
+}
+
+/** Ends the writing: b->p is the NUL-terminated text (the caller frees
+ *  it); false when out of memory (nothing to free). */
+static bool buf_close(buf_t *b) {
+        bool ok = !ferror(b->f);
+
+        ok = fclose(b->f) == 0 && ok;
+        b->f = NULL;
+        if (!ok) {
+                free(b->p);
+                b->p = NULL;
         }
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-        b->p[b->len] = '\0';
-        return true;
+        return ok;
 }
 
 static bool push_str(char ***arr, size_t *cnt, size_t *cap, char *s) {
@@ -177,9 +186,13 @@ static sg_err_t expand_ref(cfg_ctx_t *c, const char *path, const char *s,
                         return missing ? SG_OK
                                        : expand(c, path, w, wn, out, from_env);
                 if (*op == '?' && missing) {
-                        buf_t msg = {0};
+                        buf_t msg;
                         bool menv = false;
+                        if (!buf_open(&msg))
+                                return sg_cfg_nomem(c);
                         err = expand(c, path, w, wn, &msg, &menv);
+                        if (!buf_close(&msg))
+                                return sg_cfg_nomem(c);
                         if (!err)
                                 sg_cfg_fail(c, path,
                                             "environment variable %s is not "
@@ -210,8 +223,6 @@ static sg_err_t expand(cfg_ctx_t *c, const char *path, const char *s, size_t n,
         const char *end = s + n, *lit = s;
         sg_err_t err;
 
-        if (!buf_put(out, "", 0))
-                return sg_cfg_nomem(c);
         for (const char *p = s; p < end;) {
                 if (p[0] != '$' || p + 1 >= end ||
                     (p[1] != '$' && p[1] != '{')) {
@@ -240,14 +251,18 @@ static sg_err_t expand(cfg_ctx_t *c, const char *path, const char *s, size_t n,
 static sg_err_t interpolate_node(cfg_ctx_t *c, cJSON *node, const char *path) {
         cfg_env_t *e = &c->env;
         const char *raw = node->valuestring;
-        buf_t out = {0};
+        buf_t out;
         bool from_env = false;
         size_t since = c->err_cnt;
         sg_err_t err;
 
         if (!strstr(raw, "$$") && !strstr(raw, "${"))
                 return SG_OK;
+        if (!buf_open(&out))
+                return sg_cfg_nomem(c);
         err = expand(c, path, raw, strlen(raw), &out, &from_env);
+        if (!buf_close(&out))
+                return sg_cfg_nomem(c);
         if (err == SG_ERR_NOMEM) {
                 free(out.p);
                 return err;
