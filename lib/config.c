@@ -40,8 +40,14 @@
  * librdkafka properties are passed through verbatim, but each one is also
  * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
  * malformed value is reported by --check-config rather than at start-up. *
+ * Environment: before any value is read, every string value's ${VAR}
+ * references are substituted (config_env.c, README "Secrets and
+ * environment variables"); what came from the environment is scrubbed from
+ * every error (sg_cfg_fail) and kept in sg_config_t.redact for the log
+ * lines. Reference errors therefore come before the file's other errors.
+ *
  * Files: this one holds the error reporting, paths, typed getters, field
- * sources and the root; config_keys.c the table of scalar keys (defaults,
+ * sources and the root; config_env.c the interpolation; config_keys.c the table of scalar keys (defaults,
  * bounds, docs) and its reader; config_kafka.c the librdkafka blocks;
  * config_topic.c the topics; config_snapshot.c the snapshot blocks. They
  * share config_int.h.
@@ -130,13 +136,14 @@ void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
  *  it is not the first; cut at the end of errstr, always terminated) and
  *  returns SG_ERR_CONFIG. */
 sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
-        char raw[2048];
+        char raw[2048], line[2048];
         va_list ap;
         int n;
 
         c->err_cnt++;
-        if (!c->errstr || c->errstr_size == 0 ||
-            c->err_len + 1 >= c->errstr_size)
+        /* a value whose ${VAR} failed: that error was said, not its
+         * consequences */
+        if (sg_cfg_env_failed(c, path))
                 return SG_ERR_CONFIG;
         /* each error one clean line (put_clean), joined by '\n' */
         n = snprintf(raw, sizeof(raw), "%s: ", path);
@@ -145,6 +152,24 @@ sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...) {
                 vsnprintf(raw + n, sizeof(raw) - (size_t)n, fmt, ap);
                 va_end(ap);
         }
+        /* what came from the environment is redacted like a secret */
+        for (size_t i = 0; i < c->env.redact_cnt; i++) {
+                char *r = sg_config_redact_text(raw, c->env.redact[i]);
+                if (r) {
+                        snprintf(raw, sizeof(raw), "%s", r);
+                        free(r);
+                }
+        }
+        if (c->list) {
+                put_clean(line, sizeof(line), raw);
+                if (c->list->cnt < SG_CONFIG_ERRORS_MAX &&
+                    (c->list->lines[c->list->cnt] = strdup(line)))
+                        c->list->cnt++;
+                c->list->total++;
+        }
+        if (!c->errstr || c->errstr_size == 0 ||
+            c->err_len + 1 >= c->errstr_size)
+                return SG_ERR_CONFIG;
         char *start = c->errstr + c->err_len, *o = start;
         size_t left = c->errstr_size - c->err_len;
         if (c->err_len > 0) {
@@ -859,9 +884,34 @@ static void offset_to_linecol(const char *text, size_t off, size_t len,
         }
 }
 
-sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
-                         size_t errstr_size) {
-        cfg_ctx_t c = {.errstr = errstr, .errstr_size = errstr_size};
+/** The one error of a file that cannot be parsed (unreadable, not JSON),
+ *  into errstr and the list. */
+static void whole_file_error(char *errstr, size_t errstr_size,
+                             sg_config_errors_t *list, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void whole_file_error(char *errstr, size_t errstr_size,
+                             sg_config_errors_t *list, const char *fmt, ...) {
+        char raw[2048], line[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(raw, sizeof(raw), fmt, ap);
+        va_end(ap);
+        put_clean(line, sizeof(line), raw);
+        sg_cfg_set_errstr(errstr, errstr_size, "%s", line);
+        if (list && list->cnt < SG_CONFIG_ERRORS_MAX &&
+            (list->lines[list->cnt] = strdup(line)))
+                list->cnt++;
+        if (list)
+                list->total++;
+}
+
+/* sg_config_parse(), every error also into @p list (may be NULL). */
+static sg_err_t config_parse(const char *json, sg_config_t **confp,
+                             char *errstr, size_t errstr_size,
+                             sg_config_errors_t *list) {
+        cfg_ctx_t c = {
+                .errstr = errstr, .errstr_size = errstr_size, .list = list};
         const char *end = NULL;
         sg_config_t *conf;
         cJSON *root;
@@ -882,11 +932,10 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 /* The text near the error is not quoted: it might be a
                  * secret. */
                 offset_to_linecol(json, off, len, &line, &col);
-                sg_cfg_set_errstr(
-                        errstr, errstr_size,
-                        "(root): not valid JSON: syntax error at line %zu, "
-                        "column %zu",
-                        line, col);
+                whole_file_error(errstr, errstr_size, list,
+                                 "(root): not valid JSON: syntax error at "
+                                 "line %zu, column %zu",
+                                 line, col);
                 return SG_ERR_CONFIG;
         }
 
@@ -895,27 +944,44 @@ sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                 cJSON_Delete(root);
                 return sg_cfg_nomem(&c);
         }
+        /* ${VAR} references, once, before any value is read */
+        err = sg_cfg_interpolate(&c, root);
         /* the defaults of config.h, from the key table; exactly_once is
          * the default (semantics §6): the production guarantee */
         static const cfg_sect_t sects[] = {SECT_ROOT,  SECT_STORE,
                                            SECT_BATCH, SECT_ROOT_LIMITS,
                                            SECT_HTTP,  SECT_METRICS};
-        err = SG_OK;
+        if (err == SG_ERR_CONFIG)
+                err = SG_OK; /* said; the rest of the file is read on */
         for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
                 err = sg_cfg_defaults(&c, sects[i], conf);
         if (!err)
                 err = parse_root(&c, root, conf);
+        if (!err && c.err_cnt > 0)
+                err = SG_ERR_CONFIG;
         cJSON_Delete(root);
         if (err) {
+                sg_cfg_env_free(&c.env);
                 sg_config_destroy(conf);
                 return err;
         }
+        conf->redact = c.env.redact;
+        conf->redact_cnt = c.env.redact_cnt;
+        c.env.redact = NULL;
+        c.env.redact_cnt = 0;
+        sg_cfg_env_free(&c.env);
         *confp = conf;
         return SG_OK;
 }
 
-sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
-                        size_t errstr_size) {
+sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
+                         size_t errstr_size) {
+        return config_parse(json, confp, errstr, errstr_size, NULL);
+}
+
+/* sg_config_load(), every error also into @p list (may be NULL). */
+static sg_err_t config_load(const char *path, sg_config_t **confp, char *errstr,
+                            size_t errstr_size, sg_config_errors_t *list) {
         FILE *fp;
         char *buf;
         size_t len = 0;
@@ -929,8 +995,8 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         }
         *confp = NULL;
         if (!(fp = fopen(path, "rb"))) {
-                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot open: %s",
-                                  path, strerror(errno));
+                whole_file_error(errstr, errstr_size, list,
+                                 "%s: cannot open: %s", path, strerror(errno));
                 return SG_ERR_IO;
         }
         if (!(buf = malloc(SG_CONFIG_MAX_FILE + 1))) {
@@ -940,8 +1006,8 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         }
         len = fread(buf, 1, SG_CONFIG_MAX_FILE + 1, fp);
         if (ferror(fp)) {
-                sg_cfg_set_errstr(errstr, errstr_size, "%s: cannot read: %s",
-                                  path, strerror(errno));
+                whole_file_error(errstr, errstr_size, list,
+                                 "%s: cannot read: %s", path, strerror(errno));
                 fclose(fp);
                 free(buf);
                 return SG_ERR_IO;
@@ -949,24 +1015,43 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
         fclose(fp);
         if (len > SG_CONFIG_MAX_FILE) {
                 free(buf);
-                sg_cfg_set_errstr(
-                        errstr, errstr_size,
-                        "%s: larger than %d bytes; not a configuration "
-                        "file?",
-                        path, SG_CONFIG_MAX_FILE);
+                whole_file_error(errstr, errstr_size, list,
+                                 "%s: larger than %d bytes; not a "
+                                 "configuration file?",
+                                 path, SG_CONFIG_MAX_FILE);
                 return SG_ERR_CONFIG;
         }
         buf[len] = '\0';
         if (strlen(buf) != len) {
                 free(buf);
-                sg_cfg_set_errstr(errstr, errstr_size,
-                                  "%s: contains a NUL byte; not a JSON text",
-                                  path);
+                whole_file_error(errstr, errstr_size, list,
+                                 "%s: contains a NUL byte; not a JSON text",
+                                 path);
                 return SG_ERR_CONFIG;
         }
-        err = sg_config_parse(buf, confp, errstr, errstr_size);
+        err = config_parse(buf, confp, errstr, errstr_size, list);
         free(buf);
         return err;
+}
+
+sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
+                        size_t errstr_size) {
+        return config_load(path, confp, errstr, errstr_size, NULL);
+}
+
+sg_err_t sg_config_errors(const char *path, sg_config_t **confp,
+                          sg_config_errors_t *errs, char *errstr,
+                          size_t errstr_size) {
+        sg_config_errors_clear(errs);
+        return config_load(path, confp, errstr, errstr_size, errs);
+}
+
+void sg_config_errors_clear(sg_config_errors_t *errs) {
+        if (!errs)
+                return;
+        for (size_t i = 0; i < errs->cnt; i++)
+                free(errs->lines[i]);
+        memset(errs, 0, sizeof(*errs));
 }
 
 static void kv_free(sg_kv_t *kv, size_t cnt) {
@@ -1027,6 +1112,9 @@ void sg_config_destroy(sg_config_t *conf) {
         for (size_t i = 0; conf->topics && i < conf->topic_cnt; i++)
                 topic_free(&conf->topics[i]);
         free(conf->topics);
+        for (size_t i = 0; conf->redact && i < conf->redact_cnt; i++)
+                free(conf->redact[i]);
+        free(conf->redact);
         free(conf);
 }
 

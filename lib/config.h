@@ -10,7 +10,10 @@
  * ordering.gap_policy") and say what is allowed; every error of a file is
  * reported in one call, one line each (--check-config lists them all). Values of librdkafka
  * properties whose name looks secret (see sg_config_is_secret()) never
- * appear in an error or log text.
+ * appear in an error or log text, nor do values that came from the
+ * environment: every string value of the file takes ${VAR} references
+ * (Docker Compose's rules, README "Secrets and environment variables"),
+ * substituted once at load.
  *
  * Rules come from ../shared/design/semantics.md (§2 envelope, §3 decision
  * table, §3b ordering modes, §4 gaps and caps, §5 output, §6 guarantees).
@@ -184,6 +187,9 @@ typedef enum sg_guarantee {
 typedef struct sg_kv {
         char *name;
         char *value;
+        bool from_env; /**< the value holds an environment variable's
+                            (README "Secrets and environment variables"):
+                            a secret, whatever its name */
 } sg_kv_t;
 
 typedef struct sg_config {
@@ -235,6 +241,13 @@ typedef struct sg_config {
          *  configuration's is refused unless this is true; then the new
          *  fingerprint is adopted. [false] */
         bool accept_key_change;
+
+        /** Texts that came from the environment through ${VAR} references
+         *  (each variable's value and each value built from one), owned:
+         *  redacted like secrets wherever seqgate prints (README "Secrets
+         *  and environment variables"), longest first. */
+        char **redact;
+        size_t redact_cnt;
 } sg_config_t;
 
 /** Value type of a scalar configuration key (sg_config_key()). */
@@ -309,6 +322,35 @@ sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size);
 
+/** Most errors sg_config_errors_t keeps; the rest are counted only. */
+#define SG_CONFIG_ERRORS_MAX 100
+
+/**
+ * Every error of one configuration file, as a list (--check-config and the
+ * daemon's start print each line, then "and N more" and a count line).
+ * Zero it before use; free it with sg_config_errors_clear().
+ */
+typedef struct sg_config_errors {
+        char *lines[SG_CONFIG_ERRORS_MAX]; /**< "KEY.PATH: what is wrong",
+                                                owned, in the order found */
+        size_t cnt;   /**< lines held (<= SG_CONFIG_ERRORS_MAX) */
+        size_t total; /**< errors found; total - cnt were left out */
+} sg_config_errors_t;
+
+/**
+ * As sg_config_load(), and every error also into @p errs (cleared first;
+ * the unreadable-file and syntax errors as its one line). The errstr API
+ * keeps what sg_config_load() fills (its first line is the first error).
+ * @returns as sg_config_load(); errs->total > 0 exactly when it is
+ *          SG_ERR_CONFIG or SG_ERR_IO. Thread-safety: as sg_config_load().
+ */
+sg_err_t sg_config_errors(const char *path, sg_config_t **confp,
+                          sg_config_errors_t *errs, char *errstr,
+                          size_t errstr_size);
+
+/** Frees the lines of @p errs and zeroes it. NULL is a no-op. */
+void sg_config_errors_clear(sg_config_errors_t *errs);
+
 /** Frees @p conf and everything it owns. NULL is a no-op. */
 void sg_config_destroy(sg_config_t *conf);
 
@@ -334,6 +376,22 @@ const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
  * logged or echoed in an error.
  */
 bool sg_config_is_secret(const char *name);
+
+/**
+ * True if property @p kv's value must never be printed: its name is a
+ * secret's (sg_config_is_secret()) or its value came from the environment
+ * (README "Secrets and environment variables").
+ */
+bool sg_config_kv_secret(const sg_kv_t *kv);
+
+/**
+ * Returns a malloc'd copy of @p s with every occurrence of @p secret
+ * replaced by "***", or NULL when there is none (or out of memory). A
+ * secret shorter than 4 bytes is replaced only where it stands between
+ * double quotes: replacing a bare "1" would erase every digit of a line.
+ * Thread-safety: reentrant.
+ */
+char *sg_config_redact_text(const char *s, const char *secret);
 
 /** Parses a field source text ("key", "header:X", "/ptr", "ce:attr"). */
 sg_err_t sg_field_src_parse(const char *text, sg_field_src_t *out, char *errstr,

@@ -2,7 +2,8 @@
  * config_int.h — what the files of the configuration parser share
  * (config.c: errors, paths, typed getters, field sources, the root;
  * config_keys.c: the key table; config_kafka.c: librdkafka properties;
- * config_topic.c: topics; config_snapshot.c: snapshot sources). Not a
+ * config_topic.c: topics; config_snapshot.c: snapshot sources;
+ * config_env.c: ${VAR} interpolation). Not a
  * public header: nothing outside lib/config*.c includes it.
  *
  * Every function that takes a cfg_ctx_t reports a configuration error by
@@ -27,6 +28,23 @@
 /** Longest value quoted back in an error text. */
 #define SG_QUOTE_MAX 80
 
+/* A string value that held a reference or "$$" (config_env.c). */
+typedef struct cfg_env_node {
+        const cJSON *node; /* its node, value now substituted */
+        char *raw;         /* the value as written in the file */
+        bool from_env;     /* a variable's value is (part of) it */
+} cfg_env_node_t;
+
+/* What interpolation learnt (config_env.c). */
+typedef struct cfg_env {
+        cfg_env_node_t *nodes;
+        size_t node_cnt, node_cap;
+        char **redact; /* substituted values and values built from them */
+        size_t redact_cnt, redact_cap;
+        char **bad; /* key paths whose interpolation failed */
+        size_t bad_cnt, bad_cap;
+} cfg_env_t;
+
 /* Error reporting context. */
 typedef struct cfg_ctx {
         char *errstr;
@@ -34,6 +52,8 @@ typedef struct cfg_ctx {
         size_t err_len; /* bytes of errstr used (without the NUL) */
         size_t err_cnt; /* errors reported so far */
         bool eos; /* guarantee exactly_once (parsed before the kafka block) */
+        sg_config_errors_t *list; /* NULL, or also every error here */
+        cfg_env_t env;
 } cfg_ctx_t;
 
 /** Evaluates @p expr (an sg_err_t): a configuration error is reported
@@ -127,6 +147,22 @@ bool sg_cfg_valid_topic_name(const char *s);
 sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
                                  const char *name);
 bool sg_cfg_contains_ci(const char *hay, const char *needle);
+
+/* config_env.c: ${VAR} interpolation (README "Secrets and environment
+ * variables") */
+/** Substitutes the references of every string value of @p root (member
+ *  names, numbers and booleans are not touched), reporting each malformed
+ *  reference and unset variable with the value's key path. */
+sg_err_t sg_cfg_interpolate(cfg_ctx_t *c, cJSON *root);
+/** The text @p node had in the file before interpolation; NULL if it held
+ *  no reference. */
+const char *sg_cfg_env_raw(const cfg_ctx_t *c, const cJSON *node);
+/** True if (part of) @p node's value is an environment variable's. */
+bool sg_cfg_from_env(const cfg_ctx_t *c, const cJSON *node);
+/** True if interpolation failed at key path @p path (further errors about
+ *  that value are not said: they would follow from that one). */
+bool sg_cfg_env_failed(const cfg_ctx_t *c, const char *path);
+void sg_cfg_env_free(cfg_env_t *e);
 
 /* config_keys.c: the key table */
 extern const char *const sg_cfg_mode_names[];

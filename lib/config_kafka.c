@@ -75,6 +75,7 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         return sg_cfg_nomem(c);
                 }
                 kv->value = value;
+                kv->from_env = sg_cfg_from_env(c, it);
                 (*cntp)++;
         }
         return errors_since(c, since);
@@ -192,11 +193,11 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                       sizeof(rkerr)) == RD_KAFKA_CONF_OK)
                         continue;
                 sg_cfg_path_key(p, section, kv[i].name);
-                if (sg_config_is_secret(kv[i].name))
-                        sg_cfg_fail(
-                                c, p,
-                                "rejected by librdkafka (detail withheld: the "
-                                "value is a secret)");
+                if (sg_config_kv_secret(&kv[i]))
+                        sg_cfg_fail(c, p,
+                                    "rejected by librdkafka (detail withheld: "
+                                    "the value is a secret or comes from the "
+                                    "environment)");
                 else
                         sg_cfg_fail(c, p, "rejected by librdkafka: %s", rkerr);
         }

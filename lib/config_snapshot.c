@@ -49,11 +49,13 @@ static bool valid_env_name(const char *s) {
  * Checks the HTTP URL template. The URL is never quoted back: a query string
  * may hold an API key. Rules: an absolute http or https URL (RFC 3986 §3;
  * schemes are case-insensitive, §3.1) with a host, printable ASCII only
- * (anything else must be percent-encoded, §2.1), no user:password@ (the
- * config file must hold no secret), and the "{aggregate}" placeholder.
+ * (anything else must be percent-encoded, §2.1), no user:password@ written
+ * in the file (the config file must hold no secret; credentials given
+ * through ${VAR} are allowed, @p raw being the URL as written), and the
+ * "{aggregate}" placeholder.
  */
 static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
-                                   const char *url) {
+                                   const char *url, const char *raw) {
         size_t scheme;
         const char *host, *end;
 
@@ -76,13 +78,19 @@ static sg_err_t check_snapshot_url(cfg_ctx_t *c, const char *path,
         if (end == host)
                 return sg_cfg_fail(c, path, "needs a host after \"%.*s\"",
                                    (int)scheme, url);
-        if (memchr(host, '@', (size_t)(end - host)))
+        const char *at = memchr(host, '@', (size_t)(end - host));
+        /* credentials from the environment are not in the file: the
+         * written user:password@ differs from the one substituted */
+        size_t ui = at ? (size_t)(at - url) + 1 : 0;
+        if (at && (!raw || strncmp(raw, url, ui) == 0))
                 return sg_cfg_fail(
                         c, path,
-                        "must not hold credentials (user:password@host): "
-                        "the config file must contain no secret; put the "
-                        "Authorization header value in an environment "
-                        "variable and name it in auth_header_env");
+                        "must not hold credentials (user:password@host) "
+                        "written in the file: the config file must contain "
+                        "no secret; pass them through the environment "
+                        "(\"https://${SNAP_USER}:${SNAP_PASSWORD}@host/"
+                        "...\") or put the Authorization header value in an "
+                        "environment variable named by auth_header_env");
         if (!strstr(url, "{aggregate}"))
                 return sg_cfg_fail(
                         c, path,
@@ -128,7 +136,10 @@ sg_err_t sg_cfg_check_url(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
         (void)obj;
         (void)path;
-        KEEP(check_snapshot_url(c, key_path, tc->snapshot.url));
+        KEEP(check_snapshot_url(
+                c, key_path, tc->snapshot.url,
+                sg_cfg_env_raw(c,
+                               cJSON_GetObjectItemCaseSensitive(obj, "url"))));
         return SG_OK;
 }
 

@@ -304,6 +304,17 @@ typedef struct sg_kafka_log {
         void *log_opaque;
 } sg_kafka_log_t;
 
+/**
+ * Scrubs every string of the log event fields @p fields (a cJSON object,
+ * changed in place) of @p conf's secret property values and of the values
+ * that came from the environment (README "Secrets and environment
+ * variables"), as sg_kafka_conf_new()'s log lines are; for the callers'
+ * own log lines. NULL @p conf or @p fields: nothing. Thread-safety: @p
+ * fields must not be shared.
+ */
+struct cJSON;
+void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
+
 /** The kind of client sg_kafka_conf_new() configures. */
 typedef enum sg_kafka_client {
         SG_KAFKA_GROUP_CONSUMER, /**< the consumer group member */

@@ -14,14 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/** Sets one property; a secret's value never reaches errstr. */
-static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
-                         const char *value, char *errstr, size_t errstr_size) {
+/** Sets one property; a secret's value (@p hide) never reaches errstr. */
+static sg_err_t conf_set_hidden(rd_kafka_conf_t *kc, const char *name,
+                                const char *value, bool hide, char *errstr,
+                                size_t errstr_size) {
         char es[512];
         if (rd_kafka_conf_set(kc, name, value, es, sizeof(es)) ==
             RD_KAFKA_CONF_OK)
                 return SG_OK;
-        if (sg_config_is_secret(name))
+        if (hide)
                 sg_errf(errstr, errstr_size,
                         "kafka property \"%s\": invalid value (not shown: "
                         "secret)",
@@ -32,6 +33,20 @@ static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
         return SG_ERR_CONFIG;
 }
 
+/** Sets one property seqgate chose or a property of the config. */
+static sg_err_t conf_set(rd_kafka_conf_t *kc, const char *name,
+                         const char *value, char *errstr, size_t errstr_size) {
+        return conf_set_hidden(kc, name, value, sg_config_is_secret(name),
+                               errstr, errstr_size);
+}
+
+/** Sets property @p kv of the config (sg_config_kv_secret()). */
+static sg_err_t conf_set_kv(rd_kafka_conf_t *kc, const sg_kv_t *kv,
+                            char *errstr, size_t errstr_size) {
+        return conf_set_hidden(kc, kv->name, kv->value, sg_config_kv_secret(kv),
+                               errstr, errstr_size);
+}
+
 static sg_err_t conf_set_list(rd_kafka_conf_t *kc, const sg_kv_t *kv,
                               size_t cnt, bool producer, char *errstr,
                               size_t errstr_size) {
@@ -39,8 +54,7 @@ static sg_err_t conf_set_list(rd_kafka_conf_t *kc, const sg_kv_t *kv,
                 /* The required kafka.group.id only makes a producer warn. */
                 if (producer && !strcmp(kv[i].name, "group.id"))
                         continue;
-                sg_err_t err = conf_set(kc, kv[i].name, kv[i].value, errstr,
-                                        errstr_size);
+                sg_err_t err = conf_set_kv(kc, &kv[i], errstr, errstr_size);
                 if (err)
                         return err;
         }
@@ -196,14 +210,12 @@ static sg_err_t conf_reader(rd_kafka_conf_t *kc, const sg_config_t *conf,
         sg_err_t err = SG_OK;
         for (size_t i = 0; !err && i < conf->kafka_cnt; i++)
                 if (!restorer_skips(conf->kafka[i].name))
-                        err = conf_set(kc, conf->kafka[i].name,
-                                       conf->kafka[i].value, errstr,
-                                       errstr_size);
+                        err = conf_set_kv(kc, &conf->kafka[i], errstr,
+                                          errstr_size);
         for (size_t i = 0; !err && i < conf->kafka_consumer_cnt; i++)
                 if (!restorer_skips(conf->kafka_consumer[i].name))
-                        err = conf_set(kc, conf->kafka_consumer[i].name,
-                                       conf->kafka_consumer[i].value, errstr,
-                                       errstr_size);
+                        err = conf_set_kv(kc, &conf->kafka_consumer[i], errstr,
+                                          errstr_size);
         for (size_t i = 0; !err && i < sizeof(rdefs) / sizeof(rdefs[0]); i++)
                 err = conf_set(kc, rdefs[i][0], rdefs[i][1], errstr,
                                errstr_size);

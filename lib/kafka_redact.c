@@ -2,7 +2,8 @@
  * kafka_redact.c — the Kafka loop (kafka.h): log redaction of secrets. No
  * log line may carry a secret (sg_log_cb, config.h sg_config_is_secret):
  * every string of a log event is scrubbed of the configured secret values
- * before the event reaches the log callback.
+ * and of the values that came from the environment (${VAR}) before the
+ * event reaches the log callback.
  */
 #include "kafka_int.h"
 
@@ -12,31 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Replaces every occurrence of @p secret in @p s (malloc'd result, or NULL
- * when @p s does not contain it). */
-static char *redact_one(const char *s, const char *secret) {
-        size_t sl = strlen(secret), n = 0;
-        if (!sl)
-                return NULL;
-        for (const char *q = strstr(s, secret); q; q = strstr(q + sl, secret))
-                n++;
-        if (!n)
-                return NULL;
-        char *out = malloc(strlen(s) + n * 3 + 1), *o = out;
-        if (!out)
-                return NULL;
-        for (const char *q; (q = strstr(s, secret)); s = q + sl) {
-                memcpy(o, s, (size_t)(q - s));
-                o += q - s;
-                memcpy(o, "***", 3);
-                o += 3;
-        }
-        strcpy(o, s);
-        return out;
-}
-
 static void redact_str(cJSON *node, const char *secret) {
-        char *r = redact_one(node->valuestring, secret);
+        char *r = sg_config_redact_text(node->valuestring, secret);
         if (r) {
                 cJSON_SetValuestring(node, r);
                 free(r);
@@ -48,7 +26,7 @@ static void redact_str(cJSON *node, const char *secret) {
  * space/comma/equals separated parts of 4 bytes or more. */
 static void redact_kv(cJSON *node, const sg_kv_t *kv, size_t cnt) {
         for (size_t i = 0; i < cnt; i++) {
-                if (!sg_config_is_secret(kv[i].name) || !kv[i].value)
+                if (!sg_config_kv_secret(&kv[i]) || !kv[i].value)
                         continue;
                 redact_str(node, kv[i].value);
                 char part[512];
@@ -77,16 +55,24 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
                                   conf->kafka_consumer_cnt);
                         redact_kv(node, conf->kafka_producer,
                                   conf->kafka_producer_cnt);
+                        /* and what came from the environment (README
+                         * "Secrets and environment variables") */
+                        for (size_t i = 0; i < conf->redact_cnt; i++)
+                                redact_str(node, conf->redact[i]);
                 }
                 redact_json(conf, node->child);
         }
 }
 
+void sg_kafka_log_redact(const sg_config_t *conf, cJSON *fields) {
+        if (conf && fields)
+                redact_json(conf, fields->child);
+}
+
 void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
                        const char *event, cJSON *fields) {
         if (log->log_cb) {
-                if (fields)
-                        redact_json(log->conf, fields->child);
+                sg_kafka_log_redact(log->conf, fields);
                 char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
                 log->log_cb(log->log_opaque, level, event, txt);
                 cJSON_free(txt);

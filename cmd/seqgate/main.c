@@ -113,8 +113,13 @@ static void on_log(void *opaque, sg_log_level_t level, const char *event,
         log_line(level, event, fields_json);
 }
 
+/** The loaded configuration, whose secrets and values from the
+ *  environment main's own log lines are scrubbed of (NULL before). */
+static const sg_config_t *g_log_conf;
+
 /** Builds a log line from a cJSON object (consumed). */
 static void log_json(sg_log_level_t level, const char *event, cJSON *fields) {
+        sg_kafka_log_redact(g_log_conf, fields);
         char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
         log_line(level, event, txt);
         cJSON_free(txt);
@@ -423,6 +428,7 @@ static bool set_bootstrap(sg_config_t *conf, const char *servers) {
         conf->kafka = kv;
         kv[conf->kafka_cnt].name = strdup("bootstrap.servers");
         kv[conf->kafka_cnt].value = strdup(servers);
+        kv[conf->kafka_cnt].from_env = false;
         if (!kv[conf->kafka_cnt].name || !kv[conf->kafka_cnt].value) {
                 free(kv[conf->kafka_cnt].name);
                 free(kv[conf->kafka_cnt].value);
@@ -450,19 +456,28 @@ static bool write_file(const char *path, const char *text) {
         return ok;
 }
 
-/** Prints every configuration error (sg_config_load() reports each on a
- *  line of its own) as "seqgate: config error: ..." on stderr. */
-static void print_config_errors(const char *es) {
-        while (*es) {
-                size_t n = strcspn(es, "\n");
-                fprintf(stderr, "seqgate: config error: %.*s\n", (int)n, es);
-                es += n;
-                es += *es == '\n';
-        }
+/** Loads the configuration at @p path; on error prints every error as
+ *  "seqgate: config error: ...", one line each (at most
+ *  SG_CONFIG_ERRORS_MAX, then "and N more"), then the count line, on
+ *  stderr. */
+static sg_err_t load_config(const char *path, sg_config_t **confp) {
+        sg_config_errors_t errs = {0};
+        char es[512] = "";
+        sg_err_t err = sg_config_errors(path, confp, &errs, es, sizeof(es));
+        if (err && errs.total == 0)
+                fprintf(stderr, "seqgate: config error: %s\n",
+                        err == SG_ERR_NOMEM ? "out of memory" : es);
+        for (size_t i = 0; i < errs.cnt; i++)
+                fprintf(stderr, "seqgate: config error: %s\n", errs.lines[i]);
+        if (errs.total > errs.cnt)
+                fprintf(stderr, "seqgate: config error: and %zu more\n",
+                        errs.total - errs.cnt);
+        if (errs.total > 0)
+                fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
+                        errs.total, errs.total == 1 ? "" : "s", path);
+        sg_config_errors_clear(&errs);
+        return err;
 }
-
-/** Large enough for a file with many mistakes, one line each. */
-#define CONFIG_ERRSTR_SIZE 16384
 
 /** run, step 1b: --instance-id overrides the configuration's instance id;
  *  the transactional id follows it. false: not a non-empty string (or out
@@ -481,15 +496,7 @@ static bool run_instance_id(const opts_t *o, sg_config_t *conf) {
  *  line's overrides. @returns 0, or the exit status (nothing to free). */
 static int run_config(const opts_t *o, sg_config_t **confp) {
         sg_config_t *conf = NULL;
-        char *ces = malloc(CONFIG_ERRSTR_SIZE);
-        if (!ces)
-                return 1;
-        ces[0] = '\0';
-        sg_err_t err =
-                sg_config_load(o->config, &conf, ces, CONFIG_ERRSTR_SIZE);
-        if (err)
-                print_config_errors(ces);
-        free(ces);
+        sg_err_t err = load_config(o->config, &conf);
         if (err)
                 return 2;
         if (o->data_dir && !o->data_dir[0]) {
@@ -512,6 +519,7 @@ static int run_config(const opts_t *o, sg_config_t **confp) {
                 return 2;
         }
         *confp = conf;
+        g_log_conf = conf;
         return 0;
 }
 
@@ -771,17 +779,15 @@ out:
         sg_store_close(store);
         sg_passthrough_destroy(pt);
         sg_mock_destroy(mock);
+        g_log_conf = NULL;
         sg_config_destroy(conf);
         return status;
 }
 
 static int check_config(const char *path) {
-        static char es[CONFIG_ERRSTR_SIZE];
         sg_config_t *conf = NULL;
-        if (sg_config_load(path, &conf, es, sizeof(es)) != SG_OK) {
-                print_config_errors(es);
+        if (load_config(path, &conf) != SG_OK)
                 return 2;
-        }
         printf("config ok: %zu topic(s)\n", conf->topic_cnt);
         sg_config_destroy(conf);
         return 0;

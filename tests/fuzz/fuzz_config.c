@@ -12,8 +12,16 @@
  *    output and DLQ topics, an id source, and a digest pointer that is a
  *    JSON Pointer ("/data" or under it with format cloudevents);
  *  - a secret's value never appears in the error text: every input gets a
- *    variant with "sasl.password" set to a marker, which must not be echoed.
+ *    variant with "sasl.password" set to a marker, which must not be echoed;
+ *    nor does a value from the environment (the variant's "client.id" is
+ *    "${SG_FUZZ_SECRET}", README "Secrets and environment variables").
+ *
+ * ${VAR} references read the environment: it is cleared and set to fixed
+ * values at start, so that a finding replays the same anywhere.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* clearenv */
+#endif
 #include "config.h"
 #include "envelope.h" /* sg_utf8_valid */
 
@@ -23,6 +31,7 @@
 #include <string.h>
 
 #define MARKER "Zq9SECRETzq9"
+#define ENV_MARKER "Xw7ENVSECRETxw7"
 
 static void die(const char *what, const char *detail) {
         fprintf(stderr, "fuzz_config: %s%s%s\n", what, detail ? ": " : "",
@@ -81,11 +90,25 @@ static void parse_one(const char *text, bool secret_marked) {
                 die("error text is not valid UTF-8", NULL);
         if (secret_marked && strstr(err, MARKER))
                 die("secret value echoed in an error", err);
+        if (secret_marked && strstr(err, ENV_MARKER))
+                die("value from the environment echoed in an error", err);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+        (void)argc;
+        (void)argv;
+        clearenv();
+        setenv("SG_FUZZ_SECRET", ENV_MARKER, 1);
+        setenv("SG_FUZZ_A", "a", 1);
+        setenv("SG_FUZZ_EMPTY", "", 1);
+        return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const char pre[] =
-                "{\"kafka\":{\"sasl.password\":\"" MARKER "\"},";
+                "{\"kafka\":{\"sasl.password\":\"" MARKER "\","
+                "\"client.id\":\"${SG_FUZZ_SECRET}\"},";
         char *text = malloc(size + 1), *variant;
         const char *brace;
 
@@ -107,7 +130,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 strcpy(variant + head + sizeof(pre) - 1, brace + 1);
                 /* (when the input holds the marker itself, it may be
                  * quoted as a key or another value: no finding) */
-                parse_one(variant, !strstr(text, MARKER));
+                parse_one(variant, !strstr(text, MARKER) &&
+                                           !strstr(text, ENV_MARKER) &&
+                                           !strstr(text, "SG_FUZZ_SECRET"));
                 free(variant);
         }
         free(text);

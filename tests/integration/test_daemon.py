@@ -13,6 +13,11 @@ test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
   2, the property named.
 test_check_config_reports_every_error: three independent mistakes in one
   file are reported in one --check-config run, one line each.
+test_check_config_env_secrets: values given through ${VAR} (README "Secrets
+  and environment variables") are substituted, an unset variable is an
+  error naming key and variable, three independent errors give three lines
+  and a count line (--check-config and the daemon's start alike), and no
+  value from the environment appears in any output.
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.
@@ -21,6 +26,7 @@ test_stop_during_startup_retries: a cluster that does not answer keeps the
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -122,6 +128,70 @@ def test_check_config_reports_every_error(seqgate_bin, tmp_path):
         assert any(want in l for l in lines), (want, r.stderr)
     errs = [l for l in lines if l.startswith("seqgate: config error: ")]
     assert len(errs) == 3, r.stderr
+
+
+def test_check_config_env_secrets(seqgate_bin, tmp_path):
+    secret = "Zq9-env-secret-value-Zq9"
+    conf = make_config(bootstrap="${SGT_BOOTSTRAP}", group="g", instance="i",
+                       data_dir="${SGT_DATA:-" + str(tmp_path / "data") + "}",
+                       input_topic="orders", output_topic="orders.out",
+                       dlq_topic="orders.dlq", guarantee="at_least_once")
+    conf["kafka"].update({"security.protocol": "sasl_plaintext",
+                          "sasl.mechanisms": "PLAIN",
+                          "sasl.username": "u",
+                          "sasl.password": "${SGT_SASL_PASSWORD}",
+                          "client.id": "c$$1"})
+    path = _write(tmp_path, conf)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGT_")}
+    env.update(SGT_BOOTSTRAP="127.0.0.1:9", SGT_SASL_PASSWORD=secret)
+    ok = subprocess.run([seqgate_bin, "--check-config", path], env=env,
+                        capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0, ok.stderr
+    assert secret not in ok.stdout + ok.stderr
+
+    # three independent errors, two of them values from the environment
+    conf["kafka_producer"]["acks"] = "${SGT_ACKS}"                 # 1
+    conf["kafka"]["compression.codec"] = "${SGT_CODEC}"            # 2
+    conf["topics"]["orders"]["output_topic"] = "${SNAP_TOKEN}"     # 3
+    path = _write(tmp_path, conf)
+    env.update(SGT_ACKS="1-" + secret, SGT_CODEC="c-" + secret)
+    env.pop("SNAP_TOKEN", None)
+    for args in (["--check-config", path], ["--config", path]):
+        r = subprocess.run([seqgate_bin, *args], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        out = r.stdout + r.stderr
+        assert secret not in out, out
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        errs = [l for l in lines if l.startswith("seqgate: config error: ")]
+        assert len(errs) == 3, r.stderr
+        for want in ('kafka_producer.acks: "***" is not allowed',
+                     "kafka.compression.codec: rejected by librdkafka "
+                     "(detail withheld",
+                     "topics.orders.output_topic: environment variable "
+                     "SNAP_TOKEN is not set"):
+            assert any(want in l for l in errs), (want, r.stderr)
+        assert lines[-1] == f"seqgate: 3 configuration errors in {path}", \
+            r.stderr
+
+    # a valid file: the daemon's own log lines and a property the client
+    # refuses at start-up (exit 2) say nothing the environment gave
+    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+                       data_dir="${SGT_DATA}", input_topic="orders",
+                       output_topic="orders.out", dlq_topic="orders.dlq",
+                       guarantee="at_least_once")
+    conf["kafka"].update({"security.protocol": "ssl",
+                          "ssl.key.location": "${SGT_KEY}"})
+    path = _write(tmp_path, conf)
+    env.update(SGT_DATA=str(tmp_path / ("data-" + secret)),
+               SGT_KEY=str(tmp_path / "no-such-dir" / (secret + ".key")))
+    r = subprocess.run([seqgate_bin, "--config", path], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert secret not in r.stdout + r.stderr, r.stderr
+    starting = [json.loads(l) for l in r.stderr.splitlines()
+                if '"event":"starting"' in l]
+    assert starting and starting[0]["data_dir"] == "***", r.stderr
 
 
 def test_stop_during_startup_retries(seqgate_bin, tmp_path):

@@ -2039,6 +2039,443 @@ START_TEST(test_snapshot_partial_freed) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Environment variables (README "Secrets and environment variables")       */
+/* ------------------------------------------------------------------------ */
+
+/* The variables the cases below read; each case sets them itself. */
+static void env_reset(void) {
+        unsetenv("SGT_A");
+        unsetenv("SGT_B");
+        unsetenv("SGT_EMPTY");
+        unsetenv("SGT_UNSET");
+        setenv("SGT_A", "alpha", 1);
+        setenv("SGT_B", "beta", 1);
+        setenv("SGT_EMPTY", "", 1);
+}
+
+typedef struct env_case {
+        const char *value;  /* kafka.client.id as written (' for ") */
+        const char *expect; /* what it becomes */
+} env_case_t;
+
+static const env_case_t env_cases[] = {
+        {"${SGT_A}", "alpha"},
+        {"x-${SGT_A}-${SGT_B}-y", "x-alpha-beta-y"},
+        {"${SGT_A:-d}", "alpha"},
+        {"${SGT_UNSET:-d}", "d"},
+        {"${SGT_EMPTY:-d}", "d"},
+        {"${SGT_A-d}", "alpha"},
+        {"${SGT_UNSET-d}", "d"},
+        {"x${SGT_EMPTY-d}y", "xy"},
+        {"${SGT_UNSET:-}z", "z"},
+        {"${SGT_UNSET:-${SGT_B}}", "beta"},
+        {"${SGT_UNSET:-a${SGT_UNSET:-b}c}", "abc"},
+        {"${SGT_A:?needed}", "alpha"},
+        {"${SGT_EMPTY?needed}x", "x"},
+        {"${SGT_A:+on}", "on"},
+        {"x${SGT_EMPTY:+on}", "x"},
+        {"${SGT_EMPTY+on}", "on"},
+        {"x${SGT_UNSET+on}", "x"},
+        {"$$", "$"},
+        {"a$${SGT_A}", "a${SGT_A}"},
+        {"$$$$x", "$$x"},
+        {"$SGT_A", "$SGT_A"}, /* no braces: not a reference */
+        {"a$", "a$"},
+        {"a$b", "a$b"},
+        {"${SGT_UNSET:-{x}", "{x"},
+};
+
+/* ${VAR}, its defaults and alternates and $$ (Docker Compose's rules) in a
+ * librdkafka property value. */
+START_TEST(test_env_interpolation) {
+        const env_case_t *ec = &env_cases[_i];
+        char text[512], err[1024];
+        sg_config_t *conf = NULL;
+
+        env_reset();
+        snprintf(text, sizeof(text),
+                 "{'data_dir':'/d','kafka':{'bootstrap.servers':'b:9092',"
+                 "'group.id':'g','client.id':'%s'},'topics':{'o':{"
+                 "'output_topic':'x','dlq_topic':'y'}}}",
+                 ec->value);
+        ck_assert_msg(parse_q(text, &conf, err, sizeof(err)) == SG_OK,
+                      "case %d (%s): %s", _i, ec->value, err);
+        const char *v = kv_get(conf->kafka, conf->kafka_cnt, "client.id");
+        ck_assert_msg(v && !strcmp(v, ec->expect), "case %d (%s): \"%s\"", _i,
+                      ec->value, v ? v : "(none)");
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/* Every string value is interpolated: seqgate's own keys, topic keys,
+ * the librdkafka blocks, field sources, state machines; member names and
+ * numbers are not. */
+START_TEST(test_env_every_string) {
+        char err[1024];
+        sg_config_t *conf = NULL;
+
+        env_reset();
+        setenv("SGT_DIR", "/var/lib/sg", 1);
+        setenv("SGT_BS", "kafka-0:9092", 1);
+        setenv("SGT_OUT", "orders.clean", 1);
+        setenv("SGT_POLICY", "hold", 1);
+        setenv("SGT_PW", "pa$$word-from-env", 1);
+        ck_assert_msg(
+                parse_q("{'data_dir':'${SGT_DIR}','guarantee':"
+                        "'${SGT_UNSET:-at_least_once}','kafka':{"
+                        "'bootstrap.servers':'${SGT_BS}','group.id':'g',"
+                        "'sasl.password':'${SGT_PW}'},"
+                        "'kafka_producer':{'linger.ms':'${SGT_UNSET:-7}'},"
+                        "'topics':{'orders':{'output_topic':'${SGT_OUT}',"
+                        "'dlq_topic':'${SGT_OUT}.dlq','envelope':{"
+                        "'id':'header:${SGT_A}'},'ordering':{'gap_policy':"
+                        "'${SGT_POLICY}'},'snapshot':{'source':'http',"
+                        "'url':'https://h/${SGT_A}/{aggregate}',"
+                        "'auth_header_env':'${SGT_UNSET:-SNAP_AUTH}'}}}}",
+                        &conf, err, sizeof(err)) == SG_OK,
+                "%s", err);
+        ck_assert_str_eq(conf->data_dir, "/var/lib/sg");
+        ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_AT_LEAST_ONCE);
+        ck_assert_str_eq(
+                kv_get(conf->kafka, conf->kafka_cnt, "bootstrap.servers"),
+                "kafka-0:9092");
+        /* a variable's value is not interpolated again */
+        ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "sasl.password"),
+                         "pa$$word-from-env");
+        ck_assert_str_eq(kv_get(conf->kafka_producer, conf->kafka_producer_cnt,
+                                "linger.ms"),
+                         "7");
+        const sg_topic_config_t *tc = &conf->topics[0];
+        ck_assert_str_eq(tc->output_topic, "orders.clean");
+        ck_assert_str_eq(tc->dlq_topic, "orders.clean.dlq");
+        assert_src(&tc->id, SG_SRC_HEADER, "alpha");
+        ck_assert_int_eq(tc->gap_policy, SG_GAP_HOLD);
+        ck_assert_str_eq(tc->snapshot.url, "https://h/alpha/{aggregate}");
+        ck_assert_str_eq(tc->snapshot.auth_header_env, "SNAP_AUTH");
+
+        /* what came from the environment is marked and listed */
+        for (size_t i = 0; i < conf->kafka_cnt; i++)
+                ck_assert_msg(
+                        conf->kafka[i].from_env ==
+                                (strcmp(conf->kafka[i].name, "group.id") != 0),
+                        "%s", conf->kafka[i].name);
+        ck_assert(!conf->kafka_producer[0].from_env); /* a default only */
+        static const char *const listed[] = {"/var/lib/sg",
+                                             "kafka-0:9092",
+                                             "pa$$word-from-env",
+                                             "orders.clean",
+                                             "orders.clean.dlq",
+                                             "header:alpha",
+                                             "alpha",
+                                             "hold",
+                                             "https://h/alpha/{aggregate}"};
+        for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
+                bool found = false;
+                for (size_t j = 0; j < conf->redact_cnt; j++)
+                        found = found || !strcmp(conf->redact[j], listed[i]);
+                ck_assert_msg(found, "\"%s\" not listed for redaction",
+                              listed[i]);
+        }
+        /* longest first, so that a value holding another goes whole */
+        for (size_t j = 1; j < conf->redact_cnt; j++)
+                ck_assert_uint_ge(strlen(conf->redact[j - 1]),
+                                  strlen(conf->redact[j]));
+        for (size_t j = 0; j < conf->redact_cnt; j++)
+                ck_assert_msg(strcmp(conf->redact[j], "7") &&
+                                      strcmp(conf->redact[j], "SNAP_AUTH") &&
+                                      strcmp(conf->redact[j], "g"),
+                              "\"%s\" is from the file", conf->redact[j]);
+        sg_config_destroy(conf);
+
+        /* numbers, booleans and member names are not interpolated */
+        setenv("SGT_N", "5", 1);
+        ck_assert_int_eq(parse_q(CFG(",'stats_interval_ms':'${SGT_N}'", ""),
+                                 &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(
+                strstr(err, "stats_interval_ms: must be an integer >= 0"));
+        ck_assert_int_eq(
+                parse_q(CFG(",'${SGT_A}':1", ""), &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "${SGT_A}: unknown key"));
+}
+END_TEST
+
+typedef struct env_bad_case {
+        const char *value;  /* data_dir as written */
+        const char *expect; /* the error, after "data_dir: " */
+} env_bad_case_t;
+
+static const env_bad_case_t env_bad_cases[] = {
+        {"${SGT_UNSET}", "environment variable SGT_UNSET is not set"},
+        {"/d/${SGT_A}/${SGT_UNSET}",
+         "environment variable SGT_UNSET is not set"},
+        {"${SGT_UNSET:-${SGT_UNSET}}", "environment variable SGT_UNSET is not "
+                                       "set"},
+        {"${SGT_UNSET:?say why}", "environment variable SGT_UNSET is not set "
+                                  "or empty: say why"},
+        {"${SGT_EMPTY:?}", "environment variable SGT_EMPTY is not set or "
+                           "empty"},
+        {"${SGT_UNSET?}", "environment variable SGT_UNSET is not set"},
+        {"/d${", "unterminated reference \"${\" at character 3"},
+        {"${SGT_A", "unterminated reference"},
+        {"${SGT_A:-x", "unterminated reference"},
+        {"${1X}", "malformed reference at character 1: a variable name is "
+                  "[A-Za-z_][A-Za-z0-9_]*"},
+        {"${}", "malformed reference"},
+        {"${-x}", "malformed reference"},
+        {"${A B}", "malformed reference"},
+        {"${SGT_A:x}", "malformed reference at character 1: after the "
+                       "variable name SGT_A comes '}'"},
+        {"${SGT_A:}", "malformed reference"},
+        {"${SGT_A/x}", "malformed reference"},
+        {"${SGT_EMPTY}", "must not be empty"}, /* set, empty: the key's rule */
+};
+
+/* A malformed reference or an unset variable is an error naming the key
+ * path (and the variable); the reference text is not quoted; nothing
+ * else is said about that value. */
+START_TEST(test_env_errors) {
+        const env_bad_case_t *ec = &env_bad_cases[_i];
+        char text[512], err[1024], want[256];
+        sg_config_t *conf = (sg_config_t *)0x1;
+
+        env_reset();
+        snprintf(text, sizeof(text),
+                 "{'data_dir':'%s'," KAFKA_OK ",'topics':{'o':{"
+                 "'output_topic':'x','dlq_topic':'y'}}}",
+                 ec->value);
+        ck_assert_int_eq(parse_q(text, &conf, err, sizeof(err)), SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        snprintf(want, sizeof(want), "data_dir: %s", ec->expect);
+        ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+                      "case %d (%s): \"%s\" does not start with \"%s\"", _i,
+                      ec->value, err, want);
+        ck_assert_msg(count_lines(err) == 1, "case %d: %s", _i, err);
+        if (strstr(ec->value, "${") && strcmp(ec->value, "${SGT_EMPTY}"))
+                ck_assert_msg(strstr(err, ec->value) == NULL,
+                              "case %d quotes the value: %s", _i, err);
+}
+END_TEST
+
+/* An unset variable in a librdkafka property and a snapshot URL: each
+ * named with its key path, one line each, nothing else said about them;
+ * the file's other errors still reported. */
+START_TEST(test_env_unset_named) {
+        char err[2048];
+        sg_config_t *conf = NULL;
+
+        env_reset();
+        ck_assert_int_eq(
+                parse_q("{'data_dir':'/d','kafka':{'bootstrap.servers':'b',"
+                        "'group.id':'g','sasl.password':'${SNAP_TOKEN_X}'},"
+                        "'topics':{'orders':{'output_topic':'o',"
+                        "'dlq_topic':'d','ordering':{'gap_policy':'wait'},"
+                        "'snapshot':{'source':'http','url':"
+                        "'${SGT_UNSET}'}}}}",
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        static const char *const want[] = {
+                "kafka.sasl.password: environment variable SNAP_TOKEN_X is "
+                "not set",
+                "topics.orders.snapshot.url: environment variable SGT_UNSET "
+                "is not set",
+                "topics.orders.ordering.gap_policy: \"wait\" is not allowed",
+        };
+        for (size_t i = 0; i < 3; i++)
+                ck_assert_msg(strstr(err, want[i]) != NULL, "lacks %s:\n%s",
+                              want[i], err);
+        ck_assert_msg(count_lines(err) == 3, "%s", err);
+}
+END_TEST
+
+/* A value from the environment is redacted like a secret in every error
+ * that would quote it, short ones where they stand quoted; a librdkafka
+ * refusal of one withholds librdkafka's detail. */
+START_TEST(test_env_redacted_in_errors) {
+        char err[2048];
+        sg_config_t *conf = NULL;
+
+        env_reset();
+        setenv("SGT_POLICY", "waitabit", 1);
+        setenv("SGT_ACKS", "1", 1);
+        setenv("SGT_CODEC", "bogus-codec-xyz", 1);
+        setenv("SGT_DLQ", "bad topic name!", 1);
+        ck_assert_int_eq(
+                parse_q("{'data_dir':'/d','guarantee':'at_least_once',"
+                        "'kafka':{'bootstrap.servers':'b','group.id':'g',"
+                        "'compression.codec':'${SGT_CODEC}'},"
+                        "'kafka_producer':{'acks':'${SGT_ACKS}'},"
+                        "'topics':{'orders':{'output_topic':'o',"
+                        "'dlq_topic':'${SGT_DLQ}',"
+                        "'ordering':{'gap_policy':'${SGT_POLICY}'}}}}",
+                        &conf, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        static const char *const want[] = {
+                "kafka.compression.codec: rejected by librdkafka (detail "
+                "withheld",
+                "kafka_producer.acks: \"***\" is not allowed",
+                "topics.orders.dlq_topic: \"***\" is not a valid Kafka topic",
+                "topics.orders.ordering.gap_policy: \"***\" is not allowed",
+        };
+        for (size_t i = 0; i < 4; i++)
+                ck_assert_msg(strstr(err, want[i]) != NULL, "lacks %s:\n%s",
+                              want[i], err);
+        ck_assert_msg(!strstr(err, "waitabit") && !strstr(err, "bogus") &&
+                              !strstr(err, "\"1\"") && !strstr(err, "bad top"),
+                      "a value from the environment is quoted:\n%s", err);
+}
+END_TEST
+
+/* The snapshot URL may not hold credentials written in the file, but may
+ * take them from the environment (the config file holds no secret). */
+START_TEST(test_env_url_credentials) {
+        char err[1024];
+        sg_config_t *conf = NULL;
+
+        env_reset();
+        setenv("SGT_CRED", "user:s3cr3t-pw", 1);
+        setenv("SGT_URL", "https://user:s3cr3t-pw@h/o/{aggregate}", 1);
+        static const char *const ok[] = {
+                "https://${SGT_CRED}@h/o/{aggregate}",
+                "https://user:${SGT_A}@h/o/{aggregate}",
+                "${SGT_URL}",
+        };
+        for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+                char text[512];
+                snprintf(text, sizeof(text),
+                         CFG("", SNAP("'source':'http','url':'%s'")), ok[i]);
+                ck_assert_msg(parse_q(text, &conf, err, sizeof(err)) == SG_OK,
+                              "%s: %s", ok[i], err);
+                ck_assert_ptr_nonnull(
+                        strstr(conf->topics[0].snapshot.url, "@h/o/"));
+                ck_assert_ptr_null(strstr(conf->topics[0].snapshot.url, "${"));
+                sg_config_destroy(conf);
+        }
+        static const char *const bad[] = {
+                "https://user:pw@h/o/{aggregate}",
+                "https://user:pw@${SGT_A}/{aggregate}",
+                "https://user:pw@h/${SGT_A}/{aggregate}",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[512];
+                snprintf(text, sizeof(text),
+                         CFG("", SNAP("'source':'http','url':'%s'")), bad[i]);
+                ck_assert_int_eq(parse_q(text, &conf, err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                ck_assert_msg(strstr(err, "topics.orders.snapshot.url: must "
+                                          "not hold credentials") &&
+                                      strstr(err, "${SNAP_PASSWORD}"),
+                              "%s: %s", bad[i], err);
+                ck_assert_msg(!strstr(err, "user:pw"), "%s", err);
+        }
+}
+END_TEST
+
+/* sg_config_errors(): every error as a list, in the order found, bounded
+ * at SG_CONFIG_ERRORS_MAX lines with the rest counted; the errstr API
+ * unchanged; a file that cannot be read is the one line. */
+START_TEST(test_config_errors_list) {
+        sg_config_errors_t errs = {0};
+        char err[4096], *text, *path;
+        sg_config_t *conf = (sg_config_t *)0x1;
+
+        env_reset();
+        text = json("{'data_dir':'${SGT_UNSET}','foo':1," KAFKA_OK ","
+                    "'topics':{'a':{'output_topic':'a.out','dlq_topic':'x',"
+                    "'ordering':{'gap_policy':'wait'}}}}");
+        path = write_temp(text, strlen(text));
+        ck_assert_int_eq(sg_config_errors(path, &conf, &errs, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_null(conf);
+        ck_assert_uint_eq(errs.total, 3);
+        ck_assert_uint_eq(errs.cnt, 3);
+        ck_assert_str_eq(errs.lines[0],
+                         "data_dir: environment variable SGT_UNSET is not set "
+                         "(write ${SGT_UNSET:-default} for a default)");
+        ck_assert_str_eq(errs.lines[1], "foo: unknown key; allowed: $schema, "
+                                        "instance_id, data_dir, guarantee, "
+                                        "kafka, kafka_consumer, "
+                                        "kafka_producer, store, batch, "
+                                        "stats_interval_ms, "
+                                        "delivery_timeout_ms, "
+                                        "sweep_max_per_batch, "
+                                        "deadline_max_per_batch, "
+                                        "pause_retry_ms, "
+                                        "broker_retry_timeout_ms, topics");
+        ck_assert_ptr_nonnull(
+                strstr(errs.lines[2], "topics.a.ordering.gap_policy: "));
+        /* errstr: the same lines */
+        ck_assert_uint_eq(count_lines(err), 3);
+        ck_assert(!strncmp(err, errs.lines[0], strlen(errs.lines[0])));
+        unlink(path);
+        free(path);
+        free(text);
+
+        /* 150 errors: 100 lines kept, 150 counted; reused: cleared first */
+        char big[8192];
+        size_t o = snprintf(big, sizeof(big), "{'data_dir':'/d'," KAFKA_OK);
+        for (int i = 0; i < 150; i++)
+                o += snprintf(big + o, sizeof(big) - o, ",'k%d':1", i);
+        snprintf(big + o, sizeof(big) - o,
+                 ",'topics':{'a':{'output_topic':'o','dlq_topic':'d'}}}");
+        text = json(big);
+        path = write_temp(text, strlen(text));
+        ck_assert_int_eq(sg_config_errors(path, &conf, &errs, NULL, 0),
+                         SG_ERR_CONFIG);
+        ck_assert_uint_eq(errs.total, 150);
+        ck_assert_uint_eq(errs.cnt, SG_CONFIG_ERRORS_MAX);
+        ck_assert(!strncmp(errs.lines[0], "k0: unknown key", 15));
+        ck_assert(!strncmp(errs.lines[99], "k99: unknown key", 16));
+        unlink(path);
+        free(path);
+        free(text);
+
+        ck_assert_int_eq(sg_config_errors("/nonexistent/sg.json", &conf, &errs,
+                                          err, sizeof(err)),
+                         SG_ERR_IO);
+        ck_assert_uint_eq(errs.total, 1);
+        ck_assert_uint_eq(errs.cnt, 1);
+        ck_assert_ptr_nonnull(strstr(errs.lines[0], "/nonexistent/sg.json: "
+                                                    "cannot open"));
+        ck_assert_str_eq(err, errs.lines[0]);
+        sg_config_errors_clear(&errs);
+        ck_assert_uint_eq(errs.total, 0);
+        ck_assert_uint_eq(errs.cnt, 0);
+
+        /* a valid file: nothing */
+        text = json(CFG("", ""));
+        path = write_temp(text, strlen(text));
+        ck_assert_int_eq(sg_config_errors(path, &conf, &errs, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_uint_eq(errs.total, 0);
+        sg_config_destroy(conf);
+        unlink(path);
+        free(path);
+        free(text);
+}
+END_TEST
+
+/* sg_config_redact_text(): every occurrence; short texts only quoted. */
+START_TEST(test_redact_text) {
+        char *r = sg_config_redact_text("a hunter2x b hunter2x", "hunter2x");
+        ck_assert_str_eq(r, "a *** b ***");
+        free(r);
+        ck_assert_ptr_null(sg_config_redact_text("nothing here", "hunter2x"));
+        ck_assert_ptr_null(sg_config_redact_text("x", ""));
+        r = sg_config_redact_text("acks 1, \"1\" is 10", "1");
+        ck_assert_str_eq(r, "acks 1, \"***\" is 10");
+        free(r);
+        sg_kv_t kv = {.name = "client.id", .value = "v", .from_env = true};
+        ck_assert(sg_config_kv_secret(&kv));
+        kv.from_env = false;
+        ck_assert(!sg_config_kv_secret(&kv));
+        kv.name = "sasl.password";
+        ck_assert(sg_config_kv_secret(&kv));
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("valid");
@@ -2081,6 +2518,20 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_snapshot_two_topics);
         tcase_add_test(tc, test_snapshot_secret_not_in_errors);
         tcase_add_test(tc, test_snapshot_partial_freed);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("environment");
+        tcase_add_loop_test(tc, test_env_interpolation, 0,
+                            (int)(sizeof(env_cases) / sizeof(env_cases[0])));
+        tcase_add_test(tc, test_env_every_string);
+        tcase_add_loop_test(
+                tc, test_env_errors, 0,
+                (int)(sizeof(env_bad_cases) / sizeof(env_bad_cases[0])));
+        tcase_add_test(tc, test_env_unset_named);
+        tcase_add_test(tc, test_env_redacted_in_errors);
+        tcase_add_test(tc, test_env_url_credentials);
+        tcase_add_test(tc, test_config_errors_list);
+        tcase_add_test(tc, test_redact_text);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("api");

@@ -47,6 +47,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -1185,6 +1186,7 @@ static void conf_add_kafka(sg_config_t *conf, const char *name,
         conf->kafka = kv;
         kv[conf->kafka_cnt].name = strdup(name);
         kv[conf->kafka_cnt].value = strdup(value);
+        kv[conf->kafka_cnt].from_env = false;
         conf->kafka_cnt++;
 }
 
@@ -1250,6 +1252,58 @@ START_TEST(secret_value_never_in_errstr) {
         ck_assert_msg(strstr(es, "ssl.key.location") != NULL, "errstr: %s", es);
         sg_config_destroy(conf);
         ck_assert_int_eq(g_logs.secret_leaks, 0);
+}
+END_TEST
+
+/* A property whose value came from the environment (${VAR}, README
+ * "Secrets and environment variables") is a secret whatever its name:
+ * librdkafka's refusal is withheld, and log lines are scrubbed of it and
+ * of every other value the environment gave. */
+START_TEST(env_value_never_in_errstr_or_logs) {
+        char es[512];
+        sg_config_t *conf;
+
+        setenv("SGT_KAFKA_CID", "cid-from-env-" SECRET, 1);
+        setenv("SGT_KAFKA_DIR", "/tmp/dir-" SECRET, 1);
+        conf = conf_parse(g_bs, TOPICS_IN,
+                          ",\"client.id\":\"${SGT_KAFKA_CID}\"");
+        /* a value librdkafka refuses when the client is configured */
+        conf_add_kafka(conf, "compression.codec", "bogus-" SECRET);
+        conf->kafka[conf->kafka_cnt - 1].from_env = true;
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_ERR_CONFIG);
+        ck_assert_msg(strstr(es, "compression.codec") != NULL, "errstr: %s",
+                      es);
+        ck_assert_msg(strstr(es, SECRET) == NULL, "env value leaked: %s", es);
+        sg_config_destroy(conf);
+
+        /* a log line quoting values from the environment */
+        char json[1024], *txt;
+        snprintf(json, sizeof(json),
+                 "{\"data_dir\":\"${SGT_KAFKA_DIR}\",\"kafka\":{"
+                 "\"bootstrap.servers\":\"%s\",\"group.id\":\"g\","
+                 "\"client.id\":\"${SGT_KAFKA_CID}\"},\"topics\":{%s}}",
+                 g_bs, TOPICS_IN);
+        ck_assert_int_eq(sg_config_parse(json, &conf, es, sizeof(es)), SG_OK);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "client", "cid-from-env-" SECRET "#p-1");
+        cJSON *nested = cJSON_AddObjectToObject(f, "store");
+        cJSON_AddStringToObject(nested, "path", "/tmp/dir-" SECRET "/data.mdb");
+        sg_kafka_log_redact(conf, f);
+        txt = cJSON_PrintUnformatted(f);
+        ck_assert_msg(strstr(txt, SECRET) == NULL, "env value leaked: %s", txt);
+        ck_assert_msg(strstr(txt, "***#p-1") && strstr(txt, "***/data.mdb"),
+                      "%s", txt);
+        cJSON_free(txt);
+        cJSON_Delete(f);
+
+        /* the loop's own log lines: librdkafka names its clients after
+         * client.id; nothing of it reaches the log callback */
+        memset(&g_logs, 0, sizeof(g_logs));
+        ck_assert_int_eq(new_with(conf, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(g_logs.secret_leaks, 0);
+        sg_config_destroy(conf);
+        unsetenv("SGT_KAFKA_CID");
+        unsetenv("SGT_KAFKA_DIR");
 }
 END_TEST
 
@@ -2409,6 +2463,7 @@ int main(void) {
         add(ts, startup_topic_checks);
         add(ts, secret_value_never_in_errstr);
         add(ts, secret_value_never_in_log_lines);
+        add(ts, env_value_never_in_errstr_or_logs);
         add(ts, startup_retries_leader_not_available);
         add(ts, startup_retry_gives_up_after_timeout);
         add(ts, startup_non_retriable_stops_at_once);
