@@ -111,5 +111,6 @@ int cmd_partitions(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_release(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_dlq(int argc, char **argv);
 
 #endif
