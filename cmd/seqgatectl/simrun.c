@@ -409,11 +409,12 @@ static void v_waiting_for(sg_sim_t *s, sim_v_t *v) {
         unsigned char ah[SG_HASH_LEN];
         sg_sha256(v->v.aggregate, strlen(v->v.aggregate), ah);
         sg_agg_rec_t r;
-        if (sg_agg_get(txn, &tp, ah, &r) == SG_OK) {
+        const sg_topic_config_t *tc = sg_config_topic(s->conf, v->v.topic);
+        if (sg_agg_get(txn, &tp, ah, &r) == SG_OK && (r.has_last || tc)) {
+                /* a new aggregate waits for its first version (F) */
                 v->v.has_waiting_for = true;
-                v->v.waiting_for = r.has_last ? r.last_version + 1 : 0;
-                if (!r.has_last)
-                        v->v.has_waiting_for = false;
+                v->v.waiting_for =
+                        r.has_last ? r.last_version + 1 : tc->first_version;
         }
         sg_txn_abort(txn);
 }
