@@ -7,6 +7,11 @@ stale_version, order-a above order-b, 3 records in the hours; --from and
 --to select by DLQ offset. `dlq tail -n 2` prints the last two with their
 origin; `dlq tail -f` prints a record dead-lettered after it started, and
 stops on SIGTERM with exit 0.
+
+test_sizing_measures_the_store: after the scenario, `seqgatectl sizing`
+on the running daemon's store (read-only) measures bytes per dedup and per
+aggregate record from it (2 aggregates), and its total is the sum of its
+terms.
 """
 
 from __future__ import annotations
@@ -114,4 +119,36 @@ def test_dlq_summary_and_tail(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         if tail is not None:
             tail.kill()
             tail.wait()
+        sg.cleanup()
+
+
+def test_sizing_measures_the_store(bootstrap, seqgate_bin, seqgatectl_bin,
+                                   tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin,
+                       max_parked_per_aggregate=1, on_park_overflow="dlq")
+    cfg = str(sg.config_path)
+    try:
+        scenario(bootstrap, n)
+        r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
+                "--events-per-day", "1000000", "--json")
+        assert r.returncode == 0, r.stderr
+        (z,) = json_lines(r.stdout)
+        assert z["store"] is True
+        d, a, c = z["dedup"], z["aggregates"], z["changelog"]
+        assert d["measured"] and a["measured"], z
+        assert d["store_entries"] >= 5
+        assert (a["records"], a["records_from"]) == (2, "store")
+        assert 0 < d["bytes_per_record"] and 0 < a["bytes_per_record"]
+        days = z["dedup_ttl_ms"] / 86400000
+        assert d["records"] == 1000000 * days
+        assert abs(d["bytes"] - d["records"] * d["bytes_per_record"]) < 1
+        assert abs(a["bytes"] - 2 * a["bytes_per_record"]) < 1e-6
+        assert c["records"] == d["records"] + 2
+        assert abs(z["total_bytes"] - (d["bytes"] + a["bytes"] + c["bytes"])) < 1
+        r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
+                "--events-per-day", "1000000")
+        assert r.returncode == 0, r.stderr
+        assert "measured: dedup + expiry pages / entries" in r.stdout, r.stdout
+        assert sg.stop() == 0
+    finally:
         sg.cleanup()
