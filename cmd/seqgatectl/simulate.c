@@ -176,13 +176,9 @@ static void verdict_text(const sim_cli_t *c, const sg_sim_verdict_t *v) {
         printf("%s\n", what);
 }
 
-static void on_verdict(void *opaque, const sg_sim_verdict_t *v) {
-        sim_cli_t *c = opaque;
-        if (!c->json && !c->collect) {
-                verdict_text(c, v);
-                return;
-        }
-        cJSON *o = verdict_json(c, v);
+/* Prints JSON object @p o (--json), or keeps its text for --expect.
+ * Takes @p o. */
+static void json_out(sim_cli_t *c, cJSON *o) {
         if (!c->collect) {
                 print_json_line(o);
                 cJSON_Delete(o);
@@ -190,21 +186,29 @@ static void on_verdict(void *opaque, const sg_sim_verdict_t *v) {
         }
         char *t = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        if (c->out_cnt == c->out_cap) {
+        if (t && c->out_cnt == c->out_cap) {
                 size_t cap = c->out_cap ? 2 * c->out_cap : 64;
                 char **n = realloc(c->out, cap * sizeof(*n));
                 if (!n) {
                         free(t);
-                        c->nomem = true;
-                        return;
+                        t = NULL;
+                } else {
+                        c->out = n;
+                        c->out_cap = cap;
                 }
-                c->out = n;
-                c->out_cap = cap;
         }
         if (!t)
                 c->nomem = true;
         else
                 c->out[c->out_cnt++] = t;
+}
+
+static void on_verdict(void *opaque, const sg_sim_verdict_t *v) {
+        sim_cli_t *c = opaque;
+        if (!c->json && !c->collect)
+                verdict_text(c, v);
+        else
+                json_out(c, verdict_json(c, v));
 }
 
 static void step_print(sim_cli_t *c, int64_t now) {
@@ -218,26 +222,7 @@ static void step_print(sim_cli_t *c, int64_t now) {
         cJSON_AddStringToObject(o, "kind", "clock");
         j_u64(o, "line", c->lines[c->cur].no);
         cJSON_AddStringToObject(o, "time", b);
-        if (!c->collect) {
-                print_json_line(o);
-                cJSON_Delete(o);
-                return;
-        }
-        char *t = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (c->out_cnt == c->out_cap) {
-                size_t cap = c->out_cap ? 2 * c->out_cap : 64;
-                char **n = realloc(c->out, cap * sizeof(*n));
-                if (!n) {
-                        free(t);
-                        c->nomem = true;
-                        return;
-                }
-                c->out = n;
-                c->out_cap = cap;
-        }
-        if (t)
-                c->out[c->out_cnt++] = t;
+        json_out(c, o);
 }
 
 /* ---- input ------------------------------------------------------------- */
