@@ -17,12 +17,28 @@ terms.
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
+import threading
 import time
 
 from kafkautil import consume_all, produce
 from test_seqgatectl import ctl, event, json_lines, setup_gate
+
+
+def line_reader(proc) -> queue.Queue:
+    """The process's stdout lines, read by a thread (a test waits for one
+    with a timeout instead of blocking forever)."""
+    q: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            q.put(line)
+        q.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return q
 
 
 def scenario(bootstrap, n):
@@ -101,13 +117,14 @@ def test_dlq_summary_and_tail(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
                                  cfg, "--dlq", n["dlq"], "-n", "1", "-f",
                                  "--json"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        first_line = json.loads(tail.stdout.readline())
+        lines_q = line_reader(tail)
+        first_line = json.loads(lines_q.get(timeout=60))
         assert first_line["reason"] == "stale_version"
         late = event("order-b", 2)
         late["headers"] = [(k, b"order-b-late" if k == "ce_id" else v)
                            for k, v in late["headers"]]
         produce(bootstrap, n["in"], [late])
-        new = json.loads(tail.stdout.readline())
+        new = json.loads(lines_q.get(timeout=60))
         assert (new["reason"], new["aggregate"], new["actual_version"]) == \
             ("stale_version", "order-b", 2), new
         time.sleep(0.5)
