@@ -12,6 +12,8 @@
 #include "seqgate.h"
 #include "store.h"
 
+#include <cjson/cJSON.h>
+
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,10 +34,12 @@ typedef struct sim_out {
         int64_t next;
 } sim_out_t;
 
-/* An HTTP snapshot GET started and not answered. */
+/* A snapshot request sent and not answered. */
 typedef struct sim_get {
         char *request_id;
-        char *url;
+        char *url;               /* http */
+        const char *reply_topic; /* kafka: where the reply goes (conf's);
+                                    NULL: http */
 } sim_get_t;
 
 /* One verdict whose strings the runner owns (copied from effects, which
@@ -45,7 +49,8 @@ typedef struct sim_v {
         char *s[10]; /* owned strings, freed after the callback */
         size_t s_cnt;
         bool own;    /* about the batch's input record */
-        bool is_get; /* an HTTP GET to start after batch_commit */
+        bool is_get; /* a snapshot request, sent after batch_commit */
+        const char *reply_topic; /* kafka request: its reply topic */
 } sim_v_t;
 
 struct sg_sim {
@@ -66,6 +71,7 @@ struct sg_sim {
         size_t get_cnt;
         sim_v_t *vs;
         size_t v_cnt, v_cap;
+        const char *reply_rid; /* the request a reply batch answers */
 };
 
 static int rm_entry(const char *path, const struct stat *sb, int flag,
@@ -267,14 +273,16 @@ static void v_envelope(sg_sim_t *s, sim_v_t *v, const char *topic,
         sg_envelope_clear(&env);
 }
 
-static bool is_request_topic(const sg_sim_t *s, const char *topic) {
+/* The reply topic of the kafka snapshot source whose request topic is
+ * @p topic, NULL if none. */
+static const char *reply_topic_of(const sg_sim_t *s, const char *topic) {
         for (size_t i = 0; i < s->conf->topic_cnt; i++) {
                 const sg_snapshot_config_t *sc = &s->conf->topics[i].snapshot;
                 if (sc->source == SG_SNAP_KAFKA && sc->request_topic &&
                     !strcmp(sc->request_topic, topic))
-                        return true;
+                        return sc->reply_topic;
         }
-        return false;
+        return NULL;
 }
 
 /* The verdict an effect stands for; @p rec: the batch's input record (NULL
@@ -337,9 +345,18 @@ static sg_err_t v_effect(sg_sim_t *s, const sg_effect_t *ef,
                         v->v.offset = off;
                         v_envelope(s, v, topic, &as_rec);
                 }
-        } else if (is_request_topic(s, ef->topic)) {
+        } else if ((v->reply_topic = reply_topic_of(s, ef->topic))) {
+                /* a request record (snapsrc_kafka.c): its request_id */
                 v->v.verdict = "snapshot_request";
                 v->v.aggregate = v_str(v, ef->key, ef->key_len);
+                cJSON *j = cJSON_ParseWithLength(ef->value, ef->value_len);
+                const cJSON *r =
+                        cJSON_GetObjectItemCaseSensitive(j, "request_id");
+                if (cJSON_IsString(r))
+                        v->v.request_id = v_str(v, r->valuestring,
+                                                strlen(r->valuestring));
+                cJSON_Delete(j);
+                v->is_get = true;
                 return SG_OK;
         } else {
                 const sg_header_t *x = ef->extra;
@@ -589,10 +606,10 @@ static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                                         : delta_verdict(&before, after, reply);
                         if (reply) {
                                 own->v.detail = reply_detail(&before, after);
-                                if (!strcmp(rec->topic,
-                                            SG_SNAPSHOT_HTTP_TOPIC)) {
-                                        own->v.request_id = v_str(own, rec->key,
-                                                                  rec->key_len);
+                                if (s->reply_rid) {
+                                        own->v.request_id =
+                                                v_str(own, s->reply_rid,
+                                                      strlen(s->reply_rid));
                                         v_request_aggregate(s, own);
                                 }
                         }
@@ -623,6 +640,7 @@ static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                                         v->v.request_id ? v->v.request_id : "");
                                 n[s->get_cnt].url =
                                         strdup(v->v.url ? v->v.url : "");
+                                n[s->get_cnt].reply_topic = v->reply_topic;
                                 s->get_cnt++;
                         }
                 }
@@ -703,9 +721,41 @@ static bool rid_is_for(const char *rid, const char *agg) {
         return h && h > rid && h[-1] == '/' && h[2 * SG_HASH_LEN] == '/';
 }
 
-sg_err_t sg_sim_http_reply(sg_sim_t *s, const char *aggregate,
-                           const char *request_id, int status, const void *body,
-                           size_t body_len, char *errstr, size_t errstr_size) {
+/* The kafka reply record's value: @p body (a JSON object's text) with
+ * the member "request_id" first. NULL: not an object, or out of memory. */
+static char *kafka_reply_value(const char *rid, const char *body,
+                               size_t body_len, size_t *lenp) {
+        size_t i = 0;
+        while (body && i < body_len &&
+               (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' ||
+                body[i] == '\r'))
+                i++;
+        if (!body || i == body_len || body[i] != '{')
+                return NULL;
+        cJSON *id = cJSON_CreateString(rid);
+        char *idj = id ? cJSON_PrintUnformatted(id) : NULL;
+        cJSON_Delete(id);
+        if (!idj)
+                return NULL;
+        const char *rest = body + i + 1;
+        size_t rest_len = body_len - i - 1;
+        bool empty = true; /* "{}": no comma */
+        for (size_t k = 0; k < rest_len && empty; k++)
+                empty = rest[k] == ' ' || rest[k] == '}' || rest[k] == '\n';
+        size_t n = strlen("{\"request_id\":") + strlen(idj) + 1 + rest_len;
+        char *out = malloc(n + 1);
+        if (out)
+                *lenp = (size_t)snprintf(out, n + 1, "{\"request_id\":%s%s%.*s",
+                                         idj, empty ? "" : ",", (int)rest_len,
+                                         rest);
+        free(idj);
+        return out;
+}
+
+sg_err_t sg_sim_snapshot_reply(sg_sim_t *s, const char *aggregate,
+                               const char *request_id, int status,
+                               const void *body, size_t body_len, char *errstr,
+                               size_t errstr_size) {
         size_t i;
         for (i = 0; i < s->get_cnt; i++)
                 if (request_id ? !strcmp(s->gets[i].request_id, request_id)
@@ -723,10 +773,44 @@ sg_err_t sg_sim_http_reply(sg_sim_t *s, const char *aggregate,
         sg_header_t h[2] = {{SG_H_HTTP_STATUS, st, strlen(st)},
                             {SG_H_HTTP_ERROR, "no response (simulated)", 23}};
         char *rid = s->gets[i].request_id;
+        const char *reply_topic = s->gets[i].reply_topic;
+        char *kv = NULL;
+        size_t kv_len = 0;
+        if (reply_topic &&
+            !(kv = kafka_reply_value(rid, body, body ? body_len : 0,
+                                     &kv_len))) {
+                sg_errf(errstr, errstr_size,
+                        "a reply on %s needs a JSON object as its body",
+                        reply_topic);
+                return SG_ERR_INVALID;
+        }
         free(s->gets[i].url);
         memmove(&s->gets[i], &s->gets[i + 1],
                 (s->get_cnt - i - 1) * sizeof(*s->gets));
         s->get_cnt--;
+        s->reply_rid = rid;
+        sg_err_t err;
+        if (reply_topic) {
+                /* a record of the reply topic, as the authority writes it */
+                sg_record_t rec = {
+                        .topic = reply_topic,
+                        .partition = 0,
+                        .timestamp_ms = s->now,
+                        .value = kv,
+                        .value_len = kv_len,
+                };
+                const sim_part_t *p = NULL;
+                for (size_t k = 0; k < s->part_cnt && !p; k++)
+                        if (s->parts[k].partition == 0 &&
+                            !strcmp(s->parts[k].topic, reply_topic))
+                                p = &s->parts[k];
+                rec.offset = p ? p->last_offset + 1 : 0;
+                err = sg_sim_record(s, &rec, NULL, errstr, errstr_size);
+                s->reply_rid = NULL;
+                free(kv);
+                free(rid);
+                return err;
+        }
         const sg_record_t rec = {
                 .topic = SG_SNAPSHOT_HTTP_TOPIC,
                 .partition = -1,
@@ -739,7 +823,8 @@ sg_err_t sg_sim_http_reply(sg_sim_t *s, const char *aggregate,
                 .headers = h,
                 .header_cnt = status == 0 ? 2 : 1,
         };
-        sg_err_t err = run_batch(s, &rec, NULL, errstr, errstr_size);
+        err = run_batch(s, &rec, NULL, errstr, errstr_size);
+        s->reply_rid = NULL;
         free(rid);
         return err;
 }

@@ -112,16 +112,22 @@ sg_err_t sg_sim_clock_set(sg_sim_t *sim, int64_t now_ms, char *errstr,
 int64_t sg_sim_clock(const sg_sim_t *sim);
 
 /**
- * Answers the oldest unanswered HTTP snapshot GET for @p aggregate (or,
- * with @p request_id non-NULL, that request) with HTTP status @p status
- * (0: the transfer failed) and body @p body of @p body_len bytes (NULL:
- * none), as the loop feeds a completed transfer: a record of
- * SG_SNAPSHOT_HTTP_TOPIC in a batch of its own.
- * @returns SG_OK, SG_ERR_NOT_FOUND (no such request unanswered), or the
+ * Answers the oldest unanswered snapshot request for @p aggregate (or,
+ * with @p request_id non-NULL, that request), as its source would:
+ *  - http: a completed transfer with HTTP status @p status (0: the
+ *    transfer failed) and body @p body of @p body_len bytes (NULL: none),
+ *    a record of SG_SNAPSHOT_HTTP_TOPIC in a batch of its own, as the loop
+ *    feeds it;
+ *  - kafka: a record of the source's reply topic (partition 0, the next
+ *    offset) whose value is @p body — a JSON object — with "request_id"
+ *    added as its first member (@p status is not used).
+ * @returns SG_OK, SG_ERR_NOT_FOUND (no such request unanswered),
+ *          SG_ERR_INVALID (kafka: the body is not a JSON object), or the
  *          engine's error.
  */
-sg_err_t sg_sim_http_reply(sg_sim_t *sim, const char *aggregate,
-                           const char *request_id, int status, const void *body,
-                           size_t body_len, char *errstr, size_t errstr_size);
+sg_err_t sg_sim_snapshot_reply(sg_sim_t *sim, const char *aggregate,
+                               const char *request_id, int status,
+                               const void *body, size_t body_len, char *errstr,
+                               size_t errstr_size);
 
 #endif

@@ -120,7 +120,7 @@ static void verdict_text(const sim_cli_t *c, const sg_sim_verdict_t *v) {
                                                           : sizeof(what) - 1;  \
         } while (0)
         if (!strcmp(v->kind, "record")) {
-                if (v->topic && !strcmp(v->topic, SG_SNAPSHOT_HTTP_TOPIC))
+                if (!strcmp(v->verdict, "snapshot_reply"))
                         ADD("snapshot reply  ");
                 else if (v->topic && (strcmp(v->topic, c->def_topic) ||
                                       v->partition != c->def_partition))
@@ -566,12 +566,12 @@ static int run_step(sim_cli_t *c, sg_sim_t *sim, const line_t *l) {
                                    &body, &body_len, es, sizeof(es)) != SG_OK) {
                         return input_error(c, l->no, "\"body\": %s", es);
                 }
-                err = sg_sim_http_reply(
+                err = sg_sim_snapshot_reply(
                         sim, cJSON_IsString(ja) ? ja->valuestring : NULL,
                         cJSON_IsString(jr) ? jr->valuestring : NULL,
                         (int)status, body, body_len, es, sizeof(es));
                 free(body);
-                if (err == SG_ERR_NOT_FOUND)
+                if (err == SG_ERR_NOT_FOUND || err == SG_ERR_INVALID)
                         return input_error(c, l->no, "%s", es);
         }
         if (err == SG_ERR_INVALID)

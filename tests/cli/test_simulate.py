@@ -189,6 +189,42 @@ class Sim(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("verdict 2 not expected", p.stdout)
 
+    def test_kafka_snapshot_source(self):
+        """A request record of a kafka snapshot source is an effect with
+        its request_id; a snapshot step answers it on the reply topic."""
+        conf = json.loads(json.dumps(CONFIG))
+        topic = conf["topics"]["orders"]
+        del topic["state_machine"]
+        topic["snapshot"] = {"source": "kafka", "request_topic": "snap.req",
+                             "reply_topic": "snap.rep", "timeout_ms": 5000}
+        out = self.verdicts([
+            ev("o-1", "e1", "t", 1),
+            ev("o-1", "e3", "t", 3),
+            ev("o-1", "e4", "t", 4),
+            {"advance_ms": 1000},
+            {"snapshot": {"aggregate": "o-1",
+                          "body": {"version": 3, "data": {"a": 3}}}},
+            ev("o-1", "e5", "t", 5),
+        ], conf=self.write("kafka.json", json.dumps(conf)))
+        got = [(o["kind"], o.get("verdict"), o.get("version"), o.get("detail"))
+               for o in out]
+        self.assertEqual(got, [
+            ("record", "applied", 1, None),
+            ("record", "parked", 3, None),
+            ("record", "parked", 4, None),
+            ("clock", None, None, None),
+            ("effect", "snapshot_request", None, None),
+            ("record", "snapshot_reply", None, "applied"),
+            ("effect", "snapshot", 3, None),
+            ("effect", "released", 4, None),
+            ("record", "applied", 5, None),
+        ])
+        req, reply = out[4], out[5]
+        self.assertEqual(req["aggregate"], "o-1")
+        self.assertTrue(req["request_id"].startswith("orders/0/"))
+        self.assertEqual(reply["request_id"], req["request_id"])
+        self.assertEqual((reply["topic"], reply["offset"]), ("snap.rep", 0))
+
     def test_malformed_line_exits_2_naming_it(self):
         inp = self.write("in.ndjson",
                          json.dumps(ev("o-1", "e1", "order.created", 1))
