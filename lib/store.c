@@ -597,3 +597,25 @@ fail:
         return rc == ENOENT || rc == MDB_NOTFOUND ? SG_ERR_NOT_FOUND
                                                   : SG_ERR_STORE;
 }
+
+sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
+                           size_t errstr_size) {
+        _Static_assert(SG_STORE_DB_CNT == DB__CNT, "store.h's database count");
+        for (int i = 0; i < DB__CNT; i++) {
+                MDB_stat st;
+                int rc = mdb_stat(t->txn, t->store->dbi[i], &st);
+                if (rc) {
+                        sg_errf(errstr, errstr_size, "mdb_stat %s: %s",
+                                sg_store_db_names[i], mdb_strerror(rc));
+                        return SG_ERR_STORE;
+                }
+                out[i] = (sg_db_stat_t){
+                        .name = sg_store_db_names[i],
+                        .entries = st.ms_entries,
+                        .pages = (uint64_t)st.ms_branch_pages +
+                                 st.ms_leaf_pages + st.ms_overflow_pages,
+                        .page_size = st.ms_psize,
+                };
+        }
+        return SG_OK;
+}

@@ -599,6 +599,27 @@ typedef int(sg_store_visit_cb)(void *opaque, int db, const void *key,
 sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
                           char *errstr, size_t errstr_size);
 
+/** The number of LMDB databases in the store (the table at the top). */
+#define SG_STORE_DB_CNT 8
+
+/** One database's page usage (LMDB's mdb_stat), for sizing estimates. */
+typedef struct sg_db_stat {
+        const char *name;   /**< "dedup", "expiry", "agg", ... (static) */
+        uint64_t entries;   /**< key/value pairs */
+        uint64_t pages;     /**< branch + leaf + overflow pages */
+        uint64_t page_size; /**< bytes per page */
+} sg_db_stat_t;
+
+/**
+ * Fills @p out[0 .. SG_STORE_DB_CNT) with every database's statistics as
+ * @p txn (read or write) sees them, in the order of the table at the top
+ * (dedup, expiry, agg, parked, since, meta, snapreq, snapdue). Reads only
+ * the databases' headers: cheap at any size (seqgatectl sizing).
+ * @returns SG_OK or SG_ERR_STORE (errstr says which database).
+ */
+sg_err_t sg_store_db_stats(sg_txn_t *txn, sg_db_stat_t *out, char *errstr,
+                           size_t errstr_size);
+
 /**
  * Serializes @p cnt headers into a new malloc'd buffer (*bufp, *lenp):
  * u32 count, then per header u32 name length, the name and a NUL byte,

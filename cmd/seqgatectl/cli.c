@@ -102,6 +102,11 @@ const char usage_text[] =
         "      control record and says \"released\" (exit 0) or \"refused\"\n"
         "      (exit 1; seqgate's control_refused log line says why). Then\n"
         "      replay its DLQ records.\n"
+        "  simulate    --config FILE INPUT [--json] [--expect FILE]\n"
+        "  dlq         summary|tail --config FILE [...]\n"
+        "  sizing      --config FILE --events-per-day N [--data-dir D]\n"
+        "      Offline run of the engine over NDJSON, DLQ counts and last\n"
+        "      records, store size estimate: see 'seqgatectl COMMAND -h'.\n"
         "\n"
         "Common options: --json (one JSON object per line), -h/--help.\n"
         "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";

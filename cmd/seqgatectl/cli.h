@@ -119,5 +119,8 @@ int cmd_partitions(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_release(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_dlq(int argc, char **argv);
+int cmd_sizing(int argc, char **argv);
 
 #endif

@@ -62,5 +62,11 @@ int main(int argc, char **argv) {
                 return cmd_release(argc - 1, argv + 1);
         if (!strcmp(cmd, "lookup"))
                 return cmd_lookup(argc - 1, argv + 1);
+        if (!strcmp(cmd, "simulate"))
+                return cmd_simulate(argc - 1, argv + 1);
+        if (!strcmp(cmd, "dlq"))
+                return cmd_dlq(argc - 1, argv + 1);
+        if (!strcmp(cmd, "sizing"))
+                return cmd_sizing(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -6,6 +6,7 @@
  * __seqgate.replay: <dlq>/<partition>/<offset>.
  */
 #include "cli.h"
+#include "dlqread.h"
 
 #include "config.h"
 #include "engine.h"
@@ -137,24 +138,6 @@ static void replay_dr(rd_kafka_t *rk, const rd_kafka_message_t *m,
         replay_msg_free(rm);
 }
 
-static bool hdr_str(rd_kafka_headers_t *h, const char *name, char *buf,
-                    size_t size) {
-        const void *v;
-        size_t n;
-        if (!h || rd_kafka_header_get_last(h, name, &v, &n) != 0 || !v ||
-            n >= size)
-                return false;
-        memcpy(buf, v, n);
-        buf[n] = '\0';
-        return true;
-}
-
-typedef struct dlq_part {
-        int32_t partition;
-        int64_t start, end; /* read [start, end) */
-        bool done;
-} dlq_part_t;
-
 static void print_summary(const replay_opts_t *o, const replay_stats_t *s) {
         if (o->json) {
                 cJSON *j = cJSON_CreateObject();
@@ -232,105 +215,21 @@ static bool replay_one(rd_kafka_t *prod, const rd_kafka_message_t *m,
         }
 }
 
-/* One replay run: its clients, the plan of the DLQ partitions it reads and
- * its counts (the delivery reports count into st). */
+/* One replay run: its clients, the DLQ reader and its counts (the
+ * delivery reports count into st). */
 typedef struct replay {
         const sg_config_t *conf;
         const replay_opts_t *o;
         replay_stats_t st;
-        rd_kafka_t *cons, *prod;
-        rd_kafka_topic_t *rkt;
-        const struct rd_kafka_metadata *md;
-        rd_kafka_topic_partition_list_t *assign;
-        dlq_part_t *parts;
-        size_t part_cnt;
-        size_t open_cnt; /* planned partitions not yet read to their end */
+        dlq_reader_t rd;
+        rd_kafka_t *prod;
 } replay_t;
-
-/* The DLQ reader: an unjoined consumer (kafka_conf). Returns 0 or
- * EXIT_USAGE (its configuration). */
-static int replay_open_consumer(replay_t *r) {
-        char es[512];
-        rd_kafka_conf_t *kc = kafka_conf(r->conf, false, NULL);
-        if (!kc)
-                return EXIT_USAGE;
-        if (!(r->cons = kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
-                rd_kafka_conf_destroy(kc);
-                errf("kafka consumer: %s", es);
-                return EXIT_USAGE;
-        }
-        return 0;
-}
-
-/* The plan: every partition of the DLQ topic (or --dlq-partition) with
- * the offsets [start, end) to read, from --from-offset or the log start up
- * to --until-offset or the end offset now, and the assignment of those
- * with anything to read. Returns 0, EXIT_USAGE (no such partition) or
- * EXIT_RUNTIME. */
-static int replay_plan(replay_t *r) {
-        const replay_opts_t *o = r->o;
-        const int meta_timeout = 10000;
-        r->rkt = rd_kafka_topic_new(r->cons, o->dlq, NULL);
-        rd_kafka_resp_err_t kerr =
-                rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
-        if (kerr) {
-                errf("DLQ topic %s: metadata: %s", o->dlq,
-                     rd_kafka_err2str(kerr));
-                return EXIT_RUNTIME;
-        }
-        if (r->md->topic_cnt != 1 || r->md->topics[0].err) {
-                errf("DLQ topic %s: %s", o->dlq,
-                     r->md->topic_cnt ? rd_kafka_err2str(r->md->topics[0].err)
-                                      : "not in the metadata");
-                return EXIT_RUNTIME;
-        }
-        const struct rd_kafka_metadata_topic *mt = &r->md->topics[0];
-        r->parts = calloc((size_t)mt->partition_cnt + 1, sizeof(*r->parts));
-        r->assign = rd_kafka_topic_partition_list_new(mt->partition_cnt + 1);
-        if (!r->parts || !r->assign) {
-                errf("out of memory");
-                return EXIT_RUNTIME;
-        }
-        bool found = o->dlq_partition < 0;
-        for (int i = 0; i < mt->partition_cnt; i++) {
-                int32_t p = mt->partitions[i].id;
-                if (o->dlq_partition >= 0 && p != o->dlq_partition)
-                        continue;
-                found = true;
-                int64_t lo, hi;
-                kerr = rd_kafka_query_watermark_offsets(r->cons, o->dlq, p, &lo,
-                                                        &hi, meta_timeout);
-                if (kerr) {
-                        errf("DLQ %s/%" PRId32 ": end offsets: %s", o->dlq, p,
-                             rd_kafka_err2str(kerr));
-                        return EXIT_RUNTIME;
-                }
-                /* The end is fixed now: records the daemon dead-letters
-                 * again while this runs are not read (no replay loop). */
-                dlq_part_t *dp = &r->parts[r->part_cnt++];
-                dp->partition = p;
-                dp->start = o->from > lo ? o->from : lo;
-                dp->end = o->until >= 0 && o->until < hi ? o->until : hi;
-                dp->done = dp->start >= dp->end;
-                if (!dp->done) {
-                        rd_kafka_topic_partition_list_add(r->assign, o->dlq, p)
-                                ->offset = dp->start;
-                        r->open_cnt++;
-                }
-        }
-        if (!found) {
-                errf("DLQ topic %s has no partition %" PRId64, o->dlq,
-                     o->dlq_partition);
-                return EXIT_USAGE;
-        }
-        return 0;
-}
 
 /* The producer, when there is something to replay and it is not a dry
  * run. Returns 0 or EXIT_USAGE (its configuration). */
 static int replay_open_producer(replay_t *r) {
         char es[512];
-        if (!r->open_cnt || r->o->dry_run)
+        if (!r->rd.open_cnt || r->o->dry_run)
                 return 0;
         rd_kafka_conf_t *pc = kafka_conf(r->conf, true, replay_dr);
         if (!pc)
@@ -341,23 +240,6 @@ static int replay_open_producer(replay_t *r) {
                 return EXIT_USAGE;
         }
         return 0;
-}
-
-/* The planned partition of that number, NULL if none. */
-static dlq_part_t *replay_part(replay_t *r, int32_t partition) {
-        dlq_part_t *dp = NULL;
-        for (size_t i = 0; i < r->part_cnt; i++)
-                if (r->parts[i].partition == partition)
-                        dp = &r->parts[i];
-        return dp;
-}
-
-/* A planned partition is read to its end (dp NULL or done: nothing). */
-static void replay_part_done(replay_t *r, dlq_part_t *dp) {
-        if (dp && !dp->done) {
-                dp->done = true;
-                r->open_cnt--;
-        }
 }
 
 /* Whether --reason (any of them) and --aggregate select a record with
@@ -388,8 +270,9 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
         if (rd_kafka_message_headers(m, &h))
                 h = NULL;
         char reason[128], agg[1100], topic[256], pbuf[32], tbuf[32];
-        bool has_reason = hdr_str(h, SG_DLQ_H_REASON, reason, sizeof(reason));
-        bool has_agg = hdr_str(h, SG_DLQ_H_AGGREGATE, agg, sizeof(agg));
+        bool has_reason =
+                dlq_hdr_str(h, SG_DLQ_H_REASON, reason, sizeof(reason));
+        bool has_agg = dlq_hdr_str(h, SG_DLQ_H_AGGREGATE, agg, sizeof(agg));
         if (!replay_selects(o, has_reason, reason, has_agg, agg)) {
                 r->st.skipped++;
                 return 0;
@@ -399,11 +282,11 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
                 *limit_hit = true;
 
         int64_t opart = -1, ts = 0;
-        bool origin = hdr_str(h, SG_DLQ_H_TOPIC, topic, sizeof(topic)) &&
+        bool origin = dlq_hdr_str(h, SG_DLQ_H_TOPIC, topic, sizeof(topic)) &&
                       topic[0] &&
-                      hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
+                      dlq_hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
                       parse_i64(pbuf, 0, INT32_MAX, &opart);
-        if (!hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
+        if (!dlq_hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
             !parse_i64(tbuf, 1, INT64_MAX, &ts))
                 ts = rd_kafka_message_timestamp(m, NULL);
         if (!origin) {
@@ -421,14 +304,15 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
          * offset the DLQ record names. */
         char dropped[32];
         const char *what =
-                hdr_str(h, SG_DLQ_H_VALUE_DROPPED, dropped, sizeof(dropped))
+                dlq_hdr_str(h, SG_DLQ_H_VALUE_DROPPED, dropped, sizeof(dropped))
                         ? SG_DLQ_H_VALUE_DROPPED
-                : hdr_str(h, SG_DLQ_H_HEADERS_DROPPED, dropped, sizeof(dropped))
+                : dlq_hdr_str(h, SG_DLQ_H_HEADERS_DROPPED, dropped,
+                              sizeof(dropped))
                         ? SG_DLQ_H_HEADERS_DROPPED
                         : NULL;
         if (what) {
                 char detail[512], obuf[32] = "?";
-                hdr_str(h, SG_DLQ_H_OFFSET, obuf, sizeof(obuf));
+                dlq_hdr_str(h, SG_DLQ_H_OFFSET, obuf, sizeof(obuf));
                 snprintf(detail, sizeof(detail),
                          "not replayable: dead-lettered without the input's "
                          "%s (%s: %s); the input record is %s/%" PRId64 "/%s",
@@ -465,67 +349,18 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
         return 0;
 }
 
-/* Reads the planned partitions to their ends (or to the --limit'th
- * selected record), serving the producer's delivery reports between
- * reads. Returns 0, or EXIT_RUNTIME after a read error, --timeout-ms
- * without a record, a fatal librdkafka error or out of memory. */
-static int replay_read(replay_t *r) {
-        const replay_opts_t *o = r->o;
-        struct timespec last;
-        clock_gettime(CLOCK_MONOTONIC, &last);
-        bool limit_hit = false;
-        while (r->open_cnt && !limit_hit && !g_fatal) {
-                rd_kafka_message_t *m = rd_kafka_consumer_poll(r->cons, 100);
-                if (r->prod)
-                        rd_kafka_poll(r->prod, 0);
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (!m) {
-                        int64_t idle = (now.tv_sec - last.tv_sec) * 1000 +
-                                       (now.tv_nsec - last.tv_nsec) / 1000000;
-                        if (idle > o->timeout_ms) {
-                                errf("no progress reading %s for %" PRId64
-                                     " ms%s%s",
-                                     o->dlq, o->timeout_ms,
-                                     g_kafka_error[0] ? "; last error: " : "",
-                                     g_kafka_error);
-                                return EXIT_RUNTIME;
-                        }
-                        continue;
-                }
-                last = now;
-                dlq_part_t *dp = replay_part(r, m->partition);
-                if (m->err) {
-                        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                                /* At the end (read_committed: at the last
-                                 * stable offset). */
-                                replay_part_done(r, dp);
-                                rd_kafka_message_destroy(m);
-                                continue;
-                        }
-                        errf("reading %s/%" PRId32 ": %s", o->dlq, m->partition,
-                             rd_kafka_message_errstr(m));
-                        rd_kafka_message_destroy(m);
-                        return EXIT_RUNTIME;
-                }
-                if (!dp || dp->done || m->offset >= dp->end) {
-                        replay_part_done(r, dp);
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                if (m->offset + 1 >= dp->end)
-                        replay_part_done(r, dp);
-                r->st.read++;
-                int rc = replay_record(r, m, &limit_hit);
-                rd_kafka_message_destroy(m);
-                if (rc)
-                        return rc;
-        }
-        if (g_fatal) {
-                errf("kafka %s", g_kafka_error);
-                return EXIT_RUNTIME;
-        }
-        return 0;
+/* A planned record, for dlq_reader_run(): counted, then replay_record. */
+static int replay_each(void *opaque, const rd_kafka_message_t *m, bool *stop) {
+        replay_t *r = opaque;
+        r->st.read++;
+        return replay_record(r, m, stop);
+}
+
+/* Serves the producer's delivery reports between reads. */
+static void replay_between(void *opaque) {
+        replay_t *r = opaque;
+        if (r->prod)
+                rd_kafka_poll(r->prod, 0);
 }
 
 /* Waits for every delivery report (at least 60 s, or --timeout-ms);
@@ -557,42 +392,28 @@ static void replay_flush(replay_t *r) {
         r->prod = NULL;
 }
 
-/* Frees the plan and closes the consumer. */
-static void replay_close(replay_t *r) {
-        if (r->md)
-                rd_kafka_metadata_destroy(r->md);
-        if (r->rkt)
-                rd_kafka_topic_destroy(r->rkt);
-        if (r->assign)
-                rd_kafka_topic_partition_list_destroy(r->assign);
-        free(r->parts);
-        if (r->cons) {
-                rd_kafka_consumer_close(r->cons);
-                rd_kafka_destroy(r->cons);
-        }
-}
-
 /* The replay (semantics §3 "Replay"): plan, read and produce, wait for
  * the deliveries, print the summary. Returns 0, EXIT_USAGE (client
  * configuration, no such DLQ partition) or EXIT_RUNTIME (Kafka, or any
  * record failed). */
 static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
         replay_t r = {.conf = conf, .o = o};
-        int rc = replay_open_consumer(&r);
-        if (rc)
+        dlq_range_t rg = DLQ_RANGE_ALL;
+        rg.partition = o->dlq_partition;
+        rg.from = o->from;
+        rg.until = o->until;
+        int rc = dlq_reader_open(&r.rd, conf, o->dlq, &rg);
+        if (rc && !r.rd.cons) {
+                dlq_reader_close(&r.rd);
                 return rc; /* nothing read: no summary */
-        rc = replay_plan(&r);
-        if (!rc)
-                rc = replay_open_producer(&r);
-        rd_kafka_resp_err_t kerr;
-        if (!rc && r.open_cnt && (kerr = rd_kafka_assign(r.cons, r.assign))) {
-                errf("assign %s: %s", o->dlq, rd_kafka_err2str(kerr));
-                rc = EXIT_RUNTIME;
         }
         if (!rc)
-                rc = replay_read(&r);
+                rc = replay_open_producer(&r);
+        if (!rc)
+                rc = dlq_reader_run(&r.rd, o->timeout_ms, replay_between,
+                                    replay_each, &r, NULL);
         replay_flush(&r);
-        replay_close(&r);
+        dlq_reader_close(&r.rd);
         print_summary(o, &r.st);
         if (rc == 0 && r.st.failed)
                 rc = EXIT_RUNTIME;

@@ -127,6 +127,44 @@ START_TEST(dedup_reason_in_verdict_byte) {
 }
 END_TEST
 
+/* sg_store_db_stats (seqgatectl sizing): entries and pages per database,
+ * dedup and its expiry index counted apart. */
+START_TEST(db_stats_count_entries_and_pages) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
+        ck_assert_str_eq(st[0].name, "dedup");
+        ck_assert_uint_eq(st[0].entries, 0);
+        ck_assert_uint_eq(st[0].pages, 0);
+        for (int i = 0; i < 300; i++) {
+                char k[16];
+                unsigned char kh[32];
+                snprintf(k, sizeof(k), "key-%d", i);
+                hash_of(k, kh);
+                sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED,
+                                    .first_seen_ms = 5,
+                                    .expiry_ms = 105 + i};
+                ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)),
+                                 SG_OK);
+        }
+        ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
+        ck_assert_str_eq(st[1].name, "expiry");
+        ck_assert_str_eq(st[2].name, "agg");
+        ck_assert_uint_eq(st[0].entries, 300);
+        ck_assert_uint_eq(st[1].entries, 300);
+        ck_assert_uint_eq(st[2].entries, 0);
+        /* 300 records of ~100 bytes do not fit one page */
+        ck_assert_uint_gt(st[0].pages, 1);
+        ck_assert_uint_gt(st[0].page_size, 0);
+        ck_assert_uint_eq(st[2].pages, 0);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
 /* data_dir "created if missing" (README): its missing parents too. */
 START_TEST(open_creates_missing_parents) {
         char base[64];
@@ -1335,6 +1373,7 @@ int main(void) {
         tcase_add_test(tc, deferred_store_rebuilt_on_unreadable_session);
 #ifndef NDEBUG
         tcase_add_test(tc, grow_with_txn_open_asserts);
+        tcase_add_test(tc, db_stats_count_entries_and_pages);
 #endif
         suite_add_tcase(s, tc);
         return tu_run_suite(s);

@@ -1,0 +1,210 @@
+/*
+ * sizing.c — seqgatectl sizing: the store's size for a traffic, the seed's
+ * estimate (semantics §8) with bytes per record measured from a real store
+ * (sg_store_db_stats: LMDB pages per entry) when it holds records, else
+ * the documented estimates (sizing_calc.h), each term printed.
+ */
+#include "cli.h"
+#include "sizing_calc.h"
+
+#include "config.h"
+#include "processor.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char sizing_usage[] =
+        "usage: seqgatectl sizing --config FILE [--data-dir D] "
+        "--events-per-day N\n"
+        "                         [--aggregates N] [--json]\n"
+        "  Estimates the store and its changelog: events/day x bytes per "
+        "dedup\n"
+        "  record x dedup_ttl_ms in days, plus aggregates x bytes per "
+        "aggregate\n"
+        "  record, plus the compacted changelog (one record per live key). "
+        "Bytes\n"
+        "  per record are measured from the store in D (default: the "
+        "config's\n"
+        "  data_dir; read-only) when it holds records, else the documented\n"
+        "  estimates. --aggregates defaults to the store's count.\n";
+
+/* Bytes as "140.00 GB" (10^9, as the seed counts). */
+static const char *human(double b, char *buf, size_t size) {
+        const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+        int i = 0;
+        while (b >= 1000.0 && i < 5) {
+                b /= 1000.0;
+                i++;
+        }
+        snprintf(buf, size, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+        return buf;
+}
+
+static void j_num(cJSON *o, const char *name, double v) {
+        cJSON_AddNumberToObject(o, name, v);
+}
+
+static void print_sizing(const char *dir, bool have_store,
+                         const sg_sizing_rates_t *r, uint64_t epd,
+                         int64_t ttl_ms, uint64_t aggs, bool aggs_given,
+                         const sg_sizing_t *z, bool json) {
+        if (json) {
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "kind", "sizing");
+                cJSON_AddStringToObject(o, "data_dir", dir);
+                cJSON_AddBoolToObject(o, "store", have_store);
+                j_u64(o, "events_per_day", epd);
+                j_i64(o, "dedup_ttl_ms", ttl_ms);
+                j_num(o, "ttl_days", z->ttl_days);
+                cJSON *d = cJSON_AddObjectToObject(o, "dedup");
+                j_num(d, "records", z->dedup_records);
+                j_num(d, "bytes_per_record", r->dedup_bytes);
+                cJSON_AddBoolToObject(d, "measured", r->dedup_measured);
+                j_u64(d, "store_entries", r->dedup_entries);
+                j_num(d, "bytes", z->dedup_total);
+                cJSON *a = cJSON_AddObjectToObject(o, "aggregates");
+                j_u64(a, "records", aggs);
+                cJSON_AddStringToObject(a, "records_from",
+                                        aggs_given ? "option" : "store");
+                j_num(a, "bytes_per_record", r->agg_bytes);
+                cJSON_AddBoolToObject(a, "measured", r->agg_measured);
+                j_num(a, "bytes", z->agg_total);
+                cJSON *c = cJSON_AddObjectToObject(o, "changelog");
+                j_num(c, "records", z->changelog_records);
+                j_num(c, "bytes_per_dedup_record", r->dedup_log_bytes);
+                j_num(c, "bytes_per_aggregate_record", r->agg_log_bytes);
+                j_num(c, "bytes", z->changelog_total);
+                j_num(o, "total_bytes", z->total);
+                print_json_line(o);
+                cJSON_Delete(o);
+                return;
+        }
+        char b1[32], b2[32];
+        if (!have_store)
+                printf("store: none in %s: every size below is the documented "
+                       "estimate\n",
+                       dir);
+        else if (!r->dedup_measured && !r->agg_measured)
+                printf("store: %s is empty: every size below is the "
+                       "documented estimate\n",
+                       dir);
+        else
+                printf("store: %s (%" PRIu64 " dedup records, %" PRIu64
+                       " aggregates measured)\n",
+                       dir, r->dedup_entries, r->agg_entries);
+        printf("dedup:      %" PRIu64 " events/day x %.2f days "
+               "(dedup_ttl_ms %" PRId64 ") x %.0f B per record (%s) = %s\n",
+               epd, z->ttl_days, ttl_ms, r->dedup_bytes,
+               r->dedup_measured ? "measured: dedup + expiry pages / entries"
+                                 : "ESTIMATE, seed: ~200 B",
+               human(z->dedup_total, b1, sizeof(b1)));
+        printf("aggregates: %" PRIu64 " aggregates (%s) x %.0f B per record "
+               "(%s) = %s\n",
+               aggs, aggs_given ? "--aggregates" : "the store's count",
+               r->agg_bytes,
+               r->agg_measured ? "measured: agg pages / entries" : "ESTIMATE",
+               human(z->agg_total, b1, sizeof(b1)));
+        printf("changelog:  %.0f live keys (compacted: one record per live "
+               "key): %.0f x %.0f B + %" PRIu64 " x %.0f B = %s\n",
+               z->changelog_records, z->dedup_records, r->dedup_log_bytes, aggs,
+               r->agg_log_bytes, human(z->changelog_total, b2, sizeof(b2)));
+        printf("total:      %s (%.0f bytes; before replicas)\n",
+               human(z->total, b1, sizeof(b1)), z->total);
+}
+
+int cmd_sizing(int argc, char **argv) {
+        static const struct option opts[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"data-dir", required_argument, NULL, 'D'},
+                {"events-per-day", required_argument, NULL, 'e'},
+                {"aggregates", required_argument, NULL, 'a'},
+                {"json", no_argument, NULL, 'j'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0}};
+        const char *config = NULL, *dir = NULL;
+        int64_t epd = -1, aggs = -1;
+        bool json = false;
+        int c;
+        while ((c = getopt_long(argc, argv, "c:D:e:a:jh", opts, NULL)) != -1) {
+                switch (c) {
+                case 'c':
+                        config = optarg;
+                        break;
+                case 'D':
+                        dir = optarg;
+                        break;
+                case 'e':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &epd))
+                                return usage_error("--events-per-day: '%s' is "
+                                                   "not a number",
+                                                   optarg);
+                        break;
+                case 'a':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &aggs))
+                                return usage_error("--aggregates: '%s' is not "
+                                                   "a number",
+                                                   optarg);
+                        break;
+                case 'j':
+                        json = true;
+                        break;
+                case 'h':
+                        fputs(sizing_usage, stdout);
+                        return 0;
+                default:
+                        return usage_error("sizing: invalid option");
+                }
+        }
+        if (optind < argc)
+                return usage_error("sizing: unexpected argument '%s'",
+                                   argv[optind]);
+        if (epd < 0)
+                return usage_error("sizing needs --events-per-day N");
+        sg_config_t *conf = NULL;
+        int rc = load_config(config, &conf);
+        if (rc)
+                return rc;
+        if (!dir)
+                dir = conf->data_dir;
+        /* the longest TTL of the config's topics: what the store keeps */
+        int64_t ttl = 0;
+        for (size_t i = 0; i < conf->topic_cnt; i++)
+                if (conf->topics[i].dedup_ttl_ms > ttl)
+                        ttl = conf->topics[i].dedup_ttl_ms;
+        sg_store_t *store = NULL;
+        sg_txn_t *txn = NULL;
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        char es[512];
+        bool have = false;
+        sg_err_t err = sg_store_open_readonly(dir, &store, es, sizeof(es));
+        if (err == SG_OK) {
+                err = sg_txn_begin(store, false, &txn, es, sizeof(es));
+                if (!err)
+                        err = sg_store_db_stats(txn, st, es, sizeof(es));
+                sg_txn_abort(txn);
+                sg_store_close(store);
+                have = err == SG_OK;
+        }
+        if (err && err != SG_ERR_NOT_FOUND) {
+                errf("store %s: %s", dir, es);
+                sg_config_destroy(conf);
+                return EXIT_RUNTIME;
+        }
+        sg_sizing_rates_t r;
+        sg_sizing_rates_measure(
+                have ? st : NULL,
+                (double)sg_record_wire_size(0, 0, NULL, 0, NULL, 0), &r);
+        uint64_t na = aggs >= 0 ? (uint64_t)aggs : r.agg_entries;
+        sg_sizing_t z;
+        sg_sizing_compute(&r, (uint64_t)epd, ttl, na, &z);
+        print_sizing(dir, have, &r, (uint64_t)epd, ttl, na, aggs >= 0, &z,
+                     json);
+        sg_config_destroy(conf);
+        return 0;
+}

@@ -1,0 +1,66 @@
+/*
+ * sizing_calc.h — the arithmetic of seqgatectl sizing (semantics §8, the
+ * seed's estimate): events/day × bytes per dedup record × TTL in days,
+ * plus aggregates × bytes per aggregate record, plus the changelog (a
+ * compacted topic holds about one record per live store key). Pure; the
+ * CLI (sizing.c) measures the inputs from a store and prints the terms.
+ */
+#ifndef SEQGATECTL_SIZING_CALC_H
+#define SEQGATECTL_SIZING_CALC_H
+
+#include "store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The documented per-record estimates used when the store has no record
+ * of a kind to measure (README "seqgatectl sizing"): the seed's ~200 B per
+ * dedup record with its index (semantics §8), and as much for an
+ * aggregate record. */
+#define SG_SIZING_DEDUP_EST_BYTES 200.0
+#define SG_SIZING_AGG_EST_BYTES 200.0
+
+/* Per-record sizes, measured from a store or estimated. */
+typedef struct sg_sizing_rates {
+        double dedup_bytes;     /* per dedup record, its expiry index
+                                    entry included */
+        double dedup_log_bytes; /* its changelog record (value + key +
+                                    record framing) */
+        bool dedup_measured;    /* false: the estimate */
+        double agg_bytes;       /* per aggregate record */
+        double agg_log_bytes;   /* its changelog record */
+        bool agg_measured;
+        uint64_t dedup_entries; /* in the measured store */
+        uint64_t agg_entries;
+} sg_sizing_rates_t;
+
+/* The estimate's terms, in bytes. */
+typedef struct sg_sizing {
+        double ttl_days;
+        double dedup_records; /* live: events/day × TTL days */
+        double dedup_total;
+        double agg_total;
+        double changelog_records; /* live dedup keys + aggregates */
+        double changelog_total;
+        double total;
+} sg_sizing_t;
+
+/*
+ * Per-record sizes from @p st (sg_store_db_stats): a database's pages ×
+ * page size / its entries (B-tree overhead and free space in its pages
+ * included, so a real store's bytes per record); dedup counts its expiry
+ * index's pages too. A changelog record: the database's bytes per entry
+ * (its key and value; the changelog key drops the partition prefix, about
+ * as much as the page overhead adds) plus @p framing_bytes (the record's
+ * framing, sg_record_wire_size of an empty record). A kind with no entry
+ * gets its SG_SIZING_*_EST_BYTES. @p st NULL: no store, estimates only.
+ */
+void sg_sizing_rates_measure(const sg_db_stat_t *st, double framing_bytes,
+                             sg_sizing_rates_t *out);
+
+/* The terms for @p events_per_day, a dedup TTL of @p ttl_ms and
+ * @p aggregates live aggregates. */
+void sg_sizing_compute(const sg_sizing_rates_t *r, uint64_t events_per_day,
+                       int64_t ttl_ms, uint64_t aggregates, sg_sizing_t *out);
+
+#endif

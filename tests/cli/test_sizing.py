@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""seqgatectl sizing without a store: the documented estimates, each term
+printed (semantics §8: 1e8 events/day x ~200 B x 7 days = 140 GB).
+
+Run by meson test:  test_sizing.py SEQGATECTL
+(tests/integration/test_seqgatectl_dlq.py measures a daemon's real store.)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CTL = None
+
+
+class Sizing(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.conf = os.path.join(self.tmp.name, "config.json")
+        with open(self.conf, "w") as f:
+            json.dump({"data_dir": os.path.join(self.tmp.name, "none"),
+                       "kafka": {"bootstrap.servers": "127.0.0.1:1",
+                                 "group.id": "g"},
+                       "topics": {"orders": {"output_topic": "o",
+                                             "dlq_topic": "d"}}}, f)
+
+    def ctl(self, *args):
+        return subprocess.run([CTL, "sizing", "--config", self.conf, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_estimates_without_a_store(self):
+        p = self.ctl("--events-per-day", "100000000", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        z = json.loads(p.stdout)
+        self.assertFalse(z["store"])
+        self.assertEqual(z["dedup_ttl_ms"], 604800000)
+        self.assertEqual(z["dedup"]["records"], 7e8)
+        self.assertFalse(z["dedup"]["measured"])
+        self.assertEqual(z["dedup"]["bytes"], 140e9)
+        self.assertEqual(z["aggregates"]["bytes"], 0)
+        self.assertEqual(z["changelog"]["bytes"], 140e9)
+        self.assertEqual(z["total_bytes"], 280e9)
+
+    def test_readable_terms(self):
+        p = self.ctl("--events-per-day", "100000000", "--aggregates",
+                     "1000000")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout
+        self.assertIn("every size below is the documented estimate", out)
+        self.assertIn("dedup:      100000000 events/day x 7.00 days "
+                      "(dedup_ttl_ms 604800000) x 200 B per record "
+                      "(ESTIMATE, seed: ~200 B) = 140.00 GB", out)
+        self.assertIn("aggregates: 1000000 aggregates (--aggregates) x "
+                      "200 B per record (ESTIMATE) = 200.00 MB", out)
+        self.assertIn("total:      280.40 GB", out)
+
+    def test_usage(self):
+        self.assertEqual(self.ctl().returncode, 2)
+        self.assertEqual(self.ctl("--events-per-day", "x").returncode, 2)
+
+
+if __name__ == "__main__":
+    CTL = os.path.abspath(sys.argv[1])
+    unittest.main(argv=[sys.argv[0], "-v"])

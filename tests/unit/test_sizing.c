@@ -1,0 +1,109 @@
+/*
+ * test_sizing.c — the arithmetic of seqgatectl sizing (sizing_calc.h,
+ * semantics §8): the seed's own numbers with the documented estimates,
+ * bytes per record measured from database statistics, and the changelog's
+ * share (one record per live key of a compacted topic).
+ */
+#include "sizing_calc.h"
+
+#include <check.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DAY_MS 86400000LL
+
+/* The seed: 1e8 requests/day x ~200 B x 7 days = 140 GB (semantics §8). */
+START_TEST(seed_numbers_with_estimates) {
+        sg_sizing_rates_t r;
+        sg_sizing_rates_measure(NULL, 36, &r);
+        ck_assert(!r.dedup_measured && !r.agg_measured);
+        ck_assert(r.dedup_bytes == SG_SIZING_DEDUP_EST_BYTES);
+        sg_sizing_t z;
+        sg_sizing_compute(&r, 100000000, 7 * DAY_MS, 0, &z);
+        ck_assert(z.ttl_days == 7.0);
+        ck_assert(z.dedup_records == 7e8);
+        ck_assert(z.dedup_total == 140e9);
+        ck_assert(z.agg_total == 0);
+        ck_assert(z.changelog_records == 7e8);
+        ck_assert(z.changelog_total == 140e9);
+        ck_assert(z.total == 280e9);
+}
+END_TEST
+
+static void stats(sg_db_stat_t *st, uint64_t dedup, uint64_t dedup_pages,
+                  uint64_t expiry_pages, uint64_t agg, uint64_t agg_pages) {
+        memset(st, 0, sizeof(*st) * SG_STORE_DB_CNT);
+        for (int i = 0; i < SG_STORE_DB_CNT; i++)
+                st[i].page_size = 4096;
+        st[0].entries = dedup;
+        st[0].pages = dedup_pages;
+        st[1].entries = dedup;
+        st[1].pages = expiry_pages;
+        st[2].entries = agg;
+        st[2].pages = agg_pages;
+}
+
+/* Measured: pages x page size / entries; dedup counts its index too. */
+START_TEST(measured_rates) {
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        /* 4096 dedup records in 200 + 56 pages: 256 B each with the index,
+         * 200 B in the dedup database; 1024 aggregates in 50 pages */
+        stats(st, 4096, 200, 56, 1024, 50);
+        sg_sizing_rates_t r;
+        sg_sizing_rates_measure(st, 36, &r);
+        ck_assert(r.dedup_measured && r.agg_measured);
+        ck_assert(r.dedup_bytes == 256.0);
+        ck_assert(r.dedup_log_bytes == 236.0);
+        ck_assert(r.agg_bytes == 200.0);
+        ck_assert(r.agg_log_bytes == 236.0);
+        ck_assert_uint_eq(r.dedup_entries, 4096);
+        ck_assert_uint_eq(r.agg_entries, 1024);
+        sg_sizing_t z;
+        /* 1000 events/day, 12 h TTL, 10 aggregates */
+        sg_sizing_compute(&r, 1000, DAY_MS / 2, 10, &z);
+        ck_assert(z.ttl_days == 0.5);
+        ck_assert(z.dedup_records == 500);
+        ck_assert(z.dedup_total == 500 * 256.0);
+        ck_assert(z.agg_total == 10 * 200.0);
+        ck_assert(z.changelog_records == 510);
+        ck_assert(z.changelog_total == 500 * 236.0 + 10 * 236.0);
+        ck_assert(z.total == z.dedup_total + z.agg_total + z.changelog_total);
+}
+END_TEST
+
+/* A store with dedup records but no aggregate (no aggregate configured):
+ * the aggregate rate is the estimate, dedup measured. */
+START_TEST(partly_empty_store) {
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        stats(st, 100, 3, 1, 0, 0);
+        sg_sizing_rates_t r;
+        sg_sizing_rates_measure(st, 36, &r);
+        ck_assert(r.dedup_measured && !r.agg_measured);
+        ck_assert(fabs(r.dedup_bytes - 4 * 4096 / 100.0) < 1e-9);
+        ck_assert(r.agg_bytes == SG_SIZING_AGG_EST_BYTES);
+        stats(st, 0, 0, 0, 0, 0);
+        sg_sizing_rates_measure(st, 36, &r);
+        ck_assert(!r.dedup_measured && !r.agg_measured);
+        ck_assert(r.dedup_bytes == SG_SIZING_DEDUP_EST_BYTES);
+}
+END_TEST
+
+static Suite *sizing_suite(void) {
+        Suite *s = suite_create("sizing");
+        TCase *tc = tcase_create("arithmetic");
+        tcase_add_test(tc, seed_numbers_with_estimates);
+        tcase_add_test(tc, measured_rates);
+        tcase_add_test(tc, partly_empty_store);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(sizing_suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
