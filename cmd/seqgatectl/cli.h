@@ -110,5 +110,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_partitions(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_release(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 
 #endif
