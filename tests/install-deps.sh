@@ -32,6 +32,9 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
 PKGS+=(clang libclang-rt-14-dev)
 # tests/run.sh's format phase: the layout .clang-format describes
 PKGS+=(clang-format)
+# tests/integration/test_seqgatectl_audit.py: renders seqgatectl audit's
+# --html page in a headless browser (DOM after its script ran, screenshot)
+PKGS+=(chromium)
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;

@@ -113,7 +113,9 @@ static cJSON *j_top(au_drive_t *d, bool gaps) {
 
 /* The gap_timeout_ms that would have resolved quantile @p q of the gaps:
  * over filled gaps (their durations) and gaps the deadline ended (at
- * least the time they waited: a lower bound). */
+ * least the time they waited: a lower bound). A gap of d ms is filled in
+ * time when gap_timeout_ms > d (the deadline fires once parked_at +
+ * gap_timeout_ms <= now, semantics §4): the quantile + 1 ms. */
 static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         size_t n = d->gap_ms.cnt + d->gap_timeout_ms.cnt;
         cJSON *e = cJSON_AddObjectToObject(o, name);
@@ -134,7 +136,7 @@ static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         bool lower = false;
         for (size_t i = 0; i < d->gap_timeout_ms.cnt; i++)
                 lower |= d->gap_timeout_ms.v[i] <= v;
-        j_i64(e, "ms", v);
+        j_i64(e, "ms", v + 1);
         cJSON_AddBoolToObject(e, "lower_bound", lower);
 }
 
@@ -211,8 +213,11 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         cJSON_AddItemToObject(
                 du, "delay_ms",
                 j_dist(&d->dup_delay_ms, ms_bounds, NBOUNDS(ms_bounds)));
-        int64_t ttl =
-                d->dup_delay_ms.cnt ? au_quantile(&d->dup_delay_ms, 0.999) : -1;
+        /* a repeat d ms after the first is a duplicate while the dedup
+         * record has not expired: dedup TTL > d (semantics §3 row 2) */
+        int64_t ttl = d->dup_delay_ms.cnt
+                              ? au_quantile(&d->dup_delay_ms, 0.999) + 1
+                              : -1;
         if (ttl >= 0)
                 j_i64(du, "suggested_dedup_ttl_ms", ttl);
         else
@@ -425,7 +430,8 @@ static void print_text(const cJSON *r) {
                 cJSON_GetObjectItemCaseSensitive(du, "suggested_dedup_ttl_ms");
         if (cJSON_IsNumber(st))
                 printf("  dedup TTL for 99.9%% of duplicates: %.0f ms "
-                       "(configured %.0f)\n",
+                       "(configured %.0f; it must also cover the topic's "
+                       "retention and any replay period, semantics §8)\n",
                        st->valuedouble, num(du, "dedup_ttl_ms"));
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
         printf("sizing (semantics §8): %.0f events/day x %.0f B per dedup "
@@ -526,18 +532,41 @@ static void svg_bars(FILE *f, const char *id, const char *title,
         fprintf(f, "</svg></figure>\n");
 }
 
-static void svg_hist(FILE *f, const char *id, const char *title,
-                     const cJSON *dist, bool ms) {
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(dist, "histogram");
-        int n = cJSON_GetArraySize(h);
+/* Fills bar @p i of a chart drawn from the array @p arr: its label and
+ * value. */
+typedef void(bar_fn)(const cJSON *arr, int i, const void *arg, char *label,
+                     size_t size, double *val);
+
+/* A histogram bucket (@p arg: bool, the bounds are milliseconds). */
+static void hist_bar(const cJSON *arr, int i, const void *arg, char *label,
+                     size_t size, double *val) {
+        bucket_label(arr, i, *(const bool *)arg, label, size);
+        *val = num(cJSON_GetArrayItem(arr, i), "count");
+}
+
+/* An hour of "hourly" (@p arg: the field to draw). */
+static void hour_bar(const cJSON *arr, int i, const void *arg, char *label,
+                     size_t size, double *val) {
+        const cJSON *e = cJSON_GetArrayItem(arr, i);
+        /* "2026-11-30T08:00:00.000Z" → "11-30 08h" */
+        const char *s = str(e, "hour");
+        label[0] = '\0';
+        if (strlen(s) >= 13)
+                snprintf(label, size, "%.5s %.2sh", s + 5, s + 11);
+        *val = num(e, arg);
+}
+
+/* A bar chart of one bar per element of @p arr. */
+static void svg_chart(FILE *f, const char *id, const char *title,
+                      const cJSON *arr, bar_fn *fn, const void *arg) {
+        int n = cJSON_GetArraySize(arr);
         char(*lb)[32] = calloc((size_t)n + 1, sizeof(*lb));
         const char **labels = calloc((size_t)n + 1, sizeof(*labels));
         double *vals = calloc((size_t)n + 1, sizeof(*vals));
         if (lb && labels && vals) {
                 for (int i = 0; i < n; i++) {
-                        bucket_label(h, i, ms, lb[i], sizeof(lb[i]));
+                        fn(arr, i, arg, lb[i], sizeof(lb[i]), &vals[i]);
                         labels[i] = lb[i];
-                        vals[i] = num(cJSON_GetArrayItem(h, i), "count");
                 }
                 svg_bars(f, id, title, labels, vals, n);
         }
@@ -546,28 +575,11 @@ static void svg_hist(FILE *f, const char *id, const char *title,
         free(vals);
 }
 
-static void svg_hourly(FILE *f, const char *id, const char *title,
-                       const cJSON *hours, const char *field) {
-        int n = cJSON_GetArraySize(hours);
-        char(*lb)[32] = calloc((size_t)n + 1, sizeof(*lb));
-        const char **labels = calloc((size_t)n + 1, sizeof(*labels));
-        double *vals = calloc((size_t)n + 1, sizeof(*vals));
-        if (lb && labels && vals) {
-                for (int i = 0; i < n; i++) {
-                        const cJSON *e = cJSON_GetArrayItem(hours, i);
-                        /* "2026-11-30T08:00:00.000Z" → "11-30 08h" */
-                        const char *s = str(e, "hour");
-                        if (strlen(s) >= 13)
-                                snprintf(lb[i], sizeof(lb[i]), "%.5s %.2sh",
-                                         s + 5, s + 11);
-                        labels[i] = lb[i];
-                        vals[i] = num(e, field);
-                }
-                svg_bars(f, id, title, labels, vals, n);
-        }
-        free(lb);
-        free(labels);
-        free(vals);
+static void svg_hist(FILE *f, const char *id, const char *title,
+                     const cJSON *dist, bool ms) {
+        svg_chart(f, id, title,
+                  cJSON_GetObjectItemCaseSensitive(dist, "histogram"), hist_bar,
+                  &ms);
 }
 
 static void html_row(FILE *f, const char *key, const char *name,
@@ -658,9 +670,10 @@ static int write_html(const cJSON *r, const char *json, const char *path) {
         }
         fprintf(f, "</table>\n<h2>Over time (per hour)</h2>\n");
         const cJSON *hours = cJSON_GetObjectItemCaseSensitive(r, "hourly");
-        svg_hourly(f, "chart-hourly-duplicates", "duplicates per hour", hours,
-                   "duplicates");
-        svg_hourly(f, "chart-hourly-gaps", "gaps per hour", hours, "gaps");
+        svg_chart(f, "chart-hourly-duplicates", "duplicates per hour", hours,
+                  hour_bar, "duplicates");
+        svg_chart(f, "chart-hourly-gaps", "gaps per hour", hours, hour_bar,
+                  "gaps");
         const cJSON *ro = cJSON_GetObjectItemCaseSensitive(r, "reorder");
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(r, "gaps");
         const cJSON *du = cJSON_GetObjectItemCaseSensitive(r, "duplicates");

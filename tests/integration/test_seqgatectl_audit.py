@@ -181,14 +181,16 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert (g["duration_ms"]["count"], g["duration_ms"]["max"]) == (1, 5000)
     assert (g["timed_out_waited_ms"]["count"],
             g["timed_out_waited_ms"]["max"]) == (1, 66999)
+    # a gap of d ms is filled in time with gap_timeout_ms > d: the
+    # quantile (66999, a lower bound: that gap timed out) + 1
     assert g["suggested_gap_timeout_ms"] == {
-        "p99": {"ms": 66999, "lower_bound": True},
-        "p999": {"ms": 66999, "lower_bound": True}}
+        "p99": {"ms": 67000, "lower_bound": True},
+        "p999": {"ms": 67000, "lower_bound": True}}
 
     du = rep["duplicates"]
     assert du["repeats"] == 2
     assert (du["delay_ms"]["p50"], du["delay_ms"]["max"]) == (1000, 10000)
-    assert du["suggested_dedup_ttl_ms"] == 10000
+    assert du["suggested_dedup_ttl_ms"] == 10001  # TTL > the 10000 ms delay
     assert du["dedup_ttl_ms"] == 604800000
 
     sz = rep["sizing"]
@@ -196,9 +198,9 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert sz["events_per_day"] == round(12 * 86400000 / span)
     assert 50 <= sz["bytes_per_dedup_record"] <= 1 << 20
     assert sz["bytes_per_dedup_record"] == round(sz["store_bytes_used"] / 9)
-    assert (sz["ttl_ms"], sz["ttl_from"]) == (10000, "suggested_dedup_ttl_ms")
+    assert (sz["ttl_ms"], sz["ttl_from"]) == (10001, "suggested_dedup_ttl_ms")
     assert sz["estimated_bytes"] == round(
-        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10000 / 86400000)
+        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
 
     assert rep["hourly"] == [{"hour": "2026-01-01T00:00:00.000Z", "records": 12,
                               "duplicates": 2, "gaps": 2}]
