@@ -528,28 +528,26 @@ static void rec_agg(au_drive_t *d, const sg_record_t *rec, char *buf,
         sg_envelope_clear(&env);
 }
 
-/* One attempt of the batch. *keptp: records SG_PAUSE kept (their
- * indexes are flagged in @p kept). */
-static sg_err_t batch_attempt(au_drive_t *d, bool *kept, char *es,
-                              size_t es_size) {
+/* One attempt of the batch. Records SG_PAUSE kept, with the rest of their
+ * partition's batch, are flagged in @p kept; @p paused (room for every
+ * record) collects the paused partitions. */
+static sg_err_t batch_attempt(au_drive_t *d, bool *kept, int32_t *paused,
+                              char *es, size_t es_size) {
         sg_processor_t *pr = &d->proc;
         sg_err_t err;
         const sg_effect_t *efs;
+        size_t paused_cnt = 0;
         g_stage_cnt = 0;
         sg_engine_set_clock(d->eng, d->clock > 0 ? d->clock : 1);
         if ((err = pr->batch_begin(pr->opaque, d->clock, es, es_size)))
                 return err;
         for (size_t i = 0; i < d->msg_cnt; i++) {
-                kept[i] = false;
                 /* a paused partition's later records wait with it */
-                bool paused = false;
-                for (size_t k = 0; k < i && !paused; k++)
-                        paused = kept[k] &&
-                                 d->recs[k].partition == d->recs[i].partition;
-                if (paused) {
-                        kept[i] = true;
+                kept[i] = false;
+                for (size_t k = 0; k < paused_cnt && !kept[i]; k++)
+                        kept[i] = paused[k] == d->recs[i].partition;
+                if (kept[i])
                         continue;
-                }
                 size_t before = pr->effects(pr->opaque, &efs);
                 sg_process_result_t res = SG_PROCESSED;
                 if ((err = pr->process(pr->opaque, &d->recs[i], &res, es,
@@ -557,6 +555,7 @@ static sg_err_t batch_attempt(au_drive_t *d, bool *kept, char *es,
                         return err;
                 if (res == SG_PAUSE) {
                         kept[i] = true;
+                        paused[paused_cnt++] = d->recs[i].partition;
                         continue;
                 }
                 size_t after = pr->effects(pr->opaque, &efs);
@@ -617,19 +616,22 @@ static int batch_run(au_drive_t *d) {
         char es[512] = "";
         sg_err_t err;
         bool *kept = calloc(d->msg_cnt ? d->msg_cnt : 1, sizeof(*kept));
-        if (!kept || batch_prepare(d)) {
+        int32_t *paused = calloc(d->msg_cnt ? d->msg_cnt : 1, sizeof(*paused));
+        if (!kept || !paused || batch_prepare(d)) {
                 free(kept);
+                free(paused);
                 errf("out of memory");
                 return EXIT_RUNTIME;
         }
         for (int grows = 0;; grows++) {
-                err = batch_attempt(d, kept, es, sizeof(es));
+                err = batch_attempt(d, kept, paused, es, sizeof(es));
                 if (err != SG_ERR_MAP_FULL || grows >= 32)
                         break;
                 d->proc.batch_abort(d->proc.opaque);
                 if ((err = d->proc.grow(d->proc.opaque, es, sizeof(es))))
                         break;
         }
+        free(paused);
         if (err) {
                 d->proc.batch_abort(d->proc.opaque);
                 free(kept);

@@ -127,9 +127,11 @@ static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         au_samples_t all = {malloc(n * sizeof(int64_t)), 0, n, false};
         if (!all.v)
                 return;
-        memcpy(all.v, d->gap_ms.v, d->gap_ms.cnt * sizeof(int64_t));
-        memcpy(all.v + d->gap_ms.cnt, d->gap_timeout_ms.v,
-               d->gap_timeout_ms.cnt * sizeof(int64_t));
+        if (d->gap_ms.cnt)
+                memcpy(all.v, d->gap_ms.v, d->gap_ms.cnt * sizeof(int64_t));
+        if (d->gap_timeout_ms.cnt)
+                memcpy(all.v + d->gap_ms.cnt, d->gap_timeout_ms.v,
+                       d->gap_timeout_ms.cnt * sizeof(int64_t));
         all.cnt = n;
         int64_t v = au_quantile(&all, q);
         free(all.v);
@@ -379,11 +381,16 @@ static void text_suggest(const char *name, const cJSON *o) {
 
 static void print_text(const cJSON *r) {
         const cJSON *ps = cJSON_GetObjectItemCaseSensitive(r, "partitions");
-        printf("audit of topic %s: %.0f records in %d partitions, %s .. %s "
-               "(%.2f h)\n",
-               str(r, "topic"), num(r, "records"), cJSON_GetArraySize(ps),
-               str(r, "first_timestamp"), str(r, "last_timestamp"),
-               num(r, "span_ms") / MS_H);
+        if (num(r, "records") > 0)
+                printf("audit of topic %s: %.0f records in %d partitions, %s "
+                       ".. %s (%.2f h)\n",
+                       str(r, "topic"), num(r, "records"),
+                       cJSON_GetArraySize(ps), str(r, "first_timestamp"),
+                       str(r, "last_timestamp"), num(r, "span_ms") / MS_H);
+        else
+                printf("audit of topic %s: no records in %d partitions in the "
+                       "range\n",
+                       str(r, "topic"), cJSON_GetArraySize(ps));
         printf("refetch: unavailable (gap deadlines go to the gap policy)\n\n");
         printf("  %-34s %12s %12s\n", "counter", "count", "per hour");
         const cJSON *c;

@@ -23,6 +23,9 @@ that the audit left no trace: no consumer group, no new topic, the
 config's data_dir untouched; --to (a time, exclusive) and --from (an
 offset) bound what is read.
 
+test_audit_park_cap_pause: a parking cap pauses the partition and the
+audit re-feeds the paused records as the loop does (see its docstring).
+
 test_audit_html renders `--html` in headless Chromium: the page's own
 script checks every chart and counter against the embedded JSON (body
 data-check="ok"), the SVG bars hold the report's numbers, and a
@@ -339,3 +342,38 @@ def test_audit_html(bootstrap, seqgatectl_bin, audited):
     assert png_size(data) == (1200, 1600)
     assert len(data) > 20000
     assert png_distinct_rows(data) > 100  # text and bars, not a blank page
+
+
+def test_audit_park_cap_pause(bootstrap, seqgatectl_bin, tmp_path):
+    """The parking cap pauses the partition (on_park_overflow "pause", the
+    default) as the loop does: X's v6 and every later record of the
+    partition wait until the gap deadline (v3 parked at 300 ms + 5000 ms)
+    passes in record time; then v3..v5 go to the DLQ gap_timeout, X is
+    quarantined and v6..v8 are aggregate_quarantined; Y and Z apply."""
+    topic = unique_name("sgaudit-pause")
+    create_topics(bootstrap, {topic: 1})
+    recs = ([ev("X", 1, 0, 0)] + [ev("X", v, 100 * v, 0) for v in range(3, 9)]
+            + [ev("Y", v, 1000 + 100 * v, 0) for v in range(1, 50)]
+            + [ev("Z", 1, 20000, 0)])
+    produce(bootstrap, topic, recs)
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
+                       instance="audit-2", data_dir=str(tmp_path / "data"),
+                       input_topic=topic, output_topic="unused.out",
+                       dlq_topic="unused.dlq", gap_timeout_ms=5000,
+                       max_parked_per_aggregate=3)
+    cfg = tmp_path / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    rep = audit(seqgatectl_bin, str(cfg), topic)
+    assert rep["records"] == 57
+    assert rep["counters"]["applied"]["count"] == 51  # X v1, Y v1..49, Z v1
+    assert rep["counters"]["event_sequence_gaps"]["count"] == 1
+    assert rep["counters"]["gap_timeouts"]["count"] == 1
+    assert {k: v["count"] for k, v in rep["dlq"].items() if v["count"]} == {
+        "gap_timeout": 3, "aggregate_quarantined": 3}
+    assert rep["at_end"] == {"parked_events": 0, "quarantined_aggregates": 1,
+                             "records_left_paused": 0}
+    g = rep["gaps"]
+    assert (g["filled"], g["timed_out"]) == (0, 1)
+    # the deadline fired in the first batch whose clock passed 5300 ms
+    assert 5000 <= g["timed_out_waited_ms"]["max"] <= 5000 + 200
+    assert not (tmp_path / "data").exists()
