@@ -251,6 +251,14 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                       (int64_t)llround(epd * bpr * (double)sttl / MS_DAY));
         else
                 cJSON_AddNullToObject(sz, "estimated_bytes");
+        /* the same with the configured TTL, which must also cover the
+         * topic's retention and replay periods (semantics §8) */
+        if (span > 0)
+                j_i64(sz, "estimated_bytes_at_dedup_ttl_ms",
+                      (int64_t)llround(epd * bpr * (double)d->tc->dedup_ttl_ms /
+                                       MS_DAY));
+        else
+                cJSON_AddNullToObject(sz, "estimated_bytes_at_dedup_ttl_ms");
 
         cJSON *hr = cJSON_AddArrayToObject(r, "hourly");
         for (size_t i = 0; i < d->hour_cnt; i++) {
@@ -446,6 +454,9 @@ static void print_text(const cJSON *r) {
                num(sz, "events_per_day"), num(sz, "bytes_per_dedup_record"),
                num(sz, "ttl_ms"), str(sz, "ttl_from"),
                num(sz, "estimated_bytes"));
+        printf("  with the configured dedup_ttl_ms %.0f: %.0f bytes\n",
+               num(du, "dedup_ttl_ms"),
+               num(sz, "estimated_bytes_at_dedup_ttl_ms"));
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "limits");
         if (cJSON_IsTrue(
                     cJSON_GetObjectItemCaseSensitive(l, "aggregates_cap_hit")))

@@ -204,6 +204,8 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert (sz["ttl_ms"], sz["ttl_from"]) == (10001, "suggested_dedup_ttl_ms")
     assert sz["estimated_bytes"] == round(
         12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
+    assert sz["estimated_bytes_at_dedup_ttl_ms"] == round(
+        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 604800000 / 86400000)
 
     assert rep["hourly"] == [{"hour": "2026-01-01T00:00:00.000Z", "records": 12,
                               "duplicates": 2, "gaps": 2}]
