@@ -76,7 +76,10 @@ typedef struct au_drive {
         sg_store_t *store;
         sg_engine_t *eng;
         sg_processor_t proc;
-        char dir[256]; /* the temporary store, removed by au_drive_close */
+        char dir[256];  /* the temporary store, removed by au_drive_close */
+        int32_t *parts; /* the assigned partitions */
+        size_t part_cnt;
+        int64_t delivered_offset; /* what delivered() is told */
 
         /* the open batch: messages kept alive until the batch committed */
         void **msgs; /* rd_kafka_message_t * */

@@ -446,6 +446,11 @@ int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
                 return EXIT_RUNTIME;
         }
         sg_engine_processor(d->eng, &d->proc);
+        d->parts = calloc(part_cnt + 1, sizeof(*d->parts));
+        if (!d->parts) {
+                errf("out of memory");
+                return EXIT_RUNTIME;
+        }
         for (size_t i = 0; i < part_cnt; i++) {
                 int64_t off;
                 if (d->proc.assign(d->proc.opaque, tc->name, parts[i].partition,
@@ -454,6 +459,7 @@ int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
                              parts[i].partition, es);
                         return EXIT_RUNTIME;
                 }
+                d->parts[d->part_cnt++] = parts[i].partition;
         }
         return 0;
 }
@@ -567,14 +573,20 @@ static sg_err_t batch_attempt(au_drive_t *d, bool *kept, int32_t *paused,
                 }
         }
         if (pr->position)
-                for (size_t i = 0; i < d->msg_cnt; i++)
-                        pr->position(pr->opaque, d->tc->name,
-                                     d->recs[i].partition, 0);
+                for (size_t i = 0; i < d->part_cnt; i++)
+                        pr->position(pr->opaque, d->tc->name, d->parts[i], 0);
         size_t before = pr->effects(pr->opaque, &efs);
         if ((err = pr->tick(pr->opaque, es, es_size)))
                 return err;
         size_t after = pr->effects(pr->opaque, &efs);
         observe_effects(d, efs, before, after, NULL, NULL);
+        /* every record effect counts as delivered, as the loop reports
+         * them before batch_commit (offsets: a counter of our own) */
+        if (pr->delivered)
+                for (size_t i = 0; i < after; i++)
+                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
+                                pr->delivered(pr->opaque, i,
+                                              d->delivered_offset++);
         return pr->batch_commit(pr->opaque, es, es_size);
 }
 
@@ -741,6 +753,7 @@ void au_drive_close(au_drive_t *d) {
         for (size_t i = 0; i < d->msg_cnt; i++)
                 rd_kafka_message_destroy(d->msgs[i]);
         free(d->msgs);
+        free(d->parts);
         free(d->recs);
         free(d->hdrs);
         sg_engine_destroy(d->eng);
