@@ -35,6 +35,9 @@ PKGS+=(clang-format)
 # tests/deploy (meson test suite "deploy"): systemd-analyze for the unit,
 # groff and man for the man pages, PyYAML for the Kubernetes manifests
 PKGS+=(systemd groff-base man-db python3-yaml)
+# tests/integration/test_seqgatectl_audit.py: renders seqgatectl audit's
+# --html page in a headless browser (DOM after its script ran, screenshot)
+PKGS+=(chromium)
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;

@@ -122,5 +122,6 @@ int cmd_lookup(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_dlq(int argc, char **argv);
 int cmd_sizing(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 
 #endif

@@ -17,6 +17,9 @@
  *               value, timestamp and headers, minus every __seqgate.errors.*
  *               header, plus __seqgate.replay: <dlq>/<partition>/<offset>,
  *               so the daemon judges it again from row 4 (semantics §3).
+ *   audit       reads a topic (group-less, nothing committed or produced)
+ *               through the engine over a temporary store and reports its
+ *               duplicates, conflicts, gaps and disorder (audit.h).
  *
  * The store is opened read-only (MDB_RDONLY): a read transaction sees the
  * last committed batch and never blocks the running daemon. Kafka
@@ -68,5 +71,7 @@ int main(int argc, char **argv) {
                 return cmd_dlq(argc - 1, argv + 1);
         if (!strcmp(cmd, "sizing"))
                 return cmd_sizing(argc - 1, argv + 1);
+        if (!strcmp(cmd, "audit"))
+                return cmd_audit(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -133,6 +133,8 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict],
                   "on_delivery": on_delivery(i)}
         if r.get("partition") is not None:
             kwargs["partition"] = r["partition"]
+        if r.get("timestamp") is not None:  # ms since the epoch (CreateTime)
+            kwargs["timestamp"] = r["timestamp"]
         while True:
             try:
                 p.produce(topic, **kwargs)

@@ -1,0 +1,381 @@
+"""seqgatectl audit against a real broker (README "Audit a topic before
+adopting seqgate").
+
+A two-partition topic is written with record timestamps from T0 (seconds
+below are T0 + s), three aggregates (record key), gap_timeout_ms 60000:
+
+  partition 0, A:  0 s v1 · 1 s v3 (parked: a gap) · 6 s v2 (fills it:
+                   the gap lasted 5000 ms; v2 is 1 version / 5000 ms late)
+                   · 7 s v2 again (a duplicate, 1000 ms after its first)
+                   · 8 s id A-1 with another payload (idempotency_conflict)
+                   · 9 s v2 under a new id (stale_version; 1 version and
+                   8000 ms after v3 arrived)
+  partition 1, B:  2 s v1 · 3 s v4 (parked: a gap) · 3.5 s v3 (parked,
+                   1 version / 500 ms late) · [the deadline 3 s + 60 s
+                   passes in the silence: v3 and v4 to the DLQ gap_timeout,
+                   B quarantined; the audit ticks at 70 s - 1 ms, so the
+                   timed-out gap waited 66999 ms] · 71 s v2
+                   (aggregate_quarantined; 2 versions / 68000 ms late)
+               C:  70 s v1 · 80 s v1 again (a duplicate, 10000 ms)
+
+test_audit_json checks every number of `audit --json` against that, and
+that the audit left no trace: no consumer group, no new topic, the
+config's data_dir untouched; --to (a time, exclusive) and --from (an
+offset) bound what is read.
+
+test_audit_park_cap_pause: a parking cap pauses the partition and the
+audit re-feeds the paused records as the loop does (see its docstring).
+
+test_audit_html renders `--html` in headless Chromium: the page's own
+script checks every chart and counter against the embedded JSON (body
+data-check="ok"), the SVG bars hold the report's numbers, and a
+screenshot is a non-trivial PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kafkautil import create_topics, produce, unique_name
+from seqgate_proc import make_config
+
+SOURCE = "urn:example:audit"
+T0 = 1767225600000  # 2026-01-01T00:00:00Z, an hour's start
+GAP_TIMEOUT_MS = 60000
+
+
+def ev(agg: str, seq: int, at_ms: int, partition: int, *, id_: str | None = None,
+       payload: str | None = None) -> dict:
+    id_ = id_ or f"{agg}-{seq}"
+    return {
+        "key": agg.encode(),
+        "value": (payload or json.dumps({"agg": agg, "seq": seq})).encode(),
+        "headers": [("ce_specversion", b"1.0"), ("ce_id", id_.encode()),
+                    ("ce_source", SOURCE.encode()),
+                    ("ce_type", b"order.updated"),
+                    ("ce_sequence", str(seq).encode())],
+        "partition": partition,
+        "timestamp": T0 + at_ms,
+    }
+
+
+RECORDS = [
+    ev("A", 1, 0, 0), ev("A", 3, 1000, 0), ev("A", 2, 6000, 0),
+    ev("A", 2, 7000, 0),
+    ev("A", 1, 8000, 0, payload='{"agg": "A", "seq": 1, "other": true}'),
+    ev("A", 2, 9000, 0, id_="A-2b"),
+    ev("B", 1, 2000, 1), ev("B", 4, 3000, 1), ev("B", 3, 3500, 1),
+    ev("C", 1, 70000, 1), ev("B", 2, 71000, 1), ev("C", 1, 80000, 1),
+]
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def group_ids(bootstrap: str) -> set[str]:
+    res = admin(bootstrap).list_consumer_groups(request_timeout=15).result()
+    return {g.group_id for g in res.valid}
+
+
+def topic_names(bootstrap: str) -> set[str]:
+    return set(admin(bootstrap).list_topics(timeout=15).topics)
+
+
+@pytest.fixture(scope="module")
+def audited(bootstrap, tmp_path_factory):
+    """The topic, written once, and a config naming it."""
+    tmp = tmp_path_factory.mktemp("audit")
+    names = {k: unique_name(f"sgaudit-{k}") for k in ("in", "out", "dlq", "group")}
+    create_topics(bootstrap, {names["in"]: 2})
+    produce(bootstrap, names["in"], RECORDS)
+    data_dir = tmp / "data"
+    data_dir.mkdir()
+    (data_dir / "sentinel").write_text("untouched\n")
+    conf = make_config(bootstrap=bootstrap, group=names["group"],
+                       instance="audit-1", data_dir=str(data_dir),
+                       input_topic=names["in"], output_topic=names["out"],
+                       dlq_topic=names["dlq"], gap_timeout_ms=GAP_TIMEOUT_MS)
+    cfg = tmp / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    return {"names": names, "cfg": str(cfg), "data_dir": data_dir, "tmp": tmp}
+
+
+def audit(binary: str, cfg: str, topic: str, *args: str) -> dict:
+    r = subprocess.run([binary, "audit", "--config", cfg, "--topic", topic,
+                        "--json", *args], text=True, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def dir_state(d: Path) -> list[tuple[str, int, int]]:
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in d.iterdir())
+
+
+def rate(n: int, span_ms: int) -> float:
+    return round(n * 3600000 / span_ms, 3)
+
+
+def test_audit_json(bootstrap, seqgatectl_bin, audited):
+    n = audited["names"]
+    groups_before = group_ids(bootstrap)
+    topics_before = topic_names(bootstrap)
+    data_before = dir_state(audited["data_dir"])
+    tmp_before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+
+    rep = audit(seqgatectl_bin, audited["cfg"], n["in"])
+
+    assert rep["topic"] == n["in"]
+    assert rep["refetch"] == "unavailable"
+    assert [(p["partition"], p["from_offset"], p["to_offset"], p["records"])
+            for p in rep["partitions"]] == [(0, 0, 6, 6), (1, 0, 6, 6)]
+    assert rep["records"] == 12
+    assert rep["first_timestamp"] == "2026-01-01T00:00:00.000Z"
+    assert rep["last_timestamp"] == "2026-01-01T00:01:20.000Z"
+    span = rep["span_ms"]
+    assert span == 80000
+
+    want = {"dedup_hits": 2, "idempotency_parameter_conflicts": 1,
+            "stale_version_rejections": 1, "event_sequence_gaps": 2,
+            "applied": 5, "malformed": 0, "gap_timeouts": 1}
+    assert {k: v["count"] for k, v in rep["counters"].items()} == want
+    for k, v in rep["counters"].items():
+        assert v["per_hour"] == rate(want[k], span), k
+    dlq = {"malformed": 0, "idempotency_conflict": 1, "aggregate_quarantined": 1,
+           "stale_version": 1, "illegal_transition": 0, "unknown_event_type": 0,
+           "version_jump": 0, "gap_timeout": 2, "park_overflow": 0,
+           "version_conflict": 0, "output_rejected": 0}
+    got_dlq = {k: v["count"] for k, v in rep["dlq"].items()}
+    # every reason the engine knows is listed (a newer one counts 0 here)
+    assert {k: got_dlq[k] for k in dlq} == dlq
+    assert all(v == 0 for k, v in got_dlq.items() if k not in dlq)
+    assert rep["dlq"]["gap_timeout"]["per_hour"] == rate(2, span)
+    assert rep["at_end"] == {"parked_events": 0, "quarantined_aggregates": 1,
+                             "records_left_paused": 0}
+
+    assert rep["top_aggregates"]["by_refusals"] == [
+        {"aggregate": "B", "count": 3}, {"aggregate": "A", "count": 2}]
+    assert sorted((e["aggregate"], e["count"])
+                  for e in rep["top_aggregates"]["by_gaps"]) == [("A", 1), ("B", 1)]
+
+    ro = rep["reorder"]
+    assert ro["events"] == 4
+    vl, ml = ro["versions_late"], ro["ms_late"]
+    assert (vl["count"], vl["p50"], vl["p99"], vl["max"]) == (4, 1, 2, 2)
+    assert [b["count"] for b in vl["histogram"]] == [3, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert (ml["count"], ml["p50"], ml["p99"], ml["max"]) == (4, 5000, 68000, 68000)
+    # 500 | 5000 8000 | 68000 in the buckets <=1s, <=10s, <=10m
+    assert [b["count"] for b in ml["histogram"]] == [0, 0, 0, 1, 2, 0, 1, 0, 0, 0]
+
+    g = rep["gaps"]
+    assert (g["filled"], g["timed_out"], g["gap_timeout_ms"]) == (1, 1, GAP_TIMEOUT_MS)
+    assert (g["duration_ms"]["count"], g["duration_ms"]["max"]) == (1, 5000)
+    assert (g["timed_out_waited_ms"]["count"],
+            g["timed_out_waited_ms"]["max"]) == (1, 66999)
+    # a gap of d ms is filled in time with gap_timeout_ms > d: the
+    # quantile (66999, a lower bound: that gap timed out) + 1
+    assert g["suggested_gap_timeout_ms"] == {
+        "p99": {"ms": 67000, "lower_bound": True},
+        "p999": {"ms": 67000, "lower_bound": True}}
+
+    du = rep["duplicates"]
+    assert du["repeats"] == 2
+    assert (du["delay_ms"]["p50"], du["delay_ms"]["max"]) == (1000, 10000)
+    assert du["suggested_dedup_ttl_ms"] == 10001  # TTL > the 10000 ms delay
+    assert du["dedup_ttl_ms"] == 604800000
+
+    sz = rep["sizing"]
+    assert sz["dedup_records"] == 9  # 12 - 2 duplicates - 1 conflict
+    assert sz["events_per_day"] == round(12 * 86400000 / span)
+    assert 50 <= sz["bytes_per_dedup_record"] <= 1 << 20
+    assert sz["bytes_per_dedup_record"] == round(sz["store_bytes_used"] / 9)
+    assert (sz["ttl_ms"], sz["ttl_from"]) == (10001, "suggested_dedup_ttl_ms")
+    assert sz["estimated_bytes"] == round(
+        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
+    assert sz["estimated_bytes_at_dedup_ttl_ms"] == round(
+        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 604800000 / 86400000)
+
+    assert rep["hourly"] == [{"hour": "2026-01-01T00:00:00.000Z", "records": 12,
+                              "duplicates": 2, "gaps": 2}]
+    assert rep["limits"]["aggregates_cap_hit"] is False
+    assert rep["limits"]["keys_cap_hit"] is False
+    assert rep["limits"]["tracked_aggregates"] == 3
+
+    # Nothing left behind: no consumer group, no topic, data_dir untouched,
+    # the temporary store removed.
+    assert group_ids(bootstrap) - groups_before == set()
+    assert n["group"] not in group_ids(bootstrap)
+    assert topic_names(bootstrap) == topics_before
+    assert dir_state(audited["data_dir"]) == data_before
+    tmp_after = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+    assert not [e for e in tmp_after - tmp_before if "seqgatectl-audit" in e]
+
+    # --to a time (exclusive): the records before 60 s; B's gap is still
+    # parked at the end (its deadline never passed in record time).
+    rep = audit(seqgatectl_bin, audited["cfg"], n["in"],
+                "--to", "2026-01-01T00:01:00Z")
+    assert rep["records"] == 9
+    assert [p["to_offset"] for p in rep["partitions"]] == [6, 3]
+    assert rep["at_end"]["parked_events"] == 2
+    assert rep["gaps"]["timed_out"] == 0
+    assert rep["dlq"]["gap_timeout"]["count"] == 0
+    # --from an offset (every partition), --to a time with an offset: the
+    # first record at or after 75 s is partition 1's offset 5 (80 s);
+    # partition 0 has none, so it is read to its end.
+    rep = audit(seqgatectl_bin, audited["cfg"], n["in"], "--from", "4",
+                "--to", "2026-01-01T00:01:15+00:00")
+    assert [(p["from_offset"], p["to_offset"]) for p in rep["partitions"]] == \
+        [(4, 6), (4, 5)]
+    assert rep["records"] == 3  # A's conflict-key and A-2b; B v2 (71 s)
+
+
+def test_audit_usage(seqgatectl_bin, audited):
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"]],
+                       text=True, capture_output=True, timeout=30)
+    assert r.returncode == 2 and "--topic" in r.stderr
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
+                        "--topic", audited["names"]["in"], "--from", "yesterday"],
+                       text=True, capture_output=True, timeout=30)
+    assert r.returncode == 2 and "RFC 3339" in r.stderr
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
+                        "--topic", "not-configured"],
+                       text=True, capture_output=True, timeout=30)
+    assert r.returncode == 2 and "not in" in r.stderr
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def png_distinct_rows(data: bytes) -> int:
+    """How many different pixel rows the (8-bit RGB/RGBA) PNG holds."""
+    w, h = png_size(data)
+    pos, idat = 8, b""
+    bit_depth = color = None
+    while pos < len(data):
+        ln, typ = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + ln]
+        if typ == b"IHDR":
+            bit_depth, color = body[8], body[9]
+        elif typ == b"IDAT":
+            idat += body
+        pos += 12 + ln
+    raw = zlib.decompress(idat)
+    bpp = {2: 3, 6: 4}[color]
+    assert bit_depth == 8
+    stride = w * bpp + 1
+    return len({raw[i * stride + 1:(i + 1) * stride] for i in range(h)})
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    pytest.fail("chromium not found: tests/install-deps.sh installs it",
+                pytrace=False)
+
+
+def test_audit_html(bootstrap, seqgatectl_bin, audited):
+    n = audited["names"]
+    page = audited["tmp"] / "audit.html"
+    rep = audit(seqgatectl_bin, audited["cfg"], n["in"], "--html", str(page))
+    html = page.read_text()
+    # self-contained: nothing fetched from anywhere
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html
+
+    browser = chromium()
+    profile = audited["tmp"] / "chromium-profile"
+    flags = ["--headless", "--disable-gpu", "--no-sandbox",
+             f"--user-data-dir={profile}", "--virtual-time-budget=5000"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()],
+                         text=True, capture_output=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr
+    d = dom.stdout
+    # the page's script ran and found every chart equal to the report
+    m = re.search(r'<body[^>]*data-check="([^"]*)"', d)
+    assert m and m.group(1) == "ok", (m and m.group(1), dom.stderr[-2000:])
+    assert "every chart and counter matches" in d
+
+    def bars(chart_id: str) -> list[tuple[str, int]]:
+        svg = re.search(rf'<svg id="{chart_id}".*?</svg>', d, re.S)
+        assert svg, chart_id
+        return [(lbl, int(v)) for lbl, v in re.findall(
+            r'<rect class="bar" data-label="([^"]*)" data-value="(\d+)"',
+            svg.group(0))]
+
+    def hist(dist: dict) -> list[int]:
+        return [b["count"] for b in dist["histogram"]]
+
+    assert [v for _, v in bars("chart-hourly-duplicates")] == [2]
+    assert [v for _, v in bars("chart-hourly-gaps")] == [2]
+    assert [v for _, v in bars("chart-reorder-versions")] == \
+        hist(rep["reorder"]["versions_late"])
+    assert [v for _, v in bars("chart-reorder-ms")] == hist(rep["reorder"]["ms_late"])
+    assert [v for _, v in bars("chart-gap-duration")] == hist(rep["gaps"]["duration_ms"])
+    assert [v for _, v in bars("chart-dup-delay")] == hist(rep["duplicates"]["delay_ms"])
+    assert bars("chart-reorder-versions")[0][0] == "&lt;=1"
+    counters = dict(re.findall(
+        r'<tr data-counter="([^"]+)"><td>[^<]*</td><td class="count">(\d+)</td>', d))
+    assert counters["dedup_hits"] == "2"
+    assert counters["dlq.gap_timeout"] == "2"
+    assert counters["idempotency_parameter_conflicts"] == "1"
+
+    shot = audited["tmp"] / "audit.png"
+    r = subprocess.run([browser, *flags, "--window-size=1200,1600",
+                        f"--screenshot={shot}", page.as_uri()],
+                       text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = shot.read_bytes()
+    assert png_size(data) == (1200, 1600)
+    assert len(data) > 20000
+    assert png_distinct_rows(data) > 100  # text and bars, not a blank page
+
+
+def test_audit_park_cap_pause(bootstrap, seqgatectl_bin, tmp_path):
+    """The parking cap pauses the partition (on_park_overflow "pause", the
+    default) as the loop does: X's v6 and every later record of the
+    partition wait until the gap deadline (v3 parked at 300 ms + 5000 ms)
+    passes in record time; then v3..v5 go to the DLQ gap_timeout, X is
+    quarantined and v6..v8 are aggregate_quarantined; Y and Z apply."""
+    topic = unique_name("sgaudit-pause")
+    create_topics(bootstrap, {topic: 1})
+    recs = ([ev("X", 1, 0, 0)] + [ev("X", v, 100 * v, 0) for v in range(3, 9)]
+            + [ev("Y", v, 1000 + 100 * v, 0) for v in range(1, 50)]
+            + [ev("Z", 1, 20000, 0)])
+    produce(bootstrap, topic, recs)
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
+                       instance="audit-2", data_dir=str(tmp_path / "data"),
+                       input_topic=topic, output_topic="unused.out",
+                       dlq_topic="unused.dlq", gap_timeout_ms=5000,
+                       max_parked_per_aggregate=3)
+    cfg = tmp_path / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    rep = audit(seqgatectl_bin, str(cfg), topic)
+    assert rep["records"] == 57
+    assert rep["counters"]["applied"]["count"] == 51  # X v1, Y v1..49, Z v1
+    assert rep["counters"]["event_sequence_gaps"]["count"] == 1
+    assert rep["counters"]["gap_timeouts"]["count"] == 1
+    assert {k: v["count"] for k, v in rep["dlq"].items() if v["count"]} == {
+        "gap_timeout": 3, "aggregate_quarantined": 3}
+    assert rep["at_end"] == {"parked_events": 0, "quarantined_aggregates": 1,
+                             "records_left_paused": 0}
+    g = rep["gaps"]
+    assert (g["filled"], g["timed_out"]) == (0, 1)
+    # the deadline fired in the first batch whose clock passed 5300 ms
+    assert 5000 <= g["timed_out_waited_ms"]["max"] <= 5000 + 200
+    assert not (tmp_path / "data").exists()
