@@ -254,6 +254,47 @@ sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
         return SG_OK;
 }
 
+/* Dead-letters every event parked for aggregate @p a, in version order,
+ * with @p reason and the detail "version V " + @p why; their keys keep a
+ * DLQ verdict and the aggregate has nothing parked afterwards (the caller
+ * saves it). Used by gap_policy dlq (semantics §4) and by an epoch change
+ * (semantics §4b). */
+static sg_err_t parked_to_dlq(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                              sg_reason_t reason, const char *why,
+                              char *errstr, size_t errstr_size) {
+        uint64_t next = agg_next(p, a);
+        sg_err_t err;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
+                             errstr, errstr_size)) == SG_OK) {
+                dlq_info_t d = {
+                        .reason = reason,
+                        .aggregate = a->rec.aggregate,
+                        .has_versions = true,
+                        .expected = next,
+                        .actual = v,
+                        .state = a->rec.state,
+                        .detail = sg_arena_printf(&e->arena,
+                                                  "version %" PRIu64 " %s", v,
+                                                  why),
+                };
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
+                        return err;
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
+                                             errstr_size)))
+                        return err;
+        }
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
+        a->rec.parked_cnt = 0;
+        a->rec.parked_bytes = 0;
+        a->rec.parked_since_ms = 0;
+        return SG_OK;
+}
+
 /* ---- gap deadlines ------------------------------------------------------- */
 
 sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
@@ -289,38 +330,16 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
         /* gap_policy dlq: everything parked goes to the DLQ, in version
          * order, and the aggregate is quarantined (row 4). */
         int64_t waited = e->now - a->rec.parked_since_ms;
-        uint64_t v;
-        subject_t s;
-        char *type;
-        unsigned char kh[32];
-        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
-                             errstr, errstr_size)) == SG_OK) {
-                dlq_info_t d = {
-                        .reason = SG_R_GAP_TIMEOUT,
-                        .aggregate = a->rec.aggregate,
-                        .has_versions = true,
-                        .expected = next,
-                        .actual = v,
-                        .state = a->rec.state,
-                        .detail = sg_arena_printf(
-                                &e->arena,
-                                "version %" PRIu64 " waited %" PRId64
-                                " ms for version %" PRIu64
-                                " (gap_timeout_ms %" PRId64
-                                "); aggregate quarantined",
-                                v, waited, next, tc->gap_timeout_ms),
-                };
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
-                                             errstr_size)))
-                        return err;
-        }
-        if (err != SG_ERR_NOT_FOUND)
+        const char *why = sg_arena_printf(
+                &e->arena,
+                "waited %" PRId64 " ms for version %" PRIu64
+                " (gap_timeout_ms %" PRId64 "); aggregate quarantined",
+                waited, next, tc->gap_timeout_ms);
+        if (!why)
+                return SG_ERR_NOMEM;
+        if ((err = parked_to_dlq(e, p, a, SG_R_GAP_TIMEOUT, why, errstr,
+                                 errstr_size)))
                 return err;
-        a->rec.parked_cnt = 0;
-        a->rec.parked_bytes = 0;
-        a->rec.parked_since_ms = 0;
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;
