@@ -52,6 +52,7 @@
         X(skipped_versions_total, COUNTER,                                     \
           "versions given up by gap_policy skip")                              \
         X(park_overflow_total, COUNTER, "parking caps reached (pause or DLQ)") \
+        X(fenced_epoch_total, COUNTER, "events of a lower epoch (§4b)")        \
         X(dedup_expired_total, COUNTER,                                        \
           "dedup records removed by the TTL sweep")
 

@@ -86,6 +86,11 @@ static cJSON *agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc) {
                 j_u64(o, "last_version", r->last_version);
         else
                 cJSON_AddNullToObject(o, "last_version");
+        /* semantics §4b: the aggregate's current epoch E, null: none */
+        if (r->has_epoch)
+                j_u64(o, "epoch", r->epoch);
+        else
+                cJSON_AddNullToObject(o, "epoch");
         if (r->state[0])
                 cJSON_AddStringToObject(o, "state", r->state);
         else
@@ -114,6 +119,10 @@ static int parked_visit(void *opaque, uint64_t version,
         cJSON *arr = opaque;
         cJSON *o = cJSON_CreateObject();
         j_u64(o, "version", version);
+        if (p->has_epoch) /* the epoch it was parked under (§4b) */
+                j_u64(o, "epoch", p->epoch);
+        else
+                cJSON_AddNullToObject(o, "epoch");
         j_time(o, "parked_at", p->parked_at_ms);
         j_i64(o, "offset", p->offset);
         if (p->timestamp_ms >= 0)
