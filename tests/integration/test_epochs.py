@@ -11,19 +11,22 @@ the gap instead of being released.
 
 Then the partition moves to an instance with an empty store (exactly_once:
 it restores from the changelog): the restored aggregate still has epoch 2,
-so the deposed leader's next event is fenced there too.
+so the deposed leader's next event is fenced there too; `seqgatectl inspect`
+shows each aggregate's epoch and the epoch of what is parked.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections import Counter, defaultdict
 
-from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
+from kafkautil import consume_all, create_topics, produce, unique_name
 from seqgate_proc import Seqgate, make_config, wait_until
+from test_scenario import _hdr, _total
 
 SOURCE = "urn:example:ledger"
-OUT, FENCED = "out", "fenced"
+OUT, FENCED, PARKED = "out", "fenced", "parked"
 
 
 def ev(agg: str, v: int, epoch: int, eid: str, expect: str) -> dict:
@@ -72,19 +75,22 @@ def phase2() -> list[dict]:
         ev("acct-1", 8, 1, "a8-e1", FENCED),
         ev("acct-1", 7, 2, "a7-e2", OUT),
         ev("acct-2", 4, 1, "b4-e1", FENCED),
+        # a third aggregate starts at epoch 3; its v3 waits for v2
+        ev("acct-3", 1, 3, "c1-e3", OUT),
+        ev("acct-3", 3, 3, "c3-e3", PARKED),
     ]
 
 
-def _total(bootstrap: str, topic: str) -> int:
-    return sum(end_offsets(bootstrap, topic).values())
+def inspect(ctl: str, config: str, topic: str, agg: str) -> dict:
+    r = subprocess.run([ctl, "inspect", "--config", config, "--topic", topic,
+                        "--partition", "0", "--aggregate", agg, "--json"],
+                       text=True, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[0])["aggregate"]
 
 
-def _hdr(rec: dict, name: str) -> str | None:
-    v = rec["headers_dict"].get(name)
-    return None if v is None else v.decode()
-
-
-def test_deposed_leader_fenced(bootstrap, seqgate_bin, tmp_path):
+def test_deposed_leader_fenced(bootstrap, seqgate_bin, seqgatectl_bin,
+                               tmp_path):
     t_in, t_out, t_dlq = (unique_name("ledger"), unique_name("ledger-clean"),
                           unique_name("ledger-dlq"))
     group = unique_name("sg-epochs")
@@ -144,6 +150,7 @@ def test_deposed_leader_fenced(bootstrap, seqgate_bin, tmp_path):
         "acct-1": [(1, "1"), (2, "1"), (3, "1"), (4, "2"), (5, "2"),
                    (6, "2"), (7, "2")],
         "acct-2": [(1, "1"), (2, "2"), (3, "2")],
+        "acct-3": [(1, "3")],
     }, "output" + detail
 
     # the deposed leader's events, each in the DLQ as fenced_epoch
@@ -165,3 +172,11 @@ def test_deposed_leader_fenced(bootstrap, seqgate_bin, tmp_path):
     assert st_b["fenced_epoch_total"] == 2, st_b
     restored = runs[1].events("restore_done")
     assert len(restored) == 1 and restored[0]["records"] > 0, restored
+
+    # seqgatectl inspect on the second instance's store
+    cfg = str(runs[1].config_path)
+    a1 = inspect(seqgatectl_bin, cfg, t_in, "acct-1")
+    assert (a1["epoch"], a1["last_version"], a1["parked_count"]) == (2, 7, 0), a1
+    a3 = inspect(seqgatectl_bin, cfg, t_in, "acct-3")
+    assert (a3["epoch"], a3["last_version"]) == (3, 1), a3
+    assert [(p["version"], p["epoch"]) for p in a3["parked"]] == [(3, 3)], a3
