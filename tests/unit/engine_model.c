@@ -98,6 +98,9 @@ static const variant_t variants[] = {
                                      "\"max_parked_total\":3}"},
         {"epoch_continue", true,
          "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\"}"},
+        {"epoch_restart_alo", false,
+         "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\","
+                                     "\"epoch_versions\":\"restart\"}"},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -239,6 +242,7 @@ typedef struct agg_model {
         uint8_t gen_epoch; /* generation: the current leader's epoch */
         bool e_has;        /* inv 2b: an effect showed E >= e_lb */
         uint64_t e_lb;
+        uint64_t l_epoch; /* inv 2: the epoch of the last applied version */
         bool seen_has;    /* inv 2b: the highest epoch consumed in committed */
         uint64_t seen_hi; /* batches */
 } agg_model_t;
@@ -1687,6 +1691,12 @@ static void rel_drop(agg_model_t *g, uint64_t v) {
         g->rel_cnt = k;
 }
 
+/* Whether a new epoch restarts the versions (semantics §4b). */
+static bool epoch_restarts(const model_t *m) {
+        return m->tc->epoch.kind != SG_SRC_NONE &&
+               m->tc->epoch_versions == SG_EPOCH_RESTART;
+}
+
 /* Invariant 2 for one version @p v applied to aggregate @p a. The next
  * version is L+1 (first_version for a new aggregate) or, after an operator
  * release to S that no version has passed yet, S+1: the harness cannot
@@ -1695,6 +1705,13 @@ static void rel_drop(agg_model_t *g, uint64_t v) {
 static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
         agg_model_t *g = &m->agg[a];
         bool latest = m->tc->order_mode == SG_ORDER_LATEST_WINS;
+        /* epoch_versions restart (semantics §4b): a record is applied in
+         * the aggregate's epoch E (a lower one is fenced), so a version of
+         * a higher epoch than the last applied one starts a new sequence */
+        uint64_t ep = e->tag >= 0 ? m->recs[e->tag].epoch : 0;
+        bool new_seq = epoch_restarts(m) && g->has && ep > g->l_epoch;
+        if (new_seq)
+                g->has = false;
         uint64_t nexts[9];
         size_t nn = 0;
         char w[64], ns[200];
@@ -1752,7 +1769,8 @@ static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
             m->tc->new_aggregate == SG_NEWAGG_TRUST_FIRST_SEEN)
                 ok = true; /* adopted as the starting point (§4) */
         for (size_t i = 0; i < g->rel_cnt && !ok; i++)
-                if (g->rel[i] >= v && (!g->has || g->rel[i] >= g->last))
+                if (g->rel[i] >= v && (!g->has || g->rel[i] >= g->last) &&
+                    !new_seq)
                         return fail(m, MODEL_INV_ORDER,
                                     "A%d: %s (x-tag %ld) at or below version "
                                     "%" PRIu64 ", which an operator release "
@@ -1766,6 +1784,7 @@ static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
                             a, w, e->tag, ns);
         g->has = true;
         g->last = v;
+        g->l_epoch = ep;
         rel_drop(g, v);
 }
 
@@ -1962,14 +1981,19 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 if (!m->assigned[part_of_agg(a)] || g->rel_cnt)
                         continue;
                 bool has = pv->agg_present[a] && pv->agg[a].has_last;
-                if (has != g->has ||
-                    (has && pv->agg[a].last_version != g->last))
+                /* restart: an epoch entered without a version applied in
+                 * it yet has no L (semantics §4b) */
+                bool want =
+                        g->has && !(epoch_restarts(m) && pv->agg_present[a] &&
+                                    pv->agg[a].has_epoch &&
+                                    pv->agg[a].epoch > g->l_epoch);
+                if (has != want || (has && pv->agg[a].last_version != g->last))
                         fail(m, MODEL_INV_ORDER,
                              "A%d: the store has L = %s%" PRIu64 " but the "
                              "output and DLQ records say %s%" PRIu64,
                              a, has ? "" : "none ",
                              has ? pv->agg[a].last_version : 0,
-                             g->has ? "" : "none ", g->has ? g->last : 0);
+                             want ? "" : "none ", want ? g->last : 0);
         }
         /* invariant 2b: the store's E is at least what the effects show */
         for (int a = 0;

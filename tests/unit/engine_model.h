@@ -74,7 +74,10 @@
  *    park); a record dead-lettered fenced_epoch has an epoch below one
  *    consumed before for its aggregate; and the store's E is at least
  *    the highest epoch so shown. Versions increase across epochs
- *    (epoch_versions continue) by invariant 2;
+ *    (epoch_versions continue) by invariant 2; under "restart" invariant
+ *    2 holds within an epoch, a version of a higher epoch than the last
+ *    applied one starting again at first_version, and the store has no L
+ *    in an epoch it entered without applying a version yet;
  *  5 (exactly_once) the changelog replayed into an empty store gives the
  *    live store, key for key in all eight databases of the partition, with
  *    one instance-local exception, the meta record: its changelog_offset
