@@ -2559,6 +2559,45 @@ START_TEST(epoch_restored_from_changelog) {
 }
 END_TEST
 
+/* A drain never releases an event parked under an epoch below E, whatever
+ * the store holds: here a changelog whose aggregate record says epoch 2
+ * beside an event parked under epoch 1 (an epoch change fences the park
+ * first, so only such a store has one). The drain dead-letters it
+ * fenced_epoch. */
+START_TEST(epoch_drain_never_releases_lower_epoch) {
+        changelog_cnt = 0;
+        h_t a = {.root = cl_roots[1]};
+        h_open(&a, EPOCH_CONF);
+        restore_all(&a, 0, 0);
+        ev_t b1[] = {EV("A", "e1", "t", "1", .epoch = "1"),
+                     EV("A", "e3", "t", "3", .epoch = "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_close(&a);
+        bool patched = false;
+        for (size_t i = changelog_cnt; i > 0 && !patched; i--) {
+                clrec_t *c = &changelog[i - 1];
+                if (c->key[0] != SG_DB_AGG || c->tombstone)
+                        continue;
+                ck_assert_uint_eq(c->value[c->value_len - 1], 1);
+                c->value[c->value_len - 1] = 2; /* epoch u64, big-endian */
+                patched = true;
+        }
+        ck_assert(patched);
+
+        h_t b = {.root = cl_roots[1]};
+        h_open(&b, EPOCH_CONF);
+        b.offset = a.offset;
+        restore_all(&b, 0, 0);
+        ev_t b2[] = {EV("A", "n2", "t", "2", .epoch = "2")};
+        ck_assert_uint_eq(eos_batch(&b, b2, 1), 1); /* v2 only */
+        ck_assert_uint_eq(M(&b)->fenced_epoch_total, 1);
+        ck_assert_uint_eq(M(&b)->dlq_total[SG_R_FENCED_EPOCH], 1);
+        ck_assert_int_eq(M(&b)->parked_events, 0);
+        h_free(&b);
+        tu_rmrf(a.dir);
+}
+END_TEST
+
 /* An aggregate value written before epochs (no epoch trailer) reads as "no
  * epoch"; one with the trailer reads its epoch; any other tail is refused. */
 START_TEST(epoch_old_aggregate_record_decodes) {
@@ -2680,6 +2719,7 @@ Suite *engine_suite(void) {
         tcase_add_test(ep, epoch_restart_versions);
         tcase_add_test(ep, epoch_snapshot_reply);
         tcase_add_test(ep, epoch_restored_from_changelog);
+        tcase_add_test(ep, epoch_drain_never_releases_lower_epoch);
         tcase_add_test(ep, epoch_old_aggregate_record_decodes);
         tcase_add_test(ep, epoch_unconfigured_ignored);
         suite_add_tcase(s, ep);
