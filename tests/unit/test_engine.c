@@ -2629,6 +2629,27 @@ START_TEST(epoch_old_aggregate_record_decodes) {
 }
 END_TEST
 
+/* latest_wins judges epochs the same way: a lower epoch is fenced even
+ * with the newest version; under restart a new epoch's F applies. */
+START_TEST(epoch_latest_wins) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"mode\":\"latest_wins\",\"epoch\":"
+                   "\"ce:epoch\",\"epoch_versions\":\"restart\"}");
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "1"),
+            EV("A", "e5", "t", "5", .epoch = "1"),
+            EV("A", "n1", "t", "1", .epoch = "2"),
+            EV("A", "e9", "t", "9", .epoch = "1"),
+            EV("A", "n3", "t", "3", .epoch = "2"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "9", "fenced_epoch");
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        ck_assert_str_eq(h.out[4].extra_val, "2-2"); /* the gap header */
+        h_free(&h);
+}
+END_TEST
+
 /* Without ordering.epoch an epoch header is just a header. */
 START_TEST(epoch_unconfigured_ignored) {
         h_t h = {0};
@@ -2722,6 +2743,7 @@ Suite *engine_suite(void) {
         tcase_add_test(ep, epoch_drain_never_releases_lower_epoch);
         tcase_add_test(ep, epoch_old_aggregate_record_decodes);
         tcase_add_test(ep, epoch_unconfigured_ignored);
+        tcase_add_test(ep, epoch_latest_wins);
         suite_add_tcase(s, ep);
         return s;
 }
