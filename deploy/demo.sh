@@ -5,10 +5,11 @@
 # CloudEvents order stream with every abnormal case the seed lists (retried
 # duplicates, same id with a different payload, v3 before v2, a gap filled
 # later, a gap that times out, COMPLETED -> CREATED, a gap resolved by a
-# snapshot from the aggregate's authority), stops seqgate with SIGTERM and
-# prints what reached orders.clean and orders.dlq, and why; it ends with
-# `seqgatectl audit` of the input topic (README "Audit a topic before
-# adopting seqgate"), read from the same embedded cluster.
+# snapshot from the aggregate's authority; on a second topic, ledger, a deposed
+# leader's epoch-1 events fenced after epoch 2 began), stops seqgate with
+# SIGTERM and prints what reached orders.clean and orders.dlq, and why; it
+# ends with `seqgatectl audit` of the input topic (README "Audit a topic
+# before adopting seqgate"), read from the same embedded cluster.
 #
 # The authority is deploy/authority/authority.py (Python standard library
 # only), answering snapshot requests over HTTP on a free loopback port from
@@ -157,18 +158,24 @@ alive() {
 }
 
 # 3. feed the order stream ----------------------------------------------------
-produce() {
-        kcat -P -b "$bs" -t orders -K '|' \
+produce() { # FILE [TOPIC]
+        kcat -P -b "$bs" -t "${2:-orders}" -K '|' \
                 -H content-type=application/cloudevents+json <"$1"
 }
 n1=$(wc -l <"$demo/orders.txt")
 n2=$(wc -l <"$demo/orders-late.txt")
 say "producing $n1 CloudEvents (structured mode) to topic orders"
 produce "$demo/orders.txt"
+# The ledger topic's writers are leaders with terms (ordering.epoch,
+# semantics §4b): a deposed epoch-1 leader goes on writing after epoch 2
+# began; what it writes is fenced.
+n3=$(wc -l <"$demo/ledger.txt")
+say "producing $n3 CloudEvents with an epoch (leader term) to topic ledger"
+produce "$demo/ledger.txt" ledger
 
 # seqgate joins its consumer group, reads everything and commits.
-wait_for '[ "$(counter records_in_total)" = "$n1" ]' 200 ||
-        echo "demo.sh: seqgate has not consumed all $n1 records (yet)" >&2
+wait_for '[ "$(counter records_in_total)" = "$((n1 + n3))" ]' 200 ||
+        echo "demo.sh: seqgate has not consumed all $((n1 + n3)) records (yet)" >&2
 alive
 
 if [ "$mode" = engine ]; then
@@ -185,7 +192,7 @@ if [ "$mode" = engine ]; then
 fi
 say "producing $n2 late event (order-1005 v2, after its gap timed out)"
 produce "$demo/orders-late.txt"
-wait_for '[ "$(counter records_in_total)" = "$((n1 + n2))" ]' 100 ||
+wait_for '[ "$(counter records_in_total)" = "$((n1 + n2 + n3))" ]' 100 ||
         echo "demo.sh: the late record was not consumed" >&2
 alive
 
@@ -212,6 +219,10 @@ kcat -C -b "$bs" -t orders.clean -o beginning -e -q \
         -f '%k\t%h\t%s\n' >"$tmp/clean.tsv"
 kcat -C -b "$bs" -t orders.dlq -o beginning -e -q \
         -f '%k\t%h\t%s\n' >"$tmp/dlq.tsv"
+for t in clean dlq; do
+        kcat -C -b "$bs" -t "ledger.$t" -o beginning -e -q \
+                -f '%k\t%h\t%s\n' >"$tmp/ledger.$t.tsv"
+done
 
 # The audit of the input topic, while the embedded cluster still runs:
 # seqgatectl reads it with its own group-less reader (nothing committed,
@@ -291,6 +302,12 @@ awk -v dlq=0 -v out="$tmp/actual.clean" "$fmt" "$tmp/clean.tsv"
 say "orders.dlq: $(wc -l <"$tmp/dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
 awk -v dlq=1 -v out="$tmp/actual.dlq" "$fmt" "$tmp/dlq.tsv"
 : >>"$tmp/actual.dlq"
+say "ledger.clean: $(wc -l <"$tmp/ledger.clean.tsv") record(s) (key, version, type)"
+awk -v dlq=0 -v out="$tmp/actual.ledger.clean" "$fmt" "$tmp/ledger.clean.tsv"
+: >>"$tmp/actual.ledger.clean"
+say "ledger.dlq: $(wc -l <"$tmp/ledger.dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
+awk -v dlq=1 -v out="$tmp/actual.ledger.dlq" "$fmt" "$tmp/ledger.dlq.tsv"
+: >>"$tmp/actual.ledger.dlq"
 
 say "final counters (seqgate's last stats line)"
 last=$(grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1)
@@ -334,19 +351,23 @@ section() { # prints the non-comment lines of a "[name]" section
 }
 section clean >"$tmp/expected.clean"
 section dlq >"$tmp/expected.dlq"
+section ledger.clean >"$tmp/expected.ledger.clean"
+section ledger.dlq >"$tmp/expected.ledger.dlq"
 ok=1
-for t in clean dlq; do
+for t in clean dlq ledger.clean ledger.dlq; do
+        name=$t
+        [ "${t#ledger.}" = "$t" ] && name="orders.$t"
         if ! diff -u "$tmp/expected.$t" "$tmp/actual.$t" >"$tmp/diff.$t"; then
                 ok=0
                 echo
-                echo "orders.$t differs from deploy/demo/expected.txt:"
+                echo "$name differs from deploy/demo/expected.txt:"
                 cat "$tmp/diff.$t"
         fi
 done
 show_audit
 echo
 if [ "$ok" = 1 ]; then
-        echo "OK: orders.clean and orders.dlq match deploy/demo/expected.txt"
+        echo "OK: orders.clean, orders.dlq, ledger.clean and ledger.dlq match deploy/demo/expected.txt"
         exit 0
 fi
 echo "MISMATCH: see the differences above" >&2

@@ -1075,6 +1075,7 @@ static void topic_free(sg_topic_config_t *tc) {
         free(tc->scope);
         sg_cfg_src_clear(&tc->aggregate);
         sg_cfg_src_clear(&tc->version);
+        sg_cfg_src_clear(&tc->epoch);
         sg_cfg_src_clear(&tc->type);
         free(tc->digest_pointer);
 

@@ -79,6 +79,14 @@ typedef enum sg_overflow {
         SG_OVERFLOW_DLQ,
 } sg_overflow_t;
 
+/** ordering.epoch_versions (semantics §4b): whether a new epoch continues
+ *  the version sequence (a Raft log index) or restarts it at
+ *  first_version (a producer's per-epoch sequence). */
+typedef enum sg_epoch_versions {
+        SG_EPOCH_CONTINUE = 0,
+        SG_EPOCH_RESTART,
+} sg_epoch_versions_t;
+
 typedef enum sg_partitioning {
         SG_PART_INPUT = 0, /**< output partition = input partition */
         SG_PART_MURMUR2,   /**< Java client's murmur2 on the key */
@@ -168,6 +176,9 @@ typedef struct sg_topic_config {
         uint64_t max_parked_total;         /**< per input partition [100000] */
         uint64_t max_parked_bytes;      /**< per input partition [268435456] */
         sg_overflow_t on_park_overflow; /**< [pause] */
+        /** epoch field (semantics §4b): NONE = no epochs [null] */
+        sg_field_src_t epoch;
+        sg_epoch_versions_t epoch_versions; /**< [continue] */
 
         sg_state_machine_t sm;
         sg_snapshot_config_t snapshot;

@@ -16,6 +16,7 @@ static const char *const GAP_NAMES[] = {"dlq", "skip", "hold", NULL};
 static const char *const NEWAGG_NAMES[] = {"strict", "trust_first_seen", NULL};
 static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
 static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
+static const char *const EPOCH_VERSIONS_NAMES[] = {"continue", "restart", NULL};
 
 static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
                                               NULL};
@@ -183,6 +184,12 @@ static const cfg_row_t cfg_rows[] = {
         T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
                SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
                "a parking cap reached: pause the partition, or DLQ"),
+        ROW(SECT_ORDERING, sg_topic_config_t, epoch, ORD, "epoch", SG_CONF_SRC,
+            SG_CONF_NULLABLE, 0, NULL, 0, 0, NULL, NULL,
+            "epoch field (leader term); null: no epochs (semantics §4b)"),
+        T_ENUM(SECT_ORDERING, epoch_versions, ORD, "epoch_versions",
+               SG_EPOCH_CONTINUE, EPOCH_VERSIONS_NAMES,
+               "a new epoch continues the versions, or restarts them"),
 
         T_STR(SECT_SNAP_KAFKA, snapshot.request_topic, SNAP, "request_topic",
               SG_CONF_REQUIRED, sg_cfg_check_request_topic,

@@ -35,6 +35,8 @@ static const char *const ORDERING_KEYS[] = {"mode",
                                             "max_parked_total",
                                             "max_parked_bytes",
                                             "on_park_overflow",
+                                            "epoch",
+                                            "epoch_versions",
                                             NULL};
 static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
 static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
@@ -537,6 +539,18 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                 sg_cfg_mode_names[tc->order_mode],
                                 explicit_mode ? "" : " (the default)", need);
                 }
+        }
+        /* semantics §4b: an epoch fences versions, so it needs them */
+        if (tc->epoch.kind != SG_SRC_NONE) {
+                sg_cfg_path_key(p, path, "ordering.epoch");
+                if (tc->order_mode == SG_ORDER_NONE)
+                        return sg_cfg_fail(
+                                c, p,
+                                "needs ordering.mode \"strict\" or "
+                                "\"latest_wins\": an epoch fences lower "
+                                "epochs' versions (semantics §4b)");
+                if (tc->format == SG_FORMAT_JSON)
+                        KEEP(no_ce(c, p, &tc->epoch));
         }
         if (tc->sm.enabled) {
                 sg_cfg_path_key(p, path, "state_machine");

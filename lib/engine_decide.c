@@ -2,7 +2,8 @@
  * engine_decide.c — the decision table (semantics §3, §3b): one input
  * record, in order, through
  *   envelope → row 1 (malformed) → rows 2–3 (dedup by idempotency key) →
- *   dedup-only topics apply → row 4 (quarantine) → row 5 (stale) →
+ *   dedup-only topics apply → row 4 (quarantine) → row 4b (epoch,
+ *   §4b) → row 5 (stale) →
  *   version_jump → rows 6–7 (in order: state machine, apply, drain) →
  *   row 8b (version held) → row 8 (park, with caps),
  * and an operator's control record (semantics §3 "Release").
@@ -345,15 +346,10 @@ static bool dedup_only_apply(judged_t *j) {
         return true;
 }
 
-/* Not a row: the aggregate rows 4–8 judge by, the version it expects, and
- * what a DLQ record about it names. Decides only on a store error. */
-static bool aggregate_load(judged_t *j) {
-        const sg_envelope_t *env = j->env;
-        agg_ctx_t *a = &j->a;
-        if ((j->err = sg_eng_agg_load(j->e, j->p, env->aggregate,
-                                      env->aggregate_len, a)))
-                return true;
-        j->v = env->version;
+/* What rows 5–8 judge the record's version by: the version the aggregate
+ * expects, whether it is stale, and what a DLQ record about it names. */
+static void versions_judge(judged_t *j) {
+        const agg_ctx_t *a = &j->a;
         j->next = agg_next(j->p, a);
         /* v <= L (or v < F for a new aggregate). Judged on L itself, never
          * on L+1, which does not exist for L = 2^64-1. */
@@ -364,6 +360,18 @@ static bool aggregate_load(judged_t *j) {
                             .expected = j->next,
                             .actual = j->v,
                             .state = a->rec.state};
+}
+
+/* Not a row: the aggregate rows 4–8 judge by, the version it expects, and
+ * what a DLQ record about it names. Decides only on a store error. */
+static bool aggregate_load(judged_t *j) {
+        const sg_envelope_t *env = j->env;
+        agg_ctx_t *a = &j->a;
+        if ((j->err = sg_eng_agg_load(j->e, j->p, env->aggregate,
+                                      env->aggregate_len, a)))
+                return true;
+        j->v = env->version;
+        versions_judge(j);
         return false;
 }
 
@@ -394,6 +402,45 @@ static bool row4_quarantined(judged_t *j) {
                 j->err = sg_eng_agg_save(j->e, p, a, j->errstr, j->errstr_size);
         }
         return true;
+}
+
+/* Row 4b (semantics §4b): the record's epoch e against the aggregate's
+ * epoch E. e < E → DLQ fenced_epoch whatever the version, key recorded;
+ * e == E → the version rows as always; e > E (or the aggregate's first
+ * epoch) → the aggregate enters epoch e (events parked under E are
+ * dead-lettered fenced_epoch; epoch_versions restart: L starts again) and
+ * the version rows judge the record in it. */
+static bool row4b_epoch(judged_t *j) {
+        sg_engine_t *e = j->e;
+        const sg_envelope_t *env = j->env;
+        agg_ctx_t *a = &j->a;
+        if (!env->has_epoch || (a->rec.has_epoch && env->epoch == a->rec.epoch))
+                return false;
+        if (a->rec.has_epoch && env->epoch < a->rec.epoch) {
+                e->delta.fenced_epoch_total++;
+                j->d.reason = SG_R_FENCED_EPOCH;
+                j->d.detail = sg_arena_printf(
+                        &e->arena,
+                        "epoch %" PRIu64 " is below the aggregate's epoch "
+                        "%" PRIu64 " (fenced; version %" PRIu64 ")",
+                        env->epoch, a->rec.epoch, j->v);
+                j->err = dlq_and_key(j);
+                return true;
+        }
+        bool moved = a->rec.has_epoch; /* else its first epoch */
+        if ((j->err = sg_eng_epoch_enter(e, j->p, a, env->epoch, j->errstr,
+                                         j->errstr_size)))
+                return true;
+        if (moved && a->rec.parked_cnt == 0 &&
+            (a->rec.flags & SG_AGG_REFETCHING) &&
+            (j->err =
+                     sg_eng_snap_cancel(e, j->p, a, j->errstr, j->errstr_size)))
+                return true; /* the gap it asked about was fenced */
+        /* saved now: a row below may decide without saving (stale, pause) */
+        if ((j->err = sg_eng_agg_save(e, j->p, a, j->errstr, j->errstr_size)))
+                return true;
+        versions_judge(j);
+        return false;
 }
 
 /* Semantics §4 "New aggregates": under trust_first_seen a new aggregate
@@ -627,6 +674,8 @@ static bool row8_park(judged_t *j) {
                 .value_len = rec->value ? rec->value_len : SIZE_MAX,
                 .headers = hdr_blob,
                 .headers_len = hdr_blob ? hdr_len : SIZE_MAX,
+                .has_epoch = env->has_epoch, /* semantics §4b */
+                .epoch = env->epoch,
         };
         memcpy(pr.key_hash, env->key_hash, 32);
         j->err = sg_parked_put(e->txn, &p->tp, a->hash, j->v, &pr, j->errstr,
@@ -665,6 +714,7 @@ static row_fn *const table[] = {
         dedup_only_apply,    /* dedup-only topics skip 4–8 */
         aggregate_load,      /* (the aggregate 4–8 judge by) */
         row4_quarantined,    /* 4 */
+        row4b_epoch,         /* 4b (§4b epochs) */
         new_aggregate_adopt, /* (§4 trust_first_seen) */
         row5_stale,          /* 5 */
         version_jump,        /* max_version_jump */

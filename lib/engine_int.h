@@ -290,8 +290,10 @@ static inline uint64_t agg_next(const part_t *p, const agg_ctx_t *a) {
         return agg_open(a) ? a->rec.last_version + 1 : UINT64_MAX;
 }
 
-/* Moves L to @p v. L never decreases, on any path (semantics §3): apply,
- * drain, snapshot, release, skip; a caller that would lower it is a bug. */
+/* Moves L to @p v. L never decreases within an epoch, on any path
+ * (semantics §3, §4b): apply, drain, snapshot, release, skip; a caller that
+ * would lower it is a bug. The one place L goes down is agg_enter_epoch()
+ * under epoch_versions "restart". */
 static inline void agg_set_last(agg_ctx_t *a, uint64_t v) {
         assert(!a->rec.has_last || v >= a->rec.last_version);
         if (a->rec.has_last && v < a->rec.last_version)
@@ -299,12 +301,36 @@ static inline void agg_set_last(agg_ctx_t *a, uint64_t v) {
         a->rec.last_version = v;
         a->rec.has_last = true;
 }
+
+/* Moves the aggregate to the higher epoch @p epoch (semantics §4b). Under
+ * epoch_versions "continue" L stays (the version sequence continues);
+ * under "restart" the new epoch has no L yet, so first_version is expected
+ * next: the one way L goes down, and only across epochs. */
+static inline void agg_enter_epoch(const part_t *p, agg_ctx_t *a,
+                                   uint64_t epoch) {
+        assert(!a->rec.has_epoch || epoch > a->rec.epoch);
+        if (a->rec.has_epoch && epoch <= a->rec.epoch)
+                return;
+        if (a->rec.has_epoch && p->tc->epoch_versions == SG_EPOCH_RESTART) {
+                a->rec.has_last = false;
+                a->rec.last_version = 0;
+                a->rec.skip_from = a->rec.skip_to = 0;
+        }
+        a->rec.has_epoch = true;
+        a->rec.epoch = epoch;
+}
 /** Drains what the aggregate's L now allows (semantics §3 drain). */
 sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                       size_t errstr_size);
 /** Moves the aggregate to a version a snapshot or a release vouches for. */
 sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
                             char *errstr, size_t errstr_size);
+/** Moves aggregate @p a to epoch @p epoch, above its epoch E or its first
+ *  (semantics §4b): events parked under E are dead-lettered fenced_epoch
+ *  (counted in fenced_epoch_total), then agg_enter_epoch(). The caller
+ *  saves @p a. */
+sg_err_t sg_eng_epoch_enter(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            uint64_t epoch, char *errstr, size_t errstr_size);
 /** The gap policy at a passed deadline (semantics §4 step 2). */
 sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                          size_t errstr_size);

@@ -141,11 +141,13 @@ static sg_err_t subject_from_parked(sg_engine_t *e, const part_t *p,
 
 /* Takes a parked event of aggregate @p a out of the store into subject @p s
  * (copied out of LMDB memory): version @p v exactly or, when @p lowest, the
- * lowest parked version if it is <= @p v. *vp receives its version.
- * SG_ERR_NOT_FOUND when there is none. */
+ * lowest parked version if it is <= @p v. *vp receives its version, and
+ * *epochp (may be NULL) the epoch it was parked under, or UINT64_MAX when
+ * it has none. SG_ERR_NOT_FOUND when there is none. */
 static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
-                       uint64_t v, uint64_t *vp, subject_t *s, char **typep,
-                       unsigned char kh[32], char *errstr, size_t errstr_size) {
+                       uint64_t v, uint64_t *vp, uint64_t *epochp, subject_t *s,
+                       char **typep, unsigned char kh[32], char *errstr,
+                       size_t errstr_size) {
         sg_parked_rec_t pr, *r = &pr;
         uint64_t got = v;
         if (a->rec.parked_cnt == 0)
@@ -158,6 +160,8 @@ static sg_err_t unpark(sg_engine_t *e, part_t *p, agg_ctx_t *a, bool lowest,
         if (got > v)
                 return SG_ERR_NOT_FOUND;
         *vp = got;
+        if (epochp)
+                *epochp = r->has_epoch ? r->epoch : UINT64_MAX;
         size_t bytes = (r->key ? r->key_len : 0) +
                        (r->value ? r->value_len : 0) +
                        (r->headers ? r->headers_len : 0);
@@ -187,6 +191,34 @@ static sg_err_t refresh_since(sg_engine_t *e, part_t *p, agg_ctx_t *a) {
                                 &a->rec.parked_since_ms);
 }
 
+/* A parked event @p s (version @p v, key hash @p kh) of epoch @p epoch below
+ * the aggregate's: DLQ fenced_epoch, its key keeps a DLQ verdict
+ * (semantics §4b). */
+static sg_err_t fence_parked(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                             const subject_t *s, uint64_t v, uint64_t epoch,
+                             const unsigned char kh[32], char *errstr,
+                             size_t errstr_size) {
+        dlq_info_t d = {
+                .reason = SG_R_FENCED_EPOCH,
+                .aggregate = a->rec.aggregate,
+                .has_versions = true,
+                .expected = agg_next(p, a),
+                .actual = v,
+                .state = a->rec.state,
+                .detail = sg_arena_printf(&e->arena,
+                                          "version %" PRIu64 " of epoch "
+                                          "%" PRIu64 " is fenced: the "
+                                          "aggregate is at epoch %" PRIu64,
+                                          v, epoch, a->rec.epoch),
+        };
+        sg_err_t err = sg_eng_emit_dlq(e, s, &d);
+        if (err)
+                return err;
+        e->delta.fenced_epoch_total++;
+        return sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
+                                 errstr_size);
+}
+
 /* Decides every parked event the aggregate's L now allows (semantics §3
  * drain): first the ones at or below L — a snapshot, a release or a
  * latest_wins apply moved L past them, so they are superseded (dropped,
@@ -202,8 +234,8 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
         char *type;
         unsigned char kh[32];
         while (a->rec.has_last &&
-               (err = unpark(e, p, a, true, a->rec.last_version, &v, &s, &type,
-                             kh, errstr, errstr_size)) == SG_OK) {
+               (err = unpark(e, p, a, true, a->rec.last_version, &v, NULL, &s,
+                             &type, kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
                 if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED,
                                              errstr, errstr_size)))
@@ -212,10 +244,18 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
         }
         if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
                 return err;
+        uint64_t ep;
         while (agg_open(a) &&
-               (err = unpark(e, p, a, false, agg_next(p, a), &v, &s, &type, kh,
-                             errstr, errstr_size)) == SG_OK) {
+               (err = unpark(e, p, a, false, agg_next(p, a), &v, &ep, &s, &type,
+                             kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
+                /* never released under an epoch above its own (§4b) */
+                if (a->rec.has_epoch && ep < a->rec.epoch) {
+                        if ((err = fence_parked(e, p, a, &s, v, ep, kh, errstr,
+                                                errstr_size)))
+                                return err;
+                        continue;
+                }
                 const char *gh = NULL, *gv = NULL;
                 if (a->rec.skip_from) {
                         gh = SG_H_GAP_SKIPPED;
@@ -257,6 +297,78 @@ sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
         return SG_OK;
 }
 
+/* Dead-letters every event parked for aggregate @p a, in version order,
+ * with @p reason and the detail "version V " + @p why; their keys keep a
+ * DLQ verdict and the aggregate has nothing parked afterwards (the caller
+ * saves it). Used by gap_policy dlq (semantics §4) and by an epoch change
+ * (semantics §4b). */
+static sg_err_t parked_to_dlq(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                              sg_reason_t reason, const char *why, char *errstr,
+                              size_t errstr_size) {
+        uint64_t next = agg_next(p, a);
+        sg_err_t err;
+        uint64_t v;
+        subject_t s;
+        char *type;
+        unsigned char kh[32];
+        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, NULL, &s, &type, kh,
+                             errstr, errstr_size)) == SG_OK) {
+                dlq_info_t d = {
+                        .reason = reason,
+                        .aggregate = a->rec.aggregate,
+                        .has_versions = true,
+                        .expected = next,
+                        .actual = v,
+                        .state = a->rec.state,
+                        .detail = sg_arena_printf(
+                                &e->arena, "version %" PRIu64 " %s", v, why),
+                };
+                if ((err = sg_eng_emit_dlq(e, &s, &d)))
+                        return err;
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
+                                             errstr_size)))
+                        return err;
+        }
+        if (err != SG_ERR_NOT_FOUND)
+                return err;
+        a->rec.parked_cnt = 0;
+        a->rec.parked_bytes = 0;
+        a->rec.parked_since_ms = 0;
+        return SG_OK;
+}
+
+/* ---- epochs (semantics §4b) ---------------------------------------------- */
+
+sg_err_t sg_eng_epoch_enter(sg_engine_t *e, part_t *p, agg_ctx_t *a,
+                            uint64_t epoch, char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (!a->rec.has_epoch) { /* the first epoch seen sets E */
+                agg_enter_epoch(p, a, epoch);
+                return SG_OK;
+        }
+        assert(epoch > a->rec.epoch);
+        uint64_t from = a->rec.epoch, fenced = a->rec.parked_cnt;
+        const char *why = sg_arena_printf(&e->arena,
+                                          "of epoch %" PRIu64
+                                          " is fenced: the aggregate moved to "
+                                          "epoch %" PRIu64,
+                                          from, epoch);
+        if (!why)
+                return SG_ERR_NOMEM;
+        /* every parked event is of epoch E or lower: the park is empty
+         * before E moves (a restarted epoch reuses the versions) */
+        if ((err = parked_to_dlq(e, p, a, SG_R_FENCED_EPOCH, why, errstr,
+                                 errstr_size)))
+                return err;
+        e->delta.fenced_epoch_total += fenced;
+        agg_enter_epoch(p, a, epoch);
+        p->touched = true;
+        sg_eng_log(e, SG_LOG_NOTICE, "aggregate_epoch", p, "aggregate", LF_STR,
+                   a->rec.aggregate, "from_epoch", LF_U64, from, "epoch",
+                   LF_U64, epoch, "fenced", LF_U64, fenced, NULL);
+        return SG_OK;
+}
+
 /* ---- gap deadlines ------------------------------------------------------- */
 
 sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
@@ -292,38 +404,16 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
         /* gap_policy dlq: everything parked goes to the DLQ, in version
          * order, and the aggregate is quarantined (row 4). */
         int64_t waited = e->now - a->rec.parked_since_ms;
-        uint64_t v;
-        subject_t s;
-        char *type;
-        unsigned char kh[32];
-        while ((err = unpark(e, p, a, true, UINT64_MAX, &v, &s, &type, kh,
-                             errstr, errstr_size)) == SG_OK) {
-                dlq_info_t d = {
-                        .reason = SG_R_GAP_TIMEOUT,
-                        .aggregate = a->rec.aggregate,
-                        .has_versions = true,
-                        .expected = next,
-                        .actual = v,
-                        .state = a->rec.state,
-                        .detail = sg_arena_printf(
-                                &e->arena,
-                                "version %" PRIu64 " waited %" PRId64
-                                " ms for version %" PRIu64
-                                " (gap_timeout_ms %" PRId64
-                                "); aggregate quarantined",
-                                v, waited, next, tc->gap_timeout_ms),
-                };
-                if ((err = sg_eng_emit_dlq(e, &s, &d)))
-                        return err;
-                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
-                                             errstr_size)))
-                        return err;
-        }
-        if (err != SG_ERR_NOT_FOUND)
+        const char *why = sg_arena_printf(
+                &e->arena,
+                "waited %" PRId64 " ms for version %" PRIu64
+                " (gap_timeout_ms %" PRId64 "); aggregate quarantined",
+                waited, next, tc->gap_timeout_ms);
+        if (!why)
+                return SG_ERR_NOMEM;
+        if ((err = parked_to_dlq(e, p, a, SG_R_GAP_TIMEOUT, why, errstr,
+                                 errstr_size)))
                 return err;
-        a->rec.parked_cnt = 0;
-        a->rec.parked_bytes = 0;
-        a->rec.parked_since_ms = 0;
         if (!(a->rec.flags & SG_AGG_QUARANTINED)) {
                 a->rec.flags |= SG_AGG_QUARANTINED;
                 p->work.quarantined++;

@@ -421,17 +421,44 @@ static const sg_snapsrc_t *reply_source(const sg_engine_t *e,
         return tc ? sg_snapsrc_for(tc->snapshot.source) : NULL;
 }
 
+/* Reads member @p v (at JSON Pointer @p pointer of @p rec's value) as a
+ * version is read (semantics §2): an integer JSON number (<= 2^53), judged
+ * by its text, or a decimal string. */
+static bool reply_u64(const sg_record_t *rec, const cJSON *v,
+                      const char *pointer, uint64_t *out) {
+        if (cJSON_IsString(v))
+                return sg_version_parse(v->valuestring, strlen(v->valuestring),
+                                        out) == SG_OK;
+        return cJSON_IsNumber(v) &&
+               sg_json_version_get(rec->value, rec->value_len, pointer, out) ==
+                       SG_OK;
+}
+
 /* Reads the version of a reply (member "version" of @p rec's value): an
  * integer JSON number (<= 2^53) or a decimal string. A number is judged by
  * its text (semantics §2), which cJSON does not keep: json.h reads it. */
 bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
                           uint64_t *out) {
-        if (cJSON_IsString(v))
-                return sg_version_parse(v->valuestring, strlen(v->valuestring),
-                                        out) == SG_OK;
-        return cJSON_IsNumber(v) &&
-               sg_json_version_get(rec->value, rec->value_len, "/version",
-                                   out) == SG_OK;
+        return reply_u64(rec, v, "/version", out);
+}
+
+/* A failed reply to request @p seq of aggregate @p ah: the attempt fails
+ * when it is the one in flight (@p why is logged). */
+static sg_err_t reply_failed(sg_engine_t *e, part_t *p,
+                             const unsigned char ah[32], uint64_t seq,
+                             const char *why, char *errstr,
+                             size_t errstr_size) {
+        sg_snapreq_rec_t r;
+        sg_err_t err = sg_snapreq_get(e->txn, &p->tp, ah, &r);
+        if (err == SG_ERR_NOT_FOUND)
+                return SG_OK;
+        if (err == SG_OK && r.seq == seq && r.state == SG_SNAP_INFLIGHT) {
+                if (p->work.snap_in_flight)
+                        p->work.snap_in_flight--;
+                err = snap_attempt_failed(e, p, ah, &r, why, errstr,
+                                          errstr_size);
+        }
+        return err;
 }
 
 /* Judges one snapshot reply record (reply topic or HTTP pseudo topic). */
@@ -512,23 +539,37 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
         }
         if (failed) {
                 e->delta.snapshot_failures_total++;
-                sg_snapreq_rec_t r;
-                err = sg_snapreq_get(e->txn, &p->tp, ah, &r);
-                if (err == SG_ERR_NOT_FOUND) {
-                        err = SG_OK;
-                } else if (err == SG_OK && r.seq == seq &&
-                           r.state == SG_SNAP_INFLIGHT) {
-                        if (p->work.snap_in_flight)
-                                p->work.snap_in_flight--;
-                        err = snap_attempt_failed(e, p, ah, &r, why, errstr,
-                                                  errstr_size);
+                err = reply_failed(e, p, ah, seq, why, errstr, errstr_size);
+                goto done;
+        }
+        /* semantics §4b: a reply of a lower epoch is late; one of a higher
+         * epoch moves the aggregate to it (under "restart" with no L yet),
+         * and a reply without an epoch speaks for the aggregate's */
+        uint64_t ep = 0;
+        bool has_ep = false;
+        const cJSON *je = cJSON_GetObjectItemCaseSensitive(body, "epoch");
+        if (p->tc->epoch.kind != SG_SRC_NONE && je) {
+                if (!reply_u64(rec, je, "/epoch", &ep)) {
+                        e->delta.snapshot_failures_total++;
+                        err = reply_failed(e, p, ah, seq,
+                                           "reply has no valid epoch", errstr,
+                                           errstr_size);
+                        goto done;
                 }
+                has_ep = true;
+        }
+        bool lower_epoch = has_ep && a.rec.has_epoch && ep < a.rec.epoch;
+        bool new_epoch = has_ep && (!a.rec.has_epoch || ep > a.rec.epoch);
+        bool restarts = new_epoch && a.rec.has_epoch &&
+                        p->tc->epoch_versions == SG_EPOCH_RESTART;
+        if (lower_epoch ||
+            (!restarts && a.rec.has_last && S < a.rec.last_version)) {
+                e->delta.snapshot_late_total++; /* judged by epoch, version */
                 goto done;
         }
-        if (a.rec.has_last && S < a.rec.last_version) {
-                e->delta.snapshot_late_total++; /* judged by version */
+        if (new_epoch &&
+            (err = sg_eng_epoch_enter(e, p, &a, ep, errstr, errstr_size)))
                 goto done;
-        }
         char provbuf[300];
         const char *prov = src->provenance(rec, &rp, provbuf, sizeof(provbuf));
         err = snap_apply(e, p, &a, S, js ? js->valuestring : NULL,

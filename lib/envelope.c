@@ -474,9 +474,10 @@ static sg_err_t get_text(pctx_t *c, const char *field,
         return SG_OK;
 }
 
-static sg_err_t get_version(pctx_t *c, const sg_field_src_t *src,
-                            uint64_t *out) {
-        static const char field[] = "version";
+/* A version, or an epoch (semantics §4b: parsed as strictly as a
+ * version), named @p field in messages. */
+static sg_err_t get_version(pctx_t *c, const char *field,
+                            const sg_field_src_t *src, uint64_t *out) {
         static const char bad[] = "is not a decimal unsigned 64-bit integer";
         rawval_t rv;
         sg_err_t err;
@@ -869,9 +870,18 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
         }
 
         if (tc->version.kind != SG_SRC_NONE) {
-                if ((err = get_version(c, &tc->version, &env->version)))
+                if ((err = get_version(c, "version", &tc->version,
+                                       &env->version)))
                         return err;
                 env->has_version = true;
+        }
+
+        /* semantics §4b: a topic with an epoch field needs it on every
+         * event, as it needs the version (row 1 when missing) */
+        if (tc->epoch.kind != SG_SRC_NONE) {
+                if ((err = get_version(c, "epoch", &tc->epoch, &env->epoch)))
+                        return err;
+                env->has_epoch = true;
         }
 
         if (tc->type.kind != SG_SRC_NONE) {

@@ -97,6 +97,8 @@ typedef struct sg_envelope {
         size_t aggregate_len;
         bool has_version;
         uint64_t version;
+        bool has_epoch; /**< ordering.epoch configured (semantics §4b) */
+        uint64_t epoch;
         char *type; /**< event type; NULL when not configured */
         unsigned char key_hash
                 [SG_HASH_LEN]; /**< SHA-256 of the idempotency key encoding */

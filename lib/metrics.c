@@ -24,6 +24,7 @@ static const char *const reason_names[SG_R__CNT] = {
         [SG_R_PARK_OVERFLOW] = "park_overflow",
         [SG_R_VERSION_CONFLICT] = "version_conflict",
         [SG_R_OUTPUT_REJECTED] = "output_rejected",
+        [SG_R_FENCED_EPOCH] = "fenced_epoch",
 };
 
 const char *sg_reason_name(sg_reason_t r) {

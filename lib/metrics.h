@@ -39,6 +39,8 @@ typedef enum sg_reason {
         SG_R_OUTPUT_REJECTED,  /**< Kafka cannot take the output record (too
                                    large once seqgate's headers are added,
                                    or refused as invalid; semantics §3) */
+        SG_R_FENCED_EPOCH,     /**< an event of an epoch below the
+                                   aggregate's (semantics §4b) */
         SG_R__CNT
 } sg_reason_t;
 

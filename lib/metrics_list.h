@@ -100,6 +100,8 @@ typedef struct sg_hist {
           "versions given up by gap_policy skip")                              \
         X(park_overflow_total, COUNTER, "park_overflow_total",                 \
           "parking caps reached (pause or DLQ)")                               \
+        X(fenced_epoch_total, COUNTER, "fenced_epoch_total",                   \
+          "events of a lower epoch (semantics 4b)")                            \
         X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
           "dedup records removed by the TTL sweep")
 

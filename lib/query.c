@@ -155,6 +155,8 @@ static int parked_visit(void *opaque, uint64_t version,
         cJSON *arr = opaque;
         cJSON *o = cJSON_CreateObject();
         sg_json_add_u64(o, "version", version);
+        if (p->has_epoch) /* the epoch it was parked under (§4b) */
+                sg_json_add_u64(o, "epoch", p->epoch);
         sg_json_add_time(o, "parked_at", p->parked_at_ms, true);
         sg_json_add_i64(o, "offset", p->offset);
         if (p->timestamp_ms >= 0)
@@ -201,6 +203,11 @@ cJSON *sg_query_agg_json(const sg_agg_rec_t *r, const sg_topic_config_t *tc) {
                 cJSON_AddStringToObject(o, "state", r->state);
         else
                 cJSON_AddNullToObject(o, "state");
+        /* semantics §4b: the aggregate's current epoch E, null: none */
+        if (r->has_epoch)
+                sg_json_add_u64(o, "epoch", r->epoch);
+        else
+                cJSON_AddNullToObject(o, "epoch");
         cJSON_AddItemToObject(o, "flags", flags_json(r->flags));
         sg_json_add_u64(o, "parked_count", r->parked_cnt);
         sg_json_add_u64(o, "parked_bytes", r->parked_bytes);
@@ -375,6 +382,8 @@ static sg_err_t parked_json(sg_txn_t *t, const sg_tp_t *tp,
                 return read_failed(t, err, "parked events", errstr,
                                    errstr_size);
         sg_json_add_u64(o, "version", version);
+        if (p.has_epoch) /* the epoch it was parked under (§4b) */
+                sg_json_add_u64(o, "epoch", p.epoch);
         sg_json_add_time(o, "parked_at", p.parked_at_ms, true);
         sg_json_add_i64(o, "offset", p.offset);
         sg_agg_rec_t r;

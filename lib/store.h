@@ -105,6 +105,9 @@ typedef struct sg_agg_rec {
         char aggregate[1025]; /**< aggregate id (truncated past 1024 bytes)
                                       for DLQ headers, snapshot requests, tools */
         size_t aggregate_len;
+        bool has_epoch; /**< false: no epoch seen (semantics §4b), also
+                                      for values written before epochs */
+        uint64_t epoch; /**< E, the aggregate's current epoch */
 } sg_agg_rec_t;
 
 /** A parked event. Pointers refer to LMDB memory (get) or caller memory (put). */
@@ -123,6 +126,8 @@ typedef struct sg_parked_rec {
         size_t headers_len;
         size_t header_cnt; /**< headers in the block (set when read:
                                       the block was checked whole) */
+        bool has_epoch;    /**< parked under an epoch (semantics §4b) */
+        uint64_t epoch;    /**< the epoch it was parked under */
 } sg_parked_rec_t;
 
 /** Settings in a partition's key fingerprint (sg_meta_rec_t.key_fp). */

@@ -133,6 +133,10 @@ sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
         const unsigned char *state = rd_take(&r, sl);
         unsigned al = rd_u16(&r);
         const unsigned char *agg = rd_take(&r, al);
+        /* the epoch (semantics §4b): a trailer that values written before
+         * epochs, or without one, do not have */
+        bool has_epoch = !r.truncated && r.left > 0;
+        uint64_t epoch = has_epoch ? rd_u64(&r) : 0;
         sg_err_t err = rd_end(&r, "aggregate", len, errstr, errstr_size);
         if (err)
                 return err;
@@ -176,6 +180,8 @@ sg_err_t sg_agg_decode(const void *value, size_t len, sg_agg_rec_t *out,
         memcpy(out->state, state, sl);
         memcpy(out->aggregate, agg, al);
         out->aggregate_len = al;
+        out->has_epoch = has_epoch;
+        out->epoch = epoch;
         return SG_OK;
 }
 
@@ -232,6 +238,9 @@ sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
                         lens[i] = l;
                 }
         }
+        /* the epoch it was parked under (semantics §4b): a trailer */
+        bool has_epoch = !r.truncated && r.left > 0;
+        uint64_t epoch = has_epoch ? rd_u64(&r) : 0;
         sg_err_t err = rd_end(&r, "parked", len, errstr, errstr_size);
         if (err)
                 return err;
@@ -259,6 +268,8 @@ sg_err_t sg_parked_decode(const void *value, size_t len, sg_parked_rec_t *out,
         out->headers = ptrs[3];
         out->headers_len = lens[3];
         out->header_cnt = header_cnt;
+        out->has_epoch = has_epoch;
+        out->epoch = epoch;
         return SG_OK;
 }
 

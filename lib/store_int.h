@@ -179,13 +179,15 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
  * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |
- * state_len u8 | state | agg_len u16 | agg */
+ * state_len u8 | state | agg_len u16 | agg [| epoch u64: only when the
+ * aggregate has one, semantics §4b; older values end before it] */
 #define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
 
 /* parked_at u64 | offset u64 | timestamp u64 | key_hash 32 |
  * type_len u32 | type | key_len u32 | key | value_len u32 | value |
  * headers_len u32 | headers     (len UINT32_MAX = null: pointer NULL and
- * length SIZE_MAX when read back) */
+ * length SIZE_MAX when read back) [| epoch u64: parked under an epoch,
+ * semantics §4b; older values end before it] */
 
 /* group_len u8 | group (255 bytes, zero-padded) | input_offset i64 |
  * changelog_offset i64 | clock i64 | parked_cnt u64 | parked_bytes u64 |

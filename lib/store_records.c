@@ -113,7 +113,8 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         }
         unsigned char k[SG_TP_MAX + 64];
         size_t klen = key2(k, tp, ah, 32, NULL, 0);
-        unsigned char v[AGG_FIXED + 3 + SG_STATE_MAX + sizeof(r->aggregate)];
+        unsigned char
+                v[AGG_FIXED + 3 + SG_STATE_MAX + sizeof(r->aggregate) + 8];
         v[0] = r->has_last ? 1 : 0;
         put_u64(v + 1, r->last_version);
         put_u32(v + 9, r->flags);
@@ -135,6 +136,10 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         v[off++] = (unsigned char)al;
         memcpy(v + off, r->aggregate, al);
         off += al;
+        if (r->has_epoch) { /* semantics §4b: a trailer, absent before */
+                put_u64(v + off, r->epoch);
+                off += 8;
+        }
         return sg_db_put(t, DB_AGG, k, klen, v, off, errstr, errstr_size);
 }
 
@@ -150,7 +155,7 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         const void *ptrs[4] = {r->type, r->key, r->value, r->headers};
         size_t lens[4] = {r->type_len, r->key_len, r->value_len,
                           r->headers_len};
-        size_t total = 24 + 32 + 16;
+        size_t total = 24 + 32 + 16 + (r->has_epoch ? 8 : 0);
         for (int i = 0; i < 4; i++) {
                 if (!ptrs[i] || lens[i] == SIZE_MAX)
                         lens[i] = SIZE_MAX; /* null */
@@ -176,6 +181,8 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
                         off += lens[i];
                 }
         }
+        if (r->has_epoch) /* semantics §4b: a trailer, absent before */
+                put_u64(p + off, r->epoch);
         if (t->capture)
                 return sg_change_capture(t, DB_PARKED, k, klen, p, total);
         return SG_OK;

@@ -130,7 +130,7 @@ EXPECTED_GAP_TIMEOUTS = 1
 DLQ_REASONS = ["malformed", "idempotency_conflict", "aggregate_quarantined",
                "stale_version", "illegal_transition", "unknown_event_type",
                "version_jump", "gap_timeout", "park_overflow", "version_conflict",
-               "output_rejected"]
+               "output_rejected", "fenced_epoch"]
 
 
 def _public(rec: dict) -> dict:

@@ -96,6 +96,11 @@ static const variant_t variants[] = {
         {"caps_pause_alo", false,
          "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
                                      "\"max_parked_total\":3}"},
+        {"epoch_continue", true,
+         "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\"}"},
+        {"epoch_restart_alo", false,
+         "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\","
+                                     "\"epoch_versions\":\"restart\"}"},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -183,6 +188,7 @@ typedef struct mrec {
         bool rejudged;    /* a replay judged again (its key's verdict DLQ) */
         bool has_version; /* control: a version was given */
         uint64_t version;
+        uint64_t epoch; /* event: its epoch (variants with ordering.epoch) */
         uint8_t status;
         int64_t offset;
         int64_t ts;
@@ -233,6 +239,12 @@ typedef struct agg_model {
         size_t rel_cnt;
         bool hint_set; /* generation: last in-order version made */
         uint64_t hint;
+        uint8_t gen_epoch; /* generation: the current leader's epoch */
+        bool e_has;        /* inv 2b: an effect showed E >= e_lb */
+        uint64_t e_lb;
+        uint64_t l_epoch; /* inv 2: the epoch of the last applied version */
+        bool seen_has;    /* inv 2b: the highest epoch consumed in committed */
+        uint64_t seen_hi; /* batches */
 } agg_model_t;
 
 typedef struct idinfo {
@@ -634,6 +646,11 @@ static void exec_record(model_t *m, const model_op_t *op) {
         else
                 snprintf(b, sizeof(b), "%" PRIu64, op->version);
         rec_header(r, "ce_sequence", b);
+        r->epoch = op->epoch;
+        if (m->tc->epoch.kind != SG_SRC_NONE) { /* semantics §4b */
+                snprintf(b, sizeof(b), "%u", (unsigned)op->epoch);
+                rec_header(r, "ce_epoch", b);
+        }
         if (r->replay)
                 rec_header(r, SG_H_REPLAY, "dlq/0/0");
         rec_tag(m, r);
@@ -1674,6 +1691,12 @@ static void rel_drop(agg_model_t *g, uint64_t v) {
         g->rel_cnt = k;
 }
 
+/* Whether a new epoch restarts the versions (semantics §4b). */
+static bool epoch_restarts(const model_t *m) {
+        return m->tc->epoch.kind != SG_SRC_NONE &&
+               m->tc->epoch_versions == SG_EPOCH_RESTART;
+}
+
 /* Invariant 2 for one version @p v applied to aggregate @p a. The next
  * version is L+1 (first_version for a new aggregate) or, after an operator
  * release to S that no version has passed yet, S+1: the harness cannot
@@ -1682,6 +1705,13 @@ static void rel_drop(agg_model_t *g, uint64_t v) {
 static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
         agg_model_t *g = &m->agg[a];
         bool latest = m->tc->order_mode == SG_ORDER_LATEST_WINS;
+        /* epoch_versions restart (semantics §4b): a record is applied in
+         * the aggregate's epoch E (a lower one is fenced), so a version of
+         * a higher epoch than the last applied one starts a new sequence */
+        uint64_t ep = e->tag >= 0 ? m->recs[e->tag].epoch : 0;
+        bool new_seq = epoch_restarts(m) && g->has && ep > g->l_epoch;
+        if (new_seq)
+                g->has = false;
         uint64_t nexts[9];
         size_t nn = 0;
         char w[64], ns[200];
@@ -1739,7 +1769,8 @@ static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
             m->tc->new_aggregate == SG_NEWAGG_TRUST_FIRST_SEEN)
                 ok = true; /* adopted as the starting point (§4) */
         for (size_t i = 0; i < g->rel_cnt && !ok; i++)
-                if (g->rel[i] >= v && (!g->has || g->rel[i] >= g->last))
+                if (g->rel[i] >= v && (!g->has || g->rel[i] >= g->last) &&
+                    !new_seq)
                         return fail(m, MODEL_INV_ORDER,
                                     "A%d: %s (x-tag %ld) at or below version "
                                     "%" PRIu64 ", which an operator release "
@@ -1753,7 +1784,46 @@ static void order_apply(model_t *m, int a, const meff_t *e, uint64_t v) {
                             a, w, e->tag, ns);
         g->has = true;
         g->last = v;
+        g->l_epoch = ep;
         rel_drop(g, v);
+}
+
+/* Invariant 2b (semantics §4b) for effect @p e of event record @p r: an
+ * output's epoch is not below the epoch E is known to have reached; a
+ * fenced_epoch record's epoch is below one consumed for its aggregate so
+ * far (@p seen_hi, up to this batch's end); a record judged past row 4b
+ * (every verdict but malformed, rows 2–3 and row 4) shows E >= its epoch. */
+static void epoch_check(model_t *m, const mrec_t *r, const meff_t *e,
+                        const bool *seen_has, const uint64_t *seen_hi) {
+        agg_model_t *g = &m->agg[r->agg];
+        char w[64];
+        if (m->tc->epoch.kind == SG_SRC_NONE || r->malformed)
+                return;
+        eff_what(e, w, sizeof(w));
+        bool dlq = e->kind == SG_EFFECT_DLQ;
+        if (dlq && !strcmp(e->reason, "fenced_epoch")) {
+                m->res->stats.fenced++;
+                if (!seen_has[r->agg] || r->epoch >= seen_hi[r->agg])
+                        return fail(m, MODEL_INV_ORDER,
+                                    "A%d: %s (x-tag %ld) of epoch %" PRIu64
+                                    " but no record of a higher epoch was "
+                                    "consumed for it",
+                                    r->agg, w, e->tag, r->epoch);
+        }
+        if (!dlq && g->e_has && r->epoch < g->e_lb)
+                return fail(m, MODEL_INV_ORDER,
+                            "A%d: %s (x-tag %ld) of epoch %" PRIu64
+                            " after its epoch reached %" PRIu64
+                            " (lower epochs are fenced)",
+                            r->agg, w, e->tag, r->epoch, g->e_lb);
+        if (dlq && (!strcmp(e->reason, "malformed") ||
+                    !strcmp(e->reason, "idempotency_conflict") ||
+                    !strcmp(e->reason, "aggregate_quarantined")))
+                return;
+        if (!g->e_has || r->epoch > g->e_lb) {
+                g->e_has = true;
+                g->e_lb = r->epoch;
+        }
 }
 
 /* Whether the key recorded by record @p rec held a DLQ verdict when the
@@ -1776,6 +1846,24 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 const mrec_t *r = &m->recs[consumed[i]];
                 if (r->kind == R_CONTROL && r->has_version)
                         rel_add(&m->agg[r->agg], r->version);
+        }
+        /* invariant 2b: the highest epoch consumed per aggregate */
+        bool seen_has[MODEL_AGGS] = {false};
+        uint64_t seen_hi[MODEL_AGGS] = {0};
+        for (size_t i = 0; i < ccnt; i++) {
+                const mrec_t *r = &m->recs[consumed[i]];
+                if (r->kind == R_EVENT && !r->malformed &&
+                    (!seen_has[r->agg] || r->epoch > seen_hi[r->agg])) {
+                        seen_has[r->agg] = true;
+                        seen_hi[r->agg] = r->epoch;
+                }
+        }
+        for (int a = 0; a < MODEL_AGGS; a++) {
+                agg_model_t *g = &m->agg[a];
+                if (g->seen_has && (!seen_has[a] || g->seen_hi > seen_hi[a])) {
+                        seen_has[a] = true;
+                        seen_hi[a] = g->seen_hi;
+                }
         }
         /* the effects in order: invariants 3 and 2, and the requests */
         long *eff_of = malloc((m->rec_cnt + 1) * sizeof(long));
@@ -1866,6 +1954,9 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                         m->res->stats.outputs++;
                         m->res->stats.gap_headers += e->gap != 0;
                 }
+                epoch_check(m, r, e, seen_has, seen_hi);
+                if (failed(m))
+                        break;
                 if (e->kind == SG_EFFECT_DLQ) {
                         m->res->stats.dlq++;
                         for (int k = 1; k < SG_R__CNT; k++)
@@ -1890,14 +1981,41 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 if (!m->assigned[part_of_agg(a)] || g->rel_cnt)
                         continue;
                 bool has = pv->agg_present[a] && pv->agg[a].has_last;
-                if (has != g->has ||
-                    (has && pv->agg[a].last_version != g->last))
+                /* restart: an epoch entered without a version applied in
+                 * it yet has no L (semantics §4b) */
+                bool want =
+                        g->has && !(epoch_restarts(m) && pv->agg_present[a] &&
+                                    pv->agg[a].has_epoch &&
+                                    pv->agg[a].epoch > g->l_epoch);
+                if (has != want || (has && pv->agg[a].last_version != g->last))
                         fail(m, MODEL_INV_ORDER,
                              "A%d: the store has L = %s%" PRIu64 " but the "
                              "output and DLQ records say %s%" PRIu64,
                              a, has ? "" : "none ",
                              has ? pv->agg[a].last_version : 0,
-                             g->has ? "" : "none ", g->has ? g->last : 0);
+                             want ? "" : "none ", want ? g->last : 0);
+        }
+        /* invariant 2b: the store's E is at least what the effects show */
+        for (int a = 0;
+             a < MODEL_AGGS && !failed(m) && m->tc->epoch.kind != SG_SRC_NONE;
+             a++) {
+                const pview_t *pv = &m->view[part_of_agg(a)];
+                agg_model_t *g = &m->agg[a];
+                g->seen_has = seen_has[a];
+                g->seen_hi = seen_hi[a];
+                if (!m->assigned[part_of_agg(a)] || !g->e_has)
+                        continue;
+                if (!pv->agg_present[a] || !pv->agg[a].has_epoch ||
+                    pv->agg[a].epoch < g->e_lb)
+                        fail(m, MODEL_INV_ORDER,
+                             "A%d: the store has epoch %s%" PRIu64
+                             " but its records show epoch %" PRIu64,
+                             a,
+                             pv->agg_present[a] && pv->agg[a].has_epoch
+                                     ? ""
+                                     : "none ",
+                             pv->agg_present[a] ? pv->agg[a].epoch : 0,
+                             g->e_lb);
         }
         /* invariant 1: the records consumed, in order */
         for (size_t i = 0; i < ccnt && !failed(m); i++) {
@@ -2530,6 +2648,23 @@ static uint8_t gen_state(model_t *m, model_src_t *s) {
         return (uint8_t)pick(s, (uint32_t)sm->state_cnt);
 }
 
+/* An epoch for a record of aggregate @p a (semantics §4b): mostly the
+ * current leader's, sometimes a new leader's (the epoch moves on), or a
+ * deposed leader's that keeps writing. */
+static uint8_t gen_epoch(model_t *m, model_src_t *s, int a) {
+        agg_model_t *g = &m->agg[a];
+        if (m->tc->epoch.kind == SG_SRC_NONE)
+                return 0;
+        if (!g->gen_epoch)
+                g->gen_epoch = 1;
+        uint32_t c = pick(s, 100);
+        if (c < 8 && g->gen_epoch < UINT8_MAX)
+                return ++g->gen_epoch;
+        if (c < 22)
+                return (uint8_t)(g->gen_epoch - 1 - pick(s, 2) % g->gen_epoch);
+        return g->gen_epoch;
+}
+
 static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
         int a = pick(s, 100) < 70 ? (int)pick(s, 3) : (int)pick(s, MODEL_AGGS);
         int p = part_of_agg(a);
@@ -2547,6 +2682,7 @@ static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
                         op->flags = in->malformed ? MOPF_MALFORMED : 0;
                         if (pick(s, 100) < 30) /* replayed from the DLQ */
                                 op->flags |= MOPF_REPLAY;
+                        op->epoch = gen_epoch(m, s, in->agg);
                         return;
                 }
                 a = in->agg;
@@ -2560,6 +2696,7 @@ static void gen_record(model_t *m, model_src_t *s, model_op_t *op) {
         }
         op->version = gen_version(m, s, a);
         op->type = gen_type(m, s, a);
+        op->epoch = gen_epoch(m, s, a);
         if (pick(s, 100) < 3) {
                 op->flags |= MOPF_MALFORMED;
                 op->version = pick(s, 4);
@@ -2860,6 +2997,8 @@ bool model_coverage(size_t v, const model_stats_t *s, char *missing,
                 {var->eos, s->crashes, "crashes after the Kafka commit"},
                 {var->eos, s->restores, "restores into an empty store"},
                 {var->eos, s->restored_records, "restored changelog records"},
+                {tc->epoch.kind != SG_SRC_NONE, s->fenced,
+                 "fenced_epoch records"},
         };
         size_t len = 0;
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -2895,8 +3034,8 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                                         malformed_text(o->version));
                         else
                                 fprintf(out, "%" PRIu64, o->version);
-                        fprintf(out, " type=%s%s\n",
-                                type_names[o->type % NTYPES],
+                        fprintf(out, " type=%s epoch=%u%s\n",
+                                type_names[o->type % NTYPES], o->epoch,
                                 (o->flags & MOPF_REPLAY) ? " replayed" : "");
                         break;
                 case MOP_RELEASE:

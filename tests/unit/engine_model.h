@@ -67,6 +67,17 @@
  *    after a rebalance or a restart they lag until the next commit); the
  *    age gauges, sampled at most once a second, against the gap deadline
  *    index (model_result.age_note records where that differs from §7);
+ *  2b (variants with ordering.epoch, semantics §4b) per aggregate, once
+ *    an effect shows that its epoch E reached e (an output or a DLQ record
+ *    judged past row 4b, of a record of epoch e), no record of a lower
+ *    epoch is output afterwards (neither at once nor drained from the
+ *    park); a record dead-lettered fenced_epoch has an epoch below one
+ *    consumed before for its aggregate; and the store's E is at least
+ *    the highest epoch so shown. Versions increase across epochs
+ *    (epoch_versions continue) by invariant 2; under "restart" invariant
+ *    2 holds within an epoch, a version of a higher epoch than the last
+ *    applied one starting again at first_version, and the store has no L
+ *    in an epoch it entered without applying a version yet;
  *  5 (exactly_once) the changelog replayed into an empty store gives the
  *    live store, key for key in all eight databases of the partition, with
  *    one instance-local exception, the meta record: its changelog_offset
@@ -151,6 +162,8 @@ typedef struct model_op {
         uint8_t flags;   /**< MOPF_* */
         uint8_t state;   /**< RELEASE, REPLY: state index */
         uint8_t mode;    /**< BATCH: MODEL_COMMIT ... */
+        uint8_t epoch;   /**< RECORD: its epoch (variants with ordering.epoch,
+                               semantics §4b) */
         uint16_t n;      /**< BATCH: most records; REVOKE: partition mask;
                                REPLY: request, counted from the newest */
         uint32_t mix;    /**< BATCH: how partitions interleave */
@@ -178,6 +191,7 @@ typedef struct model_stats {
         size_t replays; /* replayed records judged again */
         size_t snapshots, requests, gap_headers, releases, replies;
         size_t revokes, restarts, restores, restored_records;
+        size_t fenced; /* DLQ fenced_epoch records (semantics §4b) */
 } model_stats_t;
 
 /** Adds @p b to @p a. */

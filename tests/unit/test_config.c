@@ -773,6 +773,21 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.ordering.mode: \"strict\" (the default) needs "
          "envelope.aggregate",
          NULL},
+        /* epochs (semantics §4b) */
+        {CFG("", ",'envelope':{'version':null},'ordering':{'mode':'none',"
+                 "'epoch':'ce:epoch'}"),
+         "topics.orders.ordering.epoch: needs ordering.mode \"strict\" or "
+         "\"latest_wins\"",
+         NULL},
+        {CFG("", ",'envelope':{'format':'json','id':'/id','version':'/v'},"
+                 "'ordering':{'epoch':'ce:epoch'}"),
+         "topics.orders.ordering.epoch: \"ce:epoch\" needs format", NULL},
+        {CFG("", ",'ordering':{'epoch':'nowhere'}"),
+         "topics.orders.ordering.epoch: ", NULL},
+        {CFG("", ",'ordering':{'epoch':'/epoch','epoch_versions':'reset'}"),
+         "topics.orders.ordering.epoch_versions: \"reset\" is not allowed; "
+         "allowed: continue, restart",
+         NULL},
         {CFG("", ",'envelope':[]"),
          "topics.orders.envelope: must be a JSON "
          "object",

@@ -1004,6 +1004,10 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
                                       strlen(evs[i].type)};
                 hd[4] = (sg_header_t){"ce_sequence", evs[i].seq,
                                       strlen(evs[i].seq)};
+                size_t hc = 5;
+                if (evs[i].epoch)
+                        hd[hc++] = (sg_header_t){"ce_epoch", evs[i].epoch,
+                                                 strlen(evs[i].epoch)};
                 sg_record_t rec = {.topic = "orders",
                                    .partition = 0,
                                    .offset = h->offset++,
@@ -1012,7 +1016,7 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
                                    .value = evs[i].id,
                                    .value_len = strlen(evs[i].id),
                                    .headers = hd,
-                                   .header_cnt = 5};
+                                   .header_cnt = hc};
                 ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
                                                  &h->last_result, err,
                                                  sizeof(err)),
@@ -2126,6 +2130,325 @@ START_TEST(eos_park_too_large_for_changelog) {
 }
 END_TEST
 
+/* ---- epochs (semantics §4b) ------------------------------------------- */
+
+#define EPOCH_CONF                                                             \
+        "\"ordering\":{\"epoch\":\"ce:epoch\",\"gap_timeout_ms\":60000}"
+#define EPOCH_RESTART_CONF                                                     \
+        "\"ordering\":{\"epoch\":\"ce:epoch\",\"epoch_versions\":"             \
+        "\"restart\",\"gap_timeout_ms\":60000}"
+
+/* The first event sets E; a lower epoch is fenced whatever its version
+ * (detail names both epochs, counted); its key is recorded (a redelivery
+ * is a duplicate, dedup is unaffected by epochs); E's events go on. */
+START_TEST(epoch_lower_fenced) {
+        h_t h = {0};
+        h_open(&h, EPOCH_CONF);
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "5"),
+            EV("A", "e2", "t", "2", .epoch = "4"),
+            EV("A", "e3", "t", "9", .epoch = "4"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "2", "fenced_epoch");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "9", "fenced_epoch");
+        ck_assert_msg(strstr(h.out[1].detail, "epoch 4") &&
+                              strstr(h.out[1].detail, "epoch 5"),
+                      "detail: %s", h.out[1].detail);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 2);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_FENCED_EPOCH], 2);
+        /* a redelivered fenced event is a duplicate; so is e1 under
+         * another epoch */
+        ONE(&h, EV("A", "e2", "t", "2", .epoch = "4"),
+            EV("A", "e1", "t", "1", .epoch = "6"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 2);
+        /* E = 5 still expects 2 */
+        ONE(&h, EV("A", "e4", "t", "2", .epoch = "5"));
+        assert_out(&h.out[3], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        /* other aggregates have their own epoch */
+        ONE(&h, EV("B", "b1", "t", "1", .epoch = "1"));
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "B", "1", NULL);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 2);
+        h_free(&h);
+}
+END_TEST
+
+/* A topic with an epoch field needs it on every event: missing or not a
+ * decimal unsigned 64-bit integer (the version's strictness) is row 1. */
+START_TEST(epoch_missing_or_invalid_is_malformed) {
+        h_t h = {0};
+        h_open(&h, EPOCH_CONF);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e2", "t", "1", .epoch = "+1"),
+            EV("A", "e3", "t", "1", .epoch = "1e3"),
+            EV("A", "e4", "t", "1", .epoch = "18446744073709551616"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        for (size_t i = 0; i < 4; i++)
+                assert_out(&h.out[i], SG_EFFECT_DLQ, "A", "1", "malformed");
+        ck_assert_ptr_nonnull(strstr(h.out[0].detail, "epoch"));
+        ck_assert_uint_eq(M(&h)->malformed_total, 4);
+        /* nothing changed: version 1 applies under any first epoch */
+        ONE(&h, EV("A", "e5", "t", "1", .epoch = "18446744073709551615"));
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* epoch_versions "continue" (a Raft log index): a higher epoch continues
+ * L; the events parked under the lower epoch are fenced, never drained,
+ * even when the new epoch fills their gap; a gap parks in the new epoch;
+ * stale is stale. */
+START_TEST(epoch_continue_fences_parked) {
+        h_t h = {0};
+        h_open(&h, EPOCH_CONF);
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "1"),
+            EV("A", "e3", "t", "3", .epoch = "1"),
+            EV("A", "e4", "t", "4", .epoch = "1"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ck_assert_int_eq(M(&h)->parked_events, 2);
+        /* epoch 2's first event fills the gap: v3, v4 of epoch 1 are
+         * fenced (in version order), not released */
+        ONE(&h, EV("A", "n2", "t", "2", .epoch = "2"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "3", "fenced_epoch");
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "4", "fenced_epoch");
+        ck_assert_ptr_nonnull(strstr(h.out[1].detail, "epoch 2"));
+        assert_out(&h.out[3], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 2);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        /* their keys are recorded: redelivered, they are duplicates */
+        ONE(&h, EV("A", "e3", "t", "3", .epoch = "1"));
+        ck_assert_uint_eq(h.out_cnt, 4);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* a gap in epoch 2 parks, and drains in epoch 2 */
+        ONE(&h, EV("A", "n4", "t", "4", .epoch = "2"));
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        ONE(&h, EV("A", "n3", "t", "3", .epoch = "2"));
+        ck_assert_uint_eq(h.out_cnt, 6);
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        assert_out(&h.out[5], SG_EFFECT_OUTPUT, "A", "4", NULL);
+        /* a higher epoch with an old version is stale (L continues) */
+        ONE(&h, EV("A", "m1", "t", "4", .epoch = "3"));
+        assert_out(&h.out[6], SG_EFFECT_DLQ, "A", "4", "stale_version");
+        /* ...and it moved E all the same: epoch 2 is fenced now */
+        ONE(&h, EV("A", "n5", "t", "5", .epoch = "2"),
+            EV("A", "m5", "t", "5", .epoch = "3"));
+        assert_out(&h.out[7], SG_EFFECT_DLQ, "A", "5", "fenced_epoch");
+        assert_out(&h.out[8], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* epoch_versions "restart" (a per-epoch sequence): a higher epoch expects
+ * first_version again (the one way L goes down); the lower epoch's parked
+ * events are fenced, so the new epoch's versions never meet them. */
+START_TEST(epoch_restart_versions) {
+        h_t h = {0};
+        h_open(&h, EPOCH_RESTART_CONF);
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "1"),
+            EV("A", "e2", "t", "2", .epoch = "1"),
+            EV("A", "e4", "t", "4", .epoch = "1"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        ck_assert_int_eq(M(&h)->parked_events, 1);
+        ONE(&h, EV("A", "n1", "t", "1", .epoch = "2"),
+            EV("A", "n3", "t", "3", .epoch = "2"),
+            EV("A", "n2", "t", "2", .epoch = "2"),
+            EV("A", "n4", "t", "4", .epoch = "2"));
+        ck_assert_uint_eq(h.out_cnt, 7);
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "4", "fenced_epoch");
+        assert_out(&h.out[3], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        assert_out(&h.out[5], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        assert_out(&h.out[6], SG_EFFECT_OUTPUT, "A", "4", NULL);
+        /* within epoch 2, L never decreases: 2 is stale */
+        ONE(&h, EV("A", "n2b", "t", "2", .epoch = "2"));
+        assert_out(&h.out[7], SG_EFFECT_DLQ, "A", "2", "stale_version");
+        /* the deposed epoch 1 goes on writing higher versions: fenced */
+        ONE(&h, EV("A", "e5", "t", "5", .epoch = "1"));
+        assert_out(&h.out[8], SG_EFFECT_DLQ, "A", "5", "fenced_epoch");
+        /* epoch 3 starts below first_version? stale, and E moved */
+        ONE(&h, EV("A", "m0", "t", "0", .epoch = "3"),
+            EV("A", "m1", "t", "1", .epoch = "3"));
+        assert_out(&h.out[9], SG_EFFECT_DLQ, "A", "0", "stale_version");
+        assert_out(&h.out[10], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 2);
+        h_free(&h);
+}
+END_TEST
+
+/* A snapshot reply carries its epoch: a lower one is late, a higher one
+ * moves E (fencing what is parked under E) before S applies. */
+START_TEST(epoch_snapshot_reply) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"epoch\":\"ce:epoch\",\"gap_timeout_ms\":"
+                   "1000},\"snapshot\":{\"source\":\"kafka\","
+                   "\"request_topic\":\"snap.req\",\"reply_topic\":"
+                   "\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
+                   "\"backoff_ms\":100,\"backoff_max_ms\":100}");
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "2"),
+            EV("A", "e3", "t", "3", .epoch = "2"),
+            EV("A", "e9", "t", "9", .epoch = "2"));
+        h_clock(&h, T0 + 1000);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 1); /* the request */
+        char rid[256];
+        int attempt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        reply(&h, rid, "A", "5,\"epoch\":1", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_late_total, 1);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 0);
+        reply(&h, rid, "A", "5,\"epoch\":\"x\"", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_failures_total, 1);
+        size_t before = h.out_cnt;
+        last_request(&h, rid, sizeof(rid), &attempt);
+        reply(&h, rid, "A", "5,\"epoch\":3", NULL);
+        ck_assert_uint_eq(M(&h)->snapshot_applied_total, 1);
+        /* v3 and v9 of epoch 2 fenced, then the snapshot record */
+        ck_assert_uint_eq(count_topic(&h, "dlq"), 2);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 2);
+        ck_assert_int_eq(M(&h)->parked_events, 0);
+        ck_assert_uint_gt(h.out_cnt, before);
+        /* E = 3, L = 5 */
+        ONE(&h, EV("A", "e6", "t", "6", .epoch = "2"),
+            EV("A", "n6", "t", "6", .epoch = "3"));
+        assert_out(&h.out[h.out_cnt - 2], SG_EFFECT_DLQ, "A", "6",
+                   "fenced_epoch");
+        assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "A", "6", NULL);
+        h_free(&h);
+}
+END_TEST
+
+/* The epoch is part of the aggregate's state in the changelog: a restore
+ * into an empty store reproduces E (and the epoch of what is parked). */
+START_TEST(epoch_restored_from_changelog) {
+        changelog_cnt = 0;
+        h_t a = {.root = cl_roots[1]};
+        h_open(&a, EPOCH_CONF);
+        restore_all(&a, 0, 0);
+        ev_t b1[] = {EV("A", "e1", "t", "1", .epoch = "1"),
+                     EV("A", "n2", "t", "2", .epoch = "2"),
+                     EV("A", "n4", "t", "4", .epoch = "2")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 3), 2);
+        h_close(&a);
+
+        h_t b = {.root = cl_roots[1]};
+        h_open(&b, EPOCH_CONF);
+        b.offset = a.offset;
+        restore_all(&b, 0, 0);
+        /* E = 2 survived: epoch 1 is fenced; the parked v4 (epoch 2)
+         * drains behind v3 of epoch 2 */
+        ev_t b2[] = {EV("A", "e3", "t", "3", .epoch = "1"),
+                     EV("A", "n3", "t", "3", .epoch = "2")};
+        ck_assert_uint_eq(eos_batch(&b, b2, 2), 2);
+        ck_assert_uint_eq(M(&b)->fenced_epoch_total, 1);
+        ck_assert_uint_eq(M(&b)->applied_total, 2);
+        ck_assert_int_eq(M(&b)->parked_events, 0);
+        h_free(&b);
+        tu_rmrf(a.dir);
+}
+END_TEST
+
+/* A drain never releases an event parked under an epoch below E, whatever
+ * the store holds: here a changelog whose aggregate record says epoch 2
+ * beside an event parked under epoch 1 (an epoch change fences the park
+ * first, so only such a store has one). The drain dead-letters it
+ * fenced_epoch. */
+START_TEST(epoch_drain_never_releases_lower_epoch) {
+        changelog_cnt = 0;
+        h_t a = {.root = cl_roots[1]};
+        h_open(&a, EPOCH_CONF);
+        restore_all(&a, 0, 0);
+        ev_t b1[] = {EV("A", "e1", "t", "1", .epoch = "1"),
+                     EV("A", "e3", "t", "3", .epoch = "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_close(&a);
+        bool patched = false;
+        for (size_t i = changelog_cnt; i > 0 && !patched; i--) {
+                clrec_t *c = &changelog[i - 1];
+                if (c->key[0] != SG_DB_AGG || c->tombstone)
+                        continue;
+                ck_assert_uint_eq(c->value[c->value_len - 1], 1);
+                c->value[c->value_len - 1] = 2; /* epoch u64, big-endian */
+                patched = true;
+        }
+        ck_assert(patched);
+
+        h_t b = {.root = cl_roots[1]};
+        h_open(&b, EPOCH_CONF);
+        b.offset = a.offset;
+        restore_all(&b, 0, 0);
+        ev_t b2[] = {EV("A", "n2", "t", "2", .epoch = "2")};
+        ck_assert_uint_eq(eos_batch(&b, b2, 1), 1); /* v2 only */
+        ck_assert_uint_eq(M(&b)->fenced_epoch_total, 1);
+        ck_assert_uint_eq(M(&b)->dlq_total[SG_R_FENCED_EPOCH], 1);
+        ck_assert_int_eq(M(&b)->parked_events, 0);
+        h_free(&b);
+        tu_rmrf(a.dir);
+}
+END_TEST
+
+/* An aggregate value written before epochs (no epoch trailer) reads as "no
+ * epoch"; one with the trailer reads its epoch; any other tail is refused. */
+START_TEST(epoch_old_aggregate_record_decodes) {
+        unsigned char v[96] = {0};
+        size_t n = 0;
+        v[n++] = 1;   /* has_last */
+        v[n + 7] = 7; /* last u64 = 7 */
+        n += 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8;
+        v[n++] = 0; /* state_len */
+        v[n++] = 0; /* agg_len u16 */
+        v[n++] = 1;
+        v[n++] = 'A';
+        sg_agg_rec_t r;
+        char err[256];
+        ck_assert_int_eq(sg_agg_decode(v, n, &r, err, sizeof(err)), SG_OK);
+        ck_assert(r.has_last);
+        ck_assert_uint_eq(r.last_version, 7);
+        ck_assert(!r.has_epoch);
+        ck_assert_str_eq(r.aggregate, "A");
+        memset(v + n, 0, 8);
+        v[n + 7] = 3;
+        ck_assert_int_eq(sg_agg_decode(v, n + 8, &r, err, sizeof(err)), SG_OK);
+        ck_assert(r.has_epoch);
+        ck_assert_uint_eq(r.epoch, 3);
+        ck_assert_int_eq(sg_agg_decode(v, n + 3, &r, err, sizeof(err)),
+                         SG_ERR_INVALID);
+        ck_assert_int_eq(sg_agg_decode(v, n + 9, &r, err, sizeof(err)),
+                         SG_ERR_INVALID);
+}
+END_TEST
+
+/* latest_wins judges epochs the same way: a lower epoch is fenced even
+ * with the newest version; under restart a new epoch's F applies. */
+START_TEST(epoch_latest_wins) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"mode\":\"latest_wins\",\"epoch\":"
+                   "\"ce:epoch\",\"epoch_versions\":\"restart\"}");
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "1"),
+            EV("A", "e5", "t", "5", .epoch = "1"),
+            EV("A", "n1", "t", "1", .epoch = "2"),
+            EV("A", "e9", "t", "9", .epoch = "1"),
+            EV("A", "n3", "t", "3", .epoch = "2"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "5", NULL);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "9", "fenced_epoch");
+        assert_out(&h.out[4], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        ck_assert_str_eq(h.out[4].extra_val, "2-2"); /* the gap header */
+        h_free(&h);
+}
+END_TEST
+
+/* Without ordering.epoch an epoch header is just a header. */
+START_TEST(epoch_unconfigured_ignored) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "1", .epoch = "5"),
+            EV("A", "e2", "t", "2", .epoch = "1"));
+        ck_assert_uint_eq(M(&h)->applied_total, 2);
+        ck_assert_uint_eq(M(&h)->fenced_epoch_total, 0);
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -2198,6 +2521,18 @@ Suite *engine_suite(void) {
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
         tcase_add_test(eos, restore_refuses_clock_past_year_9999);
         suite_add_tcase(s, eos);
+        TCase *ep = tcase_create("epochs");
+        tcase_add_test(ep, epoch_lower_fenced);
+        tcase_add_test(ep, epoch_missing_or_invalid_is_malformed);
+        tcase_add_test(ep, epoch_continue_fences_parked);
+        tcase_add_test(ep, epoch_restart_versions);
+        tcase_add_test(ep, epoch_snapshot_reply);
+        tcase_add_test(ep, epoch_restored_from_changelog);
+        tcase_add_test(ep, epoch_drain_never_releases_lower_epoch);
+        tcase_add_test(ep, epoch_old_aggregate_record_decodes);
+        tcase_add_test(ep, epoch_unconfigured_ignored);
+        tcase_add_test(ep, epoch_latest_wins);
+        suite_add_tcase(s, ep);
         return s;
 }
 

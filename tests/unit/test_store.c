@@ -392,8 +392,11 @@ START_TEST(agg_and_since_index) {
         snprintf(r.state, sizeof(r.state), "PAID");
         snprintf(r.aggregate, sizeof(r.aggregate), "agg1");
         r.aggregate_len = 4;
+        r.has_epoch = true; /* semantics §4b */
+        r.epoch = 42;
         ck_assert_int_eq(sg_agg_put(t, &tp, a1, &r, 0, err, sizeof(err)),
                          SG_OK);
+        r.has_epoch = false;
         r.parked_since_ms = 300;
         ck_assert_int_eq(sg_agg_put(t, &tp, a2, &r, 0, err, sizeof(err)),
                          SG_OK);
@@ -405,6 +408,10 @@ START_TEST(agg_and_since_index) {
         ck_assert_str_eq(g.state, "PAID");
         ck_assert_str_eq(g.aggregate, "agg1");
         ck_assert_uint_eq(g.parked_cnt, 2);
+        ck_assert(g.has_epoch);
+        ck_assert_uint_eq(g.epoch, 42);
+        ck_assert_int_eq(sg_agg_get(t, &tp, a2, &g), SG_OK);
+        ck_assert(!g.has_epoch);
         int64_t since;
         ck_assert_int_eq(sg_since_first(t, &tp, 299, got, &since),
                          SG_ERR_NOT_FOUND);
@@ -448,7 +455,10 @@ START_TEST(parked_roundtrip_order_and_nulls) {
                                      .value = i == 1 ? NULL : "val",
                                      .value_len = i == 1 ? SIZE_MAX : 3,
                                      .headers = blob,
-                                     .headers_len = blen};
+                                     .headers_len = blen,
+                                     /* semantics §4b: v7 keeps its epoch */
+                                     .has_epoch = i == 3,
+                                     .epoch = i == 3 ? UINT64_MAX - 1 : 0};
                 ck_assert_int_eq(sg_parked_put(t, &tp, a, versions[i], &r, err,
                                                sizeof(err)),
                                  SG_OK);
@@ -464,7 +474,11 @@ START_TEST(parked_roundtrip_order_and_nulls) {
         int64_t oldest;
         ck_assert_int_eq(sg_parked_oldest(t, &tp, a, &oldest), SG_OK);
         ck_assert_int_eq(oldest, 997);
+        ck_assert_int_eq(sg_parked_get(t, &tp, a, 7, &g), SG_OK);
+        ck_assert(g.has_epoch);
+        ck_assert_uint_eq(g.epoch, UINT64_MAX - 1);
         ck_assert_int_eq(sg_parked_get(t, &tp, a, 256, &g), SG_OK);
+        ck_assert(!g.has_epoch);
         ck_assert_uint_eq(g.value_len, 3);
         ck_assert_int_eq(memcmp(g.value, "val", 3), 0);
         ck_assert_uint_eq(g.type_len, 3);

@@ -189,7 +189,7 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                 SG_OK);
         /* Input records (and their headers) stay alive for the whole batch,
          * as the Kafka loop keeps its messages: effects borrow them. */
-        static sg_header_t hds[64][6];
+        static sg_header_t hds[64][8];
         ck_assert_uint_le(cnt, 64);
         for (size_t i = 0; i < cnt; i++) {
                 sg_header_t *hd = hds[i];
@@ -203,6 +203,9 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                                          strlen(evs[i].seq)};
                 if (evs[i].replay)
                         hd[hc++] = (sg_header_t){SG_H_REPLAY, "1", 1};
+                if (evs[i].epoch)
+                        hd[hc++] = (sg_header_t){"ce_epoch", evs[i].epoch,
+                                                 strlen(evs[i].epoch)};
                 const char *val = evs[i].value ? evs[i].value : evs[i].id;
                 sg_record_t rec = {
                         .topic = "orders",

@@ -171,7 +171,8 @@ typedef struct ev {
         const char *seq;
         const char *value;
         bool replay;
-        int64_t ts; /* record timestamp; 0: 1000 */
+        int64_t ts;        /* record timestamp; 0: 1000 */
+        const char *epoch; /* ce_epoch header (semantics §4b), or none */
 } ev_t;
 
 /* Appends the effects of the batch in progress to h->out (changelog
