@@ -22,6 +22,7 @@
 #define SEQGATE_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -129,6 +130,15 @@ typedef enum sg_log_level {
         SG_LOG_INFO = 6,
         SG_LOG_DEBUG = 7,
 } sg_log_level_t;
+
+/** The name of @p level as log lines and --log-level spell it: "error",
+ *  "warning", "notice", "info", "debug" (anything above info: "debug").
+ *  A static string. Thread-safe. */
+const char *sg_log_level_name(sg_log_level_t level);
+
+/** Parses a --log-level value: error (err), warning (warn), notice, info,
+ *  debug. Returns false, *out unchanged, on anything else. Thread-safe. */
+bool sg_log_level_parse(const char *s, sg_log_level_t *out);
 
 /**
  * Logging callback installed by the application. @p event is a short,
