@@ -2036,8 +2036,22 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
 }
 END_TEST
 
+/* The log lines an engine test keeps (fp_log). */
+static char fp_logged[2048];
+
+static void fp_log(void *opaque, sg_log_level_t level, const char *event,
+                   const char *fields_json) {
+        (void)opaque;
+        (void)level;
+        size_t l = strlen(fp_logged);
+        snprintf(fp_logged + l, sizeof(fp_logged) - l, "%s %s\n", event,
+                 fields_json ? fields_json : "");
+}
+
 /* Changing a setting that defines keys or digests on an existing store is
- * refused (naming it) unless the operator accepts the change. */
+ * refused (naming it) unless the operator accepts the change. Both the
+ * refusal and the key_fingerprint_adopted line name every setting by its
+ * full key path (topics.<topic>.envelope.<key>). */
 START_TEST(key_fingerprint_change_refused) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
@@ -2062,15 +2076,23 @@ START_TEST(key_fingerprint_change_refused) {
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
                          SG_ERR_CONFIG);
-        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.scope"));
-        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.digest"));
+        ck_assert_msg(strstr(err, "topics.orders.envelope.scope, "
+                                  "topics.orders.envelope.digest"),
+                      "%s", err);
         ck_assert_ptr_null(strstr(err, "envelope.id"));
         ck_assert_ptr_nonnull(strstr(err, "--accept-key-change"));
         /* accepted: adopted once, then the store is at the new settings */
         h.conf->accept_key_change = true;
+        fp_logged[0] = '\0';
+        sg_engine_set_log(h.eng, fp_log, NULL);
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
                          SG_OK);
+        ck_assert_msg(strstr(fp_logged, "key_fingerprint_adopted") &&
+                              strstr(fp_logged,
+                                     "\"settings\":\"topics.orders.envelope."
+                                     "scope, topics.orders.envelope.digest\""),
+                      "%s", fp_logged);
         h.conf->accept_key_change = false;
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
