@@ -303,9 +303,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 case OPT_PASSTHROUGH:
                         o->passthrough = true;
                         break;
-                case 'V':
-                        printf("seqgate %s\n", SG_VERSION_STR);
+                case 'V': {
+                        char vt[1024];
+                        sg_version_text(vt, sizeof(vt));
+                        fputs(vt, stdout);
                         return 0;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;
