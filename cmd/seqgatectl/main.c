@@ -35,6 +35,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The subcommands: one line each. */
+static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+} commands[] = {
+        {"inspect", cmd_inspect},
+        {"partitions", cmd_partitions},
+        {"replay", cmd_replay},
+        {"release", cmd_release},
+};
+
 int main(int argc, char **argv) {
         if (argc < 2)
                 return usage_error("a command is required");
@@ -44,19 +55,16 @@ int main(int argc, char **argv) {
                 fputs(usage_text, stdout);
                 return 0;
         }
-        if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-                printf("seqgatectl %s (librdkafka %s)\n", SG_VERSION_STR,
-                       rd_kafka_version_str());
+        if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
+            !strcmp(cmd, "version")) {
+                char v[1024];
+                sg_version_text(v, sizeof(v));
+                fputs(v, stdout);
                 return 0;
         }
         /* getopt_long sees the command as argv[0]. */
-        if (!strcmp(cmd, "inspect"))
-                return cmd_inspect(argc - 1, argv + 1);
-        if (!strcmp(cmd, "partitions"))
-                return cmd_partitions(argc - 1, argv + 1);
-        if (!strcmp(cmd, "replay"))
-                return cmd_replay(argc - 1, argv + 1);
-        if (!strcmp(cmd, "release"))
-                return cmd_release(argc - 1, argv + 1);
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(cmd, commands[i].name))
+                        return commands[i].run(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -269,7 +269,9 @@ static int replay_open_consumer(replay_t *r) {
  * EXIT_RUNTIME. */
 static int replay_plan(replay_t *r) {
         const replay_opts_t *o = r->o;
-        const int meta_timeout = 10000;
+        /* --timeout-ms bounds every broker answer (an unreachable broker
+         * fails the command after it) */
+        const int meta_timeout = (int)o->timeout_ms;
         r->rkt = rd_kafka_topic_new(r->cons, o->dlq, NULL);
         rd_kafka_resp_err_t kerr =
                 rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
@@ -582,6 +584,9 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
         if (rc)
                 return rc; /* nothing read: no summary */
         rc = replay_plan(&r);
+        /* without a plan (no broker, no such topic) nothing was read: a
+         * summary ("would replay 0") would say the DLQ is empty */
+        bool planned = !rc;
         if (!rc)
                 rc = replay_open_producer(&r);
         rd_kafka_resp_err_t kerr;
@@ -593,17 +598,76 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
                 rc = replay_read(&r);
         replay_flush(&r);
         replay_close(&r);
-        print_summary(o, &r.st);
+        if (planned)
+                print_summary(o, &r.st);
         if (rc == 0 && r.st.failed)
                 rc = EXIT_RUNTIME;
         return rc;
 }
 
+static const char replay_help[] =
+        "usage: seqgatectl replay --config FILE --dlq TOPIC (--reason R ... "
+        "| --all)\n"
+        "                         [--aggregate ID] [--dlq-partition P] "
+        "[--from-offset N]\n"
+        "                         [--until-offset N] [--limit N] [--dry-run] "
+        "[--timeout-ms MS]\n"
+        "                         [-X NAME=VALUE ...] [--json]\n"
+        "\n"
+        "Read the DLQ topic (every partition, or P) from the start or offset "
+        "N up\n"
+        "to its end offsets (or before --until-offset, exclusive) and "
+        "produce each\n"
+        "selected record back to its original topic and partition without "
+        "its\n"
+        "__seqgate.errors.* headers, with __seqgate.replay: "
+        "<dlq>/<partition>/<offset>.\n"
+        "\n"
+        "  -d, --dlq TOPIC        the DLQ topic\n"
+        "  -r, --reason R         select the records dead-lettered for reason "
+        "R;\n"
+        "                         repeatable, or a comma list (R1,R2): any of "
+        "them\n"
+        "      --all              select every reason (--reason or --all is\n"
+        "                         required)\n"
+        "  -a, --aggregate ID     select the records of aggregate ID only\n"
+        "  -P, --dlq-partition P  read DLQ partition P only\n"
+        "  -f, --from-offset N    start at offset N (default: the log start)\n"
+        "  -u, --until-offset N   stop before offset N (default: the end "
+        "offsets\n"
+        "                         when the command starts)\n"
+        "  -l, --limit N          stop after N selected records\n"
+        "  -n, --dry-run          print the selected records, produce "
+        "nothing\n"
+        "  -T, --timeout-ms MS    give up after MS ms without a record or "
+        "broker\n"
+        "                         answer (default 30000): exit 1\n";
+
+/* --reason's value: one reason or a comma list of them, each one of the
+ * DLQ reasons (sg_reason_name); added to reasons[] (room for every one).
+ * Returns 0 or EXIT_USAGE after printing which is not a reason. */
+static int replay_reasons(char *arg, const char **reasons, size_t *cnt) {
+        for (char *save = NULL, *r = strtok_r(arg, ",", &save); r;
+             r = strtok_r(NULL, ",", &save)) {
+                bool known = false;
+                for (int i = 1; i < SG_R__CNT && !known; i++)
+                        known = !strcmp(r, sg_reason_name((sg_reason_t)i));
+                if (!known)
+                        return usage_error("--reason: '%s' is not a DLQ "
+                                           "reason (see README \"DLQ "
+                                           "records\")",
+                                           r);
+                reasons[(*cnt)++] = r;
+        }
+        return 0;
+}
+
 int cmd_replay(int argc, char **argv) {
+        enum { OPT_ALL = 256 };
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"dlq", required_argument, NULL, 'd'},
                 {"reason", required_argument, NULL, 'r'},
+                {"all", no_argument, NULL, OPT_ALL},
                 {"aggregate", required_argument, NULL, 'a'},
                 {"dlq-partition", required_argument, NULL, 'P'},
                 {"from-offset", required_argument, NULL, 'f'},
@@ -611,44 +675,38 @@ int cmd_replay(int argc, char **argv) {
                 {"limit", required_argument, NULL, 'l'},
                 {"timeout-ms", required_argument, NULL, 'T'},
                 {"dry-run", no_argument, NULL, 'n'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
+        cli_common_t cc = {.help = replay_help, .uses = CLI_USES_KAFKA};
         replay_opts_t o = {.dlq_partition = -1,
                            .from = -1,
                            .until = -1,
                            .limit = -1,
                            .timeout_ms = 30000};
-        const char *config = NULL;
-        const char **reasons = calloc((size_t)argc + 1, sizeof(*reasons));
+        bool all = false;
+        /* room for every reason of every --reason (each at least 2 bytes
+         * apart: "a,b") */
+        size_t room = 0;
+        for (int i = 0; i < argc; i++)
+                room += strlen(argv[i]) / 2 + 1;
+        const char **reasons = calloc(room + 1, sizeof(*reasons));
         if (!reasons) {
                 errf("out of memory");
                 return EXIT_RUNTIME;
         }
         o.reasons = reasons;
         int c, rc = 0;
-        while (!rc && (c = getopt_long(argc, argv, "c:d:r:a:P:f:u:l:T:njh",
-                                       opts, NULL)) != -1) {
+        while (!rc && (c = cli_getopt(&cc, argc, argv, "d:r:a:P:f:u:l:T:n",
+                                      opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
                 case 'd':
                         o.dlq = optarg;
                         break;
-                case 'r': {
-                        bool known = false;
-                        for (int r = 1; r < SG_R__CNT && !known; r++)
-                                known = !strcmp(optarg,
-                                                sg_reason_name((sg_reason_t)r));
-                        if (!known)
-                                rc = usage_error("--reason: '%s' is not a DLQ "
-                                                 "reason (see README \"DLQ "
-                                                 "records\")",
-                                                 optarg);
-                        reasons[o.reason_cnt++] = optarg;
+                case 'r':
+                        rc = replay_reasons(optarg, reasons, &o.reason_cnt);
                         break;
-                }
+                case OPT_ALL:
+                        all = true;
+                        break;
                 case 'a':
                         o.aggregate = optarg;
                         break;
@@ -685,35 +743,33 @@ int cmd_replay(int argc, char **argv) {
                 case 'n':
                         o.dry_run = true;
                         break;
-                case 'j':
-                        o.json = true;
-                        break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        free(reasons);
-                        return 0;
-                default:
-                        rc = usage_error("replay: invalid option");
                 }
         }
-        if (!rc && optind < argc)
-                rc = usage_error("replay: unexpected argument '%s'",
-                                 argv[optind]);
+        if (!rc && c == CLI_STOP) {
+                free(reasons);
+                return cc.rc;
+        }
+        const char *config = cc.config;
+        o.json = cc.json;
         if (!rc && (!config || !o.dlq))
-                rc = usage_error("replay needs --config and --dlq");
+                rc = usage_error("--config and --dlq are required");
+        if (!rc && !all && !o.reason_cnt)
+                rc = usage_error("--reason R or --all is required (which "
+                                 "DLQ records to replay)");
+        if (!rc && all && o.reason_cnt)
+                rc = usage_error("--all and --reason exclude each other");
         if (!rc && o.from >= 0 && o.until >= 0 && o.until <= o.from)
                 rc = usage_error("--until-offset must be above --from-offset");
         sg_config_t *conf = NULL;
         if (!rc)
-                rc = load_config(config, &conf);
+                rc = cli_config_load(&cc, &conf);
         if (!rc) {
                 bool is_dlq = false;
                 for (size_t i = 0; i < conf->topic_cnt; i++)
                         if (!strcmp(conf->topics[i].dlq_topic, o.dlq))
                                 is_dlq = true;
                 if (!is_dlq)
-                        errf("warning: %s is not a dlq_topic of %s", o.dlq,
-                             config);
+                        warnf("%s is not a dlq_topic of %s", o.dlq, config);
                 rc = replay_run(conf, &o);
         }
         sg_config_destroy(conf);
