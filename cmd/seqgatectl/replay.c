@@ -405,9 +405,13 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
                       topic[0] &&
                       hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
                       parse_i64(pbuf, 0, INT32_MAX, &opart);
+        /* the input's timestamp (the DLQ record's own is when it was
+         * dead-lettered); none (-1): the broker's time, as for the input */
         if (!hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
-            !parse_i64(tbuf, 1, INT64_MAX, &ts))
+            !parse_i64(tbuf, INT64_MIN, INT64_MAX, &ts))
                 ts = rd_kafka_message_timestamp(m, NULL);
+        if (ts < 0)
+                ts = 0;
         if (!origin) {
                 r->st.failed++;
                 print_record(o->json, "failed", o->dlq, m->partition, m->offset,

@@ -36,6 +36,8 @@ typedef struct out {
         char extra_name[64]; /* first non-provenance extra header (output) */
         char extra_val[64];
         char version[32]; /* ce_sequence of the record */
+        char dead_lettered_at[40];
+        int64_t timestamp_ms;
 } out_t;
 
 typedef struct h {
@@ -158,6 +160,7 @@ static void collect(h_t *h) {
                 }
                 snprintf(o->topic, sizeof(o->topic), "%s", ef[i].topic);
                 o->partition = ef[i].partition;
+                o->timestamp_ms = ef[i].timestamp_ms;
                 snprintf(o->key, sizeof(o->key), "%.*s", (int)ef[i].key_len,
                          (const char *)ef[i].key);
                 snprintf(o->value, sizeof(o->value), "%.*s",
@@ -172,6 +175,9 @@ static void collect(h_t *h) {
                                 copy_hdr(x, o->reason, sizeof(o->reason));
                         else if (!strcmp(x->name, SG_DLQ_H_DETAIL))
                                 copy_hdr(x, o->detail, sizeof(o->detail));
+                        else if (!strcmp(x->name, SG_DLQ_H_DEAD_LETTERED_AT))
+                                copy_hdr(x, o->dead_lettered_at,
+                                         sizeof(o->dead_lettered_at));
                         else if (ef[i].kind == SG_EFFECT_OUTPUT &&
                                  strcmp(x->name, SG_H_SOURCE) != 0) {
                                 snprintf(o->extra_name, sizeof(o->extra_name),
@@ -267,6 +273,14 @@ START_TEST(row1_malformed) {
         ck_assert_ptr_nonnull(strstr(h.out[0].detail, "abc"));
         ck_assert_uint_eq(M(&h)->malformed_total, 1);
         ck_assert_uint_eq(M(&h)->dlq_total[SG_R_MALFORMED], 1);
+        /* dead-lettered at the batch's processing time, RFC 3339 UTC with
+         * milliseconds, also its Kafka timestamp (the input's is
+         * __seqgate.errors.timestamp) */
+        char at[40];
+        ck_assert_str_eq(h.out[0].dead_lettered_at,
+                         sg_iso_time(T0, at, sizeof(at)));
+        ck_assert_str_eq(at, "2023-11-14T22:13:20.000Z");
+        ck_assert_int_eq(h.out[0].timestamp_ms, T0);
         /* nothing else changed: v1 still applies */
         ONE(&h, EV("A", "e2", "t", "1"));
         assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "1", NULL);
@@ -2036,18 +2050,6 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
 }
 END_TEST
 
-/* The log lines an engine test keeps (fp_log). */
-static char fp_logged[2048];
-
-static void fp_log(void *opaque, sg_log_level_t level, const char *event,
-                   const char *fields_json) {
-        (void)opaque;
-        (void)level;
-        size_t l = strlen(fp_logged);
-        snprintf(fp_logged + l, sizeof(fp_logged) - l, "%s %s\n", event,
-                 fields_json ? fields_json : "");
-}
-
 /* Changing a setting that defines keys or digests on an existing store is
  * refused (naming it) unless the operator accepts the change. Both the
  * refusal and the key_fingerprint_adopted line name every setting by its
@@ -2083,16 +2085,16 @@ START_TEST(key_fingerprint_change_refused) {
         ck_assert_ptr_nonnull(strstr(err, "--accept-key-change"));
         /* accepted: adopted once, then the store is at the new settings */
         h.conf->accept_key_change = true;
-        fp_logged[0] = '\0';
-        sg_engine_set_log(h.eng, fp_log, NULL);
+        logged[0] = '\0';
+        sg_engine_set_log(h.eng, log_collect, NULL);
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
                          SG_OK);
-        ck_assert_msg(strstr(fp_logged, "key_fingerprint_adopted") &&
-                              strstr(fp_logged,
+        ck_assert_msg(strstr(logged, "key_fingerprint_adopted") &&
+                              strstr(logged,
                                      "\"settings\":\"topics.orders.envelope."
                                      "scope, topics.orders.envelope.digest\""),
-                      "%s", fp_logged);
+                      "%s", logged);
         h.conf->accept_key_change = false;
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
