@@ -212,3 +212,31 @@ def test_common_options_on_broker(bootstrap, seqgate_bin, seqgatectl_bin,
         assert sg.stop() == 0
     finally:
         sg.cleanup()
+
+
+@pytest.mark.parametrize("level,want_debug,want_info", [
+    (None, False, True), ("debug", True, True), ("error", False, False)])
+def test_daemon_log_level(seqgate_bin, tmp_path, closed_port, level,
+                          want_debug, want_info):
+    """seqgate's --log-level filters its own lines and librdkafka's (here
+    the lines of the `debug` property, at debug level)."""
+    conf = json.loads(Path(offline_config(tmp_path, closed_port)).read_text())
+    conf["kafka"]["debug"] = "broker"
+    conf["broker_retry_timeout_ms"] = 300000
+    from seqgate_proc import Seqgate
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(wait_assigned=False,
+                 extra_args=["--log-level", level] if level else [])
+        time.sleep(2.5)
+        assert sg.stop(timeout_s=60) == 0, sg.log_tail()
+    finally:
+        sg.cleanup()
+    lines = sg.log_lines()
+    levels = {l.get("level") for l in lines}
+    kafka_debug = [l for l in lines
+                   if l.get("event") == "librdkafka" and l["level"] == "debug"]
+    assert bool(kafka_debug) == want_debug, sg.log_tail()
+    assert ("info" in levels) == want_info, sg.log_tail()
+    if level == "error":
+        assert levels <= {"error"}, levels
