@@ -75,7 +75,7 @@ void usage_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  *       --log-level LEVEL error, warning (default), notice, info, debug
  *       --json            one JSON object per line
  *   -h, --help            the command's help (cli_common_t help)
- * Set cmd, help and uses, zero the rest; cli_getopt fills them in. */
+ * Set help and uses, zero the rest; cli_getopt fills them in. */
 typedef struct cli_common {
         const char *help; /* the command's --help text (usage and options
                              of its own; the common ones are appended) */

@@ -17,9 +17,11 @@
  *               so the daemon judges it again from row 4 (semantics §3).
  *
  * The store is opened read-only (MDB_RDONLY): a read transaction sees the
- * last committed batch and never blocks the running daemon. Kafka
- * properties come from the config's "kafka" and "kafka_producer" blocks,
- * verbatim, as the daemon uses them.
+ * last committed batch and never blocks the running daemon (--data-dir
+ * names another store). Kafka properties come from the config's "kafka"
+ * and "kafka_producer" blocks, verbatim, as the daemon uses them, and
+ * -X NAME=VALUE on top (cli.h cli_getopt: the options every command
+ * shares).
  *
  * Output: human-readable by default; with --json one JSON object per line.
  * Errors go to stderr. Exit status: 0 ok, 1 runtime error (store, Kafka,
