@@ -52,8 +52,9 @@ const char usage_text[] =
         "  release     end an aggregate's quarantine (a control record)\n"
         "  simulate    run the engine offline over an NDJSON file of "
         "records\n"
-        "  dlq         what is in the DLQ: summary (counts) or tail (the "
-        "last records)\n"
+        "  dlq summary what is in the DLQ: counts by reason, aggregate and "
+        "hour\n"
+        "  dlq tail    the last DLQ records, and with -f the new ones\n"
         "  sizing      how large the store and the changelog grow\n"
         "  audit       a topic's duplicates, gaps and disorder, before "
         "adopting seqgate\n"
@@ -180,7 +181,7 @@ static void getopt_setup(cli_common_t *cc, const char *shortopts,
 int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
                const struct option *longopts) {
         if (!cc->shortopts[0]) {
-                g_cmd = argv[0];
+                g_cmd = cc->name ? cc->name : argv[0];
                 opterr = 0;
                 getopt_setup(cc, shortopts, longopts);
         }
@@ -189,9 +190,10 @@ int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
                 const char *opt = argv[optind - 1];
                 switch (c) {
                 case -1:
-                        if (optind < argc) {
-                                cc->rc = usage_error("unexpected argument '%s'",
-                                                     argv[optind]);
+                        if (argc - optind > cc->operands) {
+                                cc->rc = usage_error(
+                                        "unexpected argument '%s'",
+                                        argv[optind + cc->operands]);
                                 return CLI_STOP;
                         }
                         return CLI_END;

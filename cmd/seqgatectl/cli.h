@@ -80,6 +80,10 @@ typedef struct cli_common {
         const char *help; /* the command's --help text (usage and options
                              of its own; the common ones are appended) */
         unsigned uses;    /* CLI_USES_* */
+        const char *name; /* the command as usage errors name it ("dlq
+                             summary"); NULL: argv[0] */
+        int operands;     /* most non-option arguments the command takes
+                             (INPUT); left at argv[optind..] */
         const char *config;
         const char *data_dir;
         const char *props[CLI_PROPS_MAX]; /* "NAME=VALUE", in order */
@@ -94,8 +98,9 @@ typedef struct cli_common {
 /* getopt_long() over the command's own options (shortopts, longopts:
  * without the common ones, which it adds and handles itself) for
  * subcommand argv[0]: returns the next option of the command's own
- * (optarg set), CLI_END when the options end (a non-option argument is a
- * usage error: CLI_STOP), or CLI_STOP with cc->rc. Prints the usage
+ * (optarg set), CLI_END when the options end (more than cc->operands
+ * non-option arguments is a usage error: CLI_STOP; the operands are
+ * argv[optind..argc-1]), or CLI_STOP with cc->rc. Prints the usage
  * errors of the common options and of options getopt does not know.
  * At most 32 long options of the command's own. */
 int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
