@@ -17,6 +17,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctlconf  # noqa: E402
+
 CTL = None
 
 # the commands and what they use: (reads a store, talks to Kafka)
@@ -43,13 +46,7 @@ class Conventions(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
-        self.conf = os.path.join(self.tmp.name, "config.json")
-        with open(self.conf, "w") as f:
-            json.dump({"data_dir": os.path.join(self.tmp.name, "none"),
-                       "kafka": {"bootstrap.servers": "127.0.0.1:1",
-                                 "group.id": "g"},
-                       "topics": {"orders": {"output_topic": "o",
-                                             "dlq_topic": "d"}}}, f)
+        self.conf = ctlconf.offline_config(self.tmp.name)
 
     def assert_usage_error(self, cmd, r, problem):
         self.assertEqual(r.returncode, 2, (cmd, r))
