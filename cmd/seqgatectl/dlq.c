@@ -4,8 +4,8 @@
  * replay uses (dlqread.h: group-less, read_committed, nothing committed).
  *
  *   summary  counts by reason, the aggregates with the most records and
- *            counts by hour (of the record timestamp, which is the input
- *            record's) over the records up to the end (or --to)
+ *            counts by hour (of the record timestamp: when it was
+ *            dead-lettered) over the records up to the end (or --to)
  *   tail     the last N records (by timestamp over every partition), and
  *            with -f the new ones as they come, until SIGINT / SIGTERM
  */
@@ -93,7 +93,7 @@ typedef struct dlq_rec {
         char dlq[256];
         int32_t dlq_partition;
         int64_t dlq_offset;
-        int64_t ts; /* the record timestamp (the input record's), ms */
+        int64_t ts; /* the record timestamp (when it was dead-lettered), ms */
         char reason[64], topic[256], partition[16], offset[24], agg[1100],
                 detail[512], expected[24], actual[24];
 } dlq_rec_t;
