@@ -154,3 +154,37 @@ const char *sg_quote(char *out, const void *s, size_t len, size_t max) {
         out[o] = '\0';
         return out;
 }
+
+/* ------------------------------------------------------------------ */
+/* log levels                                                          */
+
+const char *sg_log_level_name(sg_log_level_t l) {
+        switch (l) {
+        case SG_LOG_ERR:
+                return "error";
+        case SG_LOG_WARNING:
+                return "warning";
+        case SG_LOG_NOTICE:
+                return "notice";
+        case SG_LOG_INFO:
+                return "info";
+        default:
+                return "debug";
+        }
+}
+
+bool sg_log_level_parse(const char *s, sg_log_level_t *out) {
+        static const struct {
+                const char *name;
+                sg_log_level_t level;
+        } names[] = {{"error", SG_LOG_ERR},       {"err", SG_LOG_ERR},
+                     {"warning", SG_LOG_WARNING}, {"warn", SG_LOG_WARNING},
+                     {"notice", SG_LOG_NOTICE},   {"info", SG_LOG_INFO},
+                     {"debug", SG_LOG_DEBUG}};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (!strcmp(s, names[i].name)) {
+                        *out = names[i].level;
+                        return true;
+                }
+        return false;
+}

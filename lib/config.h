@@ -375,6 +375,22 @@ void sg_config_destroy(sg_config_t *conf);
 sg_err_t sg_config_set_instance_id(sg_config_t *conf, const char *instance_id,
                                    char *errstr, size_t errstr_size);
 
+/**
+ * Adds the librdkafka property @p name = @p value on top of the config's
+ * "kafka" block (seqgatectl's -X, kcat's convention: every Kafka client
+ * built from @p conf takes it; a name given again later wins, as in
+ * librdkafka). It must pass the checks a "kafka" entry passes at load time
+ * (semantics §6: no auto commit, idempotence and acks=all, no
+ * transactional.id; librdkafka's own name and value check), else nothing
+ * is added. @p name and @p value are copied.
+ * @returns SG_OK, SG_ERR_CONFIG (errstr: "kafka.NAME: why", a secret's value
+ *          never shown), SG_ERR_INVALID (empty name), SG_ERR_NOMEM.
+ * Thread-safety: none (modifies @p conf).
+ */
+sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
+                             const char *value, char *errstr,
+                             size_t errstr_size);
+
 /** Returns the topic config for input topic @p topic, or NULL. */
 const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,
                                          const char *topic);

@@ -255,3 +255,35 @@ sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root,
                            "kafka_producer"));
         return errors_since(c, since);
 }
+
+sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
+                             const char *value, char *errstr,
+                             size_t errstr_size) {
+        cfg_ctx_t c = {.errstr = errstr,
+                       .errstr_size = errstr_size,
+                       .eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE};
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        if (!name || !*name || !value) {
+                sg_cfg_set_errstr(errstr, errstr_size,
+                                  "a property name must not be empty");
+                return SG_ERR_INVALID;
+        }
+        sg_kv_t one = {.name = (char *)name, .value = (char *)value};
+        /* the checks of a "kafka" entry, for both clients (parse_kafka) */
+        KEEP(check_controlled(&c, &one, 1, "kafka", true, true));
+        KEEP(check_rdkafka(&c, &one, 1, "kafka"));
+        if (c.err_cnt)
+                return SG_ERR_CONFIG;
+        sg_kv_t *kv = realloc(conf->kafka, (conf->kafka_cnt + 1) * sizeof(*kv));
+        if (!kv)
+                return sg_cfg_nomem(&c);
+        conf->kafka = kv;
+        kv = &conf->kafka[conf->kafka_cnt];
+        if (!(kv->name = strdup(name)) || !(kv->value = strdup(value))) {
+                free(kv->name);
+                return sg_cfg_nomem(&c);
+        }
+        conf->kafka_cnt++;
+        return SG_OK;
+}

@@ -366,13 +366,16 @@ sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
                 *changedp = true;
                 return SG_OK;
         }
-        char names[256] = "";
+        char names[1536] = ""; /* SG_META_FP_PARTS key paths */
         size_t nl = 0;
         for (size_t i = 0; i < SG_META_FP_PARTS; i++) {
                 if (memcmp(m->key_fp[i], cur[i], 8) == 0)
                         continue;
-                int w = snprintf(names + nl, sizeof(names) - nl, "%s%s.%s",
-                                 nl ? ", " : "", p->tc->name, fp_names[i]);
+                /* each by its full key path, as the config's errors name
+                 * keys: the refusal and key_fingerprint_adopted alike */
+                int w = snprintf(names + nl, sizeof(names) - nl,
+                                 "%stopics.%s.%s", nl ? ", " : "", p->tc->name,
+                                 fp_names[i]);
                 if (w > 0 && (size_t)w < sizeof(names) - nl)
                         nl += (size_t)w;
         }
@@ -381,7 +384,7 @@ sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,
         if (!e->conf->accept_key_change) {
                 sg_errf(errstr, errstr_size,
                         "store of %s [%" PRId32 "] was written with other "
-                        "settings for topics.%s: its idempotency keys, "
+                        "settings for %s: its idempotency keys, "
                         "digests or aggregate keys would no longer match "
                         "(every retry an idempotency_conflict). Restore the "
                         "old settings, or start once with "

@@ -67,6 +67,10 @@ extern "C" {
 #define SG_DLQ_H_ACTUAL "__seqgate.errors.actual_version"
 #define SG_DLQ_H_STATE "__seqgate.errors.state"
 #define SG_DLQ_H_INSTANCE "__seqgate.errors.instance"
+/* When seqgate dead-lettered the record: the batch's processing time, RFC
+ * 3339 UTC with milliseconds ("2026-12-01T15:30:00.123Z"); also the DLQ
+ * record's Kafka timestamp (the input's is SG_DLQ_H_TIMESTAMP). */
+#define SG_DLQ_H_DEAD_LETTERED_AT "__seqgate.errors.dead_lettered_at"
 /** On a DLQ record that goes without the input record's value (the value is
  *  what Kafka cannot take, semantics §3 output_rejected; or the DLQ topic
  *  cannot take the record): the value's length in bytes. Fetch the record

@@ -255,7 +255,7 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
                          const dlq_info_t *d) {
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = sg_eng_effect_new(e);
-        sg_header_t *x = sg_arena_alloc(&e->arena, 15 * sizeof(*x));
+        sg_header_t *x = sg_arena_alloc(&e->arena, 16 * sizeof(*x));
         if (!ef || !x)
                 return SG_ERR_NOMEM;
         size_t n = 0;
@@ -289,6 +289,8 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
         if (d->state && d->state[0])
                 H(SG_DLQ_H_STATE, COPY(d->state));
         H(SG_DLQ_H_INSTANCE, e->conf->instance_id ? e->conf->instance_id : "");
+        char at[40];
+        H(SG_DLQ_H_DEAD_LETTERED_AT, COPY(sg_iso_time(e->now, at, sizeof(at))));
         if (d->gap_hdr && d->gap_val)
                 H(d->gap_hdr, d->gap_val);
         ef->kind = SG_EFFECT_DLQ;
@@ -298,7 +300,11 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
         ef->key_len = s->key_len;
         ef->value = s->value;
         ef->value_len = s->value_len;
-        ef->timestamp_ms = s->timestamp_ms > 0 ? s->timestamp_ms : 0;
+        /* the Kafka timestamp is when it was dead-lettered, so that the
+         * DLQ topic's retention.ms counts from then, not from the input's
+         * time (a late or replayed record would expire at once); the
+         * input's is in SG_DLQ_H_TIMESTAMP */
+        ef->timestamp_ms = e->now > 0 ? e->now : 0;
         ef->headers = s->headers;
         ef->header_cnt = s->header_cnt;
         ef->extra = x;

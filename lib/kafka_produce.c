@@ -3,6 +3,8 @@
  */
 #include "kafka_int.h"
 
+#include "engine.h" /* the DLQ header names, SG_DLQ_H_* */
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -156,6 +158,52 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                 loop->rerun = true;
 }
 
+/** Longest untrusted field quoted into a "dlq" line. */
+#define DLQ_LOG_QUOTE_MAX 256
+
+/**
+ * A "dlq" line at debug level (not info: one line per refused record
+ * would be the volume of the input): the DLQ record @p ef the loop
+ * produces — where its input record was (topic, partition, offset), the
+ * reason, the aggregate and the detail, read from its DLQ headers
+ * (engine.h SG_DLQ_H_*, README "DLQ records"); aggregate and detail are
+ * input bytes, quoted through sg_quote. The engine decided; this says what
+ * is produced. Fields of headers the record lacks are left out.
+ */
+static void loop_log_dlq(sg_loop_t *loop, const sg_effect_t *ef) {
+        static const struct {
+                const char *header, *field;
+                bool number;
+        } fields[] = {
+                {SG_DLQ_H_TOPIC, "topic", false},
+                {SG_DLQ_H_PARTITION, "partition", true},
+                {SG_DLQ_H_OFFSET, "offset", true},
+                {SG_DLQ_H_REASON, "reason", false},
+                {SG_DLQ_H_AGGREGATE, "aggregate", false},
+                {SG_DLQ_H_DETAIL, "detail", false},
+        };
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "dlq_topic", ef->topic);
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+                const sg_header_t *x = NULL;
+                for (size_t k = 0; k < ef->extra_cnt; k++)
+                        if (!strcmp(ef->extra[k].name, fields[i].header))
+                                x = &ef->extra[k];
+                if (!x || !x->value)
+                        continue;
+                char q[DLQ_LOG_QUOTE_MAX + 4];
+                /* trusted values are short and printable; quoting keeps a
+                 * line one line whatever they hold */
+                sg_quote(q, x->value, x->value_len, DLQ_LOG_QUOTE_MAX);
+                if (fields[i].number)
+                        cJSON_AddNumberToObject(f, fields[i].field,
+                                                (double)strtoll(q, NULL, 10));
+                else
+                        cJSON_AddStringToObject(f, fields[i].field, q);
+        }
+        sg_loop_log(loop, SG_LOG_DEBUG, "dlq", f);
+}
+
 /** Produces one effect, waiting while the producer's queue is full;
  *  @p frame (SG_CHANGELOG_FRAME_LEN bytes, or NULL) becomes its
  *  SG_CHANGELOG_HEADER header (at_least_once changelog records). On a
@@ -194,8 +242,11 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                         RD_KAFKA_V_HEADERS(h),
                         RD_KAFKA_V_OPAQUE((void *)(loop->dr_base + 1 + index)),
                         RD_KAFKA_V_END);
-                if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                        if (ef->kind == SG_EFFECT_DLQ)
+                                loop_log_dlq(loop, ef);
                         return SG_OK; /* h now owned by the message */
+                }
                 if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                         rd_kafka_poll(loop->producer, 100);
                         continue;

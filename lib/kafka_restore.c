@@ -153,8 +153,9 @@ typedef struct restore_progress {
 
 /** loop_restore_read, every stats_interval_ms while records arrive: logs
  *  "restore_progress" — how far the changelog partition is read (offset,
- *  high watermark as last fetched, percent when known), the records read
- *  and their rate — so that a long restore is seen to move. */
+ *  high watermark as last fetched, total offsets to read and percent when
+ *  known), the records read, their rate and the seconds left at that pace
+ *  (eta_seconds) — so that a long restore is seen to move. */
 static void loop_restore_progress(sg_loop_t *loop, const char *topic,
                                   int32_t partition, const char *changelog,
                                   int64_t from, int64_t next, int64_t now,
@@ -171,6 +172,9 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
         cJSON_AddNumberToObject(f, "offset", (double)next);
         if (hi >= 0) {
                 cJSON_AddNumberToObject(f, "high_watermark", (double)hi);
+                /* what the restore reads in all: up to the end offset */
+                cJSON_AddNumberToObject(f, "total",
+                                        (double)(hi > from ? hi - from : 0));
                 if (hi > from)
                         cJSON_AddNumberToObject(
                                 f, "percent",
@@ -182,6 +186,15 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
         cJSON_AddNumberToObject(
                 f, "records_per_second",
                 secs > 0 ? (double)(int64_t)((double)rp->records / secs) : 0);
+        /* the offsets left at the pace so far (offsets, not records:
+         * transaction markers and skipped records take offsets too) */
+        double pace = secs > 0 ? (double)(next - from) / secs : 0;
+        if (hi >= 0 && pace > 0)
+                cJSON_AddNumberToObject(
+                        f, "eta_seconds",
+                        (double)(int64_t)((double)(hi > next ? hi - next : 0) /
+                                                  pace +
+                                          0.5));
         sg_loop_log(loop, SG_LOG_INFO, "restore_progress", f);
         rp->next_ms = now + loop->conf->stats_interval_ms;
 }

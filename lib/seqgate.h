@@ -22,6 +22,7 @@
 #define SEQGATE_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,7 +30,23 @@
 extern "C" {
 #endif
 
-#define SG_VERSION_STR "0.1.0"
+/** seqgate's version: meson's project version, passed by meson.build as a
+ *  define; "unknown" in a build that does not (tests/fuzz/run.sh). */
+#ifndef SG_VERSION_STR
+#define SG_VERSION_STR "unknown"
+#endif
+
+/**
+ * Writes the version text that both binaries print for -V/--version:
+ * "seqgate <SG_VERSION_STR>\n", then one "<library> <version>\n" line per
+ * library seqgate links (librdkafka, LMDB, cJSON, yajl, OpenSSL, libcurl,
+ * libmicrohttpd), each the version of the library loaded at run time where
+ * the library reports one, else the one compiled against.
+ * @p buf of @p size bytes; always NUL-terminated when size > 0 (cut at
+ * size). Returns the length the whole text needs, as snprintf does.
+ * Thread-safe.
+ */
+size_t sg_version_text(char *buf, size_t size);
 
 /** 2^53, the largest integer up to which an IEEE double (a JSON number as
  *  most parsers read it, RFC 8259 §6) holds every integer exactly: the
@@ -129,6 +146,15 @@ typedef enum sg_log_level {
         SG_LOG_INFO = 6,
         SG_LOG_DEBUG = 7,
 } sg_log_level_t;
+
+/** The name of @p level as log lines and --log-level spell it: "error",
+ *  "warning", "notice", "info", "debug" (anything above info: "debug").
+ *  A static string. Thread-safe. */
+const char *sg_log_level_name(sg_log_level_t level);
+
+/** Parses a --log-level value: error (err), warning (warn), notice, info,
+ *  debug. Returns false, *out unchanged, on anything else. Thread-safe. */
+bool sg_log_level_parse(const char *s, sg_log_level_t *out);
 
 /**
  * Logging callback installed by the application. @p event is a short,

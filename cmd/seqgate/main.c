@@ -39,37 +39,6 @@
 
 static sg_log_level_t g_log_level = SG_LOG_INFO;
 
-static const char *level_name(sg_log_level_t l) {
-        switch (l) {
-        case SG_LOG_ERR:
-                return "error";
-        case SG_LOG_WARNING:
-                return "warning";
-        case SG_LOG_NOTICE:
-                return "notice";
-        case SG_LOG_INFO:
-                return "info";
-        default:
-                return "debug";
-        }
-}
-
-static bool level_parse(const char *s, sg_log_level_t *out) {
-        static const struct {
-                const char *name;
-                sg_log_level_t level;
-        } names[] = {{"error", SG_LOG_ERR},       {"err", SG_LOG_ERR},
-                     {"warning", SG_LOG_WARNING}, {"warn", SG_LOG_WARNING},
-                     {"notice", SG_LOG_NOTICE},   {"info", SG_LOG_INFO},
-                     {"debug", SG_LOG_DEBUG}};
-        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-                if (!strcmp(s, names[i].name)) {
-                        *out = names[i].level;
-                        return true;
-                }
-        return false;
-}
-
 /**
  * Writes one JSON log line. @p members: JSON object members without braces
  * (a full "{...}" object is accepted too), or NULL.
@@ -95,7 +64,7 @@ static void log_line(sg_log_level_t level, const char *event,
         if (!f)
                 return;
         fprintf(f, "{\"ts\":\"%s\",\"level\":\"%s\",\"event\":\"%s\"", ts,
-                level_name(level), event);
+                sg_log_level_name(level), event);
         if (mlen > 0) {
                 fputc(',', f);
                 fwrite(m, 1, mlen, f);
@@ -346,7 +315,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         o->accept_key_change = true;
                         break;
                 case OPT_LOG_LEVEL:
-                        if (!level_parse(optarg, &g_log_level)) {
+                        if (!sg_log_level_parse(optarg, &g_log_level)) {
                                 fprintf(stderr,
                                         "seqgate: --log-level: unknown level "
                                         "\"%s\"; allowed: error, warning, "
@@ -376,9 +345,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 case OPT_PASSTHROUGH:
                         o->passthrough = true;
                         break;
-                case 'V':
-                        printf("seqgate %s\n", SG_VERSION_STR);
+                case 'V': {
+                        char vt[1024];
+                        sg_version_text(vt, sizeof(vt));
+                        fputs(vt, stdout);
                         return 0;
+                }
                 case 'h':
                         usage(stdout);
                         return 0;

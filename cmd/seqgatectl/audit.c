@@ -374,65 +374,102 @@ static int audit_run(sg_config_t *conf, sg_topic_config_t *tc,
         return rc;
 }
 
+static const char audit_help[] =
+        "usage: seqgatectl audit --config FILE --topic T [--from "
+        "TIME|OFFSET]\n"
+        "                        [--to TIME|OFFSET] [--html FILE] "
+        "[--max-aggregates N]\n"
+        "                        [--max-keys N] [--timeout-ms MS] "
+        "[-X NAME=VALUE ...]\n"
+        "                        [--json]\n"
+        "\n"
+        "Read topic T once (every partition, no consumer group, nothing\n"
+        "committed or produced) through seqgate's engine over a temporary "
+        "store,\n"
+        "with the record timestamps as its clock, and report its duplicates,\n"
+        "conflicts, stale events, gaps and disorder, with the "
+        "gap_timeout_ms and\n"
+        "dedup TTL they call for and the semantics §8 sizing.\n"
+        "\n"
+        "  -t, --topic T          the input topic (a topic of the config)\n"
+        "      --from TIME|OFFSET start at an RFC 3339 time "
+        "(2026-11-30T08:00:00Z)\n"
+        "                         or an offset (every partition); default: "
+        "the log\n"
+        "                         start\n"
+        "      --to TIME|OFFSET   stop before it (exclusive); default: the "
+        "end\n"
+        "                         offsets when the command starts\n"
+        "      --html FILE        also write a self-contained HTML page with "
+        "charts\n"
+        "      --max-aggregates N track at most N aggregates (default "
+        "100000)\n"
+        "      --max-keys N       track at most N idempotency keys (default\n"
+        "                         1000000)\n"
+        "      --timeout-ms MS    bound each Kafka request and the wait for "
+        "records\n"
+        "                         (default 30000)\n";
+
 int cmd_audit(int argc, char **argv) {
+        enum {
+                OPT_FROM = 256,
+                OPT_TO,
+                OPT_HTML,
+                OPT_TIMEOUT,
+                OPT_MAX_AGGS,
+                OPT_MAX_KEYS
+        };
         static const struct option lo[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"topic", required_argument, NULL, 't'},
-                {"from", required_argument, NULL, 'f'},
-                {"to", required_argument, NULL, 'u'},
-                {"json", no_argument, NULL, 'j'},
-                {"html", required_argument, NULL, 'H'},
-                {"timeout-ms", required_argument, NULL, 'T'},
-                {"max-aggregates", required_argument, NULL, 'A'},
-                {"max-keys", required_argument, NULL, 'K'},
+                {"from", required_argument, NULL, OPT_FROM},
+                {"to", required_argument, NULL, OPT_TO},
+                {"html", required_argument, NULL, OPT_HTML},
+                {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+                {"max-aggregates", required_argument, NULL, OPT_MAX_AGGS},
+                {"max-keys", required_argument, NULL, OPT_MAX_KEYS},
                 {NULL, 0, NULL, 0}};
+        cli_common_t cc = {.help = audit_help, .uses = CLI_USES_KAFKA};
         audit_opts_t o = {
                 .timeout_ms = 30000, .max_aggs = 100000, .max_keys = 1000000};
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        while ((c = cli_getopt(&cc, argc, argv, "t:", lo)) >= 0) {
                 switch (c) {
-                case 'c':
-                        o.config = optarg;
-                        break;
                 case 't':
                         o.topic = optarg;
                         break;
-                case 'f':
+                case OPT_FROM:
                         o.from = optarg;
                         break;
-                case 'u':
+                case OPT_TO:
                         o.to = optarg;
                         break;
-                case 'j':
-                        o.json = true;
-                        break;
-                case 'H':
+                case OPT_HTML:
                         o.html = optarg;
                         break;
-                case 'T':
+                case OPT_TIMEOUT:
                         if (!parse_i64(optarg, 1, INT32_MAX, &o.timeout_ms))
                                 return usage_error("--timeout-ms: a number of "
                                                    "milliseconds >= 1");
                         break;
-                case 'A':
+                case OPT_MAX_AGGS:
                         if (!parse_i64(optarg, 1, INT32_MAX, &o.max_aggs))
                                 return usage_error("--max-aggregates: a "
                                                    "number >= 1");
                         break;
-                case 'K':
+                case OPT_MAX_KEYS:
                         if (!parse_i64(optarg, 1, INT32_MAX, &o.max_keys))
                                 return usage_error("--max-keys: a number >= 1");
                         break;
-                default:
-                        return usage_error("audit: bad option");
                 }
         }
-        if (optind < argc)
-                return usage_error("audit: unexpected argument '%s'",
-                                   argv[optind]);
+        if (c == CLI_STOP)
+                return cc.rc;
+        o.config = cc.config;
+        o.json = cc.json;
+        if (!o.config)
+                return usage_error("--config FILE is required");
         if (!o.topic)
-                return usage_error("audit: --topic T is required");
+                return usage_error("--topic T is required");
         au_pos_t from = {0}, to = {0};
         if (!parse_pos(o.from, &from))
                 return usage_error("--from: an offset or an RFC 3339 time "
@@ -443,7 +480,7 @@ int cmd_audit(int argc, char **argv) {
                                    "(2026-11-30T08:00:00Z), not '%s'",
                                    o.to);
         sg_config_t *conf;
-        int rc = load_config(o.config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
         sg_topic_config_t *tc = NULL;
@@ -452,8 +489,7 @@ int cmd_audit(int argc, char **argv) {
                         tc = &conf->topics[i];
         if (!tc) {
                 sg_config_destroy(conf);
-                return usage_error("audit: topic %s is not in %s", o.topic,
-                                   o.config);
+                return usage_error("topic %s is not in %s", o.topic, o.config);
         }
         rc = audit_run(conf, tc, &o, &from, &to);
         sg_config_destroy(conf);

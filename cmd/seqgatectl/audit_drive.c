@@ -325,9 +325,17 @@ static void observe_effects(au_drive_t *d, const sg_effect_t *efs, size_t from,
                 if (ef->kind != SG_EFFECT_OUTPUT && ef->kind != SG_EFFECT_DLQ)
                         continue;
                 char part[32] = "", off[32] = "", agg[257] = "",
-                     reason[64] = "";
+                     reason[64] = "", tsbuf[32] = "";
                 int64_t sp = -1, so = -1;
+                /* the input record's timestamp: an output record carries
+                 * it; a DLQ record's own is when it was dead-lettered, the
+                 * input's is its __seqgate.errors.timestamp header */
+                int64_t in_ts = ef->timestamp_ms;
                 if (ef->kind == SG_EFFECT_DLQ) {
+                        in_ts = -1;
+                        if (hdr_text(ef->extra, ef->extra_cnt,
+                                     SG_DLQ_H_TIMESTAMP, tsbuf, sizeof(tsbuf)))
+                                parse_i64(tsbuf, -1, INT64_MAX, &in_ts);
                         if (!hdr_text(ef->extra, ef->extra_cnt, SG_DLQ_H_REASON,
                                       reason, sizeof(reason)))
                                 continue;
@@ -373,8 +381,8 @@ static void observe_effects(au_drive_t *d, const sg_effect_t *efs, size_t from,
                 else if (!agg[0] && !effect_agg(d, ef, agg, sizeof(agg)))
                         continue;
                 au_stage_t *g = stage_gap(stage0, agg, timeout);
-                if (g && ef->timestamp_ms > 0 && ef->timestamp_ms < g->oldest)
-                        g->oldest = ef->timestamp_ms;
+                if (g && in_ts > 0 && in_ts < g->oldest)
+                        g->oldest = in_ts;
         }
         int64_t now = rec ? rec->timestamp_ms : d->clock;
         for (size_t i = stage0; i < g_stage_cnt; i++)

@@ -38,94 +38,263 @@ void errf(const char *fmt, ...) {
 
 const char usage_text[] =
         "usage: seqgatectl COMMAND [OPTIONS]\n"
+        "       seqgatectl -V | --version | version\n"
+        "       seqgatectl -h | --help | help\n"
         "\n"
-        "Commands:\n"
-        "  inspect     --config FILE --topic T --partition P [--aggregate ID]\n"
-        "              [--limit N] [--json]\n"
-        "      Show an aggregate's last applied version, state, flags, parked\n"
-        "      events and snapshot request, and the partition's meta, from "
-        "the\n"
-        "      store (read-only; safe while seqgate runs). With --aggregate,\n"
-        "      --partition may be left out (every partition of T is "
-        "searched)\n"
-        "      and --topic too when the config has one input topic. Without\n"
-        "      --aggregate: the partition's meta and up to N (default 1000)\n"
-        "      aggregates that are quarantined, refetching or have parked\n"
-        "      events.\n"
-        "  lookup      --config FILE [--topic T] --source S [--source S2 ...] "
-        "--id I\n"
-        "              [--json]\n"
-        "      What happened to event I (the result query): applied, parked\n"
-        "      (waiting for which version, until when), dead_lettered (why),\n"
-        "      dropped, or unknown (never seen, or past its dedup TTL). "
-        "--source\n"
-        "      gives the idempotency scope parts in order (the CloudEvents\n"
-        "      source by default; none for an empty scope). Exit status: 0\n"
-        "      known, 1 unknown, 2 usage, configuration or store error.\n"
-        "  partitions  --config FILE [--json]\n"
-        "      Every partition in the store with its meta; the store's map "
-        "size\n"
-        "      and bytes in use.\n"
-        "  replay      --config FILE --dlq TOPIC [--reason R ...] [--aggregate "
-        "ID]\n"
-        "              [--dlq-partition P] [--from-offset N] [--until-offset "
-        "N]\n"
-        "              [--limit N] [--dry-run] [--timeout-ms MS] [--json]\n"
-        "      Read the DLQ topic (every partition, or P) from the start or "
-        "offset\n"
-        "      N up to its end offsets (or before --until-offset, exclusive) "
-        "and\n"
-        "      produce each selected record back to its original topic and\n"
-        "      partition without its __seqgate.errors.* headers, with\n"
-        "      __seqgate.replay: <dlq>/<partition>/<offset>. Records are "
-        "selected\n"
-        "      by reason (any of the --reason values) and aggregate; --limit\n"
-        "      stops after N selected records; --dry-run only prints them.\n"
-        "  release     --config FILE --topic T --partition P --aggregate ID\n"
-        "              [--version S] [--state X] [--wait [--timeout-ms MS]]\n"
-        "      Release a quarantined aggregate: produce a control record\n"
-        "      (header __seqgate.control: release) to input topic T, partition "
-        "P\n"
-        "      (the __seqgate.errors.partition of its DLQ records), which the\n"
-        "      seqgate that owns the partition applies in order: the "
-        "quarantine\n"
-        "      ends; with --version the last applied version becomes S (S >= "
-        "L)\n"
-        "      and with --state the state becomes X (a state of the topic's\n"
-        "      state machine; anything else is refused before sending). An\n"
-        "      aggregate that is not quarantined can be released only with\n"
-        "      --version, and only while it waits on a gap. --wait reads the\n"
-        "      data_dir of the seqgate that owns the partition (run it beside\n"
-        "      that seqgate): it checks the same rules before sending, then "
-        "waits\n"
-        "      (--timeout-ms, default 30000) until the store has passed the\n"
-        "      control record and says \"released\" (exit 0) or \"refused\"\n"
-        "      (exit 1; seqgate's control_refused log line says why). Then\n"
-        "      replay its DLQ records.\n"
-        "  simulate    --config FILE INPUT [--json] [--expect FILE]\n"
-        "  dlq         summary|tail --config FILE [...]\n"
-        "  sizing      --config FILE --events-per-day N [--data-dir D]\n"
-        "      Offline run of the engine over NDJSON, DLQ counts and last\n"
-        "      records, store size estimate: see 'seqgatectl COMMAND -h'.\n"
-        "  audit       --config FILE --topic T [--from TIME|OFFSET]\n"
-        "              [--to TIME|OFFSET] [--json] [--html FILE]\n"
-        "              [--max-aggregates N] [--max-keys N] [--timeout-ms MS]\n"
-        "      Read topic T (every partition, nothing committed or produced)\n"
-        "      through seqgate's engine over a temporary store, and report\n"
-        "      its duplicates, conflicts, stale events, gaps and disorder,\n"
-        "      with the gap_timeout_ms and dedup TTL they call for. TIME is\n"
-        "      RFC 3339 (2026-11-30T08:00:00Z); --to is exclusive.\n"
+        "Commands (seqgatectl COMMAND --help says more):\n"
+        "  inspect     an aggregate, or the aggregates that need attention, "
+        "from the\n"
+        "              store (read-only; safe while seqgate runs)\n"
+        "  lookup      what happened to an event (the result query), from "
+        "the store\n"
+        "  partitions  every partition in the store with its meta\n"
+        "  replay      produce DLQ records back to their input topic\n"
+        "  release     end an aggregate's quarantine (a control record)\n"
+        "  simulate    run the engine offline over an NDJSON file of "
+        "records\n"
+        "  dlq summary what is in the DLQ: counts by reason, aggregate and "
+        "hour\n"
+        "  dlq tail    the last DLQ records, and with -f the new ones\n"
+        "  sizing      how large the store and the changelog grow\n"
+        "  audit       a topic's duplicates, gaps and disorder, before "
+        "adopting seqgate\n"
         "\n"
-        "Common options: --json (one JSON object per line), -h/--help.\n"
+        "Common options (every command):\n"
+        "  -c, --config FILE      the seqgate configuration file\n"
+        "      --log-level LEVEL  print messages and librdkafka log lines of "
+        "LEVEL\n"
+        "                         and worse: error, warning (default), "
+        "notice, info,\n"
+        "                         debug\n"
+        "      --json             one JSON object per line\n"
+        "  -h, --help             the command's help\n"
+        "Where a command reads a store (lookup, inspect, partitions, "
+        "sizing,\n"
+        "  release --wait):\n"
+        "      --data-dir DIR     the store directory instead of the "
+        "config's data_dir\n"
+        "Where a command talks to Kafka (replay, release, dlq summary, "
+        "dlq tail,\n"
+        "  audit):\n"
+        "  -X NAME=VALUE          a librdkafka property for every Kafka "
+        "client the\n"
+        "                         command creates, on top of the config's "
+        "\"kafka\"\n"
+        "                         block; repeatable, a later one wins; the "
+        "properties\n"
+        "                         seqgate refuses in the config are refused "
+        "here\n"
+        "  -V, --version          seqgate's version and its libraries'\n"
+        "\n"
         "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
 
-void usage_print(const char *fmt, ...) {
+sg_log_level_t cli_log_level = SG_LOG_WARNING;
+
+void warnf(const char *fmt, ...) {
         va_list ap;
-        fprintf(stderr, "%s: ", prog);
+        if (cli_log_level < SG_LOG_WARNING)
+                return;
+        fprintf(stderr, "%s: warning: ", prog);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
         va_end(ap);
-        fprintf(stderr, " (try '%s --help')\n", prog);
+        fputc('\n', stderr);
+}
+
+/* The subcommand cli_getopt() parses, for usage errors; NULL before. */
+static const char *g_cmd;
+
+void usage_print(const char *fmt, ...) {
+        va_list ap;
+        fprintf(stderr, "%s%s%s: ", prog, g_cmd ? " " : "", g_cmd ? g_cmd : "");
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", prog,
+                g_cmd ? " " : "", g_cmd ? g_cmd : "");
+}
+
+/* ------------------------------------------------------------------ */
+/* the common options                                                  */
+
+enum { OPT_DATA_DIR = 1000, OPT_LOG_LEVEL };
+
+static const struct option common_opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+};
+
+/* The common options' part of a command's --help. */
+static void help_print(const cli_common_t *cc) {
+        fputs(cc->help, stdout);
+        fputs("\nCommon options:\n"
+              "  -c, --config FILE      the seqgate configuration file\n",
+              stdout);
+        if (cc->uses & CLI_USES_STORE)
+                fputs("      --data-dir DIR     the store directory instead "
+                      "of the config's data_dir\n",
+                      stdout);
+        if (cc->uses & CLI_USES_KAFKA)
+                fputs("  -X NAME=VALUE          a librdkafka property for "
+                      "every Kafka client this\n"
+                      "                         command creates, on top of "
+                      "the config's \"kafka\"\n"
+                      "                         block; repeatable, a later "
+                      "one wins; the properties\n"
+                      "                         seqgate refuses in the "
+                      "config are refused here\n",
+                      stdout);
+        fputs("      --log-level LEVEL  print messages and librdkafka log "
+              "lines of LEVEL\n"
+              "                         and worse: error, warning "
+              "(default), notice, info,\n"
+              "                         debug\n"
+              "      --json             one JSON object per line\n"
+              "  -h, --help             this help\n"
+              "Exit status: 0 ok, 1 runtime error, 2 usage or configuration "
+              "error.\n",
+              stdout);
+}
+
+/* Merges the command's options with the common ones the command takes. */
+static void getopt_setup(cli_common_t *cc, const char *shortopts,
+                         const struct option *longopts) {
+        size_t n = 0, max = sizeof(cc->opts) / sizeof(cc->opts[0]) - 1;
+        for (size_t i = 0; longopts && longopts[i].name && n < max; i++)
+                cc->opts[n++] = longopts[i];
+        for (size_t i = 0;
+             i < sizeof(common_opts) / sizeof(common_opts[0]) && n < max; i++)
+                if (common_opts[i].val != OPT_DATA_DIR ||
+                    (cc->uses & CLI_USES_STORE))
+                        cc->opts[n++] = common_opts[i];
+        cc->opts[n] = (struct option){NULL, 0, NULL, 0};
+        /* ':' first: a missing argument is ':', not '?' (no getopt
+         * message: usage_print says it once) */
+        snprintf(cc->shortopts, sizeof(cc->shortopts), ":%sc:jh%s",
+                 shortopts ? shortopts : "",
+                 cc->uses & CLI_USES_KAFKA ? "X:" : "");
+}
+
+int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
+               const struct option *longopts) {
+        if (!cc->shortopts[0]) {
+                g_cmd = cc->name ? cc->name : argv[0];
+                opterr = 0;
+                getopt_setup(cc, shortopts, longopts);
+        }
+        for (;;) {
+                int c = getopt_long(argc, argv, cc->shortopts, cc->opts, NULL);
+                const char *opt = argv[optind - 1];
+                switch (c) {
+                case -1:
+                        if (argc - optind > cc->operands) {
+                                cc->rc = usage_error(
+                                        "unexpected argument '%s'",
+                                        argv[optind + cc->operands]);
+                                return CLI_STOP;
+                        }
+                        return CLI_END;
+                case 'c':
+                        cc->config = optarg;
+                        continue;
+                case 'j':
+                        cc->json = true;
+                        continue;
+                case OPT_DATA_DIR:
+                        if (!*optarg) {
+                                cc->rc = usage_error("--data-dir: must not be "
+                                                     "empty");
+                                return CLI_STOP;
+                        }
+                        cc->data_dir = optarg;
+                        continue;
+                case OPT_LOG_LEVEL:
+                        if (!sg_log_level_parse(optarg, &cli_log_level)) {
+                                cc->rc = usage_error(
+                                        "--log-level: unknown level '%s'; "
+                                        "allowed: error, warning, notice, "
+                                        "info, debug",
+                                        optarg);
+                                return CLI_STOP;
+                        }
+                        continue;
+                case 'X': {
+                        const char *eq = strchr(optarg, '=');
+                        if (!eq || eq == optarg) {
+                                cc->rc = usage_error("-X: '%s' is not "
+                                                     "NAME=VALUE",
+                                                     optarg);
+                                return CLI_STOP;
+                        }
+                        if (cc->prop_cnt == CLI_PROPS_MAX) {
+                                cc->rc = usage_error("-X: more than %d "
+                                                     "properties",
+                                                     CLI_PROPS_MAX);
+                                return CLI_STOP;
+                        }
+                        cc->props[cc->prop_cnt++] = optarg;
+                        continue;
+                }
+                case 'h':
+                        help_print(cc);
+                        cc->rc = 0;
+                        return CLI_STOP;
+                case ':':
+                        cc->rc = usage_error("option '%s' requires an "
+                                             "argument",
+                                             opt);
+                        return CLI_STOP;
+                case '?':
+                        if (!strncmp(opt, "--", 2))
+                                cc->rc = usage_error("unrecognized option "
+                                                     "'%s'",
+                                                     opt);
+                        else
+                                cc->rc = usage_error("invalid option '-%c'",
+                                                     optopt);
+                        return CLI_STOP;
+                default:
+                        return c;
+                }
+        }
+}
+
+int cli_config_load(const cli_common_t *cc, sg_config_t **confp) {
+        int rc = load_config(cc->config, confp);
+        if (rc)
+                return rc;
+        sg_config_t *conf = *confp;
+        char es[512];
+        if (cc->data_dir) {
+                char *d = strdup(cc->data_dir);
+                if (!d) {
+                        errf("out of memory");
+                        rc = EXIT_RUNTIME;
+                } else {
+                        free(conf->data_dir);
+                        conf->data_dir = d;
+                }
+        }
+        for (size_t i = 0; !rc && i < cc->prop_cnt; i++) {
+                const char *eq = strchr(cc->props[i], '=');
+                char name[256];
+                snprintf(name, sizeof(name), "%.*s", (int)(eq - cc->props[i]),
+                         cc->props[i]);
+                sg_err_t err =
+                        sg_config_kafka_set(conf, name, eq + 1, es, sizeof(es));
+                if (err) {
+                        /* es names the property, never a secret's value */
+                        rc = usage_error("-X %s: %s", name, es);
+                }
+        }
+        if (rc) {
+                sg_config_destroy(conf);
+                *confp = NULL;
+        }
+        return rc;
 }
 
 /* Parses a decimal integer in [min, max]; false on anything else. */
@@ -298,12 +467,12 @@ cJSON *meta_json(const sg_meta_rec_t *m) {
 volatile bool g_fatal;
 char g_kafka_error[512];
 
-/* librdkafka's lines, redacted by sg_kafka_conf_new(): warnings and worse
- * go to stderr. */
+/* librdkafka's lines, redacted by sg_kafka_conf_new(): those of
+ * --log-level and worse go to stderr. */
 static void ctl_kafka_log(void *opaque, sg_log_level_t level, const char *event,
                           const char *fields_json) {
         (void)opaque;
-        if (level <= SG_LOG_WARNING)
+        if (level <= cli_log_level)
                 fprintf(stderr, "%s: kafka %s: %s\n", prog, event,
                         fields_json ? fields_json : "{}");
 }
@@ -344,6 +513,15 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
                 errf("%s", es);
                 return NULL;
         }
+        /* librdkafka's lines as they happen, from its threads (stderr is
+         * locked per line): nothing here polls while a call such as
+         * rd_kafka_metadata() blocks, so queued lines would never show */
+        if (rd_kafka_conf_set(kc, "log.queue", "false", es, sizeof(es)) !=
+            RD_KAFKA_CONF_OK) {
+                errf("%s", es);
+                rd_kafka_conf_destroy(kc);
+                return NULL;
+        }
         if (producer && dr_msg_cb)
                 rd_kafka_conf_set_dr_msg_cb(kc, dr_msg_cb);
         rd_kafka_conf_set_error_cb(kc, kafka_error);
@@ -352,8 +530,5 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
 
 rd_kafka_t *kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *kc, char *es,
                       size_t es_size) {
-        rd_kafka_t *rk = rd_kafka_new(type, kc, es, es_size);
-        if (rk) /* sg_kafka_conf_new sets log.queue: served by the polls */
-                rd_kafka_set_log_queue(rk, NULL);
-        return rk;
+        return rd_kafka_new(type, kc, es, es_size);
 }

@@ -12,11 +12,13 @@
 #define SEQGATECTL_CLI_H
 
 #include "config.h"
+#include "seqgate.h"
 #include "store.h"
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,18 +28,89 @@
 /* Exit status: usage or configuration error. */
 #define EXIT_USAGE 2
 
-/* The text of --help, for every subcommand. */
+/* The text of "seqgatectl --help": the commands and the common options. */
 extern const char usage_text[];
 
-/* Prints "seqgatectl: <message>\n" to stderr. */
-void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The level of the messages seqgatectl prints and of librdkafka's log
+ * lines it shows (--log-level; default SG_LOG_WARNING): a line is printed
+ * when its level is this or worse. Errors are always printed. */
+extern sg_log_level_t cli_log_level;
 
-/* Prints "seqgatectl: <message> (try 'seqgatectl --help')" to stderr. */
+/* Prints "seqgatectl: <message>\n" to stderr (an error: always). */
+void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "seqgatectl: warning: <message>\n" to stderr unless --log-level
+ * is error. */
+void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A usage error, as GNU tools print it: "seqgatectl COMMAND: <message>"
+ * and "Try 'seqgatectl COMMAND --help' for more information." on stderr
+ * (COMMAND: the one cli_getopt() parses; none before: "seqgatectl:" and
+ * 'seqgatectl --help'). */
 void usage_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* usage_print, then the value EXIT_USAGE. A macro so that the value is
  * seen at the call site (by the compiler and clang's static analyzer,
  * which does not look into other files). */
 #define usage_error(...) (usage_print(__VA_ARGS__), EXIT_USAGE)
+
+/* What a subcommand uses, so which common options it takes (cli_common_t
+ * uses): --data-dir only where a store is read, -X only where a Kafka
+ * client is made. */
+#define CLI_USES_STORE 1u /* reads a data_dir: takes --data-dir DIR */
+#define CLI_USES_KAFKA 2u /* makes Kafka clients: takes -X NAME=VALUE */
+
+/* cli_getopt(): the options end (every argument was an option), or the
+ * command must return cli_common_t.rc now (--help printed: 0; a usage
+ * error printed: EXIT_USAGE). */
+#define CLI_END (-1)
+#define CLI_STOP (-2)
+/* Most -X properties one command line takes. */
+#define CLI_PROPS_MAX 64
+
+/* The options every subcommand takes, parsed by cli_getopt():
+ *   -c, --config FILE     the seqgate configuration
+ *       --data-dir DIR    (CLI_USES_STORE) the store instead of data_dir
+ *   -X NAME=VALUE         (CLI_USES_KAFKA) a librdkafka property for every
+ *                         Kafka client, on top of the config's "kafka"
+ *                         block; repeated, a later one wins
+ *       --log-level LEVEL error, warning (default), notice, info, debug
+ *       --json            one JSON object per line
+ *   -h, --help            the command's help (cli_common_t help)
+ * Set help and uses, zero the rest; cli_getopt fills them in. */
+typedef struct cli_common {
+        const char *help; /* the command's --help text (usage and options
+                             of its own; the common ones are appended) */
+        unsigned uses;    /* CLI_USES_* */
+        const char *name; /* the command as usage errors name it ("dlq
+                             summary"); NULL: argv[0] */
+        int operands;     /* most non-option arguments the command takes
+                             (INPUT); left at argv[optind..] */
+        const char *config;
+        const char *data_dir;
+        const char *props[CLI_PROPS_MAX]; /* "NAME=VALUE", in order */
+        size_t prop_cnt;
+        bool json;
+        int rc; /* when cli_getopt returned CLI_STOP: the exit status */
+        /* cli_getopt's merged option tables */
+        struct option opts[40];
+        char shortopts[96];
+} cli_common_t;
+
+/* getopt_long() over the command's own options (shortopts, longopts:
+ * without the common ones, which it adds and handles itself) for
+ * subcommand argv[0]: returns the next option of the command's own
+ * (optarg set), CLI_END when the options end (more than cc->operands
+ * non-option arguments is a usage error: CLI_STOP; the operands are
+ * argv[optind..argc-1]), or CLI_STOP with cc->rc. Prints the usage
+ * errors of the common options and of options getopt does not know.
+ * At most 32 long options of the command's own. */
+int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
+               const struct option *longopts);
+
+/* load_config(cc->config), then the common options on top of it:
+ * --data-dir replaces data_dir, each -X is added to the "kafka" block
+ * through the daemon's checks (sg_config_kafka_set). Returns 0 with *confp
+ * owned by the caller, or EXIT_USAGE after printing why. */
+int cli_config_load(const cli_common_t *cc, sg_config_t **confp);
 
 /* Parses a decimal integer in [min, max] into *out; false on anything else
  * (empty, trailing text, out of range), *out then unchanged. */
@@ -98,8 +171,9 @@ extern char g_kafka_error[512];
  * callback (NULL: none); for a consumer, the daemon's group-less reader
  * (read_committed, a throw-away group.id for assign(), no offset commits,
  * partition EOF events). Both built by sg_kafka_conf_new (kafka.h), so
- * seqgatectl's clients take the properties the daemon's take. Logs of level warning and
- * worse go to stderr; errors set g_kafka_error / g_fatal.
+ * seqgatectl's clients take the properties the daemon's take, and the -X
+ * ones (cli_config_load). librdkafka's log lines of --log-level and worse
+ * go to stderr; errors set g_kafka_error / g_fatal.
  * Returns a conf owned by the caller (rd_kafka_new or
  * rd_kafka_conf_destroy), or NULL after printing the property librdkafka
  * rejected (never the value of a secret property). */
@@ -107,8 +181,9 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
                             void (*dr_msg_cb)(rd_kafka_t *rk,
                                               const rd_kafka_message_t *m,
                                               void *opaque));
-/* rd_kafka_new() of a kafka_conf() configuration, with librdkafka's log
- * lines served by the client's polls (log.queue). NULL: es says why. */
+/* rd_kafka_new() of a kafka_conf() configuration (librdkafka's log lines
+ * printed from its threads as they happen: log.queue false). NULL: es says
+ * why. */
 rd_kafka_t *kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *kc, char *es,
                       size_t es_size);
 

@@ -4,8 +4,8 @@
  * replay uses (dlqread.h: group-less, read_committed, nothing committed).
  *
  *   summary  counts by reason, the aggregates with the most records and
- *            counts by hour (of the record timestamp, which is the input
- *            record's) over the records up to the end (or --to)
+ *            counts by hour (of the record timestamp: when it was
+ *            dead-lettered) over the records up to the end (or --to)
  *   tail     the last N records (by timestamp over every partition), and
  *            with -f the new ones as they come, until SIGINT / SIGTERM
  */
@@ -26,31 +26,74 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char dlq_usage[] =
+static const char dlq_help[] =
         "usage: seqgatectl dlq summary --config FILE [--dlq TOPIC] [--from "
         "TIME|OFFSET]\n"
         "                              [--to TIME|OFFSET] [--top N] "
-        "[--json]\n"
-        "       seqgatectl dlq tail --config FILE [--dlq TOPIC] [-n N] [-f] "
-        "[--json]\n"
-        "  Reads the DLQ topic (default: every dlq_topic of the config) "
-        "without\n"
-        "  joining a consumer group or committing (read_committed). "
-        "summary:\n"
-        "  counts by reason, the top N (default 10) aggregates and counts "
-        "by hour\n"
-        "  (UTC, record timestamp) up to the end or --to (exclusive). "
-        "TIME is\n"
-        "  RFC 3339, OFFSET a number (per partition). tail: the last N "
-        "(default\n"
-        "  10) records; -f then prints new records until interrupted.\n";
+        "[-X NAME=VALUE ...]\n"
+        "                              [--json]\n"
+        "       seqgatectl dlq tail --config FILE [--dlq TOPIC] [-n N] [-f]\n"
+        "                           [-X NAME=VALUE ...] [--json]\n"
+        "\n"
+        "What is in the DLQ topic (default: every dlq_topic of the config), "
+        "read\n"
+        "without joining a consumer group or committing (read_committed).\n"
+        "\n"
+        "Commands (seqgatectl dlq COMMAND --help says more):\n"
+        "  summary     counts by reason, the top aggregates and counts by "
+        "hour\n"
+        "  tail        the last records, and with -f the new ones as they "
+        "come\n";
+
+static const char dlq_summary_help[] =
+        "usage: seqgatectl dlq summary --config FILE [--dlq TOPIC] [--from "
+        "TIME|OFFSET]\n"
+        "                              [--to TIME|OFFSET] [--top N] "
+        "[-X NAME=VALUE ...]\n"
+        "                              [--json]\n"
+        "\n"
+        "Read the DLQ topic (default: every dlq_topic of the config) without\n"
+        "joining a consumer group or committing (read_committed) up to its "
+        "end\n"
+        "offsets when the command starts (or before --to) and print the "
+        "records\n"
+        "by reason, the aggregates with the most records and the records by "
+        "hour\n"
+        "(UTC, of the record timestamp).\n"
+        "\n"
+        "  -d, --dlq TOPIC        the DLQ topic\n"
+        "      --from TIME|OFFSET start at an RFC 3339 time or an offset "
+        "(every\n"
+        "                         partition); default: the log start\n"
+        "      --to TIME|OFFSET   stop before an RFC 3339 time or an offset\n"
+        "                         (exclusive); default: the end offsets\n"
+        "      --top N            list the N aggregates with the most "
+        "records\n"
+        "                         (default 10)\n";
+
+static const char dlq_tail_help[] =
+        "usage: seqgatectl dlq tail --config FILE [--dlq TOPIC] [-n N] [-f]\n"
+        "                           [-X NAME=VALUE ...] [--json]\n"
+        "\n"
+        "Print the last N DLQ records, oldest first (by timestamp over every\n"
+        "partition): DLQ position, timestamp, reason, aggregate, origin, "
+        "version\n"
+        "and detail, from the DLQ headers. With -f, then the new records as "
+        "they\n"
+        "come, until SIGINT or SIGTERM (exit 0).\n"
+        "\n"
+        "  -d, --dlq TOPIC        the DLQ topic (required with -f when the "
+        "config\n"
+        "                         has several)\n"
+        "  -n, --lines N          print the last N records (default 10)\n"
+        "  -f, --follow           then print new records as they come\n";
 
 /* One DLQ record's headers, as tools show them. */
 typedef struct dlq_rec {
         char dlq[256];
         int32_t dlq_partition;
         int64_t dlq_offset;
-        int64_t ts; /* the record timestamp (the input record's), ms */
+        int64_t ts; /* the record timestamp (when it was dead-lettered), ms */
         char reason[64], topic[256], partition[16], offset[24], agg[1100],
                 detail[512], expected[24], actual[24];
 } dlq_rec_t;
@@ -139,7 +182,7 @@ static void rec_print(const dlq_rec_t *r, bool json) {
 /* ---- options ------------------------------------------------------------ */
 
 typedef struct dlq_opts {
-        const char *config;
+        cli_common_t cc; /* --config, -X, --json */
         const char *dlq; /* NULL: every dlq_topic of the config */
         dlq_range_t rg;
         int64_t top;
@@ -154,77 +197,82 @@ static bool parse_bound(const char *s, int64_t *off, int64_t *ms) {
 }
 
 static int dlq_parse(int argc, char **argv, bool tail, dlq_opts_t *o) {
-        static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
+        enum { OPT_FROM = 256, OPT_TO, OPT_TOP };
+        static const struct option summary_opts[] = {
                 {"dlq", required_argument, NULL, 'd'},
-                {"from", required_argument, NULL, 'F'},
-                {"to", required_argument, NULL, 'T'},
-                {"top", required_argument, NULL, 't'},
+                {"from", required_argument, NULL, OPT_FROM},
+                {"to", required_argument, NULL, OPT_TO},
+                {"top", required_argument, NULL, OPT_TOP},
+                {NULL, 0, NULL, 0}};
+        static const struct option tail_opts[] = {
+                {"dlq", required_argument, NULL, 'd'},
                 {"lines", required_argument, NULL, 'n'},
                 {"follow", no_argument, NULL, 'f'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
+        cli_common_t *cc = &o->cc;
+        *cc = (cli_common_t){.help = tail ? dlq_tail_help : dlq_summary_help,
+                             .uses = CLI_USES_KAFKA,
+                             .name = tail ? "dlq tail" : "dlq summary"};
         int c;
-        while ((c = getopt_long(argc, argv, "c:d:F:T:t:n:fjh", opts, NULL)) !=
-               -1) {
+        while ((c = cli_getopt(cc, argc, argv, tail ? "d:n:f" : "d:",
+                               tail ? tail_opts : summary_opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        o->config = optarg;
-                        break;
                 case 'd':
                         o->dlq = optarg;
                         break;
-                case 'F':
-                        if (tail ||
-                            !parse_bound(optarg, &o->rg.from, &o->rg.from_ms))
+                case OPT_FROM:
+                        if (!parse_bound(optarg, &o->rg.from, &o->rg.from_ms))
                                 return usage_error(
                                         "--from: '%s' is neither an offset "
-                                        "nor an RFC 3339 time (summary only)",
+                                        "nor an RFC 3339 time",
                                         optarg);
                         break;
-                case 'T':
-                        if (tail ||
-                            !parse_bound(optarg, &o->rg.until, &o->rg.until_ms))
+                case OPT_TO:
+                        if (!parse_bound(optarg, &o->rg.until, &o->rg.until_ms))
                                 return usage_error(
                                         "--to: '%s' is neither an offset nor "
-                                        "an RFC 3339 time (summary only)",
+                                        "an RFC 3339 time",
                                         optarg);
                         break;
-                case 't':
-                        if (tail || !parse_i64(optarg, 1, 1000000, &o->top))
+                case OPT_TOP:
+                        if (!parse_i64(optarg, 1, 1000000, &o->top))
                                 return usage_error("--top: '%s' is not a "
-                                                   "positive number (summary "
-                                                   "only)",
+                                                   "positive number",
                                                    optarg);
                         break;
                 case 'n':
-                        if (!tail || !parse_i64(optarg, 0, 1000000, &o->n))
+                        if (!parse_i64(optarg, 0, 1000000, &o->n))
                                 return usage_error("-n: '%s' is not a number "
-                                                   "of records (tail only)",
+                                                   "of records",
                                                    optarg);
                         break;
                 case 'f':
-                        if (!tail)
-                                return usage_error("-f is for dlq tail");
                         o->follow = true;
                         break;
-                case 'j':
-                        o->json = true;
-                        break;
-                case 'h':
-                        fputs(dlq_usage, stdout);
-                        return -1;
-                default:
-                        return usage_error("dlq: invalid option");
                 }
         }
-        if (optind < argc)
-                return usage_error("dlq: unexpected argument '%s'",
-                                   argv[optind]);
-        if (!o->config)
-                return usage_error("dlq needs --config");
+        if (c == CLI_STOP)
+                return cc->rc ? cc->rc : -1;
+        o->json = cc->json;
+        if (!cc->config)
+                return usage_error("--config FILE is required");
         return 0;
+}
+
+/* "seqgatectl dlq" without a subcommand, or with one it does not know:
+ * its --help (the subcommands), or a usage error. */
+static int dlq_bare(int argc, char **argv) {
+        cli_common_t cc = {
+                .help = dlq_help, .uses = CLI_USES_KAFKA, .operands = 1};
+        int c;
+        while ((c = cli_getopt(&cc, argc, argv, "", NULL)) >= 0)
+                ;
+        if (c == CLI_STOP)
+                return cc.rc;
+        if (optind < argc)
+                return usage_error("unknown subcommand '%s': summary or tail",
+                                   argv[optind]);
+        return usage_error("a subcommand is required: summary or tail");
 }
 
 /* The DLQ topics to read: --dlq, or each distinct dlq_topic. */
@@ -547,10 +595,7 @@ static int dlq_tail(const sg_config_t *conf, const dlq_opts_t *o) {
 
 int cmd_dlq(int argc, char **argv) {
         if (argc < 2 || (strcmp(argv[1], "summary") && strcmp(argv[1], "tail")))
-                return argc >= 2 && (!strcmp(argv[1], "-h") ||
-                                     !strcmp(argv[1], "--help"))
-                               ? (fputs(dlq_usage, stdout), 0)
-                               : usage_error("dlq needs 'summary' or 'tail'");
+                return dlq_bare(argc, argv);
         bool tail = !strcmp(argv[1], "tail");
         dlq_opts_t o = {.rg = DLQ_RANGE_ALL, .top = 10, .n = 10};
         int rc = dlq_parse(argc - 1, argv + 1, tail, &o);
@@ -559,7 +604,7 @@ int cmd_dlq(int argc, char **argv) {
         if (o.rg.from >= 0 && o.rg.until >= 0 && o.rg.until <= o.rg.from)
                 return usage_error("--to must be above --from");
         sg_config_t *conf = NULL;
-        if ((rc = load_config(o.config, &conf)))
+        if ((rc = cli_config_load(&o.cc, &conf)))
                 return rc;
         rc = tail ? dlq_tail(conf, &o) : dlq_summary(conf, &o);
         sg_config_destroy(conf);

@@ -43,12 +43,12 @@ static int reader_consumer(dlq_reader_t *r, const sg_config_t *conf) {
 /* The first offset of partition @p p at or after timestamp @p ms (@p hi
  * when there is none). */
 static int offset_for_time(dlq_reader_t *r, int32_t p, int64_t ms, int64_t hi,
-                           int64_t *out) {
+                           int timeout_ms, int64_t *out) {
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(l, r->topic, p)->offset = ms;
         rd_kafka_resp_err_t kerr =
-                rd_kafka_offsets_for_times(r->cons, l, 10000);
+                rd_kafka_offsets_for_times(r->cons, l, timeout_ms);
         if (!kerr)
                 kerr = l->elems[0].err;
         int64_t off = l->elems[0].offset;
@@ -66,7 +66,12 @@ static int offset_for_time(dlq_reader_t *r, int32_t p, int64_t ms, int64_t hi,
  * offsets [start, end) to read, and the assignment of those with anything
  * to read. */
 static int reader_plan(dlq_reader_t *r, const dlq_range_t *rg) {
-        const int meta_timeout = 10000;
+        /* the caller's bound on every broker answer (an unreachable
+         * broker fails the command after it) */
+        const int meta_timeout =
+                rg->timeout_ms > 0 && rg->timeout_ms < INT32_MAX
+                        ? (int)rg->timeout_ms
+                        : 10000;
         r->rkt = rd_kafka_topic_new(r->cons, r->topic, NULL);
         rd_kafka_resp_err_t kerr =
                 rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
@@ -112,13 +117,15 @@ static int reader_plan(dlq_reader_t *r, const dlq_range_t *rg) {
                 int64_t t;
                 int rc;
                 if (rg->from_ms >= 0) {
-                        if ((rc = offset_for_time(r, p, rg->from_ms, hi, &t)))
+                        if ((rc = offset_for_time(r, p, rg->from_ms, hi,
+                                                  meta_timeout, &t)))
                                 return rc;
                         if (t > dp->start)
                                 dp->start = t;
                 }
                 if (rg->until_ms >= 0) {
-                        if ((rc = offset_for_time(r, p, rg->until_ms, hi, &t)))
+                        if ((rc = offset_for_time(r, p, rg->until_ms, hi,
+                                                  meta_timeout, &t)))
                                 return rc;
                         if (t < dp->end)
                                 dp->end = t;

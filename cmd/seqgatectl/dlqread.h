@@ -23,14 +23,16 @@
 
 /* What to read of the DLQ topic. -1 in a field: not set. */
 typedef struct dlq_range {
-        int64_t partition; /* only this partition */
-        int64_t from;      /* first offset (else the log start) */
-        int64_t until;     /* end offset, exclusive (else the end now) */
-        int64_t from_ms;   /* first record at or after this timestamp */
-        int64_t until_ms;  /* stop before the first record at or after */
-        int64_t last_n;    /* start at most this many records before each
+        int64_t partition;  /* only this partition */
+        int64_t from;       /* first offset (else the log start) */
+        int64_t until;      /* end offset, exclusive (else the end now) */
+        int64_t from_ms;    /* first record at or after this timestamp */
+        int64_t until_ms;   /* stop before the first record at or after */
+        int64_t last_n;     /* start at most this many records before each
                               partition's end */
-        bool follow;       /* after the end, keep reading new records */
+        bool follow;        /* after the end, keep reading new records */
+        int64_t timeout_ms; /* bounds each broker request (metadata,
+                               offsets); 0: 10000 */
 } dlq_range_t;
 
 #define DLQ_RANGE_ALL                                                          \

@@ -164,26 +164,46 @@ static int inspect_attention(sg_txn_t *txn, const sg_tp_t *tp,
         return 0;
 }
 
+static const char inspect_help[] =
+        "usage: seqgatectl inspect --config FILE [--data-dir DIR] --topic T "
+        "--partition P\n"
+        "                          [--aggregate ID] [--limit N] [--json]\n"
+        "       seqgatectl inspect --config FILE [--data-dir DIR] [--topic T] "
+        "--aggregate ID\n"
+        "                          [--json]\n"
+        "\n"
+        "Show an aggregate's last applied version, state, flags, parked "
+        "events\n"
+        "and snapshot request, and the partition's meta, from the store\n"
+        "(read-only; safe while seqgate runs). With --aggregate, --partition "
+        "may\n"
+        "be left out (every partition of T is searched, one object per "
+        "partition\n"
+        "that holds the aggregate) and --topic too when the config has one "
+        "input\n"
+        "topic. Without --aggregate: the partition's meta and up to N "
+        "(default\n"
+        "1000) aggregates that are quarantined, refetching or have parked "
+        "events.\n"
+        "\n"
+        "  -t, --topic T          the input topic\n"
+        "  -p, --partition P      its partition\n"
+        "  -a, --aggregate ID     one aggregate\n"
+        "  -l, --limit N          list at most N aggregates (default 1000)\n";
+
 int cmd_inspect(int argc, char **argv) {
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"topic", required_argument, NULL, 't'},
                 {"partition", required_argument, NULL, 'p'},
                 {"aggregate", required_argument, NULL, 'a'},
                 {"limit", required_argument, NULL, 'l'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
-        const char *config = NULL, *topic = NULL, *aggregate = NULL;
+        cli_common_t cc = {.help = inspect_help, .uses = CLI_USES_STORE};
+        const char *topic = NULL, *aggregate = NULL;
         int64_t partition = -1, limit = 1000;
-        bool json = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:p:a:l:jh", opts, NULL)) !=
-               -1) {
+        while ((c = cli_getopt(&cc, argc, argv, "t:p:a:l:", opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
                 case 't':
                         topic = optarg;
                         break;
@@ -202,30 +222,23 @@ int cmd_inspect(int argc, char **argv) {
                                                    "non-negative number",
                                                    optarg);
                         break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        return 0;
-                default:
-                        return usage_error("inspect: invalid option");
                 }
         }
-        if (optind < argc)
-                return usage_error("inspect: unexpected argument '%s'",
-                                   argv[optind]);
+        if (c == CLI_STOP)
+                return cc.rc;
+        const char *config = cc.config;
+        bool json = cc.json;
         if (!config)
-                return usage_error("inspect needs --config");
+                return usage_error("--config FILE is required");
         if (!aggregate && (!topic || partition < 0))
-                return usage_error("inspect needs --topic and --partition "
+                return usage_error("--topic and --partition are required "
                                    "(or --aggregate)");
         if (topic && strlen(topic) > 249)
                 return usage_error("--topic: a topic name has at most 249 "
                                    "characters");
 
         sg_config_t *conf = NULL;
-        int rc = load_config(config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
         if ((rc = default_topic(conf, &topic))) {
@@ -239,7 +252,7 @@ int cmd_inspect(int argc, char **argv) {
                                    config);
         }
         if (!tc)
-                errf("warning: %s is not an input topic of %s", topic, config);
+                warnf("%s is not an input topic of %s", topic, config);
 
         sg_store_t *store = NULL;
         sg_txn_t *txn = NULL;

@@ -21,25 +21,45 @@
 
 #define MAX_SCOPE 16 /* --source values: the scope parts, in order */
 
+static const char lookup_help[] =
+        "usage: seqgatectl lookup --config FILE [--data-dir DIR] [--topic T]\n"
+        "                         [--source S [--source S2 ...]] --id I "
+        "[--json]\n"
+        "\n"
+        "What happened to event I (the result query, semantics §7): "
+        "applied,\n"
+        "parked (waiting for which version, until when), dead_lettered "
+        "(why),\n"
+        "dropped, or unknown (never seen, or past its dedup TTL), from the "
+        "store\n"
+        "(read-only; safe while seqgate runs). Every partition of T is "
+        "searched.\n"
+        "Exit status: 0 known, 1 unknown, 2 usage, configuration or store "
+        "error.\n"
+        "\n"
+        "  -t, --topic T          the input topic (default: the config's "
+        "one input\n"
+        "                         topic)\n"
+        "  -s, --source S         a part of the idempotency scope (the "
+        "CloudEvents\n"
+        "                         source by default); one per configured "
+        "scope\n"
+        "                         part, in order; none for an empty scope\n"
+        "  -i, --id I             the event's id\n";
+
 int cmd_lookup(int argc, char **argv) {
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"topic", required_argument, NULL, 't'},
                 {"source", required_argument, NULL, 's'},
                 {"id", required_argument, NULL, 'i'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
-        const char *config = NULL, *topic = NULL, *id = NULL;
+        cli_common_t cc = {.help = lookup_help, .uses = CLI_USES_STORE};
+        const char *topic = NULL, *id = NULL;
         const char *scope[MAX_SCOPE];
         size_t scope_cnt = 0;
-        bool json = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:s:i:jh", opts, NULL)) != -1) {
+        while ((c = cli_getopt(&cc, argc, argv, "t:s:i:", opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
                 case 't':
                         topic = optarg;
                         break;
@@ -53,24 +73,16 @@ int cmd_lookup(int argc, char **argv) {
                 case 'i':
                         id = optarg;
                         break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        return 0;
-                default:
-                        return usage_error("lookup: invalid option");
                 }
         }
-        if (optind < argc)
-                return usage_error("lookup: unexpected argument '%s'",
-                                   argv[optind]);
-        if (!config || !id)
-                return usage_error("lookup needs --config and --id");
+        if (c == CLI_STOP)
+                return cc.rc;
+        bool json = cc.json;
+        if (!cc.config || !id)
+                return usage_error("--config and --id are required");
 
         sg_config_t *conf = NULL;
-        int rc = load_config(config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
         if ((rc = default_topic(conf, &topic))) {
@@ -90,7 +102,7 @@ int cmd_lookup(int argc, char **argv) {
                 sg_query_event(store, conf, topic, scope, scope_cnt, id, NULL,
                                sg_clock_wall_ms(), &ans, es, sizeof(es));
         if (err == SG_ERR_INVALID) {
-                rc = usage_error("lookup: %s", es);
+                rc = usage_error("%s", es);
         } else if (err) {
                 errf("lookup: %s (%s)", es, sg_err2str(err));
                 rc = EXIT_USAGE;

@@ -22,9 +22,11 @@
  *               duplicates, conflicts, gaps and disorder (audit.h).
  *
  * The store is opened read-only (MDB_RDONLY): a read transaction sees the
- * last committed batch and never blocks the running daemon. Kafka
- * properties come from the config's "kafka" and "kafka_producer" blocks,
- * verbatim, as the daemon uses them.
+ * last committed batch and never blocks the running daemon (--data-dir
+ * names another store). Kafka properties come from the config's "kafka"
+ * and "kafka_producer" blocks, verbatim, as the daemon uses them, and
+ * -X NAME=VALUE on top (cli.h cli_getopt: the options every command
+ * shares).
  *
  * Output: human-readable by default; with --json one JSON object per line.
  * Errors go to stderr. Exit status: 0 ok, 1 runtime error (store, Kafka,
@@ -40,6 +42,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The subcommands: one line each. */
+static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+} commands[] = {
+        {"inspect", cmd_inspect}, {"partitions", cmd_partitions},
+        {"replay", cmd_replay},   {"release", cmd_release},
+        {"lookup", cmd_lookup},   {"simulate", cmd_simulate},
+        {"dlq", cmd_dlq},         {"sizing", cmd_sizing},
+        {"audit", cmd_audit},
+};
+
 int main(int argc, char **argv) {
         if (argc < 2)
                 return usage_error("a command is required");
@@ -49,29 +63,16 @@ int main(int argc, char **argv) {
                 fputs(usage_text, stdout);
                 return 0;
         }
-        if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-                printf("seqgatectl %s (librdkafka %s)\n", SG_VERSION_STR,
-                       rd_kafka_version_str());
+        if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") ||
+            !strcmp(cmd, "version")) {
+                char v[1024];
+                sg_version_text(v, sizeof(v));
+                fputs(v, stdout);
                 return 0;
         }
         /* getopt_long sees the command as argv[0]. */
-        if (!strcmp(cmd, "inspect"))
-                return cmd_inspect(argc - 1, argv + 1);
-        if (!strcmp(cmd, "partitions"))
-                return cmd_partitions(argc - 1, argv + 1);
-        if (!strcmp(cmd, "replay"))
-                return cmd_replay(argc - 1, argv + 1);
-        if (!strcmp(cmd, "release"))
-                return cmd_release(argc - 1, argv + 1);
-        if (!strcmp(cmd, "lookup"))
-                return cmd_lookup(argc - 1, argv + 1);
-        if (!strcmp(cmd, "simulate"))
-                return cmd_simulate(argc - 1, argv + 1);
-        if (!strcmp(cmd, "dlq"))
-                return cmd_dlq(argc - 1, argv + 1);
-        if (!strcmp(cmd, "sizing"))
-                return cmd_sizing(argc - 1, argv + 1);
-        if (!strcmp(cmd, "audit"))
-                return cmd_audit(argc - 1, argv + 1);
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(cmd, commands[i].name))
+                        return commands[i].run(argc - 1, argv + 1);
         return usage_error("unknown command '%s'", cmd);
 }

@@ -70,35 +70,24 @@ static int partitions_visit(void *opaque, const char *topic, int32_t partition,
         return 0;
 }
 
+static const char partitions_help[] =
+        "usage: seqgatectl partitions --config FILE [--data-dir DIR] "
+        "[--json]\n"
+        "\n"
+        "Every partition in the store with its meta; the store's map size "
+        "and\n"
+        "bytes in use (read-only; safe while seqgate runs).\n";
+
 int cmd_partitions(int argc, char **argv) {
-        static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
-                {NULL, 0, NULL, 0}};
-        const char *config = NULL;
-        bool json = false;
-        int c;
-        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
-                switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        return 0;
-                default:
-                        return usage_error("partitions: invalid option");
-                }
-        }
-        if (optind < argc)
-                return usage_error("partitions: unexpected argument '%s'",
-                                   argv[optind]);
+        cli_common_t cc = {.help = partitions_help, .uses = CLI_USES_STORE};
+        int c = cli_getopt(&cc, argc, argv, "", NULL);
+        if (c == CLI_STOP)
+                return cc.rc;
+        if (c != CLI_END)
+                return usage_error("invalid option");
+        bool json = cc.json;
         sg_config_t *conf = NULL;
-        int rc = load_config(config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
         sg_store_t *store = NULL;

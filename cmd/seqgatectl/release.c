@@ -127,12 +127,23 @@ static char *release_body(const char *agg, bool has_version, uint64_t version,
         return val;
 }
 
+/* rd_kafka_flush until the monotonic deadline (ms); its result. */
+static rd_kafka_resp_err_t release_flush(rd_kafka_t *prod, int64_t deadline) {
+        int64_t left = deadline - sg_clock_mono_ms();
+        return rd_kafka_flush(prod, left < 0         ? 0
+                                    : left > INT_MAX ? INT_MAX
+                                                     : (int)left);
+}
+
 /* Produces the control record (value: the JSON body val) to the input
- * partition, key the aggregate, and waits up to 30 s for its delivery
- * report (g_release_err, g_release_offset). Returns 0 once delivered, or
- * EXIT_RUNTIME after printing why. */
+ * partition, key the aggregate, and waits until the monotonic deadline
+ * (ms, sg_clock_mono_ms; --timeout-ms) for its delivery report
+ * (g_release_err, g_release_offset). Returns 0 once delivered, or
+ * EXIT_RUNTIME after printing why (not delivered in time: the record is
+ * purged, it is not sent later). */
 static int release_send(const sg_config_t *conf, const char *topic,
-                        int64_t partition, const char *agg, char *val) {
+                        int64_t partition, const char *agg, char *val,
+                        int64_t deadline) {
         rd_kafka_conf_t *kc = kafka_conf(conf, true, release_dr);
         char es[512];
         rd_kafka_t *prod = NULL;
@@ -155,28 +166,34 @@ static int release_send(const sg_config_t *conf, const char *topic,
                         RD_KAFKA_V_END);
                 if (e)
                         errf("release: %s", rd_kafka_err2str(e));
-                else if (rd_kafka_flush(prod, 30000) != 0 || g_release_err != 0)
-                        errf("release: not delivered: %s",
+                else if (release_flush(prod, deadline) != 0 ||
+                         g_release_err != 0)
+                        errf("release: not delivered: %s%s%s",
                              g_release_err > 0 ? rd_kafka_err2str(g_release_err)
-                                               : "timed out");
+                                               : "timed out (--timeout-ms)",
+                             g_kafka_error[0] ? "; last error: " : "",
+                             g_kafka_error);
                 else
                         rc = 0;
+                /* not delivered: never sent after the command said so */
+                rd_kafka_purge(prod, RD_KAFKA_PURGE_F_QUEUE |
+                                             RD_KAFKA_PURGE_F_INFLIGHT);
                 rd_kafka_destroy(prod);
         }
         return rc;
 }
 
 /* --wait: until the owner's store reflects the control record's offset
- * (g_release_offset), or timeout_ms, then whether the aggregate was
+ * (g_release_offset), or the monotonic deadline (ms; --timeout-ms
+ * timeout_ms from the start), then whether the aggregate was
  * released: not quarantined and, with has_version, at version or above.
  * *outcomep: "released", "refused", "timed_out", or NULL when the store
  * was unreadable. Returns 0 when released, else EXIT_RUNTIME after
  * printing why. */
 static int release_wait(const sg_config_t *conf, const char *topic,
                         int64_t partition, const char *agg, bool has_version,
-                        uint64_t version, int64_t timeout_ms,
+                        uint64_t version, int64_t timeout_ms, int64_t deadline,
                         const char **outcomep) {
-        int64_t deadline = sg_clock_mono_ms() + timeout_ms;
         const char *outcome = NULL;
         int rc = 0;
         bool found;
@@ -217,9 +234,56 @@ static int release_wait(const sg_config_t *conf, const char *topic,
         return rc;
 }
 
+static const char release_help[] =
+        "usage: seqgatectl release --config FILE --topic T --partition P "
+        "--aggregate ID\n"
+        "                          [--version S] [--state X] [--wait] "
+        "[--timeout-ms MS]\n"
+        "                          [--data-dir DIR] [-X NAME=VALUE ...] "
+        "[--json]\n"
+        "\n"
+        "Release a quarantined aggregate: produce a control record (header\n"
+        "__seqgate.control: release) to input topic T, partition P (the\n"
+        "__seqgate.errors.partition of its DLQ records), which the seqgate "
+        "that\n"
+        "owns the partition applies in order: the quarantine ends; with "
+        "--version\n"
+        "the last applied version becomes S (S >= L) and with --state the "
+        "state\n"
+        "becomes X (a state of the topic's state machine; anything else is\n"
+        "refused before sending). An aggregate that is not quarantined can "
+        "be\n"
+        "released only with --version, and only while it waits on a gap. "
+        "Then\n"
+        "replay its DLQ records.\n"
+        "\n"
+        "  -t, --topic T          the input topic\n"
+        "  -p, --partition P      its partition\n"
+        "  -a, --aggregate ID     the aggregate\n"
+        "  -v, --version S        the last applied version after the "
+        "release\n"
+        "  -s, --state X          the state after the release\n"
+        "  -w, --wait             read the data_dir (or --data-dir) of the "
+        "seqgate\n"
+        "                         that owns the partition (run it beside "
+        "that\n"
+        "                         seqgate): check the same rules before "
+        "sending,\n"
+        "                         then wait until the store has passed the\n"
+        "                         control record and say \"released\" "
+        "(exit 0) or\n"
+        "                         \"refused\" (exit 1; seqgate's "
+        "control_refused\n"
+        "                         log line says why)\n"
+        "  -T, --timeout-ms MS    how long the command waits in all "
+        "(default\n"
+        "                         30000): for the control record's delivery\n"
+        "                         and, with --wait, then for the store; "
+        "when it\n"
+        "                         runs out: exit 1\n";
+
 int cmd_release(int argc, char **argv) {
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"topic", required_argument, NULL, 't'},
                 {"partition", required_argument, NULL, 'p'},
                 {"aggregate", required_argument, NULL, 'a'},
@@ -227,20 +291,16 @@ int cmd_release(int argc, char **argv) {
                 {"state", required_argument, NULL, 's'},
                 {"wait", no_argument, NULL, 'w'},
                 {"timeout-ms", required_argument, NULL, 'T'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
-        const char *config = NULL, *topic = NULL, *agg = NULL, *state = NULL;
+        cli_common_t cc = {.help = release_help,
+                           .uses = CLI_USES_STORE | CLI_USES_KAFKA};
+        const char *topic = NULL, *agg = NULL, *state = NULL;
         int64_t partition = -1, timeout_ms = 30000;
         uint64_t version = 0;
-        bool json = false, has_version = false, wait = false;
+        bool has_version = false, wait = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:t:p:a:v:s:wT:jh", opts, NULL)) !=
-               -1) {
+        while ((c = cli_getopt(&cc, argc, argv, "t:p:a:v:s:wT:", opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
                 case 't':
                         topic = optarg;
                         break;
@@ -249,9 +309,6 @@ int cmd_release(int argc, char **argv) {
                         break;
                 case 's':
                         state = optarg;
-                        break;
-                case 'j':
-                        json = true;
                         break;
                 case 'p':
                         if (!parse_i64(optarg, 0, INT32_MAX, &partition))
@@ -276,18 +333,17 @@ int cmd_release(int argc, char **argv) {
                                                    "a positive number",
                                                    optarg);
                         break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        return 0;
-                default:
-                        return usage_error("release: bad option");
                 }
         }
+        if (c == CLI_STOP)
+                return cc.rc;
+        const char *config = cc.config;
+        bool json = cc.json;
         if (!config || !topic || partition < 0 || !agg)
-                return usage_error("release needs --config, --topic, "
-                                   "--partition and --aggregate");
+                return usage_error("--config, --topic, --partition and "
+                                   "--aggregate are required");
         sg_config_t *conf;
-        int rc = load_config(config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
         const sg_topic_config_t *tc = sg_config_topic(conf, topic);
@@ -303,13 +359,16 @@ int cmd_release(int argc, char **argv) {
                 return rc;
         }
         char *val = release_body(agg, has_version, version, state);
-        rc = release_send(conf, topic, partition, agg, val);
+        /* --timeout-ms bounds the whole command: the delivery, then the
+         * wait for the store */
+        int64_t deadline = sg_clock_mono_ms() + timeout_ms;
+        rc = release_send(conf, topic, partition, agg, val, deadline);
         /* --wait: until the owner's store reflects the control record's
          * offset, then whether the aggregate was released */
         const char *outcome = "sent";
         if (rc == 0 && wait)
                 rc = release_wait(conf, topic, partition, agg, has_version,
-                                  version, timeout_ms, &outcome);
+                                  version, timeout_ms, deadline, &outcome);
         if (outcome && g_release_err == 0) {
                 if (json)
                         printf("{\"released\":%s,\"outcome\":\"%s\","

@@ -286,9 +286,13 @@ static int replay_record(replay_t *r, const rd_kafka_message_t *m,
                       topic[0] &&
                       dlq_hdr_str(h, SG_DLQ_H_PARTITION, pbuf, sizeof(pbuf)) &&
                       parse_i64(pbuf, 0, INT32_MAX, &opart);
+        /* the input's timestamp (the DLQ record's own is when it was
+         * dead-lettered); none (-1): the broker's time, as for the input */
         if (!dlq_hdr_str(h, SG_DLQ_H_TIMESTAMP, tbuf, sizeof(tbuf)) ||
-            !parse_i64(tbuf, 1, INT64_MAX, &ts))
+            !parse_i64(tbuf, INT64_MIN, INT64_MAX, &ts))
                 ts = rd_kafka_message_timestamp(m, NULL);
+        if (ts < 0)
+                ts = 0;
         if (!origin) {
                 r->st.failed++;
                 print_record(o->json, "failed", o->dlq, m->partition, m->offset,
@@ -402,13 +406,16 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
         rg.partition = o->dlq_partition;
         rg.from = o->from;
         rg.until = o->until;
+        rg.timeout_ms = o->timeout_ms;
         int rc = dlq_reader_open(&r.rd, conf, o->dlq, &rg);
-        if (rc && !r.rd.cons) {
+        if (rc) {
+                /* without a plan (no broker, no such topic) nothing was
+                 * read: a summary ("would replay 0") would say the DLQ is
+                 * empty */
                 dlq_reader_close(&r.rd);
-                return rc; /* nothing read: no summary */
+                return rc;
         }
-        if (!rc)
-                rc = replay_open_producer(&r);
+        rc = replay_open_producer(&r);
         if (!rc)
                 rc = dlq_reader_run(&r.rd, o->timeout_ms, replay_between,
                                     replay_each, &r, NULL);
@@ -420,11 +427,69 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
         return rc;
 }
 
+static const char replay_help[] =
+        "usage: seqgatectl replay --config FILE --dlq TOPIC (--reason R ... "
+        "| --all)\n"
+        "                         [--aggregate ID] [--dlq-partition P] "
+        "[--from-offset N]\n"
+        "                         [--until-offset N] [--limit N] [--dry-run] "
+        "[--timeout-ms MS]\n"
+        "                         [-X NAME=VALUE ...] [--json]\n"
+        "\n"
+        "Read the DLQ topic (every partition, or P) from the start or offset "
+        "N up\n"
+        "to its end offsets (or before --until-offset, exclusive) and "
+        "produce each\n"
+        "selected record back to its original topic and partition without "
+        "its\n"
+        "__seqgate.errors.* headers, with __seqgate.replay: "
+        "<dlq>/<partition>/<offset>.\n"
+        "\n"
+        "  -d, --dlq TOPIC        the DLQ topic\n"
+        "  -r, --reason R         select the records dead-lettered for reason "
+        "R;\n"
+        "                         repeatable, or a comma list (R1,R2): any of "
+        "them\n"
+        "      --all              select every reason (--reason or --all is\n"
+        "                         required)\n"
+        "  -a, --aggregate ID     select the records of aggregate ID only\n"
+        "  -P, --dlq-partition P  read DLQ partition P only\n"
+        "  -f, --from-offset N    start at offset N (default: the log start)\n"
+        "  -u, --until-offset N   stop before offset N (default: the end "
+        "offsets\n"
+        "                         when the command starts)\n"
+        "  -l, --limit N          stop after N selected records\n"
+        "  -n, --dry-run          print the selected records, produce "
+        "nothing\n"
+        "  -T, --timeout-ms MS    give up after MS ms without a record or "
+        "broker\n"
+        "                         answer (default 30000): exit 1\n";
+
+/* --reason's value: one reason or a comma list of them, each one of the
+ * DLQ reasons (sg_reason_name); added to reasons[] (room for every one).
+ * Returns 0 or EXIT_USAGE after printing which is not a reason. */
+static int replay_reasons(char *arg, const char **reasons, size_t *cnt) {
+        for (char *save = NULL, *r = strtok_r(arg, ",", &save); r;
+             r = strtok_r(NULL, ",", &save)) {
+                bool known = false;
+                for (int i = 1; i < SG_R__CNT && !known; i++)
+                        known = !strcmp(r, sg_reason_name((sg_reason_t)i));
+                if (!known)
+                        return usage_error("--reason: '%s' is not a DLQ "
+                                           "reason (see README \"DLQ "
+                                           "records\")",
+                                           r);
+                reasons[(*cnt)++] = r;
+        }
+        return 0;
+}
+
 int cmd_replay(int argc, char **argv) {
+        enum { OPT_ALL = 256 };
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
                 {"dlq", required_argument, NULL, 'd'},
                 {"reason", required_argument, NULL, 'r'},
+                {"all", no_argument, NULL, OPT_ALL},
                 {"aggregate", required_argument, NULL, 'a'},
                 {"dlq-partition", required_argument, NULL, 'P'},
                 {"from-offset", required_argument, NULL, 'f'},
@@ -432,44 +497,38 @@ int cmd_replay(int argc, char **argv) {
                 {"limit", required_argument, NULL, 'l'},
                 {"timeout-ms", required_argument, NULL, 'T'},
                 {"dry-run", no_argument, NULL, 'n'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
+        cli_common_t cc = {.help = replay_help, .uses = CLI_USES_KAFKA};
         replay_opts_t o = {.dlq_partition = -1,
                            .from = -1,
                            .until = -1,
                            .limit = -1,
                            .timeout_ms = 30000};
-        const char *config = NULL;
-        const char **reasons = calloc((size_t)argc + 1, sizeof(*reasons));
+        bool all = false;
+        /* room for every reason of every --reason (each at least 2 bytes
+         * apart: "a,b") */
+        size_t room = 0;
+        for (int i = 0; i < argc; i++)
+                room += strlen(argv[i]) / 2 + 1;
+        const char **reasons = calloc(room + 1, sizeof(*reasons));
         if (!reasons) {
                 errf("out of memory");
                 return EXIT_RUNTIME;
         }
         o.reasons = reasons;
         int c, rc = 0;
-        while (!rc && (c = getopt_long(argc, argv, "c:d:r:a:P:f:u:l:T:njh",
-                                       opts, NULL)) != -1) {
+        while (!rc && (c = cli_getopt(&cc, argc, argv, "d:r:a:P:f:u:l:T:n",
+                                      opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
                 case 'd':
                         o.dlq = optarg;
                         break;
-                case 'r': {
-                        bool known = false;
-                        for (int r = 1; r < SG_R__CNT && !known; r++)
-                                known = !strcmp(optarg,
-                                                sg_reason_name((sg_reason_t)r));
-                        if (!known)
-                                rc = usage_error("--reason: '%s' is not a DLQ "
-                                                 "reason (see README \"DLQ "
-                                                 "records\")",
-                                                 optarg);
-                        reasons[o.reason_cnt++] = optarg;
+                case 'r':
+                        rc = replay_reasons(optarg, reasons, &o.reason_cnt);
                         break;
-                }
+                case OPT_ALL:
+                        all = true;
+                        break;
                 case 'a':
                         o.aggregate = optarg;
                         break;
@@ -506,35 +565,33 @@ int cmd_replay(int argc, char **argv) {
                 case 'n':
                         o.dry_run = true;
                         break;
-                case 'j':
-                        o.json = true;
-                        break;
-                case 'h':
-                        fputs(usage_text, stdout);
-                        free(reasons);
-                        return 0;
-                default:
-                        rc = usage_error("replay: invalid option");
                 }
         }
-        if (!rc && optind < argc)
-                rc = usage_error("replay: unexpected argument '%s'",
-                                 argv[optind]);
+        if (!rc && c == CLI_STOP) {
+                free(reasons);
+                return cc.rc;
+        }
+        const char *config = cc.config;
+        o.json = cc.json;
         if (!rc && (!config || !o.dlq))
-                rc = usage_error("replay needs --config and --dlq");
+                rc = usage_error("--config and --dlq are required");
+        if (!rc && !all && !o.reason_cnt)
+                rc = usage_error("--reason R or --all is required (which "
+                                 "DLQ records to replay)");
+        if (!rc && all && o.reason_cnt)
+                rc = usage_error("--all and --reason exclude each other");
         if (!rc && o.from >= 0 && o.until >= 0 && o.until <= o.from)
                 rc = usage_error("--until-offset must be above --from-offset");
         sg_config_t *conf = NULL;
         if (!rc)
-                rc = load_config(config, &conf);
+                rc = cli_config_load(&cc, &conf);
         if (!rc) {
                 bool is_dlq = false;
                 for (size_t i = 0; i < conf->topic_cnt; i++)
                         if (!strcmp(conf->topics[i].dlq_topic, o.dlq))
                                 is_dlq = true;
                 if (!is_dlq)
-                        errf("warning: %s is not a dlq_topic of %s", o.dlq,
-                             config);
+                        warnf("%s is not a dlq_topic of %s", o.dlq, config);
                 rc = replay_run(conf, &o);
         }
         sg_config_destroy(conf);

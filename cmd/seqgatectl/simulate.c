@@ -31,23 +31,32 @@
 /* Back-pressure pauses a record may meet before simulate gives up. */
 #define SIM_MAX_PAUSES 1000
 
-static const char simulate_usage[] =
-        "usage: seqgatectl simulate --config FILE INPUT [--json]\n"
-        "                           [--expect EXPECTED] [--topic T] "
-        "[--partition P]\n"
-        "  Runs seqgate's engine offline over INPUT (NDJSON; '-' is stdin), "
+static const char simulate_help[] =
+        "usage: seqgatectl simulate --config FILE INPUT [--expect EXPECTED] "
+        "[--topic T]\n"
+        "                           [--partition P] [--json]\n"
+        "\n"
+        "Run seqgate's engine offline over INPUT (NDJSON; '-' is stdin), "
         "with a\n"
-        "  store in a temporary directory, and prints each verdict. A line "
-        "is a\n"
-        "  record {\"key\", \"headers\", \"value\", \"timestamp\", "
+        "store in a temporary directory, and print each verdict. A line is "
+        "a\n"
+        "record {\"key\", \"headers\", \"value\", \"timestamp\", "
         "\"topic\", \"partition\",\n"
-        "  \"offset\"} or a step: {\"advance_ms\": N}, {\"clock\": TIME}, "
+        "\"offset\"} or a step: {\"advance_ms\": N}, {\"clock\": TIME}, "
         "{\"snapshot\":\n"
-        "  {\"aggregate\", \"status\", \"body\"}}. --expect compares the "
-        "--json verdicts\n"
-        "  with EXPECTED: exit 0 equal, 1 different (the differences "
-        "printed).\n"
-        "  Exit 2: usage, config or input error (the input line named).\n";
+        "{\"aggregate\", \"status\", \"body\"}}. Exit 2: usage, config or "
+        "input error\n"
+        "(the input line named).\n"
+        "\n"
+        "  -e, --expect EXPECTED  compare the --json verdicts with EXPECTED: "
+        "exit 0\n"
+        "                         equal, 1 different (the differences "
+        "printed)\n"
+        "  -t, --topic T          the topic of records that name none "
+        "(default:\n"
+        "                         the config's first input topic)\n"
+        "  -p, --partition P      the partition of records that name none "
+        "(default 0)\n";
 
 /* One input line, read whole before the run (the lag needs what
  * follows). */
@@ -692,26 +701,17 @@ static int simulate_run(sim_cli_t *c, const sg_config_t *conf,
 
 int cmd_simulate(int argc, char **argv) {
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
-                {"json", no_argument, NULL, 'j'},
                 {"expect", required_argument, NULL, 'e'},
                 {"topic", required_argument, NULL, 't'},
                 {"partition", required_argument, NULL, 'p'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
-        const char *config = NULL, *expect = NULL;
+        cli_common_t cc = {.help = simulate_help, .operands = 1};
+        const char *expect = NULL;
         sim_cli_t c = {0};
         int64_t part = 0;
         int ch, rc = 0;
-        while (!rc &&
-               (ch = getopt_long(argc, argv, "c:je:t:p:h", opts, NULL)) != -1) {
+        while (!rc && (ch = cli_getopt(&cc, argc, argv, "e:t:p:", opts)) >= 0) {
                 switch (ch) {
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'j':
-                        c.json = true;
-                        break;
                 case 'e':
                         expect = optarg;
                         break;
@@ -724,25 +724,23 @@ int cmd_simulate(int argc, char **argv) {
                                                  "partition number",
                                                  optarg);
                         break;
-                case 'h':
-                        fputs(simulate_usage, stdout);
-                        return 0;
-                default:
-                        rc = usage_error("simulate: invalid option");
                 }
         }
-        if (!rc && optind + 1 != argc)
-                rc = usage_error(optind < argc ? "simulate: one INPUT file, "
-                                                 "not more"
-                                               : "simulate needs an INPUT "
-                                                 "file");
+        if (!rc && ch == CLI_STOP)
+                return cc.rc;
+        const char *config = cc.config;
+        c.json = cc.json;
+        if (!rc && !config)
+                rc = usage_error("--config FILE is required");
+        if (!rc && optind == argc)
+                rc = usage_error("an INPUT file is required");
         if (rc)
                 return rc;
         c.input = argv[optind];
         c.def_partition = (int32_t)part;
         c.collect = expect != NULL;
         sg_config_t *conf = NULL;
-        if ((rc = load_config(config, &conf)))
+        if ((rc = cli_config_load(&cc, &conf)))
                 return rc;
         if (!c.def_topic)
                 c.def_topic = conf->topics[0].name;

@@ -19,20 +19,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char sizing_usage[] =
-        "usage: seqgatectl sizing --config FILE [--data-dir D] "
+static const char sizing_help[] =
+        "usage: seqgatectl sizing --config FILE [--data-dir DIR] "
         "--events-per-day N\n"
-        "                         [--aggregates N] [--json]\n"
-        "  Estimates the store and its changelog: events/day x bytes per "
-        "dedup\n"
-        "  record x dedup_ttl_ms in days, plus aggregates x bytes per "
-        "aggregate\n"
-        "  record, plus the compacted changelog (one record per live key). "
-        "Bytes\n"
-        "  per record are measured from the store in D (default: the "
-        "config's\n"
-        "  data_dir; read-only) when it holds records, else the documented\n"
-        "  estimates. --aggregates defaults to the store's count.\n";
+        "                         [--aggregates A] [--json]\n"
+        "\n"
+        "Estimate the store and its changelog (semantics §8), term by term: "
+        "N x\n"
+        "bytes per dedup record x dedup_ttl_ms in days, plus A x bytes per\n"
+        "aggregate record, plus the compacted changelog (one record per "
+        "live\n"
+        "key). Bytes per record are measured from the store (read-only) "
+        "when it\n"
+        "holds records, else the documented estimates (labelled ESTIMATE).\n"
+        "\n"
+        "  -e, --events-per-day N the events a day (required)\n"
+        "  -a, --aggregates A     the number of aggregates (default: the "
+        "store's\n"
+        "                         count)\n";
 
 /* Bytes as "140.00 GB" (10^9, as the seed counts). */
 static const char *human(double b, char *buf, size_t size) {
@@ -120,25 +124,14 @@ static void print_sizing(const char *dir, bool have_store,
 
 int cmd_sizing(int argc, char **argv) {
         static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'},
-                {"data-dir", required_argument, NULL, 'D'},
                 {"events-per-day", required_argument, NULL, 'e'},
                 {"aggregates", required_argument, NULL, 'a'},
-                {"json", no_argument, NULL, 'j'},
-                {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0}};
-        const char *config = NULL, *dir = NULL;
+        cli_common_t cc = {.help = sizing_help, .uses = CLI_USES_STORE};
         int64_t epd = -1, aggs = -1;
-        bool json = false;
         int c;
-        while ((c = getopt_long(argc, argv, "c:D:e:a:jh", opts, NULL)) != -1) {
+        while ((c = cli_getopt(&cc, argc, argv, "e:a:", opts)) >= 0) {
                 switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'D':
-                        dir = optarg;
-                        break;
                 case 'e':
                         if (!parse_i64(optarg, 0, INT64_MAX, &epd))
                                 return usage_error("--events-per-day: '%s' is "
@@ -151,27 +144,20 @@ int cmd_sizing(int argc, char **argv) {
                                                    "a number",
                                                    optarg);
                         break;
-                case 'j':
-                        json = true;
-                        break;
-                case 'h':
-                        fputs(sizing_usage, stdout);
-                        return 0;
-                default:
-                        return usage_error("sizing: invalid option");
                 }
         }
-        if (optind < argc)
-                return usage_error("sizing: unexpected argument '%s'",
-                                   argv[optind]);
+        if (c == CLI_STOP)
+                return cc.rc;
+        bool json = cc.json;
+        if (!cc.config)
+                return usage_error("--config FILE is required");
         if (epd < 0)
-                return usage_error("sizing needs --events-per-day N");
+                return usage_error("--events-per-day N is required");
         sg_config_t *conf = NULL;
-        int rc = load_config(config, &conf);
+        int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
-        if (!dir)
-                dir = conf->data_dir;
+        const char *dir = conf->data_dir;
         /* the longest TTL of the config's topics: what the store keeps */
         int64_t ttl = 0;
         for (size_t i = 0; i < conf->topic_cnt; i++)

@@ -6,21 +6,23 @@
 
 _seqgatectl_commands="inspect partitions lookup replay release simulate dlq sizing audit version"
 _seqgatectl_dlq_commands="summary tail"
-_seqgatectl_common="--config --data-dir -X --json --log-level --help"
+_seqgatectl_common="--config --json --log-level --help"
 
-# _seqgatectl_options COMMAND: the options COMMAND takes besides the common ones
+# _seqgatectl_options COMMAND: the options COMMAND takes besides the common
+# ones, as `seqgatectl COMMAND --help` lists them (--data-dir where it reads
+# a store, -X where it talks to Kafka)
 _seqgatectl_options() {
     case $1 in
-    inspect) echo "--topic --partition --aggregate --limit" ;;
-    partitions) echo "" ;;
-    lookup) echo "--topic --source --id" ;;
-    replay) echo "--dlq --reason --all --aggregate --dlq-partition --from-offset --until-offset --limit --dry-run --timeout-ms" ;;
-    release) echo "--topic --partition --aggregate --version --state --wait --timeout-ms" ;;
-    simulate) echo "--topic --partition --expect" ;;
-    "dlq summary") echo "--from --to" ;;
-    "dlq tail") echo "-n -f --follow" ;;
-    sizing) echo "--events-per-day" ;;
-    audit) echo "--topic --from --to --html" ;;
+    inspect) echo "-t --topic -p --partition -a --aggregate -l --limit --data-dir" ;;
+    partitions) echo "--data-dir" ;;
+    lookup) echo "-t --topic -s --source -i --id --data-dir" ;;
+    replay) echo "-d --dlq -r --reason --all -a --aggregate -P --dlq-partition -f --from-offset -u --until-offset -l --limit -n --dry-run -T --timeout-ms -X" ;;
+    release) echo "-t --topic -p --partition -a --aggregate -v --version -s --state -w --wait -T --timeout-ms --data-dir -X" ;;
+    simulate) echo "-e --expect -t --topic -p --partition" ;;
+    "dlq summary") echo "-d --dlq --from --to --top -X" ;;
+    "dlq tail") echo "-d --dlq -n --lines -f --follow -X" ;;
+    sizing) echo "-e --events-per-day -a --aggregates --data-dir" ;;
+    audit) echo "-t --topic --from --to --html --max-aggregates --max-keys --timeout-ms -X" ;;
     esac
 }
 
@@ -61,13 +63,30 @@ _seqgatectl() {
         mapfile -t COMPREPLY < <(compgen -W "error warning notice info debug" -- "$cur")
         return 0
         ;;
-    --reason)
+    --reason | -r)
         mapfile -t COMPREPLY < <(compgen -W "$_seqgatectl_reasons" -- "$cur")
         return 0
         ;;
     --topic | --partition | --aggregate | --limit | --dlq | --dlq-partition | \
         --from-offset | --until-offset | --timeout-ms | --version | --state | \
-        --source | --id | --from | --to | --events-per-day | -n | -X)
+        --source | --id | --from | --to | --top | --lines | --events-per-day | \
+        --aggregates | --max-aggregates | --max-keys | -X)
+        return 0 # a value seqgatectl cannot know offline
+        ;;
+    -e) # simulate --expect FILE; sizing --events-per-day N
+        if [[ $cmd == simulate ]]; then
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        fi
+        return 0
+        ;;
+    -n) # dlq tail -n N; replay's -n (--dry-run) takes none
+        [[ $cmd == "dlq tail" ]] && return 0
+        ;;
+    -f) # replay -f N (--from-offset); dlq tail's -f (--follow) takes none
+        [[ $cmd == replay ]] && return 0
+        ;;
+    -t | -p | -a | -l | -d | -P | -u | -T | -v | -s | -i)
         return 0 # a value seqgatectl cannot know offline
         ;;
     esac

@@ -12,6 +12,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctlconf  # noqa: E402
+
 CTL = None
 
 
@@ -19,13 +22,7 @@ class Sizing(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
-        self.conf = os.path.join(self.tmp.name, "config.json")
-        with open(self.conf, "w") as f:
-            json.dump({"data_dir": os.path.join(self.tmp.name, "none"),
-                       "kafka": {"bootstrap.servers": "127.0.0.1:1",
-                                 "group.id": "g"},
-                       "topics": {"orders": {"output_topic": "o",
-                                             "dlq_topic": "d"}}}, f)
+        self.conf = ctlconf.offline_config(self.tmp.name)
 
     def ctl(self, *args):
         return subprocess.run([CTL, "sizing", "--config", self.conf, *args],

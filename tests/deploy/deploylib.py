@@ -34,7 +34,8 @@ def commands(text):
     current = None
     in_block = False
     for line in text.splitlines():
-        if line.strip().lower().rstrip(":") == "commands":
+        # "Commands:" or "Commands (seqgatectl COMMAND --help says more):"
+        if re.match(r"commands\b.*:$", line.strip().lower()):
             in_block = True
             continue
         if not in_block:

@@ -46,15 +46,19 @@ def test_scope_change_refused_until_accepted(bootstrap, seqgate_bin, tmp_path):
         b.start(wait_assigned=False)
         rc = b.wait_exit(60)
         assert rc == 2, f"exit {rc}\n{b.log_tail()}"
+        # both lines name the setting by its full key path
+        key = f"topics.{n['in']}.envelope.scope"
         lines = [json.loads(l) for l in b.log_text().splitlines()
                  if "envelope.scope" in l]
         assert lines and lines[-1]["level"] == "error", b.log_tail()
+        assert f"settings for {key}:" in json.dumps(lines[-1]), lines[-1]
         assert "--accept-key-change" in json.dumps(lines[-1])
         # the operator says it is intended
         b.start(extra_args=["--accept-key-change"])
         assert b.stop() == 0, b.log_tail()
-        assert any(l.get("event") == "key_fingerprint_adopted"
-                   for l in b.log_lines()), b.log_tail()
+        adopted = [l for l in b.log_lines()
+                   if l.get("event") == "key_fingerprint_adopted"]
+        assert adopted and adopted[0]["settings"] == key, b.log_tail()
         # adopted: the next start needs no flag
         b.start()
         assert b.stop() == 0, b.log_tail()

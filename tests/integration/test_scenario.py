@@ -27,7 +27,9 @@ The stream, per order (input partition in brackets):
 from __future__ import annotations
 
 import json
+import re
 import time
+from datetime import datetime, timezone
 from collections import Counter, defaultdict
 
 from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
@@ -158,8 +160,10 @@ def test_demo_scenario_exact(bootstrap, seqgate_bin, tmp_path):
                        gap_timeout_ms=GAP_TIMEOUT_MS, gap_policy="dlq",
                        state_machine=ORDER_STATE_MACHINE, stats_interval_ms=500)
     sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    t_start_ms = int(time.time() * 1000)
     try:
-        sg.start()
+        # debug: a "dlq" line per DLQ record
+        sg.start(extra_args=["--log-level", "debug"])
 
         # ---- phase 1: everything but the late v2 of order-e.
         p1 = phase1()
@@ -197,6 +201,7 @@ def test_demo_scenario_exact(bootstrap, seqgate_bin, tmp_path):
         assert rc == 0, f"SIGTERM exit status {rc}\n{sg.log_tail()}"
     finally:
         sg.cleanup()
+    t_end_ms = int(time.time() * 1000)
 
     records = p1 + p2
     placed = placed1 + placed2
@@ -254,7 +259,30 @@ def test_demo_scenario_exact(bootstrap, seqgate_bin, tmp_path):
         assert all(h.startswith("__seqgate.errors.") for h, _ in d["headers"][n:])
         got_dlq[(d["key"].decode(), _hdr(d, "ce_id"),
                  _hdr(d, "__seqgate.errors.reason"), p, off)] += 1
+        # when it was dead-lettered: RFC 3339 UTC with milliseconds, also
+        # the record's Kafka timestamp; the input's time in .timestamp
+        at = _hdr(d, "__seqgate.errors.dead_lettered_at")
+        assert at and re.fullmatch(
+            r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at), at
+        at_ms = int(datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%f%z")
+                    .astimezone(timezone.utc).timestamp() * 1000 + 0.5)
+        assert t_start_ms - 1000 <= at_ms <= t_end_ms + 1000, (at, t_start_ms)
+        assert d["timestamp"] == at_ms, (d["timestamp"], at)
+        assert 0 < int(_hdr(d, "__seqgate.errors.timestamp")) <= at_ms
     assert got_dlq == expected_dlq, "DLQ records differ" + detail
+
+    # ---- a debug "dlq" line per DLQ record, from where the loop produced it
+    lines = sg.events("dlq")
+    assert all(l["level"] == "debug" for l in lines), lines[:2]
+    logged = Counter((l["topic"], l["partition"], l["offset"], l["reason"],
+                      l.get("aggregate"), l["dlq_topic"]) for l in lines
+                     if "detail" in l)
+    # a malformed record has no aggregate seqgate could read
+    want_logged = Counter((t_in, p, o, reason,
+                           None if reason == "malformed" else order, t_dlq)
+                          for (order, _id, reason, p, o), n in expected_dlq.items()
+                          for _ in range(n))
+    assert logged == want_logged, (logged, want_logged)
 
     # ---- final stats line (counters of this one run).
     stats = sg.last_stats()

@@ -105,6 +105,11 @@ def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path):
         for e in prog:
             assert e["records"] > 0 and e["offset"] > e["from"], e
             assert e["offset"] <= e.get("high_watermark", e["offset"]), e
+            # how much there is and when it will be done
+            assert e["total"] == e["high_watermark"] - e["from"], e
+            assert 0 < e["records"] <= e["total"], e
+            assert e["records_per_second"] >= 0, e
+            assert e["eta_seconds"] >= 0, e
     finally:
         sg.cleanup()
         probe.close()

@@ -15,6 +15,8 @@
  * JSON texts below use ' for " (converted by json()) to stay readable.
  */
 #include "config.h"
+#include "kafka.h"
+#include "seqgate.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -2486,6 +2488,104 @@ START_TEST(test_redact_text) {
 }
 END_TEST
 
+/* seqgatectl's -X (sg_config_kafka_set): a property on top of the "kafka"
+ * block, for every client sg_kafka_conf_new builds; a later one wins; the
+ * properties a "kafka" entry may not have are refused, as at load time
+ * (semantics §6), and so is what librdkafka refuses. */
+START_TEST(test_kafka_set_on_top) {
+        char err[512] = "", v[64];
+        size_t vs;
+        sg_config_t *conf = NULL;
+        ck_assert_int_eq(parse_q(CFG(",'guarantee':'at_least_once'", ""), &conf,
+                                 err, sizeof(err)),
+                         SG_OK);
+        size_t before = conf->kafka_cnt;
+        ck_assert_int_eq(sg_config_kafka_set(conf, "bootstrap.servers", "x:1",
+                                             err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_config_kafka_set(conf, "bootstrap.servers", "y:2",
+                                             err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(
+                sg_config_kafka_set(conf, "linger.ms", "7", err, sizeof(err)),
+                SG_OK);
+        ck_assert_uint_eq(conf->kafka_cnt, before + 3);
+        static const sg_kafka_client_t clients[] = {
+                SG_KAFKA_GROUP_CONSUMER, SG_KAFKA_PRODUCER, SG_KAFKA_READER};
+        for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+                rd_kafka_conf_t *kc = NULL;
+                sg_kafka_log_t lg = {conf, NULL, NULL};
+                ck_assert_msg(sg_kafka_conf_new(conf, clients[i], "r", &lg, &kc,
+                                                err, sizeof(err)) == SG_OK,
+                              "%s", err);
+                vs = sizeof(v);
+                ck_assert_int_eq(
+                        rd_kafka_conf_get(kc, "bootstrap.servers", v, &vs),
+                        RD_KAFKA_CONF_OK);
+                ck_assert_str_eq(v, "y:2");
+                rd_kafka_conf_destroy(kc);
+        }
+        /* refused as in the file, nothing added */
+        static const char *const bad[][3] = {
+                {"enable.idempotence", "false", "semantics §6"},
+                {"acks", "1", "semantics §6"},
+                {"enable.auto.commit", "true", "semantics §6"},
+                {"transactional.id", "t", "transactional"},
+                {"no.such.property", "1", "librdkafka"},
+                {"linger.ms", "soon", "librdkafka"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                err[0] = '\0';
+                ck_assert_int_eq(sg_config_kafka_set(conf, bad[i][0], bad[i][1],
+                                                     err, sizeof(err)),
+                                 SG_ERR_CONFIG);
+                ck_assert_msg(strstr(err, bad[i][0]) && strstr(err, bad[i][2]),
+                              "%s=%s: %s", bad[i][0], bad[i][1], err);
+        }
+        /* a secret's value is never echoed */
+        ck_assert_int_eq(sg_config_kafka_set(conf, "ssl.key.password", "", err,
+                                             sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_config_kafka_set(conf, "", "x", err, sizeof(err)),
+                         SG_ERR_INVALID);
+        ck_assert_uint_eq(conf->kafka_cnt, before + 4);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/* The version text of -V: seqgate's version first, then the libraries. */
+START_TEST(test_version_text) {
+        char v[1024];
+        size_t n = sg_version_text(v, sizeof(v));
+        ck_assert_uint_eq(n, strlen(v));
+        ck_assert_str_eq(SG_VERSION_STR, "" SG_VERSION_STR);
+        ck_assert_msg(!strncmp(v, "seqgate " SG_VERSION_STR "\n",
+                               strlen("seqgate " SG_VERSION_STR "\n")),
+                      "%s", v);
+        ck_assert_str_ne(SG_VERSION_STR, "unknown"); /* meson's define */
+        static const char *const libs[] = {"\nlibrdkafka ", "\nLMDB ",
+                                           "\ncJSON ", "\nOpenSSL ",
+                                           "\nlibmicrohttpd "};
+        for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+                ck_assert_msg(strstr(v, libs[i]), "%s missing: %s", libs[i], v);
+        char small[8];
+        ck_assert_uint_eq(sg_version_text(small, sizeof(small)), n);
+        ck_assert_str_eq(small, "seqgate");
+}
+END_TEST
+
+/* --log-level names, shared by both binaries. */
+START_TEST(test_log_level_names) {
+        sg_log_level_t l = SG_LOG_INFO;
+        ck_assert(sg_log_level_parse("debug", &l) && l == SG_LOG_DEBUG);
+        ck_assert(sg_log_level_parse("warn", &l) && l == SG_LOG_WARNING);
+        ck_assert(sg_log_level_parse("error", &l) && l == SG_LOG_ERR);
+        ck_assert(!sg_log_level_parse("verbose", &l) && l == SG_LOG_ERR);
+        ck_assert_str_eq(sg_log_level_name(SG_LOG_NOTICE), "notice");
+        ck_assert_str_eq(sg_log_level_name(SG_LOG_WARNING), "warning");
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("valid");
@@ -2498,6 +2598,9 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_digest_pointers_allowed);
         tcase_add_test(tc, test_error_text_escaped);
         tcase_add_test(tc, test_kafka_values_converted);
+        tcase_add_test(tc, test_kafka_set_on_top);
+        tcase_add_test(tc, test_version_text);
+        tcase_add_test(tc, test_log_level_names);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("invalid");

@@ -34,6 +34,14 @@ START_TEST(row1_malformed) {
         ck_assert_ptr_nonnull(strstr(h.out[0].detail, "abc"));
         ck_assert_uint_eq(M(&h)->malformed_total, 1);
         ck_assert_uint_eq(M(&h)->dlq_total[SG_R_MALFORMED], 1);
+        /* dead-lettered at the batch's processing time, RFC 3339 UTC with
+         * milliseconds, also its Kafka timestamp (the input's is
+         * __seqgate.errors.timestamp) */
+        char at[40];
+        ck_assert_str_eq(h.out[0].dead_lettered_at,
+                         sg_iso_time(T0, at, sizeof(at)));
+        ck_assert_str_eq(at, "2023-11-14T22:13:20.000Z");
+        ck_assert_int_eq(h.out[0].timestamp_ms, T0);
         /* nothing else changed: v1 still applies */
         ONE(&h, EV("A", "e2", "t", "1"));
         assert_out(&h.out[1], SG_EFFECT_OUTPUT, "A", "1", NULL);
@@ -1832,7 +1840,9 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
 END_TEST
 
 /* Changing a setting that defines keys or digests on an existing store is
- * refused (naming it) unless the operator accepts the change. */
+ * refused (naming it) unless the operator accepts the change. Both the
+ * refusal and the key_fingerprint_adopted line name every setting by its
+ * full key path (topics.<topic>.envelope.<key>). */
 START_TEST(key_fingerprint_change_refused) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000}");
@@ -1857,15 +1867,23 @@ START_TEST(key_fingerprint_change_refused) {
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
                          SG_ERR_CONFIG);
-        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.scope"));
-        ck_assert_ptr_nonnull(strstr(err, "orders.envelope.digest"));
+        ck_assert_msg(strstr(err, "topics.orders.envelope.scope, "
+                                  "topics.orders.envelope.digest"),
+                      "%s", err);
         ck_assert_ptr_null(strstr(err, "envelope.id"));
         ck_assert_ptr_nonnull(strstr(err, "--accept-key-change"));
         /* accepted: adopted once, then the store is at the new settings */
         h.conf->accept_key_change = true;
+        logged[0] = '\0';
+        sg_engine_set_log(h.eng, log_collect, NULL);
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),
                          SG_OK);
+        ck_assert_msg(strstr(logged, "key_fingerprint_adopted") &&
+                              strstr(logged,
+                                     "\"settings\":\"topics.orders.envelope."
+                                     "scope, topics.orders.envelope.digest\""),
+                      "%s", logged);
         h.conf->accept_key_change = false;
         ck_assert_int_eq(h.proc.assign(h.proc.opaque, "orders", 0, "g", &off,
                                        err, sizeof(err)),

@@ -156,6 +156,7 @@ void collect(h_t *h) {
                 }
                 snprintf(o->topic, sizeof(o->topic), "%s", ef[i].topic);
                 o->partition = ef[i].partition;
+                o->timestamp_ms = ef[i].timestamp_ms;
                 snprintf(o->key, sizeof(o->key), "%.*s", (int)ef[i].key_len,
                          (const char *)ef[i].key);
                 snprintf(o->value, sizeof(o->value), "%.*s",
@@ -170,6 +171,9 @@ void collect(h_t *h) {
                                 copy_hdr(x, o->reason, sizeof(o->reason));
                         else if (!strcmp(x->name, SG_DLQ_H_DETAIL))
                                 copy_hdr(x, o->detail, sizeof(o->detail));
+                        else if (!strcmp(x->name, SG_DLQ_H_DEAD_LETTERED_AT))
+                                copy_hdr(x, o->dead_lettered_at,
+                                         sizeof(o->dead_lettered_at));
                         else if (ef[i].kind == SG_EFFECT_OUTPUT &&
                                  strcmp(x->name, SG_H_SOURCE) != 0) {
                                 snprintf(o->extra_name, sizeof(o->extra_name),

@@ -125,6 +125,8 @@ typedef struct out {
         char extra_name[64]; /* first non-provenance extra header (output) */
         char extra_val[64];
         char version[32]; /* ce_sequence of the record */
+        char dead_lettered_at[40];
+        int64_t timestamp_ms;
 } out_t;
 
 typedef struct h {

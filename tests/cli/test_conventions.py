@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""seqgatectl's command-line conventions, on every command (README
+"seqgatectl's command line"): each command that `seqgatectl --help` lists
+has its own `COMMAND --help` with the common options it takes
+(--data-dir where it reads a store, -X where it talks to Kafka), one-line
+usage errors naming the command (exit 2), and --data-dir / -X applied on
+top of the configuration. Offline: no broker is reached (an -X property
+the daemon refuses is refused before any client is made).
+
+Run by meson test:  test_conventions.py SEQGATECTL
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctlconf  # noqa: E402
+
+CTL = None
+
+# the commands and what they use: (reads a store, talks to Kafka)
+COMMANDS = {
+    "inspect": (True, False),
+    "lookup": (True, False),
+    "partitions": (True, False),
+    "replay": (False, True),
+    "release": (True, True),  # --data-dir with --wait
+    "simulate": (False, False),
+    "dlq summary": (False, True),
+    "dlq tail": (False, True),
+    "sizing": (True, False),
+    "audit": (False, True),
+}
+
+
+def run(*args):
+    return subprocess.run([CTL, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+class Conventions(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.conf = ctlconf.offline_config(self.tmp.name)
+
+    def assert_usage_error(self, cmd, r, problem):
+        self.assertEqual(r.returncode, 2, (cmd, r))
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 2, (cmd, r.stderr))
+        self.assertTrue(lines[0].startswith(f"seqgatectl {cmd}: "), r.stderr)
+        self.assertIn(problem, lines[0])
+        self.assertEqual(lines[1],
+                         f"Try 'seqgatectl {cmd} --help' for more information.")
+        self.assertEqual(r.stdout, "")
+
+    def test_listed(self):
+        r = run("--help")
+        self.assertEqual(r.returncode, 0)
+        listed = re.findall(r"^  ([a-z]+(?: [a-z]+)?)(?=\s)", r.stdout, re.M)
+        for cmd in COMMANDS:
+            self.assertIn(cmd, listed, r.stdout)
+
+    def test_command_help(self):
+        for cmd, (store, kafka) in COMMANDS.items():
+            r = run(*cmd.split(), "--help")
+            self.assertEqual(r.returncode, 0, (cmd, r))
+            out = r.stdout
+            self.assertTrue(out.startswith(f"usage: seqgatectl {cmd} "), out)
+            for opt in ("--config", "--log-level", "--json", "--help"):
+                self.assertIn(opt, out, (cmd, opt))
+            self.assertEqual("--data-dir DIR" in out, store, (cmd, out))
+            self.assertEqual("-X NAME=VALUE" in out, kafka, (cmd, out))
+            # every option of the usage lines is explained below them
+            usage, _, rest = out.partition("\n\n")
+            for opt in set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", usage)):
+                self.assertRegex(rest, rf"(?m)^ +(-\w, )?{re.escape(opt)}\b",
+                                 (cmd, opt))
+
+    def test_dlq_help(self):
+        r = run("dlq", "--help")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("summary", r.stdout)
+        self.assertIn("tail", r.stdout)
+        self.assert_usage_error("dlq", run("dlq"), "summary or tail")
+        self.assert_usage_error("dlq", run("dlq", "head"), "'head'")
+
+    def test_usage_errors(self):
+        for cmd in COMMANDS:
+            self.assert_usage_error(cmd, run(*cmd.split(), "--bogus"),
+                                    "unrecognized option '--bogus'")
+            self.assert_usage_error(
+                cmd, run(*cmd.split(), "--log-level", "loud"),
+                "unknown level 'loud'")
+            store, kafka = COMMANDS[cmd]
+            if not store:
+                self.assert_usage_error(
+                    cmd, run(*cmd.split(), "--data-dir", "x"),
+                    "unrecognized option '--data-dir'")
+            if not kafka:
+                self.assert_usage_error(cmd, run(*cmd.split(), "-X", "a=b"),
+                                        "invalid option '-X'")
+            extra = ["in.ndjson", "stray"] if cmd == "simulate" else ["stray"]
+            self.assert_usage_error(cmd, run(*cmd.split(), *extra),
+                                    "unexpected argument 'stray'")
+
+    def test_x_on_top_of_the_config(self):
+        args = {"dlq summary": [], "dlq tail": [],
+                "audit": ["--topic", "orders"]}
+        for cmd, more in args.items():
+            r = run(*cmd.split(), "--config", self.conf, *more,
+                    "-X", "enable.auto.commit=true")
+            self.assertEqual(r.returncode, 2, (cmd, r))
+            self.assertIn("enable.auto.commit", r.stderr)
+            self.assertIn("semantics §6", r.stderr)
+
+    def test_data_dir_replaces_data_dir(self):
+        other = os.path.join(self.tmp.name, "other-store")
+        for cmd, more in (("lookup", ["--id", "e-1"]),
+                          ("inspect", ["--aggregate", "a-1"])):
+            r = run(cmd, "--config", self.conf, "--data-dir", other, *more)
+            self.assertNotEqual(r.returncode, 0, (cmd, r))
+            self.assertIn("other-store", r.stderr, (cmd, r.stderr))
+            self.assertNotIn(os.path.join(self.tmp.name, "none"), r.stderr)
+        r = run("sizing", "--config", self.conf, "--data-dir", other,
+                "--events-per-day", "10", "--json")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(json.loads(r.stdout)["data_dir"], other)
+
+
+if __name__ == "__main__":
+    CTL = sys.argv.pop(1)
+    unittest.main()
