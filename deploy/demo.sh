@@ -335,10 +335,14 @@ fi
 ctl="${SEQGATECTL_BIN:-$(dirname "$bin")/seqgatectl}"
 if [ -x "$ctl" ]; then
         for id in e-1002-2b e-1001-2; do
-                say "seqgatectl lookup --source /shop/orders --id $id"
-                "$ctl" lookup --config "$tmp/config.json" \
-                        --source /shop/orders --id "$id" ||
-                        echo "demo.sh: lookup of $id exited with status $?" >&2
+                say "seqgatectl lookup --topic orders --source /shop/orders --id $id"
+                # both events are known to the store: anything but exit 0
+                # is a fault the demo must not hide
+                if ! "$ctl" lookup --config "$tmp/config.json" --topic orders \
+                        --source /shop/orders --id "$id"; then
+                        echo "demo.sh: FAIL: lookup of $id did not answer" >&2
+                        exit 1
+                fi
         done
 else
         echo "demo.sh: $ctl not found: no lookups shown" >&2

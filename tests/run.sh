@@ -39,8 +39,8 @@
 # non-zero if any phase failed.
 #
 # Flags:
-#   --unit         unit phases only (deps, builds, unit tests, fuzz, schema
-#                  examples)
+#   --unit         unit phases only (deps, builds, unit tests, fuzz, the demo,
+#                  schema examples)
 #   --no-san       skip the sanitizer build and its tests
 #   --no-fuzz      skip the fuzz phase
 #   --integration  integration only (deps, normal build for build/seqgate,
@@ -205,6 +205,13 @@ phase_scan_build() {
 
 # The house style is kept applied, so a diff never mixes layout with
 # substance. bench/streams-peer is Java and not ours to lay out.
+# The demo is one of the two commands (README "The two commands"): it must
+# work at every submission, and it checks its own output against
+# deploy/demo/expected.txt.
+phase_demo() {
+    ./deploy/demo.sh --no-build
+}
+
 phase_format() {
     git -C "$ROOT" ls-files '*.c' '*.h' | grep -v '^bench/streams-peer/' |
         (cd "$ROOT" && xargs clang-format --dry-run -Werror)
@@ -289,6 +296,11 @@ else
         fi
         if ((do_scan)); then
             run_phase scan_build "scan-build (clang static analyzer)" phase_scan_build
+        fi
+        if [[ ${status[build]:-} == pass ]]; then
+            run_phase demo "demo (deploy/demo.sh, embedded Kafka)" phase_demo
+        else
+            not_run demo "demo (deploy/demo.sh, embedded Kafka)" "build failed"
         fi
         if [[ -f .clang-format ]] && git -C "$ROOT" rev-parse >/dev/null 2>&1; then
             run_phase format "format (.clang-format)" phase_format
