@@ -644,33 +644,6 @@ static const char *snap_kafka =
         "\"timeout_ms\":2000,\"max_attempts\":2,\"backoff_ms\":100,"
         "\"backoff_max_ms\":100}";
 
-/* Feeds one record on a non-input topic (reply topic / HTTP pseudo topic). */
-static void feed_raw(h_t *h, const char *topic, const char *key,
-                     const char *value, const sg_header_t *hd, size_t hc) {
-        char err[512];
-        ck_assert_int_eq(
-                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                SG_OK);
-        sg_record_t rec = {.topic = topic,
-                           .partition = 0,
-                           .offset = 7,
-                           .key = key,
-                           .key_len = key ? strlen(key) : 0,
-                           .value = value,
-                           .value_len = value ? strlen(value) : 0,
-                           .headers = hd,
-                           .header_cnt = hc};
-        sg_process_result_t r;
-        ck_assert_int_eq(
-                h->proc.process(h->proc.opaque, &rec, &r, err, sizeof(err)),
-                SG_OK);
-        ck_assert_int_eq(r, SG_PROCESSED);
-        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
-        collect(h);
-        ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
-                         SG_OK);
-}
-
 /* The request id of the latest request record (Kafka source). */
 static void last_request(h_t *h, char *rid, size_t n, int *attempt) {
         for (size_t i = h->out_cnt; i > 0; i--) {

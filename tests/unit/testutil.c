@@ -251,3 +251,30 @@ void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
         if (reason)
                 ck_assert_str_eq(o->reason, reason);
 }
+
+/* Feeds one record on a non-input topic (reply topic / HTTP pseudo topic). */
+void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
+              const sg_header_t *hd, size_t hc) {
+        char err[512];
+        ck_assert_int_eq(
+                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                SG_OK);
+        sg_record_t rec = {.topic = topic,
+                           .partition = 0,
+                           .offset = 7,
+                           .key = key,
+                           .key_len = key ? strlen(key) : 0,
+                           .value = value,
+                           .value_len = value ? strlen(value) : 0,
+                           .headers = hd,
+                           .header_cnt = hc};
+        sg_process_result_t r;
+        ck_assert_int_eq(
+                h->proc.process(h->proc.opaque, &rec, &r, err, sizeof(err)),
+                SG_OK);
+        ck_assert_int_eq(r, SG_PROCESSED);
+        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        collect(h);
+        ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
+                         SG_OK);
+}

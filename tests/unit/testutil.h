@@ -192,6 +192,11 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt);
                 batch((h), e_, sizeof(e_) / sizeof(e_[0]));                    \
         } while (0)
 
+/* Runs one batch with one record on @p topic, partition 0 — a non-input
+ * topic (reply topic, HTTP pseudo topic) or a control record on the input
+ * topic (@p hd: its headers). */
+void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
+              const sg_header_t *hd, size_t hc);
 /* The engine's metrics. */
 const sg_metrics_t *M(h_t *h);
 /* Fails unless @p o is of @p kind with record key @p key, and (when not
