@@ -237,7 +237,8 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                (err = unpark(e, p, a, true, a->rec.last_version, &v, NULL, &s,
                              &type, kh, errstr, errstr_size)) == SG_OK) {
                 changed = true;
-                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_APPLIED,
+                /* never emitted: the result query must not say applied */
+                if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_SUPERSEDED,
                                              errstr, errstr_size)))
                         return err;
                 e->delta.snapshot_superseded_total++;

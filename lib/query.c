@@ -408,10 +408,9 @@ static sg_err_t verdict_json(sg_txn_t *t, const sg_tp_t *tp, int32_t partition,
                              const sg_dedup_rec_t *d, cJSON *o, char *errstr,
                              size_t errstr_size) {
         static const char *const names[] = {
-                [SG_DV_APPLIED] = "applied",
-                [SG_DV_PARKED] = "parked",
-                [SG_DV_DLQ] = "dead_lettered",
-                [SG_DV_DROPPED] = "dropped",
+                [SG_DV_APPLIED] = "applied",       [SG_DV_PARKED] = "parked",
+                [SG_DV_DLQ] = "dead_lettered",     [SG_DV_DROPPED] = "dropped",
+                [SG_DV_SUPERSEDED] = "superseded",
         };
         cJSON_AddStringToObject(o, "status", names[d->verdict]);
         sg_json_add_i64(o, "partition", partition);
@@ -430,6 +429,8 @@ static sg_err_t verdict_json(sg_txn_t *t, const sg_tp_t *tp, int32_t partition,
         case SG_DV_DLQ:
                 cJSON_AddStringToObject(o, "reason", reason_name(d->reason));
                 cJSON_AddStringToObject(o, "dlq_topic", tc->dlq_topic);
+                return SG_OK;
+        case SG_DV_SUPERSEDED: /* never emitted: L moved past it */
                 return SG_OK;
         default: /* SG_DV_DROPPED */
                 cJSON_AddStringToObject(o, "reason",

@@ -17,6 +17,8 @@
  *   status "dead_lettered"  "reason" (a DLQ reason code, "unknown" for a
  *                           record stored before reasons were), "dlq_topic"
  *   status "dropped"        stale and dropped by config ("stale": "drop")
+ *   status "superseded"     parked, then dropped without being emitted: a
+ *                           snapshot or a release moved L past its version
  *   status "unknown"        "why": "not_found" (never seen, or swept after
  *                           dedup_ttl_ms) or "expired" (older than its TTL,
  *                           not swept yet): nothing older than dedup_ttl_ms

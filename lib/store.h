@@ -67,10 +67,13 @@ void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
 
 /** Dedup verdicts (what the key was recorded with). */
 typedef enum sg_dedup_verdict {
-        SG_DV_APPLIED = 1, /**< emitted (or superseded) — never applied again */
+        SG_DV_APPLIED = 1, /**< emitted — never applied again */
         SG_DV_PARKED = 2,  /**< waiting in the parked database */
         SG_DV_DLQ = 3,     /**< dead-lettered — a replay may judge it again */
         SG_DV_DROPPED = 4, /**< stale and dropped by config */
+        SG_DV_SUPERSEDED = 5, /**< parked, then dropped unemitted: a snapshot
+                                   or a release moved L past it (semantics
+                                   §4) — never applied, like APPLIED */
 } sg_dedup_verdict_t;
 
 typedef struct sg_dedup_rec {

@@ -98,7 +98,7 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
         sg_err_t err = rd_end(&r, "dedup", len, errstr, errstr_size);
         if (err)
                 return err;
-        if (verdict < SG_DV_APPLIED || verdict > SG_DV_DROPPED)
+        if (verdict < SG_DV_APPLIED || verdict > SG_DV_SUPERSEDED)
                 return refuse(errstr, errstr_size,
                               "dedup value: unknown verdict %u", verdict);
         if (reason >= SG_R__CNT || (reason && verdict != SG_DV_DLQ))

@@ -257,6 +257,32 @@ START_TEST(event_old_format_record) {
 }
 END_TEST
 
+/* A parked event a release (or a snapshot) moved L past was never emitted:
+ * it is answered "superseded", not "applied" (semantics §7: applied means
+ * emitted to the output topic). */
+START_TEST(event_superseded_is_not_applied) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,\"gap_policy\":"
+                   "\"skip\"}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
+        sg_header_t rel[] = {{SG_H_CONTROL, "release", 7}};
+        feed_raw(&h, "orders", "A", "{\"aggregate\":\"A\",\"version\":\"4\"}",
+                 rel, 1);
+        ck_assert_uint_eq(M(&h)->snapshot_superseded_total, 1);
+        cJSON *o = ask(&h, "e3", NULL, T0 + 1);
+        ASSERT_STR_EQ(js(o, "status"), "superseded");
+        ck_assert_ptr_null(cJSON_GetObjectItem(o, "output"));
+        cJSON_Delete(o);
+        /* a redelivery of it is still a duplicate, never applied later */
+        ONE(&h, EV("A", "e3", "t", "3"));
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        o = ask(&h, "e1", NULL, T0 + 1);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(event_query_refuses_bad_input) {
         h_t h = {0};
         h_open(&h, "\"envelope\":{}");
@@ -405,6 +431,7 @@ int main(void) {
         tcase_add_test(tc, event_dropped);
         tcase_add_test(tc, event_unknown_never_seen_and_expired);
         tcase_add_test(tc, event_old_format_record);
+        tcase_add_test(tc, event_superseded_is_not_applied);
         tcase_add_test(tc, event_query_refuses_bad_input);
         tcase_add_test(tc, http_read_api_answers);
         suite_add_tcase(s, tc);
