@@ -280,6 +280,7 @@ sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
                 return sg_cfg_nomem(&c);
         conf->kafka = kv;
         kv = &conf->kafka[conf->kafka_cnt];
+        *kv = (sg_kv_t){0}; /* from_env false: given on the command line */
         if (!(kv->name = strdup(name)) || !(kv->value = strdup(value))) {
                 free(kv->name);
                 return sg_cfg_nomem(&c);
