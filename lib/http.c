@@ -30,6 +30,15 @@ struct sg_http {
         uint16_t port;
 };
 
+/* Connection limits. One peer that opens connections and never finishes
+ * a request must not lock the probes and the scrape out for the others
+ * (the kubelet probes from the node's address, Prometheus from its own):
+ * a per-peer limit well below the total, and idle connections closed
+ * after a few seconds (a probe's or a scrape's request arrives at once). */
+#define SG_HTTP_MAX_CONNECTIONS 512
+#define SG_HTTP_MAX_PER_PEER 32
+#define SG_HTTP_IDLE_TIMEOUT_S 10
+
 struct sg_http_request {
         struct MHD_Connection *conn;
         const char *path;
@@ -293,7 +302,9 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
                 sg_errf(errstr, errstr_size, "sg_http_start: invalid");
                 return SG_ERR_INVALID;
         }
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+        /* MHD_USE_AUTO: poll or epoll, so that descriptors above
+         * FD_SETSIZE are served too */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
         if (srv->addr.ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         errno = 0;
@@ -301,8 +312,10 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
         srv->mhd = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
                 (struct sockaddr *)&srv->addr.ss, MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                MHD_OPTION_END);
+                (unsigned)SG_HTTP_MAX_CONNECTIONS,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                (unsigned)SG_HTTP_MAX_PER_PEER, MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned)SG_HTTP_IDLE_TIMEOUT_S, MHD_OPTION_END);
         if (!srv->mhd) {
                 int e = errno;
                 sg_errf(errstr, errstr_size, "cannot listen on %s: %s",

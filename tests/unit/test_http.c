@@ -12,7 +12,11 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -517,6 +521,45 @@ START_TEST(test_server_port_in_use) {
 }
 END_TEST
 
+/* Connections that never finish their request, all from one peer
+ * (127.0.0.2), must not lock the probes out for another (127.0.0.1): a
+ * peer on the pod network could otherwise fail the liveness probe and
+ * have the pod restarted, restore and all (README "HTTP endpoint"). */
+START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+        enum { IDLE = 80 };
+        int fds[IDLE];
+        for (int i = 0; i < IDLE; i++) {
+                fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+                ck_assert_int_ge(fds[i], 0);
+                struct sockaddr_in src = {.sin_family = AF_INET};
+                inet_pton(AF_INET, "127.0.0.2", &src.sin_addr);
+                ck_assert_int_eq(
+                        bind(fds[i], (struct sockaddr *)&src, sizeof(src)), 0);
+                struct sockaddr_in dst = {.sin_family = AF_INET,
+                                          .sin_port = htons(port)};
+                inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+                /* refused once the per-peer limit is reached: fine */
+                if (connect(fds[i], (struct sockaddr *)&dst, sizeof(dst)) == 0)
+                        (void)!write(fds[i], "GET /metrics HTTP/1.1\r\n", 23);
+        }
+        tu_sleep_ms(200); /* the server has accepted what it accepts */
+        fetch(port, "GET", "/healthz", &g);
+        ck_assert_int_eq(g.status, 200);
+        for (int i = 0; i < IDLE; i++)
+                close(fds[i]);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("http");
         TCase *tp = tcase_create("prometheus");
@@ -536,6 +579,7 @@ static Suite *suite(void) {
         TCase *ts = tcase_create("server");
         tcase_add_test(ts, test_server_routes);
         tcase_add_test(ts, test_server_port_in_use);
+        tcase_add_test(ts, test_server_idle_peer_cannot_lock_out_probes);
         suite_add_tcase(s, ts);
         return s;
 }
