@@ -557,6 +557,7 @@ START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
                 close(fds[i]);
         sg_http_destroy(srv);
         sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
 }
 END_TEST
 
