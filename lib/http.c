@@ -3,6 +3,7 @@
  * table and the libmicrohttpd glue.
  */
 #include "http.h"
+#include "envelope.h"
 
 #include <microhttpd.h>
 
@@ -267,6 +268,40 @@ static enum MHD_Result answer_text(struct MHD_Connection *conn, int status,
                       b ? strlen(b) : 0, allow);
 }
 
+/* MHD_OPTION_UNESCAPE_CALLBACK: libmicrohttpd's own decoding of %XX in
+ * the path and the arguments, except that a decoded NUL becomes 0xFF.
+ * Values reach the handlers as C strings: a NUL would silently cut
+ * "e-1%00x" to "e-1"; 0xFF is never UTF-8, so text_ok() refuses it. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s) {
+        (void)cls;
+        (void)conn;
+        size_t n = MHD_http_unescape(s);
+        for (char *p = memchr(s, 0, n); p;
+             p = memchr(p, 0, n - (size_t)(p - s)))
+                *p = (char)0xFF;
+        return n;
+}
+
+static enum MHD_Result text_visit(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
+        bool *ok = cls;
+        (void)kind;
+        if ((key && !sg_utf8_valid(key, strlen(key))) ||
+            (value && !sg_utf8_valid(value, strlen(value))))
+                *ok = false;
+        return *ok ? MHD_YES : MHD_NO;
+}
+
+/* The path and every argument name and value are UTF-8 text without NUL
+ * (RFC 3629): the handlers put them into JSON answers and store lookups. */
+static bool text_ok(struct MHD_Connection *conn, const char *url) {
+        bool ok = sg_utf8_valid(url, strlen(url));
+        if (ok)
+                MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND,
+                                          text_visit, &ok);
+        return ok;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -283,6 +318,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                    true);
         }
         (void)con_cls;
+        if (!text_ok(conn, url))
+                return answer_text(conn, MHD_HTTP_BAD_REQUEST,
+                                   "{\"error\":\"the path or an argument is "
+                                   "not UTF-8 text (or holds a NUL)\"}\n",
+                                   false);
         const route_t *r = route_find(srv, url);
         if (!r)
                 return answer_text(conn, MHD_HTTP_NOT_FOUND,
@@ -315,7 +355,8 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
                 (unsigned)SG_HTTP_MAX_CONNECTIONS,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                 (unsigned)SG_HTTP_MAX_PER_PEER, MHD_OPTION_CONNECTION_TIMEOUT,
-                (unsigned)SG_HTTP_IDLE_TIMEOUT_S, MHD_OPTION_END);
+                (unsigned)SG_HTTP_IDLE_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,
+                unescape, NULL, MHD_OPTION_END);
         if (!srv->mhd) {
                 int e = errno;
                 sg_errf(errstr, errstr_size, "cannot listen on %s: %s",

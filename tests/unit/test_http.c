@@ -487,6 +487,19 @@ START_TEST(test_server_routes) {
         ck_assert_str_eq(g.body, "events /v1/events/e-1 id=-");
         fetch(port, "GET", "/v1/events/special/x", &g); /* the longest */
         ck_assert_str_eq(g.body, "special /v1/events/special/x id=-");
+        /* a path or argument that is not UTF-8 text: 400 before any route
+         * sees it (a NUL would cut "e-1%00x" to "e-1") */
+        const char *bad[] = {"/v1/events?id=e-1%00x", "/v1/events?id=e-%FF",
+                             "/v1/events/e-1%00x", "/v1/events/%C3%28",
+                             "/v1/events?id=ok&id=%00"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+                fetch(port, "GET", bad[i], &g);
+                ck_assert_msg(g.status == 400, "%s: %ld", bad[i], g.status);
+                ck_assert_ptr_nonnull(strstr(g.body, "UTF-8"));
+        }
+        fetch(port, "GET", "/v1/events?id=%C3%A9", &g); /* é is fine */
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.body, "events /v1/events id=\xc3\xa9");
         sg_http_destroy(srv);
 
         /* read_api false: nothing under /v1/ */
