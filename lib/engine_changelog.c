@@ -198,6 +198,25 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                 p->cl_epoch = m.changelog_epoch;
                 return SG_OK;
         }
+        if (cp > log_end) {
+                /* The store holds state the changelog no longer has (the
+                 * topic was deleted and created again, or lost records):
+                 * rebuilding from it would drop every dedup record and
+                 * aggregate beyond its end, silently. Refuse; the operator
+                 * chooses (semantics §6). */
+                sg_txn_abort(e->rtxn);
+                e->rtxn = NULL;
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d] is ahead of its changelog %s: the "
+                        "store has applied it up to offset %" PRId64
+                        ", the changelog ends at offset %" PRId64
+                        " (deleted and created again, or it lost records): "
+                        "refusing to drop the store's state (to start over "
+                        "from the changelog as it is, drop the data_dir; "
+                        "what is not in it is forgotten)",
+                        topic, partition, p->tc->changelog_topic, cp, log_end);
+                return SG_ERR_FOREIGN;
+        }
         p->cl_epoch = -1;
         /* no usable checkpoint (new here, or the log moved on): rebuild the
          * partition's state from the whole changelog */

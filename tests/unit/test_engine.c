@@ -1131,6 +1131,49 @@ START_TEST(store_follows_partition_through_changelog) {
 }
 END_TEST
 
+/* A store whose changelog checkpoint lies beyond the changelog's end (the
+ * changelog topic was deleted and created again, or lost records): the
+ * restore refuses, and keeps the store, rather than dropping every
+ * dedup record and aggregate of the partition (semantics §6). */
+START_TEST(store_ahead_of_changelog_is_refused) {
+        changelog_cnt = 0;
+        h_t a = {.root = cl_roots[_i]};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        restore_all(&a, 0, 0);
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e2", "t", "2")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 2);
+        h_close(&a);
+
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        int64_t from = -1;
+        char err[512] = "";
+        /* the changelog is empty again */
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0, 0,
+                                              &from, err, sizeof(err)),
+                         SG_ERR_FOREIGN);
+        ck_assert_ptr_nonnull(strstr(err, "g-orders-changelog"));
+        ck_assert_ptr_nonnull(strstr(err, "ends at offset 0"));
+        ck_assert_ptr_nonnull(strstr(err, "data_dir"));
+        h_close(&a);
+        /* nothing was dropped: with the real changelog, the delta only,
+         * and e1 is still a duplicate */
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ck_assert_int_eq(a.proc.restore_begin(a.proc.opaque, "orders", 0, 0,
+                                              (int64_t)changelog_cnt, &from,
+                                              err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(from, (int64_t)changelog_cnt);
+        ck_assert_int_eq(a.proc.restore_end(a.proc.opaque, "orders", 0,
+                                            (int64_t)changelog_cnt, err,
+                                            sizeof(err)),
+                         SG_OK);
+        ev_t b2[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        ck_assert_uint_eq(eos_batch(&a, b2, 2), 1);
+        ck_assert_uint_eq(M(&a)->dedup_hits_total, 1);
+        h_free(&a);
+}
+END_TEST
+
 /* at_least_once repair support (kafka.h "Changelog fencing"): the store
  * value a changelog key names is what its last changelog record carried
  * (NULL after a tombstone), and the epoch given during a restore is kept
@@ -2506,6 +2549,7 @@ Suite *engine_suite(void) {
         TCase *eos = tcase_create("exactly_once");
         tcase_add_loop_test(eos, store_follows_partition_through_changelog, 0,
                             2);
+        tcase_add_loop_test(eos, store_ahead_of_changelog_is_refused, 0, 2);
         tcase_add_test(eos, changelog_value_and_epoch);
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
