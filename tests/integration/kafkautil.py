@@ -88,8 +88,8 @@ def create_topics(bootstrap: str, topics: dict[str, int],
 def delete_topics(bootstrap: str, names: Iterable[str],
                   timeout_s: float = 30.0) -> None:
     """Delete topics; raises KafkaException if any deletion fails."""
-    futures = _admin(bootstrap).delete_topics(list(names),
-                                              operation_timeout=timeout_s)
+    admin = _admin(bootstrap)  # alive until the results are in
+    futures = admin.delete_topics(list(names), operation_timeout=timeout_s)
     for fut in futures.values():
         fut.result(timeout=timeout_s)
 
