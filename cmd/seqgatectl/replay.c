@@ -474,11 +474,18 @@ static int replay_reasons(char *arg, const char **reasons, size_t *cnt) {
                 bool known = false;
                 for (int i = 1; i < SG_R__CNT && !known; i++)
                         known = !strcmp(r, sg_reason_name((sg_reason_t)i));
-                if (!known)
+                if (!known) {
+                        char all[512] = "";
+                        size_t n = 0;
+                        for (int i = 1; i < SG_R__CNT && n < sizeof(all); i++)
+                                n += (size_t)snprintf(
+                                        all + n, sizeof(all) - n, "%s%s",
+                                        i > 1 ? ", " : "",
+                                        sg_reason_name((sg_reason_t)i));
                         return usage_error("--reason: '%s' is not a DLQ "
-                                           "reason (see README \"DLQ "
-                                           "records\")",
-                                           r);
+                                           "reason (one of: %s)",
+                                           r, all);
+                }
                 reasons[(*cnt)++] = r;
         }
         return 0;

@@ -27,7 +27,7 @@ _seqgatectl_options() {
 }
 
 # _seqgatectl_reasons: the DLQ reasons --reason takes (README "DLQ records")
-_seqgatectl_reasons="malformed idempotency_conflict stale_version version_jump park_overflow gap_timeout aggregate_quarantined illegal_transition unknown_event_type output_rejected fenced_epoch"
+_seqgatectl_reasons="malformed idempotency_conflict stale_version version_jump park_overflow gap_timeout aggregate_quarantined illegal_transition unknown_event_type version_conflict output_rejected fenced_epoch"
 
 _seqgatectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=""

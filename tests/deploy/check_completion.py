@@ -78,6 +78,24 @@ def main():
             if opt not in offered:
                 problems.append(f"option {opt} not offered after 'seqgatectl {cmd} -'")
 
+    # --reason offers exactly the reasons seqgatectl accepts (its usage
+    # error for an unknown one lists them)
+    p = subprocess.run([seqgatectl, "replay", "--config", "/dev/null", "--dlq",
+                        "x", "--reason", "no-such-reason"],
+                       capture_output=True, text=True, timeout=30)
+    listed = p.stderr.split("(one of: ", 1)[-1].split(")", 1)[0]
+    accepted = {r.strip() for r in listed.split(",") if r.strip()}
+    if p.returncode != 2 or len(accepted) < 5:
+        problems.append(f"replay --reason no-such-reason: exit {p.returncode}, "
+                        f"no list of reasons: {p.stderr.strip()!r}")
+    offered = set(complete(completion, ["seqgatectl", "replay", "--reason", ""]))
+    for r in sorted(accepted ^ offered):
+        checked += 1
+        problems.append(f"reason {r}: " + ("accepted by replay --reason, not offered"
+                                           if r in accepted else
+                                           "offered after --reason, not a reason"))
+    checked += len(accepted)
+
     return deploylib.report("check_completion", problems, f"{checked} commands and options checked")
 
 
