@@ -153,9 +153,11 @@ static void help_print(const cli_common_t *cc) {
               "(default), notice, info,\n"
               "                         debug\n"
               "      --json             one JSON object per line\n"
-              "  -h, --help             this help\n"
-              "Exit status: 0 ok, 1 runtime error, 2 usage or configuration "
-              "error.\n",
+              "  -h, --help             this help\n",
+              stdout);
+        fputs(cc->exit_status ? cc->exit_status
+                              : "Exit status: 0 ok, 1 runtime error, 2 usage "
+                                "or configuration error.\n",
               stdout);
 }
 

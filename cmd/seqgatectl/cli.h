@@ -77,13 +77,16 @@ void usage_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  *   -h, --help            the command's help (cli_common_t help)
  * Set help and uses, zero the rest; cli_getopt fills them in. */
 typedef struct cli_common {
-        const char *help; /* the command's --help text (usage and options
+        const char *help;        /* the command's --help text (usage and options
                              of its own; the common ones are appended) */
-        unsigned uses;    /* CLI_USES_* */
-        const char *name; /* the command as usage errors name it ("dlq
+        unsigned uses;           /* CLI_USES_* */
+        const char *name;        /* the command as usage errors name it ("dlq
                              summary"); NULL: argv[0] */
-        int operands;     /* most non-option arguments the command takes
+        int operands;            /* most non-option arguments the command takes
                              (INPUT); left at argv[optind..] */
+        const char *exit_status; /* the help's "Exit status: ..." line when
+                                    the command's differs; NULL: 0 ok, 1
+                                    runtime error, 2 usage */
         const char *config;
         const char *data_dir;
         const char *props[CLI_PROPS_MAX]; /* "NAME=VALUE", in order */

@@ -34,8 +34,6 @@ static const char lookup_help[] =
         "store\n"
         "(read-only; safe while seqgate runs). Every partition of T is "
         "searched.\n"
-        "Exit status: 0 known, 1 unknown, 2 usage, configuration or store "
-        "error.\n"
         "\n"
         "  -t, --topic T          the input topic (default: the config's "
         "one input\n"
@@ -53,7 +51,12 @@ int cmd_lookup(int argc, char **argv) {
                 {"source", required_argument, NULL, 's'},
                 {"id", required_argument, NULL, 'i'},
                 {NULL, 0, NULL, 0}};
-        cli_common_t cc = {.help = lookup_help, .uses = CLI_USES_STORE};
+        /* grep's convention: 1 is an answer (unknown), so an error is 2 */
+        cli_common_t cc = {.help = lookup_help,
+                           .uses = CLI_USES_STORE,
+                           .exit_status = "Exit status: 0 known, 1 unknown, 2 "
+                                          "usage, configuration or store "
+                                          "error.\n"};
         const char *topic = NULL, *id = NULL;
         const char *scope[MAX_SCOPE];
         size_t scope_cnt = 0;

@@ -71,6 +71,7 @@ class Conventions(unittest.TestCase):
             self.assertEqual(r.returncode, 0, (cmd, r))
             out = r.stdout
             self.assertTrue(out.startswith(f"usage: seqgatectl {cmd} "), out)
+            self.assertEqual(out.count("Exit status"), 1, (cmd, out))
             for opt in ("--config", "--log-level", "--json", "--help"):
                 self.assertIn(opt, out, (cmd, opt))
             self.assertEqual("--data-dir DIR" in out, store, (cmd, out))
