@@ -120,16 +120,15 @@ PAD = "x" * 64
 
 
 def value_of(a, v, n):
-    """The event data: a ~200-byte JSON object."""
-    return json.dumps({
-        "orderId": f"order-{a:06d}",
-        "version": v,
-        "customerId": f"cust-{(a * 7919) % 100000:05d}",
-        "amountCents": (a * 31 + v * 17) % 100000,
-        "currency": "EUR",
-        "status": "created" if v == 1 else ("closed" if v == n else "updated"),
-        "note": PAD,
-    }, separators=(",", ":")).encode()
+    """The event data: a ~200-byte JSON object, the bytes json.dumps(...,
+    separators=(",", ":")) makes of {"orderId", "version", "customerId",
+    "amountCents", "currency", "status", "note"}, formatted directly (7x
+    faster, so that a paced --rate run is not limited by it)."""
+    st = "created" if v == 1 else ("closed" if v == n else "updated")
+    return (f'{{"orderId":"order-{a:06d}","version":{v},'
+            f'"customerId":"cust-{(a * 7919) % 100000:05d}",'
+            f'"amountCents":{(a * 31 + v * 17) % 100000},"currency":"EUR",'
+            f'"status":"{st}","note":"{PAD}"}}').encode()
 
 
 def main():
