@@ -214,7 +214,8 @@ DUPS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["duplicates
 DISTINCT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["distinct_events"])' "$WORK/manifest.json")
 
 # --- config ----------------------------------------------------------------
-write_config() { # instance group data_dir out dlq file guarantee
+write_config() { # instance group data_dir out dlq file guarantee [input]
+    local in=${8:-$IN}
     cat >"$6" <<EOF
 {
   "instance_id": "$1",
@@ -228,7 +229,7 @@ write_config() { # instance group data_dir out dlq file guarantee
   "stats_interval_ms": 10000,
   "http": { "address": "127.0.0.1:0" },
   "topics": {
-    "$IN": {
+    "$in": {
       "output_topic": "$4",
       "dlq_topic": "$5",
       "output_partitioning": "input",
@@ -265,40 +266,47 @@ EOF
 }
 
 # --- runs ------------------------------------------------------------------
-# The last exactly_once run's group, config and changelog (for the restore).
-EOS_GROUP= EOS_OUT= EOS_DLQ=
-one_run() { # label round
-    local label=$1 r=$2 tag=$1-$2
-    local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
-    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag cfg=$WORK/$tag.json
-    local guarantee=at_least_once args=() cmd=()
-    rm -rf "$dd"
-    mkdir -p "$dd"
-    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+# Sets CMD (the command line of a run of mode LABEL) and CMD_DESC.
+mode_cmd() { # label tag group data_dir out dlq input
+    local label=$1 tag=$2 group=$3 dd=$4 out=$5 dlq=$6 in=$7
+    local guarantee=at_least_once args=() cfg=$WORK/$2.json
     [[ $label == exactly_once ]] && guarantee=exactly_once
-    local results=$RESULTS
     if [[ $label == streams ]]; then
         local sp=(peer.commit.every.records="$BATCH_RECORDS" max.poll.records="$BATCH_RECORDS"
             buffered.records.per.partition="$BATCH_RECORDS"
             peer.instance.id="bench-$tag" "${STREAMS_PROPS[@]}") kv
         local -a jopts
         read -r -a jopts <<<"$STREAMS_JAVA_OPTS"
-        cmd=("$JAVA" "${jopts[@]}" -cp "$WORK/streams-peer/streams-peer.jar:$WORK/streams-peer/lib/*"
+        CMD=("$JAVA" "${jopts[@]}" -cp "$WORK/streams-peer/streams-peer.jar:$WORK/streams-peer/lib/*"
             io.seqgate.bench.streams.Peer --bootstrap "$BS" --application-id "$group"
-            --input "$IN" --output "$out" --dlq "$dlq" --state-dir "$dd"
+            --input "$in" --output "$out" --dlq "$dlq" --state-dir "$dd"
             --config "$WORK/streams-peer/streams-peer.properties")
-        for kv in "${sp[@]}"; do cmd+=(--prop "$kv"); done
-        log "run $tag: Kafka Streams peer, exactly_once_v2"
+        for kv in "${sp[@]}"; do CMD+=(--prop "$kv"); done
+        CMD_DESC="Kafka Streams peer, exactly_once_v2"
     else
-        write_config "bench-$tag" "$group" "$dd" "$out" "$dlq" "$cfg" "$guarantee"
+        write_config "bench-$tag" "$group" "$dd" "$out" "$dlq" "$cfg" "$guarantee" "$in"
         [[ $label == plain || $label == warmup ]] && args=(--passthrough)
-        [[ $label == warmup ]] && results=$WORK/warmup.jsonl
-        cmd=("$SEQGATE" "${args[@]}" --config "$cfg")
-        log "run $tag: ${args[*]:-engine, $guarantee}"
+        CMD=("$SEQGATE" "${args[@]}" --config "$cfg")
+        CMD_DESC=${args[*]:-engine, $guarantee}
     fi
+}
+
+# The last exactly_once run's group, config and changelog (for the restore).
+EOS_GROUP= EOS_OUT= EOS_DLQ=
+one_run() { # label round
+    local label=$1 r=$2 tag=$1-$2
+    local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
+    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+    local results=$RESULTS
+    [[ $label == warmup ]] && results=$WORK/warmup.jsonl
+    mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$IN"
+    log "run $tag: $CMD_DESC"
     "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
         --topic "$IN" --label "$label" --out "$results" --log "$WORK/$tag.log" \
-        --time-file "$WORK/$tag.time" --data-dir "$dd" -- "${cmd[@]}" >&2
+        --time-file "$WORK/$tag.time" --data-dir "$dd" -- "${CMD[@]}" >&2
     case $label in
     at_least_once)
         local v=()
