@@ -32,6 +32,25 @@ swapped versions close together ("locally reordered") and bounded in time.
 The generator is deterministic for a given ``--seed``. It prints one JSON
 line (the manifest) on stdout with the exact counts the benchmark checks
 seqgate's output against. Generation time is not part of any measurement.
+
+Two options serve bench/run.sh's extra phases:
+
+* ``--prime N`` (the ``--scale`` phase): before the stream, N priming
+  records, one per aggregate that the stream never uses: version 1,
+  ``order.created``, key ``order-AAAAAA.BBBBB`` (so the stream's keys
+  ``order-AAAAAA`` fall evenly between them in the store's key order), in a
+  pseudo-random order. They are produced and flushed first; the manifest's
+  ``prime_end_offsets`` (partition → offset) is where the stream begins, and
+  its ``events``, ``distinct_events`` and ``aggregates`` count the priming
+  records too (``stream_*``: the stream alone).
+* ``--rate R`` (the ``--latency`` phase): the stream is produced at R
+  records/s (paced in 1 ms steps, ``linger.ms`` 1 so that records reach the
+  broker as produced); the manifest says the rate achieved. ``--shard I/K``
+  makes it one of K such producers side by side (aggregates a % K == I, at
+  R / K each), for rates one Python producer cannot reach. Latency is
+  measured from the broker's append time (the input topic has
+  ``message.timestamp.type=LogAppendTime``), so the producer's own delay
+  does not count.
 """
 import argparse
 import json
@@ -119,6 +138,38 @@ def build_stream(events, aggregates, dup_rate, reorder_rate, active,
 PAD = "x" * 64
 
 
+def prime_records(n, aggregates):
+    """The --prime records: (key suffix, ...) for n aggregates the stream
+    does not use. Record j of the output order is priming aggregate
+    (j * step) mod n, step coprime with n: a fixed pseudo-random order
+    (inserting in key order would fill the store's B-tree pages unlike
+    live traffic does); step ~ 0.618 n (the golden ratio's), so that
+    consecutive records land far apart in key order. Aggregate i's key is order-{i % A:06d}.{i // A:05d}
+    for A = the stream's aggregates: between order-{i % A} and its
+    successor, so the stream's aggregates fall evenly among the primed
+    ones."""
+    step = max(1, int(n * 0.6180339887))
+    while n > 1 and _gcd(step, n) != 1:
+        step += 1
+    for j in range(n):
+        i = (j * step) % n
+        yield f"{i % aggregates:06d}.{i // aggregates:05d}"
+
+
+def shard_of(records, shard, shards):
+    """The records of --shard SHARD/SHARDS: those of the aggregates a with
+    a % SHARDS == SHARD. Every record of an aggregate (its duplicates and
+    swaps included) stays in one shard, so each aggregate's order is the
+    stream's."""
+    return [r for r in records if r[0] % shards == shard]
+
+
+def _gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
 def value_of(a, v, n):
     """The event data: a ~200-byte JSON object, the bytes json.dumps(...,
     separators=(",", ":")) makes of {"orderId", "version", "customerId",
@@ -144,12 +195,25 @@ def main():
     ap.add_argument("--dup-window", type=int, default=2000,
                     help="a redelivery comes 1..N records after the original")
     ap.add_argument("--seed", type=int, default=20260101)
+    ap.add_argument("--prime", type=int, default=0, metavar="N",
+                    help="N priming records (one per extra aggregate) first")
+    ap.add_argument("--rate", type=float, default=0,
+                    help="produce the stream at this many records/s (0: as fast as possible)")
+    ap.add_argument("--shard", default="0/1", metavar="I/K",
+                    help="produce only the aggregates a with a %% K == I, at --rate / K "
+                         "(K paced producers side by side; default 0/1: all)")
     args = ap.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    if not 0 <= shard < shards:
+        ap.error("--shard I/K needs 0 <= I < K")
 
     t0 = time.monotonic()
     records, manifest = build_stream(args.events, args.aggregates, args.dup_rate,
                                      args.reorder_rate, args.active,
                                      args.dup_window, args.seed)
+    if shards > 1:
+        records = shard_of(records, shard, shards)
+    rate = args.rate / shards
     t_build = time.monotonic() - t0
 
     # Idempotent producer: retries never reorder or duplicate within a
@@ -158,7 +222,7 @@ def main():
         "bootstrap.servers": args.bootstrap,
         "enable.idempotence": True,
         "acks": "all",
-        "linger.ms": 50,
+        "linger.ms": 1 if args.rate else 50,
         "batch.num.messages": 10000,
         "batch.size": 1048576,
         "queue.buffering.max.messages": 1000000,
@@ -166,13 +230,60 @@ def main():
         "compression.type": "none",
     })
     failed = []
+    prime_end = {}
 
     def on_delivery(err, msg):
         if err is not None:
             failed.append(str(err))
 
+    def on_prime(err, msg):
+        if err is not None:
+            failed.append(str(err))
+        elif msg.offset() + 1 > prime_end.get(msg.partition(), 0):
+            prime_end[msg.partition()] = msg.offset() + 1
+
+    def produce(key, value, headers, cb):
+        while True:
+            try:
+                p.produce(args.topic, key=key, value=value, headers=headers,
+                          on_delivery=cb)
+                return
+            except BufferError:
+                p.poll(0.05)
+
     src = b"/bench/orders"
-    for a, v, n in records:
+    if args.prime:
+        t_p = time.monotonic()
+        pv = value_of(0, 1, 9)
+        for sfx in prime_records(args.prime, args.aggregates):
+            produce(f"order-{sfx}".encode(), pv, [
+                ("ce_specversion", b"1.0"),
+                ("ce_id", f"evt-{sfx}-00001".encode()),
+                ("ce_source", src),
+                ("ce_type", b"order.created"),
+                ("ce_sequence", b"1"),
+                ("content-type", b"application/json"),
+            ], on_prime)
+            p.poll(0)
+        if p.flush(300) or failed:
+            sys.exit(f"gen.py: priming records undelivered or failed ({failed[:1]})")
+        # The manifest counts the whole topic (what a run's checks compare
+        # with): the priming records are distinct events of aggregates of
+        # their own; stream_* count the stream alone.
+        for k in ("events", "distinct_events", "aggregates"):
+            manifest["stream_" + k] = manifest[k]
+            manifest[k] += args.prime
+        manifest["prime_records"] = args.prime
+        manifest["prime_end_offsets"] = {str(k): v for k, v in sorted(prime_end.items())}
+        manifest["prime_produce_s"] = round(time.monotonic() - t_p, 2)
+    t_s = time.monotonic()
+    for i, (a, v, n) in enumerate(records):
+        if rate:
+            # pace: record i is due at t_s + i / rate
+            ahead = t_s + i / rate - time.monotonic()
+            if ahead > 0.001:
+                p.poll(0)
+                time.sleep(ahead)
         typ = b"order.created" if v == 1 else (b"order.closed" if v == n else b"order.updated")
         headers = [
             ("ce_specversion", b"1.0"),
@@ -182,22 +293,22 @@ def main():
             ("ce_sequence", str(v).encode()),
             ("content-type", b"application/json"),
         ]
-        while True:
-            try:
-                p.produce(args.topic, key=f"order-{a:06d}".encode(),
-                          value=value_of(a, v, n), headers=headers,
-                          on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce(f"order-{a:06d}".encode(), value_of(a, v, n), headers, on_delivery)
         p.poll(0)
+    t_sent = time.monotonic() - t_s
     left = p.flush(120)
     if left or failed:
         sys.exit(f"gen.py: {left} records undelivered, {len(failed)} failed "
                  f"(first: {failed[:1]})")
     manifest["topic"] = args.topic
     manifest["build_s"] = round(t_build, 2)
-    manifest["produce_s"] = round(time.monotonic() - t0 - t_build, 2)
+    manifest["produce_s"] = round(time.monotonic() - t_s, 2)
+    if shards > 1:
+        manifest["shard"] = args.shard
+        manifest["shard_records"] = len(records)
+    if rate:
+        manifest["rate_wanted"] = rate
+        manifest["rate_achieved"] = round(len(records) / t_sent) if t_sent > 0 else None
     print(json.dumps(manifest), flush=True)
 
 

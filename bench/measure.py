@@ -15,6 +15,10 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            (end_thread_cpu_s), the final "stats" log line of the process
            (read from the log file given with --log) and the records/s
            between its consecutive stats lines (stats_interval_rates).
+           --mark-offsets '{"0": n0, ...}' (the --scale phase): the priming
+           records end there; adds prime_s (start → committed past them) and
+           measured_events_per_s (the records committed after that / the
+           time from there to the end).
   count    --bootstrap B [--read-committed] TOPIC ...
            prints {"TOPIC": records}: the sum over partitions of high - low
            watermark (the topics are never compacted or truncated here); with
@@ -47,7 +51,23 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            wait until its log holds a "restore_done" line for N partitions,
            SIGTERM it; appends the restore's timings (from the log lines' ts
            and ms fields), records restored, peak RSS, the store's size.
+  latency  --bootstrap B --group G --input IN --output OUT --expect N
+           --events E --aggregates A --rate R --gen GEN.PY --manifest F
+           --label L --out FILE --log L [--batch-ms MS] [--skip-frac F] -- CMD...
+           end-to-end latency at a paced rate: starts CMD, waits until group
+           G has IN's partitions (and, with --ready-event E --ready-count N,
+           until its log holds N "event":"E" lines), runs GEN.PY --rate R
+           (--producers K: K of them, --shard i/K) into IN (a topic with
+           message.timestamp.type=LogAppendTime) and reads OUT and IN with
+           one read_committed consumer: per output record, the time its poll
+           returned it minus its input record's broker append time (the
+           output record's timestamp when it equals one of that ce_id's
+           append times, else carried by ce_id). Records appended in the
+           first F (default 0.1) of the production are warm-up, not counted.
+           The input's own append → seen delay is the measuring floor.
+           Appends p50/p90/p99/p99.9/max and the floor to FILE; then SIGTERM.
   report   --results FILE [--changelog FILE] [--restore FILE]
+           [--latency FILE] [--scale FILE]
            medians per run label: events/s, CPU-s per 1 M input events, peak
            RSS, store bytes per input event; the events/s ratios to plain and
            seqgate / Kafka Streams ratios; Markdown tables.
@@ -63,7 +83,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition, KafkaException
+from confluent_kafka import Consumer, TopicPartition, KafkaException, OFFSET_BEGINNING
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -91,10 +111,12 @@ def _plain_consumer(bootstrap, group="seqgate-bench-measure"):
 
 def cmd_topics(a):
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    conf = dict(kv.split("=", 1) for kv in a.config or [])
     new = []
     for spec in a.topics:
         name, parts = spec.rsplit(":", 1)
-        new.append(NewTopic(name, num_partitions=int(parts), replication_factor=1))
+        new.append(NewTopic(name, num_partitions=int(parts), replication_factor=1,
+                            config=conf))
     for name, fut in admin.create_topics(new, operation_timeout=30).items():
         try:
             fut.result()
@@ -251,6 +273,13 @@ def cmd_run(a):
     tps = [TopicPartition(a.topic, p) for p in end]
     poll_c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group,
                        "enable.auto.commit": False})
+    # --mark-offsets (the --scale phase): the priming records end there; the
+    # time the committed offsets pass them splits the run into the priming
+    # pass and the measured part.
+    mark = ({int(p): int(o) for p, o in json.loads(a.mark_offsets).items()}
+            if a.mark_offsets else None)
+    mark_at = None
+    mark_committed = None
 
     log = open(a.log, "wb")
     cmd = ["/usr/bin/time", "-v", "-o", a.time_file] + a.cmd
@@ -263,15 +292,20 @@ def cmd_run(a):
             break
         try:
             got = poll_c.committed(tps, timeout=5)
+            now = time.monotonic()
             committed_sum = sum(max(0, tp.offset) - 0 for tp in got)
+            if mark and mark_at is None and all(
+                    tp.offset >= mark.get(tp.partition, 0) for tp in got):
+                mark_at = now
+                mark_committed = sum(max(0, tp.offset) for tp in got)
             if all(tp.offset >= end[tp.partition] for tp in got):
-                done_at = time.monotonic()
+                done_at = now
                 break
         except KafkaException:
             pass
         if time.monotonic() - t0 > a.timeout:
             break
-        time.sleep(0.2)
+        time.sleep(a.poll_s)
     wall = (done_at - t0) if done_at else None
     # SIGTERM seqgate itself: GNU time would die of it without reporting.
     kids = _children(proc.pid)
@@ -305,6 +339,22 @@ def cmd_run(a):
         "loadavg_start": load0,
         "loadavg_end": _loadavg(),
     }
+    if mark:
+        # Committed offsets move a batch at a time: the batch that passed
+        # the priming records' end held some of the stream too. The rate is
+        # that of the records committed after the mark, over the time after
+        # it (a stream of a few batches has none: then no rate).
+        primed = sum(mark.values())
+        res["prime_records"] = primed
+        res["stream_records"] = total - primed
+        if mark_at is not None:
+            res["prime_s"] = round(mark_at - t0, 3)
+            res["measured_records"] = total - mark_committed
+        if (mark_at is not None and done_at is not None and done_at > mark_at
+                and total > mark_committed):
+            res["measured_wall_s"] = round(done_at - mark_at, 3)
+            res["measured_events_per_s"] = round((total - mark_committed)
+                                                 / (done_at - mark_at))
     res.update(_time_v(a.time_file))
     res.update(rss_split)
     if threads:
@@ -639,6 +689,195 @@ def cmd_restore(a):
                  f"restored before exit or timeout; see {a.log}")
 
 
+def _wait_assigned(bootstrap, group, topic, partitions, timeout):
+    """Waits until consumer group @group is Stable with all @partitions of
+    @topic assigned (the process under test has joined and will fetch).
+    Returns the seconds waited, or None on timeout."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            d = admin.describe_consumer_groups([group], request_timeout=5)[group].result()
+            n = sum(1 for m in d.members for tp in (m.assignment.topic_partitions or [])
+                    if tp.topic == topic)
+            if d.state.name == "STABLE" and n >= partitions:
+                return time.monotonic() - t0
+        except KafkaException:
+            pass
+        time.sleep(0.2)
+    return None
+
+
+def _pcts(xs):
+    """p50/p90/p99/p99.9/max (nearest rank) of @xs (ms), rounded to 0.1."""
+    if not xs:
+        return {}
+    xs = sorted(xs)
+
+    def q(f):
+        return round(xs[min(len(xs) - 1, max(0, int(f * len(xs) + 0.5) - 1))], 1)
+    return {"p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99),
+            "p999_ms": q(0.999), "max_ms": round(xs[-1], 1),
+            "mean_ms": round(sum(xs) / len(xs), 1)}
+
+
+def _ce_id(m):
+    for k, v in m.headers() or []:
+        if k == "ce_id":
+            return v
+    return None
+
+
+def cmd_latency(a):
+    """End-to-end latency at a paced input rate: start CMD, wait until its
+    consumer group has the input's partitions, then produce the input with
+    --producers gen.py --rate processes while one read_committed consumer
+    reads the output topic and partition 0 of the input topic. Latency of an
+    output record = the wall clock when this consumer's poll returned it -
+    its timestamp, which is its input record's broker append time: the input
+    topic has message.timestamp.type=LogAppendTime and seqgate and the peer
+    copy the input record's timestamp to the output record. That is checked
+    record by record on partition 0 (output partition = input partition
+    here): each output record's timestamp must be an append time of its
+    ce_id's input records. The input records' own append -> seen-here delay
+    (partition 0) is the measuring consumer's floor."""
+    load0 = _loadavg()
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    out_parts = _partitions(admin, a.output)
+    in_parts = _partitions(admin, a.input)
+    c = Consumer({"bootstrap.servers": a.bootstrap,
+                  "group.id": f"seqgate-bench-latency-{os.getpid()}-{time.time_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed",
+                  # the broker answers a fetch as soon as a record is there;
+                  # an empty fetch comes back after 10 ms (default 500)
+                  "fetch.wait.max.ms": 10})
+    c.assign([TopicPartition(a.output, p, OFFSET_BEGINNING) for p in out_parts]
+             + [TopicPartition(a.input, in_parts[0], OFFSET_BEGINNING)])
+    c.consume(1, timeout=1)  # fetch sessions up before the input starts
+
+    log = open(a.log, "wb")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(a.cmd, stdout=log, stderr=log)
+    joined = _wait_assigned(a.bootstrap, a.group, a.input, len(in_parts), a.join_timeout)
+    if joined is None:
+        proc.terminate()
+        proc.wait()
+        sys.exit(f"measure.py: latency {a.label}: group {a.group} not assigned "
+                 f"{a.input} within {a.join_timeout} s; see {a.log}")
+    # ...and, with --ready-event, until its log says it is ready (the
+    # peer: Kafka Streams RUNNING; seqgate: every partition's restore_done)
+    while a.ready_event and time.monotonic() - t0 < a.join_timeout:
+        try:
+            with open(a.log, "rb") as f:
+                n = f.read().count(f'"event":"{a.ready_event}"'.encode())
+        except OSError:
+            n = 0
+        if n >= a.ready_count:
+            break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    ready_s = time.monotonic() - t0
+    time.sleep(a.settle_s)
+    gens = []
+    for i in range(a.producers):
+        f = open(f"{a.manifest}.{i}", "wb")
+        gens.append((subprocess.Popen(
+            [sys.executable, a.gen, "--bootstrap", a.bootstrap, "--topic", a.input,
+             "--events", str(a.events), "--aggregates", str(a.aggregates),
+             "--rate", str(a.rate), "--shard", f"{i}/{a.producers}"], stdout=f), f))
+    p0 = in_parts[0]
+    out_ts = []    # every output record: (timestamp ms, seen ms)
+    out_p0 = []    # output partition p0: (ce_id, timestamp ms)
+    ins = {}       # input partition p0: ce_id -> [append time ms, ...]
+    floor = []     # input partition p0: (append ms, seen ms - append ms)
+    in_types = set()
+    out_types = set()
+    last_new = time.monotonic()
+    while len(out_ts) < a.expect:
+        msgs = c.consume(10000, timeout=0.1)
+        now_ms = time.time() * 1000.0
+        if not msgs:
+            if (all(g.poll() is not None for g, _ in gens)
+                    and time.monotonic() - last_new > a.idle_timeout):
+                break
+            if proc.poll() is not None:
+                break
+            continue
+        last_new = time.monotonic()
+        for m in msgs:
+            if m.error():
+                continue
+            tst, ts = m.timestamp()
+            if m.topic() == a.output:
+                out_types.add(tst)
+                out_ts.append((ts, now_ms))
+                if m.partition() == p0:
+                    out_p0.append((_ce_id(m), ts))
+            else:
+                in_types.add(tst)
+                ins.setdefault(_ce_id(m), []).append(ts)
+                floor.append((ts, now_ms - ts))
+    for g, f in gens:
+        g.wait()
+        f.close()
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+    # input partition p0 to its end (the output can be complete first)
+    lo, hi = c.get_watermark_offsets(TopicPartition(a.input, p0), timeout=10)
+    deadline = time.monotonic() + 30
+    while sum(len(v) for v in ins.values()) < hi - lo and time.monotonic() < deadline:
+        for m in c.consume(10000, timeout=0.5):
+            if not m.error() and m.topic() == a.input:
+                ins.setdefault(_ce_id(m), []).append(m.timestamp()[1])
+    c.close()
+
+    # Is the output's timestamp its input's append time? (partition p0)
+    copied = sum(1 for cid, ts in out_p0 if ts in ins.get(cid, ()))
+    # The first --skip-frac of the production (by append time) is warm-up.
+    first = min((ts for ts, _ in out_ts), default=0)
+    last = max((ts for ts, _ in out_ts), default=0)
+    cut = first + a.skip_frac * (last - first)
+    lat = [seen - ts for ts, seen in out_ts if ts >= cut]
+    fl = [d for ts, d in floor if ts >= cut]
+    mans = []
+    for i in range(a.producers):
+        try:
+            mans.append(json.loads(open(f"{a.manifest}.{i}").read()))
+        except (OSError, ValueError):
+            pass
+    achieved = (sum(m.get("rate_achieved") or 0 for m in mans)
+                if len(mans) == a.producers else None)
+    res = {"label": a.label, "rate_wanted": a.rate, "rate_achieved": achieved,
+           "producers": a.producers,
+           "output_records": len(out_ts), "expected_output": a.expect,
+           "complete": len(out_ts) >= a.expect,
+           "measured": len(lat), "warmup_skipped": len(out_ts) - len(lat),
+           "skip_frac": a.skip_frac,
+           "checked_p0": len(out_p0), "out_ts_is_append_time_p0": copied,
+           "input_timestamp_types": sorted(in_types),
+           "output_timestamp_types": sorted(out_types),
+           "join_s": round(joined, 2), "ready_s": round(ready_s, 2),
+           "batch_max_ms": a.batch_ms,
+           **_pcts(lat),
+           "floor": _pcts(fl),
+           "loadavg_start": load0, "loadavg_end": _loadavg(),
+           "run_s": round(time.monotonic() - t0, 1)}
+    with open(a.out, "a") as f:
+        f.write(json.dumps(res) + "\n")
+    print(json.dumps(res))
+    if not res["complete"] or copied != len(out_p0):
+        sys.exit(f"measure.py: latency {a.label}: {len(out_ts)}/{a.expect} output "
+                 f"records seen; {len(out_p0) - copied} of {len(out_p0)} on partition "
+                 f"{p0} with a timestamp that is not their input's append time; see {a.log}")
+
+
 def _median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -690,6 +929,12 @@ def cmd_report(a):
                      if x is not None],
         }
     base = (med.get("plain") or {}).get("events_per_s")
+    if med:
+        _report_throughput(med, base)
+    _report_rest(a, med, base, by)
+
+
+def _report_throughput(med, base):
     print("| run | median events/s | ratio to plain | runs (events/s) | "
           "median wall s | CPU s (user+sys) | CPU s per 1 M events | peak RSS MiB | "
           "store on disk MiB | store B/event | load avg (1 min) |")
@@ -709,6 +954,8 @@ def cmd_report(a):
               f"{m['cpu_s']:.1f} | {cpm} | {m['peak_rss_kib'] / 1024:.0f} | {st} | {spe} | "
               f"{load} |")
 
+
+def _report_rest(a, med, base, by):
     cls = _jsonl(a.changelog)
     if cls:
         print()
@@ -751,7 +998,9 @@ def cmd_report(a):
         if label != "plain" and base:
             txt += f" (ratio {m['events_per_s'] / base:.2f})"
         parts.append(txt)
-    print("; ".join(parts))
+    if parts:
+        print()
+        print("; ".join(parts))
     st = med.get("streams")
     if st and st["events_per_s"]:
         parts = []
@@ -805,6 +1054,89 @@ def cmd_report(a):
         print(f"restore {r['label']}: {r['records']} records in "
               f"{r['restore_ms_sum']} ms (restore_done), "
               f"{r['start_to_restored_s']} s from process start")
+    _report_latency(_jsonl(a.latency))
+    _report_scale(_jsonl(a.scale), _jsonl(a.scale_disk))
+
+
+def _report_latency(lats):
+    """The --latency phase: one line per mode."""
+    if not lats:
+        return
+    print()
+    print("| latency (mode) | rate wanted / achieved ev/s | output records | "
+          "measured (warm-up skipped) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
+          "floor p50 / p99 ms | batch.max_ms (streams: commit.interval.ms) | "
+          "output ts = input append time | load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in lats:
+        fl = r.get("floor") or {}
+        print(f"| {r['label']} | {r['rate_wanted']:.0f} / {r.get('rate_achieved')} | "
+              f"{r['output_records']} | {r['measured']} ({r['warmup_skipped']}) | "
+              f"{r.get('p50_ms')} | {r.get('p90_ms')} | {r.get('p99_ms')} | "
+              f"{r.get('p999_ms')} | {r.get('max_ms')} | {fl.get('p50_ms')} / "
+              f"{fl.get('p99_ms')} | {r.get('batch_max_ms')} | "
+              f"{r['out_ts_is_append_time_p0']} of {r['checked_p0']} (partition 0) | "
+              f"{r.get('loadavg_start')}–{r.get('loadavg_end')} |")
+    parts = [f"{r['label']} p50 {r.get('p50_ms')} ms p99 {r.get('p99_ms')} ms "
+             f"max {r.get('max_ms')} ms ({r['measured']} records at "
+             f"{r.get('rate_achieved')} ev/s"
+             + (f", WANTED {r['rate_wanted']:.0f}" if (r.get("rate_achieved") or 0)
+                < 0.9 * r["rate_wanted"] else "") + ")" for r in lats]
+    fl = _median([(r.get("floor") or {}).get("p99_ms") for r in lats])
+    fl50 = _median([(r.get("floor") or {}).get("p50_ms") for r in lats])
+    print("latency (input append → output visible read_committed): "
+          + "; ".join(parts)
+          + f"; measuring consumer's floor (input append → seen) p50 {fl50} ms "
+          f"p99 {fl} ms (median over modes)")
+    if any((r.get("rate_achieved") or 0) < 0.9 * r["rate_wanted"] for r in lats):
+        print("latency: WARNING: a paced producer fell more than 10 % behind its rate "
+              "(the machine is too busy; more --latency-producers or a lower "
+              "--latency-rate)")
+
+
+def _report_scale(scs, disk):
+    """The --scale phase: per mode, the run with the base priming and the
+    one with N primed aggregates, on the same stream after them; @disk:
+    what each run left on disk."""
+    if not scs:
+        return
+    print()
+    print("| scale (mode) | aggregates primed | priming pass s | stream records "
+          "(measured: committed after the priming) | "
+          "measured wall s | events/s | ratio to the base priming | store on disk MiB | "
+          "store B per record (priming + stream) | load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    base = {}
+    for r in scs:
+        base.setdefault(r["label"], r)
+    lines = []
+    for r in scs:
+        b = base[r["label"]]
+        eps = r.get("measured_events_per_s")
+        ratio = _ratio(eps, b.get("measured_events_per_s")) if r is not b else "1 (base)"
+        st = r.get("store_bytes")
+        per = (st / (r["prime_records"] + r["stream_records"])
+               if st and r.get("stream_records") is not None else None)
+        print(f"| {r['label']} | {r['prime_records']} | {r.get('prime_s')} | "
+              f"{r.get('stream_records')} ({r.get('measured_records')}) | "
+              f"{r.get('measured_wall_s')} | {eps} | "
+              f"{ratio} | {st / 2**20 if st else 0:.0f} | "
+              f"{per if per is None else round(per)} | "
+              f"{r.get('loadavg_start')}–{r.get('loadavg_end')} |")
+        if r is not b:
+            lines.append(f"{r['label']} {r['prime_records']} primed {eps} ev/s vs "
+                         f"{b['prime_records']} primed {b.get('measured_events_per_s')} ev/s "
+                         f"(ratio {ratio})")
+    if lines:
+        print("scale (same stream after the priming records): " + "; ".join(lines))
+
+    def mib(b):
+        return "-" if b is None else f"{b / 2**20:.0f} MiB"
+    for d in disk:
+        print(f"scale disk ({d['label']}, {d['prime_records']} primed + the stream): "
+              f"data_dir {mib(d['data_dir_bytes'])}, input topic "
+              f"{mib(d['input_topic_bytes'])}, changelog {mib(d['changelog_bytes'])} "
+              "(broker log dir)")
 
 
 def main():
@@ -812,6 +1144,8 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("topics")
     p.add_argument("--bootstrap", required=True)
+    p.add_argument("--config", action="append", metavar="K=V",
+                   help="topic-level config of every topic created (repeatable)")
     p.add_argument("topics", nargs="+")
     p.set_defaults(fn=cmd_topics)
     p = sub.add_parser("run")
@@ -824,6 +1158,10 @@ def main():
     p.add_argument("--time-file", required=True)
     p.add_argument("--data-dir")
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--mark-offsets", metavar="JSON",
+                   help='{"partition": offset}: where the priming records end')
+    p.add_argument("--poll-s", type=float, default=0.2,
+                   help="committed-offset polling interval (default 0.2 s)")
     p.add_argument("cmd", nargs="+")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("count")
@@ -864,10 +1202,40 @@ def main():
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("cmd", nargs="+")
     p.set_defaults(fn=cmd_restore)
+    p = sub.add_parser("latency")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--expect", type=int, required=True,
+                   help="output records the run must produce")
+    p.add_argument("--events", type=int, required=True)
+    p.add_argument("--aggregates", type=int, required=True)
+    p.add_argument("--rate", type=float, required=True)
+    p.add_argument("--gen", required=True, help="path of bench/gen.py")
+    p.add_argument("--manifest", required=True, help="gen.py's manifest goes here")
+    p.add_argument("--label", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--batch-ms", type=int,
+                   help="the mode's batch.max_ms / commit.interval.ms (reported beside p99)")
+    p.add_argument("--skip-frac", type=float, default=0.1)
+    p.add_argument("--producers", type=int, default=1,
+                   help="paced gen.py processes (--shard i/N), for high rates")
+    p.add_argument("--settle-s", type=float, default=1.0)
+    p.add_argument("--join-timeout", type=float, default=120)
+    p.add_argument("--ready-event", help='then wait for N log lines with "event":"E"')
+    p.add_argument("--ready-count", type=int, default=1)
+    p.add_argument("--idle-timeout", type=float, default=30)
+    p.add_argument("cmd", nargs="+")
+    p.set_defaults(fn=cmd_latency)
     p = sub.add_parser("report")
     p.add_argument("--results", required=True)
     p.add_argument("--changelog")
     p.add_argument("--restore")
+    p.add_argument("--latency")
+    p.add_argument("--scale")
+    p.add_argument("--scale-disk")
     p.set_defaults(fn=cmd_report)
     a = ap.parse_args()
     a.fn(a)

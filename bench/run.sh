@@ -35,12 +35,29 @@
 # After the last exactly_once run: restore time. A fresh instance on the same
 # group with an EMPTY data_dir restores the whole changelog (full); restarted
 # with that data_dir kept, it restores only the delta. See bench/README.md.
+# --latency (after the throughput runs): end-to-end latency at a paced input
+# rate, per mode: a fresh input topic with message.timestamp.type=
+# LogAppendTime, the process under test started first, then the input
+# produced at 50 % of that mode's median events/s (or --latency-rate N)
+# while one read_committed consumer reads the output: per output record,
+# the time it became visible here minus its input record's broker append
+# time. p50/p90/p99/max per mode, and the measuring consumer's own floor
+# (the input records' append → seen delay).
+# --scale N: every mode but plain runs twice on the same stream (--events,
+# --aggregates), once after --scale-base (default 10000) and once after N
+# priming records, one per extra aggregate, in the same topic before the
+# stream, through the process itself (same group, same data_dir); the
+# stream's events/s is measured from the time the group's committed offsets
+# pass the priming records to the end, and reported against the base.
 #
 # Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
 #                     [--warmup N] [--batch-records N] [--batch-ms N]
 #                     [--modes LIST] [--no-restore]
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
 #                     [--streams-prop k=v]... [--no-verify] [--keep]
+#                     [--latency] [--latency-rate N] [--latency-events N]
+#                     [--latency-producers N]
+#                     [--scale N] [--scale-base N]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
 # 10000, batch.max_ms 100, the librdkafka properties listed below, and
 # --modes plain,at_least_once,exactly_once,streams.
@@ -49,6 +66,10 @@
 # --modes: a comma-separated subset of plain, at_least_once, exactly_once,
 # streams.
 # --no-restore: skip the restore measurement.
+# --latency-rate N (default: 50 % of the mode's median events/s),
+# --latency-events N (default --events), --latency-producers N (paced
+# gen.py processes, default 1): the latency phase's settings; each implies
+# --latency. --scale-base N (default 10000): the comparison run's priming.
 # --streams-prop k=v: a Kafka Streams / client / peer.* property for the
 # streams runs (overrides streams-peer.properties and the batch mapping:
 # peer.commit.every.records, max.poll.records and
@@ -82,6 +103,12 @@ VERIFY=1
 KEEP=0
 MODES=plain,at_least_once,exactly_once,streams
 RESTORE=1
+LATENCY=0
+LAT_RATE=0   # 0: 50 % of the mode's median events/s
+LAT_EVENTS=  # default: --events
+LAT_PRODUCERS=1
+SCALE=0
+SCALE_BASE=10000
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
 # --consumer-prop / --producer-prop override or add, by name.
 CONSUMER_PROPS=(max.partition.fetch.bytes=8388608 queued.min.messages=500000)
@@ -106,6 +133,12 @@ while (($#)); do
     --streams-prop) STREAMS_PROPS+=("$2"); shift 2 ;;
     --modes) MODES=$2; shift 2 ;;
     --no-restore) RESTORE=0; shift ;;
+    --latency) LATENCY=1; shift ;;
+    --latency-rate) LATENCY=1; LAT_RATE=$2; shift 2 ;;
+    --latency-events) LATENCY=1; LAT_EVENTS=$2; shift 2 ;;
+    --latency-producers) LATENCY=1; LAT_PRODUCERS=$2; shift 2 ;;
+    --scale) SCALE=$2; shift 2 ;;
+    --scale-base) SCALE_BASE=$2; shift 2 ;;
     --no-verify) VERIFY=0; shift ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -124,6 +157,9 @@ done
 for kv in "${STREAMS_PROPS[@]}"; do
     [[ $kv == ?*=* ]] || die "--streams-prop '$kv' is not name=value"
 done
+[[ -n $LAT_EVENTS ]] || LAT_EVENTS=$EVENTS
+[[ $SCALE =~ ^[0-9]+$ && $SCALE_BASE =~ ^[0-9]+$ ]] || die "--scale/--scale-base: a number of aggregates"
+((SCALE == 0 || SCALE > SCALE_BASE)) || die "--scale $SCALE must be above --scale-base $SCALE_BASE"
 [[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
 "$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
@@ -138,6 +174,8 @@ fi
 RESULTS=$WORK/results.jsonl
 CHANGELOG_RESULTS=$WORK/changelog.jsonl
 RESTORE_RESULTS=$WORK/restore.jsonl
+LATENCY_RESULTS=$WORK/latency.jsonl
+SCALE_RESULTS=$WORK/scale.jsonl
 # Every run uses this copy, so a rebuild during the benchmark cannot mix two
 # versions of the binary.
 cp "$SEQGATE" "$WORK/seqgate"
@@ -155,7 +193,10 @@ fi
 : >"$RESULTS"
 : >"$CHANGELOG_RESULTS"
 : >"$RESTORE_RESULTS"
-rm -f "$RESULTS.check"
+: >"$LATENCY_RESULTS"
+: >"$SCALE_RESULTS"
+: >"$WORK/scale-disk.jsonl"
+rm -f "$RESULTS.check" "$SCALE_RESULTS.check"
 
 OWN_BROKER=0
 cleanup() {
@@ -375,6 +416,121 @@ restore_runs() {
     [[ $KEEP == 1 ]] || rm -rf "$dd"
 }
 
+# End-to-end latency of mode $1 at a paced rate (--latency): a fresh input
+# topic whose records carry the broker's append time, the process under
+# test started and joined first, then gen.py --rate; measure.py latency
+# reads the output read_committed (and the input, for its floor).
+latency_run() { # label
+    local label=$1 tag=lat-$1
+    local in=bench-lat-in-$1-$RUN_ID out=bench-lat-out-$1-$RUN_ID dlq=bench-lat-dlq-$1-$RUN_ID
+    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag rate=$LAT_RATE expect
+    # what bounds the output's delay: seqgate's batch.max_ms (exactly_once:
+    # one transaction per batch), the peer's commit.interval.ms
+    local interval=$BATCH_MS kv
+    if [[ $label == streams ]]; then
+        interval=$(sed -n 's/^commit\.interval\.ms=//p' "$PEER_DIR/streams-peer.properties")
+        for kv in "${STREAMS_PROPS[@]}"; do
+            [[ $kv == commit.interval.ms=* ]] && interval=${kv#*=}
+        done
+    fi
+    if [[ $rate == 0 ]]; then
+        rate=$("$PY" -c 'import json,statistics,sys
+xs=[x for x in (json.loads(l) for l in open(sys.argv[1]) if l.strip())
+    if x["label"] == sys.argv[2] and x.get("events_per_s")]
+print(round(statistics.median(r["events_per_s"] for r in xs) / 2) if xs else 0)' \
+            "$RESULTS" "$label")
+        [[ $rate != 0 ]] || die "--latency: no throughput run of $label to take 50 % of (give --latency-rate N)"
+    fi
+    # plain copies every record; the others output the distinct events
+    # (gen.py: duplicates = round(events x 0.10))
+    if [[ $label == plain ]]; then expect=$LAT_EVENTS; else
+        expect=$("$PY" -c "import sys; n=int(sys.argv[1]); print(n - round(n * 0.10))" "$LAT_EVENTS")
+    fi
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" \
+        --config message.timestamp.type=LogAppendTime "$in:3"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+    mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$in"
+    # ready: the peer logs "running" in Kafka Streams' RUNNING state; seqgate
+    # (both guarantees) a restore_done per assigned partition
+    local ready=()
+    case $label in
+    streams) ready=(--ready-event running --ready-count 1) ;;
+    at_least_once | exactly_once) ready=(--ready-event restore_done --ready-count 3) ;;
+    esac
+    log "latency $tag: $CMD_DESC, $LAT_EVENTS events at $rate ev/s"
+    "$PY" "$ROOT/bench/measure.py" latency --bootstrap "$BS" --group "$group" \
+        --input "$in" --output "$out" --expect "$expect" --events "$LAT_EVENTS" \
+        --aggregates "$AGGREGATES" --rate "$rate" --gen "$ROOT/bench/gen.py" \
+        --manifest "$WORK/$tag.manifest.json" --label "$label" \
+        --out "$LATENCY_RESULTS" --log "$WORK/$tag.log" --batch-ms "$interval" \
+        --producers "$LAT_PRODUCERS" "${ready[@]}" \
+        -- "${CMD[@]}" >&2 || log "latency $tag: FAILED (see $WORK/$tag.log)"
+    [[ $KEEP == 1 ]] || rm -rf "$dd"
+}
+
+# The --scale phase's input: topic $1 holds $2 priming records (one per
+# extra aggregate) and then the stream; its manifest (with
+# prime_end_offsets) goes to $3.
+scale_input() { # topic primed manifest
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$1:3"
+    log "scale: $2 priming records, then $EVENTS events, into $1 (not timed)"
+    "$PY" "$ROOT/bench/gen.py" --bootstrap "$BS" --topic "$1" --events "$EVENTS" \
+        --aggregates "$AGGREGATES" --prime "$2" \
+        2> >(grep -v 'Coordinator load in progress' >&2) >"$3"
+    log "scale manifest: $(cat "$3")"
+}
+
+# A --scale run of mode $1 on topic $2 (primed with $3 records): one process
+# reads the priming records and then the stream; measure.py run takes the
+# stream's rate from the moment the committed offsets pass the priming.
+scale_run() { # label topic primed manifest
+    local label=$1 topic=$2 n=$3 man=$4 tag=scale-$1-$3
+    local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
+    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag mark
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+    mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$topic"
+    mark=$("$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["prime_end_offsets"]))' "$man")
+    log "scale $tag: $CMD_DESC, $n aggregates primed, then $EVENTS events"
+    "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
+        --topic "$topic" --label "scale-$label" --out "$SCALE_RESULTS" \
+        --log "$WORK/$tag.log" --time-file "$WORK/$tag.time" --data-dir "$dd" \
+        --mark-offsets "$mark" --poll-s 0.05 --timeout 7200 -- "${CMD[@]}" >&2
+    # Correctness as in the throughput runs, over priming + stream (the
+    # manifest counts both); the order check reads every record back, so
+    # it runs only with the read_committed count that reads them anyway.
+    local rc=()
+    [[ $label == at_least_once ]] || rc=(--read-committed --verify)
+    "$PY" "$ROOT/bench/measure.py" check --bootstrap "$BS" --out "$out" \
+        --dlq "$dlq" --manifest "$man" --results "$SCALE_RESULTS" "${rc[@]}" >&2 || true
+    # What the run left on disk: the store, and on the broker the input
+    # topic and the changelog(s).
+    local cl=() t sizes
+    if [[ $label == streams ]]; then
+        for t in "${PEER_STORES[@]}"; do cl+=("$group-$t-changelog"); done
+    else
+        cl=("$group-$topic-changelog")
+    fi
+    sizes=$("$PY" -c 'import glob,json,os,sys
+ld, dd, label, n, topic = sys.argv[1:6]
+def du(pats):
+    # allocated blocks: the broker preallocates index files (sparse)
+    return sum(os.stat(os.path.join(r, f)).st_blocks * 512 for p in pats
+               for d in glob.glob(p) for r, _, fs in os.walk(d) for f in fs) if ld else None
+print(json.dumps({"label": "scale-" + label, "prime_records": int(n),
+    "data_dir_bytes": sum(os.stat(os.path.join(r, f)).st_blocks * 512
+                          for r, _, fs in os.walk(dd) for f in fs),
+    "input_topic_bytes": du([os.path.join(ld, topic + "-*")]),
+    "changelog_bytes": du([os.path.join(ld, c + "-*") for c in sys.argv[6:]])}))' \
+        "$LOG_DIR" "$dd" "$label" "$n" "$topic" "${cl[@]}")
+    echo "$sizes" >>"$WORK/scale-disk.jsonl"
+    log "scale $tag: on disk $sizes"
+    [[ $KEEP == 1 ]] || rm -rf "$dd"
+}
+
 for ((r = 1; r <= WARMUP; r++)); do
     one_run warmup "$r"
 done
@@ -386,14 +542,35 @@ done
 if ((RESTORE)) && [[ -n $EOS_GROUP ]]; then
     restore_runs
 fi
+if ((LATENCY)); then
+    for m in "${MODE_LIST[@]}"; do
+        latency_run "$m"
+    done
+fi
+if ((SCALE)); then
+    scale_input "bench-scale-$SCALE_BASE-$RUN_ID" "$SCALE_BASE" "$WORK/scale-$SCALE_BASE.manifest.json"
+    scale_input "bench-scale-$SCALE-$RUN_ID" "$SCALE" "$WORK/scale-$SCALE.manifest.json"
+    for m in "${MODE_LIST[@]}"; do
+        [[ $m == plain ]] && continue # no store to prime
+        for n in "$SCALE_BASE" "$SCALE"; do
+            scale_run "$m" "bench-scale-$n-$RUN_ID" "$n" "$WORK/scale-$n.manifest.json"
+        done
+    done
+fi
 
 echo
 echo "events: $EVENTS over $AGGREGATES aggregates; $ROUNDS rounds of $MODES after $WARMUP warm-up; batch.max_records=$BATCH_RECORDS batch.max_ms=$BATCH_MS"
 echo "consumer props: ${CONSUMER_PROPS[*]:-(defaults)}; producer props: ${PRODUCER_PROPS[*]:-(defaults)}"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$PY" "$ROOT/bench/measure.py" report --results "$RESULTS" \
-    --changelog "$CHANGELOG_RESULTS" --restore "$RESTORE_RESULTS"
-if grep -q '"ok": false' "$RESULTS.check" 2>/dev/null; then
+    --changelog "$CHANGELOG_RESULTS" --restore "$RESTORE_RESULTS" \
+    --latency "$LATENCY_RESULTS" --scale "$SCALE_RESULTS" \
+    --scale-disk "$WORK/scale-disk.jsonl"
+if grep -q '"complete": false' "$LATENCY_RESULTS"; then
+    echo "LATENCY RUN INCOMPLETE: output records missing (see above)"
+    exit 1
+fi
+if grep -q '"ok": false' "$RESULTS.check" "$SCALE_RESULTS.check" 2>/dev/null; then
     echo "CORRECTNESS MISMATCH in a seqgate or streams run (see above)"
     exit 1
 fi
