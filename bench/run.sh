@@ -107,6 +107,7 @@ LATENCY=0
 LAT_RATE=0   # 0: 50 % of the mode's median events/s
 LAT_EVENTS=  # default: --events
 LAT_PRODUCERS=1
+LAT_FAILED=0 # a latency run failed (not started, incomplete, timestamps)
 SCALE=0
 SCALE_BASE=10000
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
@@ -466,7 +467,10 @@ print(round(statistics.median(r["events_per_s"] for r in xs) / 2) if xs else 0)'
         --manifest "$WORK/$tag.manifest.json" --label "$label" \
         --out "$LATENCY_RESULTS" --log "$WORK/$tag.log" --batch-ms "$interval" \
         --producers "$LAT_PRODUCERS" "${ready[@]}" \
-        -- "${CMD[@]}" >&2 || log "latency $tag: FAILED (see $WORK/$tag.log)"
+        -- "${CMD[@]}" >&2 || {
+        log "latency $tag: FAILED (see $WORK/$tag.log)"
+        LAT_FAILED=1
+    }
     [[ $KEEP == 1 ]] || rm -rf "$dd"
 }
 
@@ -566,8 +570,8 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     --changelog "$CHANGELOG_RESULTS" --restore "$RESTORE_RESULTS" \
     --latency "$LATENCY_RESULTS" --scale "$SCALE_RESULTS" \
     --scale-disk "$WORK/scale-disk.jsonl"
-if grep -q '"complete": false' "$LATENCY_RESULTS"; then
-    echo "LATENCY RUN INCOMPLETE: output records missing (see above)"
+if ((LAT_FAILED)); then
+    echo "LATENCY RUN FAILED: not started, output records missing or output timestamps not the input's (see above)"
     exit 1
 fi
 if grep -q '"ok": false' "$RESULTS.check" "$SCALE_RESULTS.check" 2>/dev/null; then
