@@ -161,6 +161,9 @@ done
 [[ -n $LAT_EVENTS ]] || LAT_EVENTS=$EVENTS
 [[ $SCALE =~ ^[0-9]+$ && $SCALE_BASE =~ ^[0-9]+$ ]] || die "--scale/--scale-base: a number of aggregates"
 ((SCALE == 0 || SCALE > SCALE_BASE)) || die "--scale $SCALE must be above --scale-base $SCALE_BASE"
+# the stream's rate starts when the committed offsets pass the priming:
+# without priming records there is no such moment
+((SCALE_BASE >= 1)) || die "--scale-base must be at least 1 (the base run is primed too)"
 [[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
 "$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
