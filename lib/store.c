@@ -542,6 +542,8 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
         int rc = lmdb_get(t, db, &key, val);
         if (!rc)
                 return SG_OK;
+        if (rc == MDB_NOTFOUND) /* a miss is no error: nothing to word */
+                return SG_ERR_NOT_FOUND;
         char what[32];
         sg_errf(what, sizeof(what), "%s get", db_name(db));
         return sg_txn_lmdb_err(t, rc, what, NULL, 0);
