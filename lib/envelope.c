@@ -918,6 +918,16 @@ static env_priv_t *env_priv(sg_envelope_t *env) {
         return pv;
 }
 
+sg_err_t sg_envelope_sha256(sg_envelope_t *env, const void *data, size_t len,
+                            unsigned char *out) {
+        env_priv_t *pv = env_priv(env);
+
+        if (pv && sg_sha256_ctx(pv->md, data, len, out))
+                return SG_OK;
+        memset(out, 0, SG_HASH_LEN);
+        return SG_ERR_NOMEM;
+}
+
 sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                            sg_envelope_t *env, char *errstr,
                            size_t errstr_size) {
