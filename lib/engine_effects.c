@@ -203,6 +203,47 @@ static sg_err_t emit_rejected(sg_engine_t *e, const subject_t *s,
         return sg_eng_emit_dlq(e, s, &d);
 }
 
+/* Writes @p v in decimal at @p buf (at least 20 bytes); returns its
+ * length. No sign: the caller writes one. */
+static size_t u64_digits(char *buf, uint64_t v) {
+        char rev[20];
+        size_t n = 0;
+        do {
+                rev[n++] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v);
+        for (size_t i = 0; i < n; i++)
+                buf[i] = rev[n - 1 - i];
+        return n;
+}
+
+static size_t i64_digits(char *buf, int64_t v) {
+        if (v >= 0)
+                return u64_digits(buf, (uint64_t)v);
+        buf[0] = '-';
+        return 1 + u64_digits(buf + 1, 0 - (uint64_t)v);
+}
+
+/* The source header's value, "topic/partition/offset" (semantics §5), in
+ * the batch arena; its length in *lenp. Without printf: every output
+ * record has one. NULL when out of memory. */
+static char *source_text(arena_t *a, const char *topic, int32_t partition,
+                         int64_t offset, size_t *lenp) {
+        size_t tl = strlen(topic);
+        char *s = sg_arena_alloc(a, tl + 1 + 11 + 1 + 20 + 1);
+        if (!s)
+                return NULL;
+        memcpy(s, topic, tl);
+        size_t n = tl;
+        s[n++] = '/';
+        n += i64_digits(s + n, partition);
+        s[n++] = '/';
+        n += i64_digits(s + n, offset);
+        s[n] = '\0';
+        *lenp = n;
+        return s;
+}
+
 /* The output record of @p s. When Kafka cannot take it (its size above the
  * topic's limit, or the broker refused it before) the DLQ record
  * output_rejected is emitted instead and e->out_rejected is set: the caller
@@ -214,9 +255,9 @@ sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
         const sg_topic_config_t *tc = s->part->tc;
         sg_effect_t *ef = sg_eng_effect_new(e);
         sg_header_t *x = sg_arena_alloc(&e->arena, 2 * sizeof(*x));
-        char *src =
-                sg_arena_printf(&e->arena, "%s/%" PRId32 "/%" PRId64,
-                                s->part->topic, s->part->partition, s->offset);
+        size_t src_len = 0;
+        char *src = source_text(&e->arena, s->part->topic, s->part->partition,
+                                s->offset, &src_len);
         e->out_rejected = false;
         if (!ef || !x || !src)
                 return SG_ERR_NOMEM;
@@ -232,7 +273,7 @@ sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
         ef->timestamp_ms = s->timestamp_ms > 0 ? s->timestamp_ms : 0;
         ef->headers = s->headers;
         ef->header_cnt = s->header_cnt;
-        x[0] = (sg_header_t){SG_H_SOURCE, src, strlen(src)};
+        x[0] = (sg_header_t){SG_H_SOURCE, src, src_len};
         ef->extra = x;
         ef->extra_cnt = 1;
         if (gap_hdr) {

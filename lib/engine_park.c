@@ -61,7 +61,8 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
 
 sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                          size_t id_len, agg_ctx_t *a) {
-        sg_sha256(id, id_len, a->hash);
+        /* the engine's envelope keeps a digest context: no allocation */
+        (void)sg_envelope_sha256(&e->env, id, id_len, a->hash);
         sg_err_t err = sg_agg_get(e->txn, &p->tp, a->hash, &a->rec);
         if (err == SG_ERR_NOT_FOUND) {
                 memset(&a->rec, 0, sizeof(a->rec));

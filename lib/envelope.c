@@ -79,23 +79,27 @@ static sg_err_t fail(char *errstr, size_t errstr_size, const char *fmt, ...) {
 /* Envelope lifecycle                                                   */
 /* ------------------------------------------------------------------ */
 
+/* The envelope's strings (sg_envelope_t id, aggregate, type). */
+enum { STR_ID, STR_AGGREGATE, STR_TYPE, STR__CNT };
+
 /* env->_priv: what a parse reuses, so the hot path does not allocate. */
 typedef struct env_priv {
         EVP_MD_CTX *md;     /* SHA-256 context */
         sg_json_doc_t *doc; /* the value's JSON tree (json.h) */
+        /* the strings' buffers, grown when a longer one comes, kept from
+         * parse to parse (sg_envelope_t: valid until the next parse) */
+        char *str[STR__CNT];
+        size_t str_cap[STR__CNT];
 } env_priv_t;
 
 void sg_envelope_init(sg_envelope_t *env) {
         memset(env, 0, sizeof(*env));
 }
 
-/* Frees the strings and zeroes the fields, keeping _priv for reuse. */
+/* Zeroes the fields, keeping _priv (and the strings' buffers) for reuse. */
 static void envelope_reset(sg_envelope_t *env) {
         void *priv = env->_priv;
 
-        free(env->id);
-        free(env->aggregate);
-        free(env->type);
         memset(env, 0, sizeof(*env));
         env->_priv = priv;
 }
@@ -109,6 +113,8 @@ void sg_envelope_clear(sg_envelope_t *env) {
         if ((pv = env->_priv)) {
                 EVP_MD_CTX_free(pv->md);
                 sg_json_doc_destroy(pv->doc);
+                for (int i = 0; i < STR__CNT; i++)
+                        free(pv->str[i]);
                 free(pv);
         }
         env->_priv = NULL;
@@ -735,13 +741,20 @@ sg_err_t sg_envelope_key_hash(const char *topic, const char *const *scope,
 /* sg_envelope_parse                                                    */
 /* ------------------------------------------------------------------ */
 
-static char *dup_bytes(const char *p, size_t len) {
-        char *s = malloc(len + 1);
-        if (s) {
-                memcpy(s, p, len);
-                s[len] = '\0';
+/* A NUL-terminated copy of @p len bytes at @p p in the envelope's string
+ * buffer @p which, or NULL when out of memory. */
+static char *keep_str(env_priv_t *pv, int which, const char *p, size_t len) {
+        if (pv->str_cap[which] < len + 1) {
+                size_t cap = len + 1 > 64 ? len + 1 : 64;
+                char *n = realloc(pv->str[which], cap);
+                if (!n)
+                        return NULL;
+                pv->str[which] = n;
+                pv->str_cap[which] = cap;
         }
-        return s;
+        memcpy(pv->str[which], p, len);
+        pv->str[which][len] = '\0';
+        return pv->str[which];
 }
 
 /* "scope[N]" without printf: this runs for every scope part of every
@@ -855,7 +868,7 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
                 return err;
         if (!keybuf_add(kb, p, len))
                 return SG_ERR_NOMEM;
-        if (!(env->id = dup_bytes(p, len)))
+        if (!(env->id = keep_str(c->pv, STR_ID, p, len)))
                 return SG_ERR_NOMEM;
         if (!sg_sha256_ctx(c->pv->md, kb->p, kb->len, env->key_hash))
                 return SG_ERR_NOMEM;
@@ -864,7 +877,7 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
                 if ((err = get_text(c, "aggregate id", &tc->aggregate, &p,
                                     &len)))
                         return err;
-                if (!(env->aggregate = dup_bytes(p, len)))
+                if (!(env->aggregate = keep_str(c->pv, STR_AGGREGATE, p, len)))
                         return SG_ERR_NOMEM;
                 env->aggregate_len = len;
         }
@@ -887,7 +900,7 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
         if (tc->type.kind != SG_SRC_NONE) {
                 if ((err = get_text(c, "type", &tc->type, &p, &len)))
                         return err;
-                if (!(env->type = dup_bytes(p, len)))
+                if (!(env->type = keep_str(c->pv, STR_TYPE, p, len)))
                         return SG_ERR_NOMEM;
         }
 
@@ -916,6 +929,16 @@ static env_priv_t *env_priv(sg_envelope_t *env) {
         }
         env->_priv = pv;
         return pv;
+}
+
+sg_err_t sg_envelope_sha256(sg_envelope_t *env, const void *data, size_t len,
+                            unsigned char *out) {
+        env_priv_t *pv = env_priv(env);
+
+        if (pv && sg_sha256_ctx(pv->md, data, len, out))
+                return SG_OK;
+        memset(out, 0, SG_HASH_LEN);
+        return SG_ERR_NOMEM;
 }
 
 sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,

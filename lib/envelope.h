@@ -154,6 +154,18 @@ bool sg_utf8_valid(const char *s, size_t len);
 /** SHA-256 of @p len bytes at @p data into @p out (SG_HASH_LEN bytes). */
 void sg_sha256(const void *data, size_t len, unsigned char *out);
 
+/**
+ * SHA-256 of @p len bytes at @p data into @p out (SG_HASH_LEN bytes), as
+ * sg_sha256(), through the digest context @p env keeps for its parses
+ * (created on the first use): a hash per record without a context
+ * allocated and freed for each (the engine's aggregate key, semantics §5).
+ * The bytes may be the envelope's own fields; the fields stay as they are.
+ * Not thread-safe on one @p env. Returns SG_OK, or SG_ERR_NOMEM with
+ * @p out zeroed.
+ */
+sg_err_t sg_envelope_sha256(sg_envelope_t *env, const void *data, size_t len,
+                            unsigned char *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,6 +29,23 @@ const char *const sg_store_db_names[DB__CNT] = {"dedup",   "expiry", "agg",
                                                 "parked",  "since",  "meta",
                                                 "snapreq", "snapdue"};
 
+/* @p n bytes that live until the transaction ends (cap_chunk_t). */
+static unsigned char *cap_alloc(sg_txn_t *t, size_t n) {
+        cap_chunk_t *c = t->cap;
+        if (!c || c->size - c->used < n) {
+                size_t size = n > 65536 ? n : 65536;
+                if (!(c = malloc(sizeof(*c) + size)))
+                        return NULL;
+                c->size = size;
+                c->used = 0;
+                c->next = t->cap;
+                t->cap = c;
+        }
+        unsigned char *p = c->data + c->used;
+        c->used += n;
+        return p;
+}
+
 sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                            const void *v, size_t vlen) {
         if (!t->capture || !db_logged(db))
@@ -41,7 +58,7 @@ sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                 t->changes = nc;
                 t->change_size = n;
         }
-        unsigned char *buf = malloc(klen + (v ? vlen : 0) + 1);
+        unsigned char *buf = cap_alloc(t, klen + (v ? vlen : 0) + 1);
         if (!buf)
                 return SG_ERR_NOMEM;
         memcpy(buf, k, klen);
@@ -72,8 +89,11 @@ static void txn_free(sg_txn_t *t) {
                 atomic_store(&s->writer_tid, 0);
                 atomic_fetch_sub(&s->writes_open, 1);
         }
-        for (size_t i = 0; i < t->change_cnt; i++)
-                free(t->changes[i].key);
+        while (t->cap) {
+                cap_chunk_t *next = t->cap->next;
+                free(t->cap);
+                t->cap = next;
+        }
         free(t->changes);
         free(t->view);
         free(t);
@@ -476,42 +496,62 @@ const char *sg_txn_errdetail(const sg_txn_t *t) {
         return t->errdetail;
 }
 
-static int change_cmp(const void *a, const void *b) {
-        const change_t *x = a, *y = b;
-        if (x->db != y->db)
-                return x->db < y->db ? -1 : 1;
-        size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-        int c = memcmp(x->key, y->key, n);
-        if (c)
-                return c;
-        if (x->key_len != y->key_len)
-                return x->key_len < y->key_len ? -1 : 1;
-        return x->seq < y->seq ? -1 : x->seq > y->seq;
+/* A captured change's database and key, hashed for sg_txn_changes(). */
+static uint64_t change_hash(const change_t *c) {
+        uint64_t h =
+                0x9e3779b97f4a7c15ull ^ c->db ^ ((uint64_t)c->key_len << 8);
+        size_t i = 0;
+        uint64_t w;
+        for (; i + 8 <= c->key_len; i += 8) {
+                memcpy(&w, c->key + i, 8);
+                h = (h ^ w) * 0xff51afd7ed558ccdull;
+                h ^= h >> 32;
+        }
+        w = 0;
+        memcpy(&w, c->key + i, c->key_len - i);
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+        return h ^ (h >> 29);
 }
 
-static int seq_cmp(const void *a, const void *b) {
-        const sg_change_t *x = a, *y = b;
-        return x->_seq < y->_seq ? -1 : x->_seq > y->_seq;
+static bool change_same_key(const change_t *x, const change_t *y) {
+        return x->db == y->db && x->key_len == y->key_len &&
+               memcmp(x->key, y->key, x->key_len) == 0;
 }
 
 size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
-        /* keep only the last change of each key, in write order */
-        if (t->change_cnt > 1)
-                qsort(t->changes, t->change_cnt, sizeof(*t->changes),
-                      change_cmp);
+        /* keep only the last change of each key, in write order: one pass
+         * over a hash table of the keys (slot: index + 1 of the key's last
+         * change so far) marks each change a later one of its key
+         * overwrote; a second emits the others in order */
+        size_t n = t->change_cnt, size = 16;
+        while (size < 2 * n)
+                size *= 2;
+        size_t *slot = calloc(size, sizeof(*slot));
+        bool *over = calloc(n ? n : 1, sizeof(*over));
         free(t->view);
-        t->view = calloc(t->change_cnt ? t->change_cnt : 1, sizeof(*t->view));
+        t->view = calloc(n ? n : 1, sizeof(*t->view));
         t->view_cnt = 0;
-        if (!t->view) {
+        if (!slot || !over || !t->view) {
+                free(slot);
+                free(over);
+                free(t->view);
+                t->view = NULL;
                 *changesp = NULL;
                 return 0;
         }
-        for (size_t i = 0; i < t->change_cnt; i++) {
+        for (size_t i = 0; i < n; i++) {
                 const change_t *c = &t->changes[i];
-                if (i + 1 < t->change_cnt && c->db == c[1].db &&
-                    c->key_len == c[1].key_len &&
-                    memcmp(c->key, c[1].key, c->key_len) == 0)
-                        continue; /* overwritten later in this txn */
+                size_t s = (size_t)change_hash(c) & (size - 1);
+                while (slot[s] && !change_same_key(&t->changes[slot[s] - 1], c))
+                        s = (s + 1) & (size - 1);
+                if (slot[s])
+                        over[slot[s] - 1] = true; /* overwritten later */
+                slot[s] = i + 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const change_t *c = &t->changes[i];
+                if (over[i])
+                        continue;
                 sg_change_t *v = &t->view[t->view_cnt++];
                 v->db = c->db;
                 v->key = c->key;
@@ -520,8 +560,8 @@ size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
                 v->value_len = c->value_len;
                 v->_seq = c->seq;
         }
-        if (t->view_cnt > 1)
-                qsort(t->view, t->view_cnt, sizeof(*t->view), seq_cmp);
+        free(slot);
+        free(over);
         *changesp = t->view;
         return t->view_cnt;
 }
@@ -542,6 +582,8 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
         int rc = lmdb_get(t, db, &key, val);
         if (!rc)
                 return SG_OK;
+        if (rc == MDB_NOTFOUND) /* a miss is no error: nothing to word */
+                return SG_ERR_NOT_FOUND;
         char what[32];
         sg_errf(what, sizeof(what), "%s get", db_name(db));
         return sg_txn_lmdb_err(t, rc, what, NULL, 0);

@@ -75,12 +75,20 @@ void sg_store_session_close(sg_store_t *s);
 /* A captured change (changelog, semantics §6): full LMDB key, value or NULL. */
 typedef struct change {
         uint8_t db;
-        unsigned char *key; /* malloc'd: key, then value */
+        unsigned char *key; /* in the txn's capture chunks: key, then value */
         size_t key_len;
         unsigned char *value;
         size_t value_len;
         size_t seq;
 } change_t;
+
+/* The bytes of a transaction's captured changes: chunks that live until
+ * the transaction ends, so a write costs no malloc of its own. */
+typedef struct cap_chunk {
+        struct cap_chunk *next;
+        size_t used, size;
+        unsigned char data[];
+} cap_chunk_t;
 
 struct sg_txn {
         sg_store_t *store;
@@ -91,6 +99,7 @@ struct sg_txn {
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
+        cap_chunk_t *cap;  /* the changes' bytes, newest chunk first */
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */

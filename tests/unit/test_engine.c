@@ -2483,6 +2483,64 @@ START_TEST(epoch_unconfigured_ignored) {
 }
 END_TEST
 
+/* Every output record names its input in __seqgate.source (semantics §5):
+ * "topic/partition/offset", the offset in full up to the largest one. */
+START_TEST(output_source_header_text) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        const int64_t offs[] = {0, 9, 10, 4294967296LL, INT64_MAX - 1};
+        const char *want[] = {"orders/0/0", "orders/0/9", "orders/0/10",
+                              "orders/0/4294967296",
+                              "orders/0/9223372036854775806"};
+        char err[512], seq[8];
+        for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+                snprintf(seq, sizeof(seq), "%zu", i + 1);
+                sg_header_t hd[] = {
+                        {"ce_specversion", "1.0", 3},      {"ce_id", seq, 1},
+                        {"ce_source", "/shop", 5},         {"ce_type", "t", 1},
+                        {"ce_sequence", seq, strlen(seq)},
+                };
+                sg_record_t rec = {.topic = "orders",
+                                   .offset = offs[i],
+                                   .timestamp_ms = 1000,
+                                   .key = "A",
+                                   .key_len = 1,
+                                   .value = "{}",
+                                   .value_len = 2,
+                                   .headers = hd,
+                                   .header_cnt = 5};
+                sg_process_result_t r;
+                ck_assert_int_eq(
+                        h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                        SG_OK);
+                ck_assert_int_eq(h.proc.process(h.proc.opaque, &rec, &r, err,
+                                                sizeof(err)),
+                                 SG_OK);
+                ck_assert_int_eq(h.proc.tick(h.proc.opaque, err, sizeof(err)),
+                                 SG_OK);
+                const sg_effect_t *ef;
+                size_t n = h.proc.effects(h.proc.opaque, &ef), outputs = 0;
+                for (size_t j = 0; j < n; j++) {
+                        if (ef[j].kind != SG_EFFECT_OUTPUT)
+                                continue;
+                        outputs++;
+                        ck_assert_uint_eq(ef[j].extra_cnt, 1);
+                        ck_assert_str_eq(ef[j].extra[0].name, SG_H_SOURCE);
+                        ck_assert_uint_eq(ef[j].extra[0].value_len,
+                                          strlen(want[i]));
+                        ck_assert_int_eq(memcmp(ef[j].extra[0].value, want[i],
+                                                strlen(want[i])),
+                                         0);
+                }
+                ck_assert_uint_eq(outputs, 1);
+                ck_assert_int_eq(
+                        h.proc.batch_commit(h.proc.opaque, err, sizeof(err)),
+                        SG_OK);
+        }
+        h_free(&h);
+}
+END_TEST
+
 Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
@@ -2501,6 +2559,7 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, store_error_reports_its_detail);
         tcase_add_test(rows, store_durability_follows_the_guarantee);
         tcase_add_test(rows, version_wrap_at_u64_max);
+        tcase_add_test(rows, output_source_header_text);
         suite_add_tcase(s, rows);
         TCase *gaps = tcase_create("gaps");
         tcase_add_test(gaps, gap_policy_dlq_quarantines);

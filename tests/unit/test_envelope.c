@@ -235,6 +235,83 @@ START_TEST(test_key_hash_matches_parse) {
 }
 END_TEST
 
+/* The envelope's hash (the engine's aggregate key) is sg_sha256() of the
+ * bytes, before any parse, after one, of the envelope's own field, and
+ * leaves the parsed fields as they are. */
+START_TEST(test_envelope_sha256_is_sha256) {
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        unsigned char want[SG_HASH_LEN], got[SG_HASH_LEN];
+
+        sg_envelope_init(&env);
+        ck_assert_int_eq(sg_envelope_sha256(&env, "", 0, got), SG_OK);
+        sg_sha256("", 0, want);
+        ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        cfg_ce(&t);
+        rec_binary(&r, "order-7", "evt-1", "/shop/eu", "order.paid", "42");
+        expect_ok(&t, &r, &env);
+        unsigned char digest[SG_HASH_LEN];
+        memcpy(digest, env.digest, SG_HASH_LEN);
+        ck_assert_int_eq(
+                sg_envelope_sha256(&env, env.aggregate, env.aggregate_len, got),
+                SG_OK);
+        sg_sha256("order-7", 7, want);
+        ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        ck_assert_str_eq(env.aggregate, "order-7");
+        ck_assert_mem_eq(env.digest, digest, SG_HASH_LEN);
+        char big[300];
+        memset(big, 'x', sizeof(big)); /* more than one SHA-256 block */
+        ck_assert_int_eq(sg_envelope_sha256(&env, big, sizeof(big), got),
+                         SG_OK);
+        sg_sha256(big, sizeof(big), want);
+        ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        sg_envelope_clear(&env);
+}
+END_TEST
+
+/* One envelope parsed again and again (as the engine does): each parse's
+ * strings are that record's, whether longer or shorter than the last; a
+ * failed parse leaves none. */
+START_TEST(test_reparse_strings_are_each_records) {
+        tcfg_t t;
+        trec_t r;
+        sg_envelope_t env;
+        char longid[300], longagg[200];
+
+        memset(longid, 'i', sizeof(longid) - 1);
+        longid[sizeof(longid) - 1] = '\0';
+        memset(longagg, 'a', sizeof(longagg) - 1);
+        longagg[sizeof(longagg) - 1] = '\0';
+        cfg_ce(&t);
+        sg_envelope_init(&env);
+        rec_binary(&r, "A", "e1", "/s", "t1", "1");
+        expect_ok(&t, &r, &env);
+        ck_assert_str_eq(env.id, "e1");
+        ck_assert_str_eq(env.aggregate, "A");
+        ck_assert_str_eq(env.type, "t1");
+        rec_binary(&r, longagg, longid, "/s", "order.a-much-longer-type", "2");
+        expect_ok(&t, &r, &env);
+        ck_assert_str_eq(env.id, longid);
+        ck_assert_str_eq(env.aggregate, longagg);
+        ck_assert_uint_eq(env.aggregate_len, strlen(longagg));
+        ck_assert_str_eq(env.type, "order.a-much-longer-type");
+        rec_binary(&r, "B", "e3", "/s", "t", "x"); /* malformed version */
+        ck_assert_int_eq(run(&t, &r, &env), SG_ERR_INVALID);
+        ck_assert_ptr_null(env.id);
+        ck_assert_ptr_null(env.aggregate);
+        ck_assert_ptr_null(env.type);
+        rec_binary(&r, "B", "e3", "/s", "t", "3");
+        expect_ok(&t, &r, &env);
+        ck_assert_str_eq(env.id, "e3");
+        ck_assert_str_eq(env.aggregate, "B");
+        ck_assert_uint_eq(env.aggregate_len, 1);
+        ck_assert_str_eq(env.type, "t");
+        sg_envelope_clear(&env);
+        ck_assert_ptr_null(env.id);
+}
+END_TEST
+
 START_TEST(test_binary_last_header_wins) {
         tcfg_t t;
         trec_t r;
@@ -2209,6 +2286,8 @@ static Suite *envelope_suite(void) {
         tcase_add_test(tc, test_detail_bounded);
         tcase_add_test(tc, test_fuzz_no_crash);
         tcase_add_test(tc, test_tiny_errstr);
+        tcase_add_test(tc, test_envelope_sha256_is_sha256);
+        tcase_add_test(tc, test_reparse_strings_are_each_records);
         suite_add_tcase(s, tc);
 
         return s;

@@ -701,6 +701,79 @@ START_TEST(map_full_grow_and_retry) {
 }
 END_TEST
 
+/* sg_txn_changes(): the last change of each key, in the order the last
+ * changes were written, among thousands of keys; one suffix in two
+ * databases is two keys; a key deleted then written again is its value. */
+START_TEST(changes_last_write_in_write_order) {
+        sg_store_t *a = open_store(1 << 24, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 1);
+        enum { N = 3000 };
+        static unsigned char kh[N][32];
+        char name[32];
+        sg_txn_t *t = wtxn(a);
+        sg_txn_capture(t, true);
+        for (int i = 0; i < N; i++) {
+                snprintf(name, sizeof(name), "k%d", i);
+                hash_of(name, kh[i]);
+                sg_dedup_rec_t d = {.verdict = SG_DV_PARKED,
+                                    .expiry_ms = 1000 + i};
+                ck_assert_int_eq(
+                        sg_dedup_put(t, &tp, kh[i], &d, err, sizeof(err)),
+                        SG_OK);
+        }
+        for (int i = N - 1; i >= 0; i--) {
+                if (i % 3)
+                        continue;
+                sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
+                                    .expiry_ms = 1000 + i};
+                ck_assert_int_eq(
+                        sg_dedup_put(t, &tp, kh[i], &d, err, sizeof(err)),
+                        SG_OK);
+        }
+        sg_agg_rec_t r = {.has_last = true, .last_version = 2};
+        ck_assert_int_eq(sg_agg_put(t, &tp, kh[5], &r, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t pr = {.parked_at_ms = 1, .value = "v", .value_len = 1};
+        ck_assert_int_eq(sg_parked_put(t, &tp, kh[7], 6, &pr, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_parked_del(t, &tp, kh[7], 6, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_parked_put(t, &tp, kh[7], 6, &pr, err, sizeof(err)),
+                         SG_OK);
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(t, &ch);
+        ck_assert_uint_eq(n, N + 2);
+        size_t at = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (int k = 0; k < N; k++) {
+                        int i = pass ? N - 1 - k : k;
+                        if ((i % 3 == 0) != (pass == 1))
+                                continue;
+                        const sg_change_t *c = &ch[at++];
+                        ck_assert_int_eq(c->db, SG_DB_DEDUP);
+                        ck_assert_uint_eq(c->key_len, tp.len + 32);
+                        ck_assert_int_eq(memcmp((const char *)c->key + tp.len,
+                                                kh[i], 32),
+                                         0);
+                        sg_dedup_rec_t g;
+                        ck_assert_int_eq(sg_dedup_decode(c->value, c->value_len,
+                                                         &g, err, sizeof(err)),
+                                         SG_OK);
+                        ck_assert_int_eq(g.verdict,
+                                         pass ? SG_DV_APPLIED : SG_DV_PARKED);
+                        ck_assert_int_eq(g.expiry_ms, 1000 + i);
+                }
+        ck_assert_int_eq(ch[N].db, SG_DB_AGG);
+        ck_assert_int_eq(memcmp((const char *)ch[N].key + tp.len, kh[5], 32),
+                         0);
+        ck_assert_int_eq(ch[N + 1].db, SG_DB_PARKED);
+        ck_assert_ptr_nonnull(ch[N + 1].value);
+        sg_txn_abort(t);
+        sg_store_close(a);
+}
+END_TEST
+
 START_TEST(open_bad_dir) {
         sg_store_t *s;
         ck_assert_int_eq(sg_store_open("/proc/nonexistent/x", 1 << 20, 1 << 20,
@@ -1373,6 +1446,7 @@ int main(void) {
         tcase_add_test(tc, reader_thread_while_writing_and_growing);
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
+        tcase_add_test(tc, changes_last_write_in_write_order);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
         tcase_add_test(tc, apply_change_refuses_corrupt_records);
         tcase_add_test(tc, parked_get_refuses_corrupt_headers);
