@@ -13,6 +13,8 @@
 #endif
 #include "store_int.h"
 
+#include "envelope.h" /* sg_sha256 */
+
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -204,13 +206,15 @@ static int map_lock_init(sg_store_t *s) {
 }
 
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
-        size_t n = strlen(topic);
-        if (n > 249)
-                n = 249;
-        tp->b[0] = (unsigned char)n;
-        memcpy(tp->b + 1, topic, n);
-        put_u32(tp->b + 1 + n, (uint32_t)partition);
-        tp->len = 1 + n + 4;
+        size_t n = strnlen(topic, sizeof(tp->topic) - 1);
+        unsigned char h[32];
+        sg_sha256(topic, n, h);
+        memcpy(tp->b, h, 8);
+        put_u32(tp->b + 8, (uint32_t)partition);
+        tp->len = SG_TP_LEN;
+        memcpy(tp->topic, topic, n);
+        tp->topic[n] = '\0';
+        tp->partition = partition;
 }
 
 /* ---- environment ------------------------------------------------------ */
@@ -233,6 +237,87 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
                 }
         }
         return mdb_txn_commit(txn);
+}
+
+/* ---- the store's format (store.h "Format version") -------------------- */
+
+#define FORMAT_DB "format"
+#define FORMAT_KEY "version"
+
+/* Reads the format number of the open environment into *fmtp: 0 when the
+ * store has none (written before format numbers, or new). @p write: a new,
+ * empty store gets SG_STORE_FORMAT recorded. Returns an LMDB code. */
+static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        *fmtp = 0;
+        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn);
+        if (rc)
+                return rc;
+        rc = mdb_dbi_open(txn, FORMAT_DB, write ? MDB_CREATE : 0, &dbi);
+        MDB_val k = {sizeof(FORMAT_KEY) - 1, FORMAT_KEY}, v;
+        if (!rc && !(rc = mdb_get(txn, dbi, &k, &v))) {
+                *fmtp = v.mv_size == 4 ? get_u32(v.mv_data) : UINT32_MAX;
+                mdb_txn_abort(txn);
+                return 0;
+        }
+        if (rc != MDB_NOTFOUND || !write) {
+                mdb_txn_abort(txn);
+                return rc == MDB_NOTFOUND ? 0 : rc;
+        }
+        /* no number: a new store gets one; a store with data has an
+         * earlier format */
+        uint64_t entries = 0;
+        for (int i = 0; i < DB__CNT; i++) {
+                MDB_stat st;
+                if (!mdb_stat(txn, s->dbi[i], &st))
+                        entries += st.ms_entries;
+        }
+        if (entries) {
+                mdb_txn_abort(txn);
+                return 0;
+        }
+        unsigned char num[4];
+        put_u32(num, SG_STORE_FORMAT);
+        v = (MDB_val){sizeof(num), num};
+        if ((rc = mdb_put(txn, dbi, &k, &v, 0))) {
+                mdb_txn_abort(txn);
+                return rc;
+        }
+        *fmtp = SG_STORE_FORMAT;
+        return mdb_txn_commit(txn);
+}
+
+/* Removes the LMDB files of @p dir (a store that is not read). */
+static sg_err_t files_remove(const char *dir, char *errstr,
+                             size_t errstr_size) {
+        const char *files[] = {"data.mdb", "lock.mdb"};
+        for (size_t i = 0; i < 2; i++) {
+                char fp[4200];
+                snprintf(fp, sizeof(fp), "%s/%s", dir, files[i]);
+                if (unlink(fp) != 0 && errno != ENOENT) {
+                        sg_errf(errstr, errstr_size,
+                                "removing the store %s: %s", fp,
+                                strerror(errno));
+                        return SG_ERR_IO;
+                }
+        }
+        return SG_OK;
+}
+
+/* The reason a store of format @p fmt is not read, into @p out. */
+static void format_why(unsigned fmt, char *out, size_t size) {
+        if (fmt == 0)
+                snprintf(out, size,
+                         "it was written in an earlier store format (before "
+                         "format numbers), which this seqgate (format %d) "
+                         "does not read",
+                         SG_STORE_FORMAT);
+        else
+                snprintf(out, size,
+                         "it was written in store format %u, which this "
+                         "seqgate (format %d) does not read",
+                         fmt, SG_STORE_FORMAT);
 }
 
 /* mkdir -p: @p dir and every missing parent (0750). 0 or -1 with errno. */
@@ -308,8 +393,10 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                 free(s);
                 return serr;
         }
-        int rc = mdb_env_create(&s->env);
-        if (rc)
+        int rc;
+        unsigned fmt;
+reopen:
+        if ((rc = mdb_env_create(&s->env)))
                 goto fail;
         mdb_env_set_maxdbs(s->env, DB__CNT + 2);
         if ((rc = mdb_env_set_mapsize(s->env, (size_t)map_size)))
@@ -325,6 +412,30 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         mdb_env_info(s->env, &info);
         if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
+        if ((rc = format_read(s, true, &fmt)))
+                goto fail;
+        if (fmt > SG_STORE_FORMAT && fmt != UINT32_MAX) {
+                /* a later seqgate's store: left as it is for it */
+                sg_errf(errstr, errstr_size,
+                        "data_dir %s holds a store of format %u, newer than "
+                        "this seqgate's (%d); run a seqgate that reads it",
+                        dir, fmt, SG_STORE_FORMAT);
+                serr = SG_ERR_STORE;
+                goto out;
+        }
+        if (fmt != SG_STORE_FORMAT) {
+                /* an earlier format is never read: removed, and every
+                 * partition restored from its changelog (as after a
+                 * machine stop, store_durable.c) */
+                format_why(fmt == UINT32_MAX ? 1 : fmt, s->rebuilt_why,
+                           sizeof(s->rebuilt_why));
+                mdb_env_close(s->env);
+                s->env = NULL;
+                if ((serr = files_remove(dir, errstr, errstr_size)))
+                        goto out;
+                s->rebuilt = true;
+                goto reopen;
+        }
         if ((serr = sg_store_session_settle(s, errstr, errstr_size))) {
                 sg_store_close(s);
                 return serr;
@@ -333,13 +444,15 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         return SG_OK;
 fail:
         sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir, mdb_strerror(rc));
+        serr = rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
+out:
         if (s->env)
                 mdb_env_close(s->env);
         pthread_rwlock_destroy(&s->map_lock);
         close(s->lock_fd);
         free(s->dir);
         free(s);
-        return rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
+        return serr;
 }
 
 void sg_store_close(sg_store_t *s) {
@@ -580,6 +693,22 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         what = "open databases";
         if ((rc = open_dbs(s, false, &what)))
                 goto fail;
+        unsigned fmt;
+        what = "format";
+        if ((rc = format_read(s, false, &fmt)))
+                goto fail;
+        if (fmt != SG_STORE_FORMAT) {
+                char why[200];
+                format_why(fmt, why, sizeof(why));
+                sg_errf(errstr, errstr_size,
+                        "the store in %s is not read: %s (seqgate rebuilds "
+                        "an earlier one from the changelog when it starts)",
+                        dir, why);
+                mdb_env_close(s->env);
+                pthread_rwlock_destroy(&s->map_lock);
+                free(s);
+                return SG_ERR_STORE;
+        }
         *storep = s;
         return SG_OK;
 fail:

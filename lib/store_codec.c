@@ -285,13 +285,20 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         for (int i = 0; i < 5; i++)
                 c[i] = rd_u64(&r);
         int64_t epoch = -1;
-        if (r.left == 8 || r.left == 8 + META_FP_LEN)
+        if (r.left == 8 || r.left >= 8 + META_FP_LEN)
                 epoch = rd_i64(&r);
         unsigned fp_flag = 0;
         const unsigned char *fp = NULL;
-        if (r.left == META_FP_LEN) {
+        if (r.left >= META_FP_LEN) {
                 fp_flag = rd_u8(&r);
                 fp = rd_take(&r, SG_META_FP_PARTS * 8);
+        }
+        /* store format 2: the topic its key prefix is a hash of */
+        unsigned tl = 0;
+        const unsigned char *topic = NULL;
+        if (r.left > 0) {
+                tl = rd_u8(&r);
+                topic = rd_take(&r, tl);
         }
         sg_err_t err = rd_end(&r, "meta", len, errstr, errstr_size);
         if (err)
@@ -301,6 +308,11 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                               "meta value: consumer group of %u bytes with a "
                               "NUL byte",
                               gl);
+        if (topic && (tl >= sizeof(out->topic) || memchr(topic, '\0', tl)))
+                return refuse(errstr, errstr_size,
+                              "meta value: topic of %u bytes is not a topic "
+                              "name",
+                              tl);
         if (fp_flag > 1)
                 return refuse(errstr, errstr_size,
                               "meta value: key fingerprint flag %u", fp_flag);
@@ -312,6 +324,8 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                               input, changelog, epoch, clock);
         memset(out, 0, sizeof(*out));
         memcpy(out->group, group, gl);
+        if (topic)
+                memcpy(out->topic, topic, tl);
         out->input_offset = input;
         out->changelog_offset = changelog;
         out->clock_ms = clock;

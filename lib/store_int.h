@@ -194,7 +194,9 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
  * quarantined u64 | snap_in_flight u64 | snap_seq u64 (META_VLEN_8), then
  * changelog_epoch i64, then the key fingerprint: a flag byte and its parts.
  * Stores and changelogs written before either field existed lack it: a
- * missing epoch reads as -1, a missing fingerprint as none. */
+ * missing epoch reads as -1, a missing fingerprint as none. Store format 2
+ * appends topic_len u8 | topic (the name the key prefix hashes; absent in
+ * earlier changelog values, which restore re-encodes with it). */
 #define META_VLEN_8 (1 + 255 + 8 * 8)
 #define META_FP_LEN (1 + SG_META_FP_PARTS * 8)
 #define META_VLEN (META_VLEN_8 + 8 + META_FP_LEN)

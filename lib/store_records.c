@@ -11,6 +11,7 @@
 #include "store_int.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -217,13 +218,23 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
                 return err;
         char why[160];
         err = sg_meta_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
-        return stored(t, err, why);
+        if ((err = stored(t, err, why)))
+                return err;
+        /* the key prefix is a hash of the topic (store.h): a partition of
+         * another topic with the same prefix is refused, never mixed */
+        if (strcmp(out->topic, tp->topic) != 0)
+                return sg_txn_fail(t, SG_ERR_STORE,
+                                   "partition %" PRId32 " of topic \"%s\" "
+                                   "has the store key prefix of topic "
+                                   "\"%s\"'s",
+                                   tp->partition, tp->topic, out->topic);
+        return SG_OK;
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN];
-        memset(v, 0, sizeof(v));
+        unsigned char v[META_VLEN + 1 + sizeof(tp->topic)];
+        memset(v, 0, META_VLEN);
         size_t gl = strnlen(r->group, 255);
         v[0] = (unsigned char)gl;
         memcpy(v + 1, r->group, gl);
@@ -241,8 +252,11 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                 q[72] = 1;
                 memcpy(q + 73, r->key_fp, sizeof(r->key_fp));
         }
-        return sg_db_put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
-                         errstr_size);
+        size_t tl = strnlen(tp->topic, sizeof(tp->topic) - 1);
+        v[META_VLEN] = (unsigned char)tl;
+        memcpy(v + META_VLEN + 1, tp->topic, tl);
+        return sg_db_put(t, DB_META, tp->b, tp->len, v, META_VLEN + 1 + tl,
+                         errstr, errstr_size);
 }
 
 /* ---- snapshot requests ------------------------------------------------ */
@@ -450,8 +464,13 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if ((err = sg_meta_decode(value, value_len, &nr, errstr,
                                           errstr_size)))
                         return err;
-                return sg_db_put(t, DB_META, k, klen, value, value_len, errstr,
-                                 errstr_size);
+                if (nr.topic[0] && strcmp(nr.topic, tp->topic) != 0)
+                        return refuse(errstr, errstr_size,
+                                      "changelog meta record of topic "
+                                      "\"%s\" restored into topic \"%s\"",
+                                      nr.topic, tp->topic);
+                /* re-encoded: a value of an earlier format lacks the topic */
+                return sg_meta_put(t, tp, &nr, errstr, errstr_size);
         }
         }
 }

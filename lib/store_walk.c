@@ -200,25 +200,33 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 const unsigned char *k = key.mv_data;
-                /* key = tp = topic length | topic | partition (BE) */
-                if (key.mv_size < 5 || key.mv_size != (size_t)k[0] + 5 ||
-                    key.mv_size > SG_TP_MAX) {
+                /* key = tp = topic hash | partition (BE); the topic is in
+                 * the value, which must hash to the key */
+                if (key.mv_size != SG_TP_LEN) {
                         err = sg_txn_fail(t, SG_ERR_STORE,
                                           "meta key of %zu bytes is not a "
                                           "partition",
                                           key.mv_size);
                         break;
                 }
-                char topic[256];
-                memcpy(topic, k + 1, k[0]);
-                topic[k[0]] = '\0';
-                int32_t partition = (int32_t)get_u32(k + 1 + k[0]);
-                sg_tp_t tp;
-                memcpy(tp.b, k, key.mv_size);
-                tp.len = key.mv_size;
                 sg_meta_rec_t rec;
-                if ((err = sg_meta_get(t, &tp, &rec)))
+                char why[160];
+                if ((err = stored(t,
+                                  sg_meta_decode(val.mv_data, val.mv_size, &rec,
+                                                 why, sizeof(why)),
+                                  why)))
                         break;
+                int32_t partition = (int32_t)get_u32(k + 8);
+                sg_tp_t tp;
+                sg_tp_make(&tp, rec.topic, partition);
+                if (memcmp(tp.b, k, SG_TP_LEN) != 0) {
+                        err = sg_txn_fail(t, SG_ERR_STORE,
+                                          "meta record of topic \"%s\" "
+                                          "under another topic's key",
+                                          rec.topic);
+                        break;
+                }
+                const char *topic = rec.topic;
                 if (cb(opaque, topic, partition, &rec))
                         break;
         }
