@@ -43,6 +43,7 @@
 #include "seqgate.h"
 
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -90,7 +91,17 @@ typedef enum sg_dedup_verdict {
                                    §4) — never applied, like APPLIED */
 } sg_dedup_verdict_t;
 
+/** Bytes of the payload digest a dedup record keeps (semantics §3: same
+ *  key, same payload is a redelivery, another payload a conflict): the
+ *  first 16 of SHA-256. Only the stored and the new payload of one key are
+ *  compared, so a conflict passes for a redelivery with a chance of 2^-128
+ *  per conflict (no birthday bound applies); finding such a payload on
+ *  purpose takes ~2^128 SHA-256 evaluations. */
+#define SG_DEDUP_DIGEST_LEN 16
+
 typedef struct sg_dedup_rec {
+        /** the payload digest; only the first SG_DEDUP_DIGEST_LEN bytes
+         *  are stored (compare with sg_dedup_digest_eq), the rest read 0 */
         unsigned char digest[32];
         uint8_t verdict; /**< sg_dedup_verdict_t */
         /** Why a DLQ verdict was dead-lettered (sg_reason_t, metrics.h), for
@@ -101,6 +112,13 @@ typedef struct sg_dedup_rec {
         int64_t first_seen_ms;
         int64_t expiry_ms;
 } sg_dedup_rec_t;
+
+/** Whether the payload digest @p digest (32 bytes of SHA-256) is the one
+ *  @p rec was recorded with (SG_DEDUP_DIGEST_LEN bytes compared). */
+static inline bool sg_dedup_digest_eq(const sg_dedup_rec_t *rec,
+                                      const unsigned char digest[32]) {
+        return memcmp(rec->digest, digest, SG_DEDUP_DIGEST_LEN) == 0;
+}
 
 /** Aggregate flags. */
 #define SG_AGG_QUARANTINED 0x1u

@@ -169,11 +169,15 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* ---- value formats ------------------------------------------------------ */
 
-/* digest 32 | verdict u8 | first_seen i64 | expiry i64, where the verdict
- * byte is verdict (low 3 bits) | DLQ reason << 3 (sg_reason_t; 0 unknown:
- * records written before the reason was stored hold only the verdict, so
- * they read back as reason unknown). */
-#define DEDUP_VLEN (32 + 1 + 8 + 8)
+/* digest 16 (SG_DEDUP_DIGEST_LEN) | verdict u8 | first_seen u48 |
+ * expiry u56 (30 bytes; big-endian: SG_TIME_MAX_MS < 2^48,
+ * SG_DEADLINE_MAX_MS < 2^56), where the verdict byte is verdict (low 3
+ * bits) | DLQ reason << 3 (sg_reason_t; 0 unknown: records written before
+ * the reason was stored hold only the verdict, so they read back as reason
+ * unknown). Changelog values of store format 1 are 49 bytes (DEDUP_VLEN_1:
+ * digest 32 | verdict u8 | first_seen i64 | expiry i64) and still decode. */
+#define DEDUP_VLEN (SG_DEDUP_DIGEST_LEN + 1 + 6 + 7)
+#define DEDUP_VLEN_1 (32 + 1 + 8 + 8)
 #define DEDUP_VERDICT_BITS 3
 #define DEDUP_VERDICT_MASK 0x7u
 

@@ -37,6 +37,13 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                             size_t errstr_size) {
         unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64], ts[8];
         sg_err_t err;
+        /* the times sg_dedup_decode reads back fit 6 and 7 bytes */
+        if (rec->first_seen_ms < 0 || rec->first_seen_ms > SG_TIME_MAX_MS ||
+            rec->expiry_ms < 0 || rec->expiry_ms > SG_DEADLINE_MAX_MS)
+                return refuse(errstr, errstr_size,
+                              "dedup record: time out of range (first seen "
+                              "%" PRId64 ", expiry %" PRId64 ")",
+                              rec->first_seen_ms, rec->expiry_ms);
         if (!old || old->expiry_ms != rec->expiry_ms) {
                 if (old) {
                         put_u64(ts, ts_key(old->expiry_ms));
@@ -52,12 +59,15 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                         return err;
         }
         size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        unsigned char v[DEDUP_VLEN];
-        memcpy(v, rec->digest, 32);
-        v[32] = (unsigned char)(rec->verdict |
-                                (rec->reason << DEDUP_VERDICT_BITS));
-        put_u64(v + 33, (uint64_t)rec->first_seen_ms);
-        put_u64(v + 41, (uint64_t)rec->expiry_ms);
+        unsigned char v[DEDUP_VLEN], t8[8];
+        memcpy(v, rec->digest, SG_DEDUP_DIGEST_LEN);
+        unsigned char *q = v + SG_DEDUP_DIGEST_LEN;
+        *q++ = (unsigned char)(rec->verdict |
+                               (rec->reason << DEDUP_VERDICT_BITS));
+        put_u64(t8, (uint64_t)rec->first_seen_ms);
+        memcpy(q, t8 + 2, 6);
+        put_u64(t8, (uint64_t)rec->expiry_ms);
+        memcpy(q + 6, t8 + 1, 7);
         return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,
                          errstr_size);
 }

@@ -251,6 +251,45 @@ START_TEST(earlier_changelog_meta_value_restores) {
 }
 END_TEST
 
+/* A dedup value of store format 1 (digest 32 | verdict | i64 times, 49
+ * bytes) from the changelog restores; the store keeps it as 30 bytes
+ * (16 of the digest) and reads the same record back. */
+START_TEST(earlier_changelog_dedup_value_restores) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, TOPIC, 0);
+        unsigned char kh[32], v[49];
+        sg_sha256("k", 1, kh);
+        sg_sha256("payload", 7, v); /* the digest */
+        v[32] = SG_DV_DLQ | (4 << 3);
+        put_be64(v + 33, UINT64_C(1764612000000));
+        put_be64(v + 41, UINT64_C(1764612000000) + 86400000);
+        sg_txn_t *t = wtxn(s);
+        ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_DEDUP, kh, 32, v,
+                                               sizeof(v), err, sizeof(err)),
+                         SG_OK);
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_DLQ);
+        ck_assert_int_eq(g.reason, 4);
+        ck_assert_int_eq(g.first_seen_ms, INT64_C(1764612000000));
+        ck_assert_int_eq(g.expiry_ms, INT64_C(1764612000000) + 86400000);
+        ck_assert(sg_dedup_digest_eq(&g, v));
+        const void *sv;
+        size_t svlen;
+        ck_assert_int_eq(
+                sg_store_get_change(t, &tp, SG_DB_DEDUP, kh, 32, &sv, &svlen),
+                SG_OK);
+        ck_assert_uint_eq(svlen, 30);
+        /* the digest tells another payload apart in its first 16 bytes */
+        unsigned char other[32];
+        sg_sha256("payload2", 8, other);
+        ck_assert(!sg_dedup_digest_eq(&g, other));
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *su = suite_create("store_format");
         TCase *tc = tcase_create("format");
@@ -260,6 +299,7 @@ int main(void) {
         tcase_add_test(tc, store_of_an_earlier_format_is_rebuilt);
         tcase_add_test(tc, store_of_a_later_format_is_refused);
         tcase_add_test(tc, earlier_changelog_meta_value_restores);
+        tcase_add_test(tc, earlier_changelog_dedup_value_restores);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
