@@ -74,6 +74,7 @@ static void txn_free(sg_txn_t *t) {
                 atomic_store(&s->writer_tid, 0);
                 atomic_fetch_sub(&s->writes_open, 1);
         }
+        free(t->ipend);
         for (size_t i = 0; i < t->change_cnt; i++)
                 free(t->changes[i].key);
         free(t->changes);
@@ -149,8 +150,50 @@ int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
         return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
 }
 
+/* LMDB's own key order (memcmp, then the shorter first) by database. */
+static int slot_cmp(const void *a, const void *b) {
+        const unsigned char *x = a, *y = b;
+        if (x[0] != y[0])
+                return x[0] < y[0] ? -1 : 1;
+        size_t n = x[1] < y[1] ? x[1] : y[1];
+        int c = memcmp(x + 2, y + 2, n);
+        return c ? c : (int)x[1] - (int)y[1];
+}
+
+int sg_index_flush(sg_txn_t *t) {
+        if (!t->ipend_cnt)
+                return 0;
+        size_t cnt = t->ipend_cnt;
+        t->ipend_cnt = 0;
+        if (cnt > 1)
+                qsort(t->ipend, cnt, IDX_SLOT, slot_cmp);
+        for (size_t i = 0; i < cnt; i++) {
+                unsigned char *sl = t->ipend + i * IDX_SLOT;
+                MDB_val key = {sl[1], sl + 2}, val = {0, ""};
+                MDB_dbi dbi = t->store->dbi[sl[0]];
+                int rc = write_op(t, SG_STORE_OP_PUT);
+                if (!rc) {
+                        /* MDB_KEYEXIST: not after the last key, nothing
+                         * written, the transaction intact */
+                        rc = mdb_put(t->txn, dbi, &key, &val, MDB_APPEND);
+                        if (rc == MDB_KEYEXIST)
+                                rc = mdb_put(t->txn, dbi, &key, &val, 0);
+                }
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
+/* Before a read or delete in time index @p db: its gathered puts made. */
+static int index_ready(sg_txn_t *t, int db) {
+        return t->write && db_time_index(db) ? sg_index_flush(t) : 0;
+}
+
 static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
-        int rc = write_op(t, SG_STORE_OP_DEL);
+        int rc = index_ready(t, db);
+        if (!rc)
+                rc = write_op(t, SG_STORE_OP_DEL);
         return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
 }
 
@@ -162,13 +205,15 @@ int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
 static int lmdb_get(sg_txn_t *t, int db, MDB_val *key, MDB_val *val) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        return mdb_get(t->txn, t->store->dbi[db], key, val);
+        int rc = index_ready(t, db);
+        return rc ? rc : mdb_get(t->txn, t->store->dbi[db], key, val);
 }
 
 int sg_lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        return mdb_cursor_open(t->txn, t->store->dbi[db], curp);
+        int rc = index_ready(t, db);
+        return rc ? rc : mdb_cursor_open(t->txn, t->store->dbi[db], curp);
 }
 
 void sg_store_fault_inject(sg_store_t *s, unsigned ops, uint64_t n, int rc) {
@@ -565,7 +610,10 @@ sg_err_t sg_txn_begin_reader(sg_store_t *s, sg_txn_t **txnp, char *errstr,
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
         int rc = t->failed   ? MDB_BAD_TXN
                  : t->reader ? 0
-                             : fault_at(t->store, SG_STORE_OP_COMMIT);
+                 : t->write  ? sg_index_flush(t)
+                             : 0;
+        if (!rc && !t->reader)
+                rc = fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
@@ -647,6 +695,27 @@ sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
         if (rc)
                 return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
         return sg_change_capture(t, db, k, klen, v ? v : "", vlen);
+}
+
+sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
+                         char *errstr, size_t errstr_size) {
+        assert(db_time_index(db) && klen <= IDX_SLOT - 2);
+        if (t->failed) /* as a put on a broken transaction fails */
+                return sg_txn_lmdb_err(t, MDB_BAD_TXN, db_name(db), errstr,
+                                       errstr_size);
+        if (t->ipend_cnt == t->ipend_size) {
+                size_t n = t->ipend_size ? t->ipend_size * 2 : 256;
+                unsigned char *np = realloc(t->ipend, n * IDX_SLOT);
+                if (!np)
+                        return SG_ERR_NOMEM;
+                t->ipend = np;
+                t->ipend_size = n;
+        }
+        unsigned char *sl = t->ipend + t->ipend_cnt++ * IDX_SLOT;
+        sl[0] = (unsigned char)db;
+        sl[1] = (unsigned char)klen;
+        memcpy(sl + 2, k, klen);
+        return SG_OK; /* the indexes are derived: never captured */
 }
 
 sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
@@ -732,7 +801,9 @@ sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
         _Static_assert(SG_STORE_DB_CNT == DB__CNT, "store.h's database count");
         for (int i = 0; i < DB__CNT; i++) {
                 MDB_stat st;
-                int rc = mdb_stat(t->txn, t->store->dbi[i], &st);
+                int rc = t->write ? sg_index_flush(t) : 0;
+                if (!rc)
+                        rc = mdb_stat(t->txn, t->store->dbi[i], &st);
                 if (rc) {
                         sg_errf(errstr, errstr_size, "mdb_stat %s: %s",
                                 sg_store_db_names[i], mdb_strerror(rc));

@@ -91,10 +91,23 @@ struct sg_txn {
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
+        /* time index puts not yet made (sg_db_put_index): slots of
+         * IDX_SLOT bytes, db | key length | key */
+        unsigned char *ipend;
+        size_t ipend_cnt, ipend_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
+
+/* The time indexes (tp | ms (BE) | hash → empty), whose puts a write
+ * transaction gathers and makes in key order (sg_db_put_index). */
+static inline bool db_time_index(int db) {
+        return db == DB_EXPIRY || db == DB_SINCE || db == DB_SNAPDUE;
+}
+#define IDX_SLOT 64 /* db u8 | key length u8 | key (<= SG_TP_MAX + 40) */
+_Static_assert(SG_TP_MAX + 40 <= IDX_SLOT - 2,
+               "time index key outgrows its slot");
 
 /* The databases whose writes are state (the others are indexes derived from
  * them, rebuilt on restore). */
@@ -231,6 +244,19 @@ sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
                    size_t errstr_size);
 sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
                    MDB_val *val);
+/* Puts key @p k (empty value) into time index @p db (db_time_index). The
+ * put is gathered and made, with the transaction's other gathered index
+ * puts sorted by key, before anything reads or deletes in that index and
+ * at commit (sg_index_flush): a batch's entries share their time, so in
+ * put order their hashes would land at random in the index's last pages
+ * and split them half-full; in key order they are appended (MDB_APPEND
+ * when the key sorts after the database's last, else LMDB packs
+ * sequential inserts itself), and pages stay full. Each put counts as one
+ * write operation of the fault simulation when it is made. */
+sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
+                         char *errstr, size_t errstr_size);
+/* Makes the gathered index puts (see above): 0 or an LMDB code. */
+int sg_index_flush(sg_txn_t *t);
 sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
                    char *errstr, size_t errstr_size);
 /* The LMDB name of database @p db (DB_*). */

@@ -54,8 +54,8 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                 }
                 put_u64(ts, ts_key(rec->expiry_ms));
                 size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                if ((err = sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
-                                     errstr_size)))
+                if ((err = sg_db_put_index(t, DB_EXPIRY, ek, eklen, errstr,
+                                           errstr_size)))
                         return err;
         }
         size_t klen = key2(k, tp, kh, 32, NULL, 0);
@@ -104,7 +104,7 @@ static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
         unsigned char k[SG_TP_MAX + 64], ts[8];
         put_u64(ts, ts_key(since));
         size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put(t, DB_SINCE, k, klen, "", 0, errstr, errstr_size)
+        return add ? sg_db_put_index(t, DB_SINCE, k, klen, errstr, errstr_size)
                    : sg_db_del(t, DB_SINCE, k, klen, errstr, errstr_size);
 }
 
@@ -277,8 +277,8 @@ static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
         unsigned char k[SG_TP_MAX + 64], ts[8];
         put_u64(ts, ts_key(due));
         size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put(t, DB_SNAPDUE, k, klen, "", 0, errstr,
-                               errstr_size)
+        return add ? sg_db_put_index(t, DB_SNAPDUE, k, klen, errstr,
+                                     errstr_size)
                    : sg_db_del(t, DB_SNAPDUE, k, klen, errstr, errstr_size);
 }
 

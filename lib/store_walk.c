@@ -8,11 +8,15 @@
 
 #include <errno.h>
 
-/* An LMDB error @p rc of a cursor on database @p db, where the walk's
- * result is SG_ERR_STORE whatever the error: the detail in @p t. */
+/* An LMDB error @p rc of a cursor on database @p db: SG_ERR_MAP_FULL when
+ * the map filled (opening a cursor on a time index makes its gathered
+ * puts, sg_db_put_index), else SG_ERR_STORE; the detail in @p t. */
 static sg_err_t cursor_err(sg_txn_t *t, int db, int rc) {
-        return sg_txn_fail(t, SG_ERR_STORE, "LMDB %s cursor: %s", db_name(db),
-                           mdb_strerror(rc));
+        return sg_txn_fail(t,
+                           rc == MDB_MAP_FULL || rc == MDB_TXN_FULL
+                                   ? SG_ERR_MAP_FULL
+                                   : SG_ERR_STORE,
+                           "LMDB %s cursor: %s", db_name(db), mdb_strerror(rc));
 }
 
 sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,

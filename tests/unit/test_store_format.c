@@ -290,6 +290,78 @@ START_TEST(earlier_changelog_dedup_value_restores) {
 }
 END_TEST
 
+/* A batch's expiry index entries share their time and differ in a random
+ * key hash: made in put order they split the index's last pages half-full
+ * (~95 bytes of page per 62-byte entry); made in key order at the index's
+ * next read or the commit (sg_db_put_index), pages stay full. */
+START_TEST(time_index_pages_stay_full) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, TOPIC, 0);
+        unsigned n = 0;
+        for (int b = 0; b < 10; b++) {
+                sg_txn_t *t = wtxn(s);
+                for (int i = 0; i < 600; i++, n++) {
+                        unsigned char kh[32];
+                        sg_sha256(&n, sizeof(n), kh);
+                        sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED,
+                                            .first_seen_ms = b,
+                                            .expiry_ms = 1000 + b};
+                        ck_assert_int_eq(sg_dedup_put_known(t, &tp, kh, &r,
+                                                            NULL, err,
+                                                            sizeof(err)),
+                                         SG_OK);
+                }
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        }
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
+        ck_assert_str_eq(st[1].name, "expiry");
+        ck_assert_uint_eq(st[1].entries, n);
+        double per = (double)st[1].pages * (double)st[1].page_size / n;
+        ck_assert_msg(per < 70.0, "%.1f bytes of page per expiry entry", per);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Gathered index puts are seen by the transaction that made them: a moved
+ * expiry and the sweep in the same transaction. */
+START_TEST(gathered_index_puts_are_seen_in_the_txn) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, TOPIC, 0);
+        unsigned char k1[32], k2[32];
+        sg_sha256("k1", 2, k1);
+        sg_sha256("k2", 2, k2);
+        sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED, .expiry_ms = 100};
+        sg_txn_t *t = wtxn(s);
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &r, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k2, &r, err, sizeof(err)), SG_OK);
+        r.expiry_ms = 200; /* k1 moves: its entry at 100 is deleted */
+        ck_assert_int_eq(sg_dedup_put(t, &tp, k1, &r, err, sizeof(err)), SG_OK);
+        int removed = -1;
+        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 150, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 1); /* k2 */
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(t, &tp, k2, &g), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, k1, &g), SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 250, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 1); /* k1, indexed at 200 */
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(sg_store_entries(s), 0);
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *su = suite_create("store_format");
         TCase *tc = tcase_create("format");
@@ -300,6 +372,8 @@ int main(void) {
         tcase_add_test(tc, store_of_a_later_format_is_refused);
         tcase_add_test(tc, earlier_changelog_meta_value_restores);
         tcase_add_test(tc, earlier_changelog_dedup_value_restores);
+        tcase_add_test(tc, time_index_pages_stay_full);
+        tcase_add_test(tc, gathered_index_puts_are_seen_in_the_txn);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
