@@ -309,7 +309,7 @@ static bool rows2_3_key_seen(judged_t *j) {
         e->dk_rec = dr;
         if (err != SG_OK || dr.expiry_ms <= e->now)
                 return false;
-        if (memcmp(dr.digest, env->digest, 32) != 0) {
+        if (!sg_dedup_digest_eq(&dr, env->digest)) {
                 dlq_info_t d = {
                         .reason = SG_R_IDEMPOTENCY_CONFLICT,
                         .aggregate = env->aggregate,

@@ -477,7 +477,7 @@ static sg_err_t event_search(sg_txn_t *t, const sg_topic_config_t *tc,
                 }
                 if (d.expiry_ms <= now_ms) { /* as the engine judges it */
                         unknown_json(o, tc, &d);
-                } else if (digest && memcmp(digest, d.digest, 32) != 0) {
+                } else if (digest && !sg_dedup_digest_eq(&d, digest)) {
                         /* semantics §3 row 3: this copy was dead-lettered,
                          * the recorded event keeps its own fate */
                         cJSON_AddStringToObject(o, "status", "dead_lettered");

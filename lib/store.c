@@ -13,6 +13,8 @@
 #endif
 #include "store_int.h"
 
+#include "envelope.h" /* sg_sha256 */
+
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -94,6 +96,7 @@ static void txn_free(sg_txn_t *t) {
                 free(t->cap);
                 t->cap = next;
         }
+        free(t->ipend);
         free(t->changes);
         free(t->view);
         free(t);
@@ -167,8 +170,50 @@ int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
         return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
 }
 
+/* LMDB's own key order (memcmp, then the shorter first) by database. */
+static int slot_cmp(const void *a, const void *b) {
+        const unsigned char *x = a, *y = b;
+        if (x[0] != y[0])
+                return x[0] < y[0] ? -1 : 1;
+        size_t n = x[1] < y[1] ? x[1] : y[1];
+        int c = memcmp(x + 2, y + 2, n);
+        return c ? c : (int)x[1] - (int)y[1];
+}
+
+int sg_index_flush(sg_txn_t *t) {
+        if (!t->ipend_cnt)
+                return 0;
+        size_t cnt = t->ipend_cnt;
+        t->ipend_cnt = 0;
+        if (cnt > 1)
+                qsort(t->ipend, cnt, IDX_SLOT, slot_cmp);
+        for (size_t i = 0; i < cnt; i++) {
+                unsigned char *sl = t->ipend + i * IDX_SLOT;
+                MDB_val key = {sl[1], sl + 2}, val = {0, ""};
+                MDB_dbi dbi = t->store->dbi[sl[0]];
+                int rc = write_op(t, SG_STORE_OP_PUT);
+                if (!rc) {
+                        /* MDB_KEYEXIST: not after the last key, nothing
+                         * written, the transaction intact */
+                        rc = mdb_put(t->txn, dbi, &key, &val, MDB_APPEND);
+                        if (rc == MDB_KEYEXIST)
+                                rc = mdb_put(t->txn, dbi, &key, &val, 0);
+                }
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
+/* Before a read or delete in time index @p db: its gathered puts made. */
+static int index_ready(sg_txn_t *t, int db) {
+        return t->write && db_time_index(db) ? sg_index_flush(t) : 0;
+}
+
 static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
-        int rc = write_op(t, SG_STORE_OP_DEL);
+        int rc = index_ready(t, db);
+        if (!rc)
+                rc = write_op(t, SG_STORE_OP_DEL);
         return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
 }
 
@@ -180,13 +225,15 @@ int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
 static int lmdb_get(sg_txn_t *t, int db, MDB_val *key, MDB_val *val) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        return mdb_get(t->txn, t->store->dbi[db], key, val);
+        int rc = index_ready(t, db);
+        return rc ? rc : mdb_get(t->txn, t->store->dbi[db], key, val);
 }
 
 int sg_lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        return mdb_cursor_open(t->txn, t->store->dbi[db], curp);
+        int rc = index_ready(t, db);
+        return rc ? rc : mdb_cursor_open(t->txn, t->store->dbi[db], curp);
 }
 
 void sg_store_fault_inject(sg_store_t *s, unsigned ops, uint64_t n, int rc) {
@@ -224,13 +271,15 @@ static int map_lock_init(sg_store_t *s) {
 }
 
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
-        size_t n = strlen(topic);
-        if (n > 249)
-                n = 249;
-        tp->b[0] = (unsigned char)n;
-        memcpy(tp->b + 1, topic, n);
-        put_u32(tp->b + 1 + n, (uint32_t)partition);
-        tp->len = 1 + n + 4;
+        size_t n = strnlen(topic, sizeof(tp->topic) - 1);
+        unsigned char h[32];
+        sg_sha256(topic, n, h);
+        memcpy(tp->b, h, 8);
+        put_u32(tp->b + 8, (uint32_t)partition);
+        tp->len = SG_TP_LEN;
+        memcpy(tp->topic, topic, n);
+        tp->topic[n] = '\0';
+        tp->partition = partition;
 }
 
 /* ---- environment ------------------------------------------------------ */
@@ -253,6 +302,87 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
                 }
         }
         return mdb_txn_commit(txn);
+}
+
+/* ---- the store's format (store.h "Format version") -------------------- */
+
+#define FORMAT_DB "format"
+#define FORMAT_KEY "version"
+
+/* Reads the format number of the open environment into *fmtp: 0 when the
+ * store has none (written before format numbers, or new). @p write: a new,
+ * empty store gets SG_STORE_FORMAT recorded. Returns an LMDB code. */
+static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        *fmtp = 0;
+        int rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn);
+        if (rc)
+                return rc;
+        rc = mdb_dbi_open(txn, FORMAT_DB, write ? MDB_CREATE : 0, &dbi);
+        MDB_val k = {sizeof(FORMAT_KEY) - 1, FORMAT_KEY}, v;
+        if (!rc && !(rc = mdb_get(txn, dbi, &k, &v))) {
+                *fmtp = v.mv_size == 4 ? get_u32(v.mv_data) : UINT32_MAX;
+                mdb_txn_abort(txn);
+                return 0;
+        }
+        if (rc != MDB_NOTFOUND || !write) {
+                mdb_txn_abort(txn);
+                return rc == MDB_NOTFOUND ? 0 : rc;
+        }
+        /* no number: a new store gets one; a store with data has an
+         * earlier format */
+        uint64_t entries = 0;
+        for (int i = 0; i < DB__CNT; i++) {
+                MDB_stat st;
+                if (!mdb_stat(txn, s->dbi[i], &st))
+                        entries += st.ms_entries;
+        }
+        if (entries) {
+                mdb_txn_abort(txn);
+                return 0;
+        }
+        unsigned char num[4];
+        put_u32(num, SG_STORE_FORMAT);
+        v = (MDB_val){sizeof(num), num};
+        if ((rc = mdb_put(txn, dbi, &k, &v, 0))) {
+                mdb_txn_abort(txn);
+                return rc;
+        }
+        *fmtp = SG_STORE_FORMAT;
+        return mdb_txn_commit(txn);
+}
+
+/* Removes the LMDB files of @p dir (a store that is not read). */
+static sg_err_t files_remove(const char *dir, char *errstr,
+                             size_t errstr_size) {
+        const char *files[] = {"data.mdb", "lock.mdb"};
+        for (size_t i = 0; i < 2; i++) {
+                char fp[4200];
+                snprintf(fp, sizeof(fp), "%s/%s", dir, files[i]);
+                if (unlink(fp) != 0 && errno != ENOENT) {
+                        sg_errf(errstr, errstr_size,
+                                "removing the store %s: %s", fp,
+                                strerror(errno));
+                        return SG_ERR_IO;
+                }
+        }
+        return SG_OK;
+}
+
+/* The reason a store of format @p fmt is not read, into @p out. */
+static void format_why(unsigned fmt, char *out, size_t size) {
+        if (fmt == 0)
+                snprintf(out, size,
+                         "it was written in an earlier store format (before "
+                         "format numbers), which this seqgate (format %d) "
+                         "does not read",
+                         SG_STORE_FORMAT);
+        else
+                snprintf(out, size,
+                         "it was written in store format %u, which this "
+                         "seqgate (format %d) does not read",
+                         fmt, SG_STORE_FORMAT);
 }
 
 /* mkdir -p: @p dir and every missing parent (0750). 0 or -1 with errno. */
@@ -328,8 +458,10 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                 free(s);
                 return serr;
         }
-        int rc = mdb_env_create(&s->env);
-        if (rc)
+        int rc;
+        unsigned fmt;
+reopen:
+        if ((rc = mdb_env_create(&s->env)))
                 goto fail;
         mdb_env_set_maxdbs(s->env, DB__CNT + 2);
         if ((rc = mdb_env_set_mapsize(s->env, (size_t)map_size)))
@@ -345,6 +477,30 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         mdb_env_info(s->env, &info);
         if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
+        if ((rc = format_read(s, true, &fmt)))
+                goto fail;
+        if (fmt > SG_STORE_FORMAT && fmt != UINT32_MAX) {
+                /* a later seqgate's store: left as it is for it */
+                sg_errf(errstr, errstr_size,
+                        "data_dir %s holds a store of format %u, newer than "
+                        "this seqgate's (%d); run a seqgate that reads it",
+                        dir, fmt, SG_STORE_FORMAT);
+                serr = SG_ERR_STORE;
+                goto out;
+        }
+        if (fmt != SG_STORE_FORMAT) {
+                /* an earlier format is never read: removed, and every
+                 * partition restored from its changelog (as after a
+                 * machine stop, store_durable.c) */
+                format_why(fmt == UINT32_MAX ? 1 : fmt, s->rebuilt_why,
+                           sizeof(s->rebuilt_why));
+                mdb_env_close(s->env);
+                s->env = NULL;
+                if ((serr = files_remove(dir, errstr, errstr_size)))
+                        goto out;
+                s->rebuilt = true;
+                goto reopen;
+        }
         if ((serr = sg_store_session_settle(s, errstr, errstr_size))) {
                 sg_store_close(s);
                 return serr;
@@ -353,13 +509,15 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         return SG_OK;
 fail:
         sg_errf(errstr, errstr_size, "LMDB open %s: %s", dir, mdb_strerror(rc));
+        serr = rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
+out:
         if (s->env)
                 mdb_env_close(s->env);
         pthread_rwlock_destroy(&s->map_lock);
         close(s->lock_fd);
         free(s->dir);
         free(s);
-        return rc == MDB_MAP_FULL ? SG_ERR_MAP_FULL : SG_ERR_STORE;
+        return serr;
 }
 
 void sg_store_close(sg_store_t *s) {
@@ -472,7 +630,10 @@ sg_err_t sg_txn_begin_reader(sg_store_t *s, sg_txn_t **txnp, char *errstr,
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
         int rc = t->failed   ? MDB_BAD_TXN
                  : t->reader ? 0
-                             : fault_at(t->store, SG_STORE_OP_COMMIT);
+                 : t->write  ? sg_index_flush(t)
+                             : 0;
+        if (!rc && !t->reader)
+                rc = fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
@@ -576,6 +737,27 @@ sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
         return sg_change_capture(t, db, k, klen, v ? v : "", vlen);
 }
 
+sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
+                         char *errstr, size_t errstr_size) {
+        assert(db_time_index(db) && klen <= IDX_SLOT - 2);
+        if (t->failed) /* as a put on a broken transaction fails */
+                return sg_txn_lmdb_err(t, MDB_BAD_TXN, db_name(db), errstr,
+                                       errstr_size);
+        if (t->ipend_cnt == t->ipend_size) {
+                size_t n = t->ipend_size ? t->ipend_size * 2 : 256;
+                unsigned char *np = realloc(t->ipend, n * IDX_SLOT);
+                if (!np)
+                        return SG_ERR_NOMEM;
+                t->ipend = np;
+                t->ipend_size = n;
+        }
+        unsigned char *sl = t->ipend + t->ipend_cnt++ * IDX_SLOT;
+        sl[0] = (unsigned char)db;
+        sl[1] = (unsigned char)klen;
+        memcpy(sl + 2, k, klen);
+        return SG_OK; /* the indexes are derived: never captured */
+}
+
 sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
                    MDB_val *val) {
         MDB_val key = {klen, (void *)k};
@@ -622,6 +804,22 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         what = "open databases";
         if ((rc = open_dbs(s, false, &what)))
                 goto fail;
+        unsigned fmt;
+        what = "format";
+        if ((rc = format_read(s, false, &fmt)))
+                goto fail;
+        if (fmt != SG_STORE_FORMAT) {
+                char why[200];
+                format_why(fmt, why, sizeof(why));
+                sg_errf(errstr, errstr_size,
+                        "the store in %s is not read: %s (seqgate rebuilds "
+                        "an earlier one from the changelog when it starts)",
+                        dir, why);
+                mdb_env_close(s->env);
+                pthread_rwlock_destroy(&s->map_lock);
+                free(s);
+                return SG_ERR_STORE;
+        }
         *storep = s;
         return SG_OK;
 fail:
@@ -645,7 +843,9 @@ sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
         _Static_assert(SG_STORE_DB_CNT == DB__CNT, "store.h's database count");
         for (int i = 0; i < DB__CNT; i++) {
                 MDB_stat st;
-                int rc = mdb_stat(t->txn, t->store->dbi[i], &st);
+                int rc = t->write ? sg_index_flush(t) : 0;
+                if (!rc)
+                        rc = mdb_stat(t->txn, t->store->dbi[i], &st);
                 if (rc) {
                         sg_errf(errstr, errstr_size, "mdb_stat %s: %s",
                                 sg_store_db_names[i], mdb_strerror(rc));

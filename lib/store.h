@@ -10,10 +10,19 @@
  *   meta     tp                                   → consumer group, input offset, counters, clock
  *   snapreq  tp | agg hash                        → snapshot request (snapshot refetch, semantics §4)
  *   snapdue  tp | due_ms (BE) | agg hash          → (empty)   request timeout/retry index
- * where tp = 1-byte topic length | topic | 4-byte BE partition, so every
- * key of a partition shares a prefix and the partition's state can be
- * dropped or rebuilt as a unit. Hashing ids keeps keys short and bounded
- * (LMDB's key limit is 511 bytes) whatever the ids look like.
+ * where tp = the first 8 bytes of SHA-256(topic) | 4-byte BE partition
+ * (12 bytes, SG_TP_LEN), so every key of a partition shares a short prefix
+ * and the partition's state can be dropped or rebuilt as a unit. The topic
+ * name itself is kept once, in the partition's meta value, where
+ * sg_meta_get() checks it: two topics whose 64-bit hashes collided (for
+ * 1,000 topics in one store a chance of 1000^2 / 2^65, ~3e-14) are refused,
+ * never mixed. Hashing ids keeps keys short and bounded (LMDB's key limit
+ * is 511 bytes) whatever the ids look like.
+ *
+ * Format version: the store's format number (SG_STORE_FORMAT) is kept in
+ * its own database "format". A store without it, or with an older one, is
+ * never read: sg_store_open() removes it and every partition is restored
+ * from its changelog (sg_store_rebuilt() says why), as after a machine stop.
  *
  * Map size: when a write returns MDB_MAP_FULL the batch is aborted
  * (SG_ERR_MAP_FULL), sg_store_grow() adds map_growth_bytes, and the batch is
@@ -34,25 +43,31 @@
 #include "seqgate.h"
 
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SG_TP_MAX 260   /**< 1 + 249 (longest topic) + 4, rounded */
-#define SG_STATE_MAX 64 /**< longest state name, bytes, NUL included */
+#define SG_TP_LEN 12 /**< key prefix: 8 bytes of topic hash + partition */
+#define SG_TP_MAX SG_TP_LEN /**< longest key prefix, bytes */
+#define SG_STORE_FORMAT 2   /**< the store's key and value format (above) */
+#define SG_STATE_MAX 64     /**< longest state name, bytes, NUL included */
 
 typedef struct sg_store sg_store_t;
 typedef struct sg_txn sg_txn_t;
 
-/** A topic-partition key prefix. */
+/** A topic-partition key prefix, and the topic-partition it stands for. */
 typedef struct sg_tp {
         unsigned char b[SG_TP_MAX];
         size_t len;
+        char topic[250]; /**< NUL-terminated, at most 249 bytes */
+        int32_t partition;
 } sg_tp_t;
 
-/** Builds the prefix for (@p topic, @p partition). Topic is truncated to 249 bytes. */
+/** Builds the prefix for (@p topic, @p partition) (layout above). Topic is
+ *  truncated to 249 bytes (Kafka's limit). Pure: thread-safe. */
 void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition);
 
 /**
@@ -76,7 +91,17 @@ typedef enum sg_dedup_verdict {
                                    §4) — never applied, like APPLIED */
 } sg_dedup_verdict_t;
 
+/** Bytes of the payload digest a dedup record keeps (semantics §3: same
+ *  key, same payload is a redelivery, another payload a conflict): the
+ *  first 16 of SHA-256. Only the stored and the new payload of one key are
+ *  compared, so a conflict passes for a redelivery with a chance of 2^-128
+ *  per conflict (no birthday bound applies); finding such a payload on
+ *  purpose takes ~2^128 SHA-256 evaluations. */
+#define SG_DEDUP_DIGEST_LEN 16
+
 typedef struct sg_dedup_rec {
+        /** the payload digest; only the first SG_DEDUP_DIGEST_LEN bytes
+         *  are stored (compare with sg_dedup_digest_eq), the rest read 0 */
         unsigned char digest[32];
         uint8_t verdict; /**< sg_dedup_verdict_t */
         /** Why a DLQ verdict was dead-lettered (sg_reason_t, metrics.h), for
@@ -87,6 +112,13 @@ typedef struct sg_dedup_rec {
         int64_t first_seen_ms;
         int64_t expiry_ms;
 } sg_dedup_rec_t;
+
+/** Whether the payload digest @p digest (32 bytes of SHA-256) is the one
+ *  @p rec was recorded with (SG_DEDUP_DIGEST_LEN bytes compared). */
+static inline bool sg_dedup_digest_eq(const sg_dedup_rec_t *rec,
+                                      const unsigned char digest[32]) {
+        return memcmp(rec->digest, digest, SG_DEDUP_DIGEST_LEN) == 0;
+}
 
 /** Aggregate flags. */
 #define SG_AGG_QUARANTINED 0x1u
@@ -137,7 +169,11 @@ typedef struct sg_parked_rec {
 #define SG_META_FP_PARTS 5
 
 typedef struct sg_meta_rec {
-        char group[256];          /**< consumer group that owns the store */
+        char group[256]; /**< consumer group that owns the store */
+        /** The topic of the partition (its key prefix is a hash of it):
+         *  written by sg_meta_put() from its tp, "" when decoded from a
+         *  changelog value of an earlier format, which lacks it. */
+        char topic[250];
         int64_t input_offset;     /**< next input offset to read, -1 none */
         int64_t changelog_offset; /**< reserved for the changelog, -1 none */
         int64_t clock_ms;         /**< last processing time */
@@ -525,7 +561,8 @@ typedef int(sg_meta_visit_cb)(void *opaque, const char *topic,
                               int32_t partition, const sg_meta_rec_t *rec);
 /**
  * Calls @p cb for every partition that has a meta record, in key order
- * (topic name length, topic, partition). A full scan of the meta database:
+ * (the topic's hash, then partition: a topic's partitions in ascending
+ * order; topics in no particular order). A full scan of the meta database:
  * one entry per partition the store has ever held.
  * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (a key or
  *          record seqgate did not write, or an LMDB error; the reason in

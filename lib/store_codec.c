@@ -9,6 +9,10 @@
 #include "metrics.h"
 
 /* A DLQ reason fits beside the verdict in the dedup value's verdict byte. */
+/* The dedup value's times fit their widths (store_int.h). */
+_Static_assert(SG_TIME_MAX_MS < (INT64_C(1) << 48) &&
+                       SG_DEADLINE_MAX_MS < (INT64_C(1) << 56),
+               "dedup times outgrow their bytes");
 _Static_assert(SG_R__CNT <= (1u << (8 - DEDUP_VERDICT_BITS)),
                "DLQ reasons outgrow the dedup verdict byte");
 
@@ -59,6 +63,14 @@ static unsigned rd_u16(rd_t *r) {
         const unsigned char *q = rd_take(r, 2);
         return q ? ((unsigned)q[0] << 8) | q[1] : 0;
 }
+/* An unsigned big-endian number of @p n (<= 8) bytes. */
+static uint64_t rd_be(rd_t *r, size_t n) {
+        const unsigned char *q = rd_take(r, n);
+        uint64_t v = 0;
+        for (size_t i = 0; q && i < n; i++)
+                v = (v << 8) | q[i];
+        return v;
+}
 static unsigned rd_u8(rd_t *r) {
         const unsigned char *q = rd_take(r, 1);
         return q ? q[0] : 0;
@@ -90,11 +102,15 @@ static bool is_deadline(int64_t ms) {
 sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
                          char *errstr, size_t errstr_size) {
         rd_t r = {value, len, false};
-        const unsigned char *digest = rd_take(&r, 32);
+        /* store format 1's changelog values: a 32-byte digest, i64 times */
+        bool v1 = len == DEDUP_VLEN_1;
+        size_t dlen = v1 ? 32 : SG_DEDUP_DIGEST_LEN;
+        const unsigned char *digest = rd_take(&r, dlen);
         unsigned vbyte = rd_u8(&r);
         unsigned verdict = vbyte & DEDUP_VERDICT_MASK;
         unsigned reason = vbyte >> DEDUP_VERDICT_BITS;
-        int64_t first_seen = rd_i64(&r), expiry = rd_i64(&r);
+        int64_t first_seen = v1 ? rd_i64(&r) : (int64_t)rd_be(&r, 6);
+        int64_t expiry = v1 ? rd_i64(&r) : (int64_t)rd_be(&r, 7);
         sg_err_t err = rd_end(&r, "dedup", len, errstr, errstr_size);
         if (err)
                 return err;
@@ -110,7 +126,8 @@ sg_err_t sg_dedup_decode(const void *value, size_t len, sg_dedup_rec_t *out,
                               "dedup value: time out of range (first seen "
                               "%" PRId64 ", expiry %" PRId64 ")",
                               first_seen, expiry);
-        memcpy(out->digest, digest, 32);
+        memset(out->digest, 0, sizeof(out->digest));
+        memcpy(out->digest, digest, SG_DEDUP_DIGEST_LEN);
         out->verdict = (uint8_t)verdict;
         out->reason = (uint8_t)reason;
         out->first_seen_ms = first_seen;
@@ -285,13 +302,20 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         for (int i = 0; i < 5; i++)
                 c[i] = rd_u64(&r);
         int64_t epoch = -1;
-        if (r.left == 8 || r.left == 8 + META_FP_LEN)
+        if (r.left == 8 || r.left >= 8 + META_FP_LEN)
                 epoch = rd_i64(&r);
         unsigned fp_flag = 0;
         const unsigned char *fp = NULL;
-        if (r.left == META_FP_LEN) {
+        if (r.left >= META_FP_LEN) {
                 fp_flag = rd_u8(&r);
                 fp = rd_take(&r, SG_META_FP_PARTS * 8);
+        }
+        /* store format 2: the topic its key prefix is a hash of */
+        unsigned tl = 0;
+        const unsigned char *topic = NULL;
+        if (r.left > 0) {
+                tl = rd_u8(&r);
+                topic = rd_take(&r, tl);
         }
         sg_err_t err = rd_end(&r, "meta", len, errstr, errstr_size);
         if (err)
@@ -301,6 +325,11 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                               "meta value: consumer group of %u bytes with a "
                               "NUL byte",
                               gl);
+        if (topic && (tl >= sizeof(out->topic) || memchr(topic, '\0', tl)))
+                return refuse(errstr, errstr_size,
+                              "meta value: topic of %u bytes is not a topic "
+                              "name",
+                              tl);
         if (fp_flag > 1)
                 return refuse(errstr, errstr_size,
                               "meta value: key fingerprint flag %u", fp_flag);
@@ -312,6 +341,8 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                               input, changelog, epoch, clock);
         memset(out, 0, sizeof(*out));
         memcpy(out->group, group, gl);
+        if (topic)
+                memcpy(out->topic, topic, tl);
         out->input_offset = input;
         out->changelog_offset = changelog;
         out->clock_ms = clock;

@@ -100,10 +100,23 @@ struct sg_txn {
         change_t *changes;
         size_t change_cnt, change_size;
         cap_chunk_t *cap;  /* the changes' bytes, newest chunk first */
+        /* time index puts not yet made (sg_db_put_index): slots of
+         * IDX_SLOT bytes, db | key length | key */
+        unsigned char *ipend;
+        size_t ipend_cnt, ipend_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
+
+/* The time indexes (tp | ms (BE) | hash → empty), whose puts a write
+ * transaction gathers and makes in key order (sg_db_put_index). */
+static inline bool db_time_index(int db) {
+        return db == DB_EXPIRY || db == DB_SINCE || db == DB_SNAPDUE;
+}
+#define IDX_SLOT 64 /* db u8 | key length u8 | key (<= SG_TP_MAX + 40) */
+_Static_assert(SG_TP_MAX + 40 <= IDX_SLOT - 2,
+               "time index key outgrows its slot");
 
 /* The databases whose writes are state (the others are indexes derived from
  * them, rebuilt on restore). */
@@ -178,11 +191,15 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* ---- value formats ------------------------------------------------------ */
 
-/* digest 32 | verdict u8 | first_seen i64 | expiry i64, where the verdict
- * byte is verdict (low 3 bits) | DLQ reason << 3 (sg_reason_t; 0 unknown:
- * records written before the reason was stored hold only the verdict, so
- * they read back as reason unknown). */
-#define DEDUP_VLEN (32 + 1 + 8 + 8)
+/* digest 16 (SG_DEDUP_DIGEST_LEN) | verdict u8 | first_seen u48 |
+ * expiry u56 (30 bytes; big-endian: SG_TIME_MAX_MS < 2^48,
+ * SG_DEADLINE_MAX_MS < 2^56), where the verdict byte is verdict (low 3
+ * bits) | DLQ reason << 3 (sg_reason_t; 0 unknown: records written before
+ * the reason was stored hold only the verdict, so they read back as reason
+ * unknown). Changelog values of store format 1 are 49 bytes (DEDUP_VLEN_1:
+ * digest 32 | verdict u8 | first_seen i64 | expiry i64) and still decode. */
+#define DEDUP_VLEN (SG_DEDUP_DIGEST_LEN + 1 + 6 + 7)
+#define DEDUP_VLEN_1 (32 + 1 + 8 + 8)
 #define DEDUP_VERDICT_BITS 3
 #define DEDUP_VERDICT_MASK 0x7u
 
@@ -203,7 +220,9 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
  * quarantined u64 | snap_in_flight u64 | snap_seq u64 (META_VLEN_8), then
  * changelog_epoch i64, then the key fingerprint: a flag byte and its parts.
  * Stores and changelogs written before either field existed lack it: a
- * missing epoch reads as -1, a missing fingerprint as none. */
+ * missing epoch reads as -1, a missing fingerprint as none. Store format 2
+ * appends topic_len u8 | topic (the name the key prefix hashes; absent in
+ * earlier changelog values, which restore re-encodes with it). */
 #define META_VLEN_8 (1 + 255 + 8 * 8)
 #define META_FP_LEN (1 + SG_META_FP_PARTS * 8)
 #define META_VLEN (META_VLEN_8 + 8 + META_FP_LEN)
@@ -234,6 +253,19 @@ sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
                    size_t errstr_size);
 sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
                    MDB_val *val);
+/* Puts key @p k (empty value) into time index @p db (db_time_index). The
+ * put is gathered and made, with the transaction's other gathered index
+ * puts sorted by key, before anything reads or deletes in that index and
+ * at commit (sg_index_flush): a batch's entries share their time, so in
+ * put order their hashes would land at random in the index's last pages
+ * and split them half-full; in key order they are appended (MDB_APPEND
+ * when the key sorts after the database's last, else LMDB packs
+ * sequential inserts itself), and pages stay full. Each put counts as one
+ * write operation of the fault simulation when it is made. */
+sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
+                         char *errstr, size_t errstr_size);
+/* Makes the gathered index puts (see above): 0 or an LMDB code. */
+int sg_index_flush(sg_txn_t *t);
 sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
                    char *errstr, size_t errstr_size);
 /* The LMDB name of database @p db (DB_*). */

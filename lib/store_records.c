@@ -11,6 +11,7 @@
 #include "store_int.h"
 
 #include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -36,6 +37,13 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                             size_t errstr_size) {
         unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64], ts[8];
         sg_err_t err;
+        /* the times sg_dedup_decode reads back fit 6 and 7 bytes */
+        if (rec->first_seen_ms < 0 || rec->first_seen_ms > SG_TIME_MAX_MS ||
+            rec->expiry_ms < 0 || rec->expiry_ms > SG_DEADLINE_MAX_MS)
+                return refuse(errstr, errstr_size,
+                              "dedup record: time out of range (first seen "
+                              "%" PRId64 ", expiry %" PRId64 ")",
+                              rec->first_seen_ms, rec->expiry_ms);
         if (!old || old->expiry_ms != rec->expiry_ms) {
                 if (old) {
                         put_u64(ts, ts_key(old->expiry_ms));
@@ -46,17 +54,20 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                 }
                 put_u64(ts, ts_key(rec->expiry_ms));
                 size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                if ((err = sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
-                                     errstr_size)))
+                if ((err = sg_db_put_index(t, DB_EXPIRY, ek, eklen, errstr,
+                                           errstr_size)))
                         return err;
         }
         size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        unsigned char v[DEDUP_VLEN];
-        memcpy(v, rec->digest, 32);
-        v[32] = (unsigned char)(rec->verdict |
-                                (rec->reason << DEDUP_VERDICT_BITS));
-        put_u64(v + 33, (uint64_t)rec->first_seen_ms);
-        put_u64(v + 41, (uint64_t)rec->expiry_ms);
+        unsigned char v[DEDUP_VLEN], t8[8];
+        memcpy(v, rec->digest, SG_DEDUP_DIGEST_LEN);
+        unsigned char *q = v + SG_DEDUP_DIGEST_LEN;
+        *q++ = (unsigned char)(rec->verdict |
+                               (rec->reason << DEDUP_VERDICT_BITS));
+        put_u64(t8, (uint64_t)rec->first_seen_ms);
+        memcpy(q, t8 + 2, 6);
+        put_u64(t8, (uint64_t)rec->expiry_ms);
+        memcpy(q + 6, t8 + 1, 7);
         return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,
                          errstr_size);
 }
@@ -93,7 +104,7 @@ static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
         unsigned char k[SG_TP_MAX + 64], ts[8];
         put_u64(ts, ts_key(since));
         size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put(t, DB_SINCE, k, klen, "", 0, errstr, errstr_size)
+        return add ? sg_db_put_index(t, DB_SINCE, k, klen, errstr, errstr_size)
                    : sg_db_del(t, DB_SINCE, k, klen, errstr, errstr_size);
 }
 
@@ -217,13 +228,23 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
                 return err;
         char why[160];
         err = sg_meta_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
-        return stored(t, err, why);
+        if ((err = stored(t, err, why)))
+                return err;
+        /* the key prefix is a hash of the topic (store.h): a partition of
+         * another topic with the same prefix is refused, never mixed */
+        if (strcmp(out->topic, tp->topic) != 0)
+                return sg_txn_fail(t, SG_ERR_STORE,
+                                   "partition %" PRId32 " of topic \"%s\" "
+                                   "has the store key prefix of topic "
+                                   "\"%s\"'s",
+                                   tp->partition, tp->topic, out->topic);
+        return SG_OK;
 }
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN];
-        memset(v, 0, sizeof(v));
+        unsigned char v[META_VLEN + 1 + sizeof(tp->topic)];
+        memset(v, 0, META_VLEN);
         size_t gl = strnlen(r->group, 255);
         v[0] = (unsigned char)gl;
         memcpy(v + 1, r->group, gl);
@@ -241,8 +262,11 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                 q[72] = 1;
                 memcpy(q + 73, r->key_fp, sizeof(r->key_fp));
         }
-        return sg_db_put(t, DB_META, tp->b, tp->len, v, sizeof(v), errstr,
-                         errstr_size);
+        size_t tl = strnlen(tp->topic, sizeof(tp->topic) - 1);
+        v[META_VLEN] = (unsigned char)tl;
+        memcpy(v + META_VLEN + 1, tp->topic, tl);
+        return sg_db_put(t, DB_META, tp->b, tp->len, v, META_VLEN + 1 + tl,
+                         errstr, errstr_size);
 }
 
 /* ---- snapshot requests ------------------------------------------------ */
@@ -253,8 +277,8 @@ static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
         unsigned char k[SG_TP_MAX + 64], ts[8];
         put_u64(ts, ts_key(due));
         size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put(t, DB_SNAPDUE, k, klen, "", 0, errstr,
-                               errstr_size)
+        return add ? sg_db_put_index(t, DB_SNAPDUE, k, klen, errstr,
+                                     errstr_size)
                    : sg_db_del(t, DB_SNAPDUE, k, klen, errstr, errstr_size);
 }
 
@@ -450,8 +474,13 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if ((err = sg_meta_decode(value, value_len, &nr, errstr,
                                           errstr_size)))
                         return err;
-                return sg_db_put(t, DB_META, k, klen, value, value_len, errstr,
-                                 errstr_size);
+                if (nr.topic[0] && strcmp(nr.topic, tp->topic) != 0)
+                        return refuse(errstr, errstr_size,
+                                      "changelog meta record of topic "
+                                      "\"%s\" restored into topic \"%s\"",
+                                      nr.topic, tp->topic);
+                /* re-encoded: a value of an earlier format lacks the topic */
+                return sg_meta_put(t, tp, &nr, errstr, errstr_size);
         }
         }
 }

@@ -8,11 +8,15 @@
 
 #include <errno.h>
 
-/* An LMDB error @p rc of a cursor on database @p db, where the walk's
- * result is SG_ERR_STORE whatever the error: the detail in @p t. */
+/* An LMDB error @p rc of a cursor on database @p db: SG_ERR_MAP_FULL when
+ * the map filled (opening a cursor on a time index makes its gathered
+ * puts, sg_db_put_index), else SG_ERR_STORE; the detail in @p t. */
 static sg_err_t cursor_err(sg_txn_t *t, int db, int rc) {
-        return sg_txn_fail(t, SG_ERR_STORE, "LMDB %s cursor: %s", db_name(db),
-                           mdb_strerror(rc));
+        return sg_txn_fail(t,
+                           rc == MDB_MAP_FULL || rc == MDB_TXN_FULL
+                                   ? SG_ERR_MAP_FULL
+                                   : SG_ERR_STORE,
+                           "LMDB %s cursor: %s", db_name(db), mdb_strerror(rc));
 }
 
 sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
@@ -200,25 +204,33 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 const unsigned char *k = key.mv_data;
-                /* key = tp = topic length | topic | partition (BE) */
-                if (key.mv_size < 5 || key.mv_size != (size_t)k[0] + 5 ||
-                    key.mv_size > SG_TP_MAX) {
+                /* key = tp = topic hash | partition (BE); the topic is in
+                 * the value, which must hash to the key */
+                if (key.mv_size != SG_TP_LEN) {
                         err = sg_txn_fail(t, SG_ERR_STORE,
                                           "meta key of %zu bytes is not a "
                                           "partition",
                                           key.mv_size);
                         break;
                 }
-                char topic[256];
-                memcpy(topic, k + 1, k[0]);
-                topic[k[0]] = '\0';
-                int32_t partition = (int32_t)get_u32(k + 1 + k[0]);
-                sg_tp_t tp;
-                memcpy(tp.b, k, key.mv_size);
-                tp.len = key.mv_size;
                 sg_meta_rec_t rec;
-                if ((err = sg_meta_get(t, &tp, &rec)))
+                char why[160];
+                if ((err = stored(t,
+                                  sg_meta_decode(val.mv_data, val.mv_size, &rec,
+                                                 why, sizeof(why)),
+                                  why)))
                         break;
+                int32_t partition = (int32_t)get_u32(k + 8);
+                sg_tp_t tp;
+                sg_tp_make(&tp, rec.topic, partition);
+                if (memcmp(tp.b, k, SG_TP_LEN) != 0) {
+                        err = sg_txn_fail(t, SG_ERR_STORE,
+                                          "meta record of topic \"%s\" "
+                                          "under another topic's key",
+                                          rec.topic);
+                        break;
+                }
+                const char *topic = rec.topic;
                 if (cb(opaque, topic, partition, &rec))
                         break;
         }
