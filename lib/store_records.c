@@ -350,6 +350,26 @@ static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
         return err;
 }
 
+/* Restore's common case, a key the store does not hold yet (a full restore
+ * writes into an emptied partition): writes @p value — a changelog value
+ * the caller decoded, so well-formed, and the very bytes the writer's store
+ * held — under key @p k only if the key is absent (MDB_NOOVERWRITE: one
+ * B-tree descent instead of a get and a put), and sets *freshp. When the
+ * key exists nothing is written, *freshp stays false, and the caller takes
+ * the read-then-replace path that moves the derived index entries. */
+static sg_err_t put_if_new(sg_txn_t *t, int db, const unsigned char *k,
+                           size_t klen, const void *value, size_t value_len,
+                           bool *freshp, char *errstr, size_t errstr_size) {
+        MDB_val key = {klen, (void *)k}, val = {value_len, (void *)value};
+        int rc = sg_lmdb_put(t, db, &key, &val, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST)
+                return SG_OK;
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
+        *freshp = true;
+        return SG_OK;
+}
+
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
@@ -376,6 +396,18 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if (value && (err = sg_dedup_decode(value, value_len, &nr,
                                                     errstr, errstr_size)))
                         return err;
+                bool fresh = false;
+                if (value &&
+                    (err = put_if_new(t, DB_DEDUP, k, klen, value, value_len,
+                                      &fresh, errstr, errstr_size)))
+                        return err;
+                if (fresh) { /* a new key: only its expiry entry is missing */
+                        unsigned char ts[8], ek[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(nr.expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                        return sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                                         errstr_size);
+                }
                 err = sg_dedup_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "dedup", errstr, errstr_size);
@@ -399,6 +431,17 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if (value && (err = sg_agg_decode(value, value_len, &nr, errstr,
                                                   errstr_size)))
                         return err;
+                bool fresh = false;
+                if (value &&
+                    (err = put_if_new(t, DB_AGG, k, klen, value, value_len,
+                                      &fresh, errstr, errstr_size)))
+                        return err;
+                if (fresh) { /* a new key: only its since entry is missing */
+                        int64_t since = sg_agg_indexed_since(&nr);
+                        return since ? since_key_op(t, tp, since, suffix, true,
+                                                    errstr, errstr_size)
+                                     : SG_OK;
+                }
                 err = sg_agg_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "aggregate", errstr,

@@ -811,6 +811,119 @@ START_TEST(capture_and_apply_changes) {
 }
 END_TEST
 
+/* The changelog value of store key @p k after @p put ran in a captured
+ * write transaction of @p s (committed), copied to @p out; its length. */
+static size_t captured_value(sg_store_t *s, const sg_tp_t *tp, int db,
+                             const unsigned char k[32], const sg_dedup_rec_t *d,
+                             const sg_agg_rec_t *r, unsigned char *out) {
+        sg_txn_t *t = wtxn(s);
+        sg_txn_capture(t, true);
+        if (db == SG_DB_DEDUP)
+                ck_assert_int_eq(sg_dedup_put(t, tp, k, d, err, sizeof(err)),
+                                 SG_OK);
+        else {
+                sg_agg_rec_t old;
+                int64_t since = sg_agg_get(t, tp, k, &old) == SG_OK
+                                        ? sg_agg_indexed_since(&old)
+                                        : 0;
+                ck_assert_int_eq(
+                        sg_agg_put(t, tp, k, r, since, err, sizeof(err)),
+                        SG_OK);
+        }
+        const sg_change_t *ch;
+        ck_assert_uint_eq(sg_txn_changes(t, &ch), 1);
+        size_t n = ch[0].value_len;
+        memcpy(out, ch[0].value, n);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        return n;
+}
+
+/* Restore applies records of one key one after another (a key changed in
+ * several batches): the first creates the key and its index entry, each
+ * later one replaces the value and moves the entry, a tombstone removes
+ * both — the same state as the writer's, however the apply finds the key
+ * absent or present (semantics §6). */
+START_TEST(apply_changes_to_one_key_move_its_index) {
+        sg_store_t *a = open_store(1 << 22, 1 << 22);
+        char dir2[128];
+        snprintf(dir2, sizeof(dir2), "%s/replica", dir);
+        sg_store_t *b;
+        ck_assert_int_eq(
+                sg_store_open(dir2, 1 << 22, 1 << 22, &b, err, sizeof(err)),
+                SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 1);
+        unsigned char k[32], ag[32], v1[256], v2[256], a1[512], a2[512];
+        hash_of("k", k);
+        hash_of("agg", ag);
+        sg_dedup_rec_t d = {.verdict = SG_DV_PARKED, .expiry_ms = 500};
+        size_t n1 = captured_value(a, &tp, SG_DB_DEDUP, k, &d, NULL, v1);
+        d.verdict = SG_DV_APPLIED;
+        d.expiry_ms = 900;
+        size_t n2 = captured_value(a, &tp, SG_DB_DEDUP, k, &d, NULL, v2);
+        sg_agg_rec_t r = {.has_last = true,
+                          .last_version = 4,
+                          .parked_cnt = 1,
+                          .parked_since_ms = 77,
+                          .aggregate_len = 3};
+        memcpy(r.aggregate, "agg", 3);
+        size_t m1 = captured_value(a, &tp, SG_DB_AGG, ag, NULL, &r, a1);
+        r.last_version = 6;
+        r.parked_since_ms = 88;
+        size_t m2 = captured_value(a, &tp, SG_DB_AGG, ag, NULL, &r, a2);
+
+        sg_txn_t *u = wtxn(b);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, v1,
+                                               n1, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, v2,
+                                               n2, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, a1,
+                                               m1, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, a2,
+                                               m2, err, sizeof(err)),
+                         SG_OK);
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_APPLIED);
+        ck_assert_int_eq(g.expiry_ms, 900);
+        sg_agg_rec_t ga;
+        ck_assert_int_eq(sg_agg_get(u, &tp, ag, &ga), SG_OK);
+        ck_assert_uint_eq(ga.last_version, 6);
+        /* one since entry, the second's */
+        unsigned char h[32];
+        int64_t at;
+        ck_assert_int_eq(sg_since_first(u, &tp, 80, h, &at), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_since_first(u, &tp, 100, h, &at), SG_OK);
+        ck_assert_int_eq(at, 88);
+        /* one expiry entry, the second's: nothing expires at 600 */
+        int removed = -1;
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 600, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 0);
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_OK);
+        /* tombstones remove the keys and their entries */
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, NULL,
+                                               0, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, NULL,
+                                               0, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_since_first(u, &tp, 100, h, &at), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 2000, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 0);
+        sg_txn_abort(u);
+        sg_store_close(a);
+        sg_store_close(b);
+}
+END_TEST
+
 /* One writer per data_dir: a second open fails while the first holds it. */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
@@ -1373,6 +1486,7 @@ int main(void) {
         tcase_add_test(tc, reader_thread_while_writing_and_growing);
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
+        tcase_add_test(tc, apply_changes_to_one_key_move_its_index);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
         tcase_add_test(tc, apply_change_refuses_corrupt_records);
         tcase_add_test(tc, parked_get_refuses_corrupt_headers);
