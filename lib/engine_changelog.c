@@ -138,7 +138,15 @@ void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
  * last record of each key): the commit holds the same state, and nothing
  * of a window is trusted before its commit anyway. */
 
-#define SG_RESTORE_COMMIT_EVERY 100000
+/* The window between two commits: records, and bytes the batch holds.
+ * A larger window writes each LMDB page the window's random keys land on
+ * fewer times (copy-on-write: a commit rewrites every page it touched);
+ * restore_bench on a 1 M-event changelog: 100,000 -> 300,000 records cost
+ * 10 % fewer CPU-s and a smaller file (peak RSS 679 -> 573 MiB), 600,000 no
+ * fewer CPU-s than 300,000. The byte bound keeps large values (aggregates
+ * with long ids) from growing the batch past a few tens of MiB. */
+#define SG_RESTORE_COMMIT_EVERY 500000
+#define SG_RESTORE_COMMIT_BYTES ((size_t)64 << 20)
 
 static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                                    char *errstr, size_t errstr_size) {
@@ -262,7 +270,10 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                 p->tc->changelog_topic, partition, offset,
                                 why[0] ? why : sg_err2str(err));
         }
-        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+        if (!err &&
+            (++e->restore_cnt >= SG_RESTORE_COMMIT_EVERY ||
+             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES)) {
+                e->restore_cnt = 0;
                 err = restore_checkpoint(e, p, offset + 1, errstr, errstr_size);
                 if (!err)
                         err = sg_txn_begin(e->store, true, &e->rtxn, errstr,

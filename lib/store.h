@@ -387,6 +387,8 @@ void sg_store_batch_destroy(sg_store_batch_t *batch);
 void sg_store_batch_clear(sg_store_batch_t *batch);
 /** The records the batch holds. */
 size_t sg_store_batch_count(const sg_store_batch_t *batch);
+/** The bytes the batch holds for them (values and their entries). */
+size_t sg_store_batch_bytes(const sg_store_batch_t *batch);
 sg_err_t sg_store_batch_add(sg_store_batch_t *batch, sg_txn_t *txn,
                             const sg_tp_t *tp, int db, const void *suffix,
                             size_t suffix_len, const void *value,

@@ -550,6 +550,10 @@ size_t sg_store_batch_count(const sg_store_batch_t *b) {
         return b->cnt;
 }
 
+size_t sg_store_batch_bytes(const sg_store_batch_t *b) {
+        return b->len + b->cnt * sizeof(*b->recs);
+}
+
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
         if (need <= *cap)
                 return true;
