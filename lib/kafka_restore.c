@@ -200,7 +200,8 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
 }
 
 /**
- * Reads changelog partition @p changelog [@p partition] from @p from to its
+ * Reads changelog partition @p changelog [@p partition] from @p from (high
+ * watermark @p hi_w, as read before the restore began) to its
  * read_committed end, giving every record to the reader @p rd, which hands
  * the ones to apply to restore_apply (changelog.h: at_least_once batches
  * that never completed, and zombies' records, are skipped). The end is where
@@ -214,9 +215,9 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
  */
 static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                   int32_t partition, const char *changelog,
-                                  int64_t from, sg_changelog_reader_t *rd,
-                                  int64_t *endp, char *errstr,
-                                  size_t errstr_size) {
+                                  int64_t from, int64_t hi_w,
+                                  sg_changelog_reader_t *rd, int64_t *endp,
+                                  char *errstr, size_t errstr_size) {
         sg_restore_ctx_t ctx = {loop, topic, partition};
         int64_t floor = sg_changelog_reader_floor(rd);
         sg_err_t err = loop_restore_assign(loop, changelog, partition, from,
@@ -226,11 +227,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
         /* the HTTP endpoint's restore progress (sg_loop_publish) */
         size_t pi = sg_loop_part(loop, topic, partition);
-        int64_t lo_w = -1, hi_w = -1;
         if (pi != SG_NO_PART) {
-                rd_kafka_query_watermark_offsets(loop->restorer, changelog,
-                                                 partition, &lo_w, &hi_w,
-                                                 SG_METADATA_TIMEOUT_MS);
+                /* @p hi_w: the high watermark loop_restore_offsets read
+                 * just before, not a second round trip */
                 loop->parts[pi].restoring = true;
                 loop->parts[pi].restore_records = 0;
                 loop->parts[pi].restore_target =
@@ -543,8 +542,8 @@ static sg_err_t loop_restore_pass(sg_loop_t *loop, const char *topic,
         }
         if (!err)
                 err = loop_restore_read(loop, topic, partition,
-                                        tc->changelog_topic, *fromp, *rdp, endp,
-                                        errstr, errstr_size);
+                                        tc->changelog_topic, *fromp, hi, *rdp,
+                                        endp, errstr, errstr_size);
         if (!err && (err = sg_changelog_reader_finish(*rdp)))
                 sg_errf(errstr, errstr_size, "out of memory");
         if (!err)
