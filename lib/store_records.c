@@ -719,7 +719,8 @@ static sg_err_t batch_rec_apply(sg_store_batch_t *b, sg_txn_t *t,
 static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t,
                                 const sg_tp_t *tp, char *errstr,
                                 size_t errstr_size) {
-        qsort(b->idx, b->icnt, sizeof(*b->idx), batch_idx_cmp);
+        if (b->icnt > 1)
+                qsort(b->idx, b->icnt, sizeof(*b->idx), batch_idx_cmp);
         MDB_cursor *cur = NULL;
         int cur_db = -1, rc = 0;
         for (size_t i = 0; !rc && i < b->icnt; i++) {
@@ -754,7 +755,8 @@ static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t,
 sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                               const sg_tp_t *tp, char *errstr,
                               size_t errstr_size) {
-        qsort(b->recs, b->cnt, sizeof(*b->recs), batch_rec_cmp);
+        if (b->cnt > 1) /* (an empty batch has no array: qsort's is nonnull) */
+                qsort(b->recs, b->cnt, sizeof(*b->recs), batch_rec_cmp);
         MDB_cursor *cur = NULL;
         int cur_db = -1;
         sg_err_t err = SG_OK;
