@@ -235,6 +235,7 @@ void sg_engine_destroy(sg_engine_t *e) {
                 return;
         sg_txn_abort(e->txn);
         sg_txn_abort(e->rtxn);
+        sg_store_batch_destroy(e->rbatch);
         sg_arena_free(&e->arena);
         free(e->effects);
         free(e->effect_src);

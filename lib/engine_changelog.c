@@ -131,14 +131,37 @@ void sg_eng_delivered(void *opaque, size_t index, int64_t offset) {
  * start, when the checkpoint is missing or older than the log) to its
  * read_committed end, and the engine applies each record to LMDB. The
  * restore commits every SG_RESTORE_COMMIT_EVERY records with the checkpoint
- * of what it has applied, so a crash mid-restore resumes where it stopped. */
+ * of what it has applied, so a crash mid-restore resumes where it stopped.
+ * Between two commits the records are gathered in a store batch
+ * (sg_store_batch_add: decoded, and refused, as they arrive) and written
+ * together just before the commit (sg_store_batch_flush: in key order, the
+ * last record of each key): the commit holds the same state, and nothing
+ * of a window is trusted before its commit anyway. */
 
-#define SG_RESTORE_COMMIT_EVERY 100000
+/* The window between two commits: records, and bytes the batch holds.
+ * A larger window writes each LMDB page the window's random keys land on
+ * fewer times (copy-on-write: a commit rewrites every page it touched);
+ * restore_bench on a 1 M-event changelog: 100,000 -> 300,000 records cost
+ * 10 % fewer CPU-s and a smaller file (peak RSS 679 -> 573 MiB), 600,000 no
+ * fewer CPU-s than 300,000. The byte bound keeps large values (aggregates
+ * with long ids) from growing the batch past a few tens of MiB. */
+#define SG_RESTORE_COMMIT_EVERY 500000
+#define SG_RESTORE_COMMIT_BYTES ((size_t)64 << 20)
 
 static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                                    char *errstr, size_t errstr_size) {
         sg_meta_rec_t m;
-        sg_err_t err = sg_meta_get(e->rtxn, &p->tp, &m);
+        char why[400] = "";
+        sg_err_t err = sg_store_batch_flush(e->rbatch, e->rtxn, &p->tp, why,
+                                            sizeof(why));
+        if (err) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%d] before offset %" PRId64 ": %s",
+                        p->tc->changelog_topic, p->partition, next,
+                        why[0] ? why : sg_err2str(err));
+                return err;
+        }
+        err = sg_meta_get(e->rtxn, &p->tp, &m);
         if (err == SG_ERR_NOT_FOUND) {
                 memset(&m, 0, sizeof(m));
                 snprintf(m.group, sizeof(m.group), "%s",
@@ -181,6 +204,11 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         sg_txn_abort(e->rtxn);
         e->rtxn = NULL;
         e->restore_cnt = 0;
+        if (!e->rbatch && sg_store_batch_new(&e->rbatch)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        sg_store_batch_clear(e->rbatch);
         sg_err_t err =
                 sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
         if (err)
@@ -252,16 +280,19 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                 /* a record that does not decode (or cannot be written)
                  * stops the restore, named by changelog, partition, offset */
                 char why[400] = "";
-                err = sg_store_apply_change(e->rtxn, &p->tp, ck.db, ck.suffix,
-                                            ck.suffix_len, value, value_len,
-                                            why, sizeof(why));
+                err = sg_store_batch_add(e->rbatch, e->rtxn, &p->tp, ck.db,
+                                         ck.suffix, ck.suffix_len, value,
+                                         value_len, why, sizeof(why));
                 if (err)
                         sg_errf(errstr, errstr_size,
                                 "changelog %s [%d] offset %" PRId64 ": %s",
                                 p->tc->changelog_topic, partition, offset,
                                 why[0] ? why : sg_err2str(err));
         }
-        if (!err && ++e->restore_cnt % SG_RESTORE_COMMIT_EVERY == 0) {
+        if (!err &&
+            (++e->restore_cnt >= SG_RESTORE_COMMIT_EVERY ||
+             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES)) {
+                e->restore_cnt = 0;
                 err = restore_checkpoint(e, p, offset + 1, errstr, errstr_size);
                 if (!err)
                         err = sg_txn_begin(e->store, true, &e->rtxn, errstr,
@@ -273,6 +304,7 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                  * from restore_begin; anything else stops the restore) */
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
+                sg_store_batch_clear(e->rbatch);
         }
         return err;
 }
@@ -293,6 +325,9 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
         }
+        /* the window's memory is not kept between restores */
+        sg_store_batch_destroy(e->rbatch);
+        e->rbatch = NULL;
         return err;
 }
 

@@ -134,8 +134,9 @@ struct sg_engine {
         int log_budget;       /* lines left in this batch */
         part_t **effect_part; /* changelog effect index → partition */
         size_t effect_part_size;
-        sg_txn_t *rtxn;     /* restore transaction */
-        size_t restore_cnt; /* records applied since rtxn began */
+        sg_txn_t *rtxn;           /* restore transaction */
+        size_t restore_cnt;       /* records since the last checkpoint */
+        sg_store_batch_t *rbatch; /* restore's window, flushed into rtxn */
 
         /* the dedup record sg_eng_judge() read for the current record */
         bool dk_valid, dk_found;

@@ -177,7 +177,11 @@ typedef struct sg_retry {
 /** The loop whose klog @p log is (a client's opaque, sg_kafka_conf_new). */
 #define SG_LOOP_OF(log)                                                        \
         ((sg_loop_t *)(void *)((char *)(log)-offsetof(sg_loop_t, klog)))
-#define SG_RESTORE_POLL_MS 100
+/* The restore consumer's poll: rd_kafka_consume_batch_queue waits until
+ * SG_RESTORE_BATCH messages or the timeout, so the timeout is what the
+ * last, short batch of a partition (its EOF) waits. */
+#define SG_RESTORE_POLL_MS 10
+#define SG_RESTORE_BATCH 1000
 #define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
 #define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
 #define SG_STABLE_OFFSETS_MAX_MS 120000  /* committed offsets still pending */

@@ -200,7 +200,8 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
 }
 
 /**
- * Reads changelog partition @p changelog [@p partition] from @p from to its
+ * Reads changelog partition @p changelog [@p partition] from @p from (high
+ * watermark @p hi_w, as read before the restore began) to its
  * read_committed end, giving every record to the reader @p rd, which hands
  * the ones to apply to restore_apply (changelog.h: at_least_once batches
  * that never completed, and zombies' records, are skipped). The end is where
@@ -214,9 +215,9 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
  */
 static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                   int32_t partition, const char *changelog,
-                                  int64_t from, sg_changelog_reader_t *rd,
-                                  int64_t *endp, char *errstr,
-                                  size_t errstr_size) {
+                                  int64_t from, int64_t hi_w,
+                                  sg_changelog_reader_t *rd, int64_t *endp,
+                                  char *errstr, size_t errstr_size) {
         sg_restore_ctx_t ctx = {loop, topic, partition};
         int64_t floor = sg_changelog_reader_floor(rd);
         sg_err_t err = loop_restore_assign(loop, changelog, partition, from,
@@ -226,11 +227,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
         int64_t end = from, first_eof = 0, progress = sg_clock_mono_ms();
         /* the HTTP endpoint's restore progress (sg_loop_publish) */
         size_t pi = sg_loop_part(loop, topic, partition);
-        int64_t lo_w = -1, hi_w = -1;
         if (pi != SG_NO_PART) {
-                rd_kafka_query_watermark_offsets(loop->restorer, changelog,
-                                                 partition, &lo_w, &hi_w,
-                                                 SG_METADATA_TIMEOUT_MS);
+                /* @p hi_w: the high watermark loop_restore_offsets read
+                 * just before, not a second round trip */
                 loop->parts[pi].restoring = true;
                 loop->parts[pi].restore_records = 0;
                 loop->parts[pi].restore_target =
@@ -241,45 +240,60 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                  .next_ms = progress +
                                             loop->conf->stats_interval_ms};
         bool eof = false, waiting = false, done = false;
+        /* the consumer queue, read a batch at a time: one clock read, one
+         * publish and one progress check per batch, not per record */
+        rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(loop->restorer);
+        rd_kafka_message_t *ms[SG_RESTORE_BATCH];
+        if (!q) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: the restore consumer "
+                        "has no queue",
+                        changelog, partition);
+                err = SG_ERR_KAFKA;
+        }
         while (!err) {
-                rd_kafka_message_t *m = rd_kafka_consumer_poll(
-                        loop->restorer, SG_RESTORE_POLL_MS);
-                if (m && !m->err) {
-                        err = loop_restore_feed(&ctx, rd, m, &floor, errstr,
-                                                errstr_size);
-                        end = m->offset + 1;
-                        eof = false;
-                        progress = sg_clock_mono_ms();
+                ssize_t n = rd_kafka_consume_batch_queue(q, SG_RESTORE_POLL_MS,
+                                                         ms, SG_RESTORE_BATCH);
+                int64_t now = sg_clock_mono_ms();
+                uint64_t records0 = rp.records;
+                for (ssize_t i = 0; i < n; i++) {
+                        rd_kafka_message_t *m = ms[i];
+                        if (err) {
+                                /* stopped at an earlier one: dropped */
+                        } else if (!m->err) {
+                                err = loop_restore_feed(&ctx, rd, m, &floor,
+                                                        errstr, errstr_size);
+                                end = m->offset + 1;
+                                eof = false;
+                                rp.records++;
+                        } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                                end = m->offset;
+                                eof = true;
+                                if (!first_eof)
+                                        first_eof = now;
+                        } else {
+                                err = loop_restore_consume_error(
+                                        loop, changelog, partition, end, m,
+                                        errstr, errstr_size);
+                        }
                         rd_kafka_message_destroy(m);
-                        rp.records++;
+                }
+                if (err)
+                        break;
+                if (rp.records != records0 || eof)
+                        progress = now;
+                if (rp.records != records0) {
                         if (pi != SG_NO_PART) {
                                 loop->parts[pi].restore_records =
                                         (int64_t)rp.records;
                                 sg_loop_publish(loop, false);
                         }
-                        if (!err && loop->conf->stats_interval_ms > 0 &&
-                            progress >= rp.next_ms)
+                        if (loop->conf->stats_interval_ms > 0 &&
+                            now >= rp.next_ms)
                                 loop_restore_progress(loop, topic, partition,
-                                                      changelog, from, end,
-                                                      progress, &rp);
-                        continue;
+                                                      changelog, from, end, now,
+                                                      &rp);
                 }
-                if (m && m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                        end = m->offset;
-                        eof = true;
-                        progress = sg_clock_mono_ms();
-                        if (!first_eof)
-                                first_eof = progress;
-                } else if (m) {
-                        err = loop_restore_consume_error(loop, changelog,
-                                                         partition, end, m,
-                                                         errstr, errstr_size);
-                }
-                if (m)
-                        rd_kafka_message_destroy(m);
-                if (err)
-                        break;
-                int64_t now = sg_clock_mono_ms();
                 if (eof) {
                         err = loop_restore_at_eof(loop, changelog, partition,
                                                   end, now - first_eof,
@@ -303,6 +317,8 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                         err = SG_ERR_KAFKA;
                 }
         }
+        if (q)
+                rd_kafka_queue_destroy(q);
         rd_kafka_assign(loop->restorer, NULL);
         if (pi != SG_NO_PART) {
                 loop->parts[pi].restoring = false;
@@ -526,8 +542,8 @@ static sg_err_t loop_restore_pass(sg_loop_t *loop, const char *topic,
         }
         if (!err)
                 err = loop_restore_read(loop, topic, partition,
-                                        tc->changelog_topic, *fromp, *rdp, endp,
-                                        errstr, errstr_size);
+                                        tc->changelog_topic, *fromp, hi, *rdp,
+                                        endp, errstr, errstr_size);
         if (!err && (err = sg_changelog_reader_finish(*rdp)))
                 sg_errf(errstr, errstr_size, "out of memory");
         if (!err)

@@ -217,6 +217,12 @@ static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
         return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
 }
 
+int sg_lmdb_cursor_put(sg_txn_t *t, MDB_cursor *cur, MDB_val *key, MDB_val *val,
+                       unsigned flags) {
+        int rc = write_op(t, SG_STORE_OP_PUT);
+        return rc ? rc : mdb_cursor_put(cur, key, val, flags);
+}
+
 int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
         int rc = write_op(t, SG_STORE_OP_DEL);
         return rc ? rc : mdb_cursor_del(cur, 0);

@@ -397,6 +397,43 @@ sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
                                char *errstr, size_t errstr_size);
 
 /**
+ * A restore's window of changelog records (semantics §6 restore), applied
+ * together: sg_store_batch_add() takes one record as sg_store_apply_change()
+ * would and decodes its value at once (a record that does not decode is
+ * refused there, before anything is written); dedup and aggregate records
+ * — nearly all of a changelog — are copied into the batch, every other
+ * kind is applied to @p txn right away. sg_store_batch_flush() then writes
+ * the batch's records into @p txn: only the last record of each key (the
+ * earlier ones are overwritten within the window anyway), in key order
+ * through one cursor per database, and then the derived index entries
+ * (expiry, since) in their key order — the B-tree is walked leaf by leaf
+ * instead of descended from the root for every random 32-byte hash. The
+ * state after a flush is the state sg_store_apply_change() of every record
+ * in order would leave. Records of different keys commute, so applying the
+ * other kinds at once is the same state too. A batch serves one partition
+ * @p tp at a time and is reused after a flush (or sg_store_batch_clear).
+ * Not thread-safe; the caller owns the batch (sg_store_batch_destroy).
+ * Returns SG_OK, SG_ERR_NOMEM, SG_ERR_INVALID (a record seqgate did not
+ * write; errstr says why), or a store error (errstr filled).
+ */
+typedef struct sg_store_batch sg_store_batch_t;
+sg_err_t sg_store_batch_new(sg_store_batch_t **batchp);
+void sg_store_batch_destroy(sg_store_batch_t *batch);
+/** Drops what the batch holds (the restore's transaction was aborted). */
+void sg_store_batch_clear(sg_store_batch_t *batch);
+/** The records the batch holds. */
+size_t sg_store_batch_count(const sg_store_batch_t *batch);
+/** The bytes the batch holds for them (values and their entries). */
+size_t sg_store_batch_bytes(const sg_store_batch_t *batch);
+sg_err_t sg_store_batch_add(sg_store_batch_t *batch, sg_txn_t *txn,
+                            const sg_tp_t *tp, int db, const void *suffix,
+                            size_t suffix_len, const void *value,
+                            size_t value_len, char *errstr, size_t errstr_size);
+sg_err_t sg_store_batch_flush(sg_store_batch_t *batch, sg_txn_t *txn,
+                              const sg_tp_t *tp, char *errstr,
+                              size_t errstr_size);
+
+/**
  * Decoders of the store's values, the bytes that also travel as changelog
  * record values (input from the network): every field is checked against
  * the value's own length before it is used (no count or length read from

@@ -241,6 +241,8 @@ sg_err_t sg_lmdb_err(int rc, const char *what, char *errstr,
 /* The LMDB calls of a transaction, with fault simulation (store.c). */
 int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
                 unsigned flags);
+int sg_lmdb_cursor_put(sg_txn_t *t, MDB_cursor *cur, MDB_val *key, MDB_val *val,
+                       unsigned flags);
 int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur);
 int sg_lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp);
 /* Records a write for the changelog when capture is on (store.c). */

@@ -374,6 +374,26 @@ static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
         return err;
 }
 
+/* Restore's common case, a key the store does not hold yet (a full restore
+ * writes into an emptied partition): writes @p value — a changelog value
+ * the caller decoded, so well-formed, and the very bytes the writer's store
+ * held — under key @p k only if the key is absent (MDB_NOOVERWRITE: one
+ * B-tree descent instead of a get and a put), and sets *freshp. When the
+ * key exists nothing is written, *freshp stays false, and the caller takes
+ * the read-then-replace path that moves the derived index entries. */
+static sg_err_t put_if_new(sg_txn_t *t, int db, const unsigned char *k,
+                           size_t klen, const void *value, size_t value_len,
+                           bool *freshp, char *errstr, size_t errstr_size) {
+        MDB_val key = {klen, (void *)k}, val = {value_len, (void *)value};
+        int rc = sg_lmdb_put(t, db, &key, &val, MDB_NOOVERWRITE);
+        if (rc == MDB_KEYEXIST)
+                return SG_OK;
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
+        *freshp = true;
+        return SG_OK;
+}
+
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *suffix, size_t suffix_len,
                                const void *value, size_t value_len,
@@ -400,6 +420,18 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if (value && (err = sg_dedup_decode(value, value_len, &nr,
                                                     errstr, errstr_size)))
                         return err;
+                bool fresh = false;
+                if (value &&
+                    (err = put_if_new(t, DB_DEDUP, k, klen, value, value_len,
+                                      &fresh, errstr, errstr_size)))
+                        return err;
+                if (fresh) { /* a new key: only its expiry entry is missing */
+                        unsigned char ts[8], ek[SG_TP_MAX + 64];
+                        put_u64(ts, ts_key(nr.expiry_ms));
+                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
+                        return sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
+                                         errstr_size);
+                }
                 err = sg_dedup_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "dedup", errstr, errstr_size);
@@ -423,6 +455,17 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 if (value && (err = sg_agg_decode(value, value_len, &nr, errstr,
                                                   errstr_size)))
                         return err;
+                bool fresh = false;
+                if (value &&
+                    (err = put_if_new(t, DB_AGG, k, klen, value, value_len,
+                                      &fresh, errstr, errstr_size)))
+                        return err;
+                if (fresh) { /* a new key: only its since entry is missing */
+                        int64_t since = sg_agg_indexed_since(&nr);
+                        return since ? since_key_op(t, tp, since, suffix, true,
+                                                    errstr, errstr_size)
+                                     : SG_OK;
+                }
                 err = sg_agg_get(t, tp, suffix, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "aggregate", errstr,
@@ -483,6 +526,294 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                 return sg_meta_put(t, tp, &nr, errstr, errstr_size);
         }
         }
+}
+
+/* ---- restore in windows (store.h sg_store_batch_*) ---------------------- */
+
+/* A dedup or aggregate record held in a batch. */
+typedef struct batch_rec {
+        unsigned char suffix[32]; /* key or aggregate hash */
+        unsigned char db;         /* DB_DEDUP or DB_AGG */
+        bool tomb;
+        uint32_t seq;   /* arrival order: the last of a key wins */
+        int64_t idx_ms; /* its index entry: expiry / indexed since (0: none) */
+        size_t voff, vlen; /* the value, in bytes */
+} batch_rec_t;
+
+/* A derived index entry to add or remove at the flush's end. */
+typedef struct batch_idx {
+        uint64_t ts;              /* ts_key(ms): the key's first 8 bytes */
+        unsigned char suffix[32]; /* the hash after it */
+        unsigned char db;         /* DB_EXPIRY or DB_SINCE */
+        bool add;
+} batch_idx_t;
+
+struct sg_store_batch {
+        batch_rec_t *recs;
+        size_t cnt, cap;
+        unsigned char *bytes;
+        size_t len, bcap;
+        batch_idx_t *idx;
+        size_t icnt, icap;
+};
+
+sg_err_t sg_store_batch_new(sg_store_batch_t **bp) {
+        *bp = calloc(1, sizeof(**bp));
+        return *bp ? SG_OK : SG_ERR_NOMEM;
+}
+
+void sg_store_batch_destroy(sg_store_batch_t *b) {
+        if (!b)
+                return;
+        free(b->recs);
+        free(b->bytes);
+        free(b->idx);
+        free(b);
+}
+
+void sg_store_batch_clear(sg_store_batch_t *b) {
+        b->cnt = b->len = b->icnt = 0;
+}
+
+size_t sg_store_batch_count(const sg_store_batch_t *b) {
+        return b->cnt;
+}
+
+size_t sg_store_batch_bytes(const sg_store_batch_t *b) {
+        return b->len + b->cnt * sizeof(*b->recs);
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+        if (need <= *cap)
+                return true;
+        size_t c = *cap ? *cap : 1024;
+        while (c < need)
+                c *= 2;
+        void *q = realloc(*p, c * elem);
+        if (!q)
+                return false;
+        *p = q;
+        *cap = c;
+        return true;
+}
+
+sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
+                            int db, const void *suffix, size_t suffix_len,
+                            const void *value, size_t value_len, char *errstr,
+                            size_t errstr_size) {
+        if ((db != DB_DEDUP && db != DB_AGG) || suffix_len != 32)
+                /* other kinds, and keys to refuse: at once */
+                return sg_store_apply_change(t, tp, db, suffix, suffix_len,
+                                             value, value_len, errstr,
+                                             errstr_size);
+        assert(!t->capture && "restore with change capture on");
+        int64_t idx_ms = 0;
+        sg_err_t err;
+        if (value && db == DB_DEDUP) {
+                sg_dedup_rec_t nr;
+                if ((err = sg_dedup_decode(value, value_len, &nr, errstr,
+                                           errstr_size)))
+                        return err;
+                idx_ms = nr.expiry_ms;
+        } else if (value) {
+                sg_agg_rec_t nr;
+                if ((err = sg_agg_decode(value, value_len, &nr, errstr,
+                                         errstr_size)))
+                        return err;
+                idx_ms = sg_agg_indexed_since(&nr);
+        }
+        size_t vlen = value ? value_len : 0;
+        if (b->cnt >= UINT32_MAX ||
+            !grow((void **)&b->recs, &b->cap, b->cnt + 1, sizeof(*b->recs)) ||
+            !grow((void **)&b->bytes, &b->bcap, b->len + vlen, 1))
+                return SG_ERR_NOMEM;
+        batch_rec_t *r = &b->recs[b->cnt];
+        memcpy(r->suffix, suffix, 32);
+        r->db = (unsigned char)db;
+        r->tomb = !value;
+        r->seq = (uint32_t)b->cnt++;
+        r->idx_ms = idx_ms;
+        r->voff = b->len;
+        r->vlen = vlen;
+        if (vlen)
+                memcpy(b->bytes + b->len, value, vlen);
+        b->len += vlen;
+        return SG_OK;
+}
+
+static int batch_rec_cmp(const void *x, const void *y) {
+        const batch_rec_t *a = x, *c = y;
+        if (a->db != c->db)
+                return a->db < c->db ? -1 : 1;
+        int d = memcmp(a->suffix, c->suffix, 32);
+        if (d)
+                return d;
+        return a->seq < c->seq ? -1 : a->seq > c->seq;
+}
+
+static int batch_idx_cmp(const void *x, const void *y) {
+        const batch_idx_t *a = x, *c = y;
+        if (a->db != c->db)
+                return a->db < c->db ? -1 : 1;
+        if (a->ts != c->ts)
+                return a->ts < c->ts ? -1 : 1;
+        return memcmp(a->suffix, c->suffix, 32);
+}
+
+static bool idx_queue(sg_store_batch_t *b, int db, int64_t ms,
+                      const unsigned char suffix[32], bool add) {
+        if (!grow((void **)&b->idx, &b->icap, b->icnt + 1, sizeof(*b->idx)))
+                return false;
+        batch_idx_t *x = &b->idx[b->icnt++];
+        x->ts = ts_key(ms);
+        memcpy(x->suffix, suffix, 32);
+        x->db = (unsigned char)db;
+        x->add = add;
+        return true;
+}
+
+/* The index entry (its time, 0 for none) of the stored value @p v of
+ * database @p db. */
+static sg_err_t stored_idx_ms(int db, const MDB_val *v, int64_t *msp,
+                              char *errstr, size_t errstr_size) {
+        char why[160];
+        sg_err_t err;
+        if (db == DB_DEDUP) {
+                sg_dedup_rec_t old;
+                err = sg_dedup_decode(v->mv_data, v->mv_size, &old, why,
+                                      sizeof(why));
+                *msp = old.expiry_ms;
+        } else {
+                sg_agg_rec_t old;
+                err = sg_agg_decode(v->mv_data, v->mv_size, &old, why,
+                                    sizeof(why));
+                *msp = err ? 0 : sg_agg_indexed_since(&old);
+        }
+        return err ? stored_err(SG_ERR_STORE,
+                                db == DB_DEDUP ? "dedup" : "aggregate", errstr,
+                                errstr_size)
+                   : SG_OK;
+}
+
+/* Writes the last record @p r of its key through cursor @p cur, queueing
+ * the index entries to remove and add. */
+static sg_err_t batch_rec_apply(sg_store_batch_t *b, sg_txn_t *t,
+                                const sg_tp_t *tp, MDB_cursor *cur,
+                                const batch_rec_t *r, char *errstr,
+                                size_t errstr_size) {
+        int db = r->db, idb = db == DB_DEDUP ? DB_EXPIRY : DB_SINCE;
+        unsigned char k[SG_TP_MAX + 64];
+        MDB_val key = {key2(k, tp, r->suffix, 32, NULL, 0), k}, val;
+        int64_t old_ms = 0;
+        bool had = false;
+        sg_err_t err;
+        int rc;
+        if (r->tomb) {
+                rc = mdb_cursor_get(cur, &key, &val, MDB_SET);
+                if (rc == 0) {
+                        had = true;
+                        if ((err = stored_idx_ms(db, &val, &old_ms, errstr,
+                                                 errstr_size)))
+                                return err;
+                        rc = sg_lmdb_cursor_del(t, cur);
+                } else if (rc == MDB_NOTFOUND) {
+                        rc = 0;
+                }
+        } else {
+                val = (MDB_val){r->vlen, b->bytes + r->voff};
+                rc = sg_lmdb_cursor_put(t, cur, &key, &val, MDB_NOOVERWRITE);
+                if (rc == MDB_KEYEXIST) {
+                        had = true;
+                        if ((err = stored_idx_ms(db, &val, &old_ms, errstr,
+                                                 errstr_size)))
+                                return err;
+                        val = (MDB_val){r->vlen, b->bytes + r->voff};
+                        rc = sg_lmdb_cursor_put(t, cur, &key, &val, 0);
+                }
+        }
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
+        int64_t new_ms = r->tomb ? 0 : r->idx_ms;
+        bool dedup = db == DB_DEDUP; /* every dedup record has its entry */
+        if (had && (dedup || old_ms) && (r->tomb || old_ms != new_ms) &&
+            !idx_queue(b, idb, old_ms, r->suffix, false))
+                return SG_ERR_NOMEM;
+        if (!r->tomb && (dedup || new_ms) && (!had || old_ms != new_ms) &&
+            !idx_queue(b, idb, new_ms, r->suffix, true))
+                return SG_ERR_NOMEM;
+        return SG_OK;
+}
+
+/* Adds or removes the queued index entries, in their key order. */
+static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t,
+                                const sg_tp_t *tp, char *errstr,
+                                size_t errstr_size) {
+        if (b->icnt > 1)
+                qsort(b->idx, b->icnt, sizeof(*b->idx), batch_idx_cmp);
+        MDB_cursor *cur = NULL;
+        int cur_db = -1, rc = 0;
+        for (size_t i = 0; !rc && i < b->icnt; i++) {
+                const batch_idx_t *x = &b->idx[i];
+                if (x->db != cur_db) {
+                        if (cur)
+                                mdb_cursor_close(cur);
+                        cur = NULL;
+                        cur_db = x->db;
+                        if ((rc = sg_lmdb_cursor_open(t, cur_db, &cur)))
+                                break;
+                }
+                unsigned char ts[8], k[SG_TP_MAX + 64];
+                put_u64(ts, x->ts);
+                MDB_val key = {key2(k, tp, ts, 8, x->suffix, 32), k},
+                        val = {0, ""};
+                if (x->add) {
+                        rc = sg_lmdb_cursor_put(t, cur, &key, &val, 0);
+                } else if ((rc = mdb_cursor_get(cur, &key, &val, MDB_SET)) ==
+                           0) {
+                        rc = sg_lmdb_cursor_del(t, cur);
+                } else if (rc == MDB_NOTFOUND) {
+                        rc = 0;
+                }
+        }
+        if (cur)
+                mdb_cursor_close(cur);
+        return rc ? sg_txn_lmdb_err(t, rc, db_name(cur_db), errstr, errstr_size)
+                  : SG_OK;
+}
+
+sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
+                              const sg_tp_t *tp, char *errstr,
+                              size_t errstr_size) {
+        if (b->cnt > 1) /* (an empty batch has no array: qsort's is nonnull) */
+                qsort(b->recs, b->cnt, sizeof(*b->recs), batch_rec_cmp);
+        MDB_cursor *cur = NULL;
+        int cur_db = -1;
+        sg_err_t err = SG_OK;
+        for (size_t i = 0; !err && i < b->cnt; i++) {
+                const batch_rec_t *r = &b->recs[i];
+                if (i + 1 < b->cnt && r->db == r[1].db &&
+                    !memcmp(r->suffix, r[1].suffix, 32))
+                        continue; /* a later record of the key replaces it */
+                if (r->db != cur_db) {
+                        if (cur)
+                                mdb_cursor_close(cur);
+                        cur = NULL;
+                        cur_db = r->db;
+                        int rc = sg_lmdb_cursor_open(t, cur_db, &cur);
+                        if (rc) {
+                                err = sg_txn_lmdb_err(t, rc, db_name(cur_db),
+                                                      errstr, errstr_size);
+                                break;
+                        }
+                }
+                err = batch_rec_apply(b, t, tp, cur, r, errstr, errstr_size);
+        }
+        if (cur)
+                mdb_cursor_close(cur);
+        if (!err)
+                err = batch_idx_apply(b, t, tp, errstr, errstr_size);
+        sg_store_batch_clear(b);
+        return err;
 }
 
 sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,

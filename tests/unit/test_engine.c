@@ -1174,6 +1174,88 @@ START_TEST(store_ahead_of_changelog_is_refused) {
 }
 END_TEST
 
+/* A restore commits its checkpoint each window (engine_changelog.c
+ * SG_RESTORE_COMMIT_EVERY, 500,000 records) with the window's records: an
+ * instance that stops mid-restore finds them in its store and resumes at
+ * that checkpoint, not at the start (semantics §6 restore). */
+START_TEST(restore_resumes_at_its_window_checkpoint) {
+        enum { WINDOW = 500000, N = WINDOW + 3 };
+        changelog_cnt = 0;
+        h_t a = {.root = cl_roots[1]};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 1), 1);
+        const clrec_t *tpl = NULL;
+        for (size_t i = 0; i < changelog_cnt; i++)
+                if (changelog[i].key[0] == SG_DB_DEDUP)
+                        tpl = &changelog[i];
+        ck_assert_ptr_nonnull(tpl);
+        ck_assert_uint_eq(tpl->key_len, 33);
+        h_free(&a);
+
+        h_t b = {.root = cl_roots[1]};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512];
+        int64_t from = -1;
+        /* room for the window up front (a restart from the checkpoint on
+         * MAP_FULL, below, would re-apply up to a window each time) */
+        for (int g = 0; g < 6; g++)
+                ck_assert_int_eq(sg_store_grow(b.store, err, sizeof(err)),
+                                 SG_OK);
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0, N,
+                                              &from, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(from, 0);
+        unsigned char key[33];
+        key[0] = SG_DB_DEDUP;
+        for (uint32_t i = 0; i < N; i++) {
+                sg_sha256(&i, sizeof(i), key + 1);
+                sg_err_t e = b.proc.restore_apply(
+                        b.proc.opaque, "orders", 0, i, key, sizeof(key),
+                        tpl->value, tpl->value_len, err, sizeof(err));
+                if (e == SG_ERR_MAP_FULL) {
+                        /* as the loop does: grow, and begin again */
+                        ck_assert_int_eq(
+                                sg_store_grow(b.store, err, sizeof(err)),
+                                SG_OK);
+                        ck_assert_int_eq(b.proc.restore_begin(
+                                                 b.proc.opaque, "orders", 0, 0,
+                                                 N, &from, err, sizeof(err)),
+                                         SG_OK);
+                        i = (uint32_t)from - 1; /* from: a window's end */
+                        continue;
+                }
+                ck_assert_msg(e == SG_OK, "offset %u: %s", i, err);
+        }
+        h_close(&b); /* stopped before restore_end */
+
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        uint32_t probe[] = {0, WINDOW - 1, WINDOW, N - 1};
+        for (size_t j = 0; j < 4; j++) {
+                void *v = NULL;
+                size_t vl = 0;
+                sg_sha256(&probe[j], sizeof(probe[j]), key + 1);
+                ck_assert_int_eq(b.proc.changelog_value(b.proc.opaque, "orders",
+                                                        0, key, sizeof(key), &v,
+                                                        &vl, err, sizeof(err)),
+                                 SG_OK);
+                if (probe[j] < WINDOW) { /* committed with the checkpoint */
+                        ck_assert_ptr_nonnull(v);
+                        ck_assert_uint_eq(vl, tpl->value_len);
+                        ck_assert_int_eq(memcmp(v, tpl->value, vl), 0);
+                } else {
+                        ck_assert_ptr_null(v);
+                }
+                free(v);
+        }
+        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0, N,
+                                              &from, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(from, WINDOW);
+        h_free(&b);
+}
+END_TEST
+
 /* at_least_once repair support (kafka.h "Changelog fencing"): the store
  * value a changelog key names is what its last changelog record carried
  * (NULL after a tombstone), and the epoch given during a restore is kept
@@ -2610,6 +2692,7 @@ Suite *engine_suite(void) {
                             2);
         tcase_add_loop_test(eos, store_ahead_of_changelog_is_refused, 0, 2);
         tcase_add_test(eos, changelog_value_and_epoch);
+        tcase_add_test(eos, restore_resumes_at_its_window_checkpoint);
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);

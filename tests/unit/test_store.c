@@ -884,6 +884,321 @@ START_TEST(capture_and_apply_changes) {
 }
 END_TEST
 
+/* The changelog value of store key @p k after @p put ran in a captured
+ * write transaction of @p s (committed), copied to @p out; its length. */
+static size_t captured_value(sg_store_t *s, const sg_tp_t *tp, int db,
+                             const unsigned char k[32], const sg_dedup_rec_t *d,
+                             const sg_agg_rec_t *r, unsigned char *out) {
+        sg_txn_t *t = wtxn(s);
+        sg_txn_capture(t, true);
+        if (db == SG_DB_DEDUP)
+                ck_assert_int_eq(sg_dedup_put(t, tp, k, d, err, sizeof(err)),
+                                 SG_OK);
+        else {
+                sg_agg_rec_t old;
+                int64_t since = sg_agg_get(t, tp, k, &old) == SG_OK
+                                        ? sg_agg_indexed_since(&old)
+                                        : 0;
+                ck_assert_int_eq(
+                        sg_agg_put(t, tp, k, r, since, err, sizeof(err)),
+                        SG_OK);
+        }
+        const sg_change_t *ch;
+        ck_assert_uint_eq(sg_txn_changes(t, &ch), 1);
+        size_t n = ch[0].value_len;
+        memcpy(out, ch[0].value, n);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        return n;
+}
+
+/* Restore applies records of one key one after another (a key changed in
+ * several batches): the first creates the key and its index entry, each
+ * later one replaces the value and moves the entry, a tombstone removes
+ * both — the same state as the writer's, however the apply finds the key
+ * absent or present (semantics §6). */
+START_TEST(apply_changes_to_one_key_move_its_index) {
+        sg_store_t *a = open_store(1 << 22, 1 << 22);
+        char dir2[128];
+        snprintf(dir2, sizeof(dir2), "%s/replica", dir);
+        sg_store_t *b;
+        ck_assert_int_eq(
+                sg_store_open(dir2, 1 << 22, 1 << 22, &b, err, sizeof(err)),
+                SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 1);
+        unsigned char k[32], ag[32], v1[256], v2[256], a1[512], a2[512];
+        hash_of("k", k);
+        hash_of("agg", ag);
+        sg_dedup_rec_t d = {.verdict = SG_DV_PARKED, .expiry_ms = 500};
+        size_t n1 = captured_value(a, &tp, SG_DB_DEDUP, k, &d, NULL, v1);
+        d.verdict = SG_DV_APPLIED;
+        d.expiry_ms = 900;
+        size_t n2 = captured_value(a, &tp, SG_DB_DEDUP, k, &d, NULL, v2);
+        sg_agg_rec_t r = {.has_last = true,
+                          .last_version = 4,
+                          .parked_cnt = 1,
+                          .parked_since_ms = 77,
+                          .aggregate_len = 3};
+        memcpy(r.aggregate, "agg", 3);
+        size_t m1 = captured_value(a, &tp, SG_DB_AGG, ag, NULL, &r, a1);
+        r.last_version = 6;
+        r.parked_since_ms = 88;
+        size_t m2 = captured_value(a, &tp, SG_DB_AGG, ag, NULL, &r, a2);
+
+        sg_txn_t *u = wtxn(b);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, v1,
+                                               n1, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, v2,
+                                               n2, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, a1,
+                                               m1, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, a2,
+                                               m2, err, sizeof(err)),
+                         SG_OK);
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_APPLIED);
+        ck_assert_int_eq(g.expiry_ms, 900);
+        sg_agg_rec_t ga;
+        ck_assert_int_eq(sg_agg_get(u, &tp, ag, &ga), SG_OK);
+        ck_assert_uint_eq(ga.last_version, 6);
+        /* one since entry, the second's */
+        unsigned char h[32];
+        int64_t at;
+        ck_assert_int_eq(sg_since_first(u, &tp, 80, h, &at), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_since_first(u, &tp, 100, h, &at), SG_OK);
+        ck_assert_int_eq(at, 88);
+        /* one expiry entry, the second's: nothing expires at 600 */
+        int removed = -1;
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 600, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 0);
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_OK);
+        /* tombstones remove the keys and their entries */
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_DEDUP, k, 32, NULL,
+                                               0, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_apply_change(u, &tp, SG_DB_AGG, ag, 32, NULL,
+                                               0, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_dedup_get(u, &tp, k, &g), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_since_first(u, &tp, 100, h, &at), SG_ERR_NOT_FOUND);
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 2000, 1000, 10, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(removed, 0);
+        sg_txn_abort(u);
+        sg_store_close(a);
+        sg_store_close(b);
+}
+END_TEST
+
+/* Every database of the closed store in @p d1 holds the same keys and
+ * values as the one in @p d2 (raw LMDB, derived indexes included). */
+static void assert_same_store(const char *d1, const char *d2) {
+        static const char *const names[] = {"dedup",   "expiry", "agg",
+                                            "parked",  "since",  "meta",
+                                            "snapreq", "snapdue"};
+        MDB_env *env[2];
+        MDB_txn *txn[2];
+        const char *dirs[2] = {d1, d2};
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(mdb_env_create(&env[i]), 0);
+                mdb_env_set_maxdbs(env[i], 16);
+                ck_assert_int_eq(mdb_env_open(env[i], dirs[i],
+                                              MDB_RDONLY | MDB_NOTLS, 0640),
+                                 0);
+                ck_assert_int_eq(
+                        mdb_txn_begin(env[i], NULL, MDB_RDONLY, &txn[i]), 0);
+        }
+        for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+                MDB_cursor *cur[2];
+                for (int i = 0; i < 2; i++) {
+                        MDB_dbi dbi;
+                        ck_assert_int_eq(
+                                mdb_dbi_open(txn[i], names[n], 0, &dbi), 0);
+                        ck_assert_int_eq(mdb_cursor_open(txn[i], dbi, &cur[i]),
+                                         0);
+                }
+                size_t entries = 0;
+                for (;;) {
+                        MDB_val k[2], v[2];
+                        int rc0 =
+                                mdb_cursor_get(cur[0], &k[0], &v[0], MDB_NEXT);
+                        int rc1 =
+                                mdb_cursor_get(cur[1], &k[1], &v[1], MDB_NEXT);
+                        ck_assert_msg(rc0 == rc1,
+                                      "database %s: %zu entries in one, "
+                                      "more in the other",
+                                      names[n], entries);
+                        if (rc0)
+                                break;
+                        ck_assert_msg(k[0].mv_size == k[1].mv_size &&
+                                              !memcmp(k[0].mv_data,
+                                                      k[1].mv_data,
+                                                      k[0].mv_size),
+                                      "database %s: key %zu differs", names[n],
+                                      entries);
+                        ck_assert_msg(v[0].mv_size == v[1].mv_size &&
+                                              !memcmp(v[0].mv_data,
+                                                      v[1].mv_data,
+                                                      v[0].mv_size),
+                                      "database %s: value %zu differs",
+                                      names[n], entries);
+                        entries++;
+                }
+                mdb_cursor_close(cur[0]);
+                mdb_cursor_close(cur[1]);
+        }
+        for (int i = 0; i < 2; i++) {
+                mdb_txn_abort(txn[i]);
+                mdb_env_close(env[i]);
+        }
+}
+
+/* A restore window applied as a batch (sg_store_batch_add, then
+ * sg_store_batch_flush in key order, the last record of each key) leaves
+ * every database — indexes included — as applying each record in order
+ * does: keys that exist before the window, keys written several times in
+ * one window and in several, tombstones of present and absent keys, and a
+ * kind the batch applies at once (semantics §6). */
+START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
+        sg_store_t *a = open_store(1 << 22, 1 << 22);
+        char d1[128], d2[128];
+        snprintf(d1, sizeof(d1), "%s/one", dir);
+        snprintf(d2, sizeof(d2), "%s/batch", dir);
+        sg_store_t *b1, *b2;
+        ck_assert_int_eq(
+                sg_store_open(d1, 1 << 22, 1 << 22, &b1, err, sizeof(err)),
+                SG_OK);
+        ck_assert_int_eq(
+                sg_store_open(d2, 1 << 22, 1 << 22, &b2, err, sizeof(err)),
+                SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 3);
+        enum { KEYS = 24, RECS = 600 };
+        static unsigned char vals[RECS][512];
+        size_t lens[RECS];
+        int dbs[RECS];
+        unsigned char keys[RECS][32];
+        bool tomb[RECS];
+        uint64_t x = 12345;
+        for (int i = 0; i < RECS; i++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                unsigned r = (unsigned)(x >> 33);
+                char name[32];
+                dbs[i] = r % 2 ? SG_DB_DEDUP : SG_DB_AGG;
+                snprintf(name, sizeof(name), "%c%u", dbs[i] ? 'a' : 'd',
+                         (r >> 1) % KEYS);
+                hash_of(name, keys[i]);
+                tomb[i] = (r >> 8) % 7 == 0;
+                lens[i] = 0;
+                if (tomb[i])
+                        continue;
+                if (dbs[i] == SG_DB_DEDUP) {
+                        sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
+                                            .first_seen_ms = i,
+                                            .expiry_ms = 1000 + (r >> 12) % 5};
+                        lens[i] = captured_value(a, &tp, SG_DB_DEDUP, keys[i],
+                                                 &d, NULL, vals[i]);
+                } else {
+                        sg_agg_rec_t g = {
+                                .has_last = true,
+                                .last_version = (uint64_t)i,
+                                .parked_cnt = (r >> 12) % 2,
+                                .parked_since_ms =
+                                        (r >> 12) % 2 ? 50 + (r >> 14) % 4 : 0,
+                                .aggregate_len = 3};
+                        memcpy(g.aggregate, "agg", 3);
+                        lens[i] = captured_value(a, &tp, SG_DB_AGG, keys[i],
+                                                 NULL, &g, vals[i]);
+                }
+        }
+        sg_parked_rec_t pr = {.parked_at_ms = 7,
+                              .key = "k",
+                              .key_len = 1,
+                              .value = "v",
+                              .value_len = 1};
+        unsigned char pk[40], pv[256];
+        memcpy(pk, keys[0], 32);
+        memset(pk + 32, 0, 8);
+        pk[39] = 9;
+        sg_txn_t *t = wtxn(a);
+        sg_txn_capture(t, true);
+        ck_assert_int_eq(
+                sg_parked_put(t, &tp, keys[0], 9, &pr, err, sizeof(err)),
+                SG_OK);
+        const sg_change_t *ch;
+        ck_assert_uint_eq(sg_txn_changes(t, &ch), 1);
+        size_t pvl = ch[0].value_len;
+        memcpy(pv, ch[0].value, pvl);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+
+        /* the first 100 records are there before (one by one in both) */
+        sg_txn_t *u1 = wtxn(b1), *u2 = wtxn(b2);
+        for (int i = 0; i < 100; i++) {
+                ck_assert_int_eq(
+                        sg_store_apply_change(u1, &tp, dbs[i], keys[i], 32,
+                                              tomb[i] ? NULL : vals[i], lens[i],
+                                              err, sizeof(err)),
+                        SG_OK);
+                ck_assert_int_eq(
+                        sg_store_apply_change(u2, &tp, dbs[i], keys[i], 32,
+                                              tomb[i] ? NULL : vals[i], lens[i],
+                                              err, sizeof(err)),
+                        SG_OK);
+        }
+        sg_store_batch_t *bt;
+        ck_assert_int_eq(sg_store_batch_new(&bt), SG_OK);
+        for (int i = 100; i < RECS; i++) {
+                ck_assert_int_eq(
+                        sg_store_apply_change(u1, &tp, dbs[i], keys[i], 32,
+                                              tomb[i] ? NULL : vals[i], lens[i],
+                                              err, sizeof(err)),
+                        SG_OK);
+                ck_assert_int_eq(sg_store_batch_add(bt, u2, &tp, dbs[i],
+                                                    keys[i], 32,
+                                                    tomb[i] ? NULL : vals[i],
+                                                    lens[i], err, sizeof(err)),
+                                 SG_OK);
+                if (i == 300) { /* a kind applied at once */
+                        ck_assert_int_eq(sg_store_apply_change(
+                                                 u1, &tp, SG_DB_PARKED, pk, 40,
+                                                 pv, pvl, err, sizeof(err)),
+                                         SG_OK);
+                        ck_assert_int_eq(sg_store_batch_add(
+                                                 bt, u2, &tp, SG_DB_PARKED, pk,
+                                                 40, pv, pvl, err, sizeof(err)),
+                                         SG_OK);
+                }
+                if (i % 173 == 0) /* several windows */
+                        ck_assert_int_eq(sg_store_batch_flush(bt, u2, &tp, err,
+                                                              sizeof(err)),
+                                         SG_OK);
+        }
+        ck_assert_uint_gt(sg_store_batch_count(bt), 0);
+        ck_assert_int_eq(sg_store_batch_flush(bt, u2, &tp, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_uint_eq(sg_store_batch_count(bt), 0);
+        /* a record that does not decode is refused when added */
+        ck_assert_int_eq(sg_store_batch_add(bt, u2, &tp, SG_DB_DEDUP, keys[1],
+                                            32, "y", 1, err, sizeof(err)),
+                         SG_ERR_INVALID);
+        ck_assert_uint_eq(sg_store_batch_count(bt), 0);
+        sg_store_batch_destroy(bt);
+        ck_assert_int_eq(sg_txn_commit(u1, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_commit(u2, err, sizeof(err)), SG_OK);
+        sg_store_close(a);
+        sg_store_close(b1);
+        sg_store_close(b2);
+        assert_same_store(d1, d2);
+}
+END_TEST
+
 /* One writer per data_dir: a second open fails while the first holds it. */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
@@ -1449,6 +1764,8 @@ int main(void) {
         tcase_add_test(tc, open_bad_dir);
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, changes_last_write_in_write_order);
+        tcase_add_test(tc, apply_changes_to_one_key_move_its_index);
+        tcase_add_test(tc, restore_batch_leaves_the_state_of_one_by_one);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
         tcase_add_test(tc, apply_change_refuses_corrupt_records);
         tcase_add_test(tc, parked_get_refuses_corrupt_headers);
