@@ -30,6 +30,21 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
         return stored(t, err, why);
 }
 
+/* The value of @p rec in this store format (store_int.h: DEDUP_VLEN), also
+ * for a record decoded from an earlier format's changelog value. */
+static void dedup_encode(const sg_dedup_rec_t *rec,
+                         unsigned char v[DEDUP_VLEN]) {
+        unsigned char t8[8];
+        memcpy(v, rec->digest, SG_DEDUP_DIGEST_LEN);
+        unsigned char *q = v + SG_DEDUP_DIGEST_LEN;
+        *q++ = (unsigned char)(rec->verdict |
+                               (rec->reason << DEDUP_VERDICT_BITS));
+        put_u64(t8, (uint64_t)rec->first_seen_ms);
+        memcpy(q, t8 + 2, 6);
+        put_u64(t8, (uint64_t)rec->expiry_ms);
+        memcpy(q + 6, t8 + 1, 7);
+}
+
 sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                             const unsigned char kh[32],
                             const sg_dedup_rec_t *rec,
@@ -59,15 +74,8 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                         return err;
         }
         size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        unsigned char v[DEDUP_VLEN], t8[8];
-        memcpy(v, rec->digest, SG_DEDUP_DIGEST_LEN);
-        unsigned char *q = v + SG_DEDUP_DIGEST_LEN;
-        *q++ = (unsigned char)(rec->verdict |
-                               (rec->reason << DEDUP_VERDICT_BITS));
-        put_u64(t8, (uint64_t)rec->first_seen_ms);
-        memcpy(q, t8 + 2, 6);
-        put_u64(t8, (uint64_t)rec->expiry_ms);
-        memcpy(q + 6, t8 + 1, 7);
+        unsigned char v[DEDUP_VLEN];
+        dedup_encode(rec, v);
         return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,
                          errstr_size);
 }
@@ -421,8 +429,11 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                                     errstr, errstr_size)))
                         return err;
                 bool fresh = false;
+                unsigned char nv[DEDUP_VLEN];
+                if (value)
+                        dedup_encode(&nr, nv); /* an earlier format's too */
                 if (value &&
-                    (err = put_if_new(t, DB_DEDUP, k, klen, value, value_len,
+                    (err = put_if_new(t, DB_DEDUP, k, klen, nv, sizeof(nv),
                                       &fresh, errstr, errstr_size)))
                         return err;
                 if (fresh) { /* a new key: only its expiry entry is missing */
@@ -609,12 +620,18 @@ sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
         assert(!t->capture && "restore with change capture on");
         int64_t idx_ms = 0;
         sg_err_t err;
+        unsigned char nv[DEDUP_VLEN];
         if (value && db == DB_DEDUP) {
                 sg_dedup_rec_t nr;
                 if ((err = sg_dedup_decode(value, value_len, &nr, errstr,
                                            errstr_size)))
                         return err;
                 idx_ms = nr.expiry_ms;
+                /* stored in this format, whatever format the changelog
+                 * record has (an earlier one's value is longer) */
+                dedup_encode(&nr, nv);
+                value = nv;
+                value_len = sizeof(nv);
         } else if (value) {
                 sg_agg_rec_t nr;
                 if ((err = sg_agg_decode(value, value_len, &nr, errstr,

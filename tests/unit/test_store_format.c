@@ -285,6 +285,24 @@ START_TEST(earlier_changelog_dedup_value_restores) {
         unsigned char other[32];
         sg_sha256("payload2", 8, other);
         ck_assert(!sg_dedup_digest_eq(&g, other));
+        /* the restore's window (sg_store_batch_*) stores it the same way */
+        unsigned char kh2[32];
+        sg_sha256("k2", 2, kh2);
+        sg_store_batch_t *b = NULL;
+        ck_assert_int_eq(sg_store_batch_new(&b), SG_OK);
+        ck_assert_int_eq(sg_store_batch_add(b, t, &tp, SG_DB_DEDUP, kh2, 32, v,
+                                            sizeof(v), err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_batch_flush(b, t, &tp, err, sizeof(err)),
+                         SG_OK);
+        sg_store_batch_destroy(b);
+        ck_assert_int_eq(
+                sg_store_get_change(t, &tp, SG_DB_DEDUP, kh2, 32, &sv, &svlen),
+                SG_OK);
+        ck_assert_uint_eq(svlen, 30);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh2, &g), SG_OK);
+        ck_assert_int_eq(g.reason, 4);
+        ck_assert_int_eq(g.expiry_ms, INT64_C(1764612000000) + 86400000);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         sg_store_close(s);
 }
