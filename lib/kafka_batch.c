@@ -143,26 +143,32 @@ void sg_loop_offsets_committed(sg_loop_t *loop,
         }
 }
 
-/** Commits the batch's input offsets (after LMDB); failure is logged only. */
+/** Commits the input offsets @p l (after LMDB) and waits for the answer;
+ *  only a confirmed commit moves part.committed. Failure is logged only:
+ *  the store's offset wins at the next assignment, and re-read records are
+ *  duplicates (semantics §3). @returns false if the commit failed. */
+static bool loop_commit_list(sg_loop_t *loop,
+                             const rd_kafka_topic_partition_list_t *l) {
+        if (l->cnt == 0)
+                return true;
+        rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
+        for (int i = 0; !e && i < l->cnt; i++)
+                if (l->elems[i].err)
+                        e = l->elems[i].err;
+        if (e) {
+                cJSON *f = sg_kafka_parts_json(l);
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+                return false;
+        }
+        sg_loop_offsets_committed(loop, l);
+        return true;
+}
+
+/** Commits the batch's input offsets (after LMDB). */
 static void loop_commit_offsets(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
-        if (l->cnt > 0) {
-                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
-                for (int i = 0; !e && i < l->cnt; i++)
-                        if (l->elems[i].err)
-                                e = l->elems[i].err;
-                if (e) {
-                        /* The store's offset wins at the next assignment;
-                         * re-read records are duplicates (semantics §3). */
-                        cJSON *f = sg_kafka_parts_json(l);
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_WARNING,
-                                    "offset_commit_failed", f);
-                } else {
-                        sg_loop_offsets_committed(loop, l);
-                }
-        }
+        (void)loop_commit_list(loop, l);
         rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -210,19 +216,7 @@ void sg_loop_commit_pending(sg_loop_t *loop) {
                                 ->offset = p->elems[i].offset;
         }
         rd_kafka_topic_partition_list_destroy(p);
-        rd_kafka_resp_err_t e = l->cnt > 0
-                                        ? rd_kafka_commit(loop->consumer, l, 0)
-                                        : RD_KAFKA_RESP_ERR_NO_ERROR;
-        for (int i = 0; !e && i < l->cnt; i++)
-                if (l->elems[i].err)
-                        e = l->elems[i].err;
-        if (e) {
-                cJSON *f = sg_kafka_parts_json(l);
-                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
-        } else {
-                sg_loop_offsets_committed(loop, l);
-        }
+        (void)loop_commit_list(loop, l);
         rd_kafka_topic_partition_list_destroy(l);
 }
 
