@@ -535,9 +535,13 @@ static void loop_gauges(sg_loop_t *loop) {
                 int64_t lo, hi;
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                          l->elems[i].partition);
-                int64_t pos = loop->parts[pi].committed >= 0
-                                      ? loop->parts[pi].committed
-                                      : l->elems[i].offset;
+                /* at_least_once: the store's offset (durable) is ahead
+                 * of the group's while it waits for its group commit */
+                int64_t done =
+                        loop->parts[pi].durable > loop->parts[pi].committed
+                                ? loop->parts[pi].durable
+                                : loop->parts[pi].committed;
+                int64_t pos = done >= 0 ? done : l->elems[i].offset;
                 if (rd_kafka_get_watermark_offsets(
                             loop->consumer, l->elems[i].topic,
                             l->elems[i].partition, &lo, &hi) ||
