@@ -226,6 +226,9 @@ typedef struct sg_config {
         int batch_max_records;       /**< batch.max_records [1000] */
         int batch_max_ms;            /**< batch.max_ms [100] */
         int64_t stats_interval_ms;   /**< [10000]; 0 disables */
+        int64_t commit_interval_ms;  /**< at_least_once: longest time between
+                                          input offset commits [1000]; 0:
+                                          every batch (semantics §6) */
         int64_t delivery_timeout_ms; /**< wait for output deliveries [60000] */
         int sweep_max_per_batch;     /**< TTL sweep bound [1000] */
         int deadline_max_per_batch; /**< gap deadlines fired per batch [1000] */

@@ -84,13 +84,15 @@ typedef struct sg_engine sg_engine_t;
 
 /**
  * Applies the guarantee's durability to @p store (semantics §6, "Durability
- * of the store"): exactly_once defers the store's syncs to the changelog
- * (sg_store_defer_sync); at_least_once keeps every commit synced, because its
- * input offsets are committed after the store. Call once after
- * sg_store_open, before the engine's first batch.
- * @returns SG_OK, SG_ERR_INVALID (exactly_once on a system without a boot
- *          id: commits stay synced, errstr says why — not an error to stop
- *          for), or the store's error.
+ * of the store"): both guarantees defer the store's syncs to the changelog
+ * (sg_store_defer_sync), which holds every committed batch before LMDB does
+ * (exactly_once: in the Kafka transaction; at_least_once: its markers are
+ * acknowledged before the LMDB commit, and the input offsets are committed
+ * only after it). Call once after sg_store_open, before the engine's first
+ * batch. @p conf is borrowed. Not thread-safe (the store's owner calls it).
+ * @returns SG_OK, SG_ERR_INVALID (a system without a boot id: commits stay
+ *          synced, errstr says why — not an error to stop for), or the
+ *          store's error.
  */
 sg_err_t sg_engine_store_durability(const sg_config_t *conf, sg_store_t *store,
                                     char *errstr, size_t errstr_size);

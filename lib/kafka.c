@@ -217,6 +217,7 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
                 return SG_NO_PART;
         p->partition = partition;
         p->committed = -1;
+        p->durable = -1;
         p->start = -1;
         p->pause_offset = -1;
         p->cl_epoch = -1;
@@ -534,9 +535,13 @@ static void loop_gauges(sg_loop_t *loop) {
                 int64_t lo, hi;
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                          l->elems[i].partition);
-                int64_t pos = loop->parts[pi].committed >= 0
-                                      ? loop->parts[pi].committed
-                                      : l->elems[i].offset;
+                /* at_least_once: the store's offset (durable) is ahead
+                 * of the group's while it waits for its group commit */
+                int64_t done =
+                        loop->parts[pi].durable > loop->parts[pi].committed
+                                ? loop->parts[pi].durable
+                                : loop->parts[pi].committed;
+                int64_t pos = done >= 0 ? done : l->elems[i].offset;
                 if (rd_kafka_get_watermark_offsets(
                             loop->consumer, l->elems[i].topic,
                             l->elems[i].partition, &lo, &hi) ||
@@ -672,8 +677,9 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         }
         sg_loop_release(loop); /* after a fatal error: read again next time */
 
-        /* Leave the group: the revoke callback commits nothing new (no
-         * records are pending) and tells the processor. */
+        /* Leave the group: the revoke callback commits the input offsets
+         * waiting for their group commit (no records are pending) and tells
+         * the processor. */
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(loop->consumer);
         if (e) {
                 cJSON *f = cJSON_CreateObject();

@@ -16,8 +16,11 @@
  *      changelog partition, delivered and placed likewise ("Changelog
  *      fencing" below). A changelog record never describes output Kafka
  *      did not accept;
- *   5. only then: processor batch_commit (LMDB), then commit the input
- *      offsets synchronously;
+ *   5. only then: processor batch_commit (LMDB), then the input offsets:
+ *      with a changelog, committed synchronously at most every
+ *      commit_interval_ms and before partitions are revoked (group commit;
+ *      the restored store's offset wins at the next assignment), without
+ *      one (the pass-through), synchronously after every batch;
  *   6. on any failure: batch_abort and seek every partition of the batch
  *      back to its committed position; the records are read again. Never
  *      skip a record to make progress. A failure from the first changelog

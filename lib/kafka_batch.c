@@ -114,6 +114,12 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
                                       &loop->http_batch_cnt);
 }
 
+/** The offset a batch moves partition @p p to: the paused record, or the
+ *  one after the last processed. */
+static int64_t part_next_offset(const sg_part_t *p) {
+        return p->pause_offset >= 0 ? p->pause_offset : p->next_offset;
+}
+
 /** The batch's next input offsets that move a partition forward (the
  *  paused record, or the one after the last processed). Caller destroys. */
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
@@ -121,8 +127,7 @@ rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
                 (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
         for (size_t i = 0; i < loop->batch_part_cnt; i++) {
                 sg_part_t *p = &loop->parts[loop->batch_parts[i]];
-                int64_t off =
-                        p->pause_offset >= 0 ? p->pause_offset : p->next_offset;
+                int64_t off = part_next_offset(p);
                 if (off <= p->committed)
                         continue;
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
@@ -143,26 +148,76 @@ void sg_loop_offsets_committed(sg_loop_t *loop,
         }
 }
 
-/** Commits the batch's input offsets (after LMDB); failure is logged only. */
+/** Commits the input offsets @p l (after LMDB) and waits for the answer;
+ *  only a confirmed commit moves part.committed. Failure is logged only:
+ *  the store's offset wins at the next assignment, and re-read records are
+ *  duplicates (semantics §3). @returns false if the commit failed. */
+static bool loop_commit_list(sg_loop_t *loop,
+                             const rd_kafka_topic_partition_list_t *l) {
+        if (l->cnt == 0)
+                return true;
+        rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
+        for (int i = 0; !e && i < l->cnt; i++)
+                if (l->elems[i].err)
+                        e = l->elems[i].err;
+        if (e) {
+                cJSON *f = sg_kafka_parts_json(l);
+                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+                return false;
+        }
+        sg_loop_offsets_committed(loop, l);
+        return true;
+}
+
+/** Commits the batch's input offsets (after LMDB). at_least_once with a
+ *  changelog, group commit (semantics §6): they become their partitions'
+ *  durable offsets, committed together once commit_interval_ms passed since
+ *  the first of them waited (0: at once). A late commit loses nothing: the
+ *  start offset of a partition is the later of the group's and the
+ *  restored store's, and the store knows every batch below a durable
+ *  offset; what a group offset behind reads again are duplicates. */
 static void loop_commit_offsets(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
-        if (l->cnt > 0) {
-                rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
-                for (int i = 0; !e && i < l->cnt; i++)
-                        if (l->elems[i].err)
-                                e = l->elems[i].err;
-                if (e) {
-                        /* The store's offset wins at the next assignment;
-                         * re-read records are duplicates (semantics §3). */
-                        cJSON *f = sg_kafka_parts_json(l);
-                        cJSON_AddStringToObject(f, "error",
-                                                rd_kafka_err2str(e));
-                        sg_loop_log(loop, SG_LOG_WARNING,
-                                    "offset_commit_failed", f);
-                } else {
-                        sg_loop_offsets_committed(loop, l);
+        int64_t interval = loop->conf->commit_interval_ms;
+        if (!loop->alos_cl || interval <= 0) {
+                rd_kafka_topic_partition_list_t *l =
+                        sg_loop_batch_offsets(loop);
+                (void)loop_commit_list(loop, l);
+                rd_kafka_topic_partition_list_destroy(l);
+                return;
+        }
+        bool moved = false;
+        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
+                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
+                int64_t off = part_next_offset(p);
+                if (off > p->committed && off > p->durable) {
+                        p->durable = off;
+                        moved = true;
                 }
         }
+        int64_t now = sg_clock_mono_ms();
+        if (moved && loop->commit_due_ms == 0)
+                loop->commit_due_ms = now + interval;
+        if (loop->commit_due_ms != 0 && now >= loop->commit_due_ms)
+                sg_loop_commit_durable(loop);
+}
+
+/** Commits the durable offsets (group commit) of the partitions still
+ *  assigned and not fenced that are ahead of the group's, and waits for the
+ *  answer; a failure is retried commit_interval_ms later. */
+void sg_loop_commit_durable(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->part_cnt ? loop->part_cnt : 1));
+        for (size_t i = 0; i < loop->part_cnt; i++) {
+                const sg_part_t *p = &loop->parts[i];
+                if (p->assigned && !p->cl_fenced && p->durable > p->committed)
+                        rd_kafka_topic_partition_list_add(l, p->topic,
+                                                          p->partition)
+                                ->offset = p->durable;
+        }
+        bool ok = loop_commit_list(loop, l);
+        loop->commit_due_ms =
+                ok ? 0 : sg_clock_mono_ms() + loop->conf->commit_interval_ms;
         rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -210,19 +265,7 @@ void sg_loop_commit_pending(sg_loop_t *loop) {
                                 ->offset = p->elems[i].offset;
         }
         rd_kafka_topic_partition_list_destroy(p);
-        rd_kafka_resp_err_t e = l->cnt > 0
-                                        ? rd_kafka_commit(loop->consumer, l, 0)
-                                        : RD_KAFKA_RESP_ERR_NO_ERROR;
-        for (int i = 0; !e && i < l->cnt; i++)
-                if (l->elems[i].err)
-                        e = l->elems[i].err;
-        if (e) {
-                cJSON *f = sg_kafka_parts_json(l);
-                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
-        } else {
-                sg_loop_offsets_committed(loop, l);
-        }
+        (void)loop_commit_list(loop, l);
         rd_kafka_topic_partition_list_destroy(l);
 }
 

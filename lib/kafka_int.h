@@ -38,6 +38,10 @@ typedef struct sg_part {
         int32_t partition;
         bool assigned;        /**< currently assigned to this consumer */
         int64_t committed;    /**< next offset committed by us, -1 unknown */
+        int64_t durable;      /**< at_least_once group commit: next offset
+                                    of the last batch LMDB committed, not yet
+                                    committed to the group if > committed;
+                                    -1 none */
         int64_t start;        /**< offset reading started at on assignment,
                                     -1 unknown (the group's or
                                     auto.offset.reset) */
@@ -142,6 +146,10 @@ struct sg_loop {
         bool alos_cl;            /**< at_least_once with a changelog: claims,
                                       framed records, markers, repairs */
         char restore_group[512]; /**< group.id of the restore consumer */
+        int64_t commit_due_ms;   /**< at_least_once group commit: monotonic
+                                      ms by which the durable offsets are
+                                      committed (commit_interval_ms after
+                                      the first one waited); 0: none wait */
         rd_kafka_topic_partition_list_t *pending_offsets; /**< at_least_once:
                                       input offsets of batches whose LMDB
                                       commit failed after their changelog
@@ -279,6 +287,7 @@ rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
 void sg_loop_commit_pending(sg_loop_t *loop);
+void sg_loop_commit_durable(sg_loop_t *loop);
 void sg_loop_release(sg_loop_t *loop);
 sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why);
 

@@ -77,6 +77,7 @@ static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
                 loop->parts[pi].paused_until = 0;
                 loop->parts[pi].committed =
                         committed[i] >= 0 ? committed[i] : -1;
+                loop->parts[pi].durable = -1;
                 loop->parts[pi].restore = false;
                 loop->parts[pi].cl_fenced = false;
         }
@@ -327,6 +328,11 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                         sg_loop_batch(loop, "partitions revoked");
                 }
         }
+        /* The input offsets waiting for their group commit go out before
+         * the partitions do (a lost assignment's would be refused: its new
+         * owner's restored store knows them anyway). */
+        if (!lost && loop->alos_cl)
+                sg_loop_commit_durable(loop);
 
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = sg_loop_part(loop, parts->elems[i].topic,
@@ -343,6 +349,7 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                 p->assigned = false;
                 p->paused_until = 0;
                 p->committed = -1;
+                p->durable = -1;
                 p->start = -1;
                 p->restore = false;
                 p->cl_epoch = -1;

@@ -231,9 +231,10 @@ void sg_store_close(sg_store_t *store);
 
 /*
  * Durability of the store (semantics §6; the argument in store_durable.c).
- * By default every committed transaction is synced (fdatasync). In
- * exactly_once the changelog topic, committed in the same Kafka transaction
- * as the output, holds the durable copy, so the store may defer its syncs:
+ * By default every committed transaction is synced (fdatasync). The
+ * changelog topic holds the durable copy of every committed batch before
+ * LMDB does (exactly_once: in the Kafka transaction; at_least_once: its
+ * markers acknowledged first), so the store may defer its syncs:
  * sg_store_defer_sync() turns per-commit syncs off (MDB_NOSYNC) after
  * recording, durably, that a session without syncs is open
  * (data_dir/seqgate.session with this boot's id). sg_store_close() syncs and

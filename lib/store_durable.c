@@ -2,12 +2,14 @@
  * store_durable.c — when the store may skip its syncs, and how a store that
  * lost its last writes is found (semantics §6, "Durability of the store").
  *
- * exactly_once keeps every state change in the changelog topic, committed
- * in the same Kafka transaction as the output and the input offsets: Kafka
- * holds the durable copy, as it does for Kafka Streams' state stores. The
- * LMDB store is then a cache of the changelog and need not fdatasync every
- * batch (sg_store_defer_sync: MDB_NOSYNC). What that can cost, and how it
- * is answered:
+ * Both guarantees keep every state change in the changelog topic before
+ * LMDB commits it: exactly_once in the same Kafka transaction as the output
+ * and the input offsets; at_least_once as framed records whose markers
+ * Kafka acknowledged before the LMDB commit, with the input offsets
+ * committed only after it (kafka_batch.c). Kafka holds the durable copy, as
+ * it does for Kafka Streams' state stores. The LMDB store is then a cache
+ * of the changelog and need not fdatasync every batch (sg_store_defer_sync:
+ * MDB_NOSYNC). What that can cost, and how it is answered:
  *  - the process dies (kill -9, crash, OOM): every committed LMDB
  *    transaction was written to the file (the kernel's page cache), so the
  *    store is whole: nothing to do;
@@ -19,9 +21,13 @@
  * The session file (data_dir/seqgate.session, one line "seqgate-session 1
  * open|closed BOOT_ID") is replaced atomically (write, fsync, rename, fsync
  * of the directory) and says "open" from before the first unsynced commit
- * until the store was synced at its clean close. at_least_once commits its
- * input offsets after the store, so its store must be durable first: it
- * keeps syncing every commit (no session is opened).
+ * until the store was synced at its clean close.
+ * at_least_once's input offsets cannot run ahead of a rebuilt store: an
+ * offset is committed only after its batch's markers were acknowledged, so
+ * the restore brings the store at least as far, and the start offset is
+ * the later of the committed one and the restored store's (semantics §6);
+ * what is read again is only what the restored store already knows:
+ * duplicates.
  */
 #include "store_int.h"
 

@@ -1,8 +1,9 @@
-"""exactly_once's store after a machine stop is rebuilt, never trusted
+"""A store after a machine stop is rebuilt, never trusted, in both guarantees
 (semantics §6, "Durability of the store"; README "Durability of the store").
 
-In exactly_once LMDB commits are not synced per batch: the changelog is the
-durable copy. test_machine_stop_rebuilds_store runs seqgate on the first half
+LMDB commits are not synced per batch: the changelog is the durable copy
+(exactly_once: committed in the transaction; at_least_once: its markers
+acknowledged before the LMDB commit, the input offsets after it). test_machine_stop_rebuilds_store runs seqgate on the first half
 of a stream until its offsets are committed, kills it (SIGKILL), and then
 makes the data_dir look like one whose machine stopped: the session file
 names another boot, and data.mdb is torn (its pages overwritten, as
@@ -21,6 +22,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+
+import pytest
 
 from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
 from seqgate_proc import Seqgate, make_config, wait_until
@@ -47,7 +50,9 @@ def half(first_v: int) -> list[dict]:
             for i in range(N_AGGREGATES)]
 
 
-def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path):
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path,
+                                     guarantee):
     t_in, t_out, t_dlq = (unique_name("dur-in"), unique_name("dur-out"),
                           unique_name("dur-dlq"))
     group = unique_name("sg-dur")
@@ -56,7 +61,7 @@ def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path):
     conf = make_config(bootstrap=bootstrap, group=group, instance="dur",
                        data_dir=str(data), input_topic=t_in,
                        output_topic=t_out, dlq_topic=t_dlq,
-                       gap_timeout_ms=60000, guarantee="exactly_once",
+                       gap_timeout_ms=60000, guarantee=guarantee,
                        batch_max_records=50,
                        # restore_progress (and stats) lines every 1 ms
                        stats_interval_ms=1)

@@ -143,6 +143,7 @@ START_TEST(test_minimal_defaults) {
         ck_assert_int_eq(conf->batch_max_records, 1000);
         ck_assert_int_eq(conf->batch_max_ms, 100);
         ck_assert_int_eq(conf->stats_interval_ms, 10000);
+        ck_assert_int_eq(conf->commit_interval_ms, 1000);
         ck_assert_int_eq(conf->delivery_timeout_ms, 60000);
         ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
         ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
@@ -222,6 +223,7 @@ START_TEST(test_orders_example_every_field) {
         ck_assert_int_eq(conf->batch_max_records, 1000);
         ck_assert_int_eq(conf->batch_max_ms, 100);
         ck_assert_int_eq(conf->stats_interval_ms, 10000);
+        ck_assert_int_eq(conf->commit_interval_ms, 1000);
         ck_assert_int_eq(conf->delivery_timeout_ms, 60000);
         ck_assert_int_eq(conf->sweep_max_per_batch, 1000);
         ck_assert_int_eq(conf->deadline_max_per_batch, 1000);
@@ -361,6 +363,7 @@ START_TEST(test_explicit_values) {
                             "'map_growth_bytes':2097152},"
                             "'batch':{'max_records':100000,'max_ms':1},"
                             "'stats_interval_ms':0,'delivery_timeout_ms':5,"
+                            "'commit_interval_ms':0,"
                             "'sweep_max_per_batch':7,'deadline_max_per_batch':"
                             "8,"
                             "'pause_retry_ms':9",
@@ -384,6 +387,7 @@ START_TEST(test_explicit_values) {
         ck_assert_int_eq(conf->batch_max_records, 100000);
         ck_assert_int_eq(conf->batch_max_ms, 1);
         ck_assert_int_eq(conf->stats_interval_ms, 0);
+        ck_assert_int_eq(conf->commit_interval_ms, 0);
         ck_assert_int_eq(conf->delivery_timeout_ms, 5);
         ck_assert_int_eq(conf->sweep_max_per_batch, 7);
         ck_assert_int_eq(conf->deadline_max_per_batch, 8);
@@ -649,6 +653,8 @@ static const bad_case_t bad_cases[] = {
          "batch.max_ms: must be an integer from 1 to 60000", NULL},
         {CFG(",'stats_interval_ms':-1", ""),
          "stats_interval_ms: must be an integer >= 0", NULL},
+        {CFG(",'commit_interval_ms':-1", ""),
+         "commit_interval_ms: must be an integer >= 0", NULL},
         {CFG(",'delivery_timeout_ms':0", ""),
          "delivery_timeout_ms: must be an integer >= 1", NULL},
         {CFG(",'sweep_max_per_batch':0", ""),
