@@ -857,6 +857,7 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
                 rd_kafka_purge(loop->producer,
                                RD_KAFKA_PURGE_F_QUEUE |
                                        RD_KAFKA_PURGE_F_INFLIGHT);
+                sg_loop_topics_destroy(loop);
                 rd_kafka_destroy(loop->producer);
                 loop->producer = NULL;
                 if (sg_loop_client_new(loop, false, &np, nes, sizeof(nes)) ==
