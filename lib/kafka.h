@@ -5,9 +5,11 @@
  *
  * Batch protocol, at_least_once (semantics §6):
  *   1. poll up to batch.max_records records or batch.max_ms;
- *   2. processor: batch_begin, process each record, tick;
- *   3. produce every output and DLQ effect (enable.idempotence=true,
- *      acks=all) and wait for every delivery report;
+ *   2. processor: batch_begin, process each record, tick; each record's
+ *      output and DLQ effects are produced as soon as process() returned
+ *      for it (produce while deciding: librdkafka sends while the
+ *      processor decides the next records), tick's after it;
+ *   3. (enable.idempotence=true, acks=all) wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has
  *      restore_begin): produce the batch's changelog records, each with
  *      the header SG_CHANGELOG_HEADER (changelog.h), wait for every
@@ -25,7 +27,11 @@
  *      unfinished batch's records are void, their keys rewritten) before
  *      their records are judged again.
  * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
- * grown (processor grow) and the same records re-run. A batch_commit that
+ * grown (processor grow) and the same records re-run. A failure while
+ * records of the attempt are on their way (a process error or
+ * SG_ERR_MAP_FULL after records were produced while deciding) first waits
+ * for their deliveries: they are duplicates downstream, as after any
+ * rewind, never lost, never sent after the re-read batch's own output. A batch_commit that
  * fails after step 4 leaves the store behind its changelog: logged as
  * "store_behind_changelog", the partitions are restored (not re-read).
  *
@@ -35,8 +41,10 @@
  *   zombie; init_transactions at start; transaction.timeout.ms 10 s unless
  *   set), the consumer reads with isolation.level=read_committed. Per batch
  *   with a record to write or an offset to move:
- *   begin_transaction → produce every effect (output, DLQ, changelog,
- *   snapshot requests) → wait for every delivery; processor delivered(i,
+ *   begin_transaction (before the batch's first record is produced) →
+ *   produce every effect (output, DLQ, changelog, snapshot requests; each
+ *   record's as soon as it is decided, the changelog after tick) → wait
+ *   for every delivery; processor delivered(i,
  *   offset) for each → send_offsets_to_transaction with the batch's next
  *   offsets and the consumer group metadata (KIP-447; with no offset to
  *   move, the assigned partitions' committed offsets, so every transaction

@@ -477,7 +477,49 @@ typedef struct tproc {
         int refused_calls;
         size_t refused_index;
         char refused_reason[128];
+
+        /* produce while deciding: at the OVERLAP_AT-th record of an
+         * attempt, wait (at most OVERLAP_WAIT_MS) for "out" to grow past
+         * its end offsets at batch_begin, i.e. for the records decided
+         * before it to be delivered while the batch is still being
+         * decided; probes left, and what they saw */
+        int overlap_probes;
+        int overlap_seen, overlap_missed;
+        int64_t overlap_base;   /**< sum of "out"'s end offsets, -1: none */
+        rd_kafka_t *overlap_rk; /**< the probe's client */
 } tproc_t;
+
+#define OVERLAP_AT 10
+#define OVERLAP_WAIT_MS 2000
+
+/** Sum of the end offsets of "out" (the probe's view). */
+static int64_t out_end_sum(rd_kafka_t *rk) {
+        int64_t sum = 0;
+        for (int p = 0; p < NPART; p++) {
+                int64_t lo, hi;
+                ck_assert_int_eq(rd_kafka_query_watermark_offsets(
+                                         rk, "out", p, &lo, &hi, 5000),
+                                 RD_KAFKA_RESP_ERR_NO_ERROR);
+                sum += hi;
+        }
+        return sum;
+}
+
+/** The overlap probe, at the OVERLAP_AT-th record of an attempt. */
+static void tp_overlap_probe(tproc_t *t) {
+        if (t->overlap_probes <= 0 || t->att_n != OVERLAP_AT ||
+            t->overlap_base < 0)
+                return;
+        t->overlap_probes--;
+        int64_t deadline = mono_ms() + OVERLAP_WAIT_MS;
+        while (out_end_sum(t->overlap_rk) <= t->overlap_base &&
+               mono_ms() < deadline)
+                tu_sleep_ms(10);
+        if (out_end_sum(t->overlap_rk) > t->overlap_base)
+                t->overlap_seen++;
+        else
+                t->overlap_missed++;
+}
 
 static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         tproc_t *t = o;
@@ -486,10 +528,22 @@ static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         t->rr_pos = 0;
         t->att_n = 0;
         memcpy(t->att_next, t->next_off, sizeof(t->att_next));
+        t->overlap_base =
+                t->overlap_probes > 0 ? out_end_sum(t->overlap_rk) : -1;
         if (t->begin_sleep_ms)
                 tu_sleep_ms(t->begin_sleep_ms);
 
         return t->in.batch_begin(t->in.opaque, now, es, n);
+}
+
+/** A process() failure aborts the attempt after the records decided
+ *  before it were produced (the loop produces while deciding): at
+ *  at_least_once the loop waits for their delivery before it rewinds, so
+ *  each is exactly one duplicate downstream (never lost, never purged from
+ *  the middle of the producer's sequence). */
+static int tp_produced_so_far(tproc_t *t) {
+        const sg_effect_t *e;
+        return (int)t->in.effects(t->in.opaque, &e);
 }
 
 static sg_err_t tp_process(void *o, const sg_record_t *r,
@@ -525,6 +579,7 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
         if (p == t->pause_part && off == t->pause_off)
                 t->pause_calls++;
 
+        tp_overlap_probe(t);
         t->att_p[t->att_n] = p;
         t->att_o[t->att_n] = off;
         t->att_n++;
@@ -533,6 +588,7 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
             !(t->injected[p][off] & 1)) {
                 t->injected[p][off] |= 1;
                 t->proc_fails++;
+                t->dup_expected += tp_produced_so_far(t);
                 snprintf(es, n, "injected process failure at %d/%" PRId64, p,
                          off);
                 return SG_ERR_STORE;
@@ -541,6 +597,7 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
             !(t->injected[p][off] & 2)) {
                 t->injected[p][off] |= 2;
                 t->mapfulls++;
+                t->dup_expected += tp_produced_so_far(t);
                 /* The loop must re-run exactly these records. */
                 memcpy(t->rr_p, t->att_p, t->att_n * sizeof(t->att_p[0]));
                 memcpy(t->rr_o, t->att_o, t->att_n * sizeof(t->att_o[0]));
@@ -747,6 +804,8 @@ static void tp_interface(tproc_t *t, sg_processor_t *p) {
 }
 
 static void tp_destroy(tproc_t *t) {
+        if (t->overlap_rk)
+                rd_kafka_destroy(t->overlap_rk);
         sg_passthrough_destroy(t->pt);
         free(t);
 }
@@ -929,7 +988,9 @@ START_TEST(process_and_commit_failures_reread) {
         read_output(&o);
         assert_superset_in_order(&o);
         /* Exactly the output of the batches whose commit failed is there
-         * twice; a process error aborts before anything is produced. */
+         * twice, and that of the records a failed attempt decided before
+         * its process error (produced while deciding, delivered before the
+         * rewind). */
         ck_assert_int_eq(o.dups, t->dup_expected);
         assert_committed_at_end();
         tp_destroy(t);
@@ -965,7 +1026,10 @@ START_TEST(map_full_grows_and_reruns) {
 
         read_output(&o);
         assert_superset_in_order(&o);
-        ck_assert_int_eq(o.dups, 0); /* nothing produced before the grow */
+        /* The records decided before the store filled were produced
+         * while deciding and delivered before the rewind: each is there
+         * exactly twice, nothing lost, first occurrences in order. */
+        ck_assert_int_eq(o.dups, t->dup_expected);
         assert_committed_at_end();
         tp_destroy(t);
 }
@@ -1422,7 +1486,11 @@ START_TEST(eos_failures_abort_transaction) {
         ck_assert_int_eq(t->proc_fails, 2 * NPART);
         ck_assert_uint_gt(r.stats.delivery_failures_total, 0);
         ck_assert_uint_gt(r.stats.transactions_aborted_total, 0);
-        ck_assert_uint_eq(r.stats.batches_aborted_total,
+        /* A process error after the attempt produced its first records
+         * (produce while deciding) aborts an open transaction too. */
+        ck_assert_uint_ge(r.stats.batches_aborted_total,
+                          (uint64_t)t->proc_fails);
+        ck_assert_uint_le(r.stats.batches_aborted_total,
                           (uint64_t)t->proc_fails +
                                   r.stats.transactions_aborted_total);
         ck_assert_uint_eq(r.stats.records_in_total, NREC);
@@ -2378,6 +2446,75 @@ START_TEST(refused_record_found_and_reported) {
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* (9b) produce while deciding                                          */
+
+/* The effects of a record are handed to the producer as soon as the
+ * processor decided it: the records decided first are delivered while the
+ * processor still decides the rest of the batch (librdkafka's threads send
+ * on the other core). Before: nothing was produced until every record of
+ * the batch was decided, so "out" never grew during a batch and every
+ * probe missed. */
+START_TEST(overlap_delivers_while_deciding) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        t->overlap_probes = 3;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->overlap_missed, 0);
+        ck_assert_int_eq(t->overlap_seen, 3);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_uint_eq(r.stats.records_out_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        ck_assert_int_eq(o.dups, 0);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* A delivery failure of the first records of a batch, reported while the
+ * processor still decides the batch's later records (the probe waits for
+ * the first produce request to be answered): the attempt is aborted and
+ * the whole batch re-read; nothing is lost, first occurrences stay in
+ * order, and the offsets reach the end. at_least_once: the failed
+ * attempt's later records are delivered before the rewind (duplicates,
+ * never after the re-read batch's own output). */
+START_TEST(overlap_early_delivery_failure_rewinds) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 0 /* Produce */, 1,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        t->overlap_probes = 2;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        /* the failed batch's later records may still land (they are not
+         * in the failed request): "out" grows either way */
+        ck_assert_int_eq(t->overlap_seen + t->overlap_missed, 2);
+        ck_assert_uint_ge(r.stats.delivery_failures_total, 1);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, (uint64_t)t->aborts);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* (10) out of memory in the loop's partition table                    */
 
 /* The library never exits (seqgate.h): an allocation that fails while the
@@ -2435,6 +2572,8 @@ int main(void) {
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);
         add(tl, refused_record_found_and_reported);
+        add(tl, overlap_delivers_while_deciding);
+        add(tl, overlap_early_delivery_failure_rewinds);
         suite_add_tcase(s, tl);
 
         TCase *te = tcase_create("exactly_once");
