@@ -5,10 +5,11 @@
  *
  * Batch protocol, at_least_once (semantics §6):
  *   1. poll up to batch.max_records records or batch.max_ms;
- *   2. processor: batch_begin, process each record, tick; each record's
- *      output and DLQ effects are produced as soon as process() returned
- *      for it (produce while deciding: librdkafka sends while the
- *      processor decides the next records), tick's after it;
+ *   2. processor: batch_begin, process each record, tick; the output and
+ *      DLQ effects are produced while the batch is decided, each time an
+ *      eighth of batch.max_records effects gathered (produce while
+ *      deciding: librdkafka sends while the processor decides the next
+ *      records), the rest after tick;
  *   3. (enable.idempotence=true, acks=all) wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has
  *      restore_begin): produce the batch's changelog records, each with
@@ -42,8 +43,9 @@
  *   set), the consumer reads with isolation.level=read_committed. Per batch
  *   with a record to write or an offset to move:
  *   begin_transaction (before the batch's first record is produced) →
- *   produce every effect (output, DLQ, changelog, snapshot requests; each
- *   record's as soon as it is decided, the changelog after tick) → wait
+ *   produce every effect (output, DLQ, changelog, snapshot requests; while
+ *   the batch is decided, as in at_least_once step 2, the changelog after
+ *   tick) → wait
  *   for every delivery; processor delivered(i,
  *   offset) for each → send_offsets_to_transaction with the batch's next
  *   offsets and the consumer group metadata (KIP-447; with no offset to

@@ -126,9 +126,9 @@ typedef struct sg_processor {
         /** The batch's effects so far. Append-only within an attempt: an
          *  effect, once process() or tick() returned, is never changed or
          *  withdrawn by a later call of the same batch, and its memory
-         *  stays until batch_commit/batch_abort — the loop produces each
-         *  record's effects as soon as process() returned for it (Kafka
-         *  loop "produce while deciding", kafka_batch.c). */
+         *  stays until batch_commit/batch_abort — the loop produces effects
+         *  while the batch is still being decided (Kafka loop "produce
+         *  while deciding", kafka_batch.c). */
         size_t (*effects)(void *opaque, const sg_effect_t **effectsp);
         /** Makes the batch's decisions durable (called only after every
          *  effect was delivered). */

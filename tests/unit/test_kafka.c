@@ -537,13 +537,16 @@ static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
 }
 
 /** A process() failure aborts the attempt after the records decided
- *  before it were produced (the loop produces while deciding): at
- *  at_least_once the loop waits for their delivery before it rewinds, so
- *  each is exactly one duplicate downstream (never lost, never purged from
- *  the middle of the producer's sequence). */
+ *  before it were produced (the loop produces while deciding, in chunks
+ *  of an eighth of batch.max_records effects): at_least_once waits for
+ *  their delivery before it rewinds, so each is exactly one duplicate
+ *  downstream (never lost, never purged from the middle of the producer's
+ *  sequence); the effects of an unfinished chunk were never produced. */
 static int tp_produced_so_far(tproc_t *t) {
         const sg_effect_t *e;
-        return (int)t->in.effects(t->in.opaque, &e);
+        int n = (int)t->in.effects(t->in.opaque, &e);
+        int chunk = BATCH_MAX / 8 > 0 ? BATCH_MAX / 8 : 1;
+        return n / chunk * chunk;
 }
 
 static sg_err_t tp_process(void *o, const sg_record_t *r,
