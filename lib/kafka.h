@@ -5,12 +5,9 @@
  *
  * Batch protocol, at_least_once (semantics §6):
  *   1. poll up to batch.max_records records or batch.max_ms;
- *   2. processor: batch_begin, process each record, tick; the output and
- *      DLQ effects are produced while the batch is decided, each time an
- *      eighth of batch.max_records effects gathered (produce while
- *      deciding: librdkafka sends while the processor decides the next
- *      records), the rest after tick;
- *   3. (enable.idempotence=true, acks=all) wait for every delivery report;
+ *   2. processor: batch_begin, process each record, tick;
+ *   3. produce every output and DLQ effect (enable.idempotence=true,
+ *      acks=all) and wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has
  *      restore_begin): produce the batch's changelog records, each with
  *      the header SG_CHANGELOG_HEADER (changelog.h), wait for every
@@ -28,11 +25,7 @@
  *      unfinished batch's records are void, their keys rewritten) before
  *      their records are judged again.
  * On SG_ERR_MAP_FULL from the processor the batch is aborted, the store
- * grown (processor grow) and the same records re-run. A failure while
- * records of the attempt are on their way (a process error or
- * SG_ERR_MAP_FULL after records were produced while deciding) first waits
- * for their deliveries: they are duplicates downstream, as after any
- * rewind, never lost, never sent after the re-read batch's own output. A batch_commit that
+ * grown (processor grow) and the same records re-run. A batch_commit that
  * fails after step 4 leaves the store behind its changelog: logged as
  * "store_behind_changelog", the partitions are restored (not re-read).
  *
@@ -44,8 +37,8 @@
  *   with a record to write or an offset to move:
  *   begin_transaction (before the batch's first record is produced) →
  *   produce every effect (output, DLQ, changelog, snapshot requests; while
- *   the batch is decided, as in at_least_once step 2, the changelog after
- *   tick) → wait
+ *   the batch is decided, an eighth of batch.max_records at a time, the
+ *   changelog after tick: produce while deciding) → wait
  *   for every delivery; processor delivered(i,
  *   offset) for each → send_offsets_to_transaction with the batch's next
  *   offsets and the consumer group metadata (KIP-447; with no offset to

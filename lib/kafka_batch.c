@@ -673,7 +673,13 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
         sg_err_t err = SG_OK;
         if (cnt <= out->next)
                 return SG_OK;
-        if (!final && cnt - out->next < loop_emit_chunk(loop))
+        /* at_least_once hands everything over at the end, as before: what
+         * it produced is visible at once, and a produce request failing
+         * while a later one of the same partition landed would put records
+         * ahead of an earlier one of their aggregate (seen on the mock
+         * cluster: first occurrences out of order). exactly_once overlaps:
+         * an aborted transaction's records are never read. */
+        if (!final && (!loop->eos || cnt - out->next < loop_emit_chunk(loop)))
                 return SG_OK;
         if (!sg_loop_dr_grow(loop, cnt)) {
                 sg_errf(errstr, errstr_size,
