@@ -715,6 +715,8 @@ void sg_loop_destroy(sg_loop_t *loop) {
         sg_loop_release(loop);
         if (loop->consumer)
                 rd_kafka_destroy(loop->consumer);
+        sg_loop_topics_destroy(loop);
+        free(loop->rkts);
         if (loop->producer)
                 rd_kafka_destroy(loop->producer);
         if (loop->restorer) {

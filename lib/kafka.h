@@ -38,8 +38,11 @@
  *   zombie; init_transactions at start; transaction.timeout.ms 10 s unless
  *   set), the consumer reads with isolation.level=read_committed. Per batch
  *   with a record to write or an offset to move:
- *   begin_transaction → produce every effect (output, DLQ, changelog,
- *   snapshot requests) → wait for every delivery; processor delivered(i,
+ *   begin_transaction (before the batch's first record is produced) →
+ *   produce every effect (output, DLQ, changelog, snapshot requests; while
+ *   the batch is decided, an eighth of batch.max_records at a time, the
+ *   changelog after tick: produce while deciding) → wait
+ *   for every delivery; processor delivered(i,
  *   offset) for each → send_offsets_to_transaction with the batch's next
  *   offsets and the consumer group metadata (KIP-447; with no offset to
  *   move, the assigned partitions' committed offsets, so every transaction

@@ -118,6 +118,16 @@ struct sg_loop {
         size_t dr_offs_cap;
         size_t dr_ok, dr_fail;
         rd_kafka_resp_err_t dr_err;
+        bool dr_note_after_abort; /**< exactly_once: producing failed while
+                                      reports were outstanding; the refused
+                                      records are looked for once the abort
+                                      served them (sg_loop_batch) */
+
+        /* the producer's topic handles (kafka_produce.c): one per topic it
+         * writes, created on first use, destroyed with the producer
+         * (sg_loop_topics_destroy) */
+        rd_kafka_topic_t **rkts;
+        size_t rkt_cnt, rkt_cap;
 
         /* records Kafka refuses for what they are (semantics §3
          * output_rejected): the processor decides, the loop re-runs */
@@ -271,6 +281,8 @@ sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size);
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
 bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_begin(sg_loop_t *loop, size_t n);
+bool sg_loop_dr_grow(sg_loop_t *loop, size_t n);
+void sg_loop_topics_destroy(sg_loop_t *loop);
 sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
                       size_t errstr_size);
 sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,

@@ -62,6 +62,61 @@ bool sg_loop_dr_begin(sg_loop_t *loop, size_t n) {
         return true;
 }
 
+/* Extends the current attempt's delivery reports to its first @p n effects
+ * (the effects the processor emitted so far: the loop produces each
+ * record's effects as soon as it is decided, so an attempt's count grows
+ * while it runs). The reports already in keep their place; the new ones
+ * start unreported. Reports are served on the loop's thread only (poll,
+ * flush), so the arrays never move under sg_loop_cb_dr. False when out of
+ * memory. */
+bool sg_loop_dr_grow(sg_loop_t *loop, size_t n) {
+        if (n <= loop->dr_cnt)
+                return true;
+        if (n > loop->dr_offs_cap &&
+            !sg_loop_dr_reserve(loop, n > 2 * loop->dr_offs_cap
+                                              ? n
+                                              : 2 * loop->dr_offs_cap))
+                return false;
+        for (size_t i = loop->dr_cnt; i < n; i++) {
+                loop->dr_offs[i] = -1;
+                loop->dr_errs[i] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_cnt = n;
+        return true;
+}
+
+/* The producer's handle of topic @p name, created on first use (one
+ * topic lookup and reference per topic, not per record: RD_KAFKA_V_RKT).
+ * The handles go with the producer (sg_loop_topics_destroy). NULL when
+ * out of memory or librdkafka refuses the topic (errno). */
+static rd_kafka_topic_t *loop_topic(sg_loop_t *loop, const char *name) {
+        for (size_t i = 0; i < loop->rkt_cnt; i++)
+                if (!strcmp(rd_kafka_topic_name(loop->rkts[i]), name))
+                        return loop->rkts[i];
+        if (loop->rkt_cnt == loop->rkt_cap) {
+                size_t cap = loop->rkt_cap ? 2 * loop->rkt_cap : 8;
+                rd_kafka_topic_t **n = realloc(loop->rkts, cap * sizeof(*n));
+                if (!n)
+                        return NULL;
+                loop->rkts = n;
+                loop->rkt_cap = cap;
+        }
+        /* NULL conf: the producer's default topic configuration, exactly
+         * what RD_KAFKA_V_TOPIC uses */
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(loop->producer, name, NULL);
+        if (rkt)
+                loop->rkts[loop->rkt_cnt++] = rkt;
+        return rkt;
+}
+
+/** Destroys the producer's topic handles; called before the producer is
+ *  destroyed (loop destroy, an idempotent producer re-created). */
+void sg_loop_topics_destroy(sg_loop_t *loop) {
+        for (size_t i = 0; i < loop->rkt_cnt; i++)
+                rd_kafka_topic_destroy(loop->rkts[i]);
+        loop->rkt_cnt = 0;
+}
+
 /* Waits (delivery_timeout_ms) for the delivery reports of the @p n records
  * produced in this attempt; with none, only serves the producer's logs.
  * Returns rd_kafka_flush()'s error (__TIMED_OUT: some are not reported). */
@@ -212,6 +267,12 @@ static void loop_log_dlq(sg_loop_t *loop, const sg_effect_t *ef) {
 sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                          const unsigned char *frame, char *errstr,
                          size_t errstr_size) {
+        rd_kafka_topic_t *rkt = loop_topic(loop, ef->topic);
+        if (!rkt) {
+                sg_errf(errstr, errstr_size, "producing to %s: %s", ef->topic,
+                        rd_kafka_err2str(rd_kafka_last_error()));
+                return SG_ERR_KAFKA;
+        }
         rd_kafka_headers_t *h =
                 rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 1);
         if (frame)
@@ -230,7 +291,7 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                  * still be in flight when batch_abort frees the processor's
                  * memory; a copy makes that harmless. */
                 rd_kafka_resp_err_t e = rd_kafka_producev(
-                        loop->producer, RD_KAFKA_V_TOPIC(ef->topic),
+                        loop->producer, RD_KAFKA_V_RKT(rkt),
                         RD_KAFKA_V_PARTITION(ef->partition >= 0
                                                      ? ef->partition
                                                      : RD_KAFKA_PARTITION_UA),

@@ -123,7 +123,12 @@ typedef struct sg_processor {
         /** Time-driven work (gap deadlines, TTL sweep) for the assigned
          *  partitions; may add effects. Bounded work per call. */
         sg_err_t (*tick)(void *opaque, char *errstr, size_t errstr_size);
-        /** The batch's effects so far. */
+        /** The batch's effects so far. Append-only within an attempt: an
+         *  effect, once process() or tick() returned, is never changed or
+         *  withdrawn by a later call of the same batch, and its memory
+         *  stays until batch_commit/batch_abort — the loop produces effects
+         *  while the batch is still being decided (Kafka loop "produce
+         *  while deciding", kafka_batch.c). */
         size_t (*effects)(void *opaque, const sg_effect_t **effectsp);
         /** Makes the batch's decisions durable (called only after every
          *  effect was delivered). */

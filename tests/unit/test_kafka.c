@@ -477,7 +477,49 @@ typedef struct tproc {
         int refused_calls;
         size_t refused_index;
         char refused_reason[128];
+
+        /* produce while deciding: at the OVERLAP_AT-th record of an
+         * attempt, wait (at most OVERLAP_WAIT_MS) for "out" to grow past
+         * its end offsets at batch_begin, i.e. for the records decided
+         * before it to be delivered while the batch is still being
+         * decided; probes left, and what they saw */
+        int overlap_probes;
+        int overlap_seen, overlap_missed;
+        int64_t overlap_base;   /**< sum of "out"'s end offsets, -1: none */
+        rd_kafka_t *overlap_rk; /**< the probe's client */
 } tproc_t;
+
+#define OVERLAP_AT 10
+#define OVERLAP_WAIT_MS 2000
+
+/** Sum of the end offsets of "out" (the probe's view). */
+static int64_t out_end_sum(rd_kafka_t *rk) {
+        int64_t sum = 0;
+        for (int p = 0; p < NPART; p++) {
+                int64_t lo, hi;
+                ck_assert_int_eq(rd_kafka_query_watermark_offsets(
+                                         rk, "out", p, &lo, &hi, 5000),
+                                 RD_KAFKA_RESP_ERR_NO_ERROR);
+                sum += hi;
+        }
+        return sum;
+}
+
+/** The overlap probe, at the OVERLAP_AT-th record of an attempt. */
+static void tp_overlap_probe(tproc_t *t) {
+        if (t->overlap_probes <= 0 || t->att_n != OVERLAP_AT ||
+            t->overlap_base < 0)
+                return;
+        t->overlap_probes--;
+        int64_t deadline = mono_ms() + OVERLAP_WAIT_MS;
+        while (out_end_sum(t->overlap_rk) <= t->overlap_base &&
+               mono_ms() < deadline)
+                tu_sleep_ms(10);
+        if (out_end_sum(t->overlap_rk) > t->overlap_base)
+                t->overlap_seen++;
+        else
+                t->overlap_missed++;
+}
 
 static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         tproc_t *t = o;
@@ -486,6 +528,8 @@ static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         t->rr_pos = 0;
         t->att_n = 0;
         memcpy(t->att_next, t->next_off, sizeof(t->att_next));
+        t->overlap_base =
+                t->overlap_probes > 0 ? out_end_sum(t->overlap_rk) : -1;
         if (t->begin_sleep_ms)
                 tu_sleep_ms(t->begin_sleep_ms);
 
@@ -525,6 +569,7 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
         if (p == t->pause_part && off == t->pause_off)
                 t->pause_calls++;
 
+        tp_overlap_probe(t);
         t->att_p[t->att_n] = p;
         t->att_o[t->att_n] = off;
         t->att_n++;
@@ -747,6 +792,8 @@ static void tp_interface(tproc_t *t, sg_processor_t *p) {
 }
 
 static void tp_destroy(tproc_t *t) {
+        if (t->overlap_rk)
+                rd_kafka_destroy(t->overlap_rk);
         sg_passthrough_destroy(t->pt);
         free(t);
 }
@@ -1422,7 +1469,11 @@ START_TEST(eos_failures_abort_transaction) {
         ck_assert_int_eq(t->proc_fails, 2 * NPART);
         ck_assert_uint_gt(r.stats.delivery_failures_total, 0);
         ck_assert_uint_gt(r.stats.transactions_aborted_total, 0);
-        ck_assert_uint_eq(r.stats.batches_aborted_total,
+        /* A process error after the attempt produced its first records
+         * (produce while deciding) aborts an open transaction too. */
+        ck_assert_uint_ge(r.stats.batches_aborted_total,
+                          (uint64_t)t->proc_fails);
+        ck_assert_uint_le(r.stats.batches_aborted_total,
                           (uint64_t)t->proc_fails +
                                   r.stats.transactions_aborted_total);
         ck_assert_uint_eq(r.stats.records_in_total, NREC);
@@ -2378,6 +2429,76 @@ START_TEST(refused_record_found_and_reported) {
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* (9b) produce while deciding                                          */
+
+/* exactly_once: the effects are handed to the producer while the batch is
+ * decided (an eighth of batch.max_records at a time): the records decided
+ * first are delivered while the processor still decides the rest of the
+ * batch (librdkafka's threads send
+ * on the other core). Before: nothing was produced until every record of
+ * the batch was decided, so "out" never grew during a batch and every
+ * probe missed. */
+START_TEST(overlap_delivers_while_deciding) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        t->overlap_probes = 3;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_eos_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->overlap_missed, 0);
+        ck_assert_int_eq(t->overlap_seen, 3);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_uint_eq(r.stats.records_out_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        ck_assert_int_eq(o.dups, 0);
+        tp_destroy(t);
+}
+END_TEST
+
+/* A delivery failure of the first records of a batch, reported while the
+ * processor still decides the batch's later records (the probe waits for
+ * the first produce request to be answered): the transaction is aborted
+ * and the whole batch re-read; nothing is lost and the offsets reach the
+ * end. (No markers on the mock: the aborted transaction's records are
+ * read back, so neither duplicates nor their order are asserted here; the
+ * real broker case: test_exactly_once.py.) */
+START_TEST(overlap_early_delivery_failure_rewinds) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 0 /* Produce */, 1,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        t->overlap_probes = 2;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_eos_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        /* the failed batch's later records may still land (they are not
+         * in the failed request): "out" grows either way */
+        ck_assert_int_eq(t->overlap_seen + t->overlap_missed, 2);
+        ck_assert_uint_ge(r.stats.delivery_failures_total, 1);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
+        ck_assert_uint_ge(r.stats.transactions_aborted_total, 1);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, (uint64_t)t->aborts);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        ck_assert_int_eq(o.missing, 0);
+        ck_assert_int_eq(o.bad, 0);
+        tp_destroy(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* (10) out of memory in the loop's partition table                    */
 
 /* The library never exits (seqgate.h): an allocation that fails while the
@@ -2443,6 +2564,8 @@ int main(void) {
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
         add(te, eos_failures_abort_transaction);
+        add(te, overlap_delivers_while_deciding);
+        add(te, overlap_early_delivery_failure_rewinds);
         add(te, eos_restore_retries_not_leader);
         add(te, eos_restore_non_retriable_is_fatal);
         suite_add_tcase(s, te);
