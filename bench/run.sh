@@ -7,8 +7,9 @@
 #                  output topic, no state (the baseline: a librdkafka
 #                  consume→produce loop)
 #   at_least_once  `seqgate`, guarantee at_least_once: the engine (dedup,
-#                  per-aggregate ordering, state machine, LMDB store with a
-#                  synced commit per batch), idempotent producer, and the
+#                  per-aggregate ordering, state machine, LMDB store with
+#                  syncs deferred to the changelog, input offsets committed
+#                  every commit_interval_ms), idempotent producer, and the
 #                  changelog (a record per changed store key, written after
 #                  the batch's output, then one marker per partition)
 #   exactly_once   `seqgate`, guarantee exactly_once: the same engine, plus a
