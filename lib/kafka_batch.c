@@ -323,6 +323,13 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
 /** Counts a committed attempt: latency since @p t0, output + DLQ records. */
 static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
                               size_t cnt, int64_t t0) {
+        /* An idle poll (no record, no snapshot result, no effect) commits
+         * nothing: the latency histograms and figures leave it out, or
+         * their quantiles would describe idle polls, not commits. */
+        loop->batch_idle =
+                loop->msg_cnt == 0 && loop->http_batch_cnt == 0 && cnt == 0;
+        if (loop->batch_idle)
+                return;
         int64_t lat = sg_clock_mono_ms() - t0;
         sg_hist_observe(&loop->stats.commit_latency_ms, lat);
         loop->stats.commit_latency_ms_last = lat;
@@ -1036,6 +1043,7 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         int64_t t0 = sg_clock_mono_ms();
 
         loop->batch_running = true;
+        loop->batch_idle = false; /* set by the attempt that commits */
         loop->reruns = 0;
         loop->rerun_follow = 0;
         err = loop_prepare(loop);
@@ -1142,8 +1150,9 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         if (err == SG_OK) {
                 loop->stats.batches_total++;
                 loop->stats.records_in_total += consumed;
-                sg_hist_observe(&loop->stats.batch_duration_ms,
-                                sg_clock_mono_ms() - t0);
+                if (!loop->batch_idle)
+                        sg_hist_observe(&loop->stats.batch_duration_ms,
+                                        sg_clock_mono_ms() - t0);
                 loop->backoff_ms = 0;
                 /* a batch of records committed: the refused ones were
                  * found (an idle batch says nothing about them) */

@@ -103,6 +103,8 @@ struct sg_loop {
         size_t *batch_parts; /**< indexes of the partitions in the batch */
         size_t batch_part_cnt;
         bool batch_running;
+        bool batch_idle; /* the committed attempt was an idle poll (no
+                            record, snapshot result or effect) */
 
         sg_part_t *parts;
         size_t part_cnt, part_cap;

@@ -171,9 +171,11 @@ typedef struct sg_hist {
         X(commit_latency_ms_max, GAUGE_MS, "commit_latency_seconds_max",       \
           "produce to offsets committed, longest (ms in the stats line)")      \
         X(commit_latency_ms, HIST, "commit_latency_seconds",                   \
-          "produce to offsets or transaction committed, per batch")            \
+          "produce to offsets or transaction committed, per batch; idle "      \
+          "polls not observed")                                                \
         X(batch_duration_ms, HIST, "batch_duration_seconds",                   \
-          "a committed batch, first attempt to its commit")                    \
+          "a committed batch, first attempt to its commit; idle polls not "    \
+          "observed")                                                          \
         X(assigned_partitions, GAUGE, "assigned_partitions",                   \
           "partitions assigned now")                                           \
         X(paused_partitions, GAUGE, "paused_partitions",                       \

@@ -175,10 +175,11 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
                          partition=p) == 0
             assert value(fams, "seqgate_consumer_lag", topic=t_in,
                          partition=p) == 0
-        # the histograms saw the committed batches, cumulative buckets
+        # the histograms saw the batches that committed something, not the
+        # idle polls the loop made while the test waited (counted in
+        # batches_total); cumulative buckets
         batches = value(fams, "seqgate_batches_total")
-        assert batches > 0
-        assert value(fams, "seqgate_batch_duration_seconds_count") == batches
+        assert 1 <= value(fams, "seqgate_batch_duration_seconds_count") < batches
         assert value(fams, "seqgate_commit_latency_seconds_count") >= 1
         buckets = [v for n, l, v in fams["seqgate_commit_latency_seconds"]
                    if n.endswith("_bucket")]

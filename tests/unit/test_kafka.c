@@ -946,6 +946,71 @@ START_TEST(clean_run_exactly_once_in_order) {
 }
 END_TEST
 
+/* A passthrough that counts the batches it committed with records in
+ * them: the latency histograms describe those, not the idle polls between
+ * them (an idle batch commits nothing). */
+typedef struct busy {
+        sg_processor_t inner;
+        bool had_records;
+        uint64_t busy_commits;
+} busy_t;
+
+static sg_err_t busy_begin(void *o, int64_t now, char *es, size_t n) {
+        busy_t *b = o;
+        b->had_records = false;
+        return b->inner.batch_begin(b->inner.opaque, now, es, n);
+}
+static sg_err_t busy_process(void *o, const sg_record_t *rec,
+                             sg_process_result_t *res, char *es, size_t n) {
+        busy_t *b = o;
+        b->had_records = true;
+        return b->inner.process(b->inner.opaque, rec, res, es, n);
+}
+static sg_err_t busy_commit(void *o, char *es, size_t n) {
+        busy_t *b = o;
+        sg_err_t err = b->inner.batch_commit(b->inner.opaque, es, n);
+        if (!err && b->had_records)
+                b->busy_commits++;
+        return err;
+}
+static size_t busy_effects(void *o, const sg_effect_t **efs) {
+        busy_t *b = o;
+        return b->inner.effects(b->inner.opaque, efs);
+}
+static void busy_abort(void *o) {
+        busy_t *b = o;
+        b->inner.batch_abort(b->inner.opaque);
+}
+
+START_TEST(latency_histograms_skip_idle_batches) {
+        sg_passthrough_t *pt;
+        busy_t b = {0};
+        sg_loop_t *loop = NULL;
+        stopper_t st = {.loopp = &loop};
+        run_t r;
+
+        ck_assert_int_eq(sg_passthrough_new(g_conf, &pt), SG_OK);
+        sg_passthrough_processor(pt, &b.inner);
+        sg_processor_t proc = b.inner;
+        proc.opaque = &b;
+        proc.batch_begin = busy_begin;
+        proc.process = busy_process;
+        proc.batch_commit = busy_commit;
+        proc.effects = busy_effects;
+        proc.batch_abort = busy_abort;
+        run_loop(&proc, &loop, stop_at_end, &st, &r);
+        sg_passthrough_destroy(pt);
+        ck_assert(atomic_load(&st.reached));
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_uint_gt(b.busy_commits, 0);
+        /* the loop polled idle between and after the batches */
+        ck_assert_uint_gt(r.stats.batches_total, b.busy_commits);
+        ck_assert_uint_eq(r.stats.batch_duration_ms.count, b.busy_commits);
+        ck_assert_uint_eq(r.stats.commit_latency_ms.count, b.busy_commits);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* (2) process errors and batch_commit failures                        */
 
@@ -2549,6 +2614,7 @@ int main(void) {
         tcase_add_checked_fixture(tl, loop_setup, mock_teardown);
         tcase_set_timeout(tl, 90);
         add(tl, clean_run_exactly_once_in_order);
+        add(tl, latency_histograms_skip_idle_batches);
         add(tl, process_and_commit_failures_reread);
         add(tl, map_full_grows_and_reruns);
         add(tl, delivery_failures_abort_and_reread);
