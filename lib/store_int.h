@@ -99,7 +99,7 @@ struct sg_txn {
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
-        cap_chunk_t *cap;  /* the changes' bytes, newest chunk first */
+        cap_chunk_t *cap; /* the changes' bytes, newest chunk first */
         /* time index puts not yet made (sg_db_put_index): slots of
          * IDX_SLOT bytes, db | key length | key */
         unsigned char *ipend;
