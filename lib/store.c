@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *const sg_store_db_names[DB__CNT] = {"dedup",   "expiry", "agg",
@@ -359,19 +360,38 @@ static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
         return mdb_txn_commit(txn);
 }
 
-/* Removes the LMDB files of @p dir (a store that is not read). */
-static sg_err_t files_remove(const char *dir, char *errstr,
-                             size_t errstr_size) {
-        const char *files[] = {"data.mdb", "lock.mdb"};
-        for (size_t i = 0; i < 2; i++) {
-                char fp[4200];
-                snprintf(fp, sizeof(fp), "%s/%s", dir, files[i]);
-                if (unlink(fp) != 0 && errno != ENOENT) {
-                        sg_errf(errstr, errstr_size,
-                                "removing the store %s: %s", fp,
-                                strerror(errno));
-                        return SG_ERR_IO;
-                }
+/* Sets the LMDB files of @p dir aside (a store of an earlier format,
+ * which is not read): data.mdb moves into a new directory
+ * @p dir/store-format-<fmt>-<unix seconds> (its path into @p kept), and
+ * the lock file is removed. Nothing is deleted: if the changelog the
+ * partitions are now restored from turns out to be incomplete, the old
+ * store is still there for the operator (README "Store format 2"). */
+static sg_err_t files_set_aside(const char *dir, unsigned fmt, char *kept,
+                                size_t kept_size, char *errstr,
+                                size_t errstr_size) {
+        char from[4200], to[4300];
+        snprintf(kept, kept_size, "%s/store-format-%u-%lld", dir, fmt,
+                 (long long)time(NULL));
+        if (mkdir(kept, 0700) != 0) {
+                sg_errf(errstr, errstr_size,
+                        "setting the store of format %u aside: mkdir %s: %s",
+                        fmt, kept, strerror(errno));
+                return SG_ERR_IO;
+        }
+        snprintf(from, sizeof(from), "%s/data.mdb", dir);
+        snprintf(to, sizeof(to), "%s/data.mdb", kept);
+        if (rename(from, to) != 0 && errno != ENOENT) {
+                sg_errf(errstr, errstr_size,
+                        "setting the store of format %u aside: rename %s to "
+                        "%s: %s",
+                        fmt, from, to, strerror(errno));
+                return SG_ERR_IO;
+        }
+        snprintf(from, sizeof(from), "%s/lock.mdb", dir);
+        if (unlink(from) != 0 && errno != ENOENT) {
+                sg_errf(errstr, errstr_size, "removing %s: %s", from,
+                        strerror(errno));
+                return SG_ERR_IO;
         }
         return SG_OK;
 }
@@ -495,15 +515,21 @@ reopen:
                 goto out;
         }
         if (fmt != SG_STORE_FORMAT) {
-                /* an earlier format is never read: removed, and every
+                /* an earlier format is never read: set aside, and every
                  * partition restored from its changelog (as after a
                  * machine stop, store_durable.c) */
-                format_why(fmt == UINT32_MAX ? 1 : fmt, s->rebuilt_why,
-                           sizeof(s->rebuilt_why));
+                unsigned old_fmt = fmt == UINT32_MAX ? 1 : fmt;
+                char kept[4200], why[256];
+                format_why(old_fmt, why, sizeof(why));
                 mdb_env_close(s->env);
                 s->env = NULL;
-                if ((serr = files_remove(dir, errstr, errstr_size)))
+                if ((serr = files_set_aside(dir, old_fmt, kept, sizeof(kept),
+                                            errstr, errstr_size)))
                         goto out;
+                snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
+                         "%s; it is kept in %s (remove it once every "
+                         "partition is restored)",
+                         why, kept);
                 s->rebuilt = true;
                 goto reopen;
         }

@@ -57,7 +57,7 @@ struct sg_store {
         bool rebuilt;  /* open found an untrusted store, removed it */
         bool settle;   /* open found a deferred session of this boot:
                                  sync it once the environment is open */
-        char rebuilt_why[160];
+        char rebuilt_why[4608];
         char boot_id[64]; /* this boot's id, "" unknown */
 };
 

@@ -185,6 +185,17 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
         ck_assert_msg(why && strstr(why, "earlier store format"), "why %s",
                       why ? why : "(null)");
         ck_assert_uint_eq(sg_store_entries(s), 0);
+        /* the old store is set aside, not deleted: a changelog that turns
+         * out to be incomplete must not have cost the only copy; the
+         * reason names where it is */
+        const char *kept = strstr(why, "kept in ");
+        ck_assert_msg(kept, "why %s", why);
+        char old_data[4300];
+        snprintf(old_data, sizeof(old_data), "%.*s/data.mdb",
+                 (int)strcspn(kept + 8, " ;)"), kept + 8);
+        struct stat ost;
+        ck_assert_msg(stat(old_data, &ost) == 0 && ost.st_size > 0, "%s",
+                      old_data);
         sg_store_close(s);
 
         /* the new store has this format: kept at the next open */
