@@ -126,8 +126,12 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
                    on_timeout=tail)
         ready = json.loads(get(sg.http_url("/readyz"))[2])
         assert ready == {"status": "ready", "partitions": 3}
-        assert assigned_before is False, \
-            "the first /readyz came after the assignment: 503 not checked"
+        # The first /readyz races the group's first assignment: on a busy
+        # machine the join can win, and the 503 above is then not seen
+        # here (test_http.c test_ready checks that answer without a race).
+        if assigned_before:
+            print("note: the first /readyz came after the assignment; "
+                  "its 503 was not checked in this run")
 
         fams = scrape(sg)
         assert value(fams, "seqgate_records_total") == 0
