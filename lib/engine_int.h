@@ -24,6 +24,7 @@
 #ifndef SEQGATE_ENGINE_INT_H
 #define SEQGATE_ENGINE_INT_H
 
+#include "arena.h"
 #include "engine.h"
 #include "envelope.h"
 
@@ -38,20 +39,6 @@
  * Memory of the batch's effects that is not borrowed from the input
  * records: freed all at once at batch end. */
 
-typedef struct arena_chunk {
-        struct arena_chunk *next;
-        size_t used, size;
-        max_align_t data[];
-} arena_chunk_t;
-
-typedef struct arena {
-        arena_chunk_t *head;
-} arena_t;
-
-/** @p n bytes (16-aligned) from the arena, or NULL (out of memory). */
-void *sg_arena_alloc(arena_t *a, size_t n);
-/** A copy of @p n bytes of @p p in the arena (n may be 0), or NULL. */
-void *sg_arena_dup(arena_t *a, const void *p, size_t n);
 /** A formatted, NUL-terminated string in the arena, or NULL. */
 char *sg_arena_printf(arena_t *a, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));

@@ -32,23 +32,6 @@ const char *const sg_store_db_names[DB__CNT] = {"dedup",   "expiry", "agg",
                                                 "parked",  "since",  "meta",
                                                 "snapreq", "snapdue"};
 
-/* @p n bytes that live until the transaction ends (cap_chunk_t). */
-static unsigned char *cap_alloc(sg_txn_t *t, size_t n) {
-        cap_chunk_t *c = t->cap;
-        if (!c || c->size - c->used < n) {
-                size_t size = n > 65536 ? n : 65536;
-                if (!(c = malloc(sizeof(*c) + size)))
-                        return NULL;
-                c->size = size;
-                c->used = 0;
-                c->next = t->cap;
-                t->cap = c;
-        }
-        unsigned char *p = c->data + c->used;
-        c->used += n;
-        return p;
-}
-
 sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                            const void *v, size_t vlen) {
         if (!t->capture || !db_logged(db))
@@ -61,7 +44,7 @@ sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                 t->changes = nc;
                 t->change_size = n;
         }
-        unsigned char *buf = cap_alloc(t, klen + (v ? vlen : 0) + 1);
+        unsigned char *buf = sg_arena_alloc(&t->cap, klen + (v ? vlen : 0) + 1);
         if (!buf)
                 return SG_ERR_NOMEM;
         memcpy(buf, k, klen);
@@ -92,11 +75,7 @@ static void txn_free(sg_txn_t *t) {
                 atomic_store(&s->writer_tid, 0);
                 atomic_fetch_sub(&s->writes_open, 1);
         }
-        while (t->cap) {
-                cap_chunk_t *next = t->cap->next;
-                free(t->cap);
-                t->cap = next;
-        }
+        sg_arena_free(&t->cap);
         free(t->ipend);
         free(t->changes);
         free(t->view);

@@ -10,6 +10,7 @@
 #ifndef SEQGATE_STORE_INT_H
 #define SEQGATE_STORE_INT_H
 
+#include "arena.h"
 #include "store.h"
 
 #include <assert.h>
@@ -82,14 +83,6 @@ typedef struct change {
         size_t seq;
 } change_t;
 
-/* The bytes of a transaction's captured changes: chunks that live until
- * the transaction ends, so a write costs no malloc of its own. */
-typedef struct cap_chunk {
-        struct cap_chunk *next;
-        size_t used, size;
-        unsigned char data[];
-} cap_chunk_t;
-
 struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
@@ -99,7 +92,7 @@ struct sg_txn {
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
-        cap_chunk_t *cap; /* the changes' bytes, newest chunk first */
+        arena_t cap; /* the changes' bytes, until the transaction ends */
         /* time index puts not yet made (sg_db_put_index): slots of
          * IDX_SLOT bytes, db | key length | key */
         unsigned char *ipend;
