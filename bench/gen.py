@@ -182,6 +182,24 @@ def value_of(a, v, n):
             f'"status":"{st}","note":"{PAD}"}}').encode()
 
 
+SOURCE = b"/bench/orders"
+
+
+def record_of(a, v, n):
+    """The stream's record for version v of aggregate a (of n versions):
+    (key, value, headers), as produced to the input topic."""
+    typ = b"order.created" if v == 1 else (b"order.closed" if v == n else b"order.updated")
+    headers = [
+        ("ce_specversion", b"1.0"),
+        ("ce_id", f"evt-{a:06d}-{v:05d}".encode()),
+        ("ce_source", SOURCE),
+        ("ce_type", typ),
+        ("ce_sequence", str(v).encode()),
+        ("content-type", b"application/json"),
+    ]
+    return f"order-{a:06d}".encode(), value_of(a, v, n), headers
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", required=True)
@@ -251,7 +269,7 @@ def main():
             except BufferError:
                 p.poll(0.05)
 
-    src = b"/bench/orders"
+    src = SOURCE
     if args.prime:
         t_p = time.monotonic()
         pv = value_of(0, 1, 9)
@@ -284,16 +302,8 @@ def main():
             if ahead > 0.001:
                 p.poll(0)
                 time.sleep(ahead)
-        typ = b"order.created" if v == 1 else (b"order.closed" if v == n else b"order.updated")
-        headers = [
-            ("ce_specversion", b"1.0"),
-            ("ce_id", f"evt-{a:06d}-{v:05d}".encode()),
-            ("ce_source", src),
-            ("ce_type", typ),
-            ("ce_sequence", str(v).encode()),
-            ("content-type", b"application/json"),
-        ]
-        produce(f"order-{a:06d}".encode(), value_of(a, v, n), headers, on_delivery)
+        key, value, headers = record_of(a, v, n)
+        produce(key, value, headers, on_delivery)
         p.poll(0)
     t_sent = time.monotonic() - t_s
     left = p.flush(120)
