@@ -200,10 +200,28 @@ def record_of(a, v, n):
     return f"order-{a:06d}".encode(), value_of(a, v, n), headers
 
 
+def record_line(key, value, headers):
+    """One record of a --write file: key TAB value (TAB name=value)* LF,
+    the format bench/latency_tool.c's producer reads. No part may hold a
+    TAB or LF, nor a header name an '='."""
+    parts = [key, value] + [k.encode() + b"=" + v for k, v in headers]
+    for x in parts:
+        if b"\t" in x or b"\n" in x:
+            raise ValueError(f"gen.py: a TAB or LF in {x!r}")
+    for k, _ in headers:
+        if "=" in k:
+            raise ValueError(f"gen.py: an '=' in header name {k!r}")
+    return b"\t".join(parts) + b"\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--topic", required=True)
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--topic")
+    ap.add_argument("--write", metavar="FILE",
+                    help="write the stream to FILE (one record a line: key TAB value "
+                         "TAB name=value ...) instead of producing it; for "
+                         "bench/latency_tool produce")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--aggregates", type=int, default=100_000)
     ap.add_argument("--dup-rate", type=float, default=0.10)
@@ -224,6 +242,10 @@ def main():
     shard, shards = (int(x) for x in args.shard.split("/"))
     if not 0 <= shard < shards:
         ap.error("--shard I/K needs 0 <= I < K")
+    if not args.write and not (args.bootstrap and args.topic):
+        ap.error("--bootstrap and --topic are required (unless --write)")
+    if args.write and (args.prime or args.rate):
+        ap.error("--write takes neither --prime nor --rate")
 
     t0 = time.monotonic()
     records, manifest = build_stream(args.events, args.aggregates, args.dup_rate,
@@ -233,6 +255,18 @@ def main():
         records = shard_of(records, shard, shards)
     rate = args.rate / shards
     t_build = time.monotonic() - t0
+
+    if args.write:
+        # The paced C producer's input (bench/latency_tool produce): the
+        # same records, written instead of produced.
+        with open(args.write, "wb") as f:
+            for a, v, n in records:
+                f.write(record_line(*record_of(a, v, n)))
+        manifest["file"] = args.write
+        manifest["records"] = len(records)
+        manifest["build_s"] = round(t_build, 2)
+        print(json.dumps(manifest), flush=True)
+        return
 
     # Idempotent producer: retries never reorder or duplicate within a
     # partition, so the topic holds exactly the stream built above.

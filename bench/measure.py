@@ -52,20 +52,22 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            SIGTERM it; appends the restore's timings (from the log lines' ts
            and ms fields), records restored, peak RSS, the store's size.
   latency  --bootstrap B --group G --input IN --output OUT --expect N
-           --events E --aggregates A --rate R --gen GEN.PY --manifest F
+           --records FILE --rate R --tool LATENCY_TOOL --manifest F
            --label L --out FILE --log L [--batch-ms MS] [--skip-frac F] -- CMD...
-           end-to-end latency at a paced rate: starts CMD, waits until group
-           G has IN's partitions (and, with --ready-event E --ready-count N,
-           until its log holds N "event":"E" lines), runs GEN.PY --rate R
-           (--producers K: K of them, --shard i/K) into IN (a topic with
-           message.timestamp.type=LogAppendTime) and reads OUT and IN with
-           one read_committed consumer: per output record, the time its poll
-           returned it minus its input record's broker append time (the
-           output record's timestamp when it equals one of that ce_id's
-           append times, else carried by ce_id). Records appended in the
-           first F (default 0.1) of the production are warm-up, not counted.
-           The input's own append → seen delay is the measuring floor.
-           Appends p50/p90/p99/p99.9/max and the floor to FILE; then SIGTERM.
+           end-to-end latency at a paced rate: starts the measuring consumer
+           (LATENCY_TOOL consume: OUT and partition 0 of IN, read_committed),
+           then CMD; waits until group G has IN's partitions (and, with
+           --ready-event E --ready-count N, until its log holds N
+           "event":"E" lines), then LATENCY_TOOL produce paces FILE (gen.py
+           --write) into IN (a topic with message.timestamp.type=
+           LogAppendTime) at R records/s. Per output record: the time the
+           consumer's poll returned it minus its timestamp, checked on
+           partition 0 to be an append time of its ce_id's input records.
+           Records appended in the first F (default 0.1) of the production
+           are warm-up, not counted. The input's own append -> seen delay is
+           the measuring floor. Appends p50/p90/p99/p99.9/max, the floor,
+           the producer's and consumer's CPU-s and the load average to
+           FILE; then SIGTERM.
   report   --results FILE [--changelog FILE] [--restore FILE]
            [--latency FILE] [--scale FILE]
            medians per run label: events/s, CPU-s per 1 M input events, peak
@@ -83,7 +85,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition, KafkaException, OFFSET_BEGINNING
+from confluent_kafka import Consumer, TopicPartition, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -721,40 +723,34 @@ def _pcts(xs):
             "mean_ms": round(sum(xs) / len(xs), 1)}
 
 
-def _ce_id(m):
-    for k, v in m.headers() or []:
-        if k == "ce_id":
-            return v
-    return None
-
-
 def cmd_latency(a):
-    """End-to-end latency at a paced input rate: start CMD, wait until its
-    consumer group has the input's partitions, then produce the input with
-    --producers gen.py --rate processes while one read_committed consumer
-    reads the output topic and partition 0 of the input topic. Latency of an
-    output record = the wall clock when this consumer's poll returned it -
-    its timestamp, which is its input record's broker append time: the input
+    """End-to-end latency at a paced input rate: start the measuring
+    consumer (TOOL consume: every output partition and input partition 0,
+    read_committed), then CMD; wait until its consumer group has the
+    input's partitions (and its log says it is ready), then produce
+    RECORDS (gen.py --write's file) with TOOL produce at --rate. Both are
+    bench/latency_tool (C, librdkafka), so that the measurement does not
+    take the cores the process under test needs. Latency of an output
+    record = the wall clock when the consumer's poll returned it - its
+    timestamp, which is its input record's broker append time: the input
     topic has message.timestamp.type=LogAppendTime and seqgate and the peer
-    copy the input record's timestamp to the output record. That is checked
-    record by record on partition 0 (output partition = input partition
-    here): each output record's timestamp must be an append time of its
-    ce_id's input records. The input records' own append -> seen-here delay
-    (partition 0) is the measuring consumer's floor."""
+    copy the input record's timestamp to the output record. The consumer
+    checks that record by record on partition 0 (output partition = input
+    partition here): each output record's timestamp must be an append time
+    of its ce_id's input records. The input records' own append -> seen
+    delay (partition 0) is the measuring consumer's floor. This process
+    only waits (and samples the load average once a second)."""
     load0 = _loadavg()
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
-    out_parts = _partitions(admin, a.output)
     in_parts = _partitions(admin, a.input)
-    c = Consumer({"bootstrap.servers": a.bootstrap,
-                  "group.id": f"seqgate-bench-latency-{os.getpid()}-{time.time_ns()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "isolation.level": "read_committed",
-                  # the broker answers a fetch as soon as a record is there;
-                  # an empty fetch comes back after 10 ms (default 500)
-                  "fetch.wait.max.ms": 10})
-    c.assign([TopicPartition(a.output, p, OFFSET_BEGINNING) for p in out_parts]
-             + [TopicPartition(a.input, in_parts[0], OFFSET_BEGINNING)])
-    c.consume(1, timeout=1)  # fetch sessions up before the input starts
+    cons = subprocess.Popen(
+        [a.tool, "consume", "-b", a.bootstrap, "-o", a.output, "-i", a.input,
+         "-n", str(a.expect), "-s", str(a.skip_frac), "-w", str(a.idle_timeout)],
+        stdout=subprocess.PIPE)
+    ready = cons.stdout.readline()  # {"event":"ready"}: fetching
+    if b'"ready"' not in ready:
+        cons.wait()
+        sys.exit(f"measure.py: latency {a.label}: the measuring consumer failed to start")
 
     log = open(a.log, "wb")
     t0 = time.monotonic()
@@ -763,6 +759,8 @@ def cmd_latency(a):
     if joined is None:
         proc.terminate()
         proc.wait()
+        cons.kill()
+        cons.wait()
         sys.exit(f"measure.py: latency {a.label}: group {a.group} not assigned "
                  f"{a.input} within {a.join_timeout} s; see {a.log}")
     # ...and, with --ready-event, until its log says it is ready (the
@@ -780,48 +778,19 @@ def cmd_latency(a):
         time.sleep(0.1)
     ready_s = time.monotonic() - t0
     time.sleep(a.settle_s)
-    gens = []
-    for i in range(a.producers):
-        f = open(f"{a.manifest}.{i}", "wb")
-        gens.append((subprocess.Popen(
-            [sys.executable, a.gen, "--bootstrap", a.bootstrap, "--topic", a.input,
-             "--events", str(a.events), "--aggregates", str(a.aggregates),
-             "--rate", str(a.rate), "--shard", f"{i}/{a.producers}"], stdout=f), f))
-    p0 = in_parts[0]
-    out_ts = []    # every output record: (timestamp ms, seen ms)
-    out_p0 = []    # output partition p0: (ce_id, timestamp ms)
-    ins = {}       # input partition p0: ce_id -> [append time ms, ...]
-    floor = []     # input partition p0: (append ms, seen ms - append ms)
-    in_types = set()
-    out_types = set()
-    last_new = time.monotonic()
-    while len(out_ts) < a.expect:
-        msgs = c.consume(10000, timeout=0.1)
-        now_ms = time.time() * 1000.0
-        if not msgs:
-            if (all(g.poll() is not None for g, _ in gens)
-                    and time.monotonic() - last_new > a.idle_timeout):
-                break
-            if proc.poll() is not None:
-                break
-            continue
-        last_new = time.monotonic()
-        for m in msgs:
-            if m.error():
-                continue
-            tst, ts = m.timestamp()
-            if m.topic() == a.output:
-                out_types.add(tst)
-                out_ts.append((ts, now_ms))
-                if m.partition() == p0:
-                    out_p0.append((_ce_id(m), ts))
-            else:
-                in_types.add(tst)
-                ins.setdefault(_ce_id(m), []).append(ts)
-                floor.append((ts, now_ms - ts))
-    for g, f in gens:
-        g.wait()
-        f.close()
+    with open(a.manifest, "wb") as f:
+        prod = subprocess.Popen([a.tool, "produce", "-b", a.bootstrap, "-t", a.input,
+                                 "-f", a.records, "-r", str(a.rate)], stdout=f)
+        loads = []
+        while prod.poll() is None or cons.poll() is None:
+            try:
+                loads.append(float(open("/proc/loadavg").read().split()[0]))
+            except (OSError, ValueError):
+                pass
+            if proc.poll() is not None and prod.poll() is not None:
+                break  # the process under test died: the consumer idles out
+            time.sleep(1)
+    out_json = cons.communicate()[0]
     proc.terminate()
     try:
         proc.wait(timeout=60)
@@ -829,53 +798,37 @@ def cmd_latency(a):
         proc.kill()
         proc.wait()
     log.close()
-    # input partition p0 to its end (the output can be complete first)
-    lo, hi = c.get_watermark_offsets(TopicPartition(a.input, p0), timeout=10)
-    deadline = time.monotonic() + 30
-    while sum(len(v) for v in ins.values()) < hi - lo and time.monotonic() < deadline:
-        for m in c.consume(10000, timeout=0.5):
-            if not m.error() and m.topic() == a.input:
-                ins.setdefault(_ce_id(m), []).append(m.timestamp()[1])
-    c.close()
-
-    # Is the output's timestamp its input's append time? (partition p0)
-    copied = sum(1 for cid, ts in out_p0 if ts in ins.get(cid, ()))
-    # The first --skip-frac of the production (by append time) is warm-up.
-    first = min((ts for ts, _ in out_ts), default=0)
-    last = max((ts for ts, _ in out_ts), default=0)
-    cut = first + a.skip_frac * (last - first)
-    lat = [seen - ts for ts, seen in out_ts if ts >= cut]
-    fl = [d for ts, d in floor if ts >= cut]
-    mans = []
-    for i in range(a.producers):
-        try:
-            mans.append(json.loads(open(f"{a.manifest}.{i}").read()))
-        except (OSError, ValueError):
-            pass
-    achieved = (sum(m.get("rate_achieved") or 0 for m in mans)
-                if len(mans) == a.producers else None)
-    res = {"label": a.label, "rate_wanted": a.rate, "rate_achieved": achieved,
-           "producers": a.producers,
-           "output_records": len(out_ts), "expected_output": a.expect,
-           "complete": len(out_ts) >= a.expect,
-           "measured": len(lat), "warmup_skipped": len(out_ts) - len(lat),
-           "skip_frac": a.skip_frac,
-           "checked_p0": len(out_p0), "out_ts_is_append_time_p0": copied,
-           "input_timestamp_types": sorted(in_types),
-           "output_timestamp_types": sorted(out_types),
+    try:
+        got = json.loads(out_json.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        sys.exit(f"measure.py: latency {a.label}: no result from the measuring consumer")
+    try:
+        man = json.loads(open(a.manifest).read())
+    except (OSError, ValueError):
+        man = {}
+    res = {"label": a.label, "rate_wanted": a.rate,
+           "rate_achieved": man.get("rate_achieved"),
+           "producer_behind_max_ms": man.get("behind_max_ms"),
+           "producer_cpu_s": (round(man["user_s"] + man["sys_s"], 2)
+                              if "user_s" in man else None),
+           "consumer_cpu_s": round(got.pop("consumer_user_s", 0)
+                                   + got.pop("consumer_sys_s", 0), 2),
+           **got,
            "join_s": round(joined, 2), "ready_s": round(ready_s, 2),
            "batch_max_ms": a.batch_ms,
-           **_pcts(lat),
-           "floor": _pcts(fl),
            "loadavg_start": load0, "loadavg_end": _loadavg(),
+           "loadavg_max": max(loads) if loads else None,
            "run_s": round(time.monotonic() - t0, 1)}
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")
     print(json.dumps(res))
-    if not res["complete"] or copied != len(out_p0):
-        sys.exit(f"measure.py: latency {a.label}: {len(out_ts)}/{a.expect} output "
-                 f"records seen; {len(out_p0) - copied} of {len(out_p0)} on partition "
-                 f"{p0} with a timestamp that is not their input's append time; see {a.log}")
+    if (prod.returncode or not res["complete"]
+            or res["out_ts_is_append_time_p0"] != res["checked_p0"]):
+        sys.exit(f"measure.py: latency {a.label}: producer exit {prod.returncode}; "
+                 f"{res['output_records']}/{a.expect} output records seen; "
+                 f"{res['checked_p0'] - res['out_ts_is_append_time_p0']} of "
+                 f"{res['checked_p0']} on partition 0 with a timestamp that is "
+                 f"not their input's append time; see {a.log}")
 
 
 def _median(xs):
@@ -1066,8 +1019,9 @@ def _report_latency(lats):
     print("| latency (mode) | rate wanted / achieved ev/s | output records | "
           "measured (warm-up skipped) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
           "floor p50 / p99 ms | batch.max_ms (streams: commit.interval.ms) | "
-          "output ts = input append time | load avg |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "output ts = input append time | producer / consumer CPU s | "
+          "load avg (start–end, max) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in lats:
         fl = r.get("floor") or {}
         print(f"| {r['label']} | {r['rate_wanted']:.0f} / {r.get('rate_achieved')} | "
@@ -1076,7 +1030,8 @@ def _report_latency(lats):
               f"{r.get('p999_ms')} | {r.get('max_ms')} | {fl.get('p50_ms')} / "
               f"{fl.get('p99_ms')} | {r.get('batch_max_ms')} | "
               f"{r['out_ts_is_append_time_p0']} of {r['checked_p0']} (partition 0) | "
-              f"{r.get('loadavg_start')}–{r.get('loadavg_end')} |")
+              f"{r.get('producer_cpu_s')} / {r.get('consumer_cpu_s')} | "
+              f"{r.get('loadavg_start')}–{r.get('loadavg_end')}, {r.get('loadavg_max')} |")
     parts = [f"{r['label']} p50 {r.get('p50_ms')} ms p99 {r.get('p99_ms')} ms "
              f"max {r.get('max_ms')} ms ({r['measured']} records at "
              f"{r.get('rate_achieved')} ev/s"
@@ -1089,9 +1044,8 @@ def _report_latency(lats):
           + f"; measuring consumer's floor (input append → seen) p50 {fl50} ms "
           f"p99 {fl} ms (median over modes)")
     if any((r.get("rate_achieved") or 0) < 0.9 * r["rate_wanted"] for r in lats):
-        print("latency: WARNING: a paced producer fell more than 10 % behind its rate "
-              "(the machine is too busy; more --latency-producers or a lower "
-              "--latency-rate)")
+        print("latency: WARNING: the paced producer fell more than 10 % behind its rate "
+              "(the machine or the broker is too busy; a lower --latency-rate)")
 
 
 def _report_scale(scs, disk):
@@ -1209,19 +1163,18 @@ def main():
     p.add_argument("--output", required=True)
     p.add_argument("--expect", type=int, required=True,
                    help="output records the run must produce")
-    p.add_argument("--events", type=int, required=True)
-    p.add_argument("--aggregates", type=int, required=True)
+    p.add_argument("--records", required=True,
+                   help="the input records: a file of bench/gen.py --write")
     p.add_argument("--rate", type=float, required=True)
-    p.add_argument("--gen", required=True, help="path of bench/gen.py")
-    p.add_argument("--manifest", required=True, help="gen.py's manifest goes here")
+    p.add_argument("--tool", required=True, help="path of build/bench/latency_tool")
+    p.add_argument("--manifest", required=True,
+                   help="the paced producer's result line goes here")
     p.add_argument("--label", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--batch-ms", type=int,
                    help="the mode's batch.max_ms / commit.interval.ms (reported beside p99)")
     p.add_argument("--skip-frac", type=float, default=0.1)
-    p.add_argument("--producers", type=int, default=1,
-                   help="paced gen.py processes (--shard i/N), for high rates")
     p.add_argument("--settle-s", type=float, default=1.0)
     p.add_argument("--join-timeout", type=float, default=120)
     p.add_argument("--ready-event", help='then wait for N log lines with "event":"E"')

@@ -40,10 +40,11 @@
 # rate, per mode: a fresh input topic with message.timestamp.type=
 # LogAppendTime, the process under test started first, then the input
 # produced at 50 % of that mode's median events/s (or --latency-rate N)
-# while one read_committed consumer reads the output: per output record,
-# the time it became visible here minus its input record's broker append
-# time. p50/p90/p99/max per mode, and the measuring consumer's own floor
-# (the input records' append → seen delay).
+# by a paced C producer (bench/latency_tool produce, gen.py's records from
+# a file) while a C read_committed consumer (latency_tool consume) reads
+# the output: per output record, the time it became visible there minus its
+# input record's broker append time. p50/p90/p99/max per mode, and the
+# measuring consumer's own floor (the input records' append → seen delay).
 # --scale N: every mode but plain runs twice on the same stream (--events,
 # --aggregates), once after --scale-base (default 10000) and once after N
 # priming records, one per extra aggregate, in the same topic before the
@@ -57,7 +58,6 @@
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
 #                     [--streams-prop k=v]... [--no-verify] [--keep]
 #                     [--latency] [--latency-rate N] [--latency-events N]
-#                     [--latency-producers N]
 #                     [--scale N] [--scale-base N]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
 # 10000, batch.max_ms 100, the librdkafka properties listed below, and
@@ -68,9 +68,9 @@
 # streams.
 # --no-restore: skip the restore measurement.
 # --latency-rate N (default: 50 % of the mode's median events/s),
-# --latency-events N (default --events), --latency-producers N (paced
-# gen.py processes, default 1): the latency phase's settings; each implies
-# --latency. --scale-base N (default 10000): the comparison run's priming.
+# --latency-events N (default --events): the latency phase's settings; each
+# implies --latency (--latency-producers is refused: one C producer paces
+# any rate). --scale-base N (default 10000): the comparison run's priming.
 # --streams-prop k=v: a Kafka Streams / client / peer.* property for the
 # streams runs (overrides streams-peer.properties and the batch mapping:
 # peer.commit.every.records, max.poll.records and
@@ -80,6 +80,8 @@
 #                    on-disk size is then estimated; KAFKA_LOG_DIR, the
 #                    broker's log.dirs, gives the real one)
 #   SEQGATE          the binary (default build/seqgate)
+#   LATENCY_TOOL     the latency phase's producer/consumer (default
+#                    bench/latency_tool beside SEQGATE's build dir)
 #   BENCH_DIR        work dir for configs, logs, stores, results
 #                    (default: a new temp dir, removed unless --keep)
 #   PYTHON           python with confluent-kafka (default build/venv/bin/python)
@@ -107,7 +109,6 @@ RESTORE=1
 LATENCY=0
 LAT_RATE=0   # 0: 50 % of the mode's median events/s
 LAT_EVENTS=  # default: --events
-LAT_PRODUCERS=1
 LAT_FAILED=0 # a latency run failed (not started, incomplete, timestamps)
 SCALE=0
 SCALE_BASE=10000
@@ -138,7 +139,7 @@ while (($#)); do
     --latency) LATENCY=1; shift ;;
     --latency-rate) LATENCY=1; LAT_RATE=$2; shift 2 ;;
     --latency-events) LATENCY=1; LAT_EVENTS=$2; shift 2 ;;
-    --latency-producers) LATENCY=1; LAT_PRODUCERS=$2; shift 2 ;;
+    --latency-producers) die "--latency-producers is gone: one paced C producer (bench/latency_tool produce) reaches any --latency-rate; drop the option" ;;
     --scale) SCALE=$2; shift 2 ;;
     --scale-base) SCALE_BASE=$2; shift 2 ;;
     --no-verify) VERIFY=0; shift ;;
@@ -169,6 +170,9 @@ done
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
 "$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time missing (Debian: apt-get install time)"
+# the latency phase's paced producer and measuring consumer (C, librdkafka)
+LATENCY_TOOL=${LATENCY_TOOL:-$(dirname "$SEQGATE")/bench/latency_tool}
+((!LATENCY)) || [[ -x $LATENCY_TOOL ]] || die "$LATENCY_TOOL not built (ninja -C build)"
 
 if [[ -n ${BENCH_DIR:-} ]]; then
     WORK=$BENCH_DIR
@@ -185,6 +189,10 @@ SCALE_RESULTS=$WORK/scale.jsonl
 # versions of the binary.
 cp "$SEQGATE" "$WORK/seqgate"
 SEQGATE=$WORK/seqgate
+if ((LATENCY)); then
+    cp "$LATENCY_TOOL" "$WORK/latency_tool"
+    LATENCY_TOOL=$WORK/latency_tool
+fi
 # The Kafka Streams peer: built (untimed; Maven skips an up-to-date build)
 # and copied for the same reason.
 PEER_DIR=$ROOT/bench/streams-peer
@@ -423,8 +431,10 @@ restore_runs() {
 
 # End-to-end latency of mode $1 at a paced rate (--latency): a fresh input
 # topic whose records carry the broker's append time, the process under
-# test started and joined first, then gen.py --rate; measure.py latency
-# reads the output read_committed (and the input, for its floor).
+# test started and joined first, then latency_tool produce paces the
+# records gen.py wrote; latency_tool consume reads the output
+# read_committed (and the input, for its floor); measure.py latency runs
+# them.
 latency_run() { # label
     local label=$1 tag=lat-$1
     local in=bench-lat-in-$1-$RUN_ID out=bench-lat-out-$1-$RUN_ID dlq=bench-lat-dlq-$1-$RUN_ID
@@ -466,12 +476,11 @@ print(round(statistics.median(r["events_per_s"] for r in xs) / 2) if xs else 0)'
     esac
     log "latency $tag: $CMD_DESC, $LAT_EVENTS events at $rate ev/s"
     "$PY" "$ROOT/bench/measure.py" latency --bootstrap "$BS" --group "$group" \
-        --input "$in" --output "$out" --expect "$expect" --events "$LAT_EVENTS" \
-        --aggregates "$AGGREGATES" --rate "$rate" --gen "$ROOT/bench/gen.py" \
-        --manifest "$WORK/$tag.manifest.json" --label "$label" \
+        --input "$in" --output "$out" --expect "$expect" \
+        --records "$LAT_RECORDS" --rate "$rate" --tool "$LATENCY_TOOL" \
+        --manifest "$WORK/$tag.producer.json" --label "$label" \
         --out "$LATENCY_RESULTS" --log "$WORK/$tag.log" --batch-ms "$interval" \
-        --producers "$LAT_PRODUCERS" "${ready[@]}" \
-        -- "${CMD[@]}" >&2 || {
+        "${ready[@]}" -- "${CMD[@]}" >&2 || {
         log "latency $tag: FAILED (see $WORK/$tag.log)"
         LAT_FAILED=1
     }
@@ -551,6 +560,12 @@ if ((RESTORE)) && [[ -n $EOS_GROUP ]]; then
     restore_runs
 fi
 if ((LATENCY)); then
+    # the same stream for every mode, written once (not timed); the paced
+    # C producer reads it
+    LAT_RECORDS=$WORK/lat-input.tsv
+    log "latency: writing $LAT_EVENTS events over $AGGREGATES aggregates to $LAT_RECORDS (not timed)"
+    "$PY" "$ROOT/bench/gen.py" --write "$LAT_RECORDS" --events "$LAT_EVENTS" \
+        --aggregates "$AGGREGATES" >"$WORK/lat-input.manifest.json"
     for m in "${MODE_LIST[@]}"; do
         latency_run "$m"
     done

@@ -59,3 +59,60 @@ def test_percentiles_nearest_rank():
     assert (p["p50_ms"], p["p90_ms"], p["p99_ms"], p["max_ms"]) == (50, 90, 99, 100)
     assert measure._pcts([7.0])["p99_ms"] == 7.0
     assert measure._pcts([]) == {}
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the --latency phase's C producer/consumer (built by meson: ninja -C build)
+LATENCY_TOOL = os.environ.get("LATENCY_TOOL",
+                              os.path.join(ROOT, "build", "bench", "latency_tool"))
+
+
+def _tool_pcts(xs):
+    import subprocess
+    assert os.access(LATENCY_TOOL, os.X_OK), \
+        f"{LATENCY_TOOL} not built (ninja -C build, or set LATENCY_TOOL)"
+    out = subprocess.run([LATENCY_TOOL, "pcts"], input="".join(f"{x!r}\n" for x in xs),
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_latency_tool_percentiles_are_nearest_rank():
+    import random
+    # known answers: 1..100 ms
+    p = _tool_pcts([float(x) for x in range(100, 0, -1)])  # unsorted input
+    assert (p["p50_ms"], p["p90_ms"], p["p99_ms"], p["p999_ms"], p["max_ms"]) == \
+        (50, 90, 99, 100, 100)
+    assert p["mean_ms"] == 50.5
+    # 1000 values: p99.9 is the 999th, not the max
+    p = _tool_pcts([float(x) for x in range(1, 1001)])
+    assert (p["p50_ms"], p["p99_ms"], p["p999_ms"], p["max_ms"]) == (500, 990, 999, 1000)
+    assert _tool_pcts([7.25])["p99_ms"] == _tool_pcts([7.25])["max_ms"] == 7.2
+    assert _tool_pcts([]) == {}
+    # the same arithmetic as measure.py's (the Python consumer's) on
+    # random latencies with a long tail
+    rnd = random.Random(5)
+    for n in (2, 3, 10, 999, 12345):
+        xs = [round(rnd.expovariate(1 / 80.0) + rnd.random(), 3) for _ in range(n)]
+        got, want = _tool_pcts(xs), measure._pcts(xs)
+        for k in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms"):
+            assert abs(got[k] - want[k]) < 0.051, (n, k, got, want)
+
+
+def test_write_file_holds_the_produced_records(tmp_path):
+    # gen.py --write (the paced C producer's input) = the records gen.py
+    # produces itself, line by line, in the stream's order
+    import subprocess
+    f = tmp_path / "in.tsv"
+    man = json.loads(subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "gen.py"), "--write", str(f),
+         "--events", "3000", "--aggregates", "300"],
+        capture_output=True, check=True).stdout)
+    recs, want = gen.build_stream(3000, 300, 0.10, 0.05, 1000, 2000, 20260101)
+    assert man["records"] == 3000 and man["duplicates"] == want["duplicates"]
+    lines = f.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 3001
+    for line, (a, v, n) in zip(lines, recs):
+        key, value, *hs = line.split(b"\t")
+        k2, v2, h2 = gen.record_of(a, v, n)
+        assert (key, value) == (k2, v2)
+        assert [tuple(h.split(b"=", 1)) for h in hs] == [(k.encode(), x) for k, x in h2]
