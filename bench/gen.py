@@ -43,7 +43,8 @@ Two options serve bench/run.sh's extra phases:
   ``prime_end_offsets`` (partition → offset) is where the stream begins, and
   its ``events``, ``distinct_events`` and ``aggregates`` count the priming
   records too (``stream_*``: the stream alone).
-* ``--rate R`` (the ``--latency`` phase): the stream is produced at R
+* ``--rate R`` (a paced Python producer; bench/run.sh's ``--latency``
+  phase uses ``--write`` instead): the stream is produced at R
   records/s (paced in 1 ms steps, ``linger.ms`` 1 so that records reach the
   broker as produced); the manifest says the rate achieved. ``--shard I/K``
   makes it one of K such producers side by side (aggregates a % K == I, at
@@ -51,6 +52,10 @@ Two options serve bench/run.sh's extra phases:
   measured from the broker's append time (the input topic has
   ``message.timestamp.type=LogAppendTime``), so the producer's own delay
   does not count.
+* ``--write FILE`` (the ``--latency`` phase): the stream is written to FILE
+  instead of a topic, one record a line (key TAB value, then TAB
+  name=value per header: ``record_line``), for ``bench/latency_tool
+  produce``, the paced producer in C. No broker is needed.
 """
 import argparse
 import json
