@@ -10,18 +10,20 @@
  *     record a line, key TAB value (TAB name=value)* LF) to TOPIC at RATE
  *     records/s: record i is due at start + i / RATE (CLOCK_MONOTONIC); the
  *     producer sleeps (absolute) until the next due record, at least
- *     TICK_MS (default 5) after its previous wake-up, and then produces
+ *     TICK_MS (default 10) after its previous wake-up, and then produces
  *     every record due. The input topic has message.timestamp.type=
  *     LogAppendTime, so the broker stamps each record's append time and
  *     the producer's own delay does not count. gen.py's producer settings
- *     (idempotent, acks=all, no compression) with linger.ms 5 (= the tick:
- *     at 25,000 records/s, a third less CPU than 1 ms wake-ups with
- *     linger.ms 1), and librdkafka's default partitioner (gen.py's too).
+ *     (idempotent, acks=all, no compression) with linger.ms 10 (= the
+ *     tick: a produce request costs librdkafka's threads far more CPU
+ *     than a record; 1 ms wake-ups with linger.ms 1 took 3x the CPU-s at
+ *     7,000 and 23,000 records/s), and librdkafka's default partitioner
+ *     (gen.py's too). The input thus arrives in bursts of TICK_MS.
  *     Prints one JSON line: records, rate wanted/achieved, how far it fell
  *     behind its schedule at worst, its CPU-seconds.
  *
  *   latency_tool consume -b BOOTSTRAP -o OUTPUT -i INPUT -n EXPECT
- *                        [-s SKIP_FRAC] [-w IDLE_S] [-X k=v]...
+ *                        [-s SKIP_FRAC] [-w IDLE_S] [-d DUMP] [-X k=v]...
  *     Reads every partition of OUTPUT and partition 0 of INPUT from the
  *     start, isolation.level=read_committed, fetch.wait.max.ms 10, with one
  *     consumer; prints {"event":"ready"} once assigned and fetching. Per
@@ -36,7 +38,8 @@
  *     the output's timestamps are warm-up and not counted. Stops after
  *     EXPECT output records, or IDLE_S (default 30) s without a record.
  *     Prints one JSON line: counts, p50/p90/p99/p99.9/max/mean ms, the
- *     floor's, the check, its CPU-seconds. Exit 1 if incomplete or a
+ *     floor's, the check, its CPU-seconds. -d DUMP: every output record's
+ *     "append_time_ms latency_ms" line, in the order read, to DUMP. Exit 1 if incomplete or a
  *     timestamp is not its input's append time.
  *
  *   latency_tool pcts
@@ -105,6 +108,24 @@ static void conf_props(rd_kafka_conf_t *conf, char **props, int n) {
         }
 }
 
+/* Keeps -X @kv for conf_props(). */
+static void add_prop(char **props, int *n, char *kv) {
+        if (*n == MAX_PROPS)
+                die("too many -X", NULL);
+        props[(*n)++] = kv;
+}
+
+/* Makes room for one more element of @size bytes in *@v (*@cap of them,
+ * @n used). */
+static void grow(void **v, size_t *cap, size_t n, size_t size) {
+        if (n < *cap)
+                return;
+        *cap = *cap ? *cap * 2 : 4096;
+        *v = realloc(*v, *cap * size);
+        if (!*v)
+                die("out of memory", NULL);
+}
+
 /* ---- percentiles ------------------------------------------------------ */
 
 static int cmp_double(const void *a, const void *b) {
@@ -145,12 +166,9 @@ typedef struct {
 } dvec_t;
 
 static void dvec_push(dvec_t *d, double x) {
-        if (d->n == d->cap) {
-                d->cap = d->cap ? d->cap * 2 : 4096;
-                d->v = realloc(d->v, d->cap * sizeof(*d->v));
-                if (!d->v)
-                        die("out of memory", NULL);
-        }
+        void *v = d->v;
+        grow(&v, &d->cap, d->n, sizeof(*d->v));
+        d->v = v;
         d->v[d->n++] = x;
 }
 
@@ -206,7 +224,7 @@ static int parse_record(char *line, char **key, char **value,
 
 static int cmd_produce(int argc, char **argv) {
         const char *bs = NULL, *topic = NULL, *file = NULL;
-        double rate = 0, tick = 0.005;
+        double rate = 0, tick = 0.010;
         char *props[MAX_PROPS];
         int nprops = 0, opt;
         while ((opt = getopt(argc, argv, "b:t:f:r:q:X:")) != -1) {
@@ -227,9 +245,7 @@ static int cmd_produce(int argc, char **argv) {
                         rate = strtod(optarg, NULL);
                         break;
                 case 'X':
-                        if (nprops == MAX_PROPS)
-                                die("too many -X", NULL);
-                        props[nprops++] = optarg;
+                        add_prop(props, &nprops, optarg);
                         break;
                 default:
                         die("produce: bad option", NULL);
@@ -248,7 +264,7 @@ static int cmd_produce(int argc, char **argv) {
         conf_set(conf, "bootstrap.servers", bs);
         conf_set(conf, "enable.idempotence", "true");
         conf_set(conf, "acks", "all");
-        conf_set(conf, "linger.ms", "5");
+        conf_set(conf, "linger.ms", "10");
         conf_set(conf, "batch.num.messages", "10000");
         conf_set(conf, "batch.size", "1048576");
         conf_set(conf, "queue.buffering.max.messages", "1000000");
@@ -342,12 +358,9 @@ typedef struct {
 } ivec_t;
 
 static void ivec_push(ivec_t *d, const void *id, size_t idlen, int64_t ts) {
-        if (d->n == d->cap) {
-                d->cap = d->cap ? d->cap * 2 : 4096;
-                d->v = realloc(d->v, d->cap * sizeof(*d->v));
-                if (!d->v)
-                        die("out of memory", NULL);
-        }
+        void *v = d->v;
+        grow(&v, &d->cap, d->n, sizeof(*d->v));
+        d->v = v;
         idts_t *e = &d->v[d->n++];
         if (idlen >= sizeof(e->id))
                 idlen = sizeof(e->id) - 1;
@@ -390,9 +403,10 @@ static int cmd_consume(int argc, char **argv) {
         const char *bs = NULL, *out = NULL, *inp = NULL;
         long expect = -1;
         double skip = 0.1, idle_s = 30;
+        const char *dump = NULL;
         char *props[MAX_PROPS];
         int nprops = 0, opt;
-        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:X:")) != -1) {
+        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:d:X:")) != -1) {
                 switch (opt) {
                 case 'b':
                         bs = optarg;
@@ -409,13 +423,14 @@ static int cmd_consume(int argc, char **argv) {
                 case 's':
                         skip = strtod(optarg, NULL);
                         break;
+                case 'd':
+                        dump = optarg;
+                        break;
                 case 'w':
                         idle_s = strtod(optarg, NULL);
                         break;
                 case 'X':
-                        if (nprops == MAX_PROPS)
-                                die("too many -X", NULL);
-                        props[nprops++] = optarg;
+                        add_prop(props, &nprops, optarg);
                         break;
                 default:
                         die("consume: bad option", NULL);
@@ -536,6 +551,15 @@ static int cmd_consume(int argc, char **argv) {
                 if (in_p0.n && bsearch(&out_p0.v[i], in_p0.v, in_p0.n,
                                        sizeof(idts_t), cmp_idts))
                         copied++;
+        if (dump) { /* every output record, in the order read */
+                FILE *f = fopen(dump, "w");
+                if (!f)
+                        die("cannot write", dump);
+                for (size_t i = 0; i < out_ts.n; i++)
+                        fprintf(f, "%" PRId64 " %.3f\n", out_ts.v[i].ts,
+                                out_seen.v[i]);
+                fclose(f);
+        }
         /* warm-up: the first SKIP_FRAC of the output's timestamp span */
         int64_t first = INT64_MAX, last = INT64_MIN;
         for (size_t i = 0; i < out_ts.n; i++) {

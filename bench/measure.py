@@ -745,7 +745,8 @@ def cmd_latency(a):
     in_parts = _partitions(admin, a.input)
     cons = subprocess.Popen(
         [a.tool, "consume", "-b", a.bootstrap, "-o", a.output, "-i", a.input,
-         "-n", str(a.expect), "-s", str(a.skip_frac), "-w", str(a.idle_timeout)],
+         "-n", str(a.expect), "-s", str(a.skip_frac), "-w", str(a.idle_timeout)]
+        + (["-d", a.dump] if a.dump else []),
         stdout=subprocess.PIPE)
     ready = cons.stdout.readline()  # {"event":"ready"}: fetching
     if b'"ready"' not in ready:
@@ -1175,6 +1176,7 @@ def main():
     p.add_argument("--batch-ms", type=int,
                    help="the mode's batch.max_ms / commit.interval.ms (reported beside p99)")
     p.add_argument("--skip-frac", type=float, default=0.1)
+    p.add_argument("--dump", help="every output record's append time and latency (ms) here")
     p.add_argument("--settle-s", type=float, default=1.0)
     p.add_argument("--join-timeout", type=float, default=120)
     p.add_argument("--ready-event", help='then wait for N log lines with "event":"E"')

@@ -480,7 +480,7 @@ print(round(statistics.median(r["events_per_s"] for r in xs) / 2) if xs else 0)'
         --records "$LAT_RECORDS" --rate "$rate" --tool "$LATENCY_TOOL" \
         --manifest "$WORK/$tag.producer.json" --label "$label" \
         --out "$LATENCY_RESULTS" --log "$WORK/$tag.log" --batch-ms "$interval" \
-        "${ready[@]}" -- "${CMD[@]}" >&2 || {
+        --dump "$WORK/$tag.latencies" "${ready[@]}" -- "${CMD[@]}" >&2 || {
         log "latency $tag: FAILED (see $WORK/$tag.log)"
         LAT_FAILED=1
     }
