@@ -792,6 +792,7 @@ def cmd_latency(a):
                 break  # the process under test died: the consumer idles out
             time.sleep(1)
     out_json = cons.communicate()[0]
+    proc_cpu = sum(_thread_cpu(proc.pid).values())  # before SIGTERM
     proc.terminate()
     try:
         proc.wait(timeout=60)
@@ -810,6 +811,7 @@ def cmd_latency(a):
     res = {"label": a.label, "rate_wanted": a.rate,
            "rate_achieved": man.get("rate_achieved"),
            "producer_behind_max_ms": man.get("behind_max_ms"),
+           "process_cpu_s": round(proc_cpu, 2),
            "producer_cpu_s": (round(man["user_s"] + man["sys_s"], 2)
                               if "user_s" in man else None),
            "consumer_cpu_s": round(got.pop("consumer_user_s", 0)
@@ -1020,7 +1022,7 @@ def _report_latency(lats):
     print("| latency (mode) | rate wanted / achieved ev/s | output records | "
           "measured (warm-up skipped) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
           "floor p50 / p99 ms | batch.max_ms (streams: commit.interval.ms) | "
-          "output ts = input append time | producer / consumer CPU s | "
+          "output ts = input append time | CPU s: process / producer / consumer | "
           "load avg (start–end, max) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in lats:
@@ -1031,7 +1033,8 @@ def _report_latency(lats):
               f"{r.get('p999_ms')} | {r.get('max_ms')} | {fl.get('p50_ms')} / "
               f"{fl.get('p99_ms')} | {r.get('batch_max_ms')} | "
               f"{r['out_ts_is_append_time_p0']} of {r['checked_p0']} (partition 0) | "
-              f"{r.get('producer_cpu_s')} / {r.get('consumer_cpu_s')} | "
+              f"{r.get('process_cpu_s')} / {r.get('producer_cpu_s')} / "
+              f"{r.get('consumer_cpu_s')} | "
               f"{r.get('loadavg_start')}–{r.get('loadavg_end')}, {r.get('loadavg_max')} |")
     parts = [f"{r['label']} p50 {r.get('p50_ms')} ms p99 {r.get('p99_ms')} ms "
              f"max {r.get('max_ms')} ms ({r['measured']} records at "
