@@ -2,7 +2,7 @@
  * latency_tool.c — the --latency phase's paced producer and measuring
  * consumer (bench/run.sh, bench/README.md "End-to-end latency"), in C on
  * librdkafka, so that neither takes the cores the process under test
- * needs. Three subcommands:
+ * needs. Subcommands:
  *
  *   latency_tool produce -b BOOTSTRAP -t TOPIC -f FILE -r RATE [-q TICK_MS]
  *                        [-X k=v]...
@@ -41,6 +41,11 @@
  *     floor's, the check, its CPU-seconds. -d DUMP: every output record's
  *     "append_time_ms latency_ms" line, in the order read, to DUMP. Exit 1 if incomplete or a
  *     timestamp is not its input's append time.
+ *
+ *   latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP]
+ *     consume's arithmetic (warm-up cut, check, percentiles, floor) on
+ *     records read from stdin instead of Kafka (see cmd_analyze), for
+ *     bench/test_bench.py.
  *
  *   latency_tool pcts
  *     The consumer's percentile arithmetic alone: reads milliseconds, one
@@ -399,6 +404,107 @@ static int partitions_of(rd_kafka_t *rk, const char *topic, int *cnt) {
         return *cnt > 0 ? 0 : -1;
 }
 
+/* What the consumer saw. */
+typedef struct {
+        dvec_t out_seen; /* output: seen wall ms - timestamp */
+        ivec_t out_ts;   /* output: timestamps (id unused) */
+        ivec_t out_p0;   /* output partition 0: (ce_id, ts) */
+        ivec_t in_p0;    /* input partition 0: (ce_id, ts) */
+        dvec_t floor_d;  /* input partition 0: seen - append time */
+        dvec_t floor_ts; /* ... and that append time */
+        unsigned in_types, out_types; /* timestamp types seen, bits */
+} seen_t;
+
+/* An output record with timestamp @ts (ms), seen at wall clock @now (ms);
+ * @p0: of partition 0, whose ce_id @id the check looks up. */
+static void seen_out(seen_t *sn, int p0, int64_t ts,
+                     rd_kafka_timestamp_type_t tst, double now, const void *id,
+                     size_t idlen) {
+        sn->out_types |= 1u << tst;
+        dvec_push(&sn->out_seen, now - (double)ts);
+        ivec_push(&sn->out_ts, "", 0, ts);
+        if (p0)
+                ivec_push(&sn->out_p0, id, idlen, ts);
+}
+
+/* An input record of partition 0 (append time @ts), seen at @now. */
+static void seen_in(seen_t *sn, int64_t ts, rd_kafka_timestamp_type_t tst,
+                    double now, const void *id, size_t idlen) {
+        sn->in_types |= 1u << tst;
+        ivec_push(&sn->in_p0, id, idlen, ts);
+        dvec_push(&sn->floor_d, now - (double)ts);
+        dvec_push(&sn->floor_ts, (double)ts);
+}
+
+/* Prints the result line of @sn (frees it); @dump: every output record's
+ * "ts latency" there. Returns 0 when complete and every checked output
+ * timestamp is an append time of its ce_id, else 1. */
+static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
+                       double us, double ss) {
+        /* Is each output record's timestamp its input's append time? */
+        qsort(sn->in_p0.v, sn->in_p0.n, sizeof(idts_t), cmp_idts);
+        size_t copied = 0;
+        for (size_t i = 0; i < sn->out_p0.n; i++)
+                if (sn->in_p0.n &&
+                    bsearch(&sn->out_p0.v[i], sn->in_p0.v, sn->in_p0.n,
+                            sizeof(idts_t), cmp_idts))
+                        copied++;
+        if (dump) { /* every output record, in the order read */
+                FILE *f = fopen(dump, "w");
+                if (!f)
+                        die("cannot write", dump);
+                for (size_t i = 0; i < sn->out_ts.n; i++)
+                        fprintf(f, "%" PRId64 " %.3f\n", sn->out_ts.v[i].ts,
+                                sn->out_seen.v[i]);
+                fclose(f);
+        }
+        /* warm-up: the first SKIP_FRAC of the output's timestamp span */
+        int64_t first = INT64_MAX, last = INT64_MIN;
+        for (size_t i = 0; i < sn->out_ts.n; i++) {
+                if (sn->out_ts.v[i].ts < first)
+                        first = sn->out_ts.v[i].ts;
+                if (sn->out_ts.v[i].ts > last)
+                        last = sn->out_ts.v[i].ts;
+        }
+        double cut = sn->out_ts.n
+                             ? (double)first + skip * (double)(last - first)
+                             : 0;
+        size_t nl = 0, nf = 0;
+        for (size_t i = 0; i < sn->out_ts.n; i++)
+                if ((double)sn->out_ts.v[i].ts >= cut)
+                        sn->out_seen.v[nl++] = sn->out_seen.v[i];
+        for (size_t i = 0; i < sn->floor_d.n; i++)
+                if (sn->floor_ts.v[i] >= cut)
+                        sn->floor_d.v[nf++] = sn->floor_d.v[i];
+        int complete = (long)sn->out_ts.n >= expect;
+        printf("{\"output_records\":%zu,\"expected_output\":%ld,"
+               "\"complete\":%s,\"measured\":%zu,\"warmup_skipped\":%zu,"
+               "\"skip_frac\":%g,\"checked_p0\":%zu,"
+               "\"out_ts_is_append_time_p0\":%zu,",
+               sn->out_ts.n, expect, complete ? "true" : "false", nl,
+               sn->out_ts.n - nl, skip, sn->out_p0.n, copied);
+        printf("\"input_timestamp_types\":[");
+        for (unsigned t = 0, k = 0; t < 8; t++)
+                if (sn->in_types & (1u << t))
+                        printf("%s%u", k++ ? "," : "", t);
+        printf("],\"output_timestamp_types\":[");
+        for (unsigned t = 0, k = 0; t < 8; t++)
+                if (sn->out_types & (1u << t))
+                        printf("%s%u", k++ ? "," : "", t);
+        printf("],");
+        print_pcts(stdout, sn->out_seen.v, nl);
+        printf("%s\"floor\":{", nl ? "," : "");
+        print_pcts(stdout, sn->floor_d.v, nf);
+        printf("},\"consumer_user_s\":%.2f,\"consumer_sys_s\":%.2f}\n", us, ss);
+        free(sn->out_seen.v);
+        free(sn->out_ts.v);
+        free(sn->out_p0.v);
+        free(sn->in_p0.v);
+        free(sn->floor_d.v);
+        free(sn->floor_ts.v);
+        return complete && copied == sn->out_p0.n ? 0 : 1;
+}
+
 static int cmd_consume(int argc, char **argv) {
         const char *bs = NULL, *out = NULL, *inp = NULL;
         long expect = -1;
@@ -483,15 +589,9 @@ static int cmd_consume(int argc, char **argv) {
         printf("{\"event\":\"ready\"}\n");
         fflush(stdout);
 
-        dvec_t out_seen = {0}; /* output: seen wall ms - timestamp */
-        ivec_t out_ts = {0};   /* output: timestamps (id unused) */
-        ivec_t out_p0 = {0};   /* output partition p0: (ce_id, ts) */
-        ivec_t in_p0 = {0};    /* input partition p0: (ce_id, ts) */
-        dvec_t floor_d = {0};  /* input p0: seen - append time */
-        dvec_t floor_ts = {0}; /* ... and that append time */
-        unsigned in_types = 0, out_types = 0;
+        seen_t sn = {0};
         double last_new = mono_s();
-        while ((long)out_ts.n < expect) {
+        while ((long)sn.out_ts.n < expect) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 double now = wall_ms();
                 if (!m) {
@@ -509,18 +609,11 @@ static int cmd_consume(int argc, char **argv) {
                 const void *id;
                 size_t idlen;
                 ce_id_of(m, &id, &idlen);
-                if (strcmp(rd_kafka_topic_name(m->rkt), out) == 0) {
-                        out_types |= 1u << tst;
-                        dvec_push(&out_seen, now - (double)ts);
-                        ivec_push(&out_ts, "", 0, ts);
-                        if (m->partition == p0)
-                                ivec_push(&out_p0, id, idlen, ts);
-                } else {
-                        in_types |= 1u << tst;
-                        ivec_push(&in_p0, id, idlen, ts);
-                        dvec_push(&floor_d, now - (double)ts);
-                        dvec_push(&floor_ts, (double)ts);
-                }
+                if (strcmp(rd_kafka_topic_name(m->rkt), out) == 0)
+                        seen_out(&sn, m->partition == p0, ts, tst, now, id,
+                                 idlen);
+                else
+                        seen_in(&sn, ts, tst, now, id, idlen);
                 rd_kafka_message_destroy(m);
         }
         /* input partition p0 to its end (the output can be complete
@@ -528,7 +621,7 @@ static int cmd_consume(int argc, char **argv) {
         int64_t lo = 0, hi = 0;
         rd_kafka_query_watermark_offsets(rk, inp, p0, &lo, &hi, 10000);
         double deadline = mono_s() + 30;
-        while ((int64_t)in_p0.n < hi - lo && mono_s() < deadline) {
+        while ((int64_t)sn.in_p0.n < hi - lo && mono_s() < deadline) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
                 if (!m)
                         continue;
@@ -536,81 +629,70 @@ static int cmd_consume(int argc, char **argv) {
                         const void *id;
                         size_t idlen;
                         ce_id_of(m, &id, &idlen);
-                        ivec_push(&in_p0, id, idlen,
+                        ivec_push(&sn.in_p0, id, idlen,
                                   rd_kafka_message_timestamp(m, NULL));
                 }
                 rd_kafka_message_destroy(m);
         }
         rd_kafka_consumer_close(rk);
         rd_kafka_destroy(rk);
-
-        /* Is each output record's timestamp its input's append time? */
-        qsort(in_p0.v, in_p0.n, sizeof(idts_t), cmp_idts);
-        size_t copied = 0;
-        for (size_t i = 0; i < out_p0.n; i++)
-                if (in_p0.n && bsearch(&out_p0.v[i], in_p0.v, in_p0.n,
-                                       sizeof(idts_t), cmp_idts))
-                        copied++;
-        if (dump) { /* every output record, in the order read */
-                FILE *f = fopen(dump, "w");
-                if (!f)
-                        die("cannot write", dump);
-                for (size_t i = 0; i < out_ts.n; i++)
-                        fprintf(f, "%" PRId64 " %.3f\n", out_ts.v[i].ts,
-                                out_seen.v[i]);
-                fclose(f);
-        }
-        /* warm-up: the first SKIP_FRAC of the output's timestamp span */
-        int64_t first = INT64_MAX, last = INT64_MIN;
-        for (size_t i = 0; i < out_ts.n; i++) {
-                if (out_ts.v[i].ts < first)
-                        first = out_ts.v[i].ts;
-                if (out_ts.v[i].ts > last)
-                        last = out_ts.v[i].ts;
-        }
-        double cut =
-                out_ts.n ? (double)first + skip * (double)(last - first) : 0;
-        size_t nl = 0, nf = 0;
-        for (size_t i = 0; i < out_ts.n; i++)
-                if ((double)out_ts.v[i].ts >= cut)
-                        out_seen.v[nl++] = out_seen.v[i];
-        for (size_t i = 0; i < floor_d.n; i++)
-                if (floor_ts.v[i] >= cut)
-                        floor_d.v[nf++] = floor_d.v[i];
         double us, ss;
         cpu_s(&us, &ss);
-        int complete = (long)out_ts.n >= expect;
-        printf("{\"output_records\":%zu,\"expected_output\":%ld,"
-               "\"complete\":%s,\"measured\":%zu,\"warmup_skipped\":%zu,"
-               "\"skip_frac\":%g,\"checked_p0\":%zu,"
-               "\"out_ts_is_append_time_p0\":%zu,",
-               out_ts.n, expect, complete ? "true" : "false", nl, out_ts.n - nl,
-               skip, out_p0.n, copied);
-        printf("\"input_timestamp_types\":[");
-        for (unsigned t = 0, k = 0; t < 8; t++)
-                if (in_types & (1u << t))
-                        printf("%s%u", k++ ? "," : "", t);
-        printf("],\"output_timestamp_types\":[");
-        for (unsigned t = 0, k = 0; t < 8; t++)
-                if (out_types & (1u << t))
-                        printf("%s%u", k++ ? "," : "", t);
-        printf("],");
-        print_pcts(stdout, out_seen.v, nl);
-        printf("%s\"floor\":{", nl ? "," : "");
-        print_pcts(stdout, floor_d.v, nf);
-        printf("},\"consumer_user_s\":%.2f,\"consumer_sys_s\":%.2f}\n", us, ss);
-        free(out_seen.v);
-        free(out_ts.v);
-        free(out_p0.v);
-        free(in_p0.v);
-        free(floor_d.v);
-        free(floor_ts.v);
-        return complete && copied == out_p0.n ? 0 : 1;
+        return seen_report(&sn, expect, skip, dump, us, ss);
+}
+
+/* latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP]: the consumer's
+ * arithmetic on records from stdin instead of Kafka, one a line:
+ * "out PARTITION TS SEEN_MS CE_ID" (an output record, timestamp TS ms,
+ * seen at wall clock SEEN_MS) or "in TS SEEN_MS CE_ID" (input partition
+ * 0, LogAppendTime). Prints what consume prints. For bench/test_bench.py. */
+static int cmd_analyze(int argc, char **argv) {
+        long expect = -1;
+        double skip = 0.1;
+        const char *dump = NULL;
+        int opt;
+        while ((opt = getopt(argc, argv, "n:s:d:")) != -1) {
+                switch (opt) {
+                case 'n':
+                        expect = strtol(optarg, NULL, 10);
+                        break;
+                case 's':
+                        skip = strtod(optarg, NULL);
+                        break;
+                case 'd':
+                        dump = optarg;
+                        break;
+                default:
+                        die("analyze: bad option", NULL);
+                }
+        }
+        if (expect < 0)
+                die("analyze needs -n EXPECT", NULL);
+        seen_t sn = {0};
+        char line[256], id[64];
+        int part;
+        int64_t ts;
+        double now;
+        while (fgets(line, sizeof(line), stdin)) {
+                if (sscanf(line, "out %d %" SCNd64 " %lf %63s", &part, &ts,
+                           &now, id) == 4)
+                        seen_out(&sn, part == 0, ts,
+                                 RD_KAFKA_TIMESTAMP_CREATE_TIME, now, id,
+                                 strlen(id));
+                else if (sscanf(line, "in %" SCNd64 " %lf %63s", &ts, &now,
+                                id) == 3)
+                        seen_in(&sn, ts, RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME,
+                                now, id, strlen(id));
+                else
+                        die("analyze: bad line", line);
+        }
+        return seen_report(&sn, expect, skip, dump, 0, 0);
 }
 
 int main(int argc, char **argv) {
         if (argc < 2)
-                die("usage: latency_tool produce|consume|pcts ...", NULL);
+                die("usage: latency_tool produce|consume|analyze|pcts ...",
+                    NULL);
         const char *cmd = argv[1];
         argc--;
         argv++;
@@ -618,8 +700,10 @@ int main(int argc, char **argv) {
                 return cmd_produce(argc, argv);
         if (strcmp(cmd, "consume") == 0)
                 return cmd_consume(argc, argv);
+        if (strcmp(cmd, "analyze") == 0)
+                return cmd_analyze(argc, argv);
         if (strcmp(cmd, "pcts") == 0)
                 return cmd_pcts();
-        die("unknown subcommand (produce, consume, pcts)", cmd);
+        die("unknown subcommand (produce, consume, analyze, pcts)", cmd);
         return 2;
 }

@@ -116,3 +116,57 @@ def test_write_file_holds_the_produced_records(tmp_path):
         k2, v2, h2 = gen.record_of(a, v, n)
         assert (key, value) == (k2, v2)
         assert [tuple(h.split(b"=", 1)) for h in hs] == [(k.encode(), x) for k, x in h2]
+
+
+def _tool_analyze(lines, expect, skip=0.1):
+    import subprocess
+    assert os.access(LATENCY_TOOL, os.X_OK), \
+        f"{LATENCY_TOOL} not built (ninja -C build, or set LATENCY_TOOL)"
+    r = subprocess.run([LATENCY_TOOL, "analyze", "-n", str(expect), "-s", str(skip)],
+                       input="".join(l + "\n" for l in lines),
+                       capture_output=True, text=True)
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_latency_consumer_cut_check_and_floor():
+    # input partition 0: 200 records appended 10 ms apart, seen 2..4 ms
+    # later; evt-7 redelivered at the end (a second append time)
+    ins = [(f"evt-{i}", 1_000_000 + 10 * i) for i in range(200)]
+    ins.append(("evt-7", 1_000_000 + 10 * 200))
+    lines = [f"in {ts} {ts + 2 + i % 3} {cid}" for i, (cid, ts) in enumerate(ins)]
+    # output: partition 0 carries each input's append time (evt-7: the
+    # redelivery's), latency 50 + i ms; partition 1 other events, 100 ms
+    outs = []
+    for i, (cid, ts) in enumerate(ins[:200]):
+        if cid == "evt-7":
+            ts = ins[200][1]
+        outs.append((0, cid, ts, 50.0 + i))
+    for i in range(100):
+        ts = 1_000_000 + 20 * i
+        outs.append((1, f"other-{i}", ts, 100.0))
+    lines += [f"out {p} {ts} {ts + lat} {cid}" for p, cid, ts, lat in outs]
+    rc, r = _tool_analyze(lines, expect=300)
+    assert rc == 0 and r["complete"] and r["output_records"] == 300
+    assert (r["checked_p0"], r["out_ts_is_append_time_p0"]) == (200, 200)
+    assert r["input_timestamp_types"] == [2] and r["output_timestamp_types"] == [1]
+    # warm-up: the first 10 % of the output's append-time span
+    first = min(ts for _, _, ts, _ in outs)
+    last = max(ts for _, _, ts, _ in outs)
+    cut = first + 0.1 * (last - first)
+    want = measure._pcts([lat for _, _, ts, lat in outs if ts >= cut])
+    assert r["measured"] == sum(1 for _, _, ts, _ in outs if ts >= cut)
+    assert r["warmup_skipped"] == 300 - r["measured"] > 0
+    for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"):
+        assert abs(r[k] - want[k]) < 0.051, (k, r, want)
+    fl = measure._pcts([float(2 + i % 3) for i, (_, ts) in enumerate(ins) if ts >= cut])
+    assert r["floor"]["p50_ms"] == fl["p50_ms"] and r["floor"]["max_ms"] == 4.0
+
+    # an output timestamp that is no append time of its ce_id fails the run
+    bad = list(lines)
+    p, cid, ts, lat = outs[199]
+    bad[len(ins) + 199] = f"out 0 {ts + 1} {ts + 1 + lat} {cid}"
+    rc, r = _tool_analyze(bad, expect=300)
+    assert rc == 1 and r["out_ts_is_append_time_p0"] == 199
+    # fewer output records than expected fails it too
+    rc, r = _tool_analyze(lines, expect=301)
+    assert rc == 1 and not r["complete"]
