@@ -23,7 +23,8 @@
  *     behind its schedule at worst, its CPU-seconds.
  *
  *   latency_tool consume -b BOOTSTRAP -o OUTPUT -i INPUT -n EXPECT
- *                        [-s SKIP_FRAC] [-w IDLE_S] [-d DUMP] [-X k=v]...
+ *                        [-s SKIP_FRAC] [-w IDLE_S] [-W FIRST_S] [-d DUMP]
+ *                        [-X k=v]...
  *     Reads every partition of OUTPUT and partition 0 of INPUT from the
  *     start, isolation.level=read_committed, fetch.wait.max.ms 10, with one
  *     consumer; prints {"event":"ready"} once assigned and fetching. Per
@@ -36,11 +37,12 @@
  *     its ce_id. The input records' own append -> seen delay is the floor.
  *     Records appended in the first SKIP_FRAC (default 0.1) of the span of
  *     the output's timestamps are warm-up and not counted. Stops after
- *     EXPECT output records, or IDLE_S (default 30) s without a record.
+ *     EXPECT output records, or IDLE_S (default 30) s without a record
+ *     (before the first output record: FIRST_S, default 300).
  *     Prints one JSON line: counts, p50/p90/p99/p99.9/max/mean ms, the
  *     floor's, the check, its CPU-seconds. -d DUMP: every output record's
- *     "append_time_ms latency_ms" line, in the order read, to DUMP. Exit 1 if incomplete or a
- *     timestamp is not its input's append time.
+ *     "append_time_ms latency_ms" line, in the order read, to DUMP. Exit 1
+ *     if incomplete or a timestamp is not its input's append time.
  *
  *   latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP]
  *     consume's arithmetic (warm-up cut, check, percentiles, floor) on
@@ -508,11 +510,11 @@ static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
 static int cmd_consume(int argc, char **argv) {
         const char *bs = NULL, *out = NULL, *inp = NULL;
         long expect = -1;
-        double skip = 0.1, idle_s = 30;
+        double skip = 0.1, idle_s = 30, first_s = 300;
         const char *dump = NULL;
         char *props[MAX_PROPS];
         int nprops = 0, opt;
-        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:d:X:")) != -1) {
+        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:W:d:X:")) != -1) {
                 switch (opt) {
                 case 'b':
                         bs = optarg;
@@ -531,6 +533,9 @@ static int cmd_consume(int argc, char **argv) {
                         break;
                 case 'd':
                         dump = optarg;
+                        break;
+                case 'W':
+                        first_s = strtod(optarg, NULL);
                         break;
                 case 'w':
                         idle_s = strtod(optarg, NULL);
@@ -595,7 +600,10 @@ static int cmd_consume(int argc, char **argv) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 double now = wall_ms();
                 if (!m) {
-                        if (mono_s() - last_new > idle_s)
+                        /* before the first output record the process under
+                         * test may still be starting (a JVM: many s) */
+                        if (mono_s() - last_new >
+                            (sn.out_ts.n ? idle_s : first_s))
                                 break;
                         continue;
                 }

@@ -789,9 +789,15 @@ def cmd_latency(a):
             except (OSError, ValueError):
                 pass
             if proc.poll() is not None and prod.poll() is not None:
-                break  # the process under test died: the consumer idles out
+                break  # the process under test died
             time.sleep(1)
-    out_json = cons.communicate()[0]
+    try:
+        # the process under test gone: what it wrote is there already
+        out_json = cons.communicate(
+            timeout=a.idle_timeout + 30 if proc.poll() is not None else None)[0]
+    except subprocess.TimeoutExpired:
+        cons.kill()
+        out_json = cons.communicate()[0]
     proc_cpu = sum(_thread_cpu(proc.pid).values())  # before SIGTERM
     proc.terminate()
     try:
