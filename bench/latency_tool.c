@@ -72,7 +72,7 @@
 #define MAX_PROPS 32
 
 /* "latency_tool: WHAT[: ARG]" on stderr, exit 2. */
-static void die(const char *what, const char *arg) {
+static _Noreturn void die(const char *what, const char *arg) {
         fprintf(stderr, "latency_tool: %s%s%s\n", what, arg ? ": " : "",
                 arg ? arg : "");
         exit(2);
@@ -125,7 +125,7 @@ static void add_prop(char **props, int *n, char *kv) {
 /* Makes room for one more element of @size bytes in *@v (*@cap of them,
  * @n used). */
 static void grow(void **v, size_t *cap, size_t n, size_t size) {
-        if (n < *cap)
+        if (n < *cap && *v)
                 return;
         *cap = *cap ? *cap * 2 : 4096;
         *v = realloc(*v, *cap * size);
@@ -444,7 +444,8 @@ static void seen_in(seen_t *sn, int64_t ts, rd_kafka_timestamp_type_t tst,
 static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
                        double us, double ss) {
         /* Is each output record's timestamp its input's append time? */
-        qsort(sn->in_p0.v, sn->in_p0.n, sizeof(idts_t), cmp_idts);
+        if (sn->in_p0.n)
+                qsort(sn->in_p0.v, sn->in_p0.n, sizeof(idts_t), cmp_idts);
         size_t copied = 0;
         for (size_t i = 0; i < sn->out_p0.n; i++)
                 if (sn->in_p0.n &&
