@@ -24,7 +24,7 @@
  *
  *   latency_tool consume -b BOOTSTRAP -o OUTPUT -i INPUT -n EXPECT
  *                        [-s SKIP_FRAC] [-w IDLE_S] [-W FIRST_S] [-d DUMP]
- *                        [-X k=v]...
+ *                        [-r] [-X k=v]...
  *     Reads every partition of OUTPUT and partition 0 of INPUT from the
  *     start, isolation.level=read_committed, fetch.wait.max.ms 10, with one
  *     consumer; prints {"event":"ready"} once assigned and fetching. Per
@@ -41,8 +41,14 @@
  *     (before the first output record: FIRST_S, default 300).
  *     Prints one JSON line: counts, p50/p90/p99/p99.9/max/mean ms, the
  *     floor's, the check, its CPU-seconds. -d DUMP: every output record's
- *     "append_time_ms latency_ms" line, in the order read, to DUMP. Exit 1
- *     if incomplete or a timestamp is not its input's append time.
+ *     "append_time_ms latency_ms" line, in the order read, to DUMP. -r
+ *     (an output in aggregate order: record key = aggregate, ce_sequence
+ *     = version): also the latency from each record's ready time, the
+ *     earliest it could be output in order, max(its append time, its
+ *     predecessor's ready time) — without the wait of an event that
+ *     arrived before its predecessor (gen.py's swaps) — and how many
+ *     records waited. Exit 1 if incomplete or a timestamp is not its
+ *     input's append time.
  *
  *   latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP]
  *     consume's arithmetic (warm-up cut, check, percentiles, floor) on
@@ -392,6 +398,21 @@ static void ce_id_of(const rd_kafka_message_t *m, const void **id,
                         *id = "", *len = 0;
 }
 
+/* The record's version: its ce_sequence header (decimal), -1 without. */
+static int64_t version_of(const rd_kafka_message_t *m) {
+        rd_kafka_headers_t *h = NULL;
+        const void *v;
+        size_t len;
+        char buf[24];
+        if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+            rd_kafka_header_get_last(h, "ce_sequence", &v, &len) || len == 0 ||
+            len >= sizeof(buf))
+                return -1;
+        memcpy(buf, v, len);
+        buf[len] = '\0';
+        return strtoll(buf, NULL, 10);
+}
+
 static int partitions_of(rd_kafka_t *rk, const char *topic, int *cnt) {
         const struct rd_kafka_metadata *md;
         rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
@@ -406,6 +427,24 @@ static int partitions_of(rd_kafka_t *rk, const char *topic, int *cnt) {
         return *cnt > 0 ? 0 : -1;
 }
 
+/* An output record of an aggregate (its key) at a version. */
+typedef struct {
+        char key[32];
+        int64_t ver, ts;
+        double seen;
+} okv_t;
+
+typedef struct {
+        okv_t *v;
+        size_t n, cap;
+} okvec_t;
+
+static int cmp_okv(const void *a, const void *b) {
+        const okv_t *x = a, *y = b;
+        int c = strcmp(x->key, y->key);
+        return c ? c : (x->ver > y->ver) - (x->ver < y->ver);
+}
+
 /* What the consumer saw. */
 typedef struct {
         dvec_t out_seen; /* output: seen wall ms - timestamp */
@@ -415,13 +454,31 @@ typedef struct {
         dvec_t floor_d;  /* input partition 0: seen - append time */
         dvec_t floor_ts; /* ... and that append time */
         unsigned in_types, out_types; /* timestamp types seen, bits */
+        int ordered;                  /* -r: okv is kept */
+        okvec_t okv;                  /* output: (key, version, ts, seen) */
 } seen_t;
 
 /* An output record with timestamp @ts (ms), seen at wall clock @now (ms);
- * @p0: of partition 0, whose ce_id @id the check looks up. */
+ * @p0: of partition 0, whose ce_id @id the check looks up; @key, @ver:
+ * its aggregate and version (kept when sn->ordered). */
 static void seen_out(seen_t *sn, int p0, int64_t ts,
                      rd_kafka_timestamp_type_t tst, double now, const void *id,
-                     size_t idlen) {
+                     size_t idlen, const void *key, size_t keylen,
+                     int64_t ver) {
+        if (sn->ordered) {
+                void *v = sn->okv.v;
+                grow(&v, &sn->okv.cap, sn->okv.n, sizeof(*sn->okv.v));
+                sn->okv.v = v;
+                okv_t *o = &sn->okv.v[sn->okv.n++];
+                if (keylen >= sizeof(o->key))
+                        keylen = sizeof(o->key) - 1;
+                if (keylen)
+                        memcpy(o->key, key, keylen);
+                o->key[keylen] = '\0';
+                o->ver = ver;
+                o->ts = ts;
+                o->seen = now;
+        }
         sn->out_types |= 1u << tst;
         dvec_push(&sn->out_seen, now - (double)ts);
         ivec_push(&sn->out_ts, "", 0, ts);
@@ -479,6 +536,27 @@ static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
         for (size_t i = 0; i < sn->floor_d.n; i++)
                 if (sn->floor_ts.v[i] >= cut)
                         sn->floor_d.v[nf++] = sn->floor_d.v[i];
+        /* -r: the time an output record could be output in order at the
+         * earliest, ready(v) = max(ts(v), ready(v - 1)) per aggregate; the
+         * latency from it leaves out the wait for a predecessor that was
+         * appended later (a parked event) */
+        dvec_t ready = {0};
+        size_t waited = 0;
+        if (sn->ordered && sn->okv.n) {
+                qsort(sn->okv.v, sn->okv.n, sizeof(okv_t), cmp_okv);
+                double r = 0;
+                for (size_t i = 0; i < sn->okv.n; i++) {
+                        const okv_t *o = &sn->okv.v[i];
+                        int chain = i > 0 &&
+                                    strcmp(o->key, sn->okv.v[i - 1].key) == 0 &&
+                                    o->ver == sn->okv.v[i - 1].ver + 1;
+                        r = chain && r > (double)o->ts ? r : (double)o->ts;
+                        if (r > (double)o->ts)
+                                waited++;
+                        if ((double)o->ts >= cut)
+                                dvec_push(&ready, o->seen - r);
+                }
+        }
         int complete = (long)sn->out_ts.n >= expect;
         printf("{\"output_records\":%zu,\"expected_output\":%ld,"
                "\"complete\":%s,\"measured\":%zu,\"warmup_skipped\":%zu,"
@@ -498,7 +576,16 @@ static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
         print_pcts(stdout, sn->out_seen.v, nl);
         printf("%s\"floor\":{", nl ? "," : "");
         print_pcts(stdout, sn->floor_d.v, nf);
-        printf("},\"consumer_user_s\":%.2f,\"consumer_sys_s\":%.2f}\n", us, ss);
+        printf("}");
+        if (sn->ordered) {
+                printf(",\"waited_for_predecessor\":%zu,\"from_ready\":{",
+                       waited);
+                print_pcts(stdout, ready.v, ready.n);
+                printf("}");
+        }
+        printf(",\"consumer_user_s\":%.2f,\"consumer_sys_s\":%.2f}\n", us, ss);
+        free(ready.v);
+        free(sn->okv.v);
         free(sn->out_seen.v);
         free(sn->out_ts.v);
         free(sn->out_p0.v);
@@ -515,8 +602,12 @@ static int cmd_consume(int argc, char **argv) {
         const char *dump = NULL;
         char *props[MAX_PROPS];
         int nprops = 0, opt;
-        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:W:d:X:")) != -1) {
+        int ordered = 0;
+        while ((opt = getopt(argc, argv, "b:o:i:n:s:w:W:d:rX:")) != -1) {
                 switch (opt) {
+                case 'r':
+                        ordered = 1;
+                        break;
                 case 'b':
                         bs = optarg;
                         break;
@@ -595,7 +686,7 @@ static int cmd_consume(int argc, char **argv) {
         printf("{\"event\":\"ready\"}\n");
         fflush(stdout);
 
-        seen_t sn = {0};
+        seen_t sn = {.ordered = ordered};
         double last_new = mono_s();
         while ((long)sn.out_ts.n < expect) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
@@ -620,7 +711,7 @@ static int cmd_consume(int argc, char **argv) {
                 ce_id_of(m, &id, &idlen);
                 if (strcmp(rd_kafka_topic_name(m->rkt), out) == 0)
                         seen_out(&sn, m->partition == p0, ts, tst, now, id,
-                                 idlen);
+                                 idlen, m->key, m->key_len, version_of(m));
                 else
                         seen_in(&sn, ts, tst, now, id, idlen);
                 rd_kafka_message_destroy(m);
@@ -650,18 +741,23 @@ static int cmd_consume(int argc, char **argv) {
         return seen_report(&sn, expect, skip, dump, us, ss);
 }
 
-/* latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP]: the consumer's
- * arithmetic on records from stdin instead of Kafka, one a line:
- * "out PARTITION TS SEEN_MS CE_ID" (an output record, timestamp TS ms,
- * seen at wall clock SEEN_MS) or "in TS SEEN_MS CE_ID" (input partition
- * 0, LogAppendTime). Prints what consume prints. For bench/test_bench.py. */
+/* latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP] [-r]: the
+ * consumer's arithmetic on records from stdin instead of Kafka, one a
+ * line: "out PARTITION TS SEEN_MS CE_ID [KEY VERSION]" (an output record,
+ * timestamp TS ms, seen at wall clock SEEN_MS) or "in TS SEEN_MS CE_ID"
+ * (input partition 0, LogAppendTime). Prints what consume prints. For
+ * bench/test_bench.py. */
 static int cmd_analyze(int argc, char **argv) {
         long expect = -1;
         double skip = 0.1;
         const char *dump = NULL;
         int opt;
-        while ((opt = getopt(argc, argv, "n:s:d:")) != -1) {
+        int ordered = 0;
+        while ((opt = getopt(argc, argv, "n:s:d:r")) != -1) {
                 switch (opt) {
+                case 'r':
+                        ordered = 1;
+                        break;
                 case 'n':
                         expect = strtol(optarg, NULL, 10);
                         break;
@@ -677,17 +773,19 @@ static int cmd_analyze(int argc, char **argv) {
         }
         if (expect < 0)
                 die("analyze needs -n EXPECT", NULL);
-        seen_t sn = {0};
-        char line[256], id[64];
-        int part;
-        int64_t ts;
+        seen_t sn = {.ordered = ordered};
+        char line[256], id[64], key[64];
+        int part, n;
+        int64_t ts, ver;
         double now;
         while (fgets(line, sizeof(line), stdin)) {
-                if (sscanf(line, "out %d %" SCNd64 " %lf %63s", &part, &ts,
-                           &now, id) == 4)
+                if ((n = sscanf(line,
+                                "out %d %" SCNd64 " %lf %63s %63s %" SCNd64,
+                                &part, &ts, &now, id, key, &ver)) >= 4)
                         seen_out(&sn, part == 0, ts,
                                  RD_KAFKA_TIMESTAMP_CREATE_TIME, now, id,
-                                 strlen(id));
+                                 strlen(id), n == 6 ? key : "",
+                                 n == 6 ? strlen(key) : 0, n == 6 ? ver : -1);
                 else if (sscanf(line, "in %" SCNd64 " %lf %63s", &ts, &now,
                                 id) == 3)
                         seen_in(&sn, ts, RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME,

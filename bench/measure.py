@@ -746,7 +746,7 @@ def cmd_latency(a):
     cons = subprocess.Popen(
         [a.tool, "consume", "-b", a.bootstrap, "-o", a.output, "-i", a.input,
          "-n", str(a.expect), "-s", str(a.skip_frac), "-w", str(a.idle_timeout)]
-        + (["-d", a.dump] if a.dump else []),
+        + (["-d", a.dump] if a.dump else []) + (["-r"] if a.ordered else []),
         stdout=subprocess.PIPE)
     ready = cons.stdout.readline()  # {"event":"ready"}: fetching
     if b'"ready"' not in ready:
@@ -1020,6 +1020,14 @@ def _report_rest(a, med, base, by):
     _report_scale(_jsonl(a.scale), _jsonl(a.scale_disk))
 
 
+def _from_ready(r):
+    """The from-ready cell of a latency row: p50 / p99 (records waited)."""
+    fr = r.get("from_ready")
+    if fr is None:
+        return "-"
+    return f"{fr.get('p50_ms')} / {fr.get('p99_ms')} ({r.get('waited_for_predecessor')})"
+
+
 def _report_latency(lats):
     """The --latency phase: one line per mode."""
     if not lats:
@@ -1027,17 +1035,18 @@ def _report_latency(lats):
     print()
     print("| latency (mode) | rate wanted / achieved ev/s | output records | "
           "measured (warm-up skipped) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | "
-          "floor p50 / p99 ms | batch.max_ms (streams: commit.interval.ms) | "
+          "floor p50 / p99 ms | from ready p50 / p99 ms (waited) | "
+          "batch.max_ms (streams: commit.interval.ms) | "
           "output ts = input append time | CPU s: process / producer / consumer | "
           "load avg (start–end, max) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in lats:
         fl = r.get("floor") or {}
         print(f"| {r['label']} | {r['rate_wanted']:.0f} / {r.get('rate_achieved')} | "
               f"{r['output_records']} | {r['measured']} ({r['warmup_skipped']}) | "
               f"{r.get('p50_ms')} | {r.get('p90_ms')} | {r.get('p99_ms')} | "
               f"{r.get('p999_ms')} | {r.get('max_ms')} | {fl.get('p50_ms')} / "
-              f"{fl.get('p99_ms')} | {r.get('batch_max_ms')} | "
+              f"{fl.get('p99_ms')} | {_from_ready(r)} | {r.get('batch_max_ms')} | "
               f"{r['out_ts_is_append_time_p0']} of {r['checked_p0']} (partition 0) | "
               f"{r.get('process_cpu_s')} / {r.get('producer_cpu_s')} / "
               f"{r.get('consumer_cpu_s')} | "
@@ -1186,6 +1195,9 @@ def main():
                    help="the mode's batch.max_ms / commit.interval.ms (reported beside p99)")
     p.add_argument("--skip-frac", type=float, default=0.1)
     p.add_argument("--dump", help="every output record's append time and latency (ms) here")
+    p.add_argument("--ordered", action="store_true",
+                   help="the output is in aggregate order: also the latency from "
+                        "each record's ready time (its predecessor's arrival)")
     p.add_argument("--settle-s", type=float, default=1.0)
     p.add_argument("--join-timeout", type=float, default=120)
     p.add_argument("--ready-event", help='then wait for N log lines with "event":"E"')

@@ -469,10 +469,12 @@ print(round(statistics.median(r["events_per_s"] for r in xs) / 2) if xs else 0)'
     mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$in"
     # ready: the peer logs "running" in Kafka Streams' RUNNING state; seqgate
     # (both guarantees) a restore_done per assigned partition
-    local ready=()
+    # (--ordered: the output is in aggregate order, plain's is not)
+    local ready=(--ordered)
     case $label in
-    streams) ready=(--ready-event running --ready-count 1) ;;
-    at_least_once | exactly_once) ready=(--ready-event restore_done --ready-count 3) ;;
+    streams) ready+=(--ready-event running --ready-count 1) ;;
+    at_least_once | exactly_once) ready+=(--ready-event restore_done --ready-count 3) ;;
+    *) ready=() ;;
     esac
     log "latency $tag: $CMD_DESC, $LAT_EVENTS events at $rate ev/s"
     "$PY" "$ROOT/bench/measure.py" latency --bootstrap "$BS" --group "$group" \

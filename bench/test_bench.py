@@ -122,7 +122,7 @@ def _tool_analyze(lines, expect, skip=0.1):
     import subprocess
     assert os.access(LATENCY_TOOL, os.X_OK), \
         f"{LATENCY_TOOL} not built (ninja -C build, or set LATENCY_TOOL)"
-    r = subprocess.run([LATENCY_TOOL, "analyze", "-n", str(expect), "-s", str(skip)],
+    r = subprocess.run([LATENCY_TOOL, "analyze", "-r", "-n", str(expect), "-s", str(skip)],
                        input="".join(l + "\n" for l in lines),
                        capture_output=True, text=True)
     return r.returncode, json.loads(r.stdout)
@@ -170,3 +170,21 @@ def test_latency_consumer_cut_check_and_floor():
     # fewer output records than expected fails it too
     rc, r = _tool_analyze(lines, expect=301)
     assert rc == 1 and not r["complete"]
+
+
+def test_latency_from_ready_leaves_out_the_wait_for_a_predecessor():
+    # aggregate a: v1 appended at 1000, v3 at 1010 (before v2), v2 at 1100,
+    # v4 at 1120; the output (in order) sees v1 at 1050, v2 and v3 at 1150,
+    # v4 at 1170: v3 waited for v2 (ready 1100), the others did not
+    recs = [("a", 1, 1000, 1050), ("a", 2, 1100, 1150), ("a", 3, 1010, 1150),
+            ("a", 4, 1120, 1170), ("b", 1, 1005, 1055)]
+    lines = [f"out 1 {ts} {seen} evt-{k}-{v} {k} {v}" for k, v, ts, seen in recs]
+    rc, r = _tool_analyze(lines, expect=5, skip=0)
+    assert rc == 0 and r["waited_for_predecessor"] == 1
+    # from the append time: 50, 50, 140, 50, 50; from ready: 50 each
+    assert (r["p50_ms"], r["max_ms"]) == (50, 140)
+    assert (r["from_ready"]["p50_ms"], r["from_ready"]["max_ms"]) == (50, 50)
+    # a version gap breaks the chain: b's v3 without v2 is ready at its ts
+    lines.append("out 1 1000 1060 evt-b-3 b 3")
+    rc, r = _tool_analyze(lines, expect=6, skip=0)
+    assert r["waited_for_predecessor"] == 1 and r["from_ready"]["max_ms"] == 60
