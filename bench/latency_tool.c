@@ -427,6 +427,34 @@ static int partitions_of(rd_kafka_t *rk, const char *topic, int *cnt) {
         return *cnt > 0 ? 0 : -1;
 }
 
+/* The options of the report, which consume and analyze share. */
+typedef struct {
+        long expect;      /* -n: output records expected */
+        double skip;      /* -s: warm-up share of the timestamp span */
+        const char *dump; /* -d: every output record's latency, here */
+        int ordered;      /* -r: the latency from ready too */
+} rep_opts_t;
+
+/* Takes report option @opt (with @arg); returns 0 when it is none. */
+static int rep_opt(rep_opts_t *o, int opt, const char *arg) {
+        switch (opt) {
+        case 'n':
+                o->expect = strtol(arg, NULL, 10);
+                return 1;
+        case 's':
+                o->skip = strtod(arg, NULL);
+                return 1;
+        case 'd':
+                o->dump = arg;
+                return 1;
+        case 'r':
+                o->ordered = 1;
+                return 1;
+        default:
+                return 0;
+        }
+}
+
 /* An output record of an aggregate (its key) at a version. */
 typedef struct {
         char key[32];
@@ -495,11 +523,14 @@ static void seen_in(seen_t *sn, int64_t ts, rd_kafka_timestamp_type_t tst,
         dvec_push(&sn->floor_ts, (double)ts);
 }
 
-/* Prints the result line of @sn (frees it); @dump: every output record's
- * "ts latency" there. Returns 0 when complete and every checked output
- * timestamp is an append time of its ce_id, else 1. */
-static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
-                       double us, double ss) {
+/* Prints the result line of @sn (frees it) under the options @ro (-d:
+ * every output record's "ts latency" to that file). Returns 0 when
+ * complete and every checked output timestamp is an append time of its
+ * ce_id, else 1. */
+static int seen_report(seen_t *sn, const rep_opts_t *ro, double us, double ss) {
+        long expect = ro->expect;
+        double skip = ro->skip;
+        const char *dump = ro->dump;
         /* Is each output record's timestamp its input's append time? */
         if (sn->in_p0.n)
                 qsort(sn->in_p0.v, sn->in_p0.n, sizeof(idts_t), cmp_idts);
@@ -597,17 +628,12 @@ static int seen_report(seen_t *sn, long expect, double skip, const char *dump,
 
 static int cmd_consume(int argc, char **argv) {
         const char *bs = NULL, *out = NULL, *inp = NULL;
-        long expect = -1;
-        double skip = 0.1, idle_s = 30, first_s = 300;
-        const char *dump = NULL;
+        rep_opts_t ro = {.expect = -1, .skip = 0.1};
+        double idle_s = 30, first_s = 300;
         char *props[MAX_PROPS];
         int nprops = 0, opt;
-        int ordered = 0;
         while ((opt = getopt(argc, argv, "b:o:i:n:s:w:W:d:rX:")) != -1) {
                 switch (opt) {
-                case 'r':
-                        ordered = 1;
-                        break;
                 case 'b':
                         bs = optarg;
                         break;
@@ -616,15 +642,6 @@ static int cmd_consume(int argc, char **argv) {
                         break;
                 case 'i':
                         inp = optarg;
-                        break;
-                case 'n':
-                        expect = strtol(optarg, NULL, 10);
-                        break;
-                case 's':
-                        skip = strtod(optarg, NULL);
-                        break;
-                case 'd':
-                        dump = optarg;
                         break;
                 case 'W':
                         first_s = strtod(optarg, NULL);
@@ -636,10 +653,11 @@ static int cmd_consume(int argc, char **argv) {
                         add_prop(props, &nprops, optarg);
                         break;
                 default:
-                        die("consume: bad option", NULL);
+                        if (!rep_opt(&ro, opt, optarg))
+                                die("consume: bad option", NULL);
                 }
         }
-        if (!bs || !out || !inp || expect < 0)
+        if (!bs || !out || !inp || ro.expect < 0)
                 die("consume needs -b BOOTSTRAP -o OUTPUT -i INPUT -n "
                     "EXPECT",
                     NULL);
@@ -686,9 +704,9 @@ static int cmd_consume(int argc, char **argv) {
         printf("{\"event\":\"ready\"}\n");
         fflush(stdout);
 
-        seen_t sn = {.ordered = ordered};
+        seen_t sn = {.ordered = ro.ordered};
         double last_new = mono_s();
-        while ((long)sn.out_ts.n < expect) {
+        while ((long)sn.out_ts.n < ro.expect) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 double now = wall_ms();
                 if (!m) {
@@ -738,7 +756,7 @@ static int cmd_consume(int argc, char **argv) {
         rd_kafka_destroy(rk);
         double us, ss;
         cpu_s(&us, &ss);
-        return seen_report(&sn, expect, skip, dump, us, ss);
+        return seen_report(&sn, &ro, us, ss);
 }
 
 /* latency_tool analyze -n EXPECT [-s SKIP_FRAC] [-d DUMP] [-r]: the
@@ -748,32 +766,14 @@ static int cmd_consume(int argc, char **argv) {
  * (input partition 0, LogAppendTime). Prints what consume prints. For
  * bench/test_bench.py. */
 static int cmd_analyze(int argc, char **argv) {
-        long expect = -1;
-        double skip = 0.1;
-        const char *dump = NULL;
+        rep_opts_t ro = {.expect = -1, .skip = 0.1};
         int opt;
-        int ordered = 0;
-        while ((opt = getopt(argc, argv, "n:s:d:r")) != -1) {
-                switch (opt) {
-                case 'r':
-                        ordered = 1;
-                        break;
-                case 'n':
-                        expect = strtol(optarg, NULL, 10);
-                        break;
-                case 's':
-                        skip = strtod(optarg, NULL);
-                        break;
-                case 'd':
-                        dump = optarg;
-                        break;
-                default:
+        while ((opt = getopt(argc, argv, "n:s:d:r")) != -1)
+                if (!rep_opt(&ro, opt, optarg))
                         die("analyze: bad option", NULL);
-                }
-        }
-        if (expect < 0)
+        if (ro.expect < 0)
                 die("analyze needs -n EXPECT", NULL);
-        seen_t sn = {.ordered = ordered};
+        seen_t sn = {.ordered = ro.ordered};
         char line[256], id[64], key[64];
         int part, n;
         int64_t ts, ver;
@@ -793,7 +793,7 @@ static int cmd_analyze(int argc, char **argv) {
                 else
                         die("analyze: bad line", line);
         }
-        return seen_report(&sn, expect, skip, dump, 0, 0);
+        return seen_report(&sn, &ro, 0, 0);
 }
 
 int main(int argc, char **argv) {
