@@ -715,6 +715,14 @@ bool sg_cfg_contains_ci(const char *hay, const char *needle) {
         return false;
 }
 
+int64_t sg_config_batch_ms(const sg_config_t *conf) {
+        int64_t ms = conf->batch_max_ms > 0 ? conf->batch_max_ms : 0;
+        int64_t ci = conf->commit_interval_ms;
+        if (conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE && ci > 0 && ci < ms)
+                ms = ci;
+        return ms;
+}
+
 bool sg_config_is_secret(const char *name) {
         if (!name)
                 return false;
