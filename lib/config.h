@@ -335,6 +335,15 @@ const sg_config_key_t *sg_config_key(size_t i);
 sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
                         size_t errstr_size);
 
+/**
+ * As sg_config_load(), with @p data_dir (NULL: the file's) in place of the
+ * file's `data_dir` key, which may then be absent: seqgatectl's --data-dir.
+ * The value is checked as the file's would be. Same returns and ownership.
+ */
+sg_err_t sg_config_load_data_dir(const char *path, const char *data_dir,
+                                 sg_config_t **confp, char *errstr,
+                                 size_t errstr_size);
+
 /** As sg_config_load(), from a NUL-terminated JSON text. */
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size);
