@@ -502,8 +502,9 @@ reopen:
                 format_why(old_fmt, why, sizeof(why));
                 mdb_env_close(s->env);
                 s->env = NULL;
-                if ((serr = files_set_aside(dir, old_fmt, kept, sizeof(kept),
-                                            errstr, errstr_size)))
+                /* a store before format numbers is format 1 */
+                if ((serr = files_set_aside(dir, old_fmt ? old_fmt : 1, kept,
+                                            sizeof(kept), errstr, errstr_size)))
                         goto out;
                 snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
                          "%s; it is kept in %s (remove it once every "
