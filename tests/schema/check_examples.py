@@ -116,6 +116,18 @@ def full_example_problems(schema):
     return problems
 
 
+def report(rel, problems, must, ok):
+    """Prints one file's verdict ("FAIL REL (MUST)" and its problems, or
+    "ok   REL (OK)"); True when it passed."""
+    if problems:
+        print("FAIL %s (%s)" % (rel, must))
+        for p in problems:
+            print("     " + p)
+        return False
+    print("ok   %s (%s)" % (rel, ok))
+    return True
+
+
 def main(argv):
     if len(argv) > 2:
         sys.stderr.write("usage: %s [seqgate-binary]\n" % argv[0])
@@ -149,14 +161,10 @@ def main(argv):
         rc, err = check_config(binary, path)
         if rc != 0:
             problems.append("--check-config exit %s: %s" % (rc, err.strip()))
-        if problems:
-            failed += 1
-            print("FAIL %s (must be valid)" % rel)
-            for p in problems:
-                print("     " + p)
-        else:
+        if report(rel, problems, "must be valid", "valid"):
             passed += 1
-            print("ok   %s (valid)" % rel)
+        else:
+            failed += 1
 
     for path in invalid:
         rel = os.path.relpath(path, ROOT)
@@ -180,25 +188,17 @@ def main(argv):
         elif key and (key + ": ") not in err:
             problems.append("--check-config: stderr does not name %r: %s"
                             % (key, err.strip()))
-        if problems:
-            failed += 1
-            print("FAIL %s (must be invalid)" % rel)
-            for p in problems:
-                print("     " + p)
-        else:
+        if report(rel, problems, "must be invalid", "invalid: %s" % key):
             passed += 1
-            print("ok   %s (invalid: %s)" % (rel, key))
+        else:
+            failed += 1
 
-    problems = full_example_problems(schema)
-    rel = os.path.relpath(FULL_EXAMPLE, ROOT)
-    if problems:
-        failed += 1
-        print("FAIL %s (must hold every key with a default)" % rel)
-        for p in problems:
-            print("     " + p)
-    else:
+    if report(os.path.relpath(FULL_EXAMPLE, ROOT),
+              full_example_problems(schema),
+              "must hold every key with a default", "every key with a default"):
         passed += 1
-        print("ok   %s (every key with a default)" % rel)
+    else:
+        failed += 1
 
     try:
         snap_passed, snap_failed = check_snapshot.check()
