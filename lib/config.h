@@ -227,7 +227,7 @@ typedef struct sg_config {
         int batch_max_ms;            /**< batch.max_ms [100] */
         int64_t stats_interval_ms;   /**< [10000]; 0 disables */
         int64_t commit_interval_ms;  /**< longest time between commits
-                                          [1000], at most 60000: of
+                                          [1000], at most 600000: of
                                           at_least_once's input offsets; in
                                           exactly_once a batch closes by
                                           then; 0: every batch (semantics

@@ -102,7 +102,7 @@ static const cfg_row_t cfg_rows[] = {
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               10000, 0, "stats and restore_progress line period, ms; 0: off"),
         ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
-            "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 60000, NULL,
+            "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
             NULL,
             "longest time between commits, ms: at_least_once's input "
             "offsets; exactly_once's batch (one transaction) closes by "
