@@ -7,9 +7,10 @@
 # later, a gap that times out, COMPLETED -> CREATED, a gap resolved by a
 # snapshot from the aggregate's authority; on a second topic, ledger, a deposed
 # leader's epoch-1 events fenced after epoch 2 began), stops seqgate with
-# SIGTERM and prints what reached orders.clean and orders.dlq, and why; it
-# ends with `seqgatectl audit` of the input topic (README "Audit a topic
-# before adopting seqgate"), read from the same embedded cluster.
+# SIGTERM and prints what reached orders.clean and orders.dlq, and why, and
+# `seqgatectl dlq summary` of both DLQ topics; it ends with `seqgatectl
+# audit` of the input topic (README "Audit a topic before adopting
+# seqgate"), both read from the same embedded cluster.
 #
 # The authority is deploy/authority/authority.py (Python standard library
 # only), answering snapshot requests over HTTP on a free loopback port from
@@ -238,6 +239,11 @@ PY
 audit_rc=0
 "$ctl" audit --config "$tmp/audit-config.json" --topic orders \
         >"$tmp/audit.txt" 2>"$tmp/audit.err" || audit_rc=$?
+# What the DLQ topics hold, the same way (README "seqgatectl dlq: what is
+# in the DLQ"); printed after the records themselves.
+dlq_rc=0
+"$ctl" dlq summary --config "$tmp/audit-config.json" \
+        >"$tmp/dlq-summary.txt" 2>"$tmp/dlq-summary.err" || dlq_rc=$?
 show_audit() {
         say "seqgatectl audit --topic orders (what the input topic holds)"
         cat "$tmp/audit.txt"
@@ -329,6 +335,14 @@ if [ "$mode" = passthrough ]; then
         echo "passthrough mode: every input record was copied; nothing decided."
         show_audit
         exit 0
+fi
+
+say "seqgatectl dlq summary (every dlq_topic of the config)"
+cat "$tmp/dlq-summary.txt"
+if [ "$dlq_rc" != 0 ]; then
+        echo "demo.sh: seqgatectl dlq summary failed (exit $dlq_rc):" >&2
+        cat "$tmp/dlq-summary.err" >&2
+        exit 1
 fi
 
 # 6b. what happened to event X? (README "What happened to event X?") -------

@@ -715,6 +715,14 @@ bool sg_cfg_contains_ci(const char *hay, const char *needle) {
         return false;
 }
 
+int64_t sg_config_batch_ms(const sg_config_t *conf) {
+        int64_t ms = conf->batch_max_ms > 0 ? conf->batch_max_ms : 0;
+        int64_t ci = conf->commit_interval_ms;
+        if (conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE && ci > 0 && ci < ms)
+                ms = ci;
+        return ms;
+}
+
 bool sg_config_is_secret(const char *name) {
         if (!name)
                 return false;
@@ -907,10 +915,11 @@ static void whole_file_error(char *errstr, size_t errstr_size,
                 list->total++;
 }
 
-/* sg_config_parse(), every error also into @p list (may be NULL). */
-static sg_err_t config_parse(const char *json, sg_config_t **confp,
-                             char *errstr, size_t errstr_size,
-                             sg_config_errors_t *list) {
+/* sg_config_parse(), every error also into @p list (may be NULL);
+ * @p data_dir (NULL: none) in place of the text's data_dir. */
+static sg_err_t config_parse(const char *json, const char *data_dir,
+                             sg_config_t **confp, char *errstr,
+                             size_t errstr_size, sg_config_errors_t *list) {
         cfg_ctx_t c = {
                 .errstr = errstr, .errstr_size = errstr_size, .list = list};
         const char *end = NULL;
@@ -947,6 +956,13 @@ static sg_err_t config_parse(const char *json, sg_config_t **confp,
         }
         /* ${VAR} references, once, before any value is read */
         err = sg_cfg_interpolate(&c, root);
+        /* the caller's data_dir replaces the file's before it is read, so
+         * it is checked as the file's would be and the key may be absent */
+        if (data_dir && err != SG_ERR_NOMEM && cJSON_IsObject(root)) {
+                cJSON_DeleteItemFromObjectCaseSensitive(root, "data_dir");
+                if (!cJSON_AddStringToObject(root, "data_dir", data_dir))
+                        err = sg_cfg_nomem(&c);
+        }
         /* the defaults of config.h, from the key table; exactly_once is
          * the default (semantics §6): the production guarantee */
         static const cfg_sect_t sects[] = {SECT_ROOT,  SECT_STORE,
@@ -977,11 +993,13 @@ static sg_err_t config_parse(const char *json, sg_config_t **confp,
 
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size) {
-        return config_parse(json, confp, errstr, errstr_size, NULL);
+        return config_parse(json, NULL, confp, errstr, errstr_size, NULL);
 }
 
-/* sg_config_load(), every error also into @p list (may be NULL). */
-static sg_err_t config_load(const char *path, sg_config_t **confp, char *errstr,
+/* sg_config_load(), every error also into @p list (may be NULL); @p
+ * data_dir as config_parse()'s. */
+static sg_err_t config_load(const char *path, const char *data_dir,
+                            sg_config_t **confp, char *errstr,
                             size_t errstr_size, sg_config_errors_t *list) {
         FILE *fp;
         char *buf;
@@ -1030,21 +1048,27 @@ static sg_err_t config_load(const char *path, sg_config_t **confp, char *errstr,
                                  path);
                 return SG_ERR_CONFIG;
         }
-        err = config_parse(buf, confp, errstr, errstr_size, list);
+        err = config_parse(buf, data_dir, confp, errstr, errstr_size, list);
         free(buf);
         return err;
 }
 
 sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
                         size_t errstr_size) {
-        return config_load(path, confp, errstr, errstr_size, NULL);
+        return config_load(path, NULL, confp, errstr, errstr_size, NULL);
+}
+
+sg_err_t sg_config_load_data_dir(const char *path, const char *data_dir,
+                                 sg_config_t **confp, char *errstr,
+                                 size_t errstr_size) {
+        return config_load(path, data_dir, confp, errstr, errstr_size, NULL);
 }
 
 sg_err_t sg_config_errors(const char *path, sg_config_t **confp,
                           sg_config_errors_t *errs, char *errstr,
                           size_t errstr_size) {
         sg_config_errors_clear(errs);
-        return config_load(path, confp, errstr, errstr_size, errs);
+        return config_load(path, NULL, confp, errstr, errstr_size, errs);
 }
 
 void sg_config_errors_clear(sg_config_errors_t *errs) {

@@ -226,9 +226,12 @@ typedef struct sg_config {
         int batch_max_records;       /**< batch.max_records [1000] */
         int batch_max_ms;            /**< batch.max_ms [100] */
         int64_t stats_interval_ms;   /**< [10000]; 0 disables */
-        int64_t commit_interval_ms;  /**< at_least_once: longest time between
-                                          input offset commits [1000]; 0:
-                                          every batch (semantics §6) */
+        int64_t commit_interval_ms;  /**< longest time between commits
+                                          [1000], at most 600000: of
+                                          at_least_once's input offsets; in
+                                          exactly_once a batch closes by
+                                          then; 0: every batch (semantics
+                                          §6) */
         int64_t delivery_timeout_ms; /**< wait for output deliveries [60000] */
         int sweep_max_per_batch;     /**< TTL sweep bound [1000] */
         int deadline_max_per_batch; /**< gap deadlines fired per batch [1000] */
@@ -332,6 +335,15 @@ const sg_config_key_t *sg_config_key(size_t i);
 sg_err_t sg_config_load(const char *path, sg_config_t **confp, char *errstr,
                         size_t errstr_size);
 
+/**
+ * As sg_config_load(), with @p data_dir (NULL: the file's) in place of the
+ * file's `data_dir` key, which may then be absent: seqgatectl's --data-dir.
+ * The value is checked as the file's would be. Same returns and ownership.
+ */
+sg_err_t sg_config_load_data_dir(const char *path, const char *data_dir,
+                                 sg_config_t **confp, char *errstr,
+                                 size_t errstr_size);
+
 /** As sg_config_load(), from a NUL-terminated JSON text. */
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size);
@@ -393,6 +405,15 @@ sg_err_t sg_config_set_instance_id(sg_config_t *conf, const char *instance_id,
 sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
                              const char *value, char *errstr,
                              size_t errstr_size);
+
+/**
+ * How long one batch collects records at most, milliseconds: batch.max_ms;
+ * in exactly_once, where a batch is one Kafka transaction, also at most
+ * commit_interval_ms when that is > 0 (the smaller wins), as Kafka Streams'
+ * commit.interval.ms bounds a transaction under exactly_once_v2 (README,
+ * config reference). Pure; thread-safe on a config nobody changes.
+ */
+int64_t sg_config_batch_ms(const sg_config_t *conf);
 
 /** Returns the topic config for input topic @p topic, or NULL. */
 const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,

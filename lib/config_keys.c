@@ -101,10 +101,12 @@ static const cfg_row_t cfg_rows[] = {
               "longest wait to fill a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               10000, 0, "stats and restore_progress line period, ms; 0: off"),
-        R_I64(SECT_ROOT_LIMITS, commit_interval_ms, "", "commit_interval_ms",
-              1000, 0,
-              "at_least_once: longest time between input offset commits, "
-              "ms; 0: every batch"),
+        ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
+            "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
+            NULL,
+            "longest time between commits, ms: at_least_once's input "
+            "offsets; exactly_once's batch (one transaction) closes by "
+            "then; 0: every batch"),
         R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "", "delivery_timeout_ms",
               60000, 1, "wait for output deliveries, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",

@@ -442,11 +442,11 @@ static void loop_resume_due(sg_loop_t *loop) {
         }
 }
 
-/** Polls one batch: up to batch.max_records, or batch.max_ms (≥ 100 ms idle). */
+/** Polls one batch: up to batch.max_records, or sg_config_batch_ms() (≥
+ *  100 ms idle). */
 static void loop_collect(sg_loop_t *loop) {
         int64_t start = sg_clock_mono_ms();
-        int64_t max_ms =
-                loop->conf->batch_max_ms > 0 ? loop->conf->batch_max_ms : 0;
+        int64_t max_ms = sg_config_batch_ms(loop->conf);
         int64_t deadline = start + max_ms;
         int64_t idle_deadline =
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);

@@ -180,7 +180,9 @@ typedef struct sg_hist {
           "partitions assigned now")                                           \
         X(paused_partitions, GAUGE, "paused_partitions",                       \
           "partitions paused now")                                             \
-        X(consumer_lag, GAUGE, "", "sum over assigned partitions; -1 unknown") \
+        X(consumer_lag, GAUGE, "",                                             \
+          "records not yet processed, summed over the assigned partitions "    \
+          "(each one's consumer_lag); -1 unknown")                             \
         X(snapshot_http_in_flight, GAUGE, "snapshot_http_in_flight",           \
           "HTTP snapshot GETs started and not completed (0 without an "        \
           "http snapshot source)")                                             \
@@ -198,7 +200,11 @@ typedef struct sg_hist {
  * over partitions (prom "" above) are these added up. */
 #define SG_PART_METRICS(X)                                                     \
         X(consumer_lag, GAUGE, "consumer_lag",                                 \
-          "high watermark minus the committed offset; absent when unknown")    \
+          "records of the partition not yet processed: its high watermark "    \
+          "minus the next offset seqgate committed (the store's, which "       \
+          "at_least_once's group commit may have ahead of the consumer "       \
+          "group's; before any, the consumer's position); no sample when "     \
+          "unknown")                                                           \
         X(parked_events, GAUGE, "parked_events", "parked now")                 \
         X(parked_bytes, GAUGE, "parked_bytes", "parked bytes now")             \
         X(oldest_parked_age_ms, GAUGE_MS, "oldest_parked_age_seconds",         \

@@ -296,6 +296,12 @@ sg_err_t sg_query_aggregate(sg_store_t *store, const sg_config_t *cfg,
                             int64_t now_ms, cJSON **outp, char *errstr,
                             size_t errstr_size) {
         (void)now_ms;
+        if (!aggregate_id || !*aggregate_id) {
+                sg_errf(errstr, errstr_size,
+                        "the aggregate id is empty: no event has one (the "
+                        "envelope refuses it)");
+                return SG_ERR_INVALID;
+        }
         if (topic && !sg_config_topic(cfg, topic)) {
                 sg_errf(errstr, errstr_size, "%s is not an input topic", topic);
                 return SG_ERR_INVALID;
@@ -440,15 +446,24 @@ static sg_err_t verdict_json(sg_txn_t *t, const sg_tp_t *tp, int32_t partition,
 }
 
 /* The scope parts' count the topic needs; errstr names them. */
-static bool scope_ok(const sg_topic_config_t *tc, size_t scope_cnt,
-                     char *errstr, size_t errstr_size) {
-        if (scope_cnt == tc->scope_cnt)
-                return true;
-        sg_errf(errstr, errstr_size,
-                "topic %s's idempotency scope has %zu part(s), the query "
-                "gave %zu",
-                tc->name, tc->scope_cnt, scope_cnt);
-        return false;
+static bool scope_ok(const sg_topic_config_t *tc, const char *const *scope,
+                     size_t scope_cnt, char *errstr, size_t errstr_size) {
+        if (scope_cnt != tc->scope_cnt) {
+                sg_errf(errstr, errstr_size,
+                        "topic %s's idempotency scope has %zu part(s), the "
+                        "query gave %zu",
+                        tc->name, tc->scope_cnt, scope_cnt);
+                return false;
+        }
+        for (size_t i = 0; i < scope_cnt; i++)
+                if (!scope[i] || !*scope[i]) {
+                        sg_errf(errstr, errstr_size,
+                                "idempotency scope part %zu is empty: no "
+                                "event has one (the envelope refuses it)",
+                                i + 1);
+                        return false;
+                }
+        return true;
 }
 
 /* Looks the key up in every stored partition of the topic and fills @p o. */
@@ -513,8 +528,14 @@ sg_err_t sg_query_event(sg_store_t *store, const sg_config_t *cfg,
                         topic ? topic : "(none)");
                 return SG_ERR_INVALID;
         }
-        if (!scope_ok(tc, scope_cnt, errstr, errstr_size))
+        if (!scope_ok(tc, scope, scope_cnt, errstr, errstr_size))
                 return SG_ERR_INVALID;
+        if (!id || !*id) {
+                sg_errf(errstr, errstr_size,
+                        "the event id is empty: no event has one (the "
+                        "envelope refuses it)");
+                return SG_ERR_INVALID;
+        }
         unsigned char kh[32];
         sg_err_t err = sg_envelope_key_hash(topic, scope, scope_cnt, id, kh);
         if (err)

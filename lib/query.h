@@ -62,9 +62,9 @@ extern "C" {
  * @param now_ms  processing time (ms since the epoch), for expiry.
  * @param outp    receives a new cJSON object the caller owns (cJSON_Delete);
  *                set only on SG_OK ("unknown" is an answer, SG_OK).
- * @returns SG_OK, SG_ERR_INVALID (not a configured input topic, or a scope
- *          of the wrong number of parts; errstr says which), SG_ERR_STORE,
- *          SG_ERR_NOMEM.
+ * @returns SG_OK, SG_ERR_INVALID (not a configured input topic, a scope
+ *          of the wrong number of parts, or an empty id or scope part, which
+ *          no event has; errstr says which), SG_ERR_STORE, SG_ERR_NOMEM.
  */
 sg_err_t sg_query_event(sg_store_t *store, const sg_config_t *cfg,
                         const char *topic, const char *const *scope,
@@ -83,7 +83,8 @@ sg_err_t sg_query_event(sg_store_t *store, const sg_config_t *cfg,
  * [one object per partition that holds it; one unless the partition count
  * changed]}.
  * @returns SG_OK, SG_ERR_NOT_FOUND (no partition holds it; *outp not set),
- *          SG_ERR_INVALID (@p topic not configured), SG_ERR_STORE,
+ *          SG_ERR_INVALID (@p topic not configured, or @p aggregate_id
+ *          empty), SG_ERR_STORE,
  *          SG_ERR_NOMEM.
  */
 sg_err_t sg_query_aggregate(sg_store_t *store, const sg_config_t *cfg,

@@ -502,8 +502,9 @@ reopen:
                 format_why(old_fmt, why, sizeof(why));
                 mdb_env_close(s->env);
                 s->env = NULL;
-                if ((serr = files_set_aside(dir, old_fmt, kept, sizeof(kept),
-                                            errstr, errstr_size)))
+                /* a store before format numbers is format 1 */
+                if ((serr = files_set_aside(dir, old_fmt ? old_fmt : 1, kept,
+                                            sizeof(kept), errstr, errstr_size)))
                         goto out;
                 snprintf(s->rebuilt_why, sizeof(s->rebuilt_why),
                          "%s; it is kept in %s (remove it once every "
@@ -795,6 +796,51 @@ sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
 
 /* ---- read-only access for operator tools ------------------------------ */
 
+/* What a store of format @p fmt in @p dir is and what to do, for the
+ * operator tools, into @p errstr: the copy open() set aside
+ * (files_set_aside's store-format-<fmt>-<seconds> name), an earlier store
+ * not converted yet, or a later one. */
+static void readonly_format_why(const char *dir, unsigned fmt, char *errstr,
+                                size_t errstr_size) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", dir);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') /* a trailing '/' */
+                path[--n] = '\0';
+        const char *slash = strrchr(path, '/');
+        const char *leaf = slash ? slash + 1 : path;
+        unsigned kf;
+        long long secs;
+        char tail;
+        if (sscanf(leaf, "store-format-%u-%lld%c", &kf, &secs, &tail) == 2) {
+                sg_errf(errstr, errstr_size,
+                        "%s is a store of format %u that seqgate set aside "
+                        "when it rebuilt its data_dir in format %d (README "
+                        "\"Store format 2\"): a copy kept for the operator, "
+                        "read by no command; point --data-dir (or data_dir) "
+                        "at the data_dir seqgate runs on, and remove this "
+                        "directory once every partition is restored",
+                        dir, kf, SG_STORE_FORMAT);
+                return;
+        }
+        char why[200];
+        format_why(fmt, why, sizeof(why));
+        if (fmt > SG_STORE_FORMAT)
+                sg_errf(errstr, errstr_size,
+                        "the store in %s is not read: %s; use the seqgatectl "
+                        "of the seqgate version that wrote it",
+                        dir, why);
+        else
+                sg_errf(errstr, errstr_size,
+                        "the store in %s is not read: %s, and not converted "
+                        "yet: start seqgate on this data_dir once (it sets "
+                        "this store aside in %s/store-format-%u-<seconds> "
+                        "and restores every partition from its changelog, "
+                        "README \"Store format 2\"), then run this command "
+                        "again",
+                        dir, why, dir, fmt ? fmt : 1);
+}
+
 sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
                                 char *errstr, size_t errstr_size) {
         sg_store_t *s = calloc(1, sizeof(*s));
@@ -820,12 +866,7 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         if ((rc = format_read(s, false, &fmt)))
                 goto fail;
         if (fmt != SG_STORE_FORMAT) {
-                char why[200];
-                format_why(fmt, why, sizeof(why));
-                sg_errf(errstr, errstr_size,
-                        "the store in %s is not read: %s (seqgate rebuilds "
-                        "an earlier one from the changelog when it starts)",
-                        dir, why);
+                readonly_format_why(dir, fmt, errstr, errstr_size);
                 mdb_env_close(s->env);
                 pthread_rwlock_destroy(&s->map_lock);
                 free(s);

@@ -255,8 +255,10 @@ bool sg_store_deferred(const sg_store_t *store);
 /** Syncs everything committed so far to the disk (a checkpoint of a
  *  deferred store). @returns SG_OK or SG_ERR_STORE. */
 sg_err_t sg_store_sync(sg_store_t *store, char *errstr, size_t errstr_size);
-/** True if sg_store_open() removed an untrusted store (the store is new
- *  and empty); *whyp (optional) the reason, valid while the store is open. */
+/** True if sg_store_open() started the store new and empty: it removed
+ *  an untrusted one (see above) or set aside one of an earlier format
+ *  ("Format version"); *whyp (optional) the reason, naming where a
+ *  set-aside copy is kept, valid while the store is open. */
 bool sg_store_rebuilt(const sg_store_t *store, const char **whyp);
 
 /** Grows the map by the growth step. No transaction of sg_txn_begin may be

@@ -509,9 +509,14 @@ static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
         log_json(SG_LOG_INFO, "starting", f);
 }
 
-/** run, step 3a: says whether the store was rebuilt (its machine stopped
- *  while its syncs were deferred) and applies the guarantee's durability
- *  (semantics §6, README "Durability of the store"). */
+/** run, step 3a: logs store_rebuilt when sg_store_open() started the store
+ *  empty: its files were removed (its machine stopped while syncs were
+ *  deferred: README "Durability of the store") or, a store of an earlier
+ *  format, set aside in data_dir/store-format-N-SECONDS (README "Store
+ *  format 2"); the reason says which, and where a set-aside copy is. Every
+ *  partition is then restored from its changelog. Then applies the
+ *  guarantee's durability (semantics §6): deferred syncs, or
+ *  store_sync_kept with the reason they stay on. */
 static void run_store_durability(const sg_config_t *conf, sg_store_t *store) {
         const char *why;
         if (sg_store_rebuilt(store, &why)) {
@@ -519,8 +524,10 @@ static void run_store_durability(const sg_config_t *conf, sg_store_t *store) {
                 cJSON_AddStringToObject(f, "data_dir", conf->data_dir);
                 cJSON_AddStringToObject(f, "reason", why);
                 cJSON_AddStringToObject(f, "action",
-                                        "removed; every partition is "
-                                        "restored from its changelog");
+                                        "started empty (the old store "
+                                        "removed, or kept where the "
+                                        "reason says); every partition "
+                                        "is restored from its changelog");
                 log_json(SG_LOG_WARNING, "store_rebuilt", f);
         }
         char es[512] = "";

@@ -686,12 +686,12 @@ int au_drive_add(au_drive_t *d, void *msg) {
         int rc;
         if (d->msg_cnt >= max ||
             (d->batch_first_ts >= 0 &&
-             ts > d->batch_first_ts + d->conf->batch_max_ms)) {
+             ts > d->batch_first_ts + sg_config_batch_ms(d->conf))) {
                 if ((rc = batch_run(d)))
                         return rc;
         }
         if (d->batch_first_ts < 0 && d->clock > 0 &&
-            ts - 1 > d->clock + d->conf->batch_max_ms) {
+            ts - 1 > d->clock + sg_config_batch_ms(d->conf)) {
                 /* the silence before this record: the live loop ticks */
                 d->clock = ts - 1;
                 if ((rc = batch_run(d)))

@@ -29,6 +29,11 @@
 #define MS_H 3600000.0
 #define MS_DAY 86400000.0
 #define TOP_N 10
+/* The least gap_timeout_ms and dedup TTL the audit suggests, ms (README
+ * "Audit a topic before adopting seqgate"): below a second a suggestion
+ * fits the audited records exactly, not the next producer retry or
+ * broker hiccup, and dedup.ttl_ms takes nothing below 1000. */
+#define SUGGEST_FLOOR_MS 1000
 
 /* Histogram bucket upper bounds (inclusive); the last bucket is +Inf. */
 static const int64_t ms_bounds[] = {0,     10,     100,     1000,    10000,
@@ -115,13 +120,15 @@ static cJSON *j_top(au_drive_t *d, bool gaps) {
  * over filled gaps (their durations) and gaps the deadline ended (at
  * least the time they waited: a lower bound). A gap of d ms is filled in
  * time when gap_timeout_ms > d (the deadline fires once parked_at +
- * gap_timeout_ms <= now, semantics §4): the quantile + 1 ms. */
+ * gap_timeout_ms <= now, semantics §4): the quantile + 1 ms, at least
+ * SUGGEST_FLOOR_MS ("floored" then). */
 static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         size_t n = d->gap_ms.cnt + d->gap_timeout_ms.cnt;
         cJSON *e = cJSON_AddObjectToObject(o, name);
         if (!n) {
                 cJSON_AddNullToObject(e, "ms");
                 cJSON_AddBoolToObject(e, "lower_bound", false);
+                cJSON_AddBoolToObject(e, "floored", false);
                 return;
         }
         au_samples_t all = {malloc(n * sizeof(int64_t)), 0, n, false};
@@ -138,8 +145,10 @@ static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         bool lower = false;
         for (size_t i = 0; i < d->gap_timeout_ms.cnt; i++)
                 lower |= d->gap_timeout_ms.v[i] <= v;
-        j_i64(e, "ms", v + 1);
+        bool floored = v + 1 < SUGGEST_FLOOR_MS;
+        j_i64(e, "ms", floored ? SUGGEST_FLOOR_MS : v + 1);
         cJSON_AddBoolToObject(e, "lower_bound", lower);
+        cJSON_AddBoolToObject(e, "floored", floored);
 }
 
 static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
@@ -216,14 +225,19 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                 du, "delay_ms",
                 j_dist(&d->dup_delay_ms, ms_bounds, NBOUNDS(ms_bounds)));
         /* a repeat d ms after the first is a duplicate while the dedup
-         * record has not expired: dedup TTL > d (semantics §3 row 2) */
+         * record has not expired: dedup TTL > d (semantics §3 row 2); at
+         * least SUGGEST_FLOOR_MS */
         int64_t ttl = d->dup_delay_ms.cnt
                               ? au_quantile(&d->dup_delay_ms, 0.999) + 1
                               : -1;
+        bool ttl_floored = ttl >= 0 && ttl < SUGGEST_FLOOR_MS;
+        if (ttl_floored)
+                ttl = SUGGEST_FLOOR_MS;
         if (ttl >= 0)
                 j_i64(du, "suggested_dedup_ttl_ms", ttl);
         else
                 cJSON_AddNullToObject(du, "suggested_dedup_ttl_ms");
+        cJSON_AddBoolToObject(du, "suggested_dedup_ttl_floored", ttl_floored);
         j_i64(du, "dedup_ttl_ms", d->tc->dedup_ttl_ms);
 
         /* semantics §8: events/day × bytes per dedup record × TTL */
@@ -380,9 +394,13 @@ static void text_top(const char *title, const cJSON *arr) {
 static void text_suggest(const char *name, const cJSON *o) {
         const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
         const cJSON *lb = cJSON_GetObjectItemCaseSensitive(o, "lower_bound");
+        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "floored");
         if (cJSON_IsNumber(ms))
-                printf("  gap_timeout_ms for %s of gaps: %s%.0f\n", name,
-                       cJSON_IsTrue(lb) ? ">= " : "", ms->valuedouble);
+                printf("  gap_timeout_ms for %s of gaps: %s%.0f%s\n", name,
+                       cJSON_IsTrue(lb) ? ">= " : "", ms->valuedouble,
+                       cJSON_IsTrue(fl) ? " (the floor: the gaps were "
+                                          "shorter)"
+                                        : "");
         else
                 printf("  gap_timeout_ms for %s of gaps: - (no gaps)\n", name);
 }
@@ -443,11 +461,15 @@ static void print_text(const cJSON *r) {
                   true);
         const cJSON *st =
                 cJSON_GetObjectItemCaseSensitive(du, "suggested_dedup_ttl_ms");
+        bool stf = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                du, "suggested_dedup_ttl_floored"));
         if (cJSON_IsNumber(st))
-                printf("  dedup TTL for 99.9%% of duplicates: %.0f ms "
+                printf("  dedup TTL for 99.9%% of duplicates: %.0f ms %s"
                        "(configured %.0f; it must also cover the topic's "
                        "retention and any replay period, semantics §8)\n",
-                       st->valuedouble, num(du, "dedup_ttl_ms"));
+                       st->valuedouble,
+                       stf ? "(the floor: the repeats came sooner) " : "",
+                       num(du, "dedup_ttl_ms"));
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
         printf("sizing (semantics §8): %.0f events/day x %.0f B per dedup "
                "record x %.0f ms TTL (%s) = %.0f bytes\n",

@@ -265,21 +265,12 @@ int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
 }
 
 int cli_config_load(const cli_common_t *cc, sg_config_t **confp) {
-        int rc = load_config(cc->config, confp);
+        /* --data-dir replaces the config's data_dir, which may be absent */
+        int rc = load_config_data_dir(cc->config, cc->data_dir, confp);
         if (rc)
                 return rc;
         sg_config_t *conf = *confp;
         char es[512];
-        if (cc->data_dir) {
-                char *d = strdup(cc->data_dir);
-                if (!d) {
-                        errf("out of memory");
-                        rc = EXIT_RUNTIME;
-                } else {
-                        free(conf->data_dir);
-                        conf->data_dir = d;
-                }
-        }
         for (size_t i = 0; !rc && i < cc->prop_cnt; i++) {
                 const char *eq = strchr(cc->props[i], '=');
                 char name[256];
@@ -405,10 +396,16 @@ void print_human(const cJSON *o, int indent, bool list_item) {
 /* store access                                                        */
 
 int load_config(const char *path, sg_config_t **confp) {
+        return load_config_data_dir(path, NULL, confp);
+}
+
+int load_config_data_dir(const char *path, const char *data_dir,
+                         sg_config_t **confp) {
         char es[512];
         if (!path)
                 return usage_error("--config FILE is required");
-        sg_err_t err = sg_config_load(path, confp, es, sizeof(es));
+        sg_err_t err =
+                sg_config_load_data_dir(path, data_dir, confp, es, sizeof(es));
         if (err) {
                 if (err == SG_ERR_IO) /* the text names the file */
                         errf("%s", es);

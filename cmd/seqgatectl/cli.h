@@ -109,8 +109,9 @@ typedef struct cli_common {
 int cli_getopt(cli_common_t *cc, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
 
-/* load_config(cc->config), then the common options on top of it:
- * --data-dir replaces data_dir, each -X is added to the "kafka" block
+/* load_config_data_dir(cc->config, cc->data_dir), then -X on top of it:
+ * --data-dir replaces data_dir (which the file may then leave out), each
+ * -X is added to the "kafka" block
  * through the daemon's checks (sg_config_kafka_set). Returns 0 with *confp
  * owned by the caller, or EXIT_USAGE after printing why. */
 int cli_config_load(const cli_common_t *cc, sg_config_t **confp);
@@ -141,6 +142,11 @@ void print_json_line(const cJSON *o);
  * required"). Returns 0 with *confp owned by the caller
  * (sg_config_destroy), or EXIT_USAGE after printing why. */
 int load_config(const char *path, sg_config_t **confp);
+
+/* As load_config(), with @p data_dir (NULL: the file's) in place of the
+ * file's data_dir, which may then be absent (sg_config_load_data_dir). */
+int load_config_data_dir(const char *path, const char *data_dir,
+                         sg_config_t **confp);
 
 /* Opens conf->data_dir read-only (MDB_RDONLY: never blocks the running
  * daemon) and begins a read transaction on it. Returns 0 with *storep and

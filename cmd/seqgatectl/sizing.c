@@ -169,7 +169,8 @@ int cmd_sizing(int argc, char **argv) {
         char es[512];
         bool have = false;
         sg_err_t err = sg_store_open_readonly(dir, &store, es, sizeof(es));
-        if (err == SG_OK) {
+        bool opened = err == SG_OK;
+        if (opened) {
                 err = sg_txn_begin(store, false, &txn, es, sizeof(es));
                 if (!err)
                         err = sg_store_db_stats(txn, st, es, sizeof(es));
@@ -178,7 +179,14 @@ int cmd_sizing(int argc, char **argv) {
                 have = err == SG_OK;
         }
         if (err && err != SG_ERR_NOT_FOUND) {
-                errf("store %s: %s", dir, es);
+                /* the open's reason names the directory, and for a store
+                 * it does not read, what it is and what to do */
+                if (opened)
+                        errf("store %s: %s", dir, es);
+                else
+                        errf("%s; sizing without a store prints the "
+                             "estimates: --data-dir a directory without one",
+                             es);
                 sg_config_destroy(conf);
                 return EXIT_RUNTIME;
         }

@@ -132,6 +132,27 @@ class Conventions(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r)
         self.assertEqual(json.loads(r.stdout)["data_dir"], other)
 
+    def test_data_dir_given_only_on_the_command_line(self):
+        # a config without data_dir is complete when --data-dir names the
+        # store; without --data-dir the key is still required
+        with open(self.conf) as f:
+            doc = json.load(f)
+        del doc["data_dir"]
+        bare = os.path.join(self.tmp.name, "no-data-dir.json")
+        with open(bare, "w") as f:
+            json.dump(doc, f)
+        other = os.path.join(self.tmp.name, "other-store")
+        r = run("sizing", "--config", bare, "--data-dir", other,
+                "--events-per-day", "10", "--json")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(json.loads(r.stdout)["data_dir"], other)
+        r = run("lookup", "--config", bare, "--data-dir", other, "--id", "e")
+        self.assertNotIn("data_dir: required", r.stderr, r)
+        self.assertIn("other-store", r.stderr, r)
+        r = run("sizing", "--config", bare, "--events-per-day", "10")
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("data_dir", r.stderr)
+
 
 if __name__ == "__main__":
     CTL = sys.argv.pop(1)

@@ -54,6 +54,36 @@ class Sizing(unittest.TestCase):
                       "200 B per record (ESTIMATE) = 200.00 MB", out)
         self.assertIn("total:      280.40 GB", out)
 
+    def old_store(self, path):
+        """An LMDB environment at PATH shaped like a store of format 1 (the
+        databases, no format number), written with lmdb-utils' mdb_load."""
+        os.makedirs(path)
+        dump = "".join(
+            "VERSION=3\nformat=bytevalue\ndatabase=%s\ntype=btree\n"
+            "HEADER=END\n 78\n \nDATA=END\n" % db
+            for db in ("dedup", "expiry", "agg", "parked", "since", "meta",
+                       "snapreq", "snapdue"))
+        subprocess.run(["mdb_load", "-f", "/dev/stdin", path], input=dump,
+                       text=True, check=True, capture_output=True)
+
+    def test_old_format_store_says_what_to_do(self):
+        # an unconverted store: what it is, start seqgate on it once
+        old = os.path.join(self.tmp.name, "old")
+        self.old_store(old)
+        p = self.ctl("--data-dir", old, "--events-per-day", "10")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("earlier store format", p.stderr)
+        self.assertIn("start seqgate on this data_dir once", p.stderr)
+        self.assertIn("--data-dir a directory without one", p.stderr)
+        self.assertEqual(p.stderr.count(old + " "), 1, p.stderr)
+        # the copy seqgate set aside at the upgrade: not a store to size
+        kept = os.path.join(self.tmp.name, "data", "store-format-1-1764620000")
+        self.old_store(kept)
+        p = self.ctl("--data-dir", kept + "/", "--events-per-day", "10")
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("set aside", p.stderr)
+        self.assertIn("the data_dir seqgate runs on", p.stderr)
+
     def test_usage(self):
         self.assertEqual(self.ctl().returncode, 2)
         self.assertEqual(self.ctl("--events-per-day", "x").returncode, 2)

@@ -187,13 +187,14 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     # a gap of d ms is filled in time with gap_timeout_ms > d: the
     # quantile (66999, a lower bound: that gap timed out) + 1
     assert g["suggested_gap_timeout_ms"] == {
-        "p99": {"ms": 67000, "lower_bound": True},
-        "p999": {"ms": 67000, "lower_bound": True}}
+        "p99": {"ms": 67000, "lower_bound": True, "floored": False},
+        "p999": {"ms": 67000, "lower_bound": True, "floored": False}}
 
     du = rep["duplicates"]
     assert du["repeats"] == 2
     assert (du["delay_ms"]["p50"], du["delay_ms"]["max"]) == (1000, 10000)
     assert du["suggested_dedup_ttl_ms"] == 10001  # TTL > the 10000 ms delay
+    assert du["suggested_dedup_ttl_floored"] is False
     assert du["dedup_ttl_ms"] == 604800000
 
     sz = rep["sizing"]
@@ -379,3 +380,47 @@ def test_audit_park_cap_pause(bootstrap, seqgatectl_bin, tmp_path):
     # the deadline fired in the first batch whose clock passed 5300 ms
     assert 5000 <= g["timed_out_waited_ms"]["max"] <= 5000 + 200
     assert not (tmp_path / "data").exists()
+
+
+def test_audit_suggestions_have_a_floor(bootstrap, seqgatectl_bin, seqgate_bin,
+                                        tmp_path):
+    """A gap filled in the same millisecond and a duplicate in the same
+    millisecond would suggest gap_timeout_ms 1 and a dedup TTL of 1 ms (the
+    quantile + 1): fitted to these records, not to the next retry, and a
+    TTL dedup.ttl_ms refuses. Both suggestions stop at the documented floor
+    of 1000 ms (README "Audit a topic before adopting seqgate") and say so."""
+    topic = unique_name("sgaudit-floor")
+    create_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, [ev("F", 1, 0, 0), ev("F", 3, 100, 0),
+                               ev("F", 2, 100, 0), ev("F", 2, 100, 0)])
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
+                       instance="audit-3", data_dir=str(tmp_path / "data"),
+                       input_topic=topic, output_topic="unused.out",
+                       dlq_topic="unused.dlq", gap_timeout_ms=GAP_TIMEOUT_MS)
+    cfg = tmp_path / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    rep = audit(seqgatectl_bin, str(cfg), topic)
+    g = rep["gaps"]
+    assert (g["filled"], g["duration_ms"]["max"]) == (1, 0)
+    assert g["suggested_gap_timeout_ms"] == {
+        "p99": {"ms": 1000, "lower_bound": False, "floored": True},
+        "p999": {"ms": 1000, "lower_bound": False, "floored": True}}
+    du = rep["duplicates"]
+    assert (du["repeats"], du["delay_ms"]["max"]) == (1, 0)
+    assert du["suggested_dedup_ttl_ms"] == 1000
+    assert du["suggested_dedup_ttl_floored"] is True
+    # the suggestion is a value the config takes
+    conf["topics"][topic]["dedup"] = {"ttl_ms": du["suggested_dedup_ttl_ms"]}
+    conf["topics"][topic]["ordering"]["gap_timeout_ms"] = \
+        g["suggested_gap_timeout_ms"]["p99"]["ms"]
+    cfg.write_text(json.dumps(conf))
+    chk = subprocess.run([seqgate_bin, "--check-config", str(cfg)],
+                         capture_output=True, text=True, timeout=60)
+    assert chk.returncode == 0, chk.stderr
+    # the terminal report says it is the floor
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", str(cfg),
+                        "--topic", topic], text=True, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "gap_timeout_ms for 99% of gaps: 1000 (the floor:" in r.stdout
+    assert "dedup TTL for 99.9% of duplicates: 1000 ms (the floor:" in r.stdout

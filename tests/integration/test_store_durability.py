@@ -131,3 +131,50 @@ def test_machine_stop_rebuilds_store(bootstrap, seqgate_bin, tmp_path,
     for a, vs in per_agg.items():
         assert vs == list(range(1, 2 * HALF + 1)), f"{a}: {vs}"
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
+
+
+def old_format_store(path: Path) -> None:
+    """An LMDB environment at PATH shaped like a store of format 1 (its
+    databases, no format number), written with lmdb-utils' mdb_load."""
+    import subprocess
+    path.mkdir(parents=True)
+    dump = "".join(
+        "VERSION=3\nformat=bytevalue\ndatabase=%s\ntype=btree\n"
+        "HEADER=END\n 78\n \nDATA=END\n" % db
+        for db in ("dedup", "expiry", "agg", "parked", "since", "meta",
+                   "snapreq", "snapdue"))
+    subprocess.run(["mdb_load", "-f", "/dev/stdin", str(path)], input=dump,
+                   text=True, check=True, capture_output=True)
+
+
+def test_earlier_format_store_is_set_aside(bootstrap, seqgate_bin, tmp_path):
+    """A store of an earlier format is set aside, not removed (README
+    "Store format 2"): store_rebuilt says where it is kept and that the
+    partitions are restored from the changelog, and never that it was
+    removed; the set-aside copy holds the old data.mdb."""
+    t_in, t_out, t_dlq = (unique_name("fmt-in"), unique_name("fmt-out"),
+                          unique_name("fmt-dlq"))
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+    data = tmp_path / "data"
+    old_format_store(data)
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-fmt"),
+                       instance="fmt", data_dir=str(data), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq)
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start()
+        assert sg.stop() == 0, sg.log_tail()
+        rebuilt = sg.events("store_rebuilt")
+        assert len(rebuilt) == 1, sg.log_tail()
+        line = rebuilt[0]
+        assert "earlier store format" in line["reason"], line
+        # not "removed": the old store is kept, and the line says where
+        assert not line["action"].startswith("removed"), line
+        assert "kept where the reason says" in line["action"], line
+        assert "restored from its changelog" in line["action"], line
+        kept = [p for p in data.iterdir() if p.name.startswith("store-format-1-")]
+        assert len(kept) == 1, list(data.iterdir())
+        assert str(kept[0]) in line["reason"], line
+        assert (kept[0] / "data.mdb").stat().st_size > 0
+    finally:
+        sg.cleanup()

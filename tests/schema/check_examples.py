@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the JSON Schema and seqgate's own validator agree.
 
-Every examples/*.json must validate against schemas/config.schema.json AND
+Every examples/*.json (and deploy/demo/config.json) must validate against
+schemas/config.schema.json AND
 pass `seqgate --check-config FILE` (exit 0). Every tests/schema/invalid/*.json
 must FAIL both: be invalid for the schema, and make `seqgate --check-config`
 exit non-zero with an error naming the key: each invalid file has a sibling
@@ -13,6 +14,13 @@ Usage: check_examples.py [PATH_TO_SEQGATE_BINARY]
 It also runs check_snapshot.py's checks: every tests/schema/snapshot/
 KIND-VERDICT-NAME.json must be valid ("ok") or invalid ("bad") for
 schemas/snapshot-KIND.schema.json (KIND: request, reply).
+
+examples/orders.json is the example with every key (README): every key the
+schema gives a default must be in it: the root's and its blocks' (store,
+batch, http, metrics), numbers and booleans with that default (a string,
+such as instance_id, may show an example value), and its topic's keys in
+the blocks it has (envelope, dedup, ordering; their values may show a
+choice).
 
 Prints one line per file and a last line "N passed, M failed"; exits 1 when
 any check failed, 2 on a usage or set-up error. Needs the `jsonschema`
@@ -60,6 +68,66 @@ def check_config(binary, path):
     return proc.returncode, proc.stderr.decode("utf-8", "replace")
 
 
+FULL_EXAMPLE = os.path.join(ROOT, "examples", "orders.json")
+
+
+def defaults(schema, node, path, out):
+    """Appends (dotted path, default, at_root) for every property of
+    @p node, and of its nested objects and $refs into $defs, that has a
+    default; at_root: not below "topics"."""
+    ref = node.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        node = dict(schema["$defs"][ref[len("#/$defs/"):]], **node)
+        node.pop("$ref")
+    for key, sub in node.get("properties", {}).items():
+        p = path + [key]
+        if "default" in sub:
+            out.append((p, sub["default"]))
+        defaults(schema, sub, p, out)
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict) and path == ["topics"]:
+        defaults(schema, extra, path + ["*"], out)
+
+
+def full_example_problems(schema):
+    """What examples/orders.json lacks of the keys with a default."""
+    with open(FULL_EXAMPLE, encoding="utf-8") as f:
+        doc = json.load(f)
+    found = []
+    defaults(schema, schema, [], found)
+    problems = []
+    for path, default in found:
+        nodes = [doc]
+        for part in path:
+            nodes = [v for n in nodes if isinstance(n, dict)
+                     for v in (n.values() if part == "*" else
+                               [n[part]] if part in n else [None])]
+        name = ".".join(path)
+        if path[0] == "topics" and len(path) > 3 and any(
+                not isinstance(t, dict) or path[2] not in t
+                for t in doc.get("topics", {}).values()):
+            continue  # a topic block the example does not use (snapshot)
+        if any(n is None for n in nodes) or not nodes:
+            problems.append("%s: missing (default %s)" % (name, json.dumps(default)))
+        elif (path[0] != "topics" and not isinstance(default, str)
+              and nodes[0] != default):
+            problems.append("%s: %s, not the default %s"
+                            % (name, json.dumps(nodes[0]), json.dumps(default)))
+    return problems
+
+
+def report(rel, problems, must, ok):
+    """Prints one file's verdict ("FAIL REL (MUST)" and its problems, or
+    "ok   REL (OK)"); True when it passed."""
+    if problems:
+        print("FAIL %s (%s)" % (rel, must))
+        for p in problems:
+            print("     " + p)
+        return False
+    print("ok   %s (%s)" % (rel, ok))
+    return True
+
+
 def main(argv):
     if len(argv) > 2:
         sys.stderr.write("usage: %s [seqgate-binary]\n" % argv[0])
@@ -77,6 +145,9 @@ def main(argv):
     validator = jsonschema.Draft202012Validator(schema)
 
     valid = sorted(glob.glob(os.path.join(ROOT, "examples", "*.json")))
+    # the demo's configuration is an example too (deploy/demo.sh runs it);
+    # the Kubernetes ones are checked by tests/deploy/check_k8s.py
+    valid.append(os.path.join(ROOT, "deploy", "demo", "config.json"))
     invalid = sorted(glob.glob(os.path.join(ROOT, "tests", "schema", "invalid", "*.json")))
     if not valid or not invalid:
         sys.stderr.write("check_examples.py: no examples found under %s\n" % ROOT)
@@ -90,14 +161,10 @@ def main(argv):
         rc, err = check_config(binary, path)
         if rc != 0:
             problems.append("--check-config exit %s: %s" % (rc, err.strip()))
-        if problems:
-            failed += 1
-            print("FAIL %s (must be valid)" % rel)
-            for p in problems:
-                print("     " + p)
-        else:
+        if report(rel, problems, "must be valid", "valid"):
             passed += 1
-            print("ok   %s (valid)" % rel)
+        else:
+            failed += 1
 
     for path in invalid:
         rel = os.path.relpath(path, ROOT)
@@ -121,14 +188,17 @@ def main(argv):
         elif key and (key + ": ") not in err:
             problems.append("--check-config: stderr does not name %r: %s"
                             % (key, err.strip()))
-        if problems:
-            failed += 1
-            print("FAIL %s (must be invalid)" % rel)
-            for p in problems:
-                print("     " + p)
-        else:
+        if report(rel, problems, "must be invalid", "invalid: %s" % key):
             passed += 1
-            print("ok   %s (invalid: %s)" % (rel, key))
+        else:
+            failed += 1
+
+    if report(os.path.relpath(FULL_EXAMPLE, ROOT),
+              full_example_problems(schema),
+              "must hold every key with a default", "every key with a default"):
+        passed += 1
+    else:
+        failed += 1
 
     try:
         snap_passed, snap_failed = check_snapshot.check()

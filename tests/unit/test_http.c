@@ -153,6 +153,10 @@ START_TEST(test_prom_partition_labels) {
         snap_fill(&s);
         char *t = render(&s);
         HAS(t, "\nseqgate_consumer_lag{topic=\"orders\",partition=\"0\"} 17\n");
+        /* the help says what is measured, in records, and from where */
+        HAS(t, "# HELP seqgate_consumer_lag records of the partition not yet "
+               "processed: its high watermark minus the next offset seqgate "
+               "committed");
         HAS(t, "\nseqgate_oldest_parked_age_seconds{topic=\"orders\","
                "partition=\"0\"} 2.500\n");
         /* escaped: backslash, double quote, newline */

@@ -1514,6 +1514,34 @@ START_TEST(eos_commit_failure_restores_not_rereads) {
 }
 END_TEST
 
+/* exactly_once: commit_interval_ms bounds how long a batch (one
+ * transaction) stays open, as Kafka Streams' commit.interval.ms bounds its
+ * transactions under exactly_once_v2: with batch.max_ms at its longest
+ * (60 s), the last batch, short of batch.max_records, is committed
+ * within a commit interval, not after a minute (README, config
+ * reference). */
+START_TEST(eos_commit_interval_bounds_the_transaction) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+
+        g_conf->batch_max_records = BATCH_MAX - 1; /* NREC % 49 = 12 */
+        g_conf->batch_max_ms = 60000;
+        g_conf->commit_interval_ms = 200;
+        tp_eos_interface(t, &proc);
+        int64_t t0 = mono_ms();
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+        int64_t took = mono_ms() - t0;
+
+        ck_assert_int_eq(atomic_load(&t->committed_cnt), NREC);
+        ck_assert_uint_gt(r.stats.transactions_total, 0);
+        ck_assert_uint_eq(r.stats.transactions_aborted_total, 0);
+        ck_assert_msg(took < 20000, "took %" PRId64 " ms", took);
+        assert_tp_consistent(t);
+        tp_destroy(t);
+}
+END_TEST
+
 /* A process error aborts before the transaction begins; a delivery failure
  * aborts the open transaction: its records never reach a read_committed
  * reader, the batch is re-read. */
@@ -2630,6 +2658,7 @@ int main(void) {
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
         add(te, eos_failures_abort_transaction);
+        add(te, eos_commit_interval_bounds_the_transaction);
         add(te, overlap_delivers_while_deciding);
         add(te, overlap_early_delivery_failure_rewinds);
         add(te, eos_restore_retries_not_leader);

@@ -294,6 +294,22 @@ START_TEST(event_query_refuses_bad_input) {
                                      NULL, T0, &o, qerr, sizeof(qerr)),
                       SG_ERR_INVALID);
         ck_assert_msg(strstr(qerr, "1 part"), "%s", qerr);
+        /* an empty id or scope part: no event has one (the envelope
+         * refuses empty fields), so the question is malformed, not
+         * "unknown" */
+        ASSERT_EQ_INT(sg_query_event(h.store, h.conf, "orders", shop, 1, "",
+                                     NULL, T0, &o, qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+        ck_assert_msg(strstr(qerr, "id is empty"), "%s", qerr);
+        const char *empty[] = {""};
+        ASSERT_EQ_INT(sg_query_event(h.store, h.conf, "orders", empty, 1, "e",
+                                     NULL, T0, &o, qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+        ck_assert_msg(strstr(qerr, "is empty"), "%s", qerr);
+        ASSERT_EQ_INT(sg_query_aggregate(h.store, h.conf, NULL, "", T0, &o,
+                                         qerr, sizeof(qerr)),
+                      SG_ERR_INVALID);
+        ck_assert_msg(strstr(qerr, "aggregate id is empty"), "%s", qerr);
         ck_assert_ptr_null(o);
         h_free(&h);
 }
@@ -391,6 +407,15 @@ START_TEST(http_read_api_answers) {
         o = get(port, "/v1/events?id=e1&id=e2&source=%2Fshop", &st);
         ck_assert_int_eq(st, 400);
         cJSON_Delete(o);
+        o = get(port, "/v1/events?source=%2Fshop&id=", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "id is empty"), "%s",
+                      js(o, "error"));
+        cJSON_Delete(o);
+        o = get(port, "/v1/events?source=&id=e1", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "is empty"), "%s", js(o, "error"));
+        cJSON_Delete(o);
 
         /* the aggregate */
         o = get(port, "/v1/aggregates/A", &st);
@@ -407,6 +432,11 @@ START_TEST(http_read_api_answers) {
         cJSON_Delete(o);
         o = get(port, "/v1/aggregates/", &st);
         ck_assert_int_eq(st, 400);
+        ck_assert_ptr_nonnull(js(o, "error"));
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/?topic=orders", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_ptr_nonnull(js(o, "error"));
         cJSON_Delete(o);
 
         /* detached again: 503 */

@@ -190,6 +190,9 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
          * reason names where it is */
         const char *kept = strstr(why, "kept in ");
         ck_assert_msg(kept, "why %s", why);
+        /* a store before format numbers is format 1 (README "Store
+         * format 2": <data_dir>/store-format-1-<unix seconds>/) */
+        ck_assert_msg(strstr(kept, "/store-format-1-"), "why %s", why);
         char old_data[4300];
         snprintf(old_data, sizeof(old_data), "%.*s/data.mdb",
                  (int)strcspn(kept + 8, " ;)"), kept + 8);
@@ -205,6 +208,37 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
         ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
                          SG_OK);
         sg_store_close(ro);
+}
+END_TEST
+
+/* What the operator tools (read-only open) say about a store they do not
+ * read: an unconverted one, what to do with it; the copy set aside at the
+ * upgrade, what it is and where to look instead. */
+START_TEST(readonly_open_says_what_an_old_store_is) {
+        static const char *dbs[] = {"dedup", "expiry", "agg",     "parked",
+                                    "since", "meta",   "snapreq", "snapdue"};
+        for (int i = 0; i < 8; i++)
+                poke(dbs[i], "x", 1, "", 0);
+        sg_store_t *ro;
+        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_msg(strstr(err, "earlier store format"), "err %s", err);
+        ck_assert_msg(strstr(err, "start seqgate on this data_dir once"),
+                      "err %s", err);
+
+        sg_store_t *s = open_store(); /* sets it aside */
+        const char *why = NULL;
+        ck_assert(sg_store_rebuilt(s, &why));
+        const char *kept = strstr(why, "kept in ");
+        ck_assert_ptr_nonnull(kept);
+        char kdir[4300];
+        snprintf(kdir, sizeof(kdir), "%.*s", (int)strcspn(kept + 8, " ;)"),
+                 kept + 8);
+        sg_store_close(s);
+        ck_assert_int_eq(sg_store_open_readonly(kdir, &ro, err, sizeof(err)),
+                         SG_ERR_STORE);
+        ck_assert_msg(strstr(err, "set aside"), "err %s", err);
+        ck_assert_msg(strstr(err, "data_dir seqgate runs on"), "err %s", err);
 }
 END_TEST
 
@@ -399,6 +433,7 @@ int main(void) {
         tcase_add_test(tc, meta_names_its_topic_and_refuses_a_prefix_collision);
         tcase_add_test(tc, store_of_an_earlier_format_is_rebuilt);
         tcase_add_test(tc, store_of_a_later_format_is_refused);
+        tcase_add_test(tc, readonly_open_says_what_an_old_store_is);
         tcase_add_test(tc, earlier_changelog_meta_value_restores);
         tcase_add_test(tc, earlier_changelog_dedup_value_restores);
         tcase_add_test(tc, time_index_pages_stay_full);
