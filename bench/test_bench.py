@@ -59,3 +59,21 @@ def test_percentiles_nearest_rank():
     assert (p["p50_ms"], p["p90_ms"], p["p99_ms"], p["max_ms"]) == (50, 90, 99, 100)
     assert measure._pcts([7.0])["p99_ms"] == 7.0
     assert measure._pcts([]) == {}
+
+
+def test_rss_sampler_sees_the_childs_anonymous_peak():
+    # measure.py run/restore: the process under test is the child of the
+    # one started (/usr/bin/time); a child that touches 64 MiB of heap for
+    # 1 s must show a sampled RssAnon peak of at least that.
+    import subprocess
+    code = ("import time; b = bytearray(64 << 20); time.sleep(1.0)")
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys; subprocess.run("
+                               f"[sys.executable, '-c', {code!r}])"])
+    s = measure._RssSampler(parent.pid, period=0.05)
+    parent.wait()
+    got = s.stop()
+    assert got["rss_samples"] > 0
+    assert got["peak_rss_anon_kib"] >= 64 << 10
+    assert got["peak_vmrss_sampled_kib"] >= got["peak_rss_anon_kib"]
+    assert "peak_rss_file_kib" in got
