@@ -167,19 +167,25 @@ def _time_v(path):
     return res
 
 
-def _rss_split(pid):
-    """Resident memory of @pid by kind (KiB), read just before SIGTERM:
-    anonymous (heap, librdkafka queues) vs file-backed (LMDB's mmap)."""
+def _status_kib(pid):
+    """VmRSS, RssAnon and RssFile of @pid (KiB) from /proc/PID/status;
+    {} when it is gone."""
     out = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 k, _, v = line.partition(":")
                 if k in ("VmRSS", "RssAnon", "RssFile"):
-                    out["end_" + k.lower() + "_kib"] = int(v.split()[0])
+                    out[k] = int(v.split()[0])
     except OSError:
         pass
     return out
+
+
+def _rss_split(pid):
+    """Resident memory of @pid by kind (KiB), read just before SIGTERM:
+    anonymous (heap, librdkafka queues) vs file-backed (LMDB's mmap)."""
+    return {"end_" + k.lower() + "_kib": v for k, v in _status_kib(pid).items()}
 
 
 class _RssSampler:
@@ -206,21 +212,11 @@ class _RssSampler:
             # found again at every sample: before its exec the child is a
             # copy of `time`
             kids = _children(self.parent)
-            pid = kids[0] if kids else None
-            if pid is not None:
-                got = {}
-                try:
-                    with open(f"/proc/{pid}/status") as f:
-                        for line in f:
-                            k, _, v = line.partition(":")
-                            if k in ("VmRSS", "RssAnon", "RssFile"):
-                                got[k] = int(v.split()[0])
-                except OSError:
-                    pass
-                if got:
-                    self.samples += 1
-                    for k, v in got.items():
-                        self.peak[k] = max(self.peak.get(k, 0), v)
+            got = _status_kib(kids[0]) if kids else {}
+            if got:
+                self.samples += 1
+                for k, v in got.items():
+                    self.peak[k] = max(self.peak.get(k, 0), v)
             self._stop.wait(self.period)
 
     def stop(self):
