@@ -10,7 +10,9 @@ Subcommands (all talk to the broker with confluent-kafka, i.e. librdkafka):
            committed offsets of IN every 200 ms until they reach IN's end
            offsets, then SIGTERM the process (not `time`) and wait for it.
            Appends one JSON line to FILE: wall seconds from process start to
-           "everything committed", events/s, peak RSS (KiB, from time -v), exit
+           "everything committed", events/s, peak RSS (KiB, from time -v), the
+           peaks of RssAnon / RssFile / VmRSS sampled every 200 ms from
+           /proc/PID/status (peak_rss_anon_kib, ...), exit
            status, CPU-s by thread name just before SIGTERM
            (end_thread_cpu_s), the final "stats" log line of the process
            (read from the log file given with --log) and the records/s
@@ -83,6 +85,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, TopicPartition, KafkaException
@@ -166,19 +169,70 @@ def _time_v(path):
     return res
 
 
-def _rss_split(pid):
-    """Resident memory of @pid by kind (KiB), read just before SIGTERM:
-    anonymous (heap, librdkafka queues) vs file-backed (LMDB's mmap)."""
+def _status_kib(pid):
+    """VmRSS, RssAnon and RssFile of @pid (KiB) from /proc/PID/status;
+    {} when it is gone."""
     out = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 k, _, v = line.partition(":")
                 if k in ("VmRSS", "RssAnon", "RssFile"):
-                    out["end_" + k.lower() + "_kib"] = int(v.split()[0])
+                    out[k] = int(v.split()[0])
     except OSError:
         pass
     return out
+
+
+def _rss_split(pid):
+    """Resident memory of @pid by kind (KiB), read just before SIGTERM:
+    anonymous (heap, librdkafka queues) vs file-backed (LMDB's mmap)."""
+    return {"end_" + k.lower() + "_kib": v for k, v in _status_kib(pid).items()}
+
+
+class _RssSampler:
+    """Samples the resident memory of the process under test (the child of
+    `/usr/bin/time`, found once it exists) every @period s from
+    /proc/PID/status on a thread: the peaks of RssAnon (heap, librdkafka's
+    queues, a JVM's heap, RocksDB's block cache: memory the kernel cannot
+    drop), RssFile (file pages mapped in: LMDB's map, shared libraries,
+    the JVM's jars: page cache the kernel reclaims under pressure) and
+    VmRSS, each a maximum on its own (not necessarily at one moment).
+    A sample misses a peak shorter than @period."""
+
+    def __init__(self, parent_pid, period=0.2):
+        self.parent = parent_pid
+        self.period = period
+        self.peak = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            # found again at every sample: before its exec the child is a
+            # copy of `time`
+            kids = _children(self.parent)
+            got = _status_kib(kids[0]) if kids else {}
+            if got:
+                self.samples += 1
+                for k, v in got.items():
+                    self.peak[k] = max(self.peak.get(k, 0), v)
+            self._stop.wait(self.period)
+
+    def stop(self):
+        """Stops sampling; returns peak_rss_anon_kib, peak_rss_file_kib,
+        peak_vmrss_sampled_kib and rss_samples (those sampled)."""
+        self._stop.set()
+        self._t.join()
+        out = {"rss_samples": self.samples}
+        for k, name in (("RssAnon", "peak_rss_anon_kib"),
+                        ("RssFile", "peak_rss_file_kib"),
+                        ("VmRSS", "peak_vmrss_sampled_kib")):
+            if k in self.peak:
+                out[name] = self.peak[k]
+        return out
 
 
 def _thread_cpu(pid):
@@ -287,6 +341,7 @@ def cmd_run(a):
     cmd = ["/usr/bin/time", "-v", "-o", a.time_file] + a.cmd
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    sampler = _RssSampler(proc.pid)
     done_at = None
     committed_sum = 0
     while True:
@@ -312,6 +367,7 @@ def cmd_run(a):
     # SIGTERM seqgate itself: GNU time would die of it without reporting.
     kids = _children(proc.pid)
     rss_split = _rss_split(kids[0]) if kids else {}
+    rss_split.update(sampler.stop())
     threads = _thread_cpu(kids[0]) if kids else {}
     for k in kids:
         try:
@@ -622,6 +678,7 @@ def cmd_restore(a):
     t_epoch = time.time()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    sampler = _RssSampler(proc.pid)
     done = {}
     running_ts = None  # "running": set up, about to join the group
     buf = b""
@@ -645,6 +702,7 @@ def cmd_restore(a):
     time.sleep(0.3)  # let the loop log its readiness; not timed
     kids = _children(proc.pid)
     rss_split = _rss_split(kids[0]) if kids else {}
+    rss_split.update(sampler.stop())
     for k in kids:
         try:
             os.kill(k, signal.SIGTERM)
@@ -879,6 +937,7 @@ def cmd_report(a):
             "events_per_s": _median([r["events_per_s"] for r in rs]),
             "wall_s": _median([r["wall_s"] for r in rs]),
             "peak_rss_kib": _median([r.get("peak_rss_kib") for r in rs]),
+            "peak_anon_kib": _median([r.get("peak_rss_anon_kib") for r in rs]),
             "cpu_s": _median([r.get("user_s", 0) + r.get("sys_s", 0) for r in rs]),
             # CPU-s (user+sys, every thread of the process) per 1 M input events
             "cpu_per_m": _median([_per_event(r, (r.get("user_s", 0) + r.get("sys_s", 0)) * 1e6)
@@ -899,8 +958,9 @@ def cmd_report(a):
 def _report_throughput(med, base):
     print("| run | median events/s | ratio to plain | runs (events/s) | "
           "median wall s | CPU s (user+sys) | CPU s per 1 M events | peak RSS MiB | "
+          "peak anonymous RSS MiB | "
           "store on disk MiB | store B/event | load avg (1 min) |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for label, m in med.items():
         st = f"{m['store_bytes'] / 2**20:.0f}" if m["store_bytes"] else "-"
         spe = f"{m['store_per_event']:.0f}" if m["store_per_event"] else "-"
@@ -909,11 +969,13 @@ def _report_throughput(med, base):
                  if base and m["events_per_s"] else "-")
         allv = ", ".join(str(x) for x in m["all"])
         wall = f"{m['wall_s']:.2f}" if m["wall_s"] else "-"
+        anon = f"{m['peak_anon_kib'] / 1024:.0f}" if m["peak_anon_kib"] else "-"
         eps = f"{m['events_per_s']:.0f}" if m["events_per_s"] else "-"
         load = (f"{min(m['load']):.2f}–{max(m['load']):.2f}"
                 if m["load"] else "-")
         print(f"| {label} | {eps} | {ratio} | {allv} | {wall} | "
-              f"{m['cpu_s']:.1f} | {cpm} | {m['peak_rss_kib'] / 1024:.0f} | {st} | {spe} | "
+              f"{m['cpu_s']:.1f} | {cpm} | {m['peak_rss_kib'] / 1024:.0f} | {anon} | "
+              f"{st} | {spe} | "
               f"{load} |")
 
 
@@ -939,16 +1001,18 @@ def _report_rest(a, med, base, by):
         print()
         print("| restore | partitions | records restored | restore ms (sum of "
               "restore_done) | records/s | start → running s | start → all restored s | "
-              "peak RSS MiB | store on disk MiB |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "peak RSS MiB | peak anonymous RSS MiB | store on disk MiB |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rss:
             st = f"{r['store_bytes'] / 2**20:.0f}" if r.get("store_bytes") else "-"
             rss_m = f"{r['peak_rss_kib'] / 1024:.0f}" if r.get("peak_rss_kib") else "-"
+            anon_m = (f"{r['peak_rss_anon_kib'] / 1024:.0f}"
+                      if r.get("peak_rss_anon_kib") else "-")
             rate = (f"{r['records'] / (r['restore_ms_sum'] / 1000):.0f}"
                     if r["records"] and r["restore_ms_sum"] else "-")
             print(f"| {r['label']} | {r['partitions_restored']} | {r['records']} | "
                   f"{r['restore_ms_sum']} | {rate} | {r.get('start_to_running_s')} | "
-                  f"{r['start_to_restored_s']} | {rss_m} | {st} |")
+                  f"{r['start_to_restored_s']} | {rss_m} | {anon_m} | {st} |")
 
     print()
     parts = []
@@ -973,6 +1037,7 @@ def _report_rest(a, med, base, by):
             parts.append(f"{label} events/s {_ratio(m['events_per_s'], st['events_per_s'])}, "
                          f"CPU per event {_ratio(m['cpu_per_m'], st['cpu_per_m'])}, "
                          f"peak RSS {_ratio(m['peak_rss_kib'], st['peak_rss_kib'])}, "
+                         f"peak anonymous RSS {_ratio(m['peak_anon_kib'], st['peak_anon_kib'])}, "
                          f"store per event {_ratio(m['store_per_event'], st['store_per_event'])}")
         if parts:
             print("seqgate / Kafka Streams: " + "; ".join(parts))

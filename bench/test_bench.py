@@ -188,3 +188,19 @@ def test_latency_from_ready_leaves_out_the_wait_for_a_predecessor():
     lines.append("out 1 1000 1060 evt-b-3 b 3")
     rc, r = _tool_analyze(lines, expect=6, skip=0)
     assert r["waited_for_predecessor"] == 1 and r["from_ready"]["max_ms"] == 60
+def test_rss_sampler_sees_the_childs_anonymous_peak():
+    # measure.py run/restore: the process under test is the child of the
+    # one started (/usr/bin/time); a child that touches 64 MiB of heap for
+    # 1 s must show a sampled RssAnon peak of at least that.
+    import subprocess
+    code = ("import time; b = bytearray(64 << 20); time.sleep(1.0)")
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys; subprocess.run("
+                               f"[sys.executable, '-c', {code!r}])"])
+    s = measure._RssSampler(parent.pid, period=0.05)
+    parent.wait()
+    got = s.stop()
+    assert got["rss_samples"] > 0
+    assert got["peak_rss_anon_kib"] >= 64 << 10
+    assert got["peak_vmrss_sampled_kib"] >= got["peak_rss_anon_kib"]
+    assert "peak_rss_file_kib" in got

@@ -168,7 +168,8 @@
  * Properties: the config's "kafka" properties go to both clients verbatim,
  * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
  * enable.auto.commit=false, enable.auto.offset.store=false,
- * auto.offset.reset=earliest (consumer); enable.idempotence=true, acks=all
+ * auto.offset.reset=earliest, queued.max.messages.kbytes=
+ * SG_KAFKA_QUEUED_MAX_KBYTES (consumer); enable.idempotence=true, acks=all
  * (producer; a config that sets them otherwise is rejected). exactly_once
  * adds, always: isolation.level=read_committed (consumer), transactional.id
  * (producer); unless given: transaction.timeout.ms=10000. The restore
@@ -321,6 +322,17 @@ typedef struct sg_kafka_log {
 struct cJSON;
 void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
 
+/**
+ * queued.max.messages.kbytes (KiB, as librdkafka's property) of the group
+ * consumer unless a "kafka" or "kafka_consumer" block or -X gives one
+ * (README "Memory"): the most record bytes librdkafka prefetches into the
+ * consumer queue. Anonymous memory measured 3–5× the queued bytes (the
+ * fetch responses the records point into, the message structs);
+ * librdkafka's default is 65536. About a second of the loop's input must
+ * fit, or the loop waits for the fetcher.
+ */
+#define SG_KAFKA_QUEUED_MAX_KBYTES "32768"
+
 /** The kind of client sg_kafka_conf_new() configures. */
 typedef enum sg_kafka_client {
         SG_KAFKA_GROUP_CONSUMER, /**< the consumer group member */
@@ -335,7 +347,9 @@ typedef enum sg_kafka_client {
  * Builds the librdkafka configuration of a @p client from @p conf (see
  * "Properties" above for what each kind takes and what seqgate sets or
  * refuses): GROUP_CONSUMER and the producers take "kafka" then
- * "kafka_consumer" / "kafka_producer" over seqgate's defaults, then the
+ * "kafka_consumer" / "kafka_producer" over seqgate's defaults (the group
+ * consumer's include queued.max.messages.kbytes=SG_KAFKA_QUEUED_MAX_KBYTES;
+ * READER keeps librdkafka's), then the
  * controlled properties (exactly_once: isolation.level=read_committed;
  * transactional.id and, unless given, transaction.timeout.ms=10000 for
  * TXN_PRODUCER); a producer config with enable.idempotence other than true

@@ -2561,6 +2561,69 @@ START_TEST(test_kafka_set_on_top) {
 }
 END_TEST
 
+/* The group consumer's prefetch default (README "Memory"): applied when no
+ * block names queued.max.messages.kbytes, and then not librdkafka's own
+ * default; a value in "kafka", in "kafka_consumer" or from -X
+ * (sg_config_kafka_set) wins over it. The restore reader keeps
+ * librdkafka's default. */
+static void prefetch_kbytes(const sg_config_t *conf, sg_kafka_client_t client,
+                            char *v, size_t size) {
+        char err[512] = "";
+        rd_kafka_conf_t *kc = NULL;
+        sg_kafka_log_t lg = {conf, NULL, NULL};
+        ck_assert_msg(sg_kafka_conf_new(conf, client, "r", &lg, &kc, err,
+                                        sizeof(err)) == SG_OK,
+                      "%s", err);
+        size_t vs = size;
+        ck_assert_int_eq(
+                rd_kafka_conf_get(kc, "queued.max.messages.kbytes", v, &vs),
+                RD_KAFKA_CONF_OK);
+        rd_kafka_conf_destroy(kc);
+}
+
+START_TEST(test_kafka_prefetch_default) {
+        char err[512] = "", v[64], lib[64];
+        size_t vs = sizeof(lib);
+        rd_kafka_conf_t *plain = rd_kafka_conf_new();
+        ck_assert_int_eq(rd_kafka_conf_get(plain, "queued.max.messages.kbytes",
+                                           lib, &vs),
+                         RD_KAFKA_CONF_OK);
+        rd_kafka_conf_destroy(plain);
+        ck_assert_str_ne(lib, SG_KAFKA_QUEUED_MAX_KBYTES);
+
+        sg_config_t *conf = NULL;
+        ck_assert_int_eq(parse_q(CFG("", ""), &conf, err, sizeof(err)), SG_OK);
+        prefetch_kbytes(conf, SG_KAFKA_GROUP_CONSUMER, v, sizeof(v));
+        ck_assert_str_eq(v, SG_KAFKA_QUEUED_MAX_KBYTES);
+        prefetch_kbytes(conf, SG_KAFKA_READER, v, sizeof(v));
+        ck_assert_str_eq(v, lib);
+        /* -X on top */
+        ck_assert_int_eq(sg_config_kafka_set(conf, "queued.max.messages.kbytes",
+                                             "131072", err, sizeof(err)),
+                         SG_OK);
+        prefetch_kbytes(conf, SG_KAFKA_GROUP_CONSUMER, v, sizeof(v));
+        ck_assert_str_eq(v, "131072");
+        sg_config_destroy(conf);
+
+        static const char *const given[] = {
+                "{'data_dir':'/d','kafka':{'bootstrap.servers':'b:9092',"
+                "'group.id':'g','queued.max.messages.kbytes':65536},"
+                "'topics':{'orders':{'output_topic':'o','dlq_topic':'d'}}}",
+                CFG(",'kafka_consumer':{'queued.max.messages.kbytes':65536}",
+                    ""),
+        };
+        for (size_t i = 0; i < sizeof(given) / sizeof(given[0]); i++) {
+                conf = NULL;
+                ck_assert_msg(parse_q(given[i], &conf, err, sizeof(err)) ==
+                                      SG_OK,
+                              "%s", err);
+                prefetch_kbytes(conf, SG_KAFKA_GROUP_CONSUMER, v, sizeof(v));
+                ck_assert_str_eq(v, "65536");
+                sg_config_destroy(conf);
+        }
+}
+END_TEST
+
 /* The version text of -V: seqgate's version first, then the libraries. */
 START_TEST(test_version_text) {
         char v[1024];
@@ -2607,6 +2670,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_error_text_escaped);
         tcase_add_test(tc, test_kafka_values_converted);
         tcase_add_test(tc, test_kafka_set_on_top);
+        tcase_add_test(tc, test_kafka_prefetch_default);
         tcase_add_test(tc, test_version_text);
         tcase_add_test(tc, test_log_level_names);
         suite_add_tcase(s, tc);
