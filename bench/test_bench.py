@@ -188,6 +188,8 @@ def test_latency_from_ready_leaves_out_the_wait_for_a_predecessor():
     lines.append("out 1 1000 1060 evt-b-3 b 3")
     rc, r = _tool_analyze(lines, expect=6, skip=0)
     assert r["waited_for_predecessor"] == 1 and r["from_ready"]["max_ms"] == 60
+
+
 def test_rss_sampler_sees_the_childs_anonymous_peak():
     # measure.py run/restore: the process under test is the child of the
     # one started (/usr/bin/time); a child that touches 64 MiB of heap for
