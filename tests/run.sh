@@ -6,7 +6,9 @@
 #   build (normal)          meson setup build + ninja
 #   unit tests (normal)     meson test -C build (the Check suites, and the
 #                           "deploy" suite: tests/deploy checks deploy/,
-#                           docs/man and the completion against the binaries)
+#                           docs/man and the completion against the binaries),
+#                           then pytest bench/test_bench.py (the benchmark's
+#                           generator, sampler and percentile arithmetic)
 #   build (sanitizers)      build-san with -Db_sanitize=address,undefined
 #   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
 #   fuzz                    tests/fuzz/run.sh: every tests/fuzz/fuzz_*.c
@@ -173,7 +175,11 @@ phase_build_normal() {
 }
 
 phase_unit_normal() {
-    meson test -C build --print-errorlogs
+    meson test -C build --print-errorlogs || return
+    # the benchmark's own arithmetic (gen.py, measure.py, latency_tool): no
+    # broker, a few seconds; a wrong percentile is a wrong published figure
+    LATENCY_TOOL="$ROOT/build/bench/latency_tool" \
+        "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py"
 }
 
 SAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
