@@ -659,6 +659,8 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                                    errstr, errstr_size);
         }
         atomic_fetch_add(&s->txns_open, 1);
+        if (write && s->writemap)
+                t->used_before = sg_store_space_used(s);
         if (write) {
                 atomic_fetch_add(&s->writes_open, 1);
                 atomic_store(&s->writer_tid, (int)gettid());
@@ -697,6 +699,8 @@ sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
                 rc = mdb_txn_commit(t->txn);
+        if (!rc && t->write && t->store->writemap)
+                sg_store_space_committed(t->store, t->used_before);
         txn_free(t);
         return rc ? sg_lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }

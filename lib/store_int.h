@@ -95,6 +95,9 @@ sg_err_t sg_store_space_open(sg_store_t *s, char *errstr, size_t errstr_size);
 sg_err_t sg_store_space_ahead(sg_store_t *s, char *errstr, size_t errstr_size);
 /* sg_store_grow with the write-through map (map lock held exclusive). */
 sg_err_t sg_store_space_grow(sg_store_t *s, char *errstr, size_t errstr_size);
+/* After a write transaction committed that began with @p used_before
+ * bytes in use: the headroom kept at least twice its growth. */
+void sg_store_space_committed(sg_store_t *s, uint64_t used_before);
 /* Bytes of data.mdb in use (pages up to LMDB's last page). */
 uint64_t sg_store_space_used(sg_store_t *s);
 /* After mdb_env_close: data.mdb shortened to @p used bytes (the headroom
@@ -115,8 +118,9 @@ struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
         bool write;
-        bool reader; /* sg_txn_begin_reader: holds map_lock shared */
-        int failed;  /* simulated LMDB error that broke the txn, 0 none */
+        bool reader;          /* sg_txn_begin_reader: holds map_lock shared */
+        uint64_t used_before; /* write-through map: bytes in use at begin */
+        int failed; /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;

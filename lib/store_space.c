@@ -21,7 +21,8 @@
  *    LMDB punches holes); the call also covers a file copied sparse;
  *  - the map is not store.map_size_bytes but the used pages plus a
  *    headroom (HEADROOM_MIN, at least a quarter of the used size, twice
- *    what a transaction that outgrew it had), within the configured map
+ *    the most one committed transaction grew the file, twice what a
+ *    transaction that outgrew it had), within the configured map
  *    (s->map_cap: map_size_bytes, grown by map_growth_bytes when a write
  *    meets it, as without this file). Before a write transaction the map
  *    is grown ahead of use once half its headroom is used
@@ -57,7 +58,11 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#define HEADROOM_MIN (64ull << 20)
+/* One restore window (engine_changelog.c: up to 500,000 records or 64 MiB
+ * of them) into an empty store dirties up to ~200 MiB of new pages:
+ * restore_bench's first window of a 500 k-event changelog met a 64 MiB
+ * headroom's end. */
+#define HEADROOM_MIN (256ull << 20)
 
 bool sg_store_space_fs_ok(const char *dir) {
         struct statfs sf;
@@ -191,6 +196,12 @@ sg_err_t sg_store_space_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
                 return SG_ERR_STORE;
         }
         return map_to_alloc(s, errstr, errstr_size);
+}
+
+void sg_store_space_committed(sg_store_t *s, uint64_t used_before) {
+        uint64_t used = sg_store_space_used(s);
+        if (used > used_before && 2 * (used - used_before) > s->headroom)
+                s->headroom = 2 * (used - used_before);
 }
 
 void sg_store_space_trim(const sg_store_t *s, uint64_t used) {
