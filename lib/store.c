@@ -390,6 +390,15 @@ static void format_why(unsigned fmt, char *out, size_t size) {
                          fmt, SG_STORE_FORMAT);
 }
 
+/* The size of @p dir/data.mdb in bytes, 1 when there is none (LMDB
+ * raises a map size below the used pages to them). */
+static size_t file_size(const char *dir) {
+        char p[4200];
+        struct stat sb;
+        snprintf(p, sizeof(p), "%s/data.mdb", dir);
+        return stat(p, &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size : 1;
+}
+
 /* mkdir -p: @p dir and every missing parent (0750). 0 or -1 with errno. */
 static int mkdir_parents(const char *dir) {
         char p[4096];
@@ -444,6 +453,11 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         }
         s->lock_fd = fd;
         s->growth = growth ? growth : (1u << 30);
+        s->data_fd = -1;
+        s->map_cap = map_size;
+        /* the write-through map where its disk-space guard is sound
+         * (store_space.c) */
+        s->writemap = sg_store_space_fs_ok(dir);
         if (map_lock_init(s)) {
                 close(fd);
                 free(s);
@@ -469,14 +483,29 @@ reopen:
         if ((rc = mdb_env_create(&s->env)))
                 goto fail;
         mdb_env_set_maxdbs(s->env, DB__CNT + 2);
-        if ((rc = mdb_env_set_mapsize(s->env, (size_t)map_size)))
+        /* the write-through map opens at the file's size (LMDB raises it
+         * to the used pages; nothing is written before
+         * sg_store_space_open allocates the map it then sets) */
+        if ((rc = mdb_env_set_mapsize(s->env, s->writemap ? file_size(dir)
+                                                          : (size_t)map_size)))
                 goto fail;
         /* MDB_NOTLS: transactions are tied to our objects, not to threads'
          * TLS slots. Durability: a committed LMDB transaction is synced
          * unless sg_store_defer_sync() says Kafka holds the durable copy
-         * (store_durable.c). */
-        if ((rc = mdb_env_open(s->env, dir, MDB_NOTLS, 0640)))
+         * (store_durable.c). MDB_WRITEMAP: store_space.c. */
+        if ((rc = mdb_env_open(s->env, dir,
+                               MDB_NOTLS | (s->writemap ? MDB_WRITEMAP : 0),
+                               0640)))
                 goto fail;
+        if (s->writemap &&
+            (serr = sg_store_space_open(s, errstr, errstr_size))) {
+                mdb_env_close(s->env);
+                s->env = NULL;
+                if (serr != SG_ERR_INVALID)
+                        goto out;
+                s->writemap = false; /* no fallocate: LMDB's copying path */
+                goto reopen;
+        }
         /* A file larger than map_size (grown earlier) keeps its size. */
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
@@ -537,7 +566,10 @@ void sg_store_close(sg_store_t *s) {
                 return;
         if (s->lock_fd > 0) /* a writer's store: sync, mark the close */
                 sg_store_session_close(s);
+        uint64_t used = s->writemap ? sg_store_space_used(s) : 0;
         mdb_env_close(s->env);
+        if (s->writemap)
+                sg_store_space_trim(s, used);
         pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
         if (s->lock_fd > 0)
@@ -557,6 +589,11 @@ sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
         }
         /* LMDB remaps the file: no reader of another thread may be in it */
         pthread_rwlock_wrlock(&s->map_lock);
+        if (s->writemap) {
+                sg_err_t err = sg_store_space_grow(s, errstr, errstr_size);
+                pthread_rwlock_unlock(&s->map_lock);
+                return err;
+        }
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         size_t nsize = info.me_mapsize + (size_t)s->growth;
@@ -565,6 +602,10 @@ sg_err_t sg_store_grow(sg_store_t *s, char *errstr, size_t errstr_size) {
         if (rc)
                 return sg_lmdb_err(rc, "grow map", errstr, errstr_size);
         return SG_OK;
+}
+
+bool sg_store_writemap(const sg_store_t *s) {
+        return s->writemap;
 }
 
 void sg_store_usage(sg_store_t *s, uint64_t *map_size, uint64_t *used) {
@@ -602,6 +643,13 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
         /* one write transaction per process at a time: a thread beginning a
          * second one while it holds the first would wait for itself */
         assert(!write || atomic_load(&s->writer_tid) != (int)gettid());
+        if (write && s->writemap && atomic_load(&s->txns_open) == 0) {
+                sg_err_t err = sg_store_space_ahead(s, errstr, errstr_size);
+                if (err) {
+                        free(t);
+                        return err;
+                }
+        }
         int rc = fault_at(s, SG_STORE_OP_BEGIN);
         if (!rc)
                 rc = mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY,
@@ -612,6 +660,8 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                                    errstr, errstr_size);
         }
         atomic_fetch_add(&s->txns_open, 1);
+        if (write && s->writemap)
+                t->used_before = sg_store_space_used(s);
         if (write) {
                 atomic_fetch_add(&s->writes_open, 1);
                 atomic_store(&s->writer_tid, (int)gettid());
@@ -650,6 +700,8 @@ sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
                 rc = mdb_txn_commit(t->txn);
+        if (!rc && t->write && t->store->writemap)
+                sg_store_space_committed(t->store, t->used_before);
         txn_free(t);
         return rc ? sg_lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }

@@ -268,6 +268,13 @@ bool sg_store_rebuilt(const sg_store_t *store, const char **whyp);
  *  transaction itself (it would wait for itself). */
 sg_err_t sg_store_grow(sg_store_t *store, char *errstr, size_t errstr_size);
 
+/** Whether the store writes through its map (MDB_WRITEMAP with the
+ *  disk-space guard, semantics §6 "Disk space"): chosen at open by the
+ *  data_dir's file system (ext4, tmpfs). A full file system is then an
+ *  SG_ERR_STORE from sg_store_grow (the map grows only over allocated
+ *  blocks), as it is without it (ENOSPC at commit). */
+bool sg_store_writemap(const sg_store_t *store);
+
 /** Current map size and bytes in use (pages × page size). */
 void sg_store_usage(sg_store_t *store, uint64_t *map_size, uint64_t *used);
 

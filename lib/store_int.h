@@ -60,6 +60,13 @@ struct sg_store {
                                  sync it once the environment is open */
         char rebuilt_why[4608];
         char boot_id[64]; /* this boot's id, "" unknown */
+        /* the write-through map and its disk-space guard (store_space.c) */
+        bool writemap;      /* MDB_WRITEMAP: the map is the file */
+        int data_fd;        /* data.mdb (LMDB's descriptor), -1 none */
+        uint64_t psize;     /* LMDB page size, bytes */
+        uint64_t map_cap;   /* the configured map: map_size_bytes, grown */
+        uint64_t headroom;  /* bytes kept allocated beyond the used pages */
+        uint64_t alloc_end; /* data.mdb's bytes [0, alloc_end) allocated */
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
@@ -72,6 +79,30 @@ sg_err_t sg_store_session_settle(sg_store_t *s, char *errstr,
                                  size_t errstr_size);
 /* At close: syncs a deferred store, then marks the session closed. */
 void sg_store_session_close(sg_store_t *s);
+
+/* store_space.c: the write-through map (semantics §6, "Disk space").
+ * Whether the file system under @p dir takes MDB_WRITEMAP with the guard
+ * (its overwrites need no new blocks and it has fallocate). */
+bool sg_store_space_fs_ok(const char *dir);
+/* After mdb_env_open with MDB_WRITEMAP, before any write: allocates the
+ * whole file up to the map it sets (the used pages plus headroom, within
+ * s->map_cap). SG_ERR_INVALID: the file system has no fallocate (reopen
+ * without the write-through map); SG_ERR_STORE/SG_ERR_IO on an error. */
+sg_err_t sg_store_space_open(sg_store_t *s, char *errstr, size_t errstr_size);
+/* Before a write transaction, none open: grows the map ahead of use when
+ * its headroom ran low (a failed allocation only skips the grow; an LMDB
+ * error remapping is SG_ERR_STORE). Takes the map lock exclusive. */
+sg_err_t sg_store_space_ahead(sg_store_t *s, char *errstr, size_t errstr_size);
+/* sg_store_grow with the write-through map (map lock held exclusive). */
+sg_err_t sg_store_space_grow(sg_store_t *s, char *errstr, size_t errstr_size);
+/* After a write transaction committed that began with @p used_before
+ * bytes in use: the headroom kept at least twice its growth. */
+void sg_store_space_committed(sg_store_t *s, uint64_t used_before);
+/* Bytes of data.mdb in use (pages up to LMDB's last page). */
+uint64_t sg_store_space_used(sg_store_t *s);
+/* After mdb_env_close: data.mdb shortened to @p used bytes (the headroom
+ * given back). */
+void sg_store_space_trim(const sg_store_t *s, uint64_t used);
 
 /* A captured change (changelog, semantics §6): full LMDB key, value or NULL. */
 typedef struct change {
@@ -87,8 +118,9 @@ struct sg_txn {
         sg_store_t *store;
         MDB_txn *txn;
         bool write;
-        bool reader; /* sg_txn_begin_reader: holds map_lock shared */
-        int failed;  /* simulated LMDB error that broke the txn, 0 none */
+        bool reader;          /* sg_txn_begin_reader: holds map_lock shared */
+        uint64_t used_before; /* write-through map: bytes in use at begin */
+        int failed; /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;

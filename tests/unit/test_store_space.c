@@ -1,0 +1,324 @@
+/*
+ * test_store_space.c — the store's write-through map (MDB_WRITEMAP) and its
+ * disk-space guard (semantics §6, "Disk space"): a full file system is an
+ * error the loop can answer, never a SIGBUS; every page LMDB may write is
+ * allocated; a clean close gives the headroom back; a reader in another
+ * process reads what the writer wrote.
+ *
+ * The full-disk test needs a small file system: it mounts a 4 MiB tmpfs in
+ * a private mount namespace of a forked child (as root, or in a user
+ * namespace), so the test's own process and the machine see nothing of it.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* unshare */
+#endif
+#include "envelope.h"
+#include "store.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static char err[512];
+
+static void setup(void) {
+        tu_tmpdir(dir, sizeof(dir), "space");
+}
+
+static void teardown(void) {
+        tu_rmrf(dir);
+}
+
+/* The dedup record of key number @p i. */
+static void key_of(int i, unsigned char kh[32]) {
+        char k[32];
+        int n = snprintf(k, sizeof(k), "key-%d", i);
+        sg_sha256(k, (size_t)n, kh);
+}
+
+static sg_err_t put_batch(sg_store_t *s, const sg_tp_t *tp, int from, int cnt,
+                          char *es, size_t es_size) {
+        sg_txn_t *t;
+        sg_err_t e = sg_txn_begin(s, true, &t, es, es_size);
+        if (e)
+                return e;
+        sg_dedup_rec_t r = {
+                .verdict = SG_DV_APPLIED, .first_seen_ms = 5, .expiry_ms = 105};
+        memset(r.digest, 0xab, sizeof(r.digest));
+        for (int i = from; i < from + cnt; i++) {
+                unsigned char kh[32];
+                key_of(i, kh);
+                if ((e = sg_dedup_put(t, tp, kh, &r, es, es_size))) {
+                        sg_txn_abort(t);
+                        return e;
+                }
+        }
+        return sg_txn_commit(t, es, es_size);
+}
+
+/* Child exit codes of the full-disk run. */
+enum {
+        FD_OK = 0,       /* refused with an error, nothing committed lost */
+        FD_NO_NS = 10,   /* no private tmpfs could be mounted */
+        FD_OPEN = 11,    /* the store did not open on an empty tmpfs */
+        FD_NO_WMAP = 12, /* the store did not use the write-through map */
+        FD_NEVER = 13,   /* 64 MiB of records fit in 4 MiB */
+        FD_WORDING = 14, /* the error does not say the disk is full */
+        FD_LOST = 15,    /* a committed record is missing after the error */
+};
+
+/* In a forked child: a private 4 MiB tmpfs at @p mnt. */
+static bool mount_small_tmpfs(const char *mnt) {
+        if (unshare(CLONE_NEWNS) != 0) {
+                uid_t uid = getuid();
+                gid_t gid = getgid();
+                if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+                        return false;
+                char m[64];
+                int fd = open("/proc/self/setgroups", O_WRONLY);
+                if (fd >= 0) {
+                        (void)!write(fd, "deny", 4);
+                        close(fd);
+                }
+                int n = snprintf(m, sizeof(m), "0 %d 1", (int)uid);
+                fd = open("/proc/self/uid_map", O_WRONLY);
+                if (fd < 0 || write(fd, m, (size_t)n) != n)
+                        return false;
+                close(fd);
+                n = snprintf(m, sizeof(m), "0 %d 1", (int)gid);
+                fd = open("/proc/self/gid_map", O_WRONLY);
+                if (fd < 0 || write(fd, m, (size_t)n) != n)
+                        return false;
+                close(fd);
+        }
+        if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+                return false;
+        return mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0;
+}
+
+/* The child's run: batches of 500 records (~40 KiB of pages each) into a
+ * store whose map (1 GiB) is far beyond the file system (4 MiB), growing
+ * the map on SG_ERR_MAP_FULL as the Kafka loop does, until the store
+ * refuses. */
+static int full_disk_child(const char *mnt) {
+        if (!mount_small_tmpfs(mnt))
+                return FD_NO_NS;
+        sg_store_t *s;
+        char es[512] = "";
+        if (sg_store_open(mnt, 1ull << 30, 1ull << 30, &s, es, sizeof(es)))
+                return FD_OPEN;
+        if (!sg_store_writemap(s))
+                return FD_NO_WMAP;
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        int committed = 0, grows = 0;
+        sg_err_t e = SG_OK;
+        while (committed < 1000000) {
+                e = put_batch(s, &tp, committed, 500, es, sizeof(es));
+                if (e == SG_OK) {
+                        committed += 500;
+                        continue;
+                }
+                if (e != SG_ERR_MAP_FULL || grows > 100)
+                        break;
+                grows++;
+                if ((e = sg_store_grow(s, es, sizeof(es))))
+                        break;
+        }
+        if (e == SG_OK)
+                return FD_NEVER;
+        fprintf(stderr, "full disk after %d records, %d grows: %s: %s\n",
+                committed, grows, sg_err2str(e), es);
+        if (!strstr(es, strerror(ENOSPC)))
+                return FD_WORDING;
+        /* every committed record is there, in this store and after a
+         * reopen */
+        for (int pass = 0; pass < 2; pass++) {
+                sg_txn_t *t;
+                if (sg_txn_begin(s, false, &t, es, sizeof(es)))
+                        return FD_LOST;
+                for (int i = 0; i < committed; i++) {
+                        unsigned char kh[32];
+                        sg_dedup_rec_t g;
+                        key_of(i, kh);
+                        if (sg_dedup_get(t, &tp, kh, &g) != SG_OK)
+                                return FD_LOST;
+                }
+                sg_txn_abort(t);
+                sg_store_close(s);
+                if (pass == 0 && sg_store_open(mnt, 1ull << 30, 1ull << 30, &s,
+                                               es, sizeof(es)))
+                        return FD_OPEN;
+        }
+        return FD_OK;
+}
+
+/* A full file system under a write-through map: the store answers with an
+ * error that names the cause, loses nothing committed, and the process
+ * lives (without the guard LMDB's writes into unallocated pages of the
+ * sparse file are a SIGBUS). */
+START_TEST(full_disk_is_an_error_not_a_sigbus) {
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(full_disk_child(dir));
+        int st = 0;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(!WIFSIGNALED(st), "the store's process died of %s",
+                      WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "");
+        ck_assert_msg(WIFEXITED(st), "child status %d", st);
+        switch (WEXITSTATUS(st)) {
+        case FD_OK:
+                break;
+        case FD_NO_NS:
+                ck_abort_msg("cannot mount a private tmpfs (needs root or "
+                             "unprivileged user namespaces)");
+                break;
+        default:
+                ck_abort_msg("full-disk child failed with code %d (see "
+                             "test_store_space.c)",
+                             WEXITSTATUS(st));
+        }
+}
+END_TEST
+
+/* Whether @p dir's file system is one the write-through map is used on
+ * (ext4, tmpfs: semantics §6 "Disk space"). */
+static bool fs_writemap(const char *d) {
+        struct statfs sf;
+        ck_assert_int_eq(statfs(d, &sf), 0);
+        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == TMPFS_MAGIC;
+}
+
+/* Allocated bytes of @p path (st_blocks), its size into *sizep. */
+static uint64_t allocated(const char *path, uint64_t *sizep) {
+        struct stat sb;
+        ck_assert_int_eq(stat(path, &sb), 0);
+        if (sizep)
+                *sizep = (uint64_t)sb.st_size;
+        return (uint64_t)sb.st_blocks * 512;
+}
+
+/* Every byte of the map LMDB may write is allocated while the store is
+ * open, through growth; at a clean close the file shrinks back to the
+ * pages in use, so the headroom costs no disk at rest. */
+START_TEST(map_is_allocated_and_trimmed_at_close) {
+        sg_store_t *s;
+        ck_assert_int_eq(sg_store_open(dir, 1ull << 32, 1ull << 30, &s, err,
+                                       sizeof(err)),
+                         SG_OK);
+        /* the write-through map exactly on ext4 and tmpfs: /tmp is one of
+         * them on the machines this suite runs on (on another, the rest of
+         * this test checks the copying path's file, which is never
+         * larger than its map either) */
+        ck_assert_msg(sg_store_writemap(s) == fs_writemap(dir),
+                      "the store on %s: write-through map %d, file system "
+                      "says %d",
+                      dir, sg_store_writemap(s), fs_writemap(dir));
+        char path[128];
+        snprintf(path, sizeof(path), "%s/data.mdb", dir);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        uint64_t map, used, size;
+        for (int b = 0; b < 40; b++) {
+                ASSERT_OK(put_batch(s, &tp, b * 2000, 2000, err, sizeof(err)),
+                          err);
+                sg_store_usage(s, &map, &used);
+                uint64_t a = allocated(path, &size);
+                ck_assert_uint_le(size, map);
+                if (!sg_store_writemap(s))
+                        continue;
+                ck_assert_uint_ge(a, map);
+                ck_assert_uint_lt(map, 1ull << 32); /* not the whole map */
+        }
+        bool wmap = sg_store_writemap(s);
+        sg_store_close(s);
+        uint64_t a = allocated(path, &size);
+        if (wmap) {
+                ck_assert_uint_eq(size, used);
+                ck_assert_uint_le(a, used + 65536);
+        }
+        /* reopened: everything there, the map allocated again */
+        ck_assert_int_eq(sg_store_open(dir, 1ull << 32, 1ull << 30, &s, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_store_usage(s, &map, &used);
+        if (wmap)
+                ck_assert_uint_ge(allocated(path, NULL), map);
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        for (int i = 0; i < 80000; i += 997) {
+                unsigned char kh[32];
+                sg_dedup_rec_t g;
+                key_of(i, kh);
+                ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+        }
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* seqgatectl's read-only open in another process reads what a writer
+ * with the write-through map committed, while the writer is open. */
+START_TEST(reader_process_reads_a_writemap_store) {
+        sg_store_t *s;
+        ck_assert_int_eq(sg_store_open(dir, 1ull << 32, 1ull << 30, &s, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert(sg_store_writemap(s) == fs_writemap(dir));
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ASSERT_OK(put_batch(s, &tp, 0, 3000, err, sizeof(err)), err);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                sg_store_t *r;
+                char es[512];
+                if (sg_store_open_readonly(dir, &r, es, sizeof(es)))
+                        _exit(2);
+                sg_txn_t *t;
+                if (sg_txn_begin(r, false, &t, es, sizeof(es)))
+                        _exit(3);
+                for (int i = 0; i < 3000; i++) {
+                        unsigned char kh[32];
+                        sg_dedup_rec_t g;
+                        key_of(i, kh);
+                        if (sg_dedup_get(t, &tp, kh, &g) != SG_OK ||
+                            g.expiry_ms != 105)
+                                _exit(4);
+                }
+                sg_txn_abort(t);
+                sg_store_close(r);
+                _exit(0);
+        }
+        int st = 0;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "reader process status %d", st);
+        sg_store_close(s);
+}
+END_TEST
+
+int main(void) {
+        Suite *su = suite_create("store_space");
+        TCase *tc = tcase_create("space");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, full_disk_is_an_error_not_a_sigbus);
+        tcase_add_test(tc, map_is_allocated_and_trimmed_at_close);
+        tcase_add_test(tc, reader_process_reads_a_writemap_store);
+        suite_add_tcase(su, tc);
+        return tu_run_suite(su);
+}
