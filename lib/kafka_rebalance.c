@@ -263,6 +263,17 @@ static bool assign_claim_restore(sg_loop_t *loop, rd_kafka_t *rk,
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
                 return false;
         }
+        if (err && loop->stop) {
+                /* Stopped (sg_loop_stop: SIGTERM) during the restore: a
+                 * clean stop like one between batches. Nothing of these
+                 * partitions was read; the store keeps what the restore
+                 * checkpointed and the next owner restores from there. */
+                cJSON *f = sg_kafka_parts_json(parts);
+                cJSON_AddStringToObject(f, "detail", es);
+                sg_loop_log(loop, SG_LOG_NOTICE, "restore_stopped", f);
+                on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
+                return false;
+        }
         if (err) {
                 char what[800];
                 sg_errf(what, sizeof(what), "restore: %s", es);

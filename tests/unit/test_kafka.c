@@ -1822,6 +1822,8 @@ typedef struct cutproc {
         bool fail_commit; /**< fail the first batch_commit of a batch
                                    with changelog records, instead */
         int commit_fails;
+        bool stop_in_restore; /**< sg_loop_stop at the first record
+                                   restored, instead (fired says it did) */
 } cutproc_t;
 
 static sg_err_t cut_begin(void *o, int64_t now, char *es, size_t n) {
@@ -1938,6 +1940,10 @@ static sg_err_t cut_rapply(void *o, const char *t, int32_t p, int64_t off,
                            const void *k, size_t kl, const void *v, size_t vl,
                            char *es, size_t n) {
         cutproc_t *c = o;
+        if (c->stop_in_restore && !c->fired) {
+                c->fired = true;
+                sg_loop_stop(*c->loopp);
+        }
         return c->eng.restore_apply(c->eng.opaque, t, p, off, k, kl, v, vl, es,
                                     n);
 }
@@ -2053,6 +2059,51 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
         ck_assert_msg(d.total == 0, "%d DLQ records", d.total);
         ck_assert_int_gt(g_void_restored, 0);
         ck_assert_int_gt(g_repaired_keys, 0);
+}
+END_TEST
+
+/* A stop (SIGTERM, sg_loop_stop) while a newly assigned partition is
+ * being restored is a clean stop, as a stop between batches is: nothing
+ * of that partition was read or committed, the store keeps what the
+ * restore checkpointed, and the next owner (or this one's next start)
+ * goes on from there. It is not a fatal error: a rolling restart that
+ * happens to meet a restore must not exit 1. A later instance restores
+ * the partitions and the output holds every version once. */
+START_TEST(stop_during_restore_is_a_clean_stop) {
+        inst_t a, b, c2;
+        run_t r;
+        mvout_t o;
+        static const int ph1[] = {1, 2, 3};
+
+        mv_produce(ph1, 3);
+        inst_open(&a);
+        inst_run_to_end(&a, &r);
+        inst_close(&a);
+
+        /* B, empty store: stopped at the first changelog record it
+         * restores; run_loop asserts sg_loop_run's SG_OK */
+        inst_open(&b);
+        cutproc_t c = {.eng = b.proc, .stop_in_restore = true};
+        sg_processor_t cp;
+        cut_full_interface(&c, &cp);
+        sg_loop_t *loop = NULL;
+        c.loopp = &loop;
+        int fatal0 = g_logs.fatal;
+        run_loop(&cp, &loop, NULL, NULL, &r);
+        ck_assert(c.fired);
+        ck_assert_int_eq(g_logs.fatal, fatal0);
+        ck_assert_uint_eq(r.stats.records_in_total, 0);
+        inst_close(&b);
+
+        /* the next one restores and finds nothing left to do */
+        inst_open(&c2);
+        inst_run_to_end(&c2, &r);
+        inst_close(&c2);
+        mv_read("out", &o);
+        ck_assert_int_eq(o.bad, 0);
+        for (int i = 0; i < MV_AGGS; i++)
+                ck_assert_msg(o.nvers[i] == 3, "agg-%d: %d versions, want 3", i,
+                              o.nvers[i]);
 }
 END_TEST
 
@@ -2673,6 +2724,7 @@ int main(void) {
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
         add(tm, alo_claim_never_moves_unknown_offsets);
+        add(tm, stop_during_restore_is_a_clean_stop);
         suite_add_tcase(s, tm);
 
         TCase *ts = tcase_create("startup");
