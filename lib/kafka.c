@@ -641,10 +641,17 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 cJSON_AddStringToObject(f, "error", es);
                                 sg_loop_log(loop, SG_LOG_ERR, "restore_failed",
                                             f);
+                                /* Wait and try again. Not rd_kafka_poll on
+                                 * the consumer: its queue is the main queue
+                                 * (rd_kafka_poll_set_consumer) and holds
+                                 * fetched records, which librdkafka asserts
+                                 * on there. Heartbeats go on in librdkafka's
+                                 * threads; a restore failing longer than
+                                 * max.poll.interval.ms loses the
+                                 * partitions to a rebalance, which is
+                                 * right for a member that cannot work. */
                                 for (int t = 0; t < 20 && !loop->stop; t++)
                                         loop_wait(loop, 50);
-                                /* keep the group membership alive */
-                                rd_kafka_poll(loop->consumer, 0);
                                 continue;
                         }
                 }

@@ -468,6 +468,8 @@ typedef struct tproc {
         int64_t out_last[NPART];      /**< last output offset per partition */
         int out_disorder;             /**< output offsets not increasing */
         int restore_begins, restore_ends, restore_bad;
+        int restore_fail_max, restore_fails; /**< restore_begin fails after
+                                                  the assignment's restores */
         bool restore_open;
         bool kafka_commits; /**< exactly_once: a batch whose batch_commit
                                  failed is still done (its transaction
@@ -722,10 +724,15 @@ static sg_err_t tp_restore_begin(void *o, const char *topic, int32_t p,
                                  int64_t lo, int64_t hi, int64_t *from,
                                  char *es, size_t n) {
         tproc_t *t = o;
-        (void)es, (void)n;
         if (strcmp(topic, "in") || p < 0 || p >= NPART || lo < 0 || hi < lo ||
             t->restore_open)
                 t->restore_bad++;
+        if (t->restore_begins >= NPART &&
+            t->restore_fails < t->restore_fail_max) {
+                t->restore_fails++;
+                snprintf(es, n, "test: restore_begin fails");
+                return SG_ERR_STORE;
+        }
         t->restore_begins++;
         t->restore_open = true;
         *from = hi; /* the pass-through keeps no state: nothing to read */
@@ -1510,6 +1517,35 @@ START_TEST(eos_commit_failure_restores_not_rereads) {
         read_output(&o);
         assert_superset_in_order(&o);
         ck_assert_int_eq(o.dups, 0); /* at_least_once would duplicate */
+        tp_destroy(t);
+}
+END_TEST
+
+/* A restore after a failed LMDB commit fails too (the disk is still
+ * full): the loop logs restore_failed, waits and tries again, with the
+ * consumer's queue full of fetched records — it must not serve that queue
+ * with rd_kafka_poll (the consumer's queue is the main queue:
+ * rd_kafka_poll_set_consumer; librdkafka asserts on a fetched message
+ * there) — and once the restore succeeds it goes on, reading nothing
+ * twice. */
+START_TEST(eos_failed_restore_retries_without_polling) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+
+        t->kafka_commits = true;
+        t->commit_fail_period = 3, t->commit_fail_max = 1;
+        t->restore_fail_max = 2;
+        tp_eos_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->commit_fails, 1);
+        ck_assert_int_eq(t->restore_fails, 2);
+        ck_assert_int_eq(g_logs.store_behind, 1);
+        ck_assert_int_eq(t->restore_begins, NPART * 2);
+        ck_assert_int_eq(t->restore_bad, 0);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
         tp_destroy(t);
 }
 END_TEST
@@ -2708,6 +2744,7 @@ int main(void) {
         tcase_set_timeout(te, 90);
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
+        add(te, eos_failed_restore_retries_without_polling);
         add(te, eos_failures_abort_transaction);
         add(te, eos_commit_interval_bounds_the_transaction);
         add(te, overlap_delivers_while_deciding);
