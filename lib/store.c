@@ -564,12 +564,15 @@ out:
 void sg_store_close(sg_store_t *s) {
         if (!s)
                 return;
-        if (s->lock_fd > 0) /* a writer's store: sync, mark the close */
-                sg_store_session_close(s);
+        /* a writer's store: sync, then (after the trim, which frees the
+         * headroom's blocks on a full disk) mark the close */
+        bool synced = s->lock_fd > 0 && sg_store_session_sync(s);
         uint64_t used = s->writemap ? sg_store_space_used(s) : 0;
         mdb_env_close(s->env);
         if (s->writemap)
                 sg_store_space_trim(s, used);
+        if (synced)
+                sg_store_session_mark_closed(s);
         pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
         if (s->lock_fd > 0)

@@ -198,12 +198,13 @@ sg_err_t sg_store_sync(sg_store_t *s, char *errstr, size_t errstr_size) {
         return SG_OK;
 }
 
-void sg_store_session_close(sg_store_t *s) {
-        if (!s->deferred)
-                return;
+bool sg_store_session_sync(sg_store_t *s) {
         /* the session stays "open" unless everything reached the disk */
-        if (mdb_env_sync(s->env, 1) == 0)
-                (void)session_write(s, "closed", NULL, 0);
+        return s->deferred && mdb_env_sync(s->env, 1) == 0;
+}
+
+void sg_store_session_mark_closed(sg_store_t *s) {
+        (void)session_write(s, "closed", NULL, 0);
 }
 
 bool sg_store_rebuilt(const sg_store_t *s, const char **whyp) {

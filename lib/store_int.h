@@ -77,8 +77,13 @@ sg_err_t sg_store_session_open(sg_store_t *s, char *errstr, size_t errstr_size);
  * the page cache, then marks the session closed. */
 sg_err_t sg_store_session_settle(sg_store_t *s, char *errstr,
                                  size_t errstr_size);
-/* At close: syncs a deferred store, then marks the session closed. */
-void sg_store_session_close(sg_store_t *s);
+/* At close, before mdb_env_close: syncs a deferred store; returns whether
+ * the session may be marked closed (everything reached the disk). */
+bool sg_store_session_sync(sg_store_t *s);
+/* At close, after mdb_env_close and the write-through map's trim (which
+ * gives back the headroom's blocks, so that the marker fits on a full
+ * disk): marks the session closed. */
+void sg_store_session_mark_closed(sg_store_t *s);
 
 /* store_space.c: the write-through map (semantics §6, "Disk space").
  * Whether the file system under @p dir takes MDB_WRITEMAP with the guard

@@ -78,6 +78,8 @@ enum {
         FD_NEVER = 13,   /* 64 MiB of records fit in 4 MiB */
         FD_WORDING = 14, /* the error does not say the disk is full */
         FD_LOST = 15,    /* a committed record is missing after the error */
+        FD_SESSION = 16, /* a clean close on the full disk left the session
+                            "open" (the next start would rebuild) */
 };
 
 /* In a forked child: a private 4 MiB tmpfs at @p mnt. */
@@ -109,6 +111,19 @@ static bool mount_small_tmpfs(const char *mnt) {
         return mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0;
 }
 
+/* Whether the session file in @p d says the store was closed cleanly
+ * (store_durable.c: "... closed ..."). */
+static bool session_closed(const char *d) {
+        char p[512], line[512] = "";
+        snprintf(p, sizeof(p), "%s/seqgate.session", d);
+        FILE *f = fopen(p, "r");
+        if (!f)
+                return false;
+        bool ok = fgets(line, sizeof(line), f) && strstr(line, " closed ");
+        fclose(f);
+        return ok;
+}
+
 /* The child's run: batches of 500 records (~40 KiB of pages each) into a
  * store whose map (1 GiB) is far beyond the file system (4 MiB), growing
  * the map on SG_ERR_MAP_FULL as the Kafka loop does, until the store
@@ -122,6 +137,10 @@ static int full_disk_child(const char *mnt) {
                 return FD_OPEN;
         if (!sg_store_writemap(s))
                 return FD_NO_WMAP;
+        /* syncs deferred, as the daemon runs it: a clean close must mark
+         * the session closed even on the full disk */
+        if (sg_store_defer_sync(s, es, sizeof(es)))
+                return FD_OPEN;
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
         int committed = 0, grows = 0;
@@ -159,6 +178,8 @@ static int full_disk_child(const char *mnt) {
                 }
                 sg_txn_abort(t);
                 sg_store_close(s);
+                if (pass == 0 && !session_closed(mnt))
+                        return FD_SESSION;
                 if (pass == 0 && sg_store_open(mnt, 1ull << 30, 1ull << 30, &s,
                                                es, sizeof(es)))
                         return FD_OPEN;
@@ -186,6 +207,10 @@ START_TEST(full_disk_is_an_error_not_a_sigbus) {
         case FD_NO_NS:
                 ck_abort_msg("cannot mount a private tmpfs (needs root or "
                              "unprivileged user namespaces)");
+                break;
+        case FD_SESSION:
+                ck_abort_msg("a clean close on the full disk left the "
+                             "session open");
                 break;
         default:
                 ck_abort_msg("full-disk child failed with code %d (see "
