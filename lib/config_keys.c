@@ -189,7 +189,8 @@ static const cfg_row_t cfg_rows[] = {
               "parked bytes per input partition"),
         T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
                SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
-               "a parking cap reached: pause the partition, or DLQ"),
+               "a parking cap reached: pause the partition, or DLQ (dlq under "
+               "hold)"),
         ROW(SECT_ORDERING, sg_topic_config_t, epoch, ORD, "epoch", SG_CONF_SRC,
             SG_CONF_NULLABLE, 0, NULL, 0, 0, NULL, NULL,
             "epoch field (leader term); null: no epochs (semantics §4b)"),

@@ -203,6 +203,29 @@ static sg_err_t parse_ordering(cfg_ctx_t *c, const cJSON *ord, const char *path,
 
         KEEP(sg_cfg_read(c, ord, path, SECT_ORDERING, tc));
 
+        /* Semantics §4 "Which clock": under gap_policy hold nothing ends a
+         * gap's wait but a snapshot or an operator's release, and a
+         * release is a record of the same partition: a partition paused
+         * at a cap would never read it. So hold dead-letters past a cap
+         * (park_overflow) by default, and refuses pause. */
+        if (tc->gap_policy == SG_GAP_HOLD) {
+                const cJSON *ov = cJSON_GetObjectItemCaseSensitive(
+                        ord, "on_park_overflow");
+                if (!ov) {
+                        tc->on_park_overflow = SG_OVERFLOW_DLQ;
+                } else if (tc->on_park_overflow == SG_OVERFLOW_PAUSE) {
+                        char p[SG_PATH_SIZE];
+                        sg_cfg_path_key(p, path, "on_park_overflow");
+                        sg_cfg_fail(c, p,
+                                    "\"pause\" is not allowed with gap_policy "
+                                    "\"hold\": a gap that fills a cap would "
+                                    "stop the partition for good (no "
+                                    "deadline ends it, and a release record "
+                                    "would wait behind the paused one); use "
+                                    "\"dlq\" (the default under hold)");
+                }
+        }
+
         if (tc->max_parked_per_aggregate > tc->max_parked_total) {
                 char p[SG_PATH_SIZE];
                 sg_cfg_path_key(p, path, "max_parked_per_aggregate");

@@ -448,6 +448,29 @@ static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         e->last_part = NULL;
 }
 
+/* The time a partition's gap deadlines are measured against (semantics §4
+ * "Which clock"). A gap never times out while its fill may be waiting
+ * unread in the partition: read to the end of its log, processing time;
+ * behind it (a backlog, or a lag not known), the newest record timestamp
+ * read, so that neither seqgate's downtime nor its backlog is charged to
+ * the producers. A partition blocked by its own back-pressure (a record
+ * paused at a park cap) reads nothing more until one of its gaps resolves,
+ * so nothing it waits for can arrive meanwhile: from where its horizon
+ * stood when it blocked, the horizon runs on with processing time (never
+ * past it). Without that, a gap that fills the cap would hold the
+ * partition for good: its newest record read never moves. */
+static int64_t part_horizon(const sg_engine_t *e, const part_t *p) {
+        int64_t horizon = e->now;
+        if (p->behind && p->read_ts < horizon)
+                horizon = p->read_ts;
+        if (p->blocked_at && e->now > p->blocked_at) {
+                int64_t ran = p->blocked_horizon + (e->now - p->blocked_at);
+                if (ran > horizon)
+                        horizon = ran < e->now ? ran : e->now;
+        }
+        return horizon;
+}
+
 static sg_err_t process_record(void *opaque, const sg_record_t *rec,
                                sg_process_result_t *result, char *errstr,
                                size_t errstr_size) {
@@ -477,10 +500,17 @@ static sg_err_t process_record(void *opaque, const sg_record_t *rec,
         if (err)
                 return err;
         p->touched = true;
-        if (*result == SG_PROCESSED)
-                p->work.input_offset = rec->offset + 1;
         if (rec->timestamp_ms > p->read_ts)
                 p->read_ts = rec->timestamp_ms;
+        if (*result == SG_PROCESSED) {
+                p->work.input_offset = rec->offset + 1;
+                p->blocked_at = 0;
+        } else if (!p->blocked_at) {
+                /* paused at a cap: it reads nothing past this record until
+                 * a gap resolves (semantics §4 "Which clock") */
+                p->blocked_horizon = part_horizon(e, p);
+                p->blocked_at = e->now;
+        }
         return SG_OK;
 }
 
@@ -499,15 +529,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget, char *errstr,
         if (snap_enabled(p) &&
             (err = sg_eng_snap_tick(e, p, budget, errstr, errstr_size)))
                 return err;
-        /* A gap never times out while its fill may be waiting unread in
-         * the partition (semantics §4): the deadline is measured against
-         * processing time only once the partition is read to the end of
-         * its log; before that, against the newest record timestamp read,
-         * so neither seqgate's downtime nor its backlog is charged to the
-         * producers. */
-        int64_t horizon = e->now;
-        if (p->behind && p->read_ts < horizon)
-                horizon = p->read_ts;
+        int64_t horizon = part_horizon(e, p);
         if (tc->order_mode == SG_ORDER_STRICT &&
             (tc->gap_policy != SG_GAP_HOLD || snap_enabled(p))) {
                 while (*budget > 0) {

@@ -57,8 +57,14 @@ typedef struct part {
         /* how far the partition is read (semantics §4, backlog-aware gap
          * deadlines); not part of the store: a new owner starts "behind"
          * as soon as the loop reports a position */
-        bool behind;          /* not read to the end of its log */
-        int64_t read_ts;      /* highest record timestamp read (ms), 0 none */
+        bool behind;     /* not read to the end of its log */
+        int64_t read_ts; /* highest record timestamp read (ms), 0 none */
+        /* blocked by its own back-pressure (semantics §4 "Which clock"):
+         * processing time at which a record of the partition was first
+         * paused (SG_PAUSE) since the last one it consumed, 0 not blocked,
+         * and the deadline horizon it had then */
+        int64_t blocked_at;
+        int64_t blocked_horizon;
         int64_t cl_epoch;     /* changelog epoch to keep with the restore's
                                  checkpoints (changelog_epoch_set) */
         int64_t oldest_since; /* oldest parked event or snapshot wait seen

@@ -126,3 +126,45 @@ def test_restart_with_nothing_new_still_times_out(bootstrap, seqgate_bin,
         assert sg.stop() == 0
     finally:
         sg.cleanup()
+
+
+def test_gap_that_fills_the_park_cap_times_out(bootstrap, seqgate_bin,
+                                               tmp_path):
+    """Semantics §4 "Which clock": with the default caps
+    (max_parked_per_aggregate 1000, on_park_overflow pause) and exactly_once,
+    aggregate g gets v1, never v2, then v3..v3002 at once. seqgate parks
+    v3..v1002 and pauses the partition at v1003; the fill cannot arrive
+    while the partition is paused, so the deadline runs on processing time:
+    the 1000 parked events go to the DLQ gap_timeout, g is quarantined, the
+    rest of g follows as aggregate_quarantined, and the aggregate written
+    after them is applied. Before, the deadline waited for records it would
+    never read and the partition stayed paused for good."""
+    n = {k: unique_name(f"sgbk3-{k}") for k in ("in", "out", "dlq", "group")}
+    create_topics(bootstrap, {n["in"]: 1, n["out"]: 1, n["dlq"]: 1})
+    conf = make_config(bootstrap=bootstrap, group=n["group"], instance="bk-3",
+                       data_dir=str(tmp_path / "data"), input_topic=n["in"],
+                       output_topic=n["out"], dlq_topic=n["dlq"],
+                       gap_timeout_ms=3000, guarantee="exactly_once")
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "sg")
+    sg.start()
+    try:
+        produce(bootstrap, n["in"],
+                [event("g", 1)] + [event("g", v) for v in range(3, 3003)]
+                + [event("after", 1), event("after", 2)])
+        dlq = consume_all(bootstrap, n["dlq"], timeout_s=90,
+                          expect_count=3000)
+        reasons: dict[bytes, int] = {}
+        for d in dlq:
+            r = d["headers_dict"]["__seqgate.errors.reason"]
+            reasons[r] = reasons.get(r, 0) + 1
+        assert reasons == {b"gap_timeout": 1000,
+                           b"aggregate_quarantined": 2000}, \
+            (reasons, sg.log_tail())
+        out = consume_all(bootstrap, n["out"], timeout_s=30, expect_count=3)
+        assert [(r["key"], r["headers_dict"]["ce_sequence"]) for r in out] == \
+            [(b"g", b"1"), (b"after", b"1"), (b"after", b"2")]
+        st = sg.last_stats()
+        assert st["gap_timeouts_total"] == 1, st
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()

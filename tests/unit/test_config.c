@@ -705,6 +705,12 @@ static const bad_case_t bad_cases[] = {
          "topics.orders.ordering.max_parked_per_aggregate: must be <= "
          "max_parked_total (10)",
          NULL},
+        /* semantics §4 "Which clock": nothing would end the wait */
+        {CFG("", ",'ordering':{'gap_policy':'hold',"
+                 "'on_park_overflow':'pause'}"),
+         "topics.orders.ordering.on_park_overflow: \"pause\" is not "
+         "allowed with gap_policy \"hold\"",
+         "stop the partition for good"},
         {CFG("", ",'envelope':{'max_field_bytes':0}"),
          "topics.orders.envelope.max_field_bytes: must be an integer from 1",
          NULL},
@@ -1184,6 +1190,25 @@ START_TEST(test_exactly_once_defaults) {
         ck_assert_int_eq(sg_config_set_instance_id(conf, "c", err, sizeof(err)),
                          SG_OK);
         ck_assert_ptr_null(conf->transactional_id);
+        sg_config_destroy(conf);
+}
+END_TEST
+
+/* Semantics §4 "Which clock": under gap_policy hold the caps dead-letter
+ * (park_overflow) unless said otherwise; other policies pause. */
+START_TEST(test_hold_overflows_to_dlq) {
+        char err[1024];
+        sg_config_t *conf = NULL;
+        ck_assert_msg(parse_q(CFG("", ",'ordering':{'gap_policy':'hold'}"),
+                              &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        ck_assert_int_eq(conf->topics[0].on_park_overflow, SG_OVERFLOW_DLQ);
+        sg_config_destroy(conf);
+        conf = NULL;
+        ck_assert_msg(parse_q(CFG("", ",'ordering':{'gap_policy':'skip'}"),
+                              &conf, err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        ck_assert_int_eq(conf->topics[0].on_park_overflow, SG_OVERFLOW_PAUSE);
         sg_config_destroy(conf);
 }
 END_TEST
@@ -2665,6 +2690,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_minimal_example_file);
         tcase_add_test(tc, test_orders_example_every_field);
         tcase_add_test(tc, test_plain_json_example);
+        tcase_add_test(tc, test_hold_overflows_to_dlq);
         tcase_add_test(tc, test_explicit_values);
         tcase_add_test(tc, test_digest_pointers_allowed);
         tcase_add_test(tc, test_error_text_escaped);

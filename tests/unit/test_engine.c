@@ -1937,6 +1937,61 @@ START_TEST(gap_deadline_waits_for_the_backlog) {
 }
 END_TEST
 
+/* Semantics §4 "Which clock": a partition paused at a park cap reads
+ * nothing past the paused record, so the fill of its gap cannot arrive
+ * while it waits; its deadline runs on processing time from where its
+ * horizon stood when it blocked. Behind its log (the lag the loop reports
+ * for a paused partition is unknown, -1, and a backlog stays a backlog),
+ * the newest record read never moves again: before, such a gap never
+ * timed out and the partition stayed paused for good. */
+START_TEST(gap_deadline_runs_while_paused_at_a_cap) {
+        for (int lag = -1; lag <= 50; lag += 51) {
+                h_t h = {0};
+                h_open(&h, "\"ordering\":{\"gap_timeout_ms\":1000,"
+                           "\"max_parked_per_aggregate\":3,"
+                           "\"on_park_overflow\":\"pause\"}");
+                h.lag_set = true;
+                h.lag = lag;
+                h_clock(&h, T0);
+                ONE(&h, EV("G", "g1", "t", "1", .ts = T0),
+                    EV("G", "g3", "t", "3", .ts = T0),
+                    EV("G", "g4", "t", "4", .ts = T0),
+                    EV("G", "g5", "t", "5", .ts = T0));
+                ck_assert_int_eq(h.last_result, SG_PROCESSED);
+                h_clock(&h, T0 + 200);
+                ONE(&h, EV("G", "g6", "t", "6", .ts = T0));
+                ck_assert_int_eq(h.last_result, SG_PAUSE);
+                /* paused: no record of the partition is read; processing
+                 * time passes the deadline by far */
+                h_clock(&h, T0 + 1199);
+                ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+                h_clock(&h, T0 + 60000);
+                /* gap_timeout x3 (the parked v3..v5) */
+                ck_assert_uint_eq(batch(&h, NULL, 0), 3);
+                assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_DLQ, "G", "5",
+                           "gap_timeout");
+                ck_assert_uint_eq(M(&h)->gap_timeouts_total, 1);
+                /* the paused record is read again and taken: the partition
+                 * moves on */
+                ONE(&h, EV("G", "g6", "t", "6", .ts = T0),
+                    EV("H", "h1", "t", "1", .ts = T0));
+                ck_assert_int_eq(h.last_result, SG_PROCESSED);
+                assert_out(&h.out[h.out_cnt - 2], SG_EFFECT_DLQ, "G", "6",
+                           "aggregate_quarantined");
+                assert_out(&h.out[h.out_cnt - 1], SG_EFFECT_OUTPUT, "H", "1",
+                           NULL);
+                /* consuming again ends the block: a backlog is a backlog */
+                if (lag > 0) {
+                        ONE(&h, EV("J", "j1", "t", "1", .ts = T0),
+                            EV("J", "j3", "t", "3", .ts = T0));
+                        h_clock(&h, T0 + 120000);
+                        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+                }
+                h_free(&h);
+        }
+}
+END_TEST
+
 /* Changing a setting that defines keys or digests on an existing store is
  * refused (naming it) unless the operator accepts the change. Both the
  * refusal and the key_fingerprint_adopted line name every setting by its
@@ -2656,6 +2711,7 @@ Suite *engine_suite(void) {
         tcase_add_test(gaps, release_refuses_unknown_state);
         tcase_add_test(gaps, log_lines_are_json_whatever_the_key);
         tcase_add_test(gaps, gap_deadline_waits_for_the_backlog);
+        tcase_add_test(gaps, gap_deadline_runs_while_paused_at_a_cap);
         suite_add_tcase(s, gaps);
         TCase *modes = tcase_create("modes_ttl_replay");
         tcase_add_test(modes, mode_latest_wins);
