@@ -9,7 +9,7 @@
 # leader's epoch-1 events fenced after epoch 2 began), stops seqgate with
 # SIGTERM and prints what reached orders.clean and orders.dlq, and why, and
 # `seqgatectl dlq summary` of both DLQ topics; it ends with `seqgatectl
-# audit` of the input topic (README "Audit a topic before adopting
+# audit` of the input topic (docs/seqgatectl.md "Audit a topic before adopting
 # seqgate"), both read from the same embedded cluster.
 #
 # The authority is deploy/authority/authority.py (Python standard library
@@ -239,8 +239,8 @@ PY
 audit_rc=0
 "$ctl" audit --config "$tmp/audit-config.json" --topic orders \
         >"$tmp/audit.txt" 2>"$tmp/audit.err" || audit_rc=$?
-# What the DLQ topics hold, the same way (README "seqgatectl dlq: what is
-# in the DLQ"); printed after the records themselves.
+# What the DLQ topics hold, the same way (docs/seqgatectl.md "seqgatectl dlq:
+# what is in the DLQ"); printed after the records themselves.
 dlq_rc=0
 "$ctl" dlq summary --config "$tmp/audit-config.json" \
         >"$tmp/dlq-summary.txt" 2>"$tmp/dlq-summary.err" || dlq_rc=$?
@@ -345,7 +345,8 @@ if [ "$dlq_rc" != 0 ]; then
         exit 1
 fi
 
-# 6b. what happened to event X? (README "What happened to event X?") -------
+# 6b. what happened to event X? (docs/troubleshooting.md "What happened to
+# event X?") ------------------------------------------------------------------
 ctl="${SEQGATECTL_BIN:-$(dirname "$bin")/seqgatectl}"
 if [ -x "$ctl" ]; then
         for id in e-1002-2b e-1001-2; do

@@ -41,7 +41,7 @@
  * tried on a scratch rd_kafka_conf_t so that a misspelt property name or a
  * malformed value is reported by --check-config rather than at start-up. *
  * Environment: before any value is read, every string value's ${VAR}
- * references are substituted (config_env.c, README "Secrets and
+ * references are substituted (config_env.c, docs/configuration.md "Secrets and
  * environment variables"); what came from the environment is scrubbed from
  * every error (sg_cfg_fail) and kept in sg_config_t.redact for the log
  * lines. Reference errors therefore come before the file's other errors.

@@ -1,8 +1,8 @@
 /*
  * config.h — seqgate configuration: one JSON file, validated at start-up.
  *
- * The file (schema: schemas/config.schema.json, reference: README.md
- * "Configuration") holds librdkafka properties, passed through verbatim, and
+ * The file (schema: schemas/config.schema.json, reference:
+ * docs/configuration.md) holds librdkafka properties, passed through verbatim, and
  * per input topic: output topic, DLQ topic, envelope mapping, dedup scope and
  * TTL, ordering settings and gap policies, and an optional state machine.
  *
@@ -12,8 +12,8 @@
  * properties whose name looks secret (see sg_config_is_secret()) never
  * appear in an error or log text, nor do values that came from the
  * environment: every string value of the file takes ${VAR} references
- * (Docker Compose's rules, README "Secrets and environment variables"),
- * substituted once at load.
+ * (Docker Compose's rules, docs/configuration.md "Secrets and environment
+ * variables"), substituted once at load.
  *
  * Rules come from ../shared/design/semantics.md (§2 envelope, §3 decision
  * table, §3b ordering modes, §4 gaps and caps, §5 output, §6 guarantees).
@@ -199,8 +199,8 @@ typedef struct sg_kv {
         char *name;
         char *value;
         bool from_env; /**< the value holds an environment variable's
-                            (README "Secrets and environment variables"):
-                            a secret, whatever its name */
+                            (docs/configuration.md "Secrets and environment
+                            variables"): a secret, whatever its name */
 } sg_kv_t;
 
 typedef struct sg_config {
@@ -242,8 +242,8 @@ typedef struct sg_config {
                                               calls [120000] */
 
         char *http_address; /**< http.address ["127.0.0.1:9464"]; NULL or
-                                    "" or "off": no HTTP endpoint (README
-                                    "HTTP endpoint and metrics") */
+                                    "" or "off": no HTTP endpoint
+                                    (docs/operating.md "HTTP endpoint") */
         bool http_read_api; /**< http.read_api: serve /v1/ [true] */
         int64_t metrics_stuck_threshold_ms; /**< metrics.stuck_threshold_ms:
                                     parked or refetching longer than this
@@ -261,8 +261,8 @@ typedef struct sg_config {
 
         /** Texts that came from the environment through ${VAR} references
          *  (each variable's value and each value built from one), owned:
-         *  redacted like secrets wherever seqgate prints (README "Secrets
-         *  and environment variables"), longest first. */
+         *  redacted like secrets wherever seqgate prints (docs/configuration.md
+         *  "Secrets and environment variables"), longest first. */
         char **redact;
         size_t redact_cnt;
 } sg_config_t;
@@ -410,8 +410,8 @@ sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
  * How long one batch collects records at most, milliseconds: batch.max_ms;
  * in exactly_once, where a batch is one Kafka transaction, also at most
  * commit_interval_ms when that is > 0 (the smaller wins), as Kafka Streams'
- * commit.interval.ms bounds a transaction under exactly_once_v2 (README,
- * config reference). Pure; thread-safe on a config nobody changes.
+ * commit.interval.ms bounds a transaction under exactly_once_v2
+ * (docs/configuration.md, commit_interval_ms). Pure; thread-safe on a config nobody changes.
  */
 int64_t sg_config_batch_ms(const sg_config_t *conf);
 
@@ -431,7 +431,7 @@ bool sg_config_is_secret(const char *name);
 /**
  * True if property @p kv's value must never be printed: its name is a
  * secret's (sg_config_is_secret()) or its value came from the environment
- * (README "Secrets and environment variables").
+ * (docs/configuration.md "Secrets and environment variables").
  */
 bool sg_config_kv_secret(const sg_kv_t *kv);
 

@@ -1,9 +1,9 @@
 /*
  * config_env.c — environment variables in the configuration file
- * (README "Secrets and environment variables"): `${VAR}` references in
- * string values, substituted once at load with Docker Compose's rules, and
- * the record of which values came from the environment so that they are
- * redacted like secrets wherever seqgate prints them.
+ * (docs/configuration.md "Secrets and environment variables"): `${VAR}`
+ * references in string values, substituted once at load with Docker Compose's
+ * rules, and the record of which values came from the environment so that they
+ * are redacted like secrets wherever seqgate prints them.
  *
  * Grammar (Docker Compose's interpolation, braced forms only):
  *   $$                  a literal '$'

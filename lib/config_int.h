@@ -148,8 +148,8 @@ sg_err_t sg_cfg_check_topic_name(cfg_ctx_t *c, const char *path,
                                  const char *name);
 bool sg_cfg_contains_ci(const char *hay, const char *needle);
 
-/* config_env.c: ${VAR} interpolation (README "Secrets and environment
- * variables") */
+/* config_env.c: ${VAR} interpolation (docs/configuration.md "Secrets and
+ * environment variables") */
 /** Substitutes the references of every string value of @p root (member
  *  names, numbers and booleans are not touched), reporting each malformed
  *  reference and unset variable with the value's key path. */

@@ -19,7 +19,8 @@
  *   __seqgate.source     "topic/partition/offset" of the input record
  *   __seqgate.gap.skipped "A-B": versions given up (gap_policy skip)
  *   __seqgate.gap.missing "A-B": versions never seen (latest_wins)
- * Headers added to DLQ records: see SG_DLQ_H_* below and README "DLQ headers".
+ * Headers added to DLQ records: see SG_DLQ_H_* below and docs/dlq.md "DLQ
+ * headers".
  *
  * Thread-safety: one engine per processing thread.
  */

@@ -29,9 +29,9 @@
  * distinct keys. The store keys on SHA-256 of this encoding.
  *
  * Digest = SHA-256 (OpenSSL libcrypto) of the record value, or of the
- * canonical form (json.h, README "Canonical JSON") of the configured JSON
- * Pointer subtree: every value kept exactly (number text as written),
- * whitespace dropped, object members sorted by name.
+ * canonical form (json.h, docs/configuration.md "Canonical JSON") of the
+ * configured JSON Pointer subtree: every value kept exactly (number text as
+ * written), whitespace dropped, object members sorted by name.
  *
  * JSON Pointers name a place in the CloudEvent, whichever content mode
  * carries it (semantics §2): in structured mode a place in the event; in

@@ -1,5 +1,5 @@
 /*
- * http.h — seqgate's HTTP endpoint (README "HTTP endpoint and metrics"): a
+ * http.h — seqgate's HTTP endpoint (docs/operating.md "HTTP endpoint"): a
  * small server on libmicrohttpd with a route table. The daemon registers
  * /metrics, /healthz and /readyz (metrics_pub.h, sg_pub_routes_add()); the
  * read API adds /v1/ routes with sg_http_route_add().

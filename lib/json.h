@@ -21,10 +21,10 @@
  *  - at most SG_JSON_MAX_DEPTH nested arrays/objects.
  * Anything else is SG_ERR_INVALID with "error at byte N of M: why".
  *
- * Canonical form (README "Canonical JSON"): no whitespace; object members
- * sorted by name, comparing the names' UTF-8 bytes (= Unicode code point
- * order); arrays in order; strings and names as RFC 8785 §3.2.2.2 writes
- * them (\" \\ \b \f \n \r \t, \u00xx in lower-case hex for the other
+ * Canonical form (docs/configuration.md "Canonical JSON"): no whitespace;
+ * object members sorted by name, comparing the names' UTF-8 bytes (= Unicode
+ * code point order); arrays in order; strings and names as RFC 8785 §3.2.2.2
+ * writes them (\" \\ \b \f \n \r \t, \u00xx in lower-case hex for the other
  * control characters, every other character as its UTF-8 bytes); numbers
  * as their text, unchanged (RFC 8785 would re-serialise them as doubles:
  * exactly the loss refused here); true, false, null.

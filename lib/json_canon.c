@@ -1,8 +1,8 @@
 /*
  * json_canon.c — the canonical form of a parsed JSON value (json.h
- * "Canonical form", README "Canonical JSON"), streamed for digests, and
- * sg_json_canonicalize, its text-to-text form. Rules: RFC 8785 §3.2.2.2
- * (string escapes), semantics §2 (numbers keep their text).
+ * "Canonical form", docs/configuration.md "Canonical JSON"), streamed for
+ * digests, and sg_json_canonicalize, its text-to-text form. Rules: RFC 8785
+ * §3.2.2.2 (string escapes), semantics §2 (numbers keep their text).
  */
 #include "json_int.h"
 

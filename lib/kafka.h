@@ -249,7 +249,7 @@ sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
  * does the rest (clients, topic checks, changelogs, init_transactions,
  * subscribe) and returns what sg_loop_new() returns. Retriable broker
  * errors met on the way are retried with back-off for at most the config's
- * broker_retry_timeout_ms (README "Transient broker errors"); an
+ * broker_retry_timeout_ms (docs/operating.md "Transient broker errors"); an
  * sg_loop_stop() meanwhile (another thread, a signal handler) ends the
  * retries at once and connect returns the error it had. After a failed
  * connect the loop can only be destroyed.
@@ -314,9 +314,9 @@ typedef struct sg_kafka_log {
 /**
  * Scrubs every string of the log event fields @p fields (a cJSON object,
  * changed in place) of @p conf's secret property values and of the values
- * that came from the environment (README "Secrets and environment
- * variables"), as sg_kafka_conf_new()'s log lines are; for the callers'
- * own log lines. NULL @p conf or @p fields: nothing. Thread-safety: @p
+ * that came from the environment (docs/configuration.md "Secrets and
+ * environment variables"), as sg_kafka_conf_new()'s log lines are; for the
+ * callers' own log lines. NULL @p conf or @p fields: nothing. Thread-safety: @p
  * fields must not be shared.
  */
 struct cJSON;
@@ -325,8 +325,8 @@ void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
 /**
  * queued.max.messages.kbytes (KiB, as librdkafka's property) of the group
  * consumer unless a "kafka" or "kafka_consumer" block or -X gives one
- * (README "Memory"): the most record bytes librdkafka prefetches into the
- * consumer queue. Anonymous memory measured 3–5× the queued bytes (the
+ * (docs/operating.md "Memory"): the most record bytes librdkafka prefetches
+ * into the consumer queue. Anonymous memory measured 3–5× the queued bytes (the
  * fetch responses the records point into, the message structs);
  * librdkafka's default is 65536. About a second of the loop's input must
  * fit, or the loop waits for the fetcher.

@@ -73,7 +73,7 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 {"enable.auto.offset.store", "false"},
                 {"auto.offset.reset", "earliest"},
                 {"enable.partition.eof", "false"},
-                /* a smaller prefetch queue (README "Memory") */
+                /* a smaller prefetch queue (docs/operating.md "Memory") */
                 {"queued.max.messages.kbytes", SG_KAFKA_QUEUED_MAX_KBYTES},
         };
         static const char *const pdefs[][2] = {

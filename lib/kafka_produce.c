@@ -221,7 +221,7 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
  * would be the volume of the input): the DLQ record @p ef the loop
  * produces — where its input record was (topic, partition, offset), the
  * reason, the aggregate and the detail, read from its DLQ headers
- * (engine.h SG_DLQ_H_*, README "DLQ records"); aggregate and detail are
+ * (engine.h SG_DLQ_H_*, docs/dlq.md "DLQ headers"); aggregate and detail are
  * input bytes, quoted through sg_quote. The engine decided; this says what
  * is produced. Fields of headers the record lacks are left out.
  */

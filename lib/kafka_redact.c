@@ -55,8 +55,9 @@ static void redact_json(const sg_config_t *conf, cJSON *node) {
                                   conf->kafka_consumer_cnt);
                         redact_kv(node, conf->kafka_producer,
                                   conf->kafka_producer_cnt);
-                        /* and what came from the environment (README
-                         * "Secrets and environment variables") */
+                        /* and what came from the environment
+                         * (docs/configuration.md "Secrets and environment
+                         * variables") */
                         for (size_t i = 0; i < conf->redact_cnt; i++)
                                 redact_str(node, conf->redact[i]);
                 }

@@ -1,6 +1,6 @@
 /*
  * metrics_pub.h — what the HTTP endpoint serves (/metrics, /healthz,
- * /readyz; README "HTTP endpoint and metrics"), published by the loop
+ * /readyz; docs/operating.md "HTTP endpoint"), published by the loop
  * thread for the HTTP thread.
  *
  * Thread-safety, the design: the loop thread owns every counter, the engine

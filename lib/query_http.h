@@ -1,8 +1,8 @@
 /*
- * query_http.h — the result query over HTTP (semantics §7; README "What
- * happened to event X?"): the read API's /v1/ routes on the HTTP endpoint
- * (http.h), answered by sg_query_event() and sg_query_aggregate()
- * (query.h) from LMDB read transactions.
+ * query_http.h — the result query over HTTP (semantics §7;
+ * docs/troubleshooting.md "What happened to event X?"): the read API's /v1/
+ * routes on the HTTP endpoint (http.h), answered by sg_query_event() and
+ * sg_query_aggregate() (query.h) from LMDB read transactions.
  *
  *   GET /v1/events?topic=T&source=S&id=I
  *       The event's answer (query.h), status 200 whatever the answer,

@@ -211,7 +211,8 @@ phase_scan_build() {
 
 # The house style is kept applied, so a diff never mixes layout with
 # substance. bench/streams-peer is Java and not ours to lay out.
-# The demo is one of the two commands (README "The two commands"): it must
+# The demo is one of the two commands (docs/testing.md; the front page's
+# first commands): it must
 # work at every submission, and it checks its own output against
 # deploy/demo/expected.txt.
 phase_demo() {

@@ -511,12 +511,12 @@ static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
 
 /** run, step 3a: logs store_rebuilt when sg_store_open() started the store
  *  empty: its files were removed (its machine stopped while syncs were
- *  deferred: README "Durability of the store") or, a store of an earlier
- *  format, set aside in data_dir/store-format-N-SECONDS (README "Store
- *  format 2"); the reason says which, and where a set-aside copy is. Every
- *  partition is then restored from its changelog. Then applies the
- *  guarantee's durability (semantics §6): deferred syncs, or
- *  store_sync_kept with the reason they stay on. */
+ *  deferred: docs/guarantees.md "Durability of the store") or, a store of an
+ *  earlier format, set aside in data_dir/store-format-N-SECONDS
+ *  (docs/upgrade.md "Store format 2"); the reason says which, and where a
+ *  set-aside copy is. Every partition is then restored from its changelog. Then
+ *  applies the guarantee's durability (semantics §6): deferred syncs, or
+ * store_sync_kept with the reason they stay on. */
 static void run_store_durability(const sg_config_t *conf, sg_store_t *store) {
         const char *why;
         if (sg_store_rebuilt(store, &why)) {
@@ -566,10 +566,10 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
         return SG_OK;
 }
 
-/** run, step 2b: starts the HTTP endpoint (http.address; README "HTTP
- *  endpoint and metrics") into *srvp and app->pub, and logs
- *  "http_listening". Nothing when the address is off. A port that cannot
- *  be bound is a configuration error (exit 2). */
+/** run, step 2b: starts the HTTP endpoint (http.address; docs/operating.md
+ *  "HTTP endpoint") into *srvp and app->pub, and logs "http_listening". Nothing
+ *  when the address is off. A port that cannot be bound is a configuration
+ * error (exit 2). */
 static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
                          char *es, size_t es_size) {
         sg_http_addr_t addr;

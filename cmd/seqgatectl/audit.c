@@ -6,7 +6,7 @@
  * daemon's engine over a temporary store (audit_drive.c), then reports
  * what seqgate would have met: duplicates, idempotency conflicts, stale
  * versions, gaps and their durations, disorder, and the sizing that
- * follows (semantics §7, §8; README "Audit a topic before adopting
+ * follows (semantics §7, §8; docs/seqgatectl.md "Audit a topic before adopting
  * seqgate").
  *
  * The partitions are read one by one (rd_kafka_consume) and merged by record

@@ -1,6 +1,6 @@
 /*
- * audit_report.c — the report of seqgatectl audit (README "Audit a topic
- * before adopting seqgate"). One JSON document is built from what
+ * audit_report.c — the report of seqgatectl audit (docs/seqgatectl.md "Audit a
+ * topic before adopting seqgate"). One JSON document is built from what
  * audit_drive.c measured; --json prints it, and the terminal text and the
  * HTML page are both drawn from that same document (parsed back), so the
  * three never disagree.
@@ -29,9 +29,9 @@
 #define MS_H 3600000.0
 #define MS_DAY 86400000.0
 #define TOP_N 10
-/* The least gap_timeout_ms and dedup TTL the audit suggests, ms (README
- * "Audit a topic before adopting seqgate"): below a second a suggestion
- * fits the audited records exactly, not the next producer retry or
+/* The least gap_timeout_ms and dedup TTL the audit suggests, ms
+ * (docs/seqgatectl.md "Audit a topic before adopting seqgate"): below a second
+ * a suggestion fits the audited records exactly, not the next producer retry or
  * broker hiccup, and dedup.ttl_ms takes nothing below 1000. */
 #define SUGGEST_FLOOR_MS 1000
 

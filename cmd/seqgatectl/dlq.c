@@ -1,6 +1,6 @@
 /*
  * dlq.c — seqgatectl dlq summary | tail: what is in the DLQ topic, read
- * from its records' headers (README "DLQ records") with the DLQ reader
+ * from its records' headers (docs/dlq.md "DLQ headers") with the DLQ reader
  * replay uses (dlqread.h: group-less, read_committed, nothing committed).
  *
  *   summary  counts by reason, the aggregates with the most records and

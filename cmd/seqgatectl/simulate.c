@@ -2,8 +2,8 @@
  * simulate.c — seqgatectl simulate: tries a config offline. Runs the real
  * engine (simrun.h) over an NDJSON file of records and steps, with a store
  * in a fresh temporary directory, and prints each verdict with its reason
- * (README "seqgatectl simulate"); --expect compares the verdicts with a
- * file that --json wrote.
+ * (docs/seqgatectl.md "seqgatectl simulate"); --expect compares the verdicts
+ * with a file that --json wrote.
  */
 #include "cli.h"
 
@@ -117,7 +117,7 @@ static cJSON *verdict_json(const sim_cli_t *c, const sg_sim_verdict_t *v) {
         return o;
 }
 
-/* The readable line of a verdict (README "seqgatectl simulate"). */
+/* The readable line of a verdict (docs/seqgatectl.md "seqgatectl simulate"). */
 static void verdict_text(const sim_cli_t *c, const sg_sim_verdict_t *v) {
         char what[1024] = "";
         size_t n = 0;

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 /* The documented per-record estimates used when the store has no record
- * of a kind to measure (README "seqgatectl sizing"): the seed's ~200 B per
- * dedup record with its index (semantics §8), and as much for an
+ * of a kind to measure (docs/seqgatectl.md "seqgatectl sizing"): the seed's
+ * ~200 B per dedup record with its index (semantics §8), and as much for an
  * aggregate record. */
 #define SG_SIZING_DEDUP_EST_BYTES 200.0
 #define SG_SIZING_AGG_EST_BYTES 200.0

@@ -26,7 +26,8 @@ _seqgatectl_options() {
     esac
 }
 
-# _seqgatectl_reasons: the DLQ reasons --reason takes (README "DLQ records")
+# _seqgatectl_reasons: the DLQ reasons --reason takes (docs/dlq.md
+# "DLQ headers")
 _seqgatectl_reasons="malformed idempotency_conflict stale_version version_jump park_overflow gap_timeout aggregate_quarantined illegal_transition unknown_event_type version_conflict output_rejected fenced_epoch"
 
 _seqgatectl() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""seqgatectl's command-line conventions, on every command (README
+"""seqgatectl's command-line conventions, on every command (docs/seqgatectl.md
 "seqgatectl's command line"): each command that `seqgatectl --help` lists
 has its own `COMMAND --help` with the common options it takes
 (--data-dir where it reads a store, -X where it talks to Kafka), one-line

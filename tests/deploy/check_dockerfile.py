@@ -30,7 +30,7 @@ import deploylib  # noqa: E402
 problems = []
 FORBIDDEN = re.compile(r"^(gcc|g\+\+|cpp|clang.*|build-essential|make|meson|ninja-build|"
                        r"pkg-config|check|libsubunit.*|.*-dev|python3.*|curl)$")
-HTTP_PORT = "9464"  # http.address's default port (README, semantics)
+HTTP_PORT = "9464"  # http.address's default port (docs/configuration.md)
 BASE_IMAGE_PKGS = {"libc6"}  # essential in debian:*-slim
 
 

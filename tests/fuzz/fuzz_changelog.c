@@ -329,7 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e == SG_ERR_CONFIG) {
                 /* a meta record carrying another writer's key fingerprint:
                  * the store was written with other envelope settings, and
-                 * restore_end refuses it (README "key fingerprint") — the
+                 * restore_end refuses it (semantics §3, "Key fingerprint") — the
                  * one refusal a changelog whose records all applied may
                  * still meet; it must say so and leave nothing open */
                 CHECK(strstr(err, "other settings"),

@@ -1,7 +1,8 @@
 /*
  * fuzz_config.c — libFuzzer target: sg_config_parse() on any text (the
- * configuration file's JSON). Built and run by tests/fuzz/run.sh (README
- * "Fuzzing"); seeds are the JSON files of examples/ and tests/schema/invalid/.
+ * configuration file's JSON). Built and run by tests/fuzz/run.sh
+ * (docs/testing.md "Fuzzing"); seeds are the JSON files of examples/ and
+ * tests/schema/invalid/.
  *
  * Checked beyond "no crash, no leak, no UB" (a violation aborts):
  *  - the result is SG_OK or SG_ERR_CONFIG (SG_ERR_NOMEM only if allocation
@@ -14,7 +15,8 @@
  *  - a secret's value never appears in the error text: every input gets a
  *    variant with "sasl.password" set to a marker, which must not be echoed;
  *    nor does a value from the environment (the variant's "client.id" is
- *    "${SG_FUZZ_SECRET}", README "Secrets and environment variables").
+ *    "${SG_FUZZ_SECRET}", docs/configuration.md "Secrets and environment
+ * variables").
  *
  * ${VAR} references read the environment: it is cleared and set to fixed
  * values at start, so that a finding replays the same anywhere.

@@ -1,7 +1,7 @@
 /*
  * fuzz_envelope.c — libFuzzer target: sg_envelope_parse() on any record,
  * under several topic configurations, and the JSON layer (json.h) on any
- * text. Built and run by tests/fuzz/run.sh (README "Fuzzing").
+ * text. Built and run by tests/fuzz/run.sh (docs/testing.md "Fuzzing").
  *
  * Input (text-friendly, so seeds and crash files read as records):
  *   byte 0            selects the case: byte % 8

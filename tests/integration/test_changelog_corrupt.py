@@ -1,7 +1,7 @@
 """A changelog record seqgate did not write stops the restore (exactly_once).
 
 The changelog topic is input from the network: a restore decodes every
-record in full before it writes anything (README "Corrupt changelog
+record in full before it writes anything (docs/guarantees.md "Corrupt changelog
 records"). test_eos_corrupt_changelog_record_stops_restore: instance A parks
 an event and stops; a parked-event record whose header block claims
 2^32-1 headers is then appended to the changelog; instance B, with an empty

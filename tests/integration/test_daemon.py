@@ -13,11 +13,11 @@ test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
   2, the property named.
 test_check_config_reports_every_error: three independent mistakes in one
   file are reported in one --check-config run, one line each.
-test_check_config_env_secrets: values given through ${VAR} (README "Secrets
-  and environment variables") are substituted, an unset variable is an
-  error naming key and variable, three independent errors give three lines
-  and a count line (--check-config and the daemon's start alike), and no
-  value from the environment appears in any output.
+test_check_config_env_secrets: values given through ${VAR}
+  (docs/configuration.md "Secrets and environment variables") are substituted,
+  an unset variable is an error naming key and variable, three independent
+  errors give three lines and a count line (--check-config and the daemon's
+  start alike), and no value from the environment appears in any output.
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.

@@ -1,6 +1,6 @@
 """at_least_once commits its input offsets at most every commit_interval_ms,
 and always when its partitions are revoked and at a clean stop (semantics §6,
-"Durability of the store"; README "Group commit of input offsets").
+"Durability of the store"; docs/guarantees.md "Group commit of input offsets").
 
 A group offset behind loses nothing: a partition starts at the later of the
 group's committed offset and the offset the (restored) store reflects, so a

@@ -7,8 +7,8 @@ counters moved exactly as the scenario's annotations predict; `/readyz` is
 503 before the consumer group assigned partitions and 200 after, `/healthz`
 200 while it runs. The same real scrape checks the Grafana dashboard
 (deploy/grafana/seqgate.json: every metric any panel's `expr` names is
-exported) and the README (every exported metric is documented in "HTTP
-endpoint and metrics").
+exported) and docs/metrics.md (every exported metric is documented in
+"Prometheus metrics").
 
 Each run listens on a port of its own (http.address 127.0.0.1:0, the port
 read from the http_listening log line): tests run beside other brokers.
@@ -199,11 +199,11 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         assert dash, "the dashboard names no seqgate_ metric"
         missing = sorted(dash - names)
         assert not missing, f"dashboard exprs name unexported metrics: {missing}"
-        # The README documents every exported family.
-        readme = (ROOT / "README.md").read_text()
-        section = readme[readme.index("## HTTP endpoint and metrics"):]
+        # docs/metrics.md documents every exported family.
+        page = (ROOT / "docs" / "metrics.md").read_text()
+        section = page[page.index("## Prometheus metrics"):]
         undocumented = sorted(f for f in fams if f"`{f}`" not in section)
-        assert not undocumented, f"not in README: {undocumented}"
+        assert not undocumented, f"not in docs/metrics.md: {undocumented}"
 
         # The read API answers the result query for known events.
         from urllib.parse import urlencode

@@ -1,5 +1,5 @@
-"""seqgatectl audit against a real broker (README "Audit a topic before
-adopting seqgate").
+"""seqgatectl audit against a real broker (docs/seqgatectl.md "Audit a topic
+before adopting seqgate").
 
 A two-partition topic is written with record timestamps from T0 (seconds
 below are T0 + s), three aggregates (record key), gap_timeout_ms 60000:
@@ -388,7 +388,8 @@ def test_audit_suggestions_have_a_floor(bootstrap, seqgatectl_bin, seqgate_bin,
     millisecond would suggest gap_timeout_ms 1 and a dedup TTL of 1 ms (the
     quantile + 1): fitted to these records, not to the next retry, and a
     TTL dedup.ttl_ms refuses. Both suggestions stop at the documented floor
-    of 1000 ms (README "Audit a topic before adopting seqgate") and say so."""
+    of 1000 ms (docs/seqgatectl.md "Audit a topic before adopting seqgate") and
+    say so."""
     topic = unique_name("sgaudit-floor")
     create_topics(bootstrap, {topic: 1})
     produce(bootstrap, topic, [ev("F", 1, 0, 0), ev("F", 3, 100, 0),

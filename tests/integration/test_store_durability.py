@@ -1,5 +1,6 @@
 """A store after a machine stop is rebuilt, never trusted, in both guarantees
-(semantics §6, "Durability of the store"; README "Durability of the store").
+(semantics §6, "Durability of the store"; docs/guarantees.md "Durability of the
+store").
 
 LMDB commits are not synced per batch: the changelog is the durable copy
 (exactly_once: committed in the transaction; at_least_once: its markers
@@ -148,7 +149,7 @@ def old_format_store(path: Path) -> None:
 
 
 def test_earlier_format_store_is_set_aside(bootstrap, seqgate_bin, tmp_path):
-    """A store of an earlier format is set aside, not removed (README
+    """A store of an earlier format is set aside, not removed (docs/upgrade.md
     "Store format 2"): store_rebuilt says where it is kept and that the
     partitions are restored from the changelog, and never that it was
     removed; the set-aside copy holds the old data.mdb."""

@@ -15,7 +15,7 @@ It also runs check_snapshot.py's checks: every tests/schema/snapshot/
 KIND-VERDICT-NAME.json must be valid ("ok") or invalid ("bad") for
 schemas/snapshot-KIND.schema.json (KIND: request, reply).
 
-examples/orders.json is the example with every key (README): every key the
+examples/orders.json is the example with every key (docs/configuration.md): every key the
 schema gives a default must be in it: the root's and its blocks' (store,
 batch, http, metrics), numbers and booleans with that default (a string,
 such as instance_id, may show an example value), and its topic's keys in

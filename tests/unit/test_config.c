@@ -2090,7 +2090,8 @@ START_TEST(test_snapshot_partial_freed) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Environment variables (README "Secrets and environment variables")       */
+/* Environment variables (docs/configuration.md "Secrets and environment    */
+/* variables")                                                              */
 /* ------------------------------------------------------------------------ */
 
 /* The variables the cases below read; each case sets them itself. */
@@ -2586,9 +2587,9 @@ START_TEST(test_kafka_set_on_top) {
 }
 END_TEST
 
-/* The group consumer's prefetch default (README "Memory"): applied when no
- * block names queued.max.messages.kbytes, and then not librdkafka's own
- * default; a value in "kafka", in "kafka_consumer" or from -X
+/* The group consumer's prefetch default (docs/operating.md "Memory"):
+ * applied when no block names queued.max.messages.kbytes, and then not
+ * librdkafka's own default; a value in "kafka", in "kafka_consumer" or from -X
  * (sg_config_kafka_set) wins over it. The restore reader keeps
  * librdkafka's default. */
 static void prefetch_kbytes(const sg_config_t *conf, sg_kafka_client_t client,

@@ -484,8 +484,8 @@ START_TEST(replay_rejudges_dlq_verdicts_only) {
 }
 END_TEST
 
-/* README "Replay": a replayed illegal_transition comes back stale_version
- * (row 7 consumed its version). */
+/* docs/troubleshooting.md "Replaying the DLQ after a fix": a replayed
+ * illegal_transition comes back stale_version (row 7 consumed its version). */
 START_TEST(replay_of_illegal_transition_is_stale) {
         char tj[2048];
         snprintf(tj, sizeof(tj), "\"ordering\":{\"gap_timeout_ms\":1000},%s",

@@ -1560,10 +1560,10 @@ START_TEST(test_digest_keeps_number_text) {
 END_TEST
 
 /*
- * Equal strings get one escape form (semantics §2, README "Canonical JSON"):
- * escapes are decoded, and written back the way RFC 8785 §3.2.2.2 writes
- * them: \" \\ \b \f \n \r \t, \u00xx for the other control characters,
- * every other character as its UTF-8 bytes.
+ * Equal strings get one escape form (semantics §2, docs/configuration.md
+ * "Canonical JSON"): escapes are decoded, and written back the way RFC 8785
+ * §3.2.2.2 writes them: \" \\ \b \f \n \r \t, \u00xx for the other control
+ * characters, every other character as its UTF-8 bytes.
  */
 START_TEST(test_digest_string_forms) {
         static const struct {

@@ -541,7 +541,8 @@ END_TEST
 /* Connections that never finish their request, all from one peer
  * (127.0.0.2), must not lock the probes out for another (127.0.0.1): a
  * peer on the pod network could otherwise fail the liveness probe and
- * have the pod restarted, restore and all (README "HTTP endpoint"). */
+ * have the pod restarted, restore and all (docs/operating.md "HTTP endpoint").
+ * */
 START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
         sg_pub_t *pub;
         got_t g;

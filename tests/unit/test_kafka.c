@@ -1374,10 +1374,10 @@ START_TEST(secret_value_never_in_errstr) {
 }
 END_TEST
 
-/* A property whose value came from the environment (${VAR}, README
- * "Secrets and environment variables") is a secret whatever its name:
- * librdkafka's refusal is withheld, and log lines are scrubbed of it and
- * of every other value the environment gave. */
+/* A property whose value came from the environment (${VAR},
+ * docs/configuration.md "Secrets and environment variables") is a secret
+ * whatever its name: librdkafka's refusal is withheld, and log lines are
+ * scrubbed of it and of every other value the environment gave. */
 START_TEST(env_value_never_in_errstr_or_logs) {
         char es[512];
         sg_config_t *conf;
@@ -1554,8 +1554,8 @@ END_TEST
  * transaction) stays open, as Kafka Streams' commit.interval.ms bounds its
  * transactions under exactly_once_v2: with batch.max_ms at its longest
  * (60 s), the last batch, short of batch.max_records, is committed
- * within a commit interval, not after a minute (README, config
- * reference). */
+ * within a commit interval, not after a minute (docs/configuration.md,
+ * commit_interval_ms). */
 START_TEST(eos_commit_interval_bounds_the_transaction) {
         tproc_t *t = tp_new();
         sg_processor_t proc;

@@ -165,7 +165,8 @@ START_TEST(db_stats_count_entries_and_pages) {
 }
 END_TEST
 
-/* data_dir "created if missing" (README): its missing parents too. */
+/* data_dir "created if missing" (docs/configuration.md): its missing
+ * parents too. */
 START_TEST(open_creates_missing_parents) {
         char base[64];
         tu_tmpdir(base, sizeof(base), "store_parents");

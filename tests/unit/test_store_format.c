@@ -190,7 +190,7 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
          * reason names where it is */
         const char *kept = strstr(why, "kept in ");
         ck_assert_msg(kept, "why %s", why);
-        /* a store before format numbers is format 1 (README "Store
+        /* a store before format numbers is format 1 (docs/upgrade.md "Store
          * format 2": <data_dir>/store-format-1-<unix seconds>/) */
         ck_assert_msg(strstr(kept, "/store-format-1-"), "why %s", why);
         char old_data[4300];

@@ -12,7 +12,7 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 /**
  * The byte layouts of the three state stores and the two hashes, kept
  * compact and fixed so that the stores hold about what seqgate's LMDB
- * databases hold (README "Semantics in brief"):
+ * databases hold (docs/semantics.md §1):
  *
  * <pre>
  * dedup  key   SHA-256(len|input topic, len|ce_source, len|ce_id)    32 B

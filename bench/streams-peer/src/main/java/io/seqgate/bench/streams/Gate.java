@@ -19,9 +19,9 @@ import org.apache.kafka.streams.state.KeyValueIterator;
 import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
- * The job, as seqgate does it on the benchmark's input (semantics §3, README
- * "Semantics in brief"), one record at a time, with state in three
- * persistent key-value stores (RocksDB, changelogged):
+ * The job, as seqgate does it on the benchmark's input (semantics §3), one
+ * record at a time, with state in three persistent key-value stores
+ * (RocksDB, changelogged):
  *
  * <ol>
  * <li>envelope: headers ce_id, ce_source, ce_type, ce_sequence and a record
@@ -281,7 +281,7 @@ final class Gate implements Processor<byte[], byte[], byte[], byte[]> {
     }
 
     /** A DLQ record: the input record unchanged plus __seqgate.errors.*
-     *  headers (README "DLQ records"); partitioned by the producer's
+     *  headers (docs/dlq.md "DLQ headers"); partitioned by the producer's
      *  default (murmur2 on the key). */
     private void dlqRecord(Record<byte[], byte[]> r, String topic, int partition, long offset,
                            long timestamp, String reason, String detail, Codec.Agg a, Long v) {

@@ -7,8 +7,8 @@ import java.time.format.DateTimeFormatter;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * The peer's counters, named like seqgate's (README "Counters") so that
- * bench/measure.py reads both the same way, and its JSON log lines
+ * The peer's counters, named like seqgate's (docs/metrics.md "Counters") so
+ * that bench/measure.py reads both the same way, and its JSON log lines
  * ({"ts":…,"level":…,"event":…}, one per line on stdout, like seqgate's log).
  *
  * Counters count decisions as they are made, in the process: a transaction
