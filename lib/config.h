@@ -308,7 +308,8 @@ typedef struct sg_config_key {
         int64_t min, max;         /**< integer keys: allowed range, inclusive */
         const char *const *names; /**< ENUM, ENUM_BOOL: the spellings,
                                        NULL-terminated */
-        const char *doc;          /**< one line: what the key sets */
+        const char *doc;          /**< what the key sets: the meaning column of
+                              docs/configuration.md (docs/gen) */
 } sg_config_key_t;
 
 /**

@@ -84,145 +84,193 @@ typedef struct cfg_row {
 static const cfg_row_t cfg_rows[] = {
         ROW(SECT_ROOT, sg_config_t, instance_id, "", "instance_id",
             SG_CONF_STRING, 0, 0, "seqgate", 0, 0, NULL, NULL,
-            "unique per instance in a consumer group"),
+            "name of this instance: the DLQ header `instance`, and the "
+            "transactional id `<group.id>-<instance_id>`; unique per instance "
+            "in a consumer group"),
         ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
             SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
-            "directory of the LMDB state store"),
+            "directory of the LMDB state store (created if missing)"),
         ROW(SECT_ROOT, sg_config_t, guarantee, "", "guarantee", SG_CONF_ENUM, 0,
             SG_GUARANTEE_EXACTLY_ONCE, NULL, 0, 0, GUARANTEE_NAMES, NULL,
-            "delivery guarantee (semantics §6)"),
+            "`exactly_once`: Kafka transactions and a changelog; "
+            "`at_least_once`: no transactions, a changelog with epochs and "
+            "markers, duplicates possible (semantics §6)"),
         R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes",
-              INT64_C(1073741824), 1048576, "initial LMDB map size, bytes"),
+              INT64_C(1073741824), 1048576,
+              "initial LMDB map size, bytes: the size at which the map grows, "
+              "not allocated up front (the write-through map)"),
         R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
-              INT64_C(1073741824), 1048576, "LMDB map growth when full, bytes"),
+              INT64_C(1073741824), 1048576,
+              "growth step of the LMDB map when it is full, bytes"),
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
-              "longest wait to fill a batch, milliseconds"),
+              "longest time spent filling a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
-              10000, 0, "stats and restore_progress line period, ms; 0: off"),
+              10000, 0,
+              "period of the stats log line, and of the restore_progress lines "
+              "during a restore, milliseconds; 0: off"),
         ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
             "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
             NULL,
-            "longest time between commits, ms: at_least_once's input "
-            "offsets; exactly_once's batch (one transaction) closes by "
-            "then; 0: every batch"),
+            "longest time between commits, milliseconds (Kafka Streams' "
+            "`commit.interval.ms`). `at_least_once`: of the input offsets, "
+            "which are also committed when partitions are revoked and at a "
+            "clean stop; `exactly_once`: a batch (one Kafka transaction) "
+            "closes at `batch.max_ms` or at this, whichever comes first; 0: "
+            "after every batch"),
         R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "", "delivery_timeout_ms",
-              60000, 1, "wait for output deliveries, milliseconds"),
+              60000, 1,
+              "longest wait for a batch's deliveries before the batch is "
+              "aborted, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",
               1000, 1, 1000000,
-              "dedup records the TTL sweep removes per batch"),
+              "dedup records the TTL sweep expires per partition per batch"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
               "deadline_max_per_batch", 1000, 1, 1000000,
               "gap deadlines fired per batch"),
         R_I64(SECT_ROOT_LIMITS, pause_retry_ms, "", "pause_retry_ms", 1000, 1,
-              "re-check of a paused partition, milliseconds"),
+              "how long a back-pressured partition stays paused before its "
+              "record is read again, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, broker_retry_timeout_ms, "",
               "broker_retry_timeout_ms", 120000, 1,
-              "longest retry of a retriable broker error at start-up, "
-              "milliseconds"),
+              "how long a retriable broker error (leader not available, not "
+              "leader, coordinator loading, request timed out, ...) at "
+              "start-up, in a restore, a metadata or an admin call is retried, "
+              "with back-off, before seqgate stops, milliseconds"),
         ROW(SECT_HTTP, sg_config_t, http_address, "http", "address",
             SG_CONF_STRING, 0, 0, "127.0.0.1:9464", 0, 0, NULL,
             sg_cfg_check_http_address,
-            "HTTP endpoint: host:port, [v6]:port, 0.0.0.0:port; \"\" or "
-            "off: none"),
+            "the HTTP endpoint's listening address: `host:port` with a numeric "
+            "IPv4 address (`0.0.0.0`: every interface) or `localhost`, "
+            "`[v6]:port` (`[::]`: every interface); port 0: the kernel picks "
+            "one (the http_listening line says which); `\"\"` or `\"off\"`: no "
+            "endpoint"),
         ROW(SECT_HTTP, sg_config_t, http_read_api, "http", "read_api",
             SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
-            "serve the /v1/ read endpoints"),
+            "serve the `/v1/` read endpoints (false: every `/v1/` path is "
+            "404)"),
         R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
               "stuck_threshold_ms", 300000, 1,
-              "parked or refetching longer than this is stuck, milliseconds"),
+              "an aggregate parked or refetching for longer than this counts "
+              "in `stuck_parked_over_5m` and "
+              "`seqgate_stuck_processing_over_5m`, milliseconds"),
 
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
               SG_CONF_REQUIRED, sg_cfg_check_output_topic,
-              "topic applied records are produced to"),
+              "where applied records go"),
         T_STR(SECT_TOPIC, dlq_topic, "topics.*", "dlq_topic", SG_CONF_REQUIRED,
               sg_cfg_check_dlq_topic,
-              "topic refused records are dead-lettered to"),
+              "where refused records go, with headers that say why"),
         T_STR(SECT_TOPIC, changelog_topic, "topics.*", "changelog_topic", 0,
               sg_cfg_check_changelog_topic,
-              "compacted changelog of the state "
-              "[<group.id>-<topic>-changelog]"),
+              "the compacted changelog topic of this input topic (one "
+              "partition per input partition, both guarantees), created if "
+              "missing; unset: `<group.id>-<topic>-changelog`"),
         T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
                "output_partitioning", SG_PART_INPUT, PARTITIONING_NAMES,
-               "output partition: the input's, or murmur2 of the key"),
+               "`input`: the input record's partition; `murmur2`: the Java "
+               "client's partitioner on the key"),
 
         ROW(SECT_ENVELOPE, sg_topic_config_t, format, "topics.*.envelope",
             "format", SG_CONF_ENUM, 0, SG_FORMAT_CLOUDEVENTS, NULL, 0, 0,
-            FORMAT_NAMES, sg_cfg_check_format, "record format (semantics §2)"),
-        T_SRC(id, "id", 0, "ce:id", "idempotency key field"),
+            FORMAT_NAMES, sg_cfg_check_format,
+            "`cloudevents` (binary or structured mode, per record) or `json` "
+            "(plain JSON, each field mapped explicitly; semantics §2)"),
+        T_SRC(id, "id", 0, "ce:id",
+              "the event id, with the scope the idempotency key; required with "
+              "format `json`"),
         T_SRC(aggregate, "aggregate", SG_CONF_NULLABLE, "key",
-              "aggregate id field"),
+              "the aggregate id"),
         T_SRC(version, "version", SG_CONF_NULLABLE, "ce:sequence",
-              "aggregate version field; null: dedup only"),
-        T_SRC(type, "type", SG_CONF_NULLABLE, "ce:type", "event type field"),
+              "the version (decimal unsigned 64-bit); `null`: dedup only "
+              "(format `json`: unset unless mapped)"),
+        T_SRC(type, "type", SG_CONF_NULLABLE, "ce:type",
+              "the event type, for the state machine (format `json`: unset "
+              "unless mapped)"),
         ROW(SECT_ENVELOPE_MAX, sg_topic_config_t, max_field_bytes,
             "topics.*.envelope", "max_field_bytes", SG_CONF_SIZE, 0, 1024, NULL,
             1, 1048576, NULL, NULL,
-            "longest id, scope, aggregate or type, bytes"),
+            "longest id, scope part, aggregate or type, bytes"),
 
         T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms",
               INT64_C(604800000), 1000, SG_JSON_INT_MAX,
-              "how long an idempotency key is remembered, milliseconds"),
+              "how long an idempotency key is remembered, milliseconds; must "
+              "cover the longest client retry window, the topic's retention "
+              "and any replay period"),
 
         T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", SG_ORDER_STRICT,
                sg_cfg_mode_names, "ordering mode (semantics §3b)"),
         T_U64(first_version, "first_version", 1, 0,
-              "version of an aggregate's first event"),
+              "`F`, the version of a new aggregate's first event"),
         T_U64(max_version_jump, "max_version_jump", 100000, 1,
-              "largest version step parked rather than dead-lettered"),
+              "a larger step above the last applied version is DLQ "
+              "`version_jump`, not parked"),
         T_ENUM(SECT_ORDERING, new_aggregate, ORD, "new_aggregate",
                SG_NEWAGG_STRICT, NEWAGG_NAMES,
-               "a new aggregate above first_version: wait, or trust it"),
+               "a new aggregate above `first_version`: `strict` parks it (a "
+               "gap from `first_version`), `trust_first_seen` adopts the first "
+               "version seen"),
         ROW(SECT_ORDERING, sg_topic_config_t, stale_drop, ORD, "stale",
             SG_CONF_ENUM_BOOL, 0, 0, NULL, 0, 0, STALE_NAMES, NULL,
-            "a stale version is dead-lettered or dropped"),
+            "a stale version is dead-lettered (`dlq`) or dropped (`drop`)"),
         T_I64(SECT_ORDERING, gap_timeout_ms, ORD, "gap_timeout_ms", 30000, 1,
-              SG_JSON_INT_MAX, "wait for a missing version, milliseconds"),
+              SG_JSON_INT_MAX,
+              "how long a gap may stay open, milliseconds (semantics §4)"),
         T_ENUM(SECT_ORDERING, gap_policy, ORD, "gap_policy", SG_GAP_DLQ,
-               GAP_NAMES, "what a gap deadline does (semantics §4)"),
+               GAP_NAMES,
+               "what a gap deadline does: `dlq` (and quarantine), `skip` or "
+               "`hold` (semantics §4)"),
         T_U64(max_parked_per_aggregate, "max_parked_per_aggregate", 1000, 1,
-              "parked events per aggregate"),
+              "cap: parked events per aggregate"),
         T_U64(max_parked_total, "max_parked_total", 100000, 1,
-              "parked events per input partition"),
+              "cap: parked events per input partition"),
         T_U64(max_parked_bytes, "max_parked_bytes", INT64_C(268435456), 1,
-              "parked bytes per input partition"),
+              "cap: parked bytes per input partition"),
         T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
                SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
-               "a parking cap reached: pause the partition, or DLQ (dlq under "
-               "hold)"),
+               "a cap reached: `pause` the partition (back-pressure) or `dlq` "
+               "(`park_overflow`); under `gap_policy` `hold` the default is "
+               "`dlq` and `pause` is refused"),
         ROW(SECT_ORDERING, sg_topic_config_t, epoch, ORD, "epoch", SG_CONF_SRC,
             SG_CONF_NULLABLE, 0, NULL, 0, 0, NULL, NULL,
-            "epoch field (leader term); null: no epochs (semantics §4b)"),
+            "the epoch field (a field source, read as strictly as the "
+            "version); `null`: no epochs (semantics §4b)"),
         T_ENUM(SECT_ORDERING, epoch_versions, ORD, "epoch_versions",
                SG_EPOCH_CONTINUE, EPOCH_VERSIONS_NAMES,
-               "a new epoch continues the versions, or restarts them"),
+               "`continue`: versions continue across epochs; `restart`: each "
+               "epoch restarts at `first_version`"),
 
         T_STR(SECT_SNAP_KAFKA, snapshot.request_topic, SNAP, "request_topic",
               SG_CONF_REQUIRED, sg_cfg_check_request_topic,
-              "source kafka: topic snapshot requests are produced to"),
+              "source `kafka`: where requests go (the topic must exist)"),
         T_STR(SECT_SNAP_KAFKA, snapshot.reply_topic, SNAP, "reply_topic",
               SG_CONF_REQUIRED, sg_cfg_check_reply_topic,
-              "source kafka: topic seqgate reads snapshot replies from"),
+              "source `kafka`: where answers come from, read in the consumer "
+              "group (the topic must exist)"),
         T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
-              sg_cfg_check_url, "source http: URL template with {aggregate}"),
+              sg_cfg_check_url,
+              "source `http`: URL template containing `{aggregate}`"),
         T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP, "auth_header_env",
               0, sg_cfg_check_auth_header_env,
-              "source http: environment variable holding the "
-              "Authorization header"),
+              "source `http`: environment variable holding the `Authorization` "
+              "header value"),
         T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000, 1,
-              600000, "per request, milliseconds"),
+              600000, "per attempt, milliseconds"),
         T_I64(SECT_SNAP_RETRY, snapshot.max_in_flight, SNAP, "max_in_flight",
-              64, 1, 100000, "requests in flight per input partition"),
+              64, 1, 100000, "outstanding requests per input partition"),
         T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts", 4,
               1, 1000, "attempts before the gap policy applies"),
         T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500, 1,
-              3600000, "first retry delay, milliseconds (doubles)"),
+              3600000,
+              "first retry delay, milliseconds; doubles per attempt up to "
+              "`backoff_max_ms`, with ±50 % jitter"),
         T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP, "backoff_max_ms",
               30000, 1, 3600000, "longest retry delay, milliseconds"),
         ROW(SECT_SNAP_OUTPUT, sg_topic_config_t, snapshot.emit_record, SNAP,
             "emit_record", SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
-            "an applied snapshot is also a record on the output topic"),
+            "write a snapshot record to the output topic when a snapshot is "
+            "applied"),
 };
 
 #undef ORD

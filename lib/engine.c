@@ -110,16 +110,11 @@ void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
                 }
         }
         va_end(ap);
-        char *txt = cJSON_PrintUnformatted(o);
+        char *txt = cJSON_PrintUnformatted(o); /* one object (sg_log_cb) */
         cJSON_Delete(o);
         if (!txt)
                 return;
-        /* members without the braces (sg_log_cb) */
-        size_t n = strlen(txt);
-        if (n >= 2) {
-                txt[n - 1] = '\0';
-                e->log_cb(e->log_opaque, level, event, txt + 1);
-        }
+        e->log_cb(e->log_opaque, level, event, txt);
         cJSON_free(txt);
 }
 

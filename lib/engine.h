@@ -81,6 +81,38 @@ extern "C" {
  *  DLQ topic cannot take the record even without its value. */
 #define SG_DLQ_H_HEADERS_DROPPED "__seqgate.errors.headers_dropped"
 
+/**
+ * Every DLQ header above, in the order a DLQ record carries them, with
+ * what it holds: X(NAME, "doc"). docs/dlq.md's table is generated from
+ * this list (docs/gen), and its test fails when an SG_DLQ_H_* name is
+ * missing here. The headers themselves are written by engine_effects.c.
+ */
+#define SG_DLQ_HEADERS(X)                                                      \
+        X(SG_DLQ_H_REASON, "the reason code")                                  \
+        X(SG_DLQ_H_DETAIL, "human-readable detail, e.g. `version 3 <= last "   \
+                           "applied version 5`")                               \
+        X(SG_DLQ_H_TOPIC, "the input record's topic")                          \
+        X(SG_DLQ_H_PARTITION, "the input record's partition")                  \
+        X(SG_DLQ_H_OFFSET, "the input record's offset")                        \
+        X(SG_DLQ_H_TIMESTAMP, "the input record's timestamp, milliseconds "    \
+                              "(the DLQ record's own is dead_lettered_at)")    \
+        X(SG_DLQ_H_GROUP, "the consumer group")                                \
+        X(SG_DLQ_H_AGGREGATE, "the aggregate id (when known)")                 \
+        X(SG_DLQ_H_EXPECTED, "the version seqgate waited for")                 \
+        X(SG_DLQ_H_ACTUAL, "the record's version")                             \
+        X(SG_DLQ_H_STATE, "the aggregate's state (with a state machine)")      \
+        X(SG_DLQ_H_INSTANCE, "`instance_id`")                                  \
+        X(SG_DLQ_H_DEAD_LETTERED_AT,                                           \
+          "when seqgate dead-lettered it (the batch's processing time), RFC "  \
+          "3339 UTC with milliseconds, e.g. `2026-12-01T15:30:00.123Z`; also " \
+          "the DLQ record's Kafka timestamp")                                  \
+        X(SG_DLQ_H_VALUE_DROPPED,                                              \
+          "only on a record sent without the input's value: the value's "      \
+          "length in bytes")                                                   \
+        X(SG_DLQ_H_HEADERS_DROPPED,                                            \
+          "only on a record sent without the input's headers too: how many "   \
+          "there were")
+
 typedef struct sg_engine sg_engine_t;
 
 /**

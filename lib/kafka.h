@@ -5,7 +5,8 @@
  *
  * Batch protocol, at_least_once (semantics §6):
  *   1. poll up to batch.max_records records or batch.max_ms;
- *   2. processor: batch_begin, process each record, tick;
+ *   2. processor: steps 1-4 of processor.h's batch protocol (batch_begin,
+ *      process each record, position, tick);
  *   3. produce every output and DLQ effect (enable.idempotence=true,
  *      acks=all) and wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has

@@ -3,14 +3,33 @@
  * records, and whatever decides about them (the engine, engine.h, or the
  * benchmark's pass-through).
  *
- * The loop calls, per batch:
- *     batch_begin → process (each record, in offset order per partition)
- *     → tick → effects → [produce every effect, wait for all deliveries;
- *     at_least_once: the output and DLQ records first, then the changelog
- *     records] → batch_commit (only after every delivery succeeded)
- *     → commit offsets
- * or, on any failure, batch_abort and a rewind to the committed offsets.
- * The processor never calls Kafka; the loop never decides (style.md).
+ * The batch protocol. This is its one statement; the Kafka loop
+ * (kafka.h: what each guarantee does with Kafka around it), the offline
+ * drivers (seqgatectl simulate and audit) and the test harnesses cite it.
+ * Per batch, the caller calls:
+ *   1. batch_begin(now);
+ *   2. process() for each record polled, in offset order per partition.
+ *      SG_PAUSE: that partition's batch stops at the record (seek back to
+ *      it, pause the partition for pause_retry_ms). SG_ERR_MAP_FULL:
+ *      batch_abort(), grow(), and the same records again;
+ *   3. position() for every assigned partition: how far behind the end of
+ *      its log it is once the batch's records are processed;
+ *   4. tick();
+ *   5. effects(): each one is produced (the loop may start while steps 2-4
+ *      run: effects are append-only within an attempt; at_least_once sends
+ *      the output and DLQ records first, then the changelog records), every
+ *      delivery is awaited, and delivered(index, offset) is told for each;
+ *      exactly_once commits the Kafka transaction, with the input offsets
+ *      in it, here;
+ *   6. batch_commit(), only once every effect was delivered (and the
+ *      transaction committed);
+ *   7. at_least_once: the input offsets are committed; HTTP GET effects
+ *      are started.
+ * On any failure: batch_abort() and a rewind to the committed offsets; the
+ * records are judged again. Between batches (no batch open): assign(),
+ * revoke(), grow(), and restore_begin/apply/end.
+ * The processor never calls Kafka; the loop never decides
+ * (docs/ARCHITECTURE.md "The one seam").
  *
  * Invariant (semantics §6): a processor must not make any decision durable
  * before batch_commit, because batch_commit is only called once Kafka has
@@ -127,8 +146,8 @@ typedef struct sg_processor {
          *  effect, once process() or tick() returned, is never changed or
          *  withdrawn by a later call of the same batch, and its memory
          *  stays until batch_commit/batch_abort — the loop produces effects
-         *  while the batch is still being decided (Kafka loop "produce
-         *  while deciding", kafka_batch.c). */
+         *  while the batch is still being decided (docs/guarantees.md
+         *  "Producing while deciding", kafka_batch.c). */
         size_t (*effects)(void *opaque, const sg_effect_t **effectsp);
         /** Makes the batch's decisions durable (called only after every
          *  effect was delivered). */

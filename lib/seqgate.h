@@ -158,10 +158,11 @@ bool sg_log_level_parse(const char *s, sg_log_level_t *out);
 
 /**
  * Logging callback installed by the application. @p event is a short,
- * stable event name ("batch_aborted"); @p fields_json is a JSON object text
- * (without surrounding braces' guarantee of order) with the event's fields,
- * or NULL. Never carries secrets. Called from the thread that called the
- * library function.
+ * stable event name ("batch_aborted"); @p fields_json is the event's fields
+ * as one JSON object text, braces included ("{\"topic\":\"orders\",...}";
+ * members in no guaranteed order), or NULL when it has none. The engine
+ * and the Kafka loop both call it so. Never carries secrets. Called from
+ * the thread that called the library function.
  */
 typedef void(sg_log_cb)(void *opaque, sg_log_level_t level, const char *event,
                         const char *fields_json);

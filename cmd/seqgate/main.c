@@ -40,22 +40,24 @@
 static sg_log_level_t g_log_level = SG_LOG_INFO;
 
 /**
- * Writes one JSON log line. @p members: JSON object members without braces
- * (a full "{...}" object is accepted too), or NULL.
+ * Writes one JSON log line: ts, level, event, then the members of
+ * @p fields, a JSON object text ("{...}", sg_log_cb's shape) or NULL.
  */
 static void log_line(sg_log_level_t level, const char *event,
-                     const char *members) {
+                     const char *fields) {
         char ts[64];
 
         if (level > g_log_level)
                 return;
         sg_iso_time(sg_clock_wall_ms(), ts, sizeof(ts));
 
-        const char *m = members ? members : "";
+        const char *m = fields ? fields : "";
         size_t mlen = strlen(m);
         if (mlen >= 2 && m[0] == '{' && m[mlen - 1] == '}') {
-                m++;
+                m++; /* its members go beside ts, level and event */
                 mlen -= 2;
+        } else {
+                mlen = 0; /* not an object: not sg_log_cb's shape */
         }
         /* One write per line, so lines do not interleave. */
         char *line = NULL;
@@ -143,19 +145,26 @@ static void on_publish(void *opaque, sg_metrics_snap_t *snap) {
         sg_pub_publish(app->pub, snap);
 }
 
-/** Stats line: the loop's counters and gauges, then the engine's metrics. */
+/** Stats line: the loop's counters and gauges, then the engine's metrics,
+ *  as one object. */
 static void on_stats(void *opaque, const sg_loop_stats_t *s) {
         app_t *app = opaque;
         char buf[16384];
-        int n = sg_loop_stats_json(s, buf, sizeof(buf));
-        if (app->engine && n > 0 && (size_t)n + 2 < sizeof(buf)) {
+        buf[0] = '{';
+        int n = sg_loop_stats_json(s, buf + 1, sizeof(buf) - 2);
+        if (n < 0 || (size_t)n >= sizeof(buf) - 2)
+                return;
+        n++;
+        if (app->engine) {
                 char mbuf[12288];
                 int m = sg_metrics_json(sg_engine_metrics(app->engine), mbuf,
                                         sizeof(mbuf));
                 if (m > 0 && (size_t)m < sizeof(mbuf) &&
-                    (size_t)n + 1 + (size_t)m < sizeof(buf))
-                        snprintf(buf + n, sizeof(buf) - (size_t)n, ",%s", mbuf);
+                    (size_t)n + 2 + (size_t)m < sizeof(buf))
+                        n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",%s",
+                                      mbuf);
         }
+        snprintf(buf + n, sizeof(buf) - (size_t)n, "}");
         log_line(SG_LOG_INFO, "stats", buf);
 }
 

@@ -6,13 +6,12 @@
  * the topic's partitions (offset order within each). They are cut into
  * batches as the Kafka loop cuts them (kafka_batch.c): at most
  * batch.max_records records, and no record more than batch.max_ms after
- * the batch's first. Each batch runs through the processor interface
- * exactly as the loop runs it: batch_begin → process (each record) →
- * position (every partition) → tick → effects → batch_commit; SG_PAUSE
- * keeps the record (and the rest of its partition's batch) for the next
- * batch; SG_ERR_MAP_FULL aborts, grows the store and re-runs the batch.
- * Nothing is produced: the effects are only looked at, and batch_commit
- * follows at once (every effect counts as delivered).
+ * the batch's first. Each batch runs through the batch protocol of
+ * processor.h as the loop runs it (SG_PAUSE keeps the record, and the rest
+ * of its partition's batch, for the next batch; SG_ERR_MAP_FULL aborts,
+ * grows the store and re-runs the batch), except that nothing is produced:
+ * the effects are only looked at, and batch_commit follows at once (every
+ * effect counts as delivered).
  *
  * The engine's clock is the records' own time: before each batch it is set
  * (sg_engine_set_clock) to the largest record timestamp of the batch (never

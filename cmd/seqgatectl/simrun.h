@@ -2,11 +2,10 @@
  * simrun.h — the engine run offline over a stream of records (seqgatectl
  * simulate; reusable by any tool that judges records without a Kafka
  * loop): a store in a fresh temporary directory, the real engine
- * (engine.h), and the processor protocol driven as the Kafka loop drives
- * it (processor.h, kafka_batch.c): assign before a partition's first
- * record; per batch batch_begin → process → position → tick → effects →
- * (every effect "delivered" at the next offset of its topic partition) →
- * batch_commit; HTTP snapshot GETs only after batch_commit, their replies
+ * (engine.h), and the batch protocol of processor.h driven as the Kafka
+ * loop drives it (kafka_batch.c): assign before a partition's first
+ * record; every effect "delivered" at the next offset of its topic
+ * partition; HTTP snapshot GETs only after batch_commit, their replies
  * fed back as records of SG_SNAPSHOT_HTTP_TOPIC in a later batch.
  *
  * Every record is its own batch, so each verdict can be told from the

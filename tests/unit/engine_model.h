@@ -5,11 +5,10 @@
  *
  * The harness plays Kafka and the Kafka loop around one engine: two input
  * partitions of topic "orders" and a snapshot reply topic as append-only
- * logs with committed consumer offsets; batches driven through the
- * processor interface exactly as the loop drives them (processor.h:
- * batch_begin → process* → tick → effects → delivered → batch_commit, or
- * batch_abort and a re-read from the committed offsets; SG_PAUSE stops a
- * partition's batch at the record); rebalances (revoke, assign); restarts;
+ * logs with committed consumer offsets; batches driven through the batch
+ * protocol of processor.h as the loop drives them (a failed batch aborted
+ * and re-read from the committed offsets; SG_PAUSE stops a partition's
+ * batch at the record); rebalances (revoke, assign); restarts;
  * and, with exactly_once, every committed changelog effect kept in an
  * in-memory changelog that restores a new, empty store (compacted, as Kafka
  * would hand it over).

@@ -249,8 +249,8 @@ static void log_collect(void *opaque, sg_log_level_t level, const char *event,
         (void)opaque;
         (void)level;
         size_t n = strlen(logged);
-        snprintf(logged + n, sizeof(logged) - n, "%s{%s}\n", event,
-                 fields ? fields : "");
+        snprintf(logged + n, sizeof(logged) - n, "%s%s\n", event,
+                 fields ? fields : "{}");
 }
 
 /* semantics §7: stuck_processing_over_5m counts aggregates parked longer
@@ -1849,24 +1849,22 @@ START_TEST(version_wrap_at_u64_max) {
 }
 END_TEST
 
-/* Every operator log line is one valid JSON object, whatever the sizes of
- * its strings (a 1,004-byte key with quotes and backslashes). */
+/* Every operator log line's fields are one valid JSON object (sg_log_cb:
+ * the same shape as the Kafka loop's), whatever the sizes of its strings
+ * (a 1,004-byte key with quotes and backslashes). */
 static int json_lines_checked;
 static void log_check_json(void *opaque, sg_log_level_t level,
                            const char *event, const char *fields) {
         (void)opaque;
         (void)level;
-        size_t n = strlen(fields);
-        char *obj = malloc(n + 3);
-        ck_assert_ptr_nonnull(obj);
-        snprintf(obj, n + 3, "{%s}", fields);
-        cJSON *j = cJSON_Parse(obj);
-        ck_assert_msg(j != NULL, "%s: not JSON: %.200s", event, obj);
+        ck_assert_ptr_nonnull(fields);
+        cJSON *j = cJSON_Parse(fields);
+        ck_assert_msg(cJSON_IsObject(j), "%s: not a JSON object: %.200s", event,
+                      fields);
         const cJSON *agg = cJSON_GetObjectItemCaseSensitive(j, "aggregate");
         ck_assert(cJSON_IsString(agg));
         ck_assert_uint_eq(strlen(agg->valuestring), 1004);
         cJSON_Delete(j);
-        free(obj);
         json_lines_checked++;
 }
 
