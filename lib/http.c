@@ -268,13 +268,24 @@ static enum MHD_Result answer_text(struct MHD_Connection *conn, int status,
                       b ? strlen(b) : 0, allow);
 }
 
+static bool hex_digit(char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+               (c >= 'A' && c <= 'F');
+}
+
 /* MHD_OPTION_UNESCAPE_CALLBACK: libmicrohttpd's own decoding of %XX in
- * the path and the arguments, except that a decoded NUL becomes 0xFF.
- * Values reach the handlers as C strings: a NUL would silently cut
- * "e-1%00x" to "e-1"; 0xFF is never UTF-8, so text_ok() refuses it. */
+ * the path and the arguments, except that what must not reach a handler
+ * becomes 0xFF, a byte that is never UTF-8, so text_ok() refuses it:
+ *  - a decoded NUL: values reach the handlers as C strings, and a NUL
+ *    would silently cut "e-1%00x" to "e-1";
+ *  - a '%' not followed by two hex digits (RFC 3986 §2.1), which
+ *    libmicrohttpd keeps as it is: "e-1%zz" is no id anybody meant. */
 static size_t unescape(void *cls, struct MHD_Connection *conn, char *s) {
         (void)cls;
         (void)conn;
+        for (char *p = strchr(s, '%'); p; p = strchr(p + 1, '%'))
+                if (!hex_digit(p[1]) || !hex_digit(p[2]))
+                        *p = (char)0xFF;
         size_t n = MHD_http_unescape(s);
         for (char *p = memchr(s, 0, n); p;
              p = memchr(p, 0, n - (size_t)(p - s)))
@@ -292,8 +303,9 @@ static enum MHD_Result text_visit(void *cls, enum MHD_ValueKind kind,
         return *ok ? MHD_YES : MHD_NO;
 }
 
-/* The path and every argument name and value are UTF-8 text without NUL
- * (RFC 3629): the handlers put them into JSON answers and store lookups. */
+/* The path and every argument name and value are UTF-8 text (RFC 3629)
+ * without NUL and without a malformed %-escape (unescape()): the handlers
+ * put them into JSON answers and store lookups. */
 static bool text_ok(struct MHD_Connection *conn, const char *url) {
         bool ok = sg_utf8_valid(url, strlen(url));
         if (ok)
@@ -321,7 +333,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         if (!text_ok(conn, url))
                 return answer_text(conn, MHD_HTTP_BAD_REQUEST,
                                    "{\"error\":\"the path or an argument is "
-                                   "not UTF-8 text (or holds a NUL)\"}\n",
+                                   "not UTF-8 text, or holds a NUL (%00) or "
+                                   "a malformed %-escape\"}\n",
                                    false);
         const route_t *r = route_find(srv, url);
         if (!r)

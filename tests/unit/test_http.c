@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <stdio.h>
@@ -579,6 +580,113 @@ START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
 }
 END_TEST
 
+/* ---- hostile requests ------------------------------------------------- */
+
+/** Sends @p req (len bytes; NULL: nothing) on a new connection to @p port
+ *  and reads the answer until the server closes or @p wait_ms pass;
+ *  returns the status of its status line (0: none) and copies up to
+ *  @p size - 1 bytes of the answer into @p out. */
+static int raw_request(uint16_t port, const char *req, size_t len, int wait_ms,
+                       char *out, size_t size) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in dst = {.sin_family = AF_INET,
+                                  .sin_port = htons(port)};
+        inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+        struct timeval tv = {.tv_sec = wait_ms / 1000,
+                             .tv_usec = (wait_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (size_t off = 0; req && off < len;) {
+                ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+                if (w <= 0)
+                        break; /* the server answered and closed early */
+                off += (size_t)w;
+        }
+        size_t got = 0;
+        for (;;) {
+                ssize_t r = recv(fd, out + got, size - 1 - got, 0);
+                if (r <= 0)
+                        break;
+                got += (size_t)r;
+                if (got == size - 1)
+                        break;
+        }
+        out[got] = '\0';
+        close(fd);
+        int status = 0;
+        if (sscanf(out, "HTTP/1.%*d %d", &status) != 1)
+                status = 0;
+        return status;
+}
+
+/* What an attacker may send to the endpoint (README "HTTP endpoint"):
+ * each is refused with a 4xx before a route sees it, never answered as if
+ * it were another request, and the server answers the next request. */
+START_TEST(test_server_hostile_requests) {
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+
+        /* a malformed %-escape: not taken literally ("e-1%zz" is no id
+         * anybody meant) */
+        const char *bad[] = {"/v1/events?id=e-1%zz", "/v1/events?id=e-1%2",
+                             "/v1/events?id=%",      "/v1/events/%G1",
+                             "/v1/events?i%d=x",     "/v1/events?id=a%%20"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+                fetch(port, "GET", bad[i], &g);
+                ck_assert_msg(g.status == 400, "%s: %ld %s", bad[i], g.status,
+                              g.body);
+                ck_assert_msg(strstr(g.body, "escape") != NULL, "%s: %s",
+                              bad[i], g.body);
+        }
+        fetch(port, "GET", "/v1/events?id=a%2Fb%2fc", &g); /* both cases */
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.body, "events /v1/events id=a/b/c");
+
+        /* a very long URL, a very long header, many headers: refused
+         * (414 / 431) within the connection's memory, then closed */
+        enum { BIG = 200000 };
+        char *req = malloc(BIG + 256), ans[4096];
+        ck_assert_ptr_nonnull(req);
+        int n = snprintf(req, 64, "GET /v1/events?id=");
+        memset(req + n, 'a', BIG);
+        n += BIG;
+        n += snprintf(req + n, 64, " HTTP/1.1\r\nHost: x\r\n\r\n");
+        int st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 414, "long URL: %d %.200s", st, ans);
+        n = snprintf(req, 64, "GET /healthz HTTP/1.1\r\nX-Long: ");
+        memset(req + n, 'b', BIG);
+        n += BIG;
+        n += snprintf(req + n, 64, "\r\nHost: x\r\n\r\n");
+        st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 431, "long header: %d %.200s", st, ans);
+        n = snprintf(req, 64, "GET /healthz HTTP/1.1\r\n");
+        while (n < BIG)
+                n += snprintf(req + n, 64, "X-H%d: v\r\n", n);
+        n += snprintf(req + n, 64, "Host: x\r\n\r\n");
+        st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 431, "many headers: %d %.200s", st, ans);
+        free(req);
+
+        /* a request line that is not HTTP: 400 */
+        const char junk[] = "GARBAGE\r\n\r\n";
+        st = raw_request(port, junk, sizeof(junk) - 1, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 400 || st == 0, "junk: %d %.200s", st, ans);
+
+        fetch(port, "GET", "/healthz", &g); /* and the server still serves */
+        ck_assert_int_eq(g.status, 200);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("http");
         TCase *tp = tcase_create("prometheus");
@@ -599,6 +707,7 @@ static Suite *suite(void) {
         tcase_add_test(ts, test_server_routes);
         tcase_add_test(ts, test_server_port_in_use);
         tcase_add_test(ts, test_server_idle_peer_cannot_lock_out_probes);
+        tcase_add_test(ts, test_server_hostile_requests);
         suite_add_tcase(s, ts);
         return s;
 }
