@@ -241,6 +241,33 @@ size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
         return it.cnt;
 }
 
+typedef struct unknown_iter {
+        const char *const *known;
+        const char *first;
+} unknown_iter_t;
+
+static enum MHD_Result unknown_visit(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value) {
+        unknown_iter_t *it = cls;
+        (void)kind;
+        (void)value;
+        if (!key)
+                return MHD_YES;
+        for (const char *const *k = it->known; *k; k++)
+                if (!strcmp(*k, key))
+                        return MHD_YES;
+        it->first = key;
+        return MHD_NO;
+}
+
+const char *sg_http_request_unknown_arg(const sg_http_request_t *req,
+                                        const char *const *known) {
+        unknown_iter_t it = {.known = known};
+        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND,
+                                  unknown_visit, &it);
+        return it.first;
+}
+
 /* ---- libmicrohttpd ------------------------------------------------------ */
 
 static enum MHD_Result answer(struct MHD_Connection *conn, int status,

@@ -85,6 +85,14 @@ const char *sg_http_request_arg(const sg_http_request_t *req, const char *name);
 size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
                             const char **out, size_t max);
 
+/** The name of the first query argument of @p req that is not in
+ *  @p known (a NULL-terminated list), in request order; NULL when every
+ *  one is known. Valid during the handler's call. A route answers such a
+ *  request 400: an argument it would ignore ("ids=e2" beside "id=e1") is
+ *  a caller's mistake that must not look answered. */
+const char *sg_http_request_unknown_arg(const sg_http_request_t *req,
+                                        const char *const *known);
+
 /**
  * Creates a server for @p addr (copied; must not be off) that serves /v1/
  * paths only when @p read_api. Nothing listens before sg_http_start().
