@@ -9,9 +9,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #define SG_HTTP_ROUTES_MAX 32
 
@@ -22,6 +25,14 @@ typedef struct route {
         void *opaque;
 } route_t;
 
+/* A connection the request deadline watches (see conn_notify()). */
+typedef struct watch {
+        struct watch *prev, *next;
+        int fd;
+        int64_t deadline_ms; /* monotonic */
+        bool cut;            /* shut down by the watchdog */
+} watch_t;
+
 struct sg_http {
         sg_http_addr_t addr;
         bool read_api;
@@ -29,6 +40,15 @@ struct sg_http {
         size_t route_cnt;
         struct MHD_Daemon *mhd;
         uint16_t port;
+        int64_t request_timeout_ms;
+
+        /* the request deadline's watchdog: the connections (a list under
+         * watch_mu) and the thread that cuts the late ones */
+        pthread_mutex_t watch_mu;
+        pthread_cond_t watch_cv;
+        pthread_t watch_thread;
+        bool watch_running, watch_stop;
+        watch_t *watched;
 };
 
 /* Connection limits. One peer that opens connections and never finishes
@@ -39,6 +59,10 @@ struct sg_http {
 #define SG_HTTP_MAX_CONNECTIONS 512
 #define SG_HTTP_MAX_PER_PEER 32
 #define SG_HTTP_IDLE_TIMEOUT_S 10
+/* A connection's memory: its request line and headers must fit (beyond:
+ * 414 URI Too Long or 431 Request Header Fields Too Large, libmicrohttpd's
+ * answers). libmicrohttpd's default, set here so that it is ours. */
+#define SG_HTTP_CONN_MEMORY (32u * 1024u)
 
 struct sg_http_request {
         struct MHD_Connection *conn;
@@ -151,7 +175,22 @@ sg_err_t sg_http_new(const sg_http_addr_t *addr, bool read_api,
         }
         s->addr = *addr;
         s->read_api = read_api;
+        s->request_timeout_ms = SG_HTTP_REQUEST_TIMEOUT_MS;
+        pthread_mutex_init(&s->watch_mu, NULL);
+        pthread_cond_init(&s->watch_cv, NULL);
         *srvp = s;
+        return SG_OK;
+}
+
+sg_err_t sg_http_set_request_timeout(sg_http_t *srv, int64_t ms, char *errstr,
+                                     size_t errstr_size) {
+        if (!srv || srv->mhd || ms < 1) {
+                sg_errf(errstr, errstr_size,
+                        "sg_http_set_request_timeout: invalid (a started "
+                        "server, or not positive)");
+                return SG_ERR_INVALID;
+        }
+        srv->request_timeout_ms = ms;
         return SG_OK;
 }
 
@@ -341,6 +380,105 @@ static bool text_ok(struct MHD_Connection *conn, const char *url) {
         return ok;
 }
 
+/* ---- the request deadline ----------------------------------------------
+ *
+ * libmicrohttpd closes a connection idle for SG_HTTP_IDLE_TIMEOUT_S, but a
+ * client that sends its request a byte every few seconds is never idle
+ * that long and holds the connection as long as it likes. So each
+ * exchange has a deadline: a connection must deliver its request (line and
+ * headers) within request_timeout_ms of its start or of its previous
+ * answer's end, and take its answer within request_timeout_ms of the
+ * request. A watchdog thread shuts down (shutdown(2)) the socket of a
+ * connection past its deadline; libmicrohttpd sees the end of the stream
+ * and closes it. The socket is closed only after the CLOSED notification
+ * (libmicrohttpd's cleanup order), which takes watch_mu, so the watchdog
+ * never shuts down a descriptor that was closed and reused. */
+
+static void watch_arm(sg_http_t *srv, watch_t *w) {
+        pthread_mutex_lock(&srv->watch_mu);
+        w->deadline_ms = sg_clock_mono_ms() + srv->request_timeout_ms;
+        pthread_mutex_unlock(&srv->watch_mu);
+}
+
+static watch_t *watch_of(struct MHD_Connection *conn) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection starts (watched from now) or
+ * closes (forgotten before libmicrohttpd closes its socket). */
+static void conn_notify(void *cls, struct MHD_Connection *conn,
+                        void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe) {
+        sg_http_t *srv = cls;
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+                        conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                watch_t *w = ci ? calloc(1, sizeof(*w)) : NULL;
+                *socket_context = w;
+                if (!w)
+                        return; /* not watched: the idle timeout still is */
+                w->fd = ci->connect_fd;
+                pthread_mutex_lock(&srv->watch_mu);
+                w->deadline_ms = sg_clock_mono_ms() + srv->request_timeout_ms;
+                w->next = srv->watched;
+                if (w->next)
+                        w->next->prev = w;
+                srv->watched = w;
+                pthread_mutex_unlock(&srv->watch_mu);
+                return;
+        }
+        watch_t *w = *socket_context;
+        if (!w)
+                return;
+        pthread_mutex_lock(&srv->watch_mu);
+        if (w->prev)
+                w->prev->next = w->next;
+        else
+                srv->watched = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        pthread_mutex_unlock(&srv->watch_mu);
+        free(w);
+        *socket_context = NULL;
+}
+
+/* MHD_OPTION_NOTIFY_COMPLETED: an answer was sent (or the request ended);
+ * the next request on the connection has its own deadline. */
+static void request_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+        (void)con_cls;
+        (void)toe;
+        watch_t *w = watch_of(conn);
+        if (w)
+                watch_arm(cls, w);
+}
+
+static void *watchdog(void *arg) {
+        sg_http_t *srv = arg;
+        pthread_mutex_lock(&srv->watch_mu);
+        while (!srv->watch_stop) {
+                int64_t now = sg_clock_mono_ms();
+                for (watch_t *w = srv->watched; w; w = w->next)
+                        if (!w->cut && w->deadline_ms <= now) {
+                                w->cut = true;
+                                shutdown(w->fd, SHUT_RDWR);
+                        }
+                /* a quarter of a second late at most */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 250 * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&srv->watch_cv, &srv->watch_mu, &ts);
+        }
+        pthread_mutex_unlock(&srv->watch_mu);
+        return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -348,6 +486,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         sg_http_t *srv = cls;
         (void)version;
         (void)upload;
+        watch_t *w = watch_of(conn);
+        if (w) /* the request arrived: now its answer has a deadline */
+                watch_arm(srv, w);
         if (strcmp(method, MHD_HTTP_METHOD_GET) &&
             strcmp(method, MHD_HTTP_METHOD_HEAD)) {
                 /* answer at once; a request body is not read */
@@ -395,8 +536,11 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
                 (unsigned)SG_HTTP_MAX_CONNECTIONS,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                 (unsigned)SG_HTTP_MAX_PER_PEER, MHD_OPTION_CONNECTION_TIMEOUT,
-                (unsigned)SG_HTTP_IDLE_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,
-                unescape, NULL, MHD_OPTION_END);
+                (unsigned)SG_HTTP_IDLE_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SG_HTTP_CONN_MEMORY,
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                MHD_OPTION_NOTIFY_CONNECTION, conn_notify, srv,
+                MHD_OPTION_NOTIFY_COMPLETED, request_done, srv, MHD_OPTION_END);
         if (!srv->mhd) {
                 int e = errno;
                 sg_errf(errstr, errstr_size, "cannot listen on %s: %s",
@@ -407,6 +551,15 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
         const union MHD_DaemonInfo *di =
                 MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
         srv->port = di ? di->port : 0;
+        int rc = pthread_create(&srv->watch_thread, NULL, watchdog, srv);
+        if (rc) {
+                MHD_stop_daemon(srv->mhd);
+                srv->mhd = NULL;
+                sg_errf(errstr, errstr_size,
+                        "starting the HTTP request watchdog: %s", strerror(rc));
+                return SG_ERR_IO;
+        }
+        srv->watch_running = true;
         return SG_OK;
 }
 
@@ -417,9 +570,18 @@ uint16_t sg_http_port(const sg_http_t *srv) {
 void sg_http_destroy(sg_http_t *srv) {
         if (!srv)
                 return;
-        if (srv->mhd)
+        if (srv->watch_running) {
+                pthread_mutex_lock(&srv->watch_mu);
+                srv->watch_stop = true;
+                pthread_cond_signal(&srv->watch_cv);
+                pthread_mutex_unlock(&srv->watch_mu);
+                pthread_join(srv->watch_thread, NULL);
+        }
+        if (srv->mhd) /* closes every connection: conn_notify frees */
                 MHD_stop_daemon(srv->mhd);
         for (size_t i = 0; i < srv->route_cnt; i++)
                 free(srv->routes[i].prefix);
+        pthread_cond_destroy(&srv->watch_cv);
+        pthread_mutex_destroy(&srv->watch_mu);
         free(srv);
 }

@@ -6,7 +6,8 @@
  *
  * Threads: libmicrohttpd runs the server in its own internal thread
  * (MHD_USE_INTERNAL_POLLING_THREAD); every handler is called on it, one
- * request at a time. A handler must therefore never touch the Kafka loop,
+ * request at a time. A second thread, the request deadline's watchdog,
+ * closes connections that take too long (sg_http_set_request_timeout()). A handler must therefore never touch the Kafka loop,
  * the engine or the store directly: it reads what the loop thread published
  * (metrics_pub.h), or takes a lock of its own. The route table is fixed
  * once sg_http_start() ran (sg_http_route_add() afterwards: SG_ERR_INVALID),
@@ -100,6 +101,23 @@ const char *sg_http_request_unknown_arg(const sg_http_request_t *req,
  */
 sg_err_t sg_http_new(const sg_http_addr_t *addr, bool read_api,
                      sg_http_t **srvp, char *errstr, size_t errstr_size);
+
+/** The request deadline by default, milliseconds (see
+ *  sg_http_set_request_timeout()). */
+#define SG_HTTP_REQUEST_TIMEOUT_MS 10000
+
+/**
+ * Sets the request deadline of @p srv to @p ms (default
+ * SG_HTTP_REQUEST_TIMEOUT_MS): a connection must deliver each request
+ * (request line and headers) within @p ms of its start or of its previous
+ * answer, and take each answer within @p ms of its request; a connection
+ * past its deadline is closed (checked every 250 ms), however steadily it
+ * trickles bytes. The idle timeout (10 s without a byte) applies besides.
+ * @returns SG_OK, SG_ERR_INVALID (@p ms < 1, or after sg_http_start()).
+ * Thread-safety: before sg_http_start() only.
+ */
+sg_err_t sg_http_set_request_timeout(sg_http_t *srv, int64_t ms, char *errstr,
+                                     size_t errstr_size);
 
 /**
  * Adds a route: @p handler answers @p prefix itself and every path below

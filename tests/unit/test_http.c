@@ -19,6 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,9 @@ static void on_echo(void *opaque, const sg_http_request_t *req,
         resp->body_len = (size_t)n;
 }
 
+/* The request deadline server() sets; 0: the default. */
+static int64_t g_request_timeout_ms;
+
 static sg_http_t *server(bool read_api, sg_pub_t *pub) {
         sg_http_addr_t a;
         sg_http_t *srv = NULL;
@@ -432,6 +436,13 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
                 SG_OK);
         ck_assert_int_eq(sg_http_new(&a, read_api, &srv, es, sizeof(es)),
                          SG_OK);
+        if (g_request_timeout_ms)
+                ck_assert_int_eq(
+                        sg_http_set_request_timeout(srv, g_request_timeout_ms,
+                                                    es, sizeof(es)),
+                        SG_OK);
+        ck_assert_int_eq(sg_http_set_request_timeout(srv, 0, es, sizeof(es)),
+                         SG_ERR_INVALID);
         ck_assert_int_eq(sg_pub_routes_add(pub, srv, "9.9", es, sizeof(es)),
                          SG_OK);
         ck_assert_int_eq(sg_http_route_add(srv, "/v1/events", on_echo,
@@ -448,6 +459,8 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
         ck_assert_int_eq(
                 sg_http_route_add(srv, "/late", on_echo, NULL, es, sizeof(es)),
                 SG_ERR_INVALID);
+        ck_assert_int_eq(sg_http_set_request_timeout(srv, 1000, es, sizeof(es)),
+                         SG_ERR_INVALID);
         return srv;
 }
 
@@ -687,6 +700,59 @@ START_TEST(test_server_hostile_requests) {
 }
 END_TEST
 
+/* A client that sends its request a byte at a time, each byte within the
+ * idle timeout, holds a connection for as long as it likes unless the
+ * request as a whole has a deadline: with 32 such connections per peer
+ * address, a few peers would hold all 512 (README "HTTP endpoint"). The
+ * deadline is 1 s here (10 s by default). */
+START_TEST(test_server_slow_client_is_cut) {
+        sg_pub_t *pub;
+        got_t g;
+        g_request_timeout_ms = 1000;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in dst = {.sin_family = AF_INET,
+                                  .sin_port = htons(port)};
+        inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+        const char head[] = "GET /healthz HTTP/1.1\r\nX-Slow: ";
+        ck_assert_int_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL),
+                         (ssize_t)sizeof(head) - 1);
+        int64_t t0 = sg_clock_mono_ms(), cut_ms = -1;
+        while (sg_clock_mono_ms() - t0 < 6000) {
+                tu_sleep_ms(100);
+                if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+                        cut_ms = sg_clock_mono_ms() - t0;
+                        break;
+                }
+                char c;
+                ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+                if (r == 0 ||
+                    (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                        cut_ms = sg_clock_mono_ms() - t0;
+                        break;
+                }
+                ck_assert_msg(r < 0, "the server answered a request it "
+                                     "never received whole");
+        }
+        close(fd);
+        ck_assert_msg(cut_ms >= 0, "a request trickling for 6 s was not cut");
+        ck_assert_msg(cut_ms >= 900 && cut_ms < 4000, "cut after %lld ms",
+                      (long long)cut_ms);
+        fetch(port, "GET", "/healthz", &g); /* others are served */
+        ck_assert_int_eq(g.status, 200);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("http");
         TCase *tp = tcase_create("prometheus");
@@ -708,6 +774,7 @@ static Suite *suite(void) {
         tcase_add_test(ts, test_server_port_in_use);
         tcase_add_test(ts, test_server_idle_peer_cannot_lock_out_probes);
         tcase_add_test(ts, test_server_hostile_requests);
+        tcase_add_test(ts, test_server_slow_client_is_cut);
         suite_add_tcase(s, ts);
         return s;
 }
