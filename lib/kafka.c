@@ -597,6 +597,8 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
         snap->fatal = loop->fatal != SG_OK;
         snprintf(snap->fatal_str, sizeof(snap->fatal_str), "%s",
                  snap->fatal ? loop->fatal_str : "");
+        snprintf(snap->abort_str, sizeof(snap->abort_str), "%s",
+                 loop->stats.batches_aborted_in_a_row ? loop->abort_str : "");
         snap->part_cnt = 0;
         for (size_t i = 0; i < loop->part_cnt; i++) {
                 const sg_part_t *p = &loop->parts[i];

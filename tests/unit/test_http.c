@@ -266,6 +266,32 @@ START_TEST(test_ready) {
         ck_assert_int_eq(ready(p, &b), 200);
         ck_assert_ptr_nonnull(strstr(b, "\"partitions\":2"));
         free(b);
+        /* batches failing: one abort is a rebalance's or a broker
+         * restart's, two in a row a loop that fails (a full disk) */
+        s.loop.batches_aborted_in_a_row = 1;
+        snprintf(s.abort_str, sizeof(s.abort_str), "store error: ENOSPC");
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        free(b);
+        s.loop.batches_aborted_in_a_row = 2;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_str_eq(b, "{\"status\":\"not_ready\",\"reason\":\"batches "
+                            "aborted: 2 in a row, the last: store error: "
+                            "ENOSPC\",\"batches_aborted_in_a_row\":2}\n");
+        free(b);
+        s.parts[1].restoring = 1; /* and a restore: both said */
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "\"batches_aborted_in_a_row\":2"));
+        ck_assert_ptr_nonnull(strstr(b, "\"state\":\"restoring\""));
+        free(b);
+        s.parts[1].restoring = 0;
+        s.loop.batches_aborted_in_a_row = 0;
+        s.abort_str[0] = '\0';
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        free(b);
         /* a member left with zero partitions is ready */
         s.part_cnt = 0;
         sg_pub_publish(p, &s);

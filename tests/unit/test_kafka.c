@@ -42,6 +42,7 @@
 #include "config.h"
 #include "engine.h"
 #include "kafka.h"
+#include "metrics_pub.h"
 #include "passthrough.h"
 #include "store.h"
 #include "testutil.h"
@@ -421,6 +422,12 @@ typedef struct tproc {
         bool stop_when_done;
         int begin_sleep_ms;
 
+        /* a full disk: while set, the first record of every attempt is
+         * SG_ERR_MAP_FULL and grow() fails, grow_fail_max times; then the
+         * grow succeeds and disk_full clears */
+        bool disk_full;
+        int grow_fail_max, grow_fails;
+
         /* injection settings (mod 0: off); each fires once per offset */
         int proc_fail_mod, proc_fail_rem;
         int mapfull_mod, mapfull_rem;
@@ -584,6 +591,10 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
                          off);
                 return SG_ERR_STORE;
         }
+        if (t->disk_full && t->att_n == 1) {
+                snprintf(es, n, "injected map full (the disk is full)");
+                return SG_ERR_MAP_FULL;
+        }
         if (t->mapfull_mod && off % t->mapfull_mod == t->mapfull_rem &&
             !(t->injected[p][off] & 2)) {
                 t->injected[p][off] |= 2;
@@ -685,7 +696,14 @@ static void tp_abort(void *o) {
 
 static sg_err_t tp_grow(void *o, char *es, size_t n) {
         tproc_t *t = o;
-        (void)es, (void)n;
+        if (t->disk_full && t->grow_fails < t->grow_fail_max) {
+                t->grow_fails++;
+                snprintf(es, n,
+                         "growing the store's map to 2097152 bytes: "
+                         "allocating /data/data.mdb: No space left on device");
+                return SG_ERR_STORE;
+        }
+        t->disk_full = false;
         t->grows++;
         return SG_OK;
 }
@@ -845,6 +863,10 @@ typedef struct run {
         bool watchdog_fired;
 } run_t;
 
+/* When set, run_loop() installs it as the loop's publish callback. */
+static sg_loop_publish_cb *g_publish_cb;
+static void *g_publish_opaque;
+
 /** Creates a loop for @p proc, runs it until stopped, destroys it. */
 static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
                      void *(*other)(void *), void *other_arg, run_t *r) {
@@ -857,6 +879,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
         ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
         if (loopp)
                 *loopp = loop;
+        if (g_publish_cb)
+                sg_loop_set_publish(loop, g_publish_cb, g_publish_opaque);
         w.loop = loop;
         ck_assert_int_eq(pthread_create(&w.th, NULL, watchdog_main, &w), 0);
         if (other)
@@ -1057,6 +1081,78 @@ END_TEST
 
 /* ------------------------------------------------------------------ */
 /* (3) SG_ERR_MAP_FULL: grow, re-run the same records                   */
+
+/* What /readyz said at each publish of the full-disk run. */
+typedef struct readyseen {
+        sg_pub_t *pub;
+        tproc_t *t;
+        int not_ready_full; /**< 503 naming the disk error, disk full */
+        int ready_full;     /**< 200 while grows kept failing */
+        int ready_after;    /**< 200 after a 503, the disk freed */
+        char body[1024];    /**< the first 503 body */
+} readyseen_t;
+
+static void ready_publish(void *o, struct sg_metrics_snap *snap) {
+        readyseen_t *rs = o;
+        int st = 0;
+        char *b = NULL;
+        sg_pub_publish(rs->pub, snap);
+        if (!snap->assigned_once || snap->stopped)
+                return;
+        ck_assert_int_eq(sg_pub_ready(rs->pub, &st, &b), SG_OK);
+        bool full = rs->t->disk_full && rs->t->grow_fails >= 2;
+        if (st == 503 && strstr(b, "No space left on device")) {
+                if (!rs->body[0])
+                        snprintf(rs->body, sizeof(rs->body), "%s", b);
+                if (full)
+                        rs->not_ready_full++;
+        } else if (st == 200 && full) {
+                rs->ready_full++;
+        } else if (st == 200 && !rs->t->disk_full && rs->not_ready_full) {
+                rs->ready_after++;
+        }
+        free(b);
+}
+
+/* A full disk (semantics §6 "Disk space"): the store's growth cannot be
+ * allocated, so every batch is aborted and tried again after the back-off
+ * until space is freed. /readyz says not ready meanwhile, with the reason,
+ * and ready again once a batch commits; nothing is lost or reordered. */
+START_TEST(full_disk_is_not_ready_until_a_batch_commits) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+        readyseen_t rs = {.t = t};
+
+        ck_assert_int_eq(sg_pub_new(60000, &rs.pub), SG_OK);
+        t->disk_full = true;
+        t->grow_fail_max = 5;
+        tp_interface(t, &proc);
+        g_publish_cb = ready_publish;
+        g_publish_opaque = &rs;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+        g_publish_cb = NULL;
+
+        ck_assert_int_eq(t->grow_fails, 5);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 5);
+        ck_assert_msg(rs.not_ready_full > 0 && rs.ready_full == 0,
+                      "/readyz while every batch is aborted: %d not ready, "
+                      "%d ready",
+                      rs.not_ready_full, rs.ready_full);
+        ck_assert_msg(strstr(rs.body, "\"status\":\"not_ready\"") &&
+                              strstr(rs.body, "\"reason\""),
+                      "%s", rs.body);
+        ck_assert_int_gt(rs.ready_after, 0);
+        ck_assert_uint_eq(r.stats.batches_aborted_in_a_row, 0);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        sg_pub_destroy(rs.pub);
+        tp_destroy(t);
+}
+END_TEST
 
 START_TEST(map_full_grows_and_reruns) {
         tproc_t *t = tp_new();
@@ -2732,6 +2828,7 @@ int main(void) {
         add(tl, latency_histograms_skip_idle_batches);
         add(tl, process_and_commit_failures_reread);
         add(tl, map_full_grows_and_reruns);
+        add(tl, full_disk_is_not_ready_until_a_batch_commits);
         add(tl, delivery_failures_abort_and_reread);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
