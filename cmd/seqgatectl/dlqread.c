@@ -221,6 +221,15 @@ int dlq_reader_run(dlq_reader_t *r, int64_t timeout_ms,
                                 rd_kafka_message_destroy(m);
                                 continue;
                         }
+                        if (m->err ==
+                            RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+                                /* the reader's group is never joined
+                                 * (librdkafka 2.0.2 wants one for assign())
+                                 * and needs no ACL: its coordinator lookup
+                                 * failing for want of one costs nothing */
+                                rd_kafka_message_destroy(m);
+                                continue;
+                        }
                         errf("reading %s/%" PRId32 ": %s", r->topic,
                              m->partition, rd_kafka_message_errstr(m));
                         rd_kafka_message_destroy(m);
