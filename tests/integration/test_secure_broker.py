@@ -18,6 +18,9 @@ pins the error it gives instead).
     and out of order, a duplicate, a stale version) through exactly_once,
     a clean restart that restores from the changelog and goes on, and
     seqgatectl's Kafka commands (dlq summary, audit) with the same login;
+    the HTTP endpoint serves HTTPS only (the broker's certificate, signed
+    by the script's CA) and asks /v1/ for a password (basic_auth_users)
+    or a bearer token, not the probes;
   - test_wrong_password_is_one_error: exit 2 within the first metadata
     timeout, one `exiting` line naming the login, no retry loop;
   - test_missing_acl_is_one_error: each of the group's Read, the output
@@ -28,8 +31,15 @@ pins the error it gives instead).
 
 from __future__ import annotations
 
+import base64
+import crypt  # bcrypt through libxcrypt, as seqgate checks it
+import hashlib
+import http.client
 import json
 import os
+import ssl
+import urllib.error
+import urllib.request
 import shutil
 import subprocess
 import tempfile
@@ -151,6 +161,25 @@ def versions_out(records: list[dict]) -> dict[str, list[int]]:
     return out
 
 
+HTTP_PASSWORD = "correct horse battery staple"
+HTTP_TOKEN = "tok-" + "3f9a" * 8
+
+
+def https_get(sg: Seqgate, ca: str, path: str, auth: str | None = None):
+    """(status, body) of GET https://127.0.0.1:PORT<path> (the run's port),
+    trusting `ca`."""
+    port = sg.wait_for_event("http_listening")["port"]
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
+    if auth:
+        req.add_header("Authorization", auth)
+    ctx = ssl.create_default_context(cafile=ca)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def run_ctl(seqgatectl_bin: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
     return subprocess.run([seqgatectl_bin, *args], text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -168,6 +197,16 @@ def test_secure_scenario_restart_and_seqgatectl(broker, seqgate_bin,
              event("b", 1, 1), event("b", 2, 1), event("b", 2, 1),
              event("b", 1, 1, dup_of="b-v1-again")]
     produce(broker.bootstrap, s.input, first)
+    # HTTPS with the broker's certificate (127.0.0.1, the script's CA) and
+    # credentials for /v1/
+    s.config["http"].update({
+        "tls_server_config": {
+            "cert_file": str(broker.workdir / "tls" / "broker.crt"),
+            "key_file": str(broker.workdir / "tls" / "broker.key")},
+        "basic_auth_users": {"ops": crypt.crypt(
+            HTTP_PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))},
+        "bearer_tokens": {"grafana": "sha256:" + hashlib.sha256(
+            HTTP_TOKEN.encode()).hexdigest()}})
     sg = Seqgate(seqgate_bin, s.config, tmp_path / "sg")
     t0 = time.monotonic()
 
@@ -183,6 +222,20 @@ def test_secure_scenario_restart_and_seqgatectl(broker, seqgate_bin,
                           timeout_s=30)
         assert len(dlq) == 1, dlq
         mark("first output")
+        # the endpoint: HTTPS, the probes open, /v1/ behind credentials
+        assert https_get(sg, broker.ca, "/readyz")[0] == 200
+        q = f"/v1/events?source={SOURCE}&id=a-v3"
+        assert https_get(sg, broker.ca, q)[0] == 401
+        userpass = base64.b64encode(f"ops:{HTTP_PASSWORD}".encode()).decode()
+        st, body = https_get(sg, broker.ca, q, "Basic " + userpass)
+        assert st == 200 and json.loads(body)["status"] == "applied", body
+        st, body = https_get(sg, broker.ca, q, "Bearer " + HTTP_TOKEN)
+        assert st == 200, body
+        assert https_get(sg, broker.ca, q, "Bearer nope")[0] == 401
+        listening = sg.events("http_listening")[0]
+        assert listening["tls"] is True, listening
+        with pytest.raises((OSError, http.client.HTTPException)):
+            urllib.request.urlopen(sg.http_url("/healthz"), timeout=10)
         assert sg.stop() == 0
         mark("stopped")
 
