@@ -193,6 +193,12 @@ static void install_signals(void) {
         sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
+        /* A file size limit (ulimit -f, systemd's LimitFSIZE) reached by
+         * the store's growth is a full disk to it: the write fails with
+         * EFBIG, the batch is aborted and retried (semantics §6 "Disk
+         * space"). SIGXFSZ's default action would kill the process
+         * instead, with a core. */
+        sigaction(SIGXFSZ, &sa, NULL);
 }
 
 /* ------------------------------------------------------------------ */
