@@ -76,9 +76,15 @@ static int reader_plan(dlq_reader_t *r, const dlq_range_t *rg) {
         rd_kafka_resp_err_t kerr =
                 rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
         if (kerr) {
-                errf("DLQ topic %s: metadata: %s", r->topic,
-                     rd_kafka_err2str(kerr));
-                return EXIT_RUNTIME;
+                /* the error callback runs where the client is polled: a
+                 * refused login says so instead of a transport failure,
+                 * and is the operator's to fix (exit 2) */
+                rd_kafka_poll(r->cons, 0);
+                bool login = !strncmp(g_kafka_error, "_AUTHENTICATION", 15);
+                errf("DLQ topic %s: metadata: %s%s%s", r->topic,
+                     rd_kafka_err2str(kerr),
+                     g_kafka_error[0] ? "; last error: " : "", g_kafka_error);
+                return login ? EXIT_USAGE : EXIT_RUNTIME;
         }
         if (r->md->topic_cnt != 1 || r->md->topics[0].err) {
                 errf("DLQ topic %s: %s", r->topic,

@@ -286,8 +286,8 @@ def test_secure_scenario_restart_and_seqgatectl(broker, seqgate_bin,
         sg.cleanup()
 
 
-def test_wrong_password_is_one_error(broker, granted, seqgate_bin, tmp_path,
-                                     monkeypatch):
+def test_wrong_password_is_one_error(broker, granted, seqgate_bin,
+                                     seqgatectl_bin, tmp_path, monkeypatch):
     cfg = json.loads(json.dumps(granted.config))
     cfg["data_dir"] = str(tmp_path / "data")
     monkeypatch.setenv("SG_KAFKA_PASSWORD", "not-the-password")
@@ -308,6 +308,10 @@ def test_wrong_password_is_one_error(broker, granted, seqgate_bin, tmp_path,
     assert "not-the-password" not in sg.log_text()
     assert not sg.events("kafka_retry"), sg.log_tail()
     assert took < 40, f"{took:.1f} s to give up"
+    # seqgatectl with the same configuration: the login, exit 2
+    r = run_ctl(seqgatectl_bin, "dlq", "summary", "-c", str(sg.config_path))
+    assert r.returncode == 2, r.stderr
+    assert "_AUTHENTICATION" in r.stderr.splitlines()[-1], r.stderr
 
 
 # (the ACL taken away: resource type, name of the Setup, operation; the
