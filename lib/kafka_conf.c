@@ -391,7 +391,7 @@ bool sg_kafka_unauthorized(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                 client_prop(rk, "sasl.username", user, sizeof(user));
         snprintf(buf, size,
                  "not authorized (%s): %s%s needs an ACL allowing %s on %s",
-                 rd_kafka_err2name(err), *user ? "User:" : "",
+                 rd_kafka_err2str(err), *user ? "User:" : "",
                  *user ? user : "this client's principal", operation, resource);
         return true;
 }

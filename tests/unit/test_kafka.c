@@ -1196,12 +1196,12 @@ START_TEST(delivery_failures_abort_and_reread) {
         outres_t o;
 
         /* The next 3 Produce requests (the loop's producer is the only one
-         * left) fail with a non-retriable error. */
+         * left) fail with a non-retriable error (the broker's unexpected
+         * error: an authorization error would stop the loop, a missing
+         * ACL being the operator's to fix). */
         rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 3,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+                g_mc, 0 /* Produce */, 3, RD_KAFKA_RESP_ERR_UNKNOWN,
+                RD_KAFKA_RESP_ERR_UNKNOWN, RD_KAFKA_RESP_ERR_UNKNOWN);
         tp_interface(t, &proc);
         run_loop(&proc, &t->loop, NULL, NULL, &r);
 
@@ -1674,6 +1674,41 @@ START_TEST(eos_commit_interval_bounds_the_transaction) {
 }
 END_TEST
 
+/* A delivery refused for a missing ACL (TOPIC_AUTHORIZATION_FAILED) is
+ * not a failure that a re-read can mend: the loop stops with
+ * SG_ERR_CONFIG (exit 2) naming the principal's missing ACL, instead of
+ * aborting and re-reading the batch for ever (README "Transient broker
+ * errors"). */
+START_TEST(delivery_unauthorized_stops_naming_the_acl) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 0 /* Produce */, 1,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        tp_interface(t, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL, NULL,
+                                     &loop, es, sizeof(es)),
+                         SG_OK);
+        t->loop = loop;
+        watchdog_t w = {.loop = loop};
+        pthread_create(&w.th, NULL, watchdog_main, &w);
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        atomic_store(&w.done, true);
+        pthread_join(w.th, NULL);
+        sg_loop_destroy(loop);
+        ck_assert_msg(err == SG_ERR_CONFIG && !atomic_load(&w.fired),
+                      "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "needs an ACL allowing Write on topic "
+                                 "\"out\""),
+                      "errstr: %s", es);
+        ck_assert_int_le(g_logs.aborted, 1);
+        tp_destroy(t);
+}
+END_TEST
+
 /* A process error aborts before the transaction begins; a delivery failure
  * aborts the open transaction: its records never reach a read_committed
  * reader, the batch is re-read. */
@@ -1684,10 +1719,9 @@ START_TEST(eos_failures_abort_transaction) {
         outres_t o;
 
         t->proc_fail_mod = 100, t->proc_fail_rem = 11; /* 2 per partition */
-        rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 2,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 2,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN);
         tp_eos_interface(t, &proc);
         run_loop(&proc, &t->loop, NULL, NULL, &r);
 
@@ -2014,7 +2048,7 @@ static void cut_delivered(void *o, size_t index, int64_t offset) {
                 for (size_t i = 0; i < np; i++)
                         rd_kafka_mock_push_request_errors(
                                 g_mc, 0 /* Produce */, 1,
-                                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+                                RD_KAFKA_RESP_ERR_UNKNOWN);
                 c->fired = true;
                 sg_loop_stop(*c->loopp); /* "crash": no repair */
         }
@@ -2750,9 +2784,8 @@ START_TEST(overlap_early_delivery_failure_rewinds) {
         run_t r;
         outres_t o;
 
-        rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 1,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 1,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN);
         t->overlap_probes = 2;
         t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
         tp_eos_interface(t, &proc);
@@ -2830,6 +2863,7 @@ int main(void) {
         add(tl, map_full_grows_and_reruns);
         add(tl, full_disk_is_not_ready_until_a_batch_commits);
         add(tl, delivery_failures_abort_and_reread);
+        add(tl, delivery_unauthorized_stops_naming_the_acl);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);
