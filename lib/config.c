@@ -848,7 +848,7 @@ static sg_err_t http_map(cfg_ctx_t *c, const cJSON *obj, const char *path,
 /* The "http" block's security: TLS (tls_server_config), credentials
  * (basic_auth_users, bearer_tokens) and the paths served without them
  * (auth_excluded_paths), after Prometheus' exporter-toolkit web config
- * (README "HTTP endpoint and metrics"). */
+ * (docs/operating.md "HTTP endpoint"). */
 static sg_err_t parse_http_security(cfg_ctx_t *c, const cJSON *http,
                                     sg_config_t *conf) {
         const cJSON *it;

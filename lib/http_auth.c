@@ -1,6 +1,6 @@
 /*
- * http_auth.c — credentials of the HTTP endpoint (http.h, README "HTTP
- * endpoint and metrics"), after Prometheus' exporter-toolkit web config:
+ * http_auth.c — credentials of the HTTP endpoint (http.h, docs/operating.md
+ * "HTTP endpoint"), after Prometheus' exporter-toolkit web config:
  * users with bcrypt hashes of their passwords (HTTP Basic, RFC 7617) and
  * bearer tokens kept as SHA-256 digests (RFC 6750).
  *

@@ -766,7 +766,7 @@ static int raw_request(uint16_t port, const char *req, size_t len, int wait_ms,
         return status;
 }
 
-/* What an attacker may send to the endpoint (README "HTTP endpoint"):
+/* What an attacker may send to the endpoint (docs/operating.md "HTTP endpoint"):
  * each is refused with a 4xx before a route sees it, never answered as if
  * it were another request, and the server answers the next request. */
 START_TEST(test_server_hostile_requests) {
@@ -836,7 +836,7 @@ END_TEST
 /* A client that sends its request a byte at a time, each byte within the
  * idle timeout, holds a connection for as long as it likes unless the
  * request as a whole has a deadline: with 32 such connections per peer
- * address, a few peers would hold all 512 (README "HTTP endpoint"). The
+ * address, a few peers would hold all 512 (docs/operating.md "HTTP endpoint"). The
  * deadline is 1 s here (10 s by default). */
 START_TEST(test_server_slow_client_is_cut) {
         sg_pub_t *pub;

@@ -1677,7 +1677,7 @@ END_TEST
 /* A delivery refused for a missing ACL (TOPIC_AUTHORIZATION_FAILED) is
  * not a failure that a re-read can mend: the loop stops with
  * SG_ERR_CONFIG (exit 2) naming the principal's missing ACL, instead of
- * aborting and re-reading the batch for ever (README "Transient broker
+ * aborting and re-reading the batch for ever (docs/operating.md "Transient broker
  * errors"). */
 START_TEST(delivery_unauthorized_stops_naming_the_acl) {
         tproc_t *t = tp_new();
