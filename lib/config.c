@@ -782,7 +782,14 @@ static const char *const ROOT_KEYS[] = {"$schema",
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
                                          NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
-static const char *const HTTP_KEYS[] = {"address", "read_api", NULL};
+static const char *const HTTP_KEYS[] = {"address",
+                                        "read_api",
+                                        "tls_server_config",
+                                        "basic_auth_users",
+                                        "bearer_tokens",
+                                        "auth_excluded_paths",
+                                        NULL};
+static const char *const HTTP_TLS_KEYS[] = {"cert_file", "key_file", NULL};
 static const char *const METRICS_KEYS[] = {"stuck_threshold_ms", NULL};
 
 /** Check of http.address: sg_http_address_parse() (http.h) must accept
@@ -797,6 +804,107 @@ sg_err_t sg_cfg_check_http_address(cfg_ctx_t *c, const cJSON *obj,
         char es[256] = "";
         if (sg_http_address_parse(conf->http_address, &a, es, sizeof(es)))
                 return sg_cfg_fail(c, key_path, "%s", es);
+        return SG_OK;
+}
+
+/* An object of string values (http.basic_auth_users, http.bearer_tokens)
+ * into *arrp / *cntp, each value checked by @p ok (@p what says what it
+ * must be). */
+static sg_err_t http_map(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                         bool (*ok)(const char *), const char *what,
+                         sg_kv_t **arrp, size_t *cntp) {
+        char p[SG_PATH_SIZE];
+        size_t n = 0;
+        if (sg_cfg_expect_object(c, obj, path))
+                return SG_ERR_CONFIG;
+        for (const cJSON *it = obj->child; it; it = it->next)
+                n++;
+        if (!n)
+                return SG_OK;
+        if (!(*arrp = calloc(n, sizeof(**arrp))))
+                return sg_cfg_nomem(c);
+        for (const cJSON *it = obj->child; it; it = it->next) {
+                sg_cfg_path_key(p, path, it->string);
+                if (!*it->string || strchr(it->string, ':')) {
+                        sg_cfg_fail(c, path,
+                                    "a name must be non-empty, without ':'");
+                        continue;
+                }
+                if (!cJSON_IsString(it) || !ok(it->valuestring)) {
+                        sg_cfg_fail(c, p, "must be %s", what);
+                        continue;
+                }
+                sg_kv_t *kv = &(*arrp)[*cntp];
+                if (!(kv->name = strdup(it->string)) ||
+                    !(kv->value = strdup(it->valuestring))) {
+                        free(kv->name);
+                        return sg_cfg_nomem(c);
+                }
+                (*cntp)++;
+        }
+        return SG_OK;
+}
+
+/* The "http" block's security: TLS (tls_server_config), credentials
+ * (basic_auth_users, bearer_tokens) and the paths served without them
+ * (auth_excluded_paths), after Prometheus' exporter-toolkit web config
+ * (docs/operating.md "HTTP endpoint"). */
+static sg_err_t parse_http_security(cfg_ctx_t *c, const cJSON *http,
+                                    sg_config_t *conf) {
+        const cJSON *it;
+        if ((it = cJSON_GetObjectItemCaseSensitive(http,
+                                                   "tls_server_config")) &&
+            !sg_cfg_expect_object(c, it, "http.tls_server_config")) {
+                KEEP(sg_cfg_check_keys(c, it, "http.tls_server_config",
+                                       HTTP_TLS_KEYS));
+                KEEP(sg_cfg_read(c, it, "http.tls_server_config", SECT_HTTP_TLS,
+                                 conf));
+                if (!conf->http_tls_cert_file != !conf->http_tls_key_file)
+                        sg_cfg_fail(c, "http.tls_server_config",
+                                    "cert_file and key_file go together");
+        }
+        if ((it = cJSON_GetObjectItemCaseSensitive(http, "basic_auth_users")))
+                KEEP(http_map(c, it, "http.basic_auth_users",
+                              sg_http_bcrypt_hash_ok,
+                              "a bcrypt hash of the password ($2y$, $2b$ or "
+                              "$2a$, cost 04..31: htpasswd -nBC 10 USER)",
+                              &conf->http_basic_auth_users,
+                              &conf->http_basic_auth_user_cnt));
+        if ((it = cJSON_GetObjectItemCaseSensitive(http, "bearer_tokens")))
+                KEEP(http_map(c, it, "http.bearer_tokens",
+                              sg_http_token_hash_ok,
+                              "\"sha256:\" and the SHA-256 of the token in "
+                              "64 hex digits (sha256sum)",
+                              &conf->http_bearer_tokens,
+                              &conf->http_bearer_token_cnt));
+        if ((it = cJSON_GetObjectItemCaseSensitive(http,
+                                                   "auth_excluded_paths"))) {
+                size_t n = 0;
+                if (!cJSON_IsArray(it))
+                        return sg_cfg_fail(c, "http.auth_excluded_paths",
+                                           "must be an array of paths");
+                n = (size_t)cJSON_GetArraySize(it);
+                /* one entry at least: an empty list is an explicit "none" */
+                conf->http_auth_excluded_paths =
+                        calloc(n ? n : 1, sizeof(char *));
+                if (!conf->http_auth_excluded_paths)
+                        return sg_cfg_nomem(c);
+                size_t i = 0;
+                for (const cJSON *e = it->child; e; e = e->next, i++) {
+                        char p[SG_PATH_SIZE];
+                        sg_cfg_path_idx(p, "http.auth_excluded_paths", i);
+                        if (!cJSON_IsString(e) || e->valuestring[0] != '/') {
+                                sg_cfg_fail(c, p,
+                                            "must be a path starting with /");
+                                continue;
+                        }
+                        char *d = strdup(e->valuestring);
+                        if (!d)
+                                return sg_cfg_nomem(c);
+                        conf->http_auth_excluded_paths
+                                [conf->http_auth_excluded_path_cnt++] = d;
+                }
+        }
         return SG_OK;
 }
 
@@ -841,6 +949,7 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
             !sg_cfg_expect_object(c, it, "http")) {
                 KEEP(sg_cfg_check_keys(c, it, "http", HTTP_KEYS));
                 KEEP(sg_cfg_read(c, it, "http", SECT_HTTP, conf));
+                KEEP(parse_http_security(c, it, conf));
         }
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "metrics")) &&
             !sg_cfg_expect_object(c, it, "metrics")) {
@@ -965,9 +1074,9 @@ static sg_err_t config_parse(const char *json, const char *data_dir,
         }
         /* the defaults of config.h, from the key table; exactly_once is
          * the default (semantics §6): the production guarantee */
-        static const cfg_sect_t sects[] = {SECT_ROOT,  SECT_STORE,
-                                           SECT_BATCH, SECT_ROOT_LIMITS,
-                                           SECT_HTTP,  SECT_METRICS};
+        static const cfg_sect_t sects[] = {
+                SECT_ROOT, SECT_STORE,    SECT_BATCH,  SECT_ROOT_LIMITS,
+                SECT_HTTP, SECT_HTTP_TLS, SECT_METRICS};
         if (err == SG_ERR_CONFIG)
                 err = SG_OK; /* said; the rest of the file is read on */
         for (size_t i = 0; !err && i < sizeof(sects) / sizeof(sects[0]); i++)
@@ -1131,6 +1240,13 @@ void sg_config_destroy(sg_config_t *conf) {
         free(conf->transactional_id);
         free(conf->group_id);
         free(conf->http_address);
+        free(conf->http_tls_cert_file);
+        free(conf->http_tls_key_file);
+        kv_free(conf->http_basic_auth_users, conf->http_basic_auth_user_cnt);
+        kv_free(conf->http_bearer_tokens, conf->http_bearer_token_cnt);
+        for (size_t i = 0; i < conf->http_auth_excluded_path_cnt; i++)
+                free(conf->http_auth_excluded_paths[i]);
+        free(conf->http_auth_excluded_paths);
         free(conf->data_dir);
         kv_free(conf->kafka, conf->kafka_cnt);
         kv_free(conf->kafka_consumer, conf->kafka_consumer_cnt);

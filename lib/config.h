@@ -245,6 +245,23 @@ typedef struct sg_config {
                                     "" or "off": no HTTP endpoint
                                     (docs/operating.md "HTTP endpoint") */
         bool http_read_api; /**< http.read_api: serve /v1/ [true] */
+        /** http.tls_server_config.cert_file and key_file: PEM files; both
+         *  set, HTTPS only; both NULL, plain HTTP [NULL] */
+        char *http_tls_cert_file;
+        char *http_tls_key_file;
+        /** http.basic_auth_users: name = user, value = its password's
+         *  bcrypt hash (Prometheus' exporter-toolkit web config) */
+        sg_kv_t *http_basic_auth_users;
+        size_t http_basic_auth_user_cnt;
+        /** http.bearer_tokens: name = the token's name (for the operator),
+         *  value = "sha256:" and the SHA-256 of the token, 64 hex digits */
+        sg_kv_t *http_bearer_tokens;
+        size_t http_bearer_token_cnt;
+        /** http.auth_excluded_paths: paths served without credentials when
+         *  users or tokens are set; NULL: the default, SG_HTTP_AUTH_EXCLUDED
+         *  (http.h) */
+        char **http_auth_excluded_paths;
+        size_t http_auth_excluded_path_cnt;
         int64_t metrics_stuck_threshold_ms; /**< metrics.stuck_threshold_ms:
                                     parked or refetching longer than this
                                     counts as stuck [300000] */

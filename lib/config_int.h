@@ -77,6 +77,7 @@ typedef enum cfg_sect {
         SECT_BATCH,        /* "batch" */
         SECT_ROOT_LIMITS,  /* root keys read after store and batch */
         SECT_HTTP,         /* "http" */
+        SECT_HTTP_TLS,     /* "http.tls_server_config" */
         SECT_METRICS,      /* "metrics" */
         SECT_TOPIC,        /* a topic's own keys */
         SECT_ENVELOPE,     /* envelope keys before "scope" */

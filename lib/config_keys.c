@@ -150,6 +150,15 @@ static const cfg_row_t cfg_rows[] = {
             SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
             "serve the `/v1/` read endpoints (false: every `/v1/` path is "
             "404)"),
+        ROW(SECT_HTTP_TLS, sg_config_t, http_tls_cert_file,
+            "http.tls_server_config", "cert_file", SG_CONF_STRING, 0, 0, NULL,
+            0, 0, NULL, NULL,
+            "HTTPS only, TLS 1.2 and 1.3: the server's certificate chain, PEM "
+            "(with `key_file`; read at start, a renewed certificate needs a "
+            "restart)"),
+        ROW(SECT_HTTP_TLS, sg_config_t, http_tls_key_file,
+            "http.tls_server_config", "key_file", SG_CONF_STRING, 0, 0, NULL, 0,
+            0, NULL, NULL, "HTTPS: the server's private key, PEM"),
         R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
               "stuck_threshold_ms", 300000, 1,
               "an aggregate parked or refetching for longer than this counts "

@@ -6,7 +6,8 @@
  *
  * Threads: libmicrohttpd runs the server in its own internal thread
  * (MHD_USE_INTERNAL_POLLING_THREAD); every handler is called on it, one
- * request at a time. A handler must therefore never touch the Kafka loop,
+ * request at a time. A second thread, the request deadline's watchdog,
+ * closes connections that take too long (sg_http_set_request_timeout()). A handler must therefore never touch the Kafka loop,
  * the engine or the store directly: it reads what the loop thread published
  * (metrics_pub.h), or takes a lock of its own. The route table is fixed
  * once sg_http_start() ran (sg_http_route_add() afterwards: SG_ERR_INVALID),
@@ -15,6 +16,13 @@
  * Methods: GET and HEAD (HEAD: the GET response without its body); any
  * other method is 405 with "Allow: GET, HEAD". A path no route holds is
  * 404. With http.read_api false, every path under /v1/ is 404.
+ *
+ * Security (Prometheus' exporter-toolkit web config): HTTPS only once
+ * sg_http_tls_set() ran (TLS 1.2 and 1.3, libmicrohttpd's GnuTLS); once a
+ * user (HTTP Basic, bcrypt) or a bearer token (SHA-256 digest) is added,
+ * every path but the excluded ones (by default SG_HTTP_AUTH_EXCLUDED: the
+ * probes and the scrape) answers 401 without valid credentials, before
+ * any route runs (http_auth.c).
  */
 #ifndef SEQGATE_HTTP_H
 #define SEQGATE_HTTP_H
@@ -85,6 +93,14 @@ const char *sg_http_request_arg(const sg_http_request_t *req, const char *name);
 size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
                             const char **out, size_t max);
 
+/** The name of the first query argument of @p req that is not in
+ *  @p known (a NULL-terminated list), in request order; NULL when every
+ *  one is known. Valid during the handler's call. A route answers such a
+ *  request 400: an argument it would ignore ("ids=e2" beside "id=e1") is
+ *  a caller's mistake that must not look answered. */
+const char *sg_http_request_unknown_arg(const sg_http_request_t *req,
+                                        const char *const *known);
+
 /**
  * Creates a server for @p addr (copied; must not be off) that serves /v1/
  * paths only when @p read_api. Nothing listens before sg_http_start().
@@ -92,6 +108,77 @@ size_t sg_http_request_args(const sg_http_request_t *req, const char *name,
  */
 sg_err_t sg_http_new(const sg_http_addr_t *addr, bool read_api,
                      sg_http_t **srvp, char *errstr, size_t errstr_size);
+
+/** The paths served without credentials unless sg_http_auth_exclude()
+ *  names others: the kubelet's probes and Prometheus' scrape carry none by
+ *  default; /v1/ (event and aggregate ids) does. NULL-terminated. */
+#define SG_HTTP_AUTH_EXCLUDED                                                  \
+        { "/metrics", "/healthz", "/readyz", NULL }
+
+/** Whether @p hash is a bcrypt hash ($2y$, $2b$ or $2a$, cost 04..31,
+ *  60 characters: what htpasswd -nBC 10 USER writes). Reentrant. */
+bool sg_http_bcrypt_hash_ok(const char *hash);
+
+/** Whether @p digest is "sha256:" and 64 hex digits (a bearer token's
+ *  SHA-256). Reentrant. */
+bool sg_http_token_hash_ok(const char *digest);
+
+/**
+ * Serves HTTPS only: reads the PEM certificate chain @p cert_file and the
+ * PEM private key @p key_file now (a renewed certificate needs a
+ * restart). TLS 1.2 and 1.3 (exporter-toolkit's default minimum).
+ * @returns SG_OK, SG_ERR_IO (a file cannot be read: errstr names it),
+ *          SG_ERR_INVALID (after sg_http_start(); libmicrohttpd built
+ *          without TLS), SG_ERR_NOMEM.
+ * Thread-safety: before sg_http_start() only.
+ */
+sg_err_t sg_http_tls_set(sg_http_t *srv, const char *cert_file,
+                         const char *key_file, char *errstr,
+                         size_t errstr_size);
+
+/**
+ * Requires credentials: adds HTTP Basic user @p user, whose password's
+ * bcrypt hash is @p hash (checking it costs a bcrypt the first time; the
+ * result is cached). @returns SG_OK, SG_ERR_INVALID (not a bcrypt hash, a
+ * user name with ':', after sg_http_start()), SG_ERR_NOMEM.
+ * Thread-safety: before sg_http_start() only.
+ */
+sg_err_t sg_http_user_add(sg_http_t *srv, const char *user, const char *hash,
+                          char *errstr, size_t errstr_size);
+
+/**
+ * Requires credentials: adds a bearer token ("Authorization: Bearer T"),
+ * given by its digest "sha256:<hex of SHA-256(T)>"; @p name is the
+ * operator's name for it. @returns as sg_http_user_add().
+ */
+sg_err_t sg_http_token_add(sg_http_t *srv, const char *name, const char *digest,
+                           char *errstr, size_t errstr_size);
+
+/**
+ * Serves path @p path (exactly; no query string) without credentials;
+ * the first call replaces SG_HTTP_AUTH_EXCLUDED. @returns SG_OK,
+ * SG_ERR_INVALID (not starting with "/", after sg_http_start()),
+ * SG_ERR_NOMEM.
+ */
+sg_err_t sg_http_auth_exclude(sg_http_t *srv, const char *path, char *errstr,
+                              size_t errstr_size);
+
+/** The request deadline by default, milliseconds (see
+ *  sg_http_set_request_timeout()). */
+#define SG_HTTP_REQUEST_TIMEOUT_MS 10000
+
+/**
+ * Sets the request deadline of @p srv to @p ms (default
+ * SG_HTTP_REQUEST_TIMEOUT_MS): a connection must deliver each request
+ * (request line and headers) within @p ms of its start or of its previous
+ * answer, and take each answer within @p ms of its request; a connection
+ * past its deadline is closed (checked every 250 ms), however steadily it
+ * trickles bytes. The idle timeout (10 s without a byte) applies besides.
+ * @returns SG_OK, SG_ERR_INVALID (@p ms < 1, or after sg_http_start()).
+ * Thread-safety: before sg_http_start() only.
+ */
+sg_err_t sg_http_set_request_timeout(sg_http_t *srv, int64_t ms, char *errstr,
+                                     size_t errstr_size);
 
 /**
  * Adds a route: @p handler answers @p prefix itself and every path below

@@ -155,6 +155,15 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
         bool retriable = sg_kafka_err_retriable(code, topic_exists);
         if (gave_up)
                 *gave_up = false;
+        /* A refused login is not a broker that is away: librdkafka would
+         * try it for ever. Before the loop runs nothing is produced, so
+         * serving the producer's queue runs its error callback and
+         * nothing else. */
+        if (!loop->connected && loop->producer)
+                rd_kafka_poll(loop->producer, 0);
+        if (atomic_load(&loop->klog.auth_state) == 2 ||
+            atomic_load(&loop->klog.acl_state) == 2)
+                return false;
         if (!retriable || loop->stop)
                 return false;
         if (elapsed >= budget) {
@@ -292,7 +301,8 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
                 return SG_ERR_NOMEM;
         loop->conf = conf;
         loop->proc = *proc;
-        loop->klog = (sg_kafka_log_t){conf, log_cb, log_opaque};
+        loop->klog = (sg_kafka_log_t){
+                .conf = conf, .log_cb = log_cb, .log_opaque = log_opaque};
         loop->stats_cb = stats_cb;
         loop->stats_opaque = stats_opaque;
         loop->stats.consumer_lag = -1;
@@ -362,6 +372,13 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         snprintf(loop->restore_group, sizeof(loop->restore_group), "%s.restore",
                  sg_loop_transactional_id(conf, id, sizeof(id)));
         if ((err = loop_start_clients(loop, errstr, errstr_size))) {
+                if (loop->producer)
+                        rd_kafka_poll(loop->producer, 0);
+                /* what failed first was the login, however it showed */
+                if (sg_kafka_auth_failed(&loop->klog, loop->producer, errstr,
+                                         errstr_size) ||
+                    sg_kafka_acl_denied(&loop->klog, errstr, errstr_size))
+                        return SG_ERR_CONFIG;
                 if (err == SG_ERR_FATAL && loop->fatal != SG_OK)
                         sg_errf(errstr, errstr_size, "%s", loop->fatal_str);
                 return err == SG_ERR_FATAL ? SG_ERR_KAFKA : err;
@@ -482,6 +499,19 @@ static void loop_collect(sg_loop_t *loop) {
                                                 rd_kafka_topic_name(m->rkt));
                                 sg_loop_log(loop, SG_LOG_WARNING,
                                             "consume_error", f);
+                                /* the consumer group (joining, committing)
+                                 * or an input topic (fetching) */
+                                char res[300];
+                                bool grp =
+                                        m->err ==
+                                        RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED;
+                                snprintf(res, sizeof(res), "%s \"%s\"",
+                                         grp ? "group" : "topic",
+                                         grp      ? loop->conf->group_id
+                                         : m->rkt ? rd_kafka_topic_name(m->rkt)
+                                                  : "?");
+                                sg_kafka_acl_note(&loop->klog, loop->consumer,
+                                                  m->err, "Read", res);
                                 if (rd_kafka_fatal_error(loop->consumer, fes,
                                                          sizeof(fes)))
                                         sg_loop_set_fatal(loop, SG_ERR_FATAL,
@@ -597,6 +627,8 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
         snap->fatal = loop->fatal != SG_OK;
         snprintf(snap->fatal_str, sizeof(snap->fatal_str), "%s",
                  snap->fatal ? loop->fatal_str : "");
+        snprintf(snap->abort_str, sizeof(snap->abort_str), "%s",
+                 loop->stats.batches_aborted_in_a_row ? loop->abort_str : "");
         snap->part_cnt = 0;
         for (size_t i = 0; i < loop->part_cnt; i++) {
                 const sg_part_t *p = &loop->parts[i];
@@ -624,6 +656,15 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         loop->next_stats_ms =
                 sg_clock_mono_ms() + loop->conf->stats_interval_ms;
         while (!loop->stop && loop->fatal == SG_OK) {
+                char aes[1024];
+                if (sg_kafka_acl_denied(&loop->klog, aes, sizeof(aes)) ||
+                    sg_kafka_auth_failed(&loop->klog, loop->producer, aes,
+                                         sizeof(aes))) {
+                        /* a refused login (a password rotated on the
+                         * brokers, not here) is the operator's to fix */
+                        sg_loop_set_fatal(loop, SG_ERR_CONFIG, aes);
+                        break;
+                }
                 if (loop->restore_needed) {
                         /* LMDB fell behind the changelog (batch_commit
                          * failed after the batch reached Kafka), or

@@ -195,6 +195,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <stdatomic.h>
+
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -310,7 +312,61 @@ typedef struct sg_kafka_log {
         const sg_config_t *conf; /**< whose secrets are redacted */
         sg_log_cb *log_cb;       /**< NULL: nothing is logged */
         void *log_opaque;
+        /** Set by the clients' error callback (any thread) when a broker
+         *  refused a client's login (RD_KAFKA_RESP_ERR__AUTHENTICATION):
+         *  0 none, 1 being written, 2 auth_reason holds librdkafka's
+         *  text. Read with sg_kafka_auth_failed(). */
+        atomic_int auth_state;
+        char auth_reason[400];
+        /** The first authorization error a client met (a missing ACL),
+         *  as sg_kafka_unauthorized() words it: 0 none, 1 being written,
+         *  2 set (sg_kafka_acl_denied()). */
+        atomic_int acl_state;
+        char acl_denied[400];
 } sg_kafka_log_t;
+
+/**
+ * True when a client configured with @p log was refused its login by a
+ * broker (a wrong sasl.username or sasl.password, an unknown user, a
+ * mechanism the listener does not offer): then @p buf (@p size bytes)
+ * holds one sentence for the operator naming the principal, the
+ * mechanism and the security protocol of @p rk (any client of the same
+ * configuration; NULL: not named) and librdkafka's reason. librdkafka
+ * retries a refused login for ever; a caller stops instead (Kafka's Java
+ * clients raise SaslAuthenticationException, not retriable). An error
+ * callback runs only where its client is polled: rd_kafka_poll() first.
+ * Thread-safety: any thread.
+ */
+bool sg_kafka_auth_failed(sg_kafka_log_t *log, rd_kafka_t *rk, char *buf,
+                          size_t size);
+
+/**
+ * Writes into @p buf (@p size bytes) what a broker's authorization error
+ * @p err means for client @p rk: "not authorized: <principal> needs an ACL
+ * allowing <operation> on <resource>" (e.g. operation "Read", resource
+ * "topic \"orders\""); the principal is "User:<sasl.username>" under SASL
+ * PLAIN or SCRAM. @returns true when @p err is an authorization error
+ * (TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+ * false (@p buf untouched) otherwise. Thread-safety: reentrant.
+ */
+bool sg_kafka_unauthorized(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                           const char *operation, const char *resource,
+                           char *buf, size_t size);
+
+/**
+ * Records for sg_kafka_acl_denied() that client @p rk met authorization
+ * error @p err doing @p operation on @p resource (as
+ * sg_kafka_unauthorized()); the first one is kept. @returns whether @p err
+ * is an authorization error. Thread-safety: any thread.
+ */
+bool sg_kafka_acl_note(sg_kafka_log_t *log, rd_kafka_t *rk,
+                       rd_kafka_resp_err_t err, const char *operation,
+                       const char *resource);
+
+/** True when a client of @p log met an authorization error (a missing
+ *  ACL: retrying cannot help): @p buf gets sg_kafka_unauthorized()'s
+ *  sentence. Thread-safety: any thread. */
+bool sg_kafka_acl_denied(sg_kafka_log_t *log, char *buf, size_t size);
 
 /**
  * Scrubs every string of the log event fields @p fields (a cJSON object,

@@ -55,6 +55,30 @@ static sg_err_t loop_metadata(sg_loop_t *loop, rd_kafka_t *rk,
 }
 
 /**
+ * The metadata error of topic @p name asked for alone. A listing of all
+ * topics leaves out those the principal may not describe, so a topic it
+ * lacks an ACL for looks absent there; asked for by name, the broker says
+ * TOPIC_AUTHORIZATION_FAILED (whether the topic exists or not). Asked
+ * through the consumer, which never creates topics
+ * (allow.auto.create.topics false).
+ */
+static rd_kafka_resp_err_t topic_probe(sg_loop_t *loop, const char *name) {
+        rd_kafka_t *rk = loop->consumer ? loop->consumer : loop->producer;
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, name, NULL);
+        const rd_kafka_metadata_t *md = NULL;
+        if (!rkt)
+                return RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        rd_kafka_resp_err_t e =
+                rd_kafka_metadata(rk, 0, rkt, &md, SG_METADATA_TIMEOUT_MS);
+        if (!e)
+                e = md_topic_err(md, name);
+        if (md)
+                rd_kafka_metadata_destroy(md);
+        rd_kafka_topic_destroy(rkt);
+        return e;
+}
+
+/**
  * One pass of the start-up topic checks (semantics §5): every topic seqgate
  * reads or writes exists; partition counts fit. A topic whose metadata
  * carries a retriable error (a leader being elected) sets *retryp to that
@@ -75,6 +99,9 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                                         tc->dlq_topic, NULL, NULL};
                 const char *roles[5] = {"input", "output", "DLQ",
                                         "snapshot request", "snapshot reply"};
+                /* what seqgate does with each (an ACL must allow it) */
+                static const char *const ops[5] = {"Read", "Write", "Write",
+                                                   "Write", "Read"};
                 if (tc->snapshot.source == SG_SNAP_KAFKA) {
                         names[3] = tc->snapshot.request_topic
                                            ? tc->snapshot.request_topic
@@ -88,7 +115,24 @@ static sg_err_t check_topics_once(sg_loop_t *loop, rd_kafka_resp_err_t *retryp,
                         if (!names[k] || (mt[k] = md_topic(md, names[k])))
                                 continue;
                         rd_kafka_resp_err_t te = md_topic_err(md, names[k]);
-                        if (sg_kafka_err_retriable(te, false)) {
+                        char what[320], acl[640];
+                        if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                                te = topic_probe(loop, names[k]);
+                        snprintf(what, sizeof(what), "topic \"%s\"", names[k]);
+                        if (sg_kafka_unauthorized(loop->consumer, te, ops[k],
+                                                  what, acl, sizeof(acl))) {
+                                if (k == 0)
+                                        sg_errf(errstr, errstr_size,
+                                                "input topic \"%s\": %s",
+                                                names[k], acl);
+                                else
+                                        sg_errf(errstr, errstr_size,
+                                                "topic \"%s\" (%s topic of "
+                                                "input topic \"%s\"): %s",
+                                                names[k], roles[k], tc->name,
+                                                acl);
+                                err = SG_ERR_CONFIG;
+                        } else if (sg_kafka_err_retriable(te, false)) {
                                 *retryp = te;
                                 sg_errf(errstr, errstr_size,
                                         "topic \"%s\" (%s topic of input "
@@ -294,6 +338,20 @@ static sg_err_t changelogs_create(sg_loop_t *loop, rd_kafka_queue_t *q,
                                 if (te ==
                                     RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
                                         continue; /* another instance won */
+                                char what[300], acl[640];
+                                snprintf(what, sizeof(what), "topic \"%s\"",
+                                         tn);
+                                if (sg_kafka_unauthorized(rk, te, "Create",
+                                                          what, acl,
+                                                          sizeof(acl))) {
+                                        sg_errf(errstr, errstr_size,
+                                                "creating changelog topic "
+                                                "\"%s\": %s (or create it, "
+                                                "compacted, as an admin)",
+                                                tn, acl);
+                                        err = SG_ERR_CONFIG;
+                                        continue;
+                                }
                                 if (te) {
                                         const char *tes =
                                                 rd_kafka_topic_result_error_string(
@@ -389,6 +447,19 @@ static sg_err_t changelogs_verify(sg_loop_t *loop, rd_kafka_queue_t *q,
                                         rd_kafka_ConfigResource_name(res[i]);
                                 rd_kafka_resp_err_t re =
                                         rd_kafka_ConfigResource_error(res[i]);
+                                char what[300], acl[640];
+                                snprintf(what, sizeof(what), "topic \"%s\"",
+                                         tn);
+                                if (sg_kafka_unauthorized(
+                                            rk, re, "DescribeConfigs", what,
+                                            acl, sizeof(acl))) {
+                                        sg_errf(errstr, errstr_size,
+                                                "describing changelog topic "
+                                                "\"%s\": %s",
+                                                tn, acl);
+                                        err = SG_ERR_CONFIG;
+                                        break;
+                                }
                                 if (re) {
                                         sg_errf(errstr, errstr_size,
                                                 "describing changelog topic "

@@ -991,6 +991,11 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
         sg_snapshot_http_abort(loop->http);
         loop->http_batch_cnt = 0;
         loop->stats.batches_aborted_total++;
+        /* /readyz says not ready while batches keep failing (a full disk:
+         * every batch is aborted until space is freed) */
+        loop->stats.batches_aborted_in_a_row++;
+        snprintf(loop->abort_str, sizeof(loop->abort_str), "%s: %s",
+                 sg_err2str(err), es);
         loop_seek(loop, false);
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "error", sg_err2str(err));
@@ -1150,9 +1155,14 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         if (err == SG_OK) {
                 loop->stats.batches_total++;
                 loop->stats.records_in_total += consumed;
-                if (!loop->batch_idle)
+                if (!loop->batch_idle) {
                         sg_hist_observe(&loop->stats.batch_duration_ms,
                                         sg_clock_mono_ms() - t0);
+                        /* a batch with work committed: the loop works
+                         * again (an idle poll proves nothing: it writes
+                         * nothing, a full disk lets it commit) */
+                        loop->stats.batches_aborted_in_a_row = 0;
+                }
                 loop->backoff_ms = 0;
                 /* a batch of records committed: the refused ones were
                  * found (an idle batch says nothing about them) */

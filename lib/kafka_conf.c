@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /** Sets one property; a secret's value (@p hide) never reaches errstr. */
 static sg_err_t conf_set_hidden(rd_kafka_conf_t *kc, const char *name,
@@ -235,7 +236,24 @@ static sg_err_t conf_reader(rd_kafka_conf_t *kc, const sg_config_t *conf,
 static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
                    const char *buf) {
         sg_kafka_log_t *lg = rd_kafka_opaque(rk);
-        if (!lg || !lg->log_cb)
+        if (!lg)
+                return;
+        /* A transaction that could not take a partition because an ACL is
+         * missing: librdkafka 2.0.2 says so only here (facility ADDPARTS,
+         * "Failed to add partition \"T\" [p] to transaction: Broker:
+         * Topic authorization failed"); the transaction's own error, and
+         * the abort's after it, do not name the topic. */
+        const char *q1;
+        if (!strcmp(fac, "ADDPARTS") && strstr(buf, "authorization failed") &&
+            (q1 = strchr(buf, '"')) && strchr(q1 + 1, '"')) {
+                char res[300];
+                snprintf(res, sizeof(res), "topic %.*s",
+                         (int)(strchr(q1 + 1, '"') - q1 + 1), q1);
+                sg_kafka_acl_note(lg, (rd_kafka_t *)rk,
+                                  RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                                  "Write", res);
+        }
+        if (!lg->log_cb)
                 return;
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
@@ -248,9 +266,18 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
         sg_kafka_log_emit(lg, (sg_log_level_t)level, "librdkafka", f);
 }
 
-/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error". */
+/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error"; a
+ * refused login is kept for sg_kafka_auth_failed(). */
 static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                      void *opaque) {
+        sg_kafka_log_t *lg = opaque;
+        int none = 0;
+        if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION &&
+            atomic_compare_exchange_strong(&lg->auth_state, &none, 1)) {
+                snprintf(lg->auth_reason, sizeof(lg->auth_reason), "%s",
+                         reason ? reason : "");
+                atomic_store(&lg->auth_state, 2);
+        }
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
@@ -290,6 +317,105 @@ sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,
         rd_kafka_conf_set_error_cb(kc, cb_error);
         *kcp = kc;
         return SG_OK;
+}
+
+/* The value of client property @p name of @p rk into @p buf; "" when
+ * unset or unknown. */
+static const char *client_prop(rd_kafka_t *rk, const char *name, char *buf,
+                               size_t size) {
+        size_t n = size;
+        buf[0] = '\0';
+        if (!rk || rd_kafka_conf_get(rd_kafka_conf(rk), name, buf, &n) !=
+                           RD_KAFKA_CONF_OK)
+                buf[0] = '\0';
+        return buf;
+}
+
+/* Whether @p rk logs in with SASL PLAIN or SCRAM (its principal is then
+ * User:<sasl.username>). */
+static bool sasl_user(rd_kafka_t *rk) {
+        char proto[32], mech[64];
+        client_prop(rk, "security.protocol", proto, sizeof(proto));
+        client_prop(rk, "sasl.mechanisms", mech, sizeof(mech));
+        return !strncasecmp(proto, "sasl_", 5) &&
+               (!strcasecmp(mech, "PLAIN") || !strncasecmp(mech, "SCRAM", 5));
+}
+
+bool sg_kafka_auth_failed(sg_kafka_log_t *log, rd_kafka_t *rk, char *buf,
+                          size_t size) {
+        if (atomic_load(&log->auth_state) != 2)
+                return false;
+        char proto[32], mech[64], user[256] = "";
+        client_prop(rk, "security.protocol", proto, sizeof(proto));
+        client_prop(rk, "sasl.mechanisms", mech, sizeof(mech));
+        if (sasl_user(rk))
+                client_prop(rk, "sasl.username", user, sizeof(user));
+        /* librdkafka before 2.6.1 sends the client nonce twice in its SCRAM
+         * final message; Kafka 4 checks the nonce as RFC 5802 says and
+         * refuses the login even with the right password (librdkafka pull
+         * request 4895) */
+        bool old_scram = !strncasecmp(mech, "SCRAM", 5) &&
+                         rd_kafka_version() < 0x020601ff;
+        char who[320] = "", over[48] = "";
+        if (*user)
+                snprintf(who, sizeof(who), "sasl.username \"%s\", ", user);
+        if (*proto)
+                snprintf(over, sizeof(over), " over %s", proto);
+        snprintf(buf, size,
+                 "a Kafka broker refused seqgate's login (%s%s%s): %s; "
+                 "check sasl.username and sasl.password%s%s",
+                 who, *mech ? mech : "no SASL mechanism", over,
+                 log->auth_reason, old_scram ? "; note: librdkafka " : "",
+                 old_scram ? "before 2.6.1 (this is "
+                             "older) cannot log in with SCRAM to Kafka 4.0 "
+                             "or later even with the right password; use "
+                             "sasl.mechanisms PLAIN over SASL_SSL there"
+                           : "");
+        return true;
+}
+
+bool sg_kafka_unauthorized(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                           const char *operation, const char *resource,
+                           char *buf, size_t size) {
+        switch (err) {
+        case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                break;
+        default:
+                return false;
+        }
+        char user[256] = "";
+        if (sasl_user(rk))
+                client_prop(rk, "sasl.username", user, sizeof(user));
+        snprintf(buf, size,
+                 "not authorized (%s): %s%s needs an ACL allowing %s on %s",
+                 rd_kafka_err2str(err), *user ? "User:" : "",
+                 *user ? user : "this client's principal", operation, resource);
+        return true;
+}
+
+bool sg_kafka_acl_note(sg_kafka_log_t *log, rd_kafka_t *rk,
+                       rd_kafka_resp_err_t err, const char *operation,
+                       const char *resource) {
+        char msg[sizeof(log->acl_denied)];
+        if (!sg_kafka_unauthorized(rk, err, operation, resource, msg,
+                                   sizeof(msg)))
+                return false;
+        int none = 0;
+        if (atomic_compare_exchange_strong(&log->acl_state, &none, 1)) {
+                memcpy(log->acl_denied, msg, sizeof(msg));
+                atomic_store(&log->acl_state, 2);
+        }
+        return true;
+}
+
+bool sg_kafka_acl_denied(sg_kafka_log_t *log, char *buf, size_t size) {
+        if (atomic_load(&log->acl_state) != 2)
+                return false;
+        snprintf(buf, size, "%s", log->acl_denied);
+        return true;
 }
 
 const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,

@@ -90,6 +90,8 @@ struct sg_loop {
         char fatal_str[512];
 
         sg_loop_stats_t stats;
+        char abort_str[512];   /**< why the last batch was aborted, while
+                                  stats.batches_aborted_in_a_row > 0 */
         int64_t next_stats_ms; /**< monotonic */
         int64_t backoff_ms;
 

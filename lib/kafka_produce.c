@@ -14,10 +14,13 @@
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
         sg_loop_t *loop = SG_LOOP_OF(opaque);
         uintptr_t v = (uintptr_t)m->_private;
-        (void)rk;
         if (v <= loop->dr_base || v - loop->dr_base > loop->dr_cnt)
                 return; /* a report for an aborted attempt */
         if (m->err) {
+                char res[300];
+                snprintf(res, sizeof(res), "topic \"%s\"",
+                         m->rkt ? rd_kafka_topic_name(m->rkt) : "?");
+                sg_kafka_acl_note(&loop->klog, rk, m->err, "Write", res);
                 loop->dr_fail++;
                 loop->dr_errs[v - loop->dr_base - 1] = m->err;
                 if (!loop->dr_err)

@@ -384,6 +384,9 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         sg_loop_t *loop = SG_LOOP_OF(opaque);
         bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
 
+        /* the aborted batches were of the assignment that ends here: a
+         * member left with nothing to do is not failing (/readyz) */
+        loop->stats.batches_aborted_in_a_row = 0;
         switch (err) {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
                 if (loop->fatal != SG_OK) {

@@ -93,6 +93,17 @@ static sg_err_t loop_restore_consume_error(sg_loop_t *loop,
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(m->err));
         cJSON_AddStringToObject(f, "message", rd_kafka_message_errstr(m));
         sg_loop_log(loop, SG_LOG_WARNING, "restore_consume_error", f);
+        char res[300];
+        snprintf(res, sizeof(res), "topic \"%s\"", changelog);
+        /* The restore consumer's group (librdkafka 2.0.2 wants one for
+         * assign()) is never joined: its FindCoordinator failing for want
+         * of an ACL on it costs nothing. The changelog unreadable does. */
+        if (m->err != RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED &&
+            sg_kafka_acl_note(&loop->klog, loop->restorer, m->err, "Read",
+                              res)) {
+                sg_kafka_acl_denied(&loop->klog, errstr, errstr_size);
+                return SG_ERR_CONFIG;
+        }
         if (m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
             m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
             rd_kafka_fatal_error(loop->restorer, fes, sizeof(fes))) {

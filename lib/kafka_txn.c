@@ -141,7 +141,17 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                         rd_kafka_error_destroy(e);
                         continue;
                 }
-                char es[512];
+                char es[512], res[300];
+                rd_kafka_resp_err_t fe =
+                        rd_kafka_fatal_error(loop->producer, es, sizeof(es));
+                snprintf(res, sizeof(res), "transactional id \"%s\"",
+                         loop->conf->transactional_id);
+                if (sg_kafka_acl_note(&loop->klog, loop->producer,
+                                      fe ? fe : code, "Write", res)) {
+                        sg_kafka_acl_denied(&loop->klog, errstr, errstr_size);
+                        rd_kafka_error_destroy(e);
+                        return SG_ERR_CONFIG;
+                }
                 sg_err_t err = sg_loop_txn_error(loop, e, "init_transactions",
                                                  es, sizeof(es));
                 sg_errf(errstr, errstr_size, "%s%s", es,
@@ -158,10 +168,16 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
 void sg_loop_txn_abort(sg_loop_t *loop) {
         char es[512];
         sg_err_t err;
+        char acl[512];
         if (!loop->txn_open)
                 return;
         loop->txn_open = false;
         loop->stats.transactions_aborted_total++;
+        /* a transaction refused for a missing ACL: that is the error to
+         * stop with (the abort after it may fail too, saying less) */
+        rd_kafka_poll(loop->producer, 0); /* its log: sg_kafka_acl_note */
+        if (sg_kafka_acl_denied(&loop->klog, acl, sizeof(acl)))
+                sg_loop_set_fatal(loop, SG_ERR_CONFIG, acl);
         TXN_CALL(loop,
                  rd_kafka_abort_transaction(
                          loop->producer, (int)loop->conf->delivery_timeout_ms),

@@ -154,6 +154,10 @@ typedef struct sg_hist {
         X(batches_total, COUNTER, "batches_total", "committed batches")        \
         X(batches_aborted_total, COUNTER, "batches_aborted_total",             \
           "batches aborted and re-read")                                       \
+        X(batches_aborted_in_a_row, GAUGE, "batches_aborted_in_a_row",         \
+          "batches aborted one after another since a batch with records "      \
+          "last committed (or the assignment changed); /readyz is 503 from "   \
+          "2")                                                                 \
         X(records_in_total, COUNTER, "records_in_total",                       \
           "input records in committed batches")                                \
         X(records_out_total, COUNTER, "records_out_total",                     \

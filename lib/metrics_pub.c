@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,10 +126,17 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
         cJSON *arr = cJSON_CreateArray();
         size_t assigned;
         bool once;
+        uint64_t aborts;
+        char why[640] = "";
         pthread_mutex_lock(&pub->lock);
         const sg_metrics_snap_t *s = &pub->snap;
         once = s->assigned_once && !s->stopped;
         assigned = s->part_cnt;
+        aborts = once ? s->loop.batches_aborted_in_a_row : 0;
+        if (aborts >= SG_READY_MAX_ABORTS)
+                snprintf(why, sizeof(why),
+                         "batches aborted: %" PRIu64 " in a row, the last: %s",
+                         aborts, s->abort_str);
         for (size_t i = 0; once && i < s->part_cnt; i++) {
                 const sg_part_stats_t *p = &s->parts[i];
                 if (!p->restoring)
@@ -144,7 +152,7 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 cJSON_AddItemToArray(arr, e);
         }
         pthread_mutex_unlock(&pub->lock);
-        bool ready = once && cJSON_GetArraySize(arr) == 0;
+        bool ready = once && cJSON_GetArraySize(arr) == 0 && !why[0];
         *statusp = ready ? 200 : 503;
         cJSON_AddStringToObject(o, "status", ready ? "ready" : "not_ready");
         if (ready) {
@@ -154,7 +162,15 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 cJSON_AddStringToObject(o, "reason", "no partitions assigned");
                 cJSON_Delete(arr);
         } else {
-                cJSON_AddItemToObject(o, "partitions", arr);
+                if (why[0]) {
+                        cJSON_AddStringToObject(o, "reason", why);
+                        cJSON_AddNumberToObject(o, "batches_aborted_in_a_row",
+                                                (double)aborts);
+                }
+                if (cJSON_GetArraySize(arr) > 0)
+                        cJSON_AddItemToObject(o, "partitions", arr);
+                else
+                        cJSON_Delete(arr);
         }
         return json_out(o, bodyp);
 }

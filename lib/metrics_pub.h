@@ -30,6 +30,11 @@
 extern "C" {
 #endif
 
+/** /readyz answers 503 once this many batches in a row were aborted: one
+ *  abort is the ordinary answer to a rebalance or a broker restart (the
+ *  batch is read again at once), two in a row is a loop that fails. */
+#define SG_READY_MAX_ABORTS 2
+
 /** The loop publishes at most this often, besides the forced publishes
  *  (a committed batch, a rebalance, the end of the loop). */
 #define SG_PUB_INTERVAL_MS 100
@@ -48,6 +53,8 @@ typedef struct sg_metrics_snap {
         bool stopped;       /**< the loop returned */
         bool fatal;         /**< it stopped for an error: fatal_str */
         char fatal_str[512];
+        char abort_str[512];  /**< why the last batch was aborted, while
+                                  loop.batches_aborted_in_a_row > 0 */
         int64_t published_ms; /**< monotonic; set by sg_pub_publish() */
 } sg_metrics_snap_t;
 
@@ -117,7 +124,12 @@ void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap);
  *            "no partitions assigned"} before the first assignment, or
  *            {"status":"not_ready","partitions":[{"topic":..,"partition":
  *            ..,"state":"restoring","restore_records_read":..,
- *            "restore_records_target":..},...]} listing those restoring.
+ *            "restore_records_target":..},...]} listing those restoring,
+ *            or, from SG_READY_MAX_ABORTS batches aborted in a row (a
+ *            full disk: semantics §6) until a batch with records commits,
+ *            {"status":"not_ready","reason":"batches aborted: N in a row,
+ *            the last: <error>","batches_aborted_in_a_row":N} (with
+ *            "partitions" too when some restore).
  * @p version: for seqgate_build_info (borrowed, must outlive @p srv).
  * @returns what sg_http_route_add() returns.
  */

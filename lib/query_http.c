@@ -105,6 +105,23 @@ static bool arg_once(const sg_http_request_t *req, sg_http_response_t *resp,
         return true;
 }
 
+/** False (answered 400) when the request holds an argument not in
+ *  @p known (NULL-terminated). */
+static bool args_known(const sg_http_request_t *req, sg_http_response_t *resp,
+                       const char *const *known) {
+        const char *bad = sg_http_request_unknown_arg(req, known);
+        if (!bad)
+                return true;
+        char msg[160], list[64] = "";
+        for (const char *const *k = known; *k; k++)
+                snprintf(list + strlen(list), sizeof(list) - strlen(list),
+                         "%s%s", k == known ? "" : ", ", *k);
+        snprintf(msg, sizeof(msg), "unknown argument %.64s (known: %s)", bad,
+                 list);
+        respond_error(resp, 400, msg);
+        return false;
+}
+
 /** Locks the API and returns its store; NULL (answered 503, unlocked)
  *  while no store is attached. */
 static sg_store_t *store_lock(sg_query_api_t *api, sg_http_response_t *resp) {
@@ -122,7 +139,9 @@ static void on_events(void *opaque, const sg_http_request_t *req,
         sg_query_api_t *api = opaque;
         const char *topic, *id;
         const char *scope[MAX_SCOPE];
-        if (!arg_once(req, resp, "topic", &topic) ||
+        static const char *const known[] = {"topic", "source", "id", NULL};
+        if (!args_known(req, resp, known) ||
+            !arg_once(req, resp, "topic", &topic) ||
             !arg_once(req, resp, "id", &id))
                 return;
         if (!id) {
@@ -174,7 +193,9 @@ static void on_aggregates(void *opaque, const sg_http_request_t *req,
                               "/v1/aggregates/ID");
                 return;
         }
-        if (!arg_once(req, resp, "topic", &topic))
+        static const char *const known[] = {"topic", NULL};
+        if (!args_known(req, resp, known) ||
+            !arg_once(req, resp, "topic", &topic))
                 return;
         sg_store_t *store = store_lock(api, resp);
         if (!store)

@@ -14,8 +14,9 @@
  *       of the store holds it. ID is the rest of the path, URL-decoded
  *       (it may contain "/").
  *
- * Errors: 400 (a missing or repeated argument, a topic that is not an
- * input topic, a scope of the wrong number of parts), 503 before the store
+ * Errors: 400 (a missing or repeated argument, an argument the route does
+ * not know, a topic that is not an input topic, a scope of the wrong
+ * number of parts), 503 before the store
  * is open or after it closed, 500 for a store error; each with a JSON body
  * {"error": "..."}.
  *

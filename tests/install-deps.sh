@@ -26,12 +26,15 @@ REQS=$ROOT/tests/integration/requirements.txt
 
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
     libcjson-dev libyajl-dev check libsubunit-dev libssl-dev
-    libcurl4-openssl-dev libmicrohttpd-dev lmdb-utils kcat maven
+    libcurl4-openssl-dev libmicrohttpd-dev libcrypt-dev lmdb-utils kcat maven
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 # tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)
 PKGS+=(clang libclang-rt-14-dev)
 # tests/run.sh's format phase: the layout .clang-format describes
 PKGS+=(clang-format)
+# deploy/kafka/kafka.sh KAFKA_SECURITY=sasl_ssl: the CA and the broker's
+# certificate (tests/integration/test_secure_broker.py)
+PKGS+=(openssl)
 # tests/deploy (meson test suite "deploy"): systemd-analyze for the unit,
 # groff and man for the man pages, PyYAML for the Kubernetes manifests
 PKGS+=(systemd groff-base man-db python3-yaml)

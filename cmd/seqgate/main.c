@@ -193,6 +193,12 @@ static void install_signals(void) {
         sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
+        /* A file size limit (ulimit -f, systemd's LimitFSIZE) reached by
+         * the store's growth is a full disk to it: the write fails with
+         * EFBIG, the batch is aborted and retried (semantics §6 "Disk
+         * space"). SIGXFSZ's default action would kill the process
+         * instead, with a core. */
+        sigaction(SIGXFSZ, &sa, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -575,6 +581,34 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
         return SG_OK;
 }
 
+/** run, step 2b': the HTTP endpoint's TLS and credentials (http.h, the
+ *  http block's tls_server_config, basic_auth_users, bearer_tokens and
+ *  auth_excluded_paths). A file that cannot be read is a configuration
+ *  error. */
+static sg_err_t run_http_security(const sg_config_t *conf, sg_http_t *srv,
+                                  char *es, size_t es_size) {
+        sg_err_t err = SG_OK;
+        if (conf->http_tls_cert_file &&
+            (err = sg_http_tls_set(srv, conf->http_tls_cert_file,
+                                   conf->http_tls_key_file, es, es_size)))
+                return err == SG_ERR_NOMEM ? err : SG_ERR_CONFIG;
+        for (size_t i = 0; !err && i < conf->http_basic_auth_user_cnt; i++)
+                err = sg_http_user_add(srv, conf->http_basic_auth_users[i].name,
+                                       conf->http_basic_auth_users[i].value, es,
+                                       es_size);
+        for (size_t i = 0; !err && i < conf->http_bearer_token_cnt; i++)
+                err = sg_http_token_add(srv, conf->http_bearer_tokens[i].name,
+                                        conf->http_bearer_tokens[i].value, es,
+                                        es_size);
+        if (!err && conf->http_auth_excluded_paths &&
+            !conf->http_auth_excluded_path_cnt)
+                err = sg_http_auth_exclude(srv, NULL, es, es_size); /* none */
+        for (size_t i = 0; !err && i < conf->http_auth_excluded_path_cnt; i++)
+                err = sg_http_auth_exclude(
+                        srv, conf->http_auth_excluded_paths[i], es, es_size);
+        return err == SG_ERR_INVALID ? SG_ERR_CONFIG : err;
+}
+
 /** run, step 2b: starts the HTTP endpoint (http.address; docs/operating.md
  *  "HTTP endpoint") into *srvp and app->pub, and logs "http_listening". Nothing
  *  when the address is off. A port that cannot be bound is a configuration
@@ -601,6 +635,7 @@ static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
         if ((err = sg_pub_new(stall + 30000, &app->pub)) ||
             (err = sg_http_new(&addr, conf->http_read_api, srvp, es,
                                es_size)) ||
+            (err = run_http_security(conf, *srvp, es, es_size)) ||
             (err = sg_pub_routes_add(app->pub, *srvp, SG_VERSION_STR, es,
                                      es_size)))
                 return err;
@@ -628,6 +663,11 @@ static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
         cJSON_AddStringToObject(f, "address", where);
         cJSON_AddNumberToObject(f, "port", sg_http_port(*srvp));
         cJSON_AddBoolToObject(f, "read_api", conf->http_read_api);
+        cJSON_AddBoolToObject(f, "tls", conf->http_tls_cert_file != NULL);
+        cJSON_AddNumberToObject(f, "basic_auth_users",
+                                (double)conf->http_basic_auth_user_cnt);
+        cJSON_AddNumberToObject(f, "bearer_tokens",
+                                (double)conf->http_bearer_token_cnt);
         log_json(SG_LOG_INFO, "http_listening", f);
         return SG_OK;
 }

@@ -504,7 +504,7 @@ rd_kafka_conf_t *kafka_conf(const sg_config_t *conf, bool producer,
         char gid[128], es[512];
         snprintf(gid, sizeof(gid), "seqgatectl-replay-%ld-%ld", (long)getpid(),
                  (long)time(NULL));
-        g_klog = (sg_kafka_log_t){conf, ctl_kafka_log, NULL};
+        g_klog = (sg_kafka_log_t){.conf = conf, .log_cb = ctl_kafka_log};
         rd_kafka_conf_t *kc;
         if (sg_kafka_conf_new(conf,
                               producer ? SG_KAFKA_PRODUCER : SG_KAFKA_READER,

@@ -76,9 +76,15 @@ static int reader_plan(dlq_reader_t *r, const dlq_range_t *rg) {
         rd_kafka_resp_err_t kerr =
                 rd_kafka_metadata(r->cons, 0, r->rkt, &r->md, meta_timeout);
         if (kerr) {
-                errf("DLQ topic %s: metadata: %s", r->topic,
-                     rd_kafka_err2str(kerr));
-                return EXIT_RUNTIME;
+                /* the error callback runs where the client is polled: a
+                 * refused login says so instead of a transport failure,
+                 * and is the operator's to fix (exit 2) */
+                rd_kafka_poll(r->cons, 0);
+                bool login = !strncmp(g_kafka_error, "_AUTHENTICATION", 15);
+                errf("DLQ topic %s: metadata: %s%s%s", r->topic,
+                     rd_kafka_err2str(kerr),
+                     g_kafka_error[0] ? "; last error: " : "", g_kafka_error);
+                return login ? EXIT_USAGE : EXIT_RUNTIME;
         }
         if (r->md->topic_cnt != 1 || r->md->topics[0].err) {
                 errf("DLQ topic %s: %s", r->topic,
@@ -218,6 +224,15 @@ int dlq_reader_run(dlq_reader_t *r, int64_t timeout_ms,
                                  * stable offset). */
                                 if (!r->follow)
                                         reader_part_done(r, dp);
+                                rd_kafka_message_destroy(m);
+                                continue;
+                        }
+                        if (m->err ==
+                            RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+                                /* the reader's group is never joined
+                                 * (librdkafka 2.0.2 wants one for assign())
+                                 * and needs no ACL: its coordinator lookup
+                                 * failing for want of one costs nothing */
                                 rd_kafka_message_destroy(m);
                                 continue;
                         }

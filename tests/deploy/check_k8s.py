@@ -13,8 +13,11 @@ Debian, PyPI or npm, so this is the check):
   --config points) interpolated as seqgate does with the container's env
   has every ${VAR} defined, instance_id from the pod name, data_dir on a
   writable volume, http.address not on loopback and on the port the
-  probes use; liveness /healthz, readiness /readyz, a startupProbe of at
-  least 5 minutes; the securityContext fields (runAsNonRoot, numeric
+  probes use; that endpoint, on the pod network, serves HTTPS
+  (http.tls_server_config's files from a mounted Secret's keys, probes
+  with scheme HTTPS) and asks the read API for credentials
+  (basic_auth_users or bearer_tokens); liveness /healthz, readiness
+  /readyz, a startupProbe of at least 5 minutes; the securityContext fields (runAsNonRoot, numeric
   runAsUser/runAsGroup equal to the Dockerfile's USER, fsGroup,
   seccompProfile RuntimeDefault, allowPrivilegeEscalation false,
   readOnlyRootFilesystem, capabilities drop ALL) and resources;
@@ -107,7 +110,12 @@ def check_seqgate(where, pod, c, is_init, objs, volumes, claims, seqgate, uid_gi
                 bad(where, f"env {e['name']}: Secret {ref['name']!r} is not defined")
             elif ref["key"] not in {**sec.get("data", {}), **sec.get("stringData", {})}:
                 bad(where, f"env {e['name']}: Secret {ref['name']!r} has no key {ref['key']!r}")
-            env[e["name"]] = "secret-value"
+            # a value of the form the key's name says (the Secret holds a
+            # placeholder): a bcrypt hash, a token's digest, else any text
+            env[e["name"]] = (
+                "$2y$10$" + "a" * 53 if ref["key"].endswith("-bcrypt")
+                else "sha256:" + "0" * 64 if ref["key"].endswith("-sha256")
+                else "secret-value")
         elif "configMapKeyRef" in vf:
             ref = vf["configMapKeyRef"]
             if ("ConfigMap", ref["name"]) not in objs:
@@ -162,6 +170,26 @@ def check_seqgate(where, pod, c, is_init, objs, volumes, claims, seqgate, uid_gi
     host = host.strip("[]")
     if host in ("127.0.0.1", "localhost", "::1", ""):
         bad(where, f"http.address {addr!r}: the kubelet cannot reach a loopback address")
+    # on the pod network: HTTPS, and credentials for the read API
+    http = cfg.get("http") or {}
+    tls = http.get("tls_server_config") or {}
+    if not tls:
+        bad(where, "http.address is on the pod network: http.tls_server_config is missing")
+    for k in ("cert_file", "key_file"):
+        f = tls.get(k)
+        if not f:
+            continue
+        mount = mounts.get(os.path.dirname(f))
+        vol = volumes.get(mount["name"]) if mount else None
+        sec = objs.get(("Secret", (vol or {}).get("secret", {}).get("secretName")))
+        if not vol or "secret" not in vol:
+            bad(where, f"http.tls_server_config.{k} {f}: not in a mounted Secret volume")
+        elif sec is None or os.path.basename(f) not in {**sec.get("data", {}),
+                                                        **sec.get("stringData", {})}:
+            bad(where, f"http.tls_server_config.{k} {f}: the Secret has no such key")
+    if http.get("read_api", True) and not (http.get("basic_auth_users") or
+                                           http.get("bearer_tokens")):
+        bad(where, "the read API on the pod network without basic_auth_users or bearer_tokens")
     for name, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"),
                        ("startupProbe", "/healthz")):
         probe = c.get(name)
@@ -173,6 +201,8 @@ def check_seqgate(where, pod, c, is_init, objs, volumes, claims, seqgate, uid_gi
             bad(where, f"{name} path {p_path!r}, want {path}")
         if str(p_port) != port:
             bad(where, f"{name} port {p_port} is not http.address's port {port}")
+        if tls and ((probe or {}).get("httpGet") or {}).get("scheme") != "HTTPS":
+            bad(where, f"{name}: the endpoint serves HTTPS only, the probe needs scheme HTTPS")
     sp = c.get("startupProbe") or {}
     window = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
     if window < 300:

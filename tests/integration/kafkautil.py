@@ -37,7 +37,25 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError,
 from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = ["create_topics", "delete_topics", "produce", "consume_all",
-           "end_offsets", "stable_offsets", "wait_stable", "unique_name"]
+           "end_offsets", "stable_offsets", "wait_stable", "unique_name",
+           "set_client_config"]
+
+# Client properties per bootstrap address (a secured broker's login):
+# every client these helpers make for that address gets them.
+_CLIENT_CONFIG: dict[str, dict] = {}
+
+
+def set_client_config(bootstrap: str, config: dict | None) -> None:
+    """Every client made for `bootstrap` from now on gets `config` (e.g.
+    security.protocol, sasl.*, ssl.ca.location); None forgets it."""
+    if config is None:
+        _CLIENT_CONFIG.pop(bootstrap, None)
+    else:
+        _CLIENT_CONFIG[bootstrap] = dict(config)
+
+
+def _base(bootstrap: str) -> dict:
+    return {"bootstrap.servers": bootstrap, **_CLIENT_CONFIG.get(bootstrap, {})}
 
 
 def unique_name(prefix: str) -> str:
@@ -46,7 +64,7 @@ def unique_name(prefix: str) -> str:
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient(_base(bootstrap))
 
 
 def create_topics(bootstrap: str, topics: dict[str, int],
@@ -110,7 +128,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict],
     records are still undelivered after `timeout_s`. Returns the (partition,
     offset) of each record in the order given.
     """
-    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True,
+    conf = {**_base(bootstrap), "enable.idempotence": True,
             "linger.ms": 5}
     conf.update(config or {})
     p = Producer(conf)
@@ -152,7 +170,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict],
 
 
 def _probe(bootstrap: str, isolation_level: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap,
+    return Consumer({**_base(bootstrap),
                      "group.id": unique_name("sg-probe"),  # never joined
                      "enable.auto.commit": False,
                      "isolation.level": isolation_level})
@@ -234,7 +252,7 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0,
     by (partition, offset), as a downstream consumer with the same
     isolation level would see them.
     """
-    c = Consumer({"bootstrap.servers": bootstrap,
+    c = Consumer({**_base(bootstrap),
                   "group.id": unique_name("sg-reader"),  # required, never joined
                   "enable.auto.commit": False,
                   "enable.partition.eof": True,

@@ -150,9 +150,12 @@ class Seqgate:
     # -- process control ---------------------------------------------------
 
     def start(self, wait_assigned: bool = True, timeout_s: float = 30.0,
-              extra_args: list[str] | None = None) -> None:
+              extra_args: list[str] | None = None,
+              preexec_fn: Callable[[], None] | None = None) -> None:
         """Starts the daemon; with `wait_assigned`, waits for the
-        `partitions_assigned` log line (the consumer group gave it work)."""
+        `partitions_assigned` log line (the consumer group gave it work).
+        `preexec_fn` runs in the child before exec (e.g. a resource
+        limit)."""
         assert self.proc is None or self.proc.poll() is not None, \
             "seqgate is already running"
         self._close_err()
@@ -163,7 +166,8 @@ class Seqgate:
             [self.binary, "--config", str(self.config_path),
              *(extra_args or [])],
             stdin=subprocess.DEVNULL, stdout=self._err_file,
-            stderr=self._err_file, env=dict(os.environ))
+            stderr=self._err_file, env=dict(os.environ),
+            preexec_fn=preexec_fn)
         if wait_assigned:
             self.wait_for_event("partitions_assigned", timeout_s)
 

@@ -10,6 +10,14 @@ counters moved exactly as the scenario's annotations predict; `/readyz` is
 exported) and docs/metrics.md (every exported metric is documented in
 "Prometheus metrics").
 
+test_readyz_full_disk: a file size limit (RLIMIT_FSIZE, set on the
+daemon; no privilege needed) that the store's growth runs into is a full
+disk to seqgate: every batch is aborted, `/readyz` is 503 with the error
+meanwhile, `/healthz` stays 200, and once the limit is raised (prlimit on
+the running process) the batches commit, `/readyz` is 200 again and every
+record is out. A limit is a signal too (SIGXFSZ), which must not kill the
+daemon.
+
 Each run listens on a port of its own (http.address 127.0.0.1:0, the port
 read from the http_listening log line): tests run beside other brokers.
 """
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -254,3 +263,65 @@ def test_http_port_in_use_exits_2(bootstrap, seqgate_bin, tmp_path):
             sg.cleanup()
     finally:
         hold.close()
+
+
+def test_readyz_full_disk(bootstrap, seqgate_bin, tmp_path):
+    t_in, t_out, t_dlq = (unique_name("full-in"), unique_name("full-out"),
+                          unique_name("full-dlq"))
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-full"),
+                       instance="seqgate-full-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       stats_interval_ms=500)
+    # a 1 MiB map grown 1 MiB at a time (semantics §6 "Disk space"): the
+    # second growth crosses the limit
+    conf["store"] = {"map_size_bytes": 1 << 20, "map_growth_bytes": 1 << 20}
+    limit = (5 << 20) // 2  # 2.5 MiB
+
+    def fsize_limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE,
+                           (limit, resource.RLIM_INFINITY))
+
+    n = 30000
+    produce(bootstrap, t_in, [
+        {"key": f"agg-{i % 5000}", "partition": 0,
+         "value": json.dumps({"i": i, "pad": "x" * 40}),
+         "headers": [("ce_specversion", b"1.0"),
+                     ("ce_id", f"full-{i}".encode()),
+                     ("ce_source", b"urn:example:full"),
+                     ("ce_type", b"thing.updated"),
+                     ("ce_sequence", str(i // 5000 + 1).encode())]}
+        for i in range(n)])
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(timeout_s=60, preexec_fn=fsize_limit)
+
+        def tail():
+            return "\nseqgate log tail:\n" + sg.log_tail()
+
+        def not_ready_for_disk():
+            st, _c, body = get(sg.http_url("/readyz"))
+            return st == 503 and "batches aborted" in body
+
+        wait_until(not_ready_for_disk, 90,
+                   "/readyz 503 naming the aborted batches", on_timeout=tail)
+        st, _c, body = get(sg.http_url("/readyz"))
+        ready = json.loads(body)
+        assert ready["batches_aborted_in_a_row"] >= 2, ready
+        assert "File too large" in ready["reason"] or \
+            "No space left" in ready["reason"], ready
+        assert get(sg.http_url("/healthz"))[0] == 200
+        assert sg.running(), "the daemon died: " + tail()
+
+        # space again: the batches commit, /readyz says ready
+        resource.prlimit(sg.proc.pid, resource.RLIMIT_FSIZE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        wait_until(lambda: get(sg.http_url("/readyz"))[0] == 200, 90,
+                   "/readyz 200 after the limit was raised", on_timeout=tail)
+        wait_until(lambda: sum(end_offsets(bootstrap, t_out).values()) >= n,
+                   90, f"{n} records out", on_timeout=tail)
+        assert sg.stop() == 0
+        assert sg.events("batch_aborted"), tail()
+    finally:
+        sg.cleanup()

@@ -2548,7 +2548,7 @@ START_TEST(test_kafka_set_on_top) {
                 SG_KAFKA_GROUP_CONSUMER, SG_KAFKA_PRODUCER, SG_KAFKA_READER};
         for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
                 rd_kafka_conf_t *kc = NULL;
-                sg_kafka_log_t lg = {conf, NULL, NULL};
+                sg_kafka_log_t lg = {.conf = conf};
                 ck_assert_msg(sg_kafka_conf_new(conf, clients[i], "r", &lg, &kc,
                                                 err, sizeof(err)) == SG_OK,
                               "%s", err);
@@ -2596,7 +2596,7 @@ static void prefetch_kbytes(const sg_config_t *conf, sg_kafka_client_t client,
                             char *v, size_t size) {
         char err[512] = "";
         rd_kafka_conf_t *kc = NULL;
-        sg_kafka_log_t lg = {conf, NULL, NULL};
+        sg_kafka_log_t lg = {.conf = conf};
         ck_assert_msg(sg_kafka_conf_new(conf, client, "r", &lg, &kc, err,
                                         sizeof(err)) == SG_OK,
                       "%s", err);

@@ -13,11 +13,19 @@
 
 #include <check.h>
 #include <arpa/inet.h>
+#include <crypt.h>
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +272,32 @@ START_TEST(test_ready) {
         ck_assert_int_eq(ready(p, &b), 200);
         ck_assert_ptr_nonnull(strstr(b, "\"partitions\":2"));
         free(b);
+        /* batches failing: one abort is a rebalance's or a broker
+         * restart's, two in a row a loop that fails (a full disk) */
+        s.loop.batches_aborted_in_a_row = 1;
+        snprintf(s.abort_str, sizeof(s.abort_str), "store error: ENOSPC");
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        free(b);
+        s.loop.batches_aborted_in_a_row = 2;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_str_eq(b, "{\"status\":\"not_ready\",\"reason\":\"batches "
+                            "aborted: 2 in a row, the last: store error: "
+                            "ENOSPC\",\"batches_aborted_in_a_row\":2}\n");
+        free(b);
+        s.parts[1].restoring = 1; /* and a restore: both said */
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "\"batches_aborted_in_a_row\":2"));
+        ck_assert_ptr_nonnull(strstr(b, "\"state\":\"restoring\""));
+        free(b);
+        s.parts[1].restoring = 0;
+        s.loop.batches_aborted_in_a_row = 0;
+        s.abort_str[0] = '\0';
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        free(b);
         /* a member left with zero partitions is ready */
         s.part_cnt = 0;
         sg_pub_publish(p, &s);
@@ -347,6 +381,54 @@ START_TEST(test_config_keys_http) {
         snprintf(text, sizeof(text), BASE, "\"http\":{\"port\":1},");
         ck_assert_int_eq(sg_config_parse(text, &c, es, sizeof(es)),
                          SG_ERR_CONFIG);
+
+        /* TLS and credentials (Prometheus exporter-toolkit's web config) */
+#define H60 "$2y$10$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
+#define D64                                                                    \
+        "sha256:"                                                              \
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        snprintf(text, sizeof(text), BASE,
+                 "\"http\":{\"tls_server_config\":{\"cert_file\":\"/c\","
+                 "\"key_file\":\"/k\"},\"basic_auth_users\":{\"prom\":"
+                 "\"" H60 "\"},\"bearer_tokens\":{\"grafana\":\"" D64
+                 "\"},\"auth_excluded_paths\":[\"/healthz\"]},");
+        ck_assert_msg(sg_config_parse(text, &c, es, sizeof(es)) == SG_OK, "%s",
+                      es);
+        ck_assert_str_eq(c->http_tls_cert_file, "/c");
+        ck_assert_str_eq(c->http_tls_key_file, "/k");
+        ck_assert_uint_eq(c->http_basic_auth_user_cnt, 1);
+        ck_assert_str_eq(c->http_basic_auth_users[0].name, "prom");
+        ck_assert_str_eq(c->http_basic_auth_users[0].value, H60);
+        ck_assert_uint_eq(c->http_bearer_token_cnt, 1);
+        ck_assert_str_eq(c->http_bearer_tokens[0].value, D64);
+        ck_assert_uint_eq(c->http_auth_excluded_path_cnt, 1);
+        ck_assert_str_eq(c->http_auth_excluded_paths[0], "/healthz");
+        sg_config_destroy(c);
+        static const char *const bad[][2] = {
+                {"\"tls_server_config\":{\"cert_file\":\"/c\"}", "go together"},
+                {"\"tls_server_config\":{\"cert\":\"/c\"}", "cert"},
+                {"\"basic_auth_users\":{\"prom\":\"secret\"}",
+                 "http.basic_auth_users.prom"},
+                {"\"basic_auth_users\":{\"a:b\":\"" H60 "\"}", "':'"},
+                {"\"bearer_tokens\":{\"g\":\"abc\"}", "http.bearer_tokens.g"},
+                {"\"auth_excluded_paths\":[\"healthz\"]",
+                 "http.auth_excluded_paths[0]"},
+                {"\"auth_excluded_paths\":\"/healthz\"",
+                 "http.auth_excluded_paths"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char http[512];
+                snprintf(http, sizeof(http), "\"http\":{%s},", bad[i][0]);
+                snprintf(text, sizeof(text), BASE, http);
+                c = NULL;
+                ck_assert_msg(sg_config_parse(text, &c, es, sizeof(es)) ==
+                                      SG_ERR_CONFIG,
+                              "accepted: %s", bad[i][0]);
+                ck_assert_msg(strstr(es, bad[i][1]) != NULL, "%s: %s",
+                              bad[i][0], es);
+        }
+#undef H60
+#undef D64
 #undef BASE
 }
 END_TEST
@@ -359,6 +441,9 @@ typedef struct got {
         char ctype[128];
         long status;
         char allow[64];
+        char www[256]; /**< the WWW-Authenticate headers, joined by " | " */
+        char retry_after[16];
+        CURLcode rc; /**< fetch_ex(): the transfer's result */
 } got_t;
 
 static size_t on_body(char *p, size_t sz, size_t n, void *opaque) {
@@ -378,6 +463,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *opaque) {
         if (len > 7 && !strncasecmp(p, "Allow: ", 7))
                 snprintf(g->allow, sizeof(g->allow), "%.*s", (int)(len - 9),
                          p + 7);
+        if (len > 18 && !strncasecmp(p, "WWW-Authenticate: ", 18)) {
+                size_t used = strlen(g->www);
+                snprintf(g->www + used, sizeof(g->www) - used, "%s%.*s",
+                         used ? " | " : "", (int)(len - 20), p + 18);
+        }
+        if (len > 13 && !strncasecmp(p, "Retry-After: ", 13))
+                snprintf(g->retry_after, sizeof(g->retry_after), "%.*s",
+                         (int)(len - 15), p + 13);
         return len;
 }
 
@@ -408,6 +501,48 @@ static void fetch(uint16_t port, const char *method, const char *path,
         curl_easy_cleanup(c);
 }
 
+/* GET @p path over https (with @p cafile trusted) or http, with header
+ * "Authorization: @p auth" unless NULL; g->rc says whether a transfer
+ * happened at all. */
+static void fetch_ex(uint16_t port, bool https, const char *cafile,
+                     const char *auth, const char *path, got_t *g) {
+        char url[256], hdr[512];
+        snprintf(url, sizeof(url), "%s://127.0.0.1:%u%s",
+                 https ? "https" : "http", (unsigned)port, path);
+        memset(g, 0, sizeof(*g));
+        CURL *c = curl_easy_init();
+        ck_assert_ptr_nonnull(c);
+        struct curl_slist *h = NULL;
+        if (auth) {
+                snprintf(hdr, sizeof(hdr), "Authorization: %s", auth);
+                h = curl_slist_append(h, hdr);
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        }
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, g);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, g);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        if (cafile)
+                curl_easy_setopt(c, CURLOPT_CAINFO, cafile);
+        g->rc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g->status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+}
+
+/* "Basic base64(user:pass)" into @p out. */
+static const char *basic(const char *user, const char *pass, char *out,
+                         size_t size) {
+        char up[256];
+        unsigned char b64[400];
+        int n = snprintf(up, sizeof(up), "%s:%s", user, pass);
+        EVP_EncodeBlock(b64, (const unsigned char *)up, n);
+        snprintf(out, size, "Basic %s", b64);
+        return out;
+}
+
 /* /v1/echo: "<path> id=<id arg>" */
 static void on_echo(void *opaque, const sg_http_request_t *req,
                     sg_http_response_t *resp) {
@@ -422,6 +557,9 @@ static void on_echo(void *opaque, const sg_http_request_t *req,
         resp->body_len = (size_t)n;
 }
 
+/* The request deadline server() sets; 0: the default. */
+static int64_t g_request_timeout_ms;
+
 static sg_http_t *server(bool read_api, sg_pub_t *pub) {
         sg_http_addr_t a;
         sg_http_t *srv = NULL;
@@ -431,6 +569,13 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
                 SG_OK);
         ck_assert_int_eq(sg_http_new(&a, read_api, &srv, es, sizeof(es)),
                          SG_OK);
+        if (g_request_timeout_ms)
+                ck_assert_int_eq(
+                        sg_http_set_request_timeout(srv, g_request_timeout_ms,
+                                                    es, sizeof(es)),
+                        SG_OK);
+        ck_assert_int_eq(sg_http_set_request_timeout(srv, 0, es, sizeof(es)),
+                         SG_ERR_INVALID);
         ck_assert_int_eq(sg_pub_routes_add(pub, srv, "9.9", es, sizeof(es)),
                          SG_OK);
         ck_assert_int_eq(sg_http_route_add(srv, "/v1/events", on_echo,
@@ -447,6 +592,8 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
         ck_assert_int_eq(
                 sg_http_route_add(srv, "/late", on_echo, NULL, es, sizeof(es)),
                 SG_ERR_INVALID);
+        ck_assert_int_eq(sg_http_set_request_timeout(srv, 1000, es, sizeof(es)),
+                         SG_ERR_INVALID);
         return srv;
 }
 
@@ -579,6 +726,396 @@ START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
 }
 END_TEST
 
+/* ---- hostile requests ------------------------------------------------- */
+
+/** Sends @p req (len bytes; NULL: nothing) on a new connection to @p port
+ *  and reads the answer until the server closes or @p wait_ms pass;
+ *  returns the status of its status line (0: none) and copies up to
+ *  @p size - 1 bytes of the answer into @p out. */
+static int raw_request(uint16_t port, const char *req, size_t len, int wait_ms,
+                       char *out, size_t size) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in dst = {.sin_family = AF_INET,
+                                  .sin_port = htons(port)};
+        inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+        struct timeval tv = {.tv_sec = wait_ms / 1000,
+                             .tv_usec = (wait_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (size_t off = 0; req && off < len;) {
+                ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+                if (w <= 0)
+                        break; /* the server answered and closed early */
+                off += (size_t)w;
+        }
+        size_t got = 0;
+        for (;;) {
+                ssize_t r = recv(fd, out + got, size - 1 - got, 0);
+                if (r <= 0)
+                        break;
+                got += (size_t)r;
+                if (got == size - 1)
+                        break;
+        }
+        out[got] = '\0';
+        close(fd);
+        int status = 0;
+        if (sscanf(out, "HTTP/1.%*d %d", &status) != 1)
+                status = 0;
+        return status;
+}
+
+/* What an attacker may send to the endpoint (docs/operating.md "HTTP endpoint"):
+ * each is refused with a 4xx before a route sees it, never answered as if
+ * it were another request, and the server answers the next request. */
+START_TEST(test_server_hostile_requests) {
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+
+        /* a malformed %-escape: not taken literally ("e-1%zz" is no id
+         * anybody meant) */
+        const char *bad[] = {"/v1/events?id=e-1%zz", "/v1/events?id=e-1%2",
+                             "/v1/events?id=%",      "/v1/events/%G1",
+                             "/v1/events?i%d=x",     "/v1/events?id=a%%20"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+                fetch(port, "GET", bad[i], &g);
+                ck_assert_msg(g.status == 400, "%s: %ld %s", bad[i], g.status,
+                              g.body);
+                ck_assert_msg(strstr(g.body, "escape") != NULL, "%s: %s",
+                              bad[i], g.body);
+        }
+        fetch(port, "GET", "/v1/events?id=a%2Fb%2fc", &g); /* both cases */
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.body, "events /v1/events id=a/b/c");
+
+        /* a very long URL, a very long header, many headers: refused
+         * (414 / 431) within the connection's memory, then closed */
+        enum { BIG = 200000 };
+        char *req = malloc(BIG + 256), ans[4096];
+        ck_assert_ptr_nonnull(req);
+        int n = snprintf(req, 64, "GET /v1/events?id=");
+        memset(req + n, 'a', BIG);
+        n += BIG;
+        n += snprintf(req + n, 64, " HTTP/1.1\r\nHost: x\r\n\r\n");
+        int st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 414, "long URL: %d %.200s", st, ans);
+        n = snprintf(req, 64, "GET /healthz HTTP/1.1\r\nX-Long: ");
+        memset(req + n, 'b', BIG);
+        n += BIG;
+        n += snprintf(req + n, 64, "\r\nHost: x\r\n\r\n");
+        st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 431, "long header: %d %.200s", st, ans);
+        n = snprintf(req, 64, "GET /healthz HTTP/1.1\r\n");
+        while (n < BIG)
+                n += snprintf(req + n, 64, "X-H%d: v\r\n", n);
+        n += snprintf(req + n, 64, "Host: x\r\n\r\n");
+        st = raw_request(port, req, (size_t)n, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 431, "many headers: %d %.200s", st, ans);
+        free(req);
+
+        /* a request line that is not HTTP: 400 */
+        const char junk[] = "GARBAGE\r\n\r\n";
+        st = raw_request(port, junk, sizeof(junk) - 1, 5000, ans, sizeof(ans));
+        ck_assert_msg(st == 400 || st == 0, "junk: %d %.200s", st, ans);
+
+        fetch(port, "GET", "/healthz", &g); /* and the server still serves */
+        ck_assert_int_eq(g.status, 200);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+/* A client that sends its request a byte at a time, each byte within the
+ * idle timeout, holds a connection for as long as it likes unless the
+ * request as a whole has a deadline: with 32 such connections per peer
+ * address, a few peers would hold all 512 (docs/operating.md "HTTP endpoint"). The
+ * deadline is 1 s here (10 s by default). */
+START_TEST(test_server_slow_client_is_cut) {
+        sg_pub_t *pub;
+        got_t g;
+        g_request_timeout_ms = 1000;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_t *srv = server(true, pub);
+        uint16_t port = sg_http_port(srv);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in dst = {.sin_family = AF_INET,
+                                  .sin_port = htons(port)};
+        inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+        const char head[] = "GET /healthz HTTP/1.1\r\nX-Slow: ";
+        ck_assert_int_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL),
+                         (ssize_t)sizeof(head) - 1);
+        int64_t t0 = sg_clock_mono_ms(), cut_ms = -1;
+        while (sg_clock_mono_ms() - t0 < 6000) {
+                tu_sleep_ms(100);
+                if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+                        cut_ms = sg_clock_mono_ms() - t0;
+                        break;
+                }
+                char c;
+                ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+                if (r == 0 ||
+                    (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                        cut_ms = sg_clock_mono_ms() - t0;
+                        break;
+                }
+                ck_assert_msg(r < 0, "the server answered a request it "
+                                     "never received whole");
+        }
+        close(fd);
+        ck_assert_msg(cut_ms >= 0, "a request trickling for 6 s was not cut");
+        ck_assert_msg(cut_ms >= 500 && cut_ms < 4000, "cut after %lld ms",
+                      (long long)cut_ms);
+        fetch(port, "GET", "/healthz", &g); /* others are served */
+        ck_assert_int_eq(g.status, 200);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+/* ---- TLS and credentials ------------------------------------------------ */
+
+/* A self-signed certificate for IP 127.0.0.1 (its own CA) and its P-256
+ * key: PEM files cert.pem and key.pem in @p dir. */
+static void make_cert(const char *dir, char *cert, char *key, size_t size) {
+        snprintf(cert, size, "%s/cert.pem", dir);
+        snprintf(key, size, "%s/key.pem", dir);
+        EVP_PKEY *pk = EVP_EC_gen("P-256");
+        X509 *x = X509_new();
+        ck_assert(pk && x);
+        X509_set_version(x, 2);
+        ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+        X509_gmtime_adj(X509_getm_notBefore(x), -60);
+        X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+        X509_set_pubkey(x, pk);
+        X509_NAME *n = X509_get_subject_name(x);
+        X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
+                                   (const unsigned char *)"seqgate test", -1,
+                                   -1, 0);
+        X509_set_issuer_name(x, n);
+        X509V3_CTX ctx;
+        X509V3_set_ctx_nodb(&ctx);
+        X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+        const char *exts[][2] = {{"subjectAltName", "IP:127.0.0.1"},
+                                 {"basicConstraints", "critical,CA:TRUE"}};
+        for (size_t i = 0; i < 2; i++) {
+                X509_EXTENSION *e =
+                        X509V3_EXT_conf(NULL, &ctx, exts[i][0], exts[i][1]);
+                ck_assert_ptr_nonnull(e);
+                X509_add_ext(x, e, -1);
+                X509_EXTENSION_free(e);
+        }
+        ck_assert_int_gt(X509_sign(x, pk, EVP_sha256()), 0);
+        FILE *fc = fopen(cert, "w"), *fk = fopen(key, "w");
+        ck_assert(fc && fk);
+        ck_assert_int_eq(PEM_write_X509(fc, x), 1);
+        ck_assert_int_eq(
+                PEM_write_PrivateKey(fk, pk, NULL, NULL, 0, NULL, NULL), 1);
+        fclose(fc);
+        fclose(fk);
+        X509_free(x);
+        EVP_PKEY_free(pk);
+}
+
+/* HTTPS with tls_server_config: a client that trusts the certificate is
+ * served; plain HTTP to the same port is not; a file that cannot be read
+ * is an error naming it. */
+START_TEST(test_server_tls) {
+        char dir[64], cert[128], key[128], es[256];
+        tu_tmpdir(dir, sizeof(dir), "http_tls");
+        make_cert(dir, cert, key, sizeof(cert));
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        sg_http_addr_t a;
+        sg_http_t *srv = NULL;
+        ck_assert_int_eq(
+                sg_http_address_parse("127.0.0.1:0", &a, es, sizeof(es)),
+                SG_OK);
+        ck_assert_int_eq(sg_http_new(&a, true, &srv, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(
+                sg_http_tls_set(srv, "/nonexistent/c.pem", key, es, sizeof(es)),
+                SG_ERR_IO);
+        ck_assert_msg(strstr(es, "/nonexistent/c.pem") != NULL, "%s", es);
+        ck_assert_int_eq(sg_http_tls_set(srv, cert, key, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_pub_routes_add(pub, srv, "9.9", es, sizeof(es)),
+                         SG_OK);
+        ck_assert_msg(sg_http_start(srv, es, sizeof(es)) == SG_OK, "%s", es);
+        uint16_t port = sg_http_port(srv);
+        fetch_ex(port, true, cert, NULL, "/healthz", &g);
+        ck_assert_msg(g.rc == CURLE_OK, "%s", curl_easy_strerror(g.rc));
+        ck_assert_int_eq(g.status, 200);
+        ck_assert_str_eq(g.body, "{\"status\":\"ok\"}\n");
+        fetch_ex(port, false, NULL, NULL, "/healthz", &g); /* plain HTTP */
+        ck_assert_msg(g.rc != CURLE_OK || g.status != 200, "plain HTTP: %ld",
+                      g.status);
+        fetch_ex(port, true, NULL, NULL, "/healthz", &g); /* untrusted */
+        ck_assert_int_ne(g.rc, CURLE_OK);
+        sg_http_destroy(srv);
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+        tu_rmrf(dir);
+}
+END_TEST
+
+#define PASSWORD "correct horse battery staple"
+#define TOKEN "tok-5b3e0c9a1f7d4e2b8c6a9f0e1d2c3b4a"
+
+/* A bcrypt hash (cost 4: the fastest, for the test) of @p pw. */
+static void bcrypt_of(const char *pw, char *out, size_t size) {
+        char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+        struct crypt_data cd;
+        memset(&cd, 0, sizeof(cd));
+        ck_assert_ptr_nonnull(
+                crypt_gensalt_rn("$2y$", 4, NULL, 0, salt, sizeof(salt)));
+        const char *h = crypt_rn(pw, salt, &cd, sizeof(cd));
+        ck_assert(h && h[0] == '$');
+        snprintf(out, size, "%s", h);
+}
+
+/* "sha256:<hex>" of @p token. */
+static void token_digest(const char *token, char *out, size_t size) {
+        unsigned char d[SHA256_DIGEST_LENGTH];
+        SHA256((const unsigned char *)token, strlen(token), d);
+        int n = snprintf(out, size, "sha256:");
+        for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+                n += snprintf(out + n, size - (size_t)n, "%02x", d[i]);
+}
+
+/* basic_auth_users and bearer_tokens: /v1/ needs credentials, the probes
+ * and the scrape do not (unless auth_excluded_paths says otherwise);
+ * wrong or missing credentials are 401 with both challenges; password
+ * checks beyond SG_HTTP_BCRYPT_PER_S a second are 429, not run. */
+START_TEST(test_server_auth) {
+        char hash[128], digest[80], es[256], hdr[512];
+        bcrypt_of(PASSWORD, hash, sizeof(hash));
+        ck_assert(sg_http_bcrypt_hash_ok(hash));
+        ck_assert(!sg_http_bcrypt_hash_ok("$2y$03$abc"));
+        ck_assert(!sg_http_bcrypt_hash_ok(PASSWORD));
+        token_digest(TOKEN, digest, sizeof(digest));
+        ck_assert(sg_http_token_hash_ok(digest));
+        ck_assert(!sg_http_token_hash_ok("sha256:abc"));
+        sg_pub_t *pub;
+        got_t g;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        sg_pub_publish(pub, &s);
+        for (int round = 0; round < 2; round++) {
+                sg_http_addr_t a;
+                sg_http_t *srv = NULL;
+                ck_assert_int_eq(sg_http_address_parse("127.0.0.1:0", &a, es,
+                                                       sizeof(es)),
+                                 SG_OK);
+                ck_assert_int_eq(sg_http_new(&a, true, &srv, es, sizeof(es)),
+                                 SG_OK);
+                ck_assert_int_eq(
+                        sg_http_user_add(srv, "prom", hash, es, sizeof(es)),
+                        SG_OK);
+                ck_assert_int_eq(
+                        sg_http_user_add(srv, "a:b", hash, es, sizeof(es)),
+                        SG_ERR_INVALID);
+                ck_assert_int_eq(sg_http_token_add(srv, "grafana", digest, es,
+                                                   sizeof(es)),
+                                 SG_OK);
+                if (round == 1) /* only /healthz goes without */
+                        ck_assert_int_eq(sg_http_auth_exclude(srv, "/healthz",
+                                                              es, sizeof(es)),
+                                         SG_OK);
+                ck_assert_int_eq(
+                        sg_pub_routes_add(pub, srv, "9.9", es, sizeof(es)),
+                        SG_OK);
+                ck_assert_int_eq(sg_http_route_add(srv, "/v1/events", on_echo,
+                                                   (void *)"events", es,
+                                                   sizeof(es)),
+                                 SG_OK);
+                ck_assert_int_eq(sg_http_start(srv, es, sizeof(es)), SG_OK);
+                uint16_t port = sg_http_port(srv);
+
+                fetch_ex(port, false, NULL, NULL, "/v1/events?id=e1", &g);
+                ck_assert_int_eq(g.status, 401);
+                ck_assert_msg(strstr(g.www, "Basic realm=\"seqgate\"") &&
+                                      strstr(g.www, "Bearer"),
+                              "%s", g.www);
+                ck_assert_ptr_null(strstr(g.body, "e1"));
+                fetch_ex(port, false, NULL,
+                         basic("prom", PASSWORD, hdr, sizeof(hdr)),
+                         "/v1/events?id=e1", &g);
+                ck_assert_int_eq(g.status, 200);
+                ck_assert_str_eq(g.body, "events /v1/events id=e1");
+                fetch_ex(port, false, NULL,
+                         basic("prom", "wrong", hdr, sizeof(hdr)), "/v1/events",
+                         &g);
+                ck_assert_int_eq(g.status, 401);
+                fetch_ex(port, false, NULL,
+                         basic("nobody", PASSWORD, hdr, sizeof(hdr)),
+                         "/v1/events", &g);
+                ck_assert_int_eq(g.status, 401);
+                fetch_ex(port, false, NULL, "Bearer " TOKEN, "/v1/events", &g);
+                ck_assert_int_eq(g.status, 200);
+                fetch_ex(port, false, NULL, "Bearer " TOKEN "x", "/v1/events",
+                         &g);
+                ck_assert_int_eq(g.status, 401);
+                fetch_ex(port, false, NULL, "Basic !!!", "/v1/events", &g);
+                ck_assert_int_eq(g.status, 401);
+                fetch_ex(port, false, NULL, NULL, "/healthz", &g);
+                ck_assert_int_eq(g.status, 200);
+                fetch_ex(port, false, NULL, NULL, "/metrics", &g);
+                ck_assert_int_eq(g.status, round == 0 ? 200 : 401);
+
+                if (round == 1) {
+                        /* a burst of guesses: each one a bcrypt unless
+                         * throttled; the right password, once checked, is
+                         * cached and served through the throttle */
+                        int ok = 0, denied = 0, throttled = 0;
+                        int64_t t0 = sg_clock_mono_ms();
+                        for (int i = 0; i < 24; i++) {
+                                char pw[32];
+                                snprintf(pw, sizeof(pw), "guess-%d", i);
+                                fetch_ex(port, false, NULL,
+                                         basic("prom", pw, hdr, sizeof(hdr)),
+                                         "/v1/events", &g);
+                                denied += g.status == 401;
+                                throttled += g.status == 429;
+                                if (g.status == 429)
+                                        ck_assert_str_eq(g.retry_after, "1");
+                        }
+                        double secs = (double)(sg_clock_mono_ms() - t0) / 1e3;
+                        ck_assert_int_eq(denied + throttled, 24);
+                        /* the bucket: 4 at once, 4 more each second */
+                        ck_assert_msg(denied <= 4 + 4 * secs + 1,
+                                      "%d bcrypt checks in %.2f s", denied,
+                                      secs);
+                        fetch_ex(port, false, NULL,
+                                 basic("prom", PASSWORD, hdr, sizeof(hdr)),
+                                 "/v1/events", &g);
+                        ok += g.status == 200;
+                        ck_assert_int_eq(ok, 1);
+                }
+                sg_http_destroy(srv);
+        }
+        sg_pub_destroy(pub);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("http");
         TCase *tp = tcase_create("prometheus");
@@ -599,6 +1136,10 @@ static Suite *suite(void) {
         tcase_add_test(ts, test_server_routes);
         tcase_add_test(ts, test_server_port_in_use);
         tcase_add_test(ts, test_server_idle_peer_cannot_lock_out_probes);
+        tcase_add_test(ts, test_server_hostile_requests);
+        tcase_add_test(ts, test_server_slow_client_is_cut);
+        tcase_add_test(ts, test_server_tls);
+        tcase_add_test(ts, test_server_auth);
         suite_add_tcase(s, ts);
         return s;
 }

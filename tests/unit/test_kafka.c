@@ -42,6 +42,7 @@
 #include "config.h"
 #include "engine.h"
 #include "kafka.h"
+#include "metrics_pub.h"
 #include "passthrough.h"
 #include "store.h"
 #include "testutil.h"
@@ -421,6 +422,12 @@ typedef struct tproc {
         bool stop_when_done;
         int begin_sleep_ms;
 
+        /* a full disk: while set, the first record of every attempt is
+         * SG_ERR_MAP_FULL and grow() fails, grow_fail_max times; then the
+         * grow succeeds and disk_full clears */
+        bool disk_full;
+        int grow_fail_max, grow_fails;
+
         /* injection settings (mod 0: off); each fires once per offset */
         int proc_fail_mod, proc_fail_rem;
         int mapfull_mod, mapfull_rem;
@@ -584,6 +591,10 @@ static sg_err_t tp_process(void *o, const sg_record_t *r,
                          off);
                 return SG_ERR_STORE;
         }
+        if (t->disk_full && t->att_n == 1) {
+                snprintf(es, n, "injected map full (the disk is full)");
+                return SG_ERR_MAP_FULL;
+        }
         if (t->mapfull_mod && off % t->mapfull_mod == t->mapfull_rem &&
             !(t->injected[p][off] & 2)) {
                 t->injected[p][off] |= 2;
@@ -685,7 +696,14 @@ static void tp_abort(void *o) {
 
 static sg_err_t tp_grow(void *o, char *es, size_t n) {
         tproc_t *t = o;
-        (void)es, (void)n;
+        if (t->disk_full && t->grow_fails < t->grow_fail_max) {
+                t->grow_fails++;
+                snprintf(es, n,
+                         "growing the store's map to 2097152 bytes: "
+                         "allocating /data/data.mdb: No space left on device");
+                return SG_ERR_STORE;
+        }
+        t->disk_full = false;
         t->grows++;
         return SG_OK;
 }
@@ -845,6 +863,10 @@ typedef struct run {
         bool watchdog_fired;
 } run_t;
 
+/* When set, run_loop() installs it as the loop's publish callback. */
+static sg_loop_publish_cb *g_publish_cb;
+static void *g_publish_opaque;
+
 /** Creates a loop for @p proc, runs it until stopped, destroys it. */
 static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
                      void *(*other)(void *), void *other_arg, run_t *r) {
@@ -857,6 +879,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
         ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
         if (loopp)
                 *loopp = loop;
+        if (g_publish_cb)
+                sg_loop_set_publish(loop, g_publish_cb, g_publish_opaque);
         w.loop = loop;
         ck_assert_int_eq(pthread_create(&w.th, NULL, watchdog_main, &w), 0);
         if (other)
@@ -1058,6 +1082,78 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* (3) SG_ERR_MAP_FULL: grow, re-run the same records                   */
 
+/* What /readyz said at each publish of the full-disk run. */
+typedef struct readyseen {
+        sg_pub_t *pub;
+        tproc_t *t;
+        int not_ready_full; /**< 503 naming the disk error, disk full */
+        int ready_full;     /**< 200 while grows kept failing */
+        int ready_after;    /**< 200 after a 503, the disk freed */
+        char body[1024];    /**< the first 503 body */
+} readyseen_t;
+
+static void ready_publish(void *o, struct sg_metrics_snap *snap) {
+        readyseen_t *rs = o;
+        int st = 0;
+        char *b = NULL;
+        sg_pub_publish(rs->pub, snap);
+        if (!snap->assigned_once || snap->stopped)
+                return;
+        ck_assert_int_eq(sg_pub_ready(rs->pub, &st, &b), SG_OK);
+        bool full = rs->t->disk_full && rs->t->grow_fails >= 2;
+        if (st == 503 && strstr(b, "No space left on device")) {
+                if (!rs->body[0])
+                        snprintf(rs->body, sizeof(rs->body), "%s", b);
+                if (full)
+                        rs->not_ready_full++;
+        } else if (st == 200 && full) {
+                rs->ready_full++;
+        } else if (st == 200 && !rs->t->disk_full && rs->not_ready_full) {
+                rs->ready_after++;
+        }
+        free(b);
+}
+
+/* A full disk (semantics §6 "Disk space"): the store's growth cannot be
+ * allocated, so every batch is aborted and tried again after the back-off
+ * until space is freed. /readyz says not ready meanwhile, with the reason,
+ * and ready again once a batch commits; nothing is lost or reordered. */
+START_TEST(full_disk_is_not_ready_until_a_batch_commits) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+        readyseen_t rs = {.t = t};
+
+        ck_assert_int_eq(sg_pub_new(60000, &rs.pub), SG_OK);
+        t->disk_full = true;
+        t->grow_fail_max = 5;
+        tp_interface(t, &proc);
+        g_publish_cb = ready_publish;
+        g_publish_opaque = &rs;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+        g_publish_cb = NULL;
+
+        ck_assert_int_eq(t->grow_fails, 5);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 5);
+        ck_assert_msg(rs.not_ready_full > 0 && rs.ready_full == 0,
+                      "/readyz while every batch is aborted: %d not ready, "
+                      "%d ready",
+                      rs.not_ready_full, rs.ready_full);
+        ck_assert_msg(strstr(rs.body, "\"status\":\"not_ready\"") &&
+                              strstr(rs.body, "\"reason\""),
+                      "%s", rs.body);
+        ck_assert_int_gt(rs.ready_after, 0);
+        ck_assert_uint_eq(r.stats.batches_aborted_in_a_row, 0);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        sg_pub_destroy(rs.pub);
+        tp_destroy(t);
+}
+END_TEST
+
 START_TEST(map_full_grows_and_reruns) {
         tproc_t *t = tp_new();
         sg_processor_t proc;
@@ -1100,12 +1196,12 @@ START_TEST(delivery_failures_abort_and_reread) {
         outres_t o;
 
         /* The next 3 Produce requests (the loop's producer is the only one
-         * left) fail with a non-retriable error. */
+         * left) fail with a non-retriable error (the broker's unexpected
+         * error: an authorization error would stop the loop, a missing
+         * ACL being the operator's to fix). */
         rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 3,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+                g_mc, 0 /* Produce */, 3, RD_KAFKA_RESP_ERR_UNKNOWN,
+                RD_KAFKA_RESP_ERR_UNKNOWN, RD_KAFKA_RESP_ERR_UNKNOWN);
         tp_interface(t, &proc);
         run_loop(&proc, &t->loop, NULL, NULL, &r);
 
@@ -1578,6 +1674,41 @@ START_TEST(eos_commit_interval_bounds_the_transaction) {
 }
 END_TEST
 
+/* A delivery refused for a missing ACL (TOPIC_AUTHORIZATION_FAILED) is
+ * not a failure that a re-read can mend: the loop stops with
+ * SG_ERR_CONFIG (exit 2) naming the principal's missing ACL, instead of
+ * aborting and re-reading the batch for ever (docs/operating.md "Transient broker
+ * errors"). */
+START_TEST(delivery_unauthorized_stops_naming_the_acl) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        char es[512] = "";
+        sg_loop_t *loop = NULL;
+
+        rd_kafka_mock_push_request_errors(
+                g_mc, 0 /* Produce */, 1,
+                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        tp_interface(t, &proc);
+        ck_assert_int_eq(sg_loop_new(g_conf, &proc, log_cb, &g_logs, NULL, NULL,
+                                     &loop, es, sizeof(es)),
+                         SG_OK);
+        t->loop = loop;
+        watchdog_t w = {.loop = loop};
+        pthread_create(&w.th, NULL, watchdog_main, &w);
+        sg_err_t err = sg_loop_run(loop, es, sizeof(es));
+        atomic_store(&w.done, true);
+        pthread_join(w.th, NULL);
+        sg_loop_destroy(loop);
+        ck_assert_msg(err == SG_ERR_CONFIG && !atomic_load(&w.fired),
+                      "got %s: %s", sg_err2str(err), es);
+        ck_assert_msg(strstr(es, "needs an ACL allowing Write on topic "
+                                 "\"out\""),
+                      "errstr: %s", es);
+        ck_assert_int_le(g_logs.aborted, 1);
+        tp_destroy(t);
+}
+END_TEST
+
 /* A process error aborts before the transaction begins; a delivery failure
  * aborts the open transaction: its records never reach a read_committed
  * reader, the batch is re-read. */
@@ -1588,10 +1719,9 @@ START_TEST(eos_failures_abort_transaction) {
         outres_t o;
 
         t->proc_fail_mod = 100, t->proc_fail_rem = 11; /* 2 per partition */
-        rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 2,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 2,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN);
         tp_eos_interface(t, &proc);
         run_loop(&proc, &t->loop, NULL, NULL, &r);
 
@@ -1918,7 +2048,7 @@ static void cut_delivered(void *o, size_t index, int64_t offset) {
                 for (size_t i = 0; i < np; i++)
                         rd_kafka_mock_push_request_errors(
                                 g_mc, 0 /* Produce */, 1,
-                                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+                                RD_KAFKA_RESP_ERR_UNKNOWN);
                 c->fired = true;
                 sg_loop_stop(*c->loopp); /* "crash": no repair */
         }
@@ -2654,9 +2784,8 @@ START_TEST(overlap_early_delivery_failure_rewinds) {
         run_t r;
         outres_t o;
 
-        rd_kafka_mock_push_request_errors(
-                g_mc, 0 /* Produce */, 1,
-                RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 1,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN);
         t->overlap_probes = 2;
         t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
         tp_eos_interface(t, &proc);
@@ -2732,7 +2861,9 @@ int main(void) {
         add(tl, latency_histograms_skip_idle_batches);
         add(tl, process_and_commit_failures_reread);
         add(tl, map_full_grows_and_reruns);
+        add(tl, full_disk_is_not_ready_until_a_batch_commits);
         add(tl, delivery_failures_abort_and_reread);
+        add(tl, delivery_unauthorized_stops_naming_the_acl);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);

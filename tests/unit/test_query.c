@@ -416,6 +416,20 @@ START_TEST(http_read_api_answers) {
         ck_assert_int_eq(st, 400);
         ck_assert_msg(strstr(js(o, "error"), "is empty"), "%s", js(o, "error"));
         cJSON_Delete(o);
+        /* an argument the route does not know is a mistake, not noise:
+         * "ids=e2" must not answer for e1 */
+        o = get(port, "/v1/events?source=%2Fshop&id=e1&ids=e2", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "unknown argument ids"), "%s",
+                      js(o, "error"));
+        cJSON_Delete(o);
+        o = get(port,
+                "/v1/events?source=%2Fshop&id=e1&topic=orders&topic=orders",
+                &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "topic given 2 times"), "%s",
+                      js(o, "error"));
+        cJSON_Delete(o);
 
         /* the aggregate */
         o = get(port, "/v1/aggregates/A", &st);
@@ -429,6 +443,17 @@ START_TEST(http_read_api_answers) {
         cJSON_Delete(o);
         o = get(port, "/v1/aggregates/B", &st);
         ck_assert_int_eq(st, 404);
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/A?topc=orders", &st);
+        ck_assert_int_eq(st, 400);
+        ck_assert_msg(strstr(js(o, "error"), "unknown argument topc"), "%s",
+                      js(o, "error"));
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/A?topic=orders&topic=x", &st);
+        ck_assert_int_eq(st, 400);
+        cJSON_Delete(o);
+        o = get(port, "/v1/aggregates/A?topic=orders", &st);
+        ck_assert_int_eq(st, 200);
         cJSON_Delete(o);
         o = get(port, "/v1/aggregates/", &st);
         ck_assert_int_eq(st, 400);
