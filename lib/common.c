@@ -60,32 +60,41 @@ const char *sg_iso_time(int64_t ms, char *buf, size_t size) {
         return buf;
 }
 
+/* Every error code: its name and what it means, in words. */
+static const struct err_row {
+        sg_err_t err;
+        const char *name, *text;
+} err_rows[] = {
+        {SG_OK, "SG_OK", "no error"},
+        {SG_ERR_INVALID, "SG_ERR_INVALID", "invalid argument or input"},
+        {SG_ERR_NOMEM, "SG_ERR_NOMEM", "out of memory"},
+        {SG_ERR_STORE, "SG_ERR_STORE", "the store (LMDB) failed"},
+        {SG_ERR_MAP_FULL, "SG_ERR_MAP_FULL", "the store's map is full"},
+        {SG_ERR_CONFIG, "SG_ERR_CONFIG",
+         "the configuration is invalid or refused"},
+        {SG_ERR_KAFKA, "SG_ERR_KAFKA", "a Kafka client or broker error"},
+        {SG_ERR_NOT_FOUND, "SG_ERR_NOT_FOUND", "not found"},
+        {SG_ERR_FOREIGN, "SG_ERR_FOREIGN",
+         "the store and the changelog or consumer group do not belong "
+         "together: the state is refused"},
+        {SG_ERR_IO, "SG_ERR_IO", "a file system error"},
+        {SG_ERR_FATAL, "SG_ERR_FATAL", "an unrecoverable error"},
+        {SG_ERR_LOCKED, "SG_ERR_LOCKED",
+         "the data_dir is in use by another seqgate process"},
+};
+
 const char *sg_err2str(sg_err_t err) {
-        switch (err) {
-        case SG_OK:
-                return "SG_OK";
-        case SG_ERR_INVALID:
-                return "SG_ERR_INVALID";
-        case SG_ERR_NOMEM:
-                return "SG_ERR_NOMEM";
-        case SG_ERR_STORE:
-                return "SG_ERR_STORE";
-        case SG_ERR_MAP_FULL:
-                return "SG_ERR_MAP_FULL";
-        case SG_ERR_CONFIG:
-                return "SG_ERR_CONFIG";
-        case SG_ERR_KAFKA:
-                return "SG_ERR_KAFKA";
-        case SG_ERR_NOT_FOUND:
-                return "SG_ERR_NOT_FOUND";
-        case SG_ERR_FOREIGN:
-                return "SG_ERR_FOREIGN";
-        case SG_ERR_IO:
-                return "SG_ERR_IO";
-        case SG_ERR_FATAL:
-                return "SG_ERR_FATAL";
-        }
+        for (size_t i = 0; i < sizeof(err_rows) / sizeof(err_rows[0]); i++)
+                if (err_rows[i].err == err)
+                        return err_rows[i].name;
         return "SG_ERR_UNKNOWN";
+}
+
+const char *sg_err_text(sg_err_t err) {
+        for (size_t i = 0; i < sizeof(err_rows) / sizeof(err_rows[0]); i++)
+                if (err_rows[i].err == err)
+                        return err_rows[i].text;
+        return "an unknown error";
 }
 
 /* librdkafka's zigzag varint of a length (rd_uvarint_enc_i64). */

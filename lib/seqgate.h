@@ -64,14 +64,23 @@ typedef enum sg_err {
         SG_ERR_CONFIG = -5, /**< configuration invalid (detail names the key) */
         SG_ERR_KAFKA = -6,  /**< Kafka client error (detail in errstr) */
         SG_ERR_NOT_FOUND = -7, /**< key absent */
-        SG_ERR_FOREIGN =
-                -8, /**< partition store belongs to another consumer group */
-        SG_ERR_IO = -9,     /**< file system error */
-        SG_ERR_FATAL = -10, /**< unrecoverable; the caller should stop */
+        SG_ERR_FOREIGN = -8,   /**< state that is not this deployment's: a
+                                  partition store of another consumer group,
+                                  a store ahead of its changelog, a
+                                  changelog whose id is not the store's
+                                  (semantics §6) */
+        SG_ERR_IO = -9,        /**< file system error */
+        SG_ERR_FATAL = -10,    /**< unrecoverable; the caller should stop */
+        SG_ERR_LOCKED = -11,   /**< the data_dir is in use by another process */
 } sg_err_t;
 
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
+
+/** Returns a static one-line description of @p err in words ("the store
+ *  holds state that is not this deployment's"...), for log lines that give
+ *  the code too. */
+const char *sg_err_text(sg_err_t err);
 
 /**
  * The one formatter of error details: formats @p fmt (printf rules) into

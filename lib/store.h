@@ -222,7 +222,10 @@ typedef struct sg_snapreq_rec {
  * Opens (creating if needed) the LMDB environment in directory @p dir.
  * @param map_size_bytes   initial map size (grown to the file's size if larger).
  * @param growth_bytes     step for sg_store_grow().
- * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_STORE.
+ * One process per directory: it holds a lock on dir/seqgate.lock (flock)
+ * until sg_store_close.
+ * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_LOCKED (another process
+ *          holds the directory), SG_ERR_STORE.
  */
 sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        uint64_t growth_bytes, sg_store_t **storep, char *errstr,

@@ -1200,12 +1200,13 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
 }
 END_TEST
 
-/* One writer per data_dir: a second open fails while the first holds it. */
+/* One writer per data_dir: a second open fails while the first holds it,
+ * with its own code (the daemon exits 2 on it: an operator's mistake). */
 START_TEST(data_dir_locked_by_one_writer) {
         sg_store_t *a = open_store(1 << 20, 1 << 20), *b = NULL;
         ck_assert_int_eq(
                 sg_store_open(dir, 1 << 20, 1 << 20, &b, err, sizeof(err)),
-                SG_ERR_IO);
+                SG_ERR_LOCKED);
         ck_assert_ptr_nonnull(strstr(err, "in use by another seqgate"));
         sg_store_close(a);
         b = open_store(1 << 20, 1 << 20); /* released on close */
