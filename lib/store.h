@@ -40,6 +40,7 @@
 #ifndef SEQGATE_STORE_H
 #define SEQGATE_STORE_H
 
+#include "changelog.h"
 #include "seqgate.h"
 
 #include <stdbool.h>
@@ -193,6 +194,13 @@ typedef struct sg_meta_rec {
          *  written before it existed. */
         bool has_key_fp;
         unsigned char key_fp[SG_META_FP_PARTS][8];
+        /** The id record of the changelog partition the store reflects
+         *  (changelog.h "The changelog id", semantics §6 "The changelog's
+         *  identity"): a restore refuses a changelog that does not hold it
+         *  at its offset. has_changelog_id false: none recorded yet (a new
+         *  partition, or a store written before the field existed). */
+        bool has_changelog_id;
+        sg_changelog_id_t changelog_id;
 } sg_meta_rec_t;
 
 /** Snapshot request states. */
