@@ -254,7 +254,8 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
  * appends topic_len u8 | topic (the name the key prefix hashes; absent in
  * earlier changelog values, which restore re-encodes with it), then the
  * changelog id: a flag byte (1) | id (16) | its offset i64 (META_ID_LEN;
- * left out when there is none, and in values written before it existed). */
+ * left out when there is none, in values written before it existed, and
+ * always in the changelog's copy: sg_meta_put). */
 #define META_VLEN_8 (1 + 255 + 8 * 8)
 #define META_FP_LEN (1 + SG_META_FP_PARTS * 8)
 #define META_VLEN (META_VLEN_8 + 8 + META_FP_LEN)

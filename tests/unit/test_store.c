@@ -539,8 +539,9 @@ START_TEST(meta_and_partition_drop) {
 END_TEST
 
 /* The changelog id in the partition meta (store_int.h): kept and read back;
- * left out when there is none; a value written before the field existed
- * (the same bytes without it) reads as none; a bad flag is refused. */
+ * left out when there is none and from the changelog's copy; a value
+ * written before the field existed (the same bytes without it) reads as
+ * none; a bad flag is refused. */
 START_TEST(meta_changelog_id) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_tp_t tp;
@@ -589,6 +590,17 @@ START_TEST(meta_changelog_id) {
         memset(buf + with - 8, 0xff, 8); /* offset -1 */
         ck_assert_int_eq(sg_meta_decode(buf, with, &g, err, sizeof(err)),
                          SG_ERR_INVALID);
+        sg_txn_abort(t);
+        /* the changelog's copy leaves it out (an earlier version restoring
+         * it would refuse the bytes) */
+        t = wtxn(s);
+        sg_txn_capture(t, true);
+        ck_assert_int_eq(sg_meta_put(t, &tp, &m, err, sizeof(err)), SG_OK);
+        const sg_change_t *ch;
+        ck_assert_uint_eq(sg_txn_changes(t, &ch), 1);
+        ck_assert_uint_eq(ch[0].value_len, without);
+        ck_assert_int_eq(sg_meta_get(t, &tp, &g), SG_OK);
+        ck_assert(g.has_changelog_id);
         sg_txn_abort(t);
         sg_store_close(s);
 }
