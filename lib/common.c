@@ -97,6 +97,56 @@ const char *sg_err_text(sg_err_t err) {
         return "an unknown error";
 }
 
+/* The daemon's exit statuses (seqgate.h sg_exit_status): the one table
+ * they are defined in. Status 2 is everything a restart cannot fix, so that
+ * a supervisor stops trying (systemd: RestartPreventExitStatus=2,
+ * deploy/systemd/seqgate.service). */
+static const sg_exit_status_t exit_rows[] = {
+        {0,
+         "clean stop",
+         "SIGTERM, SIGINT or SIGHUP finished the batch in flight, committed "
+         "it and left the consumer group (or came during the start-up's "
+         "retries)",
+         {SG_OK}},
+        {1,
+         "runtime error",
+         "logged with the event exiting; also retriable broker errors that "
+         "outlasted broker_retry_timeout_ms and, with "
+         "exactly_once, fenced by a newer instance with the same "
+         "instance_id. A restart may succeed: a supervisor should restart "
+         "it",
+         {SG_OK}},
+        {2,
+         "operator action needed",
+         "refused until the operator acts; a restart does not help. A usage "
+         "or configuration error (SG_ERR_CONFIG), also one the Kafka clients "
+         "or the cluster refuse at start-up (a property, a key or "
+         "certificate file, a login or an ACL the broker refuses, a missing "
+         "topic, too few output partitions) and changed key settings "
+         "without --accept-key-change; a data_dir "
+         "another seqgate process holds (SG_ERR_LOCKED); state that is not "
+         "this deployment's (SG_ERR_FOREIGN): a store of another consumer "
+         "group, a store ahead of its changelog, a changelog whose id is "
+         "not the store's",
+         {SG_ERR_CONFIG, SG_ERR_LOCKED, SG_ERR_FOREIGN, SG_OK}},
+};
+
+const sg_exit_status_t *sg_exit_status(size_t i) {
+        return i < sizeof(exit_rows) / sizeof(exit_rows[0]) ? &exit_rows[i]
+                                                            : NULL;
+}
+
+const sg_exit_status_t *sg_exit_status_of(sg_err_t err) {
+        if (err == SG_OK)
+                return &exit_rows[0];
+        for (size_t i = 2; i < sizeof(exit_rows) / sizeof(exit_rows[0]); i++)
+                for (size_t k = 0; k < SG_EXIT_ERRS && exit_rows[i].errs[k];
+                     k++)
+                        if (exit_rows[i].errs[k] == err)
+                                return &exit_rows[i];
+        return &exit_rows[1];
+}
+
 /* librdkafka's zigzag varint of a length (rd_uvarint_enc_i64). */
 static size_t varint_size(size_t n) {
         uint64_t v = (uint64_t)n << 1;

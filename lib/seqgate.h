@@ -77,6 +77,29 @@ typedef enum sg_err {
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
 
+#define SG_EXIT_ERRS 4 /**< error codes a row of sg_exit_status lists */
+
+/** One exit status of the seqgate daemon (cmd/seqgate). */
+typedef struct sg_exit_status {
+        int status;       /**< the process's exit status */
+        const char *name; /**< a few words (the exiting line's exit_class) */
+        const char *doc;  /**< what it means and what to do */
+        /** The error codes that end in it, SG_OK-terminated; status 1 (row
+         *  1) takes every error no row lists, status 0 (row 0) SG_OK. */
+        sg_err_t errs[SG_EXIT_ERRS];
+} sg_exit_status_t;
+
+/**
+ * The daemon's exit statuses, the one table they are defined in (the
+ * daemon exits by it, --help prints it, docs/operating.md is generated from
+ * it): row @p i, in status order; NULL past the last. Static; thread-safe.
+ */
+const sg_exit_status_t *sg_exit_status(size_t i);
+
+/** The row of sg_exit_status an error @p err ends the daemon in: SG_OK a
+ *  clean stop; an error no row lists, status 1. Static; thread-safe. */
+const sg_exit_status_t *sg_exit_status_of(sg_err_t err);
+
 /** Returns a static one-line description of @p err in words ("the store
  *  holds state that is not this deployment's"...), for log lines that give
  *  the code too. */

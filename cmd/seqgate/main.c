@@ -204,61 +204,6 @@ static void install_signals(void) {
 /* ------------------------------------------------------------------ */
 /* exit statuses                                                       */
 
-/* The daemon's exit statuses: this table is the one place they are
- * defined — --help prints it, the exiting line names its row, and the
- * documentation's table is made from it. A row lists the error codes that
- * end in it; any other error is status 1. Status 2 is everything a restart
- * cannot fix, so that a supervisor stops trying (systemd:
- * RestartPreventExitStatus=2, deploy/systemd/seqgate.service). */
-typedef struct exit_class {
-        int status;
-        const char *name; /* a few words, the exiting line's exit_class */
-        const char *doc;  /* what it means and what to do */
-        sg_err_t errs[4]; /* the error codes that end in it (SG_OK ends) */
-} exit_class_t;
-
-static const exit_class_t g_exit_classes[] = {
-        {0,
-         "clean stop",
-         "SIGTERM, SIGINT or SIGHUP finished the batch in flight, committed "
-         "it and left the consumer group (or came during the start-up's "
-         "retries)",
-         {SG_OK}},
-        {1,
-         "runtime error",
-         "logged with the event exiting; also retriable broker errors that "
-         "outlasted broker_retry_timeout_ms and, with "
-         "exactly_once, fenced by a newer instance with the same "
-         "instance_id. A restart may succeed: a supervisor should restart "
-         "it",
-         {SG_OK}},
-        {2,
-         "operator action needed",
-         "refused until the operator acts; a restart does not help. A usage "
-         "or configuration error (SG_ERR_CONFIG), also one the Kafka clients "
-         "or the cluster refuse at start-up (a property, a key or "
-         "certificate file, a missing topic, too few output partitions) and "
-         "changed key settings without --accept-key-change; a data_dir "
-         "another seqgate process holds (SG_ERR_LOCKED); state that is not "
-         "this deployment's (SG_ERR_FOREIGN): a store of another consumer "
-         "group, a store ahead of its changelog, a changelog whose id is "
-         "not the store's",
-         {SG_ERR_CONFIG, SG_ERR_LOCKED, SG_ERR_FOREIGN, SG_OK}},
-};
-
-#define EXIT_CLASS_CNT (sizeof(g_exit_classes) / sizeof(g_exit_classes[0]))
-
-/* The row an error @p err ends in (SG_OK: a clean stop). */
-static const exit_class_t *exit_class_of(sg_err_t err) {
-        if (err == SG_OK)
-                return &g_exit_classes[0];
-        for (size_t i = 1; i < EXIT_CLASS_CNT; i++)
-                for (size_t k = 0; k < 4 && g_exit_classes[i].errs[k]; k++)
-                        if (g_exit_classes[i].errs[k] == err)
-                                return &g_exit_classes[i];
-        return &g_exit_classes[1];
-}
-
 /* Prints @p text (the cursor at column @p indent), wrapped before column
  * 79, continuation lines indented to @p indent. */
 static void print_wrapped(FILE *out, const char *text, int indent) {
@@ -337,11 +282,11 @@ static void usage(FILE *out) {
               "\n"
               "Exit status:\n",
               out);
-        for (size_t i = 0; i < EXIT_CLASS_CNT; i++) {
+        const sg_exit_status_t *x;
+        for (size_t i = 0; (x = sg_exit_status(i)); i++) {
                 char row[1024];
-                snprintf(row, sizeof(row), "%d  %s: %s",
-                         g_exit_classes[i].status, g_exit_classes[i].name,
-                         g_exit_classes[i].doc);
+                snprintf(row, sizeof(row), "%d  %s: %s", x->status, x->name,
+                         x->doc);
                 fputs("  ", out);
                 print_wrapped(out, row, 5);
         }
@@ -872,8 +817,8 @@ static int run(const opts_t *o) {
 fail : {
         g_loop = NULL;
         /* the error by its code and in words, and the exit status it
-         * ends in (g_exit_classes) */
-        const exit_class_t *xc = exit_class_of(err);
+         * ends in (sg_exit_status_of: the statuses' one table) */
+        const sg_exit_status_t *xc = sg_exit_status_of(err);
         cJSON *ff = cJSON_CreateObject();
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));
         cJSON_AddStringToObject(ff, "error_text", sg_err_text(err));
