@@ -1,11 +1,15 @@
 /*
  * changelog.c — the at_least_once changelog protocol (changelog.h): record
- * framing and the restore reader's rule.
+ * framing and the restore reader's rule; the changelog id.
  */
 #include "changelog.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 void sg_changelog_u64_put(unsigned char out[8], int64_t v) {
         uint64_t u = (uint64_t)v;
@@ -43,6 +47,82 @@ void sg_changelog_marker_key_make(unsigned char out[SG_CHANGELOG_MARKER_LEN],
         sg_changelog_u64_put(out + 10, seq);
 }
 
+/* ---- the changelog id ------------------------------------------------- */
+
+sg_err_t sg_changelog_id_new(unsigned char id[SG_CHANGELOG_ID_LEN],
+                             char *errstr, size_t errstr_size) {
+        size_t got = 0;
+        while (got < SG_CHANGELOG_ID_LEN) {
+                ssize_t n = getrandom(id + got, SG_CHANGELOG_ID_LEN - got, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        sg_errf(errstr, errstr_size,
+                                "getrandom for a changelog id: %s",
+                                strerror(errno));
+                        return SG_ERR_IO;
+                }
+                got += (size_t)n;
+        }
+        return SG_OK;
+}
+
+void sg_changelog_id_key_make(unsigned char out[SG_CHANGELOG_ID_KEY_LEN],
+                              const unsigned char id[SG_CHANGELOG_ID_LEN]) {
+        out[0] = SG_CHANGELOG_CONTROL;
+        out[1] = SG_CHANGELOG_ID;
+        memcpy(out + 2, id, SG_CHANGELOG_ID_LEN);
+}
+
+bool sg_changelog_id_key_parse(const void *key, size_t key_len,
+                               unsigned char id[SG_CHANGELOG_ID_LEN]) {
+        const unsigned char *k = key;
+        if (!k || key_len != SG_CHANGELOG_ID_KEY_LEN ||
+            k[0] != SG_CHANGELOG_CONTROL || k[1] != SG_CHANGELOG_ID)
+                return false;
+        if (id)
+                memcpy(id, k + 2, SG_CHANGELOG_ID_LEN);
+        return true;
+}
+
+const char *sg_changelog_id_hex(const unsigned char id[SG_CHANGELOG_ID_LEN],
+                                char out[SG_CHANGELOG_ID_HEX]) {
+        sg_hex_encode(id, SG_CHANGELOG_ID_LEN, out);
+        return out;
+}
+
+sg_err_t sg_changelog_id_check(const sg_changelog_id_t *want, int64_t log_start,
+                               int64_t offset, const void *key, size_t key_len,
+                               const char *topic, const char *changelog,
+                               int32_t partition, char *errstr,
+                               size_t errstr_size) {
+        unsigned char got[SG_CHANGELOG_ID_LEN];
+        if (offset == want->offset &&
+            sg_changelog_id_key_parse(key, key_len, got) &&
+            memcmp(got, want->id, SG_CHANGELOG_ID_LEN) == 0)
+                return SG_OK;
+        if (want->offset < log_start)
+                return SG_ERR_NOT_FOUND;
+        char w[SG_CHANGELOG_ID_HEX], g[SG_CHANGELOG_ID_HEX + 40];
+        if (offset != want->offset)
+                snprintf(g, sizeof(g), "no record there");
+        else if (sg_changelog_id_key_parse(key, key_len, got))
+                sg_changelog_id_hex(got, g);
+        else
+                snprintf(g, sizeof(g), "a record that is no changelog id");
+        sg_errf(errstr, errstr_size,
+                "changelog %s [%" PRId32 "] is not the one the store of %s "
+                "[%" PRId32 "] was restored from: the store expects "
+                "changelog id %s at offset %" PRId64 ", the changelog has "
+                "%s (deleted and created again, or another cluster): "
+                "refusing to restore from it (to start over from the "
+                "changelog as it is, drop the data_dir; what is not in it "
+                "is forgotten)",
+                changelog, partition, topic, partition,
+                sg_changelog_id_hex(want->id, w), want->offset, g);
+        return SG_ERR_FOREIGN;
+}
+
 /* A record held back until its batch is known to be complete. */
 typedef struct held {
         int64_t offset;
@@ -64,6 +144,8 @@ struct sg_changelog_reader {
         bool voids_sorted;
         int64_t *confirms;
         size_t confirm_cnt, confirm_cap;
+        bool has_id; /* the first id record read */
+        sg_changelog_id_t id;
         sg_changelog_counts_t counts;
 };
 
@@ -175,11 +257,18 @@ static sg_err_t floor_raise(sg_changelog_reader_t *r, int64_t epoch) {
         return held_void(r);
 }
 
-static sg_err_t feed_control(sg_changelog_reader_t *r, const unsigned char *k,
-                             size_t key_len, const void *value,
-                             size_t value_len, sg_changelog_apply_cb *apply,
-                             void *opaque, char *errstr, size_t errstr_size) {
+static sg_err_t feed_control(sg_changelog_reader_t *r, int64_t offset,
+                             const unsigned char *k, size_t key_len,
+                             const void *value, size_t value_len,
+                             sg_changelog_apply_cb *apply, void *opaque,
+                             char *errstr, size_t errstr_size) {
         r->counts.control++;
+        if (value && !r->has_id &&
+            sg_changelog_id_key_parse(k, key_len, r->id.id)) {
+                r->has_id = true;
+                r->id.offset = offset;
+                return SG_OK;
+        }
         if (k[1] == SG_CHANGELOG_MARKER && key_len == SG_CHANGELOG_MARKER_LEN) {
                 if (!value)
                         return SG_OK; /* an owner dropping an old marker */
@@ -223,8 +312,8 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
         const unsigned char *k = key;
         sg_err_t err;
         if (key_len >= 2 && k[0] == SG_CHANGELOG_CONTROL)
-                return feed_control(r, k, key_len, value, value_len, apply,
-                                    opaque, errstr, errstr_size);
+                return feed_control(r, offset, k, key_len, value, value_len,
+                                    apply, opaque, errstr, errstr_size);
         if (!frame || frame_len != SG_CHANGELOG_FRAME_LEN) {
                 /* exactly_once: committed in a transaction, so whole; a
                  * batch held back before it was never completed */
@@ -296,6 +385,13 @@ size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
                                     const int64_t **epochsp) {
         *epochsp = r->confirms;
         return r->confirm_cnt;
+}
+
+bool sg_changelog_reader_id(const sg_changelog_reader_t *r,
+                            sg_changelog_id_t *out) {
+        if (r->has_id && out)
+                *out = r->id;
+        return r->has_id;
 }
 
 sg_changelog_counts_t

@@ -1,8 +1,9 @@
 /*
  * changelog.h — the at_least_once changelog protocol (semantics §6): how a
  * batch's changelog records are framed, and which records of a changelog
- * partition a restore applies. Pure (no Kafka, no LMDB): the Kafka loop
- * (kafka.c) writes and reads the records, the engine applies them.
+ * partition a restore applies; and, in both guarantees, the changelog id
+ * (below). Pure (no Kafka, no LMDB): the Kafka loop (kafka.c) writes and
+ * reads the records, the engine applies them.
  *
  * Without Kafka transactions two things can leave records in a changelog
  * partition that no store may ever reflect:
@@ -54,6 +55,25 @@
  * a key's valid record once a later (void) record of the key exists, and
  * the repair makes the last record of every key a valid one again.
  *
+ * The changelog id (both guarantees; semantics §6 "The changelog's
+ * identity"). A store is a cache of one changelog partition, but offsets
+ * alone cannot tell that log from another: a topic deleted and created
+ * again, or the same name on another cluster, has offsets too, and a
+ * restore "from the checkpoint" of such a log silently parts the store from
+ * its changelog. So the loop writes, into every changelog partition it
+ * restores without finding one, an id record
+ *   id       0xFF 'I' id(16)      value = its writer's wall time, ms (8)
+ * with 16 random bytes, and the partition's meta keeps the id and the
+ * record's offset (Kafka's topic ids, KIP-516, need librdkafka 2.3). The key
+ * is never written again nor tombstoned, so compaction keeps the record at
+ * its offset for good; a partition may hold several (each store checks its
+ * own). A restore of a store that has one first reads the changelog at that
+ * offset: the record there must be that id record (sg_changelog_id_check),
+ * or the restore is refused (SG_ERR_FOREIGN); a restore of a store without
+ * one (new, or written before the id existed) records the first id record
+ * it reads, or has one written. Earlier versions skip the record (a control
+ * record of a kind they lack).
+ *
  * Thread-safety: a reader belongs to one thread.
  */
 #ifndef SEQGATE_CHANGELOG_H
@@ -72,9 +92,19 @@ extern "C" {
 #define SG_CHANGELOG_CLAIM 'C'
 #define SG_CHANGELOG_CONFIRM 'K'
 #define SG_CHANGELOG_MARKER 'M'
+#define SG_CHANGELOG_ID 'I'
 #define SG_CHANGELOG_FRAME_LEN 16  /**< header value: epoch, sequence */
 #define SG_CHANGELOG_KEY_LEN 10    /**< confirm keys */
 #define SG_CHANGELOG_MARKER_LEN 18 /**< marker keys */
+#define SG_CHANGELOG_ID_LEN 16     /**< the random id */
+#define SG_CHANGELOG_ID_KEY_LEN 18 /**< id record keys */
+#define SG_CHANGELOG_ID_HEX 33     /**< sg_changelog_id_hex's buffer */
+
+/** A changelog id record: its id, and the offset it was written at. */
+typedef struct sg_changelog_id {
+        unsigned char id[SG_CHANGELOG_ID_LEN];
+        int64_t offset;
+} sg_changelog_id_t;
 
 /** Writes the big-endian 8-byte form of @p v to @p out. */
 void sg_changelog_u64_put(unsigned char out[8], int64_t v);
@@ -91,6 +121,40 @@ void sg_changelog_key_make(unsigned char out[SG_CHANGELOG_KEY_LEN], char kind,
 /** Key of the marker of batch @p seq of @p epoch. */
 void sg_changelog_marker_key_make(unsigned char out[SG_CHANGELOG_MARKER_LEN],
                                   int64_t epoch, int64_t seq);
+
+/** Fills @p id with random bytes (getrandom(2)).
+ *  @returns SG_OK, or SG_ERR_IO (errstr says why). */
+sg_err_t sg_changelog_id_new(unsigned char id[SG_CHANGELOG_ID_LEN],
+                             char *errstr, size_t errstr_size);
+/** Key of the id record of @p id. */
+void sg_changelog_id_key_make(unsigned char out[SG_CHANGELOG_ID_KEY_LEN],
+                              const unsigned char id[SG_CHANGELOG_ID_LEN]);
+/** True if @p key is an id record's key; then its id is copied to @p id
+ *  (may be NULL). */
+bool sg_changelog_id_key_parse(const void *key, size_t key_len,
+                               unsigned char id[SG_CHANGELOG_ID_LEN]);
+/** @p id in lowercase hex (32 characters and a NUL), for log lines;
+ *  returns @p out. */
+const char *sg_changelog_id_hex(const unsigned char id[SG_CHANGELOG_ID_LEN],
+                                char out[SG_CHANGELOG_ID_HEX]);
+
+/**
+ * Whether changelog partition @p changelog [@p partition], whose log starts
+ * at @p log_start, still holds the id record @p want the store expects: the
+ * first record read from want->offset on is at @p offset with key @p key
+ * (@p offset -1: none, the log ends before want->offset).
+ * @returns SG_OK: it does; SG_ERR_NOT_FOUND: it cannot be known, the log
+ *          starts past want->offset (its retention removed the record; not
+ *          a refusal: the store records an id anew); SG_ERR_FOREIGN: it
+ *          does not (another log: deleted and created again, another
+ *          cluster), errstr says what was expected and found for the store
+ *          of input partition @p topic [@p partition].
+ */
+sg_err_t sg_changelog_id_check(const sg_changelog_id_t *want, int64_t log_start,
+                               int64_t offset, const void *key, size_t key_len,
+                               const char *topic, const char *changelog,
+                               int32_t partition, char *errstr,
+                               size_t errstr_size);
 
 /** One changelog key (a store key as SG_EFFECT_CHANGELOG names it). */
 typedef struct sg_changelog_key {
@@ -110,7 +174,7 @@ typedef struct sg_changelog_reader sg_changelog_reader_t;
 typedef struct sg_changelog_counts {
         uint64_t applied;  /**< records given to the apply callback */
         uint64_t void_cnt; /**< records skipped as void */
-        uint64_t control;  /**< claims, confirms, markers */
+        uint64_t control;  /**< claims, confirms, markers, ids */
 } sg_changelog_counts_t;
 
 /**
@@ -150,6 +214,11 @@ size_t sg_changelog_reader_void_keys(sg_changelog_reader_t *r,
 /** Epochs of the confirms read (not tombstones), in log order. */
 size_t sg_changelog_reader_confirms(const sg_changelog_reader_t *r,
                                     const int64_t **epochsp);
+
+/** The first changelog id record read (not a tombstone: none is ever
+ *  written), with its offset. @returns false if none was read. */
+bool sg_changelog_reader_id(const sg_changelog_reader_t *r,
+                            sg_changelog_id_t *out);
 
 /** The reader's counts. */
 sg_changelog_counts_t

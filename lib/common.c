@@ -60,32 +60,91 @@ const char *sg_iso_time(int64_t ms, char *buf, size_t size) {
         return buf;
 }
 
+/* Every error code: its name and what it means, in words. */
+static const struct err_row {
+        sg_err_t err;
+        const char *name, *text;
+} err_rows[] = {
+        {SG_OK, "SG_OK", "no error"},
+        {SG_ERR_INVALID, "SG_ERR_INVALID", "invalid argument or input"},
+        {SG_ERR_NOMEM, "SG_ERR_NOMEM", "out of memory"},
+        {SG_ERR_STORE, "SG_ERR_STORE", "the store (LMDB) failed"},
+        {SG_ERR_MAP_FULL, "SG_ERR_MAP_FULL", "the store's map is full"},
+        {SG_ERR_CONFIG, "SG_ERR_CONFIG",
+         "the configuration is invalid or refused"},
+        {SG_ERR_KAFKA, "SG_ERR_KAFKA", "a Kafka client or broker error"},
+        {SG_ERR_NOT_FOUND, "SG_ERR_NOT_FOUND", "not found"},
+        {SG_ERR_FOREIGN, "SG_ERR_FOREIGN",
+         "the store and the changelog or consumer group do not belong "
+         "together: the state is refused"},
+        {SG_ERR_IO, "SG_ERR_IO", "a file system error"},
+        {SG_ERR_FATAL, "SG_ERR_FATAL", "an unrecoverable error"},
+        {SG_ERR_LOCKED, "SG_ERR_LOCKED",
+         "the data_dir is in use by another seqgate process"},
+};
+
 const char *sg_err2str(sg_err_t err) {
-        switch (err) {
-        case SG_OK:
-                return "SG_OK";
-        case SG_ERR_INVALID:
-                return "SG_ERR_INVALID";
-        case SG_ERR_NOMEM:
-                return "SG_ERR_NOMEM";
-        case SG_ERR_STORE:
-                return "SG_ERR_STORE";
-        case SG_ERR_MAP_FULL:
-                return "SG_ERR_MAP_FULL";
-        case SG_ERR_CONFIG:
-                return "SG_ERR_CONFIG";
-        case SG_ERR_KAFKA:
-                return "SG_ERR_KAFKA";
-        case SG_ERR_NOT_FOUND:
-                return "SG_ERR_NOT_FOUND";
-        case SG_ERR_FOREIGN:
-                return "SG_ERR_FOREIGN";
-        case SG_ERR_IO:
-                return "SG_ERR_IO";
-        case SG_ERR_FATAL:
-                return "SG_ERR_FATAL";
-        }
+        for (size_t i = 0; i < sizeof(err_rows) / sizeof(err_rows[0]); i++)
+                if (err_rows[i].err == err)
+                        return err_rows[i].name;
         return "SG_ERR_UNKNOWN";
+}
+
+const char *sg_err_text(sg_err_t err) {
+        for (size_t i = 0; i < sizeof(err_rows) / sizeof(err_rows[0]); i++)
+                if (err_rows[i].err == err)
+                        return err_rows[i].text;
+        return "an unknown error";
+}
+
+/* The daemon's exit statuses (seqgate.h sg_exit_status): the one table
+ * they are defined in. Status 2 is everything a restart cannot fix, so that
+ * a supervisor stops trying (systemd: RestartPreventExitStatus=2,
+ * deploy/systemd/seqgate.service). */
+static const sg_exit_status_t exit_rows[] = {
+        {0,
+         "clean stop",
+         "SIGTERM, SIGINT or SIGHUP finished the batch in flight, committed "
+         "it and left the consumer group (or came during the start-up's "
+         "retries)",
+         {SG_OK}},
+        {1,
+         "runtime error",
+         "logged with the event exiting; also retriable broker errors that "
+         "outlasted broker_retry_timeout_ms and, with "
+         "exactly_once, fenced by a newer instance with the same "
+         "instance_id. A restart may succeed: a supervisor should restart "
+         "it",
+         {SG_OK}},
+        {2,
+         "operator action needed",
+         "refused until the operator acts; a restart does not help. A usage "
+         "or configuration error (SG_ERR_CONFIG), also one the Kafka clients "
+         "or the cluster refuse at start-up (a property, a key or "
+         "certificate file, a login or an ACL the broker refuses, a missing "
+         "topic, too few output partitions) and changed key settings "
+         "without --accept-key-change; a data_dir "
+         "another seqgate process holds (SG_ERR_LOCKED); state that is not "
+         "this deployment's (SG_ERR_FOREIGN): a store of another consumer "
+         "group, a store ahead of its changelog, a changelog whose id is "
+         "not the store's",
+         {SG_ERR_CONFIG, SG_ERR_LOCKED, SG_ERR_FOREIGN, SG_OK}},
+};
+
+const sg_exit_status_t *sg_exit_status(size_t i) {
+        return i < sizeof(exit_rows) / sizeof(exit_rows[0]) ? &exit_rows[i]
+                                                            : NULL;
+}
+
+const sg_exit_status_t *sg_exit_status_of(sg_err_t err) {
+        if (err == SG_OK)
+                return &exit_rows[0];
+        for (size_t i = 2; i < sizeof(exit_rows) / sizeof(exit_rows[0]); i++)
+                for (size_t k = 0; k < SG_EXIT_ERRS && exit_rows[i].errs[k];
+                     k++)
+                        if (exit_rows[i].errs[k] == err)
+                                return &exit_rows[i];
+        return &exit_rows[1];
 }
 
 /* librdkafka's zigzag varint of a length (rd_uvarint_enc_i64). */

@@ -828,5 +828,7 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->restore_end = sg_eng_restore_end;
         proc->changelog_epoch_get = sg_eng_changelog_epoch_get;
         proc->changelog_epoch_set = sg_eng_changelog_epoch_set;
+        proc->changelog_id_get = sg_eng_changelog_id_get;
+        proc->changelog_id_set = sg_eng_changelog_id_set;
         proc->changelog_value = sg_eng_changelog_value;
 }

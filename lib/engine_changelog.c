@@ -177,6 +177,11 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
                 return err;
         m.changelog_offset = next;
         m.changelog_epoch = p->cl_epoch;
+        /* the id this restore checked or recorded, never one a restored
+         * meta record carries (changelog.h "The changelog id") */
+        m.has_changelog_id = p->has_cl_id;
+        if (p->has_cl_id)
+                m.changelog_id = p->cl_id;
         if ((err = sg_meta_put(e->rtxn, &p->tp, &m, errstr, errstr_size)))
                 return err;
         err = sg_txn_commit(e->rtxn, errstr, errstr_size);
@@ -221,6 +226,11 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                 e->rtxn = NULL;
                 return err;
         }
+        /* the id record the store expects, delta or full restore alike: a
+         * full restore's drop does not make another log acceptable */
+        p->has_cl_id = err == SG_OK && m.has_changelog_id;
+        if (p->has_cl_id)
+                p->cl_id = m.changelog_id;
         if (cp >= log_start && cp <= log_end) {
                 *offsetp = cp; /* the delta only */
                 p->cl_epoch = m.changelog_epoch;
@@ -348,6 +358,67 @@ void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (p)
                 p->cl_epoch = epoch;
+}
+
+/* The changelog id (changelog.h "The changelog id"): the id record the
+ * store expects, as restore_begin read it from the meta, and the one to
+ * keep from now on — during a restore with its checkpoints
+ * (restore_checkpoint); after one (no batch or restore open) written into
+ * the meta at once, so that nothing that reads the meta again (the loop's
+ * second assign, at_least_once) finds it without. */
+bool sg_eng_changelog_id_get(void *opaque, const char *topic, int32_t partition,
+                             sg_changelog_id_t *out) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        if (!p || !p->has_cl_id)
+                return false;
+        *out = p->cl_id;
+        return true;
+}
+
+sg_err_t sg_eng_changelog_id_set(void *opaque, const char *topic,
+                                 int32_t partition, const sg_changelog_id_t *id,
+                                 char *errstr, size_t errstr_size) {
+        sg_engine_t *e = opaque;
+        part_t *p = sg_eng_part_find(e, topic, partition);
+        if (!p || e->txn) {
+                sg_errf(errstr, errstr_size, "changelog id of %s [%d]: %s",
+                        topic, partition,
+                        !p ? "partition not assigned" : "a batch is open");
+                return SG_ERR_INVALID;
+        }
+        p->has_cl_id = id != NULL;
+        if (id)
+                p->cl_id = *id;
+        if (e->rtxn)
+                return SG_OK; /* with the restore's checkpoints */
+        sg_txn_t *txn;
+        sg_meta_rec_t m;
+        sg_err_t err = sg_txn_begin(e->store, true, &txn, errstr, errstr_size);
+        if (err)
+                return err;
+        if ((err = sg_meta_get(txn, &p->tp, &m))) {
+                sg_txn_abort(txn);
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d]: cannot read partition meta (%s)",
+                        topic, partition, sg_err2str(err));
+                return err;
+        }
+        m.has_changelog_id = id != NULL;
+        if (id)
+                m.changelog_id = *id;
+        err = sg_meta_put(txn, &p->tp, &m, errstr, errstr_size);
+        if (err) {
+                sg_txn_abort(txn);
+                return err;
+        }
+        /* commit ends the transaction, also when it fails */
+        if ((err = sg_txn_commit(txn, errstr, errstr_size)))
+                return err;
+        p->meta.has_changelog_id = p->work.has_changelog_id = id != NULL;
+        if (id)
+                p->meta.changelog_id = p->work.changelog_id = *id;
+        return SG_OK;
 }
 
 /* The committed value of the store key a changelog record names (its key:

@@ -65,9 +65,11 @@ typedef struct part {
          * and the deadline horizon it had then */
         int64_t blocked_at;
         int64_t blocked_horizon;
-        int64_t cl_epoch;     /* changelog epoch to keep with the restore's
+        int64_t cl_epoch;        /* changelog epoch to keep with the restore's
                                  checkpoints (changelog_epoch_set) */
-        int64_t oldest_since; /* oldest parked event or snapshot wait seen
+        bool has_cl_id;          /* the changelog id record to keep with them */
+        sg_changelog_id_t cl_id; /* (changelog_id_set) */
+        int64_t oldest_since;    /* oldest parked event or snapshot wait seen
                                  by the last gauge walk, ms; 0 none */
 } part_t;
 
@@ -393,6 +395,11 @@ int64_t sg_eng_changelog_epoch_get(void *opaque, const char *topic,
                                    int32_t partition);
 void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
                                 int32_t partition, int64_t epoch);
+bool sg_eng_changelog_id_get(void *opaque, const char *topic, int32_t partition,
+                             sg_changelog_id_t *out);
+sg_err_t sg_eng_changelog_id_set(void *opaque, const char *topic,
+                                 int32_t partition, const sg_changelog_id_t *id,
+                                 char *errstr, size_t errstr_size);
 sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                                 int32_t partition, const void *key,
                                 size_t key_len, void **valuep,

@@ -673,10 +673,21 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                          * before judging anything more. */
                         char es[512] = "";
                         sg_loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
-                        if (sg_loop_restore(loop, NULL, NULL, es, sizeof(es)) ==
-                            SG_OK) {
+                        sg_err_t rerr = sg_loop_restore(loop, NULL, NULL, es,
+                                                        sizeof(es));
+                        if (rerr == SG_OK) {
                                 loop->restore_needed = false;
                                 sg_loop_commit_pending(loop);
+                        } else if (rerr == SG_ERR_FOREIGN ||
+                                   rerr == SG_ERR_CONFIG) {
+                                /* a refusal (semantics §6: a store ahead
+                                 * of its changelog, a changelog that is not
+                                 * the store's): trying again cannot help;
+                                 * stop as the assignment's restore does */
+                                char what[600];
+                                sg_errf(what, sizeof(what), "restore: %s", es);
+                                sg_loop_set_fatal(loop, rerr, what);
+                                break;
                         } else {
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(f, "error", es);

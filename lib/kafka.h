@@ -68,18 +68,25 @@
  * Restore (processor restore_begin/apply/end): inside the rebalance
  * callback, for every newly assigned input partition, before the partition
  * is handed to the consumer (so none of its records is read first): a
- * dedicated group-less read_committed consumer reads the changelog
- * partition from the offset restore_begin returns up to its stable end (the
+ * dedicated group-less read_committed consumer first reads the changelog
+ * partition at the offset of the changelog id record the store keeps
+ * (changelog_id_get; changelog.h "The changelog id": not that record there
+ * is SG_ERR_FOREIGN), then from the offset restore_begin returns up to its
+ * stable end (the
  * partition EOF; if the high watermark is beyond it, an undecided
  * transaction — a dead owner's — is waited for, at most 120 s), through a
  * changelog reader (changelog.h) that hands restore_apply the records to
  * apply (exactly_once's all; at_least_once's complete batches of the
  * epochs in force), then restore_end. SG_ERR_MAP_FULL grows the store and
  * restarts that partition's restore. One "restore_done" log line per
- * partition (records, void_records, epoch, ms). A failed restore stops the
- * loop (SG_ERR_FATAL). exactly_once: committed input offsets still held by
- * an open transaction are waited for (at most 120 s) before the partition
- * starts.
+ * partition (records, void_records, epoch, changelog_id, ms). A changelog
+ * partition restored without finding an id record, for a store that keeps
+ * none, gets one once the restores are done ("changelog_id_written";
+ * exactly_once in a transaction of its own). A failed restore stops the
+ * loop (SG_ERR_FATAL; a refusal, SG_ERR_FOREIGN or SG_ERR_CONFIG, with its
+ * own code, also when it comes from a restore rerun while running).
+ * exactly_once: committed input offsets still held by an open transaction
+ * are waited for (at most 120 s) before the partition starts.
  *
  * Changelog fencing (at_least_once; changelog.h has the record formats and
  * the reader's rule). Without transactions nothing stops an old owner from

@@ -64,6 +64,9 @@ typedef struct sg_part {
                                     written at (nobody else wrote since) */
         bool cl_fenced;            /**< a newer owner confirmed: never write
                                     again (paused until revoked) */
+        bool cl_id_write;          /**< its restore found no changelog id:
+                                    write one (changelog.h "The changelog
+                                    id") once the restores are done */
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
         /* published numbers (sg_loop_publish) */
@@ -280,6 +283,8 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size);
 void sg_loop_txn_abort(sg_loop_t *loop);
 sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size);
+sg_err_t sg_loop_txn_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
+                          char *errstr, size_t errstr_size);
 
 /* producing and delivery reports (kafka_produce.c) */
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);

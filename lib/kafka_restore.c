@@ -17,6 +17,8 @@ typedef struct sg_restore_ctx {
         sg_loop_t *loop;
         const char *topic; /**< the input topic */
         int32_t partition;
+        bool has_id; /**< the processor keeps a changelog id (checked, or
+                          the first one read) */
 } sg_restore_ctx_t;
 
 static sg_err_t restore_apply_cb(void *opaque, int64_t offset, const void *key,
@@ -74,6 +76,16 @@ static sg_err_t loop_restore_feed(sg_restore_ctx_t *ctx,
                 if (pr->changelog_epoch_set)
                         pr->changelog_epoch_set(pr->opaque, ctx->topic,
                                                 ctx->partition, *floorp);
+        }
+        sg_changelog_id_t id;
+        if (!err && !ctx->has_id && pr->changelog_id_set &&
+            sg_changelog_reader_id(rd, &id)) {
+                /* a store without one records the first id read, before
+                 * any checkpoint past it (changelog.h "The changelog id") */
+                err = pr->changelog_id_set(pr->opaque, ctx->topic,
+                                           ctx->partition, &id, errstr,
+                                           errstr_size);
+                ctx->has_id = true;
         }
         return err;
 }
@@ -222,14 +234,16 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
  * is not written yet), and the read goes on until the end reaches the high
  * watermark: the state must include every transaction whose input offsets
  * are committed. Whenever the reader's FLOOR moves, the processor is told
- * (changelog_epoch_set), so that every checkpoint keeps the epoch in force.
+ * (changelog_epoch_set), so that every checkpoint keeps the epoch in force;
+ * and, unless @p has_id (the processor keeps a changelog id), the first
+ * changelog id record read (changelog_id_set).
  */
 static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                   int32_t partition, const char *changelog,
-                                  int64_t from, int64_t hi_w,
+                                  int64_t from, int64_t hi_w, bool has_id,
                                   sg_changelog_reader_t *rd, int64_t *endp,
                                   char *errstr, size_t errstr_size) {
-        sg_restore_ctx_t ctx = {loop, topic, partition};
+        sg_restore_ctx_t ctx = {loop, topic, partition, has_id};
         int64_t floor = sg_changelog_reader_floor(rd);
         sg_err_t err = loop_restore_assign(loop, changelog, partition, from,
                                            errstr, errstr_size);
@@ -530,6 +544,140 @@ static sg_err_t loop_restore_offsets(sg_loop_t *loop,
         return SG_OK;
 }
 
+/** loop_restore_id_check, the read: the first record of changelog
+ *  @p changelog [@p partition] at or after offset @p at (read_committed),
+ *  into *mp (NULL: none — the log ends before it, or only records a
+ *  read_committed reader never gets lie from @p at to its end). Waits for a
+ *  transaction still undecided there, as loop_restore_read does. */
+static sg_err_t loop_restore_read_one(sg_loop_t *loop, const char *changelog,
+                                      int32_t partition, int64_t at,
+                                      rd_kafka_message_t **mp, char *errstr,
+                                      size_t errstr_size) {
+        *mp = NULL;
+        sg_err_t err = loop_restore_assign(loop, changelog, partition, at,
+                                           errstr, errstr_size);
+        rd_kafka_queue_t *q =
+                err ? NULL : rd_kafka_queue_get_consumer(loop->restorer);
+        if (!err && !q) {
+                sg_errf(errstr, errstr_size,
+                        "changelog %s [%" PRId32 "]: the restore consumer "
+                        "has no queue",
+                        changelog, partition);
+                err = SG_ERR_KAFKA;
+        }
+        int64_t t0 = sg_clock_mono_ms(), first_eof = 0;
+        bool waiting = false, done = false;
+        while (!err && !*mp && !done) {
+                rd_kafka_message_t *m =
+                        rd_kafka_consume_queue(q, SG_RESTORE_POLL_MS);
+                int64_t now = sg_clock_mono_ms();
+                if (!m) {
+                } else if (!m->err) {
+                        *mp = m;
+                        m = NULL;
+                } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        if (m->offset > at) {
+                                done = true; /* nothing readable at @p at */
+                        } else {
+                                if (!first_eof)
+                                        first_eof = now;
+                                err = loop_restore_at_eof(
+                                        loop, changelog, partition, m->offset,
+                                        now - first_eof, &waiting, &done,
+                                        errstr, errstr_size);
+                        }
+                } else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+                           m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+                        done = true; /* the log ends before @p at */
+                } else {
+                        err = loop_restore_consume_error(loop, changelog,
+                                                         partition, at, m,
+                                                         errstr, errstr_size);
+                }
+                if (m)
+                        rd_kafka_message_destroy(m);
+                if (!err && !*mp && !done && !first_eof &&
+                    now - t0 > SG_RESTORE_STALL_MS) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog %s [%" PRId32 "]: no answer for "
+                                "%d s reading offset %" PRId64,
+                                changelog, partition,
+                                SG_RESTORE_STALL_MS / 1000, at);
+                        err = SG_ERR_KAFKA;
+                }
+                if (!err && !*mp && !done && loop->stop) {
+                        sg_errf(errstr, errstr_size,
+                                "stopped during the restore of %s [%" PRId32
+                                "]",
+                                changelog, partition);
+                        err = SG_ERR_KAFKA;
+                }
+        }
+        if (q)
+                rd_kafka_queue_destroy(q);
+        rd_kafka_assign(loop->restorer, NULL);
+        if (err && *mp) {
+                rd_kafka_message_destroy(*mp);
+                *mp = NULL;
+        }
+        return err;
+}
+
+/**
+ * loop_restore_part, before the read: the store of @p topic [@p partition]
+ * expects the changelog id record @p want; checks that changelog
+ * @p tc [@p partition] (log start @p lo) holds it there (changelog.h "The
+ * changelog id"): SG_ERR_FOREIGN if not. When that cannot be known (the
+ * log starts past it: its retention removed it), logs
+ * "changelog_id_unverifiable", tells the processor to forget it and sets
+ * *keptp false: the restore then records an id anew.
+ */
+static sg_err_t loop_restore_id_check(sg_loop_t *loop, const char *topic,
+                                      int32_t partition,
+                                      const sg_topic_config_t *tc, int64_t lo,
+                                      const sg_changelog_id_t *want,
+                                      bool *keptp, char *errstr,
+                                      size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        rd_kafka_message_t *m = NULL;
+        *keptp = true;
+        sg_err_t err = SG_OK;
+        if (want->offset >= lo)
+                err = loop_restore_read_one(loop, tc->changelog_topic,
+                                            partition, want->offset, &m, errstr,
+                                            errstr_size);
+        if (err)
+                return err;
+        err = sg_changelog_id_check(want, lo, m ? m->offset : -1,
+                                    m ? m->key : NULL, m ? m->key_len : 0,
+                                    topic, tc->changelog_topic, partition,
+                                    errstr, errstr_size);
+        if (m)
+                rd_kafka_message_destroy(m);
+        if (err == SG_ERR_NOT_FOUND) {
+                char hex[SG_CHANGELOG_ID_HEX];
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", topic);
+                cJSON_AddNumberToObject(f, "partition", partition);
+                cJSON_AddStringToObject(f, "changelog", tc->changelog_topic);
+                cJSON_AddStringToObject(f, "changelog_id",
+                                        sg_changelog_id_hex(want->id, hex));
+                cJSON_AddNumberToObject(f, "offset", (double)want->offset);
+                cJSON_AddNumberToObject(f, "log_start", (double)lo);
+                cJSON_AddStringToObject(
+                        f, "detail",
+                        "the changelog starts past its id record (removed "
+                        "by its retention): not checked; a new one is "
+                        "recorded");
+                sg_loop_log(loop, SG_LOG_WARNING, "changelog_id_unverifiable",
+                            f);
+                *keptp = false;
+                err = pr->changelog_id_set(pr->opaque, topic, partition, NULL,
+                                           errstr, errstr_size);
+        }
+        return err;
+}
+
 /** loop_restore_part, step 2: one pass of the processor's restore
  *  (restore_begin, the read from *fromp to *endp through a new changelog
  *  reader *rdp — the caller's to destroy, also on error — restore_end). */
@@ -547,16 +695,32 @@ static sg_err_t loop_restore_pass(sg_loop_t *loop, const char *topic,
                 floor0 = pr->changelog_epoch_get(pr->opaque, topic, partition);
         if (!err && pr->changelog_epoch_set)
                 pr->changelog_epoch_set(pr->opaque, topic, partition, floor0);
+        /* the changelog's identity first: nothing is applied from a log
+         * that is not the store's */
+        sg_changelog_id_t want;
+        bool has_id = !err && pr->changelog_id_get && pr->changelog_id_set &&
+                      pr->changelog_id_get(pr->opaque, topic, partition, &want);
+        if (has_id)
+                err = loop_restore_id_check(loop, topic, partition, tc, lo,
+                                            &want, &has_id, errstr,
+                                            errstr_size);
         if (!err && sg_changelog_reader_new(floor0, rdp)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 err = SG_ERR_NOMEM;
         }
         if (!err)
                 err = loop_restore_read(loop, topic, partition,
-                                        tc->changelog_topic, *fromp, hi, *rdp,
-                                        endp, errstr, errstr_size);
+                                        tc->changelog_topic, *fromp, hi, has_id,
+                                        *rdp, endp, errstr, errstr_size);
         if (!err && (err = sg_changelog_reader_finish(*rdp)))
                 sg_errf(errstr, errstr_size, "out of memory");
+        size_t pi = sg_loop_part(loop, topic, partition);
+        if (!err && pi != SG_NO_PART)
+                /* none kept and none read: one is written once the
+                 * restores are done (sg_loop_restore) */
+                loop->parts[pi].cl_id_write =
+                        pr->changelog_id_set && !has_id &&
+                        !sg_changelog_reader_id(*rdp, NULL);
         if (!err)
                 err = pr->restore_end(pr->opaque, topic, partition, *endp,
                                       errstr, errstr_size);
@@ -592,6 +756,9 @@ static void loop_restore_log_done(sg_loop_t *loop, const char *topic,
                                   int64_t from, int64_t end,
                                   const sg_changelog_counts_t *cnt,
                                   int64_t floor, int64_t ms) {
+        const sg_processor_t *pr = &loop->proc;
+        sg_changelog_id_t id;
+        char hex[SG_CHANGELOG_ID_HEX];
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "topic", topic);
         cJSON_AddNumberToObject(f, "partition", partition);
@@ -602,6 +769,11 @@ static void loop_restore_log_done(sg_loop_t *loop, const char *topic,
         cJSON_AddNumberToObject(f, "records", (double)cnt->applied);
         cJSON_AddNumberToObject(f, "void_records", (double)cnt->void_cnt);
         cJSON_AddNumberToObject(f, "epoch", (double)floor);
+        /* the changelog id checked or read (none yet: one is written) */
+        if (pr->changelog_id_get &&
+            pr->changelog_id_get(pr->opaque, topic, partition, &id))
+                cJSON_AddStringToObject(f, "changelog_id",
+                                        sg_changelog_id_hex(id.id, hex));
         cJSON_AddNumberToObject(f, "ms", (double)ms);
         sg_loop_log(loop, SG_LOG_INFO, "restore_done", f);
 }
@@ -701,6 +873,89 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
         }
 }
 
+/**
+ * After the restores: writes a changelog id record (changelog.h "The
+ * changelog id") into the changelog partition of every input partition
+ * whose restore found none and kept none (part.cl_id_write; not a fenced
+ * one) — exactly_once in a transaction of its own, at_least_once as this
+ * owner's records — and tells the processor the id and the offset it got
+ * (changelog_id_set). at_least_once: a record that landed where this
+ * owner's next one was due moves that on (part.cl_next); one that landed
+ * elsewhere had another writer before it, which the next batch finds (its
+ * records do not land where due) and answers with a restore. Logs
+ * "changelog_id_written" per record.
+ */
+static sg_err_t loop_ids_write(sg_loop_t *loop, char *errstr,
+                               size_t errstr_size) {
+        const sg_processor_t *pr = &loop->proc;
+        size_t n = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                n += loop->parts[i].cl_id_write && !loop->parts[i].cl_fenced;
+        if (n == 0)
+                return SG_OK;
+        sg_send_t *recs = calloc(n, sizeof(*recs));
+        size_t *pis = calloc(n, sizeof(*pis));
+        unsigned char(*keys)[SG_CHANGELOG_ID_KEY_LEN] =
+                calloc(n, SG_CHANGELOG_ID_KEY_LEN);
+        unsigned char(*vals)[8] = calloc(n, 8);
+        sg_err_t err = recs && pis && keys && vals ? SG_OK : SG_ERR_NOMEM;
+        if (err)
+                sg_errf(errstr, errstr_size, "out of memory");
+        int64_t now = sg_clock_wall_ms();
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (!p->cl_id_write || p->cl_fenced)
+                        continue;
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
+                unsigned char id[SG_CHANGELOG_ID_LEN];
+                if ((err = sg_changelog_id_new(id, errstr, errstr_size)))
+                        break;
+                sg_changelog_id_key_make(keys[k], id);
+                sg_changelog_u64_put(vals[k], now);
+                recs[k].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = keys[k],
+                        .key_len = SG_CHANGELOG_ID_KEY_LEN,
+                        .value = vals[k],
+                        .value_len = 8,
+                };
+                pis[k++] = i;
+        }
+        if (!err)
+                err = loop->eos ? sg_loop_txn_send(loop, recs, n, errstr,
+                                                   errstr_size)
+                                : sg_loop_send(loop, recs, n, errstr,
+                                               errstr_size);
+        for (size_t k = 0; !err && k < n; k++) {
+                sg_part_t *p = &loop->parts[pis[k]];
+                sg_changelog_id_t id = {.offset = recs[k].offset};
+                sg_changelog_id_key_parse(keys[k], SG_CHANGELOG_ID_KEY_LEN,
+                                          id.id);
+                p->cl_id_write = false;
+                if (!loop->eos && p->cl_next == id.offset)
+                        p->cl_next = id.offset + 1;
+                char hex[SG_CHANGELOG_ID_HEX];
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "topic", p->topic);
+                cJSON_AddNumberToObject(f, "partition", p->partition);
+                cJSON_AddStringToObject(f, "changelog", recs[k].ef.topic);
+                cJSON_AddStringToObject(f, "changelog_id",
+                                        sg_changelog_id_hex(id.id, hex));
+                cJSON_AddNumberToObject(f, "offset", (double)id.offset);
+                sg_loop_log(loop, SG_LOG_NOTICE, "changelog_id_written", f);
+                err = pr->changelog_id_set(pr->opaque, p->topic, p->partition,
+                                           &id, errstr, errstr_size);
+        }
+        free(recs);
+        free(pis);
+        free(keys);
+        free(vals);
+        return err;
+}
+
 /** Restores every input partition of @p l, or (NULL) every assigned one
  *  whose part.restore is set (clearing it). Sets restore_ms_last.
  *  at_least_once: a partition a newer owner confirmed is fenced
@@ -744,6 +999,12 @@ sg_err_t sg_loop_restore(sg_loop_t *loop,
                         any |= fenced;
                 }
         }
+        /* a changelog found without an id gets one (none when the
+         * assignment is abandoned: its next restore decides again) */
+        if (!err && !(l && any))
+                err = loop_ids_write(loop, errstr, errstr_size);
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_id_write = false;
         loop->stats.restore_ms_last = ms;
         if (fencedp)
                 *fencedp = any;

@@ -236,3 +236,38 @@ sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         rd_kafka_topic_partition_list_destroy(l);
         return err;
 }
+
+/**
+ * exactly_once, with no batch open: @p n records of the loop's own in a
+ * transaction of their own — begun, produced with every delivery awaited
+ * (sg_loop_send fills their offsets), committed; aborted on a failure. No
+ * input offset joins it: for records no input offset depends on (the
+ * changelog id, changelog.h), which a zombie may write too.
+ */
+sg_err_t sg_loop_txn_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
+                          char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        if (loop->txn_open) {
+                sg_errf(errstr, errstr_size, "a transaction is open");
+                return SG_ERR_INVALID;
+        }
+        rd_kafka_error_t *e = rd_kafka_begin_transaction(loop->producer);
+        if (e)
+                return sg_loop_txn_error(loop, e, "begin_transaction", errstr,
+                                         errstr_size);
+        loop->txn_open = true;
+        err = sg_loop_send(loop, recs, n, errstr, errstr_size);
+        if (!err)
+                TXN_CALL(loop,
+                         rd_kafka_commit_transaction(
+                                 loop->producer,
+                                 (int)loop->conf->delivery_timeout_ms),
+                         "commit_transaction", errstr, errstr_size, &err);
+        if (!err) {
+                loop->txn_open = false;
+                loop->stats.transactions_total++;
+        } else if (err != SG_ERR_FATAL) {
+                sg_loop_txn_abort(loop);
+        }
+        return err;
+}

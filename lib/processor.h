@@ -38,6 +38,7 @@
 #ifndef SEQGATE_PROCESSOR_H
 #define SEQGATE_PROCESSOR_H
 
+#include "changelog.h"
 #include "seqgate.h"
 
 #include <stdbool.h>
@@ -255,6 +256,25 @@ typedef struct sg_processor {
          *  ones, restore_end, and the batches after it). */
         void (*changelog_epoch_set)(void *opaque, const char *topic,
                                     int32_t partition, int64_t epoch);
+
+        /* the changelog id, both guarantees (changelog.h "The changelog
+         * id"; semantics §6 "The changelog's identity"); both may be NULL:
+         * then no id is written or checked */
+
+        /** The id record the partition's store expects its changelog to
+         *  hold (kept in its meta) into *out; false if none. Called after
+         *  restore_begin (which reads it from the store). */
+        bool (*changelog_id_get)(void *opaque, const char *topic,
+                                 int32_t partition, sg_changelog_id_t *out);
+        /** The id record to keep with the partition's store from now on
+         *  (NULL: none): during a restore, with its checkpoints; after one
+         *  (no batch open), written into the store at once.
+         *  @returns SG_OK, SG_ERR_INVALID (no batch may be open), a store
+         *  error. */
+        sg_err_t (*changelog_id_set)(void *opaque, const char *topic,
+                                     int32_t partition,
+                                     const sg_changelog_id_t *id, char *errstr,
+                                     size_t errstr_size);
         /**
          * The committed store value the changelog key @p key names (the
          * key of an SG_EFFECT_CHANGELOG record), so that the loop can

@@ -64,14 +64,46 @@ typedef enum sg_err {
         SG_ERR_CONFIG = -5, /**< configuration invalid (detail names the key) */
         SG_ERR_KAFKA = -6,  /**< Kafka client error (detail in errstr) */
         SG_ERR_NOT_FOUND = -7, /**< key absent */
-        SG_ERR_FOREIGN =
-                -8, /**< partition store belongs to another consumer group */
-        SG_ERR_IO = -9,     /**< file system error */
-        SG_ERR_FATAL = -10, /**< unrecoverable; the caller should stop */
+        SG_ERR_FOREIGN = -8,   /**< state that is not this deployment's: a
+                                  partition store of another consumer group,
+                                  a store ahead of its changelog, a
+                                  changelog whose id is not the store's
+                                  (semantics §6) */
+        SG_ERR_IO = -9,        /**< file system error */
+        SG_ERR_FATAL = -10,    /**< unrecoverable; the caller should stop */
+        SG_ERR_LOCKED = -11,   /**< the data_dir is in use by another process */
 } sg_err_t;
 
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
+
+#define SG_EXIT_ERRS 4 /**< error codes a row of sg_exit_status lists */
+
+/** One exit status of the seqgate daemon (cmd/seqgate). */
+typedef struct sg_exit_status {
+        int status;       /**< the process's exit status */
+        const char *name; /**< a few words (the exiting line's exit_class) */
+        const char *doc;  /**< what it means and what to do */
+        /** The error codes that end in it, SG_OK-terminated; status 1 (row
+         *  1) takes every error no row lists, status 0 (row 0) SG_OK. */
+        sg_err_t errs[SG_EXIT_ERRS];
+} sg_exit_status_t;
+
+/**
+ * The daemon's exit statuses, the one table they are defined in (the
+ * daemon exits by it, --help prints it, docs/operating.md is generated from
+ * it): row @p i, in status order; NULL past the last. Static; thread-safe.
+ */
+const sg_exit_status_t *sg_exit_status(size_t i);
+
+/** The row of sg_exit_status an error @p err ends the daemon in: SG_OK a
+ *  clean stop; an error no row lists, status 1. Static; thread-safe. */
+const sg_exit_status_t *sg_exit_status_of(sg_err_t err);
+
+/** Returns a static one-line description of @p err in words ("the store
+ *  holds state that is not this deployment's"...), for log lines that give
+ *  the code too. */
+const char *sg_err_text(sg_err_t err);
 
 /**
  * The one formatter of error details: formats @p fmt (printf rules) into

@@ -444,7 +444,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                         "data_dir",
                         dir, lp);
                 close(fd);
-                return SG_ERR_IO;
+                return SG_ERR_LOCKED;
         }
         sg_store_t *s = calloc(1, sizeof(*s));
         if (!s) {

@@ -40,6 +40,7 @@
 #ifndef SEQGATE_STORE_H
 #define SEQGATE_STORE_H
 
+#include "changelog.h"
 #include "seqgate.h"
 
 #include <stdbool.h>
@@ -193,6 +194,13 @@ typedef struct sg_meta_rec {
          *  written before it existed. */
         bool has_key_fp;
         unsigned char key_fp[SG_META_FP_PARTS][8];
+        /** The id record of the changelog partition the store reflects
+         *  (changelog.h "The changelog id", semantics §6 "The changelog's
+         *  identity"): a restore refuses a changelog that does not hold it
+         *  at its offset. has_changelog_id false: none recorded yet (a new
+         *  partition, or a store written before the field existed). */
+        bool has_changelog_id;
+        sg_changelog_id_t changelog_id;
 } sg_meta_rec_t;
 
 /** Snapshot request states. */
@@ -222,7 +230,10 @@ typedef struct sg_snapreq_rec {
  * Opens (creating if needed) the LMDB environment in directory @p dir.
  * @param map_size_bytes   initial map size (grown to the file's size if larger).
  * @param growth_bytes     step for sg_store_grow().
- * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_STORE.
+ * One process per directory: it holds a lock on dir/seqgate.lock (flock)
+ * until sg_store_close.
+ * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_LOCKED (another process
+ *          holds the directory), SG_ERR_STORE.
  */
 sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        uint64_t growth_bytes, sg_store_t **storep, char *errstr,

@@ -317,6 +317,15 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
                 tl = rd_u8(&r);
                 topic = rd_take(&r, tl);
         }
+        /* then the changelog id (absent before it existed) */
+        unsigned id_flag = 0;
+        const unsigned char *id = NULL;
+        int64_t id_offset = -1;
+        if (r.left > 0) {
+                id_flag = rd_u8(&r);
+                id = rd_take(&r, SG_CHANGELOG_ID_LEN);
+                id_offset = rd_i64(&r);
+        }
         sg_err_t err = rd_end(&r, "meta", len, errstr, errstr_size);
         if (err)
                 return err;
@@ -333,6 +342,11 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         if (fp_flag > 1)
                 return refuse(errstr, errstr_size,
                               "meta value: key fingerprint flag %u", fp_flag);
+        if (id_flag > 1 || (id_flag == 1 && id_offset < 0))
+                return refuse(errstr, errstr_size,
+                              "meta value: changelog id flag %u, offset "
+                              "%" PRId64,
+                              id_flag, id_offset);
         if (input < -1 || changelog < -1 || epoch < -1 || !is_time(clock))
                 return refuse(errstr, errstr_size,
                               "meta value: input offset %" PRId64
@@ -355,6 +369,11 @@ sg_err_t sg_meta_decode(const void *value, size_t len, sg_meta_rec_t *out,
         if (fp_flag == 1) {
                 out->has_key_fp = true;
                 memcpy(out->key_fp, fp, sizeof(out->key_fp));
+        }
+        if (id_flag == 1) {
+                out->has_changelog_id = true;
+                memcpy(out->changelog_id.id, id, SG_CHANGELOG_ID_LEN);
+                out->changelog_id.offset = id_offset;
         }
         return SG_OK;
 }

@@ -252,10 +252,14 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
  * Stores and changelogs written before either field existed lack it: a
  * missing epoch reads as -1, a missing fingerprint as none. Store format 2
  * appends topic_len u8 | topic (the name the key prefix hashes; absent in
- * earlier changelog values, which restore re-encodes with it). */
+ * earlier changelog values, which restore re-encodes with it), then the
+ * changelog id: a flag byte (1) | id (16) | its offset i64 (META_ID_LEN;
+ * left out when there is none, in values written before it existed, and
+ * always in the changelog's copy: sg_meta_put). */
 #define META_VLEN_8 (1 + 255 + 8 * 8)
 #define META_FP_LEN (1 + SG_META_FP_PARTS * 8)
 #define META_VLEN (META_VLEN_8 + 8 + META_FP_LEN)
+#define META_ID_LEN (1 + SG_CHANGELOG_ID_LEN + 8)
 
 /* seq u64 | attempt u32 | state u8 | has_have u8 | have u64 | want u64 |
  * issued_at u64 | sent_at u64 | due u64 | agg_len u32 | agg */

@@ -251,7 +251,7 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN + 1 + sizeof(tp->topic)];
+        unsigned char v[META_VLEN + 1 + sizeof(tp->topic) + META_ID_LEN];
         memset(v, 0, META_VLEN);
         size_t gl = strnlen(r->group, 255);
         v[0] = (unsigned char)gl;
@@ -273,8 +273,26 @@ sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
         size_t tl = strnlen(tp->topic, sizeof(tp->topic) - 1);
         v[META_VLEN] = (unsigned char)tl;
         memcpy(v + META_VLEN + 1, tp->topic, tl);
-        return sg_db_put(t, DB_META, tp->b, tp->len, v, META_VLEN + 1 + tl,
-                         errstr, errstr_size);
+        size_t len = META_VLEN + 1 + tl;
+        if (!r->has_changelog_id) /* none: the field is left out */
+                return sg_db_put(t, DB_META, tp->b, tp->len, v, len, errstr,
+                                 errstr_size);
+        unsigned char *id = v + len;
+        id[0] = 1;
+        memcpy(id + 1, r->changelog_id.id, SG_CHANGELOG_ID_LEN);
+        put_u64(id + 1 + SG_CHANGELOG_ID_LEN, (uint64_t)r->changelog_id.offset);
+        /* The changelog's copy leaves the id out: it is what this store
+         * checked its changelog by, not state a changelog carries (a
+         * restore records its own), and an earlier version restoring the
+         * changelog would refuse bytes it does not know. */
+        bool cap = t->capture;
+        t->capture = false;
+        sg_err_t err = sg_db_put(t, DB_META, tp->b, tp->len, v,
+                                 len + META_ID_LEN, errstr, errstr_size);
+        t->capture = cap;
+        if (err)
+                return err;
+        return sg_change_capture(t, DB_META, tp->b, tp->len, v, len);
 }
 
 /* ---- snapshot requests ------------------------------------------------ */

@@ -202,6 +202,31 @@ static void install_signals(void) {
 }
 
 /* ------------------------------------------------------------------ */
+/* exit statuses                                                       */
+
+/* Prints @p text (the cursor at column @p indent), wrapped before column
+ * 79, continuation lines indented to @p indent. */
+static void print_wrapped(FILE *out, const char *text, int indent) {
+        int col = indent;
+        for (const char *w = text; *w;) {
+                size_t n = strcspn(w, " ");
+                if (col > indent && col + 1 + (int)n > 78) {
+                        fprintf(out, "\n%*s", indent, "");
+                        col = indent;
+                } else if (col > indent) {
+                        fputc(' ', out);
+                        col++;
+                }
+                fprintf(out, "%.*s", (int)n, w);
+                col += (int)n;
+                w += n;
+                while (*w == ' ')
+                        w++;
+        }
+        fputc('\n', out);
+}
+
+/* ------------------------------------------------------------------ */
 /* flags                                                               */
 
 static void usage(FILE *out) {
@@ -255,14 +280,16 @@ static void usage(FILE *out) {
               "commit it, leave\nthe consumer group and exit 0 (SIGHUP does "
               "not reload the configuration:\nrestart seqgate for that).\n"
               "\n"
-              "Exit status: 0 stopped cleanly (SIGTERM/SIGINT/SIGHUP), 1 "
-              "runtime error (also\nretriable broker errors that outlasted "
-              "broker_retry_timeout_ms; exactly_once:\nalso fenced by a newer "
-              "instance with the same instance_id),\n2 usage or configuration "
-              "error (also one the Kafka clients or the cluster\nrefuse at "
-              "start-up: a property, a key or certificate file, a missing "
-              "topic,\ntoo few output partitions).\n",
+              "Exit status:\n",
               out);
+        const sg_exit_status_t *x;
+        for (size_t i = 0; (x = sg_exit_status(i)); i++) {
+                char row[1024];
+                snprintf(row, sizeof(row), "%d  %s: %s", x->status, x->name,
+                         x->doc);
+                fputs("  ", out);
+                print_wrapped(out, row, 5);
+        }
 }
 
 typedef struct opts {
@@ -789,14 +816,17 @@ static int run(const opts_t *o) {
 
 fail : {
         g_loop = NULL;
+        /* the error by its code and in words, and the exit status it
+         * ends in (sg_exit_status_of: the statuses' one table) */
+        const sg_exit_status_t *xc = sg_exit_status_of(err);
         cJSON *ff = cJSON_CreateObject();
         cJSON_AddStringToObject(ff, "error", sg_err2str(err));
+        cJSON_AddStringToObject(ff, "error_text", sg_err_text(err));
         cJSON_AddStringToObject(ff, "detail", es);
+        cJSON_AddNumberToObject(ff, "exit_status", xc->status);
+        cJSON_AddStringToObject(ff, "exit_class", xc->name);
         log_json(SG_LOG_ERR, "exiting", ff);
-        /* a configuration the clients or the cluster refuse (a librdkafka
-         * property, a missing topic, too few output partitions) is a
-         * configuration error: restarting will not fix it */
-        status = err == SG_ERR_CONFIG ? 2 : 1;
+        status = xc->status;
 }
 out:
         sg_http_destroy(http); /* before what its handlers read */

@@ -460,6 +460,18 @@ cJSON *meta_json(const sg_meta_rec_t *m) {
         j_u64(o, "parked_bytes", m->parked_bytes);
         j_u64(o, "quarantined_count", m->quarantined);
         j_u64(o, "snapshot_requests_in_flight", m->snap_in_flight);
+        /* the changelog id record the store checks its changelog by
+         * (semantics §6 "The changelog's identity"), null: none yet */
+        if (m->has_changelog_id) {
+                char hex[SG_CHANGELOG_ID_HEX];
+                cJSON_AddStringToObject(
+                        o, "changelog_id",
+                        sg_changelog_id_hex(m->changelog_id.id, hex));
+                j_i64(o, "changelog_id_offset", m->changelog_id.offset);
+        } else {
+                cJSON_AddNullToObject(o, "changelog_id");
+                cJSON_AddNullToObject(o, "changelog_id_offset");
+        }
         return o;
 }
 

@@ -273,6 +273,15 @@ def render_dlq(tables, root):
     return "\n".join(out)
 
 
+# --------------------------------------------------------- exit statuses
+
+def render_exit(tables):
+    out = ["| status | meaning |", "|---|---|"]
+    for x in tables["exit_statuses"]:
+        out.append(f"| {x['status']} | **{md(x['name'])}**: {md(x['doc'])} |")
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------- pages
 
 def regions(tables, schema, root):
@@ -289,6 +298,9 @@ def regions(tables, schema, root):
         ("docs/dlq.md", "dlq-headers",
          "from SG_DLQ_HEADERS (lib/engine.h) and sg_reason_name()",
          render_dlq(tables, root)),
+        ("docs/operating.md", "exit-statuses",
+         "from sg_exit_status() (lib/common.c)",
+         render_exit(tables)),
     ]
 
 

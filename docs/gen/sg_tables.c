@@ -16,7 +16,9 @@
  *                 snapshot with the engine and one partition: its # HELP,
  *                 # TYPE and label names are what the table shows;
  *   dlq_headers   SG_DLQ_HEADERS (lib/engine.h): name and doc;
- *   dlq_reasons   sg_reason_name() of every reason code.
+ *   dlq_reasons   sg_reason_name() of every reason code;
+ *   exit_statuses the daemon's exit statuses (sg_exit_status(), lib/common.c):
+ *                 status, name, doc and the error codes each takes.
  *
  * Reads no file, needs no broker. Exit 0, or 1 when out of memory.
  */
@@ -208,12 +210,32 @@ static cJSON *dlq_reasons(void) {
         return a;
 }
 
+static cJSON *exit_statuses(void) {
+        cJSON *a = cJSON_CreateArray();
+        const sg_exit_status_t *x;
+        for (size_t i = 0; a && (x = sg_exit_status(i)); i++) {
+                cJSON *o = cJSON_CreateObject();
+                cJSON *errs = cJSON_AddArrayToObject(o, "errors");
+                cJSON_AddNumberToObject(o, "status", x->status);
+                cJSON_AddStringToObject(o, "name", x->name);
+                cJSON_AddStringToObject(o, "doc", x->doc);
+                for (size_t k = 0; k < SG_EXIT_ERRS && x->errs[k]; k++)
+                        cJSON_AddItemToArray(
+                                errs,
+                                cJSON_CreateString(sg_err2str(x->errs[k])));
+                cJSON_AddItemToArray(a, o);
+        }
+        return a;
+}
+
 int main(void) {
         cJSON *root = cJSON_CreateObject();
-        cJSON *parts[] = {config_rows(), metric_rows(), stats_members(),
-                          prometheus(),  dlq_headers(), dlq_reasons()};
-        const char *names[] = {"config_rows", "metric_rows", "stats_members",
-                               "prometheus",  "dlq_headers", "dlq_reasons"};
+        cJSON *parts[] = {config_rows(),  metric_rows(), stats_members(),
+                          prometheus(),   dlq_headers(), dlq_reasons(),
+                          exit_statuses()};
+        const char *names[] = {"config_rows",  "metric_rows", "stats_members",
+                               "prometheus",   "dlq_headers", "dlq_reasons",
+                               "exit_statuses"};
         int bad = !root;
         for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
                 if (!parts[i] || bad) {

@@ -4,8 +4,9 @@ When the changelog topic is deleted and created again, the store's
 checkpoint lies beyond the changelog's end. Rebuilding the store from that
 changelog would forget every dedup record, and the next copy of an event
 already applied would be applied again. seqgate refuses: it stops with a
-fatal line naming the partition, and the store and the output are left as
-they were.
+fatal line naming the partition and exit 2 (an operator must act: systemd's
+RestartPreventExitStatus=2 ends the restarts), and the store and the output
+are left as they were.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def test_recreated_changelog_is_refused(bootstrap, seqgate_bin, tmp_path):
     try:
         b.start(wait_assigned=False)
         rc = b.wait_exit(90)
-        assert rc == 1, f"exit {rc}\n{b.log_tail()}"
+        assert rc == 2, f"exit {rc}\n{b.log_tail()}"
+        exiting = b.events("exiting")
+        assert exiting and exiting[-1]["error"] == "SG_ERR_FOREIGN", \
+            b.log_tail()
+        assert exiting[-1]["error_text"] and \
+            exiting[-1]["exit_class"] == "operator action needed", exiting
         fatal = [json.loads(l) for l in b.log_text().splitlines()
                  if "ahead of its changelog" in l]
         assert fatal, b.log_tail()

@@ -1,10 +1,13 @@
 """The daemon's process contract: exit statuses, signals, --check-config.
 
 `seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
-2 for a usage or configuration error (also one the Kafka clients refuse at
-start-up), so that systemd's RestartPreventExitStatus=2 does not restart a
-configuration that cannot work. Signals: SIGTERM, SIGINT and SIGHUP finish
-the batch in flight, commit it, leave the consumer group and exit 0.
+2 for what a restart cannot fix — a usage or configuration error (also one
+the Kafka clients refuse at start-up), a data_dir another process holds,
+state that is not this deployment's — so that systemd's
+RestartPreventExitStatus=2 does not restart what cannot work; the `exiting`
+line names the error by its code and in words, and the exit status. Signals:
+SIGTERM, SIGINT and SIGHUP finish the batch in flight, commit it, leave the
+consumer group and exit 0.
 
 test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
   (exit 0, the "stopped" line, the consumer group left, offsets committed).
@@ -21,6 +24,12 @@ test_check_config_env_secrets: values given through ${VAR}
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.
+test_locked_data_dir_exits_2: a second seqgate on a data_dir the first holds
+  exits 2 at once (SG_ERR_LOCKED, in words), the first runs on.
+(The other exit-2 refusals, each with its own test: a store of another
+consumer group, test_restart.py; a store ahead of its changelog,
+test_changelog_behind.py; a changelog whose id is not the store's,
+test_changelog_id.py; changed key settings, test_key_fingerprint.py.)
 """
 
 from __future__ import annotations
@@ -107,6 +116,8 @@ def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
                if '"event":"exiting"' in l]
     assert exiting and exiting[0]["error"] == "SG_ERR_CONFIG", run.stderr
     assert "ssl.key.location" in exiting[0]["detail"], exiting[0]
+    assert exiting[0]["exit_status"] == 2 and exiting[0]["error_text"], \
+        exiting[0]
 
 
 def test_check_config_reports_every_error(seqgate_bin, tmp_path):
@@ -215,3 +226,38 @@ def test_stop_during_startup_retries(seqgate_bin, tmp_path):
     assert rc == 0, f"exit status {rc}\n{sg.log_tail()}"
     assert took < 20, f"SIGTERM took {took:.1f}s during the start-up retries"
     assert sg.events("stopped"), sg.log_tail()
+
+
+def test_locked_data_dir_exits_2(seqgate_bin, tmp_path):
+    # Both on a cluster that does not answer: the store is opened (and its
+    # data_dir locked) before Kafka is reached; the first keeps retrying.
+    def conf(instance):
+        c = make_config(bootstrap="127.0.0.1:9", group="g", instance=instance,
+                        data_dir=str(tmp_path / "data"), input_topic="in",
+                        output_topic="out", dlq_topic="dlq",
+                        guarantee="at_least_once")
+        c["broker_retry_timeout_ms"] = 300000
+        return c
+    first = Seqgate(seqgate_bin, conf("one"), tmp_path / "one")
+    second = Seqgate(seqgate_bin, conf("two"), tmp_path / "two")
+    try:
+        first.start(wait_assigned=False)
+        wait_until(lambda: first.events("running") or first.events("kafka_retry"),
+                   30, "the first instance past its store's opening",
+                   on_timeout=lambda: "\n" + first.log_tail())
+        second.start(wait_assigned=False)
+        rc = second.wait_exit(30)
+        assert first.running(), first.log_tail()
+        assert first.stop(timeout_s=60) == 0, first.log_tail()
+    finally:
+        first.cleanup()
+        second.cleanup()
+    assert rc == 2, f"exit status {rc}\n{second.log_tail()}"
+    exiting = second.events("exiting")
+    assert exiting, second.log_tail()
+    line = exiting[-1]
+    assert line["error"] == "SG_ERR_LOCKED", line
+    assert "in use by another seqgate process" in line["error_text"], line
+    assert str(tmp_path / "data") in line["detail"], line
+    assert line["exit_status"] == 2, line
+    assert line["exit_class"] == "operator action needed", line

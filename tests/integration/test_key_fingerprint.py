@@ -46,6 +46,11 @@ def test_scope_change_refused_until_accepted(bootstrap, seqgate_bin, tmp_path):
         b.start(wait_assigned=False)
         rc = b.wait_exit(60)
         assert rc == 2, f"exit {rc}\n{b.log_tail()}"
+        exiting = b.events("exiting")
+        assert exiting and exiting[-1]["error"] == "SG_ERR_CONFIG", \
+            b.log_tail()
+        assert exiting[-1]["error_text"] and \
+            exiting[-1]["exit_class"] == "operator action needed", exiting
         # both lines name the setting by its full key path
         key = f"topics.{n['in']}.envelope.scope"
         lines = [json.loads(l) for l in b.log_text().splitlines()

@@ -290,7 +290,10 @@ def test_foreign_consumer_group(bootstrap, seqgate_bin, tmp_path):
         rc = b.wait_exit(60)
     finally:
         b.cleanup()
-    assert rc == 1, f"group B on group A's data_dir: exit {rc}\n{b.log_tail()}"
+    assert rc == 2, f"group B on group A's data_dir: exit {rc}\n{b.log_tail()}"
+    exiting = b.events("exiting")
+    assert exiting and exiting[-1]["error"] == "SG_ERR_FOREIGN", b.log_tail()
+    assert exiting[-1]["error_text"] and exiting[-1]["exit_status"] == 2
     naming = [l for l in b.log_text().splitlines()
               if group_a in l and group_b in l]
     assert naming, f"no log line names both groups:\n{b.log_tail()}"

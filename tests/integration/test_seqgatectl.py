@@ -26,13 +26,15 @@ unknown (exit 1); a wrong number of scope parts is a usage error (exit 2).
 `inspect --aggregate` finds the order without --partition and --topic.
 
 test_partitions: `seqgatectl partitions` lists the input partition with the
-consumer group, and the store's map size and bytes in use.
+consumer group and (--json) its changelog id, and the store's map size and
+bytes in use.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -328,6 +330,9 @@ def test_partitions(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         parts = [l for l in lines if l["kind"] == "partition"]
         assert [(p["topic"], p["partition"], p["group"]) for p in parts] == \
             [(n["in"], 0, group)]
+        # the changelog id its restore wrote and recorded
+        assert re.fullmatch(r"[0-9a-f]{32}", parts[0]["changelog_id"]), parts
+        assert parts[0]["changelog_id_offset"] >= 0, parts
         store = lines[-1]
         assert store["kind"] == "store" and store["partitions"] == 1
         assert 0 < store["used_bytes"] <= store["map_size_bytes"]

@@ -606,6 +606,117 @@ START_TEST(simulation_owners_crashes_zombies_compaction) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* the changelog id (changelog.h "The changelog id")                   */
+
+static int64_t append_id(unsigned char fill) {
+        unsigned char id[SG_CHANGELOG_ID_LEN], key[SG_CHANGELOG_ID_KEY_LEN],
+                v[8];
+        memset(id, fill, sizeof(id));
+        sg_changelog_id_key_make(key, id);
+        sg_changelog_u64_put(v, 1700000000000);
+        return append(key, sizeof(key), (const char *)v, 8, false, 0, 0);
+}
+
+/* The reader keeps the first id record, never applies one (apply_to_store
+ * asserts every key it gets is a store key), and FLOOR and the batches
+ * around it go on as without it. */
+START_TEST(id_records_read_not_applied) {
+        reset_log();
+        append_ctl(SG_CHANGELOG_CLAIM, 0, false);
+        append_ctl(SG_CHANGELOG_CONFIRM, 0, false);
+        int64_t at = append_id(0xab);
+        append_data(0, "a1", 0, 1);
+        append_id(0xcd); /* a second one (a zombie's, an upgrade's) */
+        append_marker(0, 1);
+        store_t s = {0};
+        sg_changelog_reader_t *r = read_log(0, -1, &s);
+        sg_changelog_id_t id;
+        ck_assert(sg_changelog_reader_id(r, &id));
+        ck_assert_int_eq(id.offset, at);
+        for (int i = 0; i < SG_CHANGELOG_ID_LEN; i++)
+                ck_assert_uint_eq(id.id[i], 0xab);
+        ck_assert(s.has[0] && !strcmp(s.val[0], "a1"));
+        ck_assert_uint_eq(sg_changelog_reader_counts(r).applied, 1);
+        sg_changelog_reader_destroy(r);
+        /* a read from past it (a delta) has none */
+        memset(&s, 0, sizeof(s));
+        r = read_log(at + 1, 0, &s);
+        ck_assert(sg_changelog_reader_id(r, &id));
+        ck_assert_uint_eq(id.id[0], 0xcd);
+        sg_changelog_reader_destroy(r);
+        r = read_log(at + 3, 0, &s);
+        ck_assert(!sg_changelog_reader_id(r, NULL));
+        sg_changelog_reader_destroy(r);
+}
+END_TEST
+
+START_TEST(id_key_and_random_ids) {
+        unsigned char a[SG_CHANGELOG_ID_LEN], b[SG_CHANGELOG_ID_LEN],
+                key[SG_CHANGELOG_ID_KEY_LEN], got[SG_CHANGELOG_ID_LEN];
+        char es[128], hex[SG_CHANGELOG_ID_HEX];
+        ck_assert_int_eq(sg_changelog_id_new(a, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_changelog_id_new(b, es, sizeof(es)), SG_OK);
+        ck_assert(memcmp(a, b, sizeof(a)) != 0);
+        sg_changelog_id_key_make(key, a);
+        ck_assert_uint_eq(key[0], SG_CHANGELOG_CONTROL);
+        ck_assert_uint_eq(key[1], SG_CHANGELOG_ID);
+        ck_assert(sg_changelog_id_key_parse(key, sizeof(key), got));
+        ck_assert(memcmp(got, a, sizeof(a)) == 0);
+        ck_assert(!sg_changelog_id_key_parse(key, sizeof(key) - 1, got));
+        key[1] = SG_CHANGELOG_MARKER;
+        ck_assert(!sg_changelog_id_key_parse(key, sizeof(key), got));
+        ck_assert(!sg_changelog_id_key_parse(NULL, 0, got));
+        memset(a, 0x0f, sizeof(a));
+        ck_assert_str_eq(sg_changelog_id_hex(a, hex),
+                         "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f");
+}
+END_TEST
+
+/* sg_changelog_id_check: the record at the offset the store keeps is its
+ * id record, or the changelog is refused; a record past the log start
+ * cannot be checked. */
+START_TEST(id_check_outcomes) {
+        sg_changelog_id_t want = {.offset = 7};
+        memset(want.id, 0x11, sizeof(want.id));
+        unsigned char key[SG_CHANGELOG_ID_KEY_LEN], other[SG_CHANGELOG_ID_LEN];
+        char es[512];
+        sg_changelog_id_key_make(key, want.id);
+        ck_assert_int_eq(sg_changelog_id_check(&want, 0, 7, key, sizeof(key),
+                                               "in", "cl", 3, es, sizeof(es)),
+                         SG_OK);
+        /* another id there: another log */
+        memset(other, 0x22, sizeof(other));
+        sg_changelog_id_key_make(key, other);
+        es[0] = '\0';
+        ck_assert_int_eq(sg_changelog_id_check(&want, 0, 7, key, sizeof(key),
+                                               "in", "cl", 3, es, sizeof(es)),
+                         SG_ERR_FOREIGN);
+        ck_assert_ptr_nonnull(strstr(es, "changelog cl [3]"));
+        ck_assert_ptr_nonnull(strstr(es, "store of in [3]"));
+        ck_assert_ptr_nonnull(
+                strstr(es, "11111111111111111111111111111111 at offset 7"));
+        ck_assert_ptr_nonnull(strstr(es, "22222222222222222222222222222222"));
+        /* the right id at another offset, a record that is no id, none */
+        sg_changelog_id_key_make(key, want.id);
+        ck_assert_int_eq(sg_changelog_id_check(&want, 0, 8, key, sizeof(key),
+                                               "in", "cl", 3, es, sizeof(es)),
+                         SG_ERR_FOREIGN);
+        ck_assert_ptr_nonnull(strstr(es, "no record there"));
+        ck_assert_int_eq(sg_changelog_id_check(&want, 0, 7, "\x01k", 2, "in",
+                                               "cl", 3, es, sizeof(es)),
+                         SG_ERR_FOREIGN);
+        ck_assert_ptr_nonnull(strstr(es, "no changelog id"));
+        ck_assert_int_eq(sg_changelog_id_check(&want, 0, -1, NULL, 0, "in",
+                                               "cl", 3, es, sizeof(es)),
+                         SG_ERR_FOREIGN);
+        /* the log starts past it: not known */
+        ck_assert_int_eq(sg_changelog_id_check(&want, 8, 9, "\x01k", 2, "in",
+                                               "cl", 3, es, sizeof(es)),
+                         SG_ERR_NOT_FOUND);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("changelog");
         TCase *tc = tcase_create("reader");
@@ -619,6 +730,9 @@ int main(void) {
         tcase_add_test(tc, unframed_records_apply_at_once);
         tcase_add_test(tc, earlier_sequence_is_void_and_keys_unique);
         tcase_add_test(tc, simulation_owners_crashes_zombies_compaction);
+        tcase_add_test(tc, id_records_read_not_applied);
+        tcase_add_test(tc, id_key_and_random_ids);
+        tcase_add_test(tc, id_check_outcomes);
         suite_add_tcase(s, tc);
         return tu_run_suite(s);
 }

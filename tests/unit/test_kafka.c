@@ -2126,6 +2126,15 @@ static void cut_eset(void *o, const char *t, int32_t p, int64_t e) {
         cutproc_t *c = o;
         c->eng.changelog_epoch_set(c->eng.opaque, t, p, e);
 }
+static bool cut_iget(void *o, const char *t, int32_t p, sg_changelog_id_t *id) {
+        cutproc_t *c = o;
+        return c->eng.changelog_id_get(c->eng.opaque, t, p, id);
+}
+static sg_err_t cut_iset(void *o, const char *t, int32_t p,
+                         const sg_changelog_id_t *id, char *es, size_t n) {
+        cutproc_t *c = o;
+        return c->eng.changelog_id_set(c->eng.opaque, t, p, id, es, n);
+}
 static sg_err_t cut_value(void *o, const char *t, int32_t p, const void *k,
                           size_t kl, void **v, size_t *vl, char *es, size_t n) {
         cutproc_t *c = o;
@@ -2141,6 +2150,8 @@ static void cut_full_interface(cutproc_t *c, sg_processor_t *p) {
         p->restore_end = cut_rend;
         p->changelog_epoch_get = cut_eget;
         p->changelog_epoch_set = cut_eset;
+        p->changelog_id_get = cut_iget;
+        p->changelog_id_set = cut_iset;
         p->changelog_value = cut_value;
 }
 
