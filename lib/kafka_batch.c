@@ -639,10 +639,17 @@ static void loop_report_positions(sg_loop_t *loop) {
                 const sg_part_t *p = &loop->parts[sg_loop_part(loop, e->topic,
                                                                e->partition)];
                 int64_t lo, hi, lag = -1;
-                /* nothing polled since the assignment: no position yet */
-                int64_t pos = e->offset >= 0      ? e->offset
-                              : p->committed >= 0 ? p->committed
-                                                  : p->start;
+                /* Nothing polled since the assignment: no position yet;
+                 * the consumer reads from where it started, the later of
+                 * the group's offset and the restored store's (an
+                 * at_least_once group offset may trail the store), or
+                 * from what it committed since. Semantics §4 "Which
+                 * clock": counted from a trailing group offset, a
+                 * partition with nothing more to read stayed "behind"
+                 * and its gap deadlines never fired. */
+                int64_t pos = e->offset;
+                if (pos < 0)
+                        pos = p->start > p->committed ? p->start : p->committed;
                 if (!p->paused_until &&
                     !(p->in_batch && p->pause_offset >= 0) && pos >= 0 &&
                     rd_kafka_get_watermark_offsets(loop->consumer, e->topic,

@@ -2327,6 +2327,104 @@ START_TEST(alo_store_behind_changelog_restores) {
 }
 END_TEST
 
+/** Stops the loop once "dlq" holds @p want records (or the watchdog). */
+typedef struct dlqstop {
+        sg_loop_t **loopp;
+        int64_t want;
+        atomic_bool reached;
+} dlqstop_t;
+
+static void *dlq_stop_at(void *a) {
+        dlqstop_t *s = a;
+        int64_t end = mono_ms() + 35000;
+        while (mono_ms() < end) {
+                int64_t hi[NPART], n = 0;
+                end_offsets("dlq", hi);
+                for (int p = 0; p < NPART; p++)
+                        n += hi[p];
+                if (n >= s->want) {
+                        atomic_store(&s->reached, true);
+                        break;
+                }
+                tu_sleep_ms(100);
+        }
+        sg_loop_stop(*s->loopp);
+        return NULL;
+}
+
+/** Stops the loop once engine @p eng has @p want events parked. */
+typedef struct parkstop {
+        sg_loop_t **loopp;
+        sg_engine_t *eng;
+        int64_t want;
+        atomic_bool reached;
+} parkstop_t;
+
+static void *park_stop_at(void *a) {
+        parkstop_t *s = a;
+        int64_t end = mono_ms() + 30000;
+        while (mono_ms() < end) {
+                if (sg_engine_metrics(s->eng)->parked_events >= s->want) {
+                        atomic_store(&s->reached, true);
+                        /* the stop's group commit is refused */
+                        static rd_kafka_resp_err_t refused[100];
+                        for (size_t i = 0; i < 100; i++)
+                                refused[i] =
+                                        RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE;
+                        rd_kafka_mock_push_request_errors_array(
+                                g_mc, 8 /* OffsetCommit */, 100, refused);
+                        break;
+                }
+                tu_sleep_ms(100);
+        }
+        sg_loop_stop(*s->loopp);
+        return NULL;
+}
+
+/* Semantics §4 "Which clock": a partition whose group offset trails the
+ * offset its restored store starts it at (at_least_once: a kill before the
+ * group commit) and with nothing after it to read has no consumer
+ * position until a record arrives; its place in the log is where reading
+ * started, the later of the two. Counting it from the group's offset made
+ * it "behind" forever, and its gap deadlines never fired (seen in the
+ * at_least_once chaos run: a partition stuck at its committed offset). */
+START_TEST(alo_gap_fires_when_group_offset_trails_the_store) {
+        inst_t a, b;
+        run_t r;
+        static const int ph1[] = {1}, ph2[] = {3};
+        mv_produce(ph1, 1);
+        inst_open(&a);
+        inst_run_to_end(&a, &r); /* the group commits v1's offsets */
+        int64_t v1_off[NPART], off[NPART];
+        committed_offsets(v1_off);
+        /* v3 parks; the group commit fails (as if killed before it), the
+         * changelog holds the batch */
+        mv_produce(ph2, 1);
+        int64_t interval = g_conf->commit_interval_ms;
+        g_conf->commit_interval_ms = 600000; /* the stop's commit only */
+        sg_loop_t *loop = NULL;
+        parkstop_t ps = {.loopp = &loop, .eng = a.eng, .want = MV_AGGS};
+        run_loop(&a.proc, &loop, park_stop_at, &ps, &r);
+        rd_kafka_mock_clear_request_errors(g_mc, 8);
+        g_conf->commit_interval_ms = interval;
+        ck_assert(atomic_load(&ps.reached));
+        inst_close(&a);
+        committed_offsets(off);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_int_eq(off[p], v1_off[p]);
+
+        for (size_t i = 0; i < g_conf->topic_cnt; i++)
+                g_conf->topics[i].gap_timeout_ms = 1000;
+        inst_open(&b);
+        dlqstop_t st = {.loopp = &loop, .want = MV_AGGS};
+        run_loop(&b.proc, &loop, dlq_stop_at, &st, &r);
+        inst_close(&b);
+        ck_assert_msg(atomic_load(&st.reached),
+                      "no gap_timeout in 35 s: the partitions counted as "
+                      "behind their log");
+}
+END_TEST
+
 /* The claim's generation check re-commits the group's committed offsets:
  * when they could not be read, it must not commit anything else in their
  * place (the log start would move the group back to the beginning). Here
@@ -2902,6 +3000,7 @@ int main(void) {
         add(tm, alo_changelog_batch_without_marker_is_void);
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
+        add(tm, alo_gap_fires_when_group_offset_trails_the_store);
         add(tm, alo_claim_never_moves_unknown_offsets);
         add(tm, stop_during_restore_is_a_clean_stop);
         suite_add_tcase(s, tm);
