@@ -131,6 +131,15 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                     "an idempotent producer so that retries "
                                     "do not duplicate or reorder records "
                                     "(semantics §6); allowed: true or unset");
+                if (producer && !strcmp(n, "enable.gapless.guarantee") &&
+                    rk_false(v))
+                        sg_cfg_fail(c, p,
+                                    "must not be false: a produce request that "
+                                    "failed for good must stop the producer, "
+                                    "not let a later record of its partition "
+                                    "land before the failed ones are written "
+                                    "again (semantics §6 \"Output order\"); "
+                                    "allowed: true or unset");
                 if (producer &&
                     (!strcmp(n, "acks") ||
                      !strcmp(n, "request.required.acks")) &&
