@@ -8,7 +8,9 @@
 #                           "deploy" suite: tests/deploy checks deploy/,
 #                           docs/man and the completion against the binaries),
 #                           then pytest bench/test_bench.py (the benchmark's
-#                           generator, sampler and percentile arithmetic)
+#                           generator, sampler and percentile arithmetic) and
+#                           tests/chaos/test_probes.py (the harnesses' Kafka
+#                           probes, on librdkafka's mock cluster)
 #   build (sanitizers)      build-san with -Db_sanitize=address,undefined
 #   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
 #   fuzz                    tests/fuzz/run.sh: every tests/fuzz/fuzz_*.c
@@ -177,9 +179,12 @@ phase_build_normal() {
 phase_unit_normal() {
     meson test -C build --print-errorlogs || return
     # the benchmark's own arithmetic (gen.py, measure.py, latency_tool): no
-    # broker, a few seconds; a wrong percentile is a wrong published figure
+    # broker, a few seconds; a wrong percentile is a wrong published figure.
+    # The test harnesses' probes of a consumer group's offsets: a crash of
+    # the client library takes down the chaos suite or pytest itself.
     LATENCY_TOOL="$ROOT/build/bench/latency_tool" \
-        "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py"
+        "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py" \
+        "$ROOT/tests/chaos/test_probes.py"
 }
 
 SAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
