@@ -2367,8 +2367,10 @@ START_TEST(test_env_redacted_in_errors) {
                         &conf, err, sizeof(err)),
                 SG_ERR_CONFIG);
         static const char *const want[] = {
-                "kafka.compression.codec: rejected by librdkafka (detail "
-                "withheld",
+                /* one string: parentheses keep clang's
+                 * -Wstring-concatenation from suspecting a missing comma */
+                ("kafka.compression.codec: rejected by librdkafka (detail "
+                 "withheld"),
                 "kafka_producer.acks: \"***\" is not allowed",
                 "topics.orders.dlq_topic: \"***\" is not a valid Kafka topic",
                 "topics.orders.ordering.gap_policy: \"***\" is not allowed",
