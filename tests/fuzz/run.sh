@@ -55,6 +55,13 @@ if ! CFLAGS_DEPS=$(pkg-config --cflags "${PKGS[@]}") ||
     log "error: pkg-config cannot find the library dependencies (${PKGS[*]})"
     exit 1
 fi
+# crypt_rn (lib/http_auth.c): libxcrypt, as meson.build finds it: its
+# pkg-config file where there is one, else plain -lcrypt
+if CRYPT_LIBS=$(pkg-config --libs libxcrypt 2>/dev/null); then
+    LIBS_DEPS+=" $CRYPT_LIBS"
+else
+    LIBS_DEPS+=" -lcrypt"
+fi
 
 # Instrumented for coverage and both sanitizers; UB aborts so the fuzzer
 # sees it. Warnings are shown but not fatal here: the meson builds own
