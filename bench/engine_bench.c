@@ -123,6 +123,11 @@ int main(int argc, char **argv) {
         ev_t *evs = calloc(batch, sizeof(*evs));
         uint64_t *ver = calloc(aggs + 1, sizeof(*ver));
         size_t outputs = 0;
+        int rc = 1;
+        if (!evs || !ver) {
+                fprintf(stderr, "engine_bench: out of memory\n");
+                goto done;
+        }
         /* preload: distinct dedup keys on other aggregates (mode strict,
          * each its own aggregate at version 1) */
         double t0 = now_s();
@@ -133,7 +138,7 @@ int main(int argc, char **argv) {
                                 1000000000ull + n);
                 }
                 if (run_batch(&p, evs, c, &outputs))
-                        return 1;
+                        goto done;
         }
         double tp = now_s() - t0;
         outputs = 0;
@@ -146,7 +151,7 @@ int main(int argc, char **argv) {
                         make_ev(&evs[c], a, ++ver[a], n);
                 }
                 if (run_batch(&p, evs, c, &outputs))
-                        return 1;
+                        goto done;
         }
         double t = now_s() - t0;
         uint64_t size, used;
@@ -157,11 +162,13 @@ int main(int argc, char **argv) {
                "store %.1f MiB\n",
                guarantee, events, aggs, batch, preload, tp, (double)events / t,
                outputs, (double)used / 1048576.0);
+        rc = outputs == events ? 0 : 1;
+done:
         sg_engine_destroy(eng);
         sg_store_close(store);
         sg_config_destroy(conf);
         free(evs);
         free(ver);
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        return system(cmd) == 0 && outputs == events ? 0 : 1;
+        return system(cmd) == 0 ? rc : 1;
 }

@@ -209,8 +209,12 @@ static int build(uint64_t events, uint64_t aggs, size_t batch, clog_t *cl) {
         size_t nopen = 0;
         ev_t *evs = calloc(batch, sizeof(*evs));
         uint64_t off = 0, pending_agg = 0, pending_ver = 0;
-        int pending = 0;
-        while (off < events) {
+        int pending = 0, rc = 0;
+        if (!evs) {
+                fprintf(stderr, "restore_bench: out of memory\n");
+                rc = -1;
+        }
+        while (!rc && off < events) {
                 size_t c = 0;
                 for (; c < batch && off < events; c++, off++) {
                         uint64_t a, v;
@@ -250,11 +254,11 @@ static int build(uint64_t events, uint64_t aggs, size_t batch, clog_t *cl) {
                         make_ev(&evs[c], a, v, off);
                 }
                 if (run_batch(&p, evs, c, cl))
-                        return -1;
+                        rc = -1;
         }
         free(evs);
         close_engine(dir, conf, store, eng);
-        return 0;
+        return rc;
 }
 
 /* The reader's callback: restore_apply, as lib/kafka_restore.c calls it. */
@@ -359,13 +363,13 @@ int main(int argc, char **argv) {
                 if (bad) {
                         fprintf(stderr, "restore_bench: %s: unreadable\n",
                                 file);
-                        return 1;
+                        goto fail;
                 }
                 printf("restore_bench: %s: %zu changelog records, %.1f MiB\n",
                        file, cl.cnt, (double)cl.len / 1048576.0);
         } else if (build(events, aggs, batch, &cl) ||
                    (file && clog_save(&cl, file))) {
-                return 1;
+                goto fail;
         } else
                 printf("restore_bench: %" PRIu64 " events, %" PRIu64
                        " aggregates, batch %zu: %zu changelog records, %.1f "
@@ -378,13 +382,13 @@ int main(int argc, char **argv) {
                 double s, cpu;
                 uint64_t applied = 0;
                 if (restore(&cl, &s, &cpu, &applied))
-                        return 1;
+                        goto fail;
                 if (applied != cl.cnt) {
                         fprintf(stderr,
                                 "restore_bench: applied %" PRIu64
                                 " of %zu records\n",
                                 applied, cl.cnt);
-                        return 1;
+                        goto fail;
                 }
                 double rate = (double)cl.cnt / s;
                 if (rate > best)
@@ -397,4 +401,8 @@ int main(int argc, char **argv) {
         free(cl.buf);
         free(cl.recs);
         return 0;
+fail:
+        free(cl.buf);
+        free(cl.recs);
+        return 1;
 }

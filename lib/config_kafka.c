@@ -7,6 +7,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <assert.h>
 #include <math.h> /* isfinite(): a macro, no libm needed */
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,13 @@ static sg_err_t parse_kv(cfg_ctx_t *c, const cJSON *obj, const char *path,
 static const char *kv_find(const sg_kv_t *kv, size_t cnt, const char *name) {
         const char *v = NULL;
 
-        for (size_t i = 0; i < cnt; i++)
+        for (size_t i = 0; i < cnt; i++) {
+                /* parse_kv keeps whole entries only (scan-build: it cannot
+                 * see sg_cfg_nomem, in config.c, end a failed parse) */
+                assert(kv[i].name && kv[i].value);
                 if (!strcmp(kv[i].name, name))
                         v = kv[i].value; /* last one wins, as in librdkafka */
+        }
         return v;
 }
 
@@ -114,6 +119,7 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         for (size_t i = 0; i < cnt; i++) {
                 const char *n = kv[i].name, *v = kv[i].value;
 
+                assert(n && v); /* whole entries, as in kv_find */
                 sg_cfg_path_key(p, section, n);
                 if (consumer &&
                     (!strcmp(n, "enable.auto.commit") ||
@@ -131,6 +137,15 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                                     "an idempotent producer so that retries "
                                     "do not duplicate or reorder records "
                                     "(semantics §6); allowed: true or unset");
+                if (producer && !strcmp(n, "enable.gapless.guarantee") &&
+                    rk_false(v))
+                        sg_cfg_fail(c, p,
+                                    "must not be false: a produce request that "
+                                    "failed for good must stop the producer, "
+                                    "not let a later record of its partition "
+                                    "land before the failed ones are written "
+                                    "again (semantics §6 \"Output order\"); "
+                                    "allowed: true or unset");
                 if (producer &&
                     (!strcmp(n, "acks") ||
                      !strcmp(n, "request.required.acks")) &&

@@ -6,6 +6,7 @@
  */
 #include "config_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -266,6 +267,8 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                 /* a topic whose names were not read had its errors said */
                 if (!sg_cfg_topic_named(o))
                         continue;
+                /* what it checked (scan-build: it is in config_topic.c) */
+                assert(o->name && o->output_topic && o->dlq_topic);
                 if (!strcmp(name, o->name)) {
                         snprintf(buf, size, "an input topic (topics.%s)",
                                  o->name);

@@ -7,6 +7,7 @@
 
 #include "store.h" /* SG_STATE_MAX */
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,9 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env, const char *path,
                 }
                 i = 0;
                 cJSON_ArrayForEach(el, it) {
+                        /* n counted these elements (scan-build cannot know
+                         * cJSON's count and list agree) */
+                        assert(i < tc->scope_cnt);
                         sg_cfg_path_idx(ip, p, i);
                         err = sg_cfg_src_from_json(c, el, ip, &tc->scope[i]);
                         if (!err && tc->format == SG_FORMAT_JSON)

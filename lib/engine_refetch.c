@@ -529,6 +529,9 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
         if (!failed && p->tc->sm.enabled) {
                 /* the state must be one the machine declares */
                 bool known = false;
+                /* cJSON_IsString(js) held above; scan-build does not know
+                 * it is false for NULL */
+                assert(js);
                 for (size_t i = 0; i < p->tc->sm.state_cnt && !known; i++)
                         known = strcmp(p->tc->sm.states[i], js->valuestring) ==
                                 0;

@@ -417,6 +417,10 @@ static sg_err_t get_text(pctx_t *c, const char *field,
         const char *p = NULL;
         size_t len = 0;
 
+        /* set on every path (scan-build does not follow the variadic
+         * fail() to see that every error return is non-zero) */
+        *out = "";
+        *outlen = 0;
         if ((err = fetch(c, field, src, &rv)))
                 return err;
 

@@ -400,7 +400,8 @@ void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
 /** The kind of client sg_kafka_conf_new() configures. */
 typedef enum sg_kafka_client {
         SG_KAFKA_GROUP_CONSUMER, /**< the consumer group member */
-        SG_KAFKA_PRODUCER,       /**< idempotent producer, no transactions */
+        SG_KAFKA_PRODUCER,       /**< idempotent producer, no transactions,
+                                      gapless */
         SG_KAFKA_TXN_PRODUCER,   /**< exactly_once: + transactional.id */
         SG_KAFKA_READER,         /**< group-less read_committed reader that
                                       only assign()s (the changelog restore
@@ -416,8 +417,9 @@ typedef enum sg_kafka_client {
  * READER keeps librdkafka's), then the
  * controlled properties (exactly_once: isolation.level=read_committed;
  * transactional.id and, unless given, transaction.timeout.ms=10000 for
- * TXN_PRODUCER); a producer config with enable.idempotence other than true
- * or acks other than all is refused (semantics §6). READER takes "kafka"
+ * TXN_PRODUCER; enable.gapless.guarantee=true for PRODUCER, semantics §6
+ * "Output order"); a producer config with enable.idempotence other than
+ * true or acks other than all is refused (semantics §6). READER takes "kafka"
  * and "kafka_consumer" minus the consumer group's own properties, then
  * enable.auto.commit=false, enable.auto.offset.store=false,
  * isolation.level=read_committed, enable.partition.eof=true,

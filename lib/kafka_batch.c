@@ -730,12 +730,15 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
         sg_err_t err = SG_OK;
         if (cnt <= out->next)
                 return SG_OK;
-        /* at_least_once hands everything over at the end, as before: what
-         * it produced is visible at once, and a produce request failing
-         * while a later one of the same partition landed would put records
-         * ahead of an earlier one of their aggregate (seen on the mock
-         * cluster: first occurrences out of order). exactly_once overlaps:
-         * an aborted transaction's records are never read. */
+        /* at_least_once hands everything over at the end: what it
+         * produced is visible at once, so an attempt that fails while
+         * deciding (a store error, the map full) has written nothing.
+         * Output order does not rest on this: a produce request failing
+         * for good stops the producer before a later record of its
+         * partition lands (enable.gapless.guarantee, semantics §6 "Output
+         * order"; a busy machine splits even a batch handed over at once).
+         * exactly_once overlaps: an aborted transaction's records are
+         * never read. */
         if (!final && (!loop->eos || cnt - out->next < loop_emit_chunk(loop)))
                 return SG_OK;
         if (!sg_loop_dr_grow(loop, cnt)) {
@@ -1015,7 +1018,9 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
                 sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
         char fes[512];
         rd_kafka_resp_err_t fe =
-                rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
+                loop->producer
+                        ? rd_kafka_fatal_error(loop->producer, fes, sizeof(fes))
+                        : RD_KAFKA_RESP_ERR_NO_ERROR;
         if (fe && loop->eos) {
                 /* A transactional producer's fatal error (fenced):
                  * never start over under the same transactional.id
@@ -1023,25 +1028,29 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
                 if (loop->fatal == SG_OK)
                         sg_loop_producer_fatal(loop, fe, "batch", fes);
         } else if (fe) {
-                /* An idempotent producer's fatal error: start over
-                 * with a new producer (new producer id). */
-                rd_kafka_t *np = NULL;
-                char nes[512];
-                cJSON *pf = cJSON_CreateObject();
-                cJSON_AddStringToObject(pf, "error", fes);
-                sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
-                rd_kafka_purge(loop->producer,
-                               RD_KAFKA_PURGE_F_QUEUE |
-                                       RD_KAFKA_PURGE_F_INFLIGHT);
-                sg_loop_topics_destroy(loop);
-                rd_kafka_destroy(loop->producer);
-                loop->producer = NULL;
-                if (sg_loop_client_new(loop, false, &np, nes, sizeof(nes)) ==
-                    SG_OK)
-                        loop->producer = np;
-                else
-                        sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
+                sg_loop_producer_renew(loop);
         }
+}
+
+void sg_loop_producer_renew(sg_loop_t *loop) {
+        char fes[512];
+        if (loop->eos || !loop->producer ||
+            !rd_kafka_fatal_error(loop->producer, fes, sizeof(fes)))
+                return;
+        rd_kafka_t *np = NULL;
+        char nes[512];
+        cJSON *pf = cJSON_CreateObject();
+        cJSON_AddStringToObject(pf, "error", fes);
+        sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
+        rd_kafka_purge(loop->producer,
+                       RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        sg_loop_topics_destroy(loop);
+        rd_kafka_destroy(loop->producer);
+        loop->producer = NULL;
+        if (sg_loop_client_new(loop, false, &np, nes, sizeof(nes)) == SG_OK)
+                loop->producer = np;
+        else
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
 }
 
 /**
@@ -1117,8 +1126,14 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 /* Messages of the attempt must not be sent after the
                  * re-read batch's own output (a transactional producer's
                  * queue was purged by abort_transaction). */
-                if (!loop->eos)
+                if (!loop->eos) {
                         rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                        /* a produce request that failed for good stopped
+                         * the producer (enable.gapless.guarantee): a new
+                         * one before anything is produced again, the
+                         * re-run's too */
+                        sg_loop_producer_renew(loop);
+                }
                 if (loop->fatal != SG_OK)
                         break;
                 /* exactly_once: after a transaction aborted for a refused

@@ -115,6 +115,16 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 err = conf_set_list(kc, conf->kafka_producer,
                                     conf->kafka_producer_cnt, true, errstr,
                                     errstr_size);
+        if (!err && !consumer && !txn)
+                /* semantics §6 "Output order": a produce request that
+                 * fails for good must stop the producer, never let a later
+                 * record of its partition land (librdkafka would bump the
+                 * epoch and send the later records: a gap, and the re-read
+                 * batch's records after them). A fatal error instead; the
+                 * loop replaces the producer (config_kafka.c refuses
+                 * false). A transactional producer aborts instead. */
+                err = conf_set(kc, "enable.gapless.guarantee", "true", errstr,
+                               errstr_size);
         if (!err && eos && consumer)
                 /* exactly_once: aborted input is never judged (config.c
                  * refuses any other value). */

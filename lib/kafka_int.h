@@ -292,6 +292,14 @@ bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_begin(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_grow(sg_loop_t *loop, size_t n);
 void sg_loop_topics_destroy(sg_loop_t *loop);
+/** at_least_once: replaces an idempotent producer that raised a fatal
+ *  error (a produce request failed for good, enable.gapless.guarantee:
+ *  semantics §6 "Output order") by a new one (a new producer id), logging
+ *  "producer_recreated"; its queued and in-flight messages are purged. No
+ *  fatal error, or exactly_once (a fenced transactional producer stops the
+ *  loop instead): nothing. If the new one cannot be created the loop is
+ *  fatal (loop->producer NULL). Loop thread. */
+void sg_loop_producer_renew(sg_loop_t *loop);
 sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
                       size_t errstr_size);
 sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,

@@ -159,6 +159,12 @@ sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
                       size_t errstr_size) {
         if (n == 0)
                 return SG_OK;
+        sg_loop_producer_renew(loop); /* after an earlier failure */
+        if (!loop->producer) {
+                sg_errf(errstr, errstr_size, "no producer: %s",
+                        loop->fatal_str);
+                return SG_ERR_KAFKA;
+        }
         if (!sg_loop_dr_begin(loop, n)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;

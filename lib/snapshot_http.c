@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -332,8 +333,12 @@ size_t sg_fetcher_in_flight(const sg_fetcher_t *f) {
 void sg_fetcher_destroy(sg_fetcher_t *f) {
         if (!f)
                 return;
-        while (f->xfers)
+        while (f->xfers) {
+                /* the head has no prev (sg_fetcher_submit links it so);
+                 * scan-build would free it and read it again */
+                assert(!f->xfers->prev);
                 xfer_finish(f, f->xfers);
+        }
         curl_multi_cleanup(f->multi);
         free(f);
 }

@@ -671,7 +671,7 @@ static sg_err_t run_http(const sg_config_t *conf, app_t *app, sg_http_t **srvp,
             ((err = sg_query_api_new(conf, &app->api, es, es_size)) ||
              (err = sg_query_api_routes_add(app->api, *srvp, es, es_size))))
                 return err;
-        if ((err = sg_http_start(*srvp, es, es_size))) {
+        if (sg_http_start(*srvp, es, es_size) != SG_OK) {
                 cJSON *f = cJSON_CreateObject();
                 cJSON_AddStringToObject(f, "address", addr.text);
                 cJSON_AddStringToObject(f, "error", es);
@@ -769,7 +769,6 @@ static int run(const opts_t *o) {
 
         if ((status = run_config(o, &conf)))
                 return status;
-        status = 1;
         run_log_starting(o, conf);
         if ((err = run_http(conf, &app, &http, es, sizeof(es))))
                 goto fail;

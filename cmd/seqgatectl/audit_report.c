@@ -305,7 +305,7 @@ static double num(const cJSON *o, const char *path) {
         for (char *save, *k = strtok_r(buf, ".", &save); k && c;
              k = strtok_r(NULL, ".", &save))
                 c = cJSON_GetObjectItemCaseSensitive(c, k);
-        return cJSON_IsNumber(c) ? c->valuedouble : 0;
+        return cJSON_IsNumber(c) ? cJSON_GetNumberValue(c) : 0;
 }
 
 static const char *str(const cJSON *o, const char *name) {

@@ -376,7 +376,8 @@ static int cmp_count(const void *a, const void *b) {
 
 static int summary_print(summary_t *s, const char **topics, size_t tcnt,
                          const dlq_opts_t *o) {
-        qsort(s->aggs, s->agg_cnt, sizeof(*s->aggs), cmp_str);
+        if (s->agg_cnt) /* qsort's array must not be NULL, even empty */
+                qsort(s->aggs, s->agg_cnt, sizeof(*s->aggs), cmp_str);
         agg_count_t *ac = calloc(s->agg_cnt + 1, sizeof(*ac));
         if (!ac) {
                 errf("out of memory");
@@ -391,7 +392,8 @@ static int summary_print(summary_t *s, const char **topics, size_t tcnt,
         }
         qsort(ac, acn, sizeof(*ac), cmp_count);
         size_t top = acn < (size_t)o->top ? acn : (size_t)o->top;
-        qsort(s->hours, s->hour_cnt, sizeof(*s->hours), cmp_i64);
+        if (s->hour_cnt) /* no records: s->hours is NULL */
+                qsort(s->hours, s->hour_cnt, sizeof(*s->hours), cmp_i64);
         char tb[48];
         if (o->json) {
                 cJSON *j = cJSON_CreateObject();
@@ -572,7 +574,8 @@ static int dlq_tail(const sg_config_t *conf, const dlq_opts_t *o) {
                         dlq_reader_close(&r);
         }
         if (!rc) {
-                qsort(t.recs, t.cnt, sizeof(*t.recs), cmp_rec);
+                if (t.cnt) /* no records: t.recs is NULL */
+                        qsort(t.recs, t.cnt, sizeof(*t.recs), cmp_rec);
                 size_t from = t.cnt > (size_t)o->n ? t.cnt - (size_t)o->n : 0;
                 for (size_t i = from; i < t.cnt; i++)
                         rec_print(&t.recs[i], o->json);

@@ -477,15 +477,15 @@ static int run_record(sim_cli_t *c, sg_sim_t *sim, const sg_config_t *conf,
                 val = canon;
                 val_len = canon_len;
         }
+        const char *key = cJSON_GetStringValue(jk); /* NULL: no key */
         for (int pauses = 0; !rc; pauses++) {
                 const sg_record_t rec = {
                         .topic = l->topic,
                         .partition = l->partition,
                         .offset = off,
                         .timestamp_ms = ts,
-                        .key = cJSON_IsString(jk) ? jk->valuestring : NULL,
-                        .key_len = cJSON_IsString(jk) ? strlen(jk->valuestring)
-                                                      : 0,
+                        .key = key,
+                        .key_len = key ? strlen(key) : 0,
                         .value = val,
                         .value_len = val_len,
                         .headers = hd,

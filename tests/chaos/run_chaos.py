@@ -61,6 +61,7 @@ the tails of the relevant ones are printed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
@@ -79,11 +80,11 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
 import gen  # noqa: E402
-from kafkautil import consume_all, create_topics, end_offsets, unique_name  # noqa: E402
+from kafkautil import (CommittedOffsets, consume_all, create_topics,  # noqa: E402
+                       end_offsets, unique_name)
 from seqgate_proc import Seqgate, make_config  # noqa: E402
 
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
@@ -159,45 +160,47 @@ class Broker:
 # progress probes
 
 class Probe:
-    """The group's committed offsets and topics' high watermarks. Its clients
-    are made anew after a failure: an AdminClient connected before the broker
-    restart was seen to time out on every later list_consumer_group_offsets."""
+    """The group's committed offsets (stable: KIP-447) and topics' high
+    watermarks. The offsets are read through a consumer of the group that
+    never joins it (kafkautil.CommittedOffsets), not an AdminClient: its
+    list_consumer_group_offsets answered NOT_COORDINATOR, as right after
+    the broker restart, crashed this process (SIGSEGV in librdkafka,
+    test_probes.py). The clients are made anew after a failure and after
+    the broker restart."""
 
     def __init__(self, bootstrap: str, group: str):
         self.bootstrap = bootstrap
         self.group = group
-        self.admin = self.consumer = None
+        self.offsets = self.consumer = None
         self.reset()
 
     def reset(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close()
+        self.close()
         # log_level 2: the broker restart is planned; its connection
         # errors are not worth a line each.
-        self.admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                                  "log_level": 2})
+        self.offsets = CommittedOffsets(self.bootstrap, self.group,
+                                        require_stable=True)
         self.consumer = Consumer({"bootstrap.servers": self.bootstrap,
                                   "group.id": unique_name("chaos-probe"),
                                   "enable.auto.commit": False, "log_level": 2})
 
     def committed(self, topic: str, parts: int) -> dict[int, int]:
-        req = ConsumerGroupTopicPartitions(
-            self.group, [TopicPartition(topic, p) for p in range(parts)])
         try:
-            res = self.admin.list_consumer_group_offsets(
-                [req], require_stable=True)[self.group].result(timeout=10)
+            return self.offsets.get(topic, parts, timeout_s=10)
         except Exception:  # noqa: BLE001
             self.reset()
             raise
-        return {tp.partition: tp.offset for tp in res.topic_partitions}
 
     def high(self, topic: str, parts: int) -> dict[int, int]:
         return {p: self.consumer.get_watermark_offsets(
             TopicPartition(topic, p), timeout=10, cached=False)[1]
             for p in range(parts)}
 
-    def close(self):
-        self.consumer.close()
+    def close(self) -> None:
+        for c in (self.offsets, self.consumer):
+            if c is not None:
+                c.close()
+        self.offsets = self.consumer = None
 
 
 # ---------------------------------------------------------------------------
@@ -311,6 +314,9 @@ def _reason(d) -> str | None:
 # the run
 
 def main(argv=None) -> int:
+    # A crash of this process (a client library's SIGSEGV) prints every
+    # thread's Python stack instead of a bare exit 139.
+    faulthandler.enable()
     ap = argparse.ArgumentParser(description="seqgate chaos suite")
     ap.add_argument("--seed", type=int, default=None,
                     help="randomness seed (default: random, printed)")

@@ -77,17 +77,24 @@ int main(int argc, char **argv) {
                         if (de->d_name[0] == '.')
                                 continue;
                         char **nn = realloc(names, (cnt + 1) * sizeof(*nn));
-                        if (!nn)
-                                return 1;
-                        names = nn;
                         size_t l = strlen(argv[i]) + strlen(de->d_name) + 2;
-                        names[cnt] = malloc(l);
-                        if (!names[cnt])
+                        char *name = nn ? malloc(l) : NULL;
+                        if (nn)
+                                names = nn;
+                        if (!name) {
+                                fprintf(stderr, "out of memory\n");
+                                while (cnt)
+                                        free(names[--cnt]);
+                                free(names);
+                                closedir(d);
                                 return 1;
-                        snprintf(names[cnt++], l, "%s/%s", argv[i], de->d_name);
+                        }
+                        snprintf(name, l, "%s/%s", argv[i], de->d_name);
+                        names[cnt++] = name;
                 }
                 closedir(d);
-                qsort(names, cnt, sizeof(*names), cmp);
+                if (cnt) /* an empty directory: names is NULL */
+                        qsort(names, cnt, sizeof(*names), cmp);
                 for (size_t j = 0; j < cnt; j++) {
                         bad |= run_file(names[j]);
                         runs++;

@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = ["create_topics", "delete_topics", "produce", "consume_all",
            "end_offsets", "stable_offsets", "wait_stable", "unique_name",
-           "set_client_config"]
+           "set_client_config", "CommittedOffsets", "committed_offsets"]
 
 # Client properties per bootstrap address (a secured broker's login):
 # every client these helpers make for that address gets them.
@@ -167,6 +167,79 @@ def produce(bootstrap: str, topic: str, records: Iterable[dict],
     if remaining:
         raise RuntimeError(f"{remaining} records undelivered after {timeout_s}s")
     return results  # type: ignore[return-value]
+
+
+# Errors a group's coordinator answers while it moves or loads (a broker
+# restart, a new __consumer_offsets partition): asked again, they pass.
+_COORDINATOR_BUSY = (KafkaError.NOT_COORDINATOR,
+                     KafkaError.COORDINATOR_NOT_AVAILABLE,
+                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                     KafkaError._WAIT_COORD)
+
+
+class CommittedOffsets:
+    """A consumer group's committed offsets, read through a Consumer of that
+    group.id that never joins it (no subscribe, no assign, no commit: the
+    group and its members are untouched).
+
+    Not AdminClient.list_consumer_group_offsets: librdkafka (the client
+    library of confluent-kafka, through at least 2.15) crashes the whole
+    process with SIGSEGV (rd_kafka_cgrp_op on a client without a consumer
+    group) when that request is answered NOT_COORDINATOR or
+    COORDINATOR_NOT_AVAILABLE, which a broker answers while the group's
+    coordinator moves or loads, e.g. right after a restart. A consumer's
+    committed() takes the same answer as an error, asked again here until
+    `timeout_s`.
+
+    require_stable: wait for offsets of transactions still undecided
+    (isolation.level read_committed, KIP-447), as a consumer of the group
+    would start from; else the offsets as written.
+    """
+
+    def __init__(self, bootstrap: str, group: str, require_stable: bool = False):
+        self.group = group
+        self.busy_answers = 0  # coordinator-busy errors asked again
+        self.consumer = Consumer({
+            **_base(bootstrap), "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": ("read_committed" if require_stable
+                                else "read_uncommitted")})
+
+    def get(self, topic: str, parts: int,
+            timeout_s: float = 10.0) -> dict[int, int]:
+        """{partition: committed offset} of `topic`'s partitions 0..parts-1
+        (-1001, OFFSET_INVALID, where nothing is committed). Raises
+        KafkaException on any other error, or a busy coordinator that stays
+        busy past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        tps = [TopicPartition(topic, p) for p in range(parts)]
+        while True:
+            left = max(deadline - time.monotonic(), 0.1)
+            try:
+                res = self.consumer.committed(tps, timeout=left)
+                return {tp.partition: tp.offset for tp in res}
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                busy = isinstance(err, KafkaError) and \
+                    (err.code() in _COORDINATOR_BUSY or err.retriable())
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                self.busy_answers += 1
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, parts: int,
+                      timeout_s: float = 10.0,
+                      require_stable: bool = False) -> dict[int, int]:
+    """CommittedOffsets(...).get(topic, parts) once."""
+    c = CommittedOffsets(bootstrap, group, require_stable)
+    try:
+        return c.get(topic, parts, timeout_s)
+    finally:
+        c.close()
 
 
 def _probe(bootstrap: str, isolation_level: str) -> Consumer:

@@ -40,18 +40,13 @@ import signal
 import subprocess
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
-
-from kafkautil import create_topics, end_offsets, produce, unique_name
+from kafkautil import (committed_offsets, create_topics, end_offsets, produce,
+                       unique_name)
 from seqgate_proc import Seqgate, make_config, wait_until
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
-    res = admin.list_consumer_group_offsets([req])[group].result(timeout=10)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
+    return committed_offsets(bootstrap, group, topic, 1)
 
 
 def _ce(agg: str, v: int) -> dict:

@@ -33,10 +33,11 @@ import random
 import time
 from collections import defaultdict
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
+from kafkautil import (CommittedOffsets, consume_all, create_topics, end_offsets,
+                       produce, unique_name)
 from seqgate_proc import (Seqgate, interleave, make_config, wait_until,
                           with_redeliveries)
 
@@ -104,7 +105,8 @@ class Probe:
         self.consumer = Consumer({"bootstrap.servers": bootstrap,
                                   "group.id": unique_name("sg-probe"),
                                   "enable.auto.commit": False})
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        # not an AdminClient: kafkautil.CommittedOffsets says why
+        self.offsets = CommittedOffsets(bootstrap, group)
 
     def high(self, topic: str, parts: int) -> int:
         return sum(self.consumer.get_watermark_offsets(
@@ -112,14 +114,11 @@ class Probe:
             for p in range(parts))
 
     def committed(self, topic: str, parts: int) -> dict[int, int]:
-        req = ConsumerGroupTopicPartitions(
-            self.group, [TopicPartition(topic, p) for p in range(parts)])
-        res = self.admin.list_consumer_group_offsets([req])[self.group] \
-            .result(timeout=10)
-        return {tp.partition: tp.offset for tp in res.topic_partitions}
+        return self.offsets.get(topic, parts)
 
     def close(self):
         self.consumer.close()
+        self.offsets.close()
 
 
 def check_exactly_once(out: list[dict], expected: dict[str, list[int]],

@@ -29,20 +29,15 @@ import json
 import subprocess
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
-
-from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
+from kafkautil import (committed_offsets, consume_all, create_topics,
+                       end_offsets, produce, unique_name)
 from seqgate_proc import Seqgate, make_config, wait_until
 
 BIG = 999_861
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
-    res = admin.list_consumer_group_offsets([req])[group].result(timeout=10)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
+    return committed_offsets(bootstrap, group, topic, 1)
 
 
 def _wire_size(key: bytes, value: bytes, headers: list) -> int:

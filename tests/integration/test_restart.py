@@ -24,10 +24,10 @@ import random
 import time
 from collections import defaultdict
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
-from kafkautil import consume_all, create_topics, end_offsets, produce, unique_name
+from kafkautil import (CommittedOffsets, consume_all, create_topics, end_offsets,
+                       produce, unique_name)
 from seqgate_proc import (Seqgate, interleave, make_config, wait_until,
                           with_redeliveries)
 
@@ -101,7 +101,8 @@ class Probe:
         self.consumer = Consumer({"bootstrap.servers": bootstrap,
                                   "group.id": unique_name("sg-probe"),
                                   "enable.auto.commit": False})
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        # not an AdminClient: kafkautil.CommittedOffsets says why
+        self.offsets = CommittedOffsets(bootstrap, group)
 
     def high(self, topic: str, parts: int) -> dict[int, int]:
         return {p: self.consumer.get_watermark_offsets(
@@ -109,14 +110,11 @@ class Probe:
             for p in range(parts)}
 
     def committed(self, topic: str, parts: int) -> dict[int, int]:
-        req = ConsumerGroupTopicPartitions(
-            self.group, [TopicPartition(topic, p) for p in range(parts)])
-        fut = self.admin.list_consumer_group_offsets([req])[self.group]
-        res = fut.result(timeout=10)
-        return {tp.partition: tp.offset for tp in res.topic_partitions}
+        return self.offsets.get(topic, parts)
 
     def close(self):
         self.consumer.close()
+        self.offsets.close()
 
 
 def test_restart_nothing_lost(bootstrap, seqgate_bin, tmp_path):

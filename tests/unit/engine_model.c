@@ -467,8 +467,8 @@ static bool engine_open(model_t *m, bool fresh, bool compact, bool no_tombs) {
                      m->err);
                 return false;
         }
-        if ((err = sg_engine_new(m->conf, m->store, &m->eng, m->err,
-                                 sizeof(m->err)))) {
+        if (sg_engine_new(m->conf, m->store, &m->eng, m->err, sizeof(m->err)) !=
+            SG_OK) {
                 fail(m, MODEL_HARNESS_ERROR, "engine: %s", m->err);
                 return false;
         }

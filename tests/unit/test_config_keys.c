@@ -105,12 +105,11 @@ START_TEST(test_table_matches_schema) {
         for (const sg_config_key_t *k; (k = sg_config_key(n)); n++) {
                 const cJSON *prop = cJSON_GetObjectItemCaseSensitive(
                         block_props(k->block), k->name);
-                const char *where = k->name;
                 char full[256];
 
                 snprintf(full, sizeof(full), "%s%s%s", k->block,
                          *k->block ? "." : "", k->name);
-                where = full;
+                const char *where = full;
                 ck_assert_msg(prop != NULL, "%s: not in the schema", where);
                 ck_assert_msg(k->doc && *k->doc, "%s: no doc line", where);
                 const cJSON *def = attr(prop, "default");

@@ -51,7 +51,8 @@ typedef struct buf {
 } buf_t;
 
 static void buf_add(buf_t *b, const void *p, size_t n) {
-        if (b->len + n + 8 > b->size) {
+        /* !b->p: scan-build assumes the sum may wrap on the first call */
+        if (!b->p || b->len + n + 8 > b->size) {
                 size_t ns = (b->size ? b->size * 2 : 4096) + n + 8;
                 b->p = realloc(b->p, ns);
                 ck_assert_ptr_nonnull(b->p);

@@ -482,6 +482,9 @@ typedef struct tproc {
                                  failed is still done (its transaction
                                  committed) and counts toward the stop */
 
+        /* delivery_failure_lands_no_later_record: the failure is armed */
+        int gap_armed;
+
         /* refused() calls: records Kafka refused for what they are */
         int refused_calls;
         size_t refused_index;
@@ -1209,6 +1212,68 @@ START_TEST(delivery_failures_abort_and_reread) {
         ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
         ck_assert_uint_eq(r.stats.batches_aborted_total, (uint64_t)t->aborts);
         ck_assert_int_eq(g_logs.aborted, t->aborts);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* A permanent delivery failure of a batch's first produce request while
+ * later requests of the same output partition are in flight or queued
+ * (a batch's output for one partition spans several requests whenever it
+ * exceeds batch.num.messages or batch.size, or when the producer's thread
+ * sends before the loop handed over the whole batch — which a busy
+ * machine does): no later record of that partition may land, or the
+ * batch's re-read puts its records after them and the partition's output
+ * is out of order. The processor arms the failure at the last record of
+ * a full batch (at_least_once hands the batch's output over at its end,
+ * after that), so the failed request is that batch's first; with
+ * batch.num.messages 5 the rest of each partition's records are in later
+ * requests. The failure is the broker's unexpected error (an authorization
+ * error would stop the loop: delivery_unauthorized_stops_naming_the_acl).
+ * Before: librdkafka bumped the idempotent producer's epoch and
+ * sent the later records (a gap), then the re-read wrote the failed ones
+ * after them: read_output counted first occurrences out of order. */
+#define GAP_RTT_MS 500
+
+static sg_err_t gap_process(void *o, const sg_record_t *r,
+                            sg_process_result_t *res, char *es, size_t n) {
+        tproc_t *t = o;
+        if (t->gap_armed == 0 && t->att_n == BATCH_MAX - 1) {
+                t->gap_armed = 1;
+                /* answered GAP_RTT_MS late (and the requests after it
+                 * behind it, in order), so that the whole batch is with
+                 * the producer before the failure is known */
+                ck_assert_int_eq(rd_kafka_mock_broker_push_request_error_rtts(
+                                         g_mc, 1 /* the only broker */,
+                                         0 /* Produce */, 1,
+                                         RD_KAFKA_RESP_ERR_UNKNOWN, GAP_RTT_MS),
+                                 RD_KAFKA_RESP_ERR_NO_ERROR);
+        }
+        return tp_process(o, r, res, es, n);
+}
+
+START_TEST(delivery_failure_lands_no_later_record) {
+        sg_config_destroy(g_conf);
+        g_root_extra = ALOS "\"kafka_producer\":{\"batch.num.messages\":5},";
+        g_conf = conf_parse(g_bs, TOPICS_IN, NULL);
+        g_root_extra = ALOS;
+
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        tp_interface(t, &proc);
+        proc.process = gap_process;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->gap_armed, 1);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
         ck_assert_uint_eq(r.stats.records_in_total, NREC);
         assert_tp_consistent(t);
 
@@ -2973,6 +3038,7 @@ int main(void) {
         add(tl, full_disk_is_not_ready_until_a_batch_commits);
         add(tl, delivery_failures_abort_and_reread);
         add(tl, delivery_unauthorized_stops_naming_the_acl);
+        add(tl, delivery_failure_lands_no_later_record);
         add(tl, pause_rereads_after_pause_retry);
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);

@@ -8,6 +8,11 @@
  * The full-disk test needs a small file system: it mounts a 4 MiB tmpfs in
  * a private mount namespace of a forked child (as root, or in a user
  * namespace), so the test's own process and the machine see nothing of it.
+ * Where neither is allowed (a container without CAP_SYS_ADMIN and without
+ * user namespaces) it falls back to a 4 MiB file-size limit of the child
+ * (RLIMIT_FSIZE, SIGXFSZ ignored: every allocation past it fails with
+ * EFBIG, one of the causes semantics §6 names), so it runs, and can fail,
+ * anywhere; a second case runs the file-size limit always.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* unshare */
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -71,16 +77,26 @@ static sg_err_t put_batch(sg_store_t *s, const sg_tp_t *tp, int from, int cnt,
 
 /* Child exit codes of the full-disk run. */
 enum {
-        FD_OK = 0,       /* refused with an error, nothing committed lost */
-        FD_NO_NS = 10,   /* no private tmpfs could be mounted */
-        FD_OPEN = 11,    /* the store did not open on an empty tmpfs */
-        FD_NO_WMAP = 12, /* the store did not use the write-through map */
-        FD_NEVER = 13,   /* 64 MiB of records fit in 4 MiB */
-        FD_WORDING = 14, /* the error does not say the disk is full */
-        FD_LOST = 15,    /* a committed record is missing after the error */
-        FD_SESSION = 16, /* a clean close on the full disk left the session
+        FD_OK = 0,        /* refused with an error, nothing committed lost */
+        FD_OPEN = 11,     /* the store did not open on an empty tmpfs */
+        FD_NO_WMAP = 12,  /* the store did not use the write-through map */
+        FD_NEVER = 13,    /* 64 MiB of records fit in 4 MiB */
+        FD_WORDING = 14,  /* the error does not say the disk is full */
+        FD_LOST = 15,     /* a committed record is missing after the error */
+        FD_SESSION = 16,  /* a clean close on the full disk left the session
                             "open" (the next start would rebuild) */
+        FD_HOLE = 17,     /* the map reaches past the file's allocated blocks
+                            (on a full disk: a SIGBUS at the first write) */
+        FD_NO_LIMIT = 18, /* RLIMIT_FSIZE could not be set */
 };
+
+/* How the child makes its disk full. */
+enum full_how {
+        FULL_TMPFS = 0, /* a private 4 MiB tmpfs, else FULL_FSIZE */
+        FULL_FSIZE = 1, /* a 4 MiB RLIMIT_FSIZE on the fixture's directory */
+};
+
+#define FULL_BYTES (4u << 20)
 
 /* In a forked child: a private 4 MiB tmpfs at @p mnt. */
 static bool mount_small_tmpfs(const char *mnt) {
@@ -111,6 +127,33 @@ static bool mount_small_tmpfs(const char *mnt) {
         return mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0;
 }
 
+/* In a forked child: no file of this process grows past FULL_BYTES; a
+ * write or fallocate past it fails with EFBIG instead of killing it. */
+static bool limit_file_size(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+                return false;
+        rl.rlim_cur = FULL_BYTES;
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < rl.rlim_cur)
+                rl.rlim_cur = rl.rlim_max;
+        return signal(SIGXFSZ, SIG_IGN) != SIG_ERR &&
+               setrlimit(RLIMIT_FSIZE, &rl) == 0;
+}
+
+/* Whether every page of the store's map owns its blocks in data.mdb (the
+ * guard's promise, semantics §6 "Disk space"): a store without the
+ * write-through map has nothing to check. */
+static bool map_allocated(sg_store_t *s, const char *d) {
+        if (!sg_store_writemap(s))
+                return true;
+        uint64_t map, used;
+        char p[512];
+        struct stat sb;
+        sg_store_usage(s, &map, &used);
+        snprintf(p, sizeof(p), "%s/data.mdb", d);
+        return stat(p, &sb) == 0 && (uint64_t)sb.st_blocks * 512 >= map;
+}
+
 /* Whether the session file in @p d says the store was closed cleanly
  * (store_durable.c: "... closed ..."). */
 static bool session_closed(const char *d) {
@@ -128,14 +171,27 @@ static bool session_closed(const char *d) {
  * store whose map (1 GiB) is far beyond the file system (4 MiB), growing
  * the map on SG_ERR_MAP_FULL as the Kafka loop does, until the store
  * refuses. */
-static int full_disk_child(const char *mnt) {
-        if (!mount_small_tmpfs(mnt))
-                return FD_NO_NS;
+static int full_disk_child(const char *mnt, enum full_how how) {
+        int cause = ENOSPC;
+        if (how == FULL_TMPFS && !mount_small_tmpfs(mnt)) {
+                fprintf(stderr, "full disk: no private tmpfs (needs root or "
+                                "user namespaces): a file-size limit "
+                                "instead\n");
+                how = FULL_FSIZE;
+        }
+        if (how == FULL_FSIZE) {
+                if (!limit_file_size())
+                        return FD_NO_LIMIT;
+                cause = EFBIG;
+        }
         sg_store_t *s;
         char es[512] = "";
         if (sg_store_open(mnt, 1ull << 30, 1ull << 30, &s, es, sizeof(es)))
                 return FD_OPEN;
-        if (!sg_store_writemap(s))
+        /* tmpfs always takes the write-through map; the fixture's
+         * directory does where its file system is ext4 or tmpfs (else
+         * LMDB's copying writes meet the limit at commit) */
+        if (how == FULL_TMPFS && !sg_store_writemap(s))
                 return FD_NO_WMAP;
         /* syncs deferred, as the daemon runs it: a clean close must mark
          * the session closed even on the full disk */
@@ -159,10 +215,15 @@ static int full_disk_child(const char *mnt) {
         }
         if (e == SG_OK)
                 return FD_NEVER;
-        fprintf(stderr, "full disk after %d records, %d grows: %s: %s\n",
-                committed, grows, sg_err2str(e), es);
-        if (!strstr(es, strerror(ENOSPC)))
+        fprintf(stderr,
+                "full disk (%s, write-through map %d) after %d records, %d "
+                "grows: %s: %s\n",
+                how == FULL_TMPFS ? "4 MiB tmpfs" : "4 MiB RLIMIT_FSIZE",
+                sg_store_writemap(s), committed, grows, sg_err2str(e), es);
+        if (!strstr(es, strerror(cause)))
                 return FD_WORDING;
+        if (!map_allocated(s, mnt))
+                return FD_HOLE;
         /* every committed record is there, in this store and after a
          * reopen */
         for (int pass = 0; pass < 2; pass++) {
@@ -190,12 +251,16 @@ static int full_disk_child(const char *mnt) {
 /* A full file system under a write-through map: the store answers with an
  * error that names the cause, loses nothing committed, and the process
  * lives (without the guard LMDB's writes into unallocated pages of the
- * sparse file are a SIGBUS). */
+ * sparse file are a SIGBUS); when it gave up, every page of its map still
+ * owns its blocks. _i: FULL_TMPFS (a real full tmpfs where the machine
+ * lets the child mount one, else the file-size limit), FULL_FSIZE (the
+ * file-size limit: allocations fail with EFBIG, not ENOSPC, and no page
+ * fault meets a full disk, so the map's blocks are checked instead). */
 START_TEST(full_disk_is_an_error_not_a_sigbus) {
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
-                _exit(full_disk_child(dir));
+                _exit(full_disk_child(dir, (enum full_how)_i));
         int st = 0;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         ck_assert_msg(!WIFSIGNALED(st), "the store's process died of %s",
@@ -204,13 +269,16 @@ START_TEST(full_disk_is_an_error_not_a_sigbus) {
         switch (WEXITSTATUS(st)) {
         case FD_OK:
                 break;
-        case FD_NO_NS:
-                ck_abort_msg("cannot mount a private tmpfs (needs root or "
-                             "unprivileged user namespaces)");
-                break;
         case FD_SESSION:
                 ck_abort_msg("a clean close on the full disk left the "
                              "session open");
+                break;
+        case FD_HOLE:
+                ck_abort_msg("the store's map reaches past the blocks "
+                             "allocated to data.mdb");
+                break;
+        case FD_NO_LIMIT:
+                ck_abort_msg("the child could not set RLIMIT_FSIZE");
                 break;
         default:
                 ck_abort_msg("full-disk child failed with code %d (see "
@@ -341,7 +409,8 @@ int main(void) {
         Suite *su = suite_create("store_space");
         TCase *tc = tcase_create("space");
         tcase_add_checked_fixture(tc, setup, teardown);
-        tcase_add_test(tc, full_disk_is_an_error_not_a_sigbus);
+        tcase_add_loop_test(tc, full_disk_is_an_error_not_a_sigbus, FULL_TMPFS,
+                            FULL_FSIZE + 1);
         tcase_add_test(tc, map_is_allocated_and_trimmed_at_close);
         tcase_add_test(tc, reader_process_reads_a_writemap_store);
         suite_add_tcase(su, tc);
