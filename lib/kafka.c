@@ -232,6 +232,8 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
         p->cl_epoch = -1;
         p->cl_next = -1;
         p->lag = -1;
+        p->seen = -1;
+        p->eof = -1;
         p->restore_target = -1;
         return loop->last_part = loop->part_cnt++;
 }
@@ -484,6 +486,16 @@ static void loop_collect(sg_loop_t *loop) {
                         http_drive(loop, m ? 0 : (int)(left > 0 ? left : 0));
                 if (!m)
                         continue;
+                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF && m->rkt) {
+                        /* read to the end a read_committed consumer can
+                         * read (its last stable offset): the lag's end */
+                        size_t pi =
+                                sg_loop_part(loop, rd_kafka_topic_name(m->rkt),
+                                             m->partition);
+                        if (pi != SG_NO_PART && loop->parts[pi].assigned &&
+                            m->offset >= 0)
+                                loop->parts[pi].eof = m->offset;
+                }
                 if (m->err) {
                         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                                 char fes[512];
@@ -529,6 +541,8 @@ static void loop_collect(sg_loop_t *loop) {
                         rd_kafka_message_destroy(m);
                         continue;
                 }
+                loop->parts[pi].seen = m->offset + 1;
+                loop->parts[pi].eof = -1;
                 loop->rec_part[loop->msg_cnt] = pi;
                 loop->msgs[loop->msg_cnt++] = m;
         } while (!loop->stop && loop->fatal == SG_OK &&
@@ -540,9 +554,43 @@ static void loop_collect(sg_loop_t *loop) {
                          (loop->msg_cnt ? deadline : idle_deadline));
 }
 
+/**
+ * The records of partition @p p not yet processed (semantics §7
+ * consumer_lag), -1 when not known: the end a read_committed consumer can
+ * read to minus the next offset processed.
+ *
+ * The next offset processed: the later of the offset seqgate committed to
+ * the group, the store's (durable: at_least_once's group commit has it
+ * ahead of the group's) and the offset the partition started at (the
+ * restored store's may be ahead of a group offset a crash left behind);
+ * and the consumer's position @p pos when every record the consumer handed
+ * over (seen) is processed: what lies between is no record — a
+ * transaction's commit or abort marker, or aborted records, which
+ * librdkafka steps over without handing them to the application. Before
+ * anything is known, the position.
+ *
+ * The end: where the consumer last reported reading to the end (EOF, at
+ * the partition's last stable offset), if no record came since; else the
+ * high watermark @p hi (-1: not known), which counts the records of a
+ * transaction still open upstream.
+ */
+static int64_t part_lag(const sg_part_t *p, int64_t pos, int64_t hi) {
+        int64_t done = p->committed;
+        if (p->durable > done)
+                done = p->durable;
+        if (p->start > done)
+                done = p->start;
+        if (pos >= 0 && (done < 0 || (pos > done && p->seen <= done)))
+                done = pos;
+        int64_t end = p->eof >= 0 ? p->eof : hi;
+        if (done < 0 || end < 0)
+                return -1;
+        return end > done ? end - done : 0;
+}
+
 /** The sampled gauges of the stats line and the HTTP endpoint: partitions
  *  assigned and paused, and the consumer lag (the sum, and each
- *  partition's in part.lag). */
+ *  partition's in part.lag; part_lag()). */
 static void loop_gauges(sg_loop_t *loop) {
         sg_loop_stats_t *s = &loop->stats;
         int64_t assigned = 0, paused = 0, lag = 0;
@@ -562,25 +610,20 @@ static void loop_gauges(sg_loop_t *loop) {
         if (l->cnt > 0 && loop->consumer)
                 rd_kafka_position(loop->consumer, l);
         for (int i = 0; i < l->cnt; i++) {
-                int64_t lo, hi;
+                int64_t lo, hi = -1;
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                          l->elems[i].partition);
-                /* at_least_once: the store's offset (durable) is ahead
-                 * of the group's while it waits for its group commit */
-                int64_t done =
-                        loop->parts[pi].durable > loop->parts[pi].committed
-                                ? loop->parts[pi].durable
-                                : loop->parts[pi].committed;
-                int64_t pos = done >= 0 ? done : l->elems[i].offset;
                 if (rd_kafka_get_watermark_offsets(
                             loop->consumer, l->elems[i].topic,
-                            l->elems[i].partition, &lo, &hi) ||
-                    hi < 0 || pos < 0) {
+                            l->elems[i].partition, &lo, &hi) != 0)
+                        hi = -1;
+                int64_t n = part_lag(&loop->parts[pi], l->elems[i].offset, hi);
+                if (n < 0) {
                         lag_known = false;
                         continue;
                 }
-                lag += hi > pos ? hi - pos : 0;
-                loop->parts[pi].lag = hi > pos ? hi - pos : 0;
+                lag += n;
+                loop->parts[pi].lag = n;
         }
         rd_kafka_topic_partition_list_destroy(l);
         s->assigned_partitions = assigned;

@@ -169,7 +169,8 @@
  * Properties: the config's "kafka" properties go to both clients verbatim,
  * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
  * enable.auto.commit=false, enable.auto.offset.store=false,
- * auto.offset.reset=earliest, queued.max.messages.kbytes=
+ * auto.offset.reset=earliest, enable.partition.eof=true (the consumer
+ * lag's end), queued.max.messages.kbytes=
  * SG_KAFKA_QUEUED_MAX_KBYTES (consumer); enable.idempotence=true, acks=all
  * (producer; a config that sets them otherwise is rejected). exactly_once
  * adds, always: isolation.level=read_committed (consumer), transactional.id

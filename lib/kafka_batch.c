@@ -281,6 +281,7 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         continue;
                 if (!p->assigned)
                         continue;
+                p->eof = -1; /* read again from the offset sought */
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
                         ->offset = to_pause ? p->pause_offset : p->first_offset;
         }

@@ -73,7 +73,9 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 {"enable.auto.commit", "false"},
                 {"enable.auto.offset.store", "false"},
                 {"auto.offset.reset", "earliest"},
-                {"enable.partition.eof", "false"},
+                /* the end a read_committed consumer can read to (the
+                 * consumer lag, kafka.c loop_gauges) */
+                {"enable.partition.eof", "true"},
                 /* a smaller prefetch queue (docs/operating.md "Memory") */
                 {"queued.max.messages.kbytes", SG_KAFKA_QUEUED_MAX_KBYTES},
         };

@@ -67,7 +67,15 @@ typedef struct sg_part {
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
         /* published numbers (sg_loop_publish) */
-        int64_t lag;             /**< high watermark - position, -1 unknown */
+        int64_t lag;             /**< records not yet processed (loop_gauges),
+                                      -1 unknown */
+        int64_t seen;            /**< offset after the last record the
+                                      consumer handed the loop since the
+                                      assignment, -1 none */
+        int64_t eof;             /**< the end (EOF) the consumer reported
+                                      read to: its last stable offset then;
+                                      -1 not at the end (a record since, a
+                                      seek, a new assignment) */
         bool restoring;          /**< its changelog restore is running */
         int64_t restore_records; /**< records the current/last restore read */
         int64_t restore_target;  /**< offsets it had to read, -1 unknown */

@@ -118,8 +118,11 @@ static void assign_start_offsets(sg_loop_t *loop,
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)]
-                        .start = start >= 0 ? start : -1;
+                sg_part_t *p = &loop->parts[sg_loop_part(loop, tp->topic,
+                                                         tp->partition)];
+                p->start = start >= 0 ? start : -1;
+                p->seen = -1;
+                p->eof = -1;
         }
 }
 

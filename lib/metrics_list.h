@@ -204,11 +204,12 @@ typedef struct sg_hist {
  * over partitions (prom "" above) are these added up. */
 #define SG_PART_METRICS(X)                                                     \
         X(consumer_lag, GAUGE, "consumer_lag",                                 \
-          "records of the partition not yet processed: its high watermark "    \
-          "minus the next offset seqgate committed (the store's, which "       \
-          "at_least_once's group commit may have ahead of the consumer "       \
-          "group's; before any, the consumer's position); no sample when "     \
-          "unknown")                                                           \
+          "records of the partition a read_committed consumer can read and "   \
+          "seqgate has not processed: the end it last read to (the last "      \
+          "stable offset), or the high watermark, minus the next offset "      \
+          "processed (the latest of the one committed, the store's and the "   \
+          "one reading started at; past transaction markers); no sample "      \
+          "when unknown")                                                      \
         X(parked_events, GAUGE, "parked_events", "parked now")                 \
         X(parked_bytes, GAUGE, "parked_bytes", "parked bytes now")             \
         X(oldest_parked_age_ms, GAUGE_MS, "oldest_parked_age_seconds",         \

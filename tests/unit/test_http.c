@@ -162,9 +162,10 @@ START_TEST(test_prom_partition_labels) {
         char *t = render(&s);
         HAS(t, "\nseqgate_consumer_lag{topic=\"orders\",partition=\"0\"} 17\n");
         /* the help says what is measured, in records, and from where */
-        HAS(t, "# HELP seqgate_consumer_lag records of the partition not yet "
-               "processed: its high watermark minus the next offset seqgate "
-               "committed");
+        HAS(t, "# HELP seqgate_consumer_lag records of the partition a "
+               "read_committed consumer can read and seqgate has not "
+               "processed: the end it last read to (the last stable offset), "
+               "or the high watermark, minus the next offset processed");
         HAS(t, "\nseqgate_oldest_parked_age_seconds{topic=\"orders\","
                "partition=\"0\"} 2.500\n");
         /* escaped: backslash, double quote, newline */
