@@ -175,6 +175,7 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
         if (wait > budget - elapsed)
                 wait = budget - elapsed;
         r->attempt++;
+        sg_loop_impaired(loop, rd_kafka_err2name(code), r->start_ms);
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "during", r->during);
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
@@ -189,6 +190,99 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
                                 ? SG_BACKOFF_MAX_MS
                                 : r->backoff_ms * 2;
         return !loop->stop;
+}
+
+/* ------------------------------------------------------------------ */
+/* impaired and recovered (kafka.h "Logs")                             */
+
+void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms) {
+        int64_t now = sg_clock_mono_ms();
+        if (since_ms <= 0 || since_ms > now)
+                since_ms = now;
+        if (!loop->impaired_ms) {
+                loop->impaired_ms = since_ms;
+                loop->impaired_errors = 0;
+                snprintf(loop->first_error, sizeof(loop->first_error), "%s",
+                         error);
+        }
+        loop->impaired_errors++;
+        loop->error_ms = now;
+        snprintf(loop->last_error, sizeof(loop->last_error), "%s", error);
+}
+
+/** The idle loop's probe of the cluster: every assigned partition's leader
+ *  answers a ListOffsets request (what the consumer fetches from), or,
+ *  with none assigned, a broker a metadata request; at most
+ *  SG_PROBE_TIMEOUT_MS. */
+static bool loop_probe(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->part_cnt ? loop->part_cnt : 1));
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        rd_kafka_topic_partition_list_add(
+                                l, loop->parts[i].topic,
+                                loop->parts[i].partition)
+                                ->offset = RD_KAFKA_OFFSET_END;
+        bool ok;
+        if (l->cnt > 0) {
+                ok = rd_kafka_offsets_for_times(loop->consumer, l,
+                                                SG_PROBE_TIMEOUT_MS) ==
+                     RD_KAFKA_RESP_ERR_NO_ERROR;
+                for (int i = 0; ok && i < l->cnt; i++)
+                        ok = l->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+        } else {
+                const struct rd_kafka_metadata *md = NULL;
+                ok = rd_kafka_metadata(loop->consumer, 0, NULL, &md,
+                                       SG_PROBE_TIMEOUT_MS) ==
+                     RD_KAFKA_RESP_ERR_NO_ERROR;
+                if (md)
+                        rd_kafka_metadata_destroy(md);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+        return ok;
+}
+
+/**
+ * After a turn of the loop: takes in the clients' kafka_error lines
+ * (klog.errors), and ends an impairment at the first progress with one
+ * "kafka_recovered" line — @p batch: a batch of records or effects
+ * committed; else an assignment since the last turn; else, idle, with no
+ * error for SG_PROBE_INTERVAL_MS and no partition lost since the last
+ * assignment (then only the consumer group's next assignment shows it), a
+ * probe that succeeds (loop_probe, at most every SG_PROBE_INTERVAL_MS).
+ */
+static void loop_recovery(sg_loop_t *loop, bool batch) {
+        if (loop->klog.errors != loop->klog_errors_seen) {
+                uint64_t n = loop->klog.errors - loop->klog_errors_seen;
+                loop->klog_errors_seen = loop->klog.errors;
+                sg_loop_impaired(loop, loop->klog.last_error, 0);
+                loop->impaired_errors += n - 1;
+        }
+        bool assigned = loop->assign_progress;
+        loop->assign_progress = false;
+        if (!loop->impaired_ms)
+                return;
+        int64_t now = sg_clock_mono_ms();
+        const char *by = batch ? "batch" : assigned ? "assignment" : NULL;
+        if (!by && !loop->lost &&
+            now - loop->error_ms >= SG_PROBE_INTERVAL_MS &&
+            now - loop->probe_ms >= SG_PROBE_INTERVAL_MS) {
+                loop->probe_ms = now;
+                if (loop_probe(loop))
+                        by = "probe";
+        }
+        if (!by)
+                return;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddNumberToObject(f, "impaired_ms",
+                                (double)(now - loop->impaired_ms));
+        cJSON_AddNumberToObject(f, "errors", (double)loop->impaired_errors);
+        cJSON_AddStringToObject(f, "first_error", loop->first_error);
+        cJSON_AddStringToObject(f, "last_error", loop->last_error);
+        cJSON_AddStringToObject(f, "by", by);
+        sg_loop_log(loop, SG_LOG_INFO, "kafka_recovered", f);
+        loop->impaired_ms = 0;
+        loop->impaired_errors = 0;
 }
 
 /** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
@@ -498,6 +592,8 @@ static void loop_collect(sg_loop_t *loop) {
                 }
                 if (m->err) {
                         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                                sg_loop_impaired(loop,
+                                                 rd_kafka_err2name(m->err), 0);
                                 char fes[512];
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(
@@ -746,7 +842,11 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         break;
                 if (loop->stop && loop->msg_cnt == 0)
                         break;
-                if (sg_loop_batch(loop, NULL) != SG_OK && !loop->stop) {
+                int64_t t0 = sg_clock_mono_ms();
+                bool failed = sg_loop_batch(loop, NULL) != SG_OK;
+                if (failed)
+                        sg_loop_impaired(loop, "batch_failed", t0);
+                if (failed && !loop->stop) {
                         /* Back off 100 ms, doubling up to 5 s; stay stoppable. */
                         loop->backoff_ms = loop->backoff_ms
                                                    ? loop->backoff_ms * 2
@@ -759,6 +859,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 }
                 /* a committed batch publishes at once (sg_loop_publish) */
                 sg_loop_publish(loop, loop->stats.batches_total != batches);
+                loop_recovery(loop, loop->stats.batches_total != batches &&
+                                            !loop->batch_idle);
                 if (loop->conf->stats_interval_ms > 0 &&
                     sg_clock_mono_ms() >= loop->next_stats_ms) {
                         loop_stats_emit(loop);

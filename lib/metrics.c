@@ -116,8 +116,16 @@ static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...) {
         if (!append(buf, size, &off, "%s\"" #name "\":%" PRId64,               \
                     off ? "," : "", (int64_t)m->name))                         \
                 return -1;
-#define PUT_GAUGE(name) PUT_SIGNED(name)
-#define PUT_GAUGE_MS(name) PUT_SIGNED(name)
+/* a gauge not known (negative: a lag no offset gave yet) is null, never a
+ * sentinel number (docs/operating.md "Logs") */
+#define PUT_GAUGE(name)                                                        \
+        if (m->name < 0) {                                                     \
+                if (!append(buf, size, &off, "%s\"" #name "\":null",           \
+                            off ? "," : ""))                                   \
+                        return -1;                                             \
+        } else                                                                 \
+                PUT_SIGNED(name)
+#define PUT_GAUGE_MS(name) PUT_GAUGE(name)
 #define PUT_LATEST(name) PUT_SIGNED(name)
 #define PUT_LATEST_MS(name) PUT_SIGNED(name)
 #define PUT_HIST(name) /* not in the stats line */

@@ -186,7 +186,7 @@ typedef struct sg_hist {
           "partitions paused now")                                             \
         X(consumer_lag, GAUGE, "",                                             \
           "records not yet processed, summed over the assigned partitions "    \
-          "(each one's consumer_lag); -1 unknown")                             \
+          "(each one's consumer_lag); null when unknown")                      \
         X(snapshot_http_in_flight, GAUGE, "snapshot_http_in_flight",           \
           "HTTP snapshot GETs started and not completed (0 without an "        \
           "http snapshot source)")                                             \
