@@ -162,8 +162,9 @@ static const cfg_row_t cfg_rows[] = {
         R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
               "stuck_threshold_ms", 300000, 1,
               "an aggregate parked or refetching for longer than this counts "
-              "in `stuck_parked_over_5m` and "
-              "`seqgate_stuck_processing_over_5m`, milliseconds"),
+              "in `stuck_parked` and `seqgate_stuck_processing` (and the "
+              "seed's `seqgate_stuck_processing_over_5m`, whatever this is), "
+              "milliseconds"),
 
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
               SG_CONF_REQUIRED, sg_cfg_check_output_topic,

@@ -80,6 +80,39 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
         }
 }
 
+/* The sum over topics (metrics_list.h): counters and gauges add up, a
+ * _MS gauge takes the largest, histograms merge, LATEST rows by hand. */
+#define SUM_COUNTER(name) t->name += m->name;
+#define SUM_GAUGE(name) t->name += m->name;
+#define SUM_GAUGE_MS(name)                                                     \
+        if (m->name > t->name)                                                 \
+                t->name = m->name;
+#define SUM_LATEST(name)
+#define SUM_LATEST_MS(name)
+#define SUM_HIST(name) sg_hist_merge(&t->name, &m->name);
+#define SUM(name, kind, prom, help) SUM_##kind(name)
+
+void sg_metrics_sum(sg_metrics_t *t, const sg_metrics_t *m) {
+        SG_ENGINE_METRICS_HEAD(SUM)
+        for (int i = 0; i < SG_R__CNT; i++)
+                t->dlq_total[i] += m->dlq_total[i];
+        SG_ENGINE_METRICS_TAIL(SUM)
+        /* the last resolve of any topic (none is more recent than another
+         * within one batch), and the longest */
+        if (m->snapshot_resolve_ms_last)
+                t->snapshot_resolve_ms_last = m->snapshot_resolve_ms_last;
+        if (m->snapshot_resolve_ms_max > t->snapshot_resolve_ms_max)
+                t->snapshot_resolve_ms_max = m->snapshot_resolve_ms_max;
+}
+
+#undef SUM
+#undef SUM_COUNTER
+#undef SUM_GAUGE
+#undef SUM_GAUGE_MS
+#undef SUM_LATEST
+#undef SUM_LATEST_MS
+#undef SUM_HIST
+
 #undef ADD
 #undef ADD_COUNTER
 #undef ADD_GAUGE
