@@ -108,8 +108,9 @@ static const cfg_row_t cfg_rows[] = {
               "longest time spent filling a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               10000, 0,
-              "period of the stats log line, and of the restore_progress lines "
-              "during a restore, milliseconds; 0: off"),
+              "period of the stats log line, of the restore_progress lines "
+              "during a restore, and the shortest between two dlq_summary "
+              "lines of an input topic, milliseconds; 0: off"),
         ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
             "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
             NULL,

@@ -140,6 +140,55 @@ const sg_metrics_t *sg_engine_topic_metrics(const sg_engine_t *e, size_t i,
         return &e->topic_m[i].metrics;
 }
 
+/* After a committed batch: one "dlq_summary" line per input topic whose
+ * DLQ records grew since its last one, at most once per stats_interval_ms
+ * (docs/operating.md "Logs"; the per-record "dlq" line is at debug): the
+ * records by reason since that line. */
+static void dlq_summary(sg_engine_t *e) {
+        int64_t every = e->conf->stats_interval_ms;
+        if (!e->log_cb || every <= 0)
+                return;
+        for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                topic_metrics_t *t = &e->topic_m[i];
+                if (t->dlq_logged_at && e->now - t->dlq_logged_at < every)
+                        continue;
+                uint64_t total = 0;
+                for (int r = 1; r < SG_R__CNT; r++)
+                        total += t->metrics.dlq_total[r] - t->dlq_logged[r];
+                if (!total)
+                        continue;
+                cJSON *o = cJSON_CreateObject();
+                cJSON *by = cJSON_CreateObject();
+                char num[24];
+                for (int r = 1; o && by && r < SG_R__CNT; r++) {
+                        uint64_t n = t->metrics.dlq_total[r] - t->dlq_logged[r];
+                        if (!n)
+                                continue;
+                        snprintf(num, sizeof(num), "%" PRIu64, n);
+                        cJSON_AddRawToObject(by, sg_reason_name((sg_reason_t)r),
+                                             num);
+                }
+                cJSON_AddStringToObject(o, "topic", e->conf->topics[i].name);
+                cJSON_AddStringToObject(o, "dlq_topic",
+                                        e->conf->topics[i].dlq_topic);
+                snprintf(num, sizeof(num), "%" PRIu64, total);
+                cJSON_AddRawToObject(o, "records", num);
+                cJSON_AddItemToObject(o, "reasons", by);
+                snprintf(num, sizeof(num), "%" PRId64,
+                         t->dlq_logged_at ? e->now - t->dlq_logged_at : 0);
+                cJSON_AddRawToObject(o, "since_ms", num);
+                char *txt = cJSON_PrintUnformatted(o);
+                cJSON_Delete(o);
+                if (txt)
+                        e->log_cb(e->log_opaque, SG_LOG_INFO, "dlq_summary",
+                                  txt);
+                cJSON_free(txt);
+                memcpy(t->dlq_logged, t->metrics.dlq_total,
+                       sizeof(t->dlq_logged));
+                t->dlq_logged_at = e->now;
+        }
+}
+
 bool sg_engine_part_gauges(const sg_engine_t *e, const char *topic,
                            int32_t partition, sg_part_stats_t *out) {
         part_t *p = sg_eng_part_find((sg_engine_t *)e, topic, partition);
@@ -814,6 +863,7 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 sg_metrics_add(&t->metrics, &t->delta);
                 sg_metrics_sum(&e->metrics, &t->metrics);
         }
+        dlq_summary(e);
         sg_eng_refusals_settle(e, true);
         batch_reset(e);
         return SG_OK;

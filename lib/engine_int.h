@@ -103,6 +103,10 @@ typedef struct refusal {
 typedef struct topic_metrics {
         sg_metrics_t metrics; /* committed */
         sg_metrics_t delta;   /* this batch's, added at batch_commit */
+        /* the last "dlq_summary" line (engine.c): DLQ records by reason
+         * it counted to, and when (processing time, ms; 0 never) */
+        uint64_t dlq_logged[SG_R__CNT];
+        int64_t dlq_logged_at;
 } topic_metrics_t;
 
 struct sg_engine {

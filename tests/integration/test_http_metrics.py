@@ -361,7 +361,8 @@ def _ce(agg: str, eid: str, seq: str) -> dict:
 
 def test_metrics_per_topic(bootstrap, seqgate_bin, tmp_path):
     """Two input topics: every engine series carries the label topic, and
-    each topic's numbers are its own."""
+    each topic's numbers are its own; the DLQ's per-topic summary line
+    (docs/operating.md "Logs") names the topic, its DLQ and the reasons."""
     t_a, t_b = unique_name("pt-a"), unique_name("pt-b")
     outs = {t: (unique_name("pt-out"), unique_name("pt-dlq"))
             for t in (t_a, t_b)}
@@ -414,3 +415,9 @@ def test_metrics_per_topic(bootstrap, seqgate_bin, tmp_path):
         assert sg.stop() == 0
     finally:
         sg.cleanup()
+    summaries = sg.events("dlq_summary")
+    assert [s["topic"] for s in summaries] == [t_a], summaries
+    assert summaries[0]["dlq_topic"] == outs[t_a][1]
+    assert summaries[0]["records"] == 1
+    assert summaries[0]["reasons"] == {"stale_version": 1}
+    assert summaries[0]["level"] == "info"
