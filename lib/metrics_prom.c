@@ -182,6 +182,10 @@ sg_err_t sg_metrics_prom(const sg_metrics_snap_t *s, const char *version,
         fam(f, "build_info", "gauge", "the build; always 1");
         sg_prom_escape(version ? version : "", ver, sizeof(ver));
         fprintf(f, "seqgate_build_info{version=\"%s\"} 1\n", ver);
+        fam(f, "ready", "gauge",
+            "1 while /readyz answers 200 (partitions assigned once, none "
+            "being restored, batches not aborting in a row), else 0");
+        fprintf(f, "seqgate_ready %d\n", sg_metrics_snap_ready(s) ? 1 : 0);
         SG_PROCESS_METRICS(ROW_PROC)
         SG_LOOP_STATS(ROW_LOOP)
         if (s->has_engine) {

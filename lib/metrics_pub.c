@@ -161,6 +161,16 @@ sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
         return json_out(o, bodyp);
 }
 
+bool sg_metrics_snap_ready(const sg_metrics_snap_t *s) {
+        if (!s->assigned_once || s->stopped ||
+            s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS)
+                return false;
+        for (size_t i = 0; i < s->part_cnt; i++)
+                if (s->parts[i].restoring)
+                        return false;
+        return true;
+}
+
 sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
         cJSON *o = cJSON_CreateObject();
         cJSON *arr = cJSON_CreateArray();
@@ -191,8 +201,8 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                                         (double)p->restore_target);
                 cJSON_AddItemToArray(arr, e);
         }
+        bool ready = sg_metrics_snap_ready(s);
         pthread_mutex_unlock(&pub->lock);
-        bool ready = once && cJSON_GetArraySize(arr) == 0 && !why[0];
         *statusp = ready ? 200 : 503;
         cJSON_AddStringToObject(o, "status", ready ? "ready" : "not_ready");
         if (ready) {

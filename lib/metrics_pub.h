@@ -88,12 +88,21 @@ void sg_metrics_snap_free(sg_metrics_snap_t *snap);
  * (SG_METRIC_ALIASES) with the same samples; the per-partition rows with
  * labels topic and partition (values escaped: backslash, double quote,
  * newline); histograms as _bucket{le} (cumulative, with +Inf), _sum and
- * _count in seconds; seqgate_build_info{version} 1.
+ * _count in seconds; seqgate_build_info{version} 1; seqgate_ready 1 or 0
+ * (sg_metrics_snap_ready()).
  * @p version: the build's version string.
  * @returns SG_OK, SG_ERR_NOMEM. Thread-safety: reentrant.
  */
 sg_err_t sg_metrics_prom(const sg_metrics_snap_t *snap, const char *version,
                          char **bufp, size_t *lenp);
+
+/**
+ * Whether @p snap is ready as /readyz answers it (200): the consumer group
+ * assigned partitions at least once, the loop runs, no assigned partition
+ * is being restored, and fewer than SG_READY_MAX_ABORTS batches aborted in
+ * a row. Exported as seqgate_ready. Pure.
+ */
+bool sg_metrics_snap_ready(const sg_metrics_snap_t *snap);
 
 /**
  * Writes the label value @p v escaped for the exposition format (\\ for a

@@ -157,6 +157,7 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         fams = scrape(sg)
         assert value(fams, "seqgate_records_total", topic=t_in) == 0
         assert value(fams, "seqgate_build_info") == 1
+        assert value(fams, "seqgate_ready") == 1  # as /readyz
         for p in range(3):
             # restored (an empty changelog) and consuming
             assert value(fams, "seqgate_partition_restoring",

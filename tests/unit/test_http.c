@@ -101,6 +101,12 @@ START_TEST(test_prom_seed_names) {
         HAS(t, "\nseqgate_dlq_records_total{topic=\"orders\",reason="
                "\"malformed\"} 0\n");
         HAS(t, "\nseqgate_build_info{version=\"1.2.3\"} 1\n");
+        /* /readyz as a gauge: no assignment yet */
+        HAS(t, "# TYPE seqgate_ready gauge\nseqgate_ready 0\n");
+        s.assigned_once = true;
+        free(t);
+        t = render(&s);
+        HAS(t, "\nseqgate_ready 1\n");
         HAS(t, "# HELP seqgate_dedup_hits_total duplicates");
         /* milliseconds are exported in seconds */
         HAS(t, "\nseqgate_commit_latency_seconds_last 1.500\n");
