@@ -108,8 +108,9 @@ static const cfg_row_t cfg_rows[] = {
               "longest time spent filling a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               10000, 0,
-              "period of the stats log line, and of the restore_progress lines "
-              "during a restore, milliseconds; 0: off"),
+              "period of the stats log line, of the restore_progress lines "
+              "during a restore, and the shortest between two dlq_summary "
+              "lines of an input topic, milliseconds; 0: off"),
         ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
             "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
             NULL,
@@ -162,8 +163,9 @@ static const cfg_row_t cfg_rows[] = {
         R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
               "stuck_threshold_ms", 300000, 1,
               "an aggregate parked or refetching for longer than this counts "
-              "in `stuck_parked_over_5m` and "
-              "`seqgate_stuck_processing_over_5m`, milliseconds"),
+              "in `stuck_parked` and `seqgate_stuck_processing` (and the "
+              "seed's `seqgate_stuck_processing_over_5m`, whatever this is), "
+              "milliseconds"),
 
         T_STR(SECT_TOPIC, output_topic, "topics.*", "output_topic",
               SG_CONF_REQUIRED, sg_cfg_check_output_topic,

@@ -131,6 +131,64 @@ const sg_metrics_t *sg_engine_metrics(const sg_engine_t *e) {
         return &e->metrics;
 }
 
+const sg_metrics_t *sg_engine_topic_metrics(const sg_engine_t *e, size_t i,
+                                            const char **topicp) {
+        if (i >= e->conf->topic_cnt)
+                return NULL;
+        if (topicp)
+                *topicp = e->conf->topics[i].name;
+        return &e->topic_m[i].metrics;
+}
+
+/* After a committed batch: one "dlq_summary" line per input topic whose
+ * DLQ records grew since its last one, at most once per stats_interval_ms
+ * (docs/operating.md "Logs"; the per-record "dlq" line is at debug): the
+ * records by reason since that line. */
+static void dlq_summary(sg_engine_t *e) {
+        int64_t every = e->conf->stats_interval_ms;
+        if (!e->log_cb || every <= 0)
+                return;
+        for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                topic_metrics_t *t = &e->topic_m[i];
+                if (t->dlq_logged_at && e->now - t->dlq_logged_at < every)
+                        continue;
+                uint64_t total = 0;
+                for (int r = 1; r < SG_R__CNT; r++)
+                        total += t->metrics.dlq_total[r] - t->dlq_logged[r];
+                if (!total)
+                        continue;
+                cJSON *o = cJSON_CreateObject();
+                cJSON *by = cJSON_CreateObject();
+                char num[24];
+                for (int r = 1; o && by && r < SG_R__CNT; r++) {
+                        uint64_t n = t->metrics.dlq_total[r] - t->dlq_logged[r];
+                        if (!n)
+                                continue;
+                        snprintf(num, sizeof(num), "%" PRIu64, n);
+                        cJSON_AddRawToObject(by, sg_reason_name((sg_reason_t)r),
+                                             num);
+                }
+                cJSON_AddStringToObject(o, "topic", e->conf->topics[i].name);
+                cJSON_AddStringToObject(o, "dlq_topic",
+                                        e->conf->topics[i].dlq_topic);
+                snprintf(num, sizeof(num), "%" PRIu64, total);
+                cJSON_AddRawToObject(o, "records", num);
+                cJSON_AddItemToObject(o, "reasons", by);
+                snprintf(num, sizeof(num), "%" PRId64,
+                         t->dlq_logged_at ? e->now - t->dlq_logged_at : 0);
+                cJSON_AddRawToObject(o, "since_ms", num);
+                char *txt = cJSON_PrintUnformatted(o);
+                cJSON_Delete(o);
+                if (txt)
+                        e->log_cb(e->log_opaque, SG_LOG_INFO, "dlq_summary",
+                                  txt);
+                cJSON_free(txt);
+                memcpy(t->dlq_logged, t->metrics.dlq_total,
+                       sizeof(t->dlq_logged));
+                t->dlq_logged_at = e->now;
+        }
+}
+
 bool sg_engine_part_gauges(const sg_engine_t *e, const char *topic,
                            int32_t partition, sg_part_stats_t *out) {
         part_t *p = sg_eng_part_find((sg_engine_t *)e, topic, partition);
@@ -166,7 +224,11 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                 return SG_ERR_NOMEM;
         e->limits = calloc(conf->topic_cnt ? conf->topic_cnt : 1,
                            sizeof(*e->limits));
-        if (!e->limits) {
+        e->topic_m = calloc(conf->topic_cnt ? conf->topic_cnt : 1,
+                            sizeof(*e->topic_m));
+        if (!e->limits || !e->topic_m) {
+                free(e->limits);
+                free(e->topic_m);
                 free(e);
                 return SG_ERR_NOMEM;
         }
@@ -189,6 +251,7 @@ void sg_engine_destroy(sg_engine_t *e) {
         free(e->effects);
         free(e->effect_src);
         free(e->limits);
+        free(e->topic_m);
         free(e->refusals);
         free(e->effect_part);
         sg_envelope_clear(&e->env);
@@ -579,7 +642,7 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget, char *errstr,
                                   errstr, errstr_size)))
                 return err;
         if (removed) {
-                e->delta.dedup_expired_total += (uint64_t)removed;
+                pdelta(e, p)->dedup_expired_total += (uint64_t)removed;
                 p->touched = true;
         }
         return SG_OK;
@@ -635,40 +698,46 @@ static sg_err_t tick_all(void *opaque, char *errstr, size_t errstr_size) {
                         return err;
         }
         /* Sampled gauges, at most once a second (semantics §7: parked or
-         * refetching): the gap deadline index, plus the aggregates waiting
-         * for a snapshot, which are out of that index. */
+         * refetching), per input topic: the gap deadline index, plus the
+         * aggregates waiting for a snapshot, which are out of that index. */
         if (e->now - e->gauges_at >= 1000) {
-                age_walk_t w = {.e = e,
-                                .stale = e->now -
-                                         e->conf->metrics_stuck_threshold_ms};
-                int64_t oldest = 0;
+                int64_t stale = e->now - e->conf->metrics_stuck_threshold_ms;
+                for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                        e->topic_m[i].delta.oldest_parked_age_ms = 0;
+                        e->topic_m[i].delta.stuck_parked = 0;
+                }
                 for (size_t i = 0; i < e->part_cnt; i++) {
+                        part_t *p = &e->parts[i];
+                        age_walk_t w = {.e = e, .stale = stale};
                         unsigned char h[32];
                         int64_t since;
                         uint64_t n;
-                        w.oldest = 0; /* per partition, for /metrics */
-                        if (sg_since_first(e->txn, &e->parts[i].tp, INT64_MAX,
-                                           h, &since) == SG_OK)
+                        if (sg_since_first(e->txn, &p->tp, INT64_MAX, h,
+                                           &since) == SG_OK)
                                 w.oldest = since;
-                        if (sg_since_count(e->txn, &e->parts[i].tp, w.stale,
-                                           100000, &n) == SG_OK)
+                        if (sg_since_count(e->txn, &p->tp, w.stale, 100000,
+                                           &n) == SG_OK)
                                 w.stuck += n;
-                        if (snap_enabled(&e->parts[i])) {
-                                w.tp = &e->parts[i].tp;
+                        if (snap_enabled(p)) {
+                                w.tp = &p->tp;
                                 (void)sg_snapreq_foreach(e->txn, w.tp,
                                                          age_visit, &w);
                         }
-                        e->parts[i].oldest_since = w.oldest;
-                        if (w.oldest && (!oldest || w.oldest < oldest))
-                                oldest = w.oldest;
+                        p->oldest_since = w.oldest; /* for /metrics */
+                        sg_metrics_t *d = pdelta(e, p);
+                        int64_t age = w.oldest ? e->now - w.oldest : 0;
+                        if (age > d->oldest_parked_age_ms)
+                                d->oldest_parked_age_ms = age;
+                        d->stuck_parked += (int64_t)w.stuck;
                 }
-                uint64_t stuck = w.stuck;
-                e->delta.oldest_parked_age_ms = oldest ? e->now - oldest : 0;
-                e->delta.stuck_parked_over_5m = (int64_t)stuck;
                 e->gauges_at = e->now;
         } else {
-                e->delta.oldest_parked_age_ms = e->metrics.oldest_parked_age_ms;
-                e->delta.stuck_parked_over_5m = e->metrics.stuck_parked_over_5m;
+                for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                        topic_metrics_t *t = &e->topic_m[i];
+                        t->delta.oldest_parked_age_ms =
+                                t->metrics.oldest_parked_age_ms;
+                        t->delta.stuck_parked = t->metrics.stuck_parked;
+                }
         }
         return batch_finish(e, errstr, errstr_size);
 }
@@ -712,7 +781,8 @@ static void batch_reset(sg_engine_t *e) {
         e->log_budget = SG_ENGINE_LOG_PER_BATCH;
         sg_arena_reset(&e->arena);
         e->effect_cnt = 0;
-        memset(&e->delta, 0, sizeof(e->delta));
+        for (size_t i = 0; i < e->conf->topic_cnt; i++)
+                memset(&e->topic_m[i].delta, 0, sizeof(e->topic_m[i].delta));
         for (size_t i = 0; i < e->part_cnt; i++) {
                 e->parts[i].work = e->parts[i].meta;
                 e->parts[i].touched = false;
@@ -776,19 +846,24 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 batch_reset(e);
                 return err;
         }
-        int64_t parked = 0, bytes = 0, quarantined = 0, snap = 0;
         for (size_t i = 0; i < e->part_cnt; i++) {
-                e->parts[i].meta = e->parts[i].work;
-                parked += (int64_t)e->parts[i].meta.parked_cnt;
-                bytes += (int64_t)e->parts[i].meta.parked_bytes;
-                quarantined += (int64_t)e->parts[i].meta.quarantined;
-                snap += (int64_t)e->parts[i].meta.snap_in_flight;
+                part_t *p = &e->parts[i];
+                sg_metrics_t *d = pdelta(e, p);
+                p->meta = p->work;
+                d->parked_events += (int64_t)p->meta.parked_cnt;
+                d->parked_bytes += (int64_t)p->meta.parked_bytes;
+                d->quarantined_aggregates += (int64_t)p->meta.quarantined;
+                d->snapshot_in_flight += (int64_t)p->meta.snap_in_flight;
         }
-        e->delta.snapshot_in_flight = snap;
-        e->delta.parked_events = parked;
-        e->delta.parked_bytes = bytes;
-        e->delta.quarantined_aggregates = quarantined;
-        sg_metrics_add(&e->metrics, &e->delta);
+        memset(&e->metrics, 0, sizeof(e->metrics));
+        for (size_t i = 0; i < e->conf->topic_cnt; i++) {
+                topic_metrics_t *t = &e->topic_m[i];
+                t->delta.stuck_threshold_ms =
+                        e->conf->metrics_stuck_threshold_ms;
+                sg_metrics_add(&t->metrics, &t->delta);
+                sg_metrics_sum(&e->metrics, &t->metrics);
+        }
+        dlq_summary(e);
         sg_eng_refusals_settle(e, true);
         batch_reset(e);
         return SG_OK;

@@ -147,8 +147,20 @@ void sg_engine_destroy(sg_engine_t *engine);
 /** Fills @p proc with the engine's processor interface. */
 void sg_engine_processor(sg_engine_t *engine, sg_processor_t *proc);
 
-/** Committed counters (see metrics.h). Borrowed; valid while the engine lives. */
+/** Committed counters (see metrics.h), summed over the input topics
+ *  (sg_metrics_sum()). Borrowed; valid while the engine lives. */
 const sg_metrics_t *sg_engine_metrics(const sg_engine_t *engine);
+
+/**
+ * The committed metrics of configured input topic @p i (0 ..
+ * topic_cnt - 1, the configuration's order; metrics_list.h: every engine
+ * row is kept per input topic), and its name in *@p topicp (may be NULL).
+ * @returns NULL when @p i is past the last topic. Borrowed; valid while
+ * the engine lives. Thread-safety: the processing thread (between
+ * batches).
+ */
+const sg_metrics_t *sg_engine_topic_metrics(const sg_engine_t *engine, size_t i,
+                                            const char **topicp);
 
 /**
  * Fills the engine's gauges of input partition @p topic [@p partition]

@@ -90,7 +90,7 @@ sg_err_t sg_eng_apply_in_order(sg_engine_t *e, part_t *p, agg_ctx_t *a,
                                                 type ? type : "");
                         if ((err = sg_eng_emit_dlq(e, s, &d)))
                                 return err;
-                        e->delta.illegal_transitions_total++;
+                        pdelta(e, p)->illegal_transitions_total++;
                         agg_set_last(a, v);
                         *verdictp = SG_DV_DLQ;
                         (void)errstr;
@@ -213,7 +213,7 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
                          js->valuestring);
         if (jv && (err = sg_eng_agg_advance(e, p, &a, S, errstr, errstr_size)))
                 goto done;
-        e->delta.releases_total++;
+        pdelta(e, p)->releases_total++;
         p->touched = true;
         sg_eng_log(e, SG_LOG_NOTICE, "aggregate_released", p, "aggregate",
                    LF_STR, a.rec.aggregate, "last_version", LF_U64,
@@ -221,7 +221,7 @@ static sg_err_t control(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         err = sg_eng_agg_save(e, p, &a, errstr, errstr_size);
         goto done;
 refused:
-        e->delta.control_ignored_total++;
+        pdelta(e, p)->control_ignored_total++;
         sg_eng_log(e, SG_LOG_WARNING, "control_refused", p, "aggregate", LF_STR,
                    aggregate, "reason", LF_STR, why, "offset", LF_I64,
                    rec->offset, NULL);
@@ -282,7 +282,7 @@ static bool row1_malformed(judged_t *j) {
                                          sizeof(detail));
         if (err == SG_ERR_INVALID) {
                 dlq_info_t d = {.reason = SG_R_MALFORMED, .detail = detail};
-                j->e->delta.malformed_total++;
+                pdelta(j->e, j->p)->malformed_total++;
                 j->err = sg_eng_emit_dlq(j->e, &j->s, &d);
                 return true;
         }
@@ -320,7 +320,7 @@ static bool rows2_3_key_seen(judged_t *j) {
                                 env->id,
                                 sg_iso_time(dr.first_seen_ms, ts, sizeof(ts))),
                 };
-                e->delta.idempotency_parameter_conflicts_total++;
+                pdelta(e, j->p)->idempotency_parameter_conflicts_total++;
                 j->err = sg_eng_emit_dlq(e, &j->s, &d);
                 return true;
         }
@@ -328,7 +328,7 @@ static bool rows2_3_key_seen(judged_t *j) {
                       sg_eng_header_find(j->rec, SG_H_REPLAY) != NULL;
         if (replay)
                 return false;
-        e->delta.dedup_hits_total++;
+        pdelta(e, j->p)->dedup_hits_total++;
         return true;
 }
 
@@ -417,7 +417,7 @@ static bool row4b_epoch(judged_t *j) {
         if (!env->has_epoch || (a->rec.has_epoch && env->epoch == a->rec.epoch))
                 return false;
         if (a->rec.has_epoch && env->epoch < a->rec.epoch) {
-                e->delta.fenced_epoch_total++;
+                pdelta(e, j->p)->fenced_epoch_total++;
                 j->d.reason = SG_R_FENCED_EPOCH;
                 j->d.detail = sg_arena_printf(
                         &e->arena,
@@ -461,7 +461,7 @@ static bool row5_stale(judged_t *j) {
         const agg_ctx_t *a = &j->a;
         if (!j->stale)
                 return false;
-        e->delta.stale_version_rejections_total++;
+        pdelta(e, j->p)->stale_version_rejections_total++;
         if (j->tc->stale_drop) {
                 j->err = key_record(j, SG_DV_DROPPED);
                 return true;
@@ -510,7 +510,7 @@ static bool rows6_7_in_order(judged_t *j) {
                 return false;
         const char *gh = NULL, *gv = NULL;
         if (v > next) { /* latest_wins: apply at once, count the gap */
-                e->delta.event_sequence_gaps_total++;
+                pdelta(e, p)->event_sequence_gaps_total++;
                 gh = SG_H_GAP_MISSING;
                 gv = sg_arena_printf(&e->arena, "%" PRIu64 "-%" PRIu64, next,
                                      v - 1);
@@ -552,7 +552,7 @@ static bool row8b_version_held(judged_t *j) {
                 return true;
         }
         if (memcmp(held.key_hash, j->env->key_hash, 32) == 0) {
-                e->delta.dedup_hits_total++;
+                pdelta(e, p)->dedup_hits_total++;
                 return true;
         }
         j->d.reason = SG_R_VERSION_CONFLICT;
@@ -587,10 +587,10 @@ static bool park_overflow(judged_t *j, uint64_t bytes) {
         }
         if (!cap)
                 return false;
-        e->delta.park_overflow_total++;
+        pdelta(e, p)->park_overflow_total++;
         if (tc->on_park_overflow == SG_OVERFLOW_PAUSE) {
                 /* Nothing was written for this record. */
-                e->delta.records_total--;
+                pdelta(e, p)->records_total--;
                 *j->result = SG_PAUSE;
                 j->err = SG_OK;
                 return true;
@@ -684,14 +684,14 @@ static bool row8_park(judged_t *j) {
         if (j->err)
                 return true;
         if (a->rec.parked_cnt == 0) {
-                e->delta.event_sequence_gaps_total++;
+                pdelta(e, p)->event_sequence_gaps_total++;
                 a->rec.parked_since_ms = e->now;
         }
         a->rec.parked_cnt++;
         a->rec.parked_bytes += bytes;
         p->work.parked_cnt++;
         p->work.parked_bytes += bytes;
-        e->delta.parked_total++;
+        pdelta(e, p)->parked_total++;
         if ((j->err = key_record(j, SG_DV_PARKED)))
                 return true;
         if (!a->rec.has_last && snap_enabled(p) &&
@@ -730,7 +730,7 @@ sg_err_t sg_eng_judge(sg_engine_t *e, part_t *p, const sg_record_t *rec,
         const sg_header_t *ctl = sg_eng_header_find(rec, SG_H_CONTROL);
         if (ctl)
                 return control(e, p, rec, ctl, errstr, errstr_size);
-        e->delta.records_total++;
+        pdelta(e, p)->records_total++;
         judged_t j = {
                 .e = e,
                 .p = p,

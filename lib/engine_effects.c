@@ -288,7 +288,7 @@ sg_err_t sg_eng_emit_output(sg_engine_t *e, const subject_t *s,
                 return emit_rejected(e, s, about, size, limit, rf);
         }
         effect_src_set(e, ef, s);
-        e->delta.applied_total++;
+        pdelta(e, s->part)->applied_total++;
         return SG_OK;
 }
 
@@ -375,7 +375,7 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
 #undef H
 #undef COPY
         effect_src_set(e, ef, s);
-        e->delta.dlq_total[d->reason]++;
+        pdelta(e, s->part)->dlq_total[d->reason]++;
         e->dlq_reason = d->reason;
         return SG_OK;
 }

@@ -100,11 +100,22 @@ typedef struct refusal {
         char reason[128];
 } refusal_t;
 
+/* One configured input topic's metrics (semantics §7; metrics_list.h:
+ * every engine row is kept per input topic). */
+typedef struct topic_metrics {
+        sg_metrics_t metrics; /* committed */
+        sg_metrics_t delta;   /* this batch's, added at batch_commit */
+        /* the last "dlq_summary" line (engine.c): DLQ records by reason
+         * it counted to, and when (processing time, ms; 0 never) */
+        uint64_t dlq_logged[SG_R__CNT];
+        int64_t dlq_logged_at;
+} topic_metrics_t;
+
 struct sg_engine {
         const sg_config_t *conf;
         sg_store_t *store;
-        sg_metrics_t metrics;
-        sg_metrics_t delta;
+        sg_metrics_t metrics;     /* committed, the sum of the topics' */
+        topic_metrics_t *topic_m; /* per configured topic, conf order */
 
         int64_t clock_fixed; /* test hook */
         int64_t clock_skew;  /* added so the clock never goes below a
@@ -235,6 +246,19 @@ static inline size_t limit_of(const sg_engine_t *e, size_t topic_limit) {
 static inline const topic_limits_t *limits_of(const sg_engine_t *e,
                                               const sg_topic_config_t *tc) {
         return &e->limits[tc - e->conf->topics];
+}
+
+/* The batch's metrics delta of configured input topic @p tc: what a
+ * decision about one of its records counts in (metrics.h: counted at
+ * batch_commit, so an aborted batch counts nothing). */
+static inline sg_metrics_t *delta_of(sg_engine_t *e,
+                                     const sg_topic_config_t *tc) {
+        return &e->topic_m[tc - e->conf->topics].delta;
+}
+
+/* The same for the topic of partition @p p. */
+static inline sg_metrics_t *pdelta(sg_engine_t *e, const part_t *p) {
+        return delta_of(e, p->tc);
 }
 
 /** A new, zeroed effect at the end of the batch's list, or NULL. */

@@ -215,7 +215,7 @@ static sg_err_t fence_parked(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         sg_err_t err = sg_eng_emit_dlq(e, s, &d);
         if (err)
                 return err;
-        e->delta.fenced_epoch_total++;
+        pdelta(e, p)->fenced_epoch_total++;
         return sg_eng_record_key(e, p, kh, NULL, SG_DV_DLQ, errstr,
                                  errstr_size);
 }
@@ -242,7 +242,7 @@ sg_err_t sg_eng_drain(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                 if ((err = sg_eng_record_key(e, p, kh, NULL, SG_DV_SUPERSEDED,
                                              errstr, errstr_size)))
                         return err;
-                e->delta.snapshot_superseded_total++;
+                pdelta(e, p)->snapshot_superseded_total++;
         }
         if (a->rec.has_last && err != SG_ERR_NOT_FOUND)
                 return err;
@@ -292,7 +292,7 @@ sg_err_t sg_eng_agg_advance(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
                 return err;
         if (a->rec.parked_cnt > 0) {
                 a->rec.parked_since_ms = e->now;
-                e->delta.event_sequence_gaps_total++;
+                pdelta(e, p)->event_sequence_gaps_total++;
         } else {
                 a->rec.parked_since_ms = 0;
         }
@@ -362,7 +362,7 @@ sg_err_t sg_eng_epoch_enter(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         if ((err = parked_to_dlq(e, p, a, SG_R_FENCED_EPOCH, why, errstr,
                                  errstr_size)))
                 return err;
-        e->delta.fenced_epoch_total += fenced;
+        pdelta(e, p)->fenced_epoch_total += fenced;
         agg_enter_epoch(p, a, epoch);
         p->touched = true;
         sg_eng_log(e, SG_LOG_NOTICE, "aggregate_epoch", p, "aggregate", LF_STR,
@@ -378,7 +378,7 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
         uint64_t next = agg_next(p, a);
-        e->delta.gap_timeouts_total++;
+        pdelta(e, p)->gap_timeouts_total++;
         p->touched = true;
         sg_eng_log(e, SG_LOG_NOTICE, "gap_timeout", p, "aggregate", LF_STR,
                    a->rec.aggregate, "waiting_for", LF_U64, next, "parked",
@@ -395,7 +395,7 @@ sg_err_t sg_eng_gap_fire(sg_engine_t *e, part_t *p, agg_ctx_t *a, char *errstr,
                 if (low > next) {
                         a->rec.skip_from = next;
                         a->rec.skip_to = low - 1;
-                        e->delta.skipped_versions_total += low - next;
+                        pdelta(e, p)->skipped_versions_total += low - next;
                 }
                 if (!a->rec.has_last || low - 1 > a->rec.last_version)
                         agg_set_last(a, low - 1);

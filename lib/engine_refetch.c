@@ -150,7 +150,7 @@ static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
         r->due_ms = e->now + sc->timeout_ms;
         p->work.snap_in_flight++;
         p->touched = true;
-        e->delta.snapshot_requests_total++;
+        pdelta(e, p)->snapshot_requests_total++;
         return SG_OK;
 }
 
@@ -231,7 +231,7 @@ static sg_err_t snap_attempt_failed(sg_engine_t *e, part_t *p,
                 return sg_snapreq_put(e->txn, &p->tp, ah, r, old_due, errstr,
                                       errstr_size);
         }
-        e->delta.snapshot_gave_up_total++;
+        pdelta(e, p)->snapshot_gave_up_total++;
         if ((err = sg_snapreq_del(e->txn, &p->tp, ah, r->due_ms, errstr,
                                   errstr_size)))
                 return err;
@@ -285,7 +285,7 @@ sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget, char *errstr,
                 }
                 if (r.state == SG_SNAP_INFLIGHT) {
                         /* unknown, not failed: a late reply is still judged */
-                        e->delta.snapshot_timeouts_total++;
+                        pdelta(e, p)->snapshot_timeouts_total++;
                         if (p->work.snap_in_flight)
                                 p->work.snap_in_flight--;
                         if ((err = snap_attempt_failed(e, p, ah, &r,
@@ -371,13 +371,13 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
                 if (r.state == SG_SNAP_INFLIGHT && p->work.snap_in_flight)
                         p->work.snap_in_flight--;
                 int64_t took = e->now - r.issued_at_ms;
-                e->delta.snapshot_resolve_ms_last = took > 0 ? took : 1;
-                sg_hist_observe(&e->delta.snapshot_resolve_ms,
-                                e->delta.snapshot_resolve_ms_last);
-                if (e->delta.snapshot_resolve_ms_last >
-                    e->delta.snapshot_resolve_ms_max)
-                        e->delta.snapshot_resolve_ms_max =
-                                e->delta.snapshot_resolve_ms_last;
+                sg_metrics_t *d = pdelta(e, p);
+                d->snapshot_resolve_ms_last = took > 0 ? took : 1;
+                sg_hist_observe(&d->snapshot_resolve_ms,
+                                d->snapshot_resolve_ms_last);
+                if (d->snapshot_resolve_ms_last > d->snapshot_resolve_ms_max)
+                        d->snapshot_resolve_ms_max =
+                                d->snapshot_resolve_ms_last;
                 if ((err = sg_snapreq_del(e->txn, &p->tp, a->hash, r.due_ms,
                                           errstr, errstr_size)))
                         return err;
@@ -388,7 +388,7 @@ static sg_err_t snap_apply(sg_engine_t *e, part_t *p, agg_ctx_t *a, uint64_t S,
          * superseded, S+1 ... drain, a new deadline for what is left */
         if ((err = sg_eng_agg_advance(e, p, a, S, errstr, errstr_size)))
                 return err;
-        e->delta.snapshot_applied_total++;
+        pdelta(e, p)->snapshot_applied_total++;
         p->touched = true;
         return sg_eng_agg_save(e, p, a, errstr, errstr_size);
 }
@@ -419,6 +419,19 @@ static const sg_snapsrc_t *reply_source(const sg_engine_t *e,
                 return src;
         const sg_topic_config_t *tc = sg_eng_reply_topic_of(e, rec->topic);
         return tc ? sg_snapsrc_for(tc->snapshot.source) : NULL;
+}
+
+/* The configured topic a reply @p rec of source @p src that names no
+ * partition of ours is counted for (metrics per input topic): the one
+ * whose replies come on its topic, else the first of that source. */
+static const sg_topic_config_t *reply_owner(const sg_engine_t *e,
+                                            const sg_record_t *rec,
+                                            const sg_snapsrc_t *src) {
+        const sg_topic_config_t *tc = sg_eng_reply_topic_of(e, rec->topic);
+        for (size_t i = 0; !tc && i < e->conf->topic_cnt; i++)
+                if (sg_snapsrc_for(e->conf->topics[i].snapshot.source) == src)
+                        tc = &e->conf->topics[i];
+        return tc ? tc : &e->conf->topics[0];
 }
 
 /* Reads member @p v (at JSON Pointer @p pointer of @p rec's value) as a
@@ -486,7 +499,8 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
             !parse_request_id(rid, rid_len, topic, sizeof(topic), &partition,
                               ah, &seq) ||
             !(p = sg_eng_part_find(e, topic, partition)) || !snap_enabled(p)) {
-                e->delta.snapshot_ignored_total++; /* unknown request id */
+                /* unknown request id */
+                delta_of(e, reply_owner(e, rec, src))->snapshot_ignored_total++;
                 goto done;
         }
         agg_ctx_t a;
@@ -494,7 +508,7 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
         err = sg_agg_get(e->txn, &p->tp, ah, &a.rec);
         if (err == SG_ERR_NOT_FOUND) {
                 err = SG_OK;
-                e->delta.snapshot_ignored_total++;
+                pdelta(e, p)->snapshot_ignored_total++;
                 goto done;
         }
         if (err)
@@ -502,7 +516,7 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
         a.old_since = sg_agg_indexed_since(&a.rec);
         a.exists = true;
         if (!(a.rec.flags & (SG_AGG_REFETCHING | SG_AGG_QUARANTINED))) {
-                e->delta.snapshot_ignored_total++; /* no longer waits */
+                pdelta(e, p)->snapshot_ignored_total++; /* no longer waits */
                 goto done;
         }
         uint64_t S = 0;
@@ -541,7 +555,7 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
                               "machine";
         }
         if (failed) {
-                e->delta.snapshot_failures_total++;
+                pdelta(e, p)->snapshot_failures_total++;
                 err = reply_failed(e, p, ah, seq, why, errstr, errstr_size);
                 goto done;
         }
@@ -553,7 +567,7 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
         const cJSON *je = cJSON_GetObjectItemCaseSensitive(body, "epoch");
         if (p->tc->epoch.kind != SG_SRC_NONE && je) {
                 if (!reply_u64(rec, je, "/epoch", &ep)) {
-                        e->delta.snapshot_failures_total++;
+                        pdelta(e, p)->snapshot_failures_total++;
                         err = reply_failed(e, p, ah, seq,
                                            "reply has no valid epoch", errstr,
                                            errstr_size);
@@ -567,7 +581,8 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
                         p->tc->epoch_versions == SG_EPOCH_RESTART;
         if (lower_epoch ||
             (!restarts && a.rec.has_last && S < a.rec.last_version)) {
-                e->delta.snapshot_late_total++; /* judged by epoch, version */
+                pdelta(e, p)
+                        ->snapshot_late_total++; /* judged by epoch, version */
                 goto done;
         }
         if (new_epoch &&

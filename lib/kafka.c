@@ -175,6 +175,7 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
         if (wait > budget - elapsed)
                 wait = budget - elapsed;
         r->attempt++;
+        sg_loop_impaired(loop, rd_kafka_err2name(code), r->start_ms);
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "during", r->during);
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
@@ -189,6 +190,99 @@ bool sg_retry_again(sg_loop_t *loop, sg_retry_t *r, rd_kafka_resp_err_t code,
                                 ? SG_BACKOFF_MAX_MS
                                 : r->backoff_ms * 2;
         return !loop->stop;
+}
+
+/* ------------------------------------------------------------------ */
+/* impaired and recovered (kafka.h "Logs")                             */
+
+void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms) {
+        int64_t now = sg_clock_mono_ms();
+        if (since_ms <= 0 || since_ms > now)
+                since_ms = now;
+        if (!loop->impaired_ms) {
+                loop->impaired_ms = since_ms;
+                loop->impaired_errors = 0;
+                snprintf(loop->first_error, sizeof(loop->first_error), "%s",
+                         error);
+        }
+        loop->impaired_errors++;
+        loop->error_ms = now;
+        snprintf(loop->last_error, sizeof(loop->last_error), "%s", error);
+}
+
+/** The idle loop's probe of the cluster: every assigned partition's leader
+ *  answers a ListOffsets request (what the consumer fetches from), or,
+ *  with none assigned, a broker a metadata request; at most
+ *  SG_PROBE_TIMEOUT_MS. */
+static bool loop_probe(sg_loop_t *loop) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->part_cnt ? loop->part_cnt : 1));
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                if (loop->parts[i].assigned)
+                        rd_kafka_topic_partition_list_add(
+                                l, loop->parts[i].topic,
+                                loop->parts[i].partition)
+                                ->offset = RD_KAFKA_OFFSET_END;
+        bool ok;
+        if (l->cnt > 0) {
+                ok = rd_kafka_offsets_for_times(loop->consumer, l,
+                                                SG_PROBE_TIMEOUT_MS) ==
+                     RD_KAFKA_RESP_ERR_NO_ERROR;
+                for (int i = 0; ok && i < l->cnt; i++)
+                        ok = l->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+        } else {
+                const struct rd_kafka_metadata *md = NULL;
+                ok = rd_kafka_metadata(loop->consumer, 0, NULL, &md,
+                                       SG_PROBE_TIMEOUT_MS) ==
+                     RD_KAFKA_RESP_ERR_NO_ERROR;
+                if (md)
+                        rd_kafka_metadata_destroy(md);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+        return ok;
+}
+
+/**
+ * After a turn of the loop: takes in the clients' kafka_error lines
+ * (klog.errors), and ends an impairment at the first progress with one
+ * "kafka_recovered" line — @p batch: a batch of records or effects
+ * committed; else an assignment since the last turn; else, idle, with no
+ * error for SG_PROBE_INTERVAL_MS and no partition lost since the last
+ * assignment (then only the consumer group's next assignment shows it), a
+ * probe that succeeds (loop_probe, at most every SG_PROBE_INTERVAL_MS).
+ */
+static void loop_recovery(sg_loop_t *loop, bool batch) {
+        if (loop->klog.errors != loop->klog_errors_seen) {
+                uint64_t n = loop->klog.errors - loop->klog_errors_seen;
+                loop->klog_errors_seen = loop->klog.errors;
+                sg_loop_impaired(loop, loop->klog.last_error, 0);
+                loop->impaired_errors += n - 1;
+        }
+        bool assigned = loop->assign_progress;
+        loop->assign_progress = false;
+        if (!loop->impaired_ms)
+                return;
+        int64_t now = sg_clock_mono_ms();
+        const char *by = batch ? "batch" : assigned ? "assignment" : NULL;
+        if (!by && !loop->lost &&
+            now - loop->error_ms >= SG_PROBE_INTERVAL_MS &&
+            now - loop->probe_ms >= SG_PROBE_INTERVAL_MS) {
+                loop->probe_ms = now;
+                if (loop_probe(loop))
+                        by = "probe";
+        }
+        if (!by)
+                return;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddNumberToObject(f, "impaired_ms",
+                                (double)(now - loop->impaired_ms));
+        cJSON_AddNumberToObject(f, "errors", (double)loop->impaired_errors);
+        cJSON_AddStringToObject(f, "first_error", loop->first_error);
+        cJSON_AddStringToObject(f, "last_error", loop->last_error);
+        cJSON_AddStringToObject(f, "by", by);
+        sg_loop_log(loop, SG_LOG_INFO, "kafka_recovered", f);
+        loop->impaired_ms = 0;
+        loop->impaired_errors = 0;
 }
 
 /** The partition table entry of @p topic [@p partition], or SG_NO_PART. */
@@ -232,6 +326,8 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
         p->cl_epoch = -1;
         p->cl_next = -1;
         p->lag = -1;
+        p->seen = -1;
+        p->eof = -1;
         p->restore_target = -1;
         return loop->last_part = loop->part_cnt++;
 }
@@ -484,8 +580,20 @@ static void loop_collect(sg_loop_t *loop) {
                         http_drive(loop, m ? 0 : (int)(left > 0 ? left : 0));
                 if (!m)
                         continue;
+                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF && m->rkt) {
+                        /* read to the end a read_committed consumer can
+                         * read (its last stable offset): the lag's end */
+                        size_t pi =
+                                sg_loop_part(loop, rd_kafka_topic_name(m->rkt),
+                                             m->partition);
+                        if (pi != SG_NO_PART && loop->parts[pi].assigned &&
+                            m->offset >= 0)
+                                loop->parts[pi].eof = m->offset;
+                }
                 if (m->err) {
                         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                                sg_loop_impaired(loop,
+                                                 rd_kafka_err2name(m->err), 0);
                                 char fes[512];
                                 cJSON *f = cJSON_CreateObject();
                                 cJSON_AddStringToObject(
@@ -529,6 +637,8 @@ static void loop_collect(sg_loop_t *loop) {
                         rd_kafka_message_destroy(m);
                         continue;
                 }
+                loop->parts[pi].seen = m->offset + 1;
+                loop->parts[pi].eof = -1;
                 loop->rec_part[loop->msg_cnt] = pi;
                 loop->msgs[loop->msg_cnt++] = m;
         } while (!loop->stop && loop->fatal == SG_OK &&
@@ -540,9 +650,43 @@ static void loop_collect(sg_loop_t *loop) {
                          (loop->msg_cnt ? deadline : idle_deadline));
 }
 
+/**
+ * The records of partition @p p not yet processed (semantics §7
+ * consumer_lag), -1 when not known: the end a read_committed consumer can
+ * read to minus the next offset processed.
+ *
+ * The next offset processed: the later of the offset seqgate committed to
+ * the group, the store's (durable: at_least_once's group commit has it
+ * ahead of the group's) and the offset the partition started at (the
+ * restored store's may be ahead of a group offset a crash left behind);
+ * and the consumer's position @p pos when every record the consumer handed
+ * over (seen) is processed: what lies between is no record — a
+ * transaction's commit or abort marker, or aborted records, which
+ * librdkafka steps over without handing them to the application. Before
+ * anything is known, the position.
+ *
+ * The end: where the consumer last reported reading to the end (EOF, at
+ * the partition's last stable offset), if no record came since; else the
+ * high watermark @p hi (-1: not known), which counts the records of a
+ * transaction still open upstream.
+ */
+static int64_t part_lag(const sg_part_t *p, int64_t pos, int64_t hi) {
+        int64_t done = p->committed;
+        if (p->durable > done)
+                done = p->durable;
+        if (p->start > done)
+                done = p->start;
+        if (pos >= 0 && (done < 0 || (pos > done && p->seen <= done)))
+                done = pos;
+        int64_t end = p->eof >= 0 ? p->eof : hi;
+        if (done < 0 || end < 0)
+                return -1;
+        return end > done ? end - done : 0;
+}
+
 /** The sampled gauges of the stats line and the HTTP endpoint: partitions
  *  assigned and paused, and the consumer lag (the sum, and each
- *  partition's in part.lag). */
+ *  partition's in part.lag; part_lag()). */
 static void loop_gauges(sg_loop_t *loop) {
         sg_loop_stats_t *s = &loop->stats;
         int64_t assigned = 0, paused = 0, lag = 0;
@@ -562,25 +706,20 @@ static void loop_gauges(sg_loop_t *loop) {
         if (l->cnt > 0 && loop->consumer)
                 rd_kafka_position(loop->consumer, l);
         for (int i = 0; i < l->cnt; i++) {
-                int64_t lo, hi;
+                int64_t lo, hi = -1;
                 size_t pi = sg_loop_part(loop, l->elems[i].topic,
                                          l->elems[i].partition);
-                /* at_least_once: the store's offset (durable) is ahead
-                 * of the group's while it waits for its group commit */
-                int64_t done =
-                        loop->parts[pi].durable > loop->parts[pi].committed
-                                ? loop->parts[pi].durable
-                                : loop->parts[pi].committed;
-                int64_t pos = done >= 0 ? done : l->elems[i].offset;
                 if (rd_kafka_get_watermark_offsets(
                             loop->consumer, l->elems[i].topic,
-                            l->elems[i].partition, &lo, &hi) ||
-                    hi < 0 || pos < 0) {
+                            l->elems[i].partition, &lo, &hi) != 0)
+                        hi = -1;
+                int64_t n = part_lag(&loop->parts[pi], l->elems[i].offset, hi);
+                if (n < 0) {
                         lag_known = false;
                         continue;
                 }
-                lag += hi > pos ? hi - pos : 0;
-                loop->parts[pi].lag = hi > pos ? hi - pos : 0;
+                lag += n;
+                loop->parts[pi].lag = n;
         }
         rd_kafka_topic_partition_list_destroy(l);
         s->assigned_partitions = assigned;
@@ -714,7 +853,11 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         break;
                 if (loop->stop && loop->msg_cnt == 0)
                         break;
-                if (sg_loop_batch(loop, NULL) != SG_OK && !loop->stop) {
+                int64_t t0 = sg_clock_mono_ms();
+                bool failed = sg_loop_batch(loop, NULL) != SG_OK;
+                if (failed)
+                        sg_loop_impaired(loop, "batch_failed", t0);
+                if (failed && !loop->stop) {
                         /* Back off 100 ms, doubling up to 5 s; stay stoppable. */
                         loop->backoff_ms = loop->backoff_ms
                                                    ? loop->backoff_ms * 2
@@ -727,6 +870,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 }
                 /* a committed batch publishes at once (sg_loop_publish) */
                 sg_loop_publish(loop, loop->stats.batches_total != batches);
+                loop_recovery(loop, loop->stats.batches_total != batches &&
+                                            !loop->batch_idle);
                 if (loop->conf->stats_interval_ms > 0 &&
                     sg_clock_mono_ms() >= loop->next_stats_ms) {
                         loop_stats_emit(loop);

@@ -176,7 +176,8 @@
  * Properties: the config's "kafka" properties go to both clients verbatim,
  * then "kafka_consumer" / "kafka_producer". The loop sets, unless given:
  * enable.auto.commit=false, enable.auto.offset.store=false,
- * auto.offset.reset=earliest, queued.max.messages.kbytes=
+ * auto.offset.reset=earliest, enable.partition.eof=true (the consumer
+ * lag's end), queued.max.messages.kbytes=
  * SG_KAFKA_QUEUED_MAX_KBYTES (consumer); enable.idempotence=true, acks=all
  * (producer; a config that sets them otherwise is rejected). exactly_once
  * adds, always: isolation.level=read_committed (consumer), transactional.id
@@ -184,6 +185,19 @@
  * consumer takes "kafka" and "kafka_consumer" minus the consumer group's
  * own properties (group.*, session/heartbeat/poll intervals, assignment
  * strategy).
+ *
+ * Logs (docs/operating.md "Logs"): one line per broker event
+ * (sg_kafka_log_t); while the loop is impaired — kafka_error lines at
+ * warning or worse, consume errors, broker retries, failed batches — it
+ * counts the errors, and the first progress after them writes one
+ * "kafka_recovered" line {impaired_ms, errors, first_error, last_error,
+ * by}: by "batch" (a batch of records or effects committed), "assignment"
+ * (the consumer group assigned partitions), or, when idle, "probe" (every
+ * assigned partition's leader answered a ListOffsets request, or with
+ * none assigned the cluster a metadata request; tried at most every
+ * SG_PROBE_INTERVAL_MS once no error came for as long, each try waiting at
+ * most SG_PROBE_TIMEOUT_MS). No log field carries a librdkafka sentinel
+ * offset: an offset not known is null.
  *
  * Record lifetime: the records the loop passes to process() (key, value,
  * headers, topic) stay valid until that batch's batch_commit or batch_abort
@@ -205,6 +219,7 @@
 #include <stdatomic.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -311,10 +326,29 @@ const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop);
 /** Destroys the clients. NULL is a no-op. */
 void sg_loop_destroy(sg_loop_t *loop);
 
+/** How many librdkafka "FAIL" log lines wait for their client error at
+ *  most (sg_kafka_log_t). */
+#define SG_KAFKA_FAIL_PENDING 8
+
 /** Where a client's librdkafka log lines and errors go (sg_kafka_conf_new):
  *  events "librdkafka" {client, fac, message} and "kafka_error" {client,
  *  error, reason} to @p log_cb, every string scrubbed of @p conf's secret
- *  values first (sg_config_is_secret). */
+ *  values first (sg_config_is_secret).
+ *
+ *  One line per broker event: librdkafka reports a broker connection's
+ *  failure twice, as a log line of facility "FAIL" and as a client error
+ *  with the same text (rd_kafka_broker_fail() in librdkafka 2.0.2). The
+ *  FAIL line is not written; it is kept in fail[] until the error with its
+ *  text comes, and the one "kafka_error" line takes the FAIL line's level
+ *  (librdkafka logs an idle connection the broker closed at info, a
+ *  refused connection at error), no worse than warning for an error that
+ *  passes by itself (sg_kafka_err_retriable(): a broker restarting is not
+ *  an error of seqgate's; it becomes one when broker_retry_timeout_ms runs
+ *  out). errors and last_error count the kafka_error lines at warning or
+ *  worse, for the loop's "kafka_recovered" line (kafka.h "Logs").
+ *
+ *  Initialise the first three members by name; the rest start zeroed. The
+ *  callbacks run on the thread that polls the client. */
 typedef struct sg_kafka_log {
         const sg_config_t *conf; /**< whose secrets are redacted */
         sg_log_cb *log_cb;       /**< NULL: nothing is logged */
@@ -330,6 +364,15 @@ typedef struct sg_kafka_log {
          *  2 set (sg_kafka_acl_denied()). */
         atomic_int acl_state;
         char acl_denied[400];
+        struct {
+                char client[64];       /**< rd_kafka_name(); "" a free slot */
+                char text[512];        /**< the text, without "[thrd:...]: " */
+                int level;             /**< librdkafka's (syslog) level */
+        } fail[SG_KAFKA_FAIL_PENDING]; /**< FAIL lines awaiting their error */
+        unsigned fail_next;            /**< the slot the next one takes */
+        uint64_t errors;               /**< kafka_error lines, warning or
+                                            worse */
+        char last_error[64];           /**< the last one's error name */
 } sg_kafka_log_t;
 
 /**

@@ -156,6 +156,7 @@ static bool loop_commit_list(sg_loop_t *loop,
                              const rd_kafka_topic_partition_list_t *l) {
         if (l->cnt == 0)
                 return true;
+        int64_t t0 = sg_clock_mono_ms();
         rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
         for (int i = 0; !e && i < l->cnt; i++)
                 if (l->elems[i].err)
@@ -164,6 +165,7 @@ static bool loop_commit_list(sg_loop_t *loop,
                 cJSON *f = sg_kafka_parts_json(l);
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
                 sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+                sg_loop_impaired(loop, rd_kafka_err2name(e), t0);
                 return false;
         }
         sg_loop_offsets_committed(loop, l);
@@ -281,6 +283,7 @@ static void loop_seek(sg_loop_t *loop, bool to_pause) {
                         continue;
                 if (!p->assigned)
                         continue;
+                p->eof = -1; /* read again from the offset sought */
                 rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
                         ->offset = to_pause ? p->pause_offset : p->first_offset;
         }

@@ -73,7 +73,9 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
                 {"enable.auto.commit", "false"},
                 {"enable.auto.offset.store", "false"},
                 {"auto.offset.reset", "earliest"},
-                {"enable.partition.eof", "false"},
+                /* the end a read_committed consumer can read to (the
+                 * consumer lag, kafka.c loop_gauges) */
+                {"enable.partition.eof", "true"},
                 /* a smaller prefetch queue (docs/operating.md "Memory") */
                 {"queued.max.messages.kbytes", SG_KAFKA_QUEUED_MAX_KBYTES},
         };
@@ -240,9 +242,18 @@ static sg_err_t conf_reader(rd_kafka_conf_t *kc, const sg_config_t *conf,
         return err;
 }
 
+/* A librdkafka log line's text without its "[thrd:NAME]: " prefix. */
+static const char *log_text(const char *buf) {
+        if (strncmp(buf, "[thrd:", 6) != 0)
+                return buf;
+        const char *end = strstr(buf, "]: ");
+        return end ? end + 3 : buf;
+}
+
 /* rd_kafka_conf_set_log_cb: a librdkafka log line, as event "librdkafka"
  * (redacted, sg_kafka_log_emit). The client's opaque is its
- * sg_kafka_log_t. */
+ * sg_kafka_log_t. A broker failure ("FAIL") is not written: the client
+ * error with its text follows, and writes the one line (sg_kafka_log_t). */
 static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
                    const char *buf) {
         sg_kafka_log_t *lg = rd_kafka_opaque(rk);
@@ -265,6 +276,16 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
         }
         if (!lg->log_cb)
                 return;
+        if (!strcmp(fac, "FAIL") && level < SG_LOG_DEBUG) {
+                /* (a debug FAIL line, debug=broker, has no error after it) */
+                unsigned i = lg->fail_next++ % SG_KAFKA_FAIL_PENDING;
+                snprintf(lg->fail[i].client, sizeof(lg->fail[i].client), "%s",
+                         rd_kafka_name(rk));
+                snprintf(lg->fail[i].text, sizeof(lg->fail[i].text), "%s",
+                         log_text(buf));
+                lg->fail[i].level = level;
+                return;
+        }
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
         cJSON_AddStringToObject(f, "fac", fac);
@@ -276,8 +297,37 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
         sg_kafka_log_emit(lg, (sg_log_level_t)level, "librdkafka", f);
 }
 
-/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error"; a
- * refused login is kept for sg_kafka_auth_failed(). */
+/* The level of client error @p err of @p client with text @p reason: the
+ * level of the FAIL line it pairs with (taken out of fail[]), else
+ * warning (error when fatal); never worse than warning when it passes by
+ * itself. */
+static sg_log_level_t error_level(sg_kafka_log_t *lg, const char *client,
+                                  rd_kafka_resp_err_t err, const char *reason) {
+        int level =
+                err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR : SG_LOG_WARNING;
+        for (unsigned i = 0; i < SG_KAFKA_FAIL_PENDING; i++) {
+                if (!lg->fail[i].client[0] ||
+                    strcmp(lg->fail[i].client, client) != 0 ||
+                    strcmp(lg->fail[i].text, reason) != 0)
+                        continue;
+                level = lg->fail[i].level;
+                lg->fail[i].client[0] = '\0';
+                break;
+        }
+        if (level < SG_LOG_ERR)
+                level = SG_LOG_ERR;
+        if (level > SG_LOG_DEBUG)
+                level = SG_LOG_DEBUG;
+        if (level < SG_LOG_WARNING &&
+            (sg_kafka_err_retriable(err, true) ||
+             err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN))
+                level = SG_LOG_WARNING;
+        return (sg_log_level_t)level;
+}
+
+/* rd_kafka_conf_set_error_cb: a client error, as event "kafka_error" (the
+ * one line of a broker event: sg_kafka_log_t); a refused login is kept for
+ * sg_kafka_auth_failed(). */
 static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                      void *opaque) {
         sg_kafka_log_t *lg = opaque;
@@ -288,14 +338,18 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                          reason ? reason : "");
                 atomic_store(&lg->auth_state, 2);
         }
+        sg_log_level_t level = error_level(lg, rd_kafka_name(rk),
+                                           (rd_kafka_resp_err_t)err, reason);
+        if (level <= SG_LOG_WARNING) {
+                lg->errors++;
+                snprintf(lg->last_error, sizeof(lg->last_error), "%s",
+                         rd_kafka_err2name(err));
+        }
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(err));
         cJSON_AddStringToObject(f, "reason", reason);
-        sg_kafka_log_emit(opaque,
-                          err == RD_KAFKA_RESP_ERR__FATAL ? SG_LOG_ERR
-                                                          : SG_LOG_WARNING,
-                          "kafka_error", f);
+        sg_kafka_log_emit(lg, level, "kafka_error", f);
 }
 
 sg_err_t sg_kafka_conf_new(const sg_config_t *conf, sg_kafka_client_t client,

@@ -31,6 +31,11 @@
 #define SG_BACKOFF_MAX_MS 5000
 #define SG_HTTP_SLICE_MS 5 /* consumer/fetcher turn while GETs run */
 #define SG_HTTP_MAX_BODY (1024 * 1024) /* snapshot response bound: 1 MiB */
+/* kafka_recovered's probe of an idle, impaired loop (kafka.h "Logs"): at
+ * most this often, once no error came for as long; each waits at most
+ * SG_PROBE_TIMEOUT_MS */
+#define SG_PROBE_INTERVAL_MS 2000
+#define SG_PROBE_TIMEOUT_MS 500
 
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
 typedef struct sg_part {
@@ -70,7 +75,15 @@ typedef struct sg_part {
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
         /* published numbers (sg_loop_publish) */
-        int64_t lag;             /**< high watermark - position, -1 unknown */
+        int64_t lag;             /**< records not yet processed (loop_gauges),
+                                      -1 unknown */
+        int64_t seen;            /**< offset after the last record the
+                                      consumer handed the loop since the
+                                      assignment, -1 none */
+        int64_t eof;             /**< the end (EOF) the consumer reported
+                                      read to: its last stable offset then;
+                                      -1 not at the end (a record since, a
+                                      seek, a new assignment) */
         bool restoring;          /**< its changelog restore is running */
         int64_t restore_records; /**< records the current/last restore read */
         int64_t restore_target;  /**< offsets it had to read, -1 unknown */
@@ -187,6 +200,22 @@ struct sg_loop {
         int64_t published_ms;             /**< last publish (monotonic) */
         bool assigned_once;               /**< a rebalance assigned once */
         bool run_ended;                   /**< sg_loop_run() is returning */
+
+        /* impaired since the last progress (kafka.h "Logs",
+         * sg_loop_impaired) */
+        int64_t impaired_ms;       /**< first error since, monotonic; 0 not
+                                        impaired */
+        int64_t error_ms;          /**< the last error, monotonic */
+        uint64_t impaired_errors;  /**< errors since impaired_ms */
+        uint64_t klog_errors_seen; /**< klog.errors counted so far */
+        char first_error[64];      /**< error names, for kafka_recovered */
+        char last_error[64];
+        int64_t probe_ms;     /**< the last probe, monotonic */
+        bool lost;            /**< partitions were lost (revoked, lost)
+                                    since the last assignment: only an
+                                    assignment or a batch shows recovery */
+        bool assign_progress; /**< partitions assigned since the last
+                                    check (assign_hand_over) */
 };
 /** One operation retried while the cluster answers with retriable errors:
  *  back-off from SG_BACKOFF_MIN_MS doubling to SG_BACKOFF_MAX_MS, for at
@@ -235,6 +264,12 @@ const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
 /** Publishes a snapshot to the publish callback (if any): always when
  *  @p force, else at most every SG_PUB_INTERVAL_MS. */
 void sg_loop_publish(sg_loop_t *loop, bool force);
+/** Counts an error (@p error: its name, e.g. "_TRANSPORT") toward the
+ *  loop's impairment, which the next progress ends with a
+ *  "kafka_recovered" line (kafka.h "Logs"); @p since_ms (monotonic; 0:
+ *  now): when the failed operation started — a synchronous call that
+ *  failed after a long wait impaired the loop from its start. */
+void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms);
 
 /* log redaction of secrets (kafka_redact.c) */
 void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,

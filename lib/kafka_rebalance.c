@@ -118,8 +118,11 @@ static void assign_start_offsets(sg_loop_t *loop,
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)]
-                        .start = start >= 0 ? start : -1;
+                sg_part_t *p = &loop->parts[sg_loop_part(loop, tp->topic,
+                                                         tp->partition)];
+                p->start = start >= 0 ? start : -1;
+                p->seen = -1;
+                p->eof = -1;
         }
 }
 
@@ -150,12 +153,19 @@ static void assign_hand_over(sg_loop_t *loop, rd_kafka_t *rk,
         /* A partition we paused before losing it must not stay paused. */
         rd_kafka_resume_partitions(rk, parts);
 
+        /* an offset seqgate does not set (the group's committed one, or
+         * auto.offset.reset without one) is null, not librdkafka's
+         * sentinel (kafka.h "Logs") */
         cJSON *f = sg_kafka_parts_json(parts);
         cJSON *offs = cJSON_AddArrayToObject(f, "start_offsets");
         for (i = 0; i < parts->cnt; i++)
                 cJSON_AddItemToArray(
-                        offs,
-                        cJSON_CreateNumber((double)parts->elems[i].offset));
+                        offs, parts->elems[i].offset >= 0
+                                      ? cJSON_CreateNumber(
+                                                (double)parts->elems[i].offset)
+                                      : cJSON_CreateNull());
+        loop->assign_progress = true;
+        loop->lost = false;
         cJSON_AddStringToObject(f, "protocol",
                                 cooperative ? "COOPERATIVE" : "EAGER");
         sg_loop_log(loop, SG_LOG_INFO, "partitions_assigned", f);
@@ -376,6 +386,8 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
         cJSON *f = sg_kafka_parts_json(parts);
         cJSON_AddBoolToObject(f, "lost", lost);
         sg_loop_log(loop, SG_LOG_INFO, "partitions_revoked", f);
+        if (lost) /* the group's next assignment shows the recovery */
+                loop->lost = true;
 }
 
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,

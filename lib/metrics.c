@@ -80,6 +80,39 @@ void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *d) {
         }
 }
 
+/* The sum over topics (metrics_list.h): counters and gauges add up, a
+ * _MS gauge takes the largest, histograms merge, LATEST rows by hand. */
+#define SUM_COUNTER(name) t->name += m->name;
+#define SUM_GAUGE(name) t->name += m->name;
+#define SUM_GAUGE_MS(name)                                                     \
+        if (m->name > t->name)                                                 \
+                t->name = m->name;
+#define SUM_LATEST(name)
+#define SUM_LATEST_MS(name)
+#define SUM_HIST(name) sg_hist_merge(&t->name, &m->name);
+#define SUM(name, kind, prom, help) SUM_##kind(name)
+
+void sg_metrics_sum(sg_metrics_t *t, const sg_metrics_t *m) {
+        SG_ENGINE_METRICS_HEAD(SUM)
+        for (int i = 0; i < SG_R__CNT; i++)
+                t->dlq_total[i] += m->dlq_total[i];
+        SG_ENGINE_METRICS_TAIL(SUM)
+        /* the last resolve of any topic (none is more recent than another
+         * within one batch), and the longest */
+        if (m->snapshot_resolve_ms_last)
+                t->snapshot_resolve_ms_last = m->snapshot_resolve_ms_last;
+        if (m->snapshot_resolve_ms_max > t->snapshot_resolve_ms_max)
+                t->snapshot_resolve_ms_max = m->snapshot_resolve_ms_max;
+}
+
+#undef SUM
+#undef SUM_COUNTER
+#undef SUM_GAUGE
+#undef SUM_GAUGE_MS
+#undef SUM_LATEST
+#undef SUM_LATEST_MS
+#undef SUM_HIST
+
 #undef ADD
 #undef ADD_COUNTER
 #undef ADD_GAUGE
@@ -116,8 +149,16 @@ static bool append(char *buf, size_t size, size_t *off, const char *fmt, ...) {
         if (!append(buf, size, &off, "%s\"" #name "\":%" PRId64,               \
                     off ? "," : "", (int64_t)m->name))                         \
                 return -1;
-#define PUT_GAUGE(name) PUT_SIGNED(name)
-#define PUT_GAUGE_MS(name) PUT_SIGNED(name)
+/* a gauge not known (negative: a lag no offset gave yet) is null, never a
+ * sentinel number (docs/operating.md "Logs") */
+#define PUT_GAUGE(name)                                                        \
+        if (m->name < 0) {                                                     \
+                if (!append(buf, size, &off, "%s\"" #name "\":null",           \
+                            off ? "," : ""))                                   \
+                        return -1;                                             \
+        } else                                                                 \
+                PUT_SIGNED(name)
+#define PUT_GAUGE_MS(name) PUT_GAUGE(name)
 #define PUT_LATEST(name) PUT_SIGNED(name)
 #define PUT_LATEST_MS(name) PUT_SIGNED(name)
 #define PUT_HIST(name) /* not in the stats line */

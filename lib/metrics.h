@@ -80,6 +80,22 @@ typedef struct sg_part_stats {
 void sg_metrics_add(sg_metrics_t *m, const sg_metrics_t *delta);
 
 /**
+ * Adds one input topic's metrics @p m into the sum over topics @p total
+ * (metrics_list.h): counters, gauges and histograms add up, a _MS gauge
+ * (an age, a threshold) takes the largest, snapshot_resolve_ms_last is
+ * @p m's when set and snapshot_resolve_ms_max the largest. Start from a
+ * zeroed @p total. Thread-safety: the caller's.
+ */
+void sg_metrics_sum(sg_metrics_t *total, const sg_metrics_t *m);
+
+/** One configured input topic's engine metrics, for /metrics (label
+ *  topic; metrics_pub.h). */
+typedef struct sg_topic_stats {
+        char topic[256]; /**< Kafka topic names have at most 249 bytes */
+        sg_metrics_t m;
+} sg_topic_stats_t;
+
+/**
  * Writes @p m as JSON object members (no braces), e.g.
  * "\"applied_total\":3,\"dlq_total\":{\"stale_version\":1},...",
  * into @p buf. Returns the length that was (or would have been) written, as

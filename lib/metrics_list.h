@@ -30,6 +30,15 @@
  * SG_METRIC_TYPE_<KIND> is the C type, SG_METRIC_PROM_<KIND> the
  * Prometheus metric type.
  *
+ * The engine's rows (SG_ENGINE_METRICS_HEAD, DLQ records by reason,
+ * SG_ENGINE_METRICS_TAIL) are kept per configured input topic: /metrics
+ * exports them with the label topic (one sample per input topic; DLQ
+ * records with the labels topic and reason), and the stats line writes
+ * their sum over the topics (sg_metrics_sum(): a COUNTER, a GAUGE and a
+ * HIST add up; a GAUGE_MS — an age, a threshold — takes the largest; the
+ * LATEST rows by hand). SG_METRIC_ALIASES exports some of them under a
+ * second name too.
+ *
  * Rules (semantics §7, §3 rows, §4 gaps, §6 guarantees) are stated by the
  * code that counts; the help text says what is counted.
  */
@@ -144,10 +153,23 @@ typedef struct sg_hist {
         X(parked_bytes, GAUGE, "", "parked bytes now (assigned partitions)")   \
         X(quarantined_aggregates, GAUGE, "",                                   \
           "quarantined now (assigned partitions)")                             \
-        X(stuck_parked_over_5m, GAUGE, "stuck_processing_over_5m",             \
-          "aggregates parked over 5 minutes (capped count)")                   \
-        X(oldest_parked_age_ms, GAUGE, "",                                     \
+        X(stuck_parked, GAUGE, "stuck_processing",                             \
+          "aggregates parked or refetching longer than the stuck threshold "   \
+          "(stuck_threshold_seconds; capped count)")                           \
+        X(stuck_threshold_ms, GAUGE_MS, "stuck_threshold_seconds",             \
+          "the stuck threshold (the configuration's metrics block): how "      \
+          "long an aggregate waits before it counts in stuck_processing (ms "  \
+          "in the stats line)")                                                \
+        X(oldest_parked_age_ms, GAUGE_MS, "",                                  \
           "age of the oldest parked event, milliseconds; 0 none")
+
+/* Engine rows exported under a second Prometheus name as well, the same
+ * samples: the seed's names, kept for the dashboards and alerts that use
+ * them. X(prom alias, prom of the row, "help"). */
+#define SG_METRIC_ALIASES(X)                                                   \
+        X("stuck_processing_over_5m", "stuck_processing",                      \
+          "the seed's name of seqgate_stuck_processing, whatever the stuck "   \
+          "threshold is (5 minutes by default): use seqgate_stuck_processing")
 
 /* Kafka loop stats (sg_loop_stats_t): committed batches, and gauges. */
 #define SG_LOOP_STATS(X)                                                       \
@@ -186,7 +208,7 @@ typedef struct sg_hist {
           "partitions paused now")                                             \
         X(consumer_lag, GAUGE, "",                                             \
           "records not yet processed, summed over the assigned partitions "    \
-          "(each one's consumer_lag); -1 unknown")                             \
+          "(each one's consumer_lag); null when unknown")                      \
         X(snapshot_http_in_flight, GAUGE, "snapshot_http_in_flight",           \
           "HTTP snapshot GETs started and not completed (0 without an "        \
           "http snapshot source)")                                             \
@@ -204,11 +226,12 @@ typedef struct sg_hist {
  * over partitions (prom "" above) are these added up. */
 #define SG_PART_METRICS(X)                                                     \
         X(consumer_lag, GAUGE, "consumer_lag",                                 \
-          "records of the partition not yet processed: its high watermark "    \
-          "minus the next offset seqgate committed (the store's, which "       \
-          "at_least_once's group commit may have ahead of the consumer "       \
-          "group's; before any, the consumer's position); no sample when "     \
-          "unknown")                                                           \
+          "records of the partition a read_committed consumer can read and "   \
+          "seqgate has not processed: the end it last read to (the last "      \
+          "stable offset), or the high watermark, minus the next offset "      \
+          "processed (the latest of the one committed, the store's and the "   \
+          "one reading started at; past transaction markers); no sample "      \
+          "when unknown")                                                      \
         X(parked_events, GAUGE, "parked_events", "parked now")                 \
         X(parked_bytes, GAUGE, "parked_bytes", "parked bytes now")             \
         X(oldest_parked_age_ms, GAUGE_MS, "oldest_parked_age_seconds",         \

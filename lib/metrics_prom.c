@@ -115,8 +115,35 @@ static void put_hist(FILE *f, const char *prom, const char *labels,
                 PUT_##kind(f, prom, "", (src).name_);                          \
         }
 #define ROW_LOOP(n, kind, prom, help) ROW_OF(s->loop, n, kind, prom, help)
-#define ROW_ENGINE(n, kind, prom, help) ROW_OF(s->engine, n, kind, prom, help)
 #define ROW_PROC(n, kind, prom, help) ROW_OF(*s, n, kind, prom, help)
+
+/* An engine row's samples under family @p as: one per input topic, with
+ * the label topic. */
+#define TOPIC_SAMPLES(n, kind, as)                                             \
+        for (size_t t = 0; t < s->topic_cnt; t++) {                            \
+                topic_label(s->topics[t].topic, lbl, sizeof(lbl));             \
+                PUT_##kind(f, as, lbl, s->topics[t].m.n);                      \
+        }
+/* One family per engine row with a Prometheus name. */
+#define ROW_ENGINE(n, kind, prom, help)                                        \
+        if ((prom)[0]) {                                                       \
+                fam(f, prom, SG_METRIC_PROM_##kind, help);                     \
+                TOPIC_SAMPLES(n, kind, prom)                                   \
+        }
+/* The family of alias @p alias_ (SG_METRIC_ALIASES): the samples of the
+ * engine row whose Prometheus name is @p target_. */
+#define ALIAS_OF(n, kind, prom, help)                                          \
+        if (!strcmp(prom, target_)) {                                          \
+                fam(f, alias_, SG_METRIC_PROM_##kind, ahelp_);                 \
+                TOPIC_SAMPLES(n, kind, alias_)                                 \
+        }
+#define ALIAS(alias, target, ahelp)                                            \
+        {                                                                      \
+                const char *alias_ = alias, *target_ = target;                 \
+                const char *ahelp_ = ahelp;                                    \
+                SG_ENGINE_METRICS_HEAD(ALIAS_OF)                               \
+                SG_ENGINE_METRICS_TAIL(ALIAS_OF)                               \
+        }
 
 /* A per-partition family: one sample per partition; a negative gauge is
  * unknown and has no sample. */
@@ -129,6 +156,12 @@ static void put_hist(FILE *f, const char *prom, const char *labels,
                 PUT_##kind(f, prom, lbl, s->parts[i].n);                       \
         }
 
+static void topic_label(const char *topic, char *buf, size_t size) {
+        char t[3 * sizeof(((sg_topic_stats_t *)0)->topic)];
+        sg_prom_escape(topic, t, sizeof(t));
+        snprintf(buf, size, "topic=\"%s\"", t);
+}
+
 static void part_labels(const sg_part_stats_t *p, char *buf, size_t size) {
         char topic[3 * sizeof(p->topic)];
         sg_prom_escape(p->topic, topic, sizeof(topic));
@@ -140,7 +173,7 @@ sg_err_t sg_metrics_prom(const sg_metrics_snap_t *s, const char *version,
                          char **bufp, size_t *lenp) {
         char *buf = NULL;
         size_t len = 0;
-        char lbl[1024];
+        char lbl[2048];
         char ver[256];
         FILE *f = open_memstream(&buf, &len);
         if (!f)
@@ -149,19 +182,28 @@ sg_err_t sg_metrics_prom(const sg_metrics_snap_t *s, const char *version,
         fam(f, "build_info", "gauge", "the build; always 1");
         sg_prom_escape(version ? version : "", ver, sizeof(ver));
         fprintf(f, "seqgate_build_info{version=\"%s\"} 1\n", ver);
+        fam(f, "ready", "gauge",
+            "1 while /readyz answers 200 (partitions assigned once, none "
+            "being restored, batches not aborting in a row), else 0");
+        fprintf(f, "seqgate_ready %d\n", sg_metrics_snap_ready(s) ? 1 : 0);
         SG_PROCESS_METRICS(ROW_PROC)
         SG_LOOP_STATS(ROW_LOOP)
         if (s->has_engine) {
                 SG_ENGINE_METRICS_HEAD(ROW_ENGINE)
                 fam(f, "dlq_records_total", "counter",
                     "records dead-lettered, by reason (semantics §3, §4)");
-                for (int r = 1; r < SG_R__CNT; r++) {
-                        snprintf(lbl, sizeof(lbl), "reason=\"%s\"",
-                                 sg_reason_name((sg_reason_t)r));
-                        put_u64(f, "dlq_records_total", lbl,
-                                s->engine.dlq_total[r]);
+                for (size_t t = 0; t < s->topic_cnt; t++) {
+                        char tl[1024];
+                        topic_label(s->topics[t].topic, tl, sizeof(tl));
+                        for (int r = 1; r < SG_R__CNT; r++) {
+                                snprintf(lbl, sizeof(lbl), "%s,reason=\"%s\"",
+                                         tl, sg_reason_name((sg_reason_t)r));
+                                put_u64(f, "dlq_records_total", lbl,
+                                        s->topics[t].m.dlq_total[r]);
+                        }
                 }
                 SG_ENGINE_METRICS_TAIL(ROW_ENGINE)
+                SG_METRIC_ALIASES(ALIAS)
         }
         SG_PART_METRICS(ROW_PART)
         if (fclose(f) != 0 || !buf) {

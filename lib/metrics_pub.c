@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,10 +33,38 @@ sg_err_t sg_metrics_snap_reserve(sg_metrics_snap_t *snap, size_t n) {
         return SG_OK;
 }
 
+/** Makes room for @p n topics in @p snap->topics (keeps what is there). */
+static sg_err_t snap_topics_reserve(sg_metrics_snap_t *snap, size_t n) {
+        if (n <= snap->topic_cap)
+                return SG_OK;
+        size_t cap = snap->topic_cap ? snap->topic_cap : 4;
+        while (cap < n)
+                cap *= 2;
+        sg_topic_stats_t *t = realloc(snap->topics, cap * sizeof(*t));
+        if (!t)
+                return SG_ERR_NOMEM;
+        snap->topics = t;
+        snap->topic_cap = cap;
+        return SG_OK;
+}
+
+sg_err_t sg_metrics_snap_topic_add(sg_metrics_snap_t *snap, const char *topic,
+                                   const sg_metrics_t *m) {
+        if (snap_topics_reserve(snap, snap->topic_cnt + 1))
+                return SG_ERR_NOMEM;
+        sg_topic_stats_t *t = &snap->topics[snap->topic_cnt++];
+        snprintf(t->topic, sizeof(t->topic), "%s", topic);
+        t->m = *m;
+        return SG_OK;
+}
+
 void sg_metrics_snap_free(sg_metrics_snap_t *snap) {
         free(snap->parts);
         snap->parts = NULL;
         snap->part_cnt = snap->part_cap = 0;
+        free(snap->topics);
+        snap->topics = NULL;
+        snap->topic_cnt = snap->topic_cap = 0;
 }
 
 sg_err_t sg_pub_new(int64_t stall_ms, sg_pub_t **pubp) {
@@ -63,15 +92,26 @@ void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap) {
         pthread_mutex_lock(&pub->lock);
         sg_part_stats_t *parts = pub->snap.parts;
         size_t cap = pub->snap.part_cap;
+        sg_topic_stats_t *topics = pub->snap.topics;
+        size_t tcap = pub->snap.topic_cap;
         pub->snap = *snap;
         pub->snap.parts = parts;
         pub->snap.part_cap = cap;
+        pub->snap.topics = topics;
+        pub->snap.topic_cap = tcap;
         if (sg_metrics_snap_reserve(&pub->snap, snap->part_cnt) == SG_OK) {
                 if (snap->part_cnt)
                         memcpy(pub->snap.parts, snap->parts,
                                snap->part_cnt * sizeof(*snap->parts));
         } else {
                 pub->snap.part_cnt = 0; /* out of memory: no partitions */
+        }
+        if (snap_topics_reserve(&pub->snap, snap->topic_cnt) == SG_OK) {
+                if (snap->topic_cnt)
+                        memcpy(pub->snap.topics, snap->topics,
+                               snap->topic_cnt * sizeof(*snap->topics));
+        } else {
+                pub->snap.topic_cnt = 0; /* out of memory: no topics */
         }
         pub->snap.published_ms = sg_clock_mono_ms();
         pthread_mutex_unlock(&pub->lock);
@@ -121,6 +161,16 @@ sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
         return json_out(o, bodyp);
 }
 
+bool sg_metrics_snap_ready(const sg_metrics_snap_t *s) {
+        if (!s->assigned_once || s->stopped ||
+            s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS)
+                return false;
+        for (size_t i = 0; i < s->part_cnt; i++)
+                if (s->parts[i].restoring)
+                        return false;
+        return true;
+}
+
 sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
         cJSON *o = cJSON_CreateObject();
         cJSON *arr = cJSON_CreateArray();
@@ -151,8 +201,8 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                                         (double)p->restore_target);
                 cJSON_AddItemToArray(arr, e);
         }
+        bool ready = sg_metrics_snap_ready(s);
         pthread_mutex_unlock(&pub->lock);
-        bool ready = once && cJSON_GetArraySize(arr) == 0 && !why[0];
         *statusp = ready ? 200 : 503;
         cJSON_AddStringToObject(o, "status", ready ? "ready" : "not_ready");
         if (ready) {

@@ -43,8 +43,11 @@ extern "C" {
 typedef struct sg_metrics_snap {
         sg_loop_stats_t loop; /**< the Kafka loop's counters and gauges */
         bool has_engine;      /**< false in pass-through mode */
-        sg_metrics_t engine;  /**< the engine's committed metrics */
         SG_PROCESS_METRICS(SG_METRIC_FIELD)
+        sg_topic_stats_t *topics; /**< the engine's committed metrics, per
+                                       configured input topic */
+        size_t topic_cnt;
+        size_t topic_cap;       /**< allocated entries of topics */
         sg_part_stats_t *parts; /**< assigned input partitions */
         size_t part_cnt;
         size_t part_cap;    /**< allocated entries of parts */
@@ -64,7 +67,15 @@ typedef struct sg_metrics_snap {
  */
 sg_err_t sg_metrics_snap_reserve(sg_metrics_snap_t *snap, size_t n);
 
-/** Frees @p snap's partition array (not @p snap). */
+/**
+ * Appends input topic @p topic's engine metrics @p m (copied) to
+ * @p snap->topics. @returns SG_OK, SG_ERR_NOMEM (nothing appended).
+ * Thread-safety: the snapshot's owner.
+ */
+sg_err_t sg_metrics_snap_topic_add(sg_metrics_snap_t *snap, const char *topic,
+                                   const sg_metrics_t *m);
+
+/** Frees @p snap's partition and topic arrays (not @p snap). */
 void sg_metrics_snap_free(sg_metrics_snap_t *snap);
 
 /**
@@ -72,15 +83,26 @@ void sg_metrics_snap_free(sg_metrics_snap_t *snap);
  * malloc'd, NUL-terminated *bufp of *lenp bytes (the caller frees it):
  * every row of metrics_list.h with a Prometheus name, "seqgate_"
  * prefixed, with # HELP and # TYPE; milliseconds converted to seconds;
- * DLQ records by reason as seqgate_dlq_records_total{reason}; the
- * per-partition rows with labels topic and partition (values escaped:
- * backslash, double quote, newline); histograms as _bucket{le} (cumulative,
- * with +Inf), _sum and _count in seconds; seqgate_build_info{version} 1.
+ * the engine's rows per input topic with the label topic, DLQ records
+ * by reason as seqgate_dlq_records_total{topic,reason}, and the aliases
+ * (SG_METRIC_ALIASES) with the same samples; the per-partition rows with
+ * labels topic and partition (values escaped: backslash, double quote,
+ * newline); histograms as _bucket{le} (cumulative, with +Inf), _sum and
+ * _count in seconds; seqgate_build_info{version} 1; seqgate_ready 1 or 0
+ * (sg_metrics_snap_ready()).
  * @p version: the build's version string.
  * @returns SG_OK, SG_ERR_NOMEM. Thread-safety: reentrant.
  */
 sg_err_t sg_metrics_prom(const sg_metrics_snap_t *snap, const char *version,
                          char **bufp, size_t *lenp);
+
+/**
+ * Whether @p snap is ready as /readyz answers it (200): the consumer group
+ * assigned partitions at least once, the loop runs, no assigned partition
+ * is being restored, and fewer than SG_READY_MAX_ABORTS batches aborted in
+ * a row. Exported as seqgate_ready. Pure.
+ */
+bool sg_metrics_snap_ready(const sg_metrics_snap_t *snap);
 
 /**
  * Writes the label value @p v escaped for the exposition format (\\ for a

@@ -11,6 +11,8 @@
 #  2. A Python venv (default build/venv, or $SG_VENV) with
 #     tests/integration/requirements.txt, installed only when the
 #     requirements file changed since the last install.
+#  3. promtool, Prometheus's rules checker, at the version
+#     tests/tools/promtool.sh pins (go install, once per machine).
 #
 # Prints the venv's python path as its last line on stdout; everything else
 # goes to stderr.
@@ -98,4 +100,9 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]] ||
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" >&2
     echo "$want" >"$stamp"
 fi
+
+# --- promtool (tests/deploy/check_prometheus.sh) ----------------------------
+# Prometheus's rules checker, from the Go module proxy at a pinned version
+# (tests/tools/promtool.sh; the Go toolchain is the machine's)
+"$ROOT/tests/tools/promtool.sh" >&2 || die "promtool could not be installed"
 echo "$VENV/bin/python"

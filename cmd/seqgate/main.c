@@ -124,7 +124,12 @@ static void on_publish(void *opaque, sg_metrics_snap_t *snap) {
         snap->start_time_seconds = app->start_s;
         snap->has_engine = app->engine != NULL;
         if (app->engine) {
-                snap->engine = *sg_engine_metrics(app->engine);
+                const sg_metrics_t *m;
+                const char *topic;
+                snap->topic_cnt = 0;
+                for (size_t i = 0;
+                     (m = sg_engine_topic_metrics(app->engine, i, &topic)); i++)
+                        (void)sg_metrics_snap_topic_add(snap, topic, m);
                 for (size_t i = 0; i < snap->part_cnt; i++)
                         (void)sg_engine_part_gauges(
                                 app->engine, snap->parts[i].topic,

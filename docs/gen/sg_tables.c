@@ -13,7 +13,8 @@
  *                 writes them (sg_loop_stats_json, then sg_metrics_json, as
  *                 cmd/seqgate/main.c joins them);
  *   prometheus    the /metrics exposition (sg_metrics_prom()) of a
- *                 snapshot with the engine and one partition: its # HELP,
+ *                 snapshot with the engine, one input topic and one
+ *                 partition: its # HELP,
  *                 # TYPE and label names are what the table shows;
  *   dlq_headers   SG_DLQ_HEADERS (lib/engine.h): name and doc;
  *   dlq_reasons   sg_reason_name() of every reason code;
@@ -175,6 +176,12 @@ static cJSON *prometheus(void) {
         memset(&snap.parts[0], 0, sizeof(snap.parts[0]));
         snprintf(snap.parts[0].topic, sizeof(snap.parts[0].topic), "T");
         snap.part_cnt = 1;
+        /* and one input topic's engine metrics (label topic) */
+        static const sg_metrics_t zero;
+        if (sg_metrics_snap_topic_add(&snap, "T", &zero) != SG_OK) {
+                sg_metrics_snap_free(&snap);
+                return NULL;
+        }
         sg_err_t err = sg_metrics_prom(&snap, "V", &text, &len);
         sg_metrics_snap_free(&snap);
         if (err != SG_OK)

@@ -101,6 +101,18 @@ def dashboard_metric_names() -> set[str]:
     return names
 
 
+def dashboard_selectors() -> list[tuple[str, str]]:
+    """(metric, label selector text) of every seqgate_ name with a selector
+    in every panel target's expr."""
+    dash = json.loads((ROOT / "deploy/grafana/seqgate.json").read_text())
+    out = []
+    for panel in dash["panels"]:
+        for t in panel.get("targets", []):
+            out += re.findall(r"\b(seqgate_[a-zA-Z0-9_]+)\{([^}]*)\}",
+                              t.get("expr", ""))
+    return out
+
+
 def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
     t_in, t_out, t_dlq = (unique_name("http-in"), unique_name("http-out"),
                           unique_name("http-dlq"))
@@ -143,8 +155,9 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
                   "its 503 was not checked in this run")
 
         fams = scrape(sg)
-        assert value(fams, "seqgate_records_total") == 0
+        assert value(fams, "seqgate_records_total", topic=t_in) == 0
         assert value(fams, "seqgate_build_info") == 1
+        assert value(fams, "seqgate_ready") == 1  # as /readyz
         for p in range(3):
             # restored (an empty changelog) and consuming
             assert value(fams, "seqgate_partition_restoring",
@@ -162,8 +175,9 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         p2 = phase2()
         produce(bootstrap, t_in, [_public(r) for r in p2])
         records = p1 + p2
-        wait_until(lambda: value(scrape(sg), "seqgate_records_total")
-                   == len(records), 30, "/metrics records_total", on_timeout=tail)
+        wait_until(lambda: value(scrape(sg), "seqgate_records_total",
+                                 topic=t_in) == len(records), 30,
+                   "/metrics records_total", on_timeout=tail)
 
         fams = scrape(sg)
         dups = sum(1 for r in records if r["_expect"] == DUP)
@@ -175,10 +189,12 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         assert value(fams, "seqgate_stale_version_rejections_total") == 1
         assert value(fams, "seqgate_event_sequence_gaps_total") == EXPECTED_GAPS
         assert value(fams, "seqgate_gap_timeouts_total") == 1
-        assert value(fams, "seqgate_stuck_processing_over_5m") == 0
+        assert value(fams, "seqgate_stuck_processing_over_5m",
+                     topic=t_in) == 0
+        assert value(fams, "seqgate_stuck_processing", topic=t_in) == 0
         for reason in DLQ_REASONS:
-            assert value(fams, "seqgate_dlq_records_total", reason=reason) == \
-                reasons.get(reason, 0), reason
+            assert value(fams, "seqgate_dlq_records_total", topic=t_in,
+                         reason=reason) == reasons.get(reason, 0), reason
         assert n_gap == reasons["gap_timeout"]
         # order-e is quarantined (partition 0), nothing is parked any more
         assert value(fams, "seqgate_quarantined_aggregates",
@@ -208,6 +224,16 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         assert dash, "the dashboard names no seqgate_ metric"
         missing = sorted(dash - names)
         assert not missing, f"dashboard exprs name unexported metrics: {missing}"
+        # A series with the label topic is filtered by the dashboard's
+        # topic variable, so several input topics can be told apart.
+        topical = {n for fam in fams.values() for n, lbl, _v in fam
+                   if "topic" in lbl}
+        loose = sorted({m for m, sel in dashboard_selectors()
+                        if m in topical and 'topic=~"$topic"' not in sel})
+        assert not loose, f"dashboard exprs not filtered by topic: {loose}"
+        variables = json.loads((ROOT / "deploy/grafana/seqgate.json")
+                               .read_text())["templating"]["list"]
+        assert "topic" in {v["name"] for v in variables}
         # docs/metrics.md documents every exported family.
         page = (ROOT / "docs" / "metrics.md").read_text()
         section = page[page.index("## Prometheus metrics"):]
@@ -325,3 +351,74 @@ def test_readyz_full_disk(bootstrap, seqgate_bin, tmp_path):
         assert sg.events("batch_aborted"), tail()
     finally:
         sg.cleanup()
+
+
+def _ce(agg: str, eid: str, seq: str) -> dict:
+    return {"key": agg, "value": json.dumps({"id": eid}),
+            "headers": [("ce_specversion", "1.0"), ("ce_id", eid),
+                        ("ce_source", "per-topic"), ("ce_type", "t"),
+                        ("ce_sequence", seq)]}
+
+
+def test_metrics_per_topic(bootstrap, seqgate_bin, tmp_path):
+    """Two input topics: every engine series carries the label topic, and
+    each topic's numbers are its own; the DLQ's per-topic summary line
+    (docs/operating.md "Logs") names the topic, its DLQ and the reasons."""
+    t_a, t_b = unique_name("pt-a"), unique_name("pt-b")
+    outs = {t: (unique_name("pt-out"), unique_name("pt-dlq"))
+            for t in (t_a, t_b)}
+    create_topics(bootstrap, {t_a: 1, t_b: 1,
+                              **{o: 1 for pair in outs.values() for o in pair}})
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-pt"),
+                       instance="seqgate-pt-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_a,
+                       output_topic=outs[t_a][0], dlq_topic=outs[t_a][1],
+                       stats_interval_ms=500)
+    conf["topics"][t_b] = json.loads(json.dumps(conf["topics"][t_a]))
+    conf["topics"][t_b]["output_topic"] = outs[t_b][0]
+    conf["topics"][t_b]["dlq_topic"] = outs[t_b][1]
+    # topic A: v1..v5 applied, a stale v3 dead-lettered
+    produce(bootstrap, t_a, [_ce("a", f"a{v}", str(v)) for v in range(1, 6)]
+            + [_ce("a", "a3-again", "3")])
+    # topic B: v1..v3 applied, two duplicates dropped
+    produce(bootstrap, t_b, [_ce("b", f"b{v}", str(v)) for v in range(1, 4)]
+            + [_ce("b", "b1", "1"), _ce("b", "b2", "2")])
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(timeout_s=60)
+        wait_until(lambda: (sg.last_stats() or {}).get("records_total") == 11,
+                   60, "11 records judged",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+        fams = scrape(sg)
+        want = {t_a: {"records_total": 6, "applied_total": 5,
+                      "dedup_hits_total": 0,
+                      "stale_version_rejections_total": 1},
+                t_b: {"records_total": 5, "applied_total": 3,
+                      "dedup_hits_total": 2,
+                      "stale_version_rejections_total": 0}}
+        for topic, counts in want.items():
+            for name, n in counts.items():
+                assert value(fams, f"seqgate_{name}", topic=topic) == n, \
+                    (topic, name)
+        assert value(fams, "seqgate_dlq_records_total", topic=t_a,
+                     reason="stale_version") == 1
+        assert value(fams, "seqgate_dlq_records_total", topic=t_b,
+                     reason="stale_version") == 0
+        # no engine series without its topic
+        engine = ("seqgate_records_total", "seqgate_applied_total",
+                  "seqgate_dlq_records_total", "seqgate_stuck_processing",
+                  "seqgate_stuck_processing_over_5m")
+        for fam in engine:
+            for _n, lbl, _v in fams[fam]:
+                assert lbl.get("topic") in (t_a, t_b), (fam, lbl)
+        # the threshold is a number, not a name
+        assert value(fams, "seqgate_stuck_threshold_seconds", topic=t_a) == 300
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+    summaries = sg.events("dlq_summary")
+    assert [s["topic"] for s in summaries] == [t_a], summaries
+    assert summaries[0]["dlq_topic"] == outs[t_a][1]
+    assert summaries[0]["records"] == 1
+    assert summaries[0]["reasons"] == {"stale_version": 1}
+    assert summaries[0]["level"] == "info"

@@ -1342,25 +1342,24 @@ static void check_store(model_t *m) {
                 return;
         int64_t age = oldest ? m->gauges_at - oldest : 0;
         int64_t ix_age = ix_oldest ? m->gauges_at - ix_oldest : 0;
-        if (mt->oldest_parked_age_ms != ix_age ||
-            mt->stuck_parked_over_5m != ix_stuck)
+        if (mt->oldest_parked_age_ms != ix_age || mt->stuck_parked != ix_stuck)
                 return fail(m, MODEL_INV_GAUGES,
                             "gauges: oldest_parked_age_ms %" PRId64
-                            " stuck_parked_over_5m %" PRId64 "; the store's "
+                            " stuck_parked %" PRId64 "; the store's "
                             "gap deadline index says %" PRId64 " and %" PRId64,
-                            mt->oldest_parked_age_ms, mt->stuck_parked_over_5m,
-                            ix_age, ix_stuck);
-        if (!m->res->age_note[0] && (mt->oldest_parked_age_ms != age ||
-                                     mt->stuck_parked_over_5m != stuck))
+                            mt->oldest_parked_age_ms, mt->stuck_parked, ix_age,
+                            ix_stuck);
+        if (!m->res->age_note[0] &&
+            (mt->oldest_parked_age_ms != age || mt->stuck_parked != stuck))
                 snprintf(m->res->age_note, sizeof(m->res->age_note),
                          "after operation %zu: oldest_parked_age_ms %" PRId64
-                         " stuck_parked_over_5m %" PRId64 ", but the store's "
+                         " stuck_parked %" PRId64 ", but the store's "
                          "oldest parked event is %" PRId64
                          " ms old and %" PRId64
                          " aggregates have been parked or refetching for more "
                          "than 5 minutes",
-                         m->step, mt->oldest_parked_age_ms,
-                         mt->stuck_parked_over_5m, age, stuck);
+                         m->step, mt->oldest_parked_age_ms, mt->stuck_parked,
+                         age, stuck);
 }
 
 /* The applied and DLQ counters against this engine's committed records. */

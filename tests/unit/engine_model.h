@@ -216,7 +216,7 @@ typedef struct model_result {
                               settling (all partitions back, logs read) */
         char msg[2048]; /**< what was expected and what happened */
         /** Not a violation: the first time the age gauges
-         *  (oldest_parked_age_ms, stuck_parked_over_5m) disagreed with
+         *  (oldest_parked_age_ms, stuck_parked) disagreed with
          *  semantics §7 as written — the oldest parked event, aggregates
          *  parked or refetching for 5 minutes — while they agreed with the
          *  gap deadline index the engine measures them by; "" never. */

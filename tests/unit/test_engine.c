@@ -264,10 +264,10 @@ START_TEST(stuck_threshold_configurable) {
         ONE(&h, EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3"));
         h_clock(&h, T0 + 59000);
         batch(&h, NULL, 0);
-        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 0);
+        ck_assert_int_eq(M(&h)->stuck_parked, 0);
         h_clock(&h, T0 + 61000);
         batch(&h, NULL, 0);
-        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 1);
+        ck_assert_int_eq(M(&h)->stuck_parked, 1);
         sg_part_stats_t ps = {0};
         ck_assert(sg_engine_part_gauges(h.eng, "orders", 0, &ps));
         ck_assert_int_eq(ps.parked_events, 1);
@@ -342,7 +342,7 @@ START_TEST(gap_policy_hold) {
         h_clock(&h, T0 + 400000);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ck_assert_int_eq(M(&h)->parked_events, 1);
-        ck_assert_int_eq(M(&h)->stuck_parked_over_5m, 1);
+        ck_assert_int_eq(M(&h)->stuck_parked, 1);
         ck_assert_int_ge(M(&h)->oldest_parked_age_ms, 399000);
         ONE(&h, EV("A", "e2", "t", "2"));
         ck_assert_uint_eq(h.out_cnt, 3);
@@ -1861,6 +1861,10 @@ static void log_check_json(void *opaque, sg_log_level_t level,
         cJSON *j = cJSON_Parse(fields);
         ck_assert_msg(cJSON_IsObject(j), "%s: not a JSON object: %.200s", event,
                       fields);
+        if (!strcmp(event, "dlq_summary")) { /* per topic: no aggregate */
+                cJSON_Delete(j);
+                return;
+        }
         const cJSON *agg = cJSON_GetObjectItemCaseSensitive(j, "aggregate");
         ck_assert(cJSON_IsString(agg));
         ck_assert_uint_eq(strlen(agg->valuestring), 1004);
@@ -1883,6 +1887,63 @@ START_TEST(log_lines_are_json_whatever_the_key) {
         batch(&h, NULL, 0);
         /* gap_timeout and aggregate_quarantined */
         ck_assert_int_eq(json_lines_checked, 2);
+        h_free(&h);
+}
+END_TEST
+
+/* docs/operating.md "Logs": one "dlq_summary" line per input topic at most
+ * once per stats_interval_ms (10 s by default), with the DLQ records by
+ * reason since the last one; none while nothing was dead-lettered. */
+typedef struct dlq_lines {
+        int n;
+        char last[512];
+} dlq_lines_t;
+static void log_dlq_summary(void *opaque, sg_log_level_t level,
+                            const char *event, const char *fields) {
+        dlq_lines_t *c = opaque;
+        if (strcmp(event, "dlq_summary") != 0)
+                return;
+        ck_assert_int_eq(level, SG_LOG_INFO);
+        c->n++;
+        snprintf(c->last, sizeof(c->last), "%s", fields);
+}
+
+START_TEST(dlq_summary_once_per_interval) {
+        h_t h = {0};
+        dlq_lines_t c = {0};
+        h_open(&h, "\"ordering\":{\"stale\":\"dlq\"}");
+        sg_engine_set_log(h.eng, log_dlq_summary, &c);
+        ONE(&h, EV("A", "a1", "t", "1"), EV("A", "a2", "t", "2"),
+            EV("A", "a3", "t", "1")); /* stale */
+        ck_assert_int_eq(c.n, 1);
+        ck_assert_str_eq(c.last,
+                         "{\"topic\":\"orders\",\"dlq_topic\":\"dlq\","
+                         "\"records\":1,\"reasons\":{\"stale_version\":1},"
+                         "\"since_ms\":0}");
+        /* within the interval: counted, not logged */
+        h_clock(&h, T0 + 5000);
+        ONE(&h, EV("A", "a4", "t", "2"), EV("A", "a5", "t", "1"));
+        ck_assert_int_eq(c.n, 1);
+        /* the interval passed: the records since the last line */
+        h_clock(&h, T0 + 10000);
+        batch(&h, NULL, 0);
+        ck_assert_int_eq(c.n, 2);
+        ck_assert_str_eq(c.last,
+                         "{\"topic\":\"orders\",\"dlq_topic\":\"dlq\","
+                         "\"records\":2,\"reasons\":{\"stale_version\":2},"
+                         "\"since_ms\":10000}");
+        /* nothing new: no line */
+        h_clock(&h, T0 + 30000);
+        batch(&h, NULL, 0);
+        ck_assert_int_eq(c.n, 2);
+        /* the one topic's metrics are the engine's */
+        const char *topic = NULL;
+        const sg_metrics_t *m = sg_engine_topic_metrics(h.eng, 0, &topic);
+        ck_assert_str_eq(topic, "orders");
+        ck_assert_uint_eq(m->dlq_total[SG_R_STALE_VERSION], 3);
+        ck_assert_uint_eq(M(&h)->dlq_total[SG_R_STALE_VERSION], 3);
+        ck_assert_uint_eq(m->records_total, M(&h)->records_total);
+        ck_assert_ptr_null(sg_engine_topic_metrics(h.eng, 1, NULL));
         h_free(&h);
 }
 END_TEST
@@ -2708,6 +2769,7 @@ Suite *engine_suite(void) {
         tcase_add_test(gaps, release_refuses_lower_version_and_idle_aggregate);
         tcase_add_test(gaps, release_refuses_unknown_state);
         tcase_add_test(gaps, log_lines_are_json_whatever_the_key);
+        tcase_add_test(gaps, dlq_summary_once_per_interval);
         tcase_add_test(gaps, gap_deadline_waits_for_the_backlog);
         tcase_add_test(gaps, gap_deadline_runs_while_paused_at_a_cap);
         suite_add_tcase(s, gaps);

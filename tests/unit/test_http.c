@@ -37,12 +37,20 @@
 static void snap_fill(sg_metrics_snap_t *s) {
         memset(s, 0, sizeof(*s));
         s->has_engine = true;
-        s->engine.dedup_hits_total = 3;
-        s->engine.stale_version_rejections_total = 2;
-        s->engine.event_sequence_gaps_total = 1;
-        s->engine.idempotency_parameter_conflicts_total = 4;
-        s->engine.stuck_parked_over_5m = 5;
-        s->engine.dlq_total[SG_R_STALE_VERSION] = 2;
+        sg_metrics_t m = {0}, p = {0};
+        m.dedup_hits_total = 3;
+        m.stale_version_rejections_total = 2;
+        m.event_sequence_gaps_total = 1;
+        m.idempotency_parameter_conflicts_total = 4;
+        m.stuck_parked = 5;
+        m.stuck_threshold_ms = 300000;
+        m.dlq_total[SG_R_STALE_VERSION] = 2;
+        p.dedup_hits_total = 30;
+        p.stuck_parked = 1;
+        p.stuck_threshold_ms = 300000;
+        p.dlq_total[SG_R_MALFORMED] = 7;
+        ck_assert_int_eq(sg_metrics_snap_topic_add(s, "orders", &m), SG_OK);
+        ck_assert_int_eq(sg_metrics_snap_topic_add(s, "pay\"ments", &p), SG_OK);
         s->loop.commit_latency_ms_last = 1500;
         sg_hist_observe(&s->loop.commit_latency_ms, 3);
         sg_hist_observe(&s->loop.commit_latency_ms, 7);
@@ -75,21 +83,85 @@ START_TEST(test_prom_seed_names) {
         snap_fill(&s);
         char *t = render(&s);
         HAS(t, "# TYPE seqgate_dedup_hits_total counter\n"
-               "seqgate_dedup_hits_total 3\n");
-        HAS(t, "\nseqgate_idempotency_parameter_conflicts_total 4\n");
-        HAS(t, "\nseqgate_stale_version_rejections_total 2\n");
-        HAS(t, "\nseqgate_event_sequence_gaps_total 1\n");
+               "seqgate_dedup_hits_total{topic=\"orders\"} 3\n");
+        HAS(t, "\nseqgate_idempotency_parameter_conflicts_total{topic="
+               "\"orders\"} 4\n");
+        HAS(t, "\nseqgate_stale_version_rejections_total{topic=\"orders\"} "
+               "2\n");
+        HAS(t, "\nseqgate_event_sequence_gaps_total{topic=\"orders\"} 1\n");
+        /* the seed's name stays, beside the one without the threshold */
         HAS(t, "# TYPE seqgate_stuck_processing_over_5m gauge\n"
-               "seqgate_stuck_processing_over_5m 5\n");
-        HAS(t, "\nseqgate_dlq_records_total{reason=\"stale_version\"} 2\n");
-        HAS(t, "\nseqgate_dlq_records_total{reason=\"malformed\"} 0\n");
+               "seqgate_stuck_processing_over_5m{topic=\"orders\"} 5\n");
+        HAS(t, "# TYPE seqgate_stuck_processing gauge\n"
+               "seqgate_stuck_processing{topic=\"orders\"} 5\n");
+        HAS(t, "\nseqgate_stuck_threshold_seconds{topic=\"orders\"} "
+               "300.000\n");
+        HAS(t, "\nseqgate_dlq_records_total{topic=\"orders\",reason="
+               "\"stale_version\"} 2\n");
+        HAS(t, "\nseqgate_dlq_records_total{topic=\"orders\",reason="
+               "\"malformed\"} 0\n");
         HAS(t, "\nseqgate_build_info{version=\"1.2.3\"} 1\n");
+        /* /readyz as a gauge: no assignment yet */
+        HAS(t, "# TYPE seqgate_ready gauge\nseqgate_ready 0\n");
+        s.assigned_once = true;
+        free(t);
+        t = render(&s);
+        HAS(t, "\nseqgate_ready 1\n");
         HAS(t, "# HELP seqgate_dedup_hits_total duplicates");
         /* milliseconds are exported in seconds */
         HAS(t, "\nseqgate_commit_latency_seconds_last 1.500\n");
         ck_assert_ptr_null(strstr(t, "_ms"));
         free(t);
         sg_metrics_snap_free(&s);
+}
+END_TEST
+
+/* Every engine series carries the label topic: one sample per input
+ * topic, none without it (metrics_list.h). */
+START_TEST(test_prom_per_topic) {
+        sg_metrics_snap_t s;
+        snap_fill(&s);
+        char *t = render(&s);
+        HAS(t, "\nseqgate_dedup_hits_total{topic=\"pay\\\"ments\"} 30\n");
+        HAS(t, "\nseqgate_dlq_records_total{topic=\"pay\\\"ments\",reason="
+               "\"malformed\"} 7\n");
+        HAS(t, "\nseqgate_stuck_processing_over_5m{topic=\"pay\\\"ments\"} "
+               "1\n");
+        ck_assert_ptr_null(strstr(t, "\nseqgate_dedup_hits_total "));
+        ck_assert_ptr_null(strstr(t, "\nseqgate_dlq_records_total{reason"));
+        ck_assert_ptr_null(strstr(t, "\nseqgate_records_total "));
+        free(t);
+        sg_metrics_snap_free(&s);
+}
+END_TEST
+
+/* The stats line's sum over topics (metrics_list.h): counters and gauges
+ * add up, an age or a threshold (_ms gauge) takes the largest. */
+START_TEST(test_metrics_sum) {
+        sg_metrics_t a = {0}, b = {0}, t = {0};
+        a.records_total = 3;
+        a.dlq_total[SG_R_MALFORMED] = 1;
+        a.parked_events = 2;
+        a.oldest_parked_age_ms = 500;
+        a.stuck_threshold_ms = 300000;
+        sg_hist_observe(&a.snapshot_resolve_ms, 10);
+        b.records_total = 4;
+        b.dlq_total[SG_R_MALFORMED] = 2;
+        b.parked_events = 5;
+        b.oldest_parked_age_ms = 9000;
+        b.stuck_threshold_ms = 300000;
+        b.snapshot_resolve_ms_max = 70;
+        sg_hist_observe(&b.snapshot_resolve_ms, 20);
+        sg_metrics_sum(&t, &a);
+        sg_metrics_sum(&t, &b);
+        ck_assert_uint_eq(t.records_total, 7);
+        ck_assert_uint_eq(t.dlq_total[SG_R_MALFORMED], 3);
+        ck_assert_int_eq(t.parked_events, 7);
+        ck_assert_int_eq(t.oldest_parked_age_ms, 9000);
+        ck_assert_int_eq(t.stuck_threshold_ms, 300000);
+        ck_assert_int_eq(t.snapshot_resolve_ms_max, 70);
+        ck_assert_uint_eq(t.snapshot_resolve_ms.count, 2);
+        ck_assert_int_eq(t.snapshot_resolve_ms.sum_ms, 30);
 }
 END_TEST
 
@@ -162,9 +234,10 @@ START_TEST(test_prom_partition_labels) {
         char *t = render(&s);
         HAS(t, "\nseqgate_consumer_lag{topic=\"orders\",partition=\"0\"} 17\n");
         /* the help says what is measured, in records, and from where */
-        HAS(t, "# HELP seqgate_consumer_lag records of the partition not yet "
-               "processed: its high watermark minus the next offset seqgate "
-               "committed");
+        HAS(t, "# HELP seqgate_consumer_lag records of the partition a "
+               "read_committed consumer can read and seqgate has not "
+               "processed: the end it last read to (the last stable offset), "
+               "or the high watermark, minus the next offset processed");
         HAS(t, "\nseqgate_oldest_parked_age_seconds{topic=\"orders\","
                "partition=\"0\"} 2.500\n");
         /* escaped: backslash, double quote, newline */
@@ -610,7 +683,8 @@ START_TEST(test_server_routes) {
         fetch(port, "GET", "/metrics", &g);
         ck_assert_int_eq(g.status, 200);
         ck_assert_ptr_nonnull(strstr(g.ctype, "text/plain; version=0.0.4"));
-        ck_assert_ptr_nonnull(strstr(g.body, "\nseqgate_dedup_hits_total 3\n"));
+        ck_assert_ptr_nonnull(strstr(g.body, "\nseqgate_dedup_hits_total{topic="
+                                             "\"orders\"} 3\n"));
         ck_assert_ptr_nonnull(
                 strstr(g.body, "seqgate_build_info{version=\"9.9\"} 1"));
         fetch(port, "GET", "/healthz", &g);
@@ -1120,6 +1194,8 @@ static Suite *suite(void) {
         Suite *s = suite_create("http");
         TCase *tp = tcase_create("prometheus");
         tcase_add_test(tp, test_prom_seed_names);
+        tcase_add_test(tp, test_prom_per_topic);
+        tcase_add_test(tp, test_metrics_sum);
         tcase_add_test(tp, test_prom_counters_total);
         tcase_add_test(tp, test_prom_histogram_cumulative);
         tcase_add_test(tp, test_prom_partition_labels);

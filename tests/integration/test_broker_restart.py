@@ -1,0 +1,170 @@
+"""What seqgate logs while its broker restarts (docs/operating.md "Logs").
+
+The test runs its own broker (deploy/kafka/kafka.sh with a private work
+dir, whatever KAFKA_BOOTSTRAP says: the restart must not disturb other
+tests) and restarts it twice under one seqgate: once with the input idle
+(the loop has nothing to commit, so its recovery shows by a probe of the
+cluster) and once with records written while the broker is down (the
+first committed batch shows it). The log of the run must say:
+
+- each broker event once: librdkafka reports a connection's failure as a
+  log line (facility FAIL) and as a client error with the same text;
+  seqgate writes one `kafka_error` line for the two, never also a
+  `librdkafka` line of that text;
+- a `kafka_recovered` line after each restart, with how long the loop was
+  impaired and how many errors it counted;
+- no librdkafka sentinel in any field: no negative number anywhere (an
+  offset seqgate does not know is null: `start_offsets`, the stats line's
+  `consumer_lag`);
+- no line at level error: a broker that restarts within
+  broker_retry_timeout_ms is a warning, not an error of seqgate's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kafkautil import consume_all, create_topics, produce, unique_name
+from seqgate_proc import Seqgate, make_config, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
+
+
+@pytest.fixture
+def private_broker():
+    """(bootstrap, restart()) of a broker of this test's own."""
+    workdir = tempfile.mkdtemp(prefix="seqgate-restart-kafka.")
+    env = dict(os.environ, KAFKA_WORKDIR=workdir)
+    env.pop("KAFKA_BOOTSTRAP", None)
+
+    def run(cmd):
+        p = subprocess.run([str(KAFKA_SH), cmd], env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if p.returncode != 0:
+            pytest.fail(f"kafka.sh {cmd} failed (exit {p.returncode}):\n"
+                        f"{p.stderr}", pytrace=False)
+        return p.stdout.strip().splitlines()[-1]
+
+    addr = run("start")
+    try:
+        yield addr, lambda: run("restart")
+    finally:
+        subprocess.run([str(KAFKA_SH), "stop"], env=env, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def records(lo: int, hi: int) -> list[dict]:
+    """CloudEvents binary mode, 5 aggregates, versions in order."""
+    return [{"key": f"agg-{i % 5}", "value": json.dumps({"n": i}),
+             "headers": [("ce_specversion", "1.0"), ("ce_id", f"e-{i}"),
+                         ("ce_source", "restart-test"), ("ce_type", "t"),
+                         ("ce_sequence", str(i // 5 + 1))]}
+            for i in range(lo, hi)]
+
+
+def negatives(node, path="") -> list[str]:
+    """Paths of every negative number in a parsed log line."""
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += negatives(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += negatives(v, f"{path}[{i}]")
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) \
+            and node < 0:
+        out.append(f"{path}={node}")
+    return out
+
+
+THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")
+
+
+def test_broker_restart_logs(private_broker, seqgate_bin, tmp_path):
+    bootstrap, restart = private_broker
+    t_in, t_out, t_dlq = (unique_name("rs-in"), unique_name("rs-out"),
+                          unique_name("rs-dlq"))
+    create_topics(bootstrap, {t_in: 2, t_out: 2, t_dlq: 1})
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-rs"),
+                       instance="seqgate-rs-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       stats_interval_ms=1000)
+    # a restart takes longer than a session on a loaded machine: the
+    # default (45 s) keeps the assignment, as in production
+    conf["kafka_consumer"].pop("session.timeout.ms")
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        produce(bootstrap, t_in, records(0, 50))
+        sg.start(timeout_s=90)
+
+        def judged():
+            return (sg.last_stats() or {}).get("records_total", 0)
+
+        wait_until(lambda: judged() == 50, 90, "50 records judged",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+
+        # 1. idle: nothing to commit; the recovery shows by a probe
+        restart()
+        wait_until(lambda: len(sg.events("kafka_recovered")) >= 1, 120,
+                   "kafka_recovered after an idle restart",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+
+        # 2. records written while the broker is back but seqgate still
+        #    reconnecting: the first committed batch shows the recovery
+        before = len(sg.events("kafka_recovered"))
+        restart()
+        produce(bootstrap, t_in, records(50, 100), timeout_s=120)
+        wait_until(lambda: judged() == 100, 120, "100 records judged",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+        wait_until(lambda: len(sg.events("kafka_recovered")) > before, 120,
+                   "kafka_recovered after the second restart",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+        assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+    lines = sg.log_lines()
+    assert not [l for l in lines if l.get("event") == "<non-json>"], \
+        "every line is a JSON object"
+
+    # each broker event once
+    errors = {(l["client"], l["reason"]) for l in lines
+              if l.get("event") == "kafka_error"}
+    assert errors, "the restarts were reported (kafka_error lines)"
+    twice = [l for l in lines if l.get("event") == "librdkafka" and
+             (l["client"], THREAD.sub("", l["message"])) in errors]
+    assert not twice, ("broker events logged twice, as librdkafka and "
+                       f"kafka_error lines: {twice[:3]}")
+
+    # recovered, with how long and how many errors
+    rec = sg.events("kafka_recovered")
+    assert len(rec) >= 2, rec
+    for r in rec:
+        assert r["impaired_ms"] > 0 and r["errors"] >= 1, r
+        assert r["by"] in ("batch", "assignment", "probe"), r
+        assert r["first_error"] and r["last_error"], r
+
+    # no sentinels
+    bad = [(l.get("event"), n) for l in lines for n in negatives(l)]
+    assert not bad, f"negative numbers in log fields: {bad[:5]}"
+    assert all(o is None or o >= 0 for l in sg.events("partitions_assigned")
+               for o in l["start_offsets"])
+
+    # a restart is not an error of seqgate's
+    errs = [l for l in lines if l.get("level") == "error"]
+    assert not errs, f"error lines during a broker restart: {errs[:3]}"
+
+    # and nothing was lost on the way
+    out = consume_all(bootstrap, t_out, expect_count=100, timeout_s=60)
+    assert len({r["headers_dict"]["ce_id"] for r in out}) == 100
