@@ -183,8 +183,8 @@
  * has returned, so a processor may point its effects into them without
  * copying (the pass-through processor, passthrough.h, does).
  *
- * Thread-safety: one thread runs the loop; sg_loop_stop() may be called from
- * any thread or a signal handler.
+ * Thread-safety: one thread runs the loop; sg_loop_stop() and
+ * sg_loop_reload() may be called from any thread or a signal handler.
  */
 #ifndef SEQGATE_KAFKA_H
 #define SEQGATE_KAFKA_H
@@ -276,6 +276,29 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
 /** Asks sg_loop_run() to return after the current batch. Async-signal-safe. */
 void sg_loop_stop(sg_loop_t *loop);
+
+/**
+ * The reload point (semantics "Reloading the configuration"): called on
+ * the loop thread between two batches — no batch open, no effect of one
+ * pending, nothing of the loop or the processor pointing into a text of
+ * the configuration that a reload may replace — once after each
+ * sg_loop_reload() (several requests before it: once). The callee may
+ * change the loop's configuration there with sg_config_reload(); the loop
+ * and the processor read the keys a reload may change anew at each use, so
+ * a change applies from the next batch on (a stats period from the next
+ * line, a commit interval from the next commit).
+ */
+typedef void(sg_loop_reload_cb)(void *opaque);
+
+/** Installs @p cb (NULL removes it). Call before sg_loop_run(). */
+void sg_loop_set_reload(sg_loop_t *loop, sg_loop_reload_cb *cb, void *opaque);
+
+/**
+ * Asks the loop to call its reload callback at its next reload point (one
+ * that arrives during the start-up waits for the first). Never stops the
+ * loop. Async-signal-safe (SIGHUP's handler calls it).
+ */
+void sg_loop_reload(sg_loop_t *loop);
 
 struct sg_metrics_snap;
 

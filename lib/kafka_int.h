@@ -85,6 +85,9 @@ struct sg_loop {
         rd_kafka_t *producer;
 
         volatile sig_atomic_t stop;
+        volatile sig_atomic_t reload; /**< sg_loop_reload() asked */
+        sg_loop_reload_cb *reload_cb;
+        void *reload_opaque;
         bool connected; /**< sg_loop_connect() succeeded */
         sg_err_t fatal; /**< SG_OK, or why the loop must stop */
         char fatal_str[512];

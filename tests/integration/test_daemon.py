@@ -3,11 +3,12 @@
 `seqgate --help` promises: exit 0 after a clean stop, 1 for a runtime error,
 2 for a usage or configuration error (also one the Kafka clients refuse at
 start-up), so that systemd's RestartPreventExitStatus=2 does not restart a
-configuration that cannot work. Signals: SIGTERM, SIGINT and SIGHUP finish
-the batch in flight, commit it, leave the consumer group and exit 0.
+configuration that cannot work. Signals: SIGTERM and SIGINT finish the
+batch in flight, commit it, leave the consumer group and exit 0 (SIGHUP
+reloads the configuration: test_reload.py).
 
-test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
-  (exit 0, the "stopped" line, the consumer group left, offsets committed).
+test_sigterm_stops_cleanly: SIGTERM stops a running instance (exit 0, the
+  "stopped" line, the consumer group left, offsets committed).
 test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
   does not exist is refused by librdkafka when the client is created: exit
   2, the property named.
@@ -53,7 +54,7 @@ def _ce(agg: str, v: int) -> dict:
                         ("ce_sequence", str(v).encode())]}
 
 
-def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
+def test_sigterm_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
     t_in, t_out, t_dlq = (unique_name("hup-in"), unique_name("hup-out"),
                           unique_name("hup-dlq"))
     group = unique_name("sg-hup")
@@ -69,11 +70,11 @@ def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
         end = end_offsets(bootstrap, t_in)
         wait_until(lambda: _committed(bootstrap, group, t_in) == end, 60,
                    "committed offsets", on_timeout=lambda: "\n" + sg.log_tail())
-        sg.proc.send_signal(signal.SIGHUP)
+        sg.proc.send_signal(signal.SIGTERM)
         rc = sg.wait_exit(60)
     finally:
         sg.cleanup()
-    assert rc == 0, f"exit status {rc} after SIGHUP\n{sg.log_tail()}"
+    assert rc == 0, f"exit status {rc} after SIGTERM\n{sg.log_tail()}"
     stopped = sg.events("stopped")
     assert stopped and stopped[0]["result"] == "SG_OK", sg.log_tail()
     assert sg.events("loop_stopped"), sg.log_tail()
