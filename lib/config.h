@@ -1,5 +1,8 @@
 /*
- * config.h — seqgate configuration: one JSON file, validated at start-up.
+ * config.h — seqgate configuration: one JSON or YAML file, validated at
+ * start-up (YAML: a file named .yaml or .yml, or one that does not start
+ * with '{'; read into the same tree, so one validator and one schema
+ * apply; config_yaml.c says how YAML 1.1's pitfalls are refused).
  *
  * The file (schema: schemas/config.schema.json, reference:
  * docs/configuration.md) holds librdkafka properties, passed through verbatim, and
@@ -327,7 +330,8 @@ typedef struct sg_config_key {
 const sg_config_key_t *sg_config_key(size_t i);
 
 /**
- * Loads and validates the JSON configuration file at @p path.
+ * Loads and validates the configuration file at @p path: JSON, or YAML
+ * when named .yaml or .yml or when its text does not start with '{'.
  *
  * @param path         file path, NUL-terminated.
  * @param confp        on success, *confp owns a new config; free it with
@@ -356,6 +360,13 @@ sg_err_t sg_config_load_data_dir(const char *path, const char *data_dir,
 /** As sg_config_load(), from a NUL-terminated JSON text. */
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size);
+
+/** As sg_config_parse(), from a NUL-terminated YAML text (config_yaml.c:
+ *  the same tree and rules; plain scalars YAML 1.1 and 1.2 read
+ *  differently, such as yes/no/on/off and 0755, are refused, naming the
+ *  key, line and column: quote them). */
+sg_err_t sg_config_parse_yaml(const char *yaml, sg_config_t **confp,
+                              char *errstr, size_t errstr_size);
 
 /** Most errors sg_config_errors_t keeps; the rest are counted only. */
 #define SG_CONFIG_ERRORS_MAX 100

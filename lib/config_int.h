@@ -136,6 +136,13 @@ sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
  */
 sg_err_t sg_cfg_number_texts(cJSON *root, const char *json);
 
+/* config_yaml.c: a YAML text as the tree a JSON text gives (numbers with
+ * their text, as sg_cfg_number_texts() leaves them). *rootp owned by the
+ * caller on SG_OK; SG_ERR_CONFIG with one "PATH: YAML line L, column C:
+ * why" line in @p errstr (never a value), or SG_ERR_NOMEM. */
+sg_err_t sg_cfg_yaml_parse(const char *text, size_t len, cJSON **rootp,
+                           char *errstr, size_t errstr_size);
+
 /* config.c: field sources, topic names */
 bool sg_cfg_valid_pointer(const char *p);
 void sg_cfg_src_clear(sg_field_src_t *src);

@@ -287,19 +287,28 @@ static void install_signals(void) {
 static void usage(FILE *out) {
         fputs("usage: seqgate --config FILE [options]\n"
               "       seqgate --check-config FILE\n"
+              "       seqgate --print-config FILE [--data-dir DIR] "
+              "[--instance-id ID]\n"
               "       seqgate --version | --help\n"
               "\n"
               "Drops duplicate events, orders each aggregate's events by "
               "version\nand dead-letters what it refuses, beside a Kafka "
               "consumer group.\n"
               "\n"
-              "  -c, --config FILE           run with the JSON configuration "
-              "FILE\n"
+              "  -c, --config FILE           run with the configuration FILE "
+              "(JSON, or YAML\n"
+              "                              for a .yaml or .yml name)\n"
               "      --check-config FILE     validate FILE, print \"config "
               "ok\" "
               "and exit\n"
               "                              (exit 2 on an invalid "
               "configuration)\n"
+              "      --print-config FILE     print the effective "
+              "configuration of FILE (every\n"
+              "                              default filled in, secrets "
+              "and values from the\n"
+              "                              environment as \"***\") as "
+              "JSON and exit\n"
               "      --data-dir DIR          override the configuration's "
               "data_dir\n"
               "      --instance-id ID        override the configuration's "
@@ -362,6 +371,7 @@ struct opts {
         bool passthrough;
         bool accept_key_change;
         bool log_level_given; /**< --log-level: wins over log_level */
+        const char *print_config;
 };
 
 enum {
@@ -374,6 +384,7 @@ enum {
         OPT_BOOTSTRAP_FILE,
         OPT_PASSTHROUGH,
         OPT_ACCEPT_KEY_CHANGE,
+        OPT_PRINT,
 };
 
 /** Parses argv; returns -1 to continue, else an exit status. */
@@ -390,6 +401,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 {"bootstrap-file", required_argument, NULL, OPT_BOOTSTRAP_FILE},
                 {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
                 {"accept-key-change", no_argument, NULL, OPT_ACCEPT_KEY_CHANGE},
+                {"print-config", required_argument, NULL, OPT_PRINT},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -430,6 +442,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         o->log_level_given = true;
                         break;
                 }
+                case OPT_PRINT:
+                        o->print_config = optarg;
+                        break;
                 case OPT_EMBEDDED:
                         o->embedded = true;
                         break;
@@ -470,7 +485,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         argv[optind]);
                 return 2;
         }
-        if (!o->config && !o->check_config) {
+        if (!o->config && !o->check_config && !o->print_config) {
                 usage(stderr);
                 return 2;
         }
@@ -987,6 +1002,29 @@ out:
         return status;
 }
 
+/** --print-config: the effective configuration of @p o->print_config,
+ *  with --data-dir and --instance-id, on stdout (sg_config_print). */
+static int print_config(const opts_t *o) {
+        sg_config_t *conf = NULL;
+        char es[512] = "";
+        if (load_config(o->print_config, &conf) != SG_OK)
+                return 2;
+        if (!apply_overrides(o, conf, NULL, es, sizeof(es))) {
+                fprintf(stderr, "seqgate: %s\n", es);
+                sg_config_destroy(conf);
+                return 2;
+        }
+        char *text = sg_config_print(conf);
+        sg_config_destroy(conf);
+        if (!text) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                return 1;
+        }
+        fputs(text, stdout);
+        free(text);
+        return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static int check_config(const char *path) {
         sg_config_t *conf = NULL;
         if (load_config(path, &conf) != SG_OK)
@@ -1003,6 +1041,8 @@ int main(int argc, char **argv) {
                 return status;
         if (o.check_config)
                 return check_config(o.check_config);
+        if (o.print_config)
+                return print_config(&o);
         install_signals();
         return run(&o);
 }

@@ -49,7 +49,7 @@ if ! command -v "$CC" >/dev/null 2>&1; then
     exit 1
 fi
 
-PKGS=(rdkafka lmdb libcjson yajl libcrypto libcurl libmicrohttpd)
+PKGS=(rdkafka lmdb libcjson yajl yaml-0.1 libcrypto libcurl libmicrohttpd)
 if ! CFLAGS_DEPS=$(pkg-config --cflags "${PKGS[@]}") ||
     ! LIBS_DEPS=$(pkg-config --libs "${PKGS[@]}"); then
     log "error: pkg-config cannot find the library dependencies (${PKGS[*]})"
