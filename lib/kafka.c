@@ -318,19 +318,25 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
 }
 
 /* sg_loop_connect's Kafka steps, in order, each only once the one before
- * succeeded: the clients, the topic checks, the changelog topics and the
+ * succeeded: the files the clients read, the clients, the cluster
+ * preflight (kafka_preflight.c: every problem at once), the topic checks, the changelog topics and the
  * restore consumer (exactly_once, or at_least_once with a changelog), the
  * size limits, init_transactions (exactly_once). */
 static sg_err_t loop_start_clients(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size) {
         sg_err_t err;
+        /* every file the clients read, and then every finding of the
+         * cluster preflight, all at once: one start for every problem */
+        if ((err = sg_loop_preflight_files(loop, errstr, errstr_size)))
+                return err;
         if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
                                       errstr_size)))
                 return err;
         if ((err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
                                       errstr_size)))
                 return err;
-        if ((err = sg_loop_check_topics(loop, errstr, errstr_size)))
+        if ((err = sg_loop_preflight(loop, errstr, errstr_size)) ||
+            (err = sg_loop_check_topics(loop, errstr, errstr_size)))
                 return err;
         if (loop->eos || loop->alos_cl) {
                 if ((err = sg_loop_ensure_changelogs(loop, errstr,

@@ -218,7 +218,11 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * topics (and snapshot reply topics) and checks the topics: every input,
  * output, DLQ, snapshot request and snapshot reply topic must exist;
  * with output_partitioning "input" the output topic must have at least as many
- * partitions as its input topic (otherwise SG_ERR_CONFIG naming both).
+ * partitions as its input topic (otherwise SG_ERR_CONFIG naming both). The
+ * cluster preflight (sg_preflight_files, before any client, then
+ * sg_preflight_cluster) finds every such problem at once: each is logged
+ * (kafka_file_problem, cluster_problem; warnings and notes beside them)
+ * and SG_ERR_CONFIG's errstr counts and names them all.
  * exactly_once: also ensures the changelog topics (see above; needs the
  * CreateTopics/DescribeConfigs ACLs when created by seqgate) and calls
  * init_transactions, which fences an older instance with the same
@@ -356,6 +360,88 @@ void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
  * fit, or the loop waits for the fetcher.
  */
 #define SG_KAFKA_QUEUED_MAX_KBYTES "32768"
+
+/** How much a preflight finding weighs (sg_preflight_t). */
+typedef enum sg_preflight_sev {
+        SG_PF_ERROR,   /**< seqgate cannot work so: exit 2 */
+        SG_PF_WARNING, /**< it works, but look (TTL below retention, too
+                            few replicas) */
+        SG_PF_NOTE,    /**< what could not be checked, and why */
+} sg_preflight_sev_t;
+
+typedef struct sg_preflight_item {
+        sg_preflight_sev_t sev;
+        char *text;     /**< one line, naming the key, topic, group or
+                             file; never a secret or a value from the
+                             environment */
+        bool retriable; /**< an error of a passing state of the cluster
+                             (a leader being elected): may go away */
+} sg_preflight_item_t;
+
+/** The findings of a cluster preflight, in the order found. Zero it
+ *  before use; free it with sg_preflight_clear(). */
+typedef struct sg_preflight {
+        sg_preflight_item_t *items;
+        size_t cnt, cap;
+        size_t errors, warnings;
+        rd_kafka_resp_err_t retry; /**< a retriable error met (a leader
+                                        being elected, a request that timed
+                                        out): run the pass again */
+} sg_preflight_t;
+
+/** Frees the findings of @p pf and zeroes it. NULL is a no-op. */
+void sg_preflight_clear(sg_preflight_t *pf);
+
+/**
+ * The files the Kafka clients read (kafka_preflight.c): every
+ * ssl.*.location, ssl.engine.location and sasl.kerberos.keytab of the
+ * "kafka", "kafka_consumer" and "kafka_producer" blocks that a client
+ * uses (TLS: security.protocol ssl or sasl_ssl; Kerberos: GSSAPI) must
+ * name a file (a CA location: or a directory) that seqgate can read; each
+ * that does not is an error naming the property (the path too, unless it
+ * came from the environment). No client, no network.
+ * @returns SG_OK or SG_ERR_NOMEM. Thread-safety: reentrant.
+ */
+sg_err_t sg_preflight_files(const sg_config_t *conf, sg_preflight_t *pf);
+
+/**
+ * One pass of the cluster preflight (kafka_preflight.c lists the checks):
+ * topics, partition counts, the changelog topics' settings, replicas,
+ * TTL against retention, the consumer group, the ACLs — every finding
+ * added to @p pf, nothing stopped at the first. @p changelogs: the
+ * processor keeps changelog topics (the engine; not the pass-through
+ * baseline), checked too. @p rk: a client of
+ * @p conf (a producer; sg_kafka_conf_new) used for metadata and admin
+ * requests; nothing is written, created or changed, and no transactional
+ * id is used. A retriable error met sets pf->retry.
+ * @returns SG_OK or SG_ERR_NOMEM (the findings are in @p pf either way).
+ * Thread-safety: one call per client at a time.
+ */
+sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
+                              bool changelogs, sg_preflight_t *pf);
+
+/**
+ * The replica rules of the preflight for a topic seqgate writes (@p role
+ * "changelog topic", ...): min.insync.replicas above the replication
+ * factor is an error (every acks=all write refused); on @p brokers >= 3,
+ * fewer than 3 replicas or min.insync.replicas below 2 a warning.
+ * @p min_isr -2: not known. Adds at most one finding. SG_OK or
+ * SG_ERR_NOMEM. Pure but for @p pf.
+ */
+sg_err_t sg_preflight_replication(sg_preflight_t *pf, const char *role,
+                                  const char *topic, int replicas,
+                                  int64_t min_isr, int brokers);
+
+/**
+ * The dedup TTL against input topic @p topic's retention (semantics §8:
+ * the TTL covers the topic's retention): a warning when @p ttl_ms is below
+ * @p retention_ms, or the topic keeps records forever (retention.ms -1, or
+ * @p policy without "delete": compacted). @p retention_ms -2: not known
+ * (nothing said). SG_OK or SG_ERR_NOMEM. Pure but for @p pf.
+ */
+sg_err_t sg_preflight_retention(sg_preflight_t *pf, const char *topic,
+                                int64_t ttl_ms, const char *policy,
+                                int64_t retention_ms);
 
 /** The kind of client sg_kafka_conf_new() configures. */
 typedef enum sg_kafka_client {

@@ -286,7 +286,7 @@ static void install_signals(void) {
 
 static void usage(FILE *out) {
         fputs("usage: seqgate --config FILE [options]\n"
-              "       seqgate --check-config FILE\n"
+              "       seqgate --check-config FILE [--cluster]\n"
               "       seqgate --print-config FILE [--data-dir DIR] "
               "[--instance-id ID]\n"
               "       seqgate --version | --help\n"
@@ -298,11 +298,20 @@ static void usage(FILE *out) {
               "  -c, --config FILE           run with the configuration FILE "
               "(JSON, or YAML\n"
               "                              for a .yaml or .yml name)\n"
-              "      --check-config FILE     validate FILE, print \"config "
-              "ok\" "
-              "and exit\n"
-              "                              (exit 2 on an invalid "
+              "      --check-config FILE     validate FILE (and the files "
+              "its Kafka clients\n"
+              "                              read: ssl.ca.location, ...), "
+              "print \"config ok\" and\n"
+              "                              exit (exit 2 on an invalid "
               "configuration)\n"
+              "      --cluster               with --check-config: also "
+              "connect and check the\n"
+              "                              cluster (topics, partitions, "
+              "changelog settings,\n"
+              "                              replicas, group and ACLs, TTL "
+              "against retention),\n"
+              "                              every problem on a line of its "
+              "own; changes nothing\n"
               "      --print-config FILE     print the effective "
               "configuration of FILE (every\n"
               "                              default filled in, secrets "
@@ -371,6 +380,7 @@ struct opts {
         bool passthrough;
         bool accept_key_change;
         bool log_level_given; /**< --log-level: wins over log_level */
+        bool cluster;         /**< --cluster (with --check-config) */
         const char *print_config;
 };
 
@@ -385,6 +395,7 @@ enum {
         OPT_PASSTHROUGH,
         OPT_ACCEPT_KEY_CHANGE,
         OPT_PRINT,
+        OPT_CLUSTER,
 };
 
 /** Parses argv; returns -1 to continue, else an exit status. */
@@ -402,6 +413,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
                 {"accept-key-change", no_argument, NULL, OPT_ACCEPT_KEY_CHANGE},
                 {"print-config", required_argument, NULL, OPT_PRINT},
+                {"cluster", no_argument, NULL, OPT_CLUSTER},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -445,6 +457,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 case OPT_PRINT:
                         o->print_config = optarg;
                         break;
+                case OPT_CLUSTER:
+                        o->cluster = true;
+                        break;
                 case OPT_EMBEDDED:
                         o->embedded = true;
                         break;
@@ -487,6 +502,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         }
         if (!o->config && !o->check_config && !o->print_config) {
                 usage(stderr);
+                return 2;
+        }
+        if (o->cluster && !o->check_config) {
+                fprintf(stderr, "seqgate: --cluster needs --check-config\n");
                 return 2;
         }
         if (o->bootstrap_file && !o->embedded) {
@@ -1025,13 +1044,99 @@ static int print_config(const opts_t *o) {
         return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int check_config(const char *path) {
+/** Prints every finding of @p pf, "seqgate: KIND error|warning|note: ..."
+ *  one line each, on stderr. */
+static void print_findings(const sg_preflight_t *pf, const char *kind) {
+        static const char *const sev[] = {[SG_PF_ERROR] = "error",
+                                          [SG_PF_WARNING] = "warning",
+                                          [SG_PF_NOTE] = "note"};
+        for (size_t i = 0; i < pf->cnt; i++)
+                fprintf(stderr, "seqgate: %s %s: %s\n", kind,
+                        sev[pf->items[i].sev], pf->items[i].text);
+}
+
+/** --check-config --cluster: the cluster preflight (sg_preflight_cluster)
+ *  with a producer of @p conf; retriable errors are tried again for at
+ *  most 30 s (or broker_retry_timeout_ms, if shorter). @returns the exit
+ *  status: 0, 2 (a problem), 1 (a client that cannot be made). */
+static int check_cluster(const sg_config_t *conf, const char *path) {
+        char es[512] = "";
+        sg_kafka_log_t klog = {conf, NULL, NULL};
+        rd_kafka_conf_t *kc = NULL;
+        rd_kafka_t *rk = NULL;
+        if (sg_kafka_conf_new(conf, SG_KAFKA_PRODUCER, NULL, &klog, &kc, es,
+                              sizeof(es)) ||
+            !(rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es)))) {
+                if (kc && !rk)
+                        rd_kafka_conf_destroy(kc);
+                fprintf(stderr, "seqgate: cluster error: %s\n", es);
+                return 2;
+        }
+        int64_t budget = conf->broker_retry_timeout_ms < 30000
+                                 ? conf->broker_retry_timeout_ms
+                                 : 30000;
+        int64_t end = sg_clock_mono_ms() + budget, wait = 250;
+        sg_preflight_t pf = {0};
+        for (;;) {
+                if (sg_preflight_cluster(conf, rk, true, &pf)) {
+                        fprintf(stderr, "seqgate: out of memory\n");
+                        sg_preflight_clear(&pf);
+                        rd_kafka_destroy(rk);
+                        return 1;
+                }
+                size_t lasting = 0;
+                for (size_t i = 0; i < pf.cnt; i++)
+                        lasting += pf.items[i].sev == SG_PF_ERROR &&
+                                   !pf.items[i].retriable;
+                if (!pf.errors || lasting || !pf.retry ||
+                    sg_clock_mono_ms() + wait >= end)
+                        break;
+                sg_preflight_clear(&pf);
+                struct timespec ts = {wait / 1000, (wait % 1000) * 1000000};
+                nanosleep(&ts, NULL);
+                wait = wait * 2 > 4000 ? 4000 : wait * 2;
+        }
+        rd_kafka_destroy(rk);
+        print_findings(&pf, "cluster");
+        int status = pf.errors ? 2 : 0;
+        if (pf.errors)
+                fprintf(stderr, "seqgate: %zu cluster problem%s for %s\n",
+                        pf.errors, pf.errors == 1 ? "" : "s", path);
+        else
+                printf("cluster ok: %zu warning%s\n", pf.warnings,
+                       pf.warnings == 1 ? "" : "s");
+        sg_preflight_clear(&pf);
+        return status;
+}
+
+/** --check-config: the file, the files its clients read, and with
+ *  --cluster the cluster; every problem at once. */
+static int check_config(const opts_t *o) {
+        const char *path = o->check_config;
         sg_config_t *conf = NULL;
+        sg_preflight_t pf = {0};
         if (load_config(path, &conf) != SG_OK)
                 return 2;
+        if (sg_preflight_files(conf, &pf)) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                sg_preflight_clear(&pf);
+                sg_config_destroy(conf);
+                return 1;
+        }
+        if (pf.errors) {
+                print_findings(&pf, "config");
+                fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
+                        pf.errors, pf.errors == 1 ? "" : "s", path);
+                sg_preflight_clear(&pf);
+                sg_config_destroy(conf);
+                return 2;
+        }
+        sg_preflight_clear(&pf);
         printf("config ok: %zu topic(s)\n", conf->topic_cnt);
+        fflush(stdout);
+        int status = o->cluster ? check_cluster(conf, path) : 0;
         sg_config_destroy(conf);
-        return 0;
+        return status;
 }
 
 int main(int argc, char **argv) {
@@ -1040,7 +1145,7 @@ int main(int argc, char **argv) {
         if (status >= 0)
                 return status;
         if (o.check_config)
-                return check_config(o.check_config);
+                return check_config(&o);
         if (o.print_config)
                 return print_config(&o);
         install_signals();

@@ -10,8 +10,8 @@ reloads the configuration: test_reload.py).
 test_sigterm_stops_cleanly: SIGTERM stops a running instance (exit 0, the
   "stopped" line, the consumer group left, offsets committed).
 test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
-  does not exist is refused by librdkafka when the client is created: exit
-  2, the property named.
+  does not exist: --check-config and the start both refuse it (exit 2,
+  the property named; test_preflight.py has several at once).
 test_check_config_reports_every_error: three independent mistakes in one
   file are reported in one --check-config run, one line each.
 test_check_config_env_secrets: values given through ${VAR}
@@ -96,11 +96,12 @@ def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
     conf["kafka"].update({"security.protocol": "ssl",
                           "ssl.key.location": str(missing)})
     path = _write(tmp_path, conf)
-    # --check-config cannot see it (a file is only read by the client) ...
+    # --check-config sees it (the files the clients read are checked) ...
     chk = subprocess.run([seqgate_bin, "--check-config", path],
                          capture_output=True, text=True, timeout=30)
-    assert chk.returncode == 0, chk.stderr
-    # ... the client refuses it at start-up: a configuration error.
+    assert chk.returncode == 2, chk.stderr
+    assert "kafka.ssl.key.location" in chk.stderr, chk.stderr
+    # ... and so does the start: a configuration error.
     run = subprocess.run([seqgate_bin, "--config", path],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
