@@ -407,7 +407,7 @@ sg_err_t sg_preflight_files(const sg_config_t *conf, sg_preflight_t *pf);
 /**
  * One pass of the cluster preflight (kafka_preflight.c lists the checks):
  * topics, partition counts, the changelog topics' settings, replicas,
- * TTL against retention, the consumer group, the ACLs — every finding
+ * TTL against retention, the ACLs — every finding
  * added to @p pf, nothing stopped at the first. @p changelogs: the
  * processor keeps changelog topics (the engine; not the pass-through
  * baseline), checked too. @p rk: a client of
@@ -419,6 +419,18 @@ sg_err_t sg_preflight_files(const sg_config_t *conf, sg_preflight_t *pf);
  */
 sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
                               bool changelogs, sg_preflight_t *pf);
+
+/**
+ * The consumer group of the preflight (kafka_preflight.c), for
+ * `seqgate --check-config --cluster`: a group consumer of @p conf that
+ * never subscribes fetches the group's committed offsets of the input
+ * topics (OffsetFetch: reads, joins nothing); GROUP_AUTHORIZATION_FAILED
+ * is an error (seqgate needs READ on the group), another failure a note.
+ * Not DescribeConsumerGroups, whose coordinator request librdkafka 2.0.2
+ * aborts the process on when it is retried. Makes and destroys its own
+ * client. @returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_preflight_group(const sg_config_t *conf, sg_preflight_t *pf);
 
 /**
  * The replica rules of the preflight for a topic seqgate writes (@p role

@@ -16,8 +16,12 @@
  *    than its input under output_partitioning "input" (semantics §5);
  *  - a topic seqgate writes whose min.insync.replicas exceeds its
  *    replication factor (every acks=all write is refused);
- *  - a consumer group the principal may not describe (DescribeConsumer
- *    Groups answers GROUP_AUTHORIZATION_FAILED: READ implies DESCRIBE);
+ *  - a consumer group the principal may not use (sg_preflight_group():
+ *    a consumer's committed offsets, OffsetFetch, answer
+ *    GROUP_AUTHORIZATION_FAILED: READ implies DESCRIBE; not
+ *    DescribeConsumerGroups: librdkafka 2.0.2 aborts the process
+ *    (rd_kafka_enq_once_del_source_return: eonce->refcnt > 0) when that
+ *    coordinator request is retried, as on a broker restart);
  *  - where DescribeAcls lists ACLs and the principal is known
  *    (PLAINTEXT/SSL without a certificate: User:ANONYMOUS; SASL PLAIN or
  *    SCRAM: User:<sasl.username>): an ACL that denies it, or ACLs on a
@@ -265,9 +269,8 @@ typedef struct pf_ctx {
         const rd_kafka_metadata_t *md;
         ptopic_t *t;
         size_t cnt;
-        bool admin;        /* a real cluster (not librdkafka's mock) */
-        bool group_denied; /* said by group_check() */
-        bool changelogs;   /* the processor keeps a changelog */
+        bool admin;      /* a real cluster (not librdkafka's mock) */
+        bool changelogs; /* the processor keeps a changelog */
 } pf_ctx_t;
 
 static const rd_kafka_metadata_topic_t *md_find(const rd_kafka_metadata_t *md,
@@ -641,71 +644,6 @@ static sg_err_t configs_check(pf_ctx_t *x) {
         return err;
 }
 
-/** DescribeConsumerGroups of the group: a principal that may not describe
- *  it may not read it either (READ implies DESCRIBE). */
-static sg_err_t group_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
-        const char *g[1] = {x->conf->group_id};
-        sg_err_t err = SG_OK;
-        if (!g[0])
-                return SG_OK;
-        rd_kafka_AdminOptions_t *ao =
-                pf_options(x->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
-        rd_kafka_event_t *ev = NULL;
-        rd_kafka_resp_err_t ee = RD_KAFKA_RESP_ERR_NO_ERROR, gc = ee;
-        const rd_kafka_error_t *ge = NULL;
-        /* a coordinator that is loading or moving answers in a moment */
-        for (int attempt = 0; attempt < 5; attempt++) {
-                if (ev)
-                        rd_kafka_event_destroy(ev);
-                if (attempt)
-                        sg_sleep_ms(250 << attempt);
-                rd_kafka_DescribeConsumerGroups(x->rk, g, 1, ao, q);
-                ev = pf_wait(q, RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT);
-                ee = ev ? rd_kafka_event_error(ev)
-                        : RD_KAFKA_RESP_ERR__TIMED_OUT;
-                gc = RD_KAFKA_RESP_ERR_NO_ERROR;
-                ge = NULL;
-                if (!ee) {
-                        size_t n;
-                        const rd_kafka_ConsumerGroupDescription_t **d =
-                                rd_kafka_DescribeConsumerGroups_result_groups(
-                                        rd_kafka_event_DescribeConsumerGroups_result(
-                                                ev),
-                                        &n);
-                        ge = n ? rd_kafka_ConsumerGroupDescription_error(d[0])
-                               : NULL;
-                        gc = ge ? rd_kafka_error_code(ge)
-                                : RD_KAFKA_RESP_ERR_NO_ERROR;
-                }
-                if (!sg_kafka_err_retriable(ee ? ee : gc, false))
-                        break;
-        }
-        if (ee) {
-                retry_on(x->pf, ee, false);
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "consumer group \"%s\" not checked: "
-                             "DescribeConsumerGroups: %s",
-                             g[0], rd_kafka_err2str(ee));
-        } else if (gc == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
-                x->group_denied = true;
-                err = pf_add(x->pf, SG_PF_ERROR,
-                             "consumer group \"%s\": not authorized to "
-                             "describe it (DescribeConsumerGroups: "
-                             "GROUP_AUTHORIZATION_FAILED); seqgate needs READ "
-                             "on it",
-                             g[0]);
-        } else if (gc) {
-                retry_on(x->pf, gc, false);
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "consumer group \"%s\" not checked: %s", g[0],
-                             rd_kafka_error_string(ge));
-        }
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_AdminOptions_destroy(ao);
-        return err;
-}
-
 /* ------------------------------------------------------------------ */
 /* ACLs                                                                */
 
@@ -874,7 +812,7 @@ static sg_err_t acls_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
         } else {
                 need_t n[2];
                 size_t nn = 0;
-                if (x->conf->group_id && !x->group_denied)
+                if (x->conf->group_id)
                         n[nn++] = (need_t){
                                 RD_KAFKA_RESOURCE_GROUP, x->conf->group_id,
                                 RD_KAFKA_ACL_OPERATION_READ, "consumer group"};
@@ -925,6 +863,49 @@ static sg_err_t acls_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
 }
 
 /* ------------------------------------------------------------------ */
+/* the consumer group                                                   */
+
+sg_err_t sg_preflight_group(const sg_config_t *conf, sg_preflight_t *pf) {
+        char es[512] = "";
+        sg_kafka_log_t klog = {conf, NULL, NULL};
+        rd_kafka_conf_t *kc = NULL;
+        rd_kafka_t *rk = NULL;
+        if (!conf->group_id || conf->topic_cnt == 0)
+                return SG_OK;
+        if (sg_kafka_conf_new(conf, SG_KAFKA_GROUP_CONSUMER, NULL, &klog, &kc,
+                              es, sizeof(es)) ||
+            !(rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
+                if (kc && !rk)
+                        rd_kafka_conf_destroy(kc);
+                return pf_add(pf, SG_PF_NOTE,
+                              "consumer group \"%s\" not checked: %s",
+                              conf->group_id, es);
+        }
+        /* OffsetFetch needs DESCRIBE on the group, which READ implies; it
+         * reads, joins nothing and changes nothing */
+        rd_kafka_topic_partition_list_t *l =
+                rd_kafka_topic_partition_list_new((int)conf->topic_cnt);
+        for (size_t i = 0; i < conf->topic_cnt; i++)
+                rd_kafka_topic_partition_list_add(l, conf->topics[i].name, 0);
+        rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, PF_TIMEOUT_MS);
+        sg_err_t err = SG_OK;
+        if (e == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
+                err = pf_add(pf, SG_PF_ERROR,
+                             "consumer group \"%s\": not authorized to "
+                             "fetch its offsets (GROUP_AUTHORIZATION_FAILED): "
+                             "seqgate needs READ on it",
+                             conf->group_id);
+        else if (e)
+                err = pf_add(pf, SG_PF_NOTE,
+                             "consumer group \"%s\" not checked: fetching "
+                             "its offsets: %s",
+                             conf->group_id, rd_kafka_err2str(e));
+        rd_kafka_topic_partition_list_destroy(l);
+        rd_kafka_destroy(rk);
+        return err;
+}
+
+/* ------------------------------------------------------------------ */
 /* the pass                                                            */
 
 sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
@@ -958,8 +939,6 @@ sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
                 err = configs_describe(&x, q);
         if (!err && x.admin)
                 err = configs_check(&x);
-        if (!err && x.admin)
-                err = group_check(&x, q);
         if (!err && x.admin)
                 err = acls_check(&x, q);
         rd_kafka_queue_destroy(q);

@@ -1097,6 +1097,11 @@ static int check_cluster(const sg_config_t *conf, const char *path) {
                 wait = wait * 2 > 4000 ? 4000 : wait * 2;
         }
         rd_kafka_destroy(rk);
+        if (!pf.retry && sg_preflight_group(conf, &pf)) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                sg_preflight_clear(&pf);
+                return 1;
+        }
         print_findings(&pf, "cluster");
         int status = pf.errors ? 2 : 0;
         if (pf.errors)
