@@ -763,6 +763,7 @@ static const char *const ROOT_KEYS[] = {"$schema",
                                         "instance_id",
                                         "data_dir",
                                         "guarantee",
+                                        "log_level",
                                         "kafka",
                                         "kafka_consumer",
                                         "kafka_producer",
@@ -1024,42 +1025,19 @@ static void whole_file_error(char *errstr, size_t errstr_size,
                 list->total++;
 }
 
-/* sg_config_parse(), every error also into @p list (may be NULL);
- * @p data_dir (NULL: none) in place of the text's data_dir. */
-static sg_err_t config_parse(const char *json, const char *data_dir,
+/* Validates the parsed file @p root (taken) into *@p confp, every error
+ * also into @p list (may be NULL); @p data_dir (NULL: none) in place of
+ * the file's data_dir. Whatever the file's format (JSON, YAML), the same
+ * tree and the same rules. */
+static sg_err_t config_build(cJSON *root, const char *data_dir,
                              sg_config_t **confp, char *errstr,
                              size_t errstr_size, sg_config_errors_t *list) {
         cfg_ctx_t c = {
                 .errstr = errstr, .errstr_size = errstr_size, .list = list};
-        const char *end = NULL;
         sg_config_t *conf;
-        cJSON *root;
         sg_err_t err;
 
-        if (errstr && errstr_size)
-                errstr[0] = '\0';
-        if (!json || !confp) {
-                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
-                return SG_ERR_INVALID;
-        }
-        *confp = NULL;
-
-        root = cJSON_ParseWithOpts(json, &end, 1);
-        if (!root) {
-                size_t len = strlen(json), line, col;
-                size_t off = end && end >= json ? (size_t)(end - json) : 0;
-                /* The text near the error is not quoted: it might be a
-                 * secret. */
-                offset_to_linecol(json, off, len, &line, &col);
-                whole_file_error(errstr, errstr_size, list,
-                                 "(root): not valid JSON: syntax error at "
-                                 "line %zu, column %zu",
-                                 line, col);
-                return SG_ERR_CONFIG;
-        }
-
-        if (sg_cfg_number_texts(root, json) ||
-            !(conf = calloc(1, sizeof(*conf)))) {
+        if (!(conf = calloc(1, sizeof(*conf)))) {
                 cJSON_Delete(root);
                 return sg_cfg_nomem(&c);
         }
@@ -1098,6 +1076,92 @@ static sg_err_t config_parse(const char *json, const char *data_dir,
         sg_cfg_env_free(&c.env);
         *confp = conf;
         return SG_OK;
+}
+
+/* sg_config_parse(), every error also into @p list (may be NULL);
+ * @p data_dir (NULL: none) in place of the text's data_dir. */
+static sg_err_t config_parse(const char *json, const char *data_dir,
+                             sg_config_t **confp, char *errstr,
+                             size_t errstr_size, sg_config_errors_t *list) {
+        cfg_ctx_t c = {
+                .errstr = errstr, .errstr_size = errstr_size, .list = list};
+        const char *end = NULL;
+        cJSON *root;
+
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        if (!json || !confp) {
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
+                return SG_ERR_INVALID;
+        }
+        *confp = NULL;
+
+        root = cJSON_ParseWithOpts(json, &end, 1);
+        if (!root) {
+                size_t len = strlen(json), line, col;
+                size_t off = end && end >= json ? (size_t)(end - json) : 0;
+                /* The text near the error is not quoted: it might be a
+                 * secret. */
+                offset_to_linecol(json, off, len, &line, &col);
+                whole_file_error(errstr, errstr_size, list,
+                                 "(root): not valid JSON: syntax error at "
+                                 "line %zu, column %zu",
+                                 line, col);
+                return SG_ERR_CONFIG;
+        }
+        if (sg_cfg_number_texts(root, json)) {
+                cJSON_Delete(root);
+                return sg_cfg_nomem(&c);
+        }
+        return config_build(root, data_dir, confp, errstr, errstr_size, list);
+}
+
+/* As config_parse() for a YAML text (config_yaml.c). */
+static sg_err_t config_parse_yaml(const char *text, const char *data_dir,
+                                  sg_config_t **confp, char *errstr,
+                                  size_t errstr_size,
+                                  sg_config_errors_t *list) {
+        char yes[1024] = "";
+        cJSON *root = NULL;
+
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        if (!text || !confp) {
+                sg_cfg_set_errstr(errstr, errstr_size, "invalid argument");
+                return SG_ERR_INVALID;
+        }
+        *confp = NULL;
+        sg_err_t err =
+                sg_cfg_yaml_parse(text, strlen(text), &root, yes, sizeof(yes));
+        if (err == SG_ERR_NOMEM) {
+                sg_cfg_set_errstr(errstr, errstr_size, "out of memory");
+                return err;
+        }
+        if (err) {
+                whole_file_error(errstr, errstr_size, list, "%s", yes);
+                return err;
+        }
+        return config_build(root, data_dir, confp, errstr, errstr_size, list);
+}
+
+sg_err_t sg_config_parse_yaml(const char *yaml, sg_config_t **confp,
+                              char *errstr, size_t errstr_size) {
+        return config_parse_yaml(yaml, NULL, confp, errstr, errstr_size, NULL);
+}
+
+/** A YAML file: named .yaml or .yml, or (not named .json) one whose text
+ *  does not start with '{' (a JSON configuration is an object). */
+static bool is_yaml(const char *path, const char *text) {
+        const char *dot = strrchr(path, '.');
+        const char *slash = strrchr(path, '/');
+        if (dot && (!slash || dot > slash)) {
+                if (!strcasecmp(dot, ".yaml") || !strcasecmp(dot, ".yml"))
+                        return true;
+                if (!strcasecmp(dot, ".json"))
+                        return false;
+        }
+        text += strspn(text, " \t\r\n");
+        return *text != '{';
 }
 
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
@@ -1153,11 +1217,15 @@ static sg_err_t config_load(const char *path, const char *data_dir,
         if (strlen(buf) != len) {
                 free(buf);
                 whole_file_error(errstr, errstr_size, list,
-                                 "%s: contains a NUL byte; not a JSON text",
+                                 "%s: contains a NUL byte; not a JSON or "
+                                 "YAML text",
                                  path);
                 return SG_ERR_CONFIG;
         }
-        err = config_parse(buf, data_dir, confp, errstr, errstr_size, list);
+        err = is_yaml(path, buf) ? config_parse_yaml(buf, data_dir, confp,
+                                                     errstr, errstr_size, list)
+                                 : config_parse(buf, data_dir, confp, errstr,
+                                                errstr_size, list);
         free(buf);
         return err;
 }

@@ -1,5 +1,8 @@
 /*
- * config.h — seqgate configuration: one JSON file, validated at start-up.
+ * config.h — seqgate configuration: one JSON or YAML file, validated at
+ * start-up (YAML: a file named .yaml or .yml, or one that does not start
+ * with '{'; read into the same tree, so one validator and one schema
+ * apply; config_yaml.c says how YAML 1.1's pitfalls are refused).
  *
  * The file (schema: schemas/config.schema.json, reference:
  * docs/configuration.md) holds librdkafka properties, passed through verbatim, and
@@ -212,6 +215,9 @@ typedef struct sg_config {
         char *group_id;           /**< = kafka "group.id" (required) */
         char *data_dir;           /**< required */
         sg_guarantee_t guarantee; /**< [exactly_once] */
+        int log_level; /**< log_level: index into error, warning, notice,
+                            info, debug [3: info]; sg_config_log_level()
+                            gives the sg_log_level_t */
 
         sg_kv_t *kafka; /**< "kafka": both clients */
         size_t kafka_cnt;
@@ -304,6 +310,10 @@ typedef enum sg_config_type {
 /** sg_config_key_t.flags: JSON null is allowed (a field source "not
  *  configured"). */
 #define SG_CONF_NULLABLE 2u
+/** sg_config_key_t.flags: a reload (SIGHUP, sg_config_reload()) may change
+ *  the key while seqgate runs; any other key takes a restart (semantics
+ *  "Reloading the configuration"). */
+#define SG_CONF_RELOAD 4u
 
 /**
  * One scalar configuration key, as the table that parses, defaults and
@@ -317,7 +327,8 @@ typedef struct sg_config_key {
                                  root), "store", "topics.*.ordering", ... */
         const char *name;  /**< member name in that object */
         sg_config_type_t type;
-        unsigned flags;           /**< SG_CONF_REQUIRED, SG_CONF_NULLABLE */
+        unsigned flags;           /**< SG_CONF_REQUIRED, SG_CONF_NULLABLE,
+                                       SG_CONF_RELOAD */
         int64_t def;              /**< default of a number, bool (0/1) or enum
                                  (index into names) key */
         const char *def_text;     /**< default of a STRING or SRC key; NULL:
@@ -336,7 +347,8 @@ typedef struct sg_config_key {
 const sg_config_key_t *sg_config_key(size_t i);
 
 /**
- * Loads and validates the JSON configuration file at @p path.
+ * Loads and validates the configuration file at @p path: JSON, or YAML
+ * when named .yaml or .yml or when its text does not start with '{'.
  *
  * @param path         file path, NUL-terminated.
  * @param confp        on success, *confp owns a new config; free it with
@@ -365,6 +377,13 @@ sg_err_t sg_config_load_data_dir(const char *path, const char *data_dir,
 /** As sg_config_load(), from a NUL-terminated JSON text. */
 sg_err_t sg_config_parse(const char *json, sg_config_t **confp, char *errstr,
                          size_t errstr_size);
+
+/** As sg_config_parse(), from a NUL-terminated YAML text (config_yaml.c:
+ *  the same tree and rules; plain scalars YAML 1.1 and 1.2 read
+ *  differently, such as yes/no/on/off and 0755, are refused, naming the
+ *  key, line and column: quote them). */
+sg_err_t sg_config_parse_yaml(const char *yaml, sg_config_t **confp,
+                              char *errstr, size_t errstr_size);
 
 /** Most errors sg_config_errors_t keeps; the rest are counted only. */
 #define SG_CONFIG_ERRORS_MAX 100
@@ -432,6 +451,81 @@ sg_err_t sg_config_kafka_set(sg_config_t *conf, const char *name,
  * (docs/configuration.md, commit_interval_ms). Pure; thread-safe on a config nobody changes.
  */
 int64_t sg_config_batch_ms(const sg_config_t *conf);
+
+/** The sg_log_level_t of @p conf's log_level key. Pure. */
+sg_log_level_t sg_config_log_level(const sg_config_t *conf);
+
+/** One key two configurations disagree on (sg_config_diff()). */
+typedef struct sg_config_change {
+        char *key; /**< its path as the errors name keys:
+                        "topics.orders.ordering.gap_timeout_ms",
+                        "kafka.bootstrap.servers", "topics.payments" (an
+                        input topic added or removed) */
+        bool live; /**< a reload may change it (SG_CONF_RELOAD) */
+        char *old_json, *new_json; /**< the two values as JSON texts
+                                        (numbers, booleans, enum names);
+                                        NULL where not shown: texts (a URL
+                                        may carry a key, a value may come
+                                        from the environment), librdkafka
+                                        properties, whole blocks */
+} sg_config_change_t;
+
+/** Every key two configurations disagree on; zero it before use, free it
+ *  with sg_config_diff_clear(). */
+typedef struct sg_config_diff {
+        sg_config_change_t *changes; /**< root keys in key table order, the
+                                          librdkafka blocks, then topic by
+                                          topic */
+        size_t cnt;
+        size_t refused; /**< changes whose live is false */
+} sg_config_diff_t;
+
+/**
+ * Lists the keys whose effective values differ between @p a and @p b
+ * (defaults filled in: a key left out and one written with its default
+ * are the same), each marked live when a reload may change it.
+ * @returns SG_OK or SG_ERR_NOMEM (@p diff then empty).
+ * Thread-safety: reads both; reentrant.
+ */
+sg_err_t sg_config_diff(const sg_config_t *a, const sg_config_t *b,
+                        sg_config_diff_t *diff);
+
+/** Frees the changes of @p diff and zeroes it. NULL is a no-op. */
+void sg_config_diff_clear(sg_config_diff_t *diff);
+
+/**
+ * Reload (semantics "Reloading the configuration"): brings @p live up to
+ * @p next, a configuration loaded and validated in full from the new file
+ * (with the command line's overrides applied again). Every key that
+ * differs must be one a reload may change (SG_CONF_RELOAD: ordering
+ * tuning, TTLs, gap deadlines, caps, log level, metrics settings, a
+ * snapshot source's URL and retries); if one is not (the librdkafka
+ * blocks, the topic set, the envelope — the idempotency key's settings —,
+ * data_dir, the guarantee, ...), nothing changes and SG_ERR_CONFIG names
+ * them all in @p errstr. Changes in place: every pointer into @p live
+ * stays valid. Texts from the environment in @p next join @p live's
+ * redaction list. @p diff receives every change (the caller's to clear,
+ * also on error).
+ * @returns SG_OK (live now has next's values), SG_ERR_CONFIG (refused),
+ *          SG_ERR_NOMEM (nothing changed).
+ * Thread-safety: none on @p live: call it where no batch runs and no other
+ * thread reads @p live (the loop's reload point, kafka.h).
+ */
+sg_err_t sg_config_reload(sg_config_t *live, const sg_config_t *next,
+                          sg_config_diff_t *diff, char *errstr,
+                          size_t errstr_size);
+
+/**
+ * The effective configuration of @p conf as an indented JSON text (a
+ * configuration file of its own: every default filled in, the changelog
+ * topics named), for `seqgate --print-config`. Secrets are redacted: the
+ * value of every librdkafka property sg_config_kv_secret() flags is "***",
+ * and every text that came from the environment is replaced by "***"
+ * wherever it appears.
+ * @returns a malloc'd NUL-terminated text (free()), or NULL out of memory.
+ * Thread-safety: reentrant.
+ */
+char *sg_config_print(const sg_config_t *conf);
 
 /** Returns the topic config for input topic @p topic, or NULL. */
 const sg_topic_config_t *sg_config_topic(const sg_config_t *conf,

@@ -137,6 +137,13 @@ sg_err_t sg_cfg_get_src(cfg_ctx_t *c, const cJSON *obj, const char *path,
  */
 sg_err_t sg_cfg_number_texts(cJSON *root, const char *json);
 
+/* config_yaml.c: a YAML text as the tree a JSON text gives (numbers with
+ * their text, as sg_cfg_number_texts() leaves them). *rootp owned by the
+ * caller on SG_OK; SG_ERR_CONFIG with one "PATH: YAML line L, column C:
+ * why" line in @p errstr (never a value), or SG_ERR_NOMEM. */
+sg_err_t sg_cfg_yaml_parse(const char *text, size_t len, cJSON **rootp,
+                           char *errstr, size_t errstr_size);
+
 /* config.c: field sources, topic names */
 bool sg_cfg_valid_pointer(const char *p);
 void sg_cfg_src_clear(sg_field_src_t *src);
@@ -170,6 +177,24 @@ extern const char *const sg_cfg_mode_names[];
 sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base);
 sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                      cfg_sect_t s, void *base);
+/* the rows one by one (i < sg_cfg_row_cnt(); sg_config_key(i) is the
+ * row's key), for the reload (config_reload.c) and the printer
+ * (config_print.c); @p base is the sg_config_t or sg_topic_config_t the
+ * row's block says */
+size_t sg_cfg_row_cnt(void);
+cfg_sect_t sg_cfg_row_sect(size_t i);
+/** True if row @p i's field holds the same value in @p a and @p b. */
+bool sg_cfg_row_equal(size_t i, const void *a, const void *b);
+/** Row @p i's value in @p base as JSON, as the file writes it (a field
+ *  source "not configured" is null); NULL for an unset string (and out of
+ *  memory). */
+cJSON *sg_cfg_row_json(size_t i, const void *base);
+/** A copy of the text row @p i's field in @p src owns (string, field source
+ *  name) into *dupp (NULL: none). SG_OK or SG_ERR_NOMEM. */
+sg_err_t sg_cfg_row_dup(size_t i, const void *src, char **dupp);
+/** Sets row @p i's field in @p dst to its value in @p src; a text is
+ *  @p dup (sg_cfg_row_dup(), taken), the old one freed. Cannot fail. */
+void sg_cfg_row_set(size_t i, void *dst, const void *src, char *dup);
 
 /* config_kafka.c */
 sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf);

@@ -5,6 +5,7 @@
  */
 #include "config_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,9 @@ static const char *const OVERFLOW_NAMES[] = {"pause", "dlq", NULL};
 static const char *const STALE_NAMES[] = {"dlq", "drop", NULL};
 static const char *const EPOCH_VERSIONS_NAMES[] = {"continue", "restart", NULL};
 
+/* sg_log_level_t from SG_LOG_ERR on (sg_config_log_level()) */
+static const char *const LOG_LEVEL_NAMES[] = {"error", "warning", "notice",
+                                              "info",  "debug",   NULL};
 static const char *const GUARANTEE_NAMES[] = {"at_least_once", "exactly_once",
                                               NULL};
 
@@ -52,33 +56,35 @@ typedef struct cfg_row {
          (S), offsetof(T, F), (CK)}
 /* clang-format on */
 /* root, store and batch keys: fields of sg_config_t */
-#define R_INT(S, F, B, N, D, MIN, MAX, DOC)                                    \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, 0, D, NULL, MIN, MAX, NULL,  \
+#define R_INT(S, F, B, N, FL, D, MIN, MAX, DOC)                                \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_INT, FL, D, NULL, MIN, MAX, NULL, \
             NULL, DOC)
-#define R_I64(S, F, B, N, D, MIN, DOC)                                         \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN,             \
+#define R_I64(S, F, B, N, FL, D, MIN, DOC)                                     \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_I64, FL, D, NULL, MIN,            \
             SG_JSON_INT_MAX, NULL, NULL, DOC)
-#define R_U64(S, F, B, N, D, MIN, DOC)                                         \
-        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, 0, D, NULL, MIN,             \
+#define R_U64(S, F, B, N, FL, D, MIN, DOC)                                     \
+        ROW(S, sg_config_t, F, B, N, SG_CONF_U64, FL, D, NULL, MIN,            \
             SG_JSON_INT_MAX, NULL, NULL, DOC)
 /* topics.* keys: fields of sg_topic_config_t */
 #define T_STR(S, F, B, N, FL, CK, DOC)                                         \
         ROW(S, sg_topic_config_t, F, B, N, SG_CONF_STRING, FL, 0, NULL, 0, 0,  \
             NULL, CK, DOC)
-#define T_ENUM(S, F, B, N, D, NM, DOC)                                         \
-        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, 0, D, NULL, 0, 0, NM, \
-            NULL, DOC)
+#define T_ENUM(S, F, B, N, FL, D, NM, DOC)                                     \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_ENUM, FL, D, NULL, 0, 0,    \
+            NM, NULL, DOC)
 #define T_SRC(F, N, FL, TX, DOC)                                               \
         ROW(SECT_ENVELOPE, sg_topic_config_t, F, "topics.*.envelope", N,       \
             SG_CONF_SRC, FL, 0, TX, 0, 0, NULL, NULL, DOC)
-#define T_I64(S, F, B, N, D, MIN, MAX, DOC)                                    \
-        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, 0, D, NULL, MIN, MAX,  \
+#define T_I64(S, F, B, N, FL, D, MIN, MAX, DOC)                                \
+        ROW(S, sg_topic_config_t, F, B, N, SG_CONF_I64, FL, D, NULL, MIN, MAX, \
             NULL, NULL, DOC)
-#define T_U64(F, N, D, MIN, DOC)                                               \
+#define T_U64(F, N, FL, D, MIN, DOC)                                           \
         ROW(SECT_ORDERING, sg_topic_config_t, F, "topics.*.ordering", N,       \
-            SG_CONF_U64, 0, D, NULL, MIN, SG_JSON_INT_MAX, NULL, NULL, DOC)
+            SG_CONF_U64, FL, D, NULL, MIN, SG_JSON_INT_MAX, NULL, NULL, DOC)
 
 #define ORD "topics.*.ordering"
+/* a key that a reload may change (semantics "Reloading the configuration") */
+#define LIVE SG_CONF_RELOAD
 #define SNAP "topics.*.snapshot"
 
 static const cfg_row_t cfg_rows[] = {
@@ -95,25 +101,29 @@ static const cfg_row_t cfg_rows[] = {
             "`exactly_once`: Kafka transactions and a changelog; "
             "`at_least_once`: no transactions, a changelog with epochs and "
             "markers, duplicates possible (semantics §6)"),
-        R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes",
+        ROW(SECT_ROOT, sg_config_t, log_level, "", "log_level", SG_CONF_ENUM,
+            LIVE, 3, NULL, 0, 0, LOG_LEVEL_NAMES, NULL,
+            "the least severe log line written: `error`, `warning`, "
+            "`notice`, `info` or `debug`; `--log-level` wins over it"),
+        R_U64(SECT_STORE, map_size_bytes, "store", "map_size_bytes", 0,
               INT64_C(1073741824), 1048576,
               "initial LMDB map size, bytes: the size at which the map grows, "
               "not allocated up front (the write-through map)"),
-        R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
+        R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes", 0,
               INT64_C(1073741824), 1048576,
               "growth step of the LMDB map when it is full, bytes"),
-        R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
+        R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 0, 1000, 1,
               100000, "most input records per batch"),
-        R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,
+        R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", LIVE, 100, 1, 60000,
               "longest time spent filling a batch, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
-              10000, 0,
+              LIVE, 10000, 0,
               "period of the stats log line, of the restore_progress lines "
               "during a restore, and the shortest between two dlq_summary "
               "lines of an input topic, milliseconds; 0: off"),
         ROW(SECT_ROOT_LIMITS, sg_config_t, commit_interval_ms, "",
-            "commit_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000, NULL,
-            NULL,
+            "commit_interval_ms", SG_CONF_I64, LIVE, 1000, NULL, 0, 600000,
+            NULL, NULL,
             "longest time between commits, milliseconds (Kafka Streams' "
             "`commit.interval.ms`). `at_least_once`: of the input offsets, "
             "which are also committed when partitions are revoked and at a "
@@ -121,20 +131,21 @@ static const cfg_row_t cfg_rows[] = {
             "closes at `batch.max_ms` or at this, whichever comes first; 0: "
             "after every batch"),
         R_I64(SECT_ROOT_LIMITS, delivery_timeout_ms, "", "delivery_timeout_ms",
-              60000, 1,
+              0, 60000, 1,
               "longest wait for a batch's deliveries before the batch is "
               "aborted, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",
-              1000, 1, 1000000,
+              LIVE, 1000, 1, 1000000,
               "dedup records the TTL sweep expires per partition per batch"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
-              "deadline_max_per_batch", 1000, 1, 1000000,
+              "deadline_max_per_batch", LIVE, 1000, 1, 1000000,
               "gap deadlines fired per batch"),
-        R_I64(SECT_ROOT_LIMITS, pause_retry_ms, "", "pause_retry_ms", 1000, 1,
+        R_I64(SECT_ROOT_LIMITS, pause_retry_ms, "", "pause_retry_ms", LIVE,
+              1000, 1,
               "how long a back-pressured partition stays paused before its "
               "record is read again, milliseconds"),
         R_I64(SECT_ROOT_LIMITS, broker_retry_timeout_ms, "",
-              "broker_retry_timeout_ms", 120000, 1,
+              "broker_retry_timeout_ms", 0, 120000, 1,
               "how long a retriable broker error (leader not available, not "
               "leader, coordinator loading, request timed out, ...) at "
               "start-up, in a restore, a metadata or an admin call is retried, "
@@ -161,7 +172,7 @@ static const cfg_row_t cfg_rows[] = {
             "http.tls_server_config", "key_file", SG_CONF_STRING, 0, 0, NULL, 0,
             0, NULL, NULL, "HTTPS: the server's private key, PEM"),
         R_I64(SECT_METRICS, metrics_stuck_threshold_ms, "metrics",
-              "stuck_threshold_ms", 300000, 1,
+              "stuck_threshold_ms", LIVE, 300000, 1,
               "an aggregate parked or refetching for longer than this counts "
               "in `stuck_parked` and `seqgate_stuck_processing` (and the "
               "seed's `seqgate_stuck_processing_over_5m`, whatever this is), "
@@ -179,7 +190,7 @@ static const cfg_row_t cfg_rows[] = {
               "partition per input partition, both guarantees), created if "
               "missing; unset: `<group.id>-<topic>-changelog`"),
         T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
-               "output_partitioning", SG_PART_INPUT, PARTITIONING_NAMES,
+               "output_partitioning", 0, SG_PART_INPUT, PARTITIONING_NAMES,
                "`input`: the input record's partition; `murmur2`: the Java "
                "client's partitioner on the key"),
 
@@ -204,41 +215,41 @@ static const cfg_row_t cfg_rows[] = {
             1, 1048576, NULL, NULL,
             "longest id, scope part, aggregate or type, bytes"),
 
-        T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms",
+        T_I64(SECT_DEDUP, dedup_ttl_ms, "topics.*.dedup", "ttl_ms", LIVE,
               INT64_C(604800000), 1000, SG_JSON_INT_MAX,
               "how long an idempotency key is remembered, milliseconds; must "
               "cover the longest client retry window, the topic's retention "
               "and any replay period"),
 
-        T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", SG_ORDER_STRICT,
+        T_ENUM(SECT_ORDERING, order_mode, ORD, "mode", 0, SG_ORDER_STRICT,
                sg_cfg_mode_names, "ordering mode (semantics §3b)"),
-        T_U64(first_version, "first_version", 1, 0,
+        T_U64(first_version, "first_version", 0, 1, 0,
               "`F`, the version of a new aggregate's first event"),
-        T_U64(max_version_jump, "max_version_jump", 100000, 1,
+        T_U64(max_version_jump, "max_version_jump", LIVE, 100000, 1,
               "a larger step above the last applied version is DLQ "
               "`version_jump`, not parked"),
-        T_ENUM(SECT_ORDERING, new_aggregate, ORD, "new_aggregate",
+        T_ENUM(SECT_ORDERING, new_aggregate, ORD, "new_aggregate", LIVE,
                SG_NEWAGG_STRICT, NEWAGG_NAMES,
                "a new aggregate above `first_version`: `strict` parks it (a "
                "gap from `first_version`), `trust_first_seen` adopts the first "
                "version seen"),
         ROW(SECT_ORDERING, sg_topic_config_t, stale_drop, ORD, "stale",
-            SG_CONF_ENUM_BOOL, 0, 0, NULL, 0, 0, STALE_NAMES, NULL,
+            SG_CONF_ENUM_BOOL, LIVE, 0, NULL, 0, 0, STALE_NAMES, NULL,
             "a stale version is dead-lettered (`dlq`) or dropped (`drop`)"),
-        T_I64(SECT_ORDERING, gap_timeout_ms, ORD, "gap_timeout_ms", 30000, 1,
-              SG_JSON_INT_MAX,
+        T_I64(SECT_ORDERING, gap_timeout_ms, ORD, "gap_timeout_ms", LIVE, 30000,
+              1, SG_JSON_INT_MAX,
               "how long a gap may stay open, milliseconds (semantics §4)"),
-        T_ENUM(SECT_ORDERING, gap_policy, ORD, "gap_policy", SG_GAP_DLQ,
+        T_ENUM(SECT_ORDERING, gap_policy, ORD, "gap_policy", LIVE, SG_GAP_DLQ,
                GAP_NAMES,
                "what a gap deadline does: `dlq` (and quarantine), `skip` or "
                "`hold` (semantics §4)"),
-        T_U64(max_parked_per_aggregate, "max_parked_per_aggregate", 1000, 1,
-              "cap: parked events per aggregate"),
-        T_U64(max_parked_total, "max_parked_total", 100000, 1,
+        T_U64(max_parked_per_aggregate, "max_parked_per_aggregate", LIVE, 1000,
+              1, "cap: parked events per aggregate"),
+        T_U64(max_parked_total, "max_parked_total", LIVE, 100000, 1,
               "cap: parked events per input partition"),
-        T_U64(max_parked_bytes, "max_parked_bytes", INT64_C(268435456), 1,
+        T_U64(max_parked_bytes, "max_parked_bytes", LIVE, INT64_C(268435456), 1,
               "cap: parked bytes per input partition"),
-        T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow",
+        T_ENUM(SECT_ORDERING, on_park_overflow, ORD, "on_park_overflow", LIVE,
                SG_OVERFLOW_PAUSE, OVERFLOW_NAMES,
                "a cap reached: `pause` the partition (back-pressure) or `dlq` "
                "(`park_overflow`); under `gap_policy` `hold` the default is "
@@ -247,7 +258,7 @@ static const cfg_row_t cfg_rows[] = {
             SG_CONF_NULLABLE, 0, NULL, 0, 0, NULL, NULL,
             "the epoch field (a field source, read as strictly as the "
             "version); `null`: no epochs (semantics §4b)"),
-        T_ENUM(SECT_ORDERING, epoch_versions, ORD, "epoch_versions",
+        T_ENUM(SECT_ORDERING, epoch_versions, ORD, "epoch_versions", 0,
                SG_EPOCH_CONTINUE, EPOCH_VERSIONS_NAMES,
                "`continue`: versions continue across epochs; `restart`: each "
                "epoch restarts at `first_version`"),
@@ -259,33 +270,34 @@ static const cfg_row_t cfg_rows[] = {
               SG_CONF_REQUIRED, sg_cfg_check_reply_topic,
               "source `kafka`: where answers come from, read in the consumer "
               "group (the topic must exist)"),
-        T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url", SG_CONF_REQUIRED,
-              sg_cfg_check_url,
+        T_STR(SECT_SNAP_HTTP, snapshot.url, SNAP, "url",
+              SG_CONF_REQUIRED | LIVE, sg_cfg_check_url,
               "source `http`: URL template containing `{aggregate}`"),
         T_STR(SECT_SNAP_HTTP, snapshot.auth_header_env, SNAP, "auth_header_env",
-              0, sg_cfg_check_auth_header_env,
+              LIVE, sg_cfg_check_auth_header_env,
               "source `http`: environment variable holding the `Authorization` "
               "header value"),
-        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", 5000, 1,
-              600000, "per attempt, milliseconds"),
+        T_I64(SECT_SNAP_RETRY, snapshot.timeout_ms, SNAP, "timeout_ms", LIVE,
+              5000, 1, 600000, "per attempt, milliseconds"),
         T_I64(SECT_SNAP_RETRY, snapshot.max_in_flight, SNAP, "max_in_flight",
-              64, 1, 100000, "outstanding requests per input partition"),
-        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts", 4,
-              1, 1000, "attempts before the gap policy applies"),
-        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", 500, 1,
-              3600000,
+              LIVE, 64, 1, 100000, "outstanding requests per input partition"),
+        T_I64(SECT_SNAP_RETRY, snapshot.max_attempts, SNAP, "max_attempts",
+              LIVE, 4, 1, 1000, "attempts before the gap policy applies"),
+        T_I64(SECT_SNAP_RETRY, snapshot.backoff_ms, SNAP, "backoff_ms", LIVE,
+              500, 1, 3600000,
               "first retry delay, milliseconds; doubles per attempt up to "
               "`backoff_max_ms`, with ±50 % jitter"),
         T_I64(SECT_SNAP_RETRY, snapshot.backoff_max_ms, SNAP, "backoff_max_ms",
-              30000, 1, 3600000, "longest retry delay, milliseconds"),
+              LIVE, 30000, 1, 3600000, "longest retry delay, milliseconds"),
         ROW(SECT_SNAP_OUTPUT, sg_topic_config_t, snapshot.emit_record, SNAP,
-            "emit_record", SG_CONF_BOOL, 0, 1, NULL, 0, 0, NULL, NULL,
+            "emit_record", SG_CONF_BOOL, LIVE, 1, NULL, 0, 0, NULL, NULL,
             "write a snapshot record to the output topic when a snapshot is "
             "applied"),
 };
 
 #undef ORD
 #undef SNAP
+#undef LIVE
 
 #define CFG_ROW_CNT (sizeof(cfg_rows) / sizeof(cfg_rows[0]))
 
@@ -296,7 +308,8 @@ _Static_assert(sizeof(sg_format_t) == sizeof(int) &&
                        sizeof(sg_order_mode_t) == sizeof(int) &&
                        sizeof(sg_new_agg_t) == sizeof(int) &&
                        sizeof(sg_gap_policy_t) == sizeof(int) &&
-                       sizeof(sg_overflow_t) == sizeof(int),
+                       sizeof(sg_overflow_t) == sizeof(int) &&
+                       sizeof(sg_epoch_versions_t) == sizeof(int),
                "enum fields are stored as int");
 
 const sg_config_key_t *sg_config_key(size_t i) {
@@ -424,4 +437,156 @@ sg_err_t sg_cfg_read(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 if (cfg_rows[i].sect == s)
                         KEEP(row_read(c, obj, path, &cfg_rows[i], base));
         return errors_since(c, since);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rows as the reload and the printer see them                              */
+/* ------------------------------------------------------------------------ */
+
+size_t sg_cfg_row_cnt(void) {
+        return CFG_ROW_CNT;
+}
+
+cfg_sect_t sg_cfg_row_sect(size_t i) {
+        return cfg_rows[i].sect;
+}
+
+/** The row's field in @p base (an sg_config_t or an sg_topic_config_t, as
+ *  the row's block says). */
+static const void *row_field(size_t i, const void *base) {
+        return (const char *)base + cfg_rows[i].off;
+}
+
+bool sg_cfg_row_equal(size_t i, const void *a, const void *b) {
+        const void *fa = row_field(i, a), *fb = row_field(i, b);
+
+        switch (cfg_rows[i].key.type) {
+        case SG_CONF_BOOL:
+        case SG_CONF_ENUM_BOOL:
+                return *(const bool *)fa == *(const bool *)fb;
+        case SG_CONF_INT:
+        case SG_CONF_ENUM:
+                return *(const int *)fa == *(const int *)fb;
+        case SG_CONF_I64:
+                return *(const int64_t *)fa == *(const int64_t *)fb;
+        case SG_CONF_U64:
+                return *(const uint64_t *)fa == *(const uint64_t *)fb;
+        case SG_CONF_SIZE:
+                return *(const size_t *)fa == *(const size_t *)fb;
+        case SG_CONF_STRING: {
+                const char *sa = *(char *const *)fa, *sb = *(char *const *)fb;
+                return sa == sb || (sa && sb && !strcmp(sa, sb));
+        }
+        case SG_CONF_SRC: {
+                const sg_field_src_t *sa = fa, *sb = fb;
+                return sa->kind == sb->kind &&
+                       (sa->name == sb->name ||
+                        (sa->name && sb->name && !strcmp(sa->name, sb->name)));
+        }
+        }
+        return false;
+}
+
+/* The text of a field source, as the file writes it. */
+static const char *src_text(const sg_field_src_t *s, char *buf, size_t size) {
+        switch (s->kind) {
+        case SG_SRC_KEY:
+                return "key";
+        case SG_SRC_HEADER:
+                snprintf(buf, size, "header:%s", s->name ? s->name : "");
+                return buf;
+        case SG_SRC_POINTER:
+                return s->name ? s->name : "";
+        case SG_SRC_CE:
+                snprintf(buf, size, "ce:%s", s->name ? s->name : "");
+                return buf;
+        case SG_SRC_NONE:
+                break;
+        }
+        return NULL;
+}
+
+cJSON *sg_cfg_row_json(size_t i, const void *base) {
+        const sg_config_key_t *k = &cfg_rows[i].key;
+        const void *f = row_field(i, base);
+        char buf[1100];
+        int ix;
+
+        switch (k->type) {
+        case SG_CONF_BOOL:
+                return cJSON_CreateBool(*(const bool *)f);
+        case SG_CONF_ENUM_BOOL:
+                return cJSON_CreateString(k->names[*(const bool *)f ? 1 : 0]);
+        case SG_CONF_ENUM:
+                ix = *(const int *)f;
+                for (int n = 0; n <= ix; n++)
+                        if (!k->names[n])
+                                return cJSON_CreateNull(); /* not a value */
+                return cJSON_CreateString(k->names[ix]);
+        case SG_CONF_INT:
+                return cJSON_CreateNumber((double)*(const int *)f);
+        case SG_CONF_I64:
+                return cJSON_CreateNumber((double)*(const int64_t *)f);
+        case SG_CONF_U64:
+                return cJSON_CreateNumber((double)*(const uint64_t *)f);
+        case SG_CONF_SIZE:
+                return cJSON_CreateNumber((double)*(const size_t *)f);
+        case SG_CONF_STRING:
+                return *(char *const *)f ? cJSON_CreateString(*(char *const *)f)
+                                         : NULL;
+        case SG_CONF_SRC: {
+                const char *t = src_text(f, buf, sizeof(buf));
+                return t ? cJSON_CreateString(t) : cJSON_CreateNull();
+        }
+        }
+        return NULL;
+}
+
+sg_err_t sg_cfg_row_dup(size_t i, const void *src, char **dupp) {
+        const void *f = row_field(i, src);
+        const char *s = NULL;
+
+        *dupp = NULL;
+        if (cfg_rows[i].key.type == SG_CONF_STRING)
+                s = *(char *const *)f;
+        else if (cfg_rows[i].key.type == SG_CONF_SRC)
+                s = ((const sg_field_src_t *)f)->name;
+        if (s && !(*dupp = strdup(s)))
+                return SG_ERR_NOMEM;
+        return SG_OK;
+}
+
+void sg_cfg_row_set(size_t i, void *dst, const void *src, char *dup) {
+        void *fd = (char *)dst + cfg_rows[i].off;
+        const void *fs = row_field(i, src);
+
+        switch (cfg_rows[i].key.type) {
+        case SG_CONF_BOOL:
+        case SG_CONF_ENUM_BOOL:
+                *(bool *)fd = *(const bool *)fs;
+                break;
+        case SG_CONF_INT:
+        case SG_CONF_ENUM:
+                *(int *)fd = *(const int *)fs;
+                break;
+        case SG_CONF_I64:
+                *(int64_t *)fd = *(const int64_t *)fs;
+                break;
+        case SG_CONF_U64:
+                *(uint64_t *)fd = *(const uint64_t *)fs;
+                break;
+        case SG_CONF_SIZE:
+                *(size_t *)fd = *(const size_t *)fs;
+                break;
+        case SG_CONF_STRING:
+                free(*(char **)fd);
+                *(char **)fd = dup;
+                break;
+        case SG_CONF_SRC:
+                free(((sg_field_src_t *)fd)->name);
+                ((sg_field_src_t *)fd)->name = dup;
+                ((sg_field_src_t *)fd)->kind =
+                        ((const sg_field_src_t *)fs)->kind;
+                break;
+        }
 }

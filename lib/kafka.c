@@ -18,8 +18,9 @@
  * Everything runs on the thread that calls sg_loop_run(): librdkafka's
  * rebalance, error, log and delivery-report callbacks are served from
  * rd_kafka_consumer_poll(), rd_kafka_poll() and rd_kafka_flush() (logs are
- * routed to the main queue with log.queue=true). Only sg_loop_stop() may be
- * called from elsewhere (it sets a sig_atomic_t flag).
+ * routed to the main queue with log.queue=true). Only sg_loop_stop() and
+ * sg_loop_reload() may be called from elsewhere (each sets a sig_atomic_t
+ * flag); the reload itself runs on the loop thread between two batches.
  *
  * Records handed to the processor point into the batch's
  * rd_kafka_message_t objects, which the loop keeps alive until the batch's
@@ -423,19 +424,25 @@ sg_err_t sg_loop_create(const sg_config_t *conf, const sg_processor_t *proc,
 }
 
 /* sg_loop_connect's Kafka steps, in order, each only once the one before
- * succeeded: the clients, the topic checks, the changelog topics and the
+ * succeeded: the files the clients read, the clients, the cluster
+ * preflight (kafka_preflight.c: every problem at once), the topic checks, the changelog topics and the
  * restore consumer (exactly_once, or at_least_once with a changelog), the
  * size limits, init_transactions (exactly_once). */
 static sg_err_t loop_start_clients(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size) {
         sg_err_t err;
+        /* every file the clients read, and then every finding of the
+         * cluster preflight, all at once: one start for every problem */
+        if ((err = sg_loop_preflight_files(loop, errstr, errstr_size)))
+                return err;
         if ((err = sg_loop_client_new(loop, false, &loop->producer, errstr,
                                       errstr_size)))
                 return err;
         if ((err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
                                       errstr_size)))
                 return err;
-        if ((err = sg_loop_check_topics(loop, errstr, errstr_size)))
+        if ((err = sg_loop_preflight(loop, errstr, errstr_size)) ||
+            (err = sg_loop_check_topics(loop, errstr, errstr_size)))
                 return err;
         if (loop->eos || loop->alos_cl) {
                 if ((err = sg_loop_ensure_changelogs(loop, errstr,
@@ -786,6 +793,28 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
         loop->publish_cb(loop->publish_opaque, snap);
 }
 
+void sg_loop_set_reload(sg_loop_t *loop, sg_loop_reload_cb *cb, void *opaque) {
+        loop->reload_cb = cb;
+        loop->reload_opaque = opaque;
+}
+
+void sg_loop_reload(sg_loop_t *loop) {
+        if (loop)
+                loop->reload = 1;
+}
+
+/** The reload point: the callback may have changed the configuration's
+ *  live keys; a shorter stats period takes effect now, not after the old
+ *  one ran out. */
+static void loop_reload(sg_loop_t *loop) {
+        loop->reload = 0;
+        if (loop->reload_cb)
+                loop->reload_cb(loop->reload_opaque);
+        int64_t next = sg_clock_mono_ms() + loop->conf->stats_interval_ms;
+        if (loop->conf->stats_interval_ms > 0 && next < loop->next_stats_ms)
+                loop->next_stats_ms = next;
+}
+
 sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         if (!loop || !loop->connected) {
                 sg_errf(errstr, errstr_size,
@@ -846,6 +875,9 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                                 continue;
                         }
                 }
+                /* between two batches: the reload point (kafka.h) */
+                if (loop->reload)
+                        loop_reload(loop);
                 uint64_t batches = loop->stats.batches_total;
                 loop_resume_due(loop);
                 loop_collect(loop);

@@ -204,8 +204,8 @@
  * has returned, so a processor may point its effects into them without
  * copying (the pass-through processor, passthrough.h, does).
  *
- * Thread-safety: one thread runs the loop; sg_loop_stop() may be called from
- * any thread or a signal handler.
+ * Thread-safety: one thread runs the loop; sg_loop_stop() and
+ * sg_loop_reload() may be called from any thread or a signal handler.
  */
 #ifndef SEQGATE_KAFKA_H
 #define SEQGATE_KAFKA_H
@@ -242,7 +242,11 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * topics (and snapshot reply topics) and checks the topics: every input,
  * output, DLQ, snapshot request and snapshot reply topic must exist;
  * with output_partitioning "input" the output topic must have at least as many
- * partitions as its input topic (otherwise SG_ERR_CONFIG naming both).
+ * partitions as its input topic (otherwise SG_ERR_CONFIG naming both). The
+ * cluster preflight (sg_preflight_files, before any client, then
+ * sg_preflight_cluster) finds every such problem at once: each is logged
+ * (kafka_file_problem, cluster_problem; warnings and notes beside them)
+ * and SG_ERR_CONFIG's errstr counts and names them all.
  * exactly_once: also ensures the changelog topics (see above; needs the
  * CreateTopics/DescribeConfigs ACLs when created by seqgate) and calls
  * init_transactions, which fences an older instance with the same
@@ -300,6 +304,29 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
 /** Asks sg_loop_run() to return after the current batch. Async-signal-safe. */
 void sg_loop_stop(sg_loop_t *loop);
+
+/**
+ * The reload point (semantics "Reloading the configuration"): called on
+ * the loop thread between two batches — no batch open, no effect of one
+ * pending, nothing of the loop or the processor pointing into a text of
+ * the configuration that a reload may replace — once after each
+ * sg_loop_reload() (several requests before it: once). The callee may
+ * change the loop's configuration there with sg_config_reload(); the loop
+ * and the processor read the keys a reload may change anew at each use, so
+ * a change applies from the next batch on (a stats period from the next
+ * line, a commit interval from the next commit).
+ */
+typedef void(sg_loop_reload_cb)(void *opaque);
+
+/** Installs @p cb (NULL removes it). Call before sg_loop_run(). */
+void sg_loop_set_reload(sg_loop_t *loop, sg_loop_reload_cb *cb, void *opaque);
+
+/**
+ * Asks the loop to call its reload callback at its next reload point (one
+ * that arrives during the start-up waits for the first). Never stops the
+ * loop. Async-signal-safe (SIGHUP's handler calls it).
+ */
+void sg_loop_reload(sg_loop_t *loop);
 
 struct sg_metrics_snap;
 
@@ -439,6 +466,100 @@ void sg_kafka_log_redact(const sg_config_t *conf, struct cJSON *fields);
  * fit, or the loop waits for the fetcher.
  */
 #define SG_KAFKA_QUEUED_MAX_KBYTES "32768"
+
+/** How much a preflight finding weighs (sg_preflight_t). */
+typedef enum sg_preflight_sev {
+        SG_PF_ERROR,   /**< seqgate cannot work so: exit 2 */
+        SG_PF_WARNING, /**< it works, but look (TTL below retention, too
+                            few replicas) */
+        SG_PF_NOTE,    /**< what could not be checked, and why */
+} sg_preflight_sev_t;
+
+typedef struct sg_preflight_item {
+        sg_preflight_sev_t sev;
+        char *text;     /**< one line, naming the key, topic, group or
+                             file; never a secret or a value from the
+                             environment */
+        bool retriable; /**< an error of a passing state of the cluster
+                             (a leader being elected): may go away */
+} sg_preflight_item_t;
+
+/** The findings of a cluster preflight, in the order found. Zero it
+ *  before use; free it with sg_preflight_clear(). */
+typedef struct sg_preflight {
+        sg_preflight_item_t *items;
+        size_t cnt, cap;
+        size_t errors, warnings;
+        rd_kafka_resp_err_t retry; /**< a retriable error met (a leader
+                                        being elected, a request that timed
+                                        out): run the pass again */
+} sg_preflight_t;
+
+/** Frees the findings of @p pf and zeroes it. NULL is a no-op. */
+void sg_preflight_clear(sg_preflight_t *pf);
+
+/**
+ * The files the Kafka clients read (kafka_preflight.c): every
+ * ssl.*.location, ssl.engine.location and sasl.kerberos.keytab of the
+ * "kafka", "kafka_consumer" and "kafka_producer" blocks that a client
+ * uses (TLS: security.protocol ssl or sasl_ssl; Kerberos: GSSAPI) must
+ * name a file (a CA location: or a directory) that seqgate can read; each
+ * that does not is an error naming the property (the path too, unless it
+ * came from the environment). No client, no network.
+ * @returns SG_OK or SG_ERR_NOMEM. Thread-safety: reentrant.
+ */
+sg_err_t sg_preflight_files(const sg_config_t *conf, sg_preflight_t *pf);
+
+/**
+ * One pass of the cluster preflight (kafka_preflight.c lists the checks):
+ * topics, partition counts, the changelog topics' settings, replicas,
+ * TTL against retention, the ACLs — every finding
+ * added to @p pf, nothing stopped at the first. @p changelogs: the
+ * processor keeps changelog topics (the engine; not the pass-through
+ * baseline), checked too. @p rk: a client of
+ * @p conf (a producer; sg_kafka_conf_new) used for metadata and admin
+ * requests; nothing is written, created or changed, and no transactional
+ * id is used. A retriable error met sets pf->retry.
+ * @returns SG_OK or SG_ERR_NOMEM (the findings are in @p pf either way).
+ * Thread-safety: one call per client at a time.
+ */
+sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
+                              bool changelogs, sg_preflight_t *pf);
+
+/**
+ * The consumer group of the preflight (kafka_preflight.c), for
+ * `seqgate --check-config --cluster`: a group consumer of @p conf that
+ * never subscribes fetches the group's committed offsets of the input
+ * topics (OffsetFetch: reads, joins nothing); GROUP_AUTHORIZATION_FAILED
+ * is an error (seqgate needs READ on the group), another failure a note.
+ * Not DescribeConsumerGroups, whose coordinator request librdkafka 2.0.2
+ * aborts the process on when it is retried. Makes and destroys its own
+ * client. @returns SG_OK or SG_ERR_NOMEM.
+ */
+sg_err_t sg_preflight_group(const sg_config_t *conf, sg_preflight_t *pf);
+
+/**
+ * The replica rules of the preflight for a topic seqgate writes (@p role
+ * "changelog topic", ...): min.insync.replicas above the replication
+ * factor is an error (every acks=all write refused); on @p brokers >= 3,
+ * fewer than 3 replicas or min.insync.replicas below 2 a warning.
+ * @p min_isr -2: not known. Adds at most one finding. SG_OK or
+ * SG_ERR_NOMEM. Pure but for @p pf.
+ */
+sg_err_t sg_preflight_replication(sg_preflight_t *pf, const char *role,
+                                  const char *topic, int replicas,
+                                  int64_t min_isr, int brokers);
+
+/**
+ * The dedup TTL against input topic @p topic's retention (semantics §8:
+ * the TTL covers the topic's retention): a warning when @p ttl_ms is below
+ * @p retention_ms, or the topic keeps records forever (retention.ms -1, or
+ * @p policy without "delete": compacted). @p retention_ms -2: not known
+ * (nothing said). SG_OK or SG_ERR_NOMEM. Pure but for @p pf.
+ */
+sg_err_t sg_preflight_retention(sg_preflight_t *pf, const char *topic,
+                                int64_t ttl_ms, const char *policy,
+                                int64_t retention_ms);
 
 /** The kind of client sg_kafka_conf_new() configures. */
 typedef enum sg_kafka_client {

@@ -101,6 +101,9 @@ struct sg_loop {
         rd_kafka_t *producer;
 
         volatile sig_atomic_t stop;
+        volatile sig_atomic_t reload; /**< sg_loop_reload() asked */
+        sg_loop_reload_cb *reload_cb;
+        void *reload_opaque;
         bool connected; /**< sg_loop_connect() succeeded */
         sg_err_t fatal; /**< SG_OK, or why the loop must stop */
         char fatal_str[512];
@@ -286,6 +289,14 @@ sg_err_t sg_loop_client_new(sg_loop_t *loop, bool consumer, rd_kafka_t **rkp,
                             char *errstr, size_t errstr_size);
 sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
                               size_t errstr_size);
+
+/* the cluster preflight at start (kafka_preflight.c): every finding
+ * logged (cluster_problem, cluster_warning, cluster_note); errors are
+ * SG_ERR_CONFIG naming them all (files: before any client exists;
+ * cluster: retriable ones retried, sg_retry_t) */
+sg_err_t sg_loop_preflight_files(sg_loop_t *loop, char *errstr,
+                                 size_t errstr_size);
+sg_err_t sg_loop_preflight(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
 /* topic administration (kafka_admin.c) */
 sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,

@@ -16,7 +16,8 @@
 
 struct sg_query_api {
         const sg_config_t *cfg;
-        pthread_mutex_t mu; /* guards store; held for a query's duration */
+        pthread_mutex_t mu; /* guards store, and cfg's keys a reload
+                               changes; held for a query's duration */
         sg_store_t *store;
 };
 
@@ -37,6 +38,16 @@ void sg_query_api_set_store(sg_query_api_t *api, sg_store_t *store) {
         pthread_mutex_lock(&api->mu);
         api->store = store;
         pthread_mutex_unlock(&api->mu);
+}
+
+void sg_query_api_lock(sg_query_api_t *api) {
+        if (api)
+                pthread_mutex_lock(&api->mu);
+}
+
+void sg_query_api_unlock(sg_query_api_t *api) {
+        if (api)
+                pthread_mutex_unlock(&api->mu);
 }
 
 void sg_query_api_destroy(sg_query_api_t *api) {

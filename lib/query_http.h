@@ -23,8 +23,9 @@
  * Threads: the handlers run on the HTTP server's thread. The store is
  * attached with sg_query_api_set_store() by its owner once it is open and
  * detached (NULL) before it is closed; a mutex makes the detach wait for a
- * query in progress. The queries read through sg_txn_begin_reader (store.h),
- * safe beside the loop thread's writes.
+ * query in progress; sg_query_api_lock() holds them off while a reload
+ * changes the configuration they read. The queries read through
+ * sg_txn_begin_reader (store.h), safe beside the loop thread's writes.
  */
 #ifndef SEQGATE_QUERY_HTTP_H
 #define SEQGATE_QUERY_HTTP_H
@@ -56,6 +57,16 @@ sg_err_t sg_query_api_routes_add(sg_query_api_t *api, sg_http_t *srv,
 /** Attaches @p store (NULL: detaches; waits for a query in progress).
  *  Thread-safety: any thread. */
 void sg_query_api_set_store(sg_query_api_t *api, sg_store_t *store);
+
+/**
+ * Holds off the queries (waits for one in progress) until
+ * sg_query_api_unlock(): a reload changes keys of the configuration the
+ * queries read (a topic's gap_timeout_ms and dedup TTL), in place
+ * (sg_config_reload()). NULL is a no-op. Thread-safety: any thread; not
+ * recursive.
+ */
+void sg_query_api_lock(sg_query_api_t *api);
+void sg_query_api_unlock(sg_query_api_t *api);
 
 /** Frees the API (after the server that calls it was destroyed). NULL is a
  *  no-op. */

@@ -11,6 +11,7 @@
 #include <microhttpd.h>
 #include <openssl/crypto.h>
 #include <yajl/yajl_version.h>
+#include <yaml.h>
 
 #include <stdio.h>
 
@@ -24,11 +25,13 @@ size_t sg_version_text(char *buf, size_t size) {
                          "LMDB %d.%d.%d\n"
                          "cJSON %s\n"
                          "yajl %d.%d.%d\n"
+                         "libyaml %s\n"
                          "OpenSSL %s\n"
                          "libcurl %s\n"
                          "libmicrohttpd %s\n",
                          SG_VERSION_STR, rd_kafka_version_str(), mj, mn, mp,
                          cJSON_Version(), yv / 10000, yv / 100 % 100, yv % 100,
+                         yaml_get_version_string(),
                          OpenSSL_version(OPENSSL_VERSION_STRING),
                          curl_version_info(CURLVERSION_NOW)->version,
                          MHD_get_version());

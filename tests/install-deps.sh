@@ -2,7 +2,7 @@
 # tests/install-deps.sh: install everything seqgate's build and tests need,
 # on Debian (bookworm or later), idempotently.
 #
-#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, yajl, Check,
+#  1. Debian packages (compiler, meson, librdkafka, LMDB, cJSON, yajl, libyaml, Check,
 #     OpenSSL, libcurl, libmicrohttpd for the unit tests' HTTP server, clang
 #     and its libFuzzer runtime for tests/fuzz, kcat, Maven + JDK for the real
 #     Kafka broker, Python). Only the missing ones are installed:
@@ -27,7 +27,7 @@ VENV=${SG_VENV:-$ROOT/build/venv}
 REQS=$ROOT/tests/integration/requirements.txt
 
 PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
-    libcjson-dev libyajl-dev check libsubunit-dev libssl-dev
+    libcjson-dev libyajl-dev libyaml-dev check libsubunit-dev libssl-dev
     libcurl4-openssl-dev libmicrohttpd-dev libcrypt-dev lmdb-utils kcat maven
     default-jdk-headless python3 python3-venv python3-pip curl ca-certificates)
 # tests/fuzz: clang with libFuzzer (-fsanitize=fuzzer,address,undefined)

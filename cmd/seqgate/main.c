@@ -3,10 +3,12 @@
  *
  * config (config.h) → LMDB store (store.h) → engine (engine.h), or the
  * pass-through benchmark baseline (passthrough.h) → Kafka loop (kafka.h).
- * SIGTERM, SIGINT and SIGHUP ask the loop to finish its batch, commit, leave
- * the consumer group and return (SIGHUP as a JVM Kafka client treats it: a
- * clean stop; seqgate has no configuration reload). A signal during the
- * start-up ends its retries at once. Logs are JSON lines on stderr:
+ * SIGTERM and SIGINT ask the loop to finish its batch, commit, leave the
+ * consumer group and return; one during the start-up ends its retries at
+ * once. SIGHUP reloads the configuration file, as nginx, HAProxy and
+ * Prometheus do (semantics "Reloading the configuration"): at the loop's
+ * next reload point, between two batches (on_reload). Every signal is
+ * named in a "signal_received" line. Logs are JSON lines on stderr:
  *   {"ts":"2026-11-30T08:00:00.123Z","level":"info","event":"...",...}
  * The configuration's Kafka property values are never logged (they may hold
  * secrets); the library's own log fields never carry one either.
@@ -37,7 +39,9 @@
 /* ------------------------------------------------------------------ */
 /* logging                                                             */
 
-static sg_log_level_t g_log_level = SG_LOG_INFO;
+/** The least severe level written: --log-level, else the configuration's
+ *  log_level (a reload changes it). Read by the signal handler too. */
+static volatile sig_atomic_t g_log_level = SG_LOG_INFO;
 
 /**
  * Writes one JSON log line: ts, level, event, then the members of
@@ -47,7 +51,7 @@ static void log_line(sg_log_level_t level, const char *event,
                      const char *fields) {
         char ts[64];
 
-        if (level > g_log_level)
+        if ((int)level > g_log_level)
                 return;
         sg_iso_time(sg_clock_wall_ms(), ts, sizeof(ts));
 
@@ -107,7 +111,11 @@ static void log_msg(sg_log_level_t level, const char *event, const char *key,
 /* ------------------------------------------------------------------ */
 /* stats                                                               */
 
+typedef struct opts opts_t;
+
 typedef struct app {
+        const opts_t *opts;    /**< the command line */
+        sg_config_t *conf;     /**< the running configuration */
         sg_engine_t *engine;   /**< NULL in pass-through mode */
         sg_store_t *store;     /**< NULL in pass-through mode */
         sg_pub_t *pub;         /**< the HTTP endpoint's; NULL: none */
@@ -178,12 +186,88 @@ static void on_stats(void *opaque, const sg_loop_stats_t *s) {
 
 static sg_loop_t *volatile g_loop;
 static volatile sig_atomic_t g_stop_early;
+static volatile sig_atomic_t g_reload_asked; /**< SIGHUP before the loop */
 
+/** Appends the decimal @p v, at least @p width digits, at *@p o. */
+static char *put_num(char *o, int64_t v, int width) {
+        char d[24];
+        int n = 0;
+        do {
+                d[n++] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v > 0 || n < width);
+        while (n > 0)
+                *o++ = d[--n];
+        return o;
+}
+
+/** Appends @p t at *@p o. */
+static char *put_str(char *o, const char *t) {
+        while (*t)
+                *o++ = *t++;
+        return o;
+}
+
+/**
+ * The "signal_received" log line, written from the signal handler itself:
+ * only async-signal-safe calls (clock_gettime, write), the date computed
+ * by hand (days to civil date, H. Hinnant's algorithm), one write(2), so it
+ * comes when the signal does, also during a long batch or the start-up.
+ */
+static void log_signal(const char *name, const char *action) {
+        if (g_log_level < SG_LOG_NOTICE)
+                return;
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
+                return;
+        int64_t days = ts.tv_sec / 86400, sec = ts.tv_sec % 86400;
+        int64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+        int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        int64_t mp = (5 * doy + 2) / 153, d = doy - (153 * mp + 2) / 5 + 1;
+        int64_t m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2);
+        char buf[256], *o = buf;
+        o = put_str(o, "{\"ts\":\"");
+        o = put_num(o, y, 4);
+        *o++ = '-';
+        o = put_num(o, m, 2);
+        *o++ = '-';
+        o = put_num(o, d, 2);
+        *o++ = 'T';
+        o = put_num(o, sec / 3600, 2);
+        *o++ = ':';
+        o = put_num(o, sec / 60 % 60, 2);
+        *o++ = ':';
+        o = put_num(o, sec % 60, 2);
+        *o++ = '.';
+        o = put_num(o, ts.tv_nsec / 1000000, 3);
+        o = put_str(o, "Z\",\"level\":\"notice\",\"event\":"
+                       "\"signal_received\",\"signal\":\"");
+        o = put_str(o, name);
+        o = put_str(o, "\",\"action\":\"");
+        o = put_str(o, action);
+        o = put_str(o, "\"}\n");
+        ssize_t w = write(STDERR_FILENO, buf, (size_t)(o - buf));
+        (void)w; /* nothing to do about a log line that cannot be written */
+}
+
+/** SIGTERM, SIGINT: a clean stop. SIGHUP: a reload at the loop's next
+ *  reload point (sg_loop_reload; one asked before the loop exists is
+ *  passed on when it does). */
 static void on_signal(int sig) {
-        (void)sig;
-        g_stop_early = 1;
-        if (g_loop)
-                sg_loop_stop(g_loop);
+        int saved = errno;
+        if (sig == SIGHUP) {
+                log_signal("SIGHUP", "reload");
+                g_reload_asked = 1;
+                if (g_loop)
+                        sg_loop_reload(g_loop);
+        } else {
+                log_signal(sig == SIGTERM ? "SIGTERM" : "SIGINT", "stop");
+                g_stop_early = 1;
+                if (g_loop)
+                        sg_loop_stop(g_loop);
+        }
+        errno = saved;
 }
 
 static void install_signals(void) {
@@ -191,10 +275,12 @@ static void install_signals(void) {
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
+        /* one handler at a time: their lines do not interleave */
+        sigaddset(&sa.sa_mask, SIGTERM);
+        sigaddset(&sa.sa_mask, SIGINT);
+        sigaddset(&sa.sa_mask, SIGHUP);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
-        /* A terminal hang-up or a "reload" sent by habit must not kill a
-         * batch half way: a clean stop, like SIGTERM. */
         sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
@@ -236,20 +322,38 @@ static void print_wrapped(FILE *out, const char *text, int indent) {
 
 static void usage(FILE *out) {
         fputs("usage: seqgate --config FILE [options]\n"
-              "       seqgate --check-config FILE\n"
+              "       seqgate --check-config FILE [--cluster]\n"
+              "       seqgate --print-config FILE [--data-dir DIR] "
+              "[--instance-id ID]\n"
               "       seqgate --version | --help\n"
               "\n"
               "Drops duplicate events, orders each aggregate's events by "
               "version\nand dead-letters what it refuses, beside a Kafka "
               "consumer group.\n"
               "\n"
-              "  -c, --config FILE           run with the JSON configuration "
-              "FILE\n"
-              "      --check-config FILE     validate FILE, print \"config "
-              "ok\" "
-              "and exit\n"
-              "                              (exit 2 on an invalid "
+              "  -c, --config FILE           run with the configuration FILE "
+              "(JSON, or YAML\n"
+              "                              for a .yaml or .yml name)\n"
+              "      --check-config FILE     validate FILE (and the files "
+              "its Kafka clients\n"
+              "                              read: ssl.ca.location, ...), "
+              "print \"config ok\" and\n"
+              "                              exit (exit 2 on an invalid "
               "configuration)\n"
+              "      --cluster               with --check-config: also "
+              "connect and check the\n"
+              "                              cluster (topics, partitions, "
+              "changelog settings,\n"
+              "                              replicas, group and ACLs, TTL "
+              "against retention),\n"
+              "                              every problem on a line of its "
+              "own; changes nothing\n"
+              "      --print-config FILE     print the effective "
+              "configuration of FILE (every\n"
+              "                              default filled in, secrets "
+              "and values from the\n"
+              "                              environment as \"***\") as "
+              "JSON and exit\n"
               "      --data-dir DIR          override the configuration's "
               "data_dir\n"
               "      --instance-id ID        override the configuration's "
@@ -259,7 +363,9 @@ static void usage(FILE *out) {
               "                              e.g. the pod name of a "
               "StatefulSet)\n"
               "      --log-level LEVEL       error, warning, notice, info "
-              "(default), debug\n"
+              "(default), debug;\n"
+              "                              wins over the configuration's "
+              "log_level\n"
               "      --embedded-kafka        start librdkafka's in-process "
               "mock cluster and\n"
               "                              use it as bootstrap.servers "
@@ -281,9 +387,13 @@ static void usage(FILE *out) {
               "  -V, --version               print the version and exit\n"
               "  -h, --help                  print this help and exit\n"
               "\n"
-              "Signals: SIGTERM, SIGINT and SIGHUP finish the batch in flight, "
-              "commit it, leave\nthe consumer group and exit 0 (SIGHUP does "
-              "not reload the configuration:\nrestart seqgate for that).\n"
+              "Signals: SIGTERM and SIGINT finish the batch in flight, commit "
+              "it, leave the\nconsumer group and exit 0. SIGHUP reloads the "
+              "configuration file between two\nbatches: the whole file is "
+              "validated first; a key that cannot change while\nseqgate "
+              "runs (Kafka clients, topics, envelope, data_dir, guarantee) "
+              "refuses it,\nnamed in the log, and seqgate runs on with the "
+              "configuration it had.\n"
               "\n"
               "Exit status:\n",
               out);
@@ -297,7 +407,7 @@ static void usage(FILE *out) {
         }
 }
 
-typedef struct opts {
+struct opts {
         const char *config;
         const char *check_config;
         const char *data_dir;
@@ -307,7 +417,10 @@ typedef struct opts {
         int embedded_partitions;
         bool passthrough;
         bool accept_key_change;
-} opts_t;
+        bool log_level_given; /**< --log-level: wins over log_level */
+        bool cluster;         /**< --cluster (with --check-config) */
+        const char *print_config;
+};
 
 enum {
         OPT_CHECK = 256,
@@ -319,6 +432,8 @@ enum {
         OPT_BOOTSTRAP_FILE,
         OPT_PASSTHROUGH,
         OPT_ACCEPT_KEY_CHANGE,
+        OPT_PRINT,
+        OPT_CLUSTER,
 };
 
 /** Parses argv; returns -1 to continue, else an exit status. */
@@ -335,6 +450,8 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 {"bootstrap-file", required_argument, NULL, OPT_BOOTSTRAP_FILE},
                 {"passthrough", no_argument, NULL, OPT_PASSTHROUGH},
                 {"accept-key-change", no_argument, NULL, OPT_ACCEPT_KEY_CHANGE},
+                {"print-config", required_argument, NULL, OPT_PRINT},
+                {"cluster", no_argument, NULL, OPT_CLUSTER},
                 {"version", no_argument, NULL, 'V'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -361,8 +478,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 case OPT_ACCEPT_KEY_CHANGE:
                         o->accept_key_change = true;
                         break;
-                case OPT_LOG_LEVEL:
-                        if (!sg_log_level_parse(optarg, &g_log_level)) {
+                case OPT_LOG_LEVEL: {
+                        sg_log_level_t level;
+                        if (!sg_log_level_parse(optarg, &level)) {
                                 fprintf(stderr,
                                         "seqgate: --log-level: unknown level "
                                         "\"%s\"; allowed: error, warning, "
@@ -370,6 +488,15 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                                         optarg);
                                 return 2;
                         }
+                        g_log_level = level;
+                        o->log_level_given = true;
+                        break;
+                }
+                case OPT_PRINT:
+                        o->print_config = optarg;
+                        break;
+                case OPT_CLUSTER:
+                        o->cluster = true;
                         break;
                 case OPT_EMBEDDED:
                         o->embedded = true;
@@ -411,8 +538,12 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         argv[optind]);
                 return 2;
         }
-        if (!o->config && !o->check_config) {
+        if (!o->config && !o->check_config && !o->print_config) {
                 usage(stderr);
+                return 2;
+        }
+        if (o->cluster && !o->check_config) {
+                fprintf(stderr, "seqgate: --cluster needs --check-config\n");
                 return 2;
         }
         if (o->bootstrap_file && !o->embedded) {
@@ -498,48 +629,161 @@ static sg_err_t load_config(const char *path, sg_config_t **confp) {
         return err;
 }
 
-/** run, step 1b: --instance-id overrides the configuration's instance id;
- *  the transactional id follows it. false: not a non-empty string (or out
- *  of memory), reported on stderr. */
-static bool run_instance_id(const opts_t *o, sg_config_t *conf) {
-        char es[256] = "";
-        sg_err_t err =
-                sg_config_set_instance_id(conf, o->instance_id, es, sizeof(es));
-        if (err)
-                fprintf(stderr, "seqgate: --instance-id: %s\n",
-                        err == SG_ERR_NOMEM ? "out of memory" : es);
-        return err == SG_OK;
+/** The command line's overrides of @p conf: --data-dir, --instance-id
+ *  (the transactional id follows it), --accept-key-change, and with
+ *  --embedded-kafka the mock cluster's bootstrap.servers from @p running
+ *  (NULL: none yet). false: refused or out of memory, reported on stderr
+ *  into @p es (may be NULL). */
+static bool apply_overrides(const opts_t *o, sg_config_t *conf,
+                            const sg_config_t *running, char *es,
+                            size_t es_size) {
+        char ies[256] = "";
+        if (o->data_dir && !o->data_dir[0]) {
+                sg_errf(es, es_size, "--data-dir: must not be empty");
+                return false;
+        }
+        if (o->data_dir) {
+                char *d = strdup(o->data_dir);
+                if (!d) {
+                        sg_errf(es, es_size, "out of memory");
+                        return false;
+                }
+                free(conf->data_dir);
+                conf->data_dir = d;
+        }
+        conf->accept_key_change = o->accept_key_change;
+        sg_err_t err = o->instance_id
+                               ? sg_config_set_instance_id(conf, o->instance_id,
+                                                           ies, sizeof(ies))
+                               : SG_OK;
+        if (err) {
+                sg_errf(es, es_size, "--instance-id: %s",
+                        err == SG_ERR_NOMEM ? "out of memory" : ies);
+                return false;
+        }
+        const char *bs = NULL;
+        for (size_t i = 0; o->embedded && running && i < running->kafka_cnt;
+             i++)
+                if (!strcmp(running->kafka[i].name, "bootstrap.servers"))
+                        bs = running->kafka[i].value;
+        if (bs && !set_bootstrap(conf, bs)) {
+                sg_errf(es, es_size, "out of memory");
+                return false;
+        }
+        return true;
 }
 
 /** run, step 1: loads the configuration into *confp with the command
  *  line's overrides. @returns 0, or the exit status (nothing to free). */
 static int run_config(const opts_t *o, sg_config_t **confp) {
         sg_config_t *conf = NULL;
+        char es[512] = "";
         sg_err_t err = load_config(o->config, &conf);
         if (err)
                 return 2;
-        if (o->data_dir && !o->data_dir[0]) {
-                fprintf(stderr, "seqgate: --data-dir: must not be empty\n");
+        if (!apply_overrides(o, conf, NULL, es, sizeof(es))) {
+                fprintf(stderr, "seqgate: %s\n", es);
                 sg_config_destroy(conf);
-                return 2;
+                return strstr(es, "out of memory") ? 1 : 2;
         }
-        if (o->data_dir) {
-                char *d = strdup(o->data_dir);
-                if (!d) {
-                        sg_config_destroy(conf);
-                        return 1;
-                }
-                free(conf->data_dir);
-                conf->data_dir = d;
-        }
-        conf->accept_key_change = o->accept_key_change;
-        if (o->instance_id && !run_instance_id(o, conf)) {
-                sg_config_destroy(conf);
-                return 2;
-        }
+        if (!o->log_level_given)
+                g_log_level = sg_config_log_level(conf);
         *confp = conf;
         g_log_conf = conf;
         return 0;
+}
+
+/** A JSON array of the configuration's error lines (and "and N more"). */
+static cJSON *errors_json(const sg_config_errors_t *errs, const char *es) {
+        cJSON *a = cJSON_CreateArray();
+        char more[64];
+        for (size_t i = 0; i < errs->cnt; i++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(errs->lines[i]));
+        if (errs->total > errs->cnt) {
+                snprintf(more, sizeof(more), "and %zu more",
+                         errs->total - errs->cnt);
+                cJSON_AddItemToArray(a, cJSON_CreateString(more));
+        }
+        if (errs->total == 0 && es && *es)
+                cJSON_AddItemToArray(a, cJSON_CreateString(es));
+        return a;
+}
+
+/** The keys of @p d whose live is @p live, with their values where the
+ *  diff shows them ({"key", "from", "to"}). */
+static cJSON *changes_json(const sg_config_diff_t *d, bool live) {
+        cJSON *a = cJSON_CreateArray();
+        for (size_t i = 0; i < d->cnt; i++) {
+                const sg_config_change_t *c = &d->changes[i];
+                if (c->live != live)
+                        continue;
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddStringToObject(x, "key", c->key);
+                if (c->old_json)
+                        cJSON_AddItemToObject(x, "from",
+                                              cJSON_Parse(c->old_json));
+                if (c->new_json)
+                        cJSON_AddItemToObject(x, "to",
+                                              cJSON_Parse(c->new_json));
+                cJSON_AddItemToArray(a, x);
+        }
+        return a;
+}
+
+/**
+ * sg_loop_reload_cb, SIGHUP's reload (semantics "Reloading the
+ * configuration"), on the loop thread between two batches: the file is
+ * loaded and validated in full, with the command line's overrides; a file
+ * with errors ("config_reload_failed", each error) or a change of a key
+ * that cannot change while seqgate runs ("config_reload_refused", each
+ * key) changes nothing. Otherwise the running configuration takes the new
+ * values, the read API held off meanwhile, and "config_reloaded" lists
+ * every key that changed, from and to.
+ */
+static void on_reload(void *opaque) {
+        app_t *app = opaque;
+        const opts_t *o = app->opts;
+        sg_config_t *next = NULL;
+        sg_config_errors_t errs = {0};
+        sg_config_diff_t d = {0};
+        char es[1024] = "";
+        sg_err_t err =
+                sg_config_errors(o->config, &next, &errs, es, sizeof(es));
+        if (!err && !apply_overrides(o, next, app->conf, es, sizeof(es)))
+                err = SG_ERR_CONFIG;
+        if (err) {
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "path", o->config);
+                cJSON_AddItemToObject(f, "errors", errors_json(&errs, es));
+                cJSON_AddStringToObject(f, "action",
+                                        "nothing changed: seqgate runs on "
+                                        "with the configuration it had");
+                log_json(SG_LOG_ERR, "config_reload_failed", f);
+                goto out;
+        }
+        sg_query_api_lock(app->api);
+        err = sg_config_reload(app->conf, next, &d, es, sizeof(es));
+        sg_query_api_unlock(app->api);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "path", o->config);
+        if (err) {
+                cJSON_AddItemToObject(f, "refused", changes_json(&d, false));
+                cJSON_AddStringToObject(f, "detail", es);
+                cJSON_AddStringToObject(f, "action",
+                                        "nothing changed: seqgate runs on "
+                                        "with the configuration it had; "
+                                        "restart it to apply these keys");
+                log_json(SG_LOG_ERR, "config_reload_refused", f);
+                goto out;
+        }
+        cJSON_AddItemToObject(f, "changed", changes_json(&d, true));
+        log_json(SG_LOG_NOTICE, "config_reloaded", f);
+        if (!o->log_level_given)
+                g_log_level = sg_config_log_level(app->conf);
+out:
+        sg_config_diff_clear(&d);
+        sg_config_errors_clear(&errs);
+        sg_config_destroy(next);
 }
 
 /** run, step 2: logs "starting". */
@@ -768,12 +1012,13 @@ static int run(const opts_t *o) {
         sg_loop_t *loop = NULL;
         void *mock = NULL;
         sg_http_t *http = NULL;
-        app_t app = {.start_s = sg_clock_wall_ms() / 1000};
+        app_t app = {.start_s = sg_clock_wall_ms() / 1000, .opts = o};
         int status;
         sg_err_t err;
 
         if ((status = run_config(o, &conf)))
                 return status;
+        app.conf = conf;
         run_log_starting(o, conf);
         if ((err = run_http(conf, &app, &http, es, sizeof(es))))
                 goto fail;
@@ -789,10 +1034,14 @@ static int run(const opts_t *o) {
                 goto fail;
         if (app.pub)
                 sg_loop_set_publish(loop, on_publish, &app);
-        /* From here a signal stops the loop, the start-up's retries too. */
+        sg_loop_set_reload(loop, on_reload, &app);
+        /* From here a signal stops the loop, the start-up's retries too;
+         * a reload asked before waits for the loop's first reload point. */
         g_loop = loop;
         if (g_stop_early)
                 sg_loop_stop(loop);
+        if (g_reload_asked)
+                sg_loop_reload(loop);
         if ((err = sg_loop_connect(loop, es, sizeof(es)))) {
                 if (g_stop_early && err != SG_ERR_CONFIG) {
                         /* asked to stop while retrying: nothing was read
@@ -846,13 +1095,127 @@ out:
         return status;
 }
 
-static int check_config(const char *path) {
+/** --print-config: the effective configuration of @p o->print_config,
+ *  with --data-dir and --instance-id, on stdout (sg_config_print). */
+static int print_config(const opts_t *o) {
         sg_config_t *conf = NULL;
+        char es[512] = "";
+        if (load_config(o->print_config, &conf) != SG_OK)
+                return 2;
+        if (!apply_overrides(o, conf, NULL, es, sizeof(es))) {
+                fprintf(stderr, "seqgate: %s\n", es);
+                sg_config_destroy(conf);
+                return 2;
+        }
+        char *text = sg_config_print(conf);
+        sg_config_destroy(conf);
+        if (!text) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                return 1;
+        }
+        fputs(text, stdout);
+        free(text);
+        return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/** Prints every finding of @p pf, "seqgate: KIND error|warning|note: ..."
+ *  one line each, on stderr. */
+static void print_findings(const sg_preflight_t *pf, const char *kind) {
+        static const char *const sev[] = {[SG_PF_ERROR] = "error",
+                                          [SG_PF_WARNING] = "warning",
+                                          [SG_PF_NOTE] = "note"};
+        for (size_t i = 0; i < pf->cnt; i++)
+                fprintf(stderr, "seqgate: %s %s: %s\n", kind,
+                        sev[pf->items[i].sev], pf->items[i].text);
+}
+
+/** --check-config --cluster: the cluster preflight (sg_preflight_cluster)
+ *  with a producer of @p conf; retriable errors are tried again for at
+ *  most 30 s (or broker_retry_timeout_ms, if shorter). @returns the exit
+ *  status: 0, 2 (a problem), 1 (a client that cannot be made). */
+static int check_cluster(const sg_config_t *conf, const char *path) {
+        char es[512] = "";
+        sg_kafka_log_t klog = {.conf = conf};
+        rd_kafka_conf_t *kc = NULL;
+        rd_kafka_t *rk = NULL;
+        if (sg_kafka_conf_new(conf, SG_KAFKA_PRODUCER, NULL, &klog, &kc, es,
+                              sizeof(es)) ||
+            !(rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es)))) {
+                if (kc && !rk)
+                        rd_kafka_conf_destroy(kc);
+                fprintf(stderr, "seqgate: cluster error: %s\n", es);
+                return 2;
+        }
+        int64_t budget = conf->broker_retry_timeout_ms < 30000
+                                 ? conf->broker_retry_timeout_ms
+                                 : 30000;
+        int64_t end = sg_clock_mono_ms() + budget, wait = 250;
+        sg_preflight_t pf = {0};
+        for (;;) {
+                if (sg_preflight_cluster(conf, rk, true, &pf)) {
+                        fprintf(stderr, "seqgate: out of memory\n");
+                        sg_preflight_clear(&pf);
+                        rd_kafka_destroy(rk);
+                        return 1;
+                }
+                size_t lasting = 0;
+                for (size_t i = 0; i < pf.cnt; i++)
+                        lasting += pf.items[i].sev == SG_PF_ERROR &&
+                                   !pf.items[i].retriable;
+                if (!pf.errors || lasting || !pf.retry ||
+                    sg_clock_mono_ms() + wait >= end)
+                        break;
+                sg_preflight_clear(&pf);
+                struct timespec ts = {wait / 1000, (wait % 1000) * 1000000};
+                nanosleep(&ts, NULL);
+                wait = wait * 2 > 4000 ? 4000 : wait * 2;
+        }
+        rd_kafka_destroy(rk);
+        if (!pf.retry && sg_preflight_group(conf, &pf)) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                sg_preflight_clear(&pf);
+                return 1;
+        }
+        print_findings(&pf, "cluster");
+        int status = pf.errors ? 2 : 0;
+        if (pf.errors)
+                fprintf(stderr, "seqgate: %zu cluster problem%s for %s\n",
+                        pf.errors, pf.errors == 1 ? "" : "s", path);
+        else
+                printf("cluster ok: %zu warning%s\n", pf.warnings,
+                       pf.warnings == 1 ? "" : "s");
+        sg_preflight_clear(&pf);
+        return status;
+}
+
+/** --check-config: the file, the files its clients read, and with
+ *  --cluster the cluster; every problem at once. */
+static int check_config(const opts_t *o) {
+        const char *path = o->check_config;
+        sg_config_t *conf = NULL;
+        sg_preflight_t pf = {0};
         if (load_config(path, &conf) != SG_OK)
                 return 2;
+        if (sg_preflight_files(conf, &pf)) {
+                fprintf(stderr, "seqgate: out of memory\n");
+                sg_preflight_clear(&pf);
+                sg_config_destroy(conf);
+                return 1;
+        }
+        if (pf.errors) {
+                print_findings(&pf, "config");
+                fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
+                        pf.errors, pf.errors == 1 ? "" : "s", path);
+                sg_preflight_clear(&pf);
+                sg_config_destroy(conf);
+                return 2;
+        }
+        sg_preflight_clear(&pf);
         printf("config ok: %zu topic(s)\n", conf->topic_cnt);
+        fflush(stdout);
+        int status = o->cluster ? check_cluster(conf, path) : 0;
         sg_config_destroy(conf);
-        return 0;
+        return status;
 }
 
 int main(int argc, char **argv) {
@@ -861,7 +1224,9 @@ int main(int argc, char **argv) {
         if (status >= 0)
                 return status;
         if (o.check_config)
-                return check_config(o.check_config);
+                return check_config(&o);
+        if (o.print_config)
+                return print_config(&o);
         install_signals();
         return run(&o);
 }

@@ -131,7 +131,8 @@ def row_cells(row):
         allowed = "a field source" + (", `null`" if row["nullable"] else "")
     elif typ == "bool":
         allowed = "`true`, `false`"
-    return typ, default, allowed, row["doc"]
+    reload = "yes" if row.get("reload") else ""
+    return typ, default, allowed, reload, row["doc"]
 
 
 def schema_cells(node):
@@ -150,7 +151,7 @@ def schema_cells(node):
         default = f"`{json.dumps(node['default'])}`"
     elif node.get("_required"):
         default = "required"
-    return typ, default, allowed, node.get("description", "")
+    return typ, default, allowed, "", node.get("description", "")
 
 
 def config_entries(schema, rows, node, block, prefix, out, required=()):
@@ -186,13 +187,16 @@ def render_config(tables, schema):
     tnode = resolve(schema, schema["$defs"]["topic"])
     config_entries(schema, rows, tnode, "topics.*", "", topic,
                    tnode.get("required", ()))
-    head = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
+    head = ("| key | type | default | allowed | reload | meaning |\n"
+            "|---|---|---|---|---|---|\n")
     out = ["### Top level", "", head.rstrip("\n")]
     for e in root:
-        out.append("| `{}` | {} | {} | {} | {} |".format(e[0], *map(md, e[1:])))
+        out.append("| `{}` | {} | {} | {} | {} | {} |".format(
+            e[0], *map(md, e[1:])))
     out += ["", "### Per input topic, under `topics.<name>`", "", head.rstrip("\n")]
     for e in topic:
-        out.append("| `{}` | {} | {} | {} | {} |".format(e[0], *map(md, e[1:])))
+        out.append("| `{}` | {} | {} | {} | {} | {} |".format(
+            e[0], *map(md, e[1:])))
     return "\n".join(out)
 
 

@@ -5,8 +5,9 @@
  * what they give):
  *
  *   config_rows   every scalar configuration key (sg_config_key(),
- *                 lib/config_keys.c cfg_rows[]): block, name, type, flags,
- *                 default, bounds, spellings, doc;
+ *                 lib/config_keys.c cfg_rows[]): block, name, type, flags
+ *                 (required, nullable, reload), default, bounds,
+ *                 spellings, doc;
  *   metric_rows   every row of lib/metrics_list.h: list, name, kind,
  *                 Prometheus name, help;
  *   stats_members the members of the stats log line in the order it
@@ -72,6 +73,8 @@ static cJSON *config_rows(void) {
                                       (k->flags & SG_CONF_REQUIRED) != 0);
                 cJSON_AddBoolToObject(o, "nullable",
                                       (k->flags & SG_CONF_NULLABLE) != 0);
+                cJSON_AddBoolToObject(o, "reload",
+                                      (k->flags & SG_CONF_RELOAD) != 0);
                 /* an integer as text: JSON numbers lose int64 above 2^53 */
                 char num[32];
                 snprintf(num, sizeof(num), "%lld", (long long)k->def);

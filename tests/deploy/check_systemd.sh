@@ -3,11 +3,26 @@
 # deploy/systemd passes `systemd-analyze verify` (with ExecStart pointing at
 # the built SEQGATE, and its Documentation= man pages found in MANDIR) and
 # `systemd-analyze security` scores it below SG_SYSTEMD_MAX_EXPOSURE
-# (default 3.0). Exits 77 (meson: skipped) with the reason where
+# (default 3.0), and `systemctl reload` sends the SIGHUP that reloads the
+# configuration (ExecReload=, semantics "Reloading the configuration")
+# while SIGTERM stays the stop. Exits 77 (meson: skipped) with the reason where
 # systemd-analyze is missing.
 set -euo pipefail
 unit=$(realpath "$1") seqgate=$(realpath "$2") mandir=$(realpath "$3")
 max=${SG_SYSTEMD_MAX_EXPOSURE:-3.0}
+
+# reload and stop, read from the unit itself (no systemd needed)
+reload=$(sed -n 's/^ExecReload=//p' "$unit")
+if [[ $reload != '/bin/kill -HUP $MAINPID' ]]; then
+    printf 'check_systemd: %s: ExecReload= is "%s", want "/bin/kill -HUP $MAINPID" (systemctl reload: SIGHUP reloads the configuration)\n' "$unit" "$reload"
+    exit 1
+fi
+kill_signal=$(sed -n 's/^KillSignal=//p' "$unit")
+if [[ $kill_signal != SIGTERM ]]; then
+    printf 'check_systemd: %s: KillSignal= is "%s", want SIGTERM (the clean stop)\n' "$unit" "$kill_signal"
+    exit 1
+fi
+echo "check_systemd: ExecReload sends SIGHUP, KillSignal is SIGTERM: ok"
 
 if ! command -v systemd-analyze >/dev/null 2>&1; then
     echo "check_systemd: SKIP: systemd-analyze not installed (Debian package systemd)"

@@ -1,8 +1,9 @@
 /*
- * fuzz_config.c — libFuzzer target: sg_config_parse() on any text (the
- * configuration file's JSON). Built and run by tests/fuzz/run.sh
- * (docs/testing.md "Fuzzing"); seeds are the JSON files of examples/ and
- * tests/schema/invalid/.
+ * fuzz_config.c — libFuzzer target: sg_config_parse() and
+ * sg_config_parse_yaml() on any text (the configuration file, JSON or
+ * YAML; every check below holds for both). Built and run by
+ * tests/fuzz/run.sh (docs/testing.md "Fuzzing"); seeds are the JSON files
+ * of examples/ and tests/schema/invalid/, and YAML ones.
  *
  * Checked beyond "no crash, no leak, no UB" (a violation aborts):
  *  - the result is SG_OK or SG_ERR_CONFIG (SG_ERR_NOMEM only if allocation
@@ -63,13 +64,14 @@ static void check_loaded(const sg_config_t *conf) {
         }
 }
 
-static void parse_one(const char *text, bool secret_marked) {
+static void parse_one(const char *text, bool secret_marked, bool yaml) {
         sg_config_t *conf = (sg_config_t *)0x1;
         char err[1024];
         sg_err_t e;
 
         memset(err, 'X', sizeof(err));
-        e = sg_config_parse(text, &conf, err, sizeof(err));
+        e = yaml ? sg_config_parse_yaml(text, &conf, err, sizeof(err))
+                 : sg_config_parse(text, &conf, err, sizeof(err));
         if (e == SG_OK) {
                 check_loaded(conf);
                 sg_config_destroy(conf);
@@ -111,6 +113,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const char pre[] =
                 "{\"kafka\":{\"sasl.password\":\"" MARKER "\","
                 "\"client.id\":\"${SG_FUZZ_SECRET}\"},";
+        static const char pre_yaml[] =
+                "kafka: {sasl.password: " MARKER ", client.id: "
+                "\"${SG_FUZZ_SECRET}\"}\n";
         char *text = malloc(size + 1), *variant;
         const char *brace;
 
@@ -118,7 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         memcpy(text, data, size);
         text[size] = '\0'; /* sg_config_parse takes a C string */
-        parse_one(text, false);
+        parse_one(text, false, false);
+        parse_one(text, false, true);
 
         /* The same document with a secret in front of its members: the
          * first "{" becomes the marked prefix. Duplicate "kafka" members
@@ -132,9 +138,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 strcpy(variant + head + sizeof(pre) - 1, brace + 1);
                 /* (when the input holds the marker itself, it may be
                  * quoted as a key or another value: no finding) */
-                parse_one(variant, !strstr(text, MARKER) &&
-                                           !strstr(text, ENV_MARKER) &&
-                                           !strstr(text, "SG_FUZZ_SECRET"));
+                bool marked = !strstr(text, MARKER) &&
+                              !strstr(text, ENV_MARKER) &&
+                              !strstr(text, "SG_FUZZ_SECRET");
+                parse_one(variant, marked, false);
+                free(variant);
+        }
+        /* YAML: a first line of its own holds the secret (the JSON
+         * variant's "{" may sit inside a YAML plain scalar, ${VAR}'s, where
+         * the marker would become part of a key the file wrote) */
+        if ((variant = malloc(size + sizeof(pre_yaml)))) {
+                memcpy(variant, pre_yaml, sizeof(pre_yaml) - 1);
+                strcpy(variant + sizeof(pre_yaml) - 1, text);
+                parse_one(variant,
+                          !strstr(text, MARKER) && !strstr(text, ENV_MARKER) &&
+                                  !strstr(text, "SG_FUZZ_SECRET"),
+                          true);
                 free(variant);
         }
         free(text);

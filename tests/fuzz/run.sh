@@ -51,7 +51,7 @@ fi
 
 # The same dependencies as meson.build's libseqgate: a library added there
 # must be added here too, or every target fails to link.
-PKGS=(rdkafka lmdb libcjson yajl libcrypto libcurl libmicrohttpd)
+PKGS=(rdkafka lmdb libcjson yajl yaml-0.1 libcrypto libcurl libmicrohttpd)
 if ! CFLAGS_DEPS=$(pkg-config --cflags "${PKGS[@]}") ||
     ! LIBS_DEPS=$(pkg-config --libs "${PKGS[@]}"); then
     log "error: pkg-config cannot find the library dependencies (${PKGS[*]})"

@@ -6,14 +6,15 @@ the Kafka clients refuse at start-up), a data_dir another process holds,
 state that is not this deployment's — so that systemd's
 RestartPreventExitStatus=2 does not restart what cannot work; the `exiting`
 line names the error by its code and in words, and the exit status. Signals:
-SIGTERM, SIGINT and SIGHUP finish the batch in flight, commit it, leave the
-consumer group and exit 0.
+SIGTERM and SIGINT finish the batch in flight, commit it, leave the
+consumer group and exit 0 (SIGHUP reloads the configuration:
+test_reload.py).
 
-test_sighup_stops_cleanly: SIGHUP stops a running instance like SIGTERM
-  (exit 0, the "stopped" line, the consumer group left, offsets committed).
+test_sigterm_stops_cleanly: SIGTERM stops a running instance (exit 0, the
+  "stopped" line, the consumer group left, offsets committed).
 test_refused_rdkafka_property_exits_2: ssl.key.location naming a file that
-  does not exist is refused by librdkafka when the client is created: exit
-  2, the property named.
+  does not exist: --check-config and the start both refuse it (exit 2,
+  the property named; test_preflight.py has several at once).
 test_check_config_reports_every_error: three independent mistakes in one
   file are reported in one --check-config run, one line each.
 test_check_config_env_secrets: values given through ${VAR}
@@ -57,7 +58,7 @@ def _ce(agg: str, v: int) -> dict:
                         ("ce_sequence", str(v).encode())]}
 
 
-def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
+def test_sigterm_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
     t_in, t_out, t_dlq = (unique_name("hup-in"), unique_name("hup-out"),
                           unique_name("hup-dlq"))
     group = unique_name("sg-hup")
@@ -73,11 +74,11 @@ def test_sighup_stops_cleanly(bootstrap, seqgate_bin, tmp_path):
         end = end_offsets(bootstrap, t_in)
         wait_until(lambda: _committed(bootstrap, group, t_in) == end, 60,
                    "committed offsets", on_timeout=lambda: "\n" + sg.log_tail())
-        sg.proc.send_signal(signal.SIGHUP)
+        sg.proc.send_signal(signal.SIGTERM)
         rc = sg.wait_exit(60)
     finally:
         sg.cleanup()
-    assert rc == 0, f"exit status {rc} after SIGHUP\n{sg.log_tail()}"
+    assert rc == 0, f"exit status {rc} after SIGTERM\n{sg.log_tail()}"
     stopped = sg.events("stopped")
     assert stopped and stopped[0]["result"] == "SG_OK", sg.log_tail()
     assert sg.events("loop_stopped"), sg.log_tail()
@@ -99,11 +100,12 @@ def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
     conf["kafka"].update({"security.protocol": "ssl",
                           "ssl.key.location": str(missing)})
     path = _write(tmp_path, conf)
-    # --check-config cannot see it (a file is only read by the client) ...
+    # --check-config sees it (the files the clients read are checked) ...
     chk = subprocess.run([seqgate_bin, "--check-config", path],
                          capture_output=True, text=True, timeout=30)
-    assert chk.returncode == 0, chk.stderr
-    # ... the client refuses it at start-up: a configuration error.
+    assert chk.returncode == 2, chk.stderr
+    assert "kafka.ssl.key.location" in chk.stderr, chk.stderr
+    # ... and so does the start: a configuration error.
     run = subprocess.run([seqgate_bin, "--config", path],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, (run.returncode, run.stderr[-2000:])

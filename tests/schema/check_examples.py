@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Checks that the JSON Schema and seqgate's own validator agree.
 
-Every examples/*.json (and deploy/demo/config.json) must validate against
-schemas/config.schema.json AND
-pass `seqgate --check-config FILE` (exit 0). Every tests/schema/invalid/*.json
-must FAIL both: be invalid for the schema, and make `seqgate --check-config`
-exit non-zero with an error naming the key: each invalid file has a sibling
-NAME.expect holding the dotted key path, and stderr must contain "KEY: ".
+Every examples/*.json and examples/*.yaml (and deploy/demo/config.json)
+must validate against schemas/config.schema.json AND
+pass `seqgate --check-config FILE` (exit 0). A YAML file is read for the
+schema by PyYAML, a YAML reader other than seqgate's: `seqgate
+--print-config` of it and of PyYAML's reading written as JSON must be the
+same, so the two readers agree on every value. And the effective
+configuration of every example (`seqgate --print-config`, defaults filled
+in) validates against the schema and loads again to the same text.
+
+Every tests/schema/invalid/*.json must FAIL both: be invalid for the
+schema, and make `seqgate --check-config` exit non-zero with an error
+naming the key: each invalid file has a sibling NAME.expect holding the
+dotted key path, and stderr must contain "KEY: ".
 
 Usage: check_examples.py [PATH_TO_SEQGATE_BINARY]
   (default: $SEQGATE_BIN, else BUILD/seqgate under the repository root)
@@ -34,8 +41,10 @@ import sys
 
 try:
     import jsonschema
-except ImportError:
-    sys.stderr.write("check_examples.py: the jsonschema package is required\n")
+    import yaml
+except ImportError as e:
+    sys.stderr.write("check_examples.py: the jsonschema and PyYAML packages "
+                     "are required (%s)\n" % e)
     sys.exit(2)
 
 import check_snapshot  # noqa: E402 (same directory; needs jsonschema)
@@ -44,17 +53,61 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCHEMA = os.path.join(ROOT, "schemas", "config.schema.json")
 
 
-def schema_errors(validator, path):
+def load_doc(path):
+    """The file's tree: JSON, or YAML (PyYAML) for a .yaml/.yml name."""
+    with open(path, encoding="utf-8") as f:
+        if path.endswith((".yaml", ".yml")):
+            return yaml.safe_load(f)
+        return json.load(f)
+
+
+def schema_errors(validator, path, doc=None):
     """Returns a list of schema error texts ([] = valid); a file that is not
-    JSON counts as invalid."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        return ["not JSON: %s" % e]
+    JSON (YAML) counts as invalid."""
+    if doc is None:
+        try:
+            doc = load_doc(path)
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            return ["not JSON or YAML: %s" % e]
     return ["%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "(root)",
                         e.message)
             for e in validator.iter_errors(doc)]
+
+
+def print_config(binary, path):
+    """`seqgate --print-config PATH`: (exit code, stdout, stderr)."""
+    proc = subprocess.run([binary, "--print-config", path],
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def effective_problems(binary, validator, path):
+    """The effective configuration of PATH: valid for the schema, and
+    printed again from itself the same; a YAML file's also the same as that
+    of PyYAML's reading of it."""
+    rc, text, err = print_config(binary, path)
+    if rc != 0:
+        return ["--print-config exit %s: %s" % (rc, err.strip())]
+    problems = ["effective config: schema: " + e for e in
+                schema_errors(validator, path, json.loads(text))]
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        again = os.path.join(tmp, "effective.json")
+        with open(again, "w", encoding="utf-8") as f:
+            f.write(text)
+        rc2, text2, err2 = print_config(binary, again)
+        if rc2 != 0 or text2 != text:
+            problems.append("--print-config of the effective config differs "
+                            "(exit %s): %s" % (rc2, err2.strip()))
+        if path.endswith((".yaml", ".yml")):
+            other = os.path.join(tmp, "pyyaml.json")
+            with open(other, "w", encoding="utf-8") as f:
+                json.dump(load_doc(path), f)
+            rc3, text3, err3 = print_config(binary, other)
+            if rc3 != 0 or text3 != text:
+                problems.append("PyYAML reads another configuration than "
+                                "seqgate (exit %s): %s" % (rc3, err3.strip()))
+    return problems
 
 
 def check_config(binary, path):
@@ -144,7 +197,8 @@ def main(argv):
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
 
-    valid = sorted(glob.glob(os.path.join(ROOT, "examples", "*.json")))
+    valid = sorted(glob.glob(os.path.join(ROOT, "examples", "*.json")) +
+                   glob.glob(os.path.join(ROOT, "examples", "*.yaml")))
     # the demo's configuration is an example too (deploy/demo.sh runs it);
     # the Kubernetes ones are checked by tests/deploy/check_k8s.py
     valid.append(os.path.join(ROOT, "deploy", "demo", "config.json"))
@@ -161,6 +215,8 @@ def main(argv):
         rc, err = check_config(binary, path)
         if rc != 0:
             problems.append("--check-config exit %s: %s" % (rc, err.strip()))
+        else:
+            problems += effective_problems(binary, validator, path)
         if report(rel, problems, "must be valid", "valid"):
             passed += 1
         else:

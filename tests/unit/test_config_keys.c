@@ -2,7 +2,8 @@
  * test_config_keys.c — the configuration key table (sg_config_key()) and
  * the JSON Schema (schemas/config.schema.json) state the same scalar keys,
  * types, defaults and bounds: a default or a bound changed in one place
- * only fails here.
+ * only fails here, and so does a key a reload may change (SG_CONF_RELOAD)
+ * that the schema does not mark "x-reloadable" (or the reverse).
  *
  * The schema is read from $SG_SOURCE_ROOT (set by meson). A property's
  * "$ref" (e.g. "#/$defs/uint") supplies what the property itself does not
@@ -190,6 +191,18 @@ START_TEST(test_table_matches_schema) {
                                               "only",
                                               where);
                 }
+                /* a reload may change it: the table's flag and the
+                 * schema's "x-reloadable" say the same */
+                const cJSON *rl =
+                        cJSON_GetObjectItemCaseSensitive(prop, "x-reloadable");
+                ck_assert_msg((rl && cJSON_IsTrue(rl)) ==
+                                      ((k->flags & SG_CONF_RELOAD) != 0),
+                              "%s: reloadable %s in the table, %s in the "
+                              "schema",
+                              where, k->flags & SG_CONF_RELOAD ? "yes" : "no",
+                              rl && cJSON_IsTrue(rl) ? "yes" : "no");
+                ck_assert_msg(!rl || cJSON_IsTrue(rl),
+                              "%s: x-reloadable is true or absent", where);
                 /* one row per key */
                 for (size_t j = 0; j < n; j++) {
                         const sg_config_key_t *o = sg_config_key(j);

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""seqgate's configuration file as a user writes it: YAML beside JSON, and
+the effective configuration (`seqgate --print-config`). Offline: no broker.
+
+- A YAML file with comments passes --check-config; one with an unquoted
+  `on` or `0755` fails naming the key, the line and the column.
+- --print-config prints every default filled in, the changelog topic named,
+  --data-dir and --instance-id applied, secrets and values from the
+  environment as "***"; its output is a configuration that --check-config
+  accepts and --print-config prints again the same.
+
+Run by meson test:  test_config_file.py SEQGATE
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SEQGATE = None
+
+YAML = """\
+# the orders topic, deduplicated and ordered
+data_dir: /var/lib/seqgate
+kafka:
+  bootstrap.servers: broker:9092   # the cluster
+  group.id: orders-seqgate
+  security.protocol: sasl_ssl
+  sasl.mechanisms: PLAIN
+  sasl.username: seqgate
+  sasl.password: ${SGT_PASSWORD}
+topics:
+  orders:
+    output_topic: orders.clean
+    dlq_topic: orders.dlq
+    ordering:
+      gap_timeout_ms: 60000        # a minute
+"""
+
+
+def run(*args, env=None):
+    return subprocess.run([SEQGATE, *args], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, **(env or {})))
+
+
+class ConfigFile(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.env = {"SGT_PASSWORD": "pw-from-env-Zq9"}
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    def test_yaml_with_comments_checks(self):
+        path = self.write("seqgate.yaml", YAML)
+        r = run("--check-config", path, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("config ok: 1 topic(s)", r.stdout)
+
+    def test_yaml_pitfalls_name_key_line_column(self):
+        path = self.write("seqgate.yml", YAML + "instance_id: on\n"
+                          "store: {map_size_bytes: 0755}\n")
+        r = run("--check-config", path, env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("instance_id: YAML line 16, column 14: an unquoted yes,"
+                      " no, on, off", r.stderr)
+        quoted = self.write("quoted.yml", YAML + 'instance_id: "on"\n')
+        r = run("--check-config", quoted, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_print_config(self):
+        path = self.write("seqgate.yaml", YAML)
+        r = run("--print-config", path, "--data-dir", "/srv/sg",
+                "--instance-id", "pod-7", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("pw-from-env-Zq9", r.stdout)
+        eff = json.loads(r.stdout)
+        self.assertEqual(eff["kafka"]["sasl.password"], "***")
+        self.assertEqual(eff["kafka"]["sasl.username"], "seqgate")
+        self.assertEqual(eff["data_dir"], "/srv/sg")
+        self.assertEqual(eff["instance_id"], "pod-7")
+        t = eff["topics"]["orders"]
+        self.assertEqual(t["ordering"]["gap_timeout_ms"], 60000)
+        # defaults filled in
+        self.assertEqual(t["ordering"]["gap_policy"], "dlq")
+        self.assertEqual(t["dedup"]["ttl_ms"], 604800000)
+        self.assertEqual(t["changelog_topic"],
+                         "orders-seqgate-orders-changelog")
+        self.assertEqual(eff["batch"]["max_ms"], 100)
+        self.assertEqual(eff["log_level"], "info")
+        # a configuration of its own, printed again the same
+        again = self.write("effective.json", r.stdout)
+        self.assertEqual(run("--check-config", again).returncode, 0)
+        r2 = run("--print-config", again)
+        self.assertEqual(r2.returncode, 0, r2.stderr)
+        self.assertEqual(r2.stdout, r.stdout)
+
+    def test_print_config_errors_as_check_config(self):
+        path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
+        r = run("--print-config", path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("seqgate: config error: kafka: required key is missing",
+                      r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
+if __name__ == "__main__":
+    SEQGATE = sys.argv.pop(1)
+    unittest.main()
