@@ -5,7 +5,8 @@
  * (schemas/config.schema.json), so that it is itself a configuration that
  * loads to the same values. The scalar keys come from the key table
  * (config_keys.c); the librdkafka blocks, the scope, the digest, the state
- * machine and the snapshot source are written by hand, as they are parsed.
+ * machine, the snapshot source and the HTTP endpoint's users, tokens and
+ * excluded paths are written by hand, as they are parsed.
  *
  * Secrets never appear: a librdkafka property that sg_config_kv_secret()
  * flags (a secret's name, or a value from the environment) is written
@@ -189,6 +190,31 @@ static void redact_env(const sg_config_t *conf, cJSON *node) {
         }
 }
 
+/** The HTTP endpoint's users and tokens (their hashes: a bcrypt hash or a
+ *  SHA-256 digest is what the file holds, never the password or token)
+ *  and its explicit excluded paths (left out: the default). */
+static bool add_http_security(cJSON *root, const sg_config_t *conf) {
+        cJSON *http = block_obj(root, "http", NULL);
+        if (!http)
+                return false;
+        if (conf->http_basic_auth_user_cnt &&
+            !add_kv(http, "basic_auth_users", conf->http_basic_auth_users,
+                    conf->http_basic_auth_user_cnt, false))
+                return false;
+        if (conf->http_bearer_token_cnt &&
+            !add_kv(http, "bearer_tokens", conf->http_bearer_tokens,
+                    conf->http_bearer_token_cnt, false))
+                return false;
+        if (conf->http_auth_excluded_paths) {
+                cJSON *a = str_array(conf->http_auth_excluded_paths,
+                                     conf->http_auth_excluded_path_cnt);
+                if (!a)
+                        return false;
+                cJSON_AddItemToObject(http, "auth_excluded_paths", a);
+        }
+        return true;
+}
+
 char *sg_config_print(const sg_config_t *conf) {
         cJSON *root = cJSON_CreateObject();
         bool ok = root && add_rows(root, SECT_ROOT, conf, NULL) &&
@@ -201,6 +227,7 @@ char *sg_config_print(const sg_config_t *conf) {
                   add_rows(root, SECT_BATCH, conf, NULL) &&
                   add_rows(root, SECT_ROOT_LIMITS, conf, NULL) &&
                   add_rows(root, SECT_HTTP, conf, NULL) &&
+                  add_http_security(root, conf) &&
                   add_rows(root, SECT_METRICS, conf, NULL) &&
                   cJSON_AddObjectToObject(root, "topics");
         for (size_t i = 0; ok && i < conf->topic_cnt; i++)

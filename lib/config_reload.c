@@ -7,8 +7,8 @@
  * Which keys may change is one flag per row of the key table
  * (SG_CONF_RELOAD, config_keys.c), so the rule cannot drift from the keys;
  * everything the table does not hold (the librdkafka blocks, the topic set,
- * the envelope's scope and digest, the state machine, the snapshot source)
- * takes a restart. A reload is all or nothing: one key that cannot change
+ * the envelope's scope and digest, the state machine, the snapshot source,
+ * the HTTP endpoint's users, tokens and excluded paths) takes a restart. A reload is all or nothing: one key that cannot change
  * refuses the whole file and the running configuration stays as it was.
  *
  * The live configuration is changed in place, field by field, so every
@@ -18,6 +18,7 @@
  * API) meanwhile.
  */
 #include "config_int.h"
+#include "http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,31 @@ static bool str_eq(const char *a, const char *b) {
         return a == b || (a && b && !strcmp(a, b));
 }
 
+/** Whether @p a and @p b serve the same paths without credentials
+ *  (http.auth_excluded_paths; NULL: the default list). */
+static bool excluded_eq(const sg_config_t *a, const sg_config_t *b) {
+        static const char *const def[] = SG_HTTP_AUTH_EXCLUDED;
+        const size_t def_cnt = sizeof(def) / sizeof(def[0]) - 1;
+        const char *const *pa =
+                a->http_auth_excluded_paths
+                        ? (const char *const *)a->http_auth_excluded_paths
+                        : def;
+        const char *const *pb =
+                b->http_auth_excluded_paths
+                        ? (const char *const *)b->http_auth_excluded_paths
+                        : def;
+        size_t na = a->http_auth_excluded_paths ? a->http_auth_excluded_path_cnt
+                                                : def_cnt;
+        size_t nb = b->http_auth_excluded_paths ? b->http_auth_excluded_path_cnt
+                                                : def_cnt;
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (strcmp(pa[i], pb[i]))
+                        return false;
+        return true;
+}
+
 static bool src_eq(const sg_field_src_t *a, const sg_field_src_t *b) {
         return a->kind == b->kind && str_eq(a->name, b->name);
 }
@@ -244,7 +270,19 @@ sg_err_t sg_config_diff(const sg_config_t *a, const sg_config_t *b,
                            b->kafka_consumer_cnt, d)) ||
             (err = diff_kv("kafka_producer", a->kafka_producer,
                            a->kafka_producer_cnt, b->kafka_producer,
-                           b->kafka_producer_cnt, d)))
+                           b->kafka_producer_cnt, d)) ||
+            /* the HTTP endpoint's credentials, read when it starts (like
+             * its certificate): names only, a value is a hash */
+            (err = diff_kv("http.basic_auth_users", a->http_basic_auth_users,
+                           a->http_basic_auth_user_cnt,
+                           b->http_basic_auth_users,
+                           b->http_basic_auth_user_cnt, d)) ||
+            (err = diff_kv("http.bearer_tokens", a->http_bearer_tokens,
+                           a->http_bearer_token_cnt, b->http_bearer_tokens,
+                           b->http_bearer_token_cnt, d)) ||
+            (!excluded_eq(a, b) &&
+             (err = add_change(d, "http.auth_excluded_paths", false, NULL,
+                               NULL))))
                 goto fail;
         /* the topic set: a topic added or removed takes a restart */
         for (size_t i = 0; i < a->topic_cnt; i++) {

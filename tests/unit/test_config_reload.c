@@ -228,6 +228,17 @@ START_TEST(test_reload_refuses_the_rest) {
                 {"{\"topics\":{\"orders\":{\"snapshot\":{\"source\":\"http\","
                  "\"url\":\"http://s/{aggregate}\"}}}}",
                  "topics.orders.snapshot.source"},
+                /* the endpoint's credentials: read at start, like its
+                 * certificate (docs/operating.md "HTTP endpoint") */
+                {"{\"http\":{\"basic_auth_users\":{\"alice\":\"$2y$10$"
+                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"}}}",
+                 "http.basic_auth_users.alice"},
+                {"{\"http\":{\"bearer_tokens\":{\"ci\":\"sha256:"
+                 "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f0"
+                 "0a08\"}}}",
+                 "http.bearer_tokens.ci"},
+                {"{\"http\":{\"auth_excluded_paths\":[\"/healthz\"]}}",
+                 "http.auth_excluded_paths"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 cJSON *a = base_json(NULL), *b = base_json(NULL);
@@ -314,6 +325,58 @@ static char *read_example(const char *rel) {
         return strdup(buf);
 }
 
+/* The HTTP endpoint's users, tokens and excluded paths are printed (their
+ * hashes, as the file holds them) and load back to the same; a reload
+ * that changes them is refused like any key read at start. */
+START_TEST(test_print_http_security) {
+        cJSON *j = base_json(NULL);
+        cJSON *patch = cJSON_Parse(
+                "{\"http\":{\"basic_auth_users\":{\"alice\":\"$2y$10$"
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0\"},"
+                "\"bearer_tokens\":{\"ci\":\"sha256:"
+                "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a"
+                "08\"},\"auth_excluded_paths\":[]}}");
+        ck_assert_ptr_nonnull(patch);
+        merge(j, patch);
+        sg_config_t *a = parse(j), *b = NULL;
+        char *printed = sg_config_print(a), es[2048] = "";
+        ck_assert_ptr_nonnull(printed);
+        ck_assert_msg(strstr(printed, "\"alice\"") &&
+                              strstr(printed, "\"ci\"") &&
+                              strstr(printed, "\"auth_excluded_paths\": []"),
+                      "%s", printed);
+        ck_assert_msg(sg_config_parse(printed, &b, es, sizeof(es)) == SG_OK,
+                      "%s\n%s", es, printed);
+        sg_config_diff_t d = {0};
+        ASSERT_OK(sg_config_diff(a, b, &d), "diff");
+        ck_assert_msg(d.cnt == 0, "%s differs", d.changes[0].key);
+        /* the default list written out is no change */
+        cJSON *y = base_json(NULL), *x = base_json(NULL);
+        sg_config_t *c = parse(y), *e = NULL;
+        cJSON_AddItemToObject(
+                block_of(x, "http"), "auth_excluded_paths",
+                cJSON_Parse("[\"/metrics\",\"/healthz\",\"/readyz\"]"));
+        e = parse(x);
+        ASSERT_OK(sg_config_diff(c, e, &d), "diff");
+        ck_assert_msg(d.cnt == 0, "%s differs", d.changes[0].key);
+        ASSERT_OK(sg_config_diff(a, c, &d), "diff");
+        ck_assert_msg(diff_has(&d, "http.basic_auth_users.alice", false) &&
+                              diff_has(&d, "http.bearer_tokens.ci", false) &&
+                              diff_has(&d, "http.auth_excluded_paths", false),
+                      "%zu changes", d.cnt);
+        sg_config_diff_clear(&d);
+        free(printed);
+        sg_config_destroy(a);
+        sg_config_destroy(b);
+        sg_config_destroy(c);
+        sg_config_destroy(e);
+        cJSON_Delete(j);
+        cJSON_Delete(patch);
+        cJSON_Delete(x);
+        cJSON_Delete(y);
+}
+END_TEST
+
 /* The printed configuration is a configuration: loading it gives the same
  * values (printed again: the same text; no change between the two). */
 START_TEST(test_print_round_trip) {
@@ -391,6 +454,7 @@ int main(void) {
         tcase_add_test(tc, test_reload_values);
         tcase_add_test(tc, test_print_round_trip);
         tcase_add_test(tc, test_print_redacts);
+        tcase_add_test(tc, test_print_http_security);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
