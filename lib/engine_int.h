@@ -169,7 +169,9 @@ typedef struct dlq_info {
         sg_reason_t reason;
         const char *detail;
         const char *aggregate; /* may be NULL */
-        bool has_versions;
+        bool has_versions;     /* expected and actual */
+        bool has_actual;       /* actual alone: a malformed record's version
+                              (semantics §3 row 1), nothing expected */
         uint64_t expected, actual;
         const char *state;   /* may be NULL */
         bool drop_value;     /* output_rejected: the value is what Kafka

@@ -49,6 +49,99 @@ START_TEST(row1_malformed) {
 }
 END_TEST
 
+/* Semantics §3 row 1: a malformed record whose idempotency key and digest
+ * parse is recorded dead_lettered (malformed), so that the result query
+ * answers it; its DLQ record names the aggregate and version that parsed.
+ * The record claims no key: a well-formed copy is judged as new (even with
+ * the same value: only a header was wrong), a plain redelivery of the
+ * malformed copy is a duplicate, a replayed one is dead-lettered again. */
+START_TEST(row1_malformed_records_its_key) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "one"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_DLQ, "A", "one", "malformed");
+        /* the fields that parsed are in its headers; no version parsed */
+        ASSERT_STR_EQ(h.out[0].aggregate, "A");
+        ASSERT_STR_EQ(h.out[0].actual, "");
+        ASSERT_STR_EQ(h.out[0].expected, "");
+        /* the key is recorded: dead_lettered, malformed */
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char kh[32];
+        const char *scope[] = {"/shop"};
+        ASSERT_OK(sg_envelope_key_hash("orders", scope, 1, "e1", kh), "");
+        sg_txn_t *t;
+        char err[256];
+        ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
+        sg_dedup_rec_t dr;
+        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        sg_txn_abort(t);
+        ASSERT_EQ_INT(dr.verdict, SG_DV_DLQ);
+        ASSERT_EQ_INT(dr.reason, SG_R_MALFORMED);
+        /* a plain redelivery: a duplicate, no second DLQ record */
+        ONE(&h, EV("A", "e1", "t", "one"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 1);
+        ASSERT_EQ_U64(M(&h)->malformed_total, 1);
+        /* replayed: malformed again, dead-lettered again */
+        ONE(&h, EV("A", "e1", "t", "one", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "one", "malformed");
+        /* corrected (same value, the version header fixed): judged as new,
+         * applied, and its verdict replaces the malformed one */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
+        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        sg_txn_abort(t);
+        ASSERT_EQ_INT(dr.verdict, SG_DV_APPLIED);
+        /* ... and now it is the event: its copy is a duplicate, another
+         * payload a conflict */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        ONE(&h, EV("A", "e1", "t", "1", .value = "other"));
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "1", "idempotency_conflict");
+        /* a malformed copy with another payload, then a corrected one
+         * with a third: never a conflict with the malformed one; parked */
+        ONE(&h, EV("A", "e3", "t", "x3", .value = "{\"n\":3,\"bad\":1}"));
+        assert_out(&h.out[4], SG_EFFECT_DLQ, "A", "x3", "malformed");
+        ONE(&h, EV("A", "e3", "t", "3", .value = "{\"n\":3}"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        ASSERT_EQ_U64(M(&h)->parked_total, 1);
+        ASSERT_EQ_U64(M(&h)->idempotency_parameter_conflicts_total, 1);
+        ASSERT_EQ_U64(M(&h)->malformed_total, 3);
+        h_free(&h);
+        /* an epoch topic: the version parsed, the epoch did not */
+        h_t h2 = {0};
+        h_open(&h2, "\"ordering\":{\"epoch\":\"ce:epoch\"}");
+        ONE(&h2, EV("B", "b1", "t", "7", .epoch = "x"));
+        assert_out(&h2.out[0], SG_EFFECT_DLQ, "B", "7", "malformed");
+        ASSERT_STR_EQ(h2.out[0].aggregate, "B");
+        ASSERT_STR_EQ(h2.out[0].actual, "7");
+        ck_assert_ptr_nonnull(strstr(h2.out[0].detail, "epoch"));
+        h_free(&h2);
+}
+END_TEST
+
+/* Semantics §3 row 1: a record whose key does not parse records nothing
+ * (there is no key to record): a redelivery is dead-lettered again. */
+START_TEST(row1_malformed_without_key) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "", "t", "1"));
+        ONE(&h, EV("A", "", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "malformed");
+        /* the aggregate and version parsed: both named */
+        ASSERT_STR_EQ(h.out[1].aggregate, "A");
+        ASSERT_STR_EQ(h.out[1].actual, "1");
+        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 0);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(row2_duplicate) {
         h_t h = {0};
         h_open(&h, "\"envelope\":{}");
@@ -2680,6 +2773,8 @@ Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
         tcase_add_test(rows, row1_malformed);
+        tcase_add_test(rows, row1_malformed_records_its_key);
+        tcase_add_test(rows, row1_malformed_without_key);
         tcase_add_test(rows, row2_duplicate);
         tcase_add_test(rows, row3_conflict);
         tcase_add_test(rows, row5_stale);

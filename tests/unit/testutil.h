@@ -124,7 +124,10 @@ typedef struct out {
         char detail[256];
         char extra_name[64]; /* first non-provenance extra header (output) */
         char extra_val[64];
-        char version[32]; /* ce_sequence of the record */
+        char version[32];   /* ce_sequence of the record */
+        char aggregate[64]; /* DLQ: __seqgate.errors.aggregate, "" none */
+        char actual[32];    /* DLQ: __seqgate.errors.actual_version */
+        char expected[32];  /* DLQ: __seqgate.errors.expected_version */
         char dead_lettered_at[40];
         int64_t timestamp_ms;
 } out_t;
