@@ -410,13 +410,15 @@ static void versions_judge(judged_t *j) {
 }
 
 /* Not a row: the aggregate rows 4–8 judge by, the version it expects, and
- * what a DLQ record about it names. Decides only on a store error. */
+ * what a DLQ record about it names; and the co-partitioning watch of
+ * semantics §2 (engine_copart.c). Decides only on a store error. */
 static bool aggregate_load(judged_t *j) {
         const sg_envelope_t *env = j->env;
         agg_ctx_t *a = &j->a;
         if ((j->err = sg_eng_agg_load(j->e, j->p, env->aggregate,
                                       env->aggregate_len, a)))
                 return true;
+        sg_eng_copart_watch(j->e, j->p, j->rec, env, a->hash);
         j->v = env->version;
         versions_judge(j);
         return false;

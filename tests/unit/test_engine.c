@@ -1980,6 +1980,137 @@ START_TEST(log_lines_are_json_whatever_the_key) {
 }
 END_TEST
 
+/* The lines of one log event kept by log_keep(). */
+typedef struct kept_log {
+        const char *event; /* the event to keep */
+        int count;
+        char last[512]; /* its last fields */
+        sg_log_level_t level;
+} kept_log_t;
+
+static void log_keep(void *opaque, sg_log_level_t level, const char *event,
+                     const char *fields_json) {
+        kept_log_t *k = opaque;
+        for (; k->event; k++) {
+                if (strcmp(k->event, event) != 0)
+                        continue;
+                k->count++;
+                k->level = level;
+                snprintf(k->last, sizeof(k->last), "%s", fields_json);
+        }
+}
+
+/* Semantics §2 "co-partitioning": producers keyed by customer and the
+ * aggregate read from the value (/orderId), v1 of o-50 on partition 0 and
+ * v2, v3 on partition 1. The engine counts the records whose aggregate is
+ * not their record key and those whose aggregate it saw on another
+ * partition of the topic, and says each once per aggregate at warning. */
+START_TEST(copartition_watch) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"aggregate\":\"/data/orderId\"}");
+        char err[256];
+        int64_t off;
+        ASSERT_OK(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off, err,
+                                sizeof(err)),
+                  err);
+        kept_log_t logs[] = {{.event = "aggregate_not_record_key"},
+                             {.event = "aggregate_on_two_partitions"},
+                             {0}};
+        sg_engine_set_log(h.eng, log_keep, logs);
+        const char *o50 = "{\"orderId\":\"o-50\"}";
+        ONE(&h, EV("c-1", "e1", "t", "1", .value = o50));
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 1);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 0);
+        ONE(&h, EV("c-2", "e2", "t", "2", .value = o50, .partition = 1),
+            EV("c-2", "e3", "t", "3", .value = o50, .partition = 1));
+        /* partition 1 parks them: its own L is none */
+        ASSERT_EQ_U64(M(&h)->parked_total, 2);
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        /* once per aggregate, at warning, naming both partitions */
+        ASSERT_EQ_INT(logs[0].count, 1);
+        ASSERT_EQ_INT(logs[0].level, SG_LOG_WARNING);
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-50\""));
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"key\":\"c-1\""));
+        ASSERT_EQ_INT(logs[1].count, 1);
+        ASSERT_EQ_INT(logs[1].level, SG_LOG_WARNING);
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"aggregate\":\"o-50\""));
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"partition\":1"));
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"first_partition\":0"));
+        /* a record keyed by its aggregate is not counted; nor a duplicate */
+        ONE(&h, EV("o-7", "e4", "t", "1", .value = "{\"orderId\":\"o-7\"}"),
+            EV("c-1", "e1", "t", "1", .value = o50));
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        /* another aggregate: its own line */
+        ONE(&h, EV("c-3", "e5", "t", "1", .value = "{\"orderId\":\"o-9\"}"));
+        ASSERT_EQ_INT(logs[0].count, 2);
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-9\""));
+        h_free(&h);
+
+        /* the default aggregate, the record key: nothing to count */
+        h_t k = {0};
+        h_open(&k, "\"envelope\":{}");
+        ONE(&k, EV("o-1", "e1", "t", "1"));
+        ASSERT_EQ_U64(M(&k)->aggregate_not_record_key_total, 0);
+        h_free(&k);
+}
+END_TEST
+
+/* Every line of every event, in order. */
+static char all_lines[64][512];
+static int all_line_cnt;
+static void log_all(void *opaque, sg_log_level_t level, const char *event,
+                    const char *fields_json) {
+        (void)opaque;
+        (void)level;
+        if (all_line_cnt < 64)
+                snprintf(all_lines[all_line_cnt++], sizeof(all_lines[0]),
+                         "%s %s", event, fields_json);
+}
+
+/* The co-partitioning warnings are bounded: at most
+ * SG_COPART_LOG_PER_MIN lines a minute of processing time, the rest
+ * counted in the next line's "suppressed"; the counters count every
+ * record. */
+START_TEST(copartition_warnings_bounded) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"aggregate\":\"/data/orderId\"}");
+        all_line_cnt = 0;
+        sg_engine_set_log(h.eng, log_all, NULL);
+        char ids[40][8], vals[40][32];
+        for (int round = 0; round < 2; round++) {
+                ev_t evs[20];
+                for (int i = 0; i < 20; i++) {
+                        int n = round * 20 + i;
+                        snprintf(ids[n], sizeof(ids[n]), "e%d", n);
+                        snprintf(vals[n], sizeof(vals[n]),
+                                 "{\"orderId\":\"o-%d\"}", n);
+                        evs[i] = EV("c", ids[n], "t", "1", .value = vals[n]);
+                }
+                batch(&h, evs, 20);
+                if (round == 0) {
+                        ASSERT_EQ_INT(all_line_cnt, SG_COPART_LOG_PER_MIN);
+                        h_clock(&h, T0 + 60000);
+                }
+        }
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 40);
+        ASSERT_EQ_INT(all_line_cnt, 2 * SG_COPART_LOG_PER_MIN);
+        for (int i = 0; i < all_line_cnt; i++)
+                ck_assert_msg(
+                        !strncmp(all_lines[i], "aggregate_not_record_key ", 25),
+                        "%s", all_lines[i]);
+        /* the first line of the second minute says how many were left out */
+        char want[64];
+        snprintf(want, sizeof(want), "\"suppressed\":%d",
+                 20 - SG_COPART_LOG_PER_MIN);
+        ck_assert_msg(strstr(all_lines[SG_COPART_LOG_PER_MIN], want), "%s",
+                      all_lines[SG_COPART_LOG_PER_MIN]);
+        ck_assert_ptr_nonnull(strstr(all_lines[0], "\"suppressed\":0"));
+        h_free(&h);
+}
+END_TEST
+
 /* Semantics §4: a gap never times out while its fill may be waiting unread
  * in the partition. Behind the end of the log, the deadline is measured
  * against the newest record timestamp read, not against processing time. */
@@ -2775,6 +2906,8 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, row1_malformed);
         tcase_add_test(rows, row1_malformed_records_its_key);
         tcase_add_test(rows, row1_malformed_without_key);
+        tcase_add_test(rows, copartition_watch);
+        tcase_add_test(rows, copartition_warnings_bounded);
         tcase_add_test(rows, row2_duplicate);
         tcase_add_test(rows, row3_conflict);
         tcase_add_test(rows, row5_stale);

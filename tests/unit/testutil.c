@@ -219,7 +219,7 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                 const char *val = evs[i].value ? evs[i].value : evs[i].id;
                 sg_record_t rec = {
                         .topic = "orders",
-                        .partition = 0,
+                        .partition = evs[i].partition,
                         .offset = h->offset++,
                         .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
                         .key = evs[i].agg,

@@ -178,13 +178,15 @@ typedef struct ev {
         bool replay;
         int64_t ts;        /* record timestamp; 0: 1000 */
         const char *epoch; /* ce_epoch header (semantics §4b), or none */
+        int32_t partition; /* of "orders"; assigned by the caller unless 0 */
 } ev_t;
 
 /* Appends the effects of the batch in progress to h->out (changelog
  * records left out). */
 void collect(h_t *h);
-/* Runs one batch with @p evs on partition 0 (begin, process each, tick,
- * effects, commit); returns the number of effects it produced. */
+/* Runs one batch with @p evs (on their partitions: 0 unless set) (begin,
+ * process each, tick, effects, commit); returns the number of effects it
+ * produced. */
 size_t batch(h_t *h, const ev_t *evs, size_t cnt);
 
 #define EV(a, i, t, q, ...)                                                    \
