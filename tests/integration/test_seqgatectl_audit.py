@@ -270,10 +270,27 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert rep["records"] == 3  # A's conflict-key and A-2b; B v2 (71 s)
 
 
-def test_audit_usage(seqgatectl_bin, audited):
-    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"]],
+def test_audit_usage(seqgatectl_bin, audited, tmp_path):
+    # one input topic configured: --topic may be left out, and the audit
+    # says which topic it read (one line on stderr)
+    n = audited["names"]
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
+                        "--json"], text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 12
+    assert r.stderr.splitlines() == [
+        f"seqgatectl: using topic {n['in']} (the config's one input topic)"]
+    # two topics: --topic is required, and both are named
+    doc = json.loads(Path(audited["cfg"]).read_text())
+    doc["topics"]["other.in"] = dict(doc["topics"][n["in"]],
+                                     output_topic="other.out",
+                                     dlq_topic="other.dlq")
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps(doc))
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", str(two)],
                        text=True, capture_output=True, timeout=30)
-    assert r.returncode == 2 and "--topic" in r.stderr
+    assert r.returncode == 2, r
+    assert "--topic is required" in r.stderr and "other.in" in r.stderr
     r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
                         "--topic", audited["names"]["in"], "--from", "yesterday"],
                        text=True, capture_output=True, timeout=30)
