@@ -255,6 +255,7 @@ void sg_engine_destroy(sg_engine_t *e) {
         free(e->refusals);
         free(e->effect_part);
         sg_envelope_clear(&e->env);
+        sg_eng_copart_free(e);
         for (size_t i = 0; i < e->part_cnt; i++)
                 free(e->parts[i].topic);
         free(e->parts);

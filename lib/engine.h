@@ -185,6 +185,21 @@ bool sg_engine_part_gauges(const sg_engine_t *engine, const char *topic,
 void sg_engine_set_log(sg_engine_t *engine, sg_log_cb *cb, void *opaque);
 
 /**
+ * The co-partitioning warnings (semantics §2 "Co-partitioning"):
+ * "aggregate_not_record_key" (a record whose aggregate, read from its value
+ * or a header, is not its record key) and "aggregate_on_two_partitions" (an
+ * aggregate this engine saw on another partition of the same topic), each
+ * at most once per aggregate while the engine remembers it (a fixed table
+ * of SG_COPART_SLOTS recent aggregates), and together at most
+ * SG_COPART_LOG_PER_MIN lines a minute of processing time; the lines left
+ * out are counted in the next one's "suppressed". The counters
+ * aggregate_not_record_key_total and aggregate_on_two_partitions_total
+ * count every record.
+ */
+#define SG_COPART_LOG_PER_MIN 10
+#define SG_COPART_SLOTS 8192
+
+/**
  * The rule for an operator's release (SG_H_CONTROL; semantics §3
  * "Release"), shared by the engine and seqgatectl so that an operator hears
  * "no" before anything is sent: a release is accepted for a quarantined

@@ -275,19 +275,70 @@ static sg_err_t dlq_and_key(judged_t *j) {
         return key_record(j, SG_DV_DLQ);
 }
 
-/* Row 1 (semantics §3): the envelope cannot be parsed → DLQ malformed. */
+/* Whether dedup record @p dr, live, records a malformed copy: it answers
+ * the result query but does not claim the key (semantics §3 row 1). */
+static bool dedup_malformed(const sg_dedup_rec_t *dr) {
+        return dr->verdict == SG_DV_DLQ && dr->reason == SG_R_MALFORMED;
+}
+
+/* Reads the dedup record of the record's key into e->dk_* (the record
+ * sg_eng_record_key() then writes without a second lookup). Returns
+ * SG_OK with *livep (found and not past its TTL) and *drp, or the store's
+ * error. */
+static sg_err_t dedup_read(judged_t *j, sg_dedup_rec_t *drp, bool *livep) {
+        sg_engine_t *e = j->e;
+        sg_err_t err = sg_dedup_get(e->txn, &j->p->tp, j->env->key_hash, drp);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        e->dk_valid = true;
+        e->dk_found = err == SG_OK;
+        memcpy(e->dk_hash, j->env->key_hash, 32);
+        e->dk_rec = *drp;
+        *livep = err == SG_OK && drp->expiry_ms > e->now;
+        return SG_OK;
+}
+
+/* Row 1 (semantics §3): the envelope cannot be parsed → DLQ malformed,
+ * with the fields that did parse (aggregate, version) in its headers.
+ * When the idempotency key and the digest parse, the key is recorded
+ * dead_lettered (malformed) for the result query, unless a live record
+ * holds it: then a copy with its digest is a duplicate (row 2: a
+ * redelivery is never a second DLQ record; a replayed one is dead-lettered
+ * again, the replay tool expects its verdict), any other copy is
+ * dead-lettered and the record stays untouched. */
 static bool row1_malformed(judged_t *j) {
         char detail[512];
-        sg_err_t err = sg_envelope_parse(j->tc, j->rec, j->env, detail,
-                                         sizeof(detail));
-        if (err == SG_ERR_INVALID) {
-                dlq_info_t d = {.reason = SG_R_MALFORMED, .detail = detail};
-                pdelta(j->e, j->p)->malformed_total++;
-                j->err = sg_eng_emit_dlq(j->e, &j->s, &d);
-                return true;
+        sg_envelope_t *env = j->env;
+        sg_err_t err =
+                sg_envelope_parse(j->tc, j->rec, env, detail, sizeof(detail));
+        if (err != SG_ERR_INVALID) {
+                j->err = err;
+                return err != SG_OK;
         }
-        j->err = err;
-        return err != SG_OK;
+        sg_engine_t *e = j->e;
+        bool record = env->has_key && env->has_digest;
+        if (record) {
+                sg_dedup_rec_t dr;
+                bool live;
+                if ((j->err = dedup_read(j, &dr, &live)))
+                        return true;
+                if (live && sg_dedup_digest_eq(&dr, env->digest) &&
+                    !sg_eng_header_find(j->rec, SG_H_REPLAY)) {
+                        pdelta(e, j->p)->dedup_hits_total++;
+                        return true;
+                }
+                record = !live;
+        }
+        dlq_info_t d = {.reason = SG_R_MALFORMED,
+                        .detail = detail,
+                        .aggregate = env->aggregate,
+                        .has_actual = env->has_version,
+                        .actual = env->version};
+        pdelta(e, j->p)->malformed_total++;
+        if ((j->err = sg_eng_emit_dlq(e, &j->s, &d)) || !record)
+                return true;
+        j->err = key_record(j, SG_DV_DLQ);
+        return true;
 }
 
 /* Rows 2–3 (semantics §3, and "Replay"): a key seen before is a duplicate
@@ -298,16 +349,12 @@ static bool rows2_3_key_seen(judged_t *j) {
         sg_envelope_t *env = j->env;
         char ts[40];
         sg_dedup_rec_t dr;
-        sg_err_t err = sg_dedup_get(e->txn, &j->p->tp, env->key_hash, &dr);
-        if (err && err != SG_ERR_NOT_FOUND) {
-                j->err = err;
+        bool live;
+        if ((j->err = dedup_read(j, &dr, &live)))
                 return true;
-        }
-        e->dk_valid = true;
-        e->dk_found = err == SG_OK;
-        memcpy(e->dk_hash, env->key_hash, 32);
-        e->dk_rec = dr;
-        if (err != SG_OK || dr.expiry_ms <= e->now)
+        /* a malformed copy never took effect: it does not claim the key
+         * (row 1), this copy is judged as new */
+        if (!live || dedup_malformed(&dr))
                 return false;
         if (!sg_dedup_digest_eq(&dr, env->digest)) {
                 dlq_info_t d = {
@@ -363,13 +410,15 @@ static void versions_judge(judged_t *j) {
 }
 
 /* Not a row: the aggregate rows 4–8 judge by, the version it expects, and
- * what a DLQ record about it names. Decides only on a store error. */
+ * what a DLQ record about it names; and the co-partitioning watch of
+ * semantics §2 (engine_copart.c). Decides only on a store error. */
 static bool aggregate_load(judged_t *j) {
         const sg_envelope_t *env = j->env;
         agg_ctx_t *a = &j->a;
         if ((j->err = sg_eng_agg_load(j->e, j->p, env->aggregate,
                                       env->aggregate_len, a)))
                 return true;
+        sg_eng_copart_watch(j->e, j->p, j->rec, env, a->hash);
         j->v = env->version;
         versions_judge(j);
         return false;

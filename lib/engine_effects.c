@@ -321,12 +321,12 @@ sg_err_t sg_eng_emit_dlq(sg_engine_t *e, const subject_t *s,
         H(SG_DLQ_H_GROUP, e->conf->group_id ? e->conf->group_id : "");
         if (d->aggregate)
                 H(SG_DLQ_H_AGGREGATE, COPY(d->aggregate));
-        if (d->has_versions) {
+        if (d->has_versions)
                 H(SG_DLQ_H_EXPECTED,
                   sg_arena_printf(&e->arena, "%" PRIu64, d->expected));
+        if (d->has_versions || d->has_actual)
                 H(SG_DLQ_H_ACTUAL,
                   sg_arena_printf(&e->arena, "%" PRIu64, d->actual));
-        }
         if (d->state && d->state[0])
                 H(SG_DLQ_H_STATE, COPY(d->state));
         H(SG_DLQ_H_INSTANCE, e->conf->instance_id ? e->conf->instance_id : "");

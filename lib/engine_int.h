@@ -18,6 +18,9 @@
  *   engine_refetch.c   snapshot requests and replies (semantics §4 step 1)
  *   engine_changelog.c change capture → changelog effects, the changelog
  *                      key format, restore (semantics §6)
+ *   engine_copart.c    the co-partitioning watch (semantics §2): counts and
+ *                      logs aggregates that are not their record key or
+ *                      that show up on two partitions
  *
  * Thread-safety: as engine.h (one engine per processing thread).
  */
@@ -162,6 +165,14 @@ struct sg_engine {
          * next with a DLQ verdict (sg_eng_record_key, the result query of
          * semantics §7); SG_R_NONE once that key took it */
         sg_reason_t dlq_reason;
+
+        /* the co-partitioning watch (engine_copart.c): recent aggregates,
+         * SG_COPART_SLOTS of them once a record needed it, and its log
+         * lines' minute */
+        struct copart_slot *copart;
+        int64_t copart_minute;      /* processing time the minute began */
+        int copart_lines;           /* lines written in it */
+        uint64_t copart_suppressed; /* lines left out since the last one */
 };
 
 /* The record an effect is about (engine_effects.c). */
@@ -182,7 +193,9 @@ typedef struct dlq_info {
         sg_reason_t reason;
         const char *detail;
         const char *aggregate; /* may be NULL */
-        bool has_versions;
+        bool has_versions;     /* expected and actual */
+        bool has_actual;       /* actual alone: a malformed record's version
+                              (semantics §3 row 1), nothing expected */
         uint64_t expected, actual;
         const char *state;   /* may be NULL */
         bool drop_value;     /* output_rejected: the value is what Kafka
@@ -395,6 +408,18 @@ bool sg_eng_reply_version(const sg_record_t *rec, const cJSON *v,
 /** Judges one snapshot reply record. */
 sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
                            size_t errstr_size);
+
+/* ---- engine_copart.c -------------------------------------------------------- */
+
+/** Semantics §2 "Co-partitioning": counts (and logs, bounded) a record whose
+ *  aggregate (hash @p agg_hash, from sg_eng_agg_load) is read from its value
+ *  or a header and is not its record key, and one whose aggregate this
+ *  engine saw on another partition of the topic. Never decides. */
+void sg_eng_copart_watch(sg_engine_t *e, const part_t *p,
+                         const sg_record_t *rec, const sg_envelope_t *env,
+                         const unsigned char agg_hash[32]);
+/** Frees the watch's table. */
+void sg_eng_copart_free(sg_engine_t *e);
 
 /* ---- engine_changelog.c ----------------------------------------------------- */
 

@@ -17,7 +17,8 @@
 
 /* Records the idempotency key with @p verdict. @p digest NULL: the key is
  * already recorded (a parked event leaving the park): only its verdict
- * changes, first-seen time and expiry stay. */
+ * changes, first-seen time and expiry stay. A live record of a malformed
+ * copy is replaced whole by the copy judged now (semantics §3 row 1). */
 sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                            const unsigned char *digest, uint8_t verdict,
                            char *errstr, size_t errstr_size) {
@@ -44,9 +45,13 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
         if (!digest) {
                 if (!found)
                         return SG_OK;
-        } else if (found && r.expiry_ms > e->now) {
+        } else if (found && r.expiry_ms > e->now &&
+                   !(r.verdict == SG_DV_DLQ && r.reason == SG_R_MALFORMED)) {
                 /* a replay judged again: only the verdict changes */
         } else {
+                /* a new key, one past its TTL, or one a malformed copy
+                 * recorded, which never claimed it (semantics §3 row 1):
+                 * this copy's digest and time */
                 memcpy(r.digest, digest, 32);
                 r.first_seen_ms = e->now;
                 r.expiry_ms = e->now + p->tc->dedup_ttl_ms;

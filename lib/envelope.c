@@ -137,6 +137,7 @@ typedef struct pctx {
         size_t max_field;
         char *errstr;
         size_t errstr_size;
+        char scratch[DETAIL_MAX + 1]; /* details after the first (parse) */
 } pctx_t;
 
 /* True in CloudEvents binary mode, where the value is the event's data. */
@@ -841,23 +842,35 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out) {
         return SG_OK;
 }
 
-static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
+/* One field of the parse (semantics §3 row 1: a malformed record keeps
+ * the fields that did parse). @p err is the field's result: SG_ERR_INVALID
+ * marks the parse malformed and, for the first field that fails, leaves its
+ * detail in the caller's errstr; later details go to a scratch buffer, so
+ * the detail names the first problem. Returns true when the parse goes on
+ * (SG_OK or SG_ERR_INVALID), false on any other error (*errp set). */
+static bool field_done(pctx_t *c, sg_err_t err, sg_err_t *errp) {
+        if (err == SG_OK)
+                return true;
+        if (err != SG_ERR_INVALID) {
+                *errp = err;
+                return false;
+        }
+        if (*errp == SG_OK) {
+                *errp = SG_ERR_INVALID;
+                c->errstr = c->scratch;
+                c->errstr_size = sizeof(c->scratch);
+        }
+        return true;
+}
+
+/* The idempotency key: topic, scope parts..., id (env->id, key_hash). */
+static sg_err_t parse_key(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
         const sg_topic_config_t *tc = c->tc;
         const char *topic = c->rec->topic ? c->rec->topic : "";
         const char *p;
         size_t len;
         sg_err_t err;
 
-        if (tc->id.kind == SG_SRC_NONE)
-                return fail(c->errstr, c->errstr_size,
-                            "topic configuration has no id source");
-
-        if (c->ce) {
-                if ((err = ce_detect(c)) || (err = ce_check(c)))
-                        return err;
-        }
-
-        /* Idempotency key: topic, scope parts..., id. */
         if (!keybuf_add(kb, topic, strlen(topic)))
                 return SG_ERR_NOMEM;
         for (size_t i = 0; i < tc->scope_cnt; i++) {
@@ -872,49 +885,108 @@ static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
                 return err;
         if (!keybuf_add(kb, p, len))
                 return SG_ERR_NOMEM;
-        if (!(env->id = keep_str(c->pv, STR_ID, p, len)))
-                return SG_ERR_NOMEM;
         if (!sg_sha256_ctx(c->pv->md, kb->p, kb->len, env->key_hash))
                 return SG_ERR_NOMEM;
+        if (!(env->id = keep_str(c->pv, STR_ID, p, len)))
+                return SG_ERR_NOMEM;
+        env->has_key = true;
+        return SG_OK;
+}
 
-        if (tc->aggregate.kind != SG_SRC_NONE) {
-                if ((err = get_text(c, "aggregate id", &tc->aggregate, &p,
-                                    &len)))
+static sg_err_t parse_aggregate(pctx_t *c, sg_envelope_t *env) {
+        const char *p;
+        size_t len;
+        sg_err_t err;
+
+        if (c->tc->aggregate.kind == SG_SRC_NONE)
+                return SG_OK;
+        if ((err = get_text(c, "aggregate id", &c->tc->aggregate, &p, &len)))
+                return err;
+        if (!(env->aggregate = keep_str(c->pv, STR_AGGREGATE, p, len)))
+                return SG_ERR_NOMEM;
+        env->aggregate_len = len;
+        return SG_OK;
+}
+
+static sg_err_t parse_version(pctx_t *c, sg_envelope_t *env) {
+        sg_err_t err;
+
+        if (c->tc->version.kind == SG_SRC_NONE)
+                return SG_OK;
+        if ((err = get_version(c, "version", &c->tc->version, &env->version)))
+                return err;
+        env->has_version = true;
+        return SG_OK;
+}
+
+/* semantics §4b: a topic with an epoch field needs it on every event, as
+ * it needs the version (row 1 when missing) */
+static sg_err_t parse_epoch(pctx_t *c, sg_envelope_t *env) {
+        sg_err_t err;
+
+        if (c->tc->epoch.kind == SG_SRC_NONE)
+                return SG_OK;
+        if ((err = get_version(c, "epoch", &c->tc->epoch, &env->epoch)))
+                return err;
+        env->has_epoch = true;
+        return SG_OK;
+}
+
+static sg_err_t parse_type(pctx_t *c, sg_envelope_t *env) {
+        const char *p;
+        size_t len;
+        sg_err_t err;
+
+        if (c->tc->type.kind == SG_SRC_NONE)
+                return SG_OK;
+        if ((err = get_text(c, "type", &c->tc->type, &p, &len)))
+                return err;
+        if (!(env->type = keep_str(c->pv, STR_TYPE, p, len)))
+                return SG_ERR_NOMEM;
+        return SG_OK;
+}
+
+/* Digest: whole value, or canonical subtree at digest_pointer. */
+static sg_err_t parse_digest(pctx_t *c, sg_envelope_t *env) {
+        sg_err_t err;
+
+        if (!c->tc->digest_pointer)
+                err = sg_sha256_ctx(c->pv->md, c->rec->value, c->rec->value_len,
+                                    env->digest)
+                              ? SG_OK
+                              : SG_ERR_NOMEM;
+        else
+                err = digest_subtree(c, env->digest);
+        env->has_digest = err == SG_OK;
+        return err;
+}
+
+/* Every field, each on its own: a field that is invalid makes the record
+ * malformed (SG_ERR_INVALID, the first one's detail in errstr) without
+ * stopping the others, so that a malformed record still says what did
+ * parse (semantics §3 row 1). Only a content mode that cannot be told
+ * (ce_detect) leaves nothing to read. */
+static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
+        sg_err_t err = SG_OK;
+
+        if (c->tc->id.kind == SG_SRC_NONE)
+                return fail(c->errstr, c->errstr_size,
+                            "topic configuration has no id source");
+        if (c->ce) {
+                sg_err_t e = ce_detect(c);
+                if (e)
+                        return e;
+                if (!field_done(c, ce_check(c), &err))
                         return err;
-                if (!(env->aggregate = keep_str(c->pv, STR_AGGREGATE, p, len)))
-                        return SG_ERR_NOMEM;
-                env->aggregate_len = len;
         }
-
-        if (tc->version.kind != SG_SRC_NONE) {
-                if ((err = get_version(c, "version", &tc->version,
-                                       &env->version)))
-                        return err;
-                env->has_version = true;
-        }
-
-        /* semantics §4b: a topic with an epoch field needs it on every
-         * event, as it needs the version (row 1 when missing) */
-        if (tc->epoch.kind != SG_SRC_NONE) {
-                if ((err = get_version(c, "epoch", &tc->epoch, &env->epoch)))
-                        return err;
-                env->has_epoch = true;
-        }
-
-        if (tc->type.kind != SG_SRC_NONE) {
-                if ((err = get_text(c, "type", &tc->type, &p, &len)))
-                        return err;
-                if (!(env->type = keep_str(c->pv, STR_TYPE, p, len)))
-                        return SG_ERR_NOMEM;
-        }
-
-        /* Digest: whole value, or canonical subtree at digest_pointer. */
-        if (!tc->digest_pointer)
-                return sg_sha256_ctx(c->pv->md, c->rec->value,
-                                     c->rec->value_len, env->digest)
-                               ? SG_OK
-                               : SG_ERR_NOMEM;
-        return digest_subtree(c, env->digest);
+        if (!field_done(c, parse_key(c, env, kb), &err) ||
+            !field_done(c, parse_aggregate(c, env), &err) ||
+            !field_done(c, parse_version(c, env), &err) ||
+            !field_done(c, parse_epoch(c, env), &err) ||
+            !field_done(c, parse_type(c, env), &err) ||
+            !field_done(c, parse_digest(c, env), &err))
+                return err;
+        return err;
 }
 
 /* The reusable parts of @p env, created on its first parse. */
@@ -978,11 +1050,9 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
         keybuf_init(&kb);
         err = parse(&c, env, &kb);
         keybuf_free(&kb);
-        if (err) {
-                if (err == SG_ERR_NOMEM)
-                        fail(errstr, errstr_size,
-                             "out of memory parsing the envelope");
-                envelope_reset(env);
-        }
+        if (err == SG_ERR_NOMEM)
+                fail(errstr, errstr_size, "out of memory parsing the envelope");
+        if (err && err != SG_ERR_INVALID)
+                envelope_reset(env); /* malformed keeps what parsed */
         return err;
 }

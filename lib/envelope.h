@@ -90,9 +90,15 @@ extern "C" {
 /**
  * A parsed envelope. The strings are owned by the envelope (NUL-terminated
  * copies), valid until sg_envelope_clear() or the next parse into it.
+ * After SG_OK every configured field is set; after SG_ERR_INVALID (a
+ * malformed record) the fields that did parse are set and the others are
+ * empty (NULL, false), so that a malformed record can still be told by
+ * its key and aggregate (semantics §3 row 1).
  */
 typedef struct sg_envelope {
-        char *id;        /**< event id (CE `id`) */
+        bool has_key;    /**< id and key_hash parsed (the idempotency key:
+                              every scope part and the id) */
+        char *id;        /**< event id (CE `id`); NULL unless has_key */
         char *aggregate; /**< aggregate id; NULL when not configured */
         size_t aggregate_len;
         bool has_version;
@@ -102,6 +108,8 @@ typedef struct sg_envelope {
         char *type; /**< event type; NULL when not configured */
         unsigned char key_hash
                 [SG_HASH_LEN]; /**< SHA-256 of the idempotency key encoding */
+        bool has_digest; /**< digest parsed (a digest_pointer's subtree may
+                              be missing) */
         unsigned char digest[SG_HASH_LEN]; /**< payload digest */
         /* private: */
         void *_priv;
@@ -132,8 +140,13 @@ sg_err_t sg_envelope_key_hash(const char *topic, const char *const *scope,
  *
  * @param tc      the input topic's configuration (borrowed).
  * @param rec     the record (borrowed).
- * @param env     output, caller-owned.
- * @param errstr  on SG_ERR_INVALID receives the malformed detail, e.g.
+ * @param env     output, caller-owned. On SG_ERR_INVALID it holds the
+ *                fields that did parse (every field is read on its own:
+ *                one invalid field does not hide the others), on any other
+ *                error nothing.
+ * @param errstr  on SG_ERR_INVALID receives the malformed detail of the
+ *                first invalid field (in the order scope, id, aggregate,
+ *                version, epoch, type, digest), e.g.
  *                "version \"1e3\" (ce_sequence header) is not a decimal
  *                unsigned 64-bit integer".
  * @returns SG_OK, SG_ERR_INVALID (malformed, verdict row 1), SG_ERR_NOMEM.

@@ -112,7 +112,15 @@ typedef struct sg_hist {
         X(fenced_epoch_total, COUNTER, "fenced_epoch_total",                   \
           "events of a lower epoch (semantics 4b)")                            \
         X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
-          "dedup records removed by the TTL sweep")
+          "dedup records removed by the TTL sweep")                            \
+        X(aggregate_not_record_key_total, COUNTER,                             \
+          "aggregate_not_record_key_total",                                    \
+          "records whose aggregate, read from the value or a header, is not "  \
+          "their record key (semantics 2, co-partitioning)")                   \
+        X(aggregate_on_two_partitions_total, COUNTER,                          \
+          "aggregate_on_two_partitions_total",                                 \
+          "records whose aggregate this instance saw on another partition "    \
+          "of the topic (semantics 2, co-partitioning)")
 
 /* Engine metrics after dlq_total[]. */
 #define SG_ENGINE_METRICS_TAIL(X)                                              \

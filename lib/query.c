@@ -492,9 +492,14 @@ static sg_err_t event_search(sg_txn_t *t, const sg_topic_config_t *tc,
                 }
                 if (d.expiry_ms <= now_ms) { /* as the engine judges it */
                         unknown_json(o, tc, &d);
-                } else if (digest && !sg_dedup_digest_eq(&d, digest)) {
+                } else if (digest && !sg_dedup_digest_eq(&d, digest) &&
+                           !(d.verdict == SG_DV_DLQ &&
+                             d.reason == SG_R_MALFORMED)) {
                         /* semantics §3 row 3: this copy was dead-lettered,
-                         * the recorded event keeps its own fate */
+                         * the recorded event keeps its own fate (a
+                         * malformed copy claims no key, row 1: a copy with
+                         * another digest is judged as new, and replaces
+                         * the record once it is) */
                         cJSON_AddStringToObject(o, "status", "dead_lettered");
                         cJSON_AddStringToObject(
                                 o, "reason",

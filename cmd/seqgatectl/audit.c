@@ -375,7 +375,7 @@ static int audit_run(sg_config_t *conf, sg_topic_config_t *tc,
 }
 
 static const char audit_help[] =
-        "usage: seqgatectl audit --config FILE --topic T [--from "
+        "usage: seqgatectl audit --config FILE [--topic T] [--from "
         "TIME|OFFSET]\n"
         "                        [--to TIME|OFFSET] [--html FILE] "
         "[--max-aggregates N]\n"
@@ -386,12 +386,20 @@ static const char audit_help[] =
         "Read topic T once (every partition, no consumer group, nothing\n"
         "committed or produced) through seqgate's engine over a temporary "
         "store,\n"
-        "with the record timestamps as its clock, and report its duplicates,\n"
-        "conflicts, stale events, gaps and disorder, with the "
-        "gap_timeout_ms and\n"
-        "dedup TTL they call for and the semantics §8 sizing.\n"
+        "with the record timestamps as its clock, and report first the "
+        "aggregates\n"
+        "whose events span partitions (semantics §2 co-partitioning), then "
+        "its\n"
+        "duplicates, conflicts, stale events, gaps and disorder, with the\n"
+        "gap_timeout_ms and dedup TTL they call for and the semantics §8 "
+        "sizing,\n"
+        "each estimate with its basis (a warning below 1000 dedup records "
+        "or an\n"
+        "hour of records, or too few samples for a percentile).\n"
         "\n"
-        "  -t, --topic T          the input topic (a topic of the config)\n"
+        "  -t, --topic T          the input topic (a topic of the config; "
+        "default:\n"
+        "                         the config's one input topic)\n"
         "      --from TIME|OFFSET start at an RFC 3339 time "
         "(2026-11-30T08:00:00Z)\n"
         "                         or an offset (every partition); default: "
@@ -468,8 +476,6 @@ int cmd_audit(int argc, char **argv) {
         o.json = cc.json;
         if (!o.config)
                 return usage_error("--config FILE is required");
-        if (!o.topic)
-                return usage_error("--topic T is required");
         au_pos_t from = {0}, to = {0};
         if (!parse_pos(o.from, &from))
                 return usage_error("--from: an offset or an RFC 3339 time "
@@ -483,6 +489,11 @@ int cmd_audit(int argc, char **argv) {
         int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
+        if ((rc = default_topic(conf, &o.topic))) {
+                sg_config_destroy(conf);
+                return rc;
+        }
+        choices_print();
         sg_topic_config_t *tc = NULL;
         for (size_t i = 0; i < conf->topic_cnt; i++)
                 if (!strcmp(conf->topics[i].name, o.topic))

@@ -40,6 +40,9 @@ typedef struct au_hour {
         uint64_t records, duplicates, gaps;
 } au_hour_t;
 
+/* Partitions listed per aggregate (au_agg_t.parts). */
+#define AU_AGG_PARTS 4
+
 /* Per aggregate bookkeeping (bounded: au_drive_t.max_aggs). */
 typedef struct au_agg {
         uint64_t hash;        /* first 8 bytes of SHA-256(aggregate); 0: free */
@@ -48,6 +51,14 @@ typedef struct au_agg {
         uint64_t refusals;    /* DLQ records of this aggregate */
         uint64_t gaps;        /* gaps resolved (filled or timed out) */
         char *name;           /* aggregate id, at most 256 bytes kept */
+        /* co-partitioning (semantics §2): the partitions its records came
+         * from, in the order seen (parts[0] the first), at most
+         * AU_AGG_PARTS listed (parts_more: others too), and its records
+         * read from a partition other than parts[0] */
+        int32_t parts[AU_AGG_PARTS];
+        uint8_t part_cnt;
+        bool parts_more;
+        uint64_t elsewhere;
 } au_agg_t;
 
 /* Per idempotency key bookkeeping (bounded: au_drive_t.max_keys). */
@@ -98,6 +109,7 @@ typedef struct au_drive {
         au_key_t *keys;
         size_t key_cnt, key_slots, max_keys;
         bool keys_cap_hit;
+        uint64_t spanning; /* aggregates seen on more than one partition */
 
         au_samples_t reorder_versions, reorder_ms; /* late arrivals */
         au_samples_t gap_ms;                       /* filled gaps */

@@ -42,7 +42,9 @@
  * input: per idempotency key its first record timestamp and payload
  * digest (a repeat with the same digest: one first-seen → repeat delay),
  * per aggregate the highest version that arrived and when (an event below
- * it: one reorder distance, in versions and milliseconds). The key and
+ * it: one reorder distance, in versions and milliseconds), and the
+ * partitions its records came from (more than one: the co-partitioning
+ * rule of semantics §2 broken, the report's first finding). The key and
  * aggregate tables are capped (--max-keys, --max-aggregates); past a cap a
  * new key or aggregate is not tracked and the report says so.
  */
@@ -195,6 +197,26 @@ static bool hdr_text(const sg_header_t *h, size_t n, const char *name,
         return true;
 }
 
+/* Semantics §2 co-partitioning: one more record of @p a from partition
+ * @p p. */
+static void agg_partition(au_drive_t *d, au_agg_t *a, int32_t p) {
+        if (!a->part_cnt) {
+                a->parts[a->part_cnt++] = p;
+                return;
+        }
+        if (p != a->parts[0])
+                a->elsewhere++;
+        for (size_t i = 0; i < a->part_cnt; i++)
+                if (a->parts[i] == p)
+                        return;
+        if (a->part_cnt == 1 && !a->parts_more)
+                d->spanning++;
+        if (a->part_cnt < AU_AGG_PARTS)
+                a->parts[a->part_cnt++] = p;
+        else
+                a->parts_more = true;
+}
+
 static void observe_input(au_drive_t *d, const sg_record_t *rec) {
         sg_envelope_t env;
         char es[256];
@@ -220,14 +242,20 @@ static void observe_input(au_drive_t *d, const sg_record_t *rec) {
         } else if (j != SIZE_MAX) {
                 d->keys_cap_hit = true;
         }
-        if (first && env.has_version && env.aggregate) {
-                au_agg_t *a = agg_get(d, env.aggregate, env.aggregate_len);
-                if (a && a->max_version && env.version < a->max_version) {
+        /* every record of an aggregate, copies included: on which
+         * partitions it is (semantics §2 co-partitioning) */
+        au_agg_t *a = env.aggregate
+                              ? agg_get(d, env.aggregate, env.aggregate_len)
+                              : NULL;
+        if (a)
+                agg_partition(d, a, rec->partition);
+        if (first && env.has_version && a) {
+                if (a->max_version && env.version < a->max_version) {
                         au_sample(&d->reorder_versions,
                                   (int64_t)(a->max_version - env.version));
                         au_sample(&d->reorder_ms,
                                   ts > a->max_ts ? ts - a->max_ts : 0);
-                } else if (a && env.version > a->max_version) {
+                } else if (env.version > a->max_version) {
                         a->max_version = env.version;
                         a->max_ts = ts;
                 }

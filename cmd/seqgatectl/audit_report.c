@@ -5,12 +5,15 @@
  * HTML page are both drawn from that same document (parsed back), so the
  * three never disagree.
  *
- * The HTML page is self-contained: inline CSS, charts as inline SVG written
- * here (each bar carries data-label and data-value, each chart data-total),
+ * The HTML page is self-contained: a summary at the top (the first finding,
+ * the suggested settings and the store estimate, each with how sure it is;
+ * each line carries data-path and data-value), inline CSS, charts as inline
+ * SVG written here (each bar carries data-label and data-value, each chart
+ * data-total),
  * the JSON document embedded (<script type="application/json"
  * id="audit-data">) and a small inline script that checks every chart's
- * bars against it and marks the page (body data-check="ok") — no network,
- * no external file.
+ * bars and every summary line against it and marks the page (body
+ * data-check="ok") — no network, no external file.
  */
 #include "audit.h"
 #include "cli.h"
@@ -34,6 +37,15 @@
  * a suggestion fits the audited records exactly, not the next producer retry or
  * broker hiccup, and dedup.ttl_ms takes nothing below 1000. */
 #define SUGGEST_FLOOR_MS 1000
+/* Below these an estimate is printed with its basis and a warning
+ * (docs/seqgatectl.md "How sure the estimates are"): the bytes per dedup
+ * record come from the temporary store, whose fixed pages (every
+ * database's root, the meta pages) outweigh a few records; events/day is
+ * extrapolated from the audited span, which must hold a day's rhythm at
+ * least roughly. A quantile q of fewer than 1 / (1 - q) samples is their
+ * maximum, not that quantile. */
+#define SAMPLE_MIN_DEDUP_RECORDS 1000
+#define SAMPLE_MIN_SPAN_MS 3600000
 
 /* Histogram bucket upper bounds (inclusive); the last bucket is +Inf. */
 static const int64_t ms_bounds[] = {0,     10,     100,     1000,    10000,
@@ -116,6 +128,60 @@ static cJSON *j_top(au_drive_t *d, bool gaps) {
         return arr;
 }
 
+/* The samples a quantile @p q needs to be more than their maximum. */
+static size_t samples_needed(double q) {
+        return (size_t)llround(1.0 / (1.0 - q));
+}
+
+/* How sure a quantile suggestion is: "samples" (@p n), and "enough"
+ * when there are samples_needed(q) of them. */
+static void j_samples(cJSON *e, size_t n, double q) {
+        j_u64(e, "samples", n);
+        cJSON_AddBoolToObject(e, "enough", n >= samples_needed(q));
+}
+
+/* Semantics §2 co-partitioning, the report's first finding: the aggregates
+ * whose records came from more than one partition, the ones with the most
+ * records off their first partition listed. */
+static int cmp_elsewhere(const void *a, const void *b) {
+        const au_agg_t *x = *(au_agg_t *const *)a, *y = *(au_agg_t *const *)b;
+        return (x->elsewhere < y->elsewhere) - (x->elsewhere > y->elsewhere);
+}
+
+static cJSON *j_copart(au_drive_t *d) {
+        cJSON *o = cJSON_CreateObject();
+        j_u64(o, "aggregates_on_several_partitions", d->spanning);
+        au_agg_t **v = malloc((d->agg_cnt + 1) * sizeof(*v));
+        size_t n = 0;
+        uint64_t off = 0;
+        for (size_t i = 0; v && i < d->agg_slots; i++)
+                if (d->aggs[i].hash && d->aggs[i].part_cnt > 1) {
+                        v[n++] = &d->aggs[i];
+                        off += d->aggs[i].elsewhere;
+                }
+        j_u64(o, "records_off_first_partition", off);
+        cJSON *ex = cJSON_AddArrayToObject(o, "aggregates");
+        if (v)
+                qsort(v, n, sizeof(*v), cmp_elsewhere);
+        for (size_t i = 0; v && i < n && i < TOP_N; i++) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "aggregate", v[i]->name);
+                cJSON *ps = cJSON_AddArrayToObject(e, "partitions");
+                for (size_t k = 0; k < v[i]->part_cnt; k++)
+                        cJSON_AddItemToArray(
+                                ps, cJSON_CreateNumber(v[i]->parts[k]));
+                cJSON_AddBoolToObject(e, "more_partitions", v[i]->parts_more);
+                j_u64(e, "records_off_first_partition", v[i]->elsewhere);
+                cJSON_AddItemToArray(ex, e);
+        }
+        free(v);
+        j_u64(o, "records_aggregate_not_record_key",
+              d->final.aggregate_not_record_key_total);
+        /* past --max-aggregates the rest were not looked at */
+        cJSON_AddBoolToObject(o, "every_aggregate_checked", !d->aggs_cap_hit);
+        return o;
+}
+
 /* The gap_timeout_ms that would have resolved quantile @p q of the gaps:
  * over filled gaps (their durations) and gaps the deadline ended (at
  * least the time they waited: a lower bound). A gap of d ms is filled in
@@ -129,6 +195,7 @@ static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
                 cJSON_AddNullToObject(e, "ms");
                 cJSON_AddBoolToObject(e, "lower_bound", false);
                 cJSON_AddBoolToObject(e, "floored", false);
+                j_samples(e, 0, q);
                 return;
         }
         au_samples_t all = {malloc(n * sizeof(int64_t)), 0, n, false};
@@ -149,6 +216,7 @@ static void j_gap_suggest(cJSON *o, const char *name, au_drive_t *d, double q) {
         j_i64(e, "ms", floored ? SUGGEST_FLOOR_MS : v + 1);
         cJSON_AddBoolToObject(e, "lower_bound", lower);
         cJSON_AddBoolToObject(e, "floored", floored);
+        j_samples(e, n, q);
 }
 
 static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
@@ -172,6 +240,8 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         j_time(r, "last_timestamp", d->records ? d->last_ts : 0);
         j_i64(r, "span_ms", span);
         cJSON_AddStringToObject(r, "refetch", "unavailable");
+        /* the first finding: without co-partitioning nothing else holds */
+        cJSON_AddItemToObject(r, "co_partitioning", j_copart(d));
 
         cJSON *c = cJSON_AddObjectToObject(r, "counters");
         j_count(c, "dedup_hits", m->dedup_hits_total, span);
@@ -238,6 +308,9 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         else
                 cJSON_AddNullToObject(du, "suggested_dedup_ttl_ms");
         cJSON_AddBoolToObject(du, "suggested_dedup_ttl_floored", ttl_floored);
+        j_u64(du, "suggested_dedup_ttl_samples", d->dup_delay_ms.cnt);
+        cJSON_AddBoolToObject(du, "suggested_dedup_ttl_enough",
+                              d->dup_delay_ms.cnt >= samples_needed(0.999));
         j_i64(du, "dedup_ttl_ms", d->tc->dedup_ttl_ms);
 
         /* semantics §8: events/day × bytes per dedup record × TTL */
@@ -273,6 +346,31 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                                        MS_DAY));
         else
                 cJSON_AddNullToObject(sz, "estimated_bytes_at_dedup_ttl_ms");
+        /* how sure: the basis, and a warning below the sample sizes */
+        char basis[256], warn[512] = "";
+        snprintf(basis, sizeof(basis),
+                 "%" PRIu64 " records over %.0f s; %" PRIu64
+                 " dedup records in a temporary store of %" PRIu64 " bytes",
+                 d->records, (double)span / 1000.0, keys, d->store_used);
+        size_t wl = 0;
+        if (keys < SAMPLE_MIN_DEDUP_RECORDS)
+                wl += (size_t)snprintf(
+                        warn + wl, sizeof(warn) - wl,
+                        "%" PRIu64 " dedup records, fewer than %d: the "
+                        "store's fixed pages outweigh them, the bytes per "
+                        "record are overstated",
+                        keys, SAMPLE_MIN_DEDUP_RECORDS);
+        if (span < SAMPLE_MIN_SPAN_MS && wl < sizeof(warn))
+                wl += (size_t)snprintf(warn + wl, sizeof(warn) - wl,
+                                       "%sa span of %.0f s, under an hour: "
+                                       "events/day is extrapolated from it",
+                                       wl ? "; " : "", (double)span / 1000.0);
+        cJSON_AddStringToObject(sz, "basis", basis);
+        cJSON_AddBoolToObject(sz, "enough", !warn[0]);
+        if (warn[0])
+                cJSON_AddStringToObject(sz, "warning", warn);
+        else
+                cJSON_AddNullToObject(sz, "warning");
 
         cJSON *hr = cJSON_AddArrayToObject(r, "hourly");
         for (size_t i = 0; i < d->hour_cnt; i++) {
@@ -391,18 +489,86 @@ static void text_top(const char *title, const cJSON *arr) {
         printf("\n");
 }
 
-static void text_suggest(const char *name, const cJSON *o) {
+/* " (a guess from N: a PCT percentile needs M)" when a quantile
+ * suggestion has fewer samples than it needs, else "". */
+static const char *few_note(const cJSON *enough, double n, const char *what,
+                            const char *pct, double need, char *buf,
+                            size_t size) {
+        if (!cJSON_IsFalse(enough) || n <= 0)
+                return "";
+        snprintf(buf, size,
+                 " (warning: from %.0f %s, their maximum; a %s "
+                 "percentile needs %.0f)",
+                 n, what, pct, need);
+        return buf;
+}
+
+static void text_suggest(const char *name, const char *pct, const cJSON *o,
+                         double need) {
         const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
         const cJSON *lb = cJSON_GetObjectItemCaseSensitive(o, "lower_bound");
         const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "floored");
+        char few[160];
         if (cJSON_IsNumber(ms))
-                printf("  gap_timeout_ms for %s of gaps: %s%.0f%s\n", name,
+                printf("  gap_timeout_ms for %s of gaps: %s%.0f%s%s\n", name,
                        cJSON_IsTrue(lb) ? ">= " : "", ms->valuedouble,
                        cJSON_IsTrue(fl) ? " (the floor: the gaps were "
                                           "shorter)"
-                                        : "");
+                                        : "",
+                       few_note(cJSON_GetObjectItemCaseSensitive(o, "enough"),
+                                num(o, "samples"), "gaps", pct, need, few,
+                                sizeof(few)));
         else
                 printf("  gap_timeout_ms for %s of gaps: - (no gaps)\n", name);
+}
+
+/* The first finding (semantics §2 co-partitioning). */
+static void text_copart(const cJSON *r) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "co_partitioning");
+        double n = num(c, "aggregates_on_several_partitions");
+        double nk = num(c, "records_aggregate_not_record_key");
+        if (n > 0) {
+                printf("FIRST: %.0f aggregate%s on more than one partition "
+                       "(%.0f records off their first partition). seqgate "
+                       "orders each partition on its own: such an aggregate "
+                       "parks and is quarantined where its start is missing. "
+                       "Key the records by the aggregate id, or by what all "
+                       "its events share (semantics §2 co-partitioning):\n",
+                       n, n == 1 ? " has events" : "s have events",
+                       num(c, "records_off_first_partition"));
+                const cJSON *e;
+                cJSON_ArrayForEach(
+                        e, cJSON_GetObjectItemCaseSensitive(c, "aggregates")) {
+                        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(
+                                e, "partitions");
+                        const cJSON *p;
+                        int i = 0;
+                        printf("  %s: partitions", str(e, "aggregate"));
+                        cJSON_ArrayForEach(p, ps) printf(
+                                "%s %.0f", i++ ? "," : "", p->valuedouble);
+                        printf("%s; %.0f records off partition %.0f\n",
+                               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                                       e, "more_partitions"))
+                                       ? ", more"
+                                       : "",
+                               num(e, "records_off_first_partition"),
+                               cJSON_GetNumberValue(cJSON_GetArrayItem(ps, 0)));
+                }
+        } else {
+                printf("co-partitioning: every aggregate's events are on one "
+                       "partition%s\n",
+                       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                               c, "every_aggregate_checked"))
+                               ? ""
+                               : " (of the aggregates tracked: "
+                                 "--max-aggregates)");
+        }
+        if (nk > 0)
+                printf("  %.0f records have an aggregate that is not their "
+                       "record key (harmless if that key is shared by all of "
+                       "an aggregate's events)\n",
+                       nk);
+        printf("\n");
 }
 
 static void print_text(const cJSON *r) {
@@ -418,6 +584,7 @@ static void print_text(const cJSON *r) {
                        "range\n",
                        str(r, "topic"), cJSON_GetArraySize(ps));
         printf("refetch: unavailable (gap deadlines go to the gap policy)\n\n");
+        text_copart(r);
         printf("  %-34s %12s %12s\n", "counter", "count", "per hour");
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "counters"))
@@ -453,8 +620,11 @@ static void print_text(const cJSON *r) {
                   cJSON_GetObjectItemCaseSensitive(g, "duration_ms"), true);
         const cJSON *gs =
                 cJSON_GetObjectItemCaseSensitive(g, "suggested_gap_timeout_ms");
-        text_suggest("99%", cJSON_GetObjectItemCaseSensitive(gs, "p99"));
-        text_suggest("99.9%", cJSON_GetObjectItemCaseSensitive(gs, "p999"));
+        text_suggest("99%", "99th", cJSON_GetObjectItemCaseSensitive(gs, "p99"),
+                     (double)samples_needed(0.99));
+        text_suggest("99.9%", "99.9th",
+                     cJSON_GetObjectItemCaseSensitive(gs, "p999"),
+                     (double)samples_needed(0.999));
         const cJSON *du = cJSON_GetObjectItemCaseSensitive(r, "duplicates");
         printf("duplicates (first seen -> repeat, same payload):\n");
         text_hist("delay ms", cJSON_GetObjectItemCaseSensitive(du, "delay_ms"),
@@ -463,13 +633,20 @@ static void print_text(const cJSON *r) {
                 cJSON_GetObjectItemCaseSensitive(du, "suggested_dedup_ttl_ms");
         bool stf = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
                 du, "suggested_dedup_ttl_floored"));
+        char few[160];
         if (cJSON_IsNumber(st))
                 printf("  dedup TTL for 99.9%% of duplicates: %.0f ms %s"
                        "(configured %.0f; it must also cover the topic's "
-                       "retention and any replay period, semantics §8)\n",
+                       "retention and any replay period, semantics §8)%s\n",
                        st->valuedouble,
                        stf ? "(the floor: the repeats came sooner) " : "",
-                       num(du, "dedup_ttl_ms"));
+                       num(du, "dedup_ttl_ms"),
+                       few_note(cJSON_GetObjectItemCaseSensitive(
+                                        du, "suggested_dedup_ttl_enough"),
+                                num(du, "suggested_dedup_ttl_samples"),
+                                "repeats", "99.9th",
+                                (double)samples_needed(0.999), few,
+                                sizeof(few)));
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
         printf("sizing (semantics §8): %.0f events/day x %.0f B per dedup "
                "record x %.0f ms TTL (%s) = %.0f bytes\n",
@@ -479,6 +656,12 @@ static void print_text(const cJSON *r) {
         printf("  with the configured dedup_ttl_ms %.0f: %.0f bytes\n",
                num(du, "dedup_ttl_ms"),
                num(sz, "estimated_bytes_at_dedup_ttl_ms"));
+        printf("  basis: %s\n", str(sz, "basis"));
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(sz, "warning")))
+                printf("  warning: a rough estimate: %s; audit a longer "
+                       "range (--from, --to), or size with seqgatectl sizing "
+                       "--events-per-day N\n",
+                       str(sz, "warning"));
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "limits");
         if (cJSON_IsTrue(
                     cJSON_GetObjectItemCaseSensitive(l, "aggregates_cap_hit")))
@@ -638,6 +821,127 @@ static void html_row(FILE *f, const char *key, const char *name,
         fprintf(f, "</td></tr>\n");
 }
 
+/* One summary line: @p path (dotted, into the report) and its value
+ * as data-path / data-value, so the page's script checks it against the
+ * embedded report; the text follows, escaped. */
+static void html_item(FILE *f, const char *id, const cJSON *r, const char *path,
+                      const char *text) {
+        char buf[128];
+        snprintf(buf, sizeof(buf), "%s", path);
+        const cJSON *c = r;
+        for (char *save, *k = strtok_r(buf, ".", &save); k && c;
+             k = strtok_r(NULL, ".", &save))
+                c = cJSON_GetObjectItemCaseSensitive(c, k);
+        fprintf(f, "<li id=\"%s\" data-path=\"%s\" data-value=\"", id, path);
+        if (cJSON_IsNumber(c))
+                fprintf(f, "%.0f", c->valuedouble);
+        else
+                fputs("null", f);
+        fputs("\">", f);
+        html_esc(f, text);
+        fputs("</li>\n", f);
+}
+
+/* The summary at the top of the page: the first finding (semantics §2
+ * co-partitioning), the suggested gap_timeout_ms and dedup TTL and the
+ * store estimate, each with how sure it is. */
+static void html_summary(FILE *f, const cJSON *r) {
+        char t[1024], few[160];
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "co_partitioning");
+        fprintf(f, "<h2>Summary</h2>\n<ul id=\"summary\">\n");
+        double n = num(c, "aggregates_on_several_partitions");
+        if (n > 0) {
+                size_t l = (size_t)snprintf(
+                        t, sizeof(t),
+                        "First: %.0f aggregate%s on more than one partition; "
+                        "seqgate orders each partition on its own, so key the "
+                        "records by the aggregate id (semantics §2 "
+                        "co-partitioning):",
+                        n, n == 1 ? " has events" : "s have events");
+                const cJSON *e;
+                int i = 0;
+                cJSON_ArrayForEach(
+                        e, cJSON_GetObjectItemCaseSensitive(c, "aggregates")) {
+                        if (l >= sizeof(t))
+                                break;
+                        l += (size_t)snprintf(t + l, sizeof(t) - l, "%s %s",
+                                              i++ ? "," : "",
+                                              str(e, "aggregate"));
+                }
+        } else {
+                snprintf(t, sizeof(t),
+                         "Co-partitioning: every aggregate's events are on "
+                         "one partition.");
+        }
+        html_item(f, "summary-co-partitioning", r,
+                  "co_partitioning.aggregates_on_several_partitions", t);
+        const cJSON *gs = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(r, "gaps"),
+                "suggested_gap_timeout_ms");
+        static const char *const qs[][4] = {
+                {"p99", "99%", "99th", "summary-gap-timeout-p99"},
+                {"p999", "99.9%", "99.9th", "summary-gap-timeout-p999"}};
+        for (size_t i = 0; i < 2; i++) {
+                const cJSON *g = cJSON_GetObjectItemCaseSensitive(gs, qs[i][0]);
+                char path[64];
+                snprintf(path, sizeof(path),
+                         "gaps.suggested_gap_timeout_ms.%s.ms", qs[i][0]);
+                if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(g, "ms")))
+                        snprintf(t, sizeof(t),
+                                 "Suggested gap_timeout_ms for %s of gaps: "
+                                 "%s%.0f%s",
+                                 qs[i][1],
+                                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                                         g, "lower_bound"))
+                                         ? ">= "
+                                         : "",
+                                 num(g, "ms"),
+                                 few_note(cJSON_GetObjectItemCaseSensitive(
+                                                  g, "enough"),
+                                          num(g, "samples"), "gaps", qs[i][2],
+                                          (double)samples_needed(i ? 0.999
+                                                                   : 0.99),
+                                          few, sizeof(few)));
+                else
+                        snprintf(t, sizeof(t),
+                                 "Suggested gap_timeout_ms for %s of gaps: "
+                                 "none (no gaps)",
+                                 qs[i][1]);
+                html_item(f, qs[i][3], r, path, t);
+        }
+        const cJSON *du = cJSON_GetObjectItemCaseSensitive(r, "duplicates");
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(
+                    du, "suggested_dedup_ttl_ms")))
+                snprintf(t, sizeof(t),
+                         "Suggested dedup TTL for 99.9%% of duplicates: %.0f "
+                         "ms (configured %.0f; it must also cover the topic's "
+                         "retention and any replay period)%s",
+                         num(du, "suggested_dedup_ttl_ms"),
+                         num(du, "dedup_ttl_ms"),
+                         few_note(cJSON_GetObjectItemCaseSensitive(
+                                          du, "suggested_dedup_ttl_enough"),
+                                  num(du, "suggested_dedup_ttl_samples"),
+                                  "repeats", "99.9th",
+                                  (double)samples_needed(0.999), few,
+                                  sizeof(few)));
+        else
+                snprintf(t, sizeof(t),
+                         "Suggested dedup TTL: none (no duplicates; "
+                         "configured %.0f ms)",
+                         num(du, "dedup_ttl_ms"));
+        html_item(f, "summary-dedup-ttl", r,
+                  "duplicates.suggested_dedup_ttl_ms", t);
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(sz, "warning");
+        snprintf(t, sizeof(t),
+                 "Store estimate (semantics §8): %.0f bytes (%s)%s%s",
+                 num(sz, "estimated_bytes"), str(sz, "basis"),
+                 cJSON_IsString(w) ? ". Warning, a rough estimate: " : "",
+                 cJSON_IsString(w) ? w->valuestring : "");
+        html_item(f, "summary-sizing", r, "sizing.estimated_bytes", t);
+        fprintf(f, "</ul>\n");
+}
+
 static const char html_css[] =
         "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}"
         "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}"
@@ -668,6 +972,10 @@ static const char html_js[] =
         "getAttribute('data-counter').split('.');var o=k[0]==='dlq'?d.dlq[k[1]"
         "]:d.counters[k[0]];if(!o||Number(tr.querySelector('.count')."
         "textContent)!==o.count)bad.push(tr.getAttribute('data-counter'))});"
+        "Array.prototype.forEach.call(document.querySelectorAll('li[data-path]'"
+        "),function(li){var v=li.getAttribute('data-path').split('.').reduce("
+        "function(o,k){return o==null?o:o[k]},d);var s=li.getAttribute('data-"
+        "value');if(String(v==null?null:Math.round(v))!==s)bad.push(li.id)});"
         "document.body.setAttribute('data-check',bad.length?'mismatch:'+bad."
         "join(','):'ok');document.getElementById('check').textContent=bad."
         "length?'charts disagree with the report: '+bad.join(', '):'every "
@@ -697,6 +1005,7 @@ static int write_html(const cJSON *r, const char *json, const char *path) {
                 " (%.2f h). Refetch unavailable: gap deadlines go to the "
                 "gap policy.</p>\n<p id=\"check\"></p>\n",
                 num(r, "span_ms") / MS_H);
+        html_summary(f, r);
         fprintf(f, "<h2>Counters</h2>\n<table id=\"counters\"><tr><th>counter"
                    "</th><th>count</th><th>per hour</th></tr>\n");
         const cJSON *c;

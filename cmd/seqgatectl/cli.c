@@ -70,7 +70,7 @@ const char usage_text[] =
         "  -h, --help             the command's help\n"
         "Where a command reads a store (lookup, inspect, partitions, "
         "sizing,\n"
-        "  release --wait):\n"
+        "  release: to find the partition, and with --wait):\n"
         "      --data-dir DIR     the store directory instead of the "
         "config's data_dir\n"
         "Where a command talks to Kafka (replay, release, dlq summary, "
@@ -85,6 +85,10 @@ const char usage_text[] =
         "                         seqgate refuses in the config are refused "
         "here\n"
         "  -V, --version          seqgate's version and its libraries'\n"
+        "A topic, partition or DLQ topic left out is inferred when the "
+        "config (or\n"
+        "the store) leaves one choice, and said on stderr: \"seqgatectl: "
+        "using ...\".\n"
         "\n"
         "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
 
@@ -433,14 +437,73 @@ int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp) {
         return 0;
 }
 
+/* What the command chose for the user, "topic orders (the config's one
+ * input topic)", joined with ", " until choices_print(). */
+static char g_choices[1024];
+
+void choice_add(const char *fmt, ...) {
+        size_t l = strlen(g_choices);
+        if (l && l + 2 < sizeof(g_choices)) {
+                memcpy(g_choices + l, ", ", 3);
+                l += 2;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g_choices + l, sizeof(g_choices) - l, fmt, ap);
+        va_end(ap);
+}
+
+void choices_print(void) {
+        if (g_choices[0] && cli_log_level >= SG_LOG_WARNING)
+                fprintf(stderr, "%s: using %s\n", prog, g_choices);
+        g_choices[0] = '\0';
+}
+
 int default_topic(const sg_config_t *conf, const char **topicp) {
         if (*topicp)
                 return 0;
-        if (conf->topic_cnt != 1)
+        if (conf->topic_cnt != 1) {
+                char names[512] = "";
+                size_t l = 0;
+                for (size_t i = 0; i < conf->topic_cnt && l < sizeof(names);
+                     i++)
+                        l += (size_t)snprintf(names + l, sizeof(names) - l,
+                                              "%s%s", i ? ", " : "",
+                                              conf->topics[i].name);
                 return usage_error("--topic is required: the config has %zu "
-                                   "input topics",
-                                   conf->topic_cnt);
+                                   "input topics (%s)",
+                                   conf->topic_cnt, names);
+        }
         *topicp = conf->topics[0].name;
+        choice_add("topic %s (the config's one input topic)", *topicp);
+        return 0;
+}
+
+int default_dlq(const sg_config_t *conf, const char **dlqp) {
+        if (*dlqp)
+                return 0;
+        const char *one = NULL;
+        char names[512] = "";
+        size_t l = 0, n = 0;
+        for (size_t i = 0; i < conf->topic_cnt; i++) {
+                const char *d = conf->topics[i].dlq_topic;
+                bool seen = false;
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(conf->topics[j].dlq_topic, d);
+                if (seen)
+                        continue;
+                one = d;
+                n++;
+                if (l < sizeof(names))
+                        l += (size_t)snprintf(names + l, sizeof(names) - l,
+                                              "%s%s", n > 1 ? ", " : "", d);
+        }
+        if (n != 1)
+                return usage_error("--dlq is required: the config has %zu "
+                                   "DLQ topics (%s)",
+                                   n, names);
+        *dlqp = one;
+        choice_add("DLQ %s (the config's one dlq_topic)", one);
         return 0;
 }
 

@@ -154,9 +154,24 @@ int load_config_data_dir(const char *path, const char *data_dir,
  * EXIT_RUNTIME after printing why (nothing left open). */
 int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp);
 
-/* *topicp, or when NULL the one input topic of conf. Returns 0, or
- * EXIT_USAGE after printing why (no --topic with several input topics). */
+/* What a command inferred instead of an option (docs/seqgatectl.md
+ * "seqgatectl's command line"): choice_add() adds "topic orders (the
+ * config's one input topic)" (printf format), choices_print() prints them
+ * as one line "seqgatectl: using A, B" on stderr (unless --log-level
+ * error) and forgets them. A command prints its choices once, before it
+ * acts. */
+void choice_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void choices_print(void);
+
+/* *topicp, or when NULL the one input topic of conf (a choice_add()).
+ * Returns 0, or EXIT_USAGE after printing why (no --topic with several
+ * input topics: they are named). */
 int default_topic(const sg_config_t *conf, const char **topicp);
+
+/* *dlqp, or when NULL the config's one dlq_topic (every input topic's
+ * dlq_topic the same; a choice_add()). Returns 0, or EXIT_USAGE after
+ * printing why (several DLQ topics: they are named). */
+int default_dlq(const sg_config_t *conf, const char **dlqp);
 
 /* Human rendering of a JSON object: "name: value" lines, nested objects
  * and lists of objects indented, in the order the fields were added. */

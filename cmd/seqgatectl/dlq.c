@@ -275,7 +275,8 @@ static int dlq_bare(int argc, char **argv) {
         return usage_error("a subcommand is required: summary or tail");
 }
 
-/* The DLQ topics to read: --dlq, or each distinct dlq_topic. */
+/* The DLQ topics to read: --dlq, or each distinct dlq_topic (said on
+ * stderr: choices_print). */
 static size_t dlq_topics(const sg_config_t *conf, const dlq_opts_t *o,
                          const char **out) {
         if (o->dlq) {
@@ -283,13 +284,24 @@ static size_t dlq_topics(const sg_config_t *conf, const dlq_opts_t *o,
                 return 1;
         }
         size_t n = 0;
+        char list[512] = "";
+        size_t l = 0;
         for (size_t i = 0; i < conf->topic_cnt; i++) {
                 bool seen = false;
                 for (size_t j = 0; j < n && !seen; j++)
                         seen = !strcmp(out[j], conf->topics[i].dlq_topic);
-                if (!seen)
-                        out[n++] = conf->topics[i].dlq_topic;
+                if (seen)
+                        continue;
+                out[n++] = conf->topics[i].dlq_topic;
+                if (l < sizeof(list))
+                        l += (size_t)snprintf(list + l, sizeof(list) - l,
+                                              "%s%s", n > 1 ? ", " : "",
+                                              out[n - 1]);
         }
+        if (n == 1)
+                choice_add("DLQ %s (the config's one dlq_topic)", list);
+        else
+                choice_add("DLQ %s (every dlq_topic of the config)", list);
         return n;
 }
 
@@ -471,6 +483,7 @@ static int dlq_summary(const sg_config_t *conf, const dlq_opts_t *o) {
                 return EXIT_RUNTIME;
         }
         size_t tcnt = dlq_topics(conf, o, topics);
+        choices_print();
         summary_t s = {0};
         int rc = 0;
         for (size_t i = 0; !rc && i < tcnt; i++) {
@@ -559,6 +572,7 @@ static int dlq_tail(const sg_config_t *conf, const dlq_opts_t *o) {
                 return usage_error("dlq tail -f follows one DLQ topic: name "
                                    "it with --dlq");
         }
+        choices_print();
         tail_t t = {.json = o->json};
         dlq_reader_t r = {0};
         int rc = 0;

@@ -164,30 +164,109 @@ static int inspect_attention(sg_txn_t *txn, const sg_tp_t *tp,
         return 0;
 }
 
+/* The partitions of @p topic the store holds (a meta record each), in
+ * ascending order. */
+typedef struct topic_parts {
+        const char *topic;
+        int32_t p[1024];
+        size_t cnt;
+        bool more; /* more than fit */
+} topic_parts_t;
+
+static int topic_parts_visit(void *opaque, const char *topic, int32_t partition,
+                             const sg_meta_rec_t *rec) {
+        (void)rec;
+        topic_parts_t *tp = opaque;
+        if (strcmp(topic, tp->topic) != 0)
+                return 0;
+        if (tp->cnt < sizeof(tp->p) / sizeof(tp->p[0]))
+                tp->p[tp->cnt++] = partition;
+        else
+                tp->more = true;
+        return 0;
+}
+
+/* inspect without --partition: the partitions of @p topic in the store
+ * into @p tp (a choice_add() says which). Returns 0, or EXIT_RUNTIME
+ * after printing why (unreadable, or none). */
+static int inspect_partitions(sg_txn_t *txn, const char *topic,
+                              const char *data_dir, topic_parts_t *tp) {
+        tp->topic = topic;
+        sg_err_t err = sg_meta_foreach(txn, topic_parts_visit, tp);
+        if (err) {
+                errf("%s: partitions unreadable (%s)", data_dir,
+                     sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        if (!tp->cnt) {
+                errf("no partition of %s in the store at %s (not a topic "
+                     "this store processed)",
+                     topic, data_dir);
+                return EXIT_RUNTIME;
+        }
+        if (tp->cnt == 1) {
+                choice_add("partition %" PRId32 " (the store's one partition "
+                           "of %s)",
+                           tp->p[0], topic);
+                return 0;
+        }
+        char list[256] = "";
+        size_t l = 0;
+        for (size_t i = 0; i < tp->cnt && l < sizeof(list); i++)
+                l += (size_t)snprintf(list + l, sizeof(list) - l, "%s%" PRId32,
+                                      i ? ", " : "", tp->p[i]);
+        choice_add("partitions %s%s (every partition of %s in the store)", list,
+                   l >= sizeof(list) || tp->more ? ", ..." : "", topic);
+        return 0;
+}
+
+/* inspect without --aggregate, one partition: its meta and the
+ * aggregates that need attention, printed. */
+static int inspect_one(sg_txn_t *txn, const sg_topic_config_t *tc,
+                       const char *topic, int64_t partition, int64_t limit,
+                       const char *data_dir, bool json) {
+        sg_tp_t tp;
+        sg_tp_make(&tp, topic, (int32_t)partition);
+        cJSON *out = cJSON_CreateObject();
+        cJSON_AddStringToObject(out, "topic", topic);
+        j_i64(out, "partition", partition);
+        bool have_meta;
+        int rc = add_meta(txn, topic, partition, out, &have_meta);
+        if (!rc)
+                rc = inspect_attention(txn, &tp, tc, topic, partition,
+                                       have_meta, limit, data_dir, out);
+        if (!rc && json)
+                print_json_line(out);
+        else if (!rc)
+                print_human(out, 0, false);
+        cJSON_Delete(out);
+        return rc;
+}
+
 static const char inspect_help[] =
-        "usage: seqgatectl inspect --config FILE [--data-dir DIR] --topic T "
-        "--partition P\n"
+        "usage: seqgatectl inspect --config FILE [--data-dir DIR] [--topic T] "
+        "[--partition P]\n"
         "                          [--aggregate ID] [--limit N] [--json]\n"
-        "       seqgatectl inspect --config FILE [--data-dir DIR] [--topic T] "
-        "--aggregate ID\n"
-        "                          [--json]\n"
         "\n"
         "Show an aggregate's last applied version, state, flags, parked "
         "events\n"
         "and snapshot request, and the partition's meta, from the store\n"
-        "(read-only; safe while seqgate runs). With --aggregate, --partition "
-        "may\n"
-        "be left out (every partition of T is searched, one object per "
-        "partition\n"
-        "that holds the aggregate) and --topic too when the config has one "
-        "input\n"
-        "topic. Without --aggregate: the partition's meta and up to N "
-        "(default\n"
-        "1000) aggregates that are quarantined, refetching or have parked "
-        "events.\n"
+        "(read-only; safe while seqgate runs). Without --aggregate: the "
+        "partition's\n"
+        "meta and up to N (default 1000) aggregates that are quarantined, "
+        "refetching\n"
+        "or have parked events. Without --partition every partition of T "
+        "the store\n"
+        "holds is shown (one object each; with --aggregate those that hold "
+        "it).\n"
+        "What was inferred is said on stderr (\"seqgatectl: using ...\").\n"
         "\n"
-        "  -t, --topic T          the input topic\n"
-        "  -p, --partition P      its partition\n"
+        "  -t, --topic T          the input topic (default: the config's one "
+        "input\n"
+        "                         topic)\n"
+        "  -p, --partition P      its partition (default: every partition of "
+        "T in\n"
+        "                         the store)\n"
         "  -a, --aggregate ID     one aggregate\n"
         "  -l, --limit N          list at most N aggregates (default 1000)\n";
 
@@ -230,9 +309,6 @@ int cmd_inspect(int argc, char **argv) {
         bool json = cc.json;
         if (!config)
                 return usage_error("--config FILE is required");
-        if (!aggregate && (!topic || partition < 0))
-                return usage_error("--topic and --partition are required "
-                                   "(or --aggregate)");
         if (topic && strlen(topic) > 249)
                 return usage_error("--topic: a topic name has at most 249 "
                                    "characters");
@@ -260,30 +336,30 @@ int cmd_inspect(int argc, char **argv) {
                 sg_config_destroy(conf);
                 return rc;
         }
-        cJSON *out = NULL;
         if (aggregate) {
+                choices_print();
                 rc = inspect_aggregate(store, txn, conf, topic, partition,
                                        aggregate, json);
                 goto done;
         }
-        sg_tp_t tp;
-        sg_tp_make(&tp, topic, (int32_t)partition);
-        out = cJSON_CreateObject();
-        cJSON_AddStringToObject(out, "topic", topic);
-        j_i64(out, "partition", partition);
-        bool have_meta;
-        if ((rc = add_meta(txn, topic, partition, out, &have_meta)))
+        topic_parts_t *tps = calloc(1, sizeof(*tps));
+        if (!tps) {
+                errf("out of memory");
+                rc = EXIT_RUNTIME;
                 goto done;
-        rc = inspect_attention(txn, &tp, tc, topic, partition, have_meta, limit,
-                               conf->data_dir, out);
-        if (rc)
+        }
+        if (partition >= 0) {
+                tps->p[tps->cnt++] = (int32_t)partition;
+        } else if ((rc = inspect_partitions(txn, topic, conf->data_dir, tps))) {
+                free(tps);
                 goto done;
-        if (json)
-                print_json_line(out);
-        else
-                print_human(out, 0, false);
+        }
+        choices_print();
+        for (size_t i = 0; !rc && i < tps->cnt; i++)
+                rc = inspect_one(txn, tc, topic, tps->p[i], limit,
+                                 conf->data_dir, json);
+        free(tps);
 done:
-        cJSON_Delete(out);
         sg_txn_abort(txn);
         sg_store_close(store);
         sg_config_destroy(conf);

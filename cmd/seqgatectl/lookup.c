@@ -92,6 +92,7 @@ int cmd_lookup(int argc, char **argv) {
                 sg_config_destroy(conf);
                 return rc;
         }
+        choices_print();
         sg_store_t *store = NULL;
         sg_txn_t *txn = NULL;
         if (open_store(conf, &store, &txn)) {

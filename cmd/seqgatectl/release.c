@@ -8,6 +8,7 @@
 #include "config.h"
 #include "engine.h"
 #include "envelope.h"
+#include "query.h"
 #include "seqgate.h"
 #include "store.h"
 
@@ -234,8 +235,68 @@ static int release_wait(const sg_config_t *conf, const char *topic,
         return rc;
 }
 
+/* The partition of @p topic that holds aggregate @p agg, found in the
+ * store as inspect finds it (sg_query_aggregate; a choice_add() says
+ * which). Returns 0 with *partitionp, or EXIT_USAGE after printing why
+ * --partition is needed (no store, not in it, or in more than one
+ * partition), or EXIT_RUNTIME (unreadable). */
+static int release_find_partition(const sg_config_t *conf, const char *topic,
+                                  const char *agg, int64_t *partitionp) {
+        char es[512];
+        sg_store_t *store = NULL;
+        if (sg_store_open_readonly(conf->data_dir, &store, es, sizeof(es)))
+                return usage_error("--partition is required: no store to "
+                                   "find aggregate %s in (%s); give the "
+                                   "__seqgate.errors.partition of its DLQ "
+                                   "records, or --data-dir the store of the "
+                                   "seqgate that owns it",
+                                   agg, es);
+        cJSON *q = NULL;
+        sg_err_t err =
+                sg_query_aggregate(store, conf, topic, agg, sg_clock_wall_ms(),
+                                   &q, es, sizeof(es));
+        sg_store_close(store);
+        if (err == SG_ERR_NOT_FOUND)
+                return usage_error("--partition is required: aggregate %s is "
+                                   "not in the store at %s (not a partition "
+                                   "it holds); give the "
+                                   "__seqgate.errors.partition of its DLQ "
+                                   "records",
+                                   agg, conf->data_dir);
+        if (err) {
+                errf("release: aggregate %s: %s (%s)", agg, es,
+                     sg_err2str(err));
+                return EXIT_RUNTIME;
+        }
+        const cJSON *found = cJSON_GetObjectItem(q, "found");
+        char list[128] = "";
+        size_t l = 0;
+        int64_t p = -1;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, found) {
+                const cJSON *pj = cJSON_GetObjectItem(a, "partition");
+                parse_i64(pj ? pj->valuestring : NULL, 0, INT32_MAX, &p);
+                if (l < sizeof(list))
+                        l += (size_t)snprintf(list + l, sizeof(list) - l,
+                                              "%s%" PRId64, l ? ", " : "", p);
+        }
+        int n = cJSON_GetArraySize(found);
+        cJSON_Delete(q);
+        if (n != 1 || p < 0)
+                return usage_error("--partition is required: aggregate %s is "
+                                   "in partitions %s of the store (its "
+                                   "events span partitions, semantics §2 "
+                                   "co-partitioning)",
+                                   agg, list);
+        *partitionp = p;
+        choice_add("partition %" PRId64 " (the store's partition holding "
+                   "aggregate %s)",
+                   p, agg);
+        return 0;
+}
+
 static const char release_help[] =
-        "usage: seqgatectl release --config FILE --topic T --partition P "
+        "usage: seqgatectl release --config FILE [--topic T] [--partition P] "
         "--aggregate ID\n"
         "                          [--version S] [--state X] [--wait] "
         "[--timeout-ms MS]\n"
@@ -244,10 +305,13 @@ static const char release_help[] =
         "\n"
         "Release a quarantined aggregate: produce a control record (header\n"
         "__seqgate.control: release) to input topic T, partition P (the\n"
-        "__seqgate.errors.partition of its DLQ records), which the seqgate "
-        "that\n"
-        "owns the partition applies in order: the quarantine ends; with "
-        "--version\n"
+        "__seqgate.errors.partition of its DLQ records; without --partition "
+        "the\n"
+        "partition of T that holds the aggregate in the store, as inspect "
+        "finds\n"
+        "it), which the seqgate that owns the partition applies in order: "
+        "the\n"
+        "quarantine ends; with --version\n"
         "the last applied version becomes S (S >= L) and with --state the "
         "state\n"
         "becomes X (a state of the topic's state machine; anything else is\n"
@@ -257,8 +321,13 @@ static const char release_help[] =
         "Then\n"
         "replay its DLQ records.\n"
         "\n"
-        "  -t, --topic T          the input topic\n"
-        "  -p, --partition P      its partition\n"
+        "  -t, --topic T          the input topic (default: the config's one "
+        "input\n"
+        "                         topic)\n"
+        "  -p, --partition P      its partition (default: the one holding "
+        "the\n"
+        "                         aggregate in the data_dir or --data-dir "
+        "store)\n"
         "  -a, --aggregate ID     the aggregate\n"
         "  -v, --version S        the last applied version after the "
         "release\n"
@@ -339,13 +408,16 @@ int cmd_release(int argc, char **argv) {
                 return cc.rc;
         const char *config = cc.config;
         bool json = cc.json;
-        if (!config || !topic || partition < 0 || !agg)
-                return usage_error("--config, --topic, --partition and "
-                                   "--aggregate are required");
+        if (!config || !agg)
+                return usage_error("--config and --aggregate are required");
         sg_config_t *conf;
         int rc = cli_config_load(&cc, &conf);
         if (rc)
                 return rc;
+        if ((rc = default_topic(conf, &topic))) {
+                sg_config_destroy(conf);
+                return rc;
+        }
         const sg_topic_config_t *tc = sg_config_topic(conf, topic);
         if (!tc) {
                 errf("release: '%s' is not an input topic of %s", topic,
@@ -353,6 +425,12 @@ int cmd_release(int argc, char **argv) {
                 sg_config_destroy(conf);
                 return EXIT_USAGE;
         }
+        if (partition < 0 &&
+            (rc = release_find_partition(conf, topic, agg, &partition))) {
+                sg_config_destroy(conf);
+                return rc;
+        }
+        choices_print();
         if ((rc = release_check(conf, tc, topic, partition, agg, has_version,
                                 version, state, wait))) {
                 sg_config_destroy(conf);

@@ -442,7 +442,7 @@ static int replay_run(const sg_config_t *conf, const replay_opts_t *o) {
 }
 
 static const char replay_help[] =
-        "usage: seqgatectl replay --config FILE --dlq TOPIC (--reason R ... "
+        "usage: seqgatectl replay --config FILE [--dlq TOPIC] (--reason R ... "
         "| --all)\n"
         "                         [--aggregate ID] [--dlq-partition P] "
         "[--from-offset N]\n"
@@ -459,7 +459,9 @@ static const char replay_help[] =
         "__seqgate.errors.* headers, with __seqgate.replay: "
         "<dlq>/<partition>/<offset>.\n"
         "\n"
-        "  -d, --dlq TOPIC        the DLQ topic\n"
+        "  -d, --dlq TOPIC        the DLQ topic (default: the config's "
+        "dlq_topic,\n"
+        "                         when every input topic has the same)\n"
         "  -r, --reason R         select the records dead-lettered for reason "
         "R;\n"
         "                         repeatable, or a comma list (R1,R2): any of "
@@ -594,8 +596,8 @@ int cmd_replay(int argc, char **argv) {
         }
         const char *config = cc.config;
         o.json = cc.json;
-        if (!rc && (!config || !o.dlq))
-                rc = usage_error("--config and --dlq are required");
+        if (!rc && !config)
+                rc = usage_error("--config FILE is required");
         if (!rc && !all && !o.reason_cnt)
                 rc = usage_error("--reason R or --all is required (which "
                                  "DLQ records to replay)");
@@ -606,7 +608,8 @@ int cmd_replay(int argc, char **argv) {
         sg_config_t *conf = NULL;
         if (!rc)
                 rc = cli_config_load(&cc, &conf);
-        if (!rc) {
+        if (!rc && !(rc = default_dlq(conf, &o.dlq))) {
+                choices_print();
                 bool is_dlq = false;
                 for (size_t i = 0; i < conf->topic_cnt; i++)
                         if (!strcmp(conf->topics[i].dlq_topic, o.dlq))

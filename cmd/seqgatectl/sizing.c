@@ -31,7 +31,10 @@ static const char sizing_help[] =
         "live\n"
         "key). Bytes per record are measured from the store (read-only) "
         "when it\n"
-        "holds records, else the documented estimates (labelled ESTIMATE).\n"
+        "holds records, else the documented estimates (labelled ESTIMATE);\n"
+        "the basis is printed, with a warning when fewer than 1000 records "
+        "of a\n"
+        "kind were measured.\n"
         "\n"
         "  -e, --events-per-day N the events a day (required)\n"
         "  -a, --aggregates A     the number of aggregates (default: the "
@@ -54,10 +57,56 @@ static void j_num(cJSON *o, const char *name, double v) {
         cJSON_AddNumberToObject(o, name, v);
 }
 
+/* Fewer measured records than this and a figure is printed with a
+ * warning (docs/seqgatectl.md "seqgatectl sizing"): every LMDB database
+ * has its own pages, so a few records measure mostly empty page space. */
+#define SIZING_MIN_SAMPLE 1000
+
+/* The estimate's basis as text, and a warning ("" none) when a measured
+ * kind has fewer than SIZING_MIN_SAMPLE records. */
+static void sizing_basis(const char *dir, bool have_store,
+                         const sg_sizing_rates_t *r, double est_total,
+                         char *basis, size_t bsize, char *warn, size_t wsize) {
+        char b1[32];
+        warn[0] = '\0';
+        if (!have_store || (!r->dedup_measured && !r->agg_measured)) {
+                snprintf(basis, bsize,
+                         "the documented estimates (no record in the store "
+                         "at %s)",
+                         dir);
+                return;
+        }
+        snprintf(basis, bsize,
+                 "bytes per record measured in %s from %" PRIu64
+                 " dedup records and %" PRIu64 " aggregates",
+                 dir, r->dedup_entries, r->agg_entries);
+        bool few_d = r->dedup_measured && r->dedup_entries < SIZING_MIN_SAMPLE;
+        bool few_a = r->agg_measured && r->agg_entries < SIZING_MIN_SAMPLE;
+        if (!few_d && !few_a)
+                return;
+        char nd[48] = "", na[48] = "";
+        if (few_d)
+                snprintf(nd, sizeof(nd), "%" PRIu64 " dedup records",
+                         r->dedup_entries);
+        if (few_a)
+                snprintf(na, sizeof(na), "%" PRIu64 " aggregates",
+                         r->agg_entries);
+        snprintf(warn, wsize,
+                 "measured from %s%s%s, fewer than %d: every database's "
+                 "own pages outweigh so few records, so the bytes per "
+                 "record and the total are overstated (with the documented "
+                 "estimates: %s); measure a store that ran real traffic",
+                 nd, few_d && few_a ? " and " : "", na, SIZING_MIN_SAMPLE,
+                 human(est_total, b1, sizeof(b1)));
+}
+
 static void print_sizing(const char *dir, bool have_store,
                          const sg_sizing_rates_t *r, uint64_t epd,
                          int64_t ttl_ms, uint64_t aggs, bool aggs_given,
-                         const sg_sizing_t *z, bool json) {
+                         const sg_sizing_t *z, double est_total, bool json) {
+        char basis[512], warn[512];
+        sizing_basis(dir, have_store, r, est_total, basis, sizeof(basis), warn,
+                     sizeof(warn));
         if (json) {
                 cJSON *o = cJSON_CreateObject();
                 cJSON_AddStringToObject(o, "kind", "sizing");
@@ -85,6 +134,12 @@ static void print_sizing(const char *dir, bool have_store,
                 j_num(c, "bytes_per_aggregate_record", r->agg_log_bytes);
                 j_num(c, "bytes", z->changelog_total);
                 j_num(o, "total_bytes", z->total);
+                cJSON_AddStringToObject(o, "basis", basis);
+                cJSON_AddBoolToObject(o, "enough", !warn[0]);
+                if (warn[0])
+                        cJSON_AddStringToObject(o, "warning", warn);
+                else
+                        cJSON_AddNullToObject(o, "warning");
                 print_json_line(o);
                 cJSON_Delete(o);
                 return;
@@ -120,6 +175,9 @@ static void print_sizing(const char *dir, bool have_store,
                r->agg_log_bytes, human(z->changelog_total, b2, sizeof(b2)));
         printf("total:      %s (%.0f bytes; before replicas)\n",
                human(z->total, b1, sizeof(b1)), z->total);
+        printf("basis:      %s\n", basis);
+        if (warn[0])
+                printf("warning:    a rough estimate: %s\n", warn);
 }
 
 int cmd_sizing(int argc, char **argv) {
@@ -195,10 +253,16 @@ int cmd_sizing(int argc, char **argv) {
                 have ? st : NULL,
                 (double)sg_record_wire_size(0, 0, NULL, 0, NULL, 0), &r);
         uint64_t na = aggs >= 0 ? (uint64_t)aggs : r.agg_entries;
-        sg_sizing_t z;
+        sg_sizing_t z, est;
         sg_sizing_compute(&r, (uint64_t)epd, ttl, na, &z);
+        /* the same with the documented estimates, beside a figure
+         * measured from too few records */
+        sg_sizing_rates_t er;
+        sg_sizing_rates_measure(
+                NULL, (double)sg_record_wire_size(0, 0, NULL, 0, NULL, 0), &er);
+        sg_sizing_compute(&er, (uint64_t)epd, ttl, na, &est);
         print_sizing(dir, have, &r, (uint64_t)epd, ttl, na, aggs >= 0, &z,
-                     json);
+                     est.total, json);
         sg_config_destroy(conf);
         return 0;
 }

@@ -119,6 +119,29 @@ class Conventions(unittest.TestCase):
             self.assertIn("enable.auto.commit", r.stderr)
             self.assertIn("semantics §6", r.stderr)
 
+    def test_inference_needs_one_choice(self):
+        # two input topics with their own DLQ topics: nothing to infer,
+        # and the usage error names the choices (no broker reached)
+        with open(self.conf) as f:
+            doc = json.load(f)
+        doc["topics"]["payments"] = {"output_topic": "o2", "dlq_topic": "d2"}
+        two = os.path.join(self.tmp.name, "two.json")
+        with open(two, "w") as f:
+            json.dump(doc, f)
+        for cmd, more in (("inspect", []), ("lookup", ["--id", "e"]),
+                          ("audit", []),
+                          ("release", ["--aggregate", "a"])):
+            r = run(*cmd.split(), "--config", two, *more)
+            self.assert_usage_error(cmd, r, "--topic is required: the config "
+                                            "has 2 input topics (orders, "
+                                            "payments)")
+        r = run("replay", "--config", two, "--all")
+        self.assert_usage_error("replay", r, "--dlq is required: the config "
+                                             "has 2 DLQ topics (d, d2)")
+        # one topic, no store: release cannot find the partition
+        r = run("release", "--config", self.conf, "--aggregate", "a")
+        self.assert_usage_error("release", r, "--partition is required")
+
     def test_data_dir_replaces_data_dir(self):
         other = os.path.join(self.tmp.name, "other-store")
         for cmd, more in (("lookup", ["--id", "e-1"]),

@@ -113,7 +113,9 @@ class Sim(unittest.TestCase):
             ("effect", "released", "o-1", 3, None),
             ("record", "dlq", "o-1", 2, "stale_version"),
             ("record", "dlq", "o-2", 1, "illegal_transition"),
-            ("record", "dlq", None, None, "malformed"),
+            # the aggregate parsed (the record key): the DLQ record names
+            # it (semantics §3 row 1)
+            ("record", "dlq", "o-3", None, "malformed"),
         ])
         self.assertEqual(out[3]["waiting_for"], 2)
         self.assertEqual([o["offset"] for o in out],

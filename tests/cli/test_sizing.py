@@ -40,6 +40,10 @@ class Sizing(unittest.TestCase):
         self.assertEqual(z["aggregates"]["bytes"], 0)
         self.assertEqual(z["changelog"]["bytes"], 140e9)
         self.assertEqual(z["total_bytes"], 280e9)
+        # the basis is said; the documented estimates need no warning
+        self.assertTrue(z["basis"].startswith("the documented estimates"))
+        self.assertTrue(z["enough"])
+        self.assertIsNone(z["warning"])
 
     def test_readable_terms(self):
         p = self.ctl("--events-per-day", "100000000", "--aggregates",

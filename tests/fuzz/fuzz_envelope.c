@@ -25,7 +25,8 @@
  *    non-empty, NUL-terminated printable ASCII of fewer than 200 bytes
  *    (envelope.h: a DLQ header and a log line can carry it);
  *  - on SG_OK the id (and aggregate, type) are non-empty valid UTF-8
- *    without NUL, within max_field_bytes;
+ *    without NUL, within max_field_bytes; on SG_ERR_INVALID the fields
+ *    that did parse are as valid, and not every field parsed;
  *  - parsing again into the same envelope, and into a fresh one, gives the
  *    same verdict, key hash and digest (the reused JSON tree and arena
  *    leave nothing behind);
@@ -122,7 +123,7 @@ static void check_field(const char *what, const char *s, size_t max) {
                 die("field missing on SG_OK", what);
         n = strlen(s);
         if (n == 0 || n > max || !sg_utf8_valid(s, n))
-                die("field invalid on SG_OK", what);
+                die("field invalid", what);
 }
 
 /* One parse, checked; returns the verdict. */
@@ -134,9 +135,27 @@ static sg_err_t parse_checked(const sg_topic_config_t *tc,
         memset(err, 'X', sizeof(err));
         e = sg_envelope_parse(tc, rec, env, err, sizeof(err));
         if (e == SG_ERR_INVALID) {
+                size_t max = tc->max_field_bytes ? tc->max_field_bytes : 1024;
                 check_detail(err, sizeof(err));
-                if (env->id || env->aggregate || env->type || env->has_version)
-                        die("refused envelope keeps fields", err);
+                /* a malformed record keeps what did parse, each field
+                 * whole (semantics §3 row 1) */
+                if (env->has_key != (env->id != NULL))
+                        die("has_key without its id, or the reverse", err);
+                if (env->id)
+                        check_field("id", env->id, max);
+                if (env->aggregate)
+                        check_field("aggregate", env->aggregate, max);
+                if (env->type)
+                        check_field("type", env->type, max);
+                /* plain JSON has no envelope check of its own: a refusal
+                 * names a field */
+                if (tc->format == SG_FORMAT_JSON && env->has_key &&
+                    env->has_digest &&
+                    (tc->aggregate.kind == SG_SRC_NONE || env->aggregate) &&
+                    (tc->type.kind == SG_SRC_NONE || env->type) &&
+                    (tc->epoch.kind == SG_SRC_NONE || env->has_epoch) &&
+                    (tc->version.kind == SG_SRC_NONE || env->has_version))
+                        die("refused, yet every field parsed", err);
         } else if (e == SG_OK) {
                 size_t max = tc->max_field_bytes ? tc->max_field_bytes : 1024;
                 check_field("id", env->id, max);

@@ -15,8 +15,8 @@ test_inspect_gap: after v1 and v3 of an order, `seqgatectl inspect` (while
 the daemon runs) shows last version 1, parked [3] with v3's input offset, the
 partition's meta (consumer group, parked count 1); --json parses; without
 --aggregate the order is listed as needing attention; an unknown aggregate
-or a partition the store never processed exits 1, a missing --partition
-exits 2.
+or a partition the store never processed exits 1; without --partition
+every partition of the topic in the store is shown.
 
 test_lookup (semantics §7, the result query): after v1, v3 and a stale
 copy of v1 under a new id, `seqgatectl lookup` (while the daemon runs) says
@@ -28,6 +28,13 @@ unknown (exit 1); a wrong number of scope parts is a usage error (exit 2).
 test_partitions: `seqgatectl partitions` lists the input partition with the
 consumer group and (--json) its changelog id, and the store's map size and
 bytes in use.
+
+test_arguments_inferred: with one input topic and one DLQ topic
+configured, every command finds what it was not told and says what it
+chose, one line on stderr: inspect (topic; partition from the store),
+lookup (topic), release --aggregate (topic; partition from the store, as
+inspect finds it), replay and dlq summary (the DLQ topic). An aggregate
+the store does not hold leaves release nothing to infer: exit 2.
 """
 
 from __future__ import annotations
@@ -230,8 +237,11 @@ def test_inspect_gap(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"],
                 "--partition", "5")
         assert r.returncode == 1 and "no state" in r.stderr, r.stderr
-        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"])
-        assert r.returncode == 2, r.stderr
+        # without --partition: the partitions the store holds (one here)
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--topic", n["in"],
+                "--json")
+        assert r.returncode == 0, r.stderr
+        assert [o["partition"] for o in json_lines(r.stdout)] == [0]
         assert sg.stop() == 0
     finally:
         sg.cleanup()
@@ -418,5 +428,66 @@ def test_release_quarantine_then_replay(bootstrap, seqgate_bin, seqgatectl_bin,
         assert sg.stop() == 0
         stats = sg.last_stats()
         assert stats["releases_total"] == 1, stats
+    finally:
+        sg.cleanup()
+
+
+def test_arguments_inferred(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin)
+    cfg = str(sg.config_path)
+    topic_note = f"topic {n['in']} (the config's one input topic)"
+    dlq_note = f"DLQ {n['dlq']} (the config's one dlq_topic)"
+    try:
+        order = "order-55"
+        produce(bootstrap, n["in"], [event(order, 1), event(order, 3)])
+        wait_until(lambda: ctl(seqgatectl_bin, "lookup", "--config", cfg,
+                               "--source", SOURCE, "--id", f"{order}-v3"
+                               ).returncode == 0, 30, "v3 parked")
+
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [
+            f"seqgatectl: using {topic_note}, partition 0 (the store's one "
+            f"partition of {n['in']})"]
+        (obj,) = json_lines(r.stdout)
+        assert (obj["topic"], obj["partition"]) == (n["in"], 0)
+        assert [a["id"] for a in obj["attention"]] == [order]
+
+        r = ctl(seqgatectl_bin, "lookup", "--config", cfg, "--source", SOURCE,
+                "--id", f"{order}-v3", "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [f"seqgatectl: using {topic_note}"]
+        assert json_lines(r.stdout)[0]["status"] == "parked"
+
+        # release finds the partition as inspect does (the store)
+        r = ctl(seqgatectl_bin, "release", "--config", cfg, "--aggregate",
+                order, "--version", "2", "--wait", "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [
+            f"seqgatectl: using {topic_note}, partition 0 (the store's "
+            f"partition holding aggregate {order})"]
+        rel = json_lines(r.stdout)[0]
+        assert (rel["outcome"], rel["topic"], rel["partition"]) == \
+            ("released", n["in"], 0)
+        r = ctl(seqgatectl_bin, "release", "--config", cfg, "--aggregate",
+                "no-such-order")
+        assert r.returncode == 2, r
+        assert "--partition is required: aggregate no-such-order is not in " \
+            "the store" in r.stderr
+
+        # the DLQ topic of the config
+        r = ctl(seqgatectl_bin, "replay", "--config", cfg, "--all",
+                "--dry-run", "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [f"seqgatectl: using {dlq_note}"]
+        assert json_lines(r.stdout)[-1]["dlq_topic"] == n["dlq"]
+        r = ctl(seqgatectl_bin, "dlq", "summary", "--config", cfg, "--json")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == [f"seqgatectl: using {dlq_note}"]
+        # --log-level error: nothing said
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--log-level",
+                "error", "--json")
+        assert r.returncode == 0 and r.stderr == "", r
+        assert sg.stop() == 0
     finally:
         sg.cleanup()

@@ -26,6 +26,16 @@ offset) bound what is read.
 test_audit_park_cap_pause: a parking cap pauses the partition and the
 audit re-feeds the paused records as the loop does (see its docstring).
 
+test_audit_copartitioning: the trial's topic (producers keyed by customer,
+"aggregate": "/orderId"; o-50's v1 on partition 0, v2 and v3 on partition
+1): the audit's first finding is o-50 on partitions 0 and 1, in --json,
+the terminal text and the HTML summary (semantics §2 co-partitioning).
+
+The estimates say how sure they are: test_audit_json checks the sizing's
+basis and warning (12 records over 80 s) and each suggestion's sample
+count; test_audit_html_summary reads the page's summary (the suggested
+gap_timeout_ms and dedup TTL, the store estimate, each with its warning).
+
 test_audit_html renders `--html` in headless Chromium: the page's own
 script checks every chart and counter against the embedded JSON (body
 data-check="ok"), the SVG bars hold the report's numbers, and a
@@ -186,15 +196,21 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
             g["timed_out_waited_ms"]["max"]) == (1, 66999)
     # a gap of d ms is filled in time with gap_timeout_ms > d: the
     # quantile (66999, a lower bound: that gap timed out) + 1
+    # two gaps: too few for either percentile (each is their maximum), and
+    # the report says so (100 needed for p99, 1000 for p99.9)
     assert g["suggested_gap_timeout_ms"] == {
-        "p99": {"ms": 67000, "lower_bound": True, "floored": False},
-        "p999": {"ms": 67000, "lower_bound": True, "floored": False}}
+        "p99": {"ms": 67000, "lower_bound": True, "floored": False,
+                "samples": 2, "enough": False},
+        "p999": {"ms": 67000, "lower_bound": True, "floored": False,
+                 "samples": 2, "enough": False}}
 
     du = rep["duplicates"]
     assert du["repeats"] == 2
     assert (du["delay_ms"]["p50"], du["delay_ms"]["max"]) == (1000, 10000)
     assert du["suggested_dedup_ttl_ms"] == 10001  # TTL > the 10000 ms delay
     assert du["suggested_dedup_ttl_floored"] is False
+    assert (du["suggested_dedup_ttl_samples"],
+            du["suggested_dedup_ttl_enough"]) == (2, False)
     assert du["dedup_ttl_ms"] == 604800000
 
     sz = rep["sizing"]
@@ -207,6 +223,18 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
         12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
     assert sz["estimated_bytes_at_dedup_ttl_ms"] == round(
         12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 604800000 / 86400000)
+    # 12 records over 80 s: said, with a warning for both reasons
+    assert sz["basis"] == ("12 records over 80 s; 9 dedup records in a "
+                           f"temporary store of {sz['store_bytes_used']} bytes")
+    assert sz["enough"] is False
+    assert "9 dedup records, fewer than 1000" in sz["warning"]
+    assert "a span of 80 s, under an hour" in sz["warning"]
+    # the first finding: every aggregate on one partition here
+    assert rep["co_partitioning"] == {
+        "aggregates_on_several_partitions": 0,
+        "records_off_first_partition": 0, "aggregates": [],
+        "records_aggregate_not_record_key": 0,
+        "every_aggregate_checked": True}
 
     assert rep["hourly"] == [{"hour": "2026-01-01T00:00:00.000Z", "records": 12,
                               "duplicates": 2, "gaps": 2}]
@@ -242,10 +270,27 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert rep["records"] == 3  # A's conflict-key and A-2b; B v2 (71 s)
 
 
-def test_audit_usage(seqgatectl_bin, audited):
-    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"]],
+def test_audit_usage(seqgatectl_bin, audited, tmp_path):
+    # one input topic configured: --topic may be left out, and the audit
+    # says which topic it read (one line on stderr)
+    n = audited["names"]
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
+                        "--json"], text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 12
+    assert r.stderr.splitlines() == [
+        f"seqgatectl: using topic {n['in']} (the config's one input topic)"]
+    # two topics: --topic is required, and both are named
+    doc = json.loads(Path(audited["cfg"]).read_text())
+    doc["topics"]["other.in"] = dict(doc["topics"][n["in"]],
+                                     output_topic="other.out",
+                                     dlq_topic="other.dlq")
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps(doc))
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", str(two)],
                        text=True, capture_output=True, timeout=30)
-    assert r.returncode == 2 and "--topic" in r.stderr
+    assert r.returncode == 2, r
+    assert "--topic is required" in r.stderr and "other.in" in r.stderr
     r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
                         "--topic", audited["names"]["in"], "--from", "yesterday"],
                        text=True, capture_output=True, timeout=30)
@@ -404,8 +449,10 @@ def test_audit_suggestions_have_a_floor(bootstrap, seqgatectl_bin, seqgate_bin,
     g = rep["gaps"]
     assert (g["filled"], g["duration_ms"]["max"]) == (1, 0)
     assert g["suggested_gap_timeout_ms"] == {
-        "p99": {"ms": 1000, "lower_bound": False, "floored": True},
-        "p999": {"ms": 1000, "lower_bound": False, "floored": True}}
+        "p99": {"ms": 1000, "lower_bound": False, "floored": True,
+                "samples": 1, "enough": False},
+        "p999": {"ms": 1000, "lower_bound": False, "floored": True,
+                 "samples": 1, "enough": False}}
     du = rep["duplicates"]
     assert (du["repeats"], du["delay_ms"]["max"]) == (1, 0)
     assert du["suggested_dedup_ttl_ms"] == 1000
@@ -425,3 +472,103 @@ def test_audit_suggestions_have_a_floor(bootstrap, seqgatectl_bin, seqgate_bin,
     assert r.returncode == 0, r.stderr
     assert "gap_timeout_ms for 99% of gaps: 1000 (the floor:" in r.stdout
     assert "dedup TTL for 99.9% of duplicates: 1000 ms (the floor:" in r.stdout
+
+
+def test_audit_copartitioning(bootstrap, seqgatectl_bin, tmp_path):
+    """The trial: producers keyed by customer, the aggregate read from the
+    value (/data/orderId: binary mode, the value is the event's data);
+    o-50's v1 went to partition 0, v2 and v3 to partition 1. Partition 1
+    alone parks v2 and v3 (and, once the deadline passes, quarantines
+    o-50); the audit's first finding names o-50 on partitions 0 and 1."""
+    topic = unique_name("sgaudit-copart")
+    create_topics(bootstrap, {topic: 2})
+
+    def order(cust, order_id, seq, at_ms, partition):
+        rec = ev(cust, seq, at_ms, partition, id_=f"{order_id}-{seq}",
+                 payload=json.dumps({"orderId": order_id, "seq": seq}))
+        return rec
+
+    produce(bootstrap, topic, [
+        order("c-1", "o-50", 1, 0, 0), order("c-2", "o-50", 2, 1000, 1),
+        order("c-2", "o-50", 3, 2000, 1),
+        order("c-3", "o-7", 1, 3000, 0), order("c-3", "o-7", 2, 4000, 0)])
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
+                       instance="audit-4", data_dir=str(tmp_path / "data"),
+                       input_topic=topic, output_topic="unused.out",
+                       dlq_topic="unused.dlq", gap_timeout_ms=GAP_TIMEOUT_MS)
+    conf["topics"][topic]["envelope"]["aggregate"] = "/data/orderId"
+    cfg = tmp_path / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    rep = audit(seqgatectl_bin, str(cfg), topic)
+    # the first finding, before the counters
+    keys = list(rep)
+    assert keys.index("co_partitioning") < keys.index("counters")
+    assert rep["co_partitioning"] == {
+        "aggregates_on_several_partitions": 1,
+        "records_off_first_partition": 2,
+        "aggregates": [{"aggregate": "o-50", "partitions": [0, 1],
+                        "more_partitions": False,
+                        "records_off_first_partition": 2}],
+        "records_aggregate_not_record_key": 5,
+        "every_aggregate_checked": True}
+    # what partition 1 made of it: parked, a gap that never filled
+    assert rep["at_end"]["parked_events"] == 2
+    # the terminal report says it first, after the two header lines
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", str(cfg),
+                        "--topic", topic], text=True, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[3].startswith("FIRST: 1 aggregate has events on more than "
+                               "one partition"), lines[:6]
+    assert lines[4] == "  o-50: partitions 0, 1; 2 records off partition 0"
+    assert "5 records have an aggregate that is not their record key" in lines[5]
+    # and the page's summary
+    page = tmp_path / "audit.html"
+    audit(seqgatectl_bin, str(cfg), topic, "--html", str(page))
+    m = re.search(r'<li id="summary-co-partitioning" data-path="([^"]+)" '
+                  r'data-value="(\d+)">([^<]*)</li>', page.read_text())
+    assert m, page.read_text()[:2000]
+    assert m.group(1) == "co_partitioning.aggregates_on_several_partitions"
+    assert m.group(2) == "1"
+    assert m.group(3).startswith("First: 1 aggregate has events on more than "
+                                 "one partition") and "o-50" in m.group(3)
+
+
+def test_audit_html_summary(seqgatectl_bin, audited):
+    """The page's summary shows the suggested gap_timeout_ms and dedup TTL
+    and the store estimate, not only the raw JSON, each with how sure it
+    is (no browser: the page as written)."""
+    n = audited["names"]
+    page = audited["tmp"] / "summary.html"
+    rep = audit(seqgatectl_bin, audited["cfg"], n["in"], "--html", str(page))
+    html = page.read_text()
+    items = {i: (p, v, t) for i, p, v, t in re.findall(
+        r'<li id="(summary-[\w-]+)" data-path="([^"]+)" data-value="([^"]*)">'
+        r'([^<]*)</li>', html)}
+    assert list(items) == ["summary-co-partitioning", "summary-gap-timeout-p99",
+                           "summary-gap-timeout-p999", "summary-dedup-ttl",
+                           "summary-sizing"]
+    # the summary comes before the counters
+    assert html.index('id="summary"') < html.index('id="counters"')
+    p, v, t = items["summary-gap-timeout-p99"]
+    assert (p, v) == ("gaps.suggested_gap_timeout_ms.p99.ms", "67000")
+    assert t.startswith("Suggested gap_timeout_ms for 99% of gaps: &gt;= 67000")
+    assert "warning: from 2 gaps, their maximum; a 99th percentile needs 100" in t
+    p, v, t = items["summary-dedup-ttl"]
+    assert (p, v) == ("duplicates.suggested_dedup_ttl_ms", "10001")
+    assert "10001 ms" in t and "warning: from 2 repeats" in t
+    p, v, t = items["summary-sizing"]
+    assert v == str(rep["sizing"]["estimated_bytes"])
+    assert "12 records over 80 s" in t
+    assert "Warning, a rough estimate: 9 dedup records, fewer than 1000" in t
+    # the terminal text says the same
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"],
+                        "--topic", n["in"]],
+                       text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("gap_timeout_ms for 99% of gaps: >= 67000 (warning: from 2 gaps, "
+            "their maximum; a 99th percentile needs 100)") in r.stdout
+    assert "  basis: 12 records over 80 s; 9 dedup records" in r.stdout
+    assert "  warning: a rough estimate: 9 dedup records, fewer than 1000" \
+        in r.stdout

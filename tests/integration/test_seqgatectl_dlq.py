@@ -11,7 +11,8 @@ stops on SIGTERM with exit 0.
 test_sizing_measures_the_store: after the scenario, `seqgatectl sizing`
 on the running daemon's store (read-only) measures bytes per dedup and per
 aggregate record from it (2 aggregates), and its total is the sum of its
-terms.
+terms; measured from so few records, it says so (basis, a warning, the
+documented estimate beside it).
 """
 
 from __future__ import annotations
@@ -162,10 +163,23 @@ def test_sizing_measures_the_store(bootstrap, seqgate_bin, seqgatectl_bin,
         assert abs(a["bytes"] - 2 * a["bytes_per_record"]) < 1e-6
         assert c["records"] == d["records"] + 2
         assert abs(z["total_bytes"] - (d["bytes"] + a["bytes"] + c["bytes"])) < 1
+        # a handful of records measured: said, with a warning and the
+        # documented estimate beside it (the trial's "494 GB from 9
+        # records" printed as a fact)
+        assert z["basis"] == (
+            f"bytes per record measured in {tmp_path / 'data'} from "
+            f"{d['store_entries']} dedup records and 2 aggregates")
+        assert z["enough"] is False
+        assert z["warning"].startswith(
+            f"measured from {d['store_entries']} dedup records and 2 "
+            "aggregates, fewer than 1000:")
+        assert "with the documented estimates: " in z["warning"]
         r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
                 "--events-per-day", "1000000")
         assert r.returncode == 0, r.stderr
         assert "measured: dedup + expiry pages / entries" in r.stdout, r.stdout
+        assert "\nwarning:    a rough estimate: measured from " in r.stdout
+        assert "\nbasis:      bytes per record measured in " in r.stdout
         assert sg.stop() == 0
     finally:
         sg.cleanup()

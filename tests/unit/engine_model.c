@@ -294,10 +294,14 @@ typedef struct model {
         size_t cl_cnt[MODEL_PARTS], cl_size[MODEL_PARTS];
         int64_t cl_next[MODEL_PARTS];
 
-        int recorded[MODEL_PARTS][MODEL_IDS];  /* payload the key was
+        int recorded[MODEL_PARTS][MODEL_IDS];       /* payload the key was
                                                  recorded with, -1 none */
-        long recorder[MODEL_PARTS][MODEL_IDS]; /* the record whose verdict
+        long recorder[MODEL_PARTS][MODEL_IDS];      /* the record whose verdict
                                                   the key holds */
+        bool rec_malformed[MODEL_PARTS][MODEL_IDS]; /* recorded by a
+                                                       malformed copy, which
+                                                       claims no key
+                                                       (semantics §3 row 1) */
         bool applied_id[MODEL_PARTS][MODEL_IDS];
         idinfo_t ids[MODEL_PARTS][MODEL_IDS];
         size_t id_used[MODEL_PARTS];
@@ -2042,15 +2046,32 @@ static void check_batch(model_t *m, const meff_t *E, size_t ecnt,
                 int *rec_pay = &m->recorded[r->src][r->id];
                 long *recorder = &m->recorder[r->src][r->id];
                 bool dlq = e && e->kind == SG_EFFECT_DLQ;
+                bool *rec_bad = &m->rec_malformed[r->src][r->id];
                 bool again = r->replay && *rec_pay == r->payload &&
                              verdict_dlq(m, *recorder, eff_of, E, eff_at[i]);
-                if (r->malformed) {
+                if (r->malformed && *rec_pay == r->payload && !r->replay) {
+                        /* semantics §3 row 1: a malformed copy of a live
+                         * key with its payload is a duplicate */
+                        if (e || m->parked_now[t])
+                                fail(m, MODEL_INV_ACCOUNTED,
+                                     "%s: a malformed duplicate (same id, "
+                                     "same payload), got %s",
+                                     rw, e ? w : "parked");
+                        r->status = T_DUPLICATE;
+                        m->res->stats.duplicates++;
+                } else if (r->malformed) {
                         if (!dlq || strcmp(e->reason, "malformed"))
                                 fail(m, MODEL_INV_ACCOUNTED,
                                      "%s: expected DLQ malformed, got %s", rw,
                                      e ? w : "nothing");
                         r->status = T_DLQ;
-                } else if (*rec_pay < 0 || again) {
+                        if (*rec_pay < 0) { /* recorded, claiming nothing */
+                                *rec_pay = r->payload;
+                                *recorder = (long)t;
+                                *rec_bad = true;
+                        }
+                } else if (*rec_pay < 0 || again || *rec_bad) {
+                        *rec_bad = false;
                         if (dlq &&
                             (!strcmp(e->reason, "malformed") ||
                              !strcmp(e->reason, "idempotency_conflict"))) {

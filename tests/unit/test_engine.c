@@ -49,6 +49,99 @@ START_TEST(row1_malformed) {
 }
 END_TEST
 
+/* Semantics §3 row 1: a malformed record whose idempotency key and digest
+ * parse is recorded dead_lettered (malformed), so that the result query
+ * answers it; its DLQ record names the aggregate and version that parsed.
+ * The record claims no key: a well-formed copy is judged as new (even with
+ * the same value: only a header was wrong), a plain redelivery of the
+ * malformed copy is a duplicate, a replayed one is dead-lettered again. */
+START_TEST(row1_malformed_records_its_key) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "e1", "t", "one"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_DLQ, "A", "one", "malformed");
+        /* the fields that parsed are in its headers; no version parsed */
+        ASSERT_STR_EQ(h.out[0].aggregate, "A");
+        ASSERT_STR_EQ(h.out[0].actual, "");
+        ASSERT_STR_EQ(h.out[0].expected, "");
+        /* the key is recorded: dead_lettered, malformed */
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char kh[32];
+        const char *scope[] = {"/shop"};
+        ASSERT_OK(sg_envelope_key_hash("orders", scope, 1, "e1", kh), "");
+        sg_txn_t *t;
+        char err[256];
+        ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
+        sg_dedup_rec_t dr;
+        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        sg_txn_abort(t);
+        ASSERT_EQ_INT(dr.verdict, SG_DV_DLQ);
+        ASSERT_EQ_INT(dr.reason, SG_R_MALFORMED);
+        /* a plain redelivery: a duplicate, no second DLQ record */
+        ONE(&h, EV("A", "e1", "t", "one"));
+        ck_assert_uint_eq(h.out_cnt, 1);
+        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 1);
+        ASSERT_EQ_U64(M(&h)->malformed_total, 1);
+        /* replayed: malformed again, dead-lettered again */
+        ONE(&h, EV("A", "e1", "t", "one", .replay = true));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "one", "malformed");
+        /* corrected (same value, the version header fixed): judged as new,
+         * applied, and its verdict replaces the malformed one */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
+        ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
+        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        sg_txn_abort(t);
+        ASSERT_EQ_INT(dr.verdict, SG_DV_APPLIED);
+        /* ... and now it is the event: its copy is a duplicate, another
+         * payload a conflict */
+        ONE(&h, EV("A", "e1", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 3);
+        ONE(&h, EV("A", "e1", "t", "1", .value = "other"));
+        assert_out(&h.out[3], SG_EFFECT_DLQ, "A", "1", "idempotency_conflict");
+        /* a malformed copy with another payload, then a corrected one
+         * with a third: never a conflict with the malformed one; parked */
+        ONE(&h, EV("A", "e3", "t", "x3", .value = "{\"n\":3,\"bad\":1}"));
+        assert_out(&h.out[4], SG_EFFECT_DLQ, "A", "x3", "malformed");
+        ONE(&h, EV("A", "e3", "t", "3", .value = "{\"n\":3}"));
+        ck_assert_uint_eq(h.out_cnt, 5);
+        ASSERT_EQ_U64(M(&h)->parked_total, 1);
+        ASSERT_EQ_U64(M(&h)->idempotency_parameter_conflicts_total, 1);
+        ASSERT_EQ_U64(M(&h)->malformed_total, 3);
+        h_free(&h);
+        /* an epoch topic: the version parsed, the epoch did not */
+        h_t h2 = {0};
+        h_open(&h2, "\"ordering\":{\"epoch\":\"ce:epoch\"}");
+        ONE(&h2, EV("B", "b1", "t", "7", .epoch = "x"));
+        assert_out(&h2.out[0], SG_EFFECT_DLQ, "B", "7", "malformed");
+        ASSERT_STR_EQ(h2.out[0].aggregate, "B");
+        ASSERT_STR_EQ(h2.out[0].actual, "7");
+        ck_assert_ptr_nonnull(strstr(h2.out[0].detail, "epoch"));
+        h_free(&h2);
+}
+END_TEST
+
+/* Semantics §3 row 1: a record whose key does not parse records nothing
+ * (there is no key to record): a redelivery is dead-lettered again. */
+START_TEST(row1_malformed_without_key) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{}");
+        ONE(&h, EV("A", "", "t", "1"));
+        ONE(&h, EV("A", "", "t", "1"));
+        ck_assert_uint_eq(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "malformed");
+        /* the aggregate and version parsed: both named */
+        ASSERT_STR_EQ(h.out[1].aggregate, "A");
+        ASSERT_STR_EQ(h.out[1].actual, "1");
+        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 0);
+        h_free(&h);
+}
+END_TEST
+
 START_TEST(row2_duplicate) {
         h_t h = {0};
         h_open(&h, "\"envelope\":{}");
@@ -1948,6 +2041,137 @@ START_TEST(dlq_summary_once_per_interval) {
 }
 END_TEST
 
+/* The lines of one log event kept by log_keep(). */
+typedef struct kept_log {
+        const char *event; /* the event to keep */
+        int count;
+        char last[512]; /* its last fields */
+        sg_log_level_t level;
+} kept_log_t;
+
+static void log_keep(void *opaque, sg_log_level_t level, const char *event,
+                     const char *fields_json) {
+        kept_log_t *k = opaque;
+        for (; k->event; k++) {
+                if (strcmp(k->event, event) != 0)
+                        continue;
+                k->count++;
+                k->level = level;
+                snprintf(k->last, sizeof(k->last), "%s", fields_json);
+        }
+}
+
+/* Semantics §2 "co-partitioning": producers keyed by customer and the
+ * aggregate read from the value (/orderId), v1 of o-50 on partition 0 and
+ * v2, v3 on partition 1. The engine counts the records whose aggregate is
+ * not their record key and those whose aggregate it saw on another
+ * partition of the topic, and says each once per aggregate at warning. */
+START_TEST(copartition_watch) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"aggregate\":\"/data/orderId\"}");
+        char err[256];
+        int64_t off;
+        ASSERT_OK(h.proc.assign(h.proc.opaque, "orders", 1, "g", &off, err,
+                                sizeof(err)),
+                  err);
+        kept_log_t logs[] = {{.event = "aggregate_not_record_key"},
+                             {.event = "aggregate_on_two_partitions"},
+                             {0}};
+        sg_engine_set_log(h.eng, log_keep, logs);
+        const char *o50 = "{\"orderId\":\"o-50\"}";
+        ONE(&h, EV("c-1", "e1", "t", "1", .value = o50));
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 1);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 0);
+        ONE(&h, EV("c-2", "e2", "t", "2", .value = o50, .partition = 1),
+            EV("c-2", "e3", "t", "3", .value = o50, .partition = 1));
+        /* partition 1 parks them: its own L is none */
+        ASSERT_EQ_U64(M(&h)->parked_total, 2);
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        /* once per aggregate, at warning, naming both partitions */
+        ASSERT_EQ_INT(logs[0].count, 1);
+        ASSERT_EQ_INT(logs[0].level, SG_LOG_WARNING);
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-50\""));
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"key\":\"c-1\""));
+        ASSERT_EQ_INT(logs[1].count, 1);
+        ASSERT_EQ_INT(logs[1].level, SG_LOG_WARNING);
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"aggregate\":\"o-50\""));
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"partition\":1"));
+        ck_assert_ptr_nonnull(strstr(logs[1].last, "\"first_partition\":0"));
+        /* a record keyed by its aggregate is not counted; nor a duplicate */
+        ONE(&h, EV("o-7", "e4", "t", "1", .value = "{\"orderId\":\"o-7\"}"),
+            EV("c-1", "e1", "t", "1", .value = o50));
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
+        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        /* another aggregate: its own line */
+        ONE(&h, EV("c-3", "e5", "t", "1", .value = "{\"orderId\":\"o-9\"}"));
+        ASSERT_EQ_INT(logs[0].count, 2);
+        ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-9\""));
+        h_free(&h);
+
+        /* the default aggregate, the record key: nothing to count */
+        h_t k = {0};
+        h_open(&k, "\"envelope\":{}");
+        ONE(&k, EV("o-1", "e1", "t", "1"));
+        ASSERT_EQ_U64(M(&k)->aggregate_not_record_key_total, 0);
+        h_free(&k);
+}
+END_TEST
+
+/* Every line of every event, in order. */
+static char all_lines[64][512];
+static int all_line_cnt;
+static void log_all(void *opaque, sg_log_level_t level, const char *event,
+                    const char *fields_json) {
+        (void)opaque;
+        (void)level;
+        if (all_line_cnt < 64)
+                snprintf(all_lines[all_line_cnt++], sizeof(all_lines[0]),
+                         "%s %s", event, fields_json);
+}
+
+/* The co-partitioning warnings are bounded: at most
+ * SG_COPART_LOG_PER_MIN lines a minute of processing time, the rest
+ * counted in the next line's "suppressed"; the counters count every
+ * record. */
+START_TEST(copartition_warnings_bounded) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"aggregate\":\"/data/orderId\"}");
+        all_line_cnt = 0;
+        sg_engine_set_log(h.eng, log_all, NULL);
+        char ids[40][8], vals[40][32];
+        for (int round = 0; round < 2; round++) {
+                ev_t evs[20];
+                for (int i = 0; i < 20; i++) {
+                        int n = round * 20 + i;
+                        snprintf(ids[n], sizeof(ids[n]), "e%d", n);
+                        snprintf(vals[n], sizeof(vals[n]),
+                                 "{\"orderId\":\"o-%d\"}", n);
+                        evs[i] = EV("c", ids[n], "t", "1", .value = vals[n]);
+                }
+                batch(&h, evs, 20);
+                if (round == 0) {
+                        ASSERT_EQ_INT(all_line_cnt, SG_COPART_LOG_PER_MIN);
+                        h_clock(&h, T0 + 60000);
+                }
+        }
+        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 40);
+        ASSERT_EQ_INT(all_line_cnt, 2 * SG_COPART_LOG_PER_MIN);
+        for (int i = 0; i < all_line_cnt; i++)
+                ck_assert_msg(
+                        !strncmp(all_lines[i], "aggregate_not_record_key ", 25),
+                        "%s", all_lines[i]);
+        /* the first line of the second minute says how many were left out */
+        char want[64];
+        snprintf(want, sizeof(want), "\"suppressed\":%d",
+                 20 - SG_COPART_LOG_PER_MIN);
+        ck_assert_msg(strstr(all_lines[SG_COPART_LOG_PER_MIN], want), "%s",
+                      all_lines[SG_COPART_LOG_PER_MIN]);
+        ck_assert_ptr_nonnull(strstr(all_lines[0], "\"suppressed\":0"));
+        h_free(&h);
+}
+END_TEST
+
 /* Semantics §4: a gap never times out while its fill may be waiting unread
  * in the partition. Behind the end of the log, the deadline is measured
  * against the newest record timestamp read, not against processing time. */
@@ -2741,6 +2965,10 @@ Suite *engine_suite(void) {
         Suite *s = suite_create("engine");
         TCase *rows = tcase_create("decision_table");
         tcase_add_test(rows, row1_malformed);
+        tcase_add_test(rows, row1_malformed_records_its_key);
+        tcase_add_test(rows, row1_malformed_without_key);
+        tcase_add_test(rows, copartition_watch);
+        tcase_add_test(rows, copartition_warnings_bounded);
         tcase_add_test(rows, row2_duplicate);
         tcase_add_test(rows, row3_conflict);
         tcase_add_test(rows, row5_stale);

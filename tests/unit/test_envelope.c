@@ -141,11 +141,17 @@ static void expect_invalid(const tcfg_t *t, const trec_t *r, const char *a,
         if (b)
                 ck_assert_msg(strstr(errbuf, b), "detail \"%s\" lacks \"%s\"",
                               errbuf, b);
-        /* A failed parse leaves nothing behind. */
-        ck_assert_ptr_null(env.id);
-        ck_assert_ptr_null(env.aggregate);
-        ck_assert_ptr_null(env.type);
-        ck_assert(!env.has_version);
+        /* A failed parse keeps only what did parse (semantics §3 row 1),
+         * each field whole: the key's id with its hash, non-empty text. */
+        ck_assert(env.has_key == (env.id != NULL));
+        if (env.id)
+                ck_assert(env.id[0] && sg_utf8_valid(env.id, strlen(env.id)));
+        if (env.aggregate)
+                ck_assert(env.aggregate_len &&
+                          env.aggregate_len == strlen(env.aggregate) &&
+                          sg_utf8_valid(env.aggregate, env.aggregate_len));
+        if (env.type)
+                ck_assert(env.type[0]);
         sg_envelope_clear(&env);
 }
 
@@ -298,9 +304,11 @@ START_TEST(test_reparse_strings_are_each_records) {
         ck_assert_str_eq(env.type, "order.a-much-longer-type");
         rec_binary(&r, "B", "e3", "/s", "t", "x"); /* malformed version */
         ck_assert_int_eq(run(&t, &r, &env), SG_ERR_INVALID);
-        ck_assert_ptr_null(env.id);
-        ck_assert_ptr_null(env.aggregate);
-        ck_assert_ptr_null(env.type);
+        /* what parsed is this record's (semantics §3 row 1) */
+        ck_assert_str_eq(env.id, "e3");
+        ck_assert(env.has_key && env.has_digest && !env.has_version);
+        ck_assert_str_eq(env.aggregate, "B");
+        ck_assert_str_eq(env.type, "t");
         rec_binary(&r, "B", "e3", "/s", "t", "3");
         expect_ok(&t, &r, &env);
         ck_assert_str_eq(env.id, "e3");
@@ -2081,8 +2089,17 @@ START_TEST(test_reuse_envelope) {
         ck_assert_str_eq(env.aggregate, "k2");
         rec_binary(&r, "k3", "e3", "src", "t3", "x");
         ck_assert_int_eq(run(&t, &r, &env), SG_ERR_INVALID);
+        /* malformed (the version): the other fields of this record, none
+         * of the previous one's */
+        ck_assert_str_eq(env.id, "e3");
+        ck_assert_str_eq(env.aggregate, "k3");
+        ck_assert(!env.has_version);
+        rec_binary(&r, "k4", "", "src", "t4", "4"); /* empty id */
+        ck_assert_int_eq(run(&t, &r, &env), SG_ERR_INVALID);
+        ck_assert(!env.has_key);
         ck_assert_ptr_null(env.id);
-        ck_assert_ptr_null(env.aggregate);
+        ck_assert_str_eq(env.aggregate, "k4");
+        ck_assert(env.has_version && env.version == 4);
         sg_envelope_clear(&env);
         sg_envelope_clear(&env); /* twice is harmless */
 }

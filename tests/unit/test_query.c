@@ -169,6 +169,48 @@ START_TEST(event_dead_lettered_with_reason) {
 }
 END_TEST
 
+/* Semantics §3 row 1, §7: a malformed record whose key parses is
+ * answered dead_lettered (malformed), not unknown — the trial's plain
+ * JSON event with "version": "one", id and source parsed. A corrected copy
+ * then takes its place in the answer. */
+START_TEST(event_malformed_with_key) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"format\":\"json\",\"id\":\"/event_id\","
+                   "\"scope\":[\"/source\"],\"aggregate\":\"/orderId\","
+                   "\"version\":\"/version\"}");
+        ONE(&h, EV("c-1", "x", "t", "1",
+                   .value = "{\"event_id\":\"e-9\",\"source\":\"/shop\","
+                            "\"orderId\":\"o-50\",\"version\":\"one\"}"));
+        ASSERT_EQ_INT(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_DLQ, "c-1", NULL, "malformed");
+        cJSON *o = ask(&h, "e-9", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "malformed");
+        ASSERT_STR_EQ(js(o, "dlq_topic"), "dlq");
+        cJSON_Delete(o);
+        /* the DLQ record names the aggregate that parsed */
+        ASSERT_STR_EQ(h.out[0].aggregate, "o-50");
+        /* asked with another payload's digest: not a conflict (the
+         * malformed copy claims no key); the record as it is */
+        unsigned char d[32];
+        sg_sha256("other", 5, d);
+        o = ask(&h, "e-9", d, T0);
+        ASSERT_STR_EQ(js(o, "status"), "dead_lettered");
+        ASSERT_STR_EQ(js(o, "reason"), "malformed");
+        cJSON_Delete(o);
+        /* corrected: applied, and answered so */
+        ONE(&h, EV("c-1", "x", "t", "1",
+                   .value = "{\"event_id\":\"e-9\",\"source\":\"/shop\","
+                            "\"orderId\":\"o-50\",\"version\":1}"));
+        ASSERT_EQ_INT(h.out_cnt, 2);
+        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "c-1", NULL, NULL);
+        o = ask(&h, "e-9", NULL, T0);
+        ASSERT_STR_EQ(js(o, "status"), "applied");
+        cJSON_Delete(o);
+        h_free(&h);
+}
+END_TEST
+
 /* A gap that times out dead-letters parked events: the reason is kept on
  * the drain/timeout path too, not only in the rows. */
 START_TEST(event_gap_timeout_reason) {
@@ -483,6 +525,7 @@ int main(void) {
         tcase_add_test(tc, event_parked_waits_for_next_version);
         tcase_add_test(tc, event_dead_lettered_with_reason);
         tcase_add_test(tc, event_gap_timeout_reason);
+        tcase_add_test(tc, event_malformed_with_key);
         tcase_add_test(tc, event_dropped);
         tcase_add_test(tc, event_unknown_never_seen_and_expired);
         tcase_add_test(tc, event_old_format_record);

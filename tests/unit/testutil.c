@@ -174,6 +174,12 @@ void collect(h_t *h) {
                         else if (!strcmp(x->name, SG_DLQ_H_DEAD_LETTERED_AT))
                                 copy_hdr(x, o->dead_lettered_at,
                                          sizeof(o->dead_lettered_at));
+                        else if (!strcmp(x->name, SG_DLQ_H_AGGREGATE))
+                                copy_hdr(x, o->aggregate, sizeof(o->aggregate));
+                        else if (!strcmp(x->name, SG_DLQ_H_ACTUAL))
+                                copy_hdr(x, o->actual, sizeof(o->actual));
+                        else if (!strcmp(x->name, SG_DLQ_H_EXPECTED))
+                                copy_hdr(x, o->expected, sizeof(o->expected));
                         else if (ef[i].kind == SG_EFFECT_OUTPUT &&
                                  strcmp(x->name, SG_H_SOURCE) != 0) {
                                 snprintf(o->extra_name, sizeof(o->extra_name),
@@ -213,7 +219,7 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                 const char *val = evs[i].value ? evs[i].value : evs[i].id;
                 sg_record_t rec = {
                         .topic = "orders",
-                        .partition = 0,
+                        .partition = evs[i].partition,
                         .offset = h->offset++,
                         .timestamp_ms = evs[i].ts ? evs[i].ts : 1000,
                         .key = evs[i].agg,

@@ -124,7 +124,10 @@ typedef struct out {
         char detail[256];
         char extra_name[64]; /* first non-provenance extra header (output) */
         char extra_val[64];
-        char version[32]; /* ce_sequence of the record */
+        char version[32];   /* ce_sequence of the record */
+        char aggregate[64]; /* DLQ: __seqgate.errors.aggregate, "" none */
+        char actual[32];    /* DLQ: __seqgate.errors.actual_version */
+        char expected[32];  /* DLQ: __seqgate.errors.expected_version */
         char dead_lettered_at[40];
         int64_t timestamp_ms;
 } out_t;
@@ -175,13 +178,15 @@ typedef struct ev {
         bool replay;
         int64_t ts;        /* record timestamp; 0: 1000 */
         const char *epoch; /* ce_epoch header (semantics §4b), or none */
+        int32_t partition; /* of "orders"; assigned by the caller unless 0 */
 } ev_t;
 
 /* Appends the effects of the batch in progress to h->out (changelog
  * records left out). */
 void collect(h_t *h);
-/* Runs one batch with @p evs on partition 0 (begin, process each, tick,
- * effects, commit); returns the number of effects it produced. */
+/* Runs one batch with @p evs (on their partitions: 0 unless set) (begin,
+ * process each, tick, effects, commit); returns the number of effects it
+ * produced. */
 size_t batch(h_t *h, const ev_t *evs, size_t cnt);
 
 #define EV(a, i, t, q, ...)                                                    \
