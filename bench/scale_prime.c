@@ -51,9 +51,11 @@
  *     stale_version). Without the primed state the first would be output
  *     (or parked) and the second applied.
  *
- *   scale_prime plan -k K [-d D] [plan options]
+ *   scale_prime plan -k K [-d D] [-n N] [-t INPUT] [plan options]
  *     No broker: prints the plan's figures (per partition aggregates and
- *     events, events per aggregate, first-seen times, batches), for
+ *     events, events per aggregate, first-seen times, batches) on its last
+ *     line, and before it the first N events (-n), each with the peer's
+ *     dedup key for input topic INPUT (default "in"), for
  *     bench/test_bench.py.
  *
  * The plan (the same for seqgate and the peer, so both stores hold the
@@ -741,6 +743,8 @@ static int peer_batch(void *opaque, const plan_t *pl, uint64_t b, uint64_t j0,
 /* ---- plan: the figures without a broker ---------------------------------- */
 
 typedef struct plan_stats {
+        const char *topic; /* for the peer's dedup keys */
+        uint64_t dump;     /* events still to print (-v) */
         uint64_t aggs[MAX_PARTS], events[MAX_PARTS];
         uint64_t emin, emax, batches, chunk_ends;
         int64_t tmin, tmax;
@@ -770,6 +774,22 @@ static int plan_batch(void *opaque, const plan_t *pl, uint64_t b, uint64_t j0,
                 int32_t p = agg_partition(pl, id, l);
                 s->aggs[p]++;
                 s->events[p] += e;
+                for (uint64_t v = 1; v <= e && s->dump; v++, s->dump--) {
+                        ev_t ev;
+                        unsigned char k[32];
+                        char hex[65];
+                        ev_make(&ev, pl, i, v, s->topic, 0, t, 0);
+                        peer_dedup_key(s->topic, &ev, k);
+                        sg_hex_encode(k, sizeof(k), hex);
+                        printf("{\"aggregate\":\"%s\",\"partition\":%d,"
+                               "\"version\":%" PRIu64 ",\"ce_id\":\"%s\","
+                               "\"ce_type\":\"%s\",\"first_seen_ms\":%" PRId64
+                               ",\"batch\":%" PRIu64 ",\"peer_dedup_key\":"
+                               "\"%s\",\"value\":%s}\n",
+                               ev.agg, ev.partition, v, ev.id,
+                               (const char *)ev.hd[3].value, t, b, hex,
+                               ev.value);
+                }
                 if (e < s->emin)
                         s->emin = e;
                 if (e > s->emax)
@@ -804,7 +824,8 @@ static void usage(void) {
               "       scale_prime peer -b BOOTSTRAP -a APPLICATION_ID -t INPUT "
               "-k K [-d D] [-T TTL_MS] [options]\n"
               "       scale_prime probe -b BOOTSTRAP -t INPUT -n N [options]\n"
-              "       scale_prime plan -k K [-d D] [options]\n"
+              "       scale_prime plan -k K [-d D] [-n N] [-t INPUT] "
+              "[options]\n"
               "options: -p PARTITIONS -A STREAM_AGGREGATES -B BATCH -C CHUNK "
               "-m MARGIN_MS -N NOW_MS -s SCRATCH_DIR -X k=v\n"
               "(see the comment at the top of bench/scale_prime.c)\n",
@@ -948,7 +969,9 @@ static int cmd_plan(opts_t *o) {
                 o->pl.parts = 3;
         o->pl.ttl_ms = o->ttl_ms;
         plan_init(&o->pl);
-        plan_stats_t s = {.ordered = 1};
+        plan_stats_t s = {.ordered = 1,
+                          .topic = o->topic ? o->topic : "in",
+                          .dump = o->probes};
         plan_walk(&o->pl, plan_batch, &s);
         printf("{\"kind\":\"plan\"");
         print_plan(&o->pl);
