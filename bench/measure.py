@@ -225,6 +225,16 @@ def _proc_io(text):
     return out
 
 
+def _proc_cpu_s(text):
+    """CPU seconds (user + system, every thread) of a process from its
+    /proc/PID/stat text; None if it cannot be read."""
+    try:
+        rest = text[text.rindex(")") + 2:].split()
+        return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError):
+        return None
+
+
 def _psi_totals(text):
     """/proc/pressure/io (PSI): {"some": µs, "full": µs}, the total time
     some (at least one) / all non-idle tasks were stalled on I/O."""
@@ -289,24 +299,30 @@ def _pages_per_event(b0, b1, events):
     return round((b1 - b0) / 4096 / events, 3)
 
 
-def _restore_figures(lines):
+def _restore_figures(lines, start_ts=None):
     """A process's restore from its restore_done log lines (seqgate: one per
     partition, restored one after another; the Kafka Streams peer: one per
-    store and changelog partition, several at once): records, the sum of
-    their ms, the span from the first one's start (its ts - ms) to the last
-    one's end, and records/s over that span (over the sum of ms too, which
-    is the same for one-after-another restores)."""
+    store and changelog partition, several at once). records: the
+    changelog records read (seqgate: end - log_start of each partition,
+    since a restore that had to grow the map starts its last pass from its
+    latest checkpoint, and its line counts that pass only; the peer: its
+    totals). span: from @p start_ts (seqgate's "running" line, after which
+    its restores run) or else the first line's start (its ts - ms) to the
+    last line's end; records/s over it. ms_sum and records_per_s_ms_sum:
+    the lines' own ms and records (the last pass of each)."""
     evs = [e for e in lines if e.get("ms") is not None and e.get("ts")]
     if not evs:
         return {}
-    recs = sum(int(e.get("records", 0)) for e in evs)
+    recs = sum(int(e["end"]) - int(e["log_start"]) if "end" in e and "log_start" in e
+               else int(e.get("records", 0)) for e in evs)
+    last = sum(int(e.get("records", 0)) for e in evs)
     ms = sum(max(0, int(e["ms"])) for e in evs)
     ends = [_ts(e["ts"]) for e in evs]
     starts = [t - max(0, int(e["ms"])) / 1000 for t, e in zip(ends, evs)]
-    span = max(ends) - min(starts)
+    span = max(ends) - (start_ts if start_ts is not None else min(starts))
     return {"records": recs, "ms_sum": ms, "span_s": round(span, 3),
             "records_per_s": round(recs / span) if span > 0 else None,
-            "records_per_s_ms_sum": round(recs / (ms / 1000)) if ms > 0 else None,
+            "records_per_s_ms_sum": round(last / (ms / 1000)) if ms > 0 else None,
             "parts": len(evs)}
 
 
@@ -335,6 +351,7 @@ class _SysPoint:
     def __init__(self, pid, dev, data_dir):
         self.mono = time.monotonic()
         self.io = _proc_io(_read(f"/proc/{pid}/io")) if pid else {}
+        self.cpu_s = _proc_cpu_s(_read(f"/proc/{pid}/stat")) if pid else None
         self.sectors = _diskstats_written(_read("/proc/diskstats"), dev) if dev else None
         self.psi = _psi_totals(_read("/proc/pressure/io"))
         self.data_dir = _du(data_dir) if data_dir else None
@@ -657,18 +674,27 @@ def _scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt, ready, en
     per event (the process's write_bytes and the device's sectors between
     the two readings), I/O pressure, the data_dir's allocated bytes."""
     res = {"ready_s": round(ready_ts - t_epoch, 3) if ready_ts else None}
-    lines = []
+    lines, start = [], None
     try:
         with open(a.log, errors="replace") as f:
             for line in f:
-                if '"event":"restore_done"' in line:
+                if '"event":"restore_done"' in line or (
+                        start is None and '"event":"running"' in line):
                     try:
-                        lines.append(json.loads(line))
+                        ev = json.loads(line)
                     except ValueError:
-                        pass
+                        continue
+                    if ev["event"] == "running":
+                        start = _ts(ev["ts"])
+                    else:
+                        lines.append(ev)
     except OSError:
         pass
-    res["restore"] = _restore_figures(lines)
+    # seqgate restores after its "running" line; the peer's comes once its
+    # restores are over (its span is from the first restore's start)
+    res["restore"] = _restore_figures(
+        lines, start if start is not None and lines and _ts(lines[0]["ts"]) >= start
+        else None)
     if ready is None or end_pt is None:
         return res
     # the window starts at the ready line's time (the log's clock, mapped
@@ -681,7 +707,13 @@ def _scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt, ready, en
         res["measured_events_per_s"] = round(total / (done_at - ready_mono))
     wb0, wb1 = ready.io.get("write_bytes"), end_pt.io.get("write_bytes")
     s0, s1 = ready.sectors, end_pt.sectors
+    c0, c1 = ready.cpu_s, end_pt.cpu_s
     res["stream"] = {
+        # CPU-s of the process per 1 M stream records: what the machine's
+        # other load changes least (it stretches the wall time)
+        "cpu_s": round(c1 - c0, 2) if c0 is not None and c1 is not None else None,
+        "cpu_s_per_m": (round((c1 - c0) * 1e6 / total, 2)
+                        if c0 is not None and c1 is not None and total else None),
         "write_bytes": (wb1 - wb0) if wb0 is not None and wb1 is not None else None,
         "pages_per_event": _pages_per_event(wb0, wb1, total),
         "device": dev,
@@ -694,6 +726,7 @@ def _scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt, ready, en
     }
     res["stream"]["store_bytes_by_ready"] = ready.by_store
     res["restore_phase"] = {
+        "cpu_s": c0,
         "write_bytes": wb0,
         "device_bytes": ((s0 - start_pt.sectors) * 512
                          if s0 is not None and start_pt.sectors is not None else None),
@@ -1432,6 +1465,7 @@ def _scale_derived(r):
     ready_b = st.get("data_dir_bytes_ready")
     out = {"aggregates": k, "dedup_keys": d,
            "events_per_s": r.get("measured_events_per_s"),
+           "cpu_s_per_m": st.get("cpu_s_per_m"),
            "bytes_per_key": round(ready_b / (k + d), 1) if ready_b and k and d else None,
            "pages_per_event": st.get("pages_per_event"),
            "device_pages_per_event": st.get("device_pages_per_event"),
@@ -1461,13 +1495,14 @@ def _report_scale_cl(rows, disk):
     print()
     print("| scale (mode) | aggregates | dedup keys | priming: changelog records, s | "
           "restore: records, records/s | stream events/s | ratio to the base store | "
+          "stream CPU s per 1 M (ratio) | "
           "data_dir at ready MiB | B per key | B per dedup record / aggregate | "
           "pages written per event: process / device | I/O pressure some / full % | "
           "Dirty / Writeback peak MiB | peak RSS anonymous / file MiB | CPU s | "
           "start → restored s, whole run s | after the run: data_dir / changelog MiB | "
           "load avg |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-          "---:|---:|---|")
+          "---:|---:|---:|---|")
     base, lines = {}, []
 
     def mib(x):
@@ -1478,13 +1513,15 @@ def _report_scale_cl(rows, disk):
         f = _scale_derived(r)
         b = base.setdefault(r["label"], (r, f))
         ratio = "1 (base)" if b[0] is r else _ratio(f["events_per_s"], b[1]["events_per_s"])
+        cpu_ratio = "" if b[0] is r else f" ({_ratio(f['cpu_s_per_m'], b[1]['cpu_s_per_m'])})"
         pr = r.get("prime") or {}
         st = r.get("stream") or {}
         cpu = (r.get("user_s") or 0) + (r.get("sys_s") or 0)
         print(f"| {r['label'][6:]} | {f['aggregates']} | {f['dedup_keys']} | "
               f"{pr.get('records')}, {pr.get('wall_s')} | "
               f"{f['restore_records']}, {f['restore_records_per_s']} | "
-              f"{f['events_per_s']} | {ratio} | {mib(st.get('data_dir_bytes_ready'))} | "
+              f"{f['events_per_s']} | {ratio} | {f['cpu_s_per_m']}{cpu_ratio} | "
+              f"{mib(st.get('data_dir_bytes_ready'))} | "
               f"{f['bytes_per_key']} | {f.get('dedup_bytes_per_record')} / "
               f"{f.get('agg_bytes_per_record')} | {f['pages_per_event']} / "
               f"{f['device_pages_per_event']} | {f['psi_some_pct']} / {f['psi_full_pct']} | "
@@ -1497,7 +1534,9 @@ def _report_scale_cl(rows, disk):
         if b[0] is not r:
             lines.append(f"{r['label'][6:]} {f['aggregates']} aggregates + {f['dedup_keys']} "
                          f"keys {f['events_per_s']} ev/s vs {b[1]['aggregates']} + "
-                         f"{b[1]['dedup_keys']} {b[1]['events_per_s']} ev/s (ratio {ratio})")
+                         f"{b[1]['dedup_keys']} {b[1]['events_per_s']} ev/s (ratio {ratio}; "
+                         f"CPU-s per 1 M events {f['cpu_s_per_m']} vs "
+                         f"{b[1]['cpu_s_per_m']})")
     if lines:
         print("scale (stores restored from a generated changelog; events/s from the end "
               "of the restore to the end of the stream): " + "; ".join(lines))

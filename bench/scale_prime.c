@@ -547,6 +547,7 @@ typedef struct sg_run {
         ev_t *evs;
         size_t evs_size;
         uint64_t events, outputs, dlq, other, stores;
+        double t0;
 } sg_run_t;
 
 static void chunk_open(sg_run_t *r) {
@@ -656,8 +657,15 @@ static int sg_batch(void *opaque, const plan_t *pl, uint64_t b, uint64_t j0,
                     "batch %" PRIu64 ": %" PRIu64 " DLQ records, %" PRIu64
                     " other effects: priming events must all apply",
                     b, r->dlq, r->other);
-        if (chunk_end)
+        if (chunk_end) {
                 chunk_close(r);
+                /* progress, for the long runs (100 M keys: 200 chunks) */
+                if (r->stores % 20 == 0)
+                        fprintf(stderr,
+                                "scale_prime: %" PRIu64 " of %" PRIu64
+                                " events, %.0f s\n",
+                                r->events, pl->d, now_s() - r->t0);
+        }
         return 0;
 fail:
         fprintf(stderr, "scale_prime: batch %" PRIu64 ": %s\n", b, err);
@@ -1026,7 +1034,8 @@ static int cmd_seqgate(opts_t *o) {
                       .topic = o->topic,
                       .scratch = o->scratch,
                       .lo = lo,
-                      .out = &out};
+                      .out = &out,
+                      .t0 = t0};
         plan_walk(&o->pl, sg_batch, &r);
         if (r.eng)
                 chunk_close(&r);

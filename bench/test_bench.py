@@ -309,6 +309,11 @@ def test_scale_system_figures_parse_proc_files():
           " 252       1 vda1 10 0 80 5 20 0 160 9 0 7 9 0 0 0 0\n")
     assert measure._diskstats_written(ds, "vda") == 160000
     assert measure._diskstats_written(ds, "vdb") is None
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = (f"4242 (java (x) y) S 1 2 3 4 5 6 7 8 9 10 {30 * tick} {12 * tick} "
+            "0 0 20 0 50 0 100")
+    assert measure._proc_cpu_s(stat) == 42.0  # utime + stime; a ")" in the name
+    assert measure._proc_cpu_s("") is None
     mi = measure._meminfo_kib("MemTotal: 100 kB\nDirty:    3500 kB\n"
                               "Writeback:  700 kB\nWritebackTmp: 0 kB\n")
     assert mi == {"Dirty": 3500, "Writeback": 700}
@@ -319,8 +324,8 @@ def test_scale_system_figures_parse_proc_files():
 
 
 def test_scale_restore_rate_from_restore_done_lines():
-    def line(ts, records, ms):
-        return {"event": "restore_done", "ts": ts, "records": records, "ms": ms}
+    def line(ts, records, ms, **kw):
+        return {"event": "restore_done", "ts": ts, "records": records, "ms": ms, **kw}
     # seqgate: partitions one after another
     seq = [line("2026-12-01T10:00:01.000Z", 1000000, 1000),
            line("2026-12-01T10:00:03.000Z", 2000000, 2000),
@@ -328,6 +333,15 @@ def test_scale_restore_rate_from_restore_done_lines():
     f = measure._restore_figures(seq)
     assert (f["records"], f["ms_sum"], f["span_s"]) == (4000000, 4000, 4.0)
     assert f["records_per_s"] == f["records_per_s_ms_sum"] == 1000000
+    # a partition whose restore grew the map: its line counts its last pass
+    # (from its checkpoint at 1.5 M); the changelog it read is end -
+    # log_start, the time from the process's "running" line
+    seq[1] = line("2026-12-01T10:00:03.000Z", 500000, 500, log_start=0,
+                  **{"from": 1500000, "end": 2000000})
+    t0 = measure._ts("2026-12-01T10:00:00.000Z")
+    f = measure._restore_figures(seq, t0)
+    assert (f["records"], f["span_s"], f["records_per_s"]) == (4000000, 4.0, 1000000)
+    assert f["records_per_s_ms_sum"] == round(2500000 / 2.5)
     # Kafka Streams: several at once; the span counts, not the sum
     par = [line("2026-12-01T10:00:02.000Z", 1000000, 2000),
            line("2026-12-01T10:00:02.000Z", 1000000, 2000)]
@@ -351,12 +365,13 @@ def test_scale_bytes_by_store_and_per_key(tmp_path):
     r = {"prime": {"aggregates": 1000, "dedup_keys": 3000},
          "measured_events_per_s": 5000,
          "stream": {"data_dir_bytes_ready": 400000, "pages_per_event": 0.25,
+                    "cpu_s_per_m": 17.5,
                     "device_pages_per_event": 0.5, "psi_pct": {"some": 7.5, "full": 1.0},
                     "store_bytes_by_ready": {"dedup": 240000, "agg": 64000}},
          "restore": {"records": 4000, "records_per_s": 200000},
          "peak_stream": {"dirty_kib": 2048, "writeback_kib": None}}
     f = measure._scale_derived(r)
-    assert f["bytes_per_key"] == 100.0
+    assert f["bytes_per_key"] == 100.0 and f["cpu_s_per_m"] == 17.5
     assert (f["dedup_bytes_per_record"], f["agg_bytes_per_record"]) == (80.0, 64.0)
     assert (f["psi_some_pct"], f["psi_full_pct"]) == (7.5, 1.0)
     assert (f["dirty_peak_mib"], f["writeback_peak_mib"]) == (2, None)
