@@ -636,8 +636,15 @@ scale_cl_run() { # label aggregates dedup_keys
     mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$SCALE_IN"
     log "scale $tag: priming $k aggregates, $d dedup keys through the changelog"
     if [[ $label == streams ]]; then
+        # the peer's dedup TTL: its properties file's, or a --streams-prop
+        local ttl kv
+        ttl=$(sed -n 's/^peer\.dedup\.ttl\.ms=//p' "$PEER_DIR/streams-peer.properties")
+        for kv in "${STREAMS_PROPS[@]}"; do
+            [[ $kv == peer.dedup.ttl.ms=* ]] && ttl=${kv#*=}
+        done
         "$SCALE_PRIME_TOOL" peer -b "$BS" -a "$group" -t "$SCALE_IN" -k "$k" -d "$d" \
-            -A "$AGGREGATES" >"$WORK/$tag.prime.json" || die "scale $tag: priming failed"
+            -A "$AGGREGATES" -T "${ttl:-604800000}" >"$WORK/$tag.prime.json" ||
+            die "scale $tag: priming failed"
         ready=(--ready-event running --ready-count 1)
         for t in "${PEER_STORES[@]}"; do cls+=("$group-$t-changelog"); done
     else
