@@ -140,6 +140,17 @@ def cmd_topics(a):
             time.sleep(0.1)
 
 
+def cmd_delete_topics(a):
+    """Deletes topics (a --scale run's, once checked and measured: the
+    broker then frees their disk)."""
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    for name, fut in admin.delete_topics(a.topics, operation_timeout=60).items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            print(f"measure.py: deleting {name}: {e}", file=sys.stderr)
+
+
 def _children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -190,6 +201,163 @@ def _rss_split(pid):
     return {"end_" + k.lower() + "_kib": v for k, v in _status_kib(pid).items()}
 
 
+# ---- the --scale phase's system figures (pure parsers, bench/test_bench.py) --
+
+def _read(path):
+    """A /proc or /sys file's text, "" when it cannot be read."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _proc_io(text):
+    """/proc/PID/io as {field: int}: write_bytes is what the process caused
+    to be written to storage, counted when a page is dirtied (a page
+    written through a map and dirtied again before its writeback counts
+    once), read_bytes what it caused to be read."""
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if v.strip().isdigit():
+            out[k.strip()] = int(v)
+    return out
+
+
+def _proc_cpu_s(text):
+    """CPU seconds (user + system, every thread) of a process from its
+    /proc/PID/stat text; None if it cannot be read."""
+    try:
+        rest = text[text.rindex(")") + 2:].split()
+        return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError):
+        return None
+
+
+def _psi_totals(text):
+    """/proc/pressure/io (PSI): {"some": µs, "full": µs}, the total time
+    some (at least one) / all non-idle tasks were stalled on I/O."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] in ("some", "full"):
+            for x in f[1:]:
+                if x.startswith("total="):
+                    out[f[0]] = int(x[6:])
+    return out
+
+
+def _psi_pct(t0, t1, seconds):
+    """The share (%) of @seconds that some / all tasks were stalled on I/O,
+    from two _psi_totals readings that far apart."""
+    if not seconds or seconds <= 0:
+        return {}
+    return {k: round(100.0 * (t1[k] - t0[k]) / 1e6 / seconds, 1)
+            for k in ("some", "full") if k in t0 and k in t1}
+
+
+def _diskstats_written(text, dev):
+    """Sectors (512 B) written to block device @dev since boot: field 10 of
+    its /proc/diskstats line; None when the device is not there."""
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) > 9 and f[2] == dev:
+            return int(f[9])
+    return None
+
+
+def _meminfo_kib(text, names=("Dirty", "Writeback")):
+    """Fields of /proc/meminfo in KiB: {"Dirty": kib, "Writeback": kib}."""
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k in names:
+            out[k] = int(v.split()[0])
+    return out
+
+
+def _block_dev(path):
+    """The /proc/diskstats name of the block device holding @path (its
+    /sys/dev/block/MAJOR:MINOR/uevent DEVNAME), None if unknown."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    ue = _read(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/uevent")
+    for line in ue.splitlines():
+        if line.startswith("DEVNAME="):
+            return line[8:]
+    return None
+
+
+def _pages_per_event(b0, b1, events):
+    """(b1 - b0) bytes as 4 KiB pages per event, None if a figure is
+    missing."""
+    if b0 is None or b1 is None or not events:
+        return None
+    return round((b1 - b0) / 4096 / events, 3)
+
+
+def _restore_figures(lines, start_ts=None):
+    """A process's restore from its restore_done log lines (seqgate: one per
+    partition, restored one after another; the Kafka Streams peer: one per
+    store and changelog partition, several at once). records: the
+    changelog records read (seqgate: end - log_start of each partition,
+    since a restore that had to grow the map starts its last pass from its
+    latest checkpoint, and its line counts that pass only; the peer: its
+    totals). span: from @p start_ts (seqgate's "running" line, after which
+    its restores run) or else the first line's start (its ts - ms) to the
+    last line's end; records/s over it. ms_sum and records_per_s_ms_sum:
+    the lines' own ms and records (the last pass of each)."""
+    evs = [e for e in lines if e.get("ms") is not None and e.get("ts")]
+    if not evs:
+        return {}
+    recs = sum(int(e["end"]) - int(e["log_start"]) if "end" in e and "log_start" in e
+               else int(e.get("records", 0)) for e in evs)
+    last = sum(int(e.get("records", 0)) for e in evs)
+    ms = sum(max(0, int(e["ms"])) for e in evs)
+    ends = [_ts(e["ts"]) for e in evs]
+    starts = [t - max(0, int(e["ms"])) / 1000 for t, e in zip(ends, evs)]
+    span = max(ends) - (start_ts if start_ts is not None else min(starts))
+    return {"records": recs, "ms_sum": ms, "span_s": round(span, 3),
+            "records_per_s": round(recs / span) if span > 0 else None,
+            "records_per_s_ms_sum": round(last / (ms / 1000)) if ms > 0 else None,
+            "parts": len(evs)}
+
+
+def _store_bytes_by(path):
+    """Allocated bytes under @path by store: a RocksDB store's files live
+    under .../rocksdb/<store>/ (Kafka Streams' state.dir layout); anything
+    else counts as "other"."""
+    out = {}
+    for root, _, files in os.walk(path):
+        parts = root.split(os.sep)
+        key = parts[parts.index("rocksdb") + 1] if ("rocksdb" in parts and
+                                                     parts.index("rocksdb") + 1 < len(parts)) else "other"
+        for fn in files:
+            try:
+                out[key] = out.get(key, 0) + os.stat(os.path.join(root, fn)).st_blocks * 512
+            except OSError:
+                pass
+    return out
+
+
+class _SysPoint:
+    """One reading of what the --scale phase measures between two moments:
+    the process's /proc/PID/io, the data device's sectors written, I/O
+    pressure, the data_dir's allocated bytes."""
+
+    def __init__(self, pid, dev, data_dir):
+        self.mono = time.monotonic()
+        self.io = _proc_io(_read(f"/proc/{pid}/io")) if pid else {}
+        self.cpu_s = _proc_cpu_s(_read(f"/proc/{pid}/stat")) if pid else None
+        self.sectors = _diskstats_written(_read("/proc/diskstats"), dev) if dev else None
+        self.psi = _psi_totals(_read("/proc/pressure/io"))
+        self.data_dir = _du(data_dir) if data_dir else None
+        self.by_store = _store_bytes_by(data_dir) if data_dir else None
+
+
 class _RssSampler:
     """Samples the resident memory of the process under test (the child of
     `/usr/bin/time`, found once it exists) every @period s from
@@ -200,11 +368,17 @@ class _RssSampler:
     VmRSS, each a maximum on its own (not necessarily at one moment).
     A sample misses a peak shorter than @period."""
 
-    def __init__(self, parent_pid, period=0.2):
+    def __init__(self, parent_pid, period=0.2, data_dir=None):
         self.parent = parent_pid
         self.period = period
         self.peak = {}
         self.samples = 0
+        # --scale: /proc/meminfo Dirty and Writeback (system-wide), and the
+        # data_dir's allocated bytes (once a second), peaks per phase
+        # ("restore" until the caller says "stream")
+        self.data_dir = data_dir
+        self.phase = "restore"
+        self.sys_peak = {}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
         self._t.start()
@@ -219,6 +393,12 @@ class _RssSampler:
                 self.samples += 1
                 for k, v in got.items():
                     self.peak[k] = max(self.peak.get(k, 0), v)
+                sysv = _meminfo_kib(_read("/proc/meminfo"))
+                if self.data_dir and self.samples % 5 == 1:
+                    sysv["data_dir"] = _du(self.data_dir)
+                pk = self.sys_peak.setdefault(self.phase, {})
+                for k, v in sysv.items():
+                    pk[k] = max(pk.get(k, 0), v)
             self._stop.wait(self.period)
 
     def stop(self):
@@ -232,6 +412,11 @@ class _RssSampler:
                         ("VmRSS", "peak_vmrss_sampled_kib")):
             if k in self.peak:
                 out[name] = self.peak[k]
+        if self.data_dir is not None:
+            for ph, pk in self.sys_peak.items():
+                out[f"peak_{ph}"] = {
+                    "dirty_kib": pk.get("Dirty"), "writeback_kib": pk.get("Writeback"),
+                    "data_dir_bytes": pk.get("data_dir")}
         return out
 
 
@@ -336,17 +521,50 @@ def cmd_run(a):
             if a.mark_offsets else None)
     mark_at = None
     mark_committed = None
+    # --ready-event (the --scale phase, a store primed through its
+    # changelog): the measured part starts when the process's log holds
+    # --ready-count lines of that event (seqgate: a restore_done per
+    # partition; the Kafka Streams peer: running), i.e. its restore is over
+    # and the stream comes next. Beside it, the system figures at that
+    # moment and at the end (_SysPoint).
+    dev = _block_dev(a.data_dir) if a.data_dir and a.ready_event else None
+    ready = ready_ts = at_ready = None
+    ready_seen = 0
+    logbuf = b""
+    start_pt = _SysPoint(None, dev, None) if a.ready_event else None
 
     log = open(a.log, "wb")
+    logrd = open(a.log, "rb")
     cmd = ["/usr/bin/time", "-v", "-o", a.time_file] + a.cmd
+    t_epoch = time.time()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    sampler = _RssSampler(proc.pid)
+    sampler = _RssSampler(proc.pid, data_dir=a.data_dir if a.ready_event else None)
     done_at = None
     committed_sum = 0
     while True:
         if proc.poll() is not None:
             break
+        if a.ready_event and ready is None:
+            logbuf += logrd.read()
+            *lines, logbuf = logbuf.split(b"\n")
+            for line in lines:
+                if f'"event":"{a.ready_event}"'.encode() in line:
+                    ready_seen += 1
+                    if ready_seen == a.ready_count:
+                        ready_ts = _ts(json.loads(line)["ts"])
+            if ready_seen >= a.ready_count:
+                kids = _children(proc.pid)
+                ready = _SysPoint(kids[0] if kids else None, dev, a.data_dir)
+                sampler.phase = "stream"
+                if a.at_ready:
+                    r = subprocess.run(a.at_ready, shell=True, capture_output=True,
+                                       text=True)
+                    try:
+                        at_ready = json.loads(r.stdout.strip().splitlines()[-1])
+                    except (ValueError, IndexError):
+                        at_ready = {"exit": r.returncode, "stdout": r.stdout[-500:],
+                                    "stderr": r.stderr[-500:]}
         try:
             got = poll_c.committed(tps, timeout=5)
             now = time.monotonic()
@@ -366,6 +584,8 @@ def cmd_run(a):
     wall = (done_at - t0) if done_at else None
     # SIGTERM seqgate itself: GNU time would die of it without reporting.
     kids = _children(proc.pid)
+    end_pt = (_SysPoint(kids[0] if kids else None, dev, a.data_dir)
+              if a.ready_event else None)
     rss_split = _rss_split(kids[0]) if kids else {}
     rss_split.update(sampler.stop())
     threads = _thread_cpu(kids[0]) if kids else {}
@@ -382,6 +602,7 @@ def cmd_run(a):
         proc.wait()
     t_exit = time.monotonic() - t0
     log.close()
+    logrd.close()
     poll_c.close()
     mon.close()
 
@@ -413,6 +634,18 @@ def cmd_run(a):
             res["measured_wall_s"] = round(done_at - mark_at, 3)
             res["measured_events_per_s"] = round((total - mark_committed)
                                                  / (done_at - mark_at))
+    if a.ready_event:
+        res.update(_scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt,
+                                  ready, end_pt, dev))
+        if at_ready is not None:
+            res["at_ready"] = at_ready
+    for att in a.attach or []:
+        name, _, path = att.partition("=")
+        try:
+            with open(path) as f:
+                res[name] = json.loads(f.read().strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError) as e:
+            res[name] = {"error": str(e)}
     res.update(_time_v(a.time_file))
     res.update(rss_split)
     if threads:
@@ -432,6 +665,74 @@ def cmd_run(a):
     if wall is None:
         sys.exit(f"measure.py: {a.label}: input not fully committed "
                  f"({committed_sum}/{total}) before exit or timeout; see {a.log}")
+
+
+def _scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt, ready, end_pt,
+                   dev):
+    """cmd_run --ready-event: the restore (from the restore_done lines)
+    and the stream after it: events/s over [ready, done], pages written
+    per event (the process's write_bytes and the device's sectors between
+    the two readings), I/O pressure, the data_dir's allocated bytes."""
+    res = {"ready_s": round(ready_ts - t_epoch, 3) if ready_ts else None}
+    lines, start = [], None
+    try:
+        with open(a.log, errors="replace") as f:
+            for line in f:
+                if '"event":"restore_done"' in line or (
+                        start is None and '"event":"running"' in line):
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if ev["event"] == "running":
+                        start = _ts(ev["ts"])
+                    else:
+                        lines.append(ev)
+    except OSError:
+        pass
+    # seqgate restores after its "running" line; the peer's comes once its
+    # restores are over (its span is from the first restore's start)
+    res["restore"] = _restore_figures(
+        lines, start if start is not None and lines and _ts(lines[0]["ts"]) >= start
+        else None)
+    if ready is None or end_pt is None:
+        return res
+    # the window starts at the ready line's time (the log's clock, mapped
+    # to this process's monotonic one); the readings were taken when the
+    # line was seen, at most a poll interval later
+    ready_mono = t0 + (ready_ts - t_epoch)
+    if done_at is not None and done_at > ready_mono:
+        res["measured_wall_s"] = round(done_at - ready_mono, 3)
+        res["measured_records"] = total
+        res["measured_events_per_s"] = round(total / (done_at - ready_mono))
+    wb0, wb1 = ready.io.get("write_bytes"), end_pt.io.get("write_bytes")
+    s0, s1 = ready.sectors, end_pt.sectors
+    c0, c1 = ready.cpu_s, end_pt.cpu_s
+    res["stream"] = {
+        # CPU-s of the process per 1 M stream records: what the machine's
+        # other load changes least (it stretches the wall time)
+        "cpu_s": round(c1 - c0, 2) if c0 is not None and c1 is not None else None,
+        "cpu_s_per_m": (round((c1 - c0) * 1e6 / total, 2)
+                        if c0 is not None and c1 is not None and total else None),
+        "write_bytes": (wb1 - wb0) if wb0 is not None and wb1 is not None else None,
+        "pages_per_event": _pages_per_event(wb0, wb1, total),
+        "device": dev,
+        "device_pages_per_event": _pages_per_event(
+            s0 * 512 if s0 is not None else None,
+            s1 * 512 if s1 is not None else None, total),
+        "psi_pct": _psi_pct(ready.psi, end_pt.psi, end_pt.mono - ready.mono),
+        "data_dir_bytes_ready": ready.data_dir,
+        "data_dir_bytes_end": end_pt.data_dir,
+    }
+    res["stream"]["store_bytes_by_ready"] = ready.by_store
+    res["restore_phase"] = {
+        "cpu_s": c0,
+        "write_bytes": wb0,
+        "device_bytes": ((s0 - start_pt.sectors) * 512
+                         if s0 is not None and start_pt.sectors is not None else None),
+        "psi_pct": _psi_pct(start_pt.psi, ready.psi, ready.mono - start_pt.mono),
+    }
+    return res
 
 
 def _read_all(bootstrap, topic, fn, read_committed):
@@ -551,14 +852,32 @@ def cmd_check(a):
             c = _plain_consumer(a.bootstrap)
             counts[t] = sum(hi - lo for _, lo, hi in _watermarks(c, t))
             c.close()
-    ok = counts[a.out] == distinct and counts[a.dlq] == 0 and hits == dups
+    # the --scale phase's probes (bench/scale_prime.c probe): DLQ records
+    # with one reason, expected; otherwise the DLQ must be empty
+    want_dlq = man.get("dlq", 0)
+    reasons = None
+    if want_dlq:
+        reasons = {}
+
+        def one_dlq(m):
+            r = dict(m.headers() or []).get("__seqgate.errors.reason", b"?")
+            reasons[r.decode(errors="replace")] = reasons.get(
+                r.decode(errors="replace"), 0) + 1
+        _, errors = _read_all(a.bootstrap, a.dlq, one_dlq, a.read_committed)
+        if errors:
+            reasons = None
+    ok = (counts[a.out] == distinct and counts[a.dlq] == want_dlq and hits == dups
+          and (not want_dlq or reasons == {man["dlq_reason"]: want_dlq}))
     iso = "read_committed" if a.read_committed else "watermarks"
     print(f"measure.py: correctness ({last['label']}, {iso}): outputs "
-          f"{counts[a.out]} (want {distinct}), DLQ {counts[a.dlq]} (want 0), "
+          f"{counts[a.out]} (want {distinct}), DLQ {counts[a.dlq]} (want {want_dlq}"
+          + (f" {man['dlq_reason']}; got {reasons}" if want_dlq else "") + "), "
           f"dedup_hits {hits} (want {dups}): {'OK' if ok else 'MISMATCH'}")
     res = {"label": last["label"], "outputs": counts[a.out],
            "dlq": counts[a.dlq], "dedup_hits": hits, "isolation": iso,
            "ok": ok}
+    if reasons is not None:
+        res["dlq_reasons"] = reasons
     if a.verify:
         v = _verify(a.bootstrap, a.out, man, a.read_committed)
         print(f"measure.py: order check of {a.out} ({v['isolation']}): "
@@ -1132,11 +1451,106 @@ def _report_latency(lats):
               "(the machine or the broker is too busy; a lower --latency-rate)")
 
 
+def _scale_derived(r):
+    """The figures of one --scale run primed through its changelog (a line
+    of scale.jsonl with "ready_s"): keys in the store, allocated bytes per
+    key of the data_dir (state.dir) right after the restore, bytes per
+    dedup record and per aggregate (seqgate: seqgatectl sizing, LMDB pages
+    per entry; the peer: its RocksDB store directories per key), pages
+    written per event, I/O pressure, Dirty/Writeback peaks while the stream
+    ran (MiB), the restore rate."""
+    pr = r.get("prime") or {}
+    k, d = pr.get("aggregates"), pr.get("dedup_keys")
+    st = r.get("stream") or {}
+    ready_b = st.get("data_dir_bytes_ready")
+    out = {"aggregates": k, "dedup_keys": d,
+           "events_per_s": r.get("measured_events_per_s"),
+           "cpu_s_per_m": st.get("cpu_s_per_m"),
+           "bytes_per_key": round(ready_b / (k + d), 1) if ready_b and k and d else None,
+           "pages_per_event": st.get("pages_per_event"),
+           "device_pages_per_event": st.get("device_pages_per_event"),
+           "psi_some_pct": (st.get("psi_pct") or {}).get("some"),
+           "psi_full_pct": (st.get("psi_pct") or {}).get("full"),
+           "restore_records_per_s": (r.get("restore") or {}).get("records_per_s"),
+           "restore_records": (r.get("restore") or {}).get("records")}
+    sz = r.get("at_ready") or {}
+    by = st.get("store_bytes_by_ready") or {}
+    if "dedup" in sz and "aggregates" in sz:
+        for name, part in (("dedup", "dedup"), ("agg", "aggregates")):
+            v = (sz[part] or {}).get("bytes_per_record")
+            out[f"{name}_bytes_per_record"] = round(v, 1) if v is not None else None
+    elif "dedup" in by and "agg" in by and k and d:
+        out["dedup_bytes_per_record"] = round(by["dedup"] / d, 1)
+        out["agg_bytes_per_record"] = round(by["agg"] / k, 1)
+    pk = r.get("peak_stream") or {}
+    for name in ("dirty", "writeback"):
+        v = pk.get(f"{name}_kib")
+        out[f"{name}_peak_mib"] = round(v / 1024) if v is not None else None
+    return out
+
+
+def _report_scale_cl(rows, disk):
+    """The --scale phase primed through the changelog: per mode, the base
+    store first, then the large ones, each against its mode's base."""
+    print()
+    print("| scale (mode) | aggregates | dedup keys | priming: changelog records, s | "
+          "restore: records, records/s | stream events/s | ratio to the base store | "
+          "stream CPU s per 1 M (ratio) | "
+          "data_dir at ready MiB | B per key | B per dedup record / aggregate | "
+          "pages written per event: process / device | I/O pressure some / full % | "
+          "Dirty / Writeback peak MiB | peak RSS anonymous / file MiB | CPU s | "
+          "start → restored s, whole run s | after the run: data_dir / changelog MiB | "
+          "load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+          "---:|---:|---:|---|")
+    base, lines = {}, []
+
+    def mib(x):
+        return f"{x / 2**20:.0f}" if x else "-"
+    # scale-disk.jsonl has a line per run, in the same order
+    disk = list(disk) + [{}] * (len(rows) - len(disk))
+    for r, dk in zip(rows, disk):
+        f = _scale_derived(r)
+        b = base.setdefault(r["label"], (r, f))
+        ratio = "1 (base)" if b[0] is r else _ratio(f["events_per_s"], b[1]["events_per_s"])
+        cpu_ratio = "" if b[0] is r else f" ({_ratio(f['cpu_s_per_m'], b[1]['cpu_s_per_m'])})"
+        pr = r.get("prime") or {}
+        st = r.get("stream") or {}
+        cpu = (r.get("user_s") or 0) + (r.get("sys_s") or 0)
+        print(f"| {r['label'][6:]} | {f['aggregates']} | {f['dedup_keys']} | "
+              f"{pr.get('records')}, {pr.get('wall_s')} | "
+              f"{f['restore_records']}, {f['restore_records_per_s']} | "
+              f"{f['events_per_s']} | {ratio} | {f['cpu_s_per_m']}{cpu_ratio} | "
+              f"{mib(st.get('data_dir_bytes_ready'))} | "
+              f"{f['bytes_per_key']} | {f.get('dedup_bytes_per_record')} / "
+              f"{f.get('agg_bytes_per_record')} | {f['pages_per_event']} / "
+              f"{f['device_pages_per_event']} | {f['psi_some_pct']} / {f['psi_full_pct']} | "
+              f"{f['dirty_peak_mib']} / {f['writeback_peak_mib']} | "
+              f"{mib((r.get('peak_rss_anon_kib') or 0) * 1024)} / "
+              f"{mib((r.get('peak_rss_file_kib') or 0) * 1024)} | {cpu:.1f} | "
+              f"{r.get('ready_s')}, {r.get('exit_after_s')} | "
+              f"{mib(dk.get('data_dir_bytes'))} / {mib(dk.get('changelog_bytes'))} | "
+              f"{r.get('loadavg_start')}–{r.get('loadavg_end')} |")
+        if b[0] is not r:
+            lines.append(f"{r['label'][6:]} {f['aggregates']} aggregates + {f['dedup_keys']} "
+                         f"keys {f['events_per_s']} ev/s vs {b[1]['aggregates']} + "
+                         f"{b[1]['dedup_keys']} {b[1]['events_per_s']} ev/s (ratio {ratio}; "
+                         f"CPU-s per 1 M events {f['cpu_s_per_m']} vs "
+                         f"{b[1]['cpu_s_per_m']})")
+    if lines:
+        print("scale (stores restored from a generated changelog; events/s from the end "
+              "of the restore to the end of the stream): " + "; ".join(lines))
+
+
 def _report_scale(scs, disk):
     """The --scale phase: per mode, the run with the base priming and the
     one with N primed aggregates, on the same stream after them; @disk:
     what each run left on disk."""
     if not scs:
+        return
+    cl = [r for r in scs if "ready_s" in r]
+    if cl:
+        _report_scale_cl(cl, disk)
         return
     print()
     print("| scale (mode) | aggregates primed | priming pass s | stream records "
@@ -1200,8 +1614,21 @@ def main():
                    help='{"partition": offset}: where the priming records end')
     p.add_argument("--poll-s", type=float, default=0.2,
                    help="committed-offset polling interval (default 0.2 s)")
+    p.add_argument("--ready-event", metavar="E",
+                   help='measure from the --ready-count-th "event":"E" log line '
+                        '(restore over) to the end, with the system figures')
+    p.add_argument("--ready-count", type=int, default=1)
+    p.add_argument("--attach", action="append", metavar="NAME=FILE",
+                   help="the JSON object in FILE goes to the result as NAME")
+    p.add_argument("--at-ready", metavar="CMD",
+                   help="a shell command run once ready; its last stdout line "
+                        "(JSON) goes to the result as at_ready")
     p.add_argument("cmd", nargs="+")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("delete-topics")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("topics", nargs="+")
+    p.set_defaults(fn=cmd_delete_topics)
     p = sub.add_parser("count")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--read-committed", action="store_true")

@@ -45,12 +45,18 @@
 # the output: per output record, the time it became visible there minus its
 # input record's broker append time. p50/p90/p99/max per mode, and the
 # measuring consumer's own floor (the input records' append → seen delay).
-# --scale N: every mode but plain runs twice on the same stream (--events,
-# --aggregates), once after --scale-base (default 10000) and once after N
-# priming records, one per extra aggregate, in the same topic before the
-# stream, through the process itself (same group, same data_dir); the
-# stream's events/s is measured from the time the group's committed offsets
-# pass the priming records to the end, and reported against the base.
+# --scale N: every mode but plain runs on the same stream (--events,
+# --aggregates, then --scale-probes probes) with a small store
+# (--scale-base aggregates, default 10000) and a large one (N aggregates,
+# one event each, and their N dedup keys) side by side; --scale-dedup D adds,
+# for the seqgate modes, a store of N aggregates and D live dedup keys. The
+# store is primed through its changelog (bench/scale_prime: seqgate's
+# written by libseqgate's engine itself, the peer's in its format) before
+# the process starts; the process restores it, then reads the stream. The
+# stream's events/s is measured from the end of the restore to the end,
+# beside the restore rate, bytes per key on disk, pages written per event,
+# I/O pressure, Dirty/Writeback and RSS peaks. --scale-prime input: the
+# older way, N priming records in the input topic read by the process.
 #
 # Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
 #                     [--warmup N] [--batch-records N] [--batch-ms N]
@@ -58,7 +64,8 @@
 #                     [--consumer-prop k=v]... [--producer-prop k=v]...
 #                     [--streams-prop k=v]... [--no-verify] [--keep]
 #                     [--latency] [--latency-rate N] [--latency-events N]
-#                     [--scale N] [--scale-base N]
+#                     [--scale N] [--scale-base N] [--scale-dedup D]
+#                     [--scale-probes N] [--scale-prime changelog|input]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
 # 10000, batch.max_ms 100, the librdkafka properties listed below, and
 # --modes plain,at_least_once,exactly_once,streams.
@@ -71,6 +78,11 @@
 # --latency-events N (default --events): the latency phase's settings; each
 # implies --latency (--latency-producers is refused: one C producer paces
 # any rate). --scale-base N (default 10000): the comparison run's priming.
+# --scale-dedup D: also seqgate with N aggregates and D live dedup keys
+# (D/N events per aggregate; long: 100 M keys take about an hour here).
+# --scale-probes N (default 100): records appended to the stream that only
+# a primed store answers as checked (a dedup hit and a stale_version DLQ
+# record per probe). --scale-prime changelog (default) | input.
 # --streams-prop k=v: a Kafka Streams / client / peer.* property for the
 # streams runs (overrides streams-peer.properties and the batch mapping:
 # peer.commit.every.records, max.poll.records and
@@ -82,6 +94,10 @@
 #   SEQGATE          the binary (default build/seqgate)
 #   LATENCY_TOOL     the latency phase's producer/consumer (default
 #                    bench/latency_tool beside SEQGATE's build dir)
+#   SCALE_PRIME_TOOL the --scale phase's priming tool (default
+#                    bench/scale_prime beside SEQGATE's build dir)
+#   SEQGATECTL       for the --scale phase's bytes per record (default
+#                    seqgatectl beside SEQGATE)
 #   BENCH_DIR        work dir for configs, logs, stores, results
 #                    (default: a new temp dir, removed unless --keep)
 #   PYTHON           python with confluent-kafka (default build/venv/bin/python)
@@ -112,6 +128,9 @@ LAT_EVENTS=  # default: --events
 LAT_FAILED=0 # a latency run failed (not started, incomplete, timestamps)
 SCALE=0
 SCALE_BASE=10000
+SCALE_DEDUP=0
+SCALE_PROBES=100
+SCALE_PRIME=changelog
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
 # --consumer-prop / --producer-prop override or add, by name.
 CONSUMER_PROPS=(max.partition.fetch.bytes=8388608 queued.min.messages=500000)
@@ -142,6 +161,9 @@ while (($#)); do
     --latency-producers) die "--latency-producers is gone: one paced C producer (bench/latency_tool produce) reaches any --latency-rate; drop the option" ;;
     --scale) SCALE=$2; shift 2 ;;
     --scale-base) SCALE_BASE=$2; shift 2 ;;
+    --scale-dedup) SCALE_DEDUP=$2; shift 2 ;;
+    --scale-probes) SCALE_PROBES=$2; shift 2 ;;
+    --scale-prime) SCALE_PRIME=$2; shift 2 ;;
     --no-verify) VERIFY=0; shift ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -166,6 +188,11 @@ done
 # the stream's rate starts when the committed offsets pass the priming:
 # without priming records there is no such moment
 ((SCALE_BASE >= 1)) || die "--scale-base must be at least 1 (the base run is primed too)"
+[[ $SCALE_PRIME == changelog || $SCALE_PRIME == input ]] || die "--scale-prime: changelog or input"
+[[ $SCALE_DEDUP =~ ^[0-9]+$ && $SCALE_PROBES =~ ^[0-9]+$ ]] || die "--scale-dedup/--scale-probes: a number"
+((SCALE_DEDUP == 0 || SCALE_DEDUP > SCALE)) || die "--scale-dedup $SCALE_DEDUP must be above --scale $SCALE"
+((SCALE == 0)) || [[ $SCALE_PRIME == input ]] || ((SCALE_PROBES >= 1 && SCALE_PROBES <= SCALE_BASE)) ||
+    die "--scale-probes must be 1..--scale-base (a probe is a primed aggregate of every store)"
 [[ -x $SEQGATE ]] || die "$SEQGATE not built (meson setup build && ninja -C build)"
 [[ -x $PY ]] || die "$PY missing (tests/install-deps.sh makes it)"
 "$PY" -c 'import confluent_kafka' 2>/dev/null || die "$PY has no confluent-kafka"
@@ -173,6 +200,11 @@ done
 # the latency phase's paced producer and measuring consumer (C, librdkafka)
 LATENCY_TOOL=${LATENCY_TOOL:-$(dirname "$SEQGATE")/bench/latency_tool}
 ((!LATENCY)) || [[ -x $LATENCY_TOOL ]] || die "$LATENCY_TOOL not built (ninja -C build)"
+# the --scale phase's priming tool (C, libseqgate + librdkafka) and seqgatectl
+SCALE_PRIME_TOOL=${SCALE_PRIME_TOOL:-$(dirname "$SEQGATE")/bench/scale_prime}
+SEQGATECTL=${SEQGATECTL:-$(dirname "$SEQGATE")/seqgatectl}
+((SCALE == 0)) || [[ $SCALE_PRIME == input || (-x $SCALE_PRIME_TOOL && -x $SEQGATECTL) ]] ||
+    die "$SCALE_PRIME_TOOL or $SEQGATECTL not built (ninja -C build)"
 
 if [[ -n ${BENCH_DIR:-} ]]; then
     WORK=$BENCH_DIR
@@ -192,6 +224,11 @@ SEQGATE=$WORK/seqgate
 if ((LATENCY)); then
     cp "$LATENCY_TOOL" "$WORK/latency_tool"
     LATENCY_TOOL=$WORK/latency_tool
+fi
+if ((SCALE)) && [[ $SCALE_PRIME == changelog ]]; then
+    cp "$SCALE_PRIME_TOOL" "$WORK/scale_prime"
+    cp "$SEQGATECTL" "$WORK/seqgatectl"
+    SCALE_PRIME_TOOL=$WORK/scale_prime SEQGATECTL=$WORK/seqgatectl
 fi
 # The Kafka Streams peer: built (untimed; Maven skips an up-to-date build)
 # and copied for the same reason.
@@ -258,14 +295,15 @@ IN=bench-in-$RUN_ID
 PEER_STORES=(dedup agg parked)
 
 # --- input -----------------------------------------------------------------
-"$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$IN:3"
-log "generating $EVENTS events over $AGGREGATES aggregates into $IN (not timed)"
-"$PY" "$ROOT/bench/gen.py" --bootstrap "$BS" --topic "$IN" --events "$EVENTS" \
-    --aggregates "$AGGREGATES" 2> >(grep -v 'Coordinator load in progress' >&2) \
-    >"$WORK/manifest.json"
-log "manifest: $(cat "$WORK/manifest.json")"
-DUPS=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["duplicates"])' "$WORK/manifest.json")
-DISTINCT=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["distinct_events"])' "$WORK/manifest.json")
+# (the throughput runs'; the --scale phase writes its own)
+if ((WARMUP + ROUNDS > 0)); then
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$IN:3"
+    log "generating $EVENTS events over $AGGREGATES aggregates into $IN (not timed)"
+    "$PY" "$ROOT/bench/gen.py" --bootstrap "$BS" --topic "$IN" --events "$EVENTS" \
+        --aggregates "$AGGREGATES" 2> >(grep -v 'Coordinator load in progress' >&2) \
+        >"$WORK/manifest.json"
+    log "manifest: $(cat "$WORK/manifest.json")"
+fi
 
 # --- config ----------------------------------------------------------------
 write_config() { # instance group data_dir out dlq file guarantee [input]
@@ -527,12 +565,22 @@ scale_run() { # label topic primed manifest
         --dlq "$dlq" --manifest "$man" --results "$SCALE_RESULTS" "${rc[@]}" >&2 || true
     # What the run left on disk: the store, and on the broker the input
     # topic and the changelog(s).
-    local cl=() t sizes
+    local cl=() t
     if [[ $label == streams ]]; then
         for t in "${PEER_STORES[@]}"; do cl+=("$group-$t-changelog"); done
     else
         cl=("$group-$topic-changelog")
     fi
+    scale_disk "$label" "$dd" "$n" "$topic" "${cl[@]}"
+    [[ $KEEP == 1 ]] || rm -rf "$dd"
+}
+
+# What a --scale run left on disk: its store, and on the broker (allocated
+# blocks under log.dirs) the input topic and the changelog(s); a line of
+# scale-disk.jsonl.
+scale_disk() { # label data_dir primed input changelog...
+    local label=$1 dd=$2 n=$3 topic=$4 sizes
+    shift 4
     sizes=$("$PY" -c 'import glob,json,os,sys
 ld, dd, label, n, topic = sys.argv[1:6]
 def du(pats):
@@ -544,9 +592,83 @@ print(json.dumps({"label": "scale-" + label, "prime_records": int(n),
                           for r, _, fs in os.walk(dd) for f in fs),
     "input_topic_bytes": du([os.path.join(ld, topic + "-*")]),
     "changelog_bytes": du([os.path.join(ld, c + "-*") for c in sys.argv[6:]])}))' \
-        "$LOG_DIR" "$dd" "$label" "$n" "$topic" "${cl[@]}")
+        "$LOG_DIR" "$dd" "$label" "$n" "$topic" "$@")
     echo "$sizes" >>"$WORK/scale-disk.jsonl"
-    log "scale $tag: on disk $sizes"
+    log "scale $label $n: on disk $sizes"
+}
+
+# --- the --scale phase with a store primed through its changelog -------------
+
+# Its input: the stream (gen.py, --events over --aggregates), then the
+# probes (scale_prime probe: per probe a redelivery of a primed event and a
+# stale version 1 of a primed aggregate); $2 gets the manifest the checks
+# use (the stream's counts plus the probes').
+scale_cl_input() { # topic manifest
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$1:3"
+    log "scale: $EVENTS events over $AGGREGATES aggregates, then $SCALE_PROBES probes, into $1 (not timed)"
+    "$PY" "$ROOT/bench/gen.py" --bootstrap "$BS" --topic "$1" --events "$EVENTS" \
+        --aggregates "$AGGREGATES" 2> >(grep -v 'Coordinator load in progress' >&2) \
+        >"$WORK/scale-stream.manifest.json"
+    "$SCALE_PRIME_TOOL" probe -b "$BS" -t "$1" -n "$SCALE_PROBES" -A "$AGGREGATES" \
+        >"$WORK/scale-probe.json"
+    "$PY" -c 'import json,sys
+m = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+m["stream_events"] = m["events"]
+m["events"] += p["records"]; m["duplicates"] += p["duplicates"]
+m["dlq"] = p["dlq"]; m["dlq_reason"] = p["dlq_reason"]; m["probes"] = p["probes"]
+print(json.dumps(m))' "$WORK/scale-stream.manifest.json" "$WORK/scale-probe.json" >"$2"
+    log "scale manifest: $(cat "$2")"
+}
+
+# One --scale run of mode $1 with a store of $2 aggregates and $3 live
+# dedup keys, primed through its changelog (scale_prime, timed, before the
+# process starts), on the input topic $SCALE_IN: measure.py run takes the
+# stream's rate from the end of the restore, and the system figures; the
+# run is checked, its broker disk measured, its topics deleted.
+scale_cl_run() { # label aggregates dedup_keys
+    local label=$1 k=$2 d=$3 tag=scale-$1-$2-$3
+    local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
+    local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag
+    local ready=() atr=() cls=() t
+    rm -rf "$dd"
+    mkdir -p "$dd"
+    "$PY" "$ROOT/bench/measure.py" topics --bootstrap "$BS" "$out:3" "$dlq:3"
+    mode_cmd "$label" "$tag" "$group" "$dd" "$out" "$dlq" "$SCALE_IN"
+    log "scale $tag: priming $k aggregates, $d dedup keys through the changelog"
+    if [[ $label == streams ]]; then
+        # the peer's dedup TTL: its properties file's, or a --streams-prop
+        local ttl kv
+        ttl=$(sed -n 's/^peer\.dedup\.ttl\.ms=//p' "$PEER_DIR/streams-peer.properties")
+        for kv in "${STREAMS_PROPS[@]}"; do
+            [[ $kv == peer.dedup.ttl.ms=* ]] && ttl=${kv#*=}
+        done
+        "$SCALE_PRIME_TOOL" peer -b "$BS" -a "$group" -t "$SCALE_IN" -k "$k" -d "$d" \
+            -A "$AGGREGATES" -T "${ttl:-604800000}" >"$WORK/$tag.prime.json" ||
+            die "scale $tag: priming failed"
+        ready=(--ready-event running --ready-count 1)
+        for t in "${PEER_STORES[@]}"; do cls+=("$group-$t-changelog"); done
+    else
+        "$SCALE_PRIME_TOOL" seqgate -b "$BS" -c "$WORK/$tag.json" -t "$SCALE_IN" \
+            -k "$k" -d "$d" -A "$AGGREGATES" >"$WORK/$tag.prime.json" ||
+            die "scale $tag: priming failed"
+        # every partition restored (3: the input's partitions)
+        ready=(--ready-event restore_done --ready-count 3)
+        atr=(--at-ready "'$SEQGATECTL' sizing --config '$WORK/$tag.json' --data-dir '$dd' --events-per-day 1 --json")
+        cls=("$group-$SCALE_IN-changelog")
+    fi
+    log "scale $tag: primed $(head -c 400 "$WORK/$tag.prime.json")"
+    log "scale $tag: $CMD_DESC: restore, then the stream"
+    "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
+        --topic "$SCALE_IN" --label "scale-$label" --out "$SCALE_RESULTS" \
+        --log "$WORK/$tag.log" --time-file "$WORK/$tag.time" --data-dir "$dd" \
+        "${ready[@]}" "${atr[@]}" --attach "prime=$WORK/$tag.prime.json" \
+        --poll-s 0.05 --timeout 7200 -- "${CMD[@]}" >&2 || log "scale $tag: run FAILED (see $WORK/$tag.log)"
+    local rc=()
+    [[ $label == at_least_once ]] || rc=(--read-committed --verify)
+    "$PY" "$ROOT/bench/measure.py" check --bootstrap "$BS" --out "$out" \
+        --dlq "$dlq" --manifest "$SCALE_MANIFEST" --results "$SCALE_RESULTS" "${rc[@]}" >&2 || true
+    scale_disk "$label" "$dd" "$k" "$SCALE_IN" "${cls[@]}"
+    "$PY" "$ROOT/bench/measure.py" delete-topics --bootstrap "$BS" "$out" "$dlq" "${cls[@]}" >&2 || true
     [[ $KEEP == 1 ]] || rm -rf "$dd"
 }
 
@@ -572,7 +694,20 @@ if ((LATENCY)); then
         latency_run "$m"
     done
 fi
-if ((SCALE)); then
+if ((SCALE)) && [[ $SCALE_PRIME == changelog ]]; then
+    SCALE_IN=bench-scale-in-$RUN_ID
+    SCALE_MANIFEST=$WORK/scale.manifest.json
+    scale_cl_input "$SCALE_IN" "$SCALE_MANIFEST"
+    for m in "${MODE_LIST[@]}"; do
+        [[ $m == plain ]] && continue # no store to prime
+        # small and large side by side, then (seqgate) the many-keys store
+        scale_cl_run "$m" "$SCALE_BASE" "$SCALE_BASE"
+        scale_cl_run "$m" "$SCALE" "$SCALE"
+        if ((SCALE_DEDUP)) && [[ $m != streams ]]; then
+            scale_cl_run "$m" "$SCALE" "$SCALE_DEDUP"
+        fi
+    done
+elif ((SCALE)); then
     scale_input "bench-scale-$SCALE_BASE-$RUN_ID" "$SCALE_BASE" "$WORK/scale-$SCALE_BASE.manifest.json"
     scale_input "bench-scale-$SCALE-$RUN_ID" "$SCALE" "$WORK/scale-$SCALE.manifest.json"
     for m in "${MODE_LIST[@]}"; do

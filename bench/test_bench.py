@@ -206,3 +206,177 @@ def test_rss_sampler_sees_the_childs_anonymous_peak():
     assert got["peak_rss_anon_kib"] >= 64 << 10
     assert got["peak_vmrss_sampled_kib"] >= got["peak_rss_anon_kib"]
     assert "peak_rss_file_kib" in got
+
+
+# ---- the --scale phase: scale_prime's plan and measure.py's figures ---------
+
+SCALE_PRIME = os.environ.get("SCALE_PRIME_TOOL",
+                             os.path.join(ROOT, "build", "bench", "scale_prime"))
+
+
+def _plan(*args):
+    import subprocess
+    assert os.access(SCALE_PRIME, os.X_OK), \
+        f"{SCALE_PRIME} not built (ninja -C build, or set SCALE_PRIME_TOOL)"
+    out = subprocess.run([SCALE_PRIME, "plan", *args], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    return [json.loads(x) for x in out[:-1]], json.loads(out[-1])
+
+
+def test_scale_plan_counts_keys_and_spreads_them_over_the_ttl_window():
+    now, ttl, margin = 1_800_000_000_000, 604_800_000, 3_600_000
+    evs, p = _plan("-k", "10000", "-d", "25000", "-B", "1000", "-C", "5000",
+                   "-N", str(now), "-T", str(ttl), "-n", "25000")
+    # D keys over K aggregates: 25000 / 10000 = 2 each, 5000 of them 3
+    assert sum(p["part_aggregates"]) == 10000 and sum(p["part_events"]) == 25000
+    assert p["events_per_aggregate"] == [2, 3]
+    assert len(evs) == 25000
+    per = {}
+    for e in evs:
+        per.setdefault(e["aggregate"], []).append(e["version"])
+    assert len(per) == 10000
+    assert sorted(len(v) for v in per.values()).count(3) == 5000
+    # every aggregate's versions 1..e, in order, created then updated
+    assert all(v == list(range(1, len(v) + 1)) for v in per.values())
+    assert {e["ce_type"] for e in evs if e["version"] == 1} == {"order.created"}
+    assert {e["ce_type"] for e in evs if e["version"] > 1} == {"order.updated"}
+    assert len({e["ce_id"] for e in evs}) == 25000
+    # batches of whole aggregates: a batch's first-seen times are one;
+    # batch b of J at now - (ttl - margin) + (b + 1) (ttl - margin) / J
+    assert p["walked_batches"] == p["batches"] and p["ordered"]
+    j = p["batches"]
+    assert 25 <= j <= 30  # ~1000 events each, cut at whole aggregates and chunks
+    span = ttl - margin
+    for e in evs:
+        assert e["first_seen_ms"] == now - span + (e["batch"] + 1) * span // j
+    assert p["first_seen_max_ms"] == now
+    assert p["first_seen_min_ms"] == now - span + span // j
+    assert p["first_seen_min_ms"] > now - ttl + margin - 1  # none expires in the margin
+    by_agg = {}
+    for e in evs:
+        by_agg.setdefault(e["aggregate"], set()).add(e["first_seen_ms"])
+    assert all(len(t) == 1 for t in by_agg.values())  # an aggregate in one batch
+    # chunks of about -C events (5000), at aggregate boundaries
+    assert p["chunks"] == 5
+
+
+def test_scale_plan_matches_the_stream_s_partitioner_and_record_shape():
+    import hashlib
+    import zlib
+    evs, p = _plan("-k", "3000", "-A", "1000", "-n", "3000", "-t", "bench-in")
+    parts = [0, 0, 0]
+    for e in evs:
+        key = e["aggregate"].encode()
+        # librdkafka's default (consistent_random) = CRC-32 of the key mod
+        # partitions: where gen.py's producer (and the probes) put the key
+        assert e["partition"] == zlib.crc32(key) % 3
+        parts[e["partition"]] += 1
+        # ids order-AAAAAA.BBBBB: between the stream's order-AAAAAA
+        a, b = e["aggregate"][6:].split(".")
+        assert len(a) == 6 and len(b) == 5 and int(b) * 1000 + int(a) < 3000
+        # gen.py's value shape (value_of), another orderId
+        v = e["value"]
+        assert list(v) == ["orderId", "version", "customerId", "amountCents",
+                           "currency", "status", "note"]
+        assert v["orderId"] == e["aggregate"] and v["note"] == gen.PAD
+        # the peer's dedup key (Codec.idempotencyKey): SHA-256 of the input
+        # topic, ce_source and ce_id, each 4-byte length-prefixed
+        m = hashlib.sha256()
+        for part in (b"bench-in", b"/bench/orders", e["ce_id"].encode()):
+            m.update(len(part).to_bytes(4, "big") + part)
+        assert e["peer_dedup_key"] == m.hexdigest()
+    assert parts == p["part_aggregates"]
+    # not in key order: consecutive aggregates land far apart
+    ranked = {k: i for i, k in enumerate(sorted(e["aggregate"] for e in evs))}
+    jumps = [abs(ranked[x["aggregate"]] - ranked[y["aggregate"]])
+             for x, y in zip(evs, evs[1:500])]
+    assert min(jumps) > 3000 // 100
+
+
+def test_scale_system_figures_parse_proc_files():
+    io = measure._proc_io("rchar: 10\nwchar: 20\nread_bytes: 4096\n"
+                          "write_bytes: 8192000\ncancelled_write_bytes: 0\n")
+    assert io["write_bytes"] == 8192000 and io["read_bytes"] == 4096
+    psi0 = measure._psi_totals("some avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"
+                               "full avg10=0.00 avg60=0.00 avg300=0.00 total=250000\n")
+    psi1 = measure._psi_totals("some avg10=9.1 avg60=3.0 avg300=1.0 total=6000000\n"
+                               "full avg10=4.0 avg60=1.0 avg300=0.2 total=2250000\n")
+    assert psi0 == {"some": 1000000, "full": 250000}
+    # 5 s stalled (some), 2 s (full) over a 10 s window
+    assert measure._psi_pct(psi0, psi1, 10.0) == {"some": 50.0, "full": 20.0}
+    assert measure._psi_pct(psi0, psi1, 0) == {}
+    ds = (" 252       0 vda 1000 0 8000 50 2000 10 160000 900 0 700 950 0 0 0 0\n"
+          " 252       1 vda1 10 0 80 5 20 0 160 9 0 7 9 0 0 0 0\n")
+    assert measure._diskstats_written(ds, "vda") == 160000
+    assert measure._diskstats_written(ds, "vdb") is None
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = (f"4242 (java (x) y) S 1 2 3 4 5 6 7 8 9 10 {30 * tick} {12 * tick} "
+            "0 0 20 0 50 0 100")
+    assert measure._proc_cpu_s(stat) == 42.0  # utime + stime; a ")" in the name
+    assert measure._proc_cpu_s("") is None
+    mi = measure._meminfo_kib("MemTotal: 100 kB\nDirty:    3500 kB\n"
+                              "Writeback:  700 kB\nWritebackTmp: 0 kB\n")
+    assert mi == {"Dirty": 3500, "Writeback": 700}
+    # 1,000 events that dirtied 300 pages of 4 KiB: 0.3 pages per event
+    assert measure._pages_per_event(4096, 4096 + 300 * 4096, 1000) == 0.3
+    assert measure._pages_per_event(None, 1, 10) is None
+    assert measure._pages_per_event(0, 1, 0) is None
+
+
+def test_scale_restore_rate_from_restore_done_lines():
+    def line(ts, records, ms, **kw):
+        return {"event": "restore_done", "ts": ts, "records": records, "ms": ms, **kw}
+    # seqgate: partitions one after another
+    seq = [line("2026-12-01T10:00:01.000Z", 1000000, 1000),
+           line("2026-12-01T10:00:03.000Z", 2000000, 2000),
+           line("2026-12-01T10:00:04.000Z", 1000000, 1000)]
+    f = measure._restore_figures(seq)
+    assert (f["records"], f["ms_sum"], f["span_s"]) == (4000000, 4000, 4.0)
+    assert f["records_per_s"] == f["records_per_s_ms_sum"] == 1000000
+    # a partition whose restore grew the map: its line counts its last pass
+    # (from its checkpoint at 1.5 M); the changelog it read is end -
+    # log_start, the time from the process's "running" line
+    seq[1] = line("2026-12-01T10:00:03.000Z", 500000, 500, log_start=0,
+                  **{"from": 1500000, "end": 2000000})
+    t0 = measure._ts("2026-12-01T10:00:00.000Z")
+    f = measure._restore_figures(seq, t0)
+    assert (f["records"], f["span_s"], f["records_per_s"]) == (4000000, 4.0, 1000000)
+    assert f["records_per_s_ms_sum"] == round(2500000 / 2.5)
+    # Kafka Streams: several at once; the span counts, not the sum
+    par = [line("2026-12-01T10:00:02.000Z", 1000000, 2000),
+           line("2026-12-01T10:00:02.000Z", 1000000, 2000)]
+    f = measure._restore_figures(par)
+    assert (f["span_s"], f["records_per_s"], f["records_per_s_ms_sum"]) == \
+        (2.0, 1000000, 500000)
+    assert measure._restore_figures([]) == {}
+
+
+def test_scale_bytes_by_store_and_per_key(tmp_path):
+    for store, n in (("dedup", 3), ("agg", 1)):
+        d = tmp_path / "app" / "0_1" / "rocksdb" / store
+        d.mkdir(parents=True)
+        for i in range(n):
+            (d / f"{i}.sst").write_bytes(b"x" * 8192)
+    (tmp_path / "app" / ".lock").write_bytes(b"")
+    by = measure._store_bytes_by(str(tmp_path))
+    assert by["dedup"] == 3 * os.stat(tmp_path / "app/0_1/rocksdb/dedup/0.sst").st_blocks * 512
+    assert by["dedup"] == 3 * by["agg"] and by.get("other", 0) == 0
+    # a peer run: bytes per key of the state.dir, and per store
+    r = {"prime": {"aggregates": 1000, "dedup_keys": 3000},
+         "measured_events_per_s": 5000,
+         "stream": {"data_dir_bytes_ready": 400000, "pages_per_event": 0.25,
+                    "cpu_s_per_m": 17.5,
+                    "device_pages_per_event": 0.5, "psi_pct": {"some": 7.5, "full": 1.0},
+                    "store_bytes_by_ready": {"dedup": 240000, "agg": 64000}},
+         "restore": {"records": 4000, "records_per_s": 200000},
+         "peak_stream": {"dirty_kib": 2048, "writeback_kib": None}}
+    f = measure._scale_derived(r)
+    assert f["bytes_per_key"] == 100.0 and f["cpu_s_per_m"] == 17.5
+    assert (f["dedup_bytes_per_record"], f["agg_bytes_per_record"]) == (80.0, 64.0)
+    assert (f["psi_some_pct"], f["psi_full_pct"]) == (7.5, 1.0)
+    assert (f["dirty_peak_mib"], f["writeback_peak_mib"]) == (2, None)
+    # seqgate: seqgatectl sizing's bytes per record take precedence
+    r["at_ready"] = {"dedup": {"bytes_per_record": 150.04},
+                     "aggregates": {"bytes_per_record": 143.3}}
+    f = measure._scale_derived(r)
+    assert (f["dedup_bytes_per_record"], f["agg_bytes_per_record"]) == (150.0, 143.3)

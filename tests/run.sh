@@ -182,11 +182,13 @@ phase_build_normal() {
 
 phase_unit_normal() {
     meson test -C build --print-errorlogs || return
-    # the benchmark's own arithmetic (gen.py, measure.py, latency_tool): no
-    # broker, a few seconds; a wrong percentile is a wrong published figure.
-    # The test harnesses' probes of a consumer group's offsets: a crash of
-    # the client library takes down the chaos suite or pytest itself.
+    # the benchmark's own arithmetic (gen.py, measure.py, latency_tool,
+    # scale_prime's plan): no broker, a few seconds; a wrong percentile is a
+    # wrong published figure. The test harnesses' probes of a consumer
+    # group's offsets: a crash of the client library takes down the chaos
+    # suite or pytest itself.
     LATENCY_TOOL="$ROOT/build/bench/latency_tool" \
+        SCALE_PRIME_TOOL="$ROOT/build/bench/scale_prime" \
         "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py" \
         "$ROOT/tests/chaos/test_probes.py"
 }

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -19,6 +20,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.Serdes;
@@ -26,6 +28,7 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.StoreBuilder;
@@ -48,7 +51,10 @@ import org.apache.kafka.streams.state.Stores;
  * Streams and client properties, verbatim. The application.id is the
  * consumer group whose committed offsets the benchmark polls. Logs JSON
  * lines on stdout (a "stats" line every peer.stats.interval.ms and a final
- * one at shutdown); Kafka's own logging goes to stderr at WARN. Stops on
+ * one at shutdown; a "restore_done" line per store and changelog
+ * partition restored, as seqgate logs one per partition: records and ms,
+ * for the benchmark's restore rate); Kafka's own logging goes to stderr
+ * at WARN. Stops on
  * SIGTERM (closing Kafka Streams cleanly). Exit status 0 after SIGTERM, 1
  * when Kafka Streams stopped by itself (an error), 2 on bad arguments.
  */
@@ -76,6 +82,34 @@ public final class Peer {
                 new InputPartition(), "gate");
         t.addSink(Gate.DLQ, dlq, new ByteArraySerializer(), new ByteArraySerializer(), "gate");
         return t;
+    }
+
+    /** Logs "restore_done" per store and changelog partition: records
+     *  restored and the ms from its start to its end (Kafka Streams may
+     *  restore several at once: the benchmark takes the span of them). */
+    static final class RestoreLog implements StateRestoreListener {
+        private final Map<String, Long> started = new ConcurrentHashMap<>();
+
+        private static String key(TopicPartition tp, String store) {
+            return store + "/" + tp;
+        }
+
+        @Override
+        public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
+            started.put(key(tp, store), System.currentTimeMillis());
+        }
+
+        @Override
+        public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long n) {}
+
+        @Override
+        public void onRestoreEnd(TopicPartition tp, String store, long total) {
+            Long t0 = started.remove(key(tp, store));
+            long ms = t0 == null ? -1 : System.currentTimeMillis() - t0;
+            Stats.log(OUT, "info", "restore_done", ",\"store\":" + Stats.json(store)
+                    + ",\"changelog\":" + Stats.json(tp.topic()) + ",\"partition\":"
+                    + tp.partition() + ",\"records\":" + total + ",\"ms\":" + ms);
+        }
     }
 
     private static void usage(String msg) {
@@ -172,6 +206,7 @@ public final class Peer {
             Stats.log(OUT, "error", "fatal", ",\"error\":" + Stats.json(String.valueOf(e)));
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
+        streams.setGlobalStateRestoreListener(new RestoreLog());
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.RUNNING && runningMs.compareAndSet(-1,
                     System.currentTimeMillis() - jvmStart)) {
