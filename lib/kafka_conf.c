@@ -286,6 +286,13 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
                 lg->fail[i].level = level;
                 return;
         }
+        /* librdkafka warns that enable.gapless.guarantee is experimental
+         * each time a client is made; seqgate sets it on purpose
+         * (sg_kafka_conf_new, semantics §6 "Output order"), so the
+         * warning tells an operator nothing: debug. */
+        if (!strcmp(fac, "CONFWARN") &&
+            strstr(buf, "enable.gapless.guarantee") && level < SG_LOG_DEBUG)
+                level = SG_LOG_DEBUG;
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));
         cJSON_AddStringToObject(f, "fac", fac);
