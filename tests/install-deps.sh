@@ -17,9 +17,13 @@
 # Prints the venv's python path as its last line on stdout; everything else
 # goes to stderr.
 #
-# Usage: tests/install-deps.sh [--scan-build]
+# Usage: tests/install-deps.sh [--scan-build] [--deb]
 #   --scan-build  also clang-tools (scan-build, clang's static analyzer),
 #                 for tests/run.sh --scan-build
+#   --deb         also debhelper and lintian (dpkg-dev comes with
+#                 build-essential), for tests/deploy/check_deb.sh, the
+#                 Debian package phase of tests/run.sh --deb (lintian pulls
+#                 in some 60 MB of Perl modules: only when that phase runs)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,6 +50,7 @@ PKGS+=(chromium)
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;
+    --deb) PKGS+=(debhelper lintian) ;;
     *)
         printf 'install-deps: unknown argument %s\n' "$arg" >&2
         exit 2

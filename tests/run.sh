@@ -19,6 +19,14 @@
 #                           from tests/fuzz/corpus/; fails on any crash, leak
 #                           or UB and prints the input that did it
 #   schema examples         tests/schema/check_examples.py build/seqgate (if present)
+#   debian package          only with --deb (CI's .ci/run passes it):
+#                           tests/deploy/check_deb.sh, dpkg-buildpackage of
+#                           debian/ (the project compiled again, a few
+#                           minutes), lintian failing on errors and
+#                           warnings, the .deb's contents, and seqgate
+#                           --version run from it unpacked (dpkg -x) into
+#                           a fake root; deps then installs debhelper and
+#                           lintian
 #   format                  every tracked C file is as .clang-format lays it
 #                           out (clang-format --dry-run -Werror); fix with
 #                           git ls-files '*.c' '*.h' | xargs clang-format -i
@@ -53,6 +61,9 @@
 #                  integration tests; runs the tests even if the build failed)
 #   --no-build     with --integration: use build/seqgate as it is
 #   --no-chaos     skip the chaos suite
+#   --deb          also the Debian package phase (off by default: it
+#                  compiles the project once more and installs debhelper
+#                  and lintian)
 #   --no-scan-build  skip the scan-build phase (on by default with the
 #                  unit phases; deps installs clang-tools for it).
 #                  --unit --no-san --no-fuzz is a quick analyzer run;
@@ -73,7 +84,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 do_unit=1 do_san=1 do_integration=1 do_build=1 do_chaos=1 do_fuzz=1
-do_scan=1
+do_scan=1 do_deb=0
 for arg in "$@"; do
     case $arg in
     --unit) do_integration=0 ;;
@@ -84,6 +95,7 @@ for arg in "$@"; do
     --no-chaos) do_chaos=0 ;;
     --scan-build) do_scan=1 ;;
     --no-scan-build) do_scan=0 ;;
+    --deb) do_deb=1 ;;
     -h | --help)
         sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
         exit 0
@@ -162,6 +174,7 @@ DEPS_OUT=$(mktemp)
 phase_deps() {
     local args=()
     ((do_scan)) && args+=(--scan-build)
+    ((do_deb)) && args+=(--deb)
     "$ROOT/tests/install-deps.sh" "${args[@]}" >"$DEPS_OUT"
 }
 
@@ -228,6 +241,10 @@ phase_scan_build() {
 # deploy/demo/expected.txt.
 phase_demo() {
     ./deploy/demo.sh --no-build
+}
+
+phase_deb() {
+    "$ROOT/tests/deploy/check_deb.sh"
 }
 
 phase_format() {
@@ -319,6 +336,9 @@ else
             run_phase demo "demo (deploy/demo.sh, embedded Kafka)" phase_demo
         else
             not_run demo "demo (deploy/demo.sh, embedded Kafka)" "build failed"
+        fi
+        if ((do_deb)); then
+            run_phase deb "debian package (tests/deploy/check_deb.sh)" phase_deb
         fi
         if [[ -f .clang-format ]] && git -C "$ROOT" rev-parse >/dev/null 2>&1; then
             run_phase format "format (.clang-format)" phase_format
