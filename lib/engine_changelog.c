@@ -234,6 +234,7 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         if (cp >= log_start && cp <= log_end) {
                 *offsetp = cp; /* the delta only */
                 p->cl_epoch = m.changelog_epoch;
+                sg_store_batch_expect(e->rbatch, (uint64_t)(log_end - cp));
                 return SG_OK;
         }
         if (cp > log_end) {
@@ -265,6 +266,7 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                 return err;
         }
         *offsetp = log_start;
+        sg_store_batch_expect(e->rbatch, (uint64_t)(log_end - log_start));
         return SG_OK;
 }
 
@@ -329,8 +331,24 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                         topic, partition);
                 return SG_ERR_INVALID;
         }
-        sg_err_t err =
-                restore_checkpoint(e, p, end_offset, errstr, errstr_size);
+        /* a parked event at or below its aggregate's L is void: its
+         * writer resolved it, and its record outlived it (semantics §6) */
+        uint64_t voided = 0;
+        char why[400] = "";
+        sg_err_t err = sg_store_batch_flush(e->rbatch, e->rtxn, &p->tp, why,
+                                            sizeof(why));
+        if (!err)
+                err = sg_parked_void(e->rtxn, &p->tp, &voided, why,
+                                     sizeof(why));
+        if (err)
+                sg_errf(errstr, errstr_size, "changelog %s [%d]: %s",
+                        p->tc->changelog_topic, p->partition,
+                        why[0] ? why : sg_err2str(err));
+        else if (voided)
+                sg_eng_log(e, SG_LOG_NOTICE, "restore_parked_void", p, "parked",
+                           LF_U64, voided, NULL);
+        if (!err)
+                err = restore_checkpoint(e, p, end_offset, errstr, errstr_size);
         if (err) {
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;

@@ -31,24 +31,28 @@
 
 /* ---- the request id --------------------------------------------------------
  *
- * "topic/partition/<aggregate hash, 64 hex>/seq": which input partition
- * and aggregate a reply is for, and which attempt (the partition's request
- * sequence number), parsed from its end. Built and parsed only here. */
+ * "topic/partition/<aggregate hash, 32 hex>/seq": which input partition
+ * and aggregate a reply is for (its key hash, store.h SG_KEY_HASH_LEN
+ * bytes; 64 hex, the whole hash, in requests of store format 2, which
+ * still parse), and which attempt (the partition's request sequence
+ * number), parsed from its end. Built and parsed only here. */
 
 /* The request id of attempt @p seq for aggregate @p ah of partition @p p,
  * in @p arena; NULL when out of memory. */
 static char *request_id_make(arena_t *arena, const part_t *p,
                              const unsigned char ah[32], uint64_t seq) {
-        char hex[65];
-        sg_hex_encode(ah, 32, hex);
+        char hex[2 * SG_KEY_HASH_LEN + 1];
+        sg_hex_encode(ah, SG_KEY_HASH_LEN, hex);
         return sg_arena_printf(arena, "%s/%" PRId32 "/%s/%" PRIu64, p->topic,
                                p->partition, hex, seq);
 }
 
+/* A hash of 32 or 64 hex digits into @p out (32 bytes, the rest 0). */
 static bool hex_decode(const char *s, size_t len, unsigned char *out) {
-        if (len != 64)
+        if (len != 2 * SG_KEY_HASH_LEN && len != 64)
                 return false;
-        for (size_t i = 0; i < 32; i++) {
+        memset(out, 0, 32);
+        for (size_t i = 0; i < len / 2; i++) {
                 int v = 0;
                 for (int j = 0; j < 2; j++) {
                         char c = s[2 * i + j];
@@ -64,7 +68,7 @@ static bool hex_decode(const char *s, size_t len, unsigned char *out) {
         return true;
 }
 
-/* Parses "topic/partition/<64 hex>/seq". */
+/* Parses "topic/partition/<32 or 64 hex>/seq". */
 static bool parse_request_id(const char *rid, size_t len, char *topic,
                              size_t topic_size, int32_t *partition,
                              unsigned char hash[32], uint64_t *seq) {

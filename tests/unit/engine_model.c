@@ -41,8 +41,10 @@
 #define NTYPES 7 /* the state machine's six event types and one unknown */
 #define META_CHECKPOINT_AT 264 /* meta value: changelog_offset, 8 bytes */
 /* The databases as sg_store_foreach() numbers them: the state ones SG_DB_*,
- * and the derived indexes (store.h). */
-enum { DB_EXPIRY = 1, DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
+ * and the derived indexes (store.h). Keys name a hash by its first
+ * SG_KEY_HASH_LEN bytes (HL). */
+enum { DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
+#define HL SG_KEY_HASH_LEN
 
 /* ---- configuration variants ------------------------------------------- */
 
@@ -948,7 +950,7 @@ static void put_be64(unsigned char *p, uint64_t v) {
 
 static int agg_of_hash(const model_t *m, const unsigned char *h) {
         for (int a = 0; a < MODEL_AGGS; a++)
-                if (!memcmp(m->agg_hash[a], h, 32))
+                if (!memcmp(m->agg_hash[a], h, HL))
                         return a;
         return -1;
 }
@@ -1020,7 +1022,7 @@ static void check_index(model_t *m, const sdump_t *d, int p, int db,
                 size_t tl = m->tp[p].len;
                 char h[40] = "?";
                 uint64_t ms = 0;
-                if (k->key_len == tl + 40) {
+                if (k->key_len == tl + 8 + HL) {
                         ms = be64(k->key + tl);
                         hex_prefix(k->key + tl + 8, 8, h, sizeof(h));
                 }
@@ -1038,11 +1040,11 @@ static void check_index(model_t *m, const sdump_t *d, int p, int db,
 
 static void want_add(kvlist_t *w, const sg_tp_t *tp, int64_t ms,
                      const unsigned char *hash) {
-        unsigned char k[SG_TP_MAX + 40];
+        unsigned char k[SG_TP_MAX + 8 + HL];
         memcpy(k, tp->b, tp->len);
         put_be64(k + tp->len, ms < 0 ? 0 : (uint64_t)ms);
-        memcpy(k + tp->len + 8, hash, 32);
-        kv_collect(w, k, tp->len + 40, NULL, 0);
+        memcpy(k + tp->len + 8, hash, HL);
+        kv_collect(w, k, tp->len + 8 + HL, NULL, 0);
 }
 
 /*
@@ -1058,13 +1060,14 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         memset(v, 0, sizeof(*v));
         const sg_tp_t *tp = &m->tp[p];
         v->has_meta = sg_meta_get(t, tp, &v->meta) == SG_OK;
-        kvlist_t l, dd, exp = {0}, due = {0}, since = {0};
+        kvlist_t l, dd, due = {0}, since = {0};
         /* parked records first: the accounting needs all of them */
         l = d->l[p][SG_DB_PARKED];
         for (size_t i = 0; i < l.cnt; i++) {
                 const unsigned char *k = l.v[i].key + tp->len;
-                int a = l.v[i].key_len == tp->len + 40 ? agg_of_hash(m, k) : -1;
-                uint64_t ver = a >= 0 ? be64(k + 32) : 0;
+                int a = l.v[i].key_len == tp->len + HL + 8 ? agg_of_hash(m, k)
+                                                           : -1;
+                uint64_t ver = a >= 0 ? be64(k + HL) : 0;
                 sg_parked_rec_t pr;
                 if (a < 0 || part_of_agg(a) != p ||
                     sg_parked_get(t, tp, m->agg_hash[a], ver, &pr)) {
@@ -1106,7 +1109,7 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         /* aggregates */
         l = d->l[p][SG_DB_AGG];
         for (size_t i = 0; i < l.cnt; i++) {
-                int a = l.v[i].key_len == tp->len + 32
+                int a = l.v[i].key_len == tp->len + HL
                                 ? agg_of_hash(m, l.v[i].key + tp->len)
                                 : -1;
                 if (a < 0 || part_of_agg(a) != p ||
@@ -1125,7 +1128,7 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         /* snapshot requests and their due index */
         l = d->l[p][SG_DB_SNAPREQ];
         for (size_t i = 0; i < l.cnt; i++) {
-                int a = l.v[i].key_len == tp->len + 32
+                int a = l.v[i].key_len == tp->len + HL
                                 ? agg_of_hash(m, l.v[i].key + tp->len)
                                 : -1;
                 if (a < 0 ||
@@ -1144,24 +1147,21 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         check_index(m, d, p, DB_SNAPDUE, &due,
                     "the snapshot requests' due times");
         kv_free(&due);
-        /* dedup records: verdicts, and the expiry index */
+        /* dedup records: their verdicts (no index: they expire with their
+         * segment, store.h) */
         dd = d->l[p][SG_DB_DEDUP];
         uint64_t dedup_parked = 0;
         for (size_t i = 0; i < dd.cnt; i++) {
                 sg_dedup_rec_t r;
                 const unsigned char *kh = dd.v[i].key + tp->len;
-                if (dd.v[i].key_len != tp->len + 32 ||
+                if (dd.v[i].key_len != tp->len + HL ||
                     sg_dedup_get(t, tp, kh, &r)) {
                         fail(m, MODEL_INV_GAUGES,
                              "partition %d: a dedup record does not decode", p);
                         continue;
                 }
                 dedup_parked += r.verdict == SG_DV_PARKED;
-                want_add(&exp, tp, r.expiry_ms, kh);
         }
-        check_index(m, d, p, DB_EXPIRY, &exp,
-                    "the dedup records' expiry times");
-        kv_free(&exp);
         if (dedup_parked != v->parked)
                 fail(m, MODEL_INV_GAUGES,
                      "partition %d: %" PRIu64 " idempotency keys are recorded "

@@ -429,15 +429,24 @@ START_TEST(dedup_ttl_expiry) {
         h_t h = {0};
         h_open(&h, "\"dedup\":{\"ttl_ms\":10000}");
         ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("B", "e2", "t", "1"));
         h_clock(&h, T0 + 9999);
         ONE(&h, EV("A", "e1", "t", "1"));
         ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* past the TTL the key is forgotten, stored or not: v1 is now
+         * judged stale */
         h_clock(&h, T0 + 10000);
+        ONE(&h, EV("A", "e1", "t", "1"));
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
+        /* its segment's bucket (a width of TTL / 8) ends at T0 + 11250:
+         * e2 goes (e1, recorded again, lives in a later bucket) */
+        h_clock(&h, T0 + 11249);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
+        h_clock(&h, T0 + 11250);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
-        /* past the TTL the key is forgotten: v1 is now judged stale */
-        ONE(&h, EV("A", "e1", "t", "1"));
-        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "stale_version");
         h_free(&h);
 }
 END_TEST
@@ -454,7 +463,8 @@ START_TEST(dedup_ttl_sweep_is_bounded) {
         }
         batch(&h, evs, 50);
         h.conf->sweep_max_per_batch = 20;
-        h_clock(&h, T0 + 1000);
+        /* expiry T0 + 1000, in the bucket [T0 + 1000, T0 + 2000) */
+        h_clock(&h, T0 + 2000);
         batch(&h, NULL, 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 20);
         batch(&h, NULL, 0);
@@ -1190,7 +1200,7 @@ START_TEST(restore_resumes_at_its_window_checkpoint) {
                 if (changelog[i].key[0] == SG_DB_DEDUP)
                         tpl = &changelog[i];
         ck_assert_ptr_nonnull(tpl);
-        ck_assert_uint_eq(tpl->key_len, 33);
+        ck_assert_uint_eq(tpl->key_len, 1 + SG_KEY_HASH_LEN);
         h_free(&a);
 
         h_t b = {.root = cl_roots[1]};
@@ -1392,10 +1402,11 @@ START_TEST(restore_refuses_corrupt_parked_record) {
                 if (changelog[i].key[0] == SG_DB_PARKED)
                         bad = (int64_t)i;
         ck_assert_int_ge(bad, 0);
-        /* parked value: 3 × i64 | key hash | type | key | value | headers,
-         * each a u32 length and its bytes; find the header block */
+        /* parked value: tag | 3 × i64 | key hash | type | key | value |
+         * headers, each a u32 length and its bytes; find the header block */
         clrec_t *c = &changelog[bad];
-        size_t off = 56;
+        ck_assert_int_eq(c->value[0], 0x03);
+        size_t off = 1 + 24 + SG_KEY_HASH_LEN;
         for (int f = 0; f < 3; f++) {
                 uint32_t l = ((uint32_t)c->value[off] << 24) |
                              ((uint32_t)c->value[off + 1] << 16) |
@@ -2534,8 +2545,18 @@ START_TEST(epoch_drain_never_releases_lower_epoch) {
                 clrec_t *c = &changelog[i - 1];
                 if (c->key[0] != SG_DB_AGG || c->tombstone)
                         continue;
-                ck_assert_uint_eq(c->value[c->value_len - 1], 1);
-                c->value[c->value_len - 1] = 2; /* epoch u64, big-endian */
+                sg_agg_rec_t r;
+                char why[128];
+                ck_assert_int_eq(sg_agg_decode(c->value, c->value_len, &r, why,
+                                               sizeof(why)),
+                                 SG_OK);
+                ck_assert(r.has_epoch);
+                ck_assert_uint_eq(r.epoch, 1);
+                r.epoch = 2;
+                unsigned char v[SG_AGG_VALUE_MAX];
+                c->value_len = sg_agg_encode(&r, v);
+                ck_assert_uint_le(c->value_len, sizeof(c->value));
+                memcpy(c->value, v, c->value_len);
                 patched = true;
         }
         ck_assert(patched);
