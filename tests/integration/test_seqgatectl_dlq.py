@@ -165,7 +165,7 @@ def test_sizing_measures_the_store(bootstrap, seqgate_bin, seqgatectl_bin,
         r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
                 "--events-per-day", "1000000")
         assert r.returncode == 0, r.stderr
-        assert "measured: dedup + expiry pages / entries" in r.stdout, r.stdout
+        assert "measured: segment + filter pages / keys" in r.stdout, r.stdout
         assert sg.stop() == 0
     finally:
         sg.cleanup()
