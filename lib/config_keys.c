@@ -125,7 +125,9 @@ static const cfg_row_t cfg_rows[] = {
               "aborted, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",
               1000, 1, 1000000,
-              "dedup records the TTL sweep expires per partition per batch"),
+              "expired dedup records given their changelog tombstone per "
+              "partition per batch (their time segment is emptied once "
+              "every one has, semantics 3 Expiry)"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
               "deadline_max_per_batch", 1000, 1, 1000000,
               "gap deadlines fired per batch"),

@@ -103,7 +103,7 @@ typedef struct sg_hist {
         X(fenced_epoch_total, COUNTER, "fenced_epoch_total",                   \
           "events of a lower epoch (semantics 4b)")                            \
         X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
-          "dedup records removed by the TTL sweep")
+          "expired dedup records removed (a changelog tombstone each)")
 
 /* Engine metrics after dlq_total[]. */
 #define SG_ENGINE_METRICS_TAIL(X)                                              \
