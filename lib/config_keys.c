@@ -102,6 +102,13 @@ static const cfg_row_t cfg_rows[] = {
         R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes",
               INT64_C(1073741824), 1048576,
               "growth step of the LMDB map when it is full, bytes"),
+        ROW(SECT_STORE, sg_config_t, store_upgrade_from, "store",
+            "upgrade_from", SG_CONF_INT, 0, 0, NULL, 0, 2, NULL,
+            sg_cfg_check_upgrade_from,
+            "`2` during the first step of a rolling upgrade from a version "
+            "with store format 2: the changelog records this instance "
+            "writes stay readable by that version (docs/upgrade.md); `0` "
+            "(or absent) once every instance runs this version"),
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,

@@ -172,6 +172,10 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
         }
         e->conf = conf;
         e->store = store;
+        /* a rolling upgrade's first step writes format 2's changelog
+         * (store.h sg_store_set_changelog_format) */
+        sg_store_set_changelog_format(
+                store, conf->store_upgrade_from == 2 ? 2 : SG_STORE_FORMAT);
         e->base_wall = sg_clock_wall_ms();
         e->base_mono = sg_clock_mono_ms();
         sg_envelope_init(&e->env);

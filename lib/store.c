@@ -220,6 +220,7 @@ static int map_lock_init(sg_store_t *s) {
         if (!rc && !(rc = pthread_rwlock_init(&s->pdb_lock, NULL)))
                 s->pdb_lock_ok = true;
         s->seg_keys = SG_SEG_KEYS_DEFAULT;
+        s->cl_format = SG_STORE_FORMAT;
         return rc;
 }
 

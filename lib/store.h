@@ -617,6 +617,20 @@ sg_err_t sg_dedup_put_known(sg_txn_t *txn, const sg_tp_t *tp,
 sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
                         int64_t ttl_ms, int max, int *removedp, char *errstr,
                         size_t errstr_size);
+/**
+ * The format of the changelog records this store's writes capture
+ * (docs/upgrade.md "Rolling upgrade"): SG_STORE_FORMAT (the default), or
+ * 2 for the first step of a rolling upgrade from store format 2
+ * (store.upgrade_from): a record whose 32-byte hash is known (an event's
+ * key and aggregate hashes, and the rest of the hash kept in the record,
+ * sg_dedup_rec_t.v2) is written under its format 2 key with a value format
+ * 2 reads (the aggregate's long form, a parked event's 32-byte key hash),
+ * so that an instance of the earlier version restores it; one restored
+ * from a format 3 key (whose hash's rest is unknown: then every instance
+ * reads format 3) under its format 3 key. The store itself is format 3
+ * either way. Thread-safety: the store's thread.
+ */
+void sg_store_set_changelog_format(sg_store_t *store, int format);
 /** Keys an open dedup segment takes before it is frozen (default
  *  SG_SEG_KEYS_DEFAULT; at least 1). Thread-safety: the store's thread. */
 void sg_store_set_segment_keys(sg_store_t *store, uint64_t keys);

@@ -173,6 +173,10 @@ struct sg_store {
         /* dedup segments (store_seg.c): keys an open segment takes before
          * it is sealed */
         uint64_t seg_keys;
+        /* the format of the changelog records the writer's captures make
+         * (sg_store_set_changelog_format): 3, or 2 for a rolling upgrade's
+         * first step */
+        int cl_format;
         uint64_t growth;
         int lock_fd; /* data_dir/seqgate.lock, held while open (write mode) */
         atomic_uint txns_open;   /* begun, not yet committed or aborted */
@@ -532,6 +536,14 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    MDB_val *val);
 sg_err_t sg_db_del(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    char *errstr, size_t errstr_size);
+/* The last 16 bytes of a 32-byte hash @p h when it has them (not all 0:
+ * the callers pass 0 where they only know the key's 16), else NULL. */
+static inline const unsigned char *hash_tail(const unsigned char *h) {
+        static const unsigned char zero[16];
+        return memcmp(h + SG_KEY_HASH_LEN, zero, 16) ? h + SG_KEY_HASH_LEN
+                                                     : NULL;
+}
+
 /* An absent database of a transaction other than the writer's (created
  * after its snapshot): LMDB's answers for it, read as "nothing there". */
 static inline bool lmdb_no_db(int rc) {

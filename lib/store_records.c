@@ -49,15 +49,27 @@ static sg_err_t v2_tombstone(sg_txn_t *t, int db, const sg_tp_t *tp,
 }
 
 /* Whether aggregate @p ah's records may remain under store format 2 keys
- * (its stored record's v2): then *full its 32-byte hash. */
+ * (its stored record's v2), or, writing format 2's changelog (a rolling
+ * upgrade's first step), whether its whole hash is known (@p ah's own
+ * rest, or the record's): then *full its 32-byte hash. */
 static bool agg_v2(sg_txn_t *t, const sg_tp_t *tp, const unsigned char *ah,
                    unsigned char full[32]) {
         sg_agg_rec_t r;
-        if (sg_agg_get(t, tp, ah, &r) || !r.v2)
+        const unsigned char *tail =
+                t->store->cl_format == 2 ? hash_tail(ah) : NULL;
+        if (!tail && !sg_agg_get(t, tp, ah, &r) && r.v2)
+                tail = r.v2_tail;
+        if (!tail)
                 return false;
+        memmove(full + HL, tail, 16);
         memcpy(full, ah, HL);
-        memcpy(full + HL, r.v2_tail, 16);
         return true;
+}
+
+/* Whether this store writes format 2's changelog records (store.h
+ * sg_store_set_changelog_format). */
+static bool writes_v2(const sg_txn_t *t) {
+        return t->store->cl_format == 2;
 }
 
 static pdb_t *pdb_for(sg_txn_t *t, const sg_tp_t *tp, bool create,
@@ -115,11 +127,13 @@ static sg_err_t since_key_op(sg_txn_t *t, pdb_t *p, int kind, int64_t ms,
                    : sg_db_del(t, db, p->aux, k, klen, errstr, errstr_size);
 }
 
-/* Writes aggregate @p r (its since entry moved from @p old_since); with
- * @p capture_it for the changelog. */
+/* Writes aggregate @p r (its since entry moved from @p old_since), for the
+ * changelog (when capturing) under its format 3 key, or when @p v2_tail
+ * under its format 2 key in format 2's value. */
 static sg_err_t agg_write(sg_txn_t *t, const sg_tp_t *tp, pdb_t *p,
-                          const unsigned char ah[32], const sg_agg_rec_t *r,
-                          int64_t old_since, char *errstr, size_t errstr_size) {
+                          const unsigned char *ah, const sg_agg_rec_t *r,
+                          int64_t old_since, const unsigned char *v2_tail,
+                          char *errstr, size_t errstr_size) {
         sg_err_t err;
         int64_t new_since = sg_agg_indexed_since(r);
         if (old_since != new_since) {
@@ -138,7 +152,12 @@ static sg_err_t agg_write(sg_txn_t *t, const sg_tp_t *tp, pdb_t *p,
                              errstr_size)) ||
             !t->capture)
                 return err;
-        unsigned char k[SG_TP_LEN + HL];
+        unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2];
+        if (v2_tail) {
+                n = sg_agg_encode_v2(r, v);
+                lkey(k, tp, ah, HL, v2_tail, 16);
+                return sg_change_capture(t, DB_AGG, k, sizeof(k), v, n);
+        }
         return sg_change_capture(t, DB_AGG, k, lkey(k, tp, ah, HL, NULL, 0), v,
                                  n);
 }
@@ -151,6 +170,20 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
         if (!p)
                 return err;
         sg_agg_rec_t r = *in;
+        if (writes_v2(t)) {
+                /* a rolling upgrade's first step: format 2's key when the
+                 * whole hash is known, and the record keeps its rest */
+                const unsigned char *tail = hash_tail(ah);
+                if (tail || r.v2) {
+                        if (tail)
+                                memcpy(r.v2_tail, tail, 16);
+                        r.v2 = true;
+                        return agg_write(t, tp, p, ah, &r, old_since, r.v2_tail,
+                                         errstr, errstr_size);
+                }
+                return agg_write(t, tp, p, ah, &r, old_since, NULL, errstr,
+                                 errstr_size);
+        }
         if (r.v2) {
                 /* the format 2 record goes; the tail stays while parked
                  * events or a snapshot request may remain under format 2
@@ -164,7 +197,8 @@ sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                 if (!r.parked_cnt && !(r.flags & SG_AGG_REFETCHING))
                         r.v2 = false;
         }
-        return agg_write(t, tp, p, ah, &r, old_since, errstr, errstr_size);
+        return agg_write(t, tp, p, ah, &r, old_since, NULL, errstr,
+                         errstr_size);
 }
 
 /* ---- parked events ---------------------------------------------------- */
@@ -177,20 +211,26 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
         pdb_t *p = pdb_for(t, tp, true, &err);
         if (!p)
                 return err;
-        unsigned char k[1 + HL + 8], vb[8];
+        unsigned char k[1 + HL + 8], vb[8], full[32];
         put_u64(vb, version);
         size_t klen = akey(k, AUX_PARKED, ah, HL, vb, 8);
-        size_t total = sg_parked_len(r, HL);
+        /* a rolling upgrade's first step: format 2's key and value (its
+         * 32-byte key hash) when both hashes are known whole */
+        bool v2 = writes_v2(t) && hash_tail(r->key_hash) &&
+                  agg_v2(t, tp, ah, full);
+        size_t hl = v2 ? SG_KEY_HASH_LEN_2 : HL;
+        size_t total = sg_parked_len(r, hl);
         MDB_val key = {klen, k}, val = {total, NULL};
         int rc = sg_lmdb_put(t, p->aux, &key, &val, MDB_RESERVE);
         if (rc)
                 return sg_txn_lmdb_err(t, rc, "parked", errstr, errstr_size);
-        sg_parked_encode(r, HL, val.mv_data);
+        sg_parked_encode(r, hl, val.mv_data);
         if (!t->capture)
                 return SG_OK;
-        unsigned char lk[SG_TP_LEN + HL + 8];
-        return sg_change_capture(t, DB_PARKED, lk, lkey(lk, tp, ah, HL, vb, 8),
-                                 val.mv_data, total);
+        unsigned char lk[SG_TP_LEN + SG_KEY_HASH_LEN_2 + 8];
+        size_t lkl = v2 ? lkey(lk, tp, full, SG_KEY_HASH_LEN_2, vb, 8)
+                        : lkey(lk, tp, ah, HL, vb, 8);
+        return sg_change_capture(t, DB_PARKED, lk, lkl, val.mv_data, total);
 }
 
 sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
@@ -320,11 +360,14 @@ sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
                              errstr, errstr_size)) ||
             !t->capture)
                 return err;
-        unsigned char full[32];
-        if (agg_v2(t, tp, ah, full) &&
-            (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
+        unsigned char full[32], lk[SG_TP_LEN + SG_KEY_HASH_LEN_2];
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && writes_v2(t)) /* a rolling upgrade's first step */
+                return sg_change_capture(
+                        t, DB_SNAPREQ, lk,
+                        lkey(lk, tp, full, SG_KEY_HASH_LEN_2, NULL, 0), v, n);
+        if (known && (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
                 return err;
-        unsigned char lk[SG_TP_LEN + HL];
         return sg_change_capture(t, DB_SNAPREQ, lk,
                                  lkey(lk, tp, ah, HL, NULL, 0), v, n);
 }
@@ -458,7 +501,8 @@ static sg_err_t agg_restore(sg_txn_t *t, const sg_tp_t *tp,
                 nr->v2 = true; /* still tracked (sg_agg_put) */
                 memcpy(nr->v2_tail, old.v2_tail, 16);
         }
-        return agg_write(t, tp, p, suffix, nr, old_since, errstr, errstr_size);
+        return agg_write(t, tp, p, suffix, nr, old_since, NULL, errstr,
+                         errstr_size);
 }
 
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
@@ -918,6 +962,23 @@ sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
         }
         if (err)
                 return err;
+        if (db == DB_AGG && hl == SG_KEY_HASH_LEN_2) {
+                /* under a format 2 key, format 2's value (a reader of that
+                 * key may be the earlier version: a rolling upgrade) */
+                sg_agg_rec_t r;
+                char why[160];
+                unsigned char *buf = sg_arena_alloc(&t->cap, SG_AGG_VALUE_MAX);
+                if ((err = stored(t,
+                                  sg_agg_decode(v.mv_data, v.mv_size, &r, why,
+                                                sizeof(why)),
+                                  why)))
+                        return err;
+                if (!buf)
+                        return SG_ERR_NOMEM;
+                *value_lenp = sg_agg_encode_v2(&r, buf);
+                *valuep = buf;
+                return SG_OK;
+        }
         *valuep = v.mv_data;
         *value_lenp = v.mv_size;
         return SG_OK;

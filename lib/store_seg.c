@@ -636,6 +636,21 @@ static sg_err_t dedup_capture(sg_txn_t *t, const pdb_t *p,
                                  rec ? sizeof(v) : 0);
 }
 
+/* The changelog's record of key @p kh under its format 2 key (the 32-byte
+ * hash: @p rec's v2_tail), a rolling upgrade's first step. */
+static sg_err_t dedup_capture_v2(sg_txn_t *t, const pdb_t *p,
+                                 const unsigned char *kh,
+                                 const sg_dedup_rec_t *rec) {
+        if (!t->capture)
+                return SG_OK;
+        unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2], v[SG_DEDUP_VALUE_LEN];
+        memcpy(k, p->tp, SG_TP_LEN);
+        memcpy(k + SG_TP_LEN, kh, HL);
+        memcpy(k + SG_TP_LEN + HL, rec->v2_tail, 16);
+        sg_dedup_encode(rec, v);
+        return sg_change_capture(t, DB_DEDUP, k, sizeof(k), v, sizeof(v));
+}
+
 /* The write of a dedup record (store.h sg_dedup_put_known): @p old is the
  * stored record (its _seg where it was found) or NULL for none. The
  * engine's writes (@p engine) are captured for the changelog, and a record
@@ -657,7 +672,20 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
                 return err;
         sg_dedup_rec_t rec = *in;
         const unsigned char *v2_tail = NULL;
-        if (engine) {
+        bool as_v2 = false; /* written under its format 2 key */
+        if (engine && t->store->cl_format == 2) {
+                /* a rolling upgrade's first step: format 2's key when the
+                 * whole hash is known, and the record keeps its rest */
+                const unsigned char *tail = kh ? hash_tail(kh) : NULL;
+                if (!tail && old && old->v2)
+                        tail = old->v2_tail;
+                if ((as_v2 = tail != NULL)) {
+                        rec.v2 = true;
+                        memmove(rec.v2_tail, tail, 16);
+                } else {
+                        rec.v2 = false;
+                }
+        } else if (engine) {
                 rec.v2 = false;
                 if (old && old->v2)
                         v2_tail = old->v2_tail;
@@ -687,6 +715,8 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
         }
         if (err || !engine)
                 return err;
+        if (as_v2)
+                return dedup_capture_v2(t, p, kh, &rec);
         return dedup_capture(t, p, kh, &rec, v2_tail);
 }
 
@@ -1145,7 +1175,7 @@ static sg_err_t walk_step(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t now,
                         sg_dedup_rec_t old = r, nr = r;
                         old._seg = 0; /* gone from the walked segment */
                         nr.expiry_ms = now + ttl;
-                        unsigned char kh[HL];
+                        unsigned char kh[32] = {0}; /* its rest: old's */
                         memcpy(kh, st->walk_pos, HL);
                         if ((err = dedup_write_p(t, p, st, kh, &nr, &old, true,
                                                  errstr, errstr_size)))
@@ -1222,6 +1252,10 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                            dedup_sweep(t, tp, now, ttl, max, removedp, errstr,
                                        errstr_size),
                            errstr, errstr_size);
+}
+
+void sg_store_set_changelog_format(sg_store_t *s, int format) {
+        s->cl_format = format == 2 ? 2 : SG_STORE_FORMAT;
 }
 
 void sg_store_set_segment_keys(sg_store_t *s, uint64_t keys) {

@@ -454,10 +454,7 @@ static void v_request_aggregate(sg_sim_t *s, sim_v_t *v) {
                                 break;
                         }
                 }
-        /* the hash: 32 hex (store format 3's key hash), 64 before */
-        size_t hexlen = sl[0] ? (size_t)(sl[2] - sl[1] - 1) : 0;
-        if (!sl[0] ||
-            (hexlen != 2 * SG_KEY_HASH_LEN && hexlen != 2 * SG_HASH_LEN))
+        if (!sl[0] || sl[2] - sl[1] - 1 != 2 * SG_HASH_LEN)
                 return;
         char topic[256];
         if ((size_t)(sl[0] - rid) >= sizeof(topic))
@@ -465,8 +462,8 @@ static void v_request_aggregate(sg_sim_t *s, sim_v_t *v) {
         memcpy(topic, rid, (size_t)(sl[0] - rid));
         topic[sl[0] - rid] = '\0';
         int32_t part = (int32_t)strtol(sl[0] + 1, NULL, 10);
-        unsigned char ah[SG_HASH_LEN] = {0};
-        for (size_t i = 0; i < hexlen / 2; i++) {
+        unsigned char ah[SG_HASH_LEN];
+        for (size_t i = 0; i < SG_HASH_LEN; i++) {
                 unsigned int b;
                 if (sscanf(sl[1] + 1 + 2 * i, "%2x", &b) != 1)
                         return;
@@ -714,15 +711,14 @@ sg_err_t sg_sim_clock_set(sg_sim_t *s, int64_t now_ms, char *errstr,
         return run_batch(s, NULL, NULL, errstr, errstr_size);
 }
 
-/* Whether request id @p rid is for aggregate @p agg (its hash part: the
- * key hash, store.h SG_KEY_HASH_LEN bytes in hex). */
+/* Whether request id @p rid is for aggregate @p agg (its hash part). */
 static bool rid_is_for(const char *rid, const char *agg) {
         unsigned char ah[SG_HASH_LEN];
-        char hex[2 * SG_KEY_HASH_LEN + 1];
+        char hex[2 * SG_HASH_LEN + 1];
         sg_sha256(agg, strlen(agg), ah);
-        sg_hex_encode(ah, SG_KEY_HASH_LEN, hex);
+        sg_hex_encode(ah, SG_HASH_LEN, hex);
         const char *h = strstr(rid, hex);
-        return h && h > rid && h[-1] == '/' && h[2 * SG_KEY_HASH_LEN] == '/';
+        return h && h > rid && h[-1] == '/' && h[2 * SG_HASH_LEN] == '/';
 }
 
 /* The kafka reply record's value: @p body (a JSON object's text) with

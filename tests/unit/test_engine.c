@@ -1386,6 +1386,65 @@ START_TEST(restore_empty_key_closes_txn) {
 }
 END_TEST
 
+/* A restored parked event at or below its aggregate's L is void (semantics
+ * §6): its writer resolved it, and only its record outlived it (a record
+ * under a key of store format 2, whose tombstone went to the new key).
+ * Here the changelog's last aggregate record says L = 4 with nothing
+ * parked beside the record of v3 parked under L = 1: the restore drops it,
+ * and v5 applies next. */
+START_TEST(restore_voids_parked_events_at_or_below_l) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_free(&a);
+        clrec_t *agg = NULL;
+        bool parked = false;
+        for (size_t i = 0; i < changelog_cnt; i++) {
+                if (changelog[i].key[0] == SG_DB_AGG)
+                        agg = &changelog[i];
+                parked |= changelog[i].key[0] == SG_DB_PARKED &&
+                          !changelog[i].tombstone;
+        }
+        ck_assert(agg && parked);
+        clrec_t *c = &changelog[changelog_cnt++];
+        *c = *agg;
+        sg_agg_rec_t r;
+        char why[128];
+        ck_assert_int_eq(
+                sg_agg_decode(c->value, c->value_len, &r, why, sizeof(why)),
+                SG_OK);
+        ck_assert_uint_eq(r.parked_cnt, 1);
+        r.last_version = 4;
+        r.parked_cnt = 0;
+        r.parked_bytes = 0;
+        r.parked_since_ms = 0;
+        unsigned char v[SG_AGG_VALUE_MAX];
+        c->value_len = sg_agg_encode(&r, v);
+        memcpy(c->value, v, c->value_len);
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        restore_all(&b, 0, 0);
+        unsigned char ah[32];
+        sg_sha256("A", 1, ah);
+        sg_txn_t *t;
+        char err[256];
+        ck_assert_int_eq(sg_txn_begin(b.store, false, &t, err, sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_parked_rec_t pr;
+        ck_assert_int_eq(sg_parked_get(t, &tp, ah, 3, &pr), SG_ERR_NOT_FOUND);
+        sg_txn_abort(t);
+        /* v5 is the next version: applied (one output), not parked */
+        ev_t b2[] = {EV("A", "e5", "t", "5")};
+        ck_assert_uint_eq(eos_batch(&b, b2, 1), 1);
+        h_free(&b);
+}
+END_TEST
+
 /* A changelog record that does not decode (here a parked event whose header
  * block claims 2^32-1 headers) stops the partition's restore right there,
  * with an error naming the changelog, partition and offset; it is never
@@ -2771,6 +2830,7 @@ Suite *engine_suite(void) {
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
+        tcase_add_test(eos, restore_voids_parked_events_at_or_below_l);
         tcase_add_test(eos, restore_refuses_clock_past_year_9999);
         suite_add_tcase(s, eos);
         TCase *ep = tcase_create("epochs");

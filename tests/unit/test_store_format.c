@@ -525,6 +525,123 @@ START_TEST(format_2_changelog_keys_convert) {
 }
 END_TEST
 
+/* The first step of a rolling upgrade (sg_store_set_changelog_format 2):
+ * a record whose whole hash is known — the caller's 32 bytes, or the rest
+ * a record keeps — is captured under its format 2 key with a value format
+ * 2 reads (the aggregate's long form, a parked event's 32-byte key hash);
+ * one restored from a format 3 key, whose rest is unknown, under its
+ * format 3 key. The captures restore into another store as they were. */
+START_TEST(rolling_upgrade_writes_format_2_records) {
+        sg_store_t *s = open_store();
+        sg_store_set_changelog_format(s, 2);
+        sg_tp_t tp;
+        sg_tp_make(&tp, TOPIC, 0);
+        unsigned char kh[32], ah[32], other[32];
+        sg_sha256("k", 1, kh);
+        sg_sha256("agg", 3, ah);
+        sg_sha256("other", 5, other);
+        sg_txn_t *t = wtxn(s);
+        /* a key restored from format 3 (16 bytes: its rest unknown) */
+        sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
+                            .first_seen_ms = 1000,
+                            .expiry_ms = 2000};
+        unsigned char dv[SG_DEDUP_VALUE_LEN];
+        size_t dn = sg_dedup_encode(&d, dv);
+        ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_DEDUP, other, 16,
+                                               dv, dn, err, sizeof(err)),
+                         SG_OK);
+        sg_txn_capture(t, true);
+        d.verdict = SG_DV_PARKED;
+        ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &d, err, sizeof(err)), SG_OK);
+        unsigned char other16[32] = {0}; /* as a walk of its segment has it */
+        memcpy(other16, other, 16);
+        ck_assert_int_eq(sg_dedup_put(t, &tp, other16, &d, err, sizeof(err)),
+                         SG_OK);
+        sg_agg_rec_t a = {.has_last = true,
+                          .last_version = 1,
+                          .parked_cnt = 1,
+                          .parked_bytes = 2,
+                          .parked_since_ms = 1000,
+                          .aggregate_len = 3};
+        memcpy(a.aggregate, "agg", 3);
+        ck_assert_int_eq(sg_agg_put(t, &tp, ah, &a, 0, err, sizeof(err)),
+                         SG_OK);
+        sg_parked_rec_t pr = {
+                .parked_at_ms = 1000, .value = "v3", .value_len = 2};
+        memcpy(pr.key_hash, kh, 32);
+        ck_assert_int_eq(sg_parked_put(t, &tp, ah, 3, &pr, err, sizeof(err)),
+                         SG_OK);
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(t, &ch);
+        ck_assert_uint_eq(n, 4);
+        /* dedup k: 32-byte key; dedup other: 16; aggregate 32 (value of
+         * format 2: its first byte has_last); parked 40 (value of format 2:
+         * no tag, the 32-byte key hash) */
+        ck_assert_uint_eq(ch[0].key_len, tp.len + 32);
+        ck_assert_uint_eq(ch[1].key_len, tp.len + 16);
+        ck_assert_uint_eq(ch[2].key_len, tp.len + 32);
+        ck_assert_int_eq(((const unsigned char *)ch[2].value)[0], 1);
+        ck_assert_uint_eq(ch[3].key_len, tp.len + 40);
+        ck_assert_int_eq(((const unsigned char *)ch[3].value)[0], 0);
+        ck_assert_int_eq(
+                memcmp((const unsigned char *)ch[3].value + 24, kh, 32), 0);
+        /* a later write from an index (the hash's rest unknown to the
+         * caller) still goes under the format 2 key: the record kept it */
+        unsigned char ah16[32] = {0};
+        memcpy(ah16, ah, 16);
+        ck_assert_int_eq(sg_agg_get(t, &tp, ah16, &a), SG_OK);
+        ck_assert(a.v2); /* the rest of its hash, kept */
+        a.parked_cnt = 0;
+        a.parked_bytes = 0;
+        a.parked_since_ms = 0;
+        ck_assert_int_eq(sg_parked_del(t, &tp, ah16, 3, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_agg_put(t, &tp, ah16, &a, 1000, err, sizeof(err)),
+                         SG_OK);
+        n = sg_txn_changes(t, &ch);
+        ck_assert_uint_eq(n, 5); /* parked: both keys' tombstones */
+        int agg32 = 0, parked40 = 0, parked24 = 0;
+        for (size_t i = 0; i < n; i++) {
+                size_t sl = ch[i].key_len - tp.len;
+                agg32 += ch[i].db == SG_DB_AGG && sl == 32 && ch[i].value;
+                parked40 +=
+                        ch[i].db == SG_DB_PARKED && sl == 40 && !ch[i].value;
+                parked24 +=
+                        ch[i].db == SG_DB_PARKED && sl == 24 && !ch[i].value;
+        }
+        ck_assert_int_eq(agg32, 1);
+        ck_assert_int_eq(parked40 + parked24, 2);
+        /* restored elsewhere: the same state */
+        char d2[128];
+        snprintf(d2, sizeof(d2), "%s/replica", dir);
+        sg_store_t *b;
+        ck_assert_int_eq(
+                sg_store_open(d2, 1 << 22, 1 << 22, &b, err, sizeof(err)),
+                SG_OK);
+        sg_txn_t *u = wtxn(b);
+        for (size_t i = 0; i < n; i++)
+                ck_assert_int_eq(sg_store_apply_change(
+                                         u, &tp, ch[i].db,
+                                         (const char *)ch[i].key + tp.len,
+                                         ch[i].key_len - tp.len, ch[i].value,
+                                         ch[i].value_len, err, sizeof(err)),
+                                 SG_OK);
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(u, &tp, kh, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_PARKED);
+        ck_assert(g.v2);
+        sg_agg_rec_t ga;
+        ck_assert_int_eq(sg_agg_get(u, &tp, ah, &ga), SG_OK);
+        ck_assert_uint_eq(ga.last_version, 1);
+        ck_assert_uint_eq(ga.parked_cnt, 0);
+        ck_assert_int_eq(sg_parked_get(u, &tp, ah, 3, &pr), SG_ERR_NOT_FOUND);
+        sg_txn_abort(u);
+        sg_store_close(b);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *su = suite_create("store_format");
         TCase *tc = tcase_create("format");
@@ -538,6 +655,7 @@ int main(void) {
         tcase_add_test(tc, earlier_changelog_dedup_value_restores);
         tcase_add_test(tc, store_of_format_2_is_set_aside);
         tcase_add_test(tc, format_2_changelog_keys_convert);
+        tcase_add_test(tc, rolling_upgrade_writes_format_2_records);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
