@@ -267,9 +267,13 @@ sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
         if (!t->capture)
                 return SG_OK;
         unsigned char full[32];
-        if (agg_v2(t, tp, ah, full) &&
-            (err = v2_tombstone(t, DB_PARKED, tp, full, vb, 8)))
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && (err = v2_tombstone(t, DB_PARKED, tp, full, vb, 8)))
                 return err;
+        /* a rolling upgrade's first step writes no format 3 key an earlier
+         * version would refuse (a tombstone neither) */
+        if (known && writes_v2(t))
+                return SG_OK;
         unsigned char lk[SG_TP_LEN + HL + 8];
         return sg_change_capture(t, DB_PARKED, lk, lkey(lk, tp, ah, HL, vb, 8),
                                  NULL, 0);
@@ -392,9 +396,11 @@ sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
         if (!t->capture)
                 return SG_OK;
         unsigned char full[32];
-        if (agg_v2(t, tp, ah, full) &&
-            (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
                 return err;
+        if (known && writes_v2(t)) /* as sg_parked_del */
+                return SG_OK;
         unsigned char lk[SG_TP_LEN + HL];
         return sg_change_capture(t, DB_SNAPREQ, lk,
                                  lkey(lk, tp, ah, HL, NULL, 0), NULL, 0);

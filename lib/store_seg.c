@@ -629,6 +629,10 @@ static sg_err_t dedup_capture(sg_txn_t *t, const pdb_t *p,
                                              SG_TP_LEN + SG_KEY_HASH_LEN_2,
                                              NULL, 0)))
                         return err;
+                /* a rolling upgrade's first step writes no format 3 key an
+                 * earlier version would refuse (a tombstone neither) */
+                if (!rec && t->store->cl_format == 2)
+                        return SG_OK;
         }
         if (rec)
                 sg_dedup_encode(rec, v);

@@ -599,7 +599,9 @@ START_TEST(rolling_upgrade_writes_format_2_records) {
         ck_assert_int_eq(sg_agg_put(t, &tp, ah16, &a, 1000, err, sizeof(err)),
                          SG_OK);
         n = sg_txn_changes(t, &ch);
-        ck_assert_uint_eq(n, 5); /* parked: both keys' tombstones */
+        /* the parked event's tombstone under its format 2 key only: an
+         * earlier version refuses any format 3 key, a tombstone too */
+        ck_assert_uint_eq(n, 4);
         int agg32 = 0, parked40 = 0, parked24 = 0;
         for (size_t i = 0; i < n; i++) {
                 size_t sl = ch[i].key_len - tp.len;
@@ -610,7 +612,8 @@ START_TEST(rolling_upgrade_writes_format_2_records) {
                         ch[i].db == SG_DB_PARKED && sl == 24 && !ch[i].value;
         }
         ck_assert_int_eq(agg32, 1);
-        ck_assert_int_eq(parked40 + parked24, 2);
+        ck_assert_int_eq(parked40, 1);
+        ck_assert_int_eq(parked24, 0);
         /* restored elsewhere: the same state */
         char d2[128];
         snprintf(d2, sizeof(d2), "%s/replica", dir);

@@ -490,6 +490,36 @@ START_TEST(partition_drop_empties_segments) {
 }
 END_TEST
 
+/* In a rolling upgrade's first step (store.h sg_store_set_changelog_format
+ * 2) an expired key's tombstone goes under its format 2 key only (the
+ * record kept the rest of its hash): an earlier version refuses format 3
+ * keys, tombstones too. Afterwards (format 3) both keys get one. */
+START_TEST(expiry_tombstones_in_a_rolling_upgrade) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        for (int fmt = 2; fmt <= 3; fmt++) {
+                sg_store_set_changelog_format(s, 2);
+                sg_txn_t *t = wtxn(s);
+                int base = fmt == 2 ? 0 : 100;
+                for (int i = base; i < base + 5; i++)
+                        put(t, &tp, i, 100 + 2000 * (fmt - 2), SG_DV_APPLIED);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+                sg_store_set_changelog_format(s, fmt);
+                t = wtxn(s);
+                sg_txn_capture(t, true);
+                ck_assert_int_eq(sweep(t, &tp, 9000 + 2000 * (fmt - 2), 100),
+                                 5);
+                int v2;
+                int v3 = tombstones(t, &v2);
+                ck_assert_int_eq(v2, 5);
+                ck_assert_int_eq(v3, fmt == 2 ? 0 : 5);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        }
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *su = suite_create("store_seg");
         TCase *tc = tcase_create("segments");
@@ -503,6 +533,7 @@ int main(void) {
         tcase_add_test(tc, restart_and_abort_keep_the_segments);
         tcase_add_test(tc, restore_fills_buckets);
         tcase_add_test(tc, partition_drop_empties_segments);
+        tcase_add_test(tc, expiry_tombstones_in_a_rolling_upgrade);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
