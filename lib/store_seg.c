@@ -40,7 +40,8 @@
 
 enum { SEG_OPEN = 1, SEG_FROZEN, SEG_SEALED, SEG_TARGET };
 
-#define JOB_SRC_MAX 4 /* segments a merge takes */
+#define JOB_SRC_MAX 4        /* segments a merge takes */
+#define SEAL_STEP_MAX 262144 /* keys a sweep copies for a backlog */
 #define FILTER_BITS_PER_KEY 16
 #define FILTER_BLOCK 64 /* bytes: one cache line */
 #define FILTER_K 7      /* bits set per key, 9 bits of hash each */
@@ -1223,9 +1224,21 @@ static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                                 return err;
                 }
         }
-        /* sealing and merging: about four times the keys written since */
+        /* sealing and merging: about four times the keys written since
+         * (a key is copied about four times: sealed, then merged up to
+         * three levels), and a sixteenth of the frozen keys waiting (a
+         * restore's), at most SEAL_STEP_MAX of those a sweep */
         uint64_t base = max > 0 ? 4 * (uint64_t)max : 4000;
         uint64_t budget = 4 * st->written > base ? 4 * st->written : base;
+        uint64_t frozen = 0;
+        for (int i = 0; i < st->cnt; i++)
+                if (st->seg[i].state == SEG_FROZEN)
+                        frozen += seg_entries(t, p, &st->seg[i]);
+        frozen /= 16;
+        if (frozen > SEAL_STEP_MAX)
+                frozen = SEAL_STEP_MAX;
+        if (frozen > budget)
+                budget = frozen;
         st->written = 0;
         while (budget > 0) {
                 uint32_t ids[JOB_SRC_MAX];
@@ -1592,7 +1605,6 @@ sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
                         break;
                 }
                 memcpy(last, it->kh, HL);
-                st->written++;
         }
         if (cur)
                 mdb_cursor_close(cur);
