@@ -334,7 +334,7 @@ static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
  * @p dir/store-format-<fmt>-<unix seconds> (its path into @p kept), and
  * the lock file is removed. Nothing is deleted: if the changelog the
  * partitions are now restored from turns out to be incomplete, the old
- * store is still there for the operator (docs/upgrade.md "Store format 2"). */
+ * store is still there for the operator (docs/upgrade.md "Store format 3"). */
 static sg_err_t files_set_aside(const char *dir, unsigned fmt, char *kept,
                                 size_t kept_size, char *errstr,
                                 size_t errstr_size) {
@@ -854,7 +854,7 @@ static void readonly_format_why(const char *dir, unsigned fmt, char *errstr,
                 sg_errf(errstr, errstr_size,
                         "%s is a store of format %u that seqgate set aside "
                         "when it rebuilt its data_dir in format %d "
-                        "(docs/upgrade.md \"Store format 2\"): a copy kept "
+                        "(docs/upgrade.md \"Store format 3\"): a copy kept "
                         "for the operator, "
                         "read by no command; point --data-dir (or data_dir) "
                         "at the data_dir seqgate runs on, and remove this "
@@ -875,7 +875,7 @@ static void readonly_format_why(const char *dir, unsigned fmt, char *errstr,
                         "yet: start seqgate on this data_dir once (it sets "
                         "this store aside in %s/store-format-%u-<seconds> "
                         "and restores every partition from its changelog, "
-                        "docs/upgrade.md \"Store format 2\"), then run this "
+                        "docs/upgrade.md \"Store format 3\"), then run this "
                         "command again",
                         dir, why, dir, fmt ? fmt : 1);
 }

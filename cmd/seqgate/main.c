@@ -555,7 +555,7 @@ static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
  *  empty: its files were removed (its machine stopped while syncs were
  *  deferred: docs/guarantees.md "Durability of the store") or, a store of an
  *  earlier format, set aside in data_dir/store-format-N-SECONDS
- *  (docs/upgrade.md "Store format 2"); the reason says which, and where a
+ *  (docs/upgrade.md "Store format 3"); the reason says which, and where a
  *  set-aside copy is. Every partition is then restored from its changelog. Then
  *  applies the guarantee's durability (semantics §6): deferred syncs, or
  * store_sync_kept with the reason they stay on. */
