@@ -753,6 +753,17 @@ int au_drive_finish(au_drive_t *d) {
         }
         d->final = *sg_engine_metrics(d->eng);
         sg_store_usage(d->store, &d->store_map, &d->store_used);
+        sg_txn_t *txn;
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        if (!sg_txn_begin(d->store, false, &txn, NULL, 0)) {
+                if (!sg_store_db_stats(txn, st, NULL, 0)) {
+                        d->dedup_keys = st[SG_STAT_DEDUP].entries;
+                        d->dedup_bytes = (st[SG_STAT_DEDUP].pages +
+                                          st[SG_STAT_FILTER].pages) *
+                                         st[SG_STAT_DEDUP].page_size;
+                }
+                sg_txn_abort(txn);
+        }
         return rc;
 }
 

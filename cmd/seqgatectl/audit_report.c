@@ -14,6 +14,7 @@
  */
 #include "audit.h"
 #include "cli.h"
+#include "sizing_calc.h"
 
 #include "metrics.h"
 #include "seqgate.h"
@@ -247,7 +248,13 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                         m->malformed_total + m->dedup_expired_total;
         uint64_t keys = m->records_total > gone ? m->records_total - gone : 0;
         double epd = span > 0 ? (double)d->records * MS_DAY / (double)span : 0;
-        double bpr = keys ? (double)d->store_used / (double)keys : 0;
+        /* the sample's dedup records' own bytes once they fill pages (a
+         * page holds ~90 sealed records; below AU_SIZING_MIN_KEYS a
+         * page's overhead is most of it), else seqgatectl sizing's
+         * estimate */
+        bool measured = d->dedup_keys >= AU_SIZING_MIN_KEYS;
+        double bpr = measured ? (double)d->dedup_bytes / (double)d->dedup_keys
+                              : SG_SIZING_DEDUP_EST_BYTES;
         int64_t sttl = ttl > 0 ? ttl : d->tc->dedup_ttl_ms;
         j_u64(sz, "dedup_records", keys);
         j_u64(sz, "store_bytes_used", d->store_used);
@@ -256,6 +263,8 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         else
                 cJSON_AddNullToObject(sz, "events_per_day");
         j_i64(sz, "bytes_per_dedup_record", (int64_t)llround(bpr));
+        cJSON_AddStringToObject(sz, "bytes_per_dedup_record_from",
+                                measured ? "measured" : "estimate");
         j_i64(sz, "ttl_ms", sttl);
         cJSON_AddStringToObject(sz, "ttl_from",
                                 ttl > 0 ? "suggested_dedup_ttl_ms"
@@ -472,8 +481,11 @@ static void print_text(const cJSON *r) {
                        num(du, "dedup_ttl_ms"));
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
         printf("sizing (semantics §8): %.0f events/day x %.0f B per dedup "
-               "record x %.0f ms TTL (%s) = %.0f bytes\n",
+               "record (%s) x %.0f ms TTL (%s) = %.0f bytes\n",
                num(sz, "events_per_day"), num(sz, "bytes_per_dedup_record"),
+               !strcmp(str(sz, "bytes_per_dedup_record_from"), "measured")
+                       ? "measured in the sample's store"
+                       : "ESTIMATE: too few records to measure",
                num(sz, "ttl_ms"), str(sz, "ttl_from"),
                num(sz, "estimated_bytes"));
         printf("  with the configured dedup_ttl_ms %.0f: %.0f bytes\n",

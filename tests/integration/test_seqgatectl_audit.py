@@ -200,13 +200,15 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     sz = rep["sizing"]
     assert sz["dedup_records"] == 9  # 12 - 2 duplicates - 1 conflict
     assert sz["events_per_day"] == round(12 * 86400000 / span)
-    assert 50 <= sz["bytes_per_dedup_record"] <= 1 << 20
-    assert sz["bytes_per_dedup_record"] == round(sz["store_bytes_used"] / 9)
+    # 9 records are too few to measure: seqgatectl sizing's estimate
+    assert sz["store_bytes_used"] > 0
+    assert (sz["bytes_per_dedup_record"],
+            sz["bytes_per_dedup_record_from"]) == (55, "estimate")
     assert (sz["ttl_ms"], sz["ttl_from"]) == (10001, "suggested_dedup_ttl_ms")
     assert sz["estimated_bytes"] == round(
-        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
+        12 * 86400000 / span * 55 * 10001 / 86400000)
     assert sz["estimated_bytes_at_dedup_ttl_ms"] == round(
-        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 604800000 / 86400000)
+        12 * 86400000 / span * 55 * 604800000 / 86400000)
 
     assert rep["hourly"] == [{"hour": "2026-01-01T00:00:00.000Z", "records": 12,
                               "duplicates": 2, "gaps": 2}]
