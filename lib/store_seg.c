@@ -74,6 +74,9 @@ struct segtab {
         unsigned char walk_pos[HL];
         /* keys written since the last sweep (its work budget; memory) */
         uint64_t written;
+        /* the partition's dedup TTL as the last sweep had it (memory; 0
+         * none yet): a new segment's time base */
+        int64_t ttl_ms;
         bool filters; /* the writer's copy: filters loaded */
 };
 
@@ -472,7 +475,10 @@ static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
                 if (g->bucket > b && (!later || g->bucket > later->bucket))
                         later = g;
         }
-        int64_t ttl = rec->expiry_ms - rec->first_seen_ms;
+        /* the TTL the segment's records are written with: the
+         * partition's, else (before its first sweep) this record's */
+        int64_t ttl =
+                st->ttl_ms ? st->ttl_ms : rec->expiry_ms - rec->first_seen_ms;
         sg_err_t err = seg_new(t, p, st, b, SEG_OPEN, rec->first_seen_ms,
                                ttl > 0 ? ttl : 0, gp);
         if (err == SG_ERR_STORE && later) {
@@ -1212,6 +1218,7 @@ static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                 return err;
         if ((err = width_set(t, p, st, ttl)))
                 return err;
+        st->ttl_ms = ttl;
         int64_t cur = bucket_of(st, now + ttl);
         /* open segments that are full, or whose bucket new keys have left */
         for (int i = 0; i < st->cnt; i++) {
