@@ -168,6 +168,7 @@ struct sg_store {
          * pdb_lock (exclusive), other threads read it under it (shared) */
         pdb_t **pdbs;
         size_t pdb_cnt, pdb_cap;
+        pdb_t *pdb_last; /* the writer's last lookup (entries never move) */
         pthread_rwlock_t pdb_lock;
         bool pdb_lock_ok;
         /* dedup segments (store_seg.c): keys an open segment takes before

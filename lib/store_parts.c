@@ -106,6 +106,7 @@ void sg_pdb_free(sg_store_t *s) {
                 }
         free(tab);
         s->pdbs = NULL;
+        s->pdb_last = NULL;
         s->pdb_cap = s->pdb_cnt = 0;
         if (s->pdb_lock_ok)
                 pthread_rwlock_destroy(&s->pdb_lock);
@@ -207,7 +208,9 @@ pdb_t *sg_pdb_get(sg_txn_t *t, const sg_tp_t *tp, bool create, int *rcp) {
         if (!t->write)
                 return reader_view(t, tp, rcp);
         sg_store_t *s = t->store;
-        pdb_t *p = table_find(s, tp->b);
+        pdb_t *p = s->pdb_last && !memcmp(s->pdb_last->tp, tp->b, SG_TP_LEN)
+                           ? s->pdb_last
+                           : table_find(s, tp->b);
         if (!p) {
                 /* a partition not opened yet: with create, or when its
                  * databases exist (written before, without a meta) */
@@ -243,6 +246,7 @@ pdb_t *sg_pdb_get(sg_txn_t *t, const sg_tp_t *tp, bool create, int *rcp) {
         }
         if (!p->aux && !p->agg)
                 return NULL;
+        s->pdb_last = p;
         return p;
 }
 
