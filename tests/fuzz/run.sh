@@ -49,12 +49,17 @@ if ! command -v "$CC" >/dev/null 2>&1; then
     exit 1
 fi
 
+# The same dependencies as meson.build's libseqgate: a library added there
+# must be added here too, or every target fails to link.
 PKGS=(rdkafka lmdb libcjson yajl libcrypto libcurl libmicrohttpd)
 if ! CFLAGS_DEPS=$(pkg-config --cflags "${PKGS[@]}") ||
     ! LIBS_DEPS=$(pkg-config --libs "${PKGS[@]}"); then
     log "error: pkg-config cannot find the library dependencies (${PKGS[*]})"
     exit 1
 fi
+# libxcrypt (bcrypt hashes, lib/http_auth.c): pkg-config where it ships a
+# .pc file, else plain -lcrypt, as meson.build finds it.
+LIBS_DEPS+=" $(pkg-config --libs libxcrypt 2>/dev/null || echo -lcrypt)"
 
 # Instrumented for coverage and both sanitizers; UB aborts so the fuzzer
 # sees it. Warnings are shown but not fatal here: the meson builds own
