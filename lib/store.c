@@ -125,6 +125,8 @@ static int write_op(sg_txn_t *t, unsigned op) {
         int rc = fault_at(t->store, op);
         if (rc)
                 t->failed = rc;
+        else
+                t->writes++;
         return rc;
 }
 
@@ -499,6 +501,12 @@ reopen:
         /* A file larger than map_size (grown earlier) keeps its size. */
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
+        if (!s->psize) { /* the write-through map's open set it */
+                MDB_stat est;
+                if ((rc = mdb_env_stat(s->env, &est)))
+                        goto fail;
+                s->psize = est.ms_psize;
+        }
         if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
         if ((rc = format_read(s, true, &fmt)))
@@ -668,9 +676,11 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                                    errstr, errstr_size);
         }
         atomic_fetch_add(&s->txns_open, 1);
-        if (write && s->writemap)
-                t->used_before = sg_store_space_used(s);
         if (write) {
+                MDB_envinfo info;
+                mdb_env_info(s->env, &info);
+                t->map_before = info.me_mapsize;
+                t->used_before = sg_store_space_used(s);
                 atomic_fetch_add(&s->writes_open, 1);
                 atomic_store(&s->writer_tid, (int)gettid());
         }
@@ -697,6 +707,39 @@ sg_err_t sg_txn_begin_reader(sg_store_t *s, sg_txn_t **txnp, char *errstr,
         return SG_OK;
 }
 
+/* After write transaction @p t committed: how much the file grew per write
+ * (sg_txn_room_low's estimate), kept as a maximum that decays by an eighth
+ * at each commit, so that one commit of mostly new pages (an empty store,
+ * a restore) does not hold it high forever, nor a commit of few writes
+ * (one that met its pages already copied) pull it low at once. */
+static void growth_learn(sg_txn_t *t) {
+        sg_store_t *s = t->store;
+        if (t->writes < 64) /* too few to say anything */
+                return;
+        uint64_t used = sg_store_space_used(s);
+        uint64_t per =
+                used > t->used_before ? (used - t->used_before) / t->writes : 0;
+        uint64_t kept = s->grow_per_write - s->grow_per_write / 8;
+        s->grow_per_write = per > kept ? per : kept;
+}
+
+/* Before anything is learned: a page per 8 writes. */
+#define GROW_PER_WRITE_DEFAULT 512
+
+bool sg_txn_room_low(const sg_txn_t *t, uint64_t pending) {
+        if (!t || !t->write || t->map_before <= t->used_before)
+                return false;
+        const sg_store_t *s = t->store;
+        uint64_t per =
+                s->grow_per_write ? s->grow_per_write : GROW_PER_WRITE_DEFAULT;
+        uint64_t room = t->map_before - t->used_before;
+        return t->writes + pending > room / 2 / per;
+}
+
+uint64_t sg_txn_writes(const sg_txn_t *t) {
+        return t ? t->writes : 0;
+}
+
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
         int rc = t->failed ? MDB_BAD_TXN : 0;
         if (!rc && !t->reader)
@@ -705,6 +748,8 @@ sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
                 rc = mdb_txn_commit(t->txn);
+        if (!rc && t->write)
+                growth_learn(t);
         if (!rc && t->write && t->store->writemap)
                 sg_store_space_committed(t->store, t->used_before);
         if (t->write) /* the handles it opened: kept, or closed by LMDB */
@@ -724,6 +769,14 @@ void sg_txn_abort(sg_txn_t *t) {
 
 void sg_txn_capture(sg_txn_t *t, bool on) {
         t->capture = on;
+}
+
+void sg_txn_capture_reset(sg_txn_t *t) {
+        t->change_cnt = 0;
+        sg_arena_reset(&t->cap);
+        free(t->view);
+        t->view = NULL;
+        t->view_cnt = 0;
 }
 
 const char *sg_txn_errdetail(const sg_txn_t *t) {

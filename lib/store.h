@@ -325,6 +325,19 @@ bool sg_store_deferred(const sg_store_t *store);
 /** Syncs everything committed so far to the disk (a checkpoint of a
  *  deferred store). @returns SG_OK or SG_ERR_STORE. */
 sg_err_t sg_store_sync(sg_store_t *store, char *errstr, size_t errstr_size);
+/**
+ * Paced writeback: starts the write-out of every page of the store's file
+ * that is dirty now (sync_file_range SYNC_FILE_RANGE_WRITE: queued to the
+ * disk, not waited for), after a commit of many pages (the engine's
+ * checkpoint, a restore's window). A deferred store's commits leave their
+ * pages to the kernel, which would let them pile up to its dirty limit
+ * and then make the writing process wait for the disk; started per
+ * checkpoint, the dirty memory stays about one checkpoint's pages. Not a
+ * sync: nothing about durability changes (semantics §6). A hint: errors
+ * are ignored. Call from the store's thread with no write transaction
+ * open.
+ */
+void sg_store_writeback(sg_store_t *store);
 /** True if sg_store_open() started the store new and empty: it removed
  *  an untrusted one (see above) or set aside one of an earlier format
  *  ("Format version"); *whyp (optional) the reason, naming where a
@@ -411,6 +424,22 @@ sg_err_t sg_txn_begin_reader(sg_store_t *store, sg_txn_t **txnp, char *errstr,
                              size_t errstr_size);
 /** Commits (SG_ERR_MAP_FULL possible) and frees the transaction. */
 sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
+/** Puts and deletes made through @p txn so far (0 for NULL or a read
+ *  transaction). */
+uint64_t sg_txn_writes(const sg_txn_t *txn);
+/**
+ * Whether write transaction @p txn is estimated to have used half the
+ * room its map had when it began: its writes so far, and @p pending more
+ * the caller is about to make (a gathered sg_store_batch), times the bytes the
+ * file grew per write in the store's commits so far (a decaying maximum;
+ * before the first commit of 64 writes or more, 512 bytes). A transaction
+ * that spans many batches (the engine's checkpoint, semantics §6) commits
+ * then, so that the next one begins with the map grown ahead of use
+ * (semantics §6 "Disk space") rather than meeting its end: MDB_MAP_FULL
+ * costs the whole transaction. An estimate, not a promise: the map's end
+ * stays the backstop. false for NULL or a read transaction.
+ */
+bool sg_txn_room_low(const sg_txn_t *txn, uint64_t pending);
 /** Aborts and frees the transaction. NULL is a no-op. */
 void sg_txn_abort(sg_txn_t *txn);
 
@@ -453,6 +482,11 @@ typedef struct sg_change {
 
 /** Turns change capture on or off for the rest of the transaction. */
 void sg_txn_capture(sg_txn_t *txn, bool on);
+/** Forgets the changes captured so far: sg_txn_changes() then returns only
+ *  what is written after this call. A transaction that spans several
+ *  batches (the engine's checkpoint, semantics §6) captures each batch's
+ *  changes on their own. */
+void sg_txn_capture_reset(sg_txn_t *txn);
 /**
  * The transaction's captured changes: the last change of each key, in the
  * order they were written. Valid until the next call or the end of the

@@ -29,6 +29,9 @@
  * what is read again is only what the restored store already knows:
  * duplicates.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sync_file_range */
+#endif
 #include "store_int.h"
 
 #include <errno.h>
@@ -196,6 +199,13 @@ sg_err_t sg_store_sync(sg_store_t *s, char *errstr, size_t errstr_size) {
                 return SG_ERR_STORE;
         }
         return SG_OK;
+}
+
+void sg_store_writeback(sg_store_t *s) {
+        mdb_filehandle_t fd;
+        if (!s || mdb_env_get_fd(s->env, &fd) || fd < 0)
+                return;
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 bool sg_store_session_sync(sg_store_t *s) {

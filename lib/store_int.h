@@ -209,6 +209,9 @@ struct sg_store {
         uint64_t map_cap;   /* the configured map: map_size_bytes, grown */
         uint64_t headroom;  /* bytes kept allocated beyond the used pages */
         uint64_t alloc_end; /* data.mdb's bytes [0, alloc_end) allocated */
+        /* long write transactions (sg_txn_room_low): bytes the file grew
+         * per write in the commits so far, a decaying maximum; 0 none yet */
+        uint64_t grow_per_write;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
@@ -266,7 +269,9 @@ struct sg_txn {
         MDB_txn *txn;
         bool write;
         bool reader;          /* sg_txn_begin_reader: holds map_lock shared */
-        uint64_t used_before; /* write-through map: bytes in use at begin */
+        uint64_t used_before; /* write transactions: bytes in use at begin */
+        uint64_t map_before;  /* write transactions: the map size at begin */
+        uint64_t writes;      /* puts and deletes made (sg_txn_writes) */
         int failed; /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
