@@ -780,7 +780,8 @@ static const char *const ROOT_KEYS[] = {"$schema",
                                         "topics",
                                         NULL};
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
-                                         "upgrade_from", NULL};
+                                         "upgrade_from",
+                                         "checkpoint_interval_ms", NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
 static const char *const HTTP_KEYS[] = {"address",
                                         "read_api",

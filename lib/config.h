@@ -227,6 +227,11 @@ typedef struct sg_config {
          *  instance writes are format 2's where it can: docs/upgrade.md),
          *  0 otherwise */
         int store_upgrade_from;
+        int64_t checkpoint_interval_ms; /**< store.checkpoint_interval_ms:
+                                             longest time the store's write
+                                             transaction spans batches
+                                             [1000]; 0: every batch
+                                             (semantics §6 checkpoints) */
 
         int batch_max_records;       /**< batch.max_records [1000] */
         int batch_max_ms;            /**< batch.max_ms [100] */

@@ -109,6 +109,12 @@ static const cfg_row_t cfg_rows[] = {
             "with store format 2: the changelog records this instance "
             "writes stay readable by that version (docs/upgrade.md); `0` "
             "(or absent) once every instance runs this version"),
+        ROW(SECT_STORE, sg_config_t, checkpoint_interval_ms, "store",
+            "checkpoint_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000,
+            NULL, NULL,
+            "longest time, milliseconds, the store keeps one LMDB write "
+            "transaction open across batches before it commits it (a "
+            "checkpoint: semantics §6); 0: after every batch"),
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", 100, 1, 60000,

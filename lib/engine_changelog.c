@@ -209,13 +209,16 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         sg_txn_abort(e->rtxn);
         e->rtxn = NULL;
         e->restore_cnt = 0;
+        /* the restore's write transaction: the checkpoint's first */
+        sg_err_t err = sg_eng_checkpoint(e, errstr, errstr_size);
+        if (err)
+                return err;
         if (!e->rbatch && sg_store_batch_new(&e->rbatch)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         sg_store_batch_clear(e->rbatch);
-        sg_err_t err =
-                sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
+        err = sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
         if (err)
                 return err;
         sg_meta_rec_t m;
@@ -352,6 +355,11 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
         if (err) {
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
+        } else {
+                /* the store holds what its changelog does (processor.h
+                 * behind) */
+                p->cl_behind = false;
+                p->cp_dirty = false;
         }
         /* the window's memory is not kept between restores */
         sg_store_batch_destroy(e->rbatch);
@@ -454,7 +462,7 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         *value_lenp = 0;
         cl_key_t ck;
         bool parsed = cl_key_parse(key, key_len, &ck);
-        if (!p || !parsed || e->txn || e->rtxn) {
+        if (!p || !parsed || e->in_batch || e->rtxn) {
                 sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
                         topic, partition,
                         !p        ? "partition not assigned"
@@ -462,8 +470,10 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                                   : "a batch or restore is open");
                 return SG_ERR_INVALID;
         }
+        /* the live state: the checkpoint's transaction when one is open */
         sg_txn_t *txn;
-        sg_err_t err = sg_txn_begin(e->store, false, &txn, errstr, errstr_size);
+        bool owned;
+        sg_err_t err = sg_engine_view(e, &txn, &owned, errstr, errstr_size);
         if (err)
                 return err;
         const void *v;
@@ -483,6 +493,7 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                 sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
                         topic, partition, sg_err2str(err));
         }
-        sg_txn_abort(txn);
+        if (owned)
+                sg_txn_abort(txn);
         return err;
 }

@@ -495,6 +495,15 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
                 e->delta.snapshot_ignored_total++; /* unknown request id */
                 goto done;
         }
+        if (p->cl_behind) {
+                /* processor.h behind: judged once the store is restored */
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d] is behind its changelog: restore "
+                        "it before its snapshot replies",
+                        p->topic, p->partition);
+                err = SG_ERR_INVALID;
+                goto done;
+        }
         agg_ctx_t a;
         memcpy(a.hash, ah, 32);
         err = sg_agg_get(e->txn, &p->tp, ah, &a.rec);

@@ -303,6 +303,9 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
 
         loop->stats.rebalances_total++;
+        /* the batches so far made durable before the assignment's own
+         * store transactions (processor.h checkpoint) */
+        sg_loop_checkpoint(loop, "assign");
         bool ok = assign_parts_add(loop, rk, parts, cooperative) &&
                   assign_processor(loop, rk, parts, stored, cooperative);
         if (ok) {
@@ -344,6 +347,10 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
          * owner's restored store knows them anyway). */
         if (!lost && loop->alos_cl)
                 sg_loop_commit_durable(loop);
+        /* The store keeps what it holds of them: the next owner restores
+         * from its own, and this one, assigned them again, from the
+         * checkpoint (processor.h checkpoint). */
+        sg_loop_checkpoint(loop, "revoke");
 
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = sg_loop_part(loop, parts->elems[i].topic,

@@ -103,7 +103,12 @@ typedef struct sg_hist {
         X(fenced_epoch_total, COUNTER, "fenced_epoch_total",                   \
           "events of a lower epoch (semantics 4b)")                            \
         X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
-          "expired dedup records removed (a changelog tombstone each)")
+          "expired dedup records removed (a changelog tombstone each)")        \
+        X(checkpoints_total, COUNTER, "checkpoints_total",                     \
+          "store checkpoints: LMDB write transactions committed, each "        \
+          "holding the batches since the one before (semantics 6)")            \
+        X(checkpoint_ms, HIST, "checkpoint_seconds",                           \
+          "one checkpoint's LMDB commit and the start of its writeback")
 
 /* Engine metrics after dlq_total[]. */
 #define SG_ENGINE_METRICS_TAIL(X)                                              \
@@ -196,6 +201,9 @@ typedef struct sg_hist {
           "Kafka transactions aborted, their batch re-read (exactly_once)")    \
         X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
+        X(checkpoints_lost_total, COUNTER, "checkpoints_lost_total",           \
+          "store transactions lost with batches in them (a failed batch or "   \
+          "checkpoint): their partitions restored from the changelog")         \
         X(restore_ms_last, GAUGE_MS, "restore_seconds_last",                   \
           "wall time of the last restore (ms in the stats line)")
 

@@ -833,6 +833,10 @@ out:
         sg_pub_destroy(app.pub);
         sg_query_api_destroy(app.api);
         sg_loop_destroy(loop);
+        /* a clean close: what the loop's stop did not checkpoint (nothing,
+         * after sg_loop_run) is committed before the engine goes */
+        if (engine)
+                (void)sg_engine_checkpoint(engine, NULL, 0);
         sg_engine_destroy(engine);
         sg_store_close(store);
         sg_passthrough_destroy(pt);

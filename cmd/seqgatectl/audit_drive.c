@@ -441,6 +441,9 @@ int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
         d->last_ts = INT64_MIN;
         d->batch_first_ts = -1;
         tc->snapshot.source = SG_SNAP_NONE; /* refetch unavailable */
+        /* no changelog to restore a lost checkpoint from (semantics §6):
+         * every batch is committed */
+        conf->checkpoint_interval_ms = 0;
         if (sg_store_open(d->dir, 64u << 20, 256u << 20, &d->store, es,
                           sizeof(es))) {
                 errf("temporary store %s: %s", d->dir, es);
