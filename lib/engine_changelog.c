@@ -191,6 +191,7 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         p->meta = m;
         p->work = m;
         sg_eng_clock_floor(e, m.clock_ms);
+        sg_store_writeback(e->store); /* a window's pages (store.h) */
         return SG_OK;
 }
 
@@ -273,6 +274,13 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         return SG_OK;
 }
 
+/* Whether the restore window's records, written, would use half the
+ * map's room: estimated as LMDB writes (one per record, and its index) on
+ * top of the transaction's own (sg_txn_room_low). */
+static bool restore_room_low(const sg_engine_t *e) {
+        return sg_txn_room_low(e->rtxn, 2 * e->restore_cnt);
+}
+
 sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                               int32_t partition, int64_t offset,
                               const void *key, size_t key_len,
@@ -304,9 +312,13 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                 p->tc->changelog_topic, partition, offset,
                                 why[0] ? why : sg_err2str(err));
         }
+        /* the window also ends before it could outgrow the map's room:
+         * MDB_MAP_FULL would cost it whole (sg_txn_room_low, counting what
+         * the flush will write) */
         if (!err &&
             (++e->restore_cnt >= SG_RESTORE_COMMIT_EVERY ||
-             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES)) {
+             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES ||
+             (e->restore_cnt % 1024 == 0 && restore_room_low(e)))) {
                 e->restore_cnt = 0;
                 err = restore_checkpoint(e, p, offset + 1, errstr, errstr_size);
                 if (!err)
