@@ -184,6 +184,10 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                         sg_loop_batch_offsets(loop);
                 (void)loop_commit_list(loop, l);
                 rd_kafka_topic_partition_list_destroy(l);
+                /* a store's offset ahead of the group's, from the
+                 * assignment (assign_start_offsets) */
+                if (loop->commit_due_ms)
+                        sg_loop_commit_durable(loop);
                 return;
         }
         bool moved = false;

@@ -118,8 +118,23 @@ static void assign_start_offsets(sg_loop_t *loop,
                 if (from_store > start)
                         start = from_store;
                 tp->offset = start >= 0 ? start : RD_KAFKA_OFFSET_INVALID;
-                loop->parts[sg_loop_part(loop, tp->topic, tp->partition)]
-                        .start = start >= 0 ? start : -1;
+                sg_part_t *p = &loop->parts[sg_loop_part(loop, tp->topic,
+                                                         tp->partition)];
+                p->start = start >= 0 ? start : -1;
+                /* at_least_once: a start the restored store put ahead of
+                 * the group's offset is durable already (every batch below
+                 * it is complete in the changelog, semantics §6): the next
+                 * group commit commits it, so that the group's offset (and
+                 * the consumer lag) does not wait for a record that may
+                 * never come */
+                if (loop->alos_cl && from_store >= 0 &&
+                    from_store > committed[i]) {
+                        p->durable = from_store;
+                        if (!loop->commit_due_ms)
+                                loop->commit_due_ms =
+                                        sg_clock_mono_ms() +
+                                        loop->conf->commit_interval_ms;
+                }
         }
 }
 
