@@ -819,10 +819,13 @@ sg_err_t sg_eng_checkpoint(sg_engine_t *e, char *errstr, size_t errstr_size) {
         return SG_OK;
 }
 
-/* Whether the open transaction's checkpoint is due (after a batch). */
-static bool cp_due(const sg_engine_t *e) {
+/* Whether the open transaction's checkpoint is due after a batch; @p idle:
+ * the batch changed nothing (no record, no deadline, nothing to produce):
+ * the loop has caught up, and a checkpoint now lets another process
+ * (seqgatectl) see what Kafka holds without waiting for the interval. */
+static bool cp_due(const sg_engine_t *e, bool idle) {
         int64_t every = e->conf->checkpoint_interval_ms;
-        return every <= 0 || e->now - e->cp_began >= every ||
+        return every <= 0 || idle || e->now - e->cp_began >= every ||
                sg_txn_writes(e->txn) >= CHECKPOINT_WRITES ||
                sg_txn_room_low(e->txn, 0);
 }
@@ -893,6 +896,9 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
         }
         e->in_batch = false;
         e->cp_batches++;
+        bool idle = e->effect_cnt == 0;
+        for (size_t i = 0; i < e->part_cnt && idle; i++)
+                idle = !e->parts[i].touched;
         int64_t parked = 0, bytes = 0, quarantined = 0, snap = 0;
         for (size_t i = 0; i < e->part_cnt; i++) {
                 e->parts[i].meta = e->parts[i].work;
@@ -908,7 +914,8 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
         sg_metrics_add(&e->metrics, &e->delta);
         sg_eng_refusals_settle(e, true);
         batch_reset(e);
-        return cp_due(e) ? sg_eng_checkpoint(e, errstr, errstr_size) : SG_OK;
+        return cp_due(e, idle) ? sg_eng_checkpoint(e, errstr, errstr_size)
+                               : SG_OK;
 }
 
 static void eng_batch_abort(void *opaque) {

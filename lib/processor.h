@@ -11,7 +11,8 @@
  *   2. process() for each record polled, in offset order per partition.
  *      SG_PAUSE: that partition's batch stops at the record (seek back to
  *      it, pause the partition for pause_retry_ms). SG_ERR_MAP_FULL:
- *      batch_abort(), grow(), and the same records again;
+ *      batch_abort(), grow(), the partitions behind() restored, and the
+ *      same records again;
  *   3. position() for every assigned partition: how far behind the end of
  *      its log it is once the batch's records are processed;
  *   4. tick();
@@ -26,8 +27,9 @@
  *   7. at_least_once: the input offsets are committed; HTTP GET effects
  *      are started.
  * On any failure: batch_abort() and a rewind to the committed offsets; the
- * records are judged again. Between batches (no batch open): assign(),
- * revoke(), grow(), and restore_begin/apply/end.
+ * records are judged again once the partitions behind() are restored.
+ * Between batches (no batch open): assign(), revoke(), grow(),
+ * checkpoint(), behind(), and restore_begin/apply/end.
  * The processor never calls Kafka; the loop never decides
  * (docs/ARCHITECTURE.md "The one seam").
  *

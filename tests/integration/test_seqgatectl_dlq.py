@@ -146,10 +146,18 @@ def test_sizing_measures_the_store(bootstrap, seqgate_bin, seqgatectl_bin,
     cfg = str(sg.config_path)
     try:
         scenario(bootstrap, n)
-        r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
-                "--events-per-day", "1000000", "--json")
-        assert r.returncode == 0, r.stderr
-        (z,) = json_lines(r.stdout)
+
+        def sizing() -> dict:
+            r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
+                    "--events-per-day", "1000000", "--json")
+            assert r.returncode == 0, r.stderr
+            (z,) = json_lines(r.stdout)
+            return z
+        # seqgatectl reads the store's last checkpoint (semantics §7)
+        deadline = time.monotonic() + 10
+        while (z := sizing())["dedup"]["store_entries"] < 5 and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
         assert z["store"] is True
         d, a, c = z["dedup"], z["aggregates"], z["changelog"]
         assert d["measured"] and a["measured"], z
