@@ -827,7 +827,7 @@ static bool cp_due(const sg_engine_t *e, bool idle) {
         int64_t every = e->conf->checkpoint_interval_ms;
         return every <= 0 || idle || e->now - e->cp_began >= every ||
                sg_txn_writes(e->txn) >= CHECKPOINT_WRITES ||
-               sg_txn_room_low(e->txn, 0);
+               sg_txn_room_low(e->txn, 0) || sg_txn_copied_much(e->txn);
 }
 
 static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,

@@ -736,6 +736,14 @@ bool sg_txn_room_low(const sg_txn_t *t, uint64_t pending) {
         return t->writes + pending > room / 2 / per;
 }
 
+bool sg_txn_copied_much(const sg_txn_t *t) {
+        if (!t || !t->write || t->map_before <= t->used_before ||
+            !t->store->psize)
+                return false;
+        uint64_t room = t->map_before - t->used_before;
+        return t->writes * t->store->psize > room / 2;
+}
+
 uint64_t sg_txn_writes(const sg_txn_t *t) {
         return t ? t->writes : 0;
 }

@@ -212,6 +212,10 @@ struct sg_store {
         /* long write transactions (sg_txn_room_low): bytes the file grew
          * per write in the commits so far, a decaying maximum; 0 none yet */
         uint64_t grow_per_write;
+        /* paced writeback (sg_store_writeback): the process's dirtied
+         * bytes when the last write-out was started, and how many may be
+         * dirtied before the next (0: not known yet) */
+        uint64_t wb_at, wb_budget;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
