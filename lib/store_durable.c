@@ -9,7 +9,9 @@
  * committed only after it (kafka_batch.c). Kafka holds the durable copy, as
  * it does for Kafka Streams' state stores. The LMDB store is then a cache
  * of the changelog and need not fdatasync every batch (sg_store_defer_sync:
- * MDB_NOSYNC). What that can cost, and how it is answered:
+ * MDB_NOSYNC), nor commit every batch: the engine commits at checkpoints
+ * (semantics §6), and a partition's meta says from which changelog offset
+ * its tail is restored. What that can cost, and how it is answered:
  *  - the process dies (kill -9, crash, OOM): every committed LMDB
  *    transaction was written to the file (the kernel's page cache), so the
  *    store is whole: nothing to do;

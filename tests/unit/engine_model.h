@@ -8,10 +8,13 @@
  * logs with committed consumer offsets; batches driven through the batch
  * protocol of processor.h as the loop drives them (a failed batch aborted
  * and re-read from the committed offsets; SG_PAUSE stops a partition's
- * batch at the record); rebalances (revoke, assign); restarts;
- * and, with exactly_once, every committed changelog effect kept in an
- * in-memory changelog that restores a new, empty store (compacted, as Kafka
- * would hand it over).
+ * batch at the record); rebalances (revoke, assign); restarts, clean
+ * (a checkpoint first) or kills (the store keeps its last checkpoint,
+ * semantics §6 "Checkpoints"); and every committed changelog effect kept
+ * in an in-memory changelog from which every assignment restores the
+ * store's tail (both guarantees), an abort's lost batches are restored
+ * (processor.h behind), and a new, empty store is restored (compacted, as
+ * Kafka would hand it over).
  *
  * Operations are generated from a source of choices — a seeded PRNG or the
  * fuzzer's bytes — one at a time, from the state reached so far (versions
