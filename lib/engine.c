@@ -736,9 +736,12 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
  * each batch. One LMDB write transaction stays open across batches and is
  * committed at a checkpoint: store.checkpoint_interval_ms of processing
  * time after it began (0: every batch), CHECKPOINT_WRITES writes, low map
- * room (sg_txn_room_low), and whenever the engine needs a transaction of
- * its own (assign, revoke, restore) or is told (processor.h checkpoint: a
- * revoke, a clean stop). Within one transaction LMDB copies a page once and
+ * room (sg_txn_room_low), page copies that would use half the map's room
+ * (sg_txn_copied_much: the file's growth stays within the headroom), a
+ * batch that changed nothing (the loop caught up: another process reading
+ * the store sees what Kafka holds), and whenever the engine needs a
+ * transaction of its own (assign, revoke, restore) or is told (processor.h
+ * checkpoint: a revoke, a clean stop). Within one transaction LMDB copies a page once and
  * then updates it in place, so a page many batches touch is written once
  * per checkpoint instead of once per batch.
  * The partition meta committed at the checkpoint holds the changelog offset
