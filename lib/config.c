@@ -781,7 +781,8 @@ static const char *const ROOT_KEYS[] = {"$schema",
                                         "topics",
                                         NULL};
 static const char *const STORE_KEYS[] = {"map_size_bytes", "map_growth_bytes",
-                                         NULL};
+                                         "upgrade_from",
+                                         "checkpoint_interval_ms", NULL};
 static const char *const BATCH_KEYS[] = {"max_records", "max_ms", NULL};
 static const char *const HTTP_KEYS[] = {"address",
                                         "read_api",
@@ -906,6 +907,23 @@ static sg_err_t parse_http_security(cfg_ctx_t *c, const cJSON *http,
                                 [conf->http_auth_excluded_path_cnt++] = d;
                 }
         }
+        return SG_OK;
+}
+
+/* store.upgrade_from: a store format this seqgate can write the changelog
+ * of (docs/upgrade.md "Rolling upgrade"). */
+sg_err_t sg_cfg_check_upgrade_from(cfg_ctx_t *c, const cJSON *obj,
+                                   const char *path, const char *key_path,
+                                   void *base) {
+        (void)obj;
+        (void)path;
+        const sg_config_t *conf = base;
+        if (conf->store_upgrade_from != 0 && conf->store_upgrade_from != 2)
+                return sg_cfg_fail(c, key_path,
+                                   "must be 2 (the first step of a rolling "
+                                   "upgrade from store format 2) or 0, not "
+                                   "%d",
+                                   conf->store_upgrade_from);
         return SG_OK;
 }
 

@@ -228,6 +228,16 @@ typedef struct sg_config {
 
         uint64_t map_size_bytes;   /**< store.map_size_bytes [1 GiB] */
         uint64_t map_growth_bytes; /**< store.map_growth_bytes [1 GiB] */
+        /** store.upgrade_from [0]: 2 during the first step of a rolling
+         *  upgrade from store format 2 (the changelog records this
+         *  instance writes are format 2's where it can: docs/upgrade.md),
+         *  0 otherwise */
+        int store_upgrade_from;
+        int64_t checkpoint_interval_ms; /**< store.checkpoint_interval_ms:
+                                             longest time the store's write
+                                             transaction spans batches
+                                             [1000]; 0: every batch
+                                             (semantics §6 checkpoints) */
 
         int batch_max_records;       /**< batch.max_records [1000] */
         int batch_max_ms;            /**< batch.max_ms [100] */

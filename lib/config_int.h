@@ -201,6 +201,7 @@ sg_err_t sg_cfg_parse_kafka(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf);
 
 /* config_topic.c: the one-key checks of the table, the topics */
 cfg_check_fn sg_cfg_check_http_address;
+cfg_check_fn sg_cfg_check_upgrade_from;
 cfg_check_fn sg_cfg_check_output_topic, sg_cfg_check_dlq_topic,
         sg_cfg_check_changelog_topic, sg_cfg_check_format;
 bool sg_cfg_topic_named(const sg_topic_config_t *tc);

@@ -112,6 +112,19 @@ static const cfg_row_t cfg_rows[] = {
         R_U64(SECT_STORE, map_growth_bytes, "store", "map_growth_bytes", 0,
               INT64_C(1073741824), 1048576,
               "growth step of the LMDB map when it is full, bytes"),
+        ROW(SECT_STORE, sg_config_t, store_upgrade_from, "store",
+            "upgrade_from", SG_CONF_INT, 0, 0, NULL, 0, 2, NULL,
+            sg_cfg_check_upgrade_from,
+            "`2` during the first step of a rolling upgrade from a version "
+            "with store format 2: the changelog records this instance "
+            "writes stay readable by that version (docs/upgrade.md); `0` "
+            "(or absent) once every instance runs this version"),
+        ROW(SECT_STORE, sg_config_t, checkpoint_interval_ms, "store",
+            "checkpoint_interval_ms", SG_CONF_I64, 0, 1000, NULL, 0, 600000,
+            NULL, NULL,
+            "longest time, milliseconds, the store keeps one LMDB write "
+            "transaction open across batches before it commits it (a "
+            "checkpoint: semantics §6); 0: after every batch"),
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 0, 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", LIVE, 100, 1, 60000,
@@ -136,7 +149,9 @@ static const cfg_row_t cfg_rows[] = {
               "aborted, milliseconds"),
         R_INT(SECT_ROOT_LIMITS, sweep_max_per_batch, "", "sweep_max_per_batch",
               LIVE, 1000, 1, 1000000,
-              "dedup records the TTL sweep expires per partition per batch"),
+              "expired dedup records given their changelog tombstone per "
+              "partition per batch (their time segment is emptied once "
+              "every one has, semantics 3 Expiry)"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
               "deadline_max_per_batch", LIVE, 1000, 1, 1000000,
               "gap deadlines fired per batch"),

@@ -64,9 +64,9 @@ void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
                 const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
          * line is written */
-        if (!e->log_cb || (e->txn && e->log_budget <= 0))
+        if (!e->log_cb || (e->in_batch && e->log_budget <= 0))
                 return;
-        if (e->txn)
+        if (e->in_batch)
                 e->log_budget--;
         cJSON *o = cJSON_CreateObject();
         if (!o)
@@ -234,6 +234,10 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
         }
         e->conf = conf;
         e->store = store;
+        /* a rolling upgrade's first step writes format 2's changelog
+         * (store.h sg_store_set_changelog_format) */
+        sg_store_set_changelog_format(
+                store, conf->store_upgrade_from == 2 ? 2 : SG_STORE_FORMAT);
         e->base_wall = sg_clock_wall_ms();
         e->base_mono = sg_clock_mono_ms();
         sg_envelope_init(&e->env);
@@ -244,6 +248,7 @@ sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
 void sg_engine_destroy(sg_engine_t *e) {
         if (!e)
                 return;
+        /* what no checkpoint committed is dropped, as a kill drops it */
         sg_txn_abort(e->txn);
         sg_txn_abort(e->rtxn);
         sg_store_batch_destroy(e->rbatch);
@@ -430,11 +435,15 @@ static sg_err_t eng_assign(void *opaque, const char *topic, int32_t partition,
                         topic, partition);
                 return SG_ERR_CONFIG;
         }
+        /* assign's own write transaction: the checkpoint's first */
+        sg_err_t err = sg_eng_checkpoint(e, errstr, errstr_size);
+        if (err)
+                return err;
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p && !(p = part_add(e, topic, partition, tc)))
                 return SG_ERR_NOMEM;
         sg_txn_t *txn;
-        sg_err_t err = sg_txn_begin(e->store, true, &txn, errstr, errstr_size);
+        err = sg_txn_begin(e->store, true, &txn, errstr, errstr_size);
         if (err)
                 return err;
         sg_meta_rec_t m;
@@ -498,6 +507,10 @@ static void eng_revoke(void *opaque, const char *topic, int32_t partition) {
         part_t *p = sg_eng_part_find(e, topic, partition);
         if (!p)
                 return;
+        /* the partition's batches since the last checkpoint are made
+         * durable before it goes (the loop checkpoints first and answers a
+         * failure: the partitions left behind are restored) */
+        (void)sg_eng_checkpoint(e, NULL, 0);
         sg_eng_refusals_drop_partition(e, p->tc->name, partition);
         free(p->topic);
         size_t i = (size_t)(p - e->parts);
@@ -535,7 +548,7 @@ static sg_err_t process_record(void *opaque, const sg_record_t *rec,
                                size_t errstr_size) {
         sg_engine_t *e = opaque;
         /* processor.h: records are processed inside a batch */
-        assert(e->txn && "process outside a batch");
+        assert(e->in_batch && "process outside a batch");
         *result = SG_PROCESSED;
         part_t *p = sg_eng_part_find(e, rec->topic, rec->partition);
         if (!p && sg_eng_is_snapshot_reply(e, rec->topic)) {
@@ -551,6 +564,15 @@ static sg_err_t process_record(void *opaque, const sg_record_t *rec,
                  * second write transaction inside the batch's */
                 sg_errf(errstr, errstr_size,
                         "record of %s [%d], a partition not assigned",
+                        rec->topic, rec->partition);
+                return SG_ERR_INVALID;
+        }
+        if (p->cl_behind) {
+                /* processor.h behind: restored before its records */
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d] is behind its changelog (a "
+                        "checkpoint interval was lost): restore it before "
+                        "its records",
                         rec->topic, rec->partition);
                 return SG_ERR_INVALID;
         }
@@ -585,6 +607,8 @@ static sg_err_t tick_part(sg_engine_t *e, part_t *p, int *budget, char *errstr,
                           size_t errstr_size) {
         const sg_topic_config_t *tc = p->tc;
         sg_err_t err;
+        if (p->cl_behind) /* nothing is decided on a store behind */
+                return SG_OK;
         if (snap_enabled(p) &&
             (err = sg_eng_snap_tick(e, p, budget, errstr, errstr_size)))
                 return err;
@@ -775,7 +799,35 @@ static sg_err_t eng_tick(void *opaque, char *errstr, size_t errstr_size) {
                                  errstr, errstr_size);
 }
 
-/* ---- batch --------------------------------------------------------------- */
+/* ---- batch and checkpoint ------------------------------------------------
+ *
+ * Checkpoints (semantics §6): a batch's decisions are in Kafka (the
+ * changelog) before the store holds them, so the store need not commit
+ * each batch. One LMDB write transaction stays open across batches and is
+ * committed at a checkpoint: store.checkpoint_interval_ms of processing
+ * time after it began (0: every batch), CHECKPOINT_WRITES writes, low map
+ * room (sg_txn_room_low), page copies that would use half the map's room
+ * (sg_txn_copied_much: the file's growth stays within the headroom), a
+ * batch that changed nothing (the loop caught up: another process reading
+ * the store sees what Kafka holds), and whenever the engine needs a
+ * transaction of its own (assign, revoke, restore) or is told (processor.h
+ * checkpoint: a revoke, a clean stop). Within one transaction LMDB copies a page once and
+ * then updates it in place, so a page many batches touch is written once
+ * per checkpoint instead of once per batch.
+ * The partition meta committed at the checkpoint holds the changelog offset
+ * up to which its last batch wrote (batch_commit), so what an uncommitted
+ * transaction held is found again by a delta restore from there: after a
+ * kill, at the next assignment; after a batch whose Kafka side failed (its
+ * abort takes the whole transaction: LMDB has no nested transactions with
+ * the write-through map) or a failed checkpoint, before the next batch —
+ * the engine marks those partitions behind (processor.h behind) and
+ * refuses their records until a restore brought them back. Change capture
+ * is per batch (sg_txn_capture_reset at each batch_begin). */
+
+/* The writes (puts and deletes, indexes included) after which a
+ * checkpoint is due whatever the time: bounds the changelog tail a lost
+ * transaction costs to restore, and the transaction's dirty pages. */
+#define CHECKPOINT_WRITES 1000000
 
 static void batch_reset(sg_engine_t *e) {
         e->dk_valid = false;
@@ -791,21 +843,90 @@ static void batch_reset(sg_engine_t *e) {
         }
 }
 
+/* The checkpoint's transaction ended without its commit (an abort, a
+ * failed commit): the partitions that had state in it are behind their
+ * changelog until restored. */
+static void cp_lost(sg_engine_t *e) {
+        for (size_t i = 0; i < e->part_cnt; i++) {
+                part_t *p = &e->parts[i];
+                if (p->cp_dirty)
+                        p->cl_behind = true;
+                p->cp_dirty = false;
+        }
+        e->cp_batches = 0;
+}
+
+/* Drops the open transaction (and the batch in it): cp_lost. */
+static void txn_drop(sg_engine_t *e) {
+        sg_txn_abort(e->txn);
+        e->txn = NULL;
+        e->in_batch = false;
+        cp_lost(e);
+}
+
+sg_err_t sg_eng_checkpoint(sg_engine_t *e, char *errstr, size_t errstr_size) {
+        if (!e->txn)
+                return SG_OK;
+        if (e->in_batch) {
+                sg_errf(errstr, errstr_size, "checkpoint with a batch open");
+                return SG_ERR_INVALID;
+        }
+        if (!sg_txn_writes(e->txn)) { /* idle batches: nothing to keep */
+                sg_txn_abort(e->txn);
+                e->txn = NULL;
+                e->cp_batches = 0;
+                return SG_OK;
+        }
+        int64_t t0 = sg_clock_mono_ms();
+        sg_err_t err = sg_txn_commit(e->txn, errstr, errstr_size);
+        e->txn = NULL;
+        if (err) {
+                cp_lost(e);
+                return err;
+        }
+        for (size_t i = 0; i < e->part_cnt; i++)
+                e->parts[i].cp_dirty = false;
+        e->cp_batches = 0;
+        sg_store_writeback(e->store);
+        e->cp_total++;
+        sg_hist_observe(&e->cp_hist, sg_clock_mono_ms() - t0);
+        e->metrics.checkpoints_total = e->cp_total;
+        e->metrics.checkpoint_ms = e->cp_hist;
+        return SG_OK;
+}
+
+/* Whether the open transaction's checkpoint is due after a batch; @p idle:
+ * the batch changed nothing (no record, no deadline, nothing to produce):
+ * the loop has caught up, and a checkpoint now lets another process
+ * (seqgatectl) see what Kafka holds without waiting for the interval. */
+static bool cp_due(const sg_engine_t *e, bool idle) {
+        int64_t every = e->conf->checkpoint_interval_ms;
+        return every <= 0 || idle || e->now - e->cp_began >= every ||
+               sg_txn_writes(e->txn) >= CHECKPOINT_WRITES ||
+               sg_txn_room_low(e->txn, 0) || sg_txn_copied_much(e->txn);
+}
+
 static sg_err_t eng_batch_begin(void *opaque, int64_t now_ms, char *errstr,
                                 size_t errstr_size) {
         sg_engine_t *e = opaque;
-        (void)now_ms; /* the engine keeps its own processing clock */
-        if (e->txn) {
-                sg_txn_abort(e->txn);
-                e->txn = NULL;
-        }
+        (void)now_ms;    /* the engine keeps its own processing clock */
+        if (e->in_batch) /* processor.h: never two batches at once */
+                txn_drop(e);
         batch_reset(e);
         e->now = sg_eng_clock(e);
-        sg_err_t err =
-                sg_txn_begin(e->store, true, &e->txn, errstr, errstr_size);
-        if (!err)
-                sg_txn_capture(e->txn, true);
-        return err;
+        if (!e->txn) {
+                sg_err_t err = sg_txn_begin(e->store, true, &e->txn, errstr,
+                                            errstr_size);
+                if (err)
+                        return err;
+                e->cp_began = e->now;
+                e->cp_batches = 0;
+        } else {
+                sg_txn_capture_reset(e->txn);
+        }
+        sg_txn_capture(e->txn, true);
+        e->in_batch = true;
+        return SG_OK;
 }
 
 static size_t eng_effects(void *opaque, const sg_effect_t **effectsp) {
@@ -820,13 +941,22 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
         sg_err_t err;
         /* processor.h: batch_commit only after a batch_begin that succeeded
          * (and no batch_abort since) */
-        assert(e->txn && "batch_commit without an open batch");
-        if (!e->txn) {
+        assert(e->in_batch && "batch_commit without an open batch");
+        if (!e->in_batch) {
                 sg_errf(errstr, errstr_size, "no batch open");
                 return SG_ERR_INVALID;
         }
-        /* exactly_once: the store now reflects the changelog up to the
-         * batch's last record (a local checkpoint, not itself logged) */
+        /* Kafka holds the batch now: the partitions it wrote have state in
+         * the transaction (lost with it, restored from their changelog) */
+        for (size_t i = 0; i < e->part_cnt; i++)
+                if (e->parts[i].touched || e->parts[i].cl_last >= 0)
+                        e->parts[i].cp_dirty = true;
+        for (size_t i = 0; i < e->effect_cnt && i < e->effect_part_size; i++)
+                if (e->effects[i].kind == SG_EFFECT_CHANGELOG)
+                        e->effect_part[i]->cp_dirty = true;
+        /* the store now reflects the changelog up to the batch's last
+         * record (the partition meta the checkpoint commits, not itself
+         * logged) */
         sg_txn_capture(e->txn, false);
         for (size_t i = 0; i < e->part_cnt; i++) {
                 part_t *p = &e->parts[i];
@@ -835,18 +965,16 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 p->work.changelog_offset = p->cl_last + 1;
                 if ((err = sg_meta_put(e->txn, &p->tp, &p->work, errstr,
                                        errstr_size))) {
-                        sg_txn_abort(e->txn);
-                        e->txn = NULL;
+                        txn_drop(e);
                         batch_reset(e);
                         return err;
                 }
         }
-        err = sg_txn_commit(e->txn, errstr, errstr_size);
-        e->txn = NULL;
-        if (err) {
-                batch_reset(e);
-                return err;
-        }
+        e->in_batch = false;
+        e->cp_batches++;
+        bool idle = e->effect_cnt == 0;
+        for (size_t i = 0; i < e->part_cnt && idle; i++)
+                idle = !e->parts[i].touched;
         for (size_t i = 0; i < e->part_cnt; i++) {
                 part_t *p = &e->parts[i];
                 sg_metrics_t *d = pdelta(e, p);
@@ -864,23 +992,55 @@ static sg_err_t eng_batch_commit(void *opaque, char *errstr,
                 sg_metrics_add(&t->metrics, &t->delta);
                 sg_metrics_sum(&e->metrics, &t->metrics);
         }
+        e->metrics.checkpoints_total = e->cp_total;
+        e->metrics.checkpoint_ms = e->cp_hist;
         dlq_summary(e);
         sg_eng_refusals_settle(e, true);
         batch_reset(e);
-        return SG_OK;
+        return cp_due(e, idle) ? sg_eng_checkpoint(e, errstr, errstr_size)
+                               : SG_OK;
 }
 
 static void eng_batch_abort(void *opaque) {
         sg_engine_t *e = opaque;
-        sg_txn_abort(e->txn);
-        e->txn = NULL;
+        if (e->txn)
+                txn_drop(e);
         sg_eng_refusals_settle(e, false);
         batch_reset(e);
 }
 
+static sg_err_t eng_checkpoint(void *opaque, char *errstr, size_t errstr_size) {
+        return sg_eng_checkpoint(opaque, errstr, errstr_size);
+}
+
+static bool eng_behind(void *opaque, const char *topic, int32_t partition) {
+        part_t *p = sg_eng_part_find(opaque, topic, partition);
+        return p && p->cl_behind;
+}
+
+sg_err_t sg_engine_checkpoint(sg_engine_t *e, char *errstr,
+                              size_t errstr_size) {
+        return sg_eng_checkpoint(e, errstr, errstr_size);
+}
+
+sg_err_t sg_engine_view(sg_engine_t *e, sg_txn_t **txnp, bool *ownedp,
+                        char *errstr, size_t errstr_size) {
+        if (e->in_batch) {
+                sg_errf(errstr, errstr_size, "a batch is open");
+                return SG_ERR_INVALID;
+        }
+        *ownedp = !e->txn;
+        if (e->txn) {
+                *txnp = e->txn;
+                return SG_OK;
+        }
+        return sg_txn_begin(e->store, false, txnp, errstr, errstr_size);
+}
+
 static sg_err_t eng_grow(void *opaque, char *errstr, size_t errstr_size) {
         sg_engine_t *e = opaque;
-        return sg_store_grow(e->store, errstr, errstr_size);
+        sg_err_t err = sg_eng_checkpoint(e, errstr, errstr_size);
+        return err ? err : sg_store_grow(e->store, errstr, errstr_size);
 }
 
 void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
@@ -893,6 +1053,8 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->batch_commit = eng_batch_commit;
         proc->batch_abort = eng_batch_abort;
         proc->grow = eng_grow;
+        proc->checkpoint = eng_checkpoint;
+        proc->behind = eng_behind;
         proc->assign = eng_assign;
         proc->revoke = eng_revoke;
         proc->position = eng_position;

@@ -141,8 +141,42 @@ sg_err_t sg_engine_store_durability(const sg_config_t *conf, sg_store_t *store,
 sg_err_t sg_engine_new(const sg_config_t *conf, sg_store_t *store,
                        sg_engine_t **enginep, char *errstr, size_t errstr_size);
 
-/** Destroys the engine (aborting an open batch). NULL is a no-op. */
+/** Destroys the engine. An open batch, and every batch committed since the
+ *  last checkpoint, are dropped from the store as a kill drops them (they
+ *  are in the changelog: the next assignment restores them, semantics §6):
+ *  call sg_engine_checkpoint() first for a clean close. NULL is a no-op. */
 void sg_engine_destroy(sg_engine_t *engine);
+
+/**
+ * A checkpoint (semantics §6 "Checkpoints"): commits the store's write
+ * transaction that holds the batches committed since the last one, so
+ * that a read-only transaction (another thread's, another process's:
+ * seqgatectl) and the next start see them. The engine checkpoints by
+ * itself (processor.h batch_commit: store.checkpoint_interval_ms, a size,
+ * low map room; and before an assignment, a revoke, a restore); call it
+ * before sg_engine_destroy for a clean close, and before reading the
+ * store with a transaction of your own. No batch may be open.
+ * @returns SG_OK (also when nothing was open), SG_ERR_INVALID (a batch is
+ *          open), or the store's error: then those batches are lost from
+ *          the store and their partitions are behind their changelog
+ *          (processor.h behind) until restored.
+ * Thread-safety: the processing thread, between batches.
+ */
+sg_err_t sg_engine_checkpoint(sg_engine_t *engine, char *errstr,
+                              size_t errstr_size);
+
+/**
+ * The live state between batches: *txnp receives the engine's open
+ * checkpoint transaction, which holds every committed batch (borrowed:
+ * read only, never commit or abort it, and use it only until the next call
+ * into the engine; *ownedp false), or, with none open, a new read-only
+ * transaction on the last checkpoint (the caller ends it with sg_txn_abort;
+ * *ownedp true). Every read function of store.h may be called on it.
+ * @returns SG_OK, SG_ERR_INVALID (a batch is open), or the store's error.
+ * Thread-safety: the processing thread, between batches.
+ */
+sg_err_t sg_engine_view(sg_engine_t *engine, sg_txn_t **txnp, bool *ownedp,
+                        char *errstr, size_t errstr_size);
 
 /** Fills @p proc with the engine's processor interface. */
 void sg_engine_processor(sg_engine_t *engine, sg_processor_t *proc);

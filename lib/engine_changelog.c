@@ -191,6 +191,7 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         p->meta = m;
         p->work = m;
         sg_eng_clock_floor(e, m.clock_ms);
+        sg_store_writeback(e->store); /* a window's pages (store.h) */
         return SG_OK;
 }
 
@@ -209,13 +210,16 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         sg_txn_abort(e->rtxn);
         e->rtxn = NULL;
         e->restore_cnt = 0;
+        /* the restore's write transaction: the checkpoint's first */
+        sg_err_t err = sg_eng_checkpoint(e, errstr, errstr_size);
+        if (err)
+                return err;
         if (!e->rbatch && sg_store_batch_new(&e->rbatch)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 return SG_ERR_NOMEM;
         }
         sg_store_batch_clear(e->rbatch);
-        sg_err_t err =
-                sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
+        err = sg_txn_begin(e->store, true, &e->rtxn, errstr, errstr_size);
         if (err)
                 return err;
         sg_meta_rec_t m;
@@ -234,6 +238,7 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
         if (cp >= log_start && cp <= log_end) {
                 *offsetp = cp; /* the delta only */
                 p->cl_epoch = m.changelog_epoch;
+                sg_store_batch_expect(e->rbatch, (uint64_t)(log_end - cp));
                 return SG_OK;
         }
         if (cp > log_end) {
@@ -265,7 +270,15 @@ sg_err_t sg_eng_restore_begin(void *opaque, const char *topic,
                 return err;
         }
         *offsetp = log_start;
+        sg_store_batch_expect(e->rbatch, (uint64_t)(log_end - log_start));
         return SG_OK;
+}
+
+/* Whether the restore window's records, written, would use half the
+ * map's room: estimated as LMDB writes (one per record, and its index) on
+ * top of the transaction's own (sg_txn_room_low). */
+static bool restore_room_low(const sg_engine_t *e) {
+        return sg_txn_room_low(e->rtxn, 2 * e->restore_cnt);
 }
 
 sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
@@ -299,9 +312,13 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                                 p->tc->changelog_topic, partition, offset,
                                 why[0] ? why : sg_err2str(err));
         }
+        /* the window also ends before it could outgrow the map's room:
+         * MDB_MAP_FULL would cost it whole (sg_txn_room_low, counting what
+         * the flush will write) */
         if (!err &&
             (++e->restore_cnt >= SG_RESTORE_COMMIT_EVERY ||
-             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES)) {
+             sg_store_batch_bytes(e->rbatch) >= SG_RESTORE_COMMIT_BYTES ||
+             (e->restore_cnt % 1024 == 0 && restore_room_low(e)))) {
                 e->restore_cnt = 0;
                 err = restore_checkpoint(e, p, offset + 1, errstr, errstr_size);
                 if (!err)
@@ -329,11 +346,32 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                         topic, partition);
                 return SG_ERR_INVALID;
         }
-        sg_err_t err =
-                restore_checkpoint(e, p, end_offset, errstr, errstr_size);
+        /* a parked event at or below its aggregate's L is void: its
+         * writer resolved it, and its record outlived it (semantics §6) */
+        uint64_t voided = 0;
+        char why[400] = "";
+        sg_err_t err = sg_store_batch_flush(e->rbatch, e->rtxn, &p->tp, why,
+                                            sizeof(why));
+        if (!err)
+                err = sg_parked_void(e->rtxn, &p->tp, &voided, why,
+                                     sizeof(why));
+        if (err)
+                sg_errf(errstr, errstr_size, "changelog %s [%d]: %s",
+                        p->tc->changelog_topic, p->partition,
+                        why[0] ? why : sg_err2str(err));
+        else if (voided)
+                sg_eng_log(e, SG_LOG_NOTICE, "restore_parked_void", p, "parked",
+                           LF_U64, voided, NULL);
+        if (!err)
+                err = restore_checkpoint(e, p, end_offset, errstr, errstr_size);
         if (err) {
                 sg_txn_abort(e->rtxn);
                 e->rtxn = NULL;
+        } else {
+                /* the store holds what its changelog does (processor.h
+                 * behind) */
+                p->cl_behind = false;
+                p->cp_dirty = false;
         }
         /* the window's memory is not kept between restores */
         sg_store_batch_destroy(e->rbatch);
@@ -436,7 +474,7 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
         *value_lenp = 0;
         cl_key_t ck;
         bool parsed = cl_key_parse(key, key_len, &ck);
-        if (!p || !parsed || e->txn || e->rtxn) {
+        if (!p || !parsed || e->in_batch || e->rtxn) {
                 sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
                         topic, partition,
                         !p        ? "partition not assigned"
@@ -444,8 +482,10 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                                   : "a batch or restore is open");
                 return SG_ERR_INVALID;
         }
+        /* the live state: the checkpoint's transaction when one is open */
         sg_txn_t *txn;
-        sg_err_t err = sg_txn_begin(e->store, false, &txn, errstr, errstr_size);
+        bool owned;
+        sg_err_t err = sg_engine_view(e, &txn, &owned, errstr, errstr_size);
         if (err)
                 return err;
         const void *v;
@@ -465,6 +505,7 @@ sg_err_t sg_eng_changelog_value(void *opaque, const char *topic,
                 sg_errf(errstr, errstr_size, "changelog value of %s [%d]: %s",
                         topic, partition, sg_err2str(err));
         }
-        sg_txn_abort(txn);
+        if (owned)
+                sg_txn_abort(txn);
         return err;
 }

@@ -74,6 +74,13 @@ typedef struct part {
         sg_changelog_id_t cl_id; /* (changelog_id_set) */
         int64_t oldest_since;    /* oldest parked event or snapshot wait seen
                                  by the last gauge walk, ms; 0 none */
+        /* checkpoints (semantics §6): the partition has state in the open
+         * checkpoint transaction (a batch of it committed since the last
+         * checkpoint); its store lost such state (the transaction was
+         * aborted, or its checkpoint failed) and stays behind its
+         * changelog until restored (processor.h behind) */
+        bool cp_dirty;
+        bool cl_behind;
 } part_t;
 
 /* Size limits for one configured input topic's destinations, in
@@ -119,6 +126,10 @@ struct sg_engine {
         sg_store_t *store;
         sg_metrics_t metrics;     /* committed, the sum of the topics' */
         topic_metrics_t *topic_m; /* per configured topic, conf order */
+        /* the store's checkpoints (semantics §6): the engine's, not a
+         * topic's; copied into metrics after each sum of the topics' */
+        uint64_t cp_total;
+        sg_hist_t cp_hist;
 
         int64_t clock_fixed; /* test hook */
         int64_t clock_skew;  /* added so the clock never goes below a
@@ -127,7 +138,14 @@ struct sg_engine {
         int64_t now;       /* this batch */
         int64_t gauges_at; /* last sampling of the since-index gauges */
 
+        /* The checkpoint's write transaction (semantics §6): open from the
+         * first batch after a checkpoint, across batches, until the next
+         * checkpoint commits it (eng_cp_commit); NULL none. in_batch: a
+         * batch is open in it (batch_begin to batch_commit/abort). */
         sg_txn_t *txn;
+        bool in_batch;
+        int64_t cp_began;    /* processing time the transaction began */
+        uint64_t cp_batches; /* batches committed into it */
         arena_t arena;
         sg_effect_t *effects;
         size_t effect_cnt, effect_size;
@@ -223,6 +241,12 @@ int64_t sg_eng_clock(sg_engine_t *e);
 void sg_eng_clock_floor(sg_engine_t *e, int64_t persisted);
 /** The assigned partition, or NULL. */
 part_t *sg_eng_part_find(sg_engine_t *e, const char *topic, int32_t partition);
+/** Commits the open checkpoint transaction, if any (no batch may be open:
+ *  SG_ERR_INVALID); on failure the partitions with state in it are behind
+ *  their changelog (part_t.cl_behind). A transaction without writes is
+ *  aborted. Every engine call that needs a write transaction of its own
+ *  (assign, revoke, restore_begin, grow) calls it first. */
+sg_err_t sg_eng_checkpoint(sg_engine_t *e, char *errstr, size_t errstr_size);
 /** Checks (and fills in, or adopts) @p m's key fingerprint (semantics §3
  *  "Key fingerprint"); SG_ERR_CONFIG when the settings differ. */
 sg_err_t sg_eng_fp_check(sg_engine_t *e, const part_t *p, sg_meta_rec_t *m,

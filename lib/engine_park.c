@@ -38,6 +38,8 @@ sg_err_t sg_eng_record_key(sg_engine_t *e, part_t *p, const unsigned char *kh,
                 found = err == SG_OK;
         }
         e->dk_valid = false;
+        if (!found) /* a new record: no field of another key's */
+                memset(&r, 0, sizeof(r));
         /* a DLQ verdict follows its DLQ record: keep that record's reason */
         uint8_t reason = verdict == SG_DV_DLQ ? (uint8_t)e->dlq_reason : 0;
         e->dlq_reason = SG_R_NONE;
@@ -74,17 +76,18 @@ sg_err_t sg_eng_agg_load(sg_engine_t *e, part_t *p, const char *id,
                 if (p->tc->sm.enabled)
                         snprintf(a->rec.state, sizeof(a->rec.state), "%s",
                                  p->tc->sm.initial);
-                size_t n = id_len < sizeof(a->rec.aggregate) - 1
-                                   ? id_len
-                                   : sizeof(a->rec.aggregate) - 1;
-                memcpy(a->rec.aggregate, id, n);
-                a->rec.aggregate[n] = '\0';
-                a->rec.aggregate_len = n;
                 a->exists = false;
                 err = SG_OK;
         } else {
                 a->exists = true;
         }
+        /* the id, which the store keeps only while it needs it (store.h) */
+        size_t n = id_len < sizeof(a->rec.aggregate) - 1
+                           ? id_len
+                           : sizeof(a->rec.aggregate) - 1;
+        memcpy(a->rec.aggregate, id, n);
+        a->rec.aggregate[n] = '\0';
+        a->rec.aggregate_len = n;
         a->old_since = sg_agg_indexed_since(&a->rec);
         return err;
 }

@@ -32,14 +32,21 @@
 /* ---- the request id --------------------------------------------------------
  *
  * "topic/partition/<aggregate hash, 64 hex>/seq": which input partition
- * and aggregate a reply is for, and which attempt (the partition's request
- * sequence number), parsed from its end. Built and parsed only here. */
+ * and aggregate a reply is for (the SHA-256 of its id, whose first
+ * SG_KEY_HASH_LEN bytes key the aggregate in the store), and which attempt
+ * (the partition's request sequence number), parsed from its end. Built
+ * and parsed only here; schemas/snapshot-request.schema.json publishes it.
+ */
 
-/* The request id of attempt @p seq for aggregate @p ah of partition @p p,
- * in @p arena; NULL when out of memory. */
+/* The request id of attempt @p seq for the aggregate of request @p r of
+ * partition @p p, in @p arena; NULL when out of memory. */
 static char *request_id_make(arena_t *arena, const part_t *p,
-                             const unsigned char ah[32], uint64_t seq) {
+                             const sg_snapreq_rec_t *r, uint64_t seq) {
+        unsigned char ah[32];
         char hex[65];
+        /* the whole hash, from the id the request keeps (the store's keys
+         * have its first 16 bytes only) */
+        sg_sha256(r->aggregate, r->aggregate_len, ah);
         sg_hex_encode(ah, 32, hex);
         return sg_arena_printf(arena, "%s/%" PRId32 "/%s/%" PRIu64, p->topic,
                                p->partition, hex, seq);
@@ -126,11 +133,10 @@ static int64_t snap_backoff(sg_engine_t *e, const sg_snapshot_config_t *sc,
 /* Sends attempt r->attempt of the request (the effect its snapshot source
  * builds: a request record, an HTTP GET), and marks it in flight until its
  * timeout. */
-static sg_err_t snap_send(sg_engine_t *e, part_t *p, const unsigned char ah[32],
-                          sg_snapreq_rec_t *r) {
+static sg_err_t snap_send(sg_engine_t *e, part_t *p, sg_snapreq_rec_t *r) {
         const sg_snapshot_config_t *sc = &p->tc->snapshot;
         r->seq = ++p->work.snap_seq;
-        char *rid = request_id_make(&e->arena, p, ah, r->seq);
+        char *rid = request_id_make(&e->arena, p, r, r->seq);
         sg_effect_t *ef = sg_eng_effect_new(e);
         if (!rid || !ef)
                 return SG_ERR_NOMEM;
@@ -180,7 +186,7 @@ sg_err_t sg_eng_snap_start(sg_engine_t *e, part_t *p, agg_ctx_t *a,
         r.aggregate_len = a->rec.aggregate_len;
         memcpy(r.aggregate, a->rec.aggregate, a->rec.aggregate_len);
         if (p->work.snap_in_flight < (uint64_t)p->tc->snapshot.max_in_flight) {
-                if ((err = snap_send(e, p, a->hash, &r)))
+                if ((err = snap_send(e, p, &r)))
                         return err;
         } else {
                 r.state = SG_SNAP_WAITING; /* queued behind max_in_flight */
@@ -303,7 +309,7 @@ sg_err_t sg_eng_snap_tick(sg_engine_t *e, part_t *p, int *budget, char *errstr,
                                                ? sc->backoff_ms
                                                : sc->timeout_ms;
                         r.due_ms = e->now + (wait > 0 ? wait : 1);
-                } else if ((err = snap_send(e, p, ah, &r))) {
+                } else if ((err = snap_send(e, p, &r))) {
                         return err;
                 }
                 if ((err = sg_snapreq_put(e->txn, &p->tp, ah, &r, old_due,
@@ -501,6 +507,15 @@ sg_err_t sg_eng_snap_reply(sg_engine_t *e, const sg_record_t *rec, char *errstr,
             !(p = sg_eng_part_find(e, topic, partition)) || !snap_enabled(p)) {
                 /* unknown request id */
                 delta_of(e, reply_owner(e, rec, src))->snapshot_ignored_total++;
+                goto done;
+        }
+        if (p->cl_behind) {
+                /* processor.h behind: judged once the store is restored */
+                sg_errf(errstr, errstr_size,
+                        "store of %s [%d] is behind its changelog: restore "
+                        "it before its snapshot replies",
+                        p->topic, p->partition);
+                err = SG_ERR_INVALID;
                 goto done;
         }
         agg_ctx_t a;

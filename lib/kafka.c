@@ -922,6 +922,8 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
                 sg_loop_log(loop, SG_LOG_WARNING, "consumer_close_failed", f);
         }
+        /* a clean stop checkpoints (the revoke did, if there was one) */
+        sg_loop_checkpoint(loop, "stop");
         if (loop->producer)
                 rd_kafka_flush(loop->producer,
                                (int)loop->conf->delivery_timeout_ms);

@@ -186,6 +186,10 @@ static void loop_commit_offsets(sg_loop_t *loop) {
                         sg_loop_batch_offsets(loop);
                 (void)loop_commit_list(loop, l);
                 rd_kafka_topic_partition_list_destroy(l);
+                /* a store's offset ahead of the group's, from the
+                 * assignment (assign_start_offsets) */
+                if (loop->commit_due_ms)
+                        sg_loop_commit_durable(loop);
                 return;
         }
         bool moved = false;
@@ -1056,6 +1060,21 @@ void sg_loop_producer_renew(sg_loop_t *loop) {
                 sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
 }
 
+/** Restores the partitions marked for it (sg_loop_restore) before a batch
+ *  attempt: their store is behind what Kafka holds. @returns SG_OK or the
+ *  restore's error (in @p es; the partitions stay marked). */
+static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
+        if (!loop->restore_needed)
+                return SG_OK;
+        sg_loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
+        sg_err_t err = sg_loop_restore(loop, NULL, NULL, es, n);
+        if (err)
+                return err;
+        loop->restore_needed = false;
+        sg_loop_commit_pending(loop);
+        return SG_OK;
+}
+
 /**
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
@@ -1074,6 +1093,11 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         if (err)
                 sg_errf(es, sizeof(es), "out of memory preparing records");
         while (!err) {
+                /* a store behind its changelog (an earlier attempt's abort
+                 * took committed batches with it, processor.h
+                 * "Checkpoints") is restored before anything is judged */
+                if ((err = loop_restore_behind(loop, es, sizeof(es))))
+                        break;
                 err = loop_attempt(loop, &consumed, es, sizeof(es));
                 if (err == SG_OK)
                         break;
@@ -1102,6 +1126,10 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                             loop->proc.grow(loop->proc.opaque, es,
                                             sizeof(es)) == SG_OK)
                                 loop->stats.map_grows_total++;
+                        /* every one: those the processor says it lost
+                         * (with checkpoints, those of every batch since
+                         * the last one; logged) and this batch's */
+                        sg_loop_mark_behind(loop);
                         sg_loop_restore_all(loop);
                         if (!loop->eos)
                                 loop_offsets_pending(loop);
@@ -1126,6 +1154,8 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                                 cnt < loop->dr_cnt ? cnt : loop->dr_cnt);
                 }
                 loop->proc.batch_abort(loop->proc.opaque);
+                /* the abort may have taken committed batches with it */
+                sg_loop_mark_behind(loop);
                 /* Messages of the attempt must not be sent after the
                  * re-read batch's own output (a transactional producer's
                  * queue was purged by abort_transaction). */

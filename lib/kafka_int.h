@@ -281,6 +281,17 @@ void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields);
 
 /* client configuration (kafka_conf.c) */
+/** After the processor dropped batches it had committed (a batch_abort, a
+ *  failed batch_commit or checkpoint; processor.h "Checkpoints"): marks
+ *  every assigned partition it says is behind its changelog for a restore
+ *  before the next batch, counts it (checkpoints_lost_total) and logs
+ *  "checkpoint_lost". @returns whether any partition was. */
+bool sg_loop_mark_behind(sg_loop_t *loop);
+/** Asks the processor for a checkpoint (processor.h checkpoint) with no
+ *  batch open, @p why for the log: before partitions are revoked or
+ *  assigned, before a restore, at a clean stop. A failure is logged
+ *  ("checkpoint_failed") and answered by sg_loop_mark_behind. */
+void sg_loop_checkpoint(sg_loop_t *loop, const char *why);
 /** The transactional id: the config's, else <group.id>-<instance_id>
  *  built in @p buf (kafka.h "Batch protocol, exactly_once"). */
 const char *sg_loop_transactional_id(const sg_config_t *conf, char *buf,

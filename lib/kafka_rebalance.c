@@ -123,6 +123,20 @@ static void assign_start_offsets(sg_loop_t *loop,
                 p->start = start >= 0 ? start : -1;
                 p->seen = -1;
                 p->eof = -1;
+                /* at_least_once: a start the restored store put ahead of
+                 * the group's offset is durable already (every batch below
+                 * it is complete in the changelog, semantics §6): the next
+                 * group commit commits it, so that the group's offset (and
+                 * the consumer lag) does not wait for a record that may
+                 * never come */
+                if (loop->alos_cl && from_store >= 0 &&
+                    from_store > committed[i]) {
+                        p->durable = from_store;
+                        if (!loop->commit_due_ms)
+                                loop->commit_due_ms =
+                                        sg_clock_mono_ms() +
+                                        loop->conf->commit_interval_ms;
+                }
         }
 }
 
@@ -313,6 +327,9 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         }
 
         loop->stats.rebalances_total++;
+        /* the batches so far made durable before the assignment's own
+         * store transactions (processor.h checkpoint) */
+        sg_loop_checkpoint(loop, "assign");
         bool ok = assign_parts_add(loop, rk, parts, cooperative) &&
                   assign_processor(loop, rk, parts, stored, cooperative);
         if (ok) {
@@ -354,6 +371,10 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
          * owner's restored store knows them anyway). */
         if (!lost && loop->alos_cl)
                 sg_loop_commit_durable(loop);
+        /* The store keeps what it holds of them: the next owner restores
+         * from its own, and this one, assigned them again, from the
+         * checkpoint (processor.h checkpoint). */
+        sg_loop_checkpoint(loop, "revoke");
 
         for (int i = 0; i < parts->cnt; i++) {
                 size_t pi = sg_loop_part(loop, parts->elems[i].topic,

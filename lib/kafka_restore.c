@@ -971,6 +971,8 @@ sg_err_t sg_loop_restore(sg_loop_t *loop,
                 *fencedp = false;
         if (!loop->changelog || !loop->restorer)
                 return SG_OK;
+        /* the restore's store transactions come after the checkpoint's */
+        sg_loop_checkpoint(loop, "restore");
         if (l) {
                 for (int i = 0; !err && i < l->cnt; i++) {
                         err = loop_restore_part(loop, l->elems[i].topic,
@@ -1009,6 +1011,48 @@ sg_err_t sg_loop_restore(sg_loop_t *loop,
         if (fencedp)
                 *fencedp = any;
         return err;
+}
+
+bool sg_loop_mark_behind(sg_loop_t *loop) {
+        const sg_processor_t *pr = &loop->proc;
+        if (!pr->behind)
+                return false;
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
+                (int)(loop->part_cnt ? loop->part_cnt : 1));
+        for (size_t i = 0; i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (!p->assigned || p->cl_fenced ||
+                    !pr->behind(pr->opaque, p->topic, p->partition))
+                        continue;
+                p->restore = true;
+                rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+        }
+        bool any = l->cnt > 0;
+        if (any) {
+                loop->restore_needed = true;
+                loop->stats.checkpoints_lost_total++;
+                cJSON *f = sg_kafka_parts_json(l);
+                cJSON_AddStringToObject(
+                        f, "recovery",
+                        "restore these partitions from their changelog "
+                        "before the next batch");
+                sg_loop_log(loop, SG_LOG_NOTICE, "checkpoint_lost", f);
+        }
+        rd_kafka_topic_partition_list_destroy(l);
+        return any;
+}
+
+void sg_loop_checkpoint(sg_loop_t *loop, const char *why) {
+        const sg_processor_t *pr = &loop->proc;
+        char es[512] = "";
+        if (!pr->checkpoint ||
+            pr->checkpoint(pr->opaque, es, sizeof(es)) == SG_OK)
+                return;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "error", es);
+        cJSON_AddStringToObject(f, "during", why);
+        sg_loop_log(loop, SG_LOG_ERR, "checkpoint_failed", f);
+        sg_loop_mark_behind(loop);
 }
 
 /** Marks every assigned partition for a restore before the next batch. */

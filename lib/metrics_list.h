@@ -112,7 +112,7 @@ typedef struct sg_hist {
         X(fenced_epoch_total, COUNTER, "fenced_epoch_total",                   \
           "events of a lower epoch (semantics 4b)")                            \
         X(dedup_expired_total, COUNTER, "dedup_expired_total",                 \
-          "dedup records removed by the TTL sweep")                            \
+          "expired dedup records removed (a changelog tombstone each)")        \
         X(aggregate_not_record_key_total, COUNTER,                             \
           "aggregate_not_record_key_total",                                    \
           "records whose aggregate, read from the value or a header, is not "  \
@@ -120,7 +120,13 @@ typedef struct sg_hist {
         X(aggregate_on_two_partitions_total, COUNTER,                          \
           "aggregate_on_two_partitions_total",                                 \
           "records whose aggregate this instance saw on another partition "    \
-          "of the topic (semantics 2, co-partitioning)")
+          "of the topic (semantics 2, co-partitioning)")                       \
+        X(checkpoints_total, COUNTER, "",                                      \
+          "store checkpoints: LMDB write transactions committed, each "        \
+          "holding the batches since the one before (semantics 6); the "       \
+          "store's, not a topic's: seqgate_checkpoints_total has no topic")    \
+        X(checkpoint_ms, HIST, "",                                             \
+          "one checkpoint's LMDB commit and the start of its writeback")
 
 /* Engine metrics after dlq_total[]. */
 #define SG_ENGINE_METRICS_TAIL(X)                                              \
@@ -226,6 +232,9 @@ typedef struct sg_hist {
           "Kafka transactions aborted, their batch re-read (exactly_once)")    \
         X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
+        X(checkpoints_lost_total, COUNTER, "checkpoints_lost_total",           \
+          "store transactions lost with batches in them (a failed batch or "   \
+          "checkpoint): their partitions restored from the changelog")         \
         X(restore_ms_last, GAUGE_MS, "restore_seconds_last",                   \
           "wall time of the last restore (ms in the stats line)")
 
@@ -262,6 +271,11 @@ typedef struct sg_hist {
           "LMDB map size, bytes")                                              \
         X(store_entries, GAUGE, "store_entries",                               \
           "LMDB entries in every database (all partitions)")                   \
+        X(checkpoints_total, COUNTER, "checkpoints_total",                     \
+          "store checkpoints: LMDB write transactions committed, each "        \
+          "holding the batches since the one before (semantics 6)")            \
+        X(checkpoint_ms, HIST, "checkpoint_seconds",                           \
+          "one checkpoint's LMDB commit and the start of its writeback")       \
         X(start_time_seconds, GAUGE, "process_start_time_seconds",             \
           "start time of the process since the Unix epoch, seconds")
 

@@ -11,7 +11,8 @@
  *   2. process() for each record polled, in offset order per partition.
  *      SG_PAUSE: that partition's batch stops at the record (seek back to
  *      it, pause the partition for pause_retry_ms). SG_ERR_MAP_FULL:
- *      batch_abort(), grow(), and the same records again;
+ *      batch_abort(), grow(), the partitions behind() restored, and the
+ *      same records again;
  *   3. position() for every assigned partition: how far behind the end of
  *      its log it is once the batch's records are processed;
  *   4. tick();
@@ -26,14 +27,25 @@
  *   7. at_least_once: the input offsets are committed; HTTP GET effects
  *      are started.
  * On any failure: batch_abort() and a rewind to the committed offsets; the
- * records are judged again. Between batches (no batch open): assign(),
- * revoke(), grow(), and restore_begin/apply/end.
+ * records are judged again once the partitions behind() are restored.
+ * Between batches (no batch open): assign(), revoke(), grow(),
+ * checkpoint(), behind(), and restore_begin/apply/end.
  * The processor never calls Kafka; the loop never decides
  * (docs/ARCHITECTURE.md "The one seam").
  *
  * Invariant (semantics §6): a processor must not make any decision durable
  * before batch_commit, because batch_commit is only called once Kafka has
  * accepted the batch's output.
+ *
+ * Checkpoints (semantics §6): a processor may keep the batches it committed
+ * in one store transaction and make them durable together later (the
+ * engine: store.checkpoint_interval_ms). Kafka holds each of them already
+ * (the changelog), so what such a transaction loses — a kill, a
+ * batch_abort (which takes the batches before it with it), a failed
+ * checkpoint — is restored from the changelog: the loop asks behind() after
+ * every batch_abort, failed batch_commit and failed checkpoint, and
+ * restores those partitions before it processes any of their records
+ * again; a kill is answered by the restore every assignment makes.
  */
 #ifndef SEQGATE_PROCESSOR_H
 #define SEQGATE_PROCESSOR_H
@@ -150,12 +162,29 @@ typedef struct sg_processor {
          *  while the batch is still being decided (docs/guarantees.md
          *  "Producing while deciding", kafka_batch.c). */
         size_t (*effects)(void *opaque, const sg_effect_t **effectsp);
-        /** Makes the batch's decisions durable (called only after every
-         *  effect was delivered). */
+        /** Commits the batch's decisions (called only after every effect
+         *  was delivered): the next batch sees them; they are durable in
+         *  the store at once or at the next checkpoint (see above). An
+         *  error: the batch's decisions and those since the last
+         *  checkpoint may be lost from the store (behind()). */
         sg_err_t (*batch_commit)(void *opaque, char *errstr,
                                  size_t errstr_size);
-        /** Forgets the batch's decisions. Never fails. */
+        /** Forgets the batch's decisions, and (checkpoints) those of the
+         *  batches committed since the last checkpoint: their partitions
+         *  are then behind(). Never fails. */
         void (*batch_abort)(void *opaque);
+        /** Makes every committed batch durable in the store now (a
+         *  checkpoint), with no batch open: before partitions are revoked,
+         *  before an assignment, at a clean stop. An error: those batches
+         *  are lost from the store and their partitions behind(). May be
+         *  NULL (nothing held back). */
+        sg_err_t (*checkpoint)(void *opaque, char *errstr, size_t errstr_size);
+        /** Whether the store of partition @p topic [@p partition] lost
+         *  committed batches (see above) and must be restored from its
+         *  changelog (restore_begin … restore_end clears it) before any of
+         *  its records is processed: the processor refuses them until then.
+         *  May be NULL: never. */
+        bool (*behind)(void *opaque, const char *topic, int32_t partition);
         /** Grows the store after SG_ERR_MAP_FULL (no batch open). May be NULL. */
         sg_err_t (*grow)(void *opaque, char *errstr, size_t errstr_size);
         /**

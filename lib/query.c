@@ -262,8 +262,8 @@ static sg_err_t agg_answer(sg_txn_t *t, const sg_tp_t *tp, const char *topic,
 /* Searches aggregate @p ah in every stored partition of topic @p tc,
  * adding each find to @p found. */
 static sg_err_t agg_search(sg_txn_t *t, const sg_topic_config_t *tc,
-                           const unsigned char ah[32], cJSON *found,
-                           char *errstr, size_t errstr_size) {
+                           const char *id, const unsigned char ah[32],
+                           cJSON *found, char *errstr, size_t errstr_size) {
         parts_t *ps = malloc(sizeof(*ps));
         if (!ps)
                 return SG_ERR_NOMEM;
@@ -282,6 +282,10 @@ static sg_err_t agg_search(sg_txn_t *t, const sg_topic_config_t *tc,
                                           errstr_size);
                         break;
                 }
+                /* the id asked about: the store keeps it only while it
+                 * needs it (store.h) */
+                snprintf(r.aggregate, sizeof(r.aggregate), "%s", id);
+                r.aggregate_len = strlen(r.aggregate);
                 cJSON *a;
                 if (!(err = agg_answer(t, &tp, tc->name, ps->p[i], tc, ah, &r,
                                        &a, errstr, errstr_size)))
@@ -326,7 +330,8 @@ sg_err_t sg_query_aggregate(sg_store_t *store, const sg_config_t *cfg,
         for (size_t i = 0; !err && i < cfg->topic_cnt; i++) {
                 const sg_topic_config_t *tc = &cfg->topics[i];
                 if (!topic || strcmp(topic, tc->name) == 0)
-                        err = agg_search(t, tc, ah, found, errstr, errstr_size);
+                        err = agg_search(t, tc, aggregate_id, ah, found, errstr,
+                                         errstr_size);
         }
         sg_txn_abort(t);
         if (!err && cJSON_GetArraySize(found) == 0) {

@@ -66,6 +66,7 @@ static void txn_free(sg_txn_t *t) {
                 assert(atomic_load(&s->readers_open) > 0);
                 atomic_fetch_sub(&s->readers_open, 1);
                 pthread_rwlock_unlock(&s->map_lock);
+                sg_pdb_txn_free(t);
                 free(t);
                 return;
         }
@@ -76,7 +77,7 @@ static void txn_free(sg_txn_t *t) {
                 atomic_fetch_sub(&s->writes_open, 1);
         }
         sg_arena_free(&t->cap);
-        free(t->ipend);
+        sg_pdb_txn_free(t);
         free(t->changes);
         free(t->view);
         free(t);
@@ -124,6 +125,8 @@ static int write_op(sg_txn_t *t, unsigned op) {
         int rc = fault_at(t->store, op);
         if (rc)
                 t->failed = rc;
+        else
+                t->writes++;
         return rc;
 }
 
@@ -144,57 +147,20 @@ sg_err_t sg_txn_lmdb_err(sg_txn_t *t, int rc, const char *what, char *errstr,
         return err;
 }
 
-int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
+int sg_lmdb_put(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val,
                 unsigned flags) {
         int rc = write_op(t, SG_STORE_OP_PUT);
-        return rc ? rc : mdb_put(t->txn, t->store->dbi[db], key, val, flags);
+        return rc ? rc : mdb_put(t->txn, dbi, key, val, flags);
 }
 
-/* LMDB's own key order (memcmp, then the shorter first) by database. */
-static int slot_cmp(const void *a, const void *b) {
-        const unsigned char *x = a, *y = b;
-        if (x[0] != y[0])
-                return x[0] < y[0] ? -1 : 1;
-        size_t n = x[1] < y[1] ? x[1] : y[1];
-        int c = memcmp(x + 2, y + 2, n);
-        return c ? c : (int)x[1] - (int)y[1];
+int sg_lmdb_del(sg_txn_t *t, MDB_dbi dbi, MDB_val *key) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_del(t->txn, dbi, key, NULL);
 }
 
-int sg_index_flush(sg_txn_t *t) {
-        if (!t->ipend_cnt)
-                return 0;
-        size_t cnt = t->ipend_cnt;
-        t->ipend_cnt = 0;
-        if (cnt > 1)
-                qsort(t->ipend, cnt, IDX_SLOT, slot_cmp);
-        for (size_t i = 0; i < cnt; i++) {
-                unsigned char *sl = t->ipend + i * IDX_SLOT;
-                MDB_val key = {sl[1], sl + 2}, val = {0, ""};
-                MDB_dbi dbi = t->store->dbi[sl[0]];
-                int rc = write_op(t, SG_STORE_OP_PUT);
-                if (!rc) {
-                        /* MDB_KEYEXIST: not after the last key, nothing
-                         * written, the transaction intact */
-                        rc = mdb_put(t->txn, dbi, &key, &val, MDB_APPEND);
-                        if (rc == MDB_KEYEXIST)
-                                rc = mdb_put(t->txn, dbi, &key, &val, 0);
-                }
-                if (rc)
-                        return rc;
-        }
-        return 0;
-}
-
-/* Before a read or delete in time index @p db: its gathered puts made. */
-static int index_ready(sg_txn_t *t, int db) {
-        return t->write && db_time_index(db) ? sg_index_flush(t) : 0;
-}
-
-static int lmdb_del(sg_txn_t *t, int db, MDB_val *key) {
-        int rc = index_ready(t, db);
-        if (!rc)
-                rc = write_op(t, SG_STORE_OP_DEL);
-        return rc ? rc : mdb_del(t->txn, t->store->dbi[db], key, NULL);
+int sg_lmdb_drop(sg_txn_t *t, MDB_dbi dbi) {
+        int rc = write_op(t, SG_STORE_OP_DEL);
+        return rc ? rc : mdb_drop(t->txn, dbi, 0);
 }
 
 int sg_lmdb_cursor_put(sg_txn_t *t, MDB_cursor *cur, MDB_val *key, MDB_val *val,
@@ -208,18 +174,16 @@ int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur) {
         return rc ? rc : mdb_cursor_del(cur, 0);
 }
 
-static int lmdb_get(sg_txn_t *t, int db, MDB_val *key, MDB_val *val) {
+int sg_lmdb_get(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        int rc = index_ready(t, db);
-        return rc ? rc : mdb_get(t->txn, t->store->dbi[db], key, val);
+        return mdb_get(t->txn, dbi, key, val);
 }
 
-int sg_lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp) {
+int sg_lmdb_cursor_open(sg_txn_t *t, MDB_dbi dbi, MDB_cursor **curp) {
         if (t->failed)
                 return MDB_BAD_TXN;
-        int rc = index_ready(t, db);
-        return rc ? rc : mdb_cursor_open(t->txn, t->store->dbi[db], curp);
+        return mdb_cursor_open(t->txn, dbi, curp);
 }
 
 void sg_store_fault_inject(sg_store_t *s, unsigned ops, uint64_t n, int rc) {
@@ -253,6 +217,12 @@ static int map_lock_init(sg_store_t *s) {
                 &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
         rc = pthread_rwlock_init(&s->map_lock, &a);
         pthread_rwlockattr_destroy(&a);
+        /* the partition table's lock (store_parts.c), and the store's
+         * other defaults */
+        if (!rc && !(rc = pthread_rwlock_init(&s->pdb_lock, NULL)))
+                s->pdb_lock_ok = true;
+        s->seg_keys = SG_SEG_KEYS_DEFAULT;
+        s->cl_format = SG_STORE_FORMAT;
         return rc;
 }
 
@@ -270,7 +240,15 @@ void sg_tp_make(sg_tp_t *tp, const char *topic, int32_t partition) {
 
 /* ---- environment ------------------------------------------------------ */
 
-/* Opens every named database (creating them when @p create) in one
+/* The shared databases (store.h); the partitions' are store_parts.c's. */
+#define FORMAT_DB "format"
+#define FORMAT_KEY "version"
+/* Handles LMDB may keep: a partition's aggregates, aux and segment slots
+ * (2 + SEG_SLOTS) for a few hundred partitions. LMDB's work per
+ * transaction is over the handles opened, not this bound. */
+#define STORE_MAXDBS 16384
+
+/* Opens the shared databases (creating them when @p create) in one
  * transaction; committing it keeps the handles for later transactions.
  * *whatp (optional) names the database that failed. */
 static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
@@ -278,11 +256,13 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
         int rc = mdb_txn_begin(s->env, NULL, create ? 0 : MDB_RDONLY, &txn);
         if (rc)
                 return rc;
-        for (int i = 0; i < DB__CNT; i++) {
-                if ((rc = mdb_dbi_open(txn, db_name(i), create ? MDB_CREATE : 0,
-                                       &s->dbi[i]))) {
+        const char *names[] = {"meta", "filter"};
+        MDB_dbi *dbis[] = {&s->meta_dbi, &s->filter_dbi};
+        for (int i = 0; i < 2; i++) {
+                if ((rc = mdb_dbi_open(txn, names[i], create ? MDB_CREATE : 0,
+                                       dbis[i]))) {
                         if (whatp)
-                                *whatp = db_name(i);
+                                *whatp = names[i];
                         mdb_txn_abort(txn);
                         return rc;
                 }
@@ -291,9 +271,6 @@ static int open_dbs(sg_store_t *s, bool create, const char **whatp) {
 }
 
 /* ---- the store's format (store.h "Format version") -------------------- */
-
-#define FORMAT_DB "format"
-#define FORMAT_KEY "version"
 
 /* Reads the format number of the open environment into *fmtp: 0 when the
  * store has none (written before format numbers, or new). @p write: a new,
@@ -316,15 +293,30 @@ static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
                 mdb_txn_abort(txn);
                 return rc == MDB_NOTFOUND ? 0 : rc;
         }
-        /* no number: a new store gets one; a store with data has an
+        /* no number: a new store gets one; a store with anything but the
+         * databases just created (store format 1's dedup, agg, ...) has an
          * earlier format */
-        uint64_t entries = 0;
-        for (int i = 0; i < DB__CNT; i++) {
-                MDB_stat st;
-                if (!mdb_stat(txn, s->dbi[i], &st))
-                        entries += st.ms_entries;
+        MDB_cursor *cur;
+        bool other = false;
+        if (!(rc = mdb_cursor_open(txn, 1 /* the main database */, &cur))) {
+                static const char *const ours[] = {"meta", "filter", FORMAT_DB};
+                MDB_val key, val;
+                for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+                     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                        bool mine = false;
+                        for (int i = 0; i < 3; i++)
+                                mine |= key.mv_size == strlen(ours[i]) &&
+                                        !memcmp(key.mv_data, ours[i],
+                                                key.mv_size);
+                        other |= !mine;
+                }
+                mdb_cursor_close(cur);
         }
-        if (entries) {
+        if (rc && rc != MDB_NOTFOUND) {
+                mdb_txn_abort(txn);
+                return rc;
+        }
+        if (other) {
                 mdb_txn_abort(txn);
                 return 0;
         }
@@ -344,7 +336,7 @@ static int format_read(sg_store_t *s, bool write, unsigned *fmtp) {
  * @p dir/store-format-<fmt>-<unix seconds> (its path into @p kept), and
  * the lock file is removed. Nothing is deleted: if the changelog the
  * partitions are now restored from turns out to be incomplete, the old
- * store is still there for the operator (docs/upgrade.md "Store format 2"). */
+ * store is still there for the operator (docs/upgrade.md "Store format 3"). */
 static sg_err_t files_set_aside(const char *dir, unsigned fmt, char *kept,
                                 size_t kept_size, char *errstr,
                                 size_t errstr_size) {
@@ -482,7 +474,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
 reopen:
         if ((rc = mdb_env_create(&s->env)))
                 goto fail;
-        mdb_env_set_maxdbs(s->env, DB__CNT + 2);
+        mdb_env_set_maxdbs(s->env, STORE_MAXDBS);
         /* the write-through map opens at the file's size (LMDB raises it
          * to the used pages; nothing is written before
          * sg_store_space_open allocates the map it then sets) */
@@ -509,6 +501,12 @@ reopen:
         /* A file larger than map_size (grown earlier) keeps its size. */
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
+        if (!s->psize) { /* the write-through map's open set it */
+                MDB_stat est;
+                if ((rc = mdb_env_stat(s->env, &est)))
+                        goto fail;
+                s->psize = est.ms_psize;
+        }
         if ((rc = open_dbs(s, true, NULL)))
                 goto fail;
         if ((rc = format_read(s, true, &fmt)))
@@ -546,6 +544,20 @@ reopen:
                 sg_store_close(s);
                 return serr;
         }
+        /* every partition's handles, for the readers of other threads
+         * (store_parts.c) */
+        MDB_txn *ot;
+        if ((rc = mdb_txn_begin(s->env, NULL, 0, &ot)) == 0 &&
+            (rc = sg_pdb_open_all(s, ot)) == 0)
+                rc = mdb_txn_commit(ot);
+        else if (rc == 0)
+                mdb_txn_abort(ot);
+        if (rc) {
+                sg_errf(errstr, errstr_size, "LMDB open %s: partitions: %s",
+                        dir, mdb_strerror(rc));
+                sg_store_close(s);
+                return SG_ERR_STORE;
+        }
         *storep = s;
         return SG_OK;
 fail:
@@ -554,6 +566,7 @@ fail:
 out:
         if (s->env)
                 mdb_env_close(s->env);
+        sg_pdb_free(s);
         pthread_rwlock_destroy(&s->map_lock);
         close(s->lock_fd);
         free(s->dir);
@@ -573,6 +586,7 @@ void sg_store_close(sg_store_t *s) {
                 sg_store_space_trim(s, used);
         if (synced)
                 sg_store_session_mark_closed(s);
+        sg_pdb_free(s);
         pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
         if (s->lock_fd > 0)
@@ -623,16 +637,15 @@ void sg_store_usage(sg_store_t *s, uint64_t *map_size, uint64_t *used) {
 }
 
 uint64_t sg_store_entries(sg_store_t *s) {
-        MDB_txn *t;
+        sg_txn_t *t;
+        sg_db_stat_t st[SG_STORE_DB_CNT];
         uint64_t n = 0;
-        if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &t))
+        if (sg_txn_begin(s, false, &t, NULL, 0))
                 return 0;
-        for (int i = 0; i < DB__CNT; i++) {
-                MDB_stat st;
-                if (!mdb_stat(t, s->dbi[i], &st))
-                        n += st.ms_entries;
-        }
-        mdb_txn_abort(t);
+        if (!sg_store_db_stats(t, st, NULL, 0))
+                for (int i = 0; i < SG_STORE_DB_CNT; i++)
+                        n += st[i].entries;
+        sg_txn_abort(t);
         return n;
 }
 
@@ -663,9 +676,11 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                                    errstr, errstr_size);
         }
         atomic_fetch_add(&s->txns_open, 1);
-        if (write && s->writemap)
-                t->used_before = sg_store_space_used(s);
         if (write) {
+                MDB_envinfo info;
+                mdb_env_info(s->env, &info);
+                t->map_before = info.me_mapsize;
+                t->used_before = sg_store_space_used(s);
                 atomic_fetch_add(&s->writes_open, 1);
                 atomic_store(&s->writer_tid, (int)gettid());
         }
@@ -692,19 +707,61 @@ sg_err_t sg_txn_begin_reader(sg_store_t *s, sg_txn_t **txnp, char *errstr,
         return SG_OK;
 }
 
+/* After write transaction @p t committed: how much the file grew per write
+ * (sg_txn_room_low's estimate), kept as a maximum that decays by an eighth
+ * at each commit, so that one commit of mostly new pages (an empty store,
+ * a restore) does not hold it high forever, nor a commit of few writes
+ * (one that met its pages already copied) pull it low at once. */
+static void growth_learn(sg_txn_t *t) {
+        sg_store_t *s = t->store;
+        if (t->writes < 64) /* too few to say anything */
+                return;
+        uint64_t used = sg_store_space_used(s);
+        uint64_t per =
+                used > t->used_before ? (used - t->used_before) / t->writes : 0;
+        uint64_t kept = s->grow_per_write - s->grow_per_write / 8;
+        s->grow_per_write = per > kept ? per : kept;
+}
+
+/* Before anything is learned: a page per 8 writes. */
+#define GROW_PER_WRITE_DEFAULT 512
+
+bool sg_txn_room_low(const sg_txn_t *t, uint64_t pending) {
+        if (!t || !t->write || t->map_before <= t->used_before)
+                return false;
+        const sg_store_t *s = t->store;
+        uint64_t per =
+                s->grow_per_write ? s->grow_per_write : GROW_PER_WRITE_DEFAULT;
+        uint64_t room = t->map_before - t->used_before;
+        return t->writes + pending > room / 2 / per;
+}
+
+bool sg_txn_copied_much(const sg_txn_t *t) {
+        if (!t || !t->write || t->map_before <= t->used_before ||
+            !t->store->psize)
+                return false;
+        uint64_t room = t->map_before - t->used_before;
+        return t->writes * t->store->psize > room / 2;
+}
+
+uint64_t sg_txn_writes(const sg_txn_t *t) {
+        return t ? t->writes : 0;
+}
+
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
-        int rc = t->failed   ? MDB_BAD_TXN
-                 : t->reader ? 0
-                 : t->write  ? sg_index_flush(t)
-                             : 0;
+        int rc = t->failed ? MDB_BAD_TXN : 0;
         if (!rc && !t->reader)
                 rc = fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
                 rc = mdb_txn_commit(t->txn);
+        if (!rc && t->write)
+                growth_learn(t);
         if (!rc && t->write && t->store->writemap)
                 sg_store_space_committed(t->store, t->used_before);
+        if (t->write) /* the handles it opened: kept, or closed by LMDB */
+                sg_pdb_txn_end(t->store, rc == 0);
         txn_free(t);
         return rc ? sg_lmdb_err(rc, "commit", errstr, errstr_size) : SG_OK;
 }
@@ -713,11 +770,21 @@ void sg_txn_abort(sg_txn_t *t) {
         if (!t)
                 return;
         mdb_txn_abort(t->txn);
+        if (t->write)
+                sg_pdb_txn_end(t->store, false);
         txn_free(t);
 }
 
 void sg_txn_capture(sg_txn_t *t, bool on) {
         t->capture = on;
+}
+
+void sg_txn_capture_reset(sg_txn_t *t) {
+        t->change_cnt = 0;
+        sg_arena_reset(&t->cap);
+        free(t->view);
+        t->view = NULL;
+        t->view_cnt = 0;
 }
 
 const char *sg_txn_errdetail(const sg_txn_t *t) {
@@ -794,41 +861,19 @@ size_t sg_txn_changes(sg_txn_t *t, const sg_change_t **changesp) {
         return t->view_cnt;
 }
 
-sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
+sg_err_t sg_db_put(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    const void *v, size_t vlen, char *errstr,
                    size_t errstr_size) {
-        MDB_val key = {klen, (void *)k}, val = {vlen, (void *)v};
-        int rc = sg_lmdb_put(t, db, &key, &val, 0);
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
-        return sg_change_capture(t, db, k, klen, v ? v : "", vlen);
+        MDB_val key = {klen, (void *)k}, val = {vlen, (void *)(v ? v : "")};
+        int rc = sg_lmdb_put(t, dbi, &key, &val, 0);
+        return rc ? sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size)
+                  : SG_OK;
 }
 
-sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
-                         char *errstr, size_t errstr_size) {
-        assert(db_time_index(db) && klen <= IDX_SLOT - 2);
-        if (t->failed) /* as a put on a broken transaction fails */
-                return sg_txn_lmdb_err(t, MDB_BAD_TXN, db_name(db), errstr,
-                                       errstr_size);
-        if (t->ipend_cnt == t->ipend_size) {
-                size_t n = t->ipend_size ? t->ipend_size * 2 : 256;
-                unsigned char *np = realloc(t->ipend, n * IDX_SLOT);
-                if (!np)
-                        return SG_ERR_NOMEM;
-                t->ipend = np;
-                t->ipend_size = n;
-        }
-        unsigned char *sl = t->ipend + t->ipend_cnt++ * IDX_SLOT;
-        sl[0] = (unsigned char)db;
-        sl[1] = (unsigned char)klen;
-        memcpy(sl + 2, k, klen);
-        return SG_OK; /* the indexes are derived: never captured */
-}
-
-sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
+sg_err_t sg_db_get(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    MDB_val *val) {
         MDB_val key = {klen, (void *)k};
-        int rc = lmdb_get(t, db, &key, val);
+        int rc = sg_lmdb_get(t, dbi, &key, val);
         if (!rc)
                 return SG_OK;
         if (rc == MDB_NOTFOUND) /* a miss is no error: nothing to word */
@@ -838,15 +883,14 @@ sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
         return sg_txn_lmdb_err(t, rc, what, NULL, 0);
 }
 
-sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
+sg_err_t sg_db_del(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    char *errstr, size_t errstr_size) {
         MDB_val key = {klen, (void *)k};
-        int rc = lmdb_del(t, db, &key);
+        int rc = sg_lmdb_del(t, dbi, &key);
         if (rc == MDB_NOTFOUND)
                 return SG_OK;
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
-        return sg_change_capture(t, db, k, klen, NULL, 0);
+        return rc ? sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size)
+                  : SG_OK;
 }
 
 /* ---- read-only access for operator tools ------------------------------ */
@@ -871,7 +915,7 @@ static void readonly_format_why(const char *dir, unsigned fmt, char *errstr,
                 sg_errf(errstr, errstr_size,
                         "%s is a store of format %u that seqgate set aside "
                         "when it rebuilt its data_dir in format %d "
-                        "(docs/upgrade.md \"Store format 2\"): a copy kept "
+                        "(docs/upgrade.md \"Store format 3\"): a copy kept "
                         "for the operator, "
                         "read by no command; point --data-dir (or data_dir) "
                         "at the data_dir seqgate runs on, and remove this "
@@ -892,7 +936,7 @@ static void readonly_format_why(const char *dir, unsigned fmt, char *errstr,
                         "yet: start seqgate on this data_dir once (it sets "
                         "this store aside in %s/store-format-%u-<seconds> "
                         "and restores every partition from its changelog, "
-                        "docs/upgrade.md \"Store format 2\"), then run this "
+                        "docs/upgrade.md \"Store format 3\"), then run this "
                         "command again",
                         dir, why, dir, fmt ? fmt : 1);
 }
@@ -910,13 +954,12 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         int rc = mdb_env_create(&s->env);
         if (rc)
                 goto fail;
-        mdb_env_set_maxdbs(s->env, DB__CNT + 2);
+        mdb_env_set_maxdbs(s->env, STORE_MAXDBS);
+        s->readonly = true;
         /* No map size set: LMDB takes the one recorded in the file. */
         if ((rc = mdb_env_open(s->env, dir, MDB_RDONLY | MDB_NOTLS, 0640)))
                 goto fail;
-        what = "open databases";
-        if ((rc = open_dbs(s, false, &what)))
-                goto fail;
+        /* the format first: an earlier store lacks this one's databases */
         unsigned fmt;
         what = "format";
         if ((rc = format_read(s, false, &fmt)))
@@ -924,10 +967,14 @@ sg_err_t sg_store_open_readonly(const char *dir, sg_store_t **storep,
         if (fmt != SG_STORE_FORMAT) {
                 readonly_format_why(dir, fmt, errstr, errstr_size);
                 mdb_env_close(s->env);
+                sg_pdb_free(s);
                 pthread_rwlock_destroy(&s->map_lock);
                 free(s);
                 return SG_ERR_STORE;
         }
+        what = "open databases";
+        if ((rc = open_dbs(s, false, &what)))
+                goto fail;
         *storep = s;
         return SG_OK;
 fail:
@@ -940,32 +987,9 @@ fail:
                         mdb_strerror(rc));
         if (s->env)
                 mdb_env_close(s->env);
+        sg_pdb_free(s);
         pthread_rwlock_destroy(&s->map_lock);
         free(s);
         return rc == ENOENT || rc == MDB_NOTFOUND ? SG_ERR_NOT_FOUND
                                                   : SG_ERR_STORE;
-}
-
-sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
-                           size_t errstr_size) {
-        _Static_assert(SG_STORE_DB_CNT == DB__CNT, "store.h's database count");
-        for (int i = 0; i < DB__CNT; i++) {
-                MDB_stat st;
-                int rc = t->write ? sg_index_flush(t) : 0;
-                if (!rc)
-                        rc = mdb_stat(t->txn, t->store->dbi[i], &st);
-                if (rc) {
-                        sg_errf(errstr, errstr_size, "mdb_stat %s: %s",
-                                sg_store_db_names[i], mdb_strerror(rc));
-                        return SG_ERR_STORE;
-                }
-                out[i] = (sg_db_stat_t){
-                        .name = sg_store_db_names[i],
-                        .entries = st.ms_entries,
-                        .pages = (uint64_t)st.ms_branch_pages +
-                                 st.ms_leaf_pages + st.ms_overflow_pages,
-                        .page_size = st.ms_psize,
-                };
-        }
-        return SG_OK;
 }

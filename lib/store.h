@@ -1,28 +1,59 @@
 /*
- * store.h — seqgate's state in LMDB (semantics §1 table).
+ * store.h — seqgate's state in LMDB (semantics §1 table), store format 3.
  *
- * One LMDB environment under the data directory, with named databases:
- *   dedup    tp | SHA-256(idempotency key)        → digest, verdict, first seen, expiry
- *   expiry   tp | expiry_ms (BE) | key hash       → (empty)   TTL sweep index
- *   agg      tp | SHA-256(aggregate id)           → last version, state, flags, parked count/bytes, oldest parked_at, aggregate id
- *   parked   tp | agg hash | version (BE)         → the whole record + parked_at
- *   since    tp | parked_at_ms (BE) | agg hash    → (empty)   gap deadline index
- *   meta     tp                                   → consumer group, input offset, counters, clock
- *   snapreq  tp | agg hash                        → snapshot request (snapshot refetch, semantics §4)
- *   snapdue  tp | due_ms (BE) | agg hash          → (empty)   request timeout/retry index
+ * One LMDB environment under the data directory. Every partition has its
+ * own databases, so that its keys carry no partition prefix and its state
+ * is dropped or rebuilt as a unit (mdb_drop):
+ *   p<tp>.a       agg hash                    → aggregate: last version,
+ *                                                state, epoch, and only
+ *                                                while needed flags, parked
+ *                                                count/bytes/since, id
+ *   p<tp>.x       'p' agg hash | version (BE) → parked event (the whole
+ *                                                record + parked_at)
+ *                 'r' agg hash                → snapshot request
+ *                 's' since_ms (BE) | agg hash → (empty) gap deadline index
+ *                 't' due_ms (BE) | agg hash   → (empty) request due index
+ *                 'h', 'g' seg id             → the dedup segment table
+ *   p<tp>.d<n>    key hash                    → dedup record (segment slot n)
+ * and three shared databases:
+ *   meta          tp                          → consumer group, input
+ *                                                offset, counters, clock
+ *   filter        tp | seg id (BE u32)        → a sealed segment's filter
+ *   format        "version"                   → SG_STORE_FORMAT
  * where tp = the first 8 bytes of SHA-256(topic) | 4-byte BE partition
- * (12 bytes, SG_TP_LEN), so every key of a partition shares a short prefix
- * and the partition's state can be dropped or rebuilt as a unit. The topic
- * name itself is kept once, in the partition's meta value, where
- * sg_meta_get() checks it: two topics whose 64-bit hashes collided (for
- * 1,000 topics in one store a chance of 1000^2 / 2^65, ~3e-14) are refused,
- * never mixed. Hashing ids keeps keys short and bounded (LMDB's key limit
- * is 511 bytes) whatever the ids look like.
+ * (12 bytes, SG_TP_LEN; <tp> its 24 hex digits), and a hash is the first
+ * SG_KEY_HASH_LEN (16) bytes of the SHA-256 of the idempotency key or
+ * aggregate id: for a billion keys in one partition two collide with a
+ * chance of ~1.5e-21. The topic name itself is kept once, in the
+ * partition's meta value, where sg_meta_get() checks it: two topics whose
+ * 64-bit hashes collided (for 1,000 topics in one store a chance of
+ * 1000^2 / 2^65, ~3e-14) are refused, never mixed.
+ *
+ * Dedup segments (semantics §3 "Expiry", store_seg.c): a partition's dedup
+ * records live in time segments, each holding keys whose expiry falls in
+ * one bucket of width dedup TTL / 8. New keys go to the bucket's one open
+ * segment, small and hot; one that holds SG_SEG_KEYS_DEFAULT keys, or
+ * whose bucket is past, is frozen, and rewritten in key order into a
+ * packed sealed segment with a blocked Bloom filter (2 bytes a key, kept
+ * in the store); sealed segments of a bucket are merged four at a time.
+ * A lookup goes through the segments newest first, a sealed one only when
+ * its filter may hold the key; a key lives in one segment. Once a
+ * bucket's end has passed, its segments are walked (the changelog gets a
+ * tombstone for each key, a bounded number a batch; keys still PARKED move
+ * to the current bucket) and then emptied as a whole: no expiry index, no
+ * per-key delete.
+ *
+ * Change capture and sg_store_foreach() name a state key as the changelog
+ * does: the kind (SG_DB_*), and the key tp | hash [| version], whatever
+ * database holds it; a dedup value as the changelog carries it
+ * (sg_dedup_encode).
  *
  * Format version: the store's format number (SG_STORE_FORMAT) is kept in
  * its own database "format". A store without it, or with an older one, is
- * never read: sg_store_open() removes it and every partition is restored
- * from its changelog (sg_store_rebuilt() says why), as after a machine stop.
+ * never read: sg_store_open() sets it aside and every partition is restored
+ * from its changelog (sg_store_rebuilt() says why), as after a machine stop;
+ * the changelog's records of store format 2 (32-byte hashes in their keys)
+ * convert as they are restored (sg_store_apply_change).
  *
  * Map size: when a write returns MDB_MAP_FULL the batch is aborted
  * (SG_ERR_MAP_FULL), sg_store_grow() adds map_growth_bytes, and the batch is
@@ -53,8 +84,16 @@ extern "C" {
 
 #define SG_TP_LEN 12 /**< key prefix: 8 bytes of topic hash + partition */
 #define SG_TP_MAX SG_TP_LEN /**< longest key prefix, bytes */
-#define SG_STORE_FORMAT 2   /**< the store's key and value format (above) */
-#define SG_STATE_MAX 64     /**< longest state name, bytes, NUL included */
+#define SG_STORE_FORMAT 3   /**< the store's key and value format (above) */
+/** Bytes of a key or aggregate hash in store and changelog keys (the
+ *  first of its SHA-256; functions take the whole 32-byte digest). Store
+ *  format 2 kept all 32: SG_KEY_HASH_LEN_2. */
+#define SG_KEY_HASH_LEN 16
+#define SG_KEY_HASH_LEN_2 32
+/** Keys an open dedup segment takes before it is frozen (above), unless
+ *  sg_store_set_segment_keys() says otherwise. */
+#define SG_SEG_KEYS_DEFAULT 262144
+#define SG_STATE_MAX 64 /**< longest state name, bytes, NUL included */
 
 typedef struct sg_store sg_store_t;
 typedef struct sg_txn sg_txn_t;
@@ -112,6 +151,15 @@ typedef struct sg_dedup_rec {
         uint8_t reason;
         int64_t first_seen_ms;
         int64_t expiry_ms;
+        /** The changelog may hold this key's records under its store
+         *  format 2 key (the 32-byte hash, whose last 16 bytes v2_tail
+         *  are): a record restored from such a key. Its tombstone goes to
+         *  both keys. Set by the store; a new record has none. */
+        bool v2;
+        unsigned char v2_tail[16];
+        /** Where sg_dedup_get found the record (its segment), for
+         *  sg_dedup_put_known; 0: unknown. Private. */
+        uint32_t _seg;
 } sg_dedup_rec_t;
 
 /** Whether the payload digest @p digest (32 bytes of SHA-256) is the one
@@ -138,12 +186,21 @@ typedef struct sg_agg_rec {
         uint64_t
                 skip_from; /**< gap_policy skip: first skipped version, 0 none */
         uint64_t skip_to;
-        char aggregate[1025]; /**< aggregate id (truncated past 1024 bytes)
-                                      for DLQ headers, snapshot requests, tools */
+        /** The aggregate id (truncated past 1024 bytes) for DLQ headers,
+         *  snapshot requests and tools. The store keeps it only while
+         *  something needs it without the event (parked events, flags, a
+         *  skip): read back otherwise it is "" (aggregate_len 0), and a
+         *  caller that looked the aggregate up by its id fills it in. */
+        char aggregate[1025];
         size_t aggregate_len;
         bool has_epoch; /**< false: no epoch seen (semantics §4b), also
                                       for values written before epochs */
         uint64_t epoch; /**< E, the aggregate's current epoch */
+        /** As sg_dedup_rec_t.v2, for the aggregate's records (aggregate,
+         *  parked events, snapshot request): the last 16 bytes of its
+         *  32-byte hash, kept while a record under it may remain. */
+        bool v2;
+        unsigned char v2_tail[16];
 } sg_agg_rec_t;
 
 /** A parked event. Pointers refer to LMDB memory (get) or caller memory (put). */
@@ -151,6 +208,8 @@ typedef struct sg_parked_rec {
         int64_t parked_at_ms;
         int64_t offset; /**< origin offset */
         int64_t timestamp_ms;
+        /** the idempotency key's hash: SG_KEY_HASH_LEN bytes, or all 32 in a
+         *  value of store format 2 (the rest 0 otherwise) */
         unsigned char key_hash[32];
         const char *type; /**< may be NULL */
         size_t type_len;
@@ -266,6 +325,22 @@ bool sg_store_deferred(const sg_store_t *store);
 /** Syncs everything committed so far to the disk (a checkpoint of a
  *  deferred store). @returns SG_OK or SG_ERR_STORE. */
 sg_err_t sg_store_sync(sg_store_t *store, char *errstr, size_t errstr_size);
+/**
+ * Paced writeback, after a commit (the engine's checkpoint, a restore's
+ * window): once the process dirtied half the kernel's background dirty
+ * threshold (at least 256 MiB) since the last time, starts the write-out
+ * of every page of the store's file that is dirty now (sync_file_range
+ * SYNC_FILE_RANGE_WRITE: queued to the disk, not waited for). A deferred
+ * store's commits leave their pages to the kernel, which lets them pile up
+ * to its dirty limit and then makes the writing process wait for the disk
+ * (a 10 M-key run: 3.4 GiB dirty, 78 % I/O pressure); started here, they
+ * never reach the threshold from this store alone, while below it the
+ * kernel still coalesces pages dirtied again. Not a sync: nothing about
+ * durability changes (semantics §6). A hint: errors are ignored; without
+ * /proc/self/io it does nothing. Call from the store's thread with no
+ * write transaction open.
+ */
+void sg_store_writeback(sg_store_t *store);
 /** True if sg_store_open() started the store new and empty: it removed
  *  an untrusted one (see above) or set aside one of an earlier format
  *  ("Format version"); *whyp (optional) the reason, naming where a
@@ -352,6 +427,34 @@ sg_err_t sg_txn_begin_reader(sg_store_t *store, sg_txn_t **txnp, char *errstr,
                              size_t errstr_size);
 /** Commits (SG_ERR_MAP_FULL possible) and frees the transaction. */
 sg_err_t sg_txn_commit(sg_txn_t *txn, char *errstr, size_t errstr_size);
+/** Puts and deletes made through @p txn so far (0 for NULL or a read
+ *  transaction). */
+uint64_t sg_txn_writes(const sg_txn_t *txn);
+/**
+ * Whether write transaction @p txn is estimated to have used half the
+ * room its map had when it began: its writes so far, and @p pending more
+ * the caller is about to make (a gathered sg_store_batch), times the bytes the
+ * file grew per write in the store's commits so far (a decaying maximum;
+ * before the first commit of 64 writes or more, 512 bytes). A transaction
+ * that spans many batches (the engine's checkpoint, semantics §6) commits
+ * then, so that the next one begins with the map grown ahead of use
+ * (semantics §6 "Disk space") rather than meeting its end: MDB_MAP_FULL
+ * costs the whole transaction. An estimate, not a promise: the map's end
+ * stays the backstop. false for NULL or a read transaction.
+ */
+bool sg_txn_room_low(const sg_txn_t *txn, uint64_t pending);
+/**
+ * Whether write transaction @p txn may have used half the room its map had
+ * when it began, were every write it made a new page: LMDB copies each
+ * page a transaction changes the first time, and reuses the old copies
+ * only two transactions later, so a long transaction grows the file by up
+ * to a page per write. The engine's checkpoint (semantics §6) ends once
+ * this is true: its growth then fits the map's room (the headroom, a
+ * quarter of the store), so it never meets MDB_MAP_FULL by copying, and
+ * the file holds at most about a headroom of pages freed by the last two
+ * checkpoints. false for NULL or a read transaction.
+ */
+bool sg_txn_copied_much(const sg_txn_t *txn);
 /** Aborts and frees the transaction. NULL is a no-op. */
 void sg_txn_abort(sg_txn_t *txn);
 
@@ -394,6 +497,11 @@ typedef struct sg_change {
 
 /** Turns change capture on or off for the rest of the transaction. */
 void sg_txn_capture(sg_txn_t *txn, bool on);
+/** Forgets the changes captured so far: sg_txn_changes() then returns only
+ *  what is written after this call. A transaction that spans several
+ *  batches (the engine's checkpoint, semantics §6) captures each batch's
+ *  changes on their own. */
+void sg_txn_capture_reset(sg_txn_t *txn);
 /**
  * The transaction's captured changes: the last change of each key, in the
  * order they were written. Valid until the next call or the end of the
@@ -439,6 +547,10 @@ sg_err_t sg_store_apply_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
  */
 typedef struct sg_store_batch sg_store_batch_t;
 sg_err_t sg_store_batch_new(sg_store_batch_t **batchp);
+/** The records the restore will add at most (its changelog's length), to
+ *  size the batch's filter of the dedup keys it wrote (a byte a record,
+ *  1 to 256 MiB; without it 1 MiB). */
+void sg_store_batch_expect(sg_store_batch_t *batch, uint64_t records);
 void sg_store_batch_destroy(sg_store_batch_t *batch);
 /** Drops what the batch holds (the restore's transaction was aborted). */
 void sg_store_batch_clear(sg_store_batch_t *batch);
@@ -481,6 +593,24 @@ sg_err_t sg_snapreq_decode(const void *value, size_t len, sg_snapreq_rec_t *out,
                            char *errstr, size_t errstr_size);
 
 /**
+ * Encoders of the values a changelog record carries in store format 3 (the
+ * decoders above read them back; store_int.h has the layouts), for the
+ * store itself and for tools that write a changelog (bench's priming
+ * generator). Out of range times are clamped into the decoders' range.
+ * Each returns the value's length. Pure functions: thread-safe.
+ */
+#define SG_DEDUP_VALUE_LEN 30 /**< sg_dedup_encode's value */
+size_t sg_dedup_encode(const sg_dedup_rec_t *rec,
+                       unsigned char out[SG_DEDUP_VALUE_LEN]);
+#define SG_AGG_VALUE_MAX 1280 /**< the longest sg_agg_encode value */
+size_t sg_agg_encode(const sg_agg_rec_t *rec,
+                     unsigned char out[SG_AGG_VALUE_MAX]);
+#define SG_META_VALUE_MAX 640 /**< the longest sg_meta_encode value */
+/** @p topic the partition's topic, kept in the value (store.h top). */
+size_t sg_meta_encode(const sg_meta_rec_t *rec, const char *topic,
+                      unsigned char out[SG_META_VALUE_MAX]);
+
+/**
  * The stored value of one state key as a changelog record carries it (the
  * inverse of sg_store_apply_change: @p db and @p suffix as there). Used to
  * rewrite a key whose last changelog record is void (at_least_once repair,
@@ -502,29 +632,69 @@ sg_err_t sg_store_get_change(sg_txn_t *txn, const sg_tp_t *tp, int db,
  * sg_txn_errdetail(txn) right after the failing call. A stored value that
  * does not decode (sg_*_decode) is SG_ERR_STORE with the decoder's reason. */
 
+/** The key's record, wherever its segment (above); a record past its
+ *  expiry is returned as it is (the caller judges it absent: semantics
+ *  §3), so that a new record of the key replaces it. */
 sg_err_t sg_dedup_get(sg_txn_t *txn, const sg_tp_t *tp,
                       const unsigned char key_hash[32], sg_dedup_rec_t *out);
-/** Writes the record and keeps the expiry index in step (old entry removed). */
+/** Writes the record into the segment of its expiry's bucket (moving it
+ *  there from another), capturing it for the changelog. */
 sg_err_t sg_dedup_put(sg_txn_t *txn, const sg_tp_t *tp,
                       const unsigned char key_hash[32],
                       const sg_dedup_rec_t *rec, char *errstr,
                       size_t errstr_size);
-/** As sg_dedup_put() when the caller has just read the stored record:
- *  @p old is it, or NULL when there was none (saves a lookup on the
- *  per-record path). */
+/** As sg_dedup_put() when the caller has just read the stored record
+ *  (sg_dedup_get, in this transaction): @p old is it, or NULL when there
+ *  was none (saves a lookup on the per-record path). */
 sg_err_t sg_dedup_put_known(sg_txn_t *txn, const sg_tp_t *tp,
                             const unsigned char key_hash[32],
                             const sg_dedup_rec_t *rec,
                             const sg_dedup_rec_t *old, char *errstr,
                             size_t errstr_size);
 /**
- * Removes at most @p max dedup records of @p tp whose expiry_ms <= @p now_ms,
- * walking the expiry index (never a full scan). Records still PARKED get a new
- * expiry now_ms + @p ttl_ms instead. *removedp receives the count removed.
+ * The partition's dedup upkeep, once a batch (semantics §3 "Expiry"): the
+ * open segments that are full or whose bucket is past are frozen; a
+ * bounded amount of sealing and merging is done (about four times the keys
+ * written since the last call, at least 4 × @p max); and the segments of
+ * the oldest bucket whose end is at or before @p now_ms are walked: each
+ * key gets a changelog tombstone (at most @p max this call; *removedp
+ * receives their count), a key still PARKED moves to the current bucket
+ * with expiry @p now_ms + @p ttl_ms, and once walked the segments are
+ * emptied. @p ttl_ms is the partition's dedup TTL (the bucket width is an
+ * eighth of the first one seen).
  */
 sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
                         int64_t ttl_ms, int max, int *removedp, char *errstr,
                         size_t errstr_size);
+/**
+ * The format of the changelog records this store's writes capture
+ * (docs/upgrade.md "Rolling upgrade"): SG_STORE_FORMAT (the default), or
+ * 2 for the first step of a rolling upgrade from store format 2
+ * (store.upgrade_from): a record whose 32-byte hash is known (an event's
+ * key and aggregate hashes, and the rest of the hash kept in the record,
+ * sg_dedup_rec_t.v2) is written under its format 2 key with a value format
+ * 2 reads (the aggregate's long form, a parked event's 32-byte key hash),
+ * so that an instance of the earlier version restores it; one restored
+ * from a format 3 key (whose hash's rest is unknown: then every instance
+ * reads format 3) under its format 3 key. The store itself is format 3
+ * either way. Thread-safety: the store's thread.
+ */
+void sg_store_set_changelog_format(sg_store_t *store, int format);
+/** Keys an open dedup segment takes before it is frozen (default
+ *  SG_SEG_KEYS_DEFAULT; at least 1). Thread-safety: the store's thread. */
+void sg_store_set_segment_keys(sg_store_t *store, uint64_t keys);
+
+/** Statistics of a partition's dedup segments (tests, tools). */
+typedef struct sg_seg_stat {
+        int open, frozen, sealed;     /**< segments by state */
+        int merging;                  /**< segments being written by a merge */
+        uint64_t keys;                /**< keys in visible segments */
+        uint64_t filter_bytes;        /**< the sealed segments' filters */
+        int64_t oldest_bucket_end_ms; /**< 0: no segment */
+} sg_seg_stat_t;
+/** Fills @p out for @p tp. @returns SG_OK or SG_ERR_STORE. */
+sg_err_t sg_dedup_seg_stat(sg_txn_t *txn, const sg_tp_t *tp,
+                           sg_seg_stat_t *out);
 
 sg_err_t sg_agg_get(sg_txn_t *txn, const sg_tp_t *tp,
                     const unsigned char agg_hash[32], sg_agg_rec_t *out);
@@ -593,7 +763,17 @@ sg_err_t sg_meta_get(sg_txn_t *txn, const sg_tp_t *tp, sg_meta_rec_t *out);
 sg_err_t sg_meta_put(sg_txn_t *txn, const sg_tp_t *tp, const sg_meta_rec_t *rec,
                      char *errstr, size_t errstr_size);
 
-/** Deletes every key of @p tp in every database. */
+/**
+ * Deletes the parked events of @p tp at or below their aggregate's L (a
+ * restore's guard, semantics §6: an event the writer resolved whose
+ * record outlived it, e.g. under a key of store format 2, is never
+ * parked again); nothing is captured. *voidedp receives their count. A
+ * walk of the partition's parked events (bounded by max_parked_total).
+ */
+sg_err_t sg_parked_void(sg_txn_t *txn, const sg_tp_t *tp, uint64_t *voidedp,
+                        char *errstr, size_t errstr_size);
+
+/** Deletes every key of @p tp in every database (its meta too). */
 sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp, char *errstr,
                                  size_t errstr_size);
 
@@ -685,39 +865,52 @@ sg_err_t sg_parked_find_key(sg_txn_t *txn, const sg_tp_t *tp,
                             unsigned char agg_hash_out[32], uint64_t *versionp,
                             sg_parked_rec_t *out);
 
-/** Visitor of sg_store_foreach(): one entry of database @p db (SG_DB_*
- *  numbers; the derived indexes are 1 expiry, 4 since, 7 snapdue), LMDB
- *  memory valid for the call only. Return 0 to go on, else to stop. */
+/** Visitor of sg_store_foreach(): one entry of kind @p db (SG_DB_*
+ *  numbers; the derived indexes are 4 since, 7 snapdue), its key as the
+ *  top of this file says (tp | ...), memory valid for the call only.
+ *  Return 0 to go on, else to stop. */
 typedef int(sg_store_visit_cb)(void *opaque, int db, const void *key,
                                size_t key_len, const void *value,
                                size_t value_len);
 /**
- * Calls @p cb for every entry of every database (indexes included),
- * database by database in key order: the store's whole contents, for tests
- * that compare two stores and for dumps. A full scan; never on the
- * processing path.
+ * Calls @p cb for every state entry of the store (indexes included), kind
+ * by kind, in key order within each kind: the store's whole contents as
+ * the changelog would carry them (the segment table, the filters and how
+ * the keys are spread over segments are not part of it), for tests that
+ * compare two stores and for dumps. A full scan; never on the processing
+ * path.
  * @returns SG_OK (also when @p cb stopped the walk), SG_ERR_STORE (the
  *          reason in sg_txn_errdetail).
  */
 sg_err_t sg_store_foreach(sg_txn_t *txn, sg_store_visit_cb *cb, void *opaque,
                           char *errstr, size_t errstr_size);
 
-/** The number of LMDB databases in the store (the table at the top). */
-#define SG_STORE_DB_CNT 8
+/** The kinds of databases sg_store_db_stats() reports (the table at the
+ *  top): every partition's segment slots ("dedup"), the filters
+ *  ("filter"), every partition's aggregates ("agg"), the rest of their
+ *  state ("state"), and "meta". */
+#define SG_STORE_DB_CNT 5
+#define SG_STAT_DEDUP 0
+#define SG_STAT_FILTER 1
+#define SG_STAT_AGG 2
+#define SG_STAT_STATE 3
+#define SG_STAT_META 4
 
-/** One database's page usage (LMDB's mdb_stat), for sizing estimates. */
+/** One kind's page usage (LMDB's mdb_stat), for sizing estimates. */
 typedef struct sg_db_stat {
-        const char *name;   /**< "dedup", "expiry", "agg", ... (static) */
+        const char *name;   /**< "dedup", "filter", "agg", ... (static) */
         uint64_t entries;   /**< key/value pairs */
         uint64_t pages;     /**< branch + leaf + overflow pages */
         uint64_t page_size; /**< bytes per page */
 } sg_db_stat_t;
 
 /**
- * Fills @p out[0 .. SG_STORE_DB_CNT) with every database's statistics as
- * @p txn (read or write) sees them, in the order of the table at the top
- * (dedup, expiry, agg, parked, since, meta, snapreq, snapdue). Reads only
- * the databases' headers: cheap at any size (seqgatectl sizing).
+ * Fills @p out[0 .. SG_STORE_DB_CNT) with the statistics of each kind
+ * (SG_STAT_*), summed over the partitions, as @p txn (read or write) sees
+ * them; "dedup" entries are the keys of the visible segments (a merge's
+ * half-written copy is in the pages, not the entries). Reads the
+ * databases' headers and the segment tables: cheap at any size
+ * (seqgatectl sizing).
  * @returns SG_OK or SG_ERR_STORE (errstr says which database).
  */
 sg_err_t sg_store_db_stats(sg_txn_t *txn, sg_db_stat_t *out, char *errstr,

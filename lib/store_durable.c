@@ -9,7 +9,9 @@
  * committed only after it (kafka_batch.c). Kafka holds the durable copy, as
  * it does for Kafka Streams' state stores. The LMDB store is then a cache
  * of the changelog and need not fdatasync every batch (sg_store_defer_sync:
- * MDB_NOSYNC). What that can cost, and how it is answered:
+ * MDB_NOSYNC), nor commit every batch: the engine commits at checkpoints
+ * (semantics §6), and a partition's meta says from which changelog offset
+ * its tail is restored. What that can cost, and how it is answered:
  *  - the process dies (kill -9, crash, OOM): every committed LMDB
  *    transaction was written to the file (the kernel's page cache), so the
  *    store is whole: nothing to do;
@@ -29,9 +31,13 @@
  * what is read again is only what the restored store already knows:
  * duplicates.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sync_file_range */
+#endif
 #include "store_int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +202,72 @@ sg_err_t sg_store_sync(sg_store_t *s, char *errstr, size_t errstr_size) {
                 return SG_ERR_STORE;
         }
         return SG_OK;
+}
+
+/* The bytes this process made dirty so far (/proc/self/io write_bytes:
+ * counted when a page goes from clean to dirty), 0 when unknown. */
+static uint64_t dirtied_bytes(void) {
+        FILE *f = fopen("/proc/self/io", "re");
+        char line[128];
+        unsigned long long v = 0;
+        bool got = false;
+        while (f && !got && fgets(line, sizeof(line), f))
+                got = sscanf(line, "write_bytes: %llu", &v) == 1;
+        if (f)
+                fclose(f);
+        return got ? (uint64_t)v : 0;
+}
+
+/* One number of a /proc file (the first "%llu", after @p key when given),
+ * 0 when unknown. */
+static uint64_t proc_u64(const char *path, const char *key) {
+        FILE *f = fopen(path, "re");
+        char line[160];
+        unsigned long long v = 0;
+        bool got = false;
+        size_t kl = key ? strlen(key) : 0;
+        while (f && !got && fgets(line, sizeof(line), f))
+                if (!key || !strncmp(line, key, kl))
+                        got = sscanf(line + kl, "%llu", &v) == 1;
+        if (f)
+                fclose(f);
+        return got ? (uint64_t)v : 0;
+}
+
+/* The writeback's budget: half the kernel's background dirty threshold
+ * (vm.dirty_background_bytes, or vm.dirty_background_ratio of the memory
+ * available), at least WRITEBACK_MIN. Below it the kernel coalesces the
+ * pages LMDB dirties again and again (a page freed by one transaction is
+ * reused two later); starting the write-out of every dirty page after each
+ * checkpoint instead measured badly: engine_bench, 300,000 events after
+ * 1 M preloaded keys, a 64 MiB budget cost 16.5-17.9 us of CPU per event
+ * against 9.6 without, and the kernel wrote every reused page again. */
+#define WRITEBACK_MIN (256ull << 20)
+
+static uint64_t writeback_budget(void) {
+        uint64_t bg = proc_u64("/proc/sys/vm/dirty_background_bytes", NULL);
+        if (!bg) {
+                uint64_t ratio =
+                        proc_u64("/proc/sys/vm/dirty_background_ratio", NULL);
+                uint64_t avail_kb = proc_u64("/proc/meminfo", "MemAvailable:");
+                bg = avail_kb * 1024 / 100 * ratio;
+        }
+        return bg / 2 > WRITEBACK_MIN ? bg / 2 : WRITEBACK_MIN;
+}
+
+void sg_store_writeback(sg_store_t *s) {
+        mdb_filehandle_t fd;
+        if (!s || mdb_env_get_fd(s->env, &fd) || fd < 0)
+                return;
+        uint64_t now = dirtied_bytes();
+        if (now == 0)
+                return; /* not known: the kernel's own pace */
+        if (!s->wb_budget)
+                s->wb_budget = writeback_budget();
+        if (now >= s->wb_at && now - s->wb_at < s->wb_budget)
+                return;
+        s->wb_at = now;
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 bool sg_store_session_sync(sg_store_t *s) {

@@ -1,7 +1,8 @@
 /*
  * store_int.h — the internals the store's source files share (store.c,
- * store_codec.c, store_records.c, store_walk.c); not part of the library's
- * interface. See store.h for the key layout and the contract.
+ * store_codec.c, store_records.c, store_walk.c, store_parts.c,
+ * store_seg.c); not part of the library's interface. See store.h for the
+ * key layout and the contract.
  *
  * Values are encoded field by field in big-endian order (not raw structs) so
  * the on-disk format does not depend on the compiler's struct layout, and so
@@ -14,12 +15,18 @@
 #include "store.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <string.h>
 
+/* The store's kinds of state (store.h's table), numbered as the changelog
+ * key's first byte and sg_store_foreach() number them (SG_DB_*). DB_EXPIRY
+ * is store format 2's expiry index, which format 3 does not have (dedup
+ * records expire with their segment, store_seg.c); its number stays
+ * unused. */
 enum {
         DB_DEDUP,
         DB_EXPIRY,
@@ -31,12 +38,147 @@ enum {
         DB_SNAPDUE,
         DB__CNT
 };
-/* The databases' LMDB names, by DB_* number (store.c). */
+/* The kinds' names, by DB_* number (store.c). */
 extern const char *const sg_store_db_names[DB__CNT];
+
+/* ---- a partition's databases (store_parts.c) --------------------------------
+ *
+ * Each partition has its own LMDB databases, named after its key prefix
+ * (24 hex digits of sg_tp_t.b): "p<hex>.a" its aggregates, "p<hex>.x" the
+ * rest of its state (parked events, snapshot requests, the since and
+ * snapdue indexes, the dedup segment table), and "p<hex>.d<n>" the dedup
+ * segment slots. Their handles are opened once and kept in the store's
+ * partition table; a handle opened in a write transaction is PENDING until
+ * that transaction commits (LMDB closes it when it aborts), and only the
+ * writer uses a pending handle. */
+#define SEG_SLOTS 40 /* dedup segment slots of a partition */
+#define HL SG_KEY_HASH_LEN
+
+typedef struct segtab segtab_t; /* store_seg.c */
+
+typedef struct pdb {
+        unsigned char tp[SG_TP_LEN];
+        bool used;
+        MDB_dbi agg, aux;        /* 0: not open (or no such database) */
+        MDB_dbi slot[SEG_SLOTS]; /* 0: not open */
+        /* handles opened in the open write transaction: bit 0 agg, bit 1
+         * aux, bit 2 + i slot i */
+        uint64_t pending;
+        /* the writer's copy of the dedup segment table, NULL: not loaded
+         * (store_seg.c); dropped when a write transaction aborts */
+        segtab_t *segs;
+} pdb_t;
+
+#define PDB_AGG 0x1u
+#define PDB_AUX 0x2u
+#define PDB_SLOT(i) ((uint64_t)1 << (2 + (i)))
+
+/* The partition's databases for @p t: NULL when the partition has none
+ * (never written) and @p create is false, or on an error (*rcp the LMDB
+ * code, else 0). With @p create (write transactions only) the agg and aux
+ * databases are created. For a write transaction the table's entry; for
+ * any other a copy in @p t without pending handles (a handle opened by a
+ * later commit reads as not open: the snapshot has no such database). */
+pdb_t *sg_pdb_get(sg_txn_t *t, const sg_tp_t *tp, bool create, int *rcp);
+/* Segment slot @p i of @p p's partition: its handle, creating the database
+ * when @p create (write transactions); 0 with *rcp = 0 when it does not
+ * exist. */
+MDB_dbi sg_pdb_slot(sg_txn_t *t, pdb_t *p, int i, bool create, int *rcp);
+/* The end of a write transaction: pending handles kept (@p committed) or
+ * forgotten, as LMDB does; an abort also drops every partition's segment
+ * table copy. */
+void sg_pdb_txn_end(sg_store_t *s, bool committed);
+/* Opens the handles of every partition with databases (writer, at open,
+ * in @p txn), so that readers of other threads find them. */
+int sg_pdb_open_all(sg_store_t *s, MDB_txn *txn);
+/* Frees the table (sg_store_close). */
+void sg_pdb_free(sg_store_t *s);
+/* Frees a transaction's copies (the end of a transaction). */
+void sg_pdb_txn_free(sg_txn_t *t);
+/* Frees a segment table copy (store_seg.c); NULL is a no-op. */
+void sg_segtab_free(segtab_t *st);
+/* store_seg.c for the rest of the store: a restored dedup record of key
+ * @p kh (@p rec NULL: a tombstone; @p v2key: the record's key was store
+ * format 2's, rec->v2 and its tail set), not captured. */
+sg_err_t sg_dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
+                          const unsigned char *kh, const sg_dedup_rec_t *rec,
+                          bool v2key, char *errstr, size_t errstr_size);
+/* A restore's filter of the dedup keys it wrote (a Bloom filter in
+ * memory): a key it does not hold needs no search of the segments the
+ * restore made. */
+typedef struct rfilter {
+        unsigned char *bits;
+        uint64_t nblocks;
+        bool first_set;
+        uint32_t first_id; /* segments from this id on are the restore's */
+} rfilter_t;
+void sg_rfilter_init(rfilter_t *rf, uint64_t keys);
+void sg_rfilter_free(rfilter_t *rf);
+void sg_rfilter_add(rfilter_t *rf, const unsigned char *kh);
+/* A restore window's dedup records (the last of each key, in key order):
+ * written where they belong (store_seg.c). */
+typedef struct dedup_item {
+        unsigned char kh[HL];
+        bool tomb, v2key;
+        sg_dedup_rec_t rec; /* decoded; v2 and its tail set for a format 2
+                               key */
+        int64_t bucket;     /* (store_seg.c) */
+} dedup_item_t;
+sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
+                               dedup_item_t *items, size_t n, rfilter_t *rf,
+                               char *errstr, size_t errstr_size);
+/* Empties every segment of @p p and its filters (the segment table is in
+ * the aux database, which the caller empties). */
+sg_err_t sg_seg_drop_all(sg_txn_t *t, pdb_t *p);
+/* Calls @p cb for each dedup record of @p p in key order, as the changelog
+ * carries it (*stoppedp: @p cb stopped the walk). */
+sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
+                        void *opaque, bool *stoppedp);
+/* Tests: whether a sealed segment's filter of @p tp may hold @p kh (the
+ * writer's copy; *sealedp the sealed segments with a filter). */
+bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
+                         const unsigned char kh[32], int *sealedp);
+/* Adds @p p's dedup keys and its segments' pages to *entries, *pages
+ * (*psize: the page size). */
+sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
+                      uint64_t *psize);
+/* Whether @p name (of @p len bytes, a key of LMDB's main database) is a
+ * partition's aux database, "p<24 hex>.x": then @p tp its prefix. */
+bool sg_pdb_name_parse(const void *name, size_t len,
+                       unsigned char tp[SG_TP_LEN]);
+/* The LMDB name of database @p kind ('a', 'x', or 'd' with slot @p i) of
+ * the partition with prefix @p tp, into @p out (at least 40 bytes). */
+void sg_pdb_name(const unsigned char tp[SG_TP_LEN], char kind, int i, char *out,
+                 size_t size);
+
+/* Keys of the aux database ("p<hex>.x"): a kind byte, then */
+#define AUX_PARKED 'p'  /* agg hash | version (BE)    → parked event */
+#define AUX_SNAPREQ 'r' /* agg hash                   → snapshot request */
+#define AUX_SINCE 's'   /* ms (BE) | agg hash         → (empty) */
+#define AUX_SNAPDUE 't' /* ms (BE) | agg hash         → (empty) */
+#define AUX_SEGHDR 'h' /*                            → segment table header */
+#define AUX_SEG 'g'    /* segment id (BE u32)        → segment record */
 
 struct sg_store {
         MDB_env *env;
-        MDB_dbi dbi[DB__CNT];
+        MDB_dbi meta_dbi;   /* "meta": tp → partition meta */
+        MDB_dbi filter_dbi; /* "filter": tp | segment id → its filter */
+        bool readonly;      /* sg_store_open_readonly */
+        /* the partition table (store_parts.c): open addressing on the
+         * key prefix, pdb_cap a power of two; the writer changes it under
+         * pdb_lock (exclusive), other threads read it under it (shared) */
+        pdb_t **pdbs;
+        size_t pdb_cnt, pdb_cap;
+        pdb_t *pdb_last; /* the writer's last lookup (entries never move) */
+        pthread_rwlock_t pdb_lock;
+        bool pdb_lock_ok;
+        /* dedup segments (store_seg.c): keys an open segment takes before
+         * it is sealed */
+        uint64_t seg_keys;
+        /* the format of the changelog records the writer's captures make
+         * (sg_store_set_changelog_format): 3, or 2 for a rolling upgrade's
+         * first step */
+        int cl_format;
         uint64_t growth;
         int lock_fd; /* data_dir/seqgate.lock, held while open (write mode) */
         atomic_uint txns_open;   /* begun, not yet committed or aborted */
@@ -67,6 +209,13 @@ struct sg_store {
         uint64_t map_cap;   /* the configured map: map_size_bytes, grown */
         uint64_t headroom;  /* bytes kept allocated beyond the used pages */
         uint64_t alloc_end; /* data.mdb's bytes [0, alloc_end) allocated */
+        /* long write transactions (sg_txn_room_low): bytes the file grew
+         * per write in the commits so far, a decaying maximum; 0 none yet */
+        uint64_t grow_per_write;
+        /* paced writeback (sg_store_writeback): the process's dirtied
+         * bytes when the last write-out was started, and how many may be
+         * dirtied before the next (0: not known yet) */
+        uint64_t wb_at, wb_budget;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
@@ -124,29 +273,22 @@ struct sg_txn {
         MDB_txn *txn;
         bool write;
         bool reader;          /* sg_txn_begin_reader: holds map_lock shared */
-        uint64_t used_before; /* write-through map: bytes in use at begin */
+        uint64_t used_before; /* write transactions: bytes in use at begin */
+        uint64_t map_before;  /* write transactions: the map size at begin */
+        uint64_t writes;      /* puts and deletes made (sg_txn_writes) */
         int failed; /* simulated LMDB error that broke the txn, 0 none */
         bool capture;
         change_t *changes;
         size_t change_cnt, change_size;
         arena_t cap; /* the changes' bytes, until the transaction ends */
-        /* time index puts not yet made (sg_db_put_index): slots of
-         * IDX_SLOT bytes, db | key length | key */
-        unsigned char *ipend;
-        size_t ipend_cnt, ipend_size;
+        /* a transaction other than the writer's: copies of the
+         * partitions' handles it reads through (sg_pdb_get) */
+        pdb_t **rpdbs;
+        size_t rpdb_cnt, rpdb_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
-
-/* The time indexes (tp | ms (BE) | hash → empty), whose puts a write
- * transaction gathers and makes in key order (sg_db_put_index). */
-static inline bool db_time_index(int db) {
-        return db == DB_EXPIRY || db == DB_SINCE || db == DB_SNAPDUE;
-}
-#define IDX_SLOT 64 /* db u8 | key length u8 | key (<= SG_TP_MAX + 40) */
-_Static_assert(SG_TP_MAX + 40 <= IDX_SLOT - 2,
-               "time index key outgrows its slot");
 
 /* The databases whose writes are state (the others are indexes derived from
  * them, rebuilt on restore). */
@@ -178,6 +320,24 @@ static inline void put_u32(unsigned char *p, uint32_t v) {
 static inline uint32_t get_u32(const unsigned char *p) {
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
                ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* LEB128 varints (store_int.h "value formats"): writes @p v at @p p,
+ * returns its length (1..10). */
+static inline size_t put_varint(unsigned char *p, uint64_t v) {
+        size_t n = 0;
+        while (v >= 0x80) {
+                p[n++] = (unsigned char)(v | 0x80);
+                v >>= 7;
+        }
+        p[n++] = (unsigned char)v;
+        return n;
+}
+static inline uint64_t zz_enc(int64_t v) {
+        return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t zz_dec(uint64_t v) {
+        return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
 /* Processing times are non-negative ms since the epoch, so a plain
@@ -219,31 +379,96 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
                    : SG_OK;
 }
 
-/* ---- value formats ------------------------------------------------------ */
+/* ---- value formats ------------------------------------------------------
+ *
+ * Integers are big-endian, varints LEB128 (7 bits a byte, low group first,
+ * at most 10 bytes, no redundant trailing zero group), zigzag for signed
+ * ones (zz). */
 
-/* digest 16 (SG_DEDUP_DIGEST_LEN) | verdict u8 | first_seen u48 |
- * expiry u56 (30 bytes; big-endian: SG_TIME_MAX_MS < 2^48,
- * SG_DEADLINE_MAX_MS < 2^56), where the verdict byte is verdict (low 3
- * bits) | DLQ reason << 3 (sg_reason_t; 0 unknown: records written before
- * the reason was stored hold only the verdict, so they read back as reason
- * unknown). Changelog values of store format 1 are 49 bytes (DEDUP_VLEN_1:
- * digest 32 | verdict u8 | first_seen i64 | expiry i64) and still decode. */
+/* A dedup record in the changelog (sg_dedup_encode, sg_dedup_decode):
+ * digest 16 (SG_DEDUP_DIGEST_LEN) | verdict u8 | first_seen u48 |
+ * expiry u56 (30 bytes; SG_TIME_MAX_MS < 2^48, SG_DEADLINE_MAX_MS < 2^56),
+ * where the verdict byte is verdict (low 3 bits) | DLQ reason << 3
+ * (sg_reason_t; 0 unknown: records written before the reason was stored
+ * hold only the verdict). Changelog values of store format 1 are 49 bytes
+ * (DEDUP_VLEN_1: digest 32 | verdict u8 | first_seen i64 | expiry i64)
+ * and still decode. */
 #define DEDUP_VLEN (SG_DEDUP_DIGEST_LEN + 1 + 6 + 7)
 #define DEDUP_VLEN_1 (32 + 1 + 8 + 8)
 #define DEDUP_VERDICT_BITS 3
 #define DEDUP_VERDICT_MASK 0x7u
 
-/* has_last u8 | last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
- * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |
- * state_len u8 | state | agg_len u16 | agg [| epoch u64: only when the
- * aggregate has one, semantics §4b; older values end before it] */
+/* A dedup record in its segment (store_seg.c), relative to the segment's
+ * base time and TTL:
+ *   flags u8: verdict (low 3 bits) | DS_REASON | DS_EXPIRY | DS_V2
+ *   [reason u8]                       DS_REASON: the DLQ reason
+ *   digest 16
+ *   varint zz(first_seen - base)
+ *   [varint zz(expiry - first_seen - ttl)]   DS_EXPIRY, else the expiry
+ *                                            is first_seen + ttl
+ *   [tail 16]                         DS_V2: the changelog may hold the key
+ *                                     under its 32-byte hash (store format
+ *                                     2), whose last 16 bytes these are
+ * 20 bytes for a record recorded with the segment's TTL. */
+#define DS_REASON 0x08u
+#define DS_EXPIRY 0x10u
+#define DS_V2 0x20u
+#define DEDUP_SVLEN_MAX (2 + SG_DEDUP_DIGEST_LEN + 10 + 10 + 16)
+
+/* An aggregate (the same bytes in the store and, in store format 3, the
+ * changelog), every field but the first optional:
+ *   a u8: 0x80 | AG_LAST | AG_STATE | AG_EPOCH | AG_MORE
+ *   [b u8]                            AG_MORE: AB_* bits
+ *   [varint last]                     AG_LAST (has_last)
+ *   [state_len u8 | state]            AG_STATE (a state other than "")
+ *   [varint epoch]                    AG_EPOCH (has_epoch)
+ *   [varint flags]                    AB_FLAGS (flags other than 0)
+ *   [varint parked_cnt | varint parked_bytes | varint parked_since]
+ *                                     AB_PARKED (parked_cnt other than 0)
+ *   [varint gap_reported]             AB_GAPREP
+ *   [varint skip_from | varint skip_to - skip_from]   AB_SKIP
+ *   [varint agg_len | agg]            AB_ID: the aggregate id, kept while
+ *                                     something needs it without the
+ *                                     event (parked events, a quarantine,
+ *                                     a snapshot request): agg_id_kept()
+ *   [tail 16]                         AB_V2 (as DS_V2)
+ * 2 to 4 bytes for an idle aggregate without a state machine. A first
+ * byte of 0 or 1 is store format 2's value (AGG_FIXED below), which
+ * still decodes. */
+#define AG_TAG 0x80u
+#define AG_LAST 0x01u
+#define AG_STATE 0x02u
+#define AG_EPOCH 0x04u
+#define AG_MORE 0x08u
+#define AB_FLAGS 0x01u
+#define AB_PARKED 0x02u
+#define AB_GAPREP 0x04u
+#define AB_SKIP 0x08u
+#define AB_ID 0x10u
+#define AB_V2 0x20u
+#define AGG_VMAX                                                               \
+        (2 + 10 + 1 + SG_STATE_MAX + 10 + 10 + 30 + 10 + 20 + 10 + 1025 + 16)
+
+/* Store format 2's aggregate value: has_last u8 | last u64 | flags u32 |
+ * parked_cnt u32 | parked_bytes u64 | since i64 | gap_reported i64 |
+ * skip_from u64 | skip_to u64 | state_len u8 | state | agg_len u16 | agg
+ * [| epoch u64: only when the aggregate has one, semantics §4b; older
+ * values end before it] */
 #define AGG_FIXED (1 + 8 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
 
-/* parked_at u64 | offset u64 | timestamp u64 | key_hash 32 |
- * type_len u32 | type | key_len u32 | key | value_len u32 | value |
- * headers_len u32 | headers     (len UINT32_MAX = null: pointer NULL and
- * length SIZE_MAX when read back) [| epoch u64: parked under an epoch,
- * semantics §4b; older values end before it] */
+/* Whether an aggregate's value keeps its id (AB_ID). */
+static inline bool agg_id_kept(const sg_agg_rec_t *r) {
+        return r->parked_cnt || r->flags || r->skip_from;
+}
+
+/* A parked event: [0x03 |] parked_at u64 | offset u64 | timestamp u64 |
+ * key_hash | type_len u32 | type | key_len u32 | key | value_len u32 |
+ * value | headers_len u32 | headers     (len UINT32_MAX = null: pointer
+ * NULL and length SIZE_MAX when read back) [| epoch u64: parked under an
+ * epoch, semantics §4b; older values end before it]. The key hash is 16
+ * bytes after the tag byte 0x03 (store format 3), 32 without it (store
+ * format 2, whose first byte, parked_at's highest, is 0). */
+#define PARKED_TAG 0x03u
 
 /* group_len u8 | group (255 bytes, zero-padded) | input_offset i64 |
  * changelog_offset i64 | clock i64 | parked_cnt u64 | parked_bytes u64 |
@@ -267,43 +492,74 @@ static inline sg_err_t stored(sg_txn_t *t, sg_err_t err, const char *why) {
 
 /* ---- shared by the store's files ---------------------------------------- */
 
+/* A dedup record in a segment of base @p base_ms and TTL @p ttl_ms
+ * (DS_* layout above, store_codec.c): encoded into @p out (at least
+ * DEDUP_SVLEN_MAX bytes), its length returned; decoded, checked as the
+ * changelog's decoders check (SG_ERR_INVALID with the reason). */
+size_t sg_dedup_seg_encode(const sg_dedup_rec_t *rec, int64_t base_ms,
+                           int64_t ttl_ms, unsigned char *out);
+sg_err_t sg_dedup_seg_decode(const void *value, size_t len, int64_t base_ms,
+                             int64_t ttl_ms, sg_dedup_rec_t *out, char *errstr,
+                             size_t errstr_size);
+/* Store format 2's aggregate value (AGG_FIXED layout), for a changelog of
+ * format 2 (the rolling upgrade's first step); the length returned. */
+size_t sg_agg_encode_v2(const sg_agg_rec_t *rec,
+                        unsigned char out[SG_AGG_VALUE_MAX]);
+/* The value of a parked event (PARKED_TAG layout): its length for @p r
+ * with a key hash of @p hl bytes (SG_KEY_HASH_LEN: format 3, SG_KEY_HASH_LEN_2:
+ * format 2), and the encoding into @p out of that length. */
+size_t sg_parked_len(const sg_parked_rec_t *r, size_t hl);
+void sg_parked_encode(const sg_parked_rec_t *r, size_t hl, unsigned char *out);
+/* A snapshot request's value (SNAPREQ_FIXED layout). */
+size_t sg_snapreq_encode(const sg_snapreq_rec_t *r,
+                         unsigned char out[SNAPREQ_FIXED + 1025]);
+
 /* An LMDB error @p rc of operation @p what as an sg_err_t (MDB_MAP_FULL →
  * SG_ERR_MAP_FULL, MDB_NOTFOUND → SG_ERR_NOT_FOUND, else SG_ERR_STORE),
  * the detail in errstr (may be NULL). store.c. */
 sg_err_t sg_lmdb_err(int rc, const char *what, char *errstr,
                      size_t errstr_size);
-/* The LMDB calls of a transaction, with fault simulation (store.c). */
-int sg_lmdb_put(sg_txn_t *t, int db, MDB_val *key, MDB_val *val,
+/* The LMDB calls of a transaction, with fault simulation (store.c); @p dbi
+ * a handle of sg_pdb_get / sg_pdb_slot or the store's shared ones. */
+int sg_lmdb_put(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val,
                 unsigned flags);
+int sg_lmdb_del(sg_txn_t *t, MDB_dbi dbi, MDB_val *key);
+int sg_lmdb_get(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val);
 int sg_lmdb_cursor_put(sg_txn_t *t, MDB_cursor *cur, MDB_val *key, MDB_val *val,
                        unsigned flags);
 int sg_lmdb_cursor_del(sg_txn_t *t, MDB_cursor *cur);
-int sg_lmdb_cursor_open(sg_txn_t *t, int db, MDB_cursor **curp);
-/* Records a write for the changelog when capture is on (store.c). */
+int sg_lmdb_cursor_open(sg_txn_t *t, MDB_dbi dbi, MDB_cursor **curp);
+/* Empties database @p dbi (mdb_drop without deleting it: its handle stays
+ * valid); a write operation of the fault simulation. */
+int sg_lmdb_drop(sg_txn_t *t, MDB_dbi dbi);
+/* Records a change of kind @p db (DB_*) of the store key @p k (the
+ * partition's prefix, then the changelog key's suffix) for the changelog
+ * when capture is on (store.c); @p v NULL: a tombstone. */
 sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                            const void *v, size_t vlen);
-/* Writes, reads and deletes one key of database @p db, capturing writes
- * (store.c). sg_db_del of an absent key is SG_OK. */
-sg_err_t sg_db_put(sg_txn_t *t, int db, const void *k, size_t klen,
+/* Writes, reads and deletes one key of database @p dbi (store.c), with
+ * errors worded for kind @p db. Nothing is captured. sg_db_del of an absent
+ * key is SG_OK; sg_db_get of one SG_ERR_NOT_FOUND. */
+sg_err_t sg_db_put(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    const void *v, size_t vlen, char *errstr,
                    size_t errstr_size);
-sg_err_t sg_db_get(sg_txn_t *t, int db, const void *k, size_t klen,
+sg_err_t sg_db_get(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    MDB_val *val);
-/* Puts key @p k (empty value) into time index @p db (db_time_index). The
- * put is gathered and made, with the transaction's other gathered index
- * puts sorted by key, before anything reads or deletes in that index and
- * at commit (sg_index_flush): a batch's entries share their time, so in
- * put order their hashes would land at random in the index's last pages
- * and split them half-full; in key order they are appended (MDB_APPEND
- * when the key sorts after the database's last, else LMDB packs
- * sequential inserts itself), and pages stay full. Each put counts as one
- * write operation of the fault simulation when it is made. */
-sg_err_t sg_db_put_index(sg_txn_t *t, int db, const void *k, size_t klen,
-                         char *errstr, size_t errstr_size);
-/* Makes the gathered index puts (see above): 0 or an LMDB code. */
-int sg_index_flush(sg_txn_t *t);
-sg_err_t sg_db_del(sg_txn_t *t, int db, const void *k, size_t klen,
+sg_err_t sg_db_del(sg_txn_t *t, int db, MDB_dbi dbi, const void *k, size_t klen,
                    char *errstr, size_t errstr_size);
+/* The last 16 bytes of a 32-byte hash @p h when it has them (not all 0:
+ * the callers pass 0 where they only know the key's 16), else NULL. */
+static inline const unsigned char *hash_tail(const unsigned char *h) {
+        static const unsigned char zero[16];
+        return memcmp(h + SG_KEY_HASH_LEN, zero, 16) ? h + SG_KEY_HASH_LEN
+                                                     : NULL;
+}
+
+/* An absent database of a transaction other than the writer's (created
+ * after its snapshot): LMDB's answers for it, read as "nothing there". */
+static inline bool lmdb_no_db(int rc) {
+        return rc == EINVAL || rc == MDB_BAD_DBI || rc == MDB_NOTFOUND;
+}
 /* The LMDB name of database @p db (DB_*). */
 static inline const char *db_name(int db) {
         return sg_store_db_names[db];

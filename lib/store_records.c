@@ -1,9 +1,10 @@
 /*
  * store_records.c — one record at a time: the gets, puts and deletes of
- * dedup records, aggregates, parked events, meta and snapshot requests,
- * each keeping its derived index (expiry, since, snapdue) in step, and
- * restore's sg_store_apply_change / sg_store_get_change (changelog,
- * semantics §6).
+ * aggregates, parked events, meta and snapshot requests, each keeping its
+ * derived index (since, snapdue) in step, and restore's
+ * sg_store_apply_change / sg_store_batch_* / sg_store_get_change
+ * (changelog, semantics §6), which also convert the records of store
+ * format 2. Dedup records are store_seg.c's.
  *
  * Invariant relied on by the engine: every write of a batch goes through the
  * one write transaction the engine holds; nothing here commits on its own.
@@ -15,151 +16,189 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ---- dedup ------------------------------------------------------------ */
+/* ---- keys ------------------------------------------------------------- */
 
-sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
-                      const unsigned char kh[32], sg_dedup_rec_t *out) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        MDB_val v;
-        sg_err_t err = sg_db_get(t, DB_DEDUP, k, klen, &v);
-        if (err)
-                return err;
-        char why[160];
-        err = sg_dedup_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
-        return stored(t, err, why);
+/* The key tp | a [| b] the changelog names a record by (capture). */
+static size_t lkey(unsigned char *k, const sg_tp_t *tp, const void *a,
+                   size_t alen, const void *b, size_t blen) {
+        memcpy(k, tp->b, SG_TP_LEN);
+        if (alen)
+                memcpy(k + SG_TP_LEN, a, alen);
+        if (blen)
+                memcpy(k + SG_TP_LEN + alen, b, blen);
+        return SG_TP_LEN + alen + blen;
 }
 
-/* The value of @p rec in this store format (store_int.h: DEDUP_VLEN), also
- * for a record decoded from an earlier format's changelog value. */
-static void dedup_encode(const sg_dedup_rec_t *rec,
-                         unsigned char v[DEDUP_VLEN]) {
-        unsigned char t8[8];
-        memcpy(v, rec->digest, SG_DEDUP_DIGEST_LEN);
-        unsigned char *q = v + SG_DEDUP_DIGEST_LEN;
-        *q++ = (unsigned char)(rec->verdict |
-                               (rec->reason << DEDUP_VERDICT_BITS));
-        put_u64(t8, (uint64_t)rec->first_seen_ms);
-        memcpy(q, t8 + 2, 6);
-        put_u64(t8, (uint64_t)rec->expiry_ms);
-        memcpy(q + 6, t8 + 1, 7);
+/* An aux database key: kind | a [| b]. */
+static size_t akey(unsigned char *k, int kind, const void *a, size_t alen,
+                   const void *b, size_t blen) {
+        k[0] = (unsigned char)kind;
+        memcpy(k + 1, a, alen);
+        if (blen)
+                memcpy(k + 1 + alen, b, blen);
+        return 1 + alen + blen;
 }
 
-sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
-                            const unsigned char kh[32],
-                            const sg_dedup_rec_t *rec,
-                            const sg_dedup_rec_t *old, char *errstr,
-                            size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], ek[SG_TP_MAX + 64], ts[8];
-        sg_err_t err;
-        /* the times sg_dedup_decode reads back fit 6 and 7 bytes */
-        if (rec->first_seen_ms < 0 || rec->first_seen_ms > SG_TIME_MAX_MS ||
-            rec->expiry_ms < 0 || rec->expiry_ms > SG_DEADLINE_MAX_MS)
-                return refuse(errstr, errstr_size,
-                              "dedup record: time out of range (first seen "
-                              "%" PRId64 ", expiry %" PRId64 ")",
-                              rec->first_seen_ms, rec->expiry_ms);
-        if (!old || old->expiry_ms != rec->expiry_ms) {
-                if (old) {
-                        put_u64(ts, ts_key(old->expiry_ms));
-                        size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                        if ((err = sg_db_del(t, DB_EXPIRY, ek, eklen, errstr,
-                                             errstr_size)))
-                                return err;
-                }
-                put_u64(ts, ts_key(rec->expiry_ms));
-                size_t eklen = key2(ek, tp, ts, 8, kh, 32);
-                if ((err = sg_db_put_index(t, DB_EXPIRY, ek, eklen, errstr,
-                                           errstr_size)))
-                        return err;
-        }
-        size_t klen = key2(k, tp, kh, 32, NULL, 0);
-        unsigned char v[DEDUP_VLEN];
-        dedup_encode(rec, v);
-        return sg_db_put(t, DB_DEDUP, k, klen, v, sizeof(v), errstr,
-                         errstr_size);
+/* Captures a tombstone for the format 2 key tp | ah (32) [| b]. */
+static sg_err_t v2_tombstone(sg_txn_t *t, int db, const sg_tp_t *tp,
+                             const unsigned char ah[32], const void *b,
+                             size_t blen) {
+        unsigned char k[SG_TP_LEN + 48];
+        size_t kl = lkey(k, tp, ah, SG_KEY_HASH_LEN_2, b, blen);
+        return sg_change_capture(t, db, k, kl, NULL, 0);
 }
 
-sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
-                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
-                      char *errstr, size_t errstr_size) {
-        sg_dedup_rec_t old;
-        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
-        if (err && err != SG_ERR_NOT_FOUND)
-                return err;
-        return sg_dedup_put_known(t, tp, kh, rec, err ? NULL : &old, errstr,
-                                  errstr_size);
+/* Whether aggregate @p ah's records may remain under store format 2 keys
+ * (its stored record's v2), or, writing format 2's changelog (a rolling
+ * upgrade's first step), whether its whole hash is known (@p ah's own
+ * rest, or the record's): then *full its 32-byte hash. */
+static bool agg_v2(sg_txn_t *t, const sg_tp_t *tp, const unsigned char *ah,
+                   unsigned char full[32]) {
+        sg_agg_rec_t r;
+        const unsigned char *tail =
+                t->store->cl_format == 2 ? hash_tail(ah) : NULL;
+        if (!tail && !sg_agg_get(t, tp, ah, &r) && r.v2)
+                tail = r.v2_tail;
+        if (!tail)
+                return false;
+        memmove(full + HL, tail, 16);
+        memcpy(full, ah, HL);
+        return true;
+}
+
+/* Whether this store writes format 2's changelog records (store.h
+ * sg_store_set_changelog_format). */
+static bool writes_v2(const sg_txn_t *t) {
+        return t->store->cl_format == 2;
+}
+
+static pdb_t *pdb_for(sg_txn_t *t, const sg_tp_t *tp, bool create,
+                      sg_err_t *errp) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, create, &rc);
+        *errp = p              ? SG_OK
+                : rc || create ? sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND,
+                                                 "partition databases", NULL, 0)
+                               : SG_ERR_NOT_FOUND;
+        return p;
+}
+
+/* A get of a reader whose snapshot predates the database is a miss. */
+static sg_err_t get_of(sg_txn_t *t, int db, MDB_dbi dbi, const void *k,
+                       size_t klen, MDB_val *v) {
+        if (!dbi)
+                return SG_ERR_NOT_FOUND;
+        MDB_val key = {klen, (void *)k};
+        int rc = sg_lmdb_get(t, dbi, &key, v);
+        if (!rc)
+                return SG_OK;
+        if (rc == MDB_NOTFOUND || (!t->write && lmdb_no_db(rc)))
+                return SG_ERR_NOT_FOUND;
+        char what[32];
+        sg_errf(what, sizeof(what), "%s get", sg_store_db_names[db]);
+        return sg_txn_lmdb_err(t, rc, what, NULL, 0);
 }
 
 /* ---- aggregates ------------------------------------------------------- */
 
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, false, &err);
+        if (!p)
+                return err;
         MDB_val v;
-        sg_err_t err = sg_db_get(t, DB_AGG, k, klen, &v);
-        if (err)
+        if ((err = get_of(t, DB_AGG, p->agg, ah, HL, &v)))
                 return err;
         char why[160];
         err = sg_agg_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
         return stored(t, err, why);
 }
 
-static sg_err_t since_key_op(sg_txn_t *t, const sg_tp_t *tp, int64_t since,
+static sg_err_t since_key_op(sg_txn_t *t, pdb_t *p, int kind, int64_t ms,
                              const unsigned char ah[32], bool add, char *errstr,
                              size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], ts[8];
-        put_u64(ts, ts_key(since));
-        size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put_index(t, DB_SINCE, k, klen, errstr, errstr_size)
-                   : sg_db_del(t, DB_SINCE, k, klen, errstr, errstr_size);
+        unsigned char k[1 + 8 + HL], ts[8];
+        put_u64(ts, ts_key(ms));
+        size_t klen = akey(k, kind, ts, 8, ah, HL);
+        int db = kind == AUX_SINCE ? DB_SINCE : DB_SNAPDUE;
+        return add ? sg_db_put(t, db, p->aux, k, klen, "", 0, errstr,
+                               errstr_size)
+                   : sg_db_del(t, db, p->aux, k, klen, errstr, errstr_size);
 }
 
-sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
-                    const sg_agg_rec_t *r, int64_t old_since, char *errstr,
-                    size_t errstr_size) {
+/* Writes aggregate @p r (its since entry moved from @p old_since), for the
+ * changelog (when capturing) under its format 3 key, or when @p v2_tail
+ * under its format 2 key in format 2's value. */
+static sg_err_t agg_write(sg_txn_t *t, const sg_tp_t *tp, pdb_t *p,
+                          const unsigned char *ah, const sg_agg_rec_t *r,
+                          int64_t old_since, const unsigned char *v2_tail,
+                          char *errstr, size_t errstr_size) {
         sg_err_t err;
         int64_t new_since = sg_agg_indexed_since(r);
         if (old_since != new_since) {
                 if (old_since &&
-                    (err = since_key_op(t, tp, old_since, ah, false, errstr,
-                                        errstr_size)))
+                    (err = since_key_op(t, p, AUX_SINCE, old_since, ah, false,
+                                        errstr, errstr_size)))
                         return err;
-                if (new_since && (err = since_key_op(t, tp, new_since, ah, true,
-                                                     errstr, errstr_size)))
+                if (new_since &&
+                    (err = since_key_op(t, p, AUX_SINCE, new_since, ah, true,
+                                        errstr, errstr_size)))
                         return err;
         }
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, ah, 32, NULL, 0);
-        unsigned char
-                v[AGG_FIXED + 3 + SG_STATE_MAX + sizeof(r->aggregate) + 8];
-        v[0] = r->has_last ? 1 : 0;
-        put_u64(v + 1, r->last_version);
-        put_u32(v + 9, r->flags);
-        put_u32(v + 13, r->parked_cnt);
-        put_u64(v + 17, r->parked_bytes);
-        put_u64(v + 25, (uint64_t)r->parked_since_ms);
-        put_u64(v + 33, (uint64_t)r->gap_reported_ms);
-        put_u64(v + 41, r->skip_from);
-        put_u64(v + 49, r->skip_to);
-        size_t off = AGG_FIXED;
-        size_t sl = strnlen(r->state, SG_STATE_MAX - 1);
-        v[off++] = (unsigned char)sl;
-        memcpy(v + off, r->state, sl);
-        off += sl;
-        size_t al = r->aggregate_len < sizeof(r->aggregate)
-                            ? r->aggregate_len
-                            : sizeof(r->aggregate) - 1;
-        v[off++] = (unsigned char)(al >> 8);
-        v[off++] = (unsigned char)al;
-        memcpy(v + off, r->aggregate, al);
-        off += al;
-        if (r->has_epoch) { /* semantics §4b: a trailer, absent before */
-                put_u64(v + off, r->epoch);
-                off += 8;
+        unsigned char v[SG_AGG_VALUE_MAX];
+        size_t n = sg_agg_encode(r, v);
+        if ((err = sg_db_put(t, DB_AGG, p->agg, ah, HL, v, n, errstr,
+                             errstr_size)) ||
+            !t->capture)
+                return err;
+        unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2];
+        if (v2_tail) {
+                n = sg_agg_encode_v2(r, v);
+                lkey(k, tp, ah, HL, v2_tail, 16);
+                return sg_change_capture(t, DB_AGG, k, sizeof(k), v, n);
         }
-        return sg_db_put(t, DB_AGG, k, klen, v, off, errstr, errstr_size);
+        return sg_change_capture(t, DB_AGG, k, lkey(k, tp, ah, HL, NULL, 0), v,
+                                 n);
+}
+
+sg_err_t sg_agg_put(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    const sg_agg_rec_t *in, int64_t old_since, char *errstr,
+                    size_t errstr_size) {
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, true, &err);
+        if (!p)
+                return err;
+        sg_agg_rec_t r = *in;
+        if (writes_v2(t)) {
+                /* a rolling upgrade's first step: format 2's key when the
+                 * whole hash is known, and the record keeps its rest */
+                const unsigned char *tail = hash_tail(ah);
+                if (tail || r.v2) {
+                        if (tail)
+                                memcpy(r.v2_tail, tail, 16);
+                        r.v2 = true;
+                        return agg_write(t, tp, p, ah, &r, old_since, r.v2_tail,
+                                         errstr, errstr_size);
+                }
+                return agg_write(t, tp, p, ah, &r, old_since, NULL, errstr,
+                                 errstr_size);
+        }
+        if (r.v2) {
+                /* the format 2 record goes; the tail stays while parked
+                 * events or a snapshot request may remain under format 2
+                 * keys (their deletes tombstone those) */
+                unsigned char full[32];
+                memcpy(full, ah, HL);
+                memcpy(full + HL, r.v2_tail, 16);
+                if (t->capture &&
+                    (err = v2_tombstone(t, DB_AGG, tp, full, NULL, 0)))
+                        return err;
+                if (!r.parked_cnt && !(r.flags & SG_AGG_REFETCHING))
+                        r.v2 = false;
+        }
+        return agg_write(t, tp, p, ah, &r, old_since, NULL, errstr,
+                         errstr_size);
 }
 
 /* ---- parked events ---------------------------------------------------- */
@@ -168,70 +207,84 @@ sg_err_t sg_parked_put(sg_txn_t *t, const sg_tp_t *tp,
                        const unsigned char ah[32], uint64_t version,
                        const sg_parked_rec_t *r, char *errstr,
                        size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], vb[8];
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, true, &err);
+        if (!p)
+                return err;
+        unsigned char k[1 + HL + 8], vb[8], full[32];
         put_u64(vb, version);
-        size_t klen = key2(k, tp, ah, 32, vb, 8);
-        const void *ptrs[4] = {r->type, r->key, r->value, r->headers};
-        size_t lens[4] = {r->type_len, r->key_len, r->value_len,
-                          r->headers_len};
-        size_t total = 24 + 32 + 16 + (r->has_epoch ? 8 : 0);
-        for (int i = 0; i < 4; i++) {
-                if (!ptrs[i] || lens[i] == SIZE_MAX)
-                        lens[i] = SIZE_MAX; /* null */
-                else
-                        total += lens[i];
-        }
+        size_t klen = akey(k, AUX_PARKED, ah, HL, vb, 8);
+        /* a rolling upgrade's first step: format 2's key and value (its
+         * 32-byte key hash) when both hashes are known whole */
+        bool v2 = writes_v2(t) && hash_tail(r->key_hash) &&
+                  agg_v2(t, tp, ah, full);
+        size_t hl = v2 ? SG_KEY_HASH_LEN_2 : HL;
+        size_t total = sg_parked_len(r, hl);
         MDB_val key = {klen, k}, val = {total, NULL};
-        int rc = sg_lmdb_put(t, DB_PARKED, &key, &val, MDB_RESERVE);
+        int rc = sg_lmdb_put(t, p->aux, &key, &val, MDB_RESERVE);
         if (rc)
                 return sg_txn_lmdb_err(t, rc, "parked", errstr, errstr_size);
-        unsigned char *p = val.mv_data;
-        put_u64(p, (uint64_t)r->parked_at_ms);
-        put_u64(p + 8, (uint64_t)r->offset);
-        put_u64(p + 16, (uint64_t)r->timestamp_ms);
-        memcpy(p + 24, r->key_hash, 32);
-        size_t off = 56;
-        for (int i = 0; i < 4; i++) {
-                put_u32(p + off,
-                        lens[i] == SIZE_MAX ? UINT32_MAX : (uint32_t)lens[i]);
-                off += 4;
-                if (lens[i] != SIZE_MAX && lens[i]) {
-                        memcpy(p + off, ptrs[i], lens[i]);
-                        off += lens[i];
-                }
-        }
-        if (r->has_epoch) /* semantics §4b: a trailer, absent before */
-                put_u64(p + off, r->epoch);
-        if (t->capture)
-                return sg_change_capture(t, DB_PARKED, k, klen, p, total);
-        return SG_OK;
+        sg_parked_encode(r, hl, val.mv_data);
+        if (!t->capture)
+                return SG_OK;
+        unsigned char lk[SG_TP_LEN + SG_KEY_HASH_LEN_2 + 8];
+        size_t lkl = v2 ? lkey(lk, tp, full, SG_KEY_HASH_LEN_2, vb, 8)
+                        : lkey(lk, tp, ah, HL, vb, 8);
+        return sg_change_capture(t, DB_PARKED, lk, lkl, val.mv_data, total);
 }
 
 sg_err_t sg_parked_get(sg_txn_t *t, const sg_tp_t *tp,
                        const unsigned char ah[32], uint64_t version,
                        sg_parked_rec_t *out) {
-        unsigned char k[SG_TP_MAX + 64], vb[8];
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, false, &err);
+        if (!p)
+                return err;
+        unsigned char k[1 + HL + 8], vb[8];
         put_u64(vb, version);
-        size_t klen = key2(k, tp, ah, 32, vb, 8);
         MDB_val v;
-        sg_err_t err = sg_db_get(t, DB_PARKED, k, klen, &v);
+        err = get_of(t, DB_PARKED, p->aux, k,
+                     akey(k, AUX_PARKED, ah, HL, vb, 8), &v);
         return err ? err : parked_decode(t, &v, out);
 }
 
 sg_err_t sg_parked_del(sg_txn_t *t, const sg_tp_t *tp,
                        const unsigned char ah[32], uint64_t version,
                        char *errstr, size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], vb[8];
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, false, &err);
+        if (!p)
+                return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+        unsigned char k[1 + HL + 8], vb[8];
         put_u64(vb, version);
-        size_t klen = key2(k, tp, ah, 32, vb, 8);
-        return sg_db_del(t, DB_PARKED, k, klen, errstr, errstr_size);
+        size_t klen = akey(k, AUX_PARKED, ah, HL, vb, 8);
+        MDB_val key = {klen, k};
+        int rc = sg_lmdb_del(t, p->aux, &key);
+        if (rc == MDB_NOTFOUND)
+                return SG_OK;
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "parked", errstr, errstr_size);
+        if (!t->capture)
+                return SG_OK;
+        unsigned char full[32];
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && (err = v2_tombstone(t, DB_PARKED, tp, full, vb, 8)))
+                return err;
+        /* a rolling upgrade's first step writes no format 3 key an earlier
+         * version would refuse (a tombstone neither) */
+        if (known && writes_v2(t))
+                return SG_OK;
+        unsigned char lk[SG_TP_LEN + HL + 8];
+        return sg_change_capture(t, DB_PARKED, lk, lkey(lk, tp, ah, HL, vb, 8),
+                                 NULL, 0);
 }
 
 /* ---- meta --------------------------------------------------------------- */
 
 sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
         MDB_val v;
-        sg_err_t err = sg_db_get(t, DB_META, tp->b, tp->len, &v);
+        sg_err_t err =
+                get_of(t, DB_META, t->store->meta_dbi, tp->b, tp->len, &v);
         if (err)
                 return err;
         char why[160];
@@ -251,70 +304,37 @@ sg_err_t sg_meta_get(sg_txn_t *t, const sg_tp_t *tp, sg_meta_rec_t *out) {
 
 sg_err_t sg_meta_put(sg_txn_t *t, const sg_tp_t *tp, const sg_meta_rec_t *r,
                      char *errstr, size_t errstr_size) {
-        unsigned char v[META_VLEN + 1 + sizeof(tp->topic) + META_ID_LEN];
-        memset(v, 0, META_VLEN);
-        size_t gl = strnlen(r->group, 255);
-        v[0] = (unsigned char)gl;
-        memcpy(v + 1, r->group, gl);
-        unsigned char *q = v + 256;
-        put_u64(q, (uint64_t)r->input_offset);
-        put_u64(q + 8, (uint64_t)r->changelog_offset);
-        put_u64(q + 16, (uint64_t)r->clock_ms);
-        put_u64(q + 24, r->parked_cnt);
-        put_u64(q + 32, r->parked_bytes);
-        put_u64(q + 40, r->quarantined);
-        put_u64(q + 48, r->snap_in_flight);
-        put_u64(q + 56, r->snap_seq);
-        put_u64(q + 64, (uint64_t)r->changelog_epoch);
-        if (r->has_key_fp) {
-                q[72] = 1;
-                memcpy(q + 73, r->key_fp, sizeof(r->key_fp));
+        unsigned char v[SG_META_VALUE_MAX + META_ID_LEN];
+        size_t n = sg_meta_encode(r, tp->topic, v), sn = n;
+        if (r->has_changelog_id) { /* none: the field is left out */
+                unsigned char *id = v + n;
+                id[0] = 1;
+                memcpy(id + 1, r->changelog_id.id, SG_CHANGELOG_ID_LEN);
+                put_u64(id + 1 + SG_CHANGELOG_ID_LEN,
+                        (uint64_t)r->changelog_id.offset);
+                sn += META_ID_LEN;
         }
-        size_t tl = strnlen(tp->topic, sizeof(tp->topic) - 1);
-        v[META_VLEN] = (unsigned char)tl;
-        memcpy(v + META_VLEN + 1, tp->topic, tl);
-        size_t len = META_VLEN + 1 + tl;
-        if (!r->has_changelog_id) /* none: the field is left out */
-                return sg_db_put(t, DB_META, tp->b, tp->len, v, len, errstr,
-                                 errstr_size);
-        unsigned char *id = v + len;
-        id[0] = 1;
-        memcpy(id + 1, r->changelog_id.id, SG_CHANGELOG_ID_LEN);
-        put_u64(id + 1 + SG_CHANGELOG_ID_LEN, (uint64_t)r->changelog_id.offset);
+        sg_err_t err = sg_db_put(t, DB_META, t->store->meta_dbi, tp->b, tp->len,
+                                 v, sn, errstr, errstr_size);
         /* The changelog's copy leaves the id out: it is what this store
          * checked its changelog by, not state a changelog carries (a
          * restore records its own), and an earlier version restoring the
          * changelog would refuse bytes it does not know. */
-        bool cap = t->capture;
-        t->capture = false;
-        sg_err_t err = sg_db_put(t, DB_META, tp->b, tp->len, v,
-                                 len + META_ID_LEN, errstr, errstr_size);
-        t->capture = cap;
-        if (err)
-                return err;
-        return sg_change_capture(t, DB_META, tp->b, tp->len, v, len);
+        return err ? err : sg_change_capture(t, DB_META, tp->b, tp->len, v, n);
 }
 
 /* ---- snapshot requests ------------------------------------------------ */
 
-static sg_err_t snapdue_op(sg_txn_t *t, const sg_tp_t *tp, int64_t due,
-                           const unsigned char ah[32], bool add, char *errstr,
-                           size_t errstr_size) {
-        unsigned char k[SG_TP_MAX + 64], ts[8];
-        put_u64(ts, ts_key(due));
-        size_t klen = key2(k, tp, ts, 8, ah, 32);
-        return add ? sg_db_put_index(t, DB_SNAPDUE, k, klen, errstr,
-                                     errstr_size)
-                   : sg_db_del(t, DB_SNAPDUE, k, klen, errstr, errstr_size);
-}
-
 sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
                         const unsigned char ah[32], sg_snapreq_rec_t *out) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, ah, 32, NULL, 0);
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, false, &err);
+        if (!p)
+                return err;
+        unsigned char k[1 + HL];
         MDB_val v;
-        sg_err_t err = sg_db_get(t, DB_SNAPREQ, k, klen, &v);
-        if (err)
+        if ((err = get_of(t, DB_SNAPREQ, p->aux, k,
+                          akey(k, AUX_SNAPREQ, ah, HL, NULL, 0), &v)))
                 return err;
         char why[160];
         err = sg_snapreq_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
@@ -325,45 +345,65 @@ sg_err_t sg_snapreq_put(sg_txn_t *t, const sg_tp_t *tp,
                         const unsigned char ah[32], const sg_snapreq_rec_t *r,
                         int64_t old_due, char *errstr, size_t errstr_size) {
         sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, true, &err);
+        if (!p)
+                return err;
         if (old_due != r->due_ms) {
-                if (old_due && (err = snapdue_op(t, tp, old_due, ah, false,
-                                                 errstr, errstr_size)))
+                if (old_due &&
+                    (err = since_key_op(t, p, AUX_SNAPDUE, old_due, ah, false,
+                                        errstr, errstr_size)))
                         return err;
-                if ((err = snapdue_op(t, tp, r->due_ms, ah, true, errstr,
-                                      errstr_size)))
+                if ((err = since_key_op(t, p, AUX_SNAPDUE, r->due_ms, ah, true,
+                                        errstr, errstr_size)))
                         return err;
         }
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, ah, 32, NULL, 0);
-        size_t al = r->aggregate_len < sizeof(r->aggregate)
-                            ? r->aggregate_len
-                            : sizeof(r->aggregate) - 1;
-        unsigned char v[SNAPREQ_FIXED + sizeof(r->aggregate)];
-        put_u64(v, r->seq);
-        put_u32(v + 8, r->attempt);
-        v[12] = r->state;
-        v[13] = r->has_have ? 1 : 0;
-        put_u64(v + 14, r->have_version);
-        put_u64(v + 22, r->want_version);
-        put_u64(v + 30, (uint64_t)r->issued_at_ms);
-        put_u64(v + 38, (uint64_t)r->sent_at_ms);
-        put_u64(v + 46, (uint64_t)r->due_ms);
-        put_u32(v + 54, (uint32_t)al);
-        memcpy(v + SNAPREQ_FIXED, r->aggregate, al);
-        return sg_db_put(t, DB_SNAPREQ, k, klen, v, SNAPREQ_FIXED + al, errstr,
-                         errstr_size);
+        unsigned char k[1 + HL], v[SNAPREQ_FIXED + 1025];
+        size_t n = sg_snapreq_encode(r, v);
+        if ((err = sg_db_put(t, DB_SNAPREQ, p->aux, k,
+                             akey(k, AUX_SNAPREQ, ah, HL, NULL, 0), v, n,
+                             errstr, errstr_size)) ||
+            !t->capture)
+                return err;
+        unsigned char full[32], lk[SG_TP_LEN + SG_KEY_HASH_LEN_2];
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && writes_v2(t)) /* a rolling upgrade's first step */
+                return sg_change_capture(
+                        t, DB_SNAPREQ, lk,
+                        lkey(lk, tp, full, SG_KEY_HASH_LEN_2, NULL, 0), v, n);
+        if (known && (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
+                return err;
+        return sg_change_capture(t, DB_SNAPREQ, lk,
+                                 lkey(lk, tp, ah, HL, NULL, 0), v, n);
 }
 
 sg_err_t sg_snapreq_del(sg_txn_t *t, const sg_tp_t *tp,
                         const unsigned char ah[32], int64_t due, char *errstr,
                         size_t errstr_size) {
         sg_err_t err;
-        if (due &&
-            (err = snapdue_op(t, tp, due, ah, false, errstr, errstr_size)))
+        pdb_t *p = pdb_for(t, tp, false, &err);
+        if (!p)
+                return err == SG_ERR_NOT_FOUND ? SG_OK : err;
+        if (due && (err = since_key_op(t, p, AUX_SNAPDUE, due, ah, false,
+                                       errstr, errstr_size)))
                 return err;
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, ah, 32, NULL, 0);
-        return sg_db_del(t, DB_SNAPREQ, k, klen, errstr, errstr_size);
+        unsigned char k[1 + HL];
+        MDB_val key = {akey(k, AUX_SNAPREQ, ah, HL, NULL, 0), k};
+        int rc = sg_lmdb_del(t, p->aux, &key);
+        if (rc == MDB_NOTFOUND)
+                return SG_OK;
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "snapreq", errstr, errstr_size);
+        if (!t->capture)
+                return SG_OK;
+        unsigned char full[32];
+        bool known = agg_v2(t, tp, ah, full);
+        if (known && (err = v2_tombstone(t, DB_SNAPREQ, tp, full, NULL, 0)))
+                return err;
+        if (known && writes_v2(t)) /* as sg_parked_del */
+                return SG_OK;
+        unsigned char lk[SG_TP_LEN + HL];
+        return sg_change_capture(t, DB_SNAPREQ, lk,
+                                 lkey(lk, tp, ah, HL, NULL, 0), NULL, 0);
 }
 
 /* ---- restore from the changelog --------------------------------------- */
@@ -373,19 +413,26 @@ _Static_assert(SG_DB_DEDUP == DB_DEDUP && SG_DB_AGG == DB_AGG &&
                        SG_DB_SNAPREQ == DB_SNAPREQ,
                "public database numbers");
 
-/* The key suffix (after tp) of each logged database's records. */
-static size_t suffix_size(int db) {
+/* The hash a record's key starts with (dedup, agg, parked, snapreq): its
+ * width in this key (SG_KEY_HASH_LEN, or SG_KEY_HASH_LEN_2 in a key of store
+ * format 2), 0 for meta, -1 for a database seqgate does not log or a key
+ * of another length. */
+static int key_hash_len(int db, size_t suffix_len) {
         switch (db) {
         case DB_DEDUP:
         case DB_AGG:
         case DB_SNAPREQ:
-                return 32; /* key or aggregate hash */
-        case DB_PARKED:
-                return 40; /* aggregate hash | version */
+                return suffix_len == HL                  ? HL
+                       : suffix_len == SG_KEY_HASH_LEN_2 ? SG_KEY_HASH_LEN_2
+                                                         : -1;
+        case DB_PARKED: /* hash | version */
+                return suffix_len == HL + 8                  ? HL
+                       : suffix_len == SG_KEY_HASH_LEN_2 + 8 ? SG_KEY_HASH_LEN_2
+                                                             : -1;
         case DB_META:
-                return 0;
+                return suffix_len == 0 ? 0 : -1;
         default:
-                return SIZE_MAX;
+                return -1;
         }
 }
 
@@ -400,24 +447,68 @@ static sg_err_t stored_err(sg_err_t err, const char *kind, char *errstr,
         return err;
 }
 
-/* Restore's common case, a key the store does not hold yet (a full restore
- * writes into an emptied partition): writes @p value — a changelog value
- * the caller decoded, so well-formed, and the very bytes the writer's store
- * held — under key @p k only if the key is absent (MDB_NOOVERWRITE: one
- * B-tree descent instead of a get and a put), and sets *freshp. When the
- * key exists nothing is written, *freshp stays false, and the caller takes
- * the read-then-replace path that moves the derived index entries. */
-static sg_err_t put_if_new(sg_txn_t *t, int db, const unsigned char *k,
-                           size_t klen, const void *value, size_t value_len,
-                           bool *freshp, char *errstr, size_t errstr_size) {
-        MDB_val key = {klen, (void *)k}, val = {value_len, (void *)value};
-        int rc = sg_lmdb_put(t, db, &key, &val, MDB_NOOVERWRITE);
-        if (rc == MDB_KEYEXIST)
-                return SG_OK;
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
-        *freshp = true;
+/* Checks a changelog record's key: @p db and @p suffix_len. */
+static sg_err_t key_check(int db, size_t suffix_len, int *hlp, char *errstr,
+                          size_t errstr_size) {
+        if (db < 0 || db >= DB__CNT || db == DB_EXPIRY || db == DB_SINCE ||
+            db == DB_SNAPDUE)
+                return refuse(errstr, errstr_size,
+                              "changelog record for database %d: not a "
+                              "database seqgate logs",
+                              db);
+        int hl = key_hash_len(db, suffix_len);
+        if (hl < 0)
+                return refuse(errstr, errstr_size,
+                              "changelog record for the %s database: key of "
+                              "%zu bytes after the partition (want %d, or "
+                              "%d in store format 2)",
+                              sg_store_db_names[db], suffix_len,
+                              db == DB_PARKED ? HL + 8
+                              : db == DB_META ? 0
+                                              : HL,
+                              db == DB_PARKED ? SG_KEY_HASH_LEN_2 + 8
+                              : db == DB_META ? 0
+                                              : SG_KEY_HASH_LEN_2);
+        *hlp = hl;
         return SG_OK;
+}
+
+/* Restores one aggregate record: @p nr decoded (NULL: a tombstone), @p hl
+ * the width of its key's hash (SG_KEY_HASH_LEN_2: store format 2, whose tail
+ * the aggregate keeps). */
+static sg_err_t agg_restore(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char *suffix, int hl,
+                            sg_agg_rec_t *nr, char *errstr,
+                            size_t errstr_size) {
+        sg_err_t err;
+        pdb_t *p = pdb_for(t, tp, true, &err);
+        if (!p)
+                return err;
+        sg_agg_rec_t old;
+        err = sg_agg_get(t, tp, suffix, &old);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return stored_err(err, "aggregate", errstr, errstr_size);
+        bool had = err == SG_OK;
+        int64_t old_since = had ? sg_agg_indexed_since(&old) : 0;
+        if (!nr) {
+                if (!had)
+                        return SG_OK;
+                if (old_since &&
+                    (err = since_key_op(t, p, AUX_SINCE, old_since, suffix,
+                                        false, errstr, errstr_size)))
+                        return err;
+                return sg_db_del(t, DB_AGG, p->agg, suffix, HL, errstr,
+                                 errstr_size);
+        }
+        if (hl == SG_KEY_HASH_LEN_2) {
+                nr->v2 = true;
+                memcpy(nr->v2_tail, suffix + HL, 16);
+        } else if (had && old.v2 && !nr->v2) {
+                nr->v2 = true; /* still tracked (sg_agg_put) */
+                memcpy(nr->v2_tail, old.v2_tail, 16);
+        }
+        return agg_write(t, tp, p, suffix, nr, old_since, NULL, errstr,
+                         errstr_size);
 }
 
 sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
@@ -425,124 +516,74 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size) {
         assert(!t->capture && "restore with change capture on");
-        size_t want = suffix_size(db);
-        if (want == SIZE_MAX)
-                return refuse(errstr, errstr_size,
-                              "changelog record for database %d: not a "
-                              "database seqgate logs",
-                              db);
-        if (suffix_len != want)
-                return refuse(errstr, errstr_size,
-                              "changelog record for the %s database: key of "
-                              "%zu bytes after the partition (want %zu)",
-                              db_name(db), suffix_len, want);
-        unsigned char k[SG_TP_MAX + 64];
-        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
-        sg_err_t err;
+        int hl;
+        sg_err_t err = key_check(db, suffix_len, &hl, errstr, errstr_size);
+        if (err)
+                return err;
+        const unsigned char *sx = suffix;
         /* every value is decoded in full before anything is written */
         switch (db) {
         case DB_DEDUP: {
-                sg_dedup_rec_t old, nr;
+                sg_dedup_rec_t nr;
                 if (value && (err = sg_dedup_decode(value, value_len, &nr,
                                                     errstr, errstr_size)))
                         return err;
-                bool fresh = false;
-                unsigned char nv[DEDUP_VLEN];
-                if (value)
-                        dedup_encode(&nr, nv); /* an earlier format's too */
-                if (value &&
-                    (err = put_if_new(t, DB_DEDUP, k, klen, nv, sizeof(nv),
-                                      &fresh, errstr, errstr_size)))
-                        return err;
-                if (fresh) { /* a new key: only its expiry entry is missing */
-                        unsigned char ts[8], ek[SG_TP_MAX + 64];
-                        put_u64(ts, ts_key(nr.expiry_ms));
-                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
-                        return sg_db_put(t, DB_EXPIRY, ek, eklen, "", 0, errstr,
-                                         errstr_size);
+                if (value && hl == SG_KEY_HASH_LEN_2) {
+                        nr.v2 = true;
+                        memcpy(nr.v2_tail, sx + HL, 16);
                 }
-                err = sg_dedup_get(t, tp, suffix, &old);
-                if (err && err != SG_ERR_NOT_FOUND)
-                        return stored_err(err, "dedup", errstr, errstr_size);
-                bool had = err == SG_OK;
-                if (value)
-                        return sg_dedup_put_known(t, tp, suffix, &nr,
-                                                  had ? &old : NULL, errstr,
-                                                  errstr_size);
-                if (had) {
-                        unsigned char ts[8], ek[SG_TP_MAX + 64];
-                        put_u64(ts, ts_key(old.expiry_ms));
-                        size_t eklen = key2(ek, tp, ts, 8, suffix, 32);
-                        if ((err = sg_db_del(t, DB_EXPIRY, ek, eklen, errstr,
-                                             errstr_size)))
-                                return err;
-                }
-                return sg_db_del(t, DB_DEDUP, k, klen, errstr, errstr_size);
+                return sg_dedup_restore(t, tp, sx, value ? &nr : NULL,
+                                        hl == SG_KEY_HASH_LEN_2, errstr,
+                                        errstr_size);
         }
         case DB_AGG: {
-                sg_agg_rec_t old, nr;
+                sg_agg_rec_t nr;
                 if (value && (err = sg_agg_decode(value, value_len, &nr, errstr,
                                                   errstr_size)))
                         return err;
-                bool fresh = false;
-                if (value &&
-                    (err = put_if_new(t, DB_AGG, k, klen, value, value_len,
-                                      &fresh, errstr, errstr_size)))
-                        return err;
-                if (fresh) { /* a new key: only its since entry is missing */
-                        int64_t since = sg_agg_indexed_since(&nr);
-                        return since ? since_key_op(t, tp, since, suffix, true,
-                                                    errstr, errstr_size)
-                                     : SG_OK;
-                }
-                err = sg_agg_get(t, tp, suffix, &old);
-                if (err && err != SG_ERR_NOT_FOUND)
-                        return stored_err(err, "aggregate", errstr,
-                                          errstr_size);
-                int64_t old_since =
-                        err == SG_OK ? sg_agg_indexed_since(&old) : 0;
-                if (value)
-                        return sg_agg_put(t, tp, suffix, &nr, old_since, errstr,
-                                          errstr_size);
-                if (old_since &&
-                    (err = since_key_op(t, tp, old_since, suffix, false, errstr,
-                                        errstr_size)))
-                        return err;
-                return sg_db_del(t, DB_AGG, k, klen, errstr, errstr_size);
+                return agg_restore(t, tp, sx, hl, value ? &nr : NULL, errstr,
+                                   errstr_size);
         }
         case DB_PARKED: {
                 sg_parked_rec_t nr;
-                if (!value)
-                        return sg_db_del(t, DB_PARKED, k, klen, errstr,
-                                         errstr_size);
-                if ((err = sg_parked_decode(value, value_len, &nr, errstr,
-                                            errstr_size)))
+                if (value && (err = sg_parked_decode(value, value_len, &nr,
+                                                     errstr, errstr_size)))
                         return err;
-                return sg_db_put(t, DB_PARKED, k, klen, value, value_len,
-                                 errstr, errstr_size);
+                pdb_t *p = pdb_for(t, tp, true, &err);
+                if (!p)
+                        return err;
+                unsigned char k[1 + HL + 8];
+                size_t klen = akey(k, AUX_PARKED, sx, HL, sx + hl, 8);
+                /* the value's bytes as they came (either format decodes) */
+                return value ? sg_db_put(t, DB_PARKED, p->aux, k, klen, value,
+                                         value_len, errstr, errstr_size)
+                             : sg_db_del(t, DB_PARKED, p->aux, k, klen, errstr,
+                                         errstr_size);
         }
         case DB_SNAPREQ: {
                 sg_snapreq_rec_t old, nr;
                 if (value && (err = sg_snapreq_decode(value, value_len, &nr,
                                                       errstr, errstr_size)))
                         return err;
-                err = sg_snapreq_get(t, tp, suffix, &old);
+                err = sg_snapreq_get(t, tp, sx, &old);
                 if (err && err != SG_ERR_NOT_FOUND)
                         return stored_err(err, "snapshot request", errstr,
                                           errstr_size);
                 int64_t old_due = err == SG_OK ? old.due_ms : 0;
+                unsigned char ah[32] = {0};
+                memcpy(ah, sx, HL);
                 if (value)
-                        return sg_snapreq_put(t, tp, suffix, &nr, old_due,
-                                              errstr, errstr_size);
-                return err == SG_OK ? sg_snapreq_del(t, tp, suffix, old_due,
-                                                     errstr, errstr_size)
+                        return sg_snapreq_put(t, tp, ah, &nr, old_due, errstr,
+                                              errstr_size);
+                return err == SG_OK ? sg_snapreq_del(t, tp, ah, old_due, errstr,
+                                                     errstr_size)
                                     : SG_OK;
         }
         default: { /* DB_META */
                 sg_meta_rec_t nr;
                 if (!value)
-                        return sg_db_del(t, DB_META, k, klen, errstr,
-                                         errstr_size);
+                        return sg_db_del(t, DB_META, t->store->meta_dbi, tp->b,
+                                         tp->len, errstr, errstr_size);
                 if ((err = sg_meta_decode(value, value_len, &nr, errstr,
                                           errstr_size)))
                         return err;
@@ -561,19 +602,18 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
 
 /* A dedup or aggregate record held in a batch. */
 typedef struct batch_rec {
-        unsigned char suffix[32]; /* key or aggregate hash */
-        unsigned char db;         /* DB_DEDUP or DB_AGG */
-        bool tomb;
-        uint32_t seq;   /* arrival order: the last of a key wins */
-        int64_t idx_ms; /* its index entry: expiry / indexed since (0: none) */
+        unsigned char hash[HL]; /* key or aggregate hash */
+        unsigned char tail[16]; /* a format 2 key's last 16 bytes */
+        unsigned char db;       /* DB_DEDUP or DB_AGG */
+        bool tomb, v2key;
+        uint32_t seq;      /* arrival order: the last of a key wins */
         size_t voff, vlen; /* the value, in bytes */
 } batch_rec_t;
 
-/* A derived index entry to add or remove at the flush's end. */
+/* A since index entry to add or remove at the flush's end. */
 typedef struct batch_idx {
-        uint64_t ts;              /* ts_key(ms): the key's first 8 bytes */
-        unsigned char suffix[32]; /* the hash after it */
-        unsigned char db;         /* DB_EXPIRY or DB_SINCE */
+        uint64_t ts;            /* ts_key(ms) */
+        unsigned char hash[HL]; /* the aggregate */
         bool add;
 } batch_idx_t;
 
@@ -584,11 +624,19 @@ struct sg_store_batch {
         size_t len, bcap;
         batch_idx_t *idx;
         size_t icnt, icap;
+        dedup_item_t *items;
+        size_t item_cap;
+        rfilter_t rf; /* the dedup keys this restore wrote */
+        uint64_t expect;
 };
 
 sg_err_t sg_store_batch_new(sg_store_batch_t **bp) {
         *bp = calloc(1, sizeof(**bp));
         return *bp ? SG_OK : SG_ERR_NOMEM;
+}
+
+void sg_store_batch_expect(sg_store_batch_t *b, uint64_t records) {
+        b->expect = records;
 }
 
 void sg_store_batch_destroy(sg_store_batch_t *b) {
@@ -597,11 +645,15 @@ void sg_store_batch_destroy(sg_store_batch_t *b) {
         free(b->recs);
         free(b->bytes);
         free(b->idx);
+        free(b->items);
+        sg_rfilter_free(&b->rf);
         free(b);
 }
 
 void sg_store_batch_clear(sg_store_batch_t *b) {
         b->cnt = b->len = b->icnt = 0;
+        /* the restore's transaction was aborted: what it wrote is gone */
+        sg_rfilter_free(&b->rf);
 }
 
 size_t sg_store_batch_count(const sg_store_batch_t *b) {
@@ -630,32 +682,26 @@ sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
                             int db, const void *suffix, size_t suffix_len,
                             const void *value, size_t value_len, char *errstr,
                             size_t errstr_size) {
-        if ((db != DB_DEDUP && db != DB_AGG) || suffix_len != 32)
+        int hl;
+        if ((db != DB_DEDUP && db != DB_AGG) ||
+            key_check(db, suffix_len, &hl, NULL, 0))
                 /* other kinds, and keys to refuse: at once */
                 return sg_store_apply_change(t, tp, db, suffix, suffix_len,
                                              value, value_len, errstr,
                                              errstr_size);
         assert(!t->capture && "restore with change capture on");
-        int64_t idx_ms = 0;
         sg_err_t err;
-        unsigned char nv[DEDUP_VLEN];
+        /* decoded (and refused) now; kept as the changelog's bytes */
         if (value && db == DB_DEDUP) {
                 sg_dedup_rec_t nr;
                 if ((err = sg_dedup_decode(value, value_len, &nr, errstr,
                                            errstr_size)))
                         return err;
-                idx_ms = nr.expiry_ms;
-                /* stored in this format, whatever format the changelog
-                 * record has (an earlier one's value is longer) */
-                dedup_encode(&nr, nv);
-                value = nv;
-                value_len = sizeof(nv);
         } else if (value) {
                 sg_agg_rec_t nr;
                 if ((err = sg_agg_decode(value, value_len, &nr, errstr,
                                          errstr_size)))
                         return err;
-                idx_ms = sg_agg_indexed_since(&nr);
         }
         size_t vlen = value ? value_len : 0;
         if (b->cnt >= UINT32_MAX ||
@@ -663,11 +709,13 @@ sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
             !grow((void **)&b->bytes, &b->bcap, b->len + vlen, 1))
                 return SG_ERR_NOMEM;
         batch_rec_t *r = &b->recs[b->cnt];
-        memcpy(r->suffix, suffix, 32);
+        memcpy(r->hash, suffix, HL);
+        r->v2key = hl == SG_KEY_HASH_LEN_2;
+        if (r->v2key)
+                memcpy(r->tail, (const unsigned char *)suffix + HL, 16);
         r->db = (unsigned char)db;
         r->tomb = !value;
         r->seq = (uint32_t)b->cnt++;
-        r->idx_ms = idx_ms;
         r->voff = b->len;
         r->vlen = vlen;
         if (vlen)
@@ -680,7 +728,7 @@ static int batch_rec_cmp(const void *x, const void *y) {
         const batch_rec_t *a = x, *c = y;
         if (a->db != c->db)
                 return a->db < c->db ? -1 : 1;
-        int d = memcmp(a->suffix, c->suffix, 32);
+        int d = memcmp(a->hash, c->hash, HL);
         if (d)
                 return d;
         return a->seq < c->seq ? -1 : a->seq > c->seq;
@@ -688,118 +736,108 @@ static int batch_rec_cmp(const void *x, const void *y) {
 
 static int batch_idx_cmp(const void *x, const void *y) {
         const batch_idx_t *a = x, *c = y;
-        if (a->db != c->db)
-                return a->db < c->db ? -1 : 1;
         if (a->ts != c->ts)
                 return a->ts < c->ts ? -1 : 1;
-        return memcmp(a->suffix, c->suffix, 32);
+        return memcmp(a->hash, c->hash, HL);
 }
 
-static bool idx_queue(sg_store_batch_t *b, int db, int64_t ms,
-                      const unsigned char suffix[32], bool add) {
+/* Applies record @p r as sg_store_apply_change() does (the one-by-one
+ * path of a key whose records in the window mix both formats). */
+static sg_err_t batch_rec_apply(sg_store_batch_t *b, sg_txn_t *t,
+                                const sg_tp_t *tp, const batch_rec_t *r,
+                                char *errstr, size_t errstr_size) {
+        unsigned char sx[SG_KEY_HASH_LEN_2];
+        memcpy(sx, r->hash, HL);
+        memcpy(sx + HL, r->tail, 16);
+        return sg_store_apply_change(t, tp, r->db, sx,
+                                     r->v2key ? SG_KEY_HASH_LEN_2 : HL,
+                                     r->tomb ? NULL : b->bytes + r->voff,
+                                     r->vlen, errstr, errstr_size);
+}
+
+static bool idx_queue(sg_store_batch_t *b, int64_t ms,
+                      const unsigned char *hash, bool add) {
         if (!grow((void **)&b->idx, &b->icap, b->icnt + 1, sizeof(*b->idx)))
                 return false;
         batch_idx_t *x = &b->idx[b->icnt++];
         x->ts = ts_key(ms);
-        memcpy(x->suffix, suffix, 32);
-        x->db = (unsigned char)db;
+        memcpy(x->hash, hash, HL);
         x->add = add;
         return true;
 }
 
-/* The index entry (its time, 0 for none) of the stored value @p v of
- * database @p db. */
-static sg_err_t stored_idx_ms(int db, const MDB_val *v, int64_t *msp,
-                              char *errstr, size_t errstr_size) {
+/* Writes the last record @p r of an aggregate through cursor @p cur,
+ * queueing its since entries to remove and add. */
+static sg_err_t batch_agg_apply(sg_store_batch_t *b, sg_txn_t *t,
+                                MDB_cursor *cur, const batch_rec_t *r,
+                                char *errstr, size_t errstr_size) {
+        MDB_val key = {HL, (void *)r->hash}, val;
+        sg_agg_rec_t old, nr;
+        int64_t old_since = 0;
+        bool had = false;
         char why[160];
         sg_err_t err;
-        if (db == DB_DEDUP) {
-                sg_dedup_rec_t old;
-                err = sg_dedup_decode(v->mv_data, v->mv_size, &old, why,
-                                      sizeof(why));
-                *msp = old.expiry_ms;
-        } else {
-                sg_agg_rec_t old;
-                err = sg_agg_decode(v->mv_data, v->mv_size, &old, why,
-                                    sizeof(why));
-                *msp = err ? 0 : sg_agg_indexed_since(&old);
+        int rc = mdb_cursor_get(cur, &key, &val, MDB_SET);
+        if (rc == 0) {
+                had = true;
+                if ((err = sg_agg_decode(val.mv_data, val.mv_size, &old, why,
+                                         sizeof(why))))
+                        return stored_err(SG_ERR_STORE, "aggregate", errstr,
+                                          errstr_size);
+                old_since = sg_agg_indexed_since(&old);
+        } else if (rc != MDB_NOTFOUND) {
+                return sg_txn_lmdb_err(t, rc, "agg", errstr, errstr_size);
         }
-        return err ? stored_err(SG_ERR_STORE,
-                                db == DB_DEDUP ? "dedup" : "aggregate", errstr,
-                                errstr_size)
-                   : SG_OK;
-}
-
-/* Writes the last record @p r of its key through cursor @p cur, queueing
- * the index entries to remove and add. */
-static sg_err_t batch_rec_apply(sg_store_batch_t *b, sg_txn_t *t,
-                                const sg_tp_t *tp, MDB_cursor *cur,
-                                const batch_rec_t *r, char *errstr,
-                                size_t errstr_size) {
-        int db = r->db, idb = db == DB_DEDUP ? DB_EXPIRY : DB_SINCE;
-        unsigned char k[SG_TP_MAX + 64];
-        MDB_val key = {key2(k, tp, r->suffix, 32, NULL, 0), k}, val;
-        int64_t old_ms = 0;
-        bool had = false;
-        sg_err_t err;
-        int rc;
         if (r->tomb) {
-                rc = mdb_cursor_get(cur, &key, &val, MDB_SET);
-                if (rc == 0) {
-                        had = true;
-                        if ((err = stored_idx_ms(db, &val, &old_ms, errstr,
-                                                 errstr_size)))
-                                return err;
-                        rc = sg_lmdb_cursor_del(t, cur);
-                } else if (rc == MDB_NOTFOUND) {
-                        rc = 0;
-                }
-        } else {
-                val = (MDB_val){r->vlen, b->bytes + r->voff};
-                rc = sg_lmdb_cursor_put(t, cur, &key, &val, MDB_NOOVERWRITE);
-                if (rc == MDB_KEYEXIST) {
-                        had = true;
-                        if ((err = stored_idx_ms(db, &val, &old_ms, errstr,
-                                                 errstr_size)))
-                                return err;
-                        val = (MDB_val){r->vlen, b->bytes + r->voff};
-                        rc = sg_lmdb_cursor_put(t, cur, &key, &val, 0);
-                }
+                if (had && (rc = sg_lmdb_cursor_del(t, cur)))
+                        return sg_txn_lmdb_err(t, rc, "agg", errstr,
+                                               errstr_size);
+                if (old_since && !idx_queue(b, old_since, r->hash, false))
+                        return SG_ERR_NOMEM;
+                return SG_OK;
         }
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, db_name(db), errstr, errstr_size);
-        int64_t new_ms = r->tomb ? 0 : r->idx_ms;
-        bool dedup = db == DB_DEDUP; /* every dedup record has its entry */
-        if (had && (dedup || old_ms) && (r->tomb || old_ms != new_ms) &&
-            !idx_queue(b, idb, old_ms, r->suffix, false))
-                return SG_ERR_NOMEM;
-        if (!r->tomb && (dedup || new_ms) && (!had || old_ms != new_ms) &&
-            !idx_queue(b, idb, new_ms, r->suffix, true))
-                return SG_ERR_NOMEM;
+        if ((err = sg_agg_decode(b->bytes + r->voff, r->vlen, &nr, errstr,
+                                 errstr_size)))
+                return err;
+        if (r->v2key) {
+                nr.v2 = true;
+                memcpy(nr.v2_tail, r->tail, 16);
+        } else if (had && old.v2 && !nr.v2) {
+                nr.v2 = true;
+                memcpy(nr.v2_tail, old.v2_tail, 16);
+        }
+        /* stored in this format, whichever the record's */
+        unsigned char v[SG_AGG_VALUE_MAX];
+        val = (MDB_val){sg_agg_encode(&nr, v), v};
+        key = (MDB_val){HL, (void *)r->hash};
+        if ((rc = sg_lmdb_cursor_put(t, cur, &key, &val, 0)))
+                return sg_txn_lmdb_err(t, rc, "agg", errstr, errstr_size);
+        int64_t new_since = sg_agg_indexed_since(&nr);
+        if (old_since != new_since) {
+                if (old_since && !idx_queue(b, old_since, r->hash, false))
+                        return SG_ERR_NOMEM;
+                if (new_since && !idx_queue(b, new_since, r->hash, true))
+                        return SG_ERR_NOMEM;
+        }
         return SG_OK;
 }
 
-/* Adds or removes the queued index entries, in their key order. */
-static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t,
-                                const sg_tp_t *tp, char *errstr,
-                                size_t errstr_size) {
+/* Adds or removes the queued since entries, in their key order. */
+static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t, pdb_t *p,
+                                char *errstr, size_t errstr_size) {
+        if (!b->icnt)
+                return SG_OK;
         if (b->icnt > 1)
                 qsort(b->idx, b->icnt, sizeof(*b->idx), batch_idx_cmp);
-        MDB_cursor *cur = NULL;
-        int cur_db = -1, rc = 0;
+        MDB_cursor *cur;
+        int rc = sg_lmdb_cursor_open(t, p->aux, &cur);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "since", errstr, errstr_size);
         for (size_t i = 0; !rc && i < b->icnt; i++) {
                 const batch_idx_t *x = &b->idx[i];
-                if (x->db != cur_db) {
-                        if (cur)
-                                mdb_cursor_close(cur);
-                        cur = NULL;
-                        cur_db = x->db;
-                        if ((rc = sg_lmdb_cursor_open(t, cur_db, &cur)))
-                                break;
-                }
-                unsigned char ts[8], k[SG_TP_MAX + 64];
+                unsigned char ts[8], k[1 + 8 + HL];
                 put_u64(ts, x->ts);
-                MDB_val key = {key2(k, tp, ts, 8, x->suffix, 32), k},
+                MDB_val key = {akey(k, AUX_SINCE, ts, 8, x->hash, HL), k},
                         val = {0, ""};
                 if (x->add) {
                         rc = sg_lmdb_cursor_put(t, cur, &key, &val, 0);
@@ -810,58 +848,143 @@ static sg_err_t batch_idx_apply(sg_store_batch_t *b, sg_txn_t *t,
                         rc = 0;
                 }
         }
-        if (cur)
-                mdb_cursor_close(cur);
-        return rc ? sg_txn_lmdb_err(t, rc, db_name(cur_db), errstr, errstr_size)
+        mdb_cursor_close(cur);
+        return rc ? sg_txn_lmdb_err(t, rc, "since", errstr, errstr_size)
                   : SG_OK;
 }
 
 sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                               const sg_tp_t *tp, char *errstr,
                               size_t errstr_size) {
+        sg_err_t err = SG_OK;
+        if (!b->cnt)
+                return SG_OK;
+        if (!b->rf.bits)
+                sg_rfilter_init(&b->rf, b->expect);
         if (b->cnt > 1) /* (an empty batch has no array: qsort's is nonnull) */
                 qsort(b->recs, b->cnt, sizeof(*b->recs), batch_rec_cmp);
-        MDB_cursor *cur = NULL;
-        int cur_db = -1;
-        sg_err_t err = SG_OK;
-        for (size_t i = 0; !err && i < b->cnt; i++) {
-                const batch_rec_t *r = &b->recs[i];
-                if (i + 1 < b->cnt && r->db == r[1].db &&
-                    !memcmp(r->suffix, r[1].suffix, 32))
-                        continue; /* a later record of the key replaces it */
-                if (r->db != cur_db) {
-                        if (cur)
-                                mdb_cursor_close(cur);
-                        cur = NULL;
-                        cur_db = r->db;
-                        int rc = sg_lmdb_cursor_open(t, cur_db, &cur);
-                        if (rc) {
-                                err = sg_txn_lmdb_err(t, rc, db_name(cur_db),
-                                                      errstr, errstr_size);
-                                break;
-                        }
-                }
-                err = batch_rec_apply(b, t, tp, cur, r, errstr, errstr_size);
+        pdb_t *p = pdb_for(t, tp, true, &err);
+        if (!p || !grow((void **)&b->items, &b->item_cap, b->cnt,
+                        sizeof(*b->items))) {
+                sg_store_batch_clear(b);
+                return p ? SG_ERR_NOMEM : err;
         }
-        if (cur)
-                mdb_cursor_close(cur);
+        MDB_cursor *acur = NULL;
+        size_t ni = 0;
+        for (size_t i = 0; !err && i < b->cnt;) {
+                /* the key's records in the window: i .. j - 1 */
+                size_t j = i + 1;
+                bool mixed = false;
+                while (j < b->cnt && b->recs[j].db == b->recs[i].db &&
+                       !memcmp(b->recs[j].hash, b->recs[i].hash, HL)) {
+                        mixed |= b->recs[j].v2key != b->recs[i].v2key;
+                        j++;
+                }
+                const batch_rec_t *r = &b->recs[j - 1];
+                if (mixed) {
+                        /* both formats: each applies (a tombstone of one
+                         * must not take the other's record) */
+                        for (size_t k = i; !err && k < j; k++)
+                                err = batch_rec_apply(b, t, tp, &b->recs[k],
+                                                      errstr, errstr_size);
+                        if (!err && r->db == DB_DEDUP && b->rf.bits)
+                                sg_rfilter_add(&b->rf, r->hash);
+                } else if (r->db == DB_DEDUP) {
+                        dedup_item_t *it = &b->items[ni++];
+                        memset(it, 0, sizeof(*it));
+                        memcpy(it->kh, r->hash, HL);
+                        it->tomb = r->tomb;
+                        it->v2key = r->v2key;
+                        if (!r->tomb &&
+                            !(err = sg_dedup_decode(b->bytes + r->voff, r->vlen,
+                                                    &it->rec, errstr,
+                                                    errstr_size)) &&
+                            r->v2key) {
+                                it->rec.v2 = true;
+                                memcpy(it->rec.v2_tail, r->tail, 16);
+                        }
+                } else {
+                        int rc = acur ? 0
+                                      : sg_lmdb_cursor_open(t, p->agg, &acur);
+                        err = rc ? sg_txn_lmdb_err(t, rc, "agg", errstr,
+                                                   errstr_size)
+                                 : batch_agg_apply(b, t, acur, r, errstr,
+                                                   errstr_size);
+                }
+                i = j;
+        }
+        if (acur)
+                mdb_cursor_close(acur);
         if (!err)
-                err = batch_idx_apply(b, t, tp, errstr, errstr_size);
-        sg_store_batch_clear(b);
+                err = sg_dedup_restore_many(t, tp, b->items, ni, &b->rf, errstr,
+                                            errstr_size);
+        if (!err)
+                err = batch_idx_apply(b, t, p, errstr, errstr_size);
+        b->cnt = b->len = b->icnt = 0;
+        if (err)
+                sg_store_batch_clear(b);
         return err;
 }
 
 sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                              const void *suffix, size_t suffix_len,
                              const void **valuep, size_t *value_lenp) {
-        unsigned char k[SG_TP_MAX + 64];
-        if (!db_logged(db) || suffix_len > 48)
+        int hl;
+        if (key_check(db, suffix_len, &hl, NULL, 0))
                 return SG_ERR_INVALID;
-        size_t klen = key2(k, tp, suffix, suffix_len, NULL, 0);
+        const unsigned char *sx = suffix;
+        sg_err_t err;
         MDB_val v;
-        sg_err_t err = sg_db_get(t, db, k, klen, &v);
+        if (db == DB_META) {
+                err = get_of(t, DB_META, t->store->meta_dbi, tp->b, tp->len,
+                             &v);
+        } else if (db == DB_DEDUP) {
+                /* the changelog's form of the record, in the transaction's
+                 * memory */
+                sg_dedup_rec_t r;
+                if ((err = sg_dedup_get(t, tp, sx, &r)))
+                        return err;
+                unsigned char *buf =
+                        sg_arena_alloc(&t->cap, SG_DEDUP_VALUE_LEN);
+                if (!buf)
+                        return SG_ERR_NOMEM;
+                *value_lenp = sg_dedup_encode(&r, buf);
+                *valuep = buf;
+                return SG_OK;
+        } else {
+                pdb_t *p = pdb_for(t, tp, false, &err);
+                if (!p)
+                        return err;
+                unsigned char k[1 + HL + 8];
+                if (db == DB_AGG)
+                        err = get_of(t, db, p->agg, sx, HL, &v);
+                else if (db == DB_PARKED)
+                        err = get_of(t, db, p->aux, k,
+                                     akey(k, AUX_PARKED, sx, HL, sx + hl, 8),
+                                     &v);
+                else
+                        err = get_of(t, db, p->aux, k,
+                                     akey(k, AUX_SNAPREQ, sx, HL, NULL, 0), &v);
+        }
         if (err)
                 return err;
+        if (db == DB_AGG && hl == SG_KEY_HASH_LEN_2) {
+                /* under a format 2 key, format 2's value (a reader of that
+                 * key may be the earlier version: a rolling upgrade) */
+                sg_agg_rec_t r;
+                char why[160];
+                unsigned char *buf = sg_arena_alloc(&t->cap, SG_AGG_VALUE_MAX);
+                if ((err = stored(t,
+                                  sg_agg_decode(v.mv_data, v.mv_size, &r, why,
+                                                sizeof(why)),
+                                  why)))
+                        return err;
+                if (!buf)
+                        return SG_ERR_NOMEM;
+                *value_lenp = sg_agg_encode_v2(&r, buf);
+                *valuep = buf;
+                return SG_OK;
+        }
         *valuep = v.mv_data;
         *value_lenp = v.mv_size;
         return SG_OK;

@@ -1,103 +1,80 @@
 /*
- * store_walk.c — the store's cursor walks: the dedup TTL sweep over the
- * expiry index, the first entry of the since and snapdue time indexes, the
+ * store_walk.c — the store's cursor walks over a partition's aux and agg
+ * databases: the first entry of the since and snapdue time indexes, the
  * lowest parked version, the foreach walks of operator tools and gauges,
- * and the whole-partition drop and whole-store dump.
+ * the partition's drop, the void parked events of a restore, and the
+ * whole-store dump and statistics. (The dedup segments' walks are
+ * store_seg.c's.)
  */
 #include "store_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
-/* An LMDB error @p rc of a cursor on database @p db: SG_ERR_MAP_FULL when
- * the map filled (opening a cursor on a time index makes its gathered
- * puts, sg_db_put_index), else SG_ERR_STORE; the detail in @p t. */
+/* An LMDB error @p rc of a cursor on kind @p db: SG_ERR_MAP_FULL when the
+ * map filled, else SG_ERR_STORE; the detail in @p t. */
 static sg_err_t cursor_err(sg_txn_t *t, int db, int rc) {
-        return sg_txn_fail(t,
-                           rc == MDB_MAP_FULL || rc == MDB_TXN_FULL
-                                   ? SG_ERR_MAP_FULL
-                                   : SG_ERR_STORE,
-                           "LMDB %s cursor: %s", db_name(db), mdb_strerror(rc));
+        return sg_txn_fail(
+                t,
+                rc == MDB_MAP_FULL || rc == MDB_TXN_FULL ? SG_ERR_MAP_FULL
+                                                         : SG_ERR_STORE,
+                "LMDB %s cursor: %s", sg_store_db_names[db], mdb_strerror(rc));
 }
 
-sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now_ms,
-                        int64_t ttl_ms, int max, int *removedp, char *errstr,
-                        size_t errstr_size) {
-        int removed = 0;
-        *removedp = 0;
-        for (int i = 0; i < max; i++) {
-                MDB_cursor *cur;
-                int rc = sg_lmdb_cursor_open(t, DB_EXPIRY, &cur);
-                if (rc)
-                        return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
-                                               errstr_size);
-                MDB_val key = {tp->len, (void *)tp->b}, val;
-                rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-                if (rc == MDB_NOTFOUND ||
-                    (rc == 0 && (key.mv_size != tp->len + 40 ||
-                                 memcmp(key.mv_data, tp->b, tp->len)))) {
-                        mdb_cursor_close(cur);
-                        break;
-                }
-                if (rc) {
-                        mdb_cursor_close(cur);
-                        return sg_txn_lmdb_err(t, rc, "expiry cursor", errstr,
-                                               errstr_size);
-                }
-                unsigned char ek[SG_TP_MAX + 64];
-                memcpy(ek, key.mv_data, key.mv_size);
-                size_t eklen = key.mv_size;
-                mdb_cursor_close(cur);
-                int64_t exp = (int64_t)get_u64(ek + tp->len);
-                if (exp > now_ms)
-                        break;
-                const unsigned char *kh = ek + tp->len + 8;
-                sg_err_t err =
-                        sg_db_del(t, DB_EXPIRY, ek, eklen, errstr, errstr_size);
-                if (err)
-                        return err;
-                sg_dedup_rec_t rec;
-                err = sg_dedup_get(t, tp, kh, &rec);
-                if (err == SG_ERR_NOT_FOUND)
-                        continue;
-                if (err)
-                        return err;
-                if (rec.expiry_ms != exp)
-                        continue; /* stale index entry */
-                if (rec.verdict == SG_DV_PARKED) {
-                        /* still parked: re-arm (the old index entry is
-                         * already gone, so index as new) */
-                        rec.expiry_ms = now_ms + ttl_ms;
-                        if ((err = sg_dedup_put_known(t, tp, kh, &rec, NULL,
-                                                      errstr, errstr_size)))
-                                return err;
-                        continue;
-                }
-                unsigned char k[SG_TP_MAX + 64];
-                size_t klen = key2(k, tp, kh, 32, NULL, 0);
-                if ((err = sg_db_del(t, DB_DEDUP, k, klen, errstr,
-                                     errstr_size)))
-                        return err;
-                removed++;
-        }
-        *removedp = removed;
-        return SG_OK;
+/* The partition's databases for a walk: NULL when it has none (nothing to
+ * walk: *errp SG_OK) or on an error (*errp set). */
+static pdb_t *walk_pdb(sg_txn_t *t, const sg_tp_t *tp, sg_err_t *errp) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        *errp = p || !rc ? SG_OK
+                         : sg_txn_lmdb_err(t, rc, "partition databases", NULL,
+                                           0);
+        return p;
+}
+
+/* A cursor on @p dbi; *curp NULL (and SG_OK) when a reader's snapshot
+ * predates the database. */
+static sg_err_t walk_cursor(sg_txn_t *t, int db, MDB_dbi dbi,
+                            MDB_cursor **curp) {
+        *curp = NULL;
+        if (!dbi)
+                return SG_OK;
+        int rc = sg_lmdb_cursor_open(t, dbi, curp);
+        if (rc && !t->write && lmdb_no_db(rc))
+                return SG_OK;
+        return rc ? cursor_err(t, db, rc) : SG_OK;
+}
+
+/* The first entry at or after @p k (klen bytes) of @p cur whose key starts with
+ * @p pre (plen bytes): 0 and *key, *val; MDB_NOTFOUND; or an LMDB code. */
+static int first_with(MDB_cursor *cur, const void *k, size_t klen,
+                      const void *pre, size_t plen, MDB_val *key,
+                      MDB_val *val) {
+        *key = (MDB_val){klen, (void *)k};
+        int rc = mdb_cursor_get(cur, key, val, MDB_SET_RANGE);
+        if (rc == 0 &&
+            (key->mv_size < plen || memcmp(key->mv_data, pre, plen) != 0))
+                rc = MDB_NOTFOUND;
+        return rc;
 }
 
 sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
                          const unsigned char ah[32], uint64_t *versionp,
                          sg_parked_rec_t *out) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t plen = key2(k, tp, ah, 32, NULL, 0);
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
         MDB_cursor *cur;
-        int rc = sg_lmdb_cursor_open(t, DB_PARKED, &cur);
-        if (rc)
-                return cursor_err(t, DB_PARKED, rc);
-        MDB_val key = {plen, k}, val;
-        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-        sg_err_t err = SG_ERR_NOT_FOUND;
-        if (rc == 0 && key.mv_size == plen + 8 &&
-            memcmp(key.mv_data, k, plen) == 0) {
-                *versionp = get_u64((const unsigned char *)key.mv_data + plen);
+        if (!p || (err = walk_cursor(t, DB_PARKED, p->aux, &cur)) || !cur)
+                return err ? err : SG_ERR_NOT_FOUND;
+        unsigned char k[1 + HL];
+        k[0] = AUX_PARKED;
+        memcpy(k + 1, ah, HL);
+        MDB_val key, val;
+        int rc = first_with(cur, k, sizeof(k), k, sizeof(k), &key, &val);
+        err = SG_ERR_NOT_FOUND;
+        if (rc == 0 && key.mv_size == sizeof(k) + 8) {
+                *versionp =
+                        get_u64((const unsigned char *)key.mv_data + sizeof(k));
                 err = out ? parked_decode(t, &val, out) : SG_OK;
         } else if (rc && rc != MDB_NOTFOUND) {
                 err = cursor_err(t, DB_PARKED, rc);
@@ -108,24 +85,27 @@ sg_err_t sg_parked_first(sg_txn_t *t, const sg_tp_t *tp,
 
 /* ---- gap deadline and snapshot due indexes ---------------------------- */
 
-/* The first entry of a time index (tp | ms (BE) | agg hash) due at or before
- * @p upto_ms: the gap deadline index and the snapshot due index. */
-static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
-                                 int64_t upto_ms, unsigned char ah_out[32],
-                                 int64_t *msp) {
+/* The first entry of a time index (kind | ms (BE) | agg hash) due at or
+ * before @p upto_ms: the gap deadline index and the snapshot due index.
+ * @p ah_out gets the hash (its last 16 bytes 0). */
+static sg_err_t time_index_first(sg_txn_t *t, int db, int kind,
+                                 const sg_tp_t *tp, int64_t upto_ms,
+                                 unsigned char ah_out[32], int64_t *msp) {
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
         MDB_cursor *cur;
-        int rc = sg_lmdb_cursor_open(t, db, &cur);
-        if (rc)
-                return cursor_err(t, db, rc);
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-        sg_err_t err = SG_ERR_NOT_FOUND;
-        if (rc == 0 && key.mv_size == tp->len + 40 &&
-            memcmp(key.mv_data, tp->b, tp->len) == 0) {
-                const unsigned char *p = key.mv_data;
-                int64_t ms = (int64_t)get_u64(p + tp->len);
+        if (!p || (err = walk_cursor(t, db, p->aux, &cur)) || !cur)
+                return err ? err : SG_ERR_NOT_FOUND;
+        unsigned char k = (unsigned char)kind;
+        MDB_val key, val;
+        int rc = first_with(cur, &k, 1, &k, 1, &key, &val);
+        err = SG_ERR_NOT_FOUND;
+        if (rc == 0 && key.mv_size == 1 + 8 + HL) {
+                const unsigned char *q = key.mv_data;
+                int64_t ms = (int64_t)get_u64(q + 1);
                 if (ms <= upto_ms) {
-                        memcpy(ah_out, p + tp->len + 8, 32);
+                        memset(ah_out, 0, 32);
+                        memcpy(ah_out, q + 9, HL);
                         *msp = ms;
                         err = SG_OK;
                 }
@@ -138,22 +118,25 @@ static sg_err_t time_index_first(sg_txn_t *t, int db, const sg_tp_t *tp,
 
 sg_err_t sg_since_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
                         unsigned char ah_out[32], int64_t *sincep) {
-        return time_index_first(t, DB_SINCE, tp, upto_ms, ah_out, sincep);
+        return time_index_first(t, DB_SINCE, AUX_SINCE, tp, upto_ms, ah_out,
+                                sincep);
 }
 
 sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
                         uint64_t max, uint64_t *countp) {
-        MDB_cursor *cur;
         *countp = 0;
-        int rc = sg_lmdb_cursor_open(t, DB_SINCE, &cur);
-        if (rc)
-                return cursor_err(t, DB_SINCE, rc);
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-        while (rc == 0 && *countp < max && key.mv_size == tp->len + 40 &&
-               memcmp(key.mv_data, tp->b, tp->len) == 0) {
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
+        MDB_cursor *cur;
+        if (!p || (err = walk_cursor(t, DB_SINCE, p->aux, &cur)) || !cur)
+                return err;
+        unsigned char k = AUX_SINCE;
+        MDB_val key, val;
+        int rc = first_with(cur, &k, 1, &k, 1, &key, &val);
+        while (rc == 0 && *countp < max && key.mv_size == 1 + 8 + HL &&
+               ((const unsigned char *)key.mv_data)[0] == AUX_SINCE) {
                 int64_t since = (int64_t)get_u64(
-                        (const unsigned char *)key.mv_data + tp->len);
+                        (const unsigned char *)key.mv_data + 1);
                 if (since >= before_ms)
                         break;
                 (*countp)++;
@@ -165,38 +148,39 @@ sg_err_t sg_since_count(sg_txn_t *t, const sg_tp_t *tp, int64_t before_ms,
 
 sg_err_t sg_snapdue_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
                           unsigned char ah_out[32], int64_t *duep) {
-        return time_index_first(t, DB_SNAPDUE, tp, upto_ms, ah_out, duep);
+        return time_index_first(t, DB_SNAPDUE, AUX_SNAPDUE, tp, upto_ms, ah_out,
+                                duep);
 }
 
 sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                                  size_t errstr_size) {
-        for (int db = 0; db < DB__CNT; db++) {
-                MDB_cursor *cur;
-                int rc = sg_lmdb_cursor_open(t, db, &cur);
-                if (rc)
-                        return sg_txn_lmdb_err(t, rc, "drop", errstr,
-                                               errstr_size);
-                MDB_val key = {tp->len, (void *)tp->b}, val;
-                rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-                while (rc == 0 && key.mv_size >= tp->len &&
-                       memcmp(key.mv_data, tp->b, tp->len) == 0) {
-                        if ((rc = sg_lmdb_cursor_del(t, cur)))
-                                break;
-                        rc = mdb_cursor_get(cur, &key, &val, MDB_GET_CURRENT);
-                        if (rc == MDB_NOTFOUND || rc == EINVAL)
-                                rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        sg_err_t err = SG_OK;
+        if (p) {
+                /* emptied, not deleted: the handles stay (store_parts.c) */
+                if (!(err = sg_seg_drop_all(t, p))) {
+                        if (p->agg && (rc = sg_lmdb_drop(t, p->agg)))
+                                err = sg_txn_lmdb_err(t, rc, "drop", errstr,
+                                                      errstr_size);
+                        else if (p->aux && (rc = sg_lmdb_drop(t, p->aux)))
+                                err = sg_txn_lmdb_err(t, rc, "drop", errstr,
+                                                      errstr_size);
                 }
-                mdb_cursor_close(cur);
-                if (rc && rc != MDB_NOTFOUND)
-                        return sg_txn_lmdb_err(t, rc, "drop", errstr,
-                                               errstr_size);
+        } else if (rc) {
+                err = sg_txn_lmdb_err(t, rc, "drop", errstr, errstr_size);
         }
-        return SG_OK;
+        if (err) {
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                return err;
+        }
+        return sg_db_del(t, DB_META, t->store->meta_dbi, tp->b, tp->len, errstr,
+                         errstr_size);
 }
 
 sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         MDB_cursor *cur;
-        int rc = sg_lmdb_cursor_open(t, DB_META, &cur);
+        int rc = sg_lmdb_cursor_open(t, t->store->meta_dbi, &cur);
         if (rc)
                 return cursor_err(t, DB_META, rc);
         MDB_val key, val;
@@ -240,32 +224,33 @@ sg_err_t sg_meta_foreach(sg_txn_t *t, sg_meta_visit_cb *cb, void *opaque) {
         return rc && rc != MDB_NOTFOUND ? cursor_err(t, DB_META, rc) : SG_OK;
 }
 
-/* Walks the keys tp | aggregate hash of database @p db (agg, snapreq) in
- * hash order, calling @p visit with each hash and value until it returns
- * non-zero (1: stop, SG_ERR_*: < 0, the walk's result). */
+/* Walks the keys [kind |] agg hash of @p dbi (agg: no kind byte, @p kind
+ * -1; snapreq: AUX_SNAPREQ) in hash order, calling @p visit with each hash
+ * (its last 16 bytes 0) and value until it returns non-zero (1: stop,
+ * SG_ERR_*: < 0, the walk's result). */
 typedef int(agg_key_visit_fn)(void *ctx, const unsigned char ah[32],
                               const MDB_val *val);
-static sg_err_t agg_keys_walk(sg_txn_t *t, int db, const sg_tp_t *tp,
+static sg_err_t agg_keys_walk(sg_txn_t *t, int db, MDB_dbi dbi, int kind,
                               agg_key_visit_fn *visit, void *ctx) {
         MDB_cursor *cur;
-        int rc = sg_lmdb_cursor_open(t, db, &cur);
-        if (rc)
-                return cursor_err(t, db, rc);
-        MDB_val key = {tp->len, (void *)tp->b}, val;
-        sg_err_t err = SG_OK;
-        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-             rc == 0 && key.mv_size >= tp->len &&
-             memcmp(key.mv_data, tp->b, tp->len) == 0;
+        sg_err_t err = walk_cursor(t, db, dbi, &cur);
+        if (err || !cur)
+                return err;
+        unsigned char k = (unsigned char)kind;
+        size_t pl = kind < 0 ? 0 : 1;
+        MDB_val key, val;
+        int rc = pl ? first_with(cur, &k, 1, &k, 1, &key, &val)
+                    : mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+        for (; rc == 0 && (!pl || ((const unsigned char *)key.mv_data)[0] == k);
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-                if (key.mv_size != tp->len + 32) {
+                if (key.mv_size != pl + HL) {
                         err = sg_txn_fail(t, SG_ERR_STORE,
-                                          "%s key of %zu bytes is not the "
-                                          "partition's and a hash",
-                                          db_name(db), key.mv_size);
+                                          "%s key of %zu bytes is not a hash",
+                                          sg_store_db_names[db], key.mv_size);
                         break;
                 }
-                unsigned char ah[32];
-                memcpy(ah, (const unsigned char *)key.mv_data + tp->len, 32);
+                unsigned char ah[32] = {0};
+                memcpy(ah, (const unsigned char *)key.mv_data + pl, HL);
                 int r = visit(ctx, ah, &val);
                 if (r < 0)
                         err = (sg_err_t)r;
@@ -290,8 +275,11 @@ static int agg_visit(void *ctx, const unsigned char ah[32],
                      const MDB_val *val) {
         agg_walk_t *w = ctx;
         sg_agg_rec_t rec;
-        (void)val;
-        sg_err_t err = sg_agg_get(w->t, w->tp, ah, &rec);
+        char why[160];
+        sg_err_t err = stored(w->t,
+                              sg_agg_decode(val->mv_data, val->mv_size, &rec,
+                                            why, sizeof(why)),
+                              why);
         if (err)
                 return err;
         return w->agg_cb(w->opaque, ah, &rec) ? 1 : 0;
@@ -313,14 +301,23 @@ static int snapreq_visit(void *ctx, const unsigned char ah[32],
 
 sg_err_t sg_agg_foreach(sg_txn_t *t, const sg_tp_t *tp, sg_agg_visit_cb *cb,
                         void *opaque) {
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
+        if (!p)
+                return err;
         agg_walk_t w = {.t = t, .tp = tp, .agg_cb = cb, .opaque = opaque};
-        return agg_keys_walk(t, DB_AGG, tp, agg_visit, &w);
+        return agg_keys_walk(t, DB_AGG, p->agg, -1, agg_visit, &w);
 }
 
 sg_err_t sg_snapreq_foreach(sg_txn_t *t, const sg_tp_t *tp,
                             sg_snapreq_visit_cb *cb, void *opaque) {
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
+        if (!p)
+                return err;
         agg_walk_t w = {.t = t, .tp = tp, .req_cb = cb, .opaque = opaque};
-        return agg_keys_walk(t, DB_SNAPREQ, tp, snapreq_visit, &w);
+        return agg_keys_walk(t, DB_SNAPREQ, p->aux, AUX_SNAPREQ, snapreq_visit,
+                             &w);
 }
 
 static int oldest_visit(void *opaque, uint64_t version,
@@ -340,31 +337,38 @@ sg_err_t sg_parked_oldest(sg_txn_t *t, const sg_tp_t *tp,
 
 /* Walks the parked events of aggregate @p ah of @p tp, or of every
  * aggregate of @p tp when @p ah is NULL, in key order; @p cb gets each
- * event's aggregate hash too. */
+ * event's aggregate hash too (its last 16 bytes 0). */
 typedef int(parked_walk_cb)(void *opaque, const unsigned char ah[32],
                             uint64_t version, const sg_parked_rec_t *rec);
 
 static sg_err_t parked_walk(sg_txn_t *t, const sg_tp_t *tp,
                             const unsigned char *ah, parked_walk_cb *cb,
                             void *opaque) {
-        unsigned char k[SG_TP_MAX + 64];
-        size_t plen = key2(k, tp, ah, ah ? 32 : 0, NULL, 0);
-        size_t klen = tp->len + 32 + 8; /* tp | agg hash | version */
+        sg_err_t err;
+        pdb_t *p = walk_pdb(t, tp, &err);
         MDB_cursor *cur;
-        int rc = sg_lmdb_cursor_open(t, DB_PARKED, &cur);
-        if (rc)
-                return cursor_err(t, DB_PARKED, rc);
-        MDB_val key = {plen, k}, val;
-        sg_err_t err = SG_OK;
-        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-             rc == 0 && key.mv_size == klen &&
+        if (!p || (err = walk_cursor(t, DB_PARKED, p->aux, &cur)) || !cur)
+                return err;
+        unsigned char k[1 + HL];
+        k[0] = AUX_PARKED;
+        size_t plen = 1;
+        if (ah) {
+                memcpy(k + 1, ah, HL);
+                plen += HL;
+        }
+        MDB_val key, val;
+        int rc;
+        for (rc = first_with(cur, k, plen, k, plen, &key, &val);
+             rc == 0 && key.mv_size == 1 + HL + 8 &&
              memcmp(key.mv_data, k, plen) == 0;
              rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
                 sg_parked_rec_t rec;
                 if ((err = parked_decode(t, &val, &rec)))
                         break;
                 const unsigned char *kp = key.mv_data;
-                if (cb(opaque, kp + tp->len, get_u64(kp + tp->len + 32), &rec))
+                unsigned char h[32] = {0};
+                memcpy(h, kp + 1, HL);
+                if (cb(opaque, h, get_u64(kp + 1 + HL), &rec))
                         break;
         }
         mdb_cursor_close(cur);
@@ -403,7 +407,7 @@ typedef struct key_find {
 static int key_find_visit(void *opaque, const unsigned char ah[32],
                           uint64_t version, const sg_parked_rec_t *rec) {
         key_find_t *f = opaque;
-        if (memcmp(rec->key_hash, f->kh, 32) != 0)
+        if (memcmp(rec->key_hash, f->kh, HL) != 0)
                 return 0;
         memcpy(f->ah, ah, 32);
         *f->versionp = version;
@@ -423,30 +427,236 @@ sg_err_t sg_parked_find_key(sg_txn_t *t, const sg_tp_t *tp,
         return f.found ? SG_OK : SG_ERR_NOT_FOUND;
 }
 
+/* ---- the restore's void parked events ------------------------------------ */
+
+typedef struct void_walk {
+        sg_txn_t *t;
+        const sg_tp_t *tp;
+        unsigned char (*keys)[HL + 8];
+        size_t cnt, cap;
+        sg_err_t err;
+} void_walk_t;
+
+static int void_visit(void *opaque, const unsigned char ah[32],
+                      uint64_t version, const sg_parked_rec_t *rec) {
+        void_walk_t *w = opaque;
+        (void)rec;
+        sg_agg_rec_t a;
+        sg_err_t err = sg_agg_get(w->t, w->tp, ah, &a);
+        if (err && err != SG_ERR_NOT_FOUND) {
+                w->err = err;
+                return 1;
+        }
+        if (err || !a.has_last || version > a.last_version)
+                return 0;
+        if (w->cnt == w->cap) {
+                size_t n = w->cap ? 2 * w->cap : 16;
+                void *nk = realloc(w->keys, n * sizeof(*w->keys));
+                if (!nk) {
+                        w->err = SG_ERR_NOMEM;
+                        return 1;
+                }
+                w->keys = nk;
+                w->cap = n;
+        }
+        memcpy(w->keys[w->cnt], ah, HL);
+        put_u64(w->keys[w->cnt] + HL, version);
+        w->cnt++;
+        return 0;
+}
+
+sg_err_t sg_parked_void(sg_txn_t *t, const sg_tp_t *tp, uint64_t *voidedp,
+                        char *errstr, size_t errstr_size) {
+        *voidedp = 0;
+        void_walk_t w = {.t = t, .tp = tp};
+        sg_err_t err = parked_walk(t, tp, NULL, void_visit, &w);
+        if (!err)
+                err = w.err;
+        int rc;
+        pdb_t *p = err ? NULL : sg_pdb_get(t, tp, false, &rc);
+        for (size_t i = 0; !err && p && i < w.cnt; i++) {
+                unsigned char k[1 + HL + 8];
+                k[0] = AUX_PARKED;
+                memcpy(k + 1, w.keys[i], HL + 8);
+                err = sg_db_del(t, DB_PARKED, p->aux, k, sizeof(k), errstr,
+                                errstr_size);
+                if (!err)
+                        (*voidedp)++;
+        }
+        free(w.keys);
+        return err;
+}
+
+/* ---- the whole store ----------------------------------------------------- */
+
+/* Calls @p fn for every partition that has databases in the store (their
+ * names in LMDB's main database, "p<24 hex>.x": store_parts.c), in
+ * the order of their prefixes, until it sets *stopp or fails. */
+typedef sg_err_t(part_visit_fn)(void *ctx, pdb_t *p, bool *stopp);
+
+static sg_err_t parts_foreach(sg_txn_t *t, part_visit_fn *fn, void *ctx) {
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(t->txn, 1 /* the main database */, &cur);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "partition list", NULL, 0);
+        MDB_val key = {1, (void *)"p"}, val;
+        sg_err_t err = SG_OK;
+        bool stop = false;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+             rc == 0 && !err && !stop;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                const char *n = key.mv_data;
+                if (key.mv_size < 1 || n[0] != 'p')
+                        break;
+                sg_tp_t tp;
+                memset(&tp, 0, sizeof(tp));
+                tp.len = SG_TP_LEN;
+                if (!sg_pdb_name_parse(key.mv_data, key.mv_size, tp.b))
+                        continue;
+                int prc;
+                pdb_t *p = sg_pdb_get(t, &tp, false, &prc);
+                if (!p) {
+                        if (prc)
+                                err = sg_txn_lmdb_err(
+                                        t, prc, "partition databases", NULL, 0);
+                        continue;
+                }
+                err = fn(ctx, p, &stop);
+        }
+        mdb_cursor_close(cur);
+        if (err)
+                return err;
+        return rc && rc != MDB_NOTFOUND
+                       ? sg_txn_lmdb_err(t, rc, "partition list", NULL, 0)
+                       : SG_OK;
+}
+
+typedef struct dump {
+        sg_txn_t *t;
+        sg_store_visit_cb *cb;
+        void *opaque;
+        int kind; /* the pass: DB_* */
+} dump_t;
+
+/* One partition's entries of the pass's kind, keys as store.h names them
+ * (tp | the key without its aux kind byte). */
+static sg_err_t dump_part(void *ctx, pdb_t *p, bool *stopp) {
+        dump_t *d = ctx;
+        sg_txn_t *t = d->t;
+        if (d->kind == DB_DEDUP)
+                return sg_seg_foreach(t, p, d->cb, d->opaque, stopp);
+        MDB_dbi dbi = d->kind == DB_AGG ? p->agg : p->aux;
+        int akind = d->kind == DB_PARKED    ? AUX_PARKED
+                    : d->kind == DB_SINCE   ? AUX_SINCE
+                    : d->kind == DB_SNAPREQ ? AUX_SNAPREQ
+                    : d->kind == DB_SNAPDUE ? AUX_SNAPDUE
+                                            : -1;
+        MDB_cursor *cur;
+        sg_err_t err = walk_cursor(t, d->kind, dbi, &cur);
+        if (err || !cur)
+                return err;
+        unsigned char ak = (unsigned char)akind;
+        size_t pl = akind < 0 ? 0 : 1;
+        MDB_val key, val;
+        int rc = pl ? first_with(cur, &ak, 1, &ak, 1, &key, &val)
+                    : mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+        for (; rc == 0 && (!pl || ((unsigned char *)key.mv_data)[0] == ak);
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+                unsigned char k[SG_TP_LEN + 64];
+                size_t kl = key.mv_size - pl;
+                if (kl > 64)
+                        continue;
+                memcpy(k, p->tp, SG_TP_LEN);
+                memcpy(k + SG_TP_LEN, (unsigned char *)key.mv_data + pl, kl);
+                if (d->cb(d->opaque, d->kind, k, SG_TP_LEN + kl, val.mv_data,
+                          val.mv_size)) {
+                        *stopp = true;
+                        break;
+                }
+        }
+        mdb_cursor_close(cur);
+        return rc && rc != MDB_NOTFOUND ? cursor_err(t, d->kind, rc) : SG_OK;
+}
+
 sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
                           char *errstr, size_t errstr_size) {
-        for (int db = 0; db < DB__CNT; db++) {
-                MDB_cursor *cur;
-                int rc = sg_lmdb_cursor_open(t, db, &cur);
-                if (rc)
-                        return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
-                                               errstr_size);
-                MDB_val key, val;
-                bool stopped = false;
-                for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
-                     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-                        if (cb(opaque, db, key.mv_data, key.mv_size,
-                               val.mv_data, val.mv_size)) {
-                                stopped = true;
-                                break;
-                        }
+        static const int kinds[] = {DB_DEDUP, DB_AGG,     DB_PARKED,
+                                    DB_SINCE, DB_SNAPREQ, DB_SNAPDUE};
+        dump_t d = {.t = t, .cb = cb, .opaque = opaque};
+        /* meta first in key order, then each kind, partition by
+         * partition */
+        MDB_cursor *cur;
+        int rc = sg_lmdb_cursor_open(t, t->store->meta_dbi, &cur);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "meta", errstr, errstr_size);
+        MDB_val key, val;
+        bool stopped = false;
+        for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))
+                if (cb(opaque, DB_META, key.mv_data, key.mv_size, val.mv_data,
+                       val.mv_size)) {
+                        stopped = true;
+                        break;
                 }
-                mdb_cursor_close(cur);
-                if (stopped)
-                        return SG_OK;
-                if (rc != MDB_NOTFOUND)
-                        return sg_txn_lmdb_err(t, rc, db_name(db), errstr,
-                                               errstr_size);
+        mdb_cursor_close(cur);
+        if (stopped)
+                return SG_OK;
+        if (rc != MDB_NOTFOUND)
+                return sg_txn_lmdb_err(t, rc, "meta", errstr, errstr_size);
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+                d.kind = kinds[i];
+                sg_err_t err = parts_foreach(t, dump_part, &d);
+                if (err) {
+                        sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                        return err;
+                }
         }
         return SG_OK;
+}
+
+typedef struct stats {
+        sg_txn_t *t;
+        sg_db_stat_t *out;
+} stats_t;
+
+static void stat_add(sg_db_stat_t *o, sg_txn_t *t, MDB_dbi dbi) {
+        MDB_stat ms;
+        if (!dbi || mdb_stat(t->txn, dbi, &ms))
+                return;
+        o->entries += ms.ms_entries;
+        o->pages +=
+                ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages;
+        o->page_size = ms.ms_psize;
+}
+
+static sg_err_t stats_part(void *ctx, pdb_t *p, bool *stopp) {
+        stats_t *s = ctx;
+        (void)stopp;
+        stat_add(&s->out[SG_STAT_AGG], s->t, p->agg);
+        stat_add(&s->out[SG_STAT_STATE], s->t, p->aux);
+        uint64_t psize = 0;
+        sg_err_t err = sg_seg_stats(s->t, p, &s->out[SG_STAT_DEDUP].entries,
+                                    &s->out[SG_STAT_DEDUP].pages, &psize);
+        if (psize)
+                s->out[SG_STAT_DEDUP].page_size = psize;
+        return err;
+}
+
+sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
+                           size_t errstr_size) {
+        static const char *const names[SG_STORE_DB_CNT] = {
+                "dedup", "filter", "agg", "state", "meta"};
+        MDB_stat ms;
+        int rc = mdb_env_stat(t->store->env, &ms);
+        for (int i = 0; i < SG_STORE_DB_CNT; i++)
+                out[i] = (sg_db_stat_t){.name = names[i],
+                                        .page_size = rc ? 4096 : ms.ms_psize};
+        stat_add(&out[SG_STAT_FILTER], t, t->store->filter_dbi);
+        stat_add(&out[SG_STAT_META], t, t->store->meta_dbi);
+        stats_t s = {t, out};
+        sg_err_t err = parts_foreach(t, stats_part, &s);
+        if (err)
+                sg_errf(errstr, errstr_size, "database statistics: %s",
+                        sg_txn_errdetail(t));
+        return err;
 }

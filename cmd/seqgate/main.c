@@ -155,6 +155,12 @@ static void on_publish(void *opaque, sg_metrics_snap_t *snap) {
                                 (int64_t)sg_store_entries(app->store);
                 snap->store_entries = app->store_entries;
         }
+        if (app->engine) {
+                /* the store's checkpoints, counted by the engine */
+                const sg_metrics_t *em = sg_engine_metrics(app->engine);
+                snap->checkpoints_total = em->checkpoints_total;
+                snap->checkpoint_ms = em->checkpoint_ms;
+        }
         sg_pub_publish(app->pub, snap);
 }
 
@@ -804,7 +810,7 @@ static void run_log_starting(const opts_t *o, const sg_config_t *conf) {
  *  empty: its files were removed (its machine stopped while syncs were
  *  deferred: docs/guarantees.md "Durability of the store") or, a store of an
  *  earlier format, set aside in data_dir/store-format-N-SECONDS
- *  (docs/upgrade.md "Store format 2"); the reason says which, and where a
+ *  (docs/upgrade.md "Store format 3"); the reason says which, and where a
  *  set-aside copy is. Every partition is then restored from its changelog. Then
  *  applies the guarantee's durability (semantics §6): deferred syncs, or
  * store_sync_kept with the reason they stay on. */
@@ -1086,6 +1092,10 @@ out:
         sg_pub_destroy(app.pub);
         sg_query_api_destroy(app.api);
         sg_loop_destroy(loop);
+        /* a clean close: what the loop's stop did not checkpoint (nothing,
+         * after sg_loop_run) is committed before the engine goes */
+        if (engine)
+                (void)sg_engine_checkpoint(engine, NULL, 0);
         sg_engine_destroy(engine);
         sg_store_close(store);
         sg_passthrough_destroy(pt);

@@ -126,9 +126,15 @@ typedef struct au_drive {
         /* at the end (au_drive_finish) */
         sg_metrics_t final;
         uint64_t store_used, store_map;
+        /* the dedup records' bytes in the store: keys, and pages × page
+         * size of their segments and filters (sg_store_db_stats) */
+        uint64_t dedup_keys, dedup_bytes;
 } au_drive_t;
 
 #define AU_MAX_HOURS ((size_t)24 * 400)
+/* Dedup records the sample's store must hold for their bytes to be
+ * measured (audit_report.c sizing). */
+#define AU_SIZING_MIN_KEYS 10000
 
 /* Opens a fresh temporary store (mkdtemp under $TMPDIR or /tmp, never the
  * config's data_dir) and an engine on it for topic @p tc, with refetch

@@ -469,6 +469,9 @@ int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
         d->last_ts = INT64_MIN;
         d->batch_first_ts = -1;
         tc->snapshot.source = SG_SNAP_NONE; /* refetch unavailable */
+        /* no changelog to restore a lost checkpoint from (semantics §6):
+         * every batch is committed */
+        conf->checkpoint_interval_ms = 0;
         if (sg_store_open(d->dir, 64u << 20, 256u << 20, &d->store, es,
                           sizeof(es))) {
                 errf("temporary store %s: %s", d->dir, es);
@@ -781,6 +784,17 @@ int au_drive_finish(au_drive_t *d) {
         }
         d->final = *sg_engine_metrics(d->eng);
         sg_store_usage(d->store, &d->store_map, &d->store_used);
+        sg_txn_t *txn;
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        if (!sg_txn_begin(d->store, false, &txn, NULL, 0)) {
+                if (!sg_store_db_stats(txn, st, NULL, 0)) {
+                        d->dedup_keys = st[SG_STAT_DEDUP].entries;
+                        d->dedup_bytes = (st[SG_STAT_DEDUP].pages +
+                                          st[SG_STAT_FILTER].pages) *
+                                         st[SG_STAT_DEDUP].page_size;
+                }
+                sg_txn_abort(txn);
+        }
         return rc;
 }
 

@@ -17,6 +17,7 @@
  */
 #include "audit.h"
 #include "cli.h"
+#include "sizing_calc.h"
 
 #include "metrics.h"
 #include "seqgate.h"
@@ -38,13 +39,12 @@
  * broker hiccup, and dedup.ttl_ms takes nothing below 1000. */
 #define SUGGEST_FLOOR_MS 1000
 /* Below these an estimate is printed with its basis and a warning
- * (docs/seqgatectl.md "How sure the estimates are"): the bytes per dedup
- * record come from the temporary store, whose fixed pages (every
- * database's root, the meta pages) outweigh a few records; events/day is
- * extrapolated from the audited span, which must hold a day's rhythm at
- * least roughly. A quantile q of fewer than 1 / (1 - q) samples is their
- * maximum, not that quantile. */
-#define SAMPLE_MIN_DEDUP_RECORDS 1000
+ * (docs/seqgatectl.md "How sure the estimates are"): below
+ * AU_SIZING_MIN_KEYS dedup records the bytes per record are seqgatectl
+ * sizing's estimate, not measured (a few records do not fill the
+ * temporary store's pages); events/day is extrapolated from the audited
+ * span, which must hold a day's rhythm at least roughly. A quantile q of
+ * fewer than 1 / (1 - q) samples is their maximum, not that quantile. */
 #define SAMPLE_MIN_SPAN_MS 3600000
 
 /* Histogram bucket upper bounds (inclusive); the last bucket is +Inf. */
@@ -320,7 +320,13 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                         m->malformed_total + m->dedup_expired_total;
         uint64_t keys = m->records_total > gone ? m->records_total - gone : 0;
         double epd = span > 0 ? (double)d->records * MS_DAY / (double)span : 0;
-        double bpr = keys ? (double)d->store_used / (double)keys : 0;
+        /* the sample's dedup records' own bytes once they fill pages (a
+         * page holds ~90 sealed records; below AU_SIZING_MIN_KEYS a
+         * page's overhead is most of it), else seqgatectl sizing's
+         * estimate */
+        bool measured = d->dedup_keys >= AU_SIZING_MIN_KEYS;
+        double bpr = measured ? (double)d->dedup_bytes / (double)d->dedup_keys
+                              : SG_SIZING_DEDUP_EST_BYTES;
         int64_t sttl = ttl > 0 ? ttl : d->tc->dedup_ttl_ms;
         j_u64(sz, "dedup_records", keys);
         j_u64(sz, "store_bytes_used", d->store_used);
@@ -329,6 +335,8 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         else
                 cJSON_AddNullToObject(sz, "events_per_day");
         j_i64(sz, "bytes_per_dedup_record", (int64_t)llround(bpr));
+        cJSON_AddStringToObject(sz, "bytes_per_dedup_record_from",
+                                measured ? "measured" : "estimate");
         j_i64(sz, "ttl_ms", sttl);
         cJSON_AddStringToObject(sz, "ttl_from",
                                 ttl > 0 ? "suggested_dedup_ttl_ms"
@@ -353,13 +361,13 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                  " dedup records in a temporary store of %" PRIu64 " bytes",
                  d->records, (double)span / 1000.0, keys, d->store_used);
         size_t wl = 0;
-        if (keys < SAMPLE_MIN_DEDUP_RECORDS)
+        if (!measured)
                 wl += (size_t)snprintf(
                         warn + wl, sizeof(warn) - wl,
                         "%" PRIu64 " dedup records, fewer than %d: the "
-                        "store's fixed pages outweigh them, the bytes per "
-                        "record are overstated",
-                        keys, SAMPLE_MIN_DEDUP_RECORDS);
+                        "bytes per record are seqgatectl sizing's "
+                        "estimate, not measured",
+                        keys, AU_SIZING_MIN_KEYS);
         if (span < SAMPLE_MIN_SPAN_MS && wl < sizeof(warn))
                 wl += (size_t)snprintf(warn + wl, sizeof(warn) - wl,
                                        "%sa span of %.0f s, under an hour: "
@@ -649,8 +657,11 @@ static void print_text(const cJSON *r) {
                                 sizeof(few)));
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");
         printf("sizing (semantics §8): %.0f events/day x %.0f B per dedup "
-               "record x %.0f ms TTL (%s) = %.0f bytes\n",
+               "record (%s) x %.0f ms TTL (%s) = %.0f bytes\n",
                num(sz, "events_per_day"), num(sz, "bytes_per_dedup_record"),
+               !strcmp(str(sz, "bytes_per_dedup_record_from"), "measured")
+                       ? "measured in the sample's store"
+                       : "ESTIMATE: too few records to measure",
                num(sz, "ttl_ms"), str(sz, "ttl_from"),
                num(sz, "estimated_bytes"));
         printf("  with the configured dedup_ttl_ms %.0f: %.0f bytes\n",

@@ -742,6 +742,9 @@ int cmd_simulate(int argc, char **argv) {
         sg_config_t *conf = NULL;
         if ((rc = cli_config_load(&cc, &conf)))
                 return rc;
+        /* the simulation's store has no changelog to restore a lost
+         * checkpoint from (semantics §6): every batch is committed */
+        conf->checkpoint_interval_ms = 0;
         if (!c.def_topic)
                 c.def_topic = conf->topics[0].name;
         else if (!sg_config_topic(conf, c.def_topic))

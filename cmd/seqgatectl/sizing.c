@@ -160,8 +160,8 @@ static void print_sizing(const char *dir, bool have_store,
         printf("dedup:      %" PRIu64 " events/day x %.2f days "
                "(dedup_ttl_ms %" PRId64 ") x %.0f B per record (%s) = %s\n",
                epd, z->ttl_days, ttl_ms, r->dedup_bytes,
-               r->dedup_measured ? "measured: dedup + expiry pages / entries"
-                                 : "ESTIMATE, seed: ~200 B",
+               r->dedup_measured ? "measured: segment + filter pages / keys"
+                                 : "ESTIMATE",
                human(z->dedup_total, b1, sizeof(b1)));
         printf("aggregates: %" PRIu64 " aggregates (%s) x %.0f B per record "
                "(%s) = %s\n",

@@ -19,25 +19,26 @@ static double per_entry(const sg_db_stat_t *st, int a, int b) {
 void sg_sizing_rates_measure(const sg_db_stat_t *st, double framing_bytes,
                              sg_sizing_rates_t *out) {
         memset(out, 0, sizeof(*out));
-        /* the table's order (store.h): dedup 0, expiry 1, agg 2 */
-        if (st && st[0].entries) {
+        /* a dedup record's changelog record: its key (the database byte
+         * and the key hash) and its value (store.h) */
+        double dedup_log = 1 + SG_KEY_HASH_LEN + SG_DEDUP_VALUE_LEN;
+        out->dedup_log_bytes = dedup_log + framing_bytes;
+        if (st && st[SG_STAT_DEDUP].entries) {
                 out->dedup_measured = true;
-                out->dedup_entries = st[0].entries;
-                out->dedup_bytes = per_entry(st, 0, 1);
-                out->dedup_log_bytes = per_entry(st, 0, -1) + framing_bytes;
+                out->dedup_entries = st[SG_STAT_DEDUP].entries;
+                out->dedup_bytes = per_entry(st, SG_STAT_DEDUP, SG_STAT_FILTER);
         } else {
                 out->dedup_bytes = SG_SIZING_DEDUP_EST_BYTES;
-                out->dedup_log_bytes = SG_SIZING_DEDUP_EST_BYTES;
         }
-        if (st && st[2].entries) {
+        if (st && st[SG_STAT_AGG].entries) {
                 out->agg_measured = true;
-                out->agg_entries = st[2].entries;
-                out->agg_bytes = per_entry(st, 2, -1);
-                out->agg_log_bytes = out->agg_bytes + framing_bytes;
+                out->agg_entries = st[SG_STAT_AGG].entries;
+                out->agg_bytes = per_entry(st, SG_STAT_AGG, -1);
         } else {
                 out->agg_bytes = SG_SIZING_AGG_EST_BYTES;
-                out->agg_log_bytes = SG_SIZING_AGG_EST_BYTES;
         }
+        /* its key and value, about its bytes in the store */
+        out->agg_log_bytes = out->agg_bytes + framing_bytes;
 }
 
 void sg_sizing_compute(const sg_sizing_rates_t *r, uint64_t events_per_day,

@@ -14,16 +14,18 @@
 #include <stdint.h>
 
 /* The documented per-record estimates used when the store has no record
- * of a kind to measure (docs/seqgatectl.md "seqgatectl sizing"): the seed's
- * ~200 B per dedup record with its index (semantics §8), and as much for an
- * aggregate record. */
-#define SG_SIZING_DEDUP_EST_BYTES 200.0
-#define SG_SIZING_AGG_EST_BYTES 200.0
+ * of a kind to measure (docs/seqgatectl.md "seqgatectl sizing"), store
+ * format 3 measured with bench/store_bytes (1 M events, sealed segments
+ * and their filters, LMDB's page overhead included, the map's headroom
+ * not): ~55 B per dedup record (the seed counted ~200 B, semantics §8),
+ * ~45 B per aggregate record. */
+#define SG_SIZING_DEDUP_EST_BYTES 55.0
+#define SG_SIZING_AGG_EST_BYTES 45.0
 
 /* Per-record sizes, measured from a store or estimated. */
 typedef struct sg_sizing_rates {
-        double dedup_bytes;     /* per dedup record, its expiry index
-                                    entry included */
+        double dedup_bytes;     /* per dedup record, its share of the
+                                    segments' filters included */
         double dedup_log_bytes; /* its changelog record (value + key +
                                     record framing) */
         bool dedup_measured;    /* false: the estimate */
@@ -46,14 +48,14 @@ typedef struct sg_sizing {
 } sg_sizing_t;
 
 /*
- * Per-record sizes from @p st (sg_store_db_stats): a database's pages ×
- * page size / its entries (B-tree overhead and free space in its pages
- * included, so a real store's bytes per record); dedup counts its expiry
- * index's pages too. A changelog record: the database's bytes per entry
- * (its key and value; the changelog key drops the partition prefix, about
- * as much as the page overhead adds) plus @p framing_bytes (the record's
- * framing, sg_record_wire_size of an empty record). A kind with no entry
- * gets its SG_SIZING_*_EST_BYTES. @p st NULL: no store, estimates only.
+ * Per-record sizes from @p st (sg_store_db_stats): a kind's pages × page
+ * size / its entries (B-tree overhead and free space in its pages
+ * included, so a real store's bytes per record); dedup counts the
+ * filters' pages too. A changelog record: a dedup record's key and
+ * 30-byte value, an aggregate's bytes in the store (its key and value,
+ * about), each plus @p framing_bytes (the record's framing,
+ * sg_record_wire_size of an empty record). A kind with no entry gets its
+ * SG_SIZING_*_EST_BYTES. @p st NULL: no store, estimates only.
  */
 void sg_sizing_rates_measure(const sg_db_stat_t *st, double framing_bytes,
                              sg_sizing_rates_t *out);

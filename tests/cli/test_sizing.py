@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """seqgatectl sizing without a store: the documented estimates, each term
-printed (semantics §8: 1e8 events/day x ~200 B x 7 days = 140 GB).
+printed (semantics §8: 1e8 events/day x 7 days = 7e8 live keys, x 55 B in
+store format 3 = 38.5 GB; the seed counted ~200 B, 140 GB).
 
 Run by meson test:  test_sizing.py SEQGATECTL
 (tests/integration/test_seqgatectl_dlq.py measures a daemon's real store.)
@@ -36,10 +37,13 @@ class Sizing(unittest.TestCase):
         self.assertEqual(z["dedup_ttl_ms"], 604800000)
         self.assertEqual(z["dedup"]["records"], 7e8)
         self.assertFalse(z["dedup"]["measured"])
-        self.assertEqual(z["dedup"]["bytes"], 140e9)
+        self.assertEqual(z["dedup"]["bytes_per_record"], 55)
+        self.assertEqual(z["dedup"]["bytes"], 38.5e9)
         self.assertEqual(z["aggregates"]["bytes"], 0)
-        self.assertEqual(z["changelog"]["bytes"], 140e9)
-        self.assertEqual(z["total_bytes"], 280e9)
+        # a changelog record: key 17 B + value 30 B + framing 36 B
+        self.assertEqual(z["changelog"]["bytes_per_dedup_record"], 83)
+        self.assertEqual(z["changelog"]["bytes"], 58.1e9)
+        self.assertEqual(z["total_bytes"], 96.6e9)
         # the basis is said; the documented estimates need no warning
         self.assertTrue(z["basis"].startswith("the documented estimates"))
         self.assertTrue(z["enough"])
@@ -52,11 +56,11 @@ class Sizing(unittest.TestCase):
         out = p.stdout
         self.assertIn("every size below is the documented estimate", out)
         self.assertIn("dedup:      100000000 events/day x 7.00 days "
-                      "(dedup_ttl_ms 604800000) x 200 B per record "
-                      "(ESTIMATE, seed: ~200 B) = 140.00 GB", out)
+                      "(dedup_ttl_ms 604800000) x 55 B per record "
+                      "(ESTIMATE) = 38.50 GB", out)
         self.assertIn("aggregates: 1000000 aggregates (--aggregates) x "
-                      "200 B per record (ESTIMATE) = 200.00 MB", out)
-        self.assertIn("total:      280.40 GB", out)
+                      "45 B per record (ESTIMATE) = 45.00 MB", out)
+        self.assertIn("total:      96.73 GB", out)
 
     def old_store(self, path):
         """An LMDB environment at PATH shaped like a store of format 1 (the

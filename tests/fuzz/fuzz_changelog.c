@@ -271,6 +271,10 @@ static void batch_over(int64_t now) {
         if (!e) {
                 err[0] = '\0';
                 e = F.proc.batch_commit(F.proc.opaque, err, sizeof(err));
+        }
+        if (!e) { /* committed in the store, as the next pass reads it */
+                err[0] = '\0';
+                e = sg_engine_checkpoint(F.eng, err, sizeof(err));
         } else {
                 F.proc.batch_abort(F.proc.opaque);
         }

@@ -6,6 +6,10 @@
  *   dedup, aggregate, parked, meta, snapreq   the first record of each kind
  *   tombstone                                 the first tombstone
  *   run                                       the whole changelog, in order
+ * in the store's current format (store.h SG_STORE_FORMAT). The seeds named
+ * format2-* are this generator's output before store format 3 (32-byte
+ * key hashes, format 2's aggregate and parked values), kept so that the
+ * fuzzer starts from the records a restore converts too.
  * Not a fuzz target (run.sh builds fuzz_*.c only). Build and run:
  *   cc -D_GNU_SOURCE -Ilib $LIB tests/fuzz/gen_changelog_corpus.c \
  *     $(pkg-config --cflags --libs rdkafka lmdb libcjson libcrypto libcurl) \

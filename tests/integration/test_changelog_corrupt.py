@@ -20,9 +20,11 @@ SG_DB_PARKED = 3
 
 
 def header_block_offset(value: bytes) -> int:
-    """Offset of a parked value's header block: 3 × i64, the key hash, then
-    type, key and value, each a u32 length (0xffffffff: null) and bytes."""
-    off = 56
+    """Offset of a parked value's header block: the tag byte 0x03 (store
+    format 3), 3 × i64, the 16-byte key hash, then type, key and value, each
+    a u32 length (0xffffffff: null) and bytes."""
+    assert value[0] == 0x03, value[:8]
+    off = 1 + 24 + 16
     for _ in range(3):
         n = int.from_bytes(value[off:off + 4], "big")
         off += 4 + (0 if n == 0xFFFFFFFF else n)

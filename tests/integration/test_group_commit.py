@@ -12,6 +12,14 @@ restart after a kill reads again only what the store knows — duplicates.
   end offsets. (Committing every batch, they would equal them at once.)
 - test_offsets_committed_within_interval: with a short interval the offsets
   reach the end offsets while seqgate keeps running.
+- test_store_offset_ahead_is_committed: killed (SIGKILL) while its offsets
+  are behind, and restarted on its own store with nothing new to read, the
+  partitions start at the offset the restored store reflects; that offset
+  is durable (every batch below it is complete in the changelog), so the
+  group commits it: after a clean stop the group's offsets equal the end
+  offsets. (Were only the offsets of batches committed, a partition with
+  no new record would keep its group offset, and its consumer lag, behind
+  for good.)
 - test_kill_rereads_only_duplicates: killed (SIGKILL) while its offsets are
   behind, and restarted on an empty data_dir (as a new owner: its store
   restored from the changelog), seqgate emits every distinct event exactly
@@ -123,6 +131,30 @@ def test_offsets_committed_within_interval(bootstrap, seqgate_bin, tmp_path):
         assert sg.running()
         rc = sg.stop()
         assert rc == 0, f"exit status {rc}\n{sg.log_tail()}"
+    finally:
+        sg.cleanup()
+        s.probe.close()
+    s.check_output_once(len(recs))
+
+
+def test_store_offset_ahead_is_committed(bootstrap, seqgate_bin, tmp_path):
+    s = Setup(bootstrap, tmp_path, "gc-ahead", 600000)
+    sg = s.seqgate(seqgate_bin, "a")
+    recs = versions(1)
+    try:
+        end = s.run_until_output(sg, recs, len(recs))
+        sg.kill9()
+        behind = s.committed()
+        assert behind != end, f"nothing behind: {behind}"
+        sg.start()  # the same store, nothing new to read
+        time.sleep(2)
+        rc = sg.stop()
+        assert rc == 0, f"exit status {rc}\n{sg.log_tail()}"
+        assert s.committed() == end, \
+            f"after the restart's clean stop: {s.committed()}, want {end}"
+        assigned = sg.events("partitions_assigned")
+        assert assigned and sorted(assigned[0]["start_offsets"]) == \
+            sorted(end.values()), assigned
     finally:
         sg.cleanup()
         s.probe.close()

@@ -216,6 +216,12 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
             value(fams, "seqgate_commit_latency_seconds_count")
         assert value(fams, "seqgate_store_entries") > 0
         assert value(fams, "seqgate_store_used_bytes") > 0
+        # the store's checkpoints: one family without a topic label, the
+        # batches above committed by at least one
+        assert [l for n, l, v in fams["seqgate_checkpoints_total"]] == [{}]
+        assert value(fams, "seqgate_checkpoints_total") >= 1
+        assert value(fams, "seqgate_checkpoint_seconds_count") == \
+            value(fams, "seqgate_checkpoints_total")
         assert value(fams, "seqgate_process_start_time_seconds") > 1.7e9
 
         names = exported_names(fams)

@@ -390,7 +390,9 @@ def test_release_quarantine_then_replay(bootstrap, seqgate_bin, seqgatectl_bin,
                     "--json")
             assert r.returncode == 0, r.stderr
             return json_lines(r.stdout)[0]["aggregate"]["flags"]["quarantined"]
-        assert quarantined()
+        # seqgatectl reads the store's last checkpoint (semantics §7): the
+        # quarantine is there once the batch that made it is checkpointed
+        wait_until(quarantined, 10, "the quarantine in the store", 0.1)
         rel = ["release", "--config", cfg, "--topic", names["in"],
                "--partition", partition, "--aggregate", order]
         # refused before anything is sent: a state this topic does not have

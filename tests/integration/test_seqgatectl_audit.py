@@ -216,18 +216,21 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     sz = rep["sizing"]
     assert sz["dedup_records"] == 9  # 12 - 2 duplicates - 1 conflict
     assert sz["events_per_day"] == round(12 * 86400000 / span)
-    assert 50 <= sz["bytes_per_dedup_record"] <= 1 << 20
-    assert sz["bytes_per_dedup_record"] == round(sz["store_bytes_used"] / 9)
+    # 9 records are too few to measure: seqgatectl sizing's estimate
+    assert sz["store_bytes_used"] > 0
+    assert (sz["bytes_per_dedup_record"],
+            sz["bytes_per_dedup_record_from"]) == (55, "estimate")
     assert (sz["ttl_ms"], sz["ttl_from"]) == (10001, "suggested_dedup_ttl_ms")
     assert sz["estimated_bytes"] == round(
-        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 10001 / 86400000)
+        12 * 86400000 / span * 55 * 10001 / 86400000)
     assert sz["estimated_bytes_at_dedup_ttl_ms"] == round(
-        12 * 86400000 / span * (sz["store_bytes_used"] / 9) * 604800000 / 86400000)
+        12 * 86400000 / span * 55 * 604800000 / 86400000)
     # 12 records over 80 s: said, with a warning for both reasons
     assert sz["basis"] == ("12 records over 80 s; 9 dedup records in a "
                            f"temporary store of {sz['store_bytes_used']} bytes")
     assert sz["enough"] is False
-    assert "9 dedup records, fewer than 1000" in sz["warning"]
+    assert ("9 dedup records, fewer than 10000: the bytes per record are "
+            "seqgatectl sizing's estimate") in sz["warning"]
     assert "a span of 80 s, under an hour" in sz["warning"]
     # the first finding: every aggregate on one partition here
     assert rep["co_partitioning"] == {

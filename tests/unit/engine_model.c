@@ -41,8 +41,10 @@
 #define NTYPES 7 /* the state machine's six event types and one unknown */
 #define META_CHECKPOINT_AT 264 /* meta value: changelog_offset, 8 bytes */
 /* The databases as sg_store_foreach() numbers them: the state ones SG_DB_*,
- * and the derived indexes (store.h). */
-enum { DB_EXPIRY = 1, DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
+ * and the derived indexes (store.h). Keys name a hash by its first
+ * SG_KEY_HASH_LEN bytes (HL). */
+enum { DB_SINCE = 4, DB_SNAPDUE = 7, NDB = 8 };
+#define HL SG_KEY_HASH_LEN
 
 /* ---- configuration variants ------------------------------------------- */
 
@@ -73,34 +75,45 @@ typedef struct variant {
         const char *name;
         bool eos;
         const char *topic_json; /* members of topics.orders */
+        /* store.checkpoint_interval_ms (semantics §6 checkpoints): -1 the
+         * default (1000 ms of processing time, which MOP_CLOCK moves), 0
+         * every batch, 600000 mostly at the other checkpoints (MOP_CHECKPOINT,
+         * revoke, assign, restore, a clean restart) */
+        int checkpoint_ms;
 } variant_t;
 
 static const variant_t variants[] = {
-        {"strict_dlq", true, "\"ordering\":{" GAP("dlq") "}"},
-        {"strict_skip_sm", true, "\"ordering\":{" GAP("skip") "}," SM_JSON},
-        {"strict_hold_alo", false, "\"ordering\":{" GAP("hold") "}"},
+        {"strict_dlq", true, "\"ordering\":{" GAP("dlq") "}", -1},
+        {"strict_skip_sm", true, "\"ordering\":{" GAP("skip") "}," SM_JSON,
+         600000},
+        {"strict_hold_alo", false, "\"ordering\":{" GAP("hold") "}", 600000},
         {"latest_wins_sm", true,
          "\"ordering\":{\"mode\":\"latest_wins\",\"first_version\":0}"
-         "," SM_JSON},
-        {"none", true, "\"ordering\":{\"mode\":\"none\"}"},
+         "," SM_JSON,
+         0},
+        {"none", true, "\"ordering\":{\"mode\":\"none\"}", -1},
         {"snapshot_dlq_sm", true,
-         "\"ordering\":{" GAP("dlq") "}," SNAP_JSON "," SM_JSON},
+         "\"ordering\":{" GAP("dlq") "}," SNAP_JSON "," SM_JSON, 600000},
         {"snapshot_hold_alo", false,
-         "\"ordering\":{" GAP("hold") "}," SNAP_JSON},
+         "\"ordering\":{" GAP("hold") "}," SNAP_JSON, -1},
         {"trust_first_seen", true,
          "\"ordering\":{" GAP(
-                 "skip") ",\"new_aggregate\":\"trust_first_seen\"}"},
+                 "skip") ",\"new_aggregate\":\"trust_first_seen\"}",
+         0},
         {"caps_dlq", true,
          "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
-                                     "\"on_park_overflow\":\"dlq\"}"},
+                                     "\"on_park_overflow\":\"dlq\"}",
+         -1},
         {"caps_pause_alo", false,
          "\"ordering\":{" GAP("dlq") ",\"max_parked_per_aggregate\":2,"
-                                     "\"max_parked_total\":3}"},
+                                     "\"max_parked_total\":3}",
+         600000},
         {"epoch_continue", true,
-         "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\"}"},
+         "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\"}", 600000},
         {"epoch_restart_alo", false,
          "\"ordering\":{" GAP("dlq") ",\"epoch\":\"ce:epoch\","
-                                     "\"epoch_versions\":\"restart\"}"},
+                                     "\"epoch_versions\":\"restart\"}",
+         -1},
 };
 #define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -399,7 +412,13 @@ static bool make_base(model_t *m) {
 
 /* ---- engine life ---------------------------------------------------------- */
 
-static void engine_close(model_t *m) {
+/* The engine goes: @p clean, a clean stop (a checkpoint first), else a
+ * kill (what no checkpoint committed is dropped from the store, semantics
+ * §6: the next assignment restores it from the changelog). */
+static void engine_close(model_t *m, bool clean) {
+        if (clean && m->eng &&
+            sg_engine_checkpoint(m->eng, m->err, sizeof(m->err)))
+                fail(m, MODEL_ENGINE_ERROR, "checkpoint: %s", m->err);
         sg_engine_destroy(m->eng);
         sg_store_close(m->store);
         m->eng = NULL;
@@ -412,17 +431,48 @@ static void engine_close(model_t *m) {
 
 static bool restore_part(model_t *m, int p, bool compact, bool no_tombs);
 
+/* The live store as the engine holds it between batches (sg_engine_view:
+ * its open checkpoint transaction, or a read of the last checkpoint);
+ * end it with live_end. */
+static bool live_begin(model_t *m, sg_txn_t **t, bool *owned) {
+        sg_err_t err = sg_engine_view(m->eng, t, owned, m->err, sizeof(m->err));
+        if (err)
+                fail(m, MODEL_HARNESS_ERROR, "the live store: %s", m->err);
+        return !err;
+}
+
+static void live_end(sg_txn_t *t, bool owned) {
+        if (owned)
+                sg_txn_abort(t);
+}
+
+/* After a batch_abort (or a failed checkpoint): the partitions whose store
+ * lost committed batches are restored from the changelog before anything
+ * else, as the loop does (processor.h behind). */
+static bool restore_behind(model_t *m) {
+        for (int p = 0; p < MODEL_PARTS; p++) {
+                if (!m->assigned[p] ||
+                    !m->proc.behind(m->proc.opaque, TOPIC, p))
+                        continue;
+                m->res->stats.behind_restores++;
+                if (!restore_part(m, p, false, false))
+                        return false;
+        }
+        return true;
+}
+
 /* The engine's clock never runs below the clock persisted in an assigned
  * partition's store (engine.h "Processing time"; the test hook replaces
  * the engine's own floor, so the harness applies it). */
 static void clock_floor(model_t *m, int p) {
         sg_txn_t *t;
+        bool owned;
         sg_meta_rec_t meta;
-        if (sg_txn_begin(m->store, false, &t, m->err, sizeof(m->err)))
+        if (!live_begin(m, &t, &owned))
                 return;
         if (sg_meta_get(t, &m->tp[p], &meta) == SG_OK && meta.clock_ms > m->now)
                 m->now = meta.clock_ms;
-        sg_txn_abort(t);
+        live_end(t, owned);
         sg_engine_set_clock(m->eng, m->now);
 }
 
@@ -439,13 +489,24 @@ static bool assign_part(model_t *m, int p, bool compact, bool no_tombs) {
         }
         m->assigned[p] = true;
         m->gauges_fresh = false;
-        if (m->var->eos && !restore_part(m, p, compact, no_tombs))
+        /* both guarantees restore what the store lacks (a kill drops what
+         * no checkpoint committed, semantics §6) */
+        if (!restore_part(m, p, compact, no_tombs))
                 return false;
         clock_floor(m, p);
         if (m->var->eos)
                 return true;
-        /* at_least_once starts at the offset the store reflects: it must be
-         * the one the harness committed (nothing skipped, nothing re-read) */
+        /* at_least_once starts at the later of the committed offset and the
+         * one the restored store reflects (asked again after the restore,
+         * as the loop does): it must be the one the harness committed
+         * (nothing skipped, nothing re-read) */
+        off = -2;
+        if ((err = m->proc.assign(m->proc.opaque, TOPIC, p, "g", &off, m->err,
+                                  sizeof(m->err)))) {
+                fail(m, MODEL_ENGINE_ERROR, "assign %s [%d]: %s: %s", TOPIC, p,
+                     sg_err2str(err), m->err);
+                return false;
+        }
         int64_t want = m->committed[p] ? m->committed[p] : -1;
         if (off != want && !(off == -1 && m->committed[p] == 0))
                 fail(m, MODEL_INV_ACCOUNTED,
@@ -490,13 +551,18 @@ static bool engine_open(model_t *m, bool fresh, bool compact, bool no_tombs) {
  * "dlq") in consumer group "g". */
 static sg_err_t variant_parse(const variant_t *var, sg_config_t **confp,
                               char *errstr, size_t errstr_size) {
-        char json[8192];
+        char json[8192], store[96] = "";
+        if (var->checkpoint_ms >= 0)
+                snprintf(store, sizeof(store),
+                         "\"store\":{\"checkpoint_interval_ms\":%d},",
+                         var->checkpoint_ms);
         snprintf(json, sizeof(json),
-                 "{\"data_dir\":\"/nonexistent\",\"guarantee\":\"%s\","
+                 "{\"data_dir\":\"/nonexistent\",\"guarantee\":\"%s\",%s"
                  "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":"
                  "\"g\"},\"topics\":{\"" TOPIC "\":{\"output_topic\":\"out\","
                  "\"dlq_topic\":\"dlq\",%s}}}",
-                 var->eos ? "exactly_once" : "at_least_once", var->topic_json);
+                 var->eos ? "exactly_once" : "at_least_once", store,
+                 var->topic_json);
         return sg_config_parse(json, confp, errstr, errstr_size);
 }
 
@@ -544,7 +610,7 @@ static bool model_init(model_t *m, size_t v, model_result_t *res) {
 }
 
 static void model_free(model_t *m) {
-        engine_close(m);
+        engine_close(m, false);
         sg_store_close(m->shadow);
         m->shadow = NULL;
         if (m->base[0]) {
@@ -952,7 +1018,7 @@ static void put_be64(unsigned char *p, uint64_t v) {
 
 static int agg_of_hash(const model_t *m, const unsigned char *h) {
         for (int a = 0; a < MODEL_AGGS; a++)
-                if (!memcmp(m->agg_hash[a], h, 32))
+                if (!memcmp(m->agg_hash[a], h, HL))
                         return a;
         return -1;
 }
@@ -1024,7 +1090,7 @@ static void check_index(model_t *m, const sdump_t *d, int p, int db,
                 size_t tl = m->tp[p].len;
                 char h[40] = "?";
                 uint64_t ms = 0;
-                if (k->key_len == tl + 40) {
+                if (k->key_len == tl + 8 + HL) {
                         ms = be64(k->key + tl);
                         hex_prefix(k->key + tl + 8, 8, h, sizeof(h));
                 }
@@ -1042,11 +1108,11 @@ static void check_index(model_t *m, const sdump_t *d, int p, int db,
 
 static void want_add(kvlist_t *w, const sg_tp_t *tp, int64_t ms,
                      const unsigned char *hash) {
-        unsigned char k[SG_TP_MAX + 40];
+        unsigned char k[SG_TP_MAX + 8 + HL];
         memcpy(k, tp->b, tp->len);
         put_be64(k + tp->len, ms < 0 ? 0 : (uint64_t)ms);
-        memcpy(k + tp->len + 8, hash, 32);
-        kv_collect(w, k, tp->len + 40, NULL, 0);
+        memcpy(k + tp->len + 8, hash, HL);
+        kv_collect(w, k, tp->len + 8 + HL, NULL, 0);
 }
 
 /*
@@ -1062,13 +1128,14 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         memset(v, 0, sizeof(*v));
         const sg_tp_t *tp = &m->tp[p];
         v->has_meta = sg_meta_get(t, tp, &v->meta) == SG_OK;
-        kvlist_t l, dd, exp = {0}, due = {0}, since = {0};
+        kvlist_t l, dd, due = {0}, since = {0};
         /* parked records first: the accounting needs all of them */
         l = d->l[p][SG_DB_PARKED];
         for (size_t i = 0; i < l.cnt; i++) {
                 const unsigned char *k = l.v[i].key + tp->len;
-                int a = l.v[i].key_len == tp->len + 40 ? agg_of_hash(m, k) : -1;
-                uint64_t ver = a >= 0 ? be64(k + 32) : 0;
+                int a = l.v[i].key_len == tp->len + HL + 8 ? agg_of_hash(m, k)
+                                                           : -1;
+                uint64_t ver = a >= 0 ? be64(k + HL) : 0;
                 sg_parked_rec_t pr;
                 if (a < 0 || part_of_agg(a) != p ||
                     sg_parked_get(t, tp, m->agg_hash[a], ver, &pr)) {
@@ -1110,7 +1177,7 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         /* aggregates */
         l = d->l[p][SG_DB_AGG];
         for (size_t i = 0; i < l.cnt; i++) {
-                int a = l.v[i].key_len == tp->len + 32
+                int a = l.v[i].key_len == tp->len + HL
                                 ? agg_of_hash(m, l.v[i].key + tp->len)
                                 : -1;
                 if (a < 0 || part_of_agg(a) != p ||
@@ -1129,7 +1196,7 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         /* snapshot requests and their due index */
         l = d->l[p][SG_DB_SNAPREQ];
         for (size_t i = 0; i < l.cnt; i++) {
-                int a = l.v[i].key_len == tp->len + 32
+                int a = l.v[i].key_len == tp->len + HL
                                 ? agg_of_hash(m, l.v[i].key + tp->len)
                                 : -1;
                 if (a < 0 ||
@@ -1148,24 +1215,21 @@ static void store_view(model_t *m, sg_txn_t *t, const sdump_t *d, int p,
         check_index(m, d, p, DB_SNAPDUE, &due,
                     "the snapshot requests' due times");
         kv_free(&due);
-        /* dedup records: verdicts, and the expiry index */
+        /* dedup records: their verdicts (no index: they expire with their
+         * segment, store.h) */
         dd = d->l[p][SG_DB_DEDUP];
         uint64_t dedup_parked = 0;
         for (size_t i = 0; i < dd.cnt; i++) {
                 sg_dedup_rec_t r;
                 const unsigned char *kh = dd.v[i].key + tp->len;
-                if (dd.v[i].key_len != tp->len + 32 ||
+                if (dd.v[i].key_len != tp->len + HL ||
                     sg_dedup_get(t, tp, kh, &r)) {
                         fail(m, MODEL_INV_GAUGES,
                              "partition %d: a dedup record does not decode", p);
                         continue;
                 }
                 dedup_parked += r.verdict == SG_DV_PARKED;
-                want_add(&exp, tp, r.expiry_ms, kh);
         }
-        check_index(m, d, p, DB_EXPIRY, &exp,
-                    "the dedup records' expiry times");
-        kv_free(&exp);
         if (dedup_parked != v->parked)
                 fail(m, MODEL_INV_GAUGES,
                      "partition %d: %" PRIu64 " idempotency keys are recorded "
@@ -1274,14 +1338,15 @@ static void check_store(model_t *m) {
         }
         memset(m->parked_now, 0, m->parked_now_size);
         sg_txn_t *t;
-        if (sg_txn_begin(m->store, false, &t, m->err, sizeof(m->err)))
-                return fail(m, MODEL_HARNESS_ERROR, "read txn: %s", m->err);
+        bool owned;
+        if (!live_begin(m, &t, &owned))
+                return;
         if (!m->view && !(m->view = calloc(MODEL_PARTS, sizeof(pview_t))))
                 abort();
         pview_t *v = m->view;
         sdump_t d;
         if (store_dump(m, t, &d)) {
-                sg_txn_abort(t);
+                live_end(t, owned);
                 return;
         }
         uint64_t parked = 0, bytes = 0, quarantined = 0, inflight = 0;
@@ -1324,7 +1389,7 @@ static void check_store(model_t *m) {
                 quarantined += v[p].quarantined;
                 inflight += v[p].inflight;
         }
-        sg_txn_abort(t);
+        live_end(t, owned);
         dump_free(&d);
         if (!m->gauges_fresh)
                 return;
@@ -1405,22 +1470,23 @@ static bool meta_fresh(const unsigned char *v, size_t len) {
 static void compare_stores(model_t *m, sg_store_t *other, int p,
                            const char *what) {
         sg_txn_t *a, *b;
-        if (sg_txn_begin(m->store, false, &a, m->err, sizeof(m->err)))
-                return fail(m, MODEL_HARNESS_ERROR, "read txn: %s", m->err);
+        bool owned;
+        if (!live_begin(m, &a, &owned))
+                return;
         if (sg_txn_begin(other, false, &b, m->err, sizeof(m->err))) {
-                sg_txn_abort(a);
+                live_end(a, owned);
                 return fail(m, MODEL_HARNESS_ERROR, "read txn: %s", m->err);
         }
         const sg_tp_t *tp = &m->tp[p];
         sdump_t da, db_;
         if (store_dump(m, a, &da)) {
-                sg_txn_abort(a);
+                live_end(a, owned);
                 sg_txn_abort(b);
                 return;
         }
         if (store_dump(m, b, &db_)) {
                 dump_free(&da);
-                sg_txn_abort(a);
+                live_end(a, owned);
                 sg_txn_abort(b);
                 return;
         }
@@ -1481,7 +1547,7 @@ static void compare_stores(model_t *m, sg_store_t *other, int p,
         }
         dump_free(&da);
         dump_free(&db_);
-        sg_txn_abort(a);
+        live_end(a, owned);
         sg_txn_abort(b);
 }
 
@@ -2360,8 +2426,6 @@ static bool same_effects(const meff_t *a, size_t an, const meff_t *b, size_t bn,
 
 static void exec_batch(model_t *m, const model_op_t *op) {
         int mode = op->mode % MODEL_BATCH_MODES;
-        if (mode == MODEL_CRASH && !m->var->eos)
-                mode = MODEL_COMMIT;
         uint32_t *consumed = malloc((op->n + 1) * sizeof(*consumed));
         size_t *eff_at = malloc((op->n + 1) * sizeof(*eff_at));
         if (!consumed || !eff_at)
@@ -2394,6 +2458,10 @@ static void exec_batch(model_t *m, const model_op_t *op) {
                              "batch_abort changed the engine's metrics");
                         goto out;
                 }
+                /* the abort took the batches since the last checkpoint
+                 * with it (semantics §6): restored before the re-read */
+                if (!restore_behind(m))
+                        goto out;
                 if (mode == MODEL_ABORT)
                         goto out;
                 /* the loop re-reads the same records at once: the same
@@ -2456,9 +2524,11 @@ static void exec_batch(model_t *m, const model_op_t *op) {
         m->res->stats.batches++;
         if (mode == MODEL_CRASH) {
                 m->res->stats.crashes++;
-                /* killed between the Kafka commit and the LMDB commit: the
-                 * store is behind its changelog until the restart's restore */
-                engine_close(m);
+                /* killed between the Kafka commit (at_least_once: the
+                 * markers acknowledged) and batch_commit: the store is
+                 * behind its changelog until the restart's restore, by
+                 * every batch since the last checkpoint */
+                engine_close(m, false);
                 if (!engine_open(m, false, false, false))
                         goto out;
         } else {
@@ -2528,6 +2598,13 @@ static void exec_op(model_t *m, const model_op_t *op) {
                 for (int p = 0; p < MODEL_PARTS; p++) {
                         if (!(op->n & (1u << p)) || !m->assigned[p])
                                 continue;
+                        /* the loop checkpoints before the revoke */
+                        if (m->proc.checkpoint(m->proc.opaque, m->err,
+                                               sizeof(m->err))) {
+                                fail(m, MODEL_ENGINE_ERROR, "checkpoint: %s",
+                                     m->err);
+                                break;
+                        }
                         if (m->proc.revoke)
                                 m->proc.revoke(m->proc.opaque, TOPIC, p);
                         m->assigned[p] = false;
@@ -2542,14 +2619,36 @@ static void exec_op(model_t *m, const model_op_t *op) {
                 check_store(m);
                 check_replay(m);
                 break;
+        case MOP_CHECKPOINT:
+                /* as the loop asks for one (a revoke, a clean stop) */
+                if (m->proc.checkpoint(m->proc.opaque, m->err,
+                                       sizeof(m->err))) {
+                        fail(m, MODEL_ENGINE_ERROR, "checkpoint: %s", m->err);
+                        break;
+                }
+                m->res->stats.checkpoints++;
+                check_store(m);
+                check_replay(m);
+                break;
+        case MOP_KILL:
+                /* kill -9 between batches: the store keeps its last
+                 * checkpoint; the new process restores the changelog tail
+                 * at its assignment (semantics §6) */
+                m->res->stats.kills++;
+                engine_close(m, false);
+                if (!engine_open(m, false, false, false))
+                        break;
+                check_store(m);
+                check_replay(m);
+                break;
         case MOP_RESTART:
         case MOP_RESTORE: {
-                bool fresh = op->kind == MOP_RESTORE && m->var->eos;
+                bool fresh = op->kind == MOP_RESTORE;
                 if (fresh)
                         m->res->stats.restores++;
                 else
                         m->res->stats.restarts++;
-                engine_close(m);
+                engine_close(m, true);
                 if (!engine_open(m, fresh, op->flags & MOPF_COMPACT,
                                  op->flags & MOPF_NO_TOMBS))
                         break;
@@ -2567,11 +2666,12 @@ static void exec_op(model_t *m, const model_op_t *op) {
 /* The live store's view of aggregate @p a (false: no record). */
 static bool store_agg(model_t *m, int a, sg_agg_rec_t *out) {
         sg_txn_t *t;
-        if (sg_txn_begin(m->store, false, &t, m->err, sizeof(m->err)))
+        bool owned;
+        if (!m->eng || !live_begin(m, &t, &owned))
                 return false;
         bool found = sg_agg_get(t, &m->tp[part_of_agg(a)], m->agg_hash[a],
                                 out) == SG_OK;
-        sg_txn_abort(t);
+        live_end(t, owned);
         return found;
 }
 
@@ -2830,13 +2930,15 @@ static void gen_op(model_t *m, model_src_t *s, model_op_t *op) {
                 op->n = (uint16_t)(1 + pick(s, (1u << MODEL_PARTS) - 1));
         } else if (c < 962 && any_revoked) {
                 op->kind = MOP_ASSIGN;
-        } else if (c < 978) {
+        } else if (c < 970) {
                 op->kind = MOP_RESTART;
-        } else if (c < 1000 && m->var->eos) {
+        } else if (c < 982) {
+                op->kind = MOP_KILL;
+        } else if (c < 988) {
+                op->kind = MOP_CHECKPOINT;
+        } else {
                 op->kind = MOP_RESTORE;
                 op->flags = (uint8_t)pick(s, 4);
-        } else {
-                gen_record(m, s, op);
         }
 }
 
@@ -3014,9 +3116,13 @@ bool model_coverage(size_t v, const model_stats_t *s, char *missing,
                 {strict && tc->on_park_overflow == SG_OVERFLOW_PAUSE &&
                          tc->max_parked_per_aggregate < 10,
                  s->pauses, "paused partitions"},
-                {var->eos, s->crashes, "crashes after the Kafka commit"},
-                {var->eos, s->restores, "restores into an empty store"},
-                {var->eos, s->restored_records, "restored changelog records"},
+                {true, s->crashes, "crashes after the Kafka commit"},
+                {true, s->kills, "kills between batches"},
+                {true, s->checkpoints, "checkpoints asked for"},
+                {var->checkpoint_ms != 0, s->behind_restores,
+                 "restores of a store an abort put behind"},
+                {true, s->restores, "restores into an empty store"},
+                {true, s->restored_records, "restored changelog records"},
                 {tc->epoch.kind != SG_SRC_NONE, s->fenced,
                  "fenced_epoch records"},
         };
@@ -3097,6 +3203,12 @@ void model_trace(FILE *out, size_t v, const model_op_t *ops, size_t cnt) {
                         break;
                 case MOP_RESTART:
                         fprintf(out, "restart\n");
+                        break;
+                case MOP_KILL:
+                        fprintf(out, "kill -9 (no checkpoint)\n");
+                        break;
+                case MOP_CHECKPOINT:
+                        fprintf(out, "checkpoint\n");
                         break;
                 case MOP_RESTORE:
                         fprintf(out, "restore into an empty store%s%s\n",

@@ -8,10 +8,13 @@
  * logs with committed consumer offsets; batches driven through the batch
  * protocol of processor.h as the loop drives them (a failed batch aborted
  * and re-read from the committed offsets; SG_PAUSE stops a partition's
- * batch at the record); rebalances (revoke, assign); restarts;
- * and, with exactly_once, every committed changelog effect kept in an
- * in-memory changelog that restores a new, empty store (compacted, as Kafka
- * would hand it over).
+ * batch at the record); rebalances (revoke, assign); restarts, clean
+ * (a checkpoint first) or kills (the store keeps its last checkpoint,
+ * semantics §6 "Checkpoints"); and every committed changelog effect kept
+ * in an in-memory changelog from which every assignment restores the
+ * store's tail (both guarantees), an abort's lost batches are restored
+ * (processor.h behind), and a new, empty store is restored (compacted, as
+ * Kafka would hand it over).
  *
  * Operations are generated from a source of choices — a seeded PRNG or the
  * fuzzer's bytes — one at a time, from the state reached so far (versions
@@ -114,8 +117,12 @@ typedef enum model_op_kind {
         MOP_REVOKE,     /**< a rebalance takes partitions away */
         MOP_ASSIGN,     /**< ... and gives every revoked one back */
         MOP_RESTART,    /**< the process restarts on the same store */
-        MOP_RESTORE,    /**< exactly_once: a new, empty store, restored from
-                             the changelog (the partition moved here) */
+        MOP_RESTORE,    /**< a new, empty store, restored from the
+                             changelog (the partition moved here) */
+        MOP_KILL,       /**< kill -9 between batches: the store keeps its
+                             last checkpoint (semantics §6), the restart
+                             restores the changelog's tail */
+        MOP_CHECKPOINT, /**< the loop asks for a checkpoint */
 } model_op_kind_t;
 
 /* MOP_RECORD flags */
@@ -144,8 +151,9 @@ enum {
         MODEL_ABORT_RETRY,     /**< a delivery fails: abort, re-run at once */
         MODEL_ABORT_DELIVERED, /**< abort after the deliveries, re-run at once */
         MODEL_ABORT,           /**< abort; the records are re-read later */
-        MODEL_CRASH,           /**< exactly_once: killed after the Kafka
-                                    commit, before batch_commit */
+        MODEL_CRASH,           /**< killed after the Kafka commit
+                                    (at_least_once: the markers acknowledged),
+                                    before batch_commit */
         MODEL_BATCH_MODES
 };
 
@@ -190,6 +198,9 @@ typedef struct model_stats {
         size_t replays; /* replayed records judged again */
         size_t snapshots, requests, gap_headers, releases, replies;
         size_t revokes, restarts, restores, restored_records;
+        size_t kills, checkpoints; /* MOP_KILL, MOP_CHECKPOINT */
+        size_t behind_restores;    /* restores after an abort took committed
+                                   batches from the store */
         size_t fenced; /* DLQ fenced_epoch records (semantics §4b) */
 } model_stats_t;
 

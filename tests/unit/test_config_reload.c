@@ -62,6 +62,8 @@ static cJSON *block_of(cJSON *root, const char *block) {
 
 /** A valid value of key @p k other than its default. */
 static cJSON *other_value(const sg_config_key_t *k) {
+        if (!strcmp(k->name, "upgrade_from"))
+                return cJSON_CreateNumber(2); /* 0 or 2, nothing between */
         switch (k->type) {
         case SG_CONF_BOOL:
                 return cJSON_CreateBool(!k->def);

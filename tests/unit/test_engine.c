@@ -522,15 +522,24 @@ START_TEST(dedup_ttl_expiry) {
         h_t h = {0};
         h_open(&h, "\"dedup\":{\"ttl_ms\":10000}");
         ONE(&h, EV("A", "e1", "t", "1"));
+        ONE(&h, EV("B", "e2", "t", "1"));
         h_clock(&h, T0 + 9999);
         ONE(&h, EV("A", "e1", "t", "1"));
         ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        /* past the TTL the key is forgotten, stored or not: v1 is now
+         * judged stale */
         h_clock(&h, T0 + 10000);
+        ONE(&h, EV("A", "e1", "t", "1"));
+        assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "1", "stale_version");
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
+        /* its segment's bucket (a width of TTL / 8) ends at T0 + 11250:
+         * e2 goes (e1, recorded again, lives in a later bucket) */
+        h_clock(&h, T0 + 11249);
+        ck_assert_uint_eq(batch(&h, NULL, 0), 0);
+        ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
+        h_clock(&h, T0 + 11250);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
-        /* past the TTL the key is forgotten: v1 is now judged stale */
-        ONE(&h, EV("A", "e1", "t", "1"));
-        assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "stale_version");
         h_free(&h);
 }
 END_TEST
@@ -547,7 +556,8 @@ START_TEST(dedup_ttl_sweep_is_bounded) {
         }
         batch(&h, evs, 50);
         h.conf->sweep_max_per_batch = 20;
-        h_clock(&h, T0 + 1000);
+        /* expiry T0 + 1000, in the bucket [T0 + 1000, T0 + 2000) */
+        h_clock(&h, T0 + 2000);
         batch(&h, NULL, 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 20);
         batch(&h, NULL, 0);
@@ -1268,9 +1278,10 @@ START_TEST(store_ahead_of_changelog_is_refused) {
 END_TEST
 
 /* A restore commits its checkpoint each window (engine_changelog.c
- * SG_RESTORE_COMMIT_EVERY, 500,000 records) with the window's records: an
- * instance that stops mid-restore finds them in its store and resumes at
- * that checkpoint, not at the start (semantics §6 restore). */
+ * SG_RESTORE_COMMIT_EVERY, 500,000 records, or earlier when the map's room
+ * runs low) with the window's records: an instance that stops mid-restore
+ * finds them in its store and resumes at that checkpoint, not at the start
+ * (semantics §6 restore). */
 START_TEST(restore_resumes_at_its_window_checkpoint) {
         enum { WINDOW = 500000, N = WINDOW + 3 };
         changelog_cnt = 0;
@@ -1283,7 +1294,7 @@ START_TEST(restore_resumes_at_its_window_checkpoint) {
                 if (changelog[i].key[0] == SG_DB_DEDUP)
                         tpl = &changelog[i];
         ck_assert_ptr_nonnull(tpl);
-        ck_assert_uint_eq(tpl->key_len, 33);
+        ck_assert_uint_eq(tpl->key_len, 1 + SG_KEY_HASH_LEN);
         h_free(&a);
 
         h_t b = {.root = cl_roots[1]};
@@ -1323,7 +1334,19 @@ START_TEST(restore_resumes_at_its_window_checkpoint) {
         h_close(&b); /* stopped before restore_end */
 
         h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
-        uint32_t probe[] = {0, WINDOW - 1, WINDOW, N - 1};
+        /* the last window's end, committed with its records */
+        sg_txn_t *t;
+        sg_meta_rec_t m;
+        ck_assert_int_eq(sg_txn_begin(b.store, false, &t, err, sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ck_assert_int_eq(sg_meta_get(t, &tp, &m), SG_OK);
+        sg_txn_abort(t);
+        int64_t cp = m.changelog_offset;
+        ck_assert_int_gt(cp, 0);
+        ck_assert_int_le(cp, WINDOW);
+        uint32_t probe[] = {0, (uint32_t)cp - 1, (uint32_t)cp, N - 1};
         for (size_t j = 0; j < 4; j++) {
                 void *v = NULL;
                 size_t vl = 0;
@@ -1332,7 +1355,7 @@ START_TEST(restore_resumes_at_its_window_checkpoint) {
                                                         0, key, sizeof(key), &v,
                                                         &vl, err, sizeof(err)),
                                  SG_OK);
-                if (probe[j] < WINDOW) { /* committed with the checkpoint */
+                if (probe[j] < cp) { /* committed with the checkpoint */
                         ck_assert_ptr_nonnull(v);
                         ck_assert_uint_eq(vl, tpl->value_len);
                         ck_assert_int_eq(memcmp(v, tpl->value, vl), 0);
@@ -1344,7 +1367,7 @@ START_TEST(restore_resumes_at_its_window_checkpoint) {
         ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0, N,
                                               &from, err, sizeof(err)),
                          SG_OK);
-        ck_assert_int_eq(from, WINDOW);
+        ck_assert_int_eq(from, cp);
         h_free(&b);
 }
 END_TEST
@@ -1469,6 +1492,65 @@ START_TEST(restore_empty_key_closes_txn) {
 }
 END_TEST
 
+/* A restored parked event at or below its aggregate's L is void (semantics
+ * §6): its writer resolved it, and only its record outlived it (a record
+ * under a key of store format 2, whose tombstone went to the new key).
+ * Here the changelog's last aggregate record says L = 4 with nothing
+ * parked beside the record of v3 parked under L = 1: the restore drops it,
+ * and v5 applies next. */
+START_TEST(restore_voids_parked_events_at_or_below_l) {
+        changelog_cnt = 0;
+        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
+        ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
+        h_free(&a);
+        clrec_t *agg = NULL;
+        bool parked = false;
+        for (size_t i = 0; i < changelog_cnt; i++) {
+                if (changelog[i].key[0] == SG_DB_AGG)
+                        agg = &changelog[i];
+                parked |= changelog[i].key[0] == SG_DB_PARKED &&
+                          !changelog[i].tombstone;
+        }
+        ck_assert(agg && parked);
+        clrec_t *c = &changelog[changelog_cnt++];
+        *c = *agg;
+        sg_agg_rec_t r;
+        char why[128];
+        ck_assert_int_eq(
+                sg_agg_decode(c->value, c->value_len, &r, why, sizeof(why)),
+                SG_OK);
+        ck_assert_uint_eq(r.parked_cnt, 1);
+        r.last_version = 4;
+        r.parked_cnt = 0;
+        r.parked_bytes = 0;
+        r.parked_since_ms = 0;
+        unsigned char v[SG_AGG_VALUE_MAX];
+        c->value_len = sg_agg_encode(&r, v);
+        memcpy(c->value, v, c->value_len);
+
+        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
+        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        restore_all(&b, 0, 0);
+        unsigned char ah[32];
+        sg_sha256("A", 1, ah);
+        sg_txn_t *t;
+        char err[256];
+        ck_assert_int_eq(sg_txn_begin(b.store, false, &t, err, sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_parked_rec_t pr;
+        ck_assert_int_eq(sg_parked_get(t, &tp, ah, 3, &pr), SG_ERR_NOT_FOUND);
+        sg_txn_abort(t);
+        /* v5 is the next version: applied (one output), not parked */
+        ev_t b2[] = {EV("A", "e5", "t", "5")};
+        ck_assert_uint_eq(eos_batch(&b, b2, 1), 1);
+        h_free(&b);
+}
+END_TEST
+
 /* A changelog record that does not decode (here a parked event whose header
  * block claims 2^32-1 headers) stops the partition's restore right there,
  * with an error naming the changelog, partition and offset; it is never
@@ -1485,10 +1567,11 @@ START_TEST(restore_refuses_corrupt_parked_record) {
                 if (changelog[i].key[0] == SG_DB_PARKED)
                         bad = (int64_t)i;
         ck_assert_int_ge(bad, 0);
-        /* parked value: 3 × i64 | key hash | type | key | value | headers,
-         * each a u32 length and its bytes; find the header block */
+        /* parked value: tag | 3 × i64 | key hash | type | key | value |
+         * headers, each a u32 length and its bytes; find the header block */
         clrec_t *c = &changelog[bad];
-        size_t off = 56;
+        ck_assert_int_eq(c->value[0], 0x03);
+        size_t off = 1 + 24 + SG_KEY_HASH_LEN;
         for (int f = 0; f < 3; f++) {
                 uint32_t l = ((uint32_t)c->value[off] << 24) |
                              ((uint32_t)c->value[off + 1] << 16) |
@@ -2819,8 +2902,18 @@ START_TEST(epoch_drain_never_releases_lower_epoch) {
                 clrec_t *c = &changelog[i - 1];
                 if (c->key[0] != SG_DB_AGG || c->tombstone)
                         continue;
-                ck_assert_uint_eq(c->value[c->value_len - 1], 1);
-                c->value[c->value_len - 1] = 2; /* epoch u64, big-endian */
+                sg_agg_rec_t r;
+                char why[128];
+                ck_assert_int_eq(sg_agg_decode(c->value, c->value_len, &r, why,
+                                               sizeof(why)),
+                                 SG_OK);
+                ck_assert(r.has_epoch);
+                ck_assert_uint_eq(r.epoch, 1);
+                r.epoch = 2;
+                unsigned char v[SG_AGG_VALUE_MAX];
+                c->value_len = sg_agg_encode(&r, v);
+                ck_assert_uint_le(c->value_len, sizeof(c->value));
+                memcpy(c->value, v, c->value_len);
                 patched = true;
         }
         ck_assert(patched);
@@ -3040,6 +3133,7 @@ Suite *engine_suite(void) {
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
+        tcase_add_test(eos, restore_voids_parked_events_at_or_below_l);
         tcase_add_test(eos, restore_refuses_clock_past_year_9999);
         suite_add_tcase(s, eos);
         TCase *ep = tcase_create("epochs");

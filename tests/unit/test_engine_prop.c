@@ -107,11 +107,13 @@ START_TEST(random_operations) {
         printf("variant %s: %zu seeds, %zu operations, %zu batches (%zu "
                "aborted, %zu crashed), %zu outputs, %zu DLQ, %zu parked, %zu "
                "duplicates, %zu superseded, %zu snapshot records, %zu "
-               "restores (%zu changelog records)\n",
+               "restores (%zu changelog records); %zu kills, %zu "
+               "checkpoints asked for, %zu restores after an abort\n",
                model_variant_name(v), runs, sum.ops, sum.batches, sum.aborts,
                sum.crashes, sum.outputs, sum.dlq, sum.parked, sum.duplicates,
                sum.superseded, sum.snapshots, sum.restores,
-               sum.restored_records);
+               sum.restored_records, sum.kills, sum.checkpoints,
+               sum.behind_restores);
         fflush(stdout);
         ck_assert_msg(bad == 0, "variant %s: %zu of %zu seeds failed:%s",
                       model_variant_name(v), bad, runs, failures);

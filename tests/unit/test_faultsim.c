@@ -6,12 +6,19 @@
  * full restore — is driven exactly as the exactly_once Kafka loop drives it
  * (processor.h), once without a fault and then once for every n with the
  * n-th LMDB operation (begin, put, del, commit) failing, until a run no
- * longer reaches the fault. Every faulted run must:
+ * longer reaches the fault. The store holds committed batches in one LMDB
+ * transaction until a checkpoint (semantics §6; at the default
+ * store.checkpoint_interval_ms of processing time, and at assign, revoke,
+ * restore and the stop), so the faults also meet checkpoint commits and
+ * aborts that take earlier batches with them; the scenario runs again with
+ * a checkpoint after every batch. Every faulted run must:
  *   - report the failure (the right code, a non-empty errstr), never
  *     swallow it;
  *   - leave no transaction open (a later write transaction begins at once);
  *   - after the loop's retry without the fault (grow on MDB_MAP_FULL, re-run
- *     an aborted batch, restore after a failed LMDB commit), end with the
+ *     an aborted batch, restore after a failed LMDB commit, restore the
+ *     partitions the engine says are behind after an abort or a failed
+ *     checkpoint, processor.h "Checkpoints"), end with the
  *     same store contents, the same changelog and the same output as the
  *     run that never faulted: nothing lost, nothing half-written.
  */
@@ -33,16 +40,18 @@
 
 #define T0 1700000000000LL
 
-static const char *conf_json =
-        "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\","
-        "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"
-        "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":"
-        "\"dlq\","
-        "\"dedup\":{\"ttl_ms\":10000},"
-        "\"ordering\":{\"gap_timeout_ms\":1000},"
-        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","
-        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":600000,\"max_attempts\":2,"
-        "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
+/* %s: the store block */
+#define CONF_JSON                                                              \
+        "{\"data_dir\":\"/tmp/x\",\"guarantee\":\"exactly_once\",%s"           \
+        "\"kafka\":{\"bootstrap.servers\":\"x:1\",\"group.id\":\"g\"},"        \
+        "\"topics\":{\"orders\":{\"output_topic\":\"out\",\"dlq_topic\":"      \
+        "\"dlq\","                                                             \
+        "\"dedup\":{\"ttl_ms\":10000},"                                        \
+        "\"ordering\":{\"gap_timeout_ms\":1000},"                              \
+        "\"snapshot\":{\"source\":\"kafka\",\"request_topic\":\"snap.req\","   \
+        "\"reply_topic\":\"snap.rep\",\"timeout_ms\":600000,\"max_attempts\":" \
+        "2,"                                                                   \
+        "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}"
 
 /* A growable byte buffer: a store dump, a changelog, the output. */
 typedef struct buf {
@@ -89,6 +98,7 @@ typedef struct loop {
         int32_t tent_part[CL_MAX];
         size_t tent_cnt;
         bool assigned[2];
+        bool every_batch;  /* store.checkpoint_interval_ms 0 */
         int64_t offset[2]; /* next input offset */
         buf_t out;         /* committed output and DLQ records */
         int rc;            /* the LMDB error being injected */
@@ -154,10 +164,11 @@ static void nothing_open(loop_t *l, const char *call) {
         }
 }
 
-static void loop_open(loop_t *l, int rc) {
-        char err[512];
+static void loop_open(loop_t *l, int rc, bool every_batch) {
+        char err[512], json[2048];
         memset(l, 0, sizeof(*l));
         l->rc = rc;
+        l->every_batch = every_batch;
         struct stat st;
         snprintf(l->dir, sizeof(l->dir), "%s/sg_test_faultsim_XXXXXX",
                  stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
@@ -165,7 +176,10 @@ static void loop_open(loop_t *l, int rc) {
                          ? "/dev/shm"
                          : "/tmp");
         ck_assert_ptr_nonnull(mkdtemp(l->dir));
-        ck_assert_msg(sg_config_parse(conf_json, &l->conf, err, sizeof(err)) ==
+        snprintf(json, sizeof(json), CONF_JSON,
+                 every_batch ? "\"store\":{\"checkpoint_interval_ms\":0},"
+                             : "");
+        ck_assert_msg(sg_config_parse(json, &l->conf, err, sizeof(err)) ==
                               SG_OK,
                       "config: %s", err);
         ck_assert_int_eq(sg_store_open(l->dir, 1 << 22, 1 << 22, &l->store, err,
@@ -237,6 +251,26 @@ static void do_restore(loop_t *l, int32_t part, int64_t log_start) {
         }
 }
 
+/* After a failure: the partitions the engine lost committed batches of
+ * (an abort, a failed checkpoint) are restored before anything else, as
+ * the loop does (processor.h behind). */
+static void restore_behind(loop_t *l) {
+        for (int32_t p = 0; p < 2; p++)
+                if (l->assigned[p] &&
+                    l->proc.behind(l->proc.opaque, "orders", p))
+                        do_restore(l, p, 0);
+}
+
+/* A checkpoint, as the loop asks for one (revoke, stop). */
+static void do_checkpoint(loop_t *l) {
+        char err[512] = "";
+        sg_err_t e = l->proc.checkpoint(l->proc.opaque, err, sizeof(err));
+        if (failed(l, e, err, "checkpoint")) {
+                nothing_open(l, "checkpoint");
+                restore_behind(l);
+        }
+}
+
 static void do_assign(loop_t *l, int32_t part) {
         char err[512];
         for (int attempt = 0;; attempt++) {
@@ -247,6 +281,7 @@ static void do_assign(loop_t *l, int32_t part) {
                                             &off, err, sizeof(err));
                 if (failed(l, e, err, "assign")) {
                         nothing_open(l, "assign");
+                        restore_behind(l);
                         continue;
                 }
                 break;
@@ -256,6 +291,7 @@ static void do_assign(loop_t *l, int32_t part) {
 }
 
 static void do_revoke(loop_t *l, int32_t part) {
+        do_checkpoint(l);
         l->proc.revoke(l->proc.opaque, "orders", part);
         l->assigned[part] = false;
 }
@@ -319,6 +355,7 @@ static void batch(loop_t *l, int64_t now, const ev_t *evs, size_t cnt) {
                 if (failed(l, e, err, call)) {
                         l->proc.batch_abort(l->proc.opaque);
                         nothing_open(l, call);
+                        restore_behind(l);
                         continue;
                 }
                 /* deliveries; the changelog records of this attempt */
@@ -406,6 +443,14 @@ static void scenario(loop_t *l) {
         l->step = "drain cancels the snapshot request";
         ev_t b4[] = {EVP(1, "C", "c2", "2"), EV("D", "d1", "1")};
         batch(l, T0 + 20010, b4, 2);
+        l->step = "two batches, then a batch that fails";
+        ev_t b5[] = {EV("E", "e1", "1")}, b6[] = {EVP(1, "F", "f1", "1")},
+             b7[] = {EV("E", "e2", "2"), EVP(1, "F", "f2", "2")};
+        batch(l, T0 + 20020, b5, 1);
+        batch(l, T0 + 20030, b6, 1);
+        batch(l, T0 + 20040, b7, 2);
+        l->step = "stop";
+        do_checkpoint(l);
 }
 
 static int dump_visit(void *opaque, int db, const void *key, size_t key_len,
@@ -449,14 +494,14 @@ static void first_diff(const buf_t *a, const buf_t *b, char *msg, size_t n) {
                  b->len, i);
 }
 
-static void run_faults(int rc) {
+static void run_faults(int rc, bool every_batch) {
         loop_t *ref = calloc(1, sizeof(*ref)), *l = calloc(1, sizeof(*l));
         ck_assert_ptr_nonnull(ref);
         ck_assert_ptr_nonnull(l);
         buf_t ref_store = {0}, ref_cl = {0};
 
         /* the run that never faults; counting its operations */
-        loop_open(ref, rc);
+        loop_open(ref, rc, every_batch);
         sg_store_fault_inject(ref->store, SG_STORE_OP_ALL, UINT64_MAX, rc);
         scenario(ref);
         bool fired;
@@ -498,7 +543,7 @@ static void run_faults(int rc) {
 
         uint64_t n;
         for (n = 1;; n++) {
-                loop_open(l, rc);
+                loop_open(l, rc, every_batch);
                 sg_store_fault_inject(l->store, SG_STORE_OP_ALL, n, rc);
                 scenario(l);
                 sg_store_fault_count(l->store, &fired);
@@ -535,10 +580,12 @@ static void run_faults(int rc) {
         }
         /* every operation of the run was failed once */
         ck_assert_uint_eq(n, ops + 1);
-        printf("faultsim (%s): %" PRIu64 " LMDB operations, each failed "
-               "once; %zu + %zu changelog records\n",
-               rc == MDB_MAP_FULL ? "MDB_MAP_FULL" : "EIO", ops, ref->cl_cnt[0],
-               ref->cl_cnt[1]);
+        printf("faultsim (%s, %s): %" PRIu64 " LMDB operations, each failed "
+               "once; %zu + %zu changelog records; %" PRIu64 " checkpoints\n",
+               rc == MDB_MAP_FULL ? "MDB_MAP_FULL" : "EIO",
+               every_batch ? "a checkpoint every batch"
+                           : "checkpoints held across batches",
+               ops, ref->cl_cnt[0], ref->cl_cnt[1], m->checkpoints_total);
         buf_free(&ref_store);
         buf_free(&ref_cl);
         loop_close(ref);
@@ -547,12 +594,22 @@ static void run_faults(int rc) {
 }
 
 START_TEST(faultsim_map_full) {
-        run_faults(MDB_MAP_FULL);
+        run_faults(MDB_MAP_FULL, false);
 }
 END_TEST
 
 START_TEST(faultsim_io_error) {
-        run_faults(EIO);
+        run_faults(EIO, false);
+}
+END_TEST
+
+START_TEST(faultsim_map_full_every_batch) {
+        run_faults(MDB_MAP_FULL, true);
+}
+END_TEST
+
+START_TEST(faultsim_io_error_every_batch) {
+        run_faults(EIO, true);
 }
 END_TEST
 
@@ -562,6 +619,8 @@ int main(void) {
         tcase_set_timeout(tc, 280);
         tcase_add_test(tc, faultsim_map_full);
         tcase_add_test(tc, faultsim_io_error);
+        tcase_add_test(tc, faultsim_map_full_every_batch);
+        tcase_add_test(tc, faultsim_io_error_every_batch);
         suite_add_tcase(s, tc);
         return tu_run_suite(s);
 }

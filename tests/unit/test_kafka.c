@@ -2150,6 +2150,8 @@ static void cut_interface(cutproc_t *c, sg_processor_t *p) {
         /* these take the engine's opaque: wrap what the loop calls with
          * ours */
         p->grow = NULL;
+        p->checkpoint = NULL;
+        p->behind = NULL;
 }
 
 /* Forwarders for the calls that keep the engine's signature. */
@@ -2200,6 +2202,14 @@ static sg_err_t cut_iset(void *o, const char *t, int32_t p,
         cutproc_t *c = o;
         return c->eng.changelog_id_set(c->eng.opaque, t, p, id, es, n);
 }
+static sg_err_t cut_checkpoint(void *o, char *es, size_t n) {
+        cutproc_t *c = o;
+        return c->eng.checkpoint(c->eng.opaque, es, n);
+}
+static bool cut_behind(void *o, const char *t, int32_t p) {
+        cutproc_t *c = o;
+        return c->eng.behind(c->eng.opaque, t, p);
+}
 static sg_err_t cut_value(void *o, const char *t, int32_t p, const void *k,
                           size_t kl, void **v, size_t *vl, char *es, size_t n) {
         cutproc_t *c = o;
@@ -2218,6 +2228,8 @@ static void cut_full_interface(cutproc_t *c, sg_processor_t *p) {
         p->changelog_id_get = cut_iget;
         p->changelog_id_set = cut_iset;
         p->changelog_value = cut_value;
+        p->checkpoint = c->eng.checkpoint ? cut_checkpoint : NULL;
+        p->behind = c->eng.behind ? cut_behind : NULL;
 }
 
 /** Log events of the changelog, counted for the cases below. */

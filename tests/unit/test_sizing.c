@@ -14,48 +14,53 @@
 
 #define DAY_MS 86400000LL
 
-/* The seed: 1e8 requests/day x ~200 B x 7 days = 140 GB (semantics §8). */
+/* The seed's traffic: 1e8 requests/day x 7 days = 7e8 live keys; x 55 B
+ * in the store (the seed counted ~200 B, semantics §8) = 38.5 GB, and a
+ * changelog record of 17 B key + 30 B value + 36 B framing each = 58.1 GB.
+ */
 START_TEST(seed_numbers_with_estimates) {
         sg_sizing_rates_t r;
         sg_sizing_rates_measure(NULL, 36, &r);
         ck_assert(!r.dedup_measured && !r.agg_measured);
         ck_assert(r.dedup_bytes == SG_SIZING_DEDUP_EST_BYTES);
+        ck_assert(r.dedup_bytes == 55.0);
+        ck_assert(r.dedup_log_bytes == 83.0);
         sg_sizing_t z;
         sg_sizing_compute(&r, 100000000, 7 * DAY_MS, 0, &z);
         ck_assert(z.ttl_days == 7.0);
         ck_assert(z.dedup_records == 7e8);
-        ck_assert(z.dedup_total == 140e9);
+        ck_assert(z.dedup_total == 38.5e9);
         ck_assert(z.agg_total == 0);
         ck_assert(z.changelog_records == 7e8);
-        ck_assert(z.changelog_total == 140e9);
-        ck_assert(z.total == 280e9);
+        ck_assert(fabs(z.changelog_total - 58.1e9) < 1);
+        ck_assert(fabs(z.total - 96.6e9) < 1);
 }
 END_TEST
 
 static void stats(sg_db_stat_t *st, uint64_t dedup, uint64_t dedup_pages,
-                  uint64_t expiry_pages, uint64_t agg, uint64_t agg_pages) {
+                  uint64_t filter_pages, uint64_t agg, uint64_t agg_pages) {
         memset(st, 0, sizeof(*st) * SG_STORE_DB_CNT);
         for (int i = 0; i < SG_STORE_DB_CNT; i++)
                 st[i].page_size = 4096;
-        st[0].entries = dedup;
-        st[0].pages = dedup_pages;
-        st[1].entries = dedup;
-        st[1].pages = expiry_pages;
-        st[2].entries = agg;
-        st[2].pages = agg_pages;
+        st[SG_STAT_DEDUP].entries = dedup;
+        st[SG_STAT_DEDUP].pages = dedup_pages;
+        st[SG_STAT_FILTER].entries = 3;
+        st[SG_STAT_FILTER].pages = filter_pages;
+        st[SG_STAT_AGG].entries = agg;
+        st[SG_STAT_AGG].pages = agg_pages;
 }
 
-/* Measured: pages x page size / entries; dedup counts its index too. */
+/* Measured: pages x page size / entries; dedup counts the filters too. */
 START_TEST(measured_rates) {
         sg_db_stat_t st[SG_STORE_DB_CNT];
-        /* 4096 dedup records in 200 + 56 pages: 256 B each with the index,
-         * 200 B in the dedup database; 1024 aggregates in 50 pages */
+        /* 4096 dedup records in 200 + 56 pages: 256 B each with the
+         * filters; 1024 aggregates in 50 pages */
         stats(st, 4096, 200, 56, 1024, 50);
         sg_sizing_rates_t r;
         sg_sizing_rates_measure(st, 36, &r);
         ck_assert(r.dedup_measured && r.agg_measured);
         ck_assert(r.dedup_bytes == 256.0);
-        ck_assert(r.dedup_log_bytes == 236.0);
+        ck_assert(r.dedup_log_bytes == 83.0); /* 17 + 30 + 36 */
         ck_assert(r.agg_bytes == 200.0);
         ck_assert(r.agg_log_bytes == 236.0);
         ck_assert_uint_eq(r.dedup_entries, 4096);
@@ -68,7 +73,7 @@ START_TEST(measured_rates) {
         ck_assert(z.dedup_total == 500 * 256.0);
         ck_assert(z.agg_total == 10 * 200.0);
         ck_assert(z.changelog_records == 510);
-        ck_assert(z.changelog_total == 500 * 236.0 + 10 * 236.0);
+        ck_assert(z.changelog_total == 500 * 83.0 + 10 * 236.0);
         ck_assert(z.total == z.dedup_total + z.agg_total + z.changelog_total);
 }
 END_TEST

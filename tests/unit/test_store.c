@@ -127,18 +127,20 @@ START_TEST(dedup_reason_in_verdict_byte) {
 }
 END_TEST
 
-/* sg_store_db_stats (seqgatectl sizing): entries and pages per database,
- * dedup and its expiry index counted apart. */
+/* sg_store_db_stats (seqgatectl sizing): entries and pages per kind of
+ * database, summed over the partitions: dedup keys and their segments'
+ * pages, the aggregates apart from the rest of the state. */
 START_TEST(db_stats_count_entries_and_pages) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
-        sg_tp_t tp;
+        sg_tp_t tp, tp1;
         sg_tp_make(&tp, "orders", 0);
+        sg_tp_make(&tp1, "orders", 1);
         sg_txn_t *t = wtxn(s);
         sg_db_stat_t st[SG_STORE_DB_CNT];
         ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
-        ck_assert_str_eq(st[0].name, "dedup");
-        ck_assert_uint_eq(st[0].entries, 0);
-        ck_assert_uint_eq(st[0].pages, 0);
+        ck_assert_str_eq(st[SG_STAT_DEDUP].name, "dedup");
+        ck_assert_uint_eq(st[SG_STAT_DEDUP].entries, 0);
+        ck_assert_uint_eq(st[SG_STAT_DEDUP].pages, 0);
         for (int i = 0; i < 300; i++) {
                 char k[16];
                 unsigned char kh[32];
@@ -147,19 +149,29 @@ START_TEST(db_stats_count_entries_and_pages) {
                 sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED,
                                     .first_seen_ms = 5,
                                     .expiry_ms = 105 + i};
-                ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)),
+                ck_assert_int_eq(sg_dedup_put(t, i % 2 ? &tp1 : &tp, kh, &r,
+                                              err, sizeof(err)),
                                  SG_OK);
         }
+        unsigned char ah[32];
+        hash_of("agg", ah);
+        sg_agg_rec_t a = {.has_last = true, .last_version = 3};
+        ck_assert_int_eq(sg_agg_put(t, &tp, ah, &a, 0, err, sizeof(err)),
+                         SG_OK);
         ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
-        ck_assert_str_eq(st[1].name, "expiry");
-        ck_assert_str_eq(st[2].name, "agg");
-        ck_assert_uint_eq(st[0].entries, 300);
-        ck_assert_uint_eq(st[1].entries, 300);
-        ck_assert_uint_eq(st[2].entries, 0);
-        /* 300 records of ~100 bytes do not fit one page */
-        ck_assert_uint_gt(st[0].pages, 1);
-        ck_assert_uint_gt(st[0].page_size, 0);
-        ck_assert_uint_eq(st[2].pages, 0);
+        ck_assert_str_eq(st[SG_STAT_FILTER].name, "filter");
+        ck_assert_str_eq(st[SG_STAT_AGG].name, "agg");
+        ck_assert_str_eq(st[SG_STAT_STATE].name, "state");
+        ck_assert_str_eq(st[SG_STAT_META].name, "meta");
+        ck_assert_uint_eq(st[SG_STAT_DEDUP].entries, 300);
+        ck_assert_uint_eq(st[SG_STAT_AGG].entries, 1);
+        ck_assert_uint_eq(st[SG_STAT_FILTER].entries, 0); /* none sealed */
+        /* 150 records of ~20 bytes in each partition's open segment */
+        ck_assert_uint_ge(st[SG_STAT_DEDUP].pages, 2);
+        ck_assert_uint_gt(st[SG_STAT_DEDUP].page_size, 0);
+        ck_assert_uint_eq(st[SG_STAT_AGG].pages, 1);
+        /* each partition's segment table: a header and a segment */
+        ck_assert_uint_eq(st[SG_STAT_STATE].entries, 4);
         sg_txn_abort(t);
         sg_store_close(s);
 }
@@ -322,60 +334,6 @@ START_TEST(deferred_store_kept_after_clean_close) {
 }
 END_TEST
 
-START_TEST(dedup_sweep_uses_expiry_index) {
-        sg_store_t *s = open_store(1 << 22, 1 << 22);
-        sg_tp_t tp;
-        sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
-        for (int i = 0; i < 10; i++) {
-                char k[16];
-                unsigned char kh[32];
-                snprintf(k, sizeof(k), "k%d", i);
-                hash_of(k, kh);
-                sg_dedup_rec_t r = {.verdict = i == 0 ? SG_DV_PARKED
-                                                      : SG_DV_APPLIED,
-                                    .first_seen_ms = 0,
-                                    .expiry_ms = 100 + i};
-                ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)),
-                                 SG_OK);
-        }
-        int removed;
-        /* nothing expired at 99 */
-        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 99, 1000, 100, &removed, err,
-                                        sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(removed, 0);
-        /* at 104: k0..k4 due; k0 is parked → re-armed, not removed; bound 3 */
-        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 104, 1000, 3, &removed, err,
-                                        sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(removed, 2);
-        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 104, 1000, 100, &removed, err,
-                                        sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(removed, 2);
-        unsigned char kh[32];
-        sg_dedup_rec_t g;
-        hash_of("k0", kh);
-        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
-        ck_assert_int_eq(g.expiry_ms, 1104);
-        hash_of("k4", kh);
-        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_NOT_FOUND);
-        hash_of("k5", kh);
-        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
-        /* changing the expiry moves the index entry: old one is gone */
-        g.expiry_ms = 5000;
-        ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &g, err, sizeof(err)), SG_OK);
-        ck_assert_int_eq(sg_dedup_sweep(t, &tp, 200, 1000, 100, &removed, err,
-                                        sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(removed, 4); /* k6..k9, not k5 */
-        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
-        sg_txn_abort(t);
-        sg_store_close(s);
-}
-END_TEST
-
 START_TEST(agg_and_since_index) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_tp_t tp;
@@ -418,7 +376,10 @@ START_TEST(agg_and_since_index) {
                          SG_ERR_NOT_FOUND);
         ck_assert_int_eq(sg_since_first(t, &tp, 1000, got, &since), SG_OK);
         ck_assert_int_eq(since, 300);
-        ck_assert_int_eq(memcmp(got, a2, 32), 0);
+        /* the key hash (SG_KEY_HASH_LEN bytes), the rest 0 */
+        ck_assert_int_eq(memcmp(got, a2, SG_KEY_HASH_LEN), 0);
+        for (int i = SG_KEY_HASH_LEN; i < 32; i++)
+                ck_assert_int_eq(got[i], 0);
         /* agg2's gap is resolved: its index entry goes */
         r.parked_since_ms = 0;
         ck_assert_int_eq(sg_agg_put(t, &tp, a2, &r, 300, err, sizeof(err)),
@@ -528,8 +489,10 @@ START_TEST(meta_and_partition_drop) {
         ck_assert_int_eq(g.input_offset, 42);
         ck_assert_uint_eq(g.parked_cnt, 3);
         ck_assert_int_eq(sg_dedup_get(t, &p1, kh, &r), SG_OK);
+        /* expiry 10: its bucket [0, 1000) (a width of at least 1 s) has
+         * passed at 1000 */
         int removed;
-        ck_assert_int_eq(sg_dedup_sweep(t, &p1, 10, 1000, 10, &removed, err,
+        ck_assert_int_eq(sg_dedup_sweep(t, &p1, 1000, 1000, 10, &removed, err,
                                         sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(removed, 1);
@@ -821,9 +784,9 @@ START_TEST(changes_last_write_in_write_order) {
                                 continue;
                         const sg_change_t *c = &ch[at++];
                         ck_assert_int_eq(c->db, SG_DB_DEDUP);
-                        ck_assert_uint_eq(c->key_len, tp.len + 32);
+                        ck_assert_uint_eq(c->key_len, tp.len + SG_KEY_HASH_LEN);
                         ck_assert_int_eq(memcmp((const char *)c->key + tp.len,
-                                                kh[i], 32),
+                                                kh[i], SG_KEY_HASH_LEN),
                                          0);
                         sg_dedup_rec_t g;
                         ck_assert_int_eq(sg_dedup_decode(c->value, c->value_len,
@@ -834,7 +797,8 @@ START_TEST(changes_last_write_in_write_order) {
                         ck_assert_int_eq(g.expiry_ms, 1000 + i);
                 }
         ck_assert_int_eq(ch[N].db, SG_DB_AGG);
-        ck_assert_int_eq(memcmp((const char *)ch[N].key + tp.len, kh[5], 32),
+        ck_assert_int_eq(memcmp((const char *)ch[N].key + tp.len, kh[5],
+                                SG_KEY_HASH_LEN),
                          0);
         ck_assert_int_eq(ch[N + 1].db, SG_DB_PARKED);
         ck_assert_ptr_nonnull(ch[N + 1].value);
@@ -938,8 +902,9 @@ START_TEST(capture_and_apply_changes) {
         ck_assert_int_eq(at, 77);
         ck_assert_int_eq(sg_snapdue_first(u, &tp, 1000, h, &at), SG_OK);
         ck_assert_int_eq(at, 900);
+        /* expiry 500: its bucket [0, 1000) has passed at 1000 */
         int removed;
-        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 600, 1000, 10, &removed, err,
+        ck_assert_int_eq(sg_dedup_sweep(u, &tp, 1000, 1000, 10, &removed, err,
                                         sizeof(err)),
                          SG_OK);
         ck_assert_int_eq(removed, 2);
@@ -1066,67 +1031,62 @@ START_TEST(apply_changes_to_one_key_move_its_index) {
 }
 END_TEST
 
-/* Every database of the closed store in @p d1 holds the same keys and
- * values as the one in @p d2 (raw LMDB, derived indexes included). */
+/* A store's whole contents as sg_store_foreach() gives them: kind, key
+ * and value of each entry, concatenated. */
+typedef struct dump_buf {
+        unsigned char *p;
+        size_t len, cap, entries;
+} dump_buf_t;
+
+static int dump_entry(void *opaque, int db, const void *key, size_t key_len,
+                      const void *value, size_t value_len) {
+        dump_buf_t *d = opaque;
+        size_t need = d->len + 1 + 8 + key_len + value_len;
+        if (need > d->cap) {
+                d->cap = need * 2;
+                d->p = realloc(d->p, d->cap);
+                ck_assert_ptr_nonnull(d->p);
+        }
+        d->p[d->len++] = (unsigned char)db;
+        unsigned char l[8] = {(unsigned char)key_len, (unsigned char)value_len,
+                              (unsigned char)(value_len >> 8)};
+        memcpy(d->p + d->len, l, 8);
+        d->len += 8;
+        memcpy(d->p + d->len, key, key_len);
+        d->len += key_len;
+        memcpy(d->p + d->len, value, value_len);
+        d->len += value_len;
+        d->entries++;
+        return 0;
+}
+
+static void dump_store(const char *d, dump_buf_t *out) {
+        sg_store_t *s;
+        sg_txn_t *t;
+        memset(out, 0, sizeof(*out));
+        ck_assert_int_eq(sg_store_open_readonly(d, &s, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_store_foreach(t, dump_entry, out, err, sizeof(err)),
+                         SG_OK);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+
+/* The closed stores in @p d1 and @p d2 hold the same state: every kind,
+ * derived indexes included (however the dedup keys are spread over their
+ * segments). */
 static void assert_same_store(const char *d1, const char *d2) {
-        static const char *const names[] = {"dedup",   "expiry", "agg",
-                                            "parked",  "since",  "meta",
-                                            "snapreq", "snapdue"};
-        MDB_env *env[2];
-        MDB_txn *txn[2];
-        const char *dirs[2] = {d1, d2};
-        for (int i = 0; i < 2; i++) {
-                ck_assert_int_eq(mdb_env_create(&env[i]), 0);
-                mdb_env_set_maxdbs(env[i], 16);
-                ck_assert_int_eq(mdb_env_open(env[i], dirs[i],
-                                              MDB_RDONLY | MDB_NOTLS, 0640),
-                                 0);
-                ck_assert_int_eq(
-                        mdb_txn_begin(env[i], NULL, MDB_RDONLY, &txn[i]), 0);
-        }
-        for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
-                MDB_cursor *cur[2];
-                for (int i = 0; i < 2; i++) {
-                        MDB_dbi dbi;
-                        ck_assert_int_eq(
-                                mdb_dbi_open(txn[i], names[n], 0, &dbi), 0);
-                        ck_assert_int_eq(mdb_cursor_open(txn[i], dbi, &cur[i]),
-                                         0);
-                }
-                size_t entries = 0;
-                for (;;) {
-                        MDB_val k[2], v[2];
-                        int rc0 =
-                                mdb_cursor_get(cur[0], &k[0], &v[0], MDB_NEXT);
-                        int rc1 =
-                                mdb_cursor_get(cur[1], &k[1], &v[1], MDB_NEXT);
-                        ck_assert_msg(rc0 == rc1,
-                                      "database %s: %zu entries in one, "
-                                      "more in the other",
-                                      names[n], entries);
-                        if (rc0)
-                                break;
-                        ck_assert_msg(k[0].mv_size == k[1].mv_size &&
-                                              !memcmp(k[0].mv_data,
-                                                      k[1].mv_data,
-                                                      k[0].mv_size),
-                                      "database %s: key %zu differs", names[n],
-                                      entries);
-                        ck_assert_msg(v[0].mv_size == v[1].mv_size &&
-                                              !memcmp(v[0].mv_data,
-                                                      v[1].mv_data,
-                                                      v[0].mv_size),
-                                      "database %s: value %zu differs",
-                                      names[n], entries);
-                        entries++;
-                }
-                mdb_cursor_close(cur[0]);
-                mdb_cursor_close(cur[1]);
-        }
-        for (int i = 0; i < 2; i++) {
-                mdb_txn_abort(txn[i]);
-                mdb_env_close(env[i]);
-        }
+        dump_buf_t a, b;
+        dump_store(d1, &a);
+        dump_store(d2, &b);
+        ck_assert_uint_gt(a.entries, 0);
+        ck_assert_msg(a.entries == b.entries, "%zu entries against %zu",
+                      a.entries, b.entries);
+        ck_assert_msg(a.len == b.len && !memcmp(a.p, b.p, a.len),
+                      "the stores differ");
+        free(a.p);
+        free(b.p);
 }
 
 /* A restore window applied as a batch (sg_store_batch_add, then
@@ -1422,31 +1382,95 @@ START_TEST(apply_change_refuses_corrupt_records) {
         refused(s, &tp, &v, "dedup expiry past the longest delay");
         v.len++;
         refused(s, &tp, &v, "dedup trailing byte");
-        /* aggregate */
+        /* aggregate (store_int.h AG_* layout): 0x8b (last, state, more) |
+         * 0x1a (parked, skip, id) | last 4 | state 4 "PAID" | parked 1, 3
+         * bytes, since 77 | skip 2, +1 | id 3 "agg" */
+        static const unsigned char agg3[] = {0x8b, 0x1a, 4,   4,   'P', 'A',
+                                             'I',  'D',  1,   3,   77,  2,
+                                             1,    3,    'a', 'g', 'g'};
         v = *kind(SG_DB_AGG);
-        v.v[0] = 2;
-        refused(s, &tp, &v, "aggregate has_last 2");
+        ck_assert_uint_eq(v.len, sizeof(agg3));
+        ck_assert_int_eq(memcmp(v.v, agg3, sizeof(agg3)), 0);
+        v.v[0] |= 0x10;
+        refused(s, &tp, &v, "aggregate unknown field");
         v = *kind(SG_DB_AGG);
-        v.v[12] = 0x80;
-        refused(s, &tp, &v, "aggregate unknown flag");
+        v.v[1] |= 0x40;
+        refused(s, &tp, &v, "aggregate unknown field of the second byte");
         v = *kind(SG_DB_AGG);
-        v.v[41 + 7] = 9; /* skip_from 9 > skip_to 3 */
-        refused(s, &tp, &v, "aggregate skip range reversed");
+        v.v[11] = 0; /* skip from 0 */
+        refused(s, &tp, &v, "aggregate skip range from 0");
         v = *kind(SG_DB_AGG);
         v.v[v.len++] = 'x';
         refused(s, &tp, &v, "aggregate trailing byte");
         v = *kind(SG_DB_AGG);
-        v.v[57] = 200; /* state length past the value */
+        v.v[3] = 200; /* state length past the value */
         refused(s, &tp, &v, "aggregate state length");
         v = *kind(SG_DB_AGG);
-        v.v[58] = '\0'; /* a NUL inside the state name */
+        v.v[4] = '\0'; /* a NUL inside the state name */
         refused(s, &tp, &v, "aggregate state with NUL");
         v = *kind(SG_DB_AGG);
         v.len = 10;
         refused(s, &tp, &v, "aggregate too short");
-        /* parked: 3 × i64 | key hash | 4 × (u32 length | bytes) */
+        v = *kind(SG_DB_AGG);
+        v.v[2] = 0x84; /* last: 0x84 0x04, then the state length... */
+        refused(s, &tp, &v, "aggregate varint running on");
+        v = *kind(SG_DB_AGG);
+        memmove(v.v + 3, v.v + 2, v.len - 2);
+        v.v[2] = 0x84; /* last 4 as 0x84 0x00: a redundant zero group */
+        v.v[3] = 0;
+        v.len++;
+        refused(s, &tp, &v, "aggregate varint not minimal");
+        v = *kind(SG_DB_AGG);
+        v.v[13] = 200; /* id length past the value */
+        refused(s, &tp, &v, "aggregate id length");
+        /* parked since past the year 9999: 2^48 as a varint */
+        v = *kind(SG_DB_AGG);
+        static const unsigned char big[] = {0x80, 0x80, 0x80, 0x80,
+                                            0x80, 0x80, 0x80, 0x01};
+        memmove(v.v + 10 + sizeof(big), v.v + 11, v.len - 11);
+        memcpy(v.v + 10, big, sizeof(big));
+        v.len += sizeof(big) - 1;
+        refused(s, &tp, &v, "aggregate parked since past 9999");
+        /* store format 2's value of the same aggregate: has_last u8 |
+         * last u64 | flags u32 | parked_cnt u32 | parked_bytes u64 |
+         * since i64 | gap_reported i64 | skip_from u64 | skip_to u64 |
+         * state_len u8 | state | agg_len u16 | agg */
+        kind_val_t v2 = *kind(SG_DB_AGG);
+        memset(v2.v, 0, 60);
+        v2.v[0] = 1;
+        v2.v[8] = 4;
+        v2.v[16] = 1;
+        v2.v[24] = 3;
+        v2.v[32] = 77;
+        v2.v[48] = 2;
+        v2.v[56] = 3;
+        v2.v[57] = 4;
+        memcpy(v2.v + 58, "PAID", 4);
+        v2.v[62] = 0;
+        v2.v[63] = 3;
+        memcpy(v2.v + 64, "agg", 3);
+        v2.len = 67;
+        v = v2;
+        v.v[0] = 2;
+        refused(s, &tp, &v, "format 2 aggregate has_last 2");
+        v = v2;
+        v.v[12] = 0x80;
+        refused(s, &tp, &v, "format 2 aggregate unknown flag");
+        v = v2;
+        v.v[41 + 7] = 9; /* skip_from 9 > skip_to 3 */
+        refused(s, &tp, &v, "format 2 aggregate skip range reversed");
+        v = v2;
+        v.v[57] = 200;
+        refused(s, &tp, &v, "format 2 aggregate state length");
+        v = v2;
+        v.v[25] = 0x01;
+        refused(s, &tp, &v, "format 2 aggregate parked since past 9999");
+        /* parked: tag 0x03 | 3 × i64 | key hash 16 | 4 × (u32 length |
+         * bytes) */
         const kind_val_t *pk = kind(SG_DB_PARKED);
-        size_t hoff = 56 + 4 + 1 + 4 + 3 + 4 + 2; /* headers length field */
+        ck_assert_int_eq(pk->v[0], 0x03);
+        size_t toff = 1 + 24 + SG_KEY_HASH_LEN;     /* the type's length */
+        size_t hoff = toff + 4 + 1 + 4 + 3 + 4 + 2; /* headers length field */
         v = *pk;
         be32(v.v + hoff + 4, UINT32_MAX); /* the block claims 2^32-1 headers */
         refused(s, &tp, &v, "parked header count");
@@ -1454,7 +1478,7 @@ START_TEST(apply_change_refuses_corrupt_records) {
         be32(v.v + hoff + 4, 3);
         refused(s, &tp, &v, "parked header count 3 of 2");
         v = *pk;
-        be32(v.v + 56, 1000);
+        be32(v.v + toff, 1000);
         refused(s, &tp, &v, "parked type length");
         v = *pk;
         be32(v.v + hoff, 2);
@@ -1466,11 +1490,14 @@ START_TEST(apply_change_refuses_corrupt_records) {
         v.v[v.len++] = 0;
         refused(s, &tp, &v, "parked trailing byte");
         v = *pk;
-        v.len = 71;
+        v.len = toff + 2;
         refused(s, &tp, &v, "parked too short");
         v = *pk;
-        v.v[0] = 0x80;
+        v.v[1] = 0x80;
         refused(s, &tp, &v, "parked negative parked_at");
+        v = *pk;
+        v.v[0] = 0x04; /* neither format's first byte */
+        refused(s, &tp, &v, "parked of no format");
         /* meta */
         v = *kind(SG_DB_META);
         v.len--;
@@ -1508,9 +1535,6 @@ START_TEST(apply_change_refuses_corrupt_records) {
         v = *kind(SG_DB_DEDUP);
         v.v[17] = 0xff; /* first seen ≈ 2^48 ms */
         refused(s, &tp, &v, "dedup first seen past 9999");
-        v = *kind(SG_DB_AGG);
-        v.v[25] = 0x01;
-        refused(s, &tp, &v, "aggregate parked since past 9999");
         v = *kind(SG_DB_META);
         v.v[272] = 0x7f; /* clock near INT64_MAX */
         refused(s, &tp, &v, "meta clock past 9999");
@@ -1518,8 +1542,8 @@ START_TEST(apply_change_refuses_corrupt_records) {
         v.v[46] = 0x7f;
         refused(s, &tp, &v, "snapreq due past the longest delay");
         v = *pk;
-        memset(v.v + 16, 0xff, 7);
-        v.v[23] = 0xfe; /* timestamp -2 */
+        memset(v.v + 17, 0xff, 7);
+        v.v[24] = 0xfe; /* timestamp -2 */
         refused(s, &tp, &v, "parked timestamp -2");
         /* every kind: an empty (not null) value, a key of the wrong size */
         for (int i = 0; i < 5; i++) {
@@ -1537,8 +1561,20 @@ START_TEST(apply_change_refuses_corrupt_records) {
                 v.db = bad_db[i];
                 refused(s, &tp, &v, "database");
         }
-        /* the originals apply */
+        /* the originals apply, and the format 2 aggregate */
         sg_txn_t *t = wtxn(s);
+        ck_assert_msg(sg_store_apply_change(t, &tp, SG_DB_AGG, v2.suffix,
+                                            v2.suffix_len, v2.v, v2.len, err,
+                                            sizeof(err)) == SG_OK,
+                      "format 2 aggregate: %s", err);
+        sg_agg_rec_t ga;
+        unsigned char gh[32];
+        hash_of("agg", gh);
+        ck_assert_int_eq(sg_agg_get(t, &tp, gh, &ga), SG_OK);
+        ck_assert_uint_eq(ga.last_version, 4);
+        ck_assert_str_eq(ga.state, "PAID");
+        ck_assert_uint_eq(ga.skip_to, 3);
+        ck_assert_str_eq(ga.aggregate, "agg");
         for (int i = 0; i < 5; i++)
                 ck_assert_msg(sg_store_apply_change(
                                       t, &tp, kinds[i].db, kinds[i].suffix,
@@ -1596,17 +1632,17 @@ START_TEST(fault_put_breaks_the_txn) {
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
         ck_assert_uint_eq(sg_store_txns_open(s, false), 0);
-        sg_store_fault_inject(s, SG_STORE_OP_PUT, 2, EIO);
         sg_txn_t *t = wtxn(s);
         ck_assert_uint_eq(sg_store_txns_open(s, false), 1);
         ck_assert_uint_eq(sg_store_txns_open(s, true), 1);
-        /* put 1: k1's record (its expiry index entry is gathered, made
-         * before the index is read and at commit: sg_db_put_index) */
+        /* k1's record (with its partition's first dedup segment), then the
+         * next put fails */
         put_dedup(t, &tp, "k1", SG_OK);
-        put_dedup(t, &tp, "k2", SG_ERR_STORE); /* put 2 */
+        sg_store_fault_inject(s, SG_STORE_OP_PUT, 1, EIO);
+        put_dedup(t, &tp, "k2", SG_ERR_STORE);
         ck_assert_ptr_nonnull(strstr(err, "Input/output error"));
         bool fired = false;
-        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 2);
+        ck_assert_uint_eq(sg_store_fault_count(s, &fired), 1);
         ck_assert(fired);
         /* broken: reads and writes fail, the commit aborts */
         unsigned char kh[32];
@@ -1758,12 +1794,14 @@ START_TEST(txn_errdetail_names_the_cause) {
                       "detail \"%s\"", sg_txn_errdetail(t));
         sg_txn_abort(t);
 
-        /* a corrupt value: the decoder's reason */
+        /* a corrupt value: the decoder's reason (k1 is in the partition's
+         * first dedup segment, slot 0: "p<prefix in hex>.d0") */
         sg_store_close(s);
-        unsigned char k[SG_TP_MAX + 32];
-        memcpy(k, tp.b, tp.len);
-        memcpy(k + tp.len, kh, 32);
-        poke("dedup", k, tp.len + 32, "short", 5);
+        char slot[64] = "p";
+        for (size_t i = 0; i < tp.len; i++)
+                snprintf(slot + 1 + 2 * i, 3, "%02x", tp.b[i]);
+        strcat(slot, ".d0");
+        poke(slot, kh, SG_KEY_HASH_LEN, "short", 5);
         s = open_store(1 << 22, 1 << 22);
         t = wtxn(s);
         ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_ERR_STORE);
@@ -1825,7 +1863,6 @@ int main(void) {
         tcase_add_test(tc, dedup_roundtrip_and_reopen);
         tcase_add_test(tc, open_creates_missing_parents);
         tcase_add_test(tc, dedup_reason_in_verdict_byte);
-        tcase_add_test(tc, dedup_sweep_uses_expiry_index);
         tcase_add_test(tc, agg_and_since_index);
         tcase_add_test(tc, parked_roundtrip_order_and_nulls);
         tcase_add_test(tc, meta_and_partition_drop);

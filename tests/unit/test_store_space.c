@@ -364,6 +364,79 @@ START_TEST(map_is_allocated_and_trimmed_at_close) {
 }
 END_TEST
 
+/* A transaction that spans many batches (the engine's checkpoint,
+ * semantics §6) learns when to end: sg_txn_room_low once its writes, at
+ * the file's growth per write in the commits so far, would use half the
+ * room its map had, before the map's end (MDB_MAP_FULL) would cost it
+ * whole; sg_txn_copied_much once it may have copied an eighth of the
+ * store's pages; sg_txn_capture_reset captures each batch on its own. */
+START_TEST(long_transaction_knows_when_to_end) {
+        sg_store_t *s;
+        ck_assert_int_eq(
+                sg_store_open(dir, 1 << 24, 1 << 24, &s, err, sizeof(err)),
+                SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        /* a first commit: the growth per write is learned */
+        ASSERT_OK(put_batch(s, &tp, 0, 20000, err, sizeof(err)), err);
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(sg_txn_writes(t), 0);
+        ck_assert(!sg_txn_room_low(t, 0));
+        ck_assert(!sg_txn_copied_much(t));
+        sg_dedup_rec_t r = {
+                .verdict = SG_DV_APPLIED, .first_seen_ms = 5, .expiry_ms = 105};
+        uint64_t map, used;
+        sg_store_usage(s, &map, &used);
+        bool low = false;
+        int i = 100000;
+        sg_err_t e = SG_OK;
+        /* room low comes before the map's end: with half the room
+         * estimated used, the writes that remain fit (new keys: the file's
+         * growth per write of the first commit holds) */
+        for (; !e && !(low = sg_txn_room_low(t, 0)); i++) {
+                unsigned char kh[32];
+                key_of(i, kh);
+                sg_txn_capture(t, true);
+                e = sg_dedup_put(t, &tp, kh, &r, err, sizeof(err));
+        }
+        ASSERT_OK(e, err);
+        ck_assert(low);
+        ck_assert_uint_gt(sg_txn_writes(t), 1000);
+        ck_assert(sg_txn_room_low(t, 0));
+        /* pending writes count: a transaction with none yet is low when a
+         * batch of many more is announced */
+        const sg_change_t *ch;
+        ck_assert_uint_gt(sg_txn_changes(t, &ch), 1000);
+        sg_txn_capture_reset(t);
+        ck_assert_uint_eq(sg_txn_changes(t, &ch), 0);
+        unsigned char kh[32];
+        key_of(i, kh);
+        ASSERT_OK(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)), err);
+        ck_assert_uint_ge(sg_txn_changes(t, &ch), 1);
+        ASSERT_OK(sg_txn_commit(t, err, sizeof(err)), err);
+        /* a page per write (a dedup put is one) would use half the room:
+         * the copies fit, and it commits */
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        ck_assert(!sg_txn_room_low(t, 0));
+        ck_assert(sg_txn_room_low(t, 100000000));
+        sg_store_usage(s, &map, &used);
+        int puts = 0;
+        for (; !e && !sg_txn_copied_much(t); puts++) {
+                key_of(puts, kh);
+                e = sg_dedup_put(t, &tp, kh, &r, err, sizeof(err));
+        }
+        ASSERT_OK(e, err);
+        int pages = (int)((map - used) / 2 / 4096);
+        ck_assert_int_ge(puts, pages / 3);
+        ck_assert_int_le(puts, pages + 1);
+        ASSERT_OK(sg_txn_commit(t, err, sizeof(err)), err);
+        ck_assert_uint_eq(sg_txn_writes(NULL), 0);
+        ck_assert(!sg_txn_room_low(NULL, 0) && !sg_txn_copied_much(NULL));
+        sg_store_close(s);
+}
+END_TEST
+
 /* seqgatectl's read-only open in another process reads what a writer
  * with the write-through map committed, while the writer is open. */
 START_TEST(reader_process_reads_a_writemap_store) {
@@ -413,6 +486,7 @@ int main(void) {
                             FULL_FSIZE + 1);
         tcase_add_test(tc, map_is_allocated_and_trimmed_at_close);
         tcase_add_test(tc, reader_process_reads_a_writemap_store);
+        tcase_add_test(tc, long_transaction_knows_when_to_end);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }

@@ -112,6 +112,13 @@ void h_open(h_t *h, const char *topic_json) {
 }
 
 void h_close(h_t *h) {
+        /* a clean close (a kill is h_kill) */
+        if (h->eng) {
+                char err[256];
+                ck_assert_msg(sg_engine_checkpoint(h->eng, err, sizeof(err)) ==
+                                      SG_OK,
+                              "checkpoint: %s", err);
+        }
         sg_engine_destroy(h->eng);
         sg_store_close(h->store);
         sg_config_destroy(h->conf);
@@ -241,6 +248,7 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
         ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
                               SG_OK,
                       "commit: %s", err);
+        h_checkpoint(h);
         return h->out_cnt - before;
 }
 
@@ -283,4 +291,13 @@ void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
         collect(h);
         ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
                          SG_OK);
+        h_checkpoint(h);
+}
+
+void h_checkpoint(h_t *h) {
+        char err[256];
+        if (h->batch_held) /* the case holds its batches in one checkpoint */
+                return;
+        ck_assert_msg(sg_engine_checkpoint(h->eng, err, sizeof(err)) == SG_OK,
+                      "checkpoint: %s", err);
 }

@@ -146,6 +146,9 @@ typedef struct h {
         const char *root; /* extra root keys, e.g. the guarantee */
         bool lag_set;     /* report h->lag for partition 0 in every batch */
         int64_t lag;
+        bool batch_held; /* batch() leaves its batches in the engine's open
+                             checkpoint (else it checkpoints after each, so
+                             that the cases read the store as committed) */
 } h_t;
 
 /* A macro, not a variable: a printf format the compiler can check. */
@@ -161,8 +164,11 @@ extern const char *const sm_json;
  * set; h->root: extra root keys; h->now: the clock, T0 unless set) with
  * @p topic_json as the keys of topic "orders", and assigns partition 0. */
 void h_open(h_t *h, const char *topic_json);
-/* Closes engine, store and config (the directory stays). */
+/* Closes engine, store and config (the directory stays), checkpointing
+ * first (a clean close). */
 void h_close(h_t *h);
+/* A checkpoint (sg_engine_checkpoint), unless h->batch_held. */
+void h_checkpoint(h_t *h);
 /* h_close, then removes the directory. */
 void h_free(h_t *h);
 /* Sets the engine's clock to @p now. */

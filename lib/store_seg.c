@@ -1,0 +1,1623 @@
+/*
+ * store_seg.c — a partition's dedup records in time segments (store.h
+ * "Dedup segments"; semantics §3 "Expiry"), the layout of Kafka Streams'
+ * segmented window stores.
+ *
+ * A segment is one LMDB database (a slot of the partition, store_parts.c)
+ * holding the keys whose expiry falls in one bucket [b·W, (b+1)·W) of the
+ * partition's bucket width W (an eighth of its dedup TTL). Its states:
+ *   OPEN    takes new keys of its bucket (at most one per bucket); random
+ *           inserts, so its pages are about two thirds full, but it is
+ *           small (SG_SEG_KEYS_DEFAULT keys) and its pages stay hot
+ *   FROZEN  full (or its bucket past): takes no new key, waits to be sealed
+ *   SEALED  written in key order with MDB_APPEND (full pages) with a
+ *           blocked Bloom filter of 2 bytes a key
+ *   TARGET  being written by a compaction job; invisible to lookups
+ * A compaction job copies its sources (one FROZEN segment: a seal; or up
+ * to four SEALED ones of a bucket: a merge) into a TARGET in key order, a
+ * bounded number of keys each sweep (once a batch), building its filter;
+ * when done the TARGET is SEALED and the sources are emptied. A key of a
+ * source updated or deleted after the job copied it is updated or deleted
+ * in the TARGET too, so the TARGET is its sources when it takes over.
+ *
+ * Invariants: a key lives in one visible segment; a key's expiry lies in
+ * its segment's bucket (a record whose expiry moves moves to the segment
+ * of its new bucket), so a bucket whose end has passed holds only expired
+ * keys and is dropped as a whole once walked for the changelog's
+ * tombstones.
+ *
+ * The segment table (its records in the partition's aux database) is read
+ * by every transaction from its own snapshot; the writer keeps a copy with
+ * the sealed segments' filters in memory (pdb_t.segs), dropped when a write
+ * transaction aborts (sg_pdb_txn_end). Readers other than the writer probe
+ * every segment without filters (a filter only saves probes).
+ */
+#include "store_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { SEG_OPEN = 1, SEG_FROZEN, SEG_SEALED, SEG_TARGET };
+
+#define JOB_SRC_MAX 4        /* segments a merge takes */
+#define SEAL_STEP_MAX 262144 /* keys a sweep copies for a backlog */
+#define FILTER_BITS_PER_KEY 16
+#define FILTER_BLOCK 64 /* bytes: one cache line */
+#define FILTER_K 7      /* bits set per key, 9 bits of hash each */
+
+typedef struct seg {
+        uint32_t id; /* grows: a larger id is a newer segment */
+        uint8_t slot, state, level;
+        int64_t bucket;          /* expiry bucket index */
+        int64_t base_ms, ttl_ms; /* the records' time base (store_int.h) */
+        uint64_t fblocks;        /* sealed: filter blocks */
+        unsigned char *filter;   /* sealed, writer's copy: its filter */
+} seg_t;
+
+struct segtab {
+        int64_t width_ms; /* bucket width, 0: not set */
+        uint32_t next_id;
+        int cnt;
+        seg_t seg[SEG_SLOTS]; /* newest (largest id) first */
+        /* the compaction job: 0 none */
+        uint32_t job_dst;
+        uint32_t job_src[JOB_SRC_MAX];
+        int job_nsrc;
+        bool job_pos_set; /* keys up to job_pos copied */
+        unsigned char job_pos[HL];
+        uint64_t job_fblocks;
+        unsigned char *job_filter; /* built as keys are copied (memory) */
+        /* the expiry walk: 0 none */
+        uint32_t walk_seg;
+        bool walk_pos_set;
+        unsigned char walk_pos[HL];
+        /* keys written since the last sweep (its work budget; memory) */
+        uint64_t written;
+        /* the partition's dedup TTL as the last sweep had it (memory; 0
+         * none yet): a new segment's time base */
+        int64_t ttl_ms;
+        bool filters; /* the writer's copy: filters loaded */
+};
+
+void sg_segtab_free(segtab_t *st) {
+        if (!st)
+                return;
+        for (int i = 0; i < st->cnt; i++)
+                free(st->seg[i].filter);
+        free(st->job_filter);
+        free(st);
+}
+
+/* ---- the blocked Bloom filter -------------------------------------------
+ *
+ * One 64-byte block per key (chosen by the key hash's first 4 bytes), in
+ * which FILTER_K bits (9 bits of the hash each, from bytes 4..11) are set:
+ * one cache line per probe. The key hashes are SHA-256 prefixes, uniform,
+ * so no further hashing. 16 bits a key: about 0.2 % false positives
+ * (test_store_seg measures it). A false positive costs a B-tree probe that
+ * finds nothing; it never changes an answer. */
+
+static uint64_t filter_blocks(uint64_t keys) {
+        uint64_t b = (keys * FILTER_BITS_PER_KEY + FILTER_BLOCK * 8 - 1) /
+                     (FILTER_BLOCK * 8);
+        return b ? b : 1;
+}
+
+static unsigned char *filter_block(unsigned char *f, uint64_t nblocks,
+                                   const unsigned char *kh) {
+        uint64_t h = get_u32(kh);
+        return f + ((h * nblocks) >> 32) * FILTER_BLOCK;
+}
+
+static void filter_add(unsigned char *f, uint64_t nblocks,
+                       const unsigned char *kh) {
+        unsigned char *b = filter_block(f, nblocks, kh);
+        uint64_t x = get_u64(kh + 4);
+        for (int i = 0; i < FILTER_K; i++, x >>= 9) {
+                unsigned bit = (unsigned)(x & 511);
+                b[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+        }
+}
+
+static bool filter_maybe(const unsigned char *b, const unsigned char *kh) {
+        uint64_t x = get_u64(kh + 4);
+        for (int i = 0; i < FILTER_K; i++, x >>= 9) {
+                unsigned bit = (unsigned)(x & 511);
+                if (!(b[bit >> 3] & (1u << (bit & 7))))
+                        return false;
+        }
+        return true;
+}
+
+/* ---- the segment table in the aux database -------------------------------
+ *
+ * 'h' → version u8 (1) | width i64 | next_id u32 | job_dst u32 |
+ *       job_nsrc u8 | job_src u32 × 4 | job_pos_set u8 | job_pos 16 |
+ *       job_fblocks u64 | walk_seg u32 | walk_pos_set u8 | walk_pos 16
+ * 'g' | id (BE u32) → slot u8 | state u8 | level u8 | bucket i64 |
+ *       base i64 | ttl i64 | fblocks u64
+ * and in the shared filter database tp | id (BE u32) → the filter. */
+#define HDR_LEN (1 + 8 + 4 + 4 + 1 + 4 * JOB_SRC_MAX + 1 + HL + 8 + 4 + 1 + HL)
+#define SEGREC_LEN (3 + 8 + 8 + 8 + 8)
+
+static void hdr_encode(const segtab_t *st, unsigned char *v) {
+        size_t o = 0;
+        v[o++] = 1;
+        put_u64(v + o, (uint64_t)st->width_ms);
+        o += 8;
+        put_u32(v + o, st->next_id);
+        o += 4;
+        put_u32(v + o, st->job_dst);
+        o += 4;
+        v[o++] = (unsigned char)st->job_nsrc;
+        for (int i = 0; i < JOB_SRC_MAX; i++, o += 4)
+                put_u32(v + o, i < st->job_nsrc ? st->job_src[i] : 0);
+        v[o++] = st->job_pos_set;
+        memcpy(v + o, st->job_pos, HL);
+        o += HL;
+        put_u64(v + o, st->job_fblocks);
+        o += 8;
+        put_u32(v + o, st->walk_seg);
+        o += 4;
+        v[o++] = st->walk_pos_set;
+        memcpy(v + o, st->walk_pos, HL);
+}
+
+static bool hdr_decode(segtab_t *st, const unsigned char *v, size_t len) {
+        if (len != HDR_LEN || v[0] != 1)
+                return false;
+        size_t o = 1;
+        st->width_ms = (int64_t)get_u64(v + o);
+        o += 8;
+        st->next_id = get_u32(v + o);
+        o += 4;
+        st->job_dst = get_u32(v + o);
+        o += 4;
+        st->job_nsrc = v[o++];
+        if (st->job_nsrc > JOB_SRC_MAX || st->width_ms < 0)
+                return false;
+        for (int i = 0; i < JOB_SRC_MAX; i++, o += 4)
+                st->job_src[i] = get_u32(v + o);
+        st->job_pos_set = v[o++] != 0;
+        memcpy(st->job_pos, v + o, HL);
+        o += HL;
+        st->job_fblocks = get_u64(v + o);
+        o += 8;
+        st->walk_seg = get_u32(v + o);
+        o += 4;
+        st->walk_pos_set = v[o++] != 0;
+        memcpy(st->walk_pos, v + o, HL);
+        return true;
+}
+
+static void segrec_encode(const seg_t *g, unsigned char *v) {
+        v[0] = g->slot;
+        v[1] = g->state;
+        v[2] = g->level;
+        put_u64(v + 3, (uint64_t)g->bucket);
+        put_u64(v + 11, (uint64_t)g->base_ms);
+        put_u64(v + 19, (uint64_t)g->ttl_ms);
+        put_u64(v + 27, g->fblocks);
+}
+
+static bool segrec_decode(seg_t *g, uint32_t id, const unsigned char *v,
+                          size_t len) {
+        if (len != SEGREC_LEN || v[0] >= SEG_SLOTS || v[1] < SEG_OPEN ||
+            v[1] > SEG_TARGET)
+                return false;
+        memset(g, 0, sizeof(*g));
+        g->id = id;
+        g->slot = v[0];
+        g->state = v[1];
+        g->level = v[2];
+        g->bucket = (int64_t)get_u64(v + 3);
+        g->base_ms = (int64_t)get_u64(v + 11);
+        g->ttl_ms = (int64_t)get_u64(v + 19);
+        g->fblocks = get_u64(v + 27);
+        return g->fblocks < (UINT64_C(1) << 40);
+}
+
+static sg_err_t corrupt_table(sg_txn_t *t, const char *what) {
+        return sg_txn_fail(t, SG_ERR_STORE, "corrupt dedup segment table: %s",
+                           what);
+}
+
+static sg_err_t hdr_put(sg_txn_t *t, pdb_t *p, const segtab_t *st) {
+        unsigned char k = AUX_SEGHDR, v[HDR_LEN];
+        hdr_encode(st, v);
+        return sg_db_put(t, DB_DEDUP, p->aux, &k, 1, v, sizeof(v), NULL, 0);
+}
+
+static sg_err_t segrec_put(sg_txn_t *t, pdb_t *p, const seg_t *g) {
+        unsigned char k[5], v[SEGREC_LEN];
+        k[0] = AUX_SEG;
+        put_u32(k + 1, g->id);
+        segrec_encode(g, v);
+        return sg_db_put(t, DB_DEDUP, p->aux, k, sizeof(k), v, sizeof(v), NULL,
+                         0);
+}
+
+static sg_err_t segrec_del(sg_txn_t *t, pdb_t *p, uint32_t id) {
+        unsigned char k[5];
+        k[0] = AUX_SEG;
+        put_u32(k + 1, id);
+        return sg_db_del(t, DB_DEDUP, p->aux, k, sizeof(k), NULL, 0);
+}
+
+static void filter_key(const pdb_t *p, uint32_t id, unsigned char *k) {
+        memcpy(k, p->tp, SG_TP_LEN);
+        put_u32(k + SG_TP_LEN, id);
+}
+
+static seg_t *seg_by_id(segtab_t *st, uint32_t id) {
+        for (int i = 0; i < st->cnt; i++)
+                if (st->seg[i].id == id)
+                        return &st->seg[i];
+        return NULL;
+}
+
+/* A segment's handle for reading: 0 (rc 0) when its database is not in
+ * this transaction's view (a reader's snapshot before it existed). */
+static MDB_dbi seg_dbi(sg_txn_t *t, pdb_t *p, const seg_t *g, bool create,
+                       int *rcp) {
+        return sg_pdb_slot(t, p, g->slot, create, rcp);
+}
+
+/* The keys a segment's database holds (mdb_stat: no walk). */
+static uint64_t seg_entries(sg_txn_t *t, pdb_t *p, const seg_t *g) {
+        int rc;
+        MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+        MDB_stat ms;
+        if (!dbi || mdb_stat(t->txn, dbi, &ms))
+                return 0;
+        return ms.ms_entries;
+}
+
+/* Loads the job's in-memory filter from its target's keys (after the
+ * writer's copy was dropped mid-job). */
+static sg_err_t job_filter_rebuild(sg_txn_t *t, pdb_t *p, segtab_t *st) {
+        seg_t *d = seg_by_id(st, st->job_dst);
+        if (!d || !st->job_fblocks)
+                return corrupt_table(t, "a job without its target");
+        st->job_filter = calloc(st->job_fblocks, FILTER_BLOCK);
+        if (!st->job_filter)
+                return SG_ERR_NOMEM;
+        int rc;
+        MDB_dbi dbi = seg_dbi(t, p, d, true, &rc);
+        MDB_cursor *cur;
+        if (!rc)
+                rc = sg_lmdb_cursor_open(t, dbi, &cur);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
+        MDB_val k, v;
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+                if (k.mv_size == HL)
+                        filter_add(st->job_filter, st->job_fblocks, k.mv_data);
+        mdb_cursor_close(cur);
+        return rc == MDB_NOTFOUND
+                       ? SG_OK
+                       : sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
+}
+
+/* Reads @p p's segment table from @p t's snapshot into a new *stp (with
+ * the sealed filters when @p filters). */
+static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
+                            segtab_t **stp) {
+        segtab_t *st = calloc(1, sizeof(*st));
+        if (!st)
+                return SG_ERR_NOMEM;
+        st->next_id = 1;
+        st->filters = filters;
+        sg_err_t err = SG_OK;
+        MDB_val k = {1, (void *)"h"}, v;
+        int rc = p->aux ? sg_lmdb_get(t, p->aux, &k, &v) : MDB_NOTFOUND;
+        if (rc == 0 && !hdr_decode(st, v.mv_data, v.mv_size))
+                err = corrupt_table(t, "header");
+        else if (rc && !lmdb_no_db(rc))
+                err = sg_txn_lmdb_err(t, rc, "dedup segment table", NULL, 0);
+        MDB_cursor *cur = NULL;
+        if (!err && !rc) {
+                rc = sg_lmdb_cursor_open(t, p->aux, &cur);
+                unsigned char g = AUX_SEG;
+                k = (MDB_val){1, &g};
+                if (!rc)
+                        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+                while (!err && rc == 0 && k.mv_size == 5 &&
+                       ((unsigned char *)k.mv_data)[0] == AUX_SEG) {
+                        if (st->cnt == SEG_SLOTS ||
+                            !segrec_decode(
+                                    &st->seg[st->cnt],
+                                    get_u32((unsigned char *)k.mv_data + 1),
+                                    v.mv_data, v.mv_size))
+                                err = corrupt_table(t, "segment record");
+                        else
+                                st->cnt++;
+                        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+                }
+                if (!err && rc && rc != MDB_NOTFOUND)
+                        err = sg_txn_lmdb_err(t, rc, "dedup segment table",
+                                              NULL, 0);
+                if (cur)
+                        mdb_cursor_close(cur);
+        }
+        /* newest first: ids ascend in key order */
+        for (int i = 0; i < st->cnt / 2; i++) {
+                seg_t x = st->seg[i];
+                st->seg[i] = st->seg[st->cnt - 1 - i];
+                st->seg[st->cnt - 1 - i] = x;
+        }
+        for (int i = 0; !err && filters && i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state != SEG_SEALED)
+                        continue;
+                unsigned char fk[SG_TP_LEN + 4];
+                filter_key(p, g->id, fk);
+                MDB_val key = {sizeof(fk), fk}, fv;
+                rc = sg_lmdb_get(t, t->store->filter_dbi, &key, &fv);
+                if (rc == 0 && fv.mv_size == g->fblocks * FILTER_BLOCK) {
+                        if (!(g->filter = malloc(fv.mv_size)))
+                                err = SG_ERR_NOMEM;
+                        else
+                                memcpy(g->filter, fv.mv_data, fv.mv_size);
+                } else if (rc == 0 || rc == MDB_NOTFOUND) {
+                        err = corrupt_table(t, "a sealed segment's filter");
+                } else {
+                        err = sg_txn_lmdb_err(t, rc, "filter", NULL, 0);
+                }
+        }
+        if (!err && filters && st->job_dst)
+                err = job_filter_rebuild(t, p, st);
+        if (err) {
+                sg_segtab_free(st);
+                return err;
+        }
+        *stp = st;
+        return SG_OK;
+}
+
+/* The segment table of @p p as @p t sees it: the writer's copy, or the
+ * reader's, read once per transaction. */
+static sg_err_t segtab_get(sg_txn_t *t, pdb_t *p, segtab_t **stp) {
+        if (!p->segs) {
+                sg_err_t err = segtab_read(t, p, t->write, &p->segs);
+                if (err)
+                        return err;
+        }
+        *stp = p->segs;
+        return SG_OK;
+}
+
+/* ---- buckets and open segments -------------------------------------------- */
+
+static int64_t bucket_of(const segtab_t *st, int64_t expiry_ms) {
+        return expiry_ms / st->width_ms; /* expiry >= 0 */
+}
+
+static sg_err_t width_set(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t ttl) {
+        if (st->width_ms)
+                return SG_OK;
+        st->width_ms = ttl / 8 > 1000 ? ttl / 8 : 1000;
+        return hdr_put(t, p, st);
+}
+
+/* Inserts @p g into the table, newest first. */
+static seg_t *seg_insert(segtab_t *st, const seg_t *g) {
+        int i = 0;
+        while (i < st->cnt && st->seg[i].id > g->id)
+                i++;
+        memmove(&st->seg[i + 1], &st->seg[i], (st->cnt - i) * sizeof(seg_t));
+        st->seg[i] = *g;
+        st->cnt++;
+        return &st->seg[i];
+}
+
+static void seg_remove(segtab_t *st, seg_t *g) {
+        free(g->filter);
+        int i = (int)(g - st->seg);
+        memmove(&st->seg[i], &st->seg[i + 1],
+                (st->cnt - i - 1) * sizeof(seg_t));
+        st->cnt--;
+}
+
+/* A new segment of @p bucket in state @p state in a free slot, its
+ * database created (empty: a slot is emptied when its segment goes). */
+static sg_err_t seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
+                        int state, int64_t base_ms, int64_t ttl_ms,
+                        seg_t **gp) {
+        bool used[SEG_SLOTS] = {false};
+        for (int i = 0; i < st->cnt; i++)
+                used[st->seg[i].slot] = true;
+        int slot = 0;
+        while (slot < SEG_SLOTS && used[slot])
+                slot++;
+        if (slot == SEG_SLOTS)
+                return sg_txn_fail(t, SG_ERR_STORE,
+                                   "all %d dedup segments of the partition "
+                                   "are in use",
+                                   SEG_SLOTS);
+        int rc;
+        seg_t g = {.id = st->next_id++,
+                   .slot = (uint8_t)slot,
+                   .state = (uint8_t)state,
+                   .bucket = bucket,
+                   .base_ms = base_ms,
+                   .ttl_ms = ttl_ms};
+        if (!seg_dbi(t, p, &g, true, &rc))
+                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND,
+                                       "dedup segment", NULL, 0);
+        sg_err_t err = segrec_put(t, p, &g);
+        if (!err)
+                err = hdr_put(t, p, st);
+        if (err)
+                return err;
+        *gp = seg_insert(st, &g);
+        return SG_OK;
+}
+
+/* The segment a new key of expiry @p expiry_ms goes to: its bucket's open
+ * one, made when there is none; when no slot is free, the open segment of
+ * the latest later bucket (a key there outlives its expiry, never the
+ * other way round). */
+static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                             const sg_dedup_rec_t *rec, seg_t **gp) {
+        int64_t b = bucket_of(st, rec->expiry_ms);
+        seg_t *later = NULL;
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state != SEG_OPEN)
+                        continue;
+                if (g->bucket == b) {
+                        *gp = g;
+                        return SG_OK;
+                }
+                if (g->bucket > b && (!later || g->bucket > later->bucket))
+                        later = g;
+        }
+        /* the TTL the segment's records are written with: the
+         * partition's, else (before its first sweep) this record's */
+        int64_t ttl =
+                st->ttl_ms ? st->ttl_ms : rec->expiry_ms - rec->first_seen_ms;
+        sg_err_t err = seg_new(t, p, st, b, SEG_OPEN, rec->first_seen_ms,
+                               ttl > 0 ? ttl : 0, gp);
+        if (err == SG_ERR_STORE && later) {
+                *gp = later;
+                return SG_OK;
+        }
+        return err;
+}
+
+/* ---- one key ------------------------------------------------------------- */
+
+/* Finds key @p kh in the visible segments (with ids below @p below, 0:
+ * all), newest first: *gp and its value in *val, or SG_ERR_NOT_FOUND.
+ * Sealed segments are probed only when their filter may hold the key
+ * (their blocks prefetched together first). */
+static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                               const unsigned char *kh, uint32_t below,
+                               seg_t **gp, MDB_val *val) {
+        const unsigned char *blk[SEG_SLOTS];
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                blk[i] = NULL;
+                if (g->state == SEG_SEALED && g->filter) {
+                        blk[i] = filter_block(g->filter, g->fblocks, kh);
+                        __builtin_prefetch(blk[i]);
+                }
+        }
+        MDB_val k = {HL, (void *)kh};
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state == SEG_TARGET || (below && g->id >= below) ||
+                    (blk[i] && !filter_maybe(blk[i], kh)))
+                        continue;
+                int rc;
+                MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+                if (!dbi) {
+                        if (rc)
+                                return sg_txn_lmdb_err(t, rc, "dedup segment",
+                                                       NULL, 0);
+                        continue;
+                }
+                rc = sg_lmdb_get(t, dbi, &k, val);
+                if (rc == 0) {
+                        *gp = g;
+                        return SG_OK;
+                }
+                if (rc != MDB_NOTFOUND && !(!t->write && lmdb_no_db(rc)))
+                        return sg_txn_lmdb_err(t, rc, "dedup get", NULL, 0);
+        }
+        return SG_ERR_NOT_FOUND;
+}
+
+static sg_err_t seg_find(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                         const unsigned char *kh, seg_t **gp, MDB_val *val) {
+        return seg_find_below(t, p, st, kh, 0, gp, val);
+}
+
+static sg_err_t seg_decode(sg_txn_t *t, const seg_t *g, const MDB_val *v,
+                           sg_dedup_rec_t *out) {
+        char why[160];
+        sg_err_t err = sg_dedup_seg_decode(v->mv_data, v->mv_size, g->base_ms,
+                                           g->ttl_ms, out, why, sizeof(why));
+        if (!err)
+                out->_seg = g->id;
+        return stored(t, err, why);
+}
+
+sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], sg_dedup_rec_t *out) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        if (!p)
+                return rc ? sg_txn_lmdb_err(t, rc, "dedup", NULL, 0)
+                          : SG_ERR_NOT_FOUND;
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        seg_t *g;
+        MDB_val v;
+        if ((err = seg_find(t, p, st, kh, &g, &v)))
+                return err;
+        return seg_decode(t, g, &v, out);
+}
+
+/* Whether a change of key @p kh in segment @p g must be made in the job's
+ * target too: @p g is a source and the job has copied the key. */
+static seg_t *job_mirror(segtab_t *st, const seg_t *g,
+                         const unsigned char *kh) {
+        if (!st->job_dst || !st->job_pos_set || memcmp(kh, st->job_pos, HL) > 0)
+                return NULL;
+        for (int i = 0; i < st->job_nsrc; i++)
+                if (st->job_src[i] == g->id)
+                        return seg_by_id(st, st->job_dst);
+        return NULL;
+}
+
+/* Writes @p rec under @p kh into segment @p g (and its job's target). */
+static sg_err_t seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                        const unsigned char *kh, const sg_dedup_rec_t *rec,
+                        char *errstr, size_t errstr_size) {
+        for (int pass = 0; pass < 2; pass++) {
+                unsigned char v[DEDUP_SVLEN_MAX];
+                size_t n = sg_dedup_seg_encode(rec, g->base_ms, g->ttl_ms, v);
+                int rc;
+                MDB_dbi dbi = seg_dbi(t, p, g, true, &rc);
+                if (!dbi)
+                        return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND,
+                                               "dedup segment", errstr,
+                                               errstr_size);
+                sg_err_t err = sg_db_put(t, DB_DEDUP, dbi, kh, HL, v, n, errstr,
+                                         errstr_size);
+                if (err || !(g = job_mirror(st, g, kh)))
+                        return err;
+        }
+        return SG_OK;
+}
+
+/* Deletes @p kh from segment @p g (and its job's target). */
+static sg_err_t seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                        const unsigned char *kh, char *errstr,
+                        size_t errstr_size) {
+        for (int pass = 0; pass < 2 && g; pass++) {
+                int rc;
+                MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+                if (!dbi)
+                        return rc ? sg_txn_lmdb_err(t, rc, "dedup segment",
+                                                    errstr, errstr_size)
+                                  : SG_OK;
+                sg_err_t err = sg_db_del(t, DB_DEDUP, dbi, kh, HL, errstr,
+                                         errstr_size);
+                if (err)
+                        return err;
+                g = job_mirror(st, g, kh);
+        }
+        return SG_OK;
+}
+
+/* The changelog's records of key @p kh: its value (@p rec) or a tombstone
+ * (NULL), under its key; and when @p v2_tail, a tombstone under the store
+ * format 2 key (the 32-byte hash) a record may still hold. */
+static sg_err_t dedup_capture(sg_txn_t *t, const pdb_t *p,
+                              const unsigned char *kh,
+                              const sg_dedup_rec_t *rec,
+                              const unsigned char *v2_tail) {
+        if (!t->capture)
+                return SG_OK;
+        unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2], v[SG_DEDUP_VALUE_LEN];
+        memcpy(k, p->tp, SG_TP_LEN);
+        memcpy(k + SG_TP_LEN, kh, HL);
+        sg_err_t err;
+        if (v2_tail) {
+                memcpy(k + SG_TP_LEN + HL, v2_tail, 16);
+                if ((err = sg_change_capture(t, DB_DEDUP, k,
+                                             SG_TP_LEN + SG_KEY_HASH_LEN_2,
+                                             NULL, 0)))
+                        return err;
+                /* a rolling upgrade's first step writes no format 3 key an
+                 * earlier version would refuse (a tombstone neither) */
+                if (!rec && t->store->cl_format == 2)
+                        return SG_OK;
+        }
+        if (rec)
+                sg_dedup_encode(rec, v);
+        return sg_change_capture(t, DB_DEDUP, k, SG_TP_LEN + HL, rec ? v : NULL,
+                                 rec ? sizeof(v) : 0);
+}
+
+/* The changelog's record of key @p kh under its format 2 key (the 32-byte
+ * hash: @p rec's v2_tail), a rolling upgrade's first step. */
+static sg_err_t dedup_capture_v2(sg_txn_t *t, const pdb_t *p,
+                                 const unsigned char *kh,
+                                 const sg_dedup_rec_t *rec) {
+        if (!t->capture)
+                return SG_OK;
+        unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2], v[SG_DEDUP_VALUE_LEN];
+        memcpy(k, p->tp, SG_TP_LEN);
+        memcpy(k + SG_TP_LEN, kh, HL);
+        memcpy(k + SG_TP_LEN + HL, rec->v2_tail, 16);
+        sg_dedup_encode(rec, v);
+        return sg_change_capture(t, DB_DEDUP, k, sizeof(k), v, sizeof(v));
+}
+
+/* The write of a dedup record (store.h sg_dedup_put_known): @p old is the
+ * stored record (its _seg where it was found) or NULL for none. The
+ * engine's writes (@p engine) are captured for the changelog, and a record
+ * the engine writes has no store format 2 key: the one a restored record
+ * had gets its tombstone now. A restore's (!@p engine) keeps the record's
+ * format 2 key, and the stored one's. */
+static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                              const unsigned char *kh, const sg_dedup_rec_t *in,
+                              const sg_dedup_rec_t *old, bool engine,
+                              char *errstr, size_t errstr_size) {
+        if (in->first_seen_ms < 0 || in->first_seen_ms > SG_TIME_MAX_MS ||
+            in->expiry_ms < 0 || in->expiry_ms > SG_DEADLINE_MAX_MS)
+                return refuse(errstr, errstr_size,
+                              "dedup record: time out of range (first seen "
+                              "%" PRId64 ", expiry %" PRId64 ")",
+                              in->first_seen_ms, in->expiry_ms);
+        sg_err_t err = width_set(t, p, st, in->expiry_ms - in->first_seen_ms);
+        if (err)
+                return err;
+        sg_dedup_rec_t rec = *in;
+        const unsigned char *v2_tail = NULL;
+        bool as_v2 = false; /* written under its format 2 key */
+        if (engine && t->store->cl_format == 2) {
+                /* a rolling upgrade's first step: format 2's key when the
+                 * whole hash is known, and the record keeps its rest */
+                const unsigned char *tail = kh ? hash_tail(kh) : NULL;
+                if (!tail && old && old->v2)
+                        tail = old->v2_tail;
+                if ((as_v2 = tail != NULL)) {
+                        rec.v2 = true;
+                        memmove(rec.v2_tail, tail, 16);
+                } else {
+                        rec.v2 = false;
+                }
+        } else if (engine) {
+                rec.v2 = false;
+                if (old && old->v2)
+                        v2_tail = old->v2_tail;
+        } else if (old && old->v2 && !rec.v2) {
+                rec.v2 = true;
+                memcpy(rec.v2_tail, old->v2_tail, 16);
+        }
+        seg_t *g = NULL;
+        if (old) {
+                g = old->_seg ? seg_by_id(st, old->_seg) : NULL;
+                MDB_val v;
+                if (!g && (err = seg_find(t, p, st, kh, &g, &v)) &&
+                    err != SG_ERR_NOT_FOUND)
+                        return err;
+        }
+        int64_t b = bucket_of(st, rec.expiry_ms);
+        if (g && g->state != SEG_TARGET && g->bucket == b) {
+                err = seg_put(t, p, st, g, kh, &rec, errstr, errstr_size);
+        } else {
+                if (g && (err = seg_del(t, p, st, g, kh, errstr, errstr_size)))
+                        return err;
+                if (!(err = seg_open_for(t, p, st, &rec, &g))) {
+                        err = seg_put(t, p, st, g, kh, &rec, errstr,
+                                      errstr_size);
+                        st->written++;
+                }
+        }
+        if (err || !engine)
+                return err;
+        if (as_v2)
+                return dedup_capture_v2(t, p, kh, &rec);
+        return dedup_capture(t, p, kh, &rec, v2_tail);
+}
+
+static sg_err_t dedup_write(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char *kh, const sg_dedup_rec_t *in,
+                            const sg_dedup_rec_t *old, bool engine,
+                            char *errstr, size_t errstr_size) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, true, &rc);
+        if (!p)
+                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
+                                       errstr, errstr_size);
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        return dedup_write_p(t, p, st, kh, in, old, engine, errstr,
+                             errstr_size);
+}
+
+/* @p err with its reason in errstr: the transaction's detail when the
+ * failing call below had no errstr of its own. */
+static sg_err_t with_detail(sg_txn_t *t, sg_err_t err, char *errstr,
+                            size_t errstr_size) {
+        if (err && err != SG_ERR_NOT_FOUND && errstr && errstr_size &&
+            !errstr[0])
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+        return err;
+}
+
+sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char kh[32],
+                            const sg_dedup_rec_t *rec,
+                            const sg_dedup_rec_t *old, char *errstr,
+                            size_t errstr_size) {
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return with_detail(
+                t, dedup_write(t, tp, kh, rec, old, true, errstr, errstr_size),
+                errstr, errstr_size);
+}
+
+sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
+                      const unsigned char kh[32], const sg_dedup_rec_t *rec,
+                      char *errstr, size_t errstr_size) {
+        sg_dedup_rec_t old;
+        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        return sg_dedup_put_known(t, tp, kh, rec, err ? NULL : &old, errstr,
+                                  errstr_size);
+}
+
+static sg_err_t dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
+                              const unsigned char *kh,
+                              const sg_dedup_rec_t *rec, bool v2key,
+                              char *errstr, size_t errstr_size) {
+        sg_dedup_rec_t old;
+        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
+        if (err && err != SG_ERR_NOT_FOUND)
+                return err;
+        bool had = err == SG_OK;
+        if (rec)
+                return dedup_write(t, tp, kh, rec, had ? &old : NULL, false,
+                                   errstr, errstr_size);
+        /* a tombstone under a format 2 key removes only a record that may
+         * have come from it (its writer tombstones both keys when the key
+         * goes, and the old one before it writes the new) */
+        if (!had || (v2key && !old.v2))
+                return SG_OK;
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        segtab_t *st;
+        if (!p)
+                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
+                                       errstr, errstr_size);
+        if ((err = segtab_get(t, p, &st)))
+                return err;
+        seg_t *g = seg_by_id(st, old._seg);
+        return g ? seg_del(t, p, st, g, kh, errstr, errstr_size) : SG_OK;
+}
+
+sg_err_t sg_dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
+                          const unsigned char *kh, const sg_dedup_rec_t *rec,
+                          bool v2key, char *errstr, size_t errstr_size) {
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return with_detail(
+                t, dedup_restore(t, tp, kh, rec, v2key, errstr, errstr_size),
+                errstr, errstr_size);
+}
+
+/* ---- walking segments in key order ---------------------------------------- */
+
+/* A k-way walk over segments in key order (keys are distinct across them:
+ * a key lives in one segment), from after @p from (NULL: the first). */
+typedef struct kwalk {
+        int n;
+        MDB_cursor *cur[SEG_SLOTS];
+        uint32_t id[SEG_SLOTS];
+        bool live[SEG_SLOTS];
+        MDB_val k[SEG_SLOTS], v[SEG_SLOTS];
+} kwalk_t;
+
+static void kwalk_close(kwalk_t *w) {
+        for (int i = 0; i < w->n; i++)
+                if (w->cur[i])
+                        mdb_cursor_close(w->cur[i]);
+        w->n = 0;
+}
+
+/* Positions cursor @p i after @p from: 0 or an LMDB code. */
+static int kwalk_seek(kwalk_t *w, int i, const unsigned char *from) {
+        int rc;
+        if (!from) {
+                rc = mdb_cursor_get(w->cur[i], &w->k[i], &w->v[i], MDB_FIRST);
+        } else {
+                w->k[i] = (MDB_val){HL, (void *)from};
+                rc = mdb_cursor_get(w->cur[i], &w->k[i], &w->v[i],
+                                    MDB_SET_RANGE);
+                if (rc == 0 && w->k[i].mv_size == HL &&
+                    !memcmp(w->k[i].mv_data, from, HL))
+                        rc = mdb_cursor_get(w->cur[i], &w->k[i], &w->v[i],
+                                            MDB_NEXT);
+        }
+        w->live[i] = rc == 0;
+        return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static sg_err_t kwalk_open(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                           const uint32_t *ids, int n,
+                           const unsigned char *from, kwalk_t *w) {
+        memset(w, 0, sizeof(*w));
+        for (int i = 0; i < n; i++) {
+                seg_t *g = seg_by_id(st, ids[i]);
+                int rc;
+                MDB_dbi dbi = g ? seg_dbi(t, p, g, false, &rc) : 0;
+                if (!dbi) {
+                        if (g && rc) {
+                                kwalk_close(w);
+                                return sg_txn_lmdb_err(t, rc, "dedup segment",
+                                                       NULL, 0);
+                        }
+                        continue;
+                }
+                int j = w->n;
+                w->id[j] = ids[i];
+                if ((rc = sg_lmdb_cursor_open(t, dbi, &w->cur[j])) ||
+                    (w->n++, rc = kwalk_seek(w, j, from))) {
+                        kwalk_close(w);
+                        if (!t->write && lmdb_no_db(rc))
+                                continue; /* not in a reader's snapshot */
+                        return sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
+                }
+        }
+        return SG_OK;
+}
+
+/* The walk's next key: its cursor's index, -1 at the end. */
+static int kwalk_min(const kwalk_t *w) {
+        int m = -1;
+        for (int i = 0; i < w->n; i++)
+                if (w->live[i] &&
+                    (m < 0 || memcmp(w->k[i].mv_data, w->k[m].mv_data, HL) < 0))
+                        m = i;
+        return m;
+}
+
+static int kwalk_next(kwalk_t *w, int i) {
+        int rc = mdb_cursor_get(w->cur[i], &w->k[i], &w->v[i], MDB_NEXT);
+        w->live[i] = rc == 0;
+        return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* ---- compaction jobs -------------------------------------------------------- */
+
+/* Empties segment @p g's database and forgets the segment. */
+static sg_err_t seg_drop(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g) {
+        int rc;
+        MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+        if (!rc && dbi)
+                rc = sg_lmdb_drop(t, dbi);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "dedup segment drop", NULL, 0);
+        unsigned char fk[SG_TP_LEN + 4];
+        filter_key(p, g->id, fk);
+        sg_err_t err = g->fblocks ? sg_db_del(t, DB_DEDUP, t->store->filter_dbi,
+                                              fk, sizeof(fk), NULL, 0)
+                                  : SG_OK;
+        if (!err)
+                err = segrec_del(t, p, g->id);
+        if (!err)
+                seg_remove(st, g);
+        return err;
+}
+
+static sg_err_t job_start(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                          const uint32_t *ids, int n) {
+        uint64_t keys = 0;
+        int level = 0;
+        seg_t *first = seg_by_id(st, ids[0]);
+        int64_t bucket = first->bucket, base = first->base_ms,
+                ttl = first->ttl_ms;
+        for (int i = 0; i < n; i++) {
+                seg_t *g = seg_by_id(st, ids[i]);
+                keys += seg_entries(t, p, g);
+                if (g->level + (n > 1) > level)
+                        level = g->level + (n > 1);
+                if (g->base_ms < base)
+                        base = g->base_ms;
+        }
+        seg_t *d;
+        sg_err_t err = seg_new(t, p, st, bucket, SEG_TARGET, base, ttl, &d);
+        if (err)
+                return err;
+        d->level = (uint8_t)level;
+        st->job_dst = d->id;
+        st->job_nsrc = n;
+        memcpy(st->job_src, ids, (size_t)n * sizeof(*ids));
+        st->job_pos_set = false;
+        st->job_fblocks = filter_blocks(keys);
+        free(st->job_filter);
+        if (!(st->job_filter = calloc(st->job_fblocks, FILTER_BLOCK)))
+                return SG_ERR_NOMEM;
+        if ((err = segrec_put(t, p, d)))
+                return err;
+        return hdr_put(t, p, st);
+}
+
+static sg_err_t job_cancel(sg_txn_t *t, pdb_t *p, segtab_t *st) {
+        seg_t *d = seg_by_id(st, st->job_dst);
+        sg_err_t err = d ? seg_drop(t, p, st, d) : SG_OK;
+        free(st->job_filter);
+        st->job_filter = NULL;
+        st->job_dst = 0;
+        st->job_nsrc = 0;
+        st->job_pos_set = false;
+        return err ? err : hdr_put(t, p, st);
+}
+
+static sg_err_t job_finish(sg_txn_t *t, pdb_t *p, segtab_t *st) {
+        uint32_t src[JOB_SRC_MAX];
+        int n = st->job_nsrc;
+        memcpy(src, st->job_src, sizeof(src));
+        seg_t *d = seg_by_id(st, st->job_dst);
+        unsigned char fk[SG_TP_LEN + 4];
+        filter_key(p, d->id, fk);
+        sg_err_t err = sg_db_put(t, DB_DEDUP, t->store->filter_dbi, fk,
+                                 sizeof(fk), st->job_filter,
+                                 st->job_fblocks * FILTER_BLOCK, NULL, 0);
+        if (err)
+                return err;
+        d->state = SEG_SEALED;
+        d->fblocks = st->job_fblocks;
+        d->filter = st->job_filter;
+        st->job_filter = NULL;
+        if ((err = segrec_put(t, p, d)))
+                return err;
+        st->job_dst = 0;
+        st->job_nsrc = 0;
+        st->job_pos_set = false;
+        for (int i = 0; !err && i < n; i++) {
+                seg_t *g = seg_by_id(st, src[i]);
+                if (g)
+                        err = seg_drop(t, p, st, g);
+        }
+        return err ? err : hdr_put(t, p, st);
+}
+
+/* Copies up to *budget keys of the job's sources into its target, in key
+ * order (MDB_APPEND: full pages), re-encoded on the target's time base;
+ * *budget is lowered by the keys copied, *donep set when all are. */
+static sg_err_t job_step(sg_txn_t *t, pdb_t *p, segtab_t *st, uint64_t *budget,
+                         bool *donep) {
+        *donep = false;
+        seg_t *d = seg_by_id(st, st->job_dst);
+        if (!d)
+                return corrupt_table(t, "a job without its target");
+        seg_t dst = *d; /* the table does not change below */
+        kwalk_t w;
+        sg_err_t err = kwalk_open(t, p, st, st->job_src, st->job_nsrc,
+                                  st->job_pos_set ? st->job_pos : NULL, &w);
+        if (err)
+                return err;
+        int rc;
+        MDB_dbi ddbi = seg_dbi(t, p, &dst, true, &rc);
+        MDB_cursor *dc = NULL;
+        if (!rc && ddbi)
+                rc = sg_lmdb_cursor_open(t, ddbi, &dc);
+        int m = -1;
+        while (!rc && *budget > 0 && (m = kwalk_min(&w)) >= 0) {
+                const seg_t *g = seg_by_id(st, w.id[m]);
+                MDB_val k = w.k[m], v = w.v[m];
+                unsigned char nv[DEDUP_SVLEN_MAX];
+                if (g->base_ms != dst.base_ms || g->ttl_ms != dst.ttl_ms) {
+                        sg_dedup_rec_t r;
+                        if ((err = seg_decode(t, g, &v, &r)))
+                                break;
+                        v = (MDB_val){sg_dedup_seg_encode(&r, dst.base_ms,
+                                                          dst.ttl_ms, nv),
+                                      nv};
+                }
+                if (k.mv_size != HL) {
+                        err = corrupt_table(t, "a dedup key's length");
+                        break;
+                }
+                memcpy(st->job_pos, k.mv_data, HL);
+                st->job_pos_set = true;
+                filter_add(st->job_filter, st->job_fblocks, st->job_pos);
+                MDB_val kk = {HL, st->job_pos};
+                if ((rc = sg_lmdb_cursor_put(t, dc, &kk, &v, MDB_APPEND)))
+                        break;
+                (*budget)--;
+                rc = kwalk_next(&w, m);
+        }
+        if (dc)
+                mdb_cursor_close(dc);
+        bool done = !rc && !err && kwalk_min(&w) < 0;
+        kwalk_close(&w);
+        if (err)
+                return err;
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "dedup compaction", NULL, 0);
+        if (done) {
+                *donep = true;
+                return job_finish(t, p, st);
+        }
+        return hdr_put(t, p, st);
+}
+
+/* Picks the next job: the oldest frozen segment's seal; else four sealed
+ * segments of one bucket and level; else the sealed segments of a past
+ * bucket (up to four, smallest level first); never in a bucket below
+ * @p expired (its end has passed: it is walked and dropped). false:
+ * nothing to do. */
+static bool job_pick(const segtab_t *st, int64_t cur_bucket, int64_t expired,
+                     uint32_t *ids, int *np) {
+        for (int i = st->cnt - 1; i >= 0; i--)
+                if (st->seg[i].state == SEG_FROZEN &&
+                    st->seg[i].bucket >= expired) {
+                        ids[0] = st->seg[i].id;
+                        *np = 1;
+                        return true;
+                }
+        for (int pass = 0; pass < 2; pass++) {
+                for (int i = st->cnt - 1; i >= 0; i--) {
+                        const seg_t *a = &st->seg[i];
+                        if (a->state != SEG_SEALED || a->bucket < expired ||
+                            (pass == 1 && a->bucket >= cur_bucket))
+                                continue;
+                        int n = 0;
+                        for (int lv = 0; lv < 256 && n < JOB_SRC_MAX; lv++) {
+                                for (int j = st->cnt - 1; j >= 0; j--) {
+                                        const seg_t *b = &st->seg[j];
+                                        if (b->state == SEG_SEALED &&
+                                            b->bucket == a->bucket &&
+                                            (pass == 1
+                                                     ? b->level == lv
+                                                     : b->level == a->level) &&
+                                            n < JOB_SRC_MAX)
+                                                ids[n++] = b->id;
+                                }
+                                if (pass == 0)
+                                        break;
+                        }
+                        if (n >= (pass == 0 ? JOB_SRC_MAX : 2)) {
+                                *np = n;
+                                return true;
+                        }
+                }
+        }
+        return false;
+}
+
+/* ---- expiry ------------------------------------------------------------- */
+
+/* Walks the oldest expired bucket's segments: up to @p max keys get their
+ * tombstones (PARKED ones move to bucket of @p now + @p ttl); a segment
+ * walked to its end is emptied. */
+static sg_err_t walk_step(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t now,
+                          int64_t ttl, int max, int *removedp, char *errstr,
+                          size_t errstr_size) {
+        seg_t *w = NULL;
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state == SEG_TARGET ||
+                    (g->bucket + 1) * st->width_ms > now)
+                        continue;
+                /* the oldest bucket; in it the walk's segment, else its
+                 * oldest */
+                if (!w || g->bucket < w->bucket ||
+                    (g->bucket == w->bucket &&
+                     (g->id == st->walk_seg ||
+                      (w->id != st->walk_seg && g->id < w->id))))
+                        w = g;
+        }
+        if (!w)
+                return SG_OK;
+        uint32_t wid = w->id;
+        sg_err_t err;
+        const seg_t *d = st->job_dst ? seg_by_id(st, st->job_dst) : NULL;
+        if (d && d->bucket == w->bucket) {
+                /* a job on an expired bucket is work thrown away */
+                if ((err = job_cancel(t, p, st)))
+                        return err;
+        }
+        if (st->walk_seg != wid) {
+                st->walk_seg = wid;
+                st->walk_pos_set = false;
+        }
+        int n = 0;
+        bool done = false;
+        while (n < max && !done) {
+                kwalk_t kw;
+                if ((err = kwalk_open(t, p, st, &wid, 1,
+                                      st->walk_pos_set ? st->walk_pos : NULL,
+                                      &kw)))
+                        return err;
+                w = seg_by_id(st, wid);
+                sg_dedup_rec_t r;
+                bool carry = false;
+                int rc = 0;
+                while (n < max && kwalk_min(&kw) == 0) {
+                        MDB_val v = kw.v[0];
+                        if (kw.k[0].mv_size != HL) {
+                                err = corrupt_table(t, "a dedup key's length");
+                                break;
+                        }
+                        memcpy(st->walk_pos, kw.k[0].mv_data, HL);
+                        st->walk_pos_set = true;
+                        n++;
+                        if ((err = seg_decode(t, w, &v, &r)))
+                                break;
+                        if (r.verdict == SG_DV_PARKED) {
+                                /* still waiting: the key stays (semantics
+                                 * §3), moved to the current bucket */
+                                rc = sg_lmdb_cursor_del(t, kw.cur[0]);
+                                carry = !rc;
+                                break;
+                        }
+                        if ((err = dedup_capture(t, p, st->walk_pos, NULL,
+                                                 r.v2 ? r.v2_tail : NULL)))
+                                break;
+                        (*removedp)++;
+                        if ((rc = kwalk_next(&kw, 0)))
+                                break;
+                }
+                done = !err && !rc && !carry && kwalk_min(&kw) < 0;
+                kwalk_close(&kw);
+                if (rc)
+                        return sg_txn_lmdb_err(t, rc, "dedup segment", errstr,
+                                               errstr_size);
+                if (err)
+                        return err;
+                if (carry) {
+                        sg_dedup_rec_t old = r, nr = r;
+                        old._seg = 0; /* gone from the walked segment */
+                        nr.expiry_ms = now + ttl;
+                        unsigned char kh[32] = {0}; /* its rest: old's */
+                        memcpy(kh, st->walk_pos, HL);
+                        if ((err = dedup_write_p(t, p, st, kh, &nr, &old, true,
+                                                 errstr, errstr_size)))
+                                return err;
+                }
+                if (!done && n >= max)
+                        break;
+        }
+        if (done) {
+                if ((err = seg_drop(t, p, st, seg_by_id(st, wid))))
+                        return err;
+                st->walk_seg = 0;
+                st->walk_pos_set = false;
+        }
+        return hdr_put(t, p, st);
+}
+
+static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
+                            int64_t ttl, int max, int *removedp, char *errstr,
+                            size_t errstr_size) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        if (!p)
+                return rc ? sg_txn_lmdb_err(t, rc, "dedup", errstr, errstr_size)
+                          : SG_OK;
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err || (!st->cnt && !st->job_dst))
+                return err;
+        if ((err = width_set(t, p, st, ttl)))
+                return err;
+        st->ttl_ms = ttl;
+        int64_t cur = bucket_of(st, now + ttl);
+        /* open segments that are full, or whose bucket new keys have left */
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state == SEG_OPEN &&
+                    (g->bucket < cur ||
+                     seg_entries(t, p, g) >= t->store->seg_keys)) {
+                        g->state = SEG_FROZEN;
+                        if ((err = segrec_put(t, p, g)))
+                                return err;
+                }
+        }
+        /* sealing and merging: about four times the keys written since
+         * (a key is copied about four times: sealed, then merged up to
+         * three levels), and a sixteenth of the frozen keys waiting (a
+         * restore's), at most SEAL_STEP_MAX of those a sweep */
+        uint64_t base = max > 0 ? 4 * (uint64_t)max : 4000;
+        uint64_t budget = 4 * st->written > base ? 4 * st->written : base;
+        uint64_t frozen = 0;
+        for (int i = 0; i < st->cnt; i++)
+                if (st->seg[i].state == SEG_FROZEN)
+                        frozen += seg_entries(t, p, &st->seg[i]);
+        frozen /= 16;
+        if (frozen > SEAL_STEP_MAX)
+                frozen = SEAL_STEP_MAX;
+        if (frozen > budget)
+                budget = frozen;
+        st->written = 0;
+        while (budget > 0) {
+                uint32_t ids[JOB_SRC_MAX];
+                int n;
+                if (!st->job_dst) {
+                        if (!job_pick(st, cur, now / st->width_ms, ids, &n))
+                                break;
+                        if ((err = job_start(t, p, st, ids, n)))
+                                return err;
+                }
+                bool done;
+                if ((err = job_step(t, p, st, &budget, &done)))
+                        return err;
+                if (!done)
+                        break;
+        }
+        return walk_step(t, p, st, now, ttl, max, removedp, errstr,
+                         errstr_size);
+}
+
+sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
+                        int64_t ttl, int max, int *removedp, char *errstr,
+                        size_t errstr_size) {
+        *removedp = 0;
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return with_detail(t,
+                           dedup_sweep(t, tp, now, ttl, max, removedp, errstr,
+                                       errstr_size),
+                           errstr, errstr_size);
+}
+
+void sg_store_set_changelog_format(sg_store_t *s, int format) {
+        s->cl_format = format == 2 ? 2 : SG_STORE_FORMAT;
+}
+
+void sg_store_set_segment_keys(sg_store_t *s, uint64_t keys) {
+        s->seg_keys = keys ? keys : 1;
+}
+
+sg_err_t sg_dedup_seg_stat(sg_txn_t *t, const sg_tp_t *tp, sg_seg_stat_t *out) {
+        memset(out, 0, sizeof(*out));
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        if (!p)
+                return rc ? sg_txn_lmdb_err(t, rc, "dedup", NULL, 0) : SG_OK;
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        for (int i = 0; i < st->cnt; i++) {
+                const seg_t *g = &st->seg[i];
+                switch (g->state) {
+                case SEG_OPEN:
+                        out->open++;
+                        break;
+                case SEG_FROZEN:
+                        out->frozen++;
+                        break;
+                case SEG_SEALED:
+                        out->sealed++;
+                        out->filter_bytes += g->fblocks * FILTER_BLOCK;
+                        break;
+                default:
+                        out->merging++;
+                        continue;
+                }
+                out->keys += seg_entries(t, p, g);
+                int64_t end = (g->bucket + 1) * st->width_ms;
+                if (!out->oldest_bucket_end_ms ||
+                    end < out->oldest_bucket_end_ms)
+                        out->oldest_bucket_end_ms = end;
+        }
+        return SG_OK;
+}
+
+/* ---- the partition as a whole ----------------------------------------------- */
+
+sg_err_t sg_seg_drop_all(sg_txn_t *t, pdb_t *p) {
+        for (int i = 0; i < SEG_SLOTS; i++) {
+                int rc;
+                MDB_dbi dbi = sg_pdb_slot(t, p, i, false, &rc);
+                if (!rc && dbi)
+                        rc = sg_lmdb_drop(t, dbi);
+                if (rc)
+                        return sg_txn_lmdb_err(t, rc, "dedup segment drop",
+                                               NULL, 0);
+        }
+        /* the partition's filters: tp | id */
+        MDB_cursor *cur;
+        int rc = sg_lmdb_cursor_open(t, t->store->filter_dbi, &cur);
+        if (rc)
+                return sg_txn_lmdb_err(t, rc, "filter", NULL, 0);
+        MDB_val k = {SG_TP_LEN, p->tp}, v;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        while (rc == 0 && k.mv_size >= SG_TP_LEN &&
+               !memcmp(k.mv_data, p->tp, SG_TP_LEN)) {
+                if ((rc = sg_lmdb_cursor_del(t, cur)))
+                        break;
+                rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT);
+                if (rc == MDB_NOTFOUND || rc == EINVAL)
+                        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+        mdb_cursor_close(cur);
+        if (rc && rc != MDB_NOTFOUND)
+                return sg_txn_lmdb_err(t, rc, "filter", NULL, 0);
+        /* the table itself lives in the aux database the caller empties */
+        sg_segtab_free(p->segs);
+        p->segs = NULL;
+        return SG_OK;
+}
+
+sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
+                        void *opaque, bool *stoppedp) {
+        *stoppedp = false;
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        uint32_t ids[SEG_SLOTS];
+        int n = 0;
+        for (int i = 0; i < st->cnt; i++)
+                if (st->seg[i].state != SEG_TARGET)
+                        ids[n++] = st->seg[i].id;
+        kwalk_t w;
+        if ((err = kwalk_open(t, p, st, ids, n, NULL, &w)))
+                return err;
+        int m, rc = 0;
+        while (!err && (m = kwalk_min(&w)) >= 0) {
+                sg_dedup_rec_t r;
+                const seg_t *g = seg_by_id(st, w.id[m]);
+                if (w.k[m].mv_size != HL) {
+                        err = corrupt_table(t, "a dedup key's length");
+                        break;
+                }
+                if ((err = seg_decode(t, g, &w.v[m], &r)))
+                        break;
+                unsigned char k[SG_TP_LEN + HL], v[SG_DEDUP_VALUE_LEN];
+                memcpy(k, p->tp, SG_TP_LEN);
+                memcpy(k + SG_TP_LEN, w.k[m].mv_data, HL);
+                sg_dedup_encode(&r, v);
+                if (cb(opaque, DB_DEDUP, k, sizeof(k), v, sizeof(v))) {
+                        *stoppedp = true;
+                        break;
+                }
+                if ((rc = kwalk_next(&w, m)))
+                        break;
+        }
+        kwalk_close(&w);
+        if (!err && rc)
+                err = sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
+        return err;
+}
+
+sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
+                      uint64_t *psize) {
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        for (int i = 0; i < SEG_SLOTS; i++) {
+                int rc;
+                MDB_dbi dbi = sg_pdb_slot(t, p, i, false, &rc);
+                MDB_stat ms;
+                if (!dbi || mdb_stat(t->txn, dbi, &ms))
+                        continue;
+                *pages += ms.ms_branch_pages + ms.ms_leaf_pages +
+                          ms.ms_overflow_pages;
+                *psize = ms.ms_psize;
+        }
+        for (int i = 0; i < st->cnt; i++)
+                if (st->seg[i].state != SEG_TARGET)
+                        *entries += seg_entries(t, p, &st->seg[i]);
+        return SG_OK;
+}
+
+bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
+                         const unsigned char kh[32], int *sealedp) {
+        int rc;
+        segtab_t *st;
+        *sealedp = 0;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        if (!p || segtab_get(t, p, &st))
+                return false;
+        bool maybe = false;
+        for (int i = 0; i < st->cnt; i++) {
+                const seg_t *g = &st->seg[i];
+                if (g->state != SEG_SEALED || !g->filter)
+                        continue;
+                (*sealedp)++;
+                maybe |= filter_maybe(filter_block(g->filter, g->fblocks, kh),
+                                      kh);
+        }
+        return maybe;
+}
+
+/* ---- restore in windows (store_records.c's batch) ------------------------ */
+
+void sg_rfilter_init(rfilter_t *rf, uint64_t keys) {
+        free(rf->bits);
+        memset(rf, 0, sizeof(*rf));
+        /* 8 bits a key (~2 % false positives: each costs the probes of a
+         * lookup); at least 1 MiB, at most 256 MiB */
+        uint64_t bytes = keys;
+        if (bytes < (1u << 20))
+                bytes = 1u << 20;
+        if (bytes > ((uint64_t)256 << 20))
+                bytes = (uint64_t)256 << 20;
+        rf->nblocks = bytes / FILTER_BLOCK;
+        rf->bits = calloc(rf->nblocks, FILTER_BLOCK);
+        if (!rf->bits)
+                rf->nblocks = 0;
+}
+
+void sg_rfilter_free(rfilter_t *rf) {
+        free(rf->bits);
+        memset(rf, 0, sizeof(*rf));
+}
+
+void sg_rfilter_add(rfilter_t *rf, const unsigned char *kh) {
+        if (rf->bits)
+                filter_add(rf->bits, rf->nblocks, kh);
+}
+
+/* Whether key @p kh may have been written by this restore (no filter: it
+ * may). */
+static bool rf_maybe(const rfilter_t *rf, const unsigned char *kh) {
+        return !rf->bits ||
+               filter_maybe(filter_block(rf->bits, rf->nblocks, kh), kh);
+}
+
+static int ditem_cmp(const void *x, const void *y) {
+        const dedup_item_t *a = *(dedup_item_t *const *)x,
+                           *b = *(dedup_item_t *const *)y;
+        if (a->bucket != b->bucket)
+                return a->bucket < b->bucket ? -1 : 1;
+        return memcmp(a->kh, b->kh, HL);
+}
+
+sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
+                               dedup_item_t *items, size_t n, rfilter_t *rf,
+                               char *errstr, size_t errstr_size) {
+        if (!n)
+                return SG_OK;
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, true, &rc);
+        if (!p)
+                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
+                                       errstr, errstr_size);
+        segtab_t *st;
+        sg_err_t err = segtab_get(t, p, &st);
+        if (err)
+                return err;
+        if (!rf->first_set) {
+                rf->first_id = st->next_id;
+                rf->first_set = true;
+        }
+        dedup_item_t **ins = malloc(n * sizeof(*ins));
+        if (!ins)
+                return SG_ERR_NOMEM;
+        size_t ni = 0;
+        /* 1: each key where it is (in key order: the probes walk each
+         * segment's B-tree forward) */
+        for (size_t i = 0; !err && i < n; i++) {
+                dedup_item_t *it = &items[i];
+                seg_t *g = NULL;
+                MDB_val v;
+                /* the restore's own segments only when its filter says
+                 * the key may be in them */
+                uint32_t below = rf_maybe(rf, it->kh) ? 0 : rf->first_id;
+                err = seg_find_below(t, p, st, it->kh, below, &g, &v);
+                sg_dedup_rec_t old;
+                bool had = err == SG_OK;
+                if (err == SG_ERR_NOT_FOUND)
+                        err = SG_OK;
+                if (!err && had)
+                        err = seg_decode(t, g, &v, &old);
+                if (err)
+                        break;
+                if (it->tomb) {
+                        /* a tombstone under a format 2 key removes only a
+                         * record that may have come from it (store.h) */
+                        if (had && (!it->v2key || old.v2))
+                                err = seg_del(t, p, st, g, it->kh, errstr,
+                                              errstr_size);
+                        continue;
+                }
+                if (!err)
+                        err = width_set(t, p, st,
+                                        it->rec.expiry_ms -
+                                                it->rec.first_seen_ms);
+                if (err)
+                        break;
+                if (had && old.v2 && !it->rec.v2) {
+                        it->rec.v2 = true;
+                        memcpy(it->rec.v2_tail, old.v2_tail, 16);
+                }
+                it->bucket = bucket_of(st, it->rec.expiry_ms);
+                if (had && g->bucket == it->bucket) {
+                        err = seg_put(t, p, st, g, it->kh, &it->rec, errstr,
+                                      errstr_size);
+                        continue;
+                }
+                if (had &&
+                    (err = seg_del(t, p, st, g, it->kh, errstr, errstr_size)))
+                        break;
+                ins[ni++] = it;
+        }
+        /* 2: the new keys, bucket by bucket in key order: appended to an
+         * open segment's end when they sort after its last key */
+        if (!err && ni > 1)
+                qsort(ins, ni, sizeof(*ins), ditem_cmp);
+        MDB_cursor *cur = NULL;
+        seg_t *g = NULL;
+        uint32_t gid = 0;
+        unsigned char last[HL];
+        bool append = false;
+        for (size_t i = 0; !err && i < ni; i++) {
+                dedup_item_t *it = ins[i];
+                if (!g || g->bucket != it->bucket) {
+                        if (cur)
+                                mdb_cursor_close(cur);
+                        cur = NULL;
+                        if ((err = seg_open_for(t, p, st, &it->rec, &g)))
+                                break;
+                        gid = g->id;
+                        MDB_dbi dbi = seg_dbi(t, p, g, true, &rc);
+                        if (!rc)
+                                rc = sg_lmdb_cursor_open(t, dbi, &cur);
+                        MDB_val k, v;
+                        int r2 =
+                                rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_LAST);
+                        if (!rc && r2 && r2 != MDB_NOTFOUND)
+                                rc = r2;
+                        if (rc) {
+                                err = sg_txn_lmdb_err(t, rc, "dedup segment",
+                                                      errstr, errstr_size);
+                                break;
+                        }
+                        append = r2 == MDB_NOTFOUND ||
+                                 (k.mv_size == HL &&
+                                  memcmp(k.mv_data, it->kh, HL) < 0);
+                        if (!r2)
+                                memcpy(last, k.mv_data, HL);
+                }
+                g = seg_by_id(st, gid);
+                if (append && i > 0 && ins[i - 1]->bucket == it->bucket &&
+                    memcmp(last, it->kh, HL) >= 0)
+                        append = false;
+                unsigned char sv[DEDUP_SVLEN_MAX];
+                MDB_val k = {HL, it->kh},
+                        v = {sg_dedup_seg_encode(&it->rec, g->base_ms,
+                                                 g->ttl_ms, sv),
+                             sv};
+                rc = sg_lmdb_cursor_put(t, cur, &k, &v,
+                                        append ? MDB_APPEND : 0);
+                if (rc == MDB_KEYEXIST && append) {
+                        append = false;
+                        rc = sg_lmdb_cursor_put(t, cur, &k, &v, 0);
+                }
+                if (rc) {
+                        err = sg_txn_lmdb_err(t, rc, "dedup segment", errstr,
+                                              errstr_size);
+                        break;
+                }
+                memcpy(last, it->kh, HL);
+        }
+        if (cur)
+                mdb_cursor_close(cur);
+        for (size_t i = 0; !err && rf->bits && i < n; i++)
+                if (!items[i].tomb)
+                        filter_add(rf->bits, rf->nblocks, items[i].kh);
+        free(ins);
+        return with_detail(t, err, errstr, errstr_size);
+}

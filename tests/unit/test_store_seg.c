@@ -1,0 +1,539 @@
+/*
+ * test_store_seg.c — a partition's dedup records in time segments
+ * (store.h "Dedup segments", store_seg.c): an open segment frozen when full
+ * and sealed in key order with its filter; sealed segments merged; a
+ * filter's false positive never changing an answer; expiry by whole
+ * buckets with the changelog's tombstones bounded per sweep and PARKED
+ * keys carried forward; a record moving to its new bucket; sealed segments
+ * and filters across a restart and an aborted transaction; restore into
+ * buckets; the partition's drop.
+ */
+#include "envelope.h"
+#include "store_int.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[64];
+static char err[512];
+
+#define TTL 8000 /* bucket width 1000 ms */
+
+static void setup(void) {
+        tu_tmpdir(dir, sizeof(dir), "store_seg");
+}
+
+static void teardown(void) {
+        tu_rmrf(dir);
+}
+
+static sg_store_t *open_store(void) {
+        sg_store_t *s;
+        ck_assert_int_eq(
+                sg_store_open(dir, 1 << 26, 1 << 24, &s, err, sizeof(err)),
+                SG_OK);
+        return s;
+}
+
+static sg_txn_t *wtxn(sg_store_t *s) {
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        return t;
+}
+
+static void key(int i, unsigned char kh[32]) {
+        char k[32];
+        snprintf(k, sizeof(k), "key-%d", i);
+        sg_sha256(k, strlen(k), kh);
+}
+
+/* Records key @p i first seen at @p at, expiring TTL later. */
+static void put(sg_txn_t *t, const sg_tp_t *tp, int i, int64_t at,
+                int verdict) {
+        unsigned char kh[32];
+        key(i, kh);
+        sg_dedup_rec_t r = {.verdict = (uint8_t)verdict,
+                            .first_seen_ms = at,
+                            .expiry_ms = at + TTL};
+        sg_sha256(&i, sizeof(i), r.digest);
+        ck_assert_int_eq(sg_dedup_put(t, tp, kh, &r, err, sizeof(err)), SG_OK);
+}
+
+static void found(sg_txn_t *t, const sg_tp_t *tp, int i, int64_t at) {
+        unsigned char kh[32], dg[32];
+        key(i, kh);
+        sg_sha256(&i, sizeof(i), dg);
+        sg_dedup_rec_t g;
+        ck_assert_msg(sg_dedup_get(t, tp, kh, &g) == SG_OK, "key %d: %s", i,
+                      sg_txn_errdetail(t));
+        ck_assert(sg_dedup_digest_eq(&g, dg));
+        ck_assert_int_eq(g.first_seen_ms, at);
+        ck_assert_int_eq(g.expiry_ms, at + TTL);
+}
+
+static void absent(sg_txn_t *t, const sg_tp_t *tp, int i) {
+        unsigned char kh[32];
+        key(i, kh);
+        sg_dedup_rec_t g;
+        ck_assert_msg(sg_dedup_get(t, tp, kh, &g) == SG_ERR_NOT_FOUND,
+                      "key %d is there", i);
+}
+
+static int sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now, int max) {
+        int removed = -1;
+        ck_assert_int_eq(sg_dedup_sweep(t, tp, now, TTL, max, &removed, err,
+                                        sizeof(err)),
+                         SG_OK);
+        return removed;
+}
+
+static sg_seg_stat_t stat(sg_txn_t *t, const sg_tp_t *tp) {
+        sg_seg_stat_t st;
+        ck_assert_int_eq(sg_dedup_seg_stat(t, tp, &st), SG_OK);
+        return st;
+}
+
+/* An open segment that holds its keys is frozen at the next sweep and
+ * sealed (its pages full, with a filter); new keys go to a new open one. */
+START_TEST(open_segment_freezes_and_seals) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 500);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 600; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.open, 1);
+        ck_assert_int_eq(st.sealed, 0);
+        ck_assert_uint_eq(st.keys, 600);
+        sg_db_stat_t ds[SG_STORE_DB_CNT];
+        ck_assert_int_eq(sg_store_db_stats(t, ds, err, sizeof(err)), SG_OK);
+        double open_bytes = (double)ds[SG_STAT_DEDUP].pages *
+                            (double)ds[SG_STAT_DEDUP].page_size / 600;
+        ck_assert_int_eq(sweep(t, &tp, 200, 1000), 0);
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.open, 0);
+        ck_assert_int_eq(st.frozen, 0);
+        ck_assert_int_eq(st.sealed, 1);
+        ck_assert_uint_eq(st.keys, 600);
+        /* 2 bytes of filter a key, rounded up to 64-byte blocks */
+        ck_assert_uint_eq(st.filter_bytes, (600 * 2 + 63) / 64 * 64);
+        ck_assert_int_eq(sg_store_db_stats(t, ds, err, sizeof(err)), SG_OK);
+        double sealed_bytes = (double)ds[SG_STAT_DEDUP].pages *
+                              (double)ds[SG_STAT_DEDUP].page_size / 600;
+        /* ~46 bytes an entry (key 16, value 20, LMDB's 10): full pages */
+        ck_assert_msg(sealed_bytes < 55.0 && sealed_bytes < open_bytes,
+                      "%.1f bytes of page a key sealed, %.1f open",
+                      sealed_bytes, open_bytes);
+        ck_assert_uint_eq(ds[SG_STAT_FILTER].entries, 1);
+        for (int i = 0; i < 600; i++)
+                found(t, &tp, i, 100);
+        put(t, &tp, 600, 150, SG_DV_APPLIED);
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.open, 1);
+        ck_assert_int_eq(st.sealed, 1);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A filter's false positive costs a probe, never an answer: a key the
+ * filter may hold but the segment does not is absent, and is recorded as
+ * new; every key the segment holds passes its filter; the false positive
+ * rate stays near the design's (~0.1 % at 16 bits a key). */
+START_TEST(filter_false_positive_never_changes_an_answer) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        enum { N = 4000 };
+        for (int i = 0; i < N; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        sg_store_set_segment_keys(s, 1);
+        sweep(t, &tp, 200, 1000);
+        ck_assert_int_eq(stat(t, &tp).sealed, 1);
+        int sealed;
+        for (int i = 0; i < N; i++) {
+                unsigned char kh[32];
+                key(i, kh);
+                ck_assert_msg(sg_seg_filter_maybe(t, &tp, kh, &sealed),
+                              "key %d: a false negative", i);
+        }
+        ck_assert_int_eq(sealed, 1);
+        int fp = 0, fp_keys[16];
+        enum { PROBES = 200000 };
+        for (int i = N; i < N + PROBES; i++) {
+                unsigned char kh[32];
+                key(i, kh);
+                if (sg_seg_filter_maybe(t, &tp, kh, &sealed) && fp < 16)
+                        fp_keys[fp] = i;
+                fp += sg_seg_filter_maybe(t, &tp, kh, &sealed);
+        }
+        ck_assert_msg(fp > 0 && fp < PROBES / 200, "%d false positives of %d",
+                      fp, PROBES);
+        for (int j = 0; j < fp && j < 16; j++) {
+                absent(t, &tp, fp_keys[j]);
+                put(t, &tp, fp_keys[j], 150, SG_DV_APPLIED);
+                found(t, &tp, fp_keys[j], 150);
+        }
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.open, 1);
+        ck_assert_uint_eq(st.keys, N + (fp < 16 ? fp : 16));
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+/* The changes captured for key @p i: its tombstones counted. */
+static int tombstones(sg_txn_t *t, int *v2) {
+        const sg_change_t *ch;
+        size_t n = sg_txn_changes(t, &ch);
+        int k = 0;
+        *v2 = 0;
+        for (size_t i = 0; i < n; i++)
+                if (ch[i].db == SG_DB_DEDUP && !ch[i].value) {
+                        k += ch[i].key_len == SG_TP_LEN + SG_KEY_HASH_LEN;
+                        *v2 += ch[i].key_len == SG_TP_LEN + 32;
+                }
+        return k;
+}
+
+/* A bucket whose end has passed is walked a bounded number of keys a sweep
+ * — a changelog tombstone each, a PARKED key moved to the current bucket —
+ * and then dropped whole; until then its keys read as they are (the
+ * caller judges them expired). */
+START_TEST(expiry_drops_whole_buckets) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 30; i++) /* expiry 8100: bucket 8, ends 9000 */
+                put(t, &tp, i, 100, i == 7 ? SG_DV_PARKED : SG_DV_APPLIED);
+        put(t, &tp, 100, 1100, SG_DV_APPLIED); /* bucket 9 */
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        sg_txn_capture(t, true);
+        ck_assert_int_eq(sweep(t, &tp, 8999, 10), 0);
+        int v2;
+        ck_assert_int_eq(tombstones(t, &v2), 0);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        int total = 0, sweeps = 0;
+        for (;;) {
+                t = wtxn(s);
+                sg_txn_capture(t, true);
+                int removed = sweep(t, &tp, 9000, 10);
+                int ts = tombstones(t, &v2);
+                ck_assert_int_eq(ts, removed);
+                ck_assert_int_le(removed, 10);
+                total += removed;
+                sweeps++;
+                sg_seg_stat_t st = stat(t, &tp);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+                if (st.oldest_bucket_end_ms > 9000)
+                        break;
+                ck_assert_int_lt(sweeps, 10);
+        }
+        ck_assert_int_eq(total, 29);
+        ck_assert_int_ge(sweeps, 3);
+        t = wtxn(s);
+        for (int i = 0; i < 30; i++)
+                if (i != 7)
+                        absent(t, &tp, i);
+        /* the PARKED key stays, expiring a TTL after the walk */
+        unsigned char kh[32];
+        key(7, kh);
+        sg_dedup_rec_t g;
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+        ck_assert_int_eq(g.verdict, SG_DV_PARKED);
+        ck_assert_int_eq(g.first_seen_ms, 100);
+        ck_assert_int_eq(g.expiry_ms, 9000 + TTL);
+        found(t, &tp, 100, 1100);
+        ck_assert_int_eq(sweep(t, &tp, 10000, 10), 1); /* key 100 */
+        absent(t, &tp, 100);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A record whose expiry moves to another bucket moves with it, so its old
+ * bucket's walk neither drops it nor tombstones it. */
+START_TEST(record_moves_with_its_expiry) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 5; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        put(t, &tp, 3, 5000, SG_DV_APPLIED); /* seen again after a while */
+        sg_txn_capture(t, true);
+        int total = 0;
+        for (int k = 0; k < 3; k++)
+                total += sweep(t, &tp, 9000, 10);
+        ck_assert_int_eq(total, 4);
+        found(t, &tp, 3, 5000);
+        for (int i = 0; i < 5; i++)
+                if (i != 3)
+                        absent(t, &tp, i);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Sealed segments four at a time of one bucket and level are merged into
+ * one; every key is still found, and nothing else changes. */
+START_TEST(sealed_segments_merge) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 100);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        int n = 0;
+        for (int round = 0; round < 5; round++) {
+                for (int i = 0; i < 120; i++, n++)
+                        put(t, &tp, n, 100, SG_DV_APPLIED);
+                sweep(t, &tp, 200, 1000);
+        }
+        sg_seg_stat_t st = stat(t, &tp);
+        /* four sealed of level 0 merged into one, and the fifth */
+        ck_assert_int_eq(st.sealed, 2);
+        ck_assert_int_eq(st.open + st.frozen + st.merging, 0);
+        ck_assert_uint_eq(st.keys, (uint64_t)n);
+        for (int i = 0; i < n; i++)
+                found(t, &tp, i, 100);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A seal copies a bounded number of keys a sweep; a key of its source
+ * changed after the copy passed it is changed in the copy too, so the
+ * sealed segment is its source when it takes over. */
+START_TEST(seal_in_steps_keeps_late_changes) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 400; i++)
+                put(t, &tp, i, 100, SG_DV_PARKED);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        /* a restart: no keys written since, so a sweep copies 4 × max */
+        sg_store_close(s);
+        s = open_store();
+        sg_store_set_segment_keys(s, 1);
+        t = wtxn(s);
+        sweep(t, &tp, 200, 10);
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.frozen, 1);
+        ck_assert_int_eq(st.merging, 1);
+        /* every key's verdict changes (in place): some copied, some not */
+        for (int i = 0; i < 400; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        for (int k = 0; k < 20 && stat(t = wtxn(s), &tp).frozen; k++) {
+                sweep(t, &tp, 200, 10);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        }
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.frozen, 0);
+        ck_assert_int_eq(st.sealed, 1);
+        for (int i = 0; i < 400; i++) {
+                unsigned char kh[32];
+                key(i, kh);
+                sg_dedup_rec_t g;
+                ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &g), SG_OK);
+                ck_assert_int_eq(g.verdict, SG_DV_APPLIED);
+        }
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Sealed segments and their filters are in the store: a restart reads
+ * them back (no rebuild); an aborted transaction leaves the segments as
+ * they were (its new segment's database included) and the next one goes
+ * on from there. */
+START_TEST(restart_and_abort_keep_the_segments) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 50);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 200; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        sweep(t, &tp, 200, 1000);
+        ck_assert_int_eq(stat(t, &tp).sealed, 1);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+        s = open_store();
+        sg_store_set_segment_keys(s, 50);
+        t = wtxn(s);
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.sealed, 1);
+        ck_assert_uint_eq(st.filter_bytes, (200 * 2 + 63) / 64 * 64);
+        unsigned char kh[32];
+        key(5, kh);
+        int sealed;
+        ck_assert(sg_seg_filter_maybe(t, &tp, kh, &sealed));
+        ck_assert_int_eq(sealed, 1);
+        for (int i = 0; i < 200; i++)
+                found(t, &tp, i, 100);
+        /* an aborted transaction: a new open segment and another seal */
+        for (int i = 200; i < 300; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        sweep(t, &tp, 200, 1000);
+        ck_assert_int_eq(stat(t, &tp).sealed, 2);
+        sg_txn_abort(t);
+        t = wtxn(s);
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.sealed, 1);
+        ck_assert_int_eq(st.open, 0);
+        ck_assert_uint_eq(st.keys, 200);
+        absent(t, &tp, 250);
+        for (int i = 200; i < 300; i++)
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+        sweep(t, &tp, 200, 1000);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        ck_assert_int_eq(stat(t, &tp).sealed, 2);
+        for (int i = 0; i < 300; i++)
+                found(t, &tp, i, 100);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* Restore puts each record in the segment of its expiry's bucket; records
+ * already expired are walked (and tombstoned) by the next sweeps like any
+ * other. */
+START_TEST(restore_fills_buckets) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 90; i++) {
+                unsigned char kh[32], v[SG_DEDUP_VALUE_LEN];
+                key(i, kh);
+                /* first seen over 9 seconds: buckets 8 .. 16 */
+                sg_dedup_rec_t r = {.verdict = SG_DV_APPLIED,
+                                    .first_seen_ms = i * 100,
+                                    .expiry_ms = i * 100 + TTL};
+                sg_sha256(&i, sizeof(i), r.digest);
+                size_t n = sg_dedup_encode(&r, v);
+                ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_DEDUP, kh,
+                                                       SG_KEY_HASH_LEN, v, n,
+                                                       err, sizeof(err)),
+                                 SG_OK);
+        }
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.open, 9);
+        ck_assert_uint_eq(st.keys, 90);
+        for (int i = 0; i < 90; i++)
+                found(t, &tp, i, i * 100);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        /* at 10000 the buckets ending by then (8, 9: keys 0..19) go */
+        t = wtxn(s);
+        sg_txn_capture(t, true);
+        int total = 0;
+        for (int k = 0; k < 4; k++)
+                total += sweep(t, &tp, 10000, 100);
+        ck_assert_int_eq(total, 20);
+        absent(t, &tp, 19);
+        found(t, &tp, 20, 2000);
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.open + st.frozen + st.sealed, 7);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A partition's drop empties its segments and filters and nothing of
+ * another partition; the dropped partition takes new keys again. */
+START_TEST(partition_drop_empties_segments) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 50);
+        sg_tp_t tp, other;
+        sg_tp_make(&tp, "orders", 0);
+        sg_tp_make(&other, "orders", 1);
+        sg_txn_t *t = wtxn(s);
+        for (int i = 0; i < 120; i++) {
+                put(t, &tp, i, 100, SG_DV_APPLIED);
+                put(t, &other, i, 100, SG_DV_APPLIED);
+        }
+        sweep(t, &tp, 200, 1000);
+        sweep(t, &other, 200, 1000);
+        put(t, &tp, 500, 100, SG_DV_APPLIED); /* an open one too */
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        ck_assert_int_eq(sg_store_partition_drop(t, &tp, err, sizeof(err)),
+                         SG_OK);
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.open + st.frozen + st.sealed + st.merging, 0);
+        ck_assert_uint_eq(st.keys, 0);
+        absent(t, &tp, 5);
+        absent(t, &tp, 500);
+        sg_db_stat_t ds[SG_STORE_DB_CNT];
+        ck_assert_int_eq(sg_store_db_stats(t, ds, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(ds[SG_STAT_FILTER].entries, 1); /* the other's */
+        ck_assert_uint_eq(stat(t, &other).keys, 120);
+        found(t, &other, 5, 100);
+        put(t, &tp, 5, 300, SG_DV_APPLIED);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        found(t, &tp, 5, 300);
+        ck_assert_uint_eq(stat(t, &tp).keys, 1);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* In a rolling upgrade's first step (store.h sg_store_set_changelog_format
+ * 2) an expired key's tombstone goes under its format 2 key only (the
+ * record kept the rest of its hash): an earlier version refuses format 3
+ * keys, tombstones too. Afterwards (format 3) both keys get one. */
+START_TEST(expiry_tombstones_in_a_rolling_upgrade) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        for (int fmt = 2; fmt <= 3; fmt++) {
+                sg_store_set_changelog_format(s, 2);
+                sg_txn_t *t = wtxn(s);
+                int base = fmt == 2 ? 0 : 100;
+                for (int i = base; i < base + 5; i++)
+                        put(t, &tp, i, 100 + 2000 * (fmt - 2), SG_DV_APPLIED);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+                sg_store_set_changelog_format(s, fmt);
+                t = wtxn(s);
+                sg_txn_capture(t, true);
+                ck_assert_int_eq(sweep(t, &tp, 9000 + 2000 * (fmt - 2), 100),
+                                 5);
+                int v2;
+                int v3 = tombstones(t, &v2);
+                ck_assert_int_eq(v2, 5);
+                ck_assert_int_eq(v3, fmt == 2 ? 0 : 5);
+                ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        }
+        sg_store_close(s);
+}
+END_TEST
+
+int main(void) {
+        Suite *su = suite_create("store_seg");
+        TCase *tc = tcase_create("segments");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, open_segment_freezes_and_seals);
+        tcase_add_test(tc, filter_false_positive_never_changes_an_answer);
+        tcase_add_test(tc, expiry_drops_whole_buckets);
+        tcase_add_test(tc, record_moves_with_its_expiry);
+        tcase_add_test(tc, sealed_segments_merge);
+        tcase_add_test(tc, seal_in_steps_keeps_late_changes);
+        tcase_add_test(tc, restart_and_abort_keep_the_segments);
+        tcase_add_test(tc, restore_fills_buckets);
+        tcase_add_test(tc, partition_drop_empties_segments);
+        tcase_add_test(tc, expiry_tombstones_in_a_rolling_upgrade);
+        suite_add_tcase(su, tc);
+        return tu_run_suite(su);
+}
