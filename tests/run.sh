@@ -11,6 +11,9 @@
 #                           generator, sampler and percentile arithmetic) and
 #                           tests/chaos/test_probes.py (the harnesses' Kafka
 #                           probes, on librdkafka's mock cluster)
+#   build (release, -O3)    build-rel with --buildtype=release -Dtests=false:
+#                           the Dockerfile's and the benchmark's build, whose
+#                           optimizer finds warnings -Werror makes errors
 #   build (sanitizers)      build-san with -Db_sanitize=address,undefined
 #   unit tests (sanitizers) meson test -C build-san, ASan/UBSan aborting on error
 #   fuzz                    tests/fuzz/run.sh: every tests/fuzz/fuzz_*.c
@@ -193,6 +196,14 @@ phase_build_normal() {
     ninja -C build
 }
 
+# The optimized build the Dockerfile, the Debian package's users and the
+# benchmark run: -O3 finds -Werror warnings (maybe-uninitialized, format
+# truncation) that the debug build's -O2 does not.
+phase_build_release() {
+    meson_setup build-rel --buildtype=release -Dtests=false
+    ninja -C build-rel
+}
+
 phase_unit_normal() {
     meson test -C build --print-errorlogs || return
     # the benchmark's own arithmetic (gen.py, measure.py, latency_tool,
@@ -318,6 +329,7 @@ else
         else
             not_run unit "unit tests (normal)" "build failed"
         fi
+        run_phase build_rel "build (release, -O3)" phase_build_release
         if ((do_san)); then
             run_phase build_san "build (sanitizers)" phase_build_san
             if [[ ${status[build_san]:-} == pass ]]; then
