@@ -58,7 +58,7 @@ static uint64_t written_bytes(void) {
 }
 
 typedef struct ev {
-        char agg[24], id[32], seq[24], value[200];
+        char agg[32], id[32], seq[24], value[200];
         sg_header_t hd[5];
         sg_record_t rec;
 } ev_t;

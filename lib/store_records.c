@@ -516,7 +516,7 @@ sg_err_t sg_store_apply_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                                const void *value, size_t value_len,
                                char *errstr, size_t errstr_size) {
         assert(!t->capture && "restore with change capture on");
-        int hl;
+        int hl = 0; /* set by key_check() on success */
         sg_err_t err = key_check(db, suffix_len, &hl, errstr, errstr_size);
         if (err)
                 return err;
@@ -682,7 +682,7 @@ sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
                             int db, const void *suffix, size_t suffix_len,
                             const void *value, size_t value_len, char *errstr,
                             size_t errstr_size) {
-        int hl;
+        int hl = 0; /* set by key_check() on success */
         if ((db != DB_DEDUP && db != DB_AGG) ||
             key_check(db, suffix_len, &hl, NULL, 0))
                 /* other kinds, and keys to refuse: at once */
@@ -929,7 +929,7 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
 sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                              const void *suffix, size_t suffix_len,
                              const void **valuep, size_t *value_lenp) {
-        int hl;
+        int hl = 0; /* set by key_check() on success */
         if (key_check(db, suffix_len, &hl, NULL, 0))
                 return SG_ERR_INVALID;
         const unsigned char *sx = suffix;
