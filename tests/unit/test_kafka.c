@@ -1876,14 +1876,14 @@ static void inst_close(inst_t *in) {
 }
 
 /** Produces CloudEvents (binary mode) v@p vs[0..n) of every aggregate,
- *  event id "<aggregate>-v<version>", to its partition. */
-static void mv_produce(const int *vs, size_t n) {
+ *  event id "<aggregate>-v<version><tag>", to its partition. */
+static void mv_produce_tag(const int *vs, size_t n, const char *tag) {
         rd_kafka_t *p = client_new(RD_KAFKA_PRODUCER, NULL, true);
         for (size_t j = 0; j < n; j++)
                 for (int a = 0; a < MV_AGGS; a++) {
                         char k[16], id[32], seq[16];
                         snprintf(k, sizeof(k), "agg-%d", a);
-                        snprintf(id, sizeof(id), "agg-%d-v%d", a, vs[j]);
+                        snprintf(id, sizeof(id), "agg-%d-v%d%s", a, vs[j], tag);
                         snprintf(seq, sizeof(seq), "%d", vs[j]);
                         rd_kafka_resp_err_t e = rd_kafka_producev(
                                 p, RD_KAFKA_V_TOPIC("in"),
@@ -1903,6 +1903,11 @@ static void mv_produce(const int *vs, size_t n) {
                 }
         ck_assert_int_eq(rd_kafka_flush(p, 15000), RD_KAFKA_RESP_ERR_NO_ERROR);
         rd_kafka_destroy(p);
+}
+
+/** mv_produce_tag() without a tag: event id "<aggregate>-v<version>". */
+static void mv_produce(const int *vs, size_t n) {
+        mv_produce_tag(vs, n, "");
 }
 
 typedef struct mvstop {
