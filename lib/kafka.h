@@ -347,6 +347,16 @@ typedef void(sg_loop_publish_cb)(void *opaque, struct sg_metrics_snap *snap);
  */
 void sg_loop_set_publish(sg_loop_t *loop, sg_loop_publish_cb *cb, void *opaque);
 
+/**
+ * Lines more detailed than @p level (a "dlq" line at debug while the log
+ * callback lets info through) are neither built nor passed to the loop's
+ * log callback: set it to what the callback keeps, at the start and after
+ * every change (a reload). Until set, every level is passed on, for the
+ * callback to filter. Thread-safety: any thread (the loop's own and
+ * librdkafka's threads read it atomically).
+ */
+void sg_loop_set_log_level(sg_loop_t *loop, sg_log_level_t level);
+
 /** Current stats (loop thread, or after run returned). */
 const sg_loop_stats_t *sg_loop_stats(const sg_loop_t *loop);
 
@@ -391,6 +401,11 @@ typedef struct sg_kafka_log {
          *  2 set (sg_kafka_acl_denied()). */
         atomic_int acl_state;
         char acl_denied[400];
+        /** The most detailed sg_log_level_t a line is built for
+         *  (sg_kafka_log_enabled); 0, as zeroed: every level. Any thread
+         *  reads it (librdkafka's log callback); sg_loop_set_log_level()
+         *  sets the loop's. */
+        atomic_int level;
         struct {
                 char client[64];       /**< rd_kafka_name(); "" a free slot */
                 char text[512];        /**< the text, without "[thrd:...]: " */

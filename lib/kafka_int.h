@@ -275,6 +275,9 @@ void sg_loop_publish(sg_loop_t *loop, bool force);
 void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms);
 
 /* log redaction of secrets (kafka_redact.c) */
+/** True when a line at @p level reaches @p log's callback: build a costly
+ *  line (one per record) only then. */
+bool sg_kafka_log_enabled(const sg_kafka_log_t *log, sg_log_level_t level);
 void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
                        const char *event, cJSON *fields);
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,

@@ -232,7 +232,10 @@ static void loop_refused(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
  * reason, the aggregate and the detail, read from its DLQ headers
  * (engine.h SG_DLQ_H_*, docs/dlq.md "DLQ headers"); aggregate and detail are
  * input bytes, quoted through sg_quote. The engine decided; this says what
- * is produced. Fields of headers the record lacks are left out.
+ * is produced. Fields of headers the record lacks are left out. Built
+ * only when debug lines are kept (sg_loop_set_log_level): in a stream of
+ * refusals, building and redacting a line per record the log callback
+ * then drops was most of the loop thread's time.
  */
 static void loop_log_dlq(sg_loop_t *loop, const sg_effect_t *ef) {
         static const struct {
@@ -246,6 +249,8 @@ static void loop_log_dlq(sg_loop_t *loop, const sg_effect_t *ef) {
                 {SG_DLQ_H_AGGREGATE, "aggregate", false},
                 {SG_DLQ_H_DETAIL, "detail", false},
         };
+        if (!sg_kafka_log_enabled(&loop->klog, SG_LOG_DEBUG))
+                return;
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "dlq_topic", ef->topic);
         for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {

@@ -70,9 +70,15 @@ void sg_kafka_log_redact(const sg_config_t *conf, cJSON *fields) {
                 redact_json(conf, fields->child);
 }
 
+bool sg_kafka_log_enabled(const sg_kafka_log_t *log, sg_log_level_t level) {
+        int max = atomic_load_explicit(&log->level, memory_order_relaxed);
+        return log->log_cb && (max == 0 || (int)level <= max);
+}
+
 void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
                        const char *event, cJSON *fields) {
-        if (log->log_cb) {
+        /* a line the callback would drop is neither redacted nor printed */
+        if (sg_kafka_log_enabled(log, level)) {
                 sg_kafka_log_redact(log->conf, fields);
                 char *txt = fields ? cJSON_PrintUnformatted(fields) : NULL;
                 log->log_cb(log->log_opaque, level, event, txt);
@@ -86,4 +92,10 @@ void sg_kafka_log_emit(const sg_kafka_log_t *log, sg_log_level_t level,
 void sg_loop_log(sg_loop_t *loop, sg_log_level_t level, const char *event,
                  cJSON *fields) {
         sg_kafka_log_emit(&loop->klog, level, event, fields);
+}
+
+void sg_loop_set_log_level(sg_loop_t *loop, sg_log_level_t level) {
+        if (loop)
+                atomic_store_explicit(&loop->klog.level, (int)level,
+                                      memory_order_relaxed);
 }

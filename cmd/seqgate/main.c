@@ -786,6 +786,7 @@ static void on_reload(void *opaque) {
         log_json(SG_LOG_NOTICE, "config_reloaded", f);
         if (!o->log_level_given)
                 g_log_level = sg_config_log_level(app->conf);
+        sg_loop_set_log_level(g_loop, (sg_log_level_t)g_log_level);
 out:
         sg_config_diff_clear(&d);
         sg_config_errors_clear(&errs);
@@ -1041,6 +1042,8 @@ static int run(const opts_t *o) {
         if (app.pub)
                 sg_loop_set_publish(loop, on_publish, &app);
         sg_loop_set_reload(loop, on_reload, &app);
+        /* lines on_log would drop are not built */
+        sg_loop_set_log_level(loop, (sg_log_level_t)g_log_level);
         /* From here a signal stops the loop, the start-up's retries too;
          * a reload asked before waits for the loop's first reload point. */
         g_loop = loop;

@@ -811,8 +811,10 @@ static void fp_add(meff_t *e, const void *p, size_t n) {
         if (!q)
                 abort();
         e->fp = q;
-        /* length-prefixed, so that fields never run into each other */
-        snprintf(q + e->fp_len, 9, "%08zx", n);
+        /* length-prefixed, so that fields never run into each other (a
+         * field is far below 4 GiB: eight hex digits hold its length, and
+         * -O3's format-truncation check sees that they always fit) */
+        snprintf(q + e->fp_len, 9, "%08x", (unsigned)(n & 0xffffffffu));
         e->fp_len += 8;
         if (n)
                 memcpy(q + e->fp_len, p, n);

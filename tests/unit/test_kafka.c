@@ -110,6 +110,7 @@ typedef struct logs {
         int retries;      /**< "kafka_retry": a retriable broker error */
         int reruns;       /**< "batch_rerun": a refused record re-run */
         int secret_leaks; /**< log texts that contained SECRET */
+        int dlq_lines;    /**< "dlq": a DLQ record produced (debug) */
 } logs_t;
 
 static logs_t g_logs;
@@ -137,6 +138,8 @@ static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                 l->retries++;
         else if (!strcmp(event, "batch_rerun"))
                 l->reruns++;
+        else if (!strcmp(event, "dlq"))
+                l->dlq_lines++;
         if (strstr(event, SECRET) || (fields && strstr(fields, SECRET)))
                 l->secret_leaks++;
         if (getenv("SG_TEST_VERBOSE") &&
@@ -866,6 +869,9 @@ typedef struct run {
         bool watchdog_fired;
 } run_t;
 
+/* When set (not 0), run_loop() sets the loop's log level to it. */
+static sg_log_level_t g_log_level;
+
 /* When set, run_loop() installs it as the loop's publish callback. */
 static sg_loop_publish_cb *g_publish_cb;
 static void *g_publish_opaque;
@@ -884,6 +890,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
                 *loopp = loop;
         if (g_publish_cb)
                 sg_loop_set_publish(loop, g_publish_cb, g_publish_opaque);
+        if (g_log_level)
+                sg_loop_set_log_level(loop, g_log_level);
         w.loop = loop;
         ck_assert_int_eq(pthread_create(&w.th, NULL, watchdog_main, &w), 0);
         if (other)
@@ -1876,14 +1884,14 @@ static void inst_close(inst_t *in) {
 }
 
 /** Produces CloudEvents (binary mode) v@p vs[0..n) of every aggregate,
- *  event id "<aggregate>-v<version>", to its partition. */
-static void mv_produce(const int *vs, size_t n) {
+ *  event id "<aggregate>-v<version><tag>", to its partition. */
+static void mv_produce_tag(const int *vs, size_t n, const char *tag) {
         rd_kafka_t *p = client_new(RD_KAFKA_PRODUCER, NULL, true);
         for (size_t j = 0; j < n; j++)
                 for (int a = 0; a < MV_AGGS; a++) {
                         char k[16], id[32], seq[16];
                         snprintf(k, sizeof(k), "agg-%d", a);
-                        snprintf(id, sizeof(id), "agg-%d-v%d", a, vs[j]);
+                        snprintf(id, sizeof(id), "agg-%d-v%d%s", a, vs[j], tag);
                         snprintf(seq, sizeof(seq), "%d", vs[j]);
                         rd_kafka_resp_err_t e = rd_kafka_producev(
                                 p, RD_KAFKA_V_TOPIC("in"),
@@ -1903,6 +1911,11 @@ static void mv_produce(const int *vs, size_t n) {
                 }
         ck_assert_int_eq(rd_kafka_flush(p, 15000), RD_KAFKA_RESP_ERR_NO_ERROR);
         rd_kafka_destroy(p);
+}
+
+/** mv_produce_tag() without a tag: event id "<aggregate>-v<version>". */
+static void mv_produce(const int *vs, size_t n) {
+        mv_produce_tag(vs, n, "");
 }
 
 typedef struct mvstop {
@@ -2502,6 +2515,41 @@ START_TEST(alo_gap_fires_when_group_offset_trails_the_store) {
 }
 END_TEST
 
+/** Records in "dlq" (all partitions; at_least_once: no markers). */
+static int64_t dlq_records(void) {
+        int64_t hi[NPART], n = 0;
+        end_offsets("dlq", hi);
+        for (int p = 0; p < NPART; p++)
+                n += hi[p];
+        return n;
+}
+
+/* kafka.h sg_loop_set_log_level(): a DLQ record's "dlq" line is at debug;
+ * with the loop's level at info it is not built (one line per refused
+ * record was most of the loop thread's CPU in a stream of refusals), with
+ * no level set every line goes to the callback as before. */
+START_TEST(dlq_line_only_when_debug_is_kept) {
+        inst_t a;
+        run_t r;
+        static const int v1[] = {1}, stale[] = {0};
+        mv_produce(v1, 1);
+        mv_produce(stale, 1); /* below the first version: DLQ */
+        inst_open(&a);
+        g_log_level = SG_LOG_INFO;
+        inst_run_to_end(&a, &r);
+        g_log_level = 0;
+        ck_assert_int_eq(dlq_records(), MV_AGGS);
+        ck_assert_int_eq(g_logs.dlq_lines, 0);
+
+        /* other stale events (new ids), no level set */
+        mv_produce_tag(stale, 1, "b");
+        inst_run_to_end(&a, &r);
+        inst_close(&a);
+        ck_assert_int_eq(dlq_records(), 2 * MV_AGGS);
+        ck_assert_int_eq(g_logs.dlq_lines, MV_AGGS);
+}
+END_TEST
+
 /* The claim's generation check re-commits the group's committed offsets:
  * when they could not be read, it must not commit anything else in their
  * place (the log start would move the group back to the beginning). Here
@@ -3079,6 +3127,7 @@ int main(void) {
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
         add(tm, alo_gap_fires_when_group_offset_trails_the_store);
+        add(tm, dlq_line_only_when_debug_is_kept);
         add(tm, alo_claim_never_moves_unknown_offsets);
         add(tm, stop_during_restore_is_a_clean_stop);
         suite_add_tcase(s, tm);
