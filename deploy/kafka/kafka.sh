@@ -513,6 +513,10 @@ stop_workdir() {
             "$wd/log4j2.properties" "$wd/format.log" "$wd/tls" "$wd/tls.log" \
             "$wd/users" "$wd/admin.properties"
     fi
+    # a new start formats a new cluster on new ports: say so, as a user
+    # who stops and starts to "restart" loses the topics (restart keeps
+    # them; KAFKA_KEEP_WORKDIR=1 keeps them across stop)
+    log "removed its data in $wd (topics and offsets are gone; 'restart' or KAFKA_KEEP_WORKDIR=1 keeps them)"
     if [[ -f $CURRENT && $(cat "$CURRENT") == "$wd" ]]; then
         rm -f "$CURRENT"
     fi
