@@ -731,6 +731,11 @@ static void loop_gauges(sg_loop_t *loop) {
         rd_kafka_topic_partition_list_destroy(l);
         s->assigned_partitions = assigned;
         s->paused_partitions = paused;
+        /* a broker outage shows even when the group took every partition
+         * away (a session that expired during it): readiness and lag
+         * cannot say so then */
+        s->kafka_impaired_ms =
+                loop->impaired_ms ? sg_clock_mono_ms() - loop->impaired_ms : 0;
         s->consumer_lag = lag_known ? lag : -1;
         s->snapshot_http_in_flight =
                 (int64_t)sg_snapshot_http_in_flight(loop->http);

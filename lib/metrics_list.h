@@ -220,6 +220,10 @@ typedef struct sg_hist {
           "partitions assigned now")                                           \
         X(paused_partitions, GAUGE, "paused_partitions",                       \
           "partitions paused now")                                             \
+        X(kafka_impaired_ms, GAUGE_MS, "kafka_impaired_seconds",               \
+          "how long the loop has met broker errors without making progress "   \
+          "(0: it is not; kafka_recovered ends it): a broker outage shows "    \
+          "here while partitions are assigned or not (ms in the stats line)")  \
         X(consumer_lag, GAUGE, "",                                             \
           "records not yet processed, summed over the assigned partitions "    \
           "(each one's consumer_lag); null when unknown")                      \
