@@ -22,6 +22,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ASSERT_EQ_INT, ASSERT_EQ_U64 and ASSERT_STR_EQ are older spellings of
+ * Check's ck_assert_int_eq, ck_assert_uint_eq and ck_assert_pstr_eq, kept
+ * where suites use them; new code writes Check's (CONTRIBUTING.md "Style").
+ * ASSERT_OK prints what Check cannot: the errstr of an sg_err_t call. */
+
 /* Fails unless a == b (as intmax_t), printing both expressions and values. */
 #define ASSERT_EQ_INT(a, b)                                                    \
         do {                                                                   \
