@@ -6,6 +6,10 @@ docs/ARCHITECTURE.md is the map, so it must name everything on it:
     backticks (`store_walk.c`) or its path;
   - every command `SEQGATECTL --help` lists (`inspect`, `dlq summary`: the
     command's words in backticks, or "seqgatectl COMMAND").
+And `SEQGATECTL --help` must list every command of the dispatch table in
+cmd/seqgatectl/main.c (`commands[]`; `dlq` there is `dlq summary` in the
+help), so that the man page and completion checks of tests/deploy, which
+start from the help text, see every command too.
 Fails (exit 1) listing what is missing, like the man-page check of
 tests/deploy: a new file or command that is not on the map is caught here.
 """
@@ -38,6 +42,17 @@ def commands(seqgatectl):
     return out
 
 
+def dispatch_table(root):
+    """The names in cmd/seqgatectl/main.c's `commands[] = { ... };`."""
+    with open(os.path.join(root, "cmd", "seqgatectl", "main.c"),
+              encoding="utf-8") as f:
+        src = f.read()
+    m = re.search(r"\bcommands\[\]\s*=\s*\{(.*?)\};", src, re.S)
+    if not m:
+        return []
+    return re.findall(r'\{\s*"([a-z-]+)"\s*,\s*\w+\s*\}', m.group(1))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.stderr.write("usage: check_architecture.py ROOT SEQGATECTL\n")
@@ -60,9 +75,19 @@ def main():
             missing.append(f"seqgatectl command '{c}'")
     for m in missing:
         print(f"docs/ARCHITECTURE.md does not name the {m}")
+    table = dispatch_table(root)
+    if not table:
+        print("cmd/seqgatectl/main.c: no commands[] dispatch table found")
+        return 1
+    listed = {c.split()[0] for c in cmds}
+    unlisted = [c for c in table if c not in listed]
+    for c in unlisted:
+        print(f"seqgatectl --help does not list the command '{c}' of "
+              f"cmd/seqgatectl/main.c's dispatch table")
     print(f"{len(files)} source files and {len(cmds)} commands checked, "
-          f"{len(missing)} not on the map")
-    return 1 if missing else 0
+          f"{len(missing)} not on the map; {len(table)} dispatch table "
+          f"entries, {len(unlisted)} not in --help")
+    return 1 if missing or unlisted else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,41 @@
                                     "Assertion '" #cond "' failed",            \
                                     __VA_ARGS__))
 
+/* ck_assert_int_eq (as intmax_t) at the caller's file:line, with Check's
+ * message. */
+#define TU_INT_EQ_AT(file, line, X, Y)                                         \
+        do {                                                                   \
+                intmax_t tu_x_ = (X), tu_y_ = (Y);                             \
+                TU_CHECK_AT(file, line, tu_x_ == tu_y_,                        \
+                            "Assertion '%s' failed: %s == %jd, %s == %jd",     \
+                            #X " == " #Y, #X, tu_x_, #Y, tu_y_);               \
+        } while (0)
+
+/* ck_assert_uint_le (as uintmax_t) at the caller's file:line, with Check's
+ * message. */
+#define TU_UINT_LE_AT(file, line, X, Y)                                        \
+        do {                                                                   \
+                uintmax_t tu_x_ = (X), tu_y_ = (Y);                            \
+                TU_CHECK_AT(file, line, tu_x_ <= tu_y_,                        \
+                            "Assertion '%s' failed: %s == %ju, %s == %ju",     \
+                            #X " <= " #Y, #X, tu_x_, #Y, tu_y_);               \
+        } while (0)
+
+/* ck_assert_str_eq at the caller's file:line, with Check's message (NULL
+ * equals nothing, as there). */
+#define TU_STR_EQ_AT(file, line, X, Y)                                         \
+        do {                                                                   \
+                const char *tu_x_ = (X), *tu_y_ = (Y);                         \
+                TU_CHECK_AT(file, line,                                        \
+                            tu_x_ &&tu_y_ &&strcmp(tu_x_, tu_y_) == 0,         \
+                            "Assertion '%s' failed: %s == %s%s%s, %s == "      \
+                            "%s%s%s",                                          \
+                            #X " == " #Y, #X, tu_x_ ? "\"" : "",               \
+                            tu_x_ ? tu_x_ : "(null)", tu_x_ ? "\"" : "", #Y,   \
+                            tu_y_ ? "\"" : "", tu_y_ ? tu_y_ : "(null)",       \
+                            tu_y_ ? "\"" : "");                                \
+        } while (0)
+
 int tu_run_suite(Suite *s) {
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
@@ -84,21 +119,23 @@ const char *const sm_json =
         "{\"type\":\"order.returning\",\"from\":[\"SHIPPED\"],\"to\":"
         "\"RETURNING\"}]}";
 
-void h_open(h_t *h, const char *topic_json) {
+void h_open_at(const char *file, int line, h_t *h, const char *topic_json) {
         char json[4096], err[512];
         snprintf(json, sizeof(json), BASE_CONF,
                  h->root ? h->root : "\"guarantee\":\"at_least_once\",",
                  topic_json);
-        ck_assert_msg(sg_config_parse(json, &h->conf, err, sizeof(err)) ==
-                              SG_OK,
-                      "config: %s", err);
+        TU_CHECK_AT(file, line,
+                    sg_config_parse(json, &h->conf, err, sizeof(err)) == SG_OK,
+                    "config: %s", err);
         if (!h->dir[0]) {
-                tu_tmpdir(h->dir, sizeof(h->dir), "engine");
+                tu_tmpdir_at(file, line, h->dir, sizeof(h->dir), "engine");
         }
-        ck_assert_int_eq(sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
-                                       sizeof(err)),
-                         SG_OK);
-        ck_assert_int_eq(
+        TU_INT_EQ_AT(file, line,
+                     sg_store_open(h->dir, 1 << 24, 1 << 24, &h->store, err,
+                                   sizeof(err)),
+                     SG_OK);
+        TU_INT_EQ_AT(
+                file, line,
                 sg_engine_new(h->conf, h->store, &h->eng, err, sizeof(err)),
                 SG_OK);
         sg_engine_processor(h->eng, &h->proc);
@@ -106,18 +143,20 @@ void h_open(h_t *h, const char *topic_json) {
                 h->now = T0;
         sg_engine_set_clock(h->eng, h->now);
         int64_t off;
-        ck_assert_int_eq(h->proc.assign(h->proc.opaque, "orders", 0, "g", &off,
-                                        err, sizeof(err)),
-                         SG_OK);
+        TU_INT_EQ_AT(file, line,
+                     h->proc.assign(h->proc.opaque, "orders", 0, "g", &off, err,
+                                    sizeof(err)),
+                     SG_OK);
 }
 
-void h_close(h_t *h) {
+void h_close_at(const char *file, int line, h_t *h) {
         /* a clean close (a kill is h_kill) */
         if (h->eng) {
                 char err[256];
-                ck_assert_msg(sg_engine_checkpoint(h->eng, err, sizeof(err)) ==
-                                      SG_OK,
-                              "checkpoint: %s", err);
+                TU_CHECK_AT(file, line,
+                            sg_engine_checkpoint(h->eng, err, sizeof(err)) ==
+                                    SG_OK,
+                            "checkpoint: %s", err);
         }
         sg_engine_destroy(h->eng);
         sg_store_close(h->store);
@@ -127,9 +166,9 @@ void h_close(h_t *h) {
         h->conf = NULL;
 }
 
-void h_free(h_t *h) {
-        h_close(h);
-        tu_rmrf(h->dir);
+void h_free_at(const char *file, int line, h_t *h) {
+        h_close_at(file, line, h);
+        tu_rmrf_at(file, line, h->dir);
 }
 
 void h_clock(h_t *h, int64_t now) {
@@ -198,16 +237,17 @@ void collect(h_t *h) {
 }
 
 /* Runs one batch with @p evs; returns the number of effects it produced. */
-size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
+size_t batch_at(const char *file, int line, h_t *h, const ev_t *evs,
+                size_t cnt) {
         char err[512];
         size_t before = h->out_cnt;
-        ck_assert_int_eq(
-                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                SG_OK);
+        TU_INT_EQ_AT(file, line,
+                     h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                     SG_OK);
         /* Input records (and their headers) stay alive for the whole batch,
          * as the Kafka loop keeps its messages: effects borrow them. */
         static sg_header_t hds[64][8];
-        ck_assert_uint_le(cnt, 64);
+        TU_UINT_LE_AT(file, line, cnt, 64);
         for (size_t i = 0; i < cnt; i++) {
                 sg_header_t *hd = hds[i];
                 size_t hc = 0;
@@ -236,19 +276,21 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt) {
                         .headers = hd,
                         .header_cnt = hc,
                 };
-                ck_assert_int_eq(h->proc.process(h->proc.opaque, &rec,
-                                                 &h->last_result, err,
-                                                 sizeof(err)),
-                                 SG_OK);
+                TU_INT_EQ_AT(file, line,
+                             h->proc.process(h->proc.opaque, &rec,
+                                             &h->last_result, err, sizeof(err)),
+                             SG_OK);
         }
         if (h->lag_set) /* as the Kafka loop reports it: before tick */
                 h->proc.position(h->proc.opaque, "orders", 0, h->lag);
-        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        TU_INT_EQ_AT(file, line, h->proc.tick(h->proc.opaque, err, sizeof(err)),
+                     SG_OK);
         collect(h);
-        ck_assert_msg(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
-                              SG_OK,
-                      "commit: %s", err);
-        h_checkpoint(h);
+        TU_CHECK_AT(file, line,
+                    h->proc.batch_commit(h->proc.opaque, err, sizeof(err)) ==
+                            SG_OK,
+                    "commit: %s", err);
+        h_checkpoint_at(file, line, h);
         return h->out_cnt - before;
 }
 
@@ -256,23 +298,25 @@ const sg_metrics_t *M(h_t *h) {
         return sg_engine_metrics(h->eng);
 }
 
-void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
-                const char *version, const char *reason) {
-        ck_assert_int_eq(o->kind, kind);
-        ck_assert_str_eq(o->key, key);
+void assert_out_at(const char *file, int line, const out_t *o,
+                   sg_effect_kind_t kind, const char *key, const char *version,
+                   const char *reason) {
+        TU_INT_EQ_AT(file, line, o->kind, kind);
+        TU_STR_EQ_AT(file, line, o->key, key);
         if (version)
-                ck_assert_str_eq(o->version, version);
+                TU_STR_EQ_AT(file, line, o->version, version);
         if (reason)
-                ck_assert_str_eq(o->reason, reason);
+                TU_STR_EQ_AT(file, line, o->reason, reason);
 }
 
 /* Feeds one record on a non-input topic (reply topic / HTTP pseudo topic). */
-void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
-              const sg_header_t *hd, size_t hc) {
+void feed_raw_at(const char *file, int line, h_t *h, const char *topic,
+                 const char *key, const char *value, const sg_header_t *hd,
+                 size_t hc) {
         char err[512];
-        ck_assert_int_eq(
-                h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
-                SG_OK);
+        TU_INT_EQ_AT(file, line,
+                     h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
+                     SG_OK);
         sg_record_t rec = {.topic = topic,
                            .partition = 0,
                            .offset = 7,
@@ -283,21 +327,25 @@ void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
                            .headers = hd,
                            .header_cnt = hc};
         sg_process_result_t r;
-        ck_assert_int_eq(
+        TU_INT_EQ_AT(
+                file, line,
                 h->proc.process(h->proc.opaque, &rec, &r, err, sizeof(err)),
                 SG_OK);
-        ck_assert_int_eq(r, SG_PROCESSED);
-        ck_assert_int_eq(h->proc.tick(h->proc.opaque, err, sizeof(err)), SG_OK);
+        TU_INT_EQ_AT(file, line, r, SG_PROCESSED);
+        TU_INT_EQ_AT(file, line, h->proc.tick(h->proc.opaque, err, sizeof(err)),
+                     SG_OK);
         collect(h);
-        ck_assert_int_eq(h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
-                         SG_OK);
-        h_checkpoint(h);
+        TU_INT_EQ_AT(file, line,
+                     h->proc.batch_commit(h->proc.opaque, err, sizeof(err)),
+                     SG_OK);
+        h_checkpoint_at(file, line, h);
 }
 
-void h_checkpoint(h_t *h) {
+void h_checkpoint_at(const char *file, int line, h_t *h) {
         char err[256];
         if (h->batch_held) /* the case holds its batches in one checkpoint */
                 return;
-        ck_assert_msg(sg_engine_checkpoint(h->eng, err, sizeof(err)) == SG_OK,
-                      "checkpoint: %s", err);
+        TU_CHECK_AT(file, line,
+                    sg_engine_checkpoint(h->eng, err, sizeof(err)) == SG_OK,
+                    "checkpoint: %s", err);
 }

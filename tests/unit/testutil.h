@@ -22,6 +22,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ASSERT_EQ_INT, ASSERT_EQ_U64 and ASSERT_STR_EQ are older spellings of
+ * Check's ck_assert_int_eq, ck_assert_uint_eq and ck_assert_pstr_eq, kept
+ * where suites use them; new code writes Check's (CONTRIBUTING.md "Style").
+ * ASSERT_OK prints what Check cannot: the errstr of an sg_err_t call. */
+
 /* Fails unless a == b (as intmax_t), printing both expressions and values. */
 #define ASSERT_EQ_INT(a, b)                                                    \
         do {                                                                   \
@@ -163,14 +168,18 @@ extern const char *const sm_json;
 /* Opens config, store and engine (h->dir: a new temporary directory unless
  * set; h->root: extra root keys; h->now: the clock, T0 unless set) with
  * @p topic_json as the keys of topic "orders", and assigns partition 0. */
-void h_open(h_t *h, const char *topic_json);
+#define h_open(h, topic_json) h_open_at(__FILE__, __LINE__, h, topic_json)
+void h_open_at(const char *file, int line, h_t *h, const char *topic_json);
 /* Closes engine, store and config (the directory stays), checkpointing
  * first (a clean close). */
-void h_close(h_t *h);
+#define h_close(h) h_close_at(__FILE__, __LINE__, h)
+void h_close_at(const char *file, int line, h_t *h);
 /* A checkpoint (sg_engine_checkpoint), unless h->batch_held. */
-void h_checkpoint(h_t *h);
+#define h_checkpoint(h) h_checkpoint_at(__FILE__, __LINE__, h)
+void h_checkpoint_at(const char *file, int line, h_t *h);
 /* h_close, then removes the directory. */
-void h_free(h_t *h);
+#define h_free(h) h_free_at(__FILE__, __LINE__, h)
+void h_free_at(const char *file, int line, h_t *h);
 /* Sets the engine's clock to @p now. */
 void h_clock(h_t *h, int64_t now);
 
@@ -193,7 +202,9 @@ void collect(h_t *h);
 /* Runs one batch with @p evs (on their partitions: 0 unless set) (begin,
  * process each, tick, effects, commit); returns the number of effects it
  * produced. */
-size_t batch(h_t *h, const ev_t *evs, size_t cnt);
+#define batch(h, evs, cnt) batch_at(__FILE__, __LINE__, h, evs, cnt)
+size_t batch_at(const char *file, int line, h_t *h, const ev_t *evs,
+                size_t cnt);
 
 #define EV(a, i, t, q, ...)                                                    \
         ((ev_t){.agg = (a), .id = (i), .type = (t), .seq = (q), __VA_ARGS__})
@@ -206,14 +217,20 @@ size_t batch(h_t *h, const ev_t *evs, size_t cnt);
 /* Runs one batch with one record on @p topic, partition 0 — a non-input
  * topic (reply topic, HTTP pseudo topic) or a control record on the input
  * topic (@p hd: its headers). */
-void feed_raw(h_t *h, const char *topic, const char *key, const char *value,
-              const sg_header_t *hd, size_t hc);
+#define feed_raw(h, topic, key, value, hd, hc)                                 \
+        feed_raw_at(__FILE__, __LINE__, h, topic, key, value, hd, hc)
+void feed_raw_at(const char *file, int line, h_t *h, const char *topic,
+                 const char *key, const char *value, const sg_header_t *hd,
+                 size_t hc);
 /* The engine's metrics. */
 const sg_metrics_t *M(h_t *h);
 /* Fails unless @p o is of @p kind with record key @p key, and (when not
  * NULL) ce_sequence @p version and DLQ reason @p reason. */
-void assert_out(const out_t *o, sg_effect_kind_t kind, const char *key,
-                const char *version, const char *reason);
+#define assert_out(o, kind, key, version, reason)                              \
+        assert_out_at(__FILE__, __LINE__, o, kind, key, version, reason)
+void assert_out_at(const char *file, int line, const out_t *o,
+                   sg_effect_kind_t kind, const char *key, const char *version,
+                   const char *reason);
 #endif /* TU_ENGINE_HARNESS */
 
 #endif
