@@ -105,8 +105,12 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         sg_err_t err;
         pdb_t *p = pdb_for(t, tp, false, &err);
-        if (!p)
+        if (!p) {
+                /* never SG_OK then (pdb_for); scan-build does not always
+                 * follow it, and *out stays unwritten */
+                assert(err != SG_OK);
                 return err;
+        }
         MDB_val v;
         if ((err = get_of(t, DB_AGG, p->agg, ah, HL, &v)))
                 return err;
@@ -329,8 +333,12 @@ sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
                         const unsigned char ah[32], sg_snapreq_rec_t *out) {
         sg_err_t err;
         pdb_t *p = pdb_for(t, tp, false, &err);
-        if (!p)
+        if (!p) {
+                /* never SG_OK then (pdb_for); scan-build does not always
+                 * follow it, and *out stays unwritten */
+                assert(err != SG_OK);
                 return err;
+        }
         unsigned char k[1 + HL];
         MDB_val v;
         if ((err = get_of(t, DB_SNAPREQ, p->aux, k,
