@@ -788,8 +788,8 @@ static sg_err_t batch_agg_apply(sg_store_batch_t *b, sg_txn_t *t,
         int rc = mdb_cursor_get(cur, &key, &val, MDB_SET);
         if (rc == 0) {
                 had = true;
-                if ((err = sg_agg_decode(val.mv_data, val.mv_size, &old, why,
-                                         sizeof(why))))
+                if (sg_agg_decode(val.mv_data, val.mv_size, &old, why,
+                                  sizeof(why)))
                         return stored_err(SG_ERR_STORE, "aggregate", errstr,
                                           errstr_size);
                 old_since = sg_agg_indexed_since(&old);
