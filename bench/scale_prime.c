@@ -110,6 +110,9 @@
 #define MAX_PROPS 32
 #define MAX_PARTS 256
 
+static _Noreturn void die(int code, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
 static _Noreturn void die(int code, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);

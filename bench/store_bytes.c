@@ -143,6 +143,10 @@ int main(int argc, char **argv) {
                         return 1;
                 }
         ev_t *evs = calloc(batch, sizeof(*evs));
+        if (!evs) {
+                fprintf(stderr, "store_bytes: out of memory\n");
+                return 1;
+        }
         double t0 = now_s();
         for (uint64_t n = 0; n < events;) {
                 size_t c = 0;
@@ -151,10 +155,13 @@ int main(int argc, char **argv) {
                         make_ev(&evs[c], a, n / aggs + 1, n,
                                 (int32_t)(a % (uint64_t)parts));
                 }
-                if (run_batch(&p, evs, c))
+                if (run_batch(&p, evs, c)) {
+                        free(evs);
                         return 1;
+                }
         }
         double t = now_s() - t0;
+        free(evs); /* the events are written; the rest reads the store */
         uint64_t size, used;
         sg_store_usage(store, &size, &used);
         uint64_t blocks = dir_blocks(dir);
@@ -195,7 +202,6 @@ int main(int argc, char **argv) {
         sg_engine_destroy(eng);
         sg_store_close(store);
         sg_config_destroy(conf);
-        free(evs);
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
         return system(cmd) == 0 ? 0 : 1;
 }

@@ -339,10 +339,12 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                      void *opaque) {
         sg_kafka_log_t *lg = opaque;
         int none = 0;
+        if (!reason) /* NULL was allowed below only: now everywhere */
+                reason = "";
         if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION &&
             atomic_compare_exchange_strong(&lg->auth_state, &none, 1)) {
                 snprintf(lg->auth_reason, sizeof(lg->auth_reason), "%s",
-                         reason ? reason : "");
+                         reason);
                 atomic_store(&lg->auth_state, 2);
         }
         sg_log_level_t level = error_level(lg, rd_kafka_name(rk),

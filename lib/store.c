@@ -138,8 +138,9 @@ sg_err_t sg_txn_fail(sg_txn_t *t, sg_err_t err, const char *fmt, ...) {
         return err;
 }
 
-sg_err_t sg_txn_lmdb_err(sg_txn_t *t, int rc, const char *what, char *errstr,
-                         size_t errstr_size) {
+/* (the name in parentheses: scan-build's sg_txn_lmdb_err macro, store_int.h) */
+sg_err_t(sg_txn_lmdb_err)(sg_txn_t *t, int rc, const char *what, char *errstr,
+                          size_t errstr_size) {
         sg_err_t err =
                 sg_lmdb_err(rc, what, t->errdetail, sizeof(t->errdetail));
         if (err != SG_ERR_NOT_FOUND)

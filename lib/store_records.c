@@ -105,8 +105,12 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         sg_err_t err;
         pdb_t *p = pdb_for(t, tp, false, &err);
-        if (!p)
+        if (!p) {
+                /* never SG_OK then (pdb_for); scan-build does not always
+                 * follow it, and *out stays unwritten */
+                assert(err != SG_OK);
                 return err;
+        }
         MDB_val v;
         if ((err = get_of(t, DB_AGG, p->agg, ah, HL, &v)))
                 return err;
@@ -329,8 +333,12 @@ sg_err_t sg_snapreq_get(sg_txn_t *t, const sg_tp_t *tp,
                         const unsigned char ah[32], sg_snapreq_rec_t *out) {
         sg_err_t err;
         pdb_t *p = pdb_for(t, tp, false, &err);
-        if (!p)
+        if (!p) {
+                /* never SG_OK then (pdb_for); scan-build does not always
+                 * follow it, and *out stays unwritten */
+                assert(err != SG_OK);
                 return err;
+        }
         unsigned char k[1 + HL];
         MDB_val v;
         if ((err = get_of(t, DB_SNAPREQ, p->aux, k,
@@ -780,8 +788,8 @@ static sg_err_t batch_agg_apply(sg_store_batch_t *b, sg_txn_t *t,
         int rc = mdb_cursor_get(cur, &key, &val, MDB_SET);
         if (rc == 0) {
                 had = true;
-                if ((err = sg_agg_decode(val.mv_data, val.mv_size, &old, why,
-                                         sizeof(why))))
+                if (sg_agg_decode(val.mv_data, val.mv_size, &old, why,
+                                  sizeof(why)))
                         return stored_err(SG_ERR_STORE, "aggregate", errstr,
                                           errstr_size);
                 old_since = sg_agg_indexed_since(&old);

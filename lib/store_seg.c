@@ -687,7 +687,7 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
         if (engine && t->store->cl_format == 2) {
                 /* a rolling upgrade's first step: format 2's key when the
                  * whole hash is known, and the record keeps its rest */
-                const unsigned char *tail = kh ? hash_tail(kh) : NULL;
+                const unsigned char *tail = hash_tail(kh);
                 if (!tail && old && old->v2)
                         tail = old->v2_tail;
                 if ((as_v2 = tail != NULL)) {

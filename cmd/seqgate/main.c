@@ -883,12 +883,14 @@ static sg_err_t run_http_security(const sg_config_t *conf, sg_http_t *srv,
                 err = sg_http_token_add(srv, conf->http_bearer_tokens[i].name,
                                         conf->http_bearer_tokens[i].value, es,
                                         es_size);
-        if (!err && conf->http_auth_excluded_paths &&
-            !conf->http_auth_excluded_path_cnt)
+        /* NULL: the default list (the count is 0 then: config.c sets it
+         * only with the array, which scan-build cannot see) */
+        char **ex = conf->http_auth_excluded_paths;
+        if (!err && ex && !conf->http_auth_excluded_path_cnt)
                 err = sg_http_auth_exclude(srv, NULL, es, es_size); /* none */
-        for (size_t i = 0; !err && i < conf->http_auth_excluded_path_cnt; i++)
-                err = sg_http_auth_exclude(
-                        srv, conf->http_auth_excluded_paths[i], es, es_size);
+        for (size_t i = 0; !err && ex && i < conf->http_auth_excluded_path_cnt;
+             i++)
+                err = sg_http_auth_exclude(srv, ex[i], es, es_size);
         return err == SG_ERR_INVALID ? SG_ERR_CONFIG : err;
 }
 

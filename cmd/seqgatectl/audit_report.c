@@ -369,10 +369,10 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                         "estimate, not measured",
                         keys, AU_SIZING_MIN_KEYS);
         if (span < SAMPLE_MIN_SPAN_MS && wl < sizeof(warn))
-                wl += (size_t)snprintf(warn + wl, sizeof(warn) - wl,
-                                       "%sa span of %.0f s, under an hour: "
-                                       "events/day is extrapolated from it",
-                                       wl ? "; " : "", (double)span / 1000.0);
+                snprintf(warn + wl, sizeof(warn) - wl,
+                         "%sa span of %.0f s, under an hour: "
+                         "events/day is extrapolated from it",
+                         wl ? "; " : "", (double)span / 1000.0);
         cJSON_AddStringToObject(sz, "basis", basis);
         cJSON_AddBoolToObject(sz, "enough", !warn[0]);
         if (warn[0])
@@ -844,7 +844,9 @@ static void html_item(FILE *f, const char *id, const cJSON *r, const char *path,
              k = strtok_r(NULL, ".", &save))
                 c = cJSON_GetObjectItemCaseSensitive(c, k);
         fprintf(f, "<li id=\"%s\" data-path=\"%s\" data-value=\"", id, path);
-        if (cJSON_IsNumber(c))
+        /* (c &&: cJSON_IsNumber(NULL) is false; scan-build does not see
+         * into cJSON) */
+        if (c && cJSON_IsNumber(c))
                 fprintf(f, "%.0f", c->valuedouble);
         else
                 fputs("null", f);
