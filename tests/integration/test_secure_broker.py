@@ -387,7 +387,12 @@ def test_missing_acl_is_one_error(broker, granted, seqgate_bin, tmp_path,
     words = ACLS[which][3].format(getattr(s, ACLS[which][1]))
     assert "User:seqgate needs an ACL allowing " + words in detail, detail
     assert len(sg.events("batch_aborted")) <= 1, sg.log_tail()
-    assert not sg.events("kafka_retry"), sg.log_tail()
+    # the missing ACL is never retried; a retry of something else may
+    # come first (a changelog topic just created is unknown to
+    # DescribeConfigs for a moment: UNKNOWN_TOPIC_OR_PART)
+    assert not [e for e in sg.events("kafka_retry")
+                if "AUTHORIZATION" in e.get("error", "")
+                or "authoriz" in e.get("detail", "").lower()], sg.log_tail()
 
 
 def test_scram_with_old_librdkafka(broker, granted, seqgate_bin, tmp_path,
