@@ -441,6 +441,8 @@ static sg_err_t loop_start_clients(sg_loop_t *loop, char *errstr,
         if ((err = sg_loop_client_new(loop, true, &loop->consumer, errstr,
                                       errstr_size)))
                 return err;
+        /* NULL (no memory): group commits wait for their answer */
+        loop->commit_q = rd_kafka_queue_new(loop->consumer);
         if ((err = sg_loop_preflight(loop, errstr, errstr_size)) ||
             (err = sg_loop_check_topics(loop, errstr, errstr_size)))
                 return err;
@@ -884,6 +886,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 if (loop->reload)
                         loop_reload(loop);
                 uint64_t batches = loop->stats.batches_total;
+                sg_loop_commits_serve(loop, 0);
                 loop_resume_due(loop);
                 loop_collect(loop);
                 if (loop->fatal != SG_OK)
@@ -956,6 +959,8 @@ void sg_loop_destroy(sg_loop_t *loop) {
         if (!loop)
                 return;
         sg_loop_release(loop);
+        if (loop->commit_q)
+                rd_kafka_queue_destroy(loop->commit_q);
         if (loop->consumer)
                 rd_kafka_destroy(loop->consumer);
         sg_loop_topics_destroy(loop);

@@ -148,28 +148,89 @@ void sg_loop_offsets_committed(sg_loop_t *loop,
         }
 }
 
-/** Commits the input offsets @p l (after LMDB) and waits for the answer;
- *  only a confirmed commit moves part.committed. Failure is logged only:
- *  the store's offset wins at the next assignment, and re-read records are
- *  duplicates (semantics §3). @returns false if the commit failed. */
+/* A group commit that failed (@p e, sent at @p t0): logged only, the store's
+ * offset wins at the next assignment and re-read records are duplicates
+ * (semantics §3); the durable offsets are sent again commit_interval_ms
+ * later. */
+static void loop_commit_failed(sg_loop_t *loop,
+                               const rd_kafka_topic_partition_list_t *l,
+                               rd_kafka_resp_err_t e, int64_t t0) {
+        cJSON *f = sg_kafka_parts_json(l);
+        cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
+        sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
+        sg_loop_impaired(loop, rd_kafka_err2name(e), t0);
+        if (loop->alos_cl)
+                loop->commit_due_ms =
+                        sg_clock_mono_ms() + loop->conf->commit_interval_ms;
+}
+
+/* The first error of @p l's partitions, or @p e. */
+static rd_kafka_resp_err_t
+commit_err(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l) {
+        for (int i = 0; !e && l && i < l->cnt; i++)
+                e = l->elems[i].err;
+        return e;
+}
+
+/**
+ * Commits the input offsets @p l (after LMDB). @p wait: waits for the
+ * answer (a revoke, a stop: before the partitions go); else sends it and
+ * returns, its answer served by a later turn (sg_loop_commits_serve), so
+ * that a coordinator that answers late (a broker restarting) stops neither
+ * the batches nor the stats lines nor the outage's own log lines. Only a
+ * confirmed commit moves part.committed. @returns false if it failed (or,
+ * not waiting, could not be sent).
+ */
 static bool loop_commit_list(sg_loop_t *loop,
-                             const rd_kafka_topic_partition_list_t *l) {
+                             const rd_kafka_topic_partition_list_t *l,
+                             bool wait) {
         if (l->cnt == 0)
                 return true;
         int64_t t0 = sg_clock_mono_ms();
-        rd_kafka_resp_err_t e = rd_kafka_commit(loop->consumer, l, 0);
-        for (int i = 0; !e && i < l->cnt; i++)
-                if (l->elems[i].err)
-                        e = l->elems[i].err;
+        rd_kafka_resp_err_t e;
+        if (!wait && loop->commit_q) {
+                e = rd_kafka_commit_queue(loop->consumer, l, loop->commit_q,
+                                          NULL, (void *)(intptr_t)t0);
+                if (!e) {
+                        loop->commits_inflight++;
+                        return true;
+                }
+        } else {
+                e = commit_err(rd_kafka_commit(loop->consumer, l, 0), l);
+        }
         if (e) {
-                cJSON *f = sg_kafka_parts_json(l);
-                cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-                sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
-                sg_loop_impaired(loop, rd_kafka_err2name(e), t0);
+                loop_commit_failed(loop, l, e, t0);
                 return false;
         }
         sg_loop_offsets_committed(loop, l);
         return true;
+}
+
+void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms) {
+        rd_kafka_event_t *ev;
+        int64_t end = sg_clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+        while (loop->commit_q && loop->commits_inflight > 0) {
+                int64_t left = end - sg_clock_mono_ms();
+                ev = rd_kafka_queue_poll(loop->commit_q,
+                                         left > 0 ? (int)left : 0);
+                if (!ev)
+                        break;
+                if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_OFFSET_COMMIT) {
+                        loop->commits_inflight--;
+                        const rd_kafka_topic_partition_list_t *l =
+                                rd_kafka_event_topic_partition_list(ev);
+                        rd_kafka_resp_err_t e =
+                                commit_err(rd_kafka_event_error(ev), l);
+                        if (e && l)
+                                loop_commit_failed(
+                                        loop, l, e,
+                                        (int64_t)(intptr_t)
+                                                rd_kafka_event_opaque(ev));
+                        else if (l)
+                                sg_loop_offsets_committed(loop, l);
+                }
+                rd_kafka_event_destroy(ev);
+        }
 }
 
 /** Commits the batch's input offsets (after LMDB). at_least_once with a
@@ -184,12 +245,12 @@ static void loop_commit_offsets(sg_loop_t *loop) {
         if (!loop->alos_cl || interval <= 0) {
                 rd_kafka_topic_partition_list_t *l =
                         sg_loop_batch_offsets(loop);
-                (void)loop_commit_list(loop, l);
+                (void)loop_commit_list(loop, l, false);
                 rd_kafka_topic_partition_list_destroy(l);
                 /* a store's offset ahead of the group's, from the
                  * assignment (assign_start_offsets) */
                 if (loop->commit_due_ms)
-                        sg_loop_commit_durable(loop);
+                        sg_loop_commit_durable(loop, false);
                 return;
         }
         bool moved = false;
@@ -205,13 +266,18 @@ static void loop_commit_offsets(sg_loop_t *loop) {
         if (moved && loop->commit_due_ms == 0)
                 loop->commit_due_ms = now + interval;
         if (loop->commit_due_ms != 0 && now >= loop->commit_due_ms)
-                sg_loop_commit_durable(loop);
+                sg_loop_commit_durable(loop, false);
 }
 
 /** Commits the durable offsets (group commit) of the partitions still
- *  assigned and not fenced that are ahead of the group's, and waits for the
- *  answer; a failure is retried commit_interval_ms later. */
-void sg_loop_commit_durable(sg_loop_t *loop) {
+ *  assigned and not fenced that are ahead of the group's (@p wait: and
+ *  waits for the answer; else, while one is unanswered, waits for it to
+ *  come first); a failure is retried commit_interval_ms later. */
+void sg_loop_commit_durable(sg_loop_t *loop, bool wait) {
+        if (wait)
+                sg_loop_commits_serve(loop, SG_COMMIT_WAIT_MS);
+        else if (loop->commits_inflight > 0)
+                return; /* commit_due_ms stays: sent once it is answered */
         rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
                 (int)(loop->part_cnt ? loop->part_cnt : 1));
         for (size_t i = 0; i < loop->part_cnt; i++) {
@@ -221,9 +287,8 @@ void sg_loop_commit_durable(sg_loop_t *loop) {
                                                           p->partition)
                                 ->offset = p->durable;
         }
-        bool ok = loop_commit_list(loop, l);
-        loop->commit_due_ms =
-                ok ? 0 : sg_clock_mono_ms() + loop->conf->commit_interval_ms;
+        if (loop_commit_list(loop, l, wait))
+                loop->commit_due_ms = 0; /* a failure set the next one */
         rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -271,7 +336,7 @@ void sg_loop_commit_pending(sg_loop_t *loop) {
                                 ->offset = p->elems[i].offset;
         }
         rd_kafka_topic_partition_list_destroy(p);
-        (void)loop_commit_list(loop, l);
+        (void)loop_commit_list(loop, l, false);
         rd_kafka_topic_partition_list_destroy(l);
 }
 

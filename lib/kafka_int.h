@@ -35,6 +35,9 @@
  * most this often, once no error came for as long; each waits at most
  * SG_PROBE_TIMEOUT_MS */
 #define SG_PROBE_INTERVAL_MS 2000
+/** How long a revoke or a stop waits for the answers of group commits
+ *  sent before it (sg_loop_commit_durable with wait) */
+#define SG_COMMIT_WAIT_MS 10000
 #define SG_PROBE_TIMEOUT_MS 500
 
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
@@ -174,15 +177,19 @@ struct sg_loop {
         bool restore_needed;  /**< some partition's part.restore is set:
                                       restore those before the next batch */
         /* the changelog, both guarantees (semantics §6) */
-        bool changelog;          /**< the processor keeps state that follows
+        bool changelog;             /**< the processor keeps state that follows
                                       a partition (it has restore_begin) */
-        bool alos_cl;            /**< at_least_once with a changelog: claims,
+        bool alos_cl;               /**< at_least_once with a changelog: claims,
                                       framed records, markers, repairs */
-        char restore_group[512]; /**< group.id of the restore consumer */
-        int64_t commit_due_ms;   /**< at_least_once group commit: monotonic
+        char restore_group[512];    /**< group.id of the restore consumer */
+        int64_t commit_due_ms;      /**< at_least_once group commit: monotonic
                                       ms by which the durable offsets are
                                       committed (commit_interval_ms after
                                       the first one waited); 0: none wait */
+        rd_kafka_queue_t *commit_q; /**< the answers of the group commits
+                                      sent without waiting
+                                      (sg_loop_commits_serve) */
+        int commits_inflight;       /**< of those, not answered yet */
         rd_kafka_topic_partition_list_t *pending_offsets; /**< at_least_once:
                                       input offsets of batches whose LMDB
                                       commit failed after their changelog
@@ -376,7 +383,12 @@ rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
 void sg_loop_commit_pending(sg_loop_t *loop);
-void sg_loop_commit_durable(sg_loop_t *loop);
+void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
+/** Serves the answers of the group commits sent without waiting (a
+ *  confirmed one moves part.committed, a failed one is logged as
+ *  offset_commit_failed and retried): waits at most @p timeout_ms for them
+ *  (0: only those already in). Each turn of the loop calls it. */
+void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms);
 void sg_loop_release(sg_loop_t *loop);
 sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why);
 

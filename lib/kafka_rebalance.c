@@ -367,10 +367,13 @@ static void on_revoke(sg_loop_t *loop, rd_kafka_t *rk,
                 }
         }
         /* The input offsets waiting for their group commit go out before
-         * the partitions do (a lost assignment's would be refused: its new
-         * owner's restored store knows them anyway). */
+         * the partitions do, and the answers of those sent go in (a lost
+         * assignment's would be refused: its new owner's restored store
+         * knows them anyway). */
         if (!lost && loop->alos_cl)
-                sg_loop_commit_durable(loop);
+                sg_loop_commit_durable(loop, true);
+        else if (!lost)
+                sg_loop_commits_serve(loop, SG_COMMIT_WAIT_MS);
         /* The store keeps what it holds of them: the next owner restores
          * from its own, and this one, assigned them again, from the
          * checkpoint (processor.h checkpoint). */

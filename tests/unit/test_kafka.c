@@ -107,13 +107,25 @@ static int64_t mono_ms(void) {
 typedef struct logs {
         int aborted, paused, resumed, grown, fatal, recreated;
         int store_behind, restore_done; /**< exactly_once */
-        int retries;      /**< "kafka_retry": a retriable broker error */
-        int reruns;       /**< "batch_rerun": a refused record re-run */
-        int secret_leaks; /**< log texts that contained SECRET */
-        int dlq_lines;    /**< "dlq": a DLQ record produced (debug) */
+        int retries;            /**< "kafka_retry": a retriable broker error */
+        int reruns;             /**< "batch_rerun": a refused record re-run */
+        int secret_leaks;       /**< log texts that contained SECRET */
+        int dlq_lines;          /**< "dlq": a DLQ record produced (debug) */
+        int stats_lines;        /**< "stats" callbacks (stats_interval_ms) */
+        int64_t stats_ms[4096]; /**< monotonic ms of the first of them */
 } logs_t;
 
 static logs_t g_logs;
+
+/** The loop's stats callback (every stats_interval_ms): the pace of it. */
+static void stats_cb(void *opaque, const sg_loop_stats_t *st) {
+        logs_t *l = opaque;
+        int64_t now = mono_ms();
+        (void)st;
+        if (l->stats_lines < (int)(sizeof(l->stats_ms) / sizeof(int64_t)))
+                l->stats_ms[l->stats_lines] = now;
+        l->stats_lines++;
+}
 
 static void log_cb(void *opaque, sg_log_level_t level, const char *event,
                    const char *fields) {
@@ -883,8 +895,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
         sg_loop_t *loop = NULL;
         watchdog_t w = {0};
         pthread_t oth;
-        sg_err_t err = sg_loop_new(g_conf, proc, log_cb, &g_logs, NULL, NULL,
-                                   &loop, es, sizeof(es));
+        sg_err_t err = sg_loop_new(g_conf, proc, log_cb, &g_logs, stats_cb,
+                                   &g_logs, &loop, es, sizeof(es));
         ck_assert_msg(err == SG_OK, "sg_loop_new: %s: %s", sg_err2str(err), es);
         if (loopp)
                 *loopp = loop;
@@ -934,6 +946,8 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
 typedef struct stopper {
         sg_loop_t **loopp;   /**< set by run_loop() before this thread starts */
         atomic_bool reached; /**< committed offsets reached the end */
+        int64_t not_before_ms; /**< monotonic ms: no stop before (0: any) */
+        int64_t stop_ms;       /**< monotonic ms it asked the loop to stop */
 } stopper_t;
 
 /** Polls the group's committed offsets from its own client; stops the loop
@@ -950,10 +964,12 @@ static void *stop_at_end(void *a) {
                         all = all && off[p] == PER_PART;
                 if (all) {
                         atomic_store(&s->reached, true);
-                        break;
+                        if (mono_ms() >= s->not_before_ms)
+                                break;
                 }
                 tu_sleep_ms(100);
         }
+        s->stop_ms = mono_ms();
         sg_loop_stop(*s->loopp);
         rd_kafka_destroy(c);
         return NULL;
@@ -984,6 +1000,51 @@ START_TEST(clean_run_exactly_once_in_order) {
         assert_superset_in_order(&o);
         ck_assert_int_eq(o.dups, 0);
         ck_assert_int_eq(o.total, NREC);
+        assert_committed_at_end();
+}
+END_TEST
+
+/* A group coordinator that answers an offset commit late (a broker
+ * restarting, a coordinator moving) must not stop the loop: the commit is
+ * sent and its answer served by a later turn (semantics §6 "group
+ * commit"), so the stats lines, the published metrics and the kafka_error
+ * lines of an outage keep their pace. The first OffsetCommit is answered
+ * after 4 s; the loop runs at least 5 s with a stats line every 100 ms. (A
+ * stop waits for the answers, as a Kafka consumer's close does: not
+ * counted.) */
+START_TEST(slow_offset_commit_does_not_stop_the_loop) {
+        sg_passthrough_t *pt;
+        sg_processor_t proc;
+        sg_loop_t *loop = NULL;
+        stopper_t st = {.loopp = &loop};
+        run_t r;
+
+        sg_config_destroy(g_conf);
+        g_root_extra = ALOS "\"stats_interval_ms\":100,";
+        g_conf = conf_parse(g_bs, TOPICS_IN, NULL);
+        g_root_extra = ALOS;
+        ck_assert_int_eq(rd_kafka_mock_broker_push_request_error_rtts(
+                                 g_mc, 1, 8 /* OffsetCommit */, 1,
+                                 RD_KAFKA_RESP_ERR_NO_ERROR, 4000),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        ck_assert_int_eq(sg_passthrough_new(g_conf, &pt), SG_OK);
+        sg_passthrough_processor(pt, &proc);
+        st.not_before_ms = mono_ms() + 5000;
+        run_loop(&proc, &loop, stop_at_end, &st, &r);
+        sg_passthrough_destroy(pt);
+        ck_assert(atomic_load(&st.reached));
+        ck_assert_uint_eq(r.stats.records_out_total, NREC);
+        int64_t gap = 0, n = 0;
+        for (int i = 1; i < g_logs.stats_lines && i < 4096 &&
+                        g_logs.stats_ms[i] <= st.stop_ms;
+             i++, n++)
+                if (g_logs.stats_ms[i] - g_logs.stats_ms[i - 1] > gap)
+                        gap = g_logs.stats_ms[i] - g_logs.stats_ms[i - 1];
+        ck_assert_int_ge(n, 10);
+        ck_assert_msg(gap < 2000,
+                      "no stats line for %" PRId64 " ms: the loop waited "
+                      "for the offset commit",
+                      gap);
         assert_committed_at_end();
 }
 END_TEST
@@ -3092,6 +3153,7 @@ int main(void) {
         tcase_add_checked_fixture(tl, loop_setup, mock_teardown);
         tcase_set_timeout(tl, 90);
         add(tl, clean_run_exactly_once_in_order);
+        add(tl, slow_offset_commit_does_not_stop_the_loop);
         add(tl, latency_histograms_skip_idle_batches);
         add(tl, process_and_commit_failures_reread);
         add(tl, map_full_grows_and_reruns);
