@@ -256,7 +256,9 @@ static void loop_recovery(sg_loop_t *loop, bool batch) {
         if (loop->klog.errors != loop->klog_errors_seen) {
                 uint64_t n = loop->klog.errors - loop->klog_errors_seen;
                 loop->klog_errors_seen = loop->klog.errors;
-                sg_loop_impaired(loop, loop->klog.last_error, 0);
+                sg_loop_impaired(loop, loop->klog.last_error,
+                                 loop->klog.errors_since_ms);
+                loop->klog.errors_since_ms = 0;
                 loop->impaired_errors += n - 1;
         }
         bool assigned = loop->assign_progress;

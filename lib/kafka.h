@@ -414,6 +414,11 @@ typedef struct sg_kafka_log {
         unsigned fail_next;            /**< the slot the next one takes */
         uint64_t errors;               /**< kafka_error lines, warning or
                                             worse */
+        int64_t errors_since_ms;       /**< sg_clock_mono_ms() when the first of
+                                      the errors not taken yet by the
+                                      loop was served (0: none): an
+                                      impairment starts there, not when
+                                      the loop looks */
         char last_error[64];           /**< the last one's error name */
 } sg_kafka_log_t;
 

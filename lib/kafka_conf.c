@@ -351,6 +351,8 @@ static void cb_error(rd_kafka_t *rk, int err, const char *reason,
                                            (rd_kafka_resp_err_t)err, reason);
         if (level <= SG_LOG_WARNING) {
                 lg->errors++;
+                if (!lg->errors_since_ms)
+                        lg->errors_since_ms = sg_clock_mono_ms();
                 snprintf(lg->last_error, sizeof(lg->last_error), "%s",
                          rd_kafka_err2name(err));
         }
