@@ -243,6 +243,19 @@ static bool loop_probe(sg_loop_t *loop) {
         return ok;
 }
 
+/** Takes the clients' kafka_error lines since the last call (klog.errors)
+ *  into the impairment. */
+static void loop_errors_take(sg_loop_t *loop) {
+        if (loop->klog.errors == loop->klog_errors_seen)
+                return;
+        uint64_t n = loop->klog.errors - loop->klog_errors_seen;
+        loop->klog_errors_seen = loop->klog.errors;
+        sg_loop_impaired(loop, loop->klog.last_error,
+                         loop->klog.errors_since_ms);
+        loop->klog.errors_since_ms = 0;
+        loop->impaired_errors += n - 1;
+}
+
 /**
  * After a turn of the loop: takes in the clients' kafka_error lines
  * (klog.errors), and ends an impairment at the first progress with one
@@ -253,14 +266,7 @@ static bool loop_probe(sg_loop_t *loop) {
  * probe that succeeds (loop_probe, at most every SG_PROBE_INTERVAL_MS).
  */
 static void loop_recovery(sg_loop_t *loop, bool batch) {
-        if (loop->klog.errors != loop->klog_errors_seen) {
-                uint64_t n = loop->klog.errors - loop->klog_errors_seen;
-                loop->klog_errors_seen = loop->klog.errors;
-                sg_loop_impaired(loop, loop->klog.last_error,
-                                 loop->klog.errors_since_ms);
-                loop->klog.errors_since_ms = 0;
-                loop->impaired_errors += n - 1;
-        }
+        loop_errors_take(loop);
         bool assigned = loop->assign_progress;
         loop->assign_progress = false;
         if (!loop->impaired_ms)
@@ -758,6 +764,22 @@ static void loop_stats_emit(sg_loop_t *loop) {
                 loop->stats_cb(loop->stats_opaque, &loop->stats);
 }
 
+/* The stats callback, when stats_interval_ms passed since the last. */
+static void loop_stats_due(sg_loop_t *loop) {
+        if (loop->conf->stats_interval_ms > 0 &&
+            sg_clock_mono_ms() >= loop->next_stats_ms) {
+                loop_stats_emit(loop);
+                loop->next_stats_ms =
+                        sg_clock_mono_ms() + loop->conf->stats_interval_ms;
+        }
+}
+
+void sg_loop_waiting(sg_loop_t *loop) {
+        loop_errors_take(loop);
+        loop_stats_due(loop);
+        sg_loop_publish(loop, false);
+}
+
 void sg_loop_set_publish(sg_loop_t *loop, sg_loop_publish_cb *cb,
                          void *opaque) {
         loop->publish_cb = cb;
@@ -914,12 +936,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 sg_loop_publish(loop, loop->stats.batches_total != batches);
                 loop_recovery(loop, loop->stats.batches_total != batches &&
                                             !loop->batch_idle);
-                if (loop->conf->stats_interval_ms > 0 &&
-                    sg_clock_mono_ms() >= loop->next_stats_ms) {
-                        loop_stats_emit(loop);
-                        loop->next_stats_ms = sg_clock_mono_ms() +
-                                              loop->conf->stats_interval_ms;
-                }
+                loop_stats_due(loop);
         }
         sg_loop_release(loop); /* after a fatal error: read again next time */
 

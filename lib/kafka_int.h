@@ -38,6 +38,9 @@
 /** How long a revoke or a stop waits for the answers of group commits
  *  sent before it (sg_loop_commit_durable with wait) */
 #define SG_COMMIT_WAIT_MS 10000
+/** A wait for Kafka's answers (deliveries) is cut into slices this long,
+ *  sg_loop_waiting() between them */
+#define SG_WAIT_SLICE_MS 250
 #define SG_PROBE_TIMEOUT_MS 500
 
 /** A topic-partition the loop has seen, with its batch bookkeeping. */
@@ -389,6 +392,11 @@ void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
  *  offset_commit_failed and retried): waits at most @p timeout_ms for them
  *  (0: only those already in). Each turn of the loop calls it. */
 void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms);
+/** Between two slices of a wait for Kafka inside a batch: takes the
+ *  clients' errors into the impairment, writes the stats line when due and
+ *  publishes the metrics (at most every SG_PUB_INTERVAL_MS). Nothing of
+ *  the batch is decided or committed. */
+void sg_loop_waiting(sg_loop_t *loop);
 void sg_loop_release(sg_loop_t *loop);
 sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why);
 

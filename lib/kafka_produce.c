@@ -121,15 +121,28 @@ void sg_loop_topics_destroy(sg_loop_t *loop) {
 }
 
 /* Waits (delivery_timeout_ms) for the delivery reports of the @p n records
- * produced in this attempt; with none, only serves the producer's logs.
- * Returns rd_kafka_flush()'s error (__TIMED_OUT: some are not reported). */
+ * produced in this attempt, in slices of SG_WAIT_SLICE_MS with the loop's
+ * stats and published metrics served between them (sg_loop_waiting: a
+ * broker away for a minute is seen while it is away); with none, only
+ * serves the producer's logs. Returns rd_kafka_flush()'s error
+ * (__TIMED_OUT: some are not reported). */
 static rd_kafka_resp_err_t loop_flush(sg_loop_t *loop, size_t n) {
         if (n == 0) {
                 rd_kafka_poll(loop->producer, 0); /* serve producer logs */
                 return RD_KAFKA_RESP_ERR_NO_ERROR;
         }
-        return rd_kafka_flush(loop->producer,
-                              (int)loop->conf->delivery_timeout_ms);
+        int64_t end = sg_clock_mono_ms() + loop->conf->delivery_timeout_ms;
+        for (;;) {
+                int64_t left = end - sg_clock_mono_ms();
+                rd_kafka_resp_err_t e = rd_kafka_flush(
+                        loop->producer,
+                        (int)(left < 0                  ? 0
+                              : left > SG_WAIT_SLICE_MS ? SG_WAIT_SLICE_MS
+                                                        : left));
+                if (e != RD_KAFKA_RESP_ERR__TIMED_OUT || left <= 0)
+                        return e;
+                sg_loop_waiting(loop);
+        }
 }
 
 /* After loop_flush() returned @p flush_err: SG_OK when each of the @p n
