@@ -188,7 +188,8 @@ static bool place(ybuild_t *b, cJSON *v) {
 
 static const char *const AMBIGUOUS_BOOL =
         "an unquoted yes, no, on, off, y or n is a boolean in YAML 1.1 and a "
-        "string in YAML 1.2; quote it (\"...\"), or write true or false";
+        "string in YAML 1.2; quote it (\"...\") for a text, or write true "
+        "or false for a boolean";
 static const char *const AMBIGUOUS_NUMBER =
         "an unquoted value that YAML 1.1, YAML 1.2 and JSON read as "
         "different numbers, or one as a text (octal 0755 or 0o17, hex 0x1F, "

@@ -23,7 +23,10 @@
 # SEQGATE_BIN (default build/seqgate, built if missing), SG_STRESS_DIR
 # (where to keep the failing runs; default a new /tmp/seqgate-eos-loop.*),
 # SG_STRESS_HOGS (number of CPU hogs, default nproc; 0: none),
-# PYTEST_ARGS (extra pytest arguments, e.g. "-k zombie").
+# PYTEST_ARGS (extra pytest arguments, e.g. "-k zombie"), SG_STRESS_TESTS
+# (the test files, default the two above; e.g.
+# tests/integration/test_broker_restart.py for broker outages: it restarts a
+# broker of its own).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -95,7 +98,7 @@ for ((run = 1; run <= RUNS; run++)); do
     rc=0
     # shellcheck disable=SC2086
     "$PY" -m pytest -q -p no:cacheprovider --basetemp="$base" \
-        tests/integration/test_exactly_once.py tests/integration/test_restart.py \
+        ${SG_STRESS_TESTS:-tests/integration/test_exactly_once.py tests/integration/test_restart.py} \
         ${PYTEST_ARGS:-} >"$out" 2>&1 || rc=$?
     secs=$(($(date +%s) - t0))
     summary=$(grep -E '[0-9]+ (passed|failed|error)' "$out" | tail -n 1 || true)

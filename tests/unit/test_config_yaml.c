@@ -104,6 +104,10 @@ START_TEST(test_yaml_pitfalls_refused) {
                                       "an unquoted yes, no, on, off"},
                 {"instance_id: NO\n", "instance_id: YAML line 10, column 14: "
                                       "an unquoted yes"},
+                /* a key that takes a text: the advice is not "write true
+                 * or false" alone */
+                {"guarantee: y\n", "quote it (\"...\") for a text, or write "
+                                   "true or false for a boolean"},
                 {"batch: {max_ms: 0100}\n",
                  "batch.max_ms: YAML line 10, column 17: an unquoted value "
                  "that YAML 1.1, YAML 1.2 and JSON read as different"},
