@@ -214,6 +214,19 @@ void sg_cfg_path_key(char *buf, const char *parent, const char *key) {
         path_append(buf, &off, key);
 }
 
+void sg_cfg_path_topic(char *buf, const char *name) {
+        size_t off = 0;
+
+        buf[0] = '\0';
+        if (!strpbrk(name, ".[]\"")) {
+                sg_cfg_path_key(buf, "topics", name);
+                return;
+        }
+        path_append(buf, &off, "topics[\"");
+        path_append(buf, &off, name);
+        path_append(buf, &off, "\"]");
+}
+
 /** buf = parent "[" idx "]". */
 void sg_cfg_path_idx(char *buf, const char *parent, size_t idx) {
         char num[32];

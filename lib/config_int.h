@@ -105,6 +105,11 @@ void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 sg_err_t sg_cfg_nomem(cfg_ctx_t *c);
 void sg_cfg_path_key(char *buf, const char *parent, const char *key);
+/** buf (SG_PATH_SIZE bytes) = the path of input topic @p name:
+ *  topics.NAME, or topics["NAME"] when the name holds a dot (Kafka allows
+ *  orders.v1), a bracket or a quote, so that the name is never read as a
+ *  path (JSONPath's bracket notation). */
+void sg_cfg_path_topic(char *buf, const char *name);
 void sg_cfg_path_idx(char *buf, const char *parent, size_t idx);
 const char *sg_cfg_join(char *buf, size_t size, const char *const *list);
 const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,

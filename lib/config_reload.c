@@ -76,7 +76,9 @@ static void row_path(char *buf, size_t i, const char *topic) {
         char blk[SG_PATH_SIZE];
 
         if (topic && !strncmp(k->block, "topics.*", 8)) {
-                snprintf(blk, sizeof(blk), "topics.%s%s", topic, k->block + 8);
+                char tp[SG_PATH_SIZE];
+                sg_cfg_path_topic(tp, topic);
+                snprintf(blk, sizeof(blk), "%s%s", tp, k->block + 8);
                 sg_cfg_path_key(buf, blk, k->name);
         } else {
                 sg_cfg_path_key(buf, k->block, k->name);
@@ -227,7 +229,7 @@ static sg_err_t diff_topic(const sg_topic_config_t *a,
 
         for (size_t i = 0; scope && i < a->scope_cnt; i++)
                 scope = src_eq(&a->scope[i], &b->scope[i]);
-        sg_cfg_path_key(tp, "topics", a->name);
+        sg_cfg_path_topic(tp, a->name);
         if (!scope) {
                 sg_cfg_path_key(p, tp, "envelope.scope");
                 err = add_change(d, p, false, NULL, NULL);
@@ -291,7 +293,7 @@ sg_err_t sg_config_diff(const sg_config_t *a, const sg_config_t *b,
                 if (tb)
                         err = diff_topic(&a->topics[i], tb, d);
                 else {
-                        sg_cfg_path_key(p, "topics", a->topics[i].name);
+                        sg_cfg_path_topic(p, a->topics[i].name);
                         err = add_change(d, p, false, NULL, NULL);
                 }
                 if (err)
@@ -300,7 +302,7 @@ sg_err_t sg_config_diff(const sg_config_t *a, const sg_config_t *b,
         for (size_t i = 0; i < b->topic_cnt; i++) {
                 if (sg_config_topic(a, b->topics[i].name))
                         continue;
-                sg_cfg_path_key(p, "topics", b->topics[i].name);
+                sg_cfg_path_topic(p, b->topics[i].name);
                 if ((err = add_change(d, p, false, NULL, NULL)))
                         goto fail;
         }

@@ -269,9 +269,10 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                         continue;
                 /* what it checked (scan-build: it is in config_topic.c) */
                 assert(o->name && o->output_topic && o->dlq_topic);
+                char tp[SG_PATH_SIZE];
+                sg_cfg_path_topic(tp, o->name);
                 if (!strcmp(name, o->name)) {
-                        snprintf(buf, size, "an input topic (topics.%s)",
-                                 o->name);
+                        snprintf(buf, size, "an input topic (%s)", tp);
                         return buf;
                 }
                 if (!strcmp(name, o->output_topic))
@@ -285,7 +286,7 @@ static const char *snapshot_topic_clash(const sg_config_t *conf, size_t self,
                          !strcmp(name, o->snapshot.request_topic))
                         what = "snapshot.request_topic";
                 if (what) {
-                        snprintf(buf, size, "topics.%s.%s", o->name, what);
+                        snprintf(buf, size, "%s.%s", tp, what);
                         return buf;
                 }
         }
@@ -307,7 +308,7 @@ sg_err_t sg_cfg_check_snapshot_topics(cfg_ctx_t *c, const sg_config_t *conf) {
 
                 if (sn->source != SG_SNAP_KAFKA || !conf->topics[i].name)
                         continue;
-                sg_cfg_path_key(tp, "topics", conf->topics[i].name);
+                sg_cfg_path_topic(tp, conf->topics[i].name);
                 for (int r = 0; r < 2; r++) {
                         const char *name =
                                 r ? sn->reply_topic : sn->request_topic;

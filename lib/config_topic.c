@@ -625,7 +625,7 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                 return sg_cfg_nomem(c);
         conf->topic_cnt = n;
         for (const cJSON *it = topics->child; it; it = it->next, i++) {
-                sg_cfg_path_key(p, "topics", it->string);
+                sg_cfg_path_topic(p, it->string);
                 KEEP(sg_cfg_check_topic_name(c, p, it->string));
                 KEEP(parse_topic(c, it, p, &conf->topics[i]));
         }
@@ -646,7 +646,7 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                         if (!which)
                                 continue;
                         char tp[SG_PATH_SIZE];
-                        sg_cfg_path_key(tp, "topics", tc->name);
+                        sg_cfg_path_topic(tp, tc->name);
                         sg_cfg_path_key(p, tp, which);
                         sg_cfg_fail(
                                 c, p,
@@ -671,7 +671,7 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                 /* both guarantees keep a changelog (semantics §6) */
                 if (!sg_cfg_valid_topic_name(tc->changelog_topic)) {
                         char tp[SG_PATH_SIZE];
-                        sg_cfg_path_key(tp, "topics", tc->name);
+                        sg_cfg_path_topic(tp, tc->name);
                         sg_cfg_path_key(p, tp, "changelog_topic");
                         sg_cfg_fail(
                                 c, p,
@@ -689,7 +689,7 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                                    conf->topics[j].changelog_topic))
                                 continue;
                         char tp[SG_PATH_SIZE];
-                        sg_cfg_path_key(tp, "topics", conf->topics[i].name);
+                        sg_cfg_path_topic(tp, conf->topics[i].name);
                         sg_cfg_path_key(p, tp, "changelog_topic");
                         sg_cfg_fail(
                                 c, p,

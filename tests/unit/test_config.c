@@ -512,7 +512,7 @@ static const bad_case_t bad_cases[] = {
          NULL},
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'..':{'output_topic':"
          "'o','dlq_topic':'d'}}}",
-         "topics...: \"..\" is not a valid Kafka topic name", NULL},
+         "topics[\"..\"]: \"..\" is not a valid Kafka topic name", NULL},
         {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
          "'a/b','dlq_topic':'d'}}}",
          "topics.orders.output_topic: \"a/b\" is not a valid Kafka topic name",

@@ -313,6 +313,43 @@ START_TEST(test_reload_values) {
 }
 END_TEST
 
+/* A topic name may hold dots (orders.v1): a key of it is named so that
+ * the name cannot be read as a path, topics["orders.v1"].ordering.x, in
+ * the reload's changes and in the configuration's errors alike. */
+START_TEST(test_reload_dotted_topic_name) {
+        cJSON *a = base_json(NULL), *b = base_json(NULL);
+        cJSON *ta = cJSON_GetObjectItem(a, "topics"),
+              *tb = cJSON_GetObjectItem(b, "topics");
+        cJSON_AddItemToObject(
+                ta, "orders.v1",
+                cJSON_Duplicate(cJSON_GetObjectItem(ta, "orders"), true));
+        cJSON *o = cJSON_Duplicate(cJSON_GetObjectItem(tb, "orders"), true);
+        cJSON_AddItemToObject(o, "ordering",
+                              cJSON_Parse("{\"gap_timeout_ms\":60000}"));
+        cJSON_AddItemToObject(tb, "orders.v1", o);
+        sg_config_t *live = parse(a), *next = parse(b);
+        sg_config_diff_t d = {0};
+        char es[512];
+        ASSERT_OK(sg_config_reload(live, next, &d, es, sizeof(es)), es);
+        ASSERT_EQ_INT(d.cnt, 1);
+        ASSERT_STR_EQ(d.changes[0].key,
+                      "topics[\"orders.v1\"].ordering.gap_timeout_ms");
+        sg_config_diff_clear(&d);
+        sg_config_destroy(live);
+        sg_config_destroy(next);
+        /* an error names it the same way */
+        cJSON_AddItemToObject(o, "no_such_key", cJSON_CreateTrue());
+        char *text = cJSON_PrintUnformatted(b);
+        sg_config_t *c = NULL;
+        ck_assert_int_eq(sg_config_parse(text, &c, es, sizeof(es)),
+                         SG_ERR_CONFIG);
+        ck_assert_msg(strstr(es, "topics[\"orders.v1\"]") != NULL, "%s", es);
+        free(text);
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+}
+END_TEST
+
 static char *read_example(const char *rel) {
         const char *root = getenv("SG_SOURCE_ROOT");
         char path[4096];
@@ -454,6 +491,7 @@ int main(void) {
         tcase_add_test(tc, test_reload_follows_the_table);
         tcase_add_test(tc, test_reload_refuses_the_rest);
         tcase_add_test(tc, test_reload_values);
+        tcase_add_test(tc, test_reload_dotted_topic_name);
         tcase_add_test(tc, test_print_round_trip);
         tcase_add_test(tc, test_print_redacts);
         tcase_add_test(tc, test_print_http_security);
