@@ -76,7 +76,13 @@ static void txn_free(sg_txn_t *t) {
                 atomic_store(&s->writer_tid, 0);
                 atomic_fetch_sub(&s->writes_open, 1);
         }
-        sg_arena_free(&t->cap);
+        if (t->write) { /* its chunks kept for the next */
+                sg_arena_reset(&t->cap);
+                sg_arena_free(&s->cap_spare);
+                s->cap_spare = t->cap;
+        } else {
+                sg_arena_free(&t->cap);
+        }
         sg_pdb_txn_free(t);
         free(t->changes);
         free(t->view);
@@ -588,6 +594,7 @@ void sg_store_close(sg_store_t *s) {
         if (synced)
                 sg_store_session_mark_closed(s);
         sg_pdb_free(s);
+        sg_arena_free(&s->cap_spare);
         pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
         if (s->lock_fd > 0)
@@ -682,6 +689,8 @@ sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                 mdb_env_info(s->env, &info);
                 t->map_before = info.me_mapsize;
                 t->used_before = sg_store_space_used(s);
+                t->cap = s->cap_spare;
+                memset(&s->cap_spare, 0, sizeof(s->cap_spare));
                 atomic_fetch_add(&s->writes_open, 1);
                 atomic_store(&s->writer_tid, (int)gettid());
         }

@@ -216,6 +216,10 @@ struct sg_store {
          * bytes when the last write-out was started, and how many may be
          * dirtied before the next (0: not known yet) */
         uint64_t wb_at, wb_budget;
+        /* the write transactions' capture arena between them: its chunks
+         * kept for the next (sg_txn_begin takes it, txn_free gives it
+         * back reset) */
+        arena_t cap_spare;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
