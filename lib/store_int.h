@@ -291,6 +291,11 @@ struct sg_txn {
         size_t rpdb_cnt, rpdb_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
+        /* write transactions: a cursor per database handle (index: the
+         * handle), opened at its first get or put and kept until the
+         * transaction ends, when LMDB frees it (sg_lmdb_get) */
+        MDB_cursor **curs;
+        size_t curs_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
 
