@@ -216,6 +216,10 @@ struct sg_store {
          * bytes when the last write-out was started, and how many may be
          * dirtied before the next (0: not known yet) */
         uint64_t wb_at, wb_budget;
+        /* the write transactions' capture arena between them: its chunks
+         * kept for the next (sg_txn_begin takes it, txn_free gives it
+         * back reset) */
+        arena_t cap_spare;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
@@ -287,6 +291,11 @@ struct sg_txn {
         size_t rpdb_cnt, rpdb_size;
         sg_change_t *view; /* sg_txn_changes() result */
         size_t view_cnt;
+        /* write transactions: a cursor per database handle (index: the
+         * handle), opened at its first get or put and kept until the
+         * transaction ends, when LMDB frees it (sg_lmdb_get) */
+        MDB_cursor **curs;
+        size_t curs_cnt;
         char errdetail[SG_TXN_ERRDETAIL_MAX]; /* sg_txn_errdetail() */
 };
 

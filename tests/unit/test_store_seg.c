@@ -520,6 +520,90 @@ START_TEST(expiry_tombstones_in_a_rolling_upgrade) {
 }
 END_TEST
 
+/* The writer's reads and writes go through a cursor per database kept
+ * for the whole transaction (store.c txn_cursor): whatever else changes
+ * the databases meanwhile (records moving between buckets, deletes, seals
+ * and merges copying and dropping segments, aggregates written between),
+ * every get still answers what was last written. A model checks each
+ * step, then the committed store after a reopen. */
+#define CUR_KEYS 700
+START_TEST(kept_cursors_follow_every_change) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 64);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        static int64_t at[CUR_KEYS];   /* 0: absent */
+        static uint64_t ver[CUR_KEYS]; /* the aggregate's version, 0 none */
+        memset(at, 0, sizeof(at));
+        memset(ver, 0, sizeof(ver));
+        uint64_t x = 88172645463325252ull;
+        sg_txn_t *t = wtxn(s);
+        for (int step = 0; step < 12000; step++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                int i = (int)(x % CUR_KEYS), op = (int)((x >> 20) % 10);
+                unsigned char kh[32], ah[32];
+                key(i, kh);
+                key(i + 1000000, ah);
+                if (op < 4) { /* a key (again), in one of four buckets */
+                        int64_t when = 100 + 1000 * (int64_t)((x >> 32) % 4);
+                        put(t, &tp, i, when, SG_DV_APPLIED);
+                        at[i] = when;
+                } else if (op == 4 && at[i]) { /* deleted */
+                        ck_assert_int_eq(sg_dedup_restore(t, &tp, kh, NULL,
+                                                          false, err,
+                                                          sizeof(err)),
+                                         SG_OK);
+                        at[i] = 0;
+                } else if (op == 5) {
+                        sweep(t, &tp, 200, 40);
+                } else if (op < 8) { /* its aggregate read and written */
+                        sg_agg_rec_t a;
+                        sg_err_t e = sg_agg_get(t, &tp, ah, &a);
+                        ck_assert_int_eq(e, ver[i] ? SG_OK : SG_ERR_NOT_FOUND);
+                        if (ver[i])
+                                ck_assert_uint_eq(a.last_version, ver[i]);
+                        else
+                                memset(&a, 0, sizeof(a));
+                        a.has_last = true;
+                        a.last_version = ++ver[i];
+                        ck_assert_int_eq(
+                                sg_agg_put(t, &tp, ah, &a, 0, err, sizeof(err)),
+                                SG_OK);
+                }
+                if (at[i])
+                        found(t, &tp, i, at[i]);
+                else
+                        absent(t, &tp, i);
+                if (step % 3000 == 2999) { /* a checkpoint */
+                        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)),
+                                         SG_OK);
+                        t = wtxn(s);
+                }
+        }
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+        s = open_store();
+        t = wtxn(s);
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_gt(st.sealed, 0); /* seals and merges did happen */
+        for (int i = 0; i < CUR_KEYS; i++) {
+                if (at[i])
+                        found(t, &tp, i, at[i]);
+                else
+                        absent(t, &tp, i);
+                unsigned char ah[32];
+                key(i + 1000000, ah);
+                sg_agg_rec_t a;
+                ck_assert_int_eq(sg_agg_get(t, &tp, ah, &a),
+                                 ver[i] ? SG_OK : SG_ERR_NOT_FOUND);
+                if (ver[i])
+                        ck_assert_uint_eq(a.last_version, ver[i]);
+        }
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
 int main(void) {
         Suite *su = suite_create("store_seg");
         TCase *tc = tcase_create("segments");
@@ -534,6 +618,7 @@ int main(void) {
         tcase_add_test(tc, restore_fills_buckets);
         tcase_add_test(tc, partition_drop_empties_segments);
         tcase_add_test(tc, expiry_tombstones_in_a_rolling_upgrade);
+        tcase_add_test(tc, kept_cursors_follow_every_change);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
