@@ -273,7 +273,7 @@ static sg_err_t apply_cb(void *opaque, int64_t offset, const void *key,
 /* One restore of @p cl into a fresh store; *secsp the time of restore_begin
  * → restore_end. */
 static int restore(const clog_t *cl, double *secsp, double *cpup,
-                   uint64_t *appliedp) {
+                   uint64_t *appliedp, uint64_t *usedp) {
         char dir[] = "/tmp/sg_restore_bench_XXXXXX", err[512] = "";
         if (!mkdtemp(dir))
                 return -1;
@@ -307,6 +307,7 @@ static int restore(const clog_t *cl, double *secsp, double *cpup,
         *cpup = cpu_s() - c0;
         if (rd)
                 *appliedp = sg_changelog_reader_counts(rd).applied;
+        sg_store_usage(store, NULL, usedp);
         sg_changelog_reader_destroy(rd);
         close_engine(dir, conf, store, eng);
         if (e) {
@@ -380,8 +381,8 @@ int main(int argc, char **argv) {
         double best = 0;
         for (int r = 0; r < rounds; r++) {
                 double s, cpu;
-                uint64_t applied = 0;
-                if (restore(&cl, &s, &cpu, &applied))
+                uint64_t applied = 0, used = 0;
+                if (restore(&cl, &s, &cpu, &applied, &used))
                         goto fail;
                 if (applied != cl.cnt) {
                         fprintf(stderr,
@@ -394,8 +395,10 @@ int main(int argc, char **argv) {
                 if (rate > best)
                         best = rate;
                 printf("restore %d: %zu records in %.3f s (%.3f CPU-s): "
-                       "%.0f records/s, %.0f records per CPU-s\n",
-                       r + 1, cl.cnt, s, cpu, rate, (double)cl.cnt / cpu);
+                       "%.0f records/s, %.0f records per CPU-s; store %.1f "
+                       "MiB used\n",
+                       r + 1, cl.cnt, s, cpu, rate, (double)cl.cnt / cpu,
+                       (double)used / 1048576.0);
         }
         printf("restore best: %.0f records/s\n", best);
         free(cl.buf);
