@@ -1485,6 +1485,51 @@ static int ditem_cmp(const void *x, const void *y) {
         return memcmp(a->kh, b->kh, HL);
 }
 
+/* Puts @p ins (in key order, as the window's items are) in (bucket, key)
+ * order as ditem_cmp would, by a stable pass over its few buckets instead
+ * of a qsort (which was ~6 % of a restore's CPU). false when it cannot
+ * (more than 64 buckets, or no memory): the caller qsort()s. */
+static bool by_bucket(dedup_item_t **ins, size_t n) {
+        enum { MAXB = 64 };
+        int64_t bk[MAXB];
+        size_t cnt[MAXB] = {0}, nb = 0;
+        bool sorted = true;
+        for (size_t i = 0; i < n; i++) {
+                size_t k = 0;
+                while (k < nb && bk[k] != ins[i]->bucket)
+                        k++;
+                if (k == nb) {
+                        if (nb == MAXB)
+                                return false;
+                        bk[nb++] = ins[i]->bucket;
+                }
+                cnt[k]++;
+                sorted &= i == 0 || ins[i - 1]->bucket <= ins[i]->bucket;
+        }
+        if (sorted)
+                return true; /* one bucket (the usual window), or ordered */
+        dedup_item_t **tmp = malloc(n * sizeof(*tmp));
+        if (!tmp)
+                return false;
+        /* each bucket's start: buckets in ascending order */
+        size_t start[MAXB];
+        for (size_t k = 0; k < nb; k++) {
+                start[k] = 0;
+                for (size_t m = 0; m < nb; m++)
+                        if (bk[m] < bk[k])
+                                start[k] += cnt[m];
+        }
+        for (size_t i = 0; i < n; i++) {
+                size_t k = 0;
+                while (bk[k] != ins[i]->bucket)
+                        k++;
+                tmp[start[k]++] = ins[i];
+        }
+        memcpy(ins, tmp, n * sizeof(*ins));
+        free(tmp);
+        return true;
+}
+
 sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
                                dedup_item_t *items, size_t n, rfilter_t *rf,
                                char *errstr, size_t errstr_size) {
@@ -1556,7 +1601,7 @@ sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
         }
         /* 2: the new keys, bucket by bucket in key order: appended to an
          * open segment's end when they sort after its last key */
-        if (!err && ni > 1)
+        if (!err && ni > 1 && !by_bucket(ins, ni))
                 qsort(ins, ni, sizeof(*ins), ditem_cmp);
         MDB_cursor *cur = NULL;
         seg_t *g = NULL;

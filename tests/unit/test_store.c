@@ -1094,7 +1094,11 @@ static void assert_same_store(const char *d1, const char *d2) {
  * every database — indexes included — as applying each record in order
  * does: keys that exist before the window, keys written several times in
  * one window and in several, tombstones of present and absent keys, and a
- * kind the batch applies at once (semantics §6). */
+ * kind the batch applies at once (semantics §6). Run 1: every key shares
+ * its first two bytes, half of them their first eight (the flush's sort
+ * buckets keys by their first bits: one crowded bucket, keys told apart
+ * only by their last bytes), and the dedup records' expiries fall in five
+ * buckets (the new keys are written bucket by bucket). */
 START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
         sg_store_t *a = open_store(1 << 22, 1 << 22);
         char d1[128], d2[128];
@@ -1124,6 +1128,12 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
                 snprintf(name, sizeof(name), "%c%u", dbs[i] ? 'a' : 'd',
                          (r >> 1) % KEYS);
                 hash_of(name, keys[i]);
+                if (_i == 1) {
+                        keys[i][0] = 0x5a;
+                        keys[i][1] = 0x01;
+                        if ((r >> 1) % KEYS % 2)
+                                memset(keys[i] + 2, 0x77, 6);
+                }
                 tomb[i] = (r >> 8) % 7 == 0;
                 lens[i] = 0;
                 if (tomb[i])
@@ -1132,6 +1142,8 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
                         sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
                                             .first_seen_ms = i,
                                             .expiry_ms = 1000 + (r >> 12) % 5};
+                        if (_i == 1) /* and five expiry buckets */
+                                d.expiry_ms = 1000 + (r >> 12) % 5 * 5000;
                         lens[i] = captured_value(a, &tp, SG_DB_DEDUP, keys[i],
                                                  &d, NULL, vals[i]);
                 } else {
@@ -1873,7 +1885,8 @@ int main(void) {
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, changes_last_write_in_write_order);
         tcase_add_test(tc, apply_changes_to_one_key_move_its_index);
-        tcase_add_test(tc, restore_batch_leaves_the_state_of_one_by_one);
+        tcase_add_loop_test(tc, restore_batch_leaves_the_state_of_one_by_one, 0,
+                            2);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
         tcase_add_test(tc, apply_change_refuses_corrupt_records);
         tcase_add_test(tc, parked_get_refuses_corrupt_headers);
