@@ -33,7 +33,9 @@
  * records live in time segments, each holding keys whose expiry falls in
  * one bucket of width dedup TTL / 8. New keys go to the bucket's one open
  * segment, small and hot; one that holds SG_SEG_KEYS_DEFAULT keys, or
- * whose bucket is past, is frozen, and rewritten in key order into a
+ * whose bucket is past, is frozen (at a sweep; a restore's window whose
+ * new keys cannot be appended to a full one freezes it at once and
+ * appends them to a new one), and rewritten in key order into a
  * packed sealed segment with a blocked Bloom filter (2 bytes a key, kept
  * in the store); sealed segments of a bucket are merged four at a time.
  * A lookup goes through the segments newest first, a sealed one only when
