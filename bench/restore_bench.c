@@ -14,6 +14,10 @@
  * rounds: restores timed one after another (each into a fresh store); the
  * lines print each (wall and CPU time: the process's CPU-s, user and sys,
  * from restore_begin to restore_end) and the best.
+ * -a (before -f): the records are fed as at_least_once's changelog holds
+ * them (changelog.h): framed, in batches of 10,000 of one epoch, each
+ * followed by its marker, so that the reader holds each batch back until
+ * its marker comes (the markers count as records read, not applied).
  */
 #include "changelog.h"
 #include "config.h"
@@ -270,10 +274,14 @@ static sg_err_t apply_cb(void *opaque, int64_t offset, const void *key,
                                 value, value_len, errstr, errstr_size);
 }
 
+/* -a: at_least_once framing, a batch of ALO_BATCH records per marker. */
+#define ALO_BATCH 10000
+static int alo;
+
 /* One restore of @p cl into a fresh store; *secsp the time of restore_begin
  * → restore_end. */
 static int restore(const clog_t *cl, double *secsp, double *cpup,
-                   uint64_t *appliedp) {
+                   uint64_t *appliedp, uint64_t *usedp) {
         char dir[] = "/tmp/sg_restore_bench_XXXXXX", err[512] = "";
         if (!mkdtemp(dir))
                 return -1;
@@ -286,27 +294,46 @@ static int restore(const clog_t *cl, double *secsp, double *cpup,
         sg_changelog_reader_t *rd = NULL;
         int64_t from = -1;
         double t0 = now_s(), c0 = cpu_s();
-        sg_err_t e = p.restore_begin(p.opaque, "orders", 0, 0, (int64_t)cl->cnt,
-                                     &from, err, sizeof(err));
+        int64_t end =
+                (int64_t)cl->cnt +
+                (alo ? (int64_t)((cl->cnt + ALO_BATCH - 1) / ALO_BATCH) : 0);
+        sg_err_t e = p.restore_begin(p.opaque, "orders", 0, 0, end, &from, err,
+                                     sizeof(err));
         if (!e && sg_changelog_reader_new(-1, &rd))
                 e = SG_ERR_NOMEM;
+        unsigned char frame[SG_CHANGELOG_FRAME_LEN];
+        unsigned char mkey[SG_CHANGELOG_MARKER_LEN], mval[8];
+        int64_t off = 0; /* with -a, markers take offsets too */
         for (size_t i = (size_t)(from > 0 ? from : 0); !e && i < cl->cnt; i++) {
                 const struct clrec *r = &cl->recs[i];
+                int64_t seq = (int64_t)(i / ALO_BATCH) + 1;
+                if (alo)
+                        sg_changelog_frame_make(frame, 1, seq);
                 /* what the loop hands over: librdkafka's message buffers */
                 e = sg_changelog_reader_feed(
-                        rd, (int64_t)i, cl->buf + r->key_off, r->key_len,
+                        rd, off++, cl->buf + r->key_off, r->key_len,
                         r->tomb ? NULL : cl->buf + r->value_off, r->value_len,
-                        NULL, 0, apply_cb, &p, err, sizeof(err));
+                        alo ? frame : NULL, alo ? sizeof(frame) : 0, apply_cb,
+                        &p, err, sizeof(err));
+                if (!e && alo &&
+                    ((i + 1) % ALO_BATCH == 0 || i + 1 == cl->cnt)) {
+                        sg_changelog_marker_key_make(mkey, 1, seq);
+                        sg_changelog_u64_put(mval, seq);
+                        e = sg_changelog_reader_feed(
+                                rd, off++, mkey, sizeof(mkey), mval,
+                                sizeof(mval), NULL, 0, apply_cb, &p, err,
+                                sizeof(err));
+                }
         }
         if (!e)
                 e = sg_changelog_reader_finish(rd);
         if (!e)
-                e = p.restore_end(p.opaque, "orders", 0, (int64_t)cl->cnt, err,
-                                  sizeof(err));
+                e = p.restore_end(p.opaque, "orders", 0, end, err, sizeof(err));
         *secsp = now_s() - t0;
         *cpup = cpu_s() - c0;
         if (rd)
                 *appliedp = sg_changelog_reader_counts(rd).applied;
+        sg_store_usage(store, NULL, usedp);
         sg_changelog_reader_destroy(rd);
         close_engine(dir, conf, store, eng);
         if (e) {
@@ -345,6 +372,11 @@ static int clog_load(clog_t *c, FILE *f) {
 
 int main(int argc, char **argv) {
         const char *file = NULL;
+        if (argc > 1 && strcmp(argv[1], "-a") == 0) {
+                alo = 1;
+                argv++;
+                argc--;
+        }
         if (argc > 2 && strcmp(argv[1], "-f") == 0) {
                 file = argv[2];
                 argv += 2;
@@ -380,8 +412,8 @@ int main(int argc, char **argv) {
         double best = 0;
         for (int r = 0; r < rounds; r++) {
                 double s, cpu;
-                uint64_t applied = 0;
-                if (restore(&cl, &s, &cpu, &applied))
+                uint64_t applied = 0, used = 0;
+                if (restore(&cl, &s, &cpu, &applied, &used))
                         goto fail;
                 if (applied != cl.cnt) {
                         fprintf(stderr,
@@ -394,8 +426,10 @@ int main(int argc, char **argv) {
                 if (rate > best)
                         best = rate;
                 printf("restore %d: %zu records in %.3f s (%.3f CPU-s): "
-                       "%.0f records/s, %.0f records per CPU-s\n",
-                       r + 1, cl.cnt, s, cpu, rate, (double)cl.cnt / cpu);
+                       "%.0f records/s, %.0f records per CPU-s; store %.1f "
+                       "MiB used\n",
+                       r + 1, cl.cnt, s, cpu, rate, (double)cl.cnt / cpu,
+                       (double)used / 1048576.0);
         }
         printf("restore best: %.0f records/s\n", best);
         free(cl.buf);

@@ -163,6 +163,7 @@ struct sg_engine {
         size_t effect_part_size;
         sg_txn_t *rtxn;           /* restore transaction */
         size_t restore_cnt;       /* records since the last checkpoint */
+        int64_t restore_to;       /* the restore's end offset (log_end) */
         sg_store_batch_t *rbatch; /* restore's window, flushed into rtxn */
 
         /* the dedup record sg_eng_judge() read for the current record */

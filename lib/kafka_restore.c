@@ -305,6 +305,11 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                 }
                 if (err)
                         break;
+                /* after the batch was applied (a window's flush may have
+                 * taken long): what the progress line and the stall
+                 * check measure from */
+                if (n > 0)
+                        now = sg_clock_mono_ms();
                 if (rp.records != records0 || eof)
                         progress = now;
                 if (rp.records != records0) {

@@ -772,12 +772,18 @@ static void growth_learn(sg_txn_t *t) {
 /* Before anything is learned: a page per 8 writes. */
 #define GROW_PER_WRITE_DEFAULT 512
 
+uint64_t sg_store_grow_per_write(const sg_store_t *s) {
+        return s->grow_per_write ? s->grow_per_write : GROW_PER_WRITE_DEFAULT;
+}
+
+void sg_store_room_want(sg_store_t *s, uint64_t writes) {
+        s->room_writes = writes;
+}
+
 bool sg_txn_room_low(const sg_txn_t *t, uint64_t pending) {
         if (!t || !t->write || t->map_before <= t->used_before)
                 return false;
-        const sg_store_t *s = t->store;
-        uint64_t per =
-                s->grow_per_write ? s->grow_per_write : GROW_PER_WRITE_DEFAULT;
+        uint64_t per = sg_store_grow_per_write(t->store);
         uint64_t room = t->map_before - t->used_before;
         return t->writes + pending > room / 2 / per;
 }

@@ -33,7 +33,9 @@
  * records live in time segments, each holding keys whose expiry falls in
  * one bucket of width dedup TTL / 8. New keys go to the bucket's one open
  * segment, small and hot; one that holds SG_SEG_KEYS_DEFAULT keys, or
- * whose bucket is past, is frozen, and rewritten in key order into a
+ * whose bucket is past, is frozen (at a sweep; a restore's window whose
+ * new keys cannot be appended to a full one freezes it at once and
+ * appends them to a new one), and rewritten in key order into a
  * packed sealed segment with a blocked Bloom filter (2 bytes a key, kept
  * in the store); sealed segments of a bucket are merged four at a time.
  * A lookup goes through the segments newest first, a sealed one only when
@@ -443,6 +445,24 @@ uint64_t sg_txn_writes(const sg_txn_t *txn);
  * stays the backstop. false for NULL or a read transaction.
  */
 bool sg_txn_room_low(const sg_txn_t *txn, uint64_t pending);
+/**
+ * Asks that the next write transactions begin with room in the map for
+ * @p writes more writes at the growth per write sg_txn_room_low estimates
+ * (semantics §6 "Disk space"): when less than that room is left,
+ * sg_txn_begin grows the map ahead to the used pages plus the room and
+ * half again, for the next window (allocated first, as any growth; the
+ * room at most SG_STORE_ROOM_MAX or a quarter of the used size, whichever
+ * is more). A restore asks for its next
+ * window's writes, so that a window is not cut short by a headroom sized
+ * for batches (each cut costs a commit that rewrites the pages the
+ * window's keys land on, and each growth remaps the file). 0 clears it;
+ * a clean close still gives the room back. A failed allocation only
+ * leaves less room (the window then ends early, as without this).
+ * Thread-safety: the store's writer thread, no write transaction open.
+ */
+void sg_store_room_want(sg_store_t *store, uint64_t writes);
+/** The most sg_store_room_want asks beyond a small store's used pages. */
+#define SG_STORE_ROOM_MAX ((uint64_t)512 << 20)
 /**
  * Whether write transaction @p txn may have used half the room its map had
  * when it began, were every write it made a new page: LMDB copies each

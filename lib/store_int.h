@@ -212,6 +212,9 @@ struct sg_store {
         /* long write transactions (sg_txn_room_low): bytes the file grew
          * per write in the commits so far, a decaying maximum; 0 none yet */
         uint64_t grow_per_write;
+        /* a restore's next window (sg_store_room_want): writes to make
+         * room for, 0 none */
+        uint64_t room_writes;
         /* paced writeback (sg_store_writeback): the process's dirtied
          * bytes when the last write-out was started, and how many may be
          * dirtied before the next (0: not known yet) */
@@ -256,6 +259,10 @@ sg_err_t sg_store_space_grow(sg_store_t *s, char *errstr, size_t errstr_size);
 /* After a write transaction committed that began with @p used_before
  * bytes in use: the headroom kept at least twice its growth. */
 void sg_store_space_committed(sg_store_t *s, uint64_t used_before);
+/* Bytes a write is estimated to grow the file by (sg_txn_room_low):
+ * the store's learned growth per write, or a page per 8 writes before
+ * anything is learned. */
+uint64_t sg_store_grow_per_write(const sg_store_t *s);
 /* Bytes of data.mdb in use (pages up to LMDB's last page). */
 uint64_t sg_store_space_used(sg_store_t *s);
 /* After mdb_env_close: data.mdb shortened to @p used bytes (the headroom

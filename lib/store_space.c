@@ -26,7 +26,8 @@
  *    (s->map_cap: map_size_bytes, grown by map_growth_bytes when a write
  *    meets it, as without this file). Before a write transaction the map
  *    is grown ahead of use once half its headroom is used
- *    (sg_store_space_ahead), so a batch seldom meets its end;
+ *    (sg_store_space_ahead), so a batch seldom meets its end; a
+ *    restore asks for room for its next window (sg_store_room_want);
  *  - every growth fallocate()s first and only then widens the map: a
  *    failure (ENOSPC, EDQUOT, EFBIG) is SG_ERR_STORE with the cause in
  *    errstr, and LMDB wrote nothing beyond the allocated part;
@@ -165,13 +166,32 @@ sg_err_t sg_store_space_open(sg_store_t *s, char *errstr, size_t errstr_size) {
         return map_to_alloc(s, errstr, errstr_size);
 }
 
+/* The room a restore's window asked for (sg_store_room_want): what
+ * sg_txn_room_low needs to let its writes run, room / 2 / per >= writes,
+ * at most SG_STORE_ROOM_MAX or a quarter of @p used. */
+static uint64_t room_wanted(const sg_store_t *s, uint64_t used) {
+        if (!s->room_writes)
+                return 0;
+        uint64_t per = sg_store_grow_per_write(s);
+        uint64_t cap = used / HEADROOM_PART > SG_STORE_ROOM_MAX
+                               ? used / HEADROOM_PART
+                               : SG_STORE_ROOM_MAX;
+        if (s->room_writes > cap / 2 / per)
+                return cap;
+        return 2 * per * s->room_writes + s->psize;
+}
+
 sg_err_t sg_store_space_ahead(sg_store_t *s, char *errstr, size_t errstr_size) {
         MDB_envinfo info;
         mdb_env_info(s->env, &info);
         uint64_t map = info.me_mapsize, used = sg_store_space_used(s);
-        uint64_t want = headroom(s, used);
-        if (map >= s->map_cap || map - used >= want / 2)
+        uint64_t want = headroom(s, used), room = room_wanted(s, used);
+        if (map >= s->map_cap || (map - used >= want / 2 && map - used >= room))
                 return SG_OK;
+        /* a window's room whole, and half again, so that the next windows
+         * find it too: one remap for several */
+        if (room + room / 2 > want)
+                want = room + room / 2;
         want = min_u64(s->map_cap, used + want);
         want -= want % s->psize;
         pthread_rwlock_wrlock(&s->map_lock);

@@ -2139,6 +2139,7 @@ typedef struct cutproc {
         int commit_fails;
         bool stop_in_restore; /**< sg_loop_stop at the first record
                                    restored, instead (fired says it did) */
+        int apply_sleep_us;   /**< a slow restore: sleep per record */
 } cutproc_t;
 
 static sg_err_t cut_begin(void *o, int64_t now, char *es, size_t n) {
@@ -2261,6 +2262,8 @@ static sg_err_t cut_rapply(void *o, const char *t, int32_t p, int64_t off,
                 c->fired = true;
                 sg_loop_stop(*c->loopp);
         }
+        if (c->apply_sleep_us)
+                usleep((useconds_t)c->apply_sleep_us);
         return c->eng.restore_apply(c->eng.opaque, t, p, off, k, kl, v, vl, es,
                                     n);
 }
@@ -2442,6 +2445,131 @@ START_TEST(stop_during_restore_is_a_clean_stop) {
         for (int i = 0; i < MV_AGGS; i++)
                 ck_assert_msg(o.nvers[i] == 3, "agg-%d: %d versions, want 3", i,
                               o.nvers[i]);
+}
+END_TEST
+
+/** restore_progress lines, as the log callback got them (parsed). */
+#define PROG_MAX 256
+static cJSON *g_prog[PROG_MAX];
+static int g_prog_n;
+static void prog_log_cb(void *opaque, sg_log_level_t level, const char *event,
+                        const char *fields) {
+        log_cb(opaque, level, event, fields);
+        if (!strcmp(event, "restore_progress") && g_prog_n < PROG_MAX)
+                g_prog[g_prog_n++] = cJSON_Parse(fields ? fields : "");
+}
+
+static double prog_num(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+        ck_assert_msg(cJSON_IsNumber(v), "restore_progress without %s", k);
+        return v->valuedouble;
+}
+
+/* A restore that takes longer than stats_interval_ms says how far it is:
+ * restore_progress lines (info) with the changelog partition, where the
+ * read began and is, the high watermark, the offsets to read in all
+ * (total), the records read, their rate and the seconds left (eta). B
+ * restores A's changelog with an empty store, slowed to ~2 ms a record,
+ * fetching a few records at a time (max.partition.fetch.bytes), with
+ * stats_interval_ms 20: every partition's restore outlasts the interval,
+ * so each logs at least one line, and every line's numbers agree with
+ * each other and with the restore's pace. */
+START_TEST(restore_progress_lines_say_how_far) {
+        inst_t a, b;
+        run_t r;
+        static const int ph1[] = {1, 2, 3, 4, 5, 6, 7, 8}, ph2[] = {9};
+
+        /* stats_interval_ms 20 for both; small fetches for B's reads */
+        sg_config_destroy(g_conf);
+        g_root_extra = ALOS "\"stats_interval_ms\":20,";
+        g_conf = conf_parse(g_bs, MV_TOPICS,
+                            ",\"session.timeout.ms\":\"6000\","
+                            "\"heartbeat.interval.ms\":\"500\","
+                            "\"max.partition.fetch.bytes\":\"256\"");
+        g_root_extra = ALOS;
+        mv_produce(ph1, 8);
+        inst_open(&a);
+        inst_run_to_end(&a, &r);
+        inst_close(&a);
+
+        int64_t hi[NPART];
+        end_offsets("g-in-changelog", hi);
+        for (int p = 0; p < NPART; p++)
+                ck_assert_int_gt(hi[p], 20);
+
+        mv_produce(ph2, 1); /* B has input to read after the restore */
+        inst_open(&b);
+        cutproc_t c = {.eng = b.proc, .apply_sleep_us = 2000};
+        sg_processor_t cp;
+        cut_full_interface(&c, &cp);
+        sg_loop_t *bl = NULL;
+        c.loopp = &bl;
+        mvstop_t st = {.loopp = &bl};
+        end_offsets("in", st.want);
+        char es[512] = "";
+        g_prog_n = 0;
+        ck_assert_int_eq(sg_loop_new(g_conf, &cp, prog_log_cb, &g_logs, NULL,
+                                     NULL, &bl, es, sizeof(es)),
+                         SG_OK);
+        pthread_t th;
+        pthread_create(&th, NULL, mv_stop_at, &st);
+        ck_assert_msg(sg_loop_run(bl, es, sizeof(es)) == SG_OK, "%s", es);
+        pthread_join(th, NULL);
+        sg_loop_destroy(bl);
+        inst_close(&b);
+        ck_assert(atomic_load(&st.reached));
+
+        int lines[NPART] = {0};
+        double last_records[NPART] = {0};
+        for (int i = 0; i < g_prog_n; i++) {
+                const cJSON *o = g_prog[i];
+                ck_assert_ptr_nonnull(o);
+                const cJSON *cl =
+                        cJSON_GetObjectItemCaseSensitive(o, "changelog");
+                ck_assert(cJSON_IsString(cl) &&
+                          !strcmp(cl->valuestring, "g-in-changelog"));
+                int p = (int)prog_num(o, "partition");
+                ck_assert(p >= 0 && p < NPART);
+                double from = prog_num(o, "from"), off = prog_num(o, "offset");
+                double hw = prog_num(o, "high_watermark");
+                double total = prog_num(o, "total");
+                double recs = prog_num(o, "records");
+                double rate = prog_num(o, "records_per_second");
+                double eta = prog_num(o, "eta_seconds");
+                double pct = prog_num(o, "percent");
+                /* B's store is empty: each restore reads its whole log
+                 * (and B's own claim, written before it) */
+                ck_assert_msg(from == 0 && hw >= (double)hi[p] &&
+                                      hw <= (double)hi[p] + 4 &&
+                                      total == hw - from,
+                              "partition %d: from %.0f, high watermark %.0f "
+                              "(want %" PRId64 "), total %.0f",
+                              p, from, hw, hi[p], total);
+                ck_assert_msg(off > from && off <= hw, "offset %.0f", off);
+                ck_assert_msg(recs > 0 && recs <= off - from &&
+                                      recs > last_records[p],
+                              "records %.0f at offset %.0f (last line %.0f)",
+                              recs, off, last_records[p]);
+                ck_assert(pct > 0 && pct <= 100);
+                /* the pace: one record per 2 ms applied (most records
+                 * are; a few are claims and markers) */
+                ck_assert_msg(rate > 0 && rate <= 1000, "%.0f records/s", rate);
+                /* the offsets left at the pace so far: none left, none */
+                ck_assert_msg(eta >= 0 && (off < hw || eta == 0) &&
+                                      eta <= (hw - off) / (rate / 2) + 1,
+                              "eta %.0f s for %.0f offsets at %.0f records/s",
+                              eta, hw - off, rate);
+                last_records[p] = recs;
+                lines[p]++;
+        }
+        for (int p = 0; p < NPART; p++)
+                ck_assert_msg(lines[p] >= 1,
+                              "partition %d: no restore_progress line (%d "
+                              "lines in all)",
+                              p, g_prog_n);
+        for (int i = 0; i < g_prog_n; i++)
+                cJSON_Delete(g_prog[i]);
+        g_prog_n = 0;
 }
 END_TEST
 
@@ -3203,6 +3331,7 @@ int main(void) {
         add(tm, dlq_line_only_when_debug_is_kept);
         add(tm, alo_claim_never_moves_unknown_offsets);
         add(tm, stop_during_restore_is_a_clean_stop);
+        add(tm, restore_progress_lines_say_how_far);
         suite_add_tcase(s, tm);
 
         TCase *ts = tcase_create("startup");

@@ -1096,7 +1096,11 @@ static void assert_same_store(const char *d1, const char *d2) {
  * every database — indexes included — as applying each record in order
  * does: keys that exist before the window, keys written several times in
  * one window and in several, tombstones of present and absent keys, and a
- * kind the batch applies at once (semantics §6). */
+ * kind the batch applies at once (semantics §6). Run 1: every key shares
+ * its first two bytes, half of them their first eight (the flush's sort
+ * buckets keys by their first bits: one crowded bucket, keys told apart
+ * only by their last bytes), and the dedup records' expiries fall in five
+ * buckets (the new keys are written bucket by bucket). */
 START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
         sg_store_t *a = open_store(1 << 22, 1 << 22);
         char d1[128], d2[128];
@@ -1126,6 +1130,12 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
                 snprintf(name, sizeof(name), "%c%u", dbs[i] ? 'a' : 'd',
                          (r >> 1) % KEYS);
                 hash_of(name, keys[i]);
+                if (_i == 1) {
+                        keys[i][0] = 0x5a;
+                        keys[i][1] = 0x01;
+                        if ((r >> 1) % KEYS % 2)
+                                memset(keys[i] + 2, 0x77, 6);
+                }
                 tomb[i] = (r >> 8) % 7 == 0;
                 lens[i] = 0;
                 if (tomb[i])
@@ -1134,6 +1144,8 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
                         sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
                                             .first_seen_ms = i,
                                             .expiry_ms = 1000 + (r >> 12) % 5};
+                        if (_i == 1) /* and five expiry buckets */
+                                d.expiry_ms = 1000 + (r >> 12) % 5 * 5000;
                         lens[i] = captured_value(a, &tp, SG_DB_DEDUP, keys[i],
                                                  &d, NULL, vals[i]);
                 } else {
@@ -1224,6 +1236,119 @@ START_TEST(restore_batch_leaves_the_state_of_one_by_one) {
         ck_assert_int_eq(sg_txn_commit(u1, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_txn_commit(u2, err, sizeof(err)), SG_OK);
         sg_store_close(a);
+        sg_store_close(b1);
+        sg_store_close(b2);
+        assert_same_store(d1, d2);
+}
+END_TEST
+
+/* A restore window's new dedup keys that cannot be appended to their
+ * bucket's full open segment go to a new segment (the full one frozen, as
+ * a sweep would), appended in key order: the state is the one applying
+ * each record in order leaves, every key is found where it lives (new,
+ * updated in a frozen segment, tombstoned there), the frozen segments
+ * seal as any, and a window of few new keys, or a bucket whose open
+ * segment is not full, inserts as before. */
+START_TEST(restore_batch_freezes_a_full_segment) {
+        char d1[128], d2[128];
+        snprintf(d1, sizeof(d1), "%s/one", dir);
+        snprintf(d2, sizeof(d2), "%s/batch", dir);
+        sg_store_t *b1, *b2;
+        ck_assert_int_eq(
+                sg_store_open(d1, 1 << 26, 1 << 24, &b1, err, sizeof(err)),
+                SG_OK);
+        ck_assert_int_eq(
+                sg_store_open(d2, 1 << 26, 1 << 24, &b2, err, sizeof(err)),
+                SG_OK);
+        sg_store_set_segment_keys(b1, 2000);
+        sg_store_set_segment_keys(b2, 2000);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 1);
+        enum { WINDOWS = 4, NEW = 6000 };
+        sg_store_batch_t *bt;
+        ck_assert_int_eq(sg_store_batch_new(&bt), SG_OK);
+        sg_store_batch_expect(bt, WINDOWS * NEW);
+        sg_txn_t *u1 = wtxn(b1);
+        int next = 0;
+        for (int w = 0; w < WINDOWS; w++) {
+                sg_txn_t *u2 = wtxn(b2);
+                /* the last window brings few new keys: no segment for it */
+                int fresh = w == WINDOWS - 1 ? 100 : NEW;
+                int recs = fresh + (w ? 700 : 0);
+                for (int i = 0; i < recs; i++) {
+                        char name[32];
+                        unsigned char kh[32], v[SG_DEDUP_VALUE_LEN];
+                        /* new keys, then updates and tombstones of earlier
+                         * windows' keys (in frozen segments by now) */
+                        int key = i < fresh ? next + i : (i * 7919) % next;
+                        bool tomb = i >= fresh && i % 3 == 0;
+                        snprintf(name, sizeof(name), "key-%d", key);
+                        hash_of(name, kh);
+                        sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
+                                            .first_seen_ms = 1000 + w,
+                                            .expiry_ms = 5000 + w};
+                        memset(d.digest, w + 1, sizeof(d.digest));
+                        size_t vl = sg_dedup_encode(&d, v);
+                        ck_assert_int_eq(
+                                sg_store_apply_change(u1, &tp, SG_DB_DEDUP, kh,
+                                                      16, tomb ? NULL : v, vl,
+                                                      err, sizeof(err)),
+                                SG_OK);
+                        ck_assert_int_eq(sg_store_batch_add(bt, u2, &tp,
+                                                            SG_DB_DEDUP, kh, 16,
+                                                            tomb ? NULL : v, vl,
+                                                            err, sizeof(err)),
+                                         SG_OK);
+                }
+                next += fresh;
+                ck_assert_int_eq(
+                        sg_store_batch_flush(bt, u2, &tp, err, sizeof(err)),
+                        SG_OK);
+                sg_seg_stat_t ss;
+                ck_assert_int_eq(sg_dedup_seg_stat(u2, &tp, &ss), SG_OK);
+                /* a full open segment (2,000 keys) frozen per window of
+                 * 6,000 new keys; the few keys of the last one inserted */
+                ck_assert_int_eq(ss.open, 1);
+                ck_assert_int_eq(ss.frozen, w < WINDOWS - 1 ? w : w - 1);
+                ck_assert_int_eq(sg_txn_commit(u2, err, sizeof(err)), SG_OK);
+        }
+        ck_assert_int_eq(sg_txn_commit(u1, err, sizeof(err)), SG_OK);
+        sg_store_batch_destroy(bt);
+        /* every key found in the batch's store as in the other */
+        sg_txn_t *r1, *r2;
+        ck_assert_int_eq(sg_txn_begin(b1, false, &r1, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_begin(b2, false, &r2, err, sizeof(err)), SG_OK);
+        for (int k = 0; k < next; k++) {
+                char name[32];
+                unsigned char kh[32];
+                snprintf(name, sizeof(name), "key-%d", k);
+                hash_of(name, kh);
+                sg_dedup_rec_t x, y;
+                sg_err_t e1 = sg_dedup_get(r1, &tp, kh, &x);
+                sg_err_t e2 = sg_dedup_get(r2, &tp, kh, &y);
+                ck_assert_int_eq(e1, e2);
+                if (e1 == SG_OK)
+                        ck_assert(x.expiry_ms == y.expiry_ms &&
+                                  !memcmp(x.digest, y.digest, 32));
+        }
+        sg_txn_abort(r1);
+        sg_txn_abort(r2);
+        /* the sweeps seal the frozen segments; the state stays */
+        for (int i = 0; i < 40; i++) {
+                sg_txn_t *u = wtxn(b2);
+                int removed;
+                ck_assert_int_eq(sg_dedup_sweep(u, &tp, 2000, 4000, 1000,
+                                                &removed, err, sizeof(err)),
+                                 SG_OK);
+                ck_assert_int_eq(removed, 0);
+                ck_assert_int_eq(sg_txn_commit(u, err, sizeof(err)), SG_OK);
+        }
+        sg_txn_t *u = wtxn(b2);
+        sg_seg_stat_t ss;
+        ck_assert_int_eq(sg_dedup_seg_stat(u, &tp, &ss), SG_OK);
+        ck_assert_int_eq(ss.frozen, 0);
+        ck_assert_int_ge(ss.sealed, 1);
+        sg_txn_abort(u);
         sg_store_close(b1);
         sg_store_close(b2);
         assert_same_store(d1, d2);
@@ -1900,7 +2025,9 @@ int main(void) {
         tcase_add_test(tc, capture_and_apply_changes);
         tcase_add_test(tc, changes_last_write_in_write_order);
         tcase_add_test(tc, apply_changes_to_one_key_move_its_index);
-        tcase_add_test(tc, restore_batch_leaves_the_state_of_one_by_one);
+        tcase_add_loop_test(tc, restore_batch_leaves_the_state_of_one_by_one, 0,
+                            2);
+        tcase_add_test(tc, restore_batch_freezes_a_full_segment);
         tcase_add_test(tc, data_dir_locked_by_one_writer);
         tcase_add_test(tc, apply_change_refuses_corrupt_records);
         tcase_add_test(tc, parked_get_refuses_corrupt_headers);

@@ -437,6 +437,61 @@ START_TEST(long_transaction_knows_when_to_end) {
 }
 END_TEST
 
+/* A restore's window asks for its room (sg_store_room_want): the next
+ * write transaction begins with the map grown so that the window's writes
+ * do not make it room_low (at a batch-sized headroom they do), the room
+ * allocated like any growth; cleared, the room stays only until the
+ * close gives it back. */
+START_TEST(restore_window_gets_its_room) {
+        sg_store_t *s;
+        ck_assert_int_eq(sg_store_open(dir, 1ull << 32, 1ull << 30, &s, err,
+                                       sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ASSERT_OK(put_batch(s, &tp, 0, 20000, err, sizeof(err)), err);
+        const uint64_t window = 400000; /* writes: 200,000 records */
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        ck_assert_msg(sg_txn_room_low(t, window),
+                      "a batch-sized headroom holds a restore's window");
+        sg_txn_abort(t);
+        uint64_t map0, used0, map, used;
+        sg_store_usage(s, &map0, &used0);
+        sg_store_room_want(s, window);
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        ck_assert(!sg_txn_room_low(t, window));
+        ck_assert(sg_txn_room_low(t, 100 * window));
+        sg_txn_abort(t);
+        sg_store_usage(s, &map, &used);
+        ck_assert_uint_gt(map, map0);
+        /* within the bound: SG_STORE_ROOM_MAX and half again */
+        ck_assert_uint_le(map - used,
+                          SG_STORE_ROOM_MAX + SG_STORE_ROOM_MAX / 2);
+        char path[128];
+        snprintf(path, sizeof(path), "%s/data.mdb", dir);
+        bool wmap = sg_store_writemap(s);
+        if (wmap)
+                ck_assert_uint_ge(allocated(path, NULL), map);
+        /* no second remap for the next window of the same size */
+        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
+        sg_txn_abort(t);
+        uint64_t map2;
+        sg_store_usage(s, &map2, NULL);
+        ck_assert_uint_eq(map2, map);
+        sg_store_room_want(s, 0);
+        ASSERT_OK(put_batch(s, &tp, 20000, 100, err, sizeof(err)), err);
+        sg_store_usage(s, NULL, &used);
+        sg_store_close(s);
+        uint64_t size;
+        uint64_t a = allocated(path, &size);
+        if (wmap) {
+                ck_assert_uint_eq(size, used);
+                ck_assert_uint_le(a, used + 65536);
+        }
+}
+END_TEST
+
 /* seqgatectl's read-only open in another process reads what a writer
  * with the write-through map committed, while the writer is open. */
 START_TEST(reader_process_reads_a_writemap_store) {
@@ -487,6 +542,7 @@ int main(void) {
         tcase_add_test(tc, map_is_allocated_and_trimmed_at_close);
         tcase_add_test(tc, reader_process_reads_a_writemap_store);
         tcase_add_test(tc, long_transaction_knows_when_to_end);
+        tcase_add_test(tc, restore_window_gets_its_room);
         suite_add_tcase(su, tc);
         return tu_run_suite(su);
 }
