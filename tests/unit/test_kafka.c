@@ -194,19 +194,26 @@ static sg_config_t *conf_parse(const char *bs, const char *topics,
         "\"in\":{\"output_topic\":\"out\",\"dlq_topic\":\"dlq\","              \
         "\"ordering\":{\"mode\":\"none\"}}"
 
-static void mock_setup(void) {
+/** Starts the mock cluster (one broker) with the topics of @p topics,
+ *  NPART partitions each, forgets the logs, and parses g_conf for it
+ *  (@p kafka_extra: as conf_parse's). */
+static void mock_start(const char *topics, const char *kafka_extra) {
         char es[512] = "";
         memset(&g_logs, 0, sizeof(g_logs));
         /* The mock's port is only known once it runs: a first config with
          * a placeholder names the topics to create. */
-        sg_config_t *c0 = conf_parse("127.0.0.1:9", TOPICS_IN, NULL);
+        sg_config_t *c0 = conf_parse("127.0.0.1:9", topics, NULL);
         sg_err_t err =
                 sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es, sizeof(es));
         sg_config_destroy(c0);
         ck_assert_msg(err == SG_OK, "mock: %s", es);
         g_mc = rd_kafka_handle_mock_cluster(g_mock);
         ck_assert_ptr_nonnull(g_mc);
-        g_conf = conf_parse(g_bs, TOPICS_IN, NULL);
+        g_conf = conf_parse(g_bs, topics, kafka_extra);
+}
+
+static void mock_setup(void) {
+        mock_start(TOPICS_IN, NULL);
 }
 
 static void mock_teardown(void) {
@@ -332,23 +339,22 @@ static bool header_is(rd_kafka_headers_t *h, const char *name,
         return v && n == strlen(want) && !memcmp(v, want, n);
 }
 
-static void read_output(outres_t *r) {
-        int64_t hi[NPART], pos[NPART];
-        int next_seq[NKEYS] = {0};
-        memset(r, 0, sizeof(*r));
-        end_offsets("out", hi);
-
+/** Reads @p topic from the start of each partition to its end as it is
+ *  now (end_offsets), with a "verify" consumer, for 20 s at most, and hands
+ *  each record (error events left out) to @p on. */
+static void read_topic(const char *topic,
+                       void (*on)(void *opaque, const rd_kafka_message_t *m),
+                       void *opaque) {
+        int64_t hi[NPART], pos[NPART] = {0};
+        end_offsets(topic, hi);
         rd_kafka_t *c = client_new(RD_KAFKA_CONSUMER, "verify", false);
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(NPART);
-        for (int p = 0; p < NPART; p++) {
-                rd_kafka_topic_partition_list_add(l, "out", p)->offset =
+        for (int p = 0; p < NPART; p++)
+                rd_kafka_topic_partition_list_add(l, topic, p)->offset =
                         RD_KAFKA_OFFSET_BEGINNING;
-                pos[p] = 0;
-        }
         ck_assert_int_eq(rd_kafka_assign(c, l), RD_KAFKA_RESP_ERR_NO_ERROR);
         rd_kafka_topic_partition_list_destroy(l);
-
         int64_t deadline = mono_ms() + 20000;
         for (;;) {
                 bool done = true;
@@ -359,48 +365,60 @@ static void read_output(outres_t *r) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 500);
                 if (!m)
                         continue;
-                if (m->err) {
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                pos[m->partition] = m->offset + 1;
-                r->total++;
-
-                char v[64];
-                int kk = -1, seq = -1, n = 0;
-                snprintf(v, sizeof(v), "%.*s", (int)m->len,
-                         (const char *)m->payload);
-                if (sscanf(v, "k%d:%d%n", &kk, &seq, &n) != 2 ||
-                    n != (int)strlen(v) || kk < 0 || kk >= NKEYS || seq < 0 ||
-                    seq >= PER_KEY) {
-                        r->bad++;
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                int i = seq * NKEYS + kk;
-                char k[16], s[16];
-                snprintf(k, sizeof(k), "k%d", kk);
-                snprintf(s, sizeof(s), "%d", seq);
-                rd_kafka_headers_t *h = NULL;
-                rd_kafka_timestamp_type_t tst;
-                if (!m->key || m->key_len != strlen(k) ||
-                    memcmp(m->key, k, m->key_len) ||
-                    rd_kafka_message_headers(m, &h) ||
-                    rd_kafka_header_cnt(h) != 2 || !header_is(h, "h-seq", s) ||
-                    !header_is(h, "h-null", NULL) ||
-                    rd_kafka_message_timestamp(m, &tst) != TS0 + i ||
-                    m->partition != kk % NPART)
-                        r->bad++;
-                if (r->count[kk][seq]++ > 0) {
-                        r->dups++;
-                } else {
-                        if (seq != next_seq[kk])
-                                r->disorder++;
-                        next_seq[kk] = seq + 1;
+                if (!m->err) {
+                        pos[m->partition] = m->offset + 1;
+                        on(opaque, m);
                 }
                 rd_kafka_message_destroy(m);
         }
         rd_kafka_destroy(c);
+}
+
+/** read_output's tally while it reads. */
+typedef struct outread {
+        outres_t *r;
+        int next_seq[NKEYS];
+} outread_t;
+
+static void output_record(void *opaque, const rd_kafka_message_t *m) {
+        outread_t *x = opaque;
+        outres_t *r = x->r;
+        r->total++;
+
+        char v[64];
+        int kk = -1, seq = -1, n = 0;
+        snprintf(v, sizeof(v), "%.*s", (int)m->len, (const char *)m->payload);
+        if (sscanf(v, "k%d:%d%n", &kk, &seq, &n) != 2 || n != (int)strlen(v) ||
+            kk < 0 || kk >= NKEYS || seq < 0 || seq >= PER_KEY) {
+                r->bad++;
+                return;
+        }
+        int i = seq * NKEYS + kk;
+        char k[16], s[16];
+        snprintf(k, sizeof(k), "k%d", kk);
+        snprintf(s, sizeof(s), "%d", seq);
+        rd_kafka_headers_t *h = NULL;
+        rd_kafka_timestamp_type_t tst;
+        if (!m->key || m->key_len != strlen(k) ||
+            memcmp(m->key, k, m->key_len) || rd_kafka_message_headers(m, &h) ||
+            rd_kafka_header_cnt(h) != 2 || !header_is(h, "h-seq", s) ||
+            !header_is(h, "h-null", NULL) ||
+            rd_kafka_message_timestamp(m, &tst) != TS0 + i ||
+            m->partition != kk % NPART)
+                r->bad++;
+        if (r->count[kk][seq]++ > 0) {
+                r->dups++;
+        } else {
+                if (seq != x->next_seq[kk])
+                        r->disorder++;
+                x->next_seq[kk] = seq + 1;
+        }
+}
+
+static void read_output(outres_t *r) {
+        outread_t x = {.r = r};
+        memset(r, 0, sizeof(*r));
+        read_topic("out", output_record, &x);
         for (int kk = 0; kk < NKEYS; kk++)
                 for (int s = 0; s < PER_KEY; s++)
                         r->missing += r->count[kk][s] == 0;
@@ -945,14 +963,16 @@ static void run_loop(const sg_processor_t *proc, sg_loop_t **loopp,
 
 typedef struct stopper {
         sg_loop_t **loopp;   /**< set by run_loop() before this thread starts */
-        atomic_bool reached; /**< committed offsets reached the end */
+        int64_t want[NPART]; /**< offsets of "in" the group is to commit */
+        atomic_bool reached; /**< the committed offsets reached want */
         int64_t not_before_ms; /**< monotonic ms: no stop before (0: any) */
         int64_t stop_ms;       /**< monotonic ms it asked the loop to stop */
 } stopper_t;
 
-/** Polls the group's committed offsets from its own client; stops the loop
- *  once they equal the end offsets of "in". */
-static void *stop_at_end(void *a) {
+/** Polls group "g"'s committed offsets for "in" from its own client, for
+ *  WATCHDOG_MS at most; stops the loop once they equal stopper_t.want, not
+ *  before not_before_ms. */
+static void *stop_at(void *a) {
         stopper_t *s = a;
         rd_kafka_t *c = client_new(RD_KAFKA_CONSUMER, "g", false);
         int64_t end = mono_ms() + WATCHDOG_MS;
@@ -961,7 +981,7 @@ static void *stop_at_end(void *a) {
                 bool all = true;
                 group_committed(c, off);
                 for (int p = 0; p < NPART; p++)
-                        all = all && off[p] == PER_PART;
+                        all = all && off[p] == s->want[p];
                 if (all) {
                         atomic_store(&s->reached, true);
                         if (mono_ms() >= s->not_before_ms)
@@ -973,6 +993,14 @@ static void *stop_at_end(void *a) {
         sg_loop_stop(*s->loopp);
         rd_kafka_destroy(c);
         return NULL;
+}
+
+/** stop_at() at the end of "in" as produce_input() wrote it. */
+static void *stop_at_end(void *a) {
+        stopper_t *s = a;
+        for (int p = 0; p < NPART; p++)
+                s->want[p] = PER_PART;
+        return stop_at(a);
 }
 
 START_TEST(clean_run_exactly_once_in_order) {
@@ -1911,21 +1939,11 @@ END_TEST
         "\"ordering\":{\"gap_timeout_ms\":600000}}"
 
 static void mv_setup(void) {
-        char es[512] = "";
         g_root_extra = ALOS;
-        memset(&g_logs, 0, sizeof(g_logs));
-        sg_config_t *c0 = conf_parse("127.0.0.1:9", MV_TOPICS, NULL);
-        sg_err_t err =
-                sg_mock_start(c0, 1, NPART, &g_mock, &g_bs, es, sizeof(es));
-        sg_config_destroy(c0);
-        ck_assert_msg(err == SG_OK, "mock: %s", es);
-        g_mc = rd_kafka_handle_mock_cluster(g_mock);
-        ck_assert_ptr_nonnull(g_mc);
         /* The mock's group coordinator keeps a member that left until its
          * session times out: a short session lets B join soon. */
-        g_conf = conf_parse(g_bs, MV_TOPICS,
-                            ",\"session.timeout.ms\":\"6000\","
-                            "\"heartbeat.interval.ms\":\"500\"");
+        mock_start(MV_TOPICS, ",\"session.timeout.ms\":\"6000\","
+                              "\"heartbeat.interval.ms\":\"500\"");
 }
 
 /** One engine over its own store: what one seqgate process holds. */
@@ -1989,40 +2007,12 @@ static void mv_produce(const int *vs, size_t n) {
         mv_produce_tag(vs, n, "");
 }
 
-typedef struct mvstop {
-        sg_loop_t **loopp;
-        int64_t want[NPART]; /**< end offsets of "in" to reach */
-        atomic_bool reached;
-} mvstop_t;
-
-/** Stops the loop once group "g" committed mvstop_t.want for "in". */
-static void *mv_stop_at(void *a) {
-        mvstop_t *s = a;
-        rd_kafka_t *c = client_new(RD_KAFKA_CONSUMER, "g", false);
-        int64_t end = mono_ms() + WATCHDOG_MS;
-        while (mono_ms() < end) {
-                int64_t off[NPART];
-                bool all = true;
-                group_committed(c, off);
-                for (int p = 0; p < NPART; p++)
-                        all = all && off[p] == s->want[p];
-                if (all) {
-                        atomic_store(&s->reached, true);
-                        break;
-                }
-                tu_sleep_ms(100);
-        }
-        sg_loop_stop(*s->loopp);
-        rd_kafka_destroy(c);
-        return NULL;
-}
-
 /** Runs @p in until the group committed the current end of "in". */
 static void inst_run_to_end(inst_t *in, run_t *r) {
         sg_loop_t *loop = NULL;
-        mvstop_t st = {.loopp = &loop};
+        stopper_t st = {.loopp = &loop};
         end_offsets("in", st.want);
-        run_loop(&in->proc, &loop, mv_stop_at, &st, r);
+        run_loop(&in->proc, &loop, stop_at, &st, r);
         ck_assert_msg(atomic_load(&st.reached),
                       "the group did not commit the end of \"in\"");
 }
@@ -2035,50 +2025,34 @@ typedef struct mvout {
         int total, dups, bad;
 } mvout_t;
 
-static void mv_read(const char *topic, mvout_t *o) {
-        int64_t hi[NPART], pos[NPART] = {0};
-        unsigned char seen[MV_AGGS][16] = {{0}};
-        memset(o, 0, sizeof(*o));
-        end_offsets(topic, hi);
-        rd_kafka_t *c = client_new(RD_KAFKA_CONSUMER, "verify", false);
-        rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new(NPART);
-        for (int p = 0; p < NPART; p++)
-                rd_kafka_topic_partition_list_add(l, topic, p)->offset =
-                        RD_KAFKA_OFFSET_BEGINNING;
-        ck_assert_int_eq(rd_kafka_assign(c, l), RD_KAFKA_RESP_ERR_NO_ERROR);
-        rd_kafka_topic_partition_list_destroy(l);
-        int64_t deadline = mono_ms() + 20000;
-        for (;;) {
-                bool done = true;
-                for (int p = 0; p < NPART; p++)
-                        done = done && pos[p] >= hi[p];
-                if (done || mono_ms() > deadline)
-                        break;
-                rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 500);
-                if (!m)
-                        continue;
-                if (m->err) {
-                        rd_kafka_message_destroy(m);
-                        continue;
-                }
-                pos[m->partition] = m->offset + 1;
-                o->total++;
-                int a = -1, v = -1;
-                char buf[64];
-                snprintf(buf, sizeof(buf), "%.*s", (int)m->len,
-                         (const char *)m->payload);
-                if (sscanf(buf, "agg-%d-v%d", &a, &v) != 2 || a < 0 ||
-                    a >= MV_AGGS || v < 0 || v >= 16) {
-                        o->bad++;
-                } else if (seen[a][v]++) {
-                        o->dups++;
-                } else {
-                        o->vers[a][o->nvers[a]++] = v;
-                }
-                rd_kafka_message_destroy(m);
+/** mv_read's tally while it reads. */
+typedef struct mvread {
+        mvout_t *o;
+        unsigned char seen[MV_AGGS][16];
+} mvread_t;
+
+static void mv_record(void *opaque, const rd_kafka_message_t *m) {
+        mvread_t *x = opaque;
+        mvout_t *o = x->o;
+        o->total++;
+        int a = -1, v = -1;
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.*s", (int)m->len,
+                 (const char *)m->payload);
+        if (sscanf(buf, "agg-%d-v%d", &a, &v) != 2 || a < 0 || a >= MV_AGGS ||
+            v < 0 || v >= 16) {
+                o->bad++;
+        } else if (x->seen[a][v]++) {
+                o->dups++;
+        } else {
+                o->vers[a][o->nvers[a]++] = v;
         }
-        rd_kafka_destroy(c);
+}
+
+static void mv_read(const char *topic, mvout_t *o) {
+        mvread_t x = {.o = o};
+        memset(o, 0, sizeof(*o));
+        read_topic(topic, mv_record, &x);
 }
 
 START_TEST(alo_partition_moves_with_parked_events) {
@@ -2364,7 +2338,7 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
         g_void_restored = g_repaired_keys = 0;
         inst_open(&b);
         sg_loop_t *bl = NULL;
-        mvstop_t st = {.loopp = &bl};
+        stopper_t st = {.loopp = &bl};
         end_offsets("in", st.want);
         sg_err_t err;
         char es[512] = "";
@@ -2372,7 +2346,7 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
                           es, sizeof(es));
         ck_assert_msg(err == SG_OK, "%s", es);
         pthread_t th;
-        pthread_create(&th, NULL, mv_stop_at, &st);
+        pthread_create(&th, NULL, stop_at, &st);
         ck_assert_int_eq(sg_loop_run(bl, es, sizeof(es)), SG_OK);
         pthread_join(th, NULL);
         sg_loop_destroy(bl);
@@ -2504,7 +2478,7 @@ START_TEST(restore_progress_lines_say_how_far) {
         cut_full_interface(&c, &cp);
         sg_loop_t *bl = NULL;
         c.loopp = &bl;
-        mvstop_t st = {.loopp = &bl};
+        stopper_t st = {.loopp = &bl};
         end_offsets("in", st.want);
         char es[512] = "";
         g_prog_n = 0;
@@ -2512,7 +2486,7 @@ START_TEST(restore_progress_lines_say_how_far) {
                                      NULL, &bl, es, sizeof(es)),
                          SG_OK);
         pthread_t th;
-        pthread_create(&th, NULL, mv_stop_at, &st);
+        pthread_create(&th, NULL, stop_at, &st);
         ck_assert_msg(sg_loop_run(bl, es, sizeof(es)) == SG_OK, "%s", es);
         pthread_join(th, NULL);
         sg_loop_destroy(bl);
@@ -2591,9 +2565,9 @@ START_TEST(alo_store_behind_changelog_restores) {
         cut_full_interface(&c, &cp);
         sg_loop_t *loop = NULL;
         c.loopp = &loop;
-        mvstop_t st = {.loopp = &loop};
+        stopper_t st = {.loopp = &loop};
         end_offsets("in", st.want);
-        run_loop(&cp, &loop, mv_stop_at, &st, &r);
+        run_loop(&cp, &loop, stop_at, &st, &r);
         ck_assert(atomic_load(&st.reached));
         ck_assert_int_eq(c.commit_fails, 1);
         ck_assert_int_eq(g_logs.store_behind, 1);
@@ -2891,14 +2865,14 @@ START_TEST(alo_zombie_changelog_records_are_void) {
         mv_produce(ph3, 1);
         inst_open(&cc);
         sg_loop_t *cl = NULL;
-        mvstop_t st = {.loopp = &cl};
+        stopper_t st = {.loopp = &cl};
         end_offsets("in", st.want);
         char es[512] = "";
         ck_assert_int_eq(sg_loop_new(g_conf, &cc.proc, mv_log_cb, &g_logs, NULL,
                                      NULL, &cl, es, sizeof(es)),
                          SG_OK);
         pthread_t th;
-        pthread_create(&th, NULL, mv_stop_at, &st);
+        pthread_create(&th, NULL, stop_at, &st);
         ck_assert_int_eq(sg_loop_run(cl, es, sizeof(es)), SG_OK);
         pthread_join(th, NULL);
         sg_loop_destroy(cl);
