@@ -171,8 +171,8 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
  * certificate file that does not exist or does not parse, an SSL or SASL
  * setting that does not fit; RD_KAFKA_RESP_ERR__INVALID_ARG), which is a
  * configuration error (exit 2: restarting will not fix it), not a runtime
- * one. Its errstr names the property (test_kafka.c checks that a secret
- * PEM is not quoted in it).
+ * one. Its errstr names the property (test_kafka_startup.c checks that a
+ * secret PEM is not quoted in it).
  */
 static sg_err_t client_new_err(void) {
         return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
