@@ -19,29 +19,14 @@
  * the data_dir's data.mdb allocated (st_blocks) at its end, headroom
  * included.
  */
-#include "config.h"
-#include "engine.h"
-#include "store.h"
+#include "benchutil.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* write_bytes of /proc/self/io: bytes this process caused to be written
  * (counted when the page was dirtied); 0 when unknown. */
@@ -57,65 +42,6 @@ static uint64_t written_bytes(void) {
         return v;
 }
 
-typedef struct ev {
-        char agg[32], id[32], seq[24], value[200];
-        sg_header_t hd[5];
-        sg_record_t rec;
-} ev_t;
-
-static void make_ev(ev_t *e, uint64_t agg, uint64_t version, uint64_t n) {
-        snprintf(e->agg, sizeof(e->agg), "agg-%" PRIu64, agg);
-        snprintf(e->id, sizeof(e->id), "ev-%" PRIu64, n);
-        snprintf(e->seq, sizeof(e->seq), "%" PRIu64, version);
-        int len = snprintf(e->value, sizeof(e->value),
-                           "{\"order\":\"%" PRIu64 "\",\"amount\":%" PRIu64
-                           ",\"note\":\"benchmark payload padding padding "
-                           "padding padding padding padding\"}",
-                           agg, n % 1000);
-        e->hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
-        e->hd[1] = (sg_header_t){"ce_id", e->id, strlen(e->id)};
-        e->hd[2] = (sg_header_t){"ce_source", "/bench", 6};
-        e->hd[3] = (sg_header_t){"ce_type", "order.updated", 13};
-        e->hd[4] = (sg_header_t){"ce_sequence", e->seq, strlen(e->seq)};
-        e->rec = (sg_record_t){.topic = "orders",
-                               .partition = 0,
-                               .offset = (int64_t)n,
-                               .timestamp_ms = 1,
-                               .key = e->agg,
-                               .key_len = strlen(e->agg),
-                               .value = e->value,
-                               .value_len = (size_t)len,
-                               .headers = e->hd,
-                               .header_cnt = 5};
-}
-
-static int run_batch(sg_processor_t *p, ev_t *evs, size_t cnt,
-                     size_t *outputs) {
-        char err[512];
-        sg_process_result_t r;
-        if (p->batch_begin(p->opaque, 0, err, sizeof(err)))
-                goto fail;
-        for (size_t i = 0; i < cnt; i++)
-                if (p->process(p->opaque, &evs[i].rec, &r, err, sizeof(err)))
-                        goto fail;
-        if (p->tick(p->opaque, err, sizeof(err)))
-                goto fail;
-        const sg_effect_t *ef;
-        size_t n = p->effects(p->opaque, &ef);
-        for (size_t i = 0; i < n; i++) {
-                if (ef[i].kind == SG_EFFECT_OUTPUT)
-                        (*outputs)++;
-                else if (p->delivered) /* as the loop does after delivery */
-                        p->delivered(p->opaque, i, (int64_t)i);
-        }
-        if (p->batch_commit(p->opaque, err, sizeof(err)))
-                goto fail;
-        return 0;
-fail:
-        fprintf(stderr, "engine_bench: %s\n", err);
-        return -1;
-}
-
 int main(int argc, char **argv) {
         uint64_t events = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
         uint64_t aggs = argc > 2 ? strtoull(argv[2], NULL, 10) : 100000;
@@ -123,36 +49,23 @@ int main(int argc, char **argv) {
         uint64_t preload = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
         const char *guarantee = argc > 5 ? argv[5] : "exactly_once";
         long cp_ms = argc > 6 ? strtol(argv[6], NULL, 10) : -1;
-        char dir[] = "/tmp/sg_engine_bench_XXXXXX", err[512], cmd[128];
+        char dir[] = "/tmp/sg_engine_bench_XXXXXX", err[512];
         if (!mkdtemp(dir))
                 return 1;
-        char json[1024], cp[64] = "";
+        char cp[64] = "";
         if (cp_ms >= 0)
                 snprintf(cp, sizeof(cp), ",\"checkpoint_interval_ms\":%ld",
                          cp_ms);
-        snprintf(json, sizeof(json),
-                 "{\"data_dir\":\"%s\",\"guarantee\":\"%s\","
-                 "\"kafka\":{\"bootstrap.servers\":\"x:1\","
-                 "\"group.id\":\"bench\"},\"store\":{\"map_size_bytes\":"
-                 "68719476736%s},\"topics\":{\"orders\":{\"output_topic\":"
-                 "\"out\",\"dlq_topic\":\"dlq\"}}}",
-                 dir, guarantee, cp);
         sg_config_t *conf;
         sg_store_t *store;
         sg_engine_t *eng;
         sg_processor_t p;
-        if (sg_config_parse(json, &conf, err, sizeof(err)) ||
-            sg_store_open(dir, conf->map_size_bytes, conf->map_growth_bytes,
-                          &store, err, sizeof(err)) ||
-            sg_engine_store_durability(conf, store, err, sizeof(err)) ||
-            sg_engine_new(conf, store, &eng, err, sizeof(err))) {
-                fprintf(stderr, "engine_bench: %s\n", err);
+        if (bench_engine_open("engine_bench", dir, guarantee, cp, &conf, &store,
+                              &eng, &p))
                 return 1;
-        }
-        sg_engine_processor(eng, &p);
         int64_t off;
         p.assign(p.opaque, "orders", 0, "bench", &off, err, sizeof(err));
-        ev_t *evs = calloc(batch, sizeof(*evs));
+        bench_ev_t *evs = calloc(batch, sizeof(*evs));
         uint64_t *ver = calloc(aggs + 1, sizeof(*ver));
         size_t outputs = 0;
         int rc = 1;
@@ -162,40 +75,40 @@ int main(int argc, char **argv) {
         }
         /* preload: distinct dedup keys on other aggregates (mode strict,
          * each its own aggregate at version 1) */
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (uint64_t n = 0; n < preload;) {
                 size_t c = 0;
                 for (; c < batch && n < preload; c++, n++) {
-                        make_ev(&evs[c], 1000000000ull + n, 1,
-                                1000000000ull + n);
+                        bench_ev_make(&evs[c], 1000000000ull + n, 1,
+                                      1000000000ull + n, 0, true);
                 }
-                if (run_batch(&p, evs, c, &outputs))
+                if (bench_run_batch("engine_bench", &p, evs, c, &outputs))
                         goto done;
         }
         if (sg_engine_checkpoint(eng, err, sizeof(err))) {
                 fprintf(stderr, "engine_bench: %s\n", err);
                 goto done;
         }
-        double tp = now_s() - t0;
+        double tp = bench_now_s() - t0;
         outputs = 0;
         uint64_t w0 = written_bytes();
-        double c0 = cpu_s();
-        t0 = now_s();
+        double c0 = bench_cpu_s();
+        t0 = bench_now_s();
         uint64_t n = 0;
         while (n < events) {
                 size_t c = 0;
                 for (; c < batch && n < events; c++, n++) {
                         uint64_t a = n % aggs;
-                        make_ev(&evs[c], a, ++ver[a], n);
+                        bench_ev_make(&evs[c], a, ++ver[a], n, 0, true);
                 }
-                if (run_batch(&p, evs, c, &outputs))
+                if (bench_run_batch("engine_bench", &p, evs, c, &outputs))
                         goto done;
         }
         if (sg_engine_checkpoint(eng, err, sizeof(err))) {
                 fprintf(stderr, "engine_bench: %s\n", err);
                 goto done;
         }
-        double t = now_s() - t0, c = cpu_s() - c0;
+        double t = bench_now_s() - t0, c = bench_cpu_s() - c0;
         uint64_t w = written_bytes() - w0;
         uint64_t size, used;
         sg_store_usage(store, &size, &used);
@@ -221,6 +134,5 @@ done:
         sg_config_destroy(conf);
         free(evs);
         free(ver);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        return system(cmd) == 0 ? rc : 1;
+        return bench_rmdir(dir) == 0 ? rc : 1;
 }

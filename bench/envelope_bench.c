@@ -21,21 +21,15 @@
  * Prints one line per case: "CASE: N records, X ns/record, Y records/s".
  * A case whose records are refused prints the first detail and exits 1.
  */
+#include "benchutil.h"
 #include "envelope.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define RING 1024 /* distinct records cycled through */
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct rec {
         char key[24], id[32], seq[24], value[512];
@@ -143,7 +137,7 @@ static int run(bcase_t *b, uint64_t records) {
                 make(&ring[i], b->kind, i);
         b->tc.scope = b->scope;
         sg_envelope_init(&env);
-        t0 = now_s();
+        t0 = bench_now_s();
         for (uint64_t i = 0; i < records; i++) {
                 if (sg_envelope_parse(&b->tc, &ring[i % RING].r, &env, err,
                                       sizeof(err)) != SG_OK) {
@@ -153,7 +147,7 @@ static int run(bcase_t *b, uint64_t records) {
                         return 1;
                 }
         }
-        t1 = now_s();
+        t1 = bench_now_s();
         sg_envelope_clear(&env);
         printf("%s: %" PRIu64 " records, %.0f ns/record, %.0f records/s\n",
                b->name, records, (t1 - t0) * 1e9 / (double)records,

@@ -89,6 +89,7 @@
  * kind, per partition), the plan's figures and how long it took.
  * Exit 0, 1 on a Kafka or engine error, 2 on bad usage.
  */
+#include "benchutil.h"
 #include "config.h"
 #include "engine.h"
 #include "envelope.h"
@@ -121,12 +122,6 @@ static _Noreturn void die(int code, const char *fmt, ...) {
         fputc('\n', stderr);
         va_end(ap);
         exit(code);
-}
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double cpu_s(void) {
@@ -667,7 +662,7 @@ static int sg_batch(void *opaque, const plan_t *pl, uint64_t b, uint64_t j0,
                         fprintf(stderr,
                                 "scale_prime: %" PRIu64 " of %" PRIu64
                                 " events, %.0f s\n",
-                                r->events, pl->d, now_s() - r->t0);
+                                r->events, pl->d, bench_now_s() - r->t0);
         }
         return 0;
 fail:
@@ -1007,7 +1002,7 @@ static int cmd_seqgate(opts_t *o) {
         need("-b BOOTSTRAP", o->bootstrap);
         need("-c CONFIG", o->config);
         need("-t INPUT", o->topic);
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bench_now_s(), c0 = cpu_s();
         char err[512] = "";
         char *text = slurp(o->config);
         sg_config_t *conf;
@@ -1042,7 +1037,7 @@ static int cmd_seqgate(opts_t *o) {
         plan_walk(&o->pl, sg_batch, &r);
         if (r.eng)
                 chunk_close(&r);
-        double gen_s = now_s() - t0;
+        double gen_s = bench_now_s() - t0;
         out_close(&out);
         group_commit(o->bootstrap, conf->group_id, o->topic, parts, lo);
         if (r.outputs != r.events || r.events != o->pl.d)
@@ -1066,7 +1061,7 @@ static int cmd_seqgate(opts_t *o) {
         printf("],\"events\":%" PRIu64 ",\"scratch_stores\":%" PRIu64
                ",\"engine_and_produce_s\":%.2f,\"wall_s\":%.2f,\"cpu_s\":%.2f}"
                "\n",
-               r.events, r.stores, gen_s, now_s() - t0, cpu_s() - c0);
+               r.events, r.stores, gen_s, bench_now_s() - t0, cpu_s() - c0);
         free(r.evs);
         sg_config_destroy(conf);
         free(text);
@@ -1077,7 +1072,7 @@ static int cmd_peer(opts_t *o) {
         need("-b BOOTSTRAP", o->bootstrap);
         need("-a APPLICATION_ID", o->app);
         need("-t INPUT", o->topic);
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bench_now_s(), c0 = cpu_s();
         out_t out;
         out_open(&out, o->bootstrap, o->props, o->nprops);
         int32_t parts = topic_partitions(out.rk, o->topic);
@@ -1098,7 +1093,7 @@ static int cmd_peer(opts_t *o) {
         topic_create(out.rk, r.agg_cl, parts);
         topic_create(out.rk, parked_cl, parts);
         plan_walk(&o->pl, peer_batch, &r);
-        double gen_s = now_s() - t0;
+        double gen_s = bench_now_s() - t0;
         out_close(&out);
         group_commit(o->bootstrap, o->app, o->topic, parts, lo);
         static const char *names[256] = {[0] = "dedup", [1] = "agg"};
@@ -1108,7 +1103,7 @@ static int cmd_peer(opts_t *o) {
         print_parts("part_records", out.part_recs, parts);
         printf(",\"events\":%" PRIu64 ",\"produce_s\":%.2f,\"wall_s\":%.2f,"
                "\"cpu_s\":%.2f}\n",
-               r.events, gen_s, now_s() - t0, cpu_s() - c0);
+               r.events, gen_s, bench_now_s() - t0, cpu_s() - c0);
         return 0;
 }
 

@@ -15,9 +15,7 @@
  * Every figure is of the store after the last batch committed, while it is
  * open (the headroom of the write-through map still allocated).
  */
-#include "config.h"
-#include "engine.h"
-#include "store.h"
+#include "benchutil.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -25,67 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-typedef struct ev {
-        char agg[32], id[32], seq[24], value[120];
-        sg_header_t hd[5];
-        sg_record_t rec;
-} ev_t;
-
-static void make_ev(ev_t *e, uint64_t agg, uint64_t version, uint64_t n,
-                    int32_t partition) {
-        snprintf(e->agg, sizeof(e->agg), "agg-%" PRIu64, agg);
-        snprintf(e->id, sizeof(e->id), "ev-%" PRIu64, n);
-        snprintf(e->seq, sizeof(e->seq), "%" PRIu64, version);
-        int len = snprintf(e->value, sizeof(e->value),
-                           "{\"order\":\"%" PRIu64 "\",\"amount\":%" PRIu64 "}",
-                           agg, n % 1000);
-        e->hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
-        e->hd[1] = (sg_header_t){"ce_id", e->id, strlen(e->id)};
-        e->hd[2] = (sg_header_t){"ce_source", "/bench", 6};
-        e->hd[3] = (sg_header_t){"ce_type", "order.updated", 13};
-        e->hd[4] = (sg_header_t){"ce_sequence", e->seq, strlen(e->seq)};
-        e->rec = (sg_record_t){.topic = "orders",
-                               .partition = partition,
-                               .offset = (int64_t)n,
-                               .timestamp_ms = 1,
-                               .key = e->agg,
-                               .key_len = strlen(e->agg),
-                               .value = e->value,
-                               .value_len = (size_t)len,
-                               .headers = e->hd,
-                               .header_cnt = 5};
-}
-
-static int run_batch(sg_processor_t *p, ev_t *evs, size_t cnt) {
-        char err[512];
-        sg_process_result_t r;
-        if (p->batch_begin(p->opaque, 0, err, sizeof(err)))
-                goto fail;
-        for (size_t i = 0; i < cnt; i++)
-                if (p->process(p->opaque, &evs[i].rec, &r, err, sizeof(err)))
-                        goto fail;
-        if (p->tick(p->opaque, err, sizeof(err)))
-                goto fail;
-        const sg_effect_t *ef;
-        size_t n = p->effects(p->opaque, &ef);
-        for (size_t i = 0; i < n; i++)
-                if (p->delivered)
-                        p->delivered(p->opaque, i, (int64_t)i);
-        if (p->batch_commit(p->opaque, err, sizeof(err)))
-                goto fail;
-        return 0;
-fail:
-        fprintf(stderr, "store_bytes: %s\n", err);
-        return -1;
-}
 
 /* Allocated bytes of every regular file under @p dir (one level). */
 static uint64_t dir_blocks(const char *dir) {
@@ -111,30 +48,16 @@ int main(int argc, char **argv) {
         size_t batch = argc > 4 ? strtoull(argv[4], NULL, 10) : 1000;
         if (!aggs || parts < 1 || !batch)
                 return 2;
-        char dir[] = "/tmp/sg_store_bytes_XXXXXX", err[512], cmd[128];
+        char dir[] = "/tmp/sg_store_bytes_XXXXXX", err[512];
         if (!mkdtemp(dir))
                 return 1;
-        char json[1024];
-        snprintf(json, sizeof(json),
-                 "{\"data_dir\":\"%s\",\"guarantee\":\"exactly_once\","
-                 "\"kafka\":{\"bootstrap.servers\":\"x:1\","
-                 "\"group.id\":\"bench\"},\"store\":{\"map_size_bytes\":"
-                 "68719476736},\"topics\":{\"orders\":{\"output_topic\":"
-                 "\"out\",\"dlq_topic\":\"dlq\"}}}",
-                 dir);
         sg_config_t *conf;
         sg_store_t *store;
         sg_engine_t *eng;
         sg_processor_t p;
-        if (sg_config_parse(json, &conf, err, sizeof(err)) ||
-            sg_store_open(dir, conf->map_size_bytes, conf->map_growth_bytes,
-                          &store, err, sizeof(err)) ||
-            sg_engine_store_durability(conf, store, err, sizeof(err)) ||
-            sg_engine_new(conf, store, &eng, err, sizeof(err))) {
-                fprintf(stderr, "store_bytes: %s\n", err);
+        if (bench_engine_open("store_bytes", dir, "exactly_once", "", &conf,
+                              &store, &eng, &p))
                 return 1;
-        }
-        sg_engine_processor(eng, &p);
         int64_t off;
         for (int32_t i = 0; i < parts; i++)
                 if (p.assign(p.opaque, "orders", i, "bench", &off, err,
@@ -142,25 +65,25 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "store_bytes: %s\n", err);
                         return 1;
                 }
-        ev_t *evs = calloc(batch, sizeof(*evs));
+        bench_ev_t *evs = calloc(batch, sizeof(*evs));
         if (!evs) {
                 fprintf(stderr, "store_bytes: out of memory\n");
                 return 1;
         }
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (uint64_t n = 0; n < events;) {
                 size_t c = 0;
                 for (; c < batch && n < events; c++, n++) {
                         uint64_t a = n % aggs;
-                        make_ev(&evs[c], a, n / aggs + 1, n,
-                                (int32_t)(a % (uint64_t)parts));
+                        bench_ev_make(&evs[c], a, n / aggs + 1, n,
+                                      (int32_t)(a % (uint64_t)parts), false);
                 }
-                if (run_batch(&p, evs, c)) {
+                if (bench_run_batch("store_bytes", &p, evs, c, NULL)) {
                         free(evs);
                         return 1;
                 }
         }
-        double t = now_s() - t0;
+        double t = bench_now_s() - t0;
         free(evs); /* the events are written; the rest reads the store */
         uint64_t size, used;
         sg_store_usage(store, &size, &used);
@@ -202,6 +125,5 @@ int main(int argc, char **argv) {
         sg_engine_destroy(eng);
         sg_store_close(store);
         sg_config_destroy(conf);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        return system(cmd) == 0 ? 0 : 1;
+        return bench_rmdir(dir) == 0 ? 0 : 1;
 }

@@ -171,8 +171,8 @@ static sg_err_t conf_member(rd_kafka_conf_t *kc, const sg_config_t *conf,
  * certificate file that does not exist or does not parse, an SSL or SASL
  * setting that does not fit; RD_KAFKA_RESP_ERR__INVALID_ARG), which is a
  * configuration error (exit 2: restarting will not fix it), not a runtime
- * one. Its errstr names the property (test_kafka.c checks that a secret
- * PEM is not quoted in it).
+ * one. Its errstr names the property (test_kafka_startup.c checks that a
+ * secret PEM is not quoted in it).
  */
 static sg_err_t client_new_err(void) {
         return rd_kafka_last_error() == RD_KAFKA_RESP_ERR__INVALID_ARG
@@ -250,6 +250,38 @@ static const char *log_text(const char *buf) {
         return end ? end + 3 : buf;
 }
 
+/* The configuration warnings seqgate's own settings make librdkafka write
+ * each time a client is made (facility CONFWARN, "Configuration property
+ * NAME is experimental: ..."): the property, and why seqgate sets it all
+ * the same. Such a warning tells an operator nothing, so cb_log writes it
+ * at debug; a warning about any other property keeps its level. */
+static const struct intended_warning {
+        const char *property; /* librdkafka's name */
+        const char *why;      /* why seqgate sets it */
+} intended_warnings[] = {
+        {"enable.gapless.guarantee",
+         "experimental in librdkafka; sg_kafka_conf_new sets it on every "
+         "non-transactional producer so that a produce request failed for "
+         "good stops the producer instead of sending the partition's later "
+         "records (semantics §6 \"Output order\")"},
+};
+
+/* Whether CONFWARN line @p text (log_text: without its thread prefix) is
+ * about a property of intended_warnings[]. */
+static bool warning_intended(const char *text) {
+        static const char pre[] = "Configuration property ";
+        if (strncmp(text, pre, sizeof(pre) - 1) != 0)
+                return false;
+        const char *name = text + sizeof(pre) - 1;
+        size_t len = strcspn(name, " :");
+        for (size_t i = 0;
+             i < sizeof(intended_warnings) / sizeof(intended_warnings[0]); i++)
+                if (strlen(intended_warnings[i].property) == len &&
+                    !strncmp(name, intended_warnings[i].property, len))
+                        return true;
+        return false;
+}
+
 /* rd_kafka_conf_set_log_cb: a librdkafka log line, as event "librdkafka"
  * (redacted, sg_kafka_log_emit). The client's opaque is its
  * sg_kafka_log_t. A broker failure ("FAIL") is not written: the client
@@ -286,12 +318,9 @@ static void cb_log(const rd_kafka_t *rk, int level, const char *fac,
                 lg->fail[i].level = level;
                 return;
         }
-        /* librdkafka warns that enable.gapless.guarantee is experimental
-         * each time a client is made; seqgate sets it on purpose
-         * (sg_kafka_conf_new, semantics §6 "Output order"), so the
-         * warning tells an operator nothing: debug. */
-        if (!strcmp(fac, "CONFWARN") &&
-            strstr(buf, "enable.gapless.guarantee") && level < SG_LOG_DEBUG)
+        /* a warning about a property seqgate sets on purpose: debug */
+        if (!strcmp(fac, "CONFWARN") && level < SG_LOG_DEBUG &&
+            warning_intended(log_text(buf)))
                 level = SG_LOG_DEBUG;
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "client", rd_kafka_name(rk));

@@ -2688,6 +2688,57 @@ START_TEST(test_kafka_producer_gapless) {
 }
 END_TEST
 
+/* A warning librdkafka writes about a property seqgate sets on purpose
+ * (kafka_conf.c, intended_warnings[]) tells an operator nothing: every
+ * non-transactional producer has enable.gapless.guarantee (semantics §6
+ * "Output order"), which librdkafka calls experimental in a CONFWARN line
+ * each time such a client is made. That line reaches the log callback at
+ * debug, never as a warning. */
+typedef struct confwarn {
+        int lines;       /* CONFWARN lines naming enable.gapless.guarantee */
+        int above_debug; /* of them, at a level above debug */
+        char fields[512];
+} confwarn_t;
+
+static void confwarn_cb(void *opaque, sg_log_level_t level, const char *event,
+                        const char *fields) {
+        confwarn_t *c = opaque;
+        if (strcmp(event, "librdkafka") != 0 || !fields ||
+            !strstr(fields, "\"fac\":\"CONFWARN\"") ||
+            !strstr(fields, "enable.gapless.guarantee"))
+                return;
+        c->lines++;
+        if (level < SG_LOG_DEBUG) {
+                c->above_debug++;
+                snprintf(c->fields, sizeof(c->fields), "%d %s", (int)level,
+                         fields);
+        }
+}
+
+START_TEST(test_kafka_intended_warning_at_debug) {
+        char err[512] = "";
+        sg_config_t *conf = NULL;
+        ck_assert_int_eq(parse_q(CFG("", ""), &conf, err, sizeof(err)), SG_OK);
+        confwarn_t c = {0};
+        sg_kafka_log_t lg = {
+                .conf = conf, .log_cb = confwarn_cb, .log_opaque = &c};
+        rd_kafka_conf_t *kc = NULL;
+        ck_assert_msg(sg_kafka_conf_new(conf, SG_KAFKA_PRODUCER, "r", &lg, &kc,
+                                        err, sizeof(err)) == SG_OK,
+                      "%s", err);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, err, sizeof(err));
+        ck_assert_msg(rk != NULL, "%s", err);
+        /* log.queue: the lines come with the polls, as the loop's do */
+        rd_kafka_set_log_queue(rk, NULL);
+        for (int i = 0; i < 50 && !c.lines; i++)
+                rd_kafka_poll(rk, 20);
+        rd_kafka_destroy(rk);
+        ck_assert_int_ge(c.lines, 1); /* librdkafka did warn */
+        ck_assert_msg(c.above_debug == 0, "written above debug: %s", c.fields);
+        sg_config_destroy(conf);
+}
+END_TEST
+
 /* The version text of -V: seqgate's version first, then the libraries. */
 START_TEST(test_version_text) {
         char v[1024];
@@ -2737,6 +2788,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_kafka_set_on_top);
         tcase_add_test(tc, test_kafka_prefetch_default);
         tcase_add_test(tc, test_kafka_producer_gapless);
+        tcase_add_test(tc, test_kafka_intended_warning_at_debug);
         tcase_add_test(tc, test_version_text);
         tcase_add_test(tc, test_log_level_names);
         suite_add_tcase(s, tc);

@@ -1151,6 +1151,38 @@ static void restore_all(h_t *h, int64_t log_start, int64_t want_from) {
                          SG_OK);
 }
 
+/* The restore cases' instance: exactly_once, a 60 s gap deadline, a fresh
+ * store (h_open). */
+#define eos_open(h) eos_open_at(__FILE__, __LINE__, h)
+static void eos_open_at(const char *file, int line, h_t *h) {
+        memset(h, 0, sizeof(*h));
+        h->root = "\"guarantee\":\"exactly_once\",";
+        h_open_at(file, line, h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+}
+
+/* Restores @p h's partition 0 from changelog[] (restore_begin from offset
+ * 0 to its end) until a record is refused. Returns the refusal (SG_OK:
+ * none) with its text in @p err; *lastp: the offset of the last record
+ * passed to restore_apply. */
+static sg_err_t restore_until_refused(h_t *h, int64_t *lastp, char *err,
+                                      size_t err_size) {
+        int64_t from = -1;
+        ck_assert_int_eq(h->proc.restore_begin(h->proc.opaque, "orders", 0, 0,
+                                               (int64_t)changelog_cnt, &from,
+                                               err, err_size),
+                         SG_OK);
+        sg_err_t e = SG_OK;
+        int64_t o;
+        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
+                e = h->proc.restore_apply(
+                        h->proc.opaque, "orders", 0, o, changelog[o].key,
+                        changelog[o].key_len,
+                        changelog[o].tombstone ? NULL : changelog[o].value,
+                        changelog[o].value_len, err, err_size);
+        *lastp = o - 1;
+        return e;
+}
+
 /* Both guarantees keep the changelog (semantics §6): _i 0 at_least_once,
  * 1 exactly_once. */
 static const char *const cl_roots[2] = {"\"guarantee\":\"at_least_once\",",
@@ -1472,8 +1504,8 @@ static void watchdog(unsigned seconds) {
 
 START_TEST(restore_empty_key_closes_txn) {
         changelog_cnt = 0;
-        h_t h = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t h;
+        eos_open(&h);
         char err[512] = "";
         int64_t from = -1;
         ck_assert_int_eq(h.proc.restore_begin(h.proc.opaque, "orders", 0, 0, 1,
@@ -1500,8 +1532,8 @@ END_TEST
  * and v5 applies next. */
 START_TEST(restore_voids_parked_events_at_or_below_l) {
         changelog_cnt = 0;
-        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t a;
+        eos_open(&a);
         ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
         ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
         h_free(&a);
@@ -1530,8 +1562,8 @@ START_TEST(restore_voids_parked_events_at_or_below_l) {
         c->value_len = sg_agg_encode(&r, v);
         memcpy(c->value, v, c->value_len);
 
-        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t b;
+        eos_open(&b);
         restore_all(&b, 0, 0);
         unsigned char ah[32];
         sg_sha256("A", 1, ah);
@@ -1557,8 +1589,8 @@ END_TEST
  * restored to fail every later batch that drains it. */
 START_TEST(restore_refuses_corrupt_parked_record) {
         changelog_cnt = 0;
-        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t a;
+        eos_open(&a);
         ev_t b1[] = {EV("A", "e1", "t", "1"), EV("A", "e3", "t", "3")};
         ck_assert_uint_eq(eos_batch(&a, b1, 2), 1);
         h_free(&a);
@@ -1581,24 +1613,13 @@ START_TEST(restore_refuses_corrupt_parked_record) {
         }
         memset(c->value + off + 4, 0xff, 4);
 
-        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t b;
+        eos_open(&b);
         char err[512] = "";
-        int64_t from = -1;
-        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
-                                              (int64_t)changelog_cnt, &from,
-                                              err, sizeof(err)),
-                         SG_OK);
-        sg_err_t e = SG_OK;
-        int64_t o;
-        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
-                e = b.proc.restore_apply(
-                        b.proc.opaque, "orders", 0, o, changelog[o].key,
-                        changelog[o].key_len,
-                        changelog[o].tombstone ? NULL : changelog[o].value,
-                        changelog[o].value_len, err, sizeof(err));
+        int64_t last;
+        sg_err_t e = restore_until_refused(&b, &last, err, sizeof(err));
         ck_assert_int_eq(e, SG_ERR_INVALID);
-        ck_assert_int_eq(o - 1, bad);
+        ck_assert_int_eq(last, bad);
         char want[64];
         snprintf(want, sizeof(want), "g-orders-changelog [0] offset %" PRId64,
                  bad);
@@ -1615,8 +1636,8 @@ END_TEST
  * It does not decode: times end with the year 9999. */
 START_TEST(restore_refuses_clock_past_year_9999) {
         changelog_cnt = 0;
-        h_t a = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&a, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t a;
+        eos_open(&a);
         ev_t b1[] = {EV("A", "e1", "t", "1")};
         ck_assert_uint_eq(eos_batch(&a, b1, 1), 1);
         h_free(&a);
@@ -1633,24 +1654,13 @@ START_TEST(restore_refuses_clock_past_year_9999) {
         memset(clock + 1, 0xff, 6);
         clock[7] = 0x00;
 
-        h_t b = {.root = "\"guarantee\":\"exactly_once\","};
-        h_open(&b, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        h_t b;
+        eos_open(&b);
         char err[512] = "";
-        int64_t from = -1;
-        ck_assert_int_eq(b.proc.restore_begin(b.proc.opaque, "orders", 0, 0,
-                                              (int64_t)changelog_cnt, &from,
-                                              err, sizeof(err)),
-                         SG_OK);
-        sg_err_t e = SG_OK;
-        int64_t o;
-        for (o = from; o < (int64_t)changelog_cnt && !e; o++)
-                e = b.proc.restore_apply(
-                        b.proc.opaque, "orders", 0, o, changelog[o].key,
-                        changelog[o].key_len,
-                        changelog[o].tombstone ? NULL : changelog[o].value,
-                        changelog[o].value_len, err, sizeof(err));
+        int64_t last;
+        sg_err_t e = restore_until_refused(&b, &last, err, sizeof(err));
         ck_assert_msg(e == SG_ERR_INVALID, "restored (%s)", sg_err2str(e));
-        ck_assert_int_eq(o - 1, bad);
+        ck_assert_int_eq(last, bad);
         ck_assert_msg(strstr(err, "clock") != NULL, "error: %s", err);
         h_free(&b);
 }

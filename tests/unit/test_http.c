@@ -633,7 +633,18 @@ static void on_echo(void *opaque, const sg_http_request_t *req,
 /* The request deadline server() sets; 0: the default. */
 static int64_t g_request_timeout_ms;
 
-static sg_http_t *server(bool read_api, sg_pub_t *pub) {
+/* A publisher (60 s staleness) with snap_fill()'s snapshot @p s published;
+ * the caller frees both (sg_pub_destroy, sg_metrics_snap_free). */
+static sg_pub_t *pub_filled(sg_metrics_snap_t *s) {
+        sg_pub_t *pub;
+        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
+        snap_fill(s);
+        sg_pub_publish(pub, s);
+        return pub;
+}
+
+/* A server on 127.0.0.1, its port chosen when it starts; not started. */
+static sg_http_t *server_new(bool read_api) {
         sg_http_addr_t a;
         sg_http_t *srv = NULL;
         char es[256];
@@ -642,6 +653,12 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
                 SG_OK);
         ck_assert_int_eq(sg_http_new(&a, read_api, &srv, es, sizeof(es)),
                          SG_OK);
+        return srv;
+}
+
+static sg_http_t *server(bool read_api, sg_pub_t *pub) {
+        sg_http_t *srv = server_new(read_api);
+        char es[256];
         if (g_request_timeout_ms)
                 ck_assert_int_eq(
                         sg_http_set_request_timeout(srv, g_request_timeout_ms,
@@ -671,12 +688,9 @@ static sg_http_t *server(bool read_api, sg_pub_t *pub) {
 }
 
 START_TEST(test_server_routes) {
-        sg_pub_t *pub;
         got_t g;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
+        sg_pub_t *pub = pub_filled(&s);
         sg_http_t *srv = server(true, pub);
         uint16_t port = sg_http_port(srv);
 
@@ -765,12 +779,9 @@ END_TEST
  * have the pod restarted, restore and all (docs/operating.md "HTTP endpoint").
  * */
 START_TEST(test_server_idle_peer_cannot_lock_out_probes) {
-        sg_pub_t *pub;
         got_t g;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
+        sg_pub_t *pub = pub_filled(&s);
         sg_http_t *srv = server(true, pub);
         uint16_t port = sg_http_port(srv);
         enum { IDLE = 80 };
@@ -844,12 +855,9 @@ static int raw_request(uint16_t port, const char *req, size_t len, int wait_ms,
  * each is refused with a 4xx before a route sees it, never answered as if
  * it were another request, and the server answers the next request. */
 START_TEST(test_server_hostile_requests) {
-        sg_pub_t *pub;
         got_t g;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
+        sg_pub_t *pub = pub_filled(&s);
         sg_http_t *srv = server(true, pub);
         uint16_t port = sg_http_port(srv);
 
@@ -913,13 +921,10 @@ END_TEST
  * address, a few peers would hold all 512 (docs/operating.md "HTTP endpoint"). The
  * deadline is 1 s here (10 s by default). */
 START_TEST(test_server_slow_client_is_cut) {
-        sg_pub_t *pub;
         got_t g;
         g_request_timeout_ms = 1000;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
+        sg_pub_t *pub = pub_filled(&s);
         sg_http_t *srv = server(true, pub);
         uint16_t port = sg_http_port(srv);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1011,18 +1016,10 @@ START_TEST(test_server_tls) {
         char dir[64], cert[128], key[128], es[256];
         tu_tmpdir(dir, sizeof(dir), "http_tls");
         make_cert(dir, cert, key, sizeof(cert));
-        sg_pub_t *pub;
         got_t g;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
-        sg_http_addr_t a;
-        sg_http_t *srv = NULL;
-        ck_assert_int_eq(
-                sg_http_address_parse("127.0.0.1:0", &a, es, sizeof(es)),
-                SG_OK);
-        ck_assert_int_eq(sg_http_new(&a, true, &srv, es, sizeof(es)), SG_OK);
+        sg_pub_t *pub = pub_filled(&s);
+        sg_http_t *srv = server_new(true);
         ck_assert_int_eq(
                 sg_http_tls_set(srv, "/nonexistent/c.pem", key, es, sizeof(es)),
                 SG_ERR_IO);
@@ -1086,20 +1083,11 @@ START_TEST(test_server_auth) {
         token_digest(TOKEN, digest, sizeof(digest));
         ck_assert(sg_http_token_hash_ok(digest));
         ck_assert(!sg_http_token_hash_ok("sha256:abc"));
-        sg_pub_t *pub;
         got_t g;
-        ck_assert_int_eq(sg_pub_new(60000, &pub), SG_OK);
         sg_metrics_snap_t s;
-        snap_fill(&s);
-        sg_pub_publish(pub, &s);
+        sg_pub_t *pub = pub_filled(&s);
         for (int round = 0; round < 2; round++) {
-                sg_http_addr_t a;
-                sg_http_t *srv = NULL;
-                ck_assert_int_eq(sg_http_address_parse("127.0.0.1:0", &a, es,
-                                                       sizeof(es)),
-                                 SG_OK);
-                ck_assert_int_eq(sg_http_new(&a, true, &srv, es, sizeof(es)),
-                                 SG_OK);
+                sg_http_t *srv = server_new(true);
                 ck_assert_int_eq(
                         sg_http_user_add(srv, "prom", hash, es, sizeof(es)),
                         SG_OK);

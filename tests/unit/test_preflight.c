@@ -3,7 +3,7 @@
  * (kafka_preflight.c): the files the Kafka clients read, the replica rules
  * and the dedup TTL against retention. The cluster checks themselves run
  * against the real broker (tests/integration/test_preflight.py) and the
- * mock (test_kafka's start-up tests).
+ * mock (test_kafka_startup.c).
  */
 #include "config.h"
 #include "kafka.h"

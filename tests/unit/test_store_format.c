@@ -8,6 +8,7 @@
  */
 #include "envelope.h"
 #include "store.h"
+#define TU_STORE_FIXTURE
 #include "testutil.h"
 
 #include <check.h>
@@ -18,32 +19,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[64];
 static char err[512];
 
 /* 26 bytes, the benchmark's topic length */
 #define TOPIC "bench-in-20261201t182700zz"
 
-static void setup(void) {
-        tu_tmpdir(dir, sizeof(dir), "store_format");
-}
-
-static void teardown(void) {
-        tu_rmrf(dir);
-}
-
+/* The suite's store in the test's directory (tu_store_fixture). */
 static sg_store_t *open_store(void) {
-        sg_store_t *s;
-        ck_assert_int_eq(
-                sg_store_open(dir, 1 << 22, 1 << 22, &s, err, sizeof(err)),
-                SG_OK);
-        return s;
-}
-
-static sg_txn_t *wtxn(sg_store_t *s) {
-        sg_txn_t *t;
-        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
-        return t;
+        return tu_store_open(1 << 22, 1 << 22);
 }
 
 static void put_be64(unsigned char *p, uint64_t v) {
@@ -51,7 +34,8 @@ static void put_be64(unsigned char *p, uint64_t v) {
                 p[i] = (unsigned char)v;
 }
 
-/* Writes one key of LMDB database @p db in @p dir by hand (creating it). */
+/* Writes one key of LMDB database @p db in the test's directory by hand
+ * (creating it). */
 static void poke(const char *db, const void *key, size_t key_len, const void *v,
                  size_t v_len) {
         MDB_env *env;
@@ -59,7 +43,7 @@ static void poke(const char *db, const void *key, size_t key_len, const void *v,
         MDB_dbi dbi;
         ck_assert_int_eq(mdb_env_create(&env), 0);
         ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
-        ck_assert_int_eq(mdb_env_open(env, dir, 0, 0640), 0);
+        ck_assert_int_eq(mdb_env_open(env, tu_store_dir, 0, 0640), 0);
         ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
         ck_assert_int_eq(mdb_dbi_open(txn, db, MDB_CREATE, &dbi), 0);
         MDB_val k = {key_len, (void *)key}, val = {v_len, (void *)v};
@@ -100,7 +84,7 @@ START_TEST(keys_are_16_byte_hashes_in_the_partitions_databases) {
         sg_meta_rec_t m = {.input_offset = 1,
                            .changelog_offset = -1,
                            .changelog_epoch = -1};
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         sg_txn_capture(t, true);
         ck_assert_int_eq(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_meta_put(t, &tp, &m, err, sizeof(err)), SG_OK);
@@ -128,7 +112,7 @@ START_TEST(keys_are_16_byte_hashes_in_the_partitions_databases) {
         strcat(name, ".d0");
         ck_assert_int_eq(mdb_env_create(&env), 0);
         ck_assert_int_eq(mdb_env_set_maxdbs(env, 16), 0);
-        ck_assert_int_eq(mdb_env_open(env, dir, MDB_RDONLY, 0640), 0);
+        ck_assert_int_eq(mdb_env_open(env, tu_store_dir, MDB_RDONLY, 0640), 0);
         ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
         ck_assert_int_eq(mdb_dbi_open(txn, name, 0, &dbi), 0);
         MDB_val k = {16, kh}, v;
@@ -169,7 +153,7 @@ START_TEST(meta_names_its_topic_and_refuses_a_prefix_collision) {
                            .changelog_offset = -1,
                            .changelog_epoch = -1},
                       g;
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         ck_assert_int_eq(sg_meta_put(t, &tp, &m, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_meta_get(t, &tp, &g), SG_OK);
         ck_assert_str_eq(g.topic, TOPIC);
@@ -203,8 +187,9 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
         poke("meta", k, sizeof(k), v, sizeof(v));
 
         sg_store_t *ro;
-        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
-                         SG_ERR_STORE);
+        ck_assert_int_eq(
+                sg_store_open_readonly(tu_store_dir, &ro, err, sizeof(err)),
+                SG_ERR_STORE);
         ck_assert_msg(strstr(err, "earlier store format"), "err %s", err);
 
         sg_store_t *s = open_store();
@@ -233,8 +218,9 @@ START_TEST(store_of_an_earlier_format_is_rebuilt) {
         s = open_store();
         ck_assert(!sg_store_rebuilt(s, NULL));
         sg_store_close(s);
-        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_store_open_readonly(tu_store_dir, &ro, err, sizeof(err)),
+                SG_OK);
         sg_store_close(ro);
 }
 END_TEST
@@ -248,8 +234,9 @@ START_TEST(readonly_open_says_what_an_old_store_is) {
         for (int i = 0; i < 8; i++)
                 poke(dbs[i], "x", 1, "", 0);
         sg_store_t *ro;
-        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
-                         SG_ERR_STORE);
+        ck_assert_int_eq(
+                sg_store_open_readonly(tu_store_dir, &ro, err, sizeof(err)),
+                SG_ERR_STORE);
         ck_assert_msg(strstr(err, "earlier store format"), "err %s", err);
         ck_assert_msg(strstr(err, "start seqgate on this data_dir once"),
                       "err %s", err);
@@ -278,19 +265,19 @@ START_TEST(store_of_a_later_format_is_refused) {
         sg_meta_rec_t m = {.input_offset = 1,
                            .changelog_offset = -1,
                            .changelog_epoch = -1};
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         ck_assert_int_eq(sg_meta_put(t, &tp, &m, err, sizeof(err)), SG_OK);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         sg_store_close(s);
         unsigned char later[4] = {0, 0, 0, SG_STORE_FORMAT + 1};
         poke("format", "version", 7, later, 4);
-        ck_assert_int_eq(
-                sg_store_open(dir, 1 << 22, 1 << 22, &s, err, sizeof(err)),
-                SG_ERR_STORE);
+        ck_assert_int_eq(sg_store_open(tu_store_dir, 1 << 22, 1 << 22, &s, err,
+                                       sizeof(err)),
+                         SG_ERR_STORE);
         ck_assert_msg(strstr(err, "newer than this seqgate"), "err %s", err);
         char p[128];
         struct stat st;
-        snprintf(p, sizeof(p), "%s/data.mdb", dir);
+        snprintf(p, sizeof(p), "%s/data.mdb", tu_store_dir);
         ck_assert_int_eq(stat(p, &st), 0); /* not removed */
 }
 END_TEST
@@ -310,7 +297,7 @@ START_TEST(earlier_changelog_meta_value_restores) {
         put_be64(v + 256, 77);                /* input offset */
         put_be64(v + 264, (uint64_t)-1);      /* changelog offset */
         put_be64(v + 256 + 64, (uint64_t)-1); /* changelog epoch */
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_META, NULL, 0, v,
                                                sizeof(v), err, sizeof(err)),
                          SG_OK);
@@ -337,7 +324,7 @@ START_TEST(earlier_changelog_dedup_value_restores) {
         v[32] = SG_DV_DLQ | (4 << 3);
         put_be64(v + 33, UINT64_C(1764612000000));
         put_be64(v + 41, UINT64_C(1764612000000) + 86400000);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_DEDUP, kh, 32, v,
                                                sizeof(v), err, sizeof(err)),
                          SG_OK);
@@ -391,8 +378,9 @@ START_TEST(store_of_format_2_is_set_aside) {
         unsigned char two[4] = {0, 0, 0, 2};
         poke("format", "version", 7, two, 4);
         sg_store_t *ro;
-        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
-                         SG_ERR_STORE);
+        ck_assert_int_eq(
+                sg_store_open_readonly(tu_store_dir, &ro, err, sizeof(err)),
+                SG_ERR_STORE);
         ck_assert_msg(strstr(err, "store format 2"), "err %s", err);
         sg_store_t *s = open_store();
         const char *why = NULL;
@@ -400,8 +388,9 @@ START_TEST(store_of_format_2_is_set_aside) {
         ck_assert_msg(strstr(why, "/store-format-2-"), "why %s", why);
         ck_assert_uint_eq(sg_store_entries(s), 0);
         sg_store_close(s);
-        ck_assert_int_eq(sg_store_open_readonly(dir, &ro, err, sizeof(err)),
-                         SG_OK);
+        ck_assert_int_eq(
+                sg_store_open_readonly(tu_store_dir, &ro, err, sizeof(err)),
+                SG_OK);
         sg_store_close(ro);
 }
 END_TEST
@@ -421,7 +410,7 @@ START_TEST(format_2_changelog_keys_convert) {
         sg_sha256("agg", 3, ah);
         memcpy(pk, ah, 32);
         put_be64(pk + 32, 6);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         /* dedup */
         sg_dedup_rec_t d = {.verdict = SG_DV_PARKED,
                             .first_seen_ms = 1000,
@@ -508,7 +497,7 @@ START_TEST(format_2_changelog_keys_convert) {
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         /* a tombstone of the old key removes a record that came from it,
          * not one written since under the new key */
-        t = wtxn(s);
+        t = tu_wtxn(s);
         ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_DEDUP, kh, 32,
                                                NULL, 0, err, sizeof(err)),
                          SG_OK);
@@ -540,7 +529,7 @@ START_TEST(rolling_upgrade_writes_format_2_records) {
         sg_sha256("k", 1, kh);
         sg_sha256("agg", 3, ah);
         sg_sha256("other", 5, other);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         /* a key restored from format 3 (16 bytes: its rest unknown) */
         sg_dedup_rec_t d = {.verdict = SG_DV_APPLIED,
                             .first_seen_ms = 1000,
@@ -616,12 +605,12 @@ START_TEST(rolling_upgrade_writes_format_2_records) {
         ck_assert_int_eq(parked24, 0);
         /* restored elsewhere: the same state */
         char d2[128];
-        snprintf(d2, sizeof(d2), "%s/replica", dir);
+        snprintf(d2, sizeof(d2), "%s/replica", tu_store_dir);
         sg_store_t *b;
         ck_assert_int_eq(
                 sg_store_open(d2, 1 << 22, 1 << 22, &b, err, sizeof(err)),
                 SG_OK);
-        sg_txn_t *u = wtxn(b);
+        sg_txn_t *u = tu_wtxn(b);
         for (size_t i = 0; i < n; i++)
                 ck_assert_int_eq(sg_store_apply_change(
                                          u, &tp, ch[i].db,
@@ -648,7 +637,7 @@ END_TEST
 int main(void) {
         Suite *su = suite_create("store_format");
         TCase *tc = tcase_create("format");
-        tcase_add_checked_fixture(tc, setup, teardown);
+        tu_store_fixture(tc, "store_format");
         tcase_add_test(tc, keys_are_16_byte_hashes_in_the_partitions_databases);
         tcase_add_test(tc, meta_names_its_topic_and_refuses_a_prefix_collision);
         tcase_add_test(tc, store_of_an_earlier_format_is_rebuilt);

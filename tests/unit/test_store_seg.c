@@ -10,6 +10,7 @@
  */
 #include "envelope.h"
 #include "store_int.h"
+#define TU_STORE_FIXTURE
 #include "testutil.h"
 
 #include <check.h>
@@ -17,31 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char dir[64];
 static char err[512];
 
 #define TTL 8000 /* bucket width 1000 ms */
 
-static void setup(void) {
-        tu_tmpdir(dir, sizeof(dir), "store_seg");
-}
-
-static void teardown(void) {
-        tu_rmrf(dir);
-}
-
+/* The suite's store in the test's directory (tu_store_fixture). */
 static sg_store_t *open_store(void) {
-        sg_store_t *s;
-        ck_assert_int_eq(
-                sg_store_open(dir, 1 << 26, 1 << 24, &s, err, sizeof(err)),
-                SG_OK);
-        return s;
-}
-
-static sg_txn_t *wtxn(sg_store_t *s) {
-        sg_txn_t *t;
-        ck_assert_int_eq(sg_txn_begin(s, true, &t, err, sizeof(err)), SG_OK);
-        return t;
+        return tu_store_open(1 << 26, 1 << 24);
 }
 
 static void key(int i, unsigned char kh[32]) {
@@ -103,7 +86,7 @@ START_TEST(open_segment_freezes_and_seals) {
         sg_store_set_segment_keys(s, 500);
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 600; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         sg_seg_stat_t st = stat(t, &tp);
@@ -149,7 +132,7 @@ START_TEST(filter_false_positive_never_changes_an_answer) {
         sg_store_t *s = open_store();
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         enum { N = 4000 };
         for (int i = 0; i < N; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
@@ -210,12 +193,12 @@ START_TEST(expiry_drops_whole_buckets) {
         sg_store_t *s = open_store();
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 30; i++) /* expiry 8100: bucket 8, ends 9000 */
                 put(t, &tp, i, 100, i == 7 ? SG_DV_PARKED : SG_DV_APPLIED);
         put(t, &tp, 100, 1100, SG_DV_APPLIED); /* bucket 9 */
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         sg_txn_capture(t, true);
         ck_assert_int_eq(sweep(t, &tp, 8999, 10), 0);
         int v2;
@@ -223,7 +206,7 @@ START_TEST(expiry_drops_whole_buckets) {
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         int total = 0, sweeps = 0;
         for (;;) {
-                t = wtxn(s);
+                t = tu_wtxn(s);
                 sg_txn_capture(t, true);
                 int removed = sweep(t, &tp, 9000, 10);
                 int ts = tombstones(t, &v2);
@@ -239,7 +222,7 @@ START_TEST(expiry_drops_whole_buckets) {
         }
         ck_assert_int_eq(total, 29);
         ck_assert_int_ge(sweeps, 3);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         for (int i = 0; i < 30; i++)
                 if (i != 7)
                         absent(t, &tp, i);
@@ -265,7 +248,7 @@ START_TEST(record_moves_with_its_expiry) {
         sg_store_t *s = open_store();
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 5; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         put(t, &tp, 3, 5000, SG_DV_APPLIED); /* seen again after a while */
@@ -290,7 +273,7 @@ START_TEST(sealed_segments_merge) {
         sg_store_set_segment_keys(s, 100);
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         int n = 0;
         for (int round = 0; round < 5; round++) {
                 for (int i = 0; i < 120; i++, n++)
@@ -316,7 +299,7 @@ START_TEST(seal_in_steps_keeps_late_changes) {
         sg_store_t *s = open_store();
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 400; i++)
                 put(t, &tp, i, 100, SG_DV_PARKED);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
@@ -324,7 +307,7 @@ START_TEST(seal_in_steps_keeps_late_changes) {
         sg_store_close(s);
         s = open_store();
         sg_store_set_segment_keys(s, 1);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         sweep(t, &tp, 200, 10);
         sg_seg_stat_t st = stat(t, &tp);
         ck_assert_int_eq(st.frozen, 1);
@@ -333,7 +316,7 @@ START_TEST(seal_in_steps_keeps_late_changes) {
         for (int i = 0; i < 400; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-        for (int k = 0; k < 20 && stat(t = wtxn(s), &tp).frozen; k++) {
+        for (int k = 0; k < 20 && stat(t = tu_wtxn(s), &tp).frozen; k++) {
                 sweep(t, &tp, 200, 10);
                 ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         }
@@ -361,7 +344,7 @@ START_TEST(restart_and_abort_keep_the_segments) {
         sg_store_set_segment_keys(s, 50);
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 200; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         sweep(t, &tp, 200, 1000);
@@ -370,7 +353,7 @@ START_TEST(restart_and_abort_keep_the_segments) {
         sg_store_close(s);
         s = open_store();
         sg_store_set_segment_keys(s, 50);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         sg_seg_stat_t st = stat(t, &tp);
         ck_assert_int_eq(st.sealed, 1);
         ck_assert_uint_eq(st.filter_bytes, (200 * 2 + 63) / 64 * 64);
@@ -387,7 +370,7 @@ START_TEST(restart_and_abort_keep_the_segments) {
         sweep(t, &tp, 200, 1000);
         ck_assert_int_eq(stat(t, &tp).sealed, 2);
         sg_txn_abort(t);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         st = stat(t, &tp);
         ck_assert_int_eq(st.sealed, 1);
         ck_assert_int_eq(st.open, 0);
@@ -397,7 +380,7 @@ START_TEST(restart_and_abort_keep_the_segments) {
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         sweep(t, &tp, 200, 1000);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         ck_assert_int_eq(stat(t, &tp).sealed, 2);
         for (int i = 0; i < 300; i++)
                 found(t, &tp, i, 100);
@@ -413,7 +396,7 @@ START_TEST(restore_fills_buckets) {
         sg_store_t *s = open_store();
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 90; i++) {
                 unsigned char kh[32], v[SG_DEDUP_VALUE_LEN];
                 key(i, kh);
@@ -435,7 +418,7 @@ START_TEST(restore_fills_buckets) {
                 found(t, &tp, i, i * 100);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         /* at 10000 the buckets ending by then (8, 9: keys 0..19) go */
-        t = wtxn(s);
+        t = tu_wtxn(s);
         sg_txn_capture(t, true);
         int total = 0;
         for (int k = 0; k < 4; k++)
@@ -458,7 +441,7 @@ START_TEST(partition_drop_empties_segments) {
         sg_tp_t tp, other;
         sg_tp_make(&tp, "orders", 0);
         sg_tp_make(&other, "orders", 1);
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int i = 0; i < 120; i++) {
                 put(t, &tp, i, 100, SG_DV_APPLIED);
                 put(t, &other, i, 100, SG_DV_APPLIED);
@@ -467,7 +450,7 @@ START_TEST(partition_drop_empties_segments) {
         sweep(t, &other, 200, 1000);
         put(t, &tp, 500, 100, SG_DV_APPLIED); /* an open one too */
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         ck_assert_int_eq(sg_store_partition_drop(t, &tp, err, sizeof(err)),
                          SG_OK);
         sg_seg_stat_t st = stat(t, &tp);
@@ -482,7 +465,7 @@ START_TEST(partition_drop_empties_segments) {
         found(t, &other, 5, 100);
         put(t, &tp, 5, 300, SG_DV_APPLIED);
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
-        t = wtxn(s);
+        t = tu_wtxn(s);
         found(t, &tp, 5, 300);
         ck_assert_uint_eq(stat(t, &tp).keys, 1);
         sg_txn_abort(t);
@@ -500,13 +483,13 @@ START_TEST(expiry_tombstones_in_a_rolling_upgrade) {
         sg_tp_make(&tp, "orders", 0);
         for (int fmt = 2; fmt <= 3; fmt++) {
                 sg_store_set_changelog_format(s, 2);
-                sg_txn_t *t = wtxn(s);
+                sg_txn_t *t = tu_wtxn(s);
                 int base = fmt == 2 ? 0 : 100;
                 for (int i = base; i < base + 5; i++)
                         put(t, &tp, i, 100 + 2000 * (fmt - 2), SG_DV_APPLIED);
                 ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
                 sg_store_set_changelog_format(s, fmt);
-                t = wtxn(s);
+                t = tu_wtxn(s);
                 sg_txn_capture(t, true);
                 ck_assert_int_eq(sweep(t, &tp, 9000 + 2000 * (fmt - 2), 100),
                                  5);
@@ -537,7 +520,7 @@ START_TEST(kept_cursors_follow_every_change) {
         memset(at, 0, sizeof(at));
         memset(ver, 0, sizeof(ver));
         uint64_t x = 88172645463325252ull;
-        sg_txn_t *t = wtxn(s);
+        sg_txn_t *t = tu_wtxn(s);
         for (int step = 0; step < 12000; step++) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 int i = (int)(x % CUR_KEYS), op = (int)((x >> 20) % 10);
@@ -577,13 +560,13 @@ START_TEST(kept_cursors_follow_every_change) {
                 if (step % 3000 == 2999) { /* a checkpoint */
                         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)),
                                          SG_OK);
-                        t = wtxn(s);
+                        t = tu_wtxn(s);
                 }
         }
         ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
         sg_store_close(s);
         s = open_store();
-        t = wtxn(s);
+        t = tu_wtxn(s);
         sg_seg_stat_t st = stat(t, &tp);
         ck_assert_int_gt(st.sealed, 0); /* seals and merges did happen */
         for (int i = 0; i < CUR_KEYS; i++) {
@@ -607,7 +590,7 @@ END_TEST
 int main(void) {
         Suite *su = suite_create("store_seg");
         TCase *tc = tcase_create("segments");
-        tcase_add_checked_fixture(tc, setup, teardown);
+        tu_store_fixture(tc, "store_seg");
         tcase_add_test(tc, open_segment_freezes_and_seals);
         tcase_add_test(tc, filter_false_positive_never_changes_an_answer);
         tcase_add_test(tc, expiry_drops_whole_buckets);

@@ -2,6 +2,7 @@
  * testutil.c — the unit suites' shared helpers (testutil.h).
  */
 #define TU_ENGINE_HARNESS
+#define TU_STORE_FIXTURE
 #include "testutil.h"
 
 #include <check.h>
@@ -100,6 +101,44 @@ void tu_clrec_set_at(const char *file, int line, tu_clrec_t *c,
         if (ef->value)
                 memcpy(c->value, ef->value, ef->value_len);
         c->value_len = ef->value_len;
+}
+
+/* ---- the store fixture ------------------------------------------------ */
+
+char tu_store_dir[64];
+static const char *tu_store_name;
+
+static void tu_store_setup(void) {
+        tu_tmpdir(tu_store_dir, sizeof(tu_store_dir), tu_store_name);
+}
+
+static void tu_store_teardown(void) {
+        tu_rmrf(tu_store_dir);
+}
+
+void tu_store_fixture(TCase *tc, const char *name) {
+        tu_store_name = name;
+        tcase_add_checked_fixture(tc, tu_store_setup, tu_store_teardown);
+}
+
+sg_store_t *tu_store_open_at(const char *file, int line, uint64_t map_size,
+                             uint64_t map_growth) {
+        char err[512] = "";
+        sg_store_t *s = NULL;
+        sg_err_t e = sg_store_open(tu_store_dir, map_size, map_growth, &s, err,
+                                   sizeof(err));
+        TU_CHECK_AT(file, line, e == SG_OK, "sg_store_open %s: %s: %s",
+                    tu_store_dir, sg_err2str(e), err);
+        return s;
+}
+
+sg_txn_t *tu_wtxn_at(const char *file, int line, sg_store_t *s) {
+        char err[512] = "";
+        sg_txn_t *t = NULL;
+        sg_err_t e = sg_txn_begin(s, true, &t, err, sizeof(err));
+        TU_CHECK_AT(file, line, e == SG_OK, "sg_txn_begin: %s: %s",
+                    sg_err2str(e), err);
+        return t;
 }
 
 /* ---- the engine harness ---------------------------------------------- */

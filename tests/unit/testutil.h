@@ -2,7 +2,8 @@
  * testutil.h — what the unit suites share: assertions that report the
  * caller's file:line and both values (libuv's test/task.h idea, on top of
  * Check), and the helpers the suites used to copy: running a suite,
- * temporary directories, sleeping, and keeping a changelog effect.
+ * temporary directories, sleeping, keeping a changelog effect, a store in
+ * a fresh directory per test, and the engine harness.
  *
  * A helper that asserts is a macro over a *_at(file, line, ...) function,
  * so a failure inside it names the test's line, not the helper's. All of
@@ -100,6 +101,36 @@ typedef struct tu_clrec {
 #define tu_clrec_set(c, ef) tu_clrec_set_at(__FILE__, __LINE__, c, ef)
 void tu_clrec_set_at(const char *file, int line, tu_clrec_t *c,
                      const sg_effect_t *ef);
+
+/* ---- the store fixture (test_store_seg.c, test_store_format.c) ---------
+ *
+ * Each test of a TCase gets a fresh temporary directory, tu_store_dir,
+ * made before the test and removed after it (a Check checked fixture: both
+ * run in the test's own process), and opens its stores there. A suite opts
+ * in: #define TU_STORE_FIXTURE before it includes testutil.h.
+ */
+#ifdef TU_STORE_FIXTURE
+#include "store.h"
+
+/* The running test's directory, /tmp/sg_test_<name>_XXXXXX. */
+extern char tu_store_dir[64];
+
+/* Adds the fixture to @p tc: before each test a new tu_store_dir (tu_tmpdir
+ * with @p name, a string kept, not copied), after it the directory removed
+ * (tu_rmrf). The process has one name: the last call's. */
+void tu_store_fixture(TCase *tc, const char *name);
+
+/* Opens the store in tu_store_dir (sg_store_open with @p map_size and
+ * @p map_growth bytes); fails the test unless SG_OK. */
+#define tu_store_open(map_size, map_growth)                                    \
+        tu_store_open_at(__FILE__, __LINE__, map_size, map_growth)
+sg_store_t *tu_store_open_at(const char *file, int line, uint64_t map_size,
+                             uint64_t map_growth);
+
+/* Begins a write transaction on @p s; fails the test unless SG_OK. */
+#define tu_wtxn(s) tu_wtxn_at(__FILE__, __LINE__, s)
+sg_txn_t *tu_wtxn_at(const char *file, int line, sg_store_t *s);
+#endif /* TU_STORE_FIXTURE */
 
 /* ---- the engine harness (test_engine.c and the suites that build a store
  * by driving the engine, e.g. test_query.c) ------------------------------
