@@ -19,6 +19,7 @@
  * followed by its marker, so that the reader holds each batch back until
  * its marker comes (the markers count as records read, not applied).
  */
+#include "benchutil.h"
 #include "changelog.h"
 #include "config.h"
 #include "engine.h"
@@ -28,20 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) {
@@ -293,7 +281,7 @@ static int restore(const clog_t *cl, double *secsp, double *cpup,
                 return -1;
         sg_changelog_reader_t *rd = NULL;
         int64_t from = -1;
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bench_now_s(), c0 = bench_cpu_s();
         int64_t end =
                 (int64_t)cl->cnt +
                 (alo ? (int64_t)((cl->cnt + ALO_BATCH - 1) / ALO_BATCH) : 0);
@@ -329,8 +317,8 @@ static int restore(const clog_t *cl, double *secsp, double *cpup,
                 e = sg_changelog_reader_finish(rd);
         if (!e)
                 e = p.restore_end(p.opaque, "orders", 0, end, err, sizeof(err));
-        *secsp = now_s() - t0;
-        *cpup = cpu_s() - c0;
+        *secsp = bench_now_s() - t0;
+        *cpup = bench_cpu_s() - c0;
         if (rd)
                 *appliedp = sg_changelog_reader_counts(rd).applied;
         sg_store_usage(store, NULL, usedp);
@@ -387,7 +375,7 @@ int main(int argc, char **argv) {
         size_t batch = argc > 3 ? strtoull(argv[3], NULL, 10) : 10000;
         int rounds = argc > 4 ? atoi(argv[4]) : 1;
         clog_t cl = {0};
-        double t0 = now_s();
+        double t0 = bench_now_s();
         FILE *in = file ? fopen(file, "rb") : NULL;
         if (in) {
                 int bad = clog_load(&cl, in);
@@ -408,7 +396,7 @@ int main(int argc, char **argv) {
                        "MiB "
                        "(built in %.1f s)\n",
                        events, aggs, batch, cl.cnt, (double)cl.len / 1048576.0,
-                       now_s() - t0);
+                       bench_now_s() - t0);
         double best = 0;
         for (int r = 0; r < rounds; r++) {
                 double s, cpu;
