@@ -681,7 +681,7 @@ void sg_store_usage(sg_store_t *s, uint64_t *map_size, uint64_t *used) {
 }
 
 uint64_t sg_store_entries(sg_store_t *s) {
-        sg_txn_t *t;
+        sg_txn_t *t = NULL;
         sg_db_stat_t st[SG_STORE_DB_CNT];
         uint64_t n = 0;
         if (sg_txn_begin(s, false, &t, NULL, 0))
@@ -695,6 +695,7 @@ uint64_t sg_store_entries(sg_store_t *s) {
 
 sg_err_t sg_txn_begin(sg_store_t *s, bool write, sg_txn_t **txnp, char *errstr,
                       size_t errstr_size) {
+        *txnp = NULL; /* set on SG_OK only */
         sg_txn_t *t = calloc(1, sizeof(*t));
         if (!t)
                 return SG_ERR_NOMEM;

@@ -411,7 +411,9 @@ void sg_store_fault_inject(sg_store_t *store, unsigned ops, uint64_t n, int rc);
  *  one); *firedp (optional) tells whether the fault was injected. */
 uint64_t sg_store_fault_count(const sg_store_t *store, bool *firedp);
 
-/** Begins a transaction (read-only if !write). */
+/** Begins a transaction (read-only if !write): *txnp on SG_OK, NULL on
+ *  an error (SG_ERR_NOMEM, SG_ERR_STORE, SG_ERR_MAP_FULL, or the space
+ *  check's error before a write transaction). */
 sg_err_t sg_txn_begin(sg_store_t *store, bool write, sg_txn_t **txnp,
                       char *errstr, size_t errstr_size);
 /**
