@@ -147,6 +147,10 @@ const sg_exit_status_t *sg_exit_status_of(sg_err_t err) {
         return &exit_rows[1];
 }
 
+bool sg_err_needs_operator(sg_err_t err) {
+        return sg_exit_status_of(err)->status == 2;
+}
+
 /* librdkafka's zigzag varint of a length (rd_uvarint_enc_i64). */
 static size_t varint_size(size_t n) {
         uint64_t v = (uint64_t)n << 1;

@@ -877,8 +877,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         if (rerr == SG_OK) {
                                 loop->restore_needed = false;
                                 sg_loop_commit_pending(loop);
-                        } else if (rerr == SG_ERR_FOREIGN ||
-                                   rerr == SG_ERR_CONFIG) {
+                        } else if (sg_err_needs_operator(rerr)) {
                                 /* a refusal (semantics §6: a store ahead
                                  * of its changelog, a changelog that is not
                                  * the store's): trying again cannot help;

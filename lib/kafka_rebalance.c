@@ -244,10 +244,7 @@ static bool assign_processor(sg_loop_t *loop, rd_kafka_t *rk,
         on_assign_drop(loop, rk, parts, i, true);
         /* a foreign store, or one whose key fingerprint the
          * configuration does not match (exit 2), keep their code */
-        sg_loop_set_fatal(loop,
-                          err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
-                                  ? err
-                                  : SG_ERR_FATAL,
+        sg_loop_set_fatal(loop, sg_err_needs_operator(err) ? err : SG_ERR_FATAL,
                           what);
         if (!cooperative)
                 rd_kafka_assign(rk, NULL);
@@ -302,11 +299,9 @@ static bool assign_claim_restore(sg_loop_t *loop, rd_kafka_t *rk,
                 char what[800];
                 sg_errf(what, sizeof(what), "restore: %s", es);
                 on_assign_drop(loop, rk, parts, parts->cnt, cooperative);
-                sg_loop_set_fatal(loop,
-                                  err == SG_ERR_FOREIGN || err == SG_ERR_CONFIG
-                                          ? err
-                                          : SG_ERR_FATAL,
-                                  what);
+                sg_loop_set_fatal(
+                        loop, sg_err_needs_operator(err) ? err : SG_ERR_FATAL,
+                        what);
                 return false;
         }
         return true;

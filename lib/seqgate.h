@@ -100,6 +100,12 @@ const sg_exit_status_t *sg_exit_status(size_t i);
  *  clean stop; an error no row lists, status 1. Static; thread-safe. */
 const sg_exit_status_t *sg_exit_status_of(sg_err_t err);
 
+/** True when @p err is a refusal the operator must act on (its
+ *  sg_exit_status_of row is status 2: a restart cannot help), so that the
+ *  Kafka loop stops with @p err's own code rather than retrying or folding
+ *  it into SG_ERR_FATAL. Static; thread-safe. */
+bool sg_err_needs_operator(sg_err_t err);
+
 /** Returns a static one-line description of @p err in words ("the store
  *  holds state that is not this deployment's"...), for log lines that give
  *  the code too. */
