@@ -81,6 +81,8 @@ static const struct err_row {
         {SG_ERR_FATAL, "SG_ERR_FATAL", "an unrecoverable error"},
         {SG_ERR_LOCKED, "SG_ERR_LOCKED",
          "the data_dir is in use by another seqgate process"},
+        {SG_ERR_CORRUPT, "SG_ERR_CORRUPT",
+         "a changelog record seqgate did not write: it does not decode"},
 };
 
 const char *sg_err2str(sg_err_t err) {
@@ -127,8 +129,10 @@ static const sg_exit_status_t exit_rows[] = {
          "another seqgate process holds (SG_ERR_LOCKED); state that is not "
          "this deployment's (SG_ERR_FOREIGN): a store of another consumer "
          "group, a store ahead of its changelog, a changelog whose id is "
-         "not the store's",
-         {SG_ERR_CONFIG, SG_ERR_LOCKED, SG_ERR_FOREIGN, SG_OK}},
+         "not the store's; a changelog record that does not decode "
+         "(SG_ERR_CORRUPT: it stays in the changelog, so every restore "
+         "would stop at it)",
+         {SG_ERR_CONFIG, SG_ERR_LOCKED, SG_ERR_FOREIGN, SG_ERR_CORRUPT, SG_OK}},
 };
 
 const sg_exit_status_t *sg_exit_status(size_t i) {

@@ -330,14 +330,19 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                 sg_errf(errstr, errstr_size,
                         "changelog %s [%d] offset %" PRId64 ": empty key",
                         p->tc->changelog_topic, partition, offset);
-                err = SG_ERR_INVALID;
+                err = SG_ERR_CORRUPT;
         } else {
                 /* a record that does not decode (or cannot be written)
-                 * stops the restore, named by changelog, partition, offset */
+                 * stops the restore, named by changelog, partition, offset;
+                 * the store's "invalid input" is, for a changelog record, a
+                 * record seqgate did not write (SG_ERR_CORRUPT, exit status 2:
+                 * docs/guarantees.md "Corrupt changelog records") */
                 char why[400] = "";
                 err = sg_store_batch_add(e->rbatch, e->rtxn, &p->tp, ck.db,
                                          ck.suffix, ck.suffix_len, value,
                                          value_len, why, sizeof(why));
+                if (err == SG_ERR_INVALID)
+                        err = SG_ERR_CORRUPT;
                 if (err)
                         sg_errf(errstr, errstr_size,
                                 "changelog %s [%d] offset %" PRId64 ": %s",

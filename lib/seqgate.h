@@ -72,12 +72,15 @@ typedef enum sg_err {
         SG_ERR_IO = -9,        /**< file system error */
         SG_ERR_FATAL = -10,    /**< unrecoverable; the caller should stop */
         SG_ERR_LOCKED = -11,   /**< the data_dir is in use by another process */
+        SG_ERR_CORRUPT = -12,  /**< a changelog record seqgate did not write:
+                                  it does not decode (docs/guarantees.md
+                                  "Corrupt changelog records") */
 } sg_err_t;
 
 /** Returns a static, human-readable name for @p err ("SG_ERR_STORE"...). */
 const char *sg_err2str(sg_err_t err);
 
-#define SG_EXIT_ERRS 4 /**< error codes a row of sg_exit_status lists */
+#define SG_EXIT_ERRS 5 /**< error codes a row of sg_exit_status lists */
 
 /** One exit status of the seqgate daemon (cmd/seqgate). */
 typedef struct sg_exit_status {

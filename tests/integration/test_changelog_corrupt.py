@@ -6,8 +6,9 @@ records"). test_eos_corrupt_changelog_record_stops_restore: instance A parks
 an event and stops; a parked-event record whose header block claims
 2^32-1 headers is then appended to the changelog; instance B, with an empty
 data_dir, restores the whole changelog: it must log `fatal` naming the
-changelog topic, partition and offset of that record, log `exiting`, exit 1,
-and produce nothing.
+changelog topic, partition and offset of that record, log `exiting` with
+SG_ERR_CORRUPT, exit 2 (operator action needed: the record stays in the
+changelog, so a restart cannot help) and produce nothing.
 """
 
 from __future__ import annotations
@@ -77,13 +78,14 @@ def test_eos_corrupt_changelog_record_stops_restore(bootstrap, seqgate_bin,
         rc = b.wait_exit(90)
     finally:
         b.cleanup()
-    assert rc == 1, b.log_tail()
+    assert rc == 2, b.log_tail()
     fatal = b.events("fatal")
     assert fatal, b.log_tail()
     detail = fatal[0]["detail"]
     assert f"restore: changelog {cl} [0] offset {bad_offset}: " in detail, detail
     assert "header block" in detail, detail
     exiting = b.events("exiting")
-    assert exiting and exiting[-1]["error"] == "SG_ERR_FATAL", b.log_tail()
+    assert exiting and exiting[-1]["error"] == "SG_ERR_CORRUPT", b.log_tail()
+    assert exiting[-1]["exit_status"] == 2, b.log_tail()
     assert not b.events("restore_done"), b.log_tail()
     assert len(consume_all(bootstrap, t_out, timeout_s=20)) == out_before

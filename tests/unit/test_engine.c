@@ -1513,7 +1513,7 @@ START_TEST(restore_empty_key_closes_txn) {
                          SG_OK);
         ck_assert_int_eq(h.proc.restore_apply(h.proc.opaque, "orders", 0, 0, "",
                                               0, "v", 1, err, sizeof(err)),
-                         SG_ERR_INVALID);
+                         SG_ERR_CORRUPT);
         ck_assert_ptr_nonnull(strstr(err, "g-orders-changelog [0] offset 0"));
         /* the restore's transaction is gone: a batch can begin */
         watchdog(3);
@@ -1618,7 +1618,7 @@ START_TEST(restore_refuses_corrupt_parked_record) {
         char err[512] = "";
         int64_t last;
         sg_err_t e = restore_until_refused(&b, &last, err, sizeof(err));
-        ck_assert_int_eq(e, SG_ERR_INVALID);
+        ck_assert_msg(e == SG_ERR_CORRUPT, "restored (%s)", sg_err2str(e));
         ck_assert_int_eq(last, bad);
         char want[64];
         snprintf(want, sizeof(want), "g-orders-changelog [0] offset %" PRId64,
@@ -1659,7 +1659,7 @@ START_TEST(restore_refuses_clock_past_year_9999) {
         char err[512] = "";
         int64_t last;
         sg_err_t e = restore_until_refused(&b, &last, err, sizeof(err));
-        ck_assert_msg(e == SG_ERR_INVALID, "restored (%s)", sg_err2str(e));
+        ck_assert_msg(e == SG_ERR_CORRUPT, "restored (%s)", sg_err2str(e));
         ck_assert_int_eq(last, bad);
         ck_assert_msg(strstr(err, "clock") != NULL, "error: %s", err);
         h_free(&b);
