@@ -17,7 +17,14 @@
 # Prints the venv's python path as its last line on stdout; everything else
 # goes to stderr.
 #
-# Usage: tests/install-deps.sh [--scan-build] [--deb]
+# Usage: tests/install-deps.sh [--scan-build] [--deb] [--demo] [--list]
+#   --demo        only what deploy/demo.sh needs: the packages that build
+#                 seqgate and seqgatectl (with the unit tests' Check, so that
+#                 build/ stays usable by tests/run.sh), kcat and python3; no
+#                 broker toolchain (Maven, JDK), no clang, no browser, no
+#                 venv, no promtool. Prints python3's path as its last line.
+#   --list        print the Debian packages it would check, one a line, and
+#                 exit without installing anything
 #   --scan-build  also clang-tools (scan-build, clang's static analyzer),
 #                 for tests/run.sh --scan-build
 #   --deb         also debhelper and lintian (dpkg-dev comes with
@@ -47,16 +54,32 @@ PKGS+=(systemd groff-base man-db python3-yaml)
 # tests/integration/test_seqgatectl_audit.py: renders seqgatectl audit's
 # --html page in a headless browser (DOM after its script ran, screenshot)
 PKGS+=(chromium)
+# deploy/demo.sh (--demo): build seqgate and seqgatectl, feed the embedded
+# Kafka with kcat, check the output with python3
+DEMO_PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev
+    liblmdb-dev libcjson-dev libyajl-dev libyaml-dev check libsubunit-dev
+    libssl-dev libcurl4-openssl-dev libmicrohttpd-dev libcrypt-dev kcat python3
+    ca-certificates)
+DEMO=0
+LIST=0
 for arg in "$@"; do
     case $arg in
     --scan-build) PKGS+=(clang-tools) ;;
     --deb) PKGS+=(debhelper lintian) ;;
+    --demo) DEMO=1 ;;
+    --list) LIST=1 ;;
     *)
         printf 'install-deps: unknown argument %s\n' "$arg" >&2
         exit 2
         ;;
     esac
 done
+
+((DEMO)) && PKGS=("${DEMO_PKGS[@]}")
+if ((LIST)); then
+    printf '%s\n' "${PKGS[@]}"
+    exit 0
+fi
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -92,6 +115,10 @@ fi
 # --- Python venv -----------------------------------------------------------
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null 2>&1 || die "$PY not found"
+if ((DEMO)); then
+    command -v "$PY"
+    exit 0
+fi
 if [[ ! -x $VENV/bin/python ]]; then
     log "creating venv $VENV (with $($PY --version 2>&1))"
     mkdir -p "$(dirname "$VENV")"
