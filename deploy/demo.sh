@@ -17,10 +17,13 @@
 # deploy/demo/authority-states.json: it knows order-1006 (version 3, SHIPPED)
 # and answers 404 for order-1005.
 #
-# Usage: ./deploy/demo.sh [--passthrough] [--no-build]
+# Usage: ./deploy/demo.sh [--passthrough] [--no-build] [--keep]
 #   --passthrough  run the benchmark baseline instead of the engine (plumbing
 #                  check only: everything is copied, nothing decided)
 #   --no-build     use the existing build/seqgate (or $SEQGATE_BIN)
+#   --keep         keep the temporary directory (config.json, the store,
+#                  seqgate.log) and print its path, so that the seqgatectl
+#                  commands it printed can be run again
 # Exit status 0 when seqgate stopped cleanly and (engine mode) the output
 # matches deploy/demo/expected.txt.
 set -euo pipefail
@@ -30,10 +33,12 @@ top=$(cd "$here/.." && pwd)
 demo="$here/demo"
 mode=engine
 build=1
+keep=0
 for a in "$@"; do
         case "$a" in
         --passthrough) mode=passthrough ;;
         --no-build) build=0 ;;
+        --keep) keep=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
         esac
@@ -74,7 +79,14 @@ cleanup() {
                 kill -TERM "$auth_pid" 2>/dev/null || true
                 wait "$auth_pid" 2>/dev/null || true
         fi
-        rm -rf "$tmp"
+        if [ "$keep" = 1 ]; then
+                echo
+                echo "kept (--keep): $tmp — config.json, the store (data/), seqgate.log;"
+                echo "  the store-reading commands above run again as printed; the embedded"
+                echo "  Kafka is gone. Remove it with: rm -rf $tmp"
+        else
+                rm -rf "$tmp"
+        fi
 }
 trap cleanup EXIT
 
@@ -237,6 +249,10 @@ dlq_rc=0
         >"$tmp/dlq-summary.txt" 2>"$tmp/dlq-summary.err" || dlq_rc=$?
 show_audit() {
         say "seqgatectl audit --topic orders (what the input topic holds)"
+        echo "(an offline replay of the input through the engine over a temporary"
+        echo " store, without the snapshot authority: order-1006's gap, resolved live"
+        echo " by a snapshot, counts here as a gap that timed out, so its gap_timeout"
+        echo " and quarantine counts exceed the live run's by that aggregate)"
         cat "$tmp/audit.txt"
         if [ "$audit_rc" != 0 ]; then
                 echo "demo.sh: seqgatectl audit failed (exit $audit_rc):" >&2
@@ -341,7 +357,7 @@ fi
 ctl="${SEQGATECTL_BIN:-$(dirname "$bin")/seqgatectl}"
 if [ -x "$ctl" ]; then
         for id in e-1002-2b e-1001-2; do
-                say "seqgatectl lookup --topic orders --source /shop/orders --id $id"
+                say "seqgatectl lookup --config $tmp/config.json --topic orders --source /shop/orders --id $id"
                 # both events are known to the store: anything but exit 0
                 # is a fault the demo must not hide
                 if ! "$ctl" lookup --config "$tmp/config.json" --topic orders \
@@ -350,6 +366,28 @@ if [ -x "$ctl" ]; then
                         exit 1
                 fi
         done
+        # what is left for an operator: the aggregates the store holds
+        # quarantined, refetching or with parked events (docs/seqgatectl.md)
+        say "seqgatectl inspect --config $tmp/config.json --topic orders (aggregates that need attention)"
+        if ! "$ctl" inspect --config "$tmp/config.json" --topic orders \
+                2>/dev/null | tee "$tmp/inspect.txt"; then
+                echo "demo.sh: FAIL: inspect did not answer" >&2
+                exit 1
+        fi
+        # the scenario leaves exactly order-1005 quarantined: say so only
+        # when the store agrees
+        if [ "$(grep -c '^  - id: ' "$tmp/inspect.txt")" != 1 ] ||
+                ! grep -q '^  - id: order-1005$' "$tmp/inspect.txt" ||
+                ! grep -q '^      quarantined: yes$' "$tmp/inspect.txt"; then
+                echo "demo.sh: FAIL: expected order-1005 alone to need attention" >&2
+                exit 1
+        fi
+        echo
+        echo "order-1005 stays quarantined: its gap timed out, and its authority"
+        echo "answered 404 for the snapshot, so its later events go to the DLQ"
+        echo "(aggregate_quarantined) until an operator releases it — on a live"
+        echo "cluster: seqgatectl release --config FILE --topic orders --aggregate order-1005"
+        echo "(docs/troubleshooting.md)."
 else
         echo "demo.sh: $ctl not found: no lookups shown" >&2
 fi
