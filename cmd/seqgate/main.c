@@ -326,13 +326,29 @@ static void print_wrapped(FILE *out, const char *text, int indent) {
 /* ------------------------------------------------------------------ */
 /* flags                                                               */
 
-static void usage(FILE *out) {
+/* The four synopsis lines: what a usage error prints, with a pointer to
+ * --help, instead of the whole help (as GNU tools do). */
+static void usage_synopsis(FILE *out) {
         fputs("usage: seqgate --config FILE [options]\n"
               "       seqgate --check-config FILE [--cluster]\n"
               "       seqgate --print-config FILE [--data-dir DIR] "
               "[--instance-id ID]\n"
-              "       seqgate --version | --help\n"
-              "\n"
+              "       seqgate --version | --help\n",
+              out);
+}
+
+/* After a usage error (getopt or the caller printed it): the synopsis and
+ * where the rest is; exit status 2. */
+static int usage_error(void) {
+        usage_synopsis(stderr);
+        fputs("Try 'seqgate --help' for the options and exit statuses.\n",
+              stderr);
+        return 2;
+}
+
+static void usage(FILE *out) {
+        usage_synopsis(out);
+        fputs("\n"
               "Drops duplicate events, orders each aggregate's events by "
               "version\nand dead-letters what it refuses, beside a Kafka "
               "consumer group.\n"
@@ -535,8 +551,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                         usage(stdout);
                         return 0;
                 default:
-                        usage(stderr);
-                        return 2;
+                        return usage_error();
                 }
         }
         if (optind < argc) {
@@ -545,8 +560,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
                 return 2;
         }
         if (!o->config && !o->check_config && !o->print_config) {
-                usage(stderr);
-                return 2;
+                fprintf(stderr, "seqgate: --config, --check-config or "
+                                "--print-config FILE is needed\n");
+                return usage_error();
         }
         if (o->cluster && !o->check_config) {
                 fprintf(stderr, "seqgate: --cluster needs --check-config\n");

@@ -25,6 +25,10 @@ test_check_config_env_secrets: values given through ${VAR}
 test_stop_during_startup_retries: a cluster that does not answer keeps the
   start-up retrying (broker_retry_timeout_ms); SIGTERM ends it at once with
   exit 0.
+test_usage_error_is_short: a mistake on the command line (an option
+  without its argument, an unknown option, no --config) exits 2 with the
+  mistake, the four-line synopsis and a pointer to --help on stderr — not
+  the whole help, which --help alone prints (stdout, exit 0).
 test_locked_data_dir_exits_2: a second seqgate on a data_dir the first holds
   exits 2 at once (SG_ERR_LOCKED, in words), the first runs on.
 (The other exit-2 refusals, each with its own test: a store of another
@@ -115,6 +119,23 @@ def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
     assert "ssl.key.location" in exiting[0]["detail"], exiting[0]
     assert exiting[0]["exit_status"] == 2 and exiting[0]["error_text"], \
         exiting[0]
+
+
+def test_usage_error_is_short(seqgate_bin):
+    full = subprocess.run([seqgate_bin, "--help"], capture_output=True,
+                          text=True, timeout=30)
+    assert full.returncode == 0 and len(full.stdout.splitlines()) > 20, full
+    for argv, names in ((["--config=x", "--check-config"], "--check-config"),
+                        (["--bogus"], "--bogus"),
+                        ([], "--config")):
+        p = subprocess.run([seqgate_bin, *argv], capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 2, (argv, p.returncode, p.stderr)
+        lines = p.stderr.splitlines()
+        assert names in lines[0], (argv, p.stderr)
+        assert len(lines) <= 7, (argv, len(lines), p.stderr)
+        assert "seqgate --help" in lines[-1], (argv, p.stderr)
+        assert p.stdout == "", (argv, p.stdout)
 
 
 def test_check_config_reports_every_error(seqgate_bin, tmp_path):
