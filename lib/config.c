@@ -287,6 +287,46 @@ sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
         return SG_OK;
 }
 
+/** Levenshtein distance of @p a and @p b, up to 64 bytes each (longer:
+ *  SIZE_MAX, never "close"). */
+static size_t edit_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b), row[65];
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t best = diag + (a[i - 1] != b[j - 1]);
+                        if (up + 1 < best)
+                                best = up + 1;
+                        if (row[j - 1] + 1 < best)
+                                best = row[j - 1] + 1;
+                        row[j] = best;
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+/** The allowed key closest to @p key when it is a likely misspelling (at
+ *  most 2 edits, and fewer than a third of its length), else NULL. */
+static const char *closest_key(const char *key, const char *const *allowed) {
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX;
+        for (; *allowed; allowed++) {
+                size_t d = edit_distance(key, *allowed);
+                if (d < best_d) {
+                        best_d = d;
+                        best = *allowed;
+                }
+        }
+        return best_d <= 2 && best_d * 3 < strlen(key) ? best : NULL;
+}
+
 /**
  * Rejects unknown keys (listing @p allowed) and duplicate keys of @p obj.
  * cJSON keeps both members of a duplicate key; silently using one of them
@@ -301,8 +341,18 @@ sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
         for (const cJSON *it = obj->child; it; it = it->next) {
                 sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
-                        sg_cfg_fail(c, p, "unknown key; allowed: %s",
-                                    sg_cfg_join(list, sizeof(list), allowed));
+                        const char *near = closest_key(it->string, allowed);
+                        if (near)
+                                sg_cfg_fail(c, p,
+                                            "unknown key; did you mean "
+                                            "\"%s\"? allowed: %s",
+                                            near,
+                                            sg_cfg_join(list, sizeof(list),
+                                                        allowed));
+                        else
+                                sg_cfg_fail(c, p, "unknown key; allowed: %s",
+                                            sg_cfg_join(list, sizeof(list),
+                                                        allowed));
                         continue;
                 }
                 for (const cJSON *prev = obj->child; prev != it;
@@ -354,18 +404,27 @@ sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,
         return SG_OK;
 }
 
-/** Error text for an integer out of [min, max]. */
+/** Error text for an integer out of [min, max]; @p why is appended
+ *  ("" none). */
 static sg_err_t int_range_err(cfg_ctx_t *c, const char *path, int64_t min,
-                              int64_t max, bool too_big) {
+                              int64_t max, const char *why) {
         if (max == SG_JSON_INT_MAX)
                 return sg_cfg_fail(c, path,
                                    "must be an integer >= %" PRId64 "%s", min,
-                                   too_big ? "; JSON numbers above 2^53 "
-                                             "(9007199254740992) are not exact"
-                                           : "");
-        return sg_cfg_fail(c, path,
-                           "must be an integer from %" PRId64 " to %" PRId64,
-                           min, max);
+                                   why);
+        return sg_cfg_fail(
+                c, path, "must be an integer from %" PRId64 " to %" PRId64 "%s",
+                min, max, why);
+}
+
+/** The hint for a non-number @p it at key @p key: a duration key ("_ms")
+ *  given a string ("5s") is told its unit. */
+static const char *not_number_why(const char *key, const cJSON *it) {
+        size_t n = strlen(key);
+        if (cJSON_IsString(it) && n > 3 && !strcmp(key + n - 3, "_ms"))
+                return ": a number of milliseconds, not a string with a "
+                       "unit (\"5s\" is 5000)";
+        return "";
 }
 
 /** What number_text_int() found. */
@@ -453,10 +512,10 @@ sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
         if (!it)
                 return SG_OK;
         if (!cJSON_IsNumber(it))
-                return int_range_err(c, p, min, max, false);
+                return int_range_err(c, p, min, max, not_number_why(key, it));
         d = it->valuedouble;
         if (!isfinite(d))
-                return int_range_err(c, p, min, max, false);
+                return int_range_err(c, p, min, max, "");
         if (it->valuestring) {
                 kind = number_text_int(it->valuestring, &v);
         } else if (d > (double)SG_JSON_INT_MAX) {
@@ -470,9 +529,11 @@ sg_err_t sg_cfg_get_int(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 kind = (double)v == d ? NUM_INT : NUM_FRACTION;
         }
         if (kind == NUM_TOO_BIG)
-                return int_range_err(c, p, min, max, true);
+                return int_range_err(c, p, min, max,
+                                     "; JSON numbers above 2^53 "
+                                     "(9007199254740992) are not exact");
         if (kind != NUM_INT || v < min || v > max)
-                return int_range_err(c, p, min, max, false);
+                return int_range_err(c, p, min, max, "");
         *out = v;
         return SG_OK;
 }

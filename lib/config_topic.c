@@ -630,14 +630,15 @@ sg_err_t sg_cfg_parse_topics(cfg_ctx_t *c, const cJSON *root,
                 KEEP(parse_topic(c, it, p, &conf->topics[i]));
         }
 
-        /* An output or DLQ topic that is also an input topic would feed
-         * seqgate its own output. */
+        /* An output or DLQ topic that is also another topic's input
+         * would feed seqgate its own output (its own input: the key's
+         * check, sg_cfg_check_output_topic, said so already). */
         for (i = 0; i < n; i++) {
                 const sg_topic_config_t *tc = &conf->topics[i];
                 if (!sg_cfg_topic_named(tc))
                         continue;
                 for (size_t j = 0; j < n; j++) {
-                        const char *in = conf->topics[j].name;
+                        const char *in = j == i ? NULL : conf->topics[j].name;
                         const char *which =
                                 !in                             ? NULL
                                 : !strcmp(tc->output_topic, in) ? "output_topic"

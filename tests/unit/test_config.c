@@ -549,7 +549,8 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'outputs':'x'"),
          "topics.orders.outputs: unknown key; allowed: output_topic", NULL},
         {CFG("", ",'ordering':{'gap_polcy':'dlq'}"),
-         "topics.orders.ordering.gap_polcy: unknown key; allowed: mode, "
+         "topics.orders.ordering.gap_polcy: unknown key; did you mean "
+         "\"gap_policy\"? allowed: mode, "
          "first_version, max_version_jump, new_aggregate, stale, "
          "gap_timeout_ms, gap_policy, max_parked_per_aggregate, "
          "max_parked_total, max_parked_bytes, on_park_overflow",
@@ -1342,6 +1343,56 @@ START_TEST(test_every_error_reported) {
         for (const char *l = err; l; l = strchr(l, '\n'))
                 ck_assert_msg(*(l += *l == '\n') != '\n', "empty line: %s",
                               err);
+}
+END_TEST
+
+/* One mistake, one error line, and the line says how to mend it: the
+ * input topic as output_topic or dlq_topic (was reported twice, by the
+ * key's check and by the cross-topic check), a duration with a unit
+ * where milliseconds are wanted, a misspelt key (the closest allowed key
+ * is named first; its "required" line is a second, true error). */
+static const struct one_mistake {
+        const char *json, *line, *hint;
+        size_t lines;
+} one_mistakes[] = {
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'orders','dlq_topic':'d'}}}",
+         "topics.orders.output_topic: must differ from the input topic",
+         "\"orders\"", 1},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'output_topic':"
+         "'o','dlq_topic':'orders'}}}",
+         "topics.orders.dlq_topic: must differ from the input topic",
+         "\"orders\"", 1},
+        {CFG("", ",'ordering':{'gap_timeout_ms':'5s'}"),
+         "topics.orders.ordering.gap_timeout_ms: must be an integer",
+         "milliseconds", 1},
+        {CFG(",'stats_interval_ms':'10s'", ""),
+         "stats_interval_ms: must be an integer", "milliseconds", 1},
+        {"{'data_dir':'/d'," KAFKA_OK ",'topics':{'orders':{'ouput_topic':"
+         "'o','dlq_topic':'d'}}}",
+         "topics.orders.ouput_topic: unknown key; did you mean "
+         "\"output_topic\"?",
+         "allowed: output_topic", 2},
+        {CFG("", ",'ordering':{'gap_timout_ms':5}"),
+         "topics.orders.ordering.gap_timout_ms: unknown key; did you mean "
+         "\"gap_timeout_ms\"?",
+         NULL, 1},
+};
+
+START_TEST(test_one_mistake_one_error) {
+        const struct one_mistake *m = &one_mistakes[_i];
+        char err[4096];
+        sg_config_t *conf = NULL;
+        ck_assert_int_eq(parse_q(m->json, &conf, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_msg(strncmp(err, m->line, strlen(m->line)) == 0,
+                      "case %d: first line is not \"%s\":\n%s", _i, m->line,
+                      err);
+        ck_assert_msg(!m->hint || strstr(err, m->hint),
+                      "case %d: no \"%s\":\n%s", _i, m->hint, err);
+        ck_assert_msg(count_lines(err) == m->lines,
+                      "case %d: %zu lines, want %zu:\n%s", _i, count_lines(err),
+                      m->lines, err);
 }
 END_TEST
 
@@ -2800,6 +2851,9 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_topic_name_length);
         tcase_add_test(tc, test_small_errstr_buffers);
         tcase_add_test(tc, test_every_error_reported);
+        tcase_add_loop_test(
+                tc, test_one_mistake_one_error, 0,
+                (int)(sizeof(one_mistakes) / sizeof(one_mistakes[0])));
         tcase_add_test(tc, test_every_error_small_buffer);
         tcase_add_test(tc, test_partial_config_freed);
         tcase_add_test(tc, test_every_value_mistyped);
