@@ -424,6 +424,12 @@ int open_store(const sg_config_t *conf, sg_store_t **storep, sg_txn_t **txnp) {
         char es[512];
         sg_err_t err =
                 sg_store_open_readonly(conf->data_dir, storep, es, sizeof(es));
+        if (err == SG_ERR_NOT_FOUND) {
+                /* the config's data_dir is often not where the store is
+                 * (another host's copy, a pod's volume, a demo's --keep) */
+                errf("%s; a store elsewhere: --data-dir DIR", es);
+                return EXIT_RUNTIME;
+        }
         if (err) {
                 errf("%s", es);
                 return EXIT_RUNTIME;

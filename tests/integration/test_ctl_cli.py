@@ -14,6 +14,11 @@ broker that does not answer (a closed loopback port) fails the command
 print a "would replay 0" summary, and `release --timeout-ms` bounds the
 wait for the control record's delivery.
 
+test_no_store_names_data_dir: a store-reading command (lookup, inspect,
+partitions) whose config's data_dir holds no store says so and names
+--data-dir, the option that points it at the store elsewhere (exit 1;
+lookup 2, its 1 meaning "unknown event").
+
 test_log_level: --log-level filters seqgatectl's warnings and librdkafka's
 own log lines (here the `debug` property's lines, set with -X).
 
@@ -120,6 +125,18 @@ def test_replay_dry_run_unreachable(seqgatectl_bin, tmp_path, closed_port):
     assert "would replay" not in r.stdout and r.stdout == "", r.stdout
     assert "dlq" in r.stderr and "Broker transport failure" in r.stderr, r.stderr
     assert took < 15, f"{took:.1f} s: --timeout-ms 2000 not honoured"
+
+
+@pytest.mark.parametrize("args,rc", [
+    (["lookup", "--topic", "in", "--source", "s", "--id", "e-1"], 2),
+    (["inspect"], 1), (["partitions"], 1)])
+def test_no_store_names_data_dir(seqgatectl_bin, tmp_path, closed_port, args,
+                                 rc):
+    cfg = offline_config(tmp_path, closed_port)
+    r = ctl(seqgatectl_bin, args[0], "--config", cfg, *args[1:], timeout_s=30)
+    assert r.returncode == rc, r
+    assert "no seqgate store in" in r.stderr, r.stderr
+    assert "--data-dir" in r.stderr, r.stderr
 
 
 def test_release_timeout_bounds_delivery(seqgatectl_bin, tmp_path, closed_port):
