@@ -165,7 +165,7 @@ START_TEST(test_reload_follows_the_table) {
                         ck_assert_msg(d.cnt == 1 && diff_has(&d, path, true),
                                       "%s: %zu changes, first %s", path, d.cnt,
                                       d.cnt ? d.changes[0].key : "-");
-                        ASSERT_STR_EQ(after, want);
+                        ck_assert_pstr_eq(after, want);
                 } else {
                         refused_cnt++;
                         ck_assert_msg(err == SG_ERR_CONFIG,
@@ -176,7 +176,7 @@ START_TEST(test_reload_follows_the_table) {
                                       es);
                         ck_assert_msg(strstr(es, path) != NULL, "%s: %s", path,
                                       es);
-                        ASSERT_STR_EQ(after, before);
+                        ck_assert_pstr_eq(after, before);
                 }
                 sg_config_diff_clear(&d);
                 free(before);
@@ -264,7 +264,7 @@ START_TEST(test_reload_refuses_the_rest) {
                               "%s: the live key not listed", cases[i][1]);
                 ck_assert_msg(strstr(es, cases[i][1]) != NULL, "%s", es);
                 char *after = sg_config_print(live);
-                ASSERT_STR_EQ(after, before);
+                ck_assert_pstr_eq(after, before);
                 free(before);
                 free(after);
                 sg_config_diff_clear(&d);
@@ -288,7 +288,7 @@ START_TEST(test_reload_values) {
         sg_config_diff_t d = {0};
         char es[512];
         ASSERT_OK(sg_config_reload(live, next, &d, es, sizeof(es)), es);
-        ASSERT_EQ_INT(d.cnt, 0);
+        ck_assert_int_eq(d.cnt, 0);
         sg_config_destroy(next);
         cJSON_ReplaceItemInObject(block_of(b, "topics.*.ordering"),
                                   "gap_timeout_ms", cJSON_CreateNumber(60000));
@@ -296,15 +296,17 @@ START_TEST(test_reload_values) {
                                 "skip");
         next = parse(b);
         ASSERT_OK(sg_config_reload(live, next, &d, es, sizeof(es)), es);
-        ASSERT_EQ_INT(d.cnt, 2);
-        ASSERT_STR_EQ(d.changes[0].key,
-                      "topics.orders.ordering.gap_timeout_ms");
-        ASSERT_STR_EQ(d.changes[0].old_json, "30000");
-        ASSERT_STR_EQ(d.changes[0].new_json, "60000");
-        ASSERT_STR_EQ(d.changes[1].old_json, "\"dlq\"");
-        ASSERT_STR_EQ(d.changes[1].new_json, "\"skip\"");
-        ASSERT_EQ_INT(sg_config_topic(live, "orders")->gap_timeout_ms, 60000);
-        ASSERT_EQ_INT(sg_config_topic(live, "orders")->gap_policy, SG_GAP_SKIP);
+        ck_assert_int_eq(d.cnt, 2);
+        ck_assert_pstr_eq(d.changes[0].key,
+                          "topics.orders.ordering.gap_timeout_ms");
+        ck_assert_pstr_eq(d.changes[0].old_json, "30000");
+        ck_assert_pstr_eq(d.changes[0].new_json, "60000");
+        ck_assert_pstr_eq(d.changes[1].old_json, "\"dlq\"");
+        ck_assert_pstr_eq(d.changes[1].new_json, "\"skip\"");
+        ck_assert_int_eq(sg_config_topic(live, "orders")->gap_timeout_ms,
+                         60000);
+        ck_assert_int_eq(sg_config_topic(live, "orders")->gap_policy,
+                         SG_GAP_SKIP);
         sg_config_diff_clear(&d);
         sg_config_destroy(live);
         sg_config_destroy(next);
@@ -331,9 +333,9 @@ START_TEST(test_reload_dotted_topic_name) {
         sg_config_diff_t d = {0};
         char es[512];
         ASSERT_OK(sg_config_reload(live, next, &d, es, sizeof(es)), es);
-        ASSERT_EQ_INT(d.cnt, 1);
-        ASSERT_STR_EQ(d.changes[0].key,
-                      "topics[\"orders.v1\"].ordering.gap_timeout_ms");
+        ck_assert_int_eq(d.cnt, 1);
+        ck_assert_pstr_eq(d.changes[0].key,
+                          "topics[\"orders.v1\"].ordering.gap_timeout_ms");
         sg_config_diff_clear(&d);
         sg_config_destroy(live);
         sg_config_destroy(next);
@@ -436,7 +438,7 @@ START_TEST(test_print_round_trip) {
                                       SG_OK,
                               "%s printed: %s\n%s", files[i], es, printed);
                 char *again = sg_config_print(b);
-                ASSERT_STR_EQ(again, printed);
+                ck_assert_pstr_eq(again, printed);
                 sg_config_diff_t d = {0};
                 ASSERT_OK(sg_config_diff(a, b, &d), "diff");
                 ck_assert_msg(d.cnt == 0, "%s: %s differs", files[i],

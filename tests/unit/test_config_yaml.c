@@ -37,7 +37,7 @@ START_TEST(test_yaml_example_equals_json) {
         ASSERT_OK(sg_config_load(pj, &j, es, sizeof(es)), es);
         ASSERT_OK(sg_config_load(py, &y, es, sizeof(es)), es);
         char *tj = sg_config_print(j), *ty = sg_config_print(y);
-        ASSERT_STR_EQ(ty, tj);
+        ck_assert_pstr_eq(ty, tj);
         free(tj);
         free(ty);
         sg_config_destroy(j);
@@ -59,12 +59,12 @@ START_TEST(test_yaml_values) {
                                "http: {address: 'off', read_api: false}\n",
                           &c, es, sizeof(es)),
                   es);
-        ASSERT_STR_EQ(c->instance_id, "on");
-        ASSERT_STR_EQ(c->http_address, "off");
+        ck_assert_pstr_eq(c->instance_id, "on");
+        ck_assert_pstr_eq(c->http_address, "off");
         ck_assert(!c->http_read_api);
-        ASSERT_EQ_INT(c->topics[0].aggregate.kind, SG_SRC_NONE);
-        ASSERT_EQ_INT(c->topics[0].gap_timeout_ms, 1500);
-        ASSERT_EQ_INT(c->topics[0].first_version, 0);
+        ck_assert_int_eq(c->topics[0].aggregate.kind, SG_SRC_NONE);
+        ck_assert_int_eq(c->topics[0].gap_timeout_ms, 1500);
+        ck_assert_int_eq(c->topics[0].first_version, 0);
         sg_config_destroy(c);
         /* numbers are read from their text, as JSON's: above 2^53 is the
          * same error */
@@ -148,8 +148,8 @@ START_TEST(test_yaml_pitfalls_refused) {
                                             "\"0100\"}\n",
                                        &c, es, sizeof(es)),
                   es);
-        ASSERT_STR_EQ(c->instance_id, "NO");
-        ASSERT_STR_EQ(c->kafka_producer[0].value, "0100");
+        ck_assert_pstr_eq(c->instance_id, "NO");
+        ck_assert_pstr_eq(c->kafka_producer[0].value, "0100");
         sg_config_destroy(c);
         /* nothing at all */
         ck_assert_int_eq(

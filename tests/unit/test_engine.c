@@ -62,9 +62,9 @@ START_TEST(row1_malformed_records_its_key) {
         ck_assert_uint_eq(h.out_cnt, 1);
         assert_out(&h.out[0], SG_EFFECT_DLQ, "A", "one", "malformed");
         /* the fields that parsed are in its headers; no version parsed */
-        ASSERT_STR_EQ(h.out[0].aggregate, "A");
-        ASSERT_STR_EQ(h.out[0].actual, "");
-        ASSERT_STR_EQ(h.out[0].expected, "");
+        ck_assert_pstr_eq(h.out[0].aggregate, "A");
+        ck_assert_pstr_eq(h.out[0].actual, "");
+        ck_assert_pstr_eq(h.out[0].expected, "");
         /* the key is recorded: dead_lettered, malformed */
         sg_tp_t tp;
         sg_tp_make(&tp, "orders", 0);
@@ -75,15 +75,15 @@ START_TEST(row1_malformed_records_its_key) {
         char err[256];
         ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
         sg_dedup_rec_t dr;
-        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
         sg_txn_abort(t);
-        ASSERT_EQ_INT(dr.verdict, SG_DV_DLQ);
-        ASSERT_EQ_INT(dr.reason, SG_R_MALFORMED);
+        ck_assert_int_eq(dr.verdict, SG_DV_DLQ);
+        ck_assert_int_eq(dr.reason, SG_R_MALFORMED);
         /* a plain redelivery: a duplicate, no second DLQ record */
         ONE(&h, EV("A", "e1", "t", "one"));
         ck_assert_uint_eq(h.out_cnt, 1);
-        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 1);
-        ASSERT_EQ_U64(M(&h)->malformed_total, 1);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        ck_assert_uint_eq(M(&h)->malformed_total, 1);
         /* replayed: malformed again, dead-lettered again */
         ONE(&h, EV("A", "e1", "t", "one", .replay = true));
         ck_assert_uint_eq(h.out_cnt, 2);
@@ -94,9 +94,9 @@ START_TEST(row1_malformed_records_its_key) {
         ck_assert_uint_eq(h.out_cnt, 3);
         assert_out(&h.out[2], SG_EFFECT_OUTPUT, "A", "1", NULL);
         ASSERT_OK(sg_txn_begin(h.store, false, &t, err, sizeof(err)), err);
-        ASSERT_EQ_INT(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
+        ck_assert_int_eq(sg_dedup_get(t, &tp, kh, &dr), SG_OK);
         sg_txn_abort(t);
-        ASSERT_EQ_INT(dr.verdict, SG_DV_APPLIED);
+        ck_assert_int_eq(dr.verdict, SG_DV_APPLIED);
         /* ... and now it is the event: its copy is a duplicate, another
          * payload a conflict */
         ONE(&h, EV("A", "e1", "t", "1"));
@@ -109,17 +109,17 @@ START_TEST(row1_malformed_records_its_key) {
         assert_out(&h.out[4], SG_EFFECT_DLQ, "A", "x3", "malformed");
         ONE(&h, EV("A", "e3", "t", "3", .value = "{\"n\":3}"));
         ck_assert_uint_eq(h.out_cnt, 5);
-        ASSERT_EQ_U64(M(&h)->parked_total, 1);
-        ASSERT_EQ_U64(M(&h)->idempotency_parameter_conflicts_total, 1);
-        ASSERT_EQ_U64(M(&h)->malformed_total, 3);
+        ck_assert_uint_eq(M(&h)->parked_total, 1);
+        ck_assert_uint_eq(M(&h)->idempotency_parameter_conflicts_total, 1);
+        ck_assert_uint_eq(M(&h)->malformed_total, 3);
         h_free(&h);
         /* an epoch topic: the version parsed, the epoch did not */
         h_t h2 = {0};
         h_open(&h2, "\"ordering\":{\"epoch\":\"ce:epoch\"}");
         ONE(&h2, EV("B", "b1", "t", "7", .epoch = "x"));
         assert_out(&h2.out[0], SG_EFFECT_DLQ, "B", "7", "malformed");
-        ASSERT_STR_EQ(h2.out[0].aggregate, "B");
-        ASSERT_STR_EQ(h2.out[0].actual, "7");
+        ck_assert_pstr_eq(h2.out[0].aggregate, "B");
+        ck_assert_pstr_eq(h2.out[0].actual, "7");
         ck_assert_ptr_nonnull(strstr(h2.out[0].detail, "epoch"));
         h_free(&h2);
 }
@@ -135,9 +135,9 @@ START_TEST(row1_malformed_without_key) {
         ck_assert_uint_eq(h.out_cnt, 2);
         assert_out(&h.out[1], SG_EFFECT_DLQ, "A", "1", "malformed");
         /* the aggregate and version parsed: both named */
-        ASSERT_STR_EQ(h.out[1].aggregate, "A");
-        ASSERT_STR_EQ(h.out[1].actual, "1");
-        ASSERT_EQ_U64(M(&h)->dedup_hits_total, 0);
+        ck_assert_pstr_eq(h.out[1].aggregate, "A");
+        ck_assert_pstr_eq(h.out[1].actual, "1");
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 0);
         h_free(&h);
 }
 END_TEST
@@ -2173,32 +2173,32 @@ START_TEST(copartition_watch) {
         sg_engine_set_log(h.eng, log_keep, logs);
         const char *o50 = "{\"orderId\":\"o-50\"}";
         ONE(&h, EV("c-1", "e1", "t", "1", .value = o50));
-        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 1);
-        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 0);
+        ck_assert_uint_eq(M(&h)->aggregate_not_record_key_total, 1);
+        ck_assert_uint_eq(M(&h)->aggregate_on_two_partitions_total, 0);
         ONE(&h, EV("c-2", "e2", "t", "2", .value = o50, .partition = 1),
             EV("c-2", "e3", "t", "3", .value = o50, .partition = 1));
         /* partition 1 parks them: its own L is none */
-        ASSERT_EQ_U64(M(&h)->parked_total, 2);
-        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
-        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        ck_assert_uint_eq(M(&h)->parked_total, 2);
+        ck_assert_uint_eq(M(&h)->aggregate_not_record_key_total, 3);
+        ck_assert_uint_eq(M(&h)->aggregate_on_two_partitions_total, 2);
         /* once per aggregate, at warning, naming both partitions */
-        ASSERT_EQ_INT(logs[0].count, 1);
-        ASSERT_EQ_INT(logs[0].level, SG_LOG_WARNING);
+        ck_assert_int_eq(logs[0].count, 1);
+        ck_assert_int_eq(logs[0].level, SG_LOG_WARNING);
         ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-50\""));
         ck_assert_ptr_nonnull(strstr(logs[0].last, "\"key\":\"c-1\""));
-        ASSERT_EQ_INT(logs[1].count, 1);
-        ASSERT_EQ_INT(logs[1].level, SG_LOG_WARNING);
+        ck_assert_int_eq(logs[1].count, 1);
+        ck_assert_int_eq(logs[1].level, SG_LOG_WARNING);
         ck_assert_ptr_nonnull(strstr(logs[1].last, "\"aggregate\":\"o-50\""));
         ck_assert_ptr_nonnull(strstr(logs[1].last, "\"partition\":1"));
         ck_assert_ptr_nonnull(strstr(logs[1].last, "\"first_partition\":0"));
         /* a record keyed by its aggregate is not counted; nor a duplicate */
         ONE(&h, EV("o-7", "e4", "t", "1", .value = "{\"orderId\":\"o-7\"}"),
             EV("c-1", "e1", "t", "1", .value = o50));
-        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 3);
-        ASSERT_EQ_U64(M(&h)->aggregate_on_two_partitions_total, 2);
+        ck_assert_uint_eq(M(&h)->aggregate_not_record_key_total, 3);
+        ck_assert_uint_eq(M(&h)->aggregate_on_two_partitions_total, 2);
         /* another aggregate: its own line */
         ONE(&h, EV("c-3", "e5", "t", "1", .value = "{\"orderId\":\"o-9\"}"));
-        ASSERT_EQ_INT(logs[0].count, 2);
+        ck_assert_int_eq(logs[0].count, 2);
         ck_assert_ptr_nonnull(strstr(logs[0].last, "\"aggregate\":\"o-9\""));
         h_free(&h);
 
@@ -2206,7 +2206,7 @@ START_TEST(copartition_watch) {
         h_t k = {0};
         h_open(&k, "\"envelope\":{}");
         ONE(&k, EV("o-1", "e1", "t", "1"));
-        ASSERT_EQ_U64(M(&k)->aggregate_not_record_key_total, 0);
+        ck_assert_uint_eq(M(&k)->aggregate_not_record_key_total, 0);
         h_free(&k);
 }
 END_TEST
@@ -2244,12 +2244,12 @@ START_TEST(copartition_warnings_bounded) {
                 }
                 batch(&h, evs, 20);
                 if (round == 0) {
-                        ASSERT_EQ_INT(all_line_cnt, SG_COPART_LOG_PER_MIN);
+                        ck_assert_int_eq(all_line_cnt, SG_COPART_LOG_PER_MIN);
                         h_clock(&h, T0 + 60000);
                 }
         }
-        ASSERT_EQ_U64(M(&h)->aggregate_not_record_key_total, 40);
-        ASSERT_EQ_INT(all_line_cnt, 2 * SG_COPART_LOG_PER_MIN);
+        ck_assert_uint_eq(M(&h)->aggregate_not_record_key_total, 40);
+        ck_assert_int_eq(all_line_cnt, 2 * SG_COPART_LOG_PER_MIN);
         for (int i = 0; i < all_line_cnt; i++)
                 ck_assert_msg(
                         !strncmp(all_lines[i], "aggregate_not_record_key ", 25),

@@ -58,7 +58,7 @@ START_TEST(test_files) {
                                           "\"/nonexistent/ks.p12\"");
         sg_preflight_t pf = {0};
         ASSERT_OK(sg_preflight_files(c, &pf), "files");
-        ASSERT_EQ_INT(pf.errors, 3);
+        ck_assert_int_eq(pf.errors, 3);
         ck_assert(has(&pf, "kafka.ssl.key.location: \""));
         ck_assert(has(&pf, "a directory, not a file"));
         ck_assert(has(&pf, "kafka.ssl.crl.location: \""));
@@ -71,13 +71,13 @@ START_TEST(test_files) {
         /* not read: plaintext, "probe" */
         c = conf_with(",\"ssl.ca.location\":\"/nonexistent/ca\"", "");
         ASSERT_OK(sg_preflight_files(c, &pf), "files");
-        ASSERT_EQ_INT(pf.cnt, 0);
+        ck_assert_int_eq(pf.cnt, 0);
         sg_config_destroy(c);
         c = conf_with(",\"security.protocol\":\"ssl\",\"ssl.ca.location\":"
                       "\"probe\"",
                       "");
         ASSERT_OK(sg_preflight_files(c, &pf), "files");
-        ASSERT_EQ_INT(pf.cnt, 0);
+        ck_assert_int_eq(pf.cnt, 0);
         sg_config_destroy(c);
 
         /* a path from the environment is not shown */
@@ -86,7 +86,7 @@ START_TEST(test_files) {
                       "\"${SGT_PF_KEY}\"",
                       "");
         ASSERT_OK(sg_preflight_files(c, &pf), "files");
-        ASSERT_EQ_INT(pf.errors, 1);
+        ck_assert_int_eq(pf.errors, 1);
         ck_assert(!has(&pf, "Zq9"));
         ck_assert(has(&pf, "not shown"));
         sg_preflight_clear(&pf);
@@ -100,12 +100,12 @@ START_TEST(test_replication) {
         sg_preflight_t pf = {0};
         /* min.insync.replicas above the replication factor: refused */
         ASSERT_OK(sg_preflight_replication(&pf, "DLQ topic", "d", 1, 2, 1), "");
-        ASSERT_EQ_INT(pf.errors, 1);
+        ck_assert_int_eq(pf.errors, 1);
         ck_assert(has(&pf, "NOT_ENOUGH_REPLICAS"));
         /* one broker: nothing more to ask */
         ASSERT_OK(sg_preflight_replication(&pf, "output topic", "o", 1, 1, 1),
                   "");
-        ASSERT_EQ_INT(pf.cnt, 1);
+        ck_assert_int_eq(pf.cnt, 1);
         /* three brokers: 3 replicas and min.insync.replicas 2 */
         ASSERT_OK(sg_preflight_replication(&pf, "output topic", "o", 2, 1, 3),
                   "");
@@ -115,7 +115,7 @@ START_TEST(test_replication) {
         ASSERT_OK(
                 sg_preflight_replication(&pf, "changelog topic", "c", 3, 2, 5),
                 "");
-        ASSERT_EQ_INT(pf.warnings, 2);
+        ck_assert_int_eq(pf.warnings, 2);
         ck_assert(has(&pf, "replication factor 2 on a cluster of 3 brokers"));
         ck_assert(has(&pf, "min.insync.replicas 1: acks=all"));
         sg_preflight_clear(&pf);
@@ -128,7 +128,7 @@ START_TEST(test_retention) {
         ASSERT_OK(sg_preflight_retention(&pf, "t", 7 * day, "delete", 7 * day),
                   "");
         ASSERT_OK(sg_preflight_retention(&pf, "t", 7 * day, "delete", -2), "");
-        ASSERT_EQ_INT(pf.cnt, 0); /* covered, or not known */
+        ck_assert_int_eq(pf.cnt, 0); /* covered, or not known */
         ASSERT_OK(sg_preflight_retention(&pf, "t", 7 * day, "delete", 30 * day),
                   "");
         ck_assert(has(&pf, "topics.t.dedup.ttl_ms (7 d) is shorter than "
@@ -137,8 +137,8 @@ START_TEST(test_retention) {
         ck_assert(has(&pf, "keeps records forever"));
         ASSERT_OK(sg_preflight_retention(&pf, "t", 7 * day, "compact", -1), "");
         ck_assert(has(&pf, "is compacted"));
-        ASSERT_EQ_INT(pf.warnings, 3);
-        ASSERT_EQ_INT(pf.errors, 0);
+        ck_assert_int_eq(pf.warnings, 3);
+        ck_assert_int_eq(pf.errors, 0);
         sg_preflight_clear(&pf);
 }
 END_TEST

@@ -98,13 +98,14 @@ START_TEST(dedup_reason_in_verdict_byte) {
         ASSERT_OK(sg_dedup_put(t, &tp, kh, &r, err, sizeof(err)), err);
         sg_dedup_rec_t g;
         ASSERT_OK(sg_dedup_get(t, &tp, kh, &g), sg_txn_errdetail(t));
-        ASSERT_EQ_INT(g.verdict, SG_DV_DLQ);
-        ASSERT_EQ_INT(g.reason, 4);
+        ck_assert_int_eq(g.verdict, SG_DV_DLQ);
+        ck_assert_int_eq(g.reason, 4);
         const void *v;
         size_t vlen;
         ASSERT_OK(sg_store_get_change(t, &tp, SG_DB_DEDUP, kh, 32, &v, &vlen),
                   sg_txn_errdetail(t));
-        ASSERT_EQ_INT(vlen, 30); /* digest 16, verdict, 6 + 7 bytes of times */
+        ck_assert_int_eq(vlen,
+                         30); /* digest 16, verdict, 6 + 7 bytes of times */
         sg_txn_abort(t);
         sg_store_close(s);
 
@@ -115,17 +116,19 @@ START_TEST(dedup_reason_in_verdict_byte) {
         old[48] = 105;
         memset(&g, 0xff, sizeof(g));
         ASSERT_OK(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)), err);
-        ASSERT_EQ_INT(g.verdict, SG_DV_DLQ);
-        ASSERT_EQ_INT(g.reason, 0);
-        ASSERT_EQ_INT(g.first_seen_ms, 5);
-        ASSERT_EQ_INT(g.expiry_ms, 105);
+        ck_assert_int_eq(g.verdict, SG_DV_DLQ);
+        ck_assert_int_eq(g.reason, 0);
+        ck_assert_int_eq(g.first_seen_ms, 5);
+        ck_assert_int_eq(g.expiry_ms, 105);
 
         old[32] = SG_DV_APPLIED | (4 << 3);
-        ASSERT_EQ_INT(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
-                      SG_ERR_INVALID);
+        ck_assert_int_eq(
+                sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
+                SG_ERR_INVALID);
         old[32] = SG_DV_DLQ | (31 << 3);
-        ASSERT_EQ_INT(sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
-                      SG_ERR_INVALID);
+        ck_assert_int_eq(
+                sg_dedup_decode(old, sizeof(old), &g, err, sizeof(err)),
+                SG_ERR_INVALID);
 }
 END_TEST
 
@@ -680,7 +683,7 @@ START_TEST(reader_thread_while_writing_and_growing) {
                         grows++;
                         if (e == SG_OK)
                                 break;
-                        ASSERT_EQ_INT(e, SG_ERR_MAP_FULL);
+                        ck_assert_int_eq(e, SG_ERR_MAP_FULL);
                 }
         }
         atomic_store(&ra.stop, true);
@@ -689,7 +692,7 @@ START_TEST(reader_thread_while_writing_and_growing) {
         ck_assert_int_ge(grows, 16);
         ck_assert_int_gt(ra.reads, 0);
         ck_assert_int_gt(ra.parked_seen, 0);
-        ASSERT_EQ_INT(sg_store_txns_open(s, false), 0);
+        ck_assert_int_eq(sg_store_txns_open(s, false), 0);
         sg_store_close(s);
 }
 END_TEST

@@ -23,39 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ASSERT_EQ_INT, ASSERT_EQ_U64 and ASSERT_STR_EQ are older spellings of
- * Check's ck_assert_int_eq, ck_assert_uint_eq and ck_assert_pstr_eq, kept
- * where suites use them; new code writes Check's (CONTRIBUTING.md "Style").
- * ASSERT_OK prints what Check cannot: the errstr of an sg_err_t call. */
-
-/* Fails unless a == b (as intmax_t), printing both expressions and values. */
-#define ASSERT_EQ_INT(a, b)                                                    \
-        do {                                                                   \
-                intmax_t tu_a_ = (a), tu_b_ = (b);                             \
-                ck_assert_msg(tu_a_ == tu_b_, "%s == %jd, %s == %jd", #a,      \
-                              tu_a_, #b, tu_b_);                               \
-        } while (0)
-
-/* Fails unless a == b (as uint64_t), printing both expressions and values. */
-#define ASSERT_EQ_U64(a, b)                                                    \
-        do {                                                                   \
-                uint64_t tu_a_ = (a), tu_b_ = (b);                             \
-                ck_assert_msg(tu_a_ == tu_b_,                                  \
-                              "%s == %" PRIu64 ", %s == %" PRIu64, #a, tu_a_,  \
-                              #b, tu_b_);                                      \
-        } while (0)
-
-/* Fails unless the strings a and b are equal (NULL equals only NULL),
- * printing both. */
-#define ASSERT_STR_EQ(a, b)                                                    \
-        do {                                                                   \
-                const char *tu_a_ = (a), *tu_b_ = (b);                         \
-                ck_assert_msg((!tu_a_ && !tu_b_) || (tu_a_ && tu_b_ &&         \
-                                                     !strcmp(tu_a_, tu_b_)),   \
-                              "%s == \"%s\", %s == \"%s\"", #a,                \
-                              tu_a_ ? tu_a_ : "(null)", #b,                    \
-                              tu_b_ ? tu_b_ : "(null)");                       \
-        } while (0)
+/* Check's own ck_assert_* macros are the suites' assertions
+ * (CONTRIBUTING.md "Style"). ASSERT_OK prints what Check cannot: the
+ * errstr of an sg_err_t call. */
 
 /* Fails unless the sg_err_t expression err is SG_OK, printing its name and
  * the errstr buffer the call filled. */
