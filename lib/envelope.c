@@ -807,14 +807,14 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out) {
                 if (!(ptr = binary_pointer(ptr, attr, sizeof(attr))))
                         return fail(
                                 c->errstr, c->errstr_size,
-                                "digest (digest_pointer, %s): in binary mode "
+                                "digest (envelope.digest, %s): in binary mode "
                                 "only /data and pointers into it name the "
                                 "event's data",
                                 W);
                 if (!c->rec->value)
                         return fail(
                                 c->errstr, c->errstr_size,
-                                "digest (digest_pointer, %s): the event has "
+                                "digest (envelope.digest, %s): the event has "
                                 "no data (null record value)",
                                 W);
         }
@@ -825,12 +825,12 @@ static sg_err_t digest_subtree(pctx_t *c, unsigned char *out) {
                                              c->rec->value_len, out)
                                        ? SG_OK
                                        : SG_ERR_NOMEM;
-                return NOT_JSON(c, "digest (digest_pointer, %s): %s", W,
+                return NOT_JSON(c, "digest (envelope.digest, %s): %s", W,
                                 json_why(c, why, sizeof(why)));
         }
         if (!(node = sg_json_pointer_get(c->pv->doc, c->root, ptr)))
                 return fail(c->errstr, c->errstr_size,
-                            "digest subtree (digest_pointer, %s) is missing",
+                            "digest subtree (envelope.digest, %s) is missing",
                             W);
         if (EVP_DigestInit_ex(md, sg_sha256_md(), NULL) != 1)
                 return SG_ERR_NOMEM;

@@ -1321,6 +1321,8 @@ START_TEST(test_digest_pointer_errors) {
                  "{\"specversion\":\"1.0\",\"id\":\"e\",\"source\":\"s\","
                  "\"type\":\"t\",\"sequence\":\"1\"}");
         expect_invalid(&t, &r, "digest", "/data");
+        /* the reason names the configuration key, envelope.digest */
+        expect_invalid(&t, &r, "digest", "envelope.digest");
 
         /* Binary mode: the value is the data, so a pointer into it needs
          * JSON (test_binary_data_pointer has the rest). */
