@@ -106,7 +106,7 @@ const char *sg_err_text(sg_err_t err) {
 static const sg_exit_status_t exit_rows[] = {
         {0,
          "clean stop",
-         "SIGTERM, SIGINT or SIGHUP finished the batch in flight, committed "
+         "SIGTERM or SIGINT finished the batch in flight, committed "
          "it and left the consumer group (or came during the start-up's "
          "retries)",
          {SG_OK}},

@@ -29,6 +29,10 @@ test_usage_error_is_short: a mistake on the command line (an option
   without its argument, an unknown option, no --config) exits 2 with the
   mistake, the four-line synopsis and a pointer to --help on stderr — not
   the whole help, which --help alone prints (stdout, exit 0).
+test_help_exit_statuses_agree_with_signals: --help's exit-status table
+  (generated from the one table, as docs/operating.md's) names as a clean
+  stop only the signals its Signals paragraph says stop seqgate: SIGHUP
+  reloads.
 test_locked_data_dir_exits_2: a second seqgate on a data_dir the first holds
   exits 2 at once (SG_ERR_LOCKED, in words), the first runs on.
 (The other exit-2 refusals, each with its own test: a store of another
@@ -136,6 +140,15 @@ def test_usage_error_is_short(seqgate_bin):
         assert len(lines) <= 7, (argv, len(lines), p.stderr)
         assert "seqgate --help" in lines[-1], (argv, p.stderr)
         assert p.stdout == "", (argv, p.stdout)
+
+
+def test_help_exit_statuses_agree_with_signals(seqgate_bin):
+    text = subprocess.run([seqgate_bin, "--help"], capture_output=True,
+                          text=True, timeout=30).stdout
+    assert "SIGHUP reloads" in text, text
+    table = text[text.index("Exit status:"):]
+    clean = table[:table.index("\n  1 ")]
+    assert "SIGTERM" in clean and "SIGHUP" not in clean, clean
 
 
 def test_check_config_reports_every_error(seqgate_bin, tmp_path):
