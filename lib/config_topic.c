@@ -150,7 +150,15 @@ static sg_err_t parse_envelope(cfg_ctx_t *c, const cJSON *env, const char *path,
                                                    "type"};
                 const sg_field_src_t *srcs[] = {&tc->id, &tc->aggregate,
                                                 &tc->version, &tc->type};
+                /* only what the file says: a key absent, or one whose
+                 * text did not parse (reported), still holds its
+                 * CloudEvents default, which is not the user's mistake */
                 for (size_t i = 0; i < 4; i++) {
+                        const cJSON *w =
+                                cJSON_GetObjectItemCaseSensitive(env, keys[i]);
+                        if (!cJSON_IsString(w) ||
+                            strncmp(w->valuestring, "ce:", 3))
+                                continue;
                         sg_cfg_path_key(p, path, keys[i]);
                         KEEP(no_ce(c, p, srcs[i]));
                 }

@@ -1373,6 +1373,10 @@ static const struct one_mistake {
          "topics.orders.ouput_topic: unknown key; did you mean "
          "\"output_topic\"?",
          "allowed: output_topic", 2},
+        {CFG("", ",'envelope':{'format':'json','id':'event_id',"
+                 "'version':'/seq'}"),
+         "topics.orders.envelope.id: \"event_id\" is not a field source", NULL,
+         1},
         {CFG("", ",'ordering':{'gap_timout_ms':5}"),
          "topics.orders.ordering.gap_timout_ms: unknown key; did you mean "
          "\"gap_timeout_ms\"?",
