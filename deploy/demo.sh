@@ -312,6 +312,11 @@ BEGIN { FS = "\t" }
 say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type; S = snapshot version and state)"
 awk -v dlq=0 -v out="$tmp/actual.clean" "$fmt" "$tmp/clean.tsv"
 : >>"$tmp/actual.clean"
+nsnap=$(grep -c '__seqgate.snapshot=' "$tmp/clean.tsv" || true)
+if [ "$nsnap" -gt 0 ]; then
+        echo "  ($(($(wc -l <"$tmp/clean.tsv") - nsnap)) applied events and $nsnap snapshot record(s): applied_total"
+        echo "   counts the events, snapshot_applied_total the snapshots)"
+fi
 say "orders.dlq: $(wc -l <"$tmp/dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
 awk -v dlq=1 -v out="$tmp/actual.dlq" "$fmt" "$tmp/dlq.tsv"
 : >>"$tmp/actual.dlq"
