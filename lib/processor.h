@@ -5,7 +5,8 @@
  *
  * The batch protocol. This is its one statement; the Kafka loop
  * (kafka.h: what each guarantee does with Kafka around it), the offline
- * drivers (seqgatectl simulate and audit) and the test harnesses cite it.
+ * driver (drive.h, which runs it without Kafka) and the test harnesses
+ * cite it.
  * Per batch, the caller calls:
  *   1. batch_begin(now);
  *   2. process() for each record polled, in offset order per partition.

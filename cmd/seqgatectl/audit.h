@@ -17,6 +17,7 @@
 #define SEQGATECTL_AUDIT_H
 
 #include "config.h"
+#include "drive.h"
 #include "engine.h"
 #include "metrics.h"
 #include "store.h"
@@ -84,23 +85,22 @@ typedef struct au_drive {
         sg_config_t *conf; /* borrowed; the topic's snapshot source is
                               turned off (refetch unavailable) */
         sg_topic_config_t *tc;
-        sg_store_t *store;
-        sg_engine_t *eng;
-        sg_processor_t proc;
-        char dir[256];  /* the temporary store, removed by au_drive_close */
-        int32_t *parts; /* the assigned partitions */
-        size_t part_cnt;
-        int64_t delivered_offset; /* what delivered() is told */
+        sg_drive_t *drv;   /* the offline driver (drive.h): its temporary
+                               store is removed by au_drive_close */
+        sg_store_t *store; /* the driver's */
+        sg_engine_t *eng;  /* the driver's */
 
-        /* the open batch: messages kept alive until the batch committed */
+        /* the open batch: messages kept alive until the batch ran (the
+         * driver copies the records a paused partition keeps) */
         void **msgs; /* rd_kafka_message_t * */
         sg_record_t *recs;
         sg_header_t *hdrs;
         size_t msg_cnt, msg_cap, hdr_cnt, hdr_cap;
         int64_t batch_first_ts;
-        int64_t clock;     /* the engine's clock: never decreases */
-        sg_metrics_t last; /* committed metrics after the previous batch */
-        uint64_t pauses;   /* SG_PAUSE results (records re-fed later) */
+        int64_t clock;      /* the engine's clock: never decreases */
+        sg_metrics_t last;  /* committed metrics after the previous batch */
+        uint64_t pauses;    /* SG_PAUSE results (records offered again) */
+        size_t left_paused; /* records still paused at the end */
 
         /* bookkeeping */
         au_agg_t *aggs;

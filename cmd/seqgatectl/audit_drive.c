@@ -6,12 +6,13 @@
  * the topic's partitions (offset order within each). They are cut into
  * batches as the Kafka loop cuts them (kafka_batch.c): at most
  * batch.max_records records, and no record more than batch.max_ms after
- * the batch's first. Each batch runs through the batch protocol of
- * processor.h as the loop runs it (SG_PAUSE keeps the record, and the rest
- * of its partition's batch, for the next batch; SG_ERR_MAP_FULL aborts,
- * grows the store and re-runs the batch), except that nothing is produced:
- * the effects are only looked at, and batch_commit follows at once (every
- * effect counts as delivered).
+ * the batch's first. Each batch runs through the offline driver (drive.h),
+ * which runs the batch protocol of processor.h as the loop runs it: a
+ * partition paused at a cap (SG_PAUSE) keeps that record and its later ones
+ * and reads them again pause_retry_ms later; a full map is grown and the
+ * batch run again for as long as the store grows; the temporary store is
+ * sized by store.map_size_bytes and map_growth_bytes. Nothing is produced:
+ * the effects are only looked at, each counts as delivered.
  *
  * The engine's clock is the records' own time: before each batch it is set
  * (sg_engine_set_clock) to the largest record timestamp of the batch (never
@@ -21,7 +22,8 @@
  * less 1 ms — the live loop ticks while the partition is silent, so a gap
  * deadline that passed in the silence fires before the record that would
  * have come too late. Every partition reports a lag of 0 (read as a live
- * consumer that keeps up reads).
+ * consumer that keeps up reads), a paused one -1 (unknown), as the loop
+ * does.
  *
  * Refetch is unavailable: the topic's snapshot source is turned off
  * (au_drive_open), so a gap deadline goes straight to the gap policy (dlq:
@@ -55,8 +57,6 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,26 +441,38 @@ static void stage_apply(au_drive_t *d) {
 /* ------------------------------------------------------------------ */
 /* batches                                                             */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw) {
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
+/* The driver's hooks: the effects of one step (observed, staged), and
+ * a committed batch (the staged observations applied, the hour counted). */
+static void rec_agg(au_drive_t *d, const sg_record_t *rec, char *buf,
+                    size_t size);
+static void hour_count(au_drive_t *d, int64_t now);
+
+static sg_err_t on_effects(void *opaque, const sg_record_t *origin,
+                           const sg_effect_t *efs, const int64_t *offsets,
+                           size_t cnt, char *errstr, size_t errstr_size) {
+        au_drive_t *d = opaque;
+        (void)offsets;
+        (void)errstr;
+        (void)errstr_size;
+        char agg[257] = "";
+        if (origin)
+                rec_agg(d, origin, agg, sizeof(agg));
+        observe_effects(d, efs, 0, cnt, origin, agg[0] ? agg : NULL);
+        return SG_OK;
+}
+
+static void on_committed(void *opaque, const sg_drive_batch_t *b) {
+        au_drive_t *d = opaque;
+        stage_apply(d);
+        hour_count(d, b->now_ms);
+        for (size_t i = 0; i < b->cnt; i++)
+                d->pauses += b->results[i] == SG_PAUSE;
 }
 
 int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
                   const au_part_t *parts, size_t part_cnt, size_t max_aggs,
                   size_t max_keys) {
         char es[512];
-        const char *tmp = getenv("TMPDIR");
-        snprintf(d->dir, sizeof(d->dir), "%s/seqgatectl-audit-XXXXXX",
-                 tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(d->dir)) {
-                errf("temporary store %s: %s", d->dir, strerror(errno));
-                d->dir[0] = '\0';
-                return EXIT_RUNTIME;
-        }
         d->conf = conf;
         d->tc = tc;
         d->max_aggs = max_aggs;
@@ -469,35 +481,22 @@ int au_drive_open(au_drive_t *d, sg_config_t *conf, sg_topic_config_t *tc,
         d->last_ts = INT64_MIN;
         d->batch_first_ts = -1;
         tc->snapshot.source = SG_SNAP_NONE; /* refetch unavailable */
-        /* no changelog to restore a lost checkpoint from (semantics §6):
-         * every batch is committed */
-        conf->checkpoint_interval_ms = 0;
-        if (sg_store_open(d->dir, 64u << 20, 256u << 20, &d->store, es,
-                          sizeof(es))) {
-                errf("temporary store %s: %s", d->dir, es);
+        const sg_drive_hooks_t hooks = {
+                .opaque = d, .effects = on_effects, .committed = on_committed};
+        if (sg_drive_new(conf, NULL, "seqgatectl-audit-", AU_GROUP, &hooks,
+                         &d->drv, es, sizeof(es))) {
+                errf("temporary store: %s", es);
                 return EXIT_RUNTIME;
         }
-        /* a throw-away store: no sync per commit (failure only costs time) */
-        (void)sg_store_defer_sync(d->store, es, sizeof(es));
-        if (sg_engine_new(conf, d->store, &d->eng, es, sizeof(es))) {
-                errf("engine: %s", es);
-                return EXIT_RUNTIME;
-        }
-        sg_engine_processor(d->eng, &d->proc);
-        d->parts = calloc(part_cnt + 1, sizeof(*d->parts));
-        if (!d->parts) {
-                errf("out of memory");
-                return EXIT_RUNTIME;
-        }
+        d->eng = sg_drive_engine(d->drv);
+        d->store = sg_drive_store(d->drv);
         for (size_t i = 0; i < part_cnt; i++) {
-                int64_t off;
-                if (d->proc.assign(d->proc.opaque, tc->name, parts[i].partition,
-                                   AU_GROUP, &off, es, sizeof(es))) {
+                if (sg_drive_assign(d->drv, tc->name, parts[i].partition, es,
+                                    sizeof(es))) {
                         errf("engine: assign %s [%" PRId32 "]: %s", tc->name,
                              parts[i].partition, es);
                         return EXIT_RUNTIME;
                 }
-                d->parts[d->part_cnt++] = parts[i].partition;
         }
         return 0;
 }
@@ -572,64 +571,9 @@ static void rec_agg(au_drive_t *d, const sg_record_t *rec, char *buf,
         sg_envelope_clear(&env);
 }
 
-/* One attempt of the batch. Records SG_PAUSE kept, with the rest of their
- * partition's batch, are flagged in @p kept; @p paused (room for every
- * record) collects the paused partitions. */
-static sg_err_t batch_attempt(au_drive_t *d, bool *kept, int32_t *paused,
-                              char *es, size_t es_size) {
-        sg_processor_t *pr = &d->proc;
-        sg_err_t err;
-        const sg_effect_t *efs;
-        size_t paused_cnt = 0;
-        g_stage_cnt = 0;
-        sg_engine_set_clock(d->eng, d->clock > 0 ? d->clock : 1);
-        if ((err = pr->batch_begin(pr->opaque, d->clock, es, es_size)))
-                return err;
-        for (size_t i = 0; i < d->msg_cnt; i++) {
-                /* a paused partition's later records wait with it */
-                kept[i] = false;
-                for (size_t k = 0; k < paused_cnt && !kept[i]; k++)
-                        kept[i] = paused[k] == d->recs[i].partition;
-                if (kept[i])
-                        continue;
-                size_t before = pr->effects(pr->opaque, &efs);
-                sg_process_result_t res = SG_PROCESSED;
-                if ((err = pr->process(pr->opaque, &d->recs[i], &res, es,
-                                       es_size)))
-                        return err;
-                if (res == SG_PAUSE) {
-                        kept[i] = true;
-                        paused[paused_cnt++] = d->recs[i].partition;
-                        continue;
-                }
-                size_t after = pr->effects(pr->opaque, &efs);
-                if (after > before) {
-                        char agg[257];
-                        rec_agg(d, &d->recs[i], agg, sizeof(agg));
-                        observe_effects(d, efs, before, after, &d->recs[i],
-                                        agg[0] ? agg : NULL);
-                }
-        }
-        if (pr->position)
-                for (size_t i = 0; i < d->part_cnt; i++)
-                        pr->position(pr->opaque, d->tc->name, d->parts[i], 0);
-        size_t before = pr->effects(pr->opaque, &efs);
-        if ((err = pr->tick(pr->opaque, es, es_size)))
-                return err;
-        size_t after = pr->effects(pr->opaque, &efs);
-        observe_effects(d, efs, before, after, NULL, NULL);
-        /* every record effect counts as delivered, as the loop reports
-         * them before batch_commit (offsets: a counter of our own) */
-        if (pr->delivered)
-                for (size_t i = 0; i < after; i++)
-                        if (efs[i].kind != SG_EFFECT_HTTP_GET)
-                                pr->delivered(pr->opaque, i,
-                                              d->delivered_offset++);
-        return pr->batch_commit(pr->opaque, es, es_size);
-}
-
-/* Counts the committed batch's metric deltas in the hour of its clock. */
-static void hour_count(au_drive_t *d) {
+/* Counts the committed batch's metric deltas in the hour of its clock
+ * @p now. */
+static void hour_count(au_drive_t *d, int64_t now) {
         const sg_metrics_t *m = sg_engine_metrics(d->eng);
         uint64_t recs = m->records_total - d->last.records_total;
         uint64_t dups = m->dedup_hits_total - d->last.dedup_hits_total;
@@ -640,7 +584,7 @@ static void hour_count(au_drive_t *d) {
                 return;
         if (d->hour_cnt == 0)
                 d->hour0 = d->first_ts / 3600000;
-        int64_t hi = d->clock / 3600000 - d->hour0;
+        int64_t hi = now / 3600000 - d->hour0;
         if (hi < 0)
                 hi = 0;
         if ((size_t)hi >= AU_MAX_HOURS) {
@@ -661,47 +605,24 @@ static void hour_count(au_drive_t *d) {
         d->hours[hi].gaps += gaps;
 }
 
-/* Runs the batch (possibly empty: a tick), keeping paused records. */
+/* Runs the batch (possibly empty: a tick) at the clock; the driver keeps
+ * the records of a paused partition. */
 static int batch_run(au_drive_t *d) {
         char es[512] = "";
-        sg_err_t err;
-        bool *kept = calloc(d->msg_cnt ? d->msg_cnt : 1, sizeof(*kept));
-        int32_t *paused = calloc(d->msg_cnt ? d->msg_cnt : 1, sizeof(*paused));
-        if (!kept || !paused || batch_prepare(d)) {
-                free(kept);
-                free(paused);
+        if (batch_prepare(d)) {
                 errf("out of memory");
                 return EXIT_RUNTIME;
         }
-        for (int grows = 0;; grows++) {
-                err = batch_attempt(d, kept, paused, es, sizeof(es));
-                if (err != SG_ERR_MAP_FULL || grows >= 32)
-                        break;
-                d->proc.batch_abort(d->proc.opaque);
-                if ((err = d->proc.grow(d->proc.opaque, es, sizeof(es))))
-                        break;
-        }
-        free(paused);
+        sg_err_t err = sg_drive_batch(d->drv, d->recs, d->msg_cnt, d->clock, es,
+                                      sizeof(es));
+        for (size_t i = 0; i < d->msg_cnt; i++)
+                rd_kafka_message_destroy(d->msgs[i]);
+        d->msg_cnt = 0;
+        d->batch_first_ts = -1;
         if (err) {
-                d->proc.batch_abort(d->proc.opaque);
-                free(kept);
                 errf("engine: %s: %s", sg_err2str(err), es);
                 return EXIT_RUNTIME;
         }
-        stage_apply(d);
-        hour_count(d);
-        size_t n = 0;
-        for (size_t i = 0; i < d->msg_cnt; i++) {
-                if (kept[i]) {
-                        d->msgs[n++] = d->msgs[i];
-                        d->pauses++;
-                } else {
-                        rd_kafka_message_destroy(d->msgs[i]);
-                }
-        }
-        d->msg_cnt = n;
-        d->batch_first_ts = -1;
-        free(kept);
         return 0;
 }
 
@@ -770,17 +691,18 @@ int au_drive_finish(au_drive_t *d) {
         int rc = 0;
         if (d->msg_cnt)
                 rc = batch_run(d);
-        /* records a cap paused: the loop re-checks every pause_retry_ms */
-        for (int i = 0; !rc && d->msg_cnt && i < 1000; i++) {
-                d->clock += d->conf->pause_retry_ms > 0
-                                    ? d->conf->pause_retry_ms
-                                    : 1000;
+        /* records a cap paused: the loop reads them again pause_retry_ms
+         * after each pause */
+        for (int i = 0; !rc && sg_drive_kept(d->drv) && i < 1000; i++) {
+                int64_t r = sg_drive_resume_ms(d->drv);
+                d->clock = r > d->clock ? r : d->clock + 1;
                 rc = batch_run(d);
         }
-        if (!rc && d->msg_cnt) {
+        d->left_paused = sg_drive_kept(d->drv);
+        if (!rc && d->left_paused) {
                 errf("%zu records stay paused by the parking caps; the report "
                      "leaves them out",
-                     d->msg_cnt);
+                     d->left_paused);
         }
         d->final = *sg_engine_metrics(d->eng);
         sg_store_usage(d->store, &d->store_map, &d->store_used);
@@ -802,13 +724,9 @@ void au_drive_close(au_drive_t *d) {
         for (size_t i = 0; i < d->msg_cnt; i++)
                 rd_kafka_message_destroy(d->msgs[i]);
         free(d->msgs);
-        free(d->parts);
         free(d->recs);
         free(d->hdrs);
-        sg_engine_destroy(d->eng);
-        sg_store_close(d->store);
-        if (d->dir[0])
-                nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        sg_drive_destroy(d->drv);
         for (size_t i = 0; i < d->agg_slots; i++)
                 free(d->aggs[i].name);
         free(d->aggs);

@@ -260,7 +260,7 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         cJSON *end = cJSON_AddObjectToObject(r, "at_end");
         j_i64(end, "parked_events", m->parked_events);
         j_i64(end, "quarantined_aggregates", m->quarantined_aggregates);
-        j_u64(end, "records_left_paused", d->msg_cnt);
+        j_u64(end, "records_left_paused", d->left_paused);
 
         cJSON *top = cJSON_AddObjectToObject(r, "top_aggregates");
         cJSON_AddItemToObject(top, "by_refusals", j_top(d, false));

@@ -1,10 +1,12 @@
 /*
  * simrun.c — the engine run offline over a stream of records (simrun.h):
- * one batch per record, driven as kafka_batch.c drives the processor.
+ * one batch per record, driven by the offline driver (drive.h), which runs
+ * the batch protocol as kafka_batch.c runs it.
  */
 #include "simrun.h"
 
 #include "config.h"
+#include "drive.h"
 #include "engine.h"
 #include "envelope.h"
 #include "metrics.h"
@@ -14,25 +16,17 @@
 
 #include <cjson/cJSON.h>
 
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A partition the runner assigned. */
+/* A partition the runner was given records of. */
 typedef struct sim_part {
         char *topic;
         int32_t partition;
         int64_t last_offset; /* -1: none yet */
 } sim_part_t;
-
-/* The next offset of an output topic partition (delivered()). */
-typedef struct sim_out {
-        char *topic;
-        int32_t partition;
-        int64_t next;
-} sim_out_t;
 
 /* A snapshot request sent and not answered. */
 typedef struct sim_get {
@@ -55,18 +49,17 @@ typedef struct sim_v {
 
 struct sg_sim {
         const sg_config_t *conf;
-        char dir[256];
-        sg_store_t *store;
-        sg_engine_t *eng;
-        sg_processor_t proc;
+        sg_drive_t *drive;
+        sg_store_t *store; /* the driver's */
+        sg_engine_t *eng;  /* the driver's */
         sg_sim_cb *cb;
         sg_sim_lag_cb *lag;
         void *opaque;
         int64_t now;
         sim_part_t *parts;
         size_t part_cnt;
-        sim_out_t *outs;
-        size_t out_cnt;
+        sg_metrics_t last; /* committed metrics after the previous batch */
+        bool paused;       /* the last batch kept its record (SG_PAUSE) */
         sim_get_t *gets;
         size_t get_cnt;
         sim_v_t *vs;
@@ -74,12 +67,14 @@ struct sg_sim {
         const char *reply_rid; /* the request a reply batch answers */
 };
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw) {
-        (void)sb;
-        (void)flag;
-        (void)ftw;
-        return remove(path);
+static sg_err_t on_effects(void *opaque, const sg_record_t *origin,
+                           const sg_effect_t *efs, const int64_t *offsets,
+                           size_t cnt, char *errstr, size_t errstr_size);
+static void on_committed(void *opaque, const sg_drive_batch_t *b);
+
+static int64_t on_lag(void *opaque, const char *topic, int32_t partition) {
+        sg_sim_t *s = opaque;
+        return s->lag(s->opaque, topic, partition);
 }
 
 sg_err_t sg_sim_new(const sg_config_t *conf, int64_t now_ms, sg_sim_cb *cb,
@@ -93,34 +88,21 @@ sg_err_t sg_sim_new(const sg_config_t *conf, int64_t now_ms, sg_sim_cb *cb,
         s->lag = lag;
         s->opaque = opaque;
         s->now = now_ms;
-        const char *tmp = getenv("TMPDIR");
-        snprintf(s->dir, sizeof(s->dir), "%s/seqgate-simulate.XXXXXX",
-                 tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(s->dir)) {
-                sg_errf(errstr, errstr_size, "temporary directory %s: %m",
-                        s->dir);
-                s->dir[0] = '\0';
-                sg_sim_destroy(s);
-                return SG_ERR_IO;
-        }
-        sg_err_t err = sg_store_open(s->dir, conf->map_size_bytes,
-                                     conf->map_growth_bytes, &s->store, errstr,
-                                     errstr_size);
-        if (!err) {
-                /* as the daemon does; a system without a boot id keeps its
-                 * syncs (SG_ERR_INVALID), which changes nothing decided */
-                char es[256];
-                (void)sg_engine_store_durability(conf, s->store, es,
-                                                 sizeof(es));
-                err = sg_engine_new(conf, s->store, &s->eng, errstr,
-                                    errstr_size);
-        }
+        const sg_drive_hooks_t hooks = {.opaque = s,
+                                        .effects = on_effects,
+                                        .committed = on_committed,
+                                        .lag = lag ? on_lag : NULL};
+        sg_err_t err = sg_drive_new(conf, NULL, "seqgate-simulate.",
+                                    "seqgatectl-simulate", &hooks, &s->drive,
+                                    errstr, errstr_size);
         if (err) {
                 sg_sim_destroy(s);
                 return err;
         }
-        sg_engine_processor(s->eng, &s->proc);
+        s->eng = sg_drive_engine(s->drive);
+        s->store = sg_drive_store(s->drive);
         sg_engine_set_clock(s->eng, now_ms);
+        s->last = *sg_engine_metrics(s->eng);
         *simp = s;
         return SG_OK;
 }
@@ -128,20 +110,14 @@ sg_err_t sg_sim_new(const sg_config_t *conf, int64_t now_ms, sg_sim_cb *cb,
 void sg_sim_destroy(sg_sim_t *s) {
         if (!s)
                 return;
-        sg_engine_destroy(s->eng);
-        sg_store_close(s->store);
-        if (s->dir[0])
-                (void)nftw(s->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        sg_drive_destroy(s->drive);
         for (size_t i = 0; i < s->part_cnt; i++)
                 free(s->parts[i].topic);
-        for (size_t i = 0; i < s->out_cnt; i++)
-                free(s->outs[i].topic);
         for (size_t i = 0; i < s->get_cnt; i++) {
                 free(s->gets[i].request_id);
                 free(s->gets[i].url);
         }
         free(s->parts);
-        free(s->outs);
         free(s->gets);
         free(s->vs);
         free(s);
@@ -285,10 +261,9 @@ static const char *reply_topic_of(const sg_sim_t *s, const char *topic) {
         return NULL;
 }
 
-/* The verdict an effect stands for; @p rec: the batch's input record (NULL
- * for a tick-only batch). */
-static sg_err_t v_effect(sg_sim_t *s, const sg_effect_t *ef,
-                         const sg_record_t *rec) {
+/* The verdict an effect stands for (whether it is about the batch's
+ * record, v_own, is told once the batch committed). */
+static sg_err_t v_effect(sg_sim_t *s, const sg_effect_t *ef) {
         sim_v_t *v = v_new(s, "effect", "output");
         if (!v)
                 return SG_ERR_NOMEM;
@@ -384,32 +359,19 @@ static sg_err_t v_effect(sg_sim_t *s, const sg_effect_t *ef,
                         v_envelope(s, v, topic, &as_rec);
                 }
         }
-        if (rec && v->v.topic && !strcmp(rec->topic, v->v.topic) &&
-            part == rec->partition && off == rec->offset) {
-                v->own = true;
-                if (!strcmp(v->v.verdict, "released"))
-                        v->v.verdict = "applied";
-        }
         return SG_OK;
 }
 
-/* The offset the next record of @p topic [@p partition] lands at. */
-static int64_t out_next(sg_sim_t *s, const char *topic, int32_t partition) {
-        for (size_t i = 0; i < s->out_cnt; i++)
-                if (s->outs[i].partition == partition &&
-                    !strcmp(s->outs[i].topic, topic))
-                        return s->outs[i].next++;
-        sim_out_t *n = realloc(s->outs, (s->out_cnt + 1) * sizeof(*n));
-        char *t = strdup(topic);
-        if (!n || !t) {
-                free(t);
-                if (n)
-                        s->outs = n;
-                return 0;
-        }
-        s->outs = n;
-        s->outs[s->out_cnt++] = (sim_out_t){t, partition, 1};
-        return 0;
+/* Whether effect verdict @p v is about @p rec, the batch's input record
+ * (NULL: a tick-only batch): then it is the record's own verdict. */
+static void v_own(sim_v_t *v, const sg_record_t *rec) {
+        if (v->is_get || !rec || !v->v.topic ||
+            strcmp(rec->topic, v->v.topic) ||
+            v->v.partition != rec->partition || v->v.offset != rec->offset)
+                return;
+        v->own = true;
+        if (!strcmp(v->v.verdict, "released"))
+                v->v.verdict = "applied";
 }
 
 /* Version the aggregate of @p v waits for (L + 1), read from the committed
@@ -519,73 +481,40 @@ static const char *reply_detail(const sg_metrics_t *a, const sg_metrics_t *b) {
 
 /* ---- one batch -------------------------------------------------------- */
 
-/* Runs one batch over @p rec (NULL: tick only), as the loop does, and
- * reports its verdicts. */
-static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
-                          char *errstr, size_t errstr_size) {
-        sg_processor_t *pr = &s->proc;
-        sg_metrics_t before = *sg_engine_metrics(s->eng);
-        sg_process_result_t res = SG_PROCESSED;
-        sg_err_t err;
-        const sg_effect_t *efs;
-        size_t cnt;
-        for (int attempt = 0;; attempt++) {
-                v_free_all(s);
-                sg_engine_set_clock(s->eng, s->now);
-                err = pr->batch_begin(pr->opaque, s->now, errstr, errstr_size);
-                if (!err && rec)
-                        err = pr->process(pr->opaque, rec, &res, errstr,
-                                          errstr_size);
-                for (size_t i = 0; !err && i < s->part_cnt; i++) {
-                        const sim_part_t *p = &s->parts[i];
-                        int64_t lag = s->lag ? s->lag(s->opaque, p->topic,
-                                                      p->partition)
-                                             : 0;
-                        if (pr->position)
-                                pr->position(pr->opaque, p->topic, p->partition,
-                                             lag);
+/* The driver's effects hook: each effect's verdict, its strings copied
+ * (effects live only until batch_commit). */
+static sg_err_t on_effects(void *opaque, const sg_record_t *origin,
+                           const sg_effect_t *efs, const int64_t *offsets,
+                           size_t cnt, char *errstr, size_t errstr_size) {
+        sg_sim_t *s = opaque;
+        (void)origin;
+        (void)offsets;
+        for (size_t i = 0; i < cnt; i++)
+                if (efs[i].kind != SG_EFFECT_CHANGELOG &&
+                    v_effect(s, &efs[i]) != SG_OK) {
+                        sg_errf(errstr, errstr_size, "out of memory");
+                        return SG_ERR_NOMEM;
                 }
-                if (!err)
-                        err = pr->tick(pr->opaque, errstr, errstr_size);
-                if (err == SG_ERR_MAP_FULL && attempt == 0 && pr->grow) {
-                        pr->batch_abort(pr->opaque);
-                        if ((err = pr->grow(pr->opaque, errstr, errstr_size)))
-                                return err;
-                        continue;
-                }
-                break;
-        }
-        if (err) {
-                pr->batch_abort(pr->opaque);
-                return err;
-        }
-        cnt = pr->effects(pr->opaque, &efs);
-        for (size_t i = 0; i < cnt && !err; i++) {
-                if (efs[i].kind != SG_EFFECT_HTTP_GET && pr->delivered)
-                        pr->delivered(pr->opaque, i,
-                                      out_next(s, efs[i].topic,
-                                               efs[i].partition < 0
-                                                       ? 0
-                                                       : efs[i].partition));
-                if (efs[i].kind != SG_EFFECT_CHANGELOG)
-                        err = v_effect(s, &efs[i], rec);
-        }
-        if (err || (err = pr->batch_commit(pr->opaque, errstr, errstr_size))) {
-                if (err == SG_ERR_NOMEM)
-                        pr->batch_abort(pr->opaque);
-                v_free_all(s);
-                return err;
-        }
-        if (rec && s->part_cnt) {
+        return SG_OK;
+}
+
+/* The record's own verdict, then the effects', once a batch committed
+ * (the driver's committed hook): the record's from its own effect, or
+ * from what the committed counters say the engine did. */
+static void on_committed(void *opaque, const sg_drive_batch_t *b) {
+        sg_sim_t *s = opaque;
+        const sg_record_t *rec = b->cnt ? &b->recs[0] : NULL;
+        sg_process_result_t res = b->cnt ? b->results[0] : SG_PROCESSED;
+        const sg_metrics_t *after = sg_engine_metrics(s->eng);
+        for (size_t i = 0; i < s->v_cnt; i++)
+                v_own(&s->vs[i], rec);
+        if (rec)
                 for (size_t i = 0; i < s->part_cnt; i++)
                         if (res == SG_PROCESSED &&
                             s->parts[i].partition == rec->partition &&
                             !strcmp(s->parts[i].topic, rec->topic))
                                 s->parts[i].last_offset = rec->offset;
-        }
-        if (pausedp)
-                *pausedp = res == SG_PAUSE;
-        const sg_metrics_t *after = sg_engine_metrics(s->eng);
+        s->paused = res == SG_PAUSE;
         /* the record's own verdict first, then the effects in order */
         if (rec) {
                 sim_v_t *own = NULL;
@@ -603,9 +532,9 @@ static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                         own->v.verdict =
                                 res == SG_PAUSE
                                         ? "paused"
-                                        : delta_verdict(&before, after, reply);
+                                        : delta_verdict(&s->last, after, reply);
                         if (reply) {
-                                own->v.detail = reply_detail(&before, after);
+                                own->v.detail = reply_detail(&s->last, after);
                                 if (s->reply_rid) {
                                         own->v.request_id =
                                                 v_str(own, s->reply_rid,
@@ -625,6 +554,7 @@ static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                 for (size_t j = 0; j < mine.s_cnt; j++)
                         free(mine.s[j]);
         }
+        s->last = *after;
         for (size_t i = 0; i < s->v_cnt; i++) {
                 sim_v_t *v = &s->vs[i];
                 if (v->own)
@@ -647,11 +577,26 @@ static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                 s->cb(s->opaque, &v->v);
         }
         v_free_all(s);
-        return SG_OK;
 }
 
-static sim_part_t *part_get(sg_sim_t *s, const sg_record_t *rec, char *errstr,
-                            size_t errstr_size, sg_err_t *errp) {
+/* Runs one batch over @p rec (NULL: tick only) through the driver, which
+ * reports its verdicts (on_committed); *pausedp: the record was kept. */
+static sg_err_t run_batch(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
+                          char *errstr, size_t errstr_size) {
+        v_free_all(s);
+        s->paused = false;
+        sg_err_t err = sg_drive_batch(s->drive, rec, rec ? 1 : 0, s->now,
+                                      errstr, errstr_size);
+        v_free_all(s);
+        if (!err && pausedp)
+                *pausedp = s->paused;
+        return err;
+}
+
+/* The partition of @p rec, added when new; NULL: the pseudo topic, or out
+ * of memory (*errp). */
+static sim_part_t *part_get(sg_sim_t *s, const sg_record_t *rec,
+                            sg_err_t *errp) {
         *errp = SG_OK;
         for (size_t i = 0; i < s->part_cnt; i++)
                 if (s->parts[i].partition == rec->partition &&
@@ -659,24 +604,15 @@ static sim_part_t *part_get(sg_sim_t *s, const sg_record_t *rec, char *errstr,
                         return &s->parts[i];
         if (!strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC))
                 return NULL; /* the pseudo topic is never assigned */
-        int64_t off;
-        sg_err_t err = s->proc.assign(s->proc.opaque, rec->topic,
-                                      rec->partition, "seqgatectl-simulate",
-                                      &off, errstr, errstr_size);
-        if (err) {
-                *errp = err;
-                return NULL;
-        }
         sim_part_t *n = realloc(s->parts, (s->part_cnt + 1) * sizeof(*n));
         char *t = strdup(rec->topic);
+        if (n)
+                s->parts = n;
         if (!n || !t) {
                 free(t);
-                if (n)
-                        s->parts = n;
                 *errp = SG_ERR_NOMEM;
                 return NULL;
         }
-        s->parts = n;
         s->parts[s->part_cnt] = (sim_part_t){t, rec->partition, -1};
         return &s->parts[s->part_cnt++];
 }
@@ -684,9 +620,15 @@ static sim_part_t *part_get(sg_sim_t *s, const sg_record_t *rec, char *errstr,
 sg_err_t sg_sim_record(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                        char *errstr, size_t errstr_size) {
         sg_err_t err;
-        sim_part_t *p = part_get(s, rec, errstr, errstr_size, &err);
-        if (err)
+        if (strcmp(rec->topic, SG_SNAPSHOT_HTTP_TOPIC) &&
+            (err = sg_drive_assign(s->drive, rec->topic, rec->partition, errstr,
+                                   errstr_size)))
                 return err;
+        sim_part_t *p = part_get(s, rec, &err);
+        if (err) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return err;
+        }
         if (p && rec->offset <= p->last_offset) {
                 sg_errf(errstr, errstr_size,
                         "offset %" PRId64 " of %s [%" PRId32
@@ -696,6 +638,10 @@ sg_err_t sg_sim_record(sg_sim_t *s, const sg_record_t *rec, bool *pausedp,
                 return SG_ERR_INVALID;
         }
         return run_batch(s, rec, pausedp, errstr, errstr_size);
+}
+
+size_t sg_sim_pending(const sg_sim_t *s) {
+        return sg_drive_kept(s->drive);
 }
 
 sg_err_t sg_sim_clock_set(sg_sim_t *s, int64_t now_ms, char *errstr,

@@ -1,12 +1,13 @@
 /*
  * simrun.h — the engine run offline over a stream of records (seqgatectl
  * simulate; reusable by any tool that judges records without a Kafka
- * loop): a store in a fresh temporary directory, the real engine
- * (engine.h), and the batch protocol of processor.h driven as the Kafka
- * loop drives it (kafka_batch.c): assign before a partition's first
- * record; every effect "delivered" at the next offset of its topic
- * partition; HTTP snapshot GETs only after batch_commit, their replies
- * fed back as records of SG_SNAPSHOT_HTTP_TOPIC in a later batch.
+ * loop): the offline driver (drive.h: a store in a fresh temporary
+ * directory, the real engine, and the batch protocol of processor.h run as
+ * the Kafka loop runs it — assignment before a partition's first record,
+ * every effect "delivered" at the next offset of its topic partition, the
+ * store grown on a full map, paused records kept and offered again); HTTP
+ * snapshot GETs only after batch_commit, their replies fed back as records
+ * of SG_SNAPSHOT_HTTP_TOPIC in a later batch.
  *
  * Every record is its own batch, so each verdict can be told from the
  * batch's effects and the committed counters' change (metrics.h). The
@@ -91,14 +92,17 @@ void sg_sim_destroy(sg_sim_t *sim);
  * partition is assigned first if it is new. rec->offset must be above the
  * partition's previous record's (SG_ERR_INVALID otherwise).
  * @p pausedp (may be NULL): set when the engine paused the partition at
- * the record (back-pressure, semantics §4 caps): nothing was consumed and
- * the caller re-offers it later (after moving the clock by
- * pause_retry_ms, as the loop does).
+ * the record (back-pressure, semantics §4 caps): nothing was consumed; the
+ * runner keeps the record and offers it again in the first batch
+ * pause_retry_ms later (sg_sim_clock_set), as the loop does.
  * @returns SG_OK, SG_ERR_CONFIG (a topic the config does not name),
  *          SG_ERR_INVALID, or the engine's error (errstr says why).
  */
 sg_err_t sg_sim_record(sg_sim_t *sim, const sg_record_t *rec, bool *pausedp,
                        char *errstr, size_t errstr_size);
+
+/** Records kept for a paused partition, not judged yet (sg_sim_record). */
+size_t sg_sim_pending(const sg_sim_t *sim);
 
 /**
  * Moves the clock to @p now_ms (an earlier time is SG_ERR_INVALID) and

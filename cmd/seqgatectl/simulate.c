@@ -478,43 +478,37 @@ static int run_record(sim_cli_t *c, sg_sim_t *sim, const sg_config_t *conf,
                 val_len = canon_len;
         }
         const char *key = cJSON_GetStringValue(jk); /* NULL: no key */
-        for (int pauses = 0; !rc; pauses++) {
-                const sg_record_t rec = {
-                        .topic = l->topic,
-                        .partition = l->partition,
-                        .offset = off,
-                        .timestamp_ms = ts,
-                        .key = key,
-                        .key_len = key ? strlen(key) : 0,
-                        .value = val,
-                        .value_len = val_len,
-                        .headers = hd,
-                        .header_cnt = (size_t)hc,
-                };
-                bool paused = false;
-                sg_err_t err =
-                        sg_sim_record(sim, &rec, &paused, es, sizeof(es));
-                if (err == SG_ERR_INVALID || err == SG_ERR_CONFIG) {
-                        rc = input_error(c, l->no, "%s", es);
-                        break;
-                }
-                if (err) {
-                        errf("%s:%zu: %s", c->input, l->no, es);
-                        rc = EXIT_RUNTIME;
-                        break;
-                }
-                if (!paused) {
-                        no->next = off + 1;
-                        break;
-                }
-                if (pauses >= SIM_MAX_PAUSES) {
+        const sg_record_t rec = {
+                .topic = l->topic,
+                .partition = l->partition,
+                .offset = off,
+                .timestamp_ms = ts,
+                .key = key,
+                .key_len = key ? strlen(key) : 0,
+                .value = val,
+                .value_len = val_len,
+                .headers = hd,
+                .header_cnt = (size_t)hc,
+        };
+        bool paused = false;
+        sg_err_t err =
+                rc ? SG_OK : sg_sim_record(sim, &rec, &paused, es, sizeof(es));
+        if (err == SG_ERR_INVALID || err == SG_ERR_CONFIG) {
+                rc = input_error(c, l->no, "%s", es);
+        } else if (err) {
+                errf("%s:%zu: %s", c->input, l->no, es);
+                rc = EXIT_RUNTIME;
+        }
+        /* the runner keeps a paused record and offers it again once the
+         * loop would re-read it, pause_retry_ms later */
+        for (int pauses = 1; !rc && paused; pauses++) {
+                if (pauses > SIM_MAX_PAUSES) {
                         errf("%s:%zu: the partition stayed paused "
                              "(back-pressure) for %d retries",
-                             c->input, l->no, pauses);
+                             c->input, l->no, pauses - 1);
                         rc = EXIT_RUNTIME;
                         break;
                 }
-                /* the loop re-reads a paused partition pause_retry_ms later */
                 err = sg_sim_clock_set(sim,
                                        sg_sim_clock(sim) + conf->pause_retry_ms,
                                        es, sizeof(es));
@@ -522,7 +516,10 @@ static int run_record(sim_cli_t *c, sg_sim_t *sim, const sg_config_t *conf,
                         errf("%s:%zu: %s", c->input, l->no, es);
                         rc = EXIT_RUNTIME;
                 }
+                paused = sg_sim_pending(sim) > 0;
         }
+        if (!rc)
+                no->next = off + 1;
         free(canon);
         free(hd);
         return rc;

@@ -227,6 +227,65 @@ class Sim(unittest.TestCase):
         self.assertEqual(reply["request_id"], req["request_id"])
         self.assertEqual((reply["topic"], reply["offset"]), ("snap.rep", 0))
 
+    def test_full_map_grows_as_the_loop_does(self):
+        """A store that outgrows its map is grown and the batch judged
+        again as often as the Kafka loop does (lib/drive.c): the verdicts
+        are those of a map that never filled, state kept across the
+        growths (the parked events are released)."""
+        conf = json.loads(json.dumps(CONFIG))
+        del conf["topics"]["orders"]["state_machine"]
+        big = self.write("big.json", json.dumps(conf))
+        conf["store"] = {"map_size_bytes": 1048576,
+                         "map_growth_bytes": 1048576}
+        small = self.write("small.json", json.dumps(conf))
+        pad = "x" * 600
+        lines = [ev("a-%d" % i, "e%d-2" % i, "t", 2, {"pad": pad})
+                 for i in range(3000)]
+        lines += [ev("a-%d" % i, "e%d-1" % i, "t", 1) for i in range(0, 3000,
+                                                                     300)]
+        lines += [ev("a-0", "e0-2", "t", 2, {"pad": pad})]
+        inp = self.stream(lines)
+        want = self.verdicts(lines, conf=big)
+        p = self.run_ctl("--config", small, "--json", inp)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        self.assertEqual(os.listdir(self.simtmp), [])
+        got = [json.loads(l) for l in p.stdout.splitlines()]
+        self.assertEqual(len(got), len(want))
+        self.assertEqual(got, want)
+        verdicts = [o["verdict"] for o in got]
+        self.assertEqual(verdicts.count("parked"), 3000)
+        self.assertEqual(verdicts.count("released"), 10)
+        self.assertEqual(verdicts[-1], "duplicate")
+
+    def test_paused_record_judged_after_pause_retry(self):
+        """A record a park cap pauses is kept and judged again
+        pause_retry_ms later, as the loop re-reads it; meanwhile a gap
+        deadline that passes frees the park."""
+        conf = json.loads(json.dumps(CONFIG))
+        topic = conf["topics"]["orders"]
+        del topic["state_machine"]
+        topic["ordering"]["max_parked_total"] = 1
+        topic["ordering"]["max_parked_per_aggregate"] = 1
+        topic["ordering"]["on_park_overflow"] = "pause"
+        conf["pause_retry_ms"] = 600
+        path = self.write("pause.json", json.dumps(conf))
+        out = self.verdicts([
+            {"clock": "2026-01-01T00:00:00Z"},
+            ev("o-1", "e1", "t", 1),
+            ev("o-1", "e3", "t", 3),   # parked: the cap is full
+            ev("o-2", "f2", "t", 2),   # paused at the cap
+        ], conf=path)
+        got = [(o["kind"], o.get("verdict"), o.get("aggregate"),
+                o.get("reason")) for o in out]
+        self.assertEqual(got[:4], [
+            ("clock", None, None, None),
+            ("record", "applied", "o-1", None),
+            ("record", "parked", "o-1", None),
+            ("record", "paused", "o-2", None),
+        ])
+        self.assertIn(("effect", "dlq", "o-1", "gap_timeout"), got[4:])
+        self.assertEqual(got[-1], ("record", "parked", "o-2", None))
+
     def test_malformed_line_exits_2_naming_it(self):
         inp = self.write("in.ndjson",
                          json.dumps(ev("o-1", "e1", "order.created", 1))

@@ -9,7 +9,8 @@
  * in the store's current format (store.h SG_STORE_FORMAT). The seeds named
  * format2-* are this generator's output before store format 3 (32-byte
  * key hashes, format 2's aggregate and parked values), kept so that the
- * fuzzer starts from the records a restore converts too.
+ * fuzzer starts from the records a restore converts too. The engine runs
+ * on the offline driver (drive.h), as seqgatectl simulate runs it.
  * Not a fuzz target (run.sh builds fuzz_*.c only). Build and run:
  *   cc -D_GNU_SOURCE -Ilib $LIB tests/fuzz/gen_changelog_corpus.c \
  *     $(pkg-config --cflags --libs rdkafka lmdb libcjson libcrypto libcurl) \
@@ -17,6 +18,7 @@
  * ($LIB = every .c file of lib/). The output is deterministic.
  */
 #include "config.h"
+#include "drive.h"
 #include "engine.h"
 #include "store.h"
 
@@ -25,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define T0 1700000000000LL
 
@@ -40,12 +41,10 @@ static const char *conf_json =
         "\"reply_topic\":\"snap.rep\",\"timeout_ms\":2000,\"max_attempts\":2,"
         "\"backoff_ms\":100,\"backoff_max_ms\":100}}}}";
 
-static sg_processor_t proc;
-static sg_engine_t *eng;
+static sg_drive_t *drive;
 static int64_t offset;
 static uint8_t run[1 << 20];
 static size_t run_len;
-static int64_t cl_next; /* changelog offset of the next record */
 static bool written[256], tomb_written;
 static const char *outdir;
 
@@ -62,45 +61,19 @@ static void write_seed(const char *name, const uint8_t *p, size_t n) {
                 die(path, "cannot write");
 }
 
-static void batch(int64_t now, const char *const *ev, size_t cnt) {
-        char err[512];
-        sg_engine_set_clock(eng, now);
-        if (proc.batch_begin(proc.opaque, now, err, sizeof(err)))
-                die("batch_begin", err);
-        for (size_t i = 0; i < cnt; i++) {
-                /* "aggregate id version [payload]" */
-                char agg[8], id[16], seq[8], val[32] = "";
-                if (sscanf(ev[i], "%7s %15s %7s %31s", agg, id, seq, val) < 3)
-                        die("event", ev[i]);
-                sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
-                                    {"ce_id", id, strlen(id)},
-                                    {"ce_source", "/shop", 5},
-                                    {"ce_type", "t", 1},
-                                    {"ce_sequence", seq, strlen(seq)}};
-                const char *v = val[0] ? val : id;
-                sg_record_t rec = {.topic = "orders",
-                                   .partition = 0,
-                                   .offset = offset++,
-                                   .timestamp_ms = 1000,
-                                   .key = agg,
-                                   .key_len = strlen(agg),
-                                   .value = v,
-                                   .value_len = strlen(v),
-                                   .headers = hd,
-                                   .header_cnt = 5};
-                sg_process_result_t r;
-                if (proc.process(proc.opaque, &rec, &r, err, sizeof(err)))
-                        die("process", err);
-        }
-        if (proc.tick(proc.opaque, err, sizeof(err)))
-                die("tick", err);
-        const sg_effect_t *ef;
-        size_t n = proc.effects(proc.opaque, &ef);
+/* The driver's effects hook: each changelog record framed into the run,
+ * the first of each kind (and the first tombstone) a seed of its own. */
+static sg_err_t on_effects(void *opaque, const sg_record_t *origin,
+                           const sg_effect_t *ef, const int64_t *offsets,
+                           size_t n, char *errstr, size_t errstr_size) {
+        (void)opaque;
+        (void)origin;
+        (void)offsets;
+        (void)errstr;
+        (void)errstr_size;
         for (size_t i = 0; i < n; i++) {
-                if (ef[i].kind != SG_EFFECT_CHANGELOG) {
-                        proc.delivered(proc.opaque, i, 0);
+                if (ef[i].kind != SG_EFFECT_CHANGELOG)
                         continue;
-                }
                 static uint8_t one[CL_IN_HEADER + 255 + 65535];
                 bool tomb = ef[i].value == NULL;
                 size_t l = cl_in_frame(one, tomb, ef[i].key, ef[i].key_len,
@@ -109,7 +82,6 @@ static void batch(int64_t now, const char *const *ev, size_t cnt) {
                         die("changelog record", "too long to frame");
                 memcpy(run + run_len, one, l);
                 run_len += l;
-                proc.delivered(proc.opaque, i, cl_next++);
                 const uint8_t db = ((const uint8_t *)ef[i].key)[0];
                 static const char *const names[] = {[SG_DB_DEDUP] = "dedup",
                                                     [SG_DB_AGG] = "aggregate",
@@ -126,8 +98,47 @@ static void batch(int64_t now, const char *const *ev, size_t cnt) {
                         written[db] = true;
                 }
         }
-        if (proc.batch_commit(proc.opaque, err, sizeof(err)))
-                die("batch_commit", err);
+        return SG_OK;
+}
+
+/* One record's buffers. */
+typedef struct gen_ev {
+        char agg[8], id[16], seq[8], val[32];
+        sg_header_t hd[5];
+} gen_ev_t;
+
+static void batch(int64_t now, const char *const *ev, size_t cnt) {
+        char err[512];
+        gen_ev_t e[8];
+        sg_record_t recs[8];
+        if (cnt > 8)
+                die("batch", "more than 8 events");
+        for (size_t i = 0; i < cnt; i++) {
+                /* "aggregate id version [payload]" */
+                gen_ev_t *g = &e[i];
+                g->val[0] = '\0';
+                if (sscanf(ev[i], "%7s %15s %7s %31s", g->agg, g->id, g->seq,
+                           g->val) < 3)
+                        die("event", ev[i]);
+                g->hd[0] = (sg_header_t){"ce_specversion", "1.0", 3};
+                g->hd[1] = (sg_header_t){"ce_id", g->id, strlen(g->id)};
+                g->hd[2] = (sg_header_t){"ce_source", "/shop", 5};
+                g->hd[3] = (sg_header_t){"ce_type", "t", 1};
+                g->hd[4] = (sg_header_t){"ce_sequence", g->seq, strlen(g->seq)};
+                const char *v = g->val[0] ? g->val : g->id;
+                recs[i] = (sg_record_t){.topic = "orders",
+                                        .partition = 0,
+                                        .offset = offset++,
+                                        .timestamp_ms = 1000,
+                                        .key = g->agg,
+                                        .key_len = strlen(g->agg),
+                                        .value = v,
+                                        .value_len = strlen(v),
+                                        .headers = g->hd,
+                                        .header_cnt = 5};
+        }
+        if (sg_drive_batch(drive, recs, cnt, now, err, sizeof(err)))
+                die("batch", err);
 }
 
 int main(int argc, char **argv) {
@@ -136,21 +147,16 @@ int main(int argc, char **argv) {
                 return 2;
         }
         outdir = argv[1];
-        char err[512], dir[] = "/tmp/sg_gen_corpus_XXXXXX";
-        if (!mkdtemp(dir))
-                die("mkdtemp", dir);
+        char err[512];
         sg_config_t *conf;
-        sg_store_t *store;
-        int64_t off;
         if (sg_config_parse(conf_json, &conf, err, sizeof(err)))
                 die("config", err);
-        if (sg_store_open(dir, 1 << 22, 1 << 22, &store, err, sizeof(err)))
-                die("store", err);
-        if (sg_engine_new(conf, store, &eng, err, sizeof(err)))
-                die("engine", err);
-        sg_engine_processor(eng, &proc);
-        sg_engine_set_clock(eng, T0);
-        if (proc.assign(proc.opaque, "orders", 0, "g", &off, err, sizeof(err)))
+        const sg_drive_hooks_t hooks = {.effects = on_effects};
+        if (sg_drive_new(conf, NULL, "sg_gen_corpus_", "g", &hooks, &drive, err,
+                         sizeof(err)))
+                die("driver", err);
+        sg_engine_set_clock(sg_drive_engine(drive), T0);
+        if (sg_drive_assign(drive, "orders", 0, err, sizeof(err)))
                 die("assign", err);
         const char *b1[] = {"A a1 1", "A a3 3",       "B b1 1",
                             "A a1 1", "A a1 1 other", "B b1x 1"};
@@ -159,13 +165,8 @@ int main(int argc, char **argv) {
         batch(T0 + 10, b2, 3);
         batch(T0 + 1100, NULL, 0); /* C: snapshot request */
         write_seed("run", run, run_len);
-        sg_engine_destroy(eng);
-        sg_store_close(store);
+        sg_drive_destroy(drive);
         sg_config_destroy(conf);
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        if (system(cmd) != 0)
-                die("rm", dir);
         const int kinds[] = {SG_DB_DEDUP, SG_DB_AGG, SG_DB_PARKED, SG_DB_META,
                              SG_DB_SNAPREQ};
         for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)

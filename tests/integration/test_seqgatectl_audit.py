@@ -26,6 +26,9 @@ offset) bound what is read.
 test_audit_park_cap_pause: a parking cap pauses the partition and the
 audit re-feeds the paused records as the loop does (see its docstring).
 
+test_audit_and_simulate_agree_on_a_full_map: audit and simulate, one
+driver, give the same verdicts on records that outgrow a small map.
+
 test_audit_copartitioning: the trial's topic (producers keyed by customer,
 "aggregate": "/orderId"; o-50's v1 on partition 0, v2 and v3 on partition
 1): the audit's first finding is o-50 on partitions 0 and 1, in --json,
@@ -427,6 +430,55 @@ def test_audit_park_cap_pause(bootstrap, seqgatectl_bin, tmp_path):
     assert (g["filled"], g["timed_out"]) == (0, 1)
     # the deadline fired in the first batch whose clock passed 5300 ms
     assert 5000 <= g["timed_out_waited_ms"]["max"] <= 5000 + 200
+    assert not (tmp_path / "data").exists()
+
+
+def test_audit_and_simulate_agree_on_a_full_map(bootstrap, seqgatectl_bin,
+                                               tmp_path):
+    """audit and simulate drive the engine with one driver (lib/drive.c):
+    the same records and the same config's small map (1 MiB, grown 1 MiB
+    at a time) give the same verdicts in both, the map grown as the Kafka
+    loop grows it. Before, simulate retried a full map once and stopped
+    (MDB_MAP_FULL) while audit ignored the config's map and retried 32
+    times."""
+    topic = unique_name("sgaudit-map")
+    create_topics(bootstrap, {topic: 1})
+    pad = json.dumps({"pad": "x" * 600})
+    recs = [ev(f"m-{i}", 2, i, 0, payload=pad) for i in range(2000)]
+    recs += [ev(f"m-{i}", 1, 2000 + i, 0) for i in range(0, 2000, 200)]
+    produce(bootstrap, topic, recs)
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
+                       instance="audit-3", data_dir=str(tmp_path / "data"),
+                       input_topic=topic, output_topic="unused.out",
+                       dlq_topic="unused.dlq", gap_timeout_ms=600000)
+    conf["store"] = {"map_size_bytes": 1048576, "map_growth_bytes": 1048576}
+    cfg = tmp_path / "seqgate.json"
+    cfg.write_text(json.dumps(conf))
+    rep = audit(seqgatectl_bin, str(cfg), topic)
+    assert rep["records"] == 2010
+    assert rep["counters"]["applied"]["count"] == 20  # 10 v1, 10 released
+    assert rep["at_end"]["parked_events"] == 1990
+
+    inp = tmp_path / "in.ndjson"
+    inp.write_text("".join(json.dumps({
+        "topic": topic, "partition": 0,
+        "key": r["key"].decode(), "value": r["value"].decode(),
+        "headers": {k: v.decode() for k, v in r["headers"]},
+        "timestamp": r["timestamp"]}) + "\n" for r in recs))
+    simtmp = tmp_path / "simtmp"
+    simtmp.mkdir()
+    r = subprocess.run([seqgatectl_bin, "simulate", "--config", str(cfg),
+                        "--json", str(inp)], text=True, capture_output=True,
+                       timeout=120, env=dict(os.environ, TMPDIR=str(simtmp)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    verdicts = [json.loads(l)["verdict"] for l in r.stdout.splitlines()]
+    assert len(verdicts) == 2020
+    assert verdicts.count("parked") == 2000
+    assert verdicts.count("applied") + verdicts.count("released") == \
+        rep["counters"]["applied"]["count"]
+    assert verdicts.count("parked") - verdicts.count("released") == \
+        rep["at_end"]["parked_events"]
+    assert list(simtmp.iterdir()) == []
     assert not (tmp_path / "data").exists()
 
 
