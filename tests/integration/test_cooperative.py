@@ -19,6 +19,15 @@ test_cooperative_join_and_leave[exactly_once|at_least_once]: instances A and
   - nothing reached the DLQ, every instance stopped with exit status 0
     (librdkafka 2.0.2's cooperative-sticky assignor crashes on some closes,
     librdkafka #4312: a crash would show here as a non-zero status).
+  One exception, librdkafka's and not seqgate's: with at_least_once the
+  group offset commits are the consumer's own, and librdkafka before 2.10
+  takes an OffsetCommit answered ILLEGAL_GENERATION during a rebalance as
+  the loss of the member's whole assignment (librdkafka #4059): every
+  partition is revoked as lost and assigned again (seen once in eight runs
+  beside CPU hogs). Such revokes ("lost": true) are allowed with
+  at_least_once only, and only with an ILLEGAL_GENERATION logged; the
+  output must still be complete and in order. exactly_once commits its
+  offsets in the transaction and takes no such revoke.
 """
 
 from __future__ import annotations
@@ -81,6 +90,32 @@ def parts_of(events: list[dict]) -> set[str]:
     return {p for e in events for p in e["partitions"]}
 
 
+def owned(sg: Seqgate) -> set[str]:
+    """The partitions the member holds now: its assignments and revokes
+    replayed in log order (an incremental assignment adds, a revoke takes
+    away)."""
+    held: set[str] = set()
+    for e in sg.log_lines():
+        if e.get("event") == "partitions_assigned":
+            held |= set(e["partitions"])
+        elif e.get("event") == "partitions_revoked":
+            held -= set(e["partitions"])
+    return held
+
+
+def revoked(sg: Seqgate, since: int, lost: bool) -> set[str]:
+    """Partitions of the partitions_revoked lines from the since-th on that
+    are (lost=True) or are not (False) marked lost."""
+    return parts_of([e for e in sg.events("partitions_revoked")[since:]
+                     if bool(e.get("lost")) == lost])
+
+
+def lost_explained(sg: Seqgate) -> bool:
+    """An ILLEGAL_GENERATION was logged (librdkafka #4059's trigger)."""
+    return "ILLEGAL_GENERATION" in sg.log_text() or \
+        "generation id is not valid" in sg.log_text()
+
+
 def out_high(probe: Probe, topic: str) -> list[int]:
     return [probe.consumer.get_watermark_offsets(
         TopicPartition(topic, p), timeout=10, cached=False)[1]
@@ -119,6 +154,25 @@ def test_cooperative_join_and_leave(bootstrap, seqgate_bin, tmp_path,
         return "".join(f"\n--- {n}:\n{s.log_tail(25)}" for n, s in sgs.items()
                        if s.runs)
 
+    lost_seen: set[str] = set()
+
+    def lost_revokes(since_a: int, since_b: int) -> set[str]:
+        """A's and B's lost revokes since then: none with exactly_once; with
+        at_least_once each member that had one logged ILLEGAL_GENERATION
+        (librdkafka #4059, in the module's docstring)."""
+        lost = set()
+        for sg, since in ((a, since_a), (b, since_b)):
+            mine = revoked(sg, since, True)
+            if mine:
+                assert guarantee == "at_least_once", (
+                    f"{guarantee}: partitions revoked as lost "
+                    f"{sorted(mine)}" + tails())
+                assert lost_explained(sg), (
+                    f"lost {sorted(mine)} without ILLEGAL_GENERATION" + tails())
+            lost |= mine
+        lost_seen.update(lost)
+        return lost
+
     try:
         a.start()
         b.start()
@@ -132,10 +186,7 @@ def test_cooperative_join_and_leave(bootstrap, seqgate_bin, tmp_path,
         settled_b = len(b.events("partitions_assigned"))
         rev_a0 = len(a.events("partitions_revoked"))
         rev_b0 = len(b.events("partitions_revoked"))
-        held_a = parts_of(a.events("partitions_assigned")) - parts_of(
-            a.events("partitions_revoked"))
-        held_b = parts_of(b.events("partitions_assigned")) - parts_of(
-            b.events("partitions_revoked"))
+        held_a, held_b = owned(a), owned(b)
         assert held_a and held_b and not held_a & held_b, (held_a, held_b)
         assert len(held_a | held_b) == PARTS, (held_a, held_b)
 
@@ -147,20 +198,22 @@ def test_cooperative_join_and_leave(bootstrap, seqgate_bin, tmp_path,
         high1 = out_high(probe, t_out)
         time.sleep(3)  # let the cooperative protocol's second round finish
         c_parts = parts_of(c.events("partitions_assigned"))
-        rev_a = parts_of(a.events("partitions_revoked")[rev_a0:])
-        rev_b = parts_of(b.events("partitions_revoked")[rev_b0:])
+        rev_a = revoked(a, rev_a0, False)
+        rev_b = revoked(b, rev_b0, False)
         assert rev_a | rev_b == c_parts, (
             f"C got {sorted(c_parts)}; A revoked {sorted(rev_a)}, B revoked "
             f"{sorted(rev_b)}" + tails())
         kept = (held_a - rev_a) | (held_b - rev_b)
         assert kept, "C took every partition"
-        # no partition A or B kept was assigned again: never revoked
+        # no partition A or B kept was assigned again: never revoked (but
+        # for librdkafka #4059's lost assignments, at_least_once only)
+        relost = lost_revokes(rev_a0, rev_b0)
         again = parts_of(a.events("partitions_assigned")[settled_a:]) | \
             parts_of(b.events("partitions_assigned")[settled_b:])
-        assert not again & kept, (sorted(again & kept), tails())
+        assert not (again & kept) - relost, (sorted(again & kept), tails())
         grew = [p for p in range(PARTS)
-                if f"{t_in}/{p}" in kept and high1[p] > high0[p]]
-        assert len(grew) == len(kept), (
+                if f"{t_in}/{p}" in kept - relost and high1[p] > high0[p]]
+        assert len(grew) == len(kept - relost), (
             f"kept partitions {sorted(kept)}: output at C's start {high0}, "
             f"at C's assignment {high1}" + tails())
 
@@ -172,11 +225,12 @@ def test_cooperative_join_and_leave(bootstrap, seqgate_bin, tmp_path,
         assert c.stop() == 0, c.log_tail()
         wait_until(lambda: parts_of(a.events("partitions_assigned")[asg_a1:])
                    | parts_of(b.events("partitions_assigned")[asg_b1:])
-                   == c_parts, 60, "C's partitions back at A and B", 0.25,
-                   on_timeout=tails)
+                   == c_parts | lost_revokes(rev_a1, rev_b1), 60,
+                   "C's partitions back at A and B", 0.25, on_timeout=tails)
         time.sleep(2)
-        assert not a.events("partitions_revoked")[rev_a1:], tails()
-        assert not b.events("partitions_revoked")[rev_b1:], tails()
+        assert not revoked(a, rev_a1, False), tails()
+        assert not revoked(b, rev_b1, False), tails()
+        lost_revokes(rev_a1, rev_b1)
 
         last = feeder.stop()
         end = end_offsets(bootstrap, t_in)
@@ -216,4 +270,5 @@ def test_cooperative_join_and_leave(bootstrap, seqgate_bin, tmp_path,
     assert dlq == [], f"{len(dlq)} DLQ records, e.g. {dlq[:2]}"
     print(f"\ncooperative {guarantee}: C took {sorted(c_parts)}, A and B "
           f"kept {sorted(kept)}; {last} versions x {len(AGGS)} aggregates, "
-          f"output {len(out)} records")
+          f"output {len(out)} records; revoked as lost (librdkafka #4059): "
+          f"{sorted(lost_seen) or 'none'}")
