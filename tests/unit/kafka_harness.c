@@ -440,6 +440,10 @@ sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
         if (p == t->pause_part && off == t->pause_off && !t->pause_done) {
                 t->pause_done = true;
                 t->pause_ms = mono_ms();
+                for (int q = 0; q < NPART; q++)
+                        if (q != p)
+                                t->other_left_at_pause +=
+                                        (int)(PER_PART - t->att_next[q]);
                 if (getenv("SG_TEST_VERBOSE"))
                         fprintf(stderr,
                                 "  [tp] %" PRId64 " pause %d/%" PRId64 "\n",

@@ -173,7 +173,10 @@ typedef struct tproc {
         int64_t pause_ms, resume_ms;
         int pause_calls;        /**< process() calls for the paused record */
         int other_during_pause; /**< other partitions' records meanwhile */
-        int paused_part_wrong;  /**< paused partition moved on without it */
+        /** other partitions' records not yet processed when the pause
+         *  came (0: the others had nothing left to go on with) */
+        int other_left_at_pause;
+        int paused_part_wrong; /**< paused partition moved on without it */
 
         /* committed state */
         unsigned char committed[NPART][PER_PART];

@@ -481,9 +481,15 @@ START_TEST(pause_rereads_after_pause_retry) {
         ck_assert_int_gt(t->resume_ms, 0);
         ck_assert_int_ge(t->resume_ms - t->pause_ms, PAUSE_RETRY_MS);
         /* The paused partition did not move on without the paused record;
-         * the others went on meanwhile. */
+         * the others went on meanwhile — when they had records left: the
+         * fetches' order decides that (under load every other partition
+         * was once read before the paused record's partition got to
+         * offset 5, and nothing was left to go on with). */
         ck_assert_int_eq(t->paused_part_wrong, 0);
-        ck_assert_int_gt(t->other_during_pause, 0);
+        ck_assert_msg(t->other_left_at_pause == 0 || t->other_during_pause > 0,
+                      "%d records of other partitions were left at the "
+                      "pause, none was processed during it",
+                      t->other_left_at_pause);
         ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
         assert_tp_consistent(t);
 
