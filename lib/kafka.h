@@ -11,7 +11,7 @@
  *      acks=all) and wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has
  *      restore_begin): produce the batch's changelog records, each with
- *      the header SG_CHANGELOG_HEADER (changelog.h), wait for every
+ *      the header SG_CHANGELOG_HEADER (kafka_changelog.h), wait for every
  *      delivery and check that each changelog partition's records landed
  *      right after this owner's previous ones; then one marker per
  *      changelog partition, delivered and placed likewise ("Changelog
@@ -70,12 +70,12 @@
  * is handed to the consumer (so none of its records is read first): a
  * dedicated group-less read_committed consumer first reads the changelog
  * partition at the offset of the changelog id record the store keeps
- * (changelog_id_get; changelog.h "The changelog id": not that record there
- * is SG_ERR_FOREIGN), then from the offset restore_begin returns up to its
- * stable end (the
+ * (changelog_id_get; kafka_changelog.h "The changelog id": not that record
+ * there is SG_ERR_FOREIGN), then from the offset restore_begin returns up to
+ * its stable end (the
  * partition EOF; if the high watermark is beyond it, an undecided
  * transaction — a dead owner's — is waited for, at most 120 s), through a
- * changelog reader (changelog.h) that hands restore_apply the records to
+ * changelog reader (kafka_changelog.h) that hands restore_apply the records to
  * apply (exactly_once's all; at_least_once's complete batches of the
  * epochs in force), then restore_end. SG_ERR_MAP_FULL grows the store and
  * restarts that partition's restore. One "restore_done" log line per
@@ -88,8 +88,8 @@
  * exactly_once: committed input offsets still held by an open transaction
  * are waited for (at most 120 s) before the partition starts.
  *
- * Changelog fencing (at_least_once; changelog.h has the record formats and
- * the reader's rule). Without transactions nothing stops an old owner from
+ * Changelog fencing (at_least_once; kafka_changelog.h has the record formats
+ * and the reader's rule). Without transactions nothing stops an old owner from
  * writing, so the changelog itself says whose records count:
  *   - on assignment, before the restore, per input partition: a claim
  *     record (its offset is the partition's new EPOCH), then a synchronous

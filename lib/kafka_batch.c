@@ -8,8 +8,8 @@
  * loop_attempt_changelog() and sg_loop_batch():
  *     produce every output and DLQ effect → every delivery succeeded
  *     → [a stateful processor: produce the changelog records (framed,
- *     changelog.h) → every delivery succeeded, each partition's right after
- *     this owner's previous record → one marker per changelog partition,
+ *     kafka_changelog.h) → every delivery succeeded, each partition's right
+ *     after this owner's previous record → one marker per changelog partition,
  *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
  *     the input offsets.
  * No changelog record describes output Kafka did not accept, LMDB is never
@@ -466,8 +466,8 @@ static sg_err_t loop_cl_count(sg_loop_t *loop, const sg_effect_t *efs,
 static sg_err_t loop_cl_reserve(sg_loop_t *loop, size_t cnt, size_t *nxp,
                                 char *errstr, size_t errstr_size) {
         /* Each partition's batch also drops this owner's marker of two
-         * batches back (changelog.h); those records are reported after the
-         * effects' (opaque index cnt + k). */
+         * batches back (kafka_changelog.h); those records are reported after
+         * the effects' (opaque index cnt + k). */
         size_t nx = 0;
         for (size_t i = 0; i < loop->part_cnt; i++)
                 nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
@@ -638,7 +638,7 @@ static sg_err_t loop_cl_markers(sg_loop_t *loop, char *errstr,
 /**
  * at_least_once, once the batch's @p nout output and DLQ records were
  * delivered: its @p ncl changelog records, each framed with its partition's
- * epoch and this batch's sequence (changelog.h), all delivered, each
+ * epoch and this batch's sequence (kafka_changelog.h), all delivered, each
  * partition's right where this owner's previous record ended (nobody else
  * wrote since: no newer owner's claim between, no zombie's record) — then
  * one marker per partition, delivered and contiguous too. The processor is
@@ -821,7 +821,7 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
         /* at_least_once with a changelog: the output and DLQ records
          * first; the changelog records only once Kafka accepted all of
          * them (a changelog record must never describe output Kafka did
-         * not take), then one marker per partition (changelog.h). */
+         * not take), then one marker per partition (kafka_changelog.h). */
         bool framed = loop->alos_cl;
         for (size_t i = out->next; i < cnt && !err; i++) {
                 out->next = i + 1;

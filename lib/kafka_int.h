@@ -7,7 +7,7 @@
 #define SEQGATE_KAFKA_INT_H
 
 #include "kafka.h"
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "metrics.h"
 #include "snapshot_http.h"
 
@@ -76,7 +76,7 @@ typedef struct sg_part {
         bool cl_fenced;            /**< a newer owner confirmed: never write
                                     again (paused until revoked) */
         bool cl_id_write;          /**< its restore found no changelog id:
-                                    write one (changelog.h "The changelog
+                                    write one (kafka_changelog.h "The changelog
                                     id") once the restores are done */
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */

@@ -81,7 +81,8 @@ static sg_err_t loop_restore_feed(sg_restore_ctx_t *ctx,
         if (!err && !ctx->has_id && pr->changelog_id_set &&
             sg_changelog_reader_id(rd, &id)) {
                 /* a store without one records the first id read, before
-                 * any checkpoint past it (changelog.h "The changelog id") */
+                 * any checkpoint past it (kafka_changelog.h "The changelog
+                 * id") */
                 err = pr->changelog_id_set(pr->opaque, ctx->topic,
                                            ctx->partition, &id, errstr,
                                            errstr_size);
@@ -226,7 +227,7 @@ static void loop_restore_progress(sg_loop_t *loop, const char *topic,
  * Reads changelog partition @p changelog [@p partition] from @p from (high
  * watermark @p hi_w, as read before the restore began) to its
  * read_committed end, giving every record to the reader @p rd, which hands
- * the ones to apply to restore_apply (changelog.h: at_least_once batches
+ * the ones to apply to restore_apply (kafka_changelog.h: at_least_once batches
  * that never completed, and zombies' records, are skipped). The end is where
  * the restore consumer reports the partition's EOF; if the high watermark
  * is beyond it a transaction on the changelog is still undecided (a dead
@@ -391,7 +392,7 @@ static void loop_fence(sg_loop_t *loop, size_t pi) {
  * @p end (the store's checkpoint now): writes, as this owner's next batch,
  * the current value (or a tombstone) of every key whose changelog records
  * the reader found void, and tombstones of the older owners' confirms,
- * then the batch's marker (changelog.h "repair"). Every record must land
+ * then the batch's marker (kafka_changelog.h "repair"). Every record must land
  * right at @p end onwards (nobody else wrote meanwhile); if not, *againp is
  * set: the caller reads the changelog again from the checkpoint.
  */
@@ -427,7 +428,8 @@ static sg_err_t loop_repair(sg_loop_t *loop, size_t pi,
         sg_err_t err = recs && ckeys ? SG_OK : SG_ERR_NOMEM;
         int64_t seq = ++p->cl_seq;
         if (!err && p->cl_m2 > 0) {
-                /* this owner's marker of two batches back (changelog.h) */
+                /* this owner's marker of two batches back
+                 * (kafka_changelog.h) */
                 sg_changelog_marker_key_make(m2key, p->cl_epoch, p->cl_m2);
                 recs[n - 1].ef = (sg_effect_t){
                         .kind = SG_EFFECT_CHANGELOG,
@@ -631,7 +633,7 @@ static sg_err_t loop_restore_read_one(sg_loop_t *loop, const char *changelog,
 /**
  * loop_restore_part, before the read: the store of @p topic [@p partition]
  * expects the changelog id record @p want; checks that changelog
- * @p tc [@p partition] (log start @p lo) holds it there (changelog.h "The
+ * @p tc [@p partition] (log start @p lo) holds it there (kafka_changelog.h "The
  * changelog id"): SG_ERR_FOREIGN if not. When that cannot be known (the
  * log starts past it: its retention removed it), logs
  * "changelog_id_unverifiable", tells the processor to forget it and sets
@@ -786,8 +788,8 @@ static void loop_restore_log_done(sg_loop_t *loop, const char *topic,
 /**
  * Restores input partition @p topic [@p partition] from its changelog
  * (processor.h restore_begin → restore_apply … → restore_end), reading
- * through a changelog reader (changelog.h). On SG_ERR_MAP_FULL the store is
- * grown and the partition's restore starts again from restore_begin. Adds
+ * through a changelog reader (kafka_changelog.h). On SG_ERR_MAP_FULL the store
+ * is grown and the partition's restore starts again from restore_begin. Adds
  * the time taken to *msp. at_least_once: then checks the partition was not
  * claimed by a newer owner (*fencedp) and repairs (loop_repair); when other
  * records interleaved with the repair, reads again.
@@ -879,7 +881,7 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
 }
 
 /**
- * After the restores: writes a changelog id record (changelog.h "The
+ * After the restores: writes a changelog id record (kafka_changelog.h "The
  * changelog id") into the changelog partition of every input partition
  * whose restore found none and kept none (part.cl_id_write; not a fenced
  * one) — exactly_once in a transaction of its own, at_least_once as this
@@ -1203,7 +1205,7 @@ static void claim_log(sg_loop_t *loop,
 }
 
 /**
- * at_least_once, on assignment (changelog.h "claim"): for every input
+ * at_least_once, on assignment (kafka_changelog.h "claim"): for every input
  * partition of @p parts, a claim record on its changelog partition (its
  * offset becomes the partition's epoch); then a synchronous offset commit
  * of @p committed (the group's committed offsets, or the partition's log

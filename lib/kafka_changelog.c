@@ -1,8 +1,8 @@
 /*
- * changelog.c — the at_least_once changelog protocol (changelog.h): record
- * framing and the restore reader's rule; the changelog id.
+ * kafka_changelog.c — the at_least_once changelog protocol (kafka_changelog.h):
+ * record framing and the restore reader's rule; the changelog id.
  */
-#include "changelog.h"
+#include "kafka_changelog.h"
 
 #include <errno.h>
 #include <inttypes.h>
