@@ -381,7 +381,21 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs, size_t cnt);
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size);
 
+/* the at_least_once changelog writer (kafka_changelog.c) */
+/** Produces a batch's @p ncl changelog records (of its @p cnt effects, of
+ *  which @p nout output and DLQ records are in flight), framed, then one
+ *  marker per changelog partition; checks each landed right after this
+ *  owner's previous record (kafka_changelog.h). A failure marks the
+ *  partitions for a restore. */
+sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
+                                 size_t cnt, size_t ncl, size_t nout,
+                                 char *errstr, size_t errstr_size);
+
 /* the batch protocol (kafka_batch.c) */
+/** Tells the processor the offset every record effect of the batch's
+ *  @p cnt landed at (the delivered() callback). */
+void sg_loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt);
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
