@@ -27,7 +27,7 @@
  * batch_commit or batch_abort returned (see kafka.h).
  *
  * Snapshot refetch over HTTP (semantics §4): the transfers' bookkeeping
- * is snapshot_http.h's (sg_snapshot_http_t); the loop submits a batch's
+ * is snapsrc_http_fetch.h's (sg_snapshot_http_t); the loop submits a batch's
  * SG_EFFECT_HTTP_GET effects, drains completed transfers into the next
  * batch, commits or aborts them with the batch, and polls the transfers
  * only between batches (loop_collect, back-off).
@@ -342,7 +342,7 @@ size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition) {
 }
 
 /* ------------------------------------------------------------------ */
-/* HTTP snapshot transfers (snapshot_http.h)                           */
+/* HTTP snapshot transfers (snapsrc_http_fetch.h)                      */
 
 /** sg_snapshot_http_log_cb: the transfers' events go out like the loop's
  *  own (redacted, sg_loop_log). */

@@ -140,7 +140,7 @@
  * every "kafka" snapshot source's reply_topic; its records go to process()
  * like any other and their offsets are committed the same way. Effects of
  * kind SG_EFFECT_HTTP_GET are not produced: once the batch committed (step
- * 4) the loop starts them on its HTTP fetcher (snapshot_http.h, 1 MiB body
+ * 4) the loop starts them on its HTTP fetcher (snapsrc_http_fetch.h, 1 MiB body
  * bound). Completed transfers are kept by the loop and enter the next batch
  * after its Kafka records, as records of SG_SNAPSHOT_HTTP_TOPIC (partition
  * -1, offset -1; processor.h); they have no offset to commit, seek or pause,
@@ -256,7 +256,7 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * @param proc       processor (copied; its opaque must outlive the loop).
  * @param log_cb     log callback (may be NULL), with @p log_opaque.
  * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
- * An HTTP fetcher (snapshot_http.h) is created when a topic's snapshot
+ * An HTTP fetcher (snapsrc_http_fetch.h) is created when a topic's snapshot
  * source is "http".
  * Retriable broker errors (a leader being elected, a coordinator loading, a
  * request timed out) are retried with back-off, one "kafka_retry" log line

@@ -9,7 +9,7 @@
 #include "kafka.h"
 #include "kafka_changelog.h"
 #include "metrics.h"
-#include "snapshot_http.h"
+#include "snapsrc_http_fetch.h"
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -199,7 +199,7 @@ struct sg_loop {
                                       was complete; committed once the
                                       restore brought LMDB up to it */
 
-        /* HTTP snapshot refetch (snapshot_http.h) */
+        /* HTTP snapshot refetch (snapsrc_http_fetch.h) */
         sg_snapshot_http_t *http;     /**< the transfers' bookkeeping */
         const sg_record_t *http_recs; /**< completed transfers drained into
                                       the batch (owned by http) */
