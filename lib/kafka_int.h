@@ -391,14 +391,16 @@ sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
                                  size_t cnt, size_t ncl, size_t nout,
                                  char *errstr, size_t errstr_size);
 
-/* the batch protocol (kafka_batch.c) */
-/** Tells the processor the offset every record effect of the batch's
- *  @p cnt landed at (the delivered() callback). */
-void sg_loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
-                              size_t cnt);
+/* input offsets and group commits (kafka_commit.c) */
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
+/** Commits the batch's input offsets, once LMDB committed (at_least_once
+ *  with a changelog: as durable offsets, a group commit). */
+void sg_loop_commit_offsets(sg_loop_t *loop);
+/** at_least_once: keeps the batch's input offsets for after the restore
+ *  its failed LMDB commit calls for. */
+void sg_loop_offsets_pending(sg_loop_t *loop);
 void sg_loop_commit_pending(sg_loop_t *loop);
 void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
 /** Serves the answers of the group commits sent without waiting (a
@@ -406,6 +408,12 @@ void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
  *  offset_commit_failed and retried): waits at most @p timeout_ms for them
  *  (0: only those already in). Each turn of the loop calls it. */
 void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms);
+
+/* the batch protocol (kafka_batch.c) */
+/** Tells the processor the offset every record effect of the batch's
+ *  @p cnt landed at (the delivered() callback). */
+void sg_loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt);
 /** Between two slices of a wait for Kafka inside a batch: takes the
  *  clients' errors into the impairment, writes the stats line when due and
  *  publishes the metrics (at most every SG_PUB_INTERVAL_MS). Nothing of
