@@ -8,9 +8,12 @@
  * (loop_collect), pauses, stats, retriable broker errors (sg_retry_t) and
  * the partition table. The other concerns, one file each (kafka_int.h
  * has the shared state): kafka_batch.c (the batch protocol and its
- * invariant), kafka_produce.c (producing, delivery reports, refusals),
- * kafka_txn.c (Kafka transactions), kafka_restore.c (changelog restore,
- * claim, repair), kafka_rebalance.c (rebalance callbacks), kafka_admin.c
+ * invariant), kafka_commit.c (input offsets, group commits),
+ * kafka_changelog.c (the changelog protocol and its writer),
+ * kafka_produce.c (producing, delivery reports, refusals), kafka_txn.c
+ * (Kafka transactions), kafka_restore.c (changelog restore), kafka_claim.c
+ * (changelog claim, fence, repair), kafka_rebalance.c (rebalance
+ * callbacks), kafka_admin.c
  * (topic checks, changelog topics, size limits), kafka_conf.c (client
  * configuration, sg_kafka_conf_new), kafka_redact.c (secrets out of log
  * lines), kafka_mock.c (librdkafka's mock cluster).

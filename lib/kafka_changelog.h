@@ -3,7 +3,7 @@
  * a batch's changelog records are framed, and which records of a changelog
  * partition a restore applies; and, in both guarantees, the changelog id
  * (below). Pure (no Kafka, no LMDB): the Kafka loop writes the records
- * (kafka_changelog.c's writer, kafka_restore.c's claims and repairs) and
+ * (kafka_changelog.c's writer, kafka_claim.c's claims and repairs) and
  * reads them (kafka_restore.c), the engine applies them.
  *
  * Without Kafka transactions two things can leave records in a changelog

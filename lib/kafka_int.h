@@ -329,15 +329,27 @@ sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size);
 sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
-/* changelog restore, claim, repair (kafka_restore.c) */
+/* changelog restore (kafka_restore.c) */
 sg_err_t sg_loop_restore(sg_loop_t *loop,
                          const rd_kafka_topic_partition_list_t *l,
                          bool *fencedp, char *errstr, size_t errstr_size);
 void sg_loop_restore_all(sg_loop_t *loop);
+
+/* changelog ownership, at_least_once: claim, fence, repair (kafka_claim.c) */
 sg_err_t sg_loop_claim(sg_loop_t *loop,
                        const rd_kafka_topic_partition_list_t *parts,
                        const int64_t *committed, bool *lostp, char *errstr,
                        size_t errstr_size);
+/** Stops partition @p pi for good: a newer owner confirmed its epoch on
+ *  its changelog (paused, the processor told to forget it, logged). */
+void sg_loop_fence(sg_loop_t *loop, size_t pi);
+/** After a restore read partition @p pi's changelog to @p end: writes the
+ *  repair (the void keys' current values, old confirms' tombstones, a
+ *  marker) as this owner's next batch; *againp: another writer wrote
+ *  meanwhile, read again from the checkpoint. */
+sg_err_t sg_loop_repair(sg_loop_t *loop, size_t pi, const sg_topic_config_t *tc,
+                        sg_changelog_reader_t *rd, int64_t end, bool *againp,
+                        char *errstr, size_t errstr_size);
 
 /* rebalance callbacks (kafka_rebalance.c) */
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
