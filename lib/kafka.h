@@ -519,7 +519,7 @@ typedef struct sg_preflight {
 void sg_preflight_clear(sg_preflight_t *pf);
 
 /**
- * The files the Kafka clients read (kafka_preflight.c): every
+ * The files the Kafka clients read (kafka_preflight_files.c): every
  * ssl.*.location, ssl.engine.location and sasl.kerberos.keytab of the
  * "kafka", "kafka_consumer" and "kafka_producer" blocks that a client
  * uses (TLS: security.protocol ssl or sasl_ssl; Kerberos: GSSAPI) must

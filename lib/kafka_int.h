@@ -321,6 +321,14 @@ sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
 sg_err_t sg_loop_preflight_files(sg_loop_t *loop, char *errstr,
                                  size_t errstr_size);
 sg_err_t sg_loop_preflight(sg_loop_t *loop, char *errstr, size_t errstr_size);
+/** Adds a finding of severity @p sev to @p pf (printf-style text).
+ *  @returns SG_OK or SG_ERR_NOMEM. */
+sg_err_t sg_preflight_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
+                          const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/** The value librdkafka takes for @p name in @p a then @p b (the last). */
+const sg_kv_t *sg_preflight_kv2(const sg_kv_t *a, size_t an, const sg_kv_t *b,
+                                size_t bn, const char *name);
 
 /* topic administration (kafka_admin.c) */
 sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
