@@ -274,15 +274,21 @@ size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition);
 size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
-/** Publishes a snapshot to the publish callback (if any): always when
- *  @p force, else at most every SG_PUB_INTERVAL_MS. */
-void sg_loop_publish(sg_loop_t *loop, bool force);
 /** Counts an error (@p error: its name, e.g. "_TRANSPORT") toward the
  *  loop's impairment, which the next progress ends with a
  *  "kafka_recovered" line (kafka.h "Logs"); @p since_ms (monotonic; 0:
  *  now): when the failed operation started — a synchronous call that
  *  failed after a long wait impaired the loop from its start. */
 void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms);
+
+/* what the loop reports: lag, gauges, stats, publication (kafka_stats.c) */
+/** Publishes a snapshot to the publish callback (if any): always when
+ *  @p force, else at most every SG_PUB_INTERVAL_MS. */
+void sg_loop_publish(sg_loop_t *loop, bool force);
+/** Samples the gauges and calls the stats callback (if any) now. */
+void sg_loop_stats_emit(sg_loop_t *loop);
+/** sg_loop_stats_emit, when stats_interval_ms passed since the last. */
+void sg_loop_stats_due(sg_loop_t *loop);
 
 /* log redaction of secrets (kafka_redact.c) */
 /** True when a line at @p level reaches @p log's callback: build a costly
