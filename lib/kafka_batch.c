@@ -655,6 +655,161 @@ static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
         return SG_OK;
 }
 
+/* sg_loop_batch, step 1: the batch's state for its first attempt and its
+ * records out of the collected messages. */
+static sg_err_t loop_batch_start(sg_loop_t *loop, char *es, size_t n) {
+        loop->batch_running = true;
+        loop->batch_idle = false; /* set by the attempt that commits */
+        loop->reruns = 0;
+        loop->rerun_follow = 0;
+        sg_err_t err = loop_prepare(loop);
+        if (err)
+                sg_errf(es, n, "out of memory preparing records");
+        return err;
+}
+
+/* sg_loop_batch, after an attempt failed (@p err, @p es) once Kafka holds
+ * the batch: the store is behind its changelog. */
+static void loop_batch_store_behind(sg_loop_t *loop, sg_err_t err, char *es,
+                                    size_t n) {
+        /* The batch is in Kafka (exactly_once: the
+         * transaction committed output, changelog and
+         * offsets; at_least_once: output, changelog and
+         * markers delivered) but LMDB did not commit: the
+         * store is behind its changelog. The designed
+         * recovery is a restore of every assigned partition
+         * before the next batch (sg_loop_run); at_least_once
+         * re-reads nothing either: the restored store knows
+         * the batch, and its uncommitted input offsets are
+         * duplicates when read again. */
+        loop->proc.batch_abort(loop->proc.opaque);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+        cJSON_AddStringToObject(f, "reason", es);
+        cJSON_AddStringToObject(f, "recovery",
+                                "restore every assigned partition from its "
+                                "changelog before the next batch");
+        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog", f);
+        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
+            loop->proc.grow(loop->proc.opaque, es, n) == SG_OK)
+                loop->stats.map_grows_total++;
+        /* every one: those the processor says it lost
+         * (with checkpoints, those of every batch since
+         * the last one; logged) and this batch's */
+        sg_loop_mark_behind(loop);
+        sg_loop_restore_all(loop);
+        if (!loop->eos)
+                sg_loop_offsets_pending(loop);
+}
+
+/* sg_loop_batch, after an attempt failed before Kafka held the batch:
+ * aborts the transaction and the processor's batch, and empties the
+ * producer of the attempt's messages. */
+static void loop_batch_unwind(sg_loop_t *loop) {
+        /* An open transaction is aborted first: its records are
+         * never read (read_committed), its offsets never count. */
+        sg_loop_txn_abort(loop);
+        if (loop->dr_note_after_abort) {
+                /* producing failed with reports outstanding (the
+                 * transaction's abortable error): the abort served
+                 * them; a refused record is routed as after a
+                 * failed await (loop_attempt_unwind) */
+                const sg_effect_t *efs = NULL;
+                size_t cnt = loop->proc.effects(loop->proc.opaque, &efs);
+                loop->dr_note_after_abort = false;
+                rd_kafka_poll(loop->producer, 0);
+                sg_loop_note_refusals(loop, efs,
+                                      cnt < loop->dr_cnt ? cnt : loop->dr_cnt);
+        }
+        loop->proc.batch_abort(loop->proc.opaque);
+        /* the abort may have taken committed batches with it */
+        sg_loop_mark_behind(loop);
+        /* Messages of the attempt must not be sent after the
+         * re-read batch's own output (a transactional producer's
+         * queue was purged by abort_transaction). */
+        if (!loop->eos) {
+                rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                /* a produce request that failed for good stopped
+                 * the producer (enable.gapless.guarantee): a new
+                 * one before anything is produced again, the
+                 * re-run's too */
+                sg_loop_producer_renew(loop);
+        }
+}
+
+/* sg_loop_batch, after an unwound attempt (@p es: why it failed): whether
+ * the same records run again at once, for a refused record the processor
+ * routes now (logged "batch_rerun"). */
+static bool loop_batch_rerun(sg_loop_t *loop, const char *es) {
+        /* exactly_once: after a transaction aborted for a refused
+         * record, librdkafka bumps the producer epoch only once the
+         * next transaction failed too (its sequence numbers skip
+         * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
+         * failure is part of the refusal, not a new one: re-run. */
+        bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
+                      loop->rerun_follow < 2;
+        if ((loop->rerun || follow) &&
+            loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                /* a refused record the processor routes now: the
+                 * same records again, at once (not transient) */
+                loop->rerun_follow = follow ? loop->rerun_follow + 1 : 0;
+                loop->rerun = false;
+                loop->reruns++;
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "reason", es);
+                cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                cJSON_AddBoolToObject(f, "one_record_at_a_time", loop->isolate);
+                sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                return true;
+        }
+        loop->rerun = false;
+        return false;
+}
+
+/* sg_loop_batch, after an unwound attempt that failed with @p err: whether
+ * the store grew (a full map), so the same records run again; else (or
+ * the growth failed, @p es says why) the batch fails. */
+static bool loop_batch_grow(sg_loop_t *loop, sg_err_t err, char *es, size_t n) {
+        if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
+                return false;
+        char ges[400] = "";
+        if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
+                sg_errf(es, n, "growing the store: %s", ges);
+                return false;
+        }
+        loop->stats.map_grows_total++;
+        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
+        return true;
+}
+
+/* sg_loop_batch, once the batch committed (@p consumed records, started
+ * at @p t0): counts it, moves paused partitions to their paused record
+ * and starts the batch's HTTP snapshot requests. */
+static void loop_batch_committed(sg_loop_t *loop, size_t consumed, int64_t t0) {
+        loop->stats.batches_total++;
+        loop->stats.records_in_total += consumed;
+        if (!loop->batch_idle) {
+                sg_hist_observe(&loop->stats.batch_duration_ms,
+                                sg_clock_mono_ms() - t0);
+                /* a batch with work committed: the loop works
+                 * again (an idle poll proves nothing: it writes
+                 * nothing, a full disk lets it commit) */
+                loop->stats.batches_aborted_in_a_row = 0;
+        }
+        loop->backoff_ms = 0;
+        /* a batch of records committed: the refused ones were
+         * found (an idle batch says nothing about them) */
+        if (loop->msg_cnt > 0)
+                loop->isolate = false;
+        loop_seek(loop, true);
+        /* Committed: the HTTP results are judged and durable, the
+         * batch's requests durable; now start those. */
+        sg_snapshot_http_commit(loop->http);
+        loop->http_batch_cnt = 0;
+        loop->stats.snapshot_http_in_flight =
+                (int64_t)sg_snapshot_http_in_flight(loop->http);
+}
+
 /**
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
@@ -662,16 +817,8 @@ static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
 sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         char es[512] = "";
         size_t consumed = 0;
-        sg_err_t err;
         int64_t t0 = sg_clock_mono_ms();
-
-        loop->batch_running = true;
-        loop->batch_idle = false; /* set by the attempt that commits */
-        loop->reruns = 0;
-        loop->rerun_follow = 0;
-        err = loop_prepare(loop);
-        if (err)
-                sg_errf(es, sizeof(es), "out of memory preparing records");
+        sg_err_t err = loop_batch_start(loop, es, sizeof(es));
         while (!err) {
                 /* a store behind its changelog (an earlier attempt's abort
                  * took committed batches with it, processor.h
@@ -682,137 +829,25 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 if (err == SG_OK)
                         break;
                 if (loop->kafka_committed) {
-                        /* The batch is in Kafka (exactly_once: the
-                         * transaction committed output, changelog and
-                         * offsets; at_least_once: output, changelog and
-                         * markers delivered) but LMDB did not commit: the
-                         * store is behind its changelog. The designed
-                         * recovery is a restore of every assigned partition
-                         * before the next batch (sg_loop_run); at_least_once
-                         * re-reads nothing either: the restored store knows
-                         * the batch, and its uncommitted input offsets are
-                         * duplicates when read again. */
-                        loop->proc.batch_abort(loop->proc.opaque);
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
-                        cJSON_AddStringToObject(f, "reason", es);
-                        cJSON_AddStringToObject(
-                                f, "recovery",
-                                "restore every assigned partition from its "
-                                "changelog before the next batch");
-                        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
-                                    f);
-                        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
-                            loop->proc.grow(loop->proc.opaque, es,
-                                            sizeof(es)) == SG_OK)
-                                loop->stats.map_grows_total++;
-                        /* every one: those the processor says it lost
-                         * (with checkpoints, those of every batch since
-                         * the last one; logged) and this batch's */
-                        sg_loop_mark_behind(loop);
-                        sg_loop_restore_all(loop);
-                        if (!loop->eos)
-                                sg_loop_offsets_pending(loop);
+                        loop_batch_store_behind(loop, err, es, sizeof(es));
                         err = SG_OK;
                         break;
                 }
-                /* An open transaction is aborted first: its records are
-                 * never read (read_committed), its offsets never count. */
-                sg_loop_txn_abort(loop);
-                if (loop->dr_note_after_abort) {
-                        /* producing failed with reports outstanding (the
-                         * transaction's abortable error): the abort served
-                         * them; a refused record is routed as after a
-                         * failed await (loop_attempt_unwind) */
-                        const sg_effect_t *efs = NULL;
-                        size_t cnt =
-                                loop->proc.effects(loop->proc.opaque, &efs);
-                        loop->dr_note_after_abort = false;
-                        rd_kafka_poll(loop->producer, 0);
-                        sg_loop_note_refusals(
-                                loop, efs,
-                                cnt < loop->dr_cnt ? cnt : loop->dr_cnt);
-                }
-                loop->proc.batch_abort(loop->proc.opaque);
-                /* the abort may have taken committed batches with it */
-                sg_loop_mark_behind(loop);
-                /* Messages of the attempt must not be sent after the
-                 * re-read batch's own output (a transactional producer's
-                 * queue was purged by abort_transaction). */
-                if (!loop->eos) {
-                        rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
-                        /* a produce request that failed for good stopped
-                         * the producer (enable.gapless.guarantee): a new
-                         * one before anything is produced again, the
-                         * re-run's too */
-                        sg_loop_producer_renew(loop);
-                }
+                loop_batch_unwind(loop);
                 if (loop->fatal != SG_OK)
                         break;
-                /* exactly_once: after a transaction aborted for a refused
-                 * record, librdkafka bumps the producer epoch only once the
-                 * next transaction failed too (its sequence numbers skip
-                 * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
-                 * failure is part of the refusal, not a new one: re-run. */
-                bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
-                              loop->rerun_follow < 2;
-                if ((loop->rerun || follow) &&
-                    loop->reruns <
-                            3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
-                        /* a refused record the processor routes now: the
-                         * same records again, at once (not transient) */
-                        loop->rerun_follow =
-                                follow ? loop->rerun_follow + 1 : 0;
-                        loop->rerun = false;
-                        loop->reruns++;
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "reason", es);
-                        cJSON_AddNumberToObject(f, "rerun",
-                                                (double)loop->reruns);
-                        cJSON_AddBoolToObject(f, "one_record_at_a_time",
-                                              loop->isolate);
-                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                if (loop_batch_rerun(loop, es)) {
                         err = SG_OK;
                         continue;
                 }
-                loop->rerun = false;
-                if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
+                if (!loop_batch_grow(loop, err, es, sizeof(es)))
                         break;
-                char ges[400] = "";
-                if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
-                        sg_errf(es, sizeof(es), "growing the store: %s", ges);
-                        break;
-                }
-                loop->stats.map_grows_total++;
-                sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
                 err = SG_OK; /* re-run the same records */
         }
-        if (err == SG_OK) {
-                loop->stats.batches_total++;
-                loop->stats.records_in_total += consumed;
-                if (!loop->batch_idle) {
-                        sg_hist_observe(&loop->stats.batch_duration_ms,
-                                        sg_clock_mono_ms() - t0);
-                        /* a batch with work committed: the loop works
-                         * again (an idle poll proves nothing: it writes
-                         * nothing, a full disk lets it commit) */
-                        loop->stats.batches_aborted_in_a_row = 0;
-                }
-                loop->backoff_ms = 0;
-                /* a batch of records committed: the refused ones were
-                 * found (an idle batch says nothing about them) */
-                if (loop->msg_cnt > 0)
-                        loop->isolate = false;
-                loop_seek(loop, true);
-                /* Committed: the HTTP results are judged and durable, the
-                 * batch's requests durable; now start those. */
-                sg_snapshot_http_commit(loop->http);
-                loop->http_batch_cnt = 0;
-                loop->stats.snapshot_http_in_flight =
-                        (int64_t)sg_snapshot_http_in_flight(loop->http);
-        } else {
+        if (err == SG_OK)
+                loop_batch_committed(loop, consumed, t0);
+        else
                 loop_batch_aborted(loop, err, es, why);
-        }
         sg_loop_release(loop);
         loop->batch_running = false;
         return err;
