@@ -15,12 +15,12 @@
  * lines print each (wall and CPU time: the process's CPU-s, user and sys,
  * from restore_begin to restore_end) and the best.
  * -a (before -f): the records are fed as at_least_once's changelog holds
- * them (changelog.h): framed, in batches of 10,000 of one epoch, each
+ * them (kafka_changelog.h): framed, in batches of 10,000 of one epoch, each
  * followed by its marker, so that the reader holds each batch back until
  * its marker comes (the markers count as records read, not applied).
  */
 #include "benchutil.h"
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "config.h"
 #include "engine.h"
 #include "store.h"

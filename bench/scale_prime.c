@@ -26,10 +26,10 @@
  *     record"; the consumer group's offsets are committed there too, so
  *     both guarantees start exactly at the stream. The records are
  *     produced without a transaction and without at_least_once framing:
- *     the changelog reader applies an unframed record at once (changelog.h:
- *     "an unframed record (written by exactly_once, in a transaction)"),
- *     and an at_least_once owner claims the partition (its claim and
- *     confirm follow these records) before it restores.
+ *     the changelog reader applies an unframed record at once
+ *     (kafka_changelog.h: "an unframed record (written by exactly_once, in a
+ *     transaction)"), and an at_least_once owner claims the partition (its
+ *     claim and confirm follow these records) before it restores.
  *
  *   scale_prime peer -b BOOTSTRAP -a APPLICATION_ID -t INPUT -k K [-d D]
  *                    [-T TTL_MS] [plan options] [-X k=v]...

@@ -1,7 +1,7 @@
 /*
  * config_int.h — what the files of the configuration parser share
- * (config.c: errors, paths, typed getters, field sources, the root;
- * config_keys.c: the key table; config_kafka.c: librdkafka properties;
+ * (config.c: the root, loading, freeing; config_get.c: errors, paths,
+ * typed getters, field sources; config_keys.c: the key table; config_kafka.c: librdkafka properties;
  * config_topic.c: topics; config_snapshot.c: snapshot sources;
  * config_env.c: ${VAR} interpolation). Not a
  * public header: nothing outside lib/config*.c includes it.
@@ -98,7 +98,11 @@ typedef enum cfg_sect {
 typedef sg_err_t cfg_check_fn(cfg_ctx_t *c, const cJSON *obj, const char *path,
                               const char *key_path, void *base);
 
-/* config.c: errors and paths */
+/* config_get.c: errors and paths */
+/** Copies @p src into @p dst (@p dst_size bytes, truncated, NUL-terminated)
+ *  as one line of printable UTF-8, anything else as \xNN: a value quoted
+ *  in an error. */
+void sg_cfg_put_clean(char *dst, size_t dst_size, const char *src);
 sg_err_t sg_cfg_fail(cfg_ctx_t *c, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void sg_cfg_set_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
@@ -115,7 +119,7 @@ const char *sg_cfg_join(char *buf, size_t size, const char *const *list);
 const char *sg_cfg_join_n(char *buf, size_t size, char *const *list,
                           size_t cnt);
 
-/* config.c: typed getters */
+/* config_get.c: typed getters */
 sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
                               const char *path);
 sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
@@ -149,7 +153,7 @@ sg_err_t sg_cfg_number_texts(cJSON *root, const char *json);
 sg_err_t sg_cfg_yaml_parse(const char *text, size_t len, cJSON **rootp,
                            char *errstr, size_t errstr_size);
 
-/* config.c: field sources, topic names */
+/* config_get.c: field sources, topic names */
 bool sg_cfg_valid_pointer(const char *p);
 void sg_cfg_src_clear(sg_field_src_t *src);
 sg_err_t sg_cfg_src_default(cfg_ctx_t *c, sg_field_src_t *src,

@@ -87,7 +87,7 @@ static const char *kv_find(const sg_kv_t *kv, size_t cnt, const char *name) {
 
         for (size_t i = 0; i < cnt; i++) {
                 /* parse_kv keeps whole entries only (scan-build: it cannot
-                 * see sg_cfg_nomem, in config.c, end a failed parse) */
+                 * see sg_cfg_nomem, in config_get.c, end a failed parse) */
                 assert(kv[i].name && kv[i].value);
                 if (!strcmp(kv[i].name, name))
                         v = kv[i].value; /* last one wins, as in librdkafka */

@@ -178,7 +178,7 @@ static sg_err_t restore_checkpoint(sg_engine_t *e, part_t *p, int64_t next,
         m.changelog_offset = next;
         m.changelog_epoch = p->cl_epoch;
         /* the id this restore checked or recorded, never one a restored
-         * meta record carries (changelog.h "The changelog id") */
+         * meta record carries (kafka_changelog.h "The changelog id") */
         m.has_changelog_id = p->has_cl_id;
         if (p->has_cl_id)
                 m.changelog_id = p->cl_id;
@@ -439,7 +439,7 @@ void sg_eng_changelog_epoch_set(void *opaque, const char *topic,
                 p->cl_epoch = epoch;
 }
 
-/* The changelog id (changelog.h "The changelog id"): the id record the
+/* The changelog id (kafka_changelog.h "The changelog id"): the id record the
  * store expects, as restore_begin read it from the meta, and the one to
  * keep from now on — during a restore with its checkpoints
  * (restore_checkpoint); after one (no batch or restore open) written into

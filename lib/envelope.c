@@ -12,8 +12,8 @@
  *  - the digest of a subtree streams its canonical form into SHA-256;
  *  - field values are borrowed from the record or the parsed tree until they
  *    pass validation; only the id, aggregate and type are copied out;
- *  - the idempotency key encoding is built in a stack buffer unless it is
- *    unusually long.
+ *  - the idempotency key encoding (envelope_key.c) is built in a stack
+ *    buffer unless it is unusually long.
  *
  * Every rejection is SG_ERR_INVALID with a short detail that names the field
  * (id, scope[N], aggregate id, version, type, digest) and where it was read
@@ -681,68 +681,6 @@ static sg_err_t ce_check(pctx_t *c) {
 }
 
 /* ------------------------------------------------------------------ */
-/* Idempotency key encoding                                             */
-/* ------------------------------------------------------------------ */
-
-typedef struct keybuf {
-        unsigned char *p;
-        size_t len, cap;
-        unsigned char stack[512];
-} keybuf_t;
-
-static bool keybuf_add(keybuf_t *kb, const void *data, size_t len) {
-        if (kb->cap - kb->len < 4 + len) {
-                size_t ncap = kb->cap * 2;
-                unsigned char *np;
-                while (ncap - kb->len < 4 + len)
-                        ncap *= 2;
-                np = malloc(ncap);
-                if (!np)
-                        return false;
-                memcpy(np, kb->p, kb->len);
-                if (kb->p != kb->stack)
-                        free(kb->p);
-                kb->p = np;
-                kb->cap = ncap;
-        }
-        /* 4-byte big-endian length prefix (semantics §2). */
-        kb->p[kb->len++] = (unsigned char)(len >> 24);
-        kb->p[kb->len++] = (unsigned char)(len >> 16);
-        kb->p[kb->len++] = (unsigned char)(len >> 8);
-        kb->p[kb->len++] = (unsigned char)len;
-        if (len)
-                memcpy(kb->p + kb->len, data, len);
-        kb->len += len;
-        return true;
-}
-
-static void keybuf_init(keybuf_t *kb) {
-        kb->p = kb->stack;
-        kb->len = 0;
-        kb->cap = sizeof(kb->stack);
-}
-
-static void keybuf_free(keybuf_t *kb) {
-        if (kb->p != kb->stack)
-                free(kb->p);
-}
-
-sg_err_t sg_envelope_key_hash(const char *topic, const char *const *scope,
-                              size_t scope_cnt, const char *id,
-                              unsigned char out[SG_HASH_LEN]) {
-        keybuf_t kb;
-        keybuf_init(&kb);
-        /* the order of parse(): topic, scope parts..., id */
-        bool ok = keybuf_add(&kb, topic, strlen(topic));
-        for (size_t i = 0; ok && i < scope_cnt; i++)
-                ok = keybuf_add(&kb, scope[i], strlen(scope[i]));
-        ok = ok && keybuf_add(&kb, id, strlen(id)) &&
-             sg_sha256_ctx(NULL, kb.p, kb.len, out);
-        keybuf_free(&kb);
-        return ok ? SG_OK : SG_ERR_NOMEM;
-}
-
-/* ------------------------------------------------------------------ */
 /* sg_envelope_parse                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -864,26 +802,27 @@ static bool field_done(pctx_t *c, sg_err_t err, sg_err_t *errp) {
 }
 
 /* The idempotency key: topic, scope parts..., id (env->id, key_hash). */
-static sg_err_t parse_key(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
+static sg_err_t parse_key(pctx_t *c, sg_envelope_t *env,
+                          sg_envelope_keybuf_t *kb) {
         const sg_topic_config_t *tc = c->tc;
         const char *topic = c->rec->topic ? c->rec->topic : "";
         const char *p;
         size_t len;
         sg_err_t err;
 
-        if (!keybuf_add(kb, topic, strlen(topic)))
+        if (!sg_envelope_keybuf_add(kb, topic, strlen(topic)))
                 return SG_ERR_NOMEM;
         for (size_t i = 0; i < tc->scope_cnt; i++) {
                 char field[32];
                 if ((err = get_text(c, scope_label(field, i), &tc->scope[i], &p,
                                     &len)))
                         return err;
-                if (!keybuf_add(kb, p, len))
+                if (!sg_envelope_keybuf_add(kb, p, len))
                         return SG_ERR_NOMEM;
         }
         if ((err = get_text(c, "id", &tc->id, &p, &len)))
                 return err;
-        if (!keybuf_add(kb, p, len))
+        if (!sg_envelope_keybuf_add(kb, p, len))
                 return SG_ERR_NOMEM;
         if (!sg_sha256_ctx(c->pv->md, kb->p, kb->len, env->key_hash))
                 return SG_ERR_NOMEM;
@@ -966,7 +905,7 @@ static sg_err_t parse_digest(pctx_t *c, sg_envelope_t *env) {
  * stopping the others, so that a malformed record still says what did
  * parse (semantics §3 row 1). Only a content mode that cannot be told
  * (ce_detect) leaves nothing to read. */
-static sg_err_t parse(pctx_t *c, sg_envelope_t *env, keybuf_t *kb) {
+static sg_err_t parse(pctx_t *c, sg_envelope_t *env, sg_envelope_keybuf_t *kb) {
         sg_err_t err = SG_OK;
 
         if (c->tc->id.kind == SG_SRC_NONE)
@@ -1021,7 +960,7 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                            sg_envelope_t *env, char *errstr,
                            size_t errstr_size) {
         pctx_t c;
-        keybuf_t kb;
+        sg_envelope_keybuf_t kb;
         sg_err_t err;
 
         if (errstr && errstr_size > 0)
@@ -1047,9 +986,9 @@ sg_err_t sg_envelope_parse(const sg_topic_config_t *tc, const sg_record_t *rec,
                 return SG_ERR_NOMEM;
         }
 
-        keybuf_init(&kb);
+        sg_envelope_keybuf_init(&kb);
         err = parse(&c, env, &kb);
-        keybuf_free(&kb);
+        sg_envelope_keybuf_free(&kb);
         if (err == SG_ERR_NOMEM)
                 fail(errstr, errstr_size, "out of memory parsing the envelope");
         if (err && err != SG_ERR_INVALID)

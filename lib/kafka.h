@@ -11,7 +11,7 @@
  *      acks=all) and wait for every delivery report;
  *   4. only if all were delivered, and the processor keeps state (it has
  *      restore_begin): produce the batch's changelog records, each with
- *      the header SG_CHANGELOG_HEADER (changelog.h), wait for every
+ *      the header SG_CHANGELOG_HEADER (kafka_changelog.h), wait for every
  *      delivery and check that each changelog partition's records landed
  *      right after this owner's previous ones; then one marker per
  *      changelog partition, delivered and placed likewise ("Changelog
@@ -70,12 +70,12 @@
  * is handed to the consumer (so none of its records is read first): a
  * dedicated group-less read_committed consumer first reads the changelog
  * partition at the offset of the changelog id record the store keeps
- * (changelog_id_get; changelog.h "The changelog id": not that record there
- * is SG_ERR_FOREIGN), then from the offset restore_begin returns up to its
- * stable end (the
+ * (changelog_id_get; kafka_changelog.h "The changelog id": not that record
+ * there is SG_ERR_FOREIGN), then from the offset restore_begin returns up to
+ * its stable end (the
  * partition EOF; if the high watermark is beyond it, an undecided
  * transaction — a dead owner's — is waited for, at most 120 s), through a
- * changelog reader (changelog.h) that hands restore_apply the records to
+ * changelog reader (kafka_changelog.h) that hands restore_apply the records to
  * apply (exactly_once's all; at_least_once's complete batches of the
  * epochs in force), then restore_end. SG_ERR_MAP_FULL grows the store and
  * restarts that partition's restore. One "restore_done" log line per
@@ -88,8 +88,8 @@
  * exactly_once: committed input offsets still held by an open transaction
  * are waited for (at most 120 s) before the partition starts.
  *
- * Changelog fencing (at_least_once; changelog.h has the record formats and
- * the reader's rule). Without transactions nothing stops an old owner from
+ * Changelog fencing (at_least_once; kafka_changelog.h has the record formats
+ * and the reader's rule). Without transactions nothing stops an old owner from
  * writing, so the changelog itself says whose records count:
  *   - on assignment, before the restore, per input partition: a claim
  *     record (its offset is the partition's new EPOCH), then a synchronous
@@ -140,7 +140,7 @@
  * every "kafka" snapshot source's reply_topic; its records go to process()
  * like any other and their offsets are committed the same way. Effects of
  * kind SG_EFFECT_HTTP_GET are not produced: once the batch committed (step
- * 4) the loop starts them on its HTTP fetcher (snapshot_http.h, 1 MiB body
+ * 4) the loop starts them on its HTTP fetcher (snapsrc_http_fetch.h, 1 MiB body
  * bound). Completed transfers are kept by the loop and enter the next batch
  * after its Kafka records, as records of SG_SNAPSHOT_HTTP_TOPIC (partition
  * -1, offset -1; processor.h); they have no offset to commit, seek or pause,
@@ -256,7 +256,7 @@ typedef void(sg_loop_stats_cb)(void *opaque, const sg_loop_stats_t *stats);
  * @param proc       processor (copied; its opaque must outlive the loop).
  * @param log_cb     log callback (may be NULL), with @p log_opaque.
  * @param stats_cb   stats callback (may be NULL), with @p stats_opaque.
- * An HTTP fetcher (snapshot_http.h) is created when a topic's snapshot
+ * An HTTP fetcher (snapsrc_http_fetch.h) is created when a topic's snapshot
  * source is "http".
  * Retriable broker errors (a leader being elected, a coordinator loading, a
  * request timed out) are retried with back-off, one "kafka_retry" log line
@@ -519,7 +519,7 @@ typedef struct sg_preflight {
 void sg_preflight_clear(sg_preflight_t *pf);
 
 /**
- * The files the Kafka clients read (kafka_preflight.c): every
+ * The files the Kafka clients read (kafka_preflight_files.c): every
  * ssl.*.location, ssl.engine.location and sasl.kerberos.keytab of the
  * "kafka", "kafka_consumer" and "kafka_producer" blocks that a client
  * uses (TLS: security.protocol ssl or sasl_ssl; Kerberos: GSSAPI) must

@@ -5,11 +5,11 @@
  * aborted and its records are read again (sg_loop_batch).
  *
  * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
- * loop_attempt_changelog() and sg_loop_batch():
+ * sg_loop_changelog_write() (kafka_changelog.c) and sg_loop_batch():
  *     produce every output and DLQ effect → every delivery succeeded
  *     → [a stateful processor: produce the changelog records (framed,
- *     changelog.h) → every delivery succeeded, each partition's right after
- *     this owner's previous record → one marker per changelog partition,
+ *     kafka_changelog.h) → every delivery succeeded, each partition's right
+ *     after this owner's previous record → one marker per changelog partition,
  *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
  *     the input offsets.
  * No changelog record describes output Kafka did not accept, LMDB is never
@@ -114,232 +114,6 @@ static sg_err_t loop_prepare(sg_loop_t *loop) {
                                       &loop->http_batch_cnt);
 }
 
-/** The offset a batch moves partition @p p to: the paused record, or the
- *  one after the last processed. */
-static int64_t part_next_offset(const sg_part_t *p) {
-        return p->pause_offset >= 0 ? p->pause_offset : p->next_offset;
-}
-
-/** The batch's next input offsets that move a partition forward (the
- *  paused record, or the one after the last processed). Caller destroys. */
-rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
-                (int)(loop->batch_part_cnt ? loop->batch_part_cnt : 1));
-        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
-                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
-                int64_t off = part_next_offset(p);
-                if (off <= p->committed)
-                        continue;
-                rd_kafka_topic_partition_list_add(l, p->topic, p->partition)
-                        ->offset = off;
-        }
-        return l;
-}
-
-/** Marks @p l's offsets as committed by us. */
-void sg_loop_offsets_committed(sg_loop_t *loop,
-                               const rd_kafka_topic_partition_list_t *l) {
-        for (int i = 0; i < l->cnt; i++) {
-                size_t pi = sg_loop_part(loop, l->elems[i].topic,
-                                         l->elems[i].partition);
-                if (pi != SG_NO_PART &&
-                    l->elems[i].offset > loop->parts[pi].committed)
-                        loop->parts[pi].committed = l->elems[i].offset;
-        }
-}
-
-/* A group commit that failed (@p e, sent at @p t0): logged only, the store's
- * offset wins at the next assignment and re-read records are duplicates
- * (semantics §3); the durable offsets are sent again commit_interval_ms
- * later. */
-static void loop_commit_failed(sg_loop_t *loop,
-                               const rd_kafka_topic_partition_list_t *l,
-                               rd_kafka_resp_err_t e, int64_t t0) {
-        cJSON *f = sg_kafka_parts_json(l);
-        cJSON_AddStringToObject(f, "error", rd_kafka_err2str(e));
-        sg_loop_log(loop, SG_LOG_WARNING, "offset_commit_failed", f);
-        sg_loop_impaired(loop, rd_kafka_err2name(e), t0);
-        if (loop->alos_cl)
-                loop->commit_due_ms =
-                        sg_clock_mono_ms() + loop->conf->commit_interval_ms;
-}
-
-/* The first error of @p l's partitions, or @p e. */
-static rd_kafka_resp_err_t
-commit_err(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l) {
-        for (int i = 0; !e && l && i < l->cnt; i++)
-                e = l->elems[i].err;
-        return e;
-}
-
-/**
- * Commits the input offsets @p l (after LMDB). @p wait: waits for the
- * answer (a revoke, a stop: before the partitions go); else sends it and
- * returns, its answer served by a later turn (sg_loop_commits_serve), so
- * that a coordinator that answers late (a broker restarting) stops neither
- * the batches nor the stats lines nor the outage's own log lines. Only a
- * confirmed commit moves part.committed. @returns false if it failed (or,
- * not waiting, could not be sent).
- */
-static bool loop_commit_list(sg_loop_t *loop,
-                             const rd_kafka_topic_partition_list_t *l,
-                             bool wait) {
-        if (l->cnt == 0)
-                return true;
-        int64_t t0 = sg_clock_mono_ms();
-        rd_kafka_resp_err_t e;
-        if (!wait && loop->commit_q) {
-                e = rd_kafka_commit_queue(loop->consumer, l, loop->commit_q,
-                                          NULL, (void *)(intptr_t)t0);
-                if (!e) {
-                        loop->commits_inflight++;
-                        return true;
-                }
-        } else {
-                e = commit_err(rd_kafka_commit(loop->consumer, l, 0), l);
-        }
-        if (e) {
-                loop_commit_failed(loop, l, e, t0);
-                return false;
-        }
-        sg_loop_offsets_committed(loop, l);
-        return true;
-}
-
-void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms) {
-        rd_kafka_event_t *ev;
-        int64_t end = sg_clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-        while (loop->commit_q && loop->commits_inflight > 0) {
-                int64_t left = end - sg_clock_mono_ms();
-                ev = rd_kafka_queue_poll(loop->commit_q,
-                                         left > 0 ? (int)left : 0);
-                if (!ev)
-                        break;
-                if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_OFFSET_COMMIT) {
-                        loop->commits_inflight--;
-                        const rd_kafka_topic_partition_list_t *l =
-                                rd_kafka_event_topic_partition_list(ev);
-                        rd_kafka_resp_err_t e =
-                                commit_err(rd_kafka_event_error(ev), l);
-                        if (e && l)
-                                loop_commit_failed(
-                                        loop, l, e,
-                                        (int64_t)(intptr_t)
-                                                rd_kafka_event_opaque(ev));
-                        else if (l)
-                                sg_loop_offsets_committed(loop, l);
-                }
-                rd_kafka_event_destroy(ev);
-        }
-}
-
-/** Commits the batch's input offsets (after LMDB). at_least_once with a
- *  changelog, group commit (semantics §6): they become their partitions'
- *  durable offsets, committed together once commit_interval_ms passed since
- *  the first of them waited (0: at once). A late commit loses nothing: the
- *  start offset of a partition is the later of the group's and the
- *  restored store's, and the store knows every batch below a durable
- *  offset; what a group offset behind reads again are duplicates. */
-static void loop_commit_offsets(sg_loop_t *loop) {
-        int64_t interval = loop->conf->commit_interval_ms;
-        if (!loop->alos_cl || interval <= 0) {
-                rd_kafka_topic_partition_list_t *l =
-                        sg_loop_batch_offsets(loop);
-                (void)loop_commit_list(loop, l, false);
-                rd_kafka_topic_partition_list_destroy(l);
-                /* a store's offset ahead of the group's, from the
-                 * assignment (assign_start_offsets) */
-                if (loop->commit_due_ms)
-                        sg_loop_commit_durable(loop, false);
-                return;
-        }
-        bool moved = false;
-        for (size_t i = 0; i < loop->batch_part_cnt; i++) {
-                sg_part_t *p = &loop->parts[loop->batch_parts[i]];
-                int64_t off = part_next_offset(p);
-                if (off > p->committed && off > p->durable) {
-                        p->durable = off;
-                        moved = true;
-                }
-        }
-        int64_t now = sg_clock_mono_ms();
-        if (moved && loop->commit_due_ms == 0)
-                loop->commit_due_ms = now + interval;
-        if (loop->commit_due_ms != 0 && now >= loop->commit_due_ms)
-                sg_loop_commit_durable(loop, false);
-}
-
-/** Commits the durable offsets (group commit) of the partitions still
- *  assigned and not fenced that are ahead of the group's (@p wait: and
- *  waits for the answer; else, while one is unanswered, waits for it to
- *  come first); a failure is retried commit_interval_ms later. */
-void sg_loop_commit_durable(sg_loop_t *loop, bool wait) {
-        if (wait)
-                sg_loop_commits_serve(loop, SG_COMMIT_WAIT_MS);
-        else if (loop->commits_inflight > 0)
-                return; /* commit_due_ms stays: sent once it is answered */
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(
-                (int)(loop->part_cnt ? loop->part_cnt : 1));
-        for (size_t i = 0; i < loop->part_cnt; i++) {
-                const sg_part_t *p = &loop->parts[i];
-                if (p->assigned && !p->cl_fenced && p->durable > p->committed)
-                        rd_kafka_topic_partition_list_add(l, p->topic,
-                                                          p->partition)
-                                ->offset = p->durable;
-        }
-        if (loop_commit_list(loop, l, wait))
-                loop->commit_due_ms = 0; /* a failure set the next one */
-        rd_kafka_topic_partition_list_destroy(l);
-}
-
-/** at_least_once: keeps the batch's input offsets for after the restore
- *  (its LMDB commit failed, its changelog is complete: the restore brings
- *  LMDB up to the batch, then the offsets may follow). */
-static void loop_offsets_pending(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *l = sg_loop_batch_offsets(loop);
-        if (!loop->pending_offsets) {
-                loop->pending_offsets = l;
-                return;
-        }
-        for (int i = 0; i < l->cnt; i++) {
-                rd_kafka_topic_partition_t *t =
-                        rd_kafka_topic_partition_list_find(
-                                loop->pending_offsets, l->elems[i].topic,
-                                l->elems[i].partition);
-                if (!t)
-                        rd_kafka_topic_partition_list_add(loop->pending_offsets,
-                                                          l->elems[i].topic,
-                                                          l->elems[i].partition)
-                                ->offset = l->elems[i].offset;
-                else if (l->elems[i].offset > t->offset)
-                        t->offset = l->elems[i].offset;
-        }
-        rd_kafka_topic_partition_list_destroy(l);
-}
-
-/** Commits the pending offsets of the partitions still assigned (after the
- *  restore); failure is logged only (they are read again: duplicates). */
-void sg_loop_commit_pending(sg_loop_t *loop) {
-        rd_kafka_topic_partition_list_t *p = loop->pending_offsets;
-        if (!p)
-                return;
-        loop->pending_offsets = NULL;
-        rd_kafka_topic_partition_list_t *l =
-                rd_kafka_topic_partition_list_new(p->cnt);
-        for (int i = 0; i < p->cnt; i++) {
-                size_t pi = sg_loop_part(loop, p->elems[i].topic,
-                                         p->elems[i].partition);
-                if (loop->parts[pi].assigned && !loop->parts[pi].cl_fenced &&
-                    p->elems[i].offset > loop->parts[pi].committed)
-                        rd_kafka_topic_partition_list_add(l, p->elems[i].topic,
-                                                          p->elems[i].partition)
-                                ->offset = p->elems[i].offset;
-        }
-        rd_kafka_topic_partition_list_destroy(p);
-        (void)loop_commit_list(loop, l, false);
-        rd_kafka_topic_partition_list_destroy(l);
-}
-
 /** Seeks the batch's partitions back to their first offset in the batch,
  *  or (@p to_pause) pauses those the processor paused and seeks them to the
  *  paused record. */
@@ -413,274 +187,15 @@ static void loop_attempt_done(sg_loop_t *loop, const sg_effect_t *efs,
                         loop->stats.records_out_total++;
 }
 
-/** The input partition (index into loop->parts) changelog effect @p ef is
- *  for, or SIZE_MAX. */
-static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
-        const sg_topic_config_t *tc =
-                sg_loop_topic_of_changelog(loop, ef->topic);
-        if (!tc || ef->partition < 0)
-                return SIZE_MAX;
-        return sg_loop_part(loop, tc->name, ef->partition);
-}
-
 /** Tells the processor the offset every record effect of the batch's @p cnt
  *  landed at (the delivered() callback). */
-static void loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
-                                  size_t cnt) {
+void sg_loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt) {
         const sg_processor_t *pr = &loop->proc;
         if (pr->delivered)
                 for (size_t i = 0; i < cnt; i++)
                         if (efs[i].kind != SG_EFFECT_HTTP_GET)
                                 pr->delivered(pr->opaque, i, loop->dr_offs[i]);
-}
-
-/** loop_attempt_changelog, step 1: counts each partition's changelog
- *  records of the batch (part.cl_cnt), refusing a partition this instance
- *  does not own, and opens the partition's next batch sequence. */
-static sg_err_t loop_cl_count(sg_loop_t *loop, const sg_effect_t *efs,
-                              size_t cnt, char *errstr, size_t errstr_size) {
-        for (size_t i = 0; i < loop->part_cnt; i++)
-                loop->parts[i].cl_cnt = 0;
-        for (size_t i = 0; i < cnt; i++) {
-                if (efs[i].kind != SG_EFFECT_CHANGELOG)
-                        continue;
-                size_t pi = loop_changelog_part(loop, &efs[i]);
-                if (pi == SIZE_MAX || !loop->parts[pi].assigned ||
-                    loop->parts[pi].cl_epoch < 0 || loop->parts[pi].cl_fenced ||
-                    loop->parts[pi].cl_next < 0) {
-                        sg_errf(errstr, errstr_size,
-                                "changelog record for %s [%" PRId32 "], a "
-                                "partition this instance does not own",
-                                efs[i].topic, efs[i].partition);
-                        return SG_ERR_INVALID;
-                }
-                if (loop->parts[pi].cl_cnt++ == 0)
-                        loop->parts[pi].cl_seq++; /* never used again */
-        }
-        return SG_OK;
-}
-
-/** loop_attempt_changelog, step 2: reserves the delivery reports of the
- *  batch's @p cnt effects and of the *nxp markers of two batches back the
- *  batch drops. */
-static sg_err_t loop_cl_reserve(sg_loop_t *loop, size_t cnt, size_t *nxp,
-                                char *errstr, size_t errstr_size) {
-        /* Each partition's batch also drops this owner's marker of two
-         * batches back (changelog.h); those records are reported after the
-         * effects' (opaque index cnt + k). */
-        size_t nx = 0;
-        for (size_t i = 0; i < loop->part_cnt; i++)
-                nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
-        if (!sg_loop_dr_reserve(loop, cnt + nx)) {
-                sg_errf(errstr, errstr_size, "out of memory");
-                return SG_ERR_NOMEM;
-        }
-        for (size_t k = 0; k < nx; k++) {
-                loop->dr_offs[cnt + k] = -1;
-                loop->dr_errs[cnt + k] = RD_KAFKA_RESP_ERR_NO_ERROR;
-        }
-        loop->dr_cnt = cnt + nx;
-        *nxp = nx;
-        return SG_OK;
-}
-
-/** loop_attempt_changelog, step 3: produces the tombstones of the markers
- *  of two batches back, then the batch's changelog records, each framed
- *  with its partition's epoch and the batch's sequence. */
-static sg_err_t loop_cl_produce(sg_loop_t *loop, const sg_effect_t *efs,
-                                size_t cnt, char *errstr, size_t errstr_size) {
-        sg_err_t err = SG_OK;
-        for (size_t i = 0, k = 0; i < loop->part_cnt && !err; i++) {
-                sg_part_t *p = &loop->parts[i];
-                if (p->cl_cnt == 0 || p->cl_m2 == 0)
-                        continue;
-                const sg_topic_config_t *tc =
-                        sg_config_topic(loop->conf, p->topic);
-                unsigned char key[SG_CHANGELOG_MARKER_LEN];
-                sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
-                sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
-                                    .topic = tc->changelog_topic,
-                                    .partition = p->partition,
-                                    .key = key,
-                                    .key_len = sizeof(key)};
-                err = sg_loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
-                                      errstr_size);
-                p->cl_cnt++;
-        }
-        for (size_t i = 0; i < cnt && !err; i++) {
-                if (efs[i].kind != SG_EFFECT_CHANGELOG)
-                        continue;
-                sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
-                unsigned char frame[SG_CHANGELOG_FRAME_LEN];
-                sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
-                err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
-                                      errstr_size);
-        }
-        return err;
-}
-
-/** The @p k-th partition (from 0) whose batch dropped a marker of two
- *  batches back: the one delivery report cnt + k is for. */
-static sg_part_t *loop_cl_tomb_part(sg_loop_t *loop, size_t k) {
-        for (size_t j = 0; j < loop->part_cnt; j++)
-                if (loop->parts[j].cl_cnt > 0 && loop->parts[j].cl_m2 > 0 &&
-                    k-- == 0)
-                        return &loop->parts[j];
-        return NULL;
-}
-
-/** loop_attempt_changelog, step 4: checks every partition's changelog
- *  records of the batch (the @p cnt effects' and the @p nx tombstones')
- *  landed contiguously from where this owner's previous record ended
- *  (part.cl_next); part.cl_first and cl_last must be reset to -1. */
-static sg_err_t loop_cl_check_landed(sg_loop_t *loop, const sg_effect_t *efs,
-                                     size_t cnt, size_t nx, char *errstr,
-                                     size_t errstr_size) {
-        for (size_t i = 0; i < cnt + nx; i++) {
-                if (i < cnt && efs[i].kind != SG_EFFECT_CHANGELOG)
-                        continue;
-                sg_part_t *p = i < cnt ? &loop->parts[loop_changelog_part(
-                                                 loop, &efs[i])]
-                                       : loop_cl_tomb_part(loop, i - cnt);
-                int64_t o = loop->dr_offs[i];
-                if (p->cl_first < 0 || o < p->cl_first)
-                        p->cl_first = o;
-                if (o > p->cl_last)
-                        p->cl_last = o;
-        }
-        for (size_t i = 0; i < loop->part_cnt; i++) {
-                sg_part_t *p = &loop->parts[i];
-                if (p->cl_cnt == 0)
-                        continue;
-                if (p->cl_first != p->cl_next ||
-                    p->cl_last != p->cl_next + (int64_t)p->cl_cnt - 1) {
-                        sg_errf(errstr, errstr_size,
-                                "changelog of %s [%" PRId32 "]: this batch's "
-                                "records landed at %" PRId64 "..%" PRId64
-                                ", expected from %" PRId64 ": another "
-                                "writer (a zombie, or a newer owner) wrote "
-                                "in between",
-                                p->topic, p->partition, p->cl_first, p->cl_last,
-                                p->cl_next);
-                        return SG_ERR_KAFKA;
-                }
-        }
-        return SG_OK;
-}
-
-/** loop_attempt_changelog, step 5: writes one marker per partition with
- *  changelog records in the batch, checks each landed right after the
- *  batch's records, then moves the partition's cl_next, cl_m2, cl_m1 on. */
-static sg_err_t loop_cl_markers(sg_loop_t *loop, char *errstr,
-                                size_t errstr_size) {
-        sg_err_t err = SG_OK;
-        size_t nm = 0;
-        for (size_t i = 0; i < loop->part_cnt; i++)
-                nm += loop->parts[i].cl_cnt > 0;
-        sg_send_t *m = calloc(nm, sizeof(*m));
-        unsigned char(*mk)[SG_CHANGELOG_MARKER_LEN + 8] =
-                calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
-        if (!m || !mk) {
-                sg_errf(errstr, errstr_size, "out of memory");
-                err = SG_ERR_NOMEM;
-        }
-        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
-                sg_part_t *p = &loop->parts[i];
-                if (p->cl_cnt == 0)
-                        continue;
-                const sg_topic_config_t *tc =
-                        sg_config_topic(loop->conf, p->topic);
-                sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
-                sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
-                                     p->cl_seq);
-                m[k].ef = (sg_effect_t){
-                        .kind = SG_EFFECT_CHANGELOG,
-                        .topic = tc->changelog_topic,
-                        .partition = p->partition,
-                        .key = mk[k],
-                        .key_len = SG_CHANGELOG_MARKER_LEN,
-                        .value = mk[k] + SG_CHANGELOG_MARKER_LEN,
-                        .value_len = 8,
-                };
-                k++;
-        }
-        if (!err)
-                err = sg_loop_send(loop, m, nm, errstr, errstr_size);
-        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
-                sg_part_t *p = &loop->parts[i];
-                if (p->cl_cnt == 0)
-                        continue;
-                if (m[k].offset != p->cl_last + 1) {
-                        sg_errf(errstr, errstr_size,
-                                "changelog of %s [%" PRId32 "]: the batch's "
-                                "marker landed at %" PRId64
-                                ", expected %" PRId64
-                                ": another writer wrote in between",
-                                p->topic, p->partition, m[k].offset,
-                                p->cl_last + 1);
-                        err = SG_ERR_KAFKA;
-                }
-                k++;
-        }
-        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
-                sg_part_t *p = &loop->parts[i];
-                if (p->cl_cnt == 0)
-                        continue;
-                p->cl_next = m[k++].offset + 1;
-                p->cl_m2 = p->cl_m1;
-                p->cl_m1 = p->cl_seq;
-        }
-        free(m);
-        free(mk);
-        return err;
-}
-
-/**
- * at_least_once, once the batch's @p nout output and DLQ records were
- * delivered: its @p ncl changelog records, each framed with its partition's
- * epoch and this batch's sequence (changelog.h), all delivered, each
- * partition's right where this owner's previous record ended (nobody else
- * wrote since: no newer owner's claim between, no zombie's record) — then
- * one marker per partition, delivered and contiguous too. The processor is
- * told every effect's offset before the markers go out. Any failure from
- * the first changelog record on marks the partitions for a restore
- * (sg_loop_restore: the records of an unfinished batch are void, their keys
- * rewritten) before they are judged again.
- */
-static sg_err_t loop_attempt_changelog(sg_loop_t *loop, const sg_effect_t *efs,
-                                       size_t cnt, size_t ncl, size_t nout,
-                                       char *errstr, size_t errstr_size) {
-        sg_err_t err;
-        size_t nx = 0;
-        if ((err = loop_cl_count(loop, efs, cnt, errstr, errstr_size)) ||
-            (err = loop_cl_reserve(loop, cnt, &nx, errstr, errstr_size)))
-                return err;
-        /* From the first changelog record on, a failure leaves the
-         * partition's changelog with an unfinished batch. */
-        err = loop_cl_produce(loop, efs, cnt, errstr, errstr_size);
-        if (!err)
-                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
-        /* contiguity, per partition */
-        for (size_t i = 0; i < loop->part_cnt; i++)
-                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
-        if (!err)
-                err = loop_cl_check_landed(loop, efs, cnt, nx, errstr,
-                                           errstr_size);
-        if (!err)
-                loop_report_delivered(loop, efs, cnt);
-        /* the markers */
-        if (!err)
-                err = loop_cl_markers(loop, errstr, errstr_size);
-        if (err) {
-                for (size_t i = 0; i < loop->part_cnt; i++)
-                        if (loop->parts[i].cl_cnt > 0) {
-                                loop->parts[i].restore = true;
-                                loop->restore_needed = true;
-                        }
-                return err;
-        }
-        loop->kafka_committed = true;
-        return SG_OK;
 }
 
 /* Tells the processor how far behind the end of its log each assigned
@@ -786,7 +301,7 @@ static size_t loop_emit_chunk(const sg_loop_t *loop) {
  * RD_KAFKA_MSG_F_COPY copies it anyway). The kinds that are not records
  * produced now are held back: an HTTP GET is only copied at the end
  * (loop_attempt_emit_end), and at_least_once changelog records wait until
- * Kafka accepted every output and DLQ record (loop_attempt_changelog).
+ * Kafka accepted every output and DLQ record (sg_loop_changelog_write).
  * The commit point does not move: nothing is committed before every
  * delivery of the attempt succeeded (loop_attempt).
  *
@@ -821,7 +336,7 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
         /* at_least_once with a changelog: the output and DLQ records
          * first; the changelog records only once Kafka accepted all of
          * them (a changelog record must never describe output Kafka did
-         * not take), then one marker per partition (changelog.h). */
+         * not take), then one marker per partition (kafka_changelog.h). */
         bool framed = loop->alos_cl;
         for (size_t i = out->next; i < cnt && !err; i++) {
                 out->next = i + 1;
@@ -987,14 +502,14 @@ static sg_err_t loop_attempt_commit(sg_loop_t *loop, const sg_effect_t *efs,
                 *consumedp = consumed;
                 if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
                         return err;
-                loop_commit_offsets(loop);
+                sg_loop_commit_offsets(loop);
                 return SG_OK;
         }
         /* Output durable → LMDB → input offsets (semantics §6). */
         if ((err = pr->batch_commit(pr->opaque, errstr, errstr_size)))
                 return err;
         if (!loop->eos)
-                loop_commit_offsets(loop);
+                sg_loop_commit_offsets(loop);
         loop_attempt_done(loop, efs, cnt, t0);
         *consumedp = consumed;
         return SG_OK;
@@ -1034,11 +549,11 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
                 return err;
         }
         if (out.ncl > 0 &&
-            (err = loop_attempt_changelog(loop, efs, cnt, out.ncl, out.n,
-                                          errstr, errstr_size)))
+            (err = sg_loop_changelog_write(loop, efs, cnt, out.ncl, out.n,
+                                           errstr, errstr_size)))
                 return err;
         if (out.ncl == 0)
-                loop_report_delivered(loop, efs, cnt);
+                sg_loop_report_delivered(loop, efs, cnt);
 
         /* The commit point (semantics §6): nothing below may run unless
          * Kafka accepted every record of the attempt — the n output and DLQ
@@ -1140,6 +655,161 @@ static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
         return SG_OK;
 }
 
+/* sg_loop_batch, step 1: the batch's state for its first attempt and its
+ * records out of the collected messages. */
+static sg_err_t loop_batch_start(sg_loop_t *loop, char *es, size_t n) {
+        loop->batch_running = true;
+        loop->batch_idle = false; /* set by the attempt that commits */
+        loop->reruns = 0;
+        loop->rerun_follow = 0;
+        sg_err_t err = loop_prepare(loop);
+        if (err)
+                sg_errf(es, n, "out of memory preparing records");
+        return err;
+}
+
+/* sg_loop_batch, after an attempt failed (@p err, @p es) once Kafka holds
+ * the batch: the store is behind its changelog. */
+static void loop_batch_store_behind(sg_loop_t *loop, sg_err_t err, char *es,
+                                    size_t n) {
+        /* The batch is in Kafka (exactly_once: the
+         * transaction committed output, changelog and
+         * offsets; at_least_once: output, changelog and
+         * markers delivered) but LMDB did not commit: the
+         * store is behind its changelog. The designed
+         * recovery is a restore of every assigned partition
+         * before the next batch (sg_loop_run); at_least_once
+         * re-reads nothing either: the restored store knows
+         * the batch, and its uncommitted input offsets are
+         * duplicates when read again. */
+        loop->proc.batch_abort(loop->proc.opaque);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "error", sg_err2str(err));
+        cJSON_AddStringToObject(f, "reason", es);
+        cJSON_AddStringToObject(f, "recovery",
+                                "restore every assigned partition from its "
+                                "changelog before the next batch");
+        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog", f);
+        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
+            loop->proc.grow(loop->proc.opaque, es, n) == SG_OK)
+                loop->stats.map_grows_total++;
+        /* every one: those the processor says it lost
+         * (with checkpoints, those of every batch since
+         * the last one; logged) and this batch's */
+        sg_loop_mark_behind(loop);
+        sg_loop_restore_all(loop);
+        if (!loop->eos)
+                sg_loop_offsets_pending(loop);
+}
+
+/* sg_loop_batch, after an attempt failed before Kafka held the batch:
+ * aborts the transaction and the processor's batch, and empties the
+ * producer of the attempt's messages. */
+static void loop_batch_unwind(sg_loop_t *loop) {
+        /* An open transaction is aborted first: its records are
+         * never read (read_committed), its offsets never count. */
+        sg_loop_txn_abort(loop);
+        if (loop->dr_note_after_abort) {
+                /* producing failed with reports outstanding (the
+                 * transaction's abortable error): the abort served
+                 * them; a refused record is routed as after a
+                 * failed await (loop_attempt_unwind) */
+                const sg_effect_t *efs = NULL;
+                size_t cnt = loop->proc.effects(loop->proc.opaque, &efs);
+                loop->dr_note_after_abort = false;
+                rd_kafka_poll(loop->producer, 0);
+                sg_loop_note_refusals(loop, efs,
+                                      cnt < loop->dr_cnt ? cnt : loop->dr_cnt);
+        }
+        loop->proc.batch_abort(loop->proc.opaque);
+        /* the abort may have taken committed batches with it */
+        sg_loop_mark_behind(loop);
+        /* Messages of the attempt must not be sent after the
+         * re-read batch's own output (a transactional producer's
+         * queue was purged by abort_transaction). */
+        if (!loop->eos) {
+                rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
+                /* a produce request that failed for good stopped
+                 * the producer (enable.gapless.guarantee): a new
+                 * one before anything is produced again, the
+                 * re-run's too */
+                sg_loop_producer_renew(loop);
+        }
+}
+
+/* sg_loop_batch, after an unwound attempt (@p es: why it failed): whether
+ * the same records run again at once, for a refused record the processor
+ * routes now (logged "batch_rerun"). */
+static bool loop_batch_rerun(sg_loop_t *loop, const char *es) {
+        /* exactly_once: after a transaction aborted for a refused
+         * record, librdkafka bumps the producer epoch only once the
+         * next transaction failed too (its sequence numbers skip
+         * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
+         * failure is part of the refusal, not a new one: re-run. */
+        bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
+                      loop->rerun_follow < 2;
+        if ((loop->rerun || follow) &&
+            loop->reruns < 3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
+                /* a refused record the processor routes now: the
+                 * same records again, at once (not transient) */
+                loop->rerun_follow = follow ? loop->rerun_follow + 1 : 0;
+                loop->rerun = false;
+                loop->reruns++;
+                cJSON *f = cJSON_CreateObject();
+                cJSON_AddStringToObject(f, "reason", es);
+                cJSON_AddNumberToObject(f, "rerun", (double)loop->reruns);
+                cJSON_AddBoolToObject(f, "one_record_at_a_time", loop->isolate);
+                sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                return true;
+        }
+        loop->rerun = false;
+        return false;
+}
+
+/* sg_loop_batch, after an unwound attempt that failed with @p err: whether
+ * the store grew (a full map), so the same records run again; else (or
+ * the growth failed, @p es says why) the batch fails. */
+static bool loop_batch_grow(sg_loop_t *loop, sg_err_t err, char *es, size_t n) {
+        if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
+                return false;
+        char ges[400] = "";
+        if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
+                sg_errf(es, n, "growing the store: %s", ges);
+                return false;
+        }
+        loop->stats.map_grows_total++;
+        sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
+        return true;
+}
+
+/* sg_loop_batch, once the batch committed (@p consumed records, started
+ * at @p t0): counts it, moves paused partitions to their paused record
+ * and starts the batch's HTTP snapshot requests. */
+static void loop_batch_committed(sg_loop_t *loop, size_t consumed, int64_t t0) {
+        loop->stats.batches_total++;
+        loop->stats.records_in_total += consumed;
+        if (!loop->batch_idle) {
+                sg_hist_observe(&loop->stats.batch_duration_ms,
+                                sg_clock_mono_ms() - t0);
+                /* a batch with work committed: the loop works
+                 * again (an idle poll proves nothing: it writes
+                 * nothing, a full disk lets it commit) */
+                loop->stats.batches_aborted_in_a_row = 0;
+        }
+        loop->backoff_ms = 0;
+        /* a batch of records committed: the refused ones were
+         * found (an idle batch says nothing about them) */
+        if (loop->msg_cnt > 0)
+                loop->isolate = false;
+        loop_seek(loop, true);
+        /* Committed: the HTTP results are judged and durable, the
+         * batch's requests durable; now start those. */
+        sg_snapshot_http_commit(loop->http);
+        loop->http_batch_cnt = 0;
+        loop->stats.snapshot_http_in_flight =
+                (int64_t)sg_snapshot_http_in_flight(loop->http);
+}
+
 /**
  * Runs the collected messages as one batch (re-running it after a store
  * growth), then releases them. @returns SG_OK if committed.
@@ -1147,16 +817,8 @@ static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
 sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
         char es[512] = "";
         size_t consumed = 0;
-        sg_err_t err;
         int64_t t0 = sg_clock_mono_ms();
-
-        loop->batch_running = true;
-        loop->batch_idle = false; /* set by the attempt that commits */
-        loop->reruns = 0;
-        loop->rerun_follow = 0;
-        err = loop_prepare(loop);
-        if (err)
-                sg_errf(es, sizeof(es), "out of memory preparing records");
+        sg_err_t err = loop_batch_start(loop, es, sizeof(es));
         while (!err) {
                 /* a store behind its changelog (an earlier attempt's abort
                  * took committed batches with it, processor.h
@@ -1167,137 +829,25 @@ sg_err_t sg_loop_batch(sg_loop_t *loop, const char *why) {
                 if (err == SG_OK)
                         break;
                 if (loop->kafka_committed) {
-                        /* The batch is in Kafka (exactly_once: the
-                         * transaction committed output, changelog and
-                         * offsets; at_least_once: output, changelog and
-                         * markers delivered) but LMDB did not commit: the
-                         * store is behind its changelog. The designed
-                         * recovery is a restore of every assigned partition
-                         * before the next batch (sg_loop_run); at_least_once
-                         * re-reads nothing either: the restored store knows
-                         * the batch, and its uncommitted input offsets are
-                         * duplicates when read again. */
-                        loop->proc.batch_abort(loop->proc.opaque);
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "error", sg_err2str(err));
-                        cJSON_AddStringToObject(f, "reason", es);
-                        cJSON_AddStringToObject(
-                                f, "recovery",
-                                "restore every assigned partition from its "
-                                "changelog before the next batch");
-                        sg_loop_log(loop, SG_LOG_ERR, "store_behind_changelog",
-                                    f);
-                        if (err == SG_ERR_MAP_FULL && loop->proc.grow &&
-                            loop->proc.grow(loop->proc.opaque, es,
-                                            sizeof(es)) == SG_OK)
-                                loop->stats.map_grows_total++;
-                        /* every one: those the processor says it lost
-                         * (with checkpoints, those of every batch since
-                         * the last one; logged) and this batch's */
-                        sg_loop_mark_behind(loop);
-                        sg_loop_restore_all(loop);
-                        if (!loop->eos)
-                                loop_offsets_pending(loop);
+                        loop_batch_store_behind(loop, err, es, sizeof(es));
                         err = SG_OK;
                         break;
                 }
-                /* An open transaction is aborted first: its records are
-                 * never read (read_committed), its offsets never count. */
-                sg_loop_txn_abort(loop);
-                if (loop->dr_note_after_abort) {
-                        /* producing failed with reports outstanding (the
-                         * transaction's abortable error): the abort served
-                         * them; a refused record is routed as after a
-                         * failed await (loop_attempt_unwind) */
-                        const sg_effect_t *efs = NULL;
-                        size_t cnt =
-                                loop->proc.effects(loop->proc.opaque, &efs);
-                        loop->dr_note_after_abort = false;
-                        rd_kafka_poll(loop->producer, 0);
-                        sg_loop_note_refusals(
-                                loop, efs,
-                                cnt < loop->dr_cnt ? cnt : loop->dr_cnt);
-                }
-                loop->proc.batch_abort(loop->proc.opaque);
-                /* the abort may have taken committed batches with it */
-                sg_loop_mark_behind(loop);
-                /* Messages of the attempt must not be sent after the
-                 * re-read batch's own output (a transactional producer's
-                 * queue was purged by abort_transaction). */
-                if (!loop->eos) {
-                        rd_kafka_purge(loop->producer, RD_KAFKA_PURGE_F_QUEUE);
-                        /* a produce request that failed for good stopped
-                         * the producer (enable.gapless.guarantee): a new
-                         * one before anything is produced again, the
-                         * re-run's too */
-                        sg_loop_producer_renew(loop);
-                }
+                loop_batch_unwind(loop);
                 if (loop->fatal != SG_OK)
                         break;
-                /* exactly_once: after a transaction aborted for a refused
-                 * record, librdkafka bumps the producer epoch only once the
-                 * next transaction failed too (its sequence numbers skip
-                 * the refused records: OUT_OF_ORDER_SEQUENCE_NUMBER); that
-                 * failure is part of the refusal, not a new one: re-run. */
-                bool follow = !loop->rerun && loop->reruns > 0 && loop->eos &&
-                              loop->rerun_follow < 2;
-                if ((loop->rerun || follow) &&
-                    loop->reruns <
-                            3 * (loop->msg_cnt + loop->http_batch_cnt) + 8) {
-                        /* a refused record the processor routes now: the
-                         * same records again, at once (not transient) */
-                        loop->rerun_follow =
-                                follow ? loop->rerun_follow + 1 : 0;
-                        loop->rerun = false;
-                        loop->reruns++;
-                        cJSON *f = cJSON_CreateObject();
-                        cJSON_AddStringToObject(f, "reason", es);
-                        cJSON_AddNumberToObject(f, "rerun",
-                                                (double)loop->reruns);
-                        cJSON_AddBoolToObject(f, "one_record_at_a_time",
-                                              loop->isolate);
-                        sg_loop_log(loop, SG_LOG_NOTICE, "batch_rerun", f);
+                if (loop_batch_rerun(loop, es)) {
                         err = SG_OK;
                         continue;
                 }
-                loop->rerun = false;
-                if (err != SG_ERR_MAP_FULL || !loop->proc.grow)
+                if (!loop_batch_grow(loop, err, es, sizeof(es)))
                         break;
-                char ges[400] = "";
-                if (loop->proc.grow(loop->proc.opaque, ges, sizeof(ges))) {
-                        sg_errf(es, sizeof(es), "growing the store: %s", ges);
-                        break;
-                }
-                loop->stats.map_grows_total++;
-                sg_loop_log(loop, SG_LOG_NOTICE, "store_grown", NULL);
                 err = SG_OK; /* re-run the same records */
         }
-        if (err == SG_OK) {
-                loop->stats.batches_total++;
-                loop->stats.records_in_total += consumed;
-                if (!loop->batch_idle) {
-                        sg_hist_observe(&loop->stats.batch_duration_ms,
-                                        sg_clock_mono_ms() - t0);
-                        /* a batch with work committed: the loop works
-                         * again (an idle poll proves nothing: it writes
-                         * nothing, a full disk lets it commit) */
-                        loop->stats.batches_aborted_in_a_row = 0;
-                }
-                loop->backoff_ms = 0;
-                /* a batch of records committed: the refused ones were
-                 * found (an idle batch says nothing about them) */
-                if (loop->msg_cnt > 0)
-                        loop->isolate = false;
-                loop_seek(loop, true);
-                /* Committed: the HTTP results are judged and durable, the
-                 * batch's requests durable; now start those. */
-                sg_snapshot_http_commit(loop->http);
-                loop->http_batch_cnt = 0;
-                loop->stats.snapshot_http_in_flight =
-                        (int64_t)sg_snapshot_http_in_flight(loop->http);
-        } else {
+        if (err == SG_OK)
+                loop_batch_committed(loop, consumed, t0);
+        else
                 loop_batch_aborted(loop, err, es, why);
-        }
         sg_loop_release(loop);
         loop->batch_running = false;
         return err;

@@ -7,9 +7,9 @@
 #define SEQGATE_KAFKA_INT_H
 
 #include "kafka.h"
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "metrics.h"
-#include "snapshot_http.h"
+#include "snapsrc_http_fetch.h"
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -76,7 +76,7 @@ typedef struct sg_part {
         bool cl_fenced;            /**< a newer owner confirmed: never write
                                     again (paused until revoked) */
         bool cl_id_write;          /**< its restore found no changelog id:
-                                    write one (changelog.h "The changelog
+                                    write one (kafka_changelog.h "The changelog
                                     id") once the restores are done */
         size_t cl_cnt;             /**< changelog records in this attempt */
         int64_t cl_first, cl_last; /**< their offsets, as delivered */
@@ -199,7 +199,7 @@ struct sg_loop {
                                       was complete; committed once the
                                       restore brought LMDB up to it */
 
-        /* HTTP snapshot refetch (snapshot_http.h) */
+        /* HTTP snapshot refetch (snapsrc_http_fetch.h) */
         sg_snapshot_http_t *http;     /**< the transfers' bookkeeping */
         const sg_record_t *http_recs; /**< completed transfers drained into
                                       the batch (owned by http) */
@@ -274,15 +274,21 @@ size_t sg_loop_part(sg_loop_t *loop, const char *topic, int32_t partition);
 size_t sg_loop_part_add(sg_loop_t *loop, const char *topic, int32_t partition);
 const sg_topic_config_t *sg_loop_topic_of_changelog(const sg_loop_t *loop,
                                                     const char *name);
-/** Publishes a snapshot to the publish callback (if any): always when
- *  @p force, else at most every SG_PUB_INTERVAL_MS. */
-void sg_loop_publish(sg_loop_t *loop, bool force);
 /** Counts an error (@p error: its name, e.g. "_TRANSPORT") toward the
  *  loop's impairment, which the next progress ends with a
  *  "kafka_recovered" line (kafka.h "Logs"); @p since_ms (monotonic; 0:
  *  now): when the failed operation started — a synchronous call that
  *  failed after a long wait impaired the loop from its start. */
 void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms);
+
+/* what the loop reports: lag, gauges, stats, publication (kafka_stats.c) */
+/** Publishes a snapshot to the publish callback (if any): always when
+ *  @p force, else at most every SG_PUB_INTERVAL_MS. */
+void sg_loop_publish(sg_loop_t *loop, bool force);
+/** Samples the gauges and calls the stats callback (if any) now. */
+void sg_loop_stats_emit(sg_loop_t *loop);
+/** sg_loop_stats_emit, when stats_interval_ms passed since the last. */
+void sg_loop_stats_due(sg_loop_t *loop);
 
 /* log redaction of secrets (kafka_redact.c) */
 /** True when a line at @p level reaches @p log's callback: build a costly
@@ -321,6 +327,14 @@ sg_err_t sg_loop_restorer_new(sg_loop_t *loop, char *errstr,
 sg_err_t sg_loop_preflight_files(sg_loop_t *loop, char *errstr,
                                  size_t errstr_size);
 sg_err_t sg_loop_preflight(sg_loop_t *loop, char *errstr, size_t errstr_size);
+/** Adds a finding of severity @p sev to @p pf (printf-style text).
+ *  @returns SG_OK or SG_ERR_NOMEM. */
+sg_err_t sg_preflight_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
+                          const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/** The value librdkafka takes for @p name in @p a then @p b (the last). */
+const sg_kv_t *sg_preflight_kv2(const sg_kv_t *a, size_t an, const sg_kv_t *b,
+                                size_t bn, const char *name);
 
 /* topic administration (kafka_admin.c) */
 sg_err_t sg_loop_check_topics(sg_loop_t *loop, char *errstr,
@@ -329,15 +343,27 @@ sg_err_t sg_loop_ensure_changelogs(sg_loop_t *loop, char *errstr,
                                    size_t errstr_size);
 sg_err_t sg_loop_size_limits(sg_loop_t *loop, char *errstr, size_t errstr_size);
 
-/* changelog restore, claim, repair (kafka_restore.c) */
+/* changelog restore (kafka_restore.c) */
 sg_err_t sg_loop_restore(sg_loop_t *loop,
                          const rd_kafka_topic_partition_list_t *l,
                          bool *fencedp, char *errstr, size_t errstr_size);
 void sg_loop_restore_all(sg_loop_t *loop);
+
+/* changelog ownership, at_least_once: claim, fence, repair (kafka_claim.c) */
 sg_err_t sg_loop_claim(sg_loop_t *loop,
                        const rd_kafka_topic_partition_list_t *parts,
                        const int64_t *committed, bool *lostp, char *errstr,
                        size_t errstr_size);
+/** Stops partition @p pi for good: a newer owner confirmed its epoch on
+ *  its changelog (paused, the processor told to forget it, logged). */
+void sg_loop_fence(sg_loop_t *loop, size_t pi);
+/** After a restore read partition @p pi's changelog to @p end: writes the
+ *  repair (the void keys' current values, old confirms' tombstones, a
+ *  marker) as this owner's next batch; *againp: another writer wrote
+ *  meanwhile, read again from the checkpoint. */
+sg_err_t sg_loop_repair(sg_loop_t *loop, size_t pi, const sg_topic_config_t *tc,
+                        sg_changelog_reader_t *rd, int64_t end, bool *againp,
+                        char *errstr, size_t errstr_size);
 
 /* rebalance callbacks (kafka_rebalance.c) */
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -381,10 +407,26 @@ void sg_loop_note_refusals(sg_loop_t *loop, const sg_effect_t *efs, size_t cnt);
 sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
                        size_t errstr_size);
 
-/* the batch protocol (kafka_batch.c) */
+/* the at_least_once changelog writer (kafka_changelog.c) */
+/** Produces a batch's @p ncl changelog records (of its @p cnt effects, of
+ *  which @p nout output and DLQ records are in flight), framed, then one
+ *  marker per changelog partition; checks each landed right after this
+ *  owner's previous record (kafka_changelog.h). A failure marks the
+ *  partitions for a restore. */
+sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
+                                 size_t cnt, size_t ncl, size_t nout,
+                                 char *errstr, size_t errstr_size);
+
+/* input offsets and group commits (kafka_commit.c) */
 rd_kafka_topic_partition_list_t *sg_loop_batch_offsets(sg_loop_t *loop);
 void sg_loop_offsets_committed(sg_loop_t *loop,
                                const rd_kafka_topic_partition_list_t *l);
+/** Commits the batch's input offsets, once LMDB committed (at_least_once
+ *  with a changelog: as durable offsets, a group commit). */
+void sg_loop_commit_offsets(sg_loop_t *loop);
+/** at_least_once: keeps the batch's input offsets for after the restore
+ *  its failed LMDB commit calls for. */
+void sg_loop_offsets_pending(sg_loop_t *loop);
 void sg_loop_commit_pending(sg_loop_t *loop);
 void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
 /** Serves the answers of the group commits sent without waiting (a
@@ -392,6 +434,12 @@ void sg_loop_commit_durable(sg_loop_t *loop, bool wait);
  *  offset_commit_failed and retried): waits at most @p timeout_ms for them
  *  (0: only those already in). Each turn of the loop calls it. */
 void sg_loop_commits_serve(sg_loop_t *loop, int timeout_ms);
+
+/* the batch protocol (kafka_batch.c) */
+/** Tells the processor the offset every record effect of the batch's
+ *  @p cnt landed at (the delivered() callback). */
+void sg_loop_report_delivered(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt);
 /** Between two slices of a wait for Kafka inside a batch: takes the
  *  clients' errors into the impairment, writes the stats line when due and
  *  publishes the metrics (at most every SG_PUB_INTERVAL_MS). Nothing of

@@ -5,6 +5,7 @@
  * problem (sg_preflight_t): `seqgate --check-config FILE --cluster`, and
  * the daemon's own start-up (sg_loop_connect), so that three missing
  * topics and a partition-count mismatch are one start, not four.
+ * The check of the files a client reads is kafka_preflight_files.c.
  *
  * Errors (seqgate cannot work so: exit 2):
  *  - a file a client reads (ssl.ca.location, ssl.key.location, ...) that
@@ -71,11 +72,8 @@
 /* ------------------------------------------------------------------ */
 /* the list                                                            */
 
-static sg_err_t pf_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
-                       const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-static sg_err_t pf_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
-                       const char *fmt, ...) {
+sg_err_t sg_preflight_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
+                          const char *fmt, ...) {
         char text[1024];
         va_list ap;
         va_start(ap, fmt);
@@ -98,21 +96,9 @@ static sg_err_t pf_add(sg_preflight_t *pf, sg_preflight_sev_t sev,
         return SG_OK;
 }
 
-void sg_preflight_clear(sg_preflight_t *pf) {
-        if (!pf)
-                return;
-        for (size_t i = 0; i < pf->cnt; i++)
-                free(pf->items[i].text);
-        free(pf->items);
-        memset(pf, 0, sizeof(*pf));
-}
-
-/* ------------------------------------------------------------------ */
-/* files                                                               */
-
 /** The value librdkafka takes for @p name in @p a then @p b (the last). */
-static const sg_kv_t *kv2(const sg_kv_t *a, size_t an, const sg_kv_t *b,
-                          size_t bn, const char *name) {
+const sg_kv_t *sg_preflight_kv2(const sg_kv_t *a, size_t an, const sg_kv_t *b,
+                                size_t bn, const char *name) {
         const sg_kv_t *v = NULL;
         for (size_t i = 0; i < an; i++)
                 if (!strcmp(a[i].name, name))
@@ -123,109 +109,13 @@ static const sg_kv_t *kv2(const sg_kv_t *a, size_t an, const sg_kv_t *b,
         return v;
 }
 
-/* A client's use of TLS and of Kerberos, by its effective properties. */
-typedef struct client_sec {
-        bool ssl, gssapi;
-} client_sec_t;
-
-static client_sec_t client_sec(const sg_config_t *c, bool consumer) {
-        const sg_kv_t *b = consumer ? c->kafka_consumer : c->kafka_producer;
-        size_t bn = consumer ? c->kafka_consumer_cnt : c->kafka_producer_cnt;
-        const sg_kv_t *p =
-                kv2(c->kafka, c->kafka_cnt, b, bn, "security.protocol");
-        const sg_kv_t *m =
-                kv2(c->kafka, c->kafka_cnt, b, bn, "sasl.mechanisms");
-        if (!m)
-                m = kv2(c->kafka, c->kafka_cnt, b, bn, "sasl.mechanism");
-        client_sec_t s = {0};
-        s.ssl = p && (!strcasecmp(p->value, "ssl") ||
-                      !strcasecmp(p->value, "sasl_ssl"));
-        s.gssapi = p && !strncasecmp(p->value, "sasl_", 5) &&
-                   (!m || !strcasecmp(m->value, "GSSAPI"));
-        return s;
-}
-
-/* The properties that name a file a client reads, and whether TLS (or
- * Kerberos) makes it read one. */
-static const struct {
-        const char *name;
-        bool gssapi; /* read under SASL GSSAPI, else under TLS */
-        bool dir;    /* may be a directory (a CA path) */
-} FILE_PROPS[] = {
-        {"ssl.ca.location", false, true},
-        {"ssl.certificate.location", false, false},
-        {"ssl.key.location", false, false},
-        {"ssl.keystore.location", false, false},
-        {"ssl.crl.location", false, false},
-        {"ssl.engine.location", false, false},
-        {"sasl.kerberos.keytab", true, false},
-};
-
-/** Why @p path cannot be read (a static text), or NULL when it can. */
-static const char *unreadable(const char *path, bool dir_ok) {
-        struct stat st;
-        if (stat(path, &st) != 0)
-                return strerror(errno);
-        if (S_ISDIR(st.st_mode)) {
-                if (!dir_ok)
-                        return "a directory, not a file";
-                return access(path, R_OK | X_OK) ? strerror(errno) : NULL;
-        }
-        FILE *f = fopen(path, "r");
-        if (!f)
-                return strerror(errno);
-        fclose(f);
-        return NULL;
-}
-
-static sg_err_t files_of(const sg_config_t *conf, const char *block,
-                         const sg_kv_t *kv, size_t cnt, client_sec_t sec,
-                         sg_preflight_t *pf) {
-        for (size_t i = 0; i < cnt; i++) {
-                for (size_t k = 0; k < sizeof(FILE_PROPS) / sizeof(*FILE_PROPS);
-                     k++) {
-                        if (strcmp(kv[i].name, FILE_PROPS[k].name) ||
-                            !(FILE_PROPS[k].gssapi ? sec.gssapi : sec.ssl) ||
-                            !kv[i].value[0] ||
-                            /* librdkafka looks in the system's places */
-                            !strcmp(kv[i].value, "probe"))
-                                continue;
-                        const char *why =
-                                unreadable(kv[i].value, FILE_PROPS[k].dir);
-                        if (!why)
-                                continue;
-                        sg_err_t err =
-                                sg_config_kv_secret(&kv[i])
-                                        ? pf_add(pf, SG_PF_ERROR,
-                                                 "%s.%s: the file it names "
-                                                 "(not shown: from the "
-                                                 "environment): %s",
-                                                 block, kv[i].name, why)
-                                        : pf_add(pf, SG_PF_ERROR,
-                                                 "%s.%s: \"%s\": %s (the "
-                                                 "Kafka client reads it at "
-                                                 "start)",
-                                                 block, kv[i].name, kv[i].value,
-                                                 why);
-                        if (err)
-                                return err;
-                }
-        }
-        (void)conf;
-        return SG_OK;
-}
-
-sg_err_t sg_preflight_files(const sg_config_t *conf, sg_preflight_t *pf) {
-        client_sec_t c = client_sec(conf, true), p = client_sec(conf, false);
-        client_sec_t both = {c.ssl || p.ssl, c.gssapi || p.gssapi};
-        sg_err_t err;
-        if ((err = files_of(conf, "kafka", conf->kafka, conf->kafka_cnt, both,
-                            pf)) ||
-            (err = files_of(conf, "kafka_consumer", conf->kafka_consumer,
-                            conf->kafka_consumer_cnt, c, pf)))
-                return err;
-        return files_of(conf, "kafka_producer", conf->kafka_producer,
-                        conf->kafka_producer_cnt, p, pf);
+void sg_preflight_clear(sg_preflight_t *pf) {
+        if (!pf)
+                return;
+        for (size_t i = 0; i < pf->cnt; i++)
+                free(pf->items[i].text);
+        free(pf->items);
+        memset(pf, 0, sizeof(*pf));
 }
 
 /* ------------------------------------------------------------------ */
@@ -336,48 +226,54 @@ static sg_err_t topics_check(pf_ctx_t *x) {
                 if (p->role == R_CHANGELOG &&
                     te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
                         if (!x->admin)
-                                err = pf_add(x->pf, SG_PF_ERROR,
-                                             "changelog topic \"%s\" does not "
-                                             "exist, and librdkafka's mock "
-                                             "cluster cannot create it",
-                                             p->name);
+                                err = sg_preflight_add(
+                                        x->pf, SG_PF_ERROR,
+                                        "changelog topic \"%s\" does not "
+                                        "exist, and librdkafka's mock "
+                                        "cluster cannot create it",
+                                        p->name);
                         continue; /* created at start */
                 }
                 if (sg_kafka_err_retriable(te, false)) {
                         retry_on(x->pf, te, false);
-                        err = pf_add(x->pf, SG_PF_ERROR, "%s \"%s\": %s",
-                                     ROLE_NAMES[p->role], p->name,
-                                     rd_kafka_err2str(te));
+                        err = sg_preflight_add(x->pf, SG_PF_ERROR,
+                                               "%s \"%s\": %s",
+                                               ROLE_NAMES[p->role], p->name,
+                                               rd_kafka_err2str(te));
                         if (!err)
                                 x->pf->items[x->pf->cnt - 1].retriable = true;
                 } else if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
                         /* Kafka lists no topic the principal may not
                          * describe */
-                        err = own ? pf_add(x->pf, SG_PF_ERROR,
-                                           "%s \"%s\" (of input topic "
-                                           "\"%s\") does not exist (or the "
-                                           "principal may not DESCRIBE it)",
-                                           ROLE_NAMES[p->role], p->name,
-                                           p->tc->name)
-                                  : pf_add(x->pf, SG_PF_ERROR,
-                                           "input topic \"%s\" does not "
-                                           "exist (or the principal may not "
-                                           "DESCRIBE it)",
-                                           p->name);
+                        err = own ? sg_preflight_add(
+                                            x->pf, SG_PF_ERROR,
+                                            "%s \"%s\" (of input topic "
+                                            "\"%s\") does not exist (or the "
+                                            "principal may not DESCRIBE it)",
+                                            ROLE_NAMES[p->role], p->name,
+                                            p->tc->name)
+                                  : sg_preflight_add(
+                                            x->pf, SG_PF_ERROR,
+                                            "input topic \"%s\" does not "
+                                            "exist (or the principal may not "
+                                            "DESCRIBE it)",
+                                            p->name);
                 } else if (te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
-                        err = pf_add(x->pf, SG_PF_ERROR,
-                                     "%s \"%s\": %s (seqgate needs DESCRIBE, "
-                                     "and %s)",
-                                     ROLE_NAMES[p->role], p->name,
-                                     rd_kafka_err2str(te),
-                                     p->role == R_INPUT || p->role == R_REPLY
-                                             ? "READ"
-                                     : p->role == R_CHANGELOG ? "READ and WRITE"
-                                                              : "WRITE");
+                        err = sg_preflight_add(
+                                x->pf, SG_PF_ERROR,
+                                "%s \"%s\": %s (seqgate needs DESCRIBE, "
+                                "and %s)",
+                                ROLE_NAMES[p->role], p->name,
+                                rd_kafka_err2str(te),
+                                p->role == R_INPUT || p->role == R_REPLY
+                                        ? "READ"
+                                : p->role == R_CHANGELOG ? "READ and WRITE"
+                                                         : "WRITE");
                 } else {
-                        err = pf_add(x->pf, SG_PF_ERROR, "%s \"%s\": %s",
-                                     ROLE_NAMES[p->role], p->name,
-                                     rd_kafka_err2str(te));
+                        err = sg_preflight_add(x->pf, SG_PF_ERROR,
+                                               "%s \"%s\": %s",
+                                               ROLE_NAMES[p->role], p->name,
+                                               rd_kafka_err2str(te));
                 }
         }
         /* partition counts against the input topic's (semantics §5, §6) */
@@ -391,21 +287,23 @@ static sg_err_t topics_check(pf_ctx_t *x) {
                 int pc = p->md->partition_cnt, ic = in->md->partition_cnt;
                 if (p->role == R_OUTPUT &&
                     p->tc->output_partitioning == SG_PART_INPUT && pc < ic)
-                        err = pf_add(x->pf, SG_PF_ERROR,
-                                     "output topic \"%s\" has %d "
-                                     "partition(s), fewer than input topic "
-                                     "\"%s\" (%d); output_partitioning "
-                                     "\"input\" needs at least as many "
-                                     "(semantics §5)",
-                                     p->name, pc, in->name, ic);
+                        err = sg_preflight_add(
+                                x->pf, SG_PF_ERROR,
+                                "output topic \"%s\" has %d "
+                                "partition(s), fewer than input topic "
+                                "\"%s\" (%d); output_partitioning "
+                                "\"input\" needs at least as many "
+                                "(semantics §5)",
+                                p->name, pc, in->name, ic);
                 else if (p->role == R_CHANGELOG && pc != ic)
-                        err = pf_add(x->pf, SG_PF_ERROR,
-                                     "changelog topic \"%s\" has %d "
-                                     "partition(s), input topic \"%s\" has "
-                                     "%d: a changelog needs exactly one "
-                                     "partition per input partition "
-                                     "(semantics §6)",
-                                     p->name, pc, in->name, ic);
+                        err = sg_preflight_add(
+                                x->pf, SG_PF_ERROR,
+                                "changelog topic \"%s\" has %d "
+                                "partition(s), input topic \"%s\" has "
+                                "%d: a changelog needs exactly one "
+                                "partition per input partition "
+                                "(semantics §6)",
+                                p->name, pc, in->name, ic);
         }
         return err;
 }
@@ -473,12 +371,13 @@ static sg_err_t configs_describe(pf_ctx_t *x, rd_kafka_queue_t *q) {
                                       : RD_KAFKA_RESP_ERR__TIMED_OUT;
         if (ee) {
                 retry_on(x->pf, ee, true);
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "topic configs not checked (cleanup.policy, "
-                             "retention.ms, min.insync.replicas): "
-                             "DescribeConfigs: %s",
-                             ev ? rd_kafka_event_error_string(ev)
-                                : rd_kafka_err2str(ee));
+                err = sg_preflight_add(
+                        x->pf, SG_PF_NOTE,
+                        "topic configs not checked (cleanup.policy, "
+                        "retention.ms, min.insync.replicas): "
+                        "DescribeConfigs: %s",
+                        ev ? rd_kafka_event_error_string(ev)
+                           : rd_kafka_err2str(ee));
         } else if (ev) {
                 size_t rc;
                 const rd_kafka_ConfigResource_t **res =
@@ -490,10 +389,11 @@ static sg_err_t configs_describe(pf_ctx_t *x, rd_kafka_queue_t *q) {
                                 rd_kafka_ConfigResource_error(res[r]);
                         if (re) {
                                 retry_on(x->pf, re, true);
-                                err = pf_add(x->pf, SG_PF_NOTE,
-                                             "topic \"%s\": configs not "
-                                             "checked: %s",
-                                             tn, rd_kafka_err2str(re));
+                                err = sg_preflight_add(
+                                        x->pf, SG_PF_NOTE,
+                                        "topic \"%s\": configs not "
+                                        "checked: %s",
+                                        tn, rd_kafka_err2str(re));
                                 continue;
                         }
                         size_t ec;
@@ -552,26 +452,29 @@ sg_err_t sg_preflight_replication(sg_preflight_t *pf, const char *role,
                                   const char *topic, int replicas,
                                   int64_t min_isr, int brokers) {
         if (min_isr > replicas)
-                return pf_add(pf, SG_PF_ERROR,
-                              "%s \"%s\": min.insync.replicas %" PRId64
-                              " is above its replication factor %d: every "
-                              "acks=all write is refused "
-                              "(NOT_ENOUGH_REPLICAS)",
-                              role, topic, min_isr, replicas);
+                return sg_preflight_add(
+                        pf, SG_PF_ERROR,
+                        "%s \"%s\": min.insync.replicas %" PRId64
+                        " is above its replication factor %d: every "
+                        "acks=all write is refused "
+                        "(NOT_ENOUGH_REPLICAS)",
+                        role, topic, min_isr, replicas);
         if (brokers >= 3 && replicas < 3)
-                return pf_add(pf, SG_PF_WARNING,
-                              "%s \"%s\": replication factor %d on a cluster "
-                              "of %d brokers: one broker lost can lose "
-                              "records seqgate committed (3 replicas, "
-                              "min.insync.replicas 2 keep them)",
-                              role, topic, replicas, brokers);
+                return sg_preflight_add(
+                        pf, SG_PF_WARNING,
+                        "%s \"%s\": replication factor %d on a cluster "
+                        "of %d brokers: one broker lost can lose "
+                        "records seqgate committed (3 replicas, "
+                        "min.insync.replicas 2 keep them)",
+                        role, topic, replicas, brokers);
         if (brokers >= 3 && min_isr >= 0 && min_isr < 2)
-                return pf_add(pf, SG_PF_WARNING,
-                              "%s \"%s\": min.insync.replicas %" PRId64
-                              ": acks=all is answered by one replica, and "
-                              "losing it can lose records seqgate committed "
-                              "(min.insync.replicas 2 keeps them)",
-                              role, topic, min_isr);
+                return sg_preflight_add(
+                        pf, SG_PF_WARNING,
+                        "%s \"%s\": min.insync.replicas %" PRId64
+                        ": acks=all is answered by one replica, and "
+                        "losing it can lose records seqgate committed "
+                        "(min.insync.replicas 2 keeps them)",
+                        role, topic, min_isr);
         return SG_OK;
 }
 
@@ -581,32 +484,35 @@ sg_err_t sg_preflight_retention(sg_preflight_t *pf, const char *topic,
         char a[32], b[32];
         bool deletes = !policy || !*policy || strstr(policy, "delete");
         if (!deletes)
-                return pf_add(pf, SG_PF_WARNING,
-                              "input topic \"%s\" is compacted "
-                              "(cleanup.policy %s) and keeps records "
-                              "longer than topics.%s.dedup.ttl_ms (%s): a "
-                              "replay from the topic's start would apply "
-                              "events older than the TTL again (semantics "
-                              "§8: the TTL covers the topic's retention)",
-                              topic, policy, topic, human_ms(ttl_ms, a, 32));
+                return sg_preflight_add(
+                        pf, SG_PF_WARNING,
+                        "input topic \"%s\" is compacted "
+                        "(cleanup.policy %s) and keeps records "
+                        "longer than topics.%s.dedup.ttl_ms (%s): a "
+                        "replay from the topic's start would apply "
+                        "events older than the TTL again (semantics "
+                        "§8: the TTL covers the topic's retention)",
+                        topic, policy, topic, human_ms(ttl_ms, a, 32));
         if (retention_ms == -1)
-                return pf_add(pf, SG_PF_WARNING,
-                              "input topic \"%s\" keeps records forever "
-                              "(retention.ms -1), longer than "
-                              "topics.%s.dedup.ttl_ms (%s): a replay from "
-                              "the topic's start would apply events older "
-                              "than the TTL again (semantics §8: the TTL "
-                              "covers the topic's retention)",
-                              topic, topic, human_ms(ttl_ms, a, 32));
+                return sg_preflight_add(
+                        pf, SG_PF_WARNING,
+                        "input topic \"%s\" keeps records forever "
+                        "(retention.ms -1), longer than "
+                        "topics.%s.dedup.ttl_ms (%s): a replay from "
+                        "the topic's start would apply events older "
+                        "than the TTL again (semantics §8: the TTL "
+                        "covers the topic's retention)",
+                        topic, topic, human_ms(ttl_ms, a, 32));
         if (retention_ms > ttl_ms)
-                return pf_add(pf, SG_PF_WARNING,
-                              "topics.%s.dedup.ttl_ms (%s) is shorter than "
-                              "input topic \"%s\"'s retention.ms (%s): a "
-                              "replay from the topic's start would apply "
-                              "events older than the TTL again (semantics "
-                              "§8: the TTL covers the topic's retention)",
-                              topic, human_ms(ttl_ms, a, 32), topic,
-                              human_ms(retention_ms, b, 32));
+                return sg_preflight_add(
+                        pf, SG_PF_WARNING,
+                        "topics.%s.dedup.ttl_ms (%s) is shorter than "
+                        "input topic \"%s\"'s retention.ms (%s): a "
+                        "replay from the topic's start would apply "
+                        "events older than the TTL again (semantics "
+                        "§8: the TTL covers the topic's retention)",
+                        topic, human_ms(ttl_ms, a, 32), topic,
+                        human_ms(retention_ms, b, 32));
         return SG_OK;
 }
 
@@ -619,13 +525,13 @@ static sg_err_t configs_check(pf_ctx_t *x) {
                 if (!p->md || !p->described)
                         continue;
                 if (p->role == R_CHANGELOG && !strstr(p->policy, "compact"))
-                        err = pf_add(x->pf, SG_PF_ERROR,
-                                     "changelog topic \"%s\" has "
-                                     "cleanup.policy=%s; it must contain "
-                                     "compact (a changelog keeps each store "
-                                     "key's last value, semantics §6)",
-                                     p->name,
-                                     p->policy[0] ? p->policy : "(unset)");
+                        err = sg_preflight_add(
+                                x->pf, SG_PF_ERROR,
+                                "changelog topic \"%s\" has "
+                                "cleanup.policy=%s; it must contain "
+                                "compact (a changelog keeps each store "
+                                "key's last value, semantics §6)",
+                                p->name, p->policy[0] ? p->policy : "(unset)");
                 if (!err && p->role != R_INPUT && p->role != R_REPLY &&
                     p->md->partition_cnt > 0) {
                         int rf = p->md->partitions[0].replica_cnt;
@@ -650,18 +556,21 @@ static sg_err_t configs_check(pf_ctx_t *x) {
 /** The principal the brokers see, where it can be told; NULL where not
  *  (a client certificate, OAUTHBEARER, GSSAPI). */
 static const char *principal_of(const sg_config_t *c, char *buf, size_t size) {
-        const sg_kv_t *p = kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
-                               c->kafka_producer_cnt, "security.protocol");
-        const sg_kv_t *m = kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
-                               c->kafka_producer_cnt, "sasl.mechanisms");
-        const sg_kv_t *u = kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
-                               c->kafka_producer_cnt, "sasl.username");
-        const sg_kv_t *cert =
-                kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
-                    c->kafka_producer_cnt, "ssl.certificate.location");
+        const sg_kv_t *p =
+                sg_preflight_kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
+                                 c->kafka_producer_cnt, "security.protocol");
+        const sg_kv_t *m =
+                sg_preflight_kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
+                                 c->kafka_producer_cnt, "sasl.mechanisms");
+        const sg_kv_t *u =
+                sg_preflight_kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
+                                 c->kafka_producer_cnt, "sasl.username");
+        const sg_kv_t *cert = sg_preflight_kv2(
+                c->kafka, c->kafka_cnt, c->kafka_producer,
+                c->kafka_producer_cnt, "ssl.certificate.location");
         if (!m)
-                m = kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
-                        c->kafka_producer_cnt, "sasl.mechanism");
+                m = sg_preflight_kv2(c->kafka, c->kafka_cnt, c->kafka_producer,
+                                     c->kafka_producer_cnt, "sasl.mechanism");
         const char *proto = p ? p->value : "plaintext";
         if (!strcasecmp(proto, "plaintext") ||
             (!strcasecmp(proto, "ssl") && !cert))
@@ -732,7 +641,7 @@ static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
                 if (!op_covers(rd_kafka_AclBinding_operation(a), n->op, allow))
                         continue;
                 if (!allow)
-                        return pf_add(
+                        return sg_preflight_add(
                                 x->pf, SG_PF_ERROR,
                                 "%s \"%s\": an ACL denies %s %s (%s %s, "
                                 "host %s): seqgate needs it",
@@ -747,10 +656,11 @@ static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
         if (allowed)
                 return SG_OK;
         if (any)
-                return pf_add(x->pf, SG_PF_ERROR,
-                              "%s \"%s\": no ACL allows %s %s (ACLs name "
-                              "the resource, none allows this principal)",
-                              n->what, n->name, who, opn);
+                return sg_preflight_add(
+                        x->pf, SG_PF_ERROR,
+                        "%s \"%s\": no ACL allows %s %s (ACLs name "
+                        "the resource, none allows this principal)",
+                        n->what, n->name, who, opn);
         size_t l = strlen(unnamed);
         if (!strstr(unnamed, n->name))
                 snprintf(unnamed + l, unnamed_size - l, "%s%s \"%s\"",
@@ -790,25 +700,28 @@ static sg_err_t acls_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
                 "missing), WRITE on its transactional id (exactly_once)";
         if (ee) {
                 retry_on(x->pf, ee, false);
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "permissions not checked: DescribeAcls: %s (%s)",
-                             ev ? rd_kafka_event_error_string(ev)
-                                : rd_kafka_err2str(ee),
-                             needs);
+                err = sg_preflight_add(
+                        x->pf, SG_PF_NOTE,
+                        "permissions not checked: DescribeAcls: %s (%s)",
+                        ev ? rd_kafka_event_error_string(ev)
+                           : rd_kafka_err2str(ee),
+                        needs);
         } else if (cnt == 0) {
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "permissions not checked: no ACL described "
-                             "(no authorizer, no ACLs, or no DESCRIBE on "
-                             "the cluster: librdkafka 2.0.2 does not tell "
-                             "them apart); %s",
-                             needs);
+                err = sg_preflight_add(
+                        x->pf, SG_PF_NOTE,
+                        "permissions not checked: no ACL described "
+                        "(no authorizer, no ACLs, or no DESCRIBE on "
+                        "the cluster: librdkafka 2.0.2 does not tell "
+                        "them apart); %s",
+                        needs);
         } else if (!who) {
-                err = pf_add(x->pf, SG_PF_NOTE,
-                             "permissions not checked: the principal the "
-                             "brokers see cannot be told from the "
-                             "configuration (a client certificate, "
-                             "OAUTHBEARER or GSSAPI); %s",
-                             needs);
+                err = sg_preflight_add(
+                        x->pf, SG_PF_NOTE,
+                        "permissions not checked: the principal the "
+                        "brokers see cannot be told from the "
+                        "configuration (a client certificate, "
+                        "OAUTHBEARER or GSSAPI); %s",
+                        needs);
         } else {
                 need_t n[2];
                 size_t nn = 0;
@@ -848,12 +761,13 @@ static sg_err_t acls_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
                                                  sizeof(unnamed));
                 }
                 if (!err && unnamed[0])
-                        err = pf_add(x->pf, SG_PF_NOTE,
-                                     "no ACL names %s: %s may use them only "
-                                     "if the brokers set "
-                                     "allow.everyone.if.no.acl.found=true or "
-                                     "it is a super user",
-                                     unnamed, who);
+                        err = sg_preflight_add(
+                                x->pf, SG_PF_NOTE,
+                                "no ACL names %s: %s may use them only "
+                                "if the brokers set "
+                                "allow.everyone.if.no.acl.found=true or "
+                                "it is a super user",
+                                unnamed, who);
         }
         if (ev)
                 rd_kafka_event_destroy(ev);
@@ -877,9 +791,9 @@ sg_err_t sg_preflight_group(const sg_config_t *conf, sg_preflight_t *pf) {
             !(rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es)))) {
                 if (kc && !rk)
                         rd_kafka_conf_destroy(kc);
-                return pf_add(pf, SG_PF_NOTE,
-                              "consumer group \"%s\" not checked: %s",
-                              conf->group_id, es);
+                return sg_preflight_add(pf, SG_PF_NOTE,
+                                        "consumer group \"%s\" not checked: %s",
+                                        conf->group_id, es);
         }
         /* OffsetFetch needs DESCRIBE on the group, which READ implies; it
          * reads, joins nothing and changes nothing */
@@ -890,16 +804,18 @@ sg_err_t sg_preflight_group(const sg_config_t *conf, sg_preflight_t *pf) {
         rd_kafka_resp_err_t e = rd_kafka_committed(rk, l, PF_TIMEOUT_MS);
         sg_err_t err = SG_OK;
         if (e == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
-                err = pf_add(pf, SG_PF_ERROR,
-                             "consumer group \"%s\": not authorized to "
-                             "fetch its offsets (GROUP_AUTHORIZATION_FAILED): "
-                             "seqgate needs READ on it",
-                             conf->group_id);
+                err = sg_preflight_add(
+                        pf, SG_PF_ERROR,
+                        "consumer group \"%s\": not authorized to "
+                        "fetch its offsets (GROUP_AUTHORIZATION_FAILED): "
+                        "seqgate needs READ on it",
+                        conf->group_id);
         else if (e)
-                err = pf_add(pf, SG_PF_NOTE,
-                             "consumer group \"%s\" not checked: fetching "
-                             "its offsets: %s",
-                             conf->group_id, rd_kafka_err2str(e));
+                err = sg_preflight_add(
+                        pf, SG_PF_NOTE,
+                        "consumer group \"%s\" not checked: fetching "
+                        "its offsets: %s",
+                        conf->group_id, rd_kafka_err2str(e));
         rd_kafka_topic_partition_list_destroy(l);
         rd_kafka_destroy(rk);
         return err;
@@ -917,9 +833,9 @@ sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
                 rd_kafka_metadata(rk, 1, NULL, &x.md, SG_METADATA_TIMEOUT_MS);
         if (e) {
                 retry_on(pf, e, false);
-                sg_err_t err =
-                        pf_add(pf, SG_PF_ERROR, "reading cluster metadata: %s",
-                               rd_kafka_err2str(e));
+                sg_err_t err = sg_preflight_add(pf, SG_PF_ERROR,
+                                                "reading cluster metadata: %s",
+                                                rd_kafka_err2str(e));
                 if (!err)
                         pf->items[pf->cnt - 1].retriable =
                                 sg_kafka_err_retriable(e, false);

@@ -242,7 +242,7 @@ sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size) {
  * transaction of their own — begun, produced with every delivery awaited
  * (sg_loop_send fills their offsets), committed; aborted on a failure. No
  * input offset joins it: for records no input offset depends on (the
- * changelog id, changelog.h), which a zombie may write too.
+ * changelog id, kafka_changelog.h), which a zombie may write too.
  */
 sg_err_t sg_loop_txn_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                           char *errstr, size_t errstr_size) {

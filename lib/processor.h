@@ -51,7 +51,7 @@
 #ifndef SEQGATE_PROCESSOR_H
 #define SEQGATE_PROCESSOR_H
 
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "seqgate.h"
 
 #include <stdbool.h>
@@ -287,7 +287,7 @@ typedef struct sg_processor {
         void (*changelog_epoch_set)(void *opaque, const char *topic,
                                     int32_t partition, int64_t epoch);
 
-        /* the changelog id, both guarantees (changelog.h "The changelog
+        /* the changelog id, both guarantees (kafka_changelog.h "The changelog
          * id"; semantics §6 "The changelog's identity"); both may be NULL:
          * then no id is written or checked */
 

@@ -7,7 +7,9 @@
  * Kafka loop is behind sg_processor_t.
  *
  * Implementations: snapsrc_kafka.c (request and reply topics) and
- * snapsrc_http.c (HTTP GET, replies on SG_SNAPSHOT_HTTP_TOPIC).
+ * snapsrc_http.c (HTTP GET, replies on SG_SNAPSHOT_HTTP_TOPIC), whose
+ * transfers the Kafka loop runs (snapsrc_http_fetch.h: libcurl, the one
+ * part of the family that does I/O).
  * Adding a source: one file with its sg_snapsrc_t, its line in
  * sg_snapsrc_for() (snapsrc.c) and meson.build, and its value of
  * sg_snapshot_source_t with the parse branch in config.c.

@@ -1,14 +1,14 @@
 /*
  * snapsrc_http.c — the HTTP snapshot source (semantics §4 step 1,
  * snapshot.source "http"): an SG_EFFECT_HTTP_GET on the url template,
- * which the loop starts after the batch commits (snapshot_http.h); the
+ * which the loop starts after the batch commits (snapsrc_http_fetch.h); the
  * completed transfer comes back as a record of SG_SNAPSHOT_HTTP_TOPIC
  * (processor.h): key the request id, value the body, the status in a
  * header.
  */
 #include "snapsrc.h"
 
-#include "snapshot_http.h"
+#include "snapsrc_http_fetch.h"
 
 #include <stdlib.h>
 #include <string.h>

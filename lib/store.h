@@ -73,7 +73,7 @@
 #ifndef SEQGATE_STORE_H
 #define SEQGATE_STORE_H
 
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "seqgate.h"
 
 #include <stdbool.h>
@@ -256,7 +256,7 @@ typedef struct sg_meta_rec {
         bool has_key_fp;
         unsigned char key_fp[SG_META_FP_PARTS][8];
         /** The id record of the changelog partition the store reflects
-         *  (changelog.h "The changelog id", semantics §6 "The changelog's
+         *  (kafka_changelog.h "The changelog id", semantics §6 "The changelog's
          *  identity"): a restore refuses a changelog that does not hold it
          *  at its offset. has_changelog_id false: none recorded yet (a new
          *  partition, or a store written before the field existed). */

@@ -21,7 +21,7 @@
 #include "metrics_pub.h"
 #include "passthrough.h"
 #include "seqgate.h"
-#include "query_http.h"
+#include "http_query.h"
 #include "store.h"
 
 #include <cjson/cJSON.h>

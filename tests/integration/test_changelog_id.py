@@ -54,7 +54,7 @@ from kafkautil import (consume_all, create_topics, delete_topics,
 from seqgate_proc import Seqgate, make_config, wait_until
 
 SOURCE = "urn:example:clid"
-ID_KEY_PREFIX = b"\xffI"  # changelog.h: the changelog id record's key
+ID_KEY_PREFIX = b"\xffI"  # kafka_changelog.h: the changelog id record's key
 META_VLEN = 1 + 255 + 8 * 8 + 8 + 1 + 5 * 8  # store_int.h META_VLEN
 ID_FIELD_LEN = 1 + 16 + 8  # flag, id, offset
 

@@ -11,7 +11,7 @@
 #ifndef SG_KAFKA_HARNESS_H
 #define SG_KAFKA_HARNESS_H
 
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "config.h"
 #include "engine.h"
 #include "kafka.h"

@@ -1,11 +1,11 @@
 /*
- * test_changelog.c — the at_least_once changelog protocol (changelog.h):
+ * test_changelog.c — the at_least_once changelog protocol (kafka_changelog.h):
  * the reader's rule case by case, then a seeded simulation of owners,
  * crashes, zombies, repairs and log compaction that checks what a restore
  * reads is always what the last legitimate owner committed — from the
  * whole log, from a checkpoint, and from a compacted log.
  */
-#include "changelog.h"
+#include "kafka_changelog.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -609,7 +609,7 @@ START_TEST(simulation_owners_crashes_zombies_compaction) {
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* the changelog id (changelog.h "The changelog id")                   */
+/* the changelog id (kafka_changelog.h "The changelog id")                   */
 
 static int64_t append_id(unsigned char fill) {
         unsigned char id[SG_CHANGELOG_ID_LEN], key[SG_CHANGELOG_ID_KEY_LEN],

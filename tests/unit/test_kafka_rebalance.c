@@ -191,7 +191,7 @@ END_TEST
  * (the mock cluster fails them; the loop stops right after, as a crash
  * would, without repairing): the changelog then holds a batch whose input
  * offsets were never committed. The next owner (B, empty store) must take
- * it as void (changelog.h: a batch without its marker never completed —
+ * it as void (kafka_changelog.h: a batch without its marker never completed —
  * the same rule that keeps a batch cut half way out of every store), judge
  * v2 again (its output appears twice, at_least_once) and rewrite the
  * batch's keys. */

@@ -7,7 +7,7 @@
 #define TU_ENGINE_HARNESS
 #include "envelope.h"
 #include "query.h"
-#include "query_http.h"
+#include "http_query.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -388,7 +388,7 @@ START_TEST(event_query_refuses_bad_input) {
 }
 END_TEST
 
-/* ---- the read API over HTTP (query_http.h) ---------------------------- */
+/* ---- the read API over HTTP (http_query.h) ---------------------------- */
 
 typedef struct got {
         long status;

@@ -1,8 +1,8 @@
 /*
- * test_snapshot_http.c — the HTTP snapshot fetcher (snapshot_http.h) against
- * a real HTTP server: libmicrohttpd on 127.0.0.1 on a kernel-chosen port,
- * one thread per connection (so a slow answer does not hold the others up),
- * started inside the test. Also the URL template expansion (RFC 3986
+ * test_snapshot_http.c — the HTTP snapshot fetcher (snapsrc_http_fetch.h)
+ * against a real HTTP server: libmicrohttpd on 127.0.0.1 on a kernel-chosen
+ * port, one thread per connection (so a slow answer does not hold the others
+ * up), started inside the test. Also the URL template expansion (RFC 3986
  * percent-encoding).
  *
  * Server routes (GET):
@@ -17,7 +17,7 @@
  *   /big?n=N   200 with N bytes of 'x'
  *   /redirect  302 to /ok
  */
-#include "snapshot_http.h"
+#include "snapsrc_http_fetch.h"
 #include "testutil.h"
 
 #include <check.h>

@@ -1,5 +1,5 @@
 /*
- * query_http.h — the result query over HTTP (semantics §7;
+ * http_query.h — the result query over HTTP (semantics §7;
  * docs/troubleshooting.md "What happened to event X?"): the read API's /v1/
  * routes on the HTTP endpoint (http.h), answered by sg_query_event() and
  * sg_query_aggregate() (query.h) from LMDB read transactions.
@@ -27,8 +27,8 @@
  * changes the configuration they read. The queries read through
  * sg_txn_begin_reader (store.h), safe beside the loop thread's writes.
  */
-#ifndef SEQGATE_QUERY_HTTP_H
-#define SEQGATE_QUERY_HTTP_H
+#ifndef SEQGATE_HTTP_QUERY_H
+#define SEQGATE_HTTP_QUERY_H
 
 #include "config.h"
 #include "http.h"
@@ -75,4 +75,4 @@ void sg_query_api_destroy(sg_query_api_t *api);
 #ifdef __cplusplus
 }
 #endif
-#endif /* SEQGATE_QUERY_HTTP_H */
+#endif /* SEQGATE_HTTP_QUERY_H */

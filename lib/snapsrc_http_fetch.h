@@ -1,5 +1,6 @@
 /*
- * snapshot_http.h — non-blocking HTTP GETs for snapshot refetch
+ * snapsrc_http_fetch.h — the HTTP snapshot source's transfers (snapsrc_http.c
+ * builds the requests): non-blocking HTTP GETs for snapshot refetch
  * (semantics §4 step 1), on libcurl's multi interface.
  *
  * The Kafka loop owns one fetcher. After a batch commits it submits the
@@ -16,8 +17,8 @@
  * Thread-safety: one thread per fetcher. curl_global_init() is called once
  * (pthread_once) by sg_fetcher_new().
  */
-#ifndef SEQGATE_SNAPSHOT_HTTP_H
-#define SEQGATE_SNAPSHOT_HTTP_H
+#ifndef SEQGATE_SNAPSRC_HTTP_FETCH_H
+#define SEQGATE_SNAPSRC_HTTP_FETCH_H
 
 #include "processor.h"
 #include "seqgate.h"
@@ -166,4 +167,4 @@ void sg_snapshot_http_destroy(sg_snapshot_http_t *h);
 #ifdef __cplusplus
 }
 #endif
-#endif /* SEQGATE_SNAPSHOT_HTTP_H */
+#endif /* SEQGATE_SNAPSRC_HTTP_FETCH_H */

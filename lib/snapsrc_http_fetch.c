@@ -1,5 +1,5 @@
 /*
- * snapshot_http.c — the HTTP snapshot fetcher (snapshot_http.h) on
+ * snapsrc_http_fetch.c — the HTTP snapshot fetcher (snapsrc_http_fetch.h) on
  * libcurl's multi interface: one easy handle per GET, all driven from the
  * loop thread by sg_fetcher_poll(), so no transfer ever blocks the consumer
  * (snapshot refetch: "while one aggregate waits for its snapshot, every other
@@ -18,7 +18,7 @@
  * error text (curl's own error buffer does not carry request headers;
  * CURLOPT_VERBOSE stays off).
  */
-#include "snapshot_http.h"
+#include "snapsrc_http_fetch.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -393,7 +393,7 @@ char *sg_url_expand(const char *tmpl, const char *aggregate,
 }
 
 /* ------------------------------------------------------------------ */
-/* The Kafka loop's transfers (snapshot_http.h)                        */
+/* The Kafka loop's transfers (snapsrc_http_fetch.h)                   */
 
 /** A completed transfer waiting for (or in) a batch. */
 typedef struct sg_http_done {
@@ -453,7 +453,7 @@ static void http_done_free(sg_http_done_t *d) {
 }
 
 /** sg_fetch_cb: keeps a completed transfer for the next batch. Runs only
- *  between batches (see snapshot_http.h). */
+ *  between batches (see snapsrc_http_fetch.h). */
 static void http_on_done(void *opaque, const sg_fetch_result_t *res) {
         sg_snapshot_http_t *h = opaque;
         if (h->done_cnt == h->done_cap) {

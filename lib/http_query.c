@@ -1,7 +1,7 @@
 /*
- * query_http.c — the result query's /v1/ routes (query_http.h).
+ * http_query.c — the result query's /v1/ routes (http_query.h).
  */
-#include "query_http.h"
+#include "http_query.h"
 
 #include "query.h"
 

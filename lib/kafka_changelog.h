@@ -1,9 +1,10 @@
 /*
- * changelog.h — the at_least_once changelog protocol (semantics §6): how a
- * batch's changelog records are framed, and which records of a changelog
+ * kafka_changelog.h — the at_least_once changelog protocol (semantics §6): how
+ * a batch's changelog records are framed, and which records of a changelog
  * partition a restore applies; and, in both guarantees, the changelog id
- * (below). Pure (no Kafka, no LMDB): the Kafka loop (kafka.c) writes and
- * reads the records, the engine applies them.
+ * (below). Pure (no Kafka, no LMDB): the Kafka loop writes the records
+ * (kafka_changelog.c's writer, kafka_claim.c's claims and repairs) and
+ * reads them (kafka_restore.c), the engine applies them.
  *
  * Without Kafka transactions two things can leave records in a changelog
  * partition that no store may ever reflect:
@@ -76,8 +77,8 @@
  *
  * Thread-safety: a reader belongs to one thread.
  */
-#ifndef SEQGATE_CHANGELOG_H
-#define SEQGATE_CHANGELOG_H
+#ifndef SEQGATE_KAFKA_CHANGELOG_H
+#define SEQGATE_KAFKA_CHANGELOG_H
 
 #include "seqgate.h"
 
@@ -227,4 +228,4 @@ sg_changelog_reader_counts(const sg_changelog_reader_t *r);
 #ifdef __cplusplus
 }
 #endif
-#endif /* SEQGATE_CHANGELOG_H */
+#endif /* SEQGATE_KAFKA_CHANGELOG_H */

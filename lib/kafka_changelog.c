@@ -1,8 +1,14 @@
 /*
- * changelog.c — the at_least_once changelog protocol (changelog.h): record
- * framing and the restore reader's rule; the changelog id.
+ * kafka_changelog.c — the at_least_once changelog protocol (kafka_changelog.h):
+ * record framing and the restore reader's rule; the changelog id (pure: no
+ * Kafka, no LMDB). Then the writer's half, the loop's: a batch's framed
+ * records, the contiguity check and the markers (sg_loop_changelog_write,
+ * kafka_int.h), which kafka_batch.c calls once the batch's output and DLQ
+ * records were delivered.
  */
-#include "changelog.h"
+#include "kafka_changelog.h"
+
+#include "kafka_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -397,4 +403,266 @@ bool sg_changelog_reader_id(const sg_changelog_reader_t *r,
 sg_changelog_counts_t
 sg_changelog_reader_counts(const sg_changelog_reader_t *r) {
         return r->counts;
+}
+
+/* ------------------------------------------------------------------ */
+/* the writer: a batch's changelog records and markers (the loop)     */
+
+/** The input partition (index into loop->parts) changelog effect @p ef is
+ *  for, or SIZE_MAX. */
+static size_t loop_changelog_part(sg_loop_t *loop, const sg_effect_t *ef) {
+        const sg_topic_config_t *tc =
+                sg_loop_topic_of_changelog(loop, ef->topic);
+        if (!tc || ef->partition < 0)
+                return SIZE_MAX;
+        return sg_loop_part(loop, tc->name, ef->partition);
+}
+
+/** sg_loop_changelog_write, step 1: counts each partition's changelog
+ *  records of the batch (part.cl_cnt), refusing a partition this instance
+ *  does not own, and opens the partition's next batch sequence. */
+static sg_err_t loop_cl_count(sg_loop_t *loop, const sg_effect_t *efs,
+                              size_t cnt, char *errstr, size_t errstr_size) {
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_cnt = 0;
+        for (size_t i = 0; i < cnt; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                size_t pi = loop_changelog_part(loop, &efs[i]);
+                if (pi == SIZE_MAX || !loop->parts[pi].assigned ||
+                    loop->parts[pi].cl_epoch < 0 || loop->parts[pi].cl_fenced ||
+                    loop->parts[pi].cl_next < 0) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog record for %s [%" PRId32 "], a "
+                                "partition this instance does not own",
+                                efs[i].topic, efs[i].partition);
+                        return SG_ERR_INVALID;
+                }
+                if (loop->parts[pi].cl_cnt++ == 0)
+                        loop->parts[pi].cl_seq++; /* never used again */
+        }
+        return SG_OK;
+}
+
+/** sg_loop_changelog_write, step 2: reserves the delivery reports of the
+ *  batch's @p cnt effects and of the *nxp markers of two batches back the
+ *  batch drops. */
+static sg_err_t loop_cl_reserve(sg_loop_t *loop, size_t cnt, size_t *nxp,
+                                char *errstr, size_t errstr_size) {
+        /* Each partition's batch also drops this owner's marker of two
+         * batches back (kafka_changelog.h); those records are reported after
+         * the effects' (opaque index cnt + k). */
+        size_t nx = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nx += loop->parts[i].cl_cnt > 0 && loop->parts[i].cl_m2 > 0;
+        if (!sg_loop_dr_reserve(loop, cnt + nx)) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                return SG_ERR_NOMEM;
+        }
+        for (size_t k = 0; k < nx; k++) {
+                loop->dr_offs[cnt + k] = -1;
+                loop->dr_errs[cnt + k] = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        loop->dr_cnt = cnt + nx;
+        *nxp = nx;
+        return SG_OK;
+}
+
+/** sg_loop_changelog_write, step 3: produces the tombstones of the markers
+ *  of two batches back, then the batch's changelog records, each framed
+ *  with its partition's epoch and the batch's sequence. */
+static sg_err_t loop_cl_produce(sg_loop_t *loop, const sg_effect_t *efs,
+                                size_t cnt, char *errstr, size_t errstr_size) {
+        sg_err_t err = SG_OK;
+        for (size_t i = 0, k = 0; i < loop->part_cnt && !err; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0 || p->cl_m2 == 0)
+                        continue;
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
+                unsigned char key[SG_CHANGELOG_MARKER_LEN];
+                sg_changelog_marker_key_make(key, p->cl_epoch, p->cl_m2);
+                sg_effect_t tomb = {.kind = SG_EFFECT_CHANGELOG,
+                                    .topic = tc->changelog_topic,
+                                    .partition = p->partition,
+                                    .key = key,
+                                    .key_len = sizeof(key)};
+                err = sg_loop_produce(loop, &tomb, cnt + k++, NULL, errstr,
+                                      errstr_size);
+                p->cl_cnt++;
+        }
+        for (size_t i = 0; i < cnt && !err; i++) {
+                if (efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = &loop->parts[loop_changelog_part(loop, &efs[i])];
+                unsigned char frame[SG_CHANGELOG_FRAME_LEN];
+                sg_changelog_frame_make(frame, p->cl_epoch, p->cl_seq);
+                err = sg_loop_produce(loop, &efs[i], i, frame, errstr,
+                                      errstr_size);
+        }
+        return err;
+}
+
+/** The @p k-th partition (from 0) whose batch dropped a marker of two
+ *  batches back: the one delivery report cnt + k is for. */
+static sg_part_t *loop_cl_tomb_part(sg_loop_t *loop, size_t k) {
+        for (size_t j = 0; j < loop->part_cnt; j++)
+                if (loop->parts[j].cl_cnt > 0 && loop->parts[j].cl_m2 > 0 &&
+                    k-- == 0)
+                        return &loop->parts[j];
+        return NULL;
+}
+
+/** sg_loop_changelog_write, step 4: checks every partition's changelog
+ *  records of the batch (the @p cnt effects' and the @p nx tombstones')
+ *  landed contiguously from where this owner's previous record ended
+ *  (part.cl_next); part.cl_first and cl_last must be reset to -1. */
+static sg_err_t loop_cl_check_landed(sg_loop_t *loop, const sg_effect_t *efs,
+                                     size_t cnt, size_t nx, char *errstr,
+                                     size_t errstr_size) {
+        for (size_t i = 0; i < cnt + nx; i++) {
+                if (i < cnt && efs[i].kind != SG_EFFECT_CHANGELOG)
+                        continue;
+                sg_part_t *p = i < cnt ? &loop->parts[loop_changelog_part(
+                                                 loop, &efs[i])]
+                                       : loop_cl_tomb_part(loop, i - cnt);
+                int64_t o = loop->dr_offs[i];
+                if (p->cl_first < 0 || o < p->cl_first)
+                        p->cl_first = o;
+                if (o > p->cl_last)
+                        p->cl_last = o;
+        }
+        for (size_t i = 0; i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (p->cl_first != p->cl_next ||
+                    p->cl_last != p->cl_next + (int64_t)p->cl_cnt - 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: this batch's "
+                                "records landed at %" PRId64 "..%" PRId64
+                                ", expected from %" PRId64 ": another "
+                                "writer (a zombie, or a newer owner) wrote "
+                                "in between",
+                                p->topic, p->partition, p->cl_first, p->cl_last,
+                                p->cl_next);
+                        return SG_ERR_KAFKA;
+                }
+        }
+        return SG_OK;
+}
+
+/** sg_loop_changelog_write, step 5: writes one marker per partition with
+ *  changelog records in the batch, checks each landed right after the
+ *  batch's records, then moves the partition's cl_next, cl_m2, cl_m1 on. */
+static sg_err_t loop_cl_markers(sg_loop_t *loop, char *errstr,
+                                size_t errstr_size) {
+        sg_err_t err = SG_OK;
+        size_t nm = 0;
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                nm += loop->parts[i].cl_cnt > 0;
+        sg_send_t *m = calloc(nm, sizeof(*m));
+        unsigned char(*mk)[SG_CHANGELOG_MARKER_LEN + 8] =
+                calloc(nm, SG_CHANGELOG_MARKER_LEN + 8);
+        if (!m || !mk) {
+                sg_errf(errstr, errstr_size, "out of memory");
+                err = SG_ERR_NOMEM;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, p->topic);
+                sg_changelog_marker_key_make(mk[k], p->cl_epoch, p->cl_seq);
+                sg_changelog_u64_put(mk[k] + SG_CHANGELOG_MARKER_LEN,
+                                     p->cl_seq);
+                m[k].ef = (sg_effect_t){
+                        .kind = SG_EFFECT_CHANGELOG,
+                        .topic = tc->changelog_topic,
+                        .partition = p->partition,
+                        .key = mk[k],
+                        .key_len = SG_CHANGELOG_MARKER_LEN,
+                        .value = mk[k] + SG_CHANGELOG_MARKER_LEN,
+                        .value_len = 8,
+                };
+                k++;
+        }
+        if (!err)
+                err = sg_loop_send(loop, m, nm, errstr, errstr_size);
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                if (m[k].offset != p->cl_last + 1) {
+                        sg_errf(errstr, errstr_size,
+                                "changelog of %s [%" PRId32 "]: the batch's "
+                                "marker landed at %" PRId64
+                                ", expected %" PRId64
+                                ": another writer wrote in between",
+                                p->topic, p->partition, m[k].offset,
+                                p->cl_last + 1);
+                        err = SG_ERR_KAFKA;
+                }
+                k++;
+        }
+        for (size_t i = 0, k = 0; !err && i < loop->part_cnt; i++) {
+                sg_part_t *p = &loop->parts[i];
+                if (p->cl_cnt == 0)
+                        continue;
+                p->cl_next = m[k++].offset + 1;
+                p->cl_m2 = p->cl_m1;
+                p->cl_m1 = p->cl_seq;
+        }
+        free(m);
+        free(mk);
+        return err;
+}
+
+/**
+ * at_least_once, once the batch's @p nout output and DLQ records were
+ * delivered: its @p ncl changelog records, each framed with its partition's
+ * epoch and this batch's sequence (kafka_changelog.h), all delivered, each
+ * partition's right where this owner's previous record ended (nobody else
+ * wrote since: no newer owner's claim between, no zombie's record) — then
+ * one marker per partition, delivered and contiguous too. The processor is
+ * told every effect's offset before the markers go out. Any failure from
+ * the first changelog record on marks the partitions for a restore
+ * (sg_loop_restore: the records of an unfinished batch are void, their keys
+ * rewritten) before they are judged again.
+ */
+sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
+                                 size_t cnt, size_t ncl, size_t nout,
+                                 char *errstr, size_t errstr_size) {
+        sg_err_t err;
+        size_t nx = 0;
+        if ((err = loop_cl_count(loop, efs, cnt, errstr, errstr_size)) ||
+            (err = loop_cl_reserve(loop, cnt, &nx, errstr, errstr_size)))
+                return err;
+        /* From the first changelog record on, a failure leaves the
+         * partition's changelog with an unfinished batch. */
+        err = loop_cl_produce(loop, efs, cnt, errstr, errstr_size);
+        if (!err)
+                err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
+        /* contiguity, per partition */
+        for (size_t i = 0; i < loop->part_cnt; i++)
+                loop->parts[i].cl_first = loop->parts[i].cl_last = -1;
+        if (!err)
+                err = loop_cl_check_landed(loop, efs, cnt, nx, errstr,
+                                           errstr_size);
+        if (!err)
+                sg_loop_report_delivered(loop, efs, cnt);
+        /* the markers */
+        if (!err)
+                err = loop_cl_markers(loop, errstr, errstr_size);
+        if (err) {
+                for (size_t i = 0; i < loop->part_cnt; i++)
+                        if (loop->parts[i].cl_cnt > 0) {
+                                loop->parts[i].restore = true;
+                                loop->restore_needed = true;
+                        }
+                return err;
+        }
+        loop->kafka_committed = true;
+        return SG_OK;
 }
