@@ -135,9 +135,10 @@ typedef sg_err_t (*sg_json_write_fn)(void *opaque, const void *bytes,
 /**
  * The version of the canonical form below. Bumped whenever the form changes
  * (a store's digests then no longer match new ones): it is part of each
- * partition's key fingerprint (engine.c), so such a change is refused like
- * a changed digest setting. 1: cJSON doubles (before yajl); 2: number text
- * kept, members sorted by UTF-8 bytes, RFC 8785 string escapes.
+ * partition's key fingerprint (engine_keyfp.c), so such a change is
+ * refused like a changed digest setting. 1: cJSON doubles (before yajl);
+ * 2: number text kept, members sorted by UTF-8 bytes, RFC 8785 string
+ * escapes.
  */
 #define SG_JSON_CANONICAL_FORM 2
 

@@ -251,7 +251,7 @@ typedef struct sg_meta_rec {
                                        before the field existed */
         /** Fingerprint of the settings that define the partition's
          *  idempotency keys, digests and aggregate keys (one 8-byte hash per
-         *  setting, engine.c "key fingerprint"); has_key_fp false in a store
+         *  setting, engine_keyfp.c); has_key_fp false in a store
          *  written before it existed. */
         bool has_key_fp;
         unsigned char key_fp[SG_META_FP_PARTS][8];
