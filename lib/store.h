@@ -381,35 +381,6 @@ uint64_t sg_store_entries(sg_store_t *store);
  */
 unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
 
-/*
- * Aggregate cache (semantics §8 "The aggregate cache", store_aggc.c): the
- * writer keeps copies of up to SG_AGG_CACHE_DEFAULT aggregate records in
- * memory, so that a hot aggregate's read is a hash-table hit instead of a
- * walk of the aggregate database's B-tree (at 10 M aggregates, cold pages
- * on every event). Writes stay in the cache until the commit, which writes
- * them back first, in key order; a walk of an aggregate database (foreach,
- * the dump, statistics) and a restore window write them back before they
- * read. An abort, or a failed commit, forgets the whole cache: nothing of
- * an aborted transaction survives in it. Only the writer's transactions
- * use it; readers (sg_txn_begin_reader, read-only transactions, other
- * processes) see what LMDB committed, which then holds every cached write.
- * Memory: one allocation at the first write transaction, 104 bytes an
- * entry (sg_aggc_bytes; 26 MiB at the default), independent of how many
- * keys the store holds. A record longer than 45 bytes encoded (one that
- * keeps its aggregate id: parked events, flags, a skip) is not cached.
- */
-#define SG_AGG_CACHE_DEFAULT 262144 /**< entries */
-/** Sets the aggregate cache's bound to @p entries (0: no cache), dropping
- *  what it holds. Call from the store's thread with no write transaction
- *  open. */
-void sg_store_set_agg_cache(sg_store_t *store, size_t entries);
-/** The aggregate cache's lookups that hit and missed since the store
- *  opened, and its entries now. The store's thread. */
-void sg_aggc_stats(const sg_store_t *store, uint64_t *hitsp, uint64_t *missesp,
-                   size_t *entriesp);
-/** The aggregate cache's memory for @p entries, bytes. Pure. */
-size_t sg_aggc_bytes(size_t entries);
-
 /* ---- fault simulation (tests) --------------------------------------------
  *
  * In the spirit of SQLite's fault simulation: a test makes the n-th LMDB

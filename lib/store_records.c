@@ -101,37 +101,6 @@ static sg_err_t get_of(sg_txn_t *t, int db, MDB_dbi dbi, const void *k,
 
 /* ---- aggregates ------------------------------------------------------- */
 
-/* Aggregate @p ah's stored value: the writer's cache first (store_aggc.c),
- * then LMDB, whose answer the cache keeps. */
-static sg_err_t agg_value(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
-                          MDB_val *v) {
-        int hit = sg_aggc_get(t, p, ah, v);
-        if (hit != 1)
-                return (sg_err_t)hit;
-        sg_err_t err = get_of(t, DB_AGG, p->agg, ah, HL, v);
-        if (!err || err == SG_ERR_NOT_FOUND)
-                sg_aggc_fill(t, p, ah, err ? NULL : v);
-        return err;
-}
-
-/* Writes aggregate @p ah's value @p v (@p n bytes; NULL: deletes it):
- * into the writer's cache, or LMDB when it does not keep it. */
-static sg_err_t agg_store(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
-                          const void *v, size_t n, char *errstr,
-                          size_t errstr_size) {
-        bool kept;
-        sg_err_t err = sg_aggc_put(t, p, ah, v, n, &kept);
-        if (err) {
-                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
-                return err;
-        }
-        if (kept)
-                return SG_OK;
-        return v ? sg_db_put(t, DB_AGG, p->agg, ah, HL, v, n, errstr,
-                             errstr_size)
-                 : sg_db_del(t, DB_AGG, p->agg, ah, HL, errstr, errstr_size);
-}
-
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         sg_err_t err;
@@ -143,7 +112,7 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                 return err;
         }
         MDB_val v;
-        if ((err = agg_value(t, p, ah, &v)))
+        if ((err = get_of(t, DB_AGG, p->agg, ah, HL, &v)))
                 return err;
         char why[160];
         err = sg_agg_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
@@ -183,7 +152,8 @@ static sg_err_t agg_write(sg_txn_t *t, const sg_tp_t *tp, pdb_t *p,
         }
         unsigned char v[SG_AGG_VALUE_MAX];
         size_t n = sg_agg_encode(r, v);
-        if ((err = agg_store(t, p, ah, v, n, errstr, errstr_size)) ||
+        if ((err = sg_db_put(t, DB_AGG, p->agg, ah, HL, v, n, errstr,
+                             errstr_size)) ||
             !t->capture)
                 return err;
         unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2];
@@ -535,7 +505,8 @@ static sg_err_t agg_restore(sg_txn_t *t, const sg_tp_t *tp,
                     (err = since_key_op(t, p, AUX_SINCE, old_since, suffix,
                                         false, errstr, errstr_size)))
                         return err;
-                return agg_store(t, p, suffix, NULL, 0, errstr, errstr_size);
+                return sg_db_del(t, DB_AGG, p->agg, suffix, HL, errstr,
+                                 errstr_size);
         }
         if (hl == SG_KEY_HASH_LEN_2) {
                 nr->v2 = true;
@@ -994,15 +965,6 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
         sg_err_t err = SG_OK;
         if (!b->cnt)
                 return SG_OK;
-        /* the window writes the aggregates through its own cursor, past
-         * the writer's aggregate cache: that writes back and forgets
-         * first, and forgets again after (store_aggc.c) */
-        if ((err = sg_aggc_flush(t))) {
-                sg_store_batch_clear(b);
-                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
-                return err;
-        }
-        sg_aggc_clear(t->store);
         if (!b->rf.bits)
                 sg_rfilter_init(&b->rf, b->expect);
         pdb_t *p = pdb_for(t, tp, true, &err);
@@ -1064,9 +1026,6 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                                             errstr_size);
         if (!err)
                 err = batch_idx_apply(b, t, p, errstr, errstr_size);
-        if (!err && (err = sg_aggc_flush(t)))
-                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
-        sg_aggc_clear(t->store);
         b->cnt = b->len = b->icnt = 0;
         if (err)
                 sg_store_batch_clear(b);
@@ -1104,7 +1063,7 @@ sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                         return err;
                 unsigned char k[1 + HL + 8];
                 if (db == DB_AGG)
-                        err = agg_value(t, p, sx, &v);
+                        err = get_of(t, db, p->agg, sx, HL, &v);
                 else if (db == DB_PARKED)
                         err = get_of(t, db, p->aux, k,
                                      akey(k, AUX_PARKED, sx, HL, sx + hl, 8),
