@@ -44,7 +44,7 @@
 #define TS0 1700000000000LL
 #define BATCH_MAX 50
 #define PAUSE_RETRY_MS 300
-#define WATCHDOG_MS 40000
+#define WATCHDOG_MS 60000
 #define SECRET "S3cr3t-value-never-shown-42"
 
 int64_t mono_ms(void);
