@@ -1,8 +1,8 @@
 /*
  * store_int.h — the internals the store's source files share (store.c,
- * store_codec.c, store_records.c, store_walk.c, store_parts.c,
- * store_seg.c); not part of the library's interface. See store.h for the
- * key layout and the contract.
+ * store_codec.c, store_records.c, store_batch.c, store_walk.c,
+ * store_parts.c, store_seg.c); not part of the library's interface. See
+ * store.h for the key layout and the contract.
  *
  * Values are encoded field by field in big-endian order (not raw structs) so
  * the on-disk format does not depend on the compiler's struct layout, and so
@@ -142,6 +142,22 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
  * (*psize: the page size). */
 sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
                       uint64_t *psize);
+/* store_records.c for restore in windows (store_batch.c): */
+/* An aux database key: kind | a [| b], into @p k; returns its length. */
+size_t sg_rec_akey(unsigned char *k, int kind, const void *a, size_t alen,
+                   const void *b, size_t blen);
+/* Partition @p tp's databases (@p create: made when missing); NULL with
+ * *errp SG_ERR_NOT_FOUND or the LMDB error. */
+pdb_t *sg_rec_pdb_for(sg_txn_t *t, const sg_tp_t *tp, bool create,
+                      sg_err_t *errp);
+/* A stored record the change replaces could not be read: @p err, with
+ * errstr saying so for SG_ERR_STORE. */
+sg_err_t sg_rec_stored_err(sg_err_t err, const char *kind, char *errstr,
+                           size_t errstr_size);
+/* Checks a changelog record's key (@p db, @p suffix_len): *hlp the width
+ * of its key's hash (store format 2's or the current one). */
+sg_err_t sg_rec_key_check(int db, size_t suffix_len, int *hlp, char *errstr,
+                          size_t errstr_size);
 /* Whether @p name (of @p len bytes, a key of LMDB's main database) is a
  * partition's aux database, "p<24 hex>.x": then @p tp its prefix. */
 bool sg_pdb_name_parse(const void *name, size_t len,

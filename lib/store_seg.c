@@ -1442,7 +1442,7 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
         return maybe;
 }
 
-/* ---- restore in windows (store_records.c's batch) ------------------------ */
+/* ---- restore in windows (store_batch.c) --------------------------------- */
 
 void sg_rfilter_init(rfilter_t *rf, uint64_t keys) {
         free(rf->bits);
