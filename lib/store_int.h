@@ -1,8 +1,9 @@
 /*
  * store_int.h — the internals the store's source files share (store.c,
  * store_open.c, store_codec.c, store_records.c, store_batch.c,
- * store_walk.c, store_parts.c, store_seg.c); not part of the library's
- * interface. See store.h for the key layout and the contract.
+ * store_walk.c, store_parts.c, store_seg.c, store_seg_merge.c); not part
+ * of the library's interface. See store.h for the key layout and the
+ * contract.
  *
  * Values are encoded field by field in big-endian order (not raw structs) so
  * the on-disk format does not depend on the compiler's struct layout, and so
