@@ -62,7 +62,7 @@ uint64_t sg_seg_filter_blocks(uint64_t keys) {
         return b ? b : 1;
 }
 
-static unsigned char *filter_block(unsigned char *f, uint64_t nblocks,
+unsigned char *sg_seg_filter_block(unsigned char *f, uint64_t nblocks,
                                    const unsigned char *kh) {
         uint64_t h = get_u32(kh);
         return f + ((h * nblocks) >> 32) * FILTER_BLOCK;
@@ -70,7 +70,7 @@ static unsigned char *filter_block(unsigned char *f, uint64_t nblocks,
 
 void sg_seg_filter_add(unsigned char *f, uint64_t nblocks,
                        const unsigned char *kh) {
-        unsigned char *b = filter_block(f, nblocks, kh);
+        unsigned char *b = sg_seg_filter_block(f, nblocks, kh);
         uint64_t x = get_u64(kh + 4);
         for (int i = 0; i < FILTER_K; i++, x >>= 9) {
                 unsigned bit = (unsigned)(x & 511);
@@ -78,7 +78,8 @@ void sg_seg_filter_add(unsigned char *f, uint64_t nblocks,
         }
 }
 
-static bool filter_maybe(const unsigned char *b, const unsigned char *kh) {
+bool sg_seg_filter_block_maybe(const unsigned char *b,
+                               const unsigned char *kh) {
         uint64_t x = get_u64(kh + 4);
         for (int i = 0; i < FILTER_K; i++, x >>= 9) {
                 unsigned bit = (unsigned)(x & 511);
@@ -419,8 +420,8 @@ sg_err_t sg_seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
  * one, made when there is none; when no slot is free, the open segment of
  * the latest later bucket (a key there outlives its expiry, never the
  * other way round). */
-static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
-                             const sg_dedup_rec_t *rec, seg_t **gp) {
+sg_err_t sg_seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                         const sg_dedup_rec_t *rec, seg_t **gp) {
         int64_t b = sg_seg_bucket_of(st, rec->expiry_ms);
         seg_t *later = NULL;
         for (int i = 0; i < st->cnt; i++) {
@@ -453,15 +454,15 @@ static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
  * all), newest first: *gp and its value in *val, or SG_ERR_NOT_FOUND.
  * Sealed segments are probed only when their filter may hold the key
  * (their blocks prefetched together first). */
-static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
-                               const unsigned char *kh, uint32_t below,
-                               seg_t **gp, MDB_val *val) {
+sg_err_t sg_seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                           const unsigned char *kh, uint32_t below, seg_t **gp,
+                           MDB_val *val) {
         const unsigned char *blk[SEG_SLOTS];
         for (int i = 0; i < st->cnt; i++) {
                 seg_t *g = &st->seg[i];
                 blk[i] = NULL;
                 if (g->state == SEG_SEALED && g->filter) {
-                        blk[i] = filter_block(g->filter, g->fblocks, kh);
+                        blk[i] = sg_seg_filter_block(g->filter, g->fblocks, kh);
                         __builtin_prefetch(blk[i]);
                 }
         }
@@ -469,7 +470,7 @@ static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
         for (int i = 0; i < st->cnt; i++) {
                 seg_t *g = &st->seg[i];
                 if (g->state == SEG_TARGET || (below && g->id >= below) ||
-                    (blk[i] && !filter_maybe(blk[i], kh)))
+                    (blk[i] && !sg_seg_filter_block_maybe(blk[i], kh)))
                         continue;
                 int rc;
                 MDB_dbi dbi = sg_seg_dbi(t, p, g, false, &rc);
@@ -492,7 +493,7 @@ static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
 
 static sg_err_t seg_find(sg_txn_t *t, pdb_t *p, segtab_t *st,
                          const unsigned char *kh, seg_t **gp, MDB_val *val) {
-        return seg_find_below(t, p, st, kh, 0, gp, val);
+        return sg_seg_find_below(t, p, st, kh, 0, gp, val);
 }
 
 sg_err_t sg_seg_decode(sg_txn_t *t, const seg_t *g, const MDB_val *v,
@@ -536,9 +537,9 @@ static seg_t *job_mirror(segtab_t *st, const seg_t *g,
 }
 
 /* Writes @p rec under @p kh into segment @p g (and its job's target). */
-static sg_err_t seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                        const unsigned char *kh, const sg_dedup_rec_t *rec,
-                        char *errstr, size_t errstr_size) {
+sg_err_t sg_seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, const sg_dedup_rec_t *rec,
+                    char *errstr, size_t errstr_size) {
         for (int pass = 0; pass < 2; pass++) {
                 unsigned char v[DEDUP_SVLEN_MAX];
                 size_t n = sg_dedup_seg_encode(rec, g->base_ms, g->ttl_ms, v);
@@ -557,9 +558,8 @@ static sg_err_t seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
 }
 
 /* Deletes @p kh from segment @p g (and its job's target). */
-static sg_err_t seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                        const unsigned char *kh, char *errstr,
-                        size_t errstr_size) {
+sg_err_t sg_seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, char *errstr, size_t errstr_size) {
         for (int pass = 0; pass < 2 && g; pass++) {
                 int rc;
                 MDB_dbi dbi = sg_seg_dbi(t, p, g, false, &rc);
@@ -674,13 +674,14 @@ sg_err_t sg_seg_dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
         }
         int64_t b = sg_seg_bucket_of(st, rec.expiry_ms);
         if (g && g->state != SEG_TARGET && g->bucket == b) {
-                err = seg_put(t, p, st, g, kh, &rec, errstr, errstr_size);
+                err = sg_seg_put(t, p, st, g, kh, &rec, errstr, errstr_size);
         } else {
-                if (g && (err = seg_del(t, p, st, g, kh, errstr, errstr_size)))
+                if (g &&
+                    (err = sg_seg_del(t, p, st, g, kh, errstr, errstr_size)))
                         return err;
-                if (!(err = seg_open_for(t, p, st, &rec, &g))) {
-                        err = seg_put(t, p, st, g, kh, &rec, errstr,
-                                      errstr_size);
+                if (!(err = sg_seg_open_for(t, p, st, &rec, &g))) {
+                        err = sg_seg_put(t, p, st, g, kh, &rec, errstr,
+                                         errstr_size);
                         st->written++;
                 }
         }
@@ -691,7 +692,7 @@ sg_err_t sg_seg_dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
         return sg_seg_dedup_capture(t, p, kh, &rec, v2_tail);
 }
 
-static sg_err_t dedup_write(sg_txn_t *t, const sg_tp_t *tp,
+sg_err_t sg_seg_dedup_write(sg_txn_t *t, const sg_tp_t *tp,
                             const unsigned char *kh, const sg_dedup_rec_t *in,
                             const sg_dedup_rec_t *old, bool engine,
                             char *errstr, size_t errstr_size) {
@@ -725,9 +726,10 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                             size_t errstr_size) {
         if (errstr && errstr_size)
                 errstr[0] = '\0';
-        return sg_seg_with_detail(
-                t, dedup_write(t, tp, kh, rec, old, true, errstr, errstr_size),
-                errstr, errstr_size);
+        return sg_seg_with_detail(t,
+                                  sg_seg_dedup_write(t, tp, kh, rec, old, true,
+                                                     errstr, errstr_size),
+                                  errstr, errstr_size);
 }
 
 sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
@@ -739,45 +741,6 @@ sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
                 return err;
         return sg_dedup_put_known(t, tp, kh, rec, err ? NULL : &old, errstr,
                                   errstr_size);
-}
-
-static sg_err_t dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
-                              const unsigned char *kh,
-                              const sg_dedup_rec_t *rec, bool v2key,
-                              char *errstr, size_t errstr_size) {
-        sg_dedup_rec_t old;
-        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
-        if (err && err != SG_ERR_NOT_FOUND)
-                return err;
-        bool had = err == SG_OK;
-        if (rec)
-                return dedup_write(t, tp, kh, rec, had ? &old : NULL, false,
-                                   errstr, errstr_size);
-        /* a tombstone under a format 2 key removes only a record that may
-         * have come from it (its writer tombstones both keys when the key
-         * goes, and the old one before it writes the new) */
-        if (!had || (v2key && !old.v2))
-                return SG_OK;
-        int rc;
-        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
-        segtab_t *st;
-        if (!p)
-                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
-                                       errstr, errstr_size);
-        if ((err = sg_segtab_get(t, p, &st)))
-                return err;
-        seg_t *g = sg_seg_by_id(st, old._seg);
-        return g ? seg_del(t, p, st, g, kh, errstr, errstr_size) : SG_OK;
-}
-
-sg_err_t sg_dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
-                          const unsigned char *kh, const sg_dedup_rec_t *rec,
-                          bool v2key, char *errstr, size_t errstr_size) {
-        if (errstr && errstr_size)
-                errstr[0] = '\0';
-        return sg_seg_with_detail(
-                t, dedup_restore(t, tp, kh, rec, v2key, errstr, errstr_size),
-                errstr, errstr_size);
 }
 
 /* ---- walking segments in key order ---------------------------------------- */
@@ -1010,283 +973,8 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
                 if (g->state != SEG_SEALED || !g->filter)
                         continue;
                 (*sealedp)++;
-                maybe |= filter_maybe(filter_block(g->filter, g->fblocks, kh),
-                                      kh);
+                maybe |= sg_seg_filter_block_maybe(
+                        sg_seg_filter_block(g->filter, g->fblocks, kh), kh);
         }
         return maybe;
-}
-
-/* ---- restore in windows (store_batch.c) --------------------------------- */
-
-void sg_rfilter_init(rfilter_t *rf, uint64_t keys) {
-        free(rf->bits);
-        memset(rf, 0, sizeof(*rf));
-        /* 8 bits a key (~2 % false positives: each costs the probes of a
-         * lookup); at least 1 MiB, at most 256 MiB */
-        uint64_t bytes = keys;
-        if (bytes < (1u << 20))
-                bytes = 1u << 20;
-        if (bytes > ((uint64_t)256 << 20))
-                bytes = (uint64_t)256 << 20;
-        rf->nblocks = bytes / FILTER_BLOCK;
-        rf->bits = calloc(rf->nblocks, FILTER_BLOCK);
-        if (!rf->bits)
-                rf->nblocks = 0;
-}
-
-void sg_rfilter_free(rfilter_t *rf) {
-        free(rf->bits);
-        memset(rf, 0, sizeof(*rf));
-}
-
-void sg_rfilter_add(rfilter_t *rf, const unsigned char *kh) {
-        if (rf->bits)
-                sg_seg_filter_add(rf->bits, rf->nblocks, kh);
-}
-
-/* Whether key @p kh may have been written by this restore (no filter: it
- * may). */
-static bool rf_maybe(const rfilter_t *rf, const unsigned char *kh) {
-        return !rf->bits ||
-               filter_maybe(filter_block(rf->bits, rf->nblocks, kh), kh);
-}
-
-static int ditem_cmp(const void *x, const void *y) {
-        const dedup_item_t *a = *(dedup_item_t *const *)x,
-                           *b = *(dedup_item_t *const *)y;
-        if (a->bucket != b->bucket)
-                return a->bucket < b->bucket ? -1 : 1;
-        return memcmp(a->kh, b->kh, HL);
-}
-
-/* Keys of a bucket a restore window must bring for restore_freeze to
- * start a segment for them, and the slots it leaves free. */
-#define RESTORE_FREEZE_MIN 4096
-#define RESTORE_FREEZE_SLOTS_FREE 16
-/* Frozen segments at most (a lookup probes each until it is sealed) */
-#define RESTORE_FROZEN_MAX 8
-
-/* A restore window's new keys of one bucket (@p ins from @p i on, while
- * the bucket lasts) that cannot be appended to the bucket's open segment
- * @p g: when @p g is full (it holds seg_keys, as a sweep would freeze it)
- * and the run is long, @p g is frozen now, so that the keys go to a new
- * open segment in key order (MDB_APPEND, full pages) instead of landing
- * at random over @p g's pages (every window rewrote most of them: ~30 %
- * of a restore's CPU). Never when fewer than RESTORE_FREEZE_SLOTS_FREE
- * slots would stay free, nor past RESTORE_FROZEN_MAX frozen segments (a
- * lookup probes each, without a filter, until a sweep has sealed it): a
- * long restore then inserts as before. The sweeps seal the frozen
- * segments afterwards, as they do a full open one. true: frozen. */
-static bool restore_freeze(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                           dedup_item_t **ins, size_t i, size_t n,
-                           sg_err_t *errp) {
-        size_t j = i;
-        while (j < n && j - i < RESTORE_FREEZE_MIN &&
-               ins[j]->bucket == ins[i]->bucket)
-                j++;
-        int frozen = 0;
-        for (int k = 0; k < st->cnt; k++)
-                frozen += st->seg[k].state == SEG_FROZEN;
-        if (g->state != SEG_OPEN || g->bucket != ins[i]->bucket ||
-            j - i < RESTORE_FREEZE_MIN || frozen >= RESTORE_FROZEN_MAX ||
-            st->cnt + RESTORE_FREEZE_SLOTS_FREE >= SEG_SLOTS ||
-            sg_seg_entries(t, p, g) < t->store->seg_keys)
-                return false;
-        g->state = SEG_FROZEN;
-        if ((*errp = sg_seg_rec_put(t, p, g)))
-                return false;
-        return true;
-}
-
-/* Puts @p ins (in key order, as the window's items are) in (bucket, key)
- * order as ditem_cmp would, by a stable pass over its few buckets instead
- * of a qsort (which was ~6 % of a restore's CPU). false when it cannot
- * (more than 64 buckets, or no memory): the caller qsort()s. */
-static bool by_bucket(dedup_item_t **ins, size_t n) {
-        enum { MAXB = 64 };
-        int64_t bk[MAXB];
-        size_t cnt[MAXB] = {0}, nb = 0;
-        bool sorted = true;
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-                while (k < nb && bk[k] != ins[i]->bucket)
-                        k++;
-                if (k == nb) {
-                        if (nb == MAXB)
-                                return false;
-                        bk[nb++] = ins[i]->bucket;
-                }
-                cnt[k]++;
-                sorted &= i == 0 || ins[i - 1]->bucket <= ins[i]->bucket;
-        }
-        if (sorted)
-                return true; /* one bucket (the usual window), or ordered */
-        dedup_item_t **tmp = malloc(n * sizeof(*tmp));
-        if (!tmp)
-                return false;
-        /* each bucket's start: buckets in ascending order */
-        size_t start[MAXB];
-        for (size_t k = 0; k < nb; k++) {
-                start[k] = 0;
-                for (size_t m = 0; m < nb; m++)
-                        if (bk[m] < bk[k])
-                                start[k] += cnt[m];
-        }
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-                while (bk[k] != ins[i]->bucket)
-                        k++;
-                tmp[start[k]++] = ins[i];
-        }
-        memcpy(ins, tmp, n * sizeof(*ins));
-        free(tmp);
-        return true;
-}
-
-sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
-                               dedup_item_t *items, size_t n, rfilter_t *rf,
-                               char *errstr, size_t errstr_size) {
-        if (!n)
-                return SG_OK;
-        int rc;
-        pdb_t *p = sg_pdb_get(t, tp, true, &rc);
-        if (!p)
-                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
-                                       errstr, errstr_size);
-        segtab_t *st;
-        sg_err_t err = sg_segtab_get(t, p, &st);
-        if (err)
-                return err;
-        if (!rf->first_set) {
-                rf->first_id = st->next_id;
-                rf->first_set = true;
-        }
-        dedup_item_t **ins = malloc(n * sizeof(*ins));
-        if (!ins)
-                return SG_ERR_NOMEM;
-        size_t ni = 0;
-        /* 1: each key where it is (in key order: the probes walk each
-         * segment's B-tree forward) */
-        for (size_t i = 0; !err && i < n; i++) {
-                dedup_item_t *it = &items[i];
-                seg_t *g = NULL;
-                MDB_val v;
-                /* the restore's own segments only when its filter says
-                 * the key may be in them */
-                uint32_t below = rf_maybe(rf, it->kh) ? 0 : rf->first_id;
-                err = seg_find_below(t, p, st, it->kh, below, &g, &v);
-                sg_dedup_rec_t old;
-                bool had = err == SG_OK;
-                if (err == SG_ERR_NOT_FOUND)
-                        err = SG_OK;
-                if (!err && had)
-                        err = sg_seg_decode(t, g, &v, &old);
-                if (err)
-                        break;
-                if (it->tomb) {
-                        /* a tombstone under a format 2 key removes only a
-                         * record that may have come from it (store.h) */
-                        if (had && (!it->v2key || old.v2))
-                                err = seg_del(t, p, st, g, it->kh, errstr,
-                                              errstr_size);
-                        continue;
-                }
-                if (!err)
-                        err = sg_seg_width_set(t, p, st,
-                                               it->rec.expiry_ms -
-                                                       it->rec.first_seen_ms);
-                if (err)
-                        break;
-                if (had && old.v2 && !it->rec.v2) {
-                        it->rec.v2 = true;
-                        memcpy(it->rec.v2_tail, old.v2_tail, 16);
-                }
-                it->bucket = sg_seg_bucket_of(st, it->rec.expiry_ms);
-                if (had && g->bucket == it->bucket) {
-                        err = seg_put(t, p, st, g, it->kh, &it->rec, errstr,
-                                      errstr_size);
-                        continue;
-                }
-                if (had &&
-                    (err = seg_del(t, p, st, g, it->kh, errstr, errstr_size)))
-                        break;
-                ins[ni++] = it;
-        }
-        /* 2: the new keys, bucket by bucket in key order: appended to an
-         * open segment's end when they sort after its last key */
-        if (!err && ni > 1 && !by_bucket(ins, ni))
-                qsort(ins, ni, sizeof(*ins), ditem_cmp);
-        MDB_cursor *cur = NULL;
-        seg_t *g = NULL;
-        uint32_t gid = 0;
-        unsigned char last[HL];
-        bool append = false;
-        for (size_t i = 0; !err && i < ni; i++) {
-                dedup_item_t *it = ins[i];
-                for (bool frozen = false; !g || g->bucket != it->bucket;) {
-                        if (cur)
-                                mdb_cursor_close(cur);
-                        cur = NULL;
-                        if ((err = seg_open_for(t, p, st, &it->rec, &g)))
-                                break;
-                        gid = g->id;
-                        MDB_dbi dbi = sg_seg_dbi(t, p, g, true, &rc);
-                        if (!rc)
-                                rc = sg_lmdb_cursor_open(t, dbi, &cur);
-                        MDB_val k, v;
-                        int r2 =
-                                rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-                        if (!rc && r2 && r2 != MDB_NOTFOUND)
-                                rc = r2;
-                        if (rc) {
-                                err = sg_txn_lmdb_err(t, rc, "dedup segment",
-                                                      errstr, errstr_size);
-                                break;
-                        }
-                        append = r2 == MDB_NOTFOUND ||
-                                 (k.mv_size == HL &&
-                                  memcmp(k.mv_data, it->kh, HL) < 0);
-                        if (!r2)
-                                memcpy(last, k.mv_data, HL);
-                        if (!append && !frozen &&
-                            (frozen = restore_freeze(t, p, st, g, ins, i, ni,
-                                                     &err))) {
-                                /* then a new open segment for the
-                                 * bucket: the keys appended to it */
-                                g = NULL;
-                                continue;
-                        }
-                        break;
-                }
-                if (err)
-                        break;
-                g = sg_seg_by_id(st, gid);
-                if (append && i > 0 && ins[i - 1]->bucket == it->bucket &&
-                    memcmp(last, it->kh, HL) >= 0)
-                        append = false;
-                unsigned char sv[DEDUP_SVLEN_MAX];
-                MDB_val k = {HL, it->kh},
-                        v = {sg_dedup_seg_encode(&it->rec, g->base_ms,
-                                                 g->ttl_ms, sv),
-                             sv};
-                rc = sg_lmdb_cursor_put(t, cur, &k, &v,
-                                        append ? MDB_APPEND : 0);
-                if (rc == MDB_KEYEXIST && append) {
-                        append = false;
-                        rc = sg_lmdb_cursor_put(t, cur, &k, &v, 0);
-                }
-                if (rc) {
-                        err = sg_txn_lmdb_err(t, rc, "dedup segment", errstr,
-                                              errstr_size);
-                        break;
-                }
-                memcpy(last, it->kh, HL);
-        }
-        if (cur)
-                mdb_cursor_close(cur);
-        for (size_t i = 0; !err && rf->bits && i < n; i++)
-                if (!items[i].tomb)
-                        sg_seg_filter_add(rf->bits, rf->nblocks, items[i].kh);
-        free(ins);
-        return sg_seg_with_detail(t, err, errstr, errstr_size);
 }

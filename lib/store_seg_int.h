@@ -1,7 +1,8 @@
 /*
  * store_seg_int.h — what store_seg.c (segments, their table and filters,
- * one key's reads and writes) and store_seg_merge.c (compaction jobs and
- * expiry) share; private to the two. See store_seg.c for the segments'
+ * one key's reads and writes), store_seg_merge.c (compaction jobs and
+ * expiry) and store_seg_restore.c (restore into segments) share; private
+ * to the three. See store_seg.c for the segments'
  * states and invariants.
  */
 #ifndef SEQGATE_STORE_SEG_INT_H
@@ -138,5 +139,39 @@ sg_err_t sg_seg_width_set(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t ttl);
  * failing call below had no errstr of its own. */
 sg_err_t sg_seg_with_detail(sg_txn_t *t, sg_err_t err, char *errstr,
                             size_t errstr_size);
+
+sg_err_t sg_seg_dedup_write(sg_txn_t *t, const sg_tp_t *tp,
+                            const unsigned char *kh, const sg_dedup_rec_t *in,
+                            const sg_dedup_rec_t *old, bool engine,
+                            char *errstr, size_t errstr_size);
+
+unsigned char *sg_seg_filter_block(unsigned char *f, uint64_t nblocks,
+                                   const unsigned char *kh);
+
+bool sg_seg_filter_block_maybe(const unsigned char *b, const unsigned char *kh);
+
+/* Deletes @p kh from segment @p g (and its job's target). */
+sg_err_t sg_seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, char *errstr, size_t errstr_size);
+
+/* Finds key @p kh in the visible segments (with ids below @p below, 0:
+ * all), newest first: *gp and its value in *val, or SG_ERR_NOT_FOUND.
+ * Sealed segments are probed only when their filter may hold the key
+ * (their blocks prefetched together first). */
+sg_err_t sg_seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                           const unsigned char *kh, uint32_t below, seg_t **gp,
+                           MDB_val *val);
+
+/* The segment a new key of expiry @p expiry_ms goes to: its bucket's open
+ * one, made when there is none; when no slot is free, the open segment of
+ * the latest later bucket (a key there outlives its expiry, never the
+ * other way round). */
+sg_err_t sg_seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                         const sg_dedup_rec_t *rec, seg_t **gp);
+
+/* Writes @p rec under @p kh into segment @p g (and its job's target). */
+sg_err_t sg_seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, const sg_dedup_rec_t *rec,
+                    char *errstr, size_t errstr_size);
 
 #endif
