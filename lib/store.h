@@ -29,9 +29,10 @@
  * 64-bit hashes collided (for 1,000 topics in one store a chance of
  * 1000^2 / 2^65, ~3e-14) are refused, never mixed.
  *
- * Dedup segments (semantics §3 "Expiry", store_seg.c): a partition's dedup
- * records live in time segments, each holding keys whose expiry falls in
- * one bucket of width dedup TTL / 8. New keys go to the bucket's one open
+ * Dedup segments (semantics §3 "Expiry", store_seg.c; compaction and
+ * expiry: store_seg_merge.c): a partition's dedup records live in time
+ * segments, each holding keys whose expiry falls in one bucket of width
+ * dedup TTL / 8. New keys go to the bucket's one open
  * segment, small and hot; one that holds SG_SEG_KEYS_DEFAULT keys, or
  * whose bucket is past, is frozen (at a sweep; a restore's window whose
  * new keys cannot be appended to a full one freezes it at once and

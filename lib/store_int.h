@@ -1,8 +1,9 @@
 /*
  * store_int.h — the internals the store's source files share (store.c,
- * store_codec.c, store_records.c, store_walk.c, store_parts.c,
- * store_seg.c); not part of the library's interface. See store.h for the
- * key layout and the contract.
+ * store_open.c, store_codec.c, store_records.c, store_batch.c,
+ * store_walk.c, store_parts.c, store_seg.c, store_seg_merge.c,
+ * store_seg_restore.c); not part of the library's interface. See store.h
+ * for the key layout and the contract.
  *
  * Values are encoded field by field in big-endian order (not raw structs) so
  * the on-disk format does not depend on the compiler's struct layout, and so
@@ -97,8 +98,8 @@ void sg_pdb_free(sg_store_t *s);
 void sg_pdb_txn_free(sg_txn_t *t);
 /* Frees a segment table copy (store_seg.c); NULL is a no-op. */
 void sg_segtab_free(segtab_t *st);
-/* store_seg.c for the rest of the store: a restored dedup record of key
- * @p kh (@p rec NULL: a tombstone; @p v2key: the record's key was store
+/* store_seg_restore.c for the rest of the store: a restored dedup record of
+ * key @p kh (@p rec NULL: a tombstone; @p v2key: the record's key was store
  * format 2's, rec->v2 and its tail set), not captured. */
 sg_err_t sg_dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
                           const unsigned char *kh, const sg_dedup_rec_t *rec,
@@ -116,13 +117,13 @@ void sg_rfilter_init(rfilter_t *rf, uint64_t keys);
 void sg_rfilter_free(rfilter_t *rf);
 void sg_rfilter_add(rfilter_t *rf, const unsigned char *kh);
 /* A restore window's dedup records (the last of each key, in key order):
- * written where they belong (store_seg.c). */
+ * written where they belong (store_seg_restore.c). */
 typedef struct dedup_item {
         unsigned char kh[HL];
         bool tomb, v2key;
         sg_dedup_rec_t rec; /* decoded; v2 and its tail set for a format 2
                                key */
-        int64_t bucket;     /* (store_seg.c) */
+        int64_t bucket;     /* (store_seg_restore.c) */
 } dedup_item_t;
 sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
                                dedup_item_t *items, size_t n, rfilter_t *rf,
@@ -142,6 +143,22 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
  * (*psize: the page size). */
 sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
                       uint64_t *psize);
+/* store_records.c for restore in windows (store_batch.c): */
+/* An aux database key: kind | a [| b], into @p k; returns its length. */
+size_t sg_rec_akey(unsigned char *k, int kind, const void *a, size_t alen,
+                   const void *b, size_t blen);
+/* Partition @p tp's databases (@p create: made when missing); NULL with
+ * *errp SG_ERR_NOT_FOUND or the LMDB error. */
+pdb_t *sg_rec_pdb_for(sg_txn_t *t, const sg_tp_t *tp, bool create,
+                      sg_err_t *errp);
+/* A stored record the change replaces could not be read: @p err, with
+ * errstr saying so for SG_ERR_STORE. */
+sg_err_t sg_rec_stored_err(sg_err_t err, const char *kind, char *errstr,
+                           size_t errstr_size);
+/* Checks a changelog record's key (@p db, @p suffix_len): *hlp the width
+ * of its key's hash (store format 2's or the current one). */
+sg_err_t sg_rec_key_check(int db, size_t suffix_len, int *hlp, char *errstr,
+                          size_t errstr_size);
 /* Whether @p name (of @p len bytes, a key of LMDB's main database) is a
  * partition's aux database, "p<24 hex>.x": then @p tp its prefix. */
 bool sg_pdb_name_parse(const void *name, size_t len,

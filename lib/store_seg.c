@@ -32,53 +32,11 @@
  * transaction aborts (sg_pdb_txn_end). Readers other than the writer probe
  * every segment without filters (a filter only saves probes).
  */
-#include "store_int.h"
+#include "store_seg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-enum { SEG_OPEN = 1, SEG_FROZEN, SEG_SEALED, SEG_TARGET };
-
-#define JOB_SRC_MAX 4        /* segments a merge takes */
-#define SEAL_STEP_MAX 262144 /* keys a sweep copies for a backlog */
-#define FILTER_BITS_PER_KEY 16
-#define FILTER_BLOCK 64 /* bytes: one cache line */
-#define FILTER_K 7      /* bits set per key, 9 bits of hash each */
-
-typedef struct seg {
-        uint32_t id; /* grows: a larger id is a newer segment */
-        uint8_t slot, state, level;
-        int64_t bucket;          /* expiry bucket index */
-        int64_t base_ms, ttl_ms; /* the records' time base (store_int.h) */
-        uint64_t fblocks;        /* sealed: filter blocks */
-        unsigned char *filter;   /* sealed, writer's copy: its filter */
-} seg_t;
-
-struct segtab {
-        int64_t width_ms; /* bucket width, 0: not set */
-        uint32_t next_id;
-        int cnt;
-        seg_t seg[SEG_SLOTS]; /* newest (largest id) first */
-        /* the compaction job: 0 none */
-        uint32_t job_dst;
-        uint32_t job_src[JOB_SRC_MAX];
-        int job_nsrc;
-        bool job_pos_set; /* keys up to job_pos copied */
-        unsigned char job_pos[HL];
-        uint64_t job_fblocks;
-        unsigned char *job_filter; /* built as keys are copied (memory) */
-        /* the expiry walk: 0 none */
-        uint32_t walk_seg;
-        bool walk_pos_set;
-        unsigned char walk_pos[HL];
-        /* keys written since the last sweep (its work budget; memory) */
-        uint64_t written;
-        /* the partition's dedup TTL as the last sweep had it (memory; 0
-         * none yet): a new segment's time base */
-        int64_t ttl_ms;
-        bool filters; /* the writer's copy: filters loaded */
-};
 
 void sg_segtab_free(segtab_t *st) {
         if (!st)
@@ -98,21 +56,21 @@ void sg_segtab_free(segtab_t *st) {
  * (test_store_seg measures it). A false positive costs a B-tree probe that
  * finds nothing; it never changes an answer. */
 
-static uint64_t filter_blocks(uint64_t keys) {
+uint64_t sg_seg_filter_blocks(uint64_t keys) {
         uint64_t b = (keys * FILTER_BITS_PER_KEY + FILTER_BLOCK * 8 - 1) /
                      (FILTER_BLOCK * 8);
         return b ? b : 1;
 }
 
-static unsigned char *filter_block(unsigned char *f, uint64_t nblocks,
+unsigned char *sg_seg_filter_block(unsigned char *f, uint64_t nblocks,
                                    const unsigned char *kh) {
         uint64_t h = get_u32(kh);
         return f + ((h * nblocks) >> 32) * FILTER_BLOCK;
 }
 
-static void filter_add(unsigned char *f, uint64_t nblocks,
+void sg_seg_filter_add(unsigned char *f, uint64_t nblocks,
                        const unsigned char *kh) {
-        unsigned char *b = filter_block(f, nblocks, kh);
+        unsigned char *b = sg_seg_filter_block(f, nblocks, kh);
         uint64_t x = get_u64(kh + 4);
         for (int i = 0; i < FILTER_K; i++, x >>= 9) {
                 unsigned bit = (unsigned)(x & 511);
@@ -120,7 +78,8 @@ static void filter_add(unsigned char *f, uint64_t nblocks,
         }
 }
 
-static bool filter_maybe(const unsigned char *b, const unsigned char *kh) {
+bool sg_seg_filter_block_maybe(const unsigned char *b,
+                               const unsigned char *kh) {
         uint64_t x = get_u64(kh + 4);
         for (int i = 0; i < FILTER_K; i++, x >>= 9) {
                 unsigned bit = (unsigned)(x & 511);
@@ -218,18 +177,18 @@ static bool segrec_decode(seg_t *g, uint32_t id, const unsigned char *v,
         return g->fblocks < (UINT64_C(1) << 40);
 }
 
-static sg_err_t corrupt_table(sg_txn_t *t, const char *what) {
+sg_err_t sg_seg_corrupt_table(sg_txn_t *t, const char *what) {
         return sg_txn_fail(t, SG_ERR_STORE, "corrupt dedup segment table: %s",
                            what);
 }
 
-static sg_err_t hdr_put(sg_txn_t *t, pdb_t *p, const segtab_t *st) {
+sg_err_t sg_seg_hdr_put(sg_txn_t *t, pdb_t *p, const segtab_t *st) {
         unsigned char k = AUX_SEGHDR, v[HDR_LEN];
         hdr_encode(st, v);
         return sg_db_put(t, DB_DEDUP, p->aux, &k, 1, v, sizeof(v), NULL, 0);
 }
 
-static sg_err_t segrec_put(sg_txn_t *t, pdb_t *p, const seg_t *g) {
+sg_err_t sg_seg_rec_put(sg_txn_t *t, pdb_t *p, const seg_t *g) {
         unsigned char k[5], v[SEGREC_LEN];
         k[0] = AUX_SEG;
         put_u32(k + 1, g->id);
@@ -238,19 +197,19 @@ static sg_err_t segrec_put(sg_txn_t *t, pdb_t *p, const seg_t *g) {
                          0);
 }
 
-static sg_err_t segrec_del(sg_txn_t *t, pdb_t *p, uint32_t id) {
+sg_err_t sg_seg_rec_del(sg_txn_t *t, pdb_t *p, uint32_t id) {
         unsigned char k[5];
         k[0] = AUX_SEG;
         put_u32(k + 1, id);
         return sg_db_del(t, DB_DEDUP, p->aux, k, sizeof(k), NULL, 0);
 }
 
-static void filter_key(const pdb_t *p, uint32_t id, unsigned char *k) {
+void sg_seg_filter_key(const pdb_t *p, uint32_t id, unsigned char *k) {
         memcpy(k, p->tp, SG_TP_LEN);
         put_u32(k + SG_TP_LEN, id);
 }
 
-static seg_t *seg_by_id(segtab_t *st, uint32_t id) {
+seg_t *sg_seg_by_id(segtab_t *st, uint32_t id) {
         for (int i = 0; i < st->cnt; i++)
                 if (st->seg[i].id == id)
                         return &st->seg[i];
@@ -259,15 +218,15 @@ static seg_t *seg_by_id(segtab_t *st, uint32_t id) {
 
 /* A segment's handle for reading: 0 (rc 0) when its database is not in
  * this transaction's view (a reader's snapshot before it existed). */
-static MDB_dbi seg_dbi(sg_txn_t *t, pdb_t *p, const seg_t *g, bool create,
-                       int *rcp) {
+MDB_dbi sg_seg_dbi(sg_txn_t *t, pdb_t *p, const seg_t *g, bool create,
+                   int *rcp) {
         return sg_pdb_slot(t, p, g->slot, create, rcp);
 }
 
 /* The keys a segment's database holds (mdb_stat: no walk). */
-static uint64_t seg_entries(sg_txn_t *t, pdb_t *p, const seg_t *g) {
+uint64_t sg_seg_entries(sg_txn_t *t, pdb_t *p, const seg_t *g) {
         int rc;
-        MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+        MDB_dbi dbi = sg_seg_dbi(t, p, g, false, &rc);
         MDB_stat ms;
         if (!dbi || mdb_stat(t->txn, dbi, &ms))
                 return 0;
@@ -277,14 +236,14 @@ static uint64_t seg_entries(sg_txn_t *t, pdb_t *p, const seg_t *g) {
 /* Loads the job's in-memory filter from its target's keys (after the
  * writer's copy was dropped mid-job). */
 static sg_err_t job_filter_rebuild(sg_txn_t *t, pdb_t *p, segtab_t *st) {
-        seg_t *d = seg_by_id(st, st->job_dst);
+        seg_t *d = sg_seg_by_id(st, st->job_dst);
         if (!d || !st->job_fblocks)
-                return corrupt_table(t, "a job without its target");
+                return sg_seg_corrupt_table(t, "a job without its target");
         st->job_filter = calloc(st->job_fblocks, FILTER_BLOCK);
         if (!st->job_filter)
                 return SG_ERR_NOMEM;
         int rc;
-        MDB_dbi dbi = seg_dbi(t, p, d, true, &rc);
+        MDB_dbi dbi = sg_seg_dbi(t, p, d, true, &rc);
         MDB_cursor *cur;
         if (!rc)
                 rc = sg_lmdb_cursor_open(t, dbi, &cur);
@@ -294,7 +253,8 @@ static sg_err_t job_filter_rebuild(sg_txn_t *t, pdb_t *p, segtab_t *st) {
         for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
              rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
                 if (k.mv_size == HL)
-                        filter_add(st->job_filter, st->job_fblocks, k.mv_data);
+                        sg_seg_filter_add(st->job_filter, st->job_fblocks,
+                                          k.mv_data);
         mdb_cursor_close(cur);
         return rc == MDB_NOTFOUND
                        ? SG_OK
@@ -314,7 +274,7 @@ static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
         MDB_val k = {1, (void *)"h"}, v;
         int rc = p->aux ? sg_lmdb_get(t, p->aux, &k, &v) : MDB_NOTFOUND;
         if (rc == 0 && !hdr_decode(st, v.mv_data, v.mv_size))
-                err = corrupt_table(t, "header");
+                err = sg_seg_corrupt_table(t, "header");
         else if (rc && !lmdb_no_db(rc))
                 err = sg_txn_lmdb_err(t, rc, "dedup segment table", NULL, 0);
         MDB_cursor *cur = NULL;
@@ -331,7 +291,7 @@ static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
                                     &st->seg[st->cnt],
                                     get_u32((unsigned char *)k.mv_data + 1),
                                     v.mv_data, v.mv_size))
-                                err = corrupt_table(t, "segment record");
+                                err = sg_seg_corrupt_table(t, "segment record");
                         else
                                 st->cnt++;
                         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
@@ -353,7 +313,7 @@ static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
                 if (g->state != SEG_SEALED)
                         continue;
                 unsigned char fk[SG_TP_LEN + 4];
-                filter_key(p, g->id, fk);
+                sg_seg_filter_key(p, g->id, fk);
                 MDB_val key = {sizeof(fk), fk}, fv;
                 rc = sg_lmdb_get(t, t->store->filter_dbi, &key, &fv);
                 if (rc == 0 && fv.mv_size == g->fblocks * FILTER_BLOCK) {
@@ -362,7 +322,8 @@ static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
                         else
                                 memcpy(g->filter, fv.mv_data, fv.mv_size);
                 } else if (rc == 0 || rc == MDB_NOTFOUND) {
-                        err = corrupt_table(t, "a sealed segment's filter");
+                        err = sg_seg_corrupt_table(t,
+                                                   "a sealed segment's filter");
                 } else {
                         err = sg_txn_lmdb_err(t, rc, "filter", NULL, 0);
                 }
@@ -379,7 +340,7 @@ static sg_err_t segtab_read(sg_txn_t *t, pdb_t *p, bool filters,
 
 /* The segment table of @p p as @p t sees it: the writer's copy, or the
  * reader's, read once per transaction. */
-static sg_err_t segtab_get(sg_txn_t *t, pdb_t *p, segtab_t **stp) {
+sg_err_t sg_segtab_get(sg_txn_t *t, pdb_t *p, segtab_t **stp) {
         if (!p->segs) {
                 sg_err_t err = segtab_read(t, p, t->write, &p->segs);
                 if (err)
@@ -391,15 +352,15 @@ static sg_err_t segtab_get(sg_txn_t *t, pdb_t *p, segtab_t **stp) {
 
 /* ---- buckets and open segments -------------------------------------------- */
 
-static int64_t bucket_of(const segtab_t *st, int64_t expiry_ms) {
+int64_t sg_seg_bucket_of(const segtab_t *st, int64_t expiry_ms) {
         return expiry_ms / st->width_ms; /* expiry >= 0 */
 }
 
-static sg_err_t width_set(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t ttl) {
+sg_err_t sg_seg_width_set(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t ttl) {
         if (st->width_ms)
                 return SG_OK;
         st->width_ms = ttl / 8 > 1000 ? ttl / 8 : 1000;
-        return hdr_put(t, p, st);
+        return sg_seg_hdr_put(t, p, st);
 }
 
 /* Inserts @p g into the table, newest first. */
@@ -413,7 +374,7 @@ static seg_t *seg_insert(segtab_t *st, const seg_t *g) {
         return &st->seg[i];
 }
 
-static void seg_remove(segtab_t *st, seg_t *g) {
+void sg_seg_remove(segtab_t *st, seg_t *g) {
         free(g->filter);
         int i = (int)(g - st->seg);
         memmove(&st->seg[i], &st->seg[i + 1],
@@ -423,9 +384,8 @@ static void seg_remove(segtab_t *st, seg_t *g) {
 
 /* A new segment of @p bucket in state @p state in a free slot, its
  * database created (empty: a slot is emptied when its segment goes). */
-static sg_err_t seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
-                        int state, int64_t base_ms, int64_t ttl_ms,
-                        seg_t **gp) {
+sg_err_t sg_seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
+                    int state, int64_t base_ms, int64_t ttl_ms, seg_t **gp) {
         bool used[SEG_SLOTS] = {false};
         for (int i = 0; i < st->cnt; i++)
                 used[st->seg[i].slot] = true;
@@ -444,12 +404,12 @@ static sg_err_t seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
                    .bucket = bucket,
                    .base_ms = base_ms,
                    .ttl_ms = ttl_ms};
-        if (!seg_dbi(t, p, &g, true, &rc))
+        if (!sg_seg_dbi(t, p, &g, true, &rc))
                 return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND,
                                        "dedup segment", NULL, 0);
-        sg_err_t err = segrec_put(t, p, &g);
+        sg_err_t err = sg_seg_rec_put(t, p, &g);
         if (!err)
-                err = hdr_put(t, p, st);
+                err = sg_seg_hdr_put(t, p, st);
         if (err)
                 return err;
         *gp = seg_insert(st, &g);
@@ -460,9 +420,9 @@ static sg_err_t seg_new(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t bucket,
  * one, made when there is none; when no slot is free, the open segment of
  * the latest later bucket (a key there outlives its expiry, never the
  * other way round). */
-static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
-                             const sg_dedup_rec_t *rec, seg_t **gp) {
-        int64_t b = bucket_of(st, rec->expiry_ms);
+sg_err_t sg_seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                         const sg_dedup_rec_t *rec, seg_t **gp) {
+        int64_t b = sg_seg_bucket_of(st, rec->expiry_ms);
         seg_t *later = NULL;
         for (int i = 0; i < st->cnt; i++) {
                 seg_t *g = &st->seg[i];
@@ -479,8 +439,8 @@ static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
          * partition's, else (before its first sweep) this record's */
         int64_t ttl =
                 st->ttl_ms ? st->ttl_ms : rec->expiry_ms - rec->first_seen_ms;
-        sg_err_t err = seg_new(t, p, st, b, SEG_OPEN, rec->first_seen_ms,
-                               ttl > 0 ? ttl : 0, gp);
+        sg_err_t err = sg_seg_new(t, p, st, b, SEG_OPEN, rec->first_seen_ms,
+                                  ttl > 0 ? ttl : 0, gp);
         if (err == SG_ERR_STORE && later) {
                 *gp = later;
                 return SG_OK;
@@ -494,15 +454,15 @@ static sg_err_t seg_open_for(sg_txn_t *t, pdb_t *p, segtab_t *st,
  * all), newest first: *gp and its value in *val, or SG_ERR_NOT_FOUND.
  * Sealed segments are probed only when their filter may hold the key
  * (their blocks prefetched together first). */
-static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
-                               const unsigned char *kh, uint32_t below,
-                               seg_t **gp, MDB_val *val) {
+sg_err_t sg_seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
+                           const unsigned char *kh, uint32_t below, seg_t **gp,
+                           MDB_val *val) {
         const unsigned char *blk[SEG_SLOTS];
         for (int i = 0; i < st->cnt; i++) {
                 seg_t *g = &st->seg[i];
                 blk[i] = NULL;
                 if (g->state == SEG_SEALED && g->filter) {
-                        blk[i] = filter_block(g->filter, g->fblocks, kh);
+                        blk[i] = sg_seg_filter_block(g->filter, g->fblocks, kh);
                         __builtin_prefetch(blk[i]);
                 }
         }
@@ -510,10 +470,10 @@ static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
         for (int i = 0; i < st->cnt; i++) {
                 seg_t *g = &st->seg[i];
                 if (g->state == SEG_TARGET || (below && g->id >= below) ||
-                    (blk[i] && !filter_maybe(blk[i], kh)))
+                    (blk[i] && !sg_seg_filter_block_maybe(blk[i], kh)))
                         continue;
                 int rc;
-                MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+                MDB_dbi dbi = sg_seg_dbi(t, p, g, false, &rc);
                 if (!dbi) {
                         if (rc)
                                 return sg_txn_lmdb_err(t, rc, "dedup segment",
@@ -533,11 +493,11 @@ static sg_err_t seg_find_below(sg_txn_t *t, pdb_t *p, segtab_t *st,
 
 static sg_err_t seg_find(sg_txn_t *t, pdb_t *p, segtab_t *st,
                          const unsigned char *kh, seg_t **gp, MDB_val *val) {
-        return seg_find_below(t, p, st, kh, 0, gp, val);
+        return sg_seg_find_below(t, p, st, kh, 0, gp, val);
 }
 
-static sg_err_t seg_decode(sg_txn_t *t, const seg_t *g, const MDB_val *v,
-                           sg_dedup_rec_t *out) {
+sg_err_t sg_seg_decode(sg_txn_t *t, const seg_t *g, const MDB_val *v,
+                       sg_dedup_rec_t *out) {
         char why[160];
         sg_err_t err = sg_dedup_seg_decode(v->mv_data, v->mv_size, g->base_ms,
                                            g->ttl_ms, out, why, sizeof(why));
@@ -554,14 +514,14 @@ sg_err_t sg_dedup_get(sg_txn_t *t, const sg_tp_t *tp,
                 return rc ? sg_txn_lmdb_err(t, rc, "dedup", NULL, 0)
                           : SG_ERR_NOT_FOUND;
         segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
+        sg_err_t err = sg_segtab_get(t, p, &st);
         if (err)
                 return err;
         seg_t *g;
         MDB_val v;
         if ((err = seg_find(t, p, st, kh, &g, &v)))
                 return err;
-        return seg_decode(t, g, &v, out);
+        return sg_seg_decode(t, g, &v, out);
 }
 
 /* Whether a change of key @p kh in segment @p g must be made in the job's
@@ -572,19 +532,19 @@ static seg_t *job_mirror(segtab_t *st, const seg_t *g,
                 return NULL;
         for (int i = 0; i < st->job_nsrc; i++)
                 if (st->job_src[i] == g->id)
-                        return seg_by_id(st, st->job_dst);
+                        return sg_seg_by_id(st, st->job_dst);
         return NULL;
 }
 
 /* Writes @p rec under @p kh into segment @p g (and its job's target). */
-static sg_err_t seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                        const unsigned char *kh, const sg_dedup_rec_t *rec,
-                        char *errstr, size_t errstr_size) {
+sg_err_t sg_seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, const sg_dedup_rec_t *rec,
+                    char *errstr, size_t errstr_size) {
         for (int pass = 0; pass < 2; pass++) {
                 unsigned char v[DEDUP_SVLEN_MAX];
                 size_t n = sg_dedup_seg_encode(rec, g->base_ms, g->ttl_ms, v);
                 int rc;
-                MDB_dbi dbi = seg_dbi(t, p, g, true, &rc);
+                MDB_dbi dbi = sg_seg_dbi(t, p, g, true, &rc);
                 if (!dbi)
                         return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND,
                                                "dedup segment", errstr,
@@ -598,12 +558,11 @@ static sg_err_t seg_put(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
 }
 
 /* Deletes @p kh from segment @p g (and its job's target). */
-static sg_err_t seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                        const unsigned char *kh, char *errstr,
-                        size_t errstr_size) {
+sg_err_t sg_seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
+                    const unsigned char *kh, char *errstr, size_t errstr_size) {
         for (int pass = 0; pass < 2 && g; pass++) {
                 int rc;
-                MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
+                MDB_dbi dbi = sg_seg_dbi(t, p, g, false, &rc);
                 if (!dbi)
                         return rc ? sg_txn_lmdb_err(t, rc, "dedup segment",
                                                     errstr, errstr_size)
@@ -620,7 +579,7 @@ static sg_err_t seg_del(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
 /* The changelog's records of key @p kh: its value (@p rec) or a tombstone
  * (NULL), under its key; and when @p v2_tail, a tombstone under the store
  * format 2 key (the 32-byte hash) a record may still hold. */
-static sg_err_t dedup_capture(sg_txn_t *t, const pdb_t *p,
+sg_err_t sg_seg_dedup_capture(sg_txn_t *t, const pdb_t *p,
                               const unsigned char *kh,
                               const sg_dedup_rec_t *rec,
                               const unsigned char *v2_tail) {
@@ -668,7 +627,7 @@ static sg_err_t dedup_capture_v2(sg_txn_t *t, const pdb_t *p,
  * the engine writes has no store format 2 key: the one a restored record
  * had gets its tombstone now. A restore's (!@p engine) keeps the record's
  * format 2 key, and the stored one's. */
-static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
+sg_err_t sg_seg_dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
                               const unsigned char *kh, const sg_dedup_rec_t *in,
                               const sg_dedup_rec_t *old, bool engine,
                               char *errstr, size_t errstr_size) {
@@ -678,7 +637,8 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
                               "dedup record: time out of range (first seen "
                               "%" PRId64 ", expiry %" PRId64 ")",
                               in->first_seen_ms, in->expiry_ms);
-        sg_err_t err = width_set(t, p, st, in->expiry_ms - in->first_seen_ms);
+        sg_err_t err =
+                sg_seg_width_set(t, p, st, in->expiry_ms - in->first_seen_ms);
         if (err)
                 return err;
         sg_dedup_rec_t rec = *in;
@@ -706,21 +666,22 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
         }
         seg_t *g = NULL;
         if (old) {
-                g = old->_seg ? seg_by_id(st, old->_seg) : NULL;
+                g = old->_seg ? sg_seg_by_id(st, old->_seg) : NULL;
                 MDB_val v;
                 if (!g && (err = seg_find(t, p, st, kh, &g, &v)) &&
                     err != SG_ERR_NOT_FOUND)
                         return err;
         }
-        int64_t b = bucket_of(st, rec.expiry_ms);
+        int64_t b = sg_seg_bucket_of(st, rec.expiry_ms);
         if (g && g->state != SEG_TARGET && g->bucket == b) {
-                err = seg_put(t, p, st, g, kh, &rec, errstr, errstr_size);
+                err = sg_seg_put(t, p, st, g, kh, &rec, errstr, errstr_size);
         } else {
-                if (g && (err = seg_del(t, p, st, g, kh, errstr, errstr_size)))
+                if (g &&
+                    (err = sg_seg_del(t, p, st, g, kh, errstr, errstr_size)))
                         return err;
-                if (!(err = seg_open_for(t, p, st, &rec, &g))) {
-                        err = seg_put(t, p, st, g, kh, &rec, errstr,
-                                      errstr_size);
+                if (!(err = sg_seg_open_for(t, p, st, &rec, &g))) {
+                        err = sg_seg_put(t, p, st, g, kh, &rec, errstr,
+                                         errstr_size);
                         st->written++;
                 }
         }
@@ -728,10 +689,10 @@ static sg_err_t dedup_write_p(sg_txn_t *t, pdb_t *p, segtab_t *st,
                 return err;
         if (as_v2)
                 return dedup_capture_v2(t, p, kh, &rec);
-        return dedup_capture(t, p, kh, &rec, v2_tail);
+        return sg_seg_dedup_capture(t, p, kh, &rec, v2_tail);
 }
 
-static sg_err_t dedup_write(sg_txn_t *t, const sg_tp_t *tp,
+sg_err_t sg_seg_dedup_write(sg_txn_t *t, const sg_tp_t *tp,
                             const unsigned char *kh, const sg_dedup_rec_t *in,
                             const sg_dedup_rec_t *old, bool engine,
                             char *errstr, size_t errstr_size) {
@@ -741,16 +702,16 @@ static sg_err_t dedup_write(sg_txn_t *t, const sg_tp_t *tp,
                 return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
                                        errstr, errstr_size);
         segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
+        sg_err_t err = sg_segtab_get(t, p, &st);
         if (err)
                 return err;
-        return dedup_write_p(t, p, st, kh, in, old, engine, errstr,
-                             errstr_size);
+        return sg_seg_dedup_write_p(t, p, st, kh, in, old, engine, errstr,
+                                    errstr_size);
 }
 
 /* @p err with its reason in errstr: the transaction's detail when the
  * failing call below had no errstr of its own. */
-static sg_err_t with_detail(sg_txn_t *t, sg_err_t err, char *errstr,
+sg_err_t sg_seg_with_detail(sg_txn_t *t, sg_err_t err, char *errstr,
                             size_t errstr_size) {
         if (err && err != SG_ERR_NOT_FOUND && errstr && errstr_size &&
             !errstr[0])
@@ -765,9 +726,10 @@ sg_err_t sg_dedup_put_known(sg_txn_t *t, const sg_tp_t *tp,
                             size_t errstr_size) {
         if (errstr && errstr_size)
                 errstr[0] = '\0';
-        return with_detail(
-                t, dedup_write(t, tp, kh, rec, old, true, errstr, errstr_size),
-                errstr, errstr_size);
+        return sg_seg_with_detail(t,
+                                  sg_seg_dedup_write(t, tp, kh, rec, old, true,
+                                                     errstr, errstr_size),
+                                  errstr, errstr_size);
 }
 
 sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
@@ -781,58 +743,9 @@ sg_err_t sg_dedup_put(sg_txn_t *t, const sg_tp_t *tp,
                                   errstr_size);
 }
 
-static sg_err_t dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
-                              const unsigned char *kh,
-                              const sg_dedup_rec_t *rec, bool v2key,
-                              char *errstr, size_t errstr_size) {
-        sg_dedup_rec_t old;
-        sg_err_t err = sg_dedup_get(t, tp, kh, &old);
-        if (err && err != SG_ERR_NOT_FOUND)
-                return err;
-        bool had = err == SG_OK;
-        if (rec)
-                return dedup_write(t, tp, kh, rec, had ? &old : NULL, false,
-                                   errstr, errstr_size);
-        /* a tombstone under a format 2 key removes only a record that may
-         * have come from it (its writer tombstones both keys when the key
-         * goes, and the old one before it writes the new) */
-        if (!had || (v2key && !old.v2))
-                return SG_OK;
-        int rc;
-        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
-        segtab_t *st;
-        if (!p)
-                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
-                                       errstr, errstr_size);
-        if ((err = segtab_get(t, p, &st)))
-                return err;
-        seg_t *g = seg_by_id(st, old._seg);
-        return g ? seg_del(t, p, st, g, kh, errstr, errstr_size) : SG_OK;
-}
-
-sg_err_t sg_dedup_restore(sg_txn_t *t, const sg_tp_t *tp,
-                          const unsigned char *kh, const sg_dedup_rec_t *rec,
-                          bool v2key, char *errstr, size_t errstr_size) {
-        if (errstr && errstr_size)
-                errstr[0] = '\0';
-        return with_detail(
-                t, dedup_restore(t, tp, kh, rec, v2key, errstr, errstr_size),
-                errstr, errstr_size);
-}
-
 /* ---- walking segments in key order ---------------------------------------- */
 
-/* A k-way walk over segments in key order (keys are distinct across them:
- * a key lives in one segment), from after @p from (NULL: the first). */
-typedef struct kwalk {
-        int n;
-        MDB_cursor *cur[SEG_SLOTS];
-        uint32_t id[SEG_SLOTS];
-        bool live[SEG_SLOTS];
-        MDB_val k[SEG_SLOTS], v[SEG_SLOTS];
-} kwalk_t;
-
-static void kwalk_close(kwalk_t *w) {
+void sg_seg_kwalk_close(kwalk_t *w) {
         for (int i = 0; i < w->n; i++)
                 if (w->cur[i])
                         mdb_cursor_close(w->cur[i]);
@@ -857,17 +770,17 @@ static int kwalk_seek(kwalk_t *w, int i, const unsigned char *from) {
         return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static sg_err_t kwalk_open(sg_txn_t *t, pdb_t *p, segtab_t *st,
+sg_err_t sg_seg_kwalk_open(sg_txn_t *t, pdb_t *p, segtab_t *st,
                            const uint32_t *ids, int n,
                            const unsigned char *from, kwalk_t *w) {
         memset(w, 0, sizeof(*w));
         for (int i = 0; i < n; i++) {
-                seg_t *g = seg_by_id(st, ids[i]);
+                seg_t *g = sg_seg_by_id(st, ids[i]);
                 int rc;
-                MDB_dbi dbi = g ? seg_dbi(t, p, g, false, &rc) : 0;
+                MDB_dbi dbi = g ? sg_seg_dbi(t, p, g, false, &rc) : 0;
                 if (!dbi) {
                         if (g && rc) {
-                                kwalk_close(w);
+                                sg_seg_kwalk_close(w);
                                 return sg_txn_lmdb_err(t, rc, "dedup segment",
                                                        NULL, 0);
                         }
@@ -877,7 +790,7 @@ static sg_err_t kwalk_open(sg_txn_t *t, pdb_t *p, segtab_t *st,
                 w->id[j] = ids[i];
                 if ((rc = sg_lmdb_cursor_open(t, dbi, &w->cur[j])) ||
                     (w->n++, rc = kwalk_seek(w, j, from))) {
-                        kwalk_close(w);
+                        sg_seg_kwalk_close(w);
                         if (!t->write && lmdb_no_db(rc))
                                 continue; /* not in a reader's snapshot */
                         return sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
@@ -887,7 +800,7 @@ static sg_err_t kwalk_open(sg_txn_t *t, pdb_t *p, segtab_t *st,
 }
 
 /* The walk's next key: its cursor's index, -1 at the end. */
-static int kwalk_min(const kwalk_t *w) {
+int sg_seg_kwalk_min(const kwalk_t *w) {
         int m = -1;
         for (int i = 0; i < w->n; i++)
                 if (w->live[i] &&
@@ -896,386 +809,10 @@ static int kwalk_min(const kwalk_t *w) {
         return m;
 }
 
-static int kwalk_next(kwalk_t *w, int i) {
+int sg_seg_kwalk_next(kwalk_t *w, int i) {
         int rc = mdb_cursor_get(w->cur[i], &w->k[i], &w->v[i], MDB_NEXT);
         w->live[i] = rc == 0;
         return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* ---- compaction jobs -------------------------------------------------------- */
-
-/* Empties segment @p g's database and forgets the segment. */
-static sg_err_t seg_drop(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g) {
-        int rc;
-        MDB_dbi dbi = seg_dbi(t, p, g, false, &rc);
-        if (!rc && dbi)
-                rc = sg_lmdb_drop(t, dbi);
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, "dedup segment drop", NULL, 0);
-        unsigned char fk[SG_TP_LEN + 4];
-        filter_key(p, g->id, fk);
-        sg_err_t err = g->fblocks ? sg_db_del(t, DB_DEDUP, t->store->filter_dbi,
-                                              fk, sizeof(fk), NULL, 0)
-                                  : SG_OK;
-        if (!err)
-                err = segrec_del(t, p, g->id);
-        if (!err)
-                seg_remove(st, g);
-        return err;
-}
-
-static sg_err_t job_start(sg_txn_t *t, pdb_t *p, segtab_t *st,
-                          const uint32_t *ids, int n) {
-        uint64_t keys = 0;
-        int level = 0;
-        seg_t *first = seg_by_id(st, ids[0]);
-        int64_t bucket = first->bucket, base = first->base_ms,
-                ttl = first->ttl_ms;
-        for (int i = 0; i < n; i++) {
-                seg_t *g = seg_by_id(st, ids[i]);
-                keys += seg_entries(t, p, g);
-                if (g->level + (n > 1) > level)
-                        level = g->level + (n > 1);
-                if (g->base_ms < base)
-                        base = g->base_ms;
-        }
-        seg_t *d;
-        sg_err_t err = seg_new(t, p, st, bucket, SEG_TARGET, base, ttl, &d);
-        if (err)
-                return err;
-        d->level = (uint8_t)level;
-        st->job_dst = d->id;
-        st->job_nsrc = n;
-        memcpy(st->job_src, ids, (size_t)n * sizeof(*ids));
-        st->job_pos_set = false;
-        st->job_fblocks = filter_blocks(keys);
-        free(st->job_filter);
-        if (!(st->job_filter = calloc(st->job_fblocks, FILTER_BLOCK)))
-                return SG_ERR_NOMEM;
-        if ((err = segrec_put(t, p, d)))
-                return err;
-        return hdr_put(t, p, st);
-}
-
-static sg_err_t job_cancel(sg_txn_t *t, pdb_t *p, segtab_t *st) {
-        seg_t *d = seg_by_id(st, st->job_dst);
-        sg_err_t err = d ? seg_drop(t, p, st, d) : SG_OK;
-        free(st->job_filter);
-        st->job_filter = NULL;
-        st->job_dst = 0;
-        st->job_nsrc = 0;
-        st->job_pos_set = false;
-        return err ? err : hdr_put(t, p, st);
-}
-
-static sg_err_t job_finish(sg_txn_t *t, pdb_t *p, segtab_t *st) {
-        uint32_t src[JOB_SRC_MAX];
-        int n = st->job_nsrc;
-        memcpy(src, st->job_src, sizeof(src));
-        seg_t *d = seg_by_id(st, st->job_dst);
-        unsigned char fk[SG_TP_LEN + 4];
-        filter_key(p, d->id, fk);
-        sg_err_t err = sg_db_put(t, DB_DEDUP, t->store->filter_dbi, fk,
-                                 sizeof(fk), st->job_filter,
-                                 st->job_fblocks * FILTER_BLOCK, NULL, 0);
-        if (err)
-                return err;
-        d->state = SEG_SEALED;
-        d->fblocks = st->job_fblocks;
-        d->filter = st->job_filter;
-        st->job_filter = NULL;
-        if ((err = segrec_put(t, p, d)))
-                return err;
-        st->job_dst = 0;
-        st->job_nsrc = 0;
-        st->job_pos_set = false;
-        for (int i = 0; !err && i < n; i++) {
-                seg_t *g = seg_by_id(st, src[i]);
-                if (g)
-                        err = seg_drop(t, p, st, g);
-        }
-        return err ? err : hdr_put(t, p, st);
-}
-
-/* Copies up to *budget keys of the job's sources into its target, in key
- * order (MDB_APPEND: full pages), re-encoded on the target's time base;
- * *budget is lowered by the keys copied, *donep set when all are. */
-static sg_err_t job_step(sg_txn_t *t, pdb_t *p, segtab_t *st, uint64_t *budget,
-                         bool *donep) {
-        *donep = false;
-        seg_t *d = seg_by_id(st, st->job_dst);
-        if (!d)
-                return corrupt_table(t, "a job without its target");
-        seg_t dst = *d; /* the table does not change below */
-        kwalk_t w;
-        sg_err_t err = kwalk_open(t, p, st, st->job_src, st->job_nsrc,
-                                  st->job_pos_set ? st->job_pos : NULL, &w);
-        if (err)
-                return err;
-        int rc;
-        MDB_dbi ddbi = seg_dbi(t, p, &dst, true, &rc);
-        MDB_cursor *dc = NULL;
-        if (!rc && ddbi)
-                rc = sg_lmdb_cursor_open(t, ddbi, &dc);
-        int m = -1;
-        while (!rc && *budget > 0 && (m = kwalk_min(&w)) >= 0) {
-                const seg_t *g = seg_by_id(st, w.id[m]);
-                MDB_val k = w.k[m], v = w.v[m];
-                unsigned char nv[DEDUP_SVLEN_MAX];
-                if (g->base_ms != dst.base_ms || g->ttl_ms != dst.ttl_ms) {
-                        sg_dedup_rec_t r;
-                        if ((err = seg_decode(t, g, &v, &r)))
-                                break;
-                        v = (MDB_val){sg_dedup_seg_encode(&r, dst.base_ms,
-                                                          dst.ttl_ms, nv),
-                                      nv};
-                }
-                if (k.mv_size != HL) {
-                        err = corrupt_table(t, "a dedup key's length");
-                        break;
-                }
-                memcpy(st->job_pos, k.mv_data, HL);
-                st->job_pos_set = true;
-                filter_add(st->job_filter, st->job_fblocks, st->job_pos);
-                MDB_val kk = {HL, st->job_pos};
-                if ((rc = sg_lmdb_cursor_put(t, dc, &kk, &v, MDB_APPEND)))
-                        break;
-                (*budget)--;
-                rc = kwalk_next(&w, m);
-        }
-        if (dc)
-                mdb_cursor_close(dc);
-        bool done = !rc && !err && kwalk_min(&w) < 0;
-        kwalk_close(&w);
-        if (err)
-                return err;
-        if (rc)
-                return sg_txn_lmdb_err(t, rc, "dedup compaction", NULL, 0);
-        if (done) {
-                *donep = true;
-                return job_finish(t, p, st);
-        }
-        return hdr_put(t, p, st);
-}
-
-/* Picks the next job: the oldest frozen segment's seal; else four sealed
- * segments of one bucket and level; else the sealed segments of a past
- * bucket (up to four, smallest level first); never in a bucket below
- * @p expired (its end has passed: it is walked and dropped). false:
- * nothing to do. */
-static bool job_pick(const segtab_t *st, int64_t cur_bucket, int64_t expired,
-                     uint32_t *ids, int *np) {
-        for (int i = st->cnt - 1; i >= 0; i--)
-                if (st->seg[i].state == SEG_FROZEN &&
-                    st->seg[i].bucket >= expired) {
-                        ids[0] = st->seg[i].id;
-                        *np = 1;
-                        return true;
-                }
-        for (int pass = 0; pass < 2; pass++) {
-                for (int i = st->cnt - 1; i >= 0; i--) {
-                        const seg_t *a = &st->seg[i];
-                        if (a->state != SEG_SEALED || a->bucket < expired ||
-                            (pass == 1 && a->bucket >= cur_bucket))
-                                continue;
-                        int n = 0;
-                        for (int lv = 0; lv < 256 && n < JOB_SRC_MAX; lv++) {
-                                for (int j = st->cnt - 1; j >= 0; j--) {
-                                        const seg_t *b = &st->seg[j];
-                                        if (b->state == SEG_SEALED &&
-                                            b->bucket == a->bucket &&
-                                            (pass == 1
-                                                     ? b->level == lv
-                                                     : b->level == a->level) &&
-                                            n < JOB_SRC_MAX)
-                                                ids[n++] = b->id;
-                                }
-                                if (pass == 0)
-                                        break;
-                        }
-                        if (n >= (pass == 0 ? JOB_SRC_MAX : 2)) {
-                                *np = n;
-                                return true;
-                        }
-                }
-        }
-        return false;
-}
-
-/* ---- expiry ------------------------------------------------------------- */
-
-/* Walks the oldest expired bucket's segments: up to @p max keys get their
- * tombstones (PARKED ones move to bucket of @p now + @p ttl); a segment
- * walked to its end is emptied. */
-static sg_err_t walk_step(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t now,
-                          int64_t ttl, int max, int *removedp, char *errstr,
-                          size_t errstr_size) {
-        seg_t *w = NULL;
-        for (int i = 0; i < st->cnt; i++) {
-                seg_t *g = &st->seg[i];
-                if (g->state == SEG_TARGET ||
-                    (g->bucket + 1) * st->width_ms > now)
-                        continue;
-                /* the oldest bucket; in it the walk's segment, else its
-                 * oldest */
-                if (!w || g->bucket < w->bucket ||
-                    (g->bucket == w->bucket &&
-                     (g->id == st->walk_seg ||
-                      (w->id != st->walk_seg && g->id < w->id))))
-                        w = g;
-        }
-        if (!w)
-                return SG_OK;
-        uint32_t wid = w->id;
-        sg_err_t err;
-        const seg_t *d = st->job_dst ? seg_by_id(st, st->job_dst) : NULL;
-        if (d && d->bucket == w->bucket) {
-                /* a job on an expired bucket is work thrown away */
-                if ((err = job_cancel(t, p, st)))
-                        return err;
-        }
-        if (st->walk_seg != wid) {
-                st->walk_seg = wid;
-                st->walk_pos_set = false;
-        }
-        int n = 0;
-        bool done = false;
-        while (n < max && !done) {
-                kwalk_t kw;
-                if ((err = kwalk_open(t, p, st, &wid, 1,
-                                      st->walk_pos_set ? st->walk_pos : NULL,
-                                      &kw)))
-                        return err;
-                w = seg_by_id(st, wid);
-                sg_dedup_rec_t r;
-                bool carry = false;
-                int rc = 0;
-                while (n < max && kwalk_min(&kw) == 0) {
-                        MDB_val v = kw.v[0];
-                        if (kw.k[0].mv_size != HL) {
-                                err = corrupt_table(t, "a dedup key's length");
-                                break;
-                        }
-                        memcpy(st->walk_pos, kw.k[0].mv_data, HL);
-                        st->walk_pos_set = true;
-                        n++;
-                        if ((err = seg_decode(t, w, &v, &r)))
-                                break;
-                        if (r.verdict == SG_DV_PARKED) {
-                                /* still waiting: the key stays (semantics
-                                 * §3), moved to the current bucket */
-                                rc = sg_lmdb_cursor_del(t, kw.cur[0]);
-                                carry = !rc;
-                                break;
-                        }
-                        if ((err = dedup_capture(t, p, st->walk_pos, NULL,
-                                                 r.v2 ? r.v2_tail : NULL)))
-                                break;
-                        (*removedp)++;
-                        if ((rc = kwalk_next(&kw, 0)))
-                                break;
-                }
-                done = !err && !rc && !carry && kwalk_min(&kw) < 0;
-                kwalk_close(&kw);
-                if (rc)
-                        return sg_txn_lmdb_err(t, rc, "dedup segment", errstr,
-                                               errstr_size);
-                if (err)
-                        return err;
-                if (carry) {
-                        sg_dedup_rec_t old = r, nr = r;
-                        old._seg = 0; /* gone from the walked segment */
-                        nr.expiry_ms = now + ttl;
-                        unsigned char kh[32] = {0}; /* its rest: old's */
-                        memcpy(kh, st->walk_pos, HL);
-                        if ((err = dedup_write_p(t, p, st, kh, &nr, &old, true,
-                                                 errstr, errstr_size)))
-                                return err;
-                }
-                if (!done && n >= max)
-                        break;
-        }
-        if (done) {
-                if ((err = seg_drop(t, p, st, seg_by_id(st, wid))))
-                        return err;
-                st->walk_seg = 0;
-                st->walk_pos_set = false;
-        }
-        return hdr_put(t, p, st);
-}
-
-static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
-                            int64_t ttl, int max, int *removedp, char *errstr,
-                            size_t errstr_size) {
-        int rc;
-        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
-        if (!p)
-                return rc ? sg_txn_lmdb_err(t, rc, "dedup", errstr, errstr_size)
-                          : SG_OK;
-        segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
-        if (err || (!st->cnt && !st->job_dst))
-                return err;
-        if ((err = width_set(t, p, st, ttl)))
-                return err;
-        st->ttl_ms = ttl;
-        int64_t cur = bucket_of(st, now + ttl);
-        /* open segments that are full, or whose bucket new keys have left */
-        for (int i = 0; i < st->cnt; i++) {
-                seg_t *g = &st->seg[i];
-                if (g->state == SEG_OPEN &&
-                    (g->bucket < cur ||
-                     seg_entries(t, p, g) >= t->store->seg_keys)) {
-                        g->state = SEG_FROZEN;
-                        if ((err = segrec_put(t, p, g)))
-                                return err;
-                }
-        }
-        /* sealing and merging: about four times the keys written since
-         * (a key is copied about four times: sealed, then merged up to
-         * three levels), and a sixteenth of the frozen keys waiting (a
-         * restore's), at most SEAL_STEP_MAX of those a sweep */
-        uint64_t base = max > 0 ? 4 * (uint64_t)max : 4000;
-        uint64_t budget = 4 * st->written > base ? 4 * st->written : base;
-        uint64_t frozen = 0;
-        for (int i = 0; i < st->cnt; i++)
-                if (st->seg[i].state == SEG_FROZEN)
-                        frozen += seg_entries(t, p, &st->seg[i]);
-        frozen /= 16;
-        if (frozen > SEAL_STEP_MAX)
-                frozen = SEAL_STEP_MAX;
-        if (frozen > budget)
-                budget = frozen;
-        st->written = 0;
-        while (budget > 0) {
-                uint32_t ids[JOB_SRC_MAX];
-                int n;
-                if (!st->job_dst) {
-                        if (!job_pick(st, cur, now / st->width_ms, ids, &n))
-                                break;
-                        if ((err = job_start(t, p, st, ids, n)))
-                                return err;
-                }
-                bool done;
-                if ((err = job_step(t, p, st, &budget, &done)))
-                        return err;
-                if (!done)
-                        break;
-        }
-        return walk_step(t, p, st, now, ttl, max, removedp, errstr,
-                         errstr_size);
-}
-
-sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
-                        int64_t ttl, int max, int *removedp, char *errstr,
-                        size_t errstr_size) {
-        *removedp = 0;
-        if (errstr && errstr_size)
-                errstr[0] = '\0';
-        return with_detail(t,
-                           dedup_sweep(t, tp, now, ttl, max, removedp, errstr,
-                                       errstr_size),
-                           errstr, errstr_size);
 }
 
 void sg_store_set_changelog_format(sg_store_t *s, int format) {
@@ -1293,7 +830,7 @@ sg_err_t sg_dedup_seg_stat(sg_txn_t *t, const sg_tp_t *tp, sg_seg_stat_t *out) {
         if (!p)
                 return rc ? sg_txn_lmdb_err(t, rc, "dedup", NULL, 0) : SG_OK;
         segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
+        sg_err_t err = sg_segtab_get(t, p, &st);
         if (err)
                 return err;
         for (int i = 0; i < st->cnt; i++) {
@@ -1313,7 +850,7 @@ sg_err_t sg_dedup_seg_stat(sg_txn_t *t, const sg_tp_t *tp, sg_seg_stat_t *out) {
                         out->merging++;
                         continue;
                 }
-                out->keys += seg_entries(t, p, g);
+                out->keys += sg_seg_entries(t, p, g);
                 int64_t end = (g->bucket + 1) * st->width_ms;
                 if (!out->oldest_bucket_end_ms ||
                     end < out->oldest_bucket_end_ms)
@@ -1362,7 +899,7 @@ sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
                         void *opaque, bool *stoppedp) {
         *stoppedp = false;
         segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
+        sg_err_t err = sg_segtab_get(t, p, &st);
         if (err)
                 return err;
         uint32_t ids[SEG_SLOTS];
@@ -1371,17 +908,17 @@ sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
                 if (st->seg[i].state != SEG_TARGET)
                         ids[n++] = st->seg[i].id;
         kwalk_t w;
-        if ((err = kwalk_open(t, p, st, ids, n, NULL, &w)))
+        if ((err = sg_seg_kwalk_open(t, p, st, ids, n, NULL, &w)))
                 return err;
         int m, rc = 0;
-        while (!err && (m = kwalk_min(&w)) >= 0) {
+        while (!err && (m = sg_seg_kwalk_min(&w)) >= 0) {
                 sg_dedup_rec_t r;
-                const seg_t *g = seg_by_id(st, w.id[m]);
+                const seg_t *g = sg_seg_by_id(st, w.id[m]);
                 if (w.k[m].mv_size != HL) {
-                        err = corrupt_table(t, "a dedup key's length");
+                        err = sg_seg_corrupt_table(t, "a dedup key's length");
                         break;
                 }
-                if ((err = seg_decode(t, g, &w.v[m], &r)))
+                if ((err = sg_seg_decode(t, g, &w.v[m], &r)))
                         break;
                 unsigned char k[SG_TP_LEN + HL], v[SG_DEDUP_VALUE_LEN];
                 memcpy(k, p->tp, SG_TP_LEN);
@@ -1391,10 +928,10 @@ sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
                         *stoppedp = true;
                         break;
                 }
-                if ((rc = kwalk_next(&w, m)))
+                if ((rc = sg_seg_kwalk_next(&w, m)))
                         break;
         }
-        kwalk_close(&w);
+        sg_seg_kwalk_close(&w);
         if (!err && rc)
                 err = sg_txn_lmdb_err(t, rc, "dedup segment", NULL, 0);
         return err;
@@ -1403,7 +940,7 @@ sg_err_t sg_seg_foreach(sg_txn_t *t, pdb_t *p, sg_store_visit_cb *cb,
 sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
                       uint64_t *psize) {
         segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
+        sg_err_t err = sg_segtab_get(t, p, &st);
         if (err)
                 return err;
         for (int i = 0; i < SEG_SLOTS; i++) {
@@ -1418,7 +955,7 @@ sg_err_t sg_seg_stats(sg_txn_t *t, pdb_t *p, uint64_t *entries, uint64_t *pages,
         }
         for (int i = 0; i < st->cnt; i++)
                 if (st->seg[i].state != SEG_TARGET)
-                        *entries += seg_entries(t, p, &st->seg[i]);
+                        *entries += sg_seg_entries(t, p, &st->seg[i]);
         return SG_OK;
 }
 
@@ -1428,7 +965,7 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
         segtab_t *st;
         *sealedp = 0;
         pdb_t *p = sg_pdb_get(t, tp, false, &rc);
-        if (!p || segtab_get(t, p, &st))
+        if (!p || sg_segtab_get(t, p, &st))
                 return false;
         bool maybe = false;
         for (int i = 0; i < st->cnt; i++) {
@@ -1436,283 +973,8 @@ bool sg_seg_filter_maybe(sg_txn_t *t, const sg_tp_t *tp,
                 if (g->state != SEG_SEALED || !g->filter)
                         continue;
                 (*sealedp)++;
-                maybe |= filter_maybe(filter_block(g->filter, g->fblocks, kh),
-                                      kh);
+                maybe |= sg_seg_filter_block_maybe(
+                        sg_seg_filter_block(g->filter, g->fblocks, kh), kh);
         }
         return maybe;
-}
-
-/* ---- restore in windows (store_records.c's batch) ------------------------ */
-
-void sg_rfilter_init(rfilter_t *rf, uint64_t keys) {
-        free(rf->bits);
-        memset(rf, 0, sizeof(*rf));
-        /* 8 bits a key (~2 % false positives: each costs the probes of a
-         * lookup); at least 1 MiB, at most 256 MiB */
-        uint64_t bytes = keys;
-        if (bytes < (1u << 20))
-                bytes = 1u << 20;
-        if (bytes > ((uint64_t)256 << 20))
-                bytes = (uint64_t)256 << 20;
-        rf->nblocks = bytes / FILTER_BLOCK;
-        rf->bits = calloc(rf->nblocks, FILTER_BLOCK);
-        if (!rf->bits)
-                rf->nblocks = 0;
-}
-
-void sg_rfilter_free(rfilter_t *rf) {
-        free(rf->bits);
-        memset(rf, 0, sizeof(*rf));
-}
-
-void sg_rfilter_add(rfilter_t *rf, const unsigned char *kh) {
-        if (rf->bits)
-                filter_add(rf->bits, rf->nblocks, kh);
-}
-
-/* Whether key @p kh may have been written by this restore (no filter: it
- * may). */
-static bool rf_maybe(const rfilter_t *rf, const unsigned char *kh) {
-        return !rf->bits ||
-               filter_maybe(filter_block(rf->bits, rf->nblocks, kh), kh);
-}
-
-static int ditem_cmp(const void *x, const void *y) {
-        const dedup_item_t *a = *(dedup_item_t *const *)x,
-                           *b = *(dedup_item_t *const *)y;
-        if (a->bucket != b->bucket)
-                return a->bucket < b->bucket ? -1 : 1;
-        return memcmp(a->kh, b->kh, HL);
-}
-
-/* Keys of a bucket a restore window must bring for restore_freeze to
- * start a segment for them, and the slots it leaves free. */
-#define RESTORE_FREEZE_MIN 4096
-#define RESTORE_FREEZE_SLOTS_FREE 16
-/* Frozen segments at most (a lookup probes each until it is sealed) */
-#define RESTORE_FROZEN_MAX 8
-
-/* A restore window's new keys of one bucket (@p ins from @p i on, while
- * the bucket lasts) that cannot be appended to the bucket's open segment
- * @p g: when @p g is full (it holds seg_keys, as a sweep would freeze it)
- * and the run is long, @p g is frozen now, so that the keys go to a new
- * open segment in key order (MDB_APPEND, full pages) instead of landing
- * at random over @p g's pages (every window rewrote most of them: ~30 %
- * of a restore's CPU). Never when fewer than RESTORE_FREEZE_SLOTS_FREE
- * slots would stay free, nor past RESTORE_FROZEN_MAX frozen segments (a
- * lookup probes each, without a filter, until a sweep has sealed it): a
- * long restore then inserts as before. The sweeps seal the frozen
- * segments afterwards, as they do a full open one. true: frozen. */
-static bool restore_freeze(sg_txn_t *t, pdb_t *p, segtab_t *st, seg_t *g,
-                           dedup_item_t **ins, size_t i, size_t n,
-                           sg_err_t *errp) {
-        size_t j = i;
-        while (j < n && j - i < RESTORE_FREEZE_MIN &&
-               ins[j]->bucket == ins[i]->bucket)
-                j++;
-        int frozen = 0;
-        for (int k = 0; k < st->cnt; k++)
-                frozen += st->seg[k].state == SEG_FROZEN;
-        if (g->state != SEG_OPEN || g->bucket != ins[i]->bucket ||
-            j - i < RESTORE_FREEZE_MIN || frozen >= RESTORE_FROZEN_MAX ||
-            st->cnt + RESTORE_FREEZE_SLOTS_FREE >= SEG_SLOTS ||
-            seg_entries(t, p, g) < t->store->seg_keys)
-                return false;
-        g->state = SEG_FROZEN;
-        if ((*errp = segrec_put(t, p, g)))
-                return false;
-        return true;
-}
-
-/* Puts @p ins (in key order, as the window's items are) in (bucket, key)
- * order as ditem_cmp would, by a stable pass over its few buckets instead
- * of a qsort (which was ~6 % of a restore's CPU). false when it cannot
- * (more than 64 buckets, or no memory): the caller qsort()s. */
-static bool by_bucket(dedup_item_t **ins, size_t n) {
-        enum { MAXB = 64 };
-        int64_t bk[MAXB];
-        size_t cnt[MAXB] = {0}, nb = 0;
-        bool sorted = true;
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-                while (k < nb && bk[k] != ins[i]->bucket)
-                        k++;
-                if (k == nb) {
-                        if (nb == MAXB)
-                                return false;
-                        bk[nb++] = ins[i]->bucket;
-                }
-                cnt[k]++;
-                sorted &= i == 0 || ins[i - 1]->bucket <= ins[i]->bucket;
-        }
-        if (sorted)
-                return true; /* one bucket (the usual window), or ordered */
-        dedup_item_t **tmp = malloc(n * sizeof(*tmp));
-        if (!tmp)
-                return false;
-        /* each bucket's start: buckets in ascending order */
-        size_t start[MAXB];
-        for (size_t k = 0; k < nb; k++) {
-                start[k] = 0;
-                for (size_t m = 0; m < nb; m++)
-                        if (bk[m] < bk[k])
-                                start[k] += cnt[m];
-        }
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-                while (bk[k] != ins[i]->bucket)
-                        k++;
-                tmp[start[k]++] = ins[i];
-        }
-        memcpy(ins, tmp, n * sizeof(*ins));
-        free(tmp);
-        return true;
-}
-
-sg_err_t sg_dedup_restore_many(sg_txn_t *t, const sg_tp_t *tp,
-                               dedup_item_t *items, size_t n, rfilter_t *rf,
-                               char *errstr, size_t errstr_size) {
-        if (!n)
-                return SG_OK;
-        int rc;
-        pdb_t *p = sg_pdb_get(t, tp, true, &rc);
-        if (!p)
-                return sg_txn_lmdb_err(t, rc ? rc : MDB_NOTFOUND, "dedup",
-                                       errstr, errstr_size);
-        segtab_t *st;
-        sg_err_t err = segtab_get(t, p, &st);
-        if (err)
-                return err;
-        if (!rf->first_set) {
-                rf->first_id = st->next_id;
-                rf->first_set = true;
-        }
-        dedup_item_t **ins = malloc(n * sizeof(*ins));
-        if (!ins)
-                return SG_ERR_NOMEM;
-        size_t ni = 0;
-        /* 1: each key where it is (in key order: the probes walk each
-         * segment's B-tree forward) */
-        for (size_t i = 0; !err && i < n; i++) {
-                dedup_item_t *it = &items[i];
-                seg_t *g = NULL;
-                MDB_val v;
-                /* the restore's own segments only when its filter says
-                 * the key may be in them */
-                uint32_t below = rf_maybe(rf, it->kh) ? 0 : rf->first_id;
-                err = seg_find_below(t, p, st, it->kh, below, &g, &v);
-                sg_dedup_rec_t old;
-                bool had = err == SG_OK;
-                if (err == SG_ERR_NOT_FOUND)
-                        err = SG_OK;
-                if (!err && had)
-                        err = seg_decode(t, g, &v, &old);
-                if (err)
-                        break;
-                if (it->tomb) {
-                        /* a tombstone under a format 2 key removes only a
-                         * record that may have come from it (store.h) */
-                        if (had && (!it->v2key || old.v2))
-                                err = seg_del(t, p, st, g, it->kh, errstr,
-                                              errstr_size);
-                        continue;
-                }
-                if (!err)
-                        err = width_set(t, p, st,
-                                        it->rec.expiry_ms -
-                                                it->rec.first_seen_ms);
-                if (err)
-                        break;
-                if (had && old.v2 && !it->rec.v2) {
-                        it->rec.v2 = true;
-                        memcpy(it->rec.v2_tail, old.v2_tail, 16);
-                }
-                it->bucket = bucket_of(st, it->rec.expiry_ms);
-                if (had && g->bucket == it->bucket) {
-                        err = seg_put(t, p, st, g, it->kh, &it->rec, errstr,
-                                      errstr_size);
-                        continue;
-                }
-                if (had &&
-                    (err = seg_del(t, p, st, g, it->kh, errstr, errstr_size)))
-                        break;
-                ins[ni++] = it;
-        }
-        /* 2: the new keys, bucket by bucket in key order: appended to an
-         * open segment's end when they sort after its last key */
-        if (!err && ni > 1 && !by_bucket(ins, ni))
-                qsort(ins, ni, sizeof(*ins), ditem_cmp);
-        MDB_cursor *cur = NULL;
-        seg_t *g = NULL;
-        uint32_t gid = 0;
-        unsigned char last[HL];
-        bool append = false;
-        for (size_t i = 0; !err && i < ni; i++) {
-                dedup_item_t *it = ins[i];
-                for (bool frozen = false; !g || g->bucket != it->bucket;) {
-                        if (cur)
-                                mdb_cursor_close(cur);
-                        cur = NULL;
-                        if ((err = seg_open_for(t, p, st, &it->rec, &g)))
-                                break;
-                        gid = g->id;
-                        MDB_dbi dbi = seg_dbi(t, p, g, true, &rc);
-                        if (!rc)
-                                rc = sg_lmdb_cursor_open(t, dbi, &cur);
-                        MDB_val k, v;
-                        int r2 =
-                                rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_LAST);
-                        if (!rc && r2 && r2 != MDB_NOTFOUND)
-                                rc = r2;
-                        if (rc) {
-                                err = sg_txn_lmdb_err(t, rc, "dedup segment",
-                                                      errstr, errstr_size);
-                                break;
-                        }
-                        append = r2 == MDB_NOTFOUND ||
-                                 (k.mv_size == HL &&
-                                  memcmp(k.mv_data, it->kh, HL) < 0);
-                        if (!r2)
-                                memcpy(last, k.mv_data, HL);
-                        if (!append && !frozen &&
-                            (frozen = restore_freeze(t, p, st, g, ins, i, ni,
-                                                     &err))) {
-                                /* then a new open segment for the
-                                 * bucket: the keys appended to it */
-                                g = NULL;
-                                continue;
-                        }
-                        break;
-                }
-                if (err)
-                        break;
-                g = seg_by_id(st, gid);
-                if (append && i > 0 && ins[i - 1]->bucket == it->bucket &&
-                    memcmp(last, it->kh, HL) >= 0)
-                        append = false;
-                unsigned char sv[DEDUP_SVLEN_MAX];
-                MDB_val k = {HL, it->kh},
-                        v = {sg_dedup_seg_encode(&it->rec, g->base_ms,
-                                                 g->ttl_ms, sv),
-                             sv};
-                rc = sg_lmdb_cursor_put(t, cur, &k, &v,
-                                        append ? MDB_APPEND : 0);
-                if (rc == MDB_KEYEXIST && append) {
-                        append = false;
-                        rc = sg_lmdb_cursor_put(t, cur, &k, &v, 0);
-                }
-                if (rc) {
-                        err = sg_txn_lmdb_err(t, rc, "dedup segment", errstr,
-                                              errstr_size);
-                        break;
-                }
-                memcpy(last, it->kh, HL);
-        }
-        if (cur)
-                mdb_cursor_close(cur);
-        for (size_t i = 0; !err && rf->bits && i < n; i++)
-                if (!items[i].tomb)
-                        filter_add(rf->bits, rf->nblocks, items[i].kh);
-        free(ins);
-        return with_detail(t, err, errstr, errstr_size);
 }
