@@ -281,7 +281,7 @@ phase_integration() {
     local rc=0
     # shellcheck disable=SC2086
     timeout --foreground --signal=INT --kill-after=60 "${SG_INTEGRATION_TIMEOUT:-2400}" \
-        "$VENV_PY" -m pytest -q tests/integration ${PYTEST_ARGS:-} || rc=$?
+        "$VENV_PY" -m pytest -q --durations=15 tests/integration ${PYTEST_ARGS:-} || rc=$?
     if ((rc != 0)) && [[ -n $broker_workdir ]]; then
         echo "--- broker log tail (integration tests failed, exit $rc) ---"
         KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" logs 40 || true
