@@ -70,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /** Largest configuration file sg_config_load() reads. */
 #define SG_CONFIG_MAX_FILE (16 * 1024 * 1024)
@@ -257,6 +258,19 @@ static char *transactional_id_of(const sg_config_t *conf,
         return id;
 }
 
+/* instance_id's default: the host name (gethostname(2); "seqgate" when it
+ * has none), so that instances on several hosts started from one
+ * configuration file (a Deployment's replicas) get distinct transactional
+ * ids and never fence each other (semantics §6), while a restart on the
+ * same host keeps its id and fences its zombie (KIP-98). malloc'ed, NULL
+ * when out of memory. */
+static char *default_instance_id(void) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+                snprintf(host, sizeof(host), "seqgate");
+        return strdup(host);
+}
+
 static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
         const cJSON *it;
 
@@ -268,6 +282,8 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
             !cJSON_IsString(it))
                 sg_cfg_fail(c, "$schema", "must be a string");
         KEEP(sg_cfg_read(c, root, "", SECT_ROOT, conf));
+        if (!conf->instance_id && !(conf->instance_id = default_instance_id()))
+                return sg_cfg_nomem(c);
         c->eos = conf->guarantee == SG_GUARANTEE_EXACTLY_ONCE;
 
         KEEP(sg_cfg_parse_kafka(c, root, conf));

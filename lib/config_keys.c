@@ -89,10 +89,12 @@ typedef struct cfg_row {
 
 static const cfg_row_t cfg_rows[] = {
         ROW(SECT_ROOT, sg_config_t, instance_id, "", "instance_id",
-            SG_CONF_STRING, 0, 0, "seqgate", 0, 0, NULL, NULL,
+            SG_CONF_STRING, 0, 0, NULL, 0, 0, NULL, NULL,
             "name of this instance: the DLQ header `instance`, and the "
             "transactional id `<group.id>-<instance_id>`; unique per instance "
-            "in a consumer group"),
+            "in a consumer group. Default: the host name (`seqgate` if it "
+            "has none), so that instances on different hosts sharing one "
+            "configuration file never fence each other"),
         ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
             SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
             "directory of the LMDB state store (created if missing)"),

@@ -204,8 +204,13 @@ phase_build_release() {
     ninja -C build-rel
 }
 
+# meson runs as many tests at once as there are cores; the Kafka-loop suites
+# mostly wait on the mock cluster's group protocol (tests/unit/meson.build),
+# so twice as many slots keep the cores busy while they wait.
+UNIT_JOBS=$(($(nproc) * 2))
+
 phase_unit_normal() {
-    meson test -C build --print-errorlogs || return
+    meson test -C build --print-errorlogs --num-processes "$UNIT_JOBS" || return
     # the benchmark's own arithmetic (gen.py, measure.py, latency_tool,
     # scale_prime's plan): no broker, a few seconds; a wrong percentile is a
     # wrong published figure. The test harnesses' probes of a consumer
@@ -227,7 +232,7 @@ phase_build_san() {
 phase_unit_san() {
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        meson test -C build-san --print-errorlogs
+        meson test -C build-san --print-errorlogs --num-processes "$UNIT_JOBS"
 }
 
 phase_fuzz() {
@@ -281,7 +286,7 @@ phase_integration() {
     local rc=0
     # shellcheck disable=SC2086
     timeout --foreground --signal=INT --kill-after=60 "${SG_INTEGRATION_TIMEOUT:-2400}" \
-        "$VENV_PY" -m pytest -q tests/integration ${PYTEST_ARGS:-} || rc=$?
+        "$VENV_PY" -m pytest -q --durations=15 tests/integration ${PYTEST_ARGS:-} || rc=$?
     if ((rc != 0)) && [[ -n $broker_workdir ]]; then
         echo "--- broker log tail (integration tests failed, exit $rc) ---"
         KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" logs 40 || true

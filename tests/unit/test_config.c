@@ -127,11 +127,16 @@ START_TEST(test_minimal_defaults) {
 
         ck_assert_int_eq(parse_q(CFG("", ""), &conf, err, sizeof(err)), SG_OK);
         ck_assert_str_eq(err, "");
-        ck_assert_str_eq(conf->instance_id, "seqgate");
+        /* instance_id defaults to the host name: two hosts sharing one
+         * configuration file must not fence each other */
+        char host[256] = "", tx[300];
+        ck_assert_int_eq(gethostname(host, sizeof(host) - 1), 0);
+        ck_assert_str_eq(conf->instance_id, host[0] ? host : "seqgate");
+        snprintf(tx, sizeof(tx), "g-%s", conf->instance_id);
         ck_assert_str_eq(conf->group_id, "g");
         ck_assert_str_eq(conf->data_dir, "/d");
         ck_assert_int_eq(conf->guarantee, SG_GUARANTEE_EXACTLY_ONCE);
-        ck_assert_str_eq(conf->transactional_id, "g-seqgate");
+        ck_assert_str_eq(conf->transactional_id, tx);
         ck_assert_uint_eq(conf->kafka_cnt, 2);
         ck_assert_str_eq(
                 kv_get(conf->kafka, conf->kafka_cnt, "bootstrap.servers"),
@@ -189,7 +194,6 @@ START_TEST(test_minimal_example_file) {
         const sg_topic_config_t *tc = sg_config_topic(conf, "orders");
 
         ck_assert_ptr_nonnull(tc);
-        ck_assert_str_eq(conf->instance_id, "seqgate");
         ck_assert_str_eq(conf->group_id, "seqgate");
         ck_assert_int_eq(tc->order_mode, SG_ORDER_STRICT);
         assert_src(&tc->version, SG_SRC_CE, "sequence");

@@ -713,7 +713,7 @@ START_TEST(dlq_headers_complete) {
                 {SG_DLQ_H_AGGREGATE, "A"},
                 {SG_DLQ_H_EXPECTED, "1"},
                 {SG_DLQ_H_ACTUAL, "0"},
-                {SG_DLQ_H_INSTANCE, "seqgate"},
+                {SG_DLQ_H_INSTANCE, h.conf->instance_id},
         };
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
                 bool found = false;

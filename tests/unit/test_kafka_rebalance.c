@@ -998,6 +998,13 @@ int main(void) {
         add(tm, alo_changelog_batch_without_marker_is_void);
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
+        suite_add_tcase(s, tm);
+
+        /* a second case set, so that meson can run the two halves side by
+         * side (tests/unit/meson.build, CK_RUN_CASE) */
+        tm = tcase_create("restart_and_restore");
+        tcase_add_checked_fixture(tm, mv_setup, mock_teardown);
+        tcase_set_timeout(tm, 120);
         add(tm, alo_gap_fires_when_group_offset_trails_the_store);
         add(tm, dlq_line_only_when_debug_is_kept);
         add(tm, alo_claim_never_moves_unknown_offsets);
