@@ -387,9 +387,18 @@ if [ -x "$ctl" ]; then
                 echo "demo.sh: FAIL: expected order-1005 alone to need attention" >&2
                 exit 1
         fi
+        # its snapshot requests, as the log counted them (the metrics'
+        # snapshot_failures_total and snapshot_gave_up_total)
+        nfail=$(grep -c '"event":"snapshot_attempt_failed".*"aggregate":"order-1005"' \
+                "$tmp/seqgate.log" || true)
+        nround=$(grep -c '"event":"snapshot_attempt_failed".*"aggregate":"order-1005".*"next":"gap_policy"' \
+                "$tmp/seqgate.log" || true)
         echo
         echo "order-1005 stays quarantined: its gap timed out, and its authority"
-        echo "answered 404 for the snapshot, so its later events go to the DLQ"
+        echo "answered 404 to all $nfail of its snapshot requests ($nround rounds of"
+        echo "snapshot.max_attempts: one when the gap timed out, one when its late"
+        echo "event came while it was quarantined — snapshot_failures_total and"
+        echo "snapshot_gave_up_total above), so its later events go to the DLQ"
         echo "(aggregate_quarantined) until an operator releases it — on a live"
         echo "cluster: seqgatectl release --config FILE --topic orders --aggregate order-1005"
         echo "(docs/troubleshooting.md)."
