@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -222,7 +223,9 @@ def acl_bootstrap():
 def test_acls_every_problem(seqgate_bin, acl_bootstrap, tmp_path):
     t, group = unique_name("pf-acl"), unique_name("pf-acl-g")
     create_topics(acl_bootstrap, {t: 1, t + "-out": 1, t + "-dlq": 1})
-    txn = f"{group}-seqgate"  # <group.id>-<instance_id>, exactly_once
+    # <group.id>-<instance_id>, exactly_once; instance_id's default is the
+    # host name
+    txn = f"{group}-{socket.gethostname()}"
     me = "User:ANONYMOUS"     # PLAINTEXT
     admin = AdminClient({"bootstrap.servers": acl_bootstrap})
     acls = [
