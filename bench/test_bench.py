@@ -380,3 +380,14 @@ def test_scale_bytes_by_store_and_per_key(tmp_path):
                      "aggregates": {"bytes_per_record": 143.3}}
     f = measure._scale_derived(r)
     assert (f["dedup_bytes_per_record"], f["agg_bytes_per_record"]) == (150.0, 143.3)
+
+
+def test_rebalance_longest_gap():
+    import rebalance
+    # the window's edges count: silent from 0 to 10 is a 10 s gap
+    assert rebalance.longest_gap([], 0.0, 10.0) == 10.0
+    # outputs outside the window are not part of it
+    assert rebalance.longest_gap([-5.0, 11.0], 0.0, 10.0) == 10.0
+    # the longest of the inner gaps and the edges
+    assert rebalance.longest_gap([1.0, 2.0, 7.5, 9.0], 0.0, 10.0) == 5.5
+    assert rebalance.longest_gap([0.5, 9.0], 0.0, 10.0) == 8.5
