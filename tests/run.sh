@@ -272,7 +272,35 @@ phase_schema() {
     "$VENV_PY" tests/schema/check_examples.py build/seqgate
 }
 
+# The last commit of store format 2 on the main line (the first parent of the
+# merge that brought format 3): tests/integration/test_store_upgrade.py runs
+# it beside this build in one consumer group (docs/upgrade.md "Rolling
+# upgrade"). Built from the repository's own history (git archive: the work
+# tree is not touched) unless SEQGATE_OLD_BIN names a binary; about 10 s.
+OLD_FORMAT2_COMMIT=51d39c8
+
+build_old_bin() {
+    [[ -n ${SEQGATE_OLD_BIN:-} ]] && return 0
+    local dir=$ROOT/build/old-format2
+    if [[ ! -x $dir/build/seqgate ]]; then
+        if ! git -C "$ROOT" cat-file -e "$OLD_FORMAT2_COMMIT^{commit}" 2>/dev/null; then
+            echo "no commit $OLD_FORMAT2_COMMIT in this clone (shallow?): the rolling-upgrade tests will skip"
+            return 0
+        fi
+        rm -rf "$dir" && mkdir -p "$dir"
+        git -C "$ROOT" archive "$OLD_FORMAT2_COMMIT" | tar -x -C "$dir" &&
+            meson setup "$dir/build" "$dir" -Dtests=false >/dev/null &&
+            ninja -C "$dir/build" seqgate >/dev/null || {
+            echo "building the store format 2 seqgate ($OLD_FORMAT2_COMMIT) failed" >&2
+            return 1
+        }
+    fi
+    export SEQGATE_OLD_BIN=$dir/build/seqgate
+    echo "SEQGATE_OLD_BIN=$SEQGATE_OLD_BIN (store format 2, commit $OLD_FORMAT2_COMMIT)"
+}
+
 phase_integration() {
+    build_old_bin || return
     if [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
         echo "using the Kafka cluster at KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP"
     else

@@ -3,9 +3,9 @@
 beside this one in one consumer group (exactly_once).
 
 Needs the earlier version's binary: $SEQGATE_OLD_BIN, a seqgate built from
-a commit before store format 3 (e.g. `git worktree add /tmp/old <commit>
-&& meson setup /tmp/old/build /tmp/old && ninja -C /tmp/old/build
-seqgate`); skipped without it.
+a commit before store format 3; tests/run.sh builds one from the
+repository's history (OLD_FORMAT2_COMMIT) and sets it. Skipped without it
+(a shallow clone).
 
 test_rolling_upgrade_in_two_steps: instances A and B of one group, 4
 partitions, every restart a rebalance that moves partitions between them:
