@@ -196,6 +196,8 @@ def run_one(args, binary: str, scenario: str, strategy: str,
                "kept": sorted(kept), "moved": sorted(moved),
                "load": f"{load0}-{loadavg()}", "rows": {},
                "assigned_s": t_assigned,
+               "txn_waits": sum(len(s.events(
+                   "restore_waiting_for_transaction")) for s in (b, c)),
                "revokes": sum(len(s.events("partitions_revoked"))
                               for s in (a, b)),
                "restore_ms": sum(e.get("ms", 0) or 0 for e in restores
@@ -224,7 +226,8 @@ def report(res: dict) -> None:
           f"(load {res['load']}; moved partitions' restores "
           f"{res['restore_ms']} ms in all; the new owner assigned "
           f"{res['assigned_s']:.1f} s after the event, watched at 50 ms; "
-          f"A's and B's revokes: {res['revokes']})")
+          f"A's and B's revokes: {res['revokes']}; restores that waited "
+          f"for an undecided transaction: {res['txn_waits']})")
     print("  partition  role   steady: longest gap   event window: longest gap")
     for p, (g0, g1) in sorted(res["rows"].items()):
         role = "kept" if p in res["kept"] else \
