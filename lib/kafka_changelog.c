@@ -153,6 +153,7 @@ struct sg_changelog_reader {
         bool has_id; /* the first id record read */
         sg_changelog_id_t id;
         sg_changelog_counts_t counts;
+        int64_t void_from; /* the first void record's offset, -1 none */
 };
 
 sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp) {
@@ -161,6 +162,7 @@ sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp) {
                 return SG_ERR_NOMEM;
         r->floor = floor;
         r->voids_sorted = true;
+        r->void_from = -1;
         *rp = r;
         return SG_OK;
 }
@@ -183,9 +185,11 @@ void sg_changelog_reader_destroy(sg_changelog_reader_t *r) {
         free(r);
 }
 
-static sg_err_t void_add(sg_changelog_reader_t *r, const void *key,
-                         size_t len) {
+static sg_err_t void_add(sg_changelog_reader_t *r, int64_t offset,
+                         const void *key, size_t len) {
         r->counts.void_cnt++;
+        if (r->void_from < 0 || offset < r->void_from)
+                r->void_from = offset;
         if (r->void_cnt == r->void_cap) {
                 size_t cap = r->void_cap ? r->void_cap * 2 : 64;
                 sg_changelog_key_t *v = realloc(r->voids, cap * sizeof(*v));
@@ -207,7 +211,8 @@ static sg_err_t void_add(sg_changelog_reader_t *r, const void *key,
 static sg_err_t held_void(sg_changelog_reader_t *r) {
         sg_err_t err = SG_OK;
         for (size_t i = 0; !err && i < r->held_cnt; i++)
-                err = void_add(r, r->held[i].key, r->held[i].key_len);
+                err = void_add(r, r->held[i].offset, r->held[i].key,
+                               r->held[i].key_len);
         held_clear(r);
         return err;
 }
@@ -334,7 +339,7 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
         int64_t epoch = sg_changelog_u64_get(frame);
         int64_t seq = sg_changelog_u64_get((const unsigned char *)frame + 8);
         if (epoch < r->floor)
-                return void_add(r, key, key_len); /* a zombie's */
+                return void_add(r, offset, key, key_len); /* a zombie's */
         if ((err = floor_raise(r, epoch)))
                 return err;
         if (r->held_cnt && r->held_seq < seq) {
@@ -345,7 +350,7 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
         } else if (r->held_cnt && r->held_seq > seq) {
                 /* an earlier batch after a later one: never written so by
                  * one owner; not trusted */
-                return void_add(r, key, key_len);
+                return void_add(r, offset, key, key_len);
         }
         r->held_epoch = epoch;
         r->held_seq = seq;
@@ -358,6 +363,16 @@ sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r) {
 
 int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r) {
         return r->floor;
+}
+
+int64_t sg_changelog_reader_settled(const sg_changelog_reader_t *r,
+                                    int64_t next) {
+        int64_t s = next;
+        if (r->held_cnt && r->held[0].offset < s)
+                s = r->held[0].offset;
+        if (r->void_from >= 0 && r->void_from < s)
+                s = r->void_from;
+        return s;
 }
 
 static int key_cmp(const void *a, const void *b) {
