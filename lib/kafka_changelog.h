@@ -214,7 +214,9 @@ int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r);
  * first record still held back (its batch may yet complete: read again
  * from there, it is applied then), or the first record found void (read
  * again from there, the next owner's restore sees the void batch and
- * repairs its keys), whichever is lowest.
+ * repairs its keys) until a complete batch of a newer epoch than every
+ * void record, written wholly after them, shows that their owner's
+ * repair covered them, whichever is lowest.
  */
 int64_t sg_changelog_reader_settled(const sg_changelog_reader_t *r,
                                     int64_t next);

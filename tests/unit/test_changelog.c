@@ -226,7 +226,8 @@ static void feed_range(sg_changelog_reader_t *r, int64_t from, int64_t to,
 /* A standby's checkpoint on a log that goes on (semantics §6 "Standby
  * replicas"): never past a batch still held back (it may complete: read
  * again from there) nor past a void record (the next owner's restore must
- * see it to repair its keys). */
+ * see it to repair its keys) until a newer owner's batch, proved complete
+ * by its marker, shows that owner's repair covered it. */
 START_TEST(settled_for_a_tail) {
         reset_log();
         append_ctl(SG_CHANGELOG_CONFIRM, 0, false); /* 0 */
@@ -246,11 +247,32 @@ START_TEST(settled_for_a_tail) {
         int64_t cut = append_data(1, "b3", 0, 3); /* 5: its writer dies */
         int64_t e = append_ctl(SG_CHANGELOG_CLAIM, 0, false);
         append_ctl(SG_CHANGELOG_CONFIRM, e, false); /* b3 void */
-        append_data(2, "c1", e, 1);
-        append_marker(e, 1);
+        append_data(2, "c1", e, 1); /* the new owner's repair batch */
         feed_range(r, cut, NLOG, &s);
-        ck_assert(!s.has[1] && !strcmp(s.val[2], "c1"));
+        ck_assert(!s.has[1]);
         ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), cut);
+        /* its batch 2 proves batch 1 complete, but only a marker proves
+         * that the batch landed right after its owner's restore */
+        append_data(3, "d2", e, 2);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[2], "c1"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), cut);
+        /* its marker: the repair covered b3, which need not be read
+         * again */
+        append_marker(e, 2);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[3], "d2"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
+        /* a zombie of the old epoch writes after it: void again, until
+         * the owner's next batch is proved by its marker */
+        int64_t z = append_data(0, "Z", 0, 4);
+        append_data(1, "b5", e, 3);
+        feed_range(r, z, NLOG, &s);
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), z);
+        append_marker(e, 3);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[0], "a2") && !strcmp(s.val[1], "b5"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
         sg_changelog_reader_destroy(r);
         /* unframed (exactly_once) records settle at once */
         ck_assert_int_eq(sg_changelog_reader_new(-1, &r), SG_OK);
