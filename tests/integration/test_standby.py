@@ -100,6 +100,12 @@ def test_standby_failover(bootstrap, seqgate_bin, tmp_path, guarantee, mode):
                    and parts_of(b.events("partitions_assigned")), 60,
                    "A and B assigned", 0.25, on_timeout=tails)
         feeder.start()
+        # the group settled: A's and B's partitions disjoint, all of them
+        # (an eager rebalance revokes everything before assigning again)
+        wait_until(lambda: owned(a) and owned(b)
+                   and not owned(a) & owned(b)
+                   and len(owned(a) | owned(b)) == PARTS, 60,
+                   "the group settled", 0.25, on_timeout=tails)
         held_a = owned(a)
         # B tails every partition A owns
         wait_until(lambda: {f"{e['topic']}/{e['partition']}"
