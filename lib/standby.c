@@ -4,6 +4,7 @@
  */
 #include "standby.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,4 +105,86 @@ sg_err_t sg_standby_place(const sg_standby_member_t *members, size_t member_cnt,
         *outp = out;
         *cntp = n;
         return SG_OK;
+}
+
+/* A big-endian reader over an assignment's bytes. */
+typedef struct rd {
+        const unsigned char *p;
+        size_t left;
+} rd_t;
+
+static bool rd_i16(rd_t *r, int16_t *v) {
+        if (r->left < 2)
+                return false;
+        *v = (int16_t)(((unsigned)r->p[0] << 8) | r->p[1]);
+        r->p += 2;
+        r->left -= 2;
+        return true;
+}
+
+static bool rd_i32(rd_t *r, int32_t *v) {
+        if (r->left < 4)
+                return false;
+        *v = (int32_t)(((uint32_t)r->p[0] << 24) | ((uint32_t)r->p[1] << 16) |
+                       ((uint32_t)r->p[2] << 8) | r->p[3]);
+        r->p += 4;
+        r->left -= 4;
+        return true;
+}
+
+sg_err_t sg_standby_assignment_parse(const void *buf, size_t len,
+                                     sg_standby_tp_t **tpsp, size_t *cntp,
+                                     char *errstr, size_t errstr_size) {
+        rd_t r = {buf, len};
+        int16_t version, tlen;
+        int32_t topics, parts, part = 0;
+        if (len == 0)
+                return SG_OK;
+        if (!rd_i16(&r, &version) || !rd_i32(&r, &topics) || topics < 0) {
+                sg_errf(errstr, errstr_size,
+                        "assignment: %zu bytes, no version and topic count",
+                        len);
+                return SG_ERR_INVALID;
+        }
+        for (int32_t t = 0; t < topics; t++) {
+                if (!rd_i16(&r, &tlen) || tlen < 0 || r.left < (size_t)tlen) {
+                        sg_errf(errstr, errstr_size,
+                                "assignment: topic %d cut short", (int)t);
+                        return SG_ERR_INVALID;
+                }
+                const char *name = (const char *)r.p;
+                r.p += tlen;
+                r.left -= (size_t)tlen;
+                if (!rd_i32(&r, &parts) || parts < 0 ||
+                    r.left / 4 < (size_t)parts) {
+                        sg_errf(errstr, errstr_size,
+                                "assignment: topic %.*s: partitions cut short",
+                                (int)tlen, name);
+                        return SG_ERR_INVALID;
+                }
+                sg_standby_tp_t *n = realloc(
+                        *tpsp, (*cntp + (size_t)parts + 1) * sizeof(**tpsp));
+                if (!n) {
+                        sg_errf(errstr, errstr_size, "out of memory");
+                        return SG_ERR_NOMEM;
+                }
+                *tpsp = n;
+                for (int32_t i = 0; i < parts; i++) {
+                        char *topic = strndup(name, (size_t)tlen);
+                        if (!topic) {
+                                sg_errf(errstr, errstr_size, "out of memory");
+                                return SG_ERR_NOMEM;
+                        }
+                        (void)rd_i32(&r, &part);
+                        n[(*cntp)++] = (sg_standby_tp_t){topic, part};
+                }
+        }
+        (void)version; /* every version so far begins the same way */
+        return SG_OK;
+}
+
+void sg_standby_tps_free(sg_standby_tp_t *tps, size_t cnt) {
+        for (size_t i = 0; tps && i < cnt; i++)
+                free((char *)tps[i].topic);
+        free(tps);
 }

@@ -33,7 +33,7 @@ typedef struct sg_standby_tp {
         int32_t partition;
 } sg_standby_tp_t;
 
-/** One member of the group as DescribeConsumerGroups reports it: its
+/** One member of the group as DescribeGroups reports it: its
  *  member id and the partitions assigned to it (borrowed). */
 typedef struct sg_standby_member {
         const char *member_id;
@@ -57,6 +57,28 @@ typedef struct sg_standby_member {
 sg_err_t sg_standby_place(const sg_standby_member_t *members, size_t member_cnt,
                           int replicas, const char *me, sg_standby_tp_t **outp,
                           size_t *cntp, char *errstr, size_t errstr_size);
+
+/**
+ * Appends the topic partitions of one member's assignment, as a consumer
+ * group's DescribeGroups answer carries it (Kafka's ConsumerProtocol
+ * Assignment, KIP-429's versions included: int16 version, an int32 count
+ * of [int16-length topic name, int32 count of int32 partitions], then user
+ * data, not read), to the @p *cntp entries of *@p tpsp (realloc'd).
+ *
+ * Each entry's topic string is malloc'd and owned by the array: free the
+ * whole with sg_standby_tps_free(). An empty @p buf (@p len 0: a member
+ * with no assignment yet) appends nothing.
+ * @returns SG_OK; SG_ERR_INVALID when @p buf is cut short or a count is
+ * negative (errstr says where; *tpsp keeps what was appended before);
+ * SG_ERR_NOMEM. Thread-safe (no shared state).
+ */
+sg_err_t sg_standby_assignment_parse(const void *buf, size_t len,
+                                     sg_standby_tp_t **tpsp, size_t *cntp,
+                                     char *errstr, size_t errstr_size);
+
+/** Frees @p cnt entries of @p tps made by sg_standby_assignment_parse()
+ *  (their topic strings and the array). NULL is a no-op. */
+void sg_standby_tps_free(sg_standby_tp_t *tps, size_t cnt);
 
 #ifdef __cplusplus
 }

@@ -147,6 +147,69 @@ START_TEST(two_members_swap) {
 }
 END_TEST
 
+/* A ConsumerProtocol Assignment as the broker hands it back: version 1
+ * (cooperative-sticky), topics "in" [2, 0] and "ab" [5], user data. */
+static const unsigned char ASSIGNMENT[] = {
+        0, 1,         /* version */
+        0, 0, 0,   2, /* two topics */
+        0, 2, 'i', 'n', 0,   0,   0,  2, 0, 0, 0, 2, 0, 0, 0, 0, /* in: 2, 0 */
+        0, 2, 'a', 'b', 0,   0,   0,  1, 0, 0, 0, 5,             /* ab: 5 */
+        0, 0, 0,   3,   'x', 'y', 'z' /* user data, not read */
+};
+
+START_TEST(assignment_parsed) {
+        sg_standby_tp_t *tps = NULL;
+        size_t n = 0;
+        char es[256] = "";
+        ck_assert_int_eq(sg_standby_assignment_parse(ASSIGNMENT,
+                                                     sizeof(ASSIGNMENT), &tps,
+                                                     &n, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_uint_eq(n, 3);
+        has(tps, 0, "in", 2);
+        has(tps, 1, "in", 0);
+        has(tps, 2, "ab", 5);
+        /* appends; an empty assignment (a member not assigned yet) adds
+         * nothing */
+        ck_assert_int_eq(
+                sg_standby_assignment_parse("", 0, &tps, &n, es, sizeof(es)),
+                SG_OK);
+        ck_assert_uint_eq(n, 3);
+        sg_standby_tps_free(tps, n);
+}
+END_TEST
+
+/* every cut of the bytes short of the user data is refused, none read past
+ * the end (the sanitizer build checks) */
+START_TEST(assignment_cut_short_refused) {
+        size_t whole = sizeof(ASSIGNMENT) - 7; /* without the user data */
+        for (size_t len = 1; len < whole; len++) {
+                sg_standby_tp_t *tps = NULL;
+                size_t n = 0;
+                char es[256] = "";
+                unsigned char *b = malloc(len);
+                ck_assert_ptr_nonnull(b);
+                memcpy(b, ASSIGNMENT, len);
+                ck_assert_msg(sg_standby_assignment_parse(b, len, &tps, &n, es,
+                                                          sizeof(es)) ==
+                                      SG_ERR_INVALID,
+                              "%zu bytes accepted", len);
+                ck_assert_ptr_nonnull(strstr(es, "assignment"));
+                sg_standby_tps_free(tps, n);
+                free(b);
+        }
+        /* a negative count */
+        static const unsigned char neg[] = {0, 0, 0xff, 0xff, 0xff, 0xff};
+        sg_standby_tp_t *tps = NULL;
+        size_t n = 0;
+        char es[256];
+        ck_assert_int_eq(sg_standby_assignment_parse(neg, sizeof(neg), &tps, &n,
+                                                     es, sizeof(es)),
+                         SG_ERR_INVALID);
+        sg_standby_tps_free(tps, n);
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("standby");
         TCase *tc = tcase_create("place");
@@ -156,6 +219,8 @@ int main(void) {
         tcase_add_test(tc, order_independent);
         tcase_add_test(tc, none_cases);
         tcase_add_test(tc, two_members_swap);
+        tcase_add_test(tc, assignment_parsed);
+        tcase_add_test(tc, assignment_cut_short_refused);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
