@@ -14,7 +14,9 @@
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -221,14 +223,20 @@ struct sg_loop {
 
         /* standby replicas (kafka_standby.c; semantics §6 "Standby
          * replicas"); none unless standby_replicas > 0 */
-        rd_kafka_t *standby;     /**< changelog tail consumer (no group) */
-        rd_kafka_queue_t *sby_q; /**< DescribeConsumerGroups answers */
-        bool sby_asked;          /**< a describe is in flight */
-        bool sby_reassign;       /**< the tail consumer's assignment is
+        rd_kafka_t *standby; /**< changelog tail consumer (no group) */
+        bool sby_reassign;   /**< the tail consumer's assignment is
                                          to be set again */
-        int64_t sby_describe_ms; /**< next describe due, monotonic */
-        int64_t sby_drain_ms;    /**< next drain due, monotonic */
-        sg_standby_part_t *sby;  /**< the standby partitions */
+        /* the group describer thread (kafka_standby.c): the only state it
+         * shares with the loop thread */
+        pthread_t sby_th;
+        bool sby_th_started;
+        pthread_mutex_t sby_mu;
+        struct sg_sby_group *sby_latest; /**< its newest answer, under
+                                              sby_mu; taken by the loop */
+        atomic_bool sby_kick;            /**< describe again now */
+        atomic_bool sby_quit;            /**< the thread ends */
+        int64_t sby_drain_ms;            /**< next drain due, monotonic */
+        sg_standby_part_t *sby;          /**< the standby partitions */
         size_t sby_cnt;
 
         /* HTTP snapshot refetch (snapsrc_http_fetch.h) */

@@ -8,19 +8,141 @@
  * checkpoint of a partition this instance does not own stays near its
  * changelog's end and a failover here restores only a short tail.
  *
- * Only the loop thread touches any of it (the store's only writer).
+ * Only the loop thread touches any of it (the store's only writer), but
+ * for the group describer thread, which asks the group coordinator for the
+ * group's members and assignments (DescribeGroups through librdkafka's
+ * rd_kafka_list_groups(), a blocking call) and hands its newest answer to
+ * the loop under sby_mu. Not the Admin API's DescribeConsumerGroups:
+ * librdkafka 2.0.2 aborts the process when that request is retried
+ * (rd_kafka_enq_once_del_source_return: eonce->refcnt > 0), as it is on a
+ * broker restart — seen with standby_replicas 1 and `kafka.sh restart`:
+ * both instances died of SIGABRT; rd_kafka_list_groups answers an error
+ * instead and the describer asks again.
  */
 #include "kafka_int.h"
 #include "metrics_pub.h"
 #include "standby.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* the group described every (and after every rebalance) */
 #define SG_STANDBY_DESCRIBE_MS 3000
+/* the longest one description may wait for the coordinator (also the
+ * longest a clean stop waits for the describer thread) */
+#define SG_STANDBY_DESCRIBE_TIMEOUT_MS 2000
+
+/** One answer of the group describer: the members of the group, when it
+ *  is stable, with their assignments; or why there is none. */
+typedef struct sg_sby_group {
+        char *error;       /**< the description failed (NULL: it did not) */
+        bool stable;       /**< the group's state is Stable */
+        size_t member_cnt; /**< the arrays below have this many */
+        char **member_ids;
+        sg_standby_tp_t **parts; /**< sg_standby_assignment_parse()'s */
+        size_t *part_cnts;
+} sg_sby_group_t;
+
+static void sby_group_free(sg_sby_group_t *g) {
+        if (!g)
+                return;
+        for (size_t i = 0; i < g->member_cnt; i++) {
+                free(g->member_ids ? g->member_ids[i] : NULL);
+                if (g->parts)
+                        sg_standby_tps_free(g->parts[i], g->part_cnts[i]);
+        }
+        free(g->member_ids);
+        free(g->parts);
+        free(g->part_cnts);
+        free(g->error);
+        free(g);
+}
+
+/* The describer thread's reading of the group: NULL only when out of
+ * memory. */
+static sg_sby_group_t *sby_group_read(sg_loop_t *loop) {
+        sg_sby_group_t *g = calloc(1, sizeof(*g));
+        if (!g)
+                return NULL;
+        const struct rd_kafka_group_list *gl = NULL;
+        rd_kafka_resp_err_t e =
+                rd_kafka_list_groups(loop->standby, loop->conf->group_id, &gl,
+                                     SG_STANDBY_DESCRIBE_TIMEOUT_MS);
+        const struct rd_kafka_group_info *gi =
+                !e && gl && gl->group_cnt == 1 ? &gl->groups[0] : NULL;
+        char es[300] = "";
+        if (e)
+                snprintf(es, sizeof(es), "%s", rd_kafka_err2str(e));
+        else if (!gi)
+                snprintf(es, sizeof(es), "no group in the answer");
+        else if (gi->err)
+                snprintf(es, sizeof(es), "%s", rd_kafka_err2str(gi->err));
+        else if (gi->state && !strcmp(gi->state, "Stable")) {
+                /* during a rebalance the assignments are the old ones or
+                 * none: the set stays until the group is stable again */
+                size_t mc = gi->member_cnt > 0 ? (size_t)gi->member_cnt : 0;
+                g->stable = true;
+                g->member_ids = calloc(mc ? mc : 1, sizeof(*g->member_ids));
+                g->parts = calloc(mc ? mc : 1, sizeof(*g->parts));
+                g->part_cnts = calloc(mc ? mc : 1, sizeof(*g->part_cnts));
+                if (!g->member_ids || !g->parts || !g->part_cnts)
+                        snprintf(es, sizeof(es), "out of memory");
+                else
+                        g->member_cnt = mc;
+                for (size_t i = 0; !es[0] && i < g->member_cnt; i++) {
+                        const struct rd_kafka_group_member_info *m =
+                                &gi->members[i];
+                        if (!(g->member_ids[i] =
+                                      strdup(m->member_id ? m->member_id : "")))
+                                snprintf(es, sizeof(es), "out of memory");
+                        else
+                                (void)sg_standby_assignment_parse(
+                                        m->member_assignment,
+                                        m->member_assignment_size > 0
+                                                ? (size_t)m
+                                                          ->member_assignment_size
+                                                : 0,
+                                        &g->parts[i], &g->part_cnts[i], es,
+                                        sizeof(es));
+                }
+        }
+        if (gl)
+                rd_kafka_group_list_destroy(gl);
+        if (es[0] && !(g->error = strdup(es))) {
+                sby_group_free(g);
+                return NULL;
+        }
+        return g;
+}
+
+/* The group describer thread: describes the group every
+ * SG_STANDBY_DESCRIBE_MS, at once when kicked (a rebalance), and leaves
+ * its newest answer for the loop thread. */
+static void *sby_describer(void *arg) {
+        sg_loop_t *loop = arg;
+        int64_t next = 0;
+        while (!atomic_load(&loop->sby_quit)) {
+                int64_t now = sg_clock_mono_ms();
+                if (atomic_exchange(&loop->sby_kick, false) || now >= next) {
+                        sg_sby_group_t *g = sby_group_read(loop);
+                        next = sg_clock_mono_ms() + SG_STANDBY_DESCRIBE_MS;
+                        if (g) {
+                                pthread_mutex_lock(&loop->sby_mu);
+                                sg_sby_group_t *old = loop->sby_latest;
+                                loop->sby_latest = g;
+                                pthread_mutex_unlock(&loop->sby_mu);
+                                sby_group_free(old);
+                        }
+                }
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        return NULL;
+}
 /* records applied per drain turn, over all standby partitions: a turn is
  * time between two batches, so it is bounded; what is left stays in the
  * tail consumer's queue for the next turn */
@@ -63,12 +185,19 @@ sg_err_t sg_loop_standby_new(sg_loop_t *loop, char *errstr,
         rd_kafka_set_log_queue(rk, NULL); /* logs served by its polls */
         rd_kafka_poll_set_consumer(rk);
         loop->standby = rk;
-        loop->sby_q = rd_kafka_queue_new(rk);
-        if (!loop->sby_q) {
-                sg_errf(errstr, errstr_size, "standby consumer: no queue");
+        atomic_store(&loop->sby_quit, false);
+        atomic_store(&loop->sby_kick, true); /* at once */
+        if (pthread_mutex_init(&loop->sby_mu, NULL) != 0) {
+                sg_errf(errstr, errstr_size, "standby: no mutex");
                 return SG_ERR_NOMEM;
         }
-        loop->sby_describe_ms = 0; /* at the first turn */
+        if (pthread_create(&loop->sby_th, NULL, sby_describer, loop) != 0) {
+                pthread_mutex_destroy(&loop->sby_mu);
+                sg_errf(errstr, errstr_size,
+                        "standby: the group describer thread");
+                return SG_ERR_NOMEM;
+        }
+        loop->sby_th_started = true;
         return SG_OK;
 }
 
@@ -184,44 +313,19 @@ static void sby_set(sg_loop_t *loop, const sg_standby_tp_t *tps, size_t n) {
                         sby_remove(loop, i, "placed elsewhere");
 }
 
-/* The group description @p ev: placement (standby.h) of this member. */
-static void sby_answer(sg_loop_t *loop, rd_kafka_event_t *ev) {
-        const rd_kafka_DescribeConsumerGroups_result_t *res =
-                rd_kafka_event_DescribeConsumerGroups_result(ev);
-        const char *why = NULL;
-        size_t gn = 0;
-        const rd_kafka_ConsumerGroupDescription_t **gs =
-                res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &gn)
-                    : NULL;
-        const rd_kafka_error_t *ge =
-                gn == 1 ? rd_kafka_ConsumerGroupDescription_error(gs[0]) : NULL;
-        if (rd_kafka_event_error(ev))
-                why = rd_kafka_event_error_string(ev);
-        else if (gn != 1)
-                why = "no group in the answer";
-        else if (ge)
-                why = rd_kafka_error_string(ge);
-        if (why) {
+/* The describer's answer @p g: placement (standby.h) of this member. */
+static void sby_answer(sg_loop_t *loop, const sg_sby_group_t *g) {
+        if (g->error) {
                 cJSON *f = cJSON_CreateObject();
-                cJSON_AddStringToObject(f, "error", why);
+                cJSON_AddStringToObject(f, "error", g->error);
                 sg_loop_log(loop, SG_LOG_WARNING, "standby_describe_failed", f);
                 return;
         }
-        /* during a rebalance the assignments are the old ones or none:
-         * the set stays until the group is stable again */
-        if (rd_kafka_ConsumerGroupDescription_state(gs[0]) !=
-            RD_KAFKA_CONSUMER_GROUP_STATE_STABLE)
-                return;
-        size_t mc = rd_kafka_ConsumerGroupDescription_member_count(gs[0]);
-        size_t tpc = 0;
-        for (size_t i = 0; i < mc; i++) {
-                const rd_kafka_MemberDescription_t *md =
-                        rd_kafka_ConsumerGroupDescription_member(gs[0], i);
-                const rd_kafka_topic_partition_list_t *pl =
-                        rd_kafka_MemberAssignment_partitions(
-                                rd_kafka_MemberDescription_assignment(md));
-                tpc += pl ? (size_t)pl->cnt : 0;
-        }
+        if (!g->stable)
+                return; /* the set stays until the group is stable again */
+        size_t mc = g->member_cnt, tpc = 0;
+        for (size_t i = 0; i < mc; i++)
+                tpc += g->part_cnts[i];
         sg_standby_member_t *ms = calloc(mc ? mc : 1, sizeof(*ms));
         sg_standby_tp_t *tps = calloc(tpc ? tpc : 1, sizeof(*tps));
         char *me = rd_kafka_memberid(loop->consumer);
@@ -231,26 +335,17 @@ static void sby_answer(sg_loop_t *loop, rd_kafka_event_t *ev) {
         if (ms && tps && me) {
                 size_t k = 0;
                 for (size_t i = 0; i < mc; i++) {
-                        const rd_kafka_MemberDescription_t *md =
-                                rd_kafka_ConsumerGroupDescription_member(gs[0],
-                                                                         i);
-                        const rd_kafka_topic_partition_list_t *pl =
-                                rd_kafka_MemberAssignment_partitions(
-                                        rd_kafka_MemberDescription_assignment(
-                                                md));
-                        ms[i].member_id =
-                                rd_kafka_MemberDescription_consumer_id(md);
+                        ms[i].member_id = g->member_ids[i];
                         ms[i].parts = &tps[k];
-                        for (int j = 0; pl && j < pl->cnt; j++) {
+                        for (size_t j = 0; j < g->part_cnts[i]; j++) {
                                 /* input partitions with a changelog only
                                  * (snapshot reply topics have none) */
-                                const sg_topic_config_t *tc = sg_config_topic(
-                                        loop->conf, pl->elems[j].topic);
+                                const sg_standby_tp_t *tp = &g->parts[i][j];
+                                const sg_topic_config_t *tc =
+                                        sg_config_topic(loop->conf, tp->topic);
                                 if (!tc || !tc->changelog_topic)
                                         continue;
-                                tps[k++] = (sg_standby_tp_t){
-                                        pl->elems[j].topic,
-                                        pl->elems[j].partition};
+                                tps[k++] = *tp;
                                 ms[i].part_cnt++;
                         }
                 }
@@ -263,21 +358,6 @@ static void sby_answer(sg_loop_t *loop, rd_kafka_event_t *ev) {
         free(tps);
         if (me)
                 rd_kafka_mem_free(loop->consumer, me);
-}
-
-static void sby_describe(sg_loop_t *loop) {
-        const char *groups[1] = {loop->conf->group_id};
-        rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(
-                loop->standby, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
-        if (!ao)
-                return;
-        char es[256];
-        (void)rd_kafka_AdminOptions_set_request_timeout(ao, 10000, es,
-                                                        sizeof(es));
-        rd_kafka_DescribeConsumerGroups(loop->standby, groups, 1, ao,
-                                        loop->sby_q);
-        rd_kafka_AdminOptions_destroy(ao);
-        loop->sby_asked = true;
 }
 
 /* Asks the processor to follow @p sp's partition for one read: its part
@@ -531,20 +611,15 @@ static void sby_drain(sg_loop_t *loop) {
 void sg_loop_standby_turn(sg_loop_t *loop) {
         if (!loop->standby)
                 return;
-        rd_kafka_event_t *ev;
-        while ((ev = rd_kafka_queue_poll(loop->sby_q, 0))) {
-                if (rd_kafka_event_type(ev) ==
-                    RD_KAFKA_EVENT_DESCRIBECONSUMERGROUPS_RESULT) {
-                        loop->sby_asked = false;
-                        sby_answer(loop, ev);
-                }
-                rd_kafka_event_destroy(ev);
+        pthread_mutex_lock(&loop->sby_mu);
+        sg_sby_group_t *g = loop->sby_latest;
+        loop->sby_latest = NULL;
+        pthread_mutex_unlock(&loop->sby_mu);
+        if (g) {
+                sby_answer(loop, g);
+                sby_group_free(g);
         }
         int64_t now = sg_clock_mono_ms();
-        if (!loop->sby_asked && now >= loop->sby_describe_ms) {
-                sby_describe(loop);
-                loop->sby_describe_ms = now + SG_STANDBY_DESCRIBE_MS;
-        }
         bool caught = false;
         for (size_t i = 0; i < loop->sby_cnt && !loop->stop; i++) {
                 sg_standby_part_t *sp = &loop->sby[i];
@@ -590,7 +665,7 @@ void sg_loop_standby_drop(sg_loop_t *loop,
 }
 
 void sg_loop_standby_kick(sg_loop_t *loop) {
-        loop->sby_describe_ms = 0;
+        atomic_store(&loop->sby_kick, true);
 }
 
 void sg_loop_standby_publish(sg_loop_t *loop, struct sg_metrics_snap *snap) {
@@ -624,9 +699,14 @@ void sg_loop_standby_destroy(sg_loop_t *loop) {
         free(loop->sby);
         loop->sby = NULL;
         loop->sby_cnt = 0;
-        if (loop->sby_q)
-                rd_kafka_queue_destroy(loop->sby_q);
-        loop->sby_q = NULL;
+        if (loop->sby_th_started) {
+                atomic_store(&loop->sby_quit, true);
+                pthread_join(loop->sby_th, NULL);
+                loop->sby_th_started = false;
+                sby_group_free(loop->sby_latest);
+                loop->sby_latest = NULL;
+                pthread_mutex_destroy(&loop->sby_mu);
+        }
         if (loop->standby) {
                 rd_kafka_consumer_close(loop->standby);
                 rd_kafka_destroy(loop->standby);
