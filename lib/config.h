@@ -250,6 +250,9 @@ typedef struct sg_config {
                                           §6) */
         int64_t delivery_timeout_ms; /**< wait for output deliveries [60000] */
         int sweep_max_per_batch;     /**< TTL sweep bound [1000] */
+        int standby_replicas;        /**< standbys per input partition
+                                          (semantics §6 "Standby
+                                          replicas") [0] */
         int deadline_max_per_batch; /**< gap deadlines fired per batch [1000] */
         int64_t pause_retry_ms;     /**< re-check a paused partition [1000] */
         int64_t broker_retry_timeout_ms; /**< longest retry of a retriable

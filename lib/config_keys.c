@@ -154,6 +154,13 @@ static const cfg_row_t cfg_rows[] = {
               "expired dedup records given their changelog tombstone per "
               "partition per batch (their time segment is emptied once "
               "every one has, semantics 3 Expiry)"),
+        R_INT(SECT_ROOT_LIMITS, standby_replicas, "", "standby_replicas", 0, 0,
+              0, 16,
+              "standby replicas per input partition (Kafka Streams' "
+              "`num.standby.replicas`): other instances of the group keep "
+              "the partition's store current by tailing its changelog, so "
+              "that a failover restores only a short tail; placed by member "
+              "id (docs/operating.md \"Standby replicas\"); 0: none"),
         R_INT(SECT_ROOT_LIMITS, deadline_max_per_batch, "",
               "deadline_max_per_batch", LIVE, 1000, 1, 1000000,
               "gap deadlines fired per batch"),

@@ -959,6 +959,7 @@ void sg_engine_processor(sg_engine_t *e, sg_processor_t *proc) {
         proc->restore_begin = sg_eng_restore_begin;
         proc->restore_apply = sg_eng_restore_apply;
         proc->restore_end = sg_eng_restore_end;
+        proc->restore_abort = sg_eng_restore_abort;
         proc->changelog_epoch_get = sg_eng_changelog_epoch_get;
         proc->changelog_epoch_set = sg_eng_changelog_epoch_set;
         proc->changelog_id_get = sg_eng_changelog_id_get;

@@ -376,6 +376,19 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         return err;
 }
 
+void sg_eng_restore_abort(void *opaque, const char *topic, int32_t partition) {
+        sg_engine_t *e = opaque;
+        (void)topic;
+        (void)partition;
+        /* the window since the last checkpoint is dropped: the meta keeps
+         * the offset of what that checkpoint holds */
+        sg_txn_abort(e->rtxn);
+        e->rtxn = NULL;
+        sg_store_batch_destroy(e->rbatch);
+        e->rbatch = NULL;
+        sg_store_room_want(e->store, 0);
+}
+
 sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                             int64_t end_offset, char *errstr,
                             size_t errstr_size) {

@@ -462,6 +462,7 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
                               const void *key, size_t key_len,
                               const void *value, size_t value_len, char *errstr,
                               size_t errstr_size);
+void sg_eng_restore_abort(void *opaque, const char *topic, int32_t partition);
 sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                             int64_t end_offset, char *errstr,
                             size_t errstr_size);

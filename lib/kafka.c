@@ -464,6 +464,8 @@ static sg_err_t loop_start_clients(sg_loop_t *loop, char *errstr,
                         return err;
                 if ((err = sg_loop_restorer_new(loop, errstr, errstr_size)))
                         return err;
+                if ((err = sg_loop_standby_new(loop, errstr, errstr_size)))
+                        return err;
         }
         if ((err = sg_loop_size_limits(loop, errstr, errstr_size)))
                 return err;
@@ -784,6 +786,10 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                              t += 50)
                                 loop_wait(loop, 50);
                 }
+                /* between two batches: the standby partitions' tails
+                 * (semantics §6 "Standby replicas") */
+                if (!failed && !loop->restore_needed)
+                        sg_loop_standby_turn(loop);
                 /* a committed batch publishes at once (sg_loop_publish) */
                 sg_loop_publish(loop, loop->stats.batches_total != batches);
                 loop_recovery(loop, loop->stats.batches_total != batches &&
@@ -838,6 +844,7 @@ void sg_loop_destroy(sg_loop_t *loop) {
         free(loop->rkts);
         if (loop->producer)
                 rd_kafka_destroy(loop->producer);
+        sg_loop_standby_destroy(loop);
         if (loop->restorer) {
                 rd_kafka_consumer_close(loop->restorer);
                 rd_kafka_destroy(loop->restorer);

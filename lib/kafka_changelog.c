@@ -153,6 +153,11 @@ struct sg_changelog_reader {
         bool has_id; /* the first id record read */
         sg_changelog_id_t id;
         sg_changelog_counts_t counts;
+        /* void records not yet known to be repaired (a standby's
+         * checkpoint stops at the first: sg_changelog_reader_settled) */
+        int64_t void_from;  /* the first one's offset, -1 none */
+        int64_t void_last;  /* the last one's offset */
+        int64_t void_epoch; /* the newest epoch among them */
 };
 
 sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp) {
@@ -161,6 +166,7 @@ sg_err_t sg_changelog_reader_new(int64_t floor, sg_changelog_reader_t **rp) {
                 return SG_ERR_NOMEM;
         r->floor = floor;
         r->voids_sorted = true;
+        r->void_from = r->void_last = r->void_epoch = -1;
         *rp = r;
         return SG_OK;
 }
@@ -183,9 +189,17 @@ void sg_changelog_reader_destroy(sg_changelog_reader_t *r) {
         free(r);
 }
 
-static sg_err_t void_add(sg_changelog_reader_t *r, const void *key,
-                         size_t len) {
+static sg_err_t void_add(sg_changelog_reader_t *r, int64_t offset,
+                         int64_t epoch, const void *key, size_t len) {
         r->counts.void_cnt++;
+        if (r->void_from < 0) {
+                r->void_from = offset;
+                r->void_epoch = epoch;
+        }
+        if (offset > r->void_last)
+                r->void_last = offset;
+        if (epoch > r->void_epoch)
+                r->void_epoch = epoch;
         if (r->void_cnt == r->void_cap) {
                 size_t cap = r->void_cap ? r->void_cap * 2 : 64;
                 sg_changelog_key_t *v = realloc(r->voids, cap * sizeof(*v));
@@ -207,16 +221,29 @@ static sg_err_t void_add(sg_changelog_reader_t *r, const void *key,
 static sg_err_t held_void(sg_changelog_reader_t *r) {
         sg_err_t err = SG_OK;
         for (size_t i = 0; !err && i < r->held_cnt; i++)
-                err = void_add(r, r->held[i].key, r->held[i].key_len);
+                err = void_add(r, r->held[i].offset, r->held_epoch,
+                               r->held[i].key, r->held[i].key_len);
         held_clear(r);
         return err;
 }
 
 /* The batch held back is complete: applied in offset order. */
-static sg_err_t held_apply(sg_changelog_reader_t *r,
+static sg_err_t held_apply(sg_changelog_reader_t *r, bool by_marker,
                            sg_changelog_apply_cb *apply, void *opaque,
                            char *errstr, size_t errstr_size) {
         sg_err_t err = SG_OK;
+        /* A batch its marker proves complete, of a newer epoch than every
+         * void record and wholly after them: a marker is written only for
+         * records that landed right after their owner's previous record,
+         * back to its repair, which landed right at the end of its
+         * restore; so that restore read the void records and the repair
+         * (kafka_claim.c) rewrote their keys: they need not be read
+         * again. (A batch proved complete by a later batch's record is no
+         * such proof: it may be the one whose landing elsewhere made its
+         * owner restore and repair again.) */
+        if (by_marker && r->void_from >= 0 && r->held_cnt &&
+            r->held_epoch > r->void_epoch && r->held[0].offset > r->void_last)
+                r->void_from = -1;
         for (size_t i = 0; !err && i < r->held_cnt; i++) {
                 const held_t *h = &r->held[i];
                 err = apply(opaque, h->offset, h->key, h->key_len, h->value,
@@ -284,7 +311,7 @@ static sg_err_t feed_control(sg_changelog_reader_t *r, int64_t offset,
                 if (err || epoch < r->floor)
                         return err; /* a zombie's marker */
                 if (r->held_cnt && r->held_epoch == epoch && r->held_seq <= seq)
-                        return held_apply(r, apply, opaque, errstr,
+                        return held_apply(r, true, apply, opaque, errstr,
                                           errstr_size);
                 return SG_OK;
         }
@@ -334,18 +361,20 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
         int64_t epoch = sg_changelog_u64_get(frame);
         int64_t seq = sg_changelog_u64_get((const unsigned char *)frame + 8);
         if (epoch < r->floor)
-                return void_add(r, key, key_len); /* a zombie's */
+                return void_add(r, offset, epoch, key,
+                                key_len); /* a zombie's */
         if ((err = floor_raise(r, epoch)))
                 return err;
         if (r->held_cnt && r->held_seq < seq) {
                 /* a later batch of the same writer: the one held back is
                  * complete */
-                if ((err = held_apply(r, apply, opaque, errstr, errstr_size)))
+                if ((err = held_apply(r, false, apply, opaque, errstr,
+                                      errstr_size)))
                         return err;
         } else if (r->held_cnt && r->held_seq > seq) {
                 /* an earlier batch after a later one: never written so by
                  * one owner; not trusted */
-                return void_add(r, key, key_len);
+                return void_add(r, offset, epoch, key, key_len);
         }
         r->held_epoch = epoch;
         r->held_seq = seq;
@@ -358,6 +387,16 @@ sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r) {
 
 int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r) {
         return r->floor;
+}
+
+int64_t sg_changelog_reader_settled(const sg_changelog_reader_t *r,
+                                    int64_t next) {
+        int64_t s = next;
+        if (r->held_cnt && r->held[0].offset < s)
+                s = r->held[0].offset;
+        if (r->void_from >= 0 && r->void_from < s)
+                s = r->void_from;
+        return s;
 }
 
 static int key_cmp(const void *a, const void *b) {

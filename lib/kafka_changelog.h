@@ -207,6 +207,20 @@ sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r);
 /** The current FLOOR (newest epoch confirmed or seen). */
 int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r);
 
+/**
+ * Where a store that applied what this reader gave it, up to @p next (the
+ * offset after the last record fed), may put its checkpoint while the log
+ * goes on (a standby, semantics §6 "Standby replicas"): @p next, or the
+ * first record still held back (its batch may yet complete: read again
+ * from there, it is applied then), or the first record found void (read
+ * again from there, the next owner's restore sees the void batch and
+ * repairs its keys) until a complete batch of a newer epoch than every
+ * void record, written wholly after them, shows that their owner's
+ * repair covered them, whichever is lowest.
+ */
+int64_t sg_changelog_reader_settled(const sg_changelog_reader_t *r,
+                                    int64_t next);
+
 /** The distinct keys of the void records read so far (after finish: all of
  *  them), in no particular order. Valid until the next feed or destroy. */
 size_t sg_changelog_reader_void_keys(sg_changelog_reader_t *r,

@@ -14,7 +14,9 @@
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -94,6 +96,26 @@ typedef struct sg_part {
         int64_t restore_records; /**< records the current/last restore read */
         int64_t restore_target;  /**< offsets it had to read, -1 unknown */
 } sg_part_t;
+
+/** A partition this instance is standby for (kafka_standby.c, semantics
+ *  §6 "Standby replicas"): its changelog tailed into the store. */
+typedef struct sg_standby_part {
+        char *topic; /**< the input topic */
+        int32_t partition;
+        const sg_topic_config_t *tc;
+        bool ready;       /**< caught up once: tailed from next */
+        bool refused;     /**< its store cannot follow this changelog
+                                (another group's, another log): not tailed */
+        bool has_id;      /**< the store keeps a changelog id */
+        int64_t retry_ms; /**< monotonic: not tried again before */
+        int64_t lo;       /**< log start, read at the catch-up */
+        int64_t next;     /**< offset after the last record fed */
+        int64_t applied;  /**< the store's checkpoint (changelog offset) */
+        int64_t floor;    /**< the reader's FLOOR (at_least_once epochs) */
+        sg_changelog_reader_t *rd; /**< kept across turns: at_least_once
+                                        batches held back until complete */
+        bool keep;                 /**< scratch: still placed here */
+} sg_standby_part_t;
 
 struct sg_loop {
         const sg_config_t *conf;
@@ -198,6 +220,24 @@ struct sg_loop {
                                       commit failed after their changelog
                                       was complete; committed once the
                                       restore brought LMDB up to it */
+
+        /* standby replicas (kafka_standby.c; semantics §6 "Standby
+         * replicas"); none unless standby_replicas > 0 */
+        rd_kafka_t *standby; /**< changelog tail consumer (no group) */
+        bool sby_reassign;   /**< the tail consumer's assignment is
+                                         to be set again */
+        /* the group describer thread (kafka_standby.c): the only state it
+         * shares with the loop thread */
+        pthread_t sby_th;
+        bool sby_th_started;
+        pthread_mutex_t sby_mu;
+        struct sg_sby_group *sby_latest; /**< its newest answer, under
+                                              sby_mu; taken by the loop */
+        atomic_bool sby_kick;            /**< describe again now */
+        atomic_bool sby_quit;            /**< the thread ends */
+        int64_t sby_drain_ms;            /**< next drain due, monotonic */
+        sg_standby_part_t *sby;          /**< the standby partitions */
+        size_t sby_cnt;
 
         /* HTTP snapshot refetch (snapsrc_http_fetch.h) */
         sg_snapshot_http_t *http;     /**< the transfers' bookkeeping */
@@ -364,6 +404,49 @@ void sg_loop_fence(sg_loop_t *loop, size_t pi);
 sg_err_t sg_loop_repair(sg_loop_t *loop, size_t pi, const sg_topic_config_t *tc,
                         sg_changelog_reader_t *rd, int64_t end, bool *againp,
                         char *errstr, size_t errstr_size);
+
+/** loop_restore_feed for a reader kept across reads (the standby tail):
+ *  feeds @p m to @p rd, tells the processor a FLOOR that moved (*floorp)
+ *  and, unless *has_idp, the first changelog id read (then sets it). */
+sg_err_t sg_loop_restore_feed(sg_loop_t *loop, const char *topic,
+                              int32_t partition, bool *has_idp,
+                              sg_changelog_reader_t *rd,
+                              const rd_kafka_message_t *m, int64_t *floorp,
+                              char *errstr, size_t errstr_size);
+/** The low and high watermarks of changelog @p tc [@p partition], asked of
+ *  the broker (retried while retriable). */
+sg_err_t sg_loop_restore_offsets(sg_loop_t *loop, const sg_topic_config_t *tc,
+                                 int32_t partition, int64_t *lop, int64_t *hip,
+                                 char *errstr, size_t errstr_size);
+/** The changelog id check before a restore (semantics §6 "The changelog's
+ *  identity"): SG_ERR_FOREIGN when the log at want->offset is not the
+ *  store's; *keptp false when it cannot be known (logged, forgotten). */
+sg_err_t sg_loop_restore_id_check(sg_loop_t *loop, const char *topic,
+                                  int32_t partition,
+                                  const sg_topic_config_t *tc, int64_t lo,
+                                  const sg_changelog_id_t *want, bool *keptp,
+                                  char *errstr, size_t errstr_size);
+
+/* standby replicas (kafka_standby.c; semantics §6 "Standby replicas") */
+/** Creates the changelog tail consumer when standby_replicas > 0 and the
+ *  processor keeps a changelog; else nothing. */
+sg_err_t sg_loop_standby_new(sg_loop_t *loop, char *errstr, size_t errstr_size);
+/** Between batches, on the loop thread (the store's only writer): takes
+ *  the group description's answer (placement), asks for the next one
+ *  every SG_STANDBY_DESCRIBE_MS, catches new standby partitions up to
+ *  their checkpoint and, at most every checkpoint interval (at least
+ *  1 s), applies what the tail consumer fetched, bounded per turn. */
+void sg_loop_standby_turn(sg_loop_t *loop);
+/** Partitions @p parts are being assigned here: no longer tailed (before
+ *  their restore, which reads the rest from the standby's checkpoint). */
+void sg_loop_standby_drop(sg_loop_t *loop,
+                          const rd_kafka_topic_partition_list_t *parts);
+/** A rebalance happened: describe the group at the next turn. */
+void sg_loop_standby_kick(sg_loop_t *loop);
+/** Adds the standby partitions and their lag to @p snap (metrics). */
+void sg_loop_standby_publish(sg_loop_t *loop, struct sg_metrics_snap *snap);
+/** Closes the tail consumer and frees the standby partitions. */
+void sg_loop_standby_destroy(sg_loop_t *loop);
 
 /* rebalance callbacks (kafka_rebalance.c) */
 void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,

@@ -325,6 +325,10 @@ static void on_assign(sg_loop_t *loop, rd_kafka_t *rk,
         /* the batches so far made durable before the assignment's own
          * store transactions (processor.h checkpoint) */
         sg_loop_checkpoint(loop, "assign");
+        /* no longer tailed as a standby: the restore below reads the
+         * rest from the standby's checkpoint (semantics §6 "Standby
+         * replicas") */
+        sg_loop_standby_drop(loop, parts);
         bool ok = assign_parts_add(loop, rk, parts, cooperative) &&
                   assign_processor(loop, rk, parts, stored, cooperative);
         if (ok) {
@@ -444,4 +448,6 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                 break;
         }
         }
+        /* the placement of standbys follows the assignment */
+        sg_loop_standby_kick(loop);
 }

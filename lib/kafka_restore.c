@@ -93,6 +93,18 @@ static sg_err_t loop_restore_feed(sg_restore_ctx_t *ctx,
         return err;
 }
 
+sg_err_t sg_loop_restore_feed(sg_loop_t *loop, const char *topic,
+                              int32_t partition, bool *has_idp,
+                              sg_changelog_reader_t *rd,
+                              const rd_kafka_message_t *m, int64_t *floorp,
+                              char *errstr, size_t errstr_size) {
+        sg_restore_ctx_t ctx = {loop, topic, partition, *has_idp};
+        sg_err_t err =
+                loop_restore_feed(&ctx, rd, m, floorp, errstr, errstr_size);
+        *has_idp = ctx.has_id;
+        return err;
+}
+
 /** loop_restore_read, step 3: logs the restore consumer's error @p m
  *  ("restore_consume_error"); an offset out of range, an offset reset or a
  *  fatal error fails the restore at offset @p end. */
@@ -367,11 +379,9 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
  *  and high watermarks into *lop, *hip. A leader moving, a changelog just
  *  created: retried (librdkafka does not retry NOT_LEADER_FOR_PARTITION
  *  for ListOffsets itself). */
-static sg_err_t loop_restore_offsets(sg_loop_t *loop,
-                                     const sg_topic_config_t *tc,
-                                     int32_t partition, int64_t *lop,
-                                     int64_t *hip, char *errstr,
-                                     size_t errstr_size) {
+sg_err_t sg_loop_restore_offsets(sg_loop_t *loop, const sg_topic_config_t *tc,
+                                 int32_t partition, int64_t *lop, int64_t *hip,
+                                 char *errstr, size_t errstr_size) {
         rd_kafka_resp_err_t e;
         sg_retry_t rt;
         sg_retry_init(&rt, "restore");
@@ -484,12 +494,11 @@ static sg_err_t loop_restore_read_one(sg_loop_t *loop, const char *changelog,
  * "changelog_id_unverifiable", tells the processor to forget it and sets
  * *keptp false: the restore then records an id anew.
  */
-static sg_err_t loop_restore_id_check(sg_loop_t *loop, const char *topic,
-                                      int32_t partition,
-                                      const sg_topic_config_t *tc, int64_t lo,
-                                      const sg_changelog_id_t *want,
-                                      bool *keptp, char *errstr,
-                                      size_t errstr_size) {
+sg_err_t sg_loop_restore_id_check(sg_loop_t *loop, const char *topic,
+                                  int32_t partition,
+                                  const sg_topic_config_t *tc, int64_t lo,
+                                  const sg_changelog_id_t *want, bool *keptp,
+                                  char *errstr, size_t errstr_size) {
         const sg_processor_t *pr = &loop->proc;
         rd_kafka_message_t *m = NULL;
         *keptp = true;
@@ -553,9 +562,9 @@ static sg_err_t loop_restore_pass(sg_loop_t *loop, const char *topic,
         bool has_id = !err && pr->changelog_id_get && pr->changelog_id_set &&
                       pr->changelog_id_get(pr->opaque, topic, partition, &want);
         if (has_id)
-                err = loop_restore_id_check(loop, topic, partition, tc, lo,
-                                            &want, &has_id, errstr,
-                                            errstr_size);
+                err = sg_loop_restore_id_check(loop, topic, partition, tc, lo,
+                                               &want, &has_id, errstr,
+                                               errstr_size);
         if (!err && sg_changelog_reader_new(floor0, rdp)) {
                 sg_errf(errstr, errstr_size, "out of memory");
                 err = SG_ERR_NOMEM;
@@ -655,8 +664,8 @@ static sg_err_t loop_restore_part(sg_loop_t *loop, const char *topic,
                 int64_t t0 = sg_clock_mono_ms(), lo = -1, hi = -1, from = -1,
                         end = -1;
                 sg_changelog_reader_t *rd = NULL;
-                if (loop_restore_offsets(loop, tc, partition, &lo, &hi, errstr,
-                                         errstr_size))
+                if (sg_loop_restore_offsets(loop, tc, partition, &lo, &hi,
+                                            errstr, errstr_size))
                         return SG_ERR_KAFKA;
                 sg_err_t err = loop_restore_pass(loop, topic, partition, tc, lo,
                                                  hi, &from, &end, &rd, errstr,

@@ -160,6 +160,8 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
                 o->restoring = p->restoring || p->restore;
                 o->restore_records = p->restore_records;
                 o->restore_target = p->restore_target;
+                o->standby_lag = -1;
         }
+        sg_loop_standby_publish(loop, snap);
         loop->publish_cb(loop->publish_opaque, snap);
 }

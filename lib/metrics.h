@@ -66,13 +66,15 @@ void sg_hist_merge(sg_hist_t *h, const sg_hist_t *d);
  *  INT64_MAX outside. */
 int64_t sg_hist_bound_ms(int i);
 
-/** One assigned input partition's numbers for /metrics and /readyz
+/** One assigned (or standby) input partition's numbers for /metrics and /readyz
  *  (metrics_pub.h): the fields and their help are in metrics_list.h
  *  (SG_PART_METRICS); the loop fills lag and restore, the engine the rest
  *  (sg_engine_part_gauges()). */
 typedef struct sg_part_stats {
         char topic[256]; /**< Kafka topic names have at most 249 bytes */
         int32_t partition;
+        bool standby; /**< a standby partition, not assigned (semantics §6
+                           "Standby replicas"): only standby_lag is set */
         SG_PART_METRICS(SG_METRIC_FIELD)
 } sg_part_stats_t;
 

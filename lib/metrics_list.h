@@ -265,7 +265,12 @@ typedef struct sg_hist {
           "changelog records read by the partition's current or last restore") \
         X(restore_target, GAUGE, "restore_records_target",                     \
           "changelog offsets the current or last restore had to read "         \
-          "(high watermark minus its start; compaction makes records fewer)")
+          "(high watermark minus its start; compaction makes records fewer)")  \
+        X(standby_lag, GAUGE, "standby_lag",                                   \
+          "a partition this instance is standby for (standby_replicas): its "  \
+          "changelog's high watermark minus the offset its store is "          \
+          "checkpointed at, what a failover here would restore; no sample "    \
+          "for an assigned partition")
 
 /* The store and the process (sg_metrics_snap_t, metrics_pub.h). */
 #define SG_PROCESS_METRICS(X)                                                  \

@@ -166,7 +166,7 @@ bool sg_metrics_snap_ready(const sg_metrics_snap_t *s) {
             s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS)
                 return false;
         for (size_t i = 0; i < s->part_cnt; i++)
-                if (s->parts[i].restoring)
+                if (!s->parts[i].standby && s->parts[i].restoring)
                         return false;
         return true;
 }
@@ -181,7 +181,26 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
         pthread_mutex_lock(&pub->lock);
         const sg_metrics_snap_t *s = &pub->snap;
         once = s->assigned_once && !s->stopped;
-        assigned = s->part_cnt;
+        assigned = 0;
+        /* the standby partitions and their lag (semantics §6 "Standby
+         * replicas"): shown, never a reason to be not ready */
+        cJSON *sby = NULL;
+        for (size_t i = 0; i < s->part_cnt; i++) {
+                const sg_part_stats_t *p = &s->parts[i];
+                if (!p->standby) {
+                        assigned++;
+                        continue;
+                }
+                if (!sby)
+                        sby = cJSON_CreateArray();
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "topic", p->topic);
+                cJSON_AddNumberToObject(e, "partition", p->partition);
+                if (p->standby_lag >= 0)
+                        cJSON_AddNumberToObject(e, "standby_lag",
+                                                (double)p->standby_lag);
+                cJSON_AddItemToArray(sby, e);
+        }
         aborts = once ? s->loop.batches_aborted_in_a_row : 0;
         if (aborts >= SG_READY_MAX_ABORTS)
                 snprintf(why, sizeof(why),
@@ -189,7 +208,7 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                          aborts, s->abort_str);
         for (size_t i = 0; once && i < s->part_cnt; i++) {
                 const sg_part_stats_t *p = &s->parts[i];
-                if (!p->restoring)
+                if (p->standby || !p->restoring)
                         continue;
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddStringToObject(e, "topic", p->topic);
@@ -222,6 +241,8 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 else
                         cJSON_Delete(arr);
         }
+        if (sby)
+                cJSON_AddItemToObject(o, "standbys", sby);
         return json_out(o, bodyp);
 }
 

@@ -151,7 +151,10 @@ void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap);
  *            full disk: semantics §6) until a batch with records commits,
  *            {"status":"not_ready","reason":"batches aborted: N in a row,
  *            the last: <error>","batches_aborted_in_a_row":N} (with
- *            "partitions" too when some restore).
+ *            "partitions" too when some restore). With standby partitions
+ *            (semantics §6 "Standby replicas") every answer also has
+ *            "standbys":[{"topic":..,"partition":..,"standby_lag":..},...]
+ *            (standby_lag absent while unknown); they never make it 503.
  * @p version: for seqgate_build_info (borrowed, must outlive @p srv).
  * @returns what sg_http_route_add() returns.
  */

@@ -273,6 +273,13 @@ typedef struct sg_processor {
         sg_err_t (*restore_end)(void *opaque, const char *topic,
                                 int32_t partition, int64_t end_offset,
                                 char *errstr, size_t errstr_size);
+        /** Restore, instead of step 3 (a standby's read that failed,
+         *  semantics §6 "Standby replicas"): forgets what the open restore
+         *  applied since its last checkpoint; the store stays as that
+         *  checkpoint left it. Nothing open: nothing. May be NULL (then no
+         *  standby is kept). Never fails. */
+        void (*restore_abort)(void *opaque, const char *topic,
+                              int32_t partition);
 
         /* at_least_once changelog fencing (kafka.h "Changelog fencing") */
 

@@ -187,3 +187,53 @@ def test_broker_restart_logs(private_broker, seqgate_bin, tmp_path):
     # and nothing was lost on the way
     out = consume_all(bootstrap, t_out, expect_count=100, timeout_s=60)
     assert len({r["headers_dict"]["ce_id"] for r in out}) == 100
+
+
+def test_broker_restart_with_standbys(private_broker, seqgate_bin, tmp_path):
+    """Two instances with standby_replicas 1 (each standby for the other's
+    partitions) live through two broker restarts: the group description
+    that places standbys is asked for again and again while the broker is
+    away, and must not take the process down (librdkafka 2.0.2's Admin API
+    DescribeConsumerGroups aborted both instances here, SIGABRT in
+    rd_kafka_enq_once_del_source_return, kafka_standby.c says more)."""
+    bootstrap, restart = private_broker
+    t_in, t_out, t_dlq = (unique_name("rss-in"), unique_name("rss-out"),
+                          unique_name("rss-dlq"))
+    create_topics(bootstrap, {t_in: 4, t_out: 4, t_dlq: 1})
+    group = unique_name("sg-rss")
+
+    def conf(name):
+        c = make_config(bootstrap=bootstrap, group=group, instance=name,
+                        data_dir=str(tmp_path / f"data-{name}"),
+                        input_topic=t_in, output_topic=t_out,
+                        dlq_topic=t_dlq, guarantee="exactly_once")
+        c["standby_replicas"] = 1
+        c["kafka_consumer"].pop("session.timeout.ms")  # as above
+        return c
+
+    sgs = [Seqgate(seqgate_bin, conf(n), tmp_path / f"run-{n}")
+           for n in ("a", "b")]
+    try:
+        produce(bootstrap, t_in, records(0, 40))
+        for sg in sgs:
+            sg.start(wait_assigned=False, timeout_s=90)
+        wait_until(lambda: all(sg.events("standby_started") for sg in sgs),
+                   90, "each instance standby for the other's partitions",
+                   on_timeout=lambda: "".join("\n" + sg.log_tail()
+                                              for sg in sgs))
+        for _ in range(2):
+            restart()
+            wait_until(lambda: any(sg.events("kafka_recovered")
+                                   for sg in sgs), 120, "kafka_recovered")
+            assert all(sg.running() for sg in sgs), \
+                "".join("\n" + sg.log_tail() for sg in sgs)
+        produce(bootstrap, t_in, records(40, 80), timeout_s=120)
+        out = consume_all(bootstrap, t_out, expect_count=80, timeout_s=120)
+        assert len({r["headers_dict"]["ce_id"] for r in out}) == 80
+        assert all(sg.running() for sg in sgs), \
+            "".join("\n" + sg.log_tail() for sg in sgs)
+        for sg in sgs:
+            assert sg.stop(timeout_s=60) == 0, sg.log_tail()
+    finally:
+        for sg in sgs:
+            sg.cleanup()

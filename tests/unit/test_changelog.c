@@ -206,6 +206,85 @@ START_TEST(batch_without_marker_is_void) {
 }
 END_TEST
 
+/* Feeds LOG[from..to) to @p r without finishing (a tail: the log goes
+ * on). */
+static void feed_range(sg_changelog_reader_t *r, int64_t from, int64_t to,
+                       store_t *s) {
+        char es[128];
+        for (int64_t o = from; o < to; o++) {
+                const rec_t *x = &LOG[o];
+                ck_assert_int_eq(sg_changelog_reader_feed(
+                                         r, x->off, x->key, x->klen,
+                                         x->tomb ? NULL : x->val, x->vlen,
+                                         x->framed ? x->frame : NULL,
+                                         x->framed ? SG_CHANGELOG_FRAME_LEN : 0,
+                                         apply_to_store, s, es, sizeof(es)),
+                                 SG_OK);
+        }
+}
+
+/* A standby's checkpoint on a log that goes on (semantics §6 "Standby
+ * replicas"): never past a batch still held back (it may complete: read
+ * again from there) nor past a void record (the next owner's restore must
+ * see it to repair its keys) until a newer owner's batch, proved complete
+ * by its marker, shows that owner's repair covered it. */
+START_TEST(settled_for_a_tail) {
+        reset_log();
+        append_ctl(SG_CHANGELOG_CONFIRM, 0, false); /* 0 */
+        append_data(0, "a1", 0, 1);                 /* 1 */
+        append_marker(0, 1);                        /* 2 */
+        int64_t held = append_data(0, "a2", 0, 2);  /* 3: no marker yet */
+        store_t s = {0};
+        sg_changelog_reader_t *r;
+        ck_assert_int_eq(sg_changelog_reader_new(-1, &r), SG_OK);
+        feed_range(r, 0, NLOG, &s);
+        ck_assert(!strcmp(s.val[0], "a1"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), held);
+        append_marker(0, 2); /* 4: the batch completes */
+        feed_range(r, held + 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[0], "a2"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
+        int64_t cut = append_data(1, "b3", 0, 3); /* 5: its writer dies */
+        int64_t e = append_ctl(SG_CHANGELOG_CLAIM, 0, false);
+        append_ctl(SG_CHANGELOG_CONFIRM, e, false); /* b3 void */
+        append_data(2, "c1", e, 1); /* the new owner's repair batch */
+        feed_range(r, cut, NLOG, &s);
+        ck_assert(!s.has[1]);
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), cut);
+        /* its batch 2 proves batch 1 complete, but only a marker proves
+         * that the batch landed right after its owner's restore */
+        append_data(3, "d2", e, 2);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[2], "c1"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), cut);
+        /* its marker: the repair covered b3, which need not be read
+         * again */
+        append_marker(e, 2);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[3], "d2"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
+        /* a zombie of the old epoch writes after it: void again, until
+         * the owner's next batch is proved by its marker */
+        int64_t z = append_data(0, "Z", 0, 4);
+        append_data(1, "b5", e, 3);
+        feed_range(r, z, NLOG, &s);
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), z);
+        append_marker(e, 3);
+        feed_range(r, NLOG - 1, NLOG, &s);
+        ck_assert(!strcmp(s.val[0], "a2") && !strcmp(s.val[1], "b5"));
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
+        sg_changelog_reader_destroy(r);
+        /* unframed (exactly_once) records settle at once */
+        ck_assert_int_eq(sg_changelog_reader_new(-1, &r), SG_OK);
+        reset_log();
+        unsigned char key[2] = {0, 'a'};
+        append(key, 2, "x", 1, false, 0, 0);
+        feed_range(r, 0, NLOG, &s);
+        ck_assert_int_eq(sg_changelog_reader_settled(r, NLOG), NLOG);
+        sg_changelog_reader_destroy(r);
+}
+END_TEST
+
 /* Compaction removed a batch's marker (a later marker of the epoch has the
  * same key): a record of a later batch of the same writer proves the
  * earlier one complete. */
@@ -726,6 +805,7 @@ int main(void) {
         tcase_add_test(tc, complete_batches_apply_in_order);
         tcase_add_test(tc, batch_without_marker_is_void);
         tcase_add_test(tc, later_batch_proves_earlier_complete);
+        tcase_add_test(tc, settled_for_a_tail);
         tcase_add_test(tc, zombie_records_and_markers_are_void);
         tcase_add_test(tc, floor_from_records_and_late_confirms);
         tcase_add_test(tc, floor_from_checkpoint);

@@ -381,6 +381,60 @@ START_TEST(test_ready) {
 }
 END_TEST
 
+/* Standby partitions (semantics §6 "Standby replicas"): listed with their
+ * lag in every /readyz answer, not counted as assigned, never a reason for
+ * 503 (even "restoring" set by mistake); seqgate_standby_lag has a sample
+ * for them only, and their other per-partition gauges (unknown) none. */
+START_TEST(test_ready_standbys) {
+        sg_pub_t *p;
+        char *b;
+        ck_assert_int_eq(sg_pub_new(5000, &p), SG_OK);
+        sg_metrics_snap_t s = {0};
+        s.assigned_once = true;
+        ck_assert_int_eq(sg_metrics_snap_reserve(&s, 3), SG_OK);
+        memset(s.parts, 0, 3 * sizeof(*s.parts));
+        s.part_cnt = 3;
+        for (int i = 0; i < 3; i++) {
+                snprintf(s.parts[i].topic, sizeof(s.parts[i].topic), "orders");
+                s.parts[i].partition = i;
+                s.parts[i].consumer_lag = 0;
+                s.parts[i].standby_lag = -1;
+        }
+        for (int i = 1; i < 3; i++) {
+                s.parts[i].standby = true;
+                s.parts[i].consumer_lag = s.parts[i].parked_events = -1;
+                s.parts[i].parked_bytes = s.parts[i].oldest_parked_age_ms = -1;
+                s.parts[i].quarantined_aggregates = -1;
+                s.parts[i].restore_records = s.parts[i].restore_target = -1;
+        }
+        s.parts[1].standby_lag = 12;
+        s.parts[2].restoring = 1;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 200);
+        ck_assert_str_eq(
+                b, "{\"status\":\"ready\",\"partitions\":1,\"standbys\":[{"
+                   "\"topic\":\"orders\",\"partition\":1,\"standby_lag\":12},"
+                   "{\"topic\":\"orders\",\"partition\":2}]}\n");
+        free(b);
+        char *t = render(&s);
+        HAS(t, "\nseqgate_standby_lag{topic=\"orders\",partition=\"1\"} "
+               "12\n");
+        ck_assert_ptr_null(strstr(t, "seqgate_standby_lag{topic=\"orders\","
+                                     "partition=\"0\"}"));
+        ck_assert_ptr_null(strstr(t, "seqgate_consumer_lag{topic=\"orders\","
+                                     "partition=\"1\"}"));
+        free(t);
+        /* not ready for a reason of its own: the standbys still listed */
+        s.parts[0].restoring = 1;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(strstr(b, "\"standbys\":[{"));
+        free(b);
+        sg_metrics_snap_free(&s);
+        sg_pub_destroy(p);
+}
+END_TEST
+
 /* ---- http.address -------------------------------------------------------- */
 
 START_TEST(test_address_parse) {
@@ -1193,6 +1247,7 @@ static Suite *suite(void) {
         TCase *th = tcase_create("health");
         tcase_add_test(th, test_health);
         tcase_add_test(th, test_ready);
+        tcase_add_test(th, test_ready_standbys);
         tcase_add_test(th, test_address_parse);
         tcase_add_test(th, test_config_keys_http);
         suite_add_tcase(s, th);
