@@ -8,7 +8,9 @@
  *   2. processor: steps 1-4 of processor.h's batch protocol (batch_begin,
  *      process each record, position, tick);
  *   3. produce every output and DLQ effect (enable.idempotence=true,
- *      acks=all) and, if the processor keeps state (it has
+ *      acks=all; while the batch is decided, an eighth of
+ *      batch.max_records at a time: produce while deciding) and, if the
+ *      processor keeps state (it has
  *      restore_begin), right behind them the batch's changelog records,
  *      each with the header SG_CHANGELOG_HEADER (kafka_changelog.h); wait
  *      for every delivery report;
