@@ -448,6 +448,45 @@ def _thread_cpu(pid):
             if v > 0}
 
 
+def _schedstat_runq_s(text):
+    """Seconds a thread waited in the run queue (ready, not running), from
+    the text of /proc/PID/task/TID/schedstat: "<on-CPU ns> <run-queue ns>
+    <time slices>". None if it cannot be read."""
+    parts = text.split()
+    try:
+        return int(parts[1]) / 1e9
+    except (IndexError, ValueError):
+        return None
+
+
+def _thread_runq(pid):
+    """Run-queue seconds of @pid's threads so far, summed by thread name as
+    in _thread_cpu: on a loaded machine, the time a thread was ready but
+    another process had the CPU. A thread's wall time less its CPU and this
+    is what it spent blocked (for seqgate's main thread: waiting for
+    Kafka, or for a timer). Read just before SIGTERM."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                rq = _schedstat_runq_s(f.read())
+        except OSError:
+            continue
+        if rq is None:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        key = name.rstrip("0123456789") or name
+        out[key] = out.get(key, 0) + rq
+    return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])
+            if v > 0}
+
+
 def _interval_rates(log_path):
     """records_total per second between consecutive "stats" lines of the
     process's log (seqgate's and the peer's come every 10 s in the
@@ -589,6 +628,7 @@ def cmd_run(a):
     rss_split = _rss_split(kids[0]) if kids else {}
     rss_split.update(sampler.stop())
     threads = _thread_cpu(kids[0]) if kids else {}
+    runq = _thread_runq(kids[0]) if kids else {}
     for k in kids:
         try:
             os.kill(k, signal.SIGTERM)
@@ -650,6 +690,8 @@ def cmd_run(a):
     res.update(rss_split)
     if threads:
         res["end_thread_cpu_s"] = threads
+    if runq:
+        res["end_thread_runq_s"] = runq
     if a.data_dir:
         res["store_bytes"] = _du(a.data_dir)
     st = _last_stats(a.log)
@@ -661,7 +703,8 @@ def cmd_run(a):
     with open(a.out, "a") as f:
         f.write(json.dumps(res) + "\n")
     print(json.dumps({k: v for k, v in res.items()
-                      if k not in ("final_stats", "end_thread_cpu_s")}))
+                      if k not in ("final_stats", "end_thread_cpu_s",
+                                    "end_thread_runq_s")}))
     if wall is None:
         sys.exit(f"measure.py: {a.label}: input not fully committed "
                  f"({committed_sum}/{total}) before exit or timeout; see {a.log}")

@@ -391,3 +391,9 @@ def test_rebalance_longest_gap():
     # the longest of the inner gaps and the edges
     assert rebalance.longest_gap([1.0, 2.0, 7.5, 9.0], 0.0, 10.0) == 5.5
     assert rebalance.longest_gap([0.5, 9.0], 0.0, 10.0) == 8.5
+
+
+def test_schedstat_run_queue_seconds():
+    assert measure._schedstat_runq_s("2500000000 1250000000 812\n") == 1.25
+    assert measure._schedstat_runq_s("") is None
+    assert measure._schedstat_runq_s("12 x 3") is None

@@ -67,7 +67,7 @@ static part_t *part_of_key(sg_engine_t *e, const unsigned char *key,
 /* One changelog effect per store key the batch changed (its last value, or
  * a tombstone; semantics §6, both guarantees): exactly_once commits them
  * with the batch's output in one Kafka transaction, at_least_once produces
- * them once the output is delivered. */
+ * them right behind the output, marked complete once all is delivered. */
 sg_err_t sg_eng_changelog_effects(sg_engine_t *e) {
         const sg_change_t *ch;
         size_t n = sg_txn_changes(e->txn, &ch);

@@ -8,15 +8,19 @@
  *   2. processor: steps 1-4 of processor.h's batch protocol (batch_begin,
  *      process each record, position, tick);
  *   3. produce every output and DLQ effect (enable.idempotence=true,
- *      acks=all) and wait for every delivery report;
- *   4. only if all were delivered, and the processor keeps state (it has
- *      restore_begin): produce the batch's changelog records, each with
- *      the header SG_CHANGELOG_HEADER (kafka_changelog.h), wait for every
- *      delivery and check that each changelog partition's records landed
- *      right after this owner's previous ones; then one marker per
- *      changelog partition, delivered and placed likewise ("Changelog
- *      fencing" below). A changelog record never describes output Kafka
- *      did not accept;
+ *      acks=all; while the batch is decided, an eighth of
+ *      batch.max_records at a time: produce while deciding) and, if the
+ *      processor keeps state (it has
+ *      restore_begin), right behind them the batch's changelog records,
+ *      each with the header SG_CHANGELOG_HEADER (kafka_changelog.h); wait
+ *      for every delivery report;
+ *   4. only if all were delivered: check that each changelog partition's
+ *      records landed right after this owner's previous ones; then one
+ *      marker per changelog partition, delivered and placed likewise
+ *      ("Changelog fencing" below). A batch's changelog records are void
+ *      until its marker, so no complete batch describes output Kafka did
+ *      not accept; a failed batch's records are repaired under its own
+ *      sequence (kafka_changelog.h "repair");
  *   5. only then: processor batch_commit (LMDB), then the input offsets:
  *      with a changelog, committed synchronously at most every
  *      commit_interval_ms and before partitions are revoked (group commit;

@@ -6,13 +6,16 @@
  *
  * Invariant (semantics §6, at_least_once), relied on by loop_attempt(),
  * sg_loop_changelog_write() (kafka_changelog.c) and sg_loop_batch():
- *     produce every output and DLQ effect → every delivery succeeded
- *     → [a stateful processor: produce the changelog records (framed,
- *     kafka_changelog.h) → every delivery succeeded, each partition's right
- *     after this owner's previous record → one marker per changelog partition,
+ *     produce every output and DLQ effect [a stateful processor: and right
+ *     behind them the changelog records (framed, kafka_changelog.h)] →
+ *     every delivery succeeded [each changelog partition's right after
+ *     this owner's previous record → one marker per changelog partition,
  *     delivered, placed likewise] → processor batch_commit (LMDB) → commit
  *     the input offsets.
- * No changelog record describes output Kafka did not accept, LMDB is never
+ * No complete changelog batch (one with its marker) describes output Kafka
+ * did not accept (a batch's records are void until its marker, and the
+ * owner repairs its own unfinished batch under that batch's sequence:
+ * kafka_changelog.h "repair"), LMDB is never
  * committed before Kafka accepted the batch's output and changelog, and an
  * input offset is never committed before LMDB. Any failure aborts the
  * processor's batch and seeks every partition of the batch back to its
@@ -300,8 +303,9 @@ static size_t loop_emit_chunk(const sg_loop_t *loop) {
  * the memory an effect points at lives until batch_commit/batch_abort, and
  * RD_KAFKA_MSG_F_COPY copies it anyway). The kinds that are not records
  * produced now are held back: an HTTP GET is only copied at the end
- * (loop_attempt_emit_end), and at_least_once changelog records wait until
- * Kafka accepted every output and DLQ record (sg_loop_changelog_write).
+ * (loop_attempt_emit_end), and at_least_once changelog records are framed
+ * and produced once the batch is decided, behind its output and DLQ
+ * records (sg_loop_changelog_write).
  * The commit point does not move: nothing is committed before every
  * delivery of the attempt succeeded (loop_attempt).
  *
@@ -317,16 +321,19 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
         sg_err_t err = SG_OK;
         if (cnt <= out->next)
                 return SG_OK;
-        /* at_least_once hands everything over at the end: what it
+        /* Both guarantees overlap. exactly_once: an aborted
+         * transaction's records are never read. at_least_once: what it
          * produced is visible at once, so an attempt that fails while
-         * deciding (a store error, the map full) has written nothing.
-         * Output order does not rest on this: a produce request failing
-         * for good stops the producer before a later record of its
-         * partition lands (enable.gapless.guarantee, semantics §6 "Output
-         * order"; a busy machine splits even a batch handed over at once).
-         * exactly_once overlaps: an aborted transaction's records are
-         * never read. */
-        if (!final && (!loop->eos || cnt - out->next < loop_emit_chunk(loop)))
+         * deciding (a store error, the map full) leaves the records it
+         * handed over so far in the output, delivered before the rewind
+         * (loop_attempt_unwind): duplicates, as after any rewind. Output
+         * order holds: a produce request failing for good stops the
+         * producer before a later record of its partition lands
+         * (enable.gapless.guarantee, semantics §6 "Output order"). Handed
+         * over at the end, the whole batch's records were serialized,
+         * sent and acknowledged while the loop waited: an at_least_once
+         * batch waited about twice as long as an exactly_once one. */
+        if (!final && cnt - out->next < loop_emit_chunk(loop))
                 return SG_OK;
         if (!sg_loop_dr_grow(loop, cnt)) {
                 sg_errf(errstr, errstr_size,
@@ -334,9 +341,10 @@ static sg_err_t loop_attempt_emit(sg_loop_t *loop, attempt_out_t *out,
                 return SG_ERR_NOMEM;
         }
         /* at_least_once with a changelog: the output and DLQ records
-         * first; the changelog records only once Kafka accepted all of
-         * them (a changelog record must never describe output Kafka did
-         * not take), then one marker per partition (kafka_changelog.h). */
+         * first; the changelog records right behind them once the batch
+         * is decided (framed with the batch's sequence), then, once Kafka
+         * accepted all of them, one marker per partition
+         * (kafka_changelog.h, sg_loop_changelog_write). */
         bool framed = loop->alos_cl;
         for (size_t i = out->next; i < cnt && !err; i++) {
                 out->next = i + 1;
@@ -544,21 +552,31 @@ static sg_err_t loop_attempt(sg_loop_t *loop, size_t *consumedp, char *errstr,
         if ((err = loop_attempt_emit_end(loop, &out, errstr, errstr_size)))
                 goto failed;
         cnt = pr->effects(pr->opaque, &efs);
-        if ((err = sg_loop_await(loop, out.n, errstr, errstr_size))) {
-                sg_loop_note_refusals(loop, efs, cnt);
-                return err;
-        }
-        if (out.ncl > 0 &&
-            (err = sg_loop_changelog_write(loop, efs, cnt, out.ncl, out.n,
-                                           errstr, errstr_size)))
-                return err;
-        if (out.ncl == 0)
+        if (out.ncl > 0) {
+                /* at_least_once with a changelog: the changelog records go
+                 * out right behind the output and DLQ records, and one
+                 * wait covers them all; only the markers wait for every
+                 * acknowledgement (sg_loop_changelog_write). */
+                if ((err = sg_loop_changelog_write(loop, efs, cnt, out.ncl,
+                                                   out.n, errstr,
+                                                   errstr_size))) {
+                        if (loop->dr_fail > 0)
+                                sg_loop_note_refusals(loop, efs, cnt);
+                        return err;
+                }
+        } else {
+                if ((err = sg_loop_await(loop, out.n, errstr, errstr_size))) {
+                        sg_loop_note_refusals(loop, efs, cnt);
+                        return err;
+                }
                 sg_loop_report_delivered(loop, efs, cnt);
+        }
 
         /* The commit point (semantics §6): nothing below may run unless
          * Kafka accepted every record of the attempt — the n output and DLQ
          * records, or (an at_least_once changelog) the markers, whose
-         * deliveries came last and only after every changelog record's. */
+         * deliveries came last and only after every output, DLQ and
+         * changelog record's. */
         assert(loop->dr_fail == 0 &&
                loop->dr_ok == (out.ncl > 0 ? loop->dr_cnt : out.n));
         return loop_attempt_commit(loop, efs, cnt, t0, consumed, consumedp,

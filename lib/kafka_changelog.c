@@ -4,7 +4,7 @@
  * Kafka, no LMDB). Then the writer's half, the loop's: a batch's framed
  * records, the contiguity check and the markers (sg_loop_changelog_write,
  * kafka_int.h), which kafka_batch.c calls once the batch's output and DLQ
- * records were delivered.
+ * records were handed to the producer.
  */
 #include "kafka_changelog.h"
 
@@ -150,7 +150,8 @@ struct sg_changelog_reader {
         bool voids_sorted;
         int64_t *confirms;
         size_t confirm_cnt, confirm_cap;
-        bool has_id; /* the first id record read */
+        bool unfinished; /* the log ended in (held_epoch, held_seq) */
+        bool has_id;     /* the first id record read */
         sg_changelog_id_t id;
         sg_changelog_counts_t counts;
         /* void records not yet known to be repaired (a standby's
@@ -382,7 +383,17 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
 }
 
 sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r) {
+        r->unfinished = r->held_cnt > 0;
         return held_void(r);
+}
+
+bool sg_changelog_reader_unfinished(const sg_changelog_reader_t *r,
+                                    int64_t *epochp, int64_t *seqp) {
+        if (r->unfinished && epochp)
+                *epochp = r->held_epoch;
+        if (r->unfinished && seqp)
+                *seqp = r->held_seq;
+        return r->unfinished;
 }
 
 int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r) {
@@ -660,8 +671,10 @@ static sg_err_t loop_cl_markers(sg_loop_t *loop, char *errstr,
 
 /**
  * at_least_once, once the batch's @p nout output and DLQ records were
- * delivered: its @p ncl changelog records, each framed with its partition's
- * epoch and this batch's sequence (kafka_changelog.h), all delivered, each
+ * handed to the producer (their deliveries outstanding): its @p ncl
+ * changelog records, each framed with its partition's epoch and this
+ * batch's sequence (kafka_changelog.h); then every one of the nout + ncl
+ * records delivered, each
  * partition's right where this owner's previous record ended (nobody else
  * wrote since: no newer owner's claim between, no zombie's record) — then
  * one marker per partition, delivered and contiguous too. The processor is
@@ -676,12 +689,24 @@ sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
         sg_err_t err;
         size_t nx = 0;
         if ((err = loop_cl_count(loop, efs, cnt, errstr, errstr_size)) ||
-            (err = loop_cl_reserve(loop, cnt, &nx, errstr, errstr_size)))
+            (err = loop_cl_reserve(loop, cnt, &nx, errstr, errstr_size))) {
+                /* the output in flight lands (or fails) before the batch
+                 * is read again, as after any failed attempt */
+                rd_kafka_flush(loop->producer,
+                               (int)loop->conf->delivery_timeout_ms);
                 return err;
+        }
         /* From the first changelog record on, a failure leaves the
-         * partition's changelog with an unfinished batch. */
+         * partition's changelog with an unfinished batch. The records go
+         * out while the output's deliveries are still outstanding (one
+         * wait for both, not two): until its marker a batch's records are
+         * void to every reader, and the marker waits for every
+         * acknowledgement. */
         err = loop_cl_produce(loop, efs, cnt, errstr, errstr_size);
-        if (!err)
+        if (err)
+                rd_kafka_flush(loop->producer,
+                               (int)loop->conf->delivery_timeout_ms);
+        else
                 err = sg_loop_await(loop, nout + ncl + nx, errstr, errstr_size);
         /* contiguity, per partition */
         for (size_t i = 0; i < loop->part_cnt; i++)

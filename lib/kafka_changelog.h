@@ -54,7 +54,15 @@
  * Void records are skipped. Their keys are reported, so that the owner can
  * write their current values again (the "repair"): compaction may remove
  * a key's valid record once a later (void) record of the key exists, and
- * the repair makes the last record of every key a valid one again.
+ * the repair makes the last record of every key a valid one again. The
+ * writer produces a batch's records before its output is acknowledged, so
+ * the log may end in a batch of the owner's own whose output failed; the
+ * owner repairs it under that batch's own sequence
+ * (sg_changelog_reader_unfinished): its records and the repair's are one
+ * batch, complete only with the repair's marker, which follows a rewrite
+ * of every key it wrote. A new sequence would make the first repair record
+ * prove the failed batch complete (a record of a later batch), and a crash
+ * before the repair's marker would leave that batch applied.
  *
  * The changelog id (both guarantees; semantics §6 "The changelog's
  * identity"). A store is a cache of one changelog partition, but offsets
@@ -203,6 +211,14 @@ sg_err_t sg_changelog_reader_feed(sg_changelog_reader_t *r, int64_t offset,
 
 /** The end of the log: a batch still held back is void. */
 sg_err_t sg_changelog_reader_finish(sg_changelog_reader_t *r);
+
+/** After sg_changelog_reader_finish: whether the log ended in a batch
+ *  still held back (its writer stopped before its marker), and that
+ *  batch's epoch and sequence (*epochp, *seqp; either may be NULL). The
+ *  owner whose batch it is repairs it under the same sequence ("repair"
+ *  above). */
+bool sg_changelog_reader_unfinished(const sg_changelog_reader_t *r,
+                                    int64_t *epochp, int64_t *seqp);
 
 /** The current FLOOR (newest epoch confirmed or seen). */
 int64_t sg_changelog_reader_floor(const sg_changelog_reader_t *r);

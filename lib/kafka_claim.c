@@ -80,7 +80,19 @@ sg_err_t sg_loop_repair(sg_loop_t *loop, size_t pi, const sg_topic_config_t *tc,
         unsigned char *ckeys = calloc(nold + 1, SG_CHANGELOG_KEY_LEN);
         unsigned char m2key[SG_CHANGELOG_MARKER_LEN];
         sg_err_t err = recs && ckeys ? SG_OK : SG_ERR_NOMEM;
-        int64_t seq = ++p->cl_seq;
+        /* A batch of this owner's that the log ends in unfinished (its
+         * changelog records went out, its marker did not: the batch
+         * failed, its output perhaps with it) is repaired under its own
+         * sequence: its records and the repair form one batch, complete
+         * only with the repair's marker, which rewrites every key it
+         * wrote. A new sequence would prove the unfinished batch complete
+         * to a reader (kafka_changelog.h: a record of a later batch) if
+         * the repair were cut short before its marker. */
+        int64_t ue = -1, useq = -1;
+        int64_t seq = sg_changelog_reader_unfinished(rd, &ue, &useq) &&
+                                      ue == p->cl_epoch && useq == p->cl_seq
+                              ? useq
+                              : ++p->cl_seq;
         if (!err && p->cl_m2 > 0) {
                 /* this owner's marker of two batches back
                  * (kafka_changelog.h) */

@@ -492,10 +492,11 @@ sg_err_t sg_loop_await(sg_loop_t *loop, size_t n, char *errstr,
 
 /* the at_least_once changelog writer (kafka_changelog.c) */
 /** Produces a batch's @p ncl changelog records (of its @p cnt effects, of
- *  which @p nout output and DLQ records are in flight), framed, then one
- *  marker per changelog partition; checks each landed right after this
- *  owner's previous record (kafka_changelog.h). A failure marks the
- *  partitions for a restore. */
+ *  which @p nout output and DLQ records are in flight, not yet
+ *  acknowledged), framed; waits for all of them; then one marker per
+ *  changelog partition; checks each landed right after this owner's
+ *  previous record (kafka_changelog.h). A failure marks the partitions for
+ *  a restore. */
 sg_err_t sg_loop_changelog_write(sg_loop_t *loop, const sg_effect_t *efs,
                                  size_t cnt, size_t ncl, size_t nout,
                                  char *errstr, size_t errstr_size);

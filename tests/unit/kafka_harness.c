@@ -375,6 +375,20 @@ static sg_err_t tp_begin(void *o, int64_t now, char *es, size_t n) {
         return t->in.batch_begin(t->in.opaque, now, es, n);
 }
 
+/** A process() failure aborts the attempt after the records decided
+ *  before it were produced (the loop produces while deciding, in chunks
+ *  of an eighth of batch.max_records effects): at_least_once waits for
+ *  their delivery before it rewinds, so each is exactly one duplicate
+ *  downstream (never lost, never purged from the middle of the producer's
+ *  sequence, never after the re-read batch's own output); the effects of
+ *  an unfinished chunk were never produced. */
+static int tp_produced_so_far(tproc_t *t) {
+        const sg_effect_t *e;
+        int n = (int)t->in.effects(t->in.opaque, &e);
+        int chunk = BATCH_MAX / 8 > 0 ? BATCH_MAX / 8 : 1;
+        return n / chunk * chunk;
+}
+
 sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
                     char *es, size_t n) {
         tproc_t *t = o;
@@ -417,6 +431,7 @@ sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
             !(t->injected[p][off] & 1)) {
                 t->injected[p][off] |= 1;
                 t->proc_fails++;
+                t->dup_expected += tp_produced_so_far(t);
                 snprintf(es, n, "injected process failure at %d/%" PRId64, p,
                          off);
                 return SG_ERR_STORE;
@@ -429,6 +444,7 @@ sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
             !(t->injected[p][off] & 2)) {
                 t->injected[p][off] |= 2;
                 t->mapfulls++;
+                t->dup_expected += tp_produced_so_far(t);
                 /* The loop must re-run exactly these records. */
                 memcpy(t->rr_p, t->att_p, t->att_n * sizeof(t->att_p[0]));
                 memcpy(t->rr_o, t->att_o, t->att_n * sizeof(t->att_o[0]));

@@ -499,7 +499,8 @@ static void dump_log(const store_t *got, const store_t *want,
  *  repairs: the void keys' values, tombstones of older confirms, in a batch
  *  of its own. Returns the offset up to which every void record is
  *  repaired. */
-static int64_t restore_repair(owner_t *o, const store_t *legit, bool full) {
+static int64_t restore_repair_cut(owner_t *o, const store_t *legit, bool full,
+                                  int cut) {
         store_t s = full ? (store_t){0} : o->store;
         sg_changelog_reader_t *r =
                 read_log(full ? 0 : o->checkpoint, full ? -1 : o->cp_floor, &s);
@@ -518,11 +519,21 @@ static int64_t restore_repair(owner_t *o, const store_t *legit, bool full) {
         for (size_t i = 0; i < nc; i++)
                 nold += ep[i] < o->epoch;
         if (nk || nold) {
-                o->seq++;
+                /* the owner's own batch the log ends in unfinished is
+                 * repaired under its sequence (sg_loop_repair) */
+                int64_t ue, useq;
+                if (!sg_changelog_reader_unfinished(r, &ue, &useq) ||
+                    ue != o->epoch || useq != o->seq)
+                        o->seq++;
                 if (o->m2)
                         append_marker_tomb(o->epoch, o->m2, true);
                 for (size_t i = 0; i < nk; i++) {
                         int k = keys[i].key[1] - 'a';
+                        if ((int)i == cut) {
+                                /* a crash before the repair's marker */
+                                sg_changelog_reader_destroy(r);
+                                return NLOG;
+                        }
                         append_data(k, s.has[k] ? s.val[k] : NULL, o->epoch,
                                     o->seq);
                 }
@@ -537,6 +548,10 @@ static int64_t restore_repair(owner_t *o, const store_t *legit, bool full) {
         o->checkpoint = NLOG;
         o->cp_floor = o->epoch;
         return NLOG;
+}
+
+static int64_t restore_repair(owner_t *o, const store_t *legit, bool full) {
+        return restore_repair_cut(o, legit, full, -1);
 }
 
 /** Owner @p o takes the partition: claim, confirm, restore (from its
@@ -619,10 +634,20 @@ START_TEST(simulation_owners_crashes_zombies_compaction) {
                                         legit = own[cur].store;
                                         repaired = NLOG;
                                 } else if (rnd(2)) {
-                                        /* a failed delivery: the same owner
-                                         * restores and repairs */
+                                        /* a failed delivery (its output's
+                                         * or its changelog's): the same
+                                         * owner restores and repairs */
                                         repaired = restore_repair(
                                                 &own[cur], &legit, false);
+                                } else if (rnd(2)) {
+                                        /* the same, and a crash cuts the
+                                         * repair short: someone takes
+                                         * over */
+                                        (void)restore_repair_cut(&own[cur],
+                                                                 &legit, false,
+                                                                 (int)rnd(3));
+                                        cur = (int)rnd(NOWN);
+                                        repaired = take_over(&own[cur], &legit);
                                 } else {
                                         /* a crash: someone takes over */
                                         cur = (int)rnd(NOWN);

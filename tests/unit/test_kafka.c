@@ -248,7 +248,9 @@ START_TEST(process_and_commit_failures_reread) {
         read_output(&o);
         assert_superset_in_order(&o);
         /* Exactly the output of the batches whose commit failed is there
-         * twice; a process error aborts before anything is produced. */
+         * twice, and that of the records a failed attempt decided before
+         * its process error (produced while deciding, delivered before the
+         * rewind). */
         ck_assert_int_eq(o.dups, t->dup_expected);
         assert_committed_at_end();
         tp_destroy(t);
@@ -356,7 +358,10 @@ START_TEST(map_full_grows_and_reruns) {
 
         read_output(&o);
         assert_superset_in_order(&o);
-        ck_assert_int_eq(o.dups, 0); /* nothing produced before the grow */
+        /* The records decided before the store filled were produced
+         * while deciding and delivered before the rewind: each is there
+         * exactly twice, nothing lost, first occurrences in order. */
+        ck_assert_int_eq(o.dups, t->dup_expected);
         assert_committed_at_end();
         tp_destroy(t);
 }
@@ -613,6 +618,70 @@ END_TEST
  * time, and the next refusal names one. Either way the first record of the
  * batch is named and the batch commits. Before: every attempt was an
  * aborted batch re-read after a back-off, and nobody was told. */
+/* at_least_once hands a batch's effects to the producer while the batch
+ * is decided, as exactly_once does (an eighth of batch.max_records at a
+ * time), so librdkafka sends the first records while the processor
+ * decides the rest, and the end of the batch waits only for the tail.
+ * Before: at_least_once produced nothing until every record of the batch
+ * was decided, so "out" never grew during a batch and every probe missed. */
+START_TEST(alo_overlap_delivers_while_deciding) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        t->overlap_probes = 3;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->overlap_missed, 0);
+        ck_assert_int_eq(t->overlap_seen, 3);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, 0);
+        ck_assert_uint_eq(r.stats.records_out_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        ck_assert_int_eq(o.dups, 0);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
+/* at_least_once, producing while deciding: a delivery failure of a
+ * batch's first records, reported while the processor still decides its
+ * later records (the probe waits for the first produce request to be
+ * answered). The failure stops the producer before a later record of the
+ * partition lands (enable.gapless.guarantee); the loop replaces it and
+ * re-reads the batch: nothing lost, first occurrences in order (this order
+ * broke when at_least_once first produced while deciding, before the
+ * gap-less producer), the offsets at the end. */
+START_TEST(alo_overlap_early_delivery_failure_rewinds) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        outres_t o;
+
+        rd_kafka_mock_push_request_errors(g_mc, 0 /* Produce */, 1,
+                                          RD_KAFKA_RESP_ERR_UNKNOWN);
+        t->overlap_probes = 2;
+        t->overlap_rk = client_new(RD_KAFKA_CONSUMER, "probe", false);
+        tp_interface(t, &proc);
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+
+        ck_assert_int_eq(t->overlap_seen + t->overlap_missed, 2);
+        ck_assert_uint_ge(r.stats.delivery_failures_total, 1);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
+        ck_assert_uint_eq(r.stats.batches_aborted_total, (uint64_t)t->aborts);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        read_output(&o);
+        assert_superset_in_order(&o);
+        assert_committed_at_end();
+        tp_destroy(t);
+}
+END_TEST
+
 START_TEST(refused_record_found_and_reported) {
         tproc_t *t = tp_new();
         sg_processor_t proc;
@@ -700,6 +769,8 @@ int main(void) {
         add(tl, stop_from_other_thread_commits_final_offsets);
         add(tl, nomem_partition_table_stops_with_error);
         add(tl, refused_record_found_and_reported);
+        add(tl, alo_overlap_delivers_while_deciding);
+        add(tl, alo_overlap_early_delivery_failure_rewinds);
         suite_add_tcase(s, tl);
 
         return tu_run_suite(s);

@@ -203,6 +203,9 @@ typedef struct cutproc {
         bool fail_commit; /**< fail the first batch_commit of a batch
                                    with changelog records, instead */
         int commit_fails;
+        bool fail_output;     /**< fail the first Produce request of the
+                                   first batch with changelog records,
+                                   instead (fired says it did) */
         bool stop_in_restore; /**< sg_loop_stop at the first record
                                    restored, instead (fired says it did) */
         int apply_sleep_us;   /**< a slow restore: sleep per record */
@@ -219,7 +222,35 @@ static sg_err_t cut_process(void *o, const sg_record_t *r,
 }
 static sg_err_t cut_tick(void *o, char *es, size_t n) {
         cutproc_t *c = o;
-        return c->eng.tick(c->eng.opaque, es, n);
+        sg_err_t err = c->eng.tick(c->eng.opaque, es, n);
+        if (!err && c->fail_output && !c->fired) {
+                /* at_least_once produces nothing of a batch before its
+                 * tick: the next Produce request is this batch's first.
+                 * Its answer (an error) comes a second late: a producer
+                 * that sends more of the batch meanwhile has sent it
+                 * before the failure stops it (the fatal error purges
+                 * what is still queued). A batch with changelog records for two partitions or
+                 * more: whichever request fails, another changelog
+                 * partition's request is sent. */
+                const sg_effect_t *e;
+                size_t k = c->eng.effects(c->eng.opaque, &e);
+                bool parts[NPART] = {false};
+                int np = 0;
+                for (size_t i = 0; i < k; i++)
+                        if (e[i].kind == SG_EFFECT_CHANGELOG &&
+                            e[i].partition >= 0 && e[i].partition < NPART &&
+                            !parts[e[i].partition]) {
+                                parts[e[i].partition] = true;
+                                np++;
+                        }
+                if (np >= 2) {
+                        rd_kafka_mock_broker_push_request_error_rtts(
+                                g_mc, 1, 0 /* Produce */, 1,
+                                RD_KAFKA_RESP_ERR_UNKNOWN, 1000);
+                        c->fired = true;
+                }
+        }
+        return err;
 }
 static size_t cut_effects(void *o, const sg_effect_t **ep) {
         cutproc_t *c = o;
@@ -466,6 +497,144 @@ START_TEST(alo_changelog_batch_without_marker_is_void) {
         ck_assert_msg(d.total == 0, "%d DLQ records", d.total);
         ck_assert_int_gt(g_void_restored, 0);
         ck_assert_int_gt(g_repaired_keys, 0);
+}
+END_TEST
+
+/** Changelog records of one partition as the mock holds them: every
+ *  (epoch, sequence) of a framed record, and every marker key's. */
+typedef struct clscan {
+        int64_t framed[256][2], marked[256][2];
+        int nframed, nmarked;
+} clscan_t;
+
+static bool clscan_has(int64_t (*v)[2], int n, int64_t e, int64_t s) {
+        for (int i = 0; i < n; i++)
+                if (v[i][0] == e && v[i][1] == s)
+                        return true;
+        return false;
+}
+
+static void clscan_record(void *opaque, const rd_kafka_message_t *m) {
+        clscan_t *c = (clscan_t *)opaque + m->partition;
+        const unsigned char *k = m->key;
+        rd_kafka_headers_t *h = NULL;
+        const void *fv = NULL;
+        size_t fl = 0;
+        if (m->key_len == SG_CHANGELOG_MARKER_LEN &&
+            k[0] == SG_CHANGELOG_CONTROL && k[1] == SG_CHANGELOG_MARKER) {
+                int64_t e = sg_changelog_u64_get(k + 2),
+                        s = sg_changelog_u64_get(k + 10);
+                if (!clscan_has(c->marked, c->nmarked, e, s) &&
+                    c->nmarked < 256) {
+                        c->marked[c->nmarked][0] = e;
+                        c->marked[c->nmarked++][1] = s;
+                }
+                return;
+        }
+        if (rd_kafka_message_headers(m, &h) ||
+            rd_kafka_header_get_last(h, SG_CHANGELOG_HEADER, &fv, &fl) ||
+            fl != SG_CHANGELOG_FRAME_LEN)
+                return;
+        int64_t e = sg_changelog_u64_get(fv),
+                s = sg_changelog_u64_get((const unsigned char *)fv + 8);
+        if (!clscan_has(c->framed, c->nframed, e, s) && c->nframed < 256) {
+                c->framed[c->nframed][0] = e;
+                c->framed[c->nframed++][1] = s;
+        }
+}
+
+/* at_least_once hands a batch's changelog records to the producer right
+ * behind its output, before the output is acknowledged: one wait for both
+ * (semantics §6). When the output then fails, the changelog holds records
+ * of a batch that never completed; the same owner restores before the
+ * batch is judged again, and repairs that batch under its own sequence,
+ * so that its records and the repair's are one batch, complete only with
+ * the repair's marker (under a new sequence, a repair cut short would
+ * prove the failed batch complete to any later reader: its dedup records
+ * without its output). Every event reaches the output in order, every
+ * framed batch in the changelog has its marker, and B, with an empty
+ * store, restores A's changelog and drops a redelivery of the batch. */
+START_TEST(alo_output_failure_after_changelog_sent_repairs_its_batch) {
+        inst_t a, b;
+        run_t r;
+        mvout_t o;
+        static const int ph1[] = {1, 3, 4}, ph2[] = {2};
+
+        mv_produce(ph1, 3);
+        inst_open(&a);
+        inst_run_to_end(&a, &r); /* v3, v4 park behind the gap */
+
+        /* v2 releases them; the batch's first Produce request fails */
+        mv_produce(ph2, 1);
+        cutproc_t c = {.eng = a.proc, .fail_output = true};
+        sg_processor_t cp;
+        cut_full_interface(&c, &cp);
+        sg_loop_t *loop = NULL;
+        c.loopp = &loop;
+        stopper_t st = {.loopp = &loop};
+        end_offsets("in", st.want);
+        g_void_restored = g_repaired_keys = 0;
+        char es[512] = "";
+        ck_assert_int_eq(sg_loop_new(g_conf, &cp, mv_log_cb, &g_logs, NULL,
+                                     NULL, &loop, es, sizeof(es)),
+                         SG_OK);
+        pthread_t th;
+        pthread_create(&th, NULL, stop_at, &st);
+        ck_assert_msg(sg_loop_run(loop, es, sizeof(es)) == SG_OK, "%s", es);
+        pthread_join(th, NULL);
+        r.stats = *sg_loop_stats(loop);
+        sg_loop_destroy(loop);
+        ck_assert(atomic_load(&st.reached));
+        ck_assert(c.fired);
+        ck_assert_uint_ge(r.stats.batches_aborted_total, 1);
+        /* the failed batch's changelog records were out: restored as
+         * void, rewritten by the repair */
+        ck_assert_int_gt(g_void_restored, 0);
+        ck_assert_int_gt(g_repaired_keys, 0);
+        inst_close(&a);
+
+        mv_read("out", &o);
+        ck_assert_int_eq(o.bad, 0);
+        for (int i = 0; i < MV_AGGS; i++)
+                ck_assert_msg(o.nvers[i] == 4 && o.vers[i][0] == 1 &&
+                                      o.vers[i][1] == 2 && o.vers[i][2] == 3 &&
+                                      o.vers[i][3] == 4,
+                              "agg-%d: output versions %d %d %d %d (%d "
+                              "distinct), want 1 2 3 4",
+                              i, o.vers[i][0], o.vers[i][1], o.vers[i][2],
+                              o.vers[i][3], o.nvers[i]);
+        int dups_a = o.dups;
+
+        static clscan_t css[NPART];
+        memset(css, 0, sizeof(css));
+        read_topic("g-in-changelog", clscan_record, css);
+        for (int p = 0; p < NPART; p++) {
+                const clscan_t cs = css[p];
+                ck_assert_int_gt(cs.nmarked, 0);
+                for (int i = 0; i < cs.nframed; i++)
+                        ck_assert_msg(clscan_has((int64_t(*)[2])cs.marked,
+                                                 cs.nmarked, cs.framed[i][0],
+                                                 cs.framed[i][1]),
+                                      "changelog [%d]: batch (%" PRId64
+                                      ", %" PRId64 ") has records and no "
+                                      "marker",
+                                      p, cs.framed[i][0], cs.framed[i][1]);
+        }
+
+        /* B, empty store, restores; v2 delivered again is a duplicate */
+        mv_produce(ph2, 1);
+        inst_open(&b);
+        inst_run_to_end(&b, &r);
+        inst_close(&b);
+        mv_read("out", &o);
+        ck_assert_int_eq(o.bad, 0);
+        ck_assert_msg(o.dups == dups_a,
+                      "%d duplicates after B, %d before: B judged the "
+                      "redelivered batch as new",
+                      o.dups, dups_a);
+        mvout_t d;
+        mv_read("dlq", &d);
+        ck_assert_msg(d.total == 0, "%d DLQ records", d.total);
 }
 END_TEST
 
@@ -996,6 +1165,7 @@ int main(void) {
         tcase_set_timeout(tm, 120);
         add(tm, alo_partition_moves_with_parked_events);
         add(tm, alo_changelog_batch_without_marker_is_void);
+        add(tm, alo_output_failure_after_changelog_sent_repairs_its_batch);
         add(tm, alo_zombie_changelog_records_are_void);
         add(tm, alo_store_behind_changelog_restores);
         suite_add_tcase(s, tm);
