@@ -422,6 +422,12 @@ sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
         if (p == t->pause_part && off == t->pause_off)
                 t->pause_calls++;
 
+        if (t->produce_err_at_first_record) {
+                rd_kafka_mock_push_request_errors(
+                        g_mc, 0 /* Produce */, 1,
+                        t->produce_err_at_first_record);
+                t->produce_err_at_first_record = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
         tp_overlap_probe(t);
         t->att_p[t->att_n] = p;
         t->att_o[t->att_n] = off;

@@ -220,6 +220,11 @@ typedef struct tproc {
         int overlap_seen, overlap_missed;
         int64_t overlap_base;   /**< sum of "out"'s end offsets, -1: none */
         rd_kafka_t *overlap_rk; /**< the probe's client */
+        /* when set, the mock cluster answers the next Produce request
+         * with this error, pushed at the first record decided (so that it
+         * hits a record of that batch, not a claim written at the
+         * assignment), once */
+        rd_kafka_resp_err_t produce_err_at_first_record;
 } tproc_t;
 
 sg_err_t tp_process(void *o, const sg_record_t *r, sg_process_result_t *res,
