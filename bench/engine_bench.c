@@ -127,6 +127,14 @@ int main(int argc, char **argv) {
                aggs, batch, preload, tp, (double)events / t, outputs,
                (double)used / 1048576.0, c * 1e6 / (double)events,
                (double)w / 4096.0 / (double)events, (double)alloc / 1048576.0);
+        uint64_t hits, misses;
+        size_t cached;
+        sg_aggc_stats(store, &hits, &misses, &cached);
+        fprintf(stderr,
+                "engine_bench: aggregate cache (whole run, preload included): "
+                "%" PRIu64 " hits, %" PRIu64 " misses, %zu entries at the "
+                "end\n",
+                hits, misses, cached);
         rc = outputs == events ? 0 : 1;
 done:
         sg_engine_destroy(eng);

@@ -729,6 +729,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                         sg_loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
                         sg_err_t rerr = sg_loop_restore(loop, NULL, NULL, es,
                                                         sizeof(es));
+                        sg_loop_restore_outcome(loop, rerr, es);
                         if (rerr == SG_OK) {
                                 loop->restore_needed = false;
                                 sg_loop_commit_pending(loop);

@@ -666,6 +666,7 @@ static sg_err_t loop_restore_behind(sg_loop_t *loop, char *es, size_t n) {
                 return SG_OK;
         sg_loop_log(loop, SG_LOG_NOTICE, "restore_rerun", NULL);
         sg_err_t err = sg_loop_restore(loop, NULL, NULL, es, n);
+        sg_loop_restore_outcome(loop, err, es);
         if (err)
                 return err;
         loop->restore_needed = false;

@@ -201,6 +201,10 @@ struct sg_loop {
                                       acknowledged (at_least_once) */
         bool restore_needed;  /**< some partition's part.restore is set:
                                       restore those before the next batch */
+        bool restore_failing; /**< the last restore of restore_needed's
+                                      partitions failed (restore_str says
+                                      why); /readyz: not ready */
+        char restore_str[512];
         /* the changelog, both guarantees (semantics §6) */
         bool changelog;             /**< the processor keeps state that follows
                                       a partition (it has restore_begin) */
@@ -325,6 +329,11 @@ void sg_loop_impaired(sg_loop_t *loop, const char *error, int64_t since_ms);
 /** Publishes a snapshot to the publish callback (if any): always when
  *  @p force, else at most every SG_PUB_INTERVAL_MS. */
 void sg_loop_publish(sg_loop_t *loop, bool force);
+/** Notes how a restore of the partitions behind their changelog ended
+ *  (@p err, @p es: why it failed) for /readyz: a failure makes it not
+ *  ready with @p es and publishes at once; SG_OK ends that (kafka_stats.c,
+ *  semantics §6 "Disk space"). */
+void sg_loop_restore_outcome(sg_loop_t *loop, sg_err_t err, const char *es);
 /** Samples the gauges and calls the stats callback (if any) now. */
 void sg_loop_stats_emit(sg_loop_t *loop);
 /** sg_loop_stats_emit, when stats_interval_ms passed since the last. */

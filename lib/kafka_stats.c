@@ -126,6 +126,15 @@ void sg_loop_set_publish(sg_loop_t *loop, sg_loop_publish_cb *cb,
         loop->publish_opaque = opaque;
 }
 
+void sg_loop_restore_outcome(sg_loop_t *loop, sg_err_t err, const char *es) {
+        bool was = loop->restore_failing;
+        loop->restore_failing = err != SG_OK;
+        snprintf(loop->restore_str, sizeof(loop->restore_str), "%s",
+                 err ? (es && es[0] ? es : sg_err2str(err)) : "");
+        if (err || was)
+                sg_loop_publish(loop, true);
+}
+
 void sg_loop_publish(sg_loop_t *loop, bool force) {
         if (!loop->publish_cb)
                 return;
@@ -146,6 +155,9 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
                  snap->fatal ? loop->fatal_str : "");
         snprintf(snap->abort_str, sizeof(snap->abort_str), "%s",
                  loop->stats.batches_aborted_in_a_row ? loop->abort_str : "");
+        snap->restore_failing = loop->restore_failing;
+        snprintf(snap->restore_str, sizeof(snap->restore_str), "%s",
+                 loop->restore_failing ? loop->restore_str : "");
         snap->part_cnt = 0;
         for (size_t i = 0; i < loop->part_cnt; i++) {
                 const sg_part_t *p = &loop->parts[i];

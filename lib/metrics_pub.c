@@ -163,7 +163,8 @@ sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
 
 bool sg_metrics_snap_ready(const sg_metrics_snap_t *s) {
         if (!s->assigned_once || s->stopped ||
-            s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS)
+            s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS ||
+            s->restore_failing)
                 return false;
         for (size_t i = 0; i < s->part_cnt; i++)
                 if (!s->parts[i].standby && s->parts[i].restoring)
@@ -206,6 +207,9 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 snprintf(why, sizeof(why),
                          "batches aborted: %" PRIu64 " in a row, the last: %s",
                          aborts, s->abort_str);
+        else if (once && s->restore_failing)
+                snprintf(why, sizeof(why), "restore failing: %s",
+                         s->restore_str);
         for (size_t i = 0; once && i < s->part_cnt; i++) {
                 const sg_part_stats_t *p = &s->parts[i];
                 if (p->standby || !p->restoring)
@@ -231,11 +235,11 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 cJSON_AddStringToObject(o, "reason", "no partitions assigned");
                 cJSON_Delete(arr);
         } else {
-                if (why[0]) {
+                if (why[0])
                         cJSON_AddStringToObject(o, "reason", why);
+                if (aborts >= SG_READY_MAX_ABORTS)
                         cJSON_AddNumberToObject(o, "batches_aborted_in_a_row",
                                                 (double)aborts);
-                }
                 if (cJSON_GetArraySize(arr) > 0)
                         cJSON_AddItemToObject(o, "partitions", arr);
                 else

@@ -58,6 +58,10 @@ typedef struct sg_metrics_snap {
         char fatal_str[512];
         char abort_str[512];  /**< why the last batch was aborted, while
                                   loop.batches_aborted_in_a_row > 0 */
+        bool restore_failing; /**< the restore of partitions behind their
+                                   changelog failed, and none has succeeded
+                                   since: restore_str says why */
+        char restore_str[512];
         int64_t published_ms; /**< monotonic; set by sg_pub_publish() */
 } sg_metrics_snap_t;
 
@@ -151,10 +155,15 @@ void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap);
  *            full disk: semantics §6) until a batch with records commits,
  *            {"status":"not_ready","reason":"batches aborted: N in a row,
  *            the last: <error>","batches_aborted_in_a_row":N} (with
- *            "partitions" too when some restore). With standby partitions
- *            (semantics §6 "Standby replicas") every answer also has
- *            "standbys":[{"topic":..,"partition":..,"standby_lag":..},...]
- *            (standby_lag absent while unknown); they never make it 503.
+ *            "partitions" too when some restore), or, while the restore
+ *            of partitions whose store fell behind their changelog (a
+ *            checkpoint's commit failed after Kafka took the batch)
+ *            fails, until one succeeds (semantics §6 "Disk space"),
+ *            {"status":"not_ready","reason":"restore failing: <error>"}.
+ *            With standby partitions (semantics §6 "Standby replicas")
+ *            every answer also has "standbys":[{"topic":..,"partition":
+ *            ..,"standby_lag":..},...] (standby_lag absent while unknown);
+ *            they never make it 503.
  * @p version: for seqgate_build_info (borrowed, must outlive @p srv).
  * @returns what sg_http_route_add() returns.
  */

@@ -195,6 +195,24 @@ int sg_lmdb_put(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val,
                  : mdb_put(t->txn, dbi, key, val, flags);
 }
 
+int sg_txn_write_op(sg_txn_t *t, unsigned op) {
+        return write_op(t, op);
+}
+
+int sg_lmdb_put_wb(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val) {
+        int rc = fault_at(t->store, SG_STORE_OP_AGG_WRITEBACK);
+        if (rc)
+                return rc;
+        MDB_cursor *c = txn_cursor(t, dbi);
+        return c ? mdb_cursor_put(c, key, val, 0)
+                 : mdb_put(t->txn, dbi, key, val, 0);
+}
+
+int sg_lmdb_del_wb(sg_txn_t *t, MDB_dbi dbi, MDB_val *key) {
+        int rc = fault_at(t->store, SG_STORE_OP_AGG_WRITEBACK);
+        return rc ? rc : mdb_del(t->txn, dbi, key, NULL);
+}
+
 int sg_lmdb_del(sg_txn_t *t, MDB_dbi dbi, MDB_val *key) {
         int rc = write_op(t, SG_STORE_OP_DEL);
         return rc ? rc : mdb_del(t->txn, dbi, key, NULL);
@@ -275,6 +293,7 @@ void sg_store_close(sg_store_t *s) {
         if (synced)
                 sg_store_session_mark_closed(s);
         sg_pdb_free(s);
+        sg_aggc_free(s);
         sg_arena_free(&s->cap_spare);
         pthread_rwlock_destroy(&s->map_lock);
         free(s->dir);
@@ -446,14 +465,26 @@ uint64_t sg_txn_writes(const sg_txn_t *t) {
         return t ? t->writes : 0;
 }
 
+void sg_store_set_agg_cache(sg_store_t *s, size_t entries) {
+        assert(atomic_load(&s->writes_open) == 0);
+        sg_aggc_free(s);
+        s->aggc_max = entries > UINT32_MAX / 2 ? UINT32_MAX / 2 : entries;
+}
+
 sg_err_t sg_txn_commit(sg_txn_t *t, char *errstr, size_t errstr_size) {
         int rc = t->failed ? MDB_BAD_TXN : 0;
+        /* the aggregate cache's writes not flushed yet first (a
+         * restore's; the engine's batches flushed theirs, store_aggc.c) */
+        if (!rc && t->write)
+                rc = sg_aggc_writeback(t);
         if (!rc && !t->reader)
                 rc = fault_at(t->store, SG_STORE_OP_COMMIT);
         if (rc)
                 mdb_txn_abort(t->txn); /* as a failed mdb_txn_commit does */
         else
                 rc = mdb_txn_commit(t->txn);
+        if (rc && t->write) /* nothing LMDB did not keep stays cached */
+                sg_aggc_clear(t->store);
         if (!rc && t->write)
                 growth_learn(t);
         if (!rc && t->write && t->store->writemap)
@@ -468,8 +499,15 @@ void sg_txn_abort(sg_txn_t *t) {
         if (!t)
                 return;
         mdb_txn_abort(t->txn);
-        if (t->write)
+        if (t->write) {
+                /* an aborted transaction's writes vanish from the
+                 * aggregate cache too (store_aggc.c); one that wrote
+                 * nothing (an idle checkpoint's) read only committed
+                 * values, which stay */
+                if (t->writes || t->failed)
+                        sg_aggc_clear(t->store);
                 sg_pdb_txn_end(t->store, false);
+        }
         txn_free(t);
 }
 

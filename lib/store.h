@@ -382,6 +382,49 @@ uint64_t sg_store_entries(sg_store_t *store);
  */
 unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
 
+/*
+ * Aggregate cache (semantics §8 "The aggregate cache", store_aggc.c): the
+ * writer keeps copies of up to SG_AGG_CACHE_DEFAULT aggregate records in
+ * memory, so that a hot aggregate's read is a hash-table hit instead of a
+ * walk of the aggregate database's B-tree (at 10 M aggregates, cold pages
+ * on every event). Writes stay in the cache until sg_txn_flush (the
+ * engine: at the end of each batch's processing, before its output is
+ * produced) or the commit writes them back, in key order; a walk of an
+ * aggregate database (foreach, the dump, statistics) and a restore window
+ * write them back before they read. An abort, or a failed commit, forgets
+ * the whole cache: nothing of an aborted transaction survives in it. Only
+ * the writer's transactions
+ * use it; readers (sg_txn_begin_reader, read-only transactions, other
+ * processes) see what LMDB committed, which then holds every cached write.
+ * Memory: one allocation at the first write transaction, 104 bytes an
+ * entry (sg_aggc_bytes; 26 MiB at the default), independent of how many
+ * keys the store holds. A record longer than 45 bytes encoded (one that
+ * keeps its aggregate id: parked events, flags, a skip) is not cached.
+ */
+#define SG_AGG_CACHE_DEFAULT 262144 /**< entries */
+/** Sets the aggregate cache's bound to @p entries (0: no cache), dropping
+ *  what it holds. Call from the store's thread with no write transaction
+ *  open. */
+void sg_store_set_agg_cache(sg_store_t *store, size_t entries);
+/**
+ * Writes the aggregate cache's writes made in @p t to LMDB now, in key
+ * order through the transaction's cursors (store_aggc.c), so that an LMDB
+ * error of theirs (a full map: MDB_MAP_FULL) comes while the caller can
+ * still abort what they belong to: the engine calls it at the end of each
+ * batch's processing, before the batch's changelog records are produced
+ * and before Kafka holds the batch (semantics §8 "The aggregate cache"). The cache keeps its
+ * entries (clean). A read-only transaction, or none dirty: SG_OK.
+ * Returns SG_OK; SG_ERR_MAP_FULL or SG_ERR_STORE (@p errstr says why; the
+ * transaction is broken and can only be aborted). The store's thread.
+ */
+sg_err_t sg_txn_flush(sg_txn_t *t, char *errstr, size_t errstr_size);
+/** The aggregate cache's lookups that hit and missed since the store
+ *  opened, and its entries now. The store's thread. */
+void sg_aggc_stats(const sg_store_t *store, uint64_t *hitsp, uint64_t *missesp,
+                   size_t *entriesp);
+/** The aggregate cache's memory for @p entries, bytes. Pure. */
+size_t sg_aggc_bytes(size_t entries);
+
 /* ---- fault simulation (tests) --------------------------------------------
  *
  * In the spirit of SQLite's fault simulation: a test makes the n-th LMDB
@@ -396,6 +439,11 @@ unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
 #define SG_STORE_OP_PUT 0x2u    /**< mdb_put */
 #define SG_STORE_OP_DEL 0x4u    /**< mdb_del, mdb_cursor_del */
 #define SG_STORE_OP_COMMIT 0x8u /**< mdb_txn_commit (sg_txn_commit) */
+/** The aggregate cache's write-back of one dirty aggregate (mdb_put or
+ *  mdb_del; sg_txn_flush, store_aggc.c). Not in SG_STORE_OP_ALL: the put
+ *  or delete it writes back was counted as SG_STORE_OP_PUT or _DEL when it
+ *  was made, so the counts of SG_STORE_OP_ALL do not depend on the cache. */
+#define SG_STORE_OP_AGG_WRITEBACK 0x10u
 #define SG_STORE_OP_ALL 0xfu
 
 /**

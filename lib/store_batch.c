@@ -371,6 +371,15 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
         sg_err_t err = SG_OK;
         if (!b->cnt)
                 return SG_OK;
+        /* the window writes the aggregates through its own cursor, past
+         * the writer's aggregate cache: that writes back and forgets
+         * first, and forgets again after (store_aggc.c) */
+        if ((err = sg_aggc_flush(t))) {
+                sg_store_batch_clear(b);
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                return err;
+        }
+        sg_aggc_clear(t->store);
         if (!b->rf.bits)
                 sg_rfilter_init(&b->rf, b->expect);
         pdb_t *p = sg_rec_pdb_for(t, tp, true, &err);
@@ -432,6 +441,9 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                                             errstr_size);
         if (!err)
                 err = batch_idx_apply(b, t, p, errstr, errstr_size);
+        if (!err && (err = sg_aggc_flush(t)))
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+        sg_aggc_clear(t->store);
         b->cnt = b->len = b->icnt = 0;
         if (err)
                 sg_store_batch_clear(b);

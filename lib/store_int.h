@@ -240,6 +240,10 @@ struct sg_store {
          * kept for the next (sg_txn_begin takes it, txn_free gives it
          * back reset) */
         arena_t cap_spare;
+        /* the writer's aggregate cache (store_aggc.c): at most aggc_max
+         * entries (0: off), allocated at its first use */
+        size_t aggc_max;
+        struct aggc *aggc;
 };
 
 /* store_durable.c: the session file. Before mdb_env_open: removes a store
@@ -580,6 +584,42 @@ int sg_lmdb_drop(sg_txn_t *t, MDB_dbi dbi);
  * when capture is on (store.c); @p v NULL: a tombstone. */
 sg_err_t sg_change_capture(sg_txn_t *t, int db, const void *k, size_t klen,
                            const void *v, size_t vlen);
+/* ---- the writer's aggregate cache (store_aggc.c) ----------------------
+ *
+ * Used by write transactions only (a reader's calls: a miss, no-ops). */
+typedef struct aggc aggc_t;
+/* Aggregate @p ah of partition @p p from the cache: SG_OK (*v points into
+ * the cache until its next change), SG_ERR_NOT_FOUND (known absent), or 1:
+ * not cached, read LMDB (then sg_aggc_fill). */
+int sg_aggc_get(sg_txn_t *t, pdb_t *p, const unsigned char *ah, MDB_val *v);
+/* Keeps what LMDB holds for @p ah after a miss (@p v NULL: absent), if
+ * there is room. Never writes LMDB. */
+void sg_aggc_fill(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
+                  const MDB_val *v);
+/* Writes @p ah's value @p v (@p n bytes; NULL: a delete) into the cache,
+ * counted as an LMDB write (fault simulation, sg_txn_writes): *keptp true.
+ * *keptp false: not kept (no cache, or the value is too long): the caller
+ * writes LMDB itself. May flush (a full cache). */
+sg_err_t sg_aggc_put(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
+                     const void *v, size_t n, bool *keptp);
+/* Writes every dirty entry back to LMDB in key order (before a commit, a
+ * walk of an aggregate database, a write that bypasses the cache). An
+ * error breaks the transaction (it can only abort). */
+sg_err_t sg_aggc_flush(sg_txn_t *t);
+/* sg_aggc_flush's work: 0 or the LMDB error (t->failed set). */
+int sg_aggc_writeback(sg_txn_t *t);
+/* Forgets every entry, dirty ones included (an abort; after a flush, a
+ * write that bypasses the cache). */
+void sg_aggc_clear(sg_store_t *s);
+void sg_aggc_free(sg_store_t *s);
+/* Counts an LMDB write op of @p t for the fault simulation (SG_STORE_OP_*):
+ * 0, or the simulated LMDB error (the transaction is then broken). */
+int sg_txn_write_op(sg_txn_t *t, unsigned op);
+/* A put and a delete of a write counted already (sg_txn_write_op): the
+ * cache's write-back, through the transaction's cursor of @p dbi. */
+int sg_lmdb_put_wb(sg_txn_t *t, MDB_dbi dbi, MDB_val *key, MDB_val *val);
+int sg_lmdb_del_wb(sg_txn_t *t, MDB_dbi dbi, MDB_val *key);
+
 /* Writes, reads and deletes one key of database @p dbi (store.c), with
  * errors worded for kind @p db. Nothing is captured. sg_db_del of an absent
  * key is SG_OK; sg_db_get of one SG_ERR_NOT_FOUND. */

@@ -251,6 +251,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         }
         s->lock_fd = fd;
         s->growth = growth ? growth : (1u << 30);
+        s->aggc_max = SG_AGG_CACHE_DEFAULT;
         s->data_fd = -1;
         s->map_cap = map_size;
         /* the write-through map where its disk-space guard is sound

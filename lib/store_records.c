@@ -101,6 +101,37 @@ static sg_err_t get_of(sg_txn_t *t, int db, MDB_dbi dbi, const void *k,
 
 /* ---- aggregates ------------------------------------------------------- */
 
+/* Aggregate @p ah's stored value: the writer's cache first (store_aggc.c),
+ * then LMDB, whose answer the cache keeps. */
+static sg_err_t agg_value(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
+                          MDB_val *v) {
+        int hit = sg_aggc_get(t, p, ah, v);
+        if (hit != 1)
+                return (sg_err_t)hit;
+        sg_err_t err = get_of(t, DB_AGG, p->agg, ah, HL, v);
+        if (!err || err == SG_ERR_NOT_FOUND)
+                sg_aggc_fill(t, p, ah, err ? NULL : v);
+        return err;
+}
+
+/* Writes aggregate @p ah's value @p v (@p n bytes; NULL: deletes it):
+ * into the writer's cache, or LMDB when it does not keep it. */
+static sg_err_t agg_store(sg_txn_t *t, pdb_t *p, const unsigned char *ah,
+                          const void *v, size_t n, char *errstr,
+                          size_t errstr_size) {
+        bool kept;
+        sg_err_t err = sg_aggc_put(t, p, ah, v, n, &kept);
+        if (err) {
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                return err;
+        }
+        if (kept)
+                return SG_OK;
+        return v ? sg_db_put(t, DB_AGG, p->agg, ah, HL, v, n, errstr,
+                             errstr_size)
+                 : sg_db_del(t, DB_AGG, p->agg, ah, HL, errstr, errstr_size);
+}
+
 sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                     sg_agg_rec_t *out) {
         sg_err_t err;
@@ -112,7 +143,7 @@ sg_err_t sg_agg_get(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
                 return err;
         }
         MDB_val v;
-        if ((err = get_of(t, DB_AGG, p->agg, ah, HL, &v)))
+        if ((err = agg_value(t, p, ah, &v)))
                 return err;
         char why[160];
         err = sg_agg_decode(v.mv_data, v.mv_size, out, why, sizeof(why));
@@ -152,8 +183,7 @@ static sg_err_t agg_write(sg_txn_t *t, const sg_tp_t *tp, pdb_t *p,
         }
         unsigned char v[SG_AGG_VALUE_MAX];
         size_t n = sg_agg_encode(r, v);
-        if ((err = sg_db_put(t, DB_AGG, p->agg, ah, HL, v, n, errstr,
-                             errstr_size)) ||
+        if ((err = agg_store(t, p, ah, v, n, errstr, errstr_size)) ||
             !t->capture)
                 return err;
         unsigned char k[SG_TP_LEN + SG_KEY_HASH_LEN_2];
@@ -505,8 +535,7 @@ static sg_err_t agg_restore(sg_txn_t *t, const sg_tp_t *tp,
                     (err = since_key_op(t, p, AUX_SINCE, old_since, suffix,
                                         false, errstr, errstr_size)))
                         return err;
-                return sg_db_del(t, DB_AGG, p->agg, suffix, HL, errstr,
-                                 errstr_size);
+                return agg_store(t, p, suffix, NULL, 0, errstr, errstr_size);
         }
         if (hl == SG_KEY_HASH_LEN_2) {
                 nr->v2 = true;
@@ -638,7 +667,7 @@ sg_err_t sg_store_get_change(sg_txn_t *t, const sg_tp_t *tp, int db,
                         return err;
                 unsigned char k[1 + HL + 8];
                 if (db == DB_AGG)
-                        err = get_of(t, db, p->agg, sx, HL, &v);
+                        err = agg_value(t, p, sx, &v);
                 else if (db == DB_PARKED)
                         err = get_of(
                                 t, db, p->aux, k,

@@ -155,8 +155,15 @@ sg_err_t sg_snapdue_first(sg_txn_t *t, const sg_tp_t *tp, int64_t upto_ms,
 sg_err_t sg_store_partition_drop(sg_txn_t *t, const sg_tp_t *tp, char *errstr,
                                  size_t errstr_size) {
         int rc;
+        /* the aggregate cache: its other partitions' writes kept, then
+         * everything forgotten, this partition's included (store_aggc.c) */
+        sg_err_t err = sg_aggc_flush(t);
+        sg_aggc_clear(t->store);
+        if (err) {
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                return err;
+        }
         pdb_t *p = sg_pdb_get(t, tp, false, &rc);
-        sg_err_t err = SG_OK;
         if (p) {
                 /* emptied, not deleted: the handles stay (store_parts.c) */
                 if (!(err = sg_seg_drop_all(t, p))) {
@@ -233,7 +240,11 @@ typedef int(agg_key_visit_fn)(void *ctx, const unsigned char ah[32],
 static sg_err_t agg_keys_walk(sg_txn_t *t, int db, MDB_dbi dbi, int kind,
                               agg_key_visit_fn *visit, void *ctx) {
         MDB_cursor *cur;
-        sg_err_t err = walk_cursor(t, db, dbi, &cur);
+        /* a walk of an aggregate database sees the cached writes
+         * (store_aggc.c) */
+        sg_err_t err = db == DB_AGG ? sg_aggc_flush(t) : SG_OK;
+        if (!err)
+                err = walk_cursor(t, db, dbi, &cur);
         if (err || !cur)
                 return err;
         unsigned char k = (unsigned char)kind;
@@ -583,6 +594,12 @@ sg_err_t sg_store_foreach(sg_txn_t *t, sg_store_visit_cb *cb, void *opaque,
         static const int kinds[] = {DB_DEDUP, DB_AGG,     DB_PARKED,
                                     DB_SINCE, DB_SNAPREQ, DB_SNAPDUE};
         dump_t d = {.t = t, .cb = cb, .opaque = opaque};
+        /* the aggregate cache's writes first (store_aggc.c) */
+        sg_err_t ferr = sg_aggc_flush(t);
+        if (ferr) {
+                sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
+                return ferr;
+        }
         /* meta first in key order, then each kind, partition by
          * partition */
         MDB_cursor *cur;
@@ -647,6 +664,13 @@ sg_err_t sg_store_db_stats(sg_txn_t *t, sg_db_stat_t *out, char *errstr,
         static const char *const names[SG_STORE_DB_CNT] = {
                 "dedup", "filter", "agg", "state", "meta"};
         MDB_stat ms;
+        /* the aggregate cache's writes counted (store_aggc.c) */
+        sg_err_t ferr = sg_aggc_flush(t);
+        if (ferr) {
+                sg_errf(errstr, errstr_size, "database statistics: %s",
+                        sg_txn_errdetail(t));
+                return ferr;
+        }
         int rc = mdb_env_stat(t->store->env, &ms);
         for (int i = 0; i < SG_STORE_DB_CNT; i++)
                 out[i] = (sg_db_stat_t){.name = names[i],

@@ -1666,6 +1666,71 @@ START_TEST(restore_refuses_clock_past_year_9999) {
 }
 END_TEST
 
+/* One record of @p ev on "orders" [0] into the open batch: process()'s
+ * result. */
+static sg_err_t process_one(h_t *h, const ev_t *ev, char *err, size_t n) {
+        sg_header_t hd[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_id", ev->id, strlen(ev->id)},
+                            {"ce_source", "/shop", 5},
+                            {"ce_type", ev->type, strlen(ev->type)},
+                            {"ce_sequence", ev->seq, strlen(ev->seq)}};
+        sg_record_t rec = {.topic = "orders",
+                           .offset = h->offset++,
+                           .key = ev->agg,
+                           .key_len = strlen(ev->agg),
+                           .value = ev->id,
+                           .value_len = strlen(ev->id),
+                           .headers = hd,
+                           .header_cnt = 5};
+        return h->proc.process(h->proc.opaque, &rec, &h->last_result, err, n);
+}
+
+/* The map fills while the aggregate cache writes a batch's aggregates back
+ * (store_aggc.c): the batch fails at its tick, before its output and
+ * changelog records are produced, so the loop aborts it, grows the map and
+ * runs it again (semantics §8 "The aggregate cache") — not at the
+ * checkpoint's commit after Kafka took the batch, which leaves the store
+ * behind its changelog. */
+START_TEST(agg_cache_map_full_fails_the_batch) {
+        h_t h = {0};
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        ONE(&h, EV("A", "e1", "t", "1"), EV("B", "f1", "t", "1"));
+        char err[512] = "";
+        ev_t evs[] = {EV("A", "e2", "t", "2"), EV("B", "f2", "t", "2")};
+        sg_store_fault_inject(h.store, SG_STORE_OP_AGG_WRITEBACK, 1,
+                              MDB_MAP_FULL);
+        ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
+                         SG_OK);
+        for (size_t i = 0; i < 2; i++)
+                ck_assert_int_eq(process_one(&h, &evs[i], err, sizeof(err)),
+                                 SG_OK);
+        sg_err_t e = h.proc.tick(h.proc.opaque, err, sizeof(err));
+        bool fired = false;
+        (void)sg_store_fault_count(h.store, &fired);
+        if (e == SG_OK) /* where it failed instead */
+                e = h.proc.batch_commit(h.proc.opaque, err, sizeof(err));
+        ck_assert_msg(fired, "no aggregate written back in the batch");
+        ck_assert_msg(e == SG_ERR_MAP_FULL, "tick: %s (%s), not map_full",
+                      sg_err2str(e), err);
+        ck_assert_str_ne(err, "");
+        /* as the loop does: abort, grow, the same records again */
+        h.proc.batch_abort(h.proc.opaque);
+        ck_assert_uint_eq(sg_store_txns_open(h.store, true), 0);
+        sg_store_fault_inject(h.store, 0, 0, 0);
+        ck_assert_int_eq(h.proc.grow(h.proc.opaque, err, sizeof(err)), SG_OK);
+        size_t before = h.out_cnt;
+        batch(&h, evs, 2);
+        ck_assert_uint_eq(h.out_cnt, before + 2);
+        assert_out(&h.out[before], SG_EFFECT_OUTPUT, "A", "2", NULL);
+        assert_out(&h.out[before + 1], SG_EFFECT_OUTPUT, "B", "2", NULL);
+        /* committed: v3 follows at once, v2 again is a duplicate */
+        ONE(&h, EV("A", "e3", "t", "3"), EV("B", "f2", "t", "2"));
+        assert_out(&h.out[before + 2], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_free(&h);
+}
+END_TEST
+
 /* The meta write of a new partition's assignment fails (map full): the
  * assignment's transaction is gone, so the map can grow and the
  * assignment succeed the second time, as the Kafka loop retries it. */
@@ -3118,6 +3183,7 @@ Suite *engine_suite(void) {
         tcase_add_test(life, foreign_group_refused);
         tcase_add_test(life, key_fingerprint_change_refused);
         tcase_add_test(life, assign_meta_write_fails_closes_txn);
+        tcase_add_test(life, agg_cache_map_full_fails_the_batch);
         tcase_add_test(life, record_of_unassigned_partition_refused);
         tcase_add_test(life, dlq_headers_complete);
         tcase_add_test(life, output_rejected_too_large);

@@ -132,6 +132,75 @@ START_TEST(eos_failed_restore_retries_without_polling) {
 }
 END_TEST
 
+/* What /readyz said at each publish of a run whose restore reruns fail. */
+typedef struct restoreseen {
+        sg_pub_t *pub;
+        tproc_t *t;
+        int not_ready_failing; /**< 503 naming the restore's error */
+        int ready_failing;     /**< 200 after a failed rerun, none good yet */
+        int ready_after;       /**< 200 once a rerun succeeded */
+        char body[1024];       /**< the first 503 body */
+} restoreseen_t;
+
+static void restore_publish(void *o, struct sg_metrics_snap *snap) {
+        restoreseen_t *rs = o;
+        int st = 0;
+        char *b = NULL;
+        sg_pub_publish(rs->pub, snap);
+        if (!snap->assigned_once || snap->stopped)
+                return;
+        ck_assert_int_eq(sg_pub_ready(rs->pub, &st, &b), SG_OK);
+        /* failing: a rerun failed, and none has begun well since */
+        bool failing =
+                rs->t->restore_fails > 0 && rs->t->restore_begins == NPART;
+        if (failing && st == 503 && strstr(b, "test: restore_begin fails")) {
+                if (!rs->body[0])
+                        snprintf(rs->body, sizeof(rs->body), "%s", b);
+                rs->not_ready_failing++;
+        } else if (failing && st == 200) {
+                rs->ready_failing++;
+        } else if (!failing && st == 200 && rs->not_ready_failing) {
+                rs->ready_after++;
+        }
+        free(b);
+}
+
+/* While the restore a failed checkpoint commit calls for keeps failing
+ * (a full disk: semantics §6 "Disk space"), /readyz says not ready, with
+ * the restore's error, until a restore succeeds: the loop judges nothing
+ * meanwhile, as when its batches are aborted. */
+START_TEST(eos_failing_restore_is_not_ready) {
+        tproc_t *t = tp_new();
+        sg_processor_t proc;
+        run_t r;
+        restoreseen_t rs = {.t = t};
+
+        ck_assert_int_eq(sg_pub_new(60000, &rs.pub), SG_OK);
+        t->kafka_commits = true;
+        t->commit_fail_period = 3, t->commit_fail_max = 1;
+        t->restore_fail_max = 3;
+        tp_eos_interface(t, &proc);
+        g_publish_cb = restore_publish;
+        g_publish_opaque = &rs;
+        run_loop(&proc, &t->loop, NULL, NULL, &r);
+        g_publish_cb = NULL;
+
+        ck_assert_int_eq(t->restore_fails, 3);
+        ck_assert_msg(rs.not_ready_failing > 0 && rs.ready_failing == 0,
+                      "/readyz while the restore fails: %d not ready, "
+                      "%d ready",
+                      rs.not_ready_failing, rs.ready_failing);
+        ck_assert_msg(strstr(rs.body, "\"status\":\"not_ready\"") &&
+                              strstr(rs.body, "\"reason\":\"restore "),
+                      "%s", rs.body);
+        ck_assert_int_gt(rs.ready_after, 0);
+        ck_assert_uint_eq(r.stats.records_in_total, NREC);
+        assert_tp_consistent(t);
+        sg_pub_destroy(rs.pub);
+        tp_destroy(t);
+}
+END_TEST
+
 /* exactly_once: commit_interval_ms bounds how long a batch (one
  * transaction) stays open, as Kafka Streams' commit.interval.ms bounds its
  * transactions under exactly_once_v2: with batch.max_ms at its longest
@@ -338,6 +407,7 @@ int main(void) {
         add(te, eos_clean_run_transactions);
         add(te, eos_commit_failure_restores_not_rereads);
         add(te, eos_failed_restore_retries_without_polling);
+        add(te, eos_failing_restore_is_not_ready);
         add(te, eos_failures_abort_transaction);
         add(te, eos_commit_interval_bounds_the_transaction);
         add(te, overlap_delivers_while_deciding);

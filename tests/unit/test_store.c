@@ -399,6 +399,262 @@ START_TEST(agg_and_since_index) {
 }
 END_TEST
 
+/* ---- the writer's aggregate cache (store.h "Aggregate cache") ---------- */
+
+/* Aggregate @p ah's L in @p t, 0 when absent. */
+static uint64_t agg_last(sg_txn_t *t, const sg_tp_t *tp,
+                         const unsigned char ah[32]) {
+        sg_agg_rec_t g;
+        sg_err_t e = sg_agg_get(t, tp, ah, &g);
+        if (e == SG_ERR_NOT_FOUND)
+                return 0;
+        ck_assert_int_eq(e, SG_OK);
+        return g.last_version;
+}
+
+static void agg_set(sg_txn_t *t, const sg_tp_t *tp, const unsigned char ah[32],
+                    uint64_t last) {
+        sg_agg_rec_t r = {.has_last = true, .last_version = last};
+        snprintf(r.state, sizeof(r.state), "open");
+        ck_assert_int_eq(sg_agg_put(t, tp, ah, &r, 0, err, sizeof(err)), SG_OK);
+}
+
+/* An aborted transaction's aggregate writes vanish from the cache as from
+ * LMDB: the next transaction reads the committed value, whether the
+ * transaction was aborted or its commit failed; a reader never sees a
+ * write not committed, and sees a committed one (written back first). */
+START_TEST(agg_cache_abort_leaves_the_committed_value) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char a1[32];
+        hash_of("agg1", a1);
+        sg_txn_t *t = wtxn(s);
+        agg_set(t, &tp, a1, 5);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        /* write through the cache, read it back, abort */
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 5);
+        agg_set(t, &tp, a1, 6);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 6);
+        sg_txn_t *r;
+        ck_assert_int_eq(sg_txn_begin_reader(s, &r, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(agg_last(r, &tp, a1), 5); /* not committed */
+        sg_txn_abort(r);
+        sg_txn_abort(t);
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 5);
+        /* a new aggregate written and aborted is absent again */
+        unsigned char a2[32];
+        hash_of("agg2", a2);
+        agg_set(t, &tp, a2, 1);
+        ck_assert_uint_eq(agg_last(t, &tp, a2), 1);
+        sg_txn_abort(t);
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a2), 0);
+        /* a commit that fails: as an abort */
+        agg_set(t, &tp, a1, 7);
+        sg_store_fault_inject(s, SG_STORE_OP_COMMIT, 1, MDB_PANIC);
+        ck_assert_int_ne(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_fault_inject(s, 0, 0, 0);
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 5);
+        /* a commit: the reader of another transaction sees it */
+        agg_set(t, &tp, a1, 8);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_begin_reader(s, &r, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(agg_last(r, &tp, a1), 8);
+        sg_txn_abort(r);
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 8);
+        sg_txn_abort(t);
+        /* the reads above went through the cache */
+        uint64_t hits, misses;
+        size_t n;
+        sg_aggc_stats(s, &hits, &misses, &n);
+        ck_assert_uint_gt(hits, 0);
+        sg_store_close(s);
+        /* and what the commits left is what a reopened store holds */
+        s = open_store(1 << 22, 1 << 22);
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 8);
+        ck_assert_uint_eq(agg_last(t, &tp, a2), 0);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A batch's aggregate writes, written back within the transaction
+ * (sg_txn_flush, at each batch's end) and kept in the cache as clean
+ * entries, are not committed: the transaction's abort (a failed batch
+ * takes every batch since the last checkpoint) drops them too, so the
+ * next transaction reads the committed value, not the aborted one. */
+START_TEST(agg_cache_abort_after_flush_leaves_the_committed_value) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char a1[32], a2[32];
+        hash_of("agg1", a1);
+        hash_of("agg2", a2);
+        sg_txn_t *t = wtxn(s);
+        agg_set(t, &tp, a1, 5);
+        ck_assert_int_eq(sg_txn_flush(t, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        /* two batches: each written back at its end, then the abort */
+        agg_set(t, &tp, a1, 6);
+        agg_set(t, &tp, a2, 1);
+        ck_assert_int_eq(sg_txn_flush(t, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 6);
+        agg_set(t, &tp, a1, 7);
+        ck_assert_int_eq(sg_txn_flush(t, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 7);
+        ck_assert_int_eq(sg_txn_flush(t, err, sizeof(err)), SG_OK);
+        sg_txn_abort(t);
+        t = wtxn(s);
+        ck_assert_uint_eq(agg_last(t, &tp, a1), 5);
+        ck_assert_uint_eq(agg_last(t, &tp, a2), 0);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+typedef struct agg_seen {
+        unsigned n;
+        uint64_t sum; /* of the L's */
+} agg_seen_t;
+
+static int agg_count_visit(void *opaque, const unsigned char ah[32],
+                           const sg_agg_rec_t *rec) {
+        (void)ah;
+        agg_seen_t *w = opaque;
+        w->n++;
+        w->sum += rec->last_version;
+        return 0;
+}
+
+static int dump_count_visit(void *opaque, int db, const void *key,
+                            size_t key_len, const void *value,
+                            size_t value_len) {
+        (void)key, (void)key_len, (void)value, (void)value_len;
+        if (db == SG_DB_AGG)
+                ((agg_seen_t *)opaque)->n++;
+        return 0;
+}
+
+/* The aggregate writes still in the cache are in LMDB before anything
+ * walks the aggregate database in the same transaction: sg_agg_foreach,
+ * the dump, the statistics; a delete (a restored tombstone) too. A
+ * restore window's cursor writes past the cache leave no stale entry. */
+START_TEST(agg_cache_flushed_before_walk) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char a[3][32];
+        hash_of("agg1", a[0]);
+        hash_of("agg2", a[1]);
+        hash_of("agg3", a[2]);
+        sg_txn_t *t = wtxn(s);
+        agg_set(t, &tp, a[0], 1);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = wtxn(s);
+        agg_set(t, &tp, a[0], 10);
+        agg_set(t, &tp, a[1], 20);
+        agg_set(t, &tp, a[2], 30);
+        agg_seen_t w = {0};
+        ck_assert_int_eq(sg_agg_foreach(t, &tp, agg_count_visit, &w), SG_OK);
+        ck_assert_uint_eq(w.n, 3);
+        ck_assert_uint_eq(w.sum, 60);
+        /* more writes after the walk, and a restored tombstone */
+        agg_set(t, &tp, a[1], 21);
+        ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_AGG, a[2],
+                                               SG_KEY_HASH_LEN, NULL, 0, err,
+                                               sizeof(err)),
+                         SG_OK);
+        ck_assert_uint_eq(agg_last(t, &tp, a[2]), 0);
+        w = (agg_seen_t){0};
+        ck_assert_int_eq(sg_agg_foreach(t, &tp, agg_count_visit, &w), SG_OK);
+        ck_assert_uint_eq(w.n, 2);
+        ck_assert_uint_eq(w.sum, 31);
+        agg_set(t, &tp, a[2], 33);
+        w = (agg_seen_t){0};
+        ck_assert_int_eq(
+                sg_store_foreach(t, dump_count_visit, &w, err, sizeof(err)),
+                SG_OK);
+        ck_assert_uint_eq(w.n, 3);
+        agg_set(t, &tp, a[0], 11);
+        ck_assert_int_eq(sg_store_apply_change(t, &tp, SG_DB_AGG, a[0],
+                                               SG_KEY_HASH_LEN, NULL, 0, err,
+                                               sizeof(err)),
+                         SG_OK);
+        sg_db_stat_t st[SG_STORE_DB_CNT];
+        ck_assert_int_eq(sg_store_db_stats(t, st, err, sizeof(err)), SG_OK);
+        ck_assert_uint_eq(st[SG_STAT_AGG].entries, 2);
+        /* a restore window writes a[1] through its own cursor: read after,
+         * the window's value, not the cache's */
+        agg_set(t, &tp, a[1], 22);
+        sg_store_batch_t *b;
+        ck_assert_int_eq(sg_store_batch_new(&b), SG_OK);
+        sg_agg_rec_t nr = {.has_last = true, .last_version = 40};
+        unsigned char v[SG_AGG_VALUE_MAX];
+        size_t vl = sg_agg_encode(&nr, v);
+        ck_assert_int_eq(sg_store_batch_add(b, t, &tp, SG_DB_AGG, a[1],
+                                            SG_KEY_HASH_LEN, v, vl, err,
+                                            sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_batch_flush(b, t, &tp, err, sizeof(err)),
+                         SG_OK);
+        sg_store_batch_destroy(b);
+        ck_assert_uint_eq(agg_last(t, &tp, a[1]), 40);
+        ck_assert_uint_eq(agg_last(t, &tp, a[2]), 33);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        w = (agg_seen_t){0};
+        ck_assert_int_eq(sg_agg_foreach(t, &tp, agg_count_visit, &w), SG_OK);
+        ck_assert_uint_eq(w.n, 2);
+        ck_assert_uint_eq(w.sum, 73);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* A cache of 4 entries and 200 aggregates written twice in one
+ * transaction: every read right, before and after the commit, and the
+ * cache never holds more than its bound. */
+START_TEST(agg_cache_bounded) {
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        sg_store_set_agg_cache(s, 4);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        unsigned char a[200][32];
+        for (int i = 0; i < 200; i++) {
+                char id[16];
+                snprintf(id, sizeof(id), "agg%d", i);
+                hash_of(id, a[i]);
+        }
+        sg_txn_t *t = wtxn(s);
+        for (int round = 1; round <= 2; round++)
+                for (int i = 0; i < 200; i++) {
+                        ck_assert_uint_eq(agg_last(t, &tp, a[i]),
+                                          round == 1 ? 0 : (uint64_t)i + 1);
+                        agg_set(t, &tp, a[i], (uint64_t)(round * 1000 + i));
+                        agg_set(t, &tp, a[i], (uint64_t)i + round);
+                }
+        for (int i = 0; i < 200; i++)
+                ck_assert_uint_eq(agg_last(t, &tp, a[i]), (uint64_t)i + 2);
+        uint64_t hits, misses;
+        size_t n;
+        sg_aggc_stats(s, &hits, &misses, &n);
+        ck_assert_uint_le(n, 4);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        ck_assert_int_eq(sg_txn_begin(s, false, &t, err, sizeof(err)), SG_OK);
+        for (int i = 0; i < 200; i++)
+                ck_assert_uint_eq(agg_last(t, &tp, a[i]), (uint64_t)i + 2);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
 START_TEST(parked_roundtrip_order_and_nulls) {
         sg_store_t *s = open_store(1 << 22, 1 << 22);
         sg_tp_t tp;
@@ -2019,6 +2275,11 @@ int main(void) {
         tcase_add_test(tc, open_creates_missing_parents);
         tcase_add_test(tc, dedup_reason_in_verdict_byte);
         tcase_add_test(tc, agg_and_since_index);
+        tcase_add_test(tc, agg_cache_abort_leaves_the_committed_value);
+        tcase_add_test(tc,
+                       agg_cache_abort_after_flush_leaves_the_committed_value);
+        tcase_add_test(tc, agg_cache_flushed_before_walk);
+        tcase_add_test(tc, agg_cache_bounded);
         tcase_add_test(tc, parked_roundtrip_order_and_nulls);
         tcase_add_test(tc, meta_and_partition_drop);
         tcase_add_test(tc, meta_changelog_id);
