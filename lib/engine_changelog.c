@@ -376,17 +376,21 @@ sg_err_t sg_eng_restore_apply(void *opaque, const char *topic,
         return err;
 }
 
-void sg_eng_restore_abort(void *opaque, const char *topic, int32_t partition) {
-        sg_engine_t *e = opaque;
-        (void)topic;
-        (void)partition;
-        /* the window since the last checkpoint is dropped: the meta keeps
-         * the offset of what that checkpoint holds */
+/* The end of a restore, whatever its outcome: a write transaction still
+ * open is dropped (the meta keeps the offset of what the last checkpoint
+ * holds), and the window's memory and room are not kept between restores. */
+static void restore_release(sg_engine_t *e) {
         sg_txn_abort(e->rtxn);
         e->rtxn = NULL;
+        sg_store_room_want(e->store, 0);
         sg_store_batch_destroy(e->rbatch);
         e->rbatch = NULL;
-        sg_store_room_want(e->store, 0);
+}
+
+void sg_eng_restore_abort(void *opaque, const char *topic, int32_t partition) {
+        (void)topic;
+        (void)partition;
+        restore_release(opaque);
 }
 
 sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
@@ -417,19 +421,13 @@ sg_err_t sg_eng_restore_end(void *opaque, const char *topic, int32_t partition,
                            LF_U64, voided, NULL);
         if (!err)
                 err = restore_checkpoint(e, p, end_offset, errstr, errstr_size);
-        if (err) {
-                sg_txn_abort(e->rtxn);
-                e->rtxn = NULL;
-        } else {
+        if (!err) {
                 /* the store holds what its changelog does (processor.h
                  * behind) */
                 p->cl_behind = false;
                 p->cp_dirty = false;
         }
-        /* the window's memory and room are not kept between restores */
-        sg_store_room_want(e->store, 0);
-        sg_store_batch_destroy(e->rbatch);
-        e->rbatch = NULL;
+        restore_release(e);
         return err;
 }
 

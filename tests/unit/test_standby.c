@@ -5,6 +5,7 @@
  * description lists its members in.
  */
 #include "standby.h"
+#include "testutil.h"
 
 #include <check.h>
 
@@ -222,9 +223,5 @@ int main(void) {
         tcase_add_test(tc, assignment_parsed);
         tcase_add_test(tc, assignment_cut_short_refused);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return tu_run_suite(s);
 }
