@@ -11,7 +11,9 @@ feeder producing all the while. B is stopped (SIGSTOP) at a moment when one
 of its changelog partitions holds an open transaction (its last stable
 offset below its high watermark half a second after the stop: nothing but
 B can end it). B's session times out, A is assigned B's partitions, A's
-restore of a changelog partition stops at that transaction. Checked:
+restore of a changelog partition stops at that transaction (the instances
+run with transaction.timeout.ms 120 s, so that the coordinator's own abort
+never comes first, however slow the rebalance on a loaded machine). Checked:
   - A logged "takeover_fenced" naming B's transactional id
     (<group.id>-<instance_id>) for a changelog partition that held B's open
     transaction, and A's restores of B's partitions ended after it;
@@ -52,6 +54,10 @@ def test_takeover_fences_dead_owner(bootstrap, seqgate_bin, tmp_path):
                         guarantee="exactly_once")
         c["kafka_consumer"].update({"session.timeout.ms": "6000",
                                     "heartbeat.interval.ms": "1000"})
+        # the coordinator's own abort must not come first: under load the
+        # session timeout and the rebalance took 17 s, past seqgate's
+        # 10 s transaction timeout (then the test sees nothing to fence)
+        c["kafka_producer"]["transaction.timeout.ms"] = "120000"
         return c
 
     probe = Probe(bootstrap, group)
