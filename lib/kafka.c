@@ -490,6 +490,8 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
         char id[512];
         snprintf(loop->restore_group, sizeof(loop->restore_group), "%s.restore",
                  sg_loop_transactional_id(conf, id, sizeof(id)));
+        snprintf(loop->txid, sizeof(loop->txid), "%s",
+                 sg_loop_transactional_id(conf, id, sizeof(id)));
         if ((err = loop_start_clients(loop, errstr, errstr_size))) {
                 if (loop->producer)
                         rd_kafka_poll(loop->producer, 0);
@@ -850,6 +852,7 @@ void sg_loop_destroy(sg_loop_t *loop) {
                 rd_kafka_consumer_close(loop->restorer);
                 rd_kafka_destroy(loop->restorer);
         }
+        sg_loop_takeover_destroy(loop);
         free(loop->dr_offs);
         free(loop->dr_errs);
         if (loop->pending_offsets)

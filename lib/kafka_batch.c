@@ -270,7 +270,7 @@ static sg_err_t loop_attempt_txn_begin(sg_loop_t *loop, char *errstr,
         if (e)
                 return sg_loop_txn_error(loop, e, "begin_transaction", errstr,
                                          errstr_size);
-        loop->txn_open = true;
+        sg_loop_txn_began(loop);
         return SG_OK;
 }
 

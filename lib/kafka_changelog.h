@@ -83,6 +83,17 @@
  * it reads, or has one written. Earlier versions skip the record (a control
  * record of a kind they lack).
  *
+ * The writer of a transaction (exactly_once; semantics §6 "Taking over from
+ * a dead owner"). The first record a Kafka transaction writes to each
+ * changelog partition carries two headers: SG_CHANGELOG_WRITER_TXID_HEADER
+ * = the writer's transactional id and SG_CHANGELOG_WRITER_MEMBER_HEADER =
+ * its consumer group member id. A read_committed reader stops at the first
+ * offset of a transaction still open (the last stable offset), and the
+ * record at that offset is that transaction's first record on the
+ * partition: the headers say whom a new owner would have to fence to end
+ * it (takeover.h). Readers ignore both headers (so do earlier versions:
+ * they read only SG_CHANGELOG_HEADER).
+ *
  * Thread-safety: a reader belongs to one thread.
  */
 #ifndef SEQGATE_KAFKA_CHANGELOG_H
@@ -97,6 +108,10 @@ extern "C" {
 #endif
 
 #define SG_CHANGELOG_HEADER "__seqgate.changelog" /**< epoch | sequence */
+/** exactly_once: the writer of a transaction ("The writer of a
+ *  transaction" above): its transactional id, its group member id */
+#define SG_CHANGELOG_WRITER_TXID_HEADER "__seqgate.writer.transactional_id"
+#define SG_CHANGELOG_WRITER_MEMBER_HEADER "__seqgate.writer.member_id"
 #define SG_CHANGELOG_CONTROL 0xFF /**< first key byte of the loop's records */
 #define SG_CHANGELOG_CLAIM 'C'
 #define SG_CHANGELOG_CONFIRM 'K'

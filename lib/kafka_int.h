@@ -195,6 +195,15 @@ struct sg_loop {
         bool eos;             /**< guarantee exactly_once */
         rd_kafka_t *restorer; /**< changelog restore consumer (no group) */
         bool txn_open;        /**< a Kafka transaction is in progress */
+        /* the writer of a transaction (kafka_changelog.h "The writer of a
+         * transaction"): the changelog partitions the open transaction
+         * named its writer in (sg_loop_txn_began empties it) */
+        struct sg_txn_tag *txn_tags;
+        size_t txn_tag_cnt, txn_tag_cap;
+        char txid[512];       /**< this instance's transactional id */
+        char *member_id;      /**< the consumer's group member id as of the
+                              last rebalance (rd_kafka_memberid; NULL:
+                              not read since) */
         bool kafka_committed; /**< this attempt is in Kafka: its
                                       transaction committed (exactly_once)
                                       or its changelog markers were
@@ -296,6 +305,12 @@ typedef struct sg_retry {
 #define SG_RESTORE_PENDING_MAX_MS 120000 /* open transaction on a changelog */
 #define SG_RESTORE_STALL_MS 120000       /* no record, no EOF */
 #define SG_STABLE_OFFSETS_MAX_MS 120000  /* committed offsets still pending */
+/* exactly_once: how long a restore waits at an open transaction on a
+ * changelog partition before it asks who wrote it (semantics §6 "Taking
+ * over from a dead owner"): a committed transaction's markers land in
+ * milliseconds; then again every SG_TAKEOVER_RETRY_MS while it waits */
+#define SG_TAKEOVER_AFTER_MS 500
+#define SG_TAKEOVER_RETRY_MS 5000
 
 /** A record the loop writes itself (at_least_once changelog: claims,
  *  confirms, markers, repairs). */
@@ -473,6 +488,43 @@ void sg_loop_txn_abort(sg_loop_t *loop);
 sg_err_t sg_loop_txn_commit(sg_loop_t *loop, char *errstr, size_t errstr_size);
 sg_err_t sg_loop_txn_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
                           char *errstr, size_t errstr_size);
+/** A transaction began (rd_kafka_begin_transaction succeeded): marks it
+ *  open and forgets which changelog partitions the last one named its
+ *  writer in. */
+void sg_loop_txn_began(sg_loop_t *loop);
+
+/* taking over from a dead owner (kafka_takeover.c; semantics §6 "Taking
+ * over from a dead owner") */
+/** exactly_once, a produce of changelog record @p topic [@p partition]
+ *  within the open transaction: true (and remembered) if it is the
+ *  transaction's first record there, which then carries the writer
+ *  headers (sg_loop_writer_headers_add). False also when out of memory
+ *  (the record goes without them: a later takeover waits instead). */
+bool sg_loop_txn_tag_first(sg_loop_t *loop, const char *topic,
+                           int32_t partition);
+/** Adds the writer headers (SG_CHANGELOG_WRITER_TXID_HEADER,
+ *  SG_CHANGELOG_WRITER_MEMBER_HEADER) to @p h. */
+void sg_loop_writer_headers_add(sg_loop_t *loop, rd_kafka_headers_t *h);
+/**
+ * A restore of changelog @p changelog [@p partition] waits at an open
+ * transaction (last stable offset @p lso below the high watermark) since
+ * @p waited_ms: reads the first record at @p lso read_uncommitted (the
+ * open transaction's first record there), and when the record names a
+ * writer that is not this instance and not a member of the group now
+ * (takeover.h), fences its transactional id (init_transactions under it:
+ * the coordinator aborts its open transaction; its zombie can write
+ * nothing more). Logs "takeover_fenced" and counts takeover_fences_total,
+ * or logs "takeover_waiting" with the verdict or the error. Never fails
+ * the restore: whatever it could not do, the restore goes on waiting for
+ * the coordinator's own abort (transaction.timeout.ms). Blocks the loop
+ * thread: at most a few seconds of round trips, plus
+ * SG_TAKEOVER_FENCE_MAX_MS for the fence.
+ * @returns true if the writer was fenced.
+ */
+bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
+                      int64_t lso, int64_t waited_ms);
+/** Frees the takeover's state (the transaction's tags, the member id). */
+void sg_loop_takeover_destroy(sg_loop_t *loop);
 
 /* producing and delivery reports (kafka_produce.c) */
 void sg_loop_cb_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);

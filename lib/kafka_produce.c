@@ -301,10 +301,16 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                 return SG_ERR_KAFKA;
         }
         rd_kafka_headers_t *h =
-                rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 1);
+                rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 3);
         if (frame)
                 rd_kafka_header_add(h, SG_CHANGELOG_HEADER, -1, frame,
                                     SG_CHANGELOG_FRAME_LEN);
+        /* exactly_once: the transaction's first record on a changelog
+         * partition names its writer (kafka_changelog.h "The writer of a
+         * transaction") */
+        if (loop->eos && loop->txn_open && ef->kind == SG_EFFECT_CHANGELOG &&
+            sg_loop_txn_tag_first(loop, ef->topic, ef->partition))
+                sg_loop_writer_headers_add(loop, h);
         for (size_t k = 0; k < ef->header_cnt; k++)
                 rd_kafka_header_add(h, ef->headers[k].name, -1,
                                     ef->headers[k].value,

@@ -418,6 +418,13 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           void *opaque) {
         sg_loop_t *loop = SG_LOOP_OF(opaque);
         bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+        /* a rebalance may give the member a new member id: the writer
+         * headers read it again (kafka_changelog.h "The writer of a
+         * transaction") */
+        if (loop->member_id) {
+                rd_kafka_mem_free(NULL, loop->member_id);
+                loop->member_id = NULL;
+        }
 
         /* the aborted batches were of the assignment that ends here: a
          * member left with nothing to do is not failing (/readyz) */

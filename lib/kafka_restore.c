@@ -150,8 +150,8 @@ static sg_err_t loop_restore_consume_error(sg_loop_t *loop,
 static sg_err_t loop_restore_at_eof(sg_loop_t *loop, const char *changelog,
                                     int32_t partition, int64_t end,
                                     int64_t since_ms, bool *waitingp,
-                                    bool *donep, char *errstr,
-                                    size_t errstr_size) {
+                                    int64_t *takeover_atp, bool *donep,
+                                    char *errstr, size_t errstr_size) {
         int64_t wlo = -1, whi = -1;
         rd_kafka_get_watermark_offsets(loop->restorer, changelog, partition,
                                        &wlo, &whi);
@@ -168,6 +168,13 @@ static sg_err_t loop_restore_at_eof(sg_loop_t *loop, const char *changelog,
                 sg_loop_log(loop, SG_LOG_NOTICE,
                             "restore_waiting_for_transaction", f);
                 *waitingp = true;
+        }
+        /* exactly_once: a dead owner's transaction is ended at once
+         * (semantics §6 "Taking over from a dead owner") */
+        if (loop->eos && since_ms >= *takeover_atp) {
+                *takeover_atp = since_ms + SG_TAKEOVER_RETRY_MS;
+                if (sg_loop_takeover(loop, changelog, partition, end, since_ms))
+                        return SG_OK; /* read on: the abort's marker */
         }
         if (since_ms > SG_RESTORE_PENDING_MAX_MS) {
                 sg_errf(errstr, errstr_size,
@@ -280,6 +287,7 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                                  .next_ms = progress +
                                             loop->conf->stats_interval_ms};
         bool eof = false, waiting = false, done = false;
+        int64_t takeover_at = SG_TAKEOVER_AFTER_MS; /* ms after first EOF */
         /* the consumer queue, read a batch at a time: one clock read, one
          * publish and one progress check per batch, not per record */
         rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(loop->restorer);
@@ -342,8 +350,8 @@ static sg_err_t loop_restore_read(sg_loop_t *loop, const char *topic,
                 if (eof) {
                         err = loop_restore_at_eof(loop, changelog, partition,
                                                   end, now - first_eof,
-                                                  &waiting, &done, errstr,
-                                                  errstr_size);
+                                                  &waiting, &takeover_at, &done,
+                                                  errstr, errstr_size);
                         if (done)
                                 break;
                 } else if (now - progress > SG_RESTORE_STALL_MS) {
@@ -427,7 +435,8 @@ static sg_err_t loop_restore_read_one(sg_loop_t *loop, const char *changelog,
                         changelog, partition);
                 err = SG_ERR_KAFKA;
         }
-        int64_t t0 = sg_clock_mono_ms(), first_eof = 0;
+        int64_t t0 = sg_clock_mono_ms(), first_eof = 0,
+                takeover_at = SG_TAKEOVER_AFTER_MS;
         bool waiting = false, done = false;
         while (!err && !*mp && !done) {
                 rd_kafka_message_t *m =
@@ -445,8 +454,8 @@ static sg_err_t loop_restore_read_one(sg_loop_t *loop, const char *changelog,
                                         first_eof = now;
                                 err = loop_restore_at_eof(
                                         loop, changelog, partition, m->offset,
-                                        now - first_eof, &waiting, &done,
-                                        errstr, errstr_size);
+                                        now - first_eof, &waiting, &takeover_at,
+                                        &done, errstr, errstr_size);
                         }
                 } else if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
                            m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {

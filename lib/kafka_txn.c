@@ -72,6 +72,11 @@ sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
         return err;
 }
 
+void sg_loop_txn_began(sg_loop_t *loop) {
+        loop->txn_open = true;
+        loop->txn_tag_cnt = 0;
+}
+
 #define SG_TXN_RETRIES 10
 
 /** Runs one transactional call, retrying it while librdkafka says the error
@@ -255,7 +260,7 @@ sg_err_t sg_loop_txn_send(sg_loop_t *loop, sg_send_t *recs, size_t n,
         if (e)
                 return sg_loop_txn_error(loop, e, "begin_transaction", errstr,
                                          errstr_size);
-        loop->txn_open = true;
+        sg_loop_txn_began(loop);
         err = sg_loop_send(loop, recs, n, errstr, errstr_size);
         if (!err)
                 TXN_CALL(loop,

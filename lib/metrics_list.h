@@ -236,6 +236,9 @@ typedef struct sg_hist {
           "Kafka transactions aborted, their batch re-read (exactly_once)")    \
         X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
+        X(takeover_fences_total, COUNTER, "takeover_fences_total",             \
+          "open transactions of a dead owner that a restore ended by "         \
+          "fencing its transactional id (exactly_once)")                       \
         X(checkpoints_lost_total, COUNTER, "checkpoints_lost_total",           \
           "store transactions lost with batches in them (a failed batch or "   \
           "checkpoint): their partitions restored from the changelog")         \

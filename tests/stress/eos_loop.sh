@@ -10,8 +10,8 @@
 #      broker, seqgate and the tests fight for the CPU;
 #   2. starts one private Kafka broker (deploy/kafka/kafka.sh, its own work
 #      dir and ports);
-#   3. runs pytest on tests/integration/test_exactly_once.py and
-#      tests/integration/test_restart.py RUNS times against it, each run with
+#   3. runs pytest on tests/integration/test_exactly_once.py,
+#      test_restart.py and test_takeover_fence.py RUNS times against it, each run with
 #      its own pytest base temp dir (seqgate's logs are there);
 #   4. keeps the pytest output and the temp dir of every failing run, removes
 #      those of passing runs, and prints one line per run and the summary
@@ -98,7 +98,7 @@ for ((run = 1; run <= RUNS; run++)); do
     rc=0
     # shellcheck disable=SC2086
     "$PY" -m pytest -q -p no:cacheprovider --basetemp="$base" \
-        ${SG_STRESS_TESTS:-tests/integration/test_exactly_once.py tests/integration/test_restart.py} \
+        ${SG_STRESS_TESTS:-tests/integration/test_exactly_once.py tests/integration/test_restart.py tests/integration/test_takeover_fence.py} \
         ${PYTEST_ARGS:-} >"$out" 2>&1 || rc=$?
     secs=$(($(date +%s) - t0))
     summary=$(grep -E '[0-9]+ (passed|failed|error)' "$out" | tail -n 1 || true)
