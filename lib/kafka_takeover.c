@@ -90,12 +90,49 @@ static void header_copy(rd_kafka_headers_t *h, const char *name, char *out,
         size_t n = 0;
         *lenp = 0;
         out[0] = '\0';
-        if (h && !rd_kafka_header_get_last(h, name, &v, &n) && v &&
-            n < size) {
+        if (h && !rd_kafka_header_get_last(h, name, &v, &n) && v && n < size) {
                 memcpy(out, v, n);
                 out[n] = '\0';
                 *lenp = n;
         }
+}
+
+/** A client of the takeover's own, into *rkp: the loop's configuration
+ *  for @p client with property @p name set to @p value. Its log lines are
+ *  queued, never served (it lives for a few round trips; what fails is
+ *  in errstr, and takeover_waiting says it). */
+static sg_err_t takeover_client(sg_loop_t *loop, sg_kafka_client_t client,
+                                const char *name, const char *value,
+                                rd_kafka_t **rkp, char *errstr,
+                                size_t errstr_size) {
+        rd_kafka_conf_t *kc;
+        sg_err_t err =
+                sg_kafka_conf_new(loop->conf, client, loop->restore_group,
+                                  &loop->klog, &kc, errstr, errstr_size);
+        char es[512];
+        if (!err && rd_kafka_conf_set(kc, name, value, es, sizeof(es)) !=
+                            RD_KAFKA_CONF_OK) {
+                rd_kafka_conf_destroy(kc);
+                sg_errf(errstr, errstr_size, "%s", es);
+                err = SG_ERR_CONFIG;
+        }
+        if (err)
+                return err;
+        bool reader = client == SG_KAFKA_READER;
+        rd_kafka_t *rk =
+                rd_kafka_new(reader ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, kc,
+                             es, sizeof(es));
+        if (!rk) {
+                rd_kafka_conf_destroy(kc);
+                sg_errf(errstr, errstr_size, "creating a %s: %s",
+                        reader ? "reader" : "producer", es);
+                return SG_ERR_KAFKA;
+        }
+        rd_kafka_set_log_queue(rk, NULL);
+        if (reader)
+                rd_kafka_poll_set_consumer(rk);
+        *rkp = rk;
+        return SG_OK;
 }
 
 /** Step 1: the first record at or after @p lso of @p changelog
@@ -105,29 +142,12 @@ static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t **rkp,
                               const char *changelog, int32_t partition,
                               int64_t lso, takeover_writer_t *w, char *errstr,
                               size_t errstr_size) {
-        rd_kafka_conf_t *kc;
-        sg_err_t err = sg_kafka_conf_new(loop->conf, SG_KAFKA_READER,
-                                         loop->restore_group, &loop->klog, &kc,
-                                         errstr, errstr_size);
-        char es[512];
-        if (!err &&
-            rd_kafka_conf_set(kc, "isolation.level", "read_uncommitted", es,
-                              sizeof(es)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size, "%s", es);
-                err = SG_ERR_CONFIG;
-        }
+        sg_err_t err =
+                takeover_client(loop, SG_KAFKA_READER, "isolation.level",
+                                "read_uncommitted", rkp, errstr, errstr_size);
         if (err)
                 return err;
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, kc, es, sizeof(es));
-        if (!rk) {
-                rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size, "creating a reader: %s", es);
-                return SG_ERR_KAFKA;
-        }
-        *rkp = rk;
-        rd_kafka_set_log_queue(rk, NULL);
-        rd_kafka_poll_set_consumer(rk);
+        rd_kafka_t *rk = *rkp;
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
@@ -147,17 +167,17 @@ static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t **rkp,
                         rd_kafka_headers_t *h = NULL;
                         if (rd_kafka_message_headers(m, &h))
                                 h = NULL;
-                        header_copy(h, SG_CHANGELOG_WRITER_TXID_HEADER,
-                                    w->txid, sizeof(w->txid), &w->txid_len);
+                        header_copy(h, SG_CHANGELOG_WRITER_TXID_HEADER, w->txid,
+                                    sizeof(w->txid), &w->txid_len);
                         header_copy(h, SG_CHANGELOG_WRITER_MEMBER_HEADER,
                                     w->member, sizeof(w->member),
                                     &w->member_len);
                         w->offset = m->offset;
                 } else if (m->err &&
                            m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                        sg_errf(errstr, errstr_size, "reading offset %" PRId64
-                                                     ": %s",
-                                lso, rd_kafka_message_errstr(m));
+                        sg_errf(errstr, errstr_size,
+                                "reading offset %" PRId64 ": %s", lso,
+                                rd_kafka_message_errstr(m));
                         rd_kafka_message_destroy(m);
                         return SG_ERR_KAFKA;
                 }
@@ -193,8 +213,7 @@ static sg_err_t takeover_members(sg_loop_t *loop, rd_kafka_t *rk,
                 if (strcmp(gi->group, loop->conf->group_id))
                         continue;
                 if (gi->err) {
-                        sg_errf(errstr, errstr_size,
-                                "describing group %s: %s",
+                        sg_errf(errstr, errstr_size, "describing group %s: %s",
                                 loop->conf->group_id,
                                 rd_kafka_err2str(gi->err));
                         err = SG_ERR_KAFKA;
@@ -222,26 +241,12 @@ static sg_err_t takeover_members(sg_loop_t *loop, rd_kafka_t *rk,
  *  coordinator aborts its open transaction and bumps its epoch. */
 static sg_err_t takeover_fence(sg_loop_t *loop, const char *txid, char *errstr,
                                size_t errstr_size) {
-        rd_kafka_conf_t *kc;
-        sg_err_t err = sg_kafka_conf_new(loop->conf, SG_KAFKA_TXN_PRODUCER,
-                                         NULL, &loop->klog, &kc, errstr,
-                                         errstr_size);
-        char es[512];
-        if (!err && rd_kafka_conf_set(kc, "transactional.id", txid, es,
-                                      sizeof(es)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size, "%s", es);
-                err = SG_ERR_CONFIG;
-        }
+        rd_kafka_t *rk = NULL;
+        sg_err_t err =
+                takeover_client(loop, SG_KAFKA_TXN_PRODUCER, "transactional.id",
+                                txid, &rk, errstr, errstr_size);
         if (err)
                 return err;
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, kc, es, sizeof(es));
-        if (!rk) {
-                rd_kafka_conf_destroy(kc);
-                sg_errf(errstr, errstr_size, "creating a producer: %s", es);
-                return SG_ERR_KAFKA;
-        }
-        rd_kafka_set_log_queue(rk, NULL);
         rd_kafka_error_t *e =
                 rd_kafka_init_transactions(rk, SG_TAKEOVER_FENCE_MAX_MS);
         if (e) {
@@ -254,8 +259,8 @@ static sg_err_t takeover_fence(sg_loop_t *loop, const char *txid, char *errstr,
         return err;
 }
 
-bool sg_loop_takeover(sg_loop_t *loop, const char *changelog,
-                      int32_t partition, int64_t lso, int64_t waited_ms) {
+bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
+                      int64_t lso, int64_t waited_ms) {
         int64_t t0 = sg_clock_mono_ms();
         char es[512] = "";
         takeover_writer_t w = {.offset = -1};
@@ -271,13 +276,13 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog,
                                       w.member_len, loop->txid, NULL, 0, false);
                 if (v == SG_TAKEOVER_MEMBERS_UNKNOWN) {
                         step = "describing the group";
-                        bool known = !takeover_members(loop, rk, &members,
-                                                       &member_cnt, es,
-                                                       sizeof(es));
-                        v = sg_takeover_judge(
-                                w.txid, w.txid_len, w.member, w.member_len,
-                                loop->txid, (const char *const *)members,
-                                member_cnt, known);
+                        bool known =
+                                !takeover_members(loop, rk, &members,
+                                                  &member_cnt, es, sizeof(es));
+                        v = sg_takeover_judge(w.txid, w.txid_len, w.member,
+                                              w.member_len, loop->txid,
+                                              (const char *const *)members,
+                                              member_cnt, known);
                 }
         }
         if (rk) {
