@@ -620,19 +620,23 @@ static bool op_covers(rd_kafka_AclOperation_t acl, rd_kafka_AclOperation_t want,
                 acl == RD_KAFKA_ACL_OPERATION_WRITE);
 }
 
-/** Judges need @p n for principal @p who against @p acls: a denying ACL
- *  or ACLs none of which allows it is an error; a resource no ACL names
- *  is appended to @p unnamed (one note for them all, by the caller). */
-static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
-                           const rd_kafka_AclBinding_t **acls, size_t cnt,
-                           char *unnamed, size_t unnamed_size) {
-        const char *opn = rd_kafka_AclOperation_name(n->op);
-        bool any = false, allowed = false;
+/* What the ACLs say of one need (need_scan). */
+typedef struct need_verdict {
+        bool any;     /* some ACL names the resource */
+        bool allowed; /* one allows the principal the operation */
+        const rd_kafka_AclBinding_t *deny; /* one denies it (NULL: none) */
+} need_verdict_t;
+
+/** Reads need @p n for principal @p who out of @p acls. */
+static need_verdict_t need_scan(const need_t *n, const char *who,
+                                const rd_kafka_AclBinding_t **acls,
+                                size_t cnt) {
+        need_verdict_t v = {false, false, NULL};
         for (size_t i = 0; i < cnt; i++) {
                 const rd_kafka_AclBinding_t *a = acls[i];
                 if (!acl_covers(a, n))
                         continue;
-                any = true;
+                v.any = true;
                 const char *ap = rd_kafka_AclBinding_principal(a);
                 if (strcmp(ap, who) && strcmp(ap, "User:*"))
                         continue;
@@ -640,22 +644,37 @@ static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
                              RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW;
                 if (!op_covers(rd_kafka_AclBinding_operation(a), n->op, allow))
                         continue;
-                if (!allow)
-                        return sg_preflight_add(
-                                x->pf, SG_PF_ERROR,
-                                "%s \"%s\": an ACL denies %s %s (%s %s, "
-                                "host %s): seqgate needs it",
-                                n->what, n->name, who, opn,
-                                rd_kafka_ResourcePatternType_name(
-                                        rd_kafka_AclBinding_resource_pattern_type(
-                                                a)),
-                                rd_kafka_AclBinding_name(a),
-                                rd_kafka_AclBinding_host(a));
-                allowed = true;
+                if (!allow) {
+                        v.deny = a;
+                        return v;
+                }
+                v.allowed = true;
         }
-        if (allowed)
+        return v;
+}
+
+/** Judges need @p n for principal @p who against @p acls: a denying ACL
+ *  or ACLs none of which allows it is an error; a resource no ACL names
+ *  is appended to @p unnamed (one note for them all, by the caller). */
+static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
+                           const rd_kafka_AclBinding_t **acls, size_t cnt,
+                           char *unnamed, size_t unnamed_size) {
+        const char *opn = rd_kafka_AclOperation_name(n->op);
+        need_verdict_t v = need_scan(n, who, acls, cnt);
+        if (v.deny)
+                return sg_preflight_add(
+                        x->pf, SG_PF_ERROR,
+                        "%s \"%s\": an ACL denies %s %s (%s %s, "
+                        "host %s): seqgate needs it",
+                        n->what, n->name, who, opn,
+                        rd_kafka_ResourcePatternType_name(
+                                rd_kafka_AclBinding_resource_pattern_type(
+                                        v.deny)),
+                        rd_kafka_AclBinding_name(v.deny),
+                        rd_kafka_AclBinding_host(v.deny));
+        if (v.allowed)
                 return SG_OK;
-        if (any)
+        if (v.any)
                 return sg_preflight_add(
                         x->pf, SG_PF_ERROR,
                         "%s \"%s\": no ACL allows %s %s (ACLs name "
