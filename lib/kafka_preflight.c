@@ -687,6 +687,43 @@ static sg_err_t need_check(pf_ctx_t *x, const need_t *n, const char *who,
         return SG_OK;
 }
 
+/** exactly_once: a failover ends a dead instance's open transaction by
+ *  init_transactions under its transactional id, <group.id>-<instance_id>
+ *  (semantics §6 "Taking over from a dead owner"). Notes (never an error:
+ *  without it a failover waits for the coordinator, as it used to) when
+ *  the ACLs let this instance write its own transactional id but not the
+ *  group's others: a literal ACL on its own, a denial, or none naming
+ *  them while its own is named. */
+static sg_err_t takeover_acl_check(pf_ctx_t *x, const char *who,
+                                   const rd_kafka_AclBinding_t **acls,
+                                   size_t cnt) {
+        char other[600];
+        /* a name no real instance has: only an ACL that covers every
+         * <group.id>- id (prefixed, or "*") covers it */
+        snprintf(other, sizeof(other), "%s-\x01", x->conf->group_id);
+        need_t own = {RD_KAFKA_RESOURCE_UNKNOWN, x->conf->transactional_id,
+                      RD_KAFKA_ACL_OPERATION_WRITE, "transactional id"};
+        need_t sib = {RD_KAFKA_RESOURCE_UNKNOWN, other,
+                      RD_KAFKA_ACL_OPERATION_WRITE, "transactional id"};
+        need_verdict_t vo = need_scan(&own, who, acls, cnt);
+        need_verdict_t vs = need_scan(&sib, who, acls, cnt);
+        if (vo.deny || vs.allowed || (!vo.any && !vs.any))
+                return SG_OK; /* an error already, fine, or one unnamed note */
+        const char *why = vs.deny  ? "an ACL denies it"
+                          : vs.any ? "no ACL allows it"
+                                   : "no ACL names them, only this instance's "
+                                     "own id";
+        return sg_preflight_add(
+                x->pf, SG_PF_NOTE,
+                "transactional ids \"%s-*\" of the group's other instances: "
+                "%s may not WRITE them (%s), so a failover cannot end a dead "
+                "instance's open transaction at once and waits for the "
+                "coordinator to abort it (transaction.timeout.ms plus the "
+                "broker's abort check); grant WRITE on the prefix \"%s-\" "
+                "(semantics §6 \"Taking over from a dead owner\")",
+                x->conf->group_id, who, why, x->conf->group_id);
+}
+
 /** Every permission seqgate needs, against the ACLs (DescribeAcls).
  *  librdkafka 2.0.2 drops DescribeAcls' own error (no authorizer, or no
  *  DESCRIBE on the cluster): both come back as an empty list, like a
@@ -756,6 +793,8 @@ static sg_err_t acls_check(pf_ctx_t *x, rd_kafka_queue_t *q) {
                 for (size_t i = 0; !err && i < nn; i++)
                         err = need_check(x, &n[i], who, acls, cnt, unnamed,
                                          sizeof(unnamed));
+                if (!err && x->conf->transactional_id && x->conf->group_id)
+                        err = takeover_acl_check(x, who, acls, cnt);
                 for (size_t i = 0; !err && i < x->cnt; i++) {
                         const ptopic_t *p = &x->t[i];
                         bool dup = false;

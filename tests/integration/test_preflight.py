@@ -21,6 +21,10 @@ test_tls_files_every_problem: security.protocol ssl with ssl.ca.location,
   ssl.certificate.location and ssl.key.location naming missing files:
   plain --check-config names all three (exit 2); so does the daemon's
   start, before any client exists.
+test_acl_for_the_takeover[literal|prefixed]: exactly_once with WRITE
+  allowed on this instance's transactional id by a literal ACL: a note that
+  a failover cannot end a dead instance's transaction (the other instances'
+  ids); by the prefixed <group.id>- pattern: no such note.
 test_acls_every_problem: a broker of its own with an authorizer
   (StandardAuthorizer, allow.everyone.if.no.acl.found=true) and ACLs that
   deny the principal WRITE on the transactional id and READ on the group,
@@ -251,3 +255,35 @@ def test_acls_every_problem(seqgate_bin, acl_bootstrap, tmp_path):
               f'consumer group "{group}": an ACL denies {me} READ',
               f'DLQ topic "{t}-dlq": no ACL allows {me} WRITE'):
         assert any(w in e for e in errors), (w, r.stderr)
+
+
+@pytest.mark.parametrize("pattern", ["literal", "prefixed"])
+def test_acl_for_the_takeover(seqgate_bin, acl_bootstrap, tmp_path, pattern):
+    """exactly_once: a failover ends a dead instance's open transaction by
+    writing under that instance's transactional id (semantics §6 "Taking
+    over from a dead owner"). ACLs that allow this instance's own id only
+    (literal) pass the check, with a note that the takeover cannot work;
+    the prefixed <group.id>- pattern the docs advise gets no such note."""
+    t, group = unique_name("pf-tko"), unique_name("pf-tko-g")
+    create_topics(acl_bootstrap, {t: 1, t + "-out": 1, t + "-dlq": 1})
+    txn = f"{group}-{socket.gethostname()}"
+    me = "User:ANONYMOUS"
+    name, ptype = ((txn, ResourcePatternType.LITERAL) if pattern == "literal"
+                   else (f"{group}-", ResourcePatternType.PREFIXED))
+    admin = AdminClient({"bootstrap.servers": acl_bootstrap})
+    for f in admin.create_acls([AclBinding(
+            ResourceType.TRANSACTIONAL_ID, name, ptype, me, "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+        f.result(timeout=30)
+    path = _conf(tmp_path, acl_bootstrap, group,
+                 {t: _topic(t + "-out", t + "-dlq")})
+    r = _check(seqgate_bin, path, "--cluster")
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    notes = [l for l in _lines(r.stderr, "note")
+             if f'transactional ids "{group}-*"' in l]
+    if pattern == "literal":
+        assert notes, r.stderr
+        assert "failover" in notes[0] and "prefix" in notes[0], notes
+    else:
+        assert not notes, notes
+    assert not _lines(r.stderr, "error"), r.stderr
