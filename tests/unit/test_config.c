@@ -215,9 +215,13 @@ START_TEST(test_orders_example_every_field) {
                 "localhost:9092");
         ck_assert_str_eq(kv_get(conf->kafka, conf->kafka_cnt, "group.id"),
                          "orders-seqgate");
-        ck_assert_uint_eq(conf->kafka_consumer_cnt, 1);
-        ck_assert_str_eq(conf->kafka_consumer[0].name, "session.timeout.ms");
-        ck_assert_str_eq(conf->kafka_consumer[0].value, "45000");
+        ck_assert_uint_eq(conf->kafka_consumer_cnt, 2);
+        ck_assert_str_eq(kv_get(conf->kafka_consumer, conf->kafka_consumer_cnt,
+                                "session.timeout.ms"),
+                         "10000");
+        ck_assert_str_eq(kv_get(conf->kafka_consumer, conf->kafka_consumer_cnt,
+                                "heartbeat.interval.ms"),
+                         "3000");
         ck_assert_uint_eq(conf->kafka_producer_cnt, 1);
         /* written as the number 5 in the file */
         ck_assert_str_eq(conf->kafka_producer[0].name, "linger.ms");
