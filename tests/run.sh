@@ -10,7 +10,9 @@
 #                           then pytest bench/test_bench.py (the benchmark's
 #                           generator, sampler and percentile arithmetic) and
 #                           tests/chaos/test_probes.py (the harnesses' Kafka
-#                           probes, on librdkafka's mock cluster)
+#                           probes, on librdkafka's mock cluster) and
+#                           tests/chaos/test_restores.py (the chaos suite's
+#                           count of the moves standbys served)
 #   build (release, -O3)    build-rel with --buildtype=release -Dtests=false:
 #                           the Dockerfile's and the benchmark's build, whose
 #                           optimizer finds warnings -Werror makes errors
@@ -219,7 +221,7 @@ phase_unit_normal() {
     LATENCY_TOOL="$ROOT/build/bench/latency_tool" \
         SCALE_PRIME_TOOL="$ROOT/build/bench/scale_prime" \
         "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py" \
-        "$ROOT/tests/chaos/test_probes.py"
+        "$ROOT/tests/chaos/test_probes.py" "$ROOT/tests/chaos/test_restores.py"
 }
 
 SAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
