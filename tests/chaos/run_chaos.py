@@ -71,9 +71,12 @@ against a known stream whose exact result is computed independently.
    had caught up. The run fails (standby_unused) when standby_moves is 0:
    standbys were configured but no partition move was served by one.
    The line before it counts every restore, those that read the changelog
-   from its start, and the restore_waiting_for_transaction lines (a
-   restore waiting for a dead owner's open transaction: slowness, not a
-   fault).
+   from its start, the restore_waiting_for_transaction lines (a restore
+   waiting for a dead owner's open transaction: slowness, not a fault),
+   and the takeover_fenced / takeover_waiting lines (the new owner ended
+   that transaction by fencing the dead owner's transactional id, or could
+   not and waited for the coordinator; semantics §6 "Taking over from a
+   dead owner").
    Exit status 1 when any fault count is non-zero (duplicated only with
    exactly_once: at_least_once fails on lost, out_of_order, unexpected or
    missing DLQ records, unexpected output and unaccounted records, never
@@ -359,6 +362,8 @@ def restores(runs: list[tuple[str, int, list[dict]]]) -> tuple[Counter, list[str
             tp = (line.get("topic"), line.get("partition"))
             if ev == "restore_waiting_for_transaction":
                 c["tx_waits"] += 1
+            elif ev in ("takeover_fenced", "takeover_waiting"):
+                c[ev] += 1
             elif ev == "standby_stopped" and line.get("reason") == "assigned here":
                 warm[tp] = line
             elif ev == "restore_done":
@@ -832,7 +837,9 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
           f"seqgate runs, {counts['busy_kills']} of {counts['kills']} kills with "
           f"input lag > 0, {rs['restores']} restores ({rs['cold_restores']} "
           f"from the changelog's start: {rs['cold_read']} offsets), "
-          f"{rs['tx_waits']} restore_waiting_for_transaction")
+          f"{rs['tx_waits']} restore_waiting_for_transaction, "
+          f"{rs['takeover_fenced']} takeover_fenced, "
+          f"{rs['takeover_waiting']} takeover_waiting")
     sby = ""
     if a.standbys:
         sby = (f" standbys={a.standbys} standby_moves={rs['standby_moves']} "

@@ -84,10 +84,13 @@ def test_a_restore_elsewhere_than_the_standby_offset_is_noted():
     assert notes and "stopped at 100" in notes[0]
 
 
-def test_waits_for_a_transaction_are_counted():
+def test_waits_for_a_transaction_and_takeovers_are_counted():
     c, _notes = restores([("sg-a", 0, [
+        {"event": "takeover_waiting", "topic": T, "partition": 0},
         {"event": "restore_waiting_for_transaction", "topic": T,
          "partition": 0},
         done(0, 10, 20)]),
-        ("sg-b", 0, [{"event": "restore_waiting_for_transaction"}])])
-    assert c["tx_waits"] == 2
+        ("sg-b", 0, [{"event": "takeover_fenced"},
+                     {"event": "restore_waiting_for_transaction"}])])
+    assert (c["tx_waits"], c["takeover_fenced"],
+            c["takeover_waiting"]) == (2, 1, 1)
