@@ -27,11 +27,13 @@ against a known stream whose exact result is computed independently.
    the default exactly_once run, then exactly_once with `--standbys 1`).
    `--standbys N` (N <= instances - 1): every instance has
    `standby_replicas: N` (semantics §6 "Standby replicas"), and one kill of
-   the schedule (seeded) is a failover: the instance stays down for the
-   session timeout + 3-5 s, so the group gives its partitions to the
-   survivors (with two instances and N = 1 the survivor is standby for all
-   of them) before it comes back; the other restarts come before the dead
-   member's session expires.
+   the schedule (seeded) is a failover: it waits (at most 30 s) until
+   every partition of its victim has a caught-up standby on another
+   running instance (standby_tailing in that run's log), and the victim
+   stays down for the session timeout + 3-5 s, so the group gives its
+   partitions to the survivors (with two instances and N = 1 the survivor
+   is standby for all of them) before it comes back; the other restarts
+   come before the dead member's session expires.
 4. Wait until the group's committed offsets reach the input's end offsets,
    the expected gap_timeout DLQ records are there (or a deadline passes) and
    output and DLQ stop growing; SIGTERM every instance.
@@ -119,6 +121,8 @@ from seqgate_proc import Seqgate, make_config  # noqa: E402
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 REASON_H = "__seqgate.errors.reason"
 SESSION_TIMEOUT_S = 6.0   # the instances' session.timeout.ms
+# the longest the failover kill (--standbys) waits for caught-up standbys
+FAILOVER_WAIT_S = 30.0
 
 
 def log(msg: str) -> None:
@@ -390,6 +394,34 @@ def restores(runs: list[tuple[str, int, list[dict]]]) -> tuple[Counter, list[str
     return c, notes
 
 
+def owned(lines: list[dict]) -> set[str]:
+    """The input partitions ("topic/partition") a seqgate run holds after
+    its log lines: partitions_assigned adds, partitions_revoked removes
+    (eager: every partition revoked, then the new set assigned)."""
+    held: set[str] = set()
+    for line in lines:
+        if line.get("event") == "partitions_assigned":
+            held |= set(line.get("partitions") or [])
+        elif line.get("event") == "partitions_revoked":
+            held -= set(line.get("partitions") or [])
+    return held
+
+
+def standbys_ready(lines: list[dict]) -> set[str]:
+    """The partitions ("topic/partition") a seqgate run is a caught-up
+    standby for after its log lines: standby_tailing (its first catch-up
+    done) until standby_stopped, standby_failed or standby_refused."""
+    ready: set[str] = set()
+    for line in lines:
+        ev = line.get("event")
+        tp = f"{line.get('topic')}/{line.get('partition')}"
+        if ev == "standby_tailing":
+            ready.add(tp)
+        elif ev in ("standby_stopped", "standby_failed", "standby_refused"):
+            ready.discard(tp)
+    return ready
+
+
 # ---------------------------------------------------------------------------
 # the run
 
@@ -609,6 +641,35 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
 
     want_up = set(base)          # instances that should be running now
 
+    def failover_ready(name: str) -> None:
+        """Before the failover kill of `name`: waits (at most
+        FAILOVER_WAIT_S) until every partition it holds has a caught-up
+        standby on another running instance — the case standbys are for,
+        which a burst of kills just before would not leave (a survivor
+        restarted a second ago is standby for nothing yet). Kills anyway
+        when that does not come; the run then shows whether a standby
+        served the move, as always."""
+        t_wait = time.monotonic()
+        held: set[str] = set()
+        while True:
+            held = owned(instances[name].log_lines()) if instances[name].running() else set()
+            ready: set[str] = set()
+            for o in want_up - {name}:
+                if instances[o].running():
+                    ready |= standbys_ready(instances[o].log_lines())
+            if held and held <= ready:
+                log(f"failover kill of {name}: its partitions {sorted(held)} "
+                    f"have caught-up standbys (waited "
+                    f"{time.monotonic() - t_wait:.1f}s)")
+                return
+            if time.monotonic() - t_wait > FAILOVER_WAIT_S:
+                log(f"failover kill of {name}: no caught-up standby for "
+                    f"{sorted(held - ready) or 'its partitions'} after "
+                    f"{FAILOVER_WAIT_S:.0f}s; killing it anyway")
+                return
+            check_alive()
+            time.sleep(0.25)
+
     def check_alive():
         """Restarts an instance that exited without being told to (and says
         so: a seqgate that dies by itself is a finding, not chaos)."""
@@ -654,6 +715,8 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             time.sleep(rng.uniform(0.0, 0.3))
             name = rng.choice(sorted(want_up))
             sg = instances[name]
+            if t == failover_at:
+                failover_ready(name)
             try:
                 com = probe.committed(t_in, P)
                 hi = probe.high(t_in, P)

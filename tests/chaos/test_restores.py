@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run_chaos import restores  # noqa: E402
+from run_chaos import owned, restores, standbys_ready  # noqa: E402
 
 T = "chaos-in"
 
@@ -94,3 +94,26 @@ def test_waits_for_a_transaction_and_takeovers_are_counted():
                      {"event": "restore_waiting_for_transaction"}])])
     assert (c["tx_waits"], c["takeover_fenced"],
             c["takeover_waiting"]) == (2, 1, 1)
+
+
+def test_owned_and_standbys_ready_follow_the_log():
+    """What the failover kill waits for: the victim's partitions (owned())
+    all tailed by caught-up standbys elsewhere (standbys_ready())."""
+    lines = [
+        {"event": "partitions_assigned", "partitions": [f"{T}/0", f"{T}/1"]},
+        {"event": "standby_started", "topic": T, "partition": 2},
+        {"event": "standby_started", "topic": T, "partition": 3},
+        {"event": "standby_tailing", "topic": T, "partition": 2},
+    ]
+    assert owned(lines) == {f"{T}/0", f"{T}/1"}
+    assert standbys_ready(lines) == {f"{T}/2"}     # 3 not caught up yet
+    lines += [
+        {"event": "partitions_revoked", "partitions": [f"{T}/0", f"{T}/1"]},
+        {"event": "standby_stopped", "topic": T, "partition": 2,
+         "offset": 5, "reason": "assigned here"},
+        {"event": "partitions_assigned", "partitions": [f"{T}/2"]},
+        {"event": "standby_tailing", "topic": T, "partition": 3},
+        {"event": "standby_failed", "topic": T, "partition": 3},
+    ]
+    assert owned(lines) == {f"{T}/2"}
+    assert standbys_ready(lines) == set()
