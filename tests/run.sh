@@ -10,7 +10,9 @@
 #                           then pytest bench/test_bench.py (the benchmark's
 #                           generator, sampler and percentile arithmetic) and
 #                           tests/chaos/test_probes.py (the harnesses' Kafka
-#                           probes, on librdkafka's mock cluster)
+#                           probes, on librdkafka's mock cluster) and
+#                           tests/chaos/test_restores.py (the chaos suite's
+#                           count of the moves standbys served)
 #   build (release, -O3)    build-rel with --buildtype=release -Dtests=false:
 #                           the Dockerfile's and the benchmark's build, whose
 #                           optimizer finds warnings -Werror makes errors
@@ -43,14 +45,17 @@
 #                           $KAFKA_BOOTSTRAP if set, otherwise one started with
 #                           deploy/kafka/kafka.sh and stopped on exit (also on
 #                           failure or ctrl-c)
-#   chaos suite             tests/chaos/run_chaos.py twice: exactly_once
-#                           (the default run), then at_least_once (--quick):
-#                           seqgate instances killed, rebalanced and a broker
-#                           restart, checked against an independently
-#                           computed result (at_least_once: duplicates are
-#                           counted, loss and disorder fail). Each run
-#                           starts its own private broker (it restarts it),
-#                           never the one above nor $KAFKA_BOOTSTRAP
+#   chaos suite             tests/chaos/run_chaos.py three times:
+#                           exactly_once (the default run), at_least_once
+#                           (--quick), exactly_once with standby replicas
+#                           (--quick --standbys 1; fails unless a standby
+#                           served a partition move): seqgate instances
+#                           killed, rebalanced and a broker restart,
+#                           checked against an independently computed
+#                           result (at_least_once: duplicates are counted,
+#                           loss and disorder fail). Each run starts its own
+#                           private broker (it restarts it), never the one
+#                           above nor $KAFKA_BOOTSTRAP
 # A phase whose prerequisite failed is counted as failed without running.
 # The last line is "N passed, M failed" over the phases; the exit status is
 # non-zero if any phase failed.
@@ -78,7 +83,9 @@
 # spaces use pytest's own PYTEST_ADDOPTS="-k 'a or b'"), SG_CHAOS_ARGS (extra
 # arguments of the first chaos run, e.g. "--seed 42" or "--mode
 # at_least_once"), SG_CHAOS_ALOS_ARGS (of the at_least_once run, e.g.
-# "--seed 42"), SG_CHAOS_TIMEOUT (seconds for each chaos run, default 600),
+# "--seed 42"), SG_CHAOS_SBY_ARGS (of the standby run, e.g. "--seed 42" or
+# "--instances 3 --standbys 2"), SG_CHAOS_TIMEOUT (seconds for each chaos
+# run, default 600),
 # SG_FUZZ_SECONDS (seconds per fuzz target, default 20; the phase takes
 # about that times the number of targets, plus the build).
 set -euo pipefail
@@ -219,7 +226,7 @@ phase_unit_normal() {
     LATENCY_TOOL="$ROOT/build/bench/latency_tool" \
         SCALE_PRIME_TOOL="$ROOT/build/bench/scale_prime" \
         "$VENV_PY" -m pytest -q "$ROOT/bench/test_bench.py" \
-        "$ROOT/tests/chaos/test_probes.py"
+        "$ROOT/tests/chaos/test_probes.py" "$ROOT/tests/chaos/test_restores.py"
 }
 
 SAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
@@ -325,7 +332,7 @@ phase_integration() {
 phase_chaos() {
     # Its own private broker: the suite restarts it, so it must not be the
     # integration phase's broker nor a cluster given in KAFKA_BOOTSTRAP.
-    # Both runs always run; the phase fails if either does.
+    # All three runs always run; the phase fails if any does.
     local rc=0
     # shellcheck disable=SC2086
     env -u KAFKA_BOOTSTRAP -u KAFKA_WORKDIR \
@@ -338,6 +345,16 @@ phase_chaos() {
         timeout --foreground --signal=INT --kill-after=60 "${SG_CHAOS_TIMEOUT:-600}" \
         "$VENV_PY" tests/chaos/run_chaos.py --mode at_least_once --quick \
         ${SG_CHAOS_ALOS_ARGS:-} || rc=$?
+    # exactly_once with standby replicas (semantics §6 "Standby replicas"):
+    # a third, short run, not the default run with standbys: the default
+    # configuration (standby_replicas 0, every moved partition restored from
+    # its new owner's own checkpoint or the changelog's start) keeps its
+    # full-length run. It fails unless a standby served a partition move.
+    # shellcheck disable=SC2086
+    env -u KAFKA_BOOTSTRAP -u KAFKA_WORKDIR \
+        timeout --foreground --signal=INT --kill-after=60 "${SG_CHAOS_TIMEOUT:-600}" \
+        "$VENV_PY" tests/chaos/run_chaos.py --mode exactly_once --quick \
+        --standbys 1 ${SG_CHAOS_SBY_ARGS:-} || rc=$?
     return "$rc"
 }
 

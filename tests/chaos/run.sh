@@ -7,7 +7,11 @@
 #   --mode exactly_once|at_least_once seqgate's guarantee (default exactly_once)
 #   --soak                            10x the events, 30 kill cycles
 #   --quick                           half the events, 30 s of stream, 5 kills
-#   --instances 1|2                   instances that run throughout (default 2)
+#   --instances 1|2|3                 instances that run throughout (default 2)
+#   --standbys N                      standby_replicas N (<= instances - 1); one
+#                                     kill is a failover past the session
+#                                     timeout; fails unless a standby served a
+#                                     partition move
 #   --keep                            keep the temp dir (logs, data dirs)
 # The suite starts its own private broker (deploy/kafka/kafka.sh with a
 # private KAFKA_WORKDIR) because it restarts it; with KAFKA_BOOTSTRAP set it

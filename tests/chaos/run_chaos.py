@@ -10,12 +10,13 @@ against a known stream whose exact result is computed independently.
    The stream comes from tests/chaos/gen.py (seeded), which also gives the
    expected result: applied events per aggregate in order, the DLQ multiset
    of (tag, reason), the fate of every input record.
-3. Two seqgate instances (own data_dir, own instance_id) in one consumer
-   group, small batches (`batch.max_records` 200), session.timeout.ms 6000.
+3. Two seqgate instances (own data_dir, own instance_id; `--instances
+   1|2|3`) in one consumer group, small batches (`batch.max_records` 200),
+   session.timeout.ms 6000.
    While the generator produces the stream in chunks, a seeded schedule:
    kill -9 a random instance shortly after a chunk landed (so the group has
    work; the group's input lag at the kill is logged) and restart it after a
-   random pause (many cycles), add a third instance and remove it again
+   random pause (many cycles), add one more instance and remove it again
    (SIGTERM) to force rebalances, restart the broker once. Every instance
    that exits without being told to is restarted and counted (self_exits).
    Partitions move between the instances' stores all the time (both
@@ -23,7 +24,16 @@ against a known stream whose exact result is computed independently.
    instance and no add/remove: partitions never move between stores.
    `--quick`: half the aggregates, 30 s of stream, 5 kills, one add/remove
    cycle and a 60 s gap timeout (tests/run.sh runs at_least_once so, after
-   the default exactly_once run).
+   the default exactly_once run, then exactly_once with `--standbys 1`).
+   `--standbys N` (N <= instances - 1): every instance has
+   `standby_replicas: N` (semantics §6 "Standby replicas"), and one kill of
+   the schedule (seeded) is a failover: it waits (at most 30 s) until
+   every partition of its victim has a caught-up standby on another
+   running instance (standby_tailing in that run's log), and the victim
+   stays down for the session timeout + 3-5 s, so the group gives its
+   partitions to the survivors (with two instances and N = 1 the survivor
+   is standby for all of them) before it comes back; the other restarts
+   come before the dead member's session expires.
 4. Wait until the group's committed offsets reach the input's end offsets,
    the expected gap_timeout DLQ records are there (or a deadline passes) and
    output and DLQ stop growing; SIGTERM every instance.
@@ -49,10 +59,31 @@ against a known stream whose exact result is computed independently.
    redeliveries are accounted by their original).
    self_exits: seqgate runs that ended without being told to. With
    exactly_once the stats lines must also show transactions_total > 0.
+   With --standbys N the line ends with
+     standbys=N standby_moves=S standby_read=X full_restore_read=Y
+     standby_cold=C
+   read from every run's log (restores()): standby_moves, partitions
+   assigned to an instance that had been tailing them as a caught-up
+   standby (standby_stopped "assigned here" with its offset) whose restore
+   (the next restore_done) started past the changelog's start;
+   standby_read, the changelog offsets those restores read (end - from:
+   records, transaction markers, aborted records); full_restore_read,
+   what they would have read without the standby (end - log_start);
+   standby_cold, standbys whose partition was assigned here before they
+   had caught up. The run fails (standby_unused) when standby_moves is 0:
+   standbys were configured but no partition move was served by one.
+   The line before it counts every restore, those that read the changelog
+   from its start, the restore_waiting_for_transaction lines (a restore
+   waiting for a dead owner's open transaction: slowness, not a fault),
+   and the takeover_fenced / takeover_waiting lines (the new owner ended
+   that transaction by fencing the dead owner's transactional id, or could
+   not and waited for the coordinator; semantics §6 "Taking over from a
+   dead owner").
    Exit status 1 when any fault count is non-zero (duplicated only with
    exactly_once: at_least_once fails on lost, out_of_order, unexpected or
    missing DLQ records, unexpected output and unaccounted records, never
-   on duplicates) or the group did not finish, 2 on a harness error.
+   on duplicates), the group did not finish, or standbys were configured
+   and never served a move; 2 on a harness error.
 
 Logs of every seqgate run stay in the run's temp dir (printed); on failure
 the tails of the relevant ones are printed.
@@ -89,6 +120,9 @@ from seqgate_proc import Seqgate, make_config  # noqa: E402
 
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 REASON_H = "__seqgate.errors.reason"
+SESSION_TIMEOUT_S = 6.0   # the instances' session.timeout.ms
+# the longest the failover kill (--standbys) waits for caught-up standbys
+FAILOVER_WAIT_S = 30.0
 
 
 def log(msg: str) -> None:
@@ -310,6 +344,84 @@ def _reason(d) -> str | None:
     return v.decode() if v is not None else None
 
 
+def restores(runs: list[tuple[str, int, list[dict]]]) -> tuple[Counter, list[str]]:
+    """What the restores of every seqgate run read (their restore_done
+    lines: from, end, log_start, records), and which were served from a
+    standby (semantics §6 "Standby replicas"): in one run, the partition's
+    standby_stopped line with reason "assigned here" and the standby's
+    offset (it had caught up: standby_tailing), then that partition's next
+    restore_done, which started past the changelog's start. Such a restore
+    read end - from changelog offsets (records, transaction markers and
+    aborted records); without the standby it would have read end -
+    log_start. A standby stopped as its partition was assigned here but
+    not yet caught up (no offset), or whose partition's restore then read
+    from the log start, is "standby_cold". `runs`: (instance, run index,
+    log lines in order)."""
+    c = Counter()
+    notes: list[str] = []
+    for name, i, lines in runs:
+        warm: dict[tuple, dict] = {}   # (topic, partition) -> standby_stopped
+        for line in lines:
+            ev = line.get("event")
+            tp = (line.get("topic"), line.get("partition"))
+            if ev == "restore_waiting_for_transaction":
+                c["tx_waits"] += 1
+            elif ev in ("takeover_fenced", "takeover_waiting"):
+                c[ev] += 1
+            elif ev == "standby_stopped" and line.get("reason") == "assigned here":
+                warm[tp] = line
+            elif ev == "restore_done":
+                c["restores"] += 1
+                lo, frm, end = line["log_start"], line["from"], line["end"]
+                sby = warm.pop(tp, None)
+                if sby is not None and "offset" in sby and frm > lo:
+                    c["standby_moves"] += 1
+                    c["standby_read"] += end - frm
+                    c["standby_full"] += end - lo
+                    c["standby_records"] += line["records"]
+                    if frm != sby["offset"]:
+                        # the store's checkpoint is the standby's last
+                        # restore_end: a different one is worth a look
+                        notes.append(f"{name} run {i + 1}: {tp[0]}/{tp[1]} "
+                                     f"restored from {frm}, its standby "
+                                     f"stopped at {sby['offset']}")
+                    continue
+                if sby is not None:
+                    c["standby_cold"] += 1
+                if frm <= lo < end:
+                    c["cold_restores"] += 1
+                    c["cold_read"] += end - lo
+    return c, notes
+
+
+def owned(lines: list[dict]) -> set[str]:
+    """The input partitions ("topic/partition") a seqgate run holds after
+    its log lines: partitions_assigned adds, partitions_revoked removes
+    (eager: every partition revoked, then the new set assigned)."""
+    held: set[str] = set()
+    for line in lines:
+        if line.get("event") == "partitions_assigned":
+            held |= set(line.get("partitions") or [])
+        elif line.get("event") == "partitions_revoked":
+            held -= set(line.get("partitions") or [])
+    return held
+
+
+def standbys_ready(lines: list[dict]) -> set[str]:
+    """The partitions ("topic/partition") a seqgate run is a caught-up
+    standby for after its log lines: standby_tailing (its first catch-up
+    done) until standby_stopped, standby_failed or standby_refused."""
+    ready: set[str] = set()
+    for line in lines:
+        ev = line.get("event")
+        tp = f"{line.get('topic')}/{line.get('partition')}"
+        if ev == "standby_tailing":
+            ready.add(tp)
+        elif ev in ("standby_stopped", "standby_failed", "standby_refused"):
+            ready.discard(tp)
+    return ready
+
+
 # ---------------------------------------------------------------------------
 # the run
 
@@ -330,21 +442,33 @@ def main(argv=None) -> int:
     ap.add_argument("--binary", default=os.environ.get("SEQGATE_BIN")
                     or str(ROOT / "build" / "seqgate"))
     ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--instances", type=int, choices=[1, 2], default=2,
+    ap.add_argument("--instances", type=int, choices=[1, 2, 3], default=2,
                     help="instances that run throughout (default 2); with 1 "
                          "there are no add/remove cycles, so partitions never "
                          "move between stores (crashes and the broker "
                          "restart only)")
+    ap.add_argument("--standbys", type=int, default=0, metavar="N",
+                    help="standby_replicas N for every instance (default 0; "
+                         "at most --instances - 1); the run fails unless a "
+                         "partition that moved was restored from a standby")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args(argv)
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
     if a.soak and a.quick:
         print("chaos: --soak and --quick exclude each other", file=sys.stderr)
         return 2
+    if not 0 <= a.standbys <= a.instances - 1:
+        print(f"chaos: --standbys {a.standbys} with --instances {a.instances}: "
+              f"at most {a.instances - 1} (an instance is never standby for "
+              "its own partitions)", file=sys.stderr)
+        return 2
     size = " soak" if a.soak else " quick" if a.quick else ""
-    print(f"chaos: seed={seed} mode={a.mode}{size} "
-          f"(rerun with --seed {seed}{size and ' --' + size.strip()})",
-          flush=True)
+    more = "".join(f" --{k} {v}" for k, v, dflt in
+                   (("instances", a.instances, 2), ("standbys", a.standbys, 0))
+                   if v != dflt)
+    print(f"chaos: seed={seed} mode={a.mode}{size}{more} "
+          f"(rerun with --mode {a.mode} --seed {seed}"
+          f"{size and ' --' + size.strip()}{more})", flush=True)
     if not os.access(a.binary, os.X_OK):
         print(f"chaos: seqgate executable not found at {a.binary}", file=sys.stderr)
         return 2
@@ -439,11 +563,16 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
                         state_machine=gen.STATE_MACHINE, batch_max_records=200,
                         batch_max_ms=100, stats_interval_ms=1000)
         c["guarantee"] = a.mode
-        c["kafka_consumer"]["session.timeout.ms"] = "6000"
+        c["kafka_consumer"]["session.timeout.ms"] = str(int(SESSION_TIMEOUT_S * 1000))
         c["kafka_consumer"]["heartbeat.interval.ms"] = "1000"
+        if a.standbys:
+            c["standby_replicas"] = a.standbys
         return c
 
-    for name in ("sg-a", "sg-b", "sg-c"):
+    # the instances that run throughout, and the one added and removed
+    base = ["sg-a", "sg-b", "sg-c", "sg-d"][:a.instances]
+    extra = ["sg-a", "sg-b", "sg-c", "sg-d"][a.instances]
+    for name in base + [extra]:
         c = conf(name)
         cp = tmp / f"{name}.check.json"
         cp.write_text(json.dumps(c))
@@ -484,8 +613,6 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             producer_error.append(e)
             produced.set()
 
-    base = ["sg-a", "sg-b"][:a.instances]
-
     # --- the chaos schedule ---------------------------------------------------
     horizon = scale["produce_s"] + 10.0
     t0 = time.monotonic()
@@ -495,16 +622,53 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
     n_adds = scale["adds"] if a.instances > 1 else 0
     add_at = sorted(rng.uniform(3.0, horizon - 8.0) for _ in range(n_adds))
     plan = [(t, "kill") for t in kill_at] + [(t, "add") for t in add_at]
+    # With standbys, one kill (seeded) is a failover: its instance stays
+    # down past session.timeout.ms, so the group hands the dead member's
+    # partitions to the survivors — where standbys are placed — before it
+    # comes back. The other restarts come before the dead member's
+    # session expires, and the partitions are then shared with the new
+    # member (whose store is its own, cold or old).
+    failover_at = rng.choice(kill_at) if a.standbys and kill_at else None
     if broker_at is not None:
         plan.append((broker_at, "broker"))
     plan.sort()
     log(f"schedule: {kills} kills, {n_adds} add/remove cycles, broker restart "
-        f"at {broker_at and round(broker_at, 1)}s, over {horizon:.0f}s")
+        f"at {broker_at and round(broker_at, 1)}s, over {horizon:.0f}s"
+        + (f", failover kill at {failover_at:.1f}s" if failover_at else ""))
     broker_restarts = 0
     self_exits: list[tuple] = []
     bad_stops: list[tuple] = []
 
     want_up = set(base)          # instances that should be running now
+
+    def failover_ready(name: str) -> None:
+        """Before the failover kill of `name`: waits (at most
+        FAILOVER_WAIT_S) until every partition it holds has a caught-up
+        standby on another running instance — the case standbys are for,
+        which a burst of kills just before would not leave (a survivor
+        restarted a second ago is standby for nothing yet). Kills anyway
+        when that does not come; the run then shows whether a standby
+        served the move, as always."""
+        t_wait = time.monotonic()
+        held: set[str] = set()
+        while True:
+            held = owned(instances[name].log_lines()) if instances[name].running() else set()
+            ready: set[str] = set()
+            for o in want_up - {name}:
+                if instances[o].running():
+                    ready |= standbys_ready(instances[o].log_lines())
+            if held and held <= ready:
+                log(f"failover kill of {name}: its partitions {sorted(held)} "
+                    f"have caught-up standbys (waited "
+                    f"{time.monotonic() - t_wait:.1f}s)")
+                return
+            if time.monotonic() - t_wait > FAILOVER_WAIT_S:
+                log(f"failover kill of {name}: no caught-up standby for "
+                    f"{sorted(held - ready) or 'its partitions'} after "
+                    f"{FAILOVER_WAIT_S:.0f}s; killing it anyway")
+                return
+            check_alive()
+            time.sleep(0.25)
 
     def check_alive():
         """Restarts an instance that exited without being told to (and says
@@ -551,6 +715,8 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             time.sleep(rng.uniform(0.0, 0.3))
             name = rng.choice(sorted(want_up))
             sg = instances[name]
+            if t == failover_at:
+                failover_ready(name)
             try:
                 com = probe.committed(t_in, P)
                 hi = probe.high(t_in, P)
@@ -563,28 +729,31 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
             counts["kills"] += 1
             counts["rebalances"] += 1   # the restarted member joins the group
             pause = rng.uniform(0.2, 3.0)
+            if t == failover_at:
+                pause = SESSION_TIMEOUT_S + rng.uniform(3.0, 5.0)
             log(f"kill -9 {name} (run {len(sg.runs)}, group lag {lag}), "
-                f"restart in {pause:.1f}s")
+                f"restart in {pause:.1f}s"
+                + (" (failover: past its session timeout)" if t == failover_at else ""))
             time.sleep(pause)
             sg.start(wait_assigned=False)
         elif what == "add":
-            sg = instances["sg-c"]
-            want_up.add("sg-c")
+            sg = instances[extra]
+            want_up.add(extra)
             sg.start(wait_assigned=False)
             counts["rebalances"] += 1
             stay = rng.uniform(3.0, 8.0)
-            log(f"added sg-c (run {len(sg.runs)}) for {stay:.1f}s")
+            log(f"added {extra} (run {len(sg.runs)}) for {stay:.1f}s")
             end = time.monotonic() + stay
             while time.monotonic() < end:
                 check_alive()
                 time.sleep(0.1)
-            want_up.discard("sg-c")
+            want_up.discard(extra)
             if sg.running():
                 rc = sg.stop(timeout_s=60)
                 if rc != 0:
-                    bad_stops.append(("sg-c", len(sg.runs) - 1, rc))
+                    bad_stops.append((extra, len(sg.runs) - 1, rc))
                 counts["rebalances"] += 1
-                log(f"removed sg-c (SIGTERM, exit {rc})")
+                log(f"removed {extra} (SIGTERM, exit {rc})")
         elif what == "broker":
             log("restarting the broker")
             secs = broker.restart()
@@ -682,6 +851,17 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
                         tx_evidence = max(tx_evidence, v)
                 if line.get("level") == "error":
                     fatal_lines.append((name, i, line))
+    rs, rs_notes = restores([(name, i, sg.log_lines(i))
+                             for name, sg in instances.items()
+                             for i in range(len(sg.runs))])
+    notes += rs_notes
+    if a.standbys and rs["standby_moves"] == 0:
+        notes.append(f"standby_replicas {a.standbys}, but no partition that "
+                     "moved was restored from a standby (standby_stopped "
+                     "\"assigned here\" with an offset, then a restore_done "
+                     f"past the log start): {rs['standby_cold']} standbys "
+                     "were not caught up when their partition came")
+        c["standby_unused"] = 1
     if a.mode == "exactly_once" and tx_evidence == 0:
         notes.append("mode exactly_once, but no stats line reports "
                      "transactions_total > 0: the loop does not run Kafka "
@@ -694,6 +874,8 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
     failing = {k: v for k, v in faults.items() if v and (eos or k != "duplicated")}
     if c["no_transactions"]:
         failing["no_transactions"] = 1
+    if c["standby_unused"]:
+        failing["standby_unused"] = 1
     if not done:
         failing["not_finished"] = 1
     if bad_stops:
@@ -716,11 +898,21 @@ def run(a, seed: int, scale: dict, tmp: Path, broker: Broker,
           f"DLQ {len(dlq)} (expected {want_dlq}), time {time.monotonic() - t0:.0f}s "
           f"since the first instance, {sum(len(s.runs) for s in instances.values())} "
           f"seqgate runs, {counts['busy_kills']} of {counts['kills']} kills with "
-          f"input lag > 0")
+          f"input lag > 0, {rs['restores']} restores ({rs['cold_restores']} "
+          f"from the changelog's start: {rs['cold_read']} offsets), "
+          f"{rs['tx_waits']} restore_waiting_for_transaction, "
+          f"{rs['takeover_fenced']} takeover_fenced, "
+          f"{rs['takeover_waiting']} takeover_waiting")
+    sby = ""
+    if a.standbys:
+        sby = (f" standbys={a.standbys} standby_moves={rs['standby_moves']} "
+               f"standby_read={rs['standby_read']} "
+               f"full_restore_read={rs['standby_full']} "
+               f"standby_cold={rs['standby_cold']}")
     print(f"chaos: mode={a.mode} seed={seed} events={n_events} kills={counts['kills']} "
           f"rebalances={counts['rebalances']} broker_restarts={broker_restarts} "
           + " ".join(f"{k}={v}" for k, v in faults.items())
-          + f" self_exits={len(self_exits)}", flush=True)
+          + f" self_exits={len(self_exits)}{sby}", flush=True)
     if failing:
         print(f"chaos: FAIL {failing}")
         # The last run of each instance, plus every run that logged an error.
