@@ -397,3 +397,20 @@ def test_schedstat_run_queue_seconds():
     assert measure._schedstat_runq_s("2500000000 1250000000 812\n") == 1.25
     assert measure._schedstat_runq_s("") is None
     assert measure._schedstat_runq_s("12 x 3") is None
+
+
+def test_rebalance_pick_victim():
+    import rebalance
+    # the most partitions first
+    assert rebalance.pick_victim({"a": {0}, "b": {1, 2}}, None) == ("b", "a")
+    # a tie: not the one restarted last
+    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, "a") == ("b", "a")
+    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, "b") == ("a", "b")
+    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, None) == ("a", "b")
+
+
+def test_rebalance_wall_to_mono():
+    import rebalance
+    # 2026-12-06T03:00:00.250Z is 1796526000.25 s since the epoch
+    assert abs(rebalance.wall_to_mono("2026-12-06T03:00:00.250Z", 1000.0)
+               - (1796526000.25 - 1000.0)) < 1e-6
