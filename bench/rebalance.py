@@ -41,10 +41,16 @@ goal excludes it): "after detection" subtracts it.
             Then --kills times: the feeder runs STEADY seconds, the instance
             owning the most partitions (a tie: the one not restarted last)
             is killed with SIGKILL, and per moved partition it prints: kill
-            -> the survivor's partitions_assigned (its log's "ts"), kill ->
-            the first output of the partition after that assignment (the
-            watcher's arrival time), and the survivor's restore_done
-            (records read, ms, from which offset). The killed instance is
+            -> the survivor's partitions_revoked (eager: the group's
+            rebalance began), kill -> the group's rebalance done (the
+            survivor's assignment callback began: its first restore's
+            start, restore_done's "ts" minus "ms"), kill -> its
+            partitions_assigned (logged once every assigned partition is
+            restored and handed to the consumer), kill -> the first output
+            of the partition after that (the watcher's arrival time), and
+            the survivor's restore_done (records read, ms, from which
+            offset); log times are the log's "ts" (wall clock, ms). The
+            killed instance is
             restarted (without standbys on an empty data_dir, a new
             machine: the next failover restores from the changelog's start)
             and the next kill waits until both are caught up again. At the
@@ -606,6 +612,7 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
     l0 = loadavg()
     n_assigned = len(sgs[surv].events("partitions_assigned"))
     n_restored = len(sgs[surv].events("restore_done"))
+    n_revoked = len(sgs[surv].events("partitions_revoked"))
     n_waits = len(sgs[surv].events("restore_waiting_for_transaction"))
     t_kill = time.monotonic()
     sgs[dead].kill9()
@@ -631,10 +638,21 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
     feeder.pause()
     rows = {}
     restores = sgs[surv].events("restore_done")[n_restored:]
+    # the group's rebalance done: the survivor's assignment callback began
+    # (its first restore's start: restore_done's ts minus its ms; each
+    # assigned partition is restored, a kept one from its own checkpoint)
+    begun = min((wall_to_mono(e["ts"], skew) - e["ms"] / 1000
+                 for e in restores), default=None)
+    revoked = [wall_to_mono(e["ts"], skew) for e in
+               sgs[surv].events("partitions_revoked")[n_revoked:]]
     for p in sorted(moved):
         a = assigned_at(p)
         r = [e for e in restores if int(e["partition"]) == p]
-        rows[p] = {"rebalance_s": round(a - t_kill, 3),
+        rows[p] = {"revoked_s": round(revoked[0] - t_kill, 3)
+                   if revoked else None,
+                   "rebalance_s": round(begun - t_kill, 3)
+                   if begun is not None else None,
+                   "handed_over_s": round(a - t_kill, 3),
                    "first_output_s": round(first_new(p, a) - t_kill, 3),
                    "restore_records": sum(e["records"] for e in r),
                    "restore_s": round(sum(e["ms"] for e in r) / 1000, 3),
