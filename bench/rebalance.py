@@ -49,8 +49,10 @@ goal excludes it): "after detection" subtracts it.
             restored and handed to the consumer), kill -> the first output
             of the partition after that (the watcher's arrival time), and
             the survivor's restore_done (records read, ms, from which
-            offset); log times are the log's "ts" (wall clock, ms). The
-            killed instance is
+            offset); per kill also the survivor's own partitions' longest
+            stop from the kill until every moved partition output again;
+            log times are the log's "ts" (wall clock, ms). The killed
+            instance is
             restarted (without standbys on an empty data_dir, a new
             machine: the next failover restores from the changelog's start)
             and the next kill waits until both are caught up again. At the
@@ -637,6 +639,7 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
         return True
     wait_until(back, args.window_max, "the moved partitions' output", 0.05,
                on_timeout=tails)
+    t_back = time.monotonic()
     time.sleep(1)
     feeder.pause()
     rows = {}
@@ -661,7 +664,13 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
                    "restore_s": round(sum(e["ms"] for e in r) / 1000, 3),
                    "restore_from": r[0]["from"] if r else None,
                    "restore_log_start": r[0]["log_start"] if r else None}
+    kept = set(range(PARTS)) - moved
     kr = {"killed": dead, "moved": sorted(moved), "load": f"{l0}-{loadavg()}",
+          # the survivor's own partitions: the restore runs inside the
+          # rebalance callback, so with eager they stop too
+          "kept_longest_stop_s": round(max(
+              (longest_gap(watcher.times[p], t_kill, t_back) for p in kept),
+              default=0.0), 3),
           "waits_for_transaction": len(sgs[surv].events(
               "restore_waiting_for_transaction")) - n_waits,
           "rows": rows,
