@@ -49,13 +49,14 @@ goal excludes it): "after detection" subtracts it.
             restored and handed to the consumer), kill -> the first output
             of the partition after that (the watcher's arrival time), and
             the survivor's restore_done (records read, ms, from which
-            offset); per kill also the survivor's own partitions' longest
+            offset), its restore_waiting_for_transaction lines and
+            takeover_fenced lines (the dead owner's open transaction
+            ended); per kill also the survivor's own partitions' longest
             stop from the kill until every moved partition output again;
             log times are the log's "ts" (wall clock, ms). The killed
-            instance is
-            restarted (without standbys on an empty data_dir, a new
-            machine: the next failover restores from the changelog's start)
-            and the next kill waits until both are caught up again. At the
+            instance is restarted (without standbys on an empty data_dir, a
+            new machine: the next failover restores from the changelog's
+            start) and the next kill waits until both are caught up again. At the
             end the output is read (read_committed) and checked against
             what the feeder produced: nothing lost; with exactly_once
             nothing duplicated. session.timeout.ms is --session-ms (6000).
@@ -619,6 +620,7 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
     n_restored = len(sgs[surv].events("restore_done"))
     n_revoked = len(sgs[surv].events("partitions_revoked"))
     n_waits = len(sgs[surv].events("restore_waiting_for_transaction"))
+    n_fenced = len(sgs[surv].events("takeover_fenced"))
     t_kill = time.monotonic()
     sgs[dead].kill9()
 
@@ -673,6 +675,11 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
               default=0.0), 3),
           "waits_for_transaction": len(sgs[surv].events(
               "restore_waiting_for_transaction")) - n_waits,
+          # the dead owner's open transaction ended by the new owner
+          # (semantics §6 "Taking over from a dead owner"): waited_ms, ms
+          "takeover_fenced": [
+              {k: e.get(k) for k in ("partition", "waited_ms", "ms")}
+              for e in sgs[surv].events("takeover_fenced")[n_fenced:]],
           "rows": rows,
           "worst_first_output_s": max(r["first_output_s"]
                                       for r in rows.values())}
