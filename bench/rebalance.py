@@ -39,8 +39,9 @@ goal excludes it): "after detection" subtracts it.
             the changelog's log segments grew by on the broker (what each
             standby reads once more; --broker-dir or a broker of our own).
             Then --kills times: the feeder runs STEADY seconds, the instance
-            owning the most partitions (a tie: the one not restarted last)
-            is killed with SIGKILL, and per moved partition it prints: kill
+            owning the most partitions (a tie: the one whose partitions the
+            other holds no copy of, then the one not restarted last) is
+            killed with SIGKILL, and per moved partition it prints: kill
             -> the survivor's partitions_revoked (eager: the group's
             rebalance began), kill -> the group's rebalance done (the
             survivor's assignment callback began: its first restore's
@@ -596,14 +597,28 @@ def measure_cost(args, sgs, feeder, broker_dir, changelog, settled,
     return out
 
 
-def pick_victim(own: dict[str, set[int]],
+def pick_victim(own: dict[str, set[int]], held: dict[str, set[int]],
                 last_restarted: str | None) -> tuple[str, str]:
-    """The instance to kill, and the survivor: the one owning the most
-    partitions; on a tie the one not restarted last (without standbys the
-    one holding copies of both halves is the survivor, never the new
-    owner, so every failover restores from the changelog's start)."""
-    order = sorted(own, key=lambda n: (-len(own[n]), n == last_restarted, n))
+    """The instance to kill, and the survivor (two instances): the one
+    owning the most partitions; on a tie the one whose partitions the
+    other's store holds no copy of (without standbys: an instance that
+    restored every partition at its start, before the group gave half to
+    the other, is killed, not made the new owner, so that the failover
+    restores from the changelog's start), then the one not restarted
+    last. held: the partitions each one's store holds (restored or
+    standby)."""
+    def other(n: str) -> str:
+        return next(m for m in own if m != n)
+    order = sorted(own, key=lambda n: (-len(own[n]),
+                                       own[n] <= held[other(n)],
+                                       n == last_restarted, n))
     return order[0], order[1]
+
+
+def held_parts(sg: Seqgate) -> set[int]:
+    """The partitions the current run's store restored or tails."""
+    return {int(e["partition"]) for e in sg.log_lines()
+            if e.get("event") in ("restore_done", "standby_tailing")}
 
 
 def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
@@ -613,7 +628,8 @@ def one_kill(args, sgs, feeder, watcher, skew, settled, tails,
     feeder.resume()
     time.sleep(args.steady)
     own = {n: owned(s) for n, s in sgs.items()}
-    dead, surv = pick_victim(own, last_restarted)
+    dead, surv = pick_victim(own, {n: held_parts(s) for n, s in sgs.items()},
+                             last_restarted)
     moved = own[dead]
     l0 = loadavg()
     n_assigned = len(sgs[surv].events("partitions_assigned"))

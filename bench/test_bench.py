@@ -401,12 +401,20 @@ def test_schedstat_run_queue_seconds():
 
 def test_rebalance_pick_victim():
     import rebalance
+    every = {"a": {0, 1, 2, 3}, "b": {0, 1, 2, 3}}
     # the most partitions first
-    assert rebalance.pick_victim({"a": {0}, "b": {1, 2}}, None) == ("b", "a")
+    assert rebalance.pick_victim({"a": {0}, "b": {1, 2}}, every, None) \
+        == ("b", "a")
     # a tie: not the one restarted last
-    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, "a") == ("b", "a")
-    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, "b") == ("a", "b")
-    assert rebalance.pick_victim({"a": {0, 1}, "b": {2, 3}}, None) == ("a", "b")
+    own = {"a": {0, 1}, "b": {2, 3}}
+    assert rebalance.pick_victim(own, every, "a") == ("b", "a")
+    assert rebalance.pick_victim(own, every, "b") == ("a", "b")
+    assert rebalance.pick_victim(own, every, None) == ("a", "b")
+    # a tie: first the one whose partitions the other holds no copy of
+    # (b restored all four at its start, a only its own)
+    held = {"a": {0, 1}, "b": {0, 1, 2, 3}}
+    assert rebalance.pick_victim(own, held, None) == ("b", "a")
+    assert rebalance.pick_victim(own, held, "b") == ("b", "a")
 
 
 def test_rebalance_wall_to_mono():
