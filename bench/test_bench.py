@@ -397,3 +397,28 @@ def test_schedstat_run_queue_seconds():
     assert measure._schedstat_runq_s("2500000000 1250000000 812\n") == 1.25
     assert measure._schedstat_runq_s("") is None
     assert measure._schedstat_runq_s("12 x 3") is None
+
+
+def test_rebalance_pick_victim():
+    import rebalance
+    every = {"a": {0, 1, 2, 3}, "b": {0, 1, 2, 3}}
+    # the most partitions first
+    assert rebalance.pick_victim({"a": {0}, "b": {1, 2}}, every, None) \
+        == ("b", "a")
+    # a tie: not the one restarted last
+    own = {"a": {0, 1}, "b": {2, 3}}
+    assert rebalance.pick_victim(own, every, "a") == ("b", "a")
+    assert rebalance.pick_victim(own, every, "b") == ("a", "b")
+    assert rebalance.pick_victim(own, every, None) == ("a", "b")
+    # a tie: first the one whose partitions the other holds no copy of
+    # (b restored all four at its start, a only its own)
+    held = {"a": {0, 1}, "b": {0, 1, 2, 3}}
+    assert rebalance.pick_victim(own, held, None) == ("b", "a")
+    assert rebalance.pick_victim(own, held, "b") == ("b", "a")
+
+
+def test_rebalance_wall_to_mono():
+    import rebalance
+    # 2026-12-06T03:00:00.250Z is 1796526000.25 s since the epoch
+    assert abs(rebalance.wall_to_mono("2026-12-06T03:00:00.250Z", 1000.0)
+               - (1796526000.25 - 1000.0)) < 1e-6
