@@ -143,13 +143,21 @@ static void *sby_describer(void *arg) {
         }
         return NULL;
 }
-/* records applied per drain turn, over all standby partitions: a turn is
- * time between two batches, so it is bounded; what is left stays in the
- * tail consumer's queue for the next turn */
+/* records a drain turn takes from the tail consumer's queue at a time,
+ * over all standby partitions, each chunk applied through one restore per
+ * partition */
 #define SG_STANDBY_TURN_RECORDS 20000
+/* a turn is time between two batches, so it is bounded: it takes chunks
+ * while the queue gives full ones, for at most this long; what is left
+ * stays in the queue for the next turn */
+#define SG_STANDBY_TURN_MAX_MS 250
 /* the shortest time between two drain turns: each turn commits a
  * checkpoint (the open batch transaction's, then each partition's) */
 #define SG_STANDBY_DRAIN_MIN_MS 1000
+/* ... unless the last turn left records in the queue (a standby behind,
+ * or catching up from its start): the next turn comes this soon, at most
+ * half of the loop thread's time going to the standbys */
+#define SG_STANDBY_BEHIND_MS SG_STANDBY_TURN_MAX_MS
 /* a standby partition that failed is tried again after */
 #define SG_STANDBY_RETRY_MS 5000
 
@@ -554,22 +562,11 @@ static void sby_apply(sg_loop_t *loop, sg_standby_part_t *sp,
         loop->stats.restored_records_total += fed;
 }
 
-/* Applies what the tail consumer fetched: at most SG_STANDBY_TURN_RECORDS
- * messages, partition by partition. */
-static void sby_drain(sg_loop_t *loop) {
-        rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(loop->standby);
-        if (!q)
-                return;
-        rd_kafka_message_t **ms = malloc(SG_STANDBY_TURN_RECORDS * sizeof(*ms));
-        rd_kafka_message_t **mine =
-                malloc(SG_STANDBY_TURN_RECORDS * sizeof(*mine));
-        ssize_t n = 0;
-        if (ms && mine)
-                n = rd_kafka_consume_batch_queue(q, 0, ms,
-                                                 SG_STANDBY_TURN_RECORDS);
-        rd_kafka_queue_destroy(q);
-        if (n < 0)
-                n = 0;
+/* One chunk of a drain turn: the @p n messages @p ms taken from the tail
+ * consumer's queue, applied partition by partition (@p mine: room for
+ * @p n), then destroyed. */
+static void sby_drain_chunk(sg_loop_t *loop, rd_kafka_message_t **ms, ssize_t n,
+                            rd_kafka_message_t **mine) {
         for (size_t i = 0; i < loop->sby_cnt; i++) {
                 sg_standby_part_t *sp = &loop->sby[i];
                 if (!sp->ready || sp->refused)
@@ -604,8 +601,37 @@ static void sby_drain(sg_loop_t *loop) {
                 }
                 rd_kafka_message_destroy(m);
         }
+}
+
+/* Applies what the tail consumer fetched, SG_STANDBY_TURN_RECORDS messages
+ * at a time, while the queue gives full chunks and for at most
+ * SG_STANDBY_TURN_MAX_MS. @returns true if it stopped with records left
+ * (a full last chunk): the standby is behind. */
+static bool sby_drain(sg_loop_t *loop) {
+        rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(loop->standby);
+        if (!q)
+                return false;
+        rd_kafka_message_t **ms = malloc(SG_STANDBY_TURN_RECORDS * sizeof(*ms));
+        rd_kafka_message_t **mine =
+                malloc(SG_STANDBY_TURN_RECORDS * sizeof(*mine));
+        int64_t t0 = sg_clock_mono_ms();
+        bool full = false;
+        while (ms && mine && !loop->stop) {
+                ssize_t n = rd_kafka_consume_batch_queue(
+                        q, 0, ms, SG_STANDBY_TURN_RECORDS);
+                if (n <= 0) {
+                        full = false;
+                        break;
+                }
+                sby_drain_chunk(loop, ms, n, mine);
+                full = n == SG_STANDBY_TURN_RECORDS;
+                if (!full || sg_clock_mono_ms() - t0 >= SG_STANDBY_TURN_MAX_MS)
+                        break;
+        }
+        rd_kafka_queue_destroy(q);
         free(ms);
         free(mine);
+        return full;
 }
 
 void sg_loop_standby_turn(sg_loop_t *loop) {
@@ -634,14 +660,16 @@ void sg_loop_standby_turn(sg_loop_t *loop) {
                 sby_consumer_assign(loop);
         if (now < loop->sby_drain_ms || loop->stop)
                 return;
-        int64_t every = loop->conf->checkpoint_interval_ms;
-        if (every < SG_STANDBY_DRAIN_MIN_MS)
-                every = SG_STANDBY_DRAIN_MIN_MS;
-        loop->sby_drain_ms = now + every;
         /* the batches since the last checkpoint are committed first: the
          * standby's restores are store transactions of their own */
         sg_loop_checkpoint(loop, "standby");
-        sby_drain(loop);
+        bool behind = sby_drain(loop);
+        int64_t every = loop->conf->checkpoint_interval_ms;
+        if (every < SG_STANDBY_DRAIN_MIN_MS)
+                every = SG_STANDBY_DRAIN_MIN_MS;
+        if (behind)
+                every = SG_STANDBY_BEHIND_MS;
+        loop->sby_drain_ms = sg_clock_mono_ms() + every;
 }
 
 void sg_loop_standby_drop(sg_loop_t *loop,
