@@ -291,9 +291,16 @@ reopen:
         /* MDB_NOTLS: transactions are tied to our objects, not to threads'
          * TLS slots. Durability: a committed LMDB transaction is synced
          * unless sg_store_defer_sync() says Kafka holds the durable copy
-         * (store_durable.c). MDB_WRITEMAP: store_space.c. */
+         * (store_durable.c). MDB_WRITEMAP: store_space.c.
+         * MDB_NORDAHEAD: LMDB advises the map MADV_RANDOM, so a fault
+         * brings one 4 KiB page into the page cache, not a readahead
+         * window; with readahead the kernel (Linux 6.x, ext4 and others)
+         * builds large folios (up to 2 MiB) of the file, and a folio is
+         * dirtied and written back whole: one 4 KiB page a transaction
+         * copies would cost up to 2 MiB of writeback. */
         if ((rc = mdb_env_open(s->env, dir,
-                               MDB_NOTLS | (s->writemap ? MDB_WRITEMAP : 0),
+                               MDB_NOTLS | MDB_NORDAHEAD |
+                                       (s->writemap ? MDB_WRITEMAP : 0),
                                0640)))
                 goto fail;
         if (s->writemap &&

@@ -97,7 +97,7 @@ static int64_t on_lag(void *opaque, const char *topic, int32_t partition) {
 typedef struct ev {
         sg_record_t rec;
         sg_header_t h[5];
-        char id[32], seq[24], agg[32], value[800];
+        char id[56] /* agg, '-', a uint64 */, seq[24], agg[32], value[800];
 } ev_t;
 
 static void ev_make(ev_t *e, const char *agg, uint64_t v, int64_t offset,
