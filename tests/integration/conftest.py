@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import socket
+
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,20 @@ KAFKA_SH = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
 
 # Let tests `import kafkautil` whatever the rootdir / import mode.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on: bound for the whole test, never
+    listening, so every connection is refused and no other process (another
+    test running beside this one) can take the port meanwhile. Picking a
+    free port and closing it would leave it to whoever binds next."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    try:
+        yield s.getsockname()[1]
+    finally:
+        s.close()
 
 
 @pytest.fixture(scope="session")
