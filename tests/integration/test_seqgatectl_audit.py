@@ -141,6 +141,10 @@ def rate(n: int, span_ms: int) -> float:
     return round(n * 3600000 / span_ms, 3)
 
 
+# Alone (conftest.py): "nothing left behind" compares the broker's every
+# consumer group and topic, and $TMPDIR's entries, before and after; a test
+# beside it makes its own in between.
+@pytest.mark.serial
 def test_audit_json(bootstrap, seqgatectl_bin, audited):
     n = audited["names"]
     groups_before = group_ids(bootstrap)
