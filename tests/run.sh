@@ -347,8 +347,13 @@ phase_integration() {
         local rc1=0 rc2=0
         echo "side by side: $jobs workers (SG_INTEGRATION_JOBS), then the serial tests alone"
         pytest_run -n "$jobs" --dist loadgroup --serial=exclude || rc1=$?
-        echo "-- the tests marked serial, alone"
-        pytest_run -n 0 --serial=only || rc2=$?
+        # not after an interrupt (pytest's 2) or the phase's timeout (124)
+        if ((rc1 != 2 && rc1 != 124)); then
+            echo "-- the tests marked serial, alone"
+            pytest_run -n 0 --serial=only || rc2=$?
+        else
+            rc2=$rc1
+        fi
         if ((rc1 == 5 && rc2 == 5)); then
             rc=5
         elif ((rc1 != 0 && rc1 != 5)); then
