@@ -127,7 +127,7 @@ fi
 stamp=$VENV/.requirements.sha256
 want=$(sha256sum "$REQS" | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]] ||
-    ! "$VENV/bin/python" -c 'import confluent_kafka, pytest, jsonschema' 2>/dev/null; then
+    ! "$VENV/bin/python" -c 'import confluent_kafka, pytest, jsonschema, xdist' 2>/dev/null; then
     log "installing $REQS into $VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" >&2
     echo "$want" >"$stamp"

@@ -44,7 +44,9 @@
 #   integration tests       pytest tests/integration against a real Kafka broker:
 #                           $KAFKA_BOOTSTRAP if set, otherwise one started with
 #                           deploy/kafka/kafka.sh and stopped on exit (also on
-#                           failure or ctrl-c)
+#                           failure or ctrl-c); side by side
+#                           ($SG_INTEGRATION_JOBS pytest-xdist workers), then
+#                           the tests marked serial alone
 #   chaos suite             tests/chaos/run_chaos.py three times:
 #                           exactly_once (the default run), at_least_once
 #                           (--quick), exactly_once with standby replicas
@@ -78,7 +80,10 @@
 #                  --scan-build is accepted (the default)
 #
 # Environment: KAFKA_BOOTSTRAP (use this cluster), SG_VENV (venv dir),
-# SG_INTEGRATION_TIMEOUT (seconds for pytest, default 2400), PYTEST_ARGS
+# SG_INTEGRATION_TIMEOUT (seconds for the integration phase's pytest runs,
+# default 2400), SG_INTEGRATION_JOBS (integration tests run at once,
+# pytest-xdist workers on the one broker, then the tests marked serial
+# alone; default twice the cores; 1: one at a time, one run), PYTEST_ARGS
 # (extra pytest arguments, split on spaces; for a -k expression with
 # spaces use pytest's own PYTEST_ADDOPTS="-k 'a or b'"), SG_CHAOS_ARGS (extra
 # arguments of the first chaos run, e.g. "--seed 42" or "--mode
@@ -306,6 +311,12 @@ build_old_bin() {
     echo "SEQGATE_OLD_BIN=$SEQGATE_OLD_BIN (store format 2, commit $OLD_FORMAT2_COMMIT)"
 }
 
+# Integration tests at once (pytest-xdist workers): they mostly wait on the
+# broker (group joins, session timeouts, restores), so twice as many as
+# there are cores keep them busy. SG_INTEGRATION_JOBS=1 runs them one at a
+# time, in one pytest run, as before.
+INTEGRATION_JOBS=$(($(nproc) * 2))
+
 phase_integration() {
     build_old_bin || return
     if [[ -n ${KAFKA_BOOTSTRAP:-} ]]; then
@@ -318,10 +329,41 @@ phase_integration() {
         awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "broker ready in %.1fs\n", b - a }'
     fi
     export KAFKA_BOOTSTRAP
-    local rc=0
-    # shellcheck disable=SC2086
-    timeout --foreground --signal=INT --kill-after=60 "${SG_INTEGRATION_TIMEOUT:-2400}" \
-        "$VENV_PY" -m pytest -q --durations=15 tests/integration ${PYTEST_ARGS:-} || rc=$?
+    local rc=0 jobs=${SG_INTEGRATION_JOBS:-$INTEGRATION_JOBS}
+    local deadline=$((SECONDS + ${SG_INTEGRATION_TIMEOUT:-2400}))
+    # pytest_run ARGS...: pytest with what is left of the phase's time
+    pytest_run() {
+        # shellcheck disable=SC2086
+        timeout --foreground --signal=INT --kill-after=60 \
+            "$((deadline > SECONDS ? deadline - SECONDS : 1))" \
+            "$VENV_PY" -m pytest -q --durations=15 "$@" tests/integration \
+            ${PYTEST_ARGS:-}
+    }
+    if ((jobs > 1)); then
+        # Side by side on the one broker (pytest-xdist; --dist loadgroup
+        # keeps an xdist_group on one worker), then the tests marked serial
+        # alone (tests/integration/conftest.py). Exit 5, "no tests
+        # selected", is a -k or -m that matched only the other run's tests.
+        local rc1=0 rc2=0
+        echo "side by side: $jobs workers (SG_INTEGRATION_JOBS), then the serial tests alone"
+        pytest_run -n "$jobs" --dist loadgroup --serial=exclude || rc1=$?
+        # not after an interrupt (pytest's 2) or the phase's timeout (124)
+        if ((rc1 != 2 && rc1 != 124)); then
+            echo "-- the tests marked serial, alone"
+            pytest_run -n 0 --serial=only || rc2=$?
+        else
+            rc2=$rc1
+        fi
+        if ((rc1 == 5 && rc2 == 5)); then
+            rc=5
+        elif ((rc1 != 0 && rc1 != 5)); then
+            rc=$rc1
+        elif ((rc2 != 5)); then
+            rc=$rc2
+        fi
+    else
+        pytest_run || rc=$?
+    fi
     if ((rc != 0)) && [[ -n $broker_workdir ]]; then
         echo "--- broker log tail (integration tests failed, exit $rc) ---"
         KAFKA_WORKDIR=$broker_workdir "$KAFKA_SH" logs 40 || true

@@ -39,6 +39,18 @@ from seqgate_proc import Seqgate, make_config, wait_until
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SH = ROOT / "deploy" / "kafka" / "kafka.sh"
 
+# Alone, after the tests that run side by side (conftest.py): the broker is
+# this module's own, but what it asserts needs a machine it does not share.
+# test_broker_restart_logs allows at most 10 s without a stats line; and the
+# exactly_once instances of test_broker_restart_with_standbys must see the
+# broker back within their transaction.timeout.ms (10 s, which also caps
+# librdkafka's message.timeout.ms). Beside three other workers on 2 cores
+# (and alone on a loaded machine) a restart took longer, the transaction's
+# records timed out ("Local: Message timed out"), abort_transaction was
+# answered INVALID_TXN_STATE and the instance exited with
+# fatal_producer_error: a fault of seqgate's, still open.
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture
 def private_broker():

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -51,23 +50,14 @@ def meson_version() -> str:
     return re.search(r"version\s*:\s*'([^']+)'", text).group(1)
 
 
-@pytest.fixture
-def closed_port():
-    """A loopback port nothing listens on (bound, never listening: every
-    connection is refused, and no other test gets it meanwhile)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    try:
-        yield s.getsockname()[1]
-    finally:
-        s.close()
-
-
 def offline_config(tmp_path: Path, port: int) -> str:
     conf = {"kafka": {"bootstrap.servers": f"127.0.0.1:{port}",
                       "group.id": "ctl-cli"},
             "data_dir": str(tmp_path / "nodata"),
             "guarantee": "at_least_once",
+            # a port of its own: the default 127.0.0.1:9464 is taken by
+            # whichever daemon of a test running beside this one came first
+            "http": {"address": "127.0.0.1:0"},
             "topics": {"in": {"output_topic": "out", "dlq_topic": "dlq"}}}
     path = tmp_path / "offline.json"
     path.write_text(json.dumps(conf))

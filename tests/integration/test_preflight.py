@@ -42,11 +42,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (AclBinding, AclOperation,
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
 from kafkautil import create_topics, unique_name
+from seqgate_proc import wait_until
 
 KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "kafka.sh"
 
@@ -244,6 +245,16 @@ def test_acls_every_problem(seqgate_bin, acl_bootstrap, tmp_path):
     ]
     for f in admin.create_acls(acls).values():
         f.result(timeout=30)
+    # CreateAcls is answered once the controller committed the ACLs; the
+    # broker's authorizer, which answers DescribeAcls, applies them from the
+    # metadata log a little later (on a loaded machine, after seqgate's
+    # check had already found "no ACL described"). Wait until it shows them.
+    every = AclBindingFilter(ResourceType.ANY, None,
+                             ResourcePatternType.ANY, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    wait_until(lambda: set(acls) <= set(
+                   admin.describe_acls(every).result(timeout=30)),
+               30, "the broker's authorizer to describe the new ACLs")
     path = _conf(tmp_path, acl_bootstrap, group,
                  {t: _topic(t + "-out", t + "-dlq")})
     r = _check(seqgate_bin, path, "--cluster")

@@ -56,6 +56,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SH = REPO_ROOT / "deploy" / "kafka" / "kafka.sh"
 SOURCE = "urn:example:secure"
 
+# One worker for the module (conftest.py): its broker is a module-scoped
+# fixture (one sasl_ssl broker, not one per worker), and the missing-ACL
+# cases share `granted`, each taking one ACL away and putting it back.
+pytestmark = pytest.mark.xdist_group("secure_broker")
+
 
 class SecureBroker:
     def __init__(self, workdir: str):

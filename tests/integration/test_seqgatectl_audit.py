@@ -64,6 +64,11 @@ from seqgate_proc import make_config
 
 SOURCE = "urn:example:audit"
 T0 = 1767225600000  # 2026-01-01T00:00:00Z, an hour's start
+# Every topic here keeps its records whatever their age: their timestamps
+# are T0's, long past the broker's 7-day retention.ms, and its retention
+# check (every 5 minutes) would otherwise delete them between the produce
+# and the audit ("Offset out of range").
+KEEP = {"retention.ms": "-1"}
 GAP_TIMEOUT_MS = 60000
 
 
@@ -110,7 +115,7 @@ def audited(bootstrap, tmp_path_factory):
     """The topic, written once, and a config naming it."""
     tmp = tmp_path_factory.mktemp("audit")
     names = {k: unique_name(f"sgaudit-{k}") for k in ("in", "out", "dlq", "group")}
-    create_topics(bootstrap, {names["in"]: 2})
+    create_topics(bootstrap, {names["in"]: 2}, config=KEEP)
     produce(bootstrap, names["in"], RECORDS)
     data_dir = tmp / "data"
     data_dir.mkdir()
@@ -141,6 +146,10 @@ def rate(n: int, span_ms: int) -> float:
     return round(n * 3600000 / span_ms, 3)
 
 
+# Alone (conftest.py): "nothing left behind" compares the broker's every
+# consumer group and topic, and $TMPDIR's entries, before and after; a test
+# beside it makes its own in between.
+@pytest.mark.serial
 def test_audit_json(bootstrap, seqgatectl_bin, audited):
     n = audited["names"]
     groups_before = group_ids(bootstrap)
@@ -405,7 +414,7 @@ def test_audit_park_cap_pause(bootstrap, seqgatectl_bin, tmp_path):
     passes in record time; then v3..v5 go to the DLQ gap_timeout, X is
     quarantined and v6..v8 are aggregate_quarantined; Y and Z apply."""
     topic = unique_name("sgaudit-pause")
-    create_topics(bootstrap, {topic: 1})
+    create_topics(bootstrap, {topic: 1}, config=KEEP)
     recs = ([ev("X", 1, 0, 0)] + [ev("X", v, 100 * v, 0) for v in range(3, 9)]
             + [ev("Y", v, 1000 + 100 * v, 0) for v in range(1, 50)]
             + [ev("Z", 1, 20000, 0)])
@@ -442,7 +451,7 @@ def test_audit_and_simulate_agree_on_a_full_map(bootstrap, seqgatectl_bin,
     (MDB_MAP_FULL) while audit ignored the config's map and retried 32
     times."""
     topic = unique_name("sgaudit-map")
-    create_topics(bootstrap, {topic: 1})
+    create_topics(bootstrap, {topic: 1}, config=KEEP)
     pad = json.dumps({"pad": "x" * 600})
     recs = [ev(f"m-{i}", 2, i, 0, payload=pad) for i in range(2000)]
     recs += [ev(f"m-{i}", 1, 2000 + i, 0) for i in range(0, 2000, 200)]
@@ -491,7 +500,7 @@ def test_audit_suggestions_have_a_floor(bootstrap, seqgatectl_bin, seqgate_bin,
     of 1000 ms (docs/seqgatectl.md "Audit a topic before adopting seqgate") and
     say so."""
     topic = unique_name("sgaudit-floor")
-    create_topics(bootstrap, {topic: 1})
+    create_topics(bootstrap, {topic: 1}, config=KEEP)
     produce(bootstrap, topic, [ev("F", 1, 0, 0), ev("F", 3, 100, 0),
                                ev("F", 2, 100, 0), ev("F", 2, 100, 0)])
     conf = make_config(bootstrap=bootstrap, group=unique_name("sgaudit-g"),
@@ -536,7 +545,7 @@ def test_audit_copartitioning(bootstrap, seqgatectl_bin, tmp_path):
     alone parks v2 and v3 (and, once the deadline passes, quarantines
     o-50); the audit's first finding names o-50 on partitions 0 and 1."""
     topic = unique_name("sgaudit-copart")
-    create_topics(bootstrap, {topic: 2})
+    create_topics(bootstrap, {topic: 2}, config=KEEP)
 
     def order(cust, order_id, seq, at_ms, partition):
         rec = ev(cust, seq, at_ms, partition, id_=f"{order_id}-{seq}",

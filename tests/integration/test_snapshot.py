@@ -24,7 +24,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -99,12 +98,6 @@ def total(bootstrap: str, topic: str) -> int:
 
 def sha16(agg: str) -> str:
     return hashlib.sha256(agg.encode()).hexdigest()[:16]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stat(sg: Seqgate, name: str) -> int:
@@ -469,12 +462,15 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_authority_failure_retries_then_gap_policy(bootstrap, seqgate_bin,
-                                                   tmp_path, fault):
+                                                   tmp_path, closed_port,
+                                                   fault):
     agg = "order-f"
     states = {agg: {"version": 3, "state": "SHIPPED", "data": {"x": 1}}}
     auth = None
     if FAULTS[fault] is None:
-        url = f"http://127.0.0.1:{free_port()}/orders/{{aggregate}}"
+        # refused: bound, never listening, for the whole test (a port
+        # picked and let go could be a test's beside this one by then)
+        url = f"http://127.0.0.1:{closed_port}/orders/{{aggregate}}"
     else:
         auth = Authority(tmp_path / "auth", states,
                          ["--http", "127.0.0.1:0", "--prefix", "orders",

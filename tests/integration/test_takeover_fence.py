@@ -32,6 +32,8 @@ import random
 import signal
 import time
 
+import pytest
+
 from kafkautil import consume_all, create_topics, end_offsets, stable_offsets
 from kafkautil import unique_name
 from seqgate_proc import Seqgate, make_config, wait_until
@@ -39,6 +41,11 @@ from test_cooperative import AGGS, PARTS, Feeder, owned
 from test_exactly_once import Probe, changelog_of, check_exactly_once
 
 
+# Alone, after the tests that run side by side (conftest.py): it must stop B
+# inside one of its short transactions (60 tries at random moments); beside
+# three other workers on 2 cores it missed in all 60 tries once in three
+# runs ("B never stopped inside a transaction").
+@pytest.mark.serial
 def test_takeover_fences_dead_owner(bootstrap, seqgate_bin, tmp_path):
     t_in, t_out, t_dlq = (unique_name("tko-in"), unique_name("tko-out"),
                           unique_name("tko-dlq"))
