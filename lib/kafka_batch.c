@@ -626,35 +626,53 @@ static void loop_batch_aborted(sg_loop_t *loop, sg_err_t err, const char *es,
                 loop->producer
                         ? rd_kafka_fatal_error(loop->producer, fes, sizeof(fes))
                         : RD_KAFKA_RESP_ERR_NO_ERROR;
-        if (fe && loop->eos) {
-                /* A transactional producer's fatal error (fenced):
-                 * never start over under the same transactional.id
-                 * with stale state; stop. */
+        if (fe && loop->eos &&
+            (!loop->txn_renew || sg_loop_err_is_fenced(fe))) {
+                /* A transactional producer fenced by another one: never
+                 * start over under the same transactional.id with stale
+                 * state; stop. */
                 if (loop->fatal == SG_OK)
                         sg_loop_producer_fatal(loop, fe, "batch", fes);
-        } else if (fe) {
+        } else if (fe || loop->txn_renew) {
                 sg_loop_producer_renew(loop);
         }
 }
 
 void sg_loop_producer_renew(sg_loop_t *loop) {
-        char fes[512];
-        if (loop->eos || !loop->producer ||
-            !rd_kafka_fatal_error(loop->producer, fes, sizeof(fes)))
+        char fes[512] = "";
+        if (!loop->producer || loop->fatal != SG_OK)
                 return;
+        rd_kafka_resp_err_t fe =
+                rd_kafka_fatal_error(loop->producer, fes, sizeof(fes));
+        if (loop->eos ? !loop->txn_renew || sg_loop_err_is_fenced(fe) : !fe)
+                return;
+        if (!fe)
+                snprintf(fes, sizeof(fes), "%s",
+                         "the transaction could not be aborted");
         rd_kafka_t *np = NULL;
         char nes[512];
         cJSON *pf = cJSON_CreateObject();
         cJSON_AddStringToObject(pf, "error", fes);
+        if (loop->eos)
+                cJSON_AddStringToObject(pf, "transactional_id", loop->txid);
         sg_loop_log(loop, SG_LOG_ERR, "producer_recreated", pf);
         rd_kafka_purge(loop->producer,
                        RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         sg_loop_topics_destroy(loop);
         rd_kafka_destroy(loop->producer);
         loop->producer = NULL;
-        if (sg_loop_client_new(loop, false, &np, nes, sizeof(nes)) == SG_OK)
+        loop->txn_open = false;
+        loop->txn_renew = false;
+        sg_err_t err = sg_loop_client_new(loop, false, &np, nes, sizeof(nes));
+        if (!err) {
                 loop->producer = np;
-        else
+                /* exactly_once: the same transactional id, registered
+                 * anew; the coordinator aborts what the old producer left
+                 * open */
+                if (loop->eos)
+                        err = sg_loop_init_transactions(loop, nes, sizeof(nes));
+        }
+        if (err && loop->fatal == SG_OK)
                 sg_loop_set_fatal(loop, SG_ERR_FATAL, nes);
 }
 

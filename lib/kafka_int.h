@@ -195,6 +195,11 @@ struct sg_loop {
         bool eos;             /**< guarantee exactly_once */
         rd_kafka_t *restorer; /**< changelog restore consumer (no group) */
         bool txn_open;        /**< a Kafka transaction is in progress */
+        bool txn_renew;       /**< exactly_once: the transactional producer
+                                   is unusable though no other instance
+                                   fenced it (a fatal error of another kind,
+                                   an abort that failed): replaced before
+                                   the next attempt (sg_loop_producer_renew) */
         /* the writer of a transaction (kafka_changelog.h "The writer of a
          * transaction"): the changelog partitions the open transaction
          * named its writer in (sg_loop_txn_began empties it) */
@@ -477,6 +482,9 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t *parts, void *opaque);
 
 /* Kafka transactions (exactly_once) (kafka_txn.c) */
+/** True for the errors of a producer another one with its transactional
+ *  id fenced (KIP-98): it must stop, never start over. */
+bool sg_loop_err_is_fenced(rd_kafka_resp_err_t code);
 void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                             const char *during, const char *reason);
 sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
@@ -532,13 +540,17 @@ bool sg_loop_dr_reserve(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_begin(sg_loop_t *loop, size_t n);
 bool sg_loop_dr_grow(sg_loop_t *loop, size_t n);
 void sg_loop_topics_destroy(sg_loop_t *loop);
-/** at_least_once: replaces an idempotent producer that raised a fatal
- *  error (a produce request failed for good, enable.gapless.guarantee:
- *  semantics §6 "Output order") by a new one (a new producer id), logging
- *  "producer_recreated"; its queued and in-flight messages are purged. No
- *  fatal error, or exactly_once (a fenced transactional producer stops the
- *  loop instead): nothing. If the new one cannot be created the loop is
- *  fatal (loop->producer NULL). Loop thread. */
+/** Replaces a producer that cannot go on by a new one, logging
+ *  "producer_recreated"; its queued and in-flight messages are purged.
+ *  at_least_once: an idempotent producer that raised a fatal error (a
+ *  produce request failed for good, enable.gapless.guarantee: semantics §6
+ *  "Output order"): a new producer id. exactly_once: a transactional
+ *  producer marked txn_renew (semantics §6 "Waiting for Kafka": broken,
+ *  not fenced): a new one under the same transactional id, whose
+ *  init_transactions aborts what the old one left open. Nothing to
+ *  replace: nothing. If the new one cannot be created (or, exactly_once,
+ *  initialised within broker_retry_timeout_ms) the loop is fatal
+ *  (loop->producer NULL). Loop thread. */
 void sg_loop_producer_renew(sg_loop_t *loop);
 sg_err_t sg_loop_send(sg_loop_t *loop, sg_send_t *recs, size_t n, char *errstr,
                       size_t errstr_size);

@@ -12,7 +12,7 @@
 /* ------------------------------------------------------------------ */
 /* Kafka transactions (exactly_once, KIP-98 / KIP-447)                  */
 
-static bool err_is_fenced(rd_kafka_resp_err_t code) {
+bool sg_loop_err_is_fenced(rd_kafka_resp_err_t code) {
         return code == RD_KAFKA_RESP_ERR__FENCED ||
                code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
                code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
@@ -24,7 +24,7 @@ static bool err_is_fenced(rd_kafka_resp_err_t code) {
  *  the daemon exits non-zero). */
 void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                             const char *during, const char *reason) {
-        bool fenced = err_is_fenced(code);
+        bool fenced = sg_loop_err_is_fenced(code);
         char what[700];
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "transactional_id",
@@ -47,9 +47,10 @@ void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
         sg_loop_set_fatal(loop, SG_ERR_FATAL, what);
 }
 
-/** Takes a transactional API error (freed here): a fatal one stops the loop
- *  (SG_ERR_FATAL), any other returns SG_ERR_KAFKA (the caller aborts the
- *  transaction and the batch). */
+/** Takes a transactional API error (freed here): a fatal one of a fenced
+ *  producer stops the loop (SG_ERR_FATAL); another fatal one marks the
+ *  producer for replacement (txn_renew) and, like any other error, returns
+ *  SG_ERR_KAFKA (the caller aborts the transaction and the batch). */
 sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                            const char *during, char *errstr,
                            size_t errstr_size) {
@@ -65,8 +66,21 @@ sg_err_t sg_loop_txn_error(sg_loop_t *loop, rd_kafka_error_t *e,
                         sg_errf(fes, sizeof(fes), "%s",
                                 rd_kafka_error_string(e));
                 }
-                sg_loop_producer_fatal(loop, code, during, fes);
-                err = SG_ERR_FATAL;
+                if (sg_loop_err_is_fenced(code)) {
+                        /* another producer took the transactional id: a
+                         * zombie stops */
+                        sg_loop_producer_fatal(loop, code, during, fes);
+                        err = SG_ERR_FATAL;
+                } else {
+                        /* unusable, yet the id is still ours (e.g. the
+                         * coordinator aborted the transaction itself
+                         * while the broker was away longer than
+                         * transaction.timeout.ms, and refused the abort
+                         * after it: INVALID_TXN_STATE): the batch is
+                         * read again with a new producer (semantics §6
+                         * "Waiting for Kafka") */
+                        loop->txn_renew = true;
+                }
         }
         rd_kafka_error_destroy(e);
         return err;
@@ -169,7 +183,10 @@ sg_err_t sg_loop_init_transactions(sg_loop_t *loop, char *errstr,
 
 /** Aborts the open transaction (if any): its records are never seen by a
  *  read_committed reader and its offsets are not committed. A failure to
- *  abort leaves the producer unusable: the loop stops. */
+ *  abort leaves the producer unusable: it is replaced before the next
+ *  attempt (txn_renew; the new one's init_transactions aborts the
+ *  transaction at the coordinator), unless it was fenced (the loop
+ *  stops). */
 void sg_loop_txn_abort(sg_loop_t *loop) {
         char es[512];
         sg_err_t err;
@@ -188,7 +205,7 @@ void sg_loop_txn_abort(sg_loop_t *loop) {
                          loop->producer, (int)loop->conf->delivery_timeout_ms),
                  "abort_transaction", es, sizeof(es), &err);
         if (err == SG_ERR_KAFKA)
-                sg_loop_set_fatal(loop, SG_ERR_FATAL, es);
+                loop->txn_renew = true;
         else if (err == SG_OK)
                 sg_loop_log(loop, SG_LOG_NOTICE, "transaction_aborted", NULL);
 }

@@ -13,8 +13,7 @@ static bool same(const char *a, size_t a_len, const char *b) {
 sg_takeover_verdict_t sg_takeover_judge(const char *writer_txid,
                                         size_t txid_len,
                                         const char *writer_member,
-                                        size_t member_len,
-                                        const char *own_txid,
+                                        size_t member_len, const char *own_txid,
                                         const char *const *members,
                                         size_t member_cnt, bool members_known) {
         if (!writer_txid || !txid_len || !writer_member || !member_len)

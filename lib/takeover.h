@@ -31,13 +31,13 @@ extern "C" {
 
 /** What a new owner does with an open transaction it found. */
 typedef enum sg_takeover_verdict {
-        SG_TAKEOVER_FENCE = 0,        /**< fence the writer's transactional id */
-        SG_TAKEOVER_UNKNOWN_WRITER,   /**< the record names no writer (an
+        SG_TAKEOVER_FENCE = 0,      /**< fence the writer's transactional id */
+        SG_TAKEOVER_UNKNOWN_WRITER, /**< the record names no writer (an
                                            older version wrote it): wait */
-        SG_TAKEOVER_OWN,              /**< our own transactional id: wait */
-        SG_TAKEOVER_LIVE_MEMBER,      /**< its writer is still a member of
+        SG_TAKEOVER_OWN,            /**< our own transactional id: wait */
+        SG_TAKEOVER_LIVE_MEMBER,    /**< its writer is still a member of
                                            the group: wait */
-        SG_TAKEOVER_MEMBERS_UNKNOWN   /**< the group's members could not be
+        SG_TAKEOVER_MEMBERS_UNKNOWN /**< the group's members could not be
                                            read: wait */
 } sg_takeover_verdict_t;
 
@@ -56,8 +56,7 @@ typedef enum sg_takeover_verdict {
 sg_takeover_verdict_t sg_takeover_judge(const char *writer_txid,
                                         size_t txid_len,
                                         const char *writer_member,
-                                        size_t member_len,
-                                        const char *own_txid,
+                                        size_t member_len, const char *own_txid,
                                         const char *const *members,
                                         size_t member_cnt, bool members_known);
 

@@ -29,9 +29,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from kafkautil import consume_all, create_topics, produce, unique_name
 from seqgate_proc import Seqgate, make_config, wait_until
@@ -249,3 +252,74 @@ def test_broker_restart_with_standbys(private_broker, seqgate_bin, tmp_path):
     finally:
         for sg in sgs:
             sg.cleanup()
+
+
+def test_broker_away_longer_than_a_transaction(private_broker, seqgate_bin,
+                                              tmp_path):
+    """exactly_once with batches in flight while the broker is away longer
+    than transaction.timeout.ms (3 s here, 10 s by default: a restart of a
+    loaded broker took 29.6 s in CI): the open transaction's records time
+    out, the coordinator aborts the transaction itself once it is back,
+    and librdkafka's abort of it is refused (INVALID_TXN_STATE), a fatal
+    error of that producer. No other instance took over (the transactional
+    id is still this instance's): seqgate replaces the producer
+    (init_transactions under the same id), reads the batch again and goes
+    on (semantics §6 "Waiting for Kafka") — it must not exit, and every
+    event reaches the output exactly once (read_committed)."""
+    bootstrap, restart = private_broker
+    t_in, t_out, t_dlq = (unique_name("rst-in"), unique_name("rst-out"),
+                          unique_name("rst-dlq"))
+    create_topics(bootstrap, {t_in: 2, t_out: 2, t_dlq: 1})
+    conf = make_config(bootstrap=bootstrap, group=unique_name("sg-rst"),
+                       instance="seqgate-rst-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       guarantee="exactly_once", batch_max_records=20)
+    conf["kafka_consumer"].pop("session.timeout.ms")  # as above
+    conf["kafka_producer"]["transaction.timeout.ms"] = "3000"
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    halt = threading.Event()
+    sent = [0]
+
+    def feed():
+        p = Producer({"bootstrap.servers": bootstrap,
+                      "enable.idempotence": True, "linger.ms": 5})
+        while not halt.is_set():
+            for r in records(sent[0], sent[0] + 5):
+                p.produce(t_in, key=r["key"], value=r["value"],
+                          headers=r["headers"])
+            sent[0] += 5
+            p.poll(0)
+            halt.wait(0.02)
+        assert p.flush(120) == 0
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    try:
+        sg.start(timeout_s=90)
+        feeder.start()
+        wait_until(lambda: (sg.last_stats() or {}).get("records_total", 0)
+                   >= 200, 90, "200 records judged",
+                   on_timeout=lambda: "\n" + sg.log_tail())
+        restart()
+        wait_until(lambda: sg.events("kafka_recovered") or not sg.running(),
+                   120, "kafka_recovered", on_timeout=sg.log_tail)
+        time.sleep(5)
+        halt.set()
+        feeder.join(150)
+        total = sent[0]
+        out = consume_all(bootstrap, t_out, expect_count=total,
+                          timeout_s=120)
+        assert sg.running(), sg.log_tail()
+        ids = [r["headers_dict"]["ce_id"] for r in out]
+        assert len(ids) == total and len(set(ids)) == total, (
+            f"{len(ids)} output records, {len(set(ids))} distinct, "
+            f"{total} sent\n" + sg.log_tail())
+        assert sg.stop(timeout_s=60) == 0, sg.log_tail()
+    finally:
+        halt.set()
+        sg.cleanup()
+    renewed = sg.events("producer_recreated")
+    print(f"\nbroker away longer than transaction.timeout.ms: "
+          f"{len(renewed)} producer(s) replaced "
+          f"({[e.get('error') for e in renewed]}), {total} events exactly "
+          f"once")
