@@ -25,8 +25,7 @@ START_TEST(departed_writer_fenced) {
         /* a member id that is a prefix or an extension of a live one is
          * another member */
         ck_assert_int_eq(judge("grp-c", "sg-b-222", true), SG_TAKEOVER_FENCE);
-        ck_assert_int_eq(judge("grp-c", "sg-b-22220", true),
-                         SG_TAKEOVER_FENCE);
+        ck_assert_int_eq(judge("grp-c", "sg-b-22220", true), SG_TAKEOVER_FENCE);
         /* the group may be empty but for us: not described as anyone */
         ck_assert_int_eq(sg_takeover_judge("grp-c", 5, "sg-c-3333", 9, "grp-a",
                                            NULL, 0, true),
