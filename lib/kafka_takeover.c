@@ -208,10 +208,12 @@ static sg_err_t takeover_members(sg_loop_t *loop, rd_kafka_t *rk,
                 return SG_ERR_KAFKA;
         }
         sg_err_t err = SG_OK;
-        for (int g = 0; g < gl->group_cnt && !err; g++) {
+        bool found = false;
+        for (int g = 0; g < gl->group_cnt && !found; g++) {
                 const struct rd_kafka_group_info *gi = &gl->groups[g];
                 if (strcmp(gi->group, loop->conf->group_id))
                         continue;
+                found = true;
                 if (gi->err) {
                         sg_errf(errstr, errstr_size, "describing group %s: %s",
                                 loop->conf->group_id,
@@ -232,6 +234,13 @@ static sg_err_t takeover_members(sg_loop_t *loop, rd_kafka_t *rk,
                 *cntp = (size_t)gi->member_cnt;
         }
         rd_kafka_group_list_destroy(gl);
+        if (!found && !err) {
+                /* never "no members": that would fence a live writer */
+                sg_errf(errstr, errstr_size,
+                        "describing group %s: not in the answer",
+                        loop->conf->group_id);
+                return SG_ERR_KAFKA;
+        }
         if (err == SG_ERR_NOMEM)
                 sg_errf(errstr, errstr_size, "out of memory");
         return err;
