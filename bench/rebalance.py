@@ -102,6 +102,9 @@ from kafkautil import (consume_all, create_topics, delete_topics,  # noqa: E402
 from seqgate_proc import Seqgate, make_config, wait_until  # noqa: E402
 from test_exactly_once import ce, public  # noqa: E402
 
+# allocated bytes under a directory (du), as the throughput benchmark counts
+from measure import _du as measure_du  # noqa: E402
+
 PARTS = 6
 AGGS_PER_PART = 20
 STRATEGIES = {"eager": "range,roundrobin",
@@ -342,19 +345,6 @@ def proc_cost(sg: Seqgate) -> tuple[float, int]:
     return cpu, wb
 
 
-def dir_bytes(d: Path | str) -> int:
-    """Allocated bytes under d (du: blocks, not apparent sizes; LMDB's map
-    file is sparse until written)."""
-    tot = 0
-    for root, _, files in os.walk(d):
-        for f in files:
-            try:
-                tot += os.stat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
-    return tot
-
-
 def store_used_bytes(d: Path | str) -> int | None:
     """The store's used pages x page size (mdb_stat -e, LMDB's own
     utility, read-only: safe while seqgate runs), or None without it."""
@@ -591,7 +581,7 @@ def measure_cost(args, sgs, feeder, broker_dir, changelog, settled,
                   "cpu_us_per_event": round(cpu / events * 1e6, 1),
                   "write_bytes": wb,
                   "write_bytes_per_event": round(wb / events),
-                  "data_dir_bytes": dir_bytes(tmp / f"data-{n}"),
+                  "data_dir_bytes": measure_du(tmp / f"data-{n}"),
                   "store_used_bytes": store_used_bytes(tmp / f"data-{n}"),
                   "partitions": len(owned(sgs[n]))}
     return out
