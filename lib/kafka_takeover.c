@@ -135,19 +135,27 @@ static sg_err_t takeover_client(sg_loop_t *loop, sg_kafka_client_t client,
         return SG_OK;
 }
 
+/** A read_uncommitted reader of the takeover's own, into *rkp (the
+ *  caller's to close and destroy: takeover_reader_destroy). */
+static sg_err_t takeover_reader(sg_loop_t *loop, rd_kafka_t **rkp, char *errstr,
+                                size_t errstr_size) {
+        return takeover_client(loop, SG_KAFKA_READER, "isolation.level",
+                               "read_uncommitted", rkp, errstr, errstr_size);
+}
+
+static void takeover_reader_destroy(rd_kafka_t *rk) {
+        if (rk) {
+                rd_kafka_consumer_close(rk);
+                rd_kafka_destroy(rk);
+        }
+}
+
 /** Step 1: the first record at or after @p lso of @p changelog
- *  [@p partition], read_uncommitted by a client of its own (@p rk, the
- *  caller's to destroy), into *w. */
-static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t **rkp,
+ *  [@p partition], read_uncommitted by @p rk (takeover_reader), into *w. */
+static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t *rk,
                               const char *changelog, int32_t partition,
                               int64_t lso, takeover_writer_t *w, char *errstr,
                               size_t errstr_size) {
-        sg_err_t err =
-                takeover_client(loop, SG_KAFKA_READER, "isolation.level",
-                                "read_uncommitted", rkp, errstr, errstr_size);
-        if (err)
-                return err;
-        rd_kafka_t *rk = *rkp;
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
@@ -268,17 +276,23 @@ static sg_err_t takeover_fence(sg_loop_t *loop, const char *txid, char *errstr,
         return err;
 }
 
-bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
-                      int64_t lso, int64_t waited_ms) {
+/** sg_loop_takeover through the reader @p rk (takeover_reader; NULL:
+ *  creating it failed with @p rk_err, @p rk_es). */
+static bool takeover_run(sg_loop_t *loop, rd_kafka_t *rk, sg_err_t rk_err,
+                         const char *rk_es, const char *changelog,
+                         int32_t partition, int64_t lso, int64_t waited_ms) {
         int64_t t0 = sg_clock_mono_ms();
         char es[512] = "";
         takeover_writer_t w = {.offset = -1};
-        rd_kafka_t *rk = NULL;
         char **members = NULL;
         size_t member_cnt = 0;
         sg_takeover_verdict_t v = SG_TAKEOVER_MEMBERS_UNKNOWN;
-        sg_err_t err = takeover_peek(loop, &rk, changelog, partition, lso, &w,
-                                     es, sizeof(es));
+        sg_err_t err = rk_err;
+        if (err)
+                sg_errf(es, sizeof(es), "%s", rk_es);
+        else
+                err = takeover_peek(loop, rk, changelog, partition, lso, &w, es,
+                                    sizeof(es));
         const char *step = "reading the transaction's first record";
         if (!err) {
                 v = sg_takeover_judge(w.txid, w.txid_len, w.member,
@@ -293,10 +307,6 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
                                               (const char *const *)members,
                                               member_cnt, known);
                 }
-        }
-        if (rk) {
-                rd_kafka_consumer_close(rk);
-                rd_kafka_destroy(rk);
         }
         for (size_t i = 0; i < member_cnt; i++)
                 free(members[i]);
@@ -333,4 +343,15 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
         sg_loop_log(loop, err ? SG_LOG_WARNING : SG_LOG_NOTICE,
                     "takeover_waiting", f);
         return false;
+}
+
+bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
+                      int64_t lso, int64_t waited_ms) {
+        char es[512] = "";
+        rd_kafka_t *rk = NULL;
+        sg_err_t err = takeover_reader(loop, &rk, es, sizeof(es));
+        bool fenced = takeover_run(loop, rk, err, es, changelog, partition, lso,
+                                   waited_ms);
+        takeover_reader_destroy(rk);
+        return fenced;
 }
