@@ -4,8 +4,10 @@
  *
  * Write side: the first record a transaction writes to each changelog
  * partition names its writer (kafka_changelog.h "The writer of a
- * transaction"). Read side: a restore that stops at an open transaction
- * reads that record read_uncommitted, asks the group coordinator who is
+ * transaction"). Read side: a restore that stops at an open transaction,
+ * or an assignment whose committed offsets that transaction still holds
+ * (KIP-447; on_assign waits for them before the restore), reads that
+ * record read_uncommitted, asks the group coordinator who is
  * still a member (rd_kafka_list_groups: DescribeGroups; the Admin API's
  * DescribeConsumerGroups aborts librdkafka 2.0.2 when a broker restarts,
  * kafka_standby.c), lets takeover.h judge, and ends a dead owner's
@@ -171,6 +173,12 @@ static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t *rk,
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 if (!m)
                         continue;
+                /* the reader may have read another partition before */
+                if (m->partition != partition || !m->rkt ||
+                    strcmp(rd_kafka_topic_name(m->rkt), changelog)) {
+                        rd_kafka_message_destroy(m);
+                        continue;
+                }
                 if (!m->err && m->offset >= lso) {
                         rd_kafka_headers_t *h = NULL;
                         if (rd_kafka_message_headers(m, &h))
@@ -277,10 +285,12 @@ static sg_err_t takeover_fence(sg_loop_t *loop, const char *txid, char *errstr,
 }
 
 /** sg_loop_takeover through the reader @p rk (takeover_reader; NULL:
- *  creating it failed with @p rk_err, @p rk_es). */
+ *  creating it failed with @p rk_err, @p rk_es); @p trigger: what waited
+ *  at the transaction, for the log ("restore", "committed_offsets"). */
 static bool takeover_run(sg_loop_t *loop, rd_kafka_t *rk, sg_err_t rk_err,
                          const char *rk_es, const char *changelog,
-                         int32_t partition, int64_t lso, int64_t waited_ms) {
+                         int32_t partition, int64_t lso, int64_t waited_ms,
+                         const char *trigger) {
         int64_t t0 = sg_clock_mono_ms();
         char es[512] = "";
         takeover_writer_t w = {.offset = -1};
@@ -316,6 +326,7 @@ static bool takeover_run(sg_loop_t *loop, rd_kafka_t *rk, sg_err_t rk_err,
                 err = takeover_fence(loop, w.txid, es, sizeof(es));
         }
         cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "trigger", trigger);
         cJSON_AddStringToObject(f, "changelog", changelog);
         cJSON_AddNumberToObject(f, "partition", partition);
         cJSON_AddNumberToObject(f, "stable_offset", (double)lso);
@@ -351,7 +362,75 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
         rd_kafka_t *rk = NULL;
         sg_err_t err = takeover_reader(loop, &rk, es, sizeof(es));
         bool fenced = takeover_run(loop, rk, err, es, changelog, partition, lso,
-                                   waited_ms);
+                                   waited_ms, "restore");
         takeover_reader_destroy(rk);
         return fenced;
+}
+
+bool sg_loop_takeover_pending(sg_loop_t *loop,
+                              const rd_kafka_topic_partition_list_t *parts,
+                              int64_t waited_ms) {
+        char es[512] = "";
+        rd_kafka_t *rk = NULL;
+        bool fenced = false;
+        int open = 0;
+        const char *step = "creating a reader";
+        sg_err_t err = loop->restorer
+                               ? takeover_reader(loop, &rk, es, sizeof(es))
+                               : SG_OK;
+        for (int i = 0; rk && i < parts->cnt && !loop->stop; i++) {
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, parts->elems[i].topic);
+                int32_t p = parts->elems[i].partition;
+                if (!tc || !tc->changelog_topic)
+                        continue;
+                /* the last stable offset (the restore consumer reads
+                 * read_committed: ListOffsets answers it) and the high
+                 * watermark (read_uncommitted) */
+                int64_t lo = -1, lso = -1, hw = -1;
+                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                        loop->restorer, tc->changelog_topic, p, &lo, &lso,
+                        SG_TAKEOVER_PEEK_MS);
+                if (!e)
+                        e = rd_kafka_query_watermark_offsets(
+                                rk, tc->changelog_topic, p, &lo, &hw,
+                                SG_TAKEOVER_PEEK_MS);
+                if (e) {
+                        /* the others may still name the writer */
+                        step = "reading the changelog's offsets";
+                        sg_errf(es, sizeof(es),
+                                "changelog %s [%" PRId32 "]: %s",
+                                tc->changelog_topic, p, rd_kafka_err2str(e));
+                        err = SG_ERR_KAFKA;
+                        continue;
+                }
+                if (lso < 0 || lso >= hw)
+                        continue; /* no open transaction there */
+                open++;
+                if (takeover_run(loop, rk, SG_OK, NULL, tc->changelog_topic, p,
+                                 lso, waited_ms, "committed_offsets"))
+                        fenced = true;
+        }
+        takeover_reader_destroy(rk);
+        if (open)
+                return fenced; /* each partition logged its outcome */
+        cJSON *f = sg_kafka_parts_json(parts);
+        cJSON_AddStringToObject(f, "trigger", "committed_offsets");
+        cJSON_AddNumberToObject(f, "waited_ms", (double)waited_ms);
+        if (err) {
+                cJSON_AddStringToObject(f, "during", step);
+                cJSON_AddStringToObject(f, "error", es);
+        }
+        cJSON_AddStringToObject(
+                f, "detail",
+                err ? "waiting for the transaction coordinator to end the "
+                      "transaction (transaction.timeout.ms)"
+                    : "no changelog partition of these partitions holds an "
+                      "open transaction to name its writer (it wrote to "
+                      "partitions another member was assigned, or to no "
+                      "changelog); waiting for that member's takeover or "
+                      "the transaction coordinator (transaction.timeout.ms)");
+        sg_loop_log(loop, err ? SG_LOG_WARNING : SG_LOG_NOTICE,
+                    "takeover_waiting", f);
+        return false;
 }
