@@ -531,6 +531,26 @@ void sg_loop_writer_headers_add(sg_loop_t *loop, rd_kafka_headers_t *h);
  */
 bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
                       int64_t lso, int64_t waited_ms);
+/**
+ * on_assign, exactly_once: the group's committed offsets of @p parts are
+ * still pending (KIP-447: a transaction that sent them is undecided) after
+ * @p waited_ms. A transaction produces its changelog records (and has them
+ * delivered) before it sends its offsets, and every input partition a
+ * batch read gets at least its meta record there, so the changelog
+ * partitions of the input partitions it read hold it open: for each
+ * changelog partition of @p parts whose last stable offset is below its
+ * high watermark, the takeover of sg_loop_takeover (one reader for all;
+ * its lines say "trigger": "committed_offsets"). When none is open (the
+ * transaction wrote to partitions another member was assigned, or to no
+ * changelog) or their offsets could not be read, logs "takeover_waiting"
+ * saying so: the wait goes on (that member's takeover, or the
+ * coordinator's own abort). Never fails; blocks the loop thread as sg_loop_takeover does,
+ * once per open partition (a fence makes the next ones stable).
+ * @returns true if a writer was fenced (its offsets are decided now).
+ */
+bool sg_loop_takeover_pending(sg_loop_t *loop,
+                              const rd_kafka_topic_partition_list_t *parts,
+                              int64_t waited_ms);
 /** Frees the takeover's state (the transaction's tags, the member id). */
 void sg_loop_takeover_destroy(sg_loop_t *loop);
 

@@ -38,18 +38,29 @@ static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
         int i;
         /* The group's committed offsets.
          * exactly_once: committed offsets a transaction still holds are
-         * unstable (KIP-447); wait until they are decided. */
+         * unstable (KIP-447); wait until they are decided. A dead owner's
+         * transaction is ended at once (semantics §6 "Taking over from a
+         * dead owner"): librdkafka 2.0.2 retries UNSTABLE_OFFSET_COMMIT
+         * within a call until its timeout (then says "timed out"), so the
+         * first call is SG_TAKEOVER_AFTER_MS short, and offsets still
+         * pending then go to the takeover; the later calls are
+         * SG_TAKEOVER_RETRY_MS, long enough for a slow coordinator's
+         * answer, with the takeover asked again after each. */
         rd_kafka_topic_partition_list_t *c =
                 rd_kafka_topic_partition_list_copy(parts);
         rd_kafka_resp_err_t cerr;
-        int64_t cdeadline = sg_clock_mono_ms() + SG_STABLE_OFFSETS_MAX_MS;
+        int64_t t0 = sg_clock_mono_ms();
+        int64_t cdeadline = t0 + SG_STABLE_OFFSETS_MAX_MS;
+        int64_t takeover_at = SG_TAKEOVER_AFTER_MS; /* ms after t0 */
+        int call_ms =
+                loop->eos ? SG_TAKEOVER_AFTER_MS : SG_COMMITTED_TIMEOUT_MS;
         for (bool logged = false;; logged = true) {
-                cerr = rd_kafka_committed(rk, c, SG_COMMITTED_TIMEOUT_MS);
+                cerr = rd_kafka_committed(rk, c, call_ms);
                 for (i = 0; loop->eos && !cerr && i < c->cnt; i++)
                         if (c->elems[i].err)
                                 cerr = c->elems[i].err;
-                if (!cerr || !loop->eos || loop->stop ||
-                    sg_clock_mono_ms() >= cdeadline)
+                int64_t now = sg_clock_mono_ms();
+                if (!cerr || !loop->eos || loop->stop || now >= cdeadline)
                         break;
                 if (!logged) {
                         cJSON *f = sg_kafka_parts_json(parts);
@@ -57,6 +68,12 @@ static void assign_committed(sg_loop_t *loop, rd_kafka_t *rk,
                                                 rd_kafka_err2str(cerr));
                         sg_loop_log(loop, SG_LOG_NOTICE,
                                     "committed_offsets_pending", f);
+                }
+                if (now - t0 >= takeover_at) {
+                        takeover_at = now - t0 + SG_TAKEOVER_RETRY_MS;
+                        call_ms = SG_TAKEOVER_RETRY_MS;
+                        if (sg_loop_takeover_pending(loop, parts, now - t0))
+                                continue; /* aborted: decided now */
                 }
                 sg_sleep_ms(200);
         }

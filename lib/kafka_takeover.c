@@ -4,8 +4,10 @@
  *
  * Write side: the first record a transaction writes to each changelog
  * partition names its writer (kafka_changelog.h "The writer of a
- * transaction"). Read side: a restore that stops at an open transaction
- * reads that record read_uncommitted, asks the group coordinator who is
+ * transaction"). Read side: a restore that stops at an open transaction,
+ * or an assignment whose committed offsets that transaction still holds
+ * (KIP-447; on_assign waits for them before the restore), reads that
+ * record read_uncommitted, asks the group coordinator who is
  * still a member (rd_kafka_list_groups: DescribeGroups; the Admin API's
  * DescribeConsumerGroups aborts librdkafka 2.0.2 when a broker restarts,
  * kafka_standby.c), lets takeover.h judge, and ends a dead owner's
@@ -135,19 +137,27 @@ static sg_err_t takeover_client(sg_loop_t *loop, sg_kafka_client_t client,
         return SG_OK;
 }
 
+/** A read_uncommitted reader of the takeover's own, into *rkp (the
+ *  caller's to close and destroy: takeover_reader_destroy). */
+static sg_err_t takeover_reader(sg_loop_t *loop, rd_kafka_t **rkp, char *errstr,
+                                size_t errstr_size) {
+        return takeover_client(loop, SG_KAFKA_READER, "isolation.level",
+                               "read_uncommitted", rkp, errstr, errstr_size);
+}
+
+static void takeover_reader_destroy(rd_kafka_t *rk) {
+        if (rk) {
+                rd_kafka_consumer_close(rk);
+                rd_kafka_destroy(rk);
+        }
+}
+
 /** Step 1: the first record at or after @p lso of @p changelog
- *  [@p partition], read_uncommitted by a client of its own (@p rk, the
- *  caller's to destroy), into *w. */
-static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t **rkp,
+ *  [@p partition], read_uncommitted by @p rk (takeover_reader), into *w. */
+static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t *rk,
                               const char *changelog, int32_t partition,
                               int64_t lso, takeover_writer_t *w, char *errstr,
                               size_t errstr_size) {
-        sg_err_t err =
-                takeover_client(loop, SG_KAFKA_READER, "isolation.level",
-                                "read_uncommitted", rkp, errstr, errstr_size);
-        if (err)
-                return err;
-        rd_kafka_t *rk = *rkp;
         rd_kafka_topic_partition_list_t *l =
                 rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(l, changelog, partition)->offset =
@@ -163,6 +173,12 @@ static sg_err_t takeover_peek(sg_loop_t *loop, rd_kafka_t **rkp,
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 if (!m)
                         continue;
+                /* the reader may have read another partition before */
+                if (m->partition != partition || !m->rkt ||
+                    strcmp(rd_kafka_topic_name(m->rkt), changelog)) {
+                        rd_kafka_message_destroy(m);
+                        continue;
+                }
                 if (!m->err && m->offset >= lso) {
                         rd_kafka_headers_t *h = NULL;
                         if (rd_kafka_message_headers(m, &h))
@@ -268,17 +284,25 @@ static sg_err_t takeover_fence(sg_loop_t *loop, const char *txid, char *errstr,
         return err;
 }
 
-bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
-                      int64_t lso, int64_t waited_ms) {
+/** sg_loop_takeover through the reader @p rk (takeover_reader; NULL:
+ *  creating it failed with @p rk_err, @p rk_es); @p trigger: what waited
+ *  at the transaction, for the log ("restore", "committed_offsets"). */
+static bool takeover_run(sg_loop_t *loop, rd_kafka_t *rk, sg_err_t rk_err,
+                         const char *rk_es, const char *changelog,
+                         int32_t partition, int64_t lso, int64_t waited_ms,
+                         const char *trigger) {
         int64_t t0 = sg_clock_mono_ms();
         char es[512] = "";
         takeover_writer_t w = {.offset = -1};
-        rd_kafka_t *rk = NULL;
         char **members = NULL;
         size_t member_cnt = 0;
         sg_takeover_verdict_t v = SG_TAKEOVER_MEMBERS_UNKNOWN;
-        sg_err_t err = takeover_peek(loop, &rk, changelog, partition, lso, &w,
-                                     es, sizeof(es));
+        sg_err_t err = rk_err;
+        if (err)
+                sg_errf(es, sizeof(es), "%s", rk_es);
+        else
+                err = takeover_peek(loop, rk, changelog, partition, lso, &w, es,
+                                    sizeof(es));
         const char *step = "reading the transaction's first record";
         if (!err) {
                 v = sg_takeover_judge(w.txid, w.txid_len, w.member,
@@ -294,10 +318,6 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
                                               member_cnt, known);
                 }
         }
-        if (rk) {
-                rd_kafka_consumer_close(rk);
-                rd_kafka_destroy(rk);
-        }
         for (size_t i = 0; i < member_cnt; i++)
                 free(members[i]);
         free(members);
@@ -306,6 +326,7 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
                 err = takeover_fence(loop, w.txid, es, sizeof(es));
         }
         cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "trigger", trigger);
         cJSON_AddStringToObject(f, "changelog", changelog);
         cJSON_AddNumberToObject(f, "partition", partition);
         cJSON_AddNumberToObject(f, "stable_offset", (double)lso);
@@ -330,6 +351,85 @@ bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
         cJSON_AddStringToObject(f, "detail",
                                 "waiting for the transaction coordinator to "
                                 "end the transaction (transaction.timeout.ms)");
+        sg_loop_log(loop, err ? SG_LOG_WARNING : SG_LOG_NOTICE,
+                    "takeover_waiting", f);
+        return false;
+}
+
+bool sg_loop_takeover(sg_loop_t *loop, const char *changelog, int32_t partition,
+                      int64_t lso, int64_t waited_ms) {
+        char es[512] = "";
+        rd_kafka_t *rk = NULL;
+        sg_err_t err = takeover_reader(loop, &rk, es, sizeof(es));
+        bool fenced = takeover_run(loop, rk, err, es, changelog, partition, lso,
+                                   waited_ms, "restore");
+        takeover_reader_destroy(rk);
+        return fenced;
+}
+
+bool sg_loop_takeover_pending(sg_loop_t *loop,
+                              const rd_kafka_topic_partition_list_t *parts,
+                              int64_t waited_ms) {
+        char es[512] = "";
+        rd_kafka_t *rk = NULL;
+        bool fenced = false;
+        int open = 0;
+        const char *step = "creating a reader";
+        sg_err_t err = loop->restorer
+                               ? takeover_reader(loop, &rk, es, sizeof(es))
+                               : SG_OK;
+        for (int i = 0; rk && i < parts->cnt && !loop->stop; i++) {
+                const sg_topic_config_t *tc =
+                        sg_config_topic(loop->conf, parts->elems[i].topic);
+                int32_t p = parts->elems[i].partition;
+                if (!tc || !tc->changelog_topic)
+                        continue;
+                /* the last stable offset (the restore consumer reads
+                 * read_committed: ListOffsets answers it) and the high
+                 * watermark (read_uncommitted) */
+                int64_t lo = -1, lso = -1, hw = -1;
+                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                        loop->restorer, tc->changelog_topic, p, &lo, &lso,
+                        SG_TAKEOVER_PEEK_MS);
+                if (!e)
+                        e = rd_kafka_query_watermark_offsets(
+                                rk, tc->changelog_topic, p, &lo, &hw,
+                                SG_TAKEOVER_PEEK_MS);
+                if (e) {
+                        /* the others may still name the writer */
+                        step = "reading the changelog's offsets";
+                        sg_errf(es, sizeof(es),
+                                "changelog %s [%" PRId32 "]: %s",
+                                tc->changelog_topic, p, rd_kafka_err2str(e));
+                        err = SG_ERR_KAFKA;
+                        continue;
+                }
+                if (lso < 0 || lso >= hw)
+                        continue; /* no open transaction there */
+                open++;
+                if (takeover_run(loop, rk, SG_OK, NULL, tc->changelog_topic, p,
+                                 lso, waited_ms, "committed_offsets"))
+                        fenced = true;
+        }
+        takeover_reader_destroy(rk);
+        if (open)
+                return fenced; /* each partition logged its outcome */
+        cJSON *f = sg_kafka_parts_json(parts);
+        cJSON_AddStringToObject(f, "trigger", "committed_offsets");
+        cJSON_AddNumberToObject(f, "waited_ms", (double)waited_ms);
+        if (err) {
+                cJSON_AddStringToObject(f, "during", step);
+                cJSON_AddStringToObject(f, "error", es);
+        }
+        cJSON_AddStringToObject(
+                f, "detail",
+                err ? "waiting for the transaction coordinator to end the "
+                      "transaction (transaction.timeout.ms)"
+                    : "no changelog partition of these partitions holds an "
+                      "open transaction to name its writer (it wrote to "
+                      "partitions another member was assigned, or to no "
+                      "changelog); waiting for that member's takeover or "
+                      "the transaction coordinator (transaction.timeout.ms)");
         sg_loop_log(loop, err ? SG_LOG_WARNING : SG_LOG_NOTICE,
                     "takeover_waiting", f);
         return false;

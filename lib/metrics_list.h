@@ -237,7 +237,7 @@ typedef struct sg_hist {
         X(restored_records_total, COUNTER, "restored_records_total",           \
           "changelog records applied by restores")                             \
         X(takeover_fences_total, COUNTER, "takeover_fences_total",             \
-          "open transactions of a dead owner that a restore ended by "         \
+          "open transactions of a dead owner that a new owner ended by "       \
           "fencing its transactional id (exactly_once)")                       \
         X(checkpoints_lost_total, COUNTER, "checkpoints_lost_total",           \
           "store transactions lost with batches in them (a failed batch or "   \

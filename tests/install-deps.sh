@@ -45,6 +45,10 @@ PKGS=(build-essential meson ninja-build pkg-config librdkafka-dev liblmdb-dev
 PKGS+=(clang libclang-rt-14-dev)
 # tests/run.sh's format phase: the layout .clang-format describes
 PKGS+=(clang-format)
+# tests/integration/test_takeover_fence.py: stops an instance at a
+# breakpoint (rd_kafka_commit_transaction), inside the window where its
+# transaction holds the group's offsets
+PKGS+=(gdb)
 # deploy/kafka/kafka.sh KAFKA_SECURITY=sasl_ssl: the CA and the broker's
 # certificate (tests/integration/test_secure_broker.py)
 PKGS+=(openssl)
