@@ -225,6 +225,20 @@ def acl_bootstrap():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _wait_described(admin: AdminClient, acls: list) -> None:
+    """CreateAcls is answered once the controller committed the ACLs; the
+    broker's authorizer, which answers DescribeAcls, applies them from the
+    metadata log a little later (on a loaded machine, after seqgate's
+    check had already found "no ACL described"). Waits until it shows
+    them."""
+    every = AclBindingFilter(ResourceType.ANY, None,
+                             ResourcePatternType.ANY, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    wait_until(lambda: set(acls) <= set(
+                   admin.describe_acls(every).result(timeout=30)),
+               30, "the broker's authorizer to describe the new ACLs")
+
+
 def test_acls_every_problem(seqgate_bin, acl_bootstrap, tmp_path):
     t, group = unique_name("pf-acl"), unique_name("pf-acl-g")
     create_topics(acl_bootstrap, {t: 1, t + "-out": 1, t + "-dlq": 1})
@@ -245,16 +259,7 @@ def test_acls_every_problem(seqgate_bin, acl_bootstrap, tmp_path):
     ]
     for f in admin.create_acls(acls).values():
         f.result(timeout=30)
-    # CreateAcls is answered once the controller committed the ACLs; the
-    # broker's authorizer, which answers DescribeAcls, applies them from the
-    # metadata log a little later (on a loaded machine, after seqgate's
-    # check had already found "no ACL described"). Wait until it shows them.
-    every = AclBindingFilter(ResourceType.ANY, None,
-                             ResourcePatternType.ANY, None, None,
-                             AclOperation.ANY, AclPermissionType.ANY)
-    wait_until(lambda: set(acls) <= set(
-                   admin.describe_acls(every).result(timeout=30)),
-               30, "the broker's authorizer to describe the new ACLs")
+    _wait_described(admin, acls)
     path = _conf(tmp_path, acl_bootstrap, group,
                  {t: _topic(t + "-out", t + "-dlq")})
     r = _check(seqgate_bin, path, "--cluster")
@@ -282,10 +287,11 @@ def test_acl_for_the_takeover(seqgate_bin, acl_bootstrap, tmp_path, pattern):
     name, ptype = ((txn, ResourcePatternType.LITERAL) if pattern == "literal"
                    else (f"{group}-", ResourcePatternType.PREFIXED))
     admin = AdminClient({"bootstrap.servers": acl_bootstrap})
-    for f in admin.create_acls([AclBinding(
-            ResourceType.TRANSACTIONAL_ID, name, ptype, me, "*",
-            AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+    acls = [AclBinding(ResourceType.TRANSACTIONAL_ID, name, ptype, me, "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)]
+    for f in admin.create_acls(acls).values():
         f.result(timeout=30)
+    _wait_described(admin, acls)
     path = _conf(tmp_path, acl_bootstrap, group,
                  {t: _topic(t + "-out", t + "-dlq")})
     r = _check(seqgate_bin, path, "--cluster")
