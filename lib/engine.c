@@ -60,11 +60,17 @@ int64_t sg_eng_clock(sg_engine_t *e) {
                e->clock_skew;
 }
 
+/* Whether a line at @p level reaches the log callback: lines it would
+ * drop are not built (sg_engine_set_log_level). */
+static bool eng_log_enabled(const sg_engine_t *e, sg_log_level_t level) {
+        return e->log_cb && (e->log_level == 0 || (int)level <= e->log_level);
+}
+
 void sg_eng_log(sg_engine_t *e, sg_log_level_t level, const char *event,
                 const part_t *p, ...) {
         /* the budget is per batch; outside one (assign, restore) every
          * line is written */
-        if (!e->log_cb || (e->in_batch && e->log_budget <= 0))
+        if (!eng_log_enabled(e, level) || (e->in_batch && e->log_budget <= 0))
                 return;
         if (e->in_batch)
                 e->log_budget--;
@@ -123,6 +129,10 @@ void sg_engine_set_log(sg_engine_t *e, sg_log_cb *cb, void *opaque) {
         e->log_opaque = opaque;
 }
 
+void sg_engine_set_log_level(sg_engine_t *e, sg_log_level_t level) {
+        e->log_level = (int)level;
+}
+
 void sg_engine_set_clock(sg_engine_t *e, int64_t now_ms) {
         e->clock_fixed = now_ms;
 }
@@ -146,7 +156,7 @@ const sg_metrics_t *sg_engine_topic_metrics(const sg_engine_t *e, size_t i,
  * records by reason since that line. */
 static void dlq_summary(sg_engine_t *e) {
         int64_t every = e->conf->stats_interval_ms;
-        if (!e->log_cb || every <= 0)
+        if (!eng_log_enabled(e, SG_LOG_INFO) || every <= 0)
                 return;
         for (size_t i = 0; i < e->conf->topic_cnt; i++) {
                 topic_metrics_t *t = &e->topic_m[i];

@@ -219,6 +219,17 @@ bool sg_engine_part_gauges(const sg_engine_t *engine, const char *topic,
 void sg_engine_set_log(sg_engine_t *engine, sg_log_cb *cb, void *opaque);
 
 /**
+ * Lines more detailed than @p level (a "gap_timeout" notice while the log
+ * callback keeps warnings) are neither built nor passed to the log
+ * callback, and do not count against a batch's 50 lines: set it to what
+ * the callback keeps, at the start and after every change (a reload), as
+ * sg_loop_set_log_level() for the loop. Until set, every level is passed
+ * on, for the callback to filter. Thread-safety: the processing thread
+ * only (between batches or inside one).
+ */
+void sg_engine_set_log_level(sg_engine_t *engine, sg_log_level_t level);
+
+/**
  * The co-partitioning warnings (semantics §2 "Co-partitioning"):
  * "aggregate_not_record_key" (a record whose aggregate, read from its value
  * or a header, is not its record key) and "aggregate_on_two_partitions" (an

@@ -159,6 +159,7 @@ struct sg_engine {
         sg_log_cb *log_cb; /* operator-facing events (may be NULL) */
         void *log_opaque;
         int log_budget;       /* lines left in this batch */
+        int log_level;        /* most detailed level built; 0: every one */
         part_t **effect_part; /* changelog effect index → partition */
         size_t effect_part_size;
         sg_txn_t *rtxn;           /* restore transaction */

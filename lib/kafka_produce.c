@@ -300,16 +300,22 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                         rd_kafka_err2str(rd_kafka_last_error()));
                 return SG_ERR_KAFKA;
         }
-        rd_kafka_headers_t *h =
-                rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 3);
-        if (frame)
-                rd_kafka_header_add(h, SG_CHANGELOG_HEADER, -1, frame,
-                                    SG_CHANGELOG_FRAME_LEN);
         /* exactly_once: the transaction's first record on a changelog
          * partition names its writer (kafka_changelog.h "The writer of a
          * transaction") */
-        if (loop->eos && loop->txn_open && ef->kind == SG_EFFECT_CHANGELOG &&
-            sg_loop_txn_tag_first(loop, ef->topic, ef->partition))
+        bool writer = loop->eos && loop->txn_open &&
+                      ef->kind == SG_EFFECT_CHANGELOG &&
+                      sg_loop_txn_tag_first(loop, ef->topic, ef->partition);
+        /* A record without headers (most exactly_once changelog records)
+         * gets no header list: librdkafka allocates one (and its array)
+         * per list and frees it on delivery. */
+        rd_kafka_headers_t *h = NULL;
+        if (frame || writer || ef->header_cnt + ef->extra_cnt > 0)
+                h = rd_kafka_headers_new(ef->header_cnt + ef->extra_cnt + 3);
+        if (frame)
+                rd_kafka_header_add(h, SG_CHANGELOG_HEADER, -1, frame,
+                                    SG_CHANGELOG_FRAME_LEN);
+        if (writer)
                 sg_loop_writer_headers_add(loop, h);
         for (size_t k = 0; k < ef->header_cnt; k++)
                 rd_kafka_header_add(h, ef->headers[k].name, -1,
@@ -339,13 +345,14 @@ sg_err_t sg_loop_produce(sg_loop_t *loop, const sg_effect_t *ef, size_t index,
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                         if (ef->kind == SG_EFFECT_DLQ)
                                 loop_log_dlq(loop, ef);
-                        return SG_OK; /* h now owned by the message */
+                        return SG_OK; /* h (if any) owned by the message */
                 }
                 if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                         rd_kafka_poll(loop->producer, 100);
                         continue;
                 }
-                rd_kafka_headers_destroy(h);
+                if (h)
+                        rd_kafka_headers_destroy(h);
                 sg_errf(errstr, errstr_size,
                         "producing to %s [%" PRId32 "]: %s", ef->topic,
                         ef->partition, rd_kafka_err2str(e));

@@ -803,6 +803,9 @@ static void on_reload(void *opaque) {
         if (!o->log_level_given)
                 g_log_level = sg_config_log_level(app->conf);
         sg_loop_set_log_level(g_loop, (sg_log_level_t)g_log_level);
+        if (app->engine) /* the reload runs on the processing thread */
+                sg_engine_set_log_level(app->engine,
+                                        (sg_log_level_t)g_log_level);
 out:
         sg_config_diff_clear(&d);
         sg_config_errors_clear(&errs);
@@ -872,6 +875,8 @@ static sg_err_t run_processor(const opts_t *o, sg_config_t *conf, app_t *app,
         if ((err = sg_engine_new(conf, *storep, enginep, es, es_size)))
                 return err;
         sg_engine_set_log(*enginep, on_log, NULL);
+        /* lines on_log would drop are not built */
+        sg_engine_set_log_level(*enginep, (sg_log_level_t)g_log_level);
         sg_engine_processor(*enginep, procp);
         app->engine = *enginep;
         app->store = *storep;

@@ -2742,6 +2742,64 @@ START_TEST(eos_park_too_large_for_changelog) {
 }
 END_TEST
 
+/* A line the log level drops is not built and does not count against the
+ * batch's 50 lines (sg_engine_set_log): at level warning, a batch whose notice
+ * lines ("aggregate_epoch", one per aggregate) exceed the budget still
+ * logs the warning that comes after them ("aggregate_not_record_key"),
+ * and no notice line reaches the callback. */
+static int lvl_notice_cnt, lvl_warning_cnt;
+static void log_levels(void *opaque, sg_log_level_t level, const char *event,
+                       const char *fields_json) {
+        (void)opaque;
+        (void)event;
+        (void)fields_json;
+        if (level == SG_LOG_NOTICE)
+                lvl_notice_cnt++;
+        else if (level == SG_LOG_WARNING)
+                lvl_warning_cnt++;
+}
+
+START_TEST(log_level_drops_lines_unbuilt) {
+        h_t h = {0};
+        h_open(&h, "\"envelope\":{\"aggregate\":\"/data/orderId\"},"
+                   "\"ordering\":{\"epoch\":\"ce:epoch\"}");
+        sg_engine_set_log(h.eng, log_levels, NULL);
+        sg_engine_set_log_level(h.eng, SG_LOG_WARNING);
+        enum { N = 60 }; /* more than a batch's 50 lines (engine.h) */
+        static char aggs[N][16], ids[2][N][16], vals[N][48];
+        ev_t evs[N + 1];
+        for (int round = 0; round < 2; round++) {
+                for (int i = 0; i < N; i++) {
+                        snprintf(aggs[i], sizeof(aggs[i]), "A%d", i);
+                        snprintf(ids[round][i], sizeof(ids[round][i]), "e%d-%d",
+                                 round, i);
+                        snprintf(vals[i], sizeof(vals[i]),
+                                 "{\"orderId\":\"A%d\"}", i);
+                        /* round 1 moves every aggregate to epoch 2: a
+                         * notice line each */
+                        evs[i] = EV(aggs[i], ids[round][i], "t",
+                                    round ? "2" : "1", .value = vals[i],
+                                    .epoch = round ? "2" : "1");
+                }
+                size_t n = N;
+                if (round) /* an aggregate that is not the record key */
+                        evs[n++] = EV("K", "w1", "t", "1",
+                                      .value = "{\"orderId\":\"other\"}",
+                                      .epoch = "1");
+                batch(&h, evs, n);
+        }
+        ck_assert_uint_eq(M(&h)->aggregate_not_record_key_total, 1);
+        ck_assert_int_eq(lvl_warning_cnt, 1);
+        ck_assert_int_eq(lvl_notice_cnt, 0);
+        /* back at notice: the lines come again */
+        sg_engine_set_log_level(h.eng, SG_LOG_NOTICE);
+        ONE(&h, EV("A0", "e2-0", "t", "3", .value = "{\"orderId\":\"A0\"}",
+                   .epoch = "3"));
+        ck_assert_int_eq(lvl_notice_cnt, 1);
+        h_free(&h);
+}
+END_TEST
+
 /* ---- epochs (semantics §4b) ------------------------------------------- */
 
 #define EPOCH_CONF                                                             \
@@ -3137,6 +3195,7 @@ Suite *engine_suite(void) {
         tcase_add_test(rows, row1_malformed_without_key);
         tcase_add_test(rows, copartition_watch);
         tcase_add_test(rows, copartition_warnings_bounded);
+        tcase_add_test(rows, log_level_drops_lines_unbuilt);
         tcase_add_test(rows, row2_duplicate);
         tcase_add_test(rows, row3_conflict);
         tcase_add_test(rows, row5_stale);

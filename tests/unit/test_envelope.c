@@ -272,6 +272,31 @@ START_TEST(test_envelope_sha256_is_sha256) {
                          SG_OK);
         sg_sha256(big, sizeof(big), want);
         ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        /* and sg_sha256() is SHA-256: FIPS 180-2's examples ("abc", and
+         * the two-block 56-byte message), whichever OpenSSL API computes
+         * it */
+        static const struct {
+                const char *msg, *hex;
+        } fips[] = {
+                {"abc", "ba7816bf8f01cfea414140de5dae2223"
+                        "b00361a396177a9cb410ff61f20015ad"},
+                {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                 "248d6a61d20638b8e5c026930c3e6039"
+                 "a33ce45964ff2167f6ecedd419db06c1"},
+                {"", "e3b0c44298fc1c149afbf4c8996fb924"
+                     "27ae41e4649b934ca495991b7852b855"},
+        };
+        for (size_t i = 0; i < sizeof(fips) / sizeof(fips[0]); i++) {
+                char hex[2 * SG_HASH_LEN + 1];
+                sg_sha256(fips[i].msg, strlen(fips[i].msg), want);
+                for (size_t k = 0; k < SG_HASH_LEN; k++)
+                        snprintf(hex + 2 * k, 3, "%02x", want[k]);
+                ck_assert_str_eq(hex, fips[i].hex);
+                ck_assert_int_eq(sg_envelope_sha256(&env, fips[i].msg,
+                                                    strlen(fips[i].msg), got),
+                                 SG_OK);
+                ck_assert_mem_eq(got, want, SG_HASH_LEN);
+        }
         sg_envelope_clear(&env);
 }
 END_TEST
