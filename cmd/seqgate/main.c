@@ -1233,10 +1233,28 @@ static int check_config(const opts_t *o) {
                 sg_config_destroy(conf);
                 return 1;
         }
-        if (pf.errors) {
+        /* the data_dir: a directory seqgate may write, or can make one
+         * (nothing is created here; what sg_store_open refuses at start).
+         * A permission depends on the user: an error for the one seqgate
+         * runs as (ExecStartPre), a warning for another (a check by hand
+         * of a file deployed elsewhere). */
+        char es[4608] = "";
+        int dir_errno = 0;
+        bool dir_bad = sg_store_dir_check(conf->data_dir, &dir_errno, es,
+                                          sizeof(es)) != SG_OK;
+        bool dir_perm = dir_errno == EACCES || dir_errno == EPERM;
+        if (dir_bad && dir_perm)
+                fprintf(stderr,
+                        "seqgate: config warning: %s: seqgate running as "
+                        "this user (uid %u) exits 2 at start\n",
+                        es, (unsigned)geteuid());
+        size_t errors = pf.errors + (dir_bad && !dir_perm);
+        if (errors) {
+                if (dir_bad && !dir_perm)
+                        fprintf(stderr, "seqgate: config error: %s\n", es);
                 print_findings(&pf, "config");
                 fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
-                        pf.errors, pf.errors == 1 ? "" : "s", path);
+                        errors, errors == 1 ? "" : "s", path);
                 sg_preflight_clear(&pf);
                 sg_config_destroy(conf);
                 return 2;

@@ -102,6 +102,31 @@ class ConfigFile(unittest.TestCase):
         self.assertEqual(r2.returncode, 0, r2.stderr)
         self.assertEqual(r2.stdout, r.stdout)
 
+    def test_data_dir_that_cannot_be_made(self):
+        """A data_dir under a file: --check-config fails naming the path in
+        the way and the errno (exit 2); so does the start, before any broker
+        (exit 2: a configuration error, not a runtime one)."""
+        blocker = self.write("a-file", "")
+        data_dir = os.path.join(blocker, "store")
+        path = self.write("seqgate.json", json.dumps({
+            "data_dir": data_dir, "http": {"address": "off"},
+            "kafka": {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
+            "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+        want = (f"data_dir {data_dir} cannot be created: {blocker} is not a "
+                f"directory (ENOTDIR)")
+        r = run("--check-config", path)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"seqgate: config error: {want}", r.stderr)
+        self.assertNotIn("config ok", r.stdout)
+        r = run("--config", path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        exiting = [json.loads(l) for l in r.stderr.splitlines()
+                   if '"event":"exiting"' in l]
+        self.assertEqual(len(exiting), 1, r.stderr)
+        self.assertEqual(exiting[0]["error"], "SG_ERR_CONFIG")
+        self.assertEqual(exiting[0]["detail"], want)
+        self.assertEqual(exiting[0]["exit_class"], "operator action needed")
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)
