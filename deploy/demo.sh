@@ -7,23 +7,27 @@
 # later, a gap that times out, COMPLETED -> CREATED, a gap resolved by a
 # snapshot from the aggregate's authority; on a second topic, ledger, a deposed
 # leader's epoch-1 events fenced after epoch 2 began), stops seqgate with
-# SIGTERM and prints what reached orders.clean and orders.dlq, and why, and
-# `seqgatectl dlq summary` of both DLQ topics; it ends with `seqgatectl
-# audit` of the input topic (docs/seqgatectl.md "Audit a topic before adopting
-# seqgate"), both read from the same embedded cluster.
+# SIGTERM and prints, in a few readable lines (deploy/demo/report.py): each
+# input event with what became of it (its place in the output topic, its DLQ
+# reason, or why it was dropped), each DLQ record's detail, and the key
+# counters of /metrics with their names. It also runs `seqgatectl dlq
+# summary`, `lookup`, `inspect` and `audit` of the input topic
+# (docs/seqgatectl.md) and checks their answers; --tools prints them.
 #
 # The authority is deploy/authority/authority.py (Python standard library
 # only), answering snapshot requests over HTTP on a free loopback port from
 # deploy/demo/authority-states.json: it knows order-1006 (version 3, SHIPPED)
 # and answers 404 for order-1005.
 #
-# Usage: ./deploy/demo.sh [--passthrough] [--no-build] [--keep]
+# Usage: ./deploy/demo.sh [--passthrough] [--no-build] [--keep] [--tools]
 #   --passthrough  run the benchmark baseline instead of the engine (plumbing
 #                  check only: everything is copied, nothing decided)
 #   --no-build     use the existing build/seqgate (or $SEQGATE_BIN)
 #   --keep         keep the temporary directory (config.json, the store,
 #                  seqgate.log) and print its path, so that the seqgatectl
-#                  commands it printed can be run again
+#                  commands it names can be run again
+#   --tools        also print what seqgatectl dlq summary, lookup, inspect
+#                  and audit answered about the run
 # Exit status 0 when seqgate stopped cleanly and (engine mode) the output
 # matches deploy/demo/expected.txt.
 set -euo pipefail
@@ -34,11 +38,13 @@ demo="$here/demo"
 mode=engine
 build=1
 keep=0
+tools=0
 for a in "$@"; do
         case "$a" in
         --passthrough) mode=passthrough ;;
         --no-build) build=0 ;;
         --keep) keep=1 ;;
+        --tools) tools=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
         esac
@@ -206,11 +212,10 @@ alive
 http_port=$(grep '"event":"http_listening"' "$tmp/seqgate.log" |
         grep -o '"port":[0-9]*' | cut -d: -f2 || true)
 if [ -n "$http_port" ] && command -v curl >/dev/null; then
-        say "GET http://127.0.0.1:$http_port/metrics (an excerpt)"
-        curl -fsS "http://127.0.0.1:$http_port/metrics" |
-                grep -E '^seqgate_(records_total|applied_total|dedup_hits_total|dlq_records_total|stuck_processing_over_5m|consumer_lag)[ {]' |
-                head -n 20 || echo "demo.sh: /metrics did not answer" >&2
-        curl -fsS "http://127.0.0.1:$http_port/readyz" ||
+        # shown after the records (report.py metrics): the key counters
+        curl -fsS "http://127.0.0.1:$http_port/metrics" >"$tmp/metrics.txt" ||
+                echo "demo.sh: /metrics did not answer" >&2
+        curl -fsS "http://127.0.0.1:$http_port/readyz" >"$tmp/readyz.json" ||
                 echo "demo.sh: /readyz is not ready" >&2
 else
         echo "demo.sh: no http_listening line (or no curl): /metrics skipped" >&2
@@ -248,17 +253,18 @@ dlq_rc=0
 "$ctl" dlq summary --config "$tmp/audit-config.json" \
         >"$tmp/dlq-summary.txt" 2>"$tmp/dlq-summary.err" || dlq_rc=$?
 show_audit() {
+        if [ "$audit_rc" != 0 ]; then
+                echo "demo.sh: seqgatectl audit failed (exit $audit_rc):" >&2
+                cat "$tmp/audit.err" >&2
+                exit 1
+        fi
+        [ "$tools" = 1 ] || return 0
         say "seqgatectl audit --topic orders (what the input topic holds)"
         echo "(an offline replay of the input through the engine over a temporary"
         echo " store, without the snapshot authority: order-1006's gap, resolved live"
         echo " by a snapshot, counts here as a gap that timed out, so its gap_timeout"
         echo " and quarantine counts exceed the live run's by that aggregate)"
         cat "$tmp/audit.txt"
-        if [ "$audit_rc" != 0 ]; then
-                echo "demo.sh: seqgatectl audit failed (exit $audit_rc):" >&2
-                cat "$tmp/audit.err" >&2
-                exit 1
-        fi
 }
 
 # 5. stop seqgate: it finishes its batch, commits, leaves the group ----------
@@ -309,33 +315,29 @@ BEGIN { FS = "\t" }
         if (dlq) printf "  %s\n      detail: %s\n", line, detail
         else printf "  %s\n", line
 }'
-say "orders.clean: $(wc -l <"$tmp/clean.tsv") record(s) (key, version, type; S = snapshot version and state)"
-awk -v dlq=0 -v out="$tmp/actual.clean" "$fmt" "$tmp/clean.tsv"
-: >>"$tmp/actual.clean"
-nsnap=$(grep -c '__seqgate.snapshot=' "$tmp/clean.tsv" || true)
-if [ "$nsnap" -gt 0 ]; then
-        echo "  ($(($(wc -l <"$tmp/clean.tsv") - nsnap)) applied events and $nsnap snapshot record(s): applied_total"
-        echo "   counts the events, snapshot_applied_total the snapshots)"
-fi
-say "orders.dlq: $(wc -l <"$tmp/dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
-awk -v dlq=1 -v out="$tmp/actual.dlq" "$fmt" "$tmp/dlq.tsv"
-: >>"$tmp/actual.dlq"
-say "ledger.clean: $(wc -l <"$tmp/ledger.clean.tsv") record(s) (key, version, type)"
-awk -v dlq=0 -v out="$tmp/actual.ledger.clean" "$fmt" "$tmp/ledger.clean.tsv"
-: >>"$tmp/actual.ledger.clean"
-say "ledger.dlq: $(wc -l <"$tmp/ledger.dlq.tsv") record(s) (key, version, type, __seqgate.errors.reason, detail)"
-awk -v dlq=1 -v out="$tmp/actual.ledger.dlq" "$fmt" "$tmp/ledger.dlq.tsv"
-: >>"$tmp/actual.ledger.dlq"
+# the comparison's lines (deploy/demo/expected.txt), not printed
+for t in clean dlq ledger.clean ledger.dlq; do
+        dlq=0
+        [ "${t%dlq}" != "$t" ] && dlq=1
+        awk -v dlq="$dlq" -v out="$tmp/actual.$t" "$fmt" "$tmp/$t.tsv" >/dev/null
+        : >>"$tmp/actual.$t"
+done
 
-say "final counters (seqgate's last stats line)"
-last=$(grep '"event":"stats"' "$tmp/seqgate.log" | tail -n 1)
-printf '%s\n' "$last" |
-        sed -e 's/^.*"event":"stats",//' -e 's/}$//' \
-            -e 's/"dlq_by_reason":{[^}]*},\{0,1\}//' |
-        tr ',' '\n' | sed -e 's/"//g' -e 's/:/ = /' -e 's/^/  /'
-printf '%s\n' "$last" | grep -o '"dlq_by_reason":{[^}]*}' |
-        sed -e 's/^"dlq_by_reason":{//' -e 's/}$//' | tr ',' '\n' |
-        sed -e 's/"//g' | awk -F: '$2 != 0 { printf "  dlq_by_reason.%s = %s\n", $1, $2 }' || true
+report="$here/demo/report.py"
+say "what went in, and what became of it (off = the input offset; #N = the place in the output topic)"
+python3 "$report" events orders orders.clean orders.dlq "$tmp/clean.tsv" \
+        "$tmp/dlq.tsv" "$demo/orders.txt" "$demo/orders-late.txt"
+echo
+python3 "$report" events ledger ledger.clean ledger.dlq \
+        "$tmp/ledger.clean.tsv" "$tmp/ledger.dlq.tsv" "$demo/ledger.txt"
+
+say "key metrics (GET /metrics before the stop, summed over the topics)"
+if [ -s "$tmp/metrics.txt" ]; then
+        python3 "$report" metrics "$tmp/metrics.txt" "$tmp/readyz.json" \
+                "http://${http_port:+127.0.0.1:$http_port}/metrics"
+else
+        echo "  (no /metrics scrape: see the messages above)"
+fi
 
 if [ "$status" != 0 ]; then
         echo "demo.sh: seqgate exited with status $status; its log:" >&2
@@ -349,36 +351,45 @@ if [ "$mode" = passthrough ]; then
         exit 0
 fi
 
-say "seqgatectl dlq summary (every dlq_topic of the config)"
-cat "$tmp/dlq-summary.txt"
+# 6a. the seqgatectl answers about the run: checked always, printed with
+# --tools (tool = the heading and the file its answer is in)
+tool() {
+        [ "$tools" = 1 ] || return 0
+        say "$1"
+        cat "$2"
+}
 if [ "$dlq_rc" != 0 ]; then
         echo "demo.sh: seqgatectl dlq summary failed (exit $dlq_rc):" >&2
         cat "$tmp/dlq-summary.err" >&2
         exit 1
 fi
+tool "seqgatectl dlq summary (every dlq_topic of the config)" \
+        "$tmp/dlq-summary.txt"
 
 # 6b. what happened to event X? (docs/troubleshooting.md "What happened to
 # event X?") ------------------------------------------------------------------
 ctl="${SEQGATECTL_BIN:-$(dirname "$bin")/seqgatectl}"
 if [ -x "$ctl" ]; then
         for id in e-1002-2b e-1001-2; do
-                say "seqgatectl lookup --config $tmp/config.json --topic orders --source /shop/orders --id $id"
                 # both events are known to the store: anything but exit 0
                 # is a fault the demo must not hide
                 if ! "$ctl" lookup --config "$tmp/config.json" --topic orders \
-                        --source /shop/orders --id "$id"; then
+                        --source /shop/orders --id "$id" >"$tmp/lookup.txt"; then
                         echo "demo.sh: FAIL: lookup of $id did not answer" >&2
                         exit 1
                 fi
+                tool "seqgatectl lookup --config $tmp/config.json --topic orders --source /shop/orders --id $id" \
+                        "$tmp/lookup.txt"
         done
         # what is left for an operator: the aggregates the store holds
         # quarantined, refetching or with parked events (docs/seqgatectl.md)
-        say "seqgatectl inspect --config $tmp/config.json --topic orders (aggregates that need attention)"
         if ! "$ctl" inspect --config "$tmp/config.json" --topic orders \
-                2>/dev/null | tee "$tmp/inspect.txt"; then
+                2>/dev/null >"$tmp/inspect.txt"; then
                 echo "demo.sh: FAIL: inspect did not answer" >&2
                 exit 1
         fi
+        tool "seqgatectl inspect --config $tmp/config.json --topic orders (aggregates that need attention)" \
+                "$tmp/inspect.txt"
         # the scenario leaves exactly order-1005 quarantined: say so only
         # when the store agrees
         if [ "$(grep -c '^  - id: ' "$tmp/inspect.txt")" != 1 ] ||
@@ -391,17 +402,16 @@ if [ -x "$ctl" ]; then
         # snapshot_failures_total and snapshot_gave_up_total)
         nfail=$(grep -c '"event":"snapshot_attempt_failed".*"aggregate":"order-1005"' \
                 "$tmp/seqgate.log" || true)
-        nround=$(grep -c '"event":"snapshot_attempt_failed".*"aggregate":"order-1005".*"next":"gap_policy"' \
-                "$tmp/seqgate.log" || true)
-        echo
-        echo "order-1005 stays quarantined: its gap timed out, and its authority"
-        echo "answered 404 to all $nfail of its snapshot requests ($nround rounds of"
-        echo "snapshot.max_attempts: one when the gap timed out, one when its late"
-        echo "event came while it was quarantined — snapshot_failures_total and"
-        echo "snapshot_gave_up_total above), so its later events go to the DLQ"
-        echo "(aggregate_quarantined) until an operator releases it — on a live"
-        echo "cluster: seqgatectl release --config FILE --topic orders --aggregate order-1005"
-        echo "(docs/troubleshooting.md)."
+        say "left for an operator"
+        echo "order-1005 stays quarantined (seqgatectl inspect): its gap timed out and"
+        echo "the authority answered 404 to all $nfail of its snapshot requests, so its"
+        echo "later events go to the DLQ (aggregate_quarantined) until an operator"
+        echo "releases it: seqgatectl release --config FILE --topic orders --aggregate"
+        echo "order-1005 (docs/troubleshooting.md)."
+        if [ "$tools" = 0 ]; then
+                echo "--tools also prints what seqgatectl dlq summary, lookup, inspect and"
+                echo "audit answered about this run; --keep keeps its config, store and log."
+        fi
 else
         echo "demo.sh: $ctl not found: no lookups shown" >&2
 fi

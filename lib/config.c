@@ -114,6 +114,12 @@ static const char *const HTTP_KEYS[] = {"address",
                                         NULL};
 static const char *const HTTP_TLS_KEYS[] = {"cert_file", "key_file", NULL};
 static const char *const METRICS_KEYS[] = {"stuck_threshold_ms", NULL};
+/* The root's blocks, for a key meant inside one (sg_cfg_check_keys_in). */
+static const cfg_block_t ROOT_BLOCKS[] = {{"store", STORE_KEYS},
+                                          {"batch", BATCH_KEYS},
+                                          {"http", HTTP_KEYS},
+                                          {"metrics", METRICS_KEYS},
+                                          {NULL, NULL}};
 
 /** Check of http.address: sg_http_address_parse() (http.h) must accept
  *  it. */
@@ -277,7 +283,7 @@ static sg_err_t parse_root(cfg_ctx_t *c, const cJSON *root, sg_config_t *conf) {
 
         if (!cJSON_IsObject(root))
                 return sg_cfg_fail(c, "(root)", "must be a JSON object");
-        KEEP(sg_cfg_check_keys(c, root, "", ROOT_KEYS));
+        KEEP(sg_cfg_check_keys_in(c, root, "", ROOT_KEYS, ROOT_BLOCKS));
 
         if ((it = cJSON_GetObjectItemCaseSensitive(root, "$schema")) &&
             !cJSON_IsString(it))

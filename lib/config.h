@@ -360,6 +360,16 @@ typedef struct sg_config_key {
 const sg_config_key_t *sg_config_key(size_t i);
 
 /**
+ * The name of an input topic's key, as its topic block spells it, from the
+ * key table: "dedup.ttl_ms" for @p field offsetof(sg_topic_config_t,
+ * dedup_ttl_ms). For a tool that names the key a value came from (seqgatectl
+ * sizing, audit): it prints what the file says. Written into @p buf
+ * (@p size bytes, cut short to fit). @returns @p buf, or NULL when no key
+ * of a topic is read into that field. Thread-safe (static table).
+ */
+const char *sg_config_topic_key(size_t field, char *buf, size_t size);
+
+/**
  * Loads and validates the configuration file at @p path: JSON, or YAML
  * when named .yaml or .yml or when its text does not start with '{'.
  *

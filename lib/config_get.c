@@ -279,12 +279,39 @@ static const char *closest_key(const char *key, const char *const *allowed) {
 }
 
 /**
+ * A block of @p nested whose key @p key names, when it was meant inside
+ * it: written beside the block ("gap_timeout_ms" for ordering's), its
+ * path flattened ("dedup_ttl_ms") or dotted as one key ("dedup.ttl_ms"),
+ * or a likely misspelling of one of those (closest_key's rule). Sets
+ * *@p inner to the key as the block spells it; NULL: none.
+ */
+static const cfg_block_t *nested_key(const char *key, const cfg_block_t *nested,
+                                     const char **inner) {
+        for (; nested && nested->name; nested++) {
+                size_t n = strlen(nested->name);
+                const char *rest = key;
+                if (!strncmp(key, nested->name, n) &&
+                    (key[n] == '_' || key[n] == '.'))
+                        rest = key + n + 1;
+                /* an exact key is its own closest (0 edits) */
+                if ((*inner = closest_key(rest, nested->keys)))
+                        return nested;
+        }
+        *inner = NULL;
+        return NULL;
+}
+
+/**
  * Rejects unknown keys (listing @p allowed) and duplicate keys of @p obj.
  * cJSON keeps both members of a duplicate key; silently using one of them
- * would hide a mistake.
+ * would hide a mistake. An unknown key close to an allowed one (a likely
+ * misspelling) is named with it ("did you mean"); one meant inside a block
+ * of @p nested (NULL-terminated; NULL: none), such as "dedup_ttl_ms"
+ * beside "dedup", is named with the key in that block.
  */
-sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
-                           const char *const *allowed) {
+sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                              const char *const *allowed,
+                              const cfg_block_t *nested) {
         char p[SG_PATH_SIZE];
         char list[1024];
         size_t since = c->err_cnt;
@@ -293,11 +320,23 @@ sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                 sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
                         const char *near = closest_key(it->string, allowed);
+                        const char *inner = NULL;
+                        const cfg_block_t *b =
+                                near ? NULL
+                                     : nested_key(it->string, nested, &inner);
                         if (near)
                                 sg_cfg_fail(c, p,
                                             "unknown key; did you mean "
                                             "\"%s\"? allowed: %s",
                                             near,
+                                            sg_cfg_join(list, sizeof(list),
+                                                        allowed));
+                        else if (b)
+                                sg_cfg_fail(c, p,
+                                            "unknown key; did you mean "
+                                            "\"%s\" inside \"%s\" "
+                                            "(%s.%s)? allowed: %s",
+                                            inner, b->name, b->name, inner,
                                             sg_cfg_join(list, sizeof(list),
                                                         allowed));
                         else
@@ -314,6 +353,11 @@ sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         }
         }
         return errors_since(c, since);
+}
+
+sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                           const char *const *allowed) {
+        return sg_cfg_check_keys_in(c, obj, path, allowed, NULL);
 }
 
 /**

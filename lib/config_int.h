@@ -124,6 +124,15 @@ sg_err_t sg_cfg_expect_object(cfg_ctx_t *c, const cJSON *item,
                               const char *path);
 sg_err_t sg_cfg_check_keys(cfg_ctx_t *c, const cJSON *obj, const char *path,
                            const char *const *allowed);
+/** A block of an object and its keys (sg_cfg_check_keys_in's @p nested). */
+typedef struct cfg_block {
+        const char *name;        /**< the block's key: "dedup" */
+        const char *const *keys; /**< its keys, NULL-terminated */
+} cfg_block_t;
+sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
+                              const char *const *allowed,
+                              const cfg_block_t *nested);
+extern const char *const sg_cfg_snapshot_keys[];
 sg_err_t sg_cfg_get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool required, const char **out);
 sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,

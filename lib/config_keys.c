@@ -340,6 +340,23 @@ const sg_config_key_t *sg_config_key(size_t i) {
         return i < CFG_ROW_CNT ? &cfg_rows[i].key : NULL;
 }
 
+const char *sg_config_topic_key(size_t field, char *buf, size_t size) {
+        static const char topic[] = "topics.*";
+        for (size_t i = 0; i < CFG_ROW_CNT; i++) {
+                const sg_config_key_t *k = &cfg_rows[i].key;
+                if (cfg_rows[i].off != field ||
+                    strncmp(k->block, topic, sizeof(topic) - 1) ||
+                    (k->block[sizeof(topic) - 1] != '\0' &&
+                     k->block[sizeof(topic) - 1] != '.'))
+                        continue;
+                const char *blk = k->block + sizeof(topic) - 1;
+                snprintf(buf, size, "%s%s%s", *blk ? blk + 1 : "",
+                         *blk ? "." : "", k->name);
+                return buf;
+        }
+        return NULL;
+}
+
 /** Sets the default of every row of section @p s in @p base. */
 sg_err_t sg_cfg_defaults(cfg_ctx_t *c, cfg_sect_t s, void *base) {
         char detail[256];

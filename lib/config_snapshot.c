@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const SNAPSHOT_KEYS[] = {
+const char *const sg_cfg_snapshot_keys[] = {
         "source",          "request_topic",  "reply_topic",   "url",
         "auth_header_env", "timeout_ms",     "max_in_flight", "max_attempts",
         "backoff_ms",      "backoff_max_ms", "emit_record",   NULL};
@@ -200,7 +200,7 @@ sg_err_t sg_cfg_parse_snapshot(cfg_ctx_t *c, const cJSON *obj, const char *path,
         }
         /* a secret-looking key is said once, by the rule above */
         if (!secret_key)
-                KEEP(sg_cfg_check_keys(c, obj, path, SNAPSHOT_KEYS));
+                KEEP(sg_cfg_check_keys(c, obj, path, sg_cfg_snapshot_keys));
 
         /* without a source nothing else can be checked */
         if (!cJSON_GetObjectItemCaseSensitive(obj, "source")) {

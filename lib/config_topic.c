@@ -40,6 +40,11 @@ static const char *const ORDERING_KEYS[] = {"mode",
                                             "epoch_versions",
                                             NULL};
 static const char *const SM_KEYS[] = {"initial", "states", "transitions", NULL};
+/* The topic's blocks, for a key meant inside one (sg_cfg_check_keys_in). */
+static const cfg_block_t TOPIC_BLOCKS[] = {
+        {"dedup", DEDUP_KEYS},       {"ordering", ORDERING_KEYS},
+        {"envelope", ENVELOPE_KEYS}, {"snapshot", sg_cfg_snapshot_keys},
+        {"state_machine", SM_KEYS},  {NULL, NULL}};
 static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
 
 /** Sets the defaults listed in config.h. */
@@ -492,7 +497,7 @@ static sg_err_t parse_topic(cfg_ctx_t *c, const cJSON *obj, const char *path,
 
         if ((err = sg_cfg_expect_object(c, obj, path)))
                 return err;
-        KEEP(sg_cfg_check_keys(c, obj, path, TOPIC_KEYS));
+        KEEP(sg_cfg_check_keys_in(c, obj, path, TOPIC_KEYS, TOPIC_BLOCKS));
         if ((err = topic_defaults(c, tc)))
                 return err;
         if (!(tc->name = strdup(obj->string)))

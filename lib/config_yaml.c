@@ -283,6 +283,50 @@ static void frames_free(ybuild_t *b) {
                 free(b->st[--b->depth].key);
 }
 
+/**
+ * A syntax error of libyaml's @p parser over @p len bytes, at a line an
+ * editor shows (1-based, as yerr). libyaml finds an unclosed bracket or
+ * quote only at the end of the input, and puts its problem there: past the
+ * last newline, on a line the file does not have. The error is then placed
+ * where the unfinished construct starts (the parser's context mark), and
+ * otherwise names that construct beside the problem (as PyYAML does). The
+ * texts are libyaml's; they never quote a value.
+ */
+static void yaml_syntax_err(ybuild_t *b, const yaml_parser_t *parser,
+                            size_t len) {
+        char what[512];
+        const char *problem = parser->problem ? parser->problem : "error";
+        const char *ctx = parser->context; /* "while parsing a ..." */
+        const yaml_mark_t *pm = &parser->problem_mark;
+        const yaml_mark_t *cm = &parser->context_mark;
+        bool at_end = pm->index >= len;
+        if (ctx && at_end) {
+                /* "while parsing a flow sequence": "a flow sequence" */
+                const char *in = ctx;
+                if (!strncmp(in, "while ", 6) && strchr(in + 6, ' '))
+                        in = strchr(in + 6, ' ') + 1;
+                snprintf(what, sizeof(what),
+                         "not valid YAML: %s at the end of the file, in %s "
+                         "that starts here: a bracket or quote not closed?",
+                         problem, in);
+                yerr(b, cm, NULL, what);
+        } else if (ctx) {
+                snprintf(what, sizeof(what),
+                         "not valid YAML: %s (%s at line %zu, column %zu)",
+                         problem, ctx, cm->line + 1, cm->column + 1);
+                yerr(b, pm, NULL, what);
+        } else if (at_end && pm->line > 0 && pm->column == 0) {
+                /* past the last newline: the file's last line */
+                yaml_mark_t last = {.line = pm->line - 1, .column = 0};
+                snprintf(what, sizeof(what),
+                         "not valid YAML: %s at the end of the file", problem);
+                yerr(b, &last, NULL, what);
+        } else {
+                snprintf(what, sizeof(what), "not valid YAML: %s", problem);
+                yerr(b, pm, NULL, what);
+        }
+}
+
 sg_err_t sg_cfg_yaml_parse(const char *text, size_t len, cJSON **rootp,
                            char *errstr, size_t errstr_size) {
         yaml_parser_t parser;
@@ -305,11 +349,7 @@ sg_err_t sg_cfg_yaml_parse(const char *text, size_t len, cJSON **rootp,
                                 err = SG_ERR_NOMEM;
                                 break;
                         }
-                        /* libyaml's problem text names no value */
-                        char what[256];
-                        snprintf(what, sizeof(what), "not valid YAML: %s",
-                                 parser.problem ? parser.problem : "error");
-                        yerr(&b, &parser.problem_mark, NULL, what);
+                        yaml_syntax_err(&b, &parser, len);
                         err = SG_ERR_CONFIG;
                         break;
                 }

@@ -81,6 +81,43 @@ void sg_loop_set_fatal(sg_loop_t *loop, sg_err_t err, const char *what) {
         loop->stop = 1;
 }
 
+/**
+ * Stops the loop on the consumer's fatal error @p code (text @p fes). One
+ * is the operator's to fix: FENCED_INSTANCE_ID, another consumer joined the
+ * group with this one's group.instance.id (static membership, KIP-345: the
+ * newer member takes the older one's place). A restart would fence that one
+ * in turn, so it is SG_ERR_CONFIG (exit 2), naming the id and what to
+ * change; any other is SG_ERR_FATAL.
+ */
+static void consumer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
+                           const char *fes) {
+        if (code != RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) {
+                sg_loop_set_fatal(loop, SG_ERR_FATAL, fes);
+                return;
+        }
+        const sg_config_t *c = loop->conf;
+        const sg_kv_t *id = NULL;
+        for (size_t i = 0; !id && i < c->kafka_consumer_cnt; i++)
+                if (!strcmp(c->kafka_consumer[i].name, "group.instance.id"))
+                        id = &c->kafka_consumer[i];
+        for (size_t i = 0; !id && i < c->kafka_cnt; i++)
+                if (!strcmp(c->kafka[i].name, "group.instance.id"))
+                        id = &c->kafka[i];
+        char what[1024];
+        sg_errf(what, sizeof(what),
+                "consumer fenced: another consumer joined group \"%s\" with "
+                "this one's group.instance.id %s%s%s (static membership, "
+                "KIP-345) and took its place; give every instance its own "
+                "group.instance.id, or leave it unset: two with one id "
+                "fence each other at every restart (%s)",
+                c->group_id, id && !sg_config_kv_secret(id) ? "\"" : "",
+                !id                       ? "(unknown)"
+                : sg_config_kv_secret(id) ? "(from the environment)"
+                                          : id->value,
+                id && !sg_config_kv_secret(id) ? "\"" : "", fes);
+        sg_loop_set_fatal(loop, SG_ERR_CONFIG, what);
+}
+
 /* ------------------------------------------------------------------ */
 /* retriable broker errors (start-up, restores, metadata, admin calls)  */
 
@@ -645,10 +682,10 @@ static void loop_collect(sg_loop_t *loop) {
                                                   : "?");
                                 sg_kafka_acl_note(&loop->klog, loop->consumer,
                                                   m->err, "Read", res);
-                                if (rd_kafka_fatal_error(loop->consumer, fes,
-                                                         sizeof(fes)))
-                                        sg_loop_set_fatal(loop, SG_ERR_FATAL,
-                                                          fes);
+                                rd_kafka_resp_err_t fe = rd_kafka_fatal_error(
+                                        loop->consumer, fes, sizeof(fes));
+                                if (fe)
+                                        consumer_fatal(loop, fe, fes);
                         }
                         rd_kafka_message_destroy(m);
                         continue;

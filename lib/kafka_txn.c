@@ -25,25 +25,51 @@ bool sg_loop_err_is_fenced(rd_kafka_resp_err_t code) {
 void sg_loop_producer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
                             const char *during, const char *reason) {
         bool fenced = sg_loop_err_is_fenced(code);
-        char what[700];
+        char what[1200], buf[512];
+        const char *inst =
+                loop->conf->instance_id ? loop->conf->instance_id : "";
+        const char *txid =
+                sg_loop_transactional_id(loop->conf, buf, sizeof(buf));
         cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "transactional_id",
-                                loop->conf->transactional_id
-                                        ? loop->conf->transactional_id
-                                        : "");
+        cJSON_AddStringToObject(f, "transactional_id", txid);
         cJSON_AddStringToObject(f, "during", during);
         cJSON_AddStringToObject(f, "error", rd_kafka_err2name(code));
         cJSON_AddStringToObject(f, "reason", reason);
-        if (fenced)
+        if (fenced) {
+                /* A newer producer under this transactional.id (KIP-98
+                 * zombie fencing): this instance's own replacement, a
+                 * takeover of a writer that left the group (semantics §6),
+                 * or a second process started with the same instance_id.
+                 * Nothing at start can tell the last from the first
+                 * without racing a restart, so the newest wins and the
+                 * line says what to change (docs/troubleshooting.md). */
+                cJSON_AddStringToObject(f, "instance_id", inst);
                 cJSON_AddStringToObject(
                         f, "detail",
-                        "another instance with the same transactional.id "
-                        "(instance_id) took over; this one stops");
+                        "a newer producer with the same transactional.id "
+                        "took over (another process started with this "
+                        "instance_id); this one stops");
+                cJSON_AddStringToObject(
+                        f, "action",
+                        "if that process is not this instance's "
+                        "replacement, give every instance its own "
+                        "instance_id (--instance-id, e.g. the pod or host "
+                        "name): two with one id fence each other at every "
+                        "restart");
+        }
         sg_loop_log(loop, SG_LOG_ERR,
                     fenced ? "fenced" : "fatal_producer_error", f);
-        sg_errf(what, sizeof(what), "%s: %s (%s)",
-                fenced ? "producer fenced" : "fatal producer error", reason,
-                during);
+        if (fenced)
+                sg_errf(what, sizeof(what),
+                        "producer fenced: another process started with "
+                        "instance_id \"%s\" (transactional.id \"%s\") and "
+                        "took over; unless it is this instance's "
+                        "replacement, give every instance its own "
+                        "instance_id (%s, during %s)",
+                        inst, txid, reason, during);
+        else
+                sg_errf(what, sizeof(what), "fatal producer error: %s (%s)",
+                        reason, during);
         sg_loop_set_fatal(loop, SG_ERR_FATAL, what);
 }
 

@@ -289,13 +289,29 @@ typedef struct sg_snapreq_rec {
 } sg_snapreq_rec_t;
 
 /**
+ * Checks, changing nothing, that the data_dir @p dir is a directory
+ * seqgate may write, or can be made one: its nearest existing path is a
+ * directory that this process may write into and search. For
+ * --check-config, and the rule sg_store_open applies first. @returns
+ * SG_OK, or SG_ERR_CONFIG with errstr naming the path that stops it and
+ * the errno ("data_dir /a/b/c cannot be created: /a/b is not a directory
+ * (ENOTDIR)") and *@p errnop (NULL: not wanted) that errno: EACCES or
+ * EPERM depend on the user the process runs as, the others (ENOTDIR,
+ * EROFS, ELOOP, ENAMETOOLONG) not. Thread-safe.
+ */
+sg_err_t sg_store_dir_check(const char *dir, int *errnop, char *errstr,
+                            size_t errstr_size);
+
+/**
  * Opens (creating if needed) the LMDB environment in directory @p dir.
  * @param map_size_bytes   initial map size (grown to the file's size if larger).
  * @param growth_bytes     step for sg_store_grow().
  * One process per directory: it holds a lock on dir/seqgate.lock (flock)
  * until sg_store_close.
- * @returns SG_OK, SG_ERR_IO (directory), SG_ERR_LOCKED (another process
- *          holds the directory), SG_ERR_STORE.
+ * @returns SG_OK, SG_ERR_CONFIG (a directory that cannot be made or
+ *          written: sg_store_dir_check's errors, the path and errno named),
+ *          SG_ERR_IO (directory, another file system error), SG_ERR_LOCKED
+ *          (another process holds the directory), SG_ERR_STORE.
  */
 sg_err_t sg_store_open(const char *dir, uint64_t map_size_bytes,
                        uint64_t growth_bytes, sg_store_t **storep, char *errstr,

@@ -197,6 +197,88 @@ static size_t file_size(const char *dir) {
         return stat(p, &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size : 1;
 }
 
+/* The errno values that say the data_dir itself is wrong (a path through
+ * a file, no permission, a read-only file system, a name too long): an
+ * operator's error, not a passing one (docs/operating.md "Exit
+ * statuses"). */
+static bool dir_errno_config(int e) {
+        return e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS ||
+               e == ENAMETOOLONG || e == ELOOP || e == EEXIST;
+}
+
+/* "path: why (ENAME)" for errno @p e into @p buf. */
+static const char *dir_why(char *buf, size_t size, const char *path, int e,
+                           const char *what) {
+        const char *name = strerrorname_np(e);
+        snprintf(buf, size, "%s%s%s (%s)", path, what ? what : ": ",
+                 what ? "" : strerror(e), name ? name : "errno");
+        return buf;
+}
+
+sg_err_t sg_store_dir_check(const char *dir, int *errnop, char *errstr,
+                            size_t errstr_size) {
+        int dummy;
+        if (!errnop)
+                errnop = &dummy;
+        *errnop = 0;
+        char p[4096], why[4200];
+        size_t n = strlen(dir);
+        if (n == 0 || n >= sizeof(p)) {
+                *errnop = ENAMETOOLONG;
+                sg_errf(errstr, errstr_size, "data_dir %s: %s", dir,
+                        dir_why(why, sizeof(why), "the path", ENAMETOOLONG,
+                                NULL));
+                return SG_ERR_CONFIG;
+        }
+        memcpy(p, dir, n + 1);
+        /* the nearest existing path: dir, or its parents up to "/" or "." */
+        struct stat st;
+        for (;;) {
+                if (stat(p, &st) == 0)
+                        break;
+                /* ENOTDIR: a parent is a file, found further up */
+                if (errno != ENOENT && errno != ENOTDIR) {
+                        *errnop = errno;
+                        sg_errf(errstr, errstr_size,
+                                "data_dir %s cannot be used: %s", dir,
+                                dir_why(why, sizeof(why), p, errno, NULL));
+                        return SG_ERR_CONFIG;
+                }
+                size_t len = strlen(p);
+                if (len > 1 && p[len - 1] == '/') {
+                        p[len - 1] = '\0'; /* a trailing slash: stat again */
+                        continue;
+                }
+                char *slash = strrchr(p, '/');
+                if (!slash)
+                        snprintf(p, sizeof(p), ".");
+                else if (slash == p)
+                        p[1] = '\0'; /* "/" */
+                else
+                        *slash = '\0';
+        }
+        /* the data_dir itself (but for trailing slashes), or a parent */
+        size_t pl = strlen(p);
+        bool self = !strncmp(p, dir, pl) &&
+                    strspn(dir + pl, "/") == strlen(dir + pl);
+        if (!S_ISDIR(st.st_mode)) {
+                *errnop = ENOTDIR;
+                sg_errf(errstr, errstr_size, "data_dir %s cannot be %s: %s",
+                        dir, self ? "used" : "created",
+                        dir_why(why, sizeof(why), p, ENOTDIR,
+                                " is not a directory"));
+                return SG_ERR_CONFIG;
+        }
+        if (faccessat(AT_FDCWD, p, W_OK | X_OK, AT_EACCESS) != 0) {
+                *errnop = errno;
+                sg_errf(errstr, errstr_size, "data_dir %s cannot be %s: %s",
+                        dir, self ? "written" : "created",
+                        dir_why(why, sizeof(why), p, errno, NULL));
+                return SG_ERR_CONFIG;
+        }
+        return SG_OK;
+}
+
 /* mkdir -p: @p dir and every missing parent (0750). 0 or -1 with errno. */
 static int mkdir_parents(const char *dir) {
         char p[4096];
@@ -220,10 +302,17 @@ static int mkdir_parents(const char *dir) {
 
 sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                        sg_store_t **storep, char *errstr, size_t errstr_size) {
+        /* the path's own faults first, the same words as --check-config */
+        sg_err_t err = sg_store_dir_check(dir, NULL, errstr, errstr_size);
+        if (err)
+                return err;
         if (mkdir_parents(dir) != 0) {
-                sg_errf(errstr, errstr_size, "data_dir %s: %s", dir,
-                        strerror(errno));
-                return SG_ERR_IO;
+                int e = errno;
+                char why[4200];
+                sg_errf(errstr, errstr_size,
+                        "data_dir %s cannot be created: %s", dir,
+                        dir_why(why, sizeof(why), "mkdir", e, NULL));
+                return dir_errno_config(e) ? SG_ERR_CONFIG : SG_ERR_IO;
         }
         /* One writer per data_dir: two seqgate processes on one store would
          * undo each other's decisions. The lock dies with the process. */
@@ -231,9 +320,12 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
         snprintf(lp, sizeof(lp), "%s/seqgate.lock", dir);
         int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
         if (fd < 0) {
-                sg_errf(errstr, errstr_size, "data_dir %s: %s", dir,
-                        strerror(errno));
-                return SG_ERR_IO;
+                int e = errno;
+                char why[4200];
+                sg_errf(errstr, errstr_size,
+                        "data_dir %s cannot be written: %s", dir,
+                        dir_why(why, sizeof(why), lp, e, NULL));
+                return dir_errno_config(e) ? SG_ERR_CONFIG : SG_ERR_IO;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
                 sg_errf(errstr, errstr_size,

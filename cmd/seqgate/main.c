@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1165,13 +1166,113 @@ static void print_findings(const sg_preflight_t *pf, const char *kind) {
                         sev[pf->items[i].sev], pf->items[i].text);
 }
 
+/* --check-config --cluster's client: the reason of its last broker error
+ * ("kafka_error": "127.0.0.1:9092/bootstrap: Connect to ipv4#127.0.0.1:9092
+ * failed: Connection refused ..."), for the message that says why no broker
+ * answered. Set from the thread that polls the client (the error
+ * callback), read by the same; the mutex keeps it whole regardless. */
+static pthread_mutex_t g_check_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_check_reason[512];
+
+/** sg_log_cb of the check's client: keeps the last kafka_error's reason
+ *  (not "all brokers are down", which follows the one that says why). */
+static void on_check_log(void *opaque, sg_log_level_t level, const char *event,
+                         const char *fields_json) {
+        (void)opaque;
+        (void)level;
+        if (strcmp(event, "kafka_error") != 0)
+                return;
+        cJSON *f = cJSON_Parse(fields_json);
+        const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(f, "error"));
+        const char *r = cJSON_GetStringValue(cJSON_GetObjectItem(f, "reason"));
+        if (r && *r && !(e && !strcmp(e, "_ALL_BROKERS_DOWN"))) {
+                pthread_mutex_lock(&g_check_mu);
+                snprintf(g_check_reason, sizeof(g_check_reason), "%s", r);
+                pthread_mutex_unlock(&g_check_mu);
+        }
+        cJSON_Delete(f);
+}
+
+/** The last broker error's reason into @p buf ("" none). */
+static const char *check_reason(char *buf, size_t size) {
+        pthread_mutex_lock(&g_check_mu);
+        snprintf(buf, size, "%s", g_check_reason);
+        pthread_mutex_unlock(&g_check_mu);
+        return buf;
+}
+
+/** bootstrap.servers of @p conf as printed: "***" for a value from the
+ *  environment (never shown), "(none)" when absent. */
+static const char *bootstrap_text(const sg_config_t *conf) {
+        for (size_t i = 0; i < conf->kafka_cnt; i++)
+                if (!strcmp(conf->kafka[i].name, "bootstrap.servers"))
+                        return sg_config_kv_secret(&conf->kafka[i])
+                                       ? "*** (from the environment)"
+                                       : conf->kafka[i].value;
+        return "(none)";
+}
+
+/**
+ * --check-config --cluster, step 1: reach the cluster through @p rk within
+ * @p budget_ms, each attempt a metadata request of at most 2 s that
+ * librdkafka's connection attempts run under. Says first what it waits for
+ * and how long at most, then every 5 s that no broker answered yet and
+ * why (librdkafka's reason: connection refused, a timeout, a name that does
+ * not resolve). @returns true once a broker answered; false after the
+ * error line naming bootstrap.servers, the wait and the last reason.
+ */
+static bool check_reach(const sg_config_t *conf, rd_kafka_t *rk,
+                        int64_t budget_ms, const char *limit) {
+        const char *bs = bootstrap_text(conf);
+        int64_t start = sg_clock_mono_ms(), end = start + budget_ms;
+        int64_t said = start;
+        char why[512];
+        fprintf(stderr,
+                "seqgate: cluster: connecting to bootstrap.servers %s "
+                "(waiting at most %.1f s: %s)\n",
+                bs, (double)budget_ms / 1000, limit);
+        for (;;) {
+                int64_t now = sg_clock_mono_ms();
+                int64_t t = end - now < 2000 ? end - now : 2000;
+                const struct rd_kafka_metadata *md = NULL;
+                rd_kafka_resp_err_t e =
+                        rd_kafka_metadata(rk, 0, NULL, &md, t > 0 ? (int)t : 1);
+                if (md)
+                        rd_kafka_metadata_destroy(md);
+                (void)rd_kafka_poll(rk, 0); /* the error callback */
+                if (!e)
+                        return true;
+                now = sg_clock_mono_ms();
+                check_reason(why, sizeof(why));
+                if (now >= end) {
+                        fprintf(stderr,
+                                "seqgate: cluster error: no broker of "
+                                "bootstrap.servers %s answered within %.1f s "
+                                "(%s): %s\n",
+                                bs, (double)(now - start) / 1000, limit,
+                                *why ? why : rd_kafka_err2str(e));
+                        return false;
+                }
+                if (now - said >= 5000 || said == start) {
+                        fprintf(stderr,
+                                "seqgate: cluster: no answer from "
+                                "bootstrap.servers %s yet (%s); trying "
+                                "for %.0f s more\n",
+                                bs, *why ? why : rd_kafka_err2str(e),
+                                (double)(end - now) / 1000);
+                        said = now;
+                }
+        }
+}
+
 /** --check-config --cluster: the cluster preflight (sg_preflight_cluster)
- *  with a producer of @p conf; retriable errors are tried again for at
- *  most 30 s (or broker_retry_timeout_ms, if shorter). @returns the exit
- *  status: 0, 2 (a problem), 1 (a client that cannot be made). */
+ *  with a producer of @p conf, after the cluster answered (check_reach);
+ *  the whole check waits at most 30 s (or broker_retry_timeout_ms, if
+ *  shorter), retriable errors tried again within it. @returns the exit
+ *  status: 0, 2 (a problem, or no broker answered), 1 (out of memory). */
 static int check_cluster(const sg_config_t *conf, const char *path) {
         char es[512] = "";
-        sg_kafka_log_t klog = {.conf = conf};
+        sg_kafka_log_t klog = {.conf = conf, .log_cb = on_check_log};
         rd_kafka_conf_t *kc = NULL;
         rd_kafka_t *rk = NULL;
         if (sg_kafka_conf_new(conf, SG_KAFKA_PRODUCER, NULL, &klog, &kc, es,
@@ -1182,10 +1283,17 @@ static int check_cluster(const sg_config_t *conf, const char *path) {
                 fprintf(stderr, "seqgate: cluster error: %s\n", es);
                 return 2;
         }
-        int64_t budget = conf->broker_retry_timeout_ms < 30000
-                                 ? conf->broker_retry_timeout_ms
-                                 : 30000;
+        bool own = conf->broker_retry_timeout_ms < 30000;
+        int64_t budget = own ? conf->broker_retry_timeout_ms : 30000;
         int64_t end = sg_clock_mono_ms() + budget, wait = 250;
+        if (!check_reach(conf, rk, budget,
+                         own ? "broker_retry_timeout_ms"
+                             : "--cluster's limit, or broker_retry_timeout_ms "
+                               "if shorter")) {
+                rd_kafka_destroy(rk);
+                fprintf(stderr, "seqgate: 1 cluster problem for %s\n", path);
+                return 2;
+        }
         sg_preflight_t pf = {0};
         for (;;) {
                 if (sg_preflight_cluster(conf, rk, true, &pf)) {
@@ -1238,10 +1346,28 @@ static int check_config(const opts_t *o) {
                 sg_config_destroy(conf);
                 return 1;
         }
-        if (pf.errors) {
+        /* the data_dir: a directory seqgate may write, or can make one
+         * (nothing is created here; what sg_store_open refuses at start).
+         * A permission depends on the user: an error for the one seqgate
+         * runs as (ExecStartPre), a warning for another (a check by hand
+         * of a file deployed elsewhere). */
+        char es[4608] = "";
+        int dir_errno = 0;
+        bool dir_bad = sg_store_dir_check(conf->data_dir, &dir_errno, es,
+                                          sizeof(es)) != SG_OK;
+        bool dir_perm = dir_errno == EACCES || dir_errno == EPERM;
+        if (dir_bad && dir_perm)
+                fprintf(stderr,
+                        "seqgate: config warning: %s: seqgate running as "
+                        "this user (uid %u) exits 2 at start\n",
+                        es, (unsigned)geteuid());
+        size_t errors = pf.errors + (dir_bad && !dir_perm);
+        if (errors) {
+                if (dir_bad && !dir_perm)
+                        fprintf(stderr, "seqgate: config error: %s\n", es);
                 print_findings(&pf, "config");
                 fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
-                        pf.errors, pf.errors == 1 ? "" : "s", path);
+                        errors, errors == 1 ? "" : "s", path);
                 sg_preflight_clear(&pf);
                 sg_config_destroy(conf);
                 return 2;

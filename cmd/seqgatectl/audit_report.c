@@ -33,6 +33,21 @@
 #define MS_H 3600000.0
 #define MS_DAY 86400000.0
 #define TOP_N 10
+/* The keys the report names, as the configuration file spells them (the
+ * key table: sg_config_topic_key), so that a suggestion reads as the line
+ * to write. */
+static const char *gap_key(void) {
+        static char buf[64];
+        return sg_config_topic_key(offsetof(sg_topic_config_t, gap_timeout_ms),
+                                   buf, sizeof(buf));
+}
+
+static const char *ttl_key(void) {
+        static char buf[64];
+        return sg_config_topic_key(offsetof(sg_topic_config_t, dedup_ttl_ms),
+                                   buf, sizeof(buf));
+}
+
 /* The least gap_timeout_ms and dedup TTL the audit suggests, ms
  * (docs/seqgatectl.md "Audit a topic before adopting seqgate"): below a second
  * a suggestion fits the audited records exactly, not the next producer retry or
@@ -518,7 +533,7 @@ static void text_suggest(const char *name, const char *pct, const cJSON *o,
         const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "floored");
         char few[160];
         if (cJSON_IsNumber(ms))
-                printf("  gap_timeout_ms for %s of gaps: %s%.0f%s%s\n", name,
+                printf("  %s for %s of gaps: %s%.0f%s%s\n", gap_key(), name,
                        cJSON_IsTrue(lb) ? ">= " : "", ms->valuedouble,
                        cJSON_IsTrue(fl) ? " (the floor: the gaps were "
                                           "shorter)"
@@ -527,7 +542,7 @@ static void text_suggest(const char *name, const char *pct, const cJSON *o,
                                 num(o, "samples"), "gaps", pct, need, few,
                                 sizeof(few)));
         else
-                printf("  gap_timeout_ms for %s of gaps: - (no gaps)\n", name);
+                printf("  %s for %s of gaps: - (no gaps)\n", gap_key(), name);
 }
 
 /* The first finding (semantics §2 co-partitioning). */
@@ -622,8 +637,9 @@ static void print_text(const cJSON *r) {
                   true);
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(r, "gaps");
         printf("gaps (park -> filled, record time): %.0f filled, %.0f timed "
-               "out (gap_timeout_ms %.0f)\n",
-               num(g, "filled"), num(g, "timed_out"), num(g, "gap_timeout_ms"));
+               "out (%s %.0f)\n",
+               num(g, "filled"), num(g, "timed_out"), gap_key(),
+               num(g, "gap_timeout_ms"));
         text_hist("duration ms",
                   cJSON_GetObjectItemCaseSensitive(g, "duration_ms"), true);
         const cJSON *gs =
@@ -644,11 +660,11 @@ static void print_text(const cJSON *r) {
         char few[160];
         if (cJSON_IsNumber(st))
                 printf("  dedup TTL for 99.9%% of duplicates: %.0f ms %s"
-                       "(configured %.0f; it must also cover the topic's "
+                       "(configured %s %.0f; it must also cover the topic's "
                        "retention and any replay period, semantics §8)%s\n",
                        st->valuedouble,
                        stf ? "(the floor: the repeats came sooner) " : "",
-                       num(du, "dedup_ttl_ms"),
+                       ttl_key(), num(du, "dedup_ttl_ms"),
                        few_note(cJSON_GetObjectItemCaseSensitive(
                                         du, "suggested_dedup_ttl_enough"),
                                 num(du, "suggested_dedup_ttl_samples"),
@@ -662,9 +678,11 @@ static void print_text(const cJSON *r) {
                !strcmp(str(sz, "bytes_per_dedup_record_from"), "measured")
                        ? "measured in the sample's store"
                        : "ESTIMATE: too few records to measure",
-               num(sz, "ttl_ms"), str(sz, "ttl_from"),
+               num(sz, "ttl_ms"),
+               strcmp(str(sz, "ttl_from"), "dedup_ttl_ms") ? "suggested"
+                                                           : ttl_key(),
                num(sz, "estimated_bytes"));
-        printf("  with the configured dedup_ttl_ms %.0f: %.0f bytes\n",
+        printf("  with the configured %s %.0f: %.0f bytes\n", ttl_key(),
                num(du, "dedup_ttl_ms"),
                num(sz, "estimated_bytes_at_dedup_ttl_ms"));
         printf("  basis: %s\n", str(sz, "basis"));
@@ -901,9 +919,9 @@ static void html_summary(FILE *f, const cJSON *r) {
                          "gaps.suggested_gap_timeout_ms.%s.ms", qs[i][0]);
                 if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(g, "ms")))
                         snprintf(t, sizeof(t),
-                                 "Suggested gap_timeout_ms for %s of gaps: "
+                                 "Suggested %s for %s of gaps: "
                                  "%s%.0f%s",
-                                 qs[i][1],
+                                 gap_key(), qs[i][1],
                                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
                                          g, "lower_bound"))
                                          ? ">= "
@@ -917,9 +935,9 @@ static void html_summary(FILE *f, const cJSON *r) {
                                           few, sizeof(few)));
                 else
                         snprintf(t, sizeof(t),
-                                 "Suggested gap_timeout_ms for %s of gaps: "
+                                 "Suggested %s for %s of gaps: "
                                  "none (no gaps)",
-                                 qs[i][1]);
+                                 gap_key(), qs[i][1]);
                 html_item(f, qs[i][3], r, path, t);
         }
         const cJSON *du = cJSON_GetObjectItemCaseSensitive(r, "duplicates");
@@ -927,9 +945,9 @@ static void html_summary(FILE *f, const cJSON *r) {
                     du, "suggested_dedup_ttl_ms")))
                 snprintf(t, sizeof(t),
                          "Suggested dedup TTL for 99.9%% of duplicates: %.0f "
-                         "ms (configured %.0f; it must also cover the topic's "
-                         "retention and any replay period)%s",
-                         num(du, "suggested_dedup_ttl_ms"),
+                         "ms (configured %s %.0f; it must also cover the "
+                         "topic's retention and any replay period)%s",
+                         num(du, "suggested_dedup_ttl_ms"), ttl_key(),
                          num(du, "dedup_ttl_ms"),
                          few_note(cJSON_GetObjectItemCaseSensitive(
                                           du, "suggested_dedup_ttl_enough"),
@@ -940,8 +958,8 @@ static void html_summary(FILE *f, const cJSON *r) {
         else
                 snprintf(t, sizeof(t),
                          "Suggested dedup TTL: none (no duplicates; "
-                         "configured %.0f ms)",
-                         num(du, "dedup_ttl_ms"));
+                         "configured %s %.0f)",
+                         ttl_key(), num(du, "dedup_ttl_ms"));
         html_item(f, "summary-dedup-ttl", r,
                   "duplicates.suggested_dedup_ttl_ms", t);
         const cJSON *sz = cJSON_GetObjectItemCaseSensitive(r, "sizing");

@@ -15,6 +15,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static const char sizing_help[] =
         "\n"
         "Estimate the store and its changelog (semantics §8), term by term: "
         "N x\n"
-        "bytes per dedup record x dedup_ttl_ms in days, plus A x bytes per\n"
+        "bytes per dedup record x dedup.ttl_ms in days, plus A x bytes per\n"
         "aggregate record, plus the compacted changelog (one record per "
         "live\n"
         "key). Bytes per record are measured from the store (read-only) "
@@ -144,7 +145,7 @@ static void print_sizing(const char *dir, bool have_store,
                 cJSON_Delete(o);
                 return;
         }
-        char b1[32], b2[32];
+        char b1[32], b2[32], key[64];
         if (!have_store)
                 printf("store: none in %s: every size below is the documented "
                        "estimate\n",
@@ -158,8 +159,11 @@ static void print_sizing(const char *dir, bool have_store,
                        " aggregates measured)\n",
                        dir, r->dedup_entries, r->agg_entries);
         printf("dedup:      %" PRIu64 " events/day x %.2f days "
-               "(dedup_ttl_ms %" PRId64 ") x %.0f B per record (%s) = %s\n",
-               epd, z->ttl_days, ttl_ms, r->dedup_bytes,
+               "(%s %" PRId64 ") x %.0f B per record (%s) = %s\n",
+               epd, z->ttl_days,
+               sg_config_topic_key(offsetof(sg_topic_config_t, dedup_ttl_ms),
+                                   key, sizeof(key)),
+               ttl_ms, r->dedup_bytes,
                r->dedup_measured ? "measured: segment + filter pages / keys"
                                  : "ESTIMATE",
                human(z->dedup_total, b1, sizeof(b1)));

@@ -13,6 +13,7 @@ Run by meson test:  test_config_file.py SEQGATE
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,72 @@ class ConfigFile(unittest.TestCase):
         r2 = run("--print-config", again)
         self.assertEqual(r2.returncode, 0, r2.stderr)
         self.assertEqual(r2.stdout, r.stdout)
+
+    def test_data_dir_that_cannot_be_made(self):
+        """A data_dir under a file: --check-config fails naming the path in
+        the way and the errno (exit 2); so does the start, before any broker
+        (exit 2: a configuration error, not a runtime one)."""
+        blocker = self.write("a-file", "")
+        data_dir = os.path.join(blocker, "store")
+        path = self.write("seqgate.json", json.dumps({
+            "data_dir": data_dir, "http": {"address": "off"},
+            "kafka": {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
+            "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+        want = (f"data_dir {data_dir} cannot be created: {blocker} is not a "
+                f"directory (ENOTDIR)")
+        r = run("--check-config", path)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"seqgate: config error: {want}", r.stderr)
+        self.assertNotIn("config ok", r.stdout)
+        r = run("--config", path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        exiting = [json.loads(l) for l in r.stderr.splitlines()
+                   if '"event":"exiting"' in l]
+        self.assertEqual(len(exiting), 1, r.stderr)
+        self.assertEqual(exiting[0]["error"], "SG_ERR_CONFIG")
+        self.assertEqual(exiting[0]["detail"], want)
+        self.assertEqual(exiting[0]["exit_class"], "operator action needed")
+
+    def test_check_cluster_unreachable(self):
+        """--check-config --cluster with no broker listening: a line saying
+        what it connects to and how long it waits at most comes first, while
+        it waits (not after); then the error names bootstrap.servers and what
+        failed (connection refused), exit 2."""
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        bs = f"127.0.0.1:{port}"
+        path = self.write("seqgate.json", json.dumps({
+            "data_dir": os.path.join(self.tmp.name, "data"),
+            "broker_retry_timeout_ms": 8000,
+            "kafka": {"bootstrap.servers": bs, "group.id": "g"},
+            "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+        p = subprocess.Popen([SEQGATE, "--check-config", path, "--cluster"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            first = p.stderr.readline()
+            waiting = p.poll() is None
+            rest = p.stderr.read()
+            rc = p.wait(timeout=60)
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(first, f"seqgate: cluster: connecting to "
+                         f"bootstrap.servers {bs} (waiting at most 8.0 s: "
+                         f"broker_retry_timeout_ms)\n", first + rest)
+        self.assertTrue(waiting, "the first line came only at the end:\n"
+                        + first + rest)
+        self.assertEqual(rc, 2, first + rest)
+        err = [l for l in rest.splitlines()
+               if l.startswith("seqgate: cluster error: ")]
+        self.assertEqual(len(err), 1, rest)
+        self.assertIn(f"no broker of bootstrap.servers {bs} answered within",
+                      err[0])
+        self.assertIn("(broker_retry_timeout_ms)", err[0])
+        self.assertIn("Connection refused", err[0])
 
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')

@@ -55,9 +55,12 @@ class Sizing(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         out = p.stdout
         self.assertIn("every size below is the documented estimate", out)
+        # the TTL by the name the configuration file gives it (a topic's
+        # dedup block: dedup.ttl_ms), never a name no file has
         self.assertIn("dedup:      100000000 events/day x 7.00 days "
-                      "(dedup_ttl_ms 604800000) x 55 B per record "
+                      "(dedup.ttl_ms 604800000) x 55 B per record "
                       "(ESTIMATE) = 38.50 GB", out)
+        self.assertNotIn("dedup_ttl_ms", out)
         self.assertIn("aggregates: 1000000 aggregates (--aggregates) x "
                       "45 B per record (ESTIMATE) = 45.00 MB", out)
         self.assertIn("total:      96.73 GB", out)

@@ -35,6 +35,10 @@ test_help_exit_statuses_agree_with_signals: --help's exit-status table
   reloads.
 test_locked_data_dir_exits_2: a second seqgate on a data_dir the first holds
   exits 2 at once (SG_ERR_LOCKED, in words), the first runs on.
+test_same_group_instance_id_exits_2: two instances given one
+  group.instance.id (static membership): the newer takes the older one's
+  place (KIP-345), and the older exits 2 naming the id and what to change
+  (a restart would only fence the newer one in turn); the newer runs on.
 (The other exit-2 refusals, each with its own test: a store of another
 consumer group, test_restart.py; a store ahead of its changelog,
 test_changelog_behind.py; a changelog whose id is not the store's,
@@ -292,3 +296,38 @@ def test_locked_data_dir_exits_2(seqgate_bin, tmp_path):
     assert str(tmp_path / "data") in line["detail"], line
     assert line["exit_status"] == 2, line
     assert line["exit_class"] == "operator action needed", line
+
+
+def test_same_group_instance_id_exits_2(bootstrap, seqgate_bin, tmp_path):
+    t_in, t_out, t_dlq = (unique_name("sgi-in"), unique_name("sgi-out"),
+                          unique_name("sgi-dlq"))
+    group = unique_name("sg-sgi")
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+
+    def conf(instance):
+        c = make_config(bootstrap=bootstrap, group=group, instance=instance,
+                        data_dir=str(tmp_path / instance), input_topic=t_in,
+                        output_topic=t_out, dlq_topic=t_dlq)
+        c["kafka_consumer"]["group.instance.id"] = "shared-static-id"
+        return c
+    older = Seqgate(seqgate_bin, conf("older"), tmp_path / "run-older")
+    newer = Seqgate(seqgate_bin, conf("newer"), tmp_path / "run-newer")
+    try:
+        older.start()
+        newer.start(wait_assigned=False)
+        rc = older.wait_exit(60)
+        newer.wait_for_event("partitions_assigned", 60)
+        assert newer.running(), newer.log_tail()
+        assert newer.stop() == 0, newer.log_tail()
+    finally:
+        older.cleanup()
+        newer.cleanup()
+    assert rc == 2, f"exit status {rc}\n{older.log_tail()}"
+    exiting = older.events("exiting")
+    assert len(exiting) == 1, older.log_tail()
+    line = exiting[0]
+    assert line["error"] == "SG_ERR_CONFIG", line
+    assert line["exit_class"] == "operator action needed", line
+    assert (f'another consumer joined group "{group}" with this one\'s '
+            f'group.instance.id "shared-static-id"') in line["detail"], line
+    assert "give every instance its own group.instance.id" in line["detail"]

@@ -19,7 +19,8 @@ test_eos_partition_moves_to_empty_store: instance A parks events behind a
   drains the parked events, and redeliveries of A's events are dropped.
 test_eos_zombie_fenced: two processes with the same instance_id (same
   transactional.id) and different data_dirs: the older one is fenced, logs
-  a "fenced" line and exits 1; the newer one finishes the stream exactly
+  a "fenced" line naming the instance_id and what to change and exits 1;
+  the newer one finishes the stream exactly
   once.
 test_eos_restore_time: the time to restore a changelog of ~100k records
   into an empty store (printed, not asserted), beside the delta restore of
@@ -416,6 +417,16 @@ def test_eos_zombie_fenced(bootstrap, seqgate_bin, tmp_path):
     assert len(fenced) == 1, old.log_tail()
     assert fenced[0]["level"] == "error"
     assert fenced[0]["transactional_id"] == f"{group}-eos-z"
+    # what a new user with two instances on one instance_id needs: the id
+    # named, and what to change (docs/troubleshooting.md)
+    assert fenced[0]["instance_id"] == "eos-z", fenced[0]
+    assert "give every instance its own instance_id" in fenced[0]["action"]
+    exiting = old.events("exiting")
+    assert len(exiting) == 1 and exiting[0]["exit_status"] == 1, old.log_tail()
+    assert (f'another process started with instance_id "eos-z" '
+            f'(transactional.id "{group}-eos-z")') in exiting[0]["detail"], \
+        exiting[0]
+    assert "give every instance its own instance_id" in exiting[0]["detail"]
     assert not new.events("fenced")
     expected = {a: list(range(1, v + 1)) for a in aggs}
     out = consume_all(bootstrap, t_out, timeout_s=60,

@@ -617,7 +617,8 @@ def test_audit_html_summary(seqgatectl_bin, audited):
     assert html.index('id="summary"') < html.index('id="counters"')
     p, v, t = items["summary-gap-timeout-p99"]
     assert (p, v) == ("gaps.suggested_gap_timeout_ms.p99.ms", "67000")
-    assert t.startswith("Suggested gap_timeout_ms for 99% of gaps: &gt;= 67000")
+    assert t.startswith("Suggested ordering.gap_timeout_ms for 99% of gaps: "
+                        "&gt;= 67000")
     assert "warning: from 2 gaps, their maximum; a 99th percentile needs 100" in t
     p, v, t = items["summary-dedup-ttl"]
     assert (p, v) == ("duplicates.suggested_dedup_ttl_ms", "10001")
@@ -631,8 +632,17 @@ def test_audit_html_summary(seqgatectl_bin, audited):
                         "--topic", n["in"]],
                        text=True, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert ("gap_timeout_ms for 99% of gaps: >= 67000 (warning: from 2 gaps, "
-            "their maximum; a 99th percentile needs 100)") in r.stdout
+    assert ("ordering.gap_timeout_ms for 99% of gaps: >= 67000 (warning: "
+            "from 2 gaps, their maximum; a 99th percentile needs 100)") \
+        in r.stdout
+    # every key the text and the page name is spelled as the configuration
+    # file spells it (ordering.gap_timeout_ms, dedup.ttl_ms), never a
+    # flattened name no file has
+    for text in (r.stdout, html):
+        assert not re.findall(r"(?<![.\w])(gap_timeout_ms|dedup_ttl_ms)\b",
+                              re.sub(r"(?s)<script.*?</script>|<[^>]*>", "",
+                                     text)), text
+    assert "(configured dedup.ttl_ms 604800000;" in r.stdout
     assert "  basis: 12 records over 80 s; 9 dedup records" in r.stdout
     assert "  warning: a rough estimate: 9 dedup records, fewer than 1000" \
         in r.stdout

@@ -1389,6 +1389,24 @@ static const struct one_mistake {
          "topics.orders.ordering.gap_timout_ms: unknown key; did you mean "
          "\"gap_timeout_ms\"?",
          NULL, 1},
+        /* a key meant inside a block: beside it, flattened (as seqgatectl
+         * once printed it) or dotted as one key */
+        {CFG("", ",'dedup_ttl_ms':5"),
+         "topics.orders.dedup_ttl_ms: unknown key; did you mean \"ttl_ms\" "
+         "inside \"dedup\" (dedup.ttl_ms)?",
+         "allowed: output_topic", 1},
+        {CFG("", ",'gap_timeout_ms':5"),
+         "topics.orders.gap_timeout_ms: unknown key; did you mean "
+         "\"gap_timeout_ms\" inside \"ordering\" (ordering.gap_timeout_ms)?",
+         NULL, 1},
+        {CFG("", ",'ordering.gap_timout_ms':5"),
+         "topics.orders.ordering.gap_timout_ms: unknown key; did you mean "
+         "\"gap_timeout_ms\" inside \"ordering\" (ordering.gap_timeout_ms)?",
+         NULL, 1},
+        {CFG(",'map_size_bytes':1048576", ""),
+         "map_size_bytes: unknown key; did you mean \"map_size_bytes\" inside "
+         "\"store\" (store.map_size_bytes)?",
+         "allowed: $schema", 1},
 };
 
 START_TEST(test_one_mistake_one_error) {

@@ -125,8 +125,22 @@ START_TEST(test_yaml_pitfalls_refused) {
                                            "column 14: tags are not supported"},
                 {"---\ninstance_id: x\n", "(root): YAML line 10, column 1: a "
                                           "second YAML document"},
-                {"instance_id: [a\n", "(root): YAML line 11, column 1: not "
-                                      "valid YAML"},
+                /* a construct left open is found at the end of the file,
+                 * past its last newline: it is placed on a line the file
+                 * has (an editor's, 1-based), where the construct starts */
+                {"instance_id: [a\n", "(root): YAML line 10, column 14: not "
+                                      "valid YAML: did not find expected ','"
+                                      " or ']' at the end of the file, in a "
+                                      "flow sequence that starts here"},
+                {"instance_id: \"a\nlog_level: info\n",
+                 "(root): YAML line 10, column 14: not valid YAML: found "
+                 "unexpected end of stream at the end of the file, in a "
+                 "quoted scalar that starts here"},
+                /* elsewhere the problem's own line, and the construct's */
+                {"batch:\n  max_ms: 5\n - x\n",
+                 "(root): YAML line 12, column 2: not valid YAML: did not "
+                 "find expected key (while parsing a block mapping at line "
+                 "2, column 1)"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 char text[2048], es[2048] = "";

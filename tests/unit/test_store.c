@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <lmdb.h>
 #include <malloc.h>
@@ -1147,6 +1148,55 @@ START_TEST(open_bad_dir) {
                                        &s, err, sizeof(err)),
                          SG_ERR_IO);
         ck_assert_ptr_nonnull(strstr(err, "/proc/nonexistent/x"));
+}
+END_TEST
+
+/* A data_dir that cannot be made (a path through a file) is the
+ * operator's to fix: SG_ERR_CONFIG (exit 2), naming the path in the way
+ * and the errno; the check (--check-config) says the same and creates
+ * nothing, and passes a directory that can be made. */
+START_TEST(open_refuses_a_data_dir_under_a_file) {
+        char base[64], file[128], sub[160], fresh[160];
+        tu_tmpdir(base, sizeof(base), "store_under_file");
+        snprintf(file, sizeof(file), "%s/a-file", base);
+        snprintf(sub, sizeof(sub), "%s/sub/dir", file);
+        FILE *f = fopen(file, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "data_dir %s cannot be created: %s is not a directory "
+                 "(ENOTDIR)",
+                 sub, file);
+        sg_store_t *s = NULL;
+        ck_assert_int_eq(
+                sg_store_open(sub, 1 << 20, 1 << 20, &s, err, sizeof(err)),
+                SG_ERR_CONFIG);
+        ck_assert_str_eq(err, want);
+        int e = 0;
+        err[0] = '\0';
+        ck_assert_int_eq(sg_store_dir_check(sub, &e, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_str_eq(err, want);
+        ck_assert_int_eq(e, ENOTDIR);
+        /* the file itself as the data_dir, also written with a slash */
+        ck_assert_int_eq(sg_store_dir_check(file, &e, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_ptr_nonnull(strstr(err, "cannot be used"));
+        char slashed[160];
+        snprintf(slashed, sizeof(slashed), "%s/", file);
+        ck_assert_int_eq(sg_store_dir_check(slashed, &e, err, sizeof(err)),
+                         SG_ERR_CONFIG);
+        ck_assert_int_eq(e, ENOTDIR);
+        /* a directory that can be made: nothing made by the check */
+        snprintf(fresh, sizeof(fresh), "%s/new/dir/", base);
+        ck_assert_int_eq(sg_store_dir_check(fresh, &e, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(e, 0);
+        struct stat st;
+        snprintf(fresh, sizeof(fresh), "%s/new", base);
+        ck_assert_int_ne(stat(fresh, &st), 0);
+        tu_rmrf(base);
 }
 END_TEST
 
@@ -2346,6 +2396,7 @@ int main(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, dedup_roundtrip_and_reopen);
         tcase_add_test(tc, open_creates_missing_parents);
+        tcase_add_test(tc, open_refuses_a_data_dir_under_a_file);
         tcase_add_test(tc, dedup_reason_in_verdict_byte);
         tcase_add_test(tc, agg_and_since_index);
         tcase_add_test(tc, agg_cache_abort_leaves_the_committed_value);
