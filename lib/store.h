@@ -754,6 +754,23 @@ sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
                         int64_t ttl_ms, int max, int *removedp, char *errstr,
                         size_t errstr_size);
 /**
+ * Seals the partition's dedup backlog (store.h "Dedup segments"): the open
+ * segments that are full or whose bucket is past are frozen, as
+ * sg_dedup_sweep does, then the compaction job in progress is carried on
+ * and every frozen segment is sealed (its keys copied in key order with
+ * their filter), up to @p max_keys keys copied this call; *donep receives
+ * whether none is left (nothing frozen, no job in progress). No merges, no
+ * expiry walk, no changelog records: the state every lookup sees is the
+ * same before and after. For the end of a restore (engine_changelog.c),
+ * whose keys would otherwise be sealed by the batches' sweeps a sixteenth
+ * at a time, each lookup probing the unsealed segments' B-trees until
+ * then. @p now_ms and @p ttl_ms as for sg_dedup_sweep. Thread-safety: the
+ * store's writer.
+ */
+sg_err_t sg_dedup_seal(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
+                       int64_t ttl_ms, uint64_t max_keys, bool *donep,
+                       char *errstr, size_t errstr_size);
+/**
  * The format of the changelog records this store's writes capture
  * (docs/upgrade.md "Rolling upgrade"): SG_STORE_FORMAT (the default), or
  * 2 for the first step of a rolling upgrade from store format 2

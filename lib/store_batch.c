@@ -40,8 +40,10 @@ typedef struct batch_ord {
 struct sg_store_batch {
         batch_rec_t *recs;
         size_t cnt, cap;
-        batch_rec_t *srt; /* the records in key order (batch_sort) */
-        size_t srt_cap;
+        size_t ndedup; /* of cnt, dedup records */
+        /* ord2: the records' places in key order (batch_sort), read
+         * through to recs (a sorted copy of the records would double the
+         * window's largest array) */
         batch_ord_t *ord, *ord2;
         size_t ord_cap;
         uint32_t *bucket; /* BATCH_BUCKETS + 1 counters */
@@ -68,7 +70,6 @@ void sg_store_batch_destroy(sg_store_batch_t *b) {
         if (!b)
                 return;
         free(b->recs);
-        free(b->srt);
         free(b->ord);
         free(b->ord2);
         free(b->bucket);
@@ -80,7 +81,7 @@ void sg_store_batch_destroy(sg_store_batch_t *b) {
 }
 
 void sg_store_batch_clear(sg_store_batch_t *b) {
-        b->cnt = b->len = b->icnt = 0;
+        b->cnt = b->len = b->icnt = b->ndedup = 0;
         /* the restore's transaction was aborted: what it wrote is gone */
         sg_rfilter_free(&b->rf);
 }
@@ -145,6 +146,7 @@ sg_err_t sg_store_batch_add(sg_store_batch_t *b, sg_txn_t *t, const sg_tp_t *tp,
         r->db = (unsigned char)db;
         r->tomb = !value;
         r->seq = (uint32_t)b->cnt++;
+        b->ndedup += db == DB_DEDUP;
         r->voff = b->len;
         r->vlen = vlen;
         if (vlen)
@@ -178,16 +180,14 @@ static size_t batch_bucket(const batch_rec_t *r) {
 }
 
 /* The window's records in key order (per database, then key, then
- * arrival: the last of a key last), into b->srt, as a qsort of b->recs by
- * (db, hash, seq) would put them. One counting pass over the records'
+ * arrival: the last of a key last), as their indices in b->ord2, as a
+ * qsort of b->recs by (db, hash, seq) would put them. One counting pass over the records'
  * first 16 key bits, then each bucket sorted on its own: insertion sort
  * when small, qsort when not (keys chosen to share a prefix cost no more
  * than a qsort). qsort of the 56-byte records was ~40 % of a restore's
  * CPU. false when out of memory. */
 static bool batch_sort(sg_store_batch_t *b) {
         size_t n = b->cnt;
-        if (!grow((void **)&b->srt, &b->srt_cap, n, sizeof(*b->srt)))
-                return false;
         if (n > b->ord_cap) {
                 size_t c = b->ord_cap ? b->ord_cap : 1024;
                 while (c < n)
@@ -240,8 +240,6 @@ static bool batch_sort(sg_store_batch_t *b) {
                 }
                 start = end;
         }
-        for (size_t i = 0; i < n; i++)
-                b->srt[i] = b->recs[out[i].idx];
         return true;
 }
 
@@ -384,29 +382,30 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                 sg_rfilter_init(&b->rf, b->expect);
         pdb_t *p = sg_rec_pdb_for(t, tp, true, &err);
         if (!p || !batch_sort(b) ||
-            !grow((void **)&b->items, &b->item_cap, b->cnt,
+            !grow((void **)&b->items, &b->item_cap, b->ndedup,
                   sizeof(*b->items))) {
                 sg_store_batch_clear(b);
                 return p ? SG_ERR_NOMEM : err;
         }
-        const batch_rec_t *R = b->srt; /* in key order */
+        const batch_ord_t *O = b->ord2; /* in key order */
+#define R(i) (b->recs[O[i].idx])
         MDB_cursor *acur = NULL;
         size_t ni = 0;
         for (size_t i = 0; !err && i < b->cnt;) {
                 /* the key's records in the window: i .. j - 1 */
                 size_t j = i + 1;
                 bool mixed = false;
-                while (j < b->cnt && R[j].db == R[i].db &&
-                       !memcmp(R[j].hash, R[i].hash, HL)) {
-                        mixed |= R[j].v2key != R[i].v2key;
+                while (j < b->cnt && R(j).db == R(i).db &&
+                       !memcmp(R(j).hash, R(i).hash, HL)) {
+                        mixed |= R(j).v2key != R(i).v2key;
                         j++;
                 }
-                const batch_rec_t *r = &R[j - 1];
+                const batch_rec_t *r = &R(j - 1);
                 if (mixed) {
                         /* both formats: each applies (a tombstone of one
                          * must not take the other's record) */
                         for (size_t k = i; !err && k < j; k++)
-                                err = batch_rec_apply(b, t, tp, &R[k], errstr,
+                                err = batch_rec_apply(b, t, tp, &R(k), errstr,
                                                       errstr_size);
                         if (!err && r->db == DB_DEDUP && b->rf.bits)
                                 sg_rfilter_add(&b->rf, r->hash);
@@ -434,6 +433,7 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
                 }
                 i = j;
         }
+#undef R
         if (acur)
                 mdb_cursor_close(acur);
         if (!err)
@@ -444,7 +444,7 @@ sg_err_t sg_store_batch_flush(sg_store_batch_t *b, sg_txn_t *t,
         if (!err && (err = sg_aggc_flush(t)))
                 sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
         sg_aggc_clear(t->store);
-        b->cnt = b->len = b->icnt = 0;
+        b->cnt = b->len = b->icnt = b->ndedup = 0;
         if (err)
                 sg_store_batch_clear(b);
         return err;

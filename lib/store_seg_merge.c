@@ -168,6 +168,18 @@ static sg_err_t job_step(sg_txn_t *t, pdb_t *p, segtab_t *st, uint64_t *budget,
         return sg_seg_hdr_put(t, p, st);
 }
 
+/* The oldest frozen segment not in a bucket below @p expired, in *id.
+ * false: none. */
+static bool frozen_pick(const segtab_t *st, int64_t expired, uint32_t *id) {
+        for (int i = st->cnt - 1; i >= 0; i--)
+                if (st->seg[i].state == SEG_FROZEN &&
+                    st->seg[i].bucket >= expired) {
+                        *id = st->seg[i].id;
+                        return true;
+                }
+        return false;
+}
+
 /* Picks the next job: the oldest frozen segment's seal; else four sealed
  * segments of one bucket and level; else the sealed segments of a past
  * bucket (up to four, smallest level first); never in a bucket below
@@ -175,13 +187,10 @@ static sg_err_t job_step(sg_txn_t *t, pdb_t *p, segtab_t *st, uint64_t *budget,
  * nothing to do. */
 static bool job_pick(const segtab_t *st, int64_t cur_bucket, int64_t expired,
                      uint32_t *ids, int *np) {
-        for (int i = st->cnt - 1; i >= 0; i--)
-                if (st->seg[i].state == SEG_FROZEN &&
-                    st->seg[i].bucket >= expired) {
-                        ids[0] = st->seg[i].id;
-                        *np = 1;
-                        return true;
-                }
+        if (frozen_pick(st, expired, ids)) {
+                *np = 1;
+                return true;
+        }
         for (int pass = 0; pass < 2; pass++) {
                 for (int i = st->cnt - 1; i >= 0; i--) {
                         const seg_t *a = &st->seg[i];
@@ -317,6 +326,23 @@ static sg_err_t walk_step(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t now,
         return sg_seg_hdr_put(t, p, st);
 }
 
+/* Freezes the open segments that are full, or whose bucket new keys
+ * (bucket @p cur) have left. */
+static sg_err_t freeze_full(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t cur) {
+        for (int i = 0; i < st->cnt; i++) {
+                seg_t *g = &st->seg[i];
+                if (g->state == SEG_OPEN &&
+                    (g->bucket < cur ||
+                     sg_seg_entries(t, p, g) >= t->store->seg_keys)) {
+                        g->state = SEG_FROZEN;
+                        sg_err_t err = sg_seg_rec_put(t, p, g);
+                        if (err)
+                                return err;
+                }
+        }
+        return SG_OK;
+}
+
 static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                             int64_t ttl, int max, int *removedp, char *errstr,
                             size_t errstr_size) {
@@ -333,17 +359,8 @@ static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                 return err;
         st->ttl_ms = ttl;
         int64_t cur = sg_seg_bucket_of(st, now + ttl);
-        /* open segments that are full, or whose bucket new keys have left */
-        for (int i = 0; i < st->cnt; i++) {
-                seg_t *g = &st->seg[i];
-                if (g->state == SEG_OPEN &&
-                    (g->bucket < cur ||
-                     sg_seg_entries(t, p, g) >= t->store->seg_keys)) {
-                        g->state = SEG_FROZEN;
-                        if ((err = sg_seg_rec_put(t, p, g)))
-                                return err;
-                }
-        }
+        if ((err = freeze_full(t, p, st, cur)))
+                return err;
         /* sealing and merging: about four times the keys written since
          * (a key is copied about four times: sealed, then merged up to
          * three levels), and a sixteenth of the frozen keys waiting (a
@@ -388,5 +405,57 @@ sg_err_t sg_dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
         return sg_seg_with_detail(t,
                                   dedup_sweep(t, tp, now, ttl, max, removedp,
                                               errstr, errstr_size),
+                                  errstr, errstr_size);
+}
+
+/* store.h sg_dedup_seal: the sweep's freezing, then the job in progress
+ * and the seals of every frozen segment, up to @p max_keys keys copied. */
+static sg_err_t dedup_seal(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
+                           int64_t ttl, uint64_t max_keys, bool *donep) {
+        int rc;
+        pdb_t *p = sg_pdb_get(t, tp, false, &rc);
+        if (!p) {
+                *donep = !rc;
+                return rc ? sg_txn_lmdb_err(t, rc, "dedup", NULL, 0) : SG_OK;
+        }
+        segtab_t *st;
+        sg_err_t err = sg_segtab_get(t, p, &st);
+        if (err || (!st->cnt && !st->job_dst)) {
+                *donep = !err;
+                return err;
+        }
+        if ((err = sg_seg_width_set(t, p, st, ttl)))
+                return err;
+        st->ttl_ms = ttl;
+        if ((err = freeze_full(t, p, st, sg_seg_bucket_of(st, now + ttl))))
+                return err;
+        uint64_t budget = max_keys;
+        while (budget > 0) {
+                if (!st->job_dst) {
+                        uint32_t id;
+                        if (!frozen_pick(st, now / st->width_ms, &id)) {
+                                *donep = true;
+                                break;
+                        }
+                        if ((err = job_start(t, p, st, &id, 1)))
+                                return err;
+                }
+                bool done;
+                if ((err = job_step(t, p, st, &budget, &done)))
+                        return err;
+                if (!done)
+                        break;
+        }
+        return SG_OK;
+}
+
+sg_err_t sg_dedup_seal(sg_txn_t *t, const sg_tp_t *tp, int64_t now, int64_t ttl,
+                       uint64_t max_keys, bool *donep, char *errstr,
+                       size_t errstr_size) {
+        *donep = false;
+        if (errstr && errstr_size)
+                errstr[0] = '\0';
+        return sg_seg_with_detail(t,
+                                  dedup_seal(t, tp, now, ttl, max_keys, donep),
                                   errstr, errstr_size);
 }

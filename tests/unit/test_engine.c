@@ -1188,6 +1188,52 @@ static sg_err_t restore_until_refused(h_t *h, int64_t *lastp, char *err,
 static const char *const cl_roots[2] = {"\"guarantee\":\"at_least_once\",",
                                         "\"guarantee\":\"exactly_once\","};
 
+/* A restore leaves its dedup keys sealed (store.h sg_dedup_seal): no open
+ * segment over its size and no frozen one waiting for the batches' sweeps
+ * (each lookup probes those without a filter), and the sealed keys answer
+ * as before: every event again is a duplicate. */
+START_TEST(restore_leaves_dedup_keys_sealed) {
+        enum { N = 150, SEG = 40 };
+        changelog_cnt = 0;
+        h_t a = {0};
+        eos_open(&a);
+        static char aggs[N][16], ids[N][16];
+        ev_t evs[N];
+        for (int i = 0; i < N; i++) {
+                snprintf(aggs[i], sizeof(aggs[i]), "agg-%d", i);
+                snprintf(ids[i], sizeof(ids[i]), "id-%d", i);
+                evs[i] = EV(aggs[i], ids[i], "t", "1");
+        }
+        ck_assert_uint_eq(eos_batch(&a, evs, N), N);
+        int64_t offset = a.offset;
+        h_free(&a);
+
+        h_t b = {0};
+        eos_open(&b);
+        sg_store_set_segment_keys(b.store, SEG);
+        b.offset = offset;
+        restore_all(&b, 0, 0);
+        char err[256];
+        sg_txn_t *t;
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        ck_assert_int_eq(sg_txn_begin(b.store, false, &t, err, sizeof(err)),
+                         SG_OK);
+        sg_seg_stat_t ss;
+        ck_assert_int_eq(sg_dedup_seg_stat(t, &tp, &ss), SG_OK);
+        sg_txn_abort(t);
+        ck_assert_uint_eq(ss.keys, N);
+        ck_assert_int_eq(ss.open, 0);
+        ck_assert_int_eq(ss.frozen, 0);
+        ck_assert_int_eq(ss.merging, 0);
+        ck_assert_int_eq(ss.sealed, 1);
+        ck_assert_uint_gt(ss.filter_bytes, 0);
+        ck_assert_uint_eq(eos_batch(&b, evs, N), 0);
+        ck_assert_uint_eq(M(&b)->dedup_hits_total, N);
+        h_free(&b);
+}
+END_TEST
+
 START_TEST(store_follows_partition_through_changelog) {
         changelog_cnt = 0;
         h_t a = {.root = cl_roots[_i]};
@@ -3265,6 +3311,7 @@ Suite *engine_suite(void) {
         tcase_add_loop_test(eos, store_ahead_of_changelog_is_refused, 0, 2);
         tcase_add_test(eos, changelog_value_and_epoch);
         tcase_add_test(eos, restore_resumes_at_its_window_checkpoint);
+        tcase_add_test(eos, restore_leaves_dedup_keys_sealed);
         tcase_add_test(eos, eos_park_too_large_for_changelog);
         tcase_add_test(eos, restore_empty_key_closes_txn);
         tcase_add_test(eos, restore_refuses_corrupt_parked_record);
