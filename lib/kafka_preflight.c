@@ -890,10 +890,20 @@ sg_err_t sg_preflight_cluster(const sg_config_t *conf, rd_kafka_t *rk,
         rd_kafka_resp_err_t e =
                 rd_kafka_metadata(rk, 1, NULL, &x.md, SG_METADATA_TIMEOUT_MS);
         if (e) {
+                /* named, so that a wrong host or port is seen in the log
+                 * alone (a value from the environment is not shown) */
+                const char *bs = "(none)";
+                for (size_t i = 0; i < conf->kafka_cnt; i++)
+                        if (!strcmp(conf->kafka[i].name, "bootstrap.servers"))
+                                bs = sg_config_kv_secret(&conf->kafka[i])
+                                             ? "*** (from the environment)"
+                                             : conf->kafka[i].value;
                 retry_on(pf, e, false);
-                sg_err_t err = sg_preflight_add(pf, SG_PF_ERROR,
-                                                "reading cluster metadata: %s",
-                                                rd_kafka_err2str(e));
+                sg_err_t err = sg_preflight_add(
+                        pf, SG_PF_ERROR,
+                        "reading cluster metadata from bootstrap.servers "
+                        "%s: %s",
+                        bs, rd_kafka_err2str(e));
                 if (!err)
                         pf->items[pf->cnt - 1].retriable =
                                 sg_kafka_err_retriable(e, false);

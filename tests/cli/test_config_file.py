@@ -169,6 +169,33 @@ class ConfigFile(unittest.TestCase):
         self.assertIn("(broker_retry_timeout_ms)", err[0])
         self.assertIn("Connection refused", err[0])
 
+    def test_daemon_unreachable_names_bootstrap(self):
+        """The daemon with no broker listening retries for
+        broker_retry_timeout_ms, then exits 1 (retriable: a supervisor
+        starts it again); its last lines name bootstrap.servers and its
+        value, so that a typo in the port is found from the log alone."""
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        bs = f"127.0.0.1:{port}"
+        path = self.write("seqgate.json", json.dumps({
+            "data_dir": os.path.join(self.tmp.name, "data"),
+            "broker_retry_timeout_ms": 3000,
+            "http": {"address": "127.0.0.1:0"},
+            "kafka": {"bootstrap.servers": bs, "group.id": "g"},
+            "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+        r = subprocess.run([SEQGATE, "--config", path], capture_output=True,
+                           text=True, timeout=90)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 1, out)
+        lines = [json.loads(l) for l in out.splitlines()
+                 if l.startswith("{")]
+        last = [l for l in lines if l.get("event") in ("exiting",
+                                                       "cluster_problem")]
+        self.assertTrue(last, out)
+        for l in last:
+            self.assertIn(f"bootstrap.servers {bs}", json.dumps(l), l)
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)
