@@ -1076,6 +1076,7 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
         char err[512];
         static sg_header_t hds[64][6];
         size_t outputs = 0;
+        ck_assert_uint_le(cnt, sizeof(hds) / sizeof(hds[0]));
         ck_assert_int_eq(
                 h->proc.batch_begin(h->proc.opaque, 0, err, sizeof(err)),
                 SG_OK);
@@ -1118,6 +1119,8 @@ static size_t eos_batch(h_t *h, const ev_t *evs, size_t cnt) {
                 }
                 ck_assert_str_eq(ef[i].topic, "g-orders-changelog");
                 ck_assert_int_eq(ef[i].partition, 0);
+                ck_assert_uint_lt(changelog_cnt,
+                                  sizeof(changelog) / sizeof(changelog[0]));
                 tu_clrec_set(&changelog[changelog_cnt], &ef[i]);
                 h->proc.delivered(h->proc.opaque, i, (int64_t)changelog_cnt);
                 changelog_cnt++;
@@ -1204,7 +1207,10 @@ START_TEST(restore_leaves_dedup_keys_sealed) {
                 snprintf(ids[i], sizeof(ids[i]), "id-%d", i);
                 evs[i] = EV(aggs[i], ids[i], "t", "1");
         }
-        ck_assert_uint_eq(eos_batch(&a, evs, N), N);
+        size_t outputs = 0;
+        for (int i = 0; i < N; i += 50) /* batches within eos_batch's 64 */
+                outputs += eos_batch(&a, evs + i, N - i < 50 ? N - i : 50);
+        ck_assert_uint_eq(outputs, N);
         int64_t offset = a.offset;
         h_free(&a);
 
@@ -1228,7 +1234,9 @@ START_TEST(restore_leaves_dedup_keys_sealed) {
         ck_assert_int_eq(ss.merging, 0);
         ck_assert_int_eq(ss.sealed, 1);
         ck_assert_uint_gt(ss.filter_bytes, 0);
-        ck_assert_uint_eq(eos_batch(&b, evs, N), 0);
+        for (int i = 0; i < N; i += 50)
+                ck_assert_uint_eq(
+                        eos_batch(&b, evs + i, N - i < 50 ? N - i : 50), 0);
         ck_assert_uint_eq(M(&b)->dedup_hits_total, N);
         h_free(&b);
 }
