@@ -39,6 +39,10 @@ test_same_group_instance_id_exits_2: two instances given one
   group.instance.id (static membership): the newer takes the older one's
   place (KIP-345), and the older exits 2 naming the id and what to change
   (a restart would only fence the newer one in turn); the newer runs on.
+test_first_start_creates_changelogs_quietly: a first start creates its
+  changelog topics and checks their configs without a retry: no
+  warning-level kafka_retry for a topic it had just created (both
+  guarantees), so that alerts on warnings do not fire at every first start.
 (The other exit-2 refusals, each with its own test: a store of another
 consumer group, test_restart.py; a store ahead of its changelog,
 test_changelog_behind.py; a changelog whose id is not the store's,
@@ -331,3 +335,28 @@ def test_same_group_instance_id_exits_2(bootstrap, seqgate_bin, tmp_path):
     assert (f'another consumer joined group "{group}" with this one\'s '
             f'group.instance.id "shared-static-id"') in line["detail"], line
     assert "give every instance its own group.instance.id" in line["detail"]
+
+
+def test_first_start_creates_changelogs_quietly(bootstrap, seqgate_bin,
+                                                tmp_path):
+    # the race is the broker's (it serves a topic once it applied the
+    # metadata): several first starts, so that it shows
+    for i, mode in enumerate(("exactly_once", "at_least_once") * 3):
+        t_in, t_out, t_dlq = (unique_name("fs-in"), unique_name("fs-out"),
+                              unique_name("fs-dlq"))
+        group = unique_name("sg-fs")
+        create_topics(bootstrap, {t_in: 3, t_out: 3, t_dlq: 1})
+        conf = make_config(bootstrap=bootstrap, group=group, instance="fs",
+                           data_dir=str(tmp_path / f"data-{i}"),
+                           input_topic=t_in, output_topic=t_out,
+                           dlq_topic=t_dlq, guarantee=mode)
+        s = Seqgate(seqgate_bin, conf, tmp_path / f"run-{i}")
+        try:
+            s.start()
+            assert s.events("changelog_topic_created"), s.log_tail()
+            retries = [e for e in s.events("kafka_retry")
+                       if e.get("during") == "changelog topics"]
+            assert not retries, (mode, retries)
+            assert s.stop() == 0, s.log_tail()
+        finally:
+            s.cleanup()
