@@ -753,7 +753,8 @@ sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
                 MHD_OPTION_END);
         if (!srv->mhd) {
                 int e = errno;
-                sg_errf(errstr, errstr_size, "cannot listen on %s: %s",
+                sg_errf(errstr, errstr_size,
+                        "cannot listen on %s (http.address): %s",
                         srv->addr.text,
                         e ? strerror(e)
                         : srv->tls_cert

@@ -196,6 +196,31 @@ class ConfigFile(unittest.TestCase):
         for l in last:
             self.assertIn(f"bootstrap.servers {bs}", json.dumps(l), l)
 
+    def test_http_port_in_use_names_the_key(self):
+        """A second instance on one host with the same HTTP port exits 2
+        (operator action needed) naming the address, why, and the key to
+        change (http.address)."""
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            addr = "127.0.0.1:%d" % busy.getsockname()[1]
+            path = self.write("seqgate.json", json.dumps({
+                "data_dir": os.path.join(self.tmp.name, "data"),
+                "http": {"address": addr},
+                "kafka": {"bootstrap.servers": "127.0.0.1:1",
+                          "group.id": "g"},
+                "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+            r = subprocess.run([SEQGATE, "--config", path],
+                               capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 2, out)
+        exiting = [json.loads(l) for l in out.splitlines()
+                   if l.startswith("{") and '"exiting"' in l]
+        self.assertTrue(exiting, out)
+        text = json.dumps(exiting[-1])
+        self.assertIn(addr, text)
+        self.assertIn("http.address", text)
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)
