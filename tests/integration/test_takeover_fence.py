@@ -190,19 +190,9 @@ def test_takeover_fences_dead_owner(bootstrap, seqgate_bin, tmp_path):
                           f"{e['waited_ms']} ms of waiting, "
                           f"{e['ms']} ms to fence" for e in fenced))
         # the zombie resumes: fenced, it stops
-        os.kill(b.proc.pid, signal.SIGCONT)
         stopped = False
-        rc_b = b.wait_exit(90)
-        assert rc_b != 0, b.log_tail()
-        assert b.events("fenced"), b.log_tail()
-        time.sleep(2)
-        last = feeder.stop()
-        end = end_offsets(bootstrap, t_in)
-        wait_until(lambda: probe.committed(t_in, PARTS) == end, 90,
-                   "the group's commit of every input record", 0.25,
-                   on_timeout=tails)
-        assert not a.events("fenced"), a.log_tail()
-        assert a.stop() == 0, a.log_tail()
+        last = resume_fenced_then_finish(a, b, feeder, probe, bootstrap, t_in,
+                                         tails)
     finally:
         if stopped and b.running():
             os.kill(b.proc.pid, signal.SIGCONT)
@@ -213,9 +203,37 @@ def test_takeover_fences_dead_owner(bootstrap, seqgate_bin, tmp_path):
         b.cleanup()
         probe.close()
 
+    check_output(bootstrap, t_out, t_dlq, last, "takeover of a dead owner")
+
+
+def resume_fenced_then_finish(a, b, feeder, probe, bootstrap: str, t_in: str,
+                              tails) -> int:
+    """Resumes the stopped B (SIGCONT), which must exit non-zero with a
+    "fenced" line; stops the feeder, waits for the group's commit of every
+    input record and stops A cleanly, itself never fenced. @returns the
+    feeder's last version."""
+    os.kill(b.proc.pid, signal.SIGCONT)
+    rc_b = b.wait_exit(90)
+    assert rc_b != 0, b.log_tail()
+    assert b.events("fenced"), b.log_tail()
+    time.sleep(2)
+    last = feeder.stop()
+    end = end_offsets(bootstrap, t_in)
+    wait_until(lambda: probe.committed(t_in, PARTS) == end, 90,
+               "the group's commit of every input record", 0.25,
+               on_timeout=tails)
+    assert not a.events("fenced"), a.log_tail()
+    assert a.stop() == 0, a.log_tail()
+    return last
+
+
+def check_output(bootstrap: str, t_out: str, t_dlq: str, last: int,
+                 what: str) -> None:
+    """Every aggregate's versions 1..last exactly once, in order, read
+    read_committed; nothing dead-lettered."""
     expected = {agg: list(range(1, last + 1)) for agg in AGGS}
     out = consume_all(bootstrap, t_out, timeout_s=60)
-    check_exactly_once(out, expected, "takeover of a dead owner")
+    check_exactly_once(out, expected, what)
     assert not consume_all(bootstrap, t_dlq, timeout_s=5)
 
 
@@ -337,19 +355,9 @@ def test_takeover_fences_owner_with_pending_offsets(bootstrap, seqgate_bin,
               + f"); B's partitions committed by A {took:.1f} s after the "
               f"stop")
         # the zombie resumes into its commit: fenced, it stops
-        os.kill(b.proc.pid, signal.SIGCONT)
         stopped = False
-        rc_b = b.wait_exit(90)
-        assert rc_b != 0, b.log_tail()
-        assert b.events("fenced"), b.log_tail()
-        time.sleep(2)
-        last = feeder.stop()
-        end = end_offsets(bootstrap, t_in)
-        wait_until(lambda: probe.committed(t_in, PARTS) == end, 90,
-                   "the group's commit of every input record", 0.25,
-                   on_timeout=tails)
-        assert not a.events("fenced"), a.log_tail()
-        assert a.stop() == 0, a.log_tail()
+        last = resume_fenced_then_finish(a, b, feeder, probe, bootstrap, t_in,
+                                         tails)
     finally:
         if stopped and b.running():
             os.kill(b.proc.pid, signal.SIGCONT)
@@ -360,7 +368,4 @@ def test_takeover_fences_owner_with_pending_offsets(bootstrap, seqgate_bin,
         b.cleanup()
         probe.close()
 
-    expected = {agg: list(range(1, last + 1)) for agg in AGGS}
-    out = consume_all(bootstrap, t_out, timeout_s=60)
-    check_exactly_once(out, expected, "takeover at pending offsets")
-    assert not consume_all(bootstrap, t_dlq, timeout_s=5)
+    check_output(bootstrap, t_out, t_dlq, last, "takeover at pending offsets")
