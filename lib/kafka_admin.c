@@ -300,37 +300,17 @@ static sg_err_t changelogs_plan(const sg_loop_t *loop,
 #define SG_CREATED_TOPIC_WAIT_MS 10000
 
 /* Ensure pass, step 2 (create), for each topic @p name it created: waits
- * (at most SG_CREATED_TOPIC_WAIT_MS) until the cluster's metadata lists it
- * with a leader for each partition. CreateTopics is answered once the
- * controller has the topic; a broker serves it only after it applied the
- * metadata, and until then the verify step's DescribeConfigs says
- * UNKNOWN_TOPIC_OR_PART — a retry, and a warning, at every first start.
- * Past the wait the retry of the pass still applies. */
+ * (at most SG_CREATED_TOPIC_WAIT_MS) until the cluster's metadata knows it
+ * (topic_probe). CreateTopics is answered once the controller has the
+ * topic; a broker serves it only after it applied the metadata, and until
+ * then the verify step's DescribeConfigs says UNKNOWN_TOPIC_OR_PART — a
+ * retry, and a warning, at every first start. Past the wait the retry of
+ * the pass still applies. */
 static void changelog_await(sg_loop_t *loop, const char *name) {
-        rd_kafka_t *rk = loop->producer;
-        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, name, NULL);
-        if (!rkt)
-                return;
         int64_t deadline = sg_clock_mono_ms() + SG_CREATED_TOPIC_WAIT_MS;
-        while (!loop->stop && sg_clock_mono_ms() < deadline) {
-                const rd_kafka_metadata_t *md = NULL;
-                bool ready = false;
-                if (!rd_kafka_metadata(rk, 0, rkt, &md, 2000) && md &&
-                    md->topic_cnt == 1 && !md->topics[0].err &&
-                    md->topics[0].partition_cnt > 0) {
-                        ready = true;
-                        for (int p = 0; p < md->topics[0].partition_cnt; p++)
-                                if (md->topics[0].partitions[p].err ||
-                                    md->topics[0].partitions[p].leader < 0)
-                                        ready = false;
-                }
-                if (md)
-                        rd_kafka_metadata_destroy(md);
-                if (ready)
-                        break;
+        while (!loop->stop && topic_probe(loop, name) &&
+               sg_clock_mono_ms() < deadline)
                 sg_sleep_ms(50);
-        }
-        rd_kafka_topic_destroy(rkt);
 }
 
 /* Ensure pass, step 2 (create): CreateTopics of the @p nt_cnt missing
