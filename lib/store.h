@@ -883,6 +883,27 @@ sg_err_t sg_store_partition_drop(sg_txn_t *txn, const sg_tp_t *tp, char *errstr,
 
 /* ---- read-only access for operator tools (seqgatectl) ---------------- */
 
+/** Whether a seqgate process writes the store in a data_dir now. */
+typedef enum sg_store_writer {
+        SG_STORE_WRITER_UNKNOWN = 0, /**< cannot tell (/proc/locks unread) */
+        SG_STORE_WRITER_NONE,        /**< no process holds the data_dir's
+                                          lock: nothing writes the store */
+        SG_STORE_WRITER_RUNNING,     /**< a process holds the lock */
+} sg_store_writer_t;
+
+/**
+ * Whether a seqgate process holds data_dir @p dir's lock (the flock on
+ * DIR/seqgate.lock that sg_store_open takes and holds until the store
+ * closes: one writer per data_dir), read from Linux's /proc/locks without
+ * taking the lock, so a seqgate starting meanwhile is never refused. A
+ * missing lock file is SG_STORE_WRITER_NONE (no seqgate ever wrote here: a
+ * copy). /proc/locks lists only the locks of processes in the reader's PID
+ * namespace: a seqgate in another container on the same volume reads as
+ * NONE. @p pidp (optional) receives the holder's pid, as /proc/locks gives
+ * it, or 0. Reads the file system only; thread-safe.
+ */
+sg_store_writer_t sg_store_writer(const char *dir, long *pidp);
+
 /**
  * Opens the existing LMDB environment in directory @p dir read-only
  * (MDB_RDONLY): nothing is created or written, so an operator tool can read

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -579,4 +580,48 @@ fail:
         free(s);
         return rc == ENOENT || rc == MDB_NOTFOUND ? SG_ERR_NOT_FOUND
                                                   : SG_ERR_STORE;
+}
+
+/* ---- who writes the store ---------------------------------------------- */
+
+sg_store_writer_t sg_store_writer(const char *dir, long *pidp) {
+        if (pidp)
+                *pidp = 0;
+        char lp[4096];
+        snprintf(lp, sizeof(lp), "%s/seqgate.lock", dir);
+        struct stat st;
+        if (stat(lp, &st) != 0)
+                return errno == ENOENT ? SG_STORE_WRITER_NONE
+                                       : SG_STORE_WRITER_UNKNOWN;
+        /* Reading /proc/locks takes no lock: a probe with flock() would,
+         * for an instant, refuse a seqgate starting on this data_dir. */
+        FILE *f = fopen("/proc/locks", "re");
+        if (!f)
+                return SG_STORE_WRITER_UNKNOWN;
+        sg_store_writer_t w = SG_STORE_WRITER_NONE;
+        char line[256];
+        while (w != SG_STORE_WRITER_RUNNING && fgets(line, sizeof(line), f)) {
+                /* "1: FLOCK  ADVISORY  WRITE 1234 fe:00:9986082 0 EOF";
+                 * a waiter's line has "->" before FLOCK */
+                char kind[16], mode[16], access[16];
+                long pid;
+                unsigned maj, min;
+                unsigned long long ino;
+                if (sscanf(line, "%*[^:]: %15s %15s %15s %ld %x:%x:%llu", kind,
+                           mode, access, &pid, &maj, &min, &ino) != 7 ||
+                    strcmp(kind, "FLOCK") != 0 || strcmp(access, "WRITE") != 0)
+                        continue;
+                /* the inode, and the device where it names one: a file
+                 * system on an anonymous device (overlayfs, btrfs) may
+                 * name another device in stat() than in /proc/locks */
+                if (ino != (unsigned long long)st.st_ino ||
+                    (major(st.st_dev) != 0 &&
+                     (maj != major(st.st_dev) || min != minor(st.st_dev))))
+                        continue;
+                w = SG_STORE_WRITER_RUNNING;
+                if (pidp)
+                        *pidp = pid;
+        }
+        fclose(f);
+        return w;
 }

@@ -254,6 +254,28 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
         j_time(r, "first_timestamp", d->records ? d->first_ts : 0);
         j_time(r, "last_timestamp", d->records ? d->last_ts : 0);
         j_i64(r, "span_ms", span);
+        /* the rates per hour below are the span's counts scaled to an
+         * hour: from a span under an hour, an extrapolation (80 records
+         * in 1.5 s read as 192,000 an hour), said as the sizing says its
+         * own (docs/seqgatectl.md "How sure the estimates are") */
+        bool per_hour_enough = span >= SAMPLE_MIN_SPAN_MS;
+        cJSON_AddBoolToObject(r, "per_hour_enough", per_hour_enough);
+        if (per_hour_enough) {
+                cJSON_AddNullToObject(r, "per_hour_warning");
+        } else {
+                char w[256];
+                if (span > 0)
+                        snprintf(w, sizeof(w),
+                                 "a span of %.1f s, under an hour: the "
+                                 "rates per hour are extrapolated from it; "
+                                 "audit a longer range (--from, --to)",
+                                 (double)span / 1000.0);
+                else
+                        snprintf(w, sizeof(w),
+                                 "no span (fewer than two record "
+                                 "timestamps): no rate per hour");
+                cJSON_AddStringToObject(r, "per_hour_warning", w);
+        }
         cJSON_AddStringToObject(r, "refetch", "unavailable");
         /* the first finding: without co-partitioning nothing else holds */
         cJSON_AddItemToObject(r, "co_partitioning", j_copart(d));
@@ -608,6 +630,10 @@ static void print_text(const cJSON *r) {
                        str(r, "topic"), cJSON_GetArraySize(ps));
         printf("refetch: unavailable (gap deadlines go to the gap policy)\n\n");
         text_copart(r);
+        const cJSON *phw =
+                cJSON_GetObjectItemCaseSensitive(r, "per_hour_warning");
+        if (cJSON_IsString(phw))
+                printf("  warning: %s\n", phw->valuestring);
         printf("  %-34s %12s %12s\n", "counter", "count", "per hour");
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "counters"))
@@ -1037,6 +1063,14 @@ static int write_html(const cJSON *r, const char *json, const char *path) {
                 "gap policy.</p>\n<p id=\"check\"></p>\n",
                 num(r, "span_ms") / MS_H);
         html_summary(f, r);
+        const cJSON *phw =
+                cJSON_GetObjectItemCaseSensitive(r, "per_hour_warning");
+        if (cJSON_IsString(phw)) {
+                fprintf(f, "<p class=\"warning\" id=\"per-hour-warning\">"
+                           "Warning: ");
+                html_esc(f, phw->valuestring);
+                fprintf(f, "</p>\n");
+        }
         fprintf(f, "<h2>Counters</h2>\n<table id=\"counters\"><tr><th>counter"
                    "</th><th>count</th><th>per hour</th></tr>\n");
         const cJSON *c;

@@ -27,6 +27,8 @@
 #define EXIT_RUNTIME 1
 /* Exit status: usage or configuration error. */
 #define EXIT_USAGE 2
+/* lookup: unknown in a store that is not current (store_freshness) */
+#define EXIT_NOT_CURRENT 3
 
 /* The text of "seqgatectl --help": the commands and the common options. */
 extern const char usage_text[];
@@ -172,6 +174,21 @@ int default_topic(const sg_config_t *conf, const char **topicp);
  * dlq_topic the same; a choice_add()). Returns 0, or EXIT_USAGE after
  * printing why (several DLQ topics: they are named). */
 int default_dlq(const sg_config_t *conf, const char **dlqp);
+
+/* How current an answer from the store in @p dir is (freshness.c,
+ * docs/troubleshooting.md "Is the answer current?"): adds "store" to
+ * @p o — data_dir, writer ("running": a process holds the data_dir's
+ * lock, "not_running", "unknown"), writer_pid, max_age_ms, partitions
+ * (each: partition, last_write(_ms), last_write_age_ms, input_offset,
+ * current), current, warning (null when current) — for the partitions of
+ * @p topic in @p txn (@p partition >= 0: that one only). Not current: no
+ * process writes the store, the store holds none of those partitions, or
+ * one was last written more than @p max_age_ms before @p now_ms; the
+ * warning is then also printed (warnf). Returns "current". */
+#define FRESH_MAX_AGE_MS 300000 /* --max-age-ms's default: 5 min */
+bool store_freshness(const char *dir, sg_txn_t *txn, const char *topic,
+                     int64_t partition, int64_t now_ms, int64_t max_age_ms,
+                     cJSON *o);
 
 /* Human rendering of a JSON object: "name: value" lines, nested objects
  * and lists of objects indented, in the order the fields were added. */

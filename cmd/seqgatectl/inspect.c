@@ -82,7 +82,7 @@ static int add_meta(sg_txn_t *txn, const char *topic, int64_t partition,
 static int inspect_aggregate(sg_store_t *store, sg_txn_t *txn,
                              const sg_config_t *conf, const char *topic,
                              int64_t partition, const char *aggregate,
-                             bool json) {
+                             int64_t max_age, bool json) {
         char es[512];
         cJSON *q = NULL;
         sg_err_t err =
@@ -114,6 +114,8 @@ static int inspect_aggregate(sg_store_t *store, sg_txn_t *txn,
                         break;
                 }
                 cJSON_AddItemReferenceToObject(out, "aggregate", (cJSON *)a);
+                (void)store_freshness(conf->data_dir, txn, topic, p,
+                                      sg_clock_wall_ms(), max_age, out);
                 if (json)
                         print_json_line(out);
                 else
@@ -224,7 +226,7 @@ static int inspect_partitions(sg_txn_t *txn, const char *topic,
  * aggregates that need attention, printed. */
 static int inspect_one(sg_txn_t *txn, const sg_topic_config_t *tc,
                        const char *topic, int64_t partition, int64_t limit,
-                       const char *data_dir, bool json) {
+                       const char *data_dir, int64_t max_age, bool json) {
         sg_tp_t tp;
         sg_tp_make(&tp, topic, (int32_t)partition);
         cJSON *out = cJSON_CreateObject();
@@ -235,6 +237,9 @@ static int inspect_one(sg_txn_t *txn, const sg_topic_config_t *tc,
         if (!rc)
                 rc = inspect_attention(txn, &tp, tc, topic, partition,
                                        have_meta, limit, data_dir, out);
+        if (!rc && have_meta)
+                (void)store_freshness(data_dir, txn, topic, partition,
+                                      sg_clock_wall_ms(), max_age, out);
         if (!rc && json)
                 print_json_line(out);
         else if (!rc)
@@ -268,7 +273,16 @@ static const char inspect_help[] =
         "T in\n"
         "                         the store)\n"
         "  -a, --aggregate ID     one aggregate\n"
-        "  -l, --limit N          list at most N aggregates (default 1000)\n";
+        "  -l, --limit N          list at most N aggregates (default 1000)\n"
+        "  -m, --max-age-ms MS    a partition not written for longer than "
+        "MS\n"
+        "                         (default 300000) is not current: a "
+        "warning\n"
+        "\n"
+        "Each object says how current the store is (\"store\": whether a "
+        "seqgate\n"
+        "process writes it, the partition's last write), as lookup "
+        "does.\n";
 
 int cmd_inspect(int argc, char **argv) {
         static const struct option opts[] = {
@@ -276,12 +290,13 @@ int cmd_inspect(int argc, char **argv) {
                 {"partition", required_argument, NULL, 'p'},
                 {"aggregate", required_argument, NULL, 'a'},
                 {"limit", required_argument, NULL, 'l'},
+                {"max-age-ms", required_argument, NULL, 'm'},
                 {NULL, 0, NULL, 0}};
         cli_common_t cc = {.help = inspect_help, .uses = CLI_USES_STORE};
         const char *topic = NULL, *aggregate = NULL;
-        int64_t partition = -1, limit = 1000;
+        int64_t partition = -1, limit = 1000, max_age = FRESH_MAX_AGE_MS;
         int c;
-        while ((c = cli_getopt(&cc, argc, argv, "t:p:a:l:", opts)) >= 0) {
+        while ((c = cli_getopt(&cc, argc, argv, "t:p:a:l:m:", opts)) >= 0) {
                 switch (c) {
                 case 't':
                         topic = optarg;
@@ -299,6 +314,12 @@ int cmd_inspect(int argc, char **argv) {
                         if (!parse_i64(optarg, 0, INT64_MAX, &limit))
                                 return usage_error("--limit: '%s' is not a "
                                                    "non-negative number",
+                                                   optarg);
+                        break;
+                case 'm':
+                        if (!parse_i64(optarg, 0, INT64_MAX, &max_age))
+                                return usage_error("--max-age-ms: '%s' is not "
+                                                   "a number of ms",
                                                    optarg);
                         break;
                 }
@@ -339,7 +360,7 @@ int cmd_inspect(int argc, char **argv) {
         if (aggregate) {
                 choices_print();
                 rc = inspect_aggregate(store, txn, conf, topic, partition,
-                                       aggregate, json);
+                                       aggregate, max_age, json);
                 goto done;
         }
         topic_parts_t *tps = calloc(1, sizeof(*tps));
@@ -357,7 +378,7 @@ int cmd_inspect(int argc, char **argv) {
         choices_print();
         for (size_t i = 0; !rc && i < tps->cnt; i++)
                 rc = inspect_one(txn, tc, topic, tps->p[i], limit,
-                                 conf->data_dir, json);
+                                 conf->data_dir, max_age, json);
         free(tps);
 done:
         sg_txn_abort(txn);

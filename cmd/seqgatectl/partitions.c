@@ -108,6 +108,19 @@ int cmd_partitions(int argc, char **argv) {
         } else {
                 uint64_t map_size = 0, used = 0;
                 sg_store_usage(store, &map_size, &used);
+                /* whether the CLOCK column still moves (docs/
+                 * troubleshooting.md "Is the answer current?") */
+                long pid = 0;
+                sg_store_writer_t wr = sg_store_writer(conf->data_dir, &pid);
+                const char *wname = wr == SG_STORE_WRITER_RUNNING ? "running"
+                                    : wr == SG_STORE_WRITER_NONE ? "not_running"
+                                                                 : "unknown";
+                if (wr == SG_STORE_WRITER_NONE)
+                        warnf("the store in %s is not being written: no "
+                              "process holds %s/seqgate.lock (seqgate is not "
+                              "running on this data_dir); each partition is "
+                              "as of its CLOCK",
+                              conf->data_dir, conf->data_dir);
                 if (json) {
                         cJSON *o = cJSON_CreateObject();
                         cJSON_AddStringToObject(o, "kind", "store");
@@ -115,6 +128,11 @@ int cmd_partitions(int argc, char **argv) {
                         j_u64(o, "map_size_bytes", map_size);
                         j_u64(o, "used_bytes", used);
                         j_u64(o, "partitions", pl.count);
+                        cJSON_AddStringToObject(o, "writer", wname);
+                        if (wr == SG_STORE_WRITER_RUNNING && pid > 0)
+                                j_i64(o, "writer_pid", pid);
+                        else
+                                cJSON_AddNullToObject(o, "writer_pid");
                         print_json_line(o);
                         cJSON_Delete(o);
                 } else {
@@ -124,6 +142,18 @@ int cmd_partitions(int argc, char **argv) {
                                map_size
                                        ? 100.0 * (double)used / (double)map_size
                                        : 0.0);
+                        if (wr == SG_STORE_WRITER_RUNNING)
+                                printf("writer: running (pid %ld holds its "
+                                       "lock); CLOCK is each partition's last "
+                                       "write\n",
+                                       pid);
+                        else if (wr == SG_STORE_WRITER_NONE)
+                                printf("writer: not running (no process holds "
+                                       "its lock): the store is not being "
+                                       "written\n");
+                        else
+                                printf("writer: unknown (/proc/locks "
+                                       "unreadable)\n");
                 }
         }
         sg_txn_abort(txn);

@@ -58,31 +58,39 @@ static void j_num(cJSON *o, const char *name, double v) {
         cJSON_AddNumberToObject(o, name, v);
 }
 
-/* Fewer measured records than this and a figure is printed with a
- * warning (docs/seqgatectl.md "seqgatectl sizing"): every LMDB database
- * has its own pages, so a few records measure mostly empty page space. */
-#define SIZING_MIN_SAMPLE 1000
-
-/* The estimate's basis as text, and a warning ("" none) when a measured
- * kind has fewer than SIZING_MIN_SAMPLE records. */
+/* The estimate's basis as text, and a warning ("" none) when a kind has
+ * records, but fewer than SG_SIZING_MIN_SAMPLE: its bytes per record are
+ * then the documented estimate, and what those records measured (the
+ * total @p sampled_total) is said beside it, never as the headline. */
 static void sizing_basis(const char *dir, bool have_store,
-                         const sg_sizing_rates_t *r, double est_total,
+                         const sg_sizing_rates_t *r, double sampled_total,
                          char *basis, size_t bsize, char *warn, size_t wsize) {
         char b1[32];
         warn[0] = '\0';
-        if (!have_store || (!r->dedup_measured && !r->agg_measured)) {
+        bool few_d = r->dedup_sampled_bytes > 0;
+        bool few_a = r->agg_sampled_bytes > 0;
+        if (!have_store ||
+            (!r->dedup_measured && !r->agg_measured && !few_d && !few_a)) {
                 snprintf(basis, bsize,
                          "the documented estimates (no record in the store "
                          "at %s)",
                          dir);
                 return;
         }
-        snprintf(basis, bsize,
-                 "bytes per record measured in %s from %" PRIu64
-                 " dedup records and %" PRIu64 " aggregates",
-                 dir, r->dedup_entries, r->agg_entries);
-        bool few_d = r->dedup_measured && r->dedup_entries < SIZING_MIN_SAMPLE;
-        bool few_a = r->agg_measured && r->agg_entries < SIZING_MIN_SAMPLE;
+        if (r->dedup_measured || r->agg_measured)
+                snprintf(basis, bsize,
+                         "bytes per record measured in %s from %" PRIu64
+                         " dedup records and %" PRIu64 " aggregates%s",
+                         dir, r->dedup_entries, r->agg_entries,
+                         few_d || few_a ? " (a kind with too few: the "
+                                          "documented estimate)"
+                                        : "");
+        else
+                snprintf(basis, bsize,
+                         "the documented estimates: %" PRIu64
+                         " dedup records and %" PRIu64 " aggregates in %s "
+                         "are too few to measure",
+                         r->dedup_entries, r->agg_entries, dir);
         if (!few_d && !few_a)
                 return;
         char nd[48] = "", na[48] = "";
@@ -93,21 +101,46 @@ static void sizing_basis(const char *dir, bool have_store,
                 snprintf(na, sizeof(na), "%" PRIu64 " aggregates",
                          r->agg_entries);
         snprintf(warn, wsize,
-                 "measured from %s%s%s, fewer than %d: every database's "
-                 "own pages outweigh so few records, so the bytes per "
-                 "record and the total are overstated (with the documented "
-                 "estimates: %s); measure a store that ran real traffic",
-                 nd, few_d && few_a ? " and " : "", na, SIZING_MIN_SAMPLE,
-                 human(est_total, b1, sizeof(b1)));
+                 "only %s%s%s, fewer than %d: the documented estimate "
+                 "stands in for their bytes per record; measured from "
+                 "them the total would be %s, overstated (every "
+                 "database's own pages outweigh so few records), not an "
+                 "estimate; measure a store that ran real traffic",
+                 nd, few_d && few_a ? " and " : "", na, SG_SIZING_MIN_SAMPLE,
+                 human(sampled_total, b1, sizeof(b1)));
+}
+
+/* A measured-from-too-few figure for JSON: the number, or null. */
+static void j_sampled(cJSON *o, const char *name, double v) {
+        if (v > 0)
+                cJSON_AddNumberToObject(o, name, v);
+        else
+                cJSON_AddNullToObject(o, name);
+}
+
+/* The per-record label of a kind: measured, or why it is the estimate. */
+static const char *rate_label(bool measured, double sampled, uint64_t n,
+                              const char *how, char *b, size_t size) {
+        if (measured)
+                snprintf(b, size, "measured: %s", how);
+        else if (sampled > 0)
+                snprintf(b, size,
+                         "ESTIMATE: %" PRIu64 " in the store, too few to "
+                         "measure; they measure %.0f B",
+                         n, sampled);
+        else
+                snprintf(b, size, "ESTIMATE");
+        return b;
 }
 
 static void print_sizing(const char *dir, bool have_store,
                          const sg_sizing_rates_t *r, uint64_t epd,
                          int64_t ttl_ms, uint64_t aggs, bool aggs_given,
-                         const sg_sizing_t *z, double est_total, bool json) {
-        char basis[512], warn[512];
-        sizing_basis(dir, have_store, r, est_total, basis, sizeof(basis), warn,
-                     sizeof(warn));
+                         const sg_sizing_t *z, double sampled_total,
+                         bool json) {
+        char basis[512], warn[600];
+        sizing_basis(dir, have_store, r, sampled_total, basis, sizeof(basis),
+                     warn, sizeof(warn));
         if (json) {
                 cJSON *o = cJSON_CreateObject();
                 cJSON_AddStringToObject(o, "kind", "sizing");
@@ -120,6 +153,8 @@ static void print_sizing(const char *dir, bool have_store,
                 j_num(d, "records", z->dedup_records);
                 j_num(d, "bytes_per_record", r->dedup_bytes);
                 cJSON_AddBoolToObject(d, "measured", r->dedup_measured);
+                j_sampled(d, "measured_bytes_per_record",
+                          r->dedup_sampled_bytes);
                 j_u64(d, "store_entries", r->dedup_entries);
                 j_num(d, "bytes", z->dedup_total);
                 cJSON *a = cJSON_AddObjectToObject(o, "aggregates");
@@ -128,6 +163,7 @@ static void print_sizing(const char *dir, bool have_store,
                                         aggs_given ? "option" : "store");
                 j_num(a, "bytes_per_record", r->agg_bytes);
                 cJSON_AddBoolToObject(a, "measured", r->agg_measured);
+                j_sampled(a, "measured_bytes_per_record", r->agg_sampled_bytes);
                 j_num(a, "bytes", z->agg_total);
                 cJSON *c = cJSON_AddObjectToObject(o, "changelog");
                 j_num(c, "records", z->changelog_records);
@@ -135,6 +171,9 @@ static void print_sizing(const char *dir, bool have_store,
                 j_num(c, "bytes_per_aggregate_record", r->agg_log_bytes);
                 j_num(c, "bytes", z->changelog_total);
                 j_num(o, "total_bytes", z->total);
+                /* what too few records measure: beside, never the total */
+                j_sampled(o, "measured_total_bytes",
+                          warn[0] ? sampled_total : 0);
                 cJSON_AddStringToObject(o, "basis", basis);
                 cJSON_AddBoolToObject(o, "enough", !warn[0]);
                 if (warn[0])
@@ -145,15 +184,21 @@ static void print_sizing(const char *dir, bool have_store,
                 cJSON_Delete(o);
                 return;
         }
-        char b1[32], b2[32], key[64];
+        char b1[32], b2[32], key[64], lab[128];
         if (!have_store)
                 printf("store: none in %s: every size below is the documented "
                        "estimate\n",
                        dir);
-        else if (!r->dedup_measured && !r->agg_measured)
+        else if (!r->dedup_measured && !r->agg_measured && !r->dedup_entries &&
+                 !r->agg_entries)
                 printf("store: %s is empty: every size below is the "
                        "documented estimate\n",
                        dir);
+        else if (!r->dedup_measured && !r->agg_measured)
+                printf("store: %s (%" PRIu64 " dedup records, %" PRIu64
+                       " aggregates: too few to measure, every size below "
+                       "is the documented estimate)\n",
+                       dir, r->dedup_entries, r->agg_entries);
         else
                 printf("store: %s (%" PRIu64 " dedup records, %" PRIu64
                        " aggregates measured)\n",
@@ -164,14 +209,16 @@ static void print_sizing(const char *dir, bool have_store,
                sg_config_topic_key(offsetof(sg_topic_config_t, dedup_ttl_ms),
                                    key, sizeof(key)),
                ttl_ms, r->dedup_bytes,
-               r->dedup_measured ? "measured: segment + filter pages / keys"
-                                 : "ESTIMATE",
+               rate_label(r->dedup_measured, r->dedup_sampled_bytes,
+                          r->dedup_entries, "segment + filter pages / keys",
+                          lab, sizeof(lab)),
                human(z->dedup_total, b1, sizeof(b1)));
         printf("aggregates: %" PRIu64 " aggregates (%s) x %.0f B per record "
                "(%s) = %s\n",
                aggs, aggs_given ? "--aggregates" : "the store's count",
                r->agg_bytes,
-               r->agg_measured ? "measured: agg pages / entries" : "ESTIMATE",
+               rate_label(r->agg_measured, r->agg_sampled_bytes, r->agg_entries,
+                          "agg pages / entries", lab, sizeof(lab)),
                human(z->agg_total, b1, sizeof(b1)));
         printf("changelog:  %.0f live keys (compacted: one record per live "
                "key): %.0f x %.0f B + %" PRIu64 " x %.0f B = %s\n",
@@ -181,7 +228,7 @@ static void print_sizing(const char *dir, bool have_store,
                human(z->total, b1, sizeof(b1)), z->total);
         printf("basis:      %s\n", basis);
         if (warn[0])
-                printf("warning:    a rough estimate: %s\n", warn);
+                printf("warning:    %s\n", warn);
 }
 
 int cmd_sizing(int argc, char **argv) {
@@ -257,16 +304,21 @@ int cmd_sizing(int argc, char **argv) {
                 have ? st : NULL,
                 (double)sg_record_wire_size(0, 0, NULL, 0, NULL, 0), &r);
         uint64_t na = aggs >= 0 ? (uint64_t)aggs : r.agg_entries;
-        sg_sizing_t z, est;
+        sg_sizing_t z, sampled;
         sg_sizing_compute(&r, (uint64_t)epd, ttl, na, &z);
-        /* the same with the documented estimates, beside a figure
-         * measured from too few records */
-        sg_sizing_rates_t er;
-        sg_sizing_rates_measure(
-                NULL, (double)sg_record_wire_size(0, 0, NULL, 0, NULL, 0), &er);
-        sg_sizing_compute(&er, (uint64_t)epd, ttl, na, &est);
+        /* what a kind's too few records measure, said beside the
+         * estimate that stands in for them (never the headline) */
+        sg_sizing_rates_t sr = r;
+        if (sr.dedup_sampled_bytes > 0)
+                sr.dedup_bytes = sr.dedup_sampled_bytes;
+        if (sr.agg_sampled_bytes > 0) {
+                sr.agg_bytes = sr.agg_sampled_bytes;
+                sr.agg_log_bytes =
+                        sr.agg_bytes + (r.agg_log_bytes - r.agg_bytes);
+        }
+        sg_sizing_compute(&sr, (uint64_t)epd, ttl, na, &sampled);
         print_sizing(dir, have, &r, (uint64_t)epd, ttl, na, aggs >= 0, &z,
-                     est.total, json);
+                     sampled.total, json);
         sg_config_destroy(conf);
         return 0;
 }

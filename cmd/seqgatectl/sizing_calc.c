@@ -23,19 +23,26 @@ void sg_sizing_rates_measure(const sg_db_stat_t *st, double framing_bytes,
          * and the key hash) and its value (store.h) */
         double dedup_log = 1 + SG_KEY_HASH_LEN + SG_DEDUP_VALUE_LEN;
         out->dedup_log_bytes = dedup_log + framing_bytes;
+        out->dedup_bytes = SG_SIZING_DEDUP_EST_BYTES;
+        out->agg_bytes = SG_SIZING_AGG_EST_BYTES;
         if (st && st[SG_STAT_DEDUP].entries) {
-                out->dedup_measured = true;
                 out->dedup_entries = st[SG_STAT_DEDUP].entries;
-                out->dedup_bytes = per_entry(st, SG_STAT_DEDUP, SG_STAT_FILTER);
-        } else {
-                out->dedup_bytes = SG_SIZING_DEDUP_EST_BYTES;
+                double b = per_entry(st, SG_STAT_DEDUP, SG_STAT_FILTER);
+                out->dedup_measured =
+                        out->dedup_entries >= SG_SIZING_MIN_SAMPLE;
+                if (out->dedup_measured)
+                        out->dedup_bytes = b;
+                else
+                        out->dedup_sampled_bytes = b;
         }
         if (st && st[SG_STAT_AGG].entries) {
-                out->agg_measured = true;
                 out->agg_entries = st[SG_STAT_AGG].entries;
-                out->agg_bytes = per_entry(st, SG_STAT_AGG, -1);
-        } else {
-                out->agg_bytes = SG_SIZING_AGG_EST_BYTES;
+                double b = per_entry(st, SG_STAT_AGG, -1);
+                out->agg_measured = out->agg_entries >= SG_SIZING_MIN_SAMPLE;
+                if (out->agg_measured)
+                        out->agg_bytes = b;
+                else
+                        out->agg_sampled_bytes = b;
         }
         /* its key and value, about its bytes in the store */
         out->agg_log_bytes = out->agg_bytes + framing_bytes;

@@ -22,17 +22,27 @@
 #define SG_SIZING_DEDUP_EST_BYTES 55.0
 #define SG_SIZING_AGG_EST_BYTES 45.0
 
+/* Fewer records of a kind than this and its bytes per record are not
+ * measured but estimated (docs/seqgatectl.md "seqgatectl sizing"): every
+ * LMDB database has its own pages, so a few records measure mostly empty
+ * page space (8 dedup records measured ~12 times the estimate). */
+#define SG_SIZING_MIN_SAMPLE 1000
+
 /* Per-record sizes, measured from a store or estimated. */
 typedef struct sg_sizing_rates {
-        double dedup_bytes;     /* per dedup record, its share of the
+        double dedup_bytes;         /* per dedup record, its share of the
                                     segments' filters included */
-        double dedup_log_bytes; /* its changelog record (value + key +
+        double dedup_log_bytes;     /* its changelog record (value + key +
                                     record framing) */
-        bool dedup_measured;    /* false: the estimate */
-        double agg_bytes;       /* per aggregate record */
-        double agg_log_bytes;   /* its changelog record */
+        bool dedup_measured;        /* false: the estimate */
+        double dedup_sampled_bytes; /* measured from fewer than
+                                        SG_SIZING_MIN_SAMPLE records, so
+                                        not used (0: none) */
+        double agg_bytes;           /* per aggregate record */
+        double agg_log_bytes;       /* its changelog record */
         bool agg_measured;
-        uint64_t dedup_entries; /* in the measured store */
+        double agg_sampled_bytes; /* as dedup_sampled_bytes */
+        uint64_t dedup_entries;   /* in the measured store */
         uint64_t agg_entries;
 } sg_sizing_rates_t;
 
@@ -54,8 +64,10 @@ typedef struct sg_sizing {
  * filters' pages too. A changelog record: a dedup record's key and
  * 30-byte value, an aggregate's bytes in the store (its key and value,
  * about), each plus @p framing_bytes (the record's framing,
- * sg_record_wire_size of an empty record). A kind with no entry gets its
- * SG_SIZING_*_EST_BYTES. @p st NULL: no store, estimates only.
+ * sg_record_wire_size of an empty record). A kind with fewer than
+ * SG_SIZING_MIN_SAMPLE entries gets its SG_SIZING_*_EST_BYTES (measured
+ * false), what its entries measured kept in *_sampled_bytes; *_entries
+ * is the store's count either way. @p st NULL: no store, estimates only.
  */
 void sg_sizing_rates_measure(const sg_db_stat_t *st, double framing_bytes,
                              sg_sizing_rates_t *out);

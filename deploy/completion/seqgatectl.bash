@@ -13,9 +13,9 @@ _seqgatectl_common="--config --json --log-level --help"
 # a store, -X where it talks to Kafka)
 _seqgatectl_options() {
     case $1 in
-    inspect) echo "-t --topic -p --partition -a --aggregate -l --limit --data-dir" ;;
+    inspect) echo "-t --topic -p --partition -a --aggregate -l --limit -m --max-age-ms --data-dir" ;;
     partitions) echo "--data-dir" ;;
-    lookup) echo "-t --topic -s --source -i --id --data-dir" ;;
+    lookup) echo "-t --topic -s --source -i --id -m --max-age-ms --data-dir" ;;
     replay) echo "-d --dlq -r --reason --all -a --aggregate -P --dlq-partition -f --from-offset -u --until-offset -l --limit -n --dry-run -T --timeout-ms -X" ;;
     release) echo "-t --topic -p --partition -a --aggregate -v --version -s --state -w --wait -T --timeout-ms --data-dir -X" ;;
     simulate) echo "-e --expect -t --topic -p --partition" ;;

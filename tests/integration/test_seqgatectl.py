@@ -25,6 +25,17 @@ deadline, the stale copy dead_lettered stale_version; an id never sent is
 unknown (exit 1); a wrong number of scope parts is a usage error (exit 2).
 `inspect --aggregate` finds the order without --partition and --topic.
 
+test_lookup_not_current (docs/troubleshooting.md "Is the answer current?"):
+an answer says how current its store is. While seqgate runs and the
+partition was just written, an id never sent is unknown, exit 1, with
+"store": writer running (seqgate's pid), the partition's last write,
+current. A partition not written for longer than --max-age-ms (as one
+that moved to another instance in a rebalance) makes the answer not
+current: a warning on stderr, current false, and unknown exits 3 (a known
+event still 0, with the warning). Once seqgate stopped, no process writes
+the store: unknown exits 3 whatever the partition's age, and the warning
+says the store is not being written, in text and --json.
+
 test_partitions: `seqgatectl partitions` lists the input partition with the
 consumer group and (--json) its changelog id, and the store's map size and
 bytes in use.
@@ -43,6 +54,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -312,6 +324,84 @@ def test_lookup(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
         assert doc["aggregate"]["last_version"] == 1
         assert [q["version"] for q in doc["aggregate"]["parked"]] == [3]
         assert sg.stop() == 0
+    finally:
+        sg.cleanup()
+
+
+def test_lookup_not_current(bootstrap, seqgate_bin, seqgatectl_bin, tmp_path):
+    sg, n = setup_gate(bootstrap, tmp_path, seqgate_bin)
+    cfg = str(sg.config_path)
+    try:
+        produce(bootstrap, n["in"], [event("order-41", 1)])
+
+        def lookup(ident: str, *extra: str) -> subprocess.CompletedProcess:
+            return ctl(seqgatectl_bin, "lookup", "--config", cfg, "--topic",
+                       n["in"], "--source", SOURCE, "--id", ident, *extra)
+        wait_until(lambda: lookup("order-41-v1").returncode == 0, 30,
+                   "order-41-v1 to be recorded", on_timeout=sg.log_tail)
+
+        # running, the partition just written: a current "never seen"
+        r = lookup("never-sent", "--json", "--max-age-ms", "600000")
+        assert r.returncode == 1, r
+        u = json_lines(r.stdout)[0]
+        st = u["store"]
+        assert u["status"] == "unknown" and st["current"] is True, u
+        assert st["writer"] == "running" and st["writer_pid"] == sg.proc.pid
+        assert st["warning"] is None and st["data_dir"] == str(tmp_path / "data")
+        (p,) = st["partitions"]
+        assert p["partition"] == 0 and p["current"] is True
+        assert 0 <= p["last_write_age_ms"] < 600000 and p["last_write_ms"] > 0
+        assert "warning" not in r.stderr, r.stderr
+        # partitions and inspect say the same of the store
+        r = ctl(seqgatectl_bin, "partitions", "--config", cfg, "--json")
+        store = json_lines(r.stdout)[-1]
+        assert (store["writer"], store["writer_pid"]) == ("running", sg.proc.pid)
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--json")
+        assert json_lines(r.stdout)[0]["store"]["current"] is True, r.stdout
+
+        # a partition written longer ago than --max-age-ms (an idle one,
+        # or one revoked: the store cannot tell): not current, exit 3
+        time.sleep(0.05)
+        r = lookup("never-sent", "--json", "--max-age-ms", "1")
+        assert r.returncode == 3, r
+        st = json_lines(r.stdout)[0]["store"]
+        assert st["current"] is False and st["writer"] == "running"
+        assert st["partitions"][0]["current"] is False
+        assert "not written for longer than --max-age" in st["warning"]
+        assert f"--group {n['group']}" in st["warning"]
+        assert "warning: partition 0 of " in r.stderr, r.stderr
+        # a known event keeps exit 0, with the warning
+        r = lookup("order-41-v1", "--json", "--max-age-ms", "1")
+        assert r.returncode == 0, r
+        a = json_lines(r.stdout)[0]
+        assert a["status"] == "applied" and a["store"]["current"] is False
+        assert "warning: partition 0 of " in r.stderr, r.stderr
+
+        # seqgate stopped: the store is not being written
+        assert sg.stop() == 0
+        r = lookup("never-sent", "--json")
+        assert r.returncode == 3, r
+        st = json_lines(r.stdout)[0]["store"]
+        assert st["writer"] == "not_running" and st["writer_pid"] is None
+        assert st["current"] is False, st
+        assert "is not being written" in st["warning"]
+        assert "does not mean never seen" in json_lines(r.stdout)[0]["detail"]
+        assert "is not being written" in r.stderr, r.stderr
+        r = lookup("never-sent")  # text: the same warning and exit status
+        assert r.returncode == 3 and "is not being written" in r.stderr, r
+        assert "status: unknown" in r.stdout, r.stdout
+        r = lookup("order-41-v1")
+        assert r.returncode == 0 and "is not being written" in r.stderr, r
+        r = ctl(seqgatectl_bin, "partitions", "--config", cfg, "--json")
+        assert r.returncode == 0 and "is not being written" in r.stderr, r
+        store = json_lines(r.stdout)[-1]
+        assert (store["writer"], store["writer_pid"]) == ("not_running", None)
+        r = ctl(seqgatectl_bin, "partitions", "--config", cfg)
+        assert "writer: not running" in r.stdout, r.stdout
+        r = ctl(seqgatectl_bin, "inspect", "--config", cfg, "--aggregate",
+                "order-41", "--json")
+        assert r.returncode == 0 and "is not being written" in r.stderr, r
+        assert json_lines(r.stdout)[0]["store"]["current"] is False
     finally:
         sg.cleanup()
 

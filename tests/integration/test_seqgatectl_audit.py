@@ -175,6 +175,11 @@ def test_audit_json(bootstrap, seqgatectl_bin, audited):
     assert {k: v["count"] for k, v in rep["counters"].items()} == want
     for k, v in rep["counters"].items():
         assert v["per_hour"] == rate(want[k], span), k
+    # 80 s scaled to an hour: an extrapolation, and marked so
+    assert rep["per_hour_enough"] is False
+    assert rep["per_hour_warning"] == (
+        "a span of 80.0 s, under an hour: the rates per hour are "
+        "extrapolated from it; audit a longer range (--from, --to)")
     dlq = {"malformed": 0, "idempotency_conflict": 1, "aggregate_quarantined": 1,
            "stale_version": 1, "illegal_transition": 0, "unknown_event_type": 0,
            "version_jump": 0, "gap_timeout": 2, "park_overflow": 0,
@@ -295,6 +300,15 @@ def test_audit_usage(seqgatectl_bin, audited, tmp_path):
     assert json.loads(r.stdout)["records"] == 12
     assert r.stderr.splitlines() == [
         f"seqgatectl: using topic {n['in']} (the config's one input topic)"]
+    # the text report warns above the rates it extrapolated
+    r = subprocess.run([seqgatectl_bin, "audit", "--config", audited["cfg"]],
+                       text=True, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    head = [i for i, l in enumerate(lines) if l.split()[:3] == ["counter", "count", "per"]]
+    assert head and lines[head[0] - 1] == (
+        "  warning: a span of 80.0 s, under an hour: the rates per hour are "
+        "extrapolated from it; audit a longer range (--from, --to)"), r.stdout
     # two topics: --topic is required, and both are named
     doc = json.loads(Path(audited["cfg"]).read_text())
     doc["topics"]["other.in"] = dict(doc["topics"][n["in"]],
@@ -357,6 +371,8 @@ def test_audit_html(bootstrap, seqgatectl_bin, audited):
     html = page.read_text()
     # self-contained: nothing fetched from anywhere
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert ('<p class="warning" id="per-hour-warning">Warning: a span of '
+            '80.0 s, under an hour') in html
     assert "<link" not in html
 
     browser = chromium()

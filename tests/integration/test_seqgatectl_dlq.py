@@ -9,10 +9,11 @@ origin; `dlq tail -f` prints a record dead-lettered after it started, and
 stops on SIGTERM with exit 0.
 
 test_sizing_measures_the_store: after the scenario, `seqgatectl sizing`
-on the running daemon's store (read-only) measures bytes per dedup and per
-aggregate record from it (2 aggregates), and its total is the sum of its
-terms; measured from so few records, it says so (basis, a warning, the
-documented estimate beside it).
+on the running daemon's store (read-only) counts its dedup records and
+aggregates (2), and its total is the sum of its terms; so few records are
+too few to measure (their pages are mostly empty): the documented estimates
+are the figure, what the records measure is said beside it, never as the
+total (basis, a warning, measured_* in --json).
 """
 
 from __future__ import annotations
@@ -161,33 +162,39 @@ def test_sizing_measures_the_store(bootstrap, seqgate_bin, seqgatectl_bin,
             time.sleep(0.1)
         assert z["store"] is True
         d, a, c = z["dedup"], z["aggregates"], z["changelog"]
-        assert d["measured"] and a["measured"], z
+        # a handful of records is too few to measure (the trial's
+        # "11.33 GB from 8 records", ~12 times the estimate, headlined):
+        # the documented estimate is the figure, the measurement beside
+        assert not d["measured"] and not a["measured"], z
         assert d["store_entries"] >= 5
         assert (a["records"], a["records_from"]) == (2, "store")
-        assert 0 < d["bytes_per_record"] and 0 < a["bytes_per_record"]
+        assert (d["bytes_per_record"], a["bytes_per_record"]) == (55, 45), z
+        assert d["measured_bytes_per_record"] > 55, z
+        assert a["measured_bytes_per_record"] > 45, z
         days = z["dedup_ttl_ms"] / 86400000
         assert d["records"] == 1000000 * days
         assert abs(d["bytes"] - d["records"] * d["bytes_per_record"]) < 1
         assert abs(a["bytes"] - 2 * a["bytes_per_record"]) < 1e-6
         assert c["records"] == d["records"] + 2
         assert abs(z["total_bytes"] - (d["bytes"] + a["bytes"] + c["bytes"])) < 1
-        # a handful of records measured: said, with a warning and the
-        # documented estimate beside it (the trial's "494 GB from 9
-        # records" printed as a fact)
+        assert z["measured_total_bytes"] > z["total_bytes"], z
         assert z["basis"] == (
-            f"bytes per record measured in {tmp_path / 'data'} from "
-            f"{d['store_entries']} dedup records and 2 aggregates")
+            f"the documented estimates: {d['store_entries']} dedup records "
+            f"and 2 aggregates in {tmp_path / 'data'} are too few to measure")
         assert z["enough"] is False
         assert z["warning"].startswith(
-            f"measured from {d['store_entries']} dedup records and 2 "
+            f"only {d['store_entries']} dedup records and 2 "
             "aggregates, fewer than 1000:")
-        assert "with the documented estimates: " in z["warning"]
+        assert "measured from them the total would be " in z["warning"]
         r = ctl(seqgatectl_bin, "sizing", "--config", cfg,
                 "--events-per-day", "1000000")
         assert r.returncode == 0, r.stderr
-        assert "measured: segment + filter pages / keys" in r.stdout, r.stdout
-        assert "\nwarning:    a rough estimate: measured from " in r.stdout
-        assert "\nbasis:      bytes per record measured in " in r.stdout
+        assert (f"ESTIMATE: {d['store_entries']} in the store, too few to "
+                "measure") in r.stdout, r.stdout
+        total = [l for l in r.stdout.splitlines() if l.startswith("total:")]
+        assert f"({round(z['total_bytes'])} bytes;" in total[0], r.stdout
+        assert "\nwarning:    only " in r.stdout
+        assert "\nbasis:      the documented estimates: " in r.stdout
         assert sg.stop() == 0
     finally:
         sg.cleanup()

@@ -200,6 +200,28 @@ START_TEST(open_creates_missing_parents) {
 }
 END_TEST
 
+/* Who writes a data_dir (seqgatectl's "is this store still written?",
+ * docs/troubleshooting.md): the holder of its lock while a writer has it
+ * open, nobody once it closed, nobody where no seqgate ever ran. */
+START_TEST(writer_is_the_lock_holder) {
+        long pid = -1;
+        ck_assert_int_eq(sg_store_writer(dir, &pid), SG_STORE_WRITER_NONE);
+        ck_assert_int_eq(pid, 0);
+        sg_store_t *s = open_store(1 << 22, 1 << 22);
+        ck_assert_int_eq(sg_store_writer(dir, &pid), SG_STORE_WRITER_RUNNING);
+        ck_assert_int_eq(pid, (long)getpid());
+        /* a reader beside it changes nothing */
+        sg_store_t *r;
+        ck_assert_int_eq(sg_store_open_readonly(dir, &r, err, sizeof(err)),
+                         SG_OK);
+        ck_assert_int_eq(sg_store_writer(dir, NULL), SG_STORE_WRITER_RUNNING);
+        sg_store_close(s);
+        ck_assert_int_eq(sg_store_writer(dir, &pid), SG_STORE_WRITER_NONE);
+        ck_assert_int_eq(pid, 0);
+        sg_store_close(r);
+}
+END_TEST
+
 /* ---- durability of a store that defers its syncs (exactly_once) ---- */
 
 /* A child process opens the store, defers its syncs, commits one dedup
@@ -2396,6 +2418,7 @@ int main(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, dedup_roundtrip_and_reopen);
         tcase_add_test(tc, open_creates_missing_parents);
+        tcase_add_test(tc, writer_is_the_lock_holder);
         tcase_add_test(tc, open_refuses_a_data_dir_under_a_file);
         tcase_add_test(tc, dedup_reason_in_verdict_byte);
         tcase_add_test(tc, agg_and_since_index);
