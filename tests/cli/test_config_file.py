@@ -221,6 +221,60 @@ class ConfigFile(unittest.TestCase):
         self.assertIn(addr, text)
         self.assertIn("http.address", text)
 
+    def test_check_config_port_in_use_and_data_dir_locked(self):
+        """What stops the start must stop --check-config: an http.address
+        another process listens on and a data_dir a running seqgate holds
+        (its seqgate.lock flocked) are each an error naming the key, exit 2
+        as at start. The check probes and lets go: the port and the lock
+        stay with their holders, and a free port and an unheld data_dir
+        pass (nothing is created there)."""
+        import fcntl
+        data_dir = os.path.join(self.tmp.name, "data")
+        os.makedirs(data_dir)
+        lock = open(os.path.join(data_dir, "seqgate.lock"), "w")
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        addr = "127.0.0.1:%d" % busy.getsockname()[1]
+        conf = {"data_dir": data_dir, "http": {"address": addr},
+                "kafka": {"bootstrap.servers": "127.0.0.1:1",
+                          "group.id": "g"},
+                "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}
+        path = self.write("seqgate.json", json.dumps(conf))
+        try:
+            r = run("--check-config", path)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertNotIn("config ok", r.stdout)
+            errs = [l for l in r.stderr.splitlines()
+                    if l.startswith("seqgate: config error: ")]
+            self.assertEqual(len(errs), 2, r.stderr)
+            port = [l for l in errs if "http.address" in l]
+            self.assertTrue(port, r.stderr)
+            self.assertIn(addr, port[0])
+            self.assertIn("in use", port[0])
+            held = [l for l in errs if f"data_dir {data_dir}" in l]
+            self.assertTrue(held, r.stderr)
+            self.assertIn("in use by another seqgate process", held[0])
+            self.assertIn("seqgate: 2 configuration errors in", r.stderr)
+            # the holders keep what they hold
+            with self.assertRaises(BlockingIOError):
+                with open(os.path.join(data_dir, "seqgate.lock")) as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as again:
+                with self.assertRaises(OSError):
+                    again.bind(("127.0.0.1", busy.getsockname()[1]))
+        finally:
+            busy.close()
+            lock.close()
+        # released: a free port and an unheld, not yet created data_dir
+        conf["data_dir"] = os.path.join(self.tmp.name, "fresh")
+        path = self.write("seqgate.json", json.dumps(conf))
+        r = run("--check-config", path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("config ok", r.stdout)
+        self.assertFalse(os.path.exists(conf["data_dir"]))
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)

@@ -821,8 +821,21 @@ START_TEST(test_server_port_in_use) {
         ck_assert_int_eq(sg_http_new(&a, true, &two, es, sizeof(es)), SG_OK);
         ck_assert_int_eq(sg_http_start(two, es, sizeof(es)), SG_ERR_IO);
         ck_assert_msg(strstr(es, text) != NULL, "%s", es);
+        /* the probe (--check-config) sees it too, and takes nothing */
+        es[0] = '\0';
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_ERR_IO);
+        ck_assert_int_eq(errno, EADDRINUSE);
+        ck_assert_msg(strstr(es, text) && strstr(es, "http.address"), "%s", es);
         sg_http_destroy(two);
         sg_http_destroy(srv);
+        /* the port once free: the probe passes and leaves it free */
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_http_new(&a, true, &two, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_http_start(two, es, sizeof(es)), SG_OK);
+        sg_http_destroy(two);
+        ck_assert_int_eq(sg_http_address_parse("off", &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_OK);
         sg_pub_destroy(pub);
 }
 END_TEST
