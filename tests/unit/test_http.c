@@ -321,6 +321,29 @@ START_TEST(test_ready) {
         sg_pub_publish(p, &s);
         ck_assert_int_eq(ready(p, &b), 503);
         ck_assert_ptr_nonnull(strstr(b, "no partitions assigned"));
+        ck_assert_ptr_null(strstr(b, "hint"));
+        free(b);
+        /* awaiting the group's first assignment: why, and how to look */
+        s.assign_wait_ms = sg_clock_mono_ms() - 7000;
+        s.session_timeout_ms = 45000;
+        snprintf(s.group_id, sizeof(s.group_id), "orders-sg");
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(
+                strstr(b, "\"reason\":\"no partitions assigned\""));
+        ck_assert_ptr_nonnull(strstr(b, "\"session_timeout_ms\":45000"));
+        ck_assert_ptr_nonnull(strstr(b, "\"group_id\":\"orders-sg\""));
+        ck_assert_msg(strstr(b, "waited 7 s") &&
+                              strstr(b, "previous member's session to expire "
+                                        "(session.timeout.ms 45000)") &&
+                              strstr(b, "--describe --group orders-sg"),
+                      "%s", b);
+        free(b);
+        /* its rebalance callback runs (restoring): not waiting any more */
+        s.assign_wait_ms = 0;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_null(strstr(b, "hint"));
         free(b);
         /* assigned, one partition restoring */
         s.assigned_once = true;
