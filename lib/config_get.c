@@ -13,6 +13,7 @@
 #include "envelope.h" /* sg_utf8_valid */
 
 #include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -360,6 +361,26 @@ bool sg_cfg_key_home(const char *key, const char *const *here, const char *path,
         return found > 0;
 }
 
+/** A librdkafka property's place, "kafka.NAME (a librdkafka property)",
+ *  when @p key is one (a scratch configuration knows the name; nothing is
+ *  connected), for a key written outside the librdkafka blocks. */
+static bool rdkafka_home(const char *key, char *buf, size_t size) {
+        char rkerr[256];
+        rd_kafka_conf_t *rk;
+        /* librdkafka's names are dotted: one without a dot is seqgate's
+         * or a typo (and a value is not tried for it) */
+        if (!strchr(key, '.') || !(rk = rd_kafka_conf_new()))
+                return false;
+        /* plugin.library.paths would load libraries: never set here */
+        bool known = strcmp(key, "plugin.library.paths") &&
+                     rd_kafka_conf_set(rk, key, "", rkerr, sizeof(rkerr)) !=
+                             RD_KAFKA_CONF_UNKNOWN;
+        rd_kafka_conf_destroy(rk);
+        if (known)
+                snprintf(buf, size, "kafka.%s (a librdkafka property)", key);
+        return known;
+}
+
 /**
  * A block of @p nested whose key @p key names, when it was meant inside
  * it: written beside the block ("gap_timeout_ms" for ordering's), its
@@ -424,7 +445,8 @@ sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                                         allowed));
                         else if (sg_cfg_key_home(it->string, allowed, path,
                                                  true, home, sizeof(home),
-                                                 NULL))
+                                                 NULL) ||
+                                 rdkafka_home(it->string, home, sizeof(home)))
                                 sg_cfg_fail(c, p,
                                             "unknown key; did you mean %s? "
                                             "allowed: %s",

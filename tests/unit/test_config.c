@@ -1439,6 +1439,15 @@ static const struct one_mistake {
          "gap_timeout: unknown key; did you mean "
          "topics.<topic>.ordering.gap_timeout_ms?",
          NULL, 1},
+        /* a librdkafka property outside the librdkafka blocks */
+        {CFG(",'bootstrap.servers':'b:9092'", ""),
+         "bootstrap.servers: unknown key; did you mean "
+         "kafka.bootstrap.servers (a librdkafka property)?",
+         NULL, 1},
+        {CFG("", ",'linger.ms':5"),
+         "topics.orders.linger.ms: unknown key; did you mean "
+         "kafka.linger.ms (a librdkafka property)?",
+         NULL, 1},
         /* a seqgate key among the librdkafka properties */
         {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b:9092',"
          "'group.id':'g','data_dir':'/d'},'topics':{'orders':{"
