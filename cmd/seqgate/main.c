@@ -1385,14 +1385,30 @@ static int check_config(const opts_t *o) {
                         "seqgate: config warning: %s: seqgate running as "
                         "this user (uid %u) on this host exits 2 at start\n",
                         port_es, (unsigned)geteuid());
-        size_t errors = pf.errors + (dir_bad && !dir_perm) + locked +
-                        (port_bad && !port_perm);
+        /* A seqgate running on this data_dir is the common case of a
+         * check before a reload or a restart (as `nginx -t` beside a
+         * running nginx): the file is fine for it, and the port is most
+         * likely its own. Both are warnings then; a port held while no
+         * seqgate holds the data_dir is another process's: an error. */
+        if (locked) {
+                fprintf(stderr,
+                        "seqgate: config warning: %s; a start beside it "
+                        "exits 2 (stop it first, or check a file for its "
+                        "next start)\n",
+                        lock_es);
+                if (port_bad && !port_perm)
+                        fprintf(stderr,
+                                "seqgate: config warning: %s (the "
+                                "seqgate holding the data_dir, most "
+                                "likely)\n",
+                                port_es);
+        }
+        size_t errors = pf.errors + (dir_bad && !dir_perm) +
+                        (port_bad && !port_perm && !locked);
         if (errors) {
                 if (dir_bad && !dir_perm)
                         fprintf(stderr, "seqgate: config error: %s\n", es);
-                if (locked)
-                        fprintf(stderr, "seqgate: config error: %s\n", lock_es);
-                if (port_bad && !port_perm)
+                if (port_bad && !port_perm && !locked)
                         fprintf(stderr, "seqgate: config error: %s\n", port_es);
                 print_findings(&pf, "config");
                 fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
