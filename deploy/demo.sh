@@ -2,7 +2,7 @@
 # deploy/demo.sh — the whole job in one command, on a fresh Debian/Ubuntu
 # machine: installs the build dependencies, builds seqgate, starts it beside
 # librdkafka's in-process mock Kafka cluster (--embedded-kafka), feeds a
-# CloudEvents order stream with every abnormal case the seed lists (retried
+# CloudEvents order stream with every kind of trouble seqgate handles (retried
 # duplicates, same id with a different payload, v3 before v2, a gap filled
 # later, a gap that times out, COMPLETED -> CREATED, a gap resolved by a
 # snapshot from the aggregate's authority; on a second topic, ledger, a deposed
@@ -19,10 +19,16 @@
 # deploy/demo/authority-states.json: it knows order-1006 (version 3, SHIPPED)
 # and answers 404 for order-1005.
 #
-# Usage: ./deploy/demo.sh [--passthrough] [--no-build] [--keep] [--tools]
+# The build's own output goes to a log file (its path is printed; on a
+# failed build its last lines are shown).
+#
+# Usage: ./deploy/demo.sh [--passthrough] [--no-build] [--no-deps] [--keep]
+#                         [--tools]
 #   --passthrough  run the benchmark baseline instead of the engine (plumbing
 #                  check only: everything is copied, nothing decided)
 #   --no-build     use the existing build/seqgate (or $SEQGATE_BIN)
+#   --no-deps      build without installing packages first (they are
+#                  installed already, or this is not Debian/Ubuntu)
 #   --keep         keep the temporary directory (config.json, the store,
 #                  seqgate.log) and print its path, so that the seqgatectl
 #                  commands it names can be run again
@@ -37,33 +43,57 @@ top=$(cd "$here/.." && pwd)
 demo="$here/demo"
 mode=engine
 build=1
+deps=1
 keep=0
 tools=0
 for a in "$@"; do
         case "$a" in
         --passthrough) mode=passthrough ;;
         --no-build) build=0 ;;
+        --no-deps) deps=0 ;;
         --keep) keep=1 ;;
         --tools) tools=1 ;;
-        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "demo.sh: unknown argument $a" >&2; exit 2 ;;
         esac
 done
 
 say() { printf '\n== %s\n' "$*"; }
 
+# binaries named relative to where the demo was started (the build step
+# changes directory)
+for v in SEQGATE_BIN SEQGATECTL_BIN; do
+        case "${!v:-/}" in
+        /*) ;;
+        *) export "$v=$PWD/${!v}" ;;
+        esac
+done
+
 # 1. dependencies and build ------------------------------------------------
 if [ "$build" = 1 ]; then
-        # only the demo's packages (the build's, kcat, python3), not the
-        # test suite's broker toolchain, clang or browser
-        say "installing what the demo needs (tests/install-deps.sh --demo)"
-        "$top/tests/install-deps.sh" --demo >/dev/null
-        say "building (meson, build/)"
+        # what the installer and the build print goes to a log, one line
+        # here; a failure shows the log's end
+        blog="${TMPDIR:-/tmp}/seqgate-demo-build.log"
+        : >"$blog"
+        failed() {
+                echo "demo.sh: $1 failed; the last lines of $blog:" >&2
+                tail -n 25 "$blog" >&2
+                exit 1
+        }
+        if [ "$deps" = 1 ]; then
+                # only the demo's packages (the build's, kcat, python3), not
+                # the test suite's broker toolchain, clang or browser
+                say "installing what the demo needs (tests/install-deps.sh --demo; log: $blog)"
+                "$top/tests/install-deps.sh" --demo >>"$blog" 2>&1 ||
+                        failed "installing the packages"
+        fi
+        say "building seqgate and seqgatectl (meson, ninja; log: $blog)"
         cd "$top"
         if [ ! -f build/build.ninja ]; then
-                meson setup build >/dev/null
+                meson setup build >>"$blog" 2>&1 || failed "meson setup"
         fi
-        ninja -C build seqgate seqgatectl
+        ninja -C build seqgate seqgatectl >>"$blog" 2>&1 || failed "the build"
+        echo "built seqgate and seqgatectl in $top/build"
 fi
 bin="${SEQGATE_BIN:-$top/build/seqgate}"
 ctl="${SEQGATECTL_BIN:-$top/build/seqgatectl}"

@@ -120,6 +120,15 @@ static const cfg_block_t ROOT_BLOCKS[] = {{"store", STORE_KEYS},
                                           {"http", HTTP_KEYS},
                                           {"metrics", METRICS_KEYS},
                                           {NULL, NULL}};
+/* Every block of the root and its keys, by path (sg_cfg_key_home). */
+const cfg_block_t sg_cfg_root_places[] = {
+        {"", ROOT_KEYS},
+        {"store", STORE_KEYS},
+        {"batch", BATCH_KEYS},
+        {"http", HTTP_KEYS},
+        {"http.tls_server_config", HTTP_TLS_KEYS},
+        {"metrics", METRICS_KEYS},
+        {NULL, NULL}};
 
 /** Check of http.address: sg_http_address_parse() (http.h) must accept
  *  it. */

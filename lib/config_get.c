@@ -13,6 +13,7 @@
 #include "envelope.h" /* sg_utf8_valid */
 
 #include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -278,6 +279,108 @@ static const char *closest_key(const char *key, const char *const *allowed) {
         return best_d <= 2 && best_d * 3 < strlen(key) ? best : NULL;
 }
 
+/** The allowed key that @p key names without its unit suffix ("ttl" for
+ *  "ttl_ms"), else the closest one (closest_key), else NULL. */
+static const char *near_key(const char *key, const char *const *allowed) {
+        static const char *const units[] = {"_ms", "_bytes", NULL};
+        size_t n = strlen(key);
+        for (const char *const *a = allowed; *a; a++)
+                for (size_t u = 0; units[u]; u++)
+                        if (!strncmp(*a, key, n) && !strcmp(*a + n, units[u]))
+                                return *a;
+        return closest_key(key, allowed);
+}
+
+/** The key of block @p b that @p key names (itself; @p near: or a near
+ *  one, near_key), NULL when none or @p b is the block @p here. */
+static const char *key_in(const char *key, const cfg_block_t *b,
+                          const char *const *here, bool near) {
+        if (b->keys == here)
+                return NULL;
+        if (!near)
+                return in_list(key, b->keys) ? key : NULL;
+        return near_key(key, b->keys);
+}
+
+/** The path of the input topic that block @p here (its keys) at @p path
+ *  is in ("topics.orders" for "topics.orders.dedup"), into @p topic;
+ *  left as it is outside any topic. */
+static void topic_of(const char *const *here, const char *path, char *topic,
+                     size_t size) {
+        static const char pat[] = "topics.*";
+        const size_t pl = sizeof(pat) - 1, n = strlen(path);
+
+        for (const cfg_block_t *b = sg_cfg_topic_places; here && b->name; b++) {
+                const char *tail = b->name + pl; /* ".dedup" or "" */
+                size_t tl = strlen(tail);
+                if (b->keys == here && n > tl && !strcmp(path + n - tl, tail))
+                        snprintf(topic, size, "%.*s", (int)(n - tl), path);
+        }
+}
+
+bool sg_cfg_key_home(const char *key, const char *const *here, const char *path,
+                     bool near, char *buf, size_t size, bool *root) {
+        static const cfg_block_t *const trees[] = {sg_cfg_root_places,
+                                                   sg_cfg_topic_places};
+        char topic[SG_PATH_SIZE] = "topics.<topic>";
+        size_t found = 0, off;
+
+        buf[0] = '\0';
+        if (root)
+                *root = false;
+        topic_of(here, path, topic, sizeof(topic));
+        /* exact first; a near one only when no block has the key itself */
+        for (int pass = 0; pass < 1 + near && !found; pass++)
+                for (size_t t = 0; t < 2; t++)
+                        for (const cfg_block_t *b = trees[t]; b->name; b++) {
+                                const char *k = key_in(key, b, here, pass);
+                                if (!k || found == 2)
+                                        continue;
+                                off = strlen(buf);
+                                if (found++ && off < size)
+                                        off += (size_t)snprintf(
+                                                buf + off, size - off, " or ");
+                                if (off >= size)
+                                        continue;
+                                if (!*b->name) {
+                                        if (found == 1 && root)
+                                                *root = true;
+                                        snprintf(buf + off, size - off,
+                                                 "the root key \"%s\" (the "
+                                                 "top level of the file)",
+                                                 k);
+                                } else if (!strncmp(b->name, "topics.*", 8)) {
+                                        snprintf(buf + off, size - off,
+                                                 "%s%s.%s", topic, b->name + 8,
+                                                 k);
+                                } else {
+                                        snprintf(buf + off, size - off, "%s.%s",
+                                                 b->name, k);
+                                }
+                        }
+        return found > 0;
+}
+
+/** A librdkafka property's place, "kafka.NAME (a librdkafka property)",
+ *  when @p key is one (a scratch configuration knows the name; nothing is
+ *  connected), for a key written outside the librdkafka blocks. */
+static bool rdkafka_home(const char *key, char *buf, size_t size) {
+        char rkerr[256];
+        rd_kafka_conf_t *rk;
+        /* librdkafka's names are dotted: one without a dot is seqgate's
+         * or a typo (and a value is not tried for it) */
+        if (!strchr(key, '.') || !(rk = rd_kafka_conf_new()))
+                return false;
+        /* plugin.library.paths would load libraries: never set here */
+        bool known = strcmp(key, "plugin.library.paths") &&
+                     rd_kafka_conf_set(rk, key, "", rkerr, sizeof(rkerr)) !=
+                             RD_KAFKA_CONF_UNKNOWN;
+        rd_kafka_conf_destroy(rk);
+        if (known)
+                snprintf(buf, size, "kafka.%s (a librdkafka property)", key);
+        return known;
+}
+
 /**
  * A block of @p nested whose key @p key names, when it was meant inside
  * it: written beside the block ("gap_timeout_ms" for ordering's), its
@@ -294,7 +397,7 @@ static const cfg_block_t *nested_key(const char *key, const cfg_block_t *nested,
                     (key[n] == '_' || key[n] == '.'))
                         rest = key + n + 1;
                 /* an exact key is its own closest (0 edits) */
-                if ((*inner = closest_key(rest, nested->keys)))
+                if ((*inner = near_key(rest, nested->keys)))
                         return nested;
         }
         *inner = NULL;
@@ -319,11 +422,12 @@ sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
         for (const cJSON *it = obj->child; it; it = it->next) {
                 sg_cfg_path_key(p, path, it->string);
                 if (allowed && !in_list(it->string, allowed)) {
-                        const char *near = closest_key(it->string, allowed);
+                        const char *near = near_key(it->string, allowed);
                         const char *inner = NULL;
                         const cfg_block_t *b =
                                 near ? NULL
                                      : nested_key(it->string, nested, &inner);
+                        char home[2 * SG_PATH_SIZE];
                         if (near)
                                 sg_cfg_fail(c, p,
                                             "unknown key; did you mean "
@@ -337,6 +441,16 @@ sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
                                             "\"%s\" inside \"%s\" "
                                             "(%s.%s)? allowed: %s",
                                             inner, b->name, b->name, inner,
+                                            sg_cfg_join(list, sizeof(list),
+                                                        allowed));
+                        else if (sg_cfg_key_home(it->string, allowed, path,
+                                                 true, home, sizeof(home),
+                                                 NULL) ||
+                                 rdkafka_home(it->string, home, sizeof(home)))
+                                sg_cfg_fail(c, p,
+                                            "unknown key; did you mean %s? "
+                                            "allowed: %s",
+                                            home,
                                             sg_cfg_join(list, sizeof(list),
                                                         allowed));
                         else

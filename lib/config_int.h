@@ -133,6 +133,23 @@ sg_err_t sg_cfg_check_keys_in(cfg_ctx_t *c, const cJSON *obj, const char *path,
                               const char *const *allowed,
                               const cfg_block_t *nested);
 extern const char *const sg_cfg_snapshot_keys[];
+/** Every block of the file and its keys, by the block's path ("" the
+ *  root, "topics.*.ordering"): config.c's and config_topic.c's. */
+extern const cfg_block_t sg_cfg_root_places[];
+extern const cfg_block_t sg_cfg_topic_places[];
+/**
+ * Where @p key belongs when it is not a key of the block at @p path (whose
+ * keys are @p here; NULL: a block of librdkafka properties): the block of
+ * the file that has it (@p near: or that has a likely misspelling of it or
+ * it with its unit suffix, "_ms" or "_bytes"), at most two. Writes "the
+ * root key \"K\" (the top level of the file)" or a dotted path,
+ * "topics.orders.ordering.K" (an input topic's key named outside any topic:
+ * "topics.<topic>.ordering.K"), into @p buf (@p size bytes), two joined by
+ * " or "; *@p root (may be NULL): the first is a root key. Returns false
+ * (buf empty): none.
+ */
+bool sg_cfg_key_home(const char *key, const char *const *here, const char *path,
+                     bool near, char *buf, size_t size, bool *root);
 sg_err_t sg_cfg_get_str(cfg_ctx_t *c, const cJSON *obj, const char *path,
                         const char *key, bool required, const char **out);
 sg_err_t sg_cfg_get_str_dup(cfg_ctx_t *c, const cJSON *obj, const char *path,

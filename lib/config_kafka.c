@@ -203,11 +203,33 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         for (size_t i = 0; i < cnt; i++) {
                 if (!strcmp(kv[i].name, "plugin.library.paths"))
                         continue;
+                char home[2 * SG_PATH_SIZE];
+                bool root = false;
+                rd_kafka_conf_res_t res;
+
                 rkerr[0] = '\0';
-                if (rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
-                                      sizeof(rkerr)) == RD_KAFKA_CONF_OK)
+                res = rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
+                                        sizeof(rkerr));
+                if (res == RD_KAFKA_CONF_OK)
                         continue;
                 sg_cfg_path_key(p, section, kv[i].name);
+                /* a seqgate key put among the librdkafka properties */
+                if (res == RD_KAFKA_CONF_UNKNOWN &&
+                    sg_cfg_key_home(kv[i].name, NULL, section, false, home,
+                                    sizeof(home), &root)) {
+                        if (root)
+                                sg_cfg_fail(c, p,
+                                            "\"%s\" is a root key (the top "
+                                            "level of the file), not a "
+                                            "librdkafka property",
+                                            kv[i].name);
+                        else
+                                sg_cfg_fail(c, p,
+                                            "\"%s\" is a seqgate key (%s), "
+                                            "not a librdkafka property",
+                                            kv[i].name, home);
+                        continue;
+                }
                 if (sg_config_kv_secret(&kv[i]))
                         sg_cfg_fail(c, p,
                                     "rejected by librdkafka (detail withheld: "

@@ -45,6 +45,15 @@ static const cfg_block_t TOPIC_BLOCKS[] = {
         {"dedup", DEDUP_KEYS},       {"ordering", ORDERING_KEYS},
         {"envelope", ENVELOPE_KEYS}, {"snapshot", sg_cfg_snapshot_keys},
         {"state_machine", SM_KEYS},  {NULL, NULL}};
+/* Every block of a topic and its keys, by path (sg_cfg_key_home). */
+const cfg_block_t sg_cfg_topic_places[] = {
+        {"topics.*", TOPIC_KEYS},
+        {"topics.*.envelope", ENVELOPE_KEYS},
+        {"topics.*.dedup", DEDUP_KEYS},
+        {"topics.*.ordering", ORDERING_KEYS},
+        {"topics.*.state_machine", SM_KEYS},
+        {"topics.*.snapshot", sg_cfg_snapshot_keys},
+        {NULL, NULL}};
 static const char *const TRANSITION_KEYS[] = {"type", "from", "to", NULL};
 
 /** Sets the defaults listed in config.h. */

@@ -716,6 +716,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                       resp.body_len, NULL);
 }
 
+sg_err_t sg_http_address_probe(const sg_http_addr_t *a, char *errstr,
+                               size_t errstr_size) {
+        if (a->off)
+                return SG_OK;
+        int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                sg_errf(errstr, errstr_size,
+                        "cannot listen on %s (http.address): %s", a->text,
+                        strerror(errno));
+                return SG_ERR_IO;
+        }
+        /* as libmicrohttpd sets its listening socket: SO_REUSEADDR (a port
+         * in TIME_WAIT is free), an IPv6 socket IPv6 only */
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (a->ss.ss_family == AF_INET6)
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        int rc = bind(fd, (const struct sockaddr *)&a->ss, a->ss_len),
+            e = errno;
+        close(fd);
+        if (rc == 0)
+                return SG_OK;
+        sg_errf(errstr, errstr_size, "cannot listen on %s (http.address): %s%s",
+                a->text, strerror(e),
+                e == EADDRINUSE ? " (another process listens there; stop it "
+                                  "or choose another port)"
+                                : "");
+        errno = e;
+        return SG_ERR_IO;
+}
+
 sg_err_t sg_http_start(sg_http_t *srv, char *errstr, size_t errstr_size) {
         if (!srv || srv->mhd) {
                 sg_errf(errstr, errstr_size, "sg_http_start: invalid");

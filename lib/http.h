@@ -60,6 +60,18 @@ typedef struct sg_http_addr {
 sg_err_t sg_http_address_parse(const char *text, sg_http_addr_t *out,
                                char *errstr, size_t errstr_size);
 
+/**
+ * Tells whether sg_http_start could listen on @p a, taking nothing: binds
+ * a socket as libmicrohttpd does (SO_REUSEADDR; IPv6 only for [v6]) and
+ * closes it; "off" and port 0 always can. For --check-config: a port
+ * another process listens on stops the start (exit 2).
+ * @returns SG_OK, or SG_ERR_IO with errstr naming the address,
+ * http.address and why, and errno the bind's (EADDRINUSE, EACCES,
+ * EADDRNOTAVAIL, ...). Thread-safety: reentrant.
+ */
+sg_err_t sg_http_address_probe(const sg_http_addr_t *a, char *errstr,
+                               size_t errstr_size);
+
 typedef struct sg_http sg_http_t;
 typedef struct sg_http_request sg_http_request_t;
 

@@ -573,7 +573,42 @@ sg_err_t sg_loop_connect(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 return SG_ERR_KAFKA;
         }
         loop->connected = true;
+        /* from here the group's first assignment is awaited (/readyz,
+         * assignment_waiting) */
+        loop->assign_wait_ms = sg_clock_mono_ms();
+        char st[32];
+        size_t stn = sizeof(st);
+        loop->session_timeout_ms =
+                rd_kafka_conf_get(rd_kafka_conf(loop->consumer),
+                                  "session.timeout.ms", st,
+                                  &stn) == RD_KAFKA_CONF_OK
+                        ? strtoll(st, NULL, 10)
+                        : -1;
         return SG_OK;
+}
+
+/** Once, SG_ASSIGN_HINT_MS into a wait for the group's first assignment:
+ *  a log line that says why it may last (the previous member's session,
+ *  a rebalance) and how to look (sg_assign_hint). A restart after a
+ *  kill -9 is otherwise silent until the session expires. */
+static void loop_assign_hint(sg_loop_t *loop) {
+        int64_t waited = sg_clock_mono_ms() - loop->assign_wait_ms;
+        if (!loop->assign_wait_ms || loop->assign_hinted ||
+            waited < SG_ASSIGN_HINT_MS)
+                return;
+        loop->assign_hinted = true;
+        const char *group = loop->conf->group_id ? loop->conf->group_id : "";
+        char hint[768];
+        sg_assign_hint(hint, sizeof(hint), group, loop->session_timeout_ms,
+                       waited);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "group_id", group);
+        cJSON_AddNumberToObject(f, "waiting_ms", (double)waited);
+        if (loop->session_timeout_ms >= 0)
+                cJSON_AddNumberToObject(f, "session_timeout_ms",
+                                        (double)loop->session_timeout_ms);
+        cJSON_AddStringToObject(f, "hint", hint);
+        sg_loop_log(loop, SG_LOG_NOTICE, "assignment_waiting", f);
 }
 
 sg_err_t sg_loop_new(const sg_config_t *conf, const sg_processor_t *proc,
@@ -807,6 +842,7 @@ sg_err_t sg_loop_run(sg_loop_t *loop, char *errstr, size_t errstr_size) {
                 sg_loop_commits_serve(loop, 0);
                 loop_resume_due(loop);
                 loop_collect(loop);
+                loop_assign_hint(loop);
                 if (loop->fatal != SG_OK)
                         break;
                 if (loop->stop && loop->msg_cnt == 0)

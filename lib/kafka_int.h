@@ -270,7 +270,12 @@ struct sg_loop {
         struct sg_metrics_snap *pub_snap; /**< scratch, reused */
         int64_t published_ms;             /**< last publish (monotonic) */
         bool assigned_once;               /**< a rebalance assigned once */
-        bool run_ended;                   /**< sg_loop_run() is returning */
+        int64_t assign_wait_ms;     /**< the first assignment awaited since
+                                     (monotonic; subscribed); 0: it came
+                                     (its callback runs or ran) */
+        bool assign_hinted;         /**< assignment_waiting was logged */
+        int64_t session_timeout_ms; /**< the consumer's; -1: unknown */
+        bool run_ended;             /**< sg_loop_run() is returning */
 
         /* impaired since the last progress (kafka.h "Logs",
          * sg_loop_impaired) */

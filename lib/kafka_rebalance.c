@@ -454,6 +454,8 @@ void sg_loop_cb_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                 rd_kafka_assign(rk, NULL);
                         return;
                 }
+                /* awaited no more: restoring now, not waiting */
+                loop->assign_wait_ms = 0;
                 on_assign(loop, rk, parts, coop);
                 /* restored (or failed): /readyz may say ready now */
                 loop->assigned_once = true;

@@ -149,6 +149,10 @@ void sg_loop_publish(sg_loop_t *loop, bool force) {
         sg_metrics_snap_t *snap = loop->pub_snap;
         snap->loop = loop->stats;
         snap->assigned_once = loop->assigned_once;
+        snap->assign_wait_ms = loop->assign_wait_ms;
+        snap->session_timeout_ms = loop->session_timeout_ms;
+        snprintf(snap->group_id, sizeof(snap->group_id), "%s",
+                 loop->conf->group_id ? loop->conf->group_id : "");
         snap->stopped = loop->run_ended;
         snap->fatal = loop->fatal != SG_OK;
         snprintf(snap->fatal_str, sizeof(snap->fatal_str), "%s",

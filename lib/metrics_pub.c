@@ -161,6 +161,22 @@ sg_err_t sg_pub_health(sg_pub_t *pub, int64_t now_ms, int *statusp,
         return json_out(o, bodyp);
 }
 
+void sg_assign_hint(char *buf, size_t size, const char *group,
+                    int64_t session_ms, int64_t waited_ms) {
+        char session[64] = "";
+        if (session_ms >= 0)
+                snprintf(session, sizeof(session),
+                         " (session.timeout.ms %" PRId64 ")", session_ms);
+        snprintf(buf, size,
+                 "waited %" PRId64 " s for consumer group \"%s\" to assign "
+                 "partitions: after a crash or kill -9 of the previous "
+                 "instance the group waits for the previous member's session "
+                 "to expire%s, or for a rebalance to finish; see the group's "
+                 "members with: kafka-consumer-groups.sh --bootstrap-server "
+                 "<bootstrap.servers> --describe --group %s --members",
+                 waited_ms / 1000, group, session, group);
+}
+
 bool sg_metrics_snap_ready(const sg_metrics_snap_t *s) {
         if (!s->assigned_once || s->stopped ||
             s->loop.batches_aborted_in_a_row >= SG_READY_MAX_ABORTS ||
@@ -225,6 +241,10 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 cJSON_AddItemToArray(arr, e);
         }
         bool ready = sg_metrics_snap_ready(s);
+        int64_t wait_since = s->stopped ? 0 : s->assign_wait_ms;
+        int64_t session_ms = s->session_timeout_ms;
+        char group[sizeof(s->group_id)];
+        snprintf(group, sizeof(group), "%s", s->group_id);
         pthread_mutex_unlock(&pub->lock);
         *statusp = ready ? 200 : 503;
         cJSON_AddStringToObject(o, "status", ready ? "ready" : "not_ready");
@@ -233,6 +253,19 @@ sg_err_t sg_pub_ready(sg_pub_t *pub, int *statusp, char **bodyp) {
                 cJSON_Delete(arr);
         } else if (!once) {
                 cJSON_AddStringToObject(o, "reason", "no partitions assigned");
+                if (wait_since > 0) {
+                        int64_t waited = sg_clock_mono_ms() - wait_since;
+                        char hint[768];
+                        sg_assign_hint(hint, sizeof(hint), group, session_ms,
+                                       waited);
+                        cJSON_AddNumberToObject(o, "waiting_ms",
+                                                (double)waited);
+                        cJSON_AddStringToObject(o, "group_id", group);
+                        if (session_ms >= 0)
+                                cJSON_AddNumberToObject(o, "session_timeout_ms",
+                                                        (double)session_ms);
+                        cJSON_AddStringToObject(o, "hint", hint);
+                }
                 cJSON_Delete(arr);
         } else {
                 if (why[0])

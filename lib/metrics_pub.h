@@ -62,8 +62,34 @@ typedef struct sg_metrics_snap {
                                    changelog failed, and none has succeeded
                                    since: restore_str says why */
         char restore_str[512];
-        int64_t published_ms; /**< monotonic; set by sg_pub_publish() */
+        int64_t assign_wait_ms;     /**< monotonic time the consumer group's
+                                     first assignment has been awaited
+                                     since (subscribed); 0: not waiting
+                                     (it came, or its rebalance callback
+                                     runs: restoring) */
+        int64_t session_timeout_ms; /**< the consumer's session.timeout.ms
+                                         (-1: unknown) */
+        char group_id[256];         /**< the consumer group (cut) */
+        int64_t published_ms;       /**< monotonic; set by sg_pub_publish() */
 } sg_metrics_snap_t;
+
+/** After this long without a first assignment the loop logs
+ *  assignment_waiting once (sg_assign_hint), milliseconds. */
+#define SG_ASSIGN_HINT_MS 5000
+
+/**
+ * Writes into @p buf (@p size bytes, cut, terminated) why a member that
+ * has waited @p waited_ms for consumer group @p group's first assignment
+ * may wait on, and how to look: after a crash or kill -9 of the previous
+ * instance the group coordinator counts its member until the session
+ * expires (session.timeout.ms, @p session_ms; -1: not said), or a
+ * rebalance is still running (Kafka's group membership protocol); the
+ * kafka-consumer-groups.sh command that describes the group's members.
+ * The text of /readyz's "hint" and of the assignment_waiting log line.
+ * Thread-safety: reentrant.
+ */
+void sg_assign_hint(char *buf, size_t size, const char *group,
+                    int64_t session_ms, int64_t waited_ms);
 
 /**
  * Makes room for @p n partitions in @p snap->parts (keeps what is there).
@@ -147,7 +173,9 @@ void sg_pub_publish(sg_pub_t *pub, const sg_metrics_snap_t *snap);
  *            assigned partitions at least once and none of them is being
  *            restored (a member with zero partitions is ready, like Kafka
  *            Streams' RUNNING); else 503 {"status":"not_ready","reason":
- *            "no partitions assigned"} before the first assignment, or
+ *            "no partitions assigned"} before the first assignment (while
+ *            it is awaited, with "waiting_ms", "session_timeout_ms",
+ *            "group_id" and "hint": sg_assign_hint's text), or
  *            {"status":"not_ready","partitions":[{"topic":..,"partition":
  *            ..,"state":"restoring","restore_records_read":..,
  *            "restore_records_target":..},...]} listing those restoring,

@@ -303,6 +303,20 @@ sg_err_t sg_store_dir_check(const char *dir, int *errnop, char *errstr,
                             size_t errstr_size);
 
 /**
+ * Tells whether another process holds the data_dir @p dir, creating and
+ * taking nothing: sg_store_writer (Linux's /proc/locks), or, when that
+ * cannot tell, sg_store_open's non-blocking flock of dir/seqgate.lock,
+ * let go at once (a seqgate starting on @p dir in that instant would be
+ * refused as a second instance; a restart succeeds). For --check-config.
+ * Like sg_store_writer, a holder in another PID namespace (another
+ * container on the same volume) is not seen.
+ * @returns SG_OK (free, or no lock file yet: nothing ran there),
+ *          SG_ERR_LOCKED (errstr in sg_store_open's words, the holder's pid
+ *          named). Thread-safe.
+ */
+sg_err_t sg_store_lock_probe(const char *dir, char *errstr, size_t errstr_size);
+
+/**
  * Opens (creating if needed) the LMDB environment in directory @p dir.
  * @param map_size_bytes   initial map size (grown to the file's size if larger).
  * @param growth_bytes     step for sg_store_grow().

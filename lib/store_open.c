@@ -301,6 +301,51 @@ static int mkdir_parents(const char *dir) {
         return 0;
 }
 
+/* What a data_dir another process holds says (sg_store_open and
+ * sg_store_lock_probe alike); @p pid: the holder's, 0 when not known. */
+static void lock_held(char *errstr, size_t errstr_size, const char *dir,
+                      const char *lp, long pid) {
+        char by[48] = "";
+        if (pid > 0)
+                snprintf(by, sizeof(by), ", by pid %ld", pid);
+        sg_errf(errstr, errstr_size,
+                "data_dir %s is in use by another seqgate process (%s is "
+                "locked%s); give every instance its own data_dir",
+                dir, lp, by);
+}
+
+sg_err_t sg_store_lock_probe(const char *dir, char *errstr,
+                             size_t errstr_size) {
+        char lp[4096];
+        long pid = 0;
+        snprintf(lp, sizeof(lp), "%s/seqgate.lock", dir);
+        switch (sg_store_writer(dir, &pid)) {
+        case SG_STORE_WRITER_RUNNING:
+                lock_held(errstr, errstr_size, dir, lp, pid);
+                return SG_ERR_LOCKED;
+        case SG_STORE_WRITER_NONE:
+                return SG_OK;
+        case SG_STORE_WRITER_UNKNOWN:
+                break;
+        }
+        /* /proc/locks unread: the lock itself, tried and let go at once,
+         * on a read-only descriptor (flock(2) takes one), never created */
+        int fd = open(lp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return SG_OK; /* sg_store_open says why at start */
+        sg_err_t err = SG_OK;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+                if (errno == EWOULDBLOCK) {
+                        lock_held(errstr, errstr_size, dir, lp, 0);
+                        err = SG_ERR_LOCKED;
+                }
+        } else {
+                flock(fd, LOCK_UN);
+        }
+        close(fd);
+        return err;
+}
+
 sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                        sg_store_t **storep, char *errstr, size_t errstr_size) {
         /* the path's own faults first, the same words as --check-config */
@@ -329,11 +374,7 @@ sg_err_t sg_store_open(const char *dir, uint64_t map_size, uint64_t growth,
                 return dir_errno_config(e) ? SG_ERR_CONFIG : SG_ERR_IO;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-                sg_errf(errstr, errstr_size,
-                        "data_dir %s is in use by another seqgate process "
-                        "(%s is locked); give every instance its own "
-                        "data_dir",
-                        dir, lp);
+                lock_held(errstr, errstr_size, dir, lp, 0);
                 close(fd);
                 return SG_ERR_LOCKED;
         }

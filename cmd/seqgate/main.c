@@ -359,9 +359,11 @@ static void usage(FILE *out) {
               "                              for a .yaml or .yml name)\n"
               "      --check-config FILE     validate FILE (and the files "
               "its Kafka clients\n"
-              "                              read: ssl.ca.location, ...), "
-              "print \"config ok\" and\n"
-              "                              exit (exit 2 on an invalid "
+              "                              read: ssl.ca.location, ...; "
+              "that data_dir and the\n"
+              "                              http.address port are free), "
+              "print \"config ok\"\n"
+              "                              and exit (exit 2 on an invalid "
               "configuration)\n"
               "      --cluster               with --check-config: also "
               "connect and check the\n"
@@ -1361,10 +1363,53 @@ static int check_config(const opts_t *o) {
                         "seqgate: config warning: %s: seqgate running as "
                         "this user (uid %u) exits 2 at start\n",
                         es, (unsigned)geteuid());
-        size_t errors = pf.errors + (dir_bad && !dir_perm);
+        /* what a running seqgate holds: the data_dir's lock and the HTTP
+         * port, each probed and let go (the start refuses both, exit 2) */
+        char lock_es[4608] = "", port_es[512] = "";
+        bool locked = !dir_bad && sg_store_lock_probe(conf->data_dir, lock_es,
+                                                      sizeof(lock_es)) != SG_OK;
+        sg_http_addr_t ha;
+        bool port_bad = false, port_perm = false;
+        if (sg_http_address_parse(conf->http_address, &ha, port_es,
+                                  sizeof(port_es)) == SG_OK &&
+            sg_http_address_probe(&ha, port_es, sizeof(port_es)) != SG_OK) {
+                port_bad = true;
+                /* what depends on where and as whom the check runs (a
+                 * file checked for another host, a pod's address) is a
+                 * warning, as for the data_dir */
+                port_perm = errno == EACCES || errno == EPERM ||
+                            errno == EADDRNOTAVAIL;
+        }
+        if (port_bad && port_perm)
+                fprintf(stderr,
+                        "seqgate: config warning: %s: seqgate running as "
+                        "this user (uid %u) on this host exits 2 at start\n",
+                        port_es, (unsigned)geteuid());
+        /* A seqgate running on this data_dir is the common case of a
+         * check before a reload or a restart (as `nginx -t` beside a
+         * running nginx): the file is fine for it, and the port is most
+         * likely its own. Both are warnings then; a port held while no
+         * seqgate holds the data_dir is another process's: an error. */
+        if (locked) {
+                fprintf(stderr,
+                        "seqgate: config warning: %s; a start beside it "
+                        "exits 2 (stop it first, or check a file for its "
+                        "next start)\n",
+                        lock_es);
+                if (port_bad && !port_perm)
+                        fprintf(stderr,
+                                "seqgate: config warning: %s (the "
+                                "seqgate holding the data_dir, most "
+                                "likely)\n",
+                                port_es);
+        }
+        size_t errors = pf.errors + (dir_bad && !dir_perm) +
+                        (port_bad && !port_perm && !locked);
         if (errors) {
                 if (dir_bad && !dir_perm)
                         fprintf(stderr, "seqgate: config error: %s\n", es);
+                if (port_bad && !port_perm && !locked)
+                        fprintf(stderr, "seqgate: config error: %s\n", port_es);
                 print_findings(&pf, "config");
                 fprintf(stderr, "seqgate: %zu configuration error%s in %s\n",
                         errors, errors == 1 ? "" : "s", path);

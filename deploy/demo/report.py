@@ -72,7 +72,8 @@ def events(topic, out_topic, dlq_topic, clean_tsv, dlq_tsv, inputs):
     for key, h, value in records(dlq_tsv):
         if h.get("__seqgate.errors.topic") == topic:
             off = int(h["__seqgate.errors.offset"])
-            fate[off] = ("dlq", h.get("__seqgate.errors.reason", "?"))
+            fate[off] = ("dlq", h.get("__seqgate.errors.reason", "?"),
+                         h.get("__seqgate.errors.detail", ""))
             ev = event(value)
             details.append((off, key, ev.get("sequence", "?"),
                             h.get("__seqgate.errors.reason", "?"),
@@ -110,12 +111,20 @@ def events(topic, out_topic, dlq_topic, clean_tsv, dlq_tsv, inputs):
                 what += " (parked until the snapshot came)"
         elif f:
             what = f"-> {dlq_topic}: {f[1]}"
+            # reasons only a parked event gets (semantics §4, §4b): its
+            # gap's deadline passed, or its epoch ended while it waited
+            if f[1] == "gap_timeout":
+                what += " (parked until its gap timed out)"
+            elif f[1] == "fenced_epoch" and "moved to epoch" in f[2]:
+                what += " (parked until its epoch ended)"
         elif (ev.get("source"), eid) in seen:
             what = f"dropped: a retry of offset {seen[(ev.get('source'), eid)]}" \
                    " (same id, same data)"
         elif any(k == key and int(s) >= int(ver or 0)
                  for _, k, s, _ in snapshots if ver.isdigit()):
-            what = "dropped: the snapshot holds it"
+            # a parked event at or below the snapshot's version
+            # (snapshot_superseded_total)
+            what = "dropped: parked, then the snapshot covered it"
         else:
             what = "dropped"
         seen.setdefault((ev.get("source"), eid), off)
@@ -134,7 +143,8 @@ KEY_METRICS = [
     ("events read", "seqgate_records_total"),
     ("applied to the output, in version order", "seqgate_applied_total"),
     ("duplicates dropped", "seqgate_dedup_hits_total"),
-    ("parked: waited for a missing version", "seqgate_parked_total"),
+    ("parked ever (rows marked parked above)", "seqgate_parked_total"),
+    ("parked now, still waiting", "seqgate_parked_events"),
     ("gaps that timed out", "seqgate_gap_timeouts_total"),
     ("snapshots applied from the authority",
      "seqgate_snapshot_applied_total"),

@@ -221,6 +221,77 @@ class ConfigFile(unittest.TestCase):
         self.assertIn(addr, text)
         self.assertIn("http.address", text)
 
+    def test_check_config_port_in_use_and_data_dir_locked(self):
+        """What stops the start must show in --check-config. An
+        http.address another process listens on while no seqgate holds
+        the data_dir is an error naming the key, exit 2 as at start. A
+        data_dir a running seqgate holds (its seqgate.lock flocked) is the
+        check before a reload or restart (`nginx -t` beside nginx): a
+        warning naming the holder, and the port then a warning too (most
+        likely that seqgate's), exit 0. The check probes and lets go: the
+        port and the lock stay with their holders, and a free port and an
+        unheld data_dir pass (nothing is created there)."""
+        import fcntl
+        data_dir = os.path.join(self.tmp.name, "data")
+        os.makedirs(data_dir)
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        addr = "127.0.0.1:%d" % busy.getsockname()[1]
+        conf = {"data_dir": data_dir, "http": {"address": addr},
+                "kafka": {"bootstrap.servers": "127.0.0.1:1",
+                          "group.id": "g"},
+                "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}
+        path = self.write("seqgate.json", json.dumps(conf))
+        lock = None
+        try:
+            # another process's port, no seqgate on the data_dir: an error
+            r = run("--check-config", path)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertNotIn("config ok", r.stdout)
+            errs = [l for l in r.stderr.splitlines()
+                    if l.startswith("seqgate: config error: ")]
+            self.assertEqual(len(errs), 1, r.stderr)
+            self.assertIn("http.address", errs[0])
+            self.assertIn(addr, errs[0])
+            self.assertIn("in use", errs[0])
+            self.assertIn("seqgate: 1 configuration error in", r.stderr)
+            # a seqgate holds the data_dir: both are warnings, exit 0
+            lock = open(os.path.join(data_dir, "seqgate.lock"), "w")
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            r = run("--check-config", path)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("config ok", r.stdout)
+            self.assertNotIn("config error", r.stderr)
+            warns = [l for l in r.stderr.splitlines()
+                     if l.startswith("seqgate: config warning: ")]
+            self.assertEqual(len(warns), 2, r.stderr)
+            held = [l for l in warns if f"data_dir {data_dir}" in l]
+            self.assertTrue(held, r.stderr)
+            self.assertIn("in use by another seqgate process", held[0])
+            self.assertIn("pid %d" % os.getpid(), held[0])
+            port = [l for l in warns if "http.address" in l]
+            self.assertTrue(port, r.stderr)
+            self.assertIn(addr, port[0])
+            # the holders keep what they hold
+            with self.assertRaises(BlockingIOError):
+                with open(os.path.join(data_dir, "seqgate.lock")) as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as again:
+                with self.assertRaises(OSError):
+                    again.bind(("127.0.0.1", busy.getsockname()[1]))
+        finally:
+            busy.close()
+            if lock:
+                lock.close()
+        # released: a free port and an unheld, not yet created data_dir
+        conf["data_dir"] = os.path.join(self.tmp.name, "fresh")
+        path = self.write("seqgate.json", json.dumps(conf))
+        r = run("--check-config", path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("config ok", r.stdout)
+        self.assertFalse(os.path.exists(conf["data_dir"]))
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)

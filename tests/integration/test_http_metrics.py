@@ -32,6 +32,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkautil import create_topics, end_offsets, produce, unique_name
@@ -135,8 +136,13 @@ def test_http_endpoint_scenario(bootstrap, seqgate_bin, tmp_path):
         assigned_before = bool(sg.events("partitions_assigned"))
         if not assigned_before:
             assert status == 503, body
-            assert json.loads(body) == {"status": "not_ready",
-                                        "reason": "no partitions assigned"}
+            ready = json.loads(body)
+            assert (ready["status"], ready["reason"]) == \
+                ("not_ready", "no partitions assigned"), body
+            # once subscribed, the hint says why it may last and how to
+            # look (test_readyz_hint_after_kill9)
+            assert "hint" not in ready or \
+                "session.timeout.ms" in ready["hint"], body
         assert ctype == "application/json"
         status, _c, body = get(sg.http_url("/healthz"))
         assert status == 200 and json.loads(body) == {"status": "ok"}, body
@@ -428,3 +434,55 @@ def test_metrics_per_topic(bootstrap, seqgate_bin, tmp_path):
     assert summaries[0]["records"] == 1
     assert summaries[0]["reasons"] == {"stale_version": 1}
     assert summaries[0]["level"] == "info"
+
+
+@pytest.mark.serial  # kills seqgate and times the group's wait
+def test_readyz_hint_after_kill9(bootstrap, seqgate_bin, tmp_path):
+    """After a kill -9 and a quick restart the group waits for the dead
+    member's session to expire before it assigns anything: /readyz's 503
+    says so (the session.timeout.ms in force, how to see the group), and
+    one assignment_waiting log line says the same a few seconds into the
+    wait, once; then the partitions come and /readyz is 200."""
+    t_in, t_out, t_dlq = (unique_name("hint-in"), unique_name("hint-out"),
+                          unique_name("hint-dlq"))
+    create_topics(bootstrap, {t_in: 1, t_out: 1, t_dlq: 1})
+    group = unique_name("sg-hint")
+    conf = make_config(bootstrap=bootstrap, group=group,
+                       instance="seqgate-hint-1",
+                       data_dir=str(tmp_path / "data"), input_topic=t_in,
+                       output_topic=t_out, dlq_topic=t_dlq,
+                       guarantee="at_least_once")
+    # long enough that the restart's wait is seen, short enough for a test
+    conf["kafka_consumer"]["session.timeout.ms"] = "15000"
+    sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
+    try:
+        sg.start(wait_assigned=True, timeout_s=60)
+        sg.kill9()
+        sg.start(wait_assigned=False)
+
+        def tail():
+            return "\nseqgate log tail:\n" + sg.log_tail()
+
+        status, _c, body = get(sg.http_url("/readyz"))
+        assert not sg.events("partitions_assigned"), \
+            "assigned at once: no wait to see" + tail()
+        assert status == 503, body
+        ready = json.loads(body)
+        assert ready["reason"] == "no partitions assigned", body
+        assert ready["session_timeout_ms"] == 15000, body
+        assert "session.timeout.ms 15000" in ready["hint"], body
+        assert "previous member" in ready["hint"], body
+        assert "kafka-consumer-groups.sh" in ready["hint"], body
+        assert f"--describe --group {group}" in ready["hint"], body
+        waiting = sg.wait_for_event("assignment_waiting", timeout_s=30)
+        assert waiting["session_timeout_ms"] == 15000, waiting
+        assert waiting["group_id"] == group, waiting
+        assert waiting["waiting_ms"] >= 3000, waiting
+        assert "session.timeout.ms 15000" in waiting["hint"], waiting
+        sg.wait_for_event("partitions_assigned", timeout_s=60)
+        wait_until(lambda: get(sg.http_url("/readyz"))[0] == 200, 60,
+                   "/readyz 200 after the assignment", on_timeout=tail)
+        assert len(sg.events("assignment_waiting")) == 1, tail()
+        assert sg.stop() == 0, tail()
+    finally:
+        sg.cleanup()

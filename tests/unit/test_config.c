@@ -566,7 +566,9 @@ static const bad_case_t bad_cases[] = {
         {CFG("", ",'envelope':{'ids':'key'}"),
          "topics.orders.envelope.ids: unknown key; allowed: format, id", NULL},
         {CFG("", ",'dedup':{'ttl':1000}"),
-         "topics.orders.dedup.ttl: unknown key; allowed: ttl_ms", NULL},
+         "topics.orders.dedup.ttl: unknown key; did you mean \"ttl_ms\"? "
+         "allowed: ttl_ms",
+         NULL},
         {CFG("", SM("'initial':'A','states':['A'],'transitions':[{'type':'t',"
                     "'from':['A'],'to':'A'}],'final':'A'")),
          "topics.orders.state_machine.final: unknown key", NULL},
@@ -576,8 +578,8 @@ static const bad_case_t bad_cases[] = {
          "allowed: type, from, to",
          NULL},
         {CFG(",'store':{'map_size':1048576}", ""),
-         "store.map_size: unknown key; allowed: map_size_bytes, "
-         "map_growth_bytes",
+         "store.map_size: unknown key; did you mean \"map_size_bytes\"? "
+         "allowed: map_size_bytes, map_growth_bytes",
          NULL},
         {CFG(",'batch':{'max_records':1,'max_bytes':1}", ""),
          "batch.max_bytes: unknown key; allowed: max_records, max_ms", NULL},
@@ -1407,6 +1409,52 @@ static const struct one_mistake {
          "map_size_bytes: unknown key; did you mean \"map_size_bytes\" inside "
          "\"store\" (store.map_size_bytes)?",
          "allowed: $schema", 1},
+        /* a key of another block, written where it does not belong: the
+         * hint names the block it belongs in, wherever that is */
+        {CFG(",'gap_timeout_ms':5", ""),
+         "gap_timeout_ms: unknown key; did you mean "
+         "topics.<topic>.ordering.gap_timeout_ms?",
+         "allowed: $schema", 1},
+        {CFG(",'output_topic':'o'", ""),
+         "output_topic: unknown key; did you mean "
+         "topics.<topic>.output_topic?",
+         NULL, 1},
+        {CFG("", ",'guarantee':'at_least_once'"),
+         "topics.orders.guarantee: unknown key; did you mean the root key "
+         "\"guarantee\" (the top level of the file)?",
+         NULL, 1},
+        {CFG("", ",'data_dir':'/x'"),
+         "topics.orders.data_dir: unknown key; did you mean the root key "
+         "\"data_dir\" (the top level of the file)?",
+         NULL, 1},
+        {CFG("", ",'dedup':{'gap_timeout_ms':5}"),
+         "topics.orders.dedup.gap_timeout_ms: unknown key; did you mean "
+         "topics.orders.ordering.gap_timeout_ms?",
+         NULL, 1},
+        /* a unit suffix left out, here or in another block */
+        {CFG("", ",'dedup':{'ttl':5000}"),
+         "topics.orders.dedup.ttl: unknown key; did you mean \"ttl_ms\"?", NULL,
+         1},
+        {CFG(",'gap_timeout':5", ""),
+         "gap_timeout: unknown key; did you mean "
+         "topics.<topic>.ordering.gap_timeout_ms?",
+         NULL, 1},
+        /* a librdkafka property outside the librdkafka blocks */
+        {CFG(",'bootstrap.servers':'b:9092'", ""),
+         "bootstrap.servers: unknown key; did you mean "
+         "kafka.bootstrap.servers (a librdkafka property)?",
+         NULL, 1},
+        {CFG("", ",'linger.ms':5"),
+         "topics.orders.linger.ms: unknown key; did you mean "
+         "kafka.linger.ms (a librdkafka property)?",
+         NULL, 1},
+        /* a seqgate key among the librdkafka properties */
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b:9092',"
+         "'group.id':'g','data_dir':'/d'},'topics':{'orders':{"
+         "'output_topic':'o','dlq_topic':'d'}}}",
+         "kafka.data_dir: \"data_dir\" is a root key (the top level of the "
+         "file), not a librdkafka property",
+         NULL, 1},
 };
 
 START_TEST(test_one_mistake_one_error) {

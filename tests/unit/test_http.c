@@ -321,6 +321,29 @@ START_TEST(test_ready) {
         sg_pub_publish(p, &s);
         ck_assert_int_eq(ready(p, &b), 503);
         ck_assert_ptr_nonnull(strstr(b, "no partitions assigned"));
+        ck_assert_ptr_null(strstr(b, "hint"));
+        free(b);
+        /* awaiting the group's first assignment: why, and how to look */
+        s.assign_wait_ms = sg_clock_mono_ms() - 7000;
+        s.session_timeout_ms = 45000;
+        snprintf(s.group_id, sizeof(s.group_id), "orders-sg");
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_nonnull(
+                strstr(b, "\"reason\":\"no partitions assigned\""));
+        ck_assert_ptr_nonnull(strstr(b, "\"session_timeout_ms\":45000"));
+        ck_assert_ptr_nonnull(strstr(b, "\"group_id\":\"orders-sg\""));
+        ck_assert_msg(strstr(b, "waited 7 s") &&
+                              strstr(b, "previous member's session to expire "
+                                        "(session.timeout.ms 45000)") &&
+                              strstr(b, "--describe --group orders-sg"),
+                      "%s", b);
+        free(b);
+        /* its rebalance callback runs (restoring): not waiting any more */
+        s.assign_wait_ms = 0;
+        sg_pub_publish(p, &s);
+        ck_assert_int_eq(ready(p, &b), 503);
+        ck_assert_ptr_null(strstr(b, "hint"));
         free(b);
         /* assigned, one partition restoring */
         s.assigned_once = true;
@@ -821,8 +844,21 @@ START_TEST(test_server_port_in_use) {
         ck_assert_int_eq(sg_http_new(&a, true, &two, es, sizeof(es)), SG_OK);
         ck_assert_int_eq(sg_http_start(two, es, sizeof(es)), SG_ERR_IO);
         ck_assert_msg(strstr(es, text) != NULL, "%s", es);
+        /* the probe (--check-config) sees it too, and takes nothing */
+        es[0] = '\0';
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_ERR_IO);
+        ck_assert_int_eq(errno, EADDRINUSE);
+        ck_assert_msg(strstr(es, text) && strstr(es, "http.address"), "%s", es);
         sg_http_destroy(two);
         sg_http_destroy(srv);
+        /* the port once free: the probe passes and leaves it free */
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_http_new(&a, true, &two, es, sizeof(es)), SG_OK);
+        ck_assert_int_eq(sg_http_start(two, es, sizeof(es)), SG_OK);
+        sg_http_destroy(two);
+        ck_assert_int_eq(sg_http_address_parse("off", &a, es, sizeof(es)),
+                         SG_OK);
+        ck_assert_int_eq(sg_http_address_probe(&a, es, sizeof(es)), SG_OK);
         sg_pub_destroy(pub);
 }
 END_TEST

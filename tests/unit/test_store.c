@@ -1767,7 +1767,21 @@ START_TEST(data_dir_locked_by_one_writer) {
                 sg_store_open(dir, 1 << 20, 1 << 20, &b, err, sizeof(err)),
                 SG_ERR_LOCKED);
         ck_assert_ptr_nonnull(strstr(err, "in use by another seqgate"));
+        /* the probe (--check-config) sees it, in the same words, and
+         * leaves the holder holding */
+        char perr[4200] = "";
+        ck_assert_int_eq(sg_store_lock_probe(dir, perr, sizeof(perr)),
+                         SG_ERR_LOCKED);
+        char pid[48];
+        snprintf(pid, sizeof(pid), "locked, by pid %ld)", (long)getpid());
+        ck_assert_msg(strstr(perr, "in use by another seqgate") &&
+                              strstr(perr, pid),
+                      "%s", perr);
+        ck_assert_int_eq(
+                sg_store_open(dir, 1 << 20, 1 << 20, &b, err, sizeof(err)),
+                SG_ERR_LOCKED);
         sg_store_close(a);
+        ck_assert_int_eq(sg_store_lock_probe(dir, perr, sizeof(perr)), SG_OK);
         b = open_store(1 << 20, 1 << 20); /* released on close */
         sg_store_close(b);
 }
