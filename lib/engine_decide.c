@@ -18,11 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Called for every record (SG_H_CONTROL) and every duplicate
+ * (SG_H_REPLAY), and seqgate's own header names all begin with a byte
+ * that an input's headers (ce_*, content-type, ...) rarely share: the
+ * first byte is compared inline before strcmp is called. */
 const sg_header_t *sg_eng_header_find(const sg_record_t *rec,
                                       const char *name) {
-        for (size_t i = rec->header_cnt; i > 0; i--)
-                if (strcmp(rec->headers[i - 1].name, name) == 0)
+        for (size_t i = rec->header_cnt; i > 0; i--) {
+                const char *h = rec->headers[i - 1].name;
+                if (h[0] == name[0] && strcmp(h, name) == 0)
                         return &rec->headers[i - 1];
+        }
         return NULL;
 }
 

@@ -124,6 +124,32 @@ void sg_envelope_clear(sg_envelope_t *env) {
 /* Per-record parse context                                             */
 /* ------------------------------------------------------------------ */
 
+/* The CloudEvents attributes every event has (core v1.0 §3.1), in
+ * ce_check's order. */
+enum { CE_SPECVERSION, CE_ID, CE_SOURCE, CE_TYPE, CE__REQ };
+
+/* The record's headers as the lookups of one parse read them (a binary-mode
+ * CloudEvent makes about ten: content mode, the four required attributes,
+ * then each configured field): read once, on the first lookup, each name's
+ * length taken once; the last header of each required attribute and the
+ * last content-type header are found in that pass, so that looking one of
+ * them up again costs no scan, and any other lookup compares lengths
+ * before bytes. A record with more headers than HDR_INDEX_MAX is looked up
+ * by scanning them (hdr_scan). */
+#define HDR_INDEX_MAX 16
+
+typedef struct hdr_index {
+        bool built;
+        bool scan;             /* too many headers: not indexed */
+        size_t cnt;            /* entries, in the record's header order */
+        const sg_header_t *ct; /* the last content-type header, or NULL */
+        const sg_header_t *req[CE__REQ]; /* the last ce_<attribute> */
+        struct {
+                const sg_header_t *h;
+                size_t len; /* strlen(h->name) */
+        } e[HDR_INDEX_MAX];
+} hdr_index_t;
+
 typedef struct pctx {
         const sg_topic_config_t *tc;
         const sg_record_t *rec;
@@ -138,6 +164,7 @@ typedef struct pctx {
         char *errstr;
         size_t errstr_size;
         char scratch[DETAIL_MAX + 1]; /* details after the first (parse) */
+        hdr_index_t hx;               /* the record's headers, read once */
 } pctx_t;
 
 /* True in CloudEvents binary mode, where the value is the event's data. */
@@ -183,10 +210,11 @@ static const char *json_why(const pctx_t *c, char *buf, size_t size) {
                  ? SG_ERR_NOMEM                                                \
                  : fail((c)->errstr, (c)->errstr_size, __VA_ARGS__))
 
-/* Last header named @p name (Kafka Connect semantics), or NULL. When
- * @p ce_prefix, matches "ce_" + name without allocating. */
-static const sg_header_t *find_header(const sg_record_t *rec, const char *name,
-                                      bool ce_prefix) {
+/* Last header named @p name (Kafka Connect semantics), or NULL, by
+ * scanning the record's headers. When @p ce_prefix, matches "ce_" + name
+ * without allocating. */
+static const sg_header_t *hdr_scan(const sg_record_t *rec, const char *name,
+                                   bool ce_prefix) {
         for (size_t i = rec->header_cnt; i-- > 0;) {
                 const char *h = rec->headers[i].name;
                 if (!h)
@@ -202,13 +230,101 @@ static const sg_header_t *find_header(const sg_record_t *rec, const char *name,
         return NULL;
 }
 
-/* Last `content-type` header, its name matched case-insensitively. */
-static const sg_header_t *content_type_header(const sg_record_t *rec) {
+/* Last `content-type` header, its name matched case-insensitively, by
+ * scanning. */
+static const sg_header_t *ct_scan(const sg_record_t *rec) {
         for (size_t i = rec->header_cnt; i-- > 0;)
                 if (rec->headers[i].name &&
                     strcasecmp(rec->headers[i].name, "content-type") == 0)
                         return &rec->headers[i];
         return NULL;
+}
+
+/* CE_* of attribute @p attr (@p len bytes), or -1 when it is not one of
+ * the required ones. */
+static int ce_required(const char *attr, size_t len) {
+        switch (len) {
+        case 11:
+                return memcmp(attr, "specversion", 11) == 0 ? CE_SPECVERSION
+                                                            : -1;
+        case 2:
+                return memcmp(attr, "id", 2) == 0 ? CE_ID : -1;
+        case 6:
+                return memcmp(attr, "source", 6) == 0 ? CE_SOURCE : -1;
+        case 4:
+                return memcmp(attr, "type", 4) == 0 ? CE_TYPE : -1;
+        default:
+                return -1;
+        }
+}
+
+static bool is_ce_name(const char *h, size_t len) {
+        return len >= 3 && h[0] == 'c' && h[1] == 'e' && h[2] == '_';
+}
+
+/* Reads the record's headers into c->hx, once per parse. A header without
+ * a name is never found (as by hdr_scan). */
+static hdr_index_t *hdr_index(pctx_t *c) {
+        hdr_index_t *x = &c->hx;
+        const sg_record_t *rec = c->rec;
+
+        if (x->built)
+                return x;
+        x->built = true;
+        if (rec->header_cnt > HDR_INDEX_MAX) {
+                x->scan = true;
+                return x;
+        }
+        for (size_t i = 0; i < rec->header_cnt; i++) {
+                const sg_header_t *hd = &rec->headers[i];
+                if (!hd->name)
+                        continue;
+                size_t len = strlen(hd->name);
+                int k;
+                /* forward: the last one of a name wins */
+                if (is_ce_name(hd->name, len)) {
+                        if ((k = ce_required(hd->name + 3, len - 3)) >= 0)
+                                x->req[k] = hd;
+                } else if (len == 12 &&
+                           strcasecmp(hd->name, "content-type") == 0) {
+                        x->ct = hd;
+                }
+                x->e[x->cnt].h = hd;
+                x->e[x->cnt].len = len;
+                x->cnt++;
+        }
+        return x;
+}
+
+/* Last header named @p name (Kafka Connect semantics), or NULL. When
+ * @p ce_prefix, matches "ce_" + name without allocating. */
+static const sg_header_t *find_header(pctx_t *c, const char *name,
+                                      bool ce_prefix) {
+        const hdr_index_t *x = hdr_index(c);
+        size_t n = strlen(name);
+        int k;
+
+        if (x->scan)
+                return hdr_scan(c->rec, name, ce_prefix);
+        if (ce_prefix && (k = ce_required(name, n)) >= 0)
+                return x->req[k];
+        size_t len = ce_prefix ? n + 3 : n;
+        for (size_t i = x->cnt; i-- > 0;) {
+                const char *h = x->e[i].h->name;
+                if (x->e[i].len == len &&
+                    (ce_prefix
+                             ? is_ce_name(h, len) && memcmp(h + 3, name, n) == 0
+                             : memcmp(h, name, n) == 0))
+                        return x->e[i].h;
+        }
+        return NULL;
+}
+
+/* Last `content-type` header, its name matched case-insensitively. */
+static const sg_header_t *content_type_header(pctx_t *c) {
+        const hdr_index_t *x = hdr_index(c);
+
+        return x->scan ? ct_scan(c->rec) : x->ct;
 }
 
 /* A field value before validation: borrowed bytes or a JSON node. */
@@ -354,7 +470,7 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                         rv->kind = rv->j ? RV_JSON : RV_MISSING;
                         return SG_OK;
                 }
-                header_val(find_header(rec, name, src->kind == SG_SRC_CE), rv);
+                header_val(find_header(c, name, src->kind == SG_SRC_CE), rv);
                 return SG_OK;
 
         case SG_SRC_POINTER:
@@ -362,10 +478,10 @@ static sg_err_t fetch(pctx_t *c, const char *field, const sg_field_src_t *src,
                     !(rest = binary_pointer(name, attr, sizeof(attr)))) {
                         /* an attribute, or below one (never there) */
                         if (strcmp(attr, "datacontenttype") == 0)
-                                header_val(content_type_header(rec),
+                                header_val(content_type_header(c),
                                            rv); /* §3.2.1 */
                         else if (attr[0])
-                                header_val(find_header(rec, attr, true), rv);
+                                header_val(find_header(c, attr, true), rv);
                         return SG_OK;
                 }
                 if (!ctx_json(c))
@@ -560,8 +676,7 @@ static bool has_prefix_ci(const char *p, size_t len, const char *prefix) {
  * member; binary otherwise.
  */
 static sg_err_t ce_detect(pctx_t *c) {
-        const sg_record_t *rec = c->rec;
-        const sg_header_t *ct = content_type_header(rec);
+        const sg_header_t *ct = content_type_header(c);
         char s[SNIP_BUF];
 
         if (ct && ct->value &&
@@ -601,7 +716,7 @@ static sg_err_t ce_detect(pctx_t *c) {
                 return SG_OK;
         }
 
-        if (!find_header(rec, "specversion", true)) {
+        if (!find_header(c, "specversion", true)) {
                 const sg_json_node_t *root = ctx_json(c);
                 if (!root && c->json_err == SG_ERR_NOMEM)
                         return SG_ERR_NOMEM;

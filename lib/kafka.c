@@ -661,8 +661,10 @@ static void loop_collect(sg_loop_t *loop) {
         int64_t idle_deadline =
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);
         http_drive(loop, 0); /* transfers that completed during the batch */
+        /* the clock is read once per record: the loop's condition reads
+         * it for the next turn's timeout */
+        int64_t now = sg_clock_mono_ms();
         do {
-                int64_t now = sg_clock_mono_ms();
                 int64_t left = (loop->msg_cnt ? deadline : idle_deadline) - now;
                 /* HTTP transfers in flight: take turns with the fetcher. */
                 bool busy = http_busy(loop);
@@ -743,7 +745,7 @@ static void loop_collect(sg_loop_t *loop) {
                  /* an idle loop judges HTTP results at once */
                  (loop->msg_cnt > 0 ||
                   sg_snapshot_http_pending(loop->http) == 0) &&
-                 sg_clock_mono_ms() <
+                 (now = sg_clock_mono_ms()) <
                          (loop->msg_cnt ? deadline : idle_deadline));
 }
 

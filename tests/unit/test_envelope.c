@@ -482,6 +482,72 @@ START_TEST(test_structured_with_content_type) {
 }
 END_TEST
 
+/* The same lookups whether a record's headers fit the parse's index of
+ * them or are scanned (more than it holds): the last header of a name
+ * wins, a header without a name is never matched, the content-type name
+ * is matched case-insensitively. */
+START_TEST(test_headers_indexed_or_scanned) {
+        tcfg_t t;
+        sg_envelope_t env;
+        static const char *const pad[] = {"x-a", "x-b", "x-c", "x-d", "x-e",
+                                          "x-f", "x-g", "x-h", "x-i", "x-j",
+                                          "x-k", "x-l", "x-m", "x-n", "x-o"};
+
+        cfg_ce(&t);
+        sg_envelope_init(&env);
+        for (size_t npad = 0; npad <= 15; npad += 15) {
+                sg_header_t h[32];
+                sg_record_t rec = {.topic = "orders",
+                                   .partition = 3,
+                                   .offset = 42,
+                                   .timestamp_ms = -1,
+                                   .key = "k",
+                                   .key_len = 1,
+                                   .value = "{\"amount\":10}",
+                                   .value_len = 13,
+                                   .headers = h};
+                size_t n = 0;
+                for (size_t i = 0; i < npad; i++)
+                        h[n++] = (sg_header_t){pad[i], "v", 1};
+                h[n++] = (sg_header_t){"ce_specversion", "1.0", 3};
+                h[n++] = (sg_header_t){"ce_id", "evt-1", 5};
+                h[n++] = (sg_header_t){"ce_source", "src", 3};
+                h[n++] = (sg_header_t){"ce_type", "t1", 2};
+                h[n++] = (sg_header_t){"ce_sequence", "1", 1};
+                h[n++] = (sg_header_t){NULL, "9", 1};
+                h[n++] = (sg_header_t){"ce_sequenc", "8", 1};
+                h[n++] = (sg_header_t){"ce_sequence", "2", 1};
+                h[n++] = (sg_header_t){"ce_type", "t2", 2};
+                rec.header_cnt = n;
+                memset(errbuf, 'X', sizeof(errbuf));
+                ck_assert_int_eq(sg_envelope_parse(&t.tc, &rec, &env, errbuf,
+                                                   sizeof(errbuf)),
+                                 SG_OK);
+                ck_assert_uint_eq(env.version, 2);
+                ck_assert_str_eq(env.type, "t2");
+                ck_assert_str_eq(env.id, "evt-1");
+
+                /* structured by its Content-Type header, ce_id ignored */
+                n = 0;
+                for (size_t i = 0; i < npad; i++)
+                        h[n++] = (sg_header_t){pad[i], "v", 1};
+                h[n++] = (sg_header_t){"ce_id", "from-header", 11};
+                h[n++] = (sg_header_t){"Content-Type",
+                                       "application/cloudevents+json", 28};
+                rec.header_cnt = n;
+                rec.key = "order-9";
+                rec.key_len = 7;
+                rec.value = ce_event;
+                rec.value_len = strlen(ce_event);
+                ck_assert_int_eq(sg_envelope_parse(&t.tc, &rec, &env, errbuf,
+                                                   sizeof(errbuf)),
+                                 SG_OK);
+                ck_assert_str_eq(env.id, "evt-9");
+        }
+        sg_envelope_clear(&env);
+}
+END_TEST
+
 START_TEST(test_structured_without_content_type) {
         tcfg_t t;
         trec_t r;
@@ -2266,6 +2332,7 @@ static Suite *envelope_suite(void) {
         tcase_add_test(tc, test_binary_ok);
         tcase_add_test(tc, test_key_hash_matches_parse);
         tcase_add_test(tc, test_binary_last_header_wins);
+        tcase_add_test(tc, test_headers_indexed_or_scanned);
         tcase_add_test(tc, test_binary_value_not_json_is_fine);
         tcase_add_test(tc, test_binary_missing_attributes);
         tcase_add_test(tc, test_binary_specversion);
