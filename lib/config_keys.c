@@ -130,7 +130,9 @@ static const cfg_row_t cfg_rows[] = {
         R_INT(SECT_BATCH, batch_max_records, "batch", "max_records", 0, 1000, 1,
               100000, "most input records per batch"),
         R_INT(SECT_BATCH, batch_max_ms, "batch", "max_ms", LIVE, 100, 1, 60000,
-              "longest time spent filling a batch, milliseconds"),
+              "longest time a batch collects, milliseconds, from when its "
+              "oldest record may have arrived (semantics §6 \"Batches and "
+              "latency\")"),
         R_I64(SECT_ROOT_LIMITS, stats_interval_ms, "", "stats_interval_ms",
               LIVE, 10000, 0,
               "period of the stats log line, of the restore_progress lines "

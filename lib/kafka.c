@@ -652,20 +652,35 @@ static void loop_resume_due(sg_loop_t *loop) {
         }
 }
 
-/** Polls one batch: up to batch.max_records, or sg_config_batch_ms() (≥
- *  100 ms idle). */
+/** Polls one batch: up to batch.max_records, or until sg_config_batch_ms()
+ *  after the batch's window opened (≥ 100 ms idle without a record).
+ *
+ *  The window opens when the batch's oldest record may have arrived
+ *  (semantics §6 "Batches and latency"): at the end of the previous
+ *  collection when a record was already waiting as this one began (it
+ *  came while the previous batch was decided and committed), else when
+ *  the first record comes. So a record waits at most batch.max_ms to be
+ *  collected plus one batch's processing, not the previous batch's as
+ *  well; once the window has passed, the batch takes what is already
+ *  fetched (polls that do not wait) up to batch.max_records, and closes. */
 static void loop_collect(sg_loop_t *loop) {
         int64_t start = sg_clock_mono_ms();
         int64_t max_ms = sg_config_batch_ms(loop->conf);
-        int64_t deadline = start + max_ms;
+        int64_t deadline = start + max_ms; /* set by the first record */
         int64_t idle_deadline =
                 start + (max_ms > SG_IDLE_POLL_MS ? max_ms : SG_IDLE_POLL_MS);
+        bool first = true;   /* the first poll: what is already fetched */
+        bool waited = false; /* a poll was allowed to wait */
+        bool got = false;    /* the last poll returned something */
         http_drive(loop, 0); /* transfers that completed during the batch */
         /* the clock is read once per record: the loop's condition reads
          * it for the next turn's timeout */
         int64_t now = sg_clock_mono_ms();
         do {
                 int64_t left = (loop->msg_cnt ? deadline : idle_deadline) - now;
+                if (first)
+                        left = 0;
+                first = false;
                 /* HTTP transfers in flight: take turns with the fetcher. */
                 bool busy = http_busy(loop);
                 if (busy && left > SG_HTTP_SLICE_MS)
@@ -673,8 +688,11 @@ static void loop_collect(sg_loop_t *loop) {
                 if (loop->msg_cnt == 0 &&
                     sg_snapshot_http_pending(loop->http) > 0)
                         left = 0; /* results to judge: do not idle */
+                if (left > 0)
+                        waited = true;
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(
                         loop->consumer, left > 0 ? (int)left : 0);
+                got = m != NULL;
                 if (busy && (!m || sg_clock_mono_ms() != loop->http_polled_ms))
                         http_drive(loop, m ? 0 : (int)(left > 0 ? left : 0));
                 if (!m)
@@ -738,6 +756,14 @@ static void loop_collect(sg_loop_t *loop) {
                 }
                 loop->parts[pi].seen = m->offset + 1;
                 loop->parts[pi].eof = -1;
+                if (loop->msg_cnt == 0) {
+                        /* the window opens: waiting since the previous
+                         * collection ended, or arrived now */
+                        int64_t opened = !waited && loop->collected_ms
+                                                 ? loop->collected_ms
+                                                 : sg_clock_mono_ms();
+                        deadline = opened + max_ms;
+                }
                 loop->rec_part[loop->msg_cnt] = pi;
                 loop->msgs[loop->msg_cnt++] = m;
         } while (!loop->stop && loop->fatal == SG_OK &&
@@ -745,8 +771,10 @@ static void loop_collect(sg_loop_t *loop) {
                  /* an idle loop judges HTTP results at once */
                  (loop->msg_cnt > 0 ||
                   sg_snapshot_http_pending(loop->http) == 0) &&
-                 (now = sg_clock_mono_ms()) <
-                         (loop->msg_cnt ? deadline : idle_deadline));
+                 ((now = sg_clock_mono_ms()) <
+                          (loop->msg_cnt ? deadline : idle_deadline) ||
+                  (loop->msg_cnt && got)));
+        loop->collected_ms = sg_clock_mono_ms();
 }
 
 void sg_loop_waiting(sg_loop_t *loop) {

@@ -264,6 +264,11 @@ struct sg_loop {
         size_t http_batch_cnt;        /**< their number */
         int64_t http_polled_ms;       /**< last fetcher drive (monotonic) */
 
+        int64_t collected_ms; /**< the last collection's end (monotonic; 0
+                                   none yet): a batch's window opens there
+                                   when its first record was waiting
+                                   (loop_collect) */
+
         /* the HTTP endpoint's publication (sg_loop_set_publish) */
         sg_loop_publish_cb *publish_cb;
         void *publish_opaque;
