@@ -404,7 +404,8 @@ if [ -x "$ctl" ]; then
                 # both events are known to the store: anything but exit 0
                 # is a fault the demo must not hide
                 if ! "$ctl" lookup --config "$tmp/config.json" --topic orders \
-                        --source /shop/orders --id "$id" >"$tmp/lookup.txt"; then
+                        --source /shop/orders --id "$id" >"$tmp/lookup.txt" \
+                        2>"$tmp/lookup.err"; then
                         echo "demo.sh: FAIL: lookup of $id did not answer" >&2
                         exit 1
                 fi

@@ -214,7 +214,11 @@ static const cfg_row_t cfg_rows[] = {
               sg_cfg_check_changelog_topic,
               "the compacted changelog topic of this input topic (one "
               "partition per input partition, both guarantees), created if "
-              "missing; unset: `<group.id>-<topic>-changelog`"),
+              "missing with the broker's `default.replication.factor` and "
+              "`min.insync.replicas` (as Kafka Streams' `replication.factor` "
+              "-1; create it beforehand for others: `--check-config "
+              "--cluster` warns below 3 replicas on 3+ brokers); unset: "
+              "`<group.id>-<topic>-changelog`"),
         T_ENUM(SECT_TOPIC, output_partitioning, "topics.*",
                "output_partitioning", 0, SG_PART_INPUT, PARTITIONING_NAMES,
                "`input`: the input record's partition; `murmur2`: the Java "

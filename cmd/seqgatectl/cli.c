@@ -90,7 +90,9 @@ const char usage_text[] =
         "the store) leaves one choice, and said on stderr: \"seqgatectl: "
         "using ...\".\n"
         "\n"
-        "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error.\n";
+        "Exit status: 0 ok, 1 runtime error, 2 usage or configuration error;\n"
+        "lookup: 1 unknown, 3 unknown in a store that is not current (see\n"
+        "seqgatectl lookup --help).\n";
 
 sg_log_level_t cli_log_level = SG_LOG_WARNING;
 

@@ -30,7 +30,8 @@
  *
  * Output: human-readable by default; with --json one JSON object per line.
  * Errors go to stderr. Exit status: 0 ok, 1 runtime error (store, Kafka,
- * undelivered records), 2 usage or configuration error.
+ * undelivered records), 2 usage or configuration error; lookup's own
+ * statuses are in lookup.c (1 unknown, 3 unknown in a store not current).
  */
 
 #include "cli.h"
