@@ -94,7 +94,10 @@ static const cfg_row_t cfg_rows[] = {
             "transactional id `<group.id>-<instance_id>`; unique per instance "
             "in a consumer group. Default: the host name (`seqgate` if it "
             "has none), so that instances on different hosts sharing one "
-            "configuration file never fence each other"),
+            "configuration file never fence each other. Two instances on "
+            "one host (one network namespace) need their own: a second "
+            "start with a (group.id, instance_id) that a running seqgate "
+            "on the host holds exits 2, and `--check-config` says so"),
         ROW(SECT_ROOT, sg_config_t, data_dir, "", "data_dir", SG_CONF_STRING,
             SG_CONF_REQUIRED, 0, NULL, 0, 0, NULL, NULL,
             "directory of the LMDB state store (created if missing)"),

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "engine.h"
 #include "http.h"
+#include "instance_claim.h"
 #include "kafka.h"
 #include "metrics.h"
 #include "metrics_pub.h"
@@ -1046,13 +1047,21 @@ static int run(const opts_t *o) {
         void *mock = NULL;
         sg_http_t *http = NULL;
         app_t app = {.start_s = sg_clock_wall_ms() / 1000, .opts = o};
-        int status;
+        int status, claim_fd = -1;
         sg_err_t err;
 
         if ((status = run_config(o, &conf)))
                 return status;
         app.conf = conf;
         run_log_starting(o, conf);
+        /* one process per (group.id, instance_id) on this host, held until
+         * exit (instance_claim.h): a second one would fence this one, and
+         * its restarts this one, forever. Before anything else is bound or
+         * opened; not for the demo's private mock cluster. */
+        if (!o->embedded &&
+            (err = sg_instance_claim_take(conf->group_id, conf->instance_id,
+                                          &claim_fd, NULL, es, sizeof(es))))
+                goto fail;
         if ((err = run_http(conf, &app, &http, es, sizeof(es))))
                 goto fail;
 
@@ -1129,6 +1138,7 @@ out:
         sg_store_close(store);
         sg_passthrough_destroy(pt);
         sg_mock_destroy(mock);
+        sg_instance_claim_release(claim_fd);
         g_log_conf = NULL;
         sg_config_destroy(conf);
         return status;
@@ -1390,6 +1400,21 @@ static int check_config(const opts_t *o) {
          * running nginx): the file is fine for it, and the port is most
          * likely its own. Both are warnings then; a port held while no
          * seqgate holds the data_dir is another process's: an error. */
+        /* the (group.id, instance_id) claim of this host: taken by the
+         * seqgate holding this data_dir is expected (a check before its
+         * reload); taken while no seqgate holds the data_dir, another
+         * instance runs with this id: its start would exit 2 */
+        char claim_es[1024] = "";
+        bool claimed = sg_instance_claim_probe(
+                               conf->group_id, conf->instance_id, NULL,
+                               claim_es, sizeof(claim_es)) == SG_ERR_CONFIG;
+        bool claim_own = claimed && sg_store_writer(conf->data_dir, NULL) ==
+                                            SG_STORE_WRITER_RUNNING;
+        if (claim_own)
+                fprintf(stderr,
+                        "seqgate: config warning: %s (the seqgate holding "
+                        "the data_dir, most likely)\n",
+                        claim_es);
         if (locked) {
                 fprintf(stderr,
                         "seqgate: config warning: %s; a start beside it "
@@ -1404,8 +1429,12 @@ static int check_config(const opts_t *o) {
                                 port_es);
         }
         size_t errors = pf.errors + (dir_bad && !dir_perm) +
-                        (port_bad && !port_perm && !locked);
+                        (port_bad && !port_perm && !locked) +
+                        (claimed && !claim_own);
         if (errors) {
+                if (claimed && !claim_own)
+                        fprintf(stderr, "seqgate: config error: %s\n",
+                                claim_es);
                 if (dir_bad && !dir_perm)
                         fprintf(stderr, "seqgate: config error: %s\n", es);
                 if (port_bad && !port_perm && !locked)

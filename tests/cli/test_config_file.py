@@ -292,6 +292,120 @@ class ConfigFile(unittest.TestCase):
         self.assertIn("config ok", r.stdout)
         self.assertFalse(os.path.exists(conf["data_dir"]))
 
+    def test_one_instance_id_per_group_on_one_host(self):
+        """Two seqgate processes on one host with one group.id and one
+        instance_id (each its own data_dir and port, as the README allows)
+        share a transactional id and would fence each other forever (exit
+        1, restarted). The second is refused at start instead: exit 2, one
+        line naming instance_id, group.id, the transactional id, the
+        holder's pid and the fix, while the first keeps running.
+        --check-config says the same: an error for a config whose data_dir
+        no seqgate holds, a warning for the running instance's own config
+        (the check before its reload). kill -9 of the first releases the
+        claim: a new start passes it. No broker: the claim is taken before
+        the first connection, and an unreachable broker is retried."""
+        import signal
+        import time
+
+        def free_port():
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                return s.getsockname()[1]
+
+        def conf(name):
+            return self.write(name + ".json", json.dumps({
+                "data_dir": os.path.join(self.tmp.name, "data-" + name),
+                "instance_id": "vm",
+                "http": {"address": "127.0.0.1:%d" % free_port()},
+                "kafka": {"bootstrap.servers": "127.0.0.1:1",
+                          "group.id": "g-iid-%d" % os.getpid()},
+                "topics": {"t": {"output_topic": "o", "dlq_topic": "d"}}}))
+
+        def start(path):
+            return subprocess.Popen([SEQGATE, "--config", path],
+                                    stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+
+        group = "g-iid-%d" % os.getpid()
+        a_path, b_path = conf("a"), conf("b")
+        a = start(a_path)
+        procs = [a]
+        try:
+            # a holds the claim (and its data_dir) once its store is open
+            deadline = time.monotonic() + 30
+            lock = os.path.join(self.tmp.name, "data-a", "seqgate.lock")
+            # (the claim is taken before the store opens; no probe before
+            # that, which could refuse a itself)
+            while time.monotonic() < deadline and a.poll() is None and \
+                    not os.path.exists(lock):
+                time.sleep(0.1)
+            if a.poll() is not None:
+                self.fail("the first exited: " + a.stdout.read())
+            # the second start: refused at once, exit 2, the first runs on
+            b = start(b_path)
+            procs.append(b)
+            try:
+                out, _ = b.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                b.kill()
+                self.fail("b runs: " + b.communicate()[0][:3000])
+            self.assertEqual(b.returncode, 2, out)
+            exiting = [json.loads(l) for l in out.splitlines()
+                       if l.startswith("{") and '"exiting"' in l]
+            self.assertEqual(len(exiting), 1, out)
+            line = exiting[0]
+            self.assertEqual(line["error"], "SG_ERR_CONFIG", line)
+            self.assertEqual(line["exit_class"], "operator action needed")
+            self.assertIn('instance_id "vm" in group.id "%s"' % group,
+                          line["detail"])
+            self.assertIn('transactional.id "%s-vm"' % group, line["detail"])
+            self.assertIn("pid %d" % a.pid, line["detail"])
+            self.assertIn("give each instance on a host its own instance_id"
+                          " (or --instance-id)", line["detail"])
+            self.assertFalse(os.path.exists(
+                os.path.join(self.tmp.name, "data-b")), "opened nothing")
+            self.assertIsNone(a.poll(), "the first keeps running")
+            # --check-config: b's config (no seqgate on its data_dir): error
+            r = run("--check-config", b_path)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            errs = [l for l in r.stderr.splitlines()
+                    if l.startswith("seqgate: config error: ")]
+            self.assertEqual(len(errs), 1, r.stderr)
+            self.assertIn('instance_id "vm"', errs[0])
+            self.assertIn("pid %d" % a.pid, errs[0])
+            # a's own config beside it (a check before a reload): warnings
+            r = run("--check-config", a_path)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("config ok", r.stdout)
+            warns = [l for l in r.stderr.splitlines()
+                     if l.startswith("seqgate: config warning: ")
+                     and 'instance_id "vm"' in l]
+            self.assertEqual(len(warns), 1, r.stderr)
+            # kill -9: the kernel releases the claim, a new start passes it
+            a.kill()
+            a.wait(timeout=30)
+            r = run("--check-config", b_path)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            b2 = start(b_path)
+            procs.append(b2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and b2.poll() is None and \
+                    not os.path.exists(os.path.join(self.tmp.name, "data-b",
+                                                    "seqgate.lock")):
+                time.sleep(0.2)
+            if b2.poll() is not None:
+                self.fail("the new start exited: " + b2.stdout.read())
+            r = run("--check-config", a_path)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("pid %d" % b2.pid, r.stderr)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+                    p.wait(timeout=30)
+                if p.stdout:
+                    p.stdout.close()
+
     def test_print_config_errors_as_check_config(self):
         path = self.write("bad.json", '{"data_dir": "/x", "topics": {}}')
         r = run("--print-config", path)

@@ -109,7 +109,8 @@ def _write(tmp_path, conf: dict) -> str:
 
 def test_refused_rdkafka_property_exits_2(seqgate_bin, tmp_path):
     missing = tmp_path / "no-such-dir" / "client.key"
-    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+    conf = make_config(bootstrap="127.0.0.1:9", group=unique_name("g"),
+                       instance="i",
                        data_dir=str(tmp_path / "data"), input_topic="in",
                        output_topic="out", dlq_topic="dlq",
                        guarantee="at_least_once")
@@ -160,7 +161,8 @@ def test_help_exit_statuses_agree_with_signals(seqgate_bin):
 
 
 def test_check_config_reports_every_error(seqgate_bin, tmp_path):
-    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+    conf = make_config(bootstrap="127.0.0.1:9", group=unique_name("g"),
+                       instance="i",
                        data_dir=str(tmp_path / "data"), input_topic="orders",
                        output_topic="orders.out", dlq_topic="orders.dlq")
     conf["stats_interval_ms"] = "often"                       # 1
@@ -182,7 +184,8 @@ def test_check_config_reports_every_error(seqgate_bin, tmp_path):
 
 def test_check_config_env_secrets(seqgate_bin, tmp_path):
     secret = "Zq9-env-secret-value-Zq9"
-    conf = make_config(bootstrap="${SGT_BOOTSTRAP}", group="g", instance="i",
+    conf = make_config(bootstrap="${SGT_BOOTSTRAP}", group=unique_name("g"),
+                       instance="i",
                        data_dir="${SGT_DATA:-" + str(tmp_path / "data") + "}",
                        input_topic="orders", output_topic="orders.out",
                        dlq_topic="orders.dlq", guarantee="at_least_once")
@@ -226,7 +229,8 @@ def test_check_config_env_secrets(seqgate_bin, tmp_path):
 
     # a valid file: the daemon's own log lines and a property the client
     # refuses at start-up (exit 2) say nothing the environment gave
-    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+    conf = make_config(bootstrap="127.0.0.1:9", group=unique_name("g"),
+                       instance="i",
                        data_dir="${SGT_DATA}", input_topic="orders",
                        output_topic="orders.out", dlq_topic="orders.dlq",
                        guarantee="at_least_once")
@@ -247,7 +251,8 @@ def test_check_config_env_secrets(seqgate_bin, tmp_path):
 def test_stop_during_startup_retries(seqgate_bin, tmp_path):
     # Port 9 on loopback: nothing listens; every metadata request fails
     # with a retriable transport error.
-    conf = make_config(bootstrap="127.0.0.1:9", group="g", instance="i",
+    conf = make_config(bootstrap="127.0.0.1:9", group=unique_name("g"),
+                       instance="i",
                        data_dir=str(tmp_path / "data"), input_topic="in",
                        output_topic="out", dlq_topic="dlq",
                        guarantee="at_least_once")
@@ -270,8 +275,11 @@ def test_stop_during_startup_retries(seqgate_bin, tmp_path):
 def test_locked_data_dir_exits_2(seqgate_bin, tmp_path):
     # Both on a cluster that does not answer: the store is opened (and its
     # data_dir locked) before Kafka is reached; the first keeps retrying.
+    group = unique_name("g")
+
     def conf(instance):
-        c = make_config(bootstrap="127.0.0.1:9", group="g", instance=instance,
+        c = make_config(bootstrap="127.0.0.1:9", group=group,
+                        instance=instance,
                         data_dir=str(tmp_path / "data"), input_topic="in",
                         output_topic="out", dlq_topic="dlq",
                         guarantee="at_least_once")
