@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,10 @@ def meson_version() -> str:
 
 
 def offline_config(tmp_path: Path, port: int) -> str:
+    # a group of its own: tests run side by side, and a second seqgate
+    # with one (group.id, instance_id) on a host is refused at start
     conf = {"kafka": {"bootstrap.servers": f"127.0.0.1:{port}",
-                      "group.id": "ctl-cli"},
+                      "group.id": f"ctl-cli-{uuid.uuid4().hex[:12]}"},
             "data_dir": str(tmp_path / "nodata"),
             "guarantee": "at_least_once",
             # a port of its own: the default 127.0.0.1:9464 is taken by
