@@ -190,6 +190,10 @@ bool store_freshness(const char *dir, sg_txn_t *txn, const char *topic,
                      int64_t partition, int64_t now_ms, int64_t max_age_ms,
                      cJSON *o);
 
+/* --max-age-ms's value @p arg into *max_age_ms (ms, ≥ 0). Returns 0, or
+ * EXIT_USAGE after printing why (usage_error). */
+int max_age_arg(const char *arg, int64_t *max_age_ms);
+
 /* Human rendering of a JSON object: "name: value" lines, nested objects
  * and lists of objects indented, in the order the fields were added. */
 void print_human(const cJSON *o, int indent, bool list_item);

@@ -137,38 +137,34 @@ bool store_freshness(const char *dir, sg_txn_t *txn, const char *topic,
                          "the store in %s holds no partition of %s: it "
                          "answers nothing about its events; %s",
                          dir, where, ask);
-        } else if (wr == SG_STORE_WRITER_NONE) {
-                snprintf(warn, sizeof(warn),
-                         "the store in %s is not being written: no process "
-                         "holds %s/seqgate.lock (seqgate is not running on "
-                         "this data_dir); the answer is as of the last "
-                         "write of %s, %s (%s ago): an event that arrived "
-                         "since is not in it; %s, or start seqgate here",
-                         dir, dir, where,
-                         w.oldest_ms > 0
-                                 ? sg_iso_time(w.oldest_ms, t, sizeof(t))
-                                 : "never",
-                         age_text(now_ms > w.oldest_ms ? now_ms - w.oldest_ms
-                                                       : 0,
-                                  a, sizeof(a)),
-                         ask);
-        } else if (w.old_cnt) {
-                snprintf(warn, sizeof(warn),
-                         "partition%s %s of %s not written for longer than "
-                         "--max-age %s (the oldest last write %s, %s ago): "
-                         "if it moved to another instance in a rebalance, "
-                         "events since are not in this store, and the store "
-                         "cannot tell a moved partition from an idle one; "
-                         "%s",
-                         w.old_cnt > 1 ? "s" : "", w.old, topic,
-                         age_text(max_age_ms, a, sizeof(a)),
-                         w.oldest_ms > 0
-                                 ? sg_iso_time(w.oldest_ms, t, sizeof(t))
-                                 : "never",
-                         age_text(now_ms > w.oldest_ms ? now_ms - w.oldest_ms
-                                                       : 0,
-                                  a2, sizeof(a2)),
-                         ask);
+        } else if (wr == SG_STORE_WRITER_NONE || w.old_cnt) {
+                /* the oldest last write, as a time and an age */
+                const char *when =
+                        w.oldest_ms > 0 ? sg_iso_time(w.oldest_ms, t, sizeof(t))
+                                        : "never";
+                age_text(now_ms > w.oldest_ms ? now_ms - w.oldest_ms : 0, a2,
+                         sizeof(a2));
+                if (wr == SG_STORE_WRITER_NONE)
+                        snprintf(warn, sizeof(warn),
+                                 "the store in %s is not being written: no "
+                                 "process holds %s/seqgate.lock (seqgate is "
+                                 "not running on this data_dir); the answer "
+                                 "is as of the last write of %s, %s (%s "
+                                 "ago): an event that arrived since is not "
+                                 "in it; %s, or start seqgate here",
+                                 dir, dir, where, when, a2, ask);
+                else
+                        snprintf(warn, sizeof(warn),
+                                 "partition%s %s of %s not written for "
+                                 "longer than --max-age %s (the oldest last "
+                                 "write %s, %s ago): if it moved to another "
+                                 "instance in a rebalance, events since are "
+                                 "not in this store, and the store cannot "
+                                 "tell a moved partition from an idle one; "
+                                 "%s",
+                                 w.old_cnt > 1 ? "s" : "", w.old, topic,
+                                 age_text(max_age_ms, a, sizeof(a)), when, a2,
+                                 ask);
         }
         bool current = !warn[0];
         cJSON_AddBoolToObject(s, "current", current);
@@ -183,4 +179,11 @@ bool store_freshness(const char *dir, sg_txn_t *txn, const char *topic,
                 snprintf(said, sizeof(said), "%s", warn);
         }
         return current;
+}
+
+int max_age_arg(const char *arg, int64_t *max_age_ms) {
+        if (!parse_i64(arg, 0, INT64_MAX, max_age_ms))
+                return usage_error("--max-age-ms: '%s' is not a number of ms",
+                                   arg);
+        return 0;
 }

@@ -317,10 +317,8 @@ int cmd_inspect(int argc, char **argv) {
                                                    optarg);
                         break;
                 case 'm':
-                        if (!parse_i64(optarg, 0, INT64_MAX, &max_age))
-                                return usage_error("--max-age-ms: '%s' is not "
-                                                   "a number of ms",
-                                                   optarg);
+                        if (max_age_arg(optarg, &max_age))
+                                return EXIT_USAGE;
                         break;
                 }
         }
