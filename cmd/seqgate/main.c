@@ -1395,21 +1395,18 @@ static int check_config(const opts_t *o) {
                         "seqgate: config warning: %s: seqgate running as "
                         "this user (uid %u) on this host exits 2 at start\n",
                         port_es, (unsigned)geteuid());
-        /* A seqgate running on this data_dir is the common case of a
-         * check before a reload or a restart (as `nginx -t` beside a
-         * running nginx): the file is fine for it, and the port is most
-         * likely its own. Both are warnings then; a port held while no
-         * seqgate holds the data_dir is another process's: an error. */
-        /* the (group.id, instance_id) claim of this host: taken by the
-         * seqgate holding this data_dir is expected (a check before its
-         * reload); taken while no seqgate holds the data_dir, another
-         * instance runs with this id: its start would exit 2 */
+        /* A seqgate running on this data_dir (locked) is the common case
+         * of a check before a reload or a restart (as `nginx -t` beside a
+         * running nginx): the file is fine for it, and the port and the
+         * host's (group.id, instance_id) claim are most likely its own.
+         * All are warnings then; held while no seqgate holds the
+         * data_dir, they are another process's: errors (its start would
+         * exit 2). */
         char claim_es[1024] = "";
         bool claimed = sg_instance_claim_probe(
                                conf->group_id, conf->instance_id, NULL,
                                claim_es, sizeof(claim_es)) == SG_ERR_CONFIG;
-        bool claim_own = claimed && sg_store_writer(conf->data_dir, NULL) ==
-                                            SG_STORE_WRITER_RUNNING;
+        bool claim_own = claimed && locked;
         if (claim_own)
                 fprintf(stderr,
                         "seqgate: config warning: %s (the seqgate holding "
