@@ -40,6 +40,13 @@ topics:
 """
 
 
+def closed_bootstrap():
+    """bootstrap.servers of a loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
 def run(*args, env=None):
     return subprocess.run([SEQGATE, *args], capture_output=True, text=True,
                           timeout=60, env=dict(os.environ, **(env or {})))
@@ -133,10 +140,7 @@ class ConfigFile(unittest.TestCase):
         what it connects to and how long it waits at most comes first, while
         it waits (not after); then the error names bootstrap.servers and what
         failed (connection refused), exit 2."""
-        with socket.socket() as s:  # a port nothing listens on
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        bs = f"127.0.0.1:{port}"
+        bs = closed_bootstrap()
         path = self.write("seqgate.json", json.dumps({
             "data_dir": os.path.join(self.tmp.name, "data"),
             "broker_retry_timeout_ms": 8000,
@@ -174,10 +178,7 @@ class ConfigFile(unittest.TestCase):
         broker_retry_timeout_ms, then exits 1 (retriable: a supervisor
         starts it again); its last lines name bootstrap.servers and its
         value, so that a typo in the port is found from the log alone."""
-        with socket.socket() as s:  # a port nothing listens on
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        bs = f"127.0.0.1:{port}"
+        bs = closed_bootstrap()
         path = self.write("seqgate.json", json.dumps({
             "data_dir": os.path.join(self.tmp.name, "data"),
             "broker_retry_timeout_ms": 3000,
