@@ -9,7 +9,10 @@ copies would use half its headroom, and when a poll finds nothing). seqgate
 is killed (SIGKILL) mid-stream, and again after some progress until a
 restart had to restore batches the kill took from the store (its
 restore_done lines count the changelog records restored: a kill right
-after a checkpoint leaves none), at most 6 times. Then:
+after a checkpoint leaves none), at most 6 times. A third of the aggregates
+is held back and produced only when the input ran out before a restart had
+restored a tail (or after the kills): the kills never run out of input.
+Then:
 
 test_checkpoint_kill9_exactly_once: the read_committed output holds every
   distinct event exactly once, per aggregate in version order; no DLQ record.
@@ -36,6 +39,7 @@ from test_exactly_once import (Probe, check_exactly_once, make_stream,
                                no_errors, public)
 
 N_AGGS, VERSIONS, PARTS = 300, 40, 3
+RESERVE_FROM = 200  # aggregates agg-0200.. are held back (_Input)
 BATCH_MAX_RECORDS = 100
 
 
@@ -48,7 +52,9 @@ def _setup(bootstrap, tmp_path, guarantee, prefix, seed):
                           unique_name(prefix + "-dlq"))
     group = unique_name("sg-" + prefix)
     create_topics(bootstrap, {t_in: PARTS, t_out: PARTS, t_dlq: 1})
-    placed = produce(bootstrap, t_in, [public(r) for r in stream],
+    # aggregates RESERVE_FROM.. are the reserve (_Input)
+    first = [r for r in stream if int(r["_agg"][4:]) < RESERVE_FROM]
+    placed = produce(bootstrap, t_in, [public(r) for r in first],
                      timeout_s=60)
     conf = make_config(bootstrap=bootstrap, group=group,
                        instance=prefix + "-a", data_dir=str(tmp_path / "data"),
@@ -58,32 +64,60 @@ def _setup(bootstrap, tmp_path, guarantee, prefix, seed):
                        guarantee=guarantee)
     # no checkpoint by time in the test's span: the kill lands inside one
     conf["store"] = {"checkpoint_interval_ms": 600000}
-    return stream, placed, (t_in, t_out, t_dlq), group, conf
+    inp = _Input(bootstrap, t_in, stream, first, placed)
+    return inp, (t_in, t_out, t_dlq), group, conf
+
+
+class _Input:
+    """The stream, produced in two parts: the aggregates below RESERVE_FROM
+    at the start, the rest (the reserve) when reserve() is called."""
+
+    def __init__(self, bootstrap, topic, stream, first, placed):
+        self.bootstrap, self.topic, self.stream = bootstrap, topic, stream
+        self.records, self.placed = list(first), list(placed)
+        self.end = end_offsets(bootstrap, topic)
+        self.held = [r for r in stream if int(r["_agg"][4:]) >= RESERVE_FROM]
+
+    def reserve(self) -> bool:
+        """Produces the reserve (once); True if it did."""
+        if not self.held:
+            return False
+        self.placed += produce(self.bootstrap, self.topic,
+                               [public(r) for r in self.held], timeout_s=60)
+        self.records += self.held
+        self.held = []
+        self.end = end_offsets(self.bootstrap, self.topic)
+        return True
 
 
 def _restored(sg, run=-1):
     return sum(e["records"] for e in sg.events("restore_done", run))
 
 
-def _kill_restart(bootstrap, sg, probe, t_in, t_out, in_end):
-    """Killed (SIGKILL) once half the output is there, restarted, and
-    killed again after more output until a restart restored a changelog
-    tail (at most 6 kills); then run to the end and stopped cleanly; a last
-    run started and stopped. Returns the output's high watermarks at the
-    first kill and the records each restart after a kill restored."""
-    n_distinct = N_AGGS * VERSIONS
+def _kill_restart(sg, probe, inp, t_in, t_out):
+    """Killed (SIGKILL) once half the first part's output is there,
+    restarted, and killed again after more output until a restart restored
+    a changelog tail (at most 6 kills; the reserve is produced if the input
+    ran out first); then, the reserve produced, run to the end and stopped
+    cleanly; a last run started and stopped. Returns the output's high
+    watermarks at the first kill and the records each restart after a kill
+    restored."""
+    n_first = RESERVE_FROM * VERSIONS
 
     def out_total():
         return sum(probe.high_parts(t_out, PARTS).values())
 
+    def done():
+        return probe.committed(t_in, PARTS) == inp.end
+
     tail = lambda: "\n" + sg.log_tail()  # noqa: E731
     sg.start()
-    wait_until(lambda: out_total() >= n_distinct // 2, 120,
+    wait_until(lambda: out_total() >= n_first // 2, 120,
                "half of the output", 0.02, on_timeout=tail)
     assert sg.running(), "seqgate exited by itself" + tail()
     sg.kill9()
     at_kill = probe.high_parts(t_out, PARTS)
-    assert probe.committed(t_in, PARTS) != in_end, "killed after the end"
+    assert not done(), "killed after the end"
     tails = []
     for _ in range(6):
         sg.start()  # returns once the partitions are restored, assigned
@@ -91,14 +125,14 @@ def _kill_restart(bootstrap, sg, probe, t_in, t_out, in_end):
         if tails[-1] > 0:
             break
         mark = out_total()
-        wait_until(lambda: out_total() >= mark + 200 or
-                   probe.committed(t_in, PARTS) == in_end, 120,
+        wait_until(lambda: out_total() >= mark + 200 or done(), 120,
                    "more output", 0.02, on_timeout=tail)
-        if probe.committed(t_in, PARTS) == in_end:
+        if done() and not inp.reserve():
             break
         sg.kill9()
-    wait_until(lambda: probe.committed(t_in, PARTS) == in_end, 180,
-               f"committed offsets {in_end}", 0.25, on_timeout=tail)
+    inp.reserve()
+    wait_until(done, 180, f"committed offsets {inp.end}", 0.25,
+               on_timeout=tail)
     time.sleep(1.0)  # idle batches: nothing more may appear
     assert sg.stop() == 0, sg.log_tail()
     sg.start()
@@ -121,14 +155,12 @@ class _Probe(Probe):
 
 
 def test_checkpoint_kill9_exactly_once(bootstrap, seqgate_bin, tmp_path):
-    stream, _placed, (t_in, t_out, t_dlq), group, conf = _setup(
+    inp, (t_in, t_out, t_dlq), group, conf = _setup(
         bootstrap, tmp_path, "exactly_once", "cp9e", 5101)
-    in_end = end_offsets(bootstrap, t_in)
     sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
     probe = _Probe(bootstrap, group)
     try:
-        _at_kill, tails = _kill_restart(bootstrap, sg, probe, t_in, t_out,
-                                        in_end)
+        _at_kill, tails = _kill_restart(sg, probe, inp, t_in, t_out)
     finally:
         sg.cleanup()
         probe.close()
@@ -140,26 +172,24 @@ def test_checkpoint_kill9_exactly_once(bootstrap, seqgate_bin, tmp_path):
     check_exactly_once(out, expected, "SIGKILL inside a checkpoint interval")
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
     no_errors(sg)
-    print(f"\ncheckpoint kill -9 (exactly_once): {len(stream)} input "
+    print(f"\ncheckpoint kill -9 (exactly_once): {len(inp.records)} input "
           f"records, {len(out)} output records read_committed; changelog "
           f"records restored after each kill: {tails}")
 
 
 def test_checkpoint_kill9_at_least_once(bootstrap, seqgate_bin, tmp_path):
-    stream, placed, (t_in, t_out, t_dlq), group, conf = _setup(
+    inp, (t_in, t_out, t_dlq), group, conf = _setup(
         bootstrap, tmp_path, "at_least_once", "cp9a", 5102)
-    first_pos: dict[str, tuple[int, int]] = {}
-    for r, (p, o) in zip(stream, placed):
-        first_pos.setdefault(r["_id"], (p, o))
-    in_end = end_offsets(bootstrap, t_in)
     sg = Seqgate(seqgate_bin, conf, tmp_path / "run")
     probe = _Probe(bootstrap, group)
     try:
-        at_kill, tails = _kill_restart(bootstrap, sg, probe, t_in, t_out,
-                                       in_end)
+        at_kill, tails = _kill_restart(sg, probe, inp, t_in, t_out)
     finally:
         sg.cleanup()
         probe.close()
+    first_pos: dict[str, tuple[int, int]] = {}
+    for r, (p, o) in zip(inp.records, inp.placed):
+        first_pos.setdefault(r["_id"], (p, o))
     out = consume_all(bootstrap, t_out, timeout_s=90,
                       expect_count=N_AGGS * VERSIONS)
     assert consume_all(bootstrap, t_dlq, timeout_s=20) == []
@@ -191,6 +221,6 @@ def test_checkpoint_kill9_at_least_once(bootstrap, seqgate_bin, tmp_path):
         f"{re_emitted} re-emitted after {len(tails)} SIGKILLs " \
         f"(> the batches in flight)"
     no_errors(sg)
-    print(f"\ncheckpoint kill -9 (at_least_once): {len(stream)} input "
+    print(f"\ncheckpoint kill -9 (at_least_once): {len(inp.records)} input "
           f"records, {len(out)} output records, {re_emitted} re-emitted; "
           f"changelog records restored after each kill: {tails}")
