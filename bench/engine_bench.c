@@ -7,12 +7,19 @@
  * commit from the broker, so a change to the engine or the store can be
  * judged on its own. Usage:
  *   engine_bench [events] [aggregates] [batch] [preload_keys] [guarantee]
+ *                [checkpoint_ms] [active]
  * preload_keys: dedup keys written before the timed run, to measure how the
  * store behaves when it is already large (e.g. 10000 vs 10000000).
  * guarantee: exactly_once (default: changelog records are built too) or
  * at_least_once.
  * checkpoint_ms: store.checkpoint_interval_ms (default: the configuration's
  * default); the timed run ends with a checkpoint (semantics §6).
+ * active: 0 (default) sends the events to the aggregates in turn (each
+ * aggregate's next version every `aggregates` events); N > 0 keeps N
+ * aggregates open at a time, as bench/gen.py's --active does: N
+ * aggregates take their versions in turn until each has its share
+ * (events / aggregates), then the next N open (an aggregate's versions
+ * arrive within N x share events: the Kafka benchmark's shape).
  * Besides events/s the line says what the timed run cost: CPU-s per event
  * (the process's, user and sys), pages written per event (/proc/self/io
  * write_bytes / 4096: the pages it dirtied, counted when dirtied), and
@@ -49,6 +56,7 @@ int main(int argc, char **argv) {
         uint64_t preload = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
         const char *guarantee = argc > 5 ? argv[5] : "exactly_once";
         long cp_ms = argc > 6 ? strtol(argv[6], NULL, 10) : -1;
+        uint64_t active = argc > 7 ? strtoull(argv[7], NULL, 10) : 0;
         char dir[] = "/tmp/sg_engine_bench_XXXXXX", err[512];
         if (!mkdtemp(dir))
                 return 1;
@@ -99,6 +107,12 @@ int main(int argc, char **argv) {
                 size_t c = 0;
                 for (; c < batch && n < events; c++, n++) {
                         uint64_t a = n % aggs;
+                        if (active) {
+                                uint64_t share = events / aggs ? events / aggs
+                                                               : 1;
+                                uint64_t w = active * share; /* a window */
+                                a = (n / w * active + n % w % active) % aggs;
+                        }
                         bench_ev_make(&evs[c], a, ++ver[a], n, 0, true);
                 }
                 if (bench_run_batch("engine_bench", &p, evs, c, &outputs))
@@ -118,13 +132,13 @@ int main(int argc, char **argv) {
         uint64_t alloc =
                 stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
         printf("engine (%s, checkpoint %ld ms): %" PRIu64 " events, %" PRIu64
-               " aggregates, batch %zu, "
+               " aggregates (%" PRIu64 " active), batch %zu, "
                "preload %" PRIu64 " keys (%.1f s): %.0f ev/s, %zu outputs, "
                "store %.1f MiB; %.2f us CPU/event, %.3f pages written/event, "
                "data.mdb %.1f MiB allocated\n",
                guarantee,
                cp_ms < 0 ? (long)conf->checkpoint_interval_ms : cp_ms, events,
-               aggs, batch, preload, tp, (double)events / t, outputs,
+               aggs, active ? active : aggs, batch, preload, tp, (double)events / t, outputs,
                (double)used / 1048576.0, c * 1e6 / (double)events,
                (double)w / 4096.0 / (double)events, (double)alloc / 1048576.0);
         uint64_t hits, misses;
