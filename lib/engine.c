@@ -592,11 +592,13 @@ static sg_err_t batch_finish(sg_engine_t *e, char *errstr, size_t errstr_size) {
                                        errstr_size)))
                         return err;
         }
-        /* the batch's aggregates reach LMDB now, while the batch can be
-         * aborted: a full map fails it here (the loop aborts it, grows
-         * the map, runs it again), not the checkpoint's commit after
-         * Kafka took its output (semantics §8 "The aggregate cache") */
-        if ((err = sg_txn_flush(e->txn, errstr, errstr_size)))
+        /* the batch's aggregates reach LMDB now if the map's room might
+         * not take them at the checkpoint's commit, while the batch can
+         * be aborted: a full map fails it here (the loop aborts it, grows
+         * the map, runs it again), not the commit after Kafka took its
+         * output; otherwise at the commit, once per checkpoint (semantics
+         * §8 "The aggregate cache") */
+        if ((err = sg_txn_settle(e->txn, errstr, errstr_size)))
                 return err;
         return sg_eng_changelog_effects(e);
 }

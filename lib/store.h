@@ -417,9 +417,10 @@ unsigned sg_store_txns_open(const sg_store_t *store, bool write_only);
  * writer keeps copies of up to SG_AGG_CACHE_DEFAULT aggregate records in
  * memory, so that a hot aggregate's read is a hash-table hit instead of a
  * walk of the aggregate database's B-tree (at 10 M aggregates, cold pages
- * on every event). Writes stay in the cache until sg_txn_flush (the
- * engine: at the end of each batch's processing, before its output is
- * produced) or the commit writes them back, in key order; a walk of an
+ * on every event). Writes stay in the cache until the commit writes them
+ * back, in key order (or sg_txn_flush, or sg_txn_settle when the map's
+ * room might not take them at the commit: the engine asks at the end of
+ * each batch's processing, before its output is produced); a walk of an
  * aggregate database (foreach, the dump, statistics) and a restore window
  * write them back before they read. An abort, or a failed commit, forgets
  * the whole cache: nothing of an aborted transaction survives in it. Only
@@ -440,14 +441,30 @@ void sg_store_set_agg_cache(sg_store_t *store, size_t entries);
  * Writes the aggregate cache's writes made in @p t to LMDB now, in key
  * order through the transaction's cursors (store_aggc.c), so that an LMDB
  * error of theirs (a full map: MDB_MAP_FULL) comes while the caller can
- * still abort what they belong to: the engine calls it at the end of each
- * batch's processing, before the batch's changelog records are produced
- * and before Kafka holds the batch (semantics §8 "The aggregate cache"). The cache keeps its
+ * still abort what they belong to (sg_txn_settle calls it when the map's
+ * room might not take them at the commit; semantics §8 "The aggregate
+ * cache"). The cache keeps its
  * entries (clean). A read-only transaction, or none dirty: SG_OK.
  * Returns SG_OK; SG_ERR_MAP_FULL or SG_ERR_STORE (@p errstr says why; the
  * transaction is broken and can only be aborted). The store's thread.
  */
 sg_err_t sg_txn_flush(sg_txn_t *t, char *errstr, size_t errstr_size);
+/**
+ * The end of a batch's processing in a transaction that spans batches
+ * (the engine's checkpoint, semantics §8 "The aggregate cache"): writes
+ * the aggregate cache's dirty entries back now (sg_txn_flush) only when
+ * writing them back at the commit might not fit the map's room — the
+ * transaction's writes at the learned growth per write
+ * (sg_txn_room_low's estimate) plus four pages for each dirty entry (its
+ * leaf's copy and its share of branch copies and splits) past half the
+ * room the map had when the transaction began. Otherwise they stay dirty
+ * in the cache until the commit, so that an aggregate a checkpoint's
+ * batches update many times is written to LMDB once, and a cold leaf of
+ * a large store is searched once per checkpoint instead of once per
+ * batch. Returns as sg_txn_flush; SG_OK when nothing was due. The
+ * store's thread.
+ */
+sg_err_t sg_txn_settle(sg_txn_t *t, char *errstr, size_t errstr_size);
 /** The aggregate cache's lookups that hit and missed since the store
  *  opened, and its entries now. The store's thread. */
 void sg_aggc_stats(const sg_store_t *store, uint64_t *hitsp, uint64_t *missesp,

@@ -2,12 +2,14 @@
  * store_aggc.c — the writer's aggregate cache (store.h "Aggregate cache",
  * semantics §8 "The aggregate cache"): copies of aggregate records in
  * memory, so that a hot aggregate's read is a hash-table hit instead of a
- * walk down the aggregate database's B-tree, and the writes of a batch
- * are written back once, in key order, through one cursor, at the end of
- * the batch's processing (sg_txn_flush, called by the engine before the
- * batch's changelog records are produced and Kafka holds the batch: a
- * full map then fails the batch, which the loop can abort and run again,
- * never the checkpoint's commit after Kafka took the batch).
+ * walk down the aggregate database's B-tree, and the writes of a
+ * checkpoint's batches are written back once, in key order, through one
+ * cursor, at the commit — or at the end of a batch's processing when the
+ * map's room might not take them at the commit (sg_txn_settle, called by
+ * the engine before the batch's changelog records are produced and Kafka
+ * holds the batch: a full map then fails the batch, which the loop can
+ * abort and run again, rather than the checkpoint's commit after Kafka
+ * took the batch, which would cost a restore of the changelog's tail).
  *
  * Bounded: at most s->aggc_max entries (fixed-size slots: a value longer
  * than AGGC_VMAX bytes is not kept, its key reads through to LMDB), in one
@@ -19,9 +21,9 @@
  *     threads and read-only transactions read LMDB's committed state, never
  *     the cache (it has no lock).
  *   - Outside a write transaction every entry equals the committed value
- *     of its key (or its absence): the writes are in LMDB's transaction
- *     (sg_txn_flush at each batch's end; a commit writes back whatever is
- *     still dirty first, e.g. a restore's), a failed commit or an abort —
+ *     of its key (or its absence): a commit writes back whatever is still
+ *     dirty first (sg_txn_settle may have done it at a batch's end), a
+ *     failed commit or an abort —
  *     which takes every batch since the last checkpoint — drops the whole
  *     cache (sg_aggc_clear): nothing survives an abort that LMDB did not
  *     keep, clean entries of batches written back but never committed
@@ -272,6 +274,37 @@ sg_err_t sg_txn_flush(sg_txn_t *t, char *errstr, size_t errstr_size) {
         if (err)
                 sg_errf(errstr, errstr_size, "%s", sg_txn_errdetail(t));
         return err;
+}
+
+/* Pages one write-back may take at worst, for sg_txn_settle: its leaf's
+ * copy, and its share of the branch copies and page splits above it
+ * (a 10 M-entry aggregate tree is 4 levels deep; a transaction copies
+ * each branch page once, and a leaf splits once per tens of inserts). */
+#define SETTLE_PAGES_PER_WRITE 4
+
+/* Whether writing the cache's dirty entries back at the commit might not
+ * fit the map's room. */
+static bool settle_due(const sg_txn_t *t) {
+        const aggc_t *c = t && t->write ? t->store->aggc : NULL;
+        if (!c || !c->dirty_n)
+                return false;
+        const sg_store_t *s = t->store;
+        if (t->map_before <= t->used_before || !s->psize)
+                return true; /* no room known: as before, now */
+        uint64_t room = t->map_before - t->used_before;
+        uint64_t need = (uint64_t)c->dirty_n * SETTLE_PAGES_PER_WRITE *
+                        s->psize;
+        /* the transaction's writes so far at the learned growth (the
+         * dirty entries among them), and the deferred write-backs' worst
+         * case on top, within the half of the room sg_txn_room_low
+         * keeps */
+        return t->writes * sg_store_grow_per_write(s) + need > room / 2;
+}
+
+sg_err_t sg_txn_settle(sg_txn_t *t, char *errstr, size_t errstr_size) {
+        if (!t || !settle_due(t))
+                return SG_OK;
+        return sg_txn_flush(t, errstr, errstr_size);
 }
 
 sg_err_t sg_aggc_put(sg_txn_t *t, pdb_t *p, const unsigned char *ah,

@@ -1739,48 +1739,116 @@ static sg_err_t process_one(h_t *h, const ev_t *ev, char *err, size_t n) {
         return h->proc.process(h->proc.opaque, &rec, &h->last_result, err, n);
 }
 
-/* The map fills while the aggregate cache writes a batch's aggregates back
- * (store_aggc.c): the batch fails at its tick, before its output and
- * changelog records are produced, so the loop aborts it, grows the map and
- * runs it again (semantics §8 "The aggregate cache") — not at the
- * checkpoint's commit after Kafka took the batch, which leaves the store
- * behind its changelog. */
-START_TEST(agg_cache_map_full_fails_the_batch) {
+/* The map's room might not take a batch's dirty aggregates at the
+ * checkpoint's commit (sg_txn_settle: 600 new aggregates at four pages
+ * each past half of the harness's 16 MiB map), so they are written back
+ * at the batch's tick, and the map fills there (store_aggc.c): the batch
+ * fails before its output and changelog records are produced, so the
+ * loop aborts it, grows the map and runs it again (semantics §8 "The
+ * aggregate cache") — not at the checkpoint's commit after Kafka took the
+ * batch, which leaves the store behind its changelog. */
+#define LOW_ROOM_AGGS 600
+
+static int count_agg(void *opaque, const unsigned char agg_hash[32],
+                     const sg_agg_rec_t *rec) {
+        (void)agg_hash;
+        (void)rec;
+        ++*(size_t *)opaque;
+        return 0;
+}
+START_TEST(agg_cache_low_room_fails_the_batch) {
         h_t h = {0};
         h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
         ONE(&h, EV("A", "e1", "t", "1"), EV("B", "f1", "t", "1"));
         char err[512] = "";
-        ev_t evs[] = {EV("A", "e2", "t", "2"), EV("B", "f2", "t", "2")};
+        static char names[LOW_ROOM_AGGS][2][16];
+        ev_t evs[LOW_ROOM_AGGS + 2] = {EV("A", "e2", "t", "2"),
+                                       EV("B", "f2", "t", "2")};
+        for (size_t i = 0; i < LOW_ROOM_AGGS; i++) {
+                snprintf(names[i][0], 16, "n%zu", i);
+                snprintf(names[i][1], 16, "n%zu-1", i);
+                evs[2 + i] = EV(names[i][0], names[i][1], "t", "1");
+        }
+        size_t n = LOW_ROOM_AGGS + 2;
         sg_store_fault_inject(h.store, SG_STORE_OP_AGG_WRITEBACK, 1,
                               MDB_MAP_FULL);
         ck_assert_int_eq(h.proc.batch_begin(h.proc.opaque, 0, err, sizeof(err)),
                          SG_OK);
-        for (size_t i = 0; i < 2; i++)
+        for (size_t i = 0; i < n; i++)
                 ck_assert_int_eq(process_one(&h, &evs[i], err, sizeof(err)),
                                  SG_OK);
         sg_err_t e = h.proc.tick(h.proc.opaque, err, sizeof(err));
         bool fired = false;
         (void)sg_store_fault_count(h.store, &fired);
-        if (e == SG_OK) /* where it failed instead */
-                e = h.proc.batch_commit(h.proc.opaque, err, sizeof(err));
-        ck_assert_msg(fired, "no aggregate written back in the batch");
+        ck_assert_msg(fired, "no aggregate written back at the tick");
         ck_assert_msg(e == SG_ERR_MAP_FULL, "tick: %s (%s), not map_full",
                       sg_err2str(e), err);
         ck_assert_str_ne(err, "");
-        /* as the loop does: abort, grow, the same records again */
+        /* as the loop does: abort, grow, the same records again (in
+         * the harness's batches) */
         h.proc.batch_abort(h.proc.opaque);
         ck_assert_uint_eq(sg_store_txns_open(h.store, true), 0);
         sg_store_fault_inject(h.store, 0, 0, 0);
         ck_assert_int_eq(h.proc.grow(h.proc.opaque, err, sizeof(err)), SG_OK);
-        size_t before = h.out_cnt;
-        batch(&h, evs, 2);
-        ck_assert_uint_eq(h.out_cnt, before + 2);
-        assert_out(&h.out[before], SG_EFFECT_OUTPUT, "A", "2", NULL);
-        assert_out(&h.out[before + 1], SG_EFFECT_OUTPUT, "B", "2", NULL);
+        size_t outs = 0;
+        for (size_t i = 0; i < n; i += 64) {
+                h.out_cnt = 0; /* (h.out holds 256) */
+                batch(&h, evs + i, n - i < 64 ? n - i : 64);
+                if (i == 0) {
+                        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "2", NULL);
+                        assert_out(&h.out[1], SG_EFFECT_OUTPUT, "B", "2", NULL);
+                }
+                outs += h.out_cnt;
+        }
+        ck_assert_uint_eq(outs, n);
         /* committed: v3 follows at once, v2 again is a duplicate */
+        h.out_cnt = 0;
         ONE(&h, EV("A", "e3", "t", "3"), EV("B", "f2", "t", "2"));
-        assert_out(&h.out[before + 2], SG_EFFECT_OUTPUT, "A", "3", NULL);
+        ck_assert_uint_eq(h.out_cnt, 1);
+        assert_out(&h.out[0], SG_EFFECT_OUTPUT, "A", "3", NULL);
         ck_assert_uint_eq(M(&h)->dedup_hits_total, 1);
+        h_free(&h);
+}
+END_TEST
+
+/* With room in the map, a batch's dirty aggregates stay in the cache
+ * until the checkpoint's commit writes them back once (sg_txn_settle): the
+ * batch's tick and commit write nothing back. If that write-back fails
+ * (the map full after all), the checkpoint fails and takes its batches
+ * from the store: the partition is behind its changelog (processor.h
+ * behind), to be restored before its next record, and nothing of the
+ * failed transaction stays readable (semantics §6 "Checkpoints"). */
+START_TEST(agg_cache_written_back_at_the_checkpoint) {
+        h_t h = {0};
+        h.batch_held = true;
+        h_open(&h, "\"ordering\":{\"gap_timeout_ms\":60000}");
+        char err[512] = "";
+        sg_store_fault_inject(h.store, SG_STORE_OP_AGG_WRITEBACK, 1,
+                              MDB_MAP_FULL);
+        ONE(&h, EV("A", "e1", "t", "1"), EV("B", "f1", "t", "1"));
+        ONE(&h, EV("A", "e2", "t", "2"));
+        bool fired = false;
+        (void)sg_store_fault_count(h.store, &fired);
+        ck_assert_msg(!fired, "written back before the checkpoint");
+        ck_assert(!h.proc.behind(h.proc.opaque, "orders", 0));
+        sg_err_t e = h.proc.checkpoint(h.proc.opaque, err, sizeof(err));
+        (void)sg_store_fault_count(h.store, &fired);
+        ck_assert_msg(fired, "nothing written back at the checkpoint");
+        ck_assert_msg(e == SG_ERR_MAP_FULL, "checkpoint: %s (%s)",
+                      sg_err2str(e), err);
+        ck_assert_uint_eq(sg_store_txns_open(h.store, true), 0);
+        ck_assert(h.proc.behind(h.proc.opaque, "orders", 0));
+        sg_store_fault_inject(h.store, 0, 0, 0);
+        /* the lost transaction's aggregates are not in the store */
+        sg_txn_t *t;
+        ck_assert_int_eq(sg_txn_begin(h.store, false, &t, err, sizeof(err)),
+                         SG_OK);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        size_t aggs = 0;
+        ck_assert_int_eq(sg_agg_foreach(t, &tp, count_agg, &aggs), SG_OK);
+        ck_assert_uint_eq(aggs, 0);
+        sg_txn_abort(t);
         h_free(&h);
 }
 END_TEST
@@ -3296,7 +3364,8 @@ Suite *engine_suite(void) {
         tcase_add_test(life, foreign_group_refused);
         tcase_add_test(life, key_fingerprint_change_refused);
         tcase_add_test(life, assign_meta_write_fails_closes_txn);
-        tcase_add_test(life, agg_cache_map_full_fails_the_batch);
+        tcase_add_test(life, agg_cache_low_room_fails_the_batch);
+        tcase_add_test(life, agg_cache_written_back_at_the_checkpoint);
         tcase_add_test(life, record_of_unassigned_partition_refused);
         tcase_add_test(life, dlq_headers_complete);
         tcase_add_test(life, output_rejected_too_large);
