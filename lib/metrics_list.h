@@ -182,8 +182,9 @@ typedef struct sg_hist {
  * them. X(prom alias, prom of the row, "help"). */
 #define SG_METRIC_ALIASES(X)                                                   \
         X("stuck_processing_over_5m", "stuck_processing",                      \
-          "the seed's name of seqgate_stuck_processing, whatever the stuck "   \
-          "threshold is (5 minutes by default): use seqgate_stuck_processing")
+          "seqgate_stuck_processing under its first name, whatever the "       \
+          "stuck threshold is (5 minutes by default): use "                    \
+          "seqgate_stuck_processing")
 
 /* Kafka loop stats (sg_loop_stats_t): committed batches, and gauges. */
 #define SG_LOOP_STATS(X)                                                       \
