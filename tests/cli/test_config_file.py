@@ -21,12 +21,18 @@ import unittest
 
 SEQGATE = None
 
+# group.id of this test process's own: --check-config probes this host's
+# (group.id, instance_id) claim, and instance_id defaults to the host name,
+# so a seqgate with a fixed group running on the host (a deployment, a
+# demo, another test run) would make the checks fail
+GROUP = "orders-seqgate-%d" % os.getpid()
+
 YAML = """\
 # the orders topic, deduplicated and ordered
 data_dir: /var/lib/seqgate
 kafka:
   bootstrap.servers: broker:9092   # the cluster
-  group.id: orders-seqgate
+  group.id: %s
   security.protocol: sasl_ssl
   sasl.mechanisms: PLAIN
   sasl.username: seqgate
@@ -37,7 +43,7 @@ topics:
     dlq_topic: orders.dlq
     ordering:
       gap_timeout_ms: 60000        # a minute
-"""
+""" % GROUP
 
 
 def closed_bootstrap():
@@ -99,8 +105,7 @@ class ConfigFile(unittest.TestCase):
         # defaults filled in
         self.assertEqual(t["ordering"]["gap_policy"], "dlq")
         self.assertEqual(t["dedup"]["ttl_ms"], 604800000)
-        self.assertEqual(t["changelog_topic"],
-                         "orders-seqgate-orders-changelog")
+        self.assertEqual(t["changelog_topic"], GROUP + "-orders-changelog")
         self.assertEqual(eff["batch"]["max_ms"], 100)
         self.assertEqual(eff["log_level"], "info")
         # a configuration of its own, printed again the same
