@@ -38,7 +38,9 @@
  * new keys cannot be appended to a full one freezes it at once and
  * appends them to a new one), and rewritten in key order into a
  * packed sealed segment with a blocked Bloom filter (2 bytes a key, kept
- * in the store); sealed segments of a bucket are merged four at a time.
+ * in the store) — up to four frozen segments of a bucket into one;
+ * sealed segments of a bucket are merged four at a time, and those of a
+ * bucket that takes no more new keys at the pace of the keys written.
  * A lookup goes through the segments newest first, a sealed one only when
  * its filter may hold the key; a key lives in one segment. Once a
  * bucket's end has passed, its segments are walked (the changelog gets a

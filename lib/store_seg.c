@@ -13,8 +13,9 @@
  *   SEALED  written in key order with MDB_APPEND (full pages) with a
  *           blocked Bloom filter of 2 bytes a key
  *   TARGET  being written by a compaction job; invisible to lookups
- * A compaction job copies its sources (one FROZEN segment: a seal; or up
- * to four SEALED ones of a bucket: a merge) into a TARGET in key order, a
+ * A compaction job copies its sources (up to four FROZEN segments of a
+ * bucket: a seal; or up to four SEALED ones of a bucket: a merge) into a
+ * TARGET in key order, a
  * bounded number of keys each sweep (once a batch), building its filter;
  * when done the TARGET is SEALED and the sources are emptied. A key of a
  * source updated or deleted after the job copied it is updated or deleted

@@ -168,29 +168,48 @@ static sg_err_t job_step(sg_txn_t *t, pdb_t *p, segtab_t *st, uint64_t *budget,
         return sg_seg_hdr_put(t, p, st);
 }
 
-/* The oldest frozen segment not in a bucket below @p expired, in *id.
- * false: none. */
-static bool frozen_pick(const segtab_t *st, int64_t expired, uint32_t *id) {
-        for (int i = st->cnt - 1; i >= 0; i--)
-                if (st->seg[i].state == SEG_FROZEN &&
-                    st->seg[i].bucket >= expired) {
-                        *id = st->seg[i].id;
-                        return true;
+/* The oldest frozen segment not in a bucket below @p expired, and with it
+ * the other frozen segments of its bucket (up to JOB_SRC_MAX): in @p ids,
+ * *np of them; one seal writes them into one sealed segment, each key
+ * copied once as when sealed apart (a restore leaves a bucket's keys in
+ * several full frozen segments, which sealed apart would take merges
+ * after). false: none. */
+static bool frozen_pick(const segtab_t *st, int64_t expired, uint32_t *ids,
+                        int *np) {
+        int n = 0;
+        int64_t bucket = 0;
+        for (int i = st->cnt - 1; i >= 0 && n < JOB_SRC_MAX; i--) {
+                const seg_t *g = &st->seg[i];
+                if (g->state == SEG_FROZEN && g->bucket >= expired &&
+                    (!n || g->bucket == bucket)) {
+                        bucket = g->bucket;
+                        ids[n++] = g->id;
                 }
+        }
+        *np = n;
+        return n > 0;
+}
+
+/* Whether the job in progress seals (a source is frozen) rather than
+ * merges sealed segments. */
+static bool job_seals(const segtab_t *st) {
+        for (int i = 0; i < st->job_nsrc; i++)
+                for (int j = 0; j < st->cnt; j++)
+                        if (st->seg[j].id == st->job_src[i] &&
+                            st->seg[j].state == SEG_FROZEN)
+                                return true;
         return false;
 }
 
-/* Picks the next job: the oldest frozen segment's seal; else four sealed
+/* Picks the next job: the oldest frozen segments' seal; else four sealed
  * segments of one bucket and level; else the sealed segments of a past
  * bucket (up to four, smallest level first); never in a bucket below
  * @p expired (its end has passed: it is walked and dropped). false:
  * nothing to do. */
 static bool job_pick(const segtab_t *st, int64_t cur_bucket, int64_t expired,
                      uint32_t *ids, int *np) {
-        if (frozen_pick(st, expired, ids)) {
-                *np = 1;
+        if (frozen_pick(st, expired, ids, np))
                 return true;
-        }
         for (int pass = 0; pass < 2; pass++) {
                 for (int i = st->cnt - 1; i >= 0; i--) {
                         const seg_t *a = &st->seg[i];
@@ -397,7 +416,7 @@ static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
                 /* (not while slots are scarce: the current bucket's
                  * segments and merges need free ones) */
                 bool paced = st->job_nsrc > 1 && d && d->bucket < cur &&
-                             st->cnt <= SEG_SLOTS / 2;
+                             st->cnt <= SEG_SLOTS / 2 && !job_seals(st);
                 uint64_t b = paced && past < budget ? past : budget;
                 uint64_t b0 = b;
                 bool done;
@@ -449,12 +468,13 @@ static sg_err_t dedup_seal(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
         uint64_t budget = max_keys;
         while (budget > 0) {
                 if (!st->job_dst) {
-                        uint32_t id;
-                        if (!frozen_pick(st, now / st->width_ms, &id)) {
+                        uint32_t ids[JOB_SRC_MAX];
+                        int n;
+                        if (!frozen_pick(st, now / st->width_ms, ids, &n)) {
                                 *donep = true;
                                 break;
                         }
-                        if ((err = job_start(t, p, st, &id, 1)))
+                        if ((err = job_start(t, p, st, ids, n)))
                                 return err;
                 }
                 bool done;

@@ -292,6 +292,49 @@ START_TEST(sealed_segments_merge) {
 }
 END_TEST
 
+/* Frozen segments of one bucket (what a restore leaves: each full one
+ * frozen when its window's keys could not be appended) are sealed
+ * together into one sealed segment, each key copied once, so that no
+ * merge of the bucket is left to the sweeps after (store_seg_merge.c
+ * frozen_pick). */
+START_TEST(frozen_segments_of_a_bucket_seal_into_one) {
+        sg_store_t *s = open_store();
+        sg_store_set_segment_keys(s, 100);
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = tu_wtxn(s);
+        int n = 0;
+        bool done = false;
+        for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < 120; i++, n++)
+                        put(t, &tp, n, 100, SG_DV_APPLIED);
+                /* no key copied: only the full open segment frozen */
+                ck_assert_int_eq(sg_dedup_seal(t, &tp, 200, TTL, 0, &done, err,
+                                               sizeof(err)),
+                                 SG_OK);
+        }
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.frozen, 3);
+        ck_assert_int_eq(st.sealed + st.open + st.merging, 0);
+        ck_assert_int_eq(sg_dedup_seal(t, &tp, 200, TTL, 1000000, &done, err,
+                                       sizeof(err)),
+                         SG_OK);
+        ck_assert(done);
+        st = stat(t, &tp);
+        ck_assert_int_eq(st.sealed, 1);
+        ck_assert_int_eq(st.frozen + st.open + st.merging, 0);
+        ck_assert_uint_eq(st.keys, (uint64_t)n);
+        for (int i = 0; i < n; i++)
+                found(t, &tp, i, 100);
+        absent(t, &tp, n);
+        /* nothing left for the sweeps to merge */
+        sweep(t, &tp, 200, 1000);
+        ck_assert_int_eq(stat(t, &tp).sealed, 1);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        sg_store_close(s);
+}
+END_TEST
+
 /* A seal copies a bounded number of keys a sweep; a key of its source
  * changed after the copy passed it is changed in the copy too, so the
  * sealed segment is its source when it takes over. */
@@ -596,6 +639,7 @@ int main(void) {
         tcase_add_test(tc, expiry_drops_whole_buckets);
         tcase_add_test(tc, record_moves_with_its_expiry);
         tcase_add_test(tc, sealed_segments_merge);
+        tcase_add_test(tc, frozen_segments_of_a_bucket_seal_into_one);
         tcase_add_test(tc, seal_in_steps_keeps_late_changes);
         tcase_add_test(tc, restart_and_abort_keep_the_segments);
         tcase_add_test(tc, restore_fills_buckets);
