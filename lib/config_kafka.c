@@ -185,6 +185,54 @@ static sg_err_t check_controlled(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
         return errors_since(c, since);
 }
 
+/* Whether @p v is an integer as librdkafka's int properties take it: an
+ * optional minus sign and digits. */
+static bool int_text(const char *v) {
+        if (*v == '-')
+                v++;
+        if (!*v)
+                return false;
+        for (; *v; v++)
+                if (*v < '0' || *v > '9')
+                        return false;
+        return true;
+}
+
+/**
+ * An integer property that librdkafka accepted by reading only its leading
+ * digits ("session.timeout.ms": "6s" is 6 ms, "batch.size": "1MB" one
+ * byte): its value read back is another integer. librdkafka says nothing,
+ * and the broker then refuses, or the client runs with a tiny value; so is
+ * seqgate's own "*_ms" keys' rule (no unit in the value) kept for the
+ * librdkafka properties. Secrets are not read back.
+ */
+static sg_err_t check_int_read(cfg_ctx_t *c, rd_kafka_conf_t *rk,
+                               const sg_kv_t *kv, const char *section) {
+        char back[64], p[SG_PATH_SIZE];
+        size_t n = sizeof(back);
+        const char *v = kv->value + (kv->value[0] == '-');
+        /* (a word librdkafka maps to a number, as acks "all" to -1, is
+         * fine: only leading digits with something after them) */
+        if (sg_config_kv_secret(kv) || int_text(kv->value) || *v < '0' ||
+            *v > '9' ||
+            rd_kafka_conf_get(rk, kv->name, back, &n) != RD_KAFKA_CONF_OK ||
+            !int_text(back) || !strcmp(back, kv->value))
+                return SG_OK;
+        size_t len = strlen(kv->name);
+        const char *unit = len > 3 && !strcmp(kv->name + len - 3, ".ms")
+                                   ? ", in milliseconds"
+                           : len > 7 && !strcmp(kv->name + len - 7, ".kbytes")
+                                   ? ", in kilobytes"
+                           : len > 6 && !strcmp(kv->name + len - 6, ".bytes")
+                                   ? ", in bytes"
+                                   : "";
+        sg_cfg_path_key(p, section, kv->name);
+        return sg_cfg_fail(c, p,
+                           "librdkafka reads \"%s\" as %s: write the number "
+                           "alone%s",
+                           kv->value, back, unit);
+}
+
 /**
  * Tries each property on a scratch rd_kafka_conf_t so that unknown names and
  * malformed values are found at --check-config time. No client is created.
@@ -210,8 +258,10 @@ static sg_err_t check_rdkafka(cfg_ctx_t *c, const sg_kv_t *kv, size_t cnt,
                 rkerr[0] = '\0';
                 res = rd_kafka_conf_set(rk, kv[i].name, kv[i].value, rkerr,
                                         sizeof(rkerr));
-                if (res == RD_KAFKA_CONF_OK)
+                if (res == RD_KAFKA_CONF_OK) {
+                        (void)check_int_read(c, rk, &kv[i], section);
                         continue;
+                }
                 sg_cfg_path_key(p, section, kv[i].name);
                 /* a seqgate key put among the librdkafka properties */
                 if (res == RD_KAFKA_CONF_UNKNOWN &&

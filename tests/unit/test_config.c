@@ -1455,6 +1455,20 @@ static const struct one_mistake {
          "kafka.data_dir: \"data_dir\" is a root key (the top level of the "
          "file), not a librdkafka property",
          NULL, 1},
+        /* a librdkafka duration with a unit: librdkafka reads the leading
+         * digits ("6s" as 6 ms), the broker then refuses the session */
+        {"{'data_dir':'/d','kafka':{'bootstrap.servers':'b:9092',"
+         "'group.id':'g','session.timeout.ms':'6s'},'topics':{'orders':{"
+         "'output_topic':'o','dlq_topic':'d'}}}",
+         "kafka.session.timeout.ms: librdkafka reads \"6s\" as 6: write the "
+         "number alone, in milliseconds",
+         NULL, 1},
+        {"{'data_dir':'/d'," KAFKA_OK ",'kafka_producer':{"
+         "'batch.size':'1MB'},'topics':{'orders':{"
+         "'output_topic':'o','dlq_topic':'d'}}}",
+         "kafka_producer.batch.size: librdkafka reads \"1MB\" as 1: write "
+         "the number alone",
+         NULL, 1},
 };
 
 START_TEST(test_one_mistake_one_error) {
