@@ -118,6 +118,27 @@ static void consumer_fatal(sg_loop_t *loop, rd_kafka_resp_err_t code,
         sg_loop_set_fatal(loop, SG_ERR_CONFIG, what);
 }
 
+/**
+ * Stops the loop when the group coordinator refuses the consumer's
+ * session.timeout.ms (INVALID_SESSION_TIMEOUT: outside the broker's
+ * group.min.session.timeout.ms .. group.max.session.timeout.ms). Every
+ * JoinGroup is refused the same way, so no retry can end it: it is the
+ * operator's to fix, SG_ERR_CONFIG (exit 2), naming the value librdkafka
+ * uses (a "6s" in the file is 6 ms: librdkafka reads the leading digits).
+ */
+static void session_refused(sg_loop_t *loop) {
+        char what[768];
+        sg_errf(what, sizeof(what),
+                "the group coordinator refused session.timeout.ms %" PRId64
+                " (INVALID_SESSION_TIMEOUT): it must lie within the "
+                "broker's group.min.session.timeout.ms and "
+                "group.max.session.timeout.ms (Kafka's defaults: 6000 and "
+                "1800000 ms); set kafka.session.timeout.ms within them, in "
+                "milliseconds",
+                loop->session_timeout_ms);
+        sg_loop_set_fatal(loop, SG_ERR_CONFIG, what);
+}
+
 /* ------------------------------------------------------------------ */
 /* retriable broker errors (start-up, restores, metadata, admin calls)  */
 
@@ -741,6 +762,9 @@ static void loop_collect(sg_loop_t *loop) {
                                         loop->consumer, fes, sizeof(fes));
                                 if (fe)
                                         consumer_fatal(loop, fe, fes);
+                                else if (m->err ==
+                                         RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT)
+                                        session_refused(loop);
                         }
                         rd_kafka_message_destroy(m);
                         continue;

@@ -17,6 +17,13 @@ test_daemon_start_every_problem: the same configuration started: exit 2,
   every problem in a cluster_problem line, the exiting line counting them.
 test_ttl_warning_only: a TTL below retention alone is a warning: exit 0,
   "cluster ok: 1 warning".
+test_session_timeout_refused_exits: session.timeout.ms outside the broker's
+  group.min/max.session.timeout.ms (here 500 ms, the test broker's minimum
+  being 1000): the coordinator refuses every JoinGroup
+  (INVALID_SESSION_TIMEOUT), which no retry changes; the daemon exits 2
+  naming the property, instead of logging consume_error every few
+  seconds forever (found by a user who wrote "6s", which librdkafka reads
+  as 6 ms).
 test_tls_files_every_problem: security.protocol ssl with ssl.ca.location,
   ssl.certificate.location and ssl.key.location naming missing files:
   plain --check-config names all three (exit 2); so does the daemon's
@@ -168,6 +175,23 @@ def test_ttl_warning_only(seqgate_bin, bootstrap, tmp_path):
     assert any(f"topics.{t}.dedup.ttl_ms (1 d) is shorter than input topic "
                f'"{t}"\'s retention.ms (10 d)' in w
                for w in _lines(r.stderr, "warning")), r.stderr
+
+
+def test_session_timeout_refused_exits(seqgate_bin, bootstrap, tmp_path):
+    t = unique_name("pf-sto")
+    create_topics(bootstrap, {t: 1, t + "-out": 1, t + "-dlq": 1})
+    path = _conf(tmp_path, bootstrap, unique_name("pf-g"),
+                 {t: _topic(t + "-out", t + "-dlq")},
+                 kafka={"session.timeout.ms": "500",
+                        "heartbeat.interval.ms": "100"})
+    r = subprocess.run([seqgate_bin, "--config", path], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    log = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{")]
+    exiting = [l for l in log if l["event"] == "exiting"]
+    assert exiting, r.stderr[-3000:]
+    assert "session.timeout.ms 500" in exiting[0]["detail"], exiting
+    assert "group.min.session.timeout.ms" in exiting[0]["detail"], exiting
 
 
 def test_tls_files_every_problem(seqgate_bin, tmp_path):
