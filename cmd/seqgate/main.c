@@ -425,11 +425,17 @@ static void usage(FILE *out) {
               out);
         const sg_exit_status_t *x;
         for (size_t i = 0; (x = sg_exit_status(i)); i++) {
-                char row[1024];
-                snprintf(row, sizeof(row), "%d  %s: %s", x->status, x->name,
+                /* sized to the row: a status's text is not cut */
+                int n = snprintf(NULL, 0, "%d  %s: %s", x->status, x->name,
+                                 x->doc);
+                char *row = n < 0 ? NULL : malloc((size_t)n + 1);
+                if (!row)
+                        continue;
+                snprintf(row, (size_t)n + 1, "%d  %s: %s", x->status, x->name,
                          x->doc);
                 fputs("  ", out);
                 print_wrapped(out, row, 5);
+                free(row);
         }
 }
 

@@ -78,6 +78,30 @@ class ConfigFile(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("config ok: 1 topic(s)", r.stdout)
 
+    def test_help_lists_every_exit_status_whole(self):
+        """--help's "Exit status" section holds each status's whole text,
+        as docs/operating.md's generated table has it (the help printed
+        each row through a 1024-byte buffer and cut status 2's text
+        mid-sentence)."""
+        import re
+        r = run("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        helptext = " ".join(r.stdout.partition("Exit status:")[2].split())
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "..")
+        with open(os.path.join(root, "docs", "operating.md"),
+                  encoding="utf-8") as f:
+            page = f.read()
+        table = page.partition("BEGIN GENERATED: exit-statuses")[2]
+        table = table.partition("END GENERATED: exit-statuses")[0]
+        rows = re.findall(r"^\| (\d+) \| \*\*(.+?)\*\*: (.*) \|$", table,
+                          re.M)
+        self.assertGreaterEqual(len(rows), 3, table)
+        for status, name, doc in rows:
+            doc = doc.replace("\\|", "|").replace("`", "")
+            want = " ".join(f"{status} {name}: {doc}".split())
+            self.assertIn(want, helptext, "status %s" % status)
+
     def test_yaml_pitfalls_name_key_line_column(self):
         path = self.write("seqgate.yml", YAML + "instance_id: on\n"
                           "store: {map_size_bytes: 0755}\n")
