@@ -108,8 +108,8 @@ int main(int argc, char **argv) {
                 for (; c < batch && n < events; c++, n++) {
                         uint64_t a = n % aggs;
                         if (active) {
-                                uint64_t share = events / aggs ? events / aggs
-                                                               : 1;
+                                uint64_t share =
+                                        events / aggs ? events / aggs : 1;
                                 uint64_t w = active * share; /* a window */
                                 a = (n / w * active + n % w % active) % aggs;
                         }
@@ -138,9 +138,10 @@ int main(int argc, char **argv) {
                "data.mdb %.1f MiB allocated\n",
                guarantee,
                cp_ms < 0 ? (long)conf->checkpoint_interval_ms : cp_ms, events,
-               aggs, active ? active : aggs, batch, preload, tp, (double)events / t, outputs,
-               (double)used / 1048576.0, c * 1e6 / (double)events,
-               (double)w / 4096.0 / (double)events, (double)alloc / 1048576.0);
+               aggs, active ? active : aggs, batch, preload, tp,
+               (double)events / t, outputs, (double)used / 1048576.0,
+               c * 1e6 / (double)events, (double)w / 4096.0 / (double)events,
+               (double)alloc / 1048576.0);
         uint64_t hits, misses;
         size_t cached;
         sg_aggc_stats(store, &hits, &misses, &cached);

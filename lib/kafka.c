@@ -762,8 +762,9 @@ static void loop_collect(sg_loop_t *loop) {
                                         loop->consumer, fes, sizeof(fes));
                                 if (fe)
                                         consumer_fatal(loop, fe, fes);
-                                else if (m->err ==
-                                         RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT)
+                                else if (
+                                        m->err ==
+                                        RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT)
                                         session_refused(loop);
                         }
                         rd_kafka_message_destroy(m);

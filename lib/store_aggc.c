@@ -292,8 +292,8 @@ static bool settle_due(const sg_txn_t *t) {
         if (t->map_before <= t->used_before || !s->psize)
                 return true; /* no room known: as before, now */
         uint64_t room = t->map_before - t->used_before;
-        uint64_t need = (uint64_t)c->dirty_n * SETTLE_PAGES_PER_WRITE *
-                        s->psize;
+        uint64_t need =
+                (uint64_t)c->dirty_n * SETTLE_PAGES_PER_WRITE * s->psize;
         /* the transaction's writes so far at the learned growth (the
          * dirty entries among them), and the deferred write-backs' worst
          * case on top, within the half of the room sg_txn_room_low
