@@ -108,7 +108,8 @@ int cmd_lookup(int argc, char **argv) {
                 return cc.rc;
         bool json = cc.json;
         if (!cc.config || !id)
-                return usage_error("--config and --id are required");
+                return usage_error(!cc.config ? "--config FILE is required"
+                                              : "--id I is required");
 
         sg_config_t *conf = NULL;
         int rc = cli_config_load(&cc, &conf);

@@ -409,7 +409,8 @@ int cmd_release(int argc, char **argv) {
         const char *config = cc.config;
         bool json = cc.json;
         if (!config || !agg)
-                return usage_error("--config and --aggregate are required");
+                return usage_error(!config ? "--config FILE is required"
+                                           : "--aggregate ID is required");
         sg_config_t *conf;
         int rc = cli_config_load(&cc, &conf);
         if (rc)

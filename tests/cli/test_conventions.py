@@ -109,6 +109,20 @@ class Conventions(unittest.TestCase):
             self.assert_usage_error(cmd, run(*cmd.split(), *extra),
                                     "unexpected argument 'stray'")
 
+    def test_usage_error_names_what_is_missing(self):
+        """A usage error names the option that is missing, not one that was
+        given ("--config and --id are required" after --config)."""
+        for cmd, given, missing in (("lookup", ["--id", "e-1"], "--config"),
+                                    ("lookup", ["--config", "c.json"], "--id"),
+                                    ("release", ["--config", "c.json"],
+                                     "--aggregate"),
+                                    ("release", ["--aggregate", "a"],
+                                     "--config")):
+            r = run(cmd, *given)
+            self.assert_usage_error(cmd, r, f"{missing} ")
+            self.assertNotIn(given[0] + " ", r.stderr.splitlines()[0],
+                             (cmd, given))
+
     def test_x_on_top_of_the_config(self):
         args = {"dlq summary": [], "dlq tail": [],
                 "audit": ["--topic", "orders"]}
