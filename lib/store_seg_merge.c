@@ -386,10 +386,11 @@ static sg_err_t dedup_sweep(sg_txn_t *t, const sg_tp_t *tp, int64_t now,
          * restore's), at most SEAL_STEP_MAX of those a sweep. Merges in a
          * bucket before the current one (it takes no new key: the merge
          * only saves lookups a filter probe) get at most the keys written
-         * since, while at most half the slots are in use: a restore leaves every past bucket in several sealed
-         * segments, and merging them all at four times the pace cost a
-         * 10 M-key store's first million events 0.44 CPU-s on the loop's
-         * thread (docs/benchmarks.md) */
+         * since, while at most half the slots are in use: a restore can
+         * leave a past bucket in several sealed segments, and merging
+         * them at four times the pace cost a 10 M-key store's first
+         * million events 0.44 CPU-s on the loop's thread
+         * (docs/benchmarks.md) */
         uint64_t base = max > 0 ? 4 * (uint64_t)max : 4000;
         uint64_t budget = 4 * st->written > base ? 4 * st->written : base;
         uint64_t past = st->written > base / 4 ? st->written : base / 4;
