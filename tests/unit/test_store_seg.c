@@ -27,6 +27,15 @@ static sg_store_t *open_store(void) {
         return tu_store_open(1 << 26, 1 << 24);
 }
 
+/* The suite's store with segments of @p seg_keys keys, partition
+ * "orders" [0] in *tp, and a write transaction on it. */
+static sg_txn_t *open_seg(uint64_t seg_keys, sg_store_t **sp, sg_tp_t *tp) {
+        *sp = open_store();
+        sg_store_set_segment_keys(*sp, seg_keys);
+        sg_tp_make(tp, "orders", 0);
+        return tu_wtxn(*sp);
+}
+
 static void key(int i, unsigned char kh[32]) {
         char k[32];
         snprintf(k, sizeof(k), "key-%d", i);
@@ -82,11 +91,9 @@ static sg_seg_stat_t stat(sg_txn_t *t, const sg_tp_t *tp) {
 /* An open segment that holds its keys is frozen at the next sweep and
  * sealed (its pages full, with a filter); new keys go to a new open one. */
 START_TEST(open_segment_freezes_and_seals) {
-        sg_store_t *s = open_store();
-        sg_store_set_segment_keys(s, 500);
+        sg_store_t *s;
         sg_tp_t tp;
-        sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = tu_wtxn(s);
+        sg_txn_t *t = open_seg(500, &s, &tp);
         for (int i = 0; i < 600; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         sg_seg_stat_t st = stat(t, &tp);
@@ -269,11 +276,9 @@ END_TEST
 /* Sealed segments four at a time of one bucket and level are merged into
  * one; every key is still found, and nothing else changes. */
 START_TEST(sealed_segments_merge) {
-        sg_store_t *s = open_store();
-        sg_store_set_segment_keys(s, 100);
+        sg_store_t *s;
         sg_tp_t tp;
-        sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = tu_wtxn(s);
+        sg_txn_t *t = open_seg(100, &s, &tp);
         int n = 0;
         for (int round = 0; round < 5; round++) {
                 for (int i = 0; i < 120; i++, n++)
@@ -298,11 +303,9 @@ END_TEST
  * merge of the bucket is left to the sweeps after (store_seg_merge.c
  * frozen_pick). */
 START_TEST(frozen_segments_of_a_bucket_seal_into_one) {
-        sg_store_t *s = open_store();
-        sg_store_set_segment_keys(s, 100);
+        sg_store_t *s;
         sg_tp_t tp;
-        sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = tu_wtxn(s);
+        sg_txn_t *t = open_seg(100, &s, &tp);
         int n = 0;
         bool done = false;
         for (int round = 0; round < 3; round++) {
@@ -383,11 +386,9 @@ END_TEST
  * they were (its new segment's database included) and the next one goes
  * on from there. */
 START_TEST(restart_and_abort_keep_the_segments) {
-        sg_store_t *s = open_store();
-        sg_store_set_segment_keys(s, 50);
+        sg_store_t *s;
         sg_tp_t tp;
-        sg_tp_make(&tp, "orders", 0);
-        sg_txn_t *t = tu_wtxn(s);
+        sg_txn_t *t = open_seg(50, &s, &tp);
         for (int i = 0; i < 200; i++)
                 put(t, &tp, i, 100, SG_DV_APPLIED);
         sweep(t, &tp, 200, 1000);
