@@ -291,14 +291,13 @@ static bool settle_due(const sg_txn_t *t) {
         const sg_store_t *s = t->store;
         if (t->map_before <= t->used_before || !s->psize)
                 return true; /* no room known: as before, now */
-        uint64_t room = t->map_before - t->used_before;
+        /* the deferred write-backs' worst case, in writes at the learned
+         * growth per write, on top of the transaction's own (the dirty
+         * entries among them): sg_txn_room_low's half of the room */
+        uint64_t per = sg_store_grow_per_write(s);
         uint64_t need =
                 (uint64_t)c->dirty_n * SETTLE_PAGES_PER_WRITE * s->psize;
-        /* the transaction's writes so far at the learned growth (the
-         * dirty entries among them), and the deferred write-backs' worst
-         * case on top, within the half of the room sg_txn_room_low
-         * keeps */
-        return t->writes * sg_store_grow_per_write(s) + need > room / 2;
+        return sg_txn_room_low(t, (need + per - 1) / per);
 }
 
 sg_err_t sg_txn_settle(sg_txn_t *t, char *errstr, size_t errstr_size) {
