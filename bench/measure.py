@@ -352,6 +352,8 @@ class _SysPoint:
         self.mono = time.monotonic()
         self.io = _proc_io(_read(f"/proc/{pid}/io")) if pid else {}
         self.cpu_s = _proc_cpu_s(_read(f"/proc/{pid}/stat")) if pid else None
+        self.threads = _thread_cpu(pid) if pid else {}
+        self.machine = _machine_cpu_s(_read("/proc/stat"))
         self.sectors = _diskstats_written(_read("/proc/diskstats"), dev) if dev else None
         self.psi = _psi_totals(_read("/proc/pressure/io"))
         self.data_dir = _du(data_dir) if data_dir else None
@@ -418,6 +420,19 @@ class _RssSampler:
                     "dirty_kib": pk.get("Dirty"), "writeback_kib": pk.get("Writeback"),
                     "data_dir_bytes": pk.get("data_dir")}
         return out
+
+
+def _machine_cpu_s(text):
+    """The machine's CPU seconds so far from /proc/stat's "cpu" line: busy
+    (user, nice, system, irq, softirq, steal) and idle (idle, iowait), all
+    processors together; None if it cannot be read."""
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            v = [int(x) for x in line.split()[1:9]]
+            tick = os.sysconf("SC_CLK_TCK")
+            return {"busy": (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tick,
+                    "idle": (v[3] + v[4]) / tick, "steal": v[7] / tick}
+    return None
 
 
 def _thread_cpu(pid):
@@ -768,6 +783,14 @@ def _scale_figures(a, total, t_epoch, t0, done_at, ready_ts, start_pt, ready, en
         "data_dir_bytes_end": end_pt.data_dir,
     }
     res["stream"]["store_bytes_by_ready"] = ready.by_store
+    # where the stream's CPU went: the process's threads by name, and the
+    # whole machine (the broker, the kernel's writeback, everything else)
+    res["stream"]["thread_cpu_s"] = {
+        k: round(v - ready.threads.get(k, 0), 2)
+        for k, v in end_pt.threads.items() if v - ready.threads.get(k, 0) >= 0.01}
+    if ready.machine and end_pt.machine:
+        res["stream"]["machine_cpu_s"] = {
+            k: round(end_pt.machine[k] - ready.machine[k], 2) for k in ready.machine}
     res["restore_phase"] = {
         "cpu_s": c0,
         "write_bytes": wb0,
@@ -1552,9 +1575,24 @@ def _report_scale_cl(rows, disk):
         return f"{x / 2**20:.0f}" if x else "-"
     # scale-disk.jsonl has a line per run, in the same order
     disk = list(disk) + [{}] * (len(rows) - len(disk))
+    # a mode's base store: its fewest aggregates; each other run is set
+    # against the base run before it (--scale-rounds: small, large, small,
+    # large, ...)
+    least = {}
+    for r in rows:
+        k = (r.get("prime") or {}).get("aggregates") or 0
+        least[r["label"]] = min(k, least.get(r["label"], k))
+    pairs = {}
     for r, dk in zip(rows, disk):
         f = _scale_derived(r)
+        if (r.get("prime") or {}).get("aggregates") == least[r["label"]]:
+            base[r["label"]] = (r, f)
         b = base.setdefault(r["label"], (r, f))
+        if b[0] is not r and f["events_per_s"] and b[1]["events_per_s"]:
+            pairs.setdefault((r["label"], f["aggregates"], f["dedup_keys"]), []).append(
+                (f["events_per_s"] / b[1]["events_per_s"],
+                 (b[1]["cpu_s_per_m"] / f["cpu_s_per_m"]
+                  if f["cpu_s_per_m"] and b[1]["cpu_s_per_m"] else None)))
         ratio = "1 (base)" if b[0] is r else _ratio(f["events_per_s"], b[1]["events_per_s"])
         cpu_ratio = "" if b[0] is r else f" ({_ratio(f['cpu_s_per_m'], b[1]['cpu_s_per_m'])})"
         pr = r.get("prime") or {}
@@ -1583,6 +1621,28 @@ def _report_scale_cl(rows, disk):
     if lines:
         print("scale (stores restored from a generated changelog; events/s from the end "
               "of the restore to the end of the stream): " + "; ".join(lines))
+    for (label, k, d), ps in pairs.items():
+        if len(ps) < 2:
+            continue
+        ev = sorted(p[0] for p in ps)
+        cpu = sorted(p[1] for p in ps if p[1] is not None)
+        print(f"scale {label[6:]} {k} aggregates + {d} keys, {len(ps)} pairs in turn: "
+              f"events/s ratio to the base run before it "
+              f"{', '.join(f'{x:.2f}' for x in (p[0] for p in ps))} "
+              f"(median {_median(ev):.2f}); base CPU-s per 1 M / this run's "
+              f"{', '.join(f'{x:.2f}' for x in (p[1] for p in ps) if x is not None)} "
+              f"(median {_median(cpu) if cpu else float('nan'):.2f})")
+    for r in rows:
+        st = r.get("stream") or {}
+        th, mc = st.get("thread_cpu_s"), st.get("machine_cpu_s")
+        if not th and not mc:
+            continue
+        top = ", ".join(f"{k} {v}" for k, v in sorted(
+            (th or {}).items(), key=lambda kv: -kv[1])[:6])
+        mach = (f"; the machine: busy {mc['busy']}, idle {mc['idle']}, steal {mc['steal']}"
+                if mc else "")
+        print(f"scale {r['label'][6:]} {(r.get('prime') or {}).get('aggregates')}: the "
+              f"stream's CPU-s by thread: {top or '-'}{mach}")
 
 
 def _report_scale(scs, disk):

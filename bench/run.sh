@@ -55,8 +55,12 @@
 # the process starts; the process restores it, then reads the stream. The
 # stream's events/s is measured from the end of the restore to the end,
 # beside the restore rate, bytes per key on disk, pages written per event,
-# I/O pressure, Dirty/Writeback and RSS peaks. --scale-prime input: the
-# older way, N priming records in the input topic read by the process.
+# I/O pressure, Dirty/Writeback and RSS peaks. --scale-rounds R runs the
+# small and the large store R times in turn (small, large, small, large,
+# ...: each pair minutes apart, so that the machine's drift between them
+# stays small) and reports each pair's ratio and their median.
+# --scale-prime input: the older way, N priming records in the input topic
+# read by the process.
 #
 # Usage: bench/run.sh [--events N] [--aggregates N] [--rounds N]
 #                     [--warmup N] [--batch-records N] [--batch-ms N]
@@ -66,6 +70,7 @@
 #                     [--latency] [--latency-rate N] [--latency-events N]
 #                     [--scale N] [--scale-base N] [--scale-dedup D]
 #                     [--scale-probes N] [--scale-prime changelog|input]
+#                     [--scale-rounds R]
 # Defaults: 1000000 events, 100000 aggregates, 2 rounds, batch.max_records
 # 10000, batch.max_ms 100, the librdkafka properties listed below, and
 # --modes plain,at_least_once,exactly_once,streams.
@@ -130,6 +135,7 @@ SCALE=0
 SCALE_BASE=10000
 SCALE_DEDUP=0
 SCALE_PROBES=100
+SCALE_ROUNDS=1
 SCALE_PRIME=changelog
 # librdkafka properties given to BOTH runs (the tuning of docs/benchmarks.md);
 # --consumer-prop / --producer-prop override or add, by name.
@@ -164,6 +170,7 @@ while (($#)); do
     --scale-dedup) SCALE_DEDUP=$2; shift 2 ;;
     --scale-probes) SCALE_PROBES=$2; shift 2 ;;
     --scale-prime) SCALE_PRIME=$2; shift 2 ;;
+    --scale-rounds) SCALE_ROUNDS=$2; shift 2 ;;
     --no-verify) VERIFY=0; shift ;;
     --keep) KEEP=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -190,6 +197,7 @@ done
 ((SCALE_BASE >= 1)) || die "--scale-base must be at least 1 (the base run is primed too)"
 [[ $SCALE_PRIME == changelog || $SCALE_PRIME == input ]] || die "--scale-prime: changelog or input"
 [[ $SCALE_DEDUP =~ ^[0-9]+$ && $SCALE_PROBES =~ ^[0-9]+$ ]] || die "--scale-dedup/--scale-probes: a number"
+[[ $SCALE_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--scale-rounds: a number of rounds, at least 1"
 ((SCALE_DEDUP == 0 || SCALE_DEDUP > SCALE)) || die "--scale-dedup $SCALE_DEDUP must be above --scale $SCALE"
 ((SCALE == 0)) || [[ $SCALE_PRIME == input ]] || ((SCALE_PROBES >= 1 && SCALE_PROBES <= SCALE_BASE)) ||
     die "--scale-probes must be 1..--scale-base (a probe is a primed aggregate of every store)"
@@ -625,8 +633,8 @@ print(json.dumps(m))' "$WORK/scale-stream.manifest.json" "$WORK/scale-probe.json
 # process starts), on the input topic $SCALE_IN: measure.py run takes the
 # stream's rate from the end of the restore, and the system figures; the
 # run is checked, its broker disk measured, its topics deleted.
-scale_cl_run() { # label aggregates dedup_keys
-    local label=$1 k=$2 d=$3 tag=scale-$1-$2-$3
+scale_cl_run() { # label aggregates dedup_keys round
+    local label=$1 k=$2 d=$3 tag=scale-$1-$2-$3-$4
     local out=bench-out-$tag-$RUN_ID dlq=bench-dlq-$tag-$RUN_ID
     local group=bench-$tag-$RUN_ID dd=$WORK/store-$tag
     local ready=() atr=() cls=() t
@@ -657,6 +665,10 @@ scale_cl_run() { # label aggregates dedup_keys
         cls=("$group-$SCALE_IN-changelog")
     fi
     log "scale $tag: primed $(head -c 400 "$WORK/$tag.prime.json")"
+    # the priming's writes (the broker's logs: 1.3 GB at 10 M keys) on disk
+    # before the process starts: left to the kernel they are written 30 s
+    # later, in the large store's restore and stream and not the small's
+    sync
     log "scale $tag: $CMD_DESC: restore, then the stream"
     "$PY" "$ROOT/bench/measure.py" run --bootstrap "$BS" --group "$group" \
         --topic "$SCALE_IN" --label "scale-$label" --out "$SCALE_RESULTS" \
@@ -700,11 +712,14 @@ if ((SCALE)) && [[ $SCALE_PRIME == changelog ]]; then
     scale_cl_input "$SCALE_IN" "$SCALE_MANIFEST"
     for m in "${MODE_LIST[@]}"; do
         [[ $m == plain ]] && continue # no store to prime
-        # small and large side by side, then (seqgate) the many-keys store
-        scale_cl_run "$m" "$SCALE_BASE" "$SCALE_BASE"
-        scale_cl_run "$m" "$SCALE" "$SCALE"
+        # small and large side by side (--scale-rounds times in turn), then
+        # (seqgate) the many-keys store
+        for ((r = 1; r <= SCALE_ROUNDS; r++)); do
+            scale_cl_run "$m" "$SCALE_BASE" "$SCALE_BASE" "$r"
+            scale_cl_run "$m" "$SCALE" "$SCALE" "$r"
+        done
         if ((SCALE_DEDUP)) && [[ $m != streams ]]; then
-            scale_cl_run "$m" "$SCALE" "$SCALE_DEDUP"
+            scale_cl_run "$m" "$SCALE" "$SCALE_DEDUP" 1
         fi
     done
 elif ((SCALE)); then

@@ -323,6 +323,36 @@ def test_scale_system_figures_parse_proc_files():
     assert measure._pages_per_event(0, 1, 0) is None
 
 
+def test_scale_machine_cpu_from_proc_stat():
+    tick = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal
+    text = (f"cpu  {10 * tick} {1 * tick} {4 * tick} {30 * tick} {2 * tick} 0 "
+            f"{1 * tick} {3 * tick} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    assert measure._machine_cpu_s(text) == {"busy": 19.0, "idle": 32.0, "steal": 3.0}
+    assert measure._machine_cpu_s("") is None
+
+
+def test_scale_rounds_pair_each_large_run_with_the_base_before_it(capsys):
+    def run(k, evs, cpu):
+        return {"label": "scale-exactly_once", "prime": {"aggregates": k, "dedup_keys": k},
+                "measured_events_per_s": evs,
+                "stream": {"cpu_s_per_m": cpu,
+                           "thread_cpu_s": {"seqgate": cpu * 0.7, "rdk:broker": 1.5},
+                           "machine_cpu_s": {"busy": 20.0, "idle": 4.0, "steal": 0.0}}}
+    # the machine slows down between the pairs: the second base is slower
+    rows = [run(10000, 100000, 8.0), run(10000000, 80000, 10.0),
+            run(10000, 50000, 16.0), run(10000000, 45000, 18.0),
+            run(10000, 90000, 9.0), run(10000000, 81000, 10.0)]
+    measure._report_scale_cl(rows, [])
+    out = capsys.readouterr().out
+    assert "3 pairs in turn" in out
+    # 0.80, 0.90, 0.90 (each against the base run before it), not against
+    # the first base (0.80, 0.45, 0.81)
+    assert "ratio to the base run before it 0.80, 0.90, 0.90 (median 0.90)" in out
+    assert "0.80, 0.89, 0.90 (median 0.89)" in out  # CPU per 1 M: base / this
+    assert "the stream's CPU-s by thread: seqgate 7.0, rdk:broker 1.5" in out
+
+
 def test_scale_restore_rate_from_restore_done_lines():
     def line(ts, records, ms, **kw):
         return {"event": "restore_done", "ts": ts, "records": records, "ms": ms, **kw}
