@@ -32,7 +32,7 @@
  * Dedup segments (semantics §3 "Expiry", store_seg.c; compaction and
  * expiry: store_seg_merge.c): a partition's dedup records live in time
  * segments, each holding keys whose expiry falls in one bucket of width
- * dedup TTL / 8. New keys go to the bucket's one open
+ * dedup TTL / SG_DEDUP_BUCKETS. New keys go to the bucket's one open
  * segment, small and hot; one that holds SG_SEG_KEYS_DEFAULT keys, or
  * whose bucket is past, is frozen (at a sweep; a restore's window whose
  * new keys cannot be appended to a full one freezes it at once and
@@ -98,6 +98,15 @@ extern "C" {
 /** Keys an open dedup segment takes before it is frozen (above), unless
  *  sg_store_set_segment_keys() says otherwise. */
 #define SG_SEG_KEYS_DEFAULT 262144
+/** A partition's dedup bucket width is its dedup TTL / SG_DEDUP_BUCKETS
+ *  (at least 1 s), set when its first key is written and kept for the
+ *  partition's life in this store. A key leaves the store when its
+ *  bucket ends, up to one width after it expired (semantics §3
+ *  "Expiry"), so the store holds up to TTL × (1 + 1/SG_DEDUP_BUCKETS)
+ *  of keys. Fewer, wider buckets would mean fewer sealed segments and
+ *  filter probes a lookup, for more disk (half-TTL buckets, Kafka
+ *  Streams' default segment, measured: docs/benchmarks.md). */
+#define SG_DEDUP_BUCKETS 8
 #define SG_STATE_MAX 64 /**< longest state name, bytes, NUL included */
 
 typedef struct sg_store sg_store_t;
@@ -780,8 +789,8 @@ sg_err_t sg_dedup_put_known(sg_txn_t *txn, const sg_tp_t *tp,
  * key gets a changelog tombstone (at most @p max this call; *removedp
  * receives their count), a key still PARKED moves to the current bucket
  * with expiry @p now_ms + @p ttl_ms, and once walked the segments are
- * emptied. @p ttl_ms is the partition's dedup TTL (the bucket width is an
- * eighth of the first one seen).
+ * emptied. @p ttl_ms is the partition's dedup TTL (the bucket width is
+ * the first one seen / SG_DEDUP_BUCKETS).
  */
 sg_err_t sg_dedup_sweep(sg_txn_t *txn, const sg_tp_t *tp, int64_t now_ms,
                         int64_t ttl_ms, int max, int *removedp, char *errstr,

@@ -5,7 +5,8 @@
  *
  * A segment is one LMDB database (a slot of the partition, store_parts.c)
  * holding the keys whose expiry falls in one bucket [b·W, (b+1)·W) of the
- * partition's bucket width W (an eighth of its dedup TTL). Its states:
+ * partition's bucket width W (its dedup TTL / SG_DEDUP_BUCKETS). Its
+ * states:
  *   OPEN    takes new keys of its bucket (at most one per bucket); random
  *           inserts, so its pages are about two thirds full, but it is
  *           small (SG_SEG_KEYS_DEFAULT keys) and its pages stay hot
@@ -360,7 +361,8 @@ int64_t sg_seg_bucket_of(const segtab_t *st, int64_t expiry_ms) {
 sg_err_t sg_seg_width_set(sg_txn_t *t, pdb_t *p, segtab_t *st, int64_t ttl) {
         if (st->width_ms)
                 return SG_OK;
-        st->width_ms = ttl / 8 > 1000 ? ttl / 8 : 1000;
+        int64_t w = ttl / SG_DEDUP_BUCKETS;
+        st->width_ms = w > 1000 ? w : 1000;
         return sg_seg_hdr_put(t, p, st);
 }
 

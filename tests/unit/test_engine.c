@@ -532,12 +532,14 @@ START_TEST(dedup_ttl_expiry) {
         ONE(&h, EV("A", "e1", "t", "1"));
         assert_out(&h.out[2], SG_EFFECT_DLQ, "A", "1", "stale_version");
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
-        /* its segment's bucket (a width of TTL / 8) ends at T0 + 11250:
-         * e2 goes (e1, recorded again, lives in a later bucket) */
-        h_clock(&h, T0 + 11249);
+        /* its segment's bucket (a width of TTL / SG_DEDUP_BUCKETS) ends
+         * one width after its expiry: e2 goes (e1, recorded again, lives
+         * in a later bucket) */
+        int64_t w = 10000 / SG_DEDUP_BUCKETS;
+        h_clock(&h, T0 + 10000 + w - 1);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 0);
-        h_clock(&h, T0 + 11250);
+        h_clock(&h, T0 + 10000 + w);
         ck_assert_uint_eq(batch(&h, NULL, 0), 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
         h_free(&h);

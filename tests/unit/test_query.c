@@ -289,11 +289,13 @@ START_TEST(event_unknown_never_seen_and_expired) {
         ck_assert_pstr_eq(js(o, "why"), "expired");
         ck_assert_pstr_eq(js(o, "expired_at_ms"), ms_text(T0 + 10000));
         cJSON_Delete(o);
-        /* swept (its bucket, a width of TTL / 8, has ended): gone */
-        h_clock(&h, T0 + 11250);
+        /* swept (its bucket, a width of TTL / SG_DEDUP_BUCKETS, has
+         * ended): gone */
+        int64_t end = T0 + 10000 + 10000 / SG_DEDUP_BUCKETS;
+        h_clock(&h, end);
         batch(&h, NULL, 0);
         ck_assert_uint_eq(M(&h)->dedup_expired_total, 1);
-        o = ask(&h, "e1", NULL, T0 + 11250);
+        o = ask(&h, "e1", NULL, end);
         ck_assert_pstr_eq(js(o, "status"), "unknown");
         ck_assert_pstr_eq(js(o, "why"), "not_found");
         cJSON_Delete(o);

@@ -20,7 +20,9 @@
 
 static char err[512];
 
-#define TTL 8000 /* bucket width 1000 ms */
+#define TTL 8000 /* bucket width 1000 ms: */
+_Static_assert(SG_DEDUP_BUCKETS == 8, "these tests' times assume buckets "
+                                      "of TTL / 8 = 1000 ms");
 
 /* The suite's store in the test's directory (tu_store_fixture). */
 static sg_store_t *open_store(void) {
@@ -244,6 +246,30 @@ START_TEST(expiry_drops_whole_buckets) {
         found(t, &tp, 100, 1100);
         ck_assert_int_eq(sweep(t, &tp, 10000, 10), 1); /* key 100 */
         absent(t, &tp, 100);
+        sg_txn_abort(t);
+        sg_store_close(s);
+}
+END_TEST
+
+/* By default a partition's bucket is its TTL / SG_DEDUP_BUCKETS wide (the
+ * width of its first key's TTL), so a key leaves up to that long after
+ * its expiry. */
+START_TEST(default_bucket_width_is_the_ttl_over_the_buckets) {
+        sg_store_t *s = open_store();
+        sg_tp_t tp;
+        sg_tp_make(&tp, "orders", 0);
+        sg_txn_t *t = tu_wtxn(s);
+        int64_t w = TTL / SG_DEDUP_BUCKETS;
+        put(t, &tp, 1, 100, SG_DV_APPLIED); /* expiry TTL + 100 */
+        sg_seg_stat_t st = stat(t, &tp);
+        ck_assert_int_eq(st.oldest_bucket_end_ms, ((TTL + 100) / w + 1) * w);
+        ck_assert_int_eq(sg_txn_commit(t, err, sizeof(err)), SG_OK);
+        t = tu_wtxn(s);
+        int64_t end = st.oldest_bucket_end_ms;
+        ck_assert_int_eq(sweep(t, &tp, end - 1, 10), 0);
+        found(t, &tp, 1, 100);
+        ck_assert_int_eq(sweep(t, &tp, end, 10), 1);
+        absent(t, &tp, 1);
         sg_txn_abort(t);
         sg_store_close(s);
 }
@@ -638,6 +664,7 @@ int main(void) {
         tcase_add_test(tc, open_segment_freezes_and_seals);
         tcase_add_test(tc, filter_false_positive_never_changes_an_answer);
         tcase_add_test(tc, expiry_drops_whole_buckets);
+        tcase_add_test(tc, default_bucket_width_is_the_ttl_over_the_buckets);
         tcase_add_test(tc, record_moves_with_its_expiry);
         tcase_add_test(tc, sealed_segments_merge);
         tcase_add_test(tc, frozen_segments_of_a_bucket_seal_into_one);
