@@ -171,6 +171,7 @@ static void print_sizing(const char *dir, bool have_store,
                 j_num(c, "bytes_per_aggregate_record", r->agg_log_bytes);
                 j_num(c, "bytes", z->changelog_total);
                 j_num(o, "total_bytes", z->total);
+                j_num(o, "peak_total_bytes", z->peak_total);
                 /* what too few records measure: beside, never the total */
                 j_sampled(o, "measured_total_bytes",
                           warn[0] ? sampled_total : 0);
@@ -226,6 +227,9 @@ static void print_sizing(const char *dir, bool have_store,
                r->agg_log_bytes, human(z->changelog_total, b2, sizeof(b2)));
         printf("total:      %s (%.0f bytes; before replicas)\n",
                human(z->total, b1, sizeof(b1)), z->total);
+        printf("peak:       %s, just before a dedup bucket ends (its expired "
+               "keys stay up\n            to TTL / %d after their expiry)\n",
+               human(z->peak_total, b1, sizeof(b1)), SG_DEDUP_BUCKETS);
         printf("basis:      %s\n", basis);
         if (warn[0])
                 printf("warning:    %s\n", warn);

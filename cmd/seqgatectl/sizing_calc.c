@@ -59,4 +59,7 @@ void sg_sizing_compute(const sg_sizing_rates_t *r, uint64_t events_per_day,
         out->changelog_total = out->dedup_records * r->dedup_log_bytes +
                                (double)aggregates * r->agg_log_bytes;
         out->total = out->dedup_total + out->agg_total + out->changelog_total;
+        double linger = out->dedup_records / SG_DEDUP_BUCKETS;
+        out->peak_total =
+                out->total + linger * (r->dedup_bytes + r->dedup_log_bytes);
 }

@@ -55,6 +55,10 @@ typedef struct sg_sizing {
         double changelog_records; /* live dedup keys + aggregates */
         double changelog_total;
         double total;
+        /* just before a dedup bucket ends: its expired keys still in the
+         * store and the changelog, up to a bucket's width (TTL /
+         * SG_DEDUP_BUCKETS, semantics §3 "Expiry") of events more */
+        double peak_total;
 } sg_sizing_t;
 
 /*
