@@ -440,8 +440,10 @@ static bool row4_quarantined(judged_t *j) {
         j->d.reason = SG_R_AGGREGATE_QUARANTINED;
         j->d.detail = snap_enabled(p)
                               ? "aggregate is quarantined after a gap "
-                                "timeout; a snapshot of it is requested and "
-                                "releases it"
+                                "timeout; each of its events asks the "
+                                "authority for a snapshot again, and an "
+                                "answer with one releases it (seqgatectl "
+                                "release otherwise)"
                               : "aggregate is quarantined after a gap "
                                 "timeout; its events wait in the DLQ for an "
                                 "operator (seqgatectl release)";
