@@ -222,7 +222,7 @@ if [ "$mode" = engine ]; then
         # order-1005 waits for v2 with v3 parked, order-1006 for v2 with v3
         # and v4 parked; gap_timeout_ms is 3000. Then seqgate asks the
         # authority: order-1006 is resolved by a snapshot, order-1005 is
-        # unknown to it (404, twice: max_attempts 2) and goes to the gap policy.
+        # unknown to it (404 to each request) and goes to the gap policy.
         say "waiting for the gaps of order-1005 and order-1006 (gap_timeout_ms 3000, then a snapshot request each)"
         wait_for '[ "$(counter snapshot_applied_total)" = 1 ]' 150 ||
                 echo "demo.sh: no snapshot applied" >&2

@@ -78,11 +78,16 @@ def events(topic, out_topic, dlq_topic, clean_tsv, dlq_tsv, inputs):
             details.append((off, key, ev.get("sequence", "?"),
                             h.get("__seqgate.errors.reason", "?"),
                             h.get("__seqgate.errors.detail", "")))
-    n_out = sum(1 for f in fate.values() if f[0] == "out") + len(snapshots)
+    n_out = sum(1 for f in fate.values() if f[0] == "out")
     n_dlq = sum(1 for f in fate.values() if f[0] == "dlq")
-    print(f"topic {topic}: {len(ins)} events in; {n_out} records out to "
+    # in = out + DLQ + dropped; a snapshot record is output that came from
+    # the authority, not from an input event
+    snaps = (f"; and {len(snapshots)} snapshot record"
+             f"{'' if len(snapshots) == 1 else 's'} from the authority to "
+             f"{out_topic}" if snapshots else "")
+    print(f"topic {topic}: {len(ins)} events in: {n_out} out to "
           f"{out_topic}, {n_dlq} to {dlq_topic}, "
-          f"{len(ins) - len(fate)} dropped")
+          f"{len(ins) - len(fate)} dropped{snaps}")
     print(f"  {'off':>3}  {'key':<11} {'ver':<4} {'type':<17} {'id':<10}  "
           f"what happened")
     seen = {}
