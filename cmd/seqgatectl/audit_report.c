@@ -405,7 +405,12 @@ static cJSON *build(au_drive_t *d, const au_part_t *parts, size_t part_cnt) {
                         "bytes per record are seqgatectl sizing's "
                         "estimate, not measured",
                         keys, AU_SIZING_MIN_KEYS);
-        if (span < SAMPLE_MIN_SPAN_MS && wl < sizeof(warn))
+        if (span <= 0 && wl < sizeof(warn))
+                snprintf(warn + wl, sizeof(warn) - wl,
+                         "%sno span (fewer than two record timestamps): "
+                         "no events/day, so no estimate",
+                         wl ? "; " : "");
+        else if (span < SAMPLE_MIN_SPAN_MS && wl < sizeof(warn))
                 snprintf(warn + wl, sizeof(warn) - wl,
                          "%sa span of %.0f s, under an hour: "
                          "events/day is extrapolated from it",
@@ -618,16 +623,19 @@ static void text_copart(const cJSON *r) {
 
 static void print_text(const cJSON *r) {
         const cJSON *ps = cJSON_GetObjectItemCaseSensitive(r, "partitions");
+        int np = cJSON_GetArraySize(ps);
+        const char *pl = np == 1 ? "" : "s";
         if (num(r, "records") > 0)
-                printf("audit of topic %s: %.0f records in %d partitions, %s "
-                       ".. %s (%.2f h)\n",
+                printf("audit of topic %s: %.0f record%s in %d partition%s, "
+                       "%s .. %s (%.2f h)\n",
                        str(r, "topic"), num(r, "records"),
-                       cJSON_GetArraySize(ps), str(r, "first_timestamp"),
-                       str(r, "last_timestamp"), num(r, "span_ms") / MS_H);
+                       num(r, "records") == 1 ? "" : "s", np, pl,
+                       str(r, "first_timestamp"), str(r, "last_timestamp"),
+                       num(r, "span_ms") / MS_H);
         else
-                printf("audit of topic %s: no records in %d partitions in the "
-                       "range\n",
-                       str(r, "topic"), cJSON_GetArraySize(ps));
+                printf("audit of topic %s: no records in %d partition%s in "
+                       "the range\n",
+                       str(r, "topic"), np, pl);
         printf("refetch: unavailable (gap deadlines go to the gap policy)\n\n");
         text_copart(r);
         const cJSON *phw =
