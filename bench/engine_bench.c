@@ -7,7 +7,7 @@
  * commit from the broker, so a change to the engine or the store can be
  * judged on its own. Usage:
  *   engine_bench [events] [aggregates] [batch] [preload_keys] [guarantee]
- *                [checkpoint_ms] [active]
+ *                [checkpoint_ms] [active] [spread]
  * preload_keys: dedup keys written before the timed run, to measure how the
  * store behaves when it is already large (e.g. 10000 vs 10000000).
  * guarantee: exactly_once (default: changelog records are built too) or
@@ -20,6 +20,12 @@
  * aggregates take their versions in turn until each has its share
  * (events / aggregates), then the next N open (an aggregate's versions
  * arrive within N x share events: the Kafka benchmark's shape).
+ * spread: 0 (default) preloads at the current time, so every preloaded
+ * key lands in one expiry bucket; 1 spreads the preload's first-seen
+ * times over the dedup TTL window as bench/scale_prime does for the Kafka
+ * benchmark (batch b of J at now - TTL + 1 h + (b + 1)(TTL - 1 h)/J), so
+ * the store holds a sealed segment per past bucket, as a steady state and
+ * a restored store do; the timed run is at the real clock.
  * Besides events/s the line says what the timed run cost: CPU-s per event
  * (the process's, user and sys), pages written per event (/proc/self/io
  * write_bytes / 4096: the pages it dirtied, counted when dirtied), and
@@ -57,6 +63,7 @@ int main(int argc, char **argv) {
         const char *guarantee = argc > 5 ? argv[5] : "exactly_once";
         long cp_ms = argc > 6 ? strtol(argv[6], NULL, 10) : -1;
         uint64_t active = argc > 7 ? strtoull(argv[7], NULL, 10) : 0;
+        int spread = argc > 8 ? atoi(argv[8]) : 0;
         char dir[] = "/tmp/sg_engine_bench_XXXXXX", err[512];
         if (!mkdtemp(dir))
                 return 1;
@@ -84,7 +91,16 @@ int main(int argc, char **argv) {
         /* preload: distinct dedup keys on other aggregates (mode strict,
          * each its own aggregate at version 1) */
         double t0 = bench_now_s();
-        for (uint64_t n = 0; n < preload;) {
+        int64_t ttl = conf->topics[0].dedup_ttl_ms, hour = 3600000;
+        int64_t now_ms = sg_clock_wall_ms();
+        uint64_t jobs = (preload + batch - 1) / batch;
+        for (uint64_t n = 0, b = 0; n < preload; b++) {
+                if (spread && ttl > hour)
+                        sg_engine_set_clock(
+                                eng, now_ms - ttl + hour +
+                                             (int64_t)((b + 1) *
+                                                       (uint64_t)(ttl - hour) /
+                                                       jobs));
                 size_t c = 0;
                 for (; c < batch && n < preload; c++, n++) {
                         bench_ev_make(&evs[c], 1000000000ull + n, 1,
@@ -97,6 +113,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "engine_bench: %s\n", err);
                 goto done;
         }
+        sg_engine_set_clock(eng, 0); /* the timed run: the real clock */
         double tp = bench_now_s() - t0;
         outputs = 0;
         uint64_t w0 = written_bytes();
@@ -133,15 +150,15 @@ int main(int argc, char **argv) {
                 stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
         printf("engine (%s, checkpoint %ld ms): %" PRIu64 " events, %" PRIu64
                " aggregates (%" PRIu64 " active), batch %zu, "
-               "preload %" PRIu64 " keys (%.1f s): %.0f ev/s, %zu outputs, "
+               "preload %" PRIu64 " keys%s (%.1f s): %.0f ev/s, %zu outputs, "
                "store %.1f MiB; %.2f us CPU/event, %.3f pages written/event, "
                "data.mdb %.1f MiB allocated\n",
                guarantee,
                cp_ms < 0 ? (long)conf->checkpoint_interval_ms : cp_ms, events,
-               aggs, active ? active : aggs, batch, preload, tp,
-               (double)events / t, outputs, (double)used / 1048576.0,
-               c * 1e6 / (double)events, (double)w / 4096.0 / (double)events,
-               (double)alloc / 1048576.0);
+               aggs, active ? active : aggs, batch, preload,
+               spread ? " spread over the TTL" : "", tp, (double)events / t,
+               outputs, (double)used / 1048576.0, c * 1e6 / (double)events,
+               (double)w / 4096.0 / (double)events, (double)alloc / 1048576.0);
         uint64_t hits, misses;
         size_t cached;
         sg_aggc_stats(store, &hits, &misses, &cached);
