@@ -41,6 +41,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The partition's dedup segments by state, on stderr: what a lookup
+ * probes (open and frozen ones without a filter, sealed ones behind
+ * theirs). */
+static void seg_report(sg_store_t *store, const char *when) {
+        sg_txn_t *t;
+        char err[256];
+        sg_tp_t tp;
+        sg_seg_stat_t st;
+        sg_tp_make(&tp, "orders", 0);
+        if (sg_txn_begin(store, false, &t, err, sizeof(err)))
+                return;
+        if (!sg_dedup_seg_stat(t, &tp, &st))
+                fprintf(stderr,
+                        "engine_bench: dedup segments %s: %d open, %d "
+                        "frozen, %d sealed, %d merging, %" PRIu64 " keys\n",
+                        when, st.open, st.frozen, st.sealed, st.merging,
+                        st.keys);
+        sg_txn_abort(t);
+}
+
 /* write_bytes of /proc/self/io: bytes this process caused to be written
  * (counted when the page was dirtied); 0 when unknown. */
 static uint64_t written_bytes(void) {
@@ -114,6 +134,7 @@ int main(int argc, char **argv) {
                 goto done;
         }
         sg_engine_set_clock(eng, 0); /* the timed run: the real clock */
+        seg_report(store, "after the preload");
         double tp = bench_now_s() - t0;
         outputs = 0;
         uint64_t w0 = written_bytes();
@@ -140,6 +161,7 @@ int main(int argc, char **argv) {
                 goto done;
         }
         double t = bench_now_s() - t0, c = bench_cpu_s() - c0;
+        seg_report(store, "after the timed run");
         uint64_t w = written_bytes() - w0;
         uint64_t size, used;
         sg_store_usage(store, &size, &used);
