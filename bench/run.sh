@@ -198,6 +198,8 @@ done
 [[ $SCALE_PRIME == changelog || $SCALE_PRIME == input ]] || die "--scale-prime: changelog or input"
 [[ $SCALE_DEDUP =~ ^[0-9]+$ && $SCALE_PROBES =~ ^[0-9]+$ ]] || die "--scale-dedup/--scale-probes: a number"
 [[ $SCALE_ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--scale-rounds: a number of rounds, at least 1"
+((SCALE_ROUNDS == 1)) || { ((SCALE)) && [[ $SCALE_PRIME == changelog ]]; } ||
+    die "--scale-rounds needs --scale N with --scale-prime changelog (the default)"
 ((SCALE_DEDUP == 0 || SCALE_DEDUP > SCALE)) || die "--scale-dedup $SCALE_DEDUP must be above --scale $SCALE"
 ((SCALE == 0)) || [[ $SCALE_PRIME == input ]] || ((SCALE_PROBES >= 1 && SCALE_PROBES <= SCALE_BASE)) ||
     die "--scale-probes must be 1..--scale-base (a probe is a primed aggregate of every store)"
